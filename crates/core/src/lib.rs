@@ -1,0 +1,46 @@
+//! # tenure-core: the sans-IO leader-election state machine
+//!
+//! The core of tenure decides, at every moment, which node of a cluster leads.
+//! It performs no I/O: it reads no clock, opens no socket, spawns no thread and
+//! uses no global randomness. Callers feed it inputs — peer messages, timer
+//! expiries and commands, each with `now` — and drain its outputs: durable state
+//! to persist, messages to send, leadership events, and the next deadline.
+//!
+//! * [`Protocol`] is the interface and states the calling contract;
+//! * [`RaftElector`] implements the Raft-style election (seeds 000, 002, 003):
+//!   PreVote with leader stickiness, CheckQuorum with a drift-safe leader
+//!   lease, ranked candidacy for split-vote-free failover, Leader Sequence
+//!   Numbers and fencing tokens, leadership transfer and cession on stop.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tenure_core::{Config, HardState, Instant, NodeId, Protocol, RaftElector};
+//! let cfg = Config::new(NodeId(1), vec![NodeId(1)], Duration::from_millis(100), Duration::from_millis(1000));
+//! cfg.validate().unwrap();
+//! let rng = Box::new(rand_pcg::Pcg64Mcg::new(7));
+//! let mut node = RaftElector::new(cfg, HardState::default(), rng, Instant::ZERO);
+//! let deadline = node.poll_timeout();
+//! node.handle_timeout(deadline);
+//! let out = node.take_output();
+//! // A single-node cluster elects itself; its vote must be persisted first.
+//! assert!(out.persist.is_some());
+//! assert!(node.is_leader(deadline));
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod message;
+pub mod protocol;
+pub mod raft;
+pub mod time;
+pub mod types;
+
+pub use config::{quorum, Config, ConfigError, MAX_VOTERS};
+pub use message::Message;
+pub use protocol::{
+    Counters, Event, HardState, Output, PeerStatus, Protocol, Reason, Status, TransferError,
+};
+pub use raft::RaftElector;
+pub use time::Instant;
+pub use types::{FencingToken, Lsn, NodeId, Role, Term};

@@ -1,0 +1,212 @@
+//! The interface every election protocol offers to drivers (the tokio runtime,
+//! the simulator, the model checker).
+
+use crate::message::Message;
+use crate::time::Instant;
+use crate::types::{FencingToken, Lsn, NodeId, Role, Term};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The state a node must keep durable: written and fsynced before any message
+/// produced together with it is sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HardState {
+    /// The current term.
+    pub term: Term,
+    /// The node voted for in `term`, if any.
+    pub voted_for: Option<NodeId>,
+}
+
+/// Why a role or leader changed; carried by events for logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// The node started.
+    Startup,
+    /// No leader was heard within the election timeout: pre-vote started.
+    ElectionTimeout,
+    /// A majority granted the pre-vote: the node campaigns.
+    PreVoteWon,
+    /// The pre-vote or vote round failed.
+    RoundFailed,
+    /// A majority voted for this node.
+    ElectionWon,
+    /// A message carried a higher term.
+    HigherTerm,
+    /// A heartbeat from the leader of the current term.
+    LeaderHeartbeat,
+    /// The leader did not hear from a majority within its lease (CheckQuorum).
+    QuorumLost,
+    /// The leader handed over leadership (transfer or graceful stop).
+    Resigned,
+    /// This node was named successor by the resigning leader.
+    TransferRequested,
+    /// The node stopped (graceful shutdown).
+    Shutdown,
+    /// Durable state could not be written.
+    StorageFailed,
+}
+
+/// Something a driver or application may want to react to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// This node's role changed.
+    RoleChanged {
+        /// The new role.
+        role: Role,
+        /// The node's term after the change.
+        term: Term,
+        /// Why.
+        reason: Reason,
+    },
+    /// The leader this node knows of changed (to itself, another node, or none).
+    LeaderChanged {
+        /// The leader now known, if any.
+        leader: Option<NodeId>,
+        /// The term of that leader (or the node's term when there is none).
+        term: Term,
+        /// The leader's fencing token, when there is a leader.
+        fencing_token: Option<FencingToken>,
+    },
+}
+
+/// What one input produced. Handle it in field order: persist, then send, then events.
+#[derive(Debug, Default, PartialEq, Eq)]
+#[must_use = "the output carries state to persist and messages to send"]
+pub struct Output {
+    /// State to write durably (with fsync) before sending any of `messages`.
+    pub persist: Option<HardState>,
+    /// Messages to send, as `(destination, message)`.
+    pub messages: Vec<(NodeId, Message)>,
+    /// Leadership events.
+    pub events: Vec<Event>,
+}
+
+impl Output {
+    /// True when there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.persist.is_none() && self.messages.is_empty() && self.events.is_empty()
+    }
+}
+
+/// Counters for metrics and the simulator's statistics. They only grow.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Pre-vote rounds started.
+    pub pre_votes_started: u64,
+    /// Election rounds started (term bumps by this node's candidacy).
+    pub elections_started: u64,
+    /// Elections this node won.
+    pub elections_won: u64,
+    /// Heartbeats sent (one per destination).
+    pub heartbeats_sent: u64,
+    /// Heartbeats received and accepted.
+    pub heartbeats_received: u64,
+    /// Times this node stepped down because it lost its quorum.
+    pub quorum_losses: u64,
+    /// Messages ignored: unknown sender, stale LSN, or no longer relevant.
+    pub messages_ignored: u64,
+}
+
+/// A peer as seen by this node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerStatus {
+    /// The peer.
+    pub id: NodeId,
+    /// When a message from the peer last arrived, if ever.
+    pub last_heard: Option<Instant>,
+}
+
+/// A snapshot of a node's election state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// This node.
+    pub id: NodeId,
+    /// Its role.
+    pub role: Role,
+    /// Its term.
+    pub term: Term,
+    /// Whom it voted for in `term`.
+    pub voted_for: Option<NodeId>,
+    /// The leader it knows of (itself included).
+    pub leader: Option<NodeId>,
+    /// The known leader's fencing token.
+    pub fencing_token: Option<FencingToken>,
+    /// The last LSN this node issued (leader) or accepted (follower).
+    pub lsn: Option<Lsn>,
+    /// As leader: until when it may act as leader without fresh acknowledgements.
+    pub lease_until: Option<Instant>,
+    /// True while durable state cannot be written; the node then does not vote.
+    pub storage_failed: bool,
+    /// The other voters.
+    pub peers: Vec<PeerStatus>,
+}
+
+/// Why a leadership transfer was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransferError {
+    /// Only the leader can hand over leadership.
+    #[error("this node is not the leader (the leader is {leader:?})")]
+    NotLeader {
+        /// The leader this node knows of.
+        leader: Option<NodeId>,
+    },
+    /// The target is not a voter.
+    #[error("node {0} is not a voter of this cluster")]
+    UnknownNode(NodeId),
+    /// The target has not acknowledged the leader recently; it may be down.
+    #[error(
+        "node {0} has not acknowledged the leader within the election timeout; it may be down"
+    )]
+    TargetUnreachable(NodeId),
+}
+
+/// A leader-election protocol as a deterministic, sans-IO state machine.
+///
+/// # Calling contract
+/// * Inputs are the `handle_*` methods, [`Protocol::transfer_leadership`] and
+///   [`Protocol::shutdown`]. Each takes `now` from the caller's monotonic clock;
+///   `now` must never go backwards between calls.
+/// * After every input, call [`Protocol::take_output`] and process it in order:
+///   1. if `persist` is `Some`, write it durably (fsync) — if that fails, drop
+///      the `messages` of this output and call [`Protocol::handle_persist_failed`];
+///   2. send `messages` (best effort: the protocol tolerates loss,
+///      duplication and reordering);
+///   3. deliver `events`.
+/// * Then (re)arm a single timer at [`Protocol::poll_timeout`] and call
+///   [`Protocol::handle_timeout`] when it fires (late is fine, early is harmless).
+/// * Randomness comes only from the RNG given at construction.
+///
+/// On restart, construct the protocol from the last persisted [`HardState`].
+pub trait Protocol: Send {
+    /// A message from peer `from` arrived.
+    fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message);
+    /// The timer armed from [`Protocol::poll_timeout`] fired.
+    fn handle_timeout(&mut self, now: Instant);
+    /// Durable state could not be written: the node stops voting and leading
+    /// until [`Protocol::handle_persist_recovered`].
+    fn handle_persist_failed(&mut self, now: Instant);
+    /// Durable state (the latest [`Protocol::hard_state`]) was written again.
+    fn handle_persist_recovered(&mut self, now: Instant);
+    /// Hands leadership to `to`. The leader steps down at once and `to` campaigns
+    /// without waiting for a timeout.
+    fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError>;
+    /// Graceful stop: a leader cedes leadership to the most responsive follower.
+    /// The node ignores every later input.
+    fn shutdown(&mut self, now: Instant);
+    /// Drains what the last inputs produced.
+    fn take_output(&mut self) -> Output;
+    /// When [`Protocol::handle_timeout`] must next be called.
+    fn poll_timeout(&self) -> Instant;
+    /// The current durable state (what the last `persist` asked for).
+    fn hard_state(&self) -> HardState;
+    /// A snapshot of the election state.
+    fn status(&self) -> Status;
+    /// True if this node leads at `now`: its role is leader and its lease, which
+    /// ends before any other node could be elected, has not run out.
+    fn is_leader(&self, now: Instant) -> bool;
+    /// Event counters.
+    fn counters(&self) -> &Counters;
+    /// The election timeout this protocol uses (for drivers' and checkers' bounds).
+    fn election_timeout(&self) -> Duration;
+}
