@@ -23,7 +23,7 @@ pub const MIN_TIMEOUT_TO_HEARTBEAT_RATIO: u32 = 4;
 /// Every node of a cluster must use the same `voters` list (in the same order),
 /// `heartbeat_interval`, `election_timeout` and `clock_drift_ppm`. The quorum is
 /// always a majority of `voters`; it is not configurable.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     /// This node.
     pub id: NodeId,

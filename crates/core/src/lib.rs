@@ -17,7 +17,7 @@
 //! use tenure_core::{Config, HardState, Instant, NodeId, Protocol, RaftElector};
 //! let cfg = Config::new(NodeId(1), vec![NodeId(1)], Duration::from_millis(100), Duration::from_millis(1000));
 //! cfg.validate().unwrap();
-//! let rng = Box::new(rand_pcg::Pcg64Mcg::new(7));
+//! let rng = rand_pcg::Pcg64Mcg::new(7);
 //! let mut node = RaftElector::new(cfg, HardState::default(), rng, Instant::ZERO);
 //! let deadline = node.poll_timeout();
 //! node.handle_timeout(deadline);

@@ -7,7 +7,7 @@ use crate::types::{NodeId, Term};
 use serde::{Deserialize, Serialize};
 
 /// A peer-to-peer election message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Message {
     /// ElectionScouting / PreVote: "would you vote for me in `term`?", where
     /// `term` is the sender's term plus one. The sender's own term is unchanged.

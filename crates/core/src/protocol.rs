@@ -48,7 +48,7 @@ pub enum Reason {
 }
 
 /// Something a driver or application may want to react to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Event {
     /// This node's role changed.
     RoleChanged {
@@ -71,7 +71,7 @@ pub enum Event {
 }
 
 /// What one input produced. Handle it in field order: persist, then send, then events.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[must_use = "the output carries state to persist and messages to send"]
 pub struct Output {
     /// State to write durably (with fsync) before sending any of `messages`.
@@ -90,7 +90,7 @@ impl Output {
 }
 
 /// Counters for metrics and the simulator's statistics. They only grow.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Counters {
     /// Pre-vote rounds started.
     pub pre_votes_started: u64,

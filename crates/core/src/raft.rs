@@ -15,21 +15,21 @@ use std::time::Duration;
 
 /// A lease a follower holds on behalf of a node it supports: until `until`, it
 /// helps elect nobody else (leader stickiness).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Lease {
     holder: NodeId,
     until: Instant,
 }
 
 /// Whether a round asks hypothetically (pre-vote) or for real (vote).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum RoundKind {
     PreVote,
     Vote,
 }
 
 /// An election round in progress (pre-vote or vote).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Round {
     kind: RoundKind,
     /// The term asked for: `term + 1` for a pre-vote, `term` for a vote.
@@ -44,9 +44,14 @@ struct Round {
 
 /// The Raft-style elector. Construct it with [`RaftElector::new`] and drive it
 /// through the [`Protocol`] trait, whose documentation states the calling contract.
-pub struct RaftElector {
+///
+/// `R` is the caller's seeded random source (used only for a small jitter on
+/// candidacy deadlines). With a `Clone + Hash + Eq` RNG the whole elector is
+/// `Clone + Hash + Eq`, which lets a model checker treat it as a state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RaftElector<R = Box<dyn RngCore + Send>> {
     cfg: Config,
-    rng: Box<dyn RngCore + Send>,
+    rng: R,
     // Durable.
     term: Term,
     voted_for: Option<NodeId>,
@@ -73,11 +78,11 @@ pub struct RaftElector {
     counters: Counters,
 }
 
-impl RaftElector {
+impl<R: RngCore + Send> RaftElector<R> {
     /// A new elector starting as a follower from the durable `state` (all-default
     /// for a fresh node). It waits an election timeout to discover a leader before
     /// polling for an election. `cfg` must be valid (see [`Config::validate`]).
-    pub fn new(cfg: Config, state: HardState, rng: Box<dyn RngCore + Send>, now: Instant) -> Self {
+    pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
         debug_assert_eq!(cfg.validate(), Ok(()));
         let n = cfg.voters.len();
         let mut elector = RaftElector {
@@ -615,7 +620,7 @@ impl RaftElector {
     }
 }
 
-impl Protocol for RaftElector {
+impl<R: RngCore + Send> Protocol for RaftElector<R> {
     fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message) {
         if self.stopped {
             return;

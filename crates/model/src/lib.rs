@@ -1,0 +1,1 @@
+//! Model checking of the election core (work in progress).

@@ -1,0 +1,1 @@
+//! The tokio runtime for tenure (work in progress).

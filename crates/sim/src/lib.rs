@@ -1,0 +1,3 @@
+//! Deterministic simulator for tenure's election core (work in progress).
+#![warn(missing_docs)]
+pub mod cli;
