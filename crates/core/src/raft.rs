@@ -14,10 +14,12 @@ use rand_core::RngCore;
 use std::time::Duration;
 
 /// A lease a follower holds on behalf of a node it supports: until `until`, it
-/// helps elect nobody else (leader stickiness).
+/// helps elect nobody else (leader stickiness). `holder == None` is the lease a
+/// node starts with after a (re)start: it may have granted a lease before it
+/// crashed, and that promise must be kept although its memory of it is gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Lease {
-    holder: NodeId,
+    holder: Option<NodeId>,
     until: Instant,
 }
 
@@ -90,7 +92,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             voted_for: state.voted_for,
             role: Role::Follower,
             leader: None,
-            lease: None,
+            lease: Some(Lease { holder: None, until: now + cfg.election_timeout }),
             election_deadline: Instant::MAX,
             round: None,
             lsn_counter: 0,
@@ -200,7 +202,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             return Some(self.leader_lease_until.saturating_since(now));
         }
         match self.lease {
-            Some(l) if l.holder != candidate && now < l.until => {
+            Some(l) if l.holder != Some(candidate) && now < l.until => {
                 Some(l.until.saturating_since(now))
             }
             _ => None,
@@ -208,7 +210,7 @@ impl<R: RngCore + Send> RaftElector<R> {
     }
 
     fn grant_lease(&mut self, now: Instant, holder: NodeId) {
-        self.lease = Some(Lease { holder, until: now + self.cfg.election_timeout });
+        self.lease = Some(Lease { holder: Some(holder), until: now + self.cfg.election_timeout });
     }
 
     /// Steps down if a leader's lease has run out. Called first on every input so
@@ -576,7 +578,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             self.counters.messages_ignored += 1;
             return;
         }
-        if self.lease.is_some_and(|l| l.holder == from) {
+        if self.lease.is_some_and(|l| l.holder == Some(from)) {
             self.lease = None;
         }
         if self.leader == Some(from) {

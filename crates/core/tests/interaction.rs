@@ -173,14 +173,26 @@ fn higher_term_node_does_not_get_stuck_and_leader_reasserts() {
     }
 }
 
+/// A cluster whose nodes cannot hear each other, past their start-up lease, so
+/// that injected messages are the only thing that happens.
+fn quiet(size: u64) -> Cluster {
+    let mut c = Cluster::new(size);
+    for id in c.ids.clone() {
+        c.isolate(id);
+    }
+    c.run_for(TIMEOUT + HEARTBEAT);
+    c
+}
+
 #[test]
 fn restart_keeps_the_vote_so_no_double_vote() {
-    let mut c = Cluster::new(3);
+    let mut c = quiet(3);
     let voter = n(3);
     c.inject(n(1), voter, Message::Vote { term: Term(1), transfer: false });
     assert_eq!(c.durable[&voter], HardState { term: Term(1), voted_for: Some(n(1)) });
     c.crash(voter);
     c.restart(voter);
+    c.run_for(TIMEOUT + HEARTBEAT);
     let before = c.sent.len();
     c.inject(n(2), voter, Message::Vote { term: Term(1), transfer: true });
     let granted = c.sent[before..].iter().any(|(_, from, _, m)| {
@@ -192,7 +204,7 @@ fn restart_keeps_the_vote_so_no_double_vote() {
 
 #[test]
 fn vote_is_handed_out_for_persistence_with_the_response() {
-    let mut c = Cluster::new(3);
+    let mut c = quiet(3);
     let voter = n(2);
     let now = c.now;
     let node = c.node_mut(voter);
@@ -379,4 +391,32 @@ fn single_node_cluster_leads_alone() {
     c.run_for(TIMEOUT * 3);
     assert_eq!(c.leader(), n(1));
     assert_eq!(c.elections(), 1);
+}
+
+#[test]
+fn restarted_follower_keeps_the_lease_it_may_have_granted() {
+    // Leader 1 relies on follower 2's acknowledgements; 3 cannot hear 1. If 2
+    // crashed and restarted with no memory of its lease, 3 could be elected with
+    // 2's vote while 1 still believes it leads.
+    let (mut c, leader) = elected(3);
+    assert_eq!(leader, n(1));
+    c.cut_link(n(1), n(3));
+    c.run_for(HEARTBEAT * 3);
+    c.crash(n(2));
+    c.restart(n(2));
+    let before = c.sent.len();
+    let t = c.term(n(3)).next();
+    c.inject(n(3), n(2), Message::PreVote { term: t });
+    c.inject(n(3), n(2), Message::Vote { term: t, transfer: false });
+    let granted = c.sent[before..].iter().any(|(_, from, _, m)| {
+        *from == n(2)
+            && matches!(
+                m,
+                Message::PreVoteResponse { granted: true, .. }
+                    | Message::VoteResponse { granted: true, .. }
+            )
+    });
+    assert!(!granted, "the restarted node helped elect 3 while 1 still leads");
+    assert!(c.node(n(1)).is_leader(c.now));
+    assert_eq!(c.term(n(2)), Term(1), "and it did not adopt the disruptive term");
 }
