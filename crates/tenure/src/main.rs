@@ -1,4 +1,18 @@
-//! The `tenure` binary.
+//! The `tenure` binary: run a node, inspect and steer a cluster, watch a demo.
+//!
+//! `main` only dispatches; each subcommand lives in a module of its own.
+#![warn(missing_docs)]
+
+mod api;
+mod client;
+mod config;
+mod demo;
+mod http;
+mod logging;
+mod metrics;
+mod rest;
+mod server;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -12,12 +26,47 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a node of a cluster (peer transport + HTTP API).
+    Server(config::ServerArgs),
+    /// Show a table of the cluster, one row per endpoint.
+    Status(client::StatusArgs),
+    /// Print each leadership change as it happens.
+    Watch(client::WatchArgs),
+    /// Hand leadership to another node.
+    Transfer(client::TransferArgs),
+    /// Start a local cluster, kill its leader, and show the failover.
+    Demo(demo::DemoArgs),
     /// Run the deterministic simulator against the real election core.
     Sim(tenure_sim::cli::SimArgs),
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Sim(args) => tenure_sim::cli::run(args),
+    let command = Cli::parse().command;
+    let result = match command {
+        Command::Sim(args) => return tenure_sim::cli::run(args),
+        Command::Server(args) => block_on(server::run(args)),
+        Command::Status(args) => block_on(client::status(args)),
+        Command::Watch(args) => block_on(client::watch(args)),
+        Command::Transfer(args) => block_on(client::transfer(args)),
+        Command::Demo(args) => block_on(demo::run(args)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
+}
+
+/// Runs a subcommand on a multi-threaded tokio runtime.
+fn block_on<F>(future: F) -> anyhow::Result<ExitCode>
+where
+    F: std::future::Future<Output = anyhow::Result<ExitCode>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(future)
 }

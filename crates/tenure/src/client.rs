@@ -1,0 +1,244 @@
+//! `tenure status`, `tenure watch` and `tenure transfer`: CLI clients of the HTTP API.
+
+use crate::api::{LeadershipBody, StatusBody, TransferBody};
+use crate::rest::{parse_endpoints, Client};
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Serialize;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+
+/// The HTTP APIs of the default local three-node cluster.
+pub const DEFAULT_ENDPOINTS: &str = "http://127.0.0.1:8001,http://127.0.0.1:8002,http://127.0.0.1:8003";
+/// Pause before `watch` tries the next endpoint after losing one; doubles up to the max.
+const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Longest pause between reconnection attempts of `watch`.
+const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How often `transfer` checks whether the new leader took over.
+const TRANSFER_POLL: Duration = Duration::from_millis(5);
+
+/// Flags of `tenure status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// HTTP API endpoints of the nodes, comma-separated.
+    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    pub endpoints: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `tenure watch`.
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// HTTP API endpoints of the nodes, comma-separated; the first that answers is followed.
+    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    pub endpoints: String,
+    /// Exit after printing this many changes (the current state counts as one) [default: never].
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+}
+
+/// Flags of `tenure transfer`.
+#[derive(Args, Debug)]
+pub struct TransferArgs {
+    /// The node to hand leadership to.
+    #[arg(long, value_name = "N")]
+    pub to: u64,
+    /// HTTP API endpoints of the nodes, comma-separated; the leader is found among them.
+    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    pub endpoints: String,
+    /// How long to wait for the new leader to take over, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 5000)]
+    pub wait_ms: u64,
+}
+
+/// One endpoint's answer, as printed by `status --json`.
+#[derive(Serialize)]
+struct Row {
+    endpoint: String,
+    status: Option<StatusBody>,
+    error: Option<String>,
+}
+
+/// Asks every endpoint for its status, concurrently.
+async fn query_all(client: &Client, endpoints: &[String]) -> Vec<Row> {
+    let queries = endpoints.iter().map(|e| async move {
+        match client.status(e).await {
+            Ok(s) => Row {
+                endpoint: e.clone(),
+                status: Some(s),
+                error: None,
+            },
+            Err(err) => Row {
+                endpoint: e.clone(),
+                status: None,
+                error: Some(format!("{err:#}")),
+            },
+        }
+    });
+    futures_util::future::join_all(queries).await
+}
+
+/// `tenure status`.
+pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let endpoints = parse_endpoints(&args.endpoints)?;
+    let client = Client::default();
+    let rows = query_all(&client, &endpoints).await;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", table(&rows));
+    }
+    Ok(if rows.iter().any(|r| r.status.is_some()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+/// The status table, one row per endpoint.
+fn table(rows: &[Row]) -> String {
+    let width = rows.iter().map(|r| r.endpoint.len()).max().unwrap_or(8).max(8);
+    let mut out = format!(
+        "{:<width$}  {:>3}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}\n",
+        "ENDPOINT", "ID", "ROLE", "TERM", "LEADER", "FENCING", "PEERS"
+    );
+    for r in rows {
+        match &r.status {
+            Some(s) => out.push_str(&format!(
+                "{:<width$}  {:>3}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}\n",
+                r.endpoint,
+                s.id,
+                s.role,
+                s.term,
+                opt(s.leader),
+                opt(s.fencing_token),
+                format!("{}/{}", s.connected_peers(), s.peers.len()),
+            )),
+            None => out.push_str(&format!(
+                "{:<width$}  unreachable: {}\n",
+                r.endpoint,
+                r.error.as_deref().unwrap_or("")
+            )),
+        }
+    }
+    out
+}
+
+/// Wall-clock time for output lines, to the millisecond, UTC.
+pub fn timestamp() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// `tenure watch`.
+pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
+    let endpoints = parse_endpoints(&args.endpoints)?;
+    let client = Client::default();
+    let mut last: Option<(Option<u64>, u64)> = None;
+    let mut printed: u64 = 0;
+    let mut backoff = WATCH_BACKOFF_MIN;
+    let limit = args.count.unwrap_or(u64::MAX);
+    // Round-robin over the endpoints: follow one until its stream ends, then the next.
+    for endpoint in endpoints.iter().cycle() {
+        let mut on_event = |ev: LeadershipBody| {
+            let key = (ev.leader, ev.term);
+            if last != Some(key) {
+                last = Some(key);
+                printed += 1;
+                let who = match ev.leader {
+                    Some(id) => format!("leader {id}"),
+                    None => "no leader".to_string(),
+                };
+                println!(
+                    "{}  {who:<10}  term {:<4}  fencing {:<4}  (via {endpoint}, a {})",
+                    timestamp(),
+                    ev.term,
+                    opt(ev.fencing_token),
+                    ev.role
+                );
+            }
+            printed < limit
+        };
+        let followed = tokio::select! {
+            r = client.watch(endpoint, &mut on_event) => r,
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        };
+        if printed >= limit {
+            return Ok(ExitCode::SUCCESS);
+        }
+        match followed {
+            Ok(()) => eprintln!("{}  {endpoint}: stream ended; switching", timestamp()),
+            Err(e) => eprintln!("{}  {e:#}; trying the next endpoint", timestamp()),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(WATCH_BACKOFF_MAX);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tenure transfer`.
+pub async fn transfer(args: TransferArgs) -> anyhow::Result<ExitCode> {
+    let endpoints = parse_endpoints(&args.endpoints)?;
+    let client = Client::default();
+    let rows = query_all(&client, &endpoints).await;
+    let Some((leader_endpoint, leader)) = rows.iter().find_map(|r| {
+        r.status
+            .as_ref()
+            .filter(|s| s.role == "leader")
+            .map(|s| (r.endpoint.clone(), s.clone()))
+    }) else {
+        bail!(
+            "no leader among {}; check `tenure status --endpoints {}`",
+            endpoints.join(","),
+            args.endpoints
+        );
+    };
+    if leader.id == args.to {
+        println!("node {} already leads (term {})", leader.id, leader.term);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let started = Instant::now();
+    let answer = client
+        .post::<TransferBody>(
+            &leader_endpoint,
+            "/v1/transfer",
+            &serde_json::json!({ "to": args.to }),
+        )
+        .await
+        .context("asking the leader to transfer")?;
+    if let Err(e) = answer.body {
+        bail!("node {} refused (HTTP {}): {}", leader.id, answer.status, e.error);
+    }
+    // Wait until some endpoint reports the target as leader of a newer term.
+    let deadline = started + Duration::from_millis(args.wait_ms);
+    while Instant::now() < deadline {
+        for r in query_all(&client, &endpoints).await {
+            if let Some(s) = r.status {
+                if s.id == args.to && s.role == "leader" && s.term > leader.term {
+                    println!(
+                        "leadership moved from node {} (term {}) to node {} (term {}) in {} ms",
+                        leader.id,
+                        leader.term,
+                        s.id,
+                        s.term,
+                        started.elapsed().as_millis()
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+        tokio::time::sleep(TRANSFER_POLL).await;
+    }
+    bail!(
+        "node {} accepted the transfer, but node {} was not seen leading within {} ms",
+        leader.id,
+        args.to,
+        args.wait_ms
+    )
+}

@@ -1,0 +1,369 @@
+//! `tenure server` settings: command-line flags over a TOML file over defaults.
+
+use crate::logging::LogFormat;
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Deserialize;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tenure_core::NodeId;
+use tenure_node::NodeConfig;
+
+/// The voters when neither `--peers` nor the file names them: a local three-node cluster.
+pub const DEFAULT_PEERS: &str = "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003";
+/// The HTTP API of node N listens on this port plus N by default.
+pub const DEFAULT_HTTP_PORT_BASE: u16 = 8000;
+/// Default heartbeat interval.
+pub const DEFAULT_HEARTBEAT_MS: u64 = 100;
+/// Default election timeout.
+pub const DEFAULT_ELECTION_TIMEOUT_MS: u64 = 1000;
+/// Default cluster name; peers with another name are refused.
+pub const DEFAULT_CLUSTER_ID: &str = "tenure";
+/// Default parent of the per-node data directories.
+pub const DEFAULT_DATA_ROOT: &str = "./tenure-data";
+
+/// Flags of `tenure server`. Every flag overrides the same setting of `--config`.
+#[derive(Args, Debug, Default)]
+#[command(after_help = "\
+With no flags but --id, nodes 1, 2 and 3 form a local cluster:
+  tenure server --id 1    # in three terminals: --id 1, --id 2, --id 3
+
+Config file (TOML; every key optional, unknown keys are errors):
+  id = 1
+  cluster_id = \"prod-db\"
+  listen = \"0.0.0.0:7001\"
+  http = \"0.0.0.0:8001\"
+  peers = [\"1=10.0.0.1:7001\", \"2=10.0.0.2:7001\", \"3=10.0.0.3:7001\"]
+  data_dir = \"/var/lib/tenure\"
+  heartbeat_ms = 100
+  election_timeout_ms = 1000
+  log_format = \"json\"
+
+Logs go to standard error; RUST_LOG (e.g. RUST_LOG=debug) changes the level.")]
+pub struct ServerArgs {
+    /// TOML file with the settings below (flags override it).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// This node's id, a positive integer unique in the cluster [required, from here or the file].
+    #[arg(long, value_name = "N")]
+    pub id: Option<u64>,
+    /// Address for peer traffic [default: this node's entry in --peers].
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+    /// Address of the HTTP API [default: 127.0.0.1:8000+id].
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http: Option<String>,
+    /// All voters as ID=HOST:PORT, comma-separated, in preference order (earlier ones stand
+    /// first when the leader fails); this node is added with --listen if absent
+    /// [default: 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003].
+    #[arg(long, value_name = "ID=HOST:PORT,...")]
+    pub peers: Option<String>,
+    /// Directory for the node's durable state (term and vote) [default: ./tenure-data/node-<id>].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// How often the leader sends heartbeats, in milliseconds [default: 100].
+    #[arg(long, value_name = "N")]
+    pub heartbeat_ms: Option<u64>,
+    /// How long followers wait without hearing the leader before electing a new one,
+    /// in milliseconds; at least 4 heartbeats [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub election_timeout_ms: Option<u64>,
+    /// Cluster name; nodes refuse peers with another name [default: tenure].
+    #[arg(long, value_name = "NAME")]
+    pub cluster_id: Option<String>,
+    /// Log format on standard error [default: text].
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+}
+
+/// The config file's contents; every key optional.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    id: Option<u64>,
+    cluster_id: Option<String>,
+    listen: Option<String>,
+    http: Option<String>,
+    peers: Option<Vec<String>>,
+    data_dir: Option<PathBuf>,
+    heartbeat_ms: Option<u64>,
+    election_timeout_ms: Option<u64>,
+    log_format: Option<LogFormat>,
+}
+
+/// Everything `tenure server` needs, resolved and checked.
+#[derive(Debug)]
+pub struct ServerSettings {
+    /// The node runtime's configuration.
+    pub node: NodeConfig,
+    /// Where the HTTP API listens.
+    pub http: SocketAddr,
+    /// Log output format.
+    pub log_format: LogFormat,
+}
+
+impl ServerArgs {
+    /// Merges flags, the config file (if any) and defaults, and checks the result.
+    pub fn resolve(&self) -> anyhow::Result<ServerSettings> {
+        let file = match &self.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let id = self.id.or(file.id).context(
+            "no node id: give --id N (a positive integer) or `id = N` in the config file",
+        )?;
+        if id == 0 {
+            bail!("node id 0 is not allowed: node ids are positive integers");
+        }
+        let id = NodeId(id);
+
+        let mut peers = match (&self.peers, &file.peers) {
+            (Some(flag), _) => parse_peers(flag).context("bad --peers")?,
+            (None, Some(list)) => {
+                parse_peers(&list.join(",")).context("bad `peers` in the config file")?
+            }
+            (None, None) => parse_peers(DEFAULT_PEERS).expect("the default peers parse"),
+        };
+        let listen = match self.listen.as_ref().or(file.listen.as_ref()) {
+            Some(s) => resolve_addr(s).context("bad --listen")?,
+            None => match peers.iter().find(|(p, _)| *p == id) {
+                Some(&(_, addr)) => addr,
+                None => bail!(
+                    "node {id} is not in the peer list {}; add it there or give --listen ADDR:PORT",
+                    format_peers(&peers)
+                ),
+            },
+        };
+        if !peers.iter().any(|(p, _)| *p == id) {
+            peers.push((id, listen));
+        }
+
+        let http = match self.http.as_ref().or(file.http.as_ref()) {
+            Some(s) => resolve_addr(s).context("bad --http")?,
+            None => {
+                let port = u16::try_from(id.0)
+                    .ok()
+                    .and_then(|n| DEFAULT_HTTP_PORT_BASE.checked_add(n))
+                    .with_context(|| {
+                        format!("node id {id} is too large for the default HTTP port 8000+id; give --http ADDR:PORT")
+                    })?;
+                SocketAddr::from(([127, 0, 0, 1], port))
+            }
+        };
+        let data_dir = self
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(|| Path::new(DEFAULT_DATA_ROOT).join(format!("node-{id}")));
+        let heartbeat_ms = self
+            .heartbeat_ms
+            .or(file.heartbeat_ms)
+            .unwrap_or(DEFAULT_HEARTBEAT_MS);
+        let election_timeout_ms = self
+            .election_timeout_ms
+            .or(file.election_timeout_ms)
+            .unwrap_or(DEFAULT_ELECTION_TIMEOUT_MS);
+        if heartbeat_ms == 0 {
+            bail!("--heartbeat-ms must be positive");
+        }
+        let cluster_id = self
+            .cluster_id
+            .clone()
+            .or(file.cluster_id)
+            .unwrap_or_else(|| DEFAULT_CLUSTER_ID.to_string());
+        if cluster_id.is_empty() {
+            bail!("the cluster id must not be empty");
+        }
+        let log_format = self.log_format.or(file.log_format).unwrap_or_default();
+
+        let node = NodeConfig {
+            id,
+            cluster_id,
+            listen,
+            peers,
+            data_dir,
+            heartbeat_interval: Duration::from_millis(heartbeat_ms),
+            election_timeout: Duration::from_millis(election_timeout_ms),
+        };
+        node.validate()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        Ok(ServerSettings {
+            node,
+            http,
+            log_format,
+        })
+    }
+}
+
+/// Reads and parses the TOML config file; unknown keys are errors naming the key.
+fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("bad config file {}", path.display()))
+}
+
+/// Parses `1=host:port,2=host:port,...` keeping the order.
+pub fn parse_peers(text: &str) -> anyhow::Result<Vec<(NodeId, SocketAddr)>> {
+    let mut peers: Vec<(NodeId, SocketAddr)> = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((id, addr)) = item.split_once('=') else {
+            bail!("`{item}` is not of the form ID=HOST:PORT (for example 1=10.0.0.1:7001)");
+        };
+        let id: u64 = id.trim().parse().map_err(|_| {
+            anyhow::anyhow!("`{item}`: the node id `{id}` is not a positive integer")
+        })?;
+        if id == 0 {
+            bail!("`{item}`: node id 0 is not allowed: node ids are positive integers");
+        }
+        let addr = resolve_addr(addr.trim()).with_context(|| format!("`{item}`"))?;
+        if peers.iter().any(|(p, _)| p.0 == id) {
+            bail!("node id {id} is listed more than once");
+        }
+        peers.push((NodeId(id), addr));
+    }
+    if peers.is_empty() {
+        bail!("the peer list is empty; list the voters as ID=HOST:PORT,...");
+    }
+    Ok(peers)
+}
+
+/// Turns `HOST:PORT` (an IP address or a host name) into a socket address.
+fn resolve_addr(text: &str) -> anyhow::Result<SocketAddr> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    if !text.contains(':') {
+        bail!("`{text}` has no port: write HOST:PORT, for example 127.0.0.1:7001");
+    }
+    text.to_socket_addrs()
+        .with_context(|| format!("cannot resolve `{text}` (expected HOST:PORT)"))?
+        .next()
+        .with_context(|| format!("`{text}` resolves to no address"))
+}
+
+fn format_peers(peers: &[(NodeId, SocketAddr)]) -> String {
+    peers
+        .iter()
+        .map(|(id, addr)| format!("{id}={addr}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn args(id: u64) -> ServerArgs {
+        ServerArgs {
+            id: Some(id),
+            ..ServerArgs::default()
+        }
+    }
+
+    #[test]
+    fn defaults_make_a_local_three_node_cluster() {
+        let s = args(2).resolve().unwrap();
+        assert_eq!(s.node.id, NodeId(2));
+        assert_eq!(s.node.listen, "127.0.0.1:7002".parse().unwrap());
+        assert_eq!(s.http, "127.0.0.1:8002".parse().unwrap());
+        assert_eq!(s.node.peers.len(), 3);
+        assert_eq!(s.node.data_dir, Path::new("./tenure-data/node-2"));
+        assert_eq!(s.node.heartbeat_interval, Duration::from_millis(100));
+        assert_eq!(s.node.election_timeout, Duration::from_millis(1000));
+        assert_eq!(s.node.cluster_id, "tenure");
+        assert_eq!(s.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn own_id_absent_from_peers_is_added_with_listen() {
+        let mut a = args(4);
+        a.peers = Some("1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003".into());
+        let err = a.resolve().unwrap_err().to_string();
+        assert!(err.contains("--listen"), "{err}");
+        a.listen = Some("127.0.0.1:7004".into());
+        let s = a.resolve().unwrap();
+        let ids: Vec<u64> = s.node.peers.iter().map(|(id, _)| id.0).collect();
+        assert_eq!(ids, vec![1, 2, 3, 4]);
+        assert_eq!(s.node.peers[3].1, "127.0.0.1:7004".parse().unwrap());
+    }
+
+    #[test]
+    fn peer_order_is_kept() {
+        let mut a = args(1);
+        a.peers = Some("3=127.0.0.1:1,1=127.0.0.1:2,2=127.0.0.1:3".into());
+        let s = a.resolve().unwrap();
+        let ids: Vec<u64> = s.node.peers.iter().map(|(id, _)| id.0).collect();
+        assert_eq!(ids, vec![3, 1, 2]);
+        assert_eq!(s.node.listen, "127.0.0.1:2".parse().unwrap());
+    }
+
+    #[test]
+    fn bad_peer_syntax_is_explained() {
+        for (text, expect) in [
+            ("1:127.0.0.1:7001", "ID=HOST:PORT"),
+            ("x=127.0.0.1:7001", "not a positive integer"),
+            ("0=127.0.0.1:7001", "positive integers"),
+            ("1=127.0.0.1", "no port"),
+            ("1=127.0.0.1:1,1=127.0.0.1:2", "more than once"),
+        ] {
+            let err = format!("{:#}", parse_peers(text).unwrap_err());
+            assert!(err.contains(expect), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn zero_or_missing_id_is_refused() {
+        let err = args(0).resolve().unwrap_err().to_string();
+        assert!(err.contains("positive"), "{err}");
+        let err = ServerArgs::default().resolve().unwrap_err().to_string();
+        assert!(err.contains("--id"), "{err}");
+    }
+
+    #[test]
+    fn file_settings_apply_and_flags_override_them() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            f,
+            "id = 2\ncluster_id = \"prod\"\npeers = [\"1=127.0.0.1:9001\", \"2=127.0.0.1:9002\", \"3=127.0.0.1:9003\"]\nheartbeat_ms = 50\nelection_timeout_ms = 500\nlog_format = \"json\"\nhttp = \"127.0.0.1:9102\""
+        )
+        .unwrap();
+        let mut a = ServerArgs {
+            config: Some(f.path().to_path_buf()),
+            ..ServerArgs::default()
+        };
+        let s = a.resolve().unwrap();
+        assert_eq!(s.node.id, NodeId(2));
+        assert_eq!(s.node.cluster_id, "prod");
+        assert_eq!(s.node.listen, "127.0.0.1:9002".parse().unwrap());
+        assert_eq!(s.node.heartbeat_interval, Duration::from_millis(50));
+        assert_eq!(s.log_format, LogFormat::Json);
+        assert_eq!(s.http, "127.0.0.1:9102".parse().unwrap());
+        a.heartbeat_ms = Some(20);
+        a.cluster_id = Some("other".into());
+        let s = a.resolve().unwrap();
+        assert_eq!(s.node.heartbeat_interval, Duration::from_millis(20));
+        assert_eq!(s.node.cluster_id, "other");
+    }
+
+    #[test]
+    fn unknown_file_keys_are_named() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "id = 1\nheartbeat = 100").unwrap();
+        let a = ServerArgs {
+            config: Some(f.path().to_path_buf()),
+            ..ServerArgs::default()
+        };
+        let err = format!("{:#}", a.resolve().unwrap_err());
+        assert!(err.contains("unknown field `heartbeat`"), "{err}");
+    }
+
+    #[test]
+    fn too_short_election_timeout_is_refused() {
+        let mut a = args(1);
+        a.heartbeat_ms = Some(100);
+        a.election_timeout_ms = Some(200);
+        assert!(a.resolve().is_err());
+    }
+}

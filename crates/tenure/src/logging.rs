@@ -1,0 +1,29 @@
+//! Log output for the server: readable text by default, JSON lines for machines.
+
+use clap::ValueEnum;
+use serde::Deserialize;
+use tracing_subscriber::EnvFilter;
+
+/// How log lines are written to standard error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Installs the global subscriber. `RUST_LOG` overrides the default level (info).
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // `try_init` so that a second call (never expected) is not a panic.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

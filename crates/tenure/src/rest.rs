@@ -1,0 +1,237 @@
+//! A small JSON-over-HTTP client for the tenure API, used by the CLI and the demo.
+//!
+//! Built on hyper directly: it is already in the tree through axum, the API is
+//! plain HTTP (no TLS stack to carry), and the client needs only GET, POST and
+//! a streaming body for Server-Sent Events.
+
+use crate::api::{ErrorBody, LeadershipBody, StatusBody};
+use anyhow::{anyhow, bail, Context};
+use futures_util::StreamExt;
+use http_body_util::{BodyExt, BodyStream, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::TokioExecutor;
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+
+/// How long one request may take before the endpoint counts as unreachable.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// Largest response body read; API answers are a few kilobytes.
+const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// Longest SSE line accepted before the stream is considered broken.
+const MAX_SSE_LINE_BYTES: usize = 64 * 1024;
+
+/// A pooled HTTP client (keep-alive, so fast polling reuses connections).
+#[derive(Clone)]
+pub struct Client {
+    inner: HyperClient<HttpConnector, Full<Bytes>>,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(REQUEST_TIMEOUT));
+        Client {
+            inner: HyperClient::builder(TokioExecutor::new()).build(connector),
+        }
+    }
+}
+
+/// Normalises an endpoint: adds `http://` when missing, drops a trailing `/`.
+pub fn normalize_endpoint(endpoint: &str) -> anyhow::Result<String> {
+    let e = endpoint.trim().trim_end_matches('/');
+    if e.is_empty() {
+        bail!("empty endpoint");
+    }
+    if e.starts_with("https://") {
+        bail!("{e}: https is not supported; the tenure API is plain HTTP (put a TLS proxy in front)");
+    }
+    let e = if e.starts_with("http://") {
+        e.to_string()
+    } else {
+        format!("http://{e}")
+    };
+    e.parse::<Uri>()
+        .map_err(|err| anyhow!("{endpoint}: not a URL ({err})"))?;
+    Ok(e)
+}
+
+/// Parses a comma-separated endpoint list.
+pub fn parse_endpoints(list: &str) -> anyhow::Result<Vec<String>> {
+    let endpoints = list
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(normalize_endpoint)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if endpoints.is_empty() {
+        bail!("no endpoints given");
+    }
+    Ok(endpoints)
+}
+
+/// An answer: its status and decoded body (or the API's error message).
+pub struct Answer<T> {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// The body, when the status is a success.
+    pub body: Result<T, ErrorBody>,
+}
+
+impl Client {
+    async fn request<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<String>,
+        timeout: Duration,
+    ) -> anyhow::Result<Answer<T>> {
+        let uri: Uri = url.parse().with_context(|| format!("bad URL {url}"))?;
+        let mut req = Request::builder().method(method).uri(uri);
+        if body.is_some() {
+            req = req.header(hyper::header::CONTENT_TYPE, "application/json");
+        }
+        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let fut = async {
+            let resp = self.inner.request(req).await?;
+            let status = resp.status();
+            let limited = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES);
+            let bytes = limited
+                .collect()
+                .await
+                .map_err(|e| anyhow!("reading the answer: {e}"))?
+                .to_bytes();
+            anyhow::Ok((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| anyhow!("{url}: no answer within {timeout:?}"))?
+            .with_context(|| format!("{url}: unreachable"))?;
+        let body = if status.is_success() {
+            Ok(serde_json::from_slice(&bytes)
+                .with_context(|| format!("{url}: unexpected answer"))?)
+        } else {
+            Err(serde_json::from_slice(&bytes).unwrap_or_else(|_| ErrorBody {
+                error: String::from_utf8_lossy(&bytes).into_owned(),
+                leader: None,
+            }))
+        };
+        Ok(Answer { status, body })
+    }
+
+    /// `GET endpoint + path`, decoding JSON.
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        endpoint: &str,
+        path: &str,
+    ) -> anyhow::Result<Answer<T>> {
+        self.request(Method::GET, &format!("{endpoint}{path}"), None, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `POST endpoint + path` with a JSON body.
+    pub async fn post<T: DeserializeOwned>(
+        &self,
+        endpoint: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> anyhow::Result<Answer<T>> {
+        self.request(
+            Method::POST,
+            &format!("{endpoint}{path}"),
+            Some(body.to_string()),
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    /// `GET /v1/status` with a caller-chosen timeout; any failure is an error.
+    pub async fn status_within(
+        &self,
+        endpoint: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<StatusBody> {
+        let a = self
+            .request(
+                Method::GET,
+                &format!("{endpoint}/v1/status"),
+                None,
+                timeout,
+            )
+            .await?;
+        a.body
+            .map_err(|e| anyhow!("{endpoint}: HTTP {}: {}", a.status, e.error))
+    }
+
+    /// `GET /v1/status`; any failure is an error.
+    pub async fn status(&self, endpoint: &str) -> anyhow::Result<StatusBody> {
+        self.status_within(endpoint, REQUEST_TIMEOUT).await
+    }
+
+    /// Follows `GET /v1/watch` and calls `on_event` for each leadership event
+    /// until the stream ends (Ok) or fails (Err). `on_event` returns false to stop.
+    pub async fn watch(
+        &self,
+        endpoint: &str,
+        mut on_event: impl FnMut(LeadershipBody) -> bool,
+    ) -> anyhow::Result<()> {
+        let url = format!("{endpoint}/v1/watch");
+        let req = Request::get(url.parse::<Uri>()?).body(Full::new(Bytes::new()))?;
+        let resp = tokio::time::timeout(REQUEST_TIMEOUT, self.inner.request(req))
+            .await
+            .map_err(|_| anyhow!("{url}: no answer within {REQUEST_TIMEOUT:?}"))?
+            .with_context(|| format!("{url}: unreachable"))?;
+        if !resp.status().is_success() {
+            bail!("{url}: HTTP {}", resp.status());
+        }
+        let mut body = BodyStream::new(resp.into_body());
+        let mut line = Vec::new();
+        let mut data = String::new();
+        while let Some(frame) = body.next().await {
+            let frame = frame.with_context(|| format!("{url}: stream broken"))?;
+            let Ok(chunk) = frame.into_data() else {
+                continue;
+            };
+            for &b in chunk.iter() {
+                if b != b'\n' {
+                    line.push(b);
+                    if line.len() > MAX_SSE_LINE_BYTES {
+                        bail!("{url}: SSE line longer than {MAX_SSE_LINE_BYTES} bytes");
+                    }
+                    continue;
+                }
+                let text = String::from_utf8_lossy(&line).trim_end_matches('\r').to_string();
+                line.clear();
+                if let Some(d) = text.strip_prefix("data:") {
+                    data.push_str(d.trim_start());
+                } else if text.is_empty() && !data.is_empty() {
+                    // A blank line ends an event.
+                    let event: LeadershipBody = serde_json::from_str(&data)
+                        .with_context(|| format!("{url}: bad event {data}"))?;
+                    data.clear();
+                    if !on_event(event) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_normalised() {
+        assert_eq!(
+            parse_endpoints("127.0.0.1:8001, http://127.0.0.1:8002/").unwrap(),
+            vec!["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
+        );
+        assert!(parse_endpoints("https://x:1").is_err());
+        assert!(parse_endpoints(" , ").is_err());
+    }
+}
