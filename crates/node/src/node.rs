@@ -1,16 +1,58 @@
 //! The embedding API: starting a node, its handle, and graceful shutdown.
-//! (Work in progress: the driver and transport are being wired in.)
 
+use crate::clock::Clock;
 use crate::config::NodeConfig;
+use crate::driver::{Command, Driver};
 use crate::error::{StartError, TransferError};
-use crate::status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus};
+use crate::metrics::LeaderTracker;
+use crate::status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
+use crate::storage::DataDir;
+use crate::transport::{lock, reconnect_cap, Net, Transport};
+use rand_core::{OsRng, RngCore, SeedableRng};
+use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use tokio::sync::{broadcast, watch};
-use tenure_core::{NodeId, Role, Term};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use tenure_core::{NodeId, Protocol, RaftElector};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tracing::info;
+
+/// Leadership events buffered per subscriber; a slower one sees `Lagged`.
+pub const EVENT_CHANNEL_CAPACITY: usize = 256;
+/// Pending commands (transfers) before callers wait.
+pub const COMMAND_QUEUE_CAPACITY: usize = 16;
+/// Received election messages queued for the driver before readers wait
+/// (back-pressure onto the peers' TCP connections).
+pub const INBOUND_QUEUE_CAPACITY: usize = 1024;
+
+/// The election core as this crate instantiates it.
+pub(crate) type Elector = RaftElector<Pcg64Mcg>;
+
+/// What the driver and every handle share.
+pub(crate) struct Shared {
+    pub(crate) config: NodeConfig,
+    pub(crate) clock: Clock,
+    /// Inputs are fed only by the driver; handles lock it briefly to read
+    /// (status, `is_leader` against the clock now).
+    pub(crate) core: Mutex<Elector>,
+    pub(crate) net: Arc<Net>,
+    pub(crate) tracker: Mutex<LeaderTracker>,
+    pub(crate) leadership: watch::Sender<Leadership>,
+    pub(crate) events: broadcast::Sender<LeadershipEvent>,
+    pub(crate) commands: mpsc::Sender<Command>,
+    pub(crate) stop: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub(crate) fn leadership_now(&self) -> Leadership {
+        let s = lock(&self.core).status();
+        Leadership { leader: s.leader, term: s.term, fencing_token: s.fencing_token, role: s.role }
+    }
+}
 
 /// Starts a node: locks and loads the data directory, binds the peer listener
-/// and spawns the driver and transport tasks.
+/// to `config.listen` and spawns the driver and transport tasks.
 pub async fn start(config: NodeConfig) -> Result<Node, StartError> {
     config.validate()?;
     let listener = std::net::TcpListener::bind(config.listen)
@@ -19,40 +61,78 @@ pub async fn start(config: NodeConfig) -> Result<Node, StartError> {
 }
 
 /// Like [`start`], with a listener the caller already bound (tests bind every
-/// node's listener first so that all addresses are known before any node starts).
-/// `config.listen` is ignored.
+/// node's listener first so that all addresses are known before any node
+/// starts). `config.listen` is ignored.
 pub async fn start_with_listener(
     config: NodeConfig,
     listener: std::net::TcpListener,
 ) -> Result<Node, StartError> {
     config.validate()?;
-    let addr = listener
-        .local_addr()
-        .map_err(|source| StartError::Bind { addr: config.listen, source })?;
-    let (leadership, _) = watch::channel(Leadership {
-        leader: None,
-        term: Term(0),
-        fencing_token: None,
-        role: Role::Follower,
-    });
-    let (events, _) = broadcast::channel(16);
-    Ok(Node {
-        handle: NodeHandle { inner: Arc::new(Inner { config, leadership, events }) },
-        peer_addr: addr,
-    })
-}
+    let bind_err = |source| StartError::Bind { addr: config.listen, source };
+    let peer_addr = listener.local_addr().map_err(bind_err)?;
+    listener.set_nonblocking(true).map_err(bind_err)?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_err)?;
 
-struct Inner {
-    config: NodeConfig,
-    leadership: watch::Sender<Leadership>,
-    events: broadcast::Sender<LeadershipEvent>,
+    let (data, hard_state) = DataDir::open(&config.data_dir, &config.cluster_id, config.id)?;
+    let clock = Clock::new();
+    // The core only needs a seed; take it from OS entropy once, and log it so
+    // a run can be replayed in the simulator.
+    let seed = OsRng.next_u64();
+    let core = RaftElector::new(
+        config.core_config(),
+        hard_state,
+        Pcg64Mcg::seed_from_u64(seed),
+        clock.now(),
+    );
+    let net = Arc::new(Net::new(
+        config.cluster_id.clone(),
+        config.id,
+        &config.peers,
+        clock,
+        config.heartbeat_interval,
+        reconnect_cap(config.election_timeout),
+    ));
+    let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
+    let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
+    let transport = Transport::spawn(net.clone(), listener, inbound_tx);
+    let status = core.status();
+    let shared = Arc::new(Shared {
+        leadership: watch::Sender::new(Leadership {
+            leader: status.leader,
+            term: status.term,
+            fencing_token: status.fencing_token,
+            role: status.role,
+        }),
+        events: broadcast::Sender::new(EVENT_CHANNEL_CAPACITY),
+        commands: commands_tx,
+        stop: watch::Sender::new(false),
+        core: Mutex::new(core),
+        tracker: Mutex::new(LeaderTracker::default()),
+        net,
+        clock,
+        config,
+    });
+    info!(
+        node = %shared.config.id,
+        cluster = %shared.config.cluster_id,
+        listen = %peer_addr,
+        data_dir = %shared.config.data_dir.display(),
+        term = %hard_state.term,
+        voted_for = ?hard_state.voted_for,
+        seed,
+        "node started"
+    );
+    let driver = Driver::new(shared.clone(), Arc::new(data), transport, inbound_rx, commands_rx);
+    let task = tokio::spawn(driver.run());
+    Ok(Node { handle: NodeHandle { shared }, peer_addr, driver: Some(task) })
 }
 
 /// A running node. It owns the driver and transport tasks; dropping it without
-/// [`Node::shutdown`] aborts them.
+/// [`Node::shutdown`] aborts them (without ceding leadership).
 pub struct Node {
     handle: NodeHandle,
     peer_addr: SocketAddr,
+    driver: Option<JoinHandle<()>>,
 }
 
 impl Node {
@@ -66,77 +146,127 @@ impl Node {
         self.peer_addr
     }
 
-    /// Graceful stop: cedes leadership if leading, flushes the resulting messages
-    /// (bounded wait), stops every task and releases the data directory.
-    pub async fn shutdown(self) {}
+    /// Graceful stop: cedes leadership if leading (the core's `shutdown`),
+    /// flushes the resulting Resign messages to connected peers (bounded by
+    /// [`crate::driver::SHUTDOWN_FLUSH_TIMEOUT`]), stops every task and releases
+    /// the data directory lock.
+    pub async fn shutdown(mut self) {
+        self.handle.shutdown_signal();
+        if let Some(task) = self.driver.take() {
+            let _ = task.await;
+        }
+        info!(node = %self.handle.id(), "node stopped");
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(task) = self.driver.take() {
+            task.abort();
+        }
+    }
 }
 
 /// A cheap, cloneable handle to a running node.
 #[derive(Clone)]
 pub struct NodeHandle {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
 }
 
 impl NodeHandle {
     /// This node's id.
     pub fn id(&self) -> NodeId {
-        self.inner.config.id
+        self.shared.config.id
     }
 
-    /// True if this node leads now: its role is leader and its lease is valid.
+    /// True if this node leads now: its role is leader and its lease, checked
+    /// against the clock at this call, has not run out.
     pub fn is_leader(&self) -> bool {
-        false
+        lock(&self.shared.core).is_leader(self.shared.clock.now())
     }
 
     /// A snapshot of the node's state.
     pub fn status(&self) -> NodeStatus {
+        let s = lock(&self.shared.core).status();
+        let now = self.shared.clock.now().as_nanos();
         NodeStatus {
-            id: self.id(),
-            role: Role::Follower,
-            term: Term(0),
-            voted_for: None,
-            leader: None,
-            leader_addr: None,
-            fencing_token: None,
-            lsn: None,
-            storage_failed: false,
-            peers: Vec::new(),
+            id: s.id,
+            role: s.role,
+            term: s.term,
+            voted_for: s.voted_for,
+            leader: s.leader,
+            leader_addr: s.leader.and_then(|l| self.shared.config.peer_addr(l)),
+            fencing_token: s.fencing_token,
+            lsn: s.lsn,
+            storage_failed: s.storage_failed,
+            peers: self
+                .shared
+                .net
+                .links
+                .iter()
+                .map(|l| PeerInfo {
+                    id: l.id,
+                    addr: l.addr,
+                    connected: l.connected(),
+                    last_heard_ms: l.last_heard_nanos().map(|t| now.saturating_sub(t) / 1_000_000),
+                    rtt_ms: l.rtt_ms(),
+                })
+                .collect(),
         }
     }
 
-    /// The current leadership, updated on every change.
+    /// The current leadership; the receiver sees every change.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
-        self.inner.leadership.subscribe()
+        self.shared.leadership.subscribe()
     }
 
     /// Leadership events from now on.
     pub fn events(&self) -> broadcast::Receiver<LeadershipEvent> {
-        self.inner.events.subscribe()
+        self.shared.events.subscribe()
     }
 
-    /// Hands leadership to `to` (this node must lead and `to` must be reachable).
+    /// Hands leadership to `to`: this node steps down at once and `to`
+    /// campaigns without waiting for a timeout. Fails if this node does not
+    /// lead, `to` is not a voter, or `to` has not acknowledged it recently.
     pub async fn transfer_leadership(&self, to: NodeId) -> Result<(), TransferError> {
-        let _ = to;
-        Err(TransferError::NodeStopped)
+        let (reply, answer) = oneshot::channel();
+        self.shared
+            .commands
+            .send(Command::Transfer { to, reply })
+            .await
+            .map_err(|_| TransferError::NodeStopped)?;
+        answer.await.map_err(|_| TransferError::NodeStopped)?
     }
 
     /// Counters and measurements.
     pub fn metrics(&self) -> NodeMetrics {
+        let counters = lock(&self.shared.core).counters().clone();
+        let (leader_changes, failover_durations_ms) = {
+            let t = lock(&self.shared.tracker);
+            (t.changes, t.failovers_ms())
+        };
+        let net = &self.shared.net;
         NodeMetrics {
-            counters: Default::default(),
-            leader_changes: 0,
-            failover_durations_ms: Vec::new(),
-            peer_rtt_ms: Vec::new(),
-            messages_sent: 0,
-            messages_received: 0,
-            frames_rejected: 0,
+            counters,
+            leader_changes,
+            failover_durations_ms,
+            peer_rtt_ms: net.links.iter().map(|l| (l.id, l.rtt_ms())).collect(),
+            messages_sent: net.stats.sent.load(Ordering::Relaxed),
+            messages_received: net.stats.received.load(Ordering::Relaxed),
+            frames_rejected: net.stats.rejected.load(Ordering::Relaxed),
         }
     }
 
-    /// Asks the node to stop gracefully; the owner of the [`Node`] then awaits
-    /// [`Node::shutdown`] (see [`NodeHandle::stop_requested`]).
-    pub fn shutdown_signal(&self) {}
+    /// Asks the node to stop gracefully: the driver cedes leadership at once;
+    /// the owner of the [`Node`] then awaits [`Node::shutdown`] (it can wait
+    /// for this request with [`NodeHandle::stop_requested`]).
+    pub fn shutdown_signal(&self) {
+        self.shared.stop.send_replace(true);
+    }
 
     /// Completes once [`NodeHandle::shutdown_signal`] has been called.
-    pub async fn stop_requested(&self) {}
+    pub async fn stop_requested(&self) {
+        let mut rx = self.shared.stop.subscribe();
+        let _ = rx.wait_for(|&stop| stop).await;
+    }
 }

@@ -1,0 +1,272 @@
+//! The driver task: the only place that feeds inputs to the election core and
+//! carries out its outputs (persist, then send, then publish events).
+
+use crate::node::Shared;
+use crate::status::LeadershipEvent;
+use crate::storage::DataDir;
+use crate::transport::{lock, Transport};
+use crate::TransferError;
+use std::sync::Arc;
+use std::time::Duration;
+use tenure_core::{
+    Event, FencingToken, HardState, Instant, Message, NodeId, Output, Protocol, Role, Term,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{error, info, warn};
+
+/// First delay before retrying a failed state write.
+pub const PERSIST_RETRY_MIN: Duration = Duration::from_millis(10);
+/// Largest delay between retries of a failed state write. The node retries
+/// for as long as it runs: it cannot vote or lead until a write succeeds.
+pub const PERSIST_RETRY_MAX: Duration = Duration::from_secs(1);
+/// How long a graceful shutdown waits for its last messages (the Resign) to be
+/// written to connected peers.
+pub const SHUTDOWN_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A command from a [`crate::NodeHandle`].
+pub enum Command {
+    /// Hand leadership to `to`.
+    Transfer {
+        /// The successor.
+        to: NodeId,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), TransferError>>,
+    },
+}
+
+/// What woke the driver up.
+enum Wake {
+    Stop,
+    Command(Command),
+    Message(NodeId, Message),
+    Timer,
+    RetryPersist,
+}
+
+/// Retry state while the state file cannot be written.
+struct PersistRetry {
+    at: tokio::time::Instant,
+    backoff: Duration,
+}
+
+/// The driver: owns the inputs of the core, the data directory and the transport.
+pub struct Driver {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) data: Arc<DataDir>,
+    pub(crate) transport: Transport,
+    pub(crate) inbound: mpsc::Receiver<(NodeId, Message)>,
+    pub(crate) commands: mpsc::Receiver<Command>,
+    pub(crate) stop: watch::Receiver<bool>,
+    /// The term this node leads, while it leads.
+    pub(crate) led_term: Option<Term>,
+    retry: Option<PersistRetry>,
+}
+
+impl Driver {
+    /// A driver for a freshly built core.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        data: Arc<DataDir>,
+        transport: Transport,
+        inbound: mpsc::Receiver<(NodeId, Message)>,
+        commands: mpsc::Receiver<Command>,
+    ) -> Self {
+        let stop = shared.stop.subscribe();
+        Driver { shared, data, transport, inbound, commands, stop, led_term: None, retry: None }
+    }
+
+    /// Runs until a stop is requested, then stops gracefully.
+    pub async fn run(mut self) {
+        // The core's construction output (the startup event).
+        let out = lock(&self.shared.core).take_output();
+        self.process(out).await;
+        loop {
+            let deadline = lock(&self.shared.core).poll_timeout();
+            let timer = sleep_until_core(&self.shared, deadline);
+            let retry_at = self.retry.as_ref().map(|r| r.at);
+            let wake = tokio::select! {
+                biased;
+                _ = self.stop.wait_for(|&stop| stop) => Wake::Stop,
+                Some(cmd) = self.commands.recv() => Wake::Command(cmd),
+                Some((from, msg)) = self.inbound.recv() => Wake::Message(from, msg),
+                _ = timer => Wake::Timer,
+                _ = sleep_opt(retry_at), if retry_at.is_some() => Wake::RetryPersist,
+            };
+            match wake {
+                Wake::Stop => break,
+                Wake::Command(cmd) => self.command(cmd).await,
+                Wake::Message(from, msg) => {
+                    self.input(|core, now| core.handle_message(now, from, msg)).await
+                }
+                Wake::Timer => self.input(|core, now| core.handle_timeout(now)).await,
+                Wake::RetryPersist => self.retry_persist().await,
+            }
+        }
+        info!(node = %self.shared.config.id, "stopping: ceding leadership if leading");
+        self.input(|core, now| core.shutdown(now)).await;
+        let Driver { transport, .. } = self;
+        transport.close(SHUTDOWN_FLUSH_TIMEOUT).await;
+    }
+
+    async fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Transfer { to, reply } => {
+                let mut result = Ok(());
+                self.input(|core, now| result = core.transfer_leadership(now, to)).await;
+                match &result {
+                    Ok(()) => {
+                        info!(node = %self.shared.config.id, successor = %to, "handing leadership over")
+                    }
+                    Err(e) => {
+                        warn!(node = %self.shared.config.id, successor = %to, error = %e, "leadership transfer refused")
+                    }
+                }
+                let _ = reply.send(result.map_err(TransferError::from));
+            }
+        }
+    }
+
+    /// Feeds one input to the core and carries out what it produced.
+    async fn input(&mut self, f: impl FnOnce(&mut crate::node::Elector, Instant)) {
+        let out = {
+            let mut core = lock(&self.shared.core);
+            let now = self.shared.clock.now();
+            f(&mut core, now);
+            core.take_output()
+        };
+        self.process(out).await;
+    }
+
+    /// Persist (fsync) first; only then send; then publish events.
+    async fn process(&mut self, mut out: Output) {
+        if let Some(state) = out.persist.take() {
+            match self.write(state).await {
+                Ok(()) => self.persist_recovered(&mut out),
+                Err(e) => self.persist_failed(&mut out, &e),
+            }
+        }
+        for (to, msg) in out.messages {
+            self.transport.send(to, msg);
+        }
+        for event in out.events {
+            self.event(event);
+        }
+        self.publish_leadership();
+    }
+
+    async fn write(&self, state: HardState) -> std::io::Result<()> {
+        let data = self.data.clone();
+        // fsync blocks: keep it off the async workers.
+        tokio::task::spawn_blocking(move || data.write(state))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+
+    fn persist_failed(&mut self, out: &mut Output, e: &std::io::Error) {
+        // Messages produced with unpersisted state must not leave: a vote sent
+        // but forgotten on restart could elect two leaders in one term.
+        out.messages.clear();
+        let more = {
+            let mut core = lock(&self.shared.core);
+            core.handle_persist_failed(self.shared.clock.now());
+            core.take_output()
+        };
+        out.events.extend(more.events);
+        let backoff = match &self.retry {
+            Some(r) => (r.backoff * 2).min(PERSIST_RETRY_MAX),
+            None => PERSIST_RETRY_MIN,
+        };
+        error!(
+            node = %self.shared.config.id,
+            path = %self.data.state_path().display(),
+            error = %e,
+            retry_in = ?backoff,
+            "cannot write the state file: this node neither votes nor leads until it can"
+        );
+        self.retry = Some(PersistRetry { at: tokio::time::Instant::now() + backoff, backoff });
+    }
+
+    fn persist_recovered(&mut self, out: &mut Output) {
+        if self.retry.take().is_none() {
+            return;
+        }
+        let more = {
+            let mut core = lock(&self.shared.core);
+            core.handle_persist_recovered(self.shared.clock.now());
+            core.take_output()
+        };
+        out.messages.extend(more.messages);
+        out.events.extend(more.events);
+        info!(
+            node = %self.shared.config.id,
+            path = %self.data.state_path().display(),
+            "the state file is writable again: voting resumes"
+        );
+    }
+
+    async fn retry_persist(&mut self) {
+        let state = lock(&self.shared.core).hard_state();
+        // Same path as any output: on failure the backoff grows, on success
+        // the core is told the storage recovered.
+        self.process(Output { persist: Some(state), ..Output::default() }).await;
+    }
+
+    /// Logs a core event and publishes the matching leadership event.
+    fn event(&mut self, event: Event) {
+        let id = self.shared.config.id;
+        let published = match event {
+            Event::RoleChanged { role, term, reason } => {
+                info!(node = %id, %role, %term, ?reason, "role changed");
+                if role == Role::Leader {
+                    self.led_term = Some(term);
+                    Some(LeadershipEvent::BecameLeader {
+                        term,
+                        fencing_token: FencingToken::for_term(term),
+                    })
+                } else {
+                    self.led_term.take().map(|term| LeadershipEvent::LostLeadership { term })
+                }
+            }
+            Event::LeaderChanged { leader, term, fencing_token } => {
+                info!(node = %id, leader = ?leader, %term, "leader changed");
+                lock(&self.shared.tracker).observe(leader, self.shared.clock.now());
+                match leader {
+                    Some(l) if l == id => None, // announced as BecameLeader
+                    Some(leader) => Some(LeadershipEvent::LeaderObserved {
+                        leader,
+                        term,
+                        fencing_token: fencing_token.unwrap_or(FencingToken::for_term(term)),
+                    }),
+                    None => Some(LeadershipEvent::NoLeader { term }),
+                }
+            }
+        };
+        if let Some(e) = published {
+            // No subscriber is fine.
+            let _ = self.shared.events.send(e);
+        }
+    }
+
+    fn publish_leadership(&self) {
+        let now = self.shared.leadership_now();
+        self.shared.leadership.send_if_modified(|cur| {
+            let changed = *cur != now;
+            *cur = now;
+            changed
+        });
+    }
+}
+
+async fn sleep_until_core(shared: &Shared, deadline: Instant) {
+    match shared.clock.to_std(deadline) {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,572 @@
+//! Peer transport over TCP: one outbound connection per peer (the dialer),
+//! and an accept loop for the peers' connections to us.
+//!
+//! Election messages to peer P travel on our outbound connection to P; P's
+//! messages to us arrive on P's outbound connection to our listener. Each
+//! dialer also pings its peer every heartbeat interval on the same connection
+//! and keeps a smoothed round-trip time (RFC 6298 style, gain 1/8).
+//!
+//! Sending never blocks the driver: each peer has a bounded queue that drops
+//! its oldest message when full (a newer heartbeat or vote supersedes it, and
+//! the protocol tolerates loss).
+
+use crate::clock::Clock;
+use crate::wire::{self, Frame, WIRE_VERSION};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tenure_core::{Message, NodeId};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::{sleep, timeout, MissedTickBehavior};
+use tokio_util::codec::Framed;
+use tracing::{debug, info, warn};
+
+/// Messages queued per peer before the oldest is dropped.
+pub const PEER_QUEUE_CAPACITY: usize = 64;
+/// First reconnect delay after a failed or lost connection.
+pub const RECONNECT_MIN: Duration = Duration::from_millis(10);
+/// Upper bound of the reconnect backoff, whatever the election timeout.
+pub const RECONNECT_MAX: Duration = Duration::from_secs(1);
+/// How long a TCP connect may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long either side waits for the other's handshake frame.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Inbound connections served at once; more are refused.
+pub const MAX_INBOUND_CONNECTIONS: usize = 64;
+/// Pause after a failed `accept` (e.g. out of file descriptors).
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
+/// On close, how long a dialer waits for the peer to close its side after ours.
+const CLOSE_LINGER: Duration = Duration::from_millis(200);
+/// Gain of the smoothed RTT (1/8, as TCP's SRTT).
+const RTT_GAIN: f64 = 0.125;
+
+/// The reconnect backoff cap for an election timeout: a quarter of it (so a
+/// restarted peer is reached again well before anyone times out), at most
+/// [`RECONNECT_MAX`], at least [`RECONNECT_MIN`].
+pub fn reconnect_cap(election_timeout: Duration) -> Duration {
+    (election_timeout / 4).clamp(RECONNECT_MIN, RECONNECT_MAX)
+}
+
+/// Transport-wide counters.
+#[derive(Debug, Default)]
+pub struct WireStats {
+    /// Election messages written.
+    pub sent: AtomicU64,
+    /// Election messages received.
+    pub received: AtomicU64,
+    /// Frames and handshakes refused.
+    pub rejected: AtomicU64,
+    /// Messages dropped from full queues.
+    pub dropped: AtomicU64,
+}
+
+/// One peer: its send queue and what the transport knows about it.
+#[derive(Debug)]
+pub struct PeerLink {
+    /// The peer.
+    pub id: NodeId,
+    /// Its configured address.
+    pub addr: SocketAddr,
+    queue: Mutex<VecDeque<Message>>,
+    wake: Notify,
+    connected: AtomicBool,
+    /// Core-clock nanos + 1 of the last frame from the peer; 0 = never.
+    last_heard: AtomicU64,
+    rtt_ms: Mutex<Option<f64>>,
+}
+
+impl PeerLink {
+    fn new(id: NodeId, addr: SocketAddr) -> Self {
+        PeerLink {
+            id,
+            addr,
+            queue: Mutex::new(VecDeque::with_capacity(PEER_QUEUE_CAPACITY)),
+            wake: Notify::new(),
+            connected: AtomicBool::new(false),
+            last_heard: AtomicU64::new(0),
+            rtt_ms: Mutex::new(None),
+        }
+    }
+
+    /// True while our outbound connection to the peer is up.
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    /// When a frame from the peer last arrived (core clock nanos).
+    pub fn last_heard_nanos(&self) -> Option<u64> {
+        self.last_heard.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// Smoothed ping round-trip time.
+    pub fn rtt_ms(&self) -> Option<f64> {
+        *lock(&self.rtt_ms)
+    }
+
+    fn heard(&self, clock: &Clock) {
+        self.last_heard.store(clock.now().as_nanos().saturating_add(1), Ordering::Relaxed);
+    }
+
+    fn record_rtt(&self, sample_ms: f64) {
+        let mut rtt = lock(&self.rtt_ms);
+        *rtt = Some(match *rtt {
+            Some(old) => old + RTT_GAIN * (sample_ms - old),
+            None => sample_ms,
+        });
+    }
+
+    /// Queues `msg` and wakes the dialer; returns true if the oldest queued
+    /// message was dropped to make room.
+    fn enqueue(&self, msg: Message) -> bool {
+        let dropped = {
+            let mut q = lock(&self.queue);
+            let full = q.len() >= PEER_QUEUE_CAPACITY;
+            if full {
+                q.pop_front();
+            }
+            q.push_back(msg);
+            full
+        };
+        self.wake.notify_one();
+        dropped
+    }
+
+    fn take_queued(&self) -> VecDeque<Message> {
+        std::mem::take(&mut *lock(&self.queue))
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: the data behind ours stays consistent
+/// (plain values), and a panic elsewhere must not take the node down.
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What every transport task shares.
+#[derive(Debug)]
+pub struct Net {
+    /// This cluster.
+    pub cluster_id: String,
+    /// This node.
+    pub me: NodeId,
+    /// The clock shared with the driver.
+    pub clock: Clock,
+    /// The other voters.
+    pub links: Vec<Arc<PeerLink>>,
+    /// Counters.
+    pub stats: WireStats,
+    /// Ping period.
+    pub ping_interval: Duration,
+    /// Reconnect backoff cap.
+    pub reconnect_cap: Duration,
+}
+
+impl Net {
+    /// The shared transport state for `peers` (this node's own entry is skipped).
+    pub fn new(
+        cluster_id: String,
+        me: NodeId,
+        peers: &[(NodeId, SocketAddr)],
+        clock: Clock,
+        ping_interval: Duration,
+        reconnect_cap: Duration,
+    ) -> Self {
+        Net {
+            cluster_id,
+            me,
+            clock,
+            links: peers
+                .iter()
+                .filter(|&&(id, _)| id != me)
+                .map(|&(id, addr)| Arc::new(PeerLink::new(id, addr)))
+                .collect(),
+            stats: WireStats::default(),
+            ping_interval,
+            reconnect_cap,
+        }
+    }
+
+    fn link(&self, id: NodeId) -> Option<&Arc<PeerLink>> {
+        self.links.iter().find(|l| l.id == id)
+    }
+
+    fn reject(&self, remote: SocketAddr, reason: &str) {
+        self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        warn!(%remote, reason, "refused a peer connection");
+    }
+}
+
+/// The running transport: queues messages and owns the network tasks.
+pub struct Transport {
+    net: Arc<Net>,
+    closing: watch::Sender<bool>,
+    dialers: Vec<JoinHandle<()>>,
+    acceptor: JoinHandle<()>,
+}
+
+impl Transport {
+    /// Spawns the accept loop on `listener` and one dialer per peer; election
+    /// messages received are passed to `inbound`.
+    pub fn spawn(
+        net: Arc<Net>,
+        listener: TcpListener,
+        inbound: mpsc::Sender<(NodeId, Message)>,
+    ) -> Self {
+        let (closing, closing_rx) = watch::channel(false);
+        let dialers = net
+            .links
+            .iter()
+            .map(|link| tokio::spawn(dial_loop(net.clone(), link.clone(), closing_rx.clone())))
+            .collect();
+        let acceptor = tokio::spawn(accept_loop(net.clone(), listener, inbound));
+        Transport { net, closing, dialers, acceptor }
+    }
+
+    /// Queues `msg` for peer `to`, dropping that peer's oldest queued message if
+    /// the queue is full. Never blocks.
+    pub fn send(&self, to: NodeId, msg: Message) {
+        let Some(link) = self.net.link(to) else {
+            debug!(%to, "message for an unknown peer dropped");
+            return;
+        };
+        if link.enqueue(msg) {
+            self.net.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Flushes queued messages to connected peers and closes every connection,
+    /// waiting at most `bound`; then stops every task.
+    pub async fn close(self, bound: Duration) {
+        let _ = self.closing.send(true);
+        let mut dialers = self.dialers;
+        let flush = async {
+            for d in &mut dialers {
+                let _ = d.await;
+            }
+        };
+        if timeout(bound, flush).await.is_err() {
+            warn!(?bound, "peers did not take the last messages in time; closing anyway");
+        }
+        for d in &dialers {
+            d.abort();
+        }
+        self.acceptor.abort();
+        for link in &self.net.links {
+            link.connected.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+type Conn = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
+
+/// Why a dialer's connection ended.
+enum Ended {
+    /// The node is closing; the connection was flushed and closed.
+    Closing,
+    /// The connection failed or was refused.
+    Failed(String),
+}
+
+async fn dial_loop(net: Arc<Net>, link: Arc<PeerLink>, mut closing: watch::Receiver<bool>) {
+    let mut backoff = RECONNECT_MIN;
+    loop {
+        if *closing.borrow() {
+            return;
+        }
+        match timeout(CONNECT_TIMEOUT, TcpStream::connect(link.addr)).await {
+            Ok(Ok(stream)) => {
+                let ended = outbound(&net, &link, stream, &mut closing, &mut backoff).await;
+                let was_connected = link.connected.swap(false, Ordering::Relaxed);
+                match ended {
+                    Ended::Closing => return,
+                    Ended::Failed(why) if was_connected => {
+                        info!(peer = %link.id, addr = %link.addr, reason = %why, "lost the connection to a peer")
+                    }
+                    Ended::Failed(why) => {
+                        debug!(peer = %link.id, addr = %link.addr, reason = %why, "connection to a peer failed")
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                debug!(peer = %link.id, addr = %link.addr, error = %e, "cannot connect to a peer")
+            }
+            Err(_) => debug!(peer = %link.id, addr = %link.addr, "connecting to a peer timed out"),
+        }
+        tokio::select! {
+            _ = sleep(backoff) => {}
+            _ = closing.changed() => return,
+        }
+        backoff = (backoff * 2).min(net.reconnect_cap);
+    }
+}
+
+async fn outbound(
+    net: &Net,
+    link: &PeerLink,
+    stream: TcpStream,
+    closing: &mut watch::Receiver<bool>,
+    backoff: &mut Duration,
+) -> Ended {
+    // Election messages are tiny and latency-bound: never wait to coalesce them.
+    let _ = stream.set_nodelay(true);
+    let mut conn = Framed::new(stream, wire::codec());
+    let hello = Frame::Hello {
+        version: WIRE_VERSION,
+        cluster_id: net.cluster_id.clone(),
+        from: net.me,
+        to: link.id,
+    };
+    if let Err(e) = conn.send(wire::encode(&hello)).await {
+        return Ended::Failed(e.to_string());
+    }
+    let reply = match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
+        Err(_) => return Ended::Failed("no handshake reply".into()),
+        Ok(None) => return Ended::Failed("closed during the handshake".into()),
+        Ok(Some(Err(e))) => return Ended::Failed(e.to_string()),
+        Ok(Some(Ok(bytes))) => wire::decode(&bytes),
+    };
+    let addr = link.addr;
+    match reply {
+        Ok(Frame::HelloAck { version, cluster_id, node }) => {
+            let problem = if version != WIRE_VERSION {
+                Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
+            } else if cluster_id != net.cluster_id {
+                Some(format!("peer is in cluster {cluster_id:?}, we are in {:?}", net.cluster_id))
+            } else if node != link.id {
+                Some(format!("expected node {} at {addr} but node {node} answered", link.id))
+            } else {
+                None
+            };
+            if let Some(reason) = problem {
+                net.reject(addr, &reason);
+                return Ended::Failed(reason);
+            }
+        }
+        Ok(Frame::Reject { reason }) => {
+            warn!(peer = %link.id, %addr, %reason, "peer refused our handshake");
+            return Ended::Failed(reason);
+        }
+        Ok(other) => {
+            let reason = format!("unexpected handshake reply {other:?}");
+            net.reject(addr, &reason);
+            return Ended::Failed(reason);
+        }
+        Err(e) => {
+            let reason = format!("bad handshake reply: {e}");
+            net.reject(addr, &reason);
+            return Ended::Failed(reason);
+        }
+    }
+    link.connected.store(true, Ordering::Relaxed);
+    link.heard(&net.clock);
+    *backoff = RECONNECT_MIN;
+    info!(peer = %link.id, %addr, "connected to peer");
+
+    let mut ping = tokio::time::interval(net.ping_interval);
+    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        // Whatever woke us, first write what is queued (queued while
+        // disconnected, or a wake-up consumed by an earlier select).
+        if let Err(e) = write_queued(net, link, &mut conn).await {
+            return Ended::Failed(e.to_string());
+        }
+        tokio::select! {
+            _ = link.wake.notified() => {}
+            _ = ping.tick() => {
+                let ping = Frame::Ping { nonce: net.clock.now().as_nanos() };
+                if let Err(e) = conn.send(wire::encode(&ping)).await {
+                    return Ended::Failed(e.to_string());
+                }
+            }
+            frame = conn.next() => match frame {
+                None => return Ended::Failed("closed by the peer".into()),
+                Some(Err(e)) => {
+                    net.reject(addr, &e.to_string());
+                    return Ended::Failed(e.to_string());
+                }
+                Some(Ok(bytes)) => match wire::decode(&bytes) {
+                    Ok(Frame::Pong { nonce }) => {
+                        link.heard(&net.clock);
+                        let rtt = net.clock.now().as_nanos().saturating_sub(nonce);
+                        link.record_rtt(rtt as f64 / 1e6);
+                    }
+                    other => {
+                        let reason = format!("unexpected frame from the acceptor: {other:?}");
+                        net.reject(addr, &reason);
+                        return Ended::Failed(reason);
+                    }
+                },
+            },
+            _ = closing.changed() => {
+                let _ = write_queued(net, link, &mut conn).await;
+                // Close our side (FIN) and wait for the peer to close its own,
+                // so the last messages are not cut off by a reset.
+                let _ = SinkExt::<Bytes>::close(&mut conn).await;
+                let _ = timeout(CLOSE_LINGER, async { while conn.next().await.is_some() {} }).await;
+                return Ended::Closing;
+            }
+        }
+    }
+}
+
+async fn write_queued(net: &Net, link: &PeerLink, conn: &mut Conn) -> std::io::Result<()> {
+    let queued = link.take_queued();
+    if queued.is_empty() {
+        return Ok(());
+    }
+    let n = queued.len() as u64;
+    for msg in queued {
+        conn.feed(wire::encode(&Frame::Message(msg))).await?;
+    }
+    SinkExt::<Bytes>::flush(conn).await?;
+    net.stats.sent.fetch_add(n, Ordering::Relaxed);
+    Ok(())
+}
+
+async fn accept_loop(
+    net: Arc<Net>,
+    listener: TcpListener,
+    inbound: mpsc::Sender<(NodeId, Message)>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, remote)) => {
+                    if conns.len() >= MAX_INBOUND_CONNECTIONS {
+                        net.reject(remote, "too many inbound connections");
+                        continue;
+                    }
+                    conns.spawn(serve_inbound(net.clone(), stream, remote, inbound.clone()));
+                }
+                Err(e) => {
+                    warn!(error = %e, "accepting a peer connection failed");
+                    sleep(ACCEPT_ERROR_BACKOFF).await;
+                }
+            },
+            Some(_) = conns.join_next() => {}
+        }
+    }
+}
+
+/// Checks a dialer's hello; returns the peer id or the reason to refuse it.
+fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<NodeId, String> {
+    match frame {
+        Ok(Frame::Hello { version, cluster_id, from, to }) => {
+            if version != WIRE_VERSION {
+                Err(format!("unsupported wire version {version} (we speak {WIRE_VERSION})"))
+            } else if cluster_id != net.cluster_id {
+                Err(format!("cluster id {cluster_id:?} is not ours ({:?})", net.cluster_id))
+            } else if from == net.me {
+                Err(format!("peer claims our own node id {from}"))
+            } else if net.link(from).is_none() {
+                Err(format!("node {from} is not a voter of this cluster"))
+            } else if to != net.me {
+                Err(format!("peer {from} meant to reach node {to}, but this is node {}", net.me))
+            } else {
+                Ok(from)
+            }
+        }
+        Ok(other) => Err(format!("expected a hello, got {other:?}")),
+        Err(e) => Err(format!("bad hello: {e}")),
+    }
+}
+
+async fn serve_inbound(
+    net: Arc<Net>,
+    stream: TcpStream,
+    remote: SocketAddr,
+    inbound: mpsc::Sender<(NodeId, Message)>,
+) {
+    let _ = stream.set_nodelay(true);
+    let mut conn = Framed::new(stream, wire::codec());
+    let hello = match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
+        Err(_) => return net.reject(remote, "no hello within the handshake timeout"),
+        Ok(None) => return debug!(%remote, "peer closed before its hello"),
+        Ok(Some(Err(e))) => return net.reject(remote, &format!("bad hello: {e}")),
+        Ok(Some(Ok(bytes))) => wire::decode(&bytes),
+    };
+    let from = match check_hello(&net, hello) {
+        Ok(from) => from,
+        Err(reason) => {
+            net.reject(remote, &reason);
+            let _ = timeout(HANDSHAKE_TIMEOUT, conn.send(wire::encode(&Frame::Reject { reason })))
+                .await;
+            return;
+        }
+    };
+    let Some(link) = net.link(from).cloned() else { return };
+    let ack =
+        Frame::HelloAck { version: WIRE_VERSION, cluster_id: net.cluster_id.clone(), node: net.me };
+    if conn.send(wire::encode(&ack)).await.is_err() {
+        return;
+    }
+    debug!(peer = %from, %remote, "accepted a peer connection");
+    while let Some(frame) = conn.next().await {
+        let bytes: Bytes = match frame {
+            Ok(b) => b.freeze(),
+            Err(e) => return net.reject(remote, &format!("bad frame from peer {from}: {e}")),
+        };
+        match wire::decode(&bytes) {
+            Ok(Frame::Message(msg)) => {
+                link.heard(&net.clock);
+                net.stats.received.fetch_add(1, Ordering::Relaxed);
+                if inbound.send((from, msg)).await.is_err() {
+                    return; // the driver stopped
+                }
+            }
+            Ok(Frame::Ping { nonce }) => {
+                link.heard(&net.clock);
+                if conn.send(wire::encode(&Frame::Pong { nonce })).await.is_err() {
+                    return;
+                }
+            }
+            Ok(other) => {
+                return net.reject(remote, &format!("unexpected frame from peer {from}: {other:?}"))
+            }
+            Err(e) => return net.reject(remote, &format!("bad frame from peer {from}: {e}")),
+        }
+    }
+    debug!(peer = %from, %remote, "peer closed its connection");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnect_cap_is_bounded() {
+        assert_eq!(reconnect_cap(Duration::from_millis(200)), Duration::from_millis(50));
+        assert_eq!(reconnect_cap(Duration::from_secs(10)), RECONNECT_MAX);
+        assert_eq!(reconnect_cap(Duration::from_millis(8)), RECONNECT_MIN);
+    }
+
+    #[test]
+    fn full_queue_drops_the_oldest() {
+        let net = Arc::new(Net::new(
+            "c".into(),
+            NodeId(1),
+            &[
+                (NodeId(1), "127.0.0.1:1".parse().unwrap()),
+                (NodeId(2), "127.0.0.1:2".parse().unwrap()),
+            ],
+            Clock::new(),
+            Duration::from_millis(10),
+            RECONNECT_MIN,
+        ));
+        let link = net.links[0].clone();
+        for counter in 0..(PEER_QUEUE_CAPACITY as u64 + 5) {
+            let msg = Message::Heartbeat { term: tenure_core::Term(1), counter, sent_at_nanos: 0 };
+            assert_eq!(link.enqueue(msg), counter >= PEER_QUEUE_CAPACITY as u64);
+        }
+        let q = link.take_queued();
+        assert_eq!(q.len(), PEER_QUEUE_CAPACITY);
+        assert!(matches!(q.front(), Some(Message::Heartbeat { counter: 5, .. })));
+    }
+}

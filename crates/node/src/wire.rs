@@ -1,0 +1,142 @@
+//! The peer wire protocol: length-delimited, versioned frames.
+//!
+//! Every frame is a 4-byte big-endian length (tokio-util's
+//! `LengthDelimitedCodec`, at most [`MAX_FRAME_LEN`] bytes) followed by a
+//! one-byte wire version ([`WIRE_VERSION`]) and a postcard-encoded [`Frame`].
+//!
+//! A connection is one-way for election messages: the dialer sends
+//! [`Frame::Hello`], the acceptor answers [`Frame::HelloAck`] or
+//! [`Frame::Reject`] (and closes). Then the dialer sends [`Frame::Message`]s and
+//! [`Frame::Ping`]s, and the acceptor answers each ping with a [`Frame::Pong`].
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+use tenure_core::{Message, NodeId};
+use tokio_util::codec::LengthDelimitedCodec;
+
+/// The wire protocol version this build speaks.
+pub const WIRE_VERSION: u8 = 1;
+
+/// The largest frame accepted or sent. Election messages take a few dozen
+/// bytes and a handshake at most a few hundred; larger frames are garbage.
+pub const MAX_FRAME_LEN: usize = 1024;
+
+/// One frame of the peer protocol.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Frame {
+    /// Dialer -> acceptor, first frame: who is calling, and whom it means to reach.
+    Hello {
+        /// The dialer's protocol version (equal to the frame's version byte).
+        version: u8,
+        /// The dialer's cluster.
+        cluster_id: String,
+        /// The dialer.
+        from: NodeId,
+        /// The node the dialer believes it is calling.
+        to: NodeId,
+    },
+    /// Acceptor -> dialer: handshake accepted.
+    HelloAck {
+        /// The acceptor's protocol version.
+        version: u8,
+        /// The acceptor's cluster.
+        cluster_id: String,
+        /// The acceptor.
+        node: NodeId,
+    },
+    /// Acceptor -> dialer: handshake refused; the connection is closed after it.
+    Reject {
+        /// Why, for the dialer's log.
+        reason: String,
+    },
+    /// Dialer -> acceptor: an election message.
+    Message(Message),
+    /// Dialer -> acceptor: RTT probe; `nonce` is the dialer's send time.
+    Ping {
+        /// Echoed in the pong.
+        nonce: u64,
+    },
+    /// Acceptor -> dialer: answer to a ping.
+    Pong {
+        /// The ping's nonce.
+        nonce: u64,
+    },
+}
+
+/// Why a frame could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The frame is empty.
+    #[error("empty frame")]
+    Empty,
+    /// The version byte is not one this build speaks.
+    #[error("unsupported wire version {0} (this build speaks {WIRE_VERSION})")]
+    Version(u8),
+    /// The body is not a valid frame.
+    #[error("malformed frame: {0}")]
+    Malformed(#[from] postcard::Error),
+}
+
+/// The codec used on every peer connection.
+pub fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME_LEN).new_codec()
+}
+
+/// Encodes a frame (version byte + postcard body).
+pub fn encode(frame: &Frame) -> Bytes {
+    let mut buf = BytesMut::with_capacity(64);
+    buf.put_u8(WIRE_VERSION);
+    // Encoding our own frame types into a growable buffer cannot fail.
+    let body = postcard::to_allocvec(frame).expect("frames serialize");
+    buf.extend_from_slice(&body);
+    buf.freeze()
+}
+
+/// Decodes a frame received from a peer.
+pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
+    let (&version, body) = bytes.split_first().ok_or(FrameError::Empty)?;
+    if version != WIRE_VERSION {
+        return Err(FrameError::Version(version));
+    }
+    let (frame, rest) = postcard::take_from_bytes(body)?;
+    if !rest.is_empty() {
+        return Err(FrameError::Malformed(postcard::Error::DeserializeBadEncoding));
+    }
+    Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tenure_core::Term;
+
+    #[test]
+    fn frames_round_trip() {
+        let frames = [
+            Frame::Hello {
+                version: WIRE_VERSION,
+                cluster_id: "c".into(),
+                from: NodeId(1),
+                to: NodeId(2),
+            },
+            Frame::Message(Message::Heartbeat { term: Term(3), counter: 9, sent_at_nanos: 12345 }),
+            Frame::Message(Message::Resign { term: Term(3), successor: Some(NodeId(2)) }),
+            Frame::Pong { nonce: u64::MAX },
+        ];
+        for f in frames {
+            let bytes = encode(&f);
+            assert!(bytes.len() <= MAX_FRAME_LEN);
+            assert_eq!(decode(&bytes).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_errors_not_panics() {
+        assert!(matches!(decode(&[]), Err(FrameError::Empty)));
+        assert!(matches!(decode(&[2, 0]), Err(FrameError::Version(2))));
+        assert!(matches!(decode(&[WIRE_VERSION, 0xff, 0xff, 0xff]), Err(FrameError::Malformed(_))));
+        let mut ok = encode(&Frame::Ping { nonce: 1 }).to_vec();
+        ok.push(0);
+        assert!(decode(&ok).is_err(), "trailing bytes accepted");
+    }
+}
