@@ -1,0 +1,148 @@
+//! Helpers shared by the integration tests: in-process clusters on 127.0.0.1.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+use tenure_node::{start_with_listener, Node, NodeConfig, NodeHandle, NodeId};
+
+/// Short timings so tests run fast.
+pub const HEARTBEAT: Duration = Duration::from_millis(20);
+pub const ELECTION_TIMEOUT: Duration = Duration::from_millis(200);
+/// Upper bound for anything the tests wait on.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+pub fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "tenure_node=info".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// A listener on a free loopback port.
+pub fn bind() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0").unwrap()
+}
+
+/// A cluster whose nodes run in this process; addresses are bound up front so
+/// every configuration knows every peer.
+pub struct Cluster {
+    pub configs: Vec<NodeConfig>,
+    pub nodes: Vec<Option<Node>>,
+    pub dir: TempDir,
+}
+
+impl Cluster {
+    /// Configurations for `n` nodes (ids 1..=n) of `cluster_id`, and their listeners.
+    pub fn configure(
+        n: u64,
+        heartbeat: Duration,
+        timeout: Duration,
+    ) -> (Vec<NodeConfig>, Vec<TcpListener>, TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let listeners: Vec<TcpListener> = (0..n).map(|_| bind()).collect();
+        let peers: Vec<(NodeId, SocketAddr)> = listeners
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (NodeId(i as u64 + 1), l.local_addr().unwrap()))
+            .collect();
+        let configs = peers
+            .iter()
+            .map(|&(id, addr)| NodeConfig {
+                id,
+                cluster_id: "test".into(),
+                listen: addr,
+                peers: peers.clone(),
+                data_dir: dir.path().join(format!("node{}", id.0)),
+                heartbeat_interval: heartbeat,
+                election_timeout: timeout,
+            })
+            .collect();
+        (configs, listeners, dir)
+    }
+
+    pub async fn start(n: u64) -> Cluster {
+        Cluster::start_with(n, HEARTBEAT, ELECTION_TIMEOUT).await
+    }
+
+    pub async fn start_with(n: u64, heartbeat: Duration, timeout: Duration) -> Cluster {
+        init_logs();
+        let (configs, listeners, dir) = Cluster::configure(n, heartbeat, timeout);
+        let mut nodes = Vec::new();
+        for (cfg, l) in configs.iter().zip(listeners) {
+            nodes.push(Some(start_with_listener(cfg.clone(), l).await.unwrap()));
+        }
+        Cluster { configs, nodes, dir }
+    }
+
+    pub fn handle(&self, i: usize) -> NodeHandle {
+        self.nodes[i].as_ref().expect("node running").handle()
+    }
+
+    pub fn running(&self) -> Vec<NodeHandle> {
+        self.nodes.iter().flatten().map(|n| n.handle()).collect()
+    }
+
+    pub fn index_of(&self, id: NodeId) -> usize {
+        self.configs.iter().position(|c| c.id == id).unwrap()
+    }
+
+    pub fn data_dir(&self, i: usize) -> PathBuf {
+        self.configs[i].data_dir.clone()
+    }
+
+    /// Waits until exactly one running node leads and every running node
+    /// knows it, in the same term; returns its id.
+    pub async fn stable_leader(&self) -> NodeId {
+        let handles = self.running();
+        wait_for("a leader all running nodes agree on", || {
+            let leaders: Vec<NodeId> =
+                handles.iter().filter(|h| h.is_leader()).map(|h| h.id()).collect();
+            let [leader] = leaders[..] else { return None };
+            let term = handles.iter().find(|h| h.id() == leader)?.status().term;
+            handles
+                .iter()
+                .all(|h| {
+                    let s = h.status();
+                    s.leader == Some(leader) && s.term == term
+                })
+                .then_some(leader)
+        })
+        .await
+    }
+
+    pub async fn stop(&mut self, i: usize) {
+        if let Some(n) = self.nodes[i].take() {
+            n.shutdown().await;
+        }
+    }
+
+    pub async fn stop_all(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.stop(i).await;
+        }
+    }
+
+    /// Restarts node `i` on its old address and data directory.
+    pub async fn restart(&mut self, i: usize) {
+        let cfg = self.configs[i].clone();
+        let l = TcpListener::bind(cfg.listen).unwrap();
+        self.nodes[i] = Some(start_with_listener(cfg, l).await.unwrap());
+    }
+}
+
+/// Polls `f` every few milliseconds until it returns `Some`, at most [`PATIENCE`].
+pub async fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < PATIENCE, "timed out after {PATIENCE:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
