@@ -1,11 +1,243 @@
-//! `tenure sim`: command-line entry point of the simulator.
+//! `tenure sim`: runs a scenario over a range of seeds and reports pass/fail per
+//! run, the replay command of every failure, and statistics (text or `--json`).
+
+use crate::checker::Violation;
+use crate::scenario::{self, Params, Report, SCENARIOS};
+use crate::stats::{Aggregate, Percentiles};
+use serde::Serialize;
 use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Failure details kept in the JSON report; the count covers the rest.
+const MAX_DETAILS: usize = 100;
 
 /// Arguments of `tenure sim`.
-#[derive(Debug, clap::Args)]
-pub struct SimArgs {}
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimArgs {
+    /// Cluster size (scenarios that fix their size ignore it).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=15))]
+    pub nodes: u64,
+    /// Number of runs (seeds start-seed, start-seed + 1, ...).
+    #[arg(long, default_value_t = 1)]
+    pub seeds: u64,
+    /// First seed; drawn from the wall clock when absent (and printed first).
+    #[arg(long)]
+    pub start_seed: Option<u64>,
+    /// Scenario name, `random`, or `list` to print the scenarios.
+    #[arg(long, default_value = "random")]
+    pub scenario: String,
+    /// Length of the main phase in simulated seconds (random faults, flaky network).
+    #[arg(long)]
+    pub sim_seconds: Option<u64>,
+    /// Leader heartbeat interval, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub heartbeat_ms: u64,
+    /// Election timeout, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub election_timeout_ms: u64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The `--json` report.
+#[derive(Debug, Serialize)]
+struct JsonReport {
+    start_seed: u64,
+    scenario: String,
+    nodes: usize,
+    runs: u64,
+    passed: u64,
+    failed: u64,
+    violations: Details<Violation>,
+    failed_expectations: Details<String>,
+    leader_changes: u64,
+    elections: u64,
+    split_votes: u64,
+    failover_ms: Percentiles,
+    messages_per_failover: f64,
+    sim_seconds: f64,
+    wall_seconds: f64,
+    sim_seconds_per_wall_second: f64,
+    replay: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Details<T> {
+    count: usize,
+    details: Vec<T>,
+}
+
+impl<T> Default for Details<T> {
+    fn default() -> Self {
+        Details { count: 0, details: Vec::new() }
+    }
+}
 
 /// Runs `tenure sim` and returns the process exit code.
-pub fn run(_args: SimArgs) -> ExitCode {
-    ExitCode::FAILURE
+pub fn run(args: SimArgs) -> ExitCode {
+    if args.scenario == "list" {
+        for s in SCENARIOS {
+            println!("{:<22} {}", s.name, s.description);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let Some(scenario) = scenario::find(&args.scenario) else {
+        let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        eprintln!(
+            "unknown scenario {:?}; try one of: {}, or list",
+            args.scenario,
+            names.join(", ")
+        );
+        return ExitCode::from(2);
+    };
+    let start_seed = args.start_seed.unwrap_or_else(|| {
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    });
+    if args.json {
+        eprintln!("start seed: {start_seed}");
+    } else {
+        println!("start seed: {start_seed}");
+    }
+    let mut params = Params::new(start_seed);
+    params.nodes = args.nodes as usize;
+    params.heartbeat = Duration::from_millis(args.heartbeat_ms);
+    params.election_timeout = Duration::from_millis(args.election_timeout_ms);
+    params.sim_seconds = args.sim_seconds;
+    let check =
+        scenario::Params { seed: start_seed, ..params.clone() }.sim_config(scenario.nodes(&params));
+    if let Err(e) = check.core_config(tenure_core::NodeId(1)).validate() {
+        eprintln!("invalid timing: {e}");
+        return ExitCode::from(2);
+    }
+
+    let mut agg = Aggregate::default();
+    let mut violations = Details::default();
+    let mut failed_expectations = Details::default();
+    let mut replay = Vec::new();
+    let mut failed = 0;
+    let wall = std::time::Instant::now();
+    for k in 0..args.seeds {
+        params.seed = start_seed.wrapping_add(k);
+        let report = scenario.run(&params);
+        agg.add(&report.stats);
+        violations.count += report.violation_count;
+        failed_expectations.count += report.failures.len();
+        for v in &report.violations {
+            if violations.details.len() < MAX_DETAILS {
+                violations.details.push(v.clone());
+            }
+        }
+        for f in &report.failures {
+            if failed_expectations.details.len() < MAX_DETAILS {
+                failed_expectations.details.push(format!("seed {}: {f}", report.seed));
+            }
+        }
+        let cmd = replay_command(&args, &report);
+        if !args.json {
+            print_run(&report, &cmd);
+        }
+        if !report.passed() {
+            failed += 1;
+            if replay.len() < MAX_DETAILS {
+                replay.push(cmd);
+            }
+        }
+    }
+    let wall_s = wall.elapsed().as_secs_f64();
+    let sim_s = agg.sim_ns as f64 / 1e9;
+    let out = JsonReport {
+        start_seed,
+        scenario: scenario.name.to_string(),
+        nodes: scenario.nodes(&params),
+        runs: agg.runs,
+        passed: agg.runs - failed,
+        failed,
+        violations,
+        failed_expectations,
+        leader_changes: agg.leader_changes,
+        elections: agg.elections,
+        split_votes: agg.split_votes,
+        failover_ms: Percentiles::of_ns(&agg.failovers_ns),
+        messages_per_failover: agg.messages_per_failover(),
+        sim_seconds: sim_s,
+        wall_seconds: wall_s,
+        sim_seconds_per_wall_second: if wall_s > 0.0 { sim_s / wall_s } else { 0.0 },
+        replay,
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&out) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("cannot encode the report: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print_summary(&out);
+    }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The exact command that replays one run.
+fn replay_command(args: &SimArgs, r: &Report) -> String {
+    let mut cmd = format!(
+        "tenure sim --nodes {} --seeds 1 --start-seed {} --scenario {} --heartbeat-ms {} --election-timeout-ms {}",
+        r.nodes, r.seed, r.scenario, args.heartbeat_ms, args.election_timeout_ms
+    );
+    if let Some(s) = args.sim_seconds {
+        cmd.push_str(&format!(" --sim-seconds {s}"));
+    }
+    cmd
+}
+
+fn print_run(r: &Report, cmd: &str) {
+    let verdict = if r.passed() { "PASS" } else { "FAIL" };
+    println!(
+        "seed {} {}: {verdict} ({:.1} s simulated, {} elections, {} leader changes, {} split votes)",
+        r.seed,
+        r.scenario,
+        r.stats.sim_ns as f64 / 1e9,
+        r.stats.elections,
+        r.stats.leader_changes,
+        r.stats.split_votes()
+    );
+    for f in &r.failures {
+        println!("  expectation failed: {f}");
+    }
+    for v in &r.violations {
+        println!("  violation: {v}");
+    }
+    if r.violation_count > r.violations.len() {
+        println!("  ... {} more violations", r.violation_count - r.violations.len());
+    }
+    if !r.passed() {
+        println!("  replay: {cmd}");
+    }
+}
+
+fn print_summary(o: &JsonReport) {
+    println!(
+        "{} runs of {}: {} passed, {} failed; {} violations, {} failed expectations",
+        o.runs, o.scenario, o.passed, o.failed, o.violations.count, o.failed_expectations.count
+    );
+    println!(
+        "elections {}, leader changes {}, split votes {}, failover p50 {:.0} ms p99 {:.0} ms max {:.0} ms ({} samples), {:.1} messages per failover",
+        o.elections,
+        o.leader_changes,
+        o.split_votes,
+        o.failover_ms.p50,
+        o.failover_ms.p99,
+        o.failover_ms.max,
+        o.failover_ms.samples,
+        o.messages_per_failover
+    );
+    println!(
+        "{:.0} simulated seconds in {:.2} wall seconds: {:.0} simulated seconds per wall second",
+        o.sim_seconds, o.wall_seconds, o.sim_seconds_per_wall_second
+    );
 }

@@ -1,3 +1,23 @@
-//! Deterministic simulator for tenure's election core (work in progress).
+//! # tenure-sim: deterministic simulation of tenure's election core
+//!
+//! Runs many nodes of the real [`tenure_core::RaftElector`] in one thread on
+//! virtual time. One `u64` seed fixes everything random — clocks, network
+//! latency, loss, duplication, reordering and the fault schedule — so a failing
+//! run replays exactly. Checkers watch from outside the nodes.
+//!
+//! * [`runner::Sim`]: the event loop and the scripted faults;
+//! * [`scenario`]: named scenarios with asserted outcomes, and the random
+//!   (VOPR-style) run;
+//! * [`checker`]: the safety and liveness properties;
+//! * [`cli`]: `tenure sim`.
 #![warn(missing_docs)]
+
+pub mod checker;
 pub mod cli;
+pub mod clock;
+pub mod host;
+pub mod network;
+pub mod runner;
+pub mod scenario;
+pub mod stats;
+pub mod vopr;

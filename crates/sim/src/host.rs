@@ -1,0 +1,156 @@
+//! One simulated node: the real elector, its durable store, its clock, and the
+//! crash / restart / pause life cycle around them.
+//!
+//! Crashing drops the elector (all volatile state) but keeps `durable`, the last
+//! `HardState` the driver wrote; restarting builds a fresh `RaftElector` from it,
+//! exactly as a real process would after a reboot.
+
+use crate::clock::NodeClock;
+use rand_pcg::Pcg64Mcg;
+use std::collections::VecDeque;
+use tenure_core::{Config, Counters, HardState, Instant, Message, NodeId, Protocol, RaftElector};
+
+/// Messages a paused node can hold; later ones are dropped like a full socket buffer.
+pub const MAX_PAUSED_INBOX: usize = 4_096;
+
+/// A node of the simulated cluster.
+pub struct Host {
+    /// The node's id (index + 1).
+    pub id: NodeId,
+    /// The node's elector configuration.
+    pub cfg: Config,
+    /// The node's local clock.
+    pub clock: NodeClock,
+    /// The running elector; `None` while crashed.
+    elector: Option<Box<dyn Protocol>>,
+    /// The durable store: survives crashes.
+    pub durable: HardState,
+    /// Bumped at every restart; seeds the new elector and tells in-flight
+    /// messages of an earlier life apart.
+    pub incarnation: u64,
+    /// Global time of the last crash.
+    pub last_crash_ns: Option<u64>,
+    /// True while frozen: inputs queue up and are handled on resume.
+    pub paused: bool,
+    /// Inputs that arrived while paused.
+    pub inbox: VecDeque<(NodeId, Message)>,
+    /// True while writes to the durable store fail.
+    pub storage_failing: bool,
+    /// Generation of the armed timer; older timer events are stale.
+    pub timer_gen: u64,
+    /// Global time the armed timer fires at.
+    pub timer_at: Option<u64>,
+    /// Counters of earlier incarnations, so that totals survive crashes.
+    past_counters: Counters,
+    /// The last local time handed to the elector: `now` never goes backwards.
+    last_local: Instant,
+    run_seed: u64,
+}
+
+/// Mixes the run seed, the node id and its incarnation into one RNG seed
+/// (SplitMix64 finaliser), so nodes draw independent streams.
+pub fn node_seed(run_seed: u64, id: NodeId, incarnation: u64) -> u128 {
+    let mut z = run_seed
+        ^ id.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (u128::from(z) << 64) | u128::from(z ^ 0x5851_F42D_4C95_7F2D)
+}
+
+impl Host {
+    /// A fresh node, running from global time `now_ns`.
+    pub fn new(cfg: Config, clock: NodeClock, run_seed: u64, now_ns: u64) -> Self {
+        let mut host = Host {
+            id: cfg.id,
+            cfg,
+            clock,
+            elector: None,
+            durable: HardState::default(),
+            incarnation: 0,
+            last_crash_ns: None,
+            paused: false,
+            inbox: VecDeque::new(),
+            storage_failing: false,
+            timer_gen: 0,
+            timer_at: None,
+            past_counters: Counters::default(),
+            last_local: Instant::ZERO,
+            run_seed,
+        };
+        host.start(now_ns);
+        host
+    }
+
+    fn start(&mut self, now_ns: u64) {
+        let rng = Pcg64Mcg::new(node_seed(self.run_seed, self.id, self.incarnation));
+        let now = self.local_now(now_ns);
+        self.elector = Some(Box::new(RaftElector::new(self.cfg.clone(), self.durable, rng, now)));
+    }
+
+    /// The local time at global `now_ns`, never earlier than a previous reading.
+    pub fn local_now(&mut self, now_ns: u64) -> Instant {
+        self.last_local = self.last_local.max(self.clock.local(now_ns));
+        self.last_local
+    }
+
+    /// The elector, unless crashed.
+    pub fn elector(&self) -> Option<&dyn Protocol> {
+        self.elector.as_deref()
+    }
+
+    /// The elector, mutably, unless crashed.
+    pub fn elector_mut(&mut self) -> Option<&mut (dyn Protocol + 'static)> {
+        self.elector.as_deref_mut()
+    }
+
+    /// True unless crashed.
+    pub fn is_up(&self) -> bool {
+        self.elector.is_some()
+    }
+
+    /// True if running and leading at global time `now_ns` by its own clock.
+    pub fn is_leader_at(&self, now_ns: u64) -> bool {
+        let local = self.last_local.max(self.clock.local(now_ns));
+        self.elector.as_ref().is_some_and(|e| e.is_leader(local))
+    }
+
+    /// Crashes the node: volatile state, queued inputs and the timer are lost.
+    pub fn crash(&mut self, now_ns: u64) {
+        if let Some(e) = self.elector.take() {
+            add_counters(&mut self.past_counters, e.counters());
+        }
+        self.inbox.clear();
+        self.paused = false;
+        self.timer_gen += 1;
+        self.timer_at = None;
+        self.last_crash_ns = Some(now_ns);
+    }
+
+    /// Restarts a crashed node from its durable state.
+    pub fn restart(&mut self, now_ns: u64) {
+        debug_assert!(!self.is_up());
+        self.incarnation += 1;
+        self.start(now_ns);
+    }
+
+    /// Counters summed over every incarnation.
+    pub fn total_counters(&self) -> Counters {
+        let mut total = self.past_counters.clone();
+        if let Some(e) = &self.elector {
+            add_counters(&mut total, e.counters());
+        }
+        total
+    }
+}
+
+fn add_counters(into: &mut Counters, c: &Counters) {
+    into.pre_votes_started += c.pre_votes_started;
+    into.elections_started += c.elections_started;
+    into.elections_won += c.elections_won;
+    into.heartbeats_sent += c.heartbeats_sent;
+    into.heartbeats_received += c.heartbeats_received;
+    into.quorum_losses += c.quorum_losses;
+    into.messages_ignored += c.messages_ignored;
+}

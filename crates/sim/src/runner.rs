@@ -1,0 +1,729 @@
+//! The event loop: one global virtual clock, an event queue ordered by
+//! `(time, sequence number)`, and the driver side of the calling contract for
+//! every node (persist, then send, then events; one timer per node).
+//!
+//! Scenarios script a [`Sim`] through plain method calls (`run_for`, `crash`,
+//! `isolate`, ...); the checkers watch every output as it is processed.
+
+use crate::checker::{Check, Checker};
+use crate::clock::NodeClock;
+use crate::host::{Host, MAX_PAUSED_INBOX};
+use crate::network::{LinkParams, Network, NS_PER_MS};
+use crate::stats::RunStats;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::time::Duration;
+use tenure_core::{Config, Event, Instant, Message, NodeId, Role, Term};
+
+/// Events the queue may hold at once; more means a runaway feedback loop.
+pub const MAX_QUEUED_EVENTS: usize = 1_000_000;
+/// Output drains per input: one, plus one after a failed persist.
+const MAX_DRAIN_ROUNDS: usize = 8;
+/// Times one node's timer may fire at the same global instant before the
+/// simulator calls it a busy loop.
+const MAX_TIMER_REFIRES: u32 = 64;
+/// Leader elections kept in the log of a run.
+pub const MAX_LEADER_LOG: usize = 100_000;
+/// Heartbeats kept in the heartbeat log of a run (when enabled).
+pub const MAX_HEARTBEAT_LOG: usize = 100_000;
+/// Largest clock offset drawn for a node, in nanoseconds (its clock's origin is arbitrary).
+const MAX_CLOCK_OFFSET_NS: u64 = 1_000_000_000_000;
+/// Parts per million in one.
+const PPM: u128 = 1_000_000;
+
+/// How to build a simulated cluster.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Cluster size.
+    pub nodes: usize,
+    /// Leader heartbeat interval.
+    pub heartbeat: Duration,
+    /// Election timeout.
+    pub election_timeout: Duration,
+    /// Give each node a random clock offset and a random rate within the
+    /// core's `clock_drift_ppm` bound.
+    pub clock_drift: bool,
+    /// Simulated fsync: messages of an output that persisted leave this much later.
+    pub fsync_ns: u64,
+    /// The initial behaviour of every link.
+    pub link: LinkParams,
+}
+
+impl SimConfig {
+    /// Defaults: 100 ms heartbeats, 1 s election timeout, drifting clocks, 1 ms fsync, healthy links.
+    pub fn new(nodes: usize) -> Self {
+        SimConfig {
+            nodes,
+            heartbeat: Duration::from_millis(100),
+            election_timeout: Duration::from_millis(1000),
+            clock_drift: true,
+            fsync_ns: NS_PER_MS,
+            link: LinkParams::HEALTHY,
+        }
+    }
+
+    /// The core configuration of node `id`.
+    pub fn core_config(&self, id: NodeId) -> Config {
+        let voters = (1..=self.nodes as u64).map(NodeId).collect();
+        Config::new(id, voters, self.heartbeat, self.election_timeout)
+    }
+}
+
+#[derive(Debug)]
+enum SimEvent {
+    Deliver { from: usize, to: usize, msg: Message, sent_ns: u64, departs_ns: u64 },
+    Timer { node: usize, gen: u64 },
+}
+
+struct Scheduled {
+    time: u64,
+    seq: u64,
+    event: SimEvent,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.time, self.seq) == (other.time, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.time, self.seq).cmp(&(other.time, other.seq))
+    }
+}
+
+/// One leader election, as logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaderRecord {
+    /// Global time, ns.
+    pub time_ns: u64,
+    /// The new leader.
+    pub node: NodeId,
+    /// Its term.
+    pub term: Term,
+}
+
+/// A heartbeat sent, as logged when [`Sim::log_heartbeats`] is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeartbeatRecord {
+    /// Global time, ns.
+    pub time_ns: u64,
+    /// The sender.
+    pub from: NodeId,
+    /// The term it claims.
+    pub term: Term,
+}
+
+/// A leader failure waiting for the next leader (for failover statistics).
+#[derive(Clone, Copy, Debug)]
+struct PendingFailover {
+    since_ns: u64,
+    messages_at: u64,
+    node: usize,
+    term: Term,
+}
+
+enum Input {
+    Message(NodeId, Message),
+    Timer,
+}
+
+/// A simulated cluster running the real core.
+pub struct Sim {
+    /// The run's seed.
+    pub seed: u64,
+    /// How the cluster was built.
+    pub cfg: SimConfig,
+    now: u64,
+    queue: BinaryHeap<Reverse<Scheduled>>,
+    seq: u64,
+    hosts: Vec<Host>,
+    /// The network, for scripted faults.
+    pub net: Network,
+    rng: Pcg64Mcg,
+    /// The checkers.
+    pub checker: Checker,
+    /// Statistics of the run.
+    pub stats: RunStats,
+    pending_failover: Option<PendingFailover>,
+    /// Set once the first stable leader was seen: leader changes count after it.
+    first_stable_seen: bool,
+    last_leader: Option<usize>,
+    /// Every leader elected, in order.
+    pub leader_log: Vec<LeaderRecord>,
+    /// Heartbeats sent, when enabled.
+    pub heartbeat_log: Option<Vec<HeartbeatRecord>>,
+    timer_refire: (u64, usize, u32),
+}
+
+impl Sim {
+    /// A cluster of fresh nodes, all started at global time zero.
+    pub fn new(cfg: SimConfig, seed: u64) -> Self {
+        assert!(cfg.nodes >= 1, "a cluster needs a node");
+        let mut rng = Pcg64Mcg::seed_from_u64(seed);
+        let drift = i64::from(cfg.core_config(NodeId(1)).clock_drift_ppm);
+        let mut hosts = Vec::with_capacity(cfg.nodes);
+        for i in 0..cfg.nodes {
+            let id = NodeId(i as u64 + 1);
+            let core = cfg.core_config(id);
+            core.validate().expect("the simulator's core configuration must be valid");
+            let clock = if cfg.clock_drift {
+                NodeClock::new(rng.gen_range(0..MAX_CLOCK_OFFSET_NS), rng.gen_range(-drift..=drift))
+            } else {
+                NodeClock::PERFECT
+            };
+            hosts.push(Host::new(core, clock, seed, 0));
+        }
+        let mut sim = Sim {
+            seed,
+            net: Network::new(cfg.nodes, cfg.link),
+            cfg,
+            now: 0,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            hosts,
+            rng,
+            checker: Checker::new(seed, 0),
+            stats: RunStats::default(),
+            pending_failover: None,
+            first_stable_seen: false,
+            last_leader: None,
+            leader_log: Vec::new(),
+            heartbeat_log: None,
+            timer_refire: (u64::MAX, 0, 0),
+        };
+        sim.checker = Checker::new(seed, sim.hosts.len());
+        for i in 0..sim.hosts.len() {
+            sim.drain(i);
+        }
+        sim
+    }
+
+    /// Starts logging every heartbeat sent (for scenario assertions).
+    pub fn log_heartbeats(&mut self) {
+        self.heartbeat_log = Some(Vec::new());
+    }
+
+    /// Global simulated time, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.now
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// True for an empty cluster (never: [`Sim::new`] requires a node).
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+
+    /// The node at index `i` (id `i + 1`).
+    pub fn host(&self, i: usize) -> &Host {
+        &self.hosts[i]
+    }
+
+    /// The simulator's own random source (for fault schedules).
+    pub fn rng(&mut self) -> &mut Pcg64Mcg {
+        &mut self.rng
+    }
+
+    fn schedule(&mut self, time: u64, event: SimEvent) {
+        assert!(self.queue.len() < MAX_QUEUED_EVENTS, "event queue overflow: runaway message loop");
+        self.seq += 1;
+        self.queue.push(Reverse(Scheduled { time, seq: self.seq, event }));
+    }
+
+    /// Processes every event up to and including global time `t_ns`.
+    pub fn run_until(&mut self, t_ns: u64) {
+        while self.step_before(t_ns) {}
+        self.now = self.now.max(t_ns);
+        self.stats.sim_ns = self.now;
+    }
+
+    /// Runs for `d` of simulated time.
+    pub fn run_for(&mut self, d: Duration) {
+        self.run_until(self.now + dur_ns(d));
+    }
+
+    /// Processes the next event if it is due no later than `t_ns`.
+    fn step_before(&mut self, t_ns: u64) -> bool {
+        match self.queue.peek() {
+            Some(Reverse(top)) if top.time <= t_ns => {}
+            _ => return false,
+        }
+        let Reverse(s) = self.queue.pop().expect("peeked");
+        self.now = s.time;
+        self.dispatch(s.event);
+        true
+    }
+
+    /// Runs until `cond` holds (checked after every event) or until `deadline_ns`.
+    /// Returns the time `cond` first held.
+    pub fn run_until_cond(
+        &mut self,
+        deadline_ns: u64,
+        mut cond: impl FnMut(&Sim) -> bool,
+    ) -> Option<u64> {
+        if cond(self) {
+            return Some(self.now);
+        }
+        while self.step_before(deadline_ns) {
+            if cond(self) {
+                self.stats.sim_ns = self.now;
+                return Some(self.now);
+            }
+        }
+        self.now = self.now.max(deadline_ns);
+        self.stats.sim_ns = self.now;
+        None
+    }
+
+    fn dispatch(&mut self, event: SimEvent) {
+        match event {
+            SimEvent::Deliver { from, to, msg, sent_ns, departs_ns } => {
+                if self.net.is_blocked(from, to) {
+                    return;
+                }
+                // A sender that crashed before its fsync finished never sent.
+                if self.hosts[from].last_crash_ns.is_some_and(|c| c >= sent_ns && c < departs_ns) {
+                    return;
+                }
+                let from_id = self.hosts[from].id;
+                let host = &mut self.hosts[to];
+                if !host.is_up() {
+                    return;
+                }
+                if host.paused {
+                    if host.inbox.len() < MAX_PAUSED_INBOX {
+                        host.inbox.push_back((from_id, msg));
+                    }
+                    return;
+                }
+                self.input(to, Input::Message(from_id, msg));
+            }
+            SimEvent::Timer { node, gen } => {
+                let host = &self.hosts[node];
+                if gen != host.timer_gen || !host.is_up() || host.paused {
+                    return;
+                }
+                self.hosts[node].timer_at = None;
+                if self.timer_refire.0 == self.now && self.timer_refire.1 == node {
+                    self.timer_refire.2 += 1;
+                    if self.timer_refire.2 > MAX_TIMER_REFIRES {
+                        let id = self.hosts[node].id;
+                        self.checker.fail(
+                            self.now,
+                            Check::Liveness,
+                            format!("{id:?}'s timer keeps firing at the same instant (busy loop)"),
+                        );
+                        return;
+                    }
+                } else {
+                    self.timer_refire = (self.now, node, 0);
+                }
+                self.input(node, Input::Timer);
+            }
+        }
+    }
+
+    fn input(&mut self, i: usize, input: Input) {
+        let now = self.now;
+        let host = &mut self.hosts[i];
+        let id = host.id;
+        let local = host.local_now(now);
+        let el = host.elector_mut().expect("inputs go to running nodes");
+        if el.is_leader(local) {
+            let term = el.hard_state().term;
+            self.checker.on_input_as_leader(now, id, term);
+        }
+        let el = self.hosts[i].elector_mut().expect("running");
+        match input {
+            Input::Message(from, msg) => el.handle_message(local, from, msg),
+            Input::Timer => el.handle_timeout(local),
+        }
+        self.drain(i);
+    }
+
+    /// Handles the node's output per the calling contract, then re-arms its timer.
+    fn drain(&mut self, i: usize) {
+        let now = self.now;
+        let local = self.hosts[i].local_now(now);
+        let id = self.hosts[i].id;
+        for _ in 0..MAX_DRAIN_ROUNDS {
+            let host = &mut self.hosts[i];
+            let out = host.elector_mut().expect("running").take_output();
+            if out.is_empty() {
+                break;
+            }
+            let mut persisted_ok = true;
+            if let Some(hs) = out.persist {
+                if host.storage_failing {
+                    persisted_ok = false;
+                } else {
+                    host.durable = hs;
+                    self.checker.on_persist(now, i, id, hs);
+                }
+            }
+            if persisted_ok {
+                let departs = if out.persist.is_some() { now + self.cfg.fsync_ns } else { now };
+                for (to, msg) in out.messages {
+                    self.send(i, to, msg, departs);
+                }
+            }
+            for ev in out.events {
+                self.on_event(i, ev);
+            }
+            if !persisted_ok {
+                self.hosts[i].elector_mut().expect("running").handle_persist_failed(local);
+            }
+        }
+        let term = self.hosts[i].elector().expect("running").hard_state().term;
+        self.checker.on_term(now, i, id, term);
+        self.rearm(i);
+    }
+
+    fn rearm(&mut self, i: usize) {
+        let now = self.now;
+        let host = &mut self.hosts[i];
+        let Some(el) = host.elector() else { return };
+        let deadline = el.poll_timeout();
+        if deadline == Instant::MAX {
+            host.timer_gen += 1;
+            host.timer_at = None;
+            return;
+        }
+        let at = host.clock.global_at(deadline).max(now);
+        if host.timer_at == Some(at) {
+            return;
+        }
+        host.timer_gen += 1;
+        host.timer_at = Some(at);
+        let gen = host.timer_gen;
+        self.schedule(at, SimEvent::Timer { node: i, gen });
+    }
+
+    fn send(&mut self, from: usize, to: NodeId, msg: Message, departs_ns: u64) {
+        self.stats.messages_sent += 1;
+        let from_id = self.hosts[from].id;
+        match msg {
+            Message::VoteResponse { term, granted: true } => {
+                self.checker.on_vote_granted(self.now, from_id, term, to)
+            }
+            Message::Heartbeat { term, .. } => {
+                if let Some(log) =
+                    self.heartbeat_log.as_mut().filter(|l| l.len() < MAX_HEARTBEAT_LOG)
+                {
+                    log.push(HeartbeatRecord { time_ns: self.now, from: from_id, term });
+                }
+            }
+            _ => {}
+        }
+        let Some(to_idx) = self.index_of(to) else { return };
+        let delays = self.net.transmit(&mut self.rng, from, to_idx);
+        for &d in delays.as_slice() {
+            let event = SimEvent::Deliver {
+                from,
+                to: to_idx,
+                msg: msg.clone(),
+                sent_ns: self.now,
+                departs_ns,
+            };
+            self.schedule(departs_ns + d, event);
+        }
+    }
+
+    fn index_of(&self, id: NodeId) -> Option<usize> {
+        let i = usize::try_from(id.0).ok()?.checked_sub(1)?;
+        (i < self.hosts.len()).then_some(i)
+    }
+
+    fn on_event(&mut self, i: usize, ev: Event) {
+        let Event::RoleChanged { role, term, .. } = ev else { return };
+        match role {
+            Role::Candidate => {
+                self.stats.candidate_terms.insert(term.0);
+            }
+            Role::Leader => self.on_become_leader(i, term),
+            Role::Follower | Role::PreCandidate => {}
+        }
+    }
+
+    fn on_become_leader(&mut self, i: usize, term: Term) {
+        let now = self.now;
+        let id = self.hosts[i].id;
+        let still_leading: Vec<(NodeId, Term)> = (0..self.hosts.len())
+            .filter(|&j| j != i && self.hosts[j].is_leader_at(now))
+            .map(|j| {
+                let h = &self.hosts[j];
+                (h.id, h.elector().expect("leading nodes run").hard_state().term)
+            })
+            .collect();
+        let token = self.hosts[i].elector().and_then(|e| e.status().fencing_token).map(|t| t.0);
+        self.checker.on_become_leader(now, id, term, token, &still_leading);
+        self.stats.leader_terms.insert(term.0);
+        if self.leader_log.len() < MAX_LEADER_LOG {
+            self.leader_log.push(LeaderRecord { time_ns: now, node: id, term });
+        }
+        if self.first_stable_seen && self.last_leader != Some(i) {
+            self.stats.leader_changes += 1;
+        }
+        self.last_leader = Some(i);
+        if let Some(p) = self.pending_failover.filter(|p| term > p.term) {
+            self.stats.failovers_ns.push(now - p.since_ns);
+            self.stats.failover_messages.push(self.stats.messages_sent - p.messages_at);
+            self.pending_failover = None;
+        }
+    }
+
+    // ---- Observation ----
+
+    /// Indices of running nodes that lead now by their own clocks.
+    pub fn leaders(&self) -> Vec<usize> {
+        (0..self.hosts.len()).filter(|&i| self.hosts[i].is_leader_at(self.now)).collect()
+    }
+
+    /// The stable leader, if there is one: exactly one node leads by its clock,
+    /// it is not paused, and every running, unpaused node connected to it both
+    /// ways names it as leader.
+    pub fn stable_leader(&self) -> Option<usize> {
+        let leaders = self.leaders();
+        let [l] = leaders[..] else { return None };
+        if self.hosts[l].paused {
+            return None;
+        }
+        let lid = self.hosts[l].id;
+        let agree = (0..self.hosts.len()).filter(|&y| y != l).all(|y| {
+            let h = &self.hosts[y];
+            let connected = !self.net.is_blocked(l, y) && !self.net.is_blocked(y, l);
+            match h.elector() {
+                Some(e) if connected && !h.paused => e.status().leader == Some(lid),
+                _ => true,
+            }
+        });
+        agree.then_some(l)
+    }
+
+    /// Runs until there is a stable leader or `within` has passed; returns its
+    /// index and the time it became stable. Leader changes count from the first success.
+    pub fn wait_for_stable_leader(&mut self, within: Duration) -> Option<(usize, u64)> {
+        let deadline = self.now + dur_ns(within);
+        let t = self.run_until_cond(deadline, |s| s.stable_leader().is_some())?;
+        let l = self.stable_leader().expect("condition held");
+        if !self.first_stable_seen {
+            self.first_stable_seen = true;
+            self.last_leader = Some(l);
+        }
+        Some((l, t))
+    }
+
+    /// The highest term any running node is in.
+    pub fn max_term(&self) -> Term {
+        self.hosts
+            .iter()
+            .filter_map(|h| h.elector())
+            .map(|e| e.hard_state().term)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// The term of node `i` (its durable term while crashed).
+    pub fn term_of(&self, i: usize) -> Term {
+        let h = &self.hosts[i];
+        h.elector().map_or(h.durable.term, |e| e.hard_state().term)
+    }
+
+    /// Election rounds started so far, summed over nodes and incarnations.
+    pub fn elections_started(&self) -> u64 {
+        self.hosts.iter().map(|h| h.total_counters().elections_started).sum()
+    }
+
+    /// Finishes the run: fills in the counters-based statistics.
+    pub fn finish(&mut self) -> RunStats {
+        self.stats.elections = self.elections_started();
+        self.stats.sim_ns = self.now;
+        self.stats.clone()
+    }
+
+    // ---- Bounds ----
+
+    fn drift_factor(&self, local_ns: u128) -> u64 {
+        let ppm = u128::from(self.hosts[0].cfg.clock_drift_ppm);
+        u64::try_from(local_ns * (PPM + ppm) / (PPM - ppm)).unwrap_or(u64::MAX)
+    }
+
+    /// Largest round trip the network can impose now, fsync included.
+    pub fn max_rtt_ns(&self) -> u64 {
+        2 * (self.net.max_delay_ns() + self.cfg.fsync_ns)
+    }
+
+    /// The liveness bound after healing: `(2 * election_timeout + (voters + 2) *
+    /// stagger) * (1 + rho) / (1 - rho) + 10 * max_rtt`.
+    ///
+    /// Why: a follower's lease on a failed leader and its election deadline both
+    /// end within one election timeout (plus its rank's stagger) of local time; a
+    /// first pre-vote can be refused by leases that still run, and the retry comes
+    /// at most one more election timeout plus two staggers later. Local durations
+    /// stretch by up to `(1 + rho) / (1 - rho)` in real time between two drifting
+    /// clocks, and each of the (pre-vote, vote, heartbeat, acknowledgement)
+    /// exchanges of up to two rounds costs a round trip.
+    pub fn liveness_bound(&self) -> Duration {
+        let h = &self.hosts[0].cfg;
+        let local = 2 * h.election_timeout.as_nanos()
+            + (h.voters.len() as u128 + 2) * h.candidacy_stagger.as_nanos();
+        Duration::from_nanos(self.drift_factor(local) + 10 * self.max_rtt_ns())
+    }
+
+    /// The failover bound after a leader crash: `(election_timeout + 3 * stagger)
+    /// * (1 + rho) / (1 - rho) + 4 * max_rtt` — the first-ranked survivor stands
+    /// one election timeout after the last heartbeat (plus at most three
+    /// staggers, when a drifting follower's lease makes it retry), and the
+    /// pre-vote and vote each take a round trip.
+    pub fn failover_bound(&self) -> Duration {
+        let h = &self.hosts[0].cfg;
+        let local = h.election_timeout.as_nanos() + 3 * h.candidacy_stagger.as_nanos();
+        Duration::from_nanos(self.drift_factor(local) + 4 * self.max_rtt_ns())
+    }
+
+    /// How long a stable leader must stay for the liveness check to pass.
+    pub fn stability_window(&self) -> Duration {
+        self.hosts[0].cfg.election_timeout * 5
+    }
+
+    // ---- Faults ----
+
+    fn note_leader_failure(&mut self, i: usize) {
+        if self.pending_failover.is_none() && self.hosts[i].is_leader_at(self.now) {
+            let term = self.term_of(i);
+            self.pending_failover = Some(PendingFailover {
+                since_ns: self.now,
+                messages_at: self.stats.messages_sent,
+                node: i,
+                term,
+            });
+        }
+    }
+
+    /// Crashes node `i` (no-op if it is down).
+    pub fn crash(&mut self, i: usize) {
+        if !self.hosts[i].is_up() {
+            return;
+        }
+        self.note_leader_failure(i);
+        self.hosts[i].crash(self.now);
+    }
+
+    /// Restarts node `i` from its durable state (no-op if it is up).
+    pub fn restart(&mut self, i: usize) {
+        if self.hosts[i].is_up() {
+            return;
+        }
+        self.hosts[i].restart(self.now);
+        let (id, term) = (self.hosts[i].id, self.hosts[i].durable.term);
+        self.checker.on_restart(self.now, i, id, term);
+        self.drain(i);
+    }
+
+    /// Freezes node `i`: it handles nothing until resumed.
+    pub fn pause(&mut self, i: usize) {
+        if !self.hosts[i].is_up() || self.hosts[i].paused {
+            return;
+        }
+        self.note_leader_failure(i);
+        self.hosts[i].paused = true;
+    }
+
+    /// Resumes node `i`: it handles what queued up, with its now-later clock,
+    /// then its timer.
+    pub fn resume(&mut self, i: usize) {
+        if !self.hosts[i].paused {
+            return;
+        }
+        self.hosts[i].paused = false;
+        let inbox = std::mem::take(&mut self.hosts[i].inbox);
+        for (from, msg) in inbox {
+            self.input(i, Input::Message(from, msg));
+        }
+        self.rearm(i);
+    }
+
+    /// Cuts every link of node `i`.
+    pub fn isolate(&mut self, i: usize) {
+        self.note_leader_failure(i);
+        self.net.isolate(i);
+    }
+
+    /// Cuts every link into node `i` (it can still send).
+    pub fn deafen(&mut self, i: usize) {
+        self.note_leader_failure(i);
+        self.net.deafen(i);
+    }
+
+    /// Splits the cluster into `side` and the rest.
+    pub fn split(&mut self, side: &[usize]) {
+        let quorum = self.hosts.len() / 2 + 1;
+        for i in 0..self.hosts.len() {
+            let mine = if side.contains(&i) { side.len() } else { self.hosts.len() - side.len() };
+            if mine < quorum {
+                self.note_leader_failure(i);
+            }
+        }
+        self.net.split(side);
+    }
+
+    /// Removes every partition. A pending failover whose leader still leads is
+    /// dropped: the leader never failed for good.
+    pub fn heal_partitions(&mut self) {
+        self.net.heal_partitions();
+        if let Some(p) = self.pending_failover {
+            if self.hosts[p.node].is_leader_at(self.now) {
+                self.pending_failover = None;
+            }
+        }
+    }
+
+    /// Makes durable writes of node `i` fail (`true`) or work again (`false`).
+    /// On recovery the driver writes the elector's current state and tells it.
+    pub fn set_storage_failing(&mut self, i: usize, failing: bool) {
+        let now = self.now;
+        let host = &mut self.hosts[i];
+        let was = host.storage_failing;
+        host.storage_failing = failing;
+        if was && !failing {
+            let local = host.local_now(now);
+            let id = host.id;
+            let Some(el) = host.elector_mut() else { return };
+            let hs = el.hard_state();
+            el.handle_persist_recovered(local);
+            host.durable = hs;
+            self.checker.on_persist(now, i, id, hs);
+            self.drain(i);
+        }
+    }
+
+    /// Heals everything: partitions, link faults, storage; restarts crashed
+    /// nodes and resumes paused ones.
+    pub fn heal_all(&mut self) {
+        self.heal_partitions();
+        self.net.set_all_params(self.cfg.link);
+        for i in 0..self.hosts.len() {
+            self.set_storage_failing(i, false);
+            self.restart(i);
+            self.resume(i);
+        }
+    }
+}
+
+/// A duration in nanoseconds, saturating.
+pub fn dur_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,502 @@
+//! Named scenarios with asserted outcomes, and the common report type.
+//!
+//! Each scenario scripts a [`Sim`] and states its expectation in code: a
+//! failed expectation is recorded (with what was seen) next to any checker
+//! violation, and the run passes only with neither.
+
+use crate::checker::Violation;
+use crate::runner::{Sim, SimConfig};
+use crate::stats::RunStats;
+use crate::vopr;
+use std::time::Duration;
+
+/// Inputs of one scenario run.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// The run's seed.
+    pub seed: u64,
+    /// Cluster size, for scenarios whose size is not fixed.
+    pub nodes: usize,
+    /// Heartbeat interval.
+    pub heartbeat: Duration,
+    /// Election timeout.
+    pub election_timeout: Duration,
+    /// Length of the main phase (random faults, flaky network), if overridden.
+    pub sim_seconds: Option<u64>,
+}
+
+impl Params {
+    /// Defaults: 5 nodes, 100 ms heartbeats, 1 s election timeout.
+    pub fn new(seed: u64) -> Self {
+        Params {
+            seed,
+            nodes: 5,
+            heartbeat: Duration::from_millis(100),
+            election_timeout: Duration::from_millis(1000),
+            sim_seconds: None,
+        }
+    }
+
+    /// The simulator configuration for `nodes` nodes.
+    pub fn sim_config(&self, nodes: usize) -> SimConfig {
+        let mut c = SimConfig::new(nodes);
+        c.heartbeat = self.heartbeat;
+        c.election_timeout = self.election_timeout;
+        c
+    }
+}
+
+/// The outcome of one scenario run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: &'static str,
+    /// The run's seed.
+    pub seed: u64,
+    /// Cluster size actually used.
+    pub nodes: usize,
+    /// Expectations that did not hold, each with what was seen.
+    pub failures: Vec<String>,
+    /// Checker violations kept.
+    pub violations: Vec<Violation>,
+    /// Checker violations found in all.
+    pub violation_count: usize,
+    /// Statistics of the run.
+    pub stats: RunStats,
+}
+
+impl Report {
+    /// True when every expectation held and no checker complained.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty() && self.violation_count == 0
+    }
+}
+
+/// Collects failed expectations.
+#[derive(Debug, Default)]
+pub struct Expect {
+    failures: Vec<String>,
+}
+
+impl Expect {
+    /// Records `what` unless `ok`.
+    pub fn that(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            self.failures.push(what());
+        }
+    }
+
+    /// Records a failure.
+    pub fn fail(&mut self, what: String) {
+        self.failures.push(what);
+    }
+
+    /// Builds the report of a finished run.
+    pub fn report(self, scenario: &'static str, mut sim: Sim) -> Report {
+        let stats = sim.finish();
+        Report {
+            scenario,
+            seed: sim.seed,
+            nodes: sim.len(),
+            failures: self.failures,
+            violations: sim.checker.violations().to_vec(),
+            violation_count: sim.checker.violation_count(),
+            stats,
+        }
+    }
+}
+
+/// A named scenario.
+#[derive(Clone, Copy, Debug)]
+pub struct Scenario {
+    /// Name used by `--scenario`.
+    pub name: &'static str,
+    /// One line for `--scenario list`: the setup and the asserted outcome.
+    pub description: &'static str,
+    /// The cluster size when the scenario fixes it.
+    pub fixed_nodes: Option<usize>,
+    run: fn(&Params) -> Report,
+}
+
+impl Scenario {
+    /// Runs the scenario once.
+    pub fn run(&self, p: &Params) -> Report {
+        (self.run)(p)
+    }
+
+    /// The cluster size a run with `p` uses.
+    pub fn nodes(&self, p: &Params) -> usize {
+        self.fixed_nodes.unwrap_or(p.nodes)
+    }
+}
+
+/// Every scenario, `random` included.
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "non-sticky-leader",
+        description: "seed 000: 4 nodes, isolate follower B for 5 election timeouts, heal: same leader, no term change",
+        fixed_nodes: Some(4),
+        run: non_sticky_leader,
+    },
+    Scenario {
+        name: "leader-ping-pong",
+        description: "seed 000: 4 nodes, cut only the link leader A <-> follower B: no leader change, no term inflation",
+        fixed_nodes: Some(4),
+        run: leader_ping_pong,
+    },
+    Scenario {
+        name: "one-link-failure",
+        description: "seed 004: 3 nodes, cut the link leader <-> one follower: no leader change",
+        fixed_nodes: Some(3),
+        run: one_link_failure,
+    },
+    Scenario {
+        name: "leader-crash",
+        description: "crash the leader: exactly one new leader, one election round, within the failover bound",
+        fixed_nodes: None,
+        run: leader_crash,
+    },
+    Scenario {
+        name: "leader-pause",
+        description: "freeze the leader past the election timeout, resume: it steps down before acting; no overlap",
+        fixed_nodes: None,
+        run: leader_pause,
+    },
+    Scenario {
+        name: "cold-start",
+        description: "all nodes start together: one election round, no split vote, a stable leader within the bound",
+        fixed_nodes: None,
+        run: cold_start,
+    },
+    Scenario {
+        name: "rolling-restart",
+        description: "restart each node in turn, waiting for a leader between: only leader restarts change the leader",
+        fixed_nodes: None,
+        run: rolling_restart,
+    },
+    Scenario {
+        name: "minority-partition",
+        description: "cut the leader and one follower off: the majority elects within the bound; after healing it stays",
+        fixed_nodes: None,
+        run: minority_partition,
+    },
+    Scenario {
+        name: "flaky-network",
+        description: "20% loss, 5% duplication, 10% reordering on every link: no violation, at most one leader change",
+        fixed_nodes: None,
+        run: flaky_network,
+    },
+    Scenario {
+        name: "asymmetric-partition",
+        description: "a follower, then the leader, can send but not receive: the follower changes nothing; the leader is replaced",
+        fixed_nodes: None,
+        run: asymmetric_partition,
+    },
+    Scenario {
+        name: "random",
+        description: "VOPR: random faults (crash, pause, partitions, loss, drift, storage), then heal and require a stable leader",
+        fixed_nodes: None,
+        run: vopr::run,
+    },
+];
+
+/// The scenario called `name`.
+pub fn find(name: &str) -> Option<&'static Scenario> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Waits for the first stable leader after a cold start.
+fn first_leader(sim: &mut Sim, e: &mut Expect) -> Option<usize> {
+    let bound = sim.liveness_bound();
+    let got = sim.wait_for_stable_leader(bound).map(|(l, _)| l);
+    e.that(got.is_some(), || {
+        format!("no stable leader within {:.0} ms of a cold start", ms(bound))
+    });
+    got
+}
+
+/// A follower of `leader`: the first other node.
+fn follower_of(sim: &Sim, leader: usize) -> usize {
+    (0..sim.len()).find(|&i| i != leader).expect("clusters here have at least two nodes")
+}
+
+/// Asserts that `leader` still leads, in `term`, with no election since `elections`
+/// and no term above `term` anywhere.
+fn expect_unchanged(
+    sim: &Sim,
+    e: &mut Expect,
+    leader: usize,
+    term: tenure_core::Term,
+    elections: u64,
+    log_len: usize,
+) {
+    e.that(sim.stable_leader() == Some(leader), || {
+        format!(
+            "expected n{} to remain the stable leader, found {:?}",
+            leader + 1,
+            sim.stable_leader().map(|l| l + 1)
+        )
+    });
+    e.that(sim.max_term() == term, || {
+        format!("terms inflated from {term:?} to {:?}", sim.max_term())
+    });
+    e.that(sim.elections_started() == elections, || {
+        format!("{} election rounds started", sim.elections_started() - elections)
+    });
+    e.that(sim.leader_log.len() == log_len, || {
+        format!("new leaders elected: {:?}", &sim.leader_log[log_len..])
+    });
+}
+
+fn non_sticky_leader(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(4), p.seed);
+    let mut e = Expect::default();
+    if let Some(l) = first_leader(&mut sim, &mut e) {
+        let (term, elections, log) =
+            (sim.term_of(l), sim.elections_started(), sim.leader_log.len());
+        let b = follower_of(&sim, l);
+        sim.isolate(b);
+        sim.run_for(p.election_timeout * 5);
+        sim.heal_partitions();
+        sim.run_for(p.election_timeout * 5);
+        expect_unchanged(&sim, &mut e, l, term, elections, log);
+    }
+    e.report("non-sticky-leader", sim)
+}
+
+fn leader_ping_pong(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(4), p.seed);
+    let mut e = Expect::default();
+    if let Some(l) = first_leader(&mut sim, &mut e) {
+        let (term, elections, log) =
+            (sim.term_of(l), sim.elections_started(), sim.leader_log.len());
+        let b = follower_of(&sim, l);
+        sim.net.cut_link(l, b);
+        sim.run_for(p.election_timeout * 10);
+        // While cut, B cannot name the leader, so check the leader directly.
+        e.that(sim.leaders() == vec![l], || format!("leaders while cut: {:?}", sim.leaders()));
+        sim.heal_partitions();
+        sim.run_for(p.election_timeout * 3);
+        expect_unchanged(&sim, &mut e, l, term, elections, log);
+    }
+    e.report("leader-ping-pong", sim)
+}
+
+fn one_link_failure(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(3), p.seed);
+    let mut e = Expect::default();
+    if let Some(l) = first_leader(&mut sim, &mut e) {
+        let (term, elections, log) =
+            (sim.term_of(l), sim.elections_started(), sim.leader_log.len());
+        let b = follower_of(&sim, l);
+        sim.net.cut_link(l, b);
+        sim.run_for(p.election_timeout * 10);
+        e.that(sim.leaders() == vec![l], || format!("leaders while cut: {:?}", sim.leaders()));
+        sim.heal_partitions();
+        sim.run_for(p.election_timeout * 3);
+        expect_unchanged(&sim, &mut e, l, term, elections, log);
+    }
+    e.report("one-link-failure", sim)
+}
+
+fn leader_crash(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    let mut e = Expect::default();
+    if let Some(l) = first_leader(&mut sim, &mut e) {
+        sim.run_for(p.election_timeout * 2);
+        let (elections, log) = (sim.elections_started(), sim.leader_log.len());
+        let t0 = sim.now_ns();
+        sim.crash(l);
+        let bound = sim.failover_bound();
+        match sim.wait_for_stable_leader(bound) {
+            None => e.fail(format!("no stable leader within {:.0} ms of the crash", ms(bound))),
+            Some((nl, t)) => {
+                e.that(nl != l, || "the crashed leader still leads".into());
+                let took = Duration::from_nanos(t - t0);
+                e.that(took <= bound, || format!("failover took {:.0} ms", ms(took)));
+            }
+        }
+        e.that(sim.elections_started() == elections + 1, || {
+            format!("{} election rounds instead of one", sim.elections_started() - elections)
+        });
+        e.that(sim.leader_log.len() == log + 1, || {
+            format!("new leaders: {:?}", &sim.leader_log[log..])
+        });
+        let stable = sim.stable_leader();
+        sim.run_for(sim.stability_window());
+        e.that(sim.stable_leader() == stable, || "the new leader did not stay".into());
+    }
+    e.report("leader-crash", sim)
+}
+
+fn leader_pause(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    sim.log_heartbeats();
+    let mut e = Expect::default();
+    if let Some(l) = first_leader(&mut sim, &mut e) {
+        let old_term = sim.term_of(l);
+        let log = sim.leader_log.len();
+        sim.pause(l);
+        sim.run_for(p.election_timeout * 3);
+        let replaced = sim.leader_log[log..].iter().any(|r| r.node.0 != l as u64 + 1);
+        e.that(replaced, || "nobody replaced the paused leader".into());
+        let resumed_at = sim.now_ns();
+        sim.resume(l);
+        e.that(!sim.host(l).is_leader_at(sim.now_ns()), || "the resumed leader still leads".into());
+        sim.run_for(p.election_timeout * 3);
+        let stale = sim
+            .heartbeat_log
+            .as_ref()
+            .map(|h| {
+                h.iter()
+                    .filter(|r| {
+                        r.time_ns >= resumed_at && r.from.0 == l as u64 + 1 && r.term == old_term
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        e.that(stale == 0, || {
+            format!("the resumed leader sent {stale} heartbeats of its old term")
+        });
+        let now_leader = sim.stable_leader();
+        e.that(now_leader.is_some_and(|n| n != l), || {
+            format!("final stable leader {:?}", now_leader.map(|n| n + 1))
+        });
+    }
+    e.report("leader-pause", sim)
+}
+
+fn cold_start(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    let mut e = Expect::default();
+    if first_leader(&mut sim, &mut e).is_some() {
+        e.that(sim.elections_started() == 1, || {
+            format!("{} election rounds", sim.elections_started())
+        });
+        e.that(sim.stats.split_votes() == 0, || "a split vote".into());
+        let stable = sim.stable_leader();
+        sim.run_for(sim.stability_window());
+        e.that(sim.stable_leader() == stable && sim.leader_log.len() == 1, || {
+            format!("the first leader did not stay: {:?}", sim.leader_log)
+        });
+    }
+    e.report("cold-start", sim)
+}
+
+fn rolling_restart(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    let mut e = Expect::default();
+    if first_leader(&mut sim, &mut e).is_some() {
+        for i in 0..sim.len() {
+            let was_leader = sim.stable_leader() == Some(i);
+            let log = sim.leader_log.len();
+            sim.crash(i);
+            sim.run_for(p.heartbeat * 2);
+            sim.restart(i);
+            let bound = sim.liveness_bound();
+            let got = sim.wait_for_stable_leader(bound);
+            e.that(got.is_some(), || {
+                format!("no stable leader within {:.0} ms after restarting n{}", ms(bound), i + 1)
+            });
+            sim.run_for(p.election_timeout * 2);
+            let new = sim.leader_log.len() - log;
+            let allowed = usize::from(was_leader);
+            e.that(new == allowed, || {
+                format!(
+                    "restarting n{} (leader: {was_leader}) elected {new} leaders: {:?}",
+                    i + 1,
+                    &sim.leader_log[log..]
+                )
+            });
+        }
+    }
+    e.report("rolling-restart", sim)
+}
+
+fn minority_partition(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(p.nodes.max(3)), p.seed);
+    let mut e = Expect::default();
+    if let Some(l) = first_leader(&mut sim, &mut e) {
+        let n = sim.len();
+        let minority: Vec<usize> =
+            std::iter::once(l).chain((0..n).filter(|&i| i != l).take((n - 1) / 2 - 1)).collect();
+        sim.split(&minority);
+        let bound = sim.liveness_bound();
+        let deadline = sim.now_ns() + crate::runner::dur_ns(bound);
+        let got = sim.run_until_cond(deadline, |s| {
+            s.stable_leader().is_some_and(|x| !minority.contains(&x))
+        });
+        e.that(got.is_some(), || {
+            format!("the majority elected no stable leader within {:.0} ms", ms(bound))
+        });
+        if let Some(new) = sim.stable_leader().filter(|x| !minority.contains(x)) {
+            let (term, elections, log) =
+                (sim.term_of(new), sim.elections_started(), sim.leader_log.len());
+            sim.run_for(p.election_timeout * 3);
+            sim.heal_partitions();
+            sim.run_for(p.election_timeout * 5);
+            expect_unchanged(&sim, &mut e, new, term, elections, log);
+        }
+    }
+    e.report("minority-partition", sim)
+}
+
+fn flaky_network(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    let mut e = Expect::default();
+    if first_leader(&mut sim, &mut e).is_some() {
+        let mut link = sim.cfg.link;
+        link.loss = 0.2;
+        link.duplicate = 0.05;
+        link.reorder = 0.1;
+        link.reorder_max_ns = crate::runner::dur_ns(p.heartbeat);
+        sim.net.set_all_params(link);
+        sim.run_for(Duration::from_secs(p.sim_seconds.unwrap_or(60)));
+        sim.heal_all();
+        let bound = sim.liveness_bound();
+        e.that(sim.wait_for_stable_leader(bound).is_some(), || {
+            format!("no stable leader within {:.0} ms of healing", ms(bound))
+        });
+        e.that(sim.stats.leader_changes <= 1, || {
+            format!("{} leader changes under loss", sim.stats.leader_changes)
+        });
+    }
+    e.report("flaky-network", sim)
+}
+
+fn asymmetric_partition(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(p.nodes.max(3)), p.seed);
+    let mut e = Expect::default();
+    if let Some(l) = first_leader(&mut sim, &mut e) {
+        // A deaf follower: its pre-votes are refused, nothing changes.
+        let (term, elections, log) =
+            (sim.term_of(l), sim.elections_started(), sim.leader_log.len());
+        let f = follower_of(&sim, l);
+        sim.deafen(f);
+        sim.run_for(p.election_timeout * 5);
+        sim.heal_partitions();
+        sim.run_for(p.election_timeout * 3);
+        expect_unchanged(&sim, &mut e, l, term, elections, log);
+        // A deaf leader: it loses its lease and the others elect a new leader.
+        sim.deafen(l);
+        let bound = sim.liveness_bound();
+        let deadline = sim.now_ns() + crate::runner::dur_ns(bound);
+        let got = sim.run_until_cond(deadline, |s| s.stable_leader().is_some_and(|x| x != l));
+        e.that(got.is_some(), || {
+            format!("no new stable leader within {:.0} ms of deafening the leader", ms(bound))
+        });
+        if let Some(new) = sim.stable_leader().filter(|&x| x != l) {
+            let (term, elections, log) =
+                (sim.term_of(new), sim.elections_started(), sim.leader_log.len());
+            sim.run_for(p.election_timeout * 3);
+            sim.heal_partitions();
+            sim.run_for(p.election_timeout * 5);
+            expect_unchanged(&sim, &mut e, new, term, elections, log);
+        }
+    }
+    e.report("asymmetric-partition", sim)
+}

@@ -1,0 +1,125 @@
+//! Per-run statistics and their aggregate over many runs (the `--json` report).
+
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// What one run measured.
+#[derive(Clone, Debug, Default)]
+pub struct RunStats {
+    /// Simulated time covered, in nanoseconds.
+    pub sim_ns: u64,
+    /// Messages handed to the network.
+    pub messages_sent: u64,
+    /// Election rounds started (sum of `Counters::elections_started`).
+    pub elections: u64,
+    /// Times the leading node changed after the first stable leader.
+    pub leader_changes: u64,
+    /// Terms in which some node became candidate.
+    pub candidate_terms: HashSet<u64>,
+    /// Terms in which some node became leader.
+    pub leader_terms: HashSet<u64>,
+    /// Failover durations: from the current leader's failure to the next leader, in ns.
+    pub failovers_ns: Vec<u64>,
+    /// Messages sent during each failover.
+    pub failover_messages: Vec<u64>,
+}
+
+impl RunStats {
+    /// Terms in which somebody stood but nobody won.
+    pub fn split_votes(&self) -> u64 {
+        self.candidate_terms.difference(&self.leader_terms).count() as u64
+    }
+}
+
+/// Percentiles of failover times, in milliseconds.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Number of samples.
+    pub samples: usize,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles of `values_ns`, reported in milliseconds.
+    pub fn of_ns(values_ns: &[u64]) -> Self {
+        if values_ns.is_empty() {
+            return Percentiles::default();
+        }
+        let mut v = values_ns.to_vec();
+        v.sort_unstable();
+        let rank = |p: f64| {
+            let i = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+            v[i] as f64 / 1e6
+        };
+        Percentiles { p50: rank(0.50), p99: rank(0.99), max: rank(1.0), samples: v.len() }
+    }
+}
+
+/// Totals over many runs.
+#[derive(Clone, Debug, Default)]
+pub struct Aggregate {
+    /// Runs done.
+    pub runs: u64,
+    /// Simulated nanoseconds summed over runs.
+    pub sim_ns: u64,
+    /// Messages summed over runs.
+    pub messages_sent: u64,
+    /// Elections summed over runs.
+    pub elections: u64,
+    /// Leader changes summed over runs.
+    pub leader_changes: u64,
+    /// Split votes summed over runs.
+    pub split_votes: u64,
+    /// Every failover sample.
+    pub failovers_ns: Vec<u64>,
+    /// Messages of every failover sample.
+    pub failover_messages: Vec<u64>,
+}
+
+impl Aggregate {
+    /// Adds one run.
+    pub fn add(&mut self, s: &RunStats) {
+        self.runs += 1;
+        self.sim_ns += s.sim_ns;
+        self.messages_sent += s.messages_sent;
+        self.elections += s.elections;
+        self.leader_changes += s.leader_changes;
+        self.split_votes += s.split_votes();
+        self.failovers_ns.extend_from_slice(&s.failovers_ns);
+        self.failover_messages.extend_from_slice(&s.failover_messages);
+    }
+
+    /// Mean messages per failover (0 without failovers).
+    pub fn messages_per_failover(&self) -> f64 {
+        if self.failover_messages.is_empty() {
+            return 0.0;
+        }
+        self.failover_messages.iter().sum::<u64>() as f64 / self.failover_messages.len() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let ms: Vec<u64> = (1..=100).map(|i| i * 1_000_000).collect();
+        let p = Percentiles::of_ns(&ms);
+        assert_eq!((p.p50, p.p99, p.max, p.samples), (50.0, 99.0, 100.0, 100));
+        assert_eq!(Percentiles::of_ns(&[]), Percentiles::default());
+    }
+
+    #[test]
+    fn split_votes_are_terms_without_a_leader() {
+        let mut s = RunStats::default();
+        s.candidate_terms.extend([1, 2, 3]);
+        s.leader_terms.extend([1, 3]);
+        assert_eq!(s.split_votes(), 1);
+    }
+}
