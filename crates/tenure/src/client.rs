@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 /// The HTTP APIs of the default local three-node cluster.
-pub const DEFAULT_ENDPOINTS: &str = "http://127.0.0.1:8001,http://127.0.0.1:8002,http://127.0.0.1:8003";
+pub const DEFAULT_ENDPOINTS: &str =
+    "http://127.0.0.1:8001,http://127.0.0.1:8002,http://127.0.0.1:8003";
 /// Pause before `watch` tries the next endpoint after losing one; doubles up to the max.
 const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// Longest pause between reconnection attempts of `watch`.
@@ -66,16 +67,8 @@ struct Row {
 async fn query_all(client: &Client, endpoints: &[String]) -> Vec<Row> {
     let queries = endpoints.iter().map(|e| async move {
         match client.status(e).await {
-            Ok(s) => Row {
-                endpoint: e.clone(),
-                status: Some(s),
-                error: None,
-            },
-            Err(err) => Row {
-                endpoint: e.clone(),
-                status: None,
-                error: Some(format!("{err:#}")),
-            },
+            Ok(s) => Row { endpoint: e.clone(), status: Some(s), error: None },
+            Err(err) => Row { endpoint: e.clone(), status: None, error: Some(format!("{err:#}")) },
         }
     });
     futures_util::future::join_all(queries).await
@@ -91,11 +84,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", table(&rows));
     }
-    Ok(if rows.iter().any(|r| r.status.is_some()) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if rows.iter().any(|r| r.status.is_some()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn opt(v: Option<u64>) -> String {
@@ -188,10 +177,7 @@ pub async fn transfer(args: TransferArgs) -> anyhow::Result<ExitCode> {
     let client = Client::default();
     let rows = query_all(&client, &endpoints).await;
     let Some((leader_endpoint, leader)) = rows.iter().find_map(|r| {
-        r.status
-            .as_ref()
-            .filter(|s| s.role == "leader")
-            .map(|s| (r.endpoint.clone(), s.clone()))
+        r.status.as_ref().filter(|s| s.role == "leader").map(|s| (r.endpoint.clone(), s.clone()))
     }) else {
         bail!(
             "no leader among {}; check `tenure status --endpoints {}`",

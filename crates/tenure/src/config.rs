@@ -156,10 +156,7 @@ impl ServerArgs {
             .clone()
             .or(file.data_dir)
             .unwrap_or_else(|| Path::new(DEFAULT_DATA_ROOT).join(format!("node-{id}")));
-        let heartbeat_ms = self
-            .heartbeat_ms
-            .or(file.heartbeat_ms)
-            .unwrap_or(DEFAULT_HEARTBEAT_MS);
+        let heartbeat_ms = self.heartbeat_ms.or(file.heartbeat_ms).unwrap_or(DEFAULT_HEARTBEAT_MS);
         let election_timeout_ms = self
             .election_timeout_ms
             .or(file.election_timeout_ms)
@@ -186,13 +183,8 @@ impl ServerArgs {
             heartbeat_interval: Duration::from_millis(heartbeat_ms),
             election_timeout: Duration::from_millis(election_timeout_ms),
         };
-        node.validate()
-            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-        Ok(ServerSettings {
-            node,
-            http,
-            log_format,
-        })
+        node.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        Ok(ServerSettings { node, http, log_format })
     }
 }
 
@@ -243,11 +235,7 @@ fn resolve_addr(text: &str) -> anyhow::Result<SocketAddr> {
 }
 
 fn format_peers(peers: &[(NodeId, SocketAddr)]) -> String {
-    peers
-        .iter()
-        .map(|(id, addr)| format!("{id}={addr}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    peers.iter().map(|(id, addr)| format!("{id}={addr}")).collect::<Vec<_>>().join(",")
 }
 
 #[cfg(test)]
@@ -256,10 +244,7 @@ mod tests {
     use std::io::Write;
 
     fn args(id: u64) -> ServerArgs {
-        ServerArgs {
-            id: Some(id),
-            ..ServerArgs::default()
-        }
+        ServerArgs { id: Some(id), ..ServerArgs::default() }
     }
 
     #[test]
@@ -329,10 +314,7 @@ mod tests {
             "id = 2\ncluster_id = \"prod\"\npeers = [\"1=127.0.0.1:9001\", \"2=127.0.0.1:9002\", \"3=127.0.0.1:9003\"]\nheartbeat_ms = 50\nelection_timeout_ms = 500\nlog_format = \"json\"\nhttp = \"127.0.0.1:9102\""
         )
         .unwrap();
-        let mut a = ServerArgs {
-            config: Some(f.path().to_path_buf()),
-            ..ServerArgs::default()
-        };
+        let mut a = ServerArgs { config: Some(f.path().to_path_buf()), ..ServerArgs::default() };
         let s = a.resolve().unwrap();
         assert_eq!(s.node.id, NodeId(2));
         assert_eq!(s.node.cluster_id, "prod");
@@ -351,10 +333,7 @@ mod tests {
     fn unknown_file_keys_are_named() {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         writeln!(f, "id = 1\nheartbeat = 100").unwrap();
-        let a = ServerArgs {
-            config: Some(f.path().to_path_buf()),
-            ..ServerArgs::default()
-        };
+        let a = ServerArgs { config: Some(f.path().to_path_buf()), ..ServerArgs::default() };
         let err = format!("{:#}", a.resolve().unwrap_err());
         assert!(err.contains("unknown field `heartbeat`"), "{err}");
     }

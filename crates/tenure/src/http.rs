@@ -44,12 +44,7 @@ pub struct AppState {
 impl AppState {
     /// State for a server in front of `node`.
     pub fn new(node: NodeHandle, metrics: Metrics, stopping: watch::Receiver<bool>) -> Self {
-        AppState {
-            node,
-            metrics,
-            watchers: Arc::new(Semaphore::new(MAX_WATCHERS)),
-            stopping,
-        }
+        AppState { node, metrics, watchers: Arc::new(Semaphore::new(MAX_WATCHERS)), stopping }
     }
 }
 
@@ -77,13 +72,7 @@ struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, error: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            body: ErrorBody {
-                error: error.into(),
-                leader: None,
-            },
-        }
+        ApiError { status, body: ErrorBody { error: error.into(), leader: None } }
     }
 }
 
@@ -122,10 +111,7 @@ pub fn status_body(s: &NodeStatus) -> StatusBody {
         leader: s.leader.map(|n| n.0),
         leader_address: s.leader_addr.map(|a| a.to_string()),
         fencing_token: s.fencing_token.map(|t| t.0),
-        lsn: s.lsn.map(|l| LsnBody {
-            term: l.term.0,
-            counter: l.counter,
-        }),
+        lsn: s.lsn.map(|l| LsnBody { term: l.term.0, counter: l.counter }),
         storage_failed: s.storage_failed,
         peers: s
             .peers
@@ -191,17 +177,11 @@ async fn transfer(
         )
     })?;
     if req.to == 0 {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "node ids are positive integers",
-        ));
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "node ids are positive integers"));
     }
     let term = st.node.status().term.0;
     match st.node.transfer_leadership(NodeId(req.to)).await {
-        Ok(()) => Ok(Json(TransferBody {
-            to: req.to,
-            from_term: term,
-        })),
+        Ok(()) => Ok(Json(TransferBody { to: req.to, from_term: term })),
         Err(e) => Err(transfer_error(e)),
     }
 }
@@ -223,10 +203,7 @@ fn transfer_error(e: TransferError) -> ApiError {
 
 async fn metrics(State(st): State<AppState>) -> Response {
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         st.metrics.render(&st.node),
     )
         .into_response()
@@ -240,9 +217,7 @@ async fn watch_leadership(State(st): State<AppState>) -> Result<Response, ApiErr
         )
     })?;
     let stream = leadership_events(st.node.leadership(), st.stopping.clone(), permit);
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE))
-        .into_response())
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response())
 }
 
 /// The SSE stream: the current leadership first, then every change, until the
@@ -258,12 +233,7 @@ fn leadership_events(
         first: bool,
         _permit: OwnedSemaphorePermit,
     }
-    let start = Watching {
-        rx,
-        stopping,
-        first: true,
-        _permit: permit,
-    };
+    let start = Watching { rx, stopping, first: true, _permit: permit };
     stream::unfold(start, |mut w| async move {
         if !w.first {
             tokio::select! {

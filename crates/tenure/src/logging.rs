@@ -2,6 +2,7 @@
 
 use clap::ValueEnum;
 use serde::Deserialize;
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 /// How log lines are written to standard error.
@@ -20,7 +21,9 @@ pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colours only for people at a terminal, not in log files.
+        .with_ansi(std::io::stderr().is_terminal());
     // `try_init` so that a second call (never expected) is not a panic.
     let _ = match format {
         LogFormat::Text => builder.try_init(),

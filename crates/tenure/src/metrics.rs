@@ -20,9 +20,8 @@ use tokio::time::Instant;
 
 /// Upper bounds of the failover histogram's buckets, in seconds: from a fast
 /// handover (milliseconds) to a slow election (several timeouts).
-const FAILOVER_BUCKETS_S: [f64; 14] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0,
-];
+const FAILOVER_BUCKETS_S: [f64; 14] =
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0];
 
 /// Metrics that outlive a scrape.
 #[derive(Debug, Clone)]
@@ -32,9 +31,7 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Metrics {
-            failover_seconds: Histogram::new(FAILOVER_BUCKETS_S),
-        }
+        Metrics { failover_seconds: Histogram::new(FAILOVER_BUCKETS_S) }
     }
 }
 
@@ -77,11 +74,7 @@ impl Metrics {
             "1 while this node leads (role leader with a valid lease), else 0",
             gauge(i64::from(node.is_leader())),
         );
-        r.register(
-            "term",
-            "This node's current term",
-            gauge(clamp(status.term.0)),
-        );
+        r.register("term", "This node's current term", gauge(clamp(status.term.0)));
         r.register(
             "fencing_token",
             "Fencing token of the leader this node knows of (0 when none)",
@@ -103,21 +96,13 @@ impl Metrics {
             counter(m.leader_changes),
         );
         let c = &m.counters;
-        r.register(
-            "pre_votes_started",
-            "Pre-vote rounds started",
-            counter(c.pre_votes_started),
-        );
+        r.register("pre_votes_started", "Pre-vote rounds started", counter(c.pre_votes_started));
         r.register(
             "elections_started",
             "Election rounds started by this node",
             counter(c.elections_started),
         );
-        r.register(
-            "elections_won",
-            "Elections this node won",
-            counter(c.elections_won),
-        );
+        r.register("elections_won", "Elections this node won", counter(c.elections_won));
         r.register(
             "heartbeats_sent",
             "Heartbeats sent (one per destination)",
@@ -138,11 +123,7 @@ impl Metrics {
             "Election messages ignored (unknown sender, stale LSN, no longer relevant)",
             counter(c.messages_ignored),
         );
-        r.register(
-            "messages_sent",
-            "Election messages written to peers",
-            counter(m.messages_sent),
-        );
+        r.register("messages_sent", "Election messages written to peers", counter(m.messages_sent));
         r.register(
             "messages_received",
             "Election messages received from peers",
@@ -157,15 +138,10 @@ impl Metrics {
         let rtt = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
         for (peer, value) in &m.peer_rtt_ms {
             if let Some(ms) = value {
-                rtt.get_or_create(&vec![("peer".to_string(), peer.0.to_string())])
-                    .set(ms / 1000.0);
+                rtt.get_or_create(&vec![("peer".to_string(), peer.0.to_string())]).set(ms / 1000.0);
             }
         }
-        r.register(
-            "peer_rtt_seconds",
-            "Smoothed round-trip time to each peer",
-            rtt,
-        );
+        r.register("peer_rtt_seconds", "Smoothed round-trip time to each peer", rtt);
         r.register(
             "failover_duration_seconds",
             "Time from losing the known leader to knowing the next one, as seen by this node",

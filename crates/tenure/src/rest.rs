@@ -34,9 +34,7 @@ impl Default for Client {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(REQUEST_TIMEOUT));
-        Client {
-            inner: HyperClient::builder(TokioExecutor::new()).build(connector),
-        }
+        Client { inner: HyperClient::builder(TokioExecutor::new()).build(connector) }
     }
 }
 
@@ -47,15 +45,12 @@ pub fn normalize_endpoint(endpoint: &str) -> anyhow::Result<String> {
         bail!("empty endpoint");
     }
     if e.starts_with("https://") {
-        bail!("{e}: https is not supported; the tenure API is plain HTTP (put a TLS proxy in front)");
+        bail!(
+            "{e}: https is not supported; the tenure API is plain HTTP (put a TLS proxy in front)"
+        );
     }
-    let e = if e.starts_with("http://") {
-        e.to_string()
-    } else {
-        format!("http://{e}")
-    };
-    e.parse::<Uri>()
-        .map_err(|err| anyhow!("{endpoint}: not a URL ({err})"))?;
+    let e = if e.starts_with("http://") { e.to_string() } else { format!("http://{e}") };
+    e.parse::<Uri>().map_err(|err| anyhow!("{endpoint}: not a URL ({err})"))?;
     Ok(e)
 }
 
@@ -98,11 +93,8 @@ impl Client {
             let resp = self.inner.request(req).await?;
             let status = resp.status();
             let limited = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES);
-            let bytes = limited
-                .collect()
-                .await
-                .map_err(|e| anyhow!("reading the answer: {e}"))?
-                .to_bytes();
+            let bytes =
+                limited.collect().await.map_err(|e| anyhow!("reading the answer: {e}"))?.to_bytes();
             anyhow::Ok((status, bytes))
         };
         let (status, bytes) = tokio::time::timeout(timeout, fut)
@@ -119,16 +111,6 @@ impl Client {
             }))
         };
         Ok(Answer { status, body })
-    }
-
-    /// `GET endpoint + path`, decoding JSON.
-    pub async fn get<T: DeserializeOwned>(
-        &self,
-        endpoint: &str,
-        path: &str,
-    ) -> anyhow::Result<Answer<T>> {
-        self.request(Method::GET, &format!("{endpoint}{path}"), None, REQUEST_TIMEOUT)
-            .await
     }
 
     /// `POST endpoint + path` with a JSON body.
@@ -153,16 +135,8 @@ impl Client {
         endpoint: &str,
         timeout: Duration,
     ) -> anyhow::Result<StatusBody> {
-        let a = self
-            .request(
-                Method::GET,
-                &format!("{endpoint}/v1/status"),
-                None,
-                timeout,
-            )
-            .await?;
-        a.body
-            .map_err(|e| anyhow!("{endpoint}: HTTP {}: {}", a.status, e.error))
+        let a = self.request(Method::GET, &format!("{endpoint}/v1/status"), None, timeout).await?;
+        a.body.map_err(|e| anyhow!("{endpoint}: HTTP {}: {}", a.status, e.error))
     }
 
     /// `GET /v1/status`; any failure is an error.

@@ -28,16 +28,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot listen for HTTP on {}", settings.http))?;
     let http_addr = http_listener.local_addr()?;
 
-    let peers = config
-        .peers
-        .iter()
-        .map(|(p, a)| format!("{p}={a}"))
-        .collect::<Vec<_>>()
-        .join(",");
+    let peers = config.peers.iter().map(|(p, a)| format!("{p}={a}")).collect::<Vec<_>>().join(",");
     let data_dir = config.data_dir.clone();
-    let node = tenure_node::start(config)
-        .await
-        .with_context(|| format!("node {id} cannot start"))?;
+    let node =
+        tenure_node::start(config).await.with_context(|| format!("node {id} cannot start"))?;
     let handle = node.handle();
     info!(
         node = %id,
