@@ -1,4 +1,105 @@
-//! # tenure-node: the tokio runtime for tenure (module docs to follow)
+//! # tenure-node: the tokio runtime for tenure
+//!
+//! This crate turns the sans-IO election core ([`tenure_core::RaftElector`])
+//! into a running node: it reads the clock, owns the sockets, persists the
+//! durable state, and offers an embedding API ([`start`], [`Node`],
+//! [`NodeHandle`]) to applications and to the `tenure` server.
+//!
+//! ```no_run
+//! # async fn demo(config: tenure_node::NodeConfig) -> Result<(), tenure_node::StartError> {
+//! let node = tenure_node::start(config).await?;
+//! let handle = node.handle();
+//! let mut events = handle.events();
+//! while let Ok(event) = events.recv().await {
+//!     if let tenure_node::LeadershipEvent::BecameLeader { fencing_token, .. } = event {
+//!         // Lead; check `handle.is_leader()` before each action and tag
+//!         // writes with `fencing_token`.
+//! #       let _ = fencing_token; break;
+//!     }
+//! }
+//! node.shutdown().await; // cedes leadership first if leading
+//! # Ok(()) }
+//! ```
+//!
+//! ## Tasks
+//!
+//! * **driver** (module `driver`, one task): the only code that feeds
+//!   inputs to the core. A `tokio::select!` loop over: a stop request, handle
+//!   commands (a bounded channel), received messages (a bounded channel), the
+//!   single timer armed at `poll_timeout()`, and the persist-retry timer.
+//! * **transport** ([`transport`]): an accept loop with one task per inbound
+//!   connection, and one dialer task per peer.
+//! * Handles read the core under a short mutex (status, `is_leader` checked
+//!   against the clock at the call) and never feed it inputs.
+//!
+//! ## A message from socket to core and back
+//!
+//! 1. Peer P's dialer holds one TCP connection to our listener (TCP_NODELAY).
+//!    It opened with a handshake ([`wire::Frame::Hello`]: wire version,
+//!    cluster id, P's id, our id), which we checked: another cluster, an
+//!    unknown id, our own id, or another version is refused with a logged
+//!    reason, a [`wire::Frame::Reject`], and a close (counted in
+//!    `frames_rejected`).
+//! 2. Frames are length-delimited (4-byte length, at most
+//!    [`wire::MAX_FRAME_LEN`] bytes), start with the wire version byte, and
+//!    carry a postcard-encoded [`wire::Frame`]. A malformed or oversized frame
+//!    closes that connection with a log line; nothing else is affected.
+//! 3. The inbound task stamps P's `last_heard` and passes
+//!    `(P, Message)` to the driver over a bounded channel (when it is full the
+//!    reader waits: back-pressure onto P's TCP connection).
+//! 4. The driver calls `handle_message(now, P, msg)` (now = nanoseconds since a
+//!    process-local origin, see [`clock`]) and takes the output.
+//! 5. **Persist, then send.** If the output carries a `HardState`, the driver
+//!    writes it to the state file and fsyncs (on a blocking thread, awaited)
+//!    *before* any message of that output leaves.
+//! 6. Each message goes into the destination's send queue (bounded at
+//!    [`transport::PEER_QUEUE_CAPACITY`]; when full the oldest message is
+//!    dropped: a later heartbeat or vote supersedes it, and the protocol
+//!    tolerates loss). The driver never blocks on the network.
+//! 7. The destination's dialer writes the queue to its connection. If it is
+//!    down, it reconnects with a backoff from 10 ms doubling up to
+//!    `min(election_timeout / 4, 1 s)` ([`transport::reconnect_cap`]), so a
+//!    restarted peer is reached again well within an election timeout.
+//! 8. The output's events are logged (every role change at info level with
+//!    its reason and term), turned into [`LeadershipEvent`]s on a broadcast
+//!    channel, and the [`Leadership`] watch channel is updated.
+//! 9. The driver re-arms its single timer at `poll_timeout()`.
+//!
+//! Round-trip times come from transport pings: each dialer sends a
+//! [`wire::Frame::Ping`] every heartbeat interval and the acceptor answers on
+//! the same connection; the RTT is smoothed with gain 1/8 (as TCP's SRTT).
+//!
+//! ## Durability contract
+//!
+//! * The data directory holds `state` (term, vote, cluster id, node id, format
+//!   version, CRC32; see [`storage`]) and `lock`. A missing directory is created.
+//! * Every state change is written to `state.tmp`, fsynced, renamed over
+//!   `state`, and the directory is fsynced, before any message produced with
+//!   that change is sent. A crash at any point leaves either the old or the
+//!   new state, never a torn one; and no peer ever saw a vote that a restart
+//!   could forget.
+//! * If a write fails, the messages of that output are dropped, the core is
+//!   told (`handle_persist_failed`: it stops voting and leading), an error is
+//!   logged, `storage_failed` shows in the status, and the write is retried
+//!   with a backoff from [`PERSIST_RETRY_MIN`] doubling to [`PERSIST_RETRY_MAX`]
+//!   for as long as the node runs; on success the core is told
+//!   (`handle_persist_recovered`).
+//! * An exclusive `flock` on `lock` (held for the node's life) keeps a second
+//!   process, or a second node in this process, out: it gets
+//!   [`StartError::DataDirLocked`].
+//! * A damaged state file ([`StartError::CorruptState`]), a state file of another
+//!   node or cluster ([`StartError::ForeignState`]) or of a newer format
+//!   ([`StartError::UnsupportedStateFormat`]) stops the node at start with an
+//!   error naming the file and what to do. Nothing is overwritten.
+//!
+//! ## Graceful shutdown
+//!
+//! [`Node::shutdown`] (or [`NodeHandle::shutdown_signal`]) makes the driver call
+//! the core's `shutdown`: a leader resigns in favour of its most responsive
+//! follower, which campaigns at once instead of waiting for a timeout. The
+//! Resign messages are flushed, each connection is closed in order (FIN, then
+//! waiting for the peer's), all within [`SHUTDOWN_FLUSH_TIMEOUT`]; then every
+//! task stops and the lock is released.
 
 #![warn(missing_docs)]
 

@@ -224,7 +224,7 @@ impl Transport {
             .iter()
             .map(|link| tokio::spawn(dial_loop(net.clone(), link.clone(), closing_rx.clone())))
             .collect();
-        let acceptor = tokio::spawn(accept_loop(net.clone(), listener, inbound));
+        let acceptor = tokio::spawn(accept_loop(net.clone(), listener, inbound, closing_rx));
         Transport { net, closing, dialers, acceptor }
     }
 
@@ -242,13 +242,17 @@ impl Transport {
 
     /// Flushes queued messages to connected peers and closes every connection,
     /// waiting at most `bound`; then stops every task.
-    pub async fn close(self, bound: Duration) {
+    pub async fn close(mut self, bound: Duration) {
         let _ = self.closing.send(true);
-        let mut dialers = self.dialers;
+        let mut dialers = std::mem::take(&mut self.dialers);
+        let acceptor = &mut self.acceptor;
         let flush = async {
             for d in &mut dialers {
                 let _ = d.await;
             }
+            // The accept loop closes the listener and every inbound
+            // connection before it ends, so the port is free after this.
+            let _ = acceptor.await;
         };
         if timeout(bound, flush).await.is_err() {
             warn!(?bound, "peers did not take the last messages in time; closing anyway");
@@ -260,6 +264,17 @@ impl Transport {
         for link in &self.net.links {
             link.connected.store(false, Ordering::Relaxed);
         }
+    }
+}
+
+impl Drop for Transport {
+    /// Stops every task (the listener closes with the accept loop); used when
+    /// the node is dropped without a graceful shutdown.
+    fn drop(&mut self) {
+        for d in &self.dialers {
+            d.abort();
+        }
+        self.acceptor.abort();
     }
 }
 
@@ -433,10 +448,17 @@ async fn accept_loop(
     net: Arc<Net>,
     listener: TcpListener,
     inbound: mpsc::Sender<(NodeId, Message)>,
+    mut closing: watch::Receiver<bool>,
 ) {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
+            // Only `true` is ever sent (and a dropped sender means the same).
+            _ = closing.changed() => {
+                drop(listener);
+                conns.shutdown().await;
+                return;
+            }
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
                     if conns.len() >= MAX_INBOUND_CONNECTIONS {

@@ -254,3 +254,22 @@ async fn a_node_that_cannot_persist_neither_votes_nor_leads_until_it_can() {
     );
     c.stop_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_node_without_shutdown_stops_it_and_frees_the_directory() {
+    common::init_logs();
+    let (cfg, _dir) = solo();
+    let node = start_solo(&cfg).await.unwrap();
+    let addr = node.peer_addr();
+    drop(node);
+    // The tasks are aborted: the listener closes and the lock is released.
+    let restarted = wait_for("the lock to be released", || {
+        futures_util::FutureExt::now_or_never(start_solo(&cfg)).and_then(|r| r.ok())
+    })
+    .await;
+    wait_for("the old listener to close", || {
+        std::net::TcpStream::connect(addr).is_err().then_some(())
+    })
+    .await;
+    restarted.shutdown().await;
+}
