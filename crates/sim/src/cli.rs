@@ -38,6 +38,9 @@ pub struct SimArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Trace every input, output and fault to stderr (for replaying one seed).
+    #[arg(long)]
+    pub trace: bool,
 }
 
 /// The `--json` report.
@@ -104,6 +107,7 @@ pub fn run(args: SimArgs) -> ExitCode {
     params.heartbeat = Duration::from_millis(args.heartbeat_ms);
     params.election_timeout = Duration::from_millis(args.election_timeout_ms);
     params.sim_seconds = args.sim_seconds;
+    params.trace = args.trace;
     let check =
         scenario::Params { seed: start_seed, ..params.clone() }.sim_config(scenario.nodes(&params));
     if let Err(e) = check.core_config(tenure_core::NodeId(1)).validate() {

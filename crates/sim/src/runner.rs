@@ -49,6 +49,8 @@ pub struct SimConfig {
     pub fsync_ns: u64,
     /// The initial behaviour of every link.
     pub link: LinkParams,
+    /// Print every input, output and fault to stderr (for replaying a seed).
+    pub trace: bool,
 }
 
 impl SimConfig {
@@ -61,6 +63,7 @@ impl SimConfig {
             clock_drift: true,
             fsync_ns: NS_PER_MS,
             link: LinkParams::HEALTHY,
+            trace: false,
         }
     }
 
@@ -346,6 +349,13 @@ impl Sim {
             let term = el.hard_state().term;
             self.checker.on_input_as_leader(now, id, term);
         }
+        if self.cfg.trace {
+            let what = match &input {
+                Input::Message(from, m) => format!("from {from:?} {m:?}"),
+                Input::Timer => "timer".to_string(),
+            };
+            eprintln!("{:>12.3} {id:?} local {local:?} <- {what}", now as f64 / 1e6);
+        }
         let el = self.hosts[i].elector_mut().expect("running");
         match input {
             Input::Message(from, msg) => el.handle_message(local, from, msg),
@@ -364,6 +374,16 @@ impl Sim {
             let out = host.elector_mut().expect("running").take_output();
             if out.is_empty() {
                 break;
+            }
+            if self.cfg.trace {
+                eprintln!(
+                    "{:>12.3} {id:?} -> persist {:?} (storage failing: {}) send {:?} events {:?}",
+                    now as f64 / 1e6,
+                    out.persist,
+                    host.storage_failing,
+                    out.messages,
+                    out.events
+                );
             }
             let mut persisted_ok = true;
             if let Some(hs) = out.persist {
@@ -601,6 +621,12 @@ impl Sim {
 
     // ---- Faults ----
 
+    fn trace_fault(&self, what: &str) {
+        if self.cfg.trace {
+            eprintln!("{:>12.3} FAULT {what}", self.now as f64 / 1e6);
+        }
+    }
+
     fn note_leader_failure(&mut self, i: usize) {
         if self.pending_failover.is_none() && self.hosts[i].is_leader_at(self.now) {
             let term = self.term_of(i);
@@ -615,6 +641,7 @@ impl Sim {
 
     /// Crashes node `i` (no-op if it is down).
     pub fn crash(&mut self, i: usize) {
+        self.trace_fault(&format!("crash n{}", i + 1));
         if !self.hosts[i].is_up() {
             return;
         }
@@ -624,6 +651,7 @@ impl Sim {
 
     /// Restarts node `i` from its durable state (no-op if it is up).
     pub fn restart(&mut self, i: usize) {
+        self.trace_fault(&format!("restart n{}", i + 1));
         if self.hosts[i].is_up() {
             return;
         }
@@ -635,6 +663,7 @@ impl Sim {
 
     /// Freezes node `i`: it handles nothing until resumed.
     pub fn pause(&mut self, i: usize) {
+        self.trace_fault(&format!("pause n{}", i + 1));
         if !self.hosts[i].is_up() || self.hosts[i].paused {
             return;
         }
@@ -645,6 +674,7 @@ impl Sim {
     /// Resumes node `i`: it handles what queued up, with its now-later clock,
     /// then its timer.
     pub fn resume(&mut self, i: usize) {
+        self.trace_fault(&format!("resume n{}", i + 1));
         if !self.hosts[i].paused {
             return;
         }
@@ -658,18 +688,39 @@ impl Sim {
 
     /// Cuts every link of node `i`.
     pub fn isolate(&mut self, i: usize) {
+        self.trace_fault(&format!("isolate n{}", i + 1));
         self.note_leader_failure(i);
         self.net.isolate(i);
     }
 
+    /// Cuts both directions between nodes `a` and `b`.
+    pub fn cut_link(&mut self, a: usize, b: usize) {
+        self.trace_fault(&format!("cut n{} <-> n{}", a + 1, b + 1));
+        self.net.cut_link(a, b);
+    }
+
+    /// Cuts only the direction `from -> to`.
+    pub fn cut_one_way(&mut self, from: usize, to: usize) {
+        self.trace_fault(&format!("cut n{} -> n{}", from + 1, to + 1));
+        self.net.set_blocked(from, to, true);
+    }
+
+    /// Sets the behaviour of every link.
+    pub fn set_links(&mut self, link: LinkParams) {
+        self.trace_fault(&format!("links {link:?}"));
+        self.net.set_all_params(link);
+    }
+
     /// Cuts every link into node `i` (it can still send).
     pub fn deafen(&mut self, i: usize) {
+        self.trace_fault(&format!("deafen n{}", i + 1));
         self.note_leader_failure(i);
         self.net.deafen(i);
     }
 
     /// Splits the cluster into `side` and the rest.
     pub fn split(&mut self, side: &[usize]) {
+        self.trace_fault(&format!("split {:?}", side.iter().map(|i| i + 1).collect::<Vec<_>>()));
         let quorum = self.hosts.len() / 2 + 1;
         for i in 0..self.hosts.len() {
             let mine = if side.contains(&i) { side.len() } else { self.hosts.len() - side.len() };
@@ -683,6 +734,7 @@ impl Sim {
     /// Removes every partition. A pending failover whose leader still leads is
     /// dropped: the leader never failed for good.
     pub fn heal_partitions(&mut self) {
+        self.trace_fault("heal partitions");
         self.net.heal_partitions();
         if let Some(p) = self.pending_failover {
             if self.hosts[p.node].is_leader_at(self.now) {
@@ -694,6 +746,7 @@ impl Sim {
     /// Makes durable writes of node `i` fail (`true`) or work again (`false`).
     /// On recovery the driver writes the elector's current state and tells it.
     pub fn set_storage_failing(&mut self, i: usize, failing: bool) {
+        self.trace_fault(&format!("storage of n{} failing: {failing}", i + 1));
         let now = self.now;
         let host = &mut self.hosts[i];
         let was = host.storage_failing;
@@ -714,7 +767,7 @@ impl Sim {
     /// nodes and resumes paused ones.
     pub fn heal_all(&mut self) {
         self.heal_partitions();
-        self.net.set_all_params(self.cfg.link);
+        self.set_links(self.cfg.link);
         for i in 0..self.hosts.len() {
             self.set_storage_failing(i, false);
             self.restart(i);

@@ -23,6 +23,8 @@ pub struct Params {
     pub election_timeout: Duration,
     /// Length of the main phase (random faults, flaky network), if overridden.
     pub sim_seconds: Option<u64>,
+    /// Trace every input and output to stderr.
+    pub trace: bool,
 }
 
 impl Params {
@@ -34,6 +36,7 @@ impl Params {
             heartbeat: Duration::from_millis(100),
             election_timeout: Duration::from_millis(1000),
             sim_seconds: None,
+            trace: false,
         }
     }
 
@@ -42,6 +45,7 @@ impl Params {
         let mut c = SimConfig::new(nodes);
         c.heartbeat = self.heartbeat;
         c.election_timeout = self.election_timeout;
+        c.trace = self.trace;
         c
     }
 }
@@ -275,7 +279,7 @@ fn leader_ping_pong(p: &Params) -> Report {
         let (term, elections, log) =
             (sim.term_of(l), sim.elections_started(), sim.leader_log.len());
         let b = follower_of(&sim, l);
-        sim.net.cut_link(l, b);
+        sim.cut_link(l, b);
         sim.run_for(p.election_timeout * 10);
         // While cut, B cannot name the leader, so check the leader directly.
         e.that(sim.leaders() == vec![l], || format!("leaders while cut: {:?}", sim.leaders()));
@@ -293,7 +297,7 @@ fn one_link_failure(p: &Params) -> Report {
         let (term, elections, log) =
             (sim.term_of(l), sim.elections_started(), sim.leader_log.len());
         let b = follower_of(&sim, l);
-        sim.net.cut_link(l, b);
+        sim.cut_link(l, b);
         sim.run_for(p.election_timeout * 10);
         e.that(sim.leaders() == vec![l], || format!("leaders while cut: {:?}", sim.leaders()));
         sim.heal_partitions();
@@ -454,7 +458,7 @@ fn flaky_network(p: &Params) -> Report {
         link.duplicate = 0.05;
         link.reorder = 0.1;
         link.reorder_max_ns = crate::runner::dur_ns(p.heartbeat);
-        sim.net.set_all_params(link);
+        sim.set_links(link);
         sim.run_for(Duration::from_secs(p.sim_seconds.unwrap_or(60)));
         sim.heal_all();
         let bound = sim.liveness_bound();

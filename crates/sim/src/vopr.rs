@@ -86,7 +86,7 @@ fn apply_undo(sim: &mut Sim, undo: Undo) {
         Undo::HealPartitions => sim.heal_partitions(),
         Undo::HealLinks => {
             let link = sim.cfg.link;
-            sim.net.set_all_params(link);
+            sim.set_links(link);
         }
     }
 }
@@ -145,7 +145,7 @@ fn inject(sim: &mut Sim, p: &Params) -> Option<Undo> {
             let a = pick(sim, at_leader);
             let b = (a + sim.rng().gen_range(1..n.max(2))) % n;
             if a != b {
-                sim.net.cut_link(a, b);
+                sim.cut_link(a, b);
             }
             Some(Undo::HealPartitions)
         }
@@ -154,9 +154,9 @@ fn inject(sim: &mut Sim, p: &Params) -> Option<Undo> {
             let b = (a + sim.rng().gen_range(1..n.max(2))) % n;
             if a != b {
                 if sim.rng().gen_bool(0.5) {
-                    sim.net.set_blocked(a, b, true);
+                    sim.cut_one_way(a, b);
                 } else {
-                    sim.net.set_blocked(b, a, true);
+                    sim.cut_one_way(b, a);
                 }
             }
             Some(Undo::HealPartitions)
@@ -184,7 +184,7 @@ fn inject(sim: &mut Sim, p: &Params) -> Option<Undo> {
                 reorder: rng.gen_range(0.0..0.3),
                 reorder_max_ns: rng.gen_range(0..=dur_ns(p.heartbeat) * 2),
             };
-            sim.net.set_all_params(link);
+            sim.set_links(link);
             Some(Undo::HealLinks)
         }
         12 => {
