@@ -176,13 +176,19 @@ impl Driver {
             Some(r) => (r.backoff * 2).min(PERSIST_RETRY_MAX),
             None => PERSIST_RETRY_MIN,
         };
-        error!(
-            node = %self.shared.config.id,
-            path = %self.data.state_path().display(),
-            error = %e,
-            retry_in = ?backoff,
-            "cannot write the state file: this node neither votes nor leads until it can"
-        );
+        let id = self.shared.config.id;
+        let path = self.data.state_path();
+        if self.retry.is_none() {
+            error!(
+                node = %id,
+                path = %path.display(),
+                error = %e,
+                retry_in = ?backoff,
+                "cannot write the state file: this node neither votes nor leads until it can"
+            );
+        } else {
+            warn!(node = %id, path = %path.display(), error = %e, retry_in = ?backoff, "the state file is still not writable");
+        }
         self.retry = Some(PersistRetry { at: tokio::time::Instant::now() + backoff, backoff });
     }
 
