@@ -347,13 +347,12 @@ async fn script(cluster: &mut Cluster, args: &DemoArgs, started: Instant) -> any
         args.election_timeout_ms,
         cluster.dir.path().display()
     );
-    for i in 0..n {
+    for (i, endpoint) in endpoints.iter().enumerate() {
         cluster.start(i)?;
         println!(
-            "    node {}: peers on 127.0.0.1:{}, API on {}",
+            "    node {}: peers on 127.0.0.1:{}, API on {endpoint}",
             i + 1,
             cluster.servers[i].peer_port,
-            endpoints[i]
         );
     }
     let live = tokio::spawn(live_view(client.clone(), endpoints.clone(), started));

@@ -19,7 +19,7 @@ fn all(n: usize) -> Vec<usize> {
 }
 
 async fn elects_exactly_one_leader(n: usize) {
-    let _serial = serial();
+    let _serial = serial().await;
     let c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
     let mut leaders = 0;
@@ -58,7 +58,7 @@ async fn five_nodes_elect_one_leader() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashed_leader_is_replaced_within_bound_then_rejoins_as_follower() {
-    let _serial = serial();
+    let _serial = serial().await;
     let n = 3;
     let mut c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
@@ -102,7 +102,7 @@ async fn crashed_leader_is_replaced_within_bound_then_rejoins_as_follower() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_of_the_leader_hands_over_without_a_timeout() {
-    let _serial = serial();
+    let _serial = serial().await;
     let n = 3;
     // A long timeout: a handover that waited for it would be plainly visible.
     let timeout_ms = 2000;
@@ -124,7 +124,7 @@ async fn sigterm_of_the_leader_hands_over_without_a_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupted_state_file_stops_the_node_and_is_left_untouched() {
-    let _serial = serial();
+    let _serial = serial().await;
     // A one-node cluster writes its state (term and vote) when it elects itself.
     let mut c = TestCluster::start(1, HEARTBEAT_MS, TIMEOUT_MS);
     c.wait_agreement(&[0], FIRST_ELECTION_BOUND).await;
@@ -153,7 +153,7 @@ async fn corrupted_state_file_stops_the_node_and_is_left_untouched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_with_another_cluster_id_never_joins() {
-    let _serial = serial();
+    let _serial = serial().await;
     let n = 3;
     let mut c = TestCluster::new(n, HEARTBEAT_MS, TIMEOUT_MS);
     c.servers[2].cluster_id = "intruder".to_string();
@@ -210,13 +210,15 @@ async fn a_peer_with_another_cluster_id_never_joins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
-    let _serial = serial();
+    let _serial = serial().await;
     let n = 3;
     let c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
     let follower = (leader + 1) % n;
 
-    let checks: Vec<(Method, &str, Option<(&str, &str)>, u16)> = vec![
+    // (method, path, optional (content type, body), expected status)
+    type Check<'a> = (Method, &'a str, Option<(&'a str, &'a str)>, u16);
+    let checks: Vec<Check> = vec![
         (Method::GET, "/no/such/path", None, 404),
         (Method::POST, "/v1/status", None, 405),
         (Method::DELETE, "/v1/transfer", None, 405),
@@ -290,7 +292,7 @@ async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_streams_the_current_leadership_then_changes() {
-    let _serial = serial();
+    let _serial = serial().await;
     let n = 3;
     let mut c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;

@@ -16,17 +16,16 @@ use serde_json::Value;
 use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Process tests share two cores; running them one at a time keeps their
-/// timing assertions meaningful.
-static SERIAL: Mutex<()> = Mutex::new(());
+/// timing assertions meaningful. (An async mutex: the guard is held across
+/// awaits, and each test has its own runtime.)
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Takes the lock that runs process tests one at a time (a panicking test
-/// poisons it; the next one still runs).
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// Takes the lock that runs process tests one at a time.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().await
 }
 
 /// Per-request timeout: a node that does not answer this fast counts as down.
