@@ -61,14 +61,22 @@ struct Row {
     endpoint: String,
     status: Option<StatusBody>,
     error: Option<String>,
+    /// The innermost cause of `error`, short enough for the table.
+    #[serde(skip)]
+    cause: Option<String>,
 }
 
 /// Asks every endpoint for its status, concurrently.
 async fn query_all(client: &Client, endpoints: &[String]) -> Vec<Row> {
     let queries = endpoints.iter().map(|e| async move {
         match client.status(e).await {
-            Ok(s) => Row { endpoint: e.clone(), status: Some(s), error: None },
-            Err(err) => Row { endpoint: e.clone(), status: None, error: Some(format!("{err:#}")) },
+            Ok(s) => Row { endpoint: e.clone(), status: Some(s), error: None, cause: None },
+            Err(err) => Row {
+                endpoint: e.clone(),
+                status: None,
+                error: Some(format!("{err:#}")),
+                cause: Some(err.root_cause().to_string()),
+            },
         }
     });
     futures_util::future::join_all(queries).await
@@ -111,9 +119,9 @@ fn table(rows: &[Row]) -> String {
                 format!("{}/{}", s.connected_peers(), s.peers.len()),
             )),
             None => out.push_str(&format!(
-                "{:<width$}  unreachable: {}\n",
+                "{:<width$}  unreachable ({})\n",
                 r.endpoint,
-                r.error.as_deref().unwrap_or("")
+                r.cause.as_deref().unwrap_or("")
             )),
         }
     }

@@ -228,35 +228,27 @@ async fn poll(client: &Client, endpoints: &[String], timeout: Duration) -> Vec<O
 
 /// The live view: prints a line whenever any node's role, term or leader changes.
 async fn live_view(client: Client, endpoints: Vec<String>, started: Instant) {
-    let mut last: Vec<Option<(String, u64, Option<u64>)>> = Vec::new();
+    let mut last = String::new();
     loop {
         let statuses = poll(&client, &endpoints, Duration::from_millis(200)).await;
-        let view: Vec<_> = statuses
+        let leader =
+            statuses.iter().flatten().filter(|s| s.role == "leader").max_by_key(|s| s.term);
+        let headline = match leader {
+            Some(l) => format!("leader n{} term {}", l.id, l.term),
+            None => "no leader".to_string(),
+        };
+        let nodes: Vec<String> = statuses
             .iter()
-            .map(|s| s.as_ref().map(|s| (s.role.clone(), s.term, s.leader)))
+            .enumerate()
+            .map(|(i, s)| match s {
+                Some(s) => format!("{:<19}", format!("n{} {} t{}", i + 1, s.role, s.term)),
+                None => format!("{:<19}", format!("n{} down", i + 1)),
+            })
             .collect();
+        let view = format!("{headline:<18} | {}", nodes.join(" | "));
+        let view = view.trim_end().to_string();
         if view != last {
-            let leader =
-                statuses.iter().flatten().filter(|s| s.role == "leader").max_by_key(|s| s.term);
-            let headline = match leader {
-                Some(l) => format!("leader n{} term {}", l.id, l.term),
-                None => "no leader".to_string(),
-            };
-            let nodes: Vec<String> = view
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match v {
-                    Some((role, term, _)) => {
-                        format!("{:<19}", format!("n{} {role} t{term}", i + 1))
-                    }
-                    None => format!("{:<19}", format!("n{} down", i + 1)),
-                })
-                .collect();
-            println!(
-                "  [{:>6.2}s] {headline:<18} | {}",
-                started.elapsed().as_secs_f64(),
-                nodes.join(" | ")
-            );
+            println!("  [{:>6.2}s] {view}", started.elapsed().as_secs_f64());
             last = view;
         }
         sleep(LIVE_POLL).await;

@@ -73,6 +73,13 @@ async fn crashed_leader_is_replaced_within_bound_then_rejoins_as_follower() {
         c.wait_leader(&survivors, term, killed_at, Duration::from_secs(5)).await;
     assert!(took <= bound, "failover took {took:?}, bound {bound:?}\n{}", c.logs());
     eprintln!("SIGKILL failover: {took:?} (timeout {TIMEOUT_MS} ms)");
+    // The new leader measured the failover in its histogram.
+    let (_, _, metrics) = c.request(new_leader, Method::GET, "/metrics", None).await.unwrap();
+    let count = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("tenure_failover_duration_seconds_count "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(count >= Some(1), "failover not counted:\n{metrics}");
 
     // The crashed node comes back: it must follow without disturbing the leader.
     c.spawn(leader);
