@@ -603,11 +603,12 @@ impl Sim {
         Duration::from_nanos(self.drift_factor(local) + 10 * self.max_rtt_ns())
     }
 
-    /// The failover bound after a leader crash: `(election_timeout + 3 * stagger)
-    /// * (1 + rho) / (1 - rho) + 4 * max_rtt` — the first-ranked survivor stands
-    /// one election timeout after the last heartbeat (plus at most three
-    /// staggers, when a drifting follower's lease makes it retry), and the
-    /// pre-vote and vote each take a round trip.
+    /// The failover bound after a leader crash:
+    /// `(election_timeout + 3 * stagger) * (1 + rho) / (1 - rho) + 4 * max_rtt`.
+    ///
+    /// The first-ranked survivor stands one election timeout after the last
+    /// heartbeat (plus at most three staggers, when a drifting follower's lease
+    /// makes it retry), and the pre-vote and vote each take a round trip.
     pub fn failover_bound(&self) -> Duration {
         let h = &self.hosts[0].cfg;
         let local = h.election_timeout.as_nanos() + 3 * h.candidacy_stagger.as_nanos();
@@ -760,6 +761,16 @@ impl Sim {
             host.durable = hs;
             self.checker.on_persist(now, i, id, hs);
             self.drain(i);
+        }
+    }
+
+    /// Wipes node `i`'s durable store while it is down: a fault outside the
+    /// model (a lost disk) that the checkers must notice when the node then
+    /// forgets its term or votes. Used to test the checkers end to end.
+    pub fn lose_durable_state(&mut self, i: usize) {
+        self.trace_fault(&format!("durable state of n{} lost", i + 1));
+        if !self.hosts[i].is_up() {
+            self.hosts[i].durable = tenure_core::HardState::default();
         }
     }
 

@@ -8,6 +8,7 @@ use crate::checker::Violation;
 use crate::runner::{Sim, SimConfig};
 use crate::stats::RunStats;
 use crate::vopr;
+use rand::Rng;
 use std::time::Duration;
 
 /// Inputs of one scenario run.
@@ -195,6 +196,12 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "a follower, then the leader, can send but not receive: the follower changes nothing; the leader is replaced",
         fixed_nodes: None,
         run: asymmetric_partition,
+    },
+    Scenario {
+        name: "restart-amnesia",
+        description: "the leader loses two followers; a third that backs it crashes and restarts at once: no overlap",
+        fixed_nodes: Some(5),
+        run: restart_amnesia,
     },
     Scenario {
         name: "random",
@@ -503,4 +510,43 @@ fn asymmetric_partition(p: &Params) -> Report {
         }
     }
     e.report("asymmetric-partition", sim)
+}
+
+/// Crash-restart rounds in `restart-amnesia`.
+const AMNESIA_ROUNDS: u32 = 10;
+
+/// A restarted node has lost the lease it held on the leader (volatile state).
+/// The leader `L` is cut from `C` and `D`, which keep polling; `A` and `B` back
+/// `L` and keep its lease alive. `A` crashes and restarts at once, several
+/// times: until `L`'s next heartbeat reaches it, it holds no lease, and if it
+/// then helps `C` or `D` win, their leadership overlaps `L`'s lease.
+fn restart_amnesia(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(5), p.seed);
+    let mut e = Expect::default();
+    if let Some(l) = first_leader(&mut sim, &mut e) {
+        let others: Vec<usize> = (0..5).filter(|&i| i != l).collect();
+        let (a, c, d) = (others[0], others[2], others[3]);
+        sim.cut_link(l, c);
+        sim.cut_link(l, d);
+        sim.run_for(p.election_timeout * 3);
+        e.that(sim.leaders() == vec![l], || {
+            format!("leaders with two followers cut: {:?}", sim.leaders())
+        });
+        for _ in 0..AMNESIA_ROUNDS {
+            // A random gap, so that restarts fall at every phase of the pollers' retries.
+            let gap = sim.rng().gen_range(
+                crate::runner::dur_ns(p.election_timeout)
+                    ..=crate::runner::dur_ns(p.election_timeout * 2),
+            );
+            sim.run_for(Duration::from_nanos(gap));
+            sim.crash(a);
+            sim.restart(a);
+        }
+        sim.heal_partitions();
+        let bound = sim.liveness_bound();
+        e.that(sim.wait_for_stable_leader(bound).is_some(), || {
+            format!("no stable leader within {:.0} ms of healing", ms(bound))
+        });
+    }
+    e.report("restart-amnesia", sim)
 }
