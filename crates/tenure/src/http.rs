@@ -194,11 +194,19 @@ fn transfer_error(e: TransferError) -> ApiError {
         TransferError::Refused(Core::TargetUnreachable(_)) => StatusCode::CONFLICT,
         TransferError::NodeStopped => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let mut err = ApiError::new(status, e.to_string());
-    if let TransferError::Refused(Core::NotLeader { leader }) = e {
-        err.body.leader = leader.map(|n| n.0);
+    match e {
+        // Worded here: the core's message prints the leader as a Rust Option.
+        TransferError::Refused(Core::NotLeader { leader }) => {
+            let known = match leader {
+                Some(id) => format!("the leader is node {id}; ask it"),
+                None => "no leader is known right now".to_string(),
+            };
+            let mut err = ApiError::new(status, format!("this node is not the leader: {known}"));
+            err.body.leader = leader.map(|n| n.0);
+            err
+        }
+        other => ApiError::new(status, other.to_string()),
     }
-    err
 }
 
 async fn metrics(State(st): State<AppState>) -> Response {
