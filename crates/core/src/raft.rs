@@ -220,7 +220,12 @@ impl<R: RngCore + Send> RaftElector<R> {
             self.counters.quorum_losses += 1;
             self.become_follower(Reason::QuorumLost);
             self.set_leader(None);
-            self.election_deadline = now + self.cfg.election_timeout + self.stagger();
+            // Poll again soon: followers whose lease on us still runs grant our
+            // pre-vote, so if acknowledgements were merely late (a partition that
+            // just healed) we are re-elected at once instead of leaving the
+            // cluster leaderless until their leases run out. If another leader
+            // exists, the poll is refused and changes nothing.
+            self.election_deadline = now + self.cfg.candidacy_stagger;
         }
     }
 
@@ -251,14 +256,14 @@ impl<R: RngCore + Send> RaftElector<R> {
         if let Some(i) = self.index_of(self.cfg.id) {
             answers[i] = Some(true);
         }
-        Round {
-            kind,
-            term,
-            started: now,
-            deadline: now + self.cfg.election_timeout,
-            answers,
-            lease_waits: Vec::new(),
-        }
+        // A vote round must end while the lease it would start is still valid
+        // (the lease counts from the round's start).
+        // Pre-vote rounds change nothing, so a lost one is retried soon.
+        let length = match kind {
+            RoundKind::PreVote => self.cfg.election_timeout / 2,
+            RoundKind::Vote => self.cfg.leader_lease(),
+        };
+        Round { kind, term, started: now, deadline: now + length, answers, lease_waits: Vec::new() }
     }
 
     fn start_vote(&mut self, now: Instant, transfer: bool) {
@@ -341,15 +346,17 @@ impl<R: RngCore + Send> RaftElector<R> {
         let refused = round.answers.iter().filter(|a| **a == Some(false)).count();
         let quorum = self.cfg.quorum();
         let n = self.cfg.voters.len();
-        if granted >= quorum {
+        if now >= round.deadline || n - refused < quorum {
+            // Checked first: answers that arrive after the deadline (say, to a
+            // candidate resumed from a pause) are stale and must not count.
+            let round = self.round.take().expect("round present");
+            self.round_failed(now, &round, granted);
+        } else if granted >= quorum {
             let round = self.round.take().expect("round present");
             match round.kind {
                 RoundKind::PreVote => self.start_vote(now, false),
                 RoundKind::Vote => self.become_leader(now, &round),
             }
-        } else if n - refused < quorum || now >= round.deadline {
-            let round = self.round.take().expect("round present");
-            self.round_failed(now, &round, granted);
         }
     }
 

@@ -34,7 +34,9 @@ fn isolated_follower_does_not_inflate_its_term_or_disturb_on_heal() {
     c.isolate(b);
     c.run_for(TIMEOUT * 10);
     assert_eq!(c.term(b), Term(1), "pre-vote keeps the isolated node's term");
-    assert_eq!(c.role(b), Role::PreCandidate, "it keeps polling");
+    assert!(matches!(c.role(b), Role::PreCandidate | Role::Follower));
+    assert!(c.node(b).counters().pre_votes_started > 1, "it keeps polling");
+    assert_eq!(c.node(b).counters().elections_started, 0, "but never campaigns");
     c.heal();
     c.run_for(TIMEOUT * 3);
     assert_eq!(c.leader(), leader);
@@ -103,7 +105,8 @@ fn leader_that_loses_its_quorum_steps_down_within_its_lease() {
     let after = stepped_down_after.expect("the leader steps down");
     assert!(after <= TIMEOUT, "stepped down after {after:?}");
     c.run_for(TIMEOUT);
-    assert_eq!(c.role(leader), Role::Follower);
+    assert_ne!(c.role(leader), Role::Leader);
+    assert!(!c.node(leader).is_leader(c.now));
 }
 
 #[test]
@@ -419,4 +422,59 @@ fn restarted_follower_keeps_the_lease_it_may_have_granted() {
     assert!(!granted, "the restarted node helped elect 3 while 1 still leads");
     assert!(c.node(n(1)).is_leader(c.now));
     assert_eq!(c.term(n(2)), Term(1), "and it did not adopt the disruptive term");
+}
+
+#[test]
+fn candidate_resumed_after_its_round_deadline_ignores_late_votes() {
+    let mut c = quiet(3);
+    let cand = n(1);
+    let t = c.term(cand).next();
+    c.inject(
+        n(2),
+        cand,
+        Message::PreVoteResponse {
+            term: c.term(n(2)),
+            proposed: t,
+            granted: true,
+            lease_remaining_ms: None,
+        },
+    );
+    assert_eq!(c.role(cand), Role::Candidate);
+    // Freeze the candidate past its round deadline.
+    c.crash(cand);
+    c.run_for(TIMEOUT * 2);
+    c.down.remove(&cand);
+    c.inject(n(2), cand, Message::VoteResponse { term: t, granted: true });
+    assert_ne!(c.role(cand), Role::Leader);
+    assert!(
+        c.leader_history().is_empty(),
+        "declared leadership on a stale round: {:?}",
+        c.leader_history()
+    );
+}
+
+#[test]
+fn leader_whose_lease_lapses_just_before_late_acks_is_re_elected_at_once() {
+    let (mut c, leader) = elected(3);
+    // Align on a heartbeat: wait for the next one and its acknowledgements.
+    let lsn = c.node(leader).status().lsn;
+    while c.node(leader).status().lsn == lsn {
+        c.run_for(Duration::from_millis(1));
+    }
+    c.run_for(LATENCY * 3);
+    // Cut it off for longer than its lease (0.905 T after that heartbeat) but
+    // heal while the followers' lease on it (T) still runs.
+    c.isolate(leader);
+    c.run_for(TIMEOUT * 92 / 100);
+    assert!(!c.node(leader).is_leader(c.now), "the lease has lapsed");
+    c.heal();
+    let mut leaderless = Duration::ZERO;
+    for _ in 0..(3 * TIMEOUT.as_millis()) {
+        c.run_for(Duration::from_millis(1));
+        if c.leaders().is_empty() {
+            leaderless += Duration::from_millis(1);
+        }
+    }
+    assert_eq!(c.leader(), leader, "no leader change");
+    assert!(leaderless < HEARTBEAT, "leaderless for {leaderless:?} after the heal");
 }
