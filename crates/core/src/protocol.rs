@@ -146,7 +146,7 @@ pub struct Status {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransferError {
     /// Only the leader can hand over leadership.
-    #[error("this node is not the leader (the leader is {leader:?})")]
+    #[error("this node is not the leader ({})", describe_leader(*.leader))]
     NotLeader {
         /// The leader this node knows of.
         leader: Option<NodeId>,
@@ -209,4 +209,24 @@ pub trait Protocol: Send {
     fn counters(&self) -> &Counters;
     /// The election timeout this protocol uses (for drivers' and checkers' bounds).
     fn election_timeout(&self) -> Duration;
+}
+
+fn describe_leader(leader: Option<NodeId>) -> String {
+    match leader {
+        Some(id) => format!("the leader is node {id}"),
+        None => "no leader is known".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfer_errors_read_well() {
+        let e = TransferError::NotLeader { leader: Some(NodeId(3)) };
+        assert_eq!(e.to_string(), "this node is not the leader (the leader is node 3)");
+        let e = TransferError::NotLeader { leader: None };
+        assert_eq!(e.to_string(), "this node is not the leader (no leader is known)");
+    }
 }
