@@ -59,6 +59,7 @@ struct JsonReport {
     split_votes: u64,
     failover_ms: Percentiles,
     messages_per_failover: f64,
+    post_heal_flaps: u64,
     sim_seconds: f64,
     wall_seconds: f64,
     sim_seconds_per_wall_second: f64,
@@ -164,6 +165,7 @@ pub fn run(args: SimArgs) -> ExitCode {
         split_votes: agg.split_votes,
         failover_ms: Percentiles::of_ns(&agg.failovers_ns),
         messages_per_failover: agg.messages_per_failover(),
+        post_heal_flaps: agg.post_heal_flaps,
         sim_seconds: sim_s,
         wall_seconds: wall_s,
         sim_seconds_per_wall_second: if wall_s > 0.0 { sim_s / wall_s } else { 0.0 },
@@ -240,6 +242,7 @@ fn print_summary(o: &JsonReport) {
         o.failover_ms.samples,
         o.messages_per_failover
     );
+    println!("stable leaderships lost after healing, within the bound: {}", o.post_heal_flaps);
     println!(
         "{:.0} simulated seconds in {:.2} wall seconds: {:.0} simulated seconds per wall second",
         o.sim_seconds, o.wall_seconds, o.sim_seconds_per_wall_second

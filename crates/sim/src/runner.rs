@@ -546,6 +546,11 @@ impl Sim {
         Some((l, t))
     }
 
+    /// The role of node `i`, unless it is down.
+    pub fn role_of(&self, i: usize) -> Option<Role> {
+        self.hosts[i].elector().map(|e| e.status().role)
+    }
+
     /// The highest term any running node is in.
     pub fn max_term(&self) -> Term {
         self.hosts
@@ -712,6 +717,12 @@ impl Sim {
         self.net.set_all_params(link);
     }
 
+    /// Sets the behaviour of the directed link `from -> to`.
+    pub fn set_link(&mut self, from: usize, to: usize, link: LinkParams) {
+        self.trace_fault(&format!("link n{} -> n{} {link:?}", from + 1, to + 1));
+        self.net.set_params(from, to, link);
+    }
+
     /// Cuts every link into node `i` (it can still send).
     pub fn deafen(&mut self, i: usize) {
         self.trace_fault(&format!("deafen n{}", i + 1));
@@ -790,4 +801,76 @@ impl Sim {
 /// A duration in nanoseconds, saturating.
 pub fn dur_ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_match_the_documented_values() {
+        let sim = Sim::new(SimConfig::new(5), 0);
+        // (2 * 1000 + 7 * 50) * 1.05 / 0.95 + 10 * 2 * (5 + 1) ms.
+        assert_eq!(sim.liveness_bound().as_millis(), 2717);
+        // (1000 + 3 * 50) * 1.05 / 0.95 + 4 * 2 * (5 + 1) ms.
+        assert_eq!(sim.failover_bound().as_millis(), 1319);
+    }
+
+    #[test]
+    fn events_run_in_time_then_sequence_order() {
+        let mut sim = Sim::new(SimConfig::new(3), 1);
+        let before = sim.now_ns();
+        sim.run_for(Duration::from_secs(3));
+        assert_eq!(sim.now_ns(), before + 3_000_000_000);
+        // A cold start elects someone within the bound.
+        assert!(!sim.leader_log.is_empty());
+        let times: Vec<u64> = sim.leader_log.iter().map(|r| r.time_ns).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn a_paused_node_handles_nothing_until_resumed() {
+        let mut sim = Sim::new(SimConfig::new(3), 2);
+        let (leader, _) = sim.wait_for_stable_leader(sim.liveness_bound()).expect("a leader");
+        let f = (0..3).find(|&i| i != leader).expect("a follower");
+        sim.pause(f);
+        sim.run_for(Duration::from_millis(500));
+        assert!(!sim.host(f).inbox.is_empty(), "heartbeats queue up while paused");
+        sim.resume(f);
+        assert!(sim.host(f).inbox.is_empty());
+        sim.run_for(Duration::from_millis(200));
+        assert_eq!(sim.stable_leader(), Some(leader));
+    }
+
+    #[test]
+    fn a_crashed_node_restarts_from_its_durable_state() {
+        let mut sim = Sim::new(SimConfig::new(3), 3);
+        let (leader, _) = sim.wait_for_stable_leader(sim.liveness_bound()).expect("a leader");
+        let term = sim.term_of(leader);
+        sim.crash(leader);
+        assert!(!sim.host(leader).is_up());
+        assert_eq!(sim.term_of(leader), term, "the durable term survives the crash");
+        sim.restart(leader);
+        assert_eq!(sim.role_of(leader), Some(Role::Follower));
+        assert_eq!(sim.term_of(leader), term);
+    }
+
+    #[test]
+    fn storage_failures_drop_messages_and_recover() {
+        let mut sim = Sim::new(SimConfig::new(3), 4);
+        sim.wait_for_stable_leader(sim.liveness_bound()).expect("a leader");
+        for i in 0..3 {
+            sim.set_storage_failing(i, true);
+        }
+        let leader = sim.leaders()[0];
+        sim.crash(leader);
+        sim.run_for(Duration::from_secs(5));
+        // Nobody can persist a vote, so nobody is elected.
+        assert!(sim.leaders().is_empty());
+        for i in 0..3 {
+            sim.set_storage_failing(i, false);
+        }
+        assert!(sim.wait_for_stable_leader(sim.liveness_bound()).is_some());
+        assert_eq!(sim.checker.violation_count(), 0, "{:?}", sim.checker.violations());
+    }
 }

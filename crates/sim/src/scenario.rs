@@ -204,6 +204,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: restart_amnesia,
     },
     Scenario {
+        name: "candidate-pause",
+        description: "a candidate freezes right after asking for votes and resumes after others elected: it must not lead",
+        fixed_nodes: None,
+        run: candidate_pause,
+    },
+    Scenario {
         name: "random",
         description: "VOPR: random faults (crash, pause, partitions, loss, drift, storage), then heal and require a stable leader",
         fixed_nodes: None,
@@ -549,4 +555,63 @@ fn restart_amnesia(p: &Params) -> Report {
         });
     }
     e.report("restart-amnesia", sim)
+}
+
+/// Delay of the vote answers held back in `candidate-pause`.
+const SLOW_ANSWER_NS: u64 = 200 * crate::network::NS_PER_MS;
+
+/// A candidate holds one granted vote short of a majority and is frozen; the
+/// remaining grants, slowed down on their links, arrive while it is frozen and
+/// queue up. After the voters' leases on it run out, the others elect a leader
+/// in a higher term. When the candidate resumes, its round has long expired:
+/// the first queued grant completes its majority but must not make it leader
+/// (its fencing token would be below the new leader's).
+fn candidate_pause(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(p.nodes.max(3)), p.seed);
+    let mut e = Expect::default();
+    if let Some(l) = first_leader(&mut sim, &mut e) {
+        sim.crash(l);
+        let n = sim.len();
+        let deadline = sim.now_ns() + crate::runner::dur_ns(sim.failover_bound());
+        let is_candidate = |s: &Sim, i: usize| s.role_of(i) == Some(tenure_core::Role::Candidate);
+        sim.run_until_cond(deadline, |s| (0..n).any(|i| is_candidate(s, i)));
+        let candidate = (0..n).find(|&i| is_candidate(&sim, i));
+        e.that(candidate.is_some(), || "nobody stood after the leader crashed".into());
+        if let Some(c) = candidate {
+            // One live voter answers at once; the rest answer slowly.
+            let voters: Vec<usize> = (0..n).filter(|&i| i != c && i != l).collect();
+            let slow = crate::network::LinkParams {
+                latency_min_ns: SLOW_ANSWER_NS,
+                latency_max_ns: SLOW_ANSWER_NS,
+                ..sim.cfg.link
+            };
+            for &v in &voters[1..] {
+                sim.set_link(v, c, slow);
+            }
+            sim.run_for(Duration::from_nanos(SLOW_ANSWER_NS / 4));
+            e.that(is_candidate(&sim, c), || "the candidate's round ended before the pause".into());
+            sim.pause(c);
+            let link = sim.cfg.link;
+            sim.set_links(link);
+            let log = sim.leader_log.len();
+            sim.run_for(p.election_timeout * 4);
+            let replaced = sim.leader_log[log..].iter().any(|r| r.node.0 != c as u64 + 1);
+            e.that(replaced, || "nobody else was elected while the candidate was frozen".into());
+            e.that(!sim.host(c).inbox.is_empty(), || {
+                "no answers queued up for the frozen candidate".into()
+            });
+            let resumed_at = sim.now_ns();
+            sim.resume(c);
+            sim.run_for(p.election_timeout * 2);
+            let late: Vec<_> = sim
+                .leader_log
+                .iter()
+                .filter(|r| r.time_ns >= resumed_at && r.node.0 == c as u64 + 1)
+                .collect();
+            e.that(late.is_empty(), || {
+                format!("the resumed candidate took office from its expired round: {late:?}")
+            });
+        }
+    }
+    e.report("candidate-pause", sim)
 }

@@ -22,6 +22,8 @@ pub struct RunStats {
     pub failovers_ns: Vec<u64>,
     /// Messages sent during each failover.
     pub failover_messages: Vec<u64>,
+    /// Stable leaderships that fell apart after healing, before the liveness bound.
+    pub post_heal_flaps: u64,
 }
 
 impl RunStats {
@@ -79,6 +81,8 @@ pub struct Aggregate {
     pub failovers_ns: Vec<u64>,
     /// Messages of every failover sample.
     pub failover_messages: Vec<u64>,
+    /// Post-heal flaps summed over runs.
+    pub post_heal_flaps: u64,
 }
 
 impl Aggregate {
@@ -92,6 +96,7 @@ impl Aggregate {
         self.split_votes += s.split_votes();
         self.failovers_ns.extend_from_slice(&s.failovers_ns);
         self.failover_messages.extend_from_slice(&s.failover_messages);
+        self.post_heal_flaps += s.post_heal_flaps;
     }
 
     /// Mean messages per failover (0 without failovers).

@@ -89,6 +89,18 @@ fn restart_amnesia() {
 }
 
 #[test]
+fn restart_amnesia_and_candidate_pause_are_listed() {
+    assert!(
+        scenario::find("restart-amnesia").is_some() && scenario::find("candidate-pause").is_some()
+    );
+}
+
+#[test]
+fn candidate_pause() {
+    assert_all_pass("candidate-pause", &SEEDS);
+}
+
+#[test]
 fn random() {
     // Seeds 0..=60 pass with the current core; failing seeds found so far are
     // pinned in tests/regressions.rs.
