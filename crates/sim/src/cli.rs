@@ -2,7 +2,7 @@
 //! run, the replay command of every failure, and statistics (text or `--json`).
 
 use crate::checker::Violation;
-use crate::scenario::{self, Params, Report, SCENARIOS};
+use crate::scenario::{self, Params, Report, Scenario, SCENARIOS};
 use crate::stats::{Aggregate, Percentiles};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -116,6 +116,33 @@ pub fn run(args: SimArgs) -> ExitCode {
         return ExitCode::from(2);
     }
 
+    let out = run_seeds(&args, scenario, &mut params, start_seed);
+    if args.json {
+        match serde_json::to_string_pretty(&out) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("cannot encode the report: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print_summary(&out);
+    }
+    if out.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Runs `args.seeds` runs of `scenario` from `start_seed`, printing one line per
+/// run unless `--json`, and gathers the report.
+fn run_seeds(
+    args: &SimArgs,
+    scenario: &Scenario,
+    params: &mut Params,
+    start_seed: u64,
+) -> JsonReport {
     let mut agg = Aggregate::default();
     let mut violations = Details::default();
     let mut failed_expectations = Details::default();
@@ -124,7 +151,7 @@ pub fn run(args: SimArgs) -> ExitCode {
     let wall = std::time::Instant::now();
     for k in 0..args.seeds {
         params.seed = start_seed.wrapping_add(k);
-        let report = scenario.run(&params);
+        let report = scenario.run(params);
         agg.add(&report.stats);
         violations.count += report.violation_count;
         failed_expectations.count += report.failures.len();
@@ -138,7 +165,7 @@ pub fn run(args: SimArgs) -> ExitCode {
                 failed_expectations.details.push(format!("seed {}: {f}", report.seed));
             }
         }
-        let cmd = replay_command(&args, &report);
+        let cmd = replay_command(args, &report);
         if !args.json {
             print_run(&report, &cmd);
         }
@@ -151,10 +178,10 @@ pub fn run(args: SimArgs) -> ExitCode {
     }
     let wall_s = wall.elapsed().as_secs_f64();
     let sim_s = agg.sim_ns as f64 / 1e9;
-    let out = JsonReport {
+    JsonReport {
         start_seed,
         scenario: scenario.name.to_string(),
-        nodes: scenario.nodes(&params),
+        nodes: scenario.nodes(params),
         runs: agg.runs,
         passed: agg.runs - failed,
         failed,
@@ -170,22 +197,6 @@ pub fn run(args: SimArgs) -> ExitCode {
         wall_seconds: wall_s,
         sim_seconds_per_wall_second: if wall_s > 0.0 { sim_s / wall_s } else { 0.0 },
         replay,
-    };
-    if args.json {
-        match serde_json::to_string_pretty(&out) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("cannot encode the report: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        print_summary(&out);
-    }
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     }
 }
 
@@ -247,4 +258,65 @@ fn print_summary(o: &JsonReport) {
         "{:.0} simulated seconds in {:.2} wall seconds: {:.0} simulated seconds per wall second",
         o.sim_seconds, o.wall_seconds, o.sim_seconds_per_wall_second
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    fn args(line: &str) -> SimArgs {
+        Cli::parse_from(std::iter::once("sim").chain(line.split_whitespace())).sim
+    }
+
+    #[test]
+    fn the_json_report_has_the_promised_fields() {
+        let a = args("--seeds 3 --start-seed 10 --scenario leader-crash --json");
+        let scenario = scenario::find(&a.scenario).expect("exists");
+        let mut params = Params::new(10);
+        let out = run_seeds(&a, scenario, &mut params, 10);
+        assert_eq!((out.runs, out.failed, out.violations.count), (3, 0, 0));
+        // One failover per run, each one election round.
+        assert_eq!(out.failover_ms.samples, 3);
+        assert_eq!(out.elections, 6);
+        let json: serde_json::Value = serde_json::to_value(&out).expect("serializable");
+        for key in [
+            "runs",
+            "violations",
+            "leader_changes",
+            "elections",
+            "split_votes",
+            "failover_ms",
+            "messages_per_failover",
+            "sim_seconds_per_wall_second",
+        ] {
+            assert!(json.get(key).is_some(), "missing {key}");
+        }
+        assert!(json["failover_ms"]["p99"].as_f64().is_some_and(|p| p > 0.0));
+        assert!(json["violations"]["details"].is_array());
+    }
+
+    #[test]
+    fn replay_commands_name_the_seed_and_settings() {
+        let a = args(
+            "--seeds 1 --start-seed 5 --heartbeat-ms 50 --election-timeout-ms 500 --sim-seconds 7",
+        );
+        let r = scenario::find("random").expect("exists").run(&Params {
+            heartbeat: Duration::from_millis(50),
+            election_timeout: Duration::from_millis(500),
+            sim_seconds: Some(7),
+            ..Params::new(5)
+        });
+        assert_eq!(
+            replay_command(&a, &r),
+            "tenure sim --nodes 5 --seeds 1 --start-seed 5 --scenario random --heartbeat-ms 50 \
+             --election-timeout-ms 500 --sim-seconds 7"
+        );
+    }
 }

@@ -647,20 +647,20 @@ impl Sim {
 
     /// Crashes node `i` (no-op if it is down).
     pub fn crash(&mut self, i: usize) {
-        self.trace_fault(&format!("crash n{}", i + 1));
         if !self.hosts[i].is_up() {
             return;
         }
+        self.trace_fault(&format!("crash n{}", i + 1));
         self.note_leader_failure(i);
         self.hosts[i].crash(self.now);
     }
 
     /// Restarts node `i` from its durable state (no-op if it is up).
     pub fn restart(&mut self, i: usize) {
-        self.trace_fault(&format!("restart n{}", i + 1));
         if self.hosts[i].is_up() {
             return;
         }
+        self.trace_fault(&format!("restart n{}", i + 1));
         self.hosts[i].restart(self.now);
         let (id, term) = (self.hosts[i].id, self.hosts[i].durable.term);
         self.checker.on_restart(self.now, i, id, term);
@@ -669,10 +669,10 @@ impl Sim {
 
     /// Freezes node `i`: it handles nothing until resumed.
     pub fn pause(&mut self, i: usize) {
-        self.trace_fault(&format!("pause n{}", i + 1));
         if !self.hosts[i].is_up() || self.hosts[i].paused {
             return;
         }
+        self.trace_fault(&format!("pause n{}", i + 1));
         self.note_leader_failure(i);
         self.hosts[i].paused = true;
     }
@@ -680,10 +680,10 @@ impl Sim {
     /// Resumes node `i`: it handles what queued up, with its now-later clock,
     /// then its timer.
     pub fn resume(&mut self, i: usize) {
-        self.trace_fault(&format!("resume n{}", i + 1));
         if !self.hosts[i].paused {
             return;
         }
+        self.trace_fault(&format!("resume n{}", i + 1));
         self.hosts[i].paused = false;
         let inbox = std::mem::take(&mut self.hosts[i].inbox);
         for (from, msg) in inbox {
@@ -758,8 +758,10 @@ impl Sim {
     /// Makes durable writes of node `i` fail (`true`) or work again (`false`).
     /// On recovery the driver writes the elector's current state and tells it.
     pub fn set_storage_failing(&mut self, i: usize, failing: bool) {
-        self.trace_fault(&format!("storage of n{} failing: {failing}", i + 1));
         let now = self.now;
+        if self.hosts[i].storage_failing != failing {
+            self.trace_fault(&format!("storage of n{} failing: {failing}", i + 1));
+        }
         let host = &mut self.hosts[i];
         let was = host.storage_failing;
         host.storage_failing = failing;
