@@ -169,7 +169,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "cold-start",
-        description: "all nodes start together: one election round, no split vote, a stable leader within the bound",
+        description: "all nodes start together: the first term elects a stable leader within the bound; no split vote",
         fixed_nodes: None,
         run: cold_start,
     },
@@ -206,7 +206,7 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "candidate-pause",
         description: "a candidate freezes right after asking for votes and resumes after others elected: it must not lead",
-        fixed_nodes: None,
+        fixed_nodes: Some(5),
         run: candidate_pause,
     },
     Scenario {
@@ -391,9 +391,14 @@ fn cold_start(p: &Params) -> Report {
     let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
     let mut e = Expect::default();
     if first_leader(&mut sim, &mut e).is_some() {
-        e.that(sim.elections_started() == 1, || {
-            format!("{} election rounds", sim.elections_started())
+        // The first term elects the leader. Two nodes may both stand in it:
+        // clock drift (up to 5% of the election timeout either way) can exceed
+        // the candidacy stagger, so ranks do not always hold; that costs a
+        // second candidacy in the same term but no extra term.
+        e.that(sim.max_term() == tenure_core::Term(1), || {
+            format!("the cold start reached {:?}", sim.max_term())
         });
+        e.that(sim.elections_started() <= 2, || format!("{} candidacies", sim.elections_started()));
         e.that(sim.stats.split_votes() == 0, || "a split vote".into());
         let stable = sim.stable_leader();
         sim.run_for(sim.stability_window());
@@ -567,12 +572,13 @@ const SLOW_ANSWER_NS: u64 = 200 * crate::network::NS_PER_MS;
 /// the first queued grant completes its majority but must not make it leader
 /// (its fencing token would be below the new leader's).
 fn candidate_pause(p: &Params) -> Report {
-    let mut sim = Sim::new(p.sim_config(p.nodes.max(3)), p.seed);
+    // Five nodes: after the crash, the candidate needs two of three live voters.
+    let mut sim = Sim::new(p.sim_config(5), p.seed);
     let mut e = Expect::default();
     if let Some(l) = first_leader(&mut sim, &mut e) {
         sim.crash(l);
         let n = sim.len();
-        let deadline = sim.now_ns() + crate::runner::dur_ns(sim.failover_bound());
+        let deadline = sim.now_ns() + crate::runner::dur_ns(sim.liveness_bound());
         let is_candidate = |s: &Sim, i: usize| s.role_of(i) == Some(tenure_core::Role::Candidate);
         sim.run_until_cond(deadline, |s| (0..n).any(|i| is_candidate(s, i)));
         let candidate = (0..n).find(|&i| is_candidate(&sim, i));

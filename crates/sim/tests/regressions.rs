@@ -56,3 +56,32 @@ fn leadership_after_healing_converges_within_the_bound() {
         assert!(r.passed(), "seed {seed}: {:#?} {:#?}", r.failures, r.violations);
     }
 }
+
+fn run_with_nodes(name: &str, seed: u64, nodes: usize) -> Report {
+    let mut p = Params::new(seed);
+    p.nodes = nodes;
+    scenario::find(name).unwrap_or_else(|| panic!("scenario {name} exists")).run(&p)
+}
+
+/// CORE-ISSUE, open. After the leader crashes, the first-ranked survivor's
+/// pre-vote is refused by followers whose lease on the dead leader still runs
+/// for a few milliseconds (their clocks are slower). The refusal carries
+/// `lease_remaining_ms`, but the round stays open until its full deadline (one
+/// election timeout) because the dead leader's answer is still outstanding, and
+/// meanwhile the pre-candidate refuses worse-ranked pre-candidates. Failover
+/// then takes about 1.6 s instead of about 1.05 s, beyond the failover bound
+/// (1.32 s): in 3-node clusters in 38% of crashes, in 5-node clusters in 0.35%.
+/// Seed 1002 (3 nodes): n2 refused at 3964 ms (n3's lease: 63 ms left), round
+/// fails only at 4439 ms, n2 leads at 4619 ms, 1600 ms after the crash.
+#[test]
+#[ignore = "CORE-ISSUE: a pre-vote refused by a lease about to expire waits for the whole round deadline"]
+fn failover_is_not_delayed_by_a_lease_about_to_expire() {
+    for seed in [1002, 1007, 1016, 1019, 1023] {
+        let r = run_with_nodes("leader-crash", seed, 3);
+        assert!(r.passed(), "3 nodes, seed {seed}: {:#?}", r.failures);
+    }
+    for seed in [1702, 1971, 2229, 2563, 2807] {
+        let r = run_with_nodes("leader-crash", seed, 5);
+        assert!(r.passed(), "5 nodes, seed {seed}: {:#?}", r.failures);
+    }
+}
