@@ -42,6 +42,9 @@ struct Round {
     answers: Vec<Option<bool>>,
     /// Remaining lease reported by refusals, to time the retry.
     lease_waits: Vec<Duration>,
+    /// Per voter index: when to ask again a voter whose lease on a (probably
+    /// dead) leader was about to end when it refused.
+    reask_at: Vec<Option<Instant>>,
 }
 
 /// The Raft-style elector. Construct it with [`RaftElector::new`] and drive it
@@ -61,6 +64,8 @@ pub struct RaftElector<R = Box<dyn RngCore + Send>> {
     role: Role,
     leader: Option<NodeId>,
     lease: Option<Lease>,
+    /// The pre-candidate this node last backed, and until when it backs no other.
+    pre_vote_hold: Option<Lease>,
     /// Follower: when to start a pre-vote.
     election_deadline: Instant,
     round: Option<Round>,
@@ -93,6 +98,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             role: Role::Follower,
             leader: None,
             lease: Some(Lease { holder: None, until: now + cfg.election_timeout }),
+            pre_vote_hold: None,
             election_deadline: Instant::MAX,
             round: None,
             lsn_counter: 0,
@@ -263,7 +269,16 @@ impl<R: RngCore + Send> RaftElector<R> {
             RoundKind::PreVote => self.cfg.election_timeout / 2,
             RoundKind::Vote => self.cfg.leader_lease(),
         };
-        Round { kind, term, started: now, deadline: now + length, answers, lease_waits: Vec::new() }
+        let reask_at = vec![None; self.cfg.voters.len()];
+        Round {
+            kind,
+            term,
+            started: now,
+            deadline: now + length,
+            answers,
+            lease_waits: Vec::new(),
+            reask_at,
+        }
     }
 
     fn start_vote(&mut self, now: Instant, transfer: bool) {
@@ -394,6 +409,11 @@ impl<R: RngCore + Send> RaftElector<R> {
         if let Some(left) = self.lease_blocks(now, from) {
             return refuse(self, Some(left));
         }
+        if let Some(h) = self.pre_vote_hold.filter(|h| h.holder != Some(from) && now < h.until) {
+            // We just backed another pre-candidate: give it time to win before
+            // backing a second one (two passing pre-votes cost an extra round).
+            return refuse(self, Some(h.until.saturating_since(now)));
+        }
         match self.role {
             Role::Candidate => return refuse(self, None),
             Role::PreCandidate => {
@@ -415,6 +435,10 @@ impl<R: RngCore + Send> RaftElector<R> {
             }
             Role::Leader => return refuse(self, None),
         }
+        // Only liveness depends on this hold, never safety: it is not a lease.
+        self.pre_vote_hold =
+            Some(Lease { holder: Some(from), until: now + self.cfg.heartbeat_interval });
+
         let term = self.term;
         self.send(
             from,
@@ -447,11 +471,43 @@ impl<R: RngCore + Send> RaftElector<R> {
             self.counters.messages_ignored += 1;
             return;
         }
-        round.answers[i] = Some(granted);
-        if let Some(ms) = lease_ms {
-            round.lease_waits.push(Duration::from_millis(ms));
+        match lease_ms {
+            Some(ms) if !granted => {
+                // The voter still holds a lease. If it ends before this round
+                // does, ask that voter again right then instead of letting the
+                // round wait for its deadline (a dead leader never answers).
+                let remaining =
+                    stretch_for_drift(Duration::from_millis(ms), self.cfg.clock_drift_ppm);
+                let at = now + remaining + Duration::from_millis(1);
+                if at < round.deadline {
+                    round.answers[i] = None;
+                    round.reask_at[i] = Some(at);
+                } else {
+                    round.answers[i] = Some(false);
+                    round.lease_waits.push(remaining);
+                }
+            }
+            _ => round.answers[i] = Some(granted),
         }
         self.check_round(now);
+    }
+
+    /// Sends the pre-vote again to voters whose lease should now have ended.
+    fn reask_pre_votes(&mut self, now: Instant) {
+        let Some(round) = self.round.as_mut().filter(|r| r.kind == RoundKind::PreVote) else {
+            return;
+        };
+        let term = round.term;
+        let mut due = Vec::new();
+        for (i, at) in round.reask_at.iter_mut().enumerate() {
+            if at.is_some_and(|at| at <= now) {
+                *at = None;
+                due.push(self.cfg.voters[i]);
+            }
+        }
+        for to in due {
+            self.send(to, Message::PreVote { term });
+        }
     }
 
     fn on_vote(&mut self, now: Instant, from: NodeId, term: Term, transfer: bool) {
@@ -675,7 +731,10 @@ impl<R: RngCore + Send> Protocol for RaftElector<R> {
                     self.start_pre_vote(now);
                 }
             }
-            Role::PreCandidate | Role::Candidate => self.check_round(now),
+            Role::PreCandidate | Role::Candidate => {
+                self.reask_pre_votes(now);
+                self.check_round(now);
+            }
         }
     }
 
@@ -738,7 +797,9 @@ impl<R: RngCore + Send> Protocol for RaftElector<R> {
             Role::Leader => self.next_heartbeat.min(self.leader_lease_until),
             Role::Follower => self.election_deadline,
             Role::PreCandidate | Role::Candidate => {
-                self.round.as_ref().map_or(self.election_deadline, |r| r.deadline)
+                self.round.as_ref().map_or(self.election_deadline, |r| {
+                    r.reask_at.iter().flatten().fold(r.deadline, |a, &b| a.min(b))
+                })
             }
         }
     }
@@ -785,4 +846,12 @@ impl<R: RngCore + Send> Protocol for RaftElector<R> {
     fn election_timeout(&self) -> Duration {
         self.cfg.election_timeout
     }
+}
+
+/// `d` measured on another node's clock, as it may look on ours: at most
+/// `(1 + rho) / (1 - rho)` longer.
+fn stretch_for_drift(d: Duration, drift_ppm: u32) -> Duration {
+    let ppm = u128::from(drift_ppm);
+    let nanos = d.as_nanos() * (1_000_000 + ppm) / (1_000_000 - ppm);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }

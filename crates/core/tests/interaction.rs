@@ -478,3 +478,43 @@ fn leader_whose_lease_lapses_just_before_late_acks_is_re_elected_at_once() {
     assert_eq!(c.leader(), leader, "no leader change");
     assert!(leaderless < HEARTBEAT, "leaderless for {leaderless:?} after the heal");
 }
+
+#[test]
+fn pre_candidate_asks_again_when_a_refusing_lease_ends() {
+    // 3 nodes, the leader is dead: the pre-candidate's only possible second vote
+    // is a follower whose lease on the dead leader ends a few ms later. The
+    // pre-candidate must not wait for the dead leader's answer until its round
+    // deadline.
+    let mut c = quiet(3);
+    let (cand, other) = (n(2), n(3));
+    c.crash(n(1));
+    c.run_for(TIMEOUT);
+    // Make `cand` a pre-candidate now.
+    let now = c.now;
+    c.node_mut(cand).handle_timeout(now);
+    c.drain(cand);
+    assert_eq!(c.role(cand), Role::PreCandidate);
+    let t = c.term(cand).next();
+    c.inject(
+        other,
+        cand,
+        Message::PreVoteResponse {
+            term: c.term(other),
+            proposed: t,
+            granted: false,
+            lease_remaining_ms: Some(20),
+        },
+    );
+    assert_eq!(c.role(cand), Role::PreCandidate, "a lease that ends soon does not fail the round");
+    let before = c.sent.len();
+    c.heal();
+    c.cut_link(n(1), cand);
+    c.cut_link(n(1), other);
+    c.run_for(Duration::from_millis(30));
+    let reasked = c.sent[before..].iter().any(|(_, from, to, m)| {
+        *from == cand && *to == other && matches!(m, Message::PreVote { .. })
+    });
+    assert!(reasked, "asked the refusing voter again when its lease ended");
+    c.run_for(Duration::from_millis(20));
+    assert_eq!(c.leader(), cand, "and won without waiting for the round deadline");
+}
