@@ -21,10 +21,15 @@
 //! let mut node = RaftElector::new(cfg, HardState::default(), rng, Instant::ZERO);
 //! let deadline = node.poll_timeout();
 //! node.handle_timeout(deadline);
+//! // A single-node cluster stands for election; its vote must be persisted
+//! // (fsync) before anything else happens.
 //! let out = node.take_output();
-//! // A single-node cluster elects itself; its vote must be persisted first.
 //! assert!(out.persist.is_some());
-//! assert!(node.is_leader(deadline));
+//! // The write succeeded (no `handle_persist_failed`): on its next timer the
+//! // node counts its own vote and leads.
+//! let now = node.poll_timeout();
+//! node.handle_timeout(now);
+//! assert!(node.is_leader(now));
 //! ```
 
 #![warn(missing_docs)]

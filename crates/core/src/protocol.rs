@@ -169,7 +169,9 @@ pub enum TransferError {
 ///   `now` must never go backwards between calls.
 /// * After every input, call [`Protocol::take_output`] and process it in order:
 ///   1. if `persist` is `Some`, write it durably (fsync) — if that fails, drop
-///      the `messages` of this output and call [`Protocol::handle_persist_failed`];
+///      the `messages` of this output and call [`Protocol::handle_persist_failed`]
+///      before any other input (the events may still be delivered: none of them
+///      announces a leadership that depends on the failed write);
 ///   2. send `messages` (best effort: the protocol tolerates loss,
 ///      duplication and reordering);
 ///   3. deliver `events`.

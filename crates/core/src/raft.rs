@@ -301,7 +301,9 @@ impl<R: RngCore + Send> RaftElector<R> {
         );
         let term = self.term;
         self.broadcast(Message::Vote { term, transfer });
-        self.check_round(now);
+        // Our own vote counts only from the next input on: by then the driver
+        // has either persisted it or reported the failure. (With peers, their
+        // answers can only come after our request left, i.e. after the write.)
     }
 
     fn become_leader(&mut self, now: Instant, round: &Round) {
@@ -798,6 +800,10 @@ impl<R: RngCore + Send> Protocol for RaftElector<R> {
             Role::Follower => self.election_deadline,
             Role::PreCandidate | Role::Candidate => {
                 self.round.as_ref().map_or(self.election_deadline, |r| {
+                    if r.answers.iter().filter(|a| **a == Some(true)).count() >= self.cfg.quorum() {
+                        // Already decided (a single-node cluster): conclude at once.
+                        return r.started;
+                    }
                     r.reask_at.iter().flatten().fold(r.deadline, |a, &b| a.min(b))
                 })
             }

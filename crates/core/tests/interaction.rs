@@ -518,3 +518,32 @@ fn pre_candidate_asks_again_when_a_refusing_lease_ends() {
     c.run_for(Duration::from_millis(20));
     assert_eq!(c.leader(), cand, "and won without waiting for the round deadline");
 }
+
+#[test]
+fn single_node_never_announces_leadership_in_an_unsaved_term() {
+    let mut c = Cluster::new(1);
+    let me = n(1);
+    let at = c.node(me).poll_timeout();
+    c.now = at;
+    c.node_mut(me).handle_timeout(at);
+    let out = c.node_mut(me).take_output();
+    assert_eq!(out.persist.map(|h| h.term), Some(Term(1)));
+    assert!(!out
+        .events
+        .iter()
+        .any(|e| matches!(e, tenure_core::Event::RoleChanged { role: Role::Leader, .. })));
+    // The write fails: the candidacy is cancelled, nothing was announced.
+    c.node_mut(me).handle_persist_failed(at);
+    let next = c.node(me).poll_timeout();
+    c.node_mut(me).handle_timeout(next.max(at));
+    let out = c.node_mut(me).take_output();
+    assert!(!out
+        .events
+        .iter()
+        .any(|e| matches!(e, tenure_core::Event::RoleChanged { role: Role::Leader, .. })));
+    assert!(!c.node(me).is_leader(next.max(at)));
+    // Once storage works, it leads.
+    c.node_mut(me).handle_persist_recovered(at);
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), me);
+}
