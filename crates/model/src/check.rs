@@ -1,0 +1,101 @@
+//! Running the checker and summarising what it found.
+
+use crate::model::{ElectionModel, CONTESTED_TERM, REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
+use crate::{Action, Bounds, Durability, ElectionState};
+use stateright::{Checker, HasDiscoveries, Model, Path};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The outcome of one exhaustive run.
+#[derive(Debug)]
+pub struct CheckReport {
+    /// Distinct states explored (the checker's `unique_state_count`).
+    pub unique_states: usize,
+    /// States generated, repeats included.
+    pub total_states: usize,
+    /// Length of the longest path explored.
+    pub max_depth: usize,
+    /// Wall-clock time of the run.
+    pub elapsed: Duration,
+    /// True when every reachable state within the bounds was visited.
+    pub complete: bool,
+    /// Per property: a counterexample (safety) or an example (reachability).
+    pub discoveries: BTreeMap<&'static str, Path<ElectionState, Action>>,
+}
+
+impl CheckReport {
+    /// Safety properties with a counterexample.
+    pub fn violated(&self) -> Vec<&'static str> {
+        SAFETY_PROPERTIES.into_iter().filter(|p| self.discoveries.contains_key(p)).collect()
+    }
+
+    /// Reachability properties with no example.
+    pub fn unreached(&self) -> Vec<&'static str> {
+        REACHABILITY_PROPERTIES.into_iter().filter(|p| !self.discoveries.contains_key(p)).collect()
+    }
+}
+
+/// Explores every state of `model` within its bounds, breadth-first, with
+/// `threads` threads. Breadth-first search makes each counterexample a shortest one.
+pub fn check(model: ElectionModel, threads: usize) -> CheckReport {
+    let start = Instant::now();
+    let depth = model.bounds.max_depth;
+    let mut builder = model.checker().threads(threads);
+    if let Some(depth) = depth {
+        builder = builder.target_max_depth(depth);
+    }
+    let checker = builder.spawn_bfs().join();
+    let elapsed = start.elapsed();
+    CheckReport {
+        unique_states: checker.unique_state_count(),
+        total_states: checker.state_count(),
+        max_depth: checker.max_depth(),
+        elapsed,
+        complete: checker.is_done(),
+        discoveries: checker.discoveries().into_iter().collect(),
+    }
+}
+
+/// Like [`check`], but stops at the first safety violation: enough to show
+/// that a planted bug is caught, and faster.
+pub fn hunt(model: ElectionModel, threads: usize) -> CheckReport {
+    search(model, threads, HasDiscoveries::AnyFailures)
+}
+
+/// Like [`check`], but stops as soon as `property` has a discovery (BFS: a
+/// shortest path to it), e.g. to find a state worth exploring from.
+pub fn reach(model: ElectionModel, threads: usize, property: &'static str) -> CheckReport {
+    search(model, threads, HasDiscoveries::AnyOf([property].into_iter().collect()))
+}
+
+fn search(model: ElectionModel, threads: usize, stop: HasDiscoveries) -> CheckReport {
+    let start = Instant::now();
+    let depth = model.bounds.max_depth;
+    let mut builder = model.checker().threads(threads).finish_when(stop);
+    if let Some(depth) = depth {
+        builder = builder.target_max_depth(depth);
+    }
+    let checker = builder.spawn_bfs().join();
+    let elapsed = start.elapsed();
+    CheckReport {
+        unique_states: checker.unique_state_count(),
+        total_states: checker.state_count(),
+        max_depth: checker.max_depth(),
+        elapsed,
+        complete: checker.is_done(),
+        discoveries: checker.discoveries().into_iter().collect(),
+    }
+}
+
+/// A shortest path from the fresh cluster to a contested election (two
+/// candidates in one term), found by the checker on the faithful model with no
+/// restarts, duplicates or transfers, within `bounds`' term and clock bounds.
+///
+/// Deep interleavings after such a state are where vote bugs live; exploring
+/// from it keeps them within the debug-profile time budget, and because the
+/// checker finds the prefix itself, it follows the core as the core changes.
+pub fn contested_prefix(bounds: Bounds, threads: usize) -> Option<Vec<Action>> {
+    let quiet = Bounds { restarts: 0, duplicates: 0, transfers: 0, max_depth: None, ..bounds };
+    let report = reach(ElectionModel::new(quiet, Durability::Faithful), threads, CONTESTED_TERM);
+    report.discoveries.get(CONTESTED_TERM).map(|path| path.clone().into_actions())
+}

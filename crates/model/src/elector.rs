@@ -1,0 +1,127 @@
+//! The real elector as a model-checker state, with its counters left out of
+//! its identity.
+//!
+//! `RaftElector` derives `Eq + Hash` over every field, including its metric
+//! [`tenure_core::Counters`]. One of them, `messages_ignored`, grows each time
+//! a duplicate or stale message is delivered, and the model's network
+//! duplicates messages without limit: with counters in the state, every
+//! redelivery of a stale message would be a new state and the exploration
+//! would never end. Counters are metrics, not protocol state (no decision of
+//! the core reads them), so two electors that differ only in counters behave
+//! identically and are one state here.
+//!
+//! The core exposes no way to compare electors without their counters, so the
+//! identity used here is a hash of the elector's `Debug` text with the
+//! `counters: Counters { .. }` section cut out. `Debug` shows every field,
+//! instants to the microsecond; every instant in the model is a whole
+//! millisecond (see [`crate::model::ELECTION_TIMEOUT`]), so nothing is lost.
+
+use crate::rng::ModelRng;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use tenure_core::RaftElector;
+
+/// The `Debug` sections, as `(opening, closing character)` in the order the
+/// fields are declared, that no decision of the core reads: the metric counters
+/// and the per-peer `last_heard` times (shown only by `status()`).
+const OBSERVATIONAL: [(&str, char); 2] = [("last_heard: [", ']'), ("counters: Counters {", '}')];
+
+/// A [`RaftElector`] whose equality and hash ignore its metric counters.
+#[derive(Clone, Debug)]
+pub struct Elector {
+    inner: RaftElector<ModelRng>,
+    /// Hash of the elector's `Debug` text without the counters.
+    identity: u64,
+}
+
+impl Elector {
+    /// Wraps `inner`, computing its identity.
+    pub fn new(inner: RaftElector<ModelRng>) -> Self {
+        let identity = identity_of(&format!("{inner:?}"));
+        Elector { inner, identity }
+    }
+
+    /// The wrapped elector.
+    pub fn inner(&self) -> &RaftElector<ModelRng> {
+        &self.inner
+    }
+}
+
+/// Hashes `debug` with the observational sections ([`OBSERVATIONAL`]) removed.
+/// `DefaultHasher::new()` has fixed keys, so the identity is the same in every
+/// run (the checker replays paths by recomputing fingerprints).
+fn identity_of(debug: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    let mut rest = debug;
+    for (opening, closing) in OBSERVATIONAL {
+        let Some(start) = rest.find(opening) else {
+            // Keep the exploration sound if the core's Debug output changes:
+            // the section would then merely inflate the state count.
+            continue;
+        };
+        // Neither section nests its closing character, so the first one closes it.
+        let end = rest[start..].find(closing).map_or(rest.len(), |e| start + e + 1);
+        rest[..start].hash(&mut hasher);
+        rest = &rest[end..];
+    }
+    rest.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl PartialEq for Elector {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity == other.identity
+    }
+}
+
+impl Eq for Elector {}
+
+impl Hash for Elector {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.identity.hash(state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tenure_core::{Config, HardState, Instant, Message, NodeId, Protocol, Term};
+
+    fn elector() -> RaftElector<ModelRng> {
+        let voters = vec![NodeId(1), NodeId(2), NodeId(3)];
+        let cfg =
+            Config::new(NodeId(1), voters, Duration::from_millis(100), Duration::from_millis(420));
+        let mut e = RaftElector::new(cfg, HardState::default(), ModelRng::new(1), Instant::ZERO);
+        let _ = e.take_output();
+        e
+    }
+
+    #[test]
+    fn the_debug_text_has_the_observational_sections_in_order() {
+        let debug = format!("{:?}", elector());
+        let positions: Vec<usize> =
+            OBSERVATIONAL.iter().map(|(o, _)| debug.find(o).expect("section present")).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{debug}");
+    }
+
+    #[test]
+    fn counters_do_not_change_identity_but_state_does() {
+        let base = elector();
+        // A stale vote response is ignored: only `messages_ignored` changes
+        // (plus `last_heard`, which is the same `now` both times).
+        let stale = Message::VoteResponse { term: Term(0), granted: false };
+        let mut once = base.clone();
+        once.handle_message(Instant::ZERO, NodeId(2), stale.clone());
+        let _ = once.take_output();
+        let mut twice = once.clone();
+        twice.handle_message(Instant::ZERO, NodeId(2), stale);
+        let _ = twice.take_output();
+        assert_ne!(once, twice, "the core counts the second delivery");
+        assert_eq!(Elector::new(once.clone()), Elector::new(twice));
+
+        let mut later = once.clone();
+        later.handle_timeout(later.poll_timeout());
+        let _ = later.take_output();
+        assert_ne!(Elector::new(once), Elector::new(later));
+    }
+}

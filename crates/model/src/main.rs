@@ -1,0 +1,116 @@
+//! Runs the exhaustive check of the election core and prints what it found.
+//!
+//! ```text
+//! cargo run --release -p tenure-model -- [--quick] [--contested] [--steps N] [--restarts N]
+//!     [--transfers N] [--duplicates N] [--rng-period N] [--max-term N] [--depth N]
+//!     [--unbounded-depth] [--durability faithful|forget-vote|forget-all] [--threads N] [--hunt]
+//! ```
+//! Defaults are [`Bounds::DEEP`] from the fresh cluster with faithful storage.
+//! `--quick` resets the bounds to [`Bounds::QUICK`] (the tests' bounds; give it
+//! first, later flags adjust it); `--contested` starts after [`contested_prefix`];
+//! `--hunt` stops at the first safety violation. The exit status is non-zero
+//! unless every safety property holds, every reachability property is reached
+//! and the exploration is complete.
+
+use std::error::Error;
+use tenure_model::check::{check, contested_prefix, hunt};
+use tenure_model::model::{REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
+use tenure_model::{Bounds, Durability, ElectionModel};
+
+/// What the command line asked for.
+struct Args {
+    bounds: Bounds,
+    durability: Durability,
+    threads: usize,
+    hunt: bool,
+    split: bool,
+}
+
+fn parse_args() -> Result<Args, Box<dyn Error>> {
+    let mut bounds = Bounds::DEEP;
+    let mut durability = Durability::Faithful;
+    let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut hunt = false;
+    let mut split = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        if flag == "--hunt" {
+            hunt = true;
+            continue;
+        }
+        if flag == "--unbounded-depth" {
+            bounds.max_depth = None;
+            continue;
+        }
+        if flag == "--contested" {
+            split = true;
+            continue;
+        }
+        if flag == "--quick" {
+            bounds = Bounds::QUICK;
+            continue;
+        }
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--steps" => bounds.clock_steps_per_node = value.parse()?,
+            "--restarts" => bounds.restarts = value.parse()?,
+            "--transfers" => bounds.transfers = value.parse()?,
+            "--duplicates" => bounds.duplicates = value.parse()?,
+            "--max-term" => bounds.max_term = value.parse()?,
+            "--threads" => threads = value.parse()?,
+            "--depth" => bounds.max_depth = Some(value.parse()?),
+            "--rng-period" => bounds.rng_period = value.parse()?,
+            "--durability" => {
+                durability = match value.as_str() {
+                    "faithful" => Durability::Faithful,
+                    "forget-vote" => Durability::ForgetVote,
+                    "forget-all" => Durability::ForgetAll,
+                    other => return Err(format!("unknown durability {other:?}").into()),
+                }
+            }
+            other => return Err(format!("unknown flag {other:?}").into()),
+        }
+    }
+    Ok(Args { bounds, durability, threads, hunt, split })
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let Args { bounds, durability, threads, hunt: hunt_only, split } = parse_args()?;
+    let start = if split { "from a contested election" } else { "from the fresh cluster" };
+    println!("checking 3 nodes {start}, {bounds:?}, storage {durability:?}, {threads} thread(s)");
+    let mut model = ElectionModel::new(bounds, durability);
+    if split {
+        let prefix = contested_prefix(bounds, threads).ok_or("no contested election reachable")?;
+        println!("contested election after {prefix:?}");
+        model = model.starting_after(prefix);
+    }
+    let report = if hunt_only { hunt(model, threads) } else { check(model, threads) };
+    println!(
+        "explored {} unique states ({} generated, max depth {}) in {:.2?}; complete: {}",
+        report.unique_states,
+        report.total_states,
+        report.max_depth,
+        report.elapsed,
+        report.complete
+    );
+    for name in SAFETY_PROPERTIES {
+        match report.discoveries.get(name) {
+            None => println!("  always    {name}: holds"),
+            Some(path) => {
+                println!("  always    {name}: VIOLATED, counterexample:\n{path}");
+                println!("  last state ghost: {:?}", path.last_state().ghost);
+            }
+        }
+    }
+    for name in REACHABILITY_PROPERTIES {
+        match report.discoveries.get(name) {
+            Some(path) => println!("  sometimes {name}: reached:\n{path}"),
+            None => println!("  sometimes {name}: NOT reached"),
+        }
+    }
+    if report.violated().is_empty() && report.unreached().is_empty() && report.complete {
+        Ok(())
+    } else {
+        Err("the check failed (see above)".into())
+    }
+}

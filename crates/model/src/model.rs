@@ -1,0 +1,525 @@
+//! The election model: three real [`RaftElector`]s, a duplicating network,
+//! crash/restart from durable state, and ghost records for the properties.
+
+use crate::elector::Elector;
+use crate::network::{Envelope, Network};
+use crate::rng::ModelRng;
+use stateright::{Model, Property};
+use std::collections::BTreeSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+use tenure_core::{Config, HardState, Instant, Message, NodeId, Output, Protocol, Role, Term};
+
+/// Nodes in the modelled cluster.
+pub const NODE_COUNT: usize = 3;
+
+/// Heartbeat interval of every node.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Election timeout of every node. With the core's default 5% drift bound the
+/// leader lease is `420 * 0.95 / 1.05 = 380 ms`, a whole number of
+/// milliseconds, so every instant in the model is a whole millisecond (see
+/// [`crate::elector`] for why that matters).
+pub const ELECTION_TIMEOUT: Duration = Duration::from_millis(420);
+
+/// How long before its timer an idling node stops ([`Action::Idle`]). Every
+/// instant in the model is a whole millisecond, so one millisecond before a
+/// deadline is the latest moment at which the timer has not fired.
+pub const IDLE_MARGIN: Duration = Duration::from_millis(1);
+
+/// What a node's storage gives back when it restarts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// The last [`HardState`] handed out in [`Output::persist`]: the contract.
+    Faithful,
+    /// Planted bug: the vote was not persisted; restart loads
+    /// `HardState { term, voted_for: None }`.
+    ForgetVote,
+    /// Planted bug: nothing was persisted; restart loads `HardState::default()`.
+    ForgetAll,
+}
+
+impl Durability {
+    /// The state a restarting node is built from, given what it last persisted.
+    fn load(self, persisted: HardState) -> HardState {
+        match self {
+            Durability::Faithful => persisted,
+            Durability::ForgetVote => HardState { term: persisted.term, voted_for: None },
+            Durability::ForgetAll => HardState::default(),
+        }
+    }
+}
+
+/// Limits that keep the state space finite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Bounds {
+    /// States in which any node's term exceeds this are not explored.
+    pub max_term: u64,
+    /// Clock steps ([`Action::Timeout`] and [`Action::Idle`]) each node may
+    /// take, across restarts. A node's clock advances only by these steps, so
+    /// this bounds every clock.
+    pub clock_steps_per_node: u8,
+    /// Crash-and-restart actions, in total.
+    pub restarts: u8,
+    /// Leadership transfers a leader may start, in total.
+    pub transfers: u8,
+    /// Extra copies of envelopes in flight the network may make, in total.
+    pub duplicates: u8,
+    /// Period of each node's [`ModelRng`] (distinct candidacy jitters).
+    pub rng_period: u8,
+    /// Steps from the initial state beyond which the checker does not go
+    /// (`None`: until every reachable state is visited).
+    pub max_depth: Option<usize>,
+}
+
+impl Bounds {
+    /// Bounds for the debug-profile tests: a few seconds unoptimised.
+    pub const QUICK: Bounds = Bounds {
+        max_term: 3,
+        clock_steps_per_node: 2,
+        restarts: 1,
+        transfers: 0,
+        duplicates: 1,
+        rng_period: 1,
+        max_depth: Some(8),
+    };
+
+    /// Bounds for the release binary: deeper, with transfers and two jitters.
+    pub const DEEP: Bounds = Bounds {
+        max_term: 3,
+        clock_steps_per_node: 3,
+        restarts: 1,
+        transfers: 1,
+        duplicates: 1,
+        rng_period: 2,
+        max_depth: Some(10),
+    };
+}
+
+/// One node: its live elector, its durable storage and its clock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    /// The elector running now (rebuilt from `durable` on restart).
+    pub elector: Elector,
+    /// The last [`HardState`] written to storage.
+    pub durable: HardState,
+    /// The node's clock. It advances only when the node's timer fires.
+    pub now: Instant,
+    /// Clock steps taken so far.
+    pub clock_steps: u8,
+}
+
+/// Records kept by the model, not by the nodes, of everything that ever happened.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ghost {
+    /// Every `(term, node)` such that the node was leader in that term at some point.
+    pub leaders: BTreeSet<(Term, NodeId)>,
+    /// Every vote granted, as `(voter, term, candidate)`: from persisted state
+    /// (including self-votes) and from granting `VoteResponse`s on the wire.
+    pub votes: BTreeSet<(NodeId, Term, NodeId)>,
+    /// The highest term each node has had.
+    pub max_term: [Term; NODE_COUNT],
+    /// Set when a node's term went below its `max_term`.
+    pub term_regressed: Option<(NodeId, Term, Term)>,
+    /// Set when the core panicked (a failed debug assertion) during a step.
+    pub core_panic: Option<String>,
+}
+
+/// A state of the whole system.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ElectionState {
+    /// Node `i` has id `i + 1`.
+    pub nodes: Vec<Node>,
+    /// Every message ever sent; see [`crate::network`].
+    pub network: Network,
+    /// Restarts taken so far.
+    pub restarts: u8,
+    /// Leadership transfers taken so far.
+    pub transfers: u8,
+    /// Duplicates made so far.
+    pub duplicates: u8,
+    /// What the properties are checked against.
+    pub ghost: Ghost,
+}
+
+/// A step of the system.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// The node's timer fires: its clock jumps to `poll_timeout()`.
+    Timeout(NodeId),
+    /// Time passes on the node up to just before its timer fires
+    /// ([`IDLE_MARGIN`] before `poll_timeout()`), with no input: messages
+    /// delivered next arrive late, after the leases the node granted when it
+    /// set that timer have run out.
+    Idle(NodeId),
+    /// A message in flight is delivered (and leaves the network).
+    Deliver(Envelope),
+    /// The network makes one more copy of a message in flight.
+    Duplicate(Envelope),
+    /// The node crashes and restarts from its durable state (atomically: a node
+    /// that is down simply takes no steps, which any interleaving already covers).
+    Restart(NodeId),
+    /// The leader `from` hands leadership to `to`.
+    Transfer {
+        /// The current leader.
+        from: NodeId,
+        /// The designated successor.
+        to: NodeId,
+    },
+}
+
+/// The model of a three-node cluster running the real election core.
+#[derive(Clone, Debug)]
+pub struct ElectionModel {
+    /// Exploration limits.
+    pub bounds: Bounds,
+    /// What restarts load.
+    pub durability: Durability,
+    /// Steps taken from the fresh cluster to reach the initial state.
+    prefix: Vec<Action>,
+    configs: Vec<Config>,
+}
+
+/// The voters, in preference order.
+fn voters() -> Vec<NodeId> {
+    (1..=NODE_COUNT as u64).map(NodeId).collect()
+}
+
+fn index(id: NodeId) -> usize {
+    usize::try_from(id.0 - 1).expect("node ids are small")
+}
+
+impl ElectionModel {
+    /// A model with the given bounds and storage behaviour.
+    pub fn new(bounds: Bounds, durability: Durability) -> Self {
+        let configs = voters()
+            .into_iter()
+            .map(|id| {
+                let cfg = Config::new(id, voters(), HEARTBEAT_INTERVAL, ELECTION_TIMEOUT);
+                debug_assert_eq!(cfg.validate(), Ok(()));
+                cfg
+            })
+            .collect();
+        ElectionModel { bounds, durability, prefix: Vec::new(), configs }
+    }
+
+    /// The same model, exploring from the state that `prefix` leads to from the
+    /// fresh cluster instead of from the fresh cluster itself. Panics if a step
+    /// of `prefix` is not possible (it is replayed by [`Model::next_state`]).
+    pub fn starting_after(mut self, prefix: Vec<Action>) -> Self {
+        self.prefix = prefix;
+        let _ = self.init_states();
+        self
+    }
+
+    /// The fresh cluster: every node a follower in term 0 at time zero.
+    fn fresh_state(&self) -> ElectionState {
+        let nodes = (0..NODE_COUNT)
+            .map(|i| Node {
+                elector: self.start_node(i, HardState::default(), Instant::ZERO),
+                durable: HardState::default(),
+                now: Instant::ZERO,
+                clock_steps: 0,
+            })
+            .collect();
+        ElectionState {
+            nodes,
+            network: Network::new(),
+            restarts: 0,
+            transfers: 0,
+            duplicates: 0,
+            ghost: Ghost::default(),
+        }
+    }
+
+    fn start_node(&self, i: usize, state: HardState, now: Instant) -> Elector {
+        let elector = tenure_core::RaftElector::new(
+            self.configs[i].clone(),
+            state,
+            ModelRng::new(self.bounds.rng_period),
+            now,
+        );
+        Elector::new(elector)
+    }
+
+    /// Runs one input on node `i`, then handles its output by the contract:
+    /// persist first, then send; all in this one step, so a crash (a separate
+    /// step) falls either before the input or after both.
+    fn step(
+        &self,
+        state: &mut ElectionState,
+        i: usize,
+        input: impl FnOnce(&mut tenure_core::RaftElector<ModelRng>, Instant) -> bool,
+    ) -> bool {
+        let id = NodeId(i as u64 + 1);
+        let now = state.nodes[i].now;
+        let mut elector = state.nodes[i].elector.inner().clone();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let accepted = input(&mut elector, now);
+            (accepted, elector.take_output())
+        }));
+        let output: Output = match outcome {
+            Ok((false, _)) => return false,
+            Ok((true, output)) => output,
+            Err(payload) => {
+                let msg = payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "non-string panic".to_string());
+                state.ghost.core_panic = Some(format!("{id:?}: {msg}"));
+                return true;
+            }
+        };
+        if let Some(hs) = output.persist {
+            state.nodes[i].durable = hs;
+            if let Some(candidate) = hs.voted_for {
+                state.ghost.votes.insert((id, hs.term, candidate));
+            }
+        }
+        for (to, msg) in output.messages {
+            if let Message::VoteResponse { term, granted: true } = msg {
+                state.ghost.votes.insert((id, term, to));
+            }
+            state.network.send(Envelope { from: id, to, msg });
+        }
+        state.nodes[i].elector = Elector::new(elector);
+        self.observe(state, i);
+        true
+    }
+
+    /// Updates the ghost records from node `i`'s new state.
+    fn observe(&self, state: &mut ElectionState, i: usize) {
+        let id = NodeId(i as u64 + 1);
+        let elector = state.nodes[i].elector.inner();
+        let term = elector.hard_state().term;
+        let max = state.ghost.max_term[i];
+        if term < max && state.ghost.term_regressed.is_none() {
+            state.ghost.term_regressed = Some((id, max, term));
+        }
+        state.ghost.max_term[i] = max.max(term);
+        if elector.status().role == Role::Leader {
+            state.ghost.leaders.insert((term, id));
+        }
+    }
+}
+
+impl Model for ElectionModel {
+    type State = ElectionState;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<ElectionState> {
+        let mut state = self.fresh_state();
+        for action in &self.prefix {
+            let mut enabled = Vec::new();
+            self.actions(&state, &mut enabled);
+            assert!(enabled.contains(action), "prefix step {action:?} is not enabled");
+            state = self.next_state(&state, action.clone()).expect("prefix step changes the state");
+        }
+        vec![state]
+    }
+
+    fn actions(&self, state: &ElectionState, actions: &mut Vec<Action>) {
+        if state.ghost.core_panic.is_some() {
+            // The core's state after a panic is meaningless; stop here.
+            return;
+        }
+        for (i, node) in state.nodes.iter().enumerate() {
+            let id = NodeId(i as u64 + 1);
+            let deadline = node.elector.inner().poll_timeout();
+            if node.clock_steps < self.bounds.clock_steps_per_node && deadline != Instant::MAX {
+                actions.push(Action::Timeout(id));
+                if deadline - IDLE_MARGIN > node.now {
+                    actions.push(Action::Idle(id));
+                }
+            }
+        }
+        actions.extend(state.network.distinct().cloned().map(Action::Deliver));
+        if state.duplicates < self.bounds.duplicates {
+            actions.extend(state.network.distinct().cloned().map(Action::Duplicate));
+        }
+        if state.restarts < self.bounds.restarts {
+            actions.extend(voters().into_iter().map(Action::Restart));
+        }
+        if state.transfers < self.bounds.transfers {
+            for (i, node) in state.nodes.iter().enumerate() {
+                if node.elector.inner().status().role == Role::Leader {
+                    let from = NodeId(i as u64 + 1);
+                    for to in voters().into_iter().filter(|&to| to != from) {
+                        actions.push(Action::Transfer { from, to });
+                    }
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &ElectionState, action: Action) -> Option<ElectionState> {
+        let mut next = last.clone();
+        match action {
+            Action::Timeout(id) => {
+                let i = index(id);
+                let deadline = next.nodes[i].elector.inner().poll_timeout();
+                let node = &mut next.nodes[i];
+                node.now = node.now.max(deadline);
+                node.clock_steps += 1;
+                self.step(&mut next, i, |e, now| {
+                    e.handle_timeout(now);
+                    true
+                });
+            }
+            Action::Idle(id) => {
+                let node = &mut next.nodes[index(id)];
+                let until = node.elector.inner().poll_timeout() - IDLE_MARGIN;
+                if until <= node.now {
+                    return None;
+                }
+                node.now = until;
+                node.clock_steps += 1;
+            }
+            Action::Deliver(env) => {
+                if !next.network.take(&env) {
+                    return None;
+                }
+                let Envelope { from, to, msg } = env;
+                self.step(&mut next, index(to), |e, now| {
+                    e.handle_message(now, from, msg);
+                    true
+                });
+            }
+            Action::Duplicate(env) => {
+                next.duplicates += 1;
+                next.network.send(env);
+            }
+            Action::Restart(id) => {
+                let i = index(id);
+                next.restarts += 1;
+                let node = &mut next.nodes[i];
+                let loaded = self.durability.load(node.durable);
+                node.elector = self.start_node(i, loaded, node.now);
+                // The new elector's startup output (events only) is drained by a no-op step.
+                self.step(&mut next, i, |_, _| true);
+            }
+            Action::Transfer { from, to } => {
+                next.transfers += 1;
+                if !self
+                    .step(&mut next, index(from), |e, now| e.transfer_leadership(now, to).is_ok())
+                {
+                    return None;
+                }
+            }
+        }
+        Some(next)
+    }
+
+    fn within_boundary(&self, state: &ElectionState) -> bool {
+        state.ghost.max_term.iter().all(|t| t.0 <= self.bounds.max_term)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(ONE_LEADER_PER_TERM, |_, s: &ElectionState| {
+                one_leader_per_term(&s.ghost)
+            }),
+            Property::always(ONE_VOTE_PER_TERM, |_, s: &ElectionState| one_vote_per_term(&s.ghost)),
+            Property::always(TERMS_NEVER_DECREASE, |_, s: &ElectionState| {
+                s.ghost.term_regressed.is_none()
+            }),
+            Property::always(CORE_ASSERTIONS_HOLD, |_, s: &ElectionState| {
+                s.ghost.core_panic.is_none()
+            }),
+            Property::sometimes(LEADER_ELECTED, |_, s: &ElectionState| !s.ghost.leaders.is_empty()),
+            Property::sometimes(CONTESTED_TERM, |_, s: &ElectionState| contested(&s.ghost)),
+            Property::sometimes(LEADERS_IN_TWO_TERMS, |_, s: &ElectionState| {
+                let terms: BTreeSet<Term> = s.ghost.leaders.iter().map(|&(t, _)| t).collect();
+                terms.len() >= 2
+            }),
+        ]
+    }
+}
+
+/// Safety: no two nodes were ever leader in the same term.
+pub const ONE_LEADER_PER_TERM: &str = "at most one leader per term";
+/// Safety: no node ever granted votes to two candidates in one term, across restarts.
+pub const ONE_VOTE_PER_TERM: &str = "at most one vote per node and term";
+/// Safety: a node's term never went down, across restarts.
+pub const TERMS_NEVER_DECREASE: &str = "terms never decrease";
+/// Safety: no debug assertion in the core fired.
+pub const CORE_ASSERTIONS_HOLD: &str = "core debug assertions hold";
+/// Reachability: some node becomes leader (the model is not vacuous).
+pub const LEADER_ELECTED: &str = "a leader is elected";
+/// Reachability: two nodes stand as candidates in the same term.
+pub const CONTESTED_TERM: &str = "two candidates stand in one term";
+/// Reachability: leaders are elected in two different terms.
+pub const LEADERS_IN_TWO_TERMS: &str = "leaders are elected in two terms";
+
+/// The safety properties, whose discovery is a counterexample.
+pub const SAFETY_PROPERTIES: [&str; 4] =
+    [ONE_LEADER_PER_TERM, ONE_VOTE_PER_TERM, TERMS_NEVER_DECREASE, CORE_ASSERTIONS_HOLD];
+
+/// The reachability properties, whose discovery is an example.
+pub const REACHABILITY_PROPERTIES: [&str; 3] =
+    [LEADER_ELECTED, CONTESTED_TERM, LEADERS_IN_TWO_TERMS];
+
+fn one_leader_per_term(ghost: &Ghost) -> bool {
+    // Sorted by term: two leaders of one term are adjacent.
+    let leaders: Vec<_> = ghost.leaders.iter().collect();
+    leaders.windows(2).all(|w| w[0].0 != w[1].0)
+}
+
+/// True if two nodes voted for themselves (stood as candidates) in one term.
+fn contested(ghost: &Ghost) -> bool {
+    let mut candidacies =
+        ghost.votes.iter().filter(|&&(voter, _, cand)| voter == cand).map(|&(_, term, _)| term);
+    let mut seen = BTreeSet::new();
+    candidacies.any(|term| !seen.insert(term))
+}
+
+fn one_vote_per_term(ghost: &Ghost) -> bool {
+    // Sorted by (voter, term): two votes of one voter in one term are adjacent.
+    let votes: Vec<_> = ghost.votes.iter().collect();
+    votes.windows(2).all(|w| (w[0].0, w[0].1) != (w[1].0, w[1].1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ghost_checks_detect_duplicates() {
+        let mut g = Ghost::default();
+        g.leaders.insert((Term(1), NodeId(1)));
+        g.leaders.insert((Term(2), NodeId(2)));
+        assert!(one_leader_per_term(&g));
+        g.leaders.insert((Term(2), NodeId(3)));
+        assert!(!one_leader_per_term(&g));
+
+        g.votes.insert((NodeId(1), Term(1), NodeId(1)));
+        g.votes.insert((NodeId(1), Term(2), NodeId(2)));
+        g.votes.insert((NodeId(2), Term(2), NodeId(2)));
+        assert!(one_vote_per_term(&g));
+        assert!(!contested(&g));
+        g.votes.insert((NodeId(3), Term(2), NodeId(3)));
+        assert!(contested(&g));
+        g.votes.insert((NodeId(1), Term(2), NodeId(3)));
+        assert!(!one_vote_per_term(&g));
+    }
+
+    #[test]
+    fn a_timeout_then_deliveries_elect_node_one() {
+        let model = ElectionModel::new(Bounds::QUICK, Durability::Faithful);
+        let mut s = model.init_states().remove(0);
+        s = model.next_state(&s, Action::Timeout(NodeId(1))).expect("timeout");
+        // Nodes 2 and 3 refuse while the lease they hold from their startup runs.
+        s = model.next_state(&s, Action::Idle(NodeId(2))).expect("idle");
+        s = model.next_state(&s, Action::Idle(NodeId(3))).expect("idle");
+        // Deliver until node 1 leads; every step is a real core step.
+        for _ in 0..10 {
+            let pending: Vec<Envelope> = s.network.distinct().cloned().collect();
+            for env in pending {
+                s = model.next_state(&s, Action::Deliver(env)).expect("delivery");
+            }
+        }
+        assert!(s.ghost.leaders.contains(&(Term(1), NodeId(1))), "{:?}\n{:#?}", s.ghost, s.network);
+        assert_eq!(s.nodes[0].durable, HardState { term: Term(1), voted_for: Some(NodeId(1)) });
+    }
+}

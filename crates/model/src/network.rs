@@ -1,0 +1,158 @@
+//! The model's network: a multiset of envelopes in flight.
+//!
+//! Any envelope in flight may be delivered next (reordering), none ever has to
+//! be (loss: for safety, a message that is never delivered is the same as one
+//! that was dropped, so there is no separate drop step), and the model may copy
+//! an envelope in flight within a budget (duplication).
+//!
+//! Why not the usual "duplicating set" that never consumes envelopes: the core
+//! must then stay finite under unbounded redelivery, and it does not. A
+//! pre-candidate appends the lease of every refusal it receives to its round
+//! (`Round::lease_waits`), duplicates included, so redelivering one refusal
+//! makes a new state every time and the exploration never ends. A bounded
+//! number of duplicates keeps every behaviour with that many copies.
+
+use std::cmp::Ordering;
+use tenure_core::{Message, NodeId};
+
+/// A message in flight from one node to another.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Envelope {
+    /// The sender (the transport authenticates it, so the core trusts it).
+    pub from: NodeId,
+    /// The receiver.
+    pub to: NodeId,
+    /// The payload.
+    pub msg: Message,
+}
+
+/// An injective, totally ordered image of a message: `(kind, term, a, b, c)`.
+///
+/// `Message` is not `Ord`; the network needs a canonical order so that equal
+/// sets hash equally and actions are generated in a reproducible order.
+type MessageKey = (u8, u64, u64, u64, Option<u64>);
+
+fn message_key(msg: &Message) -> MessageKey {
+    match *msg {
+        Message::PreVote { term } => (0, term.0, 0, 0, None),
+        Message::PreVoteResponse { term, proposed, granted, lease_remaining_ms } => {
+            (1, term.0, proposed.0, u64::from(granted), lease_remaining_ms)
+        }
+        Message::Vote { term, transfer } => (2, term.0, u64::from(transfer), 0, None),
+        Message::VoteResponse { term, granted } => (3, term.0, u64::from(granted), 0, None),
+        Message::Heartbeat { term, counter, sent_at_nanos } => {
+            (4, term.0, counter, sent_at_nanos, None)
+        }
+        Message::HeartbeatResponse { term, ok, echo_sent_at_nanos } => {
+            (5, term.0, u64::from(ok), echo_sent_at_nanos, None)
+        }
+        Message::Resign { term, successor } => (6, term.0, 0, 0, successor.map(|s| s.0)),
+    }
+}
+
+impl Envelope {
+    fn key(&self) -> (u64, u64, MessageKey) {
+        (self.from.0, self.to.0, message_key(&self.msg))
+    }
+}
+
+impl Ord for Envelope {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl PartialOrd for Envelope {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The envelopes in flight, as a sorted multiset (equal networks hash equally).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Network {
+    /// Sorted; equal envelopes are adjacent.
+    in_flight: Vec<Envelope>,
+}
+
+impl Network {
+    /// An empty network.
+    pub fn new() -> Self {
+        Network::default()
+    }
+
+    /// Puts an envelope in flight.
+    pub fn send(&mut self, env: Envelope) {
+        let at = self.in_flight.partition_point(|e| *e <= env);
+        self.in_flight.insert(at, env);
+    }
+
+    /// Removes one copy of `env`; false if none was in flight.
+    pub fn take(&mut self, env: &Envelope) -> bool {
+        match self.in_flight.binary_search(env) {
+            Ok(at) => {
+                self.in_flight.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The distinct envelopes in flight, in order.
+    pub fn distinct(&self) -> impl Iterator<Item = &Envelope> {
+        self.in_flight
+            .iter()
+            .enumerate()
+            .filter(|&(i, e)| i == 0 || self.in_flight[i - 1] != *e)
+            .map(|(_, e)| e)
+    }
+
+    /// How many envelopes are in flight, copies included.
+    pub fn len(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// True when nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.in_flight.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tenure_core::Term;
+
+    #[test]
+    fn order_agrees_with_equality() {
+        let a = Envelope {
+            from: NodeId(1),
+            to: NodeId(2),
+            msg: Message::PreVoteResponse {
+                term: Term(1),
+                proposed: Term(2),
+                granted: false,
+                lease_remaining_ms: Some(5),
+            },
+        };
+        let mut b = a.clone();
+        assert_eq!(a.cmp(&b), Ordering::Equal);
+        b.msg = Message::PreVoteResponse {
+            term: Term(1),
+            proposed: Term(2),
+            granted: false,
+            lease_remaining_ms: None,
+        };
+        assert_ne!(a.cmp(&b), Ordering::Equal);
+        let mut net = Network::new();
+        net.send(a.clone());
+        net.send(b.clone());
+        net.send(a.clone());
+        assert_eq!(net.len(), 3);
+        assert_eq!(net.distinct().count(), 2);
+        assert!(net.take(&a));
+        assert!(net.take(&a));
+        assert!(!net.take(&a));
+        assert_eq!(net.distinct().cloned().collect::<Vec<_>>(), vec![b]);
+    }
+}
