@@ -1,0 +1,2 @@
+//! `tenure-faults`: randomized fault runs (work in progress).
+fn main() {}
