@@ -3,20 +3,16 @@
 //!
 //! Every server is a child process of the demo in its own process group (so a
 //! Ctrl-C in the terminal reaches only the demo, which then cleans up). The
-//! [`Cluster`] guard kills the children and deletes their data directories
+//! [`TenureCluster`] guard kills the children and deletes their data directories
 //! when it is dropped: on success, on error, on Ctrl-C and on panic.
 
 use crate::api::{StatusBody, TransferBody};
+use crate::local_cluster::{poll, TenureCluster, TenureSettings};
 use crate::rest::Client;
-use anyhow::{anyhow, bail, Context};
+use anyhow::bail;
 use clap::Args;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use nix::sys::signal::Signal;
+use std::process::ExitCode;
 use std::time::Duration;
 use tokio::time::{sleep, Instant};
 
@@ -37,8 +33,6 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 const STEADY_PAUSE: Duration = Duration::from_millis(1500);
 /// Attempts at a transfer refused because the target has not yet acknowledged the leader.
 const TRANSFER_ATTEMPTS: u32 = 20;
-/// Lines of each server's log shown when the demo fails.
-const LOG_TAIL_LINES: usize = 15;
 /// Status exit code after Ctrl-C (128 + SIGINT), as shells report it.
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -58,172 +52,6 @@ pub struct DemoArgs {
     /// Election timeout passed to the servers, in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub election_timeout_ms: u64,
-}
-
-/// One server of the demo cluster.
-struct Server {
-    id: u64,
-    peer_port: u16,
-    http_port: u16,
-    data_dir: PathBuf,
-    log: PathBuf,
-    child: Option<Child>,
-}
-
-/// The demo's servers; dropping it kills them and removes their directories.
-struct Cluster {
-    exe: PathBuf,
-    peers: String,
-    heartbeat_ms: u64,
-    election_timeout_ms: u64,
-    servers: Vec<Server>,
-    // Declared last: dropped after the children are dead.
-    dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    fn new(args: &DemoArgs) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("cannot find the tenure executable")?;
-        let dir = tempfile::Builder::new()
-            .prefix("tenure-demo-")
-            .tempdir()
-            .context("cannot create a temporary directory")?;
-        let ports = free_ports(2 * args.nodes)?;
-        let servers: Vec<Server> = (0..args.nodes)
-            .map(|i| {
-                let id = i as u64 + 1;
-                Server {
-                    id,
-                    peer_port: ports[2 * i],
-                    http_port: ports[2 * i + 1],
-                    data_dir: dir.path().join(format!("node-{id}")),
-                    log: dir.path().join(format!("node-{id}.log")),
-                    child: None,
-                }
-            })
-            .collect();
-        let peers = servers
-            .iter()
-            .map(|s| format!("{}=127.0.0.1:{}", s.id, s.peer_port))
-            .collect::<Vec<_>>()
-            .join(",");
-        Ok(Cluster {
-            exe,
-            peers,
-            heartbeat_ms: args.heartbeat_ms,
-            election_timeout_ms: args.election_timeout_ms,
-            servers,
-            dir,
-        })
-    }
-
-    fn endpoint(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.servers[i].http_port)
-    }
-
-    /// Starts server `i` (again); its output goes to its log file.
-    fn start(&mut self, i: usize) -> anyhow::Result<()> {
-        let s = &self.servers[i];
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&s.log)
-            .with_context(|| format!("cannot open {}", s.log.display()))?;
-        let child = Command::new(&self.exe)
-            .arg("server")
-            .args(["--id", &s.id.to_string()])
-            .args(["--listen", &format!("127.0.0.1:{}", s.peer_port)])
-            .args(["--http", &format!("127.0.0.1:{}", s.http_port)])
-            .args(["--peers", &self.peers])
-            .arg("--data-dir")
-            .arg(&s.data_dir)
-            .args(["--heartbeat-ms", &self.heartbeat_ms.to_string()])
-            .args(["--election-timeout-ms", &self.election_timeout_ms.to_string()])
-            .args(["--cluster-id", "tenure-demo"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            // Own process group: the terminal's Ctrl-C goes to the demo only,
-            // which then stops the servers itself.
-            .process_group(0)
-            .spawn()
-            .context("cannot start a tenure server")?;
-        self.servers[i].child = Some(child);
-        Ok(())
-    }
-
-    /// Sends `signal` to server `i`.
-    fn signal(&mut self, i: usize, signal: Signal) -> anyhow::Result<()> {
-        let child = self.servers[i]
-            .child
-            .as_ref()
-            .ok_or_else(|| anyhow!("node {} is not running", self.servers[i].id))?;
-        let pid = Pid::from_raw(i32::try_from(child.id())?);
-        kill(pid, signal).with_context(|| format!("cannot send {signal} to node {}", i + 1))
-    }
-
-    /// Waits (bounded) for server `i` to exit; returns its exit status text.
-    async fn wait_exit(&mut self, i: usize, timeout: Duration) -> anyhow::Result<String> {
-        let deadline = Instant::now() + timeout;
-        let id = self.servers[i].id;
-        let child =
-            self.servers[i].child.as_mut().ok_or_else(|| anyhow!("node {id} is not running"))?;
-        loop {
-            if let Some(status) = child.try_wait()? {
-                self.servers[i].child = None;
-                return Ok(status.to_string());
-            }
-            if Instant::now() > deadline {
-                bail!("node {id} did not exit within {timeout:?}");
-            }
-            sleep(Duration::from_millis(5)).await;
-        }
-    }
-
-    /// The last lines of every server's log, for error reports.
-    fn log_tails(&self) -> String {
-        let mut out = String::new();
-        for s in &self.servers {
-            let Ok(f) = File::open(&s.log) else { continue };
-            let lines: Vec<String> = BufReader::new(f).lines().map_while(Result::ok).collect();
-            out.push_str(&format!("--- node {} ({}) ---\n", s.id, s.log.display()));
-            for l in &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..] {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        out
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for s in &mut self.servers {
-            if let Some(mut child) = s.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-        // `dir` (a TempDir) is removed after this, with every data directory and log.
-        let _ = self.dir.path();
-    }
-}
-
-/// Distinct free loopback ports: all listeners are held until every port is picked.
-fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .context("cannot find free loopback ports")?;
-    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
-}
-
-/// Statuses of the given servers (None for those that do not answer), polled concurrently.
-async fn poll(client: &Client, endpoints: &[String], timeout: Duration) -> Vec<Option<StatusBody>> {
-    futures_util::future::join_all(
-        endpoints.iter().map(|e| async move { client.status_within(e, timeout).await.ok() }),
-    )
-    .await
 }
 
 /// The live view: prints a line whenever any node's role, term or leader changes.
@@ -284,7 +112,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if !(MIN_NODES..=tenure_core::MAX_VOTERS).contains(&args.nodes) {
         bail!("--nodes must be between {MIN_NODES} and {}", tenure_core::MAX_VOTERS);
     }
-    let mut cluster = Cluster::new(&args)?;
+    let mut cluster = TenureCluster::new(&TenureSettings {
+        nodes: args.nodes,
+        heartbeat_ms: args.heartbeat_ms,
+        election_timeout_ms: args.election_timeout_ms,
+        dir_prefix: "tenure-demo-",
+        cluster_id: "tenure-demo",
+    })?;
     let started = Instant::now();
     let script = script(&mut cluster, &args, started);
     let outcome = match args.duration {
@@ -325,7 +159,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The demo proper: election, crash failover, rejoin, transfer, graceful stop.
-async fn script(cluster: &mut Cluster, args: &DemoArgs, started: Instant) -> anyhow::Result<()> {
+async fn script(
+    cluster: &mut TenureCluster,
+    args: &DemoArgs,
+    started: Instant,
+) -> anyhow::Result<()> {
     let client = Client::default();
     let n = cluster.servers.len();
     let endpoints: Vec<String> = (0..n).map(|i| cluster.endpoint(i)).collect();

@@ -4,10 +4,12 @@
 #![warn(missing_docs)]
 
 mod api;
+mod bench;
 mod client;
 mod config;
 mod demo;
 mod http;
+mod local_cluster;
 mod logging;
 mod metrics;
 mod rest;
@@ -38,6 +40,11 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run the deterministic simulator against the real election core.
     Sim(tenure_sim::cli::SimArgs),
+    /// Measure failover latency (optionally against etcd) or soak a cluster under CPU load.
+    Bench(bench::BenchArgs),
+    /// CPU burner for `tenure bench soak` (internal).
+    #[command(hide = true)]
+    Burn(bench::soak::BurnArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +56,8 @@ fn main() -> ExitCode {
         Command::Watch(args) => block_on(client::watch(args)),
         Command::Transfer(args) => block_on(client::transfer(args)),
         Command::Demo(args) => block_on(demo::run(args)),
+        Command::Bench(args) => block_on(bench::run(args)),
+        Command::Burn(args) => return bench::soak::burn(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,251 @@
+//! A local etcd cluster (the `etcd` binary on the PATH) with the same timings,
+//! observed through its JSON gateway: `POST /v3/maintenance/status {}`.
+
+use super::fetch::Fetch;
+use super::system::{System, View};
+use crate::local_cluster::{free_ports, temp_dir, Proc, LOG_TAIL_LINES};
+use anyhow::{bail, Context};
+use hyper::Method;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+use tokio::time::{sleep, Instant};
+
+/// How to install etcd when it is missing.
+pub const INSTALL_HINT: &str = "apt-get install etcd-server (Debian; etcd 3.4)";
+/// How long a started cluster may take until every member reports its own id.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+/// Pause between attempts while the members start.
+const STARTUP_POLL: Duration = Duration::from_millis(50);
+/// Timeout of one status request while waiting for start-up.
+const STARTUP_REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The parts of etcd's status answer the benchmark reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EtcdStatus {
+    /// The answering member's id.
+    pub member_id: u64,
+    /// The leader it knows of (None when etcd reports 0).
+    pub leader: Option<u64>,
+    /// Its raft term.
+    pub term: u64,
+}
+
+#[derive(Deserialize)]
+struct RawHeader {
+    member_id: String,
+    #[serde(default)]
+    raft_term: Option<String>,
+}
+
+// The gRPC gateway writes uint64 as decimal strings and may omit zero values.
+#[derive(Deserialize)]
+struct RawStatus {
+    header: RawHeader,
+    #[serde(default)]
+    leader: Option<String>,
+    #[serde(default, rename = "raftTerm")]
+    raft_term: Option<String>,
+}
+
+/// Parses the JSON of `POST /v3/maintenance/status`.
+pub fn parse_status(body: &[u8]) -> anyhow::Result<EtcdStatus> {
+    let raw: RawStatus = serde_json::from_slice(body).context("not an etcd status answer")?;
+    let num = |s: &str| s.parse::<u64>().with_context(|| format!("not a number: {s:?}"));
+    let member_id = num(&raw.header.member_id)?;
+    let leader = match raw.leader.as_deref() {
+        None | Some("0") => None,
+        Some(l) => Some(num(l)?),
+    };
+    let term = match raw.raft_term.or(raw.header.raft_term) {
+        Some(t) => num(&t)?,
+        None => 0,
+    };
+    Ok(EtcdStatus { member_id, leader, term })
+}
+
+/// Whether `etcd` is on the PATH.
+pub fn available() -> bool {
+    Command::new("etcd").arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+/// One etcd member.
+struct Member {
+    name: String,
+    client_port: u16,
+    data_dir: PathBuf,
+    proc: Proc,
+}
+
+/// A local etcd cluster; dropping it kills the members and removes their data.
+pub struct Etcd {
+    members: Vec<Member>,
+    initial_cluster: String,
+    heartbeat_ms: u64,
+    election_timeout_ms: u64,
+    pre_vote: bool,
+    /// Member ids by index, learnt once the members answer.
+    ids: Vec<u64>,
+    fetch: Fetch,
+    // Declared last: removed after the members are dead.
+    dir: tempfile::TempDir,
+}
+
+impl Etcd {
+    /// Starts `nodes` members with etcd's own flags for the same timings and
+    /// waits until each answers with its member id.
+    pub async fn start_all(
+        nodes: usize,
+        heartbeat_ms: u64,
+        election_timeout_ms: u64,
+        pre_vote: bool,
+    ) -> anyhow::Result<Self> {
+        let dir = temp_dir("tenure-bench-etcd-")?;
+        let ports = free_ports(2 * nodes)?;
+        let members: Vec<Member> = (0..nodes)
+            .map(|i| Member {
+                name: format!("n{}", i + 1),
+                client_port: ports[2 * i + 1],
+                data_dir: dir.path().join(format!("n{}", i + 1)),
+                proc: Proc::new(
+                    format!("etcd n{}", i + 1),
+                    dir.path().join(format!("n{}.log", i + 1)),
+                ),
+            })
+            .collect();
+        let initial_cluster = (0..nodes)
+            .map(|i| format!("n{}=http://127.0.0.1:{}", i + 1, ports[2 * i]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut etcd = Etcd {
+            members,
+            initial_cluster,
+            heartbeat_ms,
+            election_timeout_ms,
+            pre_vote,
+            ids: Vec::new(),
+            fetch: Fetch::default(),
+            dir,
+        };
+        for i in 0..nodes {
+            etcd.start(i)?;
+        }
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        for i in 0..nodes {
+            loop {
+                if let Ok(s) = etcd.status(i, STARTUP_REQUEST_TIMEOUT).await {
+                    etcd.ids.push(s.member_id);
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "etcd member {} did not answer within {STARTUP_TIMEOUT:?}\n{}",
+                        i + 1,
+                        etcd.log_tails()
+                    );
+                }
+                sleep(STARTUP_POLL).await;
+            }
+        }
+        Ok(etcd)
+    }
+
+    fn peer_url(&self, i: usize) -> String {
+        // The peer URL is the i-th entry of the initial cluster.
+        let entry = self.initial_cluster.split(',').nth(i).unwrap_or_default();
+        entry.split_once('=').map(|(_, u)| u.to_string()).unwrap_or_default()
+    }
+
+    fn client_url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.members[i].client_port)
+    }
+
+    async fn status(&self, i: usize, timeout: Duration) -> anyhow::Result<EtcdStatus> {
+        let url = format!("{}/v3/maintenance/status", self.client_url(i));
+        let (code, body) = self.fetch.send(Method::POST, &url, Some("{}"), timeout).await?;
+        if !code.is_success() {
+            bail!("{url}: HTTP {code}");
+        }
+        parse_status(&body)
+    }
+}
+
+impl System for Etcd {
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+
+    fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    async fn view(&self, i: usize, timeout: Duration) -> Option<View> {
+        let s = self.status(i, timeout).await.ok()?;
+        let leader = s.leader.and_then(|l| self.ids.iter().position(|&id| id == l));
+        Some(View { leader, term: s.term, is_leader: s.leader == Some(s.member_id) })
+    }
+
+    async fn elections(&self, _i: usize) -> Option<u64> {
+        // etcd exports no count of elections started; rounds come from terms.
+        None
+    }
+
+    fn start(&mut self, i: usize) -> anyhow::Result<()> {
+        let m = &self.members[i];
+        let peer = self.peer_url(i);
+        let client = self.client_url(i);
+        let mut c = Command::new("etcd");
+        c.args(["--name", &m.name])
+            .arg("--data-dir")
+            .arg(&m.data_dir)
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--initial-cluster", &self.initial_cluster])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", "tenure-bench"])
+            .args(["--heartbeat-interval", &self.heartbeat_ms.to_string()])
+            .args(["--election-timeout", &self.election_timeout_ms.to_string()]);
+        if self.pre_vote {
+            c.arg("--pre-vote");
+        }
+        self.members[i].proc.spawn(c)
+    }
+
+    fn proc(&mut self, i: usize) -> &mut Proc {
+        &mut self.members[i].proc
+    }
+
+    fn log_tails(&self) -> String {
+        let _ = self.dir.path();
+        self.members.iter().map(|m| m.proc.log_tail(LOG_TAIL_LINES)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_real_status_answer() {
+        // Captured from etcd 3.4.23.
+        let body = br#"{"header":{"cluster_id":"15118495548433857066","member_id":"13668033151171901709","revision":"1","raft_term":"2"},"version":"3.4.23","dbSize":"20480","leader":"13668033151171901709","raftIndex":"4","raftTerm":"2","raftAppliedIndex":"4","dbSizeInUse":"16384"}"#;
+        let s = parse_status(body).unwrap();
+        assert_eq!(s.member_id, 13668033151171901709);
+        assert_eq!(s.leader, Some(13668033151171901709));
+        assert_eq!(s.term, 2);
+    }
+
+    #[test]
+    fn no_leader_and_missing_fields() {
+        let s =
+            parse_status(br#"{"header":{"member_id":"7","raft_term":"5"},"leader":"0"}"#).unwrap();
+        assert_eq!(s, EtcdStatus { member_id: 7, leader: None, term: 5 });
+        let s = parse_status(br#"{"header":{"member_id":"7"}}"#).unwrap();
+        assert_eq!(s, EtcdStatus { member_id: 7, leader: None, term: 0 });
+        assert!(parse_status(br#"{"header":{"member_id":"x"}}"#).is_err());
+        assert!(parse_status(b"404 page not found").is_err());
+    }
+}

@@ -1,0 +1,395 @@
+//! `tenure bench`: failover latency of real server processes (optionally side
+//! by side with etcd), and a soak under CPU load that counts leader changes.
+//!
+//! - [`failover`]: one trial (stable leader, kill, detect, rejoin), the same
+//!   for every system;
+//! - [`system`] and [`etcd`]: the systems under test behind one interface;
+//! - [`stats`]: percentiles, CDFs, split-vote arithmetic;
+//! - [`plot`]: the CDF chart; [`soak`]: the soak and its CPU burner;
+//! - [`fetch`]: raw HTTP for `/metrics` and etcd's gateway.
+
+mod etcd;
+mod failover;
+mod fetch;
+mod plot;
+pub mod soak;
+mod stats;
+mod system;
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use failover::{trial, Stop, Timing, Trial, DETECT_POLL};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use stats::{one_round_fraction, split_votes, summarize, Summary};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use system::{System, Tenure};
+
+/// Fewest nodes: with two, losing one leaves no majority to fail over to.
+const MIN_NODES: usize = 3;
+/// Most trials in one run (each takes a few election timeouts).
+const MAX_TRIALS: usize = 10_000;
+/// Exit code when `--compare etcd` is asked for and etcd is not installed.
+const EXIT_NO_ETCD: u8 = 3;
+/// Exit code after Ctrl-C (128 + SIGINT), as shells report it.
+const EXIT_INTERRUPTED: u8 = 130;
+/// The failover goal above the election timeout: this many ms, or a tenth
+/// of the timeout when that is less (1000 ms -> 1020 ms, 100 ms -> 110 ms).
+const GOAL_SLACK_MS: f64 = 20.0;
+/// The graceful-handover goal (p99), ms.
+const GOAL_GRACEFUL_MS: f64 = 10.0;
+/// The share of failovers that must take one election round.
+const GOAL_ONE_ROUND: f64 = 0.99;
+
+/// Flags of `tenure bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Kill the leader of a local cluster repeatedly and measure each failover.
+    Failover(FailoverArgs),
+    /// Run a healthy cluster under CPU load and count leader changes.
+    Soak(soak::SoakArgs),
+}
+
+/// Flags of `tenure bench failover`.
+#[derive(Args, Debug)]
+pub struct FailoverArgs {
+    /// Nodes per cluster (at least 3).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    nodes: usize,
+    /// Failovers to measure (per system).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    trials: usize,
+    /// Heartbeat interval, in milliseconds (etcd: --heartbeat-interval).
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    heartbeat_ms: u64,
+    /// Election timeout, in milliseconds (etcd: --election-timeout).
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    election_timeout_ms: u64,
+    /// Stop the leader with SIGTERM (a graceful handover) instead of SIGKILL.
+    #[arg(long)]
+    graceful: bool,
+    /// Also run the same trials against a local etcd cluster, interleaved.
+    #[arg(long, value_name = "SYSTEM", value_parser = ["etcd"])]
+    compare: Option<String>,
+    /// Start etcd with --pre-vote (off by default, as in etcd 3.4).
+    #[arg(long)]
+    etcd_pre_vote: bool,
+    /// With --compare etcd: when etcd is not installed, warn and measure tenure
+    /// alone instead of failing.
+    #[arg(long)]
+    allow_missing_etcd: bool,
+    /// Write the latency CDF of each system to this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `tenure bench`.
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        BenchCommand::Failover(a) => run_failover(a).await,
+        BenchCommand::Soak(a) => soak::run(a).await,
+    }
+}
+
+/// One system's results.
+#[derive(Debug, Serialize)]
+struct SystemReport {
+    system: &'static str,
+    failover_ms: Option<Summary>,
+    /// Failovers decided in one election round (term + 1), 0..=1.
+    one_round_fraction: Option<f64>,
+    /// Rounds that produced no leader, over all failovers.
+    split_votes: u64,
+    /// Mean elections started per failover (tenure's counter; null for etcd).
+    elections_per_failover: Option<f64>,
+    /// Rejoins during which the term changed.
+    rejoins_disturbed: usize,
+    /// Mean period of each survivor's poll loop, ms.
+    poll_period_ms: f64,
+    /// Mean round trip of one poll, ms.
+    poll_rtt_ms: f64,
+    trials: Vec<Trial>,
+}
+
+impl SystemReport {
+    fn new(system: &'static str, trials: Vec<Trial>) -> Self {
+        let ms: Vec<f64> = trials.iter().map(|t| t.failover_ms).collect();
+        let deltas: Vec<u64> =
+            trials.iter().map(|t| t.term_after.saturating_sub(t.term_before)).collect();
+        let elections: Option<Vec<u64>> = trials.iter().map(|t| t.elections).collect();
+        let n = trials.len().max(1) as f64;
+        SystemReport {
+            system,
+            failover_ms: summarize(&ms),
+            one_round_fraction: one_round_fraction(&deltas),
+            split_votes: trials.iter().map(|t| split_votes(t.term_before, t.term_after)).sum(),
+            elections_per_failover: elections
+                .filter(|e| !e.is_empty())
+                .map(|e| e.iter().sum::<u64>() as f64 / e.len() as f64),
+            rejoins_disturbed: trials.iter().filter(|t| t.rejoin_disturbed).count(),
+            poll_period_ms: trials.iter().map(|t| t.poll_period_ms).sum::<f64>() / n,
+            poll_rtt_ms: trials.iter().map(|t| t.poll_rtt_ms).sum::<f64>() / n,
+            trials,
+        }
+    }
+}
+
+/// The whole run, as printed with --json.
+#[derive(Debug, Serialize)]
+struct FailoverReport {
+    stop: Stop,
+    nodes: usize,
+    heartbeat_ms: u64,
+    election_timeout_ms: u64,
+    detector: String,
+    systems: Vec<SystemReport>,
+    goals: Vec<Goal>,
+}
+
+/// A goal of the issue and whether this run met it.
+#[derive(Debug, Serialize)]
+struct Goal {
+    what: String,
+    target: String,
+    measured: String,
+    met: bool,
+}
+
+fn goals(stop: Stop, timing_ms: (u64, u64), r: &SystemReport) -> Vec<Goal> {
+    let Some(s) = r.failover_ms else { return Vec::new() };
+    let mut out = Vec::new();
+    match stop {
+        Stop::Kill => {
+            let t = timing_ms.1 as f64;
+            let limit = t + GOAL_SLACK_MS.min(t / 10.0);
+            out.push(Goal {
+                what: format!("{} crash failover p99", r.system),
+                target: format!("<= {limit:.0} ms"),
+                measured: format!("{:.1} ms", s.p99),
+                met: s.p99 <= limit,
+            });
+            if let Some(f) = r.one_round_fraction {
+                out.push(Goal {
+                    what: format!("{} failovers in one election round", r.system),
+                    target: format!(">= {:.0}%", GOAL_ONE_ROUND * 100.0),
+                    measured: format!("{:.1}%", f * 100.0),
+                    met: f >= GOAL_ONE_ROUND,
+                });
+            }
+        }
+        Stop::Graceful => out.push(Goal {
+            what: format!("{} graceful handover p99", r.system),
+            target: format!("< {GOAL_GRACEFUL_MS:.0} ms"),
+            measured: format!("{:.1} ms", s.p99),
+            met: s.p99 < GOAL_GRACEFUL_MS,
+        }),
+    }
+    out
+}
+
+async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
+    if !(MIN_NODES..=tenure_core::MAX_VOTERS).contains(&args.nodes) {
+        bail!("--nodes must be between {MIN_NODES} and {}", tenure_core::MAX_VOTERS);
+    }
+    if !(1..=MAX_TRIALS).contains(&args.trials) {
+        bail!("--trials must be between 1 and {MAX_TRIALS}");
+    }
+    let mut with_etcd = args.compare.is_some();
+    if with_etcd && !etcd::available() {
+        if args.allow_missing_etcd {
+            eprintln!(
+                "warning: etcd is not on the PATH ({}); measuring tenure alone",
+                etcd::INSTALL_HINT
+            );
+            with_etcd = false;
+        } else {
+            eprintln!(
+                "error: --compare etcd needs the `etcd` binary on the PATH; install it with: {}\n\
+                 (or pass --allow-missing-etcd to measure tenure alone)",
+                etcd::INSTALL_HINT
+            );
+            return Ok(ExitCode::from(EXIT_NO_ETCD));
+        }
+    }
+    let stop = if args.graceful { Stop::Graceful } else { Stop::Kill };
+    let timing = Timing {
+        heartbeat: Duration::from_millis(args.heartbeat_ms),
+        election_timeout: Duration::from_millis(args.election_timeout_ms),
+    };
+
+    // Both clusters run for the whole run, so interleaved trials see the same machine.
+    let mut tenure = Tenure::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms)?;
+    let mut etcd = match with_etcd {
+        true => Some(
+            etcd::Etcd::start_all(
+                args.nodes,
+                args.heartbeat_ms,
+                args.election_timeout_ms,
+                args.etcd_pre_vote,
+            )
+            .await?,
+        ),
+        false => None,
+    };
+
+    let systems = if etcd.is_some() { 2 } else { 1 };
+    let bar = ProgressBar::new((args.trials * systems) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix("failover trials");
+
+    let mut tenure_trials = Vec::new();
+    let mut etcd_trials = Vec::new();
+    let measured = async {
+        for k in 0..args.trials {
+            let t = trial(&mut tenure, stop, timing).await.map_err(|e| with_logs(e, &tenure))?;
+            bar.set_message(format!("tenure {:.0} ms", t.failover_ms));
+            bar.inc(1);
+            tenure_trials.push(t);
+            if let Some(e) = etcd.as_mut() {
+                let t = trial(e, stop, timing).await.map_err(|err| with_logs(err, e))?;
+                bar.set_message(format!("etcd {:.0} ms", t.failover_ms));
+                bar.inc(1);
+                etcd_trials.push(t);
+            }
+            let _ = k;
+        }
+        anyhow::Ok(())
+    };
+    let outcome = tokio::select! {
+        r = measured => r,
+        _ = tokio::signal::ctrl_c() => {
+            bar.abandon_with_message("interrupted; stopping the clusters");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+    };
+    bar.finish_and_clear();
+    drop(etcd);
+    drop(tenure);
+    outcome?;
+
+    let mut reports = vec![SystemReport::new("tenure", tenure_trials)];
+    if with_etcd {
+        reports.push(SystemReport::new("etcd", etcd_trials));
+    }
+    let goals = goals(stop, (args.heartbeat_ms, args.election_timeout_ms), &reports[0]);
+    let report = FailoverReport {
+        stop,
+        nodes: args.nodes,
+        heartbeat_ms: args.heartbeat_ms,
+        election_timeout_ms: args.election_timeout_ms,
+        detector: format!(
+            "every survivor polled on its own loop every {} ms (tenure GET /v1/status, etcd POST /v3/maintenance/status); \
+             the first survivor that reports itself leader of a newer term ends the measurement",
+            DETECT_POLL.as_millis()
+        ),
+        systems: reports,
+        goals,
+    };
+    if let Some(path) = &args.plot {
+        let title = format!(
+            "{} failover, {} nodes, heartbeat {} ms / election timeout {} ms",
+            if args.graceful { "SIGTERM" } else { "SIGKILL" },
+            args.nodes,
+            args.heartbeat_ms,
+            args.election_timeout_ms
+        );
+        let series: Vec<(String, Vec<f64>)> = report
+            .systems
+            .iter()
+            .map(|s| (s.system.to_string(), s.trials.iter().map(|t| t.failover_ms).collect()))
+            .collect();
+        plot::write_cdf(path, &title, &series)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report, args.plot.as_deref());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn with_logs<S: System>(e: anyhow::Error, sys: &S) -> anyhow::Error {
+    e.context(format!("{} trial failed; server logs:\n{}", sys.name(), sys.log_tails()))
+}
+
+fn print_text(r: &FailoverReport, plot: Option<&std::path::Path>) {
+    println!(
+        "{} failover, {} nodes, heartbeat {} ms, election timeout {} ms",
+        match r.stop {
+            Stop::Kill => "SIGKILL",
+            Stop::Graceful => "SIGTERM (graceful)",
+        },
+        r.nodes,
+        r.heartbeat_ms,
+        r.election_timeout_ms
+    );
+    println!("detector: {}", r.detector);
+    println!(
+        "{:<8} {:>6} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>9} {:>9} {:>15}",
+        "SYSTEM",
+        "TRIALS",
+        "P50 MS",
+        "P90 MS",
+        "P99 MS",
+        "MAX MS",
+        "ONE-ROUND",
+        "SPLIT VOTES",
+        "ELECT/FO",
+        "REJOIN!",
+        "POLL PERIOD/RTT"
+    );
+    for s in &r.systems {
+        let Some(m) = s.failover_ms else { continue };
+        println!(
+            "{:<8} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1}% {:>11} {:>9} {:>9} {:>15}",
+            s.system,
+            m.count,
+            m.p50,
+            m.p90,
+            m.p99,
+            m.max,
+            s.one_round_fraction.unwrap_or(0.0) * 100.0,
+            s.split_votes,
+            s.elections_per_failover.map_or("-".to_string(), |e| format!("{e:.2}")),
+            s.rejoins_disturbed,
+            format!("{:.2}/{:.2} ms", s.poll_period_ms, s.poll_rtt_ms)
+        );
+    }
+    if let [t, e] = &r.systems[..] {
+        if let (Some(t), Some(e)) = (t.failover_ms, e.failover_ms) {
+            println!(
+                "etcd / tenure: p50 {:.2}x, p99 {:.2}x, max {:.2}x",
+                e.p50 / t.p50,
+                e.p99 / t.p99,
+                e.max / t.max
+            );
+        }
+    }
+    for g in &r.goals {
+        println!(
+            "goal: {} {} — measured {} — {}",
+            g.what,
+            g.target,
+            g.measured,
+            if g.met { "MET" } else { "MISSED" }
+        );
+    }
+    if let Some(p) = plot {
+        println!("CDF written to {}", p.display());
+    }
+}

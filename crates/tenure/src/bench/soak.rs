@@ -1,0 +1,357 @@
+//! `tenure bench soak`: a healthy cluster while every core is kept busy by a
+//! CPU burner (the hidden `tenure burn`, a child process), watched through
+//! `/v1/watch` on every node; counts leader changes, which should be zero.
+
+use super::failover::{wait_stable, Timing};
+use super::fetch::{metric_value, Fetch};
+use super::system::{System, Tenure};
+use crate::api::LeadershipBody;
+use crate::local_cluster::{temp_dir, Proc};
+use crate::rest::Client;
+use anyhow::{bail, Context};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::{sleep, Instant};
+
+/// Longest soak accepted, in minutes.
+const MAX_MINUTES: f64 = 24.0 * 60.0;
+/// Events buffered between the watch streams and the tally.
+const EVENT_QUEUE: usize = 4096;
+/// Pause before a broken watch stream is reopened.
+const WATCH_RETRY: Duration = Duration::from_millis(20);
+/// How often the progress bar is refreshed.
+const PROGRESS_TICK: Duration = Duration::from_millis(500);
+/// How often the burner checks that its parent is still alive.
+const BURN_PARENT_CHECK: Duration = Duration::from_millis(500);
+/// The burner exits by itself this long after the soak should have ended.
+const BURN_GRACE_S: u64 = 60;
+/// Timeout of a final `/metrics` scrape.
+const METRICS_TIMEOUT: Duration = Duration::from_secs(2);
+/// Exit code after Ctrl-C (128 + SIGINT).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Flags of `tenure bench soak`.
+#[derive(Args, Debug)]
+pub struct SoakArgs {
+    /// How long to run, in minutes (fractions allowed).
+    #[arg(long, default_value_t = 10.0, value_name = "M")]
+    minutes: f64,
+    /// Nodes in the cluster.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    nodes: usize,
+    /// Heartbeat interval, in milliseconds.
+    #[arg(long, default_value_t = 10, value_name = "MS")]
+    heartbeat_ms: u64,
+    /// Election timeout, in milliseconds.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    election_timeout_ms: u64,
+    /// Spinning threads of the CPU burner [default: one per core]; 0 runs without load.
+    #[arg(long, value_name = "N")]
+    burn_threads: Option<usize>,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Flags of the hidden `tenure burn`.
+#[derive(Args, Debug)]
+pub struct BurnArgs {
+    /// Spinning threads.
+    #[arg(long)]
+    threads: usize,
+    /// Exit after this many seconds at the latest.
+    #[arg(long)]
+    max_seconds: u64,
+}
+
+/// `tenure burn`: spins `threads` threads at normal priority until
+/// `max_seconds` pass or its parent goes away.
+pub fn burn(args: BurnArgs) -> ExitCode {
+    let parent = std::os::unix::process::parent_id();
+    for _ in 0..args.threads {
+        std::thread::spawn(|| {
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        });
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(args.max_seconds);
+    // Reparented (the bench died without cleaning up) or out of time: stop.
+    while std::os::unix::process::parent_id() == parent && std::time::Instant::now() < deadline {
+        std::thread::sleep(BURN_PARENT_CHECK);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The soak's findings.
+#[derive(Debug, Default, Serialize, PartialEq)]
+pub struct Tally {
+    /// Changes of (leader, term) after the first leader seen.
+    pub leader_changes: u64,
+    /// First and last term seen with a leader.
+    pub first_term: Option<u64>,
+    /// Last term seen.
+    pub last_term: u64,
+    /// Longest time no node said it leads, ms.
+    pub longest_leaderless_ms: f64,
+    /// Leadership events received.
+    pub events: u64,
+    /// Events lost because the queue was full.
+    pub dropped_events: u64,
+}
+
+/// Folds each node's latest watch event into the tally.
+struct Tracker {
+    latest: Vec<Option<LeadershipBody>>,
+    current: Option<(u64, u64)>,
+    leaderless_since: Option<Instant>,
+    tally: Tally,
+}
+
+impl Tracker {
+    fn new(nodes: usize) -> Self {
+        Tracker {
+            latest: vec![None; nodes],
+            current: None,
+            leaderless_since: None,
+            tally: Tally::default(),
+        }
+    }
+
+    /// The leader of the highest term among nodes that say they lead.
+    fn claimed(&self) -> Option<(u64, u64)> {
+        self.latest
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| {
+                e.as_ref().filter(|e| e.role == "leader").map(|e| (i as u64 + 1, e.term))
+            })
+            .max_by_key(|&(_, term)| term)
+    }
+
+    fn observe(&mut self, node: usize, event: LeadershipBody, at: Instant) {
+        self.tally.events += 1;
+        self.tally.last_term = self.tally.last_term.max(event.term);
+        self.latest[node] = Some(event);
+        match self.claimed() {
+            Some(c) => {
+                if let Some(since) = self.leaderless_since.take() {
+                    let gap = (at - since).as_secs_f64() * 1000.0;
+                    self.tally.longest_leaderless_ms = self.tally.longest_leaderless_ms.max(gap);
+                }
+                if self.current.is_some_and(|cur| cur != c) {
+                    self.tally.leader_changes += 1;
+                }
+                self.tally.first_term.get_or_insert(c.1);
+                self.current = Some(c);
+            }
+            None => {
+                if self.current.is_some() && self.leaderless_since.is_none() {
+                    self.leaderless_since = Some(at);
+                }
+            }
+        }
+    }
+}
+
+/// The soak's report.
+#[derive(Debug, Serialize)]
+struct SoakReport {
+    minutes: f64,
+    nodes: usize,
+    heartbeat_ms: u64,
+    election_timeout_ms: u64,
+    burn_threads: usize,
+    tally: Tally,
+    /// Sum over nodes of `tenure_leader_changes_total` gained during the soak.
+    metric_leader_changes: Option<u64>,
+    /// Sum over nodes of `tenure_elections_started_total` gained during the soak.
+    metric_elections: Option<u64>,
+}
+
+async fn counter_sum(tenure: &Tenure, nodes: usize, name: &str) -> Option<u64> {
+    let fetch = Fetch::default();
+    let mut sum = 0;
+    for i in 0..nodes {
+        let text = fetch
+            .get_text(&format!("{}/metrics", tenure.endpoint(i)), METRICS_TIMEOUT)
+            .await
+            .ok()?;
+        sum += metric_value(&text, name)? as u64;
+    }
+    Some(sum)
+}
+
+/// Runs `tenure bench soak`.
+pub async fn run(args: SoakArgs) -> anyhow::Result<ExitCode> {
+    if !(args.minutes > 0.0 && args.minutes <= MAX_MINUTES) {
+        bail!("--minutes must be above 0 and at most {MAX_MINUTES}");
+    }
+    let threads = match args.burn_threads {
+        Some(n) => n,
+        None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+    };
+    let duration = Duration::from_secs_f64(args.minutes * 60.0);
+    let timing = Timing {
+        heartbeat: Duration::from_millis(args.heartbeat_ms),
+        election_timeout: Duration::from_millis(args.election_timeout_ms),
+    };
+    let tenure = Tenure::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms)?;
+    let all: Vec<usize> = (0..args.nodes).collect();
+    wait_stable(&tenure, &all, timing).await.context("the cluster did not elect a leader")?;
+    let changes_before = counter_sum(&tenure, args.nodes, "tenure_leader_changes_total").await;
+    let elections_before = counter_sum(&tenure, args.nodes, "tenure_elections_started_total").await;
+
+    // The burner: a child process, killed on drop like the servers.
+    let burn_dir = temp_dir("tenure-bench-burn-")?;
+    let mut burner = Proc::new("cpu burner".into(), burn_dir.path().join("burn.log"));
+    if threads > 0 {
+        let mut c = Command::new(std::env::current_exe()?);
+        c.arg("burn")
+            .args(["--threads", &threads.to_string()])
+            .args(["--max-seconds", &(duration.as_secs() + BURN_GRACE_S).to_string()]);
+        burner.spawn(c)?;
+    }
+
+    let (tx, mut rx) = mpsc::channel::<(usize, LeadershipBody, Instant)>(EVENT_QUEUE);
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut watchers = Vec::new();
+    for i in 0..args.nodes {
+        let (tx, endpoint, dropped) = (tx.clone(), tenure.endpoint(i).to_string(), dropped.clone());
+        watchers.push(AbortOnDrop(tokio::spawn(async move {
+            let client = Client::default();
+            loop {
+                let _ = client
+                    .watch(&endpoint, |e| {
+                        if tx.try_send((i, e, Instant::now())).is_err() {
+                            dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        true
+                    })
+                    .await;
+                sleep(WATCH_RETRY).await;
+            }
+        })));
+    }
+    drop(tx);
+
+    let bar = ProgressBar::new(duration.as_secs().max(1));
+    bar.set_style(
+        ProgressStyle::with_template("soak [{bar:30}] {pos}/{len} s {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut tracker = Tracker::new(args.nodes);
+    let started = Instant::now();
+    let end = started + duration;
+    let mut tick = tokio::time::interval(PROGRESS_TICK);
+    let interrupted = loop {
+        tokio::select! {
+            Some((i, e, at)) = rx.recv() => tracker.observe(i, e, at),
+            _ = tick.tick() => {
+                bar.set_position(started.elapsed().as_secs());
+                bar.set_message(format!(
+                    "leader changes {}, term {}, longest gap {:.0} ms",
+                    tracker.tally.leader_changes, tracker.tally.last_term, tracker.tally.longest_leaderless_ms
+                ));
+            }
+            _ = tokio::time::sleep_until(end) => break false,
+            _ = tokio::signal::ctrl_c() => break true,
+        }
+    };
+    bar.finish_and_clear();
+    drop(burner);
+    drop(watchers);
+    if interrupted {
+        eprintln!("interrupted; stopping the cluster");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    let changes_after = counter_sum(&tenure, args.nodes, "tenure_leader_changes_total").await;
+    let elections_after = counter_sum(&tenure, args.nodes, "tenure_elections_started_total").await;
+    let mut tally = tracker.tally;
+    tally.dropped_events = dropped.load(std::sync::atomic::Ordering::Relaxed);
+    let report = SoakReport {
+        minutes: args.minutes,
+        nodes: args.nodes,
+        heartbeat_ms: args.heartbeat_ms,
+        election_timeout_ms: args.election_timeout_ms,
+        burn_threads: threads,
+        tally,
+        metric_leader_changes: changes_before.zip(changes_after).map(|(b, a)| a.saturating_sub(b)),
+        metric_elections: elections_before.zip(elections_after).map(|(b, a)| a.saturating_sub(b)),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let t = &report.tally;
+        println!(
+            "soak: {} min, {} nodes, heartbeat {} ms, election timeout {} ms, {} burner threads",
+            report.minutes, report.nodes, report.heartbeat_ms, report.election_timeout_ms, threads
+        );
+        println!(
+            "leader changes {} (goal 0: {}), terms {}..{}, longest leaderless gap {:.1} ms, \
+             {} events ({} dropped); /metrics: leader changes seen {:?} (summed over nodes), elections started {:?}",
+            t.leader_changes,
+            if t.leader_changes == 0 { "MET" } else { "MISSED" },
+            t.first_term.unwrap_or(0),
+            t.last_term,
+            t.longest_leaderless_ms,
+            t.events,
+            t.dropped_events,
+            report.metric_leader_changes,
+            report.metric_elections
+        );
+        if t.leader_changes > 0 {
+            println!("server logs (role changes with reasons):\n{}", tenure.log_tails());
+        }
+    }
+    drop(tenure);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(leader: Option<u64>, term: u64, role: &str) -> LeadershipBody {
+        LeadershipBody { leader, term, fencing_token: leader.map(|_| term), role: role.into() }
+    }
+
+    #[test]
+    fn a_stable_leader_is_no_change_and_a_failover_is_one_with_its_gap() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut t = Tracker::new(3);
+        t.observe(0, ev(Some(1), 2, "leader"), ms(0));
+        t.observe(1, ev(Some(1), 2, "follower"), ms(1));
+        t.observe(2, ev(Some(1), 2, "follower"), ms(1));
+        // Repeated views of the same leader are not changes.
+        t.observe(1, ev(Some(1), 2, "follower"), ms(5));
+        assert_eq!(t.tally.leader_changes, 0);
+        // Node 1 loses leadership; 40 ms later node 2 leads term 3.
+        t.observe(0, ev(None, 2, "follower"), ms(100));
+        t.observe(1, ev(None, 3, "candidate"), ms(120));
+        t.observe(1, ev(Some(2), 3, "leader"), ms(140));
+        assert_eq!(t.tally.leader_changes, 1);
+        assert_eq!(t.tally.first_term, Some(2));
+        assert_eq!(t.tally.last_term, 3);
+        assert!((t.tally.longest_leaderless_ms - 40.0).abs() < 1e-9);
+        // A deposed leader that still says it leads a lower term does not hide the new one.
+        t.observe(0, ev(Some(1), 2, "leader"), ms(150));
+        assert_eq!(t.tally.leader_changes, 1);
+    }
+}
