@@ -1,2 +1,94 @@
-//! `tenure-faults`: randomized fault runs (work in progress).
-fn main() {}
+//! `tenure-faults`: run the fault scenarios or a randomized fault run
+//! against real `tenure server` processes in network namespaces (root only).
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use std::time::Duration;
+use tenure_faults::{random, scenarios, skip};
+
+#[derive(Parser)]
+#[command(about = "Fault tests of tenure servers in network namespaces")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Random faults (kill, pause, cuts, isolation, loss) for a bounded time.
+    Random {
+        /// Run length in minutes (fractions allowed).
+        #[arg(long, default_value_t = 2.0)]
+        minutes: f64,
+        /// Seed of the fault schedule; random when absent (printed first).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Number of servers.
+        #[arg(long, default_value_t = random::DEFAULT_NODES)]
+        nodes: usize,
+    },
+    /// One named scenario: non-sticky-leader, leader-ping-pong,
+    /// one-link-failure, leader-crash, leader-pause,
+    /// minority-partition-with-leader, minority-partition-without-leader.
+    Scenario {
+        /// The scenario's name.
+        name: String,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(s) = skip::require_netns() {
+        bail!("cannot run here: {}", s.reason);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    match cli.command {
+        Cmd::Random { minutes, seed, nodes } => {
+            let seed = seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(0)
+            });
+            println!("seed: {seed}");
+            if !(minutes.is_finite() && minutes >= 0.0) {
+                bail!("--minutes must be a non-negative number");
+            }
+            let duration = Duration::from_secs_f64(minutes * 60.0);
+            let report = rt
+                .block_on(random::random_run(nodes, duration, seed, |line| println!("{line}")))
+                .map_err(|msg| anyhow::anyhow!("FAILED (seed {seed}): {msg}"))?;
+            println!("PASSED (seed {seed}): {}", report.summary());
+        }
+        Cmd::Scenario { name } => {
+            let outcome = rt.block_on(async {
+                match name.as_str() {
+                    "non-sticky-leader" => scenarios::non_sticky_leader().await,
+                    "leader-ping-pong" => scenarios::leader_ping_pong().await,
+                    "one-link-failure" => scenarios::one_link_failure().await,
+                    "leader-crash" => scenarios::leader_crash().await,
+                    "leader-pause" => scenarios::leader_pause().await,
+                    "minority-partition-with-leader" => scenarios::minority_partition(true).await,
+                    "minority-partition-without-leader" => {
+                        scenarios::minority_partition(false).await
+                    }
+                    other => Err(format!("unknown scenario {other:?}")),
+                }
+            });
+            match outcome {
+                Ok(o) => {
+                    for l in o.lines {
+                        println!("{l}");
+                    }
+                    println!("PASSED: {name}");
+                }
+                Err(msg) => bail!("FAILED: {name}: {msg}"),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,535 @@
+//! The outside observer. One task per node polls `GET /v1/status` every
+//! [`POLL_INTERVAL`]; another follows `GET /v1/watch` (SSE) and reconnects
+//! when the stream ends. Every observation is checked as it arrives:
+//!
+//! - **one leader per term**: whoever says "I lead term T" (status role
+//!   `leader`, or a watch event with role `leader`) and whoever says "node L
+//!   leads with fencing token T" must name the same node for T;
+//! - **fencing tokens never decrease per observer**: each node's status
+//!   sequence and each node's watch stream;
+//! - **globally across leaders**: a node claiming leadership (status role
+//!   `leader`) with token F, in a request sent after a response had shown a
+//!   leader with a token above F, is a stale leader a client could still
+//!   reach: a violation.
+//!
+//! Changes of each node's view are logged with their time so scenarios can
+//! count leader changes, terms and measure failover/convergence.
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::Request;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// How often each node's status is polled.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(15);
+/// A status request not answered this fast counts as "no answer" (a paused
+/// node never answers).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_millis(300);
+/// Pause before reconnecting a watch stream that ended or failed.
+pub const WATCH_RECONNECT: Duration = Duration::from_millis(50);
+/// Largest SSE event accepted; a longer one is a protocol error.
+const MAX_SSE_EVENT: usize = 64 * 1024;
+/// How often `wait_for` re-evaluates its condition.
+const WAIT_POLL: Duration = Duration::from_millis(5);
+/// Most observations kept in the change log (only changes are logged, so a
+/// long run stays far below this).
+const MAX_LOG: usize = 1_000_000;
+
+/// Where an observation came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A `GET /v1/status` poll.
+    Status,
+    /// An event on the `/v1/watch` stream.
+    Watch,
+}
+
+/// One node's view, as reported.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct View {
+    /// `leader`, `follower`, `candidate` or `pre-candidate`.
+    pub role: String,
+    /// The node's term.
+    pub term: u64,
+    /// The leader it knows of.
+    pub leader: Option<u64>,
+    /// That leader's fencing token.
+    pub fencing_token: Option<u64>,
+}
+
+/// An observation with its timing.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// Index of the node observed.
+    pub node: usize,
+    /// Where from.
+    pub source: Source,
+    /// When the request was sent (the watch stream's connect time for events).
+    pub sent: Instant,
+    /// When the answer arrived.
+    pub received: Instant,
+    /// What the node said.
+    pub view: View,
+}
+
+/// A broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// Two different nodes were said to lead the same term.
+    TwoLeaders {
+        /// The term (fencing token).
+        term: u64,
+        /// The first node named.
+        first: u64,
+        /// The other node named.
+        second: u64,
+        /// Who said so.
+        evidence: String,
+    },
+    /// One observer saw a fencing token go down.
+    TokenDecreased {
+        /// The observer.
+        observer: String,
+        /// Before.
+        from: u64,
+        /// After.
+        to: u64,
+    },
+    /// A node claimed leadership with a token below one already observed.
+    StaleLeader {
+        /// The stale claimant.
+        node: u64,
+        /// Its token.
+        token: u64,
+        /// The higher token seen before the request was sent.
+        seen: u64,
+    },
+}
+
+/// Everything observed so far.
+#[derive(Debug, Default)]
+pub struct State {
+    /// The latest status of each node (None until it first answers).
+    pub latest: Vec<Option<Observation>>,
+    /// Every change of a node's view (per source), in arrival order.
+    pub log: Vec<Observation>,
+    /// Broken invariants.
+    pub violations: Vec<Violation>,
+    /// Status polls answered.
+    pub polls: u64,
+    /// Watch events received.
+    pub events: u64,
+    /// Node ids by index.
+    ids: Vec<u64>,
+    /// Term (fencing token) -> the node said to lead it, and by whom.
+    leader_of: BTreeMap<u64, (u64, String)>,
+    /// Last fencing token per observer.
+    last_token: HashMap<(usize, Source), u64>,
+    /// Token of a leadership claim -> when it was first received.
+    claims: BTreeMap<u64, Instant>,
+    /// The previous view per observer, to log changes only.
+    previous: HashMap<(usize, Source), View>,
+    /// Every (leader id, term) a leader claimed itself, with when.
+    spans: BTreeMap<(u64, u64), ClaimSpan>,
+}
+
+/// When one leadership was claimed by the leader itself.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimSpan {
+    /// The first answer with the claim arrived.
+    pub first_received: Instant,
+    /// The latest request answered with the claim was sent.
+    pub last_sent: Instant,
+    /// The latest answer with the claim arrived.
+    pub last_received: Instant,
+}
+
+impl State {
+    fn observe(&mut self, o: Observation) {
+        let id = self.ids[o.node];
+        let observer = format!("node {id} {:?}", o.source);
+        // One leader per term.
+        let mut named = Vec::new();
+        if o.view.role == "leader" {
+            named.push((o.view.term, id));
+        }
+        if let (Some(l), Some(t)) = (o.view.leader, o.view.fencing_token) {
+            named.push((t, l));
+        }
+        named.dedup();
+        for (term, leader) in named {
+            match self.leader_of.get(&term) {
+                Some((first, by)) if *first != leader => {
+                    self.violations.push(Violation::TwoLeaders {
+                        term,
+                        first: *first,
+                        second: leader,
+                        evidence: format!("{by} named {first}; {observer} named {leader}"),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    self.leader_of.insert(term, (leader, observer.clone()));
+                }
+            }
+        }
+        // Per-observer fencing monotonicity.
+        if let Some(t) = o.view.fencing_token {
+            let last = self.last_token.entry((o.node, o.source)).or_insert(t);
+            if t < *last {
+                self.violations.push(Violation::TokenDecreased {
+                    observer: observer.clone(),
+                    from: *last,
+                    to: t,
+                });
+            }
+            *last = (*last).max(t);
+        }
+        // Global: no leadership claim below a token already seen.
+        if o.source == Source::Status && o.view.role == "leader" {
+            let token = o.view.term;
+            let seen = self
+                .claims
+                .range(token + 1..)
+                .filter(|(_, at)| **at < o.sent)
+                .map(|(t, _)| *t)
+                .max();
+            if let Some(seen) = seen {
+                self.violations.push(Violation::StaleLeader { node: id, token, seen });
+            }
+            let at = self.claims.entry(token).or_insert(o.received);
+            *at = (*at).min(o.received);
+        }
+        if o.view.role == "leader" {
+            let span = self.spans.entry((id, o.view.term)).or_insert(ClaimSpan {
+                first_received: o.received,
+                last_sent: o.sent,
+                last_received: o.received,
+            });
+            span.first_received = span.first_received.min(o.received);
+            span.last_sent = span.last_sent.max(o.sent);
+            span.last_received = span.last_received.max(o.received);
+        }
+        if self.previous.get(&(o.node, o.source)) != Some(&o.view) {
+            self.previous.insert((o.node, o.source), o.view.clone());
+            if self.log.len() < MAX_LOG {
+                self.log.push(o.clone());
+            }
+        }
+        match o.source {
+            Source::Status => {
+                self.polls += 1;
+                let node = o.node;
+                self.latest[node] = Some(o);
+            }
+            Source::Watch => self.events += 1,
+        }
+    }
+
+    /// The distinct (leader id, term) leaderships claimed by a leader itself
+    /// in observations received at or after `since`, in order of first sight.
+    pub fn leaderships_since(&self, since: Instant) -> Vec<(u64, u64)> {
+        let mut seen: Vec<(Instant, (u64, u64))> = self
+            .spans
+            .iter()
+            .filter(|(_, s)| s.last_received >= since)
+            .map(|(l, s)| (s.first_received, *l))
+            .collect();
+        seen.sort();
+        seen.into_iter().map(|(_, l)| l).collect()
+    }
+
+    /// When leader `id` claimed `term`, if it ever did.
+    pub fn claim(&self, id: u64, term: u64) -> Option<ClaimSpan> {
+        self.spans.get(&(id, term)).copied()
+    }
+
+    /// The highest term any node reported at or after `since`.
+    pub fn max_term_since(&self, since: Instant) -> u64 {
+        let logged = self.log.iter().filter(|o| o.received >= since).map(|o| o.view.term);
+        let latest =
+            self.latest.iter().flatten().filter(|o| o.received >= since).map(|o| o.view.term);
+        logged.chain(latest).max().unwrap_or(0)
+    }
+
+    /// The first time a node other than the given one claimed leadership of
+    /// a term above `term`, in an answer received after `since`.
+    pub fn first_new_leader(&self, since: Instant, term: u64) -> Option<(u64, u64, Instant)> {
+        self.log
+            .iter()
+            .filter(|o| o.received >= since && o.view.role == "leader" && o.view.term > term)
+            .map(|o| (self.ids[o.node], o.view.term, o.received))
+            .next()
+    }
+
+    /// If every node in `among` has answered a status request sent at or
+    /// after `since`, all name the same leader in the same term, and that
+    /// leader (when in `among`) says it leads: (leader id, term).
+    pub fn agreement(&self, among: &[usize], since: Instant) -> Option<(u64, u64)> {
+        let mut agreed: Option<(u64, u64)> = None;
+        for &i in among {
+            let o = self.latest[i].as_ref().filter(|o| o.sent >= since)?;
+            let l = (o.view.leader?, o.view.term);
+            if agreed.is_some_and(|a| a != l) {
+                return None;
+            }
+            agreed = Some(l);
+        }
+        let (leader, term) = agreed?;
+        let li = self.ids.iter().position(|&id| id == leader)?;
+        if among.contains(&li) {
+            let o = self.latest[li].as_ref()?;
+            if o.view.role != "leader" || o.view.term != term {
+                return None;
+            }
+        }
+        Some((leader, term))
+    }
+}
+
+/// The running checker. Dropping it stops its tasks.
+pub struct Checker {
+    state: Arc<Mutex<State>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+impl Checker {
+    /// Starts polling and watching every node; `ids[i]` is node `i`'s id.
+    /// Must be called inside a tokio runtime.
+    pub fn start(addrs: Vec<SocketAddr>, ids: Vec<u64>) -> Self {
+        let state = Arc::new(Mutex::new(State {
+            latest: vec![None; addrs.len()],
+            ids,
+            ..State::default()
+        }));
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(REQUEST_TIMEOUT));
+        let client: HttpClient = Client::builder(TokioExecutor::new()).build(connector);
+        let mut tasks = Vec::new();
+        for (i, addr) in addrs.into_iter().enumerate() {
+            tasks.push(tokio::spawn(poll(i, addr, client.clone(), state.clone())));
+            tasks.push(tokio::spawn(watch(i, addr, client.clone(), state.clone())));
+        }
+        Checker { state, tasks }
+    }
+
+    /// A locked view of everything observed.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The violations so far.
+    pub fn violations(&self) -> Vec<Violation> {
+        self.state().violations.clone()
+    }
+
+    /// Re-evaluates `f` on the observations until it returns Some, at most
+    /// `bound`; returns the value and how long it took.
+    pub async fn wait_for<T>(
+        &self,
+        bound: Duration,
+        mut f: impl FnMut(&State) -> Option<T>,
+    ) -> Option<(T, Duration)> {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = f(&self.state()) {
+                return Some((v, start.elapsed()));
+            }
+            if start.elapsed() > bound {
+                return None;
+            }
+            tokio::time::sleep(WAIT_POLL).await;
+        }
+    }
+}
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn poll(i: usize, addr: SocketAddr, client: HttpClient, state: Arc<Mutex<State>>) {
+    loop {
+        let sent = Instant::now();
+        let req = Request::get(format!("http://{addr}/v1/status"))
+            .body(Empty::new())
+            .expect("static request");
+        let fut = async {
+            let resp = client.request(req).await.ok()?;
+            if resp.status() != 200 {
+                return None;
+            }
+            let bytes = resp.into_body().collect().await.ok()?.to_bytes();
+            serde_json::from_slice::<View>(&bytes).ok()
+        };
+        if let Ok(Some(view)) = tokio::time::timeout(REQUEST_TIMEOUT, fut).await {
+            let received = Instant::now();
+            lock(&state).observe(Observation {
+                node: i,
+                source: Source::Status,
+                sent,
+                received,
+                view,
+            });
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+async fn watch(i: usize, addr: SocketAddr, client: HttpClient, state: Arc<Mutex<State>>) {
+    loop {
+        let sent = Instant::now();
+        let req = Request::get(format!("http://{addr}/v1/watch"))
+            .header("accept", "text/event-stream")
+            .body(Empty::new())
+            .expect("static request");
+        if let Ok(Ok(resp)) = tokio::time::timeout(REQUEST_TIMEOUT, client.request(req)).await {
+            let mut body = resp.into_body();
+            let mut buf: Vec<u8> = Vec::new();
+            while let Some(Ok(frame)) = body.frame().await {
+                let Ok(data) = frame.into_data() else { continue };
+                buf.extend_from_slice(&data);
+                while let Some(end) = find_event_end(&buf) {
+                    let event: Vec<u8> = buf.drain(..end).collect();
+                    if let Some(view) = parse_event(&event) {
+                        lock(&state).observe(Observation {
+                            node: i,
+                            source: Source::Watch,
+                            sent,
+                            received: Instant::now(),
+                            view,
+                        });
+                    }
+                }
+                if buf.len() > MAX_SSE_EVENT {
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(WATCH_RECONNECT).await;
+    }
+}
+
+/// The length of the first complete SSE event (through its blank line).
+fn find_event_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(2).position(|w| w == b"\n\n").map(|p| p + 2)
+}
+
+/// The `data:` payload of a `leadership` event, parsed.
+fn parse_event(event: &[u8]) -> Option<View> {
+    let text = std::str::from_utf8(event).ok()?;
+    let data: String =
+        text.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+    serde_json::from_str(&data).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(n: usize) -> State {
+        State { latest: vec![None; n], ids: (1..=n as u64).collect(), ..State::default() }
+    }
+
+    fn obs(
+        node: usize,
+        source: Source,
+        at: Instant,
+        view: (&str, u64, Option<u64>),
+    ) -> Observation {
+        Observation {
+            node,
+            source,
+            sent: at,
+            received: at,
+            view: View {
+                role: view.0.into(),
+                term: view.1,
+                leader: view.2,
+                fencing_token: view.2.map(|_| view.1),
+            },
+        }
+    }
+
+    #[test]
+    fn two_leaders_in_one_term_are_caught() {
+        let mut s = state(3);
+        let t = Instant::now();
+        s.observe(obs(0, Source::Status, t, ("leader", 2, Some(1))));
+        s.observe(obs(2, Source::Watch, t, ("follower", 2, Some(1))));
+        assert!(s.violations.is_empty());
+        s.observe(obs(1, Source::Status, t, ("leader", 2, Some(2))));
+        assert!(matches!(
+            s.violations[..],
+            [Violation::TwoLeaders { term: 2, first: 1, second: 2, .. }]
+        ));
+    }
+
+    #[test]
+    fn a_decreasing_token_is_caught_per_observer() {
+        let mut s = state(2);
+        let t = Instant::now();
+        s.observe(obs(1, Source::Watch, t, ("follower", 3, Some(1))));
+        s.observe(obs(1, Source::Status, t, ("follower", 2, Some(2))));
+        assert!(s.violations.is_empty(), "different observers");
+        s.observe(obs(1, Source::Watch, t, ("follower", 2, Some(2))));
+        assert!(matches!(s.violations[..], [Violation::TokenDecreased { from: 3, to: 2, .. }]));
+    }
+
+    #[test]
+    fn a_stale_leader_claim_after_a_newer_one_is_caught() {
+        let mut s = state(3);
+        let t0 = Instant::now();
+        s.observe(obs(0, Source::Status, t0, ("leader", 1, Some(1))));
+        s.observe(obs(1, Source::Status, t0 + Duration::from_millis(10), ("leader", 2, Some(2))));
+        // Sent before the newer claim arrived: not provably stale.
+        s.observe(obs(0, Source::Status, t0 + Duration::from_millis(5), ("leader", 1, Some(1))));
+        assert!(s.violations.is_empty());
+        s.observe(obs(0, Source::Status, t0 + Duration::from_millis(20), ("leader", 1, Some(1))));
+        assert!(matches!(
+            s.violations[..],
+            [Violation::StaleLeader { node: 1, token: 1, seen: 2 }]
+        ));
+    }
+
+    #[test]
+    fn agreement_needs_fresh_answers_and_the_leader_itself() {
+        let mut s = state(3);
+        let t0 = Instant::now();
+        s.observe(obs(0, Source::Status, t0, ("leader", 4, Some(1))));
+        s.observe(obs(1, Source::Status, t0, ("follower", 4, Some(1))));
+        assert_eq!(s.agreement(&[0, 1, 2], t0), None, "node 3 never answered");
+        s.observe(obs(2, Source::Status, t0, ("follower", 4, Some(1))));
+        assert_eq!(s.agreement(&[0, 1, 2], t0), Some((1, 4)));
+        assert_eq!(s.agreement(&[0, 1, 2], t0 + Duration::from_millis(1)), None, "stale");
+        assert_eq!(s.leaderships_since(t0), vec![(1, 4)]);
+    }
+
+    #[test]
+    fn sse_events_parse() {
+        let buf = b"event: leadership\ndata: {\"leader\":1,\"term\":1,\"fencing_token\":1,\"role\":\"follower\"}\n\nevent: lea";
+        let end = find_event_end(buf).unwrap();
+        let v = parse_event(&buf[..end]).unwrap();
+        assert_eq!(v.leader, Some(1));
+        assert_eq!(v.role, "follower");
+        assert_eq!(find_event_end(&buf[end..]), None);
+    }
+}

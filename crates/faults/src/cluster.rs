@@ -1,0 +1,338 @@
+//! N `tenure server` processes, each launched with `ip netns exec` in its
+//! own namespace and bound to its namespace address, plus the faults that
+//! act on them. Dropping a [`Cluster`] kills every server (also on panic),
+//! then removes the namespaces, the bridge and the data directories.
+
+use crate::error::{Error, Result};
+use crate::firewall;
+use crate::net::Network;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Environment variable naming the `tenure` binary to test.
+pub const BIN_ENV: &str = "TENURE_BIN";
+/// Prefix of the temporary directory of a run (followed by the pid).
+pub const TEMP_PREFIX: &str = "tenure-faults-";
+/// Peer transport port inside every namespace.
+pub const PEER_PORT: u16 = 7000;
+/// HTTP API port inside every namespace.
+pub const HTTP_PORT: u16 = 8000;
+/// How long a killed server may take to be reaped.
+const REAP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often reaping polls.
+const REAP_POLL: Duration = Duration::from_millis(5);
+/// Log lines per node shown in failure reports.
+const LOG_TAIL_LINES: usize = 40;
+
+/// Heartbeat interval and election timeout given to every server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// `--heartbeat-ms`.
+    pub heartbeat_ms: u64,
+    /// `--election-timeout-ms`.
+    pub election_timeout_ms: u64,
+}
+
+impl Timings {
+    /// The election timeout as a duration.
+    pub fn election_timeout(&self) -> Duration {
+        Duration::from_millis(self.election_timeout_ms)
+    }
+}
+
+/// Finds the `tenure` binary: `$TENURE_BIN`, else the newest of
+/// `{$CARGO_TARGET_DIR,<workspace>/target}/{debug,release}/tenure`.
+pub fn tenure_binary() -> Result<PathBuf> {
+    if let Ok(path) = std::env::var(BIN_ENV) {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Error::Binary(format!("{BIN_ENV}={} is not a file", path.display())))
+        };
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut target_dirs = vec![workspace.join("target")];
+    if let Ok(dir) = std::env::var("CARGO_TARGET_DIR") {
+        target_dirs.insert(0, PathBuf::from(dir));
+    }
+    let candidates: Vec<PathBuf> = target_dirs
+        .iter()
+        .flat_map(|t| ["debug", "release"].map(|p| t.join(p).join("tenure")))
+        .filter(|p| p.is_file())
+        .collect();
+    candidates.into_iter().max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok()).ok_or_else(
+        || {
+            Error::Binary(format!(
+                "the `tenure` binary was not found: build it first with `cargo build -p tenure` \
+                 (same CARGO_TARGET_DIR) or set {BIN_ENV}=/path/to/tenure"
+            ))
+        },
+    )
+}
+
+/// One server.
+#[derive(Debug)]
+struct Server {
+    id: u64,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    paused: bool,
+}
+
+/// A cluster of servers in namespaces.
+#[derive(Debug)]
+pub struct Cluster {
+    servers: Vec<Server>,
+    net: Network,
+    timings: Timings,
+    binary: PathBuf,
+    peers: String,
+    // Last: removed after the servers are dead.
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Builds the network for `n` nodes and starts every server.
+    pub fn start(n: usize, timings: Timings) -> Result<Self> {
+        let binary = tenure_binary()?;
+        let net = Network::create(n)?;
+        for i in 0..n {
+            firewall::install(&net, i)?;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
+            .tempdir()?;
+        let servers = (0..n)
+            .map(|i| Server {
+                id: i as u64 + 1,
+                data_dir: dir.path().join(format!("node-{}", i + 1)),
+                log: dir.path().join(format!("node-{}.log", i + 1)),
+                child: None,
+                paused: false,
+            })
+            .collect();
+        let peers = (0..n)
+            .map(|i| format!("{}={}:{PEER_PORT}", i + 1, net.node_addr(i)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = Cluster { servers, net, timings, binary, peers, dir };
+        for i in 0..n {
+            cluster.spawn(i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// True when there is no node (never).
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The timings every server runs with.
+    pub fn timings(&self) -> Timings {
+        self.timings
+    }
+
+    /// The network.
+    pub fn net(&self) -> &Network {
+        &self.net
+    }
+
+    /// The node id of index `i`.
+    pub fn id(&self, i: usize) -> u64 {
+        self.servers[i].id
+    }
+
+    /// The index of node id `id`.
+    pub fn index(&self, id: u64) -> Option<usize> {
+        self.servers.iter().position(|s| s.id == id)
+    }
+
+    /// Where node `i`'s HTTP API listens (its namespace address).
+    pub fn http_addr(&self, i: usize) -> SocketAddr {
+        SocketAddr::from((self.net.node_addr(i), HTTP_PORT))
+    }
+
+    /// Every node's HTTP API address.
+    pub fn http_addrs(&self) -> Vec<SocketAddr> {
+        (0..self.len()).map(|i| self.http_addr(i)).collect()
+    }
+
+    /// True while server `i` runs (possibly paused).
+    pub fn is_running(&self, i: usize) -> bool {
+        self.servers[i].child.is_some()
+    }
+
+    /// True while server `i` is stopped by SIGSTOP.
+    pub fn is_paused(&self, i: usize) -> bool {
+        self.servers[i].paused
+    }
+
+    /// Starts (or restarts) server `i` in its namespace; output is appended
+    /// to its log file.
+    pub fn spawn(&mut self, i: usize) -> Result<()> {
+        let s = &self.servers[i];
+        let log = File::options().create(true).append(true).open(&s.log)?;
+        let addr = self.net.node_addr(i);
+        // `ip netns exec` execs the server in place (no fork), so the child's
+        // pid is the server's and signals reach it directly.
+        let child = Command::new("ip")
+            .args(["netns", "exec", self.net.namespace(i)])
+            .arg(&self.binary)
+            .arg("server")
+            .args(["--id", &s.id.to_string()])
+            .args(["--listen", &format!("{addr}:{PEER_PORT}")])
+            .args(["--http", &format!("{addr}:{HTTP_PORT}")])
+            .args(["--peers", &self.peers])
+            .arg("--data-dir")
+            .arg(&s.data_dir)
+            .args(["--heartbeat-ms", &self.timings.heartbeat_ms.to_string()])
+            .args(["--election-timeout-ms", &self.timings.election_timeout_ms.to_string()])
+            .args(["--cluster-id", "faults"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        self.servers[i].child = Some(child);
+        self.servers[i].paused = false;
+        Ok(())
+    }
+
+    fn signal(&self, i: usize, sig: Signal) -> Result<()> {
+        let child = self.servers[i]
+            .child
+            .as_ref()
+            .ok_or_else(|| Error::Config(format!("node {} is not running", i + 1)))?;
+        kill(Pid::from_raw(child.id() as i32), sig)
+            .map_err(|e| Error::Io(std::io::Error::from_raw_os_error(e as i32)))
+    }
+
+    /// SIGKILLs server `i` and reaps it.
+    pub fn kill(&mut self, i: usize) -> Result<()> {
+        self.signal(i, Signal::SIGKILL)?;
+        let mut child = self.servers[i].child.take().expect("signalled, so running");
+        self.servers[i].paused = false;
+        let deadline = Instant::now() + REAP_TIMEOUT;
+        while child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                return Err(Error::Config(format!(
+                    "node {} not reaped {REAP_TIMEOUT:?} after SIGKILL",
+                    i + 1
+                )));
+            }
+            std::thread::sleep(REAP_POLL);
+        }
+        Ok(())
+    }
+
+    /// SIGSTOPs server `i`.
+    pub fn pause(&mut self, i: usize) -> Result<()> {
+        self.signal(i, Signal::SIGSTOP)?;
+        self.servers[i].paused = true;
+        Ok(())
+    }
+
+    /// SIGCONTs server `i`.
+    pub fn resume(&mut self, i: usize) -> Result<()> {
+        self.signal(i, Signal::SIGCONT)?;
+        self.servers[i].paused = false;
+        Ok(())
+    }
+
+    fn others(&self, i: usize) -> Vec<usize> {
+        (0..self.len()).filter(|&j| j != i).collect()
+    }
+
+    /// Cuts the link between `a` and `b` both ways (rules in `a`'s namespace).
+    pub fn cut(&self, a: usize, b: usize) -> Result<()> {
+        firewall::drop_input_from(&self.net, a, &[b])?;
+        firewall::drop_output_to(&self.net, a, &[b])
+    }
+
+    /// Drops only what `from` sends to `to` (rule in `from`'s output hook).
+    pub fn cut_one_way(&self, from: usize, to: usize) -> Result<()> {
+        firewall::drop_output_to(&self.net, from, &[to])
+    }
+
+    /// Cuts `i` off from every peer, both ways. The checker still reaches it.
+    pub fn isolate(&self, i: usize) -> Result<()> {
+        let others = self.others(i);
+        firewall::drop_input_from(&self.net, i, &others)?;
+        firewall::drop_output_to(&self.net, i, &others)
+    }
+
+    /// Splits `group` from the rest: members still reach each other.
+    pub fn partition(&self, group: &[usize]) -> Result<()> {
+        let rest: Vec<usize> = (0..self.len()).filter(|j| !group.contains(j)).collect();
+        for &i in group {
+            firewall::drop_input_from(&self.net, i, &rest)?;
+            firewall::drop_output_to(&self.net, i, &rest)?;
+        }
+        Ok(())
+    }
+
+    /// Node `i` loses `percent`% of its packets to and from every peer.
+    pub fn lose(&self, i: usize, percent: u32) -> Result<()> {
+        firewall::lose(&self.net, i, &self.others(i), percent)
+    }
+
+    /// Removes every network fault.
+    pub fn heal(&self) -> Result<()> {
+        for i in 0..self.len() {
+            firewall::heal(&self.net, i)?;
+        }
+        Ok(())
+    }
+
+    /// The last lines of every server's log, for failure reports.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for s in &self.servers {
+            let text = std::fs::read_to_string(&s.log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("--- node {} ({}) ---\n", s.id, s.log.display()));
+            for l in &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// The whole log of node `i`.
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.servers[i].log).unwrap_or_default()
+    }
+
+    /// The run's temporary directory (data directories and logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for s in &mut self.servers {
+            if let Some(mut child) = s.child.take() {
+                // A stopped process dies of SIGKILL too; SIGCONT first anyway
+                // so nothing lingers half-stopped if the kill is refused.
+                let pid = Pid::from_raw(child.id() as i32);
+                let _ = kill(pid, Signal::SIGCONT);
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        // Then `net` (namespaces, bridge, rules) and `dir` drop, in field order.
+    }
+}

@@ -1,0 +1,423 @@
+//! The fault scenarios. Each starts a fresh cluster in namespaces, runs the
+//! checker for its whole length, injects its faults, and returns the
+//! numbers it measured, or a failure message with the checker's violations
+//! and the tail of every server log (which records each role change with
+//! its reason and term).
+
+use crate::checker::{Checker, State};
+use crate::cluster::{Cluster, Timings};
+use std::time::{Duration, Instant};
+
+/// Timings of every scenario: short, to keep the suite fast, but with room
+/// for scheduling delays on a shared two-core machine.
+pub const TIMINGS: Timings = Timings { heartbeat_ms: 30, election_timeout_ms: 300 };
+/// Bound on the first election, including process start-up.
+pub const FIRST_ELECTION_BOUND: Duration = Duration::from_secs(15);
+/// Margin over two election timeouts for failover and convergence after a
+/// heal: the followers' timeout runs out within one election timeout of the
+/// last heartbeat, ranked candidacy staggers by at most about another one,
+/// pre-vote and vote take a round trip each; the rest absorbs scheduling on a
+/// loaded machine and the transport's reconnect backoff (capped at
+/// election_timeout / 4).
+pub const BOUND_MARGIN: Duration = Duration::from_millis(500);
+/// Extra allowance when a killed server has to start again (process start,
+/// reading its state file) before it can agree.
+pub const RESTART_MARGIN: Duration = Duration::from_secs(2);
+
+/// Failover / convergence bound: 2 × election timeout + [`BOUND_MARGIN`]
+/// (1100 ms with [`TIMINGS`]).
+pub fn heal_bound(t: Timings) -> Duration {
+    2 * t.election_timeout() + BOUND_MARGIN
+}
+
+/// What a scenario measured, one line per fact.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Human-readable measurements.
+    pub lines: Vec<String>,
+}
+
+impl Outcome {
+    fn note(&mut self, line: String) {
+        self.lines.push(line);
+    }
+}
+
+/// A running cluster with its checker.
+pub struct Run {
+    /// The servers (dropped after the checker: field order).
+    pub checker: Checker,
+    /// The cluster.
+    pub cluster: Cluster,
+}
+
+impl Run {
+    /// Starts `n` servers with `timings` and the checker.
+    pub async fn start(n: usize, timings: Timings) -> Result<Self, String> {
+        let cluster = Cluster::start(n, timings).map_err(|e| format!("cluster start: {e}"))?;
+        let ids = (0..n).map(|i| cluster.id(i)).collect();
+        let checker = Checker::start(cluster.http_addrs(), ids);
+        Ok(Run { checker, cluster })
+    }
+
+    fn t(&self) -> Timings {
+        self.cluster.timings()
+    }
+
+    fn all(&self) -> Vec<usize> {
+        (0..self.cluster.len()).collect()
+    }
+
+    /// A failure message: `what`, the violations, the observed view changes
+    /// (last ones) and the server logs.
+    pub fn fail(&self, what: impl std::fmt::Display) -> String {
+        let state = self.checker.state();
+        let changes: Vec<String> = state.log[state.log.len().saturating_sub(40)..]
+            .iter()
+            .map(|o| {
+                format!(
+                    "  node {} {:?}: {} t{} leader {:?}",
+                    self.cluster.id(o.node),
+                    o.source,
+                    o.view.role,
+                    o.view.term,
+                    o.view.leader
+                )
+            })
+            .collect();
+        format!(
+            "{what}\nviolations: {:?}\nlast observed view changes:\n{}\n{}",
+            state.violations,
+            changes.join("\n"),
+            self.cluster.logs()
+        )
+    }
+
+    /// Fails if the checker has seen any broken invariant.
+    pub fn check_safety(&self) -> Result<(), String> {
+        if self.checker.violations().is_empty() {
+            Ok(())
+        } else {
+            Err(self.fail("safety violated"))
+        }
+    }
+
+    /// Waits until every node in `among` answers (to requests sent after
+    /// `since`) with the same leader and term, the leader itself included.
+    pub async fn agreement(
+        &self,
+        among: &[usize],
+        since: Instant,
+        bound: Duration,
+    ) -> Result<((usize, u64), Duration), String> {
+        match self.checker.wait_for(bound, |s| s.agreement(among, since)).await {
+            Some(((id, term), _)) => {
+                let idx = self.cluster.index(id).expect("a known id");
+                Ok(((idx, term), since.elapsed()))
+            }
+            None => Err(self.fail(format!(
+                "nodes {:?} did not agree on one leader within {bound:?}",
+                among.iter().map(|&i| i + 1).collect::<Vec<_>>()
+            ))),
+        }
+    }
+
+    /// The first election: everybody agrees, then nothing moves for two
+    /// election timeouts (so scenarios start from a settled cluster).
+    pub async fn elected(&self) -> Result<(usize, u64), String> {
+        let start = Instant::now();
+        let ((l, term), _) = self.agreement(&self.all(), start, FIRST_ELECTION_BOUND).await?;
+        let settle = Instant::now();
+        tokio::time::sleep(2 * self.t().election_timeout()).await;
+        let ((l2, term2), _) = self.agreement(&self.all(), settle, heal_bound(self.t())).await?;
+        if (l2, term2) != (l, term) {
+            return Err(self.fail(format!(
+                "the first leader did not hold: n{} t{term} then n{} t{term2} (no fault injected)",
+                l + 1,
+                l2 + 1
+            )));
+        }
+        Ok((l, term))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.checker.state()
+    }
+
+    /// Sleeps for `d`.
+    pub async fn hold(&self, d: Duration) {
+        tokio::time::sleep(d).await;
+    }
+
+    /// Polls and events so far (for the report).
+    pub fn traffic(&self) -> String {
+        let s = self.state();
+        format!("{} status polls, {} watch events checked", s.polls, s.events)
+    }
+}
+
+fn e<E: std::fmt::Display>(run: &Run) -> impl FnOnce(E) -> String + '_ {
+    move |err| run.fail(format!("fault injection failed: {err}"))
+}
+
+/// A follower of a settled cluster loses every link for `cut`, then heals.
+/// Passes with zero leader changes and no term change anywhere (pre-vote:
+/// the isolated node never raises its term; stickiness: nobody follows it).
+async fn isolate_follower_no_change(n: usize, out: &mut Outcome) -> Result<(), String> {
+    let run = Run::start(n, TIMINGS).await?;
+    let t = run.t();
+    let (l, term) = run.elected().await?;
+    let f = (0..n).rev().find(|&i| i != l).expect("n > 1");
+    let mark = Instant::now();
+    run.cluster.isolate(f).map_err(e(&run))?;
+    run.hold(4 * t.election_timeout()).await;
+    let healed = Instant::now();
+    run.cluster.heal().map_err(e(&run))?;
+    let ((l2, term2), took) = run.agreement(&run.all(), healed, heal_bound(t)).await?;
+    run.hold(3 * t.election_timeout()).await;
+    run.check_safety()?;
+    let changes = run.state().leaderships_since(mark);
+    let max_term = run.state().max_term_since(mark);
+    out.note(format!(
+        "{n} nodes, leader n{} t{term}; isolated follower n{} for {:?}; after heal all agree in {took:?} (bound {:?})",
+        l + 1,
+        f + 1,
+        4 * t.election_timeout(),
+        heal_bound(t)
+    ));
+    out.note(format!("leaderships seen since the fault: {changes:?}; highest term {max_term}"));
+    out.note(run.traffic());
+    if (l2, term2) != (l, term) || changes != vec![(run.cluster.id(l), term)] {
+        return Err(run.fail(format!(
+            "leader changed: n{} t{term} -> n{} t{term2}; leaderships {changes:?}",
+            l + 1,
+            l2 + 1
+        )));
+    }
+    if max_term != term {
+        return Err(run.fail(format!("a term moved: {term} -> {max_term}")));
+    }
+    Ok(())
+}
+
+/// Seed scenario `non-sticky-leader`: 4 nodes, isolate a follower, heal.
+pub async fn non_sticky_leader() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    isolate_follower_no_change(4, &mut out).await?;
+    Ok(out)
+}
+
+/// Cuts only the link between the leader and one follower for `cut`; the
+/// follower still hears the others, who refuse its pre-votes while they
+/// hear the leader. Passes with zero leader changes.
+async fn cut_leader_link(n: usize, out: &mut Outcome) -> Result<(), String> {
+    let run = Run::start(n, TIMINGS).await?;
+    let t = run.t();
+    let (l, term) = run.elected().await?;
+    let f = (0..n).rev().find(|&i| i != l).expect("n > 1");
+    let mark = Instant::now();
+    let cut = 8 * t.election_timeout();
+    run.cluster.cut(l, f).map_err(e(&run))?;
+    run.hold(cut).await;
+    let healed = Instant::now();
+    run.cluster.heal().map_err(e(&run))?;
+    let ((l2, term2), took) = run.agreement(&run.all(), healed, heal_bound(t)).await?;
+    run.hold(3 * t.election_timeout()).await;
+    run.check_safety()?;
+    let changes = run.state().leaderships_since(mark);
+    let max_term = run.state().max_term_since(mark);
+    out.note(format!(
+        "{n} nodes, leader n{} t{term}; cut link n{}-n{} both ways for {cut:?}; after heal all agree in {took:?} (bound {:?})",
+        l + 1,
+        l + 1,
+        f + 1,
+        heal_bound(t)
+    ));
+    out.note(format!("leaderships seen since the fault: {changes:?}; highest term {max_term}"));
+    out.note(run.traffic());
+    if (l2, term2) != (l, term) || changes != vec![(run.cluster.id(l), term)] {
+        return Err(run.fail(format!(
+            "leader changed: n{} t{term} -> n{} t{term2}; leaderships {changes:?}",
+            l + 1,
+            l2 + 1
+        )));
+    }
+    Ok(())
+}
+
+/// Seed scenario `leader-ping-pong`: 4 nodes, cut only the leader–follower link.
+pub async fn leader_ping_pong() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    cut_leader_link(4, &mut out).await?;
+    Ok(out)
+}
+
+/// Seed scenario `one-link-failure`: 3 nodes, cut the leader–follower link.
+pub async fn one_link_failure() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    cut_leader_link(3, &mut out).await?;
+    Ok(out)
+}
+
+/// SIGKILL the leader of 3: a survivor leads within [`heal_bound`]; the
+/// restarted node rejoins as a follower without disturbing the new leader.
+pub async fn leader_crash() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    let n = 3;
+    let mut run = Run::start(n, TIMINGS).await?;
+    let t = run.t();
+    let (l, term) = run.elected().await?;
+    let killed = Instant::now();
+    run.cluster.kill(l).map_err(e(&run))?;
+    let bound = heal_bound(t);
+    let survivors: Vec<usize> = (0..n).filter(|&i| i != l).collect();
+    let new = run.checker.wait_for(bound, |s| s.first_new_leader(killed, term)).await;
+    let Some(((new_id, new_term, at), _)) = new else {
+        return Err(run.fail(format!("no new leader within {bound:?} of SIGKILL of n{}", l + 1)));
+    };
+    let failover = at - killed;
+    let ((l2, term2), _) = run.agreement(&survivors, killed, bound).await?;
+    out.note(format!(
+        "3 nodes, SIGKILL leader n{} (t{term}): n{new_id} leads t{new_term} after {failover:?} (bound {bound:?})",
+        l + 1
+    ));
+    let restarted = Instant::now();
+    run.cluster.spawn(l).map_err(e(&run))?;
+    let ((l3, term3), rejoin) =
+        run.agreement(&run.all(), restarted, bound + RESTART_MARGIN).await?;
+    run.hold(3 * t.election_timeout()).await;
+    run.check_safety()?;
+    let changes = run.state().leaderships_since(restarted);
+    out.note(format!(
+        "restart n{}: all agree on n{} t{term3} {rejoin:?} after the restart; leaderships since: {changes:?}",
+        l + 1,
+        l3 + 1
+    ));
+    out.note(run.traffic());
+    if (l3, term3) != (l2, term2) || changes != vec![(run.cluster.id(l2), term2)] {
+        return Err(run.fail(format!(
+            "the restarted node disturbed the leader: n{} t{term2} -> {changes:?}",
+            l2 + 1
+        )));
+    }
+    Ok(out)
+}
+
+/// SIGSTOP the leader of 3 for 4 election timeouts, then SIGCONT: a new
+/// leader takes over while it sleeps; on waking it steps down and follows;
+/// the checker sees no overlapping leadership and no decreasing token.
+pub async fn leader_pause() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    let n = 3;
+    let mut run = Run::start(n, TIMINGS).await?;
+    let t = run.t();
+    let (l, term) = run.elected().await?;
+    let bound = heal_bound(t);
+    let paused = Instant::now();
+    let pause = 4 * t.election_timeout();
+    run.cluster.pause(l).map_err(e(&run))?;
+    let new = run.checker.wait_for(bound, |s| s.first_new_leader(paused, term)).await;
+    let Some(((new_id, new_term, at), _)) = new else {
+        let _ = run.cluster.resume(l);
+        return Err(run.fail(format!("no new leader within {bound:?} of SIGSTOP of n{}", l + 1)));
+    };
+    let failover = at - paused;
+    let rest = pause.saturating_sub(paused.elapsed());
+    run.hold(rest).await;
+    let resumed = Instant::now();
+    run.cluster.resume(l).map_err(e(&run))?;
+    let ((l2, term2), took) = run.agreement(&run.all(), resumed, bound).await?;
+    run.hold(3 * t.election_timeout()).await;
+    run.check_safety()?;
+    let changes = run.state().leaderships_since(paused);
+    out.note(format!(
+        "3 nodes, SIGSTOP leader n{} (t{term}) for {pause:?}: n{new_id} leads t{new_term} after {failover:?} (bound {bound:?})",
+        l + 1
+    ));
+    out.note(format!(
+        "SIGCONT: all agree on n{} t{term2} {took:?} later; leaderships since the pause: {changes:?}",
+        l2 + 1
+    ));
+    out.note(run.traffic());
+    if l2 == l {
+        return Err(run.fail("the paused leader came back as leader"));
+    }
+    let old_claim = run.state().claim(run.cluster.id(l), term);
+    if old_claim.is_some_and(|c| c.last_sent >= resumed) {
+        return Err(
+            run.fail(format!("the old leader n{} still claimed term {term} after SIGCONT", l + 1))
+        );
+    }
+    Ok(out)
+}
+
+/// 5 nodes; 2 are cut off from the other 3 (with the leader among the 2,
+/// or not): the majority has exactly one leader within [`heal_bound`], the
+/// minority none after its lease ends; after healing all 5 converge.
+pub async fn minority_partition(with_leader: bool) -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    let n = 5;
+    let run = Run::start(n, TIMINGS).await?;
+    let t = run.t();
+    let bound = heal_bound(t);
+    let (l, term) = run.elected().await?;
+    let followers: Vec<usize> = (0..n).filter(|&i| i != l).collect();
+    let minority: Vec<usize> =
+        if with_leader { vec![l, followers[0]] } else { vec![followers[0], followers[1]] };
+    let majority: Vec<usize> = (0..n).filter(|i| !minority.contains(i)).collect();
+    let cut = Instant::now();
+    run.cluster.partition(&minority).map_err(e(&run))?;
+    let ((ml, mterm), took) = run.agreement(&majority, cut, bound).await?;
+    // Hold the partition: the majority's leadership must not move, and the
+    // minority must have no leader once the old lease has run out.
+    let agreed = Instant::now();
+    run.hold(4 * t.election_timeout()).await;
+    let majority_changes = run.state().leaderships_since(agreed);
+    let minority_claims: Vec<usize> = {
+        let s = run.state();
+        minority
+            .iter()
+            .copied()
+            .filter(|&i| s.latest[i].as_ref().is_some_and(|o| o.view.role == "leader"))
+            .collect()
+    };
+    let healed = Instant::now();
+    run.cluster.heal().map_err(e(&run))?;
+    let ((fl, fterm), heal_took) = run.agreement(&run.all(), healed, bound).await?;
+    run.hold(2 * t.election_timeout()).await;
+    run.check_safety()?;
+    out.note(format!(
+        "5 nodes, leader n{} t{term}; partition {{{}}} | {{{}}}: majority agrees on n{} t{mterm} after {took:?} (bound {bound:?})",
+        l + 1,
+        minority.iter().map(|i| format!("n{}", i + 1)).collect::<Vec<_>>().join(","),
+        majority.iter().map(|i| format!("n{}", i + 1)).collect::<Vec<_>>().join(","),
+        ml + 1
+    ));
+    out.note(format!(
+        "held {:?}: leaderships seen {majority_changes:?}; minority nodes claiming leadership at the end: {minority_claims:?}",
+        4 * t.election_timeout()
+    ));
+    out.note(format!("after heal: all agree on n{} t{fterm} in {heal_took:?}", fl + 1));
+    out.note(run.traffic());
+    if !majority.contains(&ml) {
+        return Err(run.fail("the majority follows a node it cannot reach"));
+    }
+    if with_leader == (ml == l) {
+        return Err(run.fail(format!(
+            "with_leader={with_leader} but the majority's leader is n{} (old n{})",
+            ml + 1,
+            l + 1
+        )));
+    }
+    if majority_changes != vec![(run.cluster.id(ml), mterm)] {
+        return Err(run.fail(format!("leadership moved while partitioned: {majority_changes:?}")));
+    }
+    if !minority_claims.is_empty() {
+        return Err(run.fail(format!(
+            "minority node(s) {:?} still claim leadership {:?} into the partition",
+            minority_claims.iter().map(|i| i + 1).collect::<Vec<_>>(),
+            4 * t.election_timeout()
+        )));
+    }
+    Ok(out)
+}

@@ -1,0 +1,79 @@
+//! The fault scenarios as tests: real `tenure server` processes in network
+//! namespaces. They need root, `ip netns` and `nft`, and skip visibly
+//! otherwise (`TENURE_FAULTS_REQUIRE=1` makes a skip fail). They share the
+//! machine, so they run one at a time (a lock, whatever `--test-threads`).
+
+use std::future::Future;
+use std::sync::Mutex;
+use tenure_faults::scenarios::{self, Outcome};
+use tenure_faults::{random, skip};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn run<F: Future<Output = Result<Outcome, String>>>(name: &str, scenario: impl FnOnce() -> F) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = skip::require_netns() {
+        s.report(name);
+        return;
+    }
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    match rt.block_on(scenario()) {
+        Ok(outcome) => {
+            for l in &outcome.lines {
+                eprintln!("{name}: {l}");
+            }
+        }
+        Err(msg) => panic!("{name} FAILED: {msg}"),
+    }
+}
+
+#[test]
+fn non_sticky_leader() {
+    run("non-sticky-leader", scenarios::non_sticky_leader);
+}
+
+#[test]
+fn leader_ping_pong() {
+    run("leader-ping-pong", scenarios::leader_ping_pong);
+}
+
+#[test]
+fn one_link_failure() {
+    run("one-link-failure", scenarios::one_link_failure);
+}
+
+#[test]
+fn leader_crash() {
+    run("leader-crash", scenarios::leader_crash);
+}
+
+#[test]
+fn leader_pause() {
+    run("leader-pause", scenarios::leader_pause);
+}
+
+#[test]
+fn minority_partition_with_leader() {
+    run("minority-partition-with-leader", || scenarios::minority_partition(true));
+}
+
+#[test]
+fn minority_partition_without_leader() {
+    run("minority-partition-without-leader", || scenarios::minority_partition(false));
+}
+
+/// Short by default (0.25 min); `TENURE_FAULT_MINUTES` sets the length.
+#[test]
+fn random_faults() {
+    let duration = random::minutes_from_env(0.25);
+    let seed = std::env::var("TENURE_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    run("random-faults", || async move {
+        eprintln!("random-faults: seed {seed}, {duration:?}");
+        let report = random::random_run(random::DEFAULT_NODES, duration, seed, |l| {
+            eprintln!("random-faults: {l}")
+        })
+        .await?;
+        Ok(Outcome { lines: vec![format!("seed {seed}: {}", report.summary())] })
+    });
+}
