@@ -103,7 +103,8 @@ pub enum Violation {
         /// After.
         to: u64,
     },
-    /// A node claimed leadership with a token below one already observed.
+    /// A node claimed leadership (status role `leader`) with a token below
+    /// one already observed before the request was sent.
     StaleLeader {
         /// The stale claimant.
         node: u64,
@@ -111,6 +112,10 @@ pub enum Violation {
         token: u64,
         /// The higher token seen before the request was sent.
         seen: u64,
+        /// How long before the request was sent the higher token was seen.
+        seen_before_request: Duration,
+        /// How long the request took to be answered.
+        answered_in: Duration,
     },
 }
 
@@ -200,10 +205,15 @@ impl State {
                 .claims
                 .range(token + 1..)
                 .filter(|(_, at)| **at < o.sent)
-                .map(|(t, _)| *t)
-                .max();
-            if let Some(seen) = seen {
-                self.violations.push(Violation::StaleLeader { node: id, token, seen });
+                .max_by_key(|(t, _)| **t);
+            if let Some((&seen, &at)) = seen {
+                self.violations.push(Violation::StaleLeader {
+                    node: id,
+                    token,
+                    seen,
+                    seen_before_request: o.sent - at,
+                    answered_in: o.received - o.sent,
+                });
             }
             let at = self.claims.entry(token).or_insert(o.received);
             *at = (*at).min(o.received);
@@ -272,7 +282,7 @@ impl State {
 
     /// If every node in `among` has answered a status request sent at or
     /// after `since`, all name the same leader in the same term, and that
-    /// leader (when in `among`) says it leads: (leader id, term).
+    /// leader is one of them and says it leads: (leader id, term).
     pub fn agreement(&self, among: &[usize], since: Instant) -> Option<(u64, u64)> {
         let mut agreed: Option<(u64, u64)> = None;
         for &i in among {
@@ -285,13 +295,11 @@ impl State {
         }
         let (leader, term) = agreed?;
         let li = self.ids.iter().position(|&id| id == leader)?;
-        if among.contains(&li) {
-            let o = self.latest[li].as_ref()?;
-            if o.view.role != "leader" || o.view.term != term {
-                return None;
-            }
+        if !among.contains(&li) {
+            return None;
         }
-        Some((leader, term))
+        let o = self.latest[li].as_ref()?;
+        (o.view.role == "leader" && o.view.term == term).then_some((leader, term))
     }
 }
 
@@ -360,6 +368,21 @@ impl Drop for Checker {
             t.abort();
         }
     }
+}
+
+/// One `GET http://{addr}{path}` with its own connection, waiting at most
+/// `timeout`: (status code, body), or None without an answer.
+pub async fn get_once(addr: SocketAddr, path: &str, timeout: Duration) -> Option<(u16, String)> {
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+    let req =
+        Request::get(format!("http://{addr}{path}")).body(Empty::new()).expect("static request");
+    let fut = async {
+        let resp = client.request(req).await.ok()?;
+        let code = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await.ok()?.to_bytes();
+        Some((code, String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    tokio::time::timeout(timeout, fut).await.ok()?
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -506,7 +529,7 @@ mod tests {
         s.observe(obs(0, Source::Status, t0 + Duration::from_millis(20), ("leader", 1, Some(1))));
         assert!(matches!(
             s.violations[..],
-            [Violation::StaleLeader { node: 1, token: 1, seen: 2 }]
+            [Violation::StaleLeader { node: 1, token: 1, seen: 2, .. }]
         ));
     }
 

@@ -30,6 +30,19 @@ pub fn heal_bound(t: Timings) -> Duration {
     2 * t.election_timeout() + BOUND_MARGIN
 }
 
+/// The status endpoint.
+const STATUS_PATH: &str = "/v1/status";
+/// The lease-checked leadership endpoint.
+const IS_LEADER_PATH: &str = "/v1/is-leader";
+/// How long a probe of a paused node waits for its answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Time for a probe's connection to reach the paused node's socket.
+const PROBE_CONNECT: Duration = Duration::from_millis(50);
+
+/// How long a late agreement is still waited for, to report by how much
+/// the bound was missed.
+pub const LIVENESS_CAP: Duration = Duration::from_secs(20);
+
 /// What a scenario measured, one line per fact.
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -85,8 +98,31 @@ impl Run {
                 )
             })
             .collect();
+        // The peer connections' TCP state (retransmits, backoff) in each
+        // namespace: a stalled connection explains a slow heal.
+        let sockets: String = (0..self.cluster.len())
+            .map(|i| {
+                let ss = crate::net::run(
+                    "ip",
+                    &[
+                        "netns",
+                        "exec",
+                        self.cluster.net().namespace(i),
+                        "ss",
+                        "-tinH",
+                        "sport",
+                        "= :7000",
+                        "or",
+                        "dport",
+                        "= :7000",
+                    ],
+                )
+                .unwrap_or_else(|e| e.to_string());
+                format!("--- node {} sockets ---\n{ss}", i + 1)
+            })
+            .collect();
         format!(
-            "{what}\nviolations: {:?}\nlast observed view changes:\n{}\n{}",
+            "{what}\nviolations: {:?}\nlast observed view changes:\n{}\n{sockets}{}",
             state.violations,
             changes.join("\n"),
             self.cluster.logs()
@@ -110,14 +146,22 @@ impl Run {
         since: Instant,
         bound: Duration,
     ) -> Result<((usize, u64), Duration), String> {
-        match self.checker.wait_for(bound, |s| s.agreement(among, since)).await {
+        let nodes: Vec<usize> = among.iter().map(|&i| i + 1).collect();
+        // Wait past the bound (up to LIVENESS_CAP) to report how late it was.
+        let cap = bound.max(LIVENESS_CAP);
+        match self.checker.wait_for(cap, |s| s.agreement(among, since)).await {
             Some(((id, term), _)) => {
+                let took = since.elapsed();
+                if took > bound {
+                    return Err(self.fail(format!(
+                        "nodes {nodes:?} agreed on n{id} t{term} only after {took:?}, bound {bound:?}"
+                    )));
+                }
                 let idx = self.cluster.index(id).expect("a known id");
-                Ok(((idx, term), since.elapsed()))
+                Ok(((idx, term), took))
             }
             None => Err(self.fail(format!(
-                "nodes {:?} did not agree on one leader within {bound:?}",
-                among.iter().map(|&i| i + 1).collect::<Vec<_>>()
+                "nodes {nodes:?} did not agree on one leader within {cap:?} (bound {bound:?})"
             ))),
         }
     }
@@ -324,11 +368,32 @@ pub async fn leader_pause() -> Result<Outcome, String> {
     let failover = at - paused;
     let rest = pause.saturating_sub(paused.elapsed());
     run.hold(rest).await;
+    // Requests that reach the stopped leader wait in its sockets and are
+    // answered the moment it resumes: what does a client hear then?
+    let addr = run.cluster.http_addr(l);
+    let probes = [STATUS_PATH, IS_LEADER_PATH]
+        .map(|path| tokio::spawn(crate::checker::get_once(addr, path, PROBE_TIMEOUT)));
+    tokio::time::sleep(PROBE_CONNECT).await;
     let resumed = Instant::now();
     run.cluster.resume(l).map_err(e(&run))?;
-    let ((l2, term2), took) = run.agreement(&run.all(), resumed, bound).await?;
+    let mut answers = Vec::new();
+    for (path, probe) in [STATUS_PATH, IS_LEADER_PATH].iter().zip(probes) {
+        let answer = probe.await.ok().flatten();
+        answers.push(format!("{path} -> {answer:?}"));
+    }
+    let probe_line = format!(
+        "requests queued at the paused leader, answered on SIGCONT: {}",
+        answers.join("; ")
+    );
+    let ((l2, term2), took) = run
+        .agreement(&run.all(), resumed, bound)
+        .await
+        .map_err(|m| format!("{probe_line}\n{m}"))?;
     run.hold(3 * t.election_timeout()).await;
-    run.check_safety()?;
+    run.check_safety().map_err(|m| format!("{probe_line}\n{m}"))?;
+    if answers[1].contains("Some((200") {
+        return Err(run.fail(format!("the paused leader's lease outlived the pause: {probe_line}")));
+    }
     let changes = run.state().leaderships_since(paused);
     out.note(format!(
         "3 nodes, SIGSTOP leader n{} (t{term}) for {pause:?}: n{new_id} leads t{new_term} after {failover:?} (bound {bound:?})",
@@ -338,6 +403,7 @@ pub async fn leader_pause() -> Result<Outcome, String> {
         "SIGCONT: all agree on n{} t{term2} {took:?} later; leaderships since the pause: {changes:?}",
         l2 + 1
     ));
+    out.note(probe_line);
     out.note(run.traffic());
     if l2 == l {
         return Err(run.fail("the paused leader came back as leader"));
