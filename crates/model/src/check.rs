@@ -68,6 +68,30 @@ pub fn reach(model: ElectionModel, threads: usize, property: &'static str) -> Ch
     search(model, threads, HasDiscoveries::AnyOf([property].into_iter().collect()))
 }
 
+/// Like [`check`], but depth-first: memory holds only the current path and its
+/// siblings besides the visited fingerprints, so much larger spaces fit. With
+/// a depth bound a depth-first search may cut a state reached first by a long
+/// path and skip it later when reached by a short one, so use it without
+/// `max_depth` (the other bounds keep the space finite).
+pub fn check_dfs(model: ElectionModel, threads: usize) -> CheckReport {
+    let start = Instant::now();
+    let depth = model.bounds.max_depth;
+    let mut builder = model.checker().threads(threads);
+    if let Some(depth) = depth {
+        builder = builder.target_max_depth(depth);
+    }
+    let checker = builder.spawn_dfs().join();
+    let elapsed = start.elapsed();
+    CheckReport {
+        unique_states: checker.unique_state_count(),
+        total_states: checker.state_count(),
+        max_depth: checker.max_depth(),
+        elapsed,
+        complete: checker.is_done(),
+        discoveries: checker.discoveries().into_iter().collect(),
+    }
+}
+
 fn search(model: ElectionModel, threads: usize, stop: HasDiscoveries) -> CheckReport {
     let start = Instant::now();
     let depth = model.bounds.max_depth;

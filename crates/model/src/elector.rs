@@ -1,20 +1,20 @@
-//! The real elector as a model-checker state, with its counters left out of
-//! its identity.
+//! The real elector as a model-checker state, with its observational fields
+//! left out of its identity.
 //!
 //! `RaftElector` derives `Eq + Hash` over every field, including its metric
-//! [`tenure_core::Counters`]. One of them, `messages_ignored`, grows each time
-//! a duplicate or stale message is delivered, and the model's network
-//! duplicates messages without limit: with counters in the state, every
-//! redelivery of a stale message would be a new state and the exploration
-//! would never end. Counters are metrics, not protocol state (no decision of
-//! the core reads them), so two electors that differ only in counters behave
-//! identically and are one state here.
+//! [`tenure_core::Counters`] and the per-peer `last_heard` times that only
+//! `status()` reports. `messages_ignored` grows each time a stale or duplicated
+//! message is delivered, so with counters in the state, every redelivery of a
+//! stale message would be a new state and the exploration would not close;
+//! `last_heard` changes on every delivery and would multiply the states. No
+//! decision of the core reads either, so two electors that differ only there
+//! behave identically and are one state here.
 //!
-//! The core exposes no way to compare electors without their counters, so the
-//! identity used here is a hash of the elector's `Debug` text with the
-//! `counters: Counters { .. }` section cut out. `Debug` shows every field,
-//! instants to the microsecond; every instant in the model is a whole
-//! millisecond (see [`crate::model::ELECTION_TIMEOUT`]), so nothing is lost.
+//! The core offers no comparison without those fields, so the identity used
+//! here is a hash of the elector's `Debug` text with the two sections cut out.
+//! `Debug` shows every field, instants to the microsecond; every instant in the
+//! model is a whole millisecond (see [`crate::model::ELECTION_TIMEOUT`]), so no
+//! two different electors share a text.
 
 use crate::rng::ModelRng;
 use std::hash::{DefaultHasher, Hash, Hasher};

@@ -1,5 +1,6 @@
-//! The election model: three real [`RaftElector`]s, a duplicating network,
-//! crash/restart from durable state, and ghost records for the properties.
+//! The election model: three real [`tenure_core::RaftElector`]s, a network that
+//! loses, duplicates and reorders, crash/restart from durable state, and ghost
+//! records for the properties.
 
 use crate::elector::Elector;
 use crate::network::{Envelope, Network};
@@ -84,15 +85,18 @@ impl Bounds {
         max_depth: Some(8),
     };
 
-    /// Bounds for the release binary: deeper, with transfers and two jitters.
+    /// Bounds for the release binary: no depth bound at all, so every
+    /// interleaving of every reachable state is explored; each clock advances
+    /// once (one timeout or idle per node) and one crash-restart may happen
+    /// anywhere. About six million states, a few minutes.
     pub const DEEP: Bounds = Bounds {
         max_term: 3,
-        clock_steps_per_node: 3,
+        clock_steps_per_node: 1,
         restarts: 1,
-        transfers: 1,
-        duplicates: 1,
-        rng_period: 2,
-        max_depth: Some(10),
+        transfers: 0,
+        duplicates: 0,
+        rng_period: 1,
+        max_depth: None,
     };
 }
 
