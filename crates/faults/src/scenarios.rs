@@ -100,33 +100,35 @@ impl Run {
             .collect();
         // The peer connections' TCP state (retransmits, backoff) in each
         // namespace: a stalled connection explains a slow heal.
-        let sockets: String = (0..self.cluster.len())
-            .map(|i| {
-                let ss = crate::net::run(
-                    "ip",
-                    &[
-                        "netns",
-                        "exec",
-                        self.cluster.net().namespace(i),
-                        "ss",
-                        "-tinH",
-                        "sport",
-                        "= :7000",
-                        "or",
-                        "dport",
-                        "= :7000",
-                    ],
-                )
-                .unwrap_or_else(|e| e.to_string());
-                format!("--- node {} sockets ---\n{ss}", i + 1)
-            })
-            .collect();
+        let sockets: String = (0..self.cluster.len()).map(|i| self.sockets(i)).collect();
         format!(
             "{what}\nviolations: {:?}\nlast observed view changes:\n{}\n{sockets}{}",
             state.violations,
             changes.join("\n"),
             self.cluster.logs()
         )
+    }
+
+    /// `ss -tin` of node `i`'s peer connections.
+    pub fn sockets(&self, i: usize) -> String {
+        let port = format!("{}", crate::cluster::PEER_PORT);
+        let ss = crate::net::run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                self.cluster.net().namespace(i),
+                "ss",
+                "-tinH",
+                "sport",
+                &format!("= :{port}"),
+                "or",
+                "dport",
+                &format!("= :{port}"),
+            ],
+        )
+        .unwrap_or_else(|e| e.to_string());
+        format!("--- node {} sockets ---\n{ss}", i + 1)
     }
 
     /// Fails if the checker has seen any broken invariant.
@@ -447,9 +449,15 @@ pub async fn minority_partition(with_leader: bool) -> Result<Outcome, String> {
             .filter(|&i| s.latest[i].as_ref().is_some_and(|o| o.view.role == "leader"))
             .collect()
     };
+    // The majority leader's connections just before the heal: a connection
+    // to the minority in TCP retransmission backoff recovers only at its
+    // next retransmission, whatever the heal time.
+    let leader_sockets = run.sockets(ml);
     let healed = Instant::now();
     run.cluster.heal().map_err(e(&run))?;
-    let ((fl, fterm), heal_took) = run.agreement(&run.all(), healed, bound).await?;
+    let ((fl, fterm), heal_took) = run.agreement(&run.all(), healed, bound).await.map_err(|m| {
+        format!("majority leader's sockets just before the heal:\n{leader_sockets}\n{m}")
+    })?;
     run.hold(2 * t.election_timeout()).await;
     run.check_safety()?;
     out.note(format!(
