@@ -19,6 +19,8 @@ use tokio::time::{sleep, sleep_until, Instant};
 
 /// Period of each survivor's poll loop while a failover is measured.
 pub const DETECT_POLL: Duration = Duration::from_millis(1);
+/// How much earlier than the period the poll loop asks to wake (tokio rounds up to 1 ms ticks).
+const TIMER_TICK_SLACK: Duration = Duration::from_micros(900);
 /// Per-request timeout while detecting: a survivor that does not answer this
 /// quickly is asked again.
 const DETECT_REQUEST_TIMEOUT: Duration = Duration::from_millis(250);
@@ -159,7 +161,9 @@ async fn detect<S: System>(
                 if let Some(v) = v.filter(|v| v.is_leader && v.term > after_term) {
                     return (i, v.term, got);
                 }
-                sleep_until(sent + DETECT_POLL).await;
+                // tokio timers fire on the next whole millisecond after the
+                // deadline, so aim half a tick early to keep the period near DETECT_POLL.
+                sleep_until(sent + DETECT_POLL.saturating_sub(TIMER_TICK_SLACK)).await;
             }
         })
     });

@@ -7,13 +7,20 @@ use std::path::Path;
 
 /// Chart size in pixels.
 const SIZE: (u32, u32) = (800, 500);
+/// The x axis starts at this share of the fastest sample.
+const X_MIN_SHARE: f64 = 0.9;
 /// Line colours, one per system in order.
 const COLOURS: [RGBColor; 4] = [RGBColor(31, 119, 180), RGBColor(214, 39, 40), GREEN, BLACK];
 
 /// Writes an SVG with one CDF line per (name, samples in ms).
 pub fn write_cdf(path: &Path, title: &str, series: &[(String, Vec<f64>)]) -> anyhow::Result<()> {
-    let max = series.iter().flat_map(|(_, s)| s.iter().copied()).fold(0.0_f64, f64::max);
+    let all = || series.iter().flat_map(|(_, s)| s.iter().copied());
+    let max = all().fold(0.0_f64, f64::max);
+    let min = all().fold(f64::INFINITY, f64::min);
     let x_max = (max * 1.05).max(1.0);
+    // Start near the fastest failover: crash failovers all sit above the
+    // election timeout, and an axis from 0 would squeeze them into a corner.
+    let x_min = if min.is_finite() { (min * X_MIN_SHARE).floor() } else { 0.0 };
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     let err = |e: DrawingAreaErrorKind<_>| anyhow!("drawing {}: {e:?}", path.display());
     root.fill(&WHITE).map_err(err)?;
@@ -22,18 +29,19 @@ pub fn write_cdf(path: &Path, title: &str, series: &[(String, Vec<f64>)]) -> any
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(55)
-        .build_cartesian_2d(0.0..x_max, 0.0..1.0_f64)
+        .build_cartesian_2d(x_min..x_max, 0.0..1.0_f64)
         .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("failover (ms)")
+        .x_label_formatter(&|v| format!("{v:.0}"))
         .y_desc("fraction of failovers")
         .draw()
         .map_err(err)?;
     for (k, (name, samples)) in series.iter().enumerate() {
         let colour = COLOURS[k % COLOURS.len()];
         // A step function: flat until each sample, then up to its fraction.
-        let mut points = vec![(0.0, 0.0)];
+        let mut points = vec![(x_min, 0.0)];
         let mut last_y = 0.0;
         for (x, y) in cdf(samples) {
             points.push((x, last_y));
@@ -51,7 +59,7 @@ pub fn write_cdf(path: &Path, title: &str, series: &[(String, Vec<f64>)]) -> any
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
