@@ -36,6 +36,17 @@ enum Cmd {
     },
 }
 
+/// Runs `work` until it ends or Ctrl-C: either way its cluster is dropped,
+/// so the namespaces, bridge, rules, servers and directories are removed.
+async fn interruptible<T>(
+    work: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::select! {
+        r = work => r,
+        _ = tokio::signal::ctrl_c() => Err("interrupted (Ctrl-C); cleaned up".to_string()),
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Some(s) = skip::require_netns() {
@@ -60,12 +71,14 @@ fn main() -> anyhow::Result<()> {
             }
             let duration = Duration::from_secs_f64(minutes * 60.0);
             let report = rt
-                .block_on(random::random_run(nodes, duration, seed, |line| println!("{line}")))
+                .block_on(interruptible(random::random_run(nodes, duration, seed, |line| {
+                    println!("{line}")
+                })))
                 .map_err(|msg| anyhow::anyhow!("FAILED (seed {seed}): {msg}"))?;
             println!("PASSED (seed {seed}): {}", report.summary());
         }
         Cmd::Scenario { name } => {
-            let outcome = rt.block_on(async {
+            let outcome = rt.block_on(interruptible(async {
                 match name.as_str() {
                     "non-sticky-leader" => scenarios::non_sticky_leader().await,
                     "leader-ping-pong" => scenarios::leader_ping_pong().await,
@@ -78,7 +91,7 @@ fn main() -> anyhow::Result<()> {
                     }
                     other => Err(format!("unknown scenario {other:?}")),
                 }
-            });
+            }));
             match outcome {
                 Ok(o) => {
                     for l in o.lines {

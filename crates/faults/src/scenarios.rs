@@ -202,7 +202,7 @@ impl Run {
     }
 }
 
-fn e<E: std::fmt::Display>(run: &Run) -> impl FnOnce(E) -> String + '_ {
+fn injection_failed<E: std::fmt::Display>(run: &Run) -> impl FnOnce(E) -> String + '_ {
     move |err| run.fail(format!("fault injection failed: {err}"))
 }
 
@@ -215,10 +215,10 @@ async fn isolate_follower_no_change(n: usize, out: &mut Outcome) -> Result<(), S
     let (l, term) = run.elected().await?;
     let f = (0..n).rev().find(|&i| i != l).expect("n > 1");
     let mark = Instant::now();
-    run.cluster.isolate(f).map_err(e(&run))?;
+    run.cluster.isolate(f).map_err(injection_failed(&run))?;
     run.hold(4 * t.election_timeout()).await;
     let healed = Instant::now();
-    run.cluster.heal().map_err(e(&run))?;
+    run.cluster.heal().map_err(injection_failed(&run))?;
     let ((l2, term2), took) = run.agreement(&run.all(), healed, heal_bound(t)).await?;
     run.hold(3 * t.election_timeout()).await;
     run.check_safety()?;
@@ -263,10 +263,10 @@ async fn cut_leader_link(n: usize, out: &mut Outcome) -> Result<(), String> {
     let f = (0..n).rev().find(|&i| i != l).expect("n > 1");
     let mark = Instant::now();
     let cut = 8 * t.election_timeout();
-    run.cluster.cut(l, f).map_err(e(&run))?;
+    run.cluster.cut(l, f).map_err(injection_failed(&run))?;
     run.hold(cut).await;
     let healed = Instant::now();
-    run.cluster.heal().map_err(e(&run))?;
+    run.cluster.heal().map_err(injection_failed(&run))?;
     let ((l2, term2), took) = run.agreement(&run.all(), healed, heal_bound(t)).await?;
     run.hold(3 * t.election_timeout()).await;
     run.check_safety()?;
@@ -314,7 +314,7 @@ pub async fn leader_crash() -> Result<Outcome, String> {
     let t = run.t();
     let (l, term) = run.elected().await?;
     let killed = Instant::now();
-    run.cluster.kill(l).map_err(e(&run))?;
+    run.cluster.kill(l).map_err(injection_failed(&run))?;
     let bound = heal_bound(t);
     let survivors: Vec<usize> = (0..n).filter(|&i| i != l).collect();
     let new = run.checker.wait_for(bound, |s| s.first_new_leader(killed, term)).await;
@@ -328,7 +328,7 @@ pub async fn leader_crash() -> Result<Outcome, String> {
         l + 1
     ));
     let restarted = Instant::now();
-    run.cluster.spawn(l).map_err(e(&run))?;
+    run.cluster.spawn(l).map_err(injection_failed(&run))?;
     let ((l3, term3), rejoin) =
         run.agreement(&run.all(), restarted, bound + RESTART_MARGIN).await?;
     run.hold(3 * t.election_timeout()).await;
@@ -361,7 +361,7 @@ pub async fn leader_pause() -> Result<Outcome, String> {
     let bound = heal_bound(t);
     let paused = Instant::now();
     let pause = 4 * t.election_timeout();
-    run.cluster.pause(l).map_err(e(&run))?;
+    run.cluster.pause(l).map_err(injection_failed(&run))?;
     let new = run.checker.wait_for(bound, |s| s.first_new_leader(paused, term)).await;
     let Some(((new_id, new_term, at), _)) = new else {
         let _ = run.cluster.resume(l);
@@ -377,7 +377,7 @@ pub async fn leader_pause() -> Result<Outcome, String> {
         .map(|path| tokio::spawn(crate::checker::get_once(addr, path, PROBE_TIMEOUT)));
     tokio::time::sleep(PROBE_CONNECT).await;
     let resumed = Instant::now();
-    run.cluster.resume(l).map_err(e(&run))?;
+    run.cluster.resume(l).map_err(injection_failed(&run))?;
     let mut answers = Vec::new();
     for (path, probe) in [STATUS_PATH, IS_LEADER_PATH].iter().zip(probes) {
         let answer = probe.await.ok().flatten();
@@ -434,7 +434,7 @@ pub async fn minority_partition(with_leader: bool) -> Result<Outcome, String> {
         if with_leader { vec![l, followers[0]] } else { vec![followers[0], followers[1]] };
     let majority: Vec<usize> = (0..n).filter(|i| !minority.contains(i)).collect();
     let cut = Instant::now();
-    run.cluster.partition(&minority).map_err(e(&run))?;
+    run.cluster.partition(&minority).map_err(injection_failed(&run))?;
     let ((ml, mterm), took) = run.agreement(&majority, cut, bound).await?;
     // Hold the partition: the majority's leadership must not move, and the
     // minority must have no leader once the old lease has run out.
@@ -454,7 +454,7 @@ pub async fn minority_partition(with_leader: bool) -> Result<Outcome, String> {
     // next retransmission, whatever the heal time.
     let leader_sockets = run.sockets(ml);
     let healed = Instant::now();
-    run.cluster.heal().map_err(e(&run))?;
+    run.cluster.heal().map_err(injection_failed(&run))?;
     let ((fl, fterm), heal_took) = run.agreement(&run.all(), healed, bound).await.map_err(|m| {
         format!("majority leader's sockets just before the heal:\n{leader_sockets}\n{m}")
     })?;
