@@ -12,9 +12,11 @@
 //!
 //! The core offers no comparison without those fields, so the identity used
 //! here is a hash of the elector's `Debug` text with the two sections cut out.
-//! `Debug` shows every field, instants to the microsecond; every instant in the
-//! model is a whole millisecond (see [`crate::model::ELECTION_TIMEOUT`]), so no
-//! two different electors share a text.
+//! `Debug` shows every field, but instants only to the microsecond. Every
+//! instant in the model is a whole millisecond (see
+//! [`crate::model::CLOCK_DRIFT_PPM`]), so no two different electors share a
+//! text; [`Elector::new`] checks that and panics otherwise, rather than let
+//! the checker merge different states silently.
 
 use crate::rng::ModelRng;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -35,8 +37,16 @@ pub struct Elector {
 
 impl Elector {
     /// Wraps `inner`, computing its identity.
+    ///
+    /// # Panics
+    /// If an instant in the elector is not a whole millisecond: its `Debug`
+    /// text would then not tell it apart from a nearby instant.
     pub fn new(inner: RaftElector<ModelRng>) -> Self {
-        let identity = identity_of(&format!("{inner:?}"));
+        let debug = format!("{inner:?}");
+        if let Some(bad) = instant_not_whole_ms(&debug) {
+            panic!("the model needs whole-millisecond instants, found {bad} in {debug}");
+        }
+        let identity = identity_of(&debug);
         Elector { inner, identity }
     }
 
@@ -44,6 +54,17 @@ impl Elector {
     pub fn inner(&self) -> &RaftElector<ModelRng> {
         &self.inner
     }
+}
+
+/// The first `Instant(..)` in `debug` that is neither "never" nor a whole
+/// number of milliseconds (`Instant(123.000ms)`), if any.
+fn instant_not_whole_ms(debug: &str) -> Option<&str> {
+    debug.match_indices("Instant(").find_map(|(start, _)| {
+        let len = debug[start..].find(')').map_or(debug.len() - start, |e| e + 1);
+        let shown = &debug[start..start + len];
+        let whole = shown == "Instant(never)" || shown.ends_with(".000ms)");
+        (!whole).then_some(shown)
+    })
 }
 
 /// Hashes `debug` with the observational sections ([`OBSERVATIONAL`]) removed.
@@ -102,6 +123,15 @@ mod tests {
         let positions: Vec<usize> =
             OBSERVATIONAL.iter().map(|(o, _)| debug.find(o).expect("section present")).collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{debug}");
+    }
+
+    #[test]
+    fn only_whole_millisecond_instants_pass() {
+        assert_eq!(instant_not_whole_ms("a: Instant(420.000ms), b: Instant(never)"), None);
+        assert_eq!(
+            instant_not_whole_ms("a: Instant(420.000ms), b: Instant(110.526ms)"),
+            Some("Instant(110.526ms)")
+        );
     }
 
     #[test]

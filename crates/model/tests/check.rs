@@ -2,6 +2,7 @@
 //! safety property within the test bounds, and each planted storage bug is
 //! caught with a counterexample.
 
+use std::sync::OnceLock;
 use tenure_core::Term;
 use tenure_model::check::{check, contested_prefix, hunt, CheckReport};
 use tenure_model::model::{LEADER_ELECTED, ONE_VOTE_PER_TERM, TERMS_NEVER_DECREASE};
@@ -11,7 +12,7 @@ use tenure_model::{Action, Bounds, Durability, ElectionModel};
 const THREADS: usize = 1;
 
 /// Depth explored from a contested election (the initial state counts as 1).
-const CONTESTED_DEPTH: usize = 7;
+const CONTESTED_DEPTH: usize = 6;
 
 fn summary(report: &CheckReport) -> String {
     format!(
@@ -26,8 +27,12 @@ fn summary(report: &CheckReport) -> String {
 }
 
 /// The model started from a contested election the checker finds itself.
+/// Both contested tests share one search for the prefix.
 fn contested_model(durability: Durability) -> ElectionModel {
-    let prefix = contested_prefix(Bounds::QUICK, THREADS).expect("a contested election");
+    static PREFIX: OnceLock<Vec<Action>> = OnceLock::new();
+    let prefix = PREFIX
+        .get_or_init(|| contested_prefix(Bounds::QUICK, THREADS).expect("a contested election"))
+        .clone();
     let bounds = Bounds { max_depth: Some(CONTESTED_DEPTH), ..Bounds::QUICK };
     ElectionModel::new(bounds, durability).starting_after(prefix)
 }
