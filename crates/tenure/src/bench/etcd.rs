@@ -2,7 +2,7 @@
 //! observed through its JSON gateway: `POST /v3/maintenance/status {}`.
 
 use super::fetch::Fetch;
-use super::system::{System, View};
+use super::system::{Rounds, System, View};
 use crate::local_cluster::{free_ports, temp_dir, Proc, LOG_TAIL_LINES};
 use anyhow::{bail, Context};
 use hyper::Method;
@@ -186,7 +186,7 @@ impl System for Etcd {
         Some(View { leader, term: s.term, is_leader: s.leader == Some(s.member_id) })
     }
 
-    async fn elections(&self, _i: usize) -> Option<u64> {
+    async fn rounds(&self, _i: usize) -> Option<Rounds> {
         // etcd exports no count of elections started; rounds come from terms.
         None
     }
@@ -221,6 +221,10 @@ impl System for Etcd {
     fn log_tails(&self) -> String {
         let _ = self.dir.path();
         self.members.iter().map(|m| m.proc.log_tail(LOG_TAIL_LINES)).collect()
+    }
+
+    fn log_files(&self) -> Vec<PathBuf> {
+        self.members.iter().map(|m| m.proc.log.clone()).collect()
     }
 }
 

@@ -8,7 +8,7 @@
 //! measurement. The poll period and the request round trip are recorded, so
 //! the report states the detector's own delay.
 
-use super::system::{System, View};
+use super::system::{Rounds, System, View};
 use anyhow::{bail, Context};
 use futures_util::future::{join_all, select_all};
 use nix::sys::signal::Signal;
@@ -70,6 +70,8 @@ impl Timing {
 /// What one trial measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Trial {
+    /// Wall-clock time of the signal (RFC 3339), to find the trial in the logs.
+    pub signalled_at: String,
     /// Time from the signal to the first survivor reporting itself leader, ms.
     pub failover_ms: f64,
     /// Node (1-based) that was stopped.
@@ -82,6 +84,8 @@ pub struct Trial {
     pub term_after: u64,
     /// Elections started by the survivors during the failover (tenure only).
     pub elections: Option<u64>,
+    /// Pre-vote rounds started by the survivors during the failover (tenure only).
+    pub pre_votes: Option<u64>,
     /// Whether the term changed while the stopped node rejoined (a disruption).
     pub rejoin_disturbed: bool,
     /// Mean period of the survivors' poll loops during detection, ms.
@@ -178,9 +182,11 @@ async fn detect<S: System>(
     Ok((i, term, elapsed, period, rtt))
 }
 
-/// Sum of the survivors' election counters, when every one answers.
-async fn elections<S: System>(sys: &S, nodes: &[usize]) -> Option<u64> {
-    join_all(nodes.iter().map(|&i| sys.elections(i))).await.into_iter().sum()
+/// Sum of the survivors' round counters, when every one answers.
+async fn rounds<S: System>(sys: &S, nodes: &[usize]) -> Option<Rounds> {
+    let all: Option<Vec<Rounds>> =
+        join_all(nodes.iter().map(|&i| sys.rounds(i))).await.into_iter().collect();
+    all.map(|r| r.into_iter().fold(Rounds::default(), |a, b| a + b))
 }
 
 /// Runs one trial on a cluster whose nodes are all running.
@@ -188,12 +194,13 @@ pub async fn trial<S: System>(sys: &mut S, stop: Stop, timing: Timing) -> anyhow
     let all: Vec<usize> = (0..sys.len()).collect();
     let (leader, term_before) = wait_stable(sys, &all, timing).await?;
     let survivors: Vec<usize> = all.iter().copied().filter(|&i| i != leader).collect();
-    let elections_before = elections(sys, &survivors).await;
+    let rounds_before = rounds(sys, &survivors).await;
 
     let signal = match stop {
         Stop::Kill => Signal::SIGKILL,
         Stop::Graceful => Signal::SIGTERM,
     };
+    let signalled_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let since = Instant::now();
     sys.proc(leader).signal(signal)?;
     let (new_leader, term_after, took, period, rtt) =
@@ -202,18 +209,20 @@ pub async fn trial<S: System>(sys: &mut S, stop: Stop, timing: Timing) -> anyhow
 
     // Let the survivors settle before reading counters: a late extra round counts too.
     let (_, term_settled) = wait_stable(sys, &survivors, timing).await?;
-    let elections_after = elections(sys, &survivors).await;
-    let elections = elections_before.zip(elections_after).map(|(b, a)| a.saturating_sub(b));
+    let rounds_after = rounds(sys, &survivors).await;
+    let delta = rounds_before.zip(rounds_after);
 
     sys.start(leader)?;
     let (_, term_rejoined) = wait_stable(sys, &all, timing).await?;
     Ok(Trial {
+        signalled_at,
         failover_ms: took.as_secs_f64() * 1000.0,
         stopped: leader + 1,
         new_leader: new_leader + 1,
         term_before,
         term_after,
-        elections,
+        elections: delta.map(|(b, a)| a.elections.saturating_sub(b.elections)),
+        pre_votes: delta.map(|(b, a)| a.pre_votes.saturating_sub(b.pre_votes)),
         rejoin_disturbed: term_rejoined != term_settled,
         poll_period_ms: period,
         poll_rtt_ms: rtt,

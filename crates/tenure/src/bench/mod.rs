@@ -25,7 +25,7 @@ use stats::{one_round_fraction, split_votes, summarize, Summary};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use system::{System, Tenure};
+use system::{keep_logs, System, Tenure};
 
 /// Fewest nodes: with two, losing one leaves no majority to fail over to.
 const MIN_NODES: usize = 3;
@@ -89,6 +89,10 @@ pub struct FailoverArgs {
     /// Write the latency CDF of each system to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Copy every server's log into this directory before cleaning up
+    /// (role changes with reason and term, to explain outliers).
+    #[arg(long, value_name = "DIR")]
+    keep_logs: Option<PathBuf>,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -113,6 +117,8 @@ struct SystemReport {
     split_votes: u64,
     /// Mean elections started per failover (tenure's counter; null for etcd).
     elections_per_failover: Option<f64>,
+    /// Mean pre-vote rounds started per failover (tenure's counter; null for etcd).
+    pre_votes_per_failover: Option<f64>,
     /// Rejoins during which the term changed.
     rejoins_disturbed: usize,
     /// Mean period of each survivor's poll loop, ms.
@@ -128,15 +134,18 @@ impl SystemReport {
         let deltas: Vec<u64> =
             trials.iter().map(|t| t.term_after.saturating_sub(t.term_before)).collect();
         let elections: Option<Vec<u64>> = trials.iter().map(|t| t.elections).collect();
+        let pre_votes: Option<Vec<u64>> = trials.iter().map(|t| t.pre_votes).collect();
+        let mean = |v: Option<Vec<u64>>| {
+            v.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<u64>() as f64 / v.len() as f64)
+        };
         let n = trials.len().max(1) as f64;
         SystemReport {
             system,
             failover_ms: summarize(&ms),
             one_round_fraction: one_round_fraction(&deltas),
             split_votes: trials.iter().map(|t| split_votes(t.term_before, t.term_after)).sum(),
-            elections_per_failover: elections
-                .filter(|e| !e.is_empty())
-                .map(|e| e.iter().sum::<u64>() as f64 / e.len() as f64),
+            elections_per_failover: mean(elections),
+            pre_votes_per_failover: mean(pre_votes),
             rejoins_disturbed: trials.iter().filter(|t| t.rejoin_disturbed).count(),
             poll_period_ms: trials.iter().map(|t| t.poll_period_ms).sum::<f64>() / n,
             poll_rtt_ms: trials.iter().map(|t| t.poll_rtt_ms).sum::<f64>() / n,
@@ -278,6 +287,12 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
         }
     };
     bar.finish_and_clear();
+    if let Some(dir) = &args.keep_logs {
+        keep_logs(&tenure, dir)?;
+        if let Some(e) = &etcd {
+            keep_logs(e, dir)?;
+        }
+    }
     drop(etcd);
     drop(tenure);
     outcome?;
@@ -340,7 +355,7 @@ fn print_text(r: &FailoverReport, plot: Option<&std::path::Path>) {
     );
     println!("detector: {}", r.detector);
     println!(
-        "{:<8} {:>6} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>9} {:>9} {:>15}",
+        "{:<8} {:>6} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>9} {:>8} {:>9} {:>15}",
         "SYSTEM",
         "TRIALS",
         "P50 MS",
@@ -350,13 +365,14 @@ fn print_text(r: &FailoverReport, plot: Option<&std::path::Path>) {
         "ONE-ROUND",
         "SPLIT VOTES",
         "ELECT/FO",
+        "PREV/FO",
         "REJOIN!",
         "POLL PERIOD/RTT"
     );
     for s in &r.systems {
         let Some(m) = s.failover_ms else { continue };
         println!(
-            "{:<8} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1}% {:>11} {:>9} {:>9} {:>15}",
+            "{:<8} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1}% {:>11} {:>9} {:>8} {:>9} {:>15}",
             s.system,
             m.count,
             m.p50,
@@ -366,6 +382,7 @@ fn print_text(r: &FailoverReport, plot: Option<&std::path::Path>) {
             s.one_round_fraction.unwrap_or(0.0) * 100.0,
             s.split_votes,
             s.elections_per_failover.map_or("-".to_string(), |e| format!("{e:.2}")),
+            s.pre_votes_per_failover.map_or("-".to_string(), |e| format!("{e:.2}")),
             s.rejoins_disturbed,
             format!("{:.2}/{:.2} ms", s.poll_period_ms, s.poll_rtt_ms)
         );

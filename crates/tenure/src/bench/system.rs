@@ -5,6 +5,8 @@
 use super::fetch::{metric_value, Fetch};
 use crate::local_cluster::{Proc, TenureCluster, TenureSettings};
 use crate::rest::Client;
+use anyhow::Context;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Timeout of one `/metrics` scrape.
@@ -21,6 +23,22 @@ pub struct View {
     pub is_leader: bool,
 }
 
+/// Election rounds counted by a node (tenure's `/metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rounds {
+    /// `tenure_pre_votes_started_total`.
+    pub pre_votes: u64,
+    /// `tenure_elections_started_total`.
+    pub elections: u64,
+}
+
+impl std::ops::Add for Rounds {
+    type Output = Rounds;
+    fn add(self, o: Rounds) -> Rounds {
+        Rounds { pre_votes: self.pre_votes + o.pre_votes, elections: self.elections + o.elections }
+    }
+}
+
 /// A local cluster the benchmark can observe and crash.
 pub trait System {
     /// Short name for reports ("tenure", "etcd").
@@ -29,14 +47,28 @@ pub trait System {
     fn len(&self) -> usize;
     /// Node `i`'s view, or None when it does not answer within `timeout`.
     async fn view(&self, i: usize, timeout: Duration) -> Option<View>;
-    /// Elections node `i` has started since it started, when the system counts them.
-    async fn elections(&self, i: usize) -> Option<u64>;
+    /// Rounds node `i` has started since it started, when the system counts them.
+    async fn rounds(&self, i: usize) -> Option<Rounds>;
     /// Starts node `i` (again, with its data).
     fn start(&mut self, i: usize) -> anyhow::Result<()>;
     /// Node `i`'s process.
     fn proc(&mut self, i: usize) -> &mut Proc;
     /// The last lines of every node's log.
     fn log_tails(&self) -> String;
+    /// Every node's log file.
+    fn log_files(&self) -> Vec<PathBuf>;
+}
+
+/// Copies every log of `sys` into `dir` as `<system>-<file name>`.
+pub fn keep_logs<S: System>(sys: &S, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for log in sys.log_files() {
+        let name = log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let to = dir.join(format!("{}-{name}", sys.name()));
+        std::fs::copy(&log, &to)
+            .with_context(|| format!("cannot copy {} to {}", log.display(), to.display()))?;
+    }
+    Ok(())
 }
 
 /// A tenure cluster observed through `/v1/status` and `/metrics`.
@@ -72,16 +104,6 @@ impl Tenure {
     pub fn endpoint(&self, i: usize) -> &str {
         &self.endpoints[i]
     }
-
-    /// Node `i`'s counter `name` from `/metrics`.
-    pub async fn counter(&self, i: usize, name: &str) -> Option<u64> {
-        let text = self
-            .fetch
-            .get_text(&format!("{}/metrics", self.endpoints[i]), METRICS_TIMEOUT)
-            .await
-            .ok()?;
-        metric_value(&text, name).map(|v| v as u64)
-    }
 }
 
 impl System for Tenure {
@@ -102,8 +124,13 @@ impl System for Tenure {
         })
     }
 
-    async fn elections(&self, i: usize) -> Option<u64> {
-        self.counter(i, "tenure_elections_started_total").await
+    async fn rounds(&self, i: usize) -> Option<Rounds> {
+        let url = format!("{}/metrics", self.endpoints[i]);
+        let text = self.fetch.get_text(&url, METRICS_TIMEOUT).await.ok()?;
+        Some(Rounds {
+            pre_votes: metric_value(&text, "tenure_pre_votes_started_total")? as u64,
+            elections: metric_value(&text, "tenure_elections_started_total")? as u64,
+        })
     }
 
     fn start(&mut self, i: usize) -> anyhow::Result<()> {
@@ -116,5 +143,9 @@ impl System for Tenure {
 
     fn log_tails(&self) -> String {
         self.cluster.log_tails()
+    }
+
+    fn log_files(&self) -> Vec<PathBuf> {
+        self.cluster.servers.iter().map(|s| s.proc.log.clone()).collect()
     }
 }
