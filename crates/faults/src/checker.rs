@@ -39,6 +39,13 @@ pub const WATCH_RECONNECT: Duration = Duration::from_millis(50);
 const MAX_SSE_EVENT: usize = 64 * 1024;
 /// How often `wait_for` re-evaluates its condition.
 const WAIT_POLL: Duration = Duration::from_millis(5);
+/// The stall monitor's tick.
+const STALL_TICK: Duration = Duration::from_millis(5);
+/// A tick late by more than this is recorded as a scheduling stall of the
+/// test process: a sign the machine is too loaded for the timings.
+pub const STALL_REPORT: Duration = Duration::from_millis(100);
+/// Most stalls kept.
+const MAX_STALLS: usize = 1000;
 /// Most observations kept in the change log (only changes are logged, so a
 /// long run stays far below this).
 const MAX_LOG: usize = 1_000_000;
@@ -132,6 +139,9 @@ pub struct State {
     pub polls: u64,
     /// Watch events received.
     pub events: u64,
+    /// Scheduling stalls of this process longer than [`STALL_REPORT`]:
+    /// (when it ended, how late the tick was).
+    pub stalls: Vec<(Instant, Duration)>,
     /// Node ids by index.
     ids: Vec<u64>,
     /// Term (fencing token) -> the node said to lead it, and by whom.
@@ -325,6 +335,7 @@ impl Checker {
         connector.set_connect_timeout(Some(REQUEST_TIMEOUT));
         let client: HttpClient = Client::builder(TokioExecutor::new()).build(connector);
         let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(stall_monitor(state.clone())));
         for (i, addr) in addrs.into_iter().enumerate() {
             tasks.push(tokio::spawn(poll(i, addr, client.clone(), state.clone())));
             tasks.push(tokio::spawn(watch(i, addr, client.clone(), state.clone())));
@@ -383,6 +394,22 @@ pub async fn get_once(addr: SocketAddr, path: &str, timeout: Duration) -> Option
         Some((code, String::from_utf8_lossy(&bytes).into_owned()))
     };
     tokio::time::timeout(timeout, fut).await.ok()?
+}
+
+/// Records how late a short sleep wakes: the test process shares the CPUs
+/// with the servers, so a long stall here means they may have stalled too.
+async fn stall_monitor(state: Arc<Mutex<State>>) {
+    loop {
+        let before = Instant::now();
+        tokio::time::sleep(STALL_TICK).await;
+        let late = before.elapsed().saturating_sub(STALL_TICK);
+        if late > STALL_REPORT {
+            let mut s = lock(&state);
+            if s.stalls.len() < MAX_STALLS {
+                s.stalls.push((Instant::now(), late));
+            }
+        }
+    }
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
