@@ -29,7 +29,8 @@ enum Cmd {
     },
     /// One named scenario: non-sticky-leader, leader-ping-pong,
     /// one-link-failure, leader-crash, leader-pause,
-    /// minority-partition-with-leader, minority-partition-without-leader.
+    /// minority-partition-with-leader, minority-partition-without-leader,
+    /// long-isolation.
     Scenario {
         /// The scenario's name.
         name: String,
@@ -81,6 +82,7 @@ fn main() -> anyhow::Result<()> {
             let outcome = rt.block_on(interruptible(async {
                 match name.as_str() {
                     "non-sticky-leader" => scenarios::non_sticky_leader().await,
+                    "long-isolation" => scenarios::long_isolation().await,
                     "leader-ping-pong" => scenarios::leader_ping_pong().await,
                     "one-link-failure" => scenarios::one_link_failure().await,
                     "leader-crash" => scenarios::leader_crash().await,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// Timings of every scenario: short, to keep the suite fast, but with room
 /// for scheduling delays on a shared two-core machine.
-pub const TIMINGS: Timings = Timings { heartbeat_ms: 50, election_timeout_ms: 500 };
+pub const TIMINGS: Timings = Timings { heartbeat_ms: 30, election_timeout_ms: 300 };
 /// Bound on the first election, including process start-up.
 pub const FIRST_ELECTION_BOUND: Duration = Duration::from_secs(15);
 /// Margin over two election timeouts for failover and convergence after a
@@ -25,7 +25,7 @@ pub const BOUND_MARGIN: Duration = Duration::from_millis(500);
 pub const RESTART_MARGIN: Duration = Duration::from_secs(2);
 
 /// Failover / convergence bound: 2 × election timeout + [`BOUND_MARGIN`]
-/// (1500 ms with [`TIMINGS`]).
+/// (1100 ms with [`TIMINGS`]).
 pub fn heal_bound(t: Timings) -> Duration {
     2 * t.election_timeout() + BOUND_MARGIN
 }
@@ -228,14 +228,19 @@ fn injection_failed<E: std::fmt::Display>(run: &Run) -> impl FnOnce(E) -> String
 /// A follower of a settled cluster loses every link for `cut`, then heals.
 /// Passes with zero leader changes and no term change anywhere (pre-vote:
 /// the isolated node never raises its term; stickiness: nobody follows it).
-async fn isolate_follower_no_change(n: usize, out: &mut Outcome) -> Result<(), String> {
+async fn isolate_follower_no_change(
+    n: usize,
+    isolation: Option<Duration>,
+    out: &mut Outcome,
+) -> Result<(), String> {
     let run = Run::start(n, TIMINGS).await?;
     let t = run.t();
     let (l, term) = run.elected().await?;
     let f = (0..n).rev().find(|&i| i != l).expect("n > 1");
     let mark = Instant::now();
+    let isolation = isolation.unwrap_or(4 * t.election_timeout());
     run.cluster.isolate(f).map_err(injection_failed(&run))?;
-    run.hold(4 * t.election_timeout()).await;
+    run.hold(isolation).await;
     let healed = Instant::now();
     run.cluster.heal().map_err(injection_failed(&run))?;
     let ((l2, term2), took) = run.agreement(&run.all(), healed, heal_bound(t)).await?;
@@ -247,7 +252,7 @@ async fn isolate_follower_no_change(n: usize, out: &mut Outcome) -> Result<(), S
         "{n} nodes, leader n{} t{term}; isolated follower n{} for {:?}; after heal all agree in {took:?} (bound {:?})",
         l + 1,
         f + 1,
-        4 * t.election_timeout(),
+        isolation,
         heal_bound(t)
     ));
     out.note(format!("leaderships seen since the fault: {changes:?}; highest term {max_term}"));
@@ -268,7 +273,18 @@ async fn isolate_follower_no_change(n: usize, out: &mut Outcome) -> Result<(), S
 /// Seed scenario `non-sticky-leader`: 4 nodes, isolate a follower, heal.
 pub async fn non_sticky_leader() -> Result<Outcome, String> {
     let mut out = Outcome::default();
-    isolate_follower_no_change(4, &mut out).await?;
+    isolate_follower_no_change(4, None, &mut out).await?;
+    Ok(out)
+}
+
+/// How long `long-isolation` cuts the follower off.
+pub const LONG_ISOLATION: Duration = Duration::from_secs(10);
+
+/// `non-sticky-leader` with a [`LONG_ISOLATION`]: the heal bound does not
+/// depend on how long the partition lasted.
+pub async fn long_isolation() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    isolate_follower_no_change(4, Some(LONG_ISOLATION), &mut out).await?;
     Ok(out)
 }
 

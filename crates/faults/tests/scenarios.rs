@@ -61,11 +61,14 @@ fn leader_pause() {
     run("leader-pause", scenarios::leader_pause);
 }
 
-/// RUNTIME-ISSUE (pinned, fails every run): after the heal the majority
-/// leader's TCP connections to the two minority nodes are in retransmission
-/// backoff (`ss`: `rto:1632 backoff:3`, ~1.1 KB unsent), so they hear it
-/// only at the next retransmission: 1.57–1.72 s after the heal (5 runs) against a
-/// 1.1 s bound. The transport never abandons a silent connection.
+/// RUNTIME-ISSUE (pinned, flaky): after the heal the majority leader's TCP
+/// connections to the two minority nodes are in retransmission backoff
+/// (`ss` just before the heal: `rto:1632 backoff:3`, ~1.1 KB unsent), so the
+/// minority hears the leader only at the next retransmission, not at the
+/// heal. Measured: with 30/300 ms timings 1.57–1.72 s after the heal in 5 of
+/// 5 runs (bound 1.1 s); with 50/500 ms 1.87 s in 1 of 3 (bound 1.5 s),
+/// 0.83–0.89 s in the others. The transport never abandons a silent
+/// connection. Run with `--include-ignored`.
 #[test]
 #[ignore = "RUNTIME-ISSUE: stalled TCP peer connections delay healing past 2 x election timeout + 500 ms"]
 fn minority_partition_with_leader() {
@@ -75,6 +78,16 @@ fn minority_partition_with_leader() {
 #[test]
 fn minority_partition_without_leader() {
     run("minority-partition-without-leader", || scenarios::minority_partition(false));
+}
+
+/// RUNTIME-ISSUE (pinned, failed 2 of 2): the same TCP stall, scaled: a
+/// follower isolated for 10 s rejoins only 4.2–4.9 s after the heal (bound
+/// 1.1 s), because the peer connections' retransmission timeout has backed
+/// off to seconds; heal time grows with the partition's length.
+#[test]
+#[ignore = "RUNTIME-ISSUE: after a 10 s isolation the follower rejoins 4-5 s after the heal (TCP retransmission backoff)"]
+fn long_isolation() {
+    run("long-isolation", scenarios::long_isolation);
 }
 
 /// Short by default (0.25 min); `TENURE_FAULT_MINUTES` sets the length.
