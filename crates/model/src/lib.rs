@@ -63,16 +63,22 @@
 //! [`Bounds::DEEP`] by the release binary (no depth bound: every interleaving).
 //!
 //! ## Results
-//! `cargo run --release -p tenure-model` (Bounds::DEEP, 2 threads) explores
-//! 6,267,053 unique states in about 220 s on the 2-core machine, to depth 25,
-//! with no counterexample. The tests explore 157,336 states (fresh cluster,
-//! depth 8) and about 470,000 (from a contested election, depth 7), with no
-//! counterexample, and find the planted bugs: a restart that forgets the vote
-//! gives a 3-step counterexample to one-vote-per-term after a contested
-//! election (restart `n1`, its timer fires, `n2`'s vote request is granted); a
-//! restart that forgets everything gives a 5-step counterexample to
-//! terms-never-decrease. See `cargo run --release -p tenure-model -- --help`
-//! style flags in `src/main.rs` to explore other bounds.
+//! No counterexample to any safety property has been found. Measured on the
+//! shared 2-core machine, against the core as of commit `0c2abe6`:
+//!
+//! | run | unique states | depth | time |
+//! | --- | ---: | ---: | ---: |
+//! | `cargo run --release -p tenure-model` ([`Bounds::DEEP`], every interleaving) | 6,217,205 | 25 | 462 s (load ~8) |
+//! | `... -- --quick --contested --transfers 1 --depth 8` (transfers reach a second term) | 1,092,205 | 8 | 17 s |
+//! | test: fresh cluster, [`Bounds::QUICK`] | 157,336 | 8 | ~9 s debug |
+//! | test: from a contested election | 102,146 | 6 | ~8 s debug |
+//!
+//! The planted bugs are caught (`tests/check.rs`): a restart that forgets the
+//! vote gives a 3-step counterexample to one-vote-per-term after a contested
+//! election (restart `n1`, its timer fires, `n2`'s vote request is granted:
+//! `n1` voted for itself and for `n2` in term 1); a restart that forgets
+//! everything gives a 5-step counterexample to terms-never-decrease. The
+//! flags of the binary (see `src/main.rs`) explore other bounds.
 
 #![warn(missing_docs)]
 
