@@ -48,29 +48,22 @@ fn leader_crash() {
     run("leader-crash", scenarios::leader_crash);
 }
 
-/// RUNTIME-ISSUE (pinned; failed 1 of 11 runs, and round 72 of `tenure-faults
-/// random --minutes 2 --seed 42`): a request that reaches
-/// the stopped leader is answered on SIGCONT before the driver steps down:
-/// `/v1/status` says role `leader`, fencing token 1, after node 2 was
-/// already seen leading term 2 (`/v1/is-leader` correctly says 503). The
-/// status handler reports the core's role without checking the lease.
-/// Run with `--include-ignored`.
+/// Regression (failed 1 of 11 runs before the fix): a request that reached
+/// the stopped leader was answered on SIGCONT before its driver stepped down,
+/// and `/v1/status` said `leader` after node 2 had been seen leading term 2.
+/// `NodeHandle::status` now checks the lease against the clock.
 #[test]
-#[ignore = "RUNTIME-ISSUE: /v1/status reports role leader past the lease after SIGCONT (flaky, ~1 in 10)"]
 fn leader_pause() {
     run("leader-pause", scenarios::leader_pause);
 }
 
-/// RUNTIME-ISSUE (pinned, flaky): after the heal the majority leader's TCP
-/// connections to the two minority nodes are in retransmission backoff
-/// (`ss` just before the heal: `rto:1632 backoff:3`, ~1.1 KB unsent), so the
-/// minority hears the leader only at the next retransmission, not at the
-/// heal. Measured: with 30/300 ms timings 1.57–1.72 s after the heal in 5 of
-/// 5 runs (bound 1.1 s); with 50/500 ms 1.87 s in 1 of 3 (bound 1.5 s),
-/// 0.83–0.89 s in the others. The transport never abandons a silent
-/// connection. Run with `--include-ignored`.
+/// Regression (failed 5 of 5 before the fix): after the heal the majority
+/// leader's TCP connections to the minority sat in retransmission backoff
+/// (`ss`: `rto:1632 backoff:3`), so the minority heard it 1.57-1.72 s after
+/// the heal (bound 1.1 s). The transport now redials a connection whose peer
+/// answered none of `SILENT_PINGS` pings, with a connect timeout tied to the
+/// election timeout.
 #[test]
-#[ignore = "RUNTIME-ISSUE: stalled TCP peer connections delay healing past 2 x election timeout + 500 ms"]
 fn minority_partition_with_leader() {
     run("minority-partition-with-leader", || scenarios::minority_partition(true));
 }
@@ -80,12 +73,9 @@ fn minority_partition_without_leader() {
     run("minority-partition-without-leader", || scenarios::minority_partition(false));
 }
 
-/// RUNTIME-ISSUE (pinned, failed 2 of 2): the same TCP stall, scaled: a
-/// follower isolated for 10 s rejoins only 4.2–4.9 s after the heal (bound
-/// 1.1 s), because the peer connections' retransmission timeout has backed
-/// off to seconds; heal time grows with the partition's length.
+/// Regression (failed 2 of 2 before the fix): the same TCP stall, scaled: a
+/// follower isolated for 10 s rejoined 4.2-4.9 s after the heal.
 #[test]
-#[ignore = "RUNTIME-ISSUE: after a 10 s isolation the follower rejoins 4-5 s after the heal (TCP retransmission backoff)"]
 fn long_isolation() {
     run("long-isolation", scenarios::long_isolation);
 }

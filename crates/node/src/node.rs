@@ -13,7 +13,7 @@ use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use tenure_core::{NodeId, Protocol, RaftElector};
+use tenure_core::{NodeId, Protocol, RaftElector, Role};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::info;
@@ -187,16 +187,23 @@ impl NodeHandle {
 
     /// A snapshot of the node's state.
     pub fn status(&self) -> NodeStatus {
-        let s = lock(&self.shared.core).status();
+        let (s, leading) = {
+            let core = lock(&self.shared.core);
+            (core.status(), core.is_leader(self.shared.clock.now()))
+        };
+        // A leader whose lease has run out (say, just resumed from a pause)
+        // no longer leads, even before the driver has processed the expiry.
+        let lapsed = s.role == Role::Leader && !leading;
+        let leader = if lapsed { None } else { s.leader };
         let now = self.shared.clock.now().as_nanos();
         NodeStatus {
             id: s.id,
-            role: s.role,
+            role: if lapsed { Role::Follower } else { s.role },
             term: s.term,
             voted_for: s.voted_for,
-            leader: s.leader,
-            leader_addr: s.leader.and_then(|l| self.shared.config.peer_addr(l)),
-            fencing_token: s.fencing_token,
+            leader,
+            leader_addr: leader.and_then(|l| self.shared.config.peer_addr(l)),
+            fencing_token: if lapsed { None } else { s.fencing_token },
             lsn: s.lsn,
             storage_failed: s.storage_failed,
             peers: self

@@ -33,8 +33,15 @@ pub const PEER_QUEUE_CAPACITY: usize = 64;
 pub const RECONNECT_MIN: Duration = Duration::from_millis(10);
 /// Upper bound of the reconnect backoff, whatever the election timeout.
 pub const RECONNECT_MAX: Duration = Duration::from_secs(1);
-/// How long a TCP connect may take.
+/// The longest a TCP connect may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The shortest connect timeout, whatever the election timeout.
+const MIN_CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
+/// A connection whose peer answered none of this many consecutive pings is
+/// abandoned and redialled. After a partition heals, the kernel would deliver
+/// on the old connection only at its next (exponentially backed-off)
+/// retransmission, seconds later; a fresh connection is up in one round trip.
+pub const SILENT_PINGS: u32 = 4;
 /// How long either side waits for the other's handshake frame.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Inbound connections served at once; more are refused.
@@ -294,7 +301,10 @@ async fn dial_loop(net: Arc<Net>, link: Arc<PeerLink>, mut closing: watch::Recei
         if *closing.borrow() {
             return;
         }
-        match timeout(CONNECT_TIMEOUT, TcpStream::connect(link.addr)).await {
+        // The kernel retries a lost SYN only after a second: give up sooner and
+        // redial on our own backoff, so a healed link is used again quickly.
+        let connect_timeout = net.reconnect_cap.clamp(MIN_CONNECT_TIMEOUT, CONNECT_TIMEOUT);
+        match timeout(connect_timeout, TcpStream::connect(link.addr)).await {
             Ok(Ok(stream)) => {
                 let ended = outbound(&net, &link, stream, &mut closing, &mut backoff).await;
                 let was_connected = link.connected.swap(false, Ordering::Relaxed);
@@ -394,6 +404,15 @@ async fn outbound(
         tokio::select! {
             _ = link.wake.notified() => {}
             _ = ping.tick() => {
+                let silent_for = link
+                    .last_heard_nanos()
+                    .map(|t| Duration::from_nanos(net.clock.now().as_nanos().saturating_sub(t)));
+                if silent_for.is_some_and(|d| d > net.ping_interval * SILENT_PINGS) {
+                    return Ended::Failed(format!(
+                        "no answer to {SILENT_PINGS} pings ({}ms); redialling",
+                        silent_for.unwrap_or_default().as_millis()
+                    ));
+                }
                 let ping = Frame::Ping { nonce: net.clock.now().as_nanos() };
                 if let Err(e) = conn.send(wire::encode(&ping)).await {
                     return Ended::Failed(e.to_string());
