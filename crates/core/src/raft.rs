@@ -40,8 +40,9 @@ struct Round {
     deadline: Instant,
     /// Per voter index: `Some(true)` granted, `Some(false)` refused.
     answers: Vec<Option<bool>>,
-    /// Remaining lease reported by refusals, to time the retry.
-    lease_waits: Vec<Duration>,
+    /// Per voter index: the remaining lease its refusal reported, to time the
+    /// retry (one entry per voter, so duplicated refusals count once).
+    lease_waits: Vec<Option<Duration>>,
     /// Per voter index: when to ask again a voter whose lease on a (probably
     /// dead) leader was about to end when it refused.
     reask_at: Vec<Option<Instant>>,
@@ -276,7 +277,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             started: now,
             deadline: now + length,
             answers,
-            lease_waits: Vec::new(),
+            lease_waits: vec![None; self.cfg.voters.len()],
             reask_at,
         }
     }
@@ -381,7 +382,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         self.become_follower(Reason::RoundFailed);
         // Retry when enough of the refusers' leases have run out, else after a
         // stagger; never later than a full election timeout.
-        let mut waits = round.lease_waits.clone();
+        let mut waits: Vec<Duration> = round.lease_waits.iter().flatten().copied().collect();
         waits.sort_unstable();
         let needed = self.cfg.quorum().saturating_sub(granted);
         let lease_wait = waits.get(needed.saturating_sub(1)).copied().unwrap_or(Duration::ZERO);
@@ -486,7 +487,7 @@ impl<R: RngCore + Send> RaftElector<R> {
                     round.reask_at[i] = Some(at);
                 } else {
                     round.answers[i] = Some(false);
-                    round.lease_waits.push(remaining);
+                    round.lease_waits[i] = Some(remaining);
                 }
             }
             _ => round.answers[i] = Some(granted),
