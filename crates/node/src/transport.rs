@@ -393,6 +393,9 @@ async fn outbound(
     *backoff = RECONNECT_MIN;
     info!(peer = %link.id, %addr, "connected to peer");
 
+    // Pongs on this very connection (not inbound traffic from the peer, which
+    // travels on its own connection and says nothing about ours).
+    let mut last_pong = net.clock.now().as_nanos();
     let mut ping = tokio::time::interval(net.ping_interval);
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -404,13 +407,12 @@ async fn outbound(
         tokio::select! {
             _ = link.wake.notified() => {}
             _ = ping.tick() => {
-                let silent_for = link
-                    .last_heard_nanos()
-                    .map(|t| Duration::from_nanos(net.clock.now().as_nanos().saturating_sub(t)));
-                if silent_for.is_some_and(|d| d > net.ping_interval * SILENT_PINGS) {
+                let silent_for =
+                    Duration::from_nanos(net.clock.now().as_nanos().saturating_sub(last_pong));
+                if silent_for > net.ping_interval * SILENT_PINGS {
                     return Ended::Failed(format!(
                         "no answer to {SILENT_PINGS} pings ({}ms); redialling",
-                        silent_for.unwrap_or_default().as_millis()
+                        silent_for.as_millis()
                     ));
                 }
                 let ping = Frame::Ping { nonce: net.clock.now().as_nanos() };
@@ -427,6 +429,7 @@ async fn outbound(
                 Some(Ok(bytes)) => match wire::decode(&bytes) {
                     Ok(Frame::Pong { nonce }) => {
                         link.heard(&net.clock);
+                        last_pong = net.clock.now().as_nanos();
                         let rtt = net.clock.now().as_nanos().saturating_sub(nonce);
                         link.record_rtt(rtt as f64 / 1e6);
                     }
