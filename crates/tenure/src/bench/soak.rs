@@ -4,7 +4,7 @@
 
 use super::failover::{wait_stable, Timing};
 use super::fetch::{metric_value, Fetch};
-use super::system::{System, Tenure};
+use super::system::{keep_logs, System, Tenure};
 use crate::api::LeadershipBody;
 use crate::local_cluster::{temp_dir, Proc};
 use crate::rest::Client;
@@ -12,6 +12,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -31,6 +32,8 @@ const BURN_PARENT_CHECK: Duration = Duration::from_millis(500);
 const BURN_GRACE_S: u64 = 60;
 /// Timeout of a final `/metrics` scrape.
 const METRICS_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most role-change log lines printed after a soak with leader changes.
+const ROLE_CHANGE_LINES: usize = 60;
 /// Exit code after Ctrl-C (128 + SIGINT).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -52,6 +55,9 @@ pub struct SoakArgs {
     /// Spinning threads of the CPU burner [default: one per core]; 0 runs without load.
     #[arg(long, value_name = "N")]
     burn_threads: Option<usize>,
+    /// Copy every server's log into this directory before cleaning up.
+    #[arg(long, value_name = "DIR")]
+    keep_logs: Option<PathBuf>,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -307,11 +313,37 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<ExitCode> {
             report.metric_elections
         );
         if t.leader_changes > 0 {
-            println!("server logs (role changes with reasons):\n{}", tenure.log_tails());
+            println!("role changes after the first election (from the server logs):");
+            for line in role_changes(&tenure) {
+                println!("  {line}");
+            }
         }
+    }
+    if let Some(dir) = &args.keep_logs {
+        keep_logs(&tenure, dir)?;
     }
     drop(tenure);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every server's "role changed" / "leader changed" log lines after the
+/// first term, in time order (log lines start with an RFC 3339 timestamp).
+fn role_changes(tenure: &Tenure) -> Vec<String> {
+    let mut lines: Vec<String> = tenure
+        .log_files()
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|text| text.lines().map(str::to_string).collect::<Vec<_>>())
+        .filter(|l| {
+            (l.contains("role changed") || l.contains("leader changed"))
+                && !l.contains("term=0")
+                && !l.contains("term=1 ")
+                && !l.ends_with("term=1")
+        })
+        .collect();
+    lines.sort();
+    lines.truncate(ROLE_CHANGE_LINES);
+    lines
 }
 
 /// Aborts a task when dropped.
