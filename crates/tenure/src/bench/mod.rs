@@ -264,7 +264,7 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
     let mut tenure_trials = Vec::new();
     let mut etcd_trials = Vec::new();
     let measured = async {
-        for k in 0..args.trials {
+        for _ in 0..args.trials {
             let t = trial(&mut tenure, stop, timing).await.map_err(|e| with_logs(e, &tenure))?;
             bar.set_message(format!("tenure {:.0} ms", t.failover_ms));
             bar.inc(1);
@@ -275,7 +275,6 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
                 bar.inc(1);
                 etcd_trials.push(t);
             }
-            let _ = k;
         }
         anyhow::Ok(())
     };

@@ -99,7 +99,7 @@ pub fn burn(args: BurnArgs) -> ExitCode {
 pub struct Tally {
     /// Changes of (leader, term) after the first leader seen.
     pub leader_changes: u64,
-    /// First and last term seen with a leader.
+    /// First term seen with a leader.
     pub first_term: Option<u64>,
     /// Last term seen.
     pub last_term: u64,
