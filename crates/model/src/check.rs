@@ -38,22 +38,7 @@ impl CheckReport {
 /// Explores every state of `model` within its bounds, breadth-first, with
 /// `threads` threads. Breadth-first search makes each counterexample a shortest one.
 pub fn check(model: ElectionModel, threads: usize) -> CheckReport {
-    let start = Instant::now();
-    let depth = model.bounds.max_depth;
-    let mut builder = model.checker().threads(threads);
-    if let Some(depth) = depth {
-        builder = builder.target_max_depth(depth);
-    }
-    let checker = builder.spawn_bfs().join();
-    let elapsed = start.elapsed();
-    CheckReport {
-        unique_states: checker.unique_state_count(),
-        total_states: checker.state_count(),
-        max_depth: checker.max_depth(),
-        elapsed,
-        complete: checker.is_done(),
-        discoveries: checker.discoveries().into_iter().collect(),
-    }
+    explore(model, threads, None, Order::Breadth)
 }
 
 /// Like [`check`], but stops at the first safety violation: enough to show
@@ -74,38 +59,47 @@ pub fn reach(model: ElectionModel, threads: usize, property: &'static str) -> Ch
 /// path and skip it later when reached by a short one, so use it without
 /// `max_depth` (the other bounds keep the space finite).
 pub fn check_dfs(model: ElectionModel, threads: usize) -> CheckReport {
-    let start = Instant::now();
-    let depth = model.bounds.max_depth;
-    let mut builder = model.checker().threads(threads);
-    if let Some(depth) = depth {
-        builder = builder.target_max_depth(depth);
-    }
-    let checker = builder.spawn_dfs().join();
-    let elapsed = start.elapsed();
-    CheckReport {
-        unique_states: checker.unique_state_count(),
-        total_states: checker.state_count(),
-        max_depth: checker.max_depth(),
-        elapsed,
-        complete: checker.is_done(),
-        discoveries: checker.discoveries().into_iter().collect(),
-    }
+    explore(model, threads, None, Order::Depth)
 }
 
 fn search(model: ElectionModel, threads: usize, stop: HasDiscoveries) -> CheckReport {
+    explore(model, threads, Some(stop), Order::Breadth)
+}
+
+/// The order in which the checker visits states.
+enum Order {
+    Breadth,
+    Depth,
+}
+
+/// Runs the checker on `model` within its bounds, stopping early on `stop`.
+fn explore(
+    model: ElectionModel,
+    threads: usize,
+    stop: Option<HasDiscoveries>,
+    order: Order,
+) -> CheckReport {
     let start = Instant::now();
     let depth = model.bounds.max_depth;
-    let mut builder = model.checker().threads(threads).finish_when(stop);
+    let mut builder = model.checker().threads(threads);
+    if let Some(stop) = stop {
+        builder = builder.finish_when(stop);
+    }
     if let Some(depth) = depth {
         builder = builder.target_max_depth(depth);
     }
-    let checker = builder.spawn_bfs().join();
-    let elapsed = start.elapsed();
+    match order {
+        Order::Breadth => summarize(builder.spawn_bfs().join(), start),
+        Order::Depth => summarize(builder.spawn_dfs().join(), start),
+    }
+}
+
+fn summarize(checker: impl Checker<ElectionModel>, start: Instant) -> CheckReport {
     CheckReport {
         unique_states: checker.unique_state_count(),
         total_states: checker.state_count(),
         max_depth: checker.max_depth(),
-        elapsed,
+        elapsed: start.elapsed(),
         complete: checker.is_done(),
         discoveries: checker.discoveries().into_iter().collect(),
     }
