@@ -1,5 +1,6 @@
 //! Election configuration and its validation.
 
+use crate::kind::ProtocolKind;
 use crate::types::NodeId;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -44,6 +45,11 @@ pub struct Config {
     /// A leader shortens its lease so that it stops leading before any majority
     /// could elect another leader while clocks drift within this bound.
     pub clock_drift_ppm: u32,
+    /// A generous bound on one message round trip, fsync of the answer included
+    /// (seed 001's RTT). The ranked protocol collects claims for this long
+    /// before it votes; the Paxos protocol sizes its timeout spread from it.
+    /// The Raft protocol does not use it. Defaults to half the heartbeat interval.
+    pub round_trip: Duration,
 }
 
 /// A configuration that cannot work, with the reason.
@@ -84,6 +90,17 @@ pub enum ConfigError {
     /// Drift bound out of range.
     #[error("the clock drift bound {0} ppm is above the maximum of {MAX_CLOCK_DRIFT_PPM} ppm")]
     DriftTooLarge(u32),
+    /// Round-trip bound out of range.
+    #[error("the round-trip bound ({0:?}) must be positive and at most the heartbeat interval")]
+    BadRoundTrip(Duration),
+    /// A protocol-specific requirement is not met.
+    #[error("{protocol} protocol: {reason}")]
+    Protocol {
+        /// The protocol whose requirement failed.
+        protocol: ProtocolKind,
+        /// What is required, with the values given.
+        reason: String,
+    },
 }
 
 impl Config {
@@ -101,6 +118,7 @@ impl Config {
             election_timeout,
             candidacy_stagger: heartbeat_interval / 2,
             clock_drift_ppm: 50_000,
+            round_trip: heartbeat_interval / 2,
         }
     }
 
@@ -142,7 +160,20 @@ impl Config {
         if self.clock_drift_ppm > MAX_CLOCK_DRIFT_PPM {
             return Err(ConfigError::DriftTooLarge(self.clock_drift_ppm));
         }
+        if self.round_trip.is_zero() || self.round_trip > self.heartbeat_interval {
+            return Err(ConfigError::BadRoundTrip(self.round_trip));
+        }
         Ok(())
+    }
+
+    /// [`Config::validate`] plus the requirements of protocol `kind`.
+    pub fn validate_for(&self, kind: ProtocolKind) -> Result<(), ConfigError> {
+        self.validate()?;
+        match kind {
+            ProtocolKind::Raft => Ok(()),
+            ProtocolKind::Ranked => crate::ranked::validate(self),
+            ProtocolKind::Paxos => crate::paxos::validate(self),
+        }
     }
 
     /// Votes needed to win: a majority of all voters.

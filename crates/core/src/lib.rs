@@ -35,17 +35,25 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod elector;
+pub mod kind;
 pub mod message;
+pub mod paxos;
 pub mod protocol;
 pub mod raft;
+pub mod ranked;
 pub mod time;
 pub mod types;
 
 pub use config::{quorum, Config, ConfigError, MAX_VOTERS};
+pub use elector::Elector;
+pub use kind::{ProtocolKind, UnknownProtocol};
 pub use message::Message;
+pub use paxos::{PaxosElector, PaxosMessage};
 pub use protocol::{
     Counters, Event, HardState, Output, PeerStatus, Protocol, Reason, Status, TransferError,
 };
 pub use raft::RaftElector;
+pub use ranked::{RankedElector, RankedMessage};
 pub use time::Instant;
 pub use types::{FencingToken, Lsn, NodeId, Role, Term};

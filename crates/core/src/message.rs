@@ -3,6 +3,8 @@
 //! The transport adds the sender's identity (it is authenticated by the
 //! connection handshake), so messages do not carry it.
 
+use crate::paxos::PaxosMessage;
+use crate::ranked::RankedMessage;
 use crate::types::{NodeId, Term};
 use serde::{Deserialize, Serialize};
 
@@ -71,6 +73,10 @@ pub enum Message {
         /// The node asked to campaign at once, if any.
         successor: Option<NodeId>,
     },
+    /// A message of the two-phase ranked election (`protocol = "ranked"`).
+    Ranked(RankedMessage),
+    /// A message of Paxos leader election (`protocol = "paxos"`).
+    Paxos(PaxosMessage),
 }
 
 impl Message {
@@ -84,6 +90,8 @@ impl Message {
             | Message::Heartbeat { term, .. }
             | Message::HeartbeatResponse { term, .. }
             | Message::Resign { term, .. } => *term,
+            Message::Ranked(m) => m.term(),
+            Message::Paxos(m) => m.term(),
         }
     }
 
@@ -97,6 +105,30 @@ impl Message {
             Message::Heartbeat { .. } => "heartbeat",
             Message::HeartbeatResponse { .. } => "heartbeat_response",
             Message::Resign { .. } => "resign",
+            Message::Ranked(m) => m.kind(),
+            Message::Paxos(m) => m.kind(),
+        }
+    }
+
+    /// If this message, sent to its destination, grants the destination a vote
+    /// (a promise, for Paxos) in a term: that term. Lets observers such as the
+    /// simulator's checkers audit votes without knowing the protocol.
+    pub fn vote_grant(&self) -> Option<Term> {
+        match self {
+            Message::VoteResponse { term, granted: true } => Some(*term),
+            Message::Ranked(m) => m.vote_grant(),
+            Message::Paxos(m) => m.vote_grant(),
+            _ => None,
+        }
+    }
+
+    /// If this is a leader's heartbeat: the leader's term.
+    pub fn heartbeat_term(&self) -> Option<Term> {
+        match self {
+            Message::Heartbeat { term, .. } => Some(*term),
+            Message::Ranked(m) => m.heartbeat_term(),
+            Message::Paxos(m) => m.heartbeat_term(),
+            _ => None,
         }
     }
 }

@@ -715,6 +715,8 @@ impl<R: RngCore + Send> Protocol for RaftElector<R> {
                 self.on_heartbeat_response(now, from, term, ok, echo_sent_at_nanos)
             }
             Message::Resign { term, successor } => self.on_resign(now, from, term, successor),
+            // Another protocol's message: a misconfigured peer.
+            Message::Ranked(_) | Message::Paxos(_) => self.counters.messages_ignored += 1,
         }
     }
 

@@ -41,11 +41,16 @@ pub struct SimArgs {
     /// Trace every input, output and fault to stderr (for replaying one seed).
     #[arg(long)]
     pub trace: bool,
+    /// Election protocol: raft (the default), ranked (seed 001's two-phase
+    /// ELECT/VOTE) or paxos (seed 004's Paxos with low-ball polling).
+    #[arg(long, default_value = "raft")]
+    pub protocol: tenure_core::ProtocolKind,
 }
 
 /// The `--json` report.
 #[derive(Debug, Serialize)]
 struct JsonReport {
+    protocol: tenure_core::ProtocolKind,
     start_seed: u64,
     scenario: String,
     nodes: usize,
@@ -109,9 +114,10 @@ pub fn run(args: SimArgs) -> ExitCode {
     params.election_timeout = Duration::from_millis(args.election_timeout_ms);
     params.sim_seconds = args.sim_seconds;
     params.trace = args.trace;
+    params.protocol = args.protocol;
     let check =
         scenario::Params { seed: start_seed, ..params.clone() }.sim_config(scenario.nodes(&params));
-    if let Err(e) = check.core_config(tenure_core::NodeId(1)).validate() {
+    if let Err(e) = check.core_config(tenure_core::NodeId(1)).validate_for(args.protocol) {
         eprintln!("invalid timing: {e}");
         return ExitCode::from(2);
     }
@@ -179,6 +185,7 @@ fn run_seeds(
     let wall_s = wall.elapsed().as_secs_f64();
     let sim_s = agg.sim_ns as f64 / 1e9;
     JsonReport {
+        protocol: args.protocol,
         start_seed,
         scenario: scenario.name.to_string(),
         nodes: scenario.nodes(params),
@@ -203,8 +210,8 @@ fn run_seeds(
 /// The exact command that replays one run.
 fn replay_command(args: &SimArgs, r: &Report) -> String {
     let mut cmd = format!(
-        "tenure sim --nodes {} --seeds 1 --start-seed {} --scenario {} --heartbeat-ms {} --election-timeout-ms {}",
-        r.nodes, r.seed, r.scenario, args.heartbeat_ms, args.election_timeout_ms
+        "tenure sim --protocol {} --nodes {} --seeds 1 --start-seed {} --scenario {} --heartbeat-ms {} --election-timeout-ms {}",
+        args.protocol, r.nodes, r.seed, r.scenario, args.heartbeat_ms, args.election_timeout_ms
     );
     if let Some(s) = args.sim_seconds {
         cmd.push_str(&format!(" --sim-seconds {s}"));
@@ -315,7 +322,7 @@ mod tests {
         });
         assert_eq!(
             replay_command(&a, &r),
-            "tenure sim --nodes 5 --seeds 1 --start-seed 5 --scenario random --heartbeat-ms 50 \
+            "tenure sim --protocol raft --nodes 5 --seeds 1 --start-seed 5 --scenario random --heartbeat-ms 50 \
              --election-timeout-ms 500 --sim-seconds 7"
         );
     }

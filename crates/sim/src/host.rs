@@ -2,13 +2,15 @@
 //! crash / restart / pause life cycle around them.
 //!
 //! Crashing drops the elector (all volatile state) but keeps `durable`, the last
-//! `HardState` the driver wrote; restarting builds a fresh `RaftElector` from it,
+//! `HardState` the driver wrote; restarting builds a fresh elector from it,
 //! exactly as a real process would after a reboot.
 
 use crate::clock::NodeClock;
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
-use tenure_core::{Config, Counters, HardState, Instant, Message, NodeId, Protocol, RaftElector};
+use tenure_core::{
+    Config, Counters, Elector, HardState, Instant, Message, NodeId, Protocol, ProtocolKind,
+};
 
 /// Messages a paused node can hold; later ones are dropped like a full socket buffer.
 pub const MAX_PAUSED_INBOX: usize = 4_096;
@@ -17,6 +19,8 @@ pub const MAX_PAUSED_INBOX: usize = 4_096;
 pub struct Host {
     /// The node's id (index + 1).
     pub id: NodeId,
+    /// The election protocol the node runs.
+    pub protocol: ProtocolKind,
     /// The node's elector configuration.
     pub cfg: Config,
     /// The node's local clock.
@@ -61,9 +65,16 @@ pub fn node_seed(run_seed: u64, id: NodeId, incarnation: u64) -> u128 {
 
 impl Host {
     /// A fresh node, running from global time `now_ns`.
-    pub fn new(cfg: Config, clock: NodeClock, run_seed: u64, now_ns: u64) -> Self {
+    pub fn new(
+        protocol: ProtocolKind,
+        cfg: Config,
+        clock: NodeClock,
+        run_seed: u64,
+        now_ns: u64,
+    ) -> Self {
         let mut host = Host {
             id: cfg.id,
+            protocol,
             cfg,
             clock,
             elector: None,
@@ -86,7 +97,8 @@ impl Host {
     fn start(&mut self, now_ns: u64) {
         let rng = Pcg64Mcg::new(node_seed(self.run_seed, self.id, self.incarnation));
         let now = self.local_now(now_ns);
-        self.elector = Some(Box::new(RaftElector::new(self.cfg.clone(), self.durable, rng, now)));
+        let elector = Elector::new(self.protocol, self.cfg.clone(), self.durable, rng, now);
+        self.elector = Some(Box::new(elector));
     }
 
     /// The local time at global `now_ns`, never earlier than a previous reading.

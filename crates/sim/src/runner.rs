@@ -15,7 +15,7 @@ use rand_pcg::Pcg64Mcg;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::time::Duration;
-use tenure_core::{Config, Event, Instant, Message, NodeId, Role, Term};
+use tenure_core::{Config, Event, Instant, Message, NodeId, ProtocolKind, Role, Term};
 
 /// Events the queue may hold at once; more means a runaway feedback loop.
 pub const MAX_QUEUED_EVENTS: usize = 1_000_000;
@@ -51,6 +51,8 @@ pub struct SimConfig {
     pub link: LinkParams,
     /// Print every input, output and fault to stderr (for replaying a seed).
     pub trace: bool,
+    /// The election protocol every node runs.
+    pub protocol: ProtocolKind,
 }
 
 impl SimConfig {
@@ -64,6 +66,7 @@ impl SimConfig {
             fsync_ns: NS_PER_MS,
             link: LinkParams::HEALTHY,
             trace: false,
+            protocol: ProtocolKind::Raft,
         }
     }
 
@@ -177,13 +180,14 @@ impl Sim {
         for i in 0..cfg.nodes {
             let id = NodeId(i as u64 + 1);
             let core = cfg.core_config(id);
-            core.validate().expect("the simulator's core configuration must be valid");
+            core.validate_for(cfg.protocol)
+                .expect("the simulator's core configuration must be valid");
             let clock = if cfg.clock_drift {
                 NodeClock::new(rng.gen_range(0..MAX_CLOCK_OFFSET_NS), rng.gen_range(-drift..=drift))
             } else {
                 NodeClock::PERFECT
             };
-            hosts.push(Host::new(core, clock, seed, 0));
+            hosts.push(Host::new(cfg.protocol, core, clock, seed, 0));
         }
         let mut sim = Sim {
             seed,
@@ -435,18 +439,13 @@ impl Sim {
     fn send(&mut self, from: usize, to: NodeId, msg: Message, departs_ns: u64) {
         self.stats.messages_sent += 1;
         let from_id = self.hosts[from].id;
-        match msg {
-            Message::VoteResponse { term, granted: true } => {
-                self.checker.on_vote_granted(self.now, from_id, term, to)
+        if let Some(term) = msg.vote_grant() {
+            self.checker.on_vote_granted(self.now, from_id, term, to);
+        }
+        if let Some(term) = msg.heartbeat_term() {
+            if let Some(log) = self.heartbeat_log.as_mut().filter(|l| l.len() < MAX_HEARTBEAT_LOG) {
+                log.push(HeartbeatRecord { time_ns: self.now, from: from_id, term });
             }
-            Message::Heartbeat { term, .. } => {
-                if let Some(log) =
-                    self.heartbeat_log.as_mut().filter(|l| l.len() < MAX_HEARTBEAT_LOG)
-                {
-                    log.push(HeartbeatRecord { time_ns: self.now, from: from_id, term });
-                }
-            }
-            _ => {}
         }
         let Some(to_idx) = self.index_of(to) else { return };
         let delays = self.net.transmit(&mut self.rng, from, to_idx);

@@ -10,6 +10,7 @@ use crate::stats::RunStats;
 use crate::vopr;
 use rand::Rng;
 use std::time::Duration;
+use tenure_core::ProtocolKind;
 
 /// Inputs of one scenario run.
 #[derive(Clone, Debug)]
@@ -26,6 +27,8 @@ pub struct Params {
     pub sim_seconds: Option<u64>,
     /// Trace every input and output to stderr.
     pub trace: bool,
+    /// The election protocol under test.
+    pub protocol: ProtocolKind,
 }
 
 impl Params {
@@ -38,6 +41,7 @@ impl Params {
             election_timeout: Duration::from_millis(1000),
             sim_seconds: None,
             trace: false,
+            protocol: ProtocolKind::Raft,
         }
     }
 
@@ -47,6 +51,7 @@ impl Params {
         c.heartbeat = self.heartbeat;
         c.election_timeout = self.election_timeout;
         c.trace = self.trace;
+        c.protocol = self.protocol;
         c
     }
 }

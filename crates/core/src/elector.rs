@@ -1,0 +1,106 @@
+//! [`Elector`]: any of tenure's protocols behind one concrete type.
+
+use crate::config::Config;
+use crate::kind::ProtocolKind;
+use crate::message::Message;
+use crate::paxos::PaxosElector;
+use crate::protocol::{Counters, HardState, Output, Protocol, Status, TransferError};
+use crate::raft::RaftElector;
+use crate::ranked::RankedElector;
+use crate::time::Instant;
+use crate::types::NodeId;
+use rand_core::RngCore;
+use std::time::Duration;
+
+/// One of the election protocols, chosen at run time by [`ProtocolKind`].
+///
+/// Drivers that pick the protocol from configuration hold an `Elector`; it is
+/// `Clone + Debug` like the protocols themselves, which the model checker needs.
+#[derive(Clone, Debug)]
+pub enum Elector<R> {
+    /// [`ProtocolKind::Raft`].
+    Raft(RaftElector<R>),
+    /// [`ProtocolKind::Ranked`].
+    Ranked(RankedElector<R>),
+    /// [`ProtocolKind::Paxos`].
+    Paxos(PaxosElector<R>),
+}
+
+impl<R: RngCore + Send> Elector<R> {
+    /// A new elector of protocol `kind`, from the durable `state`. `cfg` must
+    /// pass [`Config::validate_for`] for `kind`.
+    pub fn new(kind: ProtocolKind, cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
+        match kind {
+            ProtocolKind::Raft => Elector::Raft(RaftElector::new(cfg, state, rng, now)),
+            ProtocolKind::Ranked => Elector::Ranked(RankedElector::new(cfg, state, rng, now)),
+            ProtocolKind::Paxos => Elector::Paxos(PaxosElector::new(cfg, state, rng, now)),
+        }
+    }
+
+    /// Which protocol this is.
+    pub fn kind(&self) -> ProtocolKind {
+        match self {
+            Elector::Raft(_) => ProtocolKind::Raft,
+            Elector::Ranked(_) => ProtocolKind::Ranked,
+            Elector::Paxos(_) => ProtocolKind::Paxos,
+        }
+    }
+
+    fn inner(&self) -> &dyn Protocol {
+        match self {
+            Elector::Raft(e) => e,
+            Elector::Ranked(e) => e,
+            Elector::Paxos(e) => e,
+        }
+    }
+
+    fn inner_mut(&mut self) -> &mut dyn Protocol {
+        match self {
+            Elector::Raft(e) => e,
+            Elector::Ranked(e) => e,
+            Elector::Paxos(e) => e,
+        }
+    }
+}
+
+impl<R: RngCore + Send> Protocol for Elector<R> {
+    fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message) {
+        self.inner_mut().handle_message(now, from, msg)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.inner_mut().handle_timeout(now)
+    }
+    fn handle_persist_failed(&mut self, now: Instant) {
+        self.inner_mut().handle_persist_failed(now)
+    }
+    fn handle_persist_recovered(&mut self, now: Instant) {
+        self.inner_mut().handle_persist_recovered(now)
+    }
+    fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError> {
+        self.inner_mut().transfer_leadership(now, to)
+    }
+    fn shutdown(&mut self, now: Instant) {
+        self.inner_mut().shutdown(now)
+    }
+    fn take_output(&mut self) -> Output {
+        self.inner_mut().take_output()
+    }
+    fn poll_timeout(&self) -> Instant {
+        self.inner().poll_timeout()
+    }
+    fn hard_state(&self) -> HardState {
+        self.inner().hard_state()
+    }
+    fn status(&self) -> Status {
+        self.inner().status()
+    }
+    fn is_leader(&self, now: Instant) -> bool {
+        self.inner().is_leader(now)
+    }
+    fn counters(&self) -> &Counters {
+        self.inner().counters()
+    }
+    fn election_timeout(&self) -> Duration {
+        self.inner().election_timeout()
+    }
+}
