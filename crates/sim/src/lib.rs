@@ -1,6 +1,6 @@
 //! # tenure-sim: deterministic simulation of tenure's election core
 //!
-//! Runs many nodes of the real [`tenure_core::RaftElector`] in one thread on
+//! Runs many nodes of a real tenure elector (any [`tenure_core::ProtocolKind`]) in one thread on
 //! virtual time. One `u64` seed fixes everything random — clocks, network
 //! latency, loss, duplication, reordering and the fault schedule — so a failing
 //! run replays exactly. Checkers watch from outside the nodes.
@@ -12,6 +12,7 @@
 //! * [`cli`]: `tenure sim`.
 #![warn(missing_docs)]
 
+pub mod bounds;
 pub mod checker;
 pub mod cli;
 pub mod clock;

@@ -5,6 +5,7 @@
 //! Scenarios script a [`Sim`] through plain method calls (`run_for`, `crash`,
 //! `isolate`, ...); the checkers watch every output as it is processed.
 
+use crate::bounds::{self, BoundInputs};
 use crate::checker::{Check, Checker};
 use crate::clock::NodeClock;
 use crate::host::{Host, MAX_PAUSED_INBOX};
@@ -30,8 +31,6 @@ pub const MAX_LEADER_LOG: usize = 100_000;
 pub const MAX_HEARTBEAT_LOG: usize = 100_000;
 /// Largest clock offset drawn for a node, in nanoseconds (its clock's origin is arbitrary).
 const MAX_CLOCK_OFFSET_NS: u64 = 1_000_000_000_000;
-/// Parts per million in one.
-const PPM: u128 = 1_000_000;
 
 /// How to build a simulated cluster.
 #[derive(Clone, Debug)]
@@ -580,43 +579,27 @@ impl Sim {
 
     // ---- Bounds ----
 
-    fn drift_factor(&self, local_ns: u128) -> u64 {
-        let ppm = u128::from(self.hosts[0].cfg.clock_drift_ppm);
-        u64::try_from(local_ns * (PPM + ppm) / (PPM - ppm)).unwrap_or(u64::MAX)
-    }
-
     /// Largest round trip the network can impose now, fsync included.
     pub fn max_rtt_ns(&self) -> u64 {
         2 * (self.net.max_delay_ns() + self.cfg.fsync_ns)
     }
 
-    /// The liveness bound after healing: `(2 * election_timeout + (voters + 2) *
-    /// stagger) * (1 + rho) / (1 - rho) + 10 * max_rtt`.
-    ///
-    /// Why: a follower's lease on a failed leader and its election deadline both
-    /// end within one election timeout (plus its rank's stagger) of local time; a
-    /// first pre-vote can be refused by leases that still run, and the retry comes
-    /// at most one more election timeout plus two staggers later. Local durations
-    /// stretch by up to `(1 + rho) / (1 - rho)` in real time between two drifting
-    /// clocks, and each of the (pre-vote, vote, heartbeat, acknowledgement)
-    /// exchanges of up to two rounds costs a round trip.
-    pub fn liveness_bound(&self) -> Duration {
-        let h = &self.hosts[0].cfg;
-        let local = 2 * h.election_timeout.as_nanos()
-            + (h.voters.len() as u128 + 2) * h.candidacy_stagger.as_nanos();
-        Duration::from_nanos(self.drift_factor(local) + 10 * self.max_rtt_ns())
+    fn bound_inputs(&self) -> BoundInputs<'_> {
+        BoundInputs {
+            protocol: self.cfg.protocol,
+            cfg: &self.hosts[0].cfg,
+            max_rtt_ns: self.max_rtt_ns(),
+        }
     }
 
-    /// The failover bound after a leader crash:
-    /// `(election_timeout + 3 * stagger) * (1 + rho) / (1 - rho) + 4 * max_rtt`.
-    ///
-    /// The first-ranked survivor stands one election timeout after the last
-    /// heartbeat (plus at most three staggers, when a drifting follower's lease
-    /// makes it retry), and the pre-vote and vote each take a round trip.
+    /// The liveness bound after healing, per protocol (see [`crate::bounds`]).
+    pub fn liveness_bound(&self) -> Duration {
+        bounds::liveness(self.bound_inputs())
+    }
+
+    /// The failover bound after a leader crash, per protocol (see [`crate::bounds`]).
     pub fn failover_bound(&self) -> Duration {
-        let h = &self.hosts[0].cfg;
-        let local = h.election_timeout.as_nanos() + 3 * h.candidacy_stagger.as_nanos();
-        Duration::from_nanos(self.drift_factor(local) + 4 * self.max_rtt_ns())
+        bounds::failover(self.bound_inputs())
     }
 
     /// How long a stable leader must stay for the liveness check to pass.

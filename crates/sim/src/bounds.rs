@@ -1,0 +1,100 @@
+//! The time bounds each protocol promises, against which the simulator checks
+//! liveness (after healing) and failover (after a leader crash).
+//!
+//! Every bound is computed from the nodes' configuration, the drift bound and
+//! the largest round trip the simulated network can impose. Each protocol
+//! states its own bounds here, with the reasoning next to the formula.
+
+use std::time::Duration;
+use tenure_core::{Config, ProtocolKind};
+
+/// Parts per million in one.
+const PPM: u128 = 1_000_000;
+
+/// What a bound is computed from.
+#[derive(Clone, Copy, Debug)]
+pub struct BoundInputs<'a> {
+    /// The protocol the cluster runs.
+    pub protocol: ProtocolKind,
+    /// The configuration every node shares (but its `id`).
+    pub cfg: &'a Config,
+    /// The largest round trip the network can impose now, fsync included, in nanoseconds.
+    pub max_rtt_ns: u64,
+}
+
+impl BoundInputs<'_> {
+    /// `local_ns` of one node's clock, as the longest real time it can take when
+    /// compared with another node's clock: `local * (1 + rho) / (1 - rho)`.
+    pub fn drift_factor(&self, local_ns: u128) -> u64 {
+        let ppm = u128::from(self.cfg.clock_drift_ppm);
+        u64::try_from(local_ns * (PPM + ppm) / (PPM - ppm)).unwrap_or(u64::MAX)
+    }
+}
+
+/// The liveness bound: after the network heals and every node runs, a stable
+/// leader must exist within this long.
+pub fn liveness(b: BoundInputs<'_>) -> Duration {
+    match b.protocol {
+        ProtocolKind::Raft => raft_liveness(b),
+        ProtocolKind::Ranked => ranked_liveness(b),
+        ProtocolKind::Paxos => paxos_liveness(b),
+    }
+}
+
+/// The failover bound: after the leader of a healthy cluster crashes, a new
+/// stable leader must exist within this long.
+pub fn failover(b: BoundInputs<'_>) -> Duration {
+    match b.protocol {
+        ProtocolKind::Raft => raft_failover(b),
+        ProtocolKind::Ranked => ranked_failover(b),
+        ProtocolKind::Paxos => paxos_failover(b),
+    }
+}
+
+/// Raft: `(2 * election_timeout + (voters + 2) * stagger) * (1 + rho) / (1 - rho)
+/// + 10 * max_rtt`.
+///
+/// Why: a follower's lease on a failed leader and its election deadline both
+/// end within one election timeout (plus its rank's stagger) of local time; a
+/// first pre-vote can be refused by leases that still run, and the retry comes
+/// at most one more election timeout plus two staggers later. Local durations
+/// stretch by up to `(1 + rho) / (1 - rho)` in real time between two drifting
+/// clocks, and each of the (pre-vote, vote, heartbeat, acknowledgement)
+/// exchanges of up to two rounds costs a round trip.
+fn raft_liveness(b: BoundInputs<'_>) -> Duration {
+    let c = b.cfg;
+    let local = 2 * c.election_timeout.as_nanos()
+        + (c.voters.len() as u128 + 2) * c.candidacy_stagger.as_nanos();
+    Duration::from_nanos(b.drift_factor(local) + 10 * b.max_rtt_ns)
+}
+
+/// Raft: `(election_timeout + 3 * stagger) * (1 + rho) / (1 - rho) + 4 * max_rtt`.
+///
+/// The first-ranked survivor stands one election timeout after the last
+/// heartbeat (plus at most three staggers, when a drifting follower's lease
+/// makes it retry), and the pre-vote and vote each take a round trip.
+fn raft_failover(b: BoundInputs<'_>) -> Duration {
+    let c = b.cfg;
+    let local = c.election_timeout.as_nanos() + 3 * c.candidacy_stagger.as_nanos();
+    Duration::from_nanos(b.drift_factor(local) + 4 * b.max_rtt_ns)
+}
+
+/// Ranked: to be stated by the ranked protocol (for now the Raft bound).
+fn ranked_liveness(b: BoundInputs<'_>) -> Duration {
+    raft_liveness(b)
+}
+
+/// Ranked: to be stated by the ranked protocol (for now the Raft bound).
+fn ranked_failover(b: BoundInputs<'_>) -> Duration {
+    raft_failover(b)
+}
+
+/// Paxos: to be stated by the Paxos protocol (for now the Raft bound).
+fn paxos_liveness(b: BoundInputs<'_>) -> Duration {
+    raft_liveness(b)
+}
+
+/// Paxos: to be stated by the Paxos protocol (for now the Raft bound).
+fn paxos_failover(b: BoundInputs<'_>) -> Duration {
+    raft_failover(b)
+}
