@@ -10,7 +10,7 @@
 //!
 //! Every flag can also come from the environment: `TENURE_ID`, `TENURE_PEERS`,
 //! `TENURE_DATA_DIR`, `TENURE_CLUSTER`, `TENURE_LISTEN`, `TENURE_HEARTBEAT_MS`,
-//! `TENURE_ELECTION_TIMEOUT_MS`. Stop a node with Ctrl-C: if it leads, it hands
+//! `TENURE_ELECTION_TIMEOUT_MS`, `TENURE_PROTOCOL` (raft, ranked or paxos). Stop a node with Ctrl-C: if it leads, it hands
 //! leadership over before exiting.
 
 use std::error::Error;
@@ -77,6 +77,8 @@ fn config() -> Result<NodeConfig> {
         data_dir: PathBuf::from(required(&args, "data-dir")?),
         heartbeat_interval: ms("heartbeat-ms", 100)?,
         election_timeout: ms("election-timeout-ms", 1000)?,
+        protocol: setting(&args, "protocol").map(|p| p.parse()).transpose()?.unwrap_or_default(),
+        round_trip: None,
     })
 }
 

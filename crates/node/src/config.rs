@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-use tenure_core::{ConfigError, NodeId};
+use tenure_core::{ConfigError, NodeId, ProtocolKind};
 
 /// The longest cluster id accepted; it travels in every handshake and the state file.
 pub const MAX_CLUSTER_ID_LEN: usize = 128;
@@ -26,6 +26,12 @@ pub struct NodeConfig {
     pub heartbeat_interval: Duration,
     /// How long followers wait for a silent leader before polling for an election.
     pub election_timeout: Duration,
+    /// The election protocol; every node of the cluster must run the same one.
+    pub protocol: ProtocolKind,
+    /// A generous bound on one message round trip, fsync included
+    /// ([`tenure_core::Config::round_trip`]); `None` for the default (half the
+    /// heartbeat interval). Only the ranked and Paxos protocols use it.
+    pub round_trip: Option<Duration>,
 }
 
 /// A node configuration that cannot work.
@@ -48,7 +54,7 @@ impl NodeConfig {
         if self.cluster_id.is_empty() || self.cluster_id.len() > MAX_CLUSTER_ID_LEN {
             return Err(NodeConfigError::BadClusterId(self.cluster_id.len()));
         }
-        self.core_config().validate()?;
+        self.core_config().validate_for(self.protocol)?;
         for (i, (a, addr_a)) in self.peers.iter().enumerate() {
             if let Some((b, _)) = self.peers[i + 1..].iter().find(|(_, addr_b)| addr_b == addr_a) {
                 return Err(NodeConfigError::DuplicateAddress(*a, *b, *addr_a));
@@ -59,12 +65,16 @@ impl NodeConfig {
 
     /// The election core's configuration derived from this one.
     pub fn core_config(&self) -> tenure_core::Config {
-        tenure_core::Config::new(
+        let mut cfg = tenure_core::Config::new(
             self.id,
             self.peers.iter().map(|&(id, _)| id).collect(),
             self.heartbeat_interval,
             self.election_timeout,
-        )
+        );
+        if let Some(rtt) = self.round_trip {
+            cfg.round_trip = rtt;
+        }
+        cfg
     }
 
     /// The address of peer `id`, if it is a voter.

@@ -3,7 +3,7 @@
 use crate::config::NodeConfigError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use tenure_core::NodeId;
+use tenure_core::{NodeId, ProtocolKind};
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +58,22 @@ pub enum StartError {
         expected_cluster: String,
         /// This node's id.
         expected_node: NodeId,
+    },
+    /// The state file was written by a node running another election protocol.
+    #[error(
+        "the state file {path} was written by the {found} protocol, but this node is \
+         configured for {configured}; nothing was changed. Terms and votes of one protocol \
+         mean nothing to another: run the whole cluster with protocol = \"{found}\", or, to \
+         switch protocols, stop every node and move every node's state away \
+         (mv {path} {path}.{found}) before starting them all with the new protocol"
+    )]
+    ProtocolMismatch {
+        /// The state file.
+        path: PathBuf,
+        /// The protocol recorded in the file.
+        found: ProtocolKind,
+        /// The protocol this node is configured with.
+        configured: ProtocolKind,
     },
     /// The state file was written by a newer, incompatible version of tenure.
     #[error(

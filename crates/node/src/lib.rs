@@ -1,6 +1,7 @@
 //! # tenure-node: the tokio runtime for tenure
 //!
-//! This crate turns the sans-IO election core ([`tenure_core::RaftElector`])
+//! This crate turns the sans-IO election core ([`tenure_core::Elector`]: the
+//! protocol chosen by [`NodeConfig::protocol`])
 //! into a running node: it reads the clock, owns the sockets, persists the
 //! durable state, and offers an embedding API ([`start`], [`Node`],
 //! [`NodeHandle`]) to applications and to the `tenure` server.
@@ -36,8 +37,8 @@
 //!
 //! 1. Peer P's dialer holds one TCP connection to our listener (TCP_NODELAY).
 //!    It opened with a handshake ([`wire::Frame::Hello`]: wire version,
-//!    cluster id, P's id, our id), which we checked: another cluster, an
-//!    unknown id, our own id, or another version is refused with a logged
+//!    cluster id, P's id, our id, P's protocol), which we checked: another
+//!    cluster, another protocol, an unknown id, our own id, or another version is refused with a logged
 //!    reason, a [`wire::Frame::Reject`], and a close (counted in
 //!    `frames_rejected`).
 //! 2. Frames are length-delimited (4-byte length, at most
@@ -119,4 +120,4 @@ pub use driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN, SHUTDOWN_FLUSH_TIMEOUT};
 pub use error::{StartError, TransferError};
 pub use node::{start, start_with_listener, Node, NodeHandle};
 pub use status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
-pub use tenure_core::{FencingToken, Lsn, NodeId, Role, Term};
+pub use tenure_core::{FencingToken, Lsn, NodeId, ProtocolKind, Role, Term};

@@ -13,7 +13,7 @@ use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use tenure_core::{NodeId, Protocol, RaftElector, Role};
+use tenure_core::{NodeId, Protocol, Role};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::info;
@@ -27,7 +27,7 @@ pub const COMMAND_QUEUE_CAPACITY: usize = 16;
 pub const INBOUND_QUEUE_CAPACITY: usize = 1024;
 
 /// The election core as this crate instantiates it.
-pub(crate) type Elector = RaftElector<Pcg64Mcg>;
+pub(crate) type Elector = tenure_core::Elector<Pcg64Mcg>;
 
 /// What the driver and every handle share.
 pub(crate) struct Shared {
@@ -73,12 +73,14 @@ pub async fn start_with_listener(
     listener.set_nonblocking(true).map_err(bind_err)?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_err)?;
 
-    let (data, hard_state) = DataDir::open(&config.data_dir, &config.cluster_id, config.id)?;
+    let (data, hard_state) =
+        DataDir::open(&config.data_dir, &config.cluster_id, config.id, config.protocol)?;
     let clock = Clock::new();
     // The core only needs a seed; take it from OS entropy once, and log it so
     // a run can be replayed in the simulator.
     let seed = OsRng.next_u64();
-    let core = RaftElector::new(
+    let core = Elector::new(
+        config.protocol,
         config.core_config(),
         hard_state,
         Pcg64Mcg::seed_from_u64(seed),
@@ -87,6 +89,7 @@ pub async fn start_with_listener(
     let net = Arc::new(Net::new(
         config.cluster_id.clone(),
         config.id,
+        config.protocol,
         &config.peers,
         clock,
         config.heartbeat_interval,
@@ -115,6 +118,7 @@ pub async fn start_with_listener(
     info!(
         node = %shared.config.id,
         cluster = %shared.config.cluster_id,
+        protocol = %shared.config.protocol,
         listen = %peer_addr,
         data_dir = %shared.config.data_dir.display(),
         term = %hard_state.term,
@@ -198,6 +202,7 @@ impl NodeHandle {
         let now = self.shared.clock.now().as_nanos();
         NodeStatus {
             id: s.id,
+            protocol: self.shared.config.protocol,
             role: if lapsed { Role::Follower } else { s.role },
             term: s.term,
             voted_for: s.voted_for,

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 use std::net::SocketAddr;
-use tenure_core::{Counters, FencingToken, Lsn, NodeId, Role, Term};
+use tenure_core::{Counters, FencingToken, Lsn, NodeId, ProtocolKind, Role, Term};
 
 /// Who leads, as this node knows it. Published on a watch channel on every change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -53,6 +53,8 @@ pub enum LeadershipEvent {
 pub struct NodeStatus {
     /// This node.
     pub id: NodeId,
+    /// The election protocol it runs.
+    pub protocol: ProtocolKind,
     /// Its role.
     pub role: Role,
     /// Its term.

@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure_core::{Message, NodeId};
+use tenure_core::{Message, NodeId, ProtocolKind};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{JoinHandle, JoinSet};
@@ -162,6 +162,8 @@ pub struct Net {
     pub cluster_id: String,
     /// This node.
     pub me: NodeId,
+    /// The election protocol this node runs.
+    pub protocol: ProtocolKind,
     /// The clock shared with the driver.
     pub clock: Clock,
     /// The other voters.
@@ -179,6 +181,7 @@ impl Net {
     pub fn new(
         cluster_id: String,
         me: NodeId,
+        protocol: ProtocolKind,
         peers: &[(NodeId, SocketAddr)],
         clock: Clock,
         ping_interval: Duration,
@@ -187,6 +190,7 @@ impl Net {
         Net {
             cluster_id,
             me,
+            protocol,
             clock,
             links: peers
                 .iter()
@@ -346,6 +350,7 @@ async fn outbound(
         cluster_id: net.cluster_id.clone(),
         from: net.me,
         to: link.id,
+        protocol: net.protocol,
     };
     if let Err(e) = conn.send(wire::encode(&hello)).await {
         return Ended::Failed(e.to_string());
@@ -358,11 +363,17 @@ async fn outbound(
     };
     let addr = link.addr;
     match reply {
-        Ok(Frame::HelloAck { version, cluster_id, node }) => {
+        Ok(Frame::HelloAck { version, cluster_id, node, protocol }) => {
             let problem = if version != WIRE_VERSION {
                 Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
             } else if cluster_id != net.cluster_id {
                 Some(format!("peer is in cluster {cluster_id:?}, we are in {:?}", net.cluster_id))
+            } else if protocol != net.protocol {
+                Some(format!(
+                    "peer runs the {protocol} protocol, we run {}; every node of a cluster \
+                     must use the same protocol",
+                    net.protocol
+                ))
             } else if node != link.id {
                 Some(format!("expected node {} at {addr} but node {node} answered", link.id))
             } else {
@@ -502,11 +513,17 @@ async fn accept_loop(
 /// Checks a dialer's hello; returns the peer id or the reason to refuse it.
 fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<NodeId, String> {
     match frame {
-        Ok(Frame::Hello { version, cluster_id, from, to }) => {
+        Ok(Frame::Hello { version, cluster_id, from, to, protocol }) => {
             if version != WIRE_VERSION {
                 Err(format!("unsupported wire version {version} (we speak {WIRE_VERSION})"))
             } else if cluster_id != net.cluster_id {
                 Err(format!("cluster id {cluster_id:?} is not ours ({:?})", net.cluster_id))
+            } else if protocol != net.protocol {
+                Err(format!(
+                    "node {from} runs the {protocol} protocol, this node runs {}; every node \
+                     of a cluster must use the same protocol",
+                    net.protocol
+                ))
             } else if from == net.me {
                 Err(format!("peer claims our own node id {from}"))
             } else if net.link(from).is_none() {
@@ -546,8 +563,12 @@ async fn serve_inbound(
         }
     };
     let Some(link) = net.link(from).cloned() else { return };
-    let ack =
-        Frame::HelloAck { version: WIRE_VERSION, cluster_id: net.cluster_id.clone(), node: net.me };
+    let ack = Frame::HelloAck {
+        version: WIRE_VERSION,
+        cluster_id: net.cluster_id.clone(),
+        node: net.me,
+        protocol: net.protocol,
+    };
     if conn.send(wire::encode(&ack)).await.is_err() {
         return;
     }
@@ -596,6 +617,7 @@ mod tests {
         let net = Arc::new(Net::new(
             "c".into(),
             NodeId(1),
+            ProtocolKind::Raft,
             &[
                 (NodeId(1), "127.0.0.1:1".parse().unwrap()),
                 (NodeId(2), "127.0.0.1:2".parse().unwrap()),

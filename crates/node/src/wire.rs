@@ -11,11 +11,11 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
-use tenure_core::{Message, NodeId};
+use tenure_core::{Message, NodeId, ProtocolKind};
 use tokio_util::codec::LengthDelimitedCodec;
 
 /// The wire protocol version this build speaks.
-pub const WIRE_VERSION: u8 = 1;
+pub const WIRE_VERSION: u8 = 2;
 
 /// The largest frame accepted or sent. Election messages take a few dozen
 /// bytes and a handshake at most a few hundred; larger frames are garbage.
@@ -34,6 +34,8 @@ pub enum Frame {
         from: NodeId,
         /// The node the dialer believes it is calling.
         to: NodeId,
+        /// The election protocol the dialer runs; peers running another are refused.
+        protocol: ProtocolKind,
     },
     /// Acceptor -> dialer: handshake accepted.
     HelloAck {
@@ -43,6 +45,8 @@ pub enum Frame {
         cluster_id: String,
         /// The acceptor.
         node: NodeId,
+        /// The election protocol the acceptor runs.
+        protocol: ProtocolKind,
     },
     /// Acceptor -> dialer: handshake refused; the connection is closed after it.
     Reject {
@@ -118,6 +122,7 @@ mod tests {
                 cluster_id: "c".into(),
                 from: NodeId(1),
                 to: NodeId(2),
+                protocol: ProtocolKind::Paxos,
             },
             Frame::Message(Message::Heartbeat { term: Term(3), counter: 9, sent_at_nanos: 12345 }),
             Frame::Message(Message::Resign { term: Term(3), successor: Some(NodeId(2)) }),

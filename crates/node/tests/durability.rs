@@ -31,6 +31,7 @@ impl FakePeer {
             cluster_id: node.cluster_id.clone(),
             from: self.id,
             to: node.id,
+            protocol: node.protocol,
         };
         c.send(wire::encode(&hello)).await.unwrap();
         let ack = wire::decode(&c.next().await.unwrap().unwrap()).unwrap();
@@ -60,6 +61,7 @@ impl FakePeer {
             version: WIRE_VERSION,
             cluster_id: node.cluster_id.clone(),
             node: self.id,
+            protocol: node.protocol,
         };
         c.send(wire::encode(&ack)).await.ok()?;
         loop {

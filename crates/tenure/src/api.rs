@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub struct StatusBody {
     /// This node.
     pub id: u64,
+    /// The election protocol: "raft", "ranked" or "paxos".
+    #[serde(default)]
+    pub protocol: String,
     /// "leader", "follower", "candidate" or "pre-candidate".
     pub role: String,
     /// Current term.

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tenure_core::NodeId;
+use tenure_core::{NodeId, ProtocolKind};
 use tenure_node::NodeConfig;
 
 /// The voters when neither `--peers` nor the file names them: a local three-node cluster.
@@ -38,6 +38,8 @@ Config file (TOML; every key optional, unknown keys are errors):
   data_dir = \"/var/lib/tenure\"
   heartbeat_ms = 100
   election_timeout_ms = 1000
+  protocol = \"raft\"        # or \"ranked\" or \"paxos\"; the same on every node
+  round_trip_ms = 50        # ranked and paxos only; default: half the heartbeat
   log_format = \"json\"
 
 Logs go to standard error; RUST_LOG (e.g. RUST_LOG=debug) changes the level.")]
@@ -69,6 +71,16 @@ pub struct ServerArgs {
     /// in milliseconds; at least 4 heartbeats [default: 1000].
     #[arg(long, value_name = "N")]
     pub election_timeout_ms: Option<u64>,
+    /// Election protocol, the same on every node: raft (PreVote, leases, ranked candidacy),
+    /// ranked (seed 001's two-phase ELECT/VOTE) or paxos (Paxos with low-ball polling).
+    /// Nodes refuse peers that run another; see docs/protocols.md [default: raft].
+    #[arg(long, value_name = "NAME")]
+    pub protocol: Option<ProtocolKind>,
+    /// A generous bound on one message round trip including fsync, in milliseconds
+    /// (ranked: how long claims are collected before voting; paxos: sizes the random
+    /// timeout spread); at most one heartbeat [default: half the heartbeat].
+    #[arg(long, value_name = "N")]
+    pub round_trip_ms: Option<u64>,
     /// Cluster name; nodes refuse peers with another name [default: tenure].
     #[arg(long, value_name = "NAME")]
     pub cluster_id: Option<String>,
@@ -89,6 +101,8 @@ struct FileConfig {
     data_dir: Option<PathBuf>,
     heartbeat_ms: Option<u64>,
     election_timeout_ms: Option<u64>,
+    protocol: Option<ProtocolKind>,
+    round_trip_ms: Option<u64>,
     log_format: Option<LogFormat>,
 }
 
@@ -182,6 +196,8 @@ impl ServerArgs {
             data_dir,
             heartbeat_interval: Duration::from_millis(heartbeat_ms),
             election_timeout: Duration::from_millis(election_timeout_ms),
+            protocol: self.protocol.or(file.protocol).unwrap_or_default(),
+            round_trip: self.round_trip_ms.or(file.round_trip_ms).map(Duration::from_millis),
         };
         node.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         Ok(ServerSettings { node, http, log_format })

@@ -52,6 +52,9 @@ pub struct DemoArgs {
     /// Election timeout passed to the servers, in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub election_timeout_ms: u64,
+    /// Election protocol of the servers: raft, ranked or paxos.
+    #[arg(long, default_value = "raft", value_name = "NAME")]
+    pub protocol: tenure_core::ProtocolKind,
 }
 
 /// The live view: prints a line whenever any node's role, term or leader changes.
@@ -118,6 +121,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         election_timeout_ms: args.election_timeout_ms,
         dir_prefix: "tenure-demo-",
         cluster_id: "tenure-demo",
+        protocol: args.protocol,
     })?;
     let started = Instant::now();
     let script = script(&mut cluster, &args, started);

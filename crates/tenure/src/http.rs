@@ -105,6 +105,7 @@ async fn healthz() -> Json<serde_json::Value> {
 pub fn status_body(s: &NodeStatus) -> StatusBody {
     StatusBody {
         id: s.id.0,
+        protocol: s.protocol.to_string(),
         role: s.role.as_str().to_string(),
         term: s.term.0,
         voted_for: s.voted_for.map(|n| n.0),

@@ -19,6 +19,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use tenure_core::ProtocolKind;
 use tokio::time::{sleep, Instant};
 
 /// Lines of each process's log shown when a run fails.
@@ -151,6 +152,8 @@ pub struct TenureSettings {
     pub dir_prefix: &'static str,
     /// `--cluster-id` of the servers.
     pub cluster_id: &'static str,
+    /// `--protocol` of the servers.
+    pub protocol: ProtocolKind,
 }
 
 /// Local `tenure server` processes (this executable); dropping it kills them
@@ -161,6 +164,7 @@ pub struct TenureCluster {
     heartbeat_ms: u64,
     election_timeout_ms: u64,
     cluster_id: &'static str,
+    protocol: ProtocolKind,
     /// The servers, in peer-list order.
     pub servers: Vec<TenureServer>,
     /// Data directories and logs. Declared last: dropped after the children are dead.
@@ -199,6 +203,7 @@ impl TenureCluster {
             heartbeat_ms: settings.heartbeat_ms,
             election_timeout_ms: settings.election_timeout_ms,
             cluster_id: settings.cluster_id,
+            protocol: settings.protocol,
             servers,
             dir,
         })
@@ -228,7 +233,8 @@ impl TenureCluster {
             .arg(&s.data_dir)
             .args(["--heartbeat-ms", &self.heartbeat_ms.to_string()])
             .args(["--election-timeout-ms", &self.election_timeout_ms.to_string()])
-            .args(["--cluster-id", self.cluster_id]);
+            .args(["--cluster-id", self.cluster_id])
+            .args(["--protocol", self.protocol.as_str()]);
         self.servers[i].proc.spawn(command)
     }
 

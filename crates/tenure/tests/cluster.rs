@@ -18,13 +18,14 @@ fn all(n: usize) -> Vec<usize> {
     (0..n).collect()
 }
 
-async fn elects_exactly_one_leader(n: usize) {
+async fn elects_exactly_one_leader(protocol: &str, n: usize) {
     let _serial = serial().await;
-    let c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
+    let c = TestCluster::start_with_protocol(protocol, n, HEARTBEAT_MS, TIMEOUT_MS);
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
     let mut leaders = 0;
     for i in 0..n {
         let s = c.status(i).await.expect("node answers");
+        assert_eq!(s["protocol"], protocol);
         assert_eq!(s["term"], term, "node {} term", i + 1);
         assert_eq!(s["leader"], c.servers[leader].id);
         assert_eq!(s["fencing_token"], term, "fencing token is the leader's term");
@@ -46,21 +47,48 @@ async fn elects_exactly_one_leader(n: usize) {
     assert_eq!(leaders, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_elect_one_leader() {
-    elects_exactly_one_leader(3).await;
+/// The tests every election protocol must pass, as one module per protocol.
+macro_rules! protocol_tests {
+    ($module:ident, $protocol:literal) => {
+        mod $module {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn three_nodes_elect_one_leader() {
+                elects_exactly_one_leader($protocol, 3).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn five_nodes_elect_one_leader() {
+                elects_exactly_one_leader($protocol, 5).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn crashed_leader_is_replaced_within_bound_then_rejoins_as_follower() {
+                crashed_leader_is_replaced($protocol).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sigterm_of_the_leader_hands_over_without_a_timeout() {
+                sigterm_hands_over($protocol).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn transfer_moves_leadership_to_the_named_node() {
+                transfer_moves_leadership($protocol).await;
+            }
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn five_nodes_elect_one_leader() {
-    elects_exactly_one_leader(5).await;
-}
+protocol_tests!(raft, "raft");
+protocol_tests!(ranked, "ranked");
+protocol_tests!(paxos, "paxos");
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crashed_leader_is_replaced_within_bound_then_rejoins_as_follower() {
+async fn crashed_leader_is_replaced(protocol: &str) {
     let _serial = serial().await;
     let n = 3;
-    let mut c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
+    let mut c = TestCluster::start_with_protocol(protocol, n, HEARTBEAT_MS, TIMEOUT_MS);
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
 
     let survivors: Vec<usize> = all(n).into_iter().filter(|&i| i != leader).collect();
@@ -72,7 +100,7 @@ async fn crashed_leader_is_replaced_within_bound_then_rejoins_as_follower() {
     let (new_leader, new_term, took) =
         c.wait_leader(&survivors, term, killed_at, Duration::from_secs(5)).await;
     assert!(took <= bound, "failover took {took:?}, bound {bound:?}\n{}", c.logs());
-    eprintln!("SIGKILL failover: {took:?} (timeout {TIMEOUT_MS} ms)");
+    eprintln!("{protocol}: SIGKILL failover: {took:?} (timeout {TIMEOUT_MS} ms)");
     // The new leader measured the failover in its histogram.
     let (_, _, metrics) = c.request(new_leader, Method::GET, "/metrics", None).await.unwrap();
     let count = metrics
@@ -107,13 +135,12 @@ async fn crashed_leader_is_replaced_within_bound_then_rejoins_as_follower() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_of_the_leader_hands_over_without_a_timeout() {
+async fn sigterm_hands_over(protocol: &str) {
     let _serial = serial().await;
     let n = 3;
     // A long timeout: a handover that waited for it would be plainly visible.
     let timeout_ms = 2000;
-    let mut c = TestCluster::start(n, 50, timeout_ms);
+    let mut c = TestCluster::start_with_protocol(protocol, n, 50, timeout_ms);
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
     let survivors: Vec<usize> = all(n).into_iter().filter(|&i| i != leader).collect();
     let at = Instant::now();
@@ -124,7 +151,7 @@ async fn sigterm_of_the_leader_hands_over_without_a_timeout() {
         "graceful handover took {took:?}, election timeout {timeout_ms} ms\n{}",
         c.logs()
     );
-    eprintln!("SIGTERM handover: {took:?} (timeout {timeout_ms} ms)");
+    eprintln!("{protocol}: SIGTERM handover: {took:?} (timeout {timeout_ms} ms)");
     let status = c.wait_exit(leader, Duration::from_secs(5));
     assert!(status.success(), "graceful stop exits 0, got {status}");
 }
@@ -160,10 +187,20 @@ async fn corrupted_state_file_stops_the_node_and_is_left_untouched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_with_another_cluster_id_never_joins() {
+    intruder_never_joins(|s| s.cluster_id = "intruder".to_string()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_running_another_protocol_never_joins() {
+    intruder_never_joins(|s| s.protocol = "paxos".to_string()).await;
+}
+
+/// Node 3, changed by `configure`, must never join nodes 1 and 2.
+async fn intruder_never_joins(configure: impl FnOnce(&mut harness::TestServer)) {
     let _serial = serial().await;
     let n = 3;
     let mut c = TestCluster::new(n, HEARTBEAT_MS, TIMEOUT_MS);
-    c.servers[2].cluster_id = "intruder".to_string();
+    configure(&mut c.servers[2]);
     for i in 0..n {
         c.spawn(i);
     }
@@ -211,8 +248,40 @@ async fn a_peer_with_another_cluster_id_never_joins() {
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(0);
     }
-    assert!(total > 0, "wrong-cluster handshakes are counted as rejected");
+    assert!(total > 0, "refused handshakes are counted as rejected");
     c.signal(2, Signal::SIGKILL);
+}
+
+async fn transfer_moves_leadership(protocol: &str) {
+    let _serial = serial().await;
+    let n = 3;
+    // A long timeout: a transfer that waited for it would be plainly visible.
+    let timeout_ms = 2000;
+    let c = TestCluster::start_with_protocol(protocol, n, 50, timeout_ms);
+    let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
+    let target = (leader + 2) % n;
+    let body = format!("{{\"to\": {}}}", c.servers[target].id);
+    let at = Instant::now();
+    let (code, _, text) = c
+        .request(leader, Method::POST, "/v1/transfer", Some(("application/json", &body)))
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{text}\n{}", c.logs());
+    let (new_leader, new_term, took) =
+        c.wait_leader(&all(n), term, at, Duration::from_secs(10)).await;
+    assert_eq!(new_leader, target, "leadership went elsewhere\n{}", c.logs());
+    assert!(new_term > term);
+    assert!(
+        took < Duration::from_millis(timeout_ms / 4),
+        "transfer took {took:?}, election timeout {timeout_ms} ms\n{}",
+        c.logs()
+    );
+    eprintln!("{protocol}: transfer: {took:?}");
+    // Everyone agrees on the new leader, whose token is above the old one.
+    let (agreed, agreed_term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
+    assert_eq!((agreed, agreed_term), (target, new_term));
+    let s = c.status(target).await.unwrap();
+    assert!(s["fencing_token"].as_u64() > Some(term), "{s}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

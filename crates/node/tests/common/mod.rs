@@ -60,6 +60,8 @@ impl Cluster {
                 data_dir: dir.path().join(format!("node{}", id.0)),
                 heartbeat_interval: heartbeat,
                 election_timeout: timeout,
+                protocol: tenure_core::ProtocolKind::Raft,
+                round_trip: None,
             })
             .collect();
         (configs, listeners, dir)

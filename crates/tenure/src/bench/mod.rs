@@ -73,6 +73,9 @@ pub struct FailoverArgs {
     /// Election timeout, in milliseconds (etcd: --election-timeout).
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     election_timeout_ms: u64,
+    /// Election protocol of the tenure servers: raft, ranked or paxos.
+    #[arg(long, default_value = "raft", value_name = "NAME")]
+    protocol: tenure_core::ProtocolKind,
     /// Stop the leader with SIGTERM (a graceful handover) instead of SIGKILL.
     #[arg(long)]
     graceful: bool,
@@ -238,7 +241,8 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
     };
 
     // Both clusters run for the whole run, so interleaved trials see the same machine.
-    let mut tenure = Tenure::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms)?;
+    let mut tenure =
+        Tenure::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms, args.protocol)?;
     let mut etcd = match with_etcd {
         true => Some(
             etcd::Etcd::start_all(

@@ -52,6 +52,9 @@ pub struct SoakArgs {
     /// Election timeout, in milliseconds.
     #[arg(long, default_value_t = 100, value_name = "MS")]
     election_timeout_ms: u64,
+    /// Election protocol of the servers: raft, ranked or paxos.
+    #[arg(long, default_value = "raft", value_name = "NAME")]
+    protocol: tenure_core::ProtocolKind,
     /// Spinning threads of the CPU burner [default: one per core]; 0 runs without load.
     #[arg(long, value_name = "N")]
     burn_threads: Option<usize>,
@@ -207,7 +210,8 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<ExitCode> {
         heartbeat: Duration::from_millis(args.heartbeat_ms),
         election_timeout: Duration::from_millis(args.election_timeout_ms),
     };
-    let tenure = Tenure::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms)?;
+    let tenure =
+        Tenure::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms, args.protocol)?;
     let all: Vec<usize> = (0..args.nodes).collect();
     wait_stable(&tenure, &all, timing).await.context("the cluster did not elect a leader")?;
     let changes_before = counter_sum(&tenure, args.nodes, "tenure_leader_changes_total").await;

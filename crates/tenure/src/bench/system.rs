@@ -85,6 +85,7 @@ impl Tenure {
         nodes: usize,
         heartbeat_ms: u64,
         election_timeout_ms: u64,
+        protocol: tenure_core::ProtocolKind,
     ) -> anyhow::Result<Self> {
         let mut cluster = TenureCluster::new(&TenureSettings {
             nodes,
@@ -92,6 +93,7 @@ impl Tenure {
             election_timeout_ms,
             dir_prefix: "tenure-bench-",
             cluster_id: "tenure-bench",
+            protocol,
         })?;
         for i in 0..nodes {
             cluster.start(i)?;

@@ -46,6 +46,8 @@ pub struct TestServer {
     pub data_dir: PathBuf,
     pub log: PathBuf,
     pub cluster_id: String,
+    /// The election protocol (`--protocol`).
+    pub protocol: String,
     child: Option<Child>,
 }
 
@@ -83,6 +85,7 @@ impl TestCluster {
                     data_dir: dir.path().join(format!("node-{id}")),
                     log: dir.path().join(format!("node-{id}.log")),
                     cluster_id: "test".to_string(),
+                    protocol: "raft".to_string(),
                     child: None,
                 }
             })
@@ -106,8 +109,19 @@ impl TestCluster {
 
     /// Prepares and starts `n` servers.
     pub fn start(n: usize, heartbeat_ms: u64, election_timeout_ms: u64) -> Self {
+        Self::start_with_protocol("raft", n, heartbeat_ms, election_timeout_ms)
+    }
+
+    /// Prepares and starts `n` servers running election protocol `protocol`.
+    pub fn start_with_protocol(
+        protocol: &str,
+        n: usize,
+        heartbeat_ms: u64,
+        election_timeout_ms: u64,
+    ) -> Self {
         let mut c = Self::new(n, heartbeat_ms, election_timeout_ms);
         for i in 0..n {
+            c.servers[i].protocol = protocol.to_string();
             c.spawn(i);
         }
         c
@@ -128,6 +142,7 @@ impl TestCluster {
             .args(["--heartbeat-ms", &self.heartbeat_ms.to_string()])
             .args(["--election-timeout-ms", &self.election_timeout_ms.to_string()])
             .args(["--cluster-id", &s.cluster_id])
+            .args(["--protocol", &s.protocol])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
