@@ -17,6 +17,9 @@ use std::time::Duration;
 /// Drivers that pick the protocol from configuration hold an `Elector`; it is
 /// `Clone + Debug` like the protocols themselves, which the model checker needs.
 #[derive(Clone, Debug)]
+// One elector per node, built once and never moved on a hot path: boxing the
+// variants to even out their sizes would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Elector<R> {
     /// [`ProtocolKind::Raft`].
     Raft(RaftElector<R>),
