@@ -9,7 +9,10 @@ use crate::types::{NodeId, Term};
 use serde::{Deserialize, Serialize};
 
 /// A peer-to-peer election message.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// Totally ordered (by variant, then fields) so that model checkers can keep
+/// messages in flight in a canonical order.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Message {
     /// ElectionScouting / PreVote: "would you vote for me in `term`?", where
     /// `term` is the sender's term plus one. The sender's own term is unchanged.

@@ -5,6 +5,7 @@ use crate::{Action, Bounds, Durability, ElectionState};
 use stateright::{Checker, HasDiscoveries, Model, Path};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use tenure_core::ProtocolKind;
 
 /// The outcome of one exhaustive run.
 #[derive(Debug)]
@@ -112,8 +113,13 @@ fn summarize(checker: impl Checker<ElectionModel>, start: Instant) -> CheckRepor
 /// Deep interleavings after such a state are where vote bugs live; exploring
 /// from it keeps them within the debug-profile time budget, and because the
 /// checker finds the prefix itself, it follows the core as the core changes.
-pub fn contested_prefix(bounds: Bounds, threads: usize) -> Option<Vec<Action>> {
+pub fn contested_prefix(
+    protocol: ProtocolKind,
+    bounds: Bounds,
+    threads: usize,
+) -> Option<Vec<Action>> {
     let quiet = Bounds { restarts: 0, duplicates: 0, transfers: 0, max_depth: None, ..bounds };
-    let report = reach(ElectionModel::new(quiet, Durability::Faithful), threads, CONTESTED_TERM);
+    let model = ElectionModel::of(protocol, quiet, Durability::Faithful);
+    let report = reach(model, threads, CONTESTED_TERM);
     report.discoveries.get(CONTESTED_TERM).map(|path| path.clone().into_actions())
 }

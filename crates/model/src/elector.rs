@@ -1,7 +1,7 @@
 //! The real elector as a model-checker state, with its observational fields
 //! left out of its identity.
 //!
-//! `RaftElector` derives `Eq + Hash` over every field, including its metric
+//! The core's electors do not offer `Eq + Hash` that leave out their metric
 //! [`tenure_core::Counters`] and the per-peer `last_heard` times that only
 //! `status()` reports. `messages_ignored` grows each time a stale or duplicated
 //! message is delivered, so with counters in the state, every redelivery of a
@@ -20,17 +20,18 @@
 
 use crate::rng::ModelRng;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use tenure_core::RaftElector;
+use tenure_core::Elector as CoreElector;
 
 /// The `Debug` sections, as `(opening, closing character)` in the order the
 /// fields are declared, that no decision of the core reads: the metric counters
 /// and the per-peer `last_heard` times (shown only by `status()`).
 const OBSERVATIONAL: [(&str, char); 2] = [("last_heard: [", ']'), ("counters: Counters {", '}')];
 
-/// A [`RaftElector`] whose equality and hash ignore its metric counters.
+/// A core [`CoreElector`] (any protocol) whose equality and hash ignore its
+/// metric counters and per-peer `last_heard` times.
 #[derive(Clone, Debug)]
 pub struct Elector {
-    inner: RaftElector<ModelRng>,
+    inner: CoreElector<ModelRng>,
     /// Hash of the elector's `Debug` text without the counters.
     identity: u64,
 }
@@ -41,7 +42,7 @@ impl Elector {
     /// # Panics
     /// If an instant in the elector is not a whole millisecond: its `Debug`
     /// text would then not tell it apart from a nearby instant.
-    pub fn new(inner: RaftElector<ModelRng>) -> Self {
+    pub fn new(inner: CoreElector<ModelRng>) -> Self {
         let debug = format!("{inner:?}");
         if let Some(bad) = instant_not_whole_ms(&debug) {
             panic!("the model needs whole-millisecond instants, found {bad} in {debug}");
@@ -51,7 +52,7 @@ impl Elector {
     }
 
     /// The wrapped elector.
-    pub fn inner(&self) -> &RaftElector<ModelRng> {
+    pub fn inner(&self) -> &CoreElector<ModelRng> {
         &self.inner
     }
 }
@@ -106,23 +107,39 @@ impl Hash for Elector {
 mod tests {
     use super::*;
     use std::time::Duration;
-    use tenure_core::{Config, HardState, Instant, Message, NodeId, Protocol, Term};
+    use tenure_core::{
+        Config, HardState, Instant, Message, NodeId, Protocol, ProtocolKind, RaftElector, Term,
+    };
+
+    fn config() -> Config {
+        let voters = vec![NodeId(1), NodeId(2), NodeId(3)];
+        Config::new(NodeId(1), voters, Duration::from_millis(100), Duration::from_millis(420))
+    }
 
     fn elector() -> RaftElector<ModelRng> {
-        let voters = vec![NodeId(1), NodeId(2), NodeId(3)];
-        let cfg =
-            Config::new(NodeId(1), voters, Duration::from_millis(100), Duration::from_millis(420));
-        let mut e = RaftElector::new(cfg, HardState::default(), ModelRng::new(1), Instant::ZERO);
+        let mut e =
+            RaftElector::new(config(), HardState::default(), ModelRng::new(1), Instant::ZERO);
         let _ = e.take_output();
         e
     }
 
     #[test]
     fn the_debug_text_has_the_observational_sections_in_order() {
-        let debug = format!("{:?}", elector());
-        let positions: Vec<usize> =
-            OBSERVATIONAL.iter().map(|(o, _)| debug.find(o).expect("section present")).collect();
-        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{debug}");
+        for kind in ProtocolKind::ALL {
+            let e = CoreElector::new(
+                kind,
+                config(),
+                HardState::default(),
+                ModelRng::new(1),
+                Instant::ZERO,
+            );
+            let debug = format!("{e:?}");
+            let positions: Vec<usize> = OBSERVATIONAL
+                .iter()
+                .map(|(o, _)| debug.find(o).unwrap_or_else(|| panic!("{kind}: no {o} in {debug}")))
+                .collect();
+            assert!(positions.windows(2).all(|w| w[0] < w[1]), "{kind}: {debug}");
+        }
     }
 
     #[test]
@@ -147,11 +164,12 @@ mod tests {
         twice.handle_message(Instant::ZERO, NodeId(2), stale);
         let _ = twice.take_output();
         assert_ne!(once, twice, "the core counts the second delivery");
-        assert_eq!(Elector::new(once.clone()), Elector::new(twice));
+        let wrap = |e: RaftElector<ModelRng>| Elector::new(CoreElector::Raft(e));
+        assert_eq!(wrap(once.clone()), wrap(twice));
 
         let mut later = once.clone();
         later.handle_timeout(later.poll_timeout());
         let _ = later.take_output();
-        assert_ne!(Elector::new(once), Elector::new(later));
+        assert_ne!(wrap(once), wrap(later));
     }
 }

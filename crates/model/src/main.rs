@@ -4,6 +4,7 @@
 //! cargo run --release -p tenure-model -- [--quick] [--contested] [--steps N] [--restarts N]
 //!     [--transfers N] [--duplicates N] [--rng-period N] [--max-term N] [--depth N]
 //!     [--unbounded-depth] [--durability faithful|forget-vote|forget-all] [--threads N] [--hunt]
+//!     [--protocol raft|ranked|paxos]
 //! ```
 //! Defaults are [`Bounds::DEEP`] from the fresh cluster with faithful storage.
 //! `--quick` resets the bounds to [`Bounds::QUICK`] (the tests' bounds; give it
@@ -14,12 +15,14 @@
 //! incomplete, or (except with `--hunt`) no leader is ever elected.
 
 use std::error::Error;
+use tenure_core::ProtocolKind;
 use tenure_model::check::{check, check_dfs, contested_prefix, hunt};
 use tenure_model::model::{LEADER_ELECTED, REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
 use tenure_model::{Bounds, Durability, ElectionModel};
 
 /// What the command line asked for.
 struct Args {
+    protocol: ProtocolKind,
     bounds: Bounds,
     durability: Durability,
     threads: usize,
@@ -33,6 +36,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut hunt = false;
     let mut split = false;
+    let mut protocol = ProtocolKind::Raft;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--hunt" {
@@ -61,6 +65,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
             "--threads" => threads = value.parse()?,
             "--depth" => bounds.max_depth = Some(value.parse()?),
             "--rng-period" => bounds.rng_period = value.parse()?,
+            "--protocol" => protocol = value.parse()?,
             "--durability" => {
                 durability = match value.as_str() {
                     "faithful" => Durability::Faithful,
@@ -72,16 +77,19 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
             other => return Err(format!("unknown flag {other:?}").into()),
         }
     }
-    Ok(Args { bounds, durability, threads, hunt, split })
+    Ok(Args { protocol, bounds, durability, threads, hunt, split })
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let Args { bounds, durability, threads, hunt: hunt_only, split } = parse_args()?;
+    let Args { protocol, bounds, durability, threads, hunt: hunt_only, split } = parse_args()?;
     let start = if split { "from a contested election" } else { "from the fresh cluster" };
-    println!("checking 3 nodes {start}, {bounds:?}, storage {durability:?}, {threads} thread(s)");
-    let mut model = ElectionModel::new(bounds, durability);
+    println!(
+        "checking 3 {protocol} nodes {start}, {bounds:?}, storage {durability:?}, {threads} thread(s)"
+    );
+    let mut model = ElectionModel::of(protocol, bounds, durability);
     if split {
-        let prefix = contested_prefix(bounds, threads).ok_or("no contested election reachable")?;
+        let prefix =
+            contested_prefix(protocol, bounds, threads).ok_or("no contested election reachable")?;
         println!("contested election after {prefix:?}");
         model = model.starting_after(prefix);
     }

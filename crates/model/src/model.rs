@@ -1,4 +1,4 @@
-//! The election model: three real [`tenure_core::RaftElector`]s, a network that
+//! The election model: three real electors (any [`ProtocolKind`]), a network that
 //! loses, duplicates and reorders, crash/restart from durable state, and ghost
 //! records for the properties.
 
@@ -9,7 +9,7 @@ use stateright::{Model, Property};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
-use tenure_core::{Config, HardState, Instant, Message, NodeId, Output, Protocol, Role, Term};
+use tenure_core::{Config, HardState, Instant, NodeId, Output, Protocol, ProtocolKind, Role, Term};
 
 /// Nodes in the modelled cluster.
 pub const NODE_COUNT: usize = 3;
@@ -123,7 +123,7 @@ pub struct Ghost {
     /// Every `(term, node)` such that the node was leader in that term at some point.
     pub leaders: BTreeSet<(Term, NodeId)>,
     /// Every vote granted, as `(voter, term, candidate)`: from persisted state
-    /// (including self-votes) and from granting `VoteResponse`s on the wire.
+    /// (including self-votes) and from vote grants on the wire ([`tenure_core::Message::vote_grant`]).
     pub votes: BTreeSet<(NodeId, Term, NodeId)>,
     /// The highest term each node has had.
     pub max_term: [Term; NODE_COUNT],
@@ -179,6 +179,8 @@ pub enum Action {
 /// The model of a three-node cluster running the real election core.
 #[derive(Clone, Debug)]
 pub struct ElectionModel {
+    /// The protocol every node runs.
+    pub protocol: ProtocolKind,
     /// Exploration limits.
     pub bounds: Bounds,
     /// What restarts load.
@@ -198,18 +200,23 @@ fn index(id: NodeId) -> usize {
 }
 
 impl ElectionModel {
-    /// A model with the given bounds and storage behaviour.
+    /// A model of the Raft protocol with the given bounds and storage behaviour.
     pub fn new(bounds: Bounds, durability: Durability) -> Self {
+        Self::of(ProtocolKind::Raft, bounds, durability)
+    }
+
+    /// A model of `protocol` with the given bounds and storage behaviour.
+    pub fn of(protocol: ProtocolKind, bounds: Bounds, durability: Durability) -> Self {
         let configs = voters()
             .into_iter()
             .map(|id| {
                 let mut cfg = Config::new(id, voters(), HEARTBEAT_INTERVAL, ELECTION_TIMEOUT);
                 cfg.clock_drift_ppm = CLOCK_DRIFT_PPM;
-                debug_assert_eq!(cfg.validate(), Ok(()));
+                assert_eq!(cfg.validate_for(protocol), Ok(()), "the model's configuration");
                 cfg
             })
             .collect();
-        ElectionModel { bounds, durability, prefix: Vec::new(), configs }
+        ElectionModel { protocol, bounds, durability, prefix: Vec::new(), configs }
     }
 
     /// The same model, exploring from the state that `prefix` leads to from the
@@ -242,7 +249,8 @@ impl ElectionModel {
     }
 
     fn start_node(&self, i: usize, state: HardState, now: Instant) -> Elector {
-        let elector = tenure_core::RaftElector::new(
+        let elector = tenure_core::Elector::new(
+            self.protocol,
             self.configs[i].clone(),
             state,
             ModelRng::new(self.bounds.rng_period),
@@ -258,7 +266,7 @@ impl ElectionModel {
         &self,
         state: &mut ElectionState,
         i: usize,
-        input: impl FnOnce(&mut tenure_core::RaftElector<ModelRng>, Instant) -> bool,
+        input: impl FnOnce(&mut tenure_core::Elector<ModelRng>, Instant) -> bool,
     ) -> bool {
         let id = NodeId(i as u64 + 1);
         let now = state.nodes[i].now;
@@ -287,7 +295,7 @@ impl ElectionModel {
             }
         }
         for (to, msg) in output.messages {
-            if let Message::VoteResponse { term, granted: true } = msg {
+            if let Some(term) = msg.vote_grant() {
                 state.ghost.votes.insert((id, term, to));
             }
             state.network.send(Envelope { from: id, to, msg });

@@ -26,33 +26,9 @@ pub struct Envelope {
     pub msg: Message,
 }
 
-/// An injective, totally ordered image of a message: `(kind, term, a, b, c)`.
-///
-/// `Message` is not `Ord`; the network needs a canonical order so that equal
-/// sets hash equally and actions are generated in a reproducible order.
-type MessageKey = (u8, u64, u64, u64, Option<u64>);
-
-fn message_key(msg: &Message) -> MessageKey {
-    match *msg {
-        Message::PreVote { term } => (0, term.0, 0, 0, None),
-        Message::PreVoteResponse { term, proposed, granted, lease_remaining_ms } => {
-            (1, term.0, proposed.0, u64::from(granted), lease_remaining_ms)
-        }
-        Message::Vote { term, transfer } => (2, term.0, u64::from(transfer), 0, None),
-        Message::VoteResponse { term, granted } => (3, term.0, u64::from(granted), 0, None),
-        Message::Heartbeat { term, counter, sent_at_nanos } => {
-            (4, term.0, counter, sent_at_nanos, None)
-        }
-        Message::HeartbeatResponse { term, ok, echo_sent_at_nanos } => {
-            (5, term.0, u64::from(ok), echo_sent_at_nanos, None)
-        }
-        Message::Resign { term, successor } => (6, term.0, 0, 0, successor.map(|s| s.0)),
-    }
-}
-
 impl Envelope {
-    fn key(&self) -> (u64, u64, MessageKey) {
-        (self.from.0, self.to.0, message_key(&self.msg))
+    fn key(&self) -> (NodeId, NodeId, &Message) {
+        (self.from, self.to, &self.msg)
     }
 }
 

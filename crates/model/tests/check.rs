@@ -3,7 +3,7 @@
 //! caught with a counterexample.
 
 use std::sync::OnceLock;
-use tenure_core::Term;
+use tenure_core::{ProtocolKind, Term};
 use tenure_model::check::{check, contested_prefix, hunt, CheckReport};
 use tenure_model::model::{LEADER_ELECTED, ONE_VOTE_PER_TERM, TERMS_NEVER_DECREASE};
 use tenure_model::{Action, Bounds, Durability, ElectionModel};
@@ -28,37 +28,70 @@ fn summary(report: &CheckReport) -> String {
 
 /// The model started from a contested election the checker finds itself.
 /// Both contested tests share one search for the prefix.
-fn contested_model(durability: Durability) -> ElectionModel {
-    static PREFIX: OnceLock<Vec<Action>> = OnceLock::new();
-    let prefix = PREFIX
-        .get_or_init(|| contested_prefix(Bounds::QUICK, THREADS).expect("a contested election"))
+fn contested_model(protocol: ProtocolKind, durability: Durability) -> ElectionModel {
+    static PREFIX: [OnceLock<Vec<Action>>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let slot = ProtocolKind::ALL.iter().position(|&k| k == protocol).expect("a protocol");
+    let prefix = PREFIX[slot]
+        .get_or_init(|| {
+            contested_prefix(protocol, Bounds::QUICK, THREADS).expect("a contested election")
+        })
         .clone();
     let bounds = Bounds { max_depth: Some(CONTESTED_DEPTH), ..Bounds::QUICK };
-    ElectionModel::new(bounds, durability).starting_after(prefix)
+    ElectionModel::of(protocol, bounds, durability).starting_after(prefix)
 }
 
-#[test]
-fn fresh_cluster_is_safe_and_elects() {
-    let report = check(ElectionModel::new(Bounds::QUICK, Durability::Faithful), THREADS);
-    println!("fresh cluster: {}", summary(&report));
+/// The checks every protocol must pass, as one module per protocol.
+macro_rules! protocol_checks {
+    ($module:ident, $protocol:expr) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn fresh_cluster_is_safe_and_elects() {
+                super::fresh_cluster_is_safe_and_elects($protocol);
+            }
+
+            #[test]
+            fn contested_election_is_safe_and_elects() {
+                super::contested_election_is_safe_and_elects($protocol);
+            }
+
+            #[test]
+            fn a_vote_lost_on_restart_is_caught() {
+                super::a_vote_lost_on_restart_is_caught($protocol);
+            }
+
+            #[test]
+            fn a_term_lost_on_restart_is_caught() {
+                super::a_term_lost_on_restart_is_caught($protocol);
+            }
+        }
+    };
+}
+
+protocol_checks!(raft, ProtocolKind::Raft);
+protocol_checks!(ranked, ProtocolKind::Ranked);
+protocol_checks!(paxos, ProtocolKind::Paxos);
+
+fn fresh_cluster_is_safe_and_elects(protocol: ProtocolKind) {
+    let report = check(ElectionModel::of(protocol, Bounds::QUICK, Durability::Faithful), THREADS);
+    println!("{protocol}: fresh cluster: {}", summary(&report));
     assert!(report.complete, "{}", summary(&report));
     assert!(report.violated().is_empty(), "{}", summary(&report));
     assert!(report.discoveries.contains_key(LEADER_ELECTED), "{}", summary(&report));
 }
 
-#[test]
-fn contested_election_is_safe_and_elects() {
-    let report = check(contested_model(Durability::Faithful), THREADS);
-    println!("contested election: {}", summary(&report));
+fn contested_election_is_safe_and_elects(protocol: ProtocolKind) {
+    let report = check(contested_model(protocol, Durability::Faithful), THREADS);
+    println!("{protocol}: contested election: {}", summary(&report));
     assert!(report.complete, "{}", summary(&report));
     assert!(report.violated().is_empty(), "{}", summary(&report));
     assert!(report.discoveries.contains_key(LEADER_ELECTED), "{}", summary(&report));
 }
 
-#[test]
-fn a_vote_lost_on_restart_is_caught() {
-    let report = hunt(contested_model(Durability::ForgetVote), THREADS);
-    println!("forgotten vote: {}", summary(&report));
+fn a_vote_lost_on_restart_is_caught(protocol: ProtocolKind) {
+    let report = hunt(contested_model(protocol, Durability::ForgetVote), THREADS);
+    println!("{protocol}: forgotten vote: {}", summary(&report));
     let path = report.discoveries.get(ONE_VOTE_PER_TERM).unwrap_or_else(|| {
         panic!("no counterexample to {ONE_VOTE_PER_TERM:?}: {}", summary(&report))
     });
@@ -76,10 +109,9 @@ fn a_vote_lost_on_restart_is_caught() {
     // `contested_election_is_safe_and_elects`), so the restart's storage is to blame.
 }
 
-#[test]
-fn a_term_lost_on_restart_is_caught() {
-    let report = hunt(ElectionModel::new(Bounds::QUICK, Durability::ForgetAll), THREADS);
-    println!("forgotten state: {}", summary(&report));
+fn a_term_lost_on_restart_is_caught(protocol: ProtocolKind) {
+    let report = hunt(ElectionModel::of(protocol, Bounds::QUICK, Durability::ForgetAll), THREADS);
+    println!("{protocol}: forgotten state: {}", summary(&report));
     let path = report.discoveries.get(TERMS_NEVER_DECREASE).unwrap_or_else(|| {
         panic!("no counterexample to {TERMS_NEVER_DECREASE:?}: {}", summary(&report))
     });
