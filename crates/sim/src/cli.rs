@@ -13,7 +13,11 @@ const MAX_DETAILS: usize = 100;
 
 /// Arguments of `tenure sim`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SimArgs {
+    /// `compare`: every protocol through every scenario, one table.
+    #[command(subcommand)]
+    pub command: Option<SimCommand>,
     /// Cluster size (scenarios that fix their size ignore it).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=15))]
     pub nodes: u64,
@@ -47,6 +51,15 @@ pub struct SimArgs {
     pub protocol: tenure_core::ProtocolKind,
 }
 
+/// Subcommands of `tenure sim`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum SimCommand {
+    /// Run every protocol through every scenario on the same seeds and print one
+    /// table: outcome, violations, leader changes, failover p50/p99, election
+    /// rounds and messages per failover, split votes.
+    Compare(crate::compare::CompareArgs),
+}
+
 /// The `--json` report.
 #[derive(Debug, Serialize)]
 struct JsonReport {
@@ -59,6 +72,12 @@ struct JsonReport {
     failed: u64,
     violations: Details<Violation>,
     failed_expectations: Details<String>,
+    /// Why the protocol does not promise the scenario's outcome, if it does not.
+    not_promised: Option<&'static str>,
+    /// Deviations from an outcome the protocol does not promise.
+    observations: Details<String>,
+    elections_per_failover: f64,
+    one_round_failovers: f64,
     leader_changes: u64,
     elections: u64,
     split_votes: u64,
@@ -85,6 +104,9 @@ impl<T> Default for Details<T> {
 
 /// Runs `tenure sim` and returns the process exit code.
 pub fn run(args: SimArgs) -> ExitCode {
+    if let Some(SimCommand::Compare(compare)) = &args.command {
+        return crate::compare::run(compare);
+    }
     if args.scenario == "list" {
         for s in SCENARIOS {
             println!("{:<22} {}", s.name, s.description);
@@ -152,6 +174,7 @@ fn run_seeds(
     let mut agg = Aggregate::default();
     let mut violations = Details::default();
     let mut failed_expectations = Details::default();
+    let mut observations = Details::default();
     let mut replay = Vec::new();
     let mut failed = 0;
     let wall = std::time::Instant::now();
@@ -169,6 +192,12 @@ fn run_seeds(
         for f in &report.failures {
             if failed_expectations.details.len() < MAX_DETAILS {
                 failed_expectations.details.push(format!("seed {}: {f}", report.seed));
+            }
+        }
+        observations.count += report.observations.len();
+        for o in &report.observations {
+            if observations.details.len() < MAX_DETAILS {
+                observations.details.push(format!("seed {}: {o}", report.seed));
             }
         }
         let cmd = replay_command(args, &report);
@@ -194,6 +223,10 @@ fn run_seeds(
         failed,
         violations,
         failed_expectations,
+        not_promised: scenario.not_promised_by(args.protocol),
+        observations,
+        elections_per_failover: agg.elections_per_failover(),
+        one_round_failovers: agg.one_round_failovers(),
         leader_changes: agg.leader_changes,
         elections: agg.elections,
         split_votes: agg.split_votes,
@@ -233,6 +266,9 @@ fn print_run(r: &Report, cmd: &str) {
     for f in &r.failures {
         println!("  expectation failed: {f}");
     }
+    for o in &r.observations {
+        println!("  observed (not promised by this protocol): {o}");
+    }
     for v in &r.violations {
         println!("  violation: {v}");
     }
@@ -260,6 +296,17 @@ fn print_summary(o: &JsonReport) {
         o.failover_ms.samples,
         o.messages_per_failover
     );
+    println!(
+        "{:.2} election rounds per failover, {:.1}% of failovers in one round",
+        o.elections_per_failover,
+        100.0 * o.one_round_failovers
+    );
+    if let Some(why) = o.not_promised {
+        println!(
+            "the {} protocol does not promise this scenario's outcome ({why}); {} deviations observed",
+            o.protocol, o.observations.count
+        );
+    }
     println!("stable leaderships lost after healing, within the bound: {}", o.post_heal_flaps);
     println!(
         "{:.0} simulated seconds in {:.2} wall seconds: {:.0} simulated seconds per wall second",

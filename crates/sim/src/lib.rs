@@ -9,13 +9,15 @@
 //! * [`scenario`]: named scenarios with asserted outcomes, and the random
 //!   (VOPR-style) run;
 //! * [`checker`]: the safety and liveness properties;
-//! * [`cli`]: `tenure sim`.
+//! * [`cli`]: `tenure sim`;
+//! * [`compare`]: `tenure sim compare`, every protocol through every scenario.
 #![warn(missing_docs)]
 
 pub mod bounds;
 pub mod checker;
 pub mod cli;
 pub mod clock;
+pub mod compare;
 pub mod host;
 pub mod network;
 pub mod runner;

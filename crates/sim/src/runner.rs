@@ -132,6 +132,7 @@ pub struct HeartbeatRecord {
 struct PendingFailover {
     since_ns: u64,
     messages_at: u64,
+    elections_at: u64,
     node: usize,
     term: Term,
 }
@@ -499,6 +500,7 @@ impl Sim {
         if let Some(p) = self.pending_failover.filter(|p| term > p.term) {
             self.stats.failovers_ns.push(now - p.since_ns);
             self.stats.failover_messages.push(self.stats.messages_sent - p.messages_at);
+            self.stats.failover_elections.push(self.elections_started() - p.elections_at);
             self.pending_failover = None;
         }
     }
@@ -621,6 +623,7 @@ impl Sim {
             self.pending_failover = Some(PendingFailover {
                 since_ns: self.now,
                 messages_at: self.stats.messages_sent,
+                elections_at: self.elections_started(),
                 node: i,
                 term,
             });

@@ -67,6 +67,12 @@ pub struct Report {
     pub nodes: usize,
     /// Expectations that did not hold, each with what was seen.
     pub failures: Vec<String>,
+    /// When the protocol under test does not promise the scenario's outcome:
+    /// why not. Its deviations are then in `observations`, not `failures`.
+    pub not_promised: Option<&'static str>,
+    /// Deviations from the scenario's stated outcome that the protocol does
+    /// not promise to avoid (reported, not failed).
+    pub observations: Vec<String>,
     /// Checker violations kept.
     pub violations: Vec<Violation>,
     /// Checker violations found in all.
@@ -109,6 +115,8 @@ impl Expect {
             seed: sim.seed,
             nodes: sim.len(),
             failures: self.failures,
+            not_promised: None,
+            observations: Vec::new(),
             violations: sim.checker.violations().to_vec(),
             violation_count: sim.checker.violation_count(),
             stats,
@@ -125,13 +133,27 @@ pub struct Scenario {
     pub description: &'static str,
     /// The cluster size when the scenario fixes it.
     pub fixed_nodes: Option<usize>,
+    /// Protocols that do not promise the stated outcome, each with the reason.
+    /// Checker violations fail every protocol; only the stated outcome is waived.
+    pub not_promised: &'static [(ProtocolKind, &'static str)],
     run: fn(&Params) -> Report,
 }
 
 impl Scenario {
-    /// Runs the scenario once.
+    /// Runs the scenario once. When `p.protocol` does not promise its outcome,
+    /// deviations from it are reported as observations instead of failures.
     pub fn run(&self, p: &Params) -> Report {
-        (self.run)(p)
+        let mut report = (self.run)(p);
+        if let Some(why) = self.not_promised_by(p.protocol) {
+            report.not_promised = Some(why);
+            report.observations = std::mem::take(&mut report.failures);
+        }
+        report
+    }
+
+    /// Why `protocol` does not promise this scenario's outcome, if it does not.
+    pub fn not_promised_by(&self, protocol: ProtocolKind) -> Option<&'static str> {
+        self.not_promised.iter().find(|(k, _)| *k == protocol).map(|&(_, why)| why)
     }
 
     /// The cluster size a run with `p` uses.
@@ -146,78 +168,91 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "non-sticky-leader",
         description: "seed 000: 4 nodes, isolate follower B for 5 election timeouts, heal: same leader, no term change",
         fixed_nodes: Some(4),
+        not_promised: &[],
         run: non_sticky_leader,
     },
     Scenario {
         name: "leader-ping-pong",
         description: "seed 000: 4 nodes, cut only the link leader A <-> follower B: no leader change, no term inflation",
         fixed_nodes: Some(4),
+        not_promised: &[],
         run: leader_ping_pong,
     },
     Scenario {
         name: "one-link-failure",
         description: "seed 004: 3 nodes, cut the link leader <-> one follower: no leader change",
         fixed_nodes: Some(3),
+        not_promised: &[],
         run: one_link_failure,
     },
     Scenario {
         name: "leader-crash",
         description: "crash the leader: exactly one new leader, one election round, within the failover bound",
         fixed_nodes: None,
+        not_promised: &[],
         run: leader_crash,
     },
     Scenario {
         name: "leader-pause",
         description: "freeze the leader past the election timeout, resume: it steps down before acting; no overlap",
         fixed_nodes: None,
+        not_promised: &[],
         run: leader_pause,
     },
     Scenario {
         name: "cold-start",
         description: "all nodes start together: the first term elects a stable leader within the bound; no split vote",
         fixed_nodes: None,
+        not_promised: &[],
         run: cold_start,
     },
     Scenario {
         name: "rolling-restart",
         description: "restart each node in turn, waiting for a leader between: only leader restarts change the leader",
         fixed_nodes: None,
+        not_promised: &[],
         run: rolling_restart,
     },
     Scenario {
         name: "minority-partition",
         description: "cut the leader and one follower off: the majority elects within the bound; after healing it stays",
         fixed_nodes: None,
+        not_promised: &[],
         run: minority_partition,
     },
     Scenario {
         name: "flaky-network",
         description: "20% loss, 5% duplication, 10% reordering on every link: no violation, at most one leader change",
         fixed_nodes: None,
+        not_promised: &[],
         run: flaky_network,
     },
     Scenario {
         name: "asymmetric-partition",
         description: "a follower, then the leader, can send but not receive: the follower changes nothing; the leader is replaced",
         fixed_nodes: None,
+        not_promised: &[],
         run: asymmetric_partition,
     },
     Scenario {
         name: "restart-amnesia",
         description: "the leader loses two followers; a third that backs it crashes and restarts at once: no overlap",
         fixed_nodes: Some(5),
+        not_promised: &[],
         run: restart_amnesia,
     },
     Scenario {
         name: "candidate-pause",
         description: "a candidate freezes right after asking for votes and resumes after others elected: it must not lead",
         fixed_nodes: Some(5),
+        not_promised: &[],
         run: candidate_pause,
     },
     Scenario {
         name: "random",
         description: "VOPR: random faults (crash, pause, partitions, loss, drift, storage), then heal and require a stable leader",
         fixed_nodes: None,
+        not_promised: &[],
         run: vopr::run,
     },
 ];

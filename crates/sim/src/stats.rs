@@ -22,6 +22,8 @@ pub struct RunStats {
     pub failovers_ns: Vec<u64>,
     /// Messages sent during each failover.
     pub failover_messages: Vec<u64>,
+    /// Election rounds started during each failover (1 when the first round won).
+    pub failover_elections: Vec<u64>,
     /// Stable leaderships that fell apart after healing, before the liveness bound.
     pub post_heal_flaps: u64,
 }
@@ -81,6 +83,8 @@ pub struct Aggregate {
     pub failovers_ns: Vec<u64>,
     /// Messages of every failover sample.
     pub failover_messages: Vec<u64>,
+    /// Election rounds of every failover sample.
+    pub failover_elections: Vec<u64>,
     /// Post-heal flaps summed over runs.
     pub post_heal_flaps: u64,
 }
@@ -96,16 +100,35 @@ impl Aggregate {
         self.split_votes += s.split_votes();
         self.failovers_ns.extend_from_slice(&s.failovers_ns);
         self.failover_messages.extend_from_slice(&s.failover_messages);
+        self.failover_elections.extend_from_slice(&s.failover_elections);
         self.post_heal_flaps += s.post_heal_flaps;
+    }
+
+    /// Mean election rounds per failover (0 without failovers).
+    pub fn elections_per_failover(&self) -> f64 {
+        mean(&self.failover_elections)
+    }
+
+    /// Share of failovers settled by their first election round (0 without failovers).
+    pub fn one_round_failovers(&self) -> f64 {
+        if self.failover_elections.is_empty() {
+            return 0.0;
+        }
+        let one = self.failover_elections.iter().filter(|&&n| n <= 1).count();
+        one as f64 / self.failover_elections.len() as f64
     }
 
     /// Mean messages per failover (0 without failovers).
     pub fn messages_per_failover(&self) -> f64 {
-        if self.failover_messages.is_empty() {
-            return 0.0;
-        }
-        self.failover_messages.iter().sum::<u64>() as f64 / self.failover_messages.len() as f64
+        mean(&self.failover_messages)
     }
+}
+
+fn mean(v: &[u64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.iter().sum::<u64>() as f64 / v.len() as f64
 }
 
 #[cfg(test)]
