@@ -139,14 +139,21 @@ impl Driver {
 
     /// Persist (fsync) first; only then send; then publish events.
     async fn process(&mut self, mut out: Output) {
+        let mut written = false;
         if let Some(state) = out.persist.take() {
             match self.write(state).await {
-                Ok(()) => self.persist_recovered(&mut out),
+                Ok(()) => {
+                    written = true;
+                    self.persist_recovered(&mut out);
+                }
                 Err(e) => self.persist_failed(&mut out, &e),
             }
         }
         for (to, msg) in out.messages {
             self.transport.send(to, msg);
+        }
+        if written {
+            self.mirror();
         }
         for event in out.events {
             self.event(event);
@@ -160,6 +167,24 @@ impl Driver {
         tokio::task::spawn_blocking(move || data.write(state))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+
+    /// Copies the state just written into the file's second slot, off the
+    /// critical path: the messages that waited for the write have left. The
+    /// data directory's lock orders it before the next write.
+    fn mirror(&self) {
+        let data = self.data.clone();
+        let id = self.shared.config.id;
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = data.mirror() {
+                warn!(
+                    node = %id,
+                    path = %data.state_path().display(),
+                    error = %e,
+                    "cannot write the second copy of the state (the first copy is durable)"
+                );
+            }
+        });
     }
 
     fn persist_failed(&mut self, out: &mut Output, e: &std::io::Error) {

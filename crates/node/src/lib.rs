@@ -51,7 +51,7 @@
 //! 4. The driver calls `handle_message(now, P, msg)` (now = nanoseconds since a
 //!    process-local origin, see [`clock`]) and takes the output.
 //! 5. **Persist, then send.** If the output carries a `HardState`, the driver
-//!    writes it to the state file and fsyncs (on a blocking thread, awaited)
+//!    writes it to the state file and syncs it (on a blocking thread, awaited)
 //!    *before* any message of that output leaves.
 //! 6. Each message goes into the destination's send queue (bounded at
 //!    [`transport::PEER_QUEUE_CAPACITY`]; when full the oldest message is
@@ -72,13 +72,14 @@
 //!
 //! ## Durability contract
 //!
-//! * The data directory holds `state` (term, vote, cluster id, node id, format
-//!   version, CRC32; see [`storage`]) and `lock`. A missing directory is created.
-//! * Every state change is written to `state.tmp`, fsynced, renamed over
-//!   `state`, and the directory is fsynced, before any message produced with
-//!   that change is sent. A crash at any point leaves either the old or the
-//!   new state, never a torn one; and no peer ever saw a vote that a restart
-//!   could forget.
+//! * The data directory holds `state` (two checksummed copies of term, vote,
+//!   cluster id, node id, protocol and format version; see [`storage`]) and
+//!   `lock`. A missing directory is created.
+//! * Every state change overwrites the first copy in place and is made durable
+//!   with one `fdatasync` before any message produced with that change is
+//!   sent; the second copy is written after the messages left. A crash at any
+//!   point leaves a complete copy of the newest acknowledged state; no peer
+//!   ever saw a vote that a restart could forget.
 //! * If a write fails, the messages of that output are dropped, the core is
 //!   told (`handle_persist_failed`: it stops voting and leading), an error is
 //!   logged, `storage_failed` shows in the status, and the write is retried
@@ -88,10 +89,12 @@
 //! * An exclusive `flock` on `lock` (held for the node's life) keeps a second
 //!   process, or a second node in this process, out: it gets
 //!   [`StartError::DataDirLocked`].
-//! * A damaged state file ([`StartError::CorruptState`]), a state file of another
-//!   node or cluster ([`StartError::ForeignState`]) or of a newer format
+//! * One damaged copy is survived with a warning (the good copy is written over
+//!   it). Both copies damaged ([`StartError::CorruptState`]), a state file of
+//!   another node or cluster ([`StartError::ForeignState`]) or protocol
+//!   ([`StartError::ProtocolMismatch`]), or of a newer format
 //!   ([`StartError::UnsupportedStateFormat`]) stops the node at start with an
-//!   error naming the file and what to do. Nothing is overwritten.
+//!   error naming the file and what to do; then nothing is overwritten.
 //!
 //! ## Graceful shutdown
 //!

@@ -154,14 +154,16 @@ async fn corrupted_state_file_is_refused_and_left_untouched() {
 
     let path = cfg.data_dir.join("state");
     let mut bytes = std::fs::read(&path).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x01;
+    // The term sits in both copies; damage both.
+    let slot = tenure_node::storage::SLOT_LEN;
+    bytes[30] ^= 0x01;
+    bytes[slot + 30] ^= 0x01;
     std::fs::write(&path, &bytes).unwrap();
     let err = start_solo(&cfg).await.err().expect("a corrupted state file must stop the node");
     match &err {
         StartError::CorruptState { path: p, detail } => {
             assert_eq!(p, &path);
-            assert!(detail.contains("checksum"), "{detail}");
+            assert!(detail.contains("both copies") && detail.contains("checksum"), "{detail}");
         }
         other => panic!("expected CorruptState, got {other:?}"),
     }

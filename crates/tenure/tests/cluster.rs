@@ -161,15 +161,29 @@ async fn corrupted_state_file_stops_the_node_and_is_left_untouched() {
     let _serial = serial().await;
     // A one-node cluster writes its state (term and vote) when it elects itself.
     let mut c = TestCluster::start(1, HEARTBEAT_MS, TIMEOUT_MS);
-    c.wait_agreement(&[0], FIRST_ELECTION_BOUND).await;
+    let (_, term_before) = c.wait_agreement(&[0], FIRST_ELECTION_BOUND).await;
     c.signal(0, Signal::SIGTERM);
     assert!(c.wait_exit(0, Duration::from_secs(5)).success());
 
     let state = c.servers[0].data_dir.join("state");
-    let mut bytes = std::fs::read(&state).expect("the node wrote its state file");
-    assert!(!bytes.is_empty());
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x5a;
+    let good = std::fs::read(&state).expect("the node wrote its state file");
+    // The file holds two copies (slots of 512 bytes): one damaged copy is survived.
+    let slot = good.len() / 2;
+    let mut bytes = good.clone();
+    bytes[30] ^= 0x5a;
+    std::fs::write(&state, &bytes).unwrap();
+    c.spawn(0);
+    let (_, term_after) = c.wait_agreement(&[0], FIRST_ELECTION_BOUND).await;
+    assert!(term_after > term_before, "the node kept its term ({term_before}) and leads again");
+    c.signal(0, Signal::SIGTERM);
+    assert!(c.wait_exit(0, Duration::from_secs(5)).success());
+    let log = std::fs::read_to_string(&c.servers[0].log).unwrap();
+    assert!(log.contains("one copy of the state is damaged"), "the damage is reported: {log}");
+
+    // Both copies damaged: the node refuses to start and touches nothing.
+    let mut bytes = std::fs::read(&state).unwrap();
+    bytes[30] ^= 0x5a;
+    bytes[slot + 30] ^= 0x5a;
     std::fs::write(&state, &bytes).unwrap();
 
     c.spawn(0);
