@@ -1,8 +1,9 @@
 //! # tenure-model: exhaustive model checking of the election core
 //!
 //! [stateright](https://docs.rs/stateright/0.30) explores every reachable
-//! state of a three-node cluster running the **real** [`tenure_core::RaftElector`]
-//! (not a re-implementation): each step of the model calls the core's
+//! state of a three-node cluster running the **real** election core — any of
+//! its protocols ([`tenure_core::ProtocolKind`]: `--protocol raft|ranked|paxos`,
+//! [`ElectionModel::of`]), not a re-implementation: each step of the model calls the core's
 //! `handle_*` methods and processes its `Output` exactly as the `Protocol`
 //! contract says. The model is a plain [`stateright::Model`] ([`ElectionModel`]).
 //!
@@ -19,7 +20,7 @@
 //!   that one step; a crash is a separate step, so it falls before or after the
 //!   whole of it, never between the write and the sends.
 //! * **Crash and restart** ([`Action::Restart`]): the node's elector is thrown
-//!   away and a new one is built with `RaftElector::new` from the last persisted
+//!   away and a new one is built with `Elector::new` from the last persisted
 //!   `HardState` (nothing else survives), at the node's current clock.
 //! * **Time**: each node has its own clock, which moves only by its own steps:
 //!   [`Action::Timeout`] jumps to `poll_timeout()` and calls `handle_timeout`;
@@ -34,7 +35,9 @@
 //! * always: at most one leader per term, over the whole history
 //!   (every `(term, node)` that was ever in the leader role);
 //! * always: at most one vote per node and term, across restarts (votes seen
-//!   in persisted state, self-votes included, and granting `VoteResponse`s);
+//!   in persisted state, self-votes included, and grants on the wire as
+//!   [`tenure_core::Message::vote_grant`] reports them: Raft's granting
+//!   `VoteResponse`, ranked `VOTE`, Paxos promises);
 //! * always: a node's term never decreases, across restarts;
 //! * always: no debug assertion of the core fires (the core is called under
 //!   `catch_unwind`; tests run it in the debug profile);
