@@ -64,6 +64,11 @@ pub enum RankedMessage {
         /// successor: the claim ranks first, and voters whose lease is on that
         /// leader drop it.
         transfer: Option<Term>,
+        /// How long after sending this the sender will vote, in nanoseconds of
+        /// its clock. Electors that start VOTING at different times (their
+        /// leases on the old leader ended at different times) vote no earlier
+        /// than every claimant they know of, so they rank the same slate.
+        vote_in_nanos: u64,
     },
     /// Seed 001's VOTE(term, msg): the sender votes for the destination in `term`.
     Vote {
@@ -230,6 +235,8 @@ struct Claim {
     received: Instant,
     /// Set when a resigning leader named the claimant.
     transfer: Option<Term>,
+    /// When (own clock) the claimant said it would vote.
+    votes_at: Instant,
 }
 
 /// The VOTING state.
@@ -446,14 +453,17 @@ impl<R: RngCore + Send> RankedElector<R> {
         if self.candidate_term.is_some_and(|t| t < self.term) || now >= self.candidacy_until {
             self.candidate_term = None;
         }
-        let role = if self.candidate_term.is_some() {
-            Role::Candidate
-        } else if self.poll.is_some() {
-            Role::PreCandidate
-        } else {
-            Role::Follower
-        };
-        self.set_role(role, reason);
+        match self.candidate_term {
+            Some(term) if self.role != Role::Candidate => {
+                // The event names the term the node stands in, which may be
+                // above its own until it votes or takes office.
+                self.role = Role::Candidate;
+                self.out.events.push(Event::RoleChanged { role: Role::Candidate, term, reason });
+            }
+            Some(_) => {}
+            None if self.poll.is_some() => self.set_role(Role::PreCandidate, reason),
+            None => self.set_role(Role::Follower, reason),
+        }
     }
 
     /// Records that this node stands in `term` (counted once per term).
@@ -529,12 +539,14 @@ impl<R: RngCore + Send> RankedElector<R> {
         let sent_at_nanos = now.as_nanos();
         let me = self.me();
         let transfer = self.transfer;
+        let vote_in = self.own_vote_delay(now);
         self.claims[me] = Some(Claim {
             term: self.term,
             lsn: self.last_lsn,
             sent_at_nanos,
             received: now,
             transfer,
+            votes_at: now + vote_in,
         });
         if self.my_elects.len() >= MAX_REMEMBERED_ELECTS {
             self.my_elects.remove(0);
@@ -544,8 +556,25 @@ impl<R: RngCore + Send> RankedElector<R> {
         self.settle_role(now, reason);
         let term = self.term;
         let claim = self.last_lsn;
-        self.broadcast(RankedMessage::Elect { term, claim, sent_at_nanos, transfer });
+        let vote_in_nanos = u64::try_from(vote_in.as_nanos()).unwrap_or(u64::MAX);
+        self.broadcast(RankedMessage::Elect {
+            term,
+            claim,
+            sent_at_nanos,
+            transfer,
+            vote_in_nanos,
+        });
         self.try_vote(now);
+    }
+
+    /// How long after entering VOTING at `now` this node would vote for an
+    /// unforced choice: seed 001's RTT, after the leases that may still bind
+    /// other electors have ended (see `quiet_until`).
+    fn own_vote_delay(&self, now: Instant) -> Duration {
+        if now < self.rally_until {
+            return self.cfg.round_trip;
+        }
+        self.quiet_until.max(now).saturating_since(now) + self.cfg.round_trip
     }
 
     /// Claims that count for the current poll: those recorded since half an
@@ -590,15 +619,27 @@ impl<R: RngCore + Send> RankedElector<R> {
             self.election_deadline = now + self.cfg.election_timeout;
             return;
         }
-        let quiet_start = poll.started.max(self.quiet_until);
-        let rallying = poll.started < self.rally_until;
-        let give_up_at = if rallying {
-            poll.started + self.cfg.round_trip
-        } else {
-            quiet_start + self.cfg.round_trip + self.cfg.election_timeout / 2
+        let forced = self.forced_choice(now);
+        // Seed 001: collect claims for RTT, and also until the others' leases
+        // have surely ended and their claims arrived (every claimant announces
+        // when it will vote), so that every voter ranks the same slate. A vote
+        // the ranking cannot change (for the lease holder or a named
+        // successor) goes out at once.
+        let vote_at = match forced {
+            Ok(Some(_)) => poll.started,
+            _ => self.fresh_claims().map(|(_, c)| c.votes_at).fold(poll.started, Instant::max),
         };
         let majority = self.fresh_claims().count() >= self.cfg.quorum();
-        if now >= give_up_at && !(rallying && majority) {
+        let rallying = poll.started < self.rally_until;
+        let mut give_up_at = if rallying {
+            poll.started + self.cfg.round_trip
+        } else {
+            poll.started.max(self.quiet_until) + self.cfg.round_trip + self.cfg.election_timeout / 2
+        };
+        if majority {
+            give_up_at = give_up_at.max(vote_at + self.cfg.round_trip);
+        }
+        if now >= give_up_at {
             // No majority took part (or our lease never let us vote): nothing
             // durable changed; poll again later (a rallying former leader
             // after one round trip).
@@ -611,17 +652,6 @@ impl<R: RngCore + Send> RankedElector<R> {
             };
             return;
         }
-        let forced = self.forced_choice(now);
-        // Seed 001: collect claims for RTT, and also until the others' leases
-        // have surely ended and their claims arrived, so that every voter
-        // ranks the same slate. A vote the ranking cannot change (for the
-        // lease holder or a named successor) goes out at once.
-        let vote_at = match forced {
-            Ok(Some(_)) => poll.started,
-            _ if rallying => poll.started + self.cfg.round_trip,
-            _ => quiet_start + self.cfg.round_trip,
-        };
-        let give_up_at = give_up_at.max(vote_at + self.cfg.round_trip);
         let mut next_check = if now < vote_at { vote_at } else { give_up_at };
         if let Some(l) = self.running_lease(now) {
             if forced.is_err() {
@@ -794,9 +824,14 @@ impl<R: RngCore + Send> RankedElector<R> {
         lsn: Option<Lsn>,
         sent_at_nanos: u64,
         transfer: Option<Term>,
+        vote_in: Duration,
     ) {
-        // Seed 001: "rcv ELECT: record claim" (in every state).
-        self.claims[i] = Some(Claim { term, lsn, sent_at_nanos, received: now, transfer });
+        // Seed 001: "rcv ELECT: record claim" (in every state). The announced
+        // vote delay is capped at the longest a correct elector announces.
+        let vote_in = vote_in.min(collection_window(&self.cfg) + self.cfg.round_trip);
+        let votes_at = now + vote_in;
+        self.claims[i] =
+            Some(Claim { term, lsn, sent_at_nanos, received: now, transfer, votes_at });
         if self.role == Role::Leader {
             // A leader with a valid lease stays; the poller finds no majority.
             return;
@@ -1005,8 +1040,9 @@ impl<R: RngCore + Send> Protocol for RankedElector<R> {
         self.self_vote_pending = false;
         self.last_heard[i] = Some(now);
         match msg {
-            RankedMessage::Elect { term, claim, sent_at_nanos, transfer } => {
-                self.on_elect(now, i, from, term, claim, sent_at_nanos, transfer)
+            RankedMessage::Elect { term, claim, sent_at_nanos, transfer, vote_in_nanos } => {
+                let vote_in = Duration::from_nanos(vote_in_nanos);
+                self.on_elect(now, i, from, term, claim, sent_at_nanos, transfer, vote_in)
             }
             RankedMessage::Vote { term, echo_sent_at_nanos } => {
                 self.on_vote(now, i, term, echo_sent_at_nanos)

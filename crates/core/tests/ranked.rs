@@ -374,6 +374,7 @@ fn elect_msg(term: u64, claim: Option<(u64, u64)>, sent_at_nanos: u64) -> Ranked
         claim: claim.map(|(t, c)| Lsn { term: Term(t), counter: c }),
         sent_at_nanos,
         transfer: None,
+        vote_in_nanos: 0,
     }
 }
 
