@@ -815,23 +815,10 @@ impl<R: RngCore + Send> RankedElector<R> {
 
     // ---- Message handlers ----
 
-    fn on_elect(
-        &mut self,
-        now: Instant,
-        i: usize,
-        from: NodeId,
-        term: Term,
-        lsn: Option<Lsn>,
-        sent_at_nanos: u64,
-        transfer: Option<Term>,
-        vote_in: Duration,
-    ) {
-        // Seed 001: "rcv ELECT: record claim" (in every state). The announced
-        // vote delay is capped at the longest a correct elector announces.
-        let vote_in = vote_in.min(collection_window(&self.cfg) + self.cfg.round_trip);
-        let votes_at = now + vote_in;
-        self.claims[i] =
-            Some(Claim { term, lsn, sent_at_nanos, received: now, transfer, votes_at });
+    fn on_elect(&mut self, now: Instant, i: usize, from: NodeId, claim: Claim) {
+        // Seed 001: "rcv ELECT: record claim" (in every state).
+        let transfer = claim.transfer;
+        self.claims[i] = Some(claim);
         if self.role == Role::Leader {
             // A leader with a valid lease stays; the poller finds no majority.
             return;
@@ -1041,8 +1028,13 @@ impl<R: RngCore + Send> Protocol for RankedElector<R> {
         self.last_heard[i] = Some(now);
         match msg {
             RankedMessage::Elect { term, claim, sent_at_nanos, transfer, vote_in_nanos } => {
-                let vote_in = Duration::from_nanos(vote_in_nanos);
-                self.on_elect(now, i, from, term, claim, sent_at_nanos, transfer, vote_in)
+                // The announced vote delay is capped at the longest a correct
+                // elector announces.
+                let cap = collection_window(&self.cfg) + self.cfg.round_trip;
+                let votes_at = now + Duration::from_nanos(vote_in_nanos).min(cap);
+                let claim =
+                    Claim { term, lsn: claim, sent_at_nanos, received: now, transfer, votes_at };
+                self.on_elect(now, i, from, claim)
             }
             RankedMessage::Vote { term, echo_sent_at_nanos } => {
                 self.on_vote(now, i, term, echo_sent_at_nanos)

@@ -79,23 +79,17 @@ fn raft_failover(b: BoundInputs<'_>) -> Duration {
     Duration::from_nanos(b.drift_factor(local) + 4 * b.max_rtt_ns)
 }
 
-/// The local time from an elector's last lease (on a leader it heard, or from
-/// its vote) to its vote in the next election: the lease (`election_timeout`),
-/// the wait for the other electors' leases, which end at most
-/// `stretch(T) = T * (1 + rho) / (1 - rho)` after the same start, and seed
-/// 001's collection window (`round_trip`).
-fn ranked_round(c: &tenure_core::Config) -> u128 {
-    let ppm = u128::from(c.clock_drift_ppm);
-    let stretched = c.election_timeout.as_nanos() * (PPM + ppm) / (PPM - ppm);
-    stretched + c.round_trip.as_nanos()
-}
-
 /// Ranked: `(2 * (stretch(T) + rtt_cfg) + T / 2 + 2 * rtt_cfg) * (1 + rho) / (1 - rho)
 /// + 10 * max_rtt`.
 ///
-/// Why: after healing, every elector is bound by a lease of at most one
-/// election timeout (on a leader, on the node it voted for, or the anonymous
-/// one after a restart); its poll then votes within one `ranked_round`.
+/// Why: a round (from the start of an elector's lease to its vote) is
+/// `stretch(T) + rtt_cfg` of local time: the lease (`election_timeout`), the
+/// wait for the other electors' leases, which end at most
+/// `stretch(T) = T * (1 + rho) / (1 - rho)` after the same start, and seed
+/// 001's collection window (`round_trip`). After healing, every elector is
+/// bound by a lease of at most one election timeout (on a leader, on the node
+/// it voted for, or the anonymous one after a restart); its poll then votes
+/// within one round.
 /// Electors whose slates differed (claims delayed by the faults just healed)
 /// may split that round; their votes bind them for another election timeout,
 /// after which every slate is complete and the second round elects. A poll
@@ -106,9 +100,10 @@ fn ranked_round(c: &tenure_core::Config) -> u128 {
 /// VOTE, LEAD, acknowledgement) of two rounds costs a network round trip.
 fn ranked_liveness(b: BoundInputs<'_>) -> Duration {
     let c = b.cfg;
-    let local = 2 * ranked_round(c)
-        + c.election_timeout.as_nanos() / 2
-        + 2 * c.round_trip.as_nanos();
+    // One round: stretch(T) + rtt_cfg, where stretch(T) = T * (1 + rho) / (1 - rho).
+    let ppm = u128::from(c.clock_drift_ppm);
+    let round = c.election_timeout.as_nanos() * (PPM + ppm) / (PPM - ppm) + c.round_trip.as_nanos();
+    let local = 2 * round + c.election_timeout.as_nanos() / 2 + 2 * c.round_trip.as_nanos();
     Duration::from_nanos(b.drift_factor(local) + 10 * b.max_rtt_ns)
 }
 
@@ -116,12 +111,16 @@ fn ranked_liveness(b: BoundInputs<'_>) -> Duration {
 ///
 /// Every survivor's lease on the crashed leader started when it received the
 /// leader's last LEAD (at most one network delay after the crash); every
-/// survivor votes one `ranked_round` after that on its own clock (the
-/// claimants announce their vote times, so all wait for the latest), all with
-/// the same slate, so the first round elects. The votes (with their fsync) and
+/// survivor votes one round (`stretch(T) + rtt_cfg`, see the liveness bound)
+/// after that on its own clock (the claimants announce their vote times, so
+/// all wait for the latest), all with the same slate, so the first round
+/// elects. The votes (with their fsync) and
 /// the new leader's first LEAD each cost one more network delay.
 fn ranked_failover(b: BoundInputs<'_>) -> Duration {
-    Duration::from_nanos(b.drift_factor(ranked_round(b.cfg)) + 2 * b.max_rtt_ns)
+    let c = b.cfg;
+    let ppm = u128::from(c.clock_drift_ppm);
+    let round = c.election_timeout.as_nanos() * (PPM + ppm) / (PPM - ppm) + c.round_trip.as_nanos();
+    Duration::from_nanos(b.drift_factor(round) + 2 * b.max_rtt_ns)
 }
 
 /// Paxos: to be stated by the Paxos protocol (for now the Raft bound).
