@@ -1,105 +1,1245 @@
-//! SKELETON — to be replaced by the ranked protocol implementation.
+//! The two-phase ranked election of seed 001 ("A Leader Election Algorithm",
+//! 2000), made safe with the durable state, leases and fencing rules of the
+//! default protocol.
+//!
+//! Every node runs two state machines side by side, as the seed describes:
+//!
+//! * the ELECTOR, WATCHING (role [`Role::Follower`]) or VOTING (role
+//!   [`Role::PreCandidate`]): when no `Lead` arrived for an election timeout it
+//!   broadcasts `Elect` with its claim (the latest leader message it saw),
+//!   collects the others' claims for `round_trip`, and sends one `Vote` to the
+//!   best claim;
+//! * the CANDIDATE, FOLLOWER or LEADER: it tallies the votes addressed to it and
+//!   leads when more than half of the voters voted for it in one term.
+//!
+//! `docs/protocol-ranked.md` states every rule with its reason, the safety
+//! argument, and each departure from the seed.
+//!
+//! # Durable state
+//!
+//! [`HardState::term`] is the highest term the node knows of: a leader's term
+//! it followed, or the term of its last vote. [`HardState::voted_for`] is the
+//! node its `Vote` in that term went to (itself when it took office in a term
+//! it was elected in without having voted). A vote is always cast in a term
+//! above every term the voter knows, and persisted before it is sent, so a node
+//! votes at most once per term, across restarts too.
 
 use crate::config::{Config, ConfigError};
+use crate::kind::ProtocolKind;
 use crate::message::Message;
-use crate::protocol::{Counters, HardState, Output, Protocol, Status, TransferError};
+use crate::protocol::{
+    Counters, Event, HardState, Output, PeerStatus, Protocol, Reason, Status, TransferError,
+};
 use crate::time::Instant;
-use crate::types::{NodeId, Term};
+use crate::types::{FencingToken, Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
 use std::time::Duration;
+
+/// How many of its own recent `Elect` send times a node remembers. A `Vote`
+/// counts only if it echoes one of them, so votes addressed to an earlier
+/// incarnation of the node (before a restart) are never counted.
+pub const MAX_REMEMBERED_ELECTS: usize = 8;
+
+/// Parts per million in one.
+const PPM: u128 = 1_000_000;
 
 /// Messages of the ranked protocol.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum RankedMessage {
-    /// Placeholder.
-    Placeholder {
-        /// Term.
+    /// Seed 001's ELECT(id, term, msg): the sender is VOTING and reports its claim.
+    /// The transport supplies the id.
+    Elect {
+        /// The sender's current term (the highest it knows; votes go above it).
         term: Term,
+        /// The latest leader message the sender saw (seed 001's "term, msg"); for
+        /// a former leader, its latest message a majority acknowledged. `None`
+        /// after a restart.
+        claim: Option<Lsn>,
+        /// The sender's clock when it sent this message; echoed in a `Vote`, it
+        /// bounds the lease the sender may take if elected.
+        sent_at_nanos: u64,
+        /// Set when the leader of this term resigned and named the sender its
+        /// successor: the claim ranks first, and voters whose lease is on that
+        /// leader drop it.
+        transfer: Option<Term>,
+        /// How long after sending this the sender will vote, in nanoseconds of
+        /// its clock. Electors that start VOTING at different times (their
+        /// leases on the old leader ended at different times) vote no earlier
+        /// than every claimant they know of, so they rank the same slate.
+        vote_in_nanos: u64,
+    },
+    /// Seed 001's VOTE(term, msg): the sender votes for the destination in `term`.
+    Vote {
+        /// The term voted in: above every term the voter knew.
+        term: Term,
+        /// The `sent_at_nanos` of the destination's `Elect` the vote answers.
+        echo_sent_at_nanos: u64,
+    },
+    /// Seed 001's LEAD: the leader's heartbeat and assertion of leadership.
+    Lead {
+        /// The leader's term.
+        term: Term,
+        /// The message number within the term (the LSN counter).
+        counter: u64,
+        /// The leader's clock when it sent this message, echoed by `LeadAck`.
+        sent_at_nanos: u64,
+    },
+    /// Acknowledgement of a `Lead` (not in the seed): what keeps the leader's
+    /// lease alive. With `ok == false`, the `Lead` was obsolete and `term` is
+    /// the responder's higher term.
+    LeadAck {
+        /// The responder's term.
+        term: Term,
+        /// False when the `Lead` came from a lower term than the responder's.
+        ok: bool,
+        /// The `counter` of the `Lead` answered.
+        counter: u64,
+        /// The `sent_at_nanos` of the `Lead` answered.
+        echo_sent_at_nanos: u64,
+    },
+    /// A leader leaving office (leadership transfer or graceful stop).
+    Resign {
+        /// The term the sender led.
+        term: Term,
+        /// The node asked to stand at once, if any.
+        successor: Option<NodeId>,
     },
 }
 
 impl RankedMessage {
-    /// The term (or encoded ballot) the message carries.
+    /// The term the message carries.
     pub fn term(&self) -> Term {
         match self {
-            RankedMessage::Placeholder { term } => *term,
+            RankedMessage::Elect { term, .. }
+            | RankedMessage::Vote { term, .. }
+            | RankedMessage::Lead { term, .. }
+            | RankedMessage::LeadAck { term, .. }
+            | RankedMessage::Resign { term, .. } => *term,
         }
     }
+
     /// A short name for logs and metrics.
     pub fn kind(&self) -> &'static str {
-        "placeholder"
+        match self {
+            RankedMessage::Elect { .. } => "ranked_elect",
+            RankedMessage::Vote { .. } => "ranked_vote",
+            RankedMessage::Lead { .. } => "ranked_lead",
+            RankedMessage::LeadAck { .. } => "ranked_lead_ack",
+            RankedMessage::Resign { .. } => "ranked_resign",
+        }
     }
-    /// If this message, sent to its destination, grants it a vote (or promise)
-    /// in a term: that term.
+
+    /// If this message, sent to its destination, grants it a vote in a term:
+    /// that term. Every `Vote` does.
     pub fn vote_grant(&self) -> Option<Term> {
-        None
+        match self {
+            RankedMessage::Vote { term, .. } => Some(*term),
+            _ => None,
+        }
     }
-    /// If this is a leader's heartbeat: the leader's term.
+
+    /// If this is a leader's heartbeat (`Lead`): the leader's term.
     pub fn heartbeat_term(&self) -> Option<Term> {
-        None
+        match self {
+            RankedMessage::Lead { term, .. } => Some(*term),
+            _ => None,
+        }
+    }
+
+    /// True for the messages of the election itself (`Elect` and `Vote`), the
+    /// ones seed 001 bounds to two per server per round trip.
+    pub fn is_election_message(&self) -> bool {
+        matches!(self, RankedMessage::Elect { .. } | RankedMessage::Vote { .. })
     }
 }
 
-/// Protocol-specific configuration checks.
-pub fn validate(_cfg: &Config) -> Result<(), ConfigError> {
+/// `d` measured on one node's clock, as long as it may last on another's:
+/// `d * (1 + rho) / (1 - rho)`.
+fn stretch(d: Duration, drift_ppm: u32) -> Duration {
+    let ppm = u128::from(drift_ppm);
+    let nanos = d.as_nanos() * (PPM + ppm) / (PPM - ppm);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// The longest a node may wait, once it is VOTING, before it votes: the
+/// other electors' leases on the old leader may end up to
+/// `stretch(T) - T` after its own, and their claims then need a round trip.
+fn collection_window(cfg: &Config) -> Duration {
+    stretch(cfg.election_timeout, cfg.clock_drift_ppm).saturating_sub(cfg.election_timeout)
+        + cfg.round_trip
+}
+
+/// Protocol-specific configuration checks: the claims of one election must be
+/// collected and voted on while the lease a winner takes from them still runs,
+/// i.e. `(stretch(T) - T) + 2 * round_trip < leader_lease`.
+pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
+    let needed = collection_window(cfg) + cfg.round_trip;
+    let lease = cfg.leader_lease();
+    if needed >= lease {
+        return Err(ConfigError::Protocol {
+            protocol: ProtocolKind::Ranked,
+            reason: format!(
+                "an election collects claims for up to {needed:?} (two round trips of \
+                 {:?} plus the clock-drift allowance), which must be shorter than the \
+                 leader lease of {lease:?} (election timeout {:?}, drift {} ppm); \
+                 lower round_trip or raise the election timeout",
+                cfg.round_trip, cfg.election_timeout, cfg.clock_drift_ppm
+            ),
+        });
+    }
     Ok(())
 }
 
-/// The ranked elector.
+/// Whom a follower supports, and why. While a lease runs the node helps elect
+/// nobody else (it votes for the holder only, or not at all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Support {
+    /// After a (re)start: promises made before the crash are forgotten, so the
+    /// node helps elect nobody until the lease ends.
+    Anonymous,
+    /// The leader of `term`, whose `Lead` this node accepted (or, on a leader
+    /// that stepped down with its lease still valid, itself).
+    Leader { id: NodeId, term: Term },
+    /// The node this node voted for.
+    Vote { id: NodeId },
+}
+
+/// A lease: support given until `until` (this node's clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Lease {
+    support: Support,
+    until: Instant,
+}
+
+impl Lease {
+    fn holder(&self) -> Option<NodeId> {
+        match self.support {
+            Support::Anonymous => None,
+            Support::Leader { id, .. } | Support::Vote { id } => Some(id),
+        }
+    }
+}
+
+/// A claim recorded on the voting slate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Claim {
+    /// The claimant's term when it sent the claim.
+    term: Term,
+    /// The latest leader message it saw.
+    lsn: Option<Lsn>,
+    /// Its clock when it sent the claim (echoed by a vote).
+    sent_at_nanos: u64,
+    /// When the claim arrived (own clock).
+    received: Instant,
+    /// Set when a resigning leader named the claimant.
+    transfer: Option<Term>,
+    /// When (own clock) the claimant said it would vote.
+    votes_at: Instant,
+}
+
+/// The VOTING state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Poll {
+    /// When this node entered VOTING and broadcast its claim.
+    started: Instant,
+    /// When to look at the slate again (kept current by `try_vote`).
+    next_check: Instant,
+}
+
+/// The ranked elector. Construct it with [`RankedElector::new`] and drive it
+/// through the [`Protocol`] trait, whose documentation states the calling contract.
 #[derive(Clone, Debug)]
 pub struct RankedElector<R> {
     cfg: Config,
+    /// Used only for a small jitter on poll retries.
     rng: R,
+    // Durable.
+    term: Term,
+    voted_for: Option<NodeId>,
+    // Volatile.
+    role: Role,
+    leader: Option<NodeId>,
+    lease: Option<Lease>,
+    /// Until when (own clock) another elector may still be bound by a lease
+    /// this node's last lease came with (the same leader's, or the same vote
+    /// round's): claims arriving before then may still outrank the ones held.
+    quiet_until: Instant,
+    /// WATCHING: when to start VOTING.
+    election_deadline: Instant,
+    poll: Option<Poll>,
+    /// The voting slate: per voter index, its latest claim.
+    claims: Vec<Option<Claim>>,
+    /// The tally board: per voter index, the term of its vote for this node and
+    /// the `Elect` send time it echoed.
+    tally: Vec<Option<(Term, u64)>>,
+    /// True between casting a vote for itself and the next input: the vote is
+    /// not durable (and must not count) until the driver has written it.
+    self_vote_pending: bool,
+    /// The term in which this node stands: it voted for itself in it, or a vote
+    /// for it in that term arrived. Counted once in `elections_started`.
+    candidate_term: Option<Term>,
+    /// As a candidate: when its candidacy is void, because a lease taken from
+    /// the votes it may still get would already have run out.
+    candidacy_until: Instant,
+    /// After losing its quorum, a former leader polls every round trip until
+    /// then, so that followers still bound to it re-elect it as soon as its
+    /// acknowledgements flow again.
+    rally_until: Instant,
+    /// Send times of this incarnation's recent `Elect`s (at most
+    /// [`MAX_REMEMBERED_ELECTS`]).
+    my_elects: Vec<u64>,
+    /// Set when a resigning leader of this term named this node successor.
+    transfer: Option<Term>,
+    /// Leader: counter of the last `Lead`.
+    lsn_counter: u64,
+    /// The latest leader message seen (a follower's claim), or a former
+    /// leader's latest message acknowledged by a majority.
+    last_lsn: Option<Lsn>,
+    next_heartbeat: Instant,
+    /// Leader: per voter index, the send time of the newest `Lead` (or `Elect`,
+    /// through its vote) the voter acknowledged.
+    acked_sent_at: Vec<Option<Instant>>,
+    /// Leader: per voter index, the newest `Lead` counter it acknowledged.
+    acked_counter: Vec<u64>,
+    leader_lease_until: Instant,
+    last_heard: Vec<Option<Instant>>,
+    storage_failed: bool,
+    stopped: bool,
+    out: Output,
     counters: Counters,
 }
 
 impl<R: RngCore + Send> RankedElector<R> {
-    /// A new elector.
-    pub fn new(cfg: Config, _state: HardState, rng: R, _now: Instant) -> Self {
-        RankedElector { cfg, rng, counters: Counters::default() }
+    /// A new elector, WATCHING, from the durable `state` (all-default for a
+    /// fresh node). It holds an anonymous lease for one election timeout, since
+    /// it may have supported someone before a crash. `cfg` must be valid (see
+    /// [`Config::validate_for`]).
+    pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
+        debug_assert_eq!(cfg.validate_for(ProtocolKind::Ranked), Ok(()));
+        let n = cfg.voters.len();
+        let t = cfg.election_timeout;
+        let mut elector = RankedElector {
+            term: state.term,
+            voted_for: state.voted_for,
+            role: Role::Follower,
+            leader: None,
+            lease: Some(Lease { support: Support::Anonymous, until: now + t }),
+            quiet_until: now + stretch(t, cfg.clock_drift_ppm),
+            election_deadline: now + t,
+            poll: None,
+            claims: vec![None; n],
+            tally: vec![None; n],
+            self_vote_pending: false,
+            candidate_term: None,
+            candidacy_until: Instant::ZERO,
+            rally_until: Instant::ZERO,
+            my_elects: Vec::new(),
+            transfer: None,
+            lsn_counter: 0,
+            last_lsn: None,
+            next_heartbeat: Instant::MAX,
+            acked_sent_at: vec![None; n],
+            acked_counter: vec![0; n],
+            leader_lease_until: Instant::ZERO,
+            last_heard: vec![None; n],
+            storage_failed: false,
+            stopped: false,
+            out: Output::default(),
+            counters: Counters::default(),
+            rng,
+            cfg,
+        };
+        elector.out.events.push(Event::RoleChanged {
+            role: Role::Follower,
+            term: elector.term,
+            reason: Reason::Startup,
+        });
+        elector
+    }
+
+    fn index_of(&self, id: NodeId) -> Option<usize> {
+        self.cfg.voters.iter().position(|&v| v == id)
+    }
+
+    fn me(&self) -> usize {
+        self.index_of(self.cfg.id).expect("a validated config lists this node")
+    }
+
+    fn send(&mut self, to: NodeId, msg: RankedMessage) {
+        self.out.messages.push((to, Message::Ranked(msg)));
+    }
+
+    fn broadcast(&mut self, msg: RankedMessage) {
+        let me = self.cfg.id;
+        let others: Vec<NodeId> = self.cfg.voters.iter().copied().filter(|&v| v != me).collect();
+        for to in others {
+            self.send(to, msg.clone());
+        }
+    }
+
+    fn persist(&mut self) {
+        self.out.persist = Some(HardState { term: self.term, voted_for: self.voted_for });
+    }
+
+    fn set_role(&mut self, role: Role, reason: Reason) {
+        if self.role != role {
+            self.role = role;
+            self.out.events.push(Event::RoleChanged { role, term: self.term, reason });
+        }
+    }
+
+    fn set_leader(&mut self, leader: Option<NodeId>) {
+        if self.leader != leader {
+            self.leader = leader;
+            self.out.events.push(Event::LeaderChanged {
+                leader,
+                term: self.term,
+                fencing_token: leader.map(|_| FencingToken::for_term(self.term)),
+            });
+        }
+    }
+
+    fn stretch(&self, d: Duration) -> Duration {
+        stretch(d, self.cfg.clock_drift_ppm)
+    }
+
+    /// A retry delay: half an election timeout plus a seeded jitter below a
+    /// quarter of the round trip, so that failed polls do not stay in lockstep.
+    fn retry_delay(&mut self) -> Duration {
+        let jitter_max = (self.cfg.round_trip / 4).as_nanos().max(1) as u64;
+        self.cfg.election_timeout / 2 + Duration::from_nanos(self.rng.next_u64() % jitter_max)
+    }
+
+    /// The lease, if it still runs at `now`.
+    fn running_lease(&self, now: Instant) -> Option<Lease> {
+        self.lease.filter(|l| now < l.until)
+    }
+
+    /// Moves to a higher term with no known leader; a leader or candidate steps down.
+    fn adopt_term(&mut self, term: Term) {
+        debug_assert!(term > self.term);
+        self.term = term;
+        self.voted_for = None;
+        self.persist();
+        self.tally.iter_mut().for_each(|v| {
+            if v.is_some_and(|(t, _)| t < term) {
+                *v = None;
+            }
+        });
+        if self.role == Role::Leader {
+            self.step_down_from_leader();
+        }
+        if self.role != Role::Follower {
+            self.become_follower(Reason::HigherTerm);
+        }
+        self.set_leader(None);
+    }
+
+    fn become_follower(&mut self, reason: Reason) {
+        self.poll = None;
+        self.candidate_term = None;
+        self.next_heartbeat = Instant::MAX;
+        self.set_role(Role::Follower, reason);
+    }
+
+    /// Sets the role from the state (for a non-leader): a candidate while its
+    /// candidacy runs, VOTING while it polls, else a follower.
+    fn settle_role(&mut self, now: Instant, reason: Reason) {
+        if self.role == Role::Leader {
+            return;
+        }
+        if self.candidate_term.is_some_and(|t| t < self.term) || now >= self.candidacy_until {
+            self.candidate_term = None;
+        }
+        match self.candidate_term {
+            Some(term) if self.role != Role::Candidate => {
+                // The event names the term the node stands in, which may be
+                // above its own until it votes or takes office.
+                self.role = Role::Candidate;
+                self.out.events.push(Event::RoleChanged { role: Role::Candidate, term, reason });
+            }
+            Some(_) => {}
+            None if self.poll.is_some() => self.set_role(Role::PreCandidate, reason),
+            None => self.set_role(Role::Follower, reason),
+        }
+    }
+
+    /// Records that this node stands in `term` (counted once per term).
+    fn stand(&mut self, now: Instant, term: Term, echo: u64) {
+        let until = Instant::from_nanos(echo) + self.cfg.leader_lease();
+        if self.candidate_term != Some(term) {
+            self.candidate_term = Some(term);
+            self.candidacy_until = until;
+            self.counters.elections_started += 1;
+        } else {
+            self.candidacy_until = self.candidacy_until.max(until);
+        }
+        self.settle_role(now, Reason::PreVoteWon);
+    }
+
+    /// Bookkeeping when leaving the leader role: the claim becomes the latest
+    /// message a majority acknowledged, and the other electors' leases on this
+    /// node may run until its last `Lead` plus a stretched election timeout.
+    fn step_down_from_leader(&mut self) {
+        self.last_lsn = Some(Lsn { term: self.term, counter: self.majority_acked_counter() });
+        let last_sent = self.next_heartbeat - self.cfg.heartbeat_interval;
+        let quiet = last_sent + self.stretch(self.cfg.election_timeout);
+        self.quiet_until = self.quiet_until.max(quiet);
+        self.next_heartbeat = Instant::MAX;
+    }
+
+    /// The newest `Lead` counter acknowledged by a majority (this node included).
+    fn majority_acked_counter(&self) -> u64 {
+        let me = self.me();
+        let mut acked: Vec<u64> = self
+            .acked_counter
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != me)
+            .map(|(_, &c)| c)
+            .collect();
+        let needed = self.cfg.quorum() - 1;
+        if needed == 0 {
+            return self.lsn_counter;
+        }
+        acked.sort_unstable_by(|a, b| b.cmp(a));
+        acked.get(needed - 1).copied().unwrap_or(0)
+    }
+
+    /// Steps down if a leader's lease has run out. Called first on every input,
+    /// so that a leader resumed after a pause never acts on an expired lease.
+    fn check_lease(&mut self, now: Instant) {
+        if self.role == Role::Leader && now >= self.leader_lease_until {
+            self.counters.quorum_losses += 1;
+            self.step_down_from_leader();
+            self.become_follower(Reason::QuorumLost);
+            self.set_leader(None);
+            // Poll at once, and every round trip while our followers may still
+            // be bound to us: they join our poll and vote for us, so late
+            // acknowledgements (a partition that just healed) cost one round,
+            // not an election timeout.
+            self.election_deadline = now;
+            self.rally_until = now + self.cfg.election_timeout;
+        }
+    }
+
+    // ---- ELECTOR ----
+
+    /// Enters VOTING: broadcasts this node's claim and starts collecting others'.
+    fn start_poll(&mut self, now: Instant, reason: Reason) {
+        if self.storage_failed {
+            // A node that cannot persist cannot vote: no point in polling.
+            self.election_deadline = now + self.cfg.election_timeout;
+            return;
+        }
+        self.counters.pre_votes_started += 1;
+        self.set_leader(None);
+        let sent_at_nanos = now.as_nanos();
+        let me = self.me();
+        let transfer = self.transfer;
+        let vote_in = self.own_vote_delay(now);
+        self.claims[me] = Some(Claim {
+            term: self.term,
+            lsn: self.last_lsn,
+            sent_at_nanos,
+            received: now,
+            transfer,
+            votes_at: now + vote_in,
+        });
+        if self.my_elects.len() >= MAX_REMEMBERED_ELECTS {
+            self.my_elects.remove(0);
+        }
+        self.my_elects.push(sent_at_nanos);
+        self.poll = Some(Poll { started: now, next_check: now });
+        self.settle_role(now, reason);
+        let term = self.term;
+        let claim = self.last_lsn;
+        let vote_in_nanos = u64::try_from(vote_in.as_nanos()).unwrap_or(u64::MAX);
+        self.broadcast(RankedMessage::Elect {
+            term,
+            claim,
+            sent_at_nanos,
+            transfer,
+            vote_in_nanos,
+        });
+        self.try_vote(now);
+    }
+
+    /// How long after entering VOTING at `now` this node would vote for an
+    /// unforced choice: seed 001's RTT, after the leases that may still bind
+    /// other electors have ended (see `quiet_until`).
+    fn own_vote_delay(&self, now: Instant) -> Duration {
+        if now < self.rally_until {
+            return self.cfg.round_trip;
+        }
+        self.quiet_until.max(now).saturating_since(now) + self.cfg.round_trip
+    }
+
+    /// Claims that count for the current poll: those recorded since half an
+    /// election timeout before it started (claims that arrived while this
+    /// node was still bound to the old leader belong to the same election).
+    fn fresh_claims(&self) -> impl Iterator<Item = (usize, Claim)> + '_ {
+        let since = self.poll.map_or(Instant::MAX, |p| p.started - self.cfg.election_timeout / 2);
+        self.claims
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, c)| c.filter(|c| c.received >= since).map(|c| (i, c)))
+    }
+
+    /// The claim this node must vote for, if it is bound: the holder of its
+    /// running lease (the old leader, still alive), else a claimant a
+    /// resigning leader named. `Err(())` when a running lease forbids voting
+    /// for anyone whose claim is here.
+    fn forced_choice(&self, now: Instant) -> Result<Option<usize>, ()> {
+        if let Some(lease) = self.running_lease(now) {
+            let held = lease.holder().and_then(|h| self.index_of(h));
+            return match held {
+                Some(i) if self.fresh_claims().any(|(j, _)| j == i) => Ok(Some(i)),
+                _ => Err(()),
+            };
+        }
+        Ok(self.fresh_claims().find(|(_, c)| c.transfer.is_some()).map(|(i, _)| i))
+    }
+
+    /// The best claim by seed 001's ranking: a named successor first, then the
+    /// latest `(term, msg)`, ties to the earliest voter in the configuration.
+    fn best_claim(&self) -> Option<usize> {
+        self.fresh_claims()
+            .max_by_key(|&(i, c)| (c.transfer.is_some(), c.lsn, Reverse(i)))
+            .map(|(i, _)| i)
+    }
+
+    /// VOTING: votes once the slate is complete enough, or gives up.
+    fn try_vote(&mut self, now: Instant) {
+        let Some(poll) = self.poll else { return };
+        if self.storage_failed {
+            self.become_follower(Reason::StorageFailed);
+            self.election_deadline = now + self.cfg.election_timeout;
+            return;
+        }
+        let forced = self.forced_choice(now);
+        // Seed 001: collect claims for RTT, and also until the others' leases
+        // have surely ended and their claims arrived (every claimant announces
+        // when it will vote), so that every voter ranks the same slate. A vote
+        // the ranking cannot change (for the lease holder or a named
+        // successor) goes out at once.
+        let vote_at = match forced {
+            Ok(Some(_)) => poll.started,
+            _ => self.fresh_claims().map(|(_, c)| c.votes_at).fold(poll.started, Instant::max),
+        };
+        let majority = self.fresh_claims().count() >= self.cfg.quorum();
+        let rallying = poll.started < self.rally_until;
+        let mut give_up_at = if rallying {
+            poll.started + self.cfg.round_trip
+        } else {
+            poll.started.max(self.quiet_until) + self.cfg.round_trip + self.cfg.election_timeout / 2
+        };
+        if majority {
+            give_up_at = give_up_at.max(vote_at + self.cfg.round_trip);
+        }
+        if now >= give_up_at {
+            // No majority took part (or our lease never let us vote): nothing
+            // durable changed; poll again later (a rallying former leader
+            // after one round trip).
+            self.poll = None;
+            self.settle_role(now, Reason::RoundFailed);
+            self.election_deadline = if now < self.rally_until {
+                poll.started + self.cfg.round_trip
+            } else {
+                now + self.retry_delay()
+            };
+            return;
+        }
+        let mut next_check = if now < vote_at { vote_at } else { give_up_at };
+        if let Some(l) = self.running_lease(now) {
+            if forced.is_err() {
+                next_check = next_check.min(l.until.max(vote_at));
+            }
+        }
+        self.poll = Some(Poll { next_check, ..poll });
+        if now < vote_at {
+            return;
+        }
+        // Vote only when a majority takes part: an elector cut off from the
+        // others never raises its term, so it cannot disturb the leader later.
+        if !majority {
+            return;
+        }
+        if now + self.cfg.round_trip * 2 >= poll.started + self.cfg.leader_lease() {
+            // Our claim is too old: a lease taken from votes that echo it
+            // would end before they arrived. Claim afresh.
+            self.poll = None;
+            self.settle_role(now, Reason::RoundFailed);
+            self.election_deadline = now;
+            return;
+        }
+        let choice = match forced {
+            Err(()) => return,
+            Ok(Some(i)) => i,
+            Ok(None) => match self.best_claim() {
+                Some(i) => i,
+                None => return,
+            },
+        };
+        self.cast_vote(now, choice);
+    }
+
+    /// Sends seed 001's VOTE: persisted first, in a term above every term this
+    /// node knows (its own and the claimants'), so it never votes twice in a term.
+    fn cast_vote(&mut self, now: Instant, i: usize) {
+        let claim = self.claims[i].expect("the chosen claim is on the slate");
+        let known = self.fresh_claims().map(|(_, c)| c.term).fold(self.term, Term::max);
+        let term = known.next();
+        let target = self.cfg.voters[i];
+        self.term = term;
+        self.voted_for = Some(target);
+        self.persist();
+        self.tally.iter_mut().for_each(|v| {
+            if v.is_some_and(|(t, _)| t < term) {
+                *v = None;
+            }
+        });
+        let t = self.cfg.election_timeout;
+        self.lease = Some(Lease { support: Support::Vote { id: target }, until: now + t });
+        self.quiet_until = self.quiet_until.max(now + self.stretch(t));
+        self.election_deadline = now + t;
+        self.poll = None;
+        self.transfer = None;
+        self.rally_until = Instant::ZERO;
+        if target == self.cfg.id {
+            self.tally[i] = Some((term, claim.sent_at_nanos));
+            self.self_vote_pending = true;
+            self.stand(now, term, claim.sent_at_nanos);
+        } else {
+            self.send(
+                target,
+                RankedMessage::Vote { term, echo_sent_at_nanos: claim.sent_at_nanos },
+            );
+            self.settle_role(now, Reason::RoundFailed);
+        }
+    }
+
+    // ---- CANDIDATE ----
+
+    /// Takes office if more than half of the voters voted for this node in one
+    /// term, not below its own, and the lease those votes give still runs.
+    fn check_tally(&mut self, now: Instant) {
+        if self.role == Role::Leader || self.storage_failed || self.self_vote_pending {
+            return;
+        }
+        let quorum = self.cfg.quorum();
+        let mut terms: Vec<Term> =
+            self.tally.iter().flatten().map(|&(t, _)| t).filter(|&t| t >= self.term).collect();
+        terms.sort_unstable_by(|a, b| b.cmp(a));
+        terms.dedup();
+        let me = self.me();
+        for term in terms {
+            let votes = self.tally.iter().flatten().filter(|&&(t, _)| t == term).count();
+            if votes < quorum {
+                continue;
+            }
+            for (i, v) in self.tally.iter().enumerate() {
+                self.acked_sent_at[i] = v
+                    .filter(|&(t, _)| t == term && i != me)
+                    .map(|(_, echo)| Instant::from_nanos(echo));
+            }
+            self.recompute_leader_lease();
+            if self.leader_lease_until <= now {
+                // The voters' leases on us have run out: these votes are spent.
+                continue;
+            }
+            if term > self.term {
+                // Elected in a term above ours: record it (and that our own
+                // support went to ourselves) before the first `Lead` leaves.
+                self.term = term;
+                self.voted_for = Some(self.cfg.id);
+                self.persist();
+            }
+            self.become_leader(now);
+            return;
+        }
+    }
+
+    fn become_leader(&mut self, now: Instant) {
+        self.counters.elections_won += 1;
+        self.poll = None;
+        self.tally.iter_mut().for_each(|v| *v = None);
+        self.claims.iter_mut().for_each(|c| *c = None);
+        self.lease = None;
+        self.transfer = None;
+        self.candidate_term = None;
+        self.rally_until = Instant::ZERO;
+        self.lsn_counter = 0;
+        self.acked_counter.iter_mut().for_each(|c| *c = 0);
+        self.set_role(Role::Leader, Reason::ElectionWon);
+        self.set_leader(Some(self.cfg.id));
+        self.broadcast_lead(now);
+    }
+
+    fn broadcast_lead(&mut self, now: Instant) {
+        self.lsn_counter += 1;
+        let msg = RankedMessage::Lead {
+            term: self.term,
+            counter: self.lsn_counter,
+            sent_at_nanos: now.as_nanos(),
+        };
+        self.counters.heartbeats_sent += (self.cfg.voters.len() - 1) as u64;
+        self.broadcast(msg);
+        self.next_heartbeat = now + self.cfg.heartbeat_interval;
+    }
+
+    /// The leader's lease ends `leader_lease` after the send time of the newest
+    /// `Lead` (or `Elect`) acknowledged by a majority, itself included.
+    fn recompute_leader_lease(&mut self) {
+        let me = self.me();
+        let mut sent: Vec<Instant> = self
+            .acked_sent_at
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != me)
+            .filter_map(|(_, s)| *s)
+            .collect();
+        let needed = self.cfg.quorum() - 1;
+        if needed == 0 {
+            self.leader_lease_until = Instant::MAX;
+            return;
+        }
+        sent.sort_unstable_by(|a, b| b.cmp(a));
+        self.leader_lease_until = match sent.get(needed - 1) {
+            Some(&s) => s + self.cfg.leader_lease(),
+            None => Instant::ZERO,
+        };
+    }
+
+    // ---- Message handlers ----
+
+    fn on_elect(&mut self, now: Instant, i: usize, from: NodeId, claim: Claim) {
+        // Seed 001: "rcv ELECT: record claim" (in every state).
+        let transfer = claim.transfer;
+        self.claims[i] = Some(claim);
+        if self.role == Role::Leader {
+            // A leader with a valid lease stays; the poller finds no majority.
+            return;
+        }
+        if let Some(t) = transfer {
+            // The leader of term `t` resigned before naming the sender.
+            if matches!(self.lease.map(|l| l.support), Some(Support::Leader { term, .. }) if term == t)
+            {
+                self.lease = None;
+                self.set_leader(None);
+            }
+        }
+        if self.poll.is_some() {
+            self.try_vote(now);
+            return;
+        }
+        if self.storage_failed {
+            return;
+        }
+        // WATCHING: seed 001 enters VOTING on any ELECT. Here only if no lease
+        // binds this node, or the ELECT comes from the leader it follows (a
+        // leader re-establishing itself in a higher term).
+        let join = match self.running_lease(now).map(|l| l.support) {
+            None => true,
+            Some(Support::Leader { id, .. }) => id == from,
+            Some(Support::Vote { .. } | Support::Anonymous) => false,
+        };
+        if join {
+            self.start_poll(now, Reason::ElectionTimeout);
+        }
+    }
+
+    fn on_vote(&mut self, now: Instant, i: usize, term: Term, echo: u64) {
+        if term < self.term || !self.my_elects.contains(&echo) || self.role == Role::Leader {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        self.tally[i] = Some((term, echo));
+        // The CANDIDATE machine: a vote for us makes us stand in its term.
+        self.stand(now, term, echo);
+        self.check_tally(now);
+    }
+
+    fn on_lead(&mut self, now: Instant, from: NodeId, term: Term, counter: u64, sent_at: u64) {
+        if term < self.term {
+            // Obsolete: tell the stale leader about the higher term.
+            let my = self.term;
+            return self.send(
+                from,
+                RankedMessage::LeadAck {
+                    term: my,
+                    ok: false,
+                    counter,
+                    echo_sent_at_nanos: sent_at,
+                },
+            );
+        }
+        if term > self.term {
+            self.adopt_term(term);
+        }
+        if self.role == Role::Leader {
+            debug_assert!(
+                false,
+                "{:?} got a Lead from {from:?} in its own term {term:?}",
+                self.cfg.id
+            );
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        let lsn = Lsn { term, counter };
+        if self.leader == Some(from) && self.last_lsn.is_some_and(|last| lsn <= last) {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        if self.role != Role::Follower {
+            self.become_follower(Reason::LeaderHeartbeat);
+        }
+        self.counters.heartbeats_received += 1;
+        self.last_lsn = Some(lsn);
+        self.set_leader(Some(from));
+        let t = self.cfg.election_timeout;
+        self.lease = Some(Lease { support: Support::Leader { id: from, term }, until: now + t });
+        self.quiet_until = self.quiet_until.max(now + self.stretch(t));
+        self.election_deadline = now + t;
+        // Seed 001: "rcv LEAD: clear the tally board"; a leader exists, so the
+        // slate is cleared too.
+        self.tally.iter_mut().for_each(|v| *v = None);
+        self.claims.iter_mut().for_each(|c| *c = None);
+        self.transfer = None;
+        self.send(
+            from,
+            RankedMessage::LeadAck { term, ok: true, counter, echo_sent_at_nanos: sent_at },
+        );
+    }
+
+    fn on_lead_ack(
+        &mut self,
+        now: Instant,
+        i: usize,
+        term: Term,
+        ok: bool,
+        counter: u64,
+        echo: u64,
+    ) {
+        if term > self.term {
+            let lease = (self.role == Role::Leader && now < self.leader_lease_until)
+                .then_some(self.leader_lease_until);
+            let old = self.term;
+            self.adopt_term(term);
+            if let Some(until) = lease.filter(|_| !self.storage_failed) {
+                // A majority still follows us, so nobody else can be elected
+                // before our lease ends: stand again at once, above the higher
+                // term. Our followers join and vote for us (their lease holder),
+                // and so do we.
+                let me = self.cfg.id;
+                self.lease = Some(Lease { support: Support::Leader { id: me, term: old }, until });
+                self.start_poll(now, Reason::HigherTerm);
+            }
+            return;
+        }
+        if !ok || term < self.term || self.role != Role::Leader {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        let sent = Instant::from_nanos(echo);
+        self.acked_counter[i] = self.acked_counter[i].max(counter);
+        if self.acked_sent_at[i].is_none_or(|s| s < sent) {
+            self.acked_sent_at[i] = Some(sent);
+            self.recompute_leader_lease();
+        }
+    }
+
+    fn on_resign(&mut self, now: Instant, from: NodeId, term: Term, successor: Option<NodeId>) {
+        if term < self.term {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        if term > self.term {
+            self.adopt_term(term);
+        }
+        if self.role == Role::Leader {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        if matches!(self.lease.map(|l| l.support), Some(Support::Leader { id, .. }) if id == from) {
+            // The leader released everyone it led: no need to wait for other
+            // followers' leases on it before voting.
+            self.lease = None;
+            self.quiet_until = now;
+        }
+        if self.leader == Some(from) {
+            self.set_leader(None);
+        }
+        if successor == Some(self.cfg.id) {
+            self.transfer = Some(term);
+            self.start_poll(now, Reason::TransferRequested);
+        } else if self.poll.is_none() {
+            // Fallback if the successor fails: poll after a heartbeat.
+            self.election_deadline = now + self.cfg.heartbeat_interval;
+        }
+    }
+
+    /// Steps down and tells everyone, naming `successor` if any.
+    fn resign(&mut self, now: Instant, successor: Option<NodeId>) {
+        self.step_down_from_leader();
+        self.become_follower(Reason::Resigned);
+        self.set_leader(None);
+        let term = self.term;
+        self.broadcast(RankedMessage::Resign { term, successor });
+        self.election_deadline = now + self.cfg.election_timeout;
+    }
+
+    /// The follower that acknowledged most recently, preferring earlier voters on ties.
+    fn best_successor(&self, now: Instant) -> Option<NodeId> {
+        let fresh = now - self.cfg.election_timeout;
+        let mut best: Option<(Instant, NodeId)> = None;
+        for (i, &v) in self.cfg.voters.iter().enumerate() {
+            if v == self.cfg.id {
+                continue;
+            }
+            if let Some(s) = self.acked_sent_at[i].filter(|&s| s >= fresh) {
+                if best.is_none_or(|(b, _)| s > b) {
+                    best = Some((s, v));
+                }
+            }
+        }
+        best.map(|(_, v)| v)
     }
 }
 
 impl<R: RngCore + Send> Protocol for RankedElector<R> {
-    fn handle_message(&mut self, _now: Instant, _from: NodeId, _msg: Message) {
-        let _ = &mut self.rng;
-        todo!()
+    fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message) {
+        if self.stopped {
+            return;
+        }
+        let Some(i) = self.index_of(from).filter(|_| from != self.cfg.id) else {
+            self.counters.messages_ignored += 1;
+            return;
+        };
+        let Message::Ranked(msg) = msg else {
+            // Another protocol's message: a misconfigured peer.
+            self.counters.messages_ignored += 1;
+            return;
+        };
+        self.check_lease(now);
+        self.self_vote_pending = false;
+        self.last_heard[i] = Some(now);
+        match msg {
+            RankedMessage::Elect { term, claim, sent_at_nanos, transfer, vote_in_nanos } => {
+                // The announced vote delay is capped at the longest a correct
+                // elector announces.
+                let cap = collection_window(&self.cfg) + self.cfg.round_trip;
+                let votes_at = now + Duration::from_nanos(vote_in_nanos).min(cap);
+                let claim =
+                    Claim { term, lsn: claim, sent_at_nanos, received: now, transfer, votes_at };
+                self.on_elect(now, i, from, claim)
+            }
+            RankedMessage::Vote { term, echo_sent_at_nanos } => {
+                self.on_vote(now, i, term, echo_sent_at_nanos)
+            }
+            RankedMessage::Lead { term, counter, sent_at_nanos } => {
+                self.on_lead(now, from, term, counter, sent_at_nanos)
+            }
+            RankedMessage::LeadAck { term, ok, counter, echo_sent_at_nanos } => {
+                self.on_lead_ack(now, i, term, ok, counter, echo_sent_at_nanos)
+            }
+            RankedMessage::Resign { term, successor } => self.on_resign(now, from, term, successor),
+        }
     }
-    fn handle_timeout(&mut self, _now: Instant) {
-        todo!()
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
+        self.check_lease(now);
+        self.self_vote_pending = false;
+        match self.role {
+            Role::Leader => {
+                if now >= self.next_heartbeat {
+                    self.broadcast_lead(now);
+                }
+            }
+            Role::Follower => {
+                if now >= self.election_deadline {
+                    self.start_poll(now, Reason::ElectionTimeout);
+                }
+            }
+            Role::PreCandidate => self.try_vote(now),
+            Role::Candidate => {
+                self.check_tally(now);
+                if self.poll.is_some() {
+                    self.try_vote(now);
+                } else if now >= self.election_deadline {
+                    self.start_poll(now, Reason::ElectionTimeout);
+                }
+                self.settle_role(now, Reason::RoundFailed);
+            }
+        }
     }
-    fn handle_persist_failed(&mut self, _now: Instant) {
-        todo!()
+
+    fn handle_persist_failed(&mut self, now: Instant) {
+        self.storage_failed = true;
+        // A vote for ourselves that was not written must not count.
+        if self.self_vote_pending {
+            let me = self.me();
+            self.tally[me] = None;
+            self.self_vote_pending = false;
+            self.candidate_term = None;
+        }
+        if self.role != Role::Follower {
+            if self.role == Role::Leader {
+                self.step_down_from_leader();
+                self.set_leader(None);
+            }
+            self.become_follower(Reason::StorageFailed);
+            self.election_deadline = now + self.cfg.election_timeout;
+        }
     }
+
     fn handle_persist_recovered(&mut self, _now: Instant) {
-        todo!()
+        self.storage_failed = false;
     }
-    fn transfer_leadership(&mut self, _now: Instant, _to: NodeId) -> Result<(), TransferError> {
-        todo!()
+
+    fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError> {
+        self.check_lease(now);
+        if self.role != Role::Leader {
+            return Err(TransferError::NotLeader { leader: self.leader });
+        }
+        let Some(i) = self.index_of(to) else {
+            return Err(TransferError::UnknownNode(to));
+        };
+        if to == self.cfg.id {
+            return Ok(());
+        }
+        if self.acked_sent_at[i].is_none_or(|s| s + self.cfg.election_timeout < now) {
+            return Err(TransferError::TargetUnreachable(to));
+        }
+        self.resign(now, Some(to));
+        Ok(())
     }
-    fn shutdown(&mut self, _now: Instant) {
-        todo!()
+
+    fn shutdown(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
+        self.check_lease(now);
+        if self.role == Role::Leader {
+            let successor = self.best_successor(now);
+            self.resign(now, successor);
+        }
+        self.become_follower(Reason::Shutdown);
+        self.set_leader(None);
+        self.stopped = true;
     }
+
     fn take_output(&mut self) -> Output {
-        todo!()
+        std::mem::take(&mut self.out)
     }
+
     fn poll_timeout(&self) -> Instant {
-        todo!()
+        if self.stopped {
+            return Instant::MAX;
+        }
+        match self.role {
+            Role::Leader => self.next_heartbeat.min(self.leader_lease_until),
+            Role::Follower => self.election_deadline,
+            Role::PreCandidate => self.poll.map_or(self.election_deadline, |p| p.next_check),
+            Role::Candidate => {
+                if self.self_vote_pending {
+                    let term = self.term;
+                    let votes = self.tally.iter().flatten().filter(|&&(t, _)| t == term).count();
+                    if votes >= self.cfg.quorum() {
+                        // Already decided (a single-node cluster): conclude at once.
+                        return Instant::ZERO;
+                    }
+                }
+                let next = self.poll.map_or(self.election_deadline, |p| p.next_check);
+                self.candidacy_until.min(next)
+            }
+        }
     }
+
     fn hard_state(&self) -> HardState {
-        todo!()
+        HardState { term: self.term, voted_for: self.voted_for }
     }
+
     fn status(&self) -> Status {
-        todo!()
+        let leader = self.leader;
+        Status {
+            id: self.cfg.id,
+            role: self.role,
+            term: self.term,
+            voted_for: self.voted_for,
+            leader,
+            fencing_token: leader.map(|_| FencingToken::for_term(self.term)),
+            lsn: if self.role == Role::Leader {
+                Some(Lsn { term: self.term, counter: self.lsn_counter })
+            } else {
+                self.last_lsn
+            },
+            lease_until: (self.role == Role::Leader).then_some(self.leader_lease_until),
+            storage_failed: self.storage_failed,
+            peers: self
+                .cfg
+                .voters
+                .iter()
+                .enumerate()
+                .filter(|&(_, &v)| v != self.cfg.id)
+                .map(|(i, &v)| PeerStatus { id: v, last_heard: self.last_heard[i] })
+                .collect(),
+        }
     }
-    fn is_leader(&self, _now: Instant) -> bool {
-        todo!()
+
+    fn is_leader(&self, now: Instant) -> bool {
+        !self.stopped && self.role == Role::Leader && now < self.leader_lease_until
     }
+
     fn counters(&self) -> &Counters {
         &self.counters
     }
+
     fn election_timeout(&self) -> Duration {
         self.cfg.election_timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config::new(
+            NodeId(1),
+            vec![NodeId(1), NodeId(2), NodeId(3)],
+            Duration::from_millis(100),
+            Duration::from_millis(1000),
+        )
+    }
+
+    #[test]
+    fn default_config_is_valid() {
+        assert_eq!(cfg().validate_for(ProtocolKind::Ranked), Ok(()));
+    }
+
+    #[test]
+    fn a_round_trip_too_long_for_the_lease_is_rejected() {
+        let mut c = cfg();
+        // Bypasses the general check (round trip at most one heartbeat) to
+        // reach the ranked one: 2 * 400 ms + 105 ms is not below 905 ms.
+        c.round_trip = Duration::from_millis(400);
+        let err = validate(&c).unwrap_err();
+        assert!(matches!(err, ConfigError::Protocol { protocol: ProtocolKind::Ranked, .. }));
+        assert!(err.to_string().contains("400ms"), "{err}");
+        c.round_trip = Duration::from_millis(350);
+        assert_eq!(validate(&c), Ok(()));
+    }
+
+    #[test]
+    fn stretch_accounts_for_drift_both_ways() {
+        // 1000 ms * 1.05 / 0.95
+        assert_eq!(stretch(Duration::from_millis(1000), 50_000).as_millis(), 1105);
+        assert_eq!(stretch(Duration::from_millis(1000), 0).as_millis(), 1000);
     }
 }

@@ -79,14 +79,48 @@ fn raft_failover(b: BoundInputs<'_>) -> Duration {
     Duration::from_nanos(b.drift_factor(local) + 4 * b.max_rtt_ns)
 }
 
-/// Ranked: to be stated by the ranked protocol (for now the Raft bound).
+/// Ranked: `(2 * (stretch(T) + rtt_cfg) + T / 2 + 2 * rtt_cfg) * (1 + rho) / (1 - rho)
+/// + 10 * max_rtt`.
+///
+/// Why: a round (from the start of an elector's lease to its vote) is
+/// `stretch(T) + rtt_cfg` of local time: the lease (`election_timeout`), the
+/// wait for the other electors' leases, which end at most
+/// `stretch(T) = T * (1 + rho) / (1 - rho)` after the same start, and seed
+/// 001's collection window (`round_trip`). After healing, every elector is
+/// bound by a lease of at most one election timeout (on a leader, on the node
+/// it voted for, or the anonymous one after a restart); its poll then votes
+/// within one round.
+/// Electors whose slates differed (claims delayed by the faults just healed)
+/// may split that round; their votes bind them for another election timeout,
+/// after which every slate is complete and the second round elects. A poll
+/// without a majority gives up after `T / 2` plus a round trip and retries,
+/// and a leader that learns of a higher term polls again at once (two more
+/// configured round trips). Local durations stretch by up to
+/// `(1 + rho) / (1 - rho)` in real time, and each of the exchanges (ELECT,
+/// VOTE, LEAD, acknowledgement) of two rounds costs a network round trip.
 fn ranked_liveness(b: BoundInputs<'_>) -> Duration {
-    raft_liveness(b)
+    let c = b.cfg;
+    // One round: stretch(T) + rtt_cfg, where stretch(T) = T * (1 + rho) / (1 - rho).
+    let ppm = u128::from(c.clock_drift_ppm);
+    let round = c.election_timeout.as_nanos() * (PPM + ppm) / (PPM - ppm) + c.round_trip.as_nanos();
+    let local = 2 * round + c.election_timeout.as_nanos() / 2 + 2 * c.round_trip.as_nanos();
+    Duration::from_nanos(b.drift_factor(local) + 10 * b.max_rtt_ns)
 }
 
-/// Ranked: to be stated by the ranked protocol (for now the Raft bound).
+/// Ranked: `(stretch(T) + rtt_cfg) * (1 + rho) / (1 - rho) + 2 * max_rtt`.
+///
+/// Every survivor's lease on the crashed leader started when it received the
+/// leader's last LEAD (at most one network delay after the crash); every
+/// survivor votes one round (`stretch(T) + rtt_cfg`, see the liveness bound)
+/// after that on its own clock (the claimants announce their vote times, so
+/// all wait for the latest), all with the same slate, so the first round
+/// elects. The votes (with their fsync) and
+/// the new leader's first LEAD each cost one more network delay.
 fn ranked_failover(b: BoundInputs<'_>) -> Duration {
-    raft_failover(b)
+    let c = b.cfg;
+    let ppm = u128::from(c.clock_drift_ppm);
+    let round = c.election_timeout.as_nanos() * (PPM + ppm) / (PPM - ppm) + c.round_trip.as_nanos();
+    Duration::from_nanos(b.drift_factor(round) + 2 * b.max_rtt_ns)
 }
 
 /// Paxos: to be stated by the Paxos protocol (for now the Raft bound).
