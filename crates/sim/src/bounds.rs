@@ -109,9 +109,8 @@ fn ranked_failover(b: BoundInputs<'_>) -> Duration {
 fn paxos_liveness(b: BoundInputs<'_>) -> Duration {
     let c = b.cfg;
     let spread = tenure_core::paxos::timeout_spread(c).as_nanos();
-    let local = 2 * (c.election_timeout.as_nanos() + spread)
-        + spread
-        + 11 * c.round_trip.as_nanos();
+    let local =
+        2 * (c.election_timeout.as_nanos() + spread) + spread + 11 * c.round_trip.as_nanos();
     Duration::from_nanos(b.drift_factor(local) + 10 * b.max_rtt_ns)
 }
 
