@@ -875,7 +875,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         for i in 0..self.cfg.voters.len() {
             self.acked_sent_at[i] = if c.accepts[i] == Some(true) {
                 Some(sent_at)
-            } else if c.promises[i] == Some(true) {
+            } else if c.promises[i] == Some(true) && c.accepts[i].is_none() {
                 Some(c.started)
             } else {
                 None
