@@ -77,7 +77,7 @@ pub const RETRY_ROUND_TRIPS: u32 = 4;
 const PPM: u128 = 1_000_000;
 
 /// Messages of Paxos leader election.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum PaxosMessage {
     /// Phase 1a. With [`LOW_BALL`] a poll: answered by a `PrepareNack`
     /// carrying evidence, never promised. Otherwise a request to promise
