@@ -1,105 +1,1489 @@
-//! SKELETON — to be replaced by the paxos protocol implementation.
+//! Paxos leader election with low-ball polling (seed 004, TRex's "Leader
+//! Elections"), `protocol = "paxos"`.
+//!
+//! Every node is proposer, acceptor and learner. A node that stops hearing the
+//! leader first polls the cluster with a low-ball `Prepare` (ballot zero), which
+//! changes nothing anywhere, and reads the evidence in the answers: a higher
+//! committed slot (strong evidence) or `quorum - 1` higher leader heartbeats
+//! (weak evidence) mean a leader is at work and the node waits again. Only when
+//! a majority answered, none shows a working leader and a majority is free to
+//! promise does it issue a high `Prepare` with a ballot above every promise it
+//! has seen, promising it to itself. With a majority of `PrepareAck`s it runs
+//! phase 2 for a no-op at the next slot (`Accept`, majority of `AcceptAck`s)
+//! and leads; its `Commit`, repeated every heartbeat interval with a growing
+//! heartbeat counter, is both the learning message and the leader heartbeat.
+//!
+//! Leases (not in the seed, see `docs/protocol-paxos.md`) keep leadership
+//! exclusive in time: an acceptor that promised, accepted or heard a Commit
+//! refuses to promise or accept anyone else's ballot until its lease ends; the
+//! leader leads only while a majority acknowledged a recent Commit.
+//!
+//! # Durable state
+//! [`HardState::term`] is the highest ballot this node promised (its own
+//! included) and [`HardState::voted_for`] the proposer of that ballot. A
+//! ballot `(counter, node)` is encoded into one [`Term`] as
+//! `counter * 16 + rank`, `rank` being the node's index among the voter ids in
+//! ascending order, so that `Term` order is ballot order and each ballot names
+//! exactly one proposer. Accepted and committed slots are volatile: they carry
+//! no user data, and safety does not depend on them.
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, MAX_VOTERS};
+use crate::kind::ProtocolKind;
 use crate::message::Message;
-use crate::protocol::{Counters, HardState, Output, Protocol, Status, TransferError};
+use crate::protocol::{
+    Counters, Event, HardState, Output, PeerStatus, Protocol, Reason, Status, TransferError,
+};
 use crate::time::Instant;
-use crate::types::{NodeId, Term};
+use crate::types::{FencingToken, Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// Messages of the paxos protocol.
+/// Ballot numbers per counter value: a ballot is `counter * BALLOT_RANKS + rank`.
+/// Ranks must stay below it, which [`validate`] checks (at most 15 voters).
+pub const BALLOT_RANKS: u64 = 16;
+
+/// The low ball: a `Prepare` with it is a poll that nobody promises.
+pub const LOW_BALL: Term = Term(0);
+
+/// The election cycle of the seed (poll, Prepare, Accept, Commit), in half
+/// round trips: the election timeout must exceed 3.5 round trips.
+pub const MIN_TIMEOUT_HALF_ROUND_TRIPS: u32 = 7;
+
+/// The smallest timeout spread, in round trips (the seed's "max - min > 10 RTT"
+/// for three nodes).
+pub const MIN_SPREAD_ROUND_TRIPS: u32 = 10;
+
+/// Timeout spread per node that may time out after a leader failure (all
+/// voters but the failed leader), in round trips. With `m` such nodes and a
+/// spread of `5 m` round trips, the first two timeouts fall more than 3.5
+/// round trips apart with probability `(1 - 0.7 / m)^m`: 0.42 for three nodes
+/// (the seed's figure), 0.46 for five, about 0.5 for any larger cluster.
+pub const SPREAD_ROUND_TRIPS_PER_NODE: u32 = 5;
+
+/// How long a poll waits for answers, in round trips.
+pub const POLL_WINDOW_ROUND_TRIPS: u32 = 2;
+
+/// After answering a poll as free, a node reports itself busy to other pollers
+/// for this many round trips, giving the first poller time to send its Prepare.
+pub const POLL_HOLD_ROUND_TRIPS: u32 = 2;
+
+/// Fixed part of the wait before a node that failed a candidacy polls again,
+/// in round trips (the seed's 3.5 round-trip cycle, rounded up); a random
+/// share of the timeout spread is added.
+pub const RETRY_ROUND_TRIPS: u32 = 4;
+
+/// Parts per million in one.
+const PPM: u128 = 1_000_000;
+
+/// Messages of Paxos leader election.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum PaxosMessage {
-    /// Placeholder.
-    Placeholder {
-        /// Term.
-        term: Term,
+    /// Phase 1a. With [`LOW_BALL`] a poll: answered by a `PrepareNack`
+    /// carrying evidence, never promised. Otherwise a request to promise
+    /// `ballot`, which the sender has promised itself.
+    Prepare {
+        /// The ballot (encoded as a term); [`LOW_BALL`] for a poll.
+        ballot: Term,
+        /// The sender's round number, echoed in the answers.
+        attempt: u64,
+        /// Set when the leader of this ballot resigned in favour of the sender
+        /// (transfer or graceful stop): acceptors whose lease is on that
+        /// leadership promise anyway.
+        handover: Option<Term>,
+    },
+    /// Phase 1b: the sender promised `ballot` to the destination.
+    PrepareAck {
+        /// The promised ballot.
+        ballot: Term,
+        /// The `attempt` of the `Prepare`.
+        attempt: u64,
+        /// The highest slot the sender knows to be committed.
+        committed: u64,
+        /// The highest slot the sender accepted.
+        accepted_slot: u64,
+    },
+    /// Answer to a poll, or refusal of a high `Prepare`.
+    PrepareNack {
+        /// The ballot asked for ([`LOW_BALL`] for a poll).
+        ballot: Term,
+        /// The `attempt` of the `Prepare`.
+        attempt: u64,
+        /// The highest ballot the sender promised.
+        promised: Term,
+        /// Strong evidence: the highest slot the sender knows to be committed.
+        committed: u64,
+        /// Weak evidence: the newest leader heartbeat the sender received
+        /// directly, as `(leader ballot, heartbeat counter)`.
+        heartbeat: Option<Lsn>,
+        /// When the sender would not promise the destination now (a lease on
+        /// another node, its own leadership or candidacy, a poll it just
+        /// answered for another node, or failing storage): for how long, in
+        /// milliseconds of its clock.
+        busy_ms: Option<u64>,
+    },
+    /// Phase 2a: accept the no-op at `slot` in `ballot`.
+    Accept {
+        /// The proposer's ballot.
+        ballot: Term,
+        /// The slot of the no-op.
+        slot: u64,
+    },
+    /// Phase 2b: the sender accepted `slot` in `ballot`.
+    AcceptAck {
+        /// The accepted ballot.
+        ballot: Term,
+        /// The accepted slot.
+        slot: u64,
+    },
+    /// Refusal of an `Accept`.
+    AcceptNack {
+        /// The ballot refused.
+        ballot: Term,
+        /// The highest ballot the sender promised.
+        promised: Term,
+    },
+    /// The learning message and leader heartbeat: `slot` is committed in
+    /// `ballot`, whose leader is alive.
+    Commit {
+        /// The leader's ballot.
+        ballot: Term,
+        /// The highest committed slot.
+        slot: u64,
+        /// The heartbeat counter: 1 for the first Commit of a leadership,
+        /// then one more for each repetition.
+        heartbeat: u64,
+        /// The leader's clock when it sent this, echoed in the acknowledgement.
+        sent_at_nanos: u64,
+    },
+    /// Acknowledgement of a `Commit` (not in the seed: the leader's lease
+    /// depends on it), or with `ok == false` its refusal because the sender
+    /// promised a higher ballot.
+    CommitAck {
+        /// The ballot of the `Commit`.
+        ballot: Term,
+        /// False when `ballot` is below the sender's promise.
+        ok: bool,
+        /// The highest ballot the sender promised.
+        promised: Term,
+        /// The `sent_at_nanos` of the `Commit`.
+        echo_sent_at_nanos: u64,
+    },
+    /// A leader leaving office (transfer or graceful stop).
+    Resign {
+        /// The ballot the sender led.
+        ballot: Term,
+        /// The node asked to take over at once, if any.
+        successor: Option<NodeId>,
     },
 }
 
 impl PaxosMessage {
-    /// The term (or encoded ballot) the message carries.
+    /// The term (encoded ballot) the message carries: the ballot of requests
+    /// and acknowledgements, the sender's promise in refusals.
     pub fn term(&self) -> Term {
         match self {
-            PaxosMessage::Placeholder { term } => *term,
+            PaxosMessage::Prepare { ballot, .. }
+            | PaxosMessage::PrepareAck { ballot, .. }
+            | PaxosMessage::Accept { ballot, .. }
+            | PaxosMessage::AcceptAck { ballot, .. }
+            | PaxosMessage::Commit { ballot, .. }
+            | PaxosMessage::Resign { ballot, .. } => *ballot,
+            PaxosMessage::PrepareNack { promised, .. }
+            | PaxosMessage::AcceptNack { promised, .. }
+            | PaxosMessage::CommitAck { promised, .. } => *promised,
         }
     }
+
     /// A short name for logs and metrics.
     pub fn kind(&self) -> &'static str {
-        "placeholder"
+        match self {
+            PaxosMessage::Prepare { ballot, .. } if *ballot == LOW_BALL => "paxos_poll",
+            PaxosMessage::Prepare { .. } => "paxos_prepare",
+            PaxosMessage::PrepareAck { .. } => "paxos_prepare_ack",
+            PaxosMessage::PrepareNack { .. } => "paxos_prepare_nack",
+            PaxosMessage::Accept { .. } => "paxos_accept",
+            PaxosMessage::AcceptAck { .. } => "paxos_accept_ack",
+            PaxosMessage::AcceptNack { .. } => "paxos_accept_nack",
+            PaxosMessage::Commit { .. } => "paxos_commit",
+            PaxosMessage::CommitAck { .. } => "paxos_commit_ack",
+            PaxosMessage::Resign { .. } => "paxos_resign",
+        }
     }
-    /// If this message, sent to its destination, grants it a vote (or promise)
-    /// in a term: that term.
+
+    /// If this message, sent to its destination, grants it a promise in a
+    /// ballot: that ballot. A `PrepareAck` is a promise; an `AcceptAck` implies
+    /// one (the acceptor's promise is at least the accepted ballot).
     pub fn vote_grant(&self) -> Option<Term> {
-        None
+        match self {
+            PaxosMessage::PrepareAck { ballot, .. } | PaxosMessage::AcceptAck { ballot, .. } => {
+                Some(*ballot)
+            }
+            _ => None,
+        }
     }
-    /// If this is a leader's heartbeat: the leader's term.
+
+    /// If this is a leader's heartbeat (a `Commit`): the leader's ballot.
     pub fn heartbeat_term(&self) -> Option<Term> {
-        None
+        match self {
+            PaxosMessage::Commit { ballot, .. } => Some(*ballot),
+            _ => None,
+        }
     }
 }
 
-/// Protocol-specific configuration checks.
-pub fn validate(_cfg: &Config) -> Result<(), ConfigError> {
+/// Protocol-specific configuration checks: at most 15 voters (ranks fit in a
+/// ballot) and an election timeout above 3.5 round trips (the seed's minimum:
+/// a poll, a Prepare and an Accept with their fsyncs must fit in it, and a
+/// leader's lease must outlast its own election).
+pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
+    let fail =
+        |reason: String| Err(ConfigError::Protocol { protocol: ProtocolKind::Paxos, reason });
+    if cfg.voters.len() as u64 >= BALLOT_RANKS || cfg.voters.len() > MAX_VOTERS {
+        return fail(format!(
+            "{} voters do not fit in a ballot number; at most {} are supported",
+            cfg.voters.len(),
+            BALLOT_RANKS - 1
+        ));
+    }
+    if cfg.election_timeout * 2 <= cfg.round_trip * MIN_TIMEOUT_HALF_ROUND_TRIPS {
+        return fail(format!(
+            "the election timeout ({:?}) must exceed 3.5 round trips (3.5 x {:?} = {:?}, fsync \
+             included): a poll, a Prepare and an Accept must fit in it",
+            cfg.election_timeout,
+            cfg.round_trip,
+            cfg.round_trip * MIN_TIMEOUT_HALF_ROUND_TRIPS / 2
+        ));
+    }
     Ok(())
 }
 
-/// The paxos elector.
-#[derive(Clone, Debug)]
+/// The random part of a follower's timeout: a node polls
+/// `election_timeout + uniform(0, spread)` after the last Commit it received.
+/// The spread is `max(10, 5 * (voters - 1))` round trips (see
+/// [`SPREAD_ROUND_TRIPS_PER_NODE`]): 10 for three nodes, 20 for five.
+pub fn timeout_spread(cfg: &Config) -> Duration {
+    let others = u32::try_from(cfg.voters.len().saturating_sub(1)).unwrap_or(u32::MAX);
+    let rtts = SPREAD_ROUND_TRIPS_PER_NODE.saturating_mul(others).max(MIN_SPREAD_ROUND_TRIPS);
+    cfg.round_trip.saturating_mul(rtts)
+}
+
+/// How long an acceptor refuses other proposers after a promise, an accept or
+/// a Commit: `election_timeout * (1 - rho) / (1 + rho)`. Shorter than the
+/// election timeout by the drift bound, so it has ended on every clock when
+/// any node's timeout (at least one election timeout) fires.
+pub fn follower_lease(cfg: &Config) -> Duration {
+    cfg.leader_lease()
+}
+
+/// How long a leader may lead after the send time of the Commits a majority
+/// acknowledged: [`follower_lease`] shortened once more by the drift bound,
+/// so it ends before any acknowledging acceptor's lease does.
+pub fn leader_lease(cfg: &Config) -> Duration {
+    shrink_for_drift(follower_lease(cfg), cfg.clock_drift_ppm)
+}
+
+/// `d * (1 - rho) / (1 + rho)`.
+fn shrink_for_drift(d: Duration, drift_ppm: u32) -> Duration {
+    let ppm = u128::from(drift_ppm);
+    let nanos = d.as_nanos() * (PPM - ppm) / (PPM + ppm);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// `d` measured on another node's clock, as it may look on ours: at most
+/// `(1 + rho) / (1 - rho)` longer.
+fn stretch_for_drift(d: Duration, drift_ppm: u32) -> Duration {
+    let ppm = u128::from(drift_ppm);
+    let nanos = d.as_nanos() * (PPM + ppm) / (PPM - ppm);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// A promise of an acceptor not to help anyone but `holder` until `until`.
+/// `holder == None` is the anonymous lease a node starts with: it may have
+/// granted a lease before it crashed and must keep it without remembering it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Lease {
+    holder: Option<NodeId>,
+    /// The ballot the lease was granted in (a promise, an accept or a Commit).
+    ballot: Term,
+    until: Instant,
+}
+
+/// One node's answer to a poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PollAnswer {
+    promised: Term,
+    committed: u64,
+    heartbeat: Option<Lsn>,
+    busy: Option<Duration>,
+}
+
+/// A low-ball poll in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Poll {
+    attempt: u64,
+    deadline: Instant,
+    /// Per voter index.
+    answers: Vec<Option<PollAnswer>>,
+}
+
+/// The phase of a candidacy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    /// Waiting for promises.
+    Prepare,
+    /// Waiting for acceptances of the no-op at `slot`, sent at `sent_at`.
+    Accept { slot: u64, sent_at: Instant },
+}
+
+/// A high Prepare (phase 1) and then phase 2 in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Candidacy {
+    attempt: u64,
+    ballot: Term,
+    started: Instant,
+    /// The whole candidacy must end by then: `started + leader_lease`.
+    deadline: Instant,
+    phase: Phase,
+    /// Per voter index: promised (`Some(true)`) or refused.
+    promises: Vec<Option<bool>>,
+    /// Per voter index: accepted (`Some(true)`) or refused.
+    accepts: Vec<Option<bool>>,
+    /// The highest committed or accepted slot reported by the promisers.
+    max_slot: u64,
+}
+
+/// What a node is doing towards an election.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Round {
+    Poll(Poll),
+    Candidacy(Candidacy),
+}
+
+/// How a poll ended.
+enum PollOutcome {
+    /// Strong or weak evidence of a working leader.
+    Evidence,
+    /// A majority is free to promise: issue a high Prepare.
+    Elect,
+    /// No free majority: poll again at the given time.
+    Retry(Instant),
+}
+
+/// The Paxos elector. Construct it with [`PaxosElector::new`] and drive it
+/// through the [`Protocol`] trait, whose documentation states the calling contract.
+///
+/// `R` is the caller's seeded random source (used for the timeout spread).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PaxosElector<R> {
     cfg: Config,
     rng: R,
+    /// Voter ids in ascending order: a node's rank is its index here.
+    ranked: Vec<NodeId>,
+    my_rank: usize,
+    spread: Duration,
+    // Durable.
+    /// The highest ballot promised (own ballots included).
+    promised: Term,
+    /// The proposer of `promised`.
+    voted_for: Option<NodeId>,
+    // Volatile.
+    role: Role,
+    leader: Option<NodeId>,
+    lease: Option<Lease>,
+    /// The poller this node last answered as free, and until when it reports
+    /// itself busy to other pollers (a liveness aid, not a lease).
+    poll_hold: Option<Lease>,
+    /// Follower: when to poll.
+    election_deadline: Instant,
+    round: Option<Round>,
+    /// Number of the last poll or candidacy this node started.
+    attempt: u64,
+    /// The highest ballot heard of (promises reported by others included).
+    highest_seen: Term,
+    /// The highest slot known to be committed.
+    committed: u64,
+    /// The highest slot accepted.
+    accepted_slot: u64,
+    /// The newest leader heartbeat received directly.
+    last_lsn: Option<Lsn>,
+    /// The newest heartbeat known, directly or from poll answers: weak
+    /// evidence must beat it.
+    hb_baseline: Option<Lsn>,
+    /// Leader: heartbeat counter of the last Commit.
+    heartbeat: u64,
+    next_heartbeat: Instant,
+    /// Leader: per voter index, the send time (own clock) of the newest
+    /// Commit, Accept or Prepare that voter acknowledged.
+    acked_sent_at: Vec<Option<Instant>>,
+    leader_lease_until: Instant,
+    last_heard: Vec<Option<Instant>>,
+    storage_failed: bool,
+    stopped: bool,
+    out: Output,
     counters: Counters,
 }
 
 impl<R: RngCore + Send> PaxosElector<R> {
-    /// A new elector.
-    pub fn new(cfg: Config, _state: HardState, rng: R, _now: Instant) -> Self {
-        PaxosElector { cfg, rng, counters: Counters::default() }
+    /// A new elector starting as a follower from the durable `state` (all
+    /// default for a fresh node), holding an anonymous lease of one election
+    /// timeout. `cfg` must pass [`Config::validate_for`] for
+    /// [`ProtocolKind::Paxos`].
+    pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
+        debug_assert_eq!(cfg.validate_for(ProtocolKind::Paxos), Ok(()));
+        let n = cfg.voters.len();
+        let mut ranked = cfg.voters.clone();
+        ranked.sort_unstable();
+        let my_rank = ranked.iter().position(|&v| v == cfg.id).unwrap_or(0);
+        let mut elector = PaxosElector {
+            my_rank,
+            ranked,
+            spread: timeout_spread(&cfg),
+            promised: state.term,
+            voted_for: state.voted_for,
+            role: Role::Follower,
+            leader: None,
+            lease: Some(Lease {
+                holder: None,
+                ballot: state.term,
+                until: now + cfg.election_timeout,
+            }),
+            poll_hold: None,
+            election_deadline: Instant::MAX,
+            round: None,
+            attempt: 0,
+            highest_seen: state.term,
+            committed: 0,
+            accepted_slot: 0,
+            last_lsn: None,
+            hb_baseline: None,
+            heartbeat: 0,
+            next_heartbeat: Instant::MAX,
+            acked_sent_at: vec![None; n],
+            leader_lease_until: Instant::ZERO,
+            last_heard: vec![None; n],
+            storage_failed: false,
+            stopped: false,
+            out: Output::default(),
+            counters: Counters::default(),
+            rng,
+            cfg,
+        };
+        elector.election_deadline = now + elector.timeout();
+        elector.out.events.push(Event::RoleChanged {
+            role: Role::Follower,
+            term: elector.promised,
+            reason: Reason::Startup,
+        });
+        elector
+    }
+
+    // ---- Helpers ----
+
+    fn index_of(&self, id: NodeId) -> Option<usize> {
+        self.cfg.voters.iter().position(|&v| v == id)
+    }
+
+    fn rank_of(&self, id: NodeId) -> Option<usize> {
+        self.ranked.iter().position(|&v| v == id)
+    }
+
+    /// The node that may propose `ballot` (none for the low ball).
+    fn proposer_of(&self, ballot: Term) -> Option<NodeId> {
+        if ballot == LOW_BALL {
+            return None;
+        }
+        let rank = usize::try_from(ballot.0 % BALLOT_RANKS).ok()?;
+        self.ranked.get(rank).copied()
+    }
+
+    /// This node's smallest ballot above `above`.
+    fn next_ballot(&self, above: Term) -> Term {
+        let counter = (above.0 / BALLOT_RANKS).saturating_add(1);
+        Term(counter.saturating_mul(BALLOT_RANKS).saturating_add(self.my_rank as u64))
+    }
+
+    fn others(&self) -> impl Iterator<Item = NodeId> + '_ {
+        let me = self.cfg.id;
+        self.cfg.voters.iter().copied().filter(move |&v| v != me)
+    }
+
+    fn send(&mut self, to: NodeId, msg: PaxosMessage) {
+        self.out.messages.push((to, Message::Paxos(msg)));
+    }
+
+    fn broadcast(&mut self, msg: PaxosMessage) {
+        let others: Vec<NodeId> = self.others().collect();
+        for to in others {
+            self.send(to, msg.clone());
+        }
+    }
+
+    fn persist(&mut self) {
+        self.out.persist = Some(HardState { term: self.promised, voted_for: self.voted_for });
+    }
+
+    /// Raises the promise to `ballot` (of `proposer`) and asks to persist it.
+    fn promise(&mut self, ballot: Term, proposer: NodeId) {
+        debug_assert!(ballot > self.promised);
+        self.promised = ballot;
+        self.voted_for = Some(proposer);
+        self.highest_seen = self.highest_seen.max(ballot);
+        self.persist();
+        // A known leader belongs to a lower ballot: it is superseded.
+        self.set_leader(None);
+    }
+
+    /// Uniform in `[0, max)`.
+    fn jitter(&mut self, max: Duration) -> Duration {
+        let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+        if nanos == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_nanos(self.rng.next_u64() % nanos)
+    }
+
+    /// The seed's randomized timeout: `election_timeout + uniform(0, spread)`.
+    fn timeout(&mut self) -> Duration {
+        let spread = self.spread;
+        self.cfg.election_timeout + self.jitter(spread)
+    }
+
+    /// Wait after a failed candidacy: one election cycle plus a random share
+    /// of the spread, so that dueling proposers separate.
+    fn retry_delay(&mut self) -> Duration {
+        let spread = self.spread;
+        self.cfg.round_trip * RETRY_ROUND_TRIPS + self.jitter(spread)
+    }
+
+    fn set_role(&mut self, role: Role, reason: Reason) {
+        if self.role != role {
+            self.role = role;
+            self.out.events.push(Event::RoleChanged { role, term: self.promised, reason });
+        }
+    }
+
+    fn set_leader(&mut self, leader: Option<NodeId>) {
+        if self.leader != leader {
+            self.leader = leader;
+            self.out.events.push(Event::LeaderChanged {
+                leader,
+                term: self.promised,
+                fencing_token: leader.map(|_| FencingToken::for_term(self.promised)),
+            });
+        }
+    }
+
+    fn become_follower(&mut self, reason: Reason) {
+        self.round = None;
+        self.next_heartbeat = Instant::MAX;
+        self.set_role(Role::Follower, reason);
+    }
+
+    fn grant_lease(&mut self, now: Instant, holder: NodeId, ballot: Term) {
+        self.lease =
+            Some(Lease { holder: Some(holder), ballot, until: now + follower_lease(&self.cfg) });
+    }
+
+    /// While this node must not promise or accept `proposer`'s ballot: for how
+    /// long. It leads with a valid lease, or holds a running lease on another
+    /// node. A handover Prepare passes a lease on the resigned leadership.
+    fn lease_blocks(
+        &self,
+        now: Instant,
+        proposer: NodeId,
+        handover: Option<Term>,
+    ) -> Option<Duration> {
+        if self.role == Role::Leader && now < self.leader_lease_until {
+            return Some(self.leader_lease_until.saturating_since(now));
+        }
+        match self.lease {
+            Some(l)
+                if now < l.until
+                    && l.holder != Some(proposer)
+                    && !(l.holder.is_some() && handover == Some(l.ballot)) =>
+            {
+                Some(l.until.saturating_since(now))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether, and for how long, this node would refuse to promise `asker`
+    /// now; `None` means free.
+    fn busy_for(&self, now: Instant, asker: NodeId) -> Option<Duration> {
+        if self.storage_failed {
+            return Some(self.cfg.election_timeout);
+        }
+        if let Some(d) = self.lease_blocks(now, asker, None) {
+            return Some(d);
+        }
+        if let Some(h) = self.poll_hold.filter(|h| h.holder != Some(asker) && now < h.until) {
+            return Some(h.until.saturating_since(now));
+        }
+        match &self.round {
+            Some(Round::Candidacy(c)) => Some(c.deadline.saturating_since(now)),
+            Some(Round::Poll(p)) => {
+                // Two simultaneous polls: the lower-ranked poller wins, the
+                // other yields (see `on_poll`).
+                let asker_first = self.rank_of(asker).is_some_and(|r| r < self.my_rank);
+                (!asker_first).then(|| p.deadline.saturating_since(now))
+            }
+            None => None,
+        }
+    }
+
+    /// The newest heartbeat this node can vouch for: its own as leader, else
+    /// the last one it received.
+    fn my_heartbeat(&self) -> Option<Lsn> {
+        if self.role == Role::Leader {
+            Some(Lsn { term: self.promised, counter: self.heartbeat })
+        } else {
+            self.last_lsn
+        }
+    }
+
+    /// Steps down if a leader's lease has run out. Called first on every input
+    /// so that a leader resumed after a pause never acts on an expired lease.
+    fn check_lease(&mut self, now: Instant) {
+        if self.role == Role::Leader && now >= self.leader_lease_until {
+            self.counters.quorum_losses += 1;
+            let own = self.my_heartbeat();
+            self.last_lsn = own;
+            self.hb_baseline = self.hb_baseline.max(own);
+            self.become_follower(Reason::QuorumLost);
+            self.set_leader(None);
+            // Poll again soon: acceptors whose lease on us still runs are free
+            // for us, so if acknowledgements were merely late we are
+            // re-elected at once instead of leaving the cluster leaderless.
+            let rtt = self.cfg.round_trip;
+            self.election_deadline = now + self.jitter(rtt);
+        }
+    }
+
+    // ---- Polling (low ball) ----
+
+    fn start_poll(&mut self, now: Instant) {
+        if self.storage_failed {
+            // A node that cannot persist cannot promise itself: no candidacy.
+            self.election_deadline = now + self.timeout();
+            return;
+        }
+        if let Some(l) = self.lease.filter(|l| now < l.until) {
+            // Defensive: never poll while our own lease on someone runs.
+            self.election_deadline = l.until;
+            return;
+        }
+        self.lease = None;
+        if self.cfg.voters.len() == 1 {
+            self.start_candidacy(now, None);
+            return;
+        }
+        self.counters.pre_votes_started += 1;
+        self.attempt += 1;
+        let attempt = self.attempt;
+        let deadline = now + self.cfg.round_trip * POLL_WINDOW_ROUND_TRIPS;
+        self.round = Some(Round::Poll(Poll {
+            attempt,
+            deadline,
+            answers: vec![None; self.cfg.voters.len()],
+        }));
+        self.set_role(Role::PreCandidate, Reason::ElectionTimeout);
+        self.broadcast(PaxosMessage::Prepare { ballot: LOW_BALL, attempt, handover: None });
+    }
+
+    /// Concludes the poll if its outcome is known (or its window closed).
+    fn check_poll(&mut self, now: Instant) {
+        let Some(Round::Poll(poll)) = &self.round else { return };
+        let quorum = self.cfg.quorum();
+        let n = self.cfg.voters.len();
+        let answers: Vec<PollAnswer> = poll.answers.iter().flatten().copied().collect();
+        let strong = answers.iter().any(|a| a.committed > self.committed);
+        let higher = answers.iter().filter(|a| a.heartbeat > self.hb_baseline).count();
+        let weak = quorum >= 2 && higher >= quorum - 1;
+        let free = 1 + answers.iter().filter(|a| a.busy.is_none()).count();
+        let all = answers.len() + 1 == n;
+        let expired = now >= poll.deadline;
+        let outcome = if strong || weak {
+            PollOutcome::Evidence
+        } else if free >= quorum {
+            PollOutcome::Elect
+        } else if all || expired {
+            // Wait until enough busy nodes are free, if that can ever make a
+            // majority; else (too few answers) a full timeout.
+            let mut waits: Vec<Duration> = answers
+                .iter()
+                .filter_map(|a| a.busy)
+                .map(|d| stretch_for_drift(d, self.cfg.clock_drift_ppm))
+                .collect();
+            waits.sort_unstable();
+            let needed = quorum - free;
+            match waits.get(needed - 1) {
+                Some(&w) => {
+                    let w = w.min(self.cfg.election_timeout) + Duration::from_millis(1);
+                    let rtt = self.cfg.round_trip;
+                    PollOutcome::Retry(now + w + self.jitter(rtt))
+                }
+                None => PollOutcome::Retry(now + self.timeout()),
+            }
+        } else {
+            return;
+        };
+        // Learn from every answer whatever the outcome: the committed slot
+        // (the seed's retransmission of committed values) and the newest
+        // heartbeat, so that the next poll needs fresh evidence.
+        for a in &answers {
+            self.committed = self.committed.max(a.committed);
+            self.hb_baseline = self.hb_baseline.max(a.heartbeat);
+            self.highest_seen = self.highest_seen.max(a.promised);
+        }
+        self.round = None;
+        match outcome {
+            PollOutcome::Evidence => {
+                self.become_follower(Reason::RoundFailed);
+                if self.hb_baseline.is_some_and(|h| h.term > self.promised) {
+                    // A newer leader than the one we knew is at work.
+                    self.set_leader(None);
+                }
+                self.election_deadline = now + self.timeout();
+            }
+            PollOutcome::Elect => self.start_candidacy(now, None),
+            PollOutcome::Retry(at) => {
+                self.become_follower(Reason::RoundFailed);
+                self.set_leader(None);
+                self.election_deadline = at;
+            }
+        }
+    }
+
+    fn on_poll(&mut self, now: Instant, from: NodeId, attempt: u64) {
+        let busy = self.busy_for(now, from);
+        if busy.is_none() {
+            if self.role == Role::PreCandidate {
+                // A lower-ranked poller asked while we poll too: yield to it.
+                self.become_follower(Reason::RoundFailed);
+            }
+            let hold = self.cfg.round_trip * POLL_HOLD_ROUND_TRIPS;
+            self.poll_hold =
+                Some(Lease { holder: Some(from), ballot: LOW_BALL, until: now + hold });
+            // Give the poller time to win before polling ourselves.
+            let rtt = self.cfg.round_trip;
+            let not_before = now + hold + self.jitter(rtt);
+            self.election_deadline = self.election_deadline.max(not_before);
+        }
+        let msg = PaxosMessage::PrepareNack {
+            ballot: LOW_BALL,
+            attempt,
+            promised: self.promised,
+            committed: self.committed,
+            heartbeat: self.my_heartbeat(),
+            busy_ms: busy.map(ceil_ms),
+        };
+        self.send(from, msg);
+    }
+
+    // ---- Candidacy (high ballot) ----
+
+    fn start_candidacy(&mut self, now: Instant, handover: Option<Term>) {
+        if self.storage_failed {
+            self.become_follower(Reason::StorageFailed);
+            self.election_deadline = now + self.timeout();
+            return;
+        }
+        self.counters.elections_started += 1;
+        let ballot = self.next_ballot(self.promised.max(self.highest_seen));
+        self.next_heartbeat = Instant::MAX;
+        self.promise(ballot, self.cfg.id);
+        self.lease = None;
+        self.poll_hold = None;
+        self.set_leader(None);
+        self.attempt += 1;
+        let n = self.cfg.voters.len();
+        let mut promises = vec![None; n];
+        if let Some(i) = self.index_of(self.cfg.id) {
+            // Our own promise counts from the next input on: by then the
+            // driver has persisted it or reported the failure.
+            promises[i] = Some(true);
+        }
+        self.round = Some(Round::Candidacy(Candidacy {
+            attempt: self.attempt,
+            ballot,
+            started: now,
+            deadline: now + leader_lease(&self.cfg),
+            phase: Phase::Prepare,
+            promises,
+            accepts: vec![None; n],
+            max_slot: self.committed.max(self.accepted_slot),
+        }));
+        let reason =
+            if handover.is_some() { Reason::TransferRequested } else { Reason::PreVoteWon };
+        self.set_role(Role::Candidate, reason);
+        let attempt = self.attempt;
+        self.broadcast(PaxosMessage::Prepare { ballot, attempt, handover });
+    }
+
+    /// Advances or concludes the candidacy if its outcome is known.
+    fn check_candidacy(&mut self, now: Instant) {
+        let quorum = self.cfg.quorum();
+        let n = self.cfg.voters.len();
+        let me = self.index_of(self.cfg.id);
+        let Some(Round::Candidacy(c)) = self.round.as_mut() else { return };
+        if now >= c.deadline {
+            // Checked first: answers that arrive after the deadline (say, to a
+            // candidate resumed from a pause) are stale and must not count.
+            return self.candidacy_failed(now);
+        }
+        if c.phase == Phase::Prepare {
+            let granted = c.promises.iter().filter(|a| **a == Some(true)).count();
+            let refused = c.promises.iter().filter(|a| **a == Some(false)).count();
+            if n - refused < quorum {
+                return self.candidacy_failed(now);
+            }
+            if granted < quorum {
+                return;
+            }
+            // Phase 2: a no-op at the next slot, accepted by ourselves first.
+            let slot = c.max_slot + 1;
+            c.phase = Phase::Accept { slot, sent_at: now };
+            if let Some(i) = me {
+                c.accepts[i] = Some(true);
+            }
+            let ballot = c.ballot;
+            self.accepted_slot = self.accepted_slot.max(slot);
+            self.broadcast(PaxosMessage::Accept { ballot, slot });
+        }
+        let Some(Round::Candidacy(c)) = self.round.as_ref() else { return };
+        let granted = c.accepts.iter().filter(|a| **a == Some(true)).count();
+        let refused = c.accepts.iter().filter(|a| **a == Some(false)).count();
+        if n - refused < quorum {
+            self.candidacy_failed(now);
+        } else if granted >= quorum {
+            self.become_leader(now);
+        }
+    }
+
+    fn candidacy_failed(&mut self, now: Instant) {
+        self.become_follower(Reason::RoundFailed);
+        self.election_deadline = now + self.retry_delay();
+    }
+
+    fn become_leader(&mut self, now: Instant) {
+        let Some(Round::Candidacy(c)) = self.round.take() else { return };
+        let Phase::Accept { slot, sent_at } = c.phase else { return };
+        // Acceptors took a lease on us when they promised (after `started`)
+        // or accepted (after `sent_at`).
+        for i in 0..self.cfg.voters.len() {
+            self.acked_sent_at[i] = if c.accepts[i] == Some(true) {
+                Some(sent_at)
+            } else if c.promises[i] == Some(true) && c.accepts[i].is_none() {
+                Some(c.started)
+            } else {
+                None
+            };
+        }
+        self.recompute_leader_lease();
+        if now >= self.leader_lease_until {
+            self.candidacy_failed(now);
+            return;
+        }
+        self.counters.elections_won += 1;
+        self.committed = self.committed.max(slot);
+        self.heartbeat = 0;
+        self.set_role(Role::Leader, Reason::ElectionWon);
+        self.set_leader(Some(self.cfg.id));
+        self.broadcast_commit(now);
+    }
+
+    fn broadcast_commit(&mut self, now: Instant) {
+        self.heartbeat += 1;
+        let msg = PaxosMessage::Commit {
+            ballot: self.promised,
+            slot: self.committed,
+            heartbeat: self.heartbeat,
+            sent_at_nanos: now.as_nanos(),
+        };
+        self.counters.heartbeats_sent += (self.cfg.voters.len() - 1) as u64;
+        self.broadcast(msg);
+        self.next_heartbeat = now + self.cfg.heartbeat_interval;
+    }
+
+    /// The leader's lease ends [`leader_lease`] after the send time of the
+    /// newest message acknowledged by a majority (counting itself).
+    fn recompute_leader_lease(&mut self) {
+        let me = self.index_of(self.cfg.id);
+        let mut sent: Vec<Instant> = self
+            .acked_sent_at
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| Some(i) != me)
+            .filter_map(|(_, s)| *s)
+            .collect();
+        let needed = self.cfg.quorum() - 1;
+        if needed == 0 {
+            self.leader_lease_until = Instant::MAX;
+            return;
+        }
+        sent.sort_unstable_by(|a, b| b.cmp(a));
+        self.leader_lease_until = match sent.get(needed - 1) {
+            Some(&s) => s + leader_lease(&self.cfg),
+            None => Instant::ZERO,
+        };
+    }
+
+    // ---- Acceptor ----
+
+    fn on_prepare(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        ballot: Term,
+        attempt: u64,
+        handover: Option<Term>,
+    ) {
+        if self.proposer_of(ballot) != Some(from) {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        self.highest_seen = self.highest_seen.max(ballot);
+        let fresh = ballot > self.promised;
+        let repeat = ballot == self.promised && self.voted_for == Some(from);
+        let busy = if self.storage_failed {
+            Some(Some(self.cfg.election_timeout))
+        } else if !fresh && !repeat {
+            Some(None)
+        } else {
+            self.lease_blocks(now, from, handover).map(Some)
+        };
+        if let Some(busy) = busy {
+            let msg = PaxosMessage::PrepareNack {
+                ballot,
+                attempt,
+                promised: self.promised,
+                committed: self.committed,
+                heartbeat: self.my_heartbeat(),
+                busy_ms: busy.map(ceil_ms),
+            };
+            return self.send(from, msg);
+        }
+        if fresh {
+            self.promise(ballot, from);
+        }
+        if self.role != Role::Follower {
+            // A poll or a candidacy of ours is superseded by the promise.
+            self.become_follower(Reason::HigherTerm);
+        }
+        self.grant_lease(now, from, ballot);
+        self.poll_hold = None;
+        self.election_deadline = now + self.timeout();
+        let msg = PaxosMessage::PrepareAck {
+            ballot,
+            attempt,
+            committed: self.committed,
+            accepted_slot: self.accepted_slot,
+        };
+        self.send(from, msg);
+    }
+
+    fn on_accept(&mut self, now: Instant, from: NodeId, ballot: Term, slot: u64) {
+        if self.proposer_of(ballot) != Some(from) {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        self.highest_seen = self.highest_seen.max(ballot);
+        if ballot < self.promised
+            || self.storage_failed
+            || self.lease_blocks(now, from, None).is_some()
+        {
+            let promised = self.promised;
+            return self.send(from, PaxosMessage::AcceptNack { ballot, promised });
+        }
+        if ballot > self.promised {
+            self.promise(ballot, from);
+        }
+        if self.role != Role::Follower {
+            self.become_follower(Reason::HigherTerm);
+        }
+        self.accepted_slot = self.accepted_slot.max(slot);
+        self.grant_lease(now, from, ballot);
+        self.poll_hold = None;
+        self.election_deadline = now + self.timeout();
+        self.send(from, PaxosMessage::AcceptAck { ballot, slot });
+    }
+
+    fn on_commit(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        ballot: Term,
+        slot: u64,
+        heartbeat: u64,
+        sent_at: u64,
+    ) {
+        if self.proposer_of(ballot) != Some(from) {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        if ballot < self.promised {
+            // A deposed leader: tell it about the higher promise.
+            let promised = self.promised;
+            let msg = PaxosMessage::CommitAck {
+                ballot,
+                ok: false,
+                promised,
+                echo_sent_at_nanos: sent_at,
+            };
+            return self.send(from, msg);
+        }
+        if self.role == Role::Leader {
+            // A higher ballot cannot lead while our lease runs (leases and
+            // ballots both exclude it); ignore rather than follow.
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        let lsn = Lsn { term: ballot, counter: heartbeat };
+        if self.leader == Some(from) && self.last_lsn.is_some_and(|last| lsn <= last) {
+            // Duplicated or reordered: not newer than what we accepted.
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        if ballot > self.promised {
+            self.promise(ballot, from);
+        }
+        if self.role != Role::Follower {
+            self.become_follower(Reason::LeaderHeartbeat);
+        }
+        self.counters.heartbeats_received += 1;
+        self.committed = self.committed.max(slot);
+        self.last_lsn = Some(lsn);
+        self.hb_baseline = self.hb_baseline.max(Some(lsn));
+        self.set_leader(Some(from));
+        self.grant_lease(now, from, ballot);
+        self.poll_hold = None;
+        self.election_deadline = now + self.timeout();
+        let msg = PaxosMessage::CommitAck {
+            ballot,
+            ok: true,
+            promised: ballot,
+            echo_sent_at_nanos: sent_at,
+        };
+        self.send(from, msg);
+    }
+
+    // ---- Proposer: answers ----
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_prepare_nack(
+        &mut self,
+        now: Instant,
+        i: usize,
+        ballot: Term,
+        attempt: u64,
+        promised: Term,
+        committed: u64,
+        heartbeat: Option<Lsn>,
+        busy_ms: Option<u64>,
+    ) {
+        self.highest_seen = self.highest_seen.max(promised);
+        match self.round.as_mut() {
+            Some(Round::Poll(p)) if ballot == LOW_BALL && p.attempt == attempt => {
+                let busy = busy_ms.map(Duration::from_millis);
+                p.answers[i] = Some(PollAnswer { promised, committed, heartbeat, busy });
+                self.check_poll(now);
+            }
+            Some(Round::Candidacy(c))
+                if c.ballot == ballot && c.attempt == attempt && c.phase == Phase::Prepare =>
+            {
+                c.promises[i] = Some(false);
+                self.check_candidacy(now);
+            }
+            _ => self.counters.messages_ignored += 1,
+        }
+    }
+
+    fn on_prepare_ack(
+        &mut self,
+        now: Instant,
+        i: usize,
+        ballot: Term,
+        attempt: u64,
+        committed: u64,
+        accepted_slot: u64,
+    ) {
+        match self.round.as_mut() {
+            Some(Round::Candidacy(c))
+                if c.ballot == ballot && c.attempt == attempt && c.phase == Phase::Prepare =>
+            {
+                c.promises[i] = Some(true);
+                c.max_slot = c.max_slot.max(committed).max(accepted_slot);
+                self.committed = self.committed.max(committed);
+                self.check_candidacy(now);
+            }
+            _ => self.counters.messages_ignored += 1,
+        }
+    }
+
+    fn on_accept_answer(&mut self, now: Instant, i: usize, ballot: Term, slot: Option<u64>) {
+        match self.round.as_mut() {
+            Some(Round::Candidacy(c)) if c.ballot == ballot => match (c.phase, slot) {
+                (Phase::Accept { slot: mine, .. }, Some(s)) if s == mine => {
+                    c.accepts[i] = Some(true);
+                    self.check_candidacy(now);
+                }
+                (Phase::Accept { .. }, None) => {
+                    c.accepts[i] = Some(false);
+                    self.check_candidacy(now);
+                }
+                _ => self.counters.messages_ignored += 1,
+            },
+            _ => self.counters.messages_ignored += 1,
+        }
+    }
+
+    fn on_commit_ack(
+        &mut self,
+        now: Instant,
+        i: usize,
+        ballot: Term,
+        ok: bool,
+        promised: Term,
+        echo: u64,
+    ) {
+        self.highest_seen = self.highest_seen.max(promised);
+        if self.role != Role::Leader || ballot != self.promised {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        if !ok {
+            if promised > self.promised && !self.storage_failed {
+                // An acceptor promised a higher ballot (a candidacy that could
+                // not win while our lease runs). A majority still backs us, so
+                // re-establish leadership above it at once; skipping the poll
+                // is safe, polls only serve liveness.
+                self.start_candidacy(now, None);
+            } else {
+                self.counters.messages_ignored += 1;
+            }
+            return;
+        }
+        let sent = Instant::from_nanos(echo);
+        if self.acked_sent_at[i].is_none_or(|s| s < sent) {
+            self.acked_sent_at[i] = Some(sent);
+            self.recompute_leader_lease();
+        }
+    }
+
+    // ---- Transfer and stop ----
+
+    fn on_resign(&mut self, now: Instant, from: NodeId, ballot: Term, successor: Option<NodeId>) {
+        if ballot < self.promised || self.proposer_of(ballot) != Some(from) {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        if self.role == Role::Leader {
+            self.counters.messages_ignored += 1;
+            return;
+        }
+        if self.lease.is_some_and(|l| l.holder == Some(from)) {
+            self.lease = None;
+        }
+        if self.leader == Some(from) {
+            self.set_leader(None);
+        }
+        if successor == Some(self.cfg.id) {
+            self.start_candidacy(now, Some(ballot));
+        } else {
+            // Fallback if the successor fails: poll after one election cycle.
+            self.election_deadline = now + self.retry_delay();
+        }
+    }
+
+    fn resign(&mut self, now: Instant, successor: Option<NodeId>) {
+        let ballot = self.promised;
+        let own = self.my_heartbeat();
+        self.last_lsn = own;
+        self.hb_baseline = self.hb_baseline.max(own);
+        self.become_follower(Reason::Resigned);
+        self.set_leader(None);
+        self.broadcast(PaxosMessage::Resign { ballot, successor });
+        // Back the successor: help nobody else before it could win.
+        if let Some(s) = successor {
+            self.grant_lease(now, s, ballot);
+        }
+        self.election_deadline = now + self.timeout();
+    }
+
+    /// The follower that acknowledged most recently, preferring earlier voters on ties.
+    fn best_successor(&self, now: Instant) -> Option<NodeId> {
+        let fresh = now - self.cfg.election_timeout;
+        let mut best: Option<(Instant, NodeId)> = None;
+        for (i, &v) in self.cfg.voters.iter().enumerate() {
+            if v == self.cfg.id {
+                continue;
+            }
+            if let Some(s) = self.acked_sent_at[i].filter(|&s| s >= fresh) {
+                if best.is_none_or(|(b, _)| s > b) {
+                    best = Some((s, v));
+                }
+            }
+        }
+        best.map(|(_, v)| v)
     }
 }
 
+/// Milliseconds, rounded up, at least one.
+fn ceil_ms(d: Duration) -> u64 {
+    let ms = d.as_nanos().div_ceil(1_000_000).max(1);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
 impl<R: RngCore + Send> Protocol for PaxosElector<R> {
-    fn handle_message(&mut self, _now: Instant, _from: NodeId, _msg: Message) {
-        let _ = &mut self.rng;
-        todo!()
+    fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message) {
+        if self.stopped {
+            return;
+        }
+        let Some(i) = self.index_of(from).filter(|_| from != self.cfg.id) else {
+            self.counters.messages_ignored += 1;
+            return;
+        };
+        self.check_lease(now);
+        self.last_heard[i] = Some(now);
+        let Message::Paxos(msg) = msg else {
+            // Another protocol's message: a misconfigured peer.
+            self.counters.messages_ignored += 1;
+            return;
+        };
+        match msg {
+            PaxosMessage::Prepare { ballot, attempt, .. } if ballot == LOW_BALL => {
+                self.on_poll(now, from, attempt)
+            }
+            PaxosMessage::Prepare { ballot, attempt, handover } => {
+                self.on_prepare(now, from, ballot, attempt, handover)
+            }
+            PaxosMessage::PrepareAck { ballot, attempt, committed, accepted_slot } => {
+                self.on_prepare_ack(now, i, ballot, attempt, committed, accepted_slot)
+            }
+            PaxosMessage::PrepareNack {
+                ballot,
+                attempt,
+                promised,
+                committed,
+                heartbeat,
+                busy_ms,
+            } => self
+                .on_prepare_nack(now, i, ballot, attempt, promised, committed, heartbeat, busy_ms),
+            PaxosMessage::Accept { ballot, slot } => self.on_accept(now, from, ballot, slot),
+            PaxosMessage::AcceptAck { ballot, slot } => {
+                self.on_accept_answer(now, i, ballot, Some(slot))
+            }
+            PaxosMessage::AcceptNack { ballot, promised } => {
+                self.highest_seen = self.highest_seen.max(promised);
+                self.on_accept_answer(now, i, ballot, None)
+            }
+            PaxosMessage::Commit { ballot, slot, heartbeat, sent_at_nanos } => {
+                self.on_commit(now, from, ballot, slot, heartbeat, sent_at_nanos)
+            }
+            PaxosMessage::CommitAck { ballot, ok, promised, echo_sent_at_nanos } => {
+                self.on_commit_ack(now, i, ballot, ok, promised, echo_sent_at_nanos)
+            }
+            PaxosMessage::Resign { ballot, successor } => {
+                self.on_resign(now, from, ballot, successor)
+            }
+        }
     }
-    fn handle_timeout(&mut self, _now: Instant) {
-        todo!()
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
+        self.check_lease(now);
+        match self.role {
+            Role::Leader => {
+                if now >= self.next_heartbeat {
+                    self.broadcast_commit(now);
+                }
+            }
+            Role::Follower => {
+                if now >= self.election_deadline {
+                    self.start_poll(now);
+                }
+            }
+            Role::PreCandidate => self.check_poll(now),
+            Role::Candidate => self.check_candidacy(now),
+        }
     }
-    fn handle_persist_failed(&mut self, _now: Instant) {
-        todo!()
+
+    fn handle_persist_failed(&mut self, now: Instant) {
+        self.storage_failed = true;
+        if self.role != Role::Follower {
+            if self.role == Role::Leader {
+                self.set_leader(None);
+            }
+            self.become_follower(Reason::StorageFailed);
+            self.election_deadline = now + self.timeout();
+        }
     }
+
     fn handle_persist_recovered(&mut self, _now: Instant) {
-        todo!()
+        self.storage_failed = false;
     }
-    fn transfer_leadership(&mut self, _now: Instant, _to: NodeId) -> Result<(), TransferError> {
-        todo!()
+
+    fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError> {
+        self.check_lease(now);
+        if self.role != Role::Leader {
+            return Err(TransferError::NotLeader { leader: self.leader });
+        }
+        let Some(i) = self.index_of(to) else {
+            return Err(TransferError::UnknownNode(to));
+        };
+        if to == self.cfg.id {
+            return Ok(());
+        }
+        if self.acked_sent_at[i].is_none_or(|s| s + self.cfg.election_timeout < now) {
+            return Err(TransferError::TargetUnreachable(to));
+        }
+        self.resign(now, Some(to));
+        Ok(())
     }
-    fn shutdown(&mut self, _now: Instant) {
-        todo!()
+
+    fn shutdown(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
+        self.check_lease(now);
+        if self.role == Role::Leader {
+            let successor = self.best_successor(now);
+            self.resign(now, successor);
+        }
+        self.become_follower(Reason::Shutdown);
+        self.set_leader(None);
+        self.stopped = true;
     }
+
     fn take_output(&mut self) -> Output {
-        todo!()
+        std::mem::take(&mut self.out)
     }
+
     fn poll_timeout(&self) -> Instant {
-        todo!()
+        if self.stopped {
+            return Instant::MAX;
+        }
+        match (&self.role, &self.round) {
+            (Role::Leader, _) => self.next_heartbeat.min(self.leader_lease_until),
+            (Role::PreCandidate, Some(Round::Poll(p))) => p.deadline,
+            (Role::Candidate, Some(Round::Candidacy(c))) => {
+                let quorum = self.cfg.quorum();
+                let votes = match c.phase {
+                    Phase::Prepare => &c.promises,
+                    Phase::Accept { .. } => &c.accepts,
+                };
+                if votes.iter().filter(|a| **a == Some(true)).count() >= quorum {
+                    // Already decided (a single-node cluster): conclude at once.
+                    return c.started;
+                }
+                c.deadline
+            }
+            _ => self.election_deadline,
+        }
     }
+
     fn hard_state(&self) -> HardState {
-        todo!()
+        HardState { term: self.promised, voted_for: self.voted_for }
     }
+
     fn status(&self) -> Status {
-        todo!()
+        let leader = self.leader;
+        Status {
+            id: self.cfg.id,
+            role: self.role,
+            term: self.promised,
+            voted_for: self.voted_for,
+            leader,
+            fencing_token: leader.map(|_| FencingToken::for_term(self.promised)),
+            lsn: self.my_heartbeat(),
+            lease_until: (self.role == Role::Leader).then_some(self.leader_lease_until),
+            storage_failed: self.storage_failed,
+            peers: self
+                .cfg
+                .voters
+                .iter()
+                .enumerate()
+                .filter(|&(_, &v)| v != self.cfg.id)
+                .map(|(i, &v)| PeerStatus { id: v, last_heard: self.last_heard[i] })
+                .collect(),
+        }
     }
-    fn is_leader(&self, _now: Instant) -> bool {
-        todo!()
+
+    fn is_leader(&self, now: Instant) -> bool {
+        !self.stopped && self.role == Role::Leader && now < self.leader_lease_until
     }
+
     fn counters(&self) -> &Counters {
         &self.counters
     }
+
     fn election_timeout(&self) -> Duration {
         self.cfg.election_timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(n: u64) -> Config {
+        Config::new(
+            NodeId(1),
+            (1..=n).map(NodeId).collect(),
+            Duration::from_millis(100),
+            Duration::from_millis(1000),
+        )
+    }
+
+    #[test]
+    fn ballots_order_by_counter_then_rank_and_name_their_proposer() {
+        let c = cfg(3);
+        let e =
+            PaxosElector::new(c, HardState::default(), rand_pcg::Pcg64Mcg::new(1), Instant::ZERO);
+        let b = e.next_ballot(LOW_BALL);
+        assert_eq!(b, Term(16), "counter 1, rank 0");
+        assert_eq!(e.proposer_of(b), Some(NodeId(1)));
+        assert_eq!(e.proposer_of(Term(18)), Some(NodeId(3)));
+        assert_eq!(e.proposer_of(Term(19)), None, "rank 3 is no voter of three");
+        assert_eq!(e.proposer_of(LOW_BALL), None);
+        // Above node 3's first ballot (18) node 1 goes to counter 2.
+        assert_eq!(e.next_ballot(Term(18)), Term(32));
+        assert!(e.next_ballot(Term(32)) > Term(32));
+    }
+
+    #[test]
+    fn spread_follows_the_seed_and_grows_with_the_cluster() {
+        let rtt = Duration::from_millis(50);
+        assert_eq!(timeout_spread(&cfg(3)), rtt * 10);
+        assert_eq!(timeout_spread(&cfg(2)), rtt * 10);
+        assert_eq!(timeout_spread(&cfg(5)), rtt * 20);
+        assert_eq!(timeout_spread(&cfg(15)), rtt * 70);
+    }
+
+    #[test]
+    fn validate_rejects_a_timeout_within_three_and_a_half_round_trips() {
+        let mut c = cfg(3);
+        assert_eq!(validate(&c), Ok(()));
+        c.round_trip = Duration::from_millis(100);
+        c.election_timeout = Duration::from_millis(350);
+        c.heartbeat_interval = Duration::from_millis(100);
+        let e = validate(&c).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("paxos protocol: the election timeout (350ms)"), "{text}");
+        assert!(text.contains("3.5 x 100ms = 350ms"), "{text}");
+        c.election_timeout = Duration::from_millis(351);
+        assert_eq!(validate(&c), Ok(()));
+    }
+
+    #[test]
+    fn leases_shrink_by_the_drift_bound_twice() {
+        let c = cfg(3);
+        // 1000 ms * 0.95 / 1.05 = 904.76 ms, then * 0.95 / 1.05 again.
+        assert_eq!(follower_lease(&c).as_millis(), 904);
+        assert_eq!(leader_lease(&c).as_millis(), 818);
     }
 }

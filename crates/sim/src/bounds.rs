@@ -123,12 +123,46 @@ fn ranked_failover(b: BoundInputs<'_>) -> Duration {
     Duration::from_nanos(b.drift_factor(round) + 2 * b.max_rtt_ns)
 }
 
-/// Paxos: to be stated by the Paxos protocol (for now the Raft bound).
+/// Paxos: `(2 * (election_timeout + spread) + spread + 11 * round_trip)
+/// * (1 + rho) / (1 - rho) + 10 * max_rtt`, where `spread` is
+/// [`tenure_core::paxos::timeout_spread`] and `round_trip` the configured bound.
+///
+/// Why: no node's poll deadline is ever set more than `election_timeout +
+/// spread` ahead, so every node polls within that long of the heal. A first
+/// poll may still find evidence (a node that missed the last Commits or the
+/// last leader's slot); it then learns the newest heartbeat and slot from every
+/// answer, so its next poll, at most `election_timeout + spread` later, finds
+/// none unless a leader is at work. By then the leases and holds of the faulty
+/// period have run out (none lasts an election timeout), so a majority is free:
+/// the poll (window `2 * round_trip`), possibly one wait for a poll hold
+/// (`2 * round_trip` plus `round_trip` of jitter) and one duel with another
+/// proposer, after which the loser retries within `4 * round_trip + spread`
+/// and finds the winner's lease. Local durations stretch by up to
+/// `(1 + rho) / (1 - rho)` between drifting clocks, and the polls, Prepares,
+/// Accepts and Commits of two attempts cost up to ten network round trips.
 fn paxos_liveness(b: BoundInputs<'_>) -> Duration {
-    raft_liveness(b)
+    let c = b.cfg;
+    let spread = tenure_core::paxos::timeout_spread(c).as_nanos();
+    let local =
+        2 * (c.election_timeout.as_nanos() + spread) + spread + 11 * c.round_trip.as_nanos();
+    Duration::from_nanos(b.drift_factor(local) + 10 * b.max_rtt_ns)
 }
 
-/// Paxos: to be stated by the Paxos protocol (for now the Raft bound).
+/// Paxos: `(election_timeout + spread + 3 * round_trip) * (1 + rho) / (1 - rho)
+/// + 5 * max_rtt`.
+///
+/// Every survivor polls within `election_timeout + spread` of its last Commit.
+/// The first one's poll finds no evidence (the survivors heard the same last
+/// Commits) and, as follower leases are shorter than the timeout by the drift
+/// bound, a free majority. If a follower's lease still runs by a few
+/// milliseconds (heartbeat arrival skew) or another poller holds the
+/// followers, the poller waits out its window (`2 * round_trip`, the dead
+/// leader never answers) and polls again within `round_trip`. Then the poll,
+/// Prepare (with fsync) and Accept each take a round trip, and the first Commit
+/// half of one; one more round trip covers the poll that had to be repeated.
 fn paxos_failover(b: BoundInputs<'_>) -> Duration {
-    raft_failover(b)
+    let c = b.cfg;
+    let spread = tenure_core::paxos::timeout_spread(c).as_nanos();
+    let local = c.election_timeout.as_nanos() + spread + 3 * c.round_trip.as_nanos();
+    Duration::from_nanos(b.drift_factor(local) + 5 * b.max_rtt_ns)
 }
