@@ -123,3 +123,94 @@ pub fn contested_prefix(
     let report = reach(model, threads, CONTESTED_TERM);
     report.discoveries.get(CONTESTED_TERM).map(|path| path.clone().into_actions())
 }
+
+/// Greedy steps [`elected_prefix`] takes at most before giving up.
+pub const ELECTED_PREFIX_MAX_STEPS: usize = 200;
+
+/// A deterministic run from the fresh cluster to the first state in which
+/// some node leads, on the faithful model with no restarts, duplicates or
+/// transfers: while messages are in flight it delivers the first one (in the
+/// network's order); when none is, it fires the timer of the node that has
+/// taken the fewest clock steps (the lowest id among equals). `None` if no
+/// leader is elected within [`ELECTED_PREFIX_MAX_STEPS`] steps or `bounds`'
+/// term bound.
+///
+/// Some protocols need more steps to elect a first leader than a
+/// breadth-first search from the fresh cluster can reach in the debug
+/// profile (a Paxos election is a poll, a Prepare and an Accept with their
+/// answers, after the start-up leases have run out). Exploring from the state
+/// this prefix leads to checks everything that can happen once a leader
+/// exists: failover, contested re-election, restarts, transfers. The prefix
+/// itself is replayed by [`ElectionModel::starting_after`], which checks that
+/// every step is enabled, so it is a real run of the core.
+pub fn elected_prefix(protocol: ProtocolKind, bounds: Bounds) -> Option<Vec<Action>> {
+    let quiet = Bounds {
+        clock_steps_per_node: u8::MAX,
+        restarts: 0,
+        duplicates: 0,
+        transfers: 0,
+        max_depth: None,
+        ..bounds
+    };
+    let model = ElectionModel::of(protocol, quiet, Durability::Faithful);
+    let mut state = model.init_states().remove(0);
+    let mut prefix = Vec::new();
+    while state.ghost.leaders.is_empty() {
+        if prefix.len() >= ELECTED_PREFIX_MAX_STEPS || !model.within_boundary(&state) {
+            return None;
+        }
+        let mut enabled = Vec::new();
+        model.actions(&state, &mut enabled);
+        let delivery = enabled.iter().find(|a| matches!(a, Action::Deliver(_)));
+        let timeout = || {
+            enabled
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Timeout(id) => Some((state.nodes[index(*id)].clock_steps, *id)),
+                    _ => None,
+                })
+                .min()
+                .map(|(_, id)| Action::Timeout(id))
+        };
+        let action = match delivery {
+            Some(action) => action.clone(),
+            None => timeout()?,
+        };
+        state = model.next_state(&state, action.clone())?;
+        prefix.push(action);
+    }
+    Some(prefix)
+}
+
+/// The most clock steps ([`Action::Timeout`], [`Action::Idle`]) any one node
+/// takes in `prefix`: a model started after `prefix` needs at least this
+/// [`Bounds::clock_steps_per_node`] to replay it, plus what it should explore.
+pub fn clock_steps_in(prefix: &[Action]) -> u8 {
+    let mut steps = [0u8; crate::model::NODE_COUNT];
+    for action in prefix {
+        if let Action::Timeout(id) | Action::Idle(id) = action {
+            steps[index(*id)] = steps[index(*id)].saturating_add(1);
+        }
+    }
+    steps.into_iter().max().unwrap_or(0)
+}
+
+fn index(id: tenure_core::NodeId) -> usize {
+    usize::try_from(id.0 - 1).expect("node ids are small")
+}
+
+/// The model of `protocol` started after [`elected_prefix`], with `bounds`'
+/// clock steps counted from there: each node may take
+/// `bounds.clock_steps_per_node` clock steps beyond those of the prefix
+/// (restarts, transfers and duplicates are all still available, as the prefix
+/// uses none). `None` if the prefix elects nobody.
+pub fn elected_model(
+    protocol: ProtocolKind,
+    bounds: Bounds,
+    durability: Durability,
+) -> Option<ElectionModel> {
+    let prefix = elected_prefix(protocol, bounds)?;
+    let steps = bounds.clock_steps_per_node.saturating_add(clock_steps_in(&prefix));
+    let bounds = Bounds { clock_steps_per_node: steps, ..bounds };
+    Some(ElectionModel::of(protocol, bounds, durability).starting_after(prefix))
+}

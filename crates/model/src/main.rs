@@ -4,11 +4,13 @@
 //! cargo run --release -p tenure-model -- [--quick] [--contested] [--steps N] [--restarts N]
 //!     [--transfers N] [--duplicates N] [--rng-period N] [--max-term N] [--depth N]
 //!     [--unbounded-depth] [--durability faithful|forget-vote|forget-all] [--threads N] [--hunt]
-//!     [--protocol raft|ranked|paxos]
+//!     [--protocol raft|ranked|paxos] [--elected]
 //! ```
-//! Defaults are [`Bounds::DEEP`] from the fresh cluster with faithful storage.
-//! `--quick` resets the bounds to [`Bounds::QUICK`] (the tests' bounds; give it
-//! first, later flags adjust it); `--contested` starts after [`contested_prefix`];
+//! Defaults are the protocol's [`Bounds::deep`] from the fresh cluster with
+//! faithful storage. `--quick` resets the bounds to the protocol's
+//! [`Bounds::quick`] (give it first, later flags adjust it); `--contested`
+//! starts after [`contested_prefix`]; `--elected` after [`elected_prefix`]
+//! (with `--steps` counted beyond the prefix's clock steps);
 //! `--hunt` stops at the first safety violation. Without a depth bound the
 //! search is depth-first (small memory), with one breadth-first. The exit
 //! status is non-zero if a safety property is violated, the exploration is
@@ -16,7 +18,9 @@
 
 use std::error::Error;
 use tenure_core::ProtocolKind;
-use tenure_model::check::{check, check_dfs, contested_prefix, hunt};
+use tenure_model::check::{
+    check, check_dfs, contested_prefix, elected_model, elected_prefix, hunt,
+};
 use tenure_model::model::{LEADER_ELECTED, REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
 use tenure_model::{Bounds, Durability, ElectionModel};
 
@@ -27,17 +31,33 @@ struct Args {
     durability: Durability,
     threads: usize,
     hunt: bool,
-    split: bool,
+    start: Start,
+}
+
+/// The state the exploration starts from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// The fresh cluster.
+    Fresh,
+    /// After [`contested_prefix`].
+    Contested,
+    /// After [`elected_prefix`], with the clock steps counted from there.
+    Elected,
 }
 
 fn parse_args() -> Result<Args, Box<dyn Error>> {
-    let mut bounds = Bounds::DEEP;
+    // The protocol first: `--quick` and the default bounds depend on it.
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let mut protocol = ProtocolKind::Raft;
+    if let Some(i) = raw.iter().position(|a| a == "--protocol") {
+        protocol = raw.get(i + 1).ok_or("--protocol needs a value")?.parse()?;
+    }
+    let mut bounds = Bounds::deep(protocol);
+    let mut start = Start::Fresh;
     let mut durability = Durability::Faithful;
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut hunt = false;
-    let mut split = false;
-    let mut protocol = ProtocolKind::Raft;
-    let mut args = std::env::args().skip(1);
+    let mut args = raw.into_iter();
     while let Some(flag) = args.next() {
         if flag == "--hunt" {
             hunt = true;
@@ -48,11 +68,15 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
             continue;
         }
         if flag == "--contested" {
-            split = true;
+            start = Start::Contested;
+            continue;
+        }
+        if flag == "--elected" {
+            start = Start::Elected;
             continue;
         }
         if flag == "--quick" {
-            bounds = Bounds::QUICK;
+            bounds = Bounds::quick(protocol);
             continue;
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -65,7 +89,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
             "--threads" => threads = value.parse()?,
             "--depth" => bounds.max_depth = Some(value.parse()?),
             "--rng-period" => bounds.rng_period = value.parse()?,
-            "--protocol" => protocol = value.parse()?,
+            "--protocol" => {} // read above
             "--durability" => {
                 durability = match value.as_str() {
                     "faithful" => Durability::Faithful,
@@ -77,22 +101,33 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
             other => return Err(format!("unknown flag {other:?}").into()),
         }
     }
-    Ok(Args { protocol, bounds, durability, threads, hunt, split })
+    Ok(Args { protocol, bounds, durability, threads, hunt, start })
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let Args { protocol, bounds, durability, threads, hunt: hunt_only, split } = parse_args()?;
-    let start = if split { "from a contested election" } else { "from the fresh cluster" };
+    let Args { protocol, bounds, durability, threads, hunt: hunt_only, start } = parse_args()?;
+    let from = match start {
+        Start::Fresh => "from the fresh cluster",
+        Start::Contested => "from a contested election",
+        Start::Elected => "from an elected leader (clock steps counted from there)",
+    };
     println!(
-        "checking 3 {protocol} nodes {start}, {bounds:?}, storage {durability:?}, {threads} thread(s)"
+        "checking 3 {protocol} nodes {from}, {bounds:?}, storage {durability:?}, {threads} thread(s)"
     );
-    let mut model = ElectionModel::of(protocol, bounds, durability);
-    if split {
-        let prefix =
-            contested_prefix(protocol, bounds, threads).ok_or("no contested election reachable")?;
-        println!("contested election after {prefix:?}");
-        model = model.starting_after(prefix);
-    }
+    let model = match start {
+        Start::Fresh => ElectionModel::of(protocol, bounds, durability),
+        Start::Contested => {
+            let prefix = contested_prefix(protocol, bounds, threads)
+                .ok_or("no contested election reachable")?;
+            println!("contested election after {prefix:?}");
+            ElectionModel::of(protocol, bounds, durability).starting_after(prefix)
+        }
+        Start::Elected => {
+            let prefix = elected_prefix(protocol, bounds).ok_or("the greedy run elects nobody")?;
+            println!("elected after {prefix:?}");
+            elected_model(protocol, bounds, durability).ok_or("the greedy run elects nobody")?
+        }
+    };
     let report = if hunt_only {
         hunt(model, threads)
     } else if bounds.max_depth.is_none() {

@@ -104,6 +104,70 @@ impl Bounds {
     };
 }
 
+impl Bounds {
+    /// The debug-profile tests' bounds for a fresh cluster of `protocol`.
+    pub const fn quick(protocol: ProtocolKind) -> Bounds {
+        match protocol {
+            ProtocolKind::Raft => Bounds::QUICK,
+            ProtocolKind::Ranked => Bounds::RANKED_QUICK,
+            ProtocolKind::Paxos => Bounds::PAXOS_QUICK,
+        }
+    }
+
+    /// The release binary's default bounds for `protocol`.
+    pub const fn deep(protocol: ProtocolKind) -> Bounds {
+        match protocol {
+            ProtocolKind::Raft => Bounds::DEEP,
+            ProtocolKind::Ranked => Bounds::RANKED_DEEP,
+            ProtocolKind::Paxos => Bounds::PAXOS_DEEP,
+        }
+    }
+
+    /// Ranked, debug-profile tests. TODO
+    pub const RANKED_QUICK: Bounds = Bounds {
+        max_term: 3,
+        clock_steps_per_node: 2,
+        restarts: 0,
+        transfers: 0,
+        duplicates: 0,
+        rng_period: 1,
+        max_depth: Some(10),
+    };
+
+    /// Ranked, release. TODO
+    pub const RANKED_DEEP: Bounds = Bounds {
+        max_term: 3,
+        clock_steps_per_node: 2,
+        restarts: 1,
+        transfers: 0,
+        duplicates: 0,
+        rng_period: 1,
+        max_depth: None,
+    };
+
+    /// Paxos, debug-profile tests. TODO
+    pub const PAXOS_QUICK: Bounds = Bounds {
+        max_term: 63,
+        clock_steps_per_node: 2,
+        restarts: 1,
+        transfers: 0,
+        duplicates: 0,
+        rng_period: 1,
+        max_depth: Some(8),
+    };
+
+    /// Paxos, release. TODO
+    pub const PAXOS_DEEP: Bounds = Bounds {
+        max_term: 63,
+        clock_steps_per_node: 1,
+        restarts: 1,
+        transfers: 0,
+        duplicates: 0,
+        rng_period: 1,
+        max_depth: None,
+    };
+}
+
 /// One node: its live elector, its durable storage and its clock.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Node {
