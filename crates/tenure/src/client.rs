@@ -103,15 +103,16 @@ fn opt(v: Option<u64>) -> String {
 fn table(rows: &[Row]) -> String {
     let width = rows.iter().map(|r| r.endpoint.len()).max().unwrap_or(8).max(8);
     let mut out = format!(
-        "{:<width$}  {:>3}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}\n",
-        "ENDPOINT", "ID", "ROLE", "TERM", "LEADER", "FENCING", "PEERS"
+        "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}\n",
+        "ENDPOINT", "ID", "PROTOCOL", "ROLE", "TERM", "LEADER", "FENCING", "PEERS"
     );
     for r in rows {
         match &r.status {
             Some(s) => out.push_str(&format!(
-                "{:<width$}  {:>3}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}\n",
+                "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}\n",
                 r.endpoint,
                 s.id,
+                s.protocol,
                 s.role,
                 s.term,
                 opt(s.leader),
