@@ -1,6 +1,8 @@
 //! Running the checker and summarising what it found.
 
-use crate::model::{ElectionModel, CONTESTED_TERM, REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
+use crate::model::{
+    ElectionModel, CONTESTED_TERM, REACHABILITY_PROPERTIES, RIVAL_CANDIDATES, SAFETY_PROPERTIES,
+};
 use crate::{Action, Bounds, Durability, ElectionState};
 use stateright::{Checker, HasDiscoveries, Model, Path};
 use std::collections::BTreeMap;
@@ -107,7 +109,8 @@ fn summarize(checker: impl Checker<ElectionModel>, start: Instant) -> CheckRepor
 }
 
 /// A shortest path from the fresh cluster to a contested election (two
-/// candidates in one term), found by the checker on the faithful model with no
+/// candidates in one term; under Paxos two candidates at once, see
+/// [`contest`]), found by the checker on the faithful model with no
 /// restarts, duplicates or transfers, within `bounds`' term and clock bounds.
 ///
 /// Deep interleavings after such a state are where vote bugs live; exploring
@@ -120,19 +123,31 @@ pub fn contested_prefix(
 ) -> Option<Vec<Action>> {
     let quiet = Bounds { restarts: 0, duplicates: 0, transfers: 0, max_depth: None, ..bounds };
     let model = ElectionModel::of(protocol, quiet, Durability::Faithful);
-    let report = reach(model, threads, CONTESTED_TERM);
-    report.discoveries.get(CONTESTED_TERM).map(|path| path.clone().into_actions())
+    let goal = contest(protocol);
+    let report = reach(model, threads, goal);
+    report.discoveries.get(goal).map(|path| path.clone().into_actions())
+}
+
+/// The reachability property that marks a contested election of `protocol`:
+/// [`CONTESTED_TERM`], except under Paxos, where each ballot names its one
+/// proposer and rival candidates ([`RIVAL_CANDIDATES`]) stand in different ballots.
+pub fn contest(protocol: ProtocolKind) -> &'static str {
+    match protocol {
+        ProtocolKind::Paxos => RIVAL_CANDIDATES,
+        ProtocolKind::Raft | ProtocolKind::Ranked => CONTESTED_TERM,
+    }
 }
 
 /// Greedy steps [`elected_prefix`] takes at most before giving up.
 pub const ELECTED_PREFIX_MAX_STEPS: usize = 200;
 
 /// A deterministic run from the fresh cluster to the first state in which
-/// some node leads, on the faithful model with no restarts, duplicates or
+/// some node has been elected and no message is in flight (the new leader's
+/// first heartbeats are answered), on the faithful model with no restarts, duplicates or
 /// transfers: while messages are in flight it delivers the first one (in the
 /// network's order); when none is, it fires the timer of the node that has
-/// taken the fewest clock steps (the lowest id among equals). `None` if no
-/// leader is elected within [`ELECTED_PREFIX_MAX_STEPS`] steps or `bounds`'
+/// taken the fewest clock steps (the lowest id among equals). `None` if that
+/// does not end within [`ELECTED_PREFIX_MAX_STEPS`] steps or `bounds`'
 /// term bound.
 ///
 /// Some protocols need more steps to elect a first leader than a
@@ -155,7 +170,8 @@ pub fn elected_prefix(protocol: ProtocolKind, bounds: Bounds) -> Option<Vec<Acti
     let model = ElectionModel::of(protocol, quiet, Durability::Faithful);
     let mut state = model.init_states().remove(0);
     let mut prefix = Vec::new();
-    while state.ghost.leaders.is_empty() {
+    // Until a leader is elected and every message in flight is delivered.
+    while state.ghost.leaders.is_empty() || !state.network.is_empty() {
         if prefix.len() >= ELECTED_PREFIX_MAX_STEPS || !model.within_boundary(&state) {
             return None;
         }

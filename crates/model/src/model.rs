@@ -105,7 +105,9 @@ impl Bounds {
 }
 
 impl Bounds {
-    /// The debug-profile tests' bounds for a fresh cluster of `protocol`.
+    /// The debug-profile tests' bounds for a fresh cluster of `protocol`: the
+    /// smallest that still elect a leader from the fresh cluster, within a
+    /// few seconds (release) to a few tens of seconds (debug) on one thread.
     pub const fn quick(protocol: ProtocolKind) -> Bounds {
         match protocol {
             ProtocolKind::Raft => Bounds::QUICK,
@@ -114,7 +116,54 @@ impl Bounds {
         }
     }
 
-    /// The release binary's default bounds for `protocol`.
+    /// The debug-profile tests' bounds from a contested election of
+    /// `protocol` ([`crate::check::contested_prefix`] finds it within these
+    /// term and clock bounds; the depth counts from the contested state).
+    pub const fn contested(protocol: ProtocolKind) -> Bounds {
+        match protocol {
+            ProtocolKind::Raft => Bounds { max_depth: Some(6), ..Bounds::QUICK },
+            ProtocolKind::Ranked => {
+                Bounds { restarts: 1, duplicates: 1, max_depth: Some(8), ..Bounds::RANKED_QUICK }
+            }
+            // Rival Paxos candidates need a second clock step on one node (its
+            // first poll meets the start-up leases); from there, six steps
+            // elect one of them.
+            ProtocolKind::Paxos => Bounds {
+                clock_steps_per_node: 2,
+                restarts: 0,
+                max_depth: Some(6),
+                ..Bounds::PAXOS_QUICK
+            },
+        }
+    }
+
+    /// The debug-profile tests' bounds from an elected, settled leader
+    /// ([`crate::check::elected_model`]: the clock steps count beyond those
+    /// of the prefix, the depth from the elected state). Each reaches leaders
+    /// in two terms: Raft and ranked by failover (the followers time out; a
+    /// restart is allowed), Paxos by a transfer (its failover takes a poll, a
+    /// Prepare and an Accept round: more steps than the debug profile affords).
+    pub const fn elected(protocol: ProtocolKind) -> Bounds {
+        let failover = Bounds {
+            clock_steps_per_node: 1,
+            restarts: 1,
+            transfers: 0,
+            duplicates: 0,
+            max_depth: Some(8),
+            ..Bounds::QUICK
+        };
+        match protocol {
+            ProtocolKind::Raft | ProtocolKind::Ranked => failover,
+            ProtocolKind::Paxos => Bounds {
+                max_term: Bounds::PAXOS_QUICK.max_term,
+                restarts: 0,
+                transfers: 1,
+                ..failover
+            },
+        }
+    }
+
+    /// The release binary's default bounds for `protocol`: no depth bound.
     pub const fn deep(protocol: ProtocolKind) -> Bounds {
         match protocol {
             ProtocolKind::Raft => Bounds::DEEP,
@@ -123,7 +172,12 @@ impl Bounds {
         }
     }
 
-    /// Ranked, debug-profile tests. TODO
+    /// Ranked, fresh cluster, debug-profile tests. A ranked election takes a
+    /// poll (ELECT to all), a wait and a VOTE round, and the start-up leases
+    /// must run out first: each node needs two clock steps and the first
+    /// leader appears at depth 10. Restarts and duplicates are left to the
+    /// contested and elected checks (with them this bound would take minutes
+    /// unoptimised).
     pub const RANKED_QUICK: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 2,
@@ -134,7 +188,8 @@ impl Bounds {
         max_depth: Some(10),
     };
 
-    /// Ranked, release. TODO
+    /// Ranked, release: every interleaving with two clock steps per node (one
+    /// step never elects: see [`Bounds::RANKED_QUICK`]) and one restart.
     pub const RANKED_DEEP: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 2,
@@ -145,27 +200,24 @@ impl Bounds {
         max_depth: None,
     };
 
-    /// Paxos, debug-profile tests. TODO
+    /// Paxos, fresh cluster, debug-profile tests: a poll that meets the
+    /// start-up lease of the other nodes, then a second node's poll, Prepare
+    /// and Accept elect at depth 10 with one clock step per node. Ballots
+    /// are `counter * 16 + rank`, so a term bound of 63 is three ballot
+    /// counters, as `max_term: 3` is three Raft terms.
     pub const PAXOS_QUICK: Bounds = Bounds {
-        max_term: 63,
-        clock_steps_per_node: 2,
-        restarts: 1,
-        transfers: 0,
-        duplicates: 0,
-        rng_period: 1,
-        max_depth: Some(8),
-    };
-
-    /// Paxos, release. TODO
-    pub const PAXOS_DEEP: Bounds = Bounds {
         max_term: 63,
         clock_steps_per_node: 1,
         restarts: 1,
         transfers: 0,
         duplicates: 0,
         rng_period: 1,
-        max_depth: None,
+        max_depth: Some(10),
     };
+
+    /// Paxos, release: every interleaving with one clock step per node and one
+    /// restart, as [`Bounds::DEEP`] for Raft.
+    pub const PAXOS_DEEP: Bounds = Bounds { max_depth: None, ..Bounds::PAXOS_QUICK };
 }
 
 /// One node: its live elector, its durable storage and its clock.
@@ -510,6 +562,11 @@ impl Model for ElectionModel {
             }),
             Property::sometimes(LEADER_ELECTED, |_, s: &ElectionState| !s.ghost.leaders.is_empty()),
             Property::sometimes(CONTESTED_TERM, |_, s: &ElectionState| contested(&s.ghost)),
+            Property::sometimes(RIVAL_CANDIDATES, |_, s: &ElectionState| {
+                let candidates =
+                    s.nodes.iter().filter(|n| n.elector.inner().status().role == Role::Candidate);
+                candidates.count() >= 2
+            }),
             Property::sometimes(LEADERS_IN_TWO_TERMS, |_, s: &ElectionState| {
                 let terms: BTreeSet<Term> = s.ghost.leaders.iter().map(|&(t, _)| t).collect();
                 terms.len() >= 2
@@ -530,6 +587,11 @@ pub const CORE_ASSERTIONS_HOLD: &str = "core debug assertions hold";
 pub const LEADER_ELECTED: &str = "a leader is elected";
 /// Reachability: two nodes stand as candidates in the same term.
 pub const CONTESTED_TERM: &str = "two candidates stand in one term";
+/// Reachability: two nodes are candidates at the same time (in any terms).
+/// Under Paxos this is how an election is contested: each ballot names its
+/// one proposer, so two candidates never stand in one term
+/// ([`CONTESTED_TERM`] is unreachable there).
+pub const RIVAL_CANDIDATES: &str = "two nodes are candidates at once";
 /// Reachability: leaders are elected in two different terms.
 pub const LEADERS_IN_TWO_TERMS: &str = "leaders are elected in two terms";
 
@@ -538,8 +600,8 @@ pub const SAFETY_PROPERTIES: [&str; 4] =
     [ONE_LEADER_PER_TERM, ONE_VOTE_PER_TERM, TERMS_NEVER_DECREASE, CORE_ASSERTIONS_HOLD];
 
 /// The reachability properties, whose discovery is an example.
-pub const REACHABILITY_PROPERTIES: [&str; 3] =
-    [LEADER_ELECTED, CONTESTED_TERM, LEADERS_IN_TWO_TERMS];
+pub const REACHABILITY_PROPERTIES: [&str; 4] =
+    [LEADER_ELECTED, CONTESTED_TERM, RIVAL_CANDIDATES, LEADERS_IN_TWO_TERMS];
 
 fn one_leader_per_term(ghost: &Ghost) -> bool {
     // Sorted by term: two leaders of one term are adjacent.
