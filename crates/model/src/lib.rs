@@ -57,31 +57,65 @@
 //!   `shutdown`, configuration changes, and anything about lease *timing*
 //!   (which the unrelated clocks deliberately give up).
 //!
-//! ## Bounds
+//! ## Bounds, per protocol
 //! [`Bounds`] limits terms (states with a term above `max_term` are not
 //! explored), clock steps per node, restarts, transfers, duplicates and,
-//! optionally, the search depth. [`Bounds::QUICK`] is used by the debug-profile
-//! tests (depth-bounded breadth-first search, from the fresh cluster and from a
-//! contested election the checker finds itself, [`check::contested_prefix`]);
-//! [`Bounds::DEEP`] by the release binary (no depth bound: every interleaving).
+//! optionally, the search depth. The protocols need different bounds to reach
+//! an election, so each has its own ([`Bounds::quick`], [`Bounds::contested`],
+//! [`Bounds::elected`], [`Bounds::deep`]):
+//!
+//! * **raft** ([`Bounds::QUICK`], [`Bounds::DEEP`]): a leader is elected at
+//!   depth 8 from the fresh cluster with two clock steps per node.
+//! * **ranked** ([`Bounds::RANKED_QUICK`], [`Bounds::RANKED_DEEP`]): an
+//!   election is a poll, a wait and a vote round after the start-up leases
+//!   ran out; one clock step per node never elects, two elect at depth 10.
+//! * **paxos** ([`Bounds::PAXOS_QUICK`], [`Bounds::PAXOS_DEEP`]): a poll, a
+//!   Prepare and an Accept round; one clock step per node elects at depth 10.
+//!   Terms are ballots (`counter * 16 + rank`), so `max_term` is 63: three
+//!   ballot counters. Each ballot names one proposer, so two candidates never
+//!   stand in one term; a contested Paxos election is two candidates at once
+//!   ([`model::RIVAL_CANDIDATES`], see [`check::contest`]).
+//!
+//! The debug-profile tests (`tests/check.rs`) run five checks per protocol,
+//! each of which must both hold every safety property and reach an election:
+//! from the fresh cluster; from a contested election the checker finds itself
+//! ([`check::contested_prefix`]); from an elected, settled leader
+//! ([`check::elected_prefix`], a deterministic greedy run replayed step by
+//! step; the exploration from there must elect leaders in two terms: by
+//! failover for raft and ranked, by a transfer for Paxos); and the two
+//! planted storage bugs. The release binary runs [`Bounds::deep`] with no
+//! depth bound (every interleaving).
 //!
 //! ## Results
 //! No counterexample to any safety property has been found. Measured on the
-//! shared 2-core machine, against the core as of commit `0c2abe6`:
+//! shared 2-core machine, one thread:
 //!
 //! | run | unique states | depth | time |
 //! | --- | ---: | ---: | ---: |
-//! | `cargo run --release -p tenure-model` ([`Bounds::DEEP`], every interleaving) | 6,217,205 | 25 | 462 s (load ~8) |
-//! | `... -- --quick --contested --transfers 1 --depth 8` (transfers reach a second term) | 1,092,205 | 8 | 17 s |
-//! | test: fresh cluster, [`Bounds::QUICK`] | 157,336 | 8 | ~9 s debug |
-//! | test: from a contested election | 102,146 | 6 | ~8 s debug |
+//! | `cargo run --release -p tenure-model` (raft, [`Bounds::DEEP`], every interleaving; core `0c2abe6`) | 6,217,205 | 25 | 462 s (load ~8) |
+//! | `... -- --quick --contested --transfers 1 --depth 8` (raft; transfers reach a second term) | 1,092,205 | 8 | 17 s |
+//! | `cargo run --release -p tenure-model -- --protocol ranked --threads 1` ([`Bounds::RANKED_DEEP`], every interleaving; core `e502b3b`) | 4,634,890 (16,854,257 generated) | 32 | 296 s (load ~3) |
+//! PAXOS_DEEP
+//! | test: raft, fresh cluster, [`Bounds::QUICK`] | 157,336 | 8 | ~9 s debug |
+//! | test: raft, from a contested election | 102,146 | 6 | ~8 s debug |
+//! | test: ranked, fresh cluster, [`Bounds::RANKED_QUICK`] | 61,909 | 10 | ~13 s debug |
+//! | test: ranked, from an elected leader | 18,251 | 8 | ~4 s debug |
+//! | test: paxos, fresh cluster, [`Bounds::PAXOS_QUICK`] | 38,702 | 10 | ~3 s debug |
+//! | test: paxos, from a contested election | 30,310 | 6 | ~4 s debug |
+//! | test: paxos, from an elected leader (a transfer) | 57,897 | 8 | ~5 s debug |
 //!
-//! The planted bugs are caught (`tests/check.rs`): a restart that forgets the
-//! vote gives a 3-step counterexample to one-vote-per-term after a contested
-//! election (restart `n1`, its timer fires, `n2`'s vote request is granted:
-//! `n1` voted for itself and for `n2` in term 1); a restart that forgets
-//! everything gives a 5-step counterexample to terms-never-decrease. The
-//! flags of the binary (see `src/main.rs`) explore other bounds.
+//! The planted bugs (`tests/check.rs`): under raft, a restart that forgets
+//! the vote gives a 3-step counterexample to one-vote-per-term after a
+//! contested election (restart `n1`, its timer fires, `n2`'s vote request is
+//! granted: `n1` voted for itself and for `n2` in term 1). Ranked and Paxos
+//! never read `voted_for` to decide a vote (ranked votes only in terms above
+//! its durable term; a Paxos ballot names its one proposer), so a forgotten
+//! vote cannot give a double vote there; their test checks instead that it
+//! stays safe. A restart that forgets everything gives a counterexample to
+//! terms-never-decrease under every protocol (raft: 5 steps from the fresh
+//! cluster; ranked and Paxos: from an elected leader). The flags of the
+//! binary (see `src/main.rs`: `--protocol`, `--quick`, `--contested`,
+//! `--elected`, ...) explore other bounds.
 
 #![warn(missing_docs)]
 

@@ -132,10 +132,16 @@ struct SystemReport {
 }
 
 impl SystemReport {
-    fn new(system: &'static str, trials: Vec<Trial>) -> Self {
+    /// `rounds_by_elections`: count election rounds by the survivors' election
+    /// counters instead of by term steps — for Paxos, whose terms are ballots
+    /// (`counter * 16 + rank`) and jump by more than one per round.
+    fn new(system: &'static str, trials: Vec<Trial>, rounds_by_elections: bool) -> Self {
         let ms: Vec<f64> = trials.iter().map(|t| t.failover_ms).collect();
-        let deltas: Vec<u64> =
-            trials.iter().map(|t| t.term_after.saturating_sub(t.term_before)).collect();
+        let rounds = |t: &Trial| match (rounds_by_elections, t.elections) {
+            (true, Some(e)) => e,
+            _ => t.term_after.saturating_sub(t.term_before),
+        };
+        let deltas: Vec<u64> = trials.iter().map(rounds).collect();
         let elections: Option<Vec<u64>> = trials.iter().map(|t| t.elections).collect();
         let pre_votes: Option<Vec<u64>> = trials.iter().map(|t| t.pre_votes).collect();
         let mean = |v: Option<Vec<u64>>| {
@@ -146,7 +152,7 @@ impl SystemReport {
             system,
             failover_ms: summarize(&ms),
             one_round_fraction: one_round_fraction(&deltas),
-            split_votes: trials.iter().map(|t| split_votes(t.term_before, t.term_after)).sum(),
+            split_votes: deltas.iter().map(|&d| split_votes(0, d)).sum(),
             elections_per_failover: mean(elections),
             pre_votes_per_failover: mean(pre_votes),
             rejoins_disturbed: trials.iter().filter(|t| t.rejoin_disturbed).count(),
@@ -161,6 +167,8 @@ impl SystemReport {
 #[derive(Debug, Serialize)]
 struct FailoverReport {
     stop: Stop,
+    /// The election protocol of the tenure servers.
+    protocol: tenure_core::ProtocolKind,
     nodes: usize,
     heartbeat_ms: u64,
     election_timeout_ms: u64,
@@ -300,13 +308,15 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
     drop(tenure);
     outcome?;
 
-    let mut reports = vec![SystemReport::new("tenure", tenure_trials)];
+    let by_elections = args.protocol == tenure_core::ProtocolKind::Paxos;
+    let mut reports = vec![SystemReport::new("tenure", tenure_trials, by_elections)];
     if with_etcd {
-        reports.push(SystemReport::new("etcd", etcd_trials));
+        reports.push(SystemReport::new("etcd", etcd_trials, false));
     }
     let goals = goals(stop, (args.heartbeat_ms, args.election_timeout_ms), &reports[0]);
     let report = FailoverReport {
         stop,
+        protocol: args.protocol,
         nodes: args.nodes,
         heartbeat_ms: args.heartbeat_ms,
         election_timeout_ms: args.election_timeout_ms,
@@ -347,14 +357,15 @@ fn with_logs<S: System>(e: anyhow::Error, sys: &S) -> anyhow::Error {
 
 fn print_text(r: &FailoverReport, plot: Option<&std::path::Path>) {
     println!(
-        "{} failover, {} nodes, heartbeat {} ms, election timeout {} ms",
+        "{} failover, {} nodes, heartbeat {} ms, election timeout {} ms, tenure protocol {}",
         match r.stop {
             Stop::Kill => "SIGKILL",
             Stop::Graceful => "SIGTERM (graceful)",
         },
         r.nodes,
         r.heartbeat_ms,
-        r.election_timeout_ms
+        r.election_timeout_ms,
+        r.protocol
     );
     println!("detector: {}", r.detector);
     println!(
