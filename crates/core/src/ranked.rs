@@ -202,8 +202,9 @@ enum Support {
     /// The leader of `term`, whose `Lead` this node accepted (or, on a leader
     /// that stepped down with its lease still valid, itself).
     Leader { id: NodeId, term: Term },
-    /// The node this node voted for.
-    Vote { id: NodeId },
+    /// The node this node voted for, at `voted_at` (own clock), answering its
+    /// `Elect` sent at `echo` (the candidate's clock).
+    Vote { id: NodeId, voted_at: Instant, echo: u64 },
 }
 
 /// A lease: support given until `until` (this node's clock).
@@ -217,7 +218,7 @@ impl Lease {
     fn holder(&self) -> Option<NodeId> {
         match self.support {
             Support::Anonymous => None,
-            Support::Leader { id, .. } | Support::Vote { id } => Some(id),
+            Support::Leader { id, .. } | Support::Vote { id, .. } => Some(id),
         }
     }
 }
@@ -702,7 +703,8 @@ impl<R: RngCore + Send> RankedElector<R> {
             }
         });
         let t = self.cfg.election_timeout;
-        self.lease = Some(Lease { support: Support::Vote { id: target }, until: now + t });
+        let support = Support::Vote { id: target, voted_at: now, echo: claim.sent_at_nanos };
+        self.lease = Some(Lease { support, until: now + t });
         self.quiet_until = self.quiet_until.max(now + self.stretch(t));
         self.election_deadline = now + t;
         self.poll = None;
@@ -818,6 +820,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     fn on_elect(&mut self, now: Instant, i: usize, from: NodeId, claim: Claim) {
         // Seed 001: "rcv ELECT: record claim" (in every state).
         let transfer = claim.transfer;
+        let sent_at = claim.sent_at_nanos;
         self.claims[i] = Some(claim);
         if self.role == Role::Leader {
             // A leader with a valid lease stays; the poller finds no majority.
@@ -838,9 +841,21 @@ impl<R: RngCore + Send> RankedElector<R> {
         if self.storage_failed {
             return;
         }
-        // WATCHING: seed 001 enters VOTING on any ELECT. Here only if no lease
-        // binds this node, or the ELECT comes from the leader it follows (a
-        // leader re-establishing itself in a higher term).
+        if let Some(Support::Vote { id, voted_at, echo }) =
+            self.running_lease(now).map(|l| l.support)
+        {
+            if id == from && self.vote_lease_spent(now, voted_at, echo, sent_at) {
+                // The candidate we voted for claims afresh after any lease it
+                // could take from our vote: we are free, and so are the others
+                // that voted in that round (they get this claim too).
+                self.lease = None;
+                self.quiet_until = self.quiet_until.min(now);
+            }
+        }
+        // WATCHING: seed 001 enters VOTING on any ELECT ("this tends to
+        // synchronize the servers"). Here only if no lease binds this node, or
+        // the ELECT comes from the leader it follows (a leader re-establishing
+        // itself in a higher term).
         let join = match self.running_lease(now).map(|l| l.support) {
             None => true,
             Some(Support::Leader { id, .. }) => id == from,
@@ -849,6 +864,26 @@ impl<R: RngCore + Send> RankedElector<R> {
         if join {
             self.start_poll(now, Reason::ElectionTimeout);
         }
+    }
+
+    /// Whether the `Elect` a candidate sent at `sent_at` releases a node that
+    /// voted for it at `voted_at`, answering its claim sent at `echo` (both
+    /// claims on the candidate's clock).
+    ///
+    /// The vote lease keeps the voter from helping elect anyone else while
+    /// the candidate may lead on the strength of its vote: a lease the
+    /// candidate takes from that vote ends `leader_lease` after `echo`, on the
+    /// candidate's own clock. A claim the candidate sent at least that long
+    /// after `echo` shows that any such lease had ended before it was sent,
+    /// so the voter is free. It then joins the candidate's new round like any
+    /// unbound elector and ranks the full slate; without this, electors whose
+    /// leases end at different times vote in rounds of their own, in ever
+    /// different terms, and nobody holds a majority of one term. Not within a
+    /// round trip of the vote (seed 001: two election messages per server per
+    /// round trip).
+    fn vote_lease_spent(&self, now: Instant, voted_at: Instant, echo: u64, sent_at: u64) -> bool {
+        let lease = u64::try_from(self.cfg.leader_lease().as_nanos()).unwrap_or(u64::MAX);
+        sent_at.saturating_sub(echo) >= lease && now > voted_at + self.cfg.round_trip
     }
 
     fn on_vote(&mut self, now: Instant, i: usize, term: Term, echo: u64) {
