@@ -725,6 +725,30 @@ fn a_fresh_claim_of_the_candidate_voted_for_releases_the_vote_lease() {
 }
 
 #[test]
+fn a_late_claim_does_not_release_a_voter_from_a_newer_lead() {
+    // A follower acknowledged its leader's LEAD sent at `lead`, then a claim
+    // the leader sent earlier arrives (reordered) and the follower, bound to
+    // it, votes for it. The leader's lease from that acknowledgement runs
+    // until a leader lease after `lead`, so only a claim sent after that frees
+    // the follower, not one a lease after the stale claim.
+    let lease_ns = config(n(1), 3).leader_lease().as_nanos() as u64;
+    let mut c = quiet(3);
+    let (leader, voter) = (n(1), n(3));
+    let (stale, lead) = (5_000_000_000, 5_500_000_000);
+    c.inject(leader, voter, RankedMessage::Lead { term: Term(1), counter: 1, sent_at_nanos: lead });
+    assert_eq!(c.node(voter).status().leader, Some(leader));
+    let before = c.sent.len();
+    c.inject(leader, voter, elect_msg(1, Some((1, 1)), stale));
+    assert_eq!(c.votes_sent(before), vec![(voter, leader, Term(2))], "bound: votes at once");
+
+    c.run_for(RTT * 2);
+    c.inject(leader, voter, elect_msg(2, Some((1, 1)), stale + lease_ns));
+    assert_eq!(c.role(voter), Role::Follower, "the lease from the LEAD may still run");
+    c.inject(leader, voter, elect_msg(2, Some((1, 1)), lead + lease_ns));
+    assert_eq!(c.role(voter), Role::PreCandidate, "released, it joins the round");
+}
+
+#[test]
 fn isolated_leader_steps_down_before_another_is_elected() {
     let (mut c, old) = elected(5);
     c.isolate(old);
