@@ -199,11 +199,16 @@ enum Support {
     /// After a (re)start: promises made before the crash are forgotten, so the
     /// node helps elect nobody until the lease ends.
     Anonymous,
-    /// The leader of `term`, whose `Lead` this node accepted (or, on a leader
-    /// that stepped down with its lease still valid, itself).
-    Leader { id: NodeId, term: Term },
-    /// The node this node voted for.
-    Vote { id: NodeId },
+    /// The leader of `term`, whose `Lead` sent at `sent_at` (the leader's
+    /// clock) this node accepted last (or, on a leader that stepped down with
+    /// its lease still valid, itself, with `sent_at` 0).
+    Leader { id: NodeId, term: Term, sent_at: u64 },
+    /// The node this node voted for, at `voted_at` (own clock). `echo` is the
+    /// newest send time (the candidate's clock) of a message of the candidate
+    /// this node backed under its running leases: the `Elect` the vote answers,
+    /// or a newer `Lead` it acknowledged before. Every lease the candidate may
+    /// take from this node's support ends `leader_lease` after it.
+    Vote { id: NodeId, voted_at: Instant, echo: u64 },
 }
 
 /// A lease: support given until `until` (this node's clock).
@@ -217,7 +222,7 @@ impl Lease {
     fn holder(&self) -> Option<NodeId> {
         match self.support {
             Support::Anonymous => None,
-            Support::Leader { id, .. } | Support::Vote { id } => Some(id),
+            Support::Leader { id, .. } | Support::Vote { id, .. } => Some(id),
         }
     }
 }
@@ -702,7 +707,19 @@ impl<R: RngCore + Send> RankedElector<R> {
             }
         });
         let t = self.cfg.election_timeout;
-        self.lease = Some(Lease { support: Support::Vote { id: target }, until: now + t });
+        // The newest message of the target this node has backed: its claim,
+        // or (a late, reordered claim) a newer `Lead` or claim it backed under
+        // the lease that runs now.
+        let backed =
+            match self.running_lease(now).map(|l| l.support) {
+                Some(
+                    Support::Leader { id, sent_at, .. } | Support::Vote { id, echo: sent_at, .. },
+                ) if id == target => sent_at,
+                _ => 0,
+            };
+        let echo = claim.sent_at_nanos.max(backed);
+        let support = Support::Vote { id: target, voted_at: now, echo };
+        self.lease = Some(Lease { support, until: now + t });
         self.quiet_until = self.quiet_until.max(now + self.stretch(t));
         self.election_deadline = now + t;
         self.poll = None;
@@ -818,6 +835,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     fn on_elect(&mut self, now: Instant, i: usize, from: NodeId, claim: Claim) {
         // Seed 001: "rcv ELECT: record claim" (in every state).
         let transfer = claim.transfer;
+        let sent_at = claim.sent_at_nanos;
         self.claims[i] = Some(claim);
         if self.role == Role::Leader {
             // A leader with a valid lease stays; the poller finds no majority.
@@ -838,9 +856,21 @@ impl<R: RngCore + Send> RankedElector<R> {
         if self.storage_failed {
             return;
         }
-        // WATCHING: seed 001 enters VOTING on any ELECT. Here only if no lease
-        // binds this node, or the ELECT comes from the leader it follows (a
-        // leader re-establishing itself in a higher term).
+        if let Some(Support::Vote { id, voted_at, echo }) =
+            self.running_lease(now).map(|l| l.support)
+        {
+            if id == from && self.vote_lease_spent(now, voted_at, echo, sent_at) {
+                // The candidate we voted for claims afresh after any lease it
+                // could take from our vote: we are free, and so are the others
+                // that voted in that round (they get this claim too).
+                self.lease = None;
+                self.quiet_until = self.quiet_until.min(now);
+            }
+        }
+        // WATCHING: seed 001 enters VOTING on any ELECT ("this tends to
+        // synchronize the servers"). Here only if no lease binds this node, or
+        // the ELECT comes from the leader it follows (a leader re-establishing
+        // itself in a higher term).
         let join = match self.running_lease(now).map(|l| l.support) {
             None => true,
             Some(Support::Leader { id, .. }) => id == from,
@@ -849,6 +879,27 @@ impl<R: RngCore + Send> RankedElector<R> {
         if join {
             self.start_poll(now, Reason::ElectionTimeout);
         }
+    }
+
+    /// Whether the `Elect` a candidate sent at `sent_at` releases a node that
+    /// voted for it at `voted_at`, having backed its messages up to `echo`
+    /// (both send times on the candidate's clock, see [`Support::Vote`]).
+    ///
+    /// The vote lease keeps the voter from helping elect anyone else while
+    /// the candidate may lead on the strength of its support: every lease the
+    /// candidate takes from that support ends `leader_lease` after `echo`, on
+    /// the candidate's own clock. A claim the candidate sent at least that long
+    /// after `echo` shows that every such lease had ended when it was sent, and
+    /// the votes echoing claims that old can no longer make it lead either; so
+    /// the voter is free. It then joins the candidate's new round like any
+    /// unbound elector and ranks the full slate. Without this, electors whose
+    /// vote leases end at different times vote in rounds of their own, in ever
+    /// different terms, and nobody holds a majority of one term. Not within a
+    /// round trip of the vote (seed 001: two election messages per server per
+    /// round trip).
+    fn vote_lease_spent(&self, now: Instant, voted_at: Instant, echo: u64, sent_at: u64) -> bool {
+        let lease = u64::try_from(self.cfg.leader_lease().as_nanos()).unwrap_or(u64::MAX);
+        sent_at.saturating_sub(echo) >= lease && now > voted_at + self.cfg.round_trip
     }
 
     fn on_vote(&mut self, now: Instant, i: usize, term: Term, echo: u64) {
@@ -900,7 +951,8 @@ impl<R: RngCore + Send> RankedElector<R> {
         self.last_lsn = Some(lsn);
         self.set_leader(Some(from));
         let t = self.cfg.election_timeout;
-        self.lease = Some(Lease { support: Support::Leader { id: from, term }, until: now + t });
+        let support = Support::Leader { id: from, term, sent_at };
+        self.lease = Some(Lease { support, until: now + t });
         self.quiet_until = self.quiet_until.max(now + self.stretch(t));
         self.election_deadline = now + t;
         // Seed 001: "rcv LEAD: clear the tally board"; a leader exists, so the
@@ -934,7 +986,8 @@ impl<R: RngCore + Send> RankedElector<R> {
                 // term. Our followers join and vote for us (their lease holder),
                 // and so do we.
                 let me = self.cfg.id;
-                self.lease = Some(Lease { support: Support::Leader { id: me, term: old }, until });
+                let support = Support::Leader { id: me, term: old, sent_at: 0 };
+                self.lease = Some(Lease { support, until });
                 self.start_poll(now, Reason::HigherTerm);
             }
             return;

@@ -680,6 +680,75 @@ fn cut_link_between_leader_and_follower_changes_nothing() {
 }
 
 #[test]
+fn a_fresh_claim_of_the_candidate_voted_for_releases_the_vote_lease() {
+    // Seed 001: "ELECT messages that start a round provoke messages from
+    // servers whose timers have not yet expired. This tends to synchronize the
+    // servers." A vote binds the voter to its candidate for an election
+    // timeout; once the candidate claims afresh a leader lease after the claim
+    // voted for, no lease it could take from that vote still runs, so the
+    // voter is free, joins the new round and ranks the full slate (seed 1445
+    // of the simulator: otherwise nodes that voted at different times vote in
+    // rounds, and terms, of their own forever).
+    let lease = config(n(1), 3).leader_lease();
+    let lease_ns = lease.as_nanos() as u64;
+    let mut c = quiet(3);
+    let (cand, other, voter) = (n(1), n(2), n(3));
+    let first = 5_000_000_000;
+    let start = c.sent.len();
+    c.inject(cand, voter, elect_msg(0, Some((1, 5)), first));
+    c.run_for(RTT + Duration::from_millis(5));
+    assert_eq!(c.votes_sent(start), vec![(voter, cand, Term(1))]);
+    assert_eq!(c.role(voter), Role::Follower);
+
+    // While the vote may still elect the candidate, the voter stays bound:
+    // another claimant's ELECT does not pull it in, nor does a claim of the
+    // candidate younger than a lease after the one voted for (a rally, a
+    // retry, a duplicate).
+    c.run_for(RTT * 2);
+    let before = c.sent.len();
+    c.inject(other, voter, elect_msg(1, Some((1, 9)), 42));
+    assert_eq!(c.role(voter), Role::Follower, "bound to its candidate");
+    c.inject(cand, voter, elect_msg(0, Some((1, 5)), first + lease_ns - 1));
+    assert_eq!(c.role(voter), Role::Follower, "that vote may still elect the candidate");
+    c.run_for(RTT * 2);
+    assert!(c.votes_sent(before).is_empty());
+
+    // The candidate's claim a lease later releases it: it joins the round
+    // and votes by the ranking, here for the better claim of `other`, in a
+    // term above every term on its slate.
+    c.inject(cand, voter, elect_msg(0, Some((1, 5)), first + lease_ns));
+    assert_eq!(c.role(voter), Role::PreCandidate, "joined the candidate's round");
+    c.run_for(RTT + Duration::from_millis(5));
+    let votes = c.votes_sent(before);
+    assert_eq!(votes, vec![(voter, other, Term(2))]);
+    assert_eq!(c.durable[&voter], HardState { term: Term(2), voted_for: Some(other) });
+}
+
+#[test]
+fn a_late_claim_does_not_release_a_voter_from_a_newer_lead() {
+    // A follower acknowledged its leader's LEAD sent at `lead`, then a claim
+    // the leader sent earlier arrives (reordered) and the follower, bound to
+    // it, votes for it. The leader's lease from that acknowledgement runs
+    // until a leader lease after `lead`, so only a claim sent after that frees
+    // the follower, not one a lease after the stale claim.
+    let lease_ns = config(n(1), 3).leader_lease().as_nanos() as u64;
+    let mut c = quiet(3);
+    let (leader, voter) = (n(1), n(3));
+    let (stale, lead) = (5_000_000_000, 5_500_000_000);
+    c.inject(leader, voter, RankedMessage::Lead { term: Term(1), counter: 1, sent_at_nanos: lead });
+    assert_eq!(c.node(voter).status().leader, Some(leader));
+    let before = c.sent.len();
+    c.inject(leader, voter, elect_msg(1, Some((1, 1)), stale));
+    assert_eq!(c.votes_sent(before), vec![(voter, leader, Term(2))], "bound: votes at once");
+
+    c.run_for(RTT * 2);
+    c.inject(leader, voter, elect_msg(2, Some((1, 1)), stale + lease_ns));
+    assert_eq!(c.role(voter), Role::Follower, "the lease from the LEAD may still run");
+    c.inject(leader, voter, elect_msg(2, Some((1, 1)), lead + lease_ns));
+    assert_eq!(c.role(voter), Role::PreCandidate, "released, it joins the round");
+}
+
+#[test]
 fn isolated_leader_steps_down_before_another_is_elected() {
     let (mut c, old) = elected(5);
     c.isolate(old);

@@ -92,7 +92,11 @@ fn raft_failover(b: BoundInputs<'_>) -> Duration {
 /// within one round.
 /// Electors whose slates differed (claims delayed by the faults just healed)
 /// may split that round; their votes bind them for another election timeout,
-/// after which every slate is complete and the second round elects. A poll
+/// after which every slate is complete and the second round elects: each
+/// elector polls again one election timeout after its vote, and that claim
+/// (sent more than a leader lease after the one voted for) frees the electors
+/// still bound by their votes for it, so they join its round instead of
+/// voting in rounds, and terms, of their own. A poll
 /// without a majority gives up after `T / 2` plus a round trip and retries,
 /// and a leader that learns of a higher term polls again at once (two more
 /// configured round trips). Local durations stretch by up to

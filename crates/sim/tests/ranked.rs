@@ -52,6 +52,22 @@ fn pinned_random_seeds_converge() {
     assert_passes("random", [740, 1071, 1851, 579, 712, 726, 1640, 1871], 5);
 }
 
+/// `random` seeds 1445 and 5140 at 3 nodes (fault generator of commit
+/// 2e76d25), each checked to fail without the fix: no leader after healing. The three nodes polled about 300 ms apart, each when
+/// the lease of its own last vote ended; a node bound by its vote ignored the
+/// others' ELECTs, so every vote was cast in a round, and a term, of its own
+/// (n2 for n1 in t10, n3 for itself in t10 after n1's t10 vote for it had
+/// expired, n1 for n3 in t11, ...) and nobody ever held two votes of one
+/// term. Fixed by releasing a vote lease when the candidate voted for claims
+/// afresh a leader lease after the claim voted for: the voter joins that
+/// round like any unbound elector, as seed 001's ELECTs synchronise servers.
+/// Seed 5140 is the same pattern (n3 for n2, n1 for n3, n2 for itself, each
+/// in a round of its own).
+#[test]
+fn pinned_three_node_random_seeds_converge() {
+    assert_passes("random", [1445, 5140], 3);
+}
+
 #[test]
 fn promised_named_scenarios_pass() {
     for name in [
