@@ -95,7 +95,7 @@
 //! | `cargo run --release -p tenure-model` (raft, [`Bounds::DEEP`], every interleaving; core `0c2abe6`) | 6,217,205 | 25 | 462 s (load ~8) |
 //! | `... -- --quick --contested --transfers 1 --depth 8` (raft; transfers reach a second term) | 1,092,205 | 8 | 17 s |
 //! | `cargo run --release -p tenure-model -- --protocol ranked --threads 1` ([`Bounds::RANKED_DEEP`], every interleaving; core `e502b3b`) | 4,634,890 (16,854,257 generated) | 32 | 296 s (load ~3) |
-//! PAXOS_DEEP
+//! | `... -- --protocol paxos --threads 1 --depth 16` ([`Bounds::PAXOS_DEEP`] to depth 16, breadth-first; unbounded, it did not finish in 15 min) | 4,962,708 (17,940,165 generated) | 16 | 147 s, 11.5 GB |
 //! | test: raft, fresh cluster, [`Bounds::QUICK`] | 157,336 | 8 | ~9 s debug |
 //! | test: raft, from a contested election | 102,146 | 6 | ~8 s debug |
 //! | test: ranked, fresh cluster, [`Bounds::RANKED_QUICK`] | 61,909 | 10 | ~13 s debug |
