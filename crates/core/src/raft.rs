@@ -13,6 +13,15 @@ use crate::types::{FencingToken, Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
 use std::time::Duration;
 
+/// A timer that fires more than one heartbeat interval after its deadline
+/// means this node itself did not run (a scheduling stall, a paused VM): the
+/// silence it measured tells nothing about its peers. A follower then listens
+/// for this many more heartbeat intervals before polling, and a leader whose
+/// lease ran out meanwhile tries for as long to renew it with fresh
+/// heartbeats before it steps down. Once per stall, so a dead leader costs at
+/// most this much more.
+pub const STALL_GRACE_HEARTBEATS: u32 = 2;
+
 /// A lease a follower holds on behalf of a node it supports: until `until`, it
 /// helps elect nobody else (leader stickiness). `holder == None` is the lease a
 /// node starts with after a (re)start: it may have granted a lease before it
@@ -79,6 +88,11 @@ pub struct RaftElector<R = Box<dyn RngCore + Send>> {
     /// (or vote request) that voter acknowledged.
     acked_sent_at: Vec<Option<Instant>>,
     leader_lease_until: Instant,
+    /// Leader, after a stall outlived its lease: until when it tries to renew
+    /// the lease with fresh heartbeats (it does not lead meanwhile).
+    lease_renewal_until: Option<Instant>,
+    /// Follower: the stall grace was used since it last heard its leader or polled.
+    stall_grace_spent: bool,
     last_heard: Vec<Option<Instant>>,
     storage_failed: bool,
     stopped: bool,
@@ -107,6 +121,8 @@ impl<R: RngCore + Send> RaftElector<R> {
             next_heartbeat: Instant::MAX,
             acked_sent_at: vec![None; n],
             leader_lease_until: Instant::ZERO,
+            lease_renewal_until: None,
+            stall_grace_spent: false,
             last_heard: vec![None; n],
             storage_failed: false,
             stopped: false,
@@ -168,6 +184,7 @@ impl<R: RngCore + Send> RaftElector<R> {
     fn set_role(&mut self, role: Role, reason: Reason) {
         if self.role != role {
             self.role = role;
+            self.lease_renewal_until = None;
             self.out.events.push(Event::RoleChanged { role, term: self.term, reason });
         }
     }
@@ -222,8 +239,31 @@ impl<R: RngCore + Send> RaftElector<R> {
 
     /// Steps down if a leader's lease has run out. Called first on every input so
     /// that a leader resumed after a pause never acts on an expired lease.
+    /// True if `deadline` was missed by more than a heartbeat interval: this
+    /// node did not run in the meantime.
+    fn stalled_past(&self, deadline: Instant, now: Instant) -> bool {
+        now.saturating_since(deadline) > self.cfg.heartbeat_interval
+    }
+
     fn check_lease(&mut self, now: Instant) {
         if self.role == Role::Leader && now >= self.leader_lease_until {
+            // The lease ran out while this node was stalled (its heartbeat is
+            // overdue by more than an interval): its followers were most
+            // likely stalled too, or simply did not hear from it. It stops
+            // leading (`is_leader` is false without a lease) but keeps trying
+            // to renew the lease for a short grace: acknowledgements of fresh
+            // heartbeats re-establish it by the usual lease rule, which does
+            // not depend on having led without a break. Otherwise it steps down.
+            if self.lease_renewal_until.is_none() && self.stalled_past(self.next_heartbeat, now) {
+                let grace = self.cfg.heartbeat_interval * STALL_GRACE_HEARTBEATS;
+                self.lease_renewal_until = Some(now + grace);
+                self.next_heartbeat = now;
+                return;
+            }
+            if self.lease_renewal_until.is_some_and(|until| now < until) {
+                return;
+            }
+            self.lease_renewal_until = None;
             self.counters.quorum_losses += 1;
             self.become_follower(Reason::QuorumLost);
             self.set_leader(None);
@@ -246,6 +286,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         // A pre-candidate forgets its old leader and lease, so it can support
         // another pre-candidate (etcd #9586, #10355).
         self.lease = None;
+        self.stall_grace_spent = false;
         self.set_leader(None);
         if self.cfg.voters.len() == 1 {
             self.start_vote(now, false);
@@ -594,6 +635,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         self.set_leader(Some(from));
         self.grant_lease(now, from);
         self.election_deadline = now + self.cfg.election_timeout + self.stagger();
+        self.stall_grace_spent = false;
         // The acknowledgement doubles as the unsolicited support of seed 000 when
         // this is the first heartbeat from a newly discovered leader.
         self.send(from, Message::HeartbeatResponse { term, ok: true, echo_sent_at_nanos: sent_at });
@@ -629,6 +671,9 @@ impl<R: RngCore + Send> RaftElector<R> {
         if self.acked_sent_at[i].is_none_or(|s| s < sent) {
             self.acked_sent_at[i] = Some(sent);
             self.recompute_leader_lease();
+            if now < self.leader_lease_until {
+                self.lease_renewal_until = None;
+            }
         }
     }
 
@@ -733,7 +778,15 @@ impl<R: RngCore + Send> Protocol for RaftElector<R> {
             }
             Role::Follower => {
                 if now >= self.election_deadline {
-                    self.start_pre_vote(now);
+                    if !self.stall_grace_spent && self.stalled_past(self.election_deadline, now) {
+                        // This node was not running: give the leader's next
+                        // heartbeat a chance before polling (see STALL_GRACE_HEARTBEATS).
+                        self.stall_grace_spent = true;
+                        self.election_deadline =
+                            now + self.cfg.heartbeat_interval * STALL_GRACE_HEARTBEATS;
+                    } else {
+                        self.start_pre_vote(now);
+                    }
                 }
             }
             Role::PreCandidate | Role::Candidate => {
@@ -799,7 +852,9 @@ impl<R: RngCore + Send> Protocol for RaftElector<R> {
             return Instant::MAX;
         }
         match self.role {
-            Role::Leader => self.next_heartbeat.min(self.leader_lease_until),
+            Role::Leader => {
+                self.next_heartbeat.min(self.lease_renewal_until.unwrap_or(self.leader_lease_until))
+            }
             Role::Follower => self.election_deadline,
             Role::PreCandidate | Role::Candidate => {
                 self.round.as_ref().map_or(self.election_deadline, |r| {

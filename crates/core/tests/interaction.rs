@@ -357,9 +357,41 @@ fn paused_leader_steps_down_before_acting_on_resume() {
     let now = c.now;
     c.node_mut(leader).handle_timeout(now);
     c.drain(leader);
+    // It was stalled, so it may try to renew its lease with fresh heartbeats,
+    // but without a lease it does not lead; the others answer with their newer
+    // term and it steps down.
+    assert!(!c.node(leader).is_leader(now));
+    c.run_for(HEARTBEAT * tenure_core::raft::STALL_GRACE_HEARTBEATS);
     assert_eq!(c.role(leader), Role::Follower);
     c.run_for(TIMEOUT);
     assert_eq!(c.leader(), new);
+}
+
+#[test]
+fn a_stall_of_the_whole_cluster_changes_no_leader() {
+    // Every process stops longer than the election timeout at once (a paused
+    // VM, a host-wide scheduling stall), then all resume together: every
+    // timer fires late. Nobody heard anybody, so nobody should change
+    // anything: followers give the leader a heartbeat's chance, and the
+    // leader renews its lease instead of stepping down.
+    let (mut c, leader) = elected(3);
+    let term = c.term(leader);
+    let history = c.leader_history().len();
+    for id in c.ids.clone() {
+        c.crash(id);
+    }
+    c.run_for(TIMEOUT * 2);
+    for id in c.ids.clone() {
+        c.down.remove(&id);
+    }
+    // Resumed: the leader's lease ran out during the stall.
+    assert!(c.leaders().is_empty());
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(c.leader(), leader, "the same leader leads again");
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), leader);
+    assert_eq!(c.term(leader), term, "no election happened");
+    assert_eq!(c.leader_history().len(), history);
 }
 
 #[test]
