@@ -200,6 +200,35 @@ async fn corrupted_state_file_stops_the_node_and_is_left_untouched() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stall_of_every_process_changes_no_leader() {
+    // SIGSTOP every server at once for three election timeouts, then SIGCONT
+    // them all, as a paused VM or a host-wide scheduling stall would: every
+    // timer fires late, but nothing failed, so nothing may change. (Before the
+    // stall grace each such stall cost an election and often a new leader.)
+    let _serial = serial().await;
+    let n = 3;
+    let mut c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
+    let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
+    for round in 0..3 {
+        for i in 0..n {
+            c.signal(i, Signal::SIGSTOP);
+        }
+        tokio::time::sleep(Duration::from_millis(3 * TIMEOUT_MS)).await;
+        for i in 0..n {
+            c.signal(i, Signal::SIGCONT);
+        }
+        tokio::time::sleep(Duration::from_millis(2 * TIMEOUT_MS)).await;
+        let (now_leader, now_term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
+        assert_eq!(
+            (now_leader, now_term),
+            (leader, term),
+            "stall {round} changed the leadership\n{}",
+            c.logs()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_with_another_cluster_id_never_joins() {
     intruder_never_joins(|s| s.cluster_id = "intruder".to_string()).await;
 }
