@@ -16,6 +16,20 @@ use std::time::{Duration, Instant};
 
 /// Environment variable naming the `tenure` binary to test.
 pub const BIN_ENV: &str = "TENURE_BIN";
+/// Environment variable naming the election protocol the servers run
+/// (`raft`, `ranked` or `paxos`; default `raft`).
+pub const PROTOCOL_ENV: &str = "TENURE_FAULT_PROTOCOL";
+
+/// The election protocol under test: `$TENURE_FAULT_PROTOCOL`, else `raft`.
+pub fn protocol() -> Result<String> {
+    let name = std::env::var(PROTOCOL_ENV).unwrap_or_else(|_| "raft".to_string());
+    match name.as_str() {
+        "raft" | "ranked" | "paxos" => Ok(name),
+        other => Err(Error::Config(format!(
+            "{PROTOCOL_ENV}={other:?} is not a protocol: use raft, ranked or paxos"
+        ))),
+    }
+}
 /// Prefix of the temporary directory of a run (followed by the pid).
 pub const TEMP_PREFIX: &str = "tenure-faults-";
 /// Peer transport port inside every namespace.
@@ -200,6 +214,7 @@ impl Cluster {
             .args(["--heartbeat-ms", &self.timings.heartbeat_ms.to_string()])
             .args(["--election-timeout-ms", &self.timings.election_timeout_ms.to_string()])
             .args(["--cluster-id", "faults"])
+            .args(["--protocol", &protocol()?])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
