@@ -36,6 +36,7 @@
 
 pub mod config;
 pub mod elector;
+mod handover;
 pub mod kind;
 pub mod message;
 pub mod paxos;

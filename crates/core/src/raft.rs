@@ -4,6 +4,7 @@
 //! See `docs/ALGORITHM.md` for the design and the reasons behind each rule.
 
 use crate::config::Config;
+use crate::handover;
 use crate::message::Message;
 use crate::protocol::{
     Counters, Event, HardState, Output, PeerStatus, Protocol, Reason, Status, TransferError,
@@ -717,19 +718,7 @@ impl<R: RngCore + Send> RaftElector<R> {
 
     /// The follower that acknowledged most recently, preferring earlier voters on ties.
     fn best_successor(&self, now: Instant) -> Option<NodeId> {
-        let fresh = now - self.cfg.election_timeout;
-        let mut best: Option<(Instant, NodeId)> = None;
-        for (i, &v) in self.cfg.voters.iter().enumerate() {
-            if v == self.cfg.id {
-                continue;
-            }
-            if let Some(s) = self.acked_sent_at[i].filter(|&s| s >= fresh) {
-                if best.is_none_or(|(b, _)| s > b) {
-                    best = Some((s, v));
-                }
-            }
-        }
-        best.map(|(_, v)| v)
+        handover::best_successor(&self.cfg, &self.acked_sent_at, now)
     }
 }
 
@@ -813,19 +802,11 @@ impl<R: RngCore + Send> Protocol for RaftElector<R> {
 
     fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError> {
         self.check_lease(now);
-        if self.role != Role::Leader {
-            return Err(TransferError::NotLeader { leader: self.leader });
+        let leading = self.role == Role::Leader;
+        if handover::check_transfer(&self.cfg, leading, self.leader, &self.acked_sent_at, now, to)?
+        {
+            self.resign(now, Some(to));
         }
-        let Some(i) = self.index_of(to) else {
-            return Err(TransferError::UnknownNode(to));
-        };
-        if to == self.cfg.id {
-            return Ok(());
-        }
-        if self.acked_sent_at[i].is_none_or(|s| s + self.cfg.election_timeout < now) {
-            return Err(TransferError::TargetUnreachable(to));
-        }
-        self.resign(now, Some(to));
         Ok(())
     }
 
