@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod drift;
 pub mod elector;
 mod handover;
 pub mod kind;
@@ -43,6 +44,7 @@ pub mod paxos;
 pub mod protocol;
 pub mod raft;
 pub mod ranked;
+mod seat;
 pub mod time;
 pub mod types;
 
@@ -56,5 +58,6 @@ pub use protocol::{
 };
 pub use raft::RaftElector;
 pub use ranked::{RankedElector, RankedMessage};
+pub use seat::{majority_value, STALL_GRACE_HEARTBEATS};
 pub use time::Instant;
 pub use types::{FencingToken, Lsn, NodeId, Role, Term};

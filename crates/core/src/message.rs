@@ -82,6 +82,18 @@ pub enum Message {
     Paxos(PaxosMessage),
 }
 
+impl From<RankedMessage> for Message {
+    fn from(msg: RankedMessage) -> Self {
+        Message::Ranked(msg)
+    }
+}
+
+impl From<PaxosMessage> for Message {
+    fn from(msg: PaxosMessage) -> Self {
+        Message::Paxos(msg)
+    }
+}
+
 impl Message {
     /// The term the message carries.
     pub fn term(&self) -> Term {

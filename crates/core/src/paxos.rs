@@ -28,14 +28,13 @@
 //! no user data, and safety does not depend on them.
 
 use crate::config::{Config, ConfigError, MAX_VOTERS};
-use crate::handover;
+use crate::drift;
 use crate::kind::ProtocolKind;
 use crate::message::Message;
-use crate::protocol::{
-    Counters, Event, HardState, Output, PeerStatus, Protocol, Reason, Status, TransferError,
-};
+use crate::protocol::{HardState, Reason};
+use crate::seat::{Rules, Seat};
 use crate::time::Instant;
-use crate::types::{FencingToken, Lsn, NodeId, Role, Term};
+use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -73,9 +72,6 @@ pub const POLL_HOLD_ROUND_TRIPS: u32 = 2;
 /// in round trips (the seed's 3.5 round-trip cycle, rounded up); a random
 /// share of the timeout spread is added.
 pub const RETRY_ROUND_TRIPS: u32 = 4;
-
-/// Parts per million in one.
-const PPM: u128 = 1_000_000;
 
 /// Messages of Paxos leader election.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -281,22 +277,7 @@ pub fn follower_lease(cfg: &Config) -> Duration {
 /// acknowledged: [`follower_lease`] shortened once more by the drift bound,
 /// so it ends before any acknowledging acceptor's lease does.
 pub fn leader_lease(cfg: &Config) -> Duration {
-    shrink_for_drift(follower_lease(cfg), cfg.clock_drift_ppm)
-}
-
-/// `d * (1 - rho) / (1 + rho)`.
-fn shrink_for_drift(d: Duration, drift_ppm: u32) -> Duration {
-    let ppm = u128::from(drift_ppm);
-    let nanos = d.as_nanos() * (PPM - ppm) / (PPM + ppm);
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
-}
-
-/// `d` measured on another node's clock, as it may look on ours: at most
-/// `(1 + rho) / (1 - rho)` longer.
-fn stretch_for_drift(d: Duration, drift_ppm: u32) -> Duration {
-    let ppm = u128::from(drift_ppm);
-    let nanos = d.as_nanos() * (PPM + ppm) / (PPM - ppm);
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    drift::shrink(follower_lease(cfg), cfg.clock_drift_ppm)
 }
 
 /// A promise of an acceptor not to help anyone but `holder` until `until`.
@@ -377,20 +358,12 @@ enum PollOutcome {
 /// `R` is the caller's seeded random source (used for the timeout spread).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PaxosElector<R> {
-    cfg: Config,
+    seat: Seat,
     rng: R,
     /// Voter ids in ascending order: a node's rank is its index here.
     ranked: Vec<NodeId>,
     my_rank: usize,
     spread: Duration,
-    // Durable.
-    /// The highest ballot promised (own ballots included).
-    promised: Term,
-    /// The proposer of `promised`.
-    voted_for: Option<NodeId>,
-    // Volatile.
-    role: Role,
-    leader: Option<NodeId>,
     lease: Option<Lease>,
     /// The poller this node last answered as free, and until when it reports
     /// itself busy to other pollers (a liveness aid, not a lease).
@@ -406,23 +379,9 @@ pub struct PaxosElector<R> {
     committed: u64,
     /// The highest slot accepted.
     accepted_slot: u64,
-    /// The newest leader heartbeat received directly.
-    last_lsn: Option<Lsn>,
     /// The newest heartbeat known, directly or from poll answers: weak
     /// evidence must beat it.
     hb_baseline: Option<Lsn>,
-    /// Leader: heartbeat counter of the last Commit.
-    heartbeat: u64,
-    next_heartbeat: Instant,
-    /// Leader: per voter index, the send time (own clock) of the newest
-    /// Commit, Accept or Prepare that voter acknowledged.
-    acked_sent_at: Vec<Option<Instant>>,
-    leader_lease_until: Instant,
-    last_heard: Vec<Option<Instant>>,
-    storage_failed: bool,
-    stopped: bool,
-    out: Output,
-    counters: Counters,
 }
 
 impl<R: RngCore + Send> PaxosElector<R> {
@@ -432,23 +391,19 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// [`ProtocolKind::Paxos`].
     pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
         debug_assert_eq!(cfg.validate_for(ProtocolKind::Paxos), Ok(()));
-        let n = cfg.voters.len();
         let mut ranked = cfg.voters.clone();
         ranked.sort_unstable();
         let my_rank = ranked.iter().position(|&v| v == cfg.id).unwrap_or(0);
+        let spread = timeout_spread(&cfg);
+        let lease = Lease { holder: None, ballot: state.term, until: now + cfg.election_timeout };
+        let lease_length = leader_lease(&cfg);
         let mut elector = PaxosElector {
+            seat: Seat::new(cfg, state, lease_length, now),
+            rng,
             my_rank,
             ranked,
-            spread: timeout_spread(&cfg),
-            promised: state.term,
-            voted_for: state.voted_for,
-            role: Role::Follower,
-            leader: None,
-            lease: Some(Lease {
-                holder: None,
-                ballot: state.term,
-                until: now + cfg.election_timeout,
-            }),
+            spread,
+            lease: Some(lease),
             poll_hold: None,
             election_deadline: Instant::MAX,
             round: None,
@@ -456,34 +411,13 @@ impl<R: RngCore + Send> PaxosElector<R> {
             highest_seen: state.term,
             committed: 0,
             accepted_slot: 0,
-            last_lsn: None,
             hb_baseline: None,
-            heartbeat: 0,
-            next_heartbeat: Instant::MAX,
-            acked_sent_at: vec![None; n],
-            leader_lease_until: Instant::ZERO,
-            last_heard: vec![None; n],
-            storage_failed: false,
-            stopped: false,
-            out: Output::default(),
-            counters: Counters::default(),
-            rng,
-            cfg,
         };
         elector.election_deadline = now + elector.timeout();
-        elector.out.events.push(Event::RoleChanged {
-            role: Role::Follower,
-            term: elector.promised,
-            reason: Reason::Startup,
-        });
         elector
     }
 
     // ---- Helpers ----
-
-    fn index_of(&self, id: NodeId) -> Option<usize> {
-        self.cfg.voters.iter().position(|&v| v == id)
-    }
 
     fn rank_of(&self, id: NodeId) -> Option<usize> {
         self.ranked.iter().position(|&v| v == id)
@@ -504,35 +438,15 @@ impl<R: RngCore + Send> PaxosElector<R> {
         Term(counter.saturating_mul(BALLOT_RANKS).saturating_add(self.my_rank as u64))
     }
 
-    fn others(&self) -> impl Iterator<Item = NodeId> + '_ {
-        let me = self.cfg.id;
-        self.cfg.voters.iter().copied().filter(move |&v| v != me)
-    }
-
-    fn send(&mut self, to: NodeId, msg: PaxosMessage) {
-        self.out.messages.push((to, Message::Paxos(msg)));
-    }
-
-    fn broadcast(&mut self, msg: PaxosMessage) {
-        let others: Vec<NodeId> = self.others().collect();
-        for to in others {
-            self.send(to, msg.clone());
-        }
-    }
-
-    fn persist(&mut self) {
-        self.out.persist = Some(HardState { term: self.promised, voted_for: self.voted_for });
-    }
-
     /// Raises the promise to `ballot` (of `proposer`) and asks to persist it.
     fn promise(&mut self, ballot: Term, proposer: NodeId) {
-        debug_assert!(ballot > self.promised);
-        self.promised = ballot;
-        self.voted_for = Some(proposer);
+        debug_assert!(ballot > self.seat.term);
+        self.seat.term = ballot;
+        self.seat.voted_for = Some(proposer);
         self.highest_seen = self.highest_seen.max(ballot);
-        self.persist();
+        self.seat.persist();
         // A known leader belongs to a lower ballot: it is superseded.
-        self.set_leader(None);
+        self.seat.set_leader(None);
     }
 
     /// Uniform in `[0, max)`.
@@ -547,43 +461,22 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// The seed's randomized timeout: `election_timeout + uniform(0, spread)`.
     fn timeout(&mut self) -> Duration {
         let spread = self.spread;
-        self.cfg.election_timeout + self.jitter(spread)
+        self.seat.cfg.election_timeout + self.jitter(spread)
     }
 
     /// Wait after a failed candidacy: one election cycle plus a random share
     /// of the spread, so that dueling proposers separate.
     fn retry_delay(&mut self) -> Duration {
         let spread = self.spread;
-        self.cfg.round_trip * RETRY_ROUND_TRIPS + self.jitter(spread)
-    }
-
-    fn set_role(&mut self, role: Role, reason: Reason) {
-        if self.role != role {
-            self.role = role;
-            self.out.events.push(Event::RoleChanged { role, term: self.promised, reason });
-        }
-    }
-
-    fn set_leader(&mut self, leader: Option<NodeId>) {
-        if self.leader != leader {
-            self.leader = leader;
-            self.out.events.push(Event::LeaderChanged {
-                leader,
-                term: self.promised,
-                fencing_token: leader.map(|_| FencingToken::for_term(self.promised)),
-            });
-        }
-    }
-
-    fn become_follower(&mut self, reason: Reason) {
-        self.round = None;
-        self.next_heartbeat = Instant::MAX;
-        self.set_role(Role::Follower, reason);
+        self.seat.cfg.round_trip * RETRY_ROUND_TRIPS + self.jitter(spread)
     }
 
     fn grant_lease(&mut self, now: Instant, holder: NodeId, ballot: Term) {
-        self.lease =
-            Some(Lease { holder: Some(holder), ballot, until: now + follower_lease(&self.cfg) });
+        self.lease = Some(Lease {
+            holder: Some(holder),
+            ballot,
+            until: now + follower_lease(&self.seat.cfg),
+        });
     }
 
     /// While this node must not promise or accept `proposer`'s ballot: for how
@@ -595,8 +488,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
         proposer: NodeId,
         handover: Option<Term>,
     ) -> Option<Duration> {
-        if self.role == Role::Leader && now < self.leader_lease_until {
-            return Some(self.leader_lease_until.saturating_since(now));
+        if self.seat.role == Role::Leader && now < self.seat.leader_lease_until {
+            return Some(self.seat.leader_lease_until.saturating_since(now));
         }
         match self.lease {
             Some(l)
@@ -613,8 +506,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// Whether, and for how long, this node would refuse to promise `asker`
     /// now; `None` means free.
     fn busy_for(&self, now: Instant, asker: NodeId) -> Option<Duration> {
-        if self.storage_failed {
-            return Some(self.cfg.election_timeout);
+        if self.seat.storage_failed {
+            return Some(self.seat.cfg.election_timeout);
         }
         if let Some(d) = self.lease_blocks(now, asker, None) {
             return Some(d);
@@ -637,27 +530,27 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// The newest heartbeat this node can vouch for: its own as leader, else
     /// the last one it received.
     fn my_heartbeat(&self) -> Option<Lsn> {
-        if self.role == Role::Leader {
-            Some(Lsn { term: self.promised, counter: self.heartbeat })
+        if self.seat.role == Role::Leader {
+            Some(Lsn { term: self.seat.term, counter: self.seat.lsn_counter })
         } else {
-            self.last_lsn
+            self.seat.last_lsn
         }
     }
 
     /// Steps down if a leader's lease has run out. Called first on every input
     /// so that a leader resumed after a pause never acts on an expired lease.
-    fn check_lease(&mut self, now: Instant) {
-        if self.role == Role::Leader && now >= self.leader_lease_until {
-            self.counters.quorum_losses += 1;
+    fn step_down_on_lost_lease(&mut self, now: Instant) {
+        if self.seat.role == Role::Leader && now >= self.seat.leader_lease_until {
+            self.seat.counters().quorum_losses += 1;
             let own = self.my_heartbeat();
-            self.last_lsn = own;
+            self.seat.last_lsn = own;
             self.hb_baseline = self.hb_baseline.max(own);
             self.become_follower(Reason::QuorumLost);
-            self.set_leader(None);
+            self.seat.set_leader(None);
             // Poll again soon: acceptors whose lease on us still runs are free
             // for us, so if acknowledgements were merely late we are
             // re-elected at once instead of leaving the cluster leaderless.
-            let rtt = self.cfg.round_trip;
+            let rtt = self.seat.cfg.round_trip;
             self.election_deadline = now + self.jitter(rtt);
         }
     }
@@ -665,7 +558,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
     // ---- Polling (low ball) ----
 
     fn start_poll(&mut self, now: Instant) {
-        if self.storage_failed {
+        if self.seat.storage_failed {
             // A node that cannot persist cannot promise itself: no candidacy.
             self.election_deadline = now + self.timeout();
             return;
@@ -676,28 +569,28 @@ impl<R: RngCore + Send> PaxosElector<R> {
             return;
         }
         self.lease = None;
-        if self.cfg.voters.len() == 1 {
+        if self.seat.cfg.voters.len() == 1 {
             self.start_candidacy(now, None);
             return;
         }
-        self.counters.pre_votes_started += 1;
+        self.seat.counters().pre_votes_started += 1;
         self.attempt += 1;
         let attempt = self.attempt;
-        let deadline = now + self.cfg.round_trip * POLL_WINDOW_ROUND_TRIPS;
+        let deadline = now + self.seat.cfg.round_trip * POLL_WINDOW_ROUND_TRIPS;
         self.round = Some(Round::Poll(Poll {
             attempt,
             deadline,
-            answers: vec![None; self.cfg.voters.len()],
+            answers: vec![None; self.seat.cfg.voters.len()],
         }));
-        self.set_role(Role::PreCandidate, Reason::ElectionTimeout);
-        self.broadcast(PaxosMessage::Prepare { ballot: LOW_BALL, attempt, handover: None });
+        self.seat.set_role(Role::PreCandidate, Reason::ElectionTimeout);
+        self.seat.broadcast(PaxosMessage::Prepare { ballot: LOW_BALL, attempt, handover: None });
     }
 
     /// Concludes the poll if its outcome is known (or its window closed).
     fn check_poll(&mut self, now: Instant) {
         let Some(Round::Poll(poll)) = &self.round else { return };
-        let quorum = self.cfg.quorum();
-        let n = self.cfg.voters.len();
+        let quorum = self.seat.cfg.quorum();
+        let n = self.seat.cfg.voters.len();
         let answers: Vec<PollAnswer> = poll.answers.iter().flatten().copied().collect();
         let strong = answers.iter().any(|a| a.committed > self.committed);
         let higher = answers.iter().filter(|a| a.heartbeat > self.hb_baseline).count();
@@ -715,14 +608,14 @@ impl<R: RngCore + Send> PaxosElector<R> {
             let mut waits: Vec<Duration> = answers
                 .iter()
                 .filter_map(|a| a.busy)
-                .map(|d| stretch_for_drift(d, self.cfg.clock_drift_ppm))
+                .map(|d| drift::stretch(d, self.seat.cfg.clock_drift_ppm))
                 .collect();
             waits.sort_unstable();
             let needed = quorum - free;
             match waits.get(needed - 1) {
                 Some(&w) => {
-                    let w = w.min(self.cfg.election_timeout) + Duration::from_millis(1);
-                    let rtt = self.cfg.round_trip;
+                    let w = w.min(self.seat.cfg.election_timeout) + Duration::from_millis(1);
+                    let rtt = self.seat.cfg.round_trip;
                     PollOutcome::Retry(now + w + self.jitter(rtt))
                 }
                 None => PollOutcome::Retry(now + self.timeout()),
@@ -742,16 +635,16 @@ impl<R: RngCore + Send> PaxosElector<R> {
         match outcome {
             PollOutcome::Evidence => {
                 self.become_follower(Reason::RoundFailed);
-                if self.hb_baseline.is_some_and(|h| h.term > self.promised) {
+                if self.hb_baseline.is_some_and(|h| h.term > self.seat.term) {
                     // A newer leader than the one we knew is at work.
-                    self.set_leader(None);
+                    self.seat.set_leader(None);
                 }
                 self.election_deadline = now + self.timeout();
             }
             PollOutcome::Elect => self.start_candidacy(now, None),
             PollOutcome::Retry(at) => {
                 self.become_follower(Reason::RoundFailed);
-                self.set_leader(None);
+                self.seat.set_leader(None);
                 self.election_deadline = at;
             }
         }
@@ -760,48 +653,48 @@ impl<R: RngCore + Send> PaxosElector<R> {
     fn on_poll(&mut self, now: Instant, from: NodeId, attempt: u64) {
         let busy = self.busy_for(now, from);
         if busy.is_none() {
-            if self.role == Role::PreCandidate {
+            if self.seat.role == Role::PreCandidate {
                 // A lower-ranked poller asked while we poll too: yield to it.
                 self.become_follower(Reason::RoundFailed);
             }
-            let hold = self.cfg.round_trip * POLL_HOLD_ROUND_TRIPS;
+            let hold = self.seat.cfg.round_trip * POLL_HOLD_ROUND_TRIPS;
             self.poll_hold =
                 Some(Lease { holder: Some(from), ballot: LOW_BALL, until: now + hold });
             // Give the poller time to win before polling ourselves.
-            let rtt = self.cfg.round_trip;
+            let rtt = self.seat.cfg.round_trip;
             let not_before = now + hold + self.jitter(rtt);
             self.election_deadline = self.election_deadline.max(not_before);
         }
         let msg = PaxosMessage::PrepareNack {
             ballot: LOW_BALL,
             attempt,
-            promised: self.promised,
+            promised: self.seat.term,
             committed: self.committed,
             heartbeat: self.my_heartbeat(),
             busy_ms: busy.map(ceil_ms),
         };
-        self.send(from, msg);
+        self.seat.send(from, msg);
     }
 
     // ---- Candidacy (high ballot) ----
 
     fn start_candidacy(&mut self, now: Instant, handover: Option<Term>) {
-        if self.storage_failed {
+        if self.seat.storage_failed {
             self.become_follower(Reason::StorageFailed);
             self.election_deadline = now + self.timeout();
             return;
         }
-        self.counters.elections_started += 1;
-        let ballot = self.next_ballot(self.promised.max(self.highest_seen));
-        self.next_heartbeat = Instant::MAX;
-        self.promise(ballot, self.cfg.id);
+        self.seat.counters().elections_started += 1;
+        let ballot = self.next_ballot(self.seat.term.max(self.highest_seen));
+        self.seat.next_heartbeat = Instant::MAX;
+        self.promise(ballot, self.seat.cfg.id);
         self.lease = None;
         self.poll_hold = None;
-        self.set_leader(None);
+        self.seat.set_leader(None);
         self.attempt += 1;
-        let n = self.cfg.voters.len();
+        let n = self.seat.cfg.voters.len();
         let mut promises = vec![None; n];
-        if let Some(i) = self.index_of(self.cfg.id) {
+        if let Some(i) = self.seat.index_of(self.seat.cfg.id) {
             // Our own promise counts from the next input on: by then the
             // driver has persisted it or reported the failure.
             promises[i] = Some(true);
@@ -810,7 +703,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             attempt: self.attempt,
             ballot,
             started: now,
-            deadline: now + leader_lease(&self.cfg),
+            deadline: now + leader_lease(&self.seat.cfg),
             phase: Phase::Prepare,
             promises,
             accepts: vec![None; n],
@@ -818,16 +711,16 @@ impl<R: RngCore + Send> PaxosElector<R> {
         }));
         let reason =
             if handover.is_some() { Reason::TransferRequested } else { Reason::PreVoteWon };
-        self.set_role(Role::Candidate, reason);
+        self.seat.set_role(Role::Candidate, reason);
         let attempt = self.attempt;
-        self.broadcast(PaxosMessage::Prepare { ballot, attempt, handover });
+        self.seat.broadcast(PaxosMessage::Prepare { ballot, attempt, handover });
     }
 
     /// Advances or concludes the candidacy if its outcome is known.
     fn check_candidacy(&mut self, now: Instant) {
-        let quorum = self.cfg.quorum();
-        let n = self.cfg.voters.len();
-        let me = self.index_of(self.cfg.id);
+        let quorum = self.seat.cfg.quorum();
+        let n = self.seat.cfg.voters.len();
+        let me = self.seat.index_of(self.seat.cfg.id);
         let Some(Round::Candidacy(c)) = self.round.as_mut() else { return };
         if now >= c.deadline {
             // Checked first: answers that arrive after the deadline (say, to a
@@ -851,7 +744,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             }
             let ballot = c.ballot;
             self.accepted_slot = self.accepted_slot.max(slot);
-            self.broadcast(PaxosMessage::Accept { ballot, slot });
+            self.seat.broadcast(PaxosMessage::Accept { ballot, slot });
         }
         let Some(Round::Candidacy(c)) = self.round.as_ref() else { return };
         let granted = c.accepts.iter().filter(|a| **a == Some(true)).count();
@@ -873,8 +766,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
         let Phase::Accept { slot, sent_at } = c.phase else { return };
         // Acceptors took a lease on us when they promised (after `started`)
         // or accepted (after `sent_at`).
-        for i in 0..self.cfg.voters.len() {
-            self.acked_sent_at[i] = if c.accepts[i] == Some(true) {
+        for i in 0..self.seat.cfg.voters.len() {
+            self.seat.acked_sent_at[i] = if c.accepts[i] == Some(true) {
                 Some(sent_at)
             } else if c.promises[i] == Some(true) && c.accepts[i].is_none() {
                 Some(c.started)
@@ -882,53 +775,22 @@ impl<R: RngCore + Send> PaxosElector<R> {
                 None
             };
         }
-        self.recompute_leader_lease();
-        if now >= self.leader_lease_until {
+        self.seat.recompute_leader_lease();
+        if now >= self.seat.leader_lease_until {
             self.candidacy_failed(now);
             return;
         }
-        self.counters.elections_won += 1;
         self.committed = self.committed.max(slot);
-        self.heartbeat = 0;
-        self.set_role(Role::Leader, Reason::ElectionWon);
-        self.set_leader(Some(self.cfg.id));
+        let backers = c.accepts.iter().filter(|a| **a == Some(true)).count();
+        self.seat.take_office(backers);
         self.broadcast_commit(now);
     }
 
     fn broadcast_commit(&mut self, now: Instant) {
-        self.heartbeat += 1;
-        let msg = PaxosMessage::Commit {
-            ballot: self.promised,
-            slot: self.committed,
-            heartbeat: self.heartbeat,
-            sent_at_nanos: now.as_nanos(),
-        };
-        self.counters.heartbeats_sent += (self.cfg.voters.len() - 1) as u64;
-        self.broadcast(msg);
-        self.next_heartbeat = now + self.cfg.heartbeat_interval;
-    }
-
-    /// The leader's lease ends [`leader_lease`] after the send time of the
-    /// newest message acknowledged by a majority (counting itself).
-    fn recompute_leader_lease(&mut self) {
-        let me = self.index_of(self.cfg.id);
-        let mut sent: Vec<Instant> = self
-            .acked_sent_at
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| Some(i) != me)
-            .filter_map(|(_, s)| *s)
-            .collect();
-        let needed = self.cfg.quorum() - 1;
-        if needed == 0 {
-            self.leader_lease_until = Instant::MAX;
-            return;
-        }
-        sent.sort_unstable_by(|a, b| b.cmp(a));
-        self.leader_lease_until = match sent.get(needed - 1) {
-            Some(&s) => s + leader_lease(&self.cfg),
-            None => Instant::ZERO,
-        };
+        let (heartbeat, sent_at_nanos) = self.seat.next_heartbeat_at(now);
+        let ballot = self.seat.term;
+        let slot = self.committed;
+        self.seat.broadcast(PaxosMessage::Commit { ballot, slot, heartbeat, sent_at_nanos });
     }
 
     // ---- Acceptor ----
@@ -942,14 +804,14 @@ impl<R: RngCore + Send> PaxosElector<R> {
         handover: Option<Term>,
     ) {
         if self.proposer_of(ballot) != Some(from) {
-            self.counters.messages_ignored += 1;
+            self.seat.counters().messages_ignored += 1;
             return;
         }
         self.highest_seen = self.highest_seen.max(ballot);
-        let fresh = ballot > self.promised;
-        let repeat = ballot == self.promised && self.voted_for == Some(from);
-        let busy = if self.storage_failed {
-            Some(Some(self.cfg.election_timeout))
+        let fresh = ballot > self.seat.term;
+        let repeat = ballot == self.seat.term && self.seat.voted_for == Some(from);
+        let busy = if self.seat.storage_failed {
+            Some(Some(self.seat.cfg.election_timeout))
         } else if !fresh && !repeat {
             Some(None)
         } else {
@@ -959,17 +821,17 @@ impl<R: RngCore + Send> PaxosElector<R> {
             let msg = PaxosMessage::PrepareNack {
                 ballot,
                 attempt,
-                promised: self.promised,
+                promised: self.seat.term,
                 committed: self.committed,
                 heartbeat: self.my_heartbeat(),
                 busy_ms: busy.map(ceil_ms),
             };
-            return self.send(from, msg);
+            return self.seat.send(from, msg);
         }
         if fresh {
             self.promise(ballot, from);
         }
-        if self.role != Role::Follower {
+        if self.seat.role != Role::Follower {
             // A poll or a candidacy of ours is superseded by the promise.
             self.become_follower(Reason::HigherTerm);
         }
@@ -982,33 +844,33 @@ impl<R: RngCore + Send> PaxosElector<R> {
             committed: self.committed,
             accepted_slot: self.accepted_slot,
         };
-        self.send(from, msg);
+        self.seat.send(from, msg);
     }
 
     fn on_accept(&mut self, now: Instant, from: NodeId, ballot: Term, slot: u64) {
         if self.proposer_of(ballot) != Some(from) {
-            self.counters.messages_ignored += 1;
+            self.seat.counters().messages_ignored += 1;
             return;
         }
         self.highest_seen = self.highest_seen.max(ballot);
-        if ballot < self.promised
-            || self.storage_failed
+        if ballot < self.seat.term
+            || self.seat.storage_failed
             || self.lease_blocks(now, from, None).is_some()
         {
-            let promised = self.promised;
-            return self.send(from, PaxosMessage::AcceptNack { ballot, promised });
+            let promised = self.seat.term;
+            return self.seat.send(from, PaxosMessage::AcceptNack { ballot, promised });
         }
-        if ballot > self.promised {
+        if ballot > self.seat.term {
             self.promise(ballot, from);
         }
-        if self.role != Role::Follower {
+        if self.seat.role != Role::Follower {
             self.become_follower(Reason::HigherTerm);
         }
         self.accepted_slot = self.accepted_slot.max(slot);
         self.grant_lease(now, from, ballot);
         self.poll_hold = None;
         self.election_deadline = now + self.timeout();
-        self.send(from, PaxosMessage::AcceptAck { ballot, slot });
+        self.seat.send(from, PaxosMessage::AcceptAck { ballot, slot });
     }
 
     fn on_commit(
@@ -1021,43 +883,43 @@ impl<R: RngCore + Send> PaxosElector<R> {
         sent_at: u64,
     ) {
         if self.proposer_of(ballot) != Some(from) {
-            self.counters.messages_ignored += 1;
+            self.seat.counters().messages_ignored += 1;
             return;
         }
-        if ballot < self.promised {
+        if ballot < self.seat.term {
             // A deposed leader: tell it about the higher promise.
-            let promised = self.promised;
+            let promised = self.seat.term;
             let msg = PaxosMessage::CommitAck {
                 ballot,
                 ok: false,
                 promised,
                 echo_sent_at_nanos: sent_at,
             };
-            return self.send(from, msg);
+            return self.seat.send(from, msg);
         }
-        if self.role == Role::Leader {
+        if self.seat.role == Role::Leader {
             // A higher ballot cannot lead while our lease runs (leases and
             // ballots both exclude it); ignore rather than follow.
-            self.counters.messages_ignored += 1;
+            self.seat.counters().messages_ignored += 1;
             return;
         }
         let lsn = Lsn { term: ballot, counter: heartbeat };
-        if self.leader == Some(from) && self.last_lsn.is_some_and(|last| lsn <= last) {
+        if self.seat.leader == Some(from) && self.seat.last_lsn.is_some_and(|last| lsn <= last) {
             // Duplicated or reordered: not newer than what we accepted.
-            self.counters.messages_ignored += 1;
+            self.seat.counters().messages_ignored += 1;
             return;
         }
-        if ballot > self.promised {
+        if ballot > self.seat.term {
             self.promise(ballot, from);
         }
-        if self.role != Role::Follower {
+        if self.seat.role != Role::Follower {
             self.become_follower(Reason::LeaderHeartbeat);
         }
-        self.counters.heartbeats_received += 1;
+        self.seat.counters().heartbeats_received += 1;
         self.committed = self.committed.max(slot);
-        self.last_lsn = Some(lsn);
+        self.seat.last_lsn = Some(lsn);
         self.hb_baseline = self.hb_baseline.max(Some(lsn));
-        self.set_leader(Some(from));
+        self.seat.set_leader(Some(from));
         self.grant_lease(now, from, ballot);
         self.poll_hold = None;
         self.election_deadline = now + self.timeout();
@@ -1067,7 +929,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             promised: ballot,
             echo_sent_at_nanos: sent_at,
         };
-        self.send(from, msg);
+        self.seat.send(from, msg);
     }
 
     // ---- Proposer: answers ----
@@ -1097,7 +959,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
                 c.promises[i] = Some(false);
                 self.check_candidacy(now);
             }
-            _ => self.counters.messages_ignored += 1,
+            _ => self.seat.counters().messages_ignored += 1,
         }
     }
 
@@ -1119,7 +981,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
                 self.committed = self.committed.max(committed);
                 self.check_candidacy(now);
             }
-            _ => self.counters.messages_ignored += 1,
+            _ => self.seat.counters().messages_ignored += 1,
         }
     }
 
@@ -1134,9 +996,9 @@ impl<R: RngCore + Send> PaxosElector<R> {
                     c.accepts[i] = Some(false);
                     self.check_candidacy(now);
                 }
-                _ => self.counters.messages_ignored += 1,
+                _ => self.seat.counters().messages_ignored += 1,
             },
-            _ => self.counters.messages_ignored += 1,
+            _ => self.seat.counters().messages_ignored += 1,
         }
     }
 
@@ -1150,72 +1012,48 @@ impl<R: RngCore + Send> PaxosElector<R> {
         echo: u64,
     ) {
         self.highest_seen = self.highest_seen.max(promised);
-        if self.role != Role::Leader || ballot != self.promised {
-            self.counters.messages_ignored += 1;
+        if self.seat.role != Role::Leader || ballot != self.seat.term {
+            self.seat.counters().messages_ignored += 1;
             return;
         }
         if !ok {
-            if promised > self.promised && !self.storage_failed {
+            if promised > self.seat.term && !self.seat.storage_failed {
                 // An acceptor promised a higher ballot (a candidacy that could
                 // not win while our lease runs). A majority still backs us, so
                 // re-establish leadership above it at once; skipping the poll
                 // is safe, polls only serve liveness.
                 self.start_candidacy(now, None);
             } else {
-                self.counters.messages_ignored += 1;
+                self.seat.counters().messages_ignored += 1;
             }
             return;
         }
-        let sent = Instant::from_nanos(echo);
-        if self.acked_sent_at[i].is_none_or(|s| s < sent) {
-            self.acked_sent_at[i] = Some(sent);
-            self.recompute_leader_lease();
-        }
+        self.seat.record_ack(now, i, Instant::from_nanos(echo));
     }
 
     // ---- Transfer and stop ----
 
     fn on_resign(&mut self, now: Instant, from: NodeId, ballot: Term, successor: Option<NodeId>) {
-        if ballot < self.promised || self.proposer_of(ballot) != Some(from) {
-            self.counters.messages_ignored += 1;
+        if ballot < self.seat.term || self.proposer_of(ballot) != Some(from) {
+            self.seat.counters().messages_ignored += 1;
             return;
         }
-        if self.role == Role::Leader {
-            self.counters.messages_ignored += 1;
+        if self.seat.role == Role::Leader {
+            self.seat.counters().messages_ignored += 1;
             return;
         }
         if self.lease.is_some_and(|l| l.holder == Some(from)) {
             self.lease = None;
         }
-        if self.leader == Some(from) {
-            self.set_leader(None);
+        if self.seat.leader == Some(from) {
+            self.seat.set_leader(None);
         }
-        if successor == Some(self.cfg.id) {
+        if successor == Some(self.seat.cfg.id) {
             self.start_candidacy(now, Some(ballot));
         } else {
             // Fallback if the successor fails: poll after one election cycle.
             self.election_deadline = now + self.retry_delay();
         }
-    }
-
-    fn resign(&mut self, now: Instant, successor: Option<NodeId>) {
-        let ballot = self.promised;
-        let own = self.my_heartbeat();
-        self.last_lsn = own;
-        self.hb_baseline = self.hb_baseline.max(own);
-        self.become_follower(Reason::Resigned);
-        self.set_leader(None);
-        self.broadcast(PaxosMessage::Resign { ballot, successor });
-        // Back the successor: help nobody else before it could win.
-        if let Some(s) = successor {
-            self.grant_lease(now, s, ballot);
-        }
-        self.election_deadline = now + self.timeout();
-    }
-
-    /// The follower that acknowledged most recently, preferring earlier voters on ties.
-    fn best_successor(&self, now: Instant) -> Option<NodeId> {
-        handover::best_successor(&self.cfg, &self.acked_sent_at, now)
     }
 }
 
@@ -1225,22 +1063,29 @@ fn ceil_ms(d: Duration) -> u64 {
     u64::try_from(ms).unwrap_or(u64::MAX)
 }
 
-impl<R: RngCore + Send> Protocol for PaxosElector<R> {
-    fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message) {
-        if self.stopped {
-            return;
+impl<R: RngCore + Send> Rules for PaxosElector<R> {
+    type Msg = PaxosMessage;
+
+    fn seat(&self) -> &Seat {
+        &self.seat
+    }
+
+    fn seat_mut(&mut self) -> &mut Seat {
+        &mut self.seat
+    }
+
+    fn own_message(msg: Message) -> Option<PaxosMessage> {
+        match msg {
+            Message::Paxos(msg) => Some(msg),
+            _ => None,
         }
-        let Some(i) = self.index_of(from).filter(|_| from != self.cfg.id) else {
-            self.counters.messages_ignored += 1;
-            return;
-        };
-        self.check_lease(now);
-        self.last_heard[i] = Some(now);
-        let Message::Paxos(msg) = msg else {
-            // Another protocol's message: a misconfigured peer.
-            self.counters.messages_ignored += 1;
-            return;
-        };
+    }
+
+    fn check_lease(&mut self, now: Instant) {
+        self.step_down_on_lost_lease(now);
+    }
+
+    fn on_message(&mut self, now: Instant, i: usize, from: NodeId, msg: PaxosMessage) {
         match msg {
             PaxosMessage::Prepare { ballot, attempt, .. } if ballot == LOW_BALL => {
                 self.on_poll(now, from, attempt)
@@ -1280,14 +1125,10 @@ impl<R: RngCore + Send> Protocol for PaxosElector<R> {
         }
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
-        if self.stopped {
-            return;
-        }
-        self.check_lease(now);
-        match self.role {
+    fn on_timeout(&mut self, now: Instant) {
+        match self.seat.role {
             Role::Leader => {
-                if now >= self.next_heartbeat {
+                if now >= self.seat.next_heartbeat {
                     self.broadcast_commit(now);
                 }
             }
@@ -1301,58 +1142,43 @@ impl<R: RngCore + Send> Protocol for PaxosElector<R> {
         }
     }
 
-    fn handle_persist_failed(&mut self, now: Instant) {
-        self.storage_failed = true;
-        if self.role != Role::Follower {
-            if self.role == Role::Leader {
-                self.set_leader(None);
+    fn on_persist_failed(&mut self, now: Instant) {
+        if self.seat.role != Role::Follower {
+            if self.seat.role == Role::Leader {
+                self.seat.set_leader(None);
             }
             self.become_follower(Reason::StorageFailed);
             self.election_deadline = now + self.timeout();
         }
     }
 
-    fn handle_persist_recovered(&mut self, _now: Instant) {
-        self.storage_failed = false;
+    fn resign(&mut self, now: Instant, successor: Option<NodeId>) {
+        let ballot = self.seat.term;
+        let own = self.my_heartbeat();
+        self.seat.last_lsn = own;
+        self.hb_baseline = self.hb_baseline.max(own);
+        self.become_follower(Reason::Resigned);
+        self.seat.set_leader(None);
+        self.seat.broadcast(PaxosMessage::Resign { ballot, successor });
+        // Back the successor: help nobody else before it could win.
+        if let Some(s) = successor {
+            self.grant_lease(now, s, ballot);
+        }
+        self.election_deadline = now + self.timeout();
     }
 
-    fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError> {
-        self.check_lease(now);
-        let leading = self.role == Role::Leader;
-        if handover::check_transfer(&self.cfg, leading, self.leader, &self.acked_sent_at, now, to)?
-        {
-            self.resign(now, Some(to));
-        }
-        Ok(())
+    fn become_follower(&mut self, reason: Reason) {
+        self.round = None;
+        self.seat.next_heartbeat = Instant::MAX;
+        self.seat.set_role(Role::Follower, reason);
     }
 
-    fn shutdown(&mut self, now: Instant) {
-        if self.stopped {
-            return;
-        }
-        self.check_lease(now);
-        if self.role == Role::Leader {
-            let successor = self.best_successor(now);
-            self.resign(now, successor);
-        }
-        self.become_follower(Reason::Shutdown);
-        self.set_leader(None);
-        self.stopped = true;
-    }
-
-    fn take_output(&mut self) -> Output {
-        std::mem::take(&mut self.out)
-    }
-
-    fn poll_timeout(&self) -> Instant {
-        if self.stopped {
-            return Instant::MAX;
-        }
-        match (&self.role, &self.round) {
-            (Role::Leader, _) => self.next_heartbeat.min(self.leader_lease_until),
+    fn deadline(&self) -> Instant {
+        match (&self.seat.role, &self.round) {
+            (Role::Leader, _) => self.seat.next_heartbeat.min(self.seat.leader_lease_until),
             (Role::PreCandidate, Some(Round::Poll(p))) => p.deadline,
             (Role::Candidate, Some(Round::Candidacy(c))) => {
-                let quorum = self.cfg.quorum();
+                let quorum = self.seat.cfg.quorum();
                 let votes = match c.phase {
                     Phase::Prepare => &c.promises,
                     Phase::Accept { .. } => &c.accepts,
@@ -1365,45 +1191,6 @@ impl<R: RngCore + Send> Protocol for PaxosElector<R> {
             }
             _ => self.election_deadline,
         }
-    }
-
-    fn hard_state(&self) -> HardState {
-        HardState { term: self.promised, voted_for: self.voted_for }
-    }
-
-    fn status(&self) -> Status {
-        let leader = self.leader;
-        Status {
-            id: self.cfg.id,
-            role: self.role,
-            term: self.promised,
-            voted_for: self.voted_for,
-            leader,
-            fencing_token: leader.map(|_| FencingToken::for_term(self.promised)),
-            lsn: self.my_heartbeat(),
-            lease_until: (self.role == Role::Leader).then_some(self.leader_lease_until),
-            storage_failed: self.storage_failed,
-            peers: self
-                .cfg
-                .voters
-                .iter()
-                .enumerate()
-                .filter(|&(_, &v)| v != self.cfg.id)
-                .map(|(i, &v)| PeerStatus { id: v, last_heard: self.last_heard[i] })
-                .collect(),
-        }
-    }
-
-    fn is_leader(&self, now: Instant) -> bool {
-        !self.stopped && self.role == Role::Leader && now < self.leader_lease_until
-    }
-
-    fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
-    fn election_timeout(&self) -> Duration {
-        self.cfg.election_timeout
     }
 }
 

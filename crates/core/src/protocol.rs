@@ -45,6 +45,8 @@ pub enum Reason {
     Shutdown,
     /// Durable state could not be written.
     StorageFailed,
+    /// An invariant broke and the node halted (see [`Event::Halted`]).
+    InvariantViolated,
 }
 
 /// Something a driver or application may want to react to.
@@ -67,6 +69,16 @@ pub enum Event {
         term: Term,
         /// The leader's fencing token, when there is a leader.
         fencing_token: Option<FencingToken>,
+    },
+    /// An invariant that every protocol must keep broke (time went backwards,
+    /// a term went back, a second vote in a term, a term led without being
+    /// won, durable state changed without being persisted). The node halted
+    /// before anything of the faulty step was persisted or sent: it ignores
+    /// every later input, as if it had crashed. This is a bug (or, for time,
+    /// a broken clock); the driver should report `reason` and stop.
+    Halted {
+        /// What broke, for the operator.
+        reason: String,
     },
 }
 

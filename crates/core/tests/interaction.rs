@@ -361,7 +361,7 @@ fn paused_leader_steps_down_before_acting_on_resume() {
     // but without a lease it does not lead; the others answer with their newer
     // term and it steps down.
     assert!(!c.node(leader).is_leader(now));
-    c.run_for(HEARTBEAT * tenure_core::raft::STALL_GRACE_HEARTBEATS);
+    c.run_for(HEARTBEAT * tenure_core::STALL_GRACE_HEARTBEATS);
     assert_eq!(c.role(leader), Role::Follower);
     c.run_for(TIMEOUT);
     assert_eq!(c.leader(), new);

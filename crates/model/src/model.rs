@@ -9,7 +9,9 @@ use stateright::{Model, Property};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
-use tenure_core::{Config, HardState, Instant, NodeId, Output, Protocol, ProtocolKind, Role, Term};
+use tenure_core::{
+    Config, Event, HardState, Instant, NodeId, Output, Protocol, ProtocolKind, Role, Term,
+};
 
 /// Nodes in the modelled cluster.
 pub const NODE_COUNT: usize = 3;
@@ -407,6 +409,13 @@ impl ElectionModel {
                 return true;
             }
         };
+        if let Some(reason) = output.events.iter().find_map(|e| match e {
+            Event::Halted { reason } => Some(reason),
+            _ => None,
+        }) {
+            // The core stopped itself on a broken invariant: as bad as a panic.
+            state.ghost.core_panic = Some(format!("{id:?} halted: {reason}"));
+        }
         if let Some(hs) = output.persist {
             state.nodes[i].durable = hs;
             if let Some(candidate) = hs.voted_for {

@@ -271,6 +271,14 @@ impl Driver {
                     None => Some(LeadershipEvent::NoLeader { term }),
                 }
             }
+            Event::Halted { reason } => {
+                // The core stopped itself rather than risk a second leader or
+                // vote: it is inert now. Stop the node so that its owner (the
+                // server exits, an embedder sees `stop_requested`) notices.
+                error!(node = %id, %reason, "the election core halted on a broken invariant; stopping");
+                self.shared.stop.send_replace(true);
+                None
+            }
         };
         if let Some(e) = published {
             // No subscriber is fine.

@@ -37,6 +37,8 @@ pub enum Check {
     LeaseOverlap,
     /// No stable leader within the bound after healing.
     Liveness,
+    /// A node's core halted on one of its own invariants (`Event::Halted`).
+    CoreInvariant,
 }
 
 impl fmt::Display for Check {
@@ -48,6 +50,7 @@ impl fmt::Display for Check {
             Check::Fencing => "fencing",
             Check::LeaseOverlap => "lease-overlap",
             Check::Liveness => "liveness",
+            Check::CoreInvariant => "core-invariant",
         })
     }
 }

@@ -467,6 +467,11 @@ impl Sim {
     }
 
     fn on_event(&mut self, i: usize, ev: Event) {
+        if let Event::Halted { reason } = &ev {
+            let what = format!("{:?} halted: {reason}", self.hosts[i].id);
+            self.checker.fail(self.now, Check::CoreInvariant, what);
+            return;
+        }
         let Event::RoleChanged { role, term, .. } = ev else { return };
         match role {
             Role::Candidate => {

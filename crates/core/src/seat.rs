@@ -1,0 +1,777 @@
+//! The seat: the leadership record every elector keeps the same way, and the
+//! code around it.
+//!
+//! A protocol (raft, ranked, paxos) owns a [`Seat`] and implements [`Rules`]:
+//! its own messages, timers and step-down. Everything else of [`Protocol`] —
+//! the order of the checks on every input, events, durable state, status,
+//! the leader lease, transfer and graceful stop, the stall grace and the
+//! invariants — is written once, here.
+
+use crate::config::Config;
+use crate::handover;
+use crate::message::Message;
+use crate::protocol::{
+    Counters, Event, HardState, Output, PeerStatus, Protocol, Reason, Status, TransferError,
+};
+use crate::time::Instant;
+use crate::types::{FencingToken, Lsn, NodeId, Role, Term};
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+/// A timer that fires more than one heartbeat interval after its deadline
+/// means this node itself did not run (a scheduling stall, a paused VM): the
+/// silence it measured tells nothing about its peers. A follower then listens
+/// for this many more heartbeat intervals before polling, and a leader whose
+/// lease ran out meanwhile tries for as long to renew it with fresh
+/// heartbeats before it steps down. Once per stall, so a dead leader costs at
+/// most this much more.
+pub const STALL_GRACE_HEARTBEATS: u32 = 2;
+
+/// The newest value that a majority of the voters has reached, this node
+/// counting as having reached `own`: the `quorum`-th largest of `own` and
+/// `others`. `None` while fewer than `quorum` values are known.
+///
+/// With the send times of the heartbeats each peer acknowledged, this is the
+/// send time from which the leader's lease counts (`own` is then
+/// [`Instant::MAX`]: a leader always backs itself); with acknowledged
+/// heartbeat counters, the newest heartbeat a majority received.
+pub fn majority_value<T: Ord + Copy>(
+    own: T,
+    others: impl IntoIterator<Item = Option<T>>,
+    quorum: usize,
+) -> Option<T> {
+    let mut values: Vec<T> = others.into_iter().flatten().collect();
+    values.push(own);
+    values.sort_unstable_by(|a, b| b.cmp(a));
+    values.get(quorum.checked_sub(1)?).copied()
+}
+
+/// What a node records only to report it: per-peer contact times, event
+/// counters and the time of its last input. No decision reads these, so
+/// they are left out of an elector's equality and hash: two electors that
+/// differ only here behave identically (the model checker relies on it).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Observed {
+    /// Per voter index: when a message from it last arrived.
+    pub(crate) last_heard: Vec<Option<Instant>>,
+    /// Event counters for metrics.
+    pub(crate) counters: Counters,
+    /// The `now` of the latest input (time must not go backwards).
+    pub(crate) last_input: Instant,
+}
+
+impl PartialEq for Observed {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Observed {}
+
+impl Hash for Observed {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
+
+/// The state every elector keeps: who it is, its durable term and vote, its
+/// role and known leader, its heartbeats and their acknowledgements, the
+/// leader lease, and the output of the current input.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Seat {
+    pub(crate) cfg: Config,
+    /// This node's index in `cfg.voters`.
+    pub(crate) me: usize,
+    // Durable.
+    /// The term (for Paxos: the highest ballot promised).
+    pub(crate) term: Term,
+    /// The node voted for (promised to) in `term`.
+    pub(crate) voted_for: Option<NodeId>,
+    /// The durable state last handed out to be persisted.
+    durable: HardState,
+    // Volatile.
+    pub(crate) role: Role,
+    pub(crate) leader: Option<NodeId>,
+    /// The term this node won an election in, while it is leader.
+    won: Option<Term>,
+    /// Leader: the counter of the last heartbeat.
+    pub(crate) lsn_counter: u64,
+    /// Follower: the last heartbeat accepted from a leader.
+    pub(crate) last_lsn: Option<Lsn>,
+    /// Leader: when the next heartbeat is due.
+    pub(crate) next_heartbeat: Instant,
+    /// Leader: per voter index, the send time (own clock) of the newest
+    /// heartbeat (or election message) that voter acknowledged.
+    pub(crate) acked_sent_at: Vec<Option<Instant>>,
+    /// How long a leader may lead after the send time of the heartbeats a
+    /// majority acknowledged.
+    lease_length: Duration,
+    /// Leader: until when it leads without fresh acknowledgements.
+    pub(crate) leader_lease_until: Instant,
+    /// Leader, after a stall outlived its lease: until when it tries to renew
+    /// the lease with fresh heartbeats (it does not lead meanwhile).
+    lease_renewal_until: Option<Instant>,
+    /// Follower: the stall grace was used since it last heard its leader or polled.
+    stall_grace_spent: bool,
+    /// True while durable state cannot be written.
+    pub(crate) storage_failed: bool,
+    /// Set by a graceful stop or a violated invariant: every input is ignored.
+    pub(crate) stopped: bool,
+    pub(crate) out: Output,
+    pub(crate) observed: Observed,
+}
+
+impl Seat {
+    /// A follower seat from the durable `state`, announcing its start. A
+    /// leader's lease lasts `lease_length` after the acknowledged send times.
+    pub(crate) fn new(cfg: Config, state: HardState, lease_length: Duration, now: Instant) -> Self {
+        let n = cfg.voters.len();
+        let me = cfg
+            .voters
+            .iter()
+            .position(|&v| v == cfg.id)
+            .expect("a validated config lists this node");
+        let mut seat = Seat {
+            cfg,
+            me,
+            term: state.term,
+            voted_for: state.voted_for,
+            durable: state,
+            role: Role::Follower,
+            leader: None,
+            won: None,
+            lsn_counter: 0,
+            last_lsn: None,
+            next_heartbeat: Instant::MAX,
+            acked_sent_at: vec![None; n],
+            lease_length,
+            leader_lease_until: Instant::ZERO,
+            lease_renewal_until: None,
+            stall_grace_spent: false,
+            storage_failed: false,
+            stopped: false,
+            out: Output::default(),
+            observed: Observed {
+                last_heard: vec![None; n],
+                counters: Counters::default(),
+                last_input: now,
+            },
+        };
+        seat.out.events.push(Event::RoleChanged {
+            role: Role::Follower,
+            term: seat.term,
+            reason: Reason::Startup,
+        });
+        seat
+    }
+
+    // ---- Who is who ----
+
+    /// The index of voter `id`.
+    pub(crate) fn index_of(&self, id: NodeId) -> Option<usize> {
+        self.cfg.voters.iter().position(|&v| v == id)
+    }
+
+    /// The other voters, in configuration order.
+    pub(crate) fn others(&self) -> impl Iterator<Item = NodeId> + '_ {
+        let me = self.cfg.id;
+        self.cfg.voters.iter().copied().filter(move |&v| v != me)
+    }
+
+    /// Votes needed to win.
+    pub(crate) fn quorum(&self) -> usize {
+        self.cfg.quorum()
+    }
+
+    pub(crate) fn counters(&mut self) -> &mut Counters {
+        &mut self.observed.counters
+    }
+
+    // ---- Output ----
+
+    /// Queues `msg` for `to`.
+    pub(crate) fn send(&mut self, to: NodeId, msg: impl Into<Message>) {
+        self.out.messages.push((to, msg.into()));
+    }
+
+    /// Queues `msg` for every other voter.
+    pub(crate) fn broadcast(&mut self, msg: impl Into<Message>) {
+        let msg = msg.into();
+        let others: Vec<NodeId> = self.others().collect();
+        for to in others {
+            self.send(to, msg.clone());
+        }
+    }
+
+    /// Asks the driver to persist the term and vote before this output's
+    /// messages leave. Halts the node if the new state would take back a
+    /// vote or a term (see [`Seat::finish_input`]).
+    pub(crate) fn persist(&mut self) {
+        let next = self.hard_state();
+        let prev = self.durable;
+        if next.term < prev.term {
+            return self.halt(format!("the term went back from {} to {}", prev.term, next.term));
+        }
+        if next.term == prev.term && prev.voted_for.is_some() && next.voted_for != prev.voted_for {
+            return self.halt(format!(
+                "a second vote in term {}: {:?} after {:?}",
+                next.term, next.voted_for, prev.voted_for
+            ));
+        }
+        self.durable = next;
+        self.out.persist = Some(next);
+    }
+
+    /// The term and vote as they must be on disk.
+    pub(crate) fn hard_state(&self) -> HardState {
+        HardState { term: self.term, voted_for: self.voted_for }
+    }
+
+    /// Sets the role, announcing a change.
+    pub(crate) fn set_role(&mut self, role: Role, reason: Reason) {
+        if self.role != role {
+            self.role = role;
+            self.lease_renewal_until = None;
+            if role != Role::Leader {
+                self.won = None;
+            }
+            self.out.events.push(Event::RoleChanged { role, term: self.term, reason });
+        }
+    }
+
+    /// Announces the role `role` in `term` without changing `self.term` (a
+    /// ranked candidate stands in a term above its own until it votes).
+    pub(crate) fn set_role_in(&mut self, role: Role, term: Term, reason: Reason) {
+        self.role = role;
+        self.lease_renewal_until = None;
+        self.won = None;
+        self.out.events.push(Event::RoleChanged { role, term, reason });
+    }
+
+    /// Sets the known leader, announcing a change with its fencing token.
+    pub(crate) fn set_leader(&mut self, leader: Option<NodeId>) {
+        if self.leader != leader {
+            self.leader = leader;
+            self.out.events.push(Event::LeaderChanged {
+                leader,
+                term: self.term,
+                fencing_token: leader.map(|_| FencingToken::for_term(self.term)),
+            });
+        }
+    }
+
+    // ---- Leading ----
+
+    /// Takes office in the current term, backed by `backers` voters (this
+    /// node included): the role, the leader and the heartbeat counter. The
+    /// protocol then computes the lease and sends the first heartbeat.
+    pub(crate) fn take_office(&mut self, backers: usize) {
+        if backers < self.quorum() {
+            return self.halt(format!(
+                "leading term {} with {backers} of the {} votes needed",
+                self.term,
+                self.quorum()
+            ));
+        }
+        self.observed.counters.elections_won += 1;
+        self.lsn_counter = 0;
+        self.set_role(Role::Leader, Reason::ElectionWon);
+        self.won = Some(self.term);
+        self.set_leader(Some(self.cfg.id));
+    }
+
+    /// Starts the next heartbeat: counts it, schedules the one after, and
+    /// returns its counter and send time for the protocol's message.
+    pub(crate) fn next_heartbeat_at(&mut self, now: Instant) -> (u64, u64) {
+        self.lsn_counter += 1;
+        self.observed.counters.heartbeats_sent += (self.cfg.voters.len() - 1) as u64;
+        self.next_heartbeat = now + self.cfg.heartbeat_interval;
+        (self.lsn_counter, now.as_nanos())
+    }
+
+    /// The leader's lease ends `lease_length` after the send time of the
+    /// newest heartbeat acknowledged by a majority (counting itself).
+    pub(crate) fn recompute_leader_lease(&mut self) {
+        let others = self.acked_sent_at.iter().enumerate().filter(|&(i, _)| i != self.me);
+        let from = majority_value(Instant::MAX, others.map(|(_, s)| *s), self.quorum());
+        self.leader_lease_until = match from {
+            Some(Instant::MAX) => Instant::MAX,
+            Some(sent) => sent + self.lease_length,
+            None => Instant::ZERO,
+        };
+    }
+
+    /// Records that voter `i` acknowledged a message this leader sent at `sent`.
+    pub(crate) fn record_ack(&mut self, now: Instant, i: usize, sent: Instant) {
+        if self.acked_sent_at[i].is_none_or(|s| s < sent) {
+            self.acked_sent_at[i] = Some(sent);
+            self.recompute_leader_lease();
+            if now < self.leader_lease_until {
+                self.lease_renewal_until = None;
+            }
+        }
+    }
+
+    /// True if this node leads at `now`.
+    pub(crate) fn is_leader(&self, now: Instant) -> bool {
+        !self.stopped && self.role == Role::Leader && now < self.leader_lease_until
+    }
+
+    /// Whether a leader whose lease ran out at `now` must step down. A leader
+    /// that was itself stalled (its heartbeat overdue by more than an
+    /// interval) first gets [`STALL_GRACE_HEARTBEATS`] to renew the lease with
+    /// fresh heartbeats: its followers were most likely stalled too, or simply
+    /// did not hear from it. It does not lead meanwhile (`is_leader` needs a
+    /// lease), and acknowledgements of fresh heartbeats re-establish the lease
+    /// by the usual rule, which does not depend on having led without a break.
+    pub(crate) fn lease_lost(&mut self, now: Instant) -> bool {
+        if self.role != Role::Leader || now < self.leader_lease_until {
+            return false;
+        }
+        if self.lease_renewal_until.is_none() && self.stalled_past(self.next_heartbeat, now) {
+            let grace = self.cfg.heartbeat_interval * STALL_GRACE_HEARTBEATS;
+            self.lease_renewal_until = Some(now + grace);
+            self.next_heartbeat = now;
+            return false;
+        }
+        if self.lease_renewal_until.is_some_and(|until| now < until) {
+            return false;
+        }
+        self.lease_renewal_until = None;
+        self.observed.counters.quorum_losses += 1;
+        true
+    }
+
+    /// When a leader's timer must next fire: its heartbeat or the end of its
+    /// lease (or of the grace to renew it).
+    pub(crate) fn leader_deadline(&self) -> Instant {
+        self.next_heartbeat.min(self.lease_renewal_until.unwrap_or(self.leader_lease_until))
+    }
+
+    // ---- Following ----
+
+    /// True if `deadline` was missed by more than a heartbeat interval: this
+    /// node did not run in the meantime.
+    fn stalled_past(&self, deadline: Instant, now: Instant) -> bool {
+        now.saturating_since(deadline) > self.cfg.heartbeat_interval
+    }
+
+    /// A follower's election timer fired at `now` for `deadline`. If the node
+    /// itself was stalled, the silence it measured says nothing about its
+    /// leader: returns the later deadline at which to poll instead (once per
+    /// stall, see [`STALL_GRACE_HEARTBEATS`]).
+    pub(crate) fn stall_grace(&mut self, deadline: Instant, now: Instant) -> Option<Instant> {
+        if self.stall_grace_spent || !self.stalled_past(deadline, now) {
+            return None;
+        }
+        self.stall_grace_spent = true;
+        Some(now + self.cfg.heartbeat_interval * STALL_GRACE_HEARTBEATS)
+    }
+
+    /// The node heard its leader or started polling: a later stall gets a grace again.
+    pub(crate) fn renew_stall_grace(&mut self) {
+        self.stall_grace_spent = false;
+    }
+
+    // ---- Reporting ----
+
+    /// A snapshot of the election state.
+    pub(crate) fn status(&self) -> Status {
+        let leader = self.leader;
+        let leading = self.role == Role::Leader;
+        Status {
+            id: self.cfg.id,
+            role: self.role,
+            term: self.term,
+            voted_for: self.voted_for,
+            leader,
+            fencing_token: leader.map(|_| FencingToken::for_term(self.term)),
+            lsn: if leading {
+                Some(Lsn { term: self.term, counter: self.lsn_counter })
+            } else {
+                self.last_lsn
+            },
+            lease_until: leading.then_some(self.leader_lease_until),
+            storage_failed: self.storage_failed,
+            peers: self
+                .cfg
+                .voters
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != self.me)
+                .map(|(i, &v)| PeerStatus { id: v, last_heard: self.observed.last_heard[i] })
+                .collect(),
+        }
+    }
+
+    // ---- Invariants ----
+
+    /// Starts an input at `now`: false (and the node halts) if time went backwards.
+    fn start_input(&mut self, now: Instant) -> bool {
+        if now < self.observed.last_input {
+            let last = self.observed.last_input;
+            self.halt(format!("time went backwards, from {last:?} to {now:?}"));
+            return false;
+        }
+        self.observed.last_input = now;
+        true
+    }
+
+    /// Checks, after every input, what must hold whatever the protocol: the
+    /// term and vote were handed out for persisting (so none is sent before
+    /// it is durable, see [`Seat::persist`] for terms and votes never going
+    /// back), and a leader leads only the term it won.
+    fn finish_input(&mut self) {
+        if self.stopped {
+            return;
+        }
+        if self.hard_state() != self.durable {
+            return self.halt(format!(
+                "the durable state changed to {:?} without being persisted (last persisted {:?})",
+                self.hard_state(),
+                self.durable
+            ));
+        }
+        if self.role == Role::Leader && self.won != Some(self.term) {
+            self.halt(format!(
+                "leading term {} after winning {:?}",
+                self.term,
+                self.won.map(|t| t.0)
+            ));
+        }
+    }
+
+    /// Stops the node for good because an invariant broke: nothing of the
+    /// current output is persisted or sent, the node leads and votes no
+    /// more, and [`Event::Halted`] says why. A halted node is a crashed node
+    /// to its peers, which the protocols tolerate; a second leader or a
+    /// second vote would not be.
+    pub(crate) fn halt(&mut self, reason: String) {
+        self.out.persist = None;
+        self.out.messages.clear();
+        self.stopped = true;
+        self.set_role(Role::Follower, Reason::InvariantViolated);
+        self.set_leader(None);
+        self.out.events.push(Event::Halted { reason });
+    }
+}
+
+/// A protocol's own rules, over the [`Seat`] it owns. Implementing this is
+/// all a protocol does: the [`Protocol`] implementation for every `Rules` is
+/// written once, below.
+pub(crate) trait Rules {
+    /// The protocol's peer message.
+    type Msg;
+
+    /// The seat.
+    fn seat(&self) -> &Seat;
+    /// The seat, mutably.
+    fn seat_mut(&mut self) -> &mut Seat;
+
+    /// This protocol's message inside `msg`, or `None` for another protocol's
+    /// (a misconfigured peer: the message is ignored).
+    fn own_message(msg: Message) -> Option<Self::Msg>;
+
+    /// Called first on every input (messages and timers), before the handler:
+    /// steps down a leader whose lease ran out (see [`Seat::lease_lost`]), so
+    /// that a leader resumed after a pause never acts on an expired lease.
+    fn check_lease(&mut self, now: Instant);
+
+    /// Called first on every input; by default [`Rules::check_lease`].
+    fn prepare_input(&mut self, now: Instant) {
+        self.check_lease(now);
+    }
+
+    /// A message `msg` from voter `from` (index `i`, not this node).
+    fn on_message(&mut self, now: Instant, i: usize, from: NodeId, msg: Self::Msg);
+
+    /// The timer fired.
+    fn on_timeout(&mut self, now: Instant);
+
+    /// Durable state could not be written (`storage_failed` is already set):
+    /// leave leadership and candidacy.
+    fn on_persist_failed(&mut self, now: Instant);
+
+    /// Steps down from leadership and tells everyone, naming `successor`.
+    fn resign(&mut self, now: Instant, successor: Option<NodeId>);
+
+    /// Becomes a follower (ends any round), announcing why.
+    fn become_follower(&mut self, reason: Reason);
+
+    /// When the timer must next fire (the node is not stopped).
+    fn deadline(&self) -> Instant;
+}
+
+impl<P: Rules + Send> Protocol for P {
+    fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message) {
+        if self.seat().stopped || !self.seat_mut().start_input(now) {
+            return;
+        }
+        let seat = self.seat();
+        let Some(i) = seat.index_of(from).filter(|&i| i != seat.me) else {
+            self.seat_mut().counters().messages_ignored += 1;
+            return;
+        };
+        let Some(msg) = P::own_message(msg) else {
+            self.seat_mut().counters().messages_ignored += 1;
+            return;
+        };
+        self.prepare_input(now);
+        self.seat_mut().observed.last_heard[i] = Some(now);
+        self.on_message(now, i, from, msg);
+        self.seat_mut().finish_input();
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.seat().stopped || !self.seat_mut().start_input(now) {
+            return;
+        }
+        self.prepare_input(now);
+        self.on_timeout(now);
+        self.seat_mut().finish_input();
+    }
+
+    fn handle_persist_failed(&mut self, now: Instant) {
+        self.seat_mut().storage_failed = true;
+        self.on_persist_failed(now);
+    }
+
+    fn handle_persist_recovered(&mut self, _now: Instant) {
+        self.seat_mut().storage_failed = false;
+    }
+
+    fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError> {
+        self.check_lease(now);
+        let seat = self.seat();
+        let leading = seat.role == Role::Leader;
+        if handover::check_transfer(&seat.cfg, leading, seat.leader, &seat.acked_sent_at, now, to)?
+        {
+            self.resign(now, Some(to));
+        }
+        Ok(())
+    }
+
+    fn shutdown(&mut self, now: Instant) {
+        if self.seat().stopped {
+            return;
+        }
+        self.check_lease(now);
+        if self.seat().role == Role::Leader {
+            let seat = self.seat();
+            let successor = handover::best_successor(&seat.cfg, &seat.acked_sent_at, now);
+            self.resign(now, successor);
+        }
+        self.become_follower(Reason::Shutdown);
+        let seat = self.seat_mut();
+        seat.set_leader(None);
+        seat.stopped = true;
+    }
+
+    fn take_output(&mut self) -> Output {
+        std::mem::take(&mut self.seat_mut().out)
+    }
+
+    fn poll_timeout(&self) -> Instant {
+        if self.seat().stopped {
+            return Instant::MAX;
+        }
+        self.deadline()
+    }
+
+    fn hard_state(&self) -> HardState {
+        self.seat().hard_state()
+    }
+
+    fn status(&self) -> Status {
+        self.seat().status()
+    }
+
+    fn is_leader(&self, now: Instant) -> bool {
+        self.seat().is_leader(now)
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.seat().observed.counters
+    }
+
+    fn election_timeout(&self) -> Duration {
+        self.seat().cfg.election_timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn majority_value_is_the_quorum_th_newest() {
+        // (own, others, quorum, expected)
+        type Row<'a> = (u64, &'a [Option<u64>], usize, Option<u64>);
+        let table: [Row; 10] = [
+            // A single voter: its own value.
+            (9, &[], 1, Some(9)),
+            // Three voters, quorum two: the newest peer value.
+            (9, &[Some(3), Some(5)], 2, Some(5)),
+            (9, &[Some(5), None], 2, Some(5)),
+            (9, &[None, None], 2, None),
+            // Five voters, quorum three: the second newest peer value.
+            (9, &[Some(1), Some(4), Some(2), Some(3)], 3, Some(3)),
+            (9, &[Some(1), None, None, Some(3)], 3, Some(1)),
+            (9, &[None, None, None, Some(3)], 3, None),
+            // Equal values count once each.
+            (9, &[Some(4), Some(4), Some(1), None], 3, Some(4)),
+            // A peer ahead of this node does not count twice.
+            (2, &[Some(7), Some(1)], 2, Some(2)),
+            // Quorum zero never happens; it answers nothing rather than panic.
+            (9, &[Some(1)], 0, None),
+        ];
+        for (own, others, quorum, expected) in table {
+            assert_eq!(
+                majority_value(own, others.iter().copied(), quorum),
+                expected,
+                "own {own}, others {others:?}, quorum {quorum}"
+            );
+        }
+    }
+
+    #[test]
+    fn lease_counts_from_the_majority_acknowledged_send_time() {
+        let cfg = Config::new(
+            NodeId(1),
+            vec![NodeId(1), NodeId(2), NodeId(3)],
+            Duration::from_millis(100),
+            Duration::from_millis(1000),
+        );
+        let lease = Duration::from_millis(900);
+        let mut seat = Seat::new(cfg, HardState::default(), lease, Instant::ZERO);
+        seat.recompute_leader_lease();
+        assert_eq!(seat.leader_lease_until, Instant::ZERO, "no acknowledgement: no lease");
+        let at = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        seat.record_ack(at(50), 1, at(40));
+        assert_eq!(seat.leader_lease_until, at(940));
+        seat.record_ack(at(60), 1, at(30));
+        assert_eq!(seat.leader_lease_until, at(940), "an older acknowledgement changes nothing");
+        seat.record_ack(at(70), 2, at(60));
+        assert_eq!(seat.leader_lease_until, at(960));
+    }
+
+    #[test]
+    fn a_single_voter_leads_without_acknowledgements() {
+        let cfg = Config::new(
+            NodeId(4),
+            vec![NodeId(4)],
+            Duration::from_millis(100),
+            Duration::from_millis(1000),
+        );
+        let mut seat =
+            Seat::new(cfg, HardState::default(), Duration::from_millis(900), Instant::ZERO);
+        seat.recompute_leader_lease();
+        assert_eq!(seat.leader_lease_until, Instant::MAX);
+    }
+
+    fn three_node_seat() -> Seat {
+        let cfg = Config::new(
+            NodeId(1),
+            vec![NodeId(1), NodeId(2), NodeId(3)],
+            Duration::from_millis(100),
+            Duration::from_millis(1000),
+        );
+        let state = HardState { term: Term(5), voted_for: Some(NodeId(2)) };
+        let mut seat = Seat::new(cfg, state, Duration::from_millis(900), Instant::ZERO);
+        let _ = std::mem::take(&mut seat.out);
+        seat
+    }
+
+    fn halted(seat: &Seat) -> Option<&str> {
+        seat.out.events.iter().find_map(|e| match e {
+            Event::Halted { reason } => Some(reason.as_str()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_term_going_back_halts_before_anything_is_written_or_sent() {
+        let mut seat = three_node_seat();
+        seat.broadcast(Message::PreVote { term: Term(6) });
+        seat.term = Term(4);
+        seat.persist();
+        assert!(seat.stopped);
+        assert_eq!(seat.out.persist, None);
+        assert!(seat.out.messages.is_empty(), "{:?}", seat.out.messages);
+        assert!(halted(&seat).is_some_and(|r| r.contains("from 5 to 4")), "{:?}", seat.out);
+    }
+
+    #[test]
+    fn a_second_vote_in_a_term_halts() {
+        let mut seat = three_node_seat();
+        seat.voted_for = Some(NodeId(3));
+        seat.persist();
+        assert!(seat.stopped);
+        assert!(halted(&seat).is_some_and(|r| r.contains("second vote in term 5")));
+        // The same vote again, or a vote in a higher term, is fine.
+        let mut seat = three_node_seat();
+        seat.persist();
+        seat.term = Term(6);
+        seat.voted_for = None;
+        seat.persist();
+        seat.voted_for = Some(NodeId(3));
+        seat.persist();
+        assert!(!seat.stopped, "{:?}", seat.out.events);
+        assert_eq!(seat.out.persist, Some(HardState { term: Term(6), voted_for: Some(NodeId(3)) }));
+    }
+
+    #[test]
+    fn a_state_change_that_was_not_persisted_halts() {
+        let mut seat = three_node_seat();
+        seat.term = Term(6);
+        seat.finish_input();
+        assert!(seat.stopped);
+        assert!(halted(&seat).is_some_and(|r| r.contains("without being persisted")));
+    }
+
+    #[test]
+    fn leading_a_term_not_won_halts() {
+        let mut seat = three_node_seat();
+        seat.take_office(1);
+        assert!(seat.stopped, "one vote of three is no majority");
+        let mut seat = three_node_seat();
+        seat.take_office(2);
+        seat.finish_input();
+        assert!(!seat.stopped);
+        assert_eq!(seat.role, Role::Leader);
+        // The term moves on under a leader that does not step down.
+        seat.term = Term(6);
+        seat.voted_for = None;
+        seat.persist();
+        seat.finish_input();
+        assert!(seat.stopped);
+        assert!(halted(&seat).is_some_and(|r| r.contains("leading term 6 after winning Some(5)")));
+        assert_eq!(seat.role, Role::Follower);
+        assert_eq!(seat.leader, None);
+    }
+
+    #[test]
+    fn time_going_backwards_halts_an_elector_for_good() {
+        use crate::raft::RaftElector;
+        let cfg = Config::new(
+            NodeId(1),
+            vec![NodeId(1), NodeId(2), NodeId(3)],
+            Duration::from_millis(100),
+            Duration::from_millis(1000),
+        );
+        let at = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        let mut e = RaftElector::new(cfg, HardState::default(), rand_pcg::Pcg64Mcg::new(1), at(10));
+        e.handle_timeout(at(20));
+        let _ = e.take_output();
+        e.handle_message(at(15), NodeId(2), Message::PreVote { term: Term(1) });
+        let out = e.take_output();
+        assert!(out.messages.is_empty());
+        assert!(out.events.iter().any(
+            |e| matches!(e, Event::Halted { reason } if reason.contains("time went backwards"))
+        ));
+        assert_eq!(e.poll_timeout(), Instant::MAX);
+        // Nothing moves it again.
+        e.handle_timeout(at(5000));
+        e.handle_message(at(5001), NodeId(2), Message::Vote { term: Term(1), transfer: false });
+        assert!(e.take_output().is_empty());
+        assert!(!e.is_leader(at(5002)));
+    }
+}
