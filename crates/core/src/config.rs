@@ -1,5 +1,6 @@
 //! Election configuration and its validation.
 
+use crate::drift;
 use crate::kind::ProtocolKind;
 use crate::types::NodeId;
 use std::collections::HashSet;
@@ -8,9 +9,6 @@ use std::time::Duration;
 /// The largest cluster the core accepts. Elections are all-to-all, so the
 /// message cost grows with the square of the cluster size.
 pub const MAX_VOTERS: usize = 15;
-
-/// Parts per million in one.
-const PPM: u64 = 1_000_000;
 
 /// The largest clock-drift bound accepted: 10%.
 pub const MAX_CLOCK_DRIFT_PPM: u32 = 100_000;
@@ -166,16 +164,6 @@ impl Config {
         Ok(())
     }
 
-    /// [`Config::validate`] plus the requirements of protocol `kind`.
-    pub fn validate_for(&self, kind: ProtocolKind) -> Result<(), ConfigError> {
-        self.validate()?;
-        match kind {
-            ProtocolKind::Raft => Ok(()),
-            ProtocolKind::Ranked => crate::ranked::validate(self),
-            ProtocolKind::Paxos => crate::paxos::validate(self),
-        }
-    }
-
     /// Votes needed to win: a majority of all voters.
     pub fn quorum(&self) -> usize {
         quorum(self.voters.len())
@@ -189,10 +177,7 @@ impl Config {
     /// time, that is at least `election_timeout / (1 + rho)` of real time, and the
     /// leader's clock measures that span as at least this value.
     pub fn leader_lease(&self) -> Duration {
-        let ppm = u64::from(self.clock_drift_ppm);
-        let nanos =
-            self.election_timeout.as_nanos() * u128::from(PPM - ppm) / u128::from(PPM + ppm);
-        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+        drift::shrink(self.election_timeout, self.clock_drift_ppm)
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`Elector`]: any of tenure's protocols behind one concrete type.
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::kind::ProtocolKind;
 use crate::message::Message;
 use crate::paxos::PaxosElector;
@@ -15,8 +15,10 @@ use std::time::Duration;
 /// One of the election protocols, chosen at run time by [`ProtocolKind`].
 ///
 /// Drivers that pick the protocol from configuration hold an `Elector`; it is
-/// `Clone + Debug` like the protocols themselves, which the model checker needs.
-#[derive(Clone, Debug)]
+/// `Clone + Debug` like the protocols themselves, and `Eq + Hash` with an
+/// `Eq + Hash` RNG, leaving out what is only reported (counters, contact
+/// times): the model checker uses that as a state's identity.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 // One elector per node, built once and never moved on a hot path: boxing the
 // variants to even out their sizes would buy nothing.
 #[allow(clippy::large_enum_variant)]
@@ -27,6 +29,18 @@ pub enum Elector<R> {
     Ranked(RankedElector<R>),
     /// [`ProtocolKind::Paxos`].
     Paxos(PaxosElector<R>),
+}
+
+impl Config {
+    /// [`Config::validate`] plus the requirements of protocol `kind`.
+    pub fn validate_for(&self, kind: ProtocolKind) -> Result<(), ConfigError> {
+        self.validate()?;
+        match kind {
+            ProtocolKind::Raft => Ok(()),
+            ProtocolKind::Ranked => crate::ranked::validate(self),
+            ProtocolKind::Paxos => crate::paxos::validate(self),
+        }
+    }
 }
 
 impl<R: RngCore + Send> Elector<R> {

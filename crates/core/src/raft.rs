@@ -49,7 +49,7 @@ struct Round {
 }
 
 /// The Raft-style elector. Construct it with [`RaftElector::new`] and drive it
-/// through the [`Protocol`] trait, whose documentation states the calling contract.
+/// through the [`Protocol`](crate::Protocol) trait, whose documentation states the calling contract.
 ///
 /// `R` is the caller's seeded random source (used only for a small jitter on
 /// candidacy deadlines). With a `Clone + Hash + Eq` RNG the whole elector is

@@ -27,13 +27,13 @@
 use crate::config::{Config, ConfigError};
 use crate::drift;
 use crate::kind::ProtocolKind;
+pub use crate::message::ranked::RankedMessage;
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
 use crate::seat::{majority_value, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
-use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::time::Duration;
 
@@ -41,116 +41,6 @@ use std::time::Duration;
 /// counts only if it echoes one of them, so votes addressed to an earlier
 /// incarnation of the node (before a restart) are never counted.
 pub const MAX_REMEMBERED_ELECTS: usize = 8;
-
-/// Messages of the ranked protocol.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum RankedMessage {
-    /// Seed 001's ELECT(id, term, msg): the sender is VOTING and reports its claim.
-    /// The transport supplies the id.
-    Elect {
-        /// The sender's current term (the highest it knows; votes go above it).
-        term: Term,
-        /// The latest leader message the sender saw (seed 001's "term, msg"); for
-        /// a former leader, its latest message a majority acknowledged. `None`
-        /// after a restart.
-        claim: Option<Lsn>,
-        /// The sender's clock when it sent this message; echoed in a `Vote`, it
-        /// bounds the lease the sender may take if elected.
-        sent_at_nanos: u64,
-        /// Set when the leader of this term resigned and named the sender its
-        /// successor: the claim ranks first, and voters whose lease is on that
-        /// leader drop it.
-        transfer: Option<Term>,
-        /// How long after sending this the sender will vote, in nanoseconds of
-        /// its clock. Electors that start VOTING at different times (their
-        /// leases on the old leader ended at different times) vote no earlier
-        /// than every claimant they know of, so they rank the same slate.
-        vote_in_nanos: u64,
-    },
-    /// Seed 001's VOTE(term, msg): the sender votes for the destination in `term`.
-    Vote {
-        /// The term voted in: above every term the voter knew.
-        term: Term,
-        /// The `sent_at_nanos` of the destination's `Elect` the vote answers.
-        echo_sent_at_nanos: u64,
-    },
-    /// Seed 001's LEAD: the leader's heartbeat and assertion of leadership.
-    Lead {
-        /// The leader's term.
-        term: Term,
-        /// The message number within the term (the LSN counter).
-        counter: u64,
-        /// The leader's clock when it sent this message, echoed by `LeadAck`.
-        sent_at_nanos: u64,
-    },
-    /// Acknowledgement of a `Lead` (not in the seed): what keeps the leader's
-    /// lease alive. With `ok == false`, the `Lead` was obsolete and `term` is
-    /// the responder's higher term.
-    LeadAck {
-        /// The responder's term.
-        term: Term,
-        /// False when the `Lead` came from a lower term than the responder's.
-        ok: bool,
-        /// The `counter` of the `Lead` answered.
-        counter: u64,
-        /// The `sent_at_nanos` of the `Lead` answered.
-        echo_sent_at_nanos: u64,
-    },
-    /// A leader leaving office (leadership transfer or graceful stop).
-    Resign {
-        /// The term the sender led.
-        term: Term,
-        /// The node asked to stand at once, if any.
-        successor: Option<NodeId>,
-    },
-}
-
-impl RankedMessage {
-    /// The term the message carries.
-    pub fn term(&self) -> Term {
-        match self {
-            RankedMessage::Elect { term, .. }
-            | RankedMessage::Vote { term, .. }
-            | RankedMessage::Lead { term, .. }
-            | RankedMessage::LeadAck { term, .. }
-            | RankedMessage::Resign { term, .. } => *term,
-        }
-    }
-
-    /// A short name for logs and metrics.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            RankedMessage::Elect { .. } => "ranked_elect",
-            RankedMessage::Vote { .. } => "ranked_vote",
-            RankedMessage::Lead { .. } => "ranked_lead",
-            RankedMessage::LeadAck { .. } => "ranked_lead_ack",
-            RankedMessage::Resign { .. } => "ranked_resign",
-        }
-    }
-
-    /// If this message, sent to its destination, grants it a vote in a term:
-    /// that term. Every `Vote` does.
-    pub fn vote_grant(&self) -> Option<Term> {
-        match self {
-            RankedMessage::Vote { term, .. } => Some(*term),
-            _ => None,
-        }
-    }
-
-    /// If this is a leader's heartbeat (`Lead`): the leader's term.
-    pub fn heartbeat_term(&self) -> Option<Term> {
-        match self {
-            RankedMessage::Lead { term, .. } => Some(*term),
-            _ => None,
-        }
-    }
-
-    /// True for the messages of the election itself (`Elect` and `Vote`), the
-    /// ones seed 001 bounds to two per server per round trip.
-    pub fn is_election_message(&self) -> bool {
-        matches!(self, RankedMessage::Elect { .. } | RankedMessage::Vote { .. })
-    }
-}
 
 /// The longest a node may wait, once it is VOTING, before it votes: the
 /// other electors' leases on the old leader may end up to
@@ -243,8 +133,10 @@ struct Poll {
 }
 
 /// The ranked elector. Construct it with [`RankedElector::new`] and drive it
-/// through the [`Protocol`] trait, whose documentation states the calling contract.
-#[derive(Clone, Debug)]
+/// through the [`Protocol`](crate::Protocol) trait, whose documentation states
+/// the calling contract. Equality and hash leave out what is only reported
+/// (counters, contact times), as for every elector.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RankedElector<R> {
     seat: Seat,
     /// Used only for a small jitter on poll retries.
@@ -290,7 +182,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     /// it may have supported someone before a crash. `cfg` must be valid (see
     /// [`Config::validate_for`]).
     pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
-        debug_assert_eq!(cfg.validate_for(ProtocolKind::Ranked), Ok(()));
+        debug_assert_eq!(cfg.validate().and_then(|()| validate(&cfg)), Ok(()));
         let n = cfg.voters.len();
         let t = cfg.election_timeout;
         let quiet_until = now + drift::stretch(t, cfg.clock_drift_ppm);

@@ -3,9 +3,12 @@
 //! The transport adds the sender's identity (it is authenticated by the
 //! connection handshake), so messages do not carry it.
 
-use crate::paxos::PaxosMessage;
-use crate::ranked::RankedMessage;
+pub mod paxos;
+pub mod ranked;
+
 use crate::types::{NodeId, Term};
+pub use paxos::PaxosMessage;
+pub use ranked::RankedMessage;
 use serde::{Deserialize, Serialize};
 
 /// A peer-to-peer election message.
