@@ -381,8 +381,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// Steps down if a leader's lease has run out. Called first on every input
     /// so that a leader resumed after a pause never acts on an expired lease.
     fn step_down_on_lost_lease(&mut self, now: Instant) {
-        if self.seat.role == Role::Leader && now >= self.seat.leader_lease_until {
-            self.seat.counters().quorum_losses += 1;
+        if self.seat.lease_lost(now) {
             let own = self.my_heartbeat();
             self.seat.last_lsn = own;
             self.hb_baseline = self.hb_baseline.max(own);
@@ -410,6 +409,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             return;
         }
         self.lease = None;
+        self.seat.renew_stall_grace();
         if self.seat.cfg.voters.len() == 1 {
             self.start_candidacy(now, None);
             return;
@@ -738,9 +738,10 @@ impl<R: RngCore + Send> PaxosElector<R> {
             };
             return self.seat.send(from, msg);
         }
-        if self.seat.role == Role::Leader {
+        if self.seat.is_leader(now) {
             // A higher ballot cannot lead while our lease runs (leases and
-            // ballots both exclude it); ignore rather than follow.
+            // ballots both exclude it); ignore rather than follow. A leader
+            // still renewing its lease after a stall follows it (below).
             self.seat.counters().messages_ignored += 1;
             return;
         }
@@ -761,6 +762,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.seat.last_lsn = Some(lsn);
         self.hb_baseline = self.hb_baseline.max(Some(lsn));
         self.seat.set_leader(Some(from));
+        self.seat.renew_stall_grace();
         self.grant_lease(now, from, ballot);
         self.poll_hold = None;
         self.election_deadline = now + self.timeout();
@@ -858,11 +860,13 @@ impl<R: RngCore + Send> PaxosElector<R> {
             return;
         }
         if !ok {
-            if promised > self.seat.term && !self.seat.storage_failed {
+            if promised > self.seat.term && !self.seat.storage_failed && self.seat.is_leader(now) {
                 // An acceptor promised a higher ballot (a candidacy that could
                 // not win while our lease runs). A majority still backs us, so
                 // re-establish leadership above it at once; skipping the poll
-                // is safe, polls only serve liveness.
+                // is safe, polls only serve liveness. (A leader renewing its
+                // lease after a stall has no such majority: it lets the
+                // renewal run out instead.)
                 self.start_candidacy(now, None);
             } else {
                 self.seat.counters().messages_ignored += 1;
@@ -975,7 +979,12 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
             }
             Role::Follower => {
                 if now >= self.election_deadline {
-                    self.start_poll(now);
+                    // A node that was not running gives the leader's next
+                    // Commit a chance before polling.
+                    match self.seat.stall_grace(self.election_deadline, now) {
+                        Some(later) => self.election_deadline = later,
+                        None => self.start_poll(now),
+                    }
                 }
             }
             Role::PreCandidate => self.check_poll(now),
@@ -1016,7 +1025,7 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
 
     fn deadline(&self) -> Instant {
         match (&self.seat.role, &self.round) {
-            (Role::Leader, _) => self.seat.next_heartbeat.min(self.seat.leader_lease_until),
+            (Role::Leader, _) => self.seat.leader_deadline(),
             (Role::PreCandidate, Some(Round::Poll(p))) => p.deadline,
             (Role::Candidate, Some(Round::Candidacy(c))) => {
                 let quorum = self.seat.cfg.quorum();

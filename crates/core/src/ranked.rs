@@ -301,8 +301,7 @@ impl<R: RngCore + Send> RankedElector<R> {
 
     /// Steps down a leader whose lease ran out.
     fn step_down_on_lost_lease(&mut self, now: Instant) {
-        if self.seat.role == Role::Leader && now >= self.seat.leader_lease_until {
-            self.seat.counters().quorum_losses += 1;
+        if self.seat.lease_lost(now) {
             self.step_down_from_leader();
             self.become_follower(Reason::QuorumLost);
             self.seat.set_leader(None);
@@ -325,6 +324,7 @@ impl<R: RngCore + Send> RankedElector<R> {
             return;
         }
         self.seat.counters().pre_votes_started += 1;
+        self.seat.renew_stall_grace();
         self.seat.set_leader(None);
         let sent_at_nanos = now.as_nanos();
         let me = self.me();
@@ -709,6 +709,7 @@ impl<R: RngCore + Send> RankedElector<R> {
         self.seat.counters().heartbeats_received += 1;
         self.seat.last_lsn = Some(lsn);
         self.seat.set_leader(Some(from));
+        self.seat.renew_stall_grace();
         let t = self.seat.cfg.election_timeout;
         let support = Support::Leader { id: from, term, sent_at };
         self.lease = Some(Lease { support, until: now + t });
@@ -851,7 +852,12 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
             }
             Role::Follower => {
                 if now >= self.election_deadline {
-                    self.start_poll(now, Reason::ElectionTimeout);
+                    // A node that was not running gives the leader's next
+                    // `Lead` a chance before polling.
+                    match self.seat.stall_grace(self.election_deadline, now) {
+                        Some(later) => self.election_deadline = later,
+                        None => self.start_poll(now, Reason::ElectionTimeout),
+                    }
                 }
             }
             Role::PreCandidate => self.try_vote(now),
@@ -904,7 +910,7 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
 
     fn deadline(&self) -> Instant {
         match self.seat.role {
-            Role::Leader => self.seat.next_heartbeat.min(self.seat.leader_lease_until),
+            Role::Leader => self.seat.leader_deadline(),
             Role::Follower => self.election_deadline,
             Role::PreCandidate => self.poll.map_or(self.election_deadline, |p| p.next_check),
             Role::Candidate => {

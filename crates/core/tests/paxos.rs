@@ -690,20 +690,23 @@ fn duplicated_or_reordered_commits_are_dropped_by_heartbeat_counter() {
 #[test]
 fn paused_leader_steps_down_before_acting_on_resume() {
     let (mut c, leader) = elected(3);
-    let mut frozen = c.nodes.remove(&leader).expect("leader");
+    // Freeze the leader: it gets no input while the others move on.
     c.crash(leader);
     let (new, _) = c.run_until_leader_other_than(Some(leader), TIMEOUT * 4);
     c.run_for(TIMEOUT);
+    c.down.remove(&leader); // resume with its old in-memory state
     let now = c.now;
-    assert!(!frozen.is_leader(now), "its lease ran out while frozen");
-    frozen.handle_timeout(now);
-    let out = frozen.take_output();
-    assert!(
-        out.messages.iter().all(|(_, m)| m.heartbeat_term().is_none()),
-        "the resumed leader sent a Commit: {out:?}"
-    );
-    assert_ne!(frozen.status().role, Role::Leader);
-    assert!(c.term(new) > frozen.status().term);
+    assert!(!c.node(leader).is_leader(now), "its lease ran out while frozen");
+    c.node_mut(leader).handle_timeout(now);
+    c.drain(leader);
+    // It was stalled, so it may try to renew its lease with fresh Commits,
+    // but without a lease it does not lead; the acceptors answer with their
+    // higher promise, the renewal fails and it steps down.
+    assert!(!c.node(leader).is_leader(now));
+    c.run_for(HEARTBEAT * tenure_core::STALL_GRACE_HEARTBEATS);
+    assert_ne!(c.role(leader), Role::Leader);
+    c.run_for(TIMEOUT);
+    assert_eq!(c.leader(), new);
 }
 
 #[test]
@@ -1047,9 +1050,20 @@ fn simultaneous_polls_resolve_to_one_candidacy() {
     c.crash(a);
     let survivors: Vec<NodeId> = c.ids.iter().copied().filter(|&i| i != a).collect();
     c.run_for(HEARTBEAT);
-    let at = survivors.iter().map(|&i| c.node(i).poll_timeout()).max().expect("two");
+    // Both stall past their deadlines and resume together: both give the
+    // dead leader the stall grace, which ends for both at the same instant.
+    let late = survivors.iter().map(|&i| c.node(i).poll_timeout()).max().expect("two");
+    let resumed = late + HEARTBEAT + Duration::from_millis(1);
+    c.now = resumed;
+    for &id in &survivors {
+        c.node_mut(id).handle_timeout(resumed);
+        c.drain(id);
+        assert_eq!(c.role(id), Role::Follower, "the stall grace");
+    }
+    let at = resumed + HEARTBEAT * tenure_core::STALL_GRACE_HEARTBEATS;
     c.now = at;
     for &id in &survivors {
+        assert_eq!(c.node(id).poll_timeout(), at);
         c.node_mut(id).handle_timeout(at);
         c.drain(id);
         assert_eq!(c.role(id), Role::PreCandidate);
@@ -1080,4 +1094,28 @@ fn config_validation_names_the_values() {
     assert_eq!(big.validate_for(ProtocolKind::Paxos), Ok(()));
     big.voters.push(n(16));
     assert!(tenure_core::paxos::validate(&big).is_err(), "ranks must fit in a ballot");
+}
+
+#[test]
+fn a_stall_of_the_whole_cluster_changes_no_leader() {
+    // Every node stops longer than the election timeout at once, then all
+    // resume together: followers give the leader the stall grace, and the
+    // leader renews its lease with fresh Commits instead of stepping down.
+    let (mut c, leader) = elected(3);
+    let term = c.term(leader);
+    let history = c.leader_history().len();
+    for id in c.ids.clone() {
+        c.crash(id);
+    }
+    c.run_for(TIMEOUT * 2);
+    for id in c.ids.clone() {
+        c.down.remove(&id);
+    }
+    assert!(c.leaders().is_empty(), "the lease ran out during the stall");
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(c.leader(), leader, "the same leader leads again");
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), leader);
+    assert_eq!(c.term(leader), term, "no election happened");
+    assert_eq!(c.leader_history().len(), history);
 }

@@ -1066,3 +1066,27 @@ fn each_server_sends_at_most_two_election_messages_per_rtt() {
     assert!(worst.1 <= 2, "a server sent {} election messages to one node within one RTT", worst.1);
     assert!(worst.0 >= 1 && elections > 60, "the measure saw the elections");
 }
+
+#[test]
+fn a_stall_of_the_whole_cluster_changes_no_leader() {
+    // Every node stops longer than the election timeout at once, then all
+    // resume together: followers give the leader the stall grace, and the
+    // leader renews its lease with fresh `Lead`s instead of stepping down.
+    let (mut c, leader) = elected(3);
+    let term = c.term(leader);
+    let history = c.leader_history().len();
+    for id in c.ids.clone() {
+        c.crash(id);
+    }
+    c.run_for(TIMEOUT * 2);
+    for id in c.ids.clone() {
+        c.down.remove(&id);
+    }
+    assert!(c.leaders().is_empty(), "the lease ran out during the stall");
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(c.leader(), leader, "the same leader leads again");
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), leader);
+    assert_eq!(c.term(leader), term, "no election happened");
+    assert_eq!(c.leader_history().len(), history);
+}
