@@ -14,9 +14,11 @@
 //! term, nobody else elected) for [`Sim::stability_window`].
 
 use crate::checker::Check;
+use crate::expect::Expect;
 use crate::network::{LinkParams, NS_PER_MS};
+use crate::params::Params;
+use crate::report::Report;
 use crate::runner::{dur_ns, Sim};
-use crate::scenario::{Expect, Params, Report};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::time::Duration;
@@ -56,13 +58,7 @@ pub fn run(p: &Params) -> Report {
     cfg.fsync_ns = p.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) % (5 * NS_PER_MS);
     let mut sim = Sim::new(cfg, p.seed);
     let mut e = Expect::default();
-    let bound = sim.liveness_bound();
-    if sim.wait_for_stable_leader(bound).is_none() {
-        e.fail(format!(
-            "no stable leader within {:.0} ms of a cold start",
-            bound.as_secs_f64() * 1e3
-        ));
-    }
+    e.first_leader(&mut sim);
     let end =
         sim.now_ns() + dur_ns(Duration::from_secs(p.sim_seconds.unwrap_or(DEFAULT_SAFETY_SECONDS)));
     safety_phase(&mut sim, p, end);
