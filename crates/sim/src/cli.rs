@@ -139,7 +139,7 @@ pub fn run(args: SimArgs) -> ExitCode {
     params.sim_seconds = args.sim_seconds;
     params.trace = args.trace;
     params.protocol = args.protocol;
-    let check = Params { seed: start_seed, ..params.clone() }.sim_config(scenario.nodes(&params));
+    let check = params.sim_config(scenario.nodes(&params));
     if let Err(e) = check.core_config(tenure_core::NodeId(1)).validate_for(args.protocol) {
         eprintln!("invalid timing: {e}");
         return ExitCode::from(2);
