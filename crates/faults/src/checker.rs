@@ -171,7 +171,33 @@ impl State {
     fn observe(&mut self, o: Observation) {
         let id = self.ids[o.node];
         let observer = format!("node {id} {:?}", o.source);
-        // One leader per term.
+        self.check_one_leader_per_term(&o, id, &observer);
+        self.check_token_not_decreasing(&o, observer);
+        if o.source == Source::Status && o.view.role == "leader" {
+            self.check_claim_not_stale(&o, id);
+        }
+        if o.view.role == "leader" {
+            self.record_claim_span(&o, id);
+        }
+        if self.previous.get(&(o.node, o.source)) != Some(&o.view) {
+            self.previous.insert((o.node, o.source), o.view.clone());
+            if self.log.len() < MAX_LOG {
+                self.log.push(o.clone());
+            }
+        }
+        match o.source {
+            Source::Status => {
+                self.polls += 1;
+                let node = o.node;
+                self.latest[node] = Some(o);
+            }
+            Source::Watch => self.events += 1,
+        }
+    }
+
+    /// One leader per term: the node that says it leads and the leader it
+    /// names must be the node first named for that term.
+    fn check_one_leader_per_term(&mut self, o: &Observation, id: u64, observer: &str) {
         let mut named = Vec::new();
         if o.view.role == "leader" {
             named.push((o.view.term, id));
@@ -192,66 +218,52 @@ impl State {
                 }
                 Some(_) => {}
                 None => {
-                    self.leader_of.insert(term, (leader, observer.clone()));
+                    self.leader_of.insert(term, (leader, observer.to_string()));
                 }
             }
         }
-        // Per-observer fencing monotonicity.
+    }
+
+    /// Per-observer fencing monotonicity.
+    fn check_token_not_decreasing(&mut self, o: &Observation, observer: String) {
         if let Some(t) = o.view.fencing_token {
             let last = self.last_token.entry((o.node, o.source)).or_insert(t);
             if t < *last {
-                self.violations.push(Violation::TokenDecreased {
-                    observer: observer.clone(),
-                    from: *last,
-                    to: t,
-                });
+                self.violations.push(Violation::TokenDecreased { observer, from: *last, to: t });
             }
             *last = (*last).max(t);
         }
-        // Global: no leadership claim below a token already seen.
-        if o.source == Source::Status && o.view.role == "leader" {
-            let token = o.view.term;
-            let seen = self
-                .claims
-                .range(token + 1..)
-                .filter(|(_, at)| **at < o.sent)
-                .max_by_key(|(t, _)| **t);
-            if let Some((&seen, &at)) = seen {
-                self.violations.push(Violation::StaleLeader {
-                    node: id,
-                    token,
-                    seen,
-                    seen_before_request: o.sent - at,
-                    answered_in: o.received - o.sent,
-                });
-            }
-            let at = self.claims.entry(token).or_insert(o.received);
-            *at = (*at).min(o.received);
-        }
-        if o.view.role == "leader" {
-            let span = self.spans.entry((id, o.view.term)).or_insert(ClaimSpan {
-                first_received: o.received,
-                last_sent: o.sent,
-                last_received: o.received,
+    }
+
+    /// Global: no leadership claim (a status answer with role `leader`) below
+    /// a token already seen before its request was sent.
+    fn check_claim_not_stale(&mut self, o: &Observation, id: u64) {
+        let token = o.view.term;
+        let seen =
+            self.claims.range(token + 1..).filter(|(_, at)| **at < o.sent).max_by_key(|(t, _)| **t);
+        if let Some((&seen, &at)) = seen {
+            self.violations.push(Violation::StaleLeader {
+                node: id,
+                token,
+                seen,
+                seen_before_request: o.sent - at,
+                answered_in: o.received - o.sent,
             });
-            span.first_received = span.first_received.min(o.received);
-            span.last_sent = span.last_sent.max(o.sent);
-            span.last_received = span.last_received.max(o.received);
         }
-        if self.previous.get(&(o.node, o.source)) != Some(&o.view) {
-            self.previous.insert((o.node, o.source), o.view.clone());
-            if self.log.len() < MAX_LOG {
-                self.log.push(o.clone());
-            }
-        }
-        match o.source {
-            Source::Status => {
-                self.polls += 1;
-                let node = o.node;
-                self.latest[node] = Some(o);
-            }
-            Source::Watch => self.events += 1,
-        }
+        let at = self.claims.entry(token).or_insert(o.received);
+        *at = (*at).min(o.received);
+    }
+
+    /// Widens the span of the leadership (`id`, term) that `o` claims.
+    fn record_claim_span(&mut self, o: &Observation, id: u64) {
+        let span = self.spans.entry((id, o.view.term)).or_insert(ClaimSpan {
+            first_received: o.received,
+            last_sent: o.sent,
+            last_received: o.received,
+        });
+        span.first_received = span.first_received.min(o.received);
+        span.last_sent = span.last_sent.max(o.sent);
+        span.last_received = span.last_received.max(o.received);
     }
 
     /// The distinct (leader id, term) leaderships claimed by a leader itself

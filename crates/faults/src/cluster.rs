@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::firewall;
-use crate::net::Network;
+use crate::net::{self, Network};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs::File;
@@ -120,6 +120,7 @@ impl Cluster {
         for i in 0..n {
             firewall::install(&net, i)?;
         }
+        remove_stale_temp_dirs();
         let dir = tempfile::Builder::new()
             .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
             .tempdir()?;
@@ -333,6 +334,21 @@ impl Cluster {
     /// The run's temporary directory (data directories and logs).
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+}
+
+/// Removes the temporary directories of runs whose process is gone (a test
+/// killed by a timeout cannot run its Drop guards).
+fn remove_stale_temp_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(rest) = name.strip_prefix(TEMP_PREFIX) {
+            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|p| !net::alive(p)) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
     }
 }
 

@@ -168,13 +168,15 @@ fn owner_pid(name: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-fn alive(pid: u32) -> bool {
+/// True while process `pid` exists.
+pub(crate) fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Removes namespaces and bridges left by runs whose process is gone (a
 /// test killed by a timeout cannot run its Drop guards), with any server
-/// still running inside them, and their temporary directories.
+/// still running inside them. (Their temporary directories are the
+/// cluster's: [`crate::cluster`] removes those.)
 pub fn cleanup_leftovers() {
     if let Ok(list) = run("ip", &["netns", "list"]) {
         for ns in list.lines().filter_map(|l| l.split_whitespace().next()) {
@@ -188,17 +190,6 @@ pub fn cleanup_leftovers() {
         for name in list.lines().filter_map(|l| l.split(':').nth(1)).map(str::trim) {
             if name.starts_with(BRIDGE_PREFIX) && owner_pid(name).is_some_and(|pid| !alive(pid)) {
                 let _ = run("ip", &["link", "del", name]);
-            }
-        }
-    }
-    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(rest) = name.strip_prefix(crate::cluster::TEMP_PREFIX) {
-                let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-                if pid.is_some_and(|p| !alive(p)) {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
             }
         }
     }

@@ -225,22 +225,66 @@ fn injection_failed<E: std::fmt::Display>(run: &Run) -> impl FnOnce(E) -> String
     move |err| run.fail(format!("fault injection failed: {err}"))
 }
 
-/// A follower of a settled cluster loses every link for `cut`, then heals.
-/// Passes with zero leader changes and no term change anywhere (pre-vote:
-/// the isolated node never raises its term; stickiness: nobody follows it).
-async fn isolate_follower_no_change(
-    n: usize,
-    isolation: Option<Duration>,
-    out: &mut Outcome,
-) -> Result<(), String> {
+/// A fault on the link(s) of one follower of a settled cluster, which the
+/// leader must ride out: zero leader changes, during the fault and after
+/// it heals.
+#[derive(Debug, Clone, Copy)]
+enum FollowerFault {
+    /// The follower loses every link, for this long (default: four election
+    /// timeouts). Pre-vote: the isolated node never raises its term;
+    /// stickiness: nobody follows it. So no term may move either.
+    Isolate(Option<Duration>),
+    /// Only the link between the leader and the follower is cut, both ways,
+    /// for eight election timeouts; the follower still hears the others, who
+    /// refuse its pre-votes while they hear the leader.
+    CutFromLeader,
+}
+
+impl FollowerFault {
+    fn duration(self, t: Timings) -> Duration {
+        match self {
+            FollowerFault::Isolate(d) => d.unwrap_or(4 * t.election_timeout()),
+            FollowerFault::CutFromLeader => 8 * t.election_timeout(),
+        }
+    }
+
+    fn inject(self, cluster: &Cluster, leader: usize, follower: usize) -> crate::Result<()> {
+        match self {
+            FollowerFault::Isolate(_) => cluster.isolate(follower),
+            FollowerFault::CutFromLeader => cluster.cut(leader, follower),
+        }
+    }
+
+    /// What was done, for the outcome.
+    fn describe(self, leader: usize, follower: usize, held: Duration) -> String {
+        match self {
+            FollowerFault::Isolate(_) => {
+                format!("isolated follower n{} for {held:?}", follower + 1)
+            }
+            FollowerFault::CutFromLeader => {
+                format!("cut link n{}-n{} both ways for {held:?}", leader + 1, follower + 1)
+            }
+        }
+    }
+
+    /// Whether the highest term must stay the leader's (checked for isolation).
+    fn keeps_terms(self) -> bool {
+        matches!(self, FollowerFault::Isolate(_))
+    }
+}
+
+/// Settles a cluster of `n`, injects `fault` on one follower, holds it,
+/// heals: the leader and its term must not change.
+async fn follower_fault(n: usize, fault: FollowerFault) -> Result<Outcome, String> {
+    let mut out = Outcome::default();
     let run = Run::start(n, TIMINGS).await?;
     let t = run.t();
     let (l, term) = run.elected().await?;
     let f = (0..n).rev().find(|&i| i != l).expect("n > 1");
     let mark = Instant::now();
-    let isolation = isolation.unwrap_or(4 * t.election_timeout());
-    run.cluster.isolate(f).map_err(injection_failed(&run))?;
-    run.hold(isolation).await;
+    let held = fault.duration(t);
+    fault.inject(&run.cluster, l, f).map_err(injection_failed(&run))?;
+    run.hold(held).await;
     let healed = Instant::now();
     run.cluster.heal().map_err(injection_failed(&run))?;
     let ((l2, term2), took) = run.agreement(&run.all(), healed, heal_bound(t)).await?;
@@ -249,10 +293,9 @@ async fn isolate_follower_no_change(
     let changes = run.state().leaderships_since(mark);
     let max_term = run.state().max_term_since(mark);
     out.note(format!(
-        "{n} nodes, leader n{} t{term}; isolated follower n{} for {:?}; after heal all agree in {took:?} (bound {:?})",
+        "{n} nodes, leader n{} t{term}; {}; after heal all agree in {took:?} (bound {:?})",
         l + 1,
-        f + 1,
-        isolation,
+        fault.describe(l, f, held),
         heal_bound(t)
     ));
     out.note(format!("leaderships seen since the fault: {changes:?}; highest term {max_term}"));
@@ -264,17 +307,15 @@ async fn isolate_follower_no_change(
             l2 + 1
         )));
     }
-    if max_term != term {
+    if fault.keeps_terms() && max_term != term {
         return Err(run.fail(format!("a term moved: {term} -> {max_term}")));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Seed scenario `non-sticky-leader`: 4 nodes, isolate a follower, heal.
 pub async fn non_sticky_leader() -> Result<Outcome, String> {
-    let mut out = Outcome::default();
-    isolate_follower_no_change(4, None, &mut out).await?;
-    Ok(out)
+    follower_fault(4, FollowerFault::Isolate(None)).await
 }
 
 /// How long `long-isolation` cuts the follower off.
@@ -283,61 +324,17 @@ pub const LONG_ISOLATION: Duration = Duration::from_secs(10);
 /// `non-sticky-leader` with a [`LONG_ISOLATION`]: the heal bound does not
 /// depend on how long the partition lasted.
 pub async fn long_isolation() -> Result<Outcome, String> {
-    let mut out = Outcome::default();
-    isolate_follower_no_change(4, Some(LONG_ISOLATION), &mut out).await?;
-    Ok(out)
-}
-
-/// Cuts only the link between the leader and one follower for `cut`; the
-/// follower still hears the others, who refuse its pre-votes while they
-/// hear the leader. Passes with zero leader changes.
-async fn cut_leader_link(n: usize, out: &mut Outcome) -> Result<(), String> {
-    let run = Run::start(n, TIMINGS).await?;
-    let t = run.t();
-    let (l, term) = run.elected().await?;
-    let f = (0..n).rev().find(|&i| i != l).expect("n > 1");
-    let mark = Instant::now();
-    let cut = 8 * t.election_timeout();
-    run.cluster.cut(l, f).map_err(injection_failed(&run))?;
-    run.hold(cut).await;
-    let healed = Instant::now();
-    run.cluster.heal().map_err(injection_failed(&run))?;
-    let ((l2, term2), took) = run.agreement(&run.all(), healed, heal_bound(t)).await?;
-    run.hold(3 * t.election_timeout()).await;
-    run.check_safety()?;
-    let changes = run.state().leaderships_since(mark);
-    let max_term = run.state().max_term_since(mark);
-    out.note(format!(
-        "{n} nodes, leader n{} t{term}; cut link n{}-n{} both ways for {cut:?}; after heal all agree in {took:?} (bound {:?})",
-        l + 1,
-        l + 1,
-        f + 1,
-        heal_bound(t)
-    ));
-    out.note(format!("leaderships seen since the fault: {changes:?}; highest term {max_term}"));
-    out.note(run.traffic());
-    if (l2, term2) != (l, term) || changes != vec![(run.cluster.id(l), term)] {
-        return Err(run.fail(format!(
-            "leader changed: n{} t{term} -> n{} t{term2}; leaderships {changes:?}",
-            l + 1,
-            l2 + 1
-        )));
-    }
-    Ok(())
+    follower_fault(4, FollowerFault::Isolate(Some(LONG_ISOLATION))).await
 }
 
 /// Seed scenario `leader-ping-pong`: 4 nodes, cut only the leader–follower link.
 pub async fn leader_ping_pong() -> Result<Outcome, String> {
-    let mut out = Outcome::default();
-    cut_leader_link(4, &mut out).await?;
-    Ok(out)
+    follower_fault(4, FollowerFault::CutFromLeader).await
 }
 
 /// Seed scenario `one-link-failure`: 3 nodes, cut the leader–follower link.
 pub async fn one_link_failure() -> Result<Outcome, String> {
-    let mut out = Outcome::default();
-    cut_leader_link(3, &mut out).await?;
-    Ok(out)
+    follower_fault(3, FollowerFault::CutFromLeader).await
 }
 
 /// SIGKILL the leader of 3: a survivor leads within [`heal_bound`]; the

@@ -104,10 +104,8 @@ fn raft_failover(b: BoundInputs<'_>) -> Duration {
 /// VOTE, LEAD, acknowledgement) of two rounds costs a network round trip.
 fn ranked_liveness(b: BoundInputs<'_>) -> Duration {
     let c = b.cfg;
-    // One round: stretch(T) + rtt_cfg, where stretch(T) = T * (1 + rho) / (1 - rho).
-    let ppm = u128::from(c.clock_drift_ppm);
-    let round = c.election_timeout.as_nanos() * (PPM + ppm) / (PPM - ppm) + c.round_trip.as_nanos();
-    let local = 2 * round + c.election_timeout.as_nanos() / 2 + 2 * c.round_trip.as_nanos();
+    let local =
+        2 * ranked_round(c) + c.election_timeout.as_nanos() / 2 + 2 * c.round_trip.as_nanos();
     Duration::from_nanos(b.drift_factor(local) + 10 * b.max_rtt_ns)
 }
 
@@ -121,10 +119,14 @@ fn ranked_liveness(b: BoundInputs<'_>) -> Duration {
 /// elects. The votes (with their fsync) and
 /// the new leader's first LEAD each cost one more network delay.
 fn ranked_failover(b: BoundInputs<'_>) -> Duration {
-    let c = b.cfg;
+    Duration::from_nanos(b.drift_factor(ranked_round(b.cfg)) + 2 * b.max_rtt_ns)
+}
+
+/// One ranked round, in nanoseconds of local time: `stretch(T) + rtt_cfg`,
+/// where `stretch(T) = T * (1 + rho) / (1 - rho)`.
+fn ranked_round(c: &Config) -> u128 {
     let ppm = u128::from(c.clock_drift_ppm);
-    let round = c.election_timeout.as_nanos() * (PPM + ppm) / (PPM - ppm) + c.round_trip.as_nanos();
-    Duration::from_nanos(b.drift_factor(round) + 2 * b.max_rtt_ns)
+    c.election_timeout.as_nanos() * (PPM + ppm) / (PPM - ppm) + c.round_trip.as_nanos()
 }
 
 /// Paxos: `(2 * (election_timeout + spread) + spread + 11 * round_trip)

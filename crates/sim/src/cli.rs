@@ -2,7 +2,9 @@
 //! run, the replay command of every failure, and statistics (text or `--json`).
 
 use crate::checker::Violation;
-use crate::scenario::{self, Params, Report, Scenario, SCENARIOS};
+use crate::params::Params;
+use crate::report::Report;
+use crate::scenario::{self, Scenario, SCENARIOS};
 use crate::stats::{Aggregate, Percentiles};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -137,8 +139,7 @@ pub fn run(args: SimArgs) -> ExitCode {
     params.sim_seconds = args.sim_seconds;
     params.trace = args.trace;
     params.protocol = args.protocol;
-    let check =
-        scenario::Params { seed: start_seed, ..params.clone() }.sim_config(scenario.nodes(&params));
+    let check = params.sim_config(scenario.nodes(&params));
     if let Err(e) = check.core_config(tenure_core::NodeId(1)).validate_for(args.protocol) {
         eprintln!("invalid timing: {e}");
         return ExitCode::from(2);

@@ -1,7 +1,8 @@
 //! `tenure sim compare`: every protocol through every scenario on the same
 //! seeds, summarised in one table (text or Markdown).
 
-use crate::scenario::{Params, SCENARIOS};
+use crate::params::Params;
+use crate::scenario::SCENARIOS;
 use crate::stats::{Aggregate, Percentiles};
 use std::fmt::Write as _;
 use std::process::ExitCode;

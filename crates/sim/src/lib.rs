@@ -6,8 +6,10 @@
 //! run replays exactly. Checkers watch from outside the nodes.
 //!
 //! * [`runner::Sim`]: the event loop and the scripted faults;
-//! * [`scenario`]: named scenarios with asserted outcomes, and the random
-//!   (VOPR-style) run;
+//! * [`scenario`]: named scenarios with asserted outcomes; [`vopr`]: the
+//!   random (VOPR-style) run;
+//! * [`params`], [`expect`], [`report`]: a run's inputs, its expected
+//!   outcomes, and what it found;
 //! * [`checker`]: the safety and liveness properties;
 //! * [`cli`]: `tenure sim`;
 //! * [`compare`]: `tenure sim compare`, every protocol through every scenario.
@@ -18,8 +20,11 @@ pub mod checker;
 pub mod cli;
 pub mod clock;
 pub mod compare;
+pub mod expect;
 pub mod host;
 pub mod network;
+pub mod params;
+pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod stats;

@@ -1,128 +1,21 @@
-//! Named scenarios with asserted outcomes, and the common report type.
+//! Named scenarios with asserted outcomes.
 //!
 //! Each scenario scripts a [`Sim`] and states its expectation in code: a
 //! failed expectation is recorded (with what was seen) next to any checker
-//! violation, and the run passes only with neither.
+//! violation, and the run passes only with neither. The inputs are
+//! [`Params`], the expectations [`Expect`], the outcome a [`Report`]; they
+//! are re-exported here for callers that name them through this module.
 
-use crate::checker::Violation;
-use crate::runner::{Sim, SimConfig};
-use crate::stats::RunStats;
+pub use crate::expect::Expect;
+pub use crate::params::Params;
+pub use crate::report::Report;
+
+use crate::expect::ms;
+use crate::runner::{dur_ns, Sim};
 use crate::vopr;
 use rand::Rng;
 use std::time::Duration;
-use tenure_core::ProtocolKind;
-
-/// Inputs of one scenario run.
-#[derive(Clone, Debug)]
-pub struct Params {
-    /// The run's seed.
-    pub seed: u64,
-    /// Cluster size, for scenarios whose size is not fixed.
-    pub nodes: usize,
-    /// Heartbeat interval.
-    pub heartbeat: Duration,
-    /// Election timeout.
-    pub election_timeout: Duration,
-    /// Length of the main phase (random faults, flaky network), if overridden.
-    pub sim_seconds: Option<u64>,
-    /// Trace every input and output to stderr.
-    pub trace: bool,
-    /// The election protocol under test.
-    pub protocol: ProtocolKind,
-}
-
-impl Params {
-    /// Defaults: 5 nodes, 100 ms heartbeats, 1 s election timeout.
-    pub fn new(seed: u64) -> Self {
-        Params {
-            seed,
-            nodes: 5,
-            heartbeat: Duration::from_millis(100),
-            election_timeout: Duration::from_millis(1000),
-            sim_seconds: None,
-            trace: false,
-            protocol: ProtocolKind::Raft,
-        }
-    }
-
-    /// The simulator configuration for `nodes` nodes.
-    pub fn sim_config(&self, nodes: usize) -> SimConfig {
-        let mut c = SimConfig::new(nodes);
-        c.heartbeat = self.heartbeat;
-        c.election_timeout = self.election_timeout;
-        c.trace = self.trace;
-        c.protocol = self.protocol;
-        c
-    }
-}
-
-/// The outcome of one scenario run.
-#[derive(Clone, Debug)]
-pub struct Report {
-    /// Scenario name.
-    pub scenario: &'static str,
-    /// The run's seed.
-    pub seed: u64,
-    /// Cluster size actually used.
-    pub nodes: usize,
-    /// Expectations that did not hold, each with what was seen.
-    pub failures: Vec<String>,
-    /// When the protocol under test does not promise the scenario's outcome:
-    /// why not. Its deviations are then in `observations`, not `failures`.
-    pub not_promised: Option<&'static str>,
-    /// Deviations from the scenario's stated outcome that the protocol does
-    /// not promise to avoid (reported, not failed).
-    pub observations: Vec<String>,
-    /// Checker violations kept.
-    pub violations: Vec<Violation>,
-    /// Checker violations found in all.
-    pub violation_count: usize,
-    /// Statistics of the run.
-    pub stats: RunStats,
-}
-
-impl Report {
-    /// True when every expectation held and no checker complained.
-    pub fn passed(&self) -> bool {
-        self.failures.is_empty() && self.violation_count == 0
-    }
-}
-
-/// Collects failed expectations.
-#[derive(Debug, Default)]
-pub struct Expect {
-    failures: Vec<String>,
-}
-
-impl Expect {
-    /// Records `what` unless `ok`.
-    pub fn that(&mut self, ok: bool, what: impl FnOnce() -> String) {
-        if !ok {
-            self.failures.push(what());
-        }
-    }
-
-    /// Records a failure.
-    pub fn fail(&mut self, what: String) {
-        self.failures.push(what);
-    }
-
-    /// Builds the report of a finished run.
-    pub fn report(self, scenario: &'static str, mut sim: Sim) -> Report {
-        let stats = sim.finish();
-        Report {
-            scenario,
-            seed: sim.seed,
-            nodes: sim.len(),
-            failures: self.failures,
-            not_promised: None,
-            observations: Vec::new(),
-            violations: sim.checker.violations().to_vec(),
-            violation_count: sim.checker.violation_count(),
-            stats,
-        }
-    }
-}
+use tenure_core::{ProtocolKind, Term};
 
 /// A named scenario.
 #[derive(Clone, Copy, Debug)]
@@ -265,18 +158,18 @@ pub fn find(name: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// Waits for the first stable leader after a cold start.
-fn first_leader(sim: &mut Sim, e: &mut Expect) -> Option<usize> {
-    let bound = sim.liveness_bound();
-    let got = sim.wait_for_stable_leader(bound).map(|(l, _)| l);
-    e.that(got.is_some(), || {
-        format!("no stable leader within {:.0} ms of a cold start", ms(bound))
-    });
-    got
+/// Runs a scenario on `sim`: waits for its first stable leader and, when
+/// one comes, hands it to `then`; reports the run as `name`.
+fn from_first_leader(
+    name: &'static str,
+    mut sim: Sim,
+    then: impl FnOnce(&mut Sim, &mut Expect, usize),
+) -> Report {
+    let mut e = Expect::default();
+    if let Some(l) = e.first_leader(&mut sim) {
+        then(&mut sim, &mut e, l);
+    }
+    e.report(name, sim)
 }
 
 /// A follower of `leader`: the first other node.
@@ -284,48 +177,85 @@ fn follower_of(sim: &Sim, leader: usize) -> usize {
     (0..sim.len()).find(|&i| i != leader).expect("clusters here have at least two nodes")
 }
 
-/// Asserts that `leader` still leads, in `term`, with no election since `elections`
-/// and no term above `term` anywhere.
-fn expect_unchanged(
-    sim: &Sim,
-    e: &mut Expect,
+/// A leader's standing at one moment: its term, the election rounds started
+/// and the leaders elected so far. A leader that keeps its office leaves all
+/// of them as they are.
+struct Standing {
     leader: usize,
-    term: tenure_core::Term,
+    term: Term,
     elections: u64,
     log_len: usize,
+}
+
+impl Standing {
+    fn of(sim: &Sim, leader: usize) -> Self {
+        Standing {
+            leader,
+            term: sim.term_of(leader),
+            elections: sim.elections_started(),
+            log_len: sim.leader_log.len(),
+        }
+    }
+
+    /// Expects the leader to still lead, in its term, with no election since
+    /// and no term above its own anywhere.
+    fn expect_unchanged(&self, sim: &Sim, e: &mut Expect) {
+        let Standing { leader, term, elections, log_len } = *self;
+        e.that(sim.stable_leader() == Some(leader), || {
+            format!(
+                "expected n{} to remain the stable leader, found {:?}",
+                leader + 1,
+                sim.stable_leader().map(|l| l + 1)
+            )
+        });
+        e.that(sim.max_term() == term, || {
+            format!("terms inflated from {term:?} to {:?}", sim.max_term())
+        });
+        e.that(sim.elections_started() == elections, || {
+            format!("{} election rounds started", sim.elections_started() - elections)
+        });
+        e.that(sim.leader_log.len() == log_len, || {
+            format!("new leaders elected: {:?}", &sim.leader_log[log_len..])
+        });
+    }
+}
+
+/// After a fault that cut off the nodes in `old`: expects a stable leader
+/// outside them within the liveness bound (`missing` words a miss, given the
+/// bound in ms), then expects it to keep its office through three more
+/// election timeouts of the fault and five after healing.
+fn replacement_stays(
+    sim: &mut Sim,
+    e: &mut Expect,
+    p: &Params,
+    old: &[usize],
+    missing: impl FnOnce(f64) -> String,
 ) {
-    e.that(sim.stable_leader() == Some(leader), || {
-        format!(
-            "expected n{} to remain the stable leader, found {:?}",
-            leader + 1,
-            sim.stable_leader().map(|l| l + 1)
-        )
-    });
-    e.that(sim.max_term() == term, || {
-        format!("terms inflated from {term:?} to {:?}", sim.max_term())
-    });
-    e.that(sim.elections_started() == elections, || {
-        format!("{} election rounds started", sim.elections_started() - elections)
-    });
-    e.that(sim.leader_log.len() == log_len, || {
-        format!("new leaders elected: {:?}", &sim.leader_log[log_len..])
-    });
+    let bound = sim.liveness_bound();
+    let deadline = sim.now_ns() + dur_ns(bound);
+    let outside = |x: &usize| !old.contains(x);
+    let got = sim.run_until_cond(deadline, |s| s.stable_leader().is_some_and(|x| outside(&x)));
+    e.that(got.is_some(), || missing(ms(bound)));
+    if let Some(new) = sim.stable_leader().filter(outside) {
+        let standing = Standing::of(sim, new);
+        sim.run_for(p.election_timeout * 3);
+        sim.heal_partitions();
+        sim.run_for(p.election_timeout * 5);
+        standing.expect_unchanged(sim, e);
+    }
 }
 
 fn non_sticky_leader(p: &Params) -> Report {
-    let mut sim = Sim::new(p.sim_config(4), p.seed);
-    let mut e = Expect::default();
-    if let Some(l) = first_leader(&mut sim, &mut e) {
-        let (term, elections, log) =
-            (sim.term_of(l), sim.elections_started(), sim.leader_log.len());
-        let b = follower_of(&sim, l);
+    let sim = Sim::new(p.sim_config(4), p.seed);
+    from_first_leader("non-sticky-leader", sim, |sim, e, l| {
+        let standing = Standing::of(sim, l);
+        let b = follower_of(sim, l);
         sim.isolate(b);
         sim.run_for(p.election_timeout * 5);
         sim.heal_partitions();
         sim.run_for(p.election_timeout * 5);
-        expect_unchanged(&sim, &mut e, l, term, elections, log);
-    }
-    e.report("non-sticky-leader", sim)
+        standing.expect_unchanged(sim, e);
+    })
 }
 
 fn leader_ping_pong(p: &Params) -> Report {
@@ -339,39 +269,32 @@ fn one_link_failure(p: &Params) -> Report {
 /// Seeds 000 and 004: cut only the link between the leader and one follower;
 /// the leader must stay, with no term inflation, during the cut and after it heals.
 fn cut_leader_link(p: &Params, nodes: usize, name: &'static str) -> Report {
-    let mut sim = Sim::new(p.sim_config(nodes), p.seed);
-    let mut e = Expect::default();
-    if let Some(l) = first_leader(&mut sim, &mut e) {
-        let (term, elections, log) =
-            (sim.term_of(l), sim.elections_started(), sim.leader_log.len());
-        let b = follower_of(&sim, l);
+    let sim = Sim::new(p.sim_config(nodes), p.seed);
+    from_first_leader(name, sim, |sim, e, l| {
+        let standing = Standing::of(sim, l);
+        let b = follower_of(sim, l);
         sim.cut_link(l, b);
         sim.run_for(p.election_timeout * 10);
         // While cut, B cannot name the leader, so check the leader directly.
         e.that(sim.leaders() == vec![l], || format!("leaders while cut: {:?}", sim.leaders()));
         sim.heal_partitions();
         sim.run_for(p.election_timeout * 3);
-        expect_unchanged(&sim, &mut e, l, term, elections, log);
-    }
-    e.report(name, sim)
+        standing.expect_unchanged(sim, e);
+    })
 }
 
 fn leader_crash(p: &Params) -> Report {
-    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
-    let mut e = Expect::default();
-    if let Some(l) = first_leader(&mut sim, &mut e) {
+    let sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    from_first_leader("leader-crash", sim, |sim, e, l| {
         sim.run_for(p.election_timeout * 2);
         let (elections, log) = (sim.elections_started(), sim.leader_log.len());
         let t0 = sim.now_ns();
         sim.crash(l);
         let bound = sim.failover_bound();
-        match sim.wait_for_stable_leader(bound) {
-            None => e.fail(format!("no stable leader within {:.0} ms of the crash", ms(bound))),
-            Some((nl, t)) => {
-                e.that(nl != l, || "the crashed leader still leads".into());
-                let took = Duration::from_nanos(t - t0);
-                e.that(took <= bound, || format!("failover took {:.0} ms", ms(took)));
-            }
+        if let Some((nl, t)) = e.stable_leader(sim, bound, "of the crash") {
+            e.that(nl != l, || "the crashed leader still leads".into());
+            let took = Duration::from_nanos(t - t0);
+            e.that(took <= bound, || format!("failover took {:.0} ms", ms(took)));
         }
         e.that(sim.elections_started() == elections + 1, || {
             format!("{} election rounds instead of one", sim.elections_started() - elections)
@@ -382,15 +305,13 @@ fn leader_crash(p: &Params) -> Report {
         let stable = sim.stable_leader();
         sim.run_for(sim.stability_window());
         e.that(sim.stable_leader() == stable, || "the new leader did not stay".into());
-    }
-    e.report("leader-crash", sim)
+    })
 }
 
 fn leader_pause(p: &Params) -> Report {
     let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
     sim.log_heartbeats();
-    let mut e = Expect::default();
-    if let Some(l) = first_leader(&mut sim, &mut e) {
+    from_first_leader("leader-pause", sim, |sim, e, l| {
         let old_term = sim.term_of(l);
         let log = sim.leader_log.len();
         sim.pause(l);
@@ -419,14 +340,12 @@ fn leader_pause(p: &Params) -> Report {
         e.that(now_leader.is_some_and(|n| n != l), || {
             format!("final stable leader {:?}", now_leader.map(|n| n + 1))
         });
-    }
-    e.report("leader-pause", sim)
+    })
 }
 
 fn cold_start(p: &Params) -> Report {
-    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
-    let mut e = Expect::default();
-    if first_leader(&mut sim, &mut e).is_some() {
+    let sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    from_first_leader("cold-start", sim, |sim, e, _| {
         // The first term elects the leader. Two nodes may both stand in it:
         // clock drift (up to 5% of the election timeout either way) can exceed
         // the candidacy stagger, so ranks do not always hold; that costs a
@@ -449,14 +368,12 @@ fn cold_start(p: &Params) -> Report {
         e.that(sim.stable_leader() == stable && sim.leader_log.len() == 1, || {
             format!("the first leader did not stay: {:?}", sim.leader_log)
         });
-    }
-    e.report("cold-start", sim)
+    })
 }
 
 fn rolling_restart(p: &Params) -> Report {
-    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
-    let mut e = Expect::default();
-    if first_leader(&mut sim, &mut e).is_some() {
+    let sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    from_first_leader("rolling-restart", sim, |sim, e, _| {
         for i in 0..sim.len() {
             let was_leader = sim.stable_leader() == Some(i);
             let log = sim.leader_log.len();
@@ -464,10 +381,7 @@ fn rolling_restart(p: &Params) -> Report {
             sim.run_for(p.heartbeat * 2);
             sim.restart(i);
             let bound = sim.liveness_bound();
-            let got = sim.wait_for_stable_leader(bound);
-            e.that(got.is_some(), || {
-                format!("no stable leader within {:.0} ms after restarting n{}", ms(bound), i + 1)
-            });
+            e.stable_leader(sim, bound, &format!("after restarting n{}", i + 1));
             sim.run_for(p.election_timeout * 2);
             let new = sim.leader_log.len() - log;
             let allowed = usize::from(was_leader);
@@ -479,92 +393,58 @@ fn rolling_restart(p: &Params) -> Report {
                 )
             });
         }
-    }
-    e.report("rolling-restart", sim)
+    })
 }
 
 fn minority_partition(p: &Params) -> Report {
-    let mut sim = Sim::new(p.sim_config(p.nodes.max(3)), p.seed);
-    let mut e = Expect::default();
-    if let Some(l) = first_leader(&mut sim, &mut e) {
+    let sim = Sim::new(p.sim_config(p.nodes.max(3)), p.seed);
+    from_first_leader("minority-partition", sim, |sim, e, l| {
         let n = sim.len();
         let minority: Vec<usize> =
             std::iter::once(l).chain((0..n).filter(|&i| i != l).take((n - 1) / 2 - 1)).collect();
         sim.split(&minority);
-        let bound = sim.liveness_bound();
-        let deadline = sim.now_ns() + crate::runner::dur_ns(bound);
-        let got = sim.run_until_cond(deadline, |s| {
-            s.stable_leader().is_some_and(|x| !minority.contains(&x))
+        replacement_stays(sim, e, p, &minority, |bound_ms| {
+            format!("the majority elected no stable leader within {bound_ms:.0} ms")
         });
-        e.that(got.is_some(), || {
-            format!("the majority elected no stable leader within {:.0} ms", ms(bound))
-        });
-        if let Some(new) = sim.stable_leader().filter(|x| !minority.contains(x)) {
-            let (term, elections, log) =
-                (sim.term_of(new), sim.elections_started(), sim.leader_log.len());
-            sim.run_for(p.election_timeout * 3);
-            sim.heal_partitions();
-            sim.run_for(p.election_timeout * 5);
-            expect_unchanged(&sim, &mut e, new, term, elections, log);
-        }
-    }
-    e.report("minority-partition", sim)
+    })
 }
 
 fn flaky_network(p: &Params) -> Report {
-    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
-    let mut e = Expect::default();
-    if first_leader(&mut sim, &mut e).is_some() {
+    let sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    from_first_leader("flaky-network", sim, |sim, e, _| {
         let mut link = sim.cfg.link;
         link.loss = 0.2;
         link.duplicate = 0.05;
         link.reorder = 0.1;
-        link.reorder_max_ns = crate::runner::dur_ns(p.heartbeat);
+        link.reorder_max_ns = dur_ns(p.heartbeat);
         sim.set_links(link);
         sim.run_for(Duration::from_secs(p.sim_seconds.unwrap_or(60)));
         sim.heal_all();
         let bound = sim.liveness_bound();
-        e.that(sim.wait_for_stable_leader(bound).is_some(), || {
-            format!("no stable leader within {:.0} ms of healing", ms(bound))
-        });
+        e.stable_leader(sim, bound, "of healing");
         e.that(sim.stats.leader_changes <= 1, || {
             format!("{} leader changes under loss", sim.stats.leader_changes)
         });
-    }
-    e.report("flaky-network", sim)
+    })
 }
 
 fn asymmetric_partition(p: &Params) -> Report {
-    let mut sim = Sim::new(p.sim_config(p.nodes.max(3)), p.seed);
-    let mut e = Expect::default();
-    if let Some(l) = first_leader(&mut sim, &mut e) {
+    let sim = Sim::new(p.sim_config(p.nodes.max(3)), p.seed);
+    from_first_leader("asymmetric-partition", sim, |sim, e, l| {
         // A deaf follower: its pre-votes are refused, nothing changes.
-        let (term, elections, log) =
-            (sim.term_of(l), sim.elections_started(), sim.leader_log.len());
-        let f = follower_of(&sim, l);
+        let standing = Standing::of(sim, l);
+        let f = follower_of(sim, l);
         sim.deafen(f);
         sim.run_for(p.election_timeout * 5);
         sim.heal_partitions();
         sim.run_for(p.election_timeout * 3);
-        expect_unchanged(&sim, &mut e, l, term, elections, log);
+        standing.expect_unchanged(sim, e);
         // A deaf leader: it loses its lease and the others elect a new leader.
         sim.deafen(l);
-        let bound = sim.liveness_bound();
-        let deadline = sim.now_ns() + crate::runner::dur_ns(bound);
-        let got = sim.run_until_cond(deadline, |s| s.stable_leader().is_some_and(|x| x != l));
-        e.that(got.is_some(), || {
-            format!("no new stable leader within {:.0} ms of deafening the leader", ms(bound))
+        replacement_stays(sim, e, p, &[l], |bound_ms| {
+            format!("no new stable leader within {bound_ms:.0} ms of deafening the leader")
         });
-        if let Some(new) = sim.stable_leader().filter(|&x| x != l) {
-            let (term, elections, log) =
-                (sim.term_of(new), sim.elections_started(), sim.leader_log.len());
-            sim.run_for(p.election_timeout * 3);
-            sim.heal_partitions();
-            sim.run_for(p.election_timeout * 5);
-            expect_unchanged(&sim, &mut e, new, term, elections, log);
-        }
-    }
-    e.report("asymmetric-partition", sim)
+    })
 }
 
 /// Crash-restart rounds in `restart-amnesia`.
@@ -576,9 +456,8 @@ const AMNESIA_ROUNDS: u32 = 10;
 /// times: until `L`'s next heartbeat reaches it, it holds no lease, and if it
 /// then helps `C` or `D` win, their leadership overlaps `L`'s lease.
 fn restart_amnesia(p: &Params) -> Report {
-    let mut sim = Sim::new(p.sim_config(5), p.seed);
-    let mut e = Expect::default();
-    if let Some(l) = first_leader(&mut sim, &mut e) {
+    let sim = Sim::new(p.sim_config(5), p.seed);
+    from_first_leader("restart-amnesia", sim, |sim, e, l| {
         let others: Vec<usize> = (0..5).filter(|&i| i != l).collect();
         let (a, c, d) = (others[0], others[2], others[3]);
         sim.cut_link(l, c);
@@ -589,21 +468,16 @@ fn restart_amnesia(p: &Params) -> Report {
         });
         for _ in 0..AMNESIA_ROUNDS {
             // A random gap, so that restarts fall at every phase of the pollers' retries.
-            let gap = sim.rng().gen_range(
-                crate::runner::dur_ns(p.election_timeout)
-                    ..=crate::runner::dur_ns(p.election_timeout * 2),
-            );
+            let gap =
+                sim.rng().gen_range(dur_ns(p.election_timeout)..=dur_ns(p.election_timeout * 2));
             sim.run_for(Duration::from_nanos(gap));
             sim.crash(a);
             sim.restart(a);
         }
         sim.heal_partitions();
         let bound = sim.liveness_bound();
-        e.that(sim.wait_for_stable_leader(bound).is_some(), || {
-            format!("no stable leader within {:.0} ms of healing", ms(bound))
-        });
-    }
-    e.report("restart-amnesia", sim)
+        e.stable_leader(sim, bound, "of healing");
+    })
 }
 
 /// Delay of the vote answers held back in `candidate-pause`.
@@ -617,15 +491,14 @@ const SLOW_ANSWER_NS: u64 = 200 * crate::network::NS_PER_MS;
 /// (its fencing token would be below the new leader's).
 fn candidate_pause(p: &Params) -> Report {
     // Five nodes: after the crash, the candidate needs two of three live voters.
-    let mut sim = Sim::new(p.sim_config(5), p.seed);
-    let mut e = Expect::default();
-    if let Some(l) = first_leader(&mut sim, &mut e) {
+    let sim = Sim::new(p.sim_config(5), p.seed);
+    from_first_leader("candidate-pause", sim, |sim, e, l| {
         sim.crash(l);
         let n = sim.len();
-        let deadline = sim.now_ns() + crate::runner::dur_ns(sim.liveness_bound());
+        let deadline = sim.now_ns() + dur_ns(sim.liveness_bound());
         let is_candidate = |s: &Sim, i: usize| s.role_of(i) == Some(tenure_core::Role::Candidate);
         sim.run_until_cond(deadline, |s| (0..n).any(|i| is_candidate(s, i)));
-        let candidate = (0..n).find(|&i| is_candidate(&sim, i));
+        let candidate = (0..n).find(|&i| is_candidate(sim, i));
         e.that(candidate.is_some(), || "nobody stood after the leader crashed".into());
         if let Some(c) = candidate {
             // One live voter answers at once; the rest answer slowly.
@@ -639,7 +512,7 @@ fn candidate_pause(p: &Params) -> Report {
                 sim.set_link(v, c, slow);
             }
             sim.run_for(Duration::from_nanos(SLOW_ANSWER_NS / 4));
-            e.that(is_candidate(&sim, c), || "the candidate's round ended before the pause".into());
+            e.that(is_candidate(sim, c), || "the candidate's round ended before the pause".into());
             sim.pause(c);
             let link = sim.cfg.link;
             sim.set_links(link);
@@ -662,6 +535,5 @@ fn candidate_pause(p: &Params) -> Report {
                 format!("the resumed candidate took office from its expired round: {late:?}")
             });
         }
-    }
-    e.report("candidate-pause", sim)
+    })
 }

@@ -14,9 +14,11 @@
 //! term, nobody else elected) for [`Sim::stability_window`].
 
 use crate::checker::Check;
+use crate::expect::Expect;
 use crate::network::{LinkParams, NS_PER_MS};
+use crate::params::Params;
+use crate::report::Report;
 use crate::runner::{dur_ns, Sim};
-use crate::scenario::{Expect, Params, Report};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::time::Duration;
@@ -56,13 +58,7 @@ pub fn run(p: &Params) -> Report {
     cfg.fsync_ns = p.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) % (5 * NS_PER_MS);
     let mut sim = Sim::new(cfg, p.seed);
     let mut e = Expect::default();
-    let bound = sim.liveness_bound();
-    if sim.wait_for_stable_leader(bound).is_none() {
-        e.fail(format!(
-            "no stable leader within {:.0} ms of a cold start",
-            bound.as_secs_f64() * 1e3
-        ));
-    }
+    e.first_leader(&mut sim);
     let end =
         sim.now_ns() + dur_ns(Duration::from_secs(p.sim_seconds.unwrap_or(DEFAULT_SAFETY_SECONDS)));
     safety_phase(&mut sim, p, end);
@@ -134,22 +130,13 @@ fn inject_fault(sim: &mut Sim, p: &Params) -> Option<(Undo, u64)> {
     Some((undo, after))
 }
 
+/// Draws one fault and injects it; returns its undo, if it has one.
+/// Half the node and link faults aim at the current leader.
 fn inject(sim: &mut Sim, p: &Params) -> Option<Undo> {
-    let n = sim.len();
     let kind = sim.rng().gen_range(0..14);
     let at_leader = sim.rng().gen_bool(0.5);
     match kind {
-        0 | 1 => {
-            let i = pick(sim, at_leader);
-            sim.crash(i);
-            // Sometimes restart at once: volatile state lost, durable state kept.
-            if sim.rng().gen_bool(0.3) {
-                sim.restart(i);
-                None
-            } else {
-                Some(Undo::Restart(i))
-            }
-        }
+        0 | 1 => crash(sim, at_leader),
         2 | 3 => {
             let i = pick(sim, at_leader);
             sim.pause(i);
@@ -161,32 +148,14 @@ fn inject(sim: &mut Sim, p: &Params) -> Option<Undo> {
             Some(Undo::HealPartitions)
         }
         6 => {
-            let a = pick(sim, at_leader);
-            let b = (a + sim.rng().gen_range(1..n.max(2))) % n;
+            let (a, b) = pick_pair(sim, at_leader);
             if a != b {
                 sim.cut_link(a, b);
             }
             Some(Undo::HealPartitions)
         }
-        7 => {
-            let a = pick(sim, at_leader);
-            let b = (a + sim.rng().gen_range(1..n.max(2))) % n;
-            if a != b {
-                if sim.rng().gen_bool(0.5) {
-                    sim.cut_one_way(a, b);
-                } else {
-                    sim.cut_one_way(b, a);
-                }
-            }
-            Some(Undo::HealPartitions)
-        }
-        8 => {
-            let mut order: Vec<usize> = (0..n).collect();
-            order.shuffle(sim.rng());
-            let size = sim.rng().gen_range(1..=n.max(2) / 2);
-            sim.split(&order[..size.min(n)]);
-            Some(Undo::HealPartitions)
-        }
+        7 => cut_one_way(sim, at_leader),
+        8 => split(sim),
         9 => {
             let i = pick(sim, at_leader);
             sim.deafen(i);
@@ -199,8 +168,7 @@ fn inject(sim: &mut Sim, p: &Params) -> Option<Undo> {
         }
         11 => {
             // One directed link gets its own latency distribution and faults.
-            let from = pick(sim, at_leader);
-            let to = (from + sim.rng().gen_range(1..n.max(2))) % n;
+            let (from, to) = pick_pair(sim, at_leader);
             let link = random_link(sim, p);
             sim.set_link(from, to, link);
             Some(Undo::HealLinks)
@@ -215,6 +183,51 @@ fn inject(sim: &mut Sim, p: &Params) -> Option<Undo> {
             None
         }
     }
+}
+
+/// Picks a node as [`pick`] does, then another one (the same one only in a
+/// cluster of one).
+fn pick_pair(sim: &mut Sim, leader: bool) -> (usize, usize) {
+    let n = sim.len();
+    let a = pick(sim, leader);
+    let b = (a + sim.rng().gen_range(1..n.max(2))) % n;
+    (a, b)
+}
+
+/// Crashes a node; sometimes restarts it at once (volatile state lost,
+/// durable state kept), else leaves the restart for later.
+fn crash(sim: &mut Sim, at_leader: bool) -> Option<Undo> {
+    let i = pick(sim, at_leader);
+    sim.crash(i);
+    if sim.rng().gen_bool(0.3) {
+        sim.restart(i);
+        None
+    } else {
+        Some(Undo::Restart(i))
+    }
+}
+
+/// Cuts one direction of the link between two nodes.
+fn cut_one_way(sim: &mut Sim, at_leader: bool) -> Option<Undo> {
+    let (a, b) = pick_pair(sim, at_leader);
+    if a != b {
+        if sim.rng().gen_bool(0.5) {
+            sim.cut_one_way(a, b);
+        } else {
+            sim.cut_one_way(b, a);
+        }
+    }
+    Some(Undo::HealPartitions)
+}
+
+/// Splits off a random group of at most half the nodes.
+fn split(sim: &mut Sim) -> Option<Undo> {
+    let n = sim.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.shuffle(sim.rng());
+    let size = sim.rng().gen_range(1..=n.max(2) / 2);
+    sim.split(&order[..size.min(n)]);
+    Some(Undo::HealPartitions)
 }
 
 /// A degraded link: slower, lossy, duplicating and reordering, each to a random degree.

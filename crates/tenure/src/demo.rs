@@ -168,148 +168,20 @@ async fn script(
     args: &DemoArgs,
     started: Instant,
 ) -> anyhow::Result<()> {
-    let client = Client::default();
-    let n = cluster.servers.len();
-    let endpoints: Vec<String> = (0..n).map(|i| cluster.endpoint(i)).collect();
-    let timeout = Duration::from_millis(args.election_timeout_ms);
-    // Generous bound for one election: several timeouts plus process start-up.
-    let election_bound = timeout * 5 + STARTUP_TIMEOUT;
-
-    println!(
-        "==> starting {n} tenure servers (heartbeat {} ms, election timeout {} ms) in {}",
-        args.heartbeat_ms,
-        args.election_timeout_ms,
-        cluster.dir.path().display()
-    );
-    for (i, endpoint) in endpoints.iter().enumerate() {
-        cluster.start(i)?;
-        println!(
-            "    node {}: peers on 127.0.0.1:{}, API on {endpoint}",
-            i + 1,
-            cluster.servers[i].peer_port,
-        );
-    }
-    let live = tokio::spawn(live_view(client.clone(), endpoints.clone(), started));
+    let mut demo = Demo::new(cluster, args);
+    demo.start_servers(args)?;
+    let live = tokio::spawn(live_view(demo.client.clone(), demo.endpoints.clone(), started));
     let _stop_live = AbortOnDrop(live);
 
-    // 1. First election.
-    let (leader, status, took) =
-        wait_for_new_leader(&client, &endpoints, 0, started, election_bound).await?;
-    println!(
-        "==> node {} elected leader of term {} ({} ms after start)",
-        status.id,
-        status.term,
-        took.as_millis()
-    );
+    let (leader, first) = demo.first_election(started).await?;
     sleep(STEADY_PAUSE).await;
-
-    // 2. Crash the leader.
-    let old_term = status.term;
-    let survivors: Vec<usize> = (0..n).filter(|&i| i != leader).collect();
-    let survivor_endpoints: Vec<String> = survivors.iter().map(|&i| endpoints[i].clone()).collect();
-    println!("==> SIGKILL node {} (the leader)", leader + 1);
-    let killed_at = Instant::now();
-    cluster.signal(leader, Signal::SIGKILL)?;
-    let (j, new, failover) =
-        wait_for_new_leader(&client, &survivor_endpoints, old_term, killed_at, election_bound)
-            .await?;
-    cluster.wait_exit(leader, EXIT_TIMEOUT).await?;
-    let new_leader = survivors[j];
-    println!(
-        "==> FAILOVER: node {} leads term {}, {} ms after the crash \
-         (followers wait one election timeout, {} ms, after the last heartbeat they heard)",
-        new.id,
-        new.term,
-        failover.as_millis(),
-        args.election_timeout_ms
-    );
+    let (new_leader, new, failover) = demo.crash_leader(leader, &first).await?;
     sleep(STEADY_PAUSE).await;
-
-    // 3. Restart the crashed node: it must rejoin as a follower without an election.
-    println!("==> restarting node {}", leader + 1);
-    let restarted_at = Instant::now();
-    cluster.start(leader)?;
-    let rejoined = loop {
-        if let Ok(s) = client.status_within(&endpoints[leader], FAST_POLL_TIMEOUT).await {
-            if s.role == "follower" && s.leader == Some(new.id) {
-                break s;
-            }
-        }
-        if restarted_at.elapsed() > election_bound {
-            bail!("node {} did not rejoin within {election_bound:?}", leader + 1);
-        }
-        sleep(LIVE_POLL / 5).await;
-    };
-    let now_leader = client.status(&endpoints[new_leader]).await?;
-    let undisturbed = now_leader.role == "leader" && now_leader.term == new.term;
-    println!(
-        "==> node {} rejoined as a follower of node {} in {} ms; leader {} (term {} -> {})",
-        rejoined.id,
-        new.id,
-        restarted_at.elapsed().as_millis(),
-        if undisturbed { "undisturbed" } else { "DISTURBED" },
-        new.term,
-        now_leader.term
-    );
+    let now_term = demo.rejoin(leader, new_leader, &new).await?;
     sleep(STEADY_PAUSE).await;
-
-    // 4. Planned handover with POST /v1/transfer, back to the restarted node.
-    let target = cluster.servers[leader].id;
-    println!("==> POST /v1/transfer {{\"to\": {target}}} to node {}", new.id);
-    let asked_at = Instant::now();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let answer = client
-            .post::<TransferBody>(
-                &endpoints[new_leader],
-                "/v1/transfer",
-                &serde_json::json!({ "to": target }),
-            )
-            .await?;
-        match answer.body {
-            Ok(_) => break,
-            Err(e) if attempt < TRANSFER_ATTEMPTS && answer.status.as_u16() == 409 => {
-                // The target may not have acknowledged the leader yet; retry shortly.
-                let _ = e;
-                sleep(LIVE_POLL).await;
-            }
-            Err(e) => bail!("transfer refused (HTTP {}): {}", answer.status, e.error),
-        }
-    }
-    let (_, taken, handover) = wait_for_new_leader(
-        &client,
-        &endpoints[leader..=leader],
-        now_leader.term,
-        asked_at,
-        election_bound,
-    )
-    .await?;
-    println!(
-        "==> TRANSFER: node {} leads term {}, {} ms after the request",
-        taken.id,
-        taken.term,
-        handover.as_millis()
-    );
+    let (taken, handover) = demo.transfer_back(leader, new_leader, &new, now_term).await?;
     sleep(STEADY_PAUSE).await;
-
-    // 5. Graceful stop of the leader: it cedes leadership before exiting.
-    let others: Vec<usize> = (0..n).filter(|&i| i != leader).collect();
-    let other_endpoints: Vec<String> = others.iter().map(|&i| endpoints[i].clone()).collect();
-    println!("==> SIGTERM node {} (the leader): graceful stop", taken.id);
-    let term_at = Instant::now();
-    cluster.signal(leader, Signal::SIGTERM)?;
-    let (_, next, graceful) =
-        wait_for_new_leader(&client, &other_endpoints, taken.term, term_at, election_bound).await?;
-    let exit = cluster.wait_exit(leader, EXIT_TIMEOUT).await?;
-    println!(
-        "==> GRACEFUL STOP: node {} leads term {}, {} ms after SIGTERM \
-         (no election timeout waited); node {} exited ({exit})",
-        next.id,
-        next.term,
-        graceful.as_millis(),
-        taken.id
-    );
+    let graceful = demo.graceful_stop(leader, &taken).await?;
     sleep(STEADY_PAUSE / 3).await;
     println!(
         "==> summary: crash failover {} ms, transfer {} ms, graceful stop {} ms \
@@ -320,6 +192,225 @@ async fn script(
         args.election_timeout_ms
     );
     Ok(())
+}
+
+/// The cluster of the demo and what every act of its script needs.
+struct Demo<'a> {
+    cluster: &'a mut TenureCluster,
+    client: Client,
+    /// Every node's API endpoint, by index.
+    endpoints: Vec<String>,
+    /// The configured election timeout, in milliseconds.
+    election_timeout_ms: u64,
+    /// Generous bound for one election: several timeouts plus process start-up.
+    election_bound: Duration,
+}
+
+impl<'a> Demo<'a> {
+    fn new(cluster: &'a mut TenureCluster, args: &DemoArgs) -> Self {
+        let endpoints = (0..cluster.servers.len()).map(|i| cluster.endpoint(i)).collect();
+        let timeout = Duration::from_millis(args.election_timeout_ms);
+        Demo {
+            cluster,
+            client: Client::default(),
+            endpoints,
+            election_timeout_ms: args.election_timeout_ms,
+            election_bound: timeout * 5 + STARTUP_TIMEOUT,
+        }
+    }
+
+    /// Every node but `i`, and their endpoints.
+    fn others(&self, i: usize) -> (Vec<usize>, Vec<String>) {
+        let others: Vec<usize> = (0..self.endpoints.len()).filter(|&j| j != i).collect();
+        let endpoints = others.iter().map(|&j| self.endpoints[j].clone()).collect();
+        (others, endpoints)
+    }
+
+    /// Starts every server.
+    fn start_servers(&mut self, args: &DemoArgs) -> anyhow::Result<()> {
+        println!(
+            "==> starting {} tenure servers (heartbeat {} ms, election timeout {} ms) in {}",
+            self.endpoints.len(),
+            args.heartbeat_ms,
+            args.election_timeout_ms,
+            self.cluster.dir.path().display()
+        );
+        for (i, endpoint) in self.endpoints.iter().enumerate() {
+            self.cluster.start(i)?;
+            println!(
+                "    node {}: peers on 127.0.0.1:{}, API on {endpoint}",
+                i + 1,
+                self.cluster.servers[i].peer_port,
+            );
+        }
+        Ok(())
+    }
+
+    /// Act 1: the first election: (leader index, its status).
+    async fn first_election(&self, started: Instant) -> anyhow::Result<(usize, StatusBody)> {
+        let (leader, status, took) =
+            wait_for_new_leader(&self.client, &self.endpoints, 0, started, self.election_bound)
+                .await?;
+        println!(
+            "==> node {} elected leader of term {} ({} ms after start)",
+            status.id,
+            status.term,
+            took.as_millis()
+        );
+        Ok((leader, status))
+    }
+
+    /// Act 2: SIGKILL the leader: (new leader index, its status, failover time).
+    async fn crash_leader(
+        &mut self,
+        leader: usize,
+        status: &StatusBody,
+    ) -> anyhow::Result<(usize, StatusBody, Duration)> {
+        let (survivors, survivor_endpoints) = self.others(leader);
+        println!("==> SIGKILL node {} (the leader)", leader + 1);
+        let killed_at = Instant::now();
+        self.cluster.signal(leader, Signal::SIGKILL)?;
+        let (j, new, failover) = wait_for_new_leader(
+            &self.client,
+            &survivor_endpoints,
+            status.term,
+            killed_at,
+            self.election_bound,
+        )
+        .await?;
+        self.cluster.wait_exit(leader, EXIT_TIMEOUT).await?;
+        println!(
+            "==> FAILOVER: node {} leads term {}, {} ms after the crash \
+             (followers wait one election timeout, {} ms, after the last heartbeat they heard)",
+            new.id,
+            new.term,
+            failover.as_millis(),
+            self.election_timeout_ms
+        );
+        Ok((survivors[j], new, failover))
+    }
+
+    /// Act 3: restart the crashed node: it must rejoin as a follower without an
+    /// election. Returns the leader's term afterwards.
+    async fn rejoin(
+        &mut self,
+        leader: usize,
+        new_leader: usize,
+        new: &StatusBody,
+    ) -> anyhow::Result<u64> {
+        println!("==> restarting node {}", leader + 1);
+        let restarted_at = Instant::now();
+        self.cluster.start(leader)?;
+        let rejoined = loop {
+            let status = self.client.status_within(&self.endpoints[leader], FAST_POLL_TIMEOUT);
+            if let Ok(s) = status.await {
+                if s.role == "follower" && s.leader == Some(new.id) {
+                    break s;
+                }
+            }
+            if restarted_at.elapsed() > self.election_bound {
+                bail!("node {} did not rejoin within {:?}", leader + 1, self.election_bound);
+            }
+            sleep(LIVE_POLL / 5).await;
+        };
+        let now_leader = self.client.status(&self.endpoints[new_leader]).await?;
+        let undisturbed = now_leader.role == "leader" && now_leader.term == new.term;
+        println!(
+            "==> node {} rejoined as a follower of node {} in {} ms; leader {} (term {} -> {})",
+            rejoined.id,
+            new.id,
+            restarted_at.elapsed().as_millis(),
+            if undisturbed { "undisturbed" } else { "DISTURBED" },
+            new.term,
+            now_leader.term
+        );
+        Ok(now_leader.term)
+    }
+
+    /// Act 4: planned handover with POST /v1/transfer, from `new_leader` back to
+    /// the restarted node: (its status as leader, handover time).
+    async fn transfer_back(
+        &self,
+        leader: usize,
+        new_leader: usize,
+        new: &StatusBody,
+        term: u64,
+    ) -> anyhow::Result<(StatusBody, Duration)> {
+        let target = self.cluster.servers[leader].id;
+        println!("==> POST /v1/transfer {{\"to\": {target}}} to node {}", new.id);
+        let asked_at = Instant::now();
+        self.request_transfer(&self.endpoints[new_leader], target).await?;
+        let (_, taken, handover) = wait_for_new_leader(
+            &self.client,
+            &self.endpoints[leader..=leader],
+            term,
+            asked_at,
+            self.election_bound,
+        )
+        .await?;
+        println!(
+            "==> TRANSFER: node {} leads term {}, {} ms after the request",
+            taken.id,
+            taken.term,
+            handover.as_millis()
+        );
+        Ok((taken, handover))
+    }
+
+    /// Asks the leader at `endpoint` to hand over to node `target`, retrying
+    /// while the target has not yet acknowledged the leader (HTTP 409).
+    async fn request_transfer(&self, endpoint: &str, target: u64) -> anyhow::Result<()> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let answer = self
+                .client
+                .post::<TransferBody>(
+                    endpoint,
+                    "/v1/transfer",
+                    &serde_json::json!({ "to": target }),
+                )
+                .await?;
+            match answer.body {
+                Ok(_) => return Ok(()),
+                Err(_) if attempt < TRANSFER_ATTEMPTS && answer.status.as_u16() == 409 => {
+                    sleep(LIVE_POLL).await;
+                }
+                Err(e) => bail!("transfer refused (HTTP {}): {}", answer.status, e.error),
+            }
+        }
+    }
+
+    /// Act 5: graceful stop of the leader at `leader`: it cedes leadership before
+    /// exiting. Returns the handover time.
+    async fn graceful_stop(
+        &mut self,
+        leader: usize,
+        taken: &StatusBody,
+    ) -> anyhow::Result<Duration> {
+        let (_, other_endpoints) = self.others(leader);
+        println!("==> SIGTERM node {} (the leader): graceful stop", taken.id);
+        let term_at = Instant::now();
+        self.cluster.signal(leader, Signal::SIGTERM)?;
+        let (_, next, graceful) = wait_for_new_leader(
+            &self.client,
+            &other_endpoints,
+            taken.term,
+            term_at,
+            self.election_bound,
+        )
+        .await?;
+        let exit = self.cluster.wait_exit(leader, EXIT_TIMEOUT).await?;
+        println!(
+            "==> GRACEFUL STOP: node {} leads term {}, {} ms after SIGTERM \
+             (no election timeout waited); node {} exited ({exit})",
+            next.id,
+            next.term,
+            graceful.as_millis(),
+            taken.id
+        );
+        Ok(graceful)
+    }
 }
 
 /// Aborts a background task when dropped (the live view ends with the script).

@@ -225,28 +225,11 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
     if !(1..=MAX_TRIALS).contains(&args.trials) {
         bail!("--trials must be between 1 and {MAX_TRIALS}");
     }
-    let mut with_etcd = args.compare.is_some();
-    if with_etcd && !etcd::available() {
-        if args.allow_missing_etcd {
-            eprintln!(
-                "warning: etcd is not on the PATH ({}); measuring tenure alone",
-                etcd::INSTALL_HINT
-            );
-            with_etcd = false;
-        } else {
-            eprintln!(
-                "error: --compare etcd needs the `etcd` binary on the PATH; install it with: {}\n\
-                 (or pass --allow-missing-etcd to measure tenure alone)",
-                etcd::INSTALL_HINT
-            );
-            return Ok(ExitCode::from(EXIT_NO_ETCD));
-        }
-    }
-    let stop = if args.graceful { Stop::Graceful } else { Stop::Kill };
-    let timing = Timing {
-        heartbeat: Duration::from_millis(args.heartbeat_ms),
-        election_timeout: Duration::from_millis(args.election_timeout_ms),
+    let with_etcd = match etcd_wanted(&args) {
+        Ok(with_etcd) => with_etcd,
+        Err(code) => return Ok(code),
     };
+    let stop = if args.graceful { Stop::Graceful } else { Stop::Kill };
 
     // Both clusters run for the whole run, so interleaved trials see the same machine.
     let mut tenure =
@@ -263,7 +246,66 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
         ),
         false => None,
     };
+    let Some(outcome) = measure(&args, stop, &mut tenure, etcd.as_mut()).await else {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    };
+    if let Some(dir) = &args.keep_logs {
+        keep_logs(&tenure, dir)?;
+        if let Some(e) = &etcd {
+            keep_logs(e, dir)?;
+        }
+    }
+    drop(etcd);
+    drop(tenure);
+    let (tenure_trials, etcd_trials) = outcome?;
 
+    let report = failover_report(&args, stop, tenure_trials, etcd_trials);
+    if let Some(path) = &args.plot {
+        write_plot(path, &args, &report)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report, args.plot.as_deref());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether etcd runs beside tenure: `Ok(false)` without `--compare etcd`, or
+/// when etcd is missing and `--allow-missing-etcd` says to go on without it;
+/// `Err(exit code)` when it is missing and wanted.
+fn etcd_wanted(args: &FailoverArgs) -> Result<bool, ExitCode> {
+    if args.compare.is_none() || etcd::available() {
+        return Ok(args.compare.is_some());
+    }
+    if args.allow_missing_etcd {
+        eprintln!(
+            "warning: etcd is not on the PATH ({}); measuring tenure alone",
+            etcd::INSTALL_HINT
+        );
+        Ok(false)
+    } else {
+        eprintln!(
+            "error: --compare etcd needs the `etcd` binary on the PATH; install it with: {}\n\
+             (or pass --allow-missing-etcd to measure tenure alone)",
+            etcd::INSTALL_HINT
+        );
+        Err(ExitCode::from(EXIT_NO_ETCD))
+    }
+}
+
+/// Runs the trials, tenure's and etcd's interleaved, with a progress bar:
+/// each system's trials (etcd's only when it runs), or `None` on Ctrl-C.
+async fn measure(
+    args: &FailoverArgs,
+    stop: Stop,
+    tenure: &mut Tenure,
+    mut etcd: Option<&mut etcd::Etcd>,
+) -> Option<anyhow::Result<(Vec<Trial>, Option<Vec<Trial>>)>> {
+    let timing = Timing {
+        heartbeat: Duration::from_millis(args.heartbeat_ms),
+        election_timeout: Duration::from_millis(args.election_timeout_ms),
+    };
     let systems = if etcd.is_some() { 2 } else { 1 };
     let bar = ProgressBar::new((args.trials * systems) as u64);
     bar.set_style(
@@ -274,18 +316,18 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
     bar.set_prefix("failover trials");
 
     let mut tenure_trials = Vec::new();
-    let mut etcd_trials = Vec::new();
+    let mut etcd_trials = etcd.as_ref().map(|_| Vec::new());
     let measured = async {
         for _ in 0..args.trials {
-            let t = trial(&mut tenure, stop, timing).await.map_err(|e| with_logs(e, &tenure))?;
+            let t = trial(tenure, stop, timing).await.map_err(|e| with_logs(e, tenure))?;
             bar.set_message(format!("tenure {:.0} ms", t.failover_ms));
             bar.inc(1);
             tenure_trials.push(t);
-            if let Some(e) = etcd.as_mut() {
+            if let (Some(e), Some(trials)) = (etcd.as_deref_mut(), etcd_trials.as_mut()) {
                 let t = trial(e, stop, timing).await.map_err(|err| with_logs(err, e))?;
                 bar.set_message(format!("etcd {:.0} ms", t.failover_ms));
                 bar.inc(1);
-                etcd_trials.push(t);
+                trials.push(t);
             }
         }
         anyhow::Ok(())
@@ -294,24 +336,24 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
         r = measured => r,
         _ = tokio::signal::ctrl_c() => {
             bar.abandon_with_message("interrupted; stopping the clusters");
-            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+            return None;
         }
     };
     bar.finish_and_clear();
-    if let Some(dir) = &args.keep_logs {
-        keep_logs(&tenure, dir)?;
-        if let Some(e) = &etcd {
-            keep_logs(e, dir)?;
-        }
-    }
-    drop(etcd);
-    drop(tenure);
-    outcome?;
+    Some(outcome.map(|()| (tenure_trials, etcd_trials)))
+}
 
+/// The run's report; `etcd_trials` when etcd ran.
+fn failover_report(
+    args: &FailoverArgs,
+    stop: Stop,
+    tenure_trials: Vec<Trial>,
+    etcd_trials: Option<Vec<Trial>>,
+) -> FailoverReport {
     let by_elections = args.protocol == tenure_core::ProtocolKind::Paxos;
     let mut reports = vec![SystemReport::new("tenure", tenure_trials, by_elections)];
-    if with_etcd {
-        reports.push(SystemReport::new("etcd", etcd_trials, false));
+    if let Some(trials) = etcd_trials {
+        reports.push(SystemReport::new("etcd", trials, false));
     }
     // The goals are stated for the default protocol (issue 4); the others are
     // compared in docs/protocols.md instead.
@@ -320,7 +362,7 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
     } else {
         Vec::new()
     };
-    let report = FailoverReport {
+    FailoverReport {
         stop,
         protocol: args.protocol,
         nodes: args.nodes,
@@ -333,28 +375,28 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
         ),
         systems: reports,
         goals,
-    };
-    if let Some(path) = &args.plot {
-        let title = format!(
-            "{} failover, {} nodes, heartbeat {} ms / election timeout {} ms",
-            if args.graceful { "SIGTERM" } else { "SIGKILL" },
-            args.nodes,
-            args.heartbeat_ms,
-            args.election_timeout_ms
-        );
-        let series: Vec<(String, Vec<f64>)> = report
-            .systems
-            .iter()
-            .map(|s| (s.system.to_string(), s.trials.iter().map(|t| t.failover_ms).collect()))
-            .collect();
-        plot::write_cdf(path, &title, &series)?;
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_text(&report, args.plot.as_deref());
-    }
-    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the latency CDF of every system to `path`.
+fn write_plot(
+    path: &std::path::Path,
+    args: &FailoverArgs,
+    report: &FailoverReport,
+) -> anyhow::Result<()> {
+    let title = format!(
+        "{} failover, {} nodes, heartbeat {} ms / election timeout {} ms",
+        if args.graceful { "SIGTERM" } else { "SIGKILL" },
+        args.nodes,
+        args.heartbeat_ms,
+        args.election_timeout_ms
+    );
+    let series: Vec<(String, Vec<f64>)> = report
+        .systems
+        .iter()
+        .map(|s| (s.system.to_string(), s.trials.iter().map(|t| t.failover_ms).collect()))
+        .collect();
+    plot::write_cdf(path, &title, &series)
 }
 
 fn with_logs<S: System>(e: anyhow::Error, sys: &S) -> anyhow::Error {

@@ -14,6 +14,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{sleep, Instant};
@@ -196,6 +198,31 @@ async fn counter_sum(tenure: &Tenure, nodes: usize, name: &str) -> Option<u64> {
     Some(sum)
 }
 
+/// The cluster's leader-change and election counters, summed over nodes.
+#[derive(Debug, Clone, Copy)]
+struct Counters {
+    leader_changes: Option<u64>,
+    elections: Option<u64>,
+}
+
+impl Counters {
+    async fn scrape(tenure: &Tenure, nodes: usize) -> Self {
+        Counters {
+            leader_changes: counter_sum(tenure, nodes, "tenure_leader_changes_total").await,
+            elections: counter_sum(tenure, nodes, "tenure_elections_started_total").await,
+        }
+    }
+
+    /// What each counter gained since `before` (when both were read).
+    fn since(self, before: Counters) -> Counters {
+        let gained = |b: Option<u64>, a: Option<u64>| b.zip(a).map(|(b, a)| a.saturating_sub(b));
+        Counters {
+            leader_changes: gained(before.leader_changes, self.leader_changes),
+            elections: gained(before.elections, self.elections),
+        }
+    }
+}
+
 /// Runs `tenure bench soak`.
 pub async fn run(args: SoakArgs) -> anyhow::Result<ExitCode> {
     if !(args.minutes > 0.0 && args.minutes <= MAX_MINUTES) {
@@ -214,8 +241,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<ExitCode> {
         Tenure::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms, args.protocol)?;
     let all: Vec<usize> = (0..args.nodes).collect();
     wait_stable(&tenure, &all, timing).await.context("the cluster did not elect a leader")?;
-    let changes_before = counter_sum(&tenure, args.nodes, "tenure_leader_changes_total").await;
-    let elections_before = counter_sum(&tenure, args.nodes, "tenure_elections_started_total").await;
+    let before = Counters::scrape(&tenure, args.nodes).await;
 
     // The burner: a child process, killed on drop like the servers.
     let burn_dir = temp_dir("tenure-bench-burn-")?;
@@ -227,42 +253,97 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<ExitCode> {
             .args(["--max-seconds", &(duration.as_secs() + BURN_GRACE_S).to_string()]);
         burner.spawn(c)?;
     }
-
-    let (tx, mut rx) = mpsc::channel::<(usize, LeadershipBody, Instant)>(EVENT_QUEUE);
-    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut watchers = Vec::new();
-    for i in 0..args.nodes {
-        let (tx, endpoint, dropped) = (tx.clone(), tenure.endpoint(i).to_string(), dropped.clone());
-        watchers.push(AbortOnDrop(tokio::spawn(async move {
-            let client = Client::default();
-            loop {
-                let _ = client
-                    .watch(&endpoint, |e| {
-                        if tx.try_send((i, e, Instant::now())).is_err() {
-                            dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        true
-                    })
-                    .await;
-                sleep(WATCH_RETRY).await;
-            }
-        })));
+    let watch = Watch::start(&tenure, args.nodes);
+    let tracker = watch_for(watch.events, args.nodes, duration).await;
+    drop(burner);
+    drop(watch.tasks);
+    let Some(tracker) = tracker else {
+        eprintln!("interrupted; stopping the cluster");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    };
+    let gained = Counters::scrape(&tenure, args.nodes).await.since(before);
+    let mut tally = tracker.tally;
+    tally.dropped_events = watch.dropped.load(Ordering::Relaxed);
+    let report = SoakReport {
+        minutes: args.minutes,
+        nodes: args.nodes,
+        heartbeat_ms: args.heartbeat_ms,
+        election_timeout_ms: args.election_timeout_ms,
+        burn_threads: threads,
+        tally,
+        metric_leader_changes: gained.leader_changes,
+        metric_elections: gained.elections,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report, &tenure);
     }
-    drop(tx);
+    if let Some(dir) = &args.keep_logs {
+        keep_logs(&tenure, dir)?;
+    }
+    drop(tenure);
+    Ok(ExitCode::SUCCESS)
+}
 
+/// One `/v1/watch` follower per node, feeding one queue.
+struct Watch {
+    /// (node index, event, when it arrived).
+    events: mpsc::Receiver<(usize, LeadershipBody, Instant)>,
+    /// Events lost because the queue was full.
+    dropped: Arc<AtomicU64>,
+    /// The followers (stopped when dropped).
+    tasks: Vec<AbortOnDrop>,
+}
+
+impl Watch {
+    /// Follows every node's watch stream, reopening a broken one after
+    /// [`WATCH_RETRY`].
+    fn start(tenure: &Tenure, nodes: usize) -> Self {
+        let (tx, events) = mpsc::channel(EVENT_QUEUE);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for i in 0..nodes {
+            let (tx, endpoint, dropped) =
+                (tx.clone(), tenure.endpoint(i).to_string(), dropped.clone());
+            tasks.push(AbortOnDrop(tokio::spawn(async move {
+                let client = Client::default();
+                loop {
+                    let _ = client
+                        .watch(&endpoint, |e| {
+                            if tx.try_send((i, e, Instant::now())).is_err() {
+                                dropped.fetch_add(1, Ordering::Relaxed);
+                            }
+                            true
+                        })
+                        .await;
+                    sleep(WATCH_RETRY).await;
+                }
+            })));
+        }
+        Watch { events, dropped, tasks }
+    }
+}
+
+/// Tallies `events` for `duration` with a progress bar; `None` on Ctrl-C.
+async fn watch_for(
+    mut events: mpsc::Receiver<(usize, LeadershipBody, Instant)>,
+    nodes: usize,
+    duration: Duration,
+) -> Option<Tracker> {
     let bar = ProgressBar::new(duration.as_secs().max(1));
     bar.set_style(
         ProgressStyle::with_template("soak [{bar:30}] {pos}/{len} s {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
-    let mut tracker = Tracker::new(args.nodes);
+    let mut tracker = Tracker::new(nodes);
     let started = Instant::now();
     let end = started + duration;
     let mut tick = tokio::time::interval(PROGRESS_TICK);
     let interrupted = loop {
         tokio::select! {
-            Some((i, e, at)) = rx.recv() => tracker.observe(i, e, at),
+            Some((i, e, at)) = events.recv() => tracker.observe(i, e, at),
             _ = tick.tick() => {
                 bar.set_position(started.elapsed().as_secs());
                 bar.set_message(format!(
@@ -275,59 +356,40 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<ExitCode> {
         }
     };
     bar.finish_and_clear();
-    drop(burner);
-    drop(watchers);
-    if interrupted {
-        eprintln!("interrupted; stopping the cluster");
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
-    }
-    let changes_after = counter_sum(&tenure, args.nodes, "tenure_leader_changes_total").await;
-    let elections_after = counter_sum(&tenure, args.nodes, "tenure_elections_started_total").await;
-    let mut tally = tracker.tally;
-    tally.dropped_events = dropped.load(std::sync::atomic::Ordering::Relaxed);
-    let report = SoakReport {
-        minutes: args.minutes,
-        nodes: args.nodes,
-        heartbeat_ms: args.heartbeat_ms,
-        election_timeout_ms: args.election_timeout_ms,
-        burn_threads: threads,
-        tally,
-        metric_leader_changes: changes_before.zip(changes_after).map(|(b, a)| a.saturating_sub(b)),
-        metric_elections: elections_before.zip(elections_after).map(|(b, a)| a.saturating_sub(b)),
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        let t = &report.tally;
-        println!(
-            "soak: {} min, {} nodes, heartbeat {} ms, election timeout {} ms, {} burner threads",
-            report.minutes, report.nodes, report.heartbeat_ms, report.election_timeout_ms, threads
-        );
-        println!(
-            "leader changes {} (goal 0: {}), terms {}..{}, longest leaderless gap {:.1} ms, \
-             {} events ({} dropped); /metrics: leader changes seen {:?} (summed over nodes), elections started {:?}",
-            t.leader_changes,
-            if t.leader_changes == 0 { "MET" } else { "MISSED" },
-            t.first_term.unwrap_or(0),
-            t.last_term,
-            t.longest_leaderless_ms,
-            t.events,
-            t.dropped_events,
-            report.metric_leader_changes,
-            report.metric_elections
-        );
-        if t.leader_changes > 0 {
-            println!("role changes after the first election (from the server logs):");
-            for line in role_changes(&tenure) {
-                println!("  {line}");
-            }
+    (!interrupted).then_some(tracker)
+}
+
+/// The soak's findings as text, with the servers' role changes when the
+/// leader changed.
+fn print_text(report: &SoakReport, tenure: &Tenure) {
+    let t = &report.tally;
+    println!(
+        "soak: {} min, {} nodes, heartbeat {} ms, election timeout {} ms, {} burner threads",
+        report.minutes,
+        report.nodes,
+        report.heartbeat_ms,
+        report.election_timeout_ms,
+        report.burn_threads
+    );
+    println!(
+        "leader changes {} (goal 0: {}), terms {}..{}, longest leaderless gap {:.1} ms, \
+         {} events ({} dropped); /metrics: leader changes seen {:?} (summed over nodes), elections started {:?}",
+        t.leader_changes,
+        if t.leader_changes == 0 { "MET" } else { "MISSED" },
+        t.first_term.unwrap_or(0),
+        t.last_term,
+        t.longest_leaderless_ms,
+        t.events,
+        t.dropped_events,
+        report.metric_leader_changes,
+        report.metric_elections
+    );
+    if t.leader_changes > 0 {
+        println!("role changes after the first election (from the server logs):");
+        for line in role_changes(tenure) {
+            println!("  {line}");
         }
     }
-    if let Some(dir) = &args.keep_logs {
-        keep_logs(&tenure, dir)?;
-    }
-    drop(tenure);
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Every server's "role changed" / "leader changed" log lines after the

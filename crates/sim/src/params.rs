@@ -1,0 +1,49 @@
+//! The inputs of one scenario run: seed, cluster size, timings, protocol.
+
+use crate::runner::SimConfig;
+use std::time::Duration;
+use tenure_core::ProtocolKind;
+
+/// Inputs of one scenario run.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// The run's seed.
+    pub seed: u64,
+    /// Cluster size, for scenarios whose size is not fixed.
+    pub nodes: usize,
+    /// Heartbeat interval.
+    pub heartbeat: Duration,
+    /// Election timeout.
+    pub election_timeout: Duration,
+    /// Length of the main phase (random faults, flaky network), if overridden.
+    pub sim_seconds: Option<u64>,
+    /// Trace every input and output to stderr.
+    pub trace: bool,
+    /// The election protocol under test.
+    pub protocol: ProtocolKind,
+}
+
+impl Params {
+    /// Defaults: 5 nodes, 100 ms heartbeats, 1 s election timeout.
+    pub fn new(seed: u64) -> Self {
+        Params {
+            seed,
+            nodes: 5,
+            heartbeat: Duration::from_millis(100),
+            election_timeout: Duration::from_millis(1000),
+            sim_seconds: None,
+            trace: false,
+            protocol: ProtocolKind::Raft,
+        }
+    }
+
+    /// The simulator configuration for `nodes` nodes.
+    pub fn sim_config(&self, nodes: usize) -> SimConfig {
+        let mut c = SimConfig::new(nodes);
+        c.heartbeat = self.heartbeat;
+        c.election_timeout = self.election_timeout;
+        c.trace = self.trace;
+        c.protocol = self.protocol;
+        c
+    }
+}
