@@ -10,7 +10,17 @@
 //! * [`RaftElector`] implements the Raft-style election (seeds 000, 002, 003):
 //!   PreVote with leader stickiness, CheckQuorum with a drift-safe leader
 //!   lease, ranked candidacy for split-vote-free failover, Leader Sequence
-//!   Numbers and fencing tokens, leadership transfer and cession on stop.
+//!   Numbers and fencing tokens, leadership transfer and cession on stop;
+//! * [`RankedElector`] implements seed 001's two-phase ELECT/VOTE election
+//!   with deterministic vote ranking, made safe with durable votes and leases;
+//! * [`PaxosElector`] implements seed 004's Paxos leader election with
+//!   low-ball polling that never disturbs a stable leader;
+//! * [`Elector`] holds any of the three, chosen at run time by [`ProtocolKind`].
+//!
+//! The three share one leadership record (the crate's `seat` module): term
+//! and vote, role and leader, heartbeats, the leader lease, the stall grace,
+//! and the invariants checked after every input. A violated invariant halts
+//! the node ([`Event::Halted`]) rather than risk a second leader.
 //!
 //! ```
 //! use std::time::Duration;

@@ -6,10 +6,7 @@
 //! states its own bounds here, with the reasoning next to the formula.
 
 use std::time::Duration;
-use tenure_core::{Config, ProtocolKind};
-
-/// Parts per million in one.
-const PPM: u128 = 1_000_000;
+use tenure_core::{drift, Config, ProtocolKind};
 
 /// What a bound is computed from.
 #[derive(Clone, Copy, Debug)]
@@ -26,8 +23,9 @@ impl BoundInputs<'_> {
     /// `local_ns` of one node's clock, as the longest real time it can take when
     /// compared with another node's clock: `local * (1 + rho) / (1 - rho)`.
     pub fn drift_factor(&self, local_ns: u128) -> u64 {
-        let ppm = u128::from(self.cfg.clock_drift_ppm);
-        u64::try_from(local_ns * (PPM + ppm) / (PPM - ppm)).unwrap_or(u64::MAX)
+        let local = Duration::from_nanos(u64::try_from(local_ns).unwrap_or(u64::MAX));
+        let real = drift::stretch(local, self.cfg.clock_drift_ppm);
+        u64::try_from(real.as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
@@ -125,8 +123,7 @@ fn ranked_failover(b: BoundInputs<'_>) -> Duration {
 /// One ranked round, in nanoseconds of local time: `stretch(T) + rtt_cfg`,
 /// where `stretch(T) = T * (1 + rho) / (1 - rho)`.
 fn ranked_round(c: &Config) -> u128 {
-    let ppm = u128::from(c.clock_drift_ppm);
-    c.election_timeout.as_nanos() * (PPM + ppm) / (PPM - ppm) + c.round_trip.as_nanos()
+    drift::stretch(c.election_timeout, c.clock_drift_ppm).as_nanos() + c.round_trip.as_nanos()
 }
 
 /// Paxos: `(2 * (election_timeout + spread) + spread + 11 * round_trip)
