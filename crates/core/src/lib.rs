@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod contract;
 pub mod elector;
 mod handover;
 pub mod kind;

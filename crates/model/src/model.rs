@@ -9,7 +9,10 @@ use stateright::{Model, Property};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
-use tenure_core::{Config, HardState, Instant, NodeId, Output, Protocol, ProtocolKind, Role, Term};
+use tenure_core::contract::{self, Driver, WriteFailed};
+use tenure_core::{
+    Config, Event, HardState, Instant, Message, NodeId, Protocol, ProtocolKind, Role, Term,
+};
 
 /// Nodes in the modelled cluster.
 pub const NODE_COUNT: usize = 3;
@@ -378,9 +381,9 @@ impl ElectionModel {
         Elector::new(elector)
     }
 
-    /// Runs one input on node `i`, then handles its output by the contract:
-    /// persist first, then send; all in this one step, so a crash (a separate
-    /// step) falls either before the input or after both.
+    /// Runs one input on node `i`, then handles its output by the contract
+    /// ([`contract::drain`]): persist first, then send; all in this one step,
+    /// so a crash (a separate step) falls either before the input or after both.
     fn step(
         &self,
         state: &mut ElectionState,
@@ -392,11 +395,19 @@ impl ElectionModel {
         let mut elector = state.nodes[i].elector.inner().clone();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let accepted = input(&mut elector, now);
-            (accepted, elector.take_output())
+            if accepted {
+                let ElectionState { nodes, network, ghost, .. } = &mut *state;
+                let durable = &mut nodes[i].durable;
+                contract::drain(
+                    &mut Io { id, elector: &mut elector, durable, network, ghost },
+                    now,
+                );
+            }
+            accepted
         }));
-        let output: Output = match outcome {
-            Ok((false, _)) => return false,
-            Ok((true, output)) => output,
+        match outcome {
+            Ok(false) => return false,
+            Ok(true) => {}
             Err(payload) => {
                 let msg = payload
                     .downcast_ref::<String>()
@@ -406,18 +417,6 @@ impl ElectionModel {
                 state.ghost.core_panic = Some(format!("{id:?}: {msg}"));
                 return true;
             }
-        };
-        if let Some(hs) = output.persist {
-            state.nodes[i].durable = hs;
-            if let Some(candidate) = hs.voted_for {
-                state.ghost.votes.insert((id, hs.term, candidate));
-            }
-        }
-        for (to, msg) in output.messages {
-            if let Some(term) = msg.vote_grant() {
-                state.ghost.votes.insert((id, term, to));
-            }
-            state.network.send(Envelope { from: id, to, msg });
         }
         state.nodes[i].elector = Elector::new(elector);
         self.observe(state, i);
@@ -438,6 +437,42 @@ impl ElectionModel {
             state.ghost.leaders.insert((term, id));
         }
     }
+}
+
+/// The model's side of the calling contract for node `id`: storage never
+/// fails; vote grants, persisted or sent, go to the ghost records; events are
+/// not observed.
+struct Io<'a> {
+    id: NodeId,
+    elector: &'a mut tenure_core::Elector<ModelRng>,
+    durable: &'a mut HardState,
+    network: &'a mut Network,
+    ghost: &'a mut Ghost,
+}
+
+impl Driver for Io<'_> {
+    type Node = tenure_core::Elector<ModelRng>;
+
+    fn node(&mut self) -> &mut Self::Node {
+        self.elector
+    }
+
+    fn persist(&mut self, hs: HardState) -> Result<(), WriteFailed> {
+        *self.durable = hs;
+        if let Some(candidate) = hs.voted_for {
+            self.ghost.votes.insert((self.id, hs.term, candidate));
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, to: NodeId, msg: Message) {
+        if let Some(term) = msg.vote_grant() {
+            self.ghost.votes.insert((self.id, term, to));
+        }
+        self.network.send(Envelope { from: self.id, to, msg });
+    }
+
+    fn event(&mut self, _event: Event) {}
 }
 
 impl Model for ElectionModel {
