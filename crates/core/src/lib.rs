@@ -44,6 +44,8 @@ pub mod paxos;
 pub mod protocol;
 pub mod raft;
 pub mod ranked;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod time;
 pub mod types;
 
