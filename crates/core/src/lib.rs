@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod contract;
 pub mod drift;
 pub mod elector;
 mod handover;
@@ -55,6 +56,8 @@ pub mod protocol;
 pub mod raft;
 pub mod ranked;
 mod seat;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod time;
 pub mod types;
 

@@ -154,8 +154,9 @@ pub struct RankedElector<R> {
     /// The tally board: per voter index, the term of its vote for this node and
     /// the `Elect` send time it echoed.
     tally: Vec<Option<(Term, u64)>>,
-    /// True between casting a vote for itself and the next input: the vote is
-    /// not durable (and must not count) until the driver has written it.
+    /// True between casting a vote for itself (or recording that it was
+    /// elected in a term above its own) and the next input: the vote is not
+    /// durable (and must not count) until the driver has written it.
     self_vote_pending: bool,
     /// The term in which this node stands: it voted for itself in it, or a vote
     /// for it in that term arrived. Counted once in `elections_started`.
@@ -557,10 +558,14 @@ impl<R: RngCore + Send> RankedElector<R> {
             }
             if term > self.seat.term {
                 // Elected in a term above ours: record it (and that our own
-                // support went to ourselves) before the first `Lead` leaves.
+                // support went to ourselves), and take office on the next
+                // input, once the driver has written it: leadership is never
+                // announced with a write that may still fail.
                 self.seat.term = term;
                 self.seat.voted_for = Some(self.seat.cfg.id);
                 self.seat.persist();
+                self.self_vote_pending = true;
+                return;
             }
             self.become_leader(now, votes);
             return;
@@ -815,8 +820,11 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
 
     fn prepare_input(&mut self, now: Instant) {
         self.check_lease(now);
-        // Any input after a self-vote comes after the driver wrote it.
-        self.self_vote_pending = false;
+        // Any input after a self-vote comes after the driver wrote it: the
+        // vote counts now, before the input can lead elsewhere.
+        if std::mem::take(&mut self.self_vote_pending) {
+            self.check_tally(now);
+        }
     }
 
     fn on_message(&mut self, now: Instant, i: usize, from: NodeId, msg: RankedMessage) {
@@ -918,7 +926,8 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
                     let term = self.seat.term;
                     let votes = self.tally.iter().flatten().filter(|&&(t, _)| t == term).count();
                     if votes >= self.seat.quorum() {
-                        // Already decided (a single-node cluster): conclude at once.
+                        // Already decided (a single-node cluster, or elected
+                        // in a term above its own): conclude once written.
                         return Instant::ZERO;
                     }
                 }

@@ -9,8 +9,9 @@ use stateright::{Model, Property};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
+use tenure_core::contract::{self, Driver, WriteFailed};
 use tenure_core::{
-    Config, Event, HardState, Instant, NodeId, Output, Protocol, ProtocolKind, Role, Term,
+    Config, Event, HardState, Instant, Message, NodeId, Protocol, ProtocolKind, Role, Term,
 };
 
 /// Nodes in the modelled cluster.
@@ -155,7 +156,10 @@ impl Bounds {
             ..Bounds::QUICK
         };
         match protocol {
-            ProtocolKind::Raft | ProtocolKind::Ranked => failover,
+            ProtocolKind::Raft => failover,
+            // A ranked node elected in a term above its own takes office one
+            // input after recording that term (once it is written).
+            ProtocolKind::Ranked => Bounds { max_depth: Some(9), ..failover },
             ProtocolKind::Paxos => Bounds {
                 max_term: Bounds::PAXOS_QUICK.max_term,
                 restarts: 0,
@@ -380,9 +384,9 @@ impl ElectionModel {
         Elector::new(elector)
     }
 
-    /// Runs one input on node `i`, then handles its output by the contract:
-    /// persist first, then send; all in this one step, so a crash (a separate
-    /// step) falls either before the input or after both.
+    /// Runs one input on node `i`, then handles its output by the contract
+    /// ([`contract::drain`]): persist first, then send; all in this one step,
+    /// so a crash (a separate step) falls either before the input or after both.
     fn step(
         &self,
         state: &mut ElectionState,
@@ -394,11 +398,19 @@ impl ElectionModel {
         let mut elector = state.nodes[i].elector.inner().clone();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let accepted = input(&mut elector, now);
-            (accepted, elector.take_output())
+            if accepted {
+                let ElectionState { nodes, network, ghost, .. } = &mut *state;
+                let durable = &mut nodes[i].durable;
+                contract::drain(
+                    &mut Io { id, elector: &mut elector, durable, network, ghost },
+                    now,
+                );
+            }
+            accepted
         }));
-        let output: Output = match outcome {
-            Ok((false, _)) => return false,
-            Ok((true, output)) => output,
+        match outcome {
+            Ok(false) => return false,
+            Ok(true) => {}
             Err(payload) => {
                 let msg = payload
                     .downcast_ref::<String>()
@@ -408,25 +420,6 @@ impl ElectionModel {
                 state.ghost.core_panic = Some(format!("{id:?}: {msg}"));
                 return true;
             }
-        };
-        if let Some(reason) = output.events.iter().find_map(|e| match e {
-            Event::Halted { reason } => Some(reason),
-            _ => None,
-        }) {
-            // The core stopped itself on a broken invariant: as bad as a panic.
-            state.ghost.core_panic = Some(format!("{id:?} halted: {reason}"));
-        }
-        if let Some(hs) = output.persist {
-            state.nodes[i].durable = hs;
-            if let Some(candidate) = hs.voted_for {
-                state.ghost.votes.insert((id, hs.term, candidate));
-            }
-        }
-        for (to, msg) in output.messages {
-            if let Some(term) = msg.vote_grant() {
-                state.ghost.votes.insert((id, term, to));
-            }
-            state.network.send(Envelope { from: id, to, msg });
         }
         state.nodes[i].elector = Elector::new(elector);
         self.observe(state, i);
@@ -445,6 +438,47 @@ impl ElectionModel {
         state.ghost.max_term[i] = max.max(term);
         if elector.status().role == Role::Leader {
             state.ghost.leaders.insert((term, id));
+        }
+    }
+}
+
+/// The model's side of the calling contract for node `id`: storage never
+/// fails; vote grants, persisted or sent, go to the ghost records; a halt
+/// (`Event::Halted`) counts as a broken core assertion.
+struct Io<'a> {
+    id: NodeId,
+    elector: &'a mut tenure_core::Elector<ModelRng>,
+    durable: &'a mut HardState,
+    network: &'a mut Network,
+    ghost: &'a mut Ghost,
+}
+
+impl Driver for Io<'_> {
+    type Node = tenure_core::Elector<ModelRng>;
+
+    fn node(&mut self) -> &mut Self::Node {
+        self.elector
+    }
+
+    fn persist(&mut self, hs: HardState) -> Result<(), WriteFailed> {
+        *self.durable = hs;
+        if let Some(candidate) = hs.voted_for {
+            self.ghost.votes.insert((self.id, hs.term, candidate));
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, to: NodeId, msg: Message) {
+        if let Some(term) = msg.vote_grant() {
+            self.ghost.votes.insert((self.id, term, to));
+        }
+        self.network.send(Envelope { from: self.id, to, msg });
+    }
+
+    fn event(&mut self, event: Event) {
+        if let Event::Halted { reason } = event {
+            // The core stopped itself on a broken invariant: as bad as a panic.
+            self.ghost.core_panic = Some(format!("{:?} halted: {reason}", self.id));
         }
     }
 }

@@ -16,12 +16,13 @@ use rand_pcg::Pcg64Mcg;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::time::Duration;
-use tenure_core::{Config, Event, Instant, Message, NodeId, ProtocolKind, Role, Term};
+use tenure_core::contract::{self, Driver, WriteFailed};
+use tenure_core::{
+    Config, Event, HardState, Instant, Message, NodeId, Output, Protocol, ProtocolKind, Role, Term,
+};
 
 /// Events the queue may hold at once; more means a runaway feedback loop.
 pub const MAX_QUEUED_EVENTS: usize = 1_000_000;
-/// Output drains per input: one, plus one after a failed persist.
-const MAX_DRAIN_ROUNDS: usize = 8;
 /// Times one node's timer may fire at the same global instant before the
 /// simulator calls it a busy loop.
 const MAX_TIMER_REFIRES: u32 = 64;
@@ -370,47 +371,56 @@ impl Sim {
 
     /// Handles the node's output per the calling contract, then re-arms its timer.
     fn drain(&mut self, i: usize) {
+        /// The simulator's side of the calling contract for host `i`.
+        struct Io<'a> {
+            sim: &'a mut Sim,
+            i: usize,
+            id: NodeId,
+            now: u64,
+            /// When the messages of the output being handled leave.
+            departs: u64,
+        }
+        impl Driver for Io<'_> {
+            type Node = dyn Protocol;
+            fn node(&mut self) -> &mut Self::Node {
+                self.sim.hosts[self.i].elector_mut().expect("running")
+            }
+            fn output(&mut self, out: &Output) {
+                if self.sim.cfg.trace {
+                    eprintln!(
+                        "{:>12.3} {:?} -> persist {:?} (storage failing: {}) send {:?} events {:?}",
+                        self.now as f64 / 1e6,
+                        self.id,
+                        out.persist,
+                        self.sim.hosts[self.i].storage_failing,
+                        out.messages,
+                        out.events
+                    );
+                }
+                let fsync = if out.persist.is_some() { self.sim.cfg.fsync_ns } else { 0 };
+                self.departs = self.now + fsync;
+            }
+            fn persist(&mut self, hs: HardState) -> Result<(), WriteFailed> {
+                let host = &mut self.sim.hosts[self.i];
+                if host.storage_failing {
+                    return Err(WriteFailed);
+                }
+                host.durable = hs;
+                self.sim.checker.on_persist(self.now, self.i, self.id, hs);
+                Ok(())
+            }
+            fn send(&mut self, to: NodeId, msg: Message) {
+                self.sim.send(self.i, to, msg, self.departs);
+            }
+            fn event(&mut self, ev: Event) {
+                self.sim.on_event(self.i, ev);
+            }
+        }
+
         let now = self.now;
         let local = self.hosts[i].local_now(now);
         let id = self.hosts[i].id;
-        for _ in 0..MAX_DRAIN_ROUNDS {
-            let host = &mut self.hosts[i];
-            let out = host.elector_mut().expect("running").take_output();
-            if out.is_empty() {
-                break;
-            }
-            if self.cfg.trace {
-                eprintln!(
-                    "{:>12.3} {id:?} -> persist {:?} (storage failing: {}) send {:?} events {:?}",
-                    now as f64 / 1e6,
-                    out.persist,
-                    host.storage_failing,
-                    out.messages,
-                    out.events
-                );
-            }
-            let mut persisted_ok = true;
-            if let Some(hs) = out.persist {
-                if host.storage_failing {
-                    persisted_ok = false;
-                } else {
-                    host.durable = hs;
-                    self.checker.on_persist(now, i, id, hs);
-                }
-            }
-            if persisted_ok {
-                let departs = if out.persist.is_some() { now + self.cfg.fsync_ns } else { now };
-                for (to, msg) in out.messages {
-                    self.send(i, to, msg, departs);
-                }
-            }
-            for ev in out.events {
-                self.on_event(i, ev);
-            }
-            if !persisted_ok {
-                self.hosts[i].elector_mut().expect("running").handle_persist_failed(local);
-            }
-        }
+        contract::drain(&mut Io { sim: self, i, id, now, departs: now }, local);
         let term = self.hosts[i].elector().expect("running").hard_state().term;
         self.checker.on_term(now, i, id, term);
         self.rearm(i);

@@ -10,7 +10,10 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tenure_core::{Instant, Message, NodeId, ProtocolKind, RankedMessage};
+use tenure_core::contract::{self, Driver, WriteFailed};
+use tenure_core::{
+    Event, HardState, Instant, Message, NodeId, Output, Protocol, ProtocolKind, RankedMessage, Role,
+};
 use tenure_sim::clock::NodeClock;
 use tenure_sim::host::Host;
 use tenure_sim::network::{LinkParams, Network, NS_PER_MS};
@@ -172,36 +175,14 @@ impl Traffic {
         t
     }
 
+    /// Handles node `i`'s output by the calling contract, then rearms its timer.
     fn drain(&mut self, i: usize) {
         let now = self.now;
-        let Some(el) = self.hosts[i].elector_mut() else { return };
-        let out = el.take_output();
-        let departs = if let Some(hs) = out.persist {
-            self.hosts[i].durable = hs;
-            now + FSYNC_NS
-        } else {
-            now
-        };
-        for (to, msg) in out.messages {
-            let to = to.0 as usize - 1;
-            if let Message::Ranked(m) = &msg {
-                if m.is_election_message() {
-                    self.log.push((now, i, to, matches!(m, RankedMessage::Elect { .. })));
-                }
-            }
-            let delays = self.net.transmit(&mut self.rng, i, to);
-            for &d in delays.as_slice() {
-                self.seq += 1;
-                self.pending.push((departs + d, self.seq, i, to, msg.clone()));
-            }
+        if !self.hosts[i].is_up() {
+            return;
         }
-        self.leader_terms += out
-            .events
-            .iter()
-            .filter(|e| {
-                matches!(e, tenure_core::Event::RoleChanged { role: tenure_core::Role::Leader, .. })
-            })
-            .count();
+        let local = self.hosts[i].local_now(now);
+        contract::drain(&mut Io { traffic: self, i, departs: now }, local);
         let deadline = self.hosts[i].elector().map(|e| e.poll_timeout());
         self.timers[i] = deadline
             .filter(|&d| d != Instant::MAX)
@@ -254,6 +235,53 @@ impl Traffic {
     fn restart(&mut self, i: usize) {
         self.hosts[i].restart(self.now);
         self.drain(i);
+    }
+}
+
+/// [`Traffic`]'s side of the calling contract for node `i`: storage never
+/// fails; the messages of an output that persisted leave after an fsync.
+struct Io<'a> {
+    traffic: &'a mut Traffic,
+    i: usize,
+    departs: u64,
+}
+
+impl Driver for Io<'_> {
+    type Node = dyn Protocol;
+
+    fn node(&mut self) -> &mut Self::Node {
+        self.traffic.hosts[self.i].elector_mut().expect("up")
+    }
+
+    fn output(&mut self, out: &Output) {
+        let fsync = if out.persist.is_some() { FSYNC_NS } else { 0 };
+        self.departs = self.traffic.now + fsync;
+    }
+
+    fn persist(&mut self, hs: HardState) -> Result<(), WriteFailed> {
+        self.traffic.hosts[self.i].durable = hs;
+        Ok(())
+    }
+
+    fn send(&mut self, to: NodeId, msg: Message) {
+        let (t, i) = (&mut *self.traffic, self.i);
+        let to = to.0 as usize - 1;
+        if let Message::Ranked(m) = &msg {
+            if m.is_election_message() {
+                t.log.push((t.now, i, to, matches!(m, RankedMessage::Elect { .. })));
+            }
+        }
+        let delays = t.net.transmit(&mut t.rng, i, to);
+        for &d in delays.as_slice() {
+            t.seq += 1;
+            t.pending.push((self.departs + d, t.seq, i, to, msg.clone()));
+        }
+    }
+
+    fn event(&mut self, event: Event) {
+        if matches!(event, Event::RoleChanged { role: Role::Leader, .. }) {
+            self.traffic.leader_terms += 1;
+        }
     }
 }
 

@@ -1,0 +1,821 @@
+//! Interaction tests of the properties every protocol promises, each written
+//! once and run for every protocol that shares it (`shared!` makes one test
+//! per protocol: `cold_start_elects_one_leader_in_one_round::paxos`). Where
+//! the protocols legitimately differ (which node stands first, how a vote is
+//! asked for, how long a failover may take), the expectation says so by
+//! protocol; rules of a single protocol are tested in its own file.
+
+use rand_pcg::Pcg64Mcg;
+use std::time::Duration;
+use tenure_core::paxos::{leader_lease as paxos_leader_lease, timeout_spread, BALLOT_RANKS};
+use tenure_core::testkit::{fmt_time, n, Cluster, Setup, HEARTBEAT, LATENCY, TIMEOUT};
+use tenure_core::STALL_GRACE_HEARTBEATS;
+use tenure_core::{
+    Elector, Event, FencingToken, HardState, Instant, Lsn, Message, NodeId, PaxosMessage, Protocol,
+    ProtocolKind, RankedMessage, Role, Term, TransferError,
+};
+
+type C = Cluster<Elector<Pcg64Mcg>>;
+use ProtocolKind::{Paxos, Raft, Ranked};
+
+/// One test per protocol named (default: every protocol), each calling the
+/// function of the same name with its [`ProtocolKind`].
+macro_rules! shared {
+    ($test:ident) => {
+        shared!($test: raft, ranked, paxos);
+    };
+    ($test:ident: $($kind:ident),+) => {
+        mod $test {
+            $(
+                #[test]
+                fn $kind() {
+                    super::$test(stringify!($kind).parse().expect("a protocol name"));
+                }
+            )+
+        }
+    };
+}
+
+/// A cluster of `size` after three election timeouts, and its leader.
+fn elected(kind: ProtocolKind, size: u64) -> (C, NodeId) {
+    let mut c = Cluster::of(kind, size);
+    c.run_for(TIMEOUT * 3);
+    let l = c.leader();
+    (c, l)
+}
+
+/// The voters other than `not`, in preference order.
+fn others(c: &C, not: &[NodeId]) -> Vec<NodeId> {
+    c.ids().iter().copied().filter(|id| !not.contains(id)).collect()
+}
+
+/// True if the node that stands first is the earliest voter (Raft's ranked
+/// candidacy and seed 001's ranking; a Paxos ballot race is random).
+fn earliest_stands_first(kind: ProtocolKind) -> bool {
+    kind != Paxos
+}
+
+/// `RoundTrip` of the default configuration: the ranked protocol's vote
+/// collection window.
+fn rtt(c: &C) -> Duration {
+    c.config(n(1)).round_trip
+}
+
+// ---- Elections ----
+
+shared!(cold_start_elects_one_leader_in_one_round);
+fn cold_start_elects_one_leader_in_one_round(kind: ProtocolKind) {
+    for size in [1, 3, 5] {
+        let (c, leader) = elected(kind, size);
+        let term = c.term(leader);
+        assert_eq!(c.leader_history().len(), 1, "{size} nodes: one leader, once");
+        for &id in c.ids() {
+            let s = c.status(id);
+            assert_eq!(s.leader, Some(leader), "{size} nodes: {id:?} follows the leader");
+            assert_eq!(s.term, term, "{size} nodes: {id:?} is in the leader's term");
+            assert_eq!(s.fencing_token, Some(FencingToken::for_term(term)));
+        }
+        if earliest_stands_first(kind) {
+            assert_eq!(leader, n(1), "{size} nodes: ties go to the earliest voter");
+            assert_eq!(c.elections(), 1, "{size} nodes: one candidacy, no split vote");
+            assert_eq!(term, Term(1));
+        } else {
+            // A ballot names its proposer: rank = ballot mod 16.
+            assert_eq!(
+                NodeId(term.0 % BALLOT_RANKS + 1),
+                leader,
+                "the ballot encodes its proposer"
+            );
+            let promise = HardState { term, voted_for: Some(leader) };
+            assert_eq!(c.durable(leader), promise, "the self-promise is durable");
+            assert!(c.elections() <= 2, "{size} nodes: {} candidacies", c.elections());
+        }
+    }
+}
+
+shared!(cold_start_with_drifting_clocks_and_jitter_elects_once);
+fn cold_start_with_drifting_clocks_and_jitter_elects_once(kind: ProtocolKind) {
+    for seed in 0..50 {
+        let mut c =
+            Setup::new(5).random_clocks(seed).jitter(Duration::from_millis(4)).elector(kind);
+        c.run_for(TIMEOUT * 3);
+        let leader = c.leader();
+        assert_eq!(c.leader_history().len(), 1, "seed {seed}");
+        match kind {
+            // Seed 001's ranking of claims holds whatever the clocks: n1 wins.
+            Ranked => assert_eq!(leader, n(1), "seed {seed}"),
+            // Raft's candidacy stagger (half a heartbeat per rank) is within
+            // what 5% of drift over a timeout can reorder.
+            Raft => {}
+            Paxos => assert!(c.elections() <= 2, "seed {seed}: {} candidacies", c.elections()),
+        }
+        if kind != Paxos {
+            assert_eq!(c.elections(), 1, "seed {seed}: split vote");
+        }
+    }
+}
+
+/// How long a failover after a leader crash may take: the timeout after the
+/// last heartbeat, plus what each protocol adds.
+fn failover_bound(kind: ProtocolKind, c: &C) -> Duration {
+    match kind {
+        // Two round trips of pre-vote and vote.
+        Raft => TIMEOUT + LATENCY * 8,
+        // The drift allowance, the collection window, a vote and a LEAD.
+        Ranked => Duration::from_millis(1105) + rtt(c) + LATENCY * 4,
+        // The timeout spread, a poll, a Prepare and an Accept.
+        Paxos => TIMEOUT + timeout_spread(&c.config(n(1))) + HEARTBEAT,
+    }
+}
+
+shared!(leader_crash_fails_over_in_one_round);
+fn leader_crash_fails_over_in_one_round(kind: ProtocolKind) {
+    for size in [3, 5, 7, 9] {
+        let (mut c, old) = elected(kind, size);
+        let rounds = c.elections();
+        c.run_for(HEARTBEAT / 3);
+        c.crash(old);
+        let (new, took) = c.run_until_leader_other_than(Some(old), TIMEOUT * 4);
+        assert_ne!(new, old);
+        assert_eq!(c.elections() - rounds, 1, "{size} nodes: one round");
+        assert!(took <= failover_bound(kind, &c), "{size} nodes: failover took {took:?}");
+        assert!(c.term(new) > c.durable(old).term, "{size} nodes: the new term is higher");
+        if earliest_stands_first(kind) {
+            assert_eq!(new, others(&c, &[old])[0], "{size} nodes: the earliest survivor leads");
+        }
+    }
+}
+
+shared!(failover_with_drifting_clocks_takes_one_round);
+fn failover_with_drifting_clocks_takes_one_round(kind: ProtocolKind) {
+    let mut worst = Duration::ZERO;
+    for seed in 0..40 {
+        let mut c =
+            Setup::new(5).random_clocks(seed).jitter(Duration::from_millis(4)).elector(kind);
+        c.run_for(TIMEOUT * 3);
+        let old = c.leader();
+        c.run_for(HEARTBEAT * (seed % 7) as u32 / 7);
+        let rounds = c.elections();
+        c.crash(old);
+        let (_, took) = c.run_until_leader_other_than(Some(old), TIMEOUT * 4);
+        worst = worst.max(took);
+        assert_eq!(c.elections() - rounds, 1, "seed {seed}: split vote");
+    }
+    // The timeout stretched by drift twice, plus what each protocol adds.
+    let bound = match kind {
+        Raft | Ranked => Duration::from_millis(1320),
+        Paxos => TIMEOUT * 105 / 95 + timeout_spread(&Setup::new(5).config(n(1))) + HEARTBEAT,
+    };
+    assert!(worst < bound, "worst failover {worst:?}");
+}
+
+shared!(pre_candidates_forget_a_dead_leader_so_elections_succeed);
+fn pre_candidates_forget_a_dead_leader_so_elections_succeed(kind: ProtocolKind) {
+    // etcd #9586/#10355: followers remembering a dead leader must not block the election.
+    let (mut c, leader) = elected(kind, 3);
+    c.crash(leader);
+    c.run_until_leader_other_than(Some(leader), TIMEOUT * 4);
+    for id in others(&c, &[leader]) {
+        assert_ne!(c.status(id).leader, Some(leader), "{id:?} still follows the dead leader");
+    }
+}
+
+shared!(fencing_tokens_increase_across_leaders);
+fn fencing_tokens_increase_across_leaders(kind: ProtocolKind) {
+    let (mut c, first) = elected(kind, 3);
+    let t1 = c.status(first).fencing_token.expect("a token");
+    c.crash(first);
+    let (second, _) = c.run_until_leader_other_than(Some(first), TIMEOUT * 4);
+    let t2 = c.status(second).fencing_token.expect("a token");
+    assert!(t2 > t1);
+    c.restart(first);
+    c.run_for(TIMEOUT * 2);
+    assert_eq!(c.status(first).fencing_token, Some(t2), "the rejoined node sees the new token");
+    c.crash(second);
+    c.run_until_leader_other_than(Some(second), TIMEOUT * 4);
+    let history = c.leader_history();
+    assert_eq!(history.len(), 3, "{history:?}");
+    assert!(history.windows(2).all(|w| w[0].term < w[1].term), "terms increase: {history:?}");
+    let tokens: Vec<FencingToken> = c
+        .events()
+        .iter()
+        .filter_map(|r| match r.event {
+            Event::LeaderChanged { leader: Some(l), fencing_token: Some(t), .. } if l == r.node => {
+                Some(t)
+            }
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<FencingToken> =
+        history.iter().map(|r| FencingToken::for_term(r.term)).collect();
+    assert_eq!(tokens, expected, "each leader's token is its term");
+}
+
+// ---- Partitions ----
+
+shared!(isolated_follower_does_not_raise_its_term_or_disturb_on_heal);
+fn isolated_follower_does_not_raise_its_term_or_disturb_on_heal(kind: ProtocolKind) {
+    // Seed 000's non-sticky leader: B isolated, then healed.
+    let (mut c, leader) = elected(kind, 4);
+    let b = others(&c, &[leader])[0];
+    let term = c.term(b);
+    c.isolate(b);
+    c.run_for(TIMEOUT * 10);
+    assert_eq!(c.term(b), term, "polling keeps the isolated node's term");
+    assert!(matches!(c.role(b), Role::PreCandidate | Role::Follower), "{:?}", c.role(b));
+    assert!(c.node(b).counters().pre_votes_started > 1, "it keeps polling");
+    assert_eq!(c.node(b).counters().elections_started, 0, "but never stands");
+    c.heal();
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), leader);
+    assert_eq!(c.leader_history().len(), 1, "no leader change");
+    assert_eq!(c.status(b).leader, Some(leader));
+}
+
+shared!(a_cut_link_changes_no_leader_and_no_term);
+fn a_cut_link_changes_no_leader_and_no_term(kind: ProtocolKind) {
+    // Seed 000's leader ping-pong (four nodes) and seed 004's one link
+    // failure (three): only the link between the leader and B is cut. B
+    // polls, but the others still hear the leader, so it never stands.
+    for size in [3, 4] {
+        let (mut c, a) = elected(kind, size);
+        let b = others(&c, &[a])[0];
+        let terms: Vec<Term> = c.ids().iter().map(|&i| c.term(i)).collect();
+        let elections = c.elections();
+        c.cut(a, b);
+        c.run_for(TIMEOUT * 20);
+        assert_eq!(c.leader(), a, "{size} nodes");
+        let polls = c.node(b).counters().pre_votes_started;
+        assert!(polls >= 5, "{size} nodes: b keeps polling ({polls})");
+        assert_eq!(c.elections(), elections, "{size} nodes: but never stands");
+        let now: Vec<Term> = c.ids().iter().map(|&i| c.term(i)).collect();
+        assert_eq!(now, terms, "{size} nodes: no term moved");
+        c.heal();
+        c.run_for(TIMEOUT * 2);
+        assert_eq!(c.leader(), a, "{size} nodes");
+        assert_eq!(c.status(b).leader, Some(a), "{size} nodes");
+        assert_eq!(c.leader_history().len(), 1, "{size} nodes: zero leader changes");
+    }
+}
+
+shared!(minority_partition_keeps_the_majority_leader);
+fn minority_partition_keeps_the_majority_leader(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 5);
+    let minority = &others(&c, &[leader])[..2];
+    for &m in minority {
+        c.isolate(m);
+    }
+    c.run_for(TIMEOUT * 5);
+    assert_eq!(c.leader(), leader);
+    c.heal();
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), leader);
+    assert_eq!(c.leader_history().len(), 1);
+}
+
+shared!(leader_that_loses_its_quorum_steps_down_within_its_lease);
+fn leader_that_loses_its_quorum_steps_down_within_its_lease(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    c.isolate(leader);
+    let cut_at = c.now();
+    let mut after = None;
+    for _ in 0..2000 {
+        c.run_for(Duration::from_millis(1));
+        if !c.is_leader(leader) {
+            after = Some(c.now().saturating_since(cut_at));
+            break;
+        }
+    }
+    let after = after.expect("the leader steps down");
+    let bound = match kind {
+        Raft | Ranked => TIMEOUT,
+        Paxos => paxos_leader_lease(&c.config(leader)) + HEARTBEAT,
+    };
+    assert!(after <= bound, "stepped down after {after:?}");
+    c.run_for(TIMEOUT);
+    assert_ne!(c.role(leader), Role::Leader);
+    assert!(!c.is_leader(leader));
+    assert_eq!(c.node(leader).counters().quorum_losses, 1);
+}
+
+shared!(isolated_leader_steps_down_before_another_is_elected);
+fn isolated_leader_steps_down_before_another_is_elected(kind: ProtocolKind) {
+    let (mut c, old) = elected(kind, 5);
+    let old_term = c.term(old);
+    c.isolate(old);
+    let cut_at = c.now();
+    let (new, _) = c.run_until_leader_other_than(Some(old), TIMEOUT * 5);
+    assert!(!c.is_leader(old), "the old leader still believes it leads");
+    let new_at = c.first_role_change(new, Role::Leader, cut_at).expect("elected");
+    let old_down = c.first_role_change(old, Role::Follower, cut_at).expect("stepped down");
+    assert!(old_down < new_at, "old stepped down at {old_down:?}, new elected at {new_at:?}");
+    assert!(c.term(new) > c.term(old));
+    assert!(c.node(old).counters().quorum_losses >= 1);
+    // Healed, it follows the new leader; the fencing token went up.
+    c.heal();
+    c.run_for(TIMEOUT);
+    assert_eq!(c.status(old).leader, Some(new));
+    assert!(c.status(old).fencing_token > Some(FencingToken::for_term(old_term)));
+}
+
+shared!(deaf_leader_is_replaced);
+fn deaf_leader_is_replaced(kind: ProtocolKind) {
+    // It can still send: its heartbeats reach everyone, but no answer reaches it.
+    let (mut c, old) = elected(kind, 5);
+    c.deafen(old);
+    let (new, took) = c.run_until_leader_other_than(Some(old), TIMEOUT * 4);
+    assert_ne!(new, old);
+    assert!(took < TIMEOUT * 3, "took {took:?}");
+    c.heal();
+    c.run_for(TIMEOUT * 2);
+    assert_eq!(c.leader(), new);
+}
+
+// (A Paxos leader whose lease lapsed polls like any node: another may win.)
+shared!(leader_whose_lease_lapses_just_before_late_acks_is_re_elected_at_once: raft, ranked);
+fn leader_whose_lease_lapses_just_before_late_acks_is_re_elected_at_once(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    // Align on a heartbeat: wait for the next one and its acknowledgements.
+    let lsn = c.status(leader).lsn;
+    while c.status(leader).lsn == lsn {
+        c.run_for(Duration::from_millis(1));
+    }
+    c.run_for(LATENCY * 3);
+    // Cut it off for longer than its lease (0.905 T after that heartbeat) but
+    // heal while the followers' lease on it (T) still runs.
+    c.isolate(leader);
+    c.run_for(TIMEOUT * 92 / 100);
+    assert!(!c.is_leader(leader), "the lease has lapsed");
+    c.heal();
+    let mut leaderless = Duration::ZERO;
+    for _ in 0..(3 * TIMEOUT.as_millis()) {
+        c.run_for(Duration::from_millis(1));
+        if c.leaders().is_empty() {
+            leaderless += Duration::from_millis(1);
+        }
+    }
+    assert_eq!(c.leader(), leader, "no leader change");
+    assert!(leaderless < HEARTBEAT, "leaderless for {leaderless:?} after the heal");
+}
+
+// ---- Pauses ----
+
+shared!(paused_leader_steps_down_before_acting_on_resume);
+fn paused_leader_steps_down_before_acting_on_resume(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    let term = c.term(leader);
+    // Freeze the leader: it gets no input while the others move on.
+    c.pause(leader);
+    let (new, _) = c.run_until_leader_other_than(Some(leader), TIMEOUT * 4);
+    assert!(c.term(new) > term);
+    c.resume(leader);
+    assert!(!c.is_leader(leader), "its lease ran out during the pause");
+    c.timeout(leader);
+    // It was stalled, so it may try to renew its lease with fresh heartbeats
+    // (every protocol's stall grace), but without a lease it does not lead;
+    // the others answer with their newer term and it steps down.
+    assert!(!c.is_leader(leader));
+    c.run_for(HEARTBEAT * STALL_GRACE_HEARTBEATS);
+    assert_eq!(c.role(leader), Role::Follower);
+    c.run_for(TIMEOUT);
+    assert_eq!(c.leader(), new);
+}
+
+shared!(a_stall_of_the_whole_cluster_changes_no_leader);
+fn a_stall_of_the_whole_cluster_changes_no_leader(kind: ProtocolKind) {
+    // Every process stops longer than the election timeout at once (a paused
+    // VM, a host-wide scheduling stall), then all resume together: every
+    // timer fires late. Nobody heard anybody, so nobody should change
+    // anything: followers give the leader the stall grace, and the leader
+    // renews its lease instead of stepping down, whatever the protocol.
+    let (mut c, leader) = elected(kind, 3);
+    let term = c.term(leader);
+    let history = c.leader_history().len();
+    for id in c.ids().to_vec() {
+        c.pause(id);
+    }
+    c.run_for(TIMEOUT * 2);
+    for id in c.ids().to_vec() {
+        c.resume(id);
+    }
+    assert!(c.leaders().is_empty(), "the leader's lease ran out during the stall");
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(c.leader(), leader, "the same leader leads again");
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), leader);
+    assert_eq!(c.term(leader), term, "no election happened");
+    assert_eq!(c.leader_history().len(), history, "no leader change");
+}
+
+// ---- Restarts and storage ----
+
+shared!(leader_reasserts_itself_over_a_node_with_a_higher_term: raft, ranked);
+fn leader_reasserts_itself_over_a_node_with_a_higher_term(kind: ProtocolKind) {
+    // etcd #8243: a node with a higher term rejoins a cluster whose leader has
+    // a lower term. The leader still holds a quorum and re-establishes itself
+    // at a higher term. (A Paxos ballot names its proposer: a node cannot
+    // come back with an arbitrary higher one; see paxos.rs.)
+    let (mut c, leader) = elected(kind, 3);
+    let x = n(3);
+    c.crash(x);
+    c.set_durable(x, HardState { term: Term(7), voted_for: None });
+    c.restart(x);
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), leader, "same leader, no flapping");
+    let t = c.term(leader);
+    assert!(t > Term(7), "the leader moved past the higher term, now {t:?}");
+    for &id in c.ids() {
+        assert_eq!(c.term(id), t);
+        assert_eq!(c.status(id).leader, Some(leader));
+    }
+}
+
+/// What `from` sends `to` to ask for its vote, by protocol, above anything
+/// `to` has promised.
+fn ask_for_vote(kind: ProtocolKind, c: &C, from: NodeId, to: NodeId) -> Vec<Message> {
+    match kind {
+        Raft => {
+            let t = c.term(to).next();
+            vec![Message::PreVote { term: t }, Message::Vote { term: t, transfer: false }]
+        }
+        Ranked => vec![Message::Ranked(RankedMessage::Elect {
+            term: Term(5),
+            claim: Some(Lsn { term: Term(1), counter: 99 }),
+            sent_at_nanos: 42,
+            transfer: None,
+            vote_in_nanos: 0,
+        })],
+        Paxos => {
+            let promised = c.durable(to).term.0;
+            let ballot = Term((promised / BALLOT_RANKS + 1) * BALLOT_RANKS + (from.0 - 1));
+            vec![Message::Paxos(PaxosMessage::Prepare { ballot, attempt: 7, handover: None })]
+        }
+    }
+}
+
+shared!(restarted_follower_keeps_the_lease_it_may_have_granted);
+fn restarted_follower_keeps_the_lease_it_may_have_granted(kind: ProtocolKind) {
+    // The leader relies on f's acknowledgements; o cannot hear the leader. If
+    // f crashed and restarted with no memory of its lease, o could be elected
+    // with f's vote while the leader still believes it leads.
+    let (mut c, leader) = elected(kind, 3);
+    let [f, o] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
+    let term = c.term(f);
+    c.cut(leader, o);
+    c.run_for(HEARTBEAT * 3);
+    c.crash(f);
+    c.restart(f);
+    assert_eq!(c.node(f).hard_state(), c.durable(f), "the promise survives the restart");
+    let before = c.sent().len();
+    for msg in ask_for_vote(kind, &c, o, f) {
+        c.inject(o, f, msg);
+    }
+    c.run_for(rtt(&c) * 2);
+    let granted = c.sent()[before..].iter().any(|s| {
+        s.from == f
+            && (s.msg.vote_grant().is_some()
+                || matches!(s.msg, Message::PreVoteResponse { granted: true, .. }))
+    });
+    assert!(!granted, "the restarted node helped elect {o:?} while {leader:?} still leads");
+    assert!(c.is_leader(leader));
+    assert_eq!(c.role(f), Role::Follower);
+    assert_eq!(c.term(f), term, "and it did not adopt the disruptive term");
+}
+
+shared!(node_that_cannot_persist_neither_votes_nor_stands);
+fn node_that_cannot_persist_neither_votes_nor_stands(kind: ProtocolKind) {
+    // Told that its storage failed, the node must not vote even though its
+    // writes would now succeed: a vote it cannot keep is no vote.
+    let mut c = Cluster::of(kind, 3);
+    let x = n(2);
+    c.tell_persist_failed(x);
+    c.run_for(TIMEOUT * 4);
+    let grants: Vec<_> =
+        c.sent().iter().filter(|s| s.from == x && s.msg.vote_grant().is_some()).collect();
+    assert!(grants.is_empty(), "a node without storage granted {grants:?}");
+    assert_eq!(c.node(x).counters().elections_started, 0);
+    assert!(c.status(x).storage_failed);
+    // The others still elect (n1 and n3 are a majority).
+    let leader = c.leader();
+    assert_ne!(leader, x);
+    // A node may still write the term it learns; but no vote of its own. (A
+    // Paxos acceptor records the leader's ballot, granted by the others, as
+    // its promise when it accepts the leader's value.)
+    let vote = if kind == Paxos { Some(leader) } else { None };
+    assert_eq!(c.durable(x).voted_for, vote, "no vote was written");
+    if earliest_stands_first(kind) {
+        assert_eq!(leader, n(1));
+    }
+}
+
+shared!(storage_that_fails_after_an_election_stops_the_node_until_it_recovers);
+fn storage_that_fails_after_an_election_stops_the_node_until_it_recovers(kind: ProtocolKind) {
+    // The node learns of the failure at its first write; without its vote the
+    // other survivor cannot win; once its storage works, the two elect.
+    let (mut c, leader) = elected(kind, 3);
+    let f = others(&c, &[leader])[0];
+    c.fail_storage(f);
+    c.crash(leader);
+    c.run_for(TIMEOUT * 4);
+    let since = c.sent().len();
+    let durable = c.durable(f);
+    c.run_for(TIMEOUT * 4);
+    let grants: Vec<_> =
+        c.sent()[since..].iter().filter(|s| s.from == f && s.msg.vote_grant().is_some()).collect();
+    assert!(grants.is_empty(), "a node with failing storage granted {grants:?}");
+    assert_eq!(c.durable(f), durable, "nothing was written");
+    assert!(c.status(f).storage_failed);
+    assert_ne!(c.role(f), Role::Leader);
+    assert!(c.leaders().is_empty());
+    c.recover_storage(f);
+    c.run_until_leader_other_than(Some(leader), TIMEOUT * 6);
+}
+
+shared!(a_vote_whose_write_fails_is_never_sent);
+fn a_vote_whose_write_fails_is_never_sent(kind: ProtocolKind) {
+    // The voter's storage fails unnoticed: the vote it then casts is written
+    // first, the write fails, and the vote must not leave (the contract).
+    let mut c = Cluster::of(kind, 3);
+    for id in c.ids().to_vec() {
+        c.isolate(id);
+    }
+    c.run_for(TIMEOUT * 3);
+    let (candidate, voter) = (n(1), n(3));
+    let durable = c.durable(voter);
+    c.fail_storage(voter);
+    let (step, sent) = (c.steps().len(), c.sent().len());
+    for msg in ask_for_vote(kind, &c, candidate, voter) {
+        c.inject(candidate, voter, msg);
+    }
+    c.run_for(rtt(&c) * 2);
+    let withheld = c.steps()[step..]
+        .iter()
+        .filter(|s| s.node == voter)
+        .flat_map(|s| &s.outputs)
+        .filter(|h| h.write_failed)
+        .flat_map(|h| &h.output.messages)
+        .any(|(to, m)| *to == candidate && m.vote_grant().is_some());
+    assert!(withheld, "the voter tried to grant its vote with a write");
+    let grants: Vec<_> = c.sent()[sent..]
+        .iter()
+        .filter(|s| s.from == voter && s.msg.vote_grant().is_some())
+        .collect();
+    assert!(grants.is_empty(), "a vote whose write failed was sent: {grants:?}");
+    assert_eq!(c.durable(voter), durable);
+    assert!(c.status(voter).storage_failed, "the voter was told");
+}
+
+shared!(a_failed_write_of_a_self_vote_cancels_the_candidacy);
+fn a_failed_write_of_a_self_vote_cancels_the_candidacy(kind: ProtocolKind) {
+    let mut c = Cluster::of(kind, 1);
+    let me = n(1);
+    c.fail_storage(me);
+    c.run_for(TIMEOUT * 3);
+    let failed: Vec<_> =
+        c.steps().iter().flat_map(|s| &s.outputs).filter(|h| h.write_failed).collect();
+    let first = failed.first().expect("it tried to write its candidacy");
+    let hs = first.output.persist.expect("a failed write");
+    assert_eq!(hs.voted_for, Some(me), "the write was its self-vote");
+    if kind == Raft {
+        assert_eq!(hs.term, Term(1));
+    }
+    for h in &failed {
+        let announced = h
+            .output
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::RoleChanged { role: Role::Leader, .. }));
+        assert!(!announced, "leadership announced with its unsaved term: {h:?}");
+    }
+    assert!(c.leader_history().is_empty(), "led on a vote that was never written");
+    assert!(c.leaders().is_empty());
+    assert_eq!(c.durable(me), HardState::default());
+    // Once storage works, it leads.
+    c.recover_storage(me);
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), me);
+}
+
+// ---- Messages ----
+
+/// A copy of a leader heartbeat with LSN counter `counter` of term `lsn.term`.
+fn heartbeat(kind: ProtocolKind, lsn: Lsn, counter: u64) -> Message {
+    match kind {
+        Raft => Message::Heartbeat { term: lsn.term, counter, sent_at_nanos: 1 },
+        Ranked => {
+            Message::Ranked(RankedMessage::Lead { term: lsn.term, counter, sent_at_nanos: 1 })
+        }
+        Paxos => Message::Paxos(PaxosMessage::Commit {
+            ballot: lsn.term,
+            slot: 1,
+            heartbeat: counter,
+            sent_at_nanos: 1,
+        }),
+    }
+}
+
+shared!(duplicated_or_reordered_heartbeats_are_dropped_by_lsn);
+fn duplicated_or_reordered_heartbeats_are_dropped_by_lsn(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    let f = others(&c, &[leader])[0];
+    c.run_for(HEARTBEAT * 3);
+    let lsn = c.status(f).lsn.expect("the follower saw heartbeats");
+    assert_eq!(lsn.term, c.term(leader));
+    let ignored = c.node(f).counters().messages_ignored;
+    let before = c.sent().len();
+    c.inject(leader, f, heartbeat(kind, lsn, lsn.counter));
+    c.inject(leader, f, heartbeat(kind, lsn, lsn.counter - 1));
+    assert_eq!(c.node(f).counters().messages_ignored, ignored + 2);
+    assert!(c.sent()[before..].is_empty(), "no ack for a stale LSN");
+    assert_eq!(c.status(f).lsn, Some(lsn));
+}
+
+/// Messages of every protocol but `kind`.
+fn foreign(kind: ProtocolKind, f: NodeId) -> Vec<Message> {
+    let t = Term(99);
+    let raft = vec![
+        Message::PreVote { term: t },
+        Message::Vote { term: t, transfer: true },
+        Message::Heartbeat { term: t, counter: 1, sent_at_nanos: 1 },
+        Message::Resign { term: t, successor: Some(f) },
+    ];
+    let ranked = vec![
+        Message::Ranked(RankedMessage::Elect {
+            term: t,
+            claim: None,
+            sent_at_nanos: 1,
+            transfer: None,
+            vote_in_nanos: 0,
+        }),
+        Message::Ranked(RankedMessage::Lead { term: t, counter: 1, sent_at_nanos: 1 }),
+    ];
+    let paxos = vec![
+        Message::Paxos(PaxosMessage::Prepare { ballot: Term(99 * 16), attempt: 1, handover: None }),
+        Message::Paxos(PaxosMessage::Commit {
+            ballot: Term(99 * 16),
+            slot: 1,
+            heartbeat: 1,
+            sent_at_nanos: 1,
+        }),
+    ];
+    [(Raft, raft), (Ranked, ranked), (Paxos, paxos)]
+        .into_iter()
+        .filter(|(k, _)| *k != kind)
+        .flat_map(|(_, m)| m)
+        .collect()
+}
+
+shared!(messages_of_other_protocols_and_strangers_are_ignored);
+fn messages_of_other_protocols_and_strangers_are_ignored(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    let [f, other] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
+    let ignored = c.node(f).counters().messages_ignored;
+    let term = c.term(f);
+    let before = c.sent().len();
+    let foreign = foreign(kind, f);
+    for msg in foreign.clone() {
+        c.inject(other, f, msg);
+    }
+    assert_eq!(c.node(f).counters().messages_ignored, ignored + foreign.len() as u64);
+    // So are messages of its own protocol from a node that is not a voter.
+    let stranger = NodeId(77);
+    let own = ask_for_vote(kind, &c, stranger, f);
+    let count = own.len() as u64;
+    for msg in own {
+        c.inject(stranger, f, msg);
+    }
+    assert_eq!(c.node(f).counters().messages_ignored, ignored + foreign.len() as u64 + count);
+    assert!(c.sent()[before..].iter().all(|s| s.from != f), "answered an ignored message");
+    assert_eq!(c.term(f), term);
+    assert_eq!(c.role(f), Role::Follower);
+    assert_eq!(c.status(f).leader, Some(leader));
+}
+
+// ---- Transfer and shutdown ----
+
+shared!(transfer_hands_leadership_to_the_named_node_without_a_timeout);
+fn transfer_hands_leadership_to_the_named_node_without_a_timeout(kind: ProtocolKind) {
+    for (size, nth) in [(3, 0), (5, 2)] {
+        let (mut c, leader) = elected(kind, size);
+        let target = others(&c, &[leader])[nth];
+        let polls = c.node(target).counters().pre_votes_started;
+        c.transfer(leader, target).expect("transfer accepted");
+        assert!(!c.is_leader(leader), "{size} nodes: the old leader steps down at once");
+        let (new, took) = c.run_until_leader_other_than(Some(leader), TIMEOUT);
+        assert_eq!(new, target, "{size} nodes");
+        assert!(took < HEARTBEAT, "{size} nodes: transfer took {took:?}");
+        if kind != Ranked {
+            // (A ranked successor's ELECT round is its election, counted as a poll.)
+            let now = c.node(target).counters().pre_votes_started;
+            assert_eq!(now, polls, "{size} nodes: the successor skipped the poll");
+        }
+        c.run_for(TIMEOUT * 2);
+        assert_eq!(c.leader(), target, "{size} nodes: and it sticks");
+    }
+}
+
+shared!(transfer_works_even_if_the_resign_message_is_lost);
+fn transfer_works_even_if_the_resign_message_is_lost(kind: ProtocolKind) {
+    // A follower that missed the Resign learns of it from the successor.
+    let (mut c, leader) = elected(kind, 3);
+    let [missed, target] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
+    c.cut_one_way(leader, missed);
+    c.transfer(leader, target).expect("accepted");
+    c.run_for(LATENCY * 2);
+    c.heal();
+    let (new, took) = c.run_until_leader_other_than(Some(leader), TIMEOUT);
+    assert_eq!(new, target);
+    assert!(took < HEARTBEAT, "transfer took {took:?}");
+}
+
+shared!(transfer_is_refused_with_clear_reasons);
+fn transfer_is_refused_with_clear_reasons(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    let [f, g] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
+    assert_eq!(c.transfer(f, g), Err(TransferError::NotLeader { leader: Some(leader) }));
+    assert_eq!(c.transfer(leader, n(42)), Err(TransferError::UnknownNode(n(42))));
+    c.crash(g);
+    c.run_for(TIMEOUT * 2);
+    assert_eq!(c.transfer(leader, g), Err(TransferError::TargetUnreachable(g)));
+    assert_eq!(c.leader(), leader, "refusals change nothing");
+    // A live but cut-off follower is unreachable too.
+    let (mut c, leader) = elected(kind, 3);
+    let f = others(&c, &[leader])[0];
+    c.isolate(f);
+    c.run_for(TIMEOUT + HEARTBEAT);
+    assert_eq!(c.transfer(leader, f), Err(TransferError::TargetUnreachable(f)));
+}
+
+shared!(graceful_shutdown_cedes_leadership_quickly);
+fn graceful_shutdown_cedes_leadership_quickly(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    c.shutdown(leader);
+    assert!(!c.is_leader(leader));
+    assert_eq!(c.node(leader).poll_timeout(), Instant::MAX, "the stopped node ignores everything");
+    let (new, took) = c.run_until_leader_other_than(Some(leader), TIMEOUT);
+    assert_ne!(new, leader);
+    assert!(took < HEARTBEAT, "handover took {took:?}");
+    c.crash(leader);
+    c.run_for(TIMEOUT * 2);
+    assert_eq!(c.leader(), new);
+}
+
+shared!(cession_falls_back_when_the_successor_is_dead);
+fn cession_falls_back_when_the_successor_is_dead(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    let target = others(&c, &[leader])[0];
+    c.transfer(leader, target).expect("accepted");
+    c.crash(target);
+    // Raft and ranked: any leader but the dead successor (the old leader may
+    // lead again). Paxos: the third node, which must stand itself.
+    let not = if kind == Paxos { leader } else { target };
+    let (new, took) = c.run_until_leader_other_than(Some(not), TIMEOUT * 4);
+    assert_ne!(new, target);
+    let bound = match kind {
+        Raft | Ranked => TIMEOUT * 2,
+        Paxos => TIMEOUT + timeout_spread(&c.config(leader)),
+    };
+    assert!(took < bound, "fallback took {took:?}");
+}
+
+shared!(leadership_is_never_announced_with_a_write_that_fails);
+fn leadership_is_never_announced_with_a_write_that_fails(kind: ProtocolKind) {
+    // The leader's storage fails unnoticed; then the whole cluster is
+    // partitioned and healed, so that every node polls and the old leader,
+    // with the best claim, may be elected again: its self-vote cannot be
+    // written, so no output that carried that write may announce leadership
+    // (the contract lets a driver deliver those events).
+    for size in [3, 5] {
+        for seed in 0..20 {
+            let jitter = Duration::from_millis(4);
+            let mut c =
+                Setup::new(size).seed(seed).random_clocks(seed).jitter(jitter).elector(kind);
+            c.run_for(TIMEOUT * 3);
+            let leader = c.leader();
+            c.fail_storage(leader);
+            for id in c.ids().to_vec() {
+                c.isolate(id);
+            }
+            c.run_for(TIMEOUT * 2 + Duration::from_millis(50 * seed));
+            c.heal();
+            c.run_for(TIMEOUT * 5);
+            for step in c.steps() {
+                for h in step.outputs.iter().filter(|h| h.write_failed) {
+                    let announced = h
+                        .output
+                        .events
+                        .iter()
+                        .any(|e| matches!(e, Event::RoleChanged { role: Role::Leader, .. }));
+                    assert!(
+                        !announced,
+                        "{size} nodes, seed {seed}: {:?} announced leadership at {} with a write \
+                         that failed: {:?}",
+                        step.node,
+                        fmt_time(step.at),
+                        h.output.persist
+                    );
+                }
+            }
+        }
+    }
+}
