@@ -1,17 +1,18 @@
 //! The driver task: the only place that feeds inputs to the election core and
 //! carries out its outputs (persist, then send, then publish events).
 
-use crate::node::Shared;
+use crate::error::TransferError;
+use crate::shared::{Command, Elector, Shared};
 use crate::status::LeadershipEvent;
 use crate::storage::DataDir;
-use crate::transport::{lock, Transport};
-use crate::TransferError;
+use crate::sync::lock;
+use crate::transport::Transport;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{
     Event, FencingToken, HardState, Instant, Message, NodeId, Output, Protocol, Role, Term,
 };
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
 /// First delay before retrying a failed state write.
@@ -22,17 +23,6 @@ pub const PERSIST_RETRY_MAX: Duration = Duration::from_secs(1);
 /// How long a graceful shutdown waits for its last messages (the Resign) to be
 /// written to connected peers.
 pub const SHUTDOWN_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// A command from a [`crate::NodeHandle`].
-pub enum Command {
-    /// Hand leadership to `to`.
-    Transfer {
-        /// The successor.
-        to: NodeId,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Result<(), TransferError>>,
-    },
-}
 
 /// What woke the driver up.
 enum Wake {
@@ -127,7 +117,7 @@ impl Driver {
     }
 
     /// Feeds one input to the core and carries out what it produced.
-    async fn input(&mut self, f: impl FnOnce(&mut crate::node::Elector, Instant)) {
+    async fn input(&mut self, f: impl FnOnce(&mut Elector, Instant)) {
         let out = {
             let mut core = lock(&self.shared.core);
             let now = self.shared.clock.now();

@@ -113,8 +113,10 @@ mod driver;
 pub mod error;
 pub mod metrics;
 mod node;
+mod shared;
 pub mod status;
 pub mod storage;
+mod sync;
 pub mod transport;
 pub mod wire;
 
