@@ -13,6 +13,7 @@ use tenure_core::{
     Event, FencingToken, HardState, Instant, Message, NodeId, Output, Protocol, Role, Term,
 };
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
 /// First delay before retrying a failed state write.
@@ -50,6 +51,9 @@ pub struct Driver {
     /// The term this node leads, while it leads.
     pub(crate) led_term: Option<Term>,
     retry: Option<PersistRetry>,
+    /// Writes of the state file's second copy still running; each holds the
+    /// data directory (and so its lock) until it ends.
+    mirrors: JoinSet<()>,
 }
 
 impl Driver {
@@ -62,7 +66,17 @@ impl Driver {
         commands: mpsc::Receiver<Command>,
     ) -> Self {
         let stop = shared.stop.subscribe();
-        Driver { shared, data, transport, inbound, commands, stop, led_term: None, retry: None }
+        Driver {
+            shared,
+            data,
+            transport,
+            inbound,
+            commands,
+            stop,
+            led_term: None,
+            retry: None,
+            mirrors: JoinSet::new(),
+        }
     }
 
     /// Runs until a stop is requested, then stops gracefully.
@@ -94,8 +108,11 @@ impl Driver {
         }
         info!(node = %self.shared.config.id, "stopping: ceding leadership if leading");
         self.input(|core, now| core.shutdown(now)).await;
-        let Driver { transport, .. } = self;
+        let Driver { transport, mut mirrors, .. } = self;
         transport.close(SHUTDOWN_FLUSH_TIMEOUT).await;
+        // The data directory's lock is released only when the last copy is
+        // written: a node started right after this one returns must get it.
+        while mirrors.join_next().await.is_some() {}
     }
 
     async fn command(&mut self, cmd: Command) {
@@ -162,10 +179,11 @@ impl Driver {
     /// Copies the state just written into the file's second slot, off the
     /// critical path: the messages that waited for the write have left. The
     /// data directory's lock orders it before the next write.
-    fn mirror(&self) {
+    fn mirror(&mut self) {
+        while self.mirrors.try_join_next().is_some() {}
         let data = self.data.clone();
         let id = self.shared.config.id;
-        tokio::task::spawn_blocking(move || {
+        self.mirrors.spawn_blocking(move || {
             if let Err(e) = data.mirror() {
                 warn!(
                     node = %id,
