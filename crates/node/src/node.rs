@@ -31,10 +31,11 @@ pub const INBOUND_QUEUE_CAPACITY: usize = 1024;
 /// Starts a node: locks and loads the data directory, binds the peer listener
 /// to `config.listen` and spawns the driver and transport tasks.
 pub async fn start(config: NodeConfig) -> Result<Node, StartError> {
+    // Checked before binding: a configuration that cannot work takes no port.
     config.validate()?;
     let listener = std::net::TcpListener::bind(config.listen)
         .map_err(|source| StartError::Bind { addr: config.listen, source })?;
-    start_with_listener(config, listener).await
+    start_valid(config, listener).await
 }
 
 /// Like [`start`], with a listener the caller already bound (tests bind every
@@ -45,6 +46,14 @@ pub async fn start_with_listener(
     listener: std::net::TcpListener,
 ) -> Result<Node, StartError> {
     config.validate()?;
+    start_valid(config, listener).await
+}
+
+/// Starts a node whose configuration passed [`NodeConfig::validate`].
+async fn start_valid(
+    config: NodeConfig,
+    listener: std::net::TcpListener,
+) -> Result<Node, StartError> {
     let bind_err = |source| StartError::Bind { addr: config.listen, source };
     let peer_addr = listener.local_addr().map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
