@@ -278,3 +278,45 @@ async fn connections_over_the_cap_are_refused_while_held_ones_work() {
     drop(fresh);
     server.stop(STOP_BOUND).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_lists_every_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start_solo(HttpLimits::default(), dir.path());
+    eventually("the node leads", START_BOUND, || async {
+        status(server.http).await.filter(|s| s["role"] == "leader")
+    })
+    .await;
+    let answer = request(server.http, &get("/metrics")).await.expect("an answer");
+    assert_eq!(answer.status, 200);
+    let families: Vec<&str> = answer
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE tenure_"))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let expected = [
+        "is_leader",
+        "term",
+        "fencing_token",
+        "storage_failed",
+        "peers_connected",
+        "leader_changes",
+        "pre_votes_started",
+        "elections_started",
+        "elections_won",
+        "heartbeats_sent",
+        "heartbeats_received",
+        "quorum_losses",
+        "messages_ignored",
+        "messages_sent",
+        "messages_received",
+        "frames_rejected",
+        "peer_rtt_seconds",
+        "failover_duration_seconds",
+    ];
+    assert_eq!(families, expected, "{}", answer.body);
+    assert!(answer.body.contains("tenure_is_leader 1\n"), "{}", answer.body);
+    assert!(answer.body.contains("tenure_elections_won_total 1\n"), "{}", answer.body);
+    server.stop(STOP_BOUND).await.unwrap();
+}
