@@ -6,13 +6,12 @@
 mod inproc;
 
 use inproc::{
-    eventually, exchange, get, request, start_cluster, start_solo, status, wait_closed, Server,
+    eventually, exchange, get, request, start_cluster, start_solo, status, trickle_until_closed,
+    wait_closed, Server,
 };
-use std::future::pending;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tenure::http::{HttpLimits, ENDPOINTS};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Bound on a first election or a server's start, on a busy machine.
@@ -119,32 +118,15 @@ async fn a_client_trickling_headers_is_disconnected_after_the_header_timeout() {
     let mut server = start_solo(limits, dir.path());
     eventually("the server answers", START_BOUND, || status(server.http)).await;
 
-    let mut conn = TcpStream::connect(server.http).await.unwrap();
-    let since = Instant::now();
-    let (mut rd, mut wr) = conn.split();
-    wr.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n").await.unwrap();
-    // One more header line every 50 ms, for ever (writes fail once closed).
-    let trickle = async {
-        loop {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            if wr.write_all(b"X-Slow: yes\r\n").await.is_err() {
-                pending::<()>().await;
-            }
-        }
-    };
-    let mut got = Vec::new();
-    let closed = async {
-        let mut chunk = [0u8; 1024];
-        while let Ok(n @ 1..) = rd.read(&mut chunk).await {
-            got.extend_from_slice(&chunk[..n]);
-        }
-    };
-    tokio::select! {
-        () = trickle => unreachable!(),
-        () = closed => {}
-        () = tokio::time::sleep(SHORT + SLACK) => panic!("a trickling client was not cut off"),
-    }
-    let took = since.elapsed();
+    // One more header line every 50 ms, for ever.
+    let (took, got) = trickle_until_closed(
+        server.http,
+        b"GET /healthz HTTP/1.1\r\nHost: test\r\n",
+        std::iter::repeat_with(|| b"X-Slow: yes\r\n".to_vec()),
+        Duration::from_millis(50),
+        SHORT + SLACK,
+    )
+    .await;
     assert!(
         took >= SHORT - Duration::from_millis(20),
         "cut off after {took:?}, before the timeout"
@@ -208,32 +190,14 @@ async fn a_body_sent_too_slowly_is_cut_off() {
     assert!(answer.body.contains("\"error\""), "{answer:?}");
 
     // One byte every 100 ms: 900 ms for the body, three times the timeout.
-    let mut conn = TcpStream::connect(server.http).await.unwrap();
-    let (mut rd, mut wr) = conn.split();
-    wr.write_all(head.as_bytes()).await.unwrap();
-    let since = Instant::now();
-    let trickle = async {
-        for byte in body.bytes() {
-            if wr.write_all(&[byte]).await.is_err() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        pending::<()>().await;
-    };
-    let mut got = Vec::new();
-    let closed = async {
-        let mut chunk = [0u8; 1024];
-        while let Ok(n @ 1..) = rd.read(&mut chunk).await {
-            got.extend_from_slice(&chunk[..n]);
-        }
-    };
-    tokio::select! {
-        () = trickle => unreachable!(),
-        () = closed => {}
-        () = tokio::time::sleep(SHORT + SLACK) => panic!("a slow body was not cut off"),
-    }
-    let took = since.elapsed();
+    let (took, got) = trickle_until_closed(
+        server.http,
+        head.as_bytes(),
+        body.bytes().map(|b| vec![b]),
+        Duration::from_millis(100),
+        SHORT + SLACK,
+    )
+    .await;
     assert!(
         took >= SHORT - Duration::from_millis(20),
         "cut off after {took:?}, before the timeout"

@@ -212,3 +212,42 @@ where
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Connects, writes `first`, then the pieces of `then` one per `every` (and
+/// nothing more once they run out) until the server closes the connection;
+/// returns the time from the first write to the close and what the server
+/// sent. Panics if the connection is still open after `bound`.
+pub async fn trickle_until_closed(
+    addr: SocketAddr,
+    first: &[u8],
+    then: impl Iterator<Item = Vec<u8>>,
+    every: Duration,
+    bound: Duration,
+) -> (Duration, Vec<u8>) {
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let (mut rd, mut wr) = conn.split();
+    let since = Instant::now();
+    wr.write_all(first).await.unwrap();
+    let trickle = async {
+        for piece in then {
+            tokio::time::sleep(every).await;
+            if wr.write_all(&piece).await.is_err() {
+                break; // closed: the reader sees it
+            }
+        }
+        std::future::pending::<()>().await;
+    };
+    let mut got = Vec::new();
+    let closed = async {
+        let mut chunk = [0u8; 1024];
+        while let Ok(n @ 1..) = rd.read(&mut chunk).await {
+            got.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::select! {
+        () = trickle => unreachable!("the trickle never ends"),
+        () = closed => {}
+        () = tokio::time::sleep(bound) => panic!("the server kept a trickling client for {bound:?}"),
+    }
+    (since.elapsed(), got)
+}
