@@ -109,7 +109,7 @@ fn register_state(r: &mut Registry, node: &NodeHandle) {
 /// The election's counters: leader changes and the core's counters.
 fn register_election_counters(r: &mut Registry, m: &NodeMetrics) {
     let c = &m.counters;
-    let counters: [(&str, &str, u64); 8] = [
+    let counters: [(&str, &str, u64); 9] = [
         (
             "leader_changes",
             "Times the known leader changed (to another node or to none)",
@@ -129,6 +129,12 @@ fn register_election_counters(r: &mut Registry, m: &NodeMetrics) {
             "messages_ignored",
             "Election messages ignored (unknown sender, stale LSN, no longer relevant)",
             c.messages_ignored,
+        ),
+        (
+            "messages_refused",
+            "Election messages refused as impossible from a correct peer (invalid term, \
+             acknowledgement of nothing sent, resignation from a non-leader, unasked transfer)",
+            c.messages_refused,
         ),
     ];
     for (name, help, value) in counters {

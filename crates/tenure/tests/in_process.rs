@@ -273,6 +273,7 @@ async fn metrics_lists_every_family() {
         "heartbeats_received",
         "quorum_losses",
         "messages_ignored",
+        "messages_refused",
         "messages_sent",
         "messages_received",
         "frames_rejected",
