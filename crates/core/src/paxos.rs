@@ -754,9 +754,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             return;
         }
         let lsn = Lsn { term: ballot, counter: heartbeat };
-        if self.seat.leader == Some(from) && self.seat.last_lsn.is_some_and(|last| lsn <= last) {
-            // Duplicated or reordered: not newer than what we accepted.
-            self.seat.counters().messages_ignored += 1;
+        if self.seat.stale_heartbeat(from, lsn) {
             return;
         }
         if ballot > self.seat.term {
@@ -765,12 +763,9 @@ impl<R: RngCore + Send> PaxosElector<R> {
         if self.seat.role != Role::Follower {
             self.become_follower(Reason::LeaderHeartbeat);
         }
-        self.seat.counters().heartbeats_received += 1;
         self.committed = self.committed.max(slot);
-        self.seat.last_lsn = Some(lsn);
         self.hb_baseline = self.hb_baseline.max(Some(lsn));
-        self.seat.set_leader(Some(from));
-        self.seat.renew_stall_grace();
+        self.seat.follow(from, lsn);
         self.grant_lease(now, from, ballot);
         self.poll_hold = None;
         self.election_deadline = now + self.timeout();

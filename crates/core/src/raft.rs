@@ -476,20 +476,15 @@ impl<R: RngCore + Send> RaftElector<R> {
             return;
         }
         let lsn = Lsn { term, counter };
-        if self.seat.leader == Some(from) && self.seat.last_lsn.is_some_and(|last| lsn <= last) {
-            // Duplicated or reordered: not newer than what we accepted.
-            self.seat.counters().messages_ignored += 1;
+        if self.seat.stale_heartbeat(from, lsn) {
             return;
         }
         if self.seat.role != Role::Follower {
             self.become_follower(Reason::LeaderHeartbeat);
         }
-        self.seat.counters().heartbeats_received += 1;
-        self.seat.last_lsn = Some(lsn);
-        self.seat.set_leader(Some(from));
+        self.seat.follow(from, lsn);
         self.grant_lease(now, from);
         self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
-        self.seat.renew_stall_grace();
         // The acknowledgement doubles as the unsolicited support of seed 000 when
         // this is the first heartbeat from a newly discovered leader.
         self.seat

@@ -710,17 +710,13 @@ impl<R: RngCore + Send> RankedElector<R> {
             return;
         }
         let lsn = Lsn { term, counter };
-        if self.seat.leader == Some(from) && self.seat.last_lsn.is_some_and(|last| lsn <= last) {
-            self.seat.counters().messages_ignored += 1;
+        if self.seat.stale_heartbeat(from, lsn) {
             return;
         }
         if self.seat.role != Role::Follower {
             self.become_follower(Reason::LeaderHeartbeat);
         }
-        self.seat.counters().heartbeats_received += 1;
-        self.seat.last_lsn = Some(lsn);
-        self.seat.set_leader(Some(from));
-        self.seat.renew_stall_grace();
+        self.seat.follow(from, lsn);
         let t = self.seat.cfg.election_timeout;
         let support = Support::Leader { id: from, term, sent_at };
         self.lease = Some(Lease { support, until: now + t });

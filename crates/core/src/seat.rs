@@ -422,6 +422,24 @@ impl Seat {
         Some(now + self.cfg.heartbeat_interval * STALL_GRACE_HEARTBEATS)
     }
 
+    /// True if a heartbeat `lsn` from `from` is not newer than the last one
+    /// accepted from that leader (duplicated or reordered): it is ignored.
+    pub(crate) fn stale_heartbeat(&mut self, from: NodeId, lsn: Lsn) -> bool {
+        let stale = self.leader == Some(from) && self.last_lsn.is_some_and(|last| lsn <= last);
+        if stale {
+            self.observed.counters.messages_ignored += 1;
+        }
+        stale
+    }
+
+    /// Follows `from`, whose heartbeat `lsn` this node accepted (as a follower).
+    pub(crate) fn follow(&mut self, from: NodeId, lsn: Lsn) {
+        self.observed.counters.heartbeats_received += 1;
+        self.last_lsn = Some(lsn);
+        self.set_leader(Some(from));
+        self.renew_stall_grace();
+    }
+
     /// The node heard its leader or started polling: a later stall gets a grace again.
     pub(crate) fn renew_stall_grace(&mut self) {
         self.stall_grace_spent = false;
