@@ -10,7 +10,7 @@
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // README begin
-    use tenure_node::{LeadershipEvent, NodeConfig, NodeId, ProtocolKind};
+    use tenure_node::{LeadershipEvent, NodeConfig, NodeId, ProtocolKind, Security, TlsFiles};
 
     let node = tenure_node::start(NodeConfig {
         id: NodeId(1),
@@ -26,6 +26,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         election_timeout: std::time::Duration::from_millis(1000),
         protocol: ProtocolKind::Raft, // the same on every node
         round_trip: None, // ranked and paxos: a round-trip bound; default half a heartbeat
+        // Mutual TLS with files made by `tenure cert`; Security::InsecureNoTls for none.
+        security: Security::MutualTls(TlsFiles {
+            cert: "/etc/myapp/tenure/node-1.pem".into(),
+            key: "/etc/myapp/tenure/node-1-key.pem".into(),
+            ca: "/etc/myapp/tenure/ca.pem".into(),
+        }),
     })
     .await?;
     let handle = node.handle();

@@ -2,22 +2,26 @@
 //! holds. Start one process per node:
 //!
 //! ```text
-//! PEERS=1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103
-//! cargo run -p tenure-node --example leader_task -- --id 1 --peers $PEERS --data-dir /tmp/tenure-1
-//! cargo run -p tenure-node --example leader_task -- --id 2 --peers $PEERS --data-dir /tmp/tenure-2
-//! cargo run -p tenure-node --example leader_task -- --id 3 --peers $PEERS --data-dir /tmp/tenure-3
+//! cargo run -- cert --out /tmp/tenure-certs --nodes 1,2,3 --cluster-id demo
+//! export TENURE_PEERS=1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103 TENURE_TLS_DIR=/tmp/tenure-certs
+//! cargo run -p tenure-node --example leader_task -- --id 1 --data-dir /tmp/tenure-1
+//! cargo run -p tenure-node --example leader_task -- --id 2 --data-dir /tmp/tenure-2
+//! cargo run -p tenure-node --example leader_task -- --id 3 --data-dir /tmp/tenure-3
 //! ```
 //!
 //! Every flag can also come from the environment: `TENURE_ID`, `TENURE_PEERS`,
 //! `TENURE_DATA_DIR`, `TENURE_CLUSTER`, `TENURE_LISTEN`, `TENURE_HEARTBEAT_MS`,
-//! `TENURE_ELECTION_TIMEOUT_MS`, `TENURE_PROTOCOL` (raft, ranked or paxos). Stop a node with Ctrl-C: if it leads, it hands
-//! leadership over before exiting.
+//! `TENURE_ELECTION_TIMEOUT_MS`, `TENURE_PROTOCOL` (raft, ranked or paxos),
+//! `TENURE_TLS_DIR` (the output of `tenure cert`: `node-<id>.pem`,
+//! `node-<id>-key.pem`, `ca.pem`). Without a TLS directory, `--insecure-no-tls`
+//! runs without TLS (one machine, development only). Stop a node with Ctrl-C:
+//! if it leads, it hands leadership over before exiting.
 
 use std::error::Error;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-use tenure_node::{FencingToken, LeadershipEvent, NodeConfig, NodeHandle, NodeId};
+use tenure_node::{FencingToken, LeadershipEvent, NodeConfig, NodeHandle, NodeId, Security};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
@@ -52,6 +56,23 @@ fn parse_peers(s: &str) -> Result<Vec<(NodeId, SocketAddr)>> {
         .collect()
 }
 
+/// Mutual TLS with the files `tenure cert` wrote to `--tls-dir`, or none
+/// with `--insecure-no-tls`.
+fn security(args: &[String], id: NodeId) -> Result<Security> {
+    match setting(args, "tls-dir") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            Ok(Security::MutualTls(tenure_node::TlsFiles {
+                cert: dir.join(format!("node-{}.pem", id.0)),
+                key: dir.join(format!("node-{}-key.pem", id.0)),
+                ca: dir.join("ca.pem"),
+            }))
+        }
+        None if args.iter().any(|a| a == "--insecure-no-tls") => Ok(Security::InsecureNoTls),
+        None => Err("give --tls-dir DIR (made by `tenure cert`) or --insecure-no-tls".into()),
+    }
+}
+
 fn config() -> Result<NodeConfig> {
     let args: Vec<String> = std::env::args().collect();
     let id = NodeId(required(&args, "id")?.parse()?);
@@ -79,6 +100,7 @@ fn config() -> Result<NodeConfig> {
         election_timeout: ms("election-timeout-ms", 1000)?,
         protocol: setting(&args, "protocol").map(|p| p.parse()).transpose()?.unwrap_or_default(),
         round_trip: None,
+        security: security(&args, id)?,
     })
 }
 

@@ -1,5 +1,6 @@
 //! The node's configuration and its validation.
 
+use crate::tls::{node_server_name, Security};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,6 +33,9 @@ pub struct NodeConfig {
     /// ([`tenure_core::Config::round_trip`]); `None` for the default (half the
     /// heartbeat interval). Only the ranked and Paxos protocols use it.
     pub round_trip: Option<Duration>,
+    /// Mutual TLS on peer connections (the files are read and checked by
+    /// [`crate::start`] before it binds), or, asked for explicitly, none.
+    pub security: Security,
 }
 
 /// A node configuration that cannot work.
@@ -52,6 +56,13 @@ pub enum NodeConfigError {
     /// Two peers share an address.
     #[error("peers {0} and {1} have the same address {2}")]
     DuplicateAddress(NodeId, NodeId, SocketAddr),
+    /// With TLS, the cluster id is part of every node's name in its
+    /// certificate (`node-<id>.<cluster id>`), so it must fit in a DNS name.
+    #[error(
+        "with TLS, the cluster id names nodes in certificates (node-<id>.<cluster id>), so it \
+         must be a DNS name: letters, digits, '-' and '.' (got {0:?})"
+    )]
+    ClusterIdNotDnsName(String),
 }
 
 impl NodeConfigError {
@@ -61,7 +72,9 @@ impl NodeConfigError {
     pub fn fields(&self) -> &'static [&'static str] {
         match self {
             NodeConfigError::Election(e) => election_fields(e),
-            NodeConfigError::BadClusterId(_) => &["cluster_id"],
+            NodeConfigError::BadClusterId(_) | NodeConfigError::ClusterIdNotDnsName(_) => {
+                &["cluster_id"]
+            }
             NodeConfigError::DuplicateAddress(..) => &["peers"],
         }
     }
@@ -95,6 +108,11 @@ impl NodeConfig {
     pub fn validate(&self) -> Result<(), NodeConfigError> {
         if self.cluster_id.is_empty() || self.cluster_id.len() > MAX_CLUSTER_ID_LEN {
             return Err(NodeConfigError::BadClusterId(self.cluster_id.len()));
+        }
+        if matches!(self.security, Security::MutualTls(_))
+            && node_server_name(&self.cluster_id, self.id).is_none()
+        {
+            return Err(NodeConfigError::ClusterIdNotDnsName(self.cluster_id.clone()));
         }
         for (i, (a, addr_a)) in self.peers.iter().enumerate() {
             if let Some((b, _)) = self.peers[i + 1..].iter().find(|(_, addr_b)| addr_b == addr_a) {
@@ -144,6 +162,7 @@ mod tests {
             election_timeout: Duration::from_millis(1000),
             protocol: ProtocolKind::Raft,
             round_trip: None,
+            security: Security::InsecureNoTls,
         }
     }
 
@@ -160,6 +179,21 @@ mod tests {
         assert_eq!(c.validate().unwrap_err().fields(), ["cluster_id"]);
         c.cluster_id = "x".repeat(MAX_CLUSTER_ID_LEN + 1);
         assert!(c.validate().unwrap_err().to_string().contains("1 to 128 bytes"));
+
+        // Any cluster id without TLS; a DNS name with it.
+        let mut c = config();
+        c.cluster_id = "prod db!".into();
+        assert_eq!(c.validate(), Ok(()));
+        c.security = Security::MutualTls(crate::tls::TlsFiles {
+            cert: "n.pem".into(),
+            key: "n-key.pem".into(),
+            ca: "ca.pem".into(),
+        });
+        let err = c.validate().unwrap_err();
+        assert_eq!(err, NodeConfigError::ClusterIdNotDnsName("prod db!".into()));
+        assert_eq!(err.fields(), ["cluster_id"]);
+        c.cluster_id = "prod-db".into();
+        assert_eq!(c.validate(), Ok(()));
 
         let mut c = config();
         c.peers[2].1 = c.peers[0].1;

@@ -11,6 +11,9 @@ pub enum StartError {
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     InvalidConfig(#[from] NodeConfigError),
+    /// The TLS files cannot be used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// The peer listener could not be bound.
     #[error("cannot listen for peers on {addr}: {source}")]
     Bind {

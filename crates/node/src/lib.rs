@@ -120,6 +120,7 @@ mod shared;
 pub mod status;
 pub mod storage;
 mod sync;
+pub mod tls;
 pub mod transport;
 pub mod wire;
 
@@ -129,3 +130,4 @@ pub use error::{StartError, TransferError};
 pub use node::{start, start_with_listener, Node, NodeHandle};
 pub use status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
 pub use tenure_core::{FencingToken, Lsn, NodeId, ProtocolKind, Role, Term};
+pub use tls::{Security, TlsFiles};

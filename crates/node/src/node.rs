@@ -9,6 +9,7 @@ use crate::shared::{leadership_of, Command, Elector, Shared};
 use crate::status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
 use crate::storage::DataDir;
 use crate::sync::lock;
+use crate::tls::{Security, TlsIdentity};
 use crate::transport::{reconnect_cap, Net, Transport};
 use rand_core::{OsRng, RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use tenure_core::{NodeId, Protocol, Role};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tracing::info;
+use tracing::{info, warn};
 
 /// Leadership events buffered per subscriber; a slower one sees `Lagged`.
 pub const EVENT_CHANNEL_CAPACITY: usize = 256;
@@ -28,14 +29,15 @@ pub const COMMAND_QUEUE_CAPACITY: usize = 16;
 /// (back-pressure onto the peers' TCP connections).
 pub const INBOUND_QUEUE_CAPACITY: usize = 1024;
 
-/// Starts a node: locks and loads the data directory, binds the peer listener
-/// to `config.listen` and spawns the driver and transport tasks.
+/// Starts a node: checks the configuration and the TLS files, locks and loads
+/// the data directory, binds the peer listener to `config.listen` and spawns
+/// the driver and transport tasks.
 pub async fn start(config: NodeConfig) -> Result<Node, StartError> {
     // Checked before binding: a configuration that cannot work takes no port.
-    config.validate()?;
+    let tls = checked_tls(&config)?;
     let listener = std::net::TcpListener::bind(config.listen)
         .map_err(|source| StartError::Bind { addr: config.listen, source })?;
-    start_valid(config, listener).await
+    start_valid(config, tls, listener).await
 }
 
 /// Like [`start`], with a listener the caller already bound (tests bind every
@@ -45,13 +47,35 @@ pub async fn start_with_listener(
     config: NodeConfig,
     listener: std::net::TcpListener,
 ) -> Result<Node, StartError> {
-    config.validate()?;
-    start_valid(config, listener).await
+    let tls = checked_tls(&config)?;
+    start_valid(config, tls, listener).await
 }
 
-/// Starts a node whose configuration passed [`NodeConfig::validate`].
+/// Validates the configuration and loads its TLS files (`None`: the insecure
+/// mode, warned about here).
+fn checked_tls(config: &NodeConfig) -> Result<Option<Arc<TlsIdentity>>, StartError> {
+    config.validate()?;
+    match &config.security {
+        Security::MutualTls(files) => {
+            Ok(Some(Arc::new(TlsIdentity::load(files, &config.cluster_id, config.id)?)))
+        }
+        Security::InsecureNoTls => {
+            warn!(
+                node = %config.id,
+                "INSECURE: peer connections run without TLS (insecure_no_tls): they are neither \
+                 encrypted nor authenticated, and anyone who reaches the peer port can vote \
+                 as any node. Use this on a development machine only"
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// Starts a node whose configuration passed [`NodeConfig::validate`], with
+/// its loaded TLS identity.
 async fn start_valid(
     config: NodeConfig,
+    tls: Option<Arc<TlsIdentity>>,
     listener: std::net::TcpListener,
 ) -> Result<Node, StartError> {
     let bind_err = |source| StartError::Bind { addr: config.listen, source };
@@ -80,6 +104,7 @@ async fn start_valid(
         clock,
         config.heartbeat_interval,
         reconnect_cap(config.election_timeout),
+        tls.clone(),
     ));
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
@@ -100,6 +125,7 @@ async fn start_valid(
         cluster = %shared.config.cluster_id,
         protocol = %shared.config.protocol,
         listen = %peer_addr,
+        tls = tls.as_ref().map_or("off (insecure)", |t| t.name()),
         data_dir = %shared.config.data_dir.display(),
         term = %hard_state.term,
         voted_for = ?hard_state.voted_for,
@@ -108,7 +134,7 @@ async fn start_valid(
     );
     let driver = Driver::new(shared.clone(), Arc::new(data), transport, inbound_rx, commands_rx);
     let task = tokio::spawn(driver.run());
-    Ok(Node { handle: NodeHandle { shared }, peer_addr, driver: Some(task) })
+    Ok(Node { handle: NodeHandle { shared }, peer_addr, tls, driver: Some(task) })
 }
 
 /// A running node. It owns the driver and transport tasks; dropping it without
@@ -116,6 +142,7 @@ async fn start_valid(
 pub struct Node {
     handle: NodeHandle,
     peer_addr: SocketAddr,
+    tls: Option<Arc<TlsIdentity>>,
     driver: Option<JoinHandle<()>>,
 }
 
@@ -128,6 +155,13 @@ impl Node {
     /// The address the peer listener is bound to.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer_addr
+    }
+
+    /// The node's loaded TLS identity (`None` in the insecure mode), for
+    /// serving other protocols with the same certificate: the `tenure`
+    /// server's HTTPS API uses [`TlsIdentity::https_server_config`].
+    pub fn tls(&self) -> Option<Arc<TlsIdentity>> {
+        self.tls.clone()
     }
 
     /// Graceful stop: cedes leadership if leading (the core's `shutdown`),

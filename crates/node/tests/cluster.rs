@@ -3,10 +3,12 @@
 
 mod common;
 
-use common::{wait_for, Cluster, ELECTION_TIMEOUT, HEARTBEAT};
-use std::io::{Read, Write};
+use common::{dial_tls, identity, wait_for, Cluster, CLUSTER, ELECTION_TIMEOUT, HEARTBEAT};
 use std::time::{Duration, Instant};
-use tenure_node::{FencingToken, LeadershipEvent, NodeConfig, NodeId, Role, TransferError};
+use tenure_node::tls::certgen::{self, CertRequest};
+use tenure_node::TransferError;
+use tenure_node::{FencingToken, LeadershipEvent, NodeConfig, NodeId, Role, Security};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_elect_one_leader_and_agree() {
@@ -130,67 +132,90 @@ async fn transfer_moves_leadership_to_the_named_node() {
     c.stop_all().await;
 }
 
+/// Two nodes that disagree on the cluster id never connect, hear or lead:
+/// with TLS their certificates name other clusters (same CA), without TLS
+/// the hello is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_with_another_cluster_id_is_rejected() {
     common::init_logs();
-    let (mut configs, listeners, _dir) = Cluster::configure(2, HEARTBEAT, ELECTION_TIMEOUT);
-    configs[1].cluster_id = "other".into();
-    let mut nodes = Vec::new();
-    for (cfg, l) in configs.into_iter().zip(listeners) {
-        nodes.push(tenure_node::start_with_listener(cfg, l).await.unwrap());
-    }
-    let handles: Vec<_> = nodes.iter().map(|n| n.handle()).collect();
-    wait_for("both sides to refuse the other", || {
-        handles.iter().all(|h| h.metrics().frames_rejected >= 1).then_some(())
-    })
-    .await;
-    // Give them several election timeouts: nobody may connect, hear, or lead.
-    let deadline = Instant::now() + ELECTION_TIMEOUT * 4;
-    while Instant::now() < deadline {
+    for tls in [true, false] {
+        let (mut configs, listeners, dir) =
+            Cluster::configure_with(2, HEARTBEAT, ELECTION_TIMEOUT, tls);
+        configs[1].cluster_id = "other".into();
+        if tls {
+            // Node 2's certificate for cluster "other", from the same CA.
+            let other = dir.path().join("other-certs");
+            std::fs::create_dir(&other).unwrap();
+            for f in [certgen::CA_CERT_FILE, certgen::CA_KEY_FILE] {
+                std::fs::copy(dir.path().join("certs").join(f), other.join(f)).unwrap();
+            }
+            let made = certgen::generate(&other, &CertRequest::new("other", [NodeId(2)])).unwrap();
+            configs[1].security = Security::MutualTls(made.nodes[0].1.clone());
+        }
+        let mut nodes = Vec::new();
+        for (cfg, l) in configs.into_iter().zip(listeners) {
+            nodes.push(tenure_node::start_with_listener(cfg, l).await.unwrap());
+        }
+        let handles: Vec<_> = nodes.iter().map(|n| n.handle()).collect();
+        wait_for("both sides to refuse the other", || {
+            handles.iter().all(|h| h.metrics().frames_rejected >= 1).then_some(())
+        })
+        .await;
+        // Give them several election timeouts: nobody may connect, hear, or lead.
+        let deadline = Instant::now() + ELECTION_TIMEOUT * 4;
+        while Instant::now() < deadline {
+            for h in &handles {
+                let s = h.status();
+                assert!(
+                    !s.peers[0].connected,
+                    "node {} counted a foreign peer as connected",
+                    h.id()
+                );
+                assert!(!h.is_leader());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         for h in &handles {
-            let s = h.status();
-            assert!(!s.peers[0].connected, "node {} counted a foreign peer as connected", h.id());
-            assert!(!h.is_leader());
+            assert_eq!(h.metrics().messages_received, 0);
+            assert_eq!(h.status().peers[0].last_heard_ms, None);
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    for h in &handles {
-        assert_eq!(h.metrics().messages_received, 0);
-        assert_eq!(h.status().peers[0].last_heard_ms, None);
-    }
-    for n in nodes {
-        n.shutdown().await;
+        for n in nodes {
+            n.shutdown().await;
+        }
     }
 }
 
-/// Sends `bytes` on a fresh connection to `addr` and returns whether the node
-/// closed the connection afterwards.
-fn send_raw(addr: std::net::SocketAddr, bytes: &[u8]) -> bool {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let _ = s.write_all(bytes);
+/// Opens a TLS connection to `target` with `as_node`'s certificate, writes
+/// `bytes` and returns whether the node closed the connection afterwards.
+async fn send_raw(as_node: &NodeConfig, target: &NodeConfig, bytes: &[u8]) -> bool {
+    let mut conn = dial_tls(&identity(as_node), target).await.unwrap().into_inner();
+    let _ = conn.write_all(bytes).await;
+    let _ = conn.flush().await;
     let mut buf = [0u8; 256];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => continue, // a Reject frame, then the close
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(_) => return false,
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return, // the close (or a reset)
+                Ok(_) => continue,        // a Reject frame, then the close
+            }
         }
-    }
+    });
+    closed.await.is_ok()
 }
 
+/// An authenticated peer that sends garbage loses its connection; the node
+/// and the cluster carry on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_frames_close_the_connection_but_not_the_node() {
     let mut c = Cluster::start(3).await;
     let leader = c.stable_leader().await;
     let li = c.index_of(leader);
-    let addr = c.configs[li].listen;
+    let other = (li + 1) % 3;
     let term = c.handle(li).status().term;
     let before = c.handle(li).metrics().frames_rejected;
     let own_hello = tenure_node::wire::encode(&tenure_node::wire::Frame::Hello {
         version: tenure_node::wire::WIRE_VERSION,
-        cluster_id: "test".into(),
+        cluster_id: CLUSTER.into(),
         from: leader,
         to: leader,
         protocol: tenure_core::ProtocolKind::Raft,
@@ -204,10 +229,10 @@ async fn garbage_frames_close_the_connection_but_not_the_node() {
         hello_as_own_id,                       // a peer claiming our own id
     ];
     let n = garbage.len() as u64;
-    let closed = tokio::task::spawn_blocking(move || garbage.iter().all(|g| send_raw(addr, g)))
-        .await
-        .unwrap();
-    assert!(closed, "a garbage connection was left open");
+    for g in &garbage {
+        let closed = send_raw(&c.configs[other], &c.configs[li], g).await;
+        assert!(closed, "a garbage connection was left open: {g:?}");
+    }
     let h = c.handle(li);
     wait_for("every garbage frame counted", || {
         (h.metrics().frames_rejected >= before + n).then_some(())

@@ -4,37 +4,29 @@
 
 mod common;
 
-use common::{bind, wait_for, Cluster, ELECTION_TIMEOUT, HEARTBEAT};
+use common::{bind, dial_tls, handshake, hello, identity, wait_for, Cluster, TlsConn};
+use common::{ELECTION_TIMEOUT, HEARTBEAT};
 use futures_util::{SinkExt, StreamExt};
 use std::time::Duration;
 use tenure_core::{Message, Term};
+use tenure_node::tls::TlsIdentity;
 use tenure_node::wire::{self, Frame, WIRE_VERSION};
 use tenure_node::{start_with_listener, NodeConfig, NodeId, StartError};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_util::codec::Framed;
+use tokio::net::TcpListener;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
-/// A hand-driven peer: it dials the node to send messages, and accepts the
-/// node's connection to read its answers.
+/// A hand-driven peer with its own certificate: it dials the node to send
+/// messages, and accepts the node's connection to read its answers.
 struct FakePeer {
     id: NodeId,
+    tls: TlsIdentity,
     listener: TcpListener,
 }
 
-type Conn = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
-
 impl FakePeer {
-    async fn dial(&self, node: &NodeConfig) -> Conn {
-        let s = TcpStream::connect(node.listen).await.unwrap();
-        let mut c = Framed::new(s, wire::codec());
-        let hello = Frame::Hello {
-            version: WIRE_VERSION,
-            cluster_id: node.cluster_id.clone(),
-            from: self.id,
-            to: node.id,
-            protocol: node.protocol,
-        };
-        c.send(wire::encode(&hello)).await.unwrap();
-        let ack = wire::decode(&c.next().await.unwrap().unwrap()).unwrap();
+    async fn dial(&self, node: &NodeConfig) -> TlsConn {
+        let mut c = dial_tls(&self.tls, node).await.unwrap();
+        let ack = handshake(&mut c, hello(self.id, node)).await.unwrap();
         assert!(matches!(ack, Frame::HelloAck { node: n, .. } if n == node.id), "{ack:?}");
         c
     }
@@ -45,13 +37,21 @@ impl FakePeer {
     async fn vote_response(&self, node: &NodeConfig) -> (Term, bool) {
         loop {
             let (s, _) = self.listener.accept().await.unwrap();
+            let Ok(s) = self.tls.peer_acceptor().accept(s).await else { continue };
             if let Some(answer) = self.serve(node, Framed::new(s, wire::codec())).await {
                 return answer;
             }
         }
     }
 
-    async fn serve(&self, node: &NodeConfig, mut c: Conn) -> Option<(Term, bool)> {
+    async fn serve<S>(
+        &self,
+        node: &NodeConfig,
+        mut c: Framed<S, LengthDelimitedCodec>,
+    ) -> Option<(Term, bool)>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         let hello = wire::decode(&c.next().await?.ok()?).unwrap();
         assert!(
             matches!(hello, Frame::Hello { from, to, .. } if from == node.id && to == self.id),
@@ -79,26 +79,30 @@ impl FakePeer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
     common::init_logs();
-    // One real node (1) and two hand-driven peers (2, 3), with a long timeout
-    // so the real node does not campaign on its own during the test.
+    // One real node (1) and two hand-driven peers (2, 3). The peers never
+    // answer the node's pre-votes, so it never becomes a candidate itself.
+    let timeout = Duration::from_millis(400);
     let (mut configs, mut listeners, _dir) =
-        Cluster::configure(3, Duration::from_millis(100), Duration::from_secs(5));
+        Cluster::configure(3, Duration::from_millis(100), timeout);
     let fake3 = FakePeer {
         id: NodeId(3),
+        tls: identity(&configs[2]),
         listener: TcpListener::from_std(nonblocking(listeners.pop().unwrap())).unwrap(),
     };
     let fake2 = FakePeer {
         id: NodeId(2),
+        tls: identity(&configs[1]),
         listener: TcpListener::from_std(nonblocking(listeners.pop().unwrap())).unwrap(),
     };
     let cfg = configs.remove(0);
     let node = start_with_listener(cfg.clone(), listeners.pop().unwrap()).await.unwrap();
 
-    // Votes are sent as transfer votes: a freshly started node otherwise
-    // refuses every candidate for an election timeout (its startup lease).
+    // A started node refuses every candidate for an election timeout (the
+    // lease it may have granted before it stopped): wait that out.
+    tokio::time::sleep(timeout + Duration::from_millis(100)).await;
     let mut to_node = fake2.dial(&cfg).await;
     to_node
-        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: true })))
+        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
         .await
         .unwrap();
     let answer =
@@ -115,10 +119,12 @@ async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
         .unwrap();
     let s = node.handle().status();
     assert_eq!((s.term, s.voted_for), (Term(7), Some(NodeId(2))));
-    // ...so another candidate of the same term is refused.
+    // ...so another candidate of the same term is refused, once the restart
+    // lease is over too (before, it would be refused for the lease alone).
+    tokio::time::sleep(timeout + Duration::from_millis(100)).await;
     let mut to_node = fake3.dial(&cfg).await;
     to_node
-        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: true })))
+        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
         .await
         .unwrap();
     let answer =
@@ -189,6 +195,8 @@ async fn foreign_state_file_is_refused_and_left_untouched() {
     let before = std::fs::read(&path).unwrap();
     let mut other = cfg.clone();
     other.cluster_id = "another-cluster".into();
+    // (Its certificate names cluster "test"; the state file is what is tested.)
+    other.security = tenure_node::Security::InsecureNoTls;
     match start_solo(&other).await {
         Err(StartError::ForeignState { path: p, found_cluster, .. }) => {
             assert_eq!(p, path);

@@ -1,11 +1,17 @@
 //! Helpers shared by the integration tests: in-process clusters on 127.0.0.1.
 #![allow(dead_code)] // each test binary uses a different subset
 
+use futures_util::{SinkExt, StreamExt};
 use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
-use tenure_node::{start_with_listener, Node, NodeConfig, NodeHandle, NodeId};
+use tenure_node::tls::certgen::{self, CertRequest};
+use tenure_node::tls::TlsIdentity;
+use tenure_node::wire::{self, Frame, WIRE_VERSION};
+use tenure_node::{start_with_listener, Node, NodeConfig, NodeHandle, NodeId, Security};
+use tokio::net::TcpStream;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 /// Short timings so tests run fast.
 pub const HEARTBEAT: Duration = Duration::from_millis(20);
@@ -36,14 +42,86 @@ pub struct Cluster {
     pub dir: TempDir,
 }
 
+/// The cluster id of the test clusters.
+pub const CLUSTER: &str = "test";
+
+/// Makes a CA and certificates for nodes 1..=n of [`CLUSTER`] in `dir/certs`.
+pub fn make_certs(dir: &Path, n: u64) -> Vec<tenure_node::TlsFiles> {
+    let out =
+        certgen::generate(&dir.join("certs"), &CertRequest::new(CLUSTER, (1..=n).map(NodeId)))
+            .expect("test certificates");
+    out.nodes.into_iter().map(|(_, files)| files).collect()
+}
+
+/// Node `id`'s loaded identity, from its configuration's files.
+pub fn identity(cfg: &NodeConfig) -> TlsIdentity {
+    match &cfg.security {
+        Security::MutualTls(files) => TlsIdentity::load(files, &cfg.cluster_id, cfg.id).unwrap(),
+        Security::InsecureNoTls => panic!("node {} runs without TLS", cfg.id),
+    }
+}
+
+/// A hand-driven peer connection over TLS.
+pub type TlsConn = Framed<tokio_rustls::client::TlsStream<TcpStream>, LengthDelimitedCodec>;
+
+/// Dials `target` with `as_identity`'s certificate (the TLS handshake only).
+pub async fn dial_tls(as_identity: &TlsIdentity, target: &NodeConfig) -> std::io::Result<TlsConn> {
+    let tcp = TcpStream::connect(target.listen).await?;
+    tcp.set_nodelay(true)?;
+    let name = as_identity.peer_server_name(target.id);
+    let tls = as_identity.peer_connector().connect(name, tcp).await?;
+    Ok(Framed::new(tls, wire::codec()))
+}
+
+/// The hello of node `from` to `target`.
+pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
+    Frame::Hello {
+        version: WIRE_VERSION,
+        cluster_id: target.cluster_id.clone(),
+        from,
+        to: target.id,
+        protocol: target.protocol,
+    }
+}
+
+/// Sends `hello` on `conn` and returns the answer: `Ok(frame)`, or `Err`
+/// with what ended the connection instead.
+pub async fn handshake<S>(
+    conn: &mut Framed<S, LengthDelimitedCodec>,
+    hello: Frame,
+) -> Result<Frame, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    conn.send(wire::encode(&hello)).await.map_err(|e| format!("send: {e}"))?;
+    match tokio::time::timeout(PATIENCE, conn.next()).await {
+        Err(_) => Err("no answer".into()),
+        Ok(None) => Err("closed".into()),
+        Ok(Some(Err(e))) => Err(format!("error: {e}")),
+        Ok(Some(Ok(bytes))) => wire::decode(&bytes).map_err(|e| format!("bad frame: {e}")),
+    }
+}
+
 impl Cluster {
-    /// Configurations for `n` nodes (ids 1..=n) of `cluster_id`, and their listeners.
+    /// Configurations for `n` nodes (ids 1..=n) of [`CLUSTER`] with mutual
+    /// TLS (certificates in the directory), and their listeners.
     pub fn configure(
         n: u64,
         heartbeat: Duration,
         timeout: Duration,
     ) -> (Vec<NodeConfig>, Vec<TcpListener>, TempDir) {
+        Cluster::configure_with(n, heartbeat, timeout, true)
+    }
+
+    /// Like [`Cluster::configure`]; without TLS (the insecure mode) unless `tls`.
+    pub fn configure_with(
+        n: u64,
+        heartbeat: Duration,
+        timeout: Duration,
+        tls: bool,
+    ) -> (Vec<NodeConfig>, Vec<TcpListener>, TempDir) {
         let dir = tempfile::tempdir().unwrap();
+        let files = if tls { make_certs(dir.path(), n) } else { Vec::new() };
         let listeners: Vec<TcpListener> = (0..n).map(|_| bind()).collect();
         let peers: Vec<(NodeId, SocketAddr)> = listeners
             .iter()
@@ -54,7 +132,7 @@ impl Cluster {
             .iter()
             .map(|&(id, addr)| NodeConfig {
                 id,
-                cluster_id: "test".into(),
+                cluster_id: CLUSTER.into(),
                 listen: addr,
                 peers: peers.clone(),
                 data_dir: dir.path().join(format!("node{}", id.0)),
@@ -62,6 +140,10 @@ impl Cluster {
                 election_timeout: timeout,
                 protocol: tenure_core::ProtocolKind::Raft,
                 round_trip: None,
+                security: match files.get(id.0 as usize - 1) {
+                    Some(f) => Security::MutualTls(f.clone()),
+                    None => Security::InsecureNoTls,
+                },
             })
             .collect();
         (configs, listeners, dir)
@@ -72,8 +154,20 @@ impl Cluster {
     }
 
     pub async fn start_with(n: u64, heartbeat: Duration, timeout: Duration) -> Cluster {
+        Cluster::start_configured(Cluster::configure(n, heartbeat, timeout)).await
+    }
+
+    /// A cluster without TLS (the insecure mode).
+    pub async fn start_insecure(n: u64) -> Cluster {
+        Cluster::start_configured(Cluster::configure_with(n, HEARTBEAT, ELECTION_TIMEOUT, false))
+            .await
+    }
+
+    /// Starts every node of a configured cluster.
+    pub async fn start_configured(
+        (configs, listeners, dir): (Vec<NodeConfig>, Vec<TcpListener>, TempDir),
+    ) -> Cluster {
         init_logs();
-        let (configs, listeners, dir) = Cluster::configure(n, heartbeat, timeout);
         let mut nodes = Vec::new();
         for (cfg, l) in configs.iter().zip(listeners) {
             nodes.push(Some(start_with_listener(cfg.clone(), l).await.unwrap()));

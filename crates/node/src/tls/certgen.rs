@@ -1,0 +1,316 @@
+//! Makes a CA and node certificates for a cluster: what `tenure cert` writes,
+//! and what the tests and the demo use.
+//!
+//! Files in the output directory:
+//!
+//! | file | what |
+//! |---|---|
+//! | `ca.pem`, `ca-key.pem` | the cluster's CA certificate and key (reused when present) |
+//! | `node-<id>.pem`, `node-<id>-key.pem` | node `id`'s certificate and key |
+//!
+//! Keys are written with mode 0600 and never overwritten. A node certificate
+//! names the node (`node-<id>.<cluster id>`, see [`super::node_name`]) and
+//! the extra hosts asked for (DNS names or IP addresses, for the HTTP API's
+//! clients), and allows server and client authentication. Keys are ECDSA
+//! P-256.
+
+use super::{node_name, node_server_name, TlsFiles, TlsIdentity};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use tenure_core::NodeId;
+use time::{Duration, OffsetDateTime};
+
+/// The CA certificate's file name.
+pub const CA_CERT_FILE: &str = "ca.pem";
+/// The CA key's file name.
+pub const CA_KEY_FILE: &str = "ca-key.pem";
+/// The common name of every CA made here; a reused CA is recognised by it.
+pub const CA_COMMON_NAME: &str = "tenure cluster CA";
+/// How long a CA is valid (ten years): node certificates are renewed, the CA
+/// rarely.
+pub const CA_VALID_DAYS: u32 = 3650;
+/// How long node certificates are valid by default.
+pub const DEFAULT_NODE_DAYS: u32 = 365;
+/// The hosts every node certificate names by default, so that clients on the
+/// same machine can reach the HTTP API over TLS.
+pub const DEFAULT_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1"];
+/// Certificates are valid from this long before they are made (clock skew
+/// between machines).
+const BACKDATE: Duration = Duration::hours(1);
+
+/// Node `id`'s certificate file name.
+pub fn node_cert_file(id: NodeId) -> String {
+    format!("node-{}.pem", id.0)
+}
+
+/// Node `id`'s key file name.
+pub fn node_key_file(id: NodeId) -> String {
+    format!("node-{}-key.pem", id.0)
+}
+
+/// What to make.
+#[derive(Clone, Debug)]
+pub struct CertRequest {
+    /// The cluster's id (part of every node's name).
+    pub cluster_id: String,
+    /// The nodes to make certificates for.
+    pub nodes: Vec<NodeId>,
+    /// Extra names in every node certificate: DNS names or IP addresses.
+    pub hosts: Vec<String>,
+    /// Validity of the node certificates, in days.
+    pub days: u32,
+}
+
+impl CertRequest {
+    /// Certificates for `nodes` of `cluster_id`, with [`DEFAULT_HOSTS`] and
+    /// [`DEFAULT_NODE_DAYS`].
+    pub fn new(cluster_id: &str, nodes: impl IntoIterator<Item = NodeId>) -> Self {
+        CertRequest {
+            cluster_id: cluster_id.into(),
+            nodes: nodes.into_iter().collect(),
+            hosts: DEFAULT_HOSTS.iter().map(|h| h.to_string()).collect(),
+            days: DEFAULT_NODE_DAYS,
+        }
+    }
+}
+
+/// What was written.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// The CA certificate.
+    pub ca: PathBuf,
+    /// True if the CA was made now, false if an existing one was reused.
+    pub ca_created: bool,
+    /// Each node's files, in the order asked for.
+    pub nodes: Vec<(NodeId, TlsFiles)>,
+}
+
+/// Why certificates could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CertGenError {
+    /// The request cannot be served.
+    #[error("{0}")]
+    Invalid(String),
+    /// A file exists and is not overwritten.
+    #[error("{0} exists; remove it or choose another output directory")]
+    Exists(PathBuf),
+    /// A file operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The existing CA cannot be used.
+    #[error("cannot use the CA in {dir}: {problem}")]
+    Ca {
+        /// The directory holding it.
+        dir: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Generating a key or a certificate failed.
+    #[error("generating a certificate failed: {0}")]
+    Generate(#[from] rcgen::Error),
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> CertGenError + '_ {
+    move |source| CertGenError::Io { path: path.into(), source }
+}
+
+/// The CA's parameters; the same every time, so an existing CA can sign
+/// again from its key alone.
+fn ca_params(days: u32) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, CA_COMMON_NAME);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - BACKDATE;
+    params.not_after = now + Duration::days(days.into());
+    params
+}
+
+/// Writes `contents` to a new file `path` with `mode`; an existing file is an error.
+fn write_new(path: &Path, contents: &str, mode: u32) -> Result<(), CertGenError> {
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(
+        |e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => CertGenError::Exists(path.into()),
+            _ => CertGenError::Io { path: path.into(), source: e },
+        },
+    )?;
+    f.write_all(contents.as_bytes()).and_then(|()| f.sync_all()).map_err(io_error(path))
+}
+
+/// The CA of `dir`: the existing one, or a new one written there. Returns its
+/// issuer and whether it was made now.
+fn ca(dir: &Path) -> Result<(Issuer<'static, KeyPair>, bool), CertGenError> {
+    let (cert, key) = (dir.join(CA_CERT_FILE), dir.join(CA_KEY_FILE));
+    match (cert.exists(), key.exists()) {
+        (true, true) => {
+            let pem = std::fs::read_to_string(&key).map_err(io_error(&key))?;
+            let key_pair = KeyPair::from_pem(&pem).map_err(|e| CertGenError::Ca {
+                dir: dir.into(),
+                problem: format!("{} is not a usable key: {e}", key.display()),
+            })?;
+            Ok((Issuer::new(ca_params(CA_VALID_DAYS), key_pair), false))
+        }
+        (false, false) => {
+            let key_pair = KeyPair::generate()?;
+            let params = ca_params(CA_VALID_DAYS);
+            let cert_pem = params.self_signed(&key_pair)?.pem();
+            write_new(&key, &key_pair.serialize_pem(), 0o600)?;
+            write_new(&cert, &cert_pem, 0o644)?;
+            Ok((Issuer::new(params, key_pair), true))
+        }
+        (true, false) | (false, true) => Err(CertGenError::Ca {
+            dir: dir.into(),
+            problem: format!(
+                "only one of {CA_CERT_FILE} and {CA_KEY_FILE} is there; a CA needs both (or \
+                 neither, to make a new one)"
+            ),
+        }),
+    }
+}
+
+/// The parameters of node `id`'s certificate.
+fn node_params(req: &CertRequest, id: NodeId) -> Result<CertificateParams, CertGenError> {
+    let name = node_name(&req.cluster_id, id);
+    let mut names = vec![name.clone()];
+    names.extend(req.hosts.iter().filter(|h| **h != name).cloned());
+    let mut params = CertificateParams::new(names).map_err(|e| {
+        CertGenError::Invalid(format!("a host name is not a DNS name or an IP address: {e}"))
+    })?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages =
+        vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+    params.use_authority_key_identifier_extension = true;
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - BACKDATE;
+    params.not_after = now + Duration::days(req.days.into());
+    Ok(params)
+}
+
+fn check(req: &CertRequest) -> Result<(), CertGenError> {
+    if req.nodes.is_empty() {
+        return Err(CertGenError::Invalid("no nodes to make certificates for".into()));
+    }
+    if let Some(id) = req.nodes.iter().find(|id| id.0 == 0) {
+        return Err(CertGenError::Invalid(format!(
+            "node id {id} is not allowed: ids are positive"
+        )));
+    }
+    if node_server_name(&req.cluster_id, NodeId(1)).is_none() {
+        return Err(CertGenError::Invalid(format!(
+            "the cluster id {:?} cannot be part of a DNS name; use letters, digits, '-' and '.'",
+            req.cluster_id
+        )));
+    }
+    if req.days == 0 {
+        return Err(CertGenError::Invalid("certificates must be valid for at least a day".into()));
+    }
+    Ok(())
+}
+
+/// Makes the CA (unless `dir` holds one) and a certificate and key for every
+/// node of `req` in `dir` (created if missing). Each node's files are checked
+/// as a node would check them at start.
+pub fn generate(dir: &Path, req: &CertRequest) -> Result<Generated, CertGenError> {
+    check(req)?;
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    for id in &req.nodes {
+        for file in [node_cert_file(*id), node_key_file(*id)] {
+            let path = dir.join(file);
+            if path.exists() {
+                return Err(CertGenError::Exists(path));
+            }
+        }
+    }
+    let (issuer, ca_created) = ca(dir)?;
+    let ca = dir.join(CA_CERT_FILE);
+    let mut nodes = Vec::new();
+    for &id in &req.nodes {
+        let key_pair = KeyPair::generate()?;
+        let cert = node_params(req, id)?.signed_by(&key_pair, &issuer)?;
+        let files = TlsFiles {
+            cert: dir.join(node_cert_file(id)),
+            key: dir.join(node_key_file(id)),
+            ca: ca.clone(),
+        };
+        write_new(&files.key, &key_pair.serialize_pem(), 0o600)?;
+        write_new(&files.cert, &cert.pem(), 0o644)?;
+        if let Err(e) = TlsIdentity::load(&files, &req.cluster_id, id) {
+            // Unusable (say, a CA not made here): leave nothing half-made behind.
+            let _ = std::fs::remove_file(&files.cert);
+            let _ = std::fs::remove_file(&files.key);
+            return Err(CertGenError::Ca { dir: dir.into(), problem: e.to_string() });
+        }
+        nodes.push((id, files));
+    }
+    Ok(Generated { ca, ca_created, nodes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn ids(list: &[u64]) -> Vec<NodeId> {
+        list.iter().copied().map(NodeId).collect()
+    }
+
+    #[test]
+    fn makes_a_ca_and_node_files_that_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = generate(dir.path(), &CertRequest::new("test", ids(&[1, 2, 3]))).unwrap();
+        assert!(out.ca_created);
+        assert_eq!(out.nodes.len(), 3);
+        for (id, files) in &out.nodes {
+            let mode = std::fs::metadata(&files.key).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "key of node {id}");
+            let ca_key = dir.path().join(CA_KEY_FILE);
+            assert_eq!(std::fs::metadata(ca_key).unwrap().permissions().mode() & 0o777, 0o600);
+            TlsIdentity::load(files, "test", *id).unwrap();
+            // Another node's id, or another cluster, is refused.
+            let other = NodeId(id.0 % 3 + 1);
+            let err = TlsIdentity::load(files, "test", other).unwrap_err().to_string();
+            assert!(err.contains(&format!("does not name node-{}.test", other.0)), "{err}");
+            assert!(TlsIdentity::load(files, "prod", *id).is_err());
+        }
+    }
+
+    #[test]
+    fn an_existing_ca_signs_more_nodes_and_nothing_is_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        generate(dir.path(), &CertRequest::new("test", ids(&[1]))).unwrap();
+        let ca_before = std::fs::read(dir.path().join(CA_CERT_FILE)).unwrap();
+        let out = generate(dir.path(), &CertRequest::new("test", ids(&[2]))).unwrap();
+        assert!(!out.ca_created);
+        assert_eq!(std::fs::read(dir.path().join(CA_CERT_FILE)).unwrap(), ca_before);
+        TlsIdentity::load(&out.nodes[0].1, "test", NodeId(2)).unwrap();
+        let err = generate(dir.path(), &CertRequest::new("test", ids(&[2]))).unwrap_err();
+        assert!(matches!(err, CertGenError::Exists(_)), "{err}");
+    }
+
+    #[test]
+    fn bad_requests_are_explained() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = generate(dir.path(), &CertRequest::new("bad id!", ids(&[1]))).unwrap_err();
+        assert!(err.to_string().contains("DNS name"), "{err}");
+        let err = generate(dir.path(), &CertRequest::new("c", ids(&[]))).unwrap_err();
+        assert!(err.to_string().contains("no nodes"), "{err}");
+        std::fs::write(dir.path().join(CA_CERT_FILE), "x").unwrap();
+        let err = generate(dir.path(), &CertRequest::new("c", ids(&[1]))).unwrap_err();
+        assert!(err.to_string().contains("only one of"), "{err}");
+    }
+}

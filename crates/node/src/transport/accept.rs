@@ -1,0 +1,352 @@
+//! The accept loop and inbound connections: admission (TLS, the hello, the
+//! certificate's id), the limits on slots, and serving an authenticated peer.
+//!
+//! Slots: a connection is *pending* from its accept until its handshake is
+//! done (TLS handshake, hello checked, the certificate naming the claimed
+//! node), at most [`HANDSHAKE_TIMEOUT`]. At most [`MAX_PENDING_HANDSHAKES`]
+//! are pending at once; one more takes the slot of the oldest, which is closed
+//! — so silent strangers cannot keep a configured peer out: its handshake
+//! takes a round trip or two, theirs never ends. An authenticated connection
+//! holds the one slot of its peer: each configured peer has exactly one live
+//! inbound connection, and a newer one replaces the older (a peer that
+//! redials after a partition is not kept out by its own stale connection).
+//! A live connection that carries no frame, not even a ping, for
+//! [`PEER_IDLE_PINGS`] ping intervals is closed.
+
+use super::net::{Net, HANDSHAKE_TIMEOUT};
+use super::reject_log::REJECT_LOG_INTERVAL;
+use super::stream::{Conn, PeerStream, TLS_HANDSHAKE_RECORD};
+use crate::sync::lock;
+use crate::tls::explain_io;
+use crate::wire::{self, Frame, WIRE_VERSION};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tenure_core::{Message, NodeId};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::{sleep, sleep_until, timeout, Instant, MissedTickBehavior};
+use tokio_util::codec::Framed;
+use tracing::{debug, info, warn};
+
+/// Inbound connections in their handshake at once; one more closes the
+/// oldest. A handshake between nodes takes a few round trips, so 16 leaves
+/// room for every peer of the largest cluster (15 voters) to redial at once.
+pub const MAX_PENDING_HANDSHAKES: usize = 16;
+/// An authenticated inbound connection that carries no frame for this many
+/// ping intervals (the dialer pings every heartbeat interval) is closed: its
+/// dialer is gone or cut off, and will redial.
+pub const PEER_IDLE_PINGS: u32 = 8;
+/// Pause after a failed `accept` (e.g. out of file descriptors).
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Inbound connections by state.
+#[derive(Default)]
+struct Slots {
+    /// The next connection's number.
+    next: u64,
+    /// Connections in their handshake, oldest first.
+    pending: VecDeque<(u64, SocketAddr, AbortHandle)>,
+    /// Each authenticated peer's live connection, and how to close it.
+    live: HashMap<NodeId, (u64, Arc<Notify>)>,
+}
+
+type SharedSlots = Arc<Mutex<Slots>>;
+
+pub(super) async fn accept_loop(
+    net: Arc<Net>,
+    listener: TcpListener,
+    inbound: mpsc::Sender<(NodeId, Message)>,
+    mut closing: watch::Receiver<bool>,
+) {
+    let slots = SharedSlots::default();
+    let mut conns = JoinSet::new();
+    let mut summaries = tokio::time::interval(REJECT_LOG_INTERVAL);
+    summaries.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            // Only `true` is ever sent (and a dropped sender means the same).
+            _ = closing.changed() => {
+                drop(listener);
+                conns.shutdown().await;
+                net.flush_rejects(true);
+                return;
+            }
+            _ = summaries.tick() => net.flush_rejects(false),
+            accepted = listener.accept() => match accepted {
+                Ok((stream, remote)) => {
+                    let mut s = lock(&slots);
+                    if s.pending.len() >= MAX_PENDING_HANDSHAKES {
+                        if let Some((_, oldest, handle)) = s.pending.pop_front() {
+                            handle.abort();
+                            net.reject(oldest, "handshake unfinished when every handshake slot \
+                                was taken; closed to admit a newer connection");
+                        }
+                    }
+                    let n = s.next;
+                    s.next += 1;
+                    let task = serve_inbound(net.clone(), stream, remote, inbound.clone(), slots.clone(), n);
+                    let handle = conns.spawn(task);
+                    s.pending.push_back((n, remote, handle));
+                }
+                Err(e) => {
+                    warn!(error = %e, "accepting a peer connection failed");
+                    sleep(ACCEPT_ERROR_BACKOFF).await;
+                }
+            },
+            Some(_) = conns.join_next() => {}
+        }
+    }
+}
+
+/// Leaves the pending slots when the handshake ends, however it ends.
+struct Pending<'a> {
+    slots: &'a SharedSlots,
+    n: u64,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        lock(self.slots).pending.retain(|(n, _, _)| *n != self.n);
+    }
+}
+
+/// Holds a peer's live slot; frees it on drop unless a newer connection took it.
+struct Live {
+    slots: SharedSlots,
+    peer: NodeId,
+    n: u64,
+}
+
+impl Live {
+    /// Takes `peer`'s slot for connection `n`, closing the older connection
+    /// there; returns the guard and what closes this one in turn.
+    fn take(slots: &SharedSlots, peer: NodeId, n: u64) -> (Live, Arc<Notify>) {
+        let replaced = Arc::new(Notify::new());
+        if let Some((_, older)) = lock(slots).live.insert(peer, (n, replaced.clone())) {
+            older.notify_one();
+        }
+        (Live { slots: slots.clone(), peer, n }, replaced)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let mut s = lock(&self.slots);
+        if s.live.get(&self.peer).is_some_and(|(n, _)| *n == self.n) {
+            s.live.remove(&self.peer);
+        }
+    }
+}
+
+/// One inbound connection: admission within [`HANDSHAKE_TIMEOUT`], then the
+/// peer's messages until it closes, goes idle or is replaced.
+async fn serve_inbound(
+    net: Arc<Net>,
+    stream: TcpStream,
+    remote: SocketAddr,
+    inbound: mpsc::Sender<(NodeId, Message)>,
+    slots: SharedSlots,
+    n: u64,
+) {
+    let admitted = {
+        let _pending = Pending { slots: &slots, n };
+        match timeout(HANDSHAKE_TIMEOUT, admit(&net, stream, remote)).await {
+            Err(_) => return net.reject(remote, "no handshake within the handshake timeout"),
+            Ok(admitted) => admitted,
+        }
+    };
+    let Some((conn, from)) = admitted else { return };
+    let (_live, replaced) = Live::take(&slots, from, n);
+    serve_peer(&net, conn, from, remote, inbound, &replaced).await;
+}
+
+/// TLS (or, in the insecure mode, none), the hello, and for TLS the
+/// certificate naming the claimed node; `None` if refused (logged).
+async fn admit(net: &Net, tcp: TcpStream, remote: SocketAddr) -> Option<(Conn, NodeId)> {
+    let _ = tcp.set_nodelay(true);
+    let mut first = [0u8; 1];
+    match tcp.peek(&mut first).await {
+        Ok(1..) => {}
+        Ok(0) | Err(_) => {
+            debug!(%remote, "peer closed before its hello");
+            return None;
+        }
+    }
+    let speaks_tls = first[0] == TLS_HANDSHAKE_RECORD;
+    let stream = match (&net.tls, speaks_tls) {
+        (Some(tls), true) => match tls.peer_acceptor().accept(tcp).await {
+            Ok(stream) => PeerStream::Tls(Box::new(stream.into())),
+            Err(e) => {
+                net.reject(remote, &format!("TLS handshake failed: {}", explain_io(&e)));
+                return None;
+            }
+        },
+        (Some(_), false) => {
+            let reason = "this node requires TLS on peer connections and the peer connected \
+                          without it (does it run with insecure_no_tls?); every node of a \
+                          cluster must use TLS, or none";
+            refuse(net, Framed::new(PeerStream::Plain(tcp), wire::codec()), remote, reason).await;
+            return None;
+        }
+        (None, true) => {
+            // No answer: a TLS client could not read ours.
+            net.reject(
+                remote,
+                "the peer speaks TLS but this node runs without TLS (insecure_no_tls); every \
+                 node of a cluster must use TLS, or none",
+            );
+            return None;
+        }
+        (None, false) => PeerStream::Plain(tcp),
+    };
+    let mut conn = Framed::new(stream, wire::codec());
+    let hello = match conn.next().await {
+        None => {
+            debug!(%remote, "peer closed before its hello");
+            return None;
+        }
+        Some(Err(e)) => {
+            net.reject(remote, &format!("bad hello: {e}"));
+            return None;
+        }
+        Some(Ok(bytes)) => wire::decode(&bytes),
+    };
+    let checked = check_hello(net, hello).and_then(|from| check_certificate(net, &conn, from));
+    let from = match checked {
+        Ok(from) => from,
+        Err(reason) => {
+            refuse(net, conn, remote, &reason).await;
+            return None;
+        }
+    };
+    let ack = Frame::HelloAck {
+        version: WIRE_VERSION,
+        cluster_id: net.cluster_id.clone(),
+        node: net.me,
+        protocol: net.protocol,
+    };
+    conn.send(wire::encode(&ack)).await.ok()?;
+    debug!(peer = %from, %remote, "accepted a peer connection");
+    Some((conn, from))
+}
+
+/// Logs and counts a refusal, and tells the dialer why.
+async fn refuse(net: &Net, mut conn: Conn, remote: SocketAddr, reason: &str) {
+    net.reject(remote, reason);
+    let _ = conn.send(wire::encode(&Frame::Reject { reason: reason.to_string() })).await;
+}
+
+/// Checks a dialer's hello; returns the peer id or the reason to refuse it.
+fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<NodeId, String> {
+    match frame {
+        Ok(Frame::Hello { version, cluster_id, from, to, protocol }) => {
+            if version != WIRE_VERSION {
+                Err(format!("unsupported wire version {version} (we speak {WIRE_VERSION})"))
+            } else if cluster_id != net.cluster_id {
+                Err(format!("cluster id {cluster_id:?} is not ours ({:?})", net.cluster_id))
+            } else if protocol != net.protocol {
+                Err(format!(
+                    "node {from} runs the {protocol} protocol, this node runs {}; every node \
+                     of a cluster must use the same protocol",
+                    net.protocol
+                ))
+            } else if from == net.me {
+                Err(format!("peer claims our own node id {from}"))
+            } else if net.link(from).is_none() {
+                Err(format!("node {from} is not a voter of this cluster"))
+            } else if to != net.me {
+                Err(format!("peer {from} meant to reach node {to}, but this is node {}", net.me))
+            } else {
+                Ok(from)
+            }
+        }
+        Ok(other) => Err(format!("expected a hello, got {other:?}")),
+        Err(e) => Err(format!("bad hello: {e}")),
+    }
+}
+
+/// With TLS: the dialer's certificate must name the node its hello claims.
+fn check_certificate(net: &Net, conn: &Conn, from: NodeId) -> Result<NodeId, String> {
+    match (&net.tls, conn.get_ref()) {
+        (Some(tls), PeerStream::Tls(stream)) => {
+            tls.check_peer(stream.get_ref().1.peer_certificates(), from).map(|()| from)
+        }
+        (None, PeerStream::Plain(_)) => Ok(from),
+        _ => Err("internal: the connection's security does not match the node's".into()),
+    }
+}
+
+/// Serves an authenticated peer's connection: passes its election messages
+/// on, answers its pings; ends when it closes, sends garbage, stays silent
+/// for [`PEER_IDLE_PINGS`] ping intervals, or a newer connection of the same
+/// peer replaces it.
+async fn serve_peer(
+    net: &Net,
+    mut conn: Conn,
+    from: NodeId,
+    remote: SocketAddr,
+    inbound: mpsc::Sender<(NodeId, Message)>,
+    replaced: &Notify,
+) {
+    let Some(link) = net.link(from).cloned() else { return };
+    let idle = net.ping_interval * PEER_IDLE_PINGS;
+    let mut deadline = Instant::now() + idle;
+    loop {
+        let frame = tokio::select! {
+            () = replaced.notified() => {
+                debug!(peer = %from, %remote, "closed a peer connection: the peer opened a newer one");
+                return;
+            }
+            () = sleep_until(deadline) => {
+                // Late by more than a ping interval: this process stalled
+                // (SIGSTOP, a paused VM), and the silence was ours. The peer
+                // gets a fresh idle period.
+                if Instant::now().saturating_duration_since(deadline) > net.ping_interval {
+                    deadline = Instant::now() + idle;
+                    continue;
+                }
+                info!(peer = %from, %remote, ?idle, "closed an idle peer connection: no frame, not even a ping");
+                return;
+            }
+            frame = conn.next() => frame,
+        };
+        deadline = Instant::now() + idle;
+        let bytes: Bytes = match frame {
+            None => {
+                debug!(peer = %from, %remote, "peer closed its connection");
+                return;
+            }
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                debug!(peer = %from, %remote, "peer closed its connection without a TLS close_notify");
+                return;
+            }
+            Some(Err(e)) => return net.reject(remote, &format!("bad frame from peer {from}: {e}")),
+            Some(Ok(b)) => b.freeze(),
+        };
+        match wire::decode(&bytes) {
+            Ok(Frame::Message(msg)) => {
+                link.heard(&net.clock);
+                net.stats.received.fetch_add(1, Ordering::Relaxed);
+                if inbound.send((from, msg)).await.is_err() {
+                    return; // the driver stopped
+                }
+            }
+            Ok(Frame::Ping { nonce }) => {
+                link.heard(&net.clock);
+                if conn.send(wire::encode(&Frame::Pong { nonce })).await.is_err() {
+                    return;
+                }
+            }
+            Ok(other) => {
+                return net.reject(remote, &format!("unexpected frame from peer {from}: {other:?}"))
+            }
+            Err(e) => return net.reject(remote, &format!("bad frame from peer {from}: {e}")),
+        }
+    }
+}
