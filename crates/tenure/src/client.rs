@@ -5,13 +5,16 @@ use crate::rest::{parse_endpoints, Client};
 use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
-/// The HTTP APIs of the default local three-node cluster.
-pub const DEFAULT_ENDPOINTS: &str =
-    "http://127.0.0.1:8001,http://127.0.0.1:8002,http://127.0.0.1:8003";
+/// The HTTP APIs of the default local three-node cluster (https with
+/// `--cacert`, else http).
+pub const DEFAULT_ENDPOINTS: &str = "127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003";
+/// Environment variable that sets `--cacert`.
+pub const CACERT_ENV: &str = "TENURE_CACERT";
 /// Pause before `watch` tries the next endpoint after losing one; doubles up to the max.
 const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// Longest pause between reconnection attempts of `watch`.
@@ -25,6 +28,10 @@ pub struct StatusArgs {
     /// HTTP API endpoints of the nodes, comma-separated.
     #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     pub endpoints: String,
+    /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
+    /// are then https://, and the servers' certificates are checked against it.
+    #[arg(long, env = CACERT_ENV, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -36,6 +43,10 @@ pub struct WatchArgs {
     /// HTTP API endpoints of the nodes, comma-separated; the first that answers is followed.
     #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     pub endpoints: String,
+    /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
+    /// are then https://, and the servers' certificates are checked against it.
+    #[arg(long, env = CACERT_ENV, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
     /// Exit after printing this many changes (the current state counts as one) [default: never].
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
@@ -50,6 +61,10 @@ pub struct TransferArgs {
     /// HTTP API endpoints of the nodes, comma-separated; the leader is found among them.
     #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     pub endpoints: String,
+    /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
+    /// are then https://, and the servers' certificates are checked against it.
+    #[arg(long, env = CACERT_ENV, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
     /// How long to wait for the new leader to take over, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 5000)]
     pub wait_ms: u64,
@@ -84,8 +99,8 @@ async fn query_all(client: &Client, endpoints: &[String]) -> Vec<Row> {
 
 /// `tenure status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let endpoints = parse_endpoints(&args.endpoints)?;
-    let client = Client::default();
+    let client = Client::new(args.cacert.as_deref())?;
+    let endpoints = parse_endpoints(&args.endpoints, client.https())?;
     let rows = query_all(&client, &endpoints).await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -136,8 +151,8 @@ pub fn timestamp() -> String {
 
 /// `tenure watch`.
 pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
-    let endpoints = parse_endpoints(&args.endpoints)?;
-    let client = Client::default();
+    let client = Client::new(args.cacert.as_deref())?;
+    let endpoints = parse_endpoints(&args.endpoints, client.https())?;
     let mut last: Option<(Option<u64>, u64)> = None;
     let mut printed: u64 = 0;
     let mut backoff = WATCH_BACKOFF_MIN;
@@ -182,8 +197,8 @@ pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
 
 /// `tenure transfer`.
 pub async fn transfer(args: TransferArgs) -> anyhow::Result<ExitCode> {
-    let endpoints = parse_endpoints(&args.endpoints)?;
-    let client = Client::default();
+    let client = Client::new(args.cacert.as_deref())?;
+    let endpoints = parse_endpoints(&args.endpoints, client.https())?;
     let rows = query_all(&client, &endpoints).await;
     let Some((leader_endpoint, leader)) = rows.iter().find_map(|r| {
         r.status.as_ref().filter(|s| s.role == "leader").map(|s| (r.endpoint.clone(), s.clone()))

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tenure_core::{NodeId, ProtocolKind};
-use tenure_node::{NodeConfig, NodeConfigError};
+use tenure_node::{NodeConfig, NodeConfigError, Security, TlsFiles};
 
 /// The voters when neither `--peers` nor the file names them: a local three-node cluster.
 pub const DEFAULT_PEERS: &str = "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003";
@@ -41,6 +41,14 @@ Config file (TOML; every key optional, unknown keys are errors):
   protocol = \"raft\"        # or \"ranked\" or \"paxos\"; the same on every node
   round_trip_ms = 50        # ranked and paxos only; default: half the heartbeat
   log_format = \"json\"
+  tls_cert = \"/etc/tenure/node-1.pem\"      # made by `tenure cert`
+  tls_key = \"/etc/tenure/node-1-key.pem\"
+  tls_ca = \"/etc/tenure/ca.pem\"
+  # insecure_no_tls = true   # instead of the three above: no TLS (development only)
+
+TLS: peer connections use mutual TLS and the HTTP API serves HTTPS, both with --tls-cert,
+--tls-key and --tls-ca. `tenure cert --out certs --nodes 1,2,3` makes a CA and the node
+certificates. Without them the server refuses to start, unless --insecure-no-tls.
 
 Logs go to standard error; RUST_LOG (e.g. RUST_LOG=debug) changes the level.")]
 pub struct ServerArgs {
@@ -87,6 +95,21 @@ pub struct ServerArgs {
     /// Log format on standard error [default: text].
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+    /// This node's certificate (PEM), signed by the cluster's CA and naming
+    /// node-<id>.<cluster-id> (`tenure cert` makes one); for peers and the HTTP API.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// The cluster's CA certificate (PEM): peers must present a certificate it signed.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// Run without TLS: peer connections and the HTTP API are neither encrypted nor
+    /// authenticated, and anyone who reaches the peer port can vote as any node.
+    /// For development on one machine only.
+    #[arg(long)]
+    pub insecure_no_tls: bool,
 }
 
 /// The config file's contents; every key optional.
@@ -104,6 +127,10 @@ struct FileConfig {
     protocol: Option<ProtocolKind>,
     round_trip_ms: Option<u64>,
     log_format: Option<LogFormat>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    insecure_no_tls: Option<bool>,
 }
 
 /// Everything `tenure server` needs, resolved and checked.
@@ -135,13 +162,15 @@ impl ServerArgs {
             .election_timeout_ms
             .or(file.election_timeout_ms)
             .unwrap_or(DEFAULT_ELECTION_TIMEOUT_MS);
+        let cluster_id = self
+            .cluster_id
+            .clone()
+            .or(file.cluster_id.clone())
+            .unwrap_or_else(|| DEFAULT_CLUSTER_ID.to_string());
+        let security = self.security(id, &cluster_id, &file)?;
         let node = NodeConfig {
             id,
-            cluster_id: self
-                .cluster_id
-                .clone()
-                .or(file.cluster_id)
-                .unwrap_or_else(|| DEFAULT_CLUSTER_ID.to_string()),
+            cluster_id,
             listen,
             peers,
             data_dir: self
@@ -153,6 +182,7 @@ impl ServerArgs {
             election_timeout: Duration::from_millis(election_timeout_ms),
             protocol: self.protocol.or(file.protocol).unwrap_or_default(),
             round_trip: self.round_trip_ms.or(file.round_trip_ms).map(Duration::from_millis),
+            security,
         };
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
@@ -194,6 +224,53 @@ impl ServerArgs {
             peers.push((id, listen));
         }
         Ok((listen, peers))
+    }
+
+    /// Mutual TLS with the three files, or no TLS when asked for explicitly;
+    /// anything else is an error that says how to make certificates or opt out.
+    fn security(
+        &self,
+        id: NodeId,
+        cluster_id: &str,
+        file: &FileConfig,
+    ) -> anyhow::Result<Security> {
+        let cert = self.tls_cert.clone().or(file.tls_cert.clone());
+        let key = self.tls_key.clone().or(file.tls_key.clone());
+        let ca = self.tls_ca.clone().or(file.tls_ca.clone());
+        let insecure = self.insecure_no_tls || file.insecure_no_tls.unwrap_or(false);
+        let given: Vec<&str> = [(&cert, "--tls-cert"), (&key, "--tls-key"), (&ca, "--tls-ca")]
+            .iter()
+            .filter_map(|(v, flag)| v.is_some().then_some(*flag))
+            .collect();
+        match (cert, key, ca) {
+            (Some(cert), Some(key), Some(ca)) if !insecure => {
+                Ok(Security::MutualTls(TlsFiles { cert, key, ca }))
+            }
+            (None, None, None) if insecure => Ok(Security::InsecureNoTls),
+            _ if insecure => bail!(
+                "--insecure-no-tls (insecure_no_tls) and {} are both given: choose TLS or none",
+                given.join(", ")
+            ),
+            (None, None, None) => bail!(
+                "no TLS certificate: peer connections and the HTTP API use mutual TLS. Make a CA \
+                 and node certificates with `tenure cert --out certs --nodes 1,2,3 --cluster-id \
+                 {cluster_id}` and start this node with --tls-cert certs/node-{id}.pem --tls-key \
+                 certs/node-{id}-key.pem --tls-ca certs/ca.pem (config file: tls_cert, tls_key, \
+                 tls_ca). For development on one machine only, --insecure-no-tls \
+                 (insecure_no_tls = true) runs without TLS"
+            ),
+            _ => {
+                let missing: Vec<&str> = ["--tls-cert", "--tls-key", "--tls-ca"]
+                    .into_iter()
+                    .filter(|f| !given.contains(f))
+                    .collect();
+                bail!(
+                    "TLS needs --tls-cert, --tls-key and --tls-ca (tls_cert, tls_key, tls_ca in the \
+                     config file); missing {}",
+                    missing.join(" and ")
+                )
+            }
+        }
     }
 
     /// The HTTP API's address: `--http`, or 127.0.0.1 on port 8000 + id.
@@ -304,7 +381,7 @@ mod tests {
     use std::io::Write;
 
     fn args(id: u64) -> ServerArgs {
-        ServerArgs { id: Some(id), ..ServerArgs::default() }
+        ServerArgs { id: Some(id), insecure_no_tls: true, ..ServerArgs::default() }
     }
 
     #[test]
@@ -371,7 +448,7 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         writeln!(
             f,
-            "id = 2\ncluster_id = \"prod\"\npeers = [\"1=127.0.0.1:9001\", \"2=127.0.0.1:9002\", \"3=127.0.0.1:9003\"]\nheartbeat_ms = 50\nelection_timeout_ms = 500\nlog_format = \"json\"\nhttp = \"127.0.0.1:9102\""
+            "id = 2\ncluster_id = \"prod\"\npeers = [\"1=127.0.0.1:9001\", \"2=127.0.0.1:9002\", \"3=127.0.0.1:9003\"]\nheartbeat_ms = 50\nelection_timeout_ms = 500\nlog_format = \"json\"\nhttp = \"127.0.0.1:9102\"\ninsecure_no_tls = true"
         )
         .unwrap();
         let mut a = ServerArgs { config: Some(f.path().to_path_buf()), ..ServerArgs::default() };
@@ -387,6 +464,44 @@ mod tests {
         let s = a.resolve().unwrap();
         assert_eq!(s.node.heartbeat_interval, Duration::from_millis(20));
         assert_eq!(s.node.cluster_id, "other");
+    }
+
+    #[test]
+    fn tls_needs_three_files_or_an_explicit_opt_out() {
+        let mut a = ServerArgs { id: Some(2), ..ServerArgs::default() };
+        let err = refused(&a);
+        assert!(err.contains("no TLS certificate") && err.contains("tenure cert"), "{err}");
+        assert!(err.contains("certs/node-2.pem") && err.contains("--insecure-no-tls"), "{err}");
+
+        a.tls_cert = Some("n.pem".into());
+        let err = refused(&a);
+        assert!(err.contains("missing --tls-key and --tls-ca"), "{err}");
+        a.tls_key = Some("n-key.pem".into());
+        a.tls_ca = Some("ca.pem".into());
+        let s = a.resolve().unwrap();
+        let files = TlsFiles { cert: "n.pem".into(), key: "n-key.pem".into(), ca: "ca.pem".into() };
+        assert_eq!(s.node.security, Security::MutualTls(files));
+
+        a.insecure_no_tls = true;
+        let err = refused(&a);
+        assert!(err.contains("choose TLS or none"), "{err}");
+        assert_eq!(args(1).resolve().unwrap().node.security, Security::InsecureNoTls);
+
+        // With TLS the cluster id names nodes in certificates.
+        let mut a = ServerArgs { insecure_no_tls: false, ..a };
+        a.cluster_id = Some("prod db".into());
+        let err = refused(&a);
+        assert!(err.contains("must be a DNS name") && err.contains("--cluster-id"), "{err}");
+    }
+
+    #[test]
+    fn tls_files_come_from_the_config_file_too() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "id = 1\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\ntls_ca = \"ca.pem\"")
+            .unwrap();
+        let a = ServerArgs { config: Some(f.path().to_path_buf()), ..ServerArgs::default() };
+        let files = TlsFiles { cert: "c.pem".into(), key: "k.pem".into(), ca: "ca.pem".into() };
+        assert_eq!(a.resolve().unwrap().node.security, Security::MutualTls(files));
     }
 
     #[test]

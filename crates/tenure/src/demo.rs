@@ -55,6 +55,10 @@ pub struct DemoArgs {
     /// Election protocol of the servers: raft, ranked or paxos.
     #[arg(long, default_value = "raft", value_name = "NAME")]
     pub protocol: tenure_core::ProtocolKind,
+    /// Run the servers without TLS (by default the demo makes a CA and node
+    /// certificates in its temporary directory and uses mutual TLS and HTTPS).
+    #[arg(long)]
+    pub insecure_no_tls: bool,
 }
 
 /// The live view: prints a line whenever any node's role, term or leader changes.
@@ -122,6 +126,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         dir_prefix: "tenure-demo-",
         cluster_id: "tenure-demo",
         protocol: args.protocol,
+        tls: !args.insecure_no_tls,
     })?;
     let started = Instant::now();
     let script = script(&mut cluster, &args, started);
@@ -168,7 +173,7 @@ async fn script(
     args: &DemoArgs,
     started: Instant,
 ) -> anyhow::Result<()> {
-    let mut demo = Demo::new(cluster, args);
+    let mut demo = Demo::new(cluster, args)?;
     demo.start_servers(args)?;
     let live = tokio::spawn(live_view(demo.client.clone(), demo.endpoints.clone(), started));
     let _stop_live = AbortOnDrop(live);
@@ -207,16 +212,16 @@ struct Demo<'a> {
 }
 
 impl<'a> Demo<'a> {
-    fn new(cluster: &'a mut TenureCluster, args: &DemoArgs) -> Self {
+    fn new(cluster: &'a mut TenureCluster, args: &DemoArgs) -> anyhow::Result<Self> {
         let endpoints = (0..cluster.servers.len()).map(|i| cluster.endpoint(i)).collect();
         let timeout = Duration::from_millis(args.election_timeout_ms);
-        Demo {
+        Ok(Demo {
+            client: cluster.client()?,
             cluster,
-            client: Client::default(),
             endpoints,
             election_timeout_ms: args.election_timeout_ms,
             election_bound: timeout * 5 + STARTUP_TIMEOUT,
-        }
+        })
     }
 
     /// Every node but `i`, and their endpoints.
@@ -235,6 +240,14 @@ impl<'a> Demo<'a> {
             args.election_timeout_ms,
             self.cluster.dir.path().display()
         );
+        match self.cluster.ca() {
+            Some(ca) => println!(
+                "    mutual TLS between the servers, HTTPS for their API; certificates made by \
+                 `tenure cert` in {}",
+                ca.parent().unwrap_or(ca).display()
+            ),
+            None => println!("    WITHOUT TLS (--insecure-no-tls)"),
+        }
         for (i, endpoint) in self.endpoints.iter().enumerate() {
             self.cluster.start(i)?;
             println!(

@@ -1,5 +1,6 @@
 //! Local clusters of child processes on loopback, shared by `tenure demo` and
-//! `tenure bench`: free-picked ports, temporary data directories, log files,
+//! `tenure bench`: free-picked ports, temporary data directories, a CA and
+//! node certificates made for the run (TLS unless asked otherwise), log files,
 //! signals, bounded waits, and cleanup on drop.
 //!
 //! Every child runs in its own process group, so a Ctrl-C in the terminal
@@ -19,7 +20,9 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use tenure_core::ProtocolKind;
+use tenure_core::{NodeId, ProtocolKind};
+use tenure_node::tls::certgen::{self, CertRequest};
+use tenure_node::TlsFiles;
 use tokio::time::{sleep, Instant};
 
 /// Lines of each process's log shown when a run fails.
@@ -154,6 +157,9 @@ pub struct TenureSettings {
     pub cluster_id: &'static str,
     /// `--protocol` of the servers.
     pub protocol: ProtocolKind,
+    /// Mutual TLS between the servers and HTTPS for their API, with a CA and
+    /// certificates made in the temporary directory; `false`: `--insecure-no-tls`.
+    pub tls: bool,
 }
 
 /// Local `tenure server` processes (this executable); dropping it kills them
@@ -165,6 +171,8 @@ pub struct TenureCluster {
     election_timeout_ms: u64,
     cluster_id: &'static str,
     protocol: ProtocolKind,
+    /// Each server's TLS files, by index (empty without TLS).
+    tls: Vec<TlsFiles>,
     /// The servers, in peer-list order.
     pub servers: Vec<TenureServer>,
     /// Data directories and logs. Declared last: dropped after the children are dead.
@@ -197,6 +205,16 @@ impl TenureCluster {
             .map(|s| format!("{}=127.0.0.1:{}", s.id, s.peer_port))
             .collect::<Vec<_>>()
             .join(",");
+        let tls = match settings.tls {
+            true => {
+                let ids = servers.iter().map(|s| NodeId(s.id));
+                let request = CertRequest::new(settings.cluster_id, ids);
+                let made = certgen::generate(&dir.path().join("certs"), &request)
+                    .context("cannot make the cluster's certificates")?;
+                made.nodes.into_iter().map(|(_, files)| files).collect()
+            }
+            false => Vec::new(),
+        };
         Ok(TenureCluster {
             exe,
             peers,
@@ -204,14 +222,26 @@ impl TenureCluster {
             election_timeout_ms: settings.election_timeout_ms,
             cluster_id: settings.cluster_id,
             protocol: settings.protocol,
+            tls,
             servers,
             dir,
         })
     }
 
-    /// The HTTP API of server `i`.
+    /// The CA of the servers' certificates (None without TLS).
+    pub fn ca(&self) -> Option<&std::path::Path> {
+        self.tls.first().map(|f| f.ca.as_path())
+    }
+
+    /// A client of the servers' API (trusting their CA).
+    pub fn client(&self) -> anyhow::Result<Client> {
+        Client::new(self.ca())
+    }
+
+    /// The HTTP API of server `i` (https with TLS).
     pub fn endpoint(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.servers[i].http_port)
+        let scheme = if self.tls.is_empty() { "http" } else { "https" };
+        format!("{scheme}://127.0.0.1:{}", self.servers[i].http_port)
     }
 
     /// Every server's HTTP API, in order.
@@ -235,6 +265,16 @@ impl TenureCluster {
             .args(["--election-timeout-ms", &self.election_timeout_ms.to_string()])
             .args(["--cluster-id", self.cluster_id])
             .args(["--protocol", self.protocol.as_str()]);
+        match self.tls.get(i) {
+            Some(files) => {
+                command.arg("--tls-cert").arg(&files.cert);
+                command.arg("--tls-key").arg(&files.key);
+                command.arg("--tls-ca").arg(&files.ca);
+            }
+            None => {
+                command.arg("--insecure-no-tls");
+            }
+        }
         self.servers[i].proc.spawn(command)
     }
 

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 mod bench;
+mod cert;
 mod client;
 mod config;
 mod demo;
@@ -39,6 +40,8 @@ enum Command {
     Watch(client::WatchArgs),
     /// Hand leadership to another node.
     Transfer(client::TransferArgs),
+    /// Make a CA and node certificates for a cluster (TLS for peers and the HTTP API).
+    Cert(cert::CertArgs),
     /// Start a local cluster, kill its leader, and show the failover.
     Demo(demo::DemoArgs),
     /// Run the deterministic simulator against the real election core.
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => block_on(demo::run(args)),
         Command::Bench(args) => block_on(bench::run(args)),
         Command::Burn(args) => return bench::soak::burn(args),
+        Command::Cert(args) => cert::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,8 +1,9 @@
-//! A small JSON-over-HTTP client for the tenure API, used by the CLI and the demo.
+//! A small JSON-over-HTTP(S) client for the tenure API, used by the CLI and the demo.
 //!
-//! Built on hyper directly: it is already in the tree through axum, the API is
-//! plain HTTP (no TLS stack to carry), and the client needs only GET, POST and
-//! a streaming body for Server-Sent Events.
+//! Built on hyper directly: it is already in the tree through axum, and the
+//! client needs only GET, POST and a streaming body for Server-Sent Events.
+//! HTTPS goes through rustls (hyper-rustls), trusting only the cluster's CA
+//! (`--cacert`), never the system's roots.
 
 use crate::api::{ErrorBody, LeadershipBody, StatusBody};
 use anyhow::{anyhow, bail, Context};
@@ -10,11 +11,14 @@ use futures_util::StreamExt;
 use http_body_util::{BodyExt, BodyStream, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode, Uri};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
+use std::path::Path;
 use std::time::Duration;
+use tokio_rustls::rustls;
 
 /// How long one request may take before the endpoint counts as unreachable.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -23,43 +27,101 @@ const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// Longest SSE line accepted before the stream is considered broken.
 const MAX_SSE_LINE_BYTES: usize = 64 * 1024;
 
-/// A pooled HTTP client (keep-alive, so fast polling reuses connections).
-#[derive(Clone)]
-pub struct Client {
-    inner: HyperClient<HttpConnector, Full<Bytes>>,
+/// The connector of every client: TCP with TCP_NODELAY and a connect
+/// timeout, TLS for `https://` URLs trusting `roots` only.
+pub fn connector(roots: rustls::RootCertStore) -> HttpsConnector<HttpConnector> {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(REQUEST_TIMEOUT));
+    http.enforce_http(false);
+    let tls = rustls::ClientConfig::builder_with_provider(tenure_node::tls::provider())
+        .with_safe_default_protocol_versions()
+        .expect("the ring provider supports the default TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http)
 }
 
-impl Default for Client {
-    fn default() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(REQUEST_TIMEOUT));
-        Client { inner: HyperClient::builder(TokioExecutor::new()).build(connector) }
+/// The CA certificates of `cacert` (none without a file: then only
+/// `http://` endpoints work).
+pub fn roots(cacert: Option<&Path>) -> anyhow::Result<rustls::RootCertStore> {
+    match cacert {
+        Some(path) => Ok(tenure_node::tls::read_roots(path)?),
+        None => Ok(rustls::RootCertStore::empty()),
     }
 }
 
-/// Normalises an endpoint: adds `http://` when missing, drops a trailing `/`.
-pub fn normalize_endpoint(endpoint: &str) -> anyhow::Result<String> {
+/// A pooled HTTP(S) client (keep-alive, so fast polling reuses connections).
+#[derive(Clone)]
+pub struct Client {
+    inner: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    https: bool,
+}
+
+impl Default for Client {
+    /// A client for `http://` endpoints only.
+    fn default() -> Self {
+        Client {
+            inner: HyperClient::builder(TokioExecutor::new())
+                .build(connector(rustls::RootCertStore::empty())),
+            https: false,
+        }
+    }
+}
+
+impl Client {
+    /// A client that trusts the CA certificate(s) in `cacert` for `https://`
+    /// endpoints (the servers' TLS, made by `tenure cert`), or a plain HTTP
+    /// client without one.
+    pub fn new(cacert: Option<&Path>) -> anyhow::Result<Self> {
+        let roots = roots(cacert)?;
+        Ok(Client {
+            inner: HyperClient::builder(TokioExecutor::new()).build(connector(roots)),
+            https: cacert.is_some(),
+        })
+    }
+
+    /// True if it can talk HTTPS (it was given a CA): endpoints without a
+    /// scheme are then `https://`.
+    pub fn https(&self) -> bool {
+        self.https
+    }
+}
+
+/// Normalises an endpoint: adds the scheme when missing (`https://` if
+/// `https`, else `http://`), drops a trailing `/`.
+pub fn normalize_endpoint(endpoint: &str, https: bool) -> anyhow::Result<String> {
     let e = endpoint.trim().trim_end_matches('/');
     if e.is_empty() {
         bail!("empty endpoint");
     }
-    if e.starts_with("https://") {
+    if e.starts_with("https://") && !https {
         bail!(
-            "{e}: https is not supported; the tenure API is plain HTTP (put a TLS proxy in front)"
+            "{e}: https needs the cluster's CA certificate to check the server's: give \
+             --cacert FILE (or set TENURE_CACERT)"
         );
     }
-    let e = if e.starts_with("http://") { e.to_string() } else { format!("http://{e}") };
+    let e = if e.starts_with("http://") || e.starts_with("https://") {
+        e.to_string()
+    } else if https {
+        format!("https://{e}")
+    } else {
+        format!("http://{e}")
+    };
     e.parse::<Uri>().map_err(|err| anyhow!("{endpoint}: not a URL ({err})"))?;
     Ok(e)
 }
 
-/// Parses a comma-separated endpoint list.
-pub fn parse_endpoints(list: &str) -> anyhow::Result<Vec<String>> {
+/// Parses a comma-separated endpoint list (`https` as in [`normalize_endpoint`]).
+pub fn parse_endpoints(list: &str, https: bool) -> anyhow::Result<Vec<String>> {
     let endpoints = list
         .split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(normalize_endpoint)
+        .map(|e| normalize_endpoint(e, https))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if endpoints.is_empty() {
         bail!("no endpoints given");
@@ -202,10 +264,15 @@ mod tests {
     #[test]
     fn endpoints_are_normalised() {
         assert_eq!(
-            parse_endpoints("127.0.0.1:8001, http://127.0.0.1:8002/").unwrap(),
+            parse_endpoints("127.0.0.1:8001, http://127.0.0.1:8002/", false).unwrap(),
             vec!["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
         );
-        assert!(parse_endpoints("https://x:1").is_err());
-        assert!(parse_endpoints(" , ").is_err());
+        assert_eq!(
+            parse_endpoints("127.0.0.1:8001,https://h:2,http://h:3", true).unwrap(),
+            vec!["https://127.0.0.1:8001", "https://h:2", "http://h:3"]
+        );
+        let err = parse_endpoints("https://x:1", false).unwrap_err().to_string();
+        assert!(err.contains("--cacert"), "{err}");
+        assert!(parse_endpoints(" , ", true).is_err());
     }
 }

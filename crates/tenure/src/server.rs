@@ -12,6 +12,7 @@ use std::net::TcpListener;
 use tenure_core::NodeId;
 use tenure_node::{NodeConfig, StartError};
 use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
 /// What a server runs with.
@@ -48,7 +49,8 @@ pub enum ServerError {
     },
 }
 
-/// Runs a node on `peer_listener` and its HTTP API on `http_listener` until
+/// Runs a node on `peer_listener` and its HTTP API on `http_listener` (HTTPS
+/// with the node's certificate, unless the node runs without TLS) until
 /// `shutdown` completes or the node is asked to stop; then the node cedes
 /// leadership if it leads (while the API still answers, so clients can watch
 /// the handover), stops, and the HTTP server closes its connections.
@@ -69,10 +71,21 @@ pub async fn run(
         .await
         .map_err(|source| ServerError::Node { id, source })?;
     let handle = node.handle();
+    // HTTPS with the node's own certificate; plain HTTP only in the insecure mode.
+    let tls = node.tls().map(|t| TlsAcceptor::from(t.https_server_config()));
+    if tls.is_none() {
+        warn!(
+            node = %id,
+            http = %http_addr,
+            "INSECURE: the HTTP API runs without TLS (insecure_no_tls); anyone who reaches it \
+             reads plain text. Use this on a development machine only"
+        );
+    }
     info!(
         node = %id,
         peer_addr = %node.peer_addr(),
         http = %http_addr,
+        https = tls.is_some(),
         peers = %peers,
         data_dir = %data_dir.display(),
         "tenure node started"
@@ -83,7 +96,7 @@ pub async fn run(
     let (stopping_tx, stopping) = watch::channel(false);
     let app = router(AppState::new(handle.clone(), metrics, stopping.clone()));
     let mut http_stop = stopping;
-    let http = tokio::spawn(http::serve(http_listener, app, limits, async move {
+    let http = tokio::spawn(http::serve(http_listener, app, limits, tls, async move {
         let _ = http_stop.wait_for(|s| *s).await;
     }));
 

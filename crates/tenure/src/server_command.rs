@@ -8,6 +8,8 @@ use std::future::Future;
 use std::net::TcpListener;
 use std::process::ExitCode;
 use tenure::server::{self, ServerConfig};
+use tenure_node::tls::TlsIdentity;
+use tenure_node::Security;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::info;
 
@@ -15,6 +17,11 @@ use tracing::info;
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let settings = args.resolve()?;
     logging::init(settings.log_format);
+    // The TLS files are checked before anything is bound: a certificate that
+    // cannot work takes no port (the node reads them again when it starts).
+    if let Security::MutualTls(files) = &settings.node.security {
+        TlsIdentity::load(files, &settings.node.cluster_id, settings.node.id)?;
+    }
     // Bind the API first: a port clash is then reported before the node joins
     // the cluster and starts voting.
     let http = TcpListener::bind(settings.http)

@@ -234,6 +234,7 @@ async fn stall_of_every_process_changes_no_leader(protocol: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_with_another_cluster_id_never_joins() {
+    // Its certificate, from the same CA, names its own cluster.
     intruder_never_joins(|s| s.cluster_id = "intruder".to_string()).await;
 }
 
@@ -242,8 +243,18 @@ async fn a_peer_running_another_protocol_never_joins() {
     intruder_never_joins(|s| s.protocol = "paxos".to_string()).await;
 }
 
-/// Node 3, changed by `configure`, must never join nodes 1 and 2.
-async fn intruder_never_joins(configure: impl FnOnce(&mut harness::TestServer)) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_without_tls_never_joins_and_both_sides_say_why() {
+    let c = intruder_never_joins(|s| s.tls = false).await;
+    let logs: String =
+        c.servers.iter().map(|s| std::fs::read_to_string(&s.log).unwrap_or_default()).collect();
+    assert!(logs.contains("requires TLS on peer connections"), "{logs}");
+    assert!(logs.contains("speaks TLS but this node runs without TLS"), "{logs}");
+}
+
+/// Node 3, changed by `configure`, must never join nodes 1 and 2; returns
+/// the cluster for more checks.
+async fn intruder_never_joins(configure: impl FnOnce(&mut harness::TestServer)) -> TestCluster {
     let _serial = serial().await;
     let n = 3;
     let mut c = TestCluster::new(n, HEARTBEAT_MS, TIMEOUT_MS);
@@ -297,6 +308,7 @@ async fn intruder_never_joins(configure: impl FnOnce(&mut harness::TestServer)) 
     }
     assert!(total > 0, "refused handshakes are counted as rejected");
     c.signal(2, Signal::SIGKILL);
+    c
 }
 
 async fn transfer_moves_leadership(protocol: &str) {
@@ -390,6 +402,7 @@ async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
     let endpoints = (0..n).map(|i| c.endpoint(i)).collect::<Vec<_>>().join(",");
     let out = std::process::Command::new(harness::exe())
         .args(["status", "--json", "--endpoints", &endpoints])
+        .env("TENURE_CACERT", c.ca())
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -400,6 +413,7 @@ async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
     let out = std::process::Command::new(harness::exe())
         .args(["transfer", "--endpoints", &endpoints])
         .args(["--to", &c.servers[follower].id.to_string()])
+        .env("TENURE_CACERT", c.ca())
         .output()
         .unwrap();
     assert!(
@@ -424,6 +438,7 @@ async fn watch_streams_the_current_leadership_then_changes() {
     let out_path = c.dir.path().join("watch.out");
     let mut watcher = std::process::Command::new(harness::exe())
         .args(["watch", "--count", "2", "--endpoints", &c.endpoint(follower)])
+        .env("TENURE_CACERT", c.ca())
         .stdout(std::fs::File::create(&out_path).unwrap())
         .spawn()
         .unwrap();

@@ -6,8 +6,8 @@
 mod inproc;
 
 use inproc::{
-    eventually, exchange, get, request, start_cluster, start_solo, status, trickle_until_closed,
-    wait_closed, Server,
+    eventually, exchange, get, request, start_cluster, start_cluster_with, start_solo, status,
+    trickle_until_closed, wait_closed, Server,
 };
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -284,4 +284,51 @@ async fn metrics_lists_every_family() {
     assert!(answer.body.contains("tenure_is_leader 1\n"), "{}", answer.body);
     assert!(answer.body.contains("tenure_elections_won_total 1\n"), "{}", answer.body);
     server.stop(STOP_BOUND).await.unwrap();
+}
+
+/// With TLS the API speaks HTTPS with the node's certificate: a client that
+/// trusts the CA gets answers, plain HTTP gets advice, and a client that
+/// never starts its TLS handshake is cut off at the header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_speaks_https_with_the_node_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits =
+        HttpLimits { header_read_timeout: Duration::from_millis(300), ..HttpLimits::default() };
+    let heartbeat = Duration::from_millis(20);
+    let mut server =
+        start_cluster_with(1, heartbeat, heartbeat * 10, limits, dir.path(), true).pop().unwrap();
+
+    let roots = tenure_node::tls::read_roots(&dir.path().join("certs/ca.pem")).unwrap();
+    let config =
+        tokio_rustls::rustls::ClientConfig::builder_with_provider(tenure_node::tls::provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let addr = server.http;
+    let leader = eventually("an answer over https", START_BOUND, || {
+        let connector = connector.clone();
+        async move {
+            let tcp = TcpStream::connect(addr).await.ok()?;
+            let name = tokio_rustls::rustls::pki_types::ServerName::from(addr.ip());
+            let mut tls = connector.connect(name, tcp).await.ok()?;
+            let answer = exchange(&mut tls, &get("/v1/status")).await?;
+            let s: serde_json::Value = serde_json::from_str(&answer.body).ok()?;
+            (answer.status == 200 && s["role"] == "leader").then_some(s)
+        }
+    })
+    .await;
+    assert_eq!(leader["id"], 1);
+
+    let plain = request(addr, &get("/v1/status")).await.expect("a plain answer");
+    assert_eq!(plain.status, 400);
+    assert!(plain.body.contains("HTTPS only"), "{}", plain.body);
+
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    let since = Instant::now();
+    wait_closed(&mut silent, Duration::from_secs(3)).await;
+    let took = since.elapsed();
+    assert!(took >= Duration::from_millis(250), "closed after {took:?}");
+    server.stop(STOP_BOUND).await.expect("the server stops cleanly");
 }

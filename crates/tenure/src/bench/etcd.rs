@@ -125,7 +125,7 @@ impl Etcd {
             election_timeout_ms,
             pre_vote,
             ids: Vec::new(),
-            fetch: Fetch::default(),
+            fetch: Fetch::new(None)?,
             dir,
         };
         for i in 0..nodes {

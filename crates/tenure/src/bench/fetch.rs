@@ -1,13 +1,15 @@
-//! Raw HTTP requests with a per-request timeout, for what the tenure API
+//! Raw HTTP(S) requests with a per-request timeout, for what the tenure API
 //! client does not cover: `/metrics` text and etcd's JSON gateway.
 
 use anyhow::{anyhow, Context};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode, Uri};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
+use std::path::Path;
 use std::time::Duration;
 
 /// Largest response body read (a status answer or a metrics page).
@@ -16,18 +18,16 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// A pooled keep-alive client: fast polling reuses its connections.
 #[derive(Clone)]
 pub struct Fetch {
-    inner: HyperClient<HttpConnector, Full<Bytes>>,
-}
-
-impl Default for Fetch {
-    fn default() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        Fetch { inner: HyperClient::builder(TokioExecutor::new()).build(connector) }
-    }
+    inner: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Fetch {
+    /// A client for http:// and, trusting `cacert`, https:// URLs.
+    pub fn new(cacert: Option<&Path>) -> anyhow::Result<Self> {
+        let connector = crate::rest::connector(crate::rest::roots(cacert)?);
+        Ok(Fetch { inner: HyperClient::builder(TokioExecutor::new()).build(connector) })
+    }
+
     /// Sends one request and reads the whole answer, all within `timeout`.
     pub async fn send(
         &self,

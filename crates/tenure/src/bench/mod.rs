@@ -99,6 +99,10 @@ pub struct FailoverArgs {
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Run the tenure servers without TLS (by default: mutual TLS between them and
+    /// HTTPS for their API, with certificates made for the run), to measure what TLS costs.
+    #[arg(long)]
+    insecure_no_tls: bool,
 }
 
 /// Runs `tenure bench`.
@@ -169,6 +173,8 @@ struct FailoverReport {
     stop: Stop,
     /// The election protocol of the tenure servers.
     protocol: tenure_core::ProtocolKind,
+    /// Whether the tenure servers ran with mutual TLS and HTTPS.
+    tls: bool,
     nodes: usize,
     heartbeat_ms: u64,
     election_timeout_ms: u64,
@@ -232,8 +238,13 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
     let stop = if args.graceful { Stop::Graceful } else { Stop::Kill };
 
     // Both clusters run for the whole run, so interleaved trials see the same machine.
-    let mut tenure =
-        Tenure::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms, args.protocol)?;
+    let mut tenure = Tenure::start_all(
+        args.nodes,
+        args.heartbeat_ms,
+        args.election_timeout_ms,
+        args.protocol,
+        !args.insecure_no_tls,
+    )?;
     let mut etcd = match with_etcd {
         true => Some(
             etcd::Etcd::start_all(
@@ -365,6 +376,7 @@ fn failover_report(
     FailoverReport {
         stop,
         protocol: args.protocol,
+        tls: !args.insecure_no_tls,
         nodes: args.nodes,
         heartbeat_ms: args.heartbeat_ms,
         election_timeout_ms: args.election_timeout_ms,
@@ -405,7 +417,7 @@ fn with_logs<S: System>(e: anyhow::Error, sys: &S) -> anyhow::Error {
 
 fn print_text(r: &FailoverReport, plot: Option<&std::path::Path>) {
     println!(
-        "{} failover, {} nodes, heartbeat {} ms, election timeout {} ms, tenure protocol {}",
+        "{} failover, {} nodes, heartbeat {} ms, election timeout {} ms, tenure protocol {}, {}",
         match r.stop {
             Stop::Kill => "SIGKILL",
             Stop::Graceful => "SIGTERM (graceful)",
@@ -413,7 +425,8 @@ fn print_text(r: &FailoverReport, plot: Option<&std::path::Path>) {
         r.nodes,
         r.heartbeat_ms,
         r.election_timeout_ms,
-        r.protocol
+        r.protocol,
+        if r.tls { "TLS" } else { "no TLS" }
     );
     println!("detector: {}", r.detector);
     println!(

@@ -3,11 +3,10 @@
 //! `/v1/watch` on every node; counts leader changes, which should be zero.
 
 use super::failover::{wait_stable, Timing};
-use super::fetch::{metric_value, Fetch};
+use super::fetch::metric_value;
 use super::system::{keep_logs, System, Tenure};
 use crate::api::LeadershipBody;
 use crate::local_cluster::{temp_dir, Proc};
-use crate::rest::Client;
 use anyhow::{bail, Context};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -66,6 +65,10 @@ pub struct SoakArgs {
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Run the servers without TLS (by default: mutual TLS and HTTPS, with
+    /// certificates made for the run).
+    #[arg(long)]
+    insecure_no_tls: bool,
 }
 
 /// Flags of the hidden `tenure burn`.
@@ -186,7 +189,7 @@ struct SoakReport {
 }
 
 async fn counter_sum(tenure: &Tenure, nodes: usize, name: &str) -> Option<u64> {
-    let fetch = Fetch::default();
+    let fetch = tenure.fetch();
     let mut sum = 0;
     for i in 0..nodes {
         let text = fetch
@@ -237,8 +240,13 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<ExitCode> {
         heartbeat: Duration::from_millis(args.heartbeat_ms),
         election_timeout: Duration::from_millis(args.election_timeout_ms),
     };
-    let tenure =
-        Tenure::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms, args.protocol)?;
+    let tenure = Tenure::start_all(
+        args.nodes,
+        args.heartbeat_ms,
+        args.election_timeout_ms,
+        args.protocol,
+        !args.insecure_no_tls,
+    )?;
     let all: Vec<usize> = (0..args.nodes).collect();
     wait_stable(&tenure, &all, timing).await.context("the cluster did not elect a leader")?;
     let before = Counters::scrape(&tenure, args.nodes).await;
@@ -306,8 +314,8 @@ impl Watch {
         for i in 0..nodes {
             let (tx, endpoint, dropped) =
                 (tx.clone(), tenure.endpoint(i).to_string(), dropped.clone());
+            let client = tenure.client();
             tasks.push(AbortOnDrop(tokio::spawn(async move {
-                let client = Client::default();
                 loop {
                     let _ = client
                         .watch(&endpoint, |e| {

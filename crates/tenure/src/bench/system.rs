@@ -80,12 +80,14 @@ pub struct Tenure {
 }
 
 impl Tenure {
-    /// Starts `nodes` servers with the given timings.
+    /// Starts `nodes` servers with the given timings (with mutual TLS and
+    /// HTTPS unless `tls` is false).
     pub fn start_all(
         nodes: usize,
         heartbeat_ms: u64,
         election_timeout_ms: u64,
         protocol: tenure_core::ProtocolKind,
+        tls: bool,
     ) -> anyhow::Result<Self> {
         let mut cluster = TenureCluster::new(&TenureSettings {
             nodes,
@@ -94,17 +96,29 @@ impl Tenure {
             dir_prefix: "tenure-bench-",
             cluster_id: "tenure-bench",
             protocol,
+            tls,
         })?;
         for i in 0..nodes {
             cluster.start(i)?;
         }
         let endpoints = cluster.endpoints();
-        Ok(Tenure { cluster, endpoints, client: Client::default(), fetch: Fetch::default() })
+        let (client, fetch) = (cluster.client()?, Fetch::new(cluster.ca())?);
+        Ok(Tenure { cluster, endpoints, client, fetch })
     }
 
     /// Node `i`'s HTTP API.
     pub fn endpoint(&self, i: usize) -> &str {
         &self.endpoints[i]
+    }
+
+    /// A client of the servers' API.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// A raw client trusting the servers' CA.
+    pub fn fetch(&self) -> Fetch {
+        self.fetch.clone()
     }
 }
 

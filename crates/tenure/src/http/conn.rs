@@ -23,7 +23,6 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit};
 use tokio::time::{sleep_until, timeout, Instant};
 use tower::ServiceExt;
@@ -97,11 +96,16 @@ impl ConnTimer {
     }
 }
 
+/// A connection's byte stream: TCP, or TLS over TCP.
+pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for S {}
+
 /// Serves one admitted connection until it closes, a timeout passes, or the
 /// server closes (`closing`: requests in progress finish, then it closes).
 /// The permit (a slot of the connection cap) is released when this returns.
 pub(super) async fn serve(
-    stream: TcpStream,
+    stream: impl Stream,
     remote: SocketAddr,
     app: Router,
     limits: HttpLimits,
@@ -160,7 +164,7 @@ pub(super) async fn serve(
 /// Answers a connection over the cap with 503 and closes it; bounded by the
 /// header read timeout. The permit bounds the refusals in progress.
 pub(super) async fn refuse(
-    stream: TcpStream,
+    stream: impl Stream,
     remote: SocketAddr,
     limits: HttpLimits,
     _refusal: OwnedSemaphorePermit,
@@ -192,12 +196,12 @@ async fn sleep_until_some(at: Option<Instant>) {
 }
 
 /// The socket: its first byte after an idle spell starts a request's headers.
-struct TimedIo {
-    stream: TcpStream,
+struct TimedIo<S> {
+    stream: S,
     timer: Arc<ConnTimer>,
 }
 
-impl AsyncRead for TimedIo {
+impl<S: Stream> AsyncRead for TimedIo<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -212,7 +216,7 @@ impl AsyncRead for TimedIo {
     }
 }
 
-impl AsyncWrite for TimedIo {
+impl<S: Stream> AsyncWrite for TimedIo<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

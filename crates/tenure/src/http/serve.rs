@@ -1,28 +1,39 @@
 //! The accept loop: admits connections up to the cap, refuses the rest at
-//! once, and closes gracefully on shutdown.
+//! once, and closes gracefully on shutdown. With TLS, each connection's
+//! handshake runs in its own task, bounded by the header read timeout.
 
 use super::conn;
 use super::limits::{HttpLimits, MAX_REFUSALS, SHUTDOWN_GRACE};
 use axum::Router;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::{sleep, timeout};
+use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
 /// Pause after a failed `accept` (e.g. out of file descriptors).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
+/// The first byte of a TLS connection (a handshake record).
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+/// The body of the answer to plain HTTP on the HTTPS port, so that
+/// `curl http://...` says what to do instead of failing with a TLS error.
+const PLAIN_HTTP_ERROR: &str =
+    r#"{"error":"this server speaks HTTPS only: use https:// (and --cacert for its CA)"}"#;
 
-/// Serves `app` on `listener` within `limits` until `shutdown` completes;
-/// then stops accepting, lets requests in progress finish for at most
-/// [`SHUTDOWN_GRACE`] and closes every connection.
+/// Serves `app` on `listener` within `limits` (over TLS with `tls`) until
+/// `shutdown` completes; then stops accepting, lets requests in progress
+/// finish for at most [`SHUTDOWN_GRACE`] and closes every connection.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: HttpLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -36,12 +47,13 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => match slots.clone().try_acquire_owned() {
                     Ok(slot) => {
-                        let app = app.clone();
-                        conns.spawn(conn::serve(stream, remote, app, limits, closing.clone(), slot));
+                        let admitted = Admitted { remote, limits, tls: tls.clone(), permit: slot };
+                        conns.spawn(admitted.serve(stream, app.clone(), closing.clone()));
                     }
                     Err(_) => match refusals.clone().try_acquire_owned() {
                         Ok(refusal) => {
-                            conns.spawn(conn::refuse(stream, remote, limits, refusal));
+                            let admitted = Admitted { remote, limits, tls: tls.clone(), permit: refusal };
+                            conns.spawn(admitted.refuse(stream));
                         }
                         Err(_) => debug!(%remote, "HTTP connection dropped: too many connections"),
                     },
@@ -61,4 +73,82 @@ pub async fn serve(
         warn!("HTTP connections still open after {SHUTDOWN_GRACE:?}; closing them");
     }
     conns.shutdown().await;
+}
+
+/// An accepted connection holding a permit (a slot, or a refusal's).
+struct Admitted {
+    remote: SocketAddr,
+    limits: HttpLimits,
+    tls: Option<TlsAcceptor>,
+    permit: OwnedSemaphorePermit,
+}
+
+impl Admitted {
+    /// Serves the connection (after the TLS handshake, with TLS).
+    async fn serve(self, stream: TcpStream, app: Router, closing: watch::Receiver<bool>) {
+        let Admitted { remote, limits, tls, permit } = self;
+        match tls {
+            None => conn::serve(stream, remote, app, limits, closing, permit).await,
+            Some(acceptor) => {
+                if let Some(tls) = handshake(acceptor, stream, remote, limits).await {
+                    conn::serve(tls, remote, app, limits, closing, permit).await;
+                }
+            }
+        }
+    }
+
+    /// Refuses the connection with 503 (after the TLS handshake, with TLS).
+    async fn refuse(self, stream: TcpStream) {
+        let Admitted { remote, limits, tls, permit } = self;
+        match tls {
+            None => conn::refuse(stream, remote, limits, permit).await,
+            Some(acceptor) => {
+                if let Some(tls) = handshake(acceptor, stream, remote, limits).await {
+                    conn::refuse(tls, remote, limits, permit).await;
+                }
+            }
+        }
+    }
+}
+
+/// The server side of the TLS handshake, within the header read timeout. A
+/// client speaking plain HTTP gets a plain 400 that says to use https.
+async fn handshake(
+    acceptor: TlsAcceptor,
+    mut stream: TcpStream,
+    remote: SocketAddr,
+    limits: HttpLimits,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let bound = limits.header_read_timeout;
+    let handshake = async {
+        let mut first = [0u8; 1];
+        if stream.peek(&mut first).await.ok()? == 0 {
+            return None;
+        }
+        if first[0] != TLS_HANDSHAKE_RECORD {
+            debug!(%remote, "plain HTTP on the HTTPS port: answered 400");
+            let answer = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+                 connection: close\r\ncontent-length: {}\r\n\r\n{PLAIN_HTTP_ERROR}",
+                PLAIN_HTTP_ERROR.len()
+            );
+            let _ = stream.write_all(answer.as_bytes()).await;
+            let _ = stream.shutdown().await;
+            return None;
+        }
+        match acceptor.accept(stream).await {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                debug!(%remote, error = %e, "HTTPS connection: the TLS handshake failed");
+                None
+            }
+        }
+    };
+    match timeout(bound, handshake).await {
+        Ok(tls) => tls,
+        Err(_) => {
+            debug!(%remote, "HTTPS connection: no TLS handshake within {bound:?}");
+            None
+        }
+    }
 }

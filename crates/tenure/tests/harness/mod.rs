@@ -1,12 +1,15 @@
 //! A cluster of real `tenure server` processes on loopback, driven from the
-//! outside through the HTTP API. Dropping a [`TestCluster`] kills every child
-//! (also when a test panics) and removes the data directories.
+//! outside through the HTTP API. The servers run with mutual TLS and HTTPS,
+//! with certificates made by `tenure cert` in the cluster's directory, unless
+//! a test turns TLS off. Dropping a [`TestCluster`] kills every child (also
+//! when a test panics) and removes the data directories.
 
 #![allow(dead_code)]
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -14,9 +17,11 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 use std::fs::File;
+use std::path::Path;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+use tokio_rustls::rustls;
 
 /// Process tests share two cores; running them one at a time keeps their
 /// timing assertions meaningful. (An async mutex: the guard is held across
@@ -48,6 +53,8 @@ pub struct TestServer {
     pub cluster_id: String,
     /// The election protocol (`--protocol`).
     pub protocol: String,
+    /// Mutual TLS and HTTPS (false: `--insecure-no-tls`).
+    pub tls: bool,
     child: Option<Child>,
 }
 
@@ -57,9 +64,42 @@ pub struct TestCluster {
     pub peers: String,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: u64,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     // Last: removed after the children are dead.
     pub dir: tempfile::TempDir,
+}
+
+/// The cluster id of the test clusters.
+pub const CLUSTER: &str = "test";
+
+/// Runs `tenure cert` with `args`; panics with its output if it fails.
+pub fn tenure_cert(args: &[&str]) {
+    let out = Command::new(exe()).arg("cert").args(args).output().expect("run tenure cert");
+    assert!(
+        out.status.success(),
+        "tenure cert {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An HTTP(S) client trusting the CA in `ca`.
+pub fn https_client(ca: &Path) -> Client<HttpsConnector<HttpConnector>, Full<Bytes>> {
+    let roots = tenure_node::tls::read_roots(ca).expect("the test CA");
+    let tls = rustls::ClientConfig::builder_with_provider(tenure_node::tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.enforce_http(false);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Client::builder(TokioExecutor::new()).build(connector)
 }
 
 /// Distinct free loopback ports (all listeners held until every port is picked).
@@ -84,8 +124,9 @@ impl TestCluster {
                     http_port: ports[2 * i + 1],
                     data_dir: dir.path().join(format!("node-{id}")),
                     log: dir.path().join(format!("node-{id}.log")),
-                    cluster_id: "test".to_string(),
+                    cluster_id: CLUSTER.to_string(),
                     protocol: "raft".to_string(),
+                    tls: true,
                     child: None,
                 }
             })
@@ -95,16 +136,51 @@ impl TestCluster {
             .map(|s| format!("{}=127.0.0.1:{}", s.id, s.peer_port))
             .collect::<Vec<_>>()
             .join(",");
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        TestCluster {
-            servers,
-            peers,
-            heartbeat_ms,
-            election_timeout_ms,
-            client: Client::builder(TokioExecutor::new()).build(connector),
-            dir,
+        let nodes = (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let certs = dir.path().join("certs");
+        tenure_cert(&[
+            "--out",
+            certs.to_str().unwrap(),
+            "--nodes",
+            &nodes,
+            "--cluster-id",
+            CLUSTER,
+        ]);
+        let client = https_client(&certs.join("ca.pem"));
+        TestCluster { servers, peers, heartbeat_ms, election_timeout_ms, client, dir }
+    }
+
+    /// The CA of every server's certificate.
+    pub fn ca(&self) -> PathBuf {
+        self.dir.path().join("certs/ca.pem")
+    }
+
+    /// Server `i`'s certificate and key, for its cluster id: made by
+    /// `tenure cert` with the cluster's CA when the cluster id is not the
+    /// cluster's (an intruder's).
+    fn tls_files(&self, i: usize) -> (PathBuf, PathBuf) {
+        let s = &self.servers[i];
+        let dir = match s.cluster_id.as_str() {
+            CLUSTER => self.dir.path().join("certs"),
+            other => self.dir.path().join(format!("certs-{other}")),
+        };
+        let cert = dir.join(format!("node-{}.pem", s.id));
+        if !cert.exists() {
+            std::fs::create_dir_all(&dir).unwrap();
+            for f in ["ca.pem", "ca-key.pem"] {
+                std::fs::copy(self.dir.path().join("certs").join(f), dir.join(f)).unwrap();
+            }
+            let id = s.id.to_string();
+            tenure_cert(&[
+                "--out",
+                dir.to_str().unwrap(),
+                "--nodes",
+                &id,
+                "--cluster-id",
+                &s.cluster_id,
+            ]);
         }
+        (cert, dir.join(format!("node-{}-key.pem", s.id)))
     }
 
     /// Prepares and starts `n` servers.
@@ -131,8 +207,16 @@ impl TestCluster {
     pub fn spawn(&mut self, i: usize) {
         let s = &self.servers[i];
         let log = File::options().create(true).append(true).open(&s.log).unwrap();
-        let child = Command::new(exe())
-            .arg("server")
+        let mut command = Command::new(exe());
+        command.arg("server");
+        if s.tls {
+            let (cert, key) = self.tls_files(i);
+            command.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
+            command.arg("--tls-ca").arg(self.ca());
+        } else {
+            command.arg("--insecure-no-tls");
+        }
+        let child = command
             .args(["--id", &s.id.to_string()])
             .args(["--listen", &format!("127.0.0.1:{}", s.peer_port)])
             .args(["--http", &format!("127.0.0.1:{}", s.http_port)])
@@ -183,7 +267,8 @@ impl TestCluster {
     }
 
     pub fn endpoint(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.servers[i].http_port)
+        let scheme = if self.servers[i].tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.servers[i].http_port)
     }
 
     /// Every server's log, for failure messages.

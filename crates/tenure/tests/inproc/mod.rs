@@ -1,6 +1,8 @@
 //! Servers started in the test process with `tenure::server::run`, on
 //! `127.0.0.1:0` listeners, and a raw HTTP/1.1 client that sees exactly what
-//! a socket sees (answers, closes, timing).
+//! a socket sees (answers, closes, timing). The raw client speaks plain HTTP,
+//! so the servers of the HTTP-limit tests run without TLS (the insecure
+//! mode); [`start_cluster_with`] starts them with TLS.
 
 #![allow(dead_code)]
 
@@ -10,7 +12,8 @@ use std::time::{Duration, Instant};
 use tenure::http::HttpLimits;
 use tenure::server::{self, ServerConfig, ServerError};
 use tenure_core::{NodeId, ProtocolKind};
-use tenure_node::NodeConfig;
+use tenure_node::tls::certgen::{self, CertRequest};
+use tenure_node::{NodeConfig, Security};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -58,7 +61,8 @@ fn bind() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").expect("bind a loopback port")
 }
 
-/// Starts `n` servers forming one cluster, data directories under `dir`.
+/// Starts `n` servers forming one cluster, data directories under `dir`,
+/// without TLS.
 pub fn start_cluster(
     n: u64,
     heartbeat: Duration,
@@ -66,6 +70,30 @@ pub fn start_cluster(
     limits: HttpLimits,
     dir: &Path,
 ) -> Vec<Server> {
+    start_cluster_with(n, heartbeat, election_timeout, limits, dir, false)
+}
+
+/// Like [`start_cluster`]; with `tls`, mutual TLS between the servers and
+/// HTTPS for the API, with certificates made in `dir/certs` (CA: `dir/certs/ca.pem`).
+pub fn start_cluster_with(
+    n: u64,
+    heartbeat: Duration,
+    election_timeout: Duration,
+    limits: HttpLimits,
+    dir: &Path,
+    tls: bool,
+) -> Vec<Server> {
+    let files = match tls {
+        true => {
+            certgen::generate(
+                &dir.join("certs"),
+                &CertRequest::new("in-process", (1..=n).map(NodeId)),
+            )
+            .expect("test certificates")
+            .nodes
+        }
+        false => Vec::new(),
+    };
     let peer_listeners: Vec<TcpListener> = (0..n).map(|_| bind()).collect();
     let peers: Vec<(NodeId, SocketAddr)> =
         (1..=n).map(NodeId).zip(peer_listeners.iter().map(|l| l.local_addr().unwrap())).collect();
@@ -83,6 +111,10 @@ pub fn start_cluster(
                 election_timeout,
                 protocol: ProtocolKind::Raft,
                 round_trip: None,
+                security: match files.iter().find(|(i, _)| *i == id) {
+                    Some((_, f)) => Security::MutualTls(f.clone()),
+                    None => Security::InsecureNoTls,
+                },
             };
             let http_listener = bind();
             let http = http_listener.local_addr().unwrap();
@@ -124,13 +156,16 @@ pub fn get(path: &str) -> String {
 
 /// Sends `request` on `conn` and reads one answer (headers and a
 /// Content-Length body). `None` if the connection closed first.
-pub async fn exchange(conn: &mut TcpStream, request: &str) -> Option<Answer> {
+pub async fn exchange<S>(conn: &mut S, request: &str) -> Option<Answer>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     conn.write_all(request.as_bytes()).await.ok()?;
     tokio::time::timeout(ANSWER_TIMEOUT, read_answer(conn)).await.expect("an answer in time")
 }
 
 /// Reads one answer off `conn`.
-pub async fn read_answer(conn: &mut TcpStream) -> Option<Answer> {
+pub async fn read_answer<S: tokio::io::AsyncRead + Unpin>(conn: &mut S) -> Option<Answer> {
     let mut buf = Vec::new();
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {

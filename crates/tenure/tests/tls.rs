@@ -1,0 +1,176 @@
+//! TLS end to end, with real `tenure server` processes: certificates from
+//! `tenure cert`, HTTPS for the clients with `--cacert`, clear errors for
+//! files that cannot work (before anything is bound), the explicit insecure
+//! mode, and a flood of refused peer connections that logs a count, not a
+//! line each.
+
+mod harness;
+
+use harness::{serial, TestCluster};
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const HEARTBEAT_MS: u64 = 20;
+const TIMEOUT_MS: u64 = 200;
+const FIRST_ELECTION_BOUND: Duration = Duration::from_secs(10);
+
+/// Runs the `tenure` binary; returns (success, stdout, stderr).
+fn tenure(args: &[&str], env: &[(&str, &std::path::Path)]) -> (bool, String, String) {
+    let mut c = Command::new(harness::exe());
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_talks_https_with_the_cluster_ca() {
+    let _serial = serial().await;
+    let c = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
+    let (leader, _) = c.wait_agreement(&[0, 1, 2], FIRST_ELECTION_BOUND).await;
+    let plain: Vec<String> =
+        (0..3).map(|i| format!("127.0.0.1:{}", c.servers[i].http_port)).collect();
+    let endpoints = plain.join(",");
+    let ca = c.ca();
+
+    // --cacert: endpoints without a scheme are https, checked against the CA.
+    let (ok, out, err) =
+        tenure(&["status", "--endpoints", &endpoints, "--cacert", ca.to_str().unwrap()], &[]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains(&format!("https://{}", plain[leader])), "{out}");
+    assert!(out.contains("leader"), "{out}");
+    // The same from TENURE_CACERT.
+    let (ok, out, _) = tenure(&["status", "--endpoints", &endpoints], &[("TENURE_CACERT", &ca)]);
+    assert!(ok && out.contains("https://"), "{out}");
+
+    // Without the CA: plain HTTP gets the server's advice, https is refused here.
+    let (ok, out, _) = tenure(&["status", "--endpoints", &endpoints], &[]);
+    assert!(!ok && out.contains("speaks HTTPS only"), "{out}");
+    let https = format!("https://{}", plain[0]);
+    let (ok, _, err) = tenure(&["status", "--endpoints", &https], &[]);
+    assert!(!ok && err.contains("--cacert"), "{err}");
+
+    // A CA that did not sign the servers' certificates: no answer is trusted.
+    let other = c.dir.path().join("other-ca");
+    harness::tenure_cert(&["--out", other.to_str().unwrap(), "--nodes", "1"]);
+    let other_ca = other.join("ca.pem");
+    let (ok, out, _) =
+        tenure(&["status", "--endpoints", &endpoints, "--cacert", other_ca.to_str().unwrap()], &[]);
+    assert!(!ok && out.contains("unreachable"), "{out}");
+
+    // transfer over https.
+    let to = c.servers[(leader + 1) % 3].id.to_string();
+    let (ok, out, err) =
+        tenure(&["transfer", "--to", &to, "--endpoints", &endpoints], &[("TENURE_CACERT", &ca)]);
+    assert!(ok && out.contains("leadership moved"), "{out}{err}");
+}
+
+#[test]
+fn without_certificates_or_the_opt_out_the_server_refuses_to_start() {
+    let (ok, _, err) = tenure(&["server", "--id", "1"], &[]);
+    assert!(!ok);
+    assert!(err.contains("no TLS certificate") && err.contains("tenure cert"), "{err}");
+    assert!(err.contains("--insecure-no-tls"), "{err}");
+}
+
+#[test]
+fn a_file_that_cannot_work_is_named_before_any_port_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    harness::tenure_cert(&["--out", certs.to_str().unwrap(), "--nodes", "1,2"]);
+    // Hold the ports: had the server bound first, the error would be about them.
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let peer = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (http_addr, peer_addr) = (http.local_addr().unwrap(), peer.local_addr().unwrap());
+    let run = |cert: &str, key: &str, ca: &str| {
+        let f = |name: &str| certs.join(name).to_str().unwrap().to_string();
+        let peers = format!("1={peer_addr}");
+        let http = http_addr.to_string();
+        let args = [
+            "server",
+            "--id",
+            "1",
+            "--peers",
+            &peers,
+            "--http",
+            &http,
+            "--tls-cert",
+            &f(cert),
+            "--tls-key",
+            &f(key),
+            "--tls-ca",
+            &f(ca),
+        ];
+        let (ok, _, err) = tenure(&args, &[]);
+        assert!(!ok, "the server started with {cert} {key} {ca}");
+        assert!(!err.contains("cannot listen"), "it bound first: {err}");
+        err
+    };
+    let err = run("node-1.pem", "node-1.pem", "ca.pem");
+    assert!(
+        err.contains("key file") && err.contains("node-1.pem") && err.contains("no private key"),
+        "{err}"
+    );
+    let err = run("node-1.pem", "node-2-key.pem", "ca.pem");
+    assert!(err.contains("does not belong to the certificate"), "{err}");
+    let err = run("node-2.pem", "node-2-key.pem", "ca.pem");
+    assert!(err.contains("does not name node-1.tenure"), "{err}");
+    let err = run("node-1.pem", "node-1-key.pem", "missing.pem");
+    assert!(err.contains("cannot read the CA file") && err.contains("missing.pem"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_insecure_mode_warns_at_start_and_works() {
+    let _serial = serial().await;
+    let mut c = TestCluster::new(3, HEARTBEAT_MS, TIMEOUT_MS);
+    for i in 0..3 {
+        c.servers[i].tls = false;
+        c.spawn(i);
+    }
+    let (leader, _) = c.wait_agreement(&[0, 1, 2], FIRST_ELECTION_BOUND).await;
+    assert!(c.endpoint(leader).starts_with("http://"));
+    let log = std::fs::read_to_string(&c.servers[leader].log).unwrap();
+    assert!(log.contains("INSECURE: peer connections run without TLS"), "{log}");
+    assert!(log.contains("INSECURE: the HTTP API runs without TLS"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_refused_peer_connections_logs_a_count_not_a_line_each() {
+    let _serial = serial().await;
+    let mut c = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
+    c.wait_agreement(&[0, 1, 2], FIRST_ELECTION_BOUND).await;
+    let before = std::fs::metadata(&c.servers[0].log).unwrap().len();
+    let addr = format!("127.0.0.1:{}", c.servers[0].peer_port);
+    let flood = 300;
+    let since = Instant::now();
+    for _ in 0..flood {
+        // Plain bytes on the TLS port: refused, told why, closed.
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let _ = s.write_all(b"\0\0\0\x05hello");
+        let _ = s.read_to_end(&mut Vec::new());
+    }
+    let flooded_for = since.elapsed();
+    c.signal(0, nix::sys::signal::Signal::SIGTERM);
+    c.wait_exit(0, Duration::from_secs(10));
+    let log = std::fs::read_to_string(&c.servers[0].log).unwrap();
+    let one_by_one = log
+        .lines()
+        .filter(|l| l.contains("refused a peer connection") && l.contains("requires TLS"));
+    assert!(one_by_one.count() <= 5, "{log}");
+    let summaries: Vec<&str> = log.lines().filter(|l| l.contains("(summary)")).collect();
+    let counted: u64 = summaries
+        .iter()
+        .filter_map(|l| l.split("refused=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    assert!(
+        counted + 5 >= flood,
+        "{flood} refusals in {flooded_for:?}, {counted} summarised: {summaries:#?}"
+    );
+    let grown = std::fs::metadata(&c.servers[0].log).unwrap().len() - before;
+    assert!(grown < 16 * 1024, "the log grew by {grown} bytes for {flood} refusals");
+}
