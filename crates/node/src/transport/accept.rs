@@ -80,19 +80,10 @@ pub(super) async fn accept_loop(
             _ = summaries.tick() => net.flush_rejects(false),
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
-                    let mut s = lock(&slots);
-                    if s.pending.len() >= MAX_PENDING_HANDSHAKES {
-                        if let Some((_, oldest, handle)) = s.pending.pop_front() {
-                            handle.abort();
-                            net.reject(oldest, "handshake unfinished when every handshake slot \
-                                was taken; closed to admit a newer connection");
-                        }
-                    }
-                    let n = s.next;
-                    s.next += 1;
-                    let task = serve_inbound(net.clone(), stream, remote, inbound.clone(), slots.clone(), n);
-                    let handle = conns.spawn(task);
-                    s.pending.push_back((n, remote, handle));
+                    let (to_net, to_driver) = (net.clone(), inbound.clone());
+                    let in_slots = slots.clone();
+                    let task = |n| serve_inbound(to_net, stream, remote, to_driver, in_slots, n);
+                    admit_pending(&net, &slots, &mut conns, remote, task);
                 }
                 Err(e) => {
                     warn!(error = %e, "accepting a peer connection failed");
@@ -102,6 +93,36 @@ pub(super) async fn accept_loop(
             Some(_) = conns.join_next() => {}
         }
     }
+}
+
+/// Spawns an accepted connection's task (`task(n)` for connection number
+/// `n`) in a pending slot, closing the oldest pending one if none is free.
+fn admit_pending<F>(
+    net: &Net,
+    slots: &SharedSlots,
+    conns: &mut JoinSet<()>,
+    remote: SocketAddr,
+    task: impl FnOnce(u64) -> F,
+) where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut s = lock(slots);
+    if s.pending.len() >= MAX_PENDING_HANDSHAKES {
+        if let Some((_, oldest, handle)) = s.pending.pop_front() {
+            handle.abort();
+            net.reject(
+                oldest,
+                "handshake unfinished when every handshake slot was taken; closed to admit a \
+                 newer connection",
+            );
+        }
+    }
+    let n = s.next;
+    s.next += 1;
+    // Spawned under the lock: the task's own removal from `pending` waits
+    // until it is listed there.
+    let handle = conns.spawn(task(n));
+    s.pending.push_back((n, remote, handle));
 }
 
 /// Leaves the pending slots when the handshake ends, however it ends.
@@ -300,7 +321,7 @@ async fn serve_peer(
     loop {
         let frame = tokio::select! {
             () = replaced.notified() => {
-                debug!(peer = %from, %remote, "closed a peer connection: the peer opened a newer one");
+                debug!(peer = %from, %remote, "closed a peer connection: replaced by a newer one");
                 return;
             }
             () = sleep_until(deadline) => {
@@ -311,7 +332,7 @@ async fn serve_peer(
                     deadline = Instant::now() + idle;
                     continue;
                 }
-                info!(peer = %from, %remote, ?idle, "closed an idle peer connection: no frame, not even a ping");
+                info!(peer = %from, %remote, ?idle, "closed an idle peer connection (no frame)");
                 return;
             }
             frame = conn.next() => frame,
@@ -323,7 +344,7 @@ async fn serve_peer(
                 return;
             }
             Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                debug!(peer = %from, %remote, "peer closed its connection without a TLS close_notify");
+                debug!(peer = %from, %remote, "peer closed its connection (no close_notify)");
                 return;
             }
             Some(Err(e)) => return net.reject(remote, &format!("bad frame from peer {from}: {e}")),
