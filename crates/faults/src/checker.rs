@@ -18,12 +18,14 @@
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper::Request;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
@@ -331,26 +333,78 @@ pub struct Checker {
     tasks: Vec<JoinHandle<()>>,
 }
 
-type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+type HttpClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+/// How the servers' HTTP API is reached: HTTPS trusting the run's CA (the
+/// servers run with TLS), or plain HTTP (`--insecure-no-tls`).
+#[derive(Clone, Debug)]
+pub struct Api {
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Api {
+    /// HTTPS, trusting the CA certificate in `ca`.
+    pub fn https(ca: &Path) -> crate::error::Result<Self> {
+        let roots = tenure_node::tls::read_roots(ca)
+            .map_err(|e| crate::error::Error::Config(e.to_string()))?;
+        let config = rustls::ClientConfig::builder_with_provider(tenure_node::tls::provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| crate::error::Error::Config(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Api { tls: Some(Arc::new(config)) })
+    }
+
+    /// Plain HTTP.
+    pub fn http() -> Self {
+        Api { tls: None }
+    }
+
+    /// The URL of `path` at `addr`.
+    pub fn url(&self, addr: SocketAddr, path: &str) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{addr}{path}")
+    }
+
+    /// A new client (its own connection pool).
+    fn client(&self) -> HttpClient {
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(REQUEST_TIMEOUT));
+        http.enforce_http(false);
+        let config = match &self.tls {
+            Some(c) => (**c).clone(),
+            None => rustls::ClientConfig::builder_with_provider(tenure_node::tls::provider())
+                .with_safe_default_protocol_versions()
+                .expect("the ring provider supports the default versions")
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth(),
+        };
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        Client::builder(TokioExecutor::new()).build(connector)
+    }
+}
 
 impl Checker {
-    /// Starts polling and watching every node; `ids[i]` is node `i`'s id.
-    /// Must be called inside a tokio runtime.
-    pub fn start(addrs: Vec<SocketAddr>, ids: Vec<u64>) -> Self {
+    /// Starts polling and watching every node through `api`; `ids[i]` is
+    /// node `i`'s id. Must be called inside a tokio runtime.
+    pub fn start(addrs: Vec<SocketAddr>, ids: Vec<u64>, api: Api) -> Self {
         let state = Arc::new(Mutex::new(State {
             latest: vec![None; addrs.len()],
             ids,
             ..State::default()
         }));
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(REQUEST_TIMEOUT));
-        let client: HttpClient = Client::builder(TokioExecutor::new()).build(connector);
+        let client = api.client();
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(stall_monitor(state.clone())));
         for (i, addr) in addrs.into_iter().enumerate() {
-            tasks.push(tokio::spawn(poll(i, addr, client.clone(), state.clone())));
-            tasks.push(tokio::spawn(watch(i, addr, client.clone(), state.clone())));
+            let (status, events) = (api.url(addr, "/v1/status"), api.url(addr, "/v1/watch"));
+            tasks.push(tokio::spawn(poll(i, status, client.clone(), state.clone())));
+            tasks.push(tokio::spawn(watch(i, events, client.clone(), state.clone())));
         }
         Checker { state, tasks }
     }
@@ -393,12 +447,16 @@ impl Drop for Checker {
     }
 }
 
-/// One `GET http://{addr}{path}` with its own connection, waiting at most
+/// One `GET {addr}{path}` with its own connection, waiting at most
 /// `timeout`: (status code, body), or None without an answer.
-pub async fn get_once(addr: SocketAddr, path: &str, timeout: Duration) -> Option<(u16, String)> {
-    let client: HttpClient = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    let req =
-        Request::get(format!("http://{addr}{path}")).body(Empty::new()).expect("static request");
+pub async fn get_once(
+    api: Api,
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> Option<(u16, String)> {
+    let client = api.client();
+    let req = Request::get(api.url(addr, path)).body(Empty::new()).expect("static request");
     let fut = async {
         let resp = client.request(req).await.ok()?;
         let code = resp.status().as_u16();
@@ -428,12 +486,10 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn poll(i: usize, addr: SocketAddr, client: HttpClient, state: Arc<Mutex<State>>) {
+async fn poll(i: usize, url: String, client: HttpClient, state: Arc<Mutex<State>>) {
     loop {
         let sent = Instant::now();
-        let req = Request::get(format!("http://{addr}/v1/status"))
-            .body(Empty::new())
-            .expect("static request");
+        let req = Request::get(url.as_str()).body(Empty::new()).expect("static request");
         let fut = async {
             let resp = client.request(req).await.ok()?;
             if resp.status() != 200 {
@@ -456,10 +512,10 @@ async fn poll(i: usize, addr: SocketAddr, client: HttpClient, state: Arc<Mutex<S
     }
 }
 
-async fn watch(i: usize, addr: SocketAddr, client: HttpClient, state: Arc<Mutex<State>>) {
+async fn watch(i: usize, url: String, client: HttpClient, state: Arc<Mutex<State>>) {
     loop {
         let sent = Instant::now();
-        let req = Request::get(format!("http://{addr}/v1/watch"))
+        let req = Request::get(url.as_str())
             .header("accept", "text/event-stream")
             .body(Empty::new())
             .expect("static request");

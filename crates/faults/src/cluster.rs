@@ -19,6 +19,20 @@ pub const BIN_ENV: &str = "TENURE_BIN";
 /// Environment variable naming the election protocol the servers run
 /// (`raft`, `ranked` or `paxos`; default `raft`).
 pub const PROTOCOL_ENV: &str = "TENURE_FAULT_PROTOCOL";
+/// Environment variable that turns TLS off (`0`): by default the servers run
+/// with mutual TLS and HTTPS, certificates made by `tenure cert` for the run.
+pub const TLS_ENV: &str = "TENURE_FAULT_TLS";
+/// The servers' cluster id.
+const CLUSTER_ID: &str = "faults";
+
+/// Whether the servers run with TLS: `$TENURE_FAULT_TLS`, default on.
+pub fn tls() -> Result<bool> {
+    match std::env::var(TLS_ENV).as_deref() {
+        Err(_) | Ok("1") | Ok("on") => Ok(true),
+        Ok("0") | Ok("off") => Ok(false),
+        Ok(other) => Err(Error::Config(format!("{TLS_ENV}={other:?}: use 1 or 0"))),
+    }
+}
 
 /// The election protocol under test: `$TENURE_FAULT_PROTOCOL`, else `raft`.
 pub fn protocol() -> Result<String> {
@@ -108,6 +122,8 @@ pub struct Cluster {
     timings: Timings,
     binary: PathBuf,
     peers: String,
+    /// The directory of the CA and node certificates (None: no TLS).
+    certs: Option<PathBuf>,
     // Last: removed after the servers are dead.
     dir: tempfile::TempDir,
 }
@@ -137,7 +153,11 @@ impl Cluster {
             .map(|i| format!("{}={}:{PEER_PORT}", i + 1, net.node_addr(i)))
             .collect::<Vec<_>>()
             .join(",");
-        let mut cluster = Cluster { servers, net, timings, binary, peers, dir };
+        let certs = match tls()? {
+            true => Some(make_certs(&binary, dir.path(), &net, n)?),
+            false => None,
+        };
+        let mut cluster = Cluster { servers, net, timings, binary, peers, certs, dir };
         for i in 0..n {
             cluster.spawn(i)?;
         }
@@ -184,6 +204,15 @@ impl Cluster {
         (0..self.len()).map(|i| self.http_addr(i)).collect()
     }
 
+    /// How the checker reaches the servers' API: HTTPS trusting the run's CA,
+    /// or plain HTTP without TLS.
+    pub fn api(&self) -> Result<crate::checker::Api> {
+        match &self.certs {
+            Some(dir) => crate::checker::Api::https(&dir.join("ca.pem")),
+            None => Ok(crate::checker::Api::http()),
+        }
+    }
+
     /// True while server `i` runs (possibly paused).
     pub fn is_running(&self, i: usize) -> bool {
         self.servers[i].child.is_some()
@@ -214,8 +243,9 @@ impl Cluster {
             .arg(&s.data_dir)
             .args(["--heartbeat-ms", &self.timings.heartbeat_ms.to_string()])
             .args(["--election-timeout-ms", &self.timings.election_timeout_ms.to_string()])
-            .args(["--cluster-id", "faults"])
+            .args(["--cluster-id", CLUSTER_ID])
             .args(["--protocol", &protocol()?])
+            .args(self.tls_args(s.id))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -223,6 +253,20 @@ impl Cluster {
         self.servers[i].child = Some(child);
         self.servers[i].paused = false;
         Ok(())
+    }
+
+    /// The TLS flags of node `id`.
+    fn tls_args(&self, id: u64) -> Vec<String> {
+        let Some(dir) = &self.certs else { return vec!["--insecure-no-tls".into()] };
+        let path = |name: String| dir.join(name).display().to_string();
+        vec![
+            "--tls-cert".into(),
+            path(format!("node-{id}.pem")),
+            "--tls-key".into(),
+            path(format!("node-{id}-key.pem")),
+            "--tls-ca".into(),
+            path("ca.pem".into()),
+        ]
     }
 
     fn signal(&self, i: usize, sig: Signal) -> Result<()> {
@@ -335,6 +379,28 @@ impl Cluster {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// Makes the run's CA and node certificates with `tenure cert` in
+/// `dir/certs`; each names every node's namespace address, where the checker
+/// reaches its API.
+fn make_certs(binary: &Path, dir: &Path, net: &Network, n: usize) -> Result<PathBuf> {
+    let certs = dir.join("certs");
+    let nodes = (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let hosts = (0..n).map(|i| net.node_addr(i).to_string()).collect::<Vec<_>>().join(",");
+    let out = Command::new(binary)
+        .arg("cert")
+        .arg("--out")
+        .arg(&certs)
+        .args(["--nodes", &nodes, "--cluster-id", CLUSTER_ID, "--hosts", &hosts])
+        .output()?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            command: format!("{} cert --out {} --nodes {nodes}", binary.display(), certs.display()),
+            detail: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    Ok(certs)
 }
 
 /// Removes the temporary directories of runs whose process is gone (a test

@@ -69,7 +69,8 @@ impl Run {
     pub async fn start(n: usize, timings: Timings) -> Result<Self, String> {
         let cluster = Cluster::start(n, timings).map_err(|e| format!("cluster start: {e}"))?;
         let ids = (0..n).map(|i| cluster.id(i)).collect();
-        let checker = Checker::start(cluster.http_addrs(), ids);
+        let api = cluster.api().map_err(|e| format!("cluster start: {e}"))?;
+        let checker = Checker::start(cluster.http_addrs(), ids, api);
         Ok(Run { checker, cluster })
     }
 
@@ -405,8 +406,9 @@ pub async fn leader_pause() -> Result<Outcome, String> {
     // Requests that reach the stopped leader wait in its sockets and are
     // answered the moment it resumes: what does a client hear then?
     let addr = run.cluster.http_addr(l);
+    let api = run.cluster.api().map_err(|e| e.to_string())?;
     let probes = [STATUS_PATH, IS_LEADER_PATH]
-        .map(|path| tokio::spawn(crate::checker::get_once(addr, path, PROBE_TIMEOUT)));
+        .map(|path| tokio::spawn(crate::checker::get_once(api.clone(), addr, path, PROBE_TIMEOUT)));
     tokio::time::sleep(PROBE_CONNECT).await;
     let resumed = Instant::now();
     run.cluster.resume(l).map_err(injection_failed(&run))?;
