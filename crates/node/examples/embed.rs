@@ -3,8 +3,10 @@
 //! checks that the README shows exactly the lines between the two markers
 //! below, so the README cannot drift from code that compiles.
 //!
-//! Running it needs what it names: peers at 10.0.0.1-3 and a writable
-//! `/var/lib/myapp/tenure`. For a program to run on one machine, see
+//! Running it needs what it names: peers at 10.0.0.1-3, a writable
+//! `/var/lib/myapp/tenure`, and the node's certificate, key and the
+//! cluster's CA in `/etc/myapp/tenure` (`tenure cert --out /etc/myapp/tenure
+//! --nodes 1,2,3 --cluster-id prod` makes them). For a program to run on one machine, see
 //! `leader_task.rs`.
 
 #[tokio::main]

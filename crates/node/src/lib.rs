@@ -38,12 +38,15 @@
 //!
 //! ## A message from socket to core and back
 //!
-//! 1. Peer P's dialer holds one TCP connection to our listener (TCP_NODELAY).
+//! 1. Peer P's dialer holds one TCP connection to our listener (TCP_NODELAY),
+//!    with mutual TLS ([`tls`]: P's certificate names it as `node-P.<cluster>`).
 //!    It opened with a handshake ([`wire::Frame::Hello`]: wire version,
 //!    cluster id, P's id, our id, P's protocol), which we checked: another
-//!    cluster, another protocol, an unknown id, our own id, or another version is refused with a logged
+//!    cluster, another protocol, an unknown id, our own id, another version, or
+//!    an id that P's certificate does not name is refused with a logged
 //!    reason, a [`wire::Frame::Reject`], and a close (counted in
-//!    `frames_rejected`).
+//!    `frames_rejected`). Inbound connections are bounded (handshake slots,
+//!    one connection per peer, an idle timeout; see [`transport`]).
 //! 2. Frames are length-delimited (4-byte length, at most
 //!    [`wire::MAX_FRAME_LEN`] bytes), start with the wire version byte, and
 //!    carry a postcard-encoded [`wire::Frame`]. A malformed or oversized frame

@@ -14,7 +14,7 @@ use std::time::Duration;
 /// Connections served at once. Above [`super::MAX_WATCHERS`] (64), so that
 /// open `/v1/watch` streams never crowd out status requests, and far below
 /// the usual limit of 1024 open files, shared with the peer transport
-/// (at most 64 inbound peer connections). Each connection costs a task and
+/// (at most 16 inbound handshakes and one connection per peer). Each connection costs a task and
 /// its buffers, tens of kilobytes.
 ///
 /// A client beyond the cap is refused at once: it gets
