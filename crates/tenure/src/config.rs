@@ -26,8 +26,9 @@ pub const DEFAULT_DATA_ROOT: &str = "./tenure-data";
 /// Flags of `tenure server`. Every flag overrides the same setting of `--config`.
 #[derive(Args, Debug, Default)]
 #[command(after_help = "\
-With no flags but --id, nodes 1, 2 and 3 form a local cluster:
-  tenure server --id 1    # in three terminals: --id 1, --id 2, --id 3
+With certificates from `tenure cert --out certs --nodes 1,2,3`, nodes 1, 2 and 3 form a
+local cluster with no flags but --id and their files (in three terminals):
+  tenure server --id 1 --tls-cert certs/node-1.pem --tls-key certs/node-1-key.pem --tls-ca certs/ca.pem
 
 Config file (TOML; every key optional, unknown keys are errors):
   id = 1
