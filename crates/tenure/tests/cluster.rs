@@ -320,12 +320,26 @@ async fn transfer_moves_leadership(protocol: &str) {
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
     let target = (leader + 2) % n;
     let body = format!("{{\"to\": {}}}", c.servers[target].id);
-    let at = Instant::now();
-    let (code, _, text) = c
-        .request(leader, Method::POST, "/v1/transfer", Some(("application/json", &body)))
-        .await
-        .unwrap();
-    assert_eq!(code, 200, "{text}\n{}", c.logs());
+    // Agreement is read from the followers' status; the target's first
+    // acknowledgement may still be on its way to the leader, which answers
+    // 409 until it arrives (as the demo, retry that).
+    let since = Instant::now();
+    let at = loop {
+        let at = Instant::now();
+        let (code, _, text) = c
+            .request(leader, Method::POST, "/v1/transfer", Some(("application/json", &body)))
+            .await
+            .unwrap();
+        if code == 200 {
+            break at;
+        }
+        assert!(
+            code == 409 && since.elapsed() < Duration::from_secs(2),
+            "{code} {text}\n{}",
+            c.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let (new_leader, new_term, took) =
         c.wait_leader(&all(n), term, at, Duration::from_secs(10)).await;
     assert_eq!(new_leader, target, "leadership went elsewhere\n{}", c.logs());
