@@ -17,7 +17,7 @@
 //! * The acceptor requires a client certificate that chains to the CA; after
 //!   the TLS handshake, the dialer's [`crate::wire::Frame::Hello`] claims an
 //!   id, and the connection is refused unless the certificate names exactly
-//!   that node ([`TlsIdentity::check_peer`]). A node holding node 3's
+//!   that node (`TlsIdentity::check_peer`). A node holding node 3's
 //!   certificate cannot claim to be node 2.
 //! * Peer connections speak TLS 1.3 only (both ends are tenure nodes).
 //!

@@ -1,7 +1,7 @@
 //! Peer transport over TCP, with mutual TLS ([`crate::tls`]) unless the node
 //! runs in the insecure mode: one outbound connection per peer (the dialer,
-//! [`dial`]), and an accept loop for the peers' connections to us
-//! ([`accept`]).
+//! `dial`), and an accept loop for the peers' connections to us
+//! (`accept`).
 //!
 //! Election messages to peer P travel on our outbound connection to P; P's
 //! messages to us arrive on P's outbound connection to our listener. Each
@@ -12,7 +12,7 @@
 //! its oldest message when full (a newer heartbeat or vote supersedes it, and
 //! the protocol tolerates loss).
 //!
-//! Inbound connections are bounded ([`accept`]): at most
+//! Inbound connections are bounded (`accept`): at most
 //! [`MAX_PENDING_HANDSHAKES`] unauthenticated handshakes, each within
 //! [`HANDSHAKE_TIMEOUT`], the oldest giving way to a newer one; one live
 //! connection per configured peer, a newer replacing the older; an idle
