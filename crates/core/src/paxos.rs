@@ -766,7 +766,12 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.committed = self.committed.max(slot);
         self.hb_baseline = self.hb_baseline.max(Some(lsn));
         self.seat.follow(from, lsn);
-        self.grant_lease(now, from, ballot);
+        // A running lease on another node is kept to its end: a Commit of a
+        // higher ballot is not proof that the earlier leader's lease ended
+        // (a forged one is not).
+        if !self.lease.is_some_and(|l| l.holder != Some(from) && now < l.until) {
+            self.grant_lease(now, from, ballot);
+        }
         self.poll_hold = None;
         self.election_deadline = now + self.timeout();
         let msg = PaxosMessage::CommitAck {

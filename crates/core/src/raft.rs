@@ -136,6 +136,18 @@ impl<R: RngCore + Send> RaftElector<R> {
             Some(Lease { holder: Some(holder), until: now + self.seat.cfg.election_timeout });
     }
 
+    /// The lease a leader's heartbeat earns: granted, unless a lease on
+    /// another node (or the anonymous one) still runs. That promise is kept to
+    /// its end: a heartbeat of a higher term is not proof that the earlier
+    /// leader's lease ended (a forged one is not), so it must not turn this
+    /// node's support to its sender early.
+    fn lease_from_heartbeat(&mut self, now: Instant, leader: NodeId) {
+        if self.lease.is_some_and(|l| l.holder != Some(leader) && now < l.until) {
+            return;
+        }
+        self.grant_lease(now, leader);
+    }
+
     /// Steps down a leader whose lease ran out (see [`Seat::lease_lost`]).
     fn step_down_on_lost_lease(&mut self, now: Instant) {
         if !self.seat.lease_lost(now) {
@@ -467,12 +479,8 @@ impl<R: RngCore + Send> RaftElector<R> {
         }
         if self.seat.role == Role::Leader {
             // Two leaders in one term cannot happen: votes are unique per term.
-            debug_assert!(
-                false,
-                "{:?} got a heartbeat from {from:?} in its own term {term:?}",
-                self.seat.cfg.id
-            );
-            self.seat.counters().messages_ignored += 1;
+            // Not from a correct peer (or a forged one): refused.
+            self.seat.refused();
             return;
         }
         let lsn = Lsn { term, counter };
@@ -483,7 +491,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             self.become_follower(Reason::LeaderHeartbeat);
         }
         self.seat.follow(from, lsn);
-        self.grant_lease(now, from);
+        self.lease_from_heartbeat(now, from);
         self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
         // The acknowledgement doubles as the unsolicited support of seed 000 when
         // this is the first heartbeat from a newly discovered leader.

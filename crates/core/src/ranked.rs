@@ -701,12 +701,8 @@ impl<R: RngCore + Send> RankedElector<R> {
             self.adopt_term(term);
         }
         if self.seat.role == Role::Leader {
-            debug_assert!(
-                false,
-                "{:?} got a Lead from {from:?} in its own term {term:?}",
-                self.seat.cfg.id
-            );
-            self.seat.counters().messages_ignored += 1;
+            // Not from a correct peer (or a forged one): refused.
+            self.seat.refused();
             return;
         }
         let lsn = Lsn { term, counter };
@@ -718,8 +714,15 @@ impl<R: RngCore + Send> RankedElector<R> {
         }
         self.seat.follow(from, lsn);
         let t = self.seat.cfg.election_timeout;
-        let support = Support::Leader { id: from, term, sent_at };
-        self.lease = Some(Lease { support, until: now + t });
+        // A running lease on another node (or the anonymous one) is kept to
+        // its end: a `Lead` of a higher term is not proof that the earlier
+        // leader's lease ended (a forged one is not), so it must not turn
+        // this node's support, and its vote, to its sender early.
+        let bound_elsewhere = self.running_lease(now).is_some_and(|l| l.holder() != Some(from));
+        if !bound_elsewhere {
+            let support = Support::Leader { id: from, term, sent_at };
+            self.lease = Some(Lease { support, until: now + t });
+        }
         self.quiet_until = self.quiet_until.max(now + self.stretch(t));
         self.election_deadline = now + t;
         // Seed 001: "rcv LEAD: clear the tally board"; a leader exists, so the
