@@ -273,10 +273,12 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.ranked.get(rank).copied()
     }
 
-    /// This node's smallest ballot above `above`.
-    fn next_ballot(&self, above: Term) -> Term {
-        let counter = (above.0 / BALLOT_RANKS).saturating_add(1);
-        Term(counter.saturating_mul(BALLOT_RANKS).saturating_add(self.my_rank as u64))
+    /// This node's smallest ballot above `above`, unless it would pass
+    /// [`Term::MAX_VALID`].
+    fn next_ballot(&self, above: Term) -> Option<Term> {
+        let counter = (above.0 / BALLOT_RANKS).checked_add(1)?;
+        let ballot = counter.checked_mul(BALLOT_RANKS)?.checked_add(self.my_rank as u64)?;
+        Some(Term(ballot)).filter(|b| b.is_valid())
     }
 
     /// Raises the promise to `ballot` (of `proposer`) and asks to persist it.
@@ -520,13 +522,16 @@ impl<R: RngCore + Send> PaxosElector<R> {
     // ---- Candidacy (high ballot) ----
 
     fn start_candidacy(&mut self, now: Instant, handover: Option<Term>) {
-        if self.seat.storage_failed {
-            self.become_follower(Reason::StorageFailed);
+        let above = self.seat.term.max(self.highest_seen);
+        let Some(ballot) = self.next_ballot(above).filter(|_| !self.seat.storage_failed) else {
+            // A node that cannot persist, or has no valid ballot left, cannot stand.
+            let reason =
+                if self.seat.storage_failed { Reason::StorageFailed } else { Reason::RoundFailed };
+            self.become_follower(reason);
             self.election_deadline = now + self.timeout();
             return;
-        }
+        };
         self.seat.counters().elections_started += 1;
-        let ballot = self.next_ballot(self.seat.term.max(self.highest_seen));
         self.seat.next_heartbeat = Instant::MAX;
         self.promise(ballot, self.seat.cfg.id);
         self.lease = None;
@@ -578,7 +583,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
                 return;
             }
             // Phase 2: a no-op at the next slot, accepted by ourselves first.
-            let slot = c.max_slot + 1;
+            let slot = c.max_slot.saturating_add(1);
             c.phase = Phase::Accept { slot, sent_at: now };
             if let Some(i) = me {
                 c.accepts[i] = Some(true);
@@ -648,6 +653,9 @@ impl<R: RngCore + Send> PaxosElector<R> {
             self.seat.counters().messages_ignored += 1;
             return;
         }
+        // A handover passes a lease only if the leader of that ballot, on
+        // resigning, named `from` to this node.
+        let handover = handover.filter(|&b| self.seat.named_successor(b, from));
         self.highest_seen = self.highest_seen.max(ballot);
         let fresh = ballot > self.seat.term;
         let repeat = ballot == self.seat.term && self.seat.voted_for == Some(from);
@@ -746,9 +754,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             return;
         }
         let lsn = Lsn { term: ballot, counter: heartbeat };
-        if self.seat.leader == Some(from) && self.seat.last_lsn.is_some_and(|last| lsn <= last) {
-            // Duplicated or reordered: not newer than what we accepted.
-            self.seat.counters().messages_ignored += 1;
+        if self.seat.stale_heartbeat(from, lsn) {
             return;
         }
         if ballot > self.seat.term {
@@ -757,12 +763,9 @@ impl<R: RngCore + Send> PaxosElector<R> {
         if self.seat.role != Role::Follower {
             self.become_follower(Reason::LeaderHeartbeat);
         }
-        self.seat.counters().heartbeats_received += 1;
         self.committed = self.committed.max(slot);
-        self.seat.last_lsn = Some(lsn);
         self.hb_baseline = self.hb_baseline.max(Some(lsn));
-        self.seat.set_leader(Some(from));
-        self.seat.renew_stall_grace();
+        self.seat.follow(from, lsn);
         self.grant_lease(now, from, ballot);
         self.poll_hold = None;
         self.election_deadline = now + self.timeout();
@@ -879,14 +882,10 @@ impl<R: RngCore + Send> PaxosElector<R> {
     // ---- Transfer and stop ----
 
     fn on_resign(&mut self, now: Instant, from: NodeId, ballot: Term, successor: Option<NodeId>) {
-        if ballot < self.seat.term || self.proposer_of(ballot) != Some(from) {
-            self.seat.counters().messages_ignored += 1;
+        if !self.seat.accept_resignation(from, ballot) {
             return;
         }
-        if self.seat.role == Role::Leader {
-            self.seat.counters().messages_ignored += 1;
-            return;
-        }
+        self.seat.note_handover(ballot, successor);
         if self.lease.is_some_and(|l| l.holder == Some(from)) {
             self.lease = None;
         }
@@ -923,6 +922,16 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
         match msg {
             Message::Paxos(msg) => Some(msg),
             _ => None,
+        }
+    }
+
+    fn well_formed(&self, msg: &PaxosMessage) -> bool {
+        match msg {
+            // The heartbeat an acceptor vouches for is of a ballot it promised.
+            PaxosMessage::PrepareNack { promised, heartbeat, .. } => {
+                heartbeat.is_none_or(|h| h.term <= *promised)
+            }
+            _ => true,
         }
     }
 
@@ -1062,15 +1071,18 @@ mod tests {
         let c = cfg(3);
         let e =
             PaxosElector::new(c, HardState::default(), rand_pcg::Pcg64Mcg::new(1), Instant::ZERO);
-        let b = e.next_ballot(LOW_BALL);
+        let b = e.next_ballot(LOW_BALL).expect("valid");
         assert_eq!(b, Term(16), "counter 1, rank 0");
         assert_eq!(e.proposer_of(b), Some(NodeId(1)));
         assert_eq!(e.proposer_of(Term(18)), Some(NodeId(3)));
         assert_eq!(e.proposer_of(Term(19)), None, "rank 3 is no voter of three");
         assert_eq!(e.proposer_of(LOW_BALL), None);
         // Above node 3's first ballot (18) node 1 goes to counter 2.
-        assert_eq!(e.next_ballot(Term(18)), Term(32));
-        assert!(e.next_ballot(Term(32)) > Term(32));
+        assert_eq!(e.next_ballot(Term(18)), Some(Term(32)));
+        assert!(e.next_ballot(Term(32)) > Some(Term(32)));
+        // No ballot above the highest valid term.
+        assert_eq!(e.next_ballot(Term::MAX_VALID), None);
+        assert_eq!(e.next_ballot(Term(u64::MAX)), None);
     }
 
     #[test]

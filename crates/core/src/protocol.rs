@@ -118,6 +118,11 @@ pub struct Counters {
     pub quorum_losses: u64,
     /// Messages ignored: unknown sender, stale LSN, or no longer relevant.
     pub messages_ignored: u64,
+    /// Messages refused as impossible from a correct peer: a term above
+    /// [`crate::Term::MAX_VALID`], an acknowledgement of something this node
+    /// never sent, a resignation from a node that does not lead, a transfer
+    /// nobody asked for. Each one points at a buggy or hostile peer.
+    pub messages_refused: u64,
 }
 
 /// A peer as seen by this node.

@@ -154,10 +154,12 @@ impl<R: RngCore + Send> RaftElector<R> {
     // ---- Candidacy ----
 
     fn start_pre_vote(&mut self, now: Instant) {
-        if self.seat.storage_failed {
+        let Some(proposed) = self.seat.next_term().filter(|_| !self.seat.storage_failed) else {
+            // A node that cannot persist, or whose term cannot grow, cannot
+            // campaign: no point in polling.
             self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
-        }
+        };
         // A pre-candidate forgets its old leader and lease, so it can support
         // another pre-candidate (etcd #9586, #10355).
         self.lease = None;
@@ -168,7 +170,6 @@ impl<R: RngCore + Send> RaftElector<R> {
             return;
         }
         self.seat.counters().pre_votes_started += 1;
-        let proposed = self.seat.term.next();
         self.round = Some(self.new_round(RoundKind::PreVote, proposed, now));
         self.seat.set_role(Role::PreCandidate, Reason::ElectionTimeout);
         self.seat.broadcast(Message::PreVote { term: proposed });
@@ -199,13 +200,16 @@ impl<R: RngCore + Send> RaftElector<R> {
     }
 
     fn start_vote(&mut self, now: Instant, transfer: bool) {
-        if self.seat.storage_failed {
-            self.become_follower(Reason::StorageFailed);
+        let Some(term) = self.seat.next_term().filter(|_| !self.seat.storage_failed) else {
+            // A node that cannot persist, or whose term cannot grow, cannot stand.
+            let reason =
+                if self.seat.storage_failed { Reason::StorageFailed } else { Reason::RoundFailed };
+            self.become_follower(reason);
             self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
-        }
+        };
         self.seat.counters().elections_started += 1;
-        self.seat.term = self.seat.term.next();
+        self.seat.term = term;
         self.seat.voted_for = Some(self.seat.cfg.id);
         self.seat.last_lsn = None;
         self.lease = None;
@@ -401,6 +405,10 @@ impl<R: RngCore + Send> RaftElector<R> {
     }
 
     fn on_vote(&mut self, now: Instant, from: NodeId, term: Term, transfer: bool) {
+        // A transfer passes a lease only if the leader that resigned named
+        // `from` to this node, for the term before this one.
+        let transfer = transfer
+            && term.0.checked_sub(1).is_some_and(|t| self.seat.named_successor(Term(t), from));
         if self.seat.storage_failed {
             let my = self.seat.term;
             return self.seat.send(from, Message::VoteResponse { term: my, granted: false });
@@ -468,20 +476,15 @@ impl<R: RngCore + Send> RaftElector<R> {
             return;
         }
         let lsn = Lsn { term, counter };
-        if self.seat.leader == Some(from) && self.seat.last_lsn.is_some_and(|last| lsn <= last) {
-            // Duplicated or reordered: not newer than what we accepted.
-            self.seat.counters().messages_ignored += 1;
+        if self.seat.stale_heartbeat(from, lsn) {
             return;
         }
         if self.seat.role != Role::Follower {
             self.become_follower(Reason::LeaderHeartbeat);
         }
-        self.seat.counters().heartbeats_received += 1;
-        self.seat.last_lsn = Some(lsn);
-        self.seat.set_leader(Some(from));
+        self.seat.follow(from, lsn);
         self.grant_lease(now, from);
         self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
-        self.seat.renew_stall_grace();
         // The acknowledgement doubles as the unsolicited support of seed 000 when
         // this is the first heartbeat from a newly discovered leader.
         self.seat
@@ -518,17 +521,10 @@ impl<R: RngCore + Send> RaftElector<R> {
     }
 
     fn on_resign(&mut self, now: Instant, from: NodeId, term: Term, successor: Option<NodeId>) {
-        if term < self.seat.term {
-            self.seat.counters().messages_ignored += 1;
+        if !self.seat.accept_resignation(from, term) {
             return;
         }
-        if term > self.seat.term {
-            self.adopt_term(term);
-        }
-        if self.seat.role == Role::Leader {
-            self.seat.counters().messages_ignored += 1;
-            return;
-        }
+        self.seat.note_handover(term, successor);
         if self.lease.is_some_and(|l| l.holder == Some(from)) {
             self.lease = None;
         }

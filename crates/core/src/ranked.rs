@@ -485,7 +485,13 @@ impl<R: RngCore + Send> RankedElector<R> {
     fn cast_vote(&mut self, now: Instant, i: usize) {
         let claim = self.claims[i].expect("the chosen claim is on the slate");
         let known = self.fresh_claims().map(|(_, c)| c.term).fold(self.seat.term, Term::max);
-        let term = known.next();
+        let Some(term) = known.checked_next() else {
+            // No valid term is left above the claims: no vote.
+            self.poll = None;
+            self.settle_role(now, Reason::RoundFailed);
+            self.election_deadline = now + self.seat.cfg.election_timeout;
+            return;
+        };
         let target = self.seat.cfg.voters[i];
         self.seat.term = term;
         self.seat.voted_for = Some(target);
@@ -704,17 +710,13 @@ impl<R: RngCore + Send> RankedElector<R> {
             return;
         }
         let lsn = Lsn { term, counter };
-        if self.seat.leader == Some(from) && self.seat.last_lsn.is_some_and(|last| lsn <= last) {
-            self.seat.counters().messages_ignored += 1;
+        if self.seat.stale_heartbeat(from, lsn) {
             return;
         }
         if self.seat.role != Role::Follower {
             self.become_follower(Reason::LeaderHeartbeat);
         }
-        self.seat.counters().heartbeats_received += 1;
-        self.seat.last_lsn = Some(lsn);
-        self.seat.set_leader(Some(from));
-        self.seat.renew_stall_grace();
+        self.seat.follow(from, lsn);
         let t = self.seat.cfg.election_timeout;
         let support = Support::Leader { id: from, term, sent_at };
         self.lease = Some(Lease { support, until: now + t });
@@ -761,22 +763,21 @@ impl<R: RngCore + Send> RankedElector<R> {
             self.seat.counters().messages_ignored += 1;
             return;
         }
-        self.acked_counter[i] = self.acked_counter[i].max(counter);
-        self.seat.record_ack(now, i, Instant::from_nanos(echo));
+        if counter > self.seat.lsn_counter {
+            // Acknowledges a `Lead` this node never sent.
+            self.seat.refused();
+            return;
+        }
+        if self.seat.record_ack(now, i, Instant::from_nanos(echo)) {
+            self.acked_counter[i] = self.acked_counter[i].max(counter);
+        }
     }
 
     fn on_resign(&mut self, now: Instant, from: NodeId, term: Term, successor: Option<NodeId>) {
-        if term < self.seat.term {
-            self.seat.counters().messages_ignored += 1;
+        if !self.seat.accept_resignation(from, term) {
             return;
         }
-        if term > self.seat.term {
-            self.adopt_term(term);
-        }
-        if self.seat.role == Role::Leader {
-            self.seat.counters().messages_ignored += 1;
-            return;
-        }
+        self.seat.note_handover(term, successor);
         if matches!(self.lease.map(|l| l.support), Some(Support::Leader { id, .. }) if id == from) {
             // The leader released everyone it led: no need to wait for other
             // followers' leases on it before voting.
@@ -814,6 +815,15 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
         }
     }
 
+    fn well_formed(&self, msg: &RankedMessage) -> bool {
+        match msg {
+            // A claim is a leader message the claimant saw: never from a term
+            // above the claimant's own.
+            RankedMessage::Elect { term, claim, .. } => claim.is_none_or(|c| c.term <= *term),
+            _ => true,
+        }
+    }
+
     fn check_lease(&mut self, now: Instant) {
         self.step_down_on_lost_lease(now);
     }
@@ -833,6 +843,9 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
                 // The announced vote delay is capped at the longest a correct
                 // elector announces.
                 let cap = collection_window(&self.seat.cfg) + self.seat.cfg.round_trip;
+                // A claim ranks as a named successor's only if the leader that
+                // resigned named the claimant to this node.
+                let transfer = transfer.filter(|&t| self.seat.named_successor(t, from));
                 let votes_at = now + Duration::from_nanos(vote_in_nanos).min(cap);
                 let claim =
                     Claim { term, lsn: claim, sent_at_nanos, received: now, transfer, votes_at };

@@ -98,6 +98,9 @@ pub(crate) struct Seat {
     pub(crate) last_lsn: Option<Lsn>,
     /// Leader: when the next heartbeat is due.
     pub(crate) next_heartbeat: Instant,
+    /// Leader: the send time of its newest heartbeat; acknowledgements echo
+    /// no later one.
+    last_heartbeat_sent: Instant,
     /// Leader: per voter index, the send time (own clock) of the newest
     /// heartbeat (or election message) that voter acknowledged.
     pub(crate) acked_sent_at: Vec<Option<Instant>>,
@@ -111,6 +114,10 @@ pub(crate) struct Seat {
     lease_renewal_until: Option<Instant>,
     /// Follower: the stall grace was used since it last heard its leader or polled.
     stall_grace_spent: bool,
+    /// The last resignation this node honoured that named a successor: the
+    /// term the leader resigned, and the successor. Only that successor's
+    /// transfer request, for the next term, bypasses a lease.
+    handover: Option<(Term, NodeId)>,
     /// True while durable state cannot be written.
     pub(crate) storage_failed: bool,
     /// Set by a graceful stop or a violated invariant: every input is ignored.
@@ -141,11 +148,13 @@ impl Seat {
             lsn_counter: 0,
             last_lsn: None,
             next_heartbeat: Instant::MAX,
+            last_heartbeat_sent: Instant::ZERO,
             acked_sent_at: vec![None; n],
             lease_length,
             leader_lease_until: Instant::ZERO,
             lease_renewal_until: None,
             stall_grace_spent: false,
+            handover: None,
             storage_failed: false,
             stopped: false,
             out: Output::default(),
@@ -183,6 +192,44 @@ impl Seat {
 
     pub(crate) fn counters(&mut self) -> &mut Counters {
         &mut self.observed.counters
+    }
+
+    /// Counts a message refused as impossible from a correct peer.
+    pub(crate) fn refused(&mut self) {
+        self.observed.counters.messages_refused += 1;
+    }
+
+    /// The next term for a candidacy, unless it would pass [`Term::MAX_VALID`].
+    pub(crate) fn next_term(&self) -> Option<Term> {
+        self.term.checked_next()
+    }
+
+    // ---- Handover ----
+
+    /// Whether a resignation of the leader of `term` from `from` is to be
+    /// honoured: only from the leader this node follows in its current term.
+    /// A refused one is counted.
+    pub(crate) fn accept_resignation(&mut self, from: NodeId, term: Term) -> bool {
+        let from_leader = term == self.term
+            && self.leader == Some(from)
+            && self.role != Role::Leader
+            && from != self.cfg.id;
+        if !from_leader {
+            self.refused();
+        }
+        from_leader
+    }
+
+    /// Records the successor an honoured resignation of `term` named (or,
+    /// on the leader that resigns, the one it names).
+    pub(crate) fn note_handover(&mut self, term: Term, successor: Option<NodeId>) {
+        self.handover = successor.filter(|s| self.cfg.voters.contains(s)).map(|s| (term, s));
+    }
+
+    /// Whether `candidate` is the successor named by the resignation of the
+    /// leader of `term` that this node honoured.
+    pub(crate) fn named_successor(&self, term: Term, candidate: NodeId) -> bool {
+        self.handover == Some((term, candidate))
     }
 
     // ---- Output ----
@@ -281,9 +328,10 @@ impl Seat {
     /// Starts the next heartbeat: counts it, schedules the one after, and
     /// returns its counter and send time for the protocol's message.
     pub(crate) fn next_heartbeat_at(&mut self, now: Instant) -> (u64, u64) {
-        self.lsn_counter += 1;
+        self.lsn_counter = self.lsn_counter.saturating_add(1);
         self.observed.counters.heartbeats_sent += (self.cfg.voters.len() - 1) as u64;
         self.next_heartbeat = now + self.cfg.heartbeat_interval;
+        self.last_heartbeat_sent = now;
         (self.lsn_counter, now.as_nanos())
     }
 
@@ -299,8 +347,15 @@ impl Seat {
         };
     }
 
-    /// Records that voter `i` acknowledged a message this leader sent at `sent`.
-    pub(crate) fn record_ack(&mut self, now: Instant, i: usize, sent: Instant) {
+    /// Records that voter `i` acknowledged the heartbeat this leader sent at
+    /// `sent`. An echo later than the newest heartbeat sent acknowledges
+    /// nothing this node sent: it is refused (it would stretch the lease), and
+    /// the answer is false.
+    pub(crate) fn record_ack(&mut self, now: Instant, i: usize, sent: Instant) -> bool {
+        if sent > self.last_heartbeat_sent {
+            self.refused();
+            return false;
+        }
         if self.acked_sent_at[i].is_none_or(|s| s < sent) {
             self.acked_sent_at[i] = Some(sent);
             self.recompute_leader_lease();
@@ -308,6 +363,7 @@ impl Seat {
                 self.lease_renewal_until = None;
             }
         }
+        true
     }
 
     /// True if this node leads at `now`.
@@ -364,6 +420,24 @@ impl Seat {
         }
         self.stall_grace_spent = true;
         Some(now + self.cfg.heartbeat_interval * STALL_GRACE_HEARTBEATS)
+    }
+
+    /// True if a heartbeat `lsn` from `from` is not newer than the last one
+    /// accepted from that leader (duplicated or reordered): it is ignored.
+    pub(crate) fn stale_heartbeat(&mut self, from: NodeId, lsn: Lsn) -> bool {
+        let stale = self.leader == Some(from) && self.last_lsn.is_some_and(|last| lsn <= last);
+        if stale {
+            self.observed.counters.messages_ignored += 1;
+        }
+        stale
+    }
+
+    /// Follows `from`, whose heartbeat `lsn` this node accepted (as a follower).
+    pub(crate) fn follow(&mut self, from: NodeId, lsn: Lsn) {
+        self.observed.counters.heartbeats_received += 1;
+        self.last_lsn = Some(lsn);
+        self.set_leader(Some(from));
+        self.renew_stall_grace();
     }
 
     /// The node heard its leader or started polling: a later stall gets a grace again.
@@ -470,6 +544,13 @@ pub(crate) trait Rules {
     /// (a misconfigured peer: the message is ignored).
     fn own_message(msg: Message) -> Option<Self::Msg>;
 
+    /// Whether `msg` could come from a correct peer, beyond its term (which
+    /// the caller checked against [`Term::MAX_VALID`]); a message that could
+    /// not is refused unread. By default every message could.
+    fn well_formed(&self, _msg: &Self::Msg) -> bool {
+        true
+    }
+
     /// Called first on every input (messages and timers), before the handler:
     /// steps down a leader whose lease ran out (see [`Seat::lease_lost`]), so
     /// that a leader resumed after a pause never acts on an expired lease.
@@ -510,10 +591,19 @@ impl<P: Rules + Send> Protocol for P {
             self.seat_mut().counters().messages_ignored += 1;
             return;
         };
+        if !msg.term().is_valid() {
+            // Nothing a correct peer sends: refused before anything reads it.
+            self.seat_mut().refused();
+            return;
+        }
         let Some(msg) = P::own_message(msg) else {
             self.seat_mut().counters().messages_ignored += 1;
             return;
         };
+        if !self.well_formed(&msg) {
+            self.seat_mut().refused();
+            return;
+        }
         self.prepare_input(now);
         self.seat_mut().observed.last_heard[i] = Some(now);
         self.on_message(now, i, from, msg);
@@ -544,6 +634,8 @@ impl<P: Rules + Send> Protocol for P {
         let leading = seat.role == Role::Leader;
         if handover::check_transfer(&seat.cfg, leading, seat.leader, &seat.acked_sent_at, now, to)?
         {
+            let seat = self.seat_mut();
+            seat.note_handover(seat.term, Some(to));
             self.resign(now, Some(to));
         }
         Ok(())
@@ -557,6 +649,8 @@ impl<P: Rules + Send> Protocol for P {
         if self.seat().role == Role::Leader {
             let seat = self.seat();
             let successor = handover::best_successor(&seat.cfg, &seat.acked_sent_at, now);
+            let seat = self.seat_mut();
+            seat.note_handover(seat.term, successor);
             self.resign(now, successor);
         }
         self.become_follower(Reason::Shutdown);
@@ -645,12 +739,19 @@ mod tests {
         seat.recompute_leader_lease();
         assert_eq!(seat.leader_lease_until, Instant::ZERO, "no acknowledgement: no lease");
         let at = |ms: u64| Instant::from_nanos(ms * 1_000_000);
-        seat.record_ack(at(50), 1, at(40));
+        seat.next_heartbeat_at(at(40));
+        assert!(seat.record_ack(at(50), 1, at(40)));
         assert_eq!(seat.leader_lease_until, at(940));
-        seat.record_ack(at(60), 1, at(30));
+        assert!(seat.record_ack(at(60), 1, at(30)));
         assert_eq!(seat.leader_lease_until, at(940), "an older acknowledgement changes nothing");
-        seat.record_ack(at(70), 2, at(60));
+        seat.next_heartbeat_at(at(60));
+        assert!(seat.record_ack(at(70), 2, at(60)));
         assert_eq!(seat.leader_lease_until, at(960));
+        // An echo of nothing sent (later than the newest heartbeat) is refused.
+        assert!(!seat.record_ack(at(71), 1, at(61)));
+        assert!(!seat.record_ack(at(71), 2, Instant::MAX));
+        assert_eq!(seat.leader_lease_until, at(960));
+        assert_eq!(seat.observed.counters.messages_refused, 2);
     }
 
     #[test]

@@ -85,7 +85,8 @@ fn poll_answer(attempt: u64, committed: u64, heartbeat: Option<Lsn>) -> Message 
     Message::Paxos(PaxosMessage::PrepareNack {
         ballot: LOW_BALL,
         attempt,
-        promised: Term(0),
+        // An acceptor that heard a leader's Commit promised that ballot.
+        promised: heartbeat.map_or(Term(0), |h| h.term),
         committed,
         heartbeat,
         busy_ms: None,
@@ -400,9 +401,19 @@ fn a_stale_resign_does_not_let_its_successor_override_a_newer_lease() {
         paxos_sent(&c, since, f, other)[..],
         [PaxosMessage::PrepareNack { busy_ms: Some(_), .. }]
     ));
-    // The same handover naming the current leadership passes.
+    // A handover naming the current leadership that its leader never
+    // announced to this acceptor does not pass either (a forged transfer).
     let since = c.sent().len();
     inject(&mut c, other, f, PaxosMessage::Prepare { ballot, attempt: 2, handover: Some(current) });
+    assert!(matches!(
+        paxos_sent(&c, since, f, other)[..],
+        [PaxosMessage::PrepareNack { busy_ms: Some(_), .. }]
+    ));
+    // Once the leader resigns naming `other`, its Prepare passes.
+    let resign = PaxosMessage::Resign { ballot: current, successor: Some(other) };
+    inject(&mut c, leader, f, resign);
+    let since = c.sent().len();
+    inject(&mut c, other, f, PaxosMessage::Prepare { ballot, attempt: 3, handover: Some(current) });
     assert!(matches!(paxos_sent(&c, since, f, other)[..], [PaxosMessage::PrepareAck { .. }]));
 }
 

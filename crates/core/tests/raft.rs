@@ -109,7 +109,7 @@ fn stale_leader_heartbeat_gets_an_invalid_heartbeat_reply() {
 fn candidate_resumed_after_its_round_deadline_ignores_late_votes() {
     let mut c = quiet(3);
     let cand = n(1);
-    let t = c.term(cand).next();
+    let t = c.term(cand).checked_next().expect("a valid term");
     c.inject(
         n(2),
         cand,
@@ -147,7 +147,7 @@ fn pre_candidate_asks_again_when_a_refusing_lease_ends() {
     // Make `cand` a pre-candidate now.
     c.timeout(cand);
     assert_eq!(c.role(cand), Role::PreCandidate);
-    let t = c.term(cand).next();
+    let t = c.term(cand).checked_next().expect("a valid term");
     c.inject(
         other,
         cand,

@@ -44,9 +44,11 @@ fn quiet(size: u64) -> C {
     c
 }
 
+/// An ELECT from a claimant in `term`, or in its claim's term if that is
+/// higher (a correct claimant's term is at least its claim's).
 fn elect_msg(term: u64, claim: Option<(u64, u64)>, sent_at_nanos: u64) -> RankedMessage {
     RankedMessage::Elect {
-        term: Term(term),
+        term: Term(term.max(claim.map_or(0, |(t, _)| t))),
         claim: claim.map(|(t, c)| Lsn { term: Term(t), counter: c }),
         sent_at_nanos,
         transfer: None,
@@ -288,7 +290,7 @@ fn a_fresh_claim_of_the_candidate_voted_for_releases_the_vote_lease() {
     let start = c.sent().len();
     inject(&mut c, cand, voter, elect_msg(0, Some((1, 5)), first));
     c.run_for(RTT + Duration::from_millis(5));
-    assert_eq!(votes_sent(&c, start), vec![(voter, cand, Term(1))]);
+    assert_eq!(votes_sent(&c, start), vec![(voter, cand, Term(2))]);
     assert_eq!(c.role(voter), Role::Follower);
 
     // While the vote may still elect the candidate, the voter stays bound:
@@ -311,8 +313,8 @@ fn a_fresh_claim_of_the_candidate_voted_for_releases_the_vote_lease() {
     assert_eq!(c.role(voter), Role::PreCandidate, "joined the candidate's round");
     c.run_for(RTT + Duration::from_millis(5));
     let votes = votes_sent(&c, before);
-    assert_eq!(votes, vec![(voter, other, Term(2))]);
-    assert_eq!(c.durable(voter), HardState { term: Term(2), voted_for: Some(other) });
+    assert_eq!(votes, vec![(voter, other, Term(3))]);
+    assert_eq!(c.durable(voter), HardState { term: Term(3), voted_for: Some(other) });
 }
 
 #[test]

@@ -435,7 +435,7 @@ fn leader_reasserts_itself_over_a_node_with_a_higher_term(kind: ProtocolKind) {
 fn ask_for_vote(kind: ProtocolKind, c: &C, from: NodeId, to: NodeId) -> Vec<Message> {
     match kind {
         Raft => {
-            let t = c.term(to).next();
+            let t = c.term(to).checked_next().expect("a valid term");
             vec![Message::PreVote { term: t }, Message::Vote { term: t, transfer: false }]
         }
         Ranked => vec![Message::Ranked(RankedMessage::Elect {
@@ -716,7 +716,9 @@ fn transfer_hands_leadership_to_the_named_node_without_a_timeout(kind: ProtocolK
 
 shared!(transfer_works_even_if_the_resign_message_is_lost);
 fn transfer_works_even_if_the_resign_message_is_lost(kind: ProtocolKind) {
-    // A follower that missed the Resign learns of it from the successor.
+    // A follower that missed the Resign stays bound to the old leader; the
+    // successor wins with the votes of those that heard it (the resigning
+    // leader included).
     let (mut c, leader) = elected(kind, 3);
     let [missed, target] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
     c.cut_one_way(leader, missed);
@@ -818,4 +820,258 @@ fn leadership_is_never_announced_with_a_write_that_fails(kind: ProtocolKind) {
             }
         }
     }
+}
+
+// ---- A hostile or buggy peer (issue 10) ----
+//
+// Frames a correct peer never sends, delivered as if from a voter (which is
+// what a stranger can do without TLS, or a compromised peer with it). None
+// of them may move a term, depose a leader, stretch a lease or halt a node.
+
+/// Every message kind of `kind` that carries a term, with term `t` (for
+/// Paxos, `t` is the ballot or the promise the message carries).
+fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
+    let lsn = Lsn { term: t, counter: u64::MAX };
+    match kind {
+        Raft => vec![
+            Message::PreVote { term: t },
+            Message::PreVoteResponse {
+                term: t,
+                proposed: t,
+                granted: true,
+                lease_remaining_ms: None,
+            },
+            Message::Vote { term: t, transfer: true },
+            Message::VoteResponse { term: t, granted: true },
+            Message::Heartbeat { term: t, counter: u64::MAX, sent_at_nanos: u64::MAX },
+            Message::HeartbeatResponse { term: t, ok: false, echo_sent_at_nanos: u64::MAX },
+            Message::Resign { term: t, successor: Some(n(2)) },
+        ],
+        Ranked => vec![
+            RankedMessage::Elect {
+                term: t,
+                claim: Some(lsn),
+                sent_at_nanos: u64::MAX,
+                transfer: Some(t),
+                vote_in_nanos: u64::MAX,
+            },
+            RankedMessage::Vote { term: t, echo_sent_at_nanos: u64::MAX },
+            RankedMessage::Lead { term: t, counter: u64::MAX, sent_at_nanos: u64::MAX },
+            RankedMessage::LeadAck { term: t, ok: false, counter: u64::MAX, echo_sent_at_nanos: 0 },
+            RankedMessage::Resign { term: t, successor: Some(n(2)) },
+        ]
+        .into_iter()
+        .map(Message::Ranked)
+        .collect(),
+        Paxos => vec![
+            PaxosMessage::Prepare { ballot: t, attempt: 1, handover: Some(t) },
+            PaxosMessage::PrepareAck {
+                ballot: t,
+                attempt: 1,
+                committed: u64::MAX,
+                accepted_slot: 1,
+            },
+            PaxosMessage::PrepareNack {
+                ballot: t,
+                attempt: 1,
+                promised: t,
+                committed: u64::MAX,
+                heartbeat: Some(lsn),
+                busy_ms: None,
+            },
+            PaxosMessage::Accept { ballot: t, slot: u64::MAX },
+            PaxosMessage::AcceptAck { ballot: t, slot: 1 },
+            PaxosMessage::AcceptNack { ballot: t, promised: t },
+            PaxosMessage::Commit {
+                ballot: t,
+                slot: u64::MAX,
+                heartbeat: u64::MAX,
+                sent_at_nanos: 0,
+            },
+            PaxosMessage::CommitAck {
+                ballot: t,
+                ok: false,
+                promised: t,
+                echo_sent_at_nanos: u64::MAX,
+            },
+            PaxosMessage::Resign { ballot: t, successor: Some(n(2)) },
+        ]
+        .into_iter()
+        .map(Message::Paxos)
+        .collect(),
+    }
+}
+
+/// What a forged frame must not change: every node's term and vote, and who leads.
+fn snapshot(c: &C) -> Vec<(HardState, Role, Option<NodeId>)> {
+    c.ids().iter().map(|&id| (c.durable(id), c.role(id), c.status(id).leader)).collect()
+}
+
+fn refused(c: &C) -> u64 {
+    c.ids().iter().map(|&id| c.node(id).counters().messages_refused).sum()
+}
+
+shared!(a_term_beyond_the_valid_range_is_refused_and_changes_nothing);
+fn a_term_beyond_the_valid_range_is_refused_and_changes_nothing(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    c.run_for(HEARTBEAT / 2);
+    let before = snapshot(&c);
+    let mut forged = 0;
+    for t in [Term(u64::MAX), Term(u64::MAX - 1), Term(Term::MAX_VALID.0 + 1)] {
+        for msg in every_kind_with_term(kind, t) {
+            for &to in c.ids().to_vec().iter() {
+                // As if sent by every other voter.
+                for &from in others(&c, &[to]).iter() {
+                    c.inject(from, to, msg.clone());
+                    forged += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(snapshot(&c), before, "no term, vote, role or leader moved");
+    assert_eq!(refused(&c), forged, "each forged frame is refused");
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), leader);
+    assert_eq!(c.leader_history().len(), 1, "no leader change");
+    assert!(c.events().iter().all(|e| !matches!(e.event, Event::Halted { .. })));
+}
+
+shared!(a_node_at_the_highest_valid_term_stays_safe);
+fn a_node_at_the_highest_valid_term_stays_safe(kind: ProtocolKind) {
+    // Terms are exhausted (only a forged term could get here): nobody can
+    // stand any more, but nothing overflows, halts or leads twice.
+    let mut c: C = Setup::new(3).elector(kind);
+    for id in c.ids().to_vec() {
+        c.set_durable(id, HardState { term: Term::MAX_VALID, voted_for: None });
+        c.restart(id);
+    }
+    c.run_for(TIMEOUT * 5);
+    assert!(c.leaders().is_empty());
+    for &id in c.ids() {
+        assert!(c.term(id) <= Term::MAX_VALID);
+    }
+    assert!(c.events().iter().all(|e| !matches!(e.event, Event::Halted { .. })));
+}
+
+/// `kind`'s acknowledgement of a leader heartbeat sent at `echo`, in `term`.
+fn ack(kind: ProtocolKind, term: Term, echo: u64) -> Message {
+    match kind {
+        Raft => Message::HeartbeatResponse { term, ok: true, echo_sent_at_nanos: echo },
+        Ranked => Message::Ranked(RankedMessage::LeadAck {
+            term,
+            ok: true,
+            counter: 1,
+            echo_sent_at_nanos: echo,
+        }),
+        Paxos => Message::Paxos(PaxosMessage::CommitAck {
+            ballot: term,
+            ok: true,
+            promised: term,
+            echo_sent_at_nanos: echo,
+        }),
+    }
+}
+
+shared!(an_acknowledgement_of_nothing_sent_does_not_stretch_the_lease);
+fn an_acknowledgement_of_nothing_sent_does_not_stretch_the_lease(kind: ProtocolKind) {
+    // The attack: one forged acknowledgement with a huge echo kept a leader
+    // leading with no live majority.
+    let (mut c, leader) = elected(kind, 3);
+    let [f, g] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
+    let term = c.term(leader);
+    let lease = c.status(leader).lease_until;
+    let before = refused(&c);
+    let later = c.local_now(leader) + TIMEOUT * 100;
+    for echo in [u64::MAX, later.as_nanos()] {
+        c.inject(f, leader, ack(kind, term, echo));
+        c.inject(g, leader, ack(kind, term, echo));
+    }
+    assert_eq!(c.status(leader).lease_until, lease, "the lease did not move");
+    assert_eq!(refused(&c), before + 4);
+    // Cut off, the leader steps down within its real lease.
+    c.isolate(leader);
+    c.run_for(TIMEOUT);
+    assert!(!c.is_leader(leader), "no lease from acknowledgements of nothing");
+    if kind == Ranked {
+        // A counter above every `Lead` sent is refused too.
+        let (mut c, leader) = elected(kind, 3);
+        let f = others(&c, &[leader])[0];
+        let term = c.term(leader);
+        let before = refused(&c);
+        let msg =
+            RankedMessage::LeadAck { term, ok: true, counter: u64::MAX, echo_sent_at_nanos: 1 };
+        c.inject(f, leader, Message::Ranked(msg));
+        assert_eq!(refused(&c), before + 1);
+    }
+}
+
+/// `kind`'s resignation of the leader of `term`, naming `successor`.
+fn resign(kind: ProtocolKind, term: Term, successor: NodeId) -> Message {
+    let successor = Some(successor);
+    match kind {
+        Raft => Message::Resign { term, successor },
+        Ranked => Message::Ranked(RankedMessage::Resign { term, successor }),
+        Paxos => Message::Paxos(PaxosMessage::Resign { ballot: term, successor }),
+    }
+}
+
+shared!(a_resignation_from_a_node_that_does_not_lead_is_refused);
+fn a_resignation_from_a_node_that_does_not_lead_is_refused(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    let [f, g] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
+    let term = c.term(leader);
+    c.run_for(HEARTBEAT / 2);
+    let before = snapshot(&c);
+    let refused_before = refused(&c);
+    // A follower "resigns" the leader's term, naming the other follower or
+    // itself; the leader "resigns" a term it does not lead.
+    c.inject(f, g, resign(kind, term, g));
+    c.inject(f, g, resign(kind, term, f));
+    let above = match kind {
+        Paxos => Term(term.0 + BALLOT_RANKS),
+        _ => term.checked_next().expect("a valid term"),
+    };
+    c.inject(leader, g, resign(kind, above, g));
+    assert_eq!(snapshot(&c), before, "nothing moved");
+    assert_eq!(refused(&c), refused_before + 3);
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), leader);
+    assert_eq!(c.leader_history().len(), 1, "no leader change");
+}
+
+/// `kind`'s transfer request from the successor of the leader of `term`.
+fn transfer_request(kind: ProtocolKind, c: &C, from: NodeId, term: Term) -> Message {
+    match kind {
+        Raft => Message::Vote { term: term.checked_next().expect("valid"), transfer: true },
+        Ranked => Message::Ranked(RankedMessage::Elect {
+            term,
+            claim: None,
+            sent_at_nanos: c.local_now(from).as_nanos(),
+            transfer: Some(term),
+            vote_in_nanos: 0,
+        }),
+        Paxos => {
+            let rank = c.ids().iter().position(|&i| i == from).expect("a voter") as u64;
+            let ballot = Term((term.0 / BALLOT_RANKS + 1) * BALLOT_RANKS + rank);
+            Message::Paxos(PaxosMessage::Prepare { ballot, attempt: 1, handover: Some(term) })
+        }
+    }
+}
+
+shared!(a_transfer_nobody_asked_for_passes_no_lease);
+fn a_transfer_nobody_asked_for_passes_no_lease(kind: ProtocolKind) {
+    // A follower claims the leader named it successor; the leader did not.
+    let (mut c, leader) = elected(kind, 3);
+    let [f, g] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
+    let term = c.term(leader);
+    c.run_for(HEARTBEAT / 2);
+    let msg = transfer_request(kind, &c, f, term);
+    c.inject(f, g, msg.clone());
+    c.inject(f, leader, msg);
+    assert!(c.is_leader(leader), "the leader leads on");
+    assert_eq!(c.status(g).leader, Some(leader), "its follower still follows it");
+    assert_ne!(c.durable(g).voted_for, Some(f), "no vote or promise for the pretender");
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader_history().iter().filter(|r| r.node == f).count(), 0, "f never leads");
+    assert_eq!(c.leader(), leader);
 }

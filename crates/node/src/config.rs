@@ -35,6 +35,12 @@ pub struct NodeConfig {
 }
 
 /// A node configuration that cannot work.
+///
+/// The election settings (voters, heartbeat, election timeout, round trip and
+/// what each protocol requires of them) are checked by the core alone
+/// ([`tenure_core::Config::validate_for`]); this crate checks only what is its
+/// own: the cluster id and the peer addresses. [`NodeConfigError::fields`]
+/// names the [`NodeConfig`] fields to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NodeConfigError {
     /// The election settings are invalid.
@@ -48,18 +54,54 @@ pub enum NodeConfigError {
     DuplicateAddress(NodeId, NodeId, SocketAddr),
 }
 
+impl NodeConfigError {
+    /// The [`NodeConfig`] fields whose values cause this error, the likeliest
+    /// fix first; a program that builds the configuration from its own
+    /// settings maps them to the names its users know.
+    pub fn fields(&self) -> &'static [&'static str] {
+        match self {
+            NodeConfigError::Election(e) => election_fields(e),
+            NodeConfigError::BadClusterId(_) => &["cluster_id"],
+            NodeConfigError::DuplicateAddress(..) => &["peers"],
+        }
+    }
+}
+
+/// The fields behind each election-settings error. The stagger and the drift
+/// bound are derived by [`NodeConfig::core_config`] (from the heartbeat, and a
+/// fixed 5%), so the heartbeat is what to change for the first.
+fn election_fields(e: &ConfigError) -> &'static [&'static str] {
+    match e {
+        ConfigError::NoVoters
+        | ConfigError::TooManyVoters(_)
+        | ConfigError::DuplicateId(_)
+        | ConfigError::SelfNotVoter(..) => &["peers", "id"],
+        ConfigError::ZeroId => &["id", "peers"],
+        ConfigError::ZeroHeartbeat | ConfigError::BadStagger(_) => &["heartbeat_interval"],
+        ConfigError::TimeoutTooShort { .. } => &["election_timeout", "heartbeat_interval"],
+        ConfigError::DriftTooLarge(_) => &[],
+        ConfigError::BadRoundTrip(_) => &["round_trip", "heartbeat_interval"],
+        ConfigError::Protocol { protocol: ProtocolKind::Paxos, .. } => {
+            &["election_timeout", "round_trip", "peers", "protocol"]
+        }
+        ConfigError::Protocol { .. } => &["round_trip", "election_timeout", "protocol"],
+    }
+}
+
 impl NodeConfig {
-    /// Checks the configuration; returns the first problem found.
+    /// Checks the configuration; returns the first problem found. The election
+    /// settings are checked by the core ([`tenure_core::Config::validate_for`]),
+    /// the cluster id and peer addresses here.
     pub fn validate(&self) -> Result<(), NodeConfigError> {
         if self.cluster_id.is_empty() || self.cluster_id.len() > MAX_CLUSTER_ID_LEN {
             return Err(NodeConfigError::BadClusterId(self.cluster_id.len()));
         }
-        self.core_config().validate_for(self.protocol)?;
         for (i, (a, addr_a)) in self.peers.iter().enumerate() {
             if let Some((b, _)) = self.peers[i + 1..].iter().find(|(_, addr_b)| addr_b == addr_a) {
                 return Err(NodeConfigError::DuplicateAddress(*a, *b, *addr_a));
             }
         }
+        self.core_config().validate_for(self.protocol)?;
         Ok(())
     }
 
@@ -80,5 +122,77 @@ impl NodeConfig {
     /// The address of peer `id`, if it is a voter.
     pub fn peer_addr(&self, id: NodeId) -> Option<SocketAddr> {
         self.peers.iter().find(|&&(p, _)| p == id).map(|&(_, a)| a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> NodeConfig {
+        NodeConfig {
+            id: NodeId(1),
+            cluster_id: "c".into(),
+            listen: "127.0.0.1:7001".parse().unwrap(),
+            peers: vec![
+                (NodeId(1), "127.0.0.1:7001".parse().unwrap()),
+                (NodeId(2), "127.0.0.1:7002".parse().unwrap()),
+                (NodeId(3), "127.0.0.1:7003".parse().unwrap()),
+            ],
+            data_dir: "/nonexistent".into(),
+            heartbeat_interval: Duration::from_millis(100),
+            election_timeout: Duration::from_millis(1000),
+            protocol: ProtocolKind::Raft,
+            round_trip: None,
+        }
+    }
+
+    #[test]
+    fn a_valid_config_passes() {
+        assert_eq!(config().validate(), Ok(()));
+    }
+
+    #[test]
+    fn own_checks_name_their_field() {
+        let mut c = config();
+        c.cluster_id = String::new();
+        assert_eq!(c.validate(), Err(NodeConfigError::BadClusterId(0)));
+        assert_eq!(c.validate().unwrap_err().fields(), ["cluster_id"]);
+        c.cluster_id = "x".repeat(MAX_CLUSTER_ID_LEN + 1);
+        assert!(c.validate().unwrap_err().to_string().contains("1 to 128 bytes"));
+
+        let mut c = config();
+        c.peers[2].1 = c.peers[0].1;
+        let err = c.validate().unwrap_err();
+        assert_eq!(err, NodeConfigError::DuplicateAddress(NodeId(1), NodeId(3), c.peers[0].1));
+        assert_eq!(err.fields(), ["peers"]);
+    }
+
+    /// Election settings are the core's to check: its error comes through
+    /// unchanged, with the fields that set it.
+    #[test]
+    fn election_settings_are_checked_by_the_core() {
+        let mut c = config();
+        c.election_timeout = Duration::from_millis(200);
+        let err = c.validate().unwrap_err();
+        assert_eq!(err, NodeConfigError::Election(c.core_config().validate().unwrap_err()));
+        assert!(err.to_string().contains("at least 4"), "{err}");
+        assert_eq!(err.fields(), ["election_timeout", "heartbeat_interval"]);
+
+        let mut c = config();
+        c.round_trip = Some(Duration::from_millis(150));
+        assert_eq!(c.validate().unwrap_err().fields(), ["round_trip", "heartbeat_interval"]);
+
+        let mut c = config();
+        c.peers.push((NodeId(2), "127.0.0.1:7004".parse().unwrap()));
+        let err = c.validate().unwrap_err();
+        assert_eq!(err, NodeConfigError::Election(ConfigError::DuplicateId(NodeId(2))));
+        assert_eq!(err.fields()[0], "peers");
+
+        let mut c = config();
+        c.peers = (1..=16).map(|i| (NodeId(i), ([127, 0, 0, 1], 7000 + i as u16).into())).collect();
+        let err = c.validate().unwrap_err();
+        assert_eq!(err, NodeConfigError::Election(ConfigError::TooManyVoters(16)));
+        assert_eq!(err.fields()[0], "peers");
     }
 }

@@ -1,17 +1,19 @@
 //! The driver task: the only place that feeds inputs to the election core and
 //! carries out its outputs (persist, then send, then publish events).
 
-use crate::node::Shared;
+use crate::error::TransferError;
+use crate::shared::{Command, Elector, Shared};
 use crate::status::LeadershipEvent;
 use crate::storage::DataDir;
-use crate::transport::{lock, Transport};
-use crate::TransferError;
+use crate::sync::lock;
+use crate::transport::Transport;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{
     Event, FencingToken, HardState, Instant, Message, NodeId, Output, Protocol, Role, Term,
 };
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
 /// First delay before retrying a failed state write.
@@ -22,17 +24,6 @@ pub const PERSIST_RETRY_MAX: Duration = Duration::from_secs(1);
 /// How long a graceful shutdown waits for its last messages (the Resign) to be
 /// written to connected peers.
 pub const SHUTDOWN_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// A command from a [`crate::NodeHandle`].
-pub enum Command {
-    /// Hand leadership to `to`.
-    Transfer {
-        /// The successor.
-        to: NodeId,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Result<(), TransferError>>,
-    },
-}
 
 /// What woke the driver up.
 enum Wake {
@@ -60,6 +51,9 @@ pub struct Driver {
     /// The term this node leads, while it leads.
     pub(crate) led_term: Option<Term>,
     retry: Option<PersistRetry>,
+    /// Writes of the state file's second copy still running; each holds the
+    /// data directory (and so its lock) until it ends.
+    mirrors: JoinSet<()>,
 }
 
 impl Driver {
@@ -72,7 +66,17 @@ impl Driver {
         commands: mpsc::Receiver<Command>,
     ) -> Self {
         let stop = shared.stop.subscribe();
-        Driver { shared, data, transport, inbound, commands, stop, led_term: None, retry: None }
+        Driver {
+            shared,
+            data,
+            transport,
+            inbound,
+            commands,
+            stop,
+            led_term: None,
+            retry: None,
+            mirrors: JoinSet::new(),
+        }
     }
 
     /// Runs until a stop is requested, then stops gracefully.
@@ -104,8 +108,11 @@ impl Driver {
         }
         info!(node = %self.shared.config.id, "stopping: ceding leadership if leading");
         self.input(|core, now| core.shutdown(now)).await;
-        let Driver { transport, .. } = self;
+        let Driver { transport, mut mirrors, .. } = self;
         transport.close(SHUTDOWN_FLUSH_TIMEOUT).await;
+        // The data directory's lock is released only when the last copy is
+        // written: a node started right after this one returns must get it.
+        while mirrors.join_next().await.is_some() {}
     }
 
     async fn command(&mut self, cmd: Command) {
@@ -127,7 +134,7 @@ impl Driver {
     }
 
     /// Feeds one input to the core and carries out what it produced.
-    async fn input(&mut self, f: impl FnOnce(&mut crate::node::Elector, Instant)) {
+    async fn input(&mut self, f: impl FnOnce(&mut Elector, Instant)) {
         let out = {
             let mut core = lock(&self.shared.core);
             let now = self.shared.clock.now();
@@ -172,10 +179,11 @@ impl Driver {
     /// Copies the state just written into the file's second slot, off the
     /// critical path: the messages that waited for the write have left. The
     /// data directory's lock orders it before the next write.
-    fn mirror(&self) {
+    fn mirror(&mut self) {
+        while self.mirrors.try_join_next().is_some() {}
         let data = self.data.clone();
         let id = self.shared.config.id;
-        tokio::task::spawn_blocking(move || {
+        self.mirrors.spawn_blocking(move || {
             if let Err(e) = data.mirror() {
                 warn!(
                     node = %id,

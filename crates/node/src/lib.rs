@@ -31,7 +31,10 @@
 //! * **transport** ([`transport`]): an accept loop with one task per inbound
 //!   connection, and one dialer task per peer.
 //! * Handles read the core under a short mutex (status, `is_leader` checked
-//!   against the clock at the call) and never feed it inputs.
+//!   against the clock at the call) and never feed it inputs. What the
+//!   driver and the handles share (the core, the transport state, the
+//!   published leadership, the command and stop channels) lives in module
+//!   `shared`, so neither the driver nor the handle module imports the other.
 //!
 //! ## A message from socket to core and back
 //!
@@ -113,8 +116,10 @@ mod driver;
 pub mod error;
 pub mod metrics;
 mod node;
+mod shared;
 pub mod status;
 pub mod storage;
+mod sync;
 pub mod transport;
 pub mod wire;
 

@@ -2,12 +2,14 @@
 
 use crate::clock::Clock;
 use crate::config::NodeConfig;
-use crate::driver::{Command, Driver};
+use crate::driver::Driver;
 use crate::error::{StartError, TransferError};
 use crate::metrics::LeaderTracker;
+use crate::shared::{leadership_of, Command, Elector, Shared};
 use crate::status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
 use crate::storage::DataDir;
-use crate::transport::{lock, reconnect_cap, Net, Transport};
+use crate::sync::lock;
+use crate::transport::{reconnect_cap, Net, Transport};
 use rand_core::{OsRng, RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
@@ -26,38 +28,14 @@ pub const COMMAND_QUEUE_CAPACITY: usize = 16;
 /// (back-pressure onto the peers' TCP connections).
 pub const INBOUND_QUEUE_CAPACITY: usize = 1024;
 
-/// The election core as this crate instantiates it.
-pub(crate) type Elector = tenure_core::Elector<Pcg64Mcg>;
-
-/// What the driver and every handle share.
-pub(crate) struct Shared {
-    pub(crate) config: NodeConfig,
-    pub(crate) clock: Clock,
-    /// Inputs are fed only by the driver; handles lock it briefly to read
-    /// (status, `is_leader` against the clock now).
-    pub(crate) core: Mutex<Elector>,
-    pub(crate) net: Arc<Net>,
-    pub(crate) tracker: Mutex<LeaderTracker>,
-    pub(crate) leadership: watch::Sender<Leadership>,
-    pub(crate) events: broadcast::Sender<LeadershipEvent>,
-    pub(crate) commands: mpsc::Sender<Command>,
-    pub(crate) stop: watch::Sender<bool>,
-}
-
-impl Shared {
-    pub(crate) fn leadership_now(&self) -> Leadership {
-        let s = lock(&self.core).status();
-        Leadership { leader: s.leader, term: s.term, fencing_token: s.fencing_token, role: s.role }
-    }
-}
-
 /// Starts a node: locks and loads the data directory, binds the peer listener
 /// to `config.listen` and spawns the driver and transport tasks.
 pub async fn start(config: NodeConfig) -> Result<Node, StartError> {
+    // Checked before binding: a configuration that cannot work takes no port.
     config.validate()?;
     let listener = std::net::TcpListener::bind(config.listen)
         .map_err(|source| StartError::Bind { addr: config.listen, source })?;
-    start_with_listener(config, listener).await
+    start_valid(config, listener).await
 }
 
 /// Like [`start`], with a listener the caller already bound (tests bind every
@@ -68,6 +46,14 @@ pub async fn start_with_listener(
     listener: std::net::TcpListener,
 ) -> Result<Node, StartError> {
     config.validate()?;
+    start_valid(config, listener).await
+}
+
+/// Starts a node whose configuration passed [`NodeConfig::validate`].
+async fn start_valid(
+    config: NodeConfig,
+    listener: std::net::TcpListener,
+) -> Result<Node, StartError> {
     let bind_err = |source| StartError::Bind { addr: config.listen, source };
     let peer_addr = listener.local_addr().map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
@@ -98,14 +84,8 @@ pub async fn start_with_listener(
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
     let transport = Transport::spawn(net.clone(), listener, inbound_tx);
-    let status = core.status();
     let shared = Arc::new(Shared {
-        leadership: watch::Sender::new(Leadership {
-            leader: status.leader,
-            term: status.term,
-            fencing_token: status.fencing_token,
-            role: status.role,
-        }),
+        leadership: watch::Sender::new(leadership_of(&core)),
         events: broadcast::Sender::new(EVENT_CHANNEL_CAPACITY),
         commands: commands_tx,
         stop: watch::Sender::new(false),

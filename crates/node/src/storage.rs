@@ -41,6 +41,7 @@
 //! mean nothing to another.
 
 use crate::error::StartError;
+use crate::sync::lock;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Write};
@@ -217,7 +218,7 @@ impl DataDir {
     /// nowhere), it is created again with the full rename dance, which fails
     /// for as long as the directory is missing.
     pub fn write(&self, state: HardState) -> io::Result<()> {
-        let mut slots = crate::transport::lock(&self.slots);
+        let mut slots = lock(&self.slots);
         let seq = slots.seq + 1;
         let bytes = self.owner().encode(seq, state);
         if slots.file.metadata()?.nlink() == 0 {
@@ -237,7 +238,7 @@ impl DataDir {
     /// it. Call it after the messages that waited for [`DataDir::write`] left;
     /// a failure only loses the redundancy, never the state.
     pub fn mirror(&self) -> io::Result<()> {
-        let mut slots = crate::transport::lock(&self.slots);
+        let mut slots = lock(&self.slots);
         if slots.mirrored >= slots.seq || slots.latest.is_empty() {
             return Ok(());
         }

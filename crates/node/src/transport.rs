@@ -11,6 +11,7 @@
 //! the protocol tolerates loss).
 
 use crate::clock::Clock;
+use crate::sync::lock;
 use crate::wire::{self, Frame, WIRE_VERSION};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -147,12 +148,6 @@ impl PeerLink {
     fn take_queued(&self) -> VecDeque<Message> {
         std::mem::take(&mut *lock(&self.queue))
     }
-}
-
-/// Locks a mutex, ignoring poisoning: the data behind ours stays consistent
-/// (plain values), and a panic elsewhere must not take the node down.
-pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What every transport task shares.
@@ -335,6 +330,8 @@ async fn dial_loop(net: Arc<Net>, link: Arc<PeerLink>, mut closing: watch::Recei
     }
 }
 
+/// Runs one outbound connection: the handshake, then election messages and
+/// pings until the connection fails or the node closes.
 async fn outbound(
     net: &Net,
     link: &PeerLink,
@@ -345,6 +342,20 @@ async fn outbound(
     // Election messages are tiny and latency-bound: never wait to coalesce them.
     let _ = stream.set_nodelay(true);
     let mut conn = Framed::new(stream, wire::codec());
+    if let Err(reason) = handshake(net, link, &mut conn).await {
+        return Ended::Failed(reason);
+    }
+    link.connected.store(true, Ordering::Relaxed);
+    link.heard(&net.clock);
+    *backoff = RECONNECT_MIN;
+    info!(peer = %link.id, addr = %link.addr, "connected to peer");
+    serve_outbound(net, link, conn, closing).await
+}
+
+/// Sends our hello and checks the peer's answer; `Err` holds the reason the
+/// connection cannot be used (already logged and counted where it is the
+/// peer's fault).
+async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<(), String> {
     let hello = Frame::Hello {
         version: WIRE_VERSION,
         cluster_id: net.cluster_id.clone(),
@@ -352,58 +363,70 @@ async fn outbound(
         to: link.id,
         protocol: net.protocol,
     };
-    if let Err(e) = conn.send(wire::encode(&hello)).await {
-        return Ended::Failed(e.to_string());
-    }
+    conn.send(wire::encode(&hello)).await.map_err(|e| e.to_string())?;
     let reply = match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
-        Err(_) => return Ended::Failed("no handshake reply".into()),
-        Ok(None) => return Ended::Failed("closed during the handshake".into()),
-        Ok(Some(Err(e))) => return Ended::Failed(e.to_string()),
+        Err(_) => return Err("no handshake reply".into()),
+        Ok(None) => return Err("closed during the handshake".into()),
+        Ok(Some(Err(e))) => return Err(e.to_string()),
         Ok(Some(Ok(bytes))) => wire::decode(&bytes),
     };
     let addr = link.addr;
-    match reply {
+    let problem = match reply {
         Ok(Frame::HelloAck { version, cluster_id, node, protocol }) => {
-            let problem = if version != WIRE_VERSION {
-                Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
-            } else if cluster_id != net.cluster_id {
-                Some(format!("peer is in cluster {cluster_id:?}, we are in {:?}", net.cluster_id))
-            } else if protocol != net.protocol {
-                Some(format!(
-                    "peer runs the {protocol} protocol, we run {}; every node of a cluster \
-                     must use the same protocol",
-                    net.protocol
-                ))
-            } else if node != link.id {
-                Some(format!("expected node {} at {addr} but node {node} answered", link.id))
-            } else {
-                None
-            };
-            if let Some(reason) = problem {
-                net.reject(addr, &reason);
-                return Ended::Failed(reason);
-            }
+            check_hello_ack(net, link, version, &cluster_id, node, protocol)
         }
         Ok(Frame::Reject { reason }) => {
             warn!(peer = %link.id, %addr, %reason, "peer refused our handshake");
-            return Ended::Failed(reason);
+            return Err(reason);
         }
-        Ok(other) => {
-            let reason = format!("unexpected handshake reply {other:?}");
+        Ok(other) => Some(format!("unexpected handshake reply {other:?}")),
+        Err(e) => Some(format!("bad handshake reply: {e}")),
+    };
+    match problem {
+        Some(reason) => {
             net.reject(addr, &reason);
-            return Ended::Failed(reason);
+            Err(reason)
         }
-        Err(e) => {
-            let reason = format!("bad handshake reply: {e}");
-            net.reject(addr, &reason);
-            return Ended::Failed(reason);
-        }
+        None => Ok(()),
     }
-    link.connected.store(true, Ordering::Relaxed);
-    link.heard(&net.clock);
-    *backoff = RECONNECT_MIN;
-    info!(peer = %link.id, %addr, "connected to peer");
+}
 
+/// Checks the acceptor's hello acknowledgement; returns the reason to drop
+/// the connection, if any.
+fn check_hello_ack(
+    net: &Net,
+    link: &PeerLink,
+    version: u8,
+    cluster_id: &str,
+    node: NodeId,
+    protocol: ProtocolKind,
+) -> Option<String> {
+    if version != WIRE_VERSION {
+        Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
+    } else if cluster_id != net.cluster_id {
+        Some(format!("peer is in cluster {cluster_id:?}, we are in {:?}", net.cluster_id))
+    } else if protocol != net.protocol {
+        Some(format!(
+            "peer runs the {protocol} protocol, we run {}; every node of a cluster \
+             must use the same protocol",
+            net.protocol
+        ))
+    } else if node != link.id {
+        Some(format!("expected node {} at {} but node {node} answered", link.id, link.addr))
+    } else {
+        None
+    }
+}
+
+/// The established connection: writes queued messages, pings every
+/// [`Net::ping_interval`], reads the pongs, and closes in order when the node
+/// closes.
+async fn serve_outbound(
+    net: &Net,
+    link: &PeerLink,
+    mut conn: Conn,
+    closing: &mut watch::Receiver<bool>,
+) -> Ended {
     // Pongs on this very connection (not inbound traffic from the peer, which
     // travels on its own connection and says nothing about ours).
     let mut last_pong = net.clock.now().as_nanos();
@@ -415,42 +438,10 @@ async fn outbound(
         if let Err(e) = write_queued(net, link, &mut conn).await {
             return Ended::Failed(e.to_string());
         }
-        tokio::select! {
-            _ = link.wake.notified() => {}
-            _ = ping.tick() => {
-                let silent_for =
-                    Duration::from_nanos(net.clock.now().as_nanos().saturating_sub(last_pong));
-                if silent_for > net.ping_interval * SILENT_PINGS {
-                    return Ended::Failed(format!(
-                        "no answer to {SILENT_PINGS} pings ({}ms); redialling",
-                        silent_for.as_millis()
-                    ));
-                }
-                let ping = Frame::Ping { nonce: net.clock.now().as_nanos() };
-                if let Err(e) = conn.send(wire::encode(&ping)).await {
-                    return Ended::Failed(e.to_string());
-                }
-            }
-            frame = conn.next() => match frame {
-                None => return Ended::Failed("closed by the peer".into()),
-                Some(Err(e)) => {
-                    net.reject(addr, &e.to_string());
-                    return Ended::Failed(e.to_string());
-                }
-                Some(Ok(bytes)) => match wire::decode(&bytes) {
-                    Ok(Frame::Pong { nonce }) => {
-                        link.heard(&net.clock);
-                        last_pong = net.clock.now().as_nanos();
-                        let rtt = net.clock.now().as_nanos().saturating_sub(nonce);
-                        link.record_rtt(rtt as f64 / 1e6);
-                    }
-                    other => {
-                        let reason = format!("unexpected frame from the acceptor: {other:?}");
-                        net.reject(addr, &reason);
-                        return Ended::Failed(reason);
-                    }
-                },
-            },
+        let step = tokio::select! {
+            _ = link.wake.notified() => Ok(()),
+            _ = ping.tick() => send_ping(net, &mut conn, last_pong).await,
+            frame = conn.next() => read_pong(net, link, frame, &mut last_pong),
             _ = closing.changed() => {
                 let _ = write_queued(net, link, &mut conn).await;
                 // Close our side (FIN) and wait for the peer to close its own,
@@ -459,8 +450,50 @@ async fn outbound(
                 let _ = timeout(CLOSE_LINGER, async { while conn.next().await.is_some() {} }).await;
                 return Ended::Closing;
             }
+        };
+        if let Err(reason) = step {
+            return Ended::Failed(reason);
         }
     }
+}
+
+/// Sends a ping, unless the peer left the last [`SILENT_PINGS`] unanswered:
+/// then the connection is given up (the caller redials).
+async fn send_ping(net: &Net, conn: &mut Conn, last_pong: u64) -> Result<(), String> {
+    let silent_for = Duration::from_nanos(net.clock.now().as_nanos().saturating_sub(last_pong));
+    if silent_for > net.ping_interval * SILENT_PINGS {
+        return Err(format!(
+            "no answer to {SILENT_PINGS} pings ({}ms); redialling",
+            silent_for.as_millis()
+        ));
+    }
+    let ping = Frame::Ping { nonce: net.clock.now().as_nanos() };
+    conn.send(wire::encode(&ping)).await.map_err(|e| e.to_string())
+}
+
+/// Handles a frame read on an outbound connection: only pongs are expected.
+fn read_pong(
+    net: &Net,
+    link: &PeerLink,
+    frame: Option<std::io::Result<bytes::BytesMut>>,
+    last_pong: &mut u64,
+) -> Result<(), String> {
+    let reason = match frame {
+        None => return Err("closed by the peer".into()),
+        Some(Err(e)) => e.to_string(),
+        Some(Ok(bytes)) => match wire::decode(&bytes) {
+            Ok(Frame::Pong { nonce }) => {
+                link.heard(&net.clock);
+                *last_pong = net.clock.now().as_nanos();
+                let rtt = last_pong.saturating_sub(nonce);
+                link.record_rtt(rtt as f64 / 1e6);
+                return Ok(());
+            }
+            other => format!("unexpected frame from the acceptor: {other:?}"),
+        },
+    };
+    net.reject(link.addr, &reason);
+    Err(reason)
 }
 
 async fn write_queued(net: &Net, link: &PeerLink, conn: &mut Conn) -> std::io::Result<()> {

@@ -171,4 +171,5 @@ fn add_counters(into: &mut Counters, c: &Counters) {
     into.heartbeats_received += c.heartbeats_received;
     into.quorum_losses += c.quorum_losses;
     into.messages_ignored += c.messages_ignored;
+    into.messages_refused += c.messages_refused;
 }

@@ -1,14 +1,14 @@
 //! `tenure server` settings: command-line flags over a TOML file over defaults.
 
 use crate::logging::LogFormat;
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use serde::Deserialize;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tenure_core::{NodeId, ProtocolKind};
-use tenure_node::NodeConfig;
+use tenure_node::{NodeConfig, NodeConfigError};
 
 /// The voters when neither `--peers` nor the file names them: a local three-node cluster.
 pub const DEFAULT_PEERS: &str = "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003";
@@ -118,20 +118,62 @@ pub struct ServerSettings {
 }
 
 impl ServerArgs {
-    /// Merges flags, the config file (if any) and defaults, and checks the result.
+    /// Merges flags, the config file (if any) and defaults into the node's
+    /// configuration. The election settings are checked by the core
+    /// ([`NodeConfig::validate`] passes them to it); an error names the flags
+    /// and file keys to change.
     pub fn resolve(&self) -> anyhow::Result<ServerSettings> {
         let file = match &self.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
+        let id = self.id(&file)?;
+        let (listen, peers) = self.listen_and_peers(id, &file)?;
+        let http = self.http(id, &file)?;
+        let heartbeat_ms = self.heartbeat_ms.or(file.heartbeat_ms).unwrap_or(DEFAULT_HEARTBEAT_MS);
+        let election_timeout_ms = self
+            .election_timeout_ms
+            .or(file.election_timeout_ms)
+            .unwrap_or(DEFAULT_ELECTION_TIMEOUT_MS);
+        let node = NodeConfig {
+            id,
+            cluster_id: self
+                .cluster_id
+                .clone()
+                .or(file.cluster_id)
+                .unwrap_or_else(|| DEFAULT_CLUSTER_ID.to_string()),
+            listen,
+            peers,
+            data_dir: self
+                .data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(|| Path::new(DEFAULT_DATA_ROOT).join(format!("node-{id}"))),
+            heartbeat_interval: Duration::from_millis(heartbeat_ms),
+            election_timeout: Duration::from_millis(election_timeout_ms),
+            protocol: self.protocol.or(file.protocol).unwrap_or_default(),
+            round_trip: self.round_trip_ms.or(file.round_trip_ms).map(Duration::from_millis),
+        };
+        node.validate().map_err(explain)?;
+        let log_format = self.log_format.or(file.log_format).unwrap_or_default();
+        Ok(ServerSettings { node, http, log_format })
+    }
+
+    /// This node's id, from `--id` or the file.
+    fn id(&self, file: &FileConfig) -> anyhow::Result<NodeId> {
         let id = self.id.or(file.id).context(
             "no node id: give --id N (a positive integer) or `id = N` in the config file",
         )?;
-        if id == 0 {
-            bail!("node id 0 is not allowed: node ids are positive integers");
-        }
-        let id = NodeId(id);
+        node_id(id).map_err(|e| anyhow!("{e}; change --id (`id` in the config file)"))
+    }
 
+    /// The peer listener's address and the voters, this node included: from
+    /// `--listen`, or this node's entry in the peer list.
+    fn listen_and_peers(
+        &self,
+        id: NodeId,
+        file: &FileConfig,
+    ) -> anyhow::Result<(SocketAddr, Vec<(NodeId, SocketAddr)>)> {
         let mut peers = match (&self.peers, &file.peers) {
             (Some(flag), _) => parse_peers(flag).context("bad --peers")?,
             (None, Some(list)) => {
@@ -139,69 +181,65 @@ impl ServerArgs {
             }
             (None, None) => parse_peers(DEFAULT_PEERS).expect("the default peers parse"),
         };
-        let listen = match self.listen.as_ref().or(file.listen.as_ref()) {
-            Some(s) => resolve_addr(s).context("bad --listen")?,
-            None => match peers.iter().find(|(p, _)| *p == id) {
-                Some(&(_, addr)) => addr,
-                None => bail!(
-                    "node {id} is not in the peer list {}; add it there or give --listen ADDR:PORT",
-                    format_peers(&peers)
-                ),
-            },
+        let own = peers.iter().find(|(p, _)| *p == id).map(|&(_, addr)| addr);
+        let listen = match (self.listen.as_ref().or(file.listen.as_ref()), own) {
+            (Some(s), _) => resolve_addr(s).context("bad --listen")?,
+            (None, Some(addr)) => addr,
+            (None, None) => bail!(
+                "node {id} is not in the peer list {}; add it there or give --listen ADDR:PORT",
+                format_peers(&peers)
+            ),
         };
-        if !peers.iter().any(|(p, _)| *p == id) {
+        if own.is_none() {
             peers.push((id, listen));
         }
-
-        let http = match self.http.as_ref().or(file.http.as_ref()) {
-            Some(s) => resolve_addr(s).context("bad --http")?,
-            None => {
-                let port = u16::try_from(id.0)
-                    .ok()
-                    .and_then(|n| DEFAULT_HTTP_PORT_BASE.checked_add(n))
-                    .with_context(|| {
-                        format!("node id {id} is too large for the default HTTP port 8000+id; give --http ADDR:PORT")
-                    })?;
-                SocketAddr::from(([127, 0, 0, 1], port))
-            }
-        };
-        let data_dir = self
-            .data_dir
-            .clone()
-            .or(file.data_dir)
-            .unwrap_or_else(|| Path::new(DEFAULT_DATA_ROOT).join(format!("node-{id}")));
-        let heartbeat_ms = self.heartbeat_ms.or(file.heartbeat_ms).unwrap_or(DEFAULT_HEARTBEAT_MS);
-        let election_timeout_ms = self
-            .election_timeout_ms
-            .or(file.election_timeout_ms)
-            .unwrap_or(DEFAULT_ELECTION_TIMEOUT_MS);
-        if heartbeat_ms == 0 {
-            bail!("--heartbeat-ms must be positive");
-        }
-        let cluster_id = self
-            .cluster_id
-            .clone()
-            .or(file.cluster_id)
-            .unwrap_or_else(|| DEFAULT_CLUSTER_ID.to_string());
-        if cluster_id.is_empty() {
-            bail!("the cluster id must not be empty");
-        }
-        let log_format = self.log_format.or(file.log_format).unwrap_or_default();
-
-        let node = NodeConfig {
-            id,
-            cluster_id,
-            listen,
-            peers,
-            data_dir,
-            heartbeat_interval: Duration::from_millis(heartbeat_ms),
-            election_timeout: Duration::from_millis(election_timeout_ms),
-            protocol: self.protocol.or(file.protocol).unwrap_or_default(),
-            round_trip: self.round_trip_ms.or(file.round_trip_ms).map(Duration::from_millis),
-        };
-        node.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-        Ok(ServerSettings { node, http, log_format })
+        Ok((listen, peers))
     }
+
+    /// The HTTP API's address: `--http`, or 127.0.0.1 on port 8000 + id.
+    fn http(&self, id: NodeId, file: &FileConfig) -> anyhow::Result<SocketAddr> {
+        if let Some(s) = self.http.as_ref().or(file.http.as_ref()) {
+            return resolve_addr(s).context("bad --http");
+        }
+        let port = u16::try_from(id.0)
+            .ok()
+            .and_then(|n| DEFAULT_HTTP_PORT_BASE.checked_add(n))
+            .with_context(|| {
+                format!("node id {id} is too large for the default HTTP port 8000+id; give --http ADDR:PORT")
+            })?;
+        Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+}
+
+/// The flag and the config-file key that set a [`NodeConfig`] field.
+fn setting(field: &str) -> Option<(&'static str, &'static str)> {
+    Some(match field {
+        "id" => ("--id", "id"),
+        "cluster_id" => ("--cluster-id", "cluster_id"),
+        "listen" => ("--listen", "listen"),
+        "peers" => ("--peers", "peers"),
+        "data_dir" => ("--data-dir", "data_dir"),
+        "heartbeat_interval" => ("--heartbeat-ms", "heartbeat_ms"),
+        "election_timeout" => ("--election-timeout-ms", "election_timeout_ms"),
+        "protocol" => ("--protocol", "protocol"),
+        "round_trip" => ("--round-trip-ms", "round_trip_ms"),
+        _ => return None,
+    })
+}
+
+/// A configuration error with the flags and file keys to change.
+fn explain(e: NodeConfigError) -> anyhow::Error {
+    let settings: Vec<_> = e.fields().iter().filter_map(|f| setting(f)).collect();
+    if settings.is_empty() {
+        return anyhow!("invalid configuration: {e}");
+    }
+    let flags: Vec<_> = settings.iter().map(|(flag, _)| *flag).collect();
+    let keys: Vec<_> = settings.iter().map(|(_, key)| *key).collect();
+    anyhow!(
+        "invalid configuration: {e}; change {} (in the config file: {})",
+        flags.join(" or "),
+        keys.join(", ")
+    )
 }
 
 /// Reads and parses the TOML config file; unknown keys are errors naming the key.
@@ -211,7 +249,18 @@ fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
     toml::from_str(&text).with_context(|| format!("bad config file {}", path.display()))
 }
 
-/// Parses `1=host:port,2=host:port,...` keeping the order.
+/// A node id from its number. Ids are positive: 0 names no node, in a flag
+/// or in the peer list.
+fn node_id(n: u64) -> anyhow::Result<NodeId> {
+    if n == 0 {
+        bail!("node id 0 is not allowed: node ids are positive integers");
+    }
+    Ok(NodeId(n))
+}
+
+/// Parses `1=host:port,2=host:port,...` keeping the order. Only the syntax is
+/// checked here; the list as a set of voters (no id twice, at most 15, this
+/// node among them) is checked with the other election settings.
 pub fn parse_peers(text: &str) -> anyhow::Result<Vec<(NodeId, SocketAddr)>> {
     let mut peers: Vec<(NodeId, SocketAddr)> = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -221,14 +270,9 @@ pub fn parse_peers(text: &str) -> anyhow::Result<Vec<(NodeId, SocketAddr)>> {
         let id: u64 = id.trim().parse().map_err(|_| {
             anyhow::anyhow!("`{item}`: the node id `{id}` is not a positive integer")
         })?;
-        if id == 0 {
-            bail!("`{item}`: node id 0 is not allowed: node ids are positive integers");
-        }
+        let id = node_id(id).with_context(|| format!("`{item}`"))?;
         let addr = resolve_addr(addr.trim()).with_context(|| format!("`{item}`"))?;
-        if peers.iter().any(|(p, _)| p.0 == id) {
-            bail!("node id {id} is listed more than once");
-        }
-        peers.push((NodeId(id), addr));
+        peers.push((id, addr));
     }
     if peers.is_empty() {
         bail!("the peer list is empty; list the voters as ID=HOST:PORT,...");
@@ -307,7 +351,7 @@ mod tests {
             ("x=127.0.0.1:7001", "not a positive integer"),
             ("0=127.0.0.1:7001", "positive integers"),
             ("1=127.0.0.1", "no port"),
-            ("1=127.0.0.1:1,1=127.0.0.1:2", "more than once"),
+            ("", "empty"),
         ] {
             let err = format!("{:#}", parse_peers(text).unwrap_err());
             assert!(err.contains(expect), "{text}: {err}");
@@ -317,7 +361,7 @@ mod tests {
     #[test]
     fn zero_or_missing_id_is_refused() {
         let err = args(0).resolve().unwrap_err().to_string();
-        assert!(err.contains("positive"), "{err}");
+        assert!(err.contains("positive") && err.contains("--id"), "{err}");
         let err = ServerArgs::default().resolve().unwrap_err().to_string();
         assert!(err.contains("--id"), "{err}");
     }
@@ -354,11 +398,63 @@ mod tests {
         assert!(err.contains("unknown field `heartbeat`"), "{err}");
     }
 
+    /// The resolved settings' error, in full.
+    fn refused(a: &ServerArgs) -> String {
+        format!("{:#}", a.resolve().expect_err("the settings must be refused"))
+    }
+
+    /// Election settings are checked by the core; the message names the flags
+    /// and file keys that set them.
     #[test]
-    fn too_short_election_timeout_is_refused() {
+    fn election_settings_errors_name_the_flags() {
         let mut a = args(1);
         a.heartbeat_ms = Some(100);
         a.election_timeout_ms = Some(200);
-        assert!(a.resolve().is_err());
+        let err = refused(&a);
+        assert!(err.contains("at least 4 heartbeat intervals"), "{err}");
+        assert!(err.contains("--election-timeout-ms or --heartbeat-ms"), "{err}");
+        assert!(err.contains("election_timeout_ms, heartbeat_ms"), "{err}");
+
+        let mut a = args(1);
+        a.heartbeat_ms = Some(0);
+        let err = refused(&a);
+        assert!(err.contains("heartbeat interval must be positive"), "{err}");
+        assert!(err.contains("change --heartbeat-ms"), "{err}");
+
+        let mut a = args(1);
+        a.round_trip_ms = Some(150);
+        let err = refused(&a);
+        assert!(err.contains("round-trip bound"), "{err}");
+        assert!(err.contains("change --round-trip-ms"), "{err}");
+    }
+
+    #[test]
+    fn the_voter_list_is_checked_by_the_core() {
+        let mut a = args(1);
+        a.peers = Some("1=127.0.0.1:1,2=127.0.0.1:2,1=127.0.0.1:3".into());
+        let err = refused(&a);
+        assert!(err.contains("node id 1 is listed more than once"), "{err}");
+        assert!(err.contains("change --peers"), "{err}");
+
+        let many: Vec<String> = (1..=16).map(|i| format!("{i}=127.0.0.1:{}", 7000 + i)).collect();
+        a.peers = Some(many.join(","));
+        let err = refused(&a);
+        assert!(err.contains("16 voters; at most 15"), "{err}");
+        assert!(err.contains("change --peers"), "{err}");
+    }
+
+    #[test]
+    fn the_node_checks_cluster_id_and_addresses() {
+        let mut a = args(1);
+        a.cluster_id = Some(String::new());
+        let err = refused(&a);
+        assert!(err.contains("cluster id must be 1 to 128 bytes"), "{err}");
+        assert!(err.contains("change --cluster-id"), "{err}");
+
+        let mut a = args(1);
+        a.peers = Some("1=127.0.0.1:7001,2=127.0.0.1:7001".into());
+        let err = refused(&a);
+        assert!(err.contains("the same address 127.0.0.1:7001"), "{err}");
+        assert!(err.contains("change --peers"), "{err}");
     }
 }

@@ -1,19 +1,22 @@
 //! The `tenure` binary: run a node, inspect and steer a cluster, watch a demo.
 //!
-//! `main` only dispatches; each subcommand lives in a module of its own.
+//! `main` only dispatches; each subcommand lives in a module of its own. The
+//! server itself (node, HTTP API, metrics) is the `tenure` library; this
+//! binary reads its settings, binds its listeners and handles the signals.
 #![warn(missing_docs)]
 
-mod api;
 mod bench;
 mod client;
 mod config;
 mod demo;
-mod http;
 mod local_cluster;
 mod logging;
-mod metrics;
 mod rest;
-mod server;
+mod server_command;
+
+// The JSON bodies, shared with the library (the server writes them, the
+// clients, demo and benchmarks here read them).
+use tenure::api;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -51,7 +54,7 @@ fn main() -> ExitCode {
     let command = Cli::parse().command;
     let result = match command {
         Command::Sim(args) => return tenure_sim::cli::run(args),
-        Command::Server(args) => block_on(server::run(args)),
+        Command::Server(args) => block_on(server_command::run(args)),
         Command::Status(args) => block_on(client::status(args)),
         Command::Watch(args) => block_on(client::watch(args)),
         Command::Transfer(args) => block_on(client::transfer(args)),

@@ -14,7 +14,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
-use tenure_node::{Leadership, NodeHandle};
+use tenure_node::{Leadership, NodeHandle, NodeMetrics};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -63,96 +63,109 @@ impl Metrics {
 
     /// Renders every metric of `node` in the Prometheus text format.
     pub fn render(&self, node: &NodeHandle) -> String {
-        let status = node.status();
         let m = node.metrics();
         let mut r = Registry::with_prefix("tenure");
-
-        let gauge = |v: i64| ConstGauge::new(v);
-        let counter = |v: u64| ConstCounter::new(v);
-        r.register(
-            "is_leader",
-            "1 while this node leads (role leader with a valid lease), else 0",
-            gauge(i64::from(node.is_leader())),
-        );
-        r.register("term", "This node's current term", gauge(clamp(status.term.0)));
-        r.register(
-            "fencing_token",
-            "Fencing token of the leader this node knows of (0 when none)",
-            gauge(clamp(status.fencing_token.map_or(0, |t| t.0))),
-        );
-        r.register(
-            "storage_failed",
-            "1 while the state file cannot be written",
-            gauge(i64::from(status.storage_failed)),
-        );
-        r.register(
-            "peers_connected",
-            "Peers with an established connection",
-            gauge(clamp(status.peers.iter().filter(|p| p.connected).count() as u64)),
-        );
-        r.register(
-            "leader_changes",
-            "Times the known leader changed (to another node or to none)",
-            counter(m.leader_changes),
-        );
-        let c = &m.counters;
-        r.register("pre_votes_started", "Pre-vote rounds started", counter(c.pre_votes_started));
-        r.register(
-            "elections_started",
-            "Election rounds started by this node",
-            counter(c.elections_started),
-        );
-        r.register("elections_won", "Elections this node won", counter(c.elections_won));
-        r.register(
-            "heartbeats_sent",
-            "Heartbeats sent (one per destination)",
-            counter(c.heartbeats_sent),
-        );
-        r.register(
-            "heartbeats_received",
-            "Heartbeats received and accepted",
-            counter(c.heartbeats_received),
-        );
-        r.register(
-            "quorum_losses",
-            "Times this node stepped down as leader for lack of a quorum",
-            counter(c.quorum_losses),
-        );
-        r.register(
-            "messages_ignored",
-            "Election messages ignored (unknown sender, stale LSN, no longer relevant)",
-            counter(c.messages_ignored),
-        );
-        r.register("messages_sent", "Election messages written to peers", counter(m.messages_sent));
-        r.register(
-            "messages_received",
-            "Election messages received from peers",
-            counter(m.messages_received),
-        );
-        r.register(
-            "frames_rejected",
-            "Frames or handshakes refused (malformed, oversized, wrong cluster, unknown id)",
-            counter(m.frames_rejected),
-        );
-
-        let rtt = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
-        for (peer, value) in &m.peer_rtt_ms {
-            if let Some(ms) = value {
-                rtt.get_or_create(&vec![("peer".to_string(), peer.0.to_string())]).set(ms / 1000.0);
-            }
-        }
-        r.register("peer_rtt_seconds", "Smoothed round-trip time to each peer", rtt);
+        register_state(&mut r, node);
+        register_election_counters(&mut r, &m);
+        register_transport(&mut r, &m);
         r.register(
             "failover_duration_seconds",
             "Time from losing the known leader to knowing the next one, as seen by this node",
             self.failover_seconds.clone(),
         );
-
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &r);
         out
     }
+}
+
+/// The node's state now: leading, term, fencing token, storage, connected peers.
+fn register_state(r: &mut Registry, node: &NodeHandle) {
+    let status = node.status();
+    r.register(
+        "is_leader",
+        "1 while this node leads (role leader with a valid lease), else 0",
+        ConstGauge::new(i64::from(node.is_leader())),
+    );
+    r.register("term", "This node's current term", ConstGauge::new(clamp(status.term.0)));
+    r.register(
+        "fencing_token",
+        "Fencing token of the leader this node knows of (0 when none)",
+        ConstGauge::new(clamp(status.fencing_token.map_or(0, |t| t.0))),
+    );
+    r.register(
+        "storage_failed",
+        "1 while the state file cannot be written",
+        ConstGauge::new(i64::from(status.storage_failed)),
+    );
+    r.register(
+        "peers_connected",
+        "Peers with an established connection",
+        ConstGauge::new(clamp(status.peers.iter().filter(|p| p.connected).count() as u64)),
+    );
+}
+
+/// The election's counters: leader changes and the core's counters.
+fn register_election_counters(r: &mut Registry, m: &NodeMetrics) {
+    let c = &m.counters;
+    let counters: [(&str, &str, u64); 9] = [
+        (
+            "leader_changes",
+            "Times the known leader changed (to another node or to none)",
+            m.leader_changes,
+        ),
+        ("pre_votes_started", "Pre-vote rounds started", c.pre_votes_started),
+        ("elections_started", "Election rounds started by this node", c.elections_started),
+        ("elections_won", "Elections this node won", c.elections_won),
+        ("heartbeats_sent", "Heartbeats sent (one per destination)", c.heartbeats_sent),
+        ("heartbeats_received", "Heartbeats received and accepted", c.heartbeats_received),
+        (
+            "quorum_losses",
+            "Times this node stepped down as leader for lack of a quorum",
+            c.quorum_losses,
+        ),
+        (
+            "messages_ignored",
+            "Election messages ignored (unknown sender, stale LSN, no longer relevant)",
+            c.messages_ignored,
+        ),
+        (
+            "messages_refused",
+            "Election messages refused as impossible from a correct peer (invalid term, \
+             acknowledgement of nothing sent, resignation from a non-leader, unasked transfer)",
+            c.messages_refused,
+        ),
+    ];
+    for (name, help, value) in counters {
+        r.register(name, help, ConstCounter::new(value));
+    }
+}
+
+/// The transport's counters and the round-trip time to each peer.
+fn register_transport(r: &mut Registry, m: &NodeMetrics) {
+    r.register(
+        "messages_sent",
+        "Election messages written to peers",
+        ConstCounter::new(m.messages_sent),
+    );
+    r.register(
+        "messages_received",
+        "Election messages received from peers",
+        ConstCounter::new(m.messages_received),
+    );
+    r.register(
+        "frames_rejected",
+        "Frames or handshakes refused (malformed, oversized, wrong cluster, unknown id)",
+        ConstCounter::new(m.frames_rejected),
+    );
+    let rtt = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
+    for (peer, value) in &m.peer_rtt_ms {
+        if let Some(ms) = value {
+            rtt.get_or_create(&vec![("peer".to_string(), peer.0.to_string())]).set(ms / 1000.0);
+        }
+    }
+    r.register("peer_rtt_seconds", "Smoothed round-trip time to each peer", rtt);
 }
 
 /// Prometheus gauges here are i64; node values are u64 and never that large,

@@ -1,37 +1,73 @@
-//! `tenure server`: runs one node and its HTTP API until SIGTERM or Ctrl-C.
+//! A tenure server in-process: a node of the cluster and its HTTP API, on
+//! listeners the caller bound, until a shutdown future completes.
+//!
+//! `tenure server` binds the listeners from its settings and passes SIGTERM
+//! and Ctrl-C as the shutdown; tests and embedders bind `127.0.0.1:0` and pass
+//! any future (a oneshot receiver, say).
 
-use crate::config::ServerArgs;
-use crate::http::{router, AppState};
-use crate::logging;
+use crate::http::{self, router, AppState, HttpLimits};
 use crate::metrics::Metrics;
-use anyhow::Context;
-use std::process::ExitCode;
-use std::time::Duration;
-use tokio::signal::unix::{signal, SignalKind};
+use std::future::Future;
+use std::net::TcpListener;
+use tenure_core::NodeId;
+use tenure_node::{NodeConfig, StartError};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-/// How long open HTTP connections may take to finish once the node has stopped.
-const HTTP_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// What a server runs with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The node: its id, cluster, peers, data directory and election settings.
+    /// `node.listen` is not bound by [`run`]: the peer listener is passed in.
+    pub node: NodeConfig,
+    /// The HTTP server's connection cap and timeouts.
+    pub http: HttpLimits,
+}
 
-/// Runs the server; returns when it has shut down.
-pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    let settings = args.resolve()?;
-    logging::init(settings.log_format);
-    let config = settings.node;
-    let id = config.id;
+impl ServerConfig {
+    /// A server for `node` with the default HTTP limits.
+    pub fn new(node: NodeConfig) -> Self {
+        ServerConfig { node, http: HttpLimits::default() }
+    }
+}
 
-    // Bind the API first: a port clash is then reported before the node joins
-    // the cluster and starts voting.
-    let http_listener = tokio::net::TcpListener::bind(settings.http)
+/// Why a server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The HTTP listener could not be handed to the async runtime.
+    #[error("the HTTP listener cannot be used")]
+    HttpListener(#[source] std::io::Error),
+    /// The node did not start (invalid configuration, data directory, state file).
+    #[error("node {id} cannot start")]
+    Node {
+        /// The node's id.
+        id: NodeId,
+        /// Why.
+        #[source]
+        source: StartError,
+    },
+}
+
+/// Runs a node on `peer_listener` and its HTTP API on `http_listener` until
+/// `shutdown` completes or the node is asked to stop; then the node cedes
+/// leadership if it leads (while the API still answers, so clients can watch
+/// the handover), stops, and the HTTP server closes its connections.
+pub async fn run(
+    config: ServerConfig,
+    peer_listener: TcpListener,
+    http_listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    let ServerConfig { node: node_config, http: limits } = config;
+    let http_listener = async_listener(http_listener).map_err(ServerError::HttpListener)?;
+    let http_addr = http_listener.local_addr().map_err(ServerError::HttpListener)?;
+    let id = node_config.id;
+    let peers =
+        node_config.peers.iter().map(|(p, a)| format!("{p}={a}")).collect::<Vec<_>>().join(",");
+    let data_dir = node_config.data_dir.clone();
+    let node = tenure_node::start_with_listener(node_config, peer_listener)
         .await
-        .with_context(|| format!("cannot listen for HTTP on {}", settings.http))?;
-    let http_addr = http_listener.local_addr()?;
-
-    let peers = config.peers.iter().map(|(p, a)| format!("{p}={a}")).collect::<Vec<_>>().join(",");
-    let data_dir = config.data_dir.clone();
-    let node =
-        tenure_node::start(config).await.with_context(|| format!("node {id} cannot start"))?;
+        .map_err(|source| ServerError::Node { id, source })?;
     let handle = node.handle();
     info!(
         node = %id,
@@ -43,43 +79,31 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     );
 
     let metrics = Metrics::default();
-    tokio::spawn(metrics.clone().track_failovers(handle.leadership()));
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let app = router(AppState::new(handle.clone(), metrics, stop_rx.clone()));
-    let mut http_stop = stop_rx.clone();
-    let http = tokio::spawn(async move {
-        axum::serve(http_listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = http_stop.wait_for(|s| *s).await;
-            })
-            .await
-    });
+    let failovers = tokio::spawn(metrics.clone().track_failovers(handle.leadership()));
+    let (stopping_tx, stopping) = watch::channel(false);
+    let app = router(AppState::new(handle.clone(), metrics, stopping.clone()));
+    let mut http_stop = stopping;
+    let http = tokio::spawn(http::serve(http_listener, app, limits, async move {
+        let _ = http_stop.wait_for(|s| *s).await;
+    }));
 
     let reason = tokio::select! {
-        r = wait_for_stop() => r?,
-        _ = handle.stop_requested() => "stop requested",
+        () = shutdown => "shutdown signal",
+        () = handle.stop_requested() => "stop requested",
     };
-    info!(node = %id, signal = reason, "shutting down: ceding leadership first");
-    // Cede leadership while the API still answers, so clients can watch the handover.
+    info!(node = %id, reason, "shutting down: ceding leadership first");
     node.shutdown().await;
-    let _ = stop_tx.send(true);
-    match tokio::time::timeout(HTTP_SHUTDOWN_GRACE, http).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => warn!(error = %e, "HTTP server error"),
-        Ok(Err(e)) => warn!(error = %e, "HTTP server task failed"),
-        Err(_) => warn!("HTTP connections still open after {HTTP_SHUTDOWN_GRACE:?}; closing"),
+    let _ = stopping_tx.send(true);
+    if let Err(e) = http.await {
+        warn!(error = %e, "the HTTP server task failed");
     }
+    failovers.abort();
     info!(node = %id, "stopped");
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-/// Waits for SIGTERM or SIGINT (Ctrl-C); returns the signal's name.
-async fn wait_for_stop() -> anyhow::Result<&'static str> {
-    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    })
+/// A bound std listener as a tokio one.
+fn async_listener(listener: TcpListener) -> std::io::Result<tokio::net::TcpListener> {
+    listener.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(listener)
 }

@@ -77,6 +77,11 @@ macro_rules! protocol_tests {
             async fn transfer_moves_leadership_to_the_named_node() {
                 transfer_moves_leadership($protocol).await;
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_stall_of_every_process_changes_no_leader() {
+                stall_of_every_process_changes_no_leader($protocol).await;
+            }
         }
     };
 }
@@ -199,15 +204,14 @@ async fn corrupted_state_file_stops_the_node_and_is_left_untouched() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stall_of_every_process_changes_no_leader() {
+async fn stall_of_every_process_changes_no_leader(protocol: &str) {
     // SIGSTOP every server at once for three election timeouts, then SIGCONT
     // them all, as a paused VM or a host-wide scheduling stall would: every
     // timer fires late, but nothing failed, so nothing may change. (Before the
     // stall grace each such stall cost an election and often a new leader.)
     let _serial = serial().await;
     let n = 3;
-    let mut c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
+    let mut c = TestCluster::start_with_protocol(protocol, n, HEARTBEAT_MS, TIMEOUT_MS);
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
     for round in 0..3 {
         for i in 0..n {
@@ -222,7 +226,7 @@ async fn a_stall_of_every_process_changes_no_leader() {
         assert_eq!(
             (now_leader, now_term),
             (leader, term),
-            "stall {round} changed the leadership\n{}",
+            "{protocol}: stall {round} changed the leadership\n{}",
             c.logs()
         );
     }

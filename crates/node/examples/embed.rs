@@ -1,0 +1,50 @@
+//! The README's embedding example (section "Embedding API"), as a program
+//! that `cargo test` and `cargo build --examples` compile. `tests/readme.rs`
+//! checks that the README shows exactly the lines between the two markers
+//! below, so the README cannot drift from code that compiles.
+//!
+//! Running it needs what it names: peers at 10.0.0.1-3 and a writable
+//! `/var/lib/myapp/tenure`. For a program to run on one machine, see
+//! `leader_task.rs`.
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // README begin
+    use tenure_node::{LeadershipEvent, NodeConfig, NodeId, ProtocolKind};
+
+    let node = tenure_node::start(NodeConfig {
+        id: NodeId(1),
+        cluster_id: "prod".into(),
+        listen: "0.0.0.0:7001".parse()?,
+        peers: vec![
+            (NodeId(1), "10.0.0.1:7001".parse()?),
+            (NodeId(2), "10.0.0.2:7001".parse()?),
+            (NodeId(3), "10.0.0.3:7001".parse()?),
+        ],
+        data_dir: "/var/lib/myapp/tenure".into(),
+        heartbeat_interval: std::time::Duration::from_millis(100),
+        election_timeout: std::time::Duration::from_millis(1000),
+        protocol: ProtocolKind::Raft, // the same on every node
+        round_trip: None, // ranked and paxos: a round-trip bound; default half a heartbeat
+    })
+    .await?;
+    let handle = node.handle();
+    let mut events = handle.events();
+    while let Ok(event) = events.recv().await {
+        match event {
+            LeadershipEvent::BecameLeader { fencing_token, .. } => {
+                // Start the leader's work; tag every write with the token.
+                println!("leading with fencing token {fencing_token}");
+            }
+            LeadershipEvent::LostLeadership { .. } => println!("stop the leader's work"),
+            LeadershipEvent::LeaderObserved { leader, .. } => {
+                println!("forward requests to {leader}")
+            }
+            LeadershipEvent::NoLeader { .. } => {}
+        }
+    }
+    // Hands leadership over first if this node leads.
+    node.shutdown().await;
+    // README end
+    Ok(())
+}

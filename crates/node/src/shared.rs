@@ -1,0 +1,57 @@
+//! What the driver task and every [`crate::NodeHandle`] share: the election
+//! core under a mutex, the transport state, the published leadership, and the
+//! channels that carry commands and the stop request to the driver.
+
+use crate::clock::Clock;
+use crate::config::NodeConfig;
+use crate::error::TransferError;
+use crate::metrics::LeaderTracker;
+use crate::status::{Leadership, LeadershipEvent};
+use crate::sync::lock;
+use crate::transport::Net;
+use rand_pcg::Pcg64Mcg;
+use std::sync::{Arc, Mutex};
+use tenure_core::{NodeId, Protocol};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+/// The election core as this crate instantiates it.
+pub(crate) type Elector = tenure_core::Elector<Pcg64Mcg>;
+
+/// A command from a [`crate::NodeHandle`] to the driver.
+pub(crate) enum Command {
+    /// Hand leadership to `to`.
+    Transfer {
+        /// The successor.
+        to: NodeId,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), TransferError>>,
+    },
+}
+
+/// What the driver and every handle share.
+pub(crate) struct Shared {
+    pub(crate) config: NodeConfig,
+    pub(crate) clock: Clock,
+    /// Inputs are fed only by the driver; handles lock it briefly to read
+    /// (status, `is_leader` against the clock now).
+    pub(crate) core: Mutex<Elector>,
+    pub(crate) net: Arc<Net>,
+    pub(crate) tracker: Mutex<LeaderTracker>,
+    pub(crate) leadership: watch::Sender<Leadership>,
+    pub(crate) events: broadcast::Sender<LeadershipEvent>,
+    pub(crate) commands: mpsc::Sender<Command>,
+    pub(crate) stop: watch::Sender<bool>,
+}
+
+impl Shared {
+    /// The core's leadership as of now.
+    pub(crate) fn leadership_now(&self) -> Leadership {
+        leadership_of(&lock(&self.core))
+    }
+}
+
+/// The leadership an elector reports.
+pub(crate) fn leadership_of(core: &Elector) -> Leadership {
+    let s = core.status();
+    Leadership { leader: s.leader, term: s.term, fencing_token: s.fencing_token, role: s.role }
+}

@@ -1,0 +1,86 @@
+//! The bounds of the HTTP server: how many connections it serves at once and
+//! how long it waits for a client. `axum::serve` offers none of these; the
+//! accept loop in `serve.rs` and the per-connection watchdog in `conn.rs`
+//! enforce them.
+//!
+//! The API's clients are operators, the CLI, load balancers polling
+//! `/v1/is-leader`, Prometheus and `/v1/watch` streams: few, small requests
+//! that arrive whole in one packet. The limits are generous for them and keep
+//! a slow or hostile client from holding the server's memory and file
+//! descriptors.
+
+use std::time::Duration;
+
+/// Connections served at once. Above [`super::MAX_WATCHERS`] (64), so that
+/// open `/v1/watch` streams never crowd out status requests, and far below
+/// the usual limit of 1024 open files, shared with the peer transport
+/// (at most 64 inbound peer connections). Each connection costs a task and
+/// its buffers, tens of kilobytes.
+///
+/// A client beyond the cap is refused at once: it gets
+/// `503 Service Unavailable` with a JSON error
+/// (`{"error": "too many connections ..."}`) and `connection: close`, as soon
+/// as it has sent its request headers, and the connection is closed. The
+/// connections already served are not disturbed, and a slot is free again as
+/// soon as one of them closes.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Refused connections answered at once (with the 503 above). Beyond this
+/// many, a connection over the cap is closed without an answer, so a flood of
+/// connections costs no more than this many small tasks, each bounded by the
+/// header read timeout.
+pub const MAX_REFUSALS: usize = 16;
+
+/// How long a client may take to send a request's headers, from its first
+/// byte (or from connecting, for the first request). The API's requests are a
+/// few hundred bytes, sent in one packet; 5 s leaves room for several TCP
+/// retransmissions on a lossy network, and cuts off a "slowloris" client that
+/// trickles headers to hold a connection. Such a client is disconnected
+/// without an answer.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a client may take to send a request's body, from the end of its
+/// headers. The only body is `POST /v1/transfer`'s `{"to": N}`, at most
+/// [`MAX_BODY_BYTES`]; 5 s, as for the headers. A client whose body is late
+/// is disconnected without an answer (the request is not carried out).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a keep-alive connection may wait for its next request. Pollers
+/// (the CLI, `tenure bench`, load balancers every few seconds) keep theirs
+/// busy; 30 s lets a client that polls every few seconds reuse its
+/// connection, and returns the slot of one that went away without closing
+/// within half a minute. An idle connection is closed quietly (FIN), as HTTP
+/// allows; clients open a new one for their next request.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Largest request body accepted (413 beyond); the only body is `{"to": N}`.
+pub const MAX_BODY_BYTES: usize = 4 * 1024;
+
+/// On shutdown, how long requests in progress may take to finish before their
+/// connections are closed. `/v1/watch` streams end at once.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// The limits a server runs with; [`HttpLimits::default`] gives the constants
+/// of this module. Tests shorten them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Connections served at once ([`MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// Time to send a request's headers ([`HEADER_READ_TIMEOUT`]).
+    pub header_read_timeout: Duration,
+    /// Time to send a request's body ([`BODY_READ_TIMEOUT`]).
+    pub body_read_timeout: Duration,
+    /// Time a keep-alive connection may wait for its next request ([`IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: MAX_CONNECTIONS,
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            body_read_timeout: BODY_READ_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+        }
+    }
+}

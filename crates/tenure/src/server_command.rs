@@ -1,0 +1,41 @@
+//! `tenure server`: reads the settings, binds the listeners and runs the
+//! server (the library's [`tenure::server::run`]) until SIGTERM or Ctrl-C.
+
+use crate::config::ServerArgs;
+use crate::logging;
+use anyhow::Context;
+use std::future::Future;
+use std::net::TcpListener;
+use std::process::ExitCode;
+use tenure::server::{self, ServerConfig};
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::info;
+
+/// Runs the server; returns when it has shut down.
+pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    let settings = args.resolve()?;
+    logging::init(settings.log_format);
+    // Bind the API first: a port clash is then reported before the node joins
+    // the cluster and starts voting.
+    let http = TcpListener::bind(settings.http)
+        .with_context(|| format!("cannot listen for HTTP on {}", settings.http))?;
+    let peers = TcpListener::bind(settings.node.listen)
+        .with_context(|| format!("cannot listen for peers on {}", settings.node.listen))?;
+    let stop = stop_signal()?;
+    server::run(ServerConfig::new(settings.node), peers, http, stop).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Completes on SIGTERM or SIGINT (Ctrl-C). The handlers are installed here,
+/// before the node starts, so that an early signal is not lost.
+fn stop_signal() -> anyhow::Result<impl Future<Output = ()>> {
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        info!(signal = name, "stop signal received");
+    })
+}

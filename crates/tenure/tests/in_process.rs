@@ -1,0 +1,287 @@
+//! Servers started in this test process with `tenure::server::run` on
+//! `127.0.0.1:0` listeners: a three-node cluster, and single nodes whose HTTP
+//! limits (connection cap, header, body and idle timeouts) are shortened so
+//! that real sockets can run into them in well under a second.
+
+mod inproc;
+
+use inproc::{
+    eventually, exchange, get, request, start_cluster, start_solo, status, trickle_until_closed,
+    wait_closed, Server,
+};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tenure::http::{HttpLimits, ENDPOINTS};
+use tokio::net::TcpStream;
+
+/// Bound on a first election or a server's start, on a busy machine.
+const START_BOUND: Duration = Duration::from_secs(10);
+/// Bound on a server's clean stop.
+const STOP_BOUND: Duration = Duration::from_secs(5);
+/// The timeout under test in the limit tests.
+const SHORT: Duration = Duration::from_millis(300);
+/// A timeout that must not be the one that fires.
+const LONG: Duration = Duration::from_secs(30);
+/// Slack for scheduling on a loaded 2-core machine.
+const SLACK: Duration = Duration::from_secs(2);
+
+/// Waits until every server answers `/v1/status` with the same leader and
+/// term, the leader included; returns (leader index, term).
+async fn agreement(servers: &[Server]) -> (usize, u64) {
+    eventually("every server agrees on one leader", START_BOUND, || async {
+        let mut views = Vec::new();
+        for s in servers {
+            views.push(status(s.http).await?);
+        }
+        let (leader, term) = (views[0]["leader"].as_u64()?, views[0]["term"].as_u64()?);
+        let agree = views.iter().all(|v| v["leader"] == leader && v["term"] == term);
+        let i = servers.iter().position(|s| s.id == leader)?;
+        (agree && views[i]["role"] == "leader").then_some((i, term))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_servers_in_one_process_elect_a_leader_and_stop_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long election timeout: a handover that waited for it would be plain.
+    let timeout = Duration::from_millis(2000);
+    let heartbeat = Duration::from_millis(50);
+    let mut servers = start_cluster(3, heartbeat, timeout, HttpLimits::default(), dir.path());
+    let (leader, term) = agreement(&servers).await;
+    let s = status(servers[leader].http).await.unwrap();
+    assert_eq!((s["role"].as_str(), s["id"].as_u64()), (Some("leader"), Some(servers[leader].id)));
+    assert_eq!(s["peers"].as_array().map(Vec::len), Some(2), "{s}");
+
+    // The leader's shutdown signal: it hands over first, then stops.
+    let survivors: Vec<SocketAddr> =
+        servers.iter().enumerate().filter(|&(i, _)| i != leader).map(|(_, s)| s.http).collect();
+    let at = Instant::now();
+    servers[leader].signal_stop();
+    let took = eventually("a survivor leads a newer term", START_BOUND, || async {
+        for &addr in &survivors {
+            let s = status(addr).await;
+            if s.is_some_and(|s| s["role"] == "leader" && s["term"].as_u64() > Some(term)) {
+                return Some(at.elapsed());
+            }
+        }
+        None
+    })
+    .await;
+    assert!(took < timeout / 4, "the handover took {took:?}; election timeout {timeout:?}");
+    servers[leader].stop(STOP_BOUND).await.expect("the old leader stops cleanly");
+    assert!(
+        TcpStream::connect(servers[leader].http).await.is_err(),
+        "a stopped server's HTTP port is closed"
+    );
+    for (i, s) in servers.iter_mut().enumerate().filter(|&(i, _)| i != leader) {
+        s.stop(STOP_BOUND).await.unwrap_or_else(|e| panic!("server {i} stops cleanly: {e}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_methods_and_paths_are_answered_from_the_endpoint_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start_solo(HttpLimits::default(), dir.path());
+    eventually("the server answers", START_BOUND, || status(server.http)).await;
+    let ask = |method: &str, path: &str| {
+        let req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n");
+        async move { request(server.http, &req).await.expect("an answer") }
+    };
+    for e in ENDPOINTS {
+        let method = e.methods[0].as_str();
+        let answer = ask(method, e.path).await;
+        assert!(![404, 405].contains(&answer.status), "{method} {}: {answer:?}", e.path);
+    }
+    let answer = ask("POST", "/v1/status").await;
+    assert_eq!((answer.status, answer.header("allow")), (405, Some("GET, HEAD")), "{answer:?}");
+    assert!(answer.body.contains("\"error\""), "{answer:?}");
+    let answer = ask("DELETE", "/v1/transfer").await;
+    assert_eq!((answer.status, answer.header("allow")), (405, Some("POST")), "{answer:?}");
+    let answer = ask("GET", "/no/such/path").await;
+    assert_eq!(answer.status, 404);
+    for e in ENDPOINTS {
+        assert!(answer.body.contains(e.path), "404 does not name {}: {}", e.path, answer.body);
+    }
+    server.stop(STOP_BOUND).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_trickling_headers_is_disconnected_after_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = HttpLimits {
+        header_read_timeout: SHORT,
+        body_read_timeout: LONG,
+        idle_timeout: LONG,
+        ..HttpLimits::default()
+    };
+    let mut server = start_solo(limits, dir.path());
+    eventually("the server answers", START_BOUND, || status(server.http)).await;
+
+    // One more header line every 50 ms, for ever.
+    let (took, got) = trickle_until_closed(
+        server.http,
+        b"GET /healthz HTTP/1.1\r\nHost: test\r\n",
+        std::iter::repeat_with(|| b"X-Slow: yes\r\n".to_vec()),
+        Duration::from_millis(50),
+        SHORT + SLACK,
+    )
+    .await;
+    assert!(
+        took >= SHORT - Duration::from_millis(20),
+        "cut off after {took:?}, before the timeout"
+    );
+    assert!(got.is_empty(), "no answer expected: {}", String::from_utf8_lossy(&got));
+    // The server still serves others.
+    assert_eq!(request(server.http, &get("/healthz")).await.map(|a| a.status), Some(200));
+    server.stop(STOP_BOUND).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = HttpLimits {
+        header_read_timeout: LONG,
+        body_read_timeout: LONG,
+        idle_timeout: SHORT,
+        ..HttpLimits::default()
+    };
+    let mut server = start_solo(limits, dir.path());
+    eventually("the server answers", START_BOUND, || status(server.http)).await;
+
+    // Requests every 100 ms keep the connection for twice the idle timeout.
+    let mut conn = TcpStream::connect(server.http).await.unwrap();
+    let busy_until = Instant::now() + 2 * SHORT;
+    while Instant::now() < busy_until {
+        let answer = exchange(&mut conn, &get("/healthz")).await;
+        assert_eq!(answer.map(|a| a.status), Some(200), "a busy connection was closed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let answer = exchange(&mut conn, &get("/healthz")).await;
+    assert_eq!(answer.map(|a| a.status), Some(200));
+    let since = Instant::now();
+    let got = wait_closed(&mut conn, SHORT + SLACK).await;
+    let took = since.elapsed();
+    assert!(took >= SHORT - Duration::from_millis(20), "closed after {took:?}, before the timeout");
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    server.stop(STOP_BOUND).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_sent_too_slowly_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = HttpLimits {
+        header_read_timeout: LONG,
+        body_read_timeout: SHORT,
+        idle_timeout: LONG,
+        ..HttpLimits::default()
+    };
+    let mut server = start_solo(limits, dir.path());
+    eventually("the server answers", START_BOUND, || status(server.http)).await;
+    let body = "{\"to\": 1}";
+    let head = format!(
+        "POST /v1/transfer HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+
+    // Sent at once, the body is read and answered (node 1 is itself: refused).
+    let answer = request(server.http, &format!("{head}{body}")).await.expect("an answer");
+    assert!(answer.body.contains("\"error\""), "{answer:?}");
+
+    // One byte every 100 ms: 900 ms for the body, three times the timeout.
+    let (took, got) = trickle_until_closed(
+        server.http,
+        head.as_bytes(),
+        body.bytes().map(|b| vec![b]),
+        Duration::from_millis(100),
+        SHORT + SLACK,
+    )
+    .await;
+    assert!(
+        took >= SHORT - Duration::from_millis(20),
+        "cut off after {took:?}, before the timeout"
+    );
+    assert!(took < Duration::from_millis(900), "cut off after {took:?}: the body had arrived");
+    assert!(got.is_empty(), "no answer expected: {}", String::from_utf8_lossy(&got));
+    server.stop(STOP_BOUND).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_cap_are_refused_while_held_ones_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = HttpLimits { max_connections: 2, ..HttpLimits::default() };
+    let mut server = start_solo(limits, dir.path());
+    eventually("the server answers", START_BOUND, || status(server.http)).await;
+    let addr = server.http;
+    // A slot is free once the server has seen the previous client close.
+    let hold = || {
+        eventually("a connection slot", SLACK, move || async move {
+            let mut conn = TcpStream::connect(addr).await.ok()?;
+            let answer = exchange(&mut conn, &get("/healthz")).await?;
+            (answer.status == 200).then_some(conn)
+        })
+    };
+    let mut held = vec![hold().await, hold().await];
+
+    let mut extra = TcpStream::connect(addr).await.unwrap();
+    let since = Instant::now();
+    let answer = exchange(&mut extra, &get("/v1/status")).await.expect("a refusal, not silence");
+    assert!(since.elapsed() < Duration::from_secs(1), "refused after {:?}", since.elapsed());
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert!(answer.body.contains("too many connections (at most 2)"), "{answer:?}");
+    assert_eq!(answer.header("connection"), Some("close"), "{answer:?}");
+    wait_closed(&mut extra, SLACK).await;
+
+    for conn in &mut held {
+        let answer = exchange(conn, &get("/v1/status")).await;
+        assert_eq!(answer.map(|a| a.status), Some(200), "a held connection stopped working");
+    }
+    drop(held);
+    let fresh = hold().await;
+    drop(fresh);
+    server.stop(STOP_BOUND).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_lists_every_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start_solo(HttpLimits::default(), dir.path());
+    eventually("the node leads", START_BOUND, || async {
+        status(server.http).await.filter(|s| s["role"] == "leader")
+    })
+    .await;
+    let answer = request(server.http, &get("/metrics")).await.expect("an answer");
+    assert_eq!(answer.status, 200);
+    let families: Vec<&str> = answer
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE tenure_"))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let expected = [
+        "is_leader",
+        "term",
+        "fencing_token",
+        "storage_failed",
+        "peers_connected",
+        "leader_changes",
+        "pre_votes_started",
+        "elections_started",
+        "elections_won",
+        "heartbeats_sent",
+        "heartbeats_received",
+        "quorum_losses",
+        "messages_ignored",
+        "messages_refused",
+        "messages_sent",
+        "messages_received",
+        "frames_rejected",
+        "peer_rtt_seconds",
+        "failover_duration_seconds",
+    ];
+    assert_eq!(families, expected, "{}", answer.body);
+    assert!(answer.body.contains("tenure_is_leader 1\n"), "{}", answer.body);
+    assert!(answer.body.contains("tenure_elections_won_total 1\n"), "{}", answer.body);
+    server.stop(STOP_BOUND).await.unwrap();
+}
