@@ -26,6 +26,11 @@ impl Expect {
         self.failures.push(what);
     }
 
+    /// The failures recorded so far.
+    pub fn failures(&self) -> &[String] {
+        &self.failures
+    }
+
     /// Records the failures of `other`, each prefixed with `context`.
     pub fn absorb(&mut self, other: Expect, context: &str) {
         self.failures.extend(other.failures.into_iter().map(|f| format!("{context}: {f}")));

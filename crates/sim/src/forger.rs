@@ -10,8 +10,13 @@
 //! them. It never forges what no rule can refuse without authentication —
 //! a vote or promise in a term the cluster really uses, an acknowledgement
 //! of a heartbeat really sent, a frame from the leader a node follows —
-//! only the frames of the attacks below. What each attack must leave
-//! intact is in [`Promise`] and [`crate::hostile`].
+//! only the frames of the attacks below. Resignations, transfers and claims
+//! speak for a bystander: a voter that neither leads, nor is any node's
+//! known leader, nor was posed as leading by the forger within two
+//! election timeouts (nodes may still hold a lease on it); the simulator
+//! withholds such a frame if, by the time it arrives, its bystander has
+//! become the destination's leader (see [`Frame::from_bystander`]). What
+//! each attack must leave intact is in [`Promise`] and [`crate::hostile`].
 //!
 //! # Attacks
 //!
@@ -272,6 +277,12 @@ pub struct Frame {
     pub msg: Message,
     /// Delay before delivery.
     pub delay_ns: u64,
+    /// The frame speaks for a bystander (forged resignations, transfers
+    /// and claims): if `from` has become the destination's leader by the
+    /// time it arrives (it was a candidate about to win), the simulator
+    /// withholds it — a frame from the leader a node follows is another
+    /// attack, one no rule can refuse without authentication.
+    pub from_bystander: bool,
 }
 
 /// What the forger read off the wire: per node index, its latest poll or
@@ -321,6 +332,12 @@ pub struct Forger {
     sniffed: Vec<Sniffed>,
     /// Rising term: the forged leader, its term and its last heartbeat counter.
     rising: Option<(NodeId, Term, u64)>,
+    /// Per node index: when (global time) the forger last posed as that node
+    /// leading, in a rising-term heartbeat.
+    posed_as_leader: Vec<Option<u64>>,
+    /// The nodes' election timeout: how long a follower's lease on a leader,
+    /// forged or not, lasts.
+    election_timeout_ns: u64,
     /// Frames sent so far.
     pub sent: ForgedCounts,
     /// Bursts sent so far.
@@ -329,8 +346,15 @@ pub struct Forger {
 
 impl Forger {
     /// A forger of `spec` against a cluster of `nodes` nodes running
-    /// `protocol`, drawing from its own stream seeded by the run's `seed`.
-    pub fn new(spec: ForgerSpec, protocol: ProtocolKind, nodes: usize, seed: u64) -> Self {
+    /// `protocol` with `election_timeout`, drawing from its own stream seeded
+    /// by the run's `seed`.
+    pub fn new(
+        spec: ForgerSpec,
+        protocol: ProtocolKind,
+        nodes: usize,
+        election_timeout: Duration,
+        seed: u64,
+    ) -> Self {
         assert!(!spec.attacks.is_empty(), "a forger needs an attack");
         assert!(
             (1..=MAX_FORGED_FRAMES_PER_SECOND).contains(&spec.frames_per_second),
@@ -342,6 +366,8 @@ impl Forger {
             rng: Pcg64Mcg::seed_from_u64(seed ^ FORGER_SEED_SALT),
             sniffed: vec![Sniffed::default(); nodes],
             rising: None,
+            posed_as_leader: vec![None; nodes],
+            election_timeout_ns: u64::try_from(election_timeout.as_nanos()).unwrap_or(u64::MAX),
             sent: ForgedCounts::default(),
             bursts: 0,
         }
@@ -374,21 +400,43 @@ impl Forger {
         }
     }
 
-    /// One burst: the frames to deliver, and the delay before the next burst
-    /// (which keeps the rate within `frames_per_second`).
-    pub fn burst(&mut self, view: &[NodeView]) -> (Vec<Frame>, u64) {
+    /// One burst at global time `now_ns`: the frames to deliver, and the
+    /// delay before the next burst (which keeps the rate within
+    /// `frames_per_second`).
+    pub fn burst(&mut self, now_ns: u64, view: &[NodeView]) -> (Vec<Frame>, u64) {
         let attack = *self.spec.attacks.choose(&mut self.rng).expect("not empty");
         let mut frames = Vec::new();
         if view.len() >= 2 {
-            let mut ctx =
-                Ctx { rng: &mut self.rng, view, protocol: self.protocol, out: &mut frames };
+            // Nodes may still hold a lease on a leader the forger posed as
+            // for an election timeout after its last forged heartbeat (twice
+            // that, for drifting clocks): frames from it are a leader's.
+            let window = self.election_timeout_ns.saturating_mul(2);
+            let posed: Vec<NodeId> = (0..view.len())
+                .filter(|&i| self.posed_as_leader[i].is_some_and(|t| now_ns < t + window))
+                .map(|i| view[i].id)
+                .collect();
+            let mut ctx = Ctx {
+                rng: &mut self.rng,
+                view,
+                protocol: self.protocol,
+                posed: &posed,
+                out: &mut frames,
+            };
             match attack {
                 Attack::MaxTerm => ctx.huge_terms(&self.sniffed),
-                Attack::RisingTerm => ctx.rising_term(&mut self.rising),
+                Attack::RisingTerm => {
+                    if let Some(i) = ctx.rising_term(&mut self.rising) {
+                        self.posed_as_leader[i] = Some(now_ns);
+                    }
+                }
                 Attack::HugeEcho => ctx.huge_echo(),
                 Attack::ForgedResign => ctx.forged_resign(),
                 Attack::ForgedTransfer => ctx.forged_transfer(),
                 Attack::ForgedClaim => ctx.forged_claim(&self.sniffed),
+            }
+            if matches!(attack, Attack::ForgedResign | Attack::ForgedTransfer | Attack::ForgedClaim)
+            {
+                ctx.mark_bystander_frames();
             }
         }
         let k = frames.len().max(1) as u64;
@@ -495,17 +543,24 @@ struct Ctx<'a> {
     rng: &'a mut Pcg64Mcg,
     view: &'a [NodeView],
     protocol: ProtocolKind,
+    /// Voters the forger recently posed as leading (rising term).
+    posed: &'a [NodeId],
     out: &'a mut Vec<Frame>,
 }
 
 impl Ctx<'_> {
     fn send(&mut self, to: usize, from: NodeId, msg: Message) {
         let delay_ns = self.rng.gen_range(FORGED_LATENCY_NS.0..=FORGED_LATENCY_NS.1);
-        self.out.push(Frame { to, from, msg, delay_ns });
+        self.out.push(Frame { to, from, msg, delay_ns, from_bystander: false });
     }
 
     fn n(&self) -> usize {
         self.view.len()
+    }
+
+    /// Marks the frames sent so far as speaking for a bystander.
+    fn mark_bystander_frames(&mut self) {
+        self.out.iter_mut().for_each(|f| f.from_bystander = true);
     }
 
     /// A random node index.
@@ -539,13 +594,16 @@ impl Ctx<'_> {
         }
     }
 
-    /// A voter that neither leads nor is anyone's known leader, if any.
+    /// A voter that neither leads, nor is anyone's known leader, nor was
+    /// recently posed as leading by the forger (nodes may still hold a lease
+    /// on it), if any.
     fn bystander(&mut self) -> Option<NodeId> {
         let led: Vec<NodeId> = self.view.iter().filter_map(|v| v.leader).collect();
         let free: Vec<NodeId> = self
             .view
             .iter()
             .filter(|v| v.role != Role::Leader && !led.contains(&v.id))
+            .filter(|v| !self.posed.contains(&v.id))
             .map(|v| v.id)
             .collect();
         free.choose(self.rng).copied()
@@ -598,8 +656,8 @@ impl Ctx<'_> {
 
     /// A heartbeat from a voter that does not lead, in a term above
     /// everyone's (a new one each time the cluster caught up), to every
-    /// other node.
-    fn rising_term(&mut self, rising: &mut Option<(NodeId, Term, u64)>) {
+    /// other node. Returns the index of the node it posed as.
+    fn rising_term(&mut self, rising: &mut Option<(NodeId, Term, u64)>) -> Option<usize> {
         let max = self.highest_term();
         let (from, term, counter) = match *rising {
             Some((from, term, counter)) if term > max => (from, term, counter + 1),
@@ -609,7 +667,7 @@ impl Ctx<'_> {
                     ProtocolKind::Paxos => ballot_above(max, from),
                     ProtocolKind::Raft | ProtocolKind::Ranked => max.0.checked_add(1).map(Term),
                 };
-                let Some(term) = term else { return };
+                let term = term?;
                 (from, term, 1)
             }
         };
@@ -626,6 +684,7 @@ impl Ctx<'_> {
         for to in (0..self.n()).filter(|&i| self.view[i].id != from) {
             self.send(to, from, msg.clone());
         }
+        Some(rank(from) as usize)
     }
 
     /// Acknowledgements of a leader's heartbeats, in its term, from some of
@@ -790,6 +849,8 @@ impl Ctx<'_> {
 mod tests {
     use super::*;
 
+    const ET: Duration = Duration::from_secs(1);
+
     fn view(n: usize, leader: usize) -> Vec<NodeView> {
         (0..n)
             .map(|i| NodeView {
@@ -822,9 +883,9 @@ mod tests {
     #[test]
     fn max_term_frames_carry_only_forged_terms_and_claim_another_voter() {
         for protocol in ProtocolKind::ALL {
-            let mut f = Forger::new(ForgerSpec::only(&[Attack::MaxTerm]), protocol, 5, 1);
+            let mut f = Forger::new(ForgerSpec::only(&[Attack::MaxTerm]), protocol, 5, ET, 1);
             for _ in 0..500 {
-                let (frames, _) = f.burst(&view(5, 2));
+                let (frames, _) = f.burst(0, &view(5, 2));
                 for fr in frames {
                     assert_ne!(fr.from, NodeId(fr.to as u64 + 1), "a node never hears itself");
                     assert!(fr.msg.term().0 >= FORGED_TERM_FLOOR, "{protocol}: {:?}", fr.msg);
@@ -850,9 +911,9 @@ mod tests {
     fn resigns_transfers_and_claims_never_claim_a_leader() {
         for protocol in ProtocolKind::ALL {
             for attack in [Attack::ForgedResign, Attack::ForgedTransfer, Attack::ForgedClaim] {
-                let mut f = Forger::new(ForgerSpec::only(&[attack]), protocol, 5, 2);
+                let mut f = Forger::new(ForgerSpec::only(&[attack]), protocol, 5, ET, 2);
                 for _ in 0..200 {
-                    let (frames, _) = f.burst(&view(5, 2));
+                    let (frames, _) = f.burst(0, &view(5, 2));
                     assert!(!frames.is_empty());
                     assert!(frames.iter().all(|fr| fr.from != NodeId(3)), "{protocol} {attack}");
                 }
@@ -861,12 +922,37 @@ mod tests {
     }
 
     #[test]
+    fn nobody_speaks_for_a_leader_the_forger_posed_as_while_leases_on_it_may_run() {
+        let spec = ForgerSpec::only(&[Attack::RisingTerm, Attack::ForgedResign]);
+        let mut f = Forger::new(spec, ProtocolKind::Raft, 5, ET, 5);
+        let (mut posed, mut checked) = (None, 0);
+        for k in 0..400u64 {
+            let now = k * 10_000_000;
+            let (frames, _) = f.burst(now, &view(5, 2));
+            match frames.first().map(|fr| &fr.msg) {
+                Some(Message::Heartbeat { .. }) => posed = Some((frames[0].from, now)),
+                Some(Message::Resign { .. }) => {
+                    if let Some((x, at)) = posed.filter(|&(_, at)| now < at + 2_000_000_000) {
+                        assert!(
+                            frames.iter().all(|fr| fr.from != x),
+                            "resign from {x:?} posed at {at}"
+                        );
+                        checked += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(checked > 10, "{checked}");
+    }
+
+    #[test]
     fn huge_echoes_go_to_the_leader_in_its_term() {
         for protocol in ProtocolKind::ALL {
-            let mut f = Forger::new(ForgerSpec::only(&[Attack::HugeEcho]), protocol, 5, 3);
+            let mut f = Forger::new(ForgerSpec::only(&[Attack::HugeEcho]), protocol, 5, ET, 3);
             let v = view(5, 1);
             for _ in 0..200 {
-                let (frames, _) = f.burst(&v);
+                let (frames, _) = f.burst(0, &v);
                 for fr in frames {
                     assert_eq!(fr.to, 1);
                     let echo = match fr.msg {
@@ -894,10 +980,10 @@ mod tests {
     fn the_rate_stays_within_the_bound() {
         let mut spec = ForgerSpec::all();
         spec.frames_per_second = 40;
-        let mut f = Forger::new(spec, ProtocolKind::Raft, 5, 4);
+        let mut f = Forger::new(spec, ProtocolKind::Raft, 5, ET, 4);
         let (mut frames, mut ns) = (0u64, 0u64);
         while ns < 60_000_000_000 {
-            let (fr, gap) = f.burst(&view(5, 0));
+            let (fr, gap) = f.burst(ns, &view(5, 0));
             frames += fr.len() as u64;
             ns += gap;
         }

@@ -95,11 +95,13 @@ enum SimEvent {
     ForgerBurst {
         gen: u64,
     },
-    /// A forged frame: `msg` for node index `to`, claiming to come from `from`.
+    /// A forged frame: `msg` for node index `to`, claiming to come from
+    /// `from` (a bystander, see [`crate::forger::Frame::from_bystander`]).
     Forged {
         to: usize,
         from: NodeId,
         msg: Message,
+        from_bystander: bool,
     },
 }
 
@@ -193,6 +195,10 @@ pub struct Sim {
     forger: Option<Forger>,
     /// Bumped when the forger starts or stops: older bursts are stale.
     forger_gen: u64,
+    /// Set once a frame may have been forged: from then on a core that
+    /// panics on an input is a crashed node and a violation, not the end
+    /// of the run.
+    frames_forged: bool,
 }
 
 impl Sim {
@@ -233,6 +239,7 @@ impl Sim {
             timer_refire: (u64::MAX, 0, 0),
             forger: None,
             forger_gen: 0,
+            frames_forged: false,
         };
         sim.checker = Checker::new(seed, sim.hosts.len());
         for i in 0..sim.hosts.len() {
@@ -372,7 +379,9 @@ impl Sim {
                     self.forger_burst();
                 }
             }
-            SimEvent::Forged { to, from, msg } => self.deliver_forged(to, from, msg),
+            SimEvent::Forged { to, from, msg, from_bystander } => {
+                self.deliver_forged(to, from, msg, from_bystander)
+            }
         }
     }
 
@@ -394,7 +403,7 @@ impl Sim {
             eprintln!("{:>12.3} {id:?} local {local:?} <- {what}", now as f64 / 1e6);
         }
         let el = self.hosts[i].elector_mut().expect("running");
-        if self.forger.is_none() {
+        if !self.frames_forged {
             match input {
                 Input::Message(from, msg) => el.handle_message(local, from, msg),
                 Input::Timer => el.handle_timeout(local),
@@ -572,9 +581,11 @@ impl Sim {
     pub fn start_forger(&mut self, spec: &ForgerSpec) {
         self.trace_fault(&format!("forger starts: {spec}"));
         let (protocol, n, seed) = (self.cfg.protocol, self.hosts.len(), self.seed);
+        let et = self.cfg.election_timeout;
         let forger =
-            self.forger.get_or_insert_with(|| Forger::new(spec.clone(), protocol, n, seed));
+            self.forger.get_or_insert_with(|| Forger::new(spec.clone(), protocol, n, et, seed));
         let first = forger.first_delay_ns();
+        self.frames_forged = true;
         self.forger_gen += 1;
         let gen = self.forger_gen;
         self.schedule(self.now + first, SimEvent::ForgerBurst { gen });
@@ -587,6 +598,18 @@ impl Sim {
             self.trace_fault("forger stops");
         }
         self.forger_gen += 1;
+    }
+
+    /// Delivers one forged frame to node index `to` a millisecond from now,
+    /// as if voter `from` had sent it (for scripted attacks; see
+    /// [`crate::forger`] for the random ones). Like the forger's, it reaches
+    /// `to` whatever the partitions; and it turns on the same handling of a
+    /// core that panics.
+    pub fn forge(&mut self, to: usize, from: NodeId, msg: Message) {
+        self.trace_fault(&format!("forge as {from:?} to n{}: {msg:?}", to + 1));
+        self.frames_forged = true;
+        let event = SimEvent::Forged { to, from, msg, from_bystander: false };
+        self.schedule(self.now + NS_PER_MS, event);
     }
 
     /// The forger, if one was started.
@@ -631,7 +654,7 @@ impl Sim {
     fn forger_burst(&mut self) {
         let view = self.forger_view();
         let Some(forger) = self.forger.as_mut() else { return };
-        let (frames, gap) = forger.burst(&view);
+        let (frames, gap) = forger.burst(self.now, &view);
         for f in frames {
             if self.cfg.trace {
                 eprintln!(
@@ -642,7 +665,12 @@ impl Sim {
                     f.msg
                 );
             }
-            let event = SimEvent::Forged { to: f.to, from: f.from, msg: f.msg };
+            let event = SimEvent::Forged {
+                to: f.to,
+                from: f.from,
+                msg: f.msg,
+                from_bystander: f.from_bystander,
+            };
             self.schedule(self.now + f.delay_ns, event);
         }
         let gen = self.forger_gen;
@@ -651,7 +679,13 @@ impl Sim {
 
     /// The forger reaches every node directly, whatever the partitions
     /// between nodes; a crashed node loses the frame, a paused one queues it.
-    fn deliver_forged(&mut self, to: usize, from: NodeId, msg: Message) {
+    /// A frame for a bystander that has meanwhile become the destination's
+    /// leader (or leads) is withheld, and so is one for a paused node (by
+    /// the time it resumes, the bystander may lead).
+    fn deliver_forged(&mut self, to: usize, from: NodeId, msg: Message, from_bystander: bool) {
+        if from_bystander && (self.hosts[to].paused || self.speaks_for_a_leader(to, from)) {
+            return;
+        }
         let host = &mut self.hosts[to];
         if !host.is_up() {
             return;
@@ -663,6 +697,17 @@ impl Sim {
             return;
         }
         self.input(to, Input::Message(from, msg));
+    }
+
+    /// Whether `from` is in the leader role or is the leader node index
+    /// `to` knows.
+    fn speaks_for_a_leader(&self, to: usize, from: NodeId) -> bool {
+        let leads = self
+            .index_of(from)
+            .and_then(|i| self.hosts[i].elector())
+            .is_some_and(|e| e.status().role == Role::Leader);
+        let followed = self.hosts[to].elector().is_some_and(|e| e.status().leader == Some(from));
+        leads || followed
     }
 
     // ---- Observation ----
