@@ -5,9 +5,16 @@
 //! Every run must pass: every checker green, and what the attack promises
 //! (`tenure_sim::forger::Promise`, documented in `tenure_sim::hostile`).
 //!
-//! The light sweeps here run in seconds in a debug build; the heavy sweep
-//! (`cargo test -p tenure-sim --release --test hostile -- --ignored`) runs
-//! the default attack length on more seeds.
+//! The light sweeps here run in about 25 s of CPU in a debug build; the
+//! heavy sweep (`cargo test -p tenure-sim --release --test hostile --
+//! --ignored every_attack_alone_keeps_its_promise_heavy`) runs the default
+//! attack length on more seeds. The attacks seen against the real cluster
+//! are also scripted frame by frame, each on its own.
+//!
+//! One gap is pinned by an ignored test: under rising terms, ranked can
+//! elect the forged heartbeat's claimed sender while a paused leader's
+//! lease still runs (see
+//! `a_forged_higher_term_heartbeat_does_not_elect_its_sender_under_a_live_lease`).
 //!
 //! Before the core's rules of issue 10 (term ceiling, bounded echoes,
 //! `Resign` and transfers honoured only from the leader and its named
@@ -18,12 +25,16 @@
 //! while the first still led (`lease-overlap`); forged transfers deposed a
 //! stable leader; forged Paxos poll answers overflowed slot numbers.
 
-use tenure_core::ProtocolKind;
-use tenure_sim::forger::{Attack, ForgerSpec, DEFAULT_FORGED_FRAMES_PER_SECOND};
+use std::time::Duration;
+use tenure_core::paxos::BALLOT_RANKS;
+use tenure_core::{Message, NodeId, PaxosMessage, ProtocolKind, RankedMessage, Term};
+use tenure_sim::expect::{Expect, Standing};
+use tenure_sim::forger::{Attack, ForgerSpec, DEFAULT_FORGED_FRAMES_PER_SECOND, FORGED_TERM_FLOOR};
+use tenure_sim::runner::{Sim, SimConfig};
 use tenure_sim::scenario::{self, Params, Report};
 
 /// Seeds per protocol and attack in the light sweep.
-const LIGHT_SEEDS: u64 = 100;
+const LIGHT_SEEDS: u64 = 200;
 /// Length of the attack in the light sweep, in simulated seconds.
 const LIGHT_ATTACK_SECONDS: u64 = 4;
 /// Seeds per protocol and attack in the heavy sweep.
@@ -142,4 +153,206 @@ fn the_forger_is_bounded_and_off_by_default() {
     let default = run("random", &Params::new(7));
     assert_eq!(default.stats.forged.total(), 0, "random runs no forger unless asked");
     assert_eq!(DEFAULT_FORGED_FRAMES_PER_SECOND, ForgerSpec::all().frames_per_second);
+}
+
+// ---- The attacks seen against the real cluster, scripted ----
+
+/// A cluster of five of `protocol` with a stable leader: (sim, leader, a follower).
+fn settled(protocol: ProtocolKind, seed: u64) -> (Sim, usize, usize) {
+    let mut cfg = SimConfig::new(5);
+    cfg.protocol = protocol;
+    let mut sim = Sim::new(cfg, seed);
+    let bound = sim.liveness_bound();
+    sim.wait_for_stable_leader(bound).expect("a leader");
+    sim.run_for(bound);
+    let l = sim.stable_leader().expect("still stable");
+    (sim, l, (l + 1) % 5)
+}
+
+fn id(i: usize) -> NodeId {
+    NodeId(i as u64 + 1)
+}
+
+/// The leader heartbeat of `protocol` from node index `from` in the largest
+/// term (ballot of its rank) there is.
+fn max_heartbeat(protocol: ProtocolKind, from: usize) -> Message {
+    let (term, counter, sent_at_nanos) = (Term(u64::MAX), 1, u64::MAX / 2);
+    match protocol {
+        ProtocolKind::Raft => Message::Heartbeat { term, counter, sent_at_nanos },
+        ProtocolKind::Ranked => RankedMessage::Lead { term, counter, sent_at_nanos }.into(),
+        ProtocolKind::Paxos => {
+            let ballot = Term(u64::MAX - (BALLOT_RANKS - 1) + from as u64);
+            PaxosMessage::Commit { ballot, slot: 1, heartbeat: counter, sent_at_nanos }.into()
+        }
+    }
+}
+
+fn expect_kept(sim: &Sim, standing: &Standing, what: &str) {
+    let mut e = Expect::default();
+    standing.expect_unchanged(sim, &mut e);
+    e.no_forged_term(sim);
+    let failed = e.failures();
+    assert!(
+        failed.is_empty() && sim.checker.violation_count() == 0,
+        "{what}: {failed:?} {:?}",
+        sim.checker.violations()
+    );
+}
+
+/// One forged heartbeat with term 2^64 - 1, from a follower to every other
+/// node, left the real cluster leaderless for good. Now nothing changes.
+#[test]
+fn one_forged_max_term_heartbeat_changes_nothing() {
+    for protocol in ProtocolKind::ALL {
+        let (mut sim, l, f) = settled(protocol, 11);
+        let standing = Standing::of(&sim, l);
+        for to in (0..5).filter(|&i| i != f) {
+            sim.forge(to, id(f), max_heartbeat(protocol, f));
+        }
+        sim.run_for(Duration::from_secs(5));
+        expect_kept(&sim, &standing, &format!("{protocol}"));
+        assert!(sim.checker.highest_term().0 < FORGED_TERM_FLOOR);
+    }
+}
+
+/// One forged acknowledgement with a huge echo kept a leader answering
+/// is-leader with no live majority. Now a leader cut off from everyone
+/// loses its lease on time (and the others elect without overlap).
+#[test]
+fn forged_huge_echoes_do_not_keep_an_isolated_leader_leading() {
+    for protocol in ProtocolKind::ALL {
+        let (mut sim, l, _) = settled(protocol, 12);
+        let term = sim.term_of(l);
+        for from in (0..5).filter(|&i| i != l) {
+            let echo_sent_at_nanos = u64::MAX;
+            let msg = match protocol {
+                ProtocolKind::Raft => {
+                    Message::HeartbeatResponse { term, ok: true, echo_sent_at_nanos }
+                }
+                ProtocolKind::Ranked => {
+                    RankedMessage::LeadAck { term, ok: true, counter: u64::MAX, echo_sent_at_nanos }
+                        .into()
+                }
+                ProtocolKind::Paxos => PaxosMessage::CommitAck {
+                    ballot: term,
+                    ok: true,
+                    promised: term,
+                    echo_sent_at_nanos,
+                }
+                .into(),
+            };
+            sim.forge(l, id(from), msg);
+        }
+        sim.run_for(Duration::from_millis(10));
+        sim.isolate(l);
+        sim.run_for(sim.stability_window());
+        assert!(
+            !sim.host(l).is_leader_at(sim.now_ns()),
+            "{protocol}: the isolated leader still leads"
+        );
+        assert!(sim.leaders().iter().any(|&x| x != l), "{protocol}: nobody replaced it");
+        assert_eq!(sim.checker.violation_count(), 0, "{protocol}: {:?}", sim.checker.violations());
+    }
+}
+
+/// Forged `Resign`s (and the transfer votes they trigger) deposed a live
+/// leader. Now a `Resign` from a follower naming a successor, and a transfer
+/// vote nobody asked for, change nothing.
+#[test]
+fn a_forged_resign_and_transfer_depose_no_leader() {
+    for protocol in ProtocolKind::ALL {
+        let (mut sim, l, f) = settled(protocol, 13);
+        let standing = Standing::of(&sim, l);
+        let s = (f + 1) % 5;
+        let s = if s == l { (s + 1) % 5 } else { s };
+        let term = sim.term_of(s);
+        for to in (0..5).filter(|&i| i != f) {
+            let msg = match protocol {
+                ProtocolKind::Raft => Message::Resign { term, successor: Some(id(s)) },
+                ProtocolKind::Ranked => {
+                    RankedMessage::Resign { term, successor: Some(id(s)) }.into()
+                }
+                ProtocolKind::Paxos => {
+                    let ballot = Term((term.0 / BALLOT_RANKS + 1) * BALLOT_RANKS + f as u64);
+                    PaxosMessage::Resign { ballot, successor: Some(id(s)) }.into()
+                }
+            };
+            sim.forge(to, id(f), msg);
+        }
+        for to in (0..5).filter(|&i| i != s) {
+            let msg = match protocol {
+                ProtocolKind::Raft => Message::Vote { term: Term(term.0 + 1), transfer: true },
+                ProtocolKind::Ranked => {
+                    let t = sim.term_of(to);
+                    RankedMessage::Elect {
+                        term: t,
+                        claim: None,
+                        sent_at_nanos: 1,
+                        transfer: Some(t),
+                        vote_in_nanos: 0,
+                    }
+                    .into()
+                }
+                ProtocolKind::Paxos => {
+                    let ballot = Term((term.0 / BALLOT_RANKS + 1) * BALLOT_RANKS + s as u64);
+                    PaxosMessage::Prepare { ballot, attempt: 1, handover: Some(sim.term_of(to)) }
+                        .into()
+                }
+            };
+            sim.forge(to, id(s), msg);
+        }
+        sim.run_for(Duration::from_secs(5));
+        expect_kept(&sim, &standing, &format!("{protocol}"));
+    }
+}
+
+/// Rising terms promise safety while they run. A forged heartbeat from
+/// voter X in a term above everyone's moves every follower's lease to X; if
+/// the real leader L missed it (paused, its frames queued) and X stands for
+/// election (here X is cut off from L), X must still not take office while
+/// L leads by its lease. Raft and Paxos keep this (X hears the followers'
+/// acknowledgements of the forged heartbeat, adopts their term and waits an
+/// election timeout before standing again); ranked does not: X's next claim
+/// gets the votes of every follower bound to it at once, and X leads while
+/// L's lease runs (`lease-overlap` in every seed). It also shows in
+/// `random --forger all`: 10 of 2000 ranked seeds (e.g. 1533).
+#[test]
+#[ignore = "fails for ranked: a forged higher-term Lead hands its claimed sender the followers' votes while the paused leader's lease runs"]
+fn a_forged_higher_term_heartbeat_does_not_elect_its_sender_under_a_live_lease() {
+    for protocol in ProtocolKind::ALL {
+        for seed in 0..20 {
+            let (mut sim, l, x) = settled(protocol, seed);
+            sim.cut_link(l, x);
+            sim.run_for(Duration::from_millis(1200));
+            sim.pause(l);
+            let max = sim.max_term();
+            let term = match protocol {
+                ProtocolKind::Paxos => Term((max.0 / BALLOT_RANKS + 1) * BALLOT_RANKS + x as u64),
+                ProtocolKind::Raft | ProtocolKind::Ranked => Term(max.0 + 1),
+            };
+            let sent_at_nanos = sim.host(x).local_at(sim.now_ns()).as_nanos();
+            let msg: Message = match protocol {
+                ProtocolKind::Raft => Message::Heartbeat { term, counter: 1, sent_at_nanos },
+                ProtocolKind::Ranked => {
+                    RankedMessage::Lead { term, counter: 1, sent_at_nanos }.into()
+                }
+                ProtocolKind::Paxos => {
+                    PaxosMessage::Commit { ballot: term, slot: 1, heartbeat: 1, sent_at_nanos }
+                        .into()
+                }
+            };
+            for to in (0..5).filter(|&i| i != x) {
+                sim.forge(to, id(x), msg.clone());
+            }
+            sim.run_for(Duration::from_secs(3));
+            sim.resume(l);
+            sim.run_for(Duration::from_secs(3));
+            assert_eq!(
+                sim.checker.violation_count(),
+                0,
+                "{protocol} seed {seed}: {:?}",
+                sim.checker.violations()
+            );
+        }
+    }
 }
