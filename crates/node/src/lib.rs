@@ -114,6 +114,7 @@ pub mod clock;
 pub mod config;
 mod driver;
 pub mod error;
+pub mod log_store;
 pub mod metrics;
 mod node;
 mod shared;
