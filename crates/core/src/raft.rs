@@ -59,6 +59,11 @@ pub struct RaftElector<R = Box<dyn RngCore + Send>> {
     seat: Seat,
     rng: R,
     lease: Option<Lease>,
+    /// A lease granted before `lease` that may still run: a heartbeat of
+    /// another leader (a higher term is no proof that the earlier leader's
+    /// lease ended: a forged one is not) adds its lease, it does not end the
+    /// earlier promise.
+    prior_lease: Option<Lease>,
     /// The pre-candidate this node last backed, and until when it backs no other.
     pre_vote_hold: Option<Lease>,
     /// Follower: when to start a pre-vote.
@@ -78,6 +83,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             seat: Seat::new(cfg, state, lease_length, now),
             rng,
             lease,
+            prior_lease: None,
             pre_vote_hold: None,
             election_deadline: Instant::MAX,
             round: None,
@@ -123,12 +129,11 @@ impl<R: RngCore + Send> RaftElector<R> {
         if self.seat.role == Role::Leader && now < self.seat.leader_lease_until {
             return Some(self.seat.leader_lease_until.saturating_since(now));
         }
-        match self.lease {
-            Some(l) if l.holder != Some(candidate) && now < l.until => {
-                Some(l.until.saturating_since(now))
-            }
-            _ => None,
-        }
+        let blocks = |l: Option<Lease>| {
+            l.filter(|l| l.holder != Some(candidate) && now < l.until)
+                .map(|l| l.until.saturating_since(now))
+        };
+        blocks(self.lease).max(blocks(self.prior_lease))
     }
 
     fn grant_lease(&mut self, now: Instant, holder: NodeId) {
@@ -136,14 +141,14 @@ impl<R: RngCore + Send> RaftElector<R> {
             Some(Lease { holder: Some(holder), until: now + self.seat.cfg.election_timeout });
     }
 
-    /// The lease a leader's heartbeat earns: granted, unless a lease on
-    /// another node (or the anonymous one) still runs. That promise is kept to
-    /// its end: a heartbeat of a higher term is not proof that the earlier
-    /// leader's lease ended (a forged one is not), so it must not turn this
-    /// node's support to its sender early.
+    /// The lease a leader's heartbeat earns (every acknowledged heartbeat
+    /// must: the leader's lease counts on it). A running lease on another
+    /// node, or the anonymous one, is kept beside it to its end.
     fn lease_from_heartbeat(&mut self, now: Instant, leader: NodeId) {
-        if self.lease.is_some_and(|l| l.holder != Some(leader) && now < l.until) {
-            return;
+        if let Some(l) = self.lease.filter(|l| l.holder != Some(leader) && now < l.until) {
+            if self.prior_lease.is_none_or(|p| p.until < l.until) {
+                self.prior_lease = Some(l);
+            }
         }
         self.grant_lease(now, leader);
     }
@@ -535,6 +540,9 @@ impl<R: RngCore + Send> RaftElector<R> {
         self.seat.note_handover(term, successor);
         if self.lease.is_some_and(|l| l.holder == Some(from)) {
             self.lease = None;
+        }
+        if self.prior_lease.is_some_and(|l| l.holder == Some(from)) {
+            self.prior_lease = None;
         }
         if self.seat.leader == Some(from) {
             self.seat.set_leader(None);

@@ -79,10 +79,11 @@ impl FakePeer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
     common::init_logs();
-    // One real node (1) and two hand-driven peers (2, 3), with a long timeout
-    // so the real node does not campaign on its own during the test.
+    // One real node (1) and two hand-driven peers (2, 3) that answer no
+    // pre-vote: the real node polls on its own but never raises its term.
+    let timeout = Duration::from_millis(500);
     let (mut configs, mut listeners, _dir) =
-        Cluster::configure(3, Duration::from_millis(100), Duration::from_secs(5));
+        Cluster::configure(3, Duration::from_millis(100), timeout);
     let fake3 = FakePeer {
         id: NodeId(3),
         listener: TcpListener::from_std(nonblocking(listeners.pop().unwrap())).unwrap(),
@@ -94,11 +95,12 @@ async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
     let cfg = configs.remove(0);
     let node = start_with_listener(cfg.clone(), listeners.pop().unwrap()).await.unwrap();
 
-    // Votes are sent as transfer votes: a freshly started node otherwise
-    // refuses every candidate for an election timeout (its startup lease).
+    // A freshly started node refuses every candidate for an election timeout
+    // (the lease it may have granted before a crash): ask after it.
+    tokio::time::sleep(timeout + Duration::from_millis(200)).await;
     let mut to_node = fake2.dial(&cfg).await;
     to_node
-        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: true })))
+        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
         .await
         .unwrap();
     let answer =
@@ -115,10 +117,12 @@ async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
         .unwrap();
     let s = node.handle().status();
     assert_eq!((s.term, s.voted_for), (Term(7), Some(NodeId(2))));
-    // ...so another candidate of the same term is refused.
+    // ...so, once its start-up lease ended, another candidate of the same
+    // term is refused.
+    tokio::time::sleep(timeout + Duration::from_millis(200)).await;
     let mut to_node = fake3.dial(&cfg).await;
     to_node
-        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: true })))
+        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
         .await
         .unwrap();
     let answer =

@@ -317,7 +317,6 @@ fn a_forged_resign_and_transfer_depose_no_leader() {
 /// L's lease runs (`lease-overlap` in every seed). It also shows in
 /// `random --forger all`: 10 of 2000 ranked seeds (e.g. 1533).
 #[test]
-#[ignore = "fails for ranked: a forged higher-term Lead hands its claimed sender the followers' votes while the paused leader's lease runs"]
 fn a_forged_higher_term_heartbeat_does_not_elect_its_sender_under_a_live_lease() {
     for protocol in ProtocolKind::ALL {
         for seed in 0..20 {
