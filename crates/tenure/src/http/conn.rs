@@ -10,6 +10,7 @@
 
 use super::limits::HttpLimits;
 use super::state::ApiError;
+use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::Router;
@@ -116,7 +117,9 @@ pub(super) async fn serve(
             // Called when hyper has read the request's headers.
             let done = req.body().is_end_stream();
             timer.enter(None, if done { Phase::Busy } else { Phase::Body });
-            let req = req.map(|body| RequestBody { inner: body, timer: timer.clone() });
+            let mut req = req.map(|body| RequestBody { inner: body, timer: timer.clone() });
+            // The client's address, for the per-client limits and the refusal log.
+            req.extensions_mut().insert(ConnectInfo(remote));
             let answer = app.clone().oneshot(req);
             let timer = timer.clone();
             async move {

@@ -7,6 +7,7 @@ use axum::Router;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tenure_node::RateLimitedLog;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
@@ -16,13 +17,18 @@ use tracing::{debug, warn};
 /// Pause after a failed `accept` (e.g. out of file descriptors).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
+/// The reason a connection over the cap is counted under in the refusal log.
+const OVER_CAP: &str = "503 too many connections";
+
 /// Serves `app` on `listener` within `limits` until `shutdown` completes;
 /// then stops accepting, lets requests in progress finish for at most
-/// [`SHUTDOWN_GRACE`] and closes every connection.
+/// [`SHUTDOWN_GRACE`] and closes every connection. Connections over the cap
+/// are counted in `rejections`.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: HttpLimits,
+    rejections: Arc<RateLimitedLog>,
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -39,12 +45,15 @@ pub async fn serve(
                         let app = app.clone();
                         conns.spawn(conn::serve(stream, remote, app, limits, closing.clone(), slot));
                     }
-                    Err(_) => match refusals.clone().try_acquire_owned() {
-                        Ok(refusal) => {
-                            conns.spawn(conn::refuse(stream, remote, limits, refusal));
+                    Err(_) => {
+                        rejections.record(OVER_CAP, Some(remote.ip()));
+                        match refusals.clone().try_acquire_owned() {
+                            Ok(refusal) => {
+                                conns.spawn(conn::refuse(stream, remote, limits, refusal));
+                            }
+                            Err(_) => debug!(%remote, "HTTP connection dropped: too many connections"),
                         }
-                        Err(_) => debug!(%remote, "HTTP connection dropped: too many connections"),
-                    },
+                    }
                 },
                 Err(e) => {
                     warn!(error = %e, "accepting an HTTP connection failed");
