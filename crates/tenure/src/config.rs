@@ -28,8 +28,9 @@ pub const DEFAULT_DATA_ROOT: &str = "./tenure-data";
 /// Flags of `tenure server`. Every flag overrides the same setting of `--config`.
 #[derive(Args, Debug, Default)]
 #[command(after_help = "\
-With no flags but --id, nodes 1, 2 and 3 form a local cluster:
-  tenure server --id 1    # in three terminals: --id 1, --id 2, --id 3
+With no flags but --id, nodes 1, 2 and 3 form a local cluster (--insecure-open-api: a local
+test without API tokens, anyone on this machine may steer it):
+  tenure server --id 1 --insecure-open-api    # in three terminals: --id 1, --id 2, --id 3
 
 Config file (TOML; every key optional, unknown keys are errors):
   id = 1
@@ -43,11 +44,11 @@ Config file (TOML; every key optional, unknown keys are errors):
   protocol = \"raft\"        # or \"ranked\" or \"paxos\"; the same on every node
   round_trip_ms = 50        # ranked and paxos only; default: half the heartbeat
   log_format = \"json\"
-  [[api_tokens]]            # who may call the HTTP API; one block per token
+  api_open_probes = true    # /healthz and /v1/is-leader without a token (load balancers)
+  [[api_tokens]]            # who may call the HTTP API; one block per token, after the keys above
   name = \"ops\"
   role = \"admin\"            # admin: transfer (and all of read); read: status, leader, watch, metrics
   token_file = \"/etc/tenure/ops.token\"  # the secret, chmod 600; or token_sha256 = \"<hex>\"
-  api_open_probes = true    # /healthz and /v1/is-leader without a token (load balancers)
 
 Without api_tokens the server refuses to start (unless --insecure-open-api).
 Logs go to standard error; RUST_LOG (e.g. RUST_LOG=debug) changes the level.")]
@@ -441,6 +442,26 @@ mod tests {
             .unwrap();
         let err = refused(&a);
         assert!(err.contains("unknown variant `root`, expected `read` or `admin`"), "{err}");
+    }
+
+    #[test]
+    fn the_config_example_of_the_help_parses() {
+        use clap::Args;
+        let help = ServerArgs::augment_args(clap::Command::new("server"))
+            .get_after_help()
+            .expect("an after-help")
+            .to_string();
+        let example: String = help
+            .lines()
+            .skip_while(|l| !l.starts_with("Config file"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| format!("{}\n", l.trim_start()))
+            .collect();
+        let file: FileConfig =
+            toml::from_str(&example).unwrap_or_else(|e| panic!("{e}\n{example}"));
+        assert_eq!(file.api_tokens.map(|t| t.len()), Some(1), "{example}");
+        assert_eq!(file.api_open_probes, Some(true), "{example}");
     }
 
     #[test]

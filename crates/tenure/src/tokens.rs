@@ -64,11 +64,13 @@ pub fn server_auth(
 /// The token flags of `tenure status`, `watch` and `transfer`.
 #[derive(Args, Debug, Default, Clone)]
 pub struct TokenArgs {
-    /// Bearer token for the HTTP API (others on this machine can see it in `ps`:
-    /// prefer --token-file or TENURE_TOKEN) [default: $TENURE_TOKEN].
+    /// Bearer token for the HTTP API; status and watch need role read, transfer admin.
+    /// Others on this machine can see a flag in `ps`: prefer TENURE_TOKEN or --token-file
+    /// [default: $TENURE_TOKEN].
     #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
     pub token: Option<String>,
-    /// File holding the bearer token (not readable by every user) [default: $TENURE_TOKEN].
+    /// File holding the bearer token, instead of --token (it must not be readable by every
+    /// user: chmod 600).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 }
