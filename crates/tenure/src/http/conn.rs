@@ -161,13 +161,9 @@ pub(super) async fn serve(
 }
 
 /// Answers a connection over the cap with 503 and closes it; bounded by the
-/// header read timeout. The permit bounds the refusals in progress.
-pub(super) async fn refuse(
-    stream: TcpStream,
-    remote: SocketAddr,
-    limits: HttpLimits,
-    _refusal: OwnedSemaphorePermit,
-) {
+/// header read timeout. The permit bounds the refusals in progress. The
+/// refusal is counted by the accept loop, not logged here.
+pub(super) async fn refuse(stream: TcpStream, limits: HttpLimits, _refusal: OwnedSemaphorePermit) {
     let max = limits.max_connections;
     let service = hyper::service::service_fn(move |_req: Request<Incoming>| async move {
         let error = ApiError::new(
@@ -180,11 +176,9 @@ pub(super) async fn refuse(
         .keep_alive(false)
         .header_read_timeout(None)
         .serve_connection(TokioIo::new(stream), service);
-    match timeout(limits.header_read_timeout, conn).await {
-        Ok(Ok(())) => debug!(%remote, "HTTP connection refused: too many connections"),
-        Ok(Err(e)) => debug!(%remote, error = %e, "refusing an HTTP connection failed"),
-        Err(_) => debug!(%remote, "refused HTTP connection sent no request in time"),
-    }
+    // Counted in the server's refusal log; a line each would let a flood of
+    // connections fill the log.
+    let _ = timeout(limits.header_read_timeout, conn).await;
 }
 
 async fn sleep_until_some(at: Option<Instant>) {
