@@ -11,18 +11,12 @@ use nix::sys::signal::Signal;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+use tenure::http::{MAX_CONNECTIONS, REJECTION_LOG_INTERVAL};
 
 const HEARTBEAT_MS: u64 = 20;
 const TIMEOUT_MS: u64 = 200;
 /// Bound on a first election, including process start-up on a busy machine.
 const FIRST_ELECTION_BOUND: Duration = Duration::from_secs(10);
-/// How often the server summarises refusals (`REJECTION_LOG_INTERVAL`).
-const SUMMARY_INTERVAL: Duration = Duration::from_secs(10);
-
-/// The server's connection cap (`tenure::http::MAX_CONNECTIONS`).
-fn tenure_max_connections() -> usize {
-    tenure::http::MAX_CONNECTIONS
-}
 
 /// Runs the CLI with `args`, without `TENURE_TOKEN` unless `token_env` gives it.
 fn cli(args: &[&str], token_env: Option<&str>) -> Output {
@@ -187,7 +181,7 @@ async fn a_flood_of_refused_requests_is_logged_as_a_summary_and_no_token_is_logg
             503 => refused_connections += 1,
             other => panic!("GET /healthz answered {other}"),
         }
-        assert!(held.len() <= tenure_max_connections(), "no cap after {} connections", held.len());
+        assert!(held.len() <= MAX_CONNECTIONS, "no cap after {} connections", held.len());
     }
     drop(held);
     let flood = since.elapsed();
@@ -204,7 +198,7 @@ async fn a_flood_of_refused_requests_is_logged_as_a_summary_and_no_token_is_logg
     let summaries: Vec<&str> =
         during.iter().copied().filter(|l| l.contains("HTTP requests refused")).collect();
     // One line per interval the flood spanned (and one for a partial one).
-    let bound = 1 + (flood.as_secs_f64() / SUMMARY_INTERVAL.as_secs_f64()).ceil() as usize;
+    let bound = 1 + (flood.as_secs_f64() / REJECTION_LOG_INTERVAL.as_secs_f64()).ceil() as usize;
     assert!(
         !summaries.is_empty() && summaries.len() <= bound,
         "{} summaries for a flood of {flood:?} (at most {bound}):\n{}",
