@@ -163,6 +163,9 @@ pub struct TenureSettings {
     pub protocol: ProtocolKind,
 }
 
+/// The file, in a cluster's directory, that holds its admin token.
+pub const TOKEN_FILE: &str = "api.token";
+
 /// A random admin token (32 bytes, hex) in `dir/api.token` (mode 600) and
 /// the config file `dir/api.toml` that names it; returns the token and the
 /// config file's path.
@@ -170,7 +173,7 @@ pub fn write_admin_token(dir: &Path) -> anyhow::Result<(String, PathBuf)> {
     let mut secret = [0u8; 32];
     OsRng.fill_bytes(&mut secret);
     let token: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-    let token_file = dir.join("api.token");
+    let token_file = dir.join(TOKEN_FILE);
     File::options()
         .write(true)
         .create_new(true)
@@ -179,8 +182,9 @@ pub fn write_admin_token(dir: &Path) -> anyhow::Result<(String, PathBuf)> {
         .and_then(|mut f| f.write_all(token.as_bytes()))
         .with_context(|| format!("cannot write {}", token_file.display()))?;
     let config = dir.join("api.toml");
-    let text =
-        "[[api_tokens]]\nname = \"local-admin\"\nrole = \"admin\"\ntoken_file = \"api.token\"\n";
+    let text = format!(
+        "[[api_tokens]]\nname = \"local-admin\"\nrole = \"admin\"\ntoken_file = \"{TOKEN_FILE}\"\n"
+    );
     std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
     Ok((token, config))
 }
