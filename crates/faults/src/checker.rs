@@ -333,10 +333,18 @@ pub struct Checker {
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
+/// The pooled client of the pollers and watchers, and the `Authorization`
+/// header value they send.
+#[derive(Clone)]
+struct Api {
+    http: HttpClient,
+    authorization: String,
+}
+
 impl Checker {
-    /// Starts polling and watching every node; `ids[i]` is node `i`'s id.
-    /// Must be called inside a tokio runtime.
-    pub fn start(addrs: Vec<SocketAddr>, ids: Vec<u64>) -> Self {
+    /// Starts polling and watching every node with the API token `token`;
+    /// `ids[i]` is node `i`'s id. Must be called inside a tokio runtime.
+    pub fn start(addrs: Vec<SocketAddr>, ids: Vec<u64>, token: &str) -> Self {
         let state = Arc::new(Mutex::new(State {
             latest: vec![None; addrs.len()],
             ids,
@@ -345,7 +353,10 @@ impl Checker {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(REQUEST_TIMEOUT));
-        let client: HttpClient = Client::builder(TokioExecutor::new()).build(connector);
+        let client = Api {
+            http: Client::builder(TokioExecutor::new()).build(connector),
+            authorization: format!("Bearer {token}"),
+        };
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(stall_monitor(state.clone())));
         for (i, addr) in addrs.into_iter().enumerate() {
@@ -393,12 +404,20 @@ impl Drop for Checker {
     }
 }
 
-/// One `GET http://{addr}{path}` with its own connection, waiting at most
-/// `timeout`: (status code, body), or None without an answer.
-pub async fn get_once(addr: SocketAddr, path: &str, timeout: Duration) -> Option<(u16, String)> {
+/// One `GET http://{addr}{path}` with the API token `token` on its own
+/// connection, waiting at most `timeout`: (status code, body), or None
+/// without an answer.
+pub async fn get_once(
+    addr: SocketAddr,
+    path: &str,
+    token: String,
+    timeout: Duration,
+) -> Option<(u16, String)> {
     let client: HttpClient = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    let req =
-        Request::get(format!("http://{addr}{path}")).body(Empty::new()).expect("static request");
+    let req = Request::get(format!("http://{addr}{path}"))
+        .header("authorization", format!("Bearer {token}"))
+        .body(Empty::new())
+        .ok()?;
     let fut = async {
         let resp = client.request(req).await.ok()?;
         let code = resp.status().as_u16();
@@ -428,14 +447,15 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn poll(i: usize, addr: SocketAddr, client: HttpClient, state: Arc<Mutex<State>>) {
+async fn poll(i: usize, addr: SocketAddr, client: Api, state: Arc<Mutex<State>>) {
     loop {
         let sent = Instant::now();
         let req = Request::get(format!("http://{addr}/v1/status"))
+            .header("authorization", &client.authorization)
             .body(Empty::new())
             .expect("static request");
         let fut = async {
-            let resp = client.request(req).await.ok()?;
+            let resp = client.http.request(req).await.ok()?;
             if resp.status() != 200 {
                 return None;
             }
@@ -456,14 +476,16 @@ async fn poll(i: usize, addr: SocketAddr, client: HttpClient, state: Arc<Mutex<S
     }
 }
 
-async fn watch(i: usize, addr: SocketAddr, client: HttpClient, state: Arc<Mutex<State>>) {
+async fn watch(i: usize, addr: SocketAddr, client: Api, state: Arc<Mutex<State>>) {
     loop {
         let sent = Instant::now();
         let req = Request::get(format!("http://{addr}/v1/watch"))
             .header("accept", "text/event-stream")
+            .header("authorization", &client.authorization)
             .body(Empty::new())
             .expect("static request");
-        if let Ok(Ok(resp)) = tokio::time::timeout(REQUEST_TIMEOUT, client.request(req)).await {
+        if let Ok(Ok(resp)) = tokio::time::timeout(REQUEST_TIMEOUT, client.http.request(req)).await
+        {
             let mut body = resp.into_body();
             let mut buf: Vec<u8> = Vec::new();
             while let Some(Ok(frame)) = body.frame().await {

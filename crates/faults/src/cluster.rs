@@ -100,6 +100,38 @@ struct Server {
     paused: bool,
 }
 
+/// Writes a random `read` API token to `dir/api.token` (mode 600) and the
+/// config file `dir/api.toml` that names it; returns (token, config file).
+/// The checker only reads, so it holds no admin token.
+fn write_read_token(dir: &Path) -> Result<(String, PathBuf)> {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut secret = [0u8; 24];
+    File::open("/dev/urandom")?.read_exact(&mut secret)?;
+    let token: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join("api.token"))?
+        .write_all(token.as_bytes())?;
+    let config = dir.join("api.toml");
+    std::fs::write(
+        &config,
+        "[[api_tokens]]\nname = \"faults-checker\"\nrole = \"read\"\ntoken_file = \"api.token\"\n",
+    )?;
+    Ok((token, config))
+}
+
+/// A secret that `Debug` does not show.
+struct Redacted(String);
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
 /// A cluster of servers in namespaces.
 #[derive(Debug)]
 pub struct Cluster {
@@ -108,6 +140,10 @@ pub struct Cluster {
     timings: Timings,
     binary: PathBuf,
     peers: String,
+    /// The servers' config file (the API token).
+    config: PathBuf,
+    /// The `read` token the servers accept.
+    token: Redacted,
     // Last: removed after the servers are dead.
     dir: tempfile::TempDir,
 }
@@ -137,11 +173,18 @@ impl Cluster {
             .map(|i| format!("{}={}:{PEER_PORT}", i + 1, net.node_addr(i)))
             .collect::<Vec<_>>()
             .join(",");
-        let mut cluster = Cluster { servers, net, timings, binary, peers, dir };
+        let (token, config) = write_read_token(dir.path())?;
+        let token = Redacted(token);
+        let mut cluster = Cluster { servers, net, timings, binary, peers, config, token, dir };
         for i in 0..n {
             cluster.spawn(i)?;
         }
         Ok(cluster)
+    }
+
+    /// The API token (role `read`) every server accepts.
+    pub fn token(&self) -> &str {
+        &self.token.0
     }
 
     /// Number of nodes.
@@ -206,6 +249,8 @@ impl Cluster {
             .args(["netns", "exec", self.net.namespace(i)])
             .arg(&self.binary)
             .arg("server")
+            .arg("--config")
+            .arg(&self.config)
             .args(["--id", &s.id.to_string()])
             .args(["--listen", &format!("{addr}:{PEER_PORT}")])
             .args(["--http", &format!("{addr}:{HTTP_PORT}")])

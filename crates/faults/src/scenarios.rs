@@ -69,7 +69,7 @@ impl Run {
     pub async fn start(n: usize, timings: Timings) -> Result<Self, String> {
         let cluster = Cluster::start(n, timings).map_err(|e| format!("cluster start: {e}"))?;
         let ids = (0..n).map(|i| cluster.id(i)).collect();
-        let checker = Checker::start(cluster.http_addrs(), ids);
+        let checker = Checker::start(cluster.http_addrs(), ids, cluster.token());
         Ok(Run { checker, cluster })
     }
 
@@ -405,8 +405,10 @@ pub async fn leader_pause() -> Result<Outcome, String> {
     // Requests that reach the stopped leader wait in its sockets and are
     // answered the moment it resumes: what does a client hear then?
     let addr = run.cluster.http_addr(l);
-    let probes = [STATUS_PATH, IS_LEADER_PATH]
-        .map(|path| tokio::spawn(crate::checker::get_once(addr, path, PROBE_TIMEOUT)));
+    let token = run.cluster.token().to_string();
+    let probes = [STATUS_PATH, IS_LEADER_PATH].map(|path| {
+        tokio::spawn(crate::checker::get_once(addr, path, token.clone(), PROBE_TIMEOUT))
+    });
     tokio::time::sleep(PROBE_CONNECT).await;
     let resumed = Instant::now();
     run.cluster.resume(l).map_err(injection_failed(&run))?;

@@ -1,7 +1,8 @@
 //! `tenure status`, `tenure watch` and `tenure transfer`: CLI clients of the HTTP API.
 
 use crate::api::{LeadershipBody, StatusBody, TransferBody};
-use crate::rest::{parse_endpoints, Client};
+use crate::rest::{parse_endpoints, AuthRefused, Client};
+use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
@@ -28,6 +29,8 @@ pub struct StatusArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub auth: TokenArgs,
 }
 
 /// Flags of `tenure watch`.
@@ -39,6 +42,8 @@ pub struct WatchArgs {
     /// Exit after printing this many changes (the current state counts as one) [default: never].
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
+    #[command(flatten)]
+    pub auth: TokenArgs,
 }
 
 /// Flags of `tenure transfer`.
@@ -53,6 +58,9 @@ pub struct TransferArgs {
     /// How long to wait for the new leader to take over, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 5000)]
     pub wait_ms: u64,
+    /// The token needs role admin.
+    #[command(flatten)]
+    pub auth: TokenArgs,
 }
 
 /// One endpoint's answer, as printed by `status --json`.
@@ -64,18 +72,28 @@ struct Row {
     /// The innermost cause of `error`, short enough for the table.
     #[serde(skip)]
     cause: Option<String>,
+    /// Whether the endpoint refused the token (401/403) rather than not answering.
+    #[serde(skip)]
+    refused: bool,
 }
 
 /// Asks every endpoint for its status, concurrently.
 async fn query_all(client: &Client, endpoints: &[String]) -> Vec<Row> {
     let queries = endpoints.iter().map(|e| async move {
         match client.status(e).await {
-            Ok(s) => Row { endpoint: e.clone(), status: Some(s), error: None, cause: None },
+            Ok(s) => Row {
+                endpoint: e.clone(),
+                status: Some(s),
+                error: None,
+                cause: None,
+                refused: false,
+            },
             Err(err) => Row {
                 endpoint: e.clone(),
                 status: None,
                 error: Some(format!("{err:#}")),
                 cause: Some(err.root_cause().to_string()),
+                refused: err.downcast_ref::<AuthRefused>().is_some(),
             },
         }
     });
@@ -85,7 +103,7 @@ async fn query_all(client: &Client, endpoints: &[String]) -> Vec<Row> {
 /// `tenure status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let endpoints = parse_endpoints(&args.endpoints)?;
-    let client = Client::default();
+    let client = Client::new(args.auth.token()?.as_deref())?;
     let rows = query_all(&client, &endpoints).await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -120,8 +138,9 @@ fn table(rows: &[Row]) -> String {
                 format!("{}/{}", s.connected_peers(), s.peers.len()),
             )),
             None => out.push_str(&format!(
-                "{:<width$}  unreachable ({})\n",
+                "{:<width$}  {} ({})\n",
                 r.endpoint,
+                if r.refused { "refused" } else { "unreachable" },
                 r.cause.as_deref().unwrap_or("")
             )),
         }
@@ -137,7 +156,7 @@ pub fn timestamp() -> String {
 /// `tenure watch`.
 pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let endpoints = parse_endpoints(&args.endpoints)?;
-    let client = Client::default();
+    let client = Client::new(args.auth.token()?.as_deref())?;
     let mut last: Option<(Option<u64>, u64)> = None;
     let mut printed: u64 = 0;
     let mut backoff = WATCH_BACKOFF_MIN;
@@ -172,6 +191,8 @@ pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
         }
         match followed {
             Ok(()) => eprintln!("{}  {endpoint}: stream ended; switching", timestamp()),
+            // Every node has the same tokens: the next one would refuse too.
+            Err(e) if e.downcast_ref::<AuthRefused>().is_some() => return Err(e),
             Err(e) => eprintln!("{}  {e:#}; trying the next endpoint", timestamp()),
         }
         tokio::time::sleep(backoff).await;
@@ -183,11 +204,14 @@ pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
 /// `tenure transfer`.
 pub async fn transfer(args: TransferArgs) -> anyhow::Result<ExitCode> {
     let endpoints = parse_endpoints(&args.endpoints)?;
-    let client = Client::default();
+    let client = Client::new(args.auth.token()?.as_deref())?;
     let rows = query_all(&client, &endpoints).await;
     let Some((leader_endpoint, leader)) = rows.iter().find_map(|r| {
         r.status.as_ref().filter(|s| s.role == "leader").map(|s| (r.endpoint.clone(), s.clone()))
     }) else {
+        if let Some(refused) = rows.iter().find(|r| r.refused) {
+            bail!("{}", refused.cause.as_deref().unwrap_or("the token was refused"));
+        }
         bail!(
             "no leader among {}; check `tenure status --endpoints {}`",
             endpoints.join(","),

@@ -1,12 +1,14 @@
 //! `tenure server` settings: command-line flags over a TOML file over defaults.
 
 use crate::logging::LogFormat;
+use crate::tokens;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use serde::Deserialize;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tenure::http::{ApiAuth, TokenSpec};
 use tenure_core::{NodeId, ProtocolKind};
 use tenure_node::{NodeConfig, NodeConfigError};
 
@@ -26,8 +28,9 @@ pub const DEFAULT_DATA_ROOT: &str = "./tenure-data";
 /// Flags of `tenure server`. Every flag overrides the same setting of `--config`.
 #[derive(Args, Debug, Default)]
 #[command(after_help = "\
-With no flags but --id, nodes 1, 2 and 3 form a local cluster:
-  tenure server --id 1    # in three terminals: --id 1, --id 2, --id 3
+With no flags but --id, nodes 1, 2 and 3 form a local cluster (--insecure-open-api: a local
+test without API tokens, anyone on this machine may steer it):
+  tenure server --id 1 --insecure-open-api    # in three terminals: --id 1, --id 2, --id 3
 
 Config file (TOML; every key optional, unknown keys are errors):
   id = 1
@@ -41,7 +44,13 @@ Config file (TOML; every key optional, unknown keys are errors):
   protocol = \"raft\"        # or \"ranked\" or \"paxos\"; the same on every node
   round_trip_ms = 50        # ranked and paxos only; default: half the heartbeat
   log_format = \"json\"
+  api_open_probes = true    # /healthz and /v1/is-leader without a token (load balancers)
+  [[api_tokens]]            # who may call the HTTP API; one block per token, after the keys above
+  name = \"ops\"
+  role = \"admin\"            # admin: transfer (and all of read); read: status, leader, watch, metrics
+  token_file = \"/etc/tenure/ops.token\"  # the secret, chmod 600; or token_sha256 = \"<hex>\"
 
+Without api_tokens the server refuses to start (unless --insecure-open-api).
 Logs go to standard error; RUST_LOG (e.g. RUST_LOG=debug) changes the level.")]
 pub struct ServerArgs {
     /// TOML file with the settings below (flags override it).
@@ -87,6 +96,10 @@ pub struct ServerArgs {
     /// Log format on standard error [default: text].
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+    /// Serve the HTTP API without tokens: anyone who reaches it may transfer leadership.
+    /// For a local test cluster only; otherwise configure api_tokens in the config file.
+    #[arg(long)]
+    pub insecure_open_api: bool,
 }
 
 /// The config file's contents; every key optional.
@@ -104,6 +117,9 @@ struct FileConfig {
     protocol: Option<ProtocolKind>,
     round_trip_ms: Option<u64>,
     log_format: Option<LogFormat>,
+    api_tokens: Option<Vec<TokenSpec>>,
+    api_open_probes: Option<bool>,
+    insecure_open_api: Option<bool>,
 }
 
 /// Everything `tenure server` needs, resolved and checked.
@@ -115,6 +131,8 @@ pub struct ServerSettings {
     pub http: SocketAddr,
     /// Log output format.
     pub log_format: LogFormat,
+    /// Who may call the HTTP API.
+    pub api: ApiAuth,
 }
 
 impl ServerArgs {
@@ -156,7 +174,13 @@ impl ServerArgs {
         };
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
-        Ok(ServerSettings { node, http, log_format })
+        let api = tokens::server_auth(
+            file.api_tokens.as_deref(),
+            self.config.as_deref().and_then(Path::parent).unwrap_or(Path::new(".")),
+            file.api_open_probes,
+            self.insecure_open_api || file.insecure_open_api.unwrap_or(false),
+        )?;
+        Ok(ServerSettings { node, http, log_format, api })
     }
 
     /// This node's id, from `--id` or the file.
@@ -304,7 +328,7 @@ mod tests {
     use std::io::Write;
 
     fn args(id: u64) -> ServerArgs {
-        ServerArgs { id: Some(id), ..ServerArgs::default() }
+        ServerArgs { id: Some(id), insecure_open_api: true, ..ServerArgs::default() }
     }
 
     #[test]
@@ -371,7 +395,7 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         writeln!(
             f,
-            "id = 2\ncluster_id = \"prod\"\npeers = [\"1=127.0.0.1:9001\", \"2=127.0.0.1:9002\", \"3=127.0.0.1:9003\"]\nheartbeat_ms = 50\nelection_timeout_ms = 500\nlog_format = \"json\"\nhttp = \"127.0.0.1:9102\""
+            "id = 2\ncluster_id = \"prod\"\npeers = [\"1=127.0.0.1:9001\", \"2=127.0.0.1:9002\", \"3=127.0.0.1:9003\"]\nheartbeat_ms = 50\nelection_timeout_ms = 500\nlog_format = \"json\"\nhttp = \"127.0.0.1:9102\"\ninsecure_open_api = true"
         )
         .unwrap();
         let mut a = ServerArgs { config: Some(f.path().to_path_buf()), ..ServerArgs::default() };
@@ -387,6 +411,57 @@ mod tests {
         let s = a.resolve().unwrap();
         assert_eq!(s.node.heartbeat_interval, Duration::from_millis(20));
         assert_eq!(s.node.cluster_id, "other");
+    }
+
+    #[test]
+    fn api_tokens_come_from_the_file_and_are_required() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("ops.token");
+        std::fs::write(&token, "0123456789abcdef0123\n").unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let config = dir.path().join("tenure.toml");
+        std::fs::write(
+            &config,
+            "id = 1\napi_open_probes = false\n\
+             [[api_tokens]]\nname = \"ops\"\nrole = \"admin\"\ntoken_file = \"ops.token\"\n",
+        )
+        .unwrap();
+        let a = ServerArgs { config: Some(config.clone()), ..ServerArgs::default() };
+        let s = a.resolve().unwrap();
+        assert_eq!(s.api.tokens().len(), 1);
+        assert!(!s.api.probes_open());
+        assert!(!format!("{s:?}").contains("0123456789abcdef0123"), "settings show no secret");
+
+        let err = refused(&ServerArgs { id: Some(1), ..ServerArgs::default() });
+        assert!(
+            err.contains("no tokens configured") && err.contains("--insecure-open-api"),
+            "{err}"
+        );
+        std::fs::write(&config, "id = 1\n[[api_tokens]]\nname = \"ops\"\nrole = \"root\"\n")
+            .unwrap();
+        let err = refused(&a);
+        assert!(err.contains("unknown variant `root`, expected `read` or `admin`"), "{err}");
+    }
+
+    #[test]
+    fn the_config_example_of_the_help_parses() {
+        use clap::Args;
+        let help = ServerArgs::augment_args(clap::Command::new("server"))
+            .get_after_help()
+            .expect("an after-help")
+            .to_string();
+        let example: String = help
+            .lines()
+            .skip_while(|l| !l.starts_with("Config file"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| format!("{}\n", l.trim_start()))
+            .collect();
+        let file: FileConfig =
+            toml::from_str(&example).unwrap_or_else(|e| panic!("{e}\n{example}"));
+        assert_eq!(file.api_tokens.map(|t| t.len()), Some(1), "{example}");
+        assert_eq!(file.api_open_probes, Some(true), "{example}");
     }
 
     #[test]

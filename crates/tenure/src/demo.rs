@@ -7,7 +7,7 @@
 //! when it is dropped: on success, on error, on Ctrl-C and on panic.
 
 use crate::api::{StatusBody, TransferBody};
-use crate::local_cluster::{poll, TenureCluster, TenureSettings};
+use crate::local_cluster::{poll, TenureCluster, TenureSettings, TOKEN_FILE};
 use crate::rest::Client;
 use anyhow::bail;
 use clap::Args;
@@ -168,7 +168,7 @@ async fn script(
     args: &DemoArgs,
     started: Instant,
 ) -> anyhow::Result<()> {
-    let mut demo = Demo::new(cluster, args);
+    let mut demo = Demo::new(cluster, args)?;
     demo.start_servers(args)?;
     let live = tokio::spawn(live_view(demo.client.clone(), demo.endpoints.clone(), started));
     let _stop_live = AbortOnDrop(live);
@@ -207,16 +207,16 @@ struct Demo<'a> {
 }
 
 impl<'a> Demo<'a> {
-    fn new(cluster: &'a mut TenureCluster, args: &DemoArgs) -> Self {
+    fn new(cluster: &'a mut TenureCluster, args: &DemoArgs) -> anyhow::Result<Self> {
         let endpoints = (0..cluster.servers.len()).map(|i| cluster.endpoint(i)).collect();
         let timeout = Duration::from_millis(args.election_timeout_ms);
-        Demo {
+        Ok(Demo {
+            client: cluster.client()?,
             cluster,
-            client: Client::default(),
             endpoints,
             election_timeout_ms: args.election_timeout_ms,
             election_bound: timeout * 5 + STARTUP_TIMEOUT,
-        }
+        })
     }
 
     /// Every node but `i`, and their endpoints.
@@ -243,6 +243,10 @@ impl<'a> Demo<'a> {
                 self.cluster.servers[i].peer_port,
             );
         }
+        println!(
+            "    API token (admin): TENURE_TOKEN=$(cat {})",
+            self.cluster.dir.path().join(TOKEN_FILE).display()
+        );
         Ok(())
     }
 

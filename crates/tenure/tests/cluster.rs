@@ -390,6 +390,7 @@ async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
     let endpoints = (0..n).map(|i| c.endpoint(i)).collect::<Vec<_>>().join(",");
     let out = std::process::Command::new(harness::exe())
         .args(["status", "--json", "--endpoints", &endpoints])
+        .env("TENURE_TOKEN", harness::READ_TOKEN)
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -400,6 +401,8 @@ async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
     let out = std::process::Command::new(harness::exe())
         .args(["transfer", "--endpoints", &endpoints])
         .args(["--to", &c.servers[follower].id.to_string()])
+        .arg("--token-file")
+        .arg(c.token_file("admin"))
         .output()
         .unwrap();
     assert!(
@@ -424,6 +427,7 @@ async fn watch_streams_the_current_leadership_then_changes() {
     let out_path = c.dir.path().join("watch.out");
     let mut watcher = std::process::Command::new(harness::exe())
         .args(["watch", "--count", "2", "--endpoints", &c.endpoint(follower)])
+        .args(["--token", harness::READ_TOKEN])
         .stdout(std::fs::File::create(&out_path).unwrap())
         .spawn()
         .unwrap();

@@ -4,6 +4,7 @@
 use anyhow::{anyhow, Context};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HyperClient;
@@ -13,21 +14,34 @@ use std::time::Duration;
 /// Largest response body read (a status answer or a metrics page).
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// A pooled keep-alive client: fast polling reuses its connections.
+/// A pooled keep-alive client: fast polling reuses its connections. It
+/// sends a bearer token when made [`Fetch::with_token`].
 #[derive(Clone)]
 pub struct Fetch {
     inner: HyperClient<HttpConnector, Full<Bytes>>,
+    authorization: Option<HeaderValue>,
 }
 
 impl Default for Fetch {
     fn default() -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        Fetch { inner: HyperClient::builder(TokioExecutor::new()).build(connector) }
+        Fetch {
+            inner: HyperClient::builder(TokioExecutor::new()).build(connector),
+            authorization: None,
+        }
     }
 }
 
 impl Fetch {
+    /// A client sending `Authorization: Bearer <token>` (the tenure API's).
+    pub fn with_token(token: &str) -> anyhow::Result<Self> {
+        let mut value = HeaderValue::try_from(format!("Bearer {token}"))
+            .map_err(|_| anyhow!("the token cannot be sent in an HTTP header"))?;
+        value.set_sensitive(true);
+        Ok(Fetch { authorization: Some(value), ..Fetch::default() })
+    }
+
     /// Sends one request and reads the whole answer, all within `timeout`.
     pub async fn send(
         &self,
@@ -38,6 +52,9 @@ impl Fetch {
     ) -> anyhow::Result<(StatusCode, Bytes)> {
         let uri: Uri = url.parse().with_context(|| format!("bad URL {url}"))?;
         let mut req = Request::builder().method(method).uri(uri);
+        if let Some(value) = &self.authorization {
+            req = req.header(hyper::header::AUTHORIZATION, value.clone());
+        }
         if body.is_some() {
             req = req.header(hyper::header::CONTENT_TYPE, "application/json");
         }

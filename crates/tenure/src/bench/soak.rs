@@ -3,11 +3,10 @@
 //! `/v1/watch` on every node; counts leader changes, which should be zero.
 
 use super::failover::{wait_stable, Timing};
-use super::fetch::{metric_value, Fetch};
+use super::fetch::metric_value;
 use super::system::{keep_logs, System, Tenure};
 use crate::api::LeadershipBody;
 use crate::local_cluster::{temp_dir, Proc};
-use crate::rest::Client;
 use anyhow::{bail, Context};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -186,10 +185,10 @@ struct SoakReport {
 }
 
 async fn counter_sum(tenure: &Tenure, nodes: usize, name: &str) -> Option<u64> {
-    let fetch = Fetch::default();
     let mut sum = 0;
     for i in 0..nodes {
-        let text = fetch
+        let text = tenure
+            .fetch()
             .get_text(&format!("{}/metrics", tenure.endpoint(i)), METRICS_TIMEOUT)
             .await
             .ok()?;
@@ -306,8 +305,8 @@ impl Watch {
         for i in 0..nodes {
             let (tx, endpoint, dropped) =
                 (tx.clone(), tenure.endpoint(i).to_string(), dropped.clone());
+            let client = tenure.client().clone();
             tasks.push(AbortOnDrop(tokio::spawn(async move {
-                let client = Client::default();
                 loop {
                     let _ = client
                         .watch(&endpoint, |e| {

@@ -99,7 +99,18 @@ impl Tenure {
             cluster.start(i)?;
         }
         let endpoints = cluster.endpoints();
-        Ok(Tenure { cluster, endpoints, client: Client::default(), fetch: Fetch::default() })
+        let (client, fetch) = (cluster.client()?, Fetch::with_token(cluster.token())?);
+        Ok(Tenure { cluster, endpoints, client, fetch })
+    }
+
+    /// An API client with the cluster's token.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Raw HTTP (`/metrics`) with the cluster's token.
+    pub fn fetch(&self) -> &Fetch {
+        &self.fetch
     }
 
     /// Node `i`'s HTTP API.

@@ -7,22 +7,31 @@ use axum::Router;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tenure_node::RateLimitedLog;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::{sleep, timeout};
-use tracing::{debug, warn};
+use tracing::warn;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
+/// The reason a connection over the cap is counted under in the refusal log
+/// (instead of a line each).
+const OVER_CAP: &str = "503 too many connections";
+/// The same, for one closed unanswered because [`MAX_REFUSALS`] are being answered.
+const OVER_CAP_DROPPED: &str = "too many connections, closed unanswered";
+
 /// Serves `app` on `listener` within `limits` until `shutdown` completes;
 /// then stops accepting, lets requests in progress finish for at most
-/// [`SHUTDOWN_GRACE`] and closes every connection.
+/// [`SHUTDOWN_GRACE`] and closes every connection. Connections over the cap
+/// are counted in `rejections`.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: HttpLimits,
+    rejections: Arc<RateLimitedLog>,
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -41,9 +50,10 @@ pub async fn serve(
                     }
                     Err(_) => match refusals.clone().try_acquire_owned() {
                         Ok(refusal) => {
-                            conns.spawn(conn::refuse(stream, remote, limits, refusal));
+                            rejections.record(OVER_CAP, Some(remote.ip()));
+                            conns.spawn(conn::refuse(stream, limits, refusal));
                         }
-                        Err(_) => debug!(%remote, "HTTP connection dropped: too many connections"),
+                        Err(_) => rejections.record(OVER_CAP_DROPPED, Some(remote.ip())),
                     },
                 },
                 Err(e) => {

@@ -7,7 +7,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tenure::http::HttpLimits;
+use tenure::http::{ApiAuth, ApiToken, HttpLimits, Role};
 use tenure::server::{self, ServerConfig, ServerError};
 use tenure_core::{NodeId, ProtocolKind};
 use tenure_node::NodeConfig;
@@ -15,6 +15,23 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// The admin token of [`test_auth`].
+pub const ADMIN_TOKEN: &str = "inproc-admin-51d0c7e2a9b4";
+/// A read token of [`test_auth`].
+pub const READ_TOKEN: &str = "inproc-read-8e3f6a1b2c07";
+/// Another read token of [`test_auth`] (a second client).
+pub const OTHER_READ_TOKEN: &str = "inproc-other-2b9d4e7f1a63";
+
+/// The API access of the test servers: an admin token and two read tokens.
+pub fn test_auth() -> ApiAuth {
+    ApiAuth::with_tokens(vec![
+        ApiToken::new("admin", Role::Admin, ADMIN_TOKEN).unwrap(),
+        ApiToken::new("reader", Role::Read, READ_TOKEN).unwrap(),
+        ApiToken::new("other", Role::Read, OTHER_READ_TOKEN).unwrap(),
+    ])
+    .unwrap()
+}
 
 /// How long a test waits for any single answer.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -58,12 +75,25 @@ fn bind() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").expect("bind a loopback port")
 }
 
-/// Starts `n` servers forming one cluster, data directories under `dir`.
+/// Starts `n` servers forming one cluster, data directories under `dir`,
+/// admitting the tokens of [`test_auth`].
 pub fn start_cluster(
     n: u64,
     heartbeat: Duration,
     election_timeout: Duration,
     limits: HttpLimits,
+    dir: &Path,
+) -> Vec<Server> {
+    start_cluster_with(n, heartbeat, election_timeout, limits, test_auth(), dir)
+}
+
+/// [`start_cluster`] with the API access `api`.
+pub fn start_cluster_with(
+    n: u64,
+    heartbeat: Duration,
+    election_timeout: Duration,
+    limits: HttpLimits,
+    api: ApiAuth,
     dir: &Path,
 ) -> Vec<Server> {
     let peer_listeners: Vec<TcpListener> = (0..n).map(|_| bind()).collect();
@@ -87,7 +117,7 @@ pub fn start_cluster(
             let http_listener = bind();
             let http = http_listener.local_addr().unwrap();
             let (stop, stopped) = oneshot::channel::<()>();
-            let config = ServerConfig { node, http: limits };
+            let config = ServerConfig { node, http: limits, api: api.clone() };
             let task = tokio::spawn(server::run(config, peer_listener, http_listener, async {
                 let _ = stopped.await;
             }));
@@ -98,8 +128,13 @@ pub fn start_cluster(
 
 /// A one-node cluster (it elects itself) with the given HTTP limits.
 pub fn start_solo(limits: HttpLimits, dir: &Path) -> Server {
+    start_solo_with(limits, test_auth(), dir)
+}
+
+/// A one-node cluster with the given HTTP limits and API access.
+pub fn start_solo_with(limits: HttpLimits, api: ApiAuth, dir: &Path) -> Server {
     let heartbeat = Duration::from_millis(20);
-    start_cluster(1, heartbeat, heartbeat * 10, limits, dir).pop().unwrap()
+    start_cluster_with(1, heartbeat, heartbeat * 10, limits, api, dir).pop().unwrap()
 }
 
 /// An answer as read off the socket.
@@ -117,9 +152,19 @@ impl Answer {
     }
 }
 
-/// A request: `GET /path`, keep-alive.
+/// A request: `GET /path` with the admin token, keep-alive.
 pub fn get(path: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n")
+    get_as(path, Some(ADMIN_TOKEN))
+}
+
+/// A request: `GET /path` with `token` (or none), keep-alive.
+pub fn get_as(path: &str, token: Option<&str>) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: test\r\n{}\r\n", authorization(token))
+}
+
+/// The `Authorization` header line for `token`, or nothing.
+pub fn authorization(token: Option<&str>) -> String {
+    token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default()
 }
 
 /// Sends `request` on `conn` and reads one answer (headers and a
