@@ -45,9 +45,11 @@
 //!   stand in one term; leaders are elected in two terms.
 //!
 //! ## What is abstracted, and why
-//! * The elector's metric counters and `last_heard` times are left out of a
-//!   state's identity ([`elector`]): they grow or change on every delivery and
-//!   no decision reads them.
+//! * A state's identity is the core's own `Eq + Hash` of each elector
+//!   ([`elector`]), which leaves out what is only reported: the metric
+//!   counters and `last_heard` times (they change on every delivery and no
+//!   decision reads them) and the time of the last input (read only to halt
+//!   on time going backwards, which the model's clocks never do).
 //! * The RNG ([`rng::ModelRng`]) cycles through a few fixed jitters: the
 //!   jitter serves liveness only.
 //! * No separate drop step: for safety, a message never delivered is a message

@@ -370,14 +370,13 @@ impl ElectionModel {
     }
 
     fn start_node(&self, i: usize, state: HardState, now: Instant) -> Elector {
-        let elector = tenure_core::Elector::new(
+        Elector::new(
             self.protocol,
             self.configs[i].clone(),
             state,
             ModelRng::new(self.bounds.rng_period),
             now,
-        );
-        Elector::new(elector)
+        )
     }
 
     /// Runs one input on node `i`, then handles its output by the contract:
@@ -387,11 +386,11 @@ impl ElectionModel {
         &self,
         state: &mut ElectionState,
         i: usize,
-        input: impl FnOnce(&mut tenure_core::Elector<ModelRng>, Instant) -> bool,
+        input: impl FnOnce(&mut Elector, Instant) -> bool,
     ) -> bool {
         let id = NodeId(i as u64 + 1);
         let now = state.nodes[i].now;
-        let mut elector = state.nodes[i].elector.inner().clone();
+        let mut elector = state.nodes[i].elector.clone();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let accepted = input(&mut elector, now);
             (accepted, elector.take_output())
@@ -428,7 +427,7 @@ impl ElectionModel {
             }
             state.network.send(Envelope { from: id, to, msg });
         }
-        state.nodes[i].elector = Elector::new(elector);
+        state.nodes[i].elector = elector;
         self.observe(state, i);
         true
     }
@@ -436,7 +435,7 @@ impl ElectionModel {
     /// Updates the ghost records from node `i`'s new state.
     fn observe(&self, state: &mut ElectionState, i: usize) {
         let id = NodeId(i as u64 + 1);
-        let elector = state.nodes[i].elector.inner();
+        let elector = &state.nodes[i].elector;
         let term = elector.hard_state().term;
         let max = state.ghost.max_term[i];
         if term < max && state.ghost.term_regressed.is_none() {
@@ -471,7 +470,7 @@ impl Model for ElectionModel {
         }
         for (i, node) in state.nodes.iter().enumerate() {
             let id = NodeId(i as u64 + 1);
-            let deadline = node.elector.inner().poll_timeout();
+            let deadline = node.elector.poll_timeout();
             if node.clock_steps < self.bounds.clock_steps_per_node && deadline != Instant::MAX {
                 actions.push(Action::Timeout(id));
                 if deadline - IDLE_MARGIN > node.now {
@@ -488,7 +487,7 @@ impl Model for ElectionModel {
         }
         if state.transfers < self.bounds.transfers {
             for (i, node) in state.nodes.iter().enumerate() {
-                if node.elector.inner().status().role == Role::Leader {
+                if node.elector.status().role == Role::Leader {
                     let from = NodeId(i as u64 + 1);
                     for to in voters().into_iter().filter(|&to| to != from) {
                         actions.push(Action::Transfer { from, to });
@@ -503,7 +502,7 @@ impl Model for ElectionModel {
         match action {
             Action::Timeout(id) => {
                 let i = index(id);
-                let deadline = next.nodes[i].elector.inner().poll_timeout();
+                let deadline = next.nodes[i].elector.poll_timeout();
                 let node = &mut next.nodes[i];
                 node.now = node.now.max(deadline);
                 node.clock_steps += 1;
@@ -514,7 +513,7 @@ impl Model for ElectionModel {
             }
             Action::Idle(id) => {
                 let node = &mut next.nodes[index(id)];
-                let until = node.elector.inner().poll_timeout() - IDLE_MARGIN;
+                let until = node.elector.poll_timeout() - IDLE_MARGIN;
                 if until <= node.now {
                     return None;
                 }
@@ -576,7 +575,7 @@ impl Model for ElectionModel {
             Property::sometimes(CONTESTED_TERM, |_, s: &ElectionState| contested(&s.ghost)),
             Property::sometimes(RIVAL_CANDIDATES, |_, s: &ElectionState| {
                 let candidates =
-                    s.nodes.iter().filter(|n| n.elector.inner().status().role == Role::Candidate);
+                    s.nodes.iter().filter(|n| n.elector.status().role == Role::Candidate);
                 candidates.count() >= 2
             }),
             Property::sometimes(LEADERS_IN_TWO_TERMS, |_, s: &ElectionState| {
