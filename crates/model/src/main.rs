@@ -17,12 +17,16 @@
 //! incomplete, or (except with `--hunt`) no leader is ever elected.
 
 use std::error::Error;
+use std::time::Duration;
 use tenure_core::ProtocolKind;
 use tenure_model::check::{
-    check, check_dfs, contested_prefix, elected_model, elected_prefix, hunt,
+    check_reporting, contested_prefix, elected_model, elected_prefix, Progress, Snapshot,
 };
 use tenure_model::model::{LEADER_ELECTED, REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
 use tenure_model::{Bounds, Durability, ElectionModel};
+
+/// How often a running check reports its progress (on standard error).
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
 /// What the command line asked for.
 struct Args {
@@ -128,15 +132,14 @@ fn main() -> Result<(), Box<dyn Error>> {
             elected_model(protocol, bounds, durability).ok_or("the greedy run elects nobody")?
         }
     };
-    let report = if hunt_only {
-        hunt(model, threads)
-    } else if bounds.max_depth.is_none() {
-        // No depth bound: depth-first search needs far less memory, and
-        // without a depth bound it is as complete as breadth-first.
-        check_dfs(model, threads)
-    } else {
-        check(model, threads)
+    let mut report_progress = |s: Snapshot| {
+        eprintln!(
+            "  ... {} unique states ({} generated, max depth {}) after {:.0?}",
+            s.unique_states, s.total_states, s.max_depth, s.elapsed
+        );
     };
+    let progress = Progress { every: PROGRESS_EVERY, report: &mut report_progress };
+    let report = check_reporting(model, threads, hunt_only, progress);
     println!(
         "explored {} unique states ({} generated, max depth {}) in {:.2?}; complete: {}",
         report.unique_states,

@@ -297,6 +297,17 @@ pub enum Action {
     },
 }
 
+/// What one input did to a node ([`ElectionModel`]'s `step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stepped {
+    /// The input was refused (a transfer the core turned down): no step.
+    Refused,
+    /// The node's decision state did not change and it output nothing.
+    Ignored,
+    /// Anything else.
+    Taken,
+}
+
 /// The model of a three-node cluster running the real election core.
 #[derive(Clone, Debug)]
 pub struct ElectionModel {
@@ -308,6 +319,18 @@ pub struct ElectionModel {
     pub durability: Durability,
     /// Steps taken from the fresh cluster to reach the initial state.
     prefix: Vec<Action>,
+    /// True when a delivery the receiver ignores is not a step of the
+    /// exploration: its successor would differ from its predecessor only by
+    /// one envelope fewer in flight, and a state with more envelopes in
+    /// flight can do everything one with fewer can (it may simply never
+    /// deliver them; no property reads the network), so the successor adds no
+    /// behaviour. Off only where a concrete run is replayed or built
+    /// ([`ElectionModel::exact`]), which may deliver such a message.
+    prune_ignored: bool,
+    /// True when each node's clock-step budget counts from the end of
+    /// `prefix` ([`ElectionModel::resuming_after`]), false when the prefix's
+    /// clock steps count against it.
+    fresh_clock_budget: bool,
     configs: Vec<Config>,
 }
 
@@ -337,7 +360,15 @@ impl ElectionModel {
                 cfg
             })
             .collect();
-        ElectionModel { protocol, bounds, durability, prefix: Vec::new(), configs }
+        ElectionModel {
+            protocol,
+            bounds,
+            durability,
+            prefix: Vec::new(),
+            prune_ignored: true,
+            fresh_clock_budget: false,
+            configs,
+        }
     }
 
     /// The same model, exploring from the state that `prefix` leads to from the
@@ -347,6 +378,51 @@ impl ElectionModel {
         self.prefix = prefix;
         let _ = self.init_states();
         self
+    }
+
+    /// The same model, taking every delivery as a step, including those the
+    /// receiver ignores (see `prune_ignored`): for replaying or building a
+    /// concrete run, not for exploring.
+    pub fn exact(mut self) -> Self {
+        self.prune_ignored = false;
+        self
+    }
+
+    /// Like [`ElectionModel::starting_after`], but each node's clock-step
+    /// budget ([`Bounds::clock_steps_per_node`]) counts from the state that
+    /// `prefix` leads to: the prefix may take any number of clock steps, and
+    /// every node may take the bound's number of steps after it.
+    pub fn resuming_after(mut self, prefix: Vec<Action>) -> Self {
+        self.fresh_clock_budget = true;
+        self.starting_after(prefix)
+    }
+
+    /// The state `self.prefix` leads to from the fresh cluster. Panics if a
+    /// step is not enabled there.
+    fn replay_prefix(&self) -> ElectionState {
+        let (unbounded_clocks, exact);
+        let replayer = if self.fresh_clock_budget {
+            let bounds = Bounds { clock_steps_per_node: u8::MAX, ..self.bounds };
+            unbounded_clocks = ElectionModel { bounds, prefix: Vec::new(), ..self.clone() }.exact();
+            &unbounded_clocks
+        } else {
+            exact = ElectionModel { prefix: Vec::new(), ..self.clone() }.exact();
+            &exact
+        };
+        let mut state = self.fresh_state();
+        for action in &self.prefix {
+            let mut enabled = Vec::new();
+            replayer.actions(&state, &mut enabled);
+            assert!(enabled.contains(action), "prefix step {action:?} is not enabled");
+            state =
+                replayer.next_state(&state, action.clone()).expect("prefix step changes the state");
+        }
+        if self.fresh_clock_budget {
+            for node in &mut state.nodes {
+                node.clock_steps = 0;
+            }
+        }
+        state
     }
 
     /// The fresh cluster: every node a follower in term 0 at time zero.
@@ -359,14 +435,21 @@ impl ElectionModel {
                 clock_steps: 0,
             })
             .collect();
-        ElectionState {
+        let mut state = ElectionState {
             nodes,
             network: Network::new(),
             restarts: 0,
             transfers: 0,
             duplicates: 0,
             ghost: Ghost::default(),
+        };
+        // Each new elector's startup output (events only) is drained, as a
+        // restart drains it: the first input of a node is then ignored if
+        // it changes nothing.
+        for i in 0..NODE_COUNT {
+            self.step(&mut state, i, |_, _| true);
         }
+        state
     }
 
     fn start_node(&self, i: usize, state: HardState, now: Instant) -> Elector {
@@ -387,7 +470,7 @@ impl ElectionModel {
         state: &mut ElectionState,
         i: usize,
         input: impl FnOnce(&mut Elector, Instant) -> bool,
-    ) -> bool {
+    ) -> Stepped {
         let id = NodeId(i as u64 + 1);
         let now = state.nodes[i].now;
         let mut elector = state.nodes[i].elector.clone();
@@ -396,7 +479,7 @@ impl ElectionModel {
             (accepted, elector.take_output())
         }));
         let output: Output = match outcome {
-            Ok((false, _)) => return false,
+            Ok((false, _)) => return Stepped::Refused,
             Ok((true, output)) => output,
             Err(payload) => {
                 let msg = payload
@@ -405,9 +488,12 @@ impl ElectionModel {
                     .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "non-string panic".to_string());
                 state.ghost.core_panic = Some(format!("{id:?}: {msg}"));
-                return true;
+                return Stepped::Taken;
             }
         };
+        // Decided before the drained elector replaces the old one (equality
+        // leaves out what is only reported, see `crate::elector`).
+        let ignored = output.is_empty() && elector == state.nodes[i].elector;
         if let Some(reason) = output.events.iter().find_map(|e| match e {
             Event::Halted { reason } => Some(reason),
             _ => None,
@@ -429,7 +515,11 @@ impl ElectionModel {
         }
         state.nodes[i].elector = elector;
         self.observe(state, i);
-        true
+        if ignored {
+            Stepped::Ignored
+        } else {
+            Stepped::Taken
+        }
     }
 
     /// Updates the ghost records from node `i`'s new state.
@@ -453,14 +543,7 @@ impl Model for ElectionModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<ElectionState> {
-        let mut state = self.fresh_state();
-        for action in &self.prefix {
-            let mut enabled = Vec::new();
-            self.actions(&state, &mut enabled);
-            assert!(enabled.contains(action), "prefix step {action:?} is not enabled");
-            state = self.next_state(&state, action.clone()).expect("prefix step changes the state");
-        }
-        vec![state]
+        vec![self.replay_prefix()]
     }
 
     fn actions(&self, state: &ElectionState, actions: &mut Vec<Action>) {
@@ -525,10 +608,14 @@ impl Model for ElectionModel {
                     return None;
                 }
                 let Envelope { from, to, msg } = env;
-                self.step(&mut next, index(to), |e, now| {
+                let stepped = self.step(&mut next, index(to), |e, now| {
                     e.handle_message(now, from, msg);
                     true
                 });
+                if stepped == Stepped::Ignored && self.prune_ignored {
+                    // Subsumed by `last`, see `ElectionModel::prune_ignored`.
+                    return None;
+                }
             }
             Action::Duplicate(env) => {
                 next.duplicates += 1;
@@ -545,9 +632,9 @@ impl Model for ElectionModel {
             }
             Action::Transfer { from, to } => {
                 next.transfers += 1;
-                if !self
-                    .step(&mut next, index(from), |e, now| e.transfer_leadership(now, to).is_ok())
-                {
+                let stepped = self
+                    .step(&mut next, index(from), |e, now| e.transfer_leadership(now, to).is_ok());
+                if stepped == Stepped::Refused {
                     return None;
                 }
             }
@@ -637,6 +724,7 @@ fn one_vote_per_term(ghost: &Ghost) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tenure_core::Message;
 
     #[test]
     fn ghost_checks_detect_duplicates() {
@@ -660,7 +748,7 @@ mod tests {
 
     #[test]
     fn a_timeout_then_deliveries_elect_node_one() {
-        let model = ElectionModel::new(Bounds::QUICK, Durability::Faithful);
+        let model = ElectionModel::new(Bounds::QUICK, Durability::Faithful).exact();
         let mut s = model.init_states().remove(0);
         s = model.next_state(&s, Action::Timeout(NodeId(1))).expect("timeout");
         // Nodes 2 and 3 refuse while the lease they hold from their startup runs.
@@ -675,5 +763,28 @@ mod tests {
         }
         assert!(s.ghost.leaders.contains(&(Term(1), NodeId(1))), "{:?}\n{:#?}", s.ghost, s.network);
         assert_eq!(s.nodes[0].durable, HardState { term: Term(1), voted_for: Some(NodeId(1)) });
+    }
+
+    #[test]
+    fn an_ignored_delivery_is_no_step_unless_exact() {
+        let model = ElectionModel::new(Bounds::QUICK, Durability::Faithful);
+        let mut s = model.init_states().remove(0);
+        // A refusal of a vote nobody asked for: n1 only counts it.
+        let stale = Envelope {
+            from: NodeId(2),
+            to: NodeId(1),
+            msg: Message::VoteResponse { term: Term(0), granted: false },
+        };
+        s.network.send(stale.clone());
+        assert_eq!(model.next_state(&s, Action::Deliver(stale.clone())), None);
+        let exact = model.clone().exact().next_state(&s, Action::Deliver(stale));
+        let exact = exact.expect("the exact model delivers it");
+        assert!(exact.network.is_empty());
+        assert_eq!((&exact.nodes, &exact.ghost), (&s.nodes, &s.ghost), "nothing else changed");
+        // A delivery that is answered is a step.
+        s = model.next_state(&s, Action::Timeout(NodeId(1))).expect("timeout");
+        let pre_vote = s.network.distinct().find(|e| e.to == NodeId(2)).cloned().expect("pre-vote");
+        let answered = model.next_state(&s, Action::Deliver(pre_vote)).expect("a step");
+        assert!(answered.network.distinct().any(|e| e.to == NodeId(1)), "n2 answers");
     }
 }
