@@ -86,6 +86,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--steps" => bounds.clock_steps_per_node = value.parse()?,
+            "--leader-steps" => bounds.leader_clock_steps = Some(value.parse()?),
             "--restarts" => bounds.restarts = value.parse()?,
             "--transfers" => bounds.transfers = value.parse()?,
             "--duplicates" => bounds.duplicates = value.parse()?,

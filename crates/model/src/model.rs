@@ -8,6 +8,7 @@ use crate::rng::ModelRng;
 use stateright::{Model, Property};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{
     Config, Event, HardState, Instant, NodeId, Output, Protocol, ProtocolKind, Role, Term,
@@ -66,6 +67,12 @@ pub struct Bounds {
     /// take, across restarts. A node's clock advances only by these steps, so
     /// this bounds every clock.
     pub clock_steps_per_node: u8,
+    /// Clock steps the node that leads when the exploration starts may take
+    /// (a model [resuming](ElectionModel::resuming_after) from an elected
+    /// leader), instead of [`Bounds::clock_steps_per_node`]: with few, the
+    /// old leader stalls or crashes soon after it was elected. `None`: as
+    /// every other node.
+    pub leader_clock_steps: Option<u8>,
     /// Crash-and-restart actions, in total.
     pub restarts: u8,
     /// Leadership transfers a leader may start, in total.
@@ -84,6 +91,7 @@ impl Bounds {
     pub const QUICK: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 2,
+        leader_clock_steps: None,
         restarts: 1,
         transfers: 0,
         duplicates: 1,
@@ -98,6 +106,7 @@ impl Bounds {
     pub const DEEP: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 1,
+        leader_clock_steps: None,
         restarts: 1,
         transfers: 0,
         duplicates: 0,
@@ -148,6 +157,7 @@ impl Bounds {
     pub const fn elected(protocol: ProtocolKind) -> Bounds {
         let failover = Bounds {
             clock_steps_per_node: 1,
+            leader_clock_steps: None,
             restarts: 1,
             transfers: 0,
             duplicates: 0,
@@ -183,6 +193,7 @@ impl Bounds {
     pub const RANKED_QUICK: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 2,
+        leader_clock_steps: None,
         restarts: 0,
         transfers: 0,
         duplicates: 0,
@@ -195,6 +206,7 @@ impl Bounds {
     pub const RANKED_DEEP: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 2,
+        leader_clock_steps: None,
         restarts: 1,
         transfers: 0,
         duplicates: 0,
@@ -210,6 +222,7 @@ impl Bounds {
     pub const PAXOS_QUICK: Bounds = Bounds {
         max_term: 63,
         clock_steps_per_node: 1,
+        leader_clock_steps: None,
         restarts: 1,
         transfers: 0,
         duplicates: 0,
@@ -228,8 +241,13 @@ impl Bounds {
 /// One node: its live elector, its durable storage and its clock.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Node {
-    /// The elector running now (rebuilt from `durable` on restart).
-    pub elector: Elector,
+    /// The elector running now (rebuilt from `durable` on restart). Shared
+    /// between states: a step changes one node's elector, and the states
+    /// before and after it share the other two.
+    pub elector: Arc<Elector>,
+    /// The elector's role (`status().role`, which allocates), kept current
+    /// after every step.
+    pub role: Role,
     /// The last [`HardState`] written to storage.
     pub durable: HardState,
     /// The node's clock. It advances only when the node's timer fires.
@@ -268,7 +286,7 @@ pub struct ElectionState {
     /// Duplicates made so far.
     pub duplicates: u8,
     /// What the properties are checked against.
-    pub ghost: Ghost,
+    pub ghost: Arc<Ghost>,
 }
 
 /// A step of the system.
@@ -331,6 +349,9 @@ pub struct ElectionModel {
     /// `prefix` ([`ElectionModel::resuming_after`]), false when the prefix's
     /// clock steps count against it.
     fresh_clock_budget: bool,
+    /// With a fresh clock budget: the node that leads when the exploration
+    /// starts (its budget is [`Bounds::leader_clock_steps`]).
+    leader_at_start: Option<usize>,
     configs: Vec<Config>,
 }
 
@@ -367,6 +388,7 @@ impl ElectionModel {
             prefix: Vec::new(),
             prune_ignored: true,
             fresh_clock_budget: false,
+            leader_at_start: None,
             configs,
         }
     }
@@ -391,10 +413,23 @@ impl ElectionModel {
     /// Like [`ElectionModel::starting_after`], but each node's clock-step
     /// budget ([`Bounds::clock_steps_per_node`]) counts from the state that
     /// `prefix` leads to: the prefix may take any number of clock steps, and
-    /// every node may take the bound's number of steps after it.
+    /// every node may take the bound's number of steps after it (the node
+    /// leading then, [`Bounds::leader_clock_steps`] if set). Panics if a
+    /// step of `prefix` is not possible.
     pub fn resuming_after(mut self, prefix: Vec<Action>) -> Self {
         self.fresh_clock_budget = true;
-        self.starting_after(prefix)
+        self.prefix = prefix;
+        let start = self.replay_prefix();
+        self.leader_at_start = start.nodes.iter().position(|n| n.role == Role::Leader);
+        self
+    }
+
+    /// The clock steps node `i` may take in all (see [`Bounds::leader_clock_steps`]).
+    fn clock_limit(&self, i: usize) -> u8 {
+        match self.bounds.leader_clock_steps {
+            Some(steps) if self.leader_at_start == Some(i) => steps,
+            _ => self.bounds.clock_steps_per_node,
+        }
     }
 
     /// The state `self.prefix` leads to from the fresh cluster. Panics if a
@@ -402,8 +437,10 @@ impl ElectionModel {
     fn replay_prefix(&self) -> ElectionState {
         let (unbounded_clocks, exact);
         let replayer = if self.fresh_clock_budget {
-            let bounds = Bounds { clock_steps_per_node: u8::MAX, ..self.bounds };
-            unbounded_clocks = ElectionModel { bounds, prefix: Vec::new(), ..self.clone() }.exact();
+            let bounds =
+                Bounds { clock_steps_per_node: u8::MAX, leader_clock_steps: None, ..self.bounds };
+            let model = ElectionModel { bounds, prefix: Vec::new(), ..self.clone() };
+            unbounded_clocks = ElectionModel { leader_at_start: None, ..model }.exact();
             &unbounded_clocks
         } else {
             exact = ElectionModel { prefix: Vec::new(), ..self.clone() }.exact();
@@ -429,7 +466,8 @@ impl ElectionModel {
     fn fresh_state(&self) -> ElectionState {
         let nodes = (0..NODE_COUNT)
             .map(|i| Node {
-                elector: self.start_node(i, HardState::default(), Instant::ZERO),
+                elector: Arc::new(self.start_node(i, HardState::default(), Instant::ZERO)),
+                role: Role::Follower,
                 durable: HardState::default(),
                 now: Instant::ZERO,
                 clock_steps: 0,
@@ -441,7 +479,7 @@ impl ElectionModel {
             restarts: 0,
             transfers: 0,
             duplicates: 0,
-            ghost: Ghost::default(),
+            ghost: Arc::default(),
         };
         // Each new elector's startup output (events only) is drained, as a
         // restart drains it: the first input of a node is then ignored if
@@ -473,7 +511,7 @@ impl ElectionModel {
     ) -> Stepped {
         let id = NodeId(i as u64 + 1);
         let now = state.nodes[i].now;
-        let mut elector = state.nodes[i].elector.clone();
+        let mut elector = Elector::clone(&state.nodes[i].elector);
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let accepted = input(&mut elector, now);
             (accepted, elector.take_output())
@@ -487,33 +525,33 @@ impl ElectionModel {
                     .cloned()
                     .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "non-string panic".to_string());
-                state.ghost.core_panic = Some(format!("{id:?}: {msg}"));
+                Arc::make_mut(&mut state.ghost).core_panic = Some(format!("{id:?}: {msg}"));
                 return Stepped::Taken;
             }
         };
         // Decided before the drained elector replaces the old one (equality
         // leaves out what is only reported, see `crate::elector`).
-        let ignored = output.is_empty() && elector == state.nodes[i].elector;
+        let ignored = output.is_empty() && elector == *state.nodes[i].elector;
         if let Some(reason) = output.events.iter().find_map(|e| match e {
             Event::Halted { reason } => Some(reason),
             _ => None,
         }) {
             // The core stopped itself on a broken invariant: as bad as a panic.
-            state.ghost.core_panic = Some(format!("{id:?} halted: {reason}"));
+            Arc::make_mut(&mut state.ghost).core_panic = Some(format!("{id:?} halted: {reason}"));
         }
         if let Some(hs) = output.persist {
             state.nodes[i].durable = hs;
             if let Some(candidate) = hs.voted_for {
-                state.ghost.votes.insert((id, hs.term, candidate));
+                record_vote(&mut state.ghost, (id, hs.term, candidate));
             }
         }
         for (to, msg) in output.messages {
             if let Some(term) = msg.vote_grant() {
-                state.ghost.votes.insert((id, term, to));
+                record_vote(&mut state.ghost, (id, term, to));
             }
             state.network.send(Envelope { from: id, to, msg });
         }
-        state.nodes[i].elector = elector;
+        state.nodes[i].elector = Arc::new(elector);
         self.observe(state, i);
         if ignored {
             Stepped::Ignored
@@ -527,13 +565,22 @@ impl ElectionModel {
         let id = NodeId(i as u64 + 1);
         let elector = &state.nodes[i].elector;
         let term = elector.hard_state().term;
-        let max = state.ghost.max_term[i];
-        if term < max && state.ghost.term_regressed.is_none() {
-            state.ghost.term_regressed = Some((id, max, term));
-        }
-        state.ghost.max_term[i] = max.max(term);
-        if elector.status().role == Role::Leader {
-            state.ghost.leaders.insert((term, id));
+        let role = elector.status().role;
+        state.nodes[i].role = role;
+        // The ghost is shared between states: copied only when it changes.
+        let ghost = &state.ghost;
+        let max = ghost.max_term[i];
+        let regressed = term < max && ghost.term_regressed.is_none();
+        let led = role == Role::Leader && !ghost.leaders.contains(&(term, id));
+        if regressed || term > max || led {
+            let ghost = Arc::make_mut(&mut state.ghost);
+            if regressed {
+                ghost.term_regressed = Some((id, max, term));
+            }
+            ghost.max_term[i] = max.max(term);
+            if led {
+                ghost.leaders.insert((term, id));
+            }
         }
     }
 }
@@ -554,7 +601,7 @@ impl Model for ElectionModel {
         for (i, node) in state.nodes.iter().enumerate() {
             let id = NodeId(i as u64 + 1);
             let deadline = node.elector.poll_timeout();
-            if node.clock_steps < self.bounds.clock_steps_per_node && deadline != Instant::MAX {
+            if node.clock_steps < self.clock_limit(i) && deadline != Instant::MAX {
                 actions.push(Action::Timeout(id));
                 if deadline - IDLE_MARGIN > node.now {
                     actions.push(Action::Idle(id));
@@ -570,7 +617,7 @@ impl Model for ElectionModel {
         }
         if state.transfers < self.bounds.transfers {
             for (i, node) in state.nodes.iter().enumerate() {
-                if node.elector.status().role == Role::Leader {
+                if node.role == Role::Leader {
                     let from = NodeId(i as u64 + 1);
                     for to in voters().into_iter().filter(|&to| to != from) {
                         actions.push(Action::Transfer { from, to });
@@ -626,7 +673,7 @@ impl Model for ElectionModel {
                 next.restarts += 1;
                 let node = &mut next.nodes[i];
                 let loaded = self.durability.load(node.durable);
-                node.elector = self.start_node(i, loaded, node.now);
+                node.elector = Arc::new(self.start_node(i, loaded, node.now));
                 // The new elector's startup output (events only) is drained by a no-op step.
                 self.step(&mut next, i, |_, _| true);
             }
@@ -661,8 +708,7 @@ impl Model for ElectionModel {
             Property::sometimes(LEADER_ELECTED, |_, s: &ElectionState| !s.ghost.leaders.is_empty()),
             Property::sometimes(CONTESTED_TERM, |_, s: &ElectionState| contested(&s.ghost)),
             Property::sometimes(RIVAL_CANDIDATES, |_, s: &ElectionState| {
-                let candidates =
-                    s.nodes.iter().filter(|n| n.elector.status().role == Role::Candidate);
+                let candidates = s.nodes.iter().filter(|n| n.role == Role::Candidate);
                 candidates.count() >= 2
             }),
             Property::sometimes(LEADERS_IN_TWO_TERMS, |_, s: &ElectionState| {
@@ -700,6 +746,13 @@ pub const SAFETY_PROPERTIES: [&str; 4] =
 /// The reachability properties, whose discovery is an example.
 pub const REACHABILITY_PROPERTIES: [&str; 4] =
     [LEADER_ELECTED, CONTESTED_TERM, RIVAL_CANDIDATES, LEADERS_IN_TWO_TERMS];
+
+/// Adds `vote` to the ghost's votes, copying the ghost only if it is new.
+fn record_vote(ghost: &mut Arc<Ghost>, vote: (NodeId, Term, NodeId)) {
+    if !ghost.votes.contains(&vote) {
+        Arc::make_mut(ghost).votes.insert(vote);
+    }
+}
 
 fn one_leader_per_term(ghost: &Ghost) -> bool {
     // Sorted by term: two leaders of one term are adjacent.
