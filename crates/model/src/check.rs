@@ -1,7 +1,8 @@
 //! Running the checker and summarising what it found.
 
 use crate::model::{
-    ElectionModel, CONTESTED_TERM, REACHABILITY_PROPERTIES, RIVAL_CANDIDATES, SAFETY_PROPERTIES,
+    ElectionModel, CONTESTED_TERM, LEADERS_IN_TWO_TERMS, LEADER_ELECTED, REACHABILITY_PROPERTIES,
+    RIVAL_CANDIDATES, SAFETY_PROPERTIES,
 };
 use crate::{Action, Bounds, Durability, ElectionState};
 use stateright::{Checker, HasDiscoveries, Model, Path};
@@ -36,6 +37,48 @@ impl CheckReport {
     pub fn unreached(&self) -> Vec<&'static str> {
         REACHABILITY_PROPERTIES.into_iter().filter(|p| !self.discoveries.contains_key(p)).collect()
     }
+
+    /// The witnesses of `start` ([`Start::witnesses`]) this run did not reach.
+    pub fn missed(&self, protocol: ProtocolKind, start: Start) -> Vec<&'static str> {
+        start
+            .witnesses(protocol)
+            .into_iter()
+            .filter(|p| !self.discoveries.contains_key(p))
+            .collect()
+    }
+}
+
+/// The state an exploration starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// The fresh cluster: every node a follower in term 0.
+    Fresh,
+    /// A contested election ([`contested_prefix`]).
+    Contested,
+    /// An elected, settled leader ([`elected_model`]): what follows is re-election.
+    Elected,
+}
+
+impl Start {
+    /// The reachability properties (witnesses) a check from here must reach,
+    /// or it checked less than it claims: a leader is elected from a fresh
+    /// cluster or a contested election; from an elected leader, a leader is
+    /// elected in a later term and an election is contested
+    /// ([`contest`]: two candidates in one term, or at once under Paxos), so
+    /// that safety is checked across a re-election and a split vote.
+    pub fn witnesses(self, protocol: ProtocolKind) -> Vec<&'static str> {
+        match self {
+            Start::Fresh | Start::Contested => vec![LEADER_ELECTED],
+            Start::Elected => vec![LEADERS_IN_TWO_TERMS, contest(protocol)],
+        }
+    }
+}
+
+/// True if `protocol` never reaches the reachability property `property`
+/// by design: a Paxos ballot names its one proposer, so two candidates never
+/// stand in one ballot ([`CONTESTED_TERM`]).
+pub fn unreachable_by_design(protocol: ProtocolKind, property: &str) -> bool {
+    protocol == ProtocolKind::Paxos && property == CONTESTED_TERM
 }
 
 /// What a running exploration has done so far (see [`Progress`]).

@@ -58,6 +58,16 @@ impl Durability {
     }
 }
 
+/// The depth of [`Bounds::reelection`] (see [`Bounds::max_depth`]: every
+/// state within ten steps of the elected leader is checked): the deepest
+/// whose breadth-first frontier fits in 16 GB for every protocol (one more
+/// would need about three times the memory).
+pub const REELECTION_DEPTH: usize = 12;
+
+/// The depth of [`Bounds::reelection_ci`] (every state within eight steps is
+/// checked): each re-election witness is reached within it in every protocol.
+pub const REELECTION_CI_DEPTH: usize = 10;
+
 /// Limits that keep the state space finite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Bounds {
@@ -81,8 +91,12 @@ pub struct Bounds {
     pub duplicates: u8,
     /// Period of each node's [`ModelRng`] (distinct candidacy jitters).
     pub rng_period: u8,
-    /// Steps from the initial state beyond which the checker does not go
-    /// (`None`: until every reachable state is visited).
+    /// The depth, in stateright's terms, beyond which the checker does not
+    /// go (`None`: until every reachable state is visited). The initial state
+    /// has depth 1, and the breadth-first checker checks and expands states
+    /// of depth below `max_depth` only; it generates (and counts) those at
+    /// `max_depth` without checking them. So every state within
+    /// `max_depth - 2` steps of the initial state is checked.
     pub max_depth: Option<usize>,
 }
 
@@ -149,33 +163,61 @@ impl Bounds {
     }
 
     /// The debug-profile tests' bounds from an elected, settled leader
-    /// ([`crate::check::elected_model`]: the clock steps count beyond those
-    /// of the prefix, the depth from the elected state). Each reaches leaders
-    /// in two terms: Raft and ranked by failover (the followers time out; a
-    /// restart is allowed), Paxos by a transfer (its failover takes a poll, a
-    /// Prepare and an Accept round: more steps than the debug profile affords).
+    /// ([`crate::check::elected_model`]: the clock steps count from the
+    /// elected state, the depth too): small ones found to reach both
+    /// re-election witnesses ([`crate::check::Start::witnesses`]). Raft's
+    /// contested term takes nine steps, three clock steps of one follower and
+    /// two of the other while the old leader is silent; ranked's, eight with
+    /// a restart; Paxos's rival candidates, seven: the old leader's heartbeat
+    /// is refused by a follower that has promised a higher ballot.
     pub const fn elected(protocol: ProtocolKind) -> Bounds {
-        let failover = Bounds {
-            clock_steps_per_node: 1,
-            leader_clock_steps: None,
-            restarts: 1,
-            transfers: 0,
-            duplicates: 0,
-            max_depth: Some(8),
-            ..Bounds::QUICK
-        };
+        let base = Bounds::reelection(protocol);
         match protocol {
-            ProtocolKind::Raft | ProtocolKind::Ranked => failover,
-            ProtocolKind::Paxos => Bounds {
-                max_term: Bounds::PAXOS_QUICK.max_term,
-                restarts: 0,
-                transfers: 1,
-                ..failover
-            },
+            ProtocolKind::Raft => {
+                Bounds { leader_clock_steps: Some(0), restarts: 0, max_depth: Some(11), ..base }
+            }
+            ProtocolKind::Ranked => Bounds { clock_steps_per_node: 2, max_depth: Some(10), ..base },
+            ProtocolKind::Paxos => {
+                Bounds { clock_steps_per_node: 1, restarts: 0, max_depth: Some(10), ..base }
+            }
         }
     }
 
-    /// The release binary's default bounds for `protocol`: no depth bound.
+    /// The re-election check of the release binary (`--elected`, and the
+    /// second run of its default): from an elected, settled leader
+    /// ([`crate::check::elected_model`]), every interleaving of up to ten
+    /// steps ([`REELECTION_DEPTH`]) in which each follower takes up to three
+    /// clock steps, the old leader one (one more heartbeat round, or one
+    /// late timer), any node may crash and restart once, and terms may rise
+    /// two above the leader's (raft: it leads term 1; ranked: term 2; Paxos:
+    /// ballot 17, counter 1 of `counter * 16 + rank`). Breadth-first: a few
+    /// million states and a few minutes per protocol, 4 to 12 GB.
+    pub const fn reelection(protocol: ProtocolKind) -> Bounds {
+        Bounds {
+            max_term: match protocol {
+                ProtocolKind::Raft => 3,
+                ProtocolKind::Ranked => 4,
+                ProtocolKind::Paxos => 63,
+            },
+            clock_steps_per_node: 3,
+            leader_clock_steps: Some(1),
+            restarts: 1,
+            transfers: 0,
+            duplicates: 0,
+            rng_period: 1,
+            max_depth: Some(REELECTION_DEPTH),
+        }
+    }
+
+    /// [`Bounds::reelection`] to depth [`REELECTION_CI_DEPTH`]: what CI runs
+    /// (`tenure-model --ci`), about a million states and twenty seconds per
+    /// protocol in the release profile.
+    pub const fn reelection_ci(protocol: ProtocolKind) -> Bounds {
+        Bounds { max_depth: Some(REELECTION_CI_DEPTH), ..Bounds::reelection(protocol) }
+    }
+
+    /// The release binary's default bounds from the fresh cluster for
+    /// `protocol`: no depth bound, except for Paxos ([`Bounds::PAXOS_DEEP`]).
     pub const fn deep(protocol: ProtocolKind) -> Bounds {
         match protocol {
             ProtocolKind::Raft => Bounds::DEEP,
@@ -230,12 +272,12 @@ impl Bounds {
         max_depth: Some(10),
     };
 
-    /// Paxos, release: every interleaving with one clock step per node and one
-    /// restart, as [`Bounds::DEEP`] for Raft. Unbounded, this space did not
-    /// close within 15 minutes on one thread; `--depth 16` (breadth-first,
-    /// about 5 million states, 2.5 minutes, 11.5 GB) is the largest depth
-    /// measured to complete.
-    pub const PAXOS_DEEP: Bounds = Bounds { max_depth: None, ..Bounds::PAXOS_QUICK };
+    /// Paxos, release: one clock step per node and one restart, as
+    /// [`Bounds::DEEP`] for Raft, breadth-first to depth 17 (every state
+    /// within 15 steps is checked: about 7 million states, 2 minutes, 7 GB).
+    /// Without a depth bound this space did not close within 11 minutes
+    /// (30 million states and counting).
+    pub const PAXOS_DEEP: Bounds = Bounds { max_depth: Some(17), ..Bounds::PAXOS_QUICK };
 }
 
 /// One node: its live elector, its durable storage and its clock.
@@ -352,6 +394,9 @@ pub struct ElectionModel {
     /// With a fresh clock budget: the node that leads when the exploration
     /// starts (its budget is [`Bounds::leader_clock_steps`]).
     leader_at_start: Option<usize>,
+    /// The highest term any node had when the exploration starts (after
+    /// `prefix`): [`CONTESTED_TERM`] counts only terms above it.
+    base_term: Term,
     configs: Vec<Config>,
 }
 
@@ -389,6 +434,7 @@ impl ElectionModel {
             prune_ignored: true,
             fresh_clock_budget: false,
             leader_at_start: None,
+            base_term: Term(0),
             configs,
         }
     }
@@ -398,7 +444,8 @@ impl ElectionModel {
     /// of `prefix` is not possible (it is replayed by [`Model::next_state`]).
     pub fn starting_after(mut self, prefix: Vec<Action>) -> Self {
         self.prefix = prefix;
-        let _ = self.init_states();
+        let start = self.replay_prefix();
+        self.base_term = start.ghost.max_term.iter().copied().max().unwrap_or_default();
         self
     }
 
@@ -418,7 +465,7 @@ impl ElectionModel {
     /// step of `prefix` is not possible.
     pub fn resuming_after(mut self, prefix: Vec<Action>) -> Self {
         self.fresh_clock_budget = true;
-        self.prefix = prefix;
+        self = self.starting_after(prefix);
         let start = self.replay_prefix();
         self.leader_at_start = start.nodes.iter().position(|n| n.role == Role::Leader);
         self
@@ -706,7 +753,9 @@ impl Model for ElectionModel {
                 s.ghost.core_panic.is_none()
             }),
             Property::sometimes(LEADER_ELECTED, |_, s: &ElectionState| !s.ghost.leaders.is_empty()),
-            Property::sometimes(CONTESTED_TERM, |_, s: &ElectionState| contested(&s.ghost)),
+            Property::sometimes(CONTESTED_TERM, |m: &Self, s: &ElectionState| {
+                contested(&s.ghost, m.base_term)
+            }),
             Property::sometimes(RIVAL_CANDIDATES, |_, s: &ElectionState| {
                 let candidates = s.nodes.iter().filter(|n| n.role == Role::Candidate);
                 candidates.count() >= 2
@@ -729,7 +778,8 @@ pub const TERMS_NEVER_DECREASE: &str = "terms never decrease";
 pub const CORE_ASSERTIONS_HOLD: &str = "core debug assertions hold";
 /// Reachability: some node becomes leader (the model is not vacuous).
 pub const LEADER_ELECTED: &str = "a leader is elected";
-/// Reachability: two nodes stand as candidates in the same term.
+/// Reachability: two nodes stand as candidates in the same term (one above
+/// every term of the state the exploration starts from).
 pub const CONTESTED_TERM: &str = "two candidates stand in one term";
 /// Reachability: two nodes are candidates at the same time (in any terms).
 /// Under Paxos this is how an election is contested: each ballot names its
@@ -760,10 +810,14 @@ fn one_leader_per_term(ghost: &Ghost) -> bool {
     leaders.windows(2).all(|w| w[0].0 != w[1].0)
 }
 
-/// True if two nodes voted for themselves (stood as candidates) in one term.
-fn contested(ghost: &Ghost) -> bool {
-    let mut candidacies =
-        ghost.votes.iter().filter(|&&(voter, _, cand)| voter == cand).map(|&(_, term, _)| term);
+/// True if two nodes voted for themselves (stood as candidates) in one term
+/// above `base`.
+fn contested(ghost: &Ghost, base: Term) -> bool {
+    let mut candidacies = ghost
+        .votes
+        .iter()
+        .filter(|&&(voter, term, cand)| voter == cand && term > base)
+        .map(|&(_, term, _)| term);
     let mut seen = BTreeSet::new();
     candidacies.any(|term| !seen.insert(term))
 }
@@ -792,9 +846,10 @@ mod tests {
         g.votes.insert((NodeId(1), Term(2), NodeId(2)));
         g.votes.insert((NodeId(2), Term(2), NodeId(2)));
         assert!(one_vote_per_term(&g));
-        assert!(!contested(&g));
+        assert!(!contested(&g, Term(0)));
         g.votes.insert((NodeId(3), Term(2), NodeId(3)));
-        assert!(contested(&g));
+        assert!(contested(&g, Term(1)));
+        assert!(!contested(&g, Term(2)), "only terms above the start count");
         g.votes.insert((NodeId(1), Term(2), NodeId(3)));
         assert!(!one_vote_per_term(&g));
     }
