@@ -143,8 +143,9 @@
 //! depth-first). The memory of a fresh-cluster check without a depth bound
 //! (depth-first) and of Paxos's was measured on its own (`--fresh`); that of
 //! a check from an elected leader is the peak of the two-check run, which it
-//! dominates. Load 5 to 9 (other builds). The debug-profile tests take 50 s
-//! on the loaded machine (`cargo test -p tenure-model`; ranked from an elected leader, 225,716 states, is the longest at 13 s).
+//! dominates. Load 5 to 9 (other builds). The debug-profile tests
+//! (`cargo test -p tenure-model`) take 50 s on the loaded machine; the
+//! longest, ranked from an elected leader (225,716 states), 13 s.
 //!
 //! The planted bugs (`tests/check.rs`): under raft, a restart that forgets
 //! the vote gives a 3-step counterexample to one-vote-per-term after a

@@ -189,7 +189,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             outcomes.push(run(&args, protocol, start)?);
         }
     }
-    if outcomes.len() > 1 {
+    let failed = outcomes.iter().filter(|o| !o.failures.is_empty()).count();
+    if outcomes.len() > 1 || failed > 0 {
         println!("\nsummary:");
         for o in &outcomes {
             let r = &o.report;
@@ -201,7 +202,6 @@ fn main() -> Result<(), Box<dyn Error>> {
             );
         }
     }
-    let failed = outcomes.iter().filter(|o| !o.failures.is_empty()).count();
     if failed > 0 {
         return Err(format!("{failed} of {} checks failed (see above)", outcomes.len()).into());
     }
