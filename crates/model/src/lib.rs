@@ -11,7 +11,7 @@
 //! * **Nodes**: three voters `n1, n2, n3` (preference order), heartbeat 100 ms,
 //!   election timeout 420 ms, the core's default stagger (50 ms), and a drift
 //!   bound of zero (the clocks are unrelated anyway; this keeps every instant a
-//!   whole millisecond, see [`elector`]).
+//!   whole millisecond, see [`model::IDLE_MARGIN`]).
 //! * **Network** ([`network`]): a multiset of envelopes in flight. Any envelope
 //!   may be delivered next (reordering); none has to be (loss); within a budget
 //!   the network copies an envelope (duplication).

@@ -27,7 +27,7 @@ pub const ELECTION_TIMEOUT: Duration = Duration::from_millis(420);
 /// unrelated to each other anyway (any drift at all), and the lease arithmetic
 /// is not what is checked here; a zero bound keeps the core's drift
 /// corrections exact, so every instant in the model stays a whole millisecond
-/// (see [`crate::elector`] for why that matters).
+/// (which [`IDLE_MARGIN`] relies on).
 pub const CLOCK_DRIFT_PPM: u32 = 0;
 
 /// How long before its timer an idling node stops ([`Action::Idle`]). Every
