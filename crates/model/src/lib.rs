@@ -131,13 +131,13 @@
 //!
 //! | check | command | unique states | depth (steps checked) | time | peak memory |
 //! |---|---|---:|---:|---:|---:|
-//! | raft, fresh cluster, every interleaving | `cargo run --release -p tenure-model` (first check, [`Bounds::DEEP`]) | 2,573,253 | 24 (all) | 33 s | 43 MB |
-//! | raft, from an elected leader | same (second check, [`Bounds::reelection`]) | 6,337,348 | 12 (≤ 10) | 66 s | 7.0 GB |
-//! | ranked, fresh cluster, every interleaving | `... -- --protocol ranked` (first, [`Bounds::RANKED_DEEP`]) | 3,905,597 | 32 (all) | 49 s | 82 MB |
-//! | ranked, from an elected leader | same (second) | 3,558,883 | 12 (≤ 10) | 55 s | 4.4 GB |
-//! | paxos, fresh cluster | `... -- --protocol paxos` (first, [`Bounds::PAXOS_DEEP`]) | 7,361,746 | 17 (≤ 15) | 138 s | 7.2 GB |
-//! | paxos, from an elected leader | same (second) | 11,320,248 | 12 (≤ 10) | 192 s | 11.6 GB |
-//! | CI: raft, ranked, paxos from an elected leader | `... -- --ci` ([`Bounds::reelection_ci`]) | 672,868; 516,508; 986,761 | 10 (≤ 8) | 9 s; 8 s; 14 s (31 s in all) | 1.0 GB |
+//! | raft, fresh cluster, every interleaving | `cargo run --release -p tenure-model` (first check, [`Bounds::DEEP`]) | 2,733,144 | 24 (all) | 17 s | 43 MB |
+//! | raft, from an elected leader | same (second check, [`Bounds::reelection`]) | 6,432,660 | 12 (≤ 10) | 49 s | 7.3 GB |
+//! | ranked, fresh cluster, every interleaving | `... -- --protocol ranked` (first, [`Bounds::RANKED_DEEP`]) | 3,660,069 | 32 (all) | 21 s | 82 MB |
+//! | ranked, from an elected leader | same (second) | 3,577,110 | 12 (≤ 10) | 29 s | 4.6 GB |
+//! | paxos, fresh cluster | `... -- --protocol paxos` (first, [`Bounds::PAXOS_DEEP`]) | 7,359,851 | 17 (≤ 15) | 62 s | 7.2 GB |
+//! | paxos, from an elected leader | same (second) | 11,395,690 | 12 (≤ 10) | 97 s | 12.5 GB |
+//! | CI: raft, ranked, paxos from an elected leader | `... -- --ci` ([`Bounds::reelection_ci`]) | 682,349; 519,945; 992,268 | 10 (≤ 8) | 4 s; 4 s; 7 s (16 s in all) | 1.1 GB |
 //!
 //! Depth is stateright's (see [`Bounds::max_depth`]; "all": no depth bound,
 //! depth-first). The memory of a fresh-cluster check without a depth bound
