@@ -206,6 +206,10 @@ pub struct PaxosElector<R> {
     my_rank: usize,
     spread: Duration,
     lease: Option<Lease>,
+    /// A lease granted before `lease` that may still run (see the raft
+    /// elector's `prior_lease`): a Commit of another leader adds its lease, it
+    /// does not end the earlier promise.
+    prior_lease: Option<Lease>,
     /// The poller this node last answered as free, and until when it reports
     /// itself busy to other pollers (a liveness aid, not a lease).
     poll_hold: Option<Lease>,
@@ -245,6 +249,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             ranked,
             spread,
             lease: Some(lease),
+            prior_lease: None,
             poll_hold: None,
             election_deadline: Instant::MAX,
             round: None,
@@ -334,16 +339,15 @@ impl<R: RngCore + Send> PaxosElector<R> {
         if self.seat.role == Role::Leader && now < self.seat.leader_lease_until {
             return Some(self.seat.leader_lease_until.saturating_since(now));
         }
-        match self.lease {
-            Some(l)
-                if now < l.until
+        let blocks = |l: Option<Lease>| {
+            l.filter(|l| {
+                now < l.until
                     && l.holder != Some(proposer)
-                    && !(l.holder.is_some() && handover == Some(l.ballot)) =>
-            {
-                Some(l.until.saturating_since(now))
-            }
-            _ => None,
-        }
+                    && !(l.holder.is_some() && handover == Some(l.ballot))
+            })
+            .map(|l| l.until.saturating_since(now))
+        };
+        blocks(self.lease).max(blocks(self.prior_lease))
     }
 
     /// Whether, and for how long, this node would refuse to promise `asker`
@@ -766,6 +770,14 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.committed = self.committed.max(slot);
         self.hb_baseline = self.hb_baseline.max(Some(lsn));
         self.seat.follow(from, lsn);
+        // A running lease on another node is kept beside the new one to its
+        // end: a Commit of a higher ballot is no proof that the earlier
+        // leader's lease ended (a forged one is not).
+        if let Some(l) = self.lease.filter(|l| l.holder != Some(from) && now < l.until) {
+            if self.prior_lease.is_none_or(|p| p.until < l.until) {
+                self.prior_lease = Some(l);
+            }
+        }
         self.grant_lease(now, from, ballot);
         self.poll_hold = None;
         self.election_deadline = now + self.timeout();
@@ -888,6 +900,9 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.seat.note_handover(ballot, successor);
         if self.lease.is_some_and(|l| l.holder == Some(from)) {
             self.lease = None;
+        }
+        if self.prior_lease.is_some_and(|l| l.holder == Some(from)) {
+            self.prior_lease = None;
         }
         if self.seat.leader == Some(from) {
             self.seat.set_leader(None);

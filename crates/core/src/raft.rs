@@ -59,6 +59,11 @@ pub struct RaftElector<R = Box<dyn RngCore + Send>> {
     seat: Seat,
     rng: R,
     lease: Option<Lease>,
+    /// A lease granted before `lease` that may still run: a heartbeat of
+    /// another leader (a higher term is no proof that the earlier leader's
+    /// lease ended: a forged one is not) adds its lease, it does not end the
+    /// earlier promise.
+    prior_lease: Option<Lease>,
     /// The pre-candidate this node last backed, and until when it backs no other.
     pre_vote_hold: Option<Lease>,
     /// Follower: when to start a pre-vote.
@@ -78,6 +83,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             seat: Seat::new(cfg, state, lease_length, now),
             rng,
             lease,
+            prior_lease: None,
             pre_vote_hold: None,
             election_deadline: Instant::MAX,
             round: None,
@@ -123,17 +129,28 @@ impl<R: RngCore + Send> RaftElector<R> {
         if self.seat.role == Role::Leader && now < self.seat.leader_lease_until {
             return Some(self.seat.leader_lease_until.saturating_since(now));
         }
-        match self.lease {
-            Some(l) if l.holder != Some(candidate) && now < l.until => {
-                Some(l.until.saturating_since(now))
-            }
-            _ => None,
-        }
+        let blocks = |l: Option<Lease>| {
+            l.filter(|l| l.holder != Some(candidate) && now < l.until)
+                .map(|l| l.until.saturating_since(now))
+        };
+        blocks(self.lease).max(blocks(self.prior_lease))
     }
 
     fn grant_lease(&mut self, now: Instant, holder: NodeId) {
         self.lease =
             Some(Lease { holder: Some(holder), until: now + self.seat.cfg.election_timeout });
+    }
+
+    /// The lease a leader's heartbeat earns (every acknowledged heartbeat
+    /// must: the leader's lease counts on it). A running lease on another
+    /// node, or the anonymous one, is kept beside it to its end.
+    fn lease_from_heartbeat(&mut self, now: Instant, leader: NodeId) {
+        if let Some(l) = self.lease.filter(|l| l.holder != Some(leader) && now < l.until) {
+            if self.prior_lease.is_none_or(|p| p.until < l.until) {
+                self.prior_lease = Some(l);
+            }
+        }
+        self.grant_lease(now, leader);
     }
 
     /// Steps down a leader whose lease ran out (see [`Seat::lease_lost`]).
@@ -467,12 +484,8 @@ impl<R: RngCore + Send> RaftElector<R> {
         }
         if self.seat.role == Role::Leader {
             // Two leaders in one term cannot happen: votes are unique per term.
-            debug_assert!(
-                false,
-                "{:?} got a heartbeat from {from:?} in its own term {term:?}",
-                self.seat.cfg.id
-            );
-            self.seat.counters().messages_ignored += 1;
+            // Not from a correct peer (or a forged one): refused.
+            self.seat.refused();
             return;
         }
         let lsn = Lsn { term, counter };
@@ -483,7 +496,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             self.become_follower(Reason::LeaderHeartbeat);
         }
         self.seat.follow(from, lsn);
-        self.grant_lease(now, from);
+        self.lease_from_heartbeat(now, from);
         self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
         // The acknowledgement doubles as the unsolicited support of seed 000 when
         // this is the first heartbeat from a newly discovered leader.
@@ -527,6 +540,9 @@ impl<R: RngCore + Send> RaftElector<R> {
         self.seat.note_handover(term, successor);
         if self.lease.is_some_and(|l| l.holder == Some(from)) {
             self.lease = None;
+        }
+        if self.prior_lease.is_some_and(|l| l.holder == Some(from)) {
+            self.prior_lease = None;
         }
         if self.seat.leader == Some(from) {
             self.seat.set_leader(None);

@@ -142,6 +142,12 @@ pub struct RankedElector<R> {
     /// Used only for a small jitter on poll retries.
     rng: R,
     lease: Option<Lease>,
+    /// A lease granted before `lease` that may still run: a `Lead` of another
+    /// leader (a higher term is no proof that the earlier leader's lease
+    /// ended: a forged one is not) adds its lease, it does not end the
+    /// earlier promise. While both run, this node votes for nobody but a
+    /// holder of both.
+    prior: Option<Lease>,
     /// Until when (own clock) another elector may still be bound by a lease
     /// this node's last lease came with (the same leader's, or the same vote
     /// round's): claims arriving before then may still outrank the ones held.
@@ -192,6 +198,7 @@ impl<R: RngCore + Send> RankedElector<R> {
             seat: Seat::new(cfg, state, lease_length, now),
             rng,
             lease: Some(Lease { support: Support::Anonymous, until: now + t }),
+            prior: None,
             quiet_until,
             election_deadline: now + t,
             poll: None,
@@ -387,7 +394,9 @@ impl<R: RngCore + Send> RankedElector<R> {
     fn forced_choice(&self, now: Instant) -> Result<Option<usize>, ()> {
         if let Some(lease) = self.running_lease(now) {
             let held = lease.holder().and_then(|h| self.seat.index_of(h));
+            let prior = self.prior.filter(|p| now < p.until);
             return match held {
+                Some(_) if prior.is_some_and(|p| p.holder() != lease.holder()) => Err(()),
                 Some(i) if self.fresh_claims().any(|(j, _)| j == i) => Ok(Some(i)),
                 _ => Err(()),
             };
@@ -615,6 +624,10 @@ impl<R: RngCore + Send> RankedElector<R> {
                 self.lease = None;
                 self.seat.set_leader(None);
             }
+            if matches!(self.prior.map(|l| l.support), Some(Support::Leader { term, .. }) if term == t)
+            {
+                self.prior = None;
+            }
         }
         if self.poll.is_some() {
             self.try_vote(now);
@@ -701,12 +714,8 @@ impl<R: RngCore + Send> RankedElector<R> {
             self.adopt_term(term);
         }
         if self.seat.role == Role::Leader {
-            debug_assert!(
-                false,
-                "{:?} got a Lead from {from:?} in its own term {term:?}",
-                self.seat.cfg.id
-            );
-            self.seat.counters().messages_ignored += 1;
+            // Not from a correct peer (or a forged one): refused.
+            self.seat.refused();
             return;
         }
         let lsn = Lsn { term, counter };
@@ -718,6 +727,13 @@ impl<R: RngCore + Send> RankedElector<R> {
         }
         self.seat.follow(from, lsn);
         let t = self.seat.cfg.election_timeout;
+        // A running lease on another node (or the anonymous one) is kept
+        // beside the new one to its end (see `prior`).
+        if let Some(l) = self.running_lease(now).filter(|l| l.holder() != Some(from)) {
+            if self.prior.is_none_or(|p| p.until < l.until) {
+                self.prior = Some(l);
+            }
+        }
         let support = Support::Leader { id: from, term, sent_at };
         self.lease = Some(Lease { support, until: now + t });
         self.quiet_until = self.quiet_until.max(now + self.stretch(t));
@@ -783,6 +799,9 @@ impl<R: RngCore + Send> RankedElector<R> {
             // followers' leases on it before voting.
             self.lease = None;
             self.quiet_until = now;
+        }
+        if matches!(self.prior.map(|l| l.support), Some(Support::Leader { id, .. }) if id == from) {
+            self.prior = None;
         }
         if self.seat.leader == Some(from) {
             self.seat.set_leader(None);

@@ -27,6 +27,12 @@ use std::time::Duration;
 /// most this much more.
 pub const STALL_GRACE_HEARTBEATS: u32 = 2;
 
+/// How far above its own term a message's term may be. No correct peer is
+/// this far ahead (four billion elections); the bound makes exhausting the
+/// term space with forged frames (when peers are not authenticated) take
+/// billions of them instead of one.
+pub const MAX_TERM_STEP: u64 = 1 << 32;
+
 /// The newest value that a majority of the voters has reached, this node
 /// counting as having reached `own`: the `quorum`-th largest of `own` and
 /// `others`. `None` while fewer than `quorum` values are known.
@@ -591,7 +597,8 @@ impl<P: Rules + Send> Protocol for P {
             self.seat_mut().counters().messages_ignored += 1;
             return;
         };
-        if !msg.term().is_valid() {
+        let term = msg.term();
+        if !term.is_valid() || term.0 > self.seat().term.0.saturating_add(MAX_TERM_STEP) {
             // Nothing a correct peer sends: refused before anything reads it.
             self.seat_mut().refused();
             return;

@@ -76,7 +76,9 @@ pub struct Lsn {
 /// increase across successive leaders. Storage that remembers the largest token
 /// it has seen and rejects smaller ones is protected from deposed leaders
 /// (Kleppmann's fencing rule).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Debug, Serialize, Deserialize,
+)]
 pub struct FencingToken(pub u64);
 
 impl FencingToken {

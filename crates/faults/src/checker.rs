@@ -336,15 +336,25 @@ pub struct Checker {
 type HttpClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
 /// How the servers' HTTP API is reached: HTTPS trusting the run's CA (the
-/// servers run with TLS), or plain HTTP (`--insecure-no-tls`).
-#[derive(Clone, Debug)]
+/// servers run with TLS), or plain HTTP (`--insecure-no-tls`); either with
+/// the bearer token every request sends.
+#[derive(Clone)]
 pub struct Api {
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// `Bearer <token>`.
+    authorization: String,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("Api").field("https", &self.tls.is_some()).finish_non_exhaustive()
+    }
 }
 
 impl Api {
-    /// HTTPS, trusting the CA certificate in `ca`.
-    pub fn https(ca: &Path) -> crate::error::Result<Self> {
+    /// HTTPS, trusting the CA certificate in `ca`, sending `token`.
+    pub fn https(ca: &Path, token: &str) -> crate::error::Result<Self> {
         let roots = tenure_node::tls::read_roots(ca)
             .map_err(|e| crate::error::Error::Config(e.to_string()))?;
         let config = rustls::ClientConfig::builder_with_provider(tenure_node::tls::provider())
@@ -352,12 +362,12 @@ impl Api {
             .map_err(|e| crate::error::Error::Config(e.to_string()))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        Ok(Api { tls: Some(Arc::new(config)) })
+        Ok(Api { tls: Some(Arc::new(config)), authorization: format!("Bearer {token}") })
     }
 
-    /// Plain HTTP.
-    pub fn http() -> Self {
-        Api { tls: None }
+    /// Plain HTTP, sending `token`.
+    pub fn http(token: &str) -> Self {
+        Api { tls: None, authorization: format!("Bearer {token}") }
     }
 
     /// The URL of `path` at `addr`.
@@ -366,8 +376,8 @@ impl Api {
         format!("{scheme}://{addr}{path}")
     }
 
-    /// A new client (its own connection pool).
-    fn client(&self) -> HttpClient {
+    /// A new client (its own connection pool) sending the token.
+    fn caller(&self) -> Caller {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.set_connect_timeout(Some(REQUEST_TIMEOUT));
@@ -385,20 +395,31 @@ impl Api {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        Client::builder(TokioExecutor::new()).build(connector)
+        Caller {
+            http: Client::builder(TokioExecutor::new()).build(connector),
+            authorization: self.authorization.clone(),
+        }
     }
 }
 
+/// The pooled client of the pollers and watchers, and the `Authorization`
+/// header value they send.
+#[derive(Clone)]
+struct Caller {
+    http: HttpClient,
+    authorization: String,
+}
+
 impl Checker {
-    /// Starts polling and watching every node through `api`; `ids[i]` is
-    /// node `i`'s id. Must be called inside a tokio runtime.
+    /// Starts polling and watching every node through `api` (its scheme and
+    /// token); `ids[i]` is node `i`'s id. Must be called inside a tokio runtime.
     pub fn start(addrs: Vec<SocketAddr>, ids: Vec<u64>, api: Api) -> Self {
         let state = Arc::new(Mutex::new(State {
             latest: vec![None; addrs.len()],
             ids,
             ..State::default()
         }));
-        let client = api.client();
+        let client = api.caller();
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(stall_monitor(state.clone())));
         for (i, addr) in addrs.into_iter().enumerate() {
@@ -447,18 +468,22 @@ impl Drop for Checker {
     }
 }
 
-/// One `GET {addr}{path}` with its own connection, waiting at most
-/// `timeout`: (status code, body), or None without an answer.
+/// One `GET {addr}{path}` through `api` (its scheme and token) on its own
+/// connection, waiting at most `timeout`: (status code, body), or None
+/// without an answer.
 pub async fn get_once(
     api: Api,
     addr: SocketAddr,
     path: &str,
     timeout: Duration,
 ) -> Option<(u16, String)> {
-    let client = api.client();
-    let req = Request::get(api.url(addr, path)).body(Empty::new()).expect("static request");
+    let client = api.caller();
+    let req = Request::get(api.url(addr, path))
+        .header("authorization", &client.authorization)
+        .body(Empty::new())
+        .ok()?;
     let fut = async {
-        let resp = client.request(req).await.ok()?;
+        let resp = client.http.request(req).await.ok()?;
         let code = resp.status().as_u16();
         let bytes = resp.into_body().collect().await.ok()?.to_bytes();
         Some((code, String::from_utf8_lossy(&bytes).into_owned()))
@@ -486,12 +511,15 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn poll(i: usize, url: String, client: HttpClient, state: Arc<Mutex<State>>) {
+async fn poll(i: usize, url: String, client: Caller, state: Arc<Mutex<State>>) {
     loop {
         let sent = Instant::now();
-        let req = Request::get(url.as_str()).body(Empty::new()).expect("static request");
+        let req = Request::get(url.as_str())
+            .header("authorization", &client.authorization)
+            .body(Empty::new())
+            .expect("static request");
         let fut = async {
-            let resp = client.request(req).await.ok()?;
+            let resp = client.http.request(req).await.ok()?;
             if resp.status() != 200 {
                 return None;
             }
@@ -512,14 +540,16 @@ async fn poll(i: usize, url: String, client: HttpClient, state: Arc<Mutex<State>
     }
 }
 
-async fn watch(i: usize, url: String, client: HttpClient, state: Arc<Mutex<State>>) {
+async fn watch(i: usize, url: String, client: Caller, state: Arc<Mutex<State>>) {
     loop {
         let sent = Instant::now();
         let req = Request::get(url.as_str())
             .header("accept", "text/event-stream")
+            .header("authorization", &client.authorization)
             .body(Empty::new())
             .expect("static request");
-        if let Ok(Ok(resp)) = tokio::time::timeout(REQUEST_TIMEOUT, client.request(req)).await {
+        if let Ok(Ok(resp)) = tokio::time::timeout(REQUEST_TIMEOUT, client.http.request(req)).await
+        {
             let mut body = resp.into_body();
             let mut buf: Vec<u8> = Vec::new();
             while let Some(Ok(frame)) = body.frame().await {

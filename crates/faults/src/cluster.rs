@@ -114,6 +114,38 @@ struct Server {
     paused: bool,
 }
 
+/// Writes a random `read` API token to `dir/api.token` (mode 600) and the
+/// config file `dir/api.toml` that names it; returns (token, config file).
+/// The checker only reads, so it holds no admin token.
+fn write_read_token(dir: &Path) -> Result<(String, PathBuf)> {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut secret = [0u8; 24];
+    File::open("/dev/urandom")?.read_exact(&mut secret)?;
+    let token: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join("api.token"))?
+        .write_all(token.as_bytes())?;
+    let config = dir.join("api.toml");
+    std::fs::write(
+        &config,
+        "[[api_tokens]]\nname = \"faults-checker\"\nrole = \"read\"\ntoken_file = \"api.token\"\n",
+    )?;
+    Ok((token, config))
+}
+
+/// A secret that `Debug` does not show.
+struct Redacted(String);
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
 /// A cluster of servers in namespaces.
 #[derive(Debug)]
 pub struct Cluster {
@@ -124,6 +156,10 @@ pub struct Cluster {
     peers: String,
     /// The directory of the CA and node certificates (None: no TLS).
     certs: Option<PathBuf>,
+    /// The servers' config file (the API token).
+    config: PathBuf,
+    /// The `read` token the servers accept.
+    token: Redacted,
     // Last: removed after the servers are dead.
     dir: tempfile::TempDir,
 }
@@ -157,11 +193,19 @@ impl Cluster {
             true => Some(make_certs(&binary, dir.path(), &net, n)?),
             false => None,
         };
-        let mut cluster = Cluster { servers, net, timings, binary, peers, certs, dir };
+        let (token, config) = write_read_token(dir.path())?;
+        let token = Redacted(token);
+        let mut cluster =
+            Cluster { servers, net, timings, binary, peers, certs, config, token, dir };
         for i in 0..n {
             cluster.spawn(i)?;
         }
         Ok(cluster)
+    }
+
+    /// The API token (role `read`) every server accepts.
+    pub fn token(&self) -> &str {
+        &self.token.0
     }
 
     /// Number of nodes.
@@ -205,11 +249,11 @@ impl Cluster {
     }
 
     /// How the checker reaches the servers' API: HTTPS trusting the run's CA,
-    /// or plain HTTP without TLS.
+    /// or plain HTTP without TLS; either with the read token.
     pub fn api(&self) -> Result<crate::checker::Api> {
         match &self.certs {
-            Some(dir) => crate::checker::Api::https(&dir.join("ca.pem")),
-            None => Ok(crate::checker::Api::http()),
+            Some(dir) => crate::checker::Api::https(&dir.join("ca.pem"), self.token()),
+            None => Ok(crate::checker::Api::http(self.token())),
         }
     }
 
@@ -235,6 +279,8 @@ impl Cluster {
             .args(["netns", "exec", self.net.namespace(i)])
             .arg(&self.binary)
             .arg("server")
+            .arg("--config")
+            .arg(&self.config)
             .args(["--id", &s.id.to_string()])
             .args(["--listen", &format!("{addr}:{PEER_PORT}")])
             .args(["--http", &format!("{addr}:{HTTP_PORT}")])

@@ -1,7 +1,8 @@
 //! Running the checker and summarising what it found.
 
 use crate::model::{
-    ElectionModel, CONTESTED_TERM, REACHABILITY_PROPERTIES, RIVAL_CANDIDATES, SAFETY_PROPERTIES,
+    ElectionModel, CONTESTED_TERM, LEADERS_IN_TWO_TERMS, LEADER_ELECTED, REACHABILITY_PROPERTIES,
+    RIVAL_CANDIDATES, SAFETY_PROPERTIES,
 };
 use crate::{Action, Bounds, Durability, ElectionState};
 use stateright::{Checker, HasDiscoveries, Model, Path};
@@ -36,12 +37,78 @@ impl CheckReport {
     pub fn unreached(&self) -> Vec<&'static str> {
         REACHABILITY_PROPERTIES.into_iter().filter(|p| !self.discoveries.contains_key(p)).collect()
     }
+
+    /// The witnesses of `start` ([`Start::witnesses`]) this run did not reach.
+    pub fn missed(&self, protocol: ProtocolKind, start: Start) -> Vec<&'static str> {
+        start
+            .witnesses(protocol)
+            .into_iter()
+            .filter(|p| !self.discoveries.contains_key(p))
+            .collect()
+    }
 }
+
+/// The state an exploration starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// The fresh cluster: every node a follower in term 0.
+    Fresh,
+    /// A contested election ([`contested_prefix`]).
+    Contested,
+    /// An elected, settled leader ([`elected_model`]): what follows is re-election.
+    Elected,
+}
+
+impl Start {
+    /// The reachability properties (witnesses) a check from here must reach,
+    /// or it checked less than it claims: a leader is elected from a fresh
+    /// cluster or a contested election; from an elected leader, a leader is
+    /// elected in a later term and an election is contested
+    /// ([`contest`]: two candidates in one term, or at once under Paxos), so
+    /// that safety is checked across a re-election and a split vote.
+    pub fn witnesses(self, protocol: ProtocolKind) -> Vec<&'static str> {
+        match self {
+            Start::Fresh | Start::Contested => vec![LEADER_ELECTED],
+            Start::Elected => vec![LEADERS_IN_TWO_TERMS, contest(protocol)],
+        }
+    }
+}
+
+/// True if `protocol` never reaches the reachability property `property`
+/// by design: a Paxos ballot names its one proposer, so two candidates never
+/// stand in one ballot ([`CONTESTED_TERM`]).
+pub fn unreachable_by_design(protocol: ProtocolKind, property: &str) -> bool {
+    protocol == ProtocolKind::Paxos && property == CONTESTED_TERM
+}
+
+/// What a running exploration has done so far (see [`Progress`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot {
+    /// Distinct states visited so far.
+    pub unique_states: usize,
+    /// States generated so far, repeats included.
+    pub total_states: usize,
+    /// Length of the longest path so far.
+    pub max_depth: usize,
+    /// Time since the exploration started.
+    pub elapsed: Duration,
+}
+
+/// Progress reports while an exploration runs: `report` is called every `every`.
+pub struct Progress<'a> {
+    /// How often to report.
+    pub every: Duration,
+    /// Called with what has been done so far.
+    pub report: &'a mut dyn FnMut(Snapshot),
+}
+
+/// How often a running exploration looks whether its threads are done.
+const POLL: Duration = Duration::from_millis(100);
 
 /// Explores every state of `model` within its bounds, breadth-first, with
 /// `threads` threads. Breadth-first search makes each counterexample a shortest one.
 pub fn check(model: ElectionModel, threads: usize) -> CheckReport {
-    explore(model, threads, None, Order::Breadth)
+    explore(model, threads, None, Order::Breadth, None)
 }
 
 /// Like [`check`], but stops at the first safety violation: enough to show
@@ -62,11 +129,25 @@ pub fn reach(model: ElectionModel, threads: usize, property: &'static str) -> Ch
 /// path and skip it later when reached by a short one, so use it without
 /// `max_depth` (the other bounds keep the space finite).
 pub fn check_dfs(model: ElectionModel, threads: usize) -> CheckReport {
-    explore(model, threads, None, Order::Depth)
+    explore(model, threads, None, Order::Depth, None)
+}
+
+/// [`check`] (with a depth bound) or [`check_dfs`] (without), or [`hunt`]
+/// when `hunt_only`, reporting `progress` while it runs.
+pub fn check_reporting(
+    model: ElectionModel,
+    threads: usize,
+    hunt_only: bool,
+    progress: Progress<'_>,
+) -> CheckReport {
+    let stop = hunt_only.then_some(HasDiscoveries::AnyFailures);
+    let order =
+        if hunt_only || model.bounds.max_depth.is_some() { Order::Breadth } else { Order::Depth };
+    explore(model, threads, stop, order, Some(progress))
 }
 
 fn search(model: ElectionModel, threads: usize, stop: HasDiscoveries) -> CheckReport {
-    explore(model, threads, Some(stop), Order::Breadth)
+    explore(model, threads, Some(stop), Order::Breadth, None)
 }
 
 /// The order in which the checker visits states.
@@ -81,6 +162,7 @@ fn explore(
     threads: usize,
     stop: Option<HasDiscoveries>,
     order: Order,
+    progress: Option<Progress<'_>>,
 ) -> CheckReport {
     let start = Instant::now();
     let depth = model.bounds.max_depth;
@@ -92,12 +174,38 @@ fn explore(
         builder = builder.target_max_depth(depth);
     }
     match order {
-        Order::Breadth => summarize(builder.spawn_bfs().join(), start),
-        Order::Depth => summarize(builder.spawn_dfs().join(), start),
+        Order::Breadth => finish(builder.spawn_bfs(), start, progress),
+        Order::Depth => finish(builder.spawn_dfs(), start, progress),
     }
 }
 
-fn summarize(checker: impl Checker<ElectionModel>, start: Instant) -> CheckReport {
+/// Waits for `checker`'s threads, reporting `progress` meanwhile, and sums up.
+fn finish(
+    mut checker: impl Checker<ElectionModel>,
+    start: Instant,
+    progress: Option<Progress<'_>>,
+) -> CheckReport {
+    let handles = checker.handles();
+    if let Some(Progress { every, report }) = progress {
+        let mut next = start + every;
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(POLL);
+            if Instant::now() >= next {
+                next += every;
+                report(Snapshot {
+                    unique_states: checker.unique_state_count(),
+                    total_states: checker.state_count(),
+                    max_depth: checker.max_depth(),
+                    elapsed: start.elapsed(),
+                });
+            }
+        }
+    }
+    for handle in handles {
+        if let Err(panic) = handle.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
     CheckReport {
         unique_states: checker.unique_state_count(),
         total_states: checker.state_count(),
@@ -167,7 +275,9 @@ pub fn elected_prefix(protocol: ProtocolKind, bounds: Bounds) -> Option<Vec<Acti
         max_depth: None,
         ..bounds
     };
-    let model = ElectionModel::of(protocol, quiet, Durability::Faithful);
+    // Exact: the greedy run also delivers the messages nodes ignore, so that
+    // it ends with nothing in flight.
+    let model = ElectionModel::of(protocol, quiet, Durability::Faithful).exact();
     let mut state = model.init_states().remove(0);
     let mut prefix = Vec::new();
     // Until a leader is elected and every message in flight is delivered.
@@ -198,35 +308,20 @@ pub fn elected_prefix(protocol: ProtocolKind, bounds: Bounds) -> Option<Vec<Acti
     Some(prefix)
 }
 
-/// The most clock steps ([`Action::Timeout`], [`Action::Idle`]) any one node
-/// takes in `prefix`: a model started after `prefix` needs at least this
-/// [`Bounds::clock_steps_per_node`] to replay it, plus what it should explore.
-pub fn clock_steps_in(prefix: &[Action]) -> u8 {
-    let mut steps = [0u8; crate::model::NODE_COUNT];
-    for action in prefix {
-        if let Action::Timeout(id) | Action::Idle(id) = action {
-            steps[index(*id)] = steps[index(*id)].saturating_add(1);
-        }
-    }
-    steps.into_iter().max().unwrap_or(0)
-}
-
 fn index(id: tenure_core::NodeId) -> usize {
     usize::try_from(id.0 - 1).expect("node ids are small")
 }
 
-/// The model of `protocol` started after [`elected_prefix`], with `bounds`'
-/// clock steps counted from there: each node may take
-/// `bounds.clock_steps_per_node` clock steps beyond those of the prefix
-/// (restarts, transfers and duplicates are all still available, as the prefix
-/// uses none). `None` if the prefix elects nobody.
+/// The model of `protocol` started after [`elected_prefix`]
+/// ([`ElectionModel::resuming_after`]): each node may take
+/// `bounds.clock_steps_per_node` clock steps from the elected state, whatever
+/// it took before (restarts, transfers and duplicates are all still
+/// available, as the prefix uses none). `None` if the prefix elects nobody.
 pub fn elected_model(
     protocol: ProtocolKind,
     bounds: Bounds,
     durability: Durability,
 ) -> Option<ElectionModel> {
     let prefix = elected_prefix(protocol, bounds)?;
-    let steps = bounds.clock_steps_per_node.saturating_add(clock_steps_in(&prefix));
-    let bounds = Bounds { clock_steps_per_node: steps, ..bounds };
-    Some(ElectionModel::of(protocol, bounds, durability).starting_after(prefix))
+    Some(ElectionModel::of(protocol, bounds, durability).resuming_after(prefix))
 }

@@ -8,10 +8,10 @@ use crate::rng::ModelRng;
 use stateright::{Model, Property};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Duration;
-use tenure_core::contract::{self, Driver, WriteFailed};
 use tenure_core::{
-    Config, Event, HardState, Instant, Message, NodeId, Protocol, ProtocolKind, Role, Term,
+    Config, Event, HardState, Instant, NodeId, Output, Protocol, ProtocolKind, Role, Term,
 };
 
 /// Nodes in the modelled cluster.
@@ -27,7 +27,7 @@ pub const ELECTION_TIMEOUT: Duration = Duration::from_millis(420);
 /// unrelated to each other anyway (any drift at all), and the lease arithmetic
 /// is not what is checked here; a zero bound keeps the core's drift
 /// corrections exact, so every instant in the model stays a whole millisecond
-/// (see [`crate::elector`] for why that matters).
+/// (which [`IDLE_MARGIN`] relies on).
 pub const CLOCK_DRIFT_PPM: u32 = 0;
 
 /// How long before its timer an idling node stops ([`Action::Idle`]). Every
@@ -58,6 +58,16 @@ impl Durability {
     }
 }
 
+/// The depth of [`Bounds::reelection`] (see [`Bounds::max_depth`]: every
+/// state within ten steps of the elected leader is checked): the deepest
+/// whose breadth-first frontier fits in 16 GB for every protocol (one more
+/// would need about three times the memory).
+pub const REELECTION_DEPTH: usize = 12;
+
+/// The depth of [`Bounds::reelection_ci`] (every state within eight steps is
+/// checked): each re-election witness is reached within it in every protocol.
+pub const REELECTION_CI_DEPTH: usize = 10;
+
 /// Limits that keep the state space finite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Bounds {
@@ -67,6 +77,12 @@ pub struct Bounds {
     /// take, across restarts. A node's clock advances only by these steps, so
     /// this bounds every clock.
     pub clock_steps_per_node: u8,
+    /// Clock steps the node that leads when the exploration starts may take
+    /// (a model [resuming](ElectionModel::resuming_after) from an elected
+    /// leader), instead of [`Bounds::clock_steps_per_node`]: with few, the
+    /// old leader stalls or crashes soon after it was elected. `None`: as
+    /// every other node.
+    pub leader_clock_steps: Option<u8>,
     /// Crash-and-restart actions, in total.
     pub restarts: u8,
     /// Leadership transfers a leader may start, in total.
@@ -75,8 +91,12 @@ pub struct Bounds {
     pub duplicates: u8,
     /// Period of each node's [`ModelRng`] (distinct candidacy jitters).
     pub rng_period: u8,
-    /// Steps from the initial state beyond which the checker does not go
-    /// (`None`: until every reachable state is visited).
+    /// The depth, in stateright's terms, beyond which the checker does not
+    /// go (`None`: until every reachable state is visited). The initial state
+    /// has depth 1, and the breadth-first checker checks and expands states
+    /// of depth below `max_depth` only; it generates (and counts) those at
+    /// `max_depth` without checking them. So every state within
+    /// `max_depth - 2` steps of the initial state is checked.
     pub max_depth: Option<usize>,
 }
 
@@ -85,6 +105,7 @@ impl Bounds {
     pub const QUICK: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 2,
+        leader_clock_steps: None,
         restarts: 1,
         transfers: 0,
         duplicates: 1,
@@ -99,6 +120,7 @@ impl Bounds {
     pub const DEEP: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 1,
+        leader_clock_steps: None,
         restarts: 1,
         transfers: 0,
         duplicates: 0,
@@ -141,35 +163,61 @@ impl Bounds {
     }
 
     /// The debug-profile tests' bounds from an elected, settled leader
-    /// ([`crate::check::elected_model`]: the clock steps count beyond those
-    /// of the prefix, the depth from the elected state). Each reaches leaders
-    /// in two terms: Raft and ranked by failover (the followers time out; a
-    /// restart is allowed), Paxos by a transfer (its failover takes a poll, a
-    /// Prepare and an Accept round: more steps than the debug profile affords).
+    /// ([`crate::check::elected_model`]: the clock steps count from the
+    /// elected state, the depth too): small ones found to reach both
+    /// re-election witnesses ([`crate::check::Start::witnesses`]). Raft's
+    /// contested term takes nine steps, three clock steps of one follower and
+    /// two of the other while the old leader is silent; ranked's, eight with
+    /// a restart; Paxos's rival candidates, seven: the old leader's heartbeat
+    /// is refused by a follower that has promised a higher ballot.
     pub const fn elected(protocol: ProtocolKind) -> Bounds {
-        let failover = Bounds {
-            clock_steps_per_node: 1,
-            restarts: 1,
-            transfers: 0,
-            duplicates: 0,
-            max_depth: Some(8),
-            ..Bounds::QUICK
-        };
+        let base = Bounds::reelection(protocol);
         match protocol {
-            ProtocolKind::Raft => failover,
-            // A ranked node elected in a term above its own takes office one
-            // input after recording that term (once it is written).
-            ProtocolKind::Ranked => Bounds { max_depth: Some(9), ..failover },
-            ProtocolKind::Paxos => Bounds {
-                max_term: Bounds::PAXOS_QUICK.max_term,
-                restarts: 0,
-                transfers: 1,
-                ..failover
-            },
+            ProtocolKind::Raft => {
+                Bounds { leader_clock_steps: Some(0), restarts: 0, max_depth: Some(11), ..base }
+            }
+            ProtocolKind::Ranked => Bounds { clock_steps_per_node: 2, max_depth: Some(10), ..base },
+            ProtocolKind::Paxos => {
+                Bounds { clock_steps_per_node: 1, restarts: 0, max_depth: Some(10), ..base }
+            }
         }
     }
 
-    /// The release binary's default bounds for `protocol`: no depth bound.
+    /// The re-election check of the release binary (`--elected`, and the
+    /// second run of its default): from an elected, settled leader
+    /// ([`crate::check::elected_model`]), every interleaving of up to ten
+    /// steps ([`REELECTION_DEPTH`]) in which each follower takes up to three
+    /// clock steps, the old leader one (one more heartbeat round, or one
+    /// late timer), any node may crash and restart once, and terms may rise
+    /// two above the leader's (raft: it leads term 1; ranked: term 2; Paxos:
+    /// ballot 17, counter 1 of `counter * 16 + rank`). Breadth-first: a few
+    /// million states and a few minutes per protocol, 4 to 12 GB.
+    pub const fn reelection(protocol: ProtocolKind) -> Bounds {
+        Bounds {
+            max_term: match protocol {
+                ProtocolKind::Raft => 3,
+                ProtocolKind::Ranked => 4,
+                ProtocolKind::Paxos => 63,
+            },
+            clock_steps_per_node: 3,
+            leader_clock_steps: Some(1),
+            restarts: 1,
+            transfers: 0,
+            duplicates: 0,
+            rng_period: 1,
+            max_depth: Some(REELECTION_DEPTH),
+        }
+    }
+
+    /// [`Bounds::reelection`] to depth [`REELECTION_CI_DEPTH`]: what CI runs
+    /// (`tenure-model --ci`), about a million states and twenty seconds per
+    /// protocol in the release profile.
+    pub const fn reelection_ci(protocol: ProtocolKind) -> Bounds {
+        Bounds { max_depth: Some(REELECTION_CI_DEPTH), ..Bounds::reelection(protocol) }
+    }
+
+    /// The release binary's default bounds from the fresh cluster for
+    /// `protocol`: no depth bound, except for Paxos ([`Bounds::PAXOS_DEEP`]).
     pub const fn deep(protocol: ProtocolKind) -> Bounds {
         match protocol {
             ProtocolKind::Raft => Bounds::DEEP,
@@ -187,6 +235,7 @@ impl Bounds {
     pub const RANKED_QUICK: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 2,
+        leader_clock_steps: None,
         restarts: 0,
         transfers: 0,
         duplicates: 0,
@@ -199,6 +248,7 @@ impl Bounds {
     pub const RANKED_DEEP: Bounds = Bounds {
         max_term: 3,
         clock_steps_per_node: 2,
+        leader_clock_steps: None,
         restarts: 1,
         transfers: 0,
         duplicates: 0,
@@ -214,6 +264,7 @@ impl Bounds {
     pub const PAXOS_QUICK: Bounds = Bounds {
         max_term: 63,
         clock_steps_per_node: 1,
+        leader_clock_steps: None,
         restarts: 1,
         transfers: 0,
         duplicates: 0,
@@ -221,19 +272,24 @@ impl Bounds {
         max_depth: Some(10),
     };
 
-    /// Paxos, release: every interleaving with one clock step per node and one
-    /// restart, as [`Bounds::DEEP`] for Raft. Unbounded, this space did not
-    /// close within 15 minutes on one thread; `--depth 16` (breadth-first,
-    /// about 5 million states, 2.5 minutes, 11.5 GB) is the largest depth
-    /// measured to complete.
-    pub const PAXOS_DEEP: Bounds = Bounds { max_depth: None, ..Bounds::PAXOS_QUICK };
+    /// Paxos, release: one clock step per node and one restart, as
+    /// [`Bounds::DEEP`] for Raft, breadth-first to depth 17 (every state
+    /// within 15 steps is checked: about 7 million states, 2 minutes, 7 GB).
+    /// Without a depth bound this space did not close within 11 minutes
+    /// (30 million states and counting).
+    pub const PAXOS_DEEP: Bounds = Bounds { max_depth: Some(17), ..Bounds::PAXOS_QUICK };
 }
 
 /// One node: its live elector, its durable storage and its clock.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Node {
-    /// The elector running now (rebuilt from `durable` on restart).
-    pub elector: Elector,
+    /// The elector running now (rebuilt from `durable` on restart). Shared
+    /// between states: a step changes one node's elector, and the states
+    /// before and after it share the other two.
+    pub elector: Arc<Elector>,
+    /// The elector's role (`status().role`, which allocates), kept current
+    /// after every step.
+    pub role: Role,
     /// The last [`HardState`] written to storage.
     pub durable: HardState,
     /// The node's clock. It advances only when the node's timer fires.
@@ -272,7 +328,7 @@ pub struct ElectionState {
     /// Duplicates made so far.
     pub duplicates: u8,
     /// What the properties are checked against.
-    pub ghost: Ghost,
+    pub ghost: Arc<Ghost>,
 }
 
 /// A step of the system.
@@ -301,6 +357,17 @@ pub enum Action {
     },
 }
 
+/// What one input did to a node ([`ElectionModel`]'s `step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stepped {
+    /// The input was refused (a transfer the core turned down): no step.
+    Refused,
+    /// The node's decision state did not change and it output nothing.
+    Ignored,
+    /// Anything else.
+    Taken,
+}
+
 /// The model of a three-node cluster running the real election core.
 #[derive(Clone, Debug)]
 pub struct ElectionModel {
@@ -312,6 +379,24 @@ pub struct ElectionModel {
     pub durability: Durability,
     /// Steps taken from the fresh cluster to reach the initial state.
     prefix: Vec<Action>,
+    /// True when a delivery the receiver ignores is not a step of the
+    /// exploration: its successor would differ from its predecessor only by
+    /// one envelope fewer in flight, and a state with more envelopes in
+    /// flight can do everything one with fewer can (it may simply never
+    /// deliver them; no property reads the network), so the successor adds no
+    /// behaviour. Off only where a concrete run is replayed or built
+    /// ([`ElectionModel::exact`]), which may deliver such a message.
+    prune_ignored: bool,
+    /// True when each node's clock-step budget counts from the end of
+    /// `prefix` ([`ElectionModel::resuming_after`]), false when the prefix's
+    /// clock steps count against it.
+    fresh_clock_budget: bool,
+    /// With a fresh clock budget: the node that leads when the exploration
+    /// starts (its budget is [`Bounds::leader_clock_steps`]).
+    leader_at_start: Option<usize>,
+    /// The highest term any node had when the exploration starts (after
+    /// `prefix`): [`CONTESTED_TERM`] counts only terms above it.
+    base_term: Term,
     configs: Vec<Config>,
 }
 
@@ -341,7 +426,17 @@ impl ElectionModel {
                 cfg
             })
             .collect();
-        ElectionModel { protocol, bounds, durability, prefix: Vec::new(), configs }
+        ElectionModel {
+            protocol,
+            bounds,
+            durability,
+            prefix: Vec::new(),
+            prune_ignored: true,
+            fresh_clock_budget: false,
+            leader_at_start: None,
+            base_term: Term(0),
+            configs,
+        }
     }
 
     /// The same model, exploring from the state that `prefix` leads to from the
@@ -349,136 +444,190 @@ impl ElectionModel {
     /// of `prefix` is not possible (it is replayed by [`Model::next_state`]).
     pub fn starting_after(mut self, prefix: Vec<Action>) -> Self {
         self.prefix = prefix;
-        let _ = self.init_states();
+        let start = self.replay_prefix();
+        self.base_term = start.ghost.max_term.iter().copied().max().unwrap_or_default();
         self
+    }
+
+    /// The same model, taking every delivery as a step, including those the
+    /// receiver ignores (see `prune_ignored`): for replaying or building a
+    /// concrete run, not for exploring.
+    pub fn exact(mut self) -> Self {
+        self.prune_ignored = false;
+        self
+    }
+
+    /// Like [`ElectionModel::starting_after`], but each node's clock-step
+    /// budget ([`Bounds::clock_steps_per_node`]) counts from the state that
+    /// `prefix` leads to: the prefix may take any number of clock steps, and
+    /// every node may take the bound's number of steps after it (the node
+    /// leading then, [`Bounds::leader_clock_steps`] if set). Panics if a
+    /// step of `prefix` is not possible.
+    pub fn resuming_after(mut self, prefix: Vec<Action>) -> Self {
+        self.fresh_clock_budget = true;
+        self = self.starting_after(prefix);
+        let start = self.replay_prefix();
+        self.leader_at_start = start.nodes.iter().position(|n| n.role == Role::Leader);
+        self
+    }
+
+    /// The clock steps node `i` may take in all (see [`Bounds::leader_clock_steps`]).
+    fn clock_limit(&self, i: usize) -> u8 {
+        match self.bounds.leader_clock_steps {
+            Some(steps) if self.leader_at_start == Some(i) => steps,
+            _ => self.bounds.clock_steps_per_node,
+        }
+    }
+
+    /// The state `self.prefix` leads to from the fresh cluster. Panics if a
+    /// step is not enabled there.
+    fn replay_prefix(&self) -> ElectionState {
+        let (unbounded_clocks, exact);
+        let replayer = if self.fresh_clock_budget {
+            let bounds =
+                Bounds { clock_steps_per_node: u8::MAX, leader_clock_steps: None, ..self.bounds };
+            let model = ElectionModel { bounds, prefix: Vec::new(), ..self.clone() };
+            unbounded_clocks = ElectionModel { leader_at_start: None, ..model }.exact();
+            &unbounded_clocks
+        } else {
+            exact = ElectionModel { prefix: Vec::new(), ..self.clone() }.exact();
+            &exact
+        };
+        let mut state = self.fresh_state();
+        for action in &self.prefix {
+            let mut enabled = Vec::new();
+            replayer.actions(&state, &mut enabled);
+            assert!(enabled.contains(action), "prefix step {action:?} is not enabled");
+            state =
+                replayer.next_state(&state, action.clone()).expect("prefix step changes the state");
+        }
+        if self.fresh_clock_budget {
+            for node in &mut state.nodes {
+                node.clock_steps = 0;
+            }
+        }
+        state
     }
 
     /// The fresh cluster: every node a follower in term 0 at time zero.
     fn fresh_state(&self) -> ElectionState {
         let nodes = (0..NODE_COUNT)
             .map(|i| Node {
-                elector: self.start_node(i, HardState::default(), Instant::ZERO),
+                elector: Arc::new(self.start_node(i, HardState::default(), Instant::ZERO)),
+                role: Role::Follower,
                 durable: HardState::default(),
                 now: Instant::ZERO,
                 clock_steps: 0,
             })
             .collect();
-        ElectionState {
+        let mut state = ElectionState {
             nodes,
             network: Network::new(),
             restarts: 0,
             transfers: 0,
             duplicates: 0,
-            ghost: Ghost::default(),
+            ghost: Arc::default(),
+        };
+        // Each new elector's startup output (events only) is drained, as a
+        // restart drains it: the first input of a node is then ignored if
+        // it changes nothing.
+        for i in 0..NODE_COUNT {
+            self.step(&mut state, i, |_, _| true);
         }
+        state
     }
 
     fn start_node(&self, i: usize, state: HardState, now: Instant) -> Elector {
-        let elector = tenure_core::Elector::new(
+        Elector::new(
             self.protocol,
             self.configs[i].clone(),
             state,
             ModelRng::new(self.bounds.rng_period),
             now,
-        );
-        Elector::new(elector)
+        )
     }
 
-    /// Runs one input on node `i`, then handles its output by the contract
-    /// ([`contract::drain`]): persist first, then send; all in this one step,
-    /// so a crash (a separate step) falls either before the input or after both.
+    /// Runs one input on node `i`, then handles its output by the contract:
+    /// persist first, then send; all in this one step, so a crash (a separate
+    /// step) falls either before the input or after both.
     fn step(
         &self,
         state: &mut ElectionState,
         i: usize,
-        input: impl FnOnce(&mut tenure_core::Elector<ModelRng>, Instant) -> bool,
-    ) -> bool {
+        input: impl FnOnce(&mut Elector, Instant) -> bool,
+    ) -> Stepped {
         let id = NodeId(i as u64 + 1);
         let now = state.nodes[i].now;
-        let mut elector = state.nodes[i].elector.inner().clone();
+        let mut elector = Elector::clone(&state.nodes[i].elector);
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let accepted = input(&mut elector, now);
-            if accepted {
-                let ElectionState { nodes, network, ghost, .. } = &mut *state;
-                let durable = &mut nodes[i].durable;
-                contract::drain(
-                    &mut Io { id, elector: &mut elector, durable, network, ghost },
-                    now,
-                );
-            }
-            accepted
+            (accepted, elector.take_output())
         }));
-        match outcome {
-            Ok(false) => return false,
-            Ok(true) => {}
+        let output: Output = match outcome {
+            Ok((false, _)) => return Stepped::Refused,
+            Ok((true, output)) => output,
             Err(payload) => {
                 let msg = payload
                     .downcast_ref::<String>()
                     .cloned()
                     .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "non-string panic".to_string());
-                state.ghost.core_panic = Some(format!("{id:?}: {msg}"));
-                return true;
+                Arc::make_mut(&mut state.ghost).core_panic = Some(format!("{id:?}: {msg}"));
+                return Stepped::Taken;
+            }
+        };
+        // Decided before the drained elector replaces the old one (equality
+        // leaves out what is only reported, see `crate::elector`).
+        let ignored = output.is_empty() && elector == *state.nodes[i].elector;
+        if let Some(reason) = output.events.iter().find_map(|e| match e {
+            Event::Halted { reason } => Some(reason),
+            _ => None,
+        }) {
+            // The core stopped itself on a broken invariant: as bad as a panic.
+            Arc::make_mut(&mut state.ghost).core_panic = Some(format!("{id:?} halted: {reason}"));
+        }
+        if let Some(hs) = output.persist {
+            state.nodes[i].durable = hs;
+            if let Some(candidate) = hs.voted_for {
+                record_vote(&mut state.ghost, (id, hs.term, candidate));
             }
         }
-        state.nodes[i].elector = Elector::new(elector);
+        for (to, msg) in output.messages {
+            if let Some(term) = msg.vote_grant() {
+                record_vote(&mut state.ghost, (id, term, to));
+            }
+            state.network.send(Envelope { from: id, to, msg });
+        }
+        state.nodes[i].elector = Arc::new(elector);
         self.observe(state, i);
-        true
+        if ignored {
+            Stepped::Ignored
+        } else {
+            Stepped::Taken
+        }
     }
 
     /// Updates the ghost records from node `i`'s new state.
     fn observe(&self, state: &mut ElectionState, i: usize) {
         let id = NodeId(i as u64 + 1);
-        let elector = state.nodes[i].elector.inner();
+        let elector = &state.nodes[i].elector;
         let term = elector.hard_state().term;
-        let max = state.ghost.max_term[i];
-        if term < max && state.ghost.term_regressed.is_none() {
-            state.ghost.term_regressed = Some((id, max, term));
-        }
-        state.ghost.max_term[i] = max.max(term);
-        if elector.status().role == Role::Leader {
-            state.ghost.leaders.insert((term, id));
-        }
-    }
-}
-
-/// The model's side of the calling contract for node `id`: storage never
-/// fails; vote grants, persisted or sent, go to the ghost records; a halt
-/// (`Event::Halted`) counts as a broken core assertion.
-struct Io<'a> {
-    id: NodeId,
-    elector: &'a mut tenure_core::Elector<ModelRng>,
-    durable: &'a mut HardState,
-    network: &'a mut Network,
-    ghost: &'a mut Ghost,
-}
-
-impl Driver for Io<'_> {
-    type Node = tenure_core::Elector<ModelRng>;
-
-    fn node(&mut self) -> &mut Self::Node {
-        self.elector
-    }
-
-    fn persist(&mut self, hs: HardState) -> Result<(), WriteFailed> {
-        *self.durable = hs;
-        if let Some(candidate) = hs.voted_for {
-            self.ghost.votes.insert((self.id, hs.term, candidate));
-        }
-        Ok(())
-    }
-
-    fn send(&mut self, to: NodeId, msg: Message) {
-        if let Some(term) = msg.vote_grant() {
-            self.ghost.votes.insert((self.id, term, to));
-        }
-        self.network.send(Envelope { from: self.id, to, msg });
-    }
-
-    fn event(&mut self, event: Event) {
-        if let Event::Halted { reason } = event {
-            // The core stopped itself on a broken invariant: as bad as a panic.
-            self.ghost.core_panic = Some(format!("{:?} halted: {reason}", self.id));
+        let role = elector.status().role;
+        state.nodes[i].role = role;
+        // The ghost is shared between states: copied only when it changes.
+        let ghost = &state.ghost;
+        let max = ghost.max_term[i];
+        let regressed = term < max && ghost.term_regressed.is_none();
+        let led = role == Role::Leader && !ghost.leaders.contains(&(term, id));
+        if regressed || term > max || led {
+            let ghost = Arc::make_mut(&mut state.ghost);
+            if regressed {
+                ghost.term_regressed = Some((id, max, term));
+            }
+            ghost.max_term[i] = max.max(term);
+            if led {
+                ghost.leaders.insert((term, id));
+            }
         }
     }
 }
@@ -488,14 +637,7 @@ impl Model for ElectionModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<ElectionState> {
-        let mut state = self.fresh_state();
-        for action in &self.prefix {
-            let mut enabled = Vec::new();
-            self.actions(&state, &mut enabled);
-            assert!(enabled.contains(action), "prefix step {action:?} is not enabled");
-            state = self.next_state(&state, action.clone()).expect("prefix step changes the state");
-        }
-        vec![state]
+        vec![self.replay_prefix()]
     }
 
     fn actions(&self, state: &ElectionState, actions: &mut Vec<Action>) {
@@ -505,8 +647,8 @@ impl Model for ElectionModel {
         }
         for (i, node) in state.nodes.iter().enumerate() {
             let id = NodeId(i as u64 + 1);
-            let deadline = node.elector.inner().poll_timeout();
-            if node.clock_steps < self.bounds.clock_steps_per_node && deadline != Instant::MAX {
+            let deadline = node.elector.poll_timeout();
+            if node.clock_steps < self.clock_limit(i) && deadline != Instant::MAX {
                 actions.push(Action::Timeout(id));
                 if deadline - IDLE_MARGIN > node.now {
                     actions.push(Action::Idle(id));
@@ -522,7 +664,7 @@ impl Model for ElectionModel {
         }
         if state.transfers < self.bounds.transfers {
             for (i, node) in state.nodes.iter().enumerate() {
-                if node.elector.inner().status().role == Role::Leader {
+                if node.role == Role::Leader {
                     let from = NodeId(i as u64 + 1);
                     for to in voters().into_iter().filter(|&to| to != from) {
                         actions.push(Action::Transfer { from, to });
@@ -537,7 +679,7 @@ impl Model for ElectionModel {
         match action {
             Action::Timeout(id) => {
                 let i = index(id);
-                let deadline = next.nodes[i].elector.inner().poll_timeout();
+                let deadline = next.nodes[i].elector.poll_timeout();
                 let node = &mut next.nodes[i];
                 node.now = node.now.max(deadline);
                 node.clock_steps += 1;
@@ -548,7 +690,7 @@ impl Model for ElectionModel {
             }
             Action::Idle(id) => {
                 let node = &mut next.nodes[index(id)];
-                let until = node.elector.inner().poll_timeout() - IDLE_MARGIN;
+                let until = node.elector.poll_timeout() - IDLE_MARGIN;
                 if until <= node.now {
                     return None;
                 }
@@ -560,10 +702,14 @@ impl Model for ElectionModel {
                     return None;
                 }
                 let Envelope { from, to, msg } = env;
-                self.step(&mut next, index(to), |e, now| {
+                let stepped = self.step(&mut next, index(to), |e, now| {
                     e.handle_message(now, from, msg);
                     true
                 });
+                if stepped == Stepped::Ignored && self.prune_ignored {
+                    // Subsumed by `last`, see `ElectionModel::prune_ignored`.
+                    return None;
+                }
             }
             Action::Duplicate(env) => {
                 next.duplicates += 1;
@@ -574,15 +720,15 @@ impl Model for ElectionModel {
                 next.restarts += 1;
                 let node = &mut next.nodes[i];
                 let loaded = self.durability.load(node.durable);
-                node.elector = self.start_node(i, loaded, node.now);
+                node.elector = Arc::new(self.start_node(i, loaded, node.now));
                 // The new elector's startup output (events only) is drained by a no-op step.
                 self.step(&mut next, i, |_, _| true);
             }
             Action::Transfer { from, to } => {
                 next.transfers += 1;
-                if !self
-                    .step(&mut next, index(from), |e, now| e.transfer_leadership(now, to).is_ok())
-                {
+                let stepped = self
+                    .step(&mut next, index(from), |e, now| e.transfer_leadership(now, to).is_ok());
+                if stepped == Stepped::Refused {
                     return None;
                 }
             }
@@ -607,10 +753,11 @@ impl Model for ElectionModel {
                 s.ghost.core_panic.is_none()
             }),
             Property::sometimes(LEADER_ELECTED, |_, s: &ElectionState| !s.ghost.leaders.is_empty()),
-            Property::sometimes(CONTESTED_TERM, |_, s: &ElectionState| contested(&s.ghost)),
+            Property::sometimes(CONTESTED_TERM, |m: &Self, s: &ElectionState| {
+                contested(&s.ghost, m.base_term)
+            }),
             Property::sometimes(RIVAL_CANDIDATES, |_, s: &ElectionState| {
-                let candidates =
-                    s.nodes.iter().filter(|n| n.elector.inner().status().role == Role::Candidate);
+                let candidates = s.nodes.iter().filter(|n| n.role == Role::Candidate);
                 candidates.count() >= 2
             }),
             Property::sometimes(LEADERS_IN_TWO_TERMS, |_, s: &ElectionState| {
@@ -631,7 +778,8 @@ pub const TERMS_NEVER_DECREASE: &str = "terms never decrease";
 pub const CORE_ASSERTIONS_HOLD: &str = "core debug assertions hold";
 /// Reachability: some node becomes leader (the model is not vacuous).
 pub const LEADER_ELECTED: &str = "a leader is elected";
-/// Reachability: two nodes stand as candidates in the same term.
+/// Reachability: two nodes stand as candidates in the same term (one above
+/// every term of the state the exploration starts from).
 pub const CONTESTED_TERM: &str = "two candidates stand in one term";
 /// Reachability: two nodes are candidates at the same time (in any terms).
 /// Under Paxos this is how an election is contested: each ballot names its
@@ -649,16 +797,27 @@ pub const SAFETY_PROPERTIES: [&str; 4] =
 pub const REACHABILITY_PROPERTIES: [&str; 4] =
     [LEADER_ELECTED, CONTESTED_TERM, RIVAL_CANDIDATES, LEADERS_IN_TWO_TERMS];
 
+/// Adds `vote` to the ghost's votes, copying the ghost only if it is new.
+fn record_vote(ghost: &mut Arc<Ghost>, vote: (NodeId, Term, NodeId)) {
+    if !ghost.votes.contains(&vote) {
+        Arc::make_mut(ghost).votes.insert(vote);
+    }
+}
+
 fn one_leader_per_term(ghost: &Ghost) -> bool {
     // Sorted by term: two leaders of one term are adjacent.
     let leaders: Vec<_> = ghost.leaders.iter().collect();
     leaders.windows(2).all(|w| w[0].0 != w[1].0)
 }
 
-/// True if two nodes voted for themselves (stood as candidates) in one term.
-fn contested(ghost: &Ghost) -> bool {
-    let mut candidacies =
-        ghost.votes.iter().filter(|&&(voter, _, cand)| voter == cand).map(|&(_, term, _)| term);
+/// True if two nodes voted for themselves (stood as candidates) in one term
+/// above `base`.
+fn contested(ghost: &Ghost, base: Term) -> bool {
+    let mut candidacies = ghost
+        .votes
+        .iter()
+        .filter(|&&(voter, term, cand)| voter == cand && term > base)
+        .map(|&(_, term, _)| term);
     let mut seen = BTreeSet::new();
     candidacies.any(|term| !seen.insert(term))
 }
@@ -672,6 +831,7 @@ fn one_vote_per_term(ghost: &Ghost) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tenure_core::Message;
 
     #[test]
     fn ghost_checks_detect_duplicates() {
@@ -686,16 +846,17 @@ mod tests {
         g.votes.insert((NodeId(1), Term(2), NodeId(2)));
         g.votes.insert((NodeId(2), Term(2), NodeId(2)));
         assert!(one_vote_per_term(&g));
-        assert!(!contested(&g));
+        assert!(!contested(&g, Term(0)));
         g.votes.insert((NodeId(3), Term(2), NodeId(3)));
-        assert!(contested(&g));
+        assert!(contested(&g, Term(1)));
+        assert!(!contested(&g, Term(2)), "only terms above the start count");
         g.votes.insert((NodeId(1), Term(2), NodeId(3)));
         assert!(!one_vote_per_term(&g));
     }
 
     #[test]
     fn a_timeout_then_deliveries_elect_node_one() {
-        let model = ElectionModel::new(Bounds::QUICK, Durability::Faithful);
+        let model = ElectionModel::new(Bounds::QUICK, Durability::Faithful).exact();
         let mut s = model.init_states().remove(0);
         s = model.next_state(&s, Action::Timeout(NodeId(1))).expect("timeout");
         // Nodes 2 and 3 refuse while the lease they hold from their startup runs.
@@ -710,5 +871,28 @@ mod tests {
         }
         assert!(s.ghost.leaders.contains(&(Term(1), NodeId(1))), "{:?}\n{:#?}", s.ghost, s.network);
         assert_eq!(s.nodes[0].durable, HardState { term: Term(1), voted_for: Some(NodeId(1)) });
+    }
+
+    #[test]
+    fn an_ignored_delivery_is_no_step_unless_exact() {
+        let model = ElectionModel::new(Bounds::QUICK, Durability::Faithful);
+        let mut s = model.init_states().remove(0);
+        // A refusal of a vote nobody asked for: n1 only counts it.
+        let stale = Envelope {
+            from: NodeId(2),
+            to: NodeId(1),
+            msg: Message::VoteResponse { term: Term(0), granted: false },
+        };
+        s.network.send(stale.clone());
+        assert_eq!(model.next_state(&s, Action::Deliver(stale.clone())), None);
+        let exact = model.clone().exact().next_state(&s, Action::Deliver(stale));
+        let exact = exact.expect("the exact model delivers it");
+        assert!(exact.network.is_empty());
+        assert_eq!((&exact.nodes, &exact.ghost), (&s.nodes, &s.ghost), "nothing else changed");
+        // A delivery that is answered is a step.
+        s = model.next_state(&s, Action::Timeout(NodeId(1))).expect("timeout");
+        let pre_vote = s.network.distinct().find(|e| e.to == NodeId(2)).cloned().expect("pre-vote");
+        let answered = model.next_state(&s, Action::Deliver(pre_vote)).expect("a step");
+        assert!(answered.network.distinct().any(|e| e.to == NodeId(1)), "n2 answers");
     }
 }

@@ -13,6 +13,7 @@
 //! number of duplicates keeps every behaviour with that many copies.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 use tenure_core::{Message, NodeId};
 
 /// A message in flight from one node to another.
@@ -45,10 +46,11 @@ impl PartialOrd for Envelope {
 }
 
 /// The envelopes in flight, as a sorted multiset (equal networks hash equally).
+/// Each envelope is shared by every state it is in flight in.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Network {
     /// Sorted; equal envelopes are adjacent.
-    in_flight: Vec<Envelope>,
+    in_flight: Vec<Arc<Envelope>>,
 }
 
 impl Network {
@@ -59,13 +61,13 @@ impl Network {
 
     /// Puts an envelope in flight.
     pub fn send(&mut self, env: Envelope) {
-        let at = self.in_flight.partition_point(|e| *e <= env);
-        self.in_flight.insert(at, env);
+        let at = self.in_flight.partition_point(|e| **e <= env);
+        self.in_flight.insert(at, Arc::new(env));
     }
 
     /// Removes one copy of `env`; false if none was in flight.
     pub fn take(&mut self, env: &Envelope) -> bool {
-        match self.in_flight.binary_search(env) {
+        match self.in_flight.binary_search_by(|e| e.as_ref().cmp(env)) {
             Ok(at) => {
                 self.in_flight.remove(at);
                 true
@@ -80,7 +82,7 @@ impl Network {
             .iter()
             .enumerate()
             .filter(|&(i, e)| i == 0 || self.in_flight[i - 1] != *e)
-            .map(|(_, e)| e)
+            .map(|(_, e)| e.as_ref())
     }
 
     /// How many envelopes are in flight, copies included.

@@ -79,9 +79,9 @@ impl FakePeer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
     common::init_logs();
-    // One real node (1) and two hand-driven peers (2, 3). The peers never
-    // answer the node's pre-votes, so it never becomes a candidate itself.
-    let timeout = Duration::from_millis(400);
+    // One real node (1) and two hand-driven peers (2, 3) that answer no
+    // pre-vote: the real node polls on its own but never raises its term.
+    let timeout = Duration::from_millis(500);
     let (mut configs, mut listeners, _dir) =
         Cluster::configure(3, Duration::from_millis(100), timeout);
     let fake3 = FakePeer {
@@ -97,9 +97,9 @@ async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
     let cfg = configs.remove(0);
     let node = start_with_listener(cfg.clone(), listeners.pop().unwrap()).await.unwrap();
 
-    // A started node refuses every candidate for an election timeout (the
-    // lease it may have granted before it stopped): wait that out.
-    tokio::time::sleep(timeout + Duration::from_millis(100)).await;
+    // A freshly started node refuses every candidate for an election timeout
+    // (the lease it may have granted before a crash): ask after it.
+    tokio::time::sleep(timeout + Duration::from_millis(200)).await;
     let mut to_node = fake2.dial(&cfg).await;
     to_node
         .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
@@ -119,9 +119,9 @@ async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
         .unwrap();
     let s = node.handle().status();
     assert_eq!((s.term, s.voted_for), (Term(7), Some(NodeId(2))));
-    // ...so another candidate of the same term is refused, once the restart
-    // lease is over too (before, it would be refused for the lease alone).
-    tokio::time::sleep(timeout + Duration::from_millis(100)).await;
+    // ...so, once its start-up lease ended, another candidate of the same
+    // term is refused.
+    tokio::time::sleep(timeout + Duration::from_millis(200)).await;
     let mut to_node = fake3.dial(&cfg).await;
     to_node
         .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))

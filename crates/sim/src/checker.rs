@@ -97,6 +97,8 @@ pub struct Checker {
     last_token: Option<u64>,
     /// The highest term anyone became leader in.
     max_leader_term: Term,
+    /// The highest term any node ever held, in memory or on disk.
+    highest_term: Term,
     violations: Vec<Violation>,
     violation_count: usize,
 }
@@ -112,6 +114,7 @@ impl Checker {
             live_term: vec![Term(0); n],
             last_token: None,
             max_leader_term: Term(0),
+            highest_term: Term(0),
             violations: Vec::new(),
             violation_count: 0,
         }
@@ -145,6 +148,11 @@ impl Checker {
         self.max_leader_term
     }
 
+    /// The highest term any node ever held, in memory or on disk.
+    pub fn highest_term(&self) -> Term {
+        self.highest_term
+    }
+
     fn record_vote(
         &mut self,
         now_ns: u64,
@@ -173,6 +181,7 @@ impl Checker {
             );
         }
         self.durable_term[idx] = self.durable_term[idx].max(hs.term);
+        self.highest_term = self.highest_term.max(hs.term);
         if let Some(v) = hs.voted_for {
             self.record_vote(now_ns, id, hs.term, v, "persisted");
         }
@@ -193,6 +202,7 @@ impl Checker {
             );
         }
         self.live_term[idx] = self.live_term[idx].max(term);
+        self.highest_term = self.highest_term.max(term);
     }
 
     /// Node `idx` restarted from durable term `term`; it must not be below any

@@ -2,11 +2,16 @@
 //! run, the replay command of every failure, and statistics (text or `--json`).
 
 use crate::checker::Violation;
+use crate::forger::{
+    ForgedCounts, ForgerSpec, Promise, DEFAULT_FORGED_FRAMES_PER_SECOND,
+    MAX_FORGED_FRAMES_PER_SECOND,
+};
 use crate::params::Params;
 use crate::report::Report;
-use crate::scenario::{self, Scenario, SCENARIOS};
+use crate::scenario::{self, ForgerUse, Scenario, SCENARIOS};
 use crate::stats::{Aggregate, Percentiles};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -51,6 +56,15 @@ pub struct SimArgs {
     /// ELECT/VOTE) or paxos (seed 004's Paxos with low-ball polling).
     #[arg(long, default_value = "raft")]
     pub protocol: tenure_core::ProtocolKind,
+    /// Forged frames, for `random` (off unless given) and `hostile` (all
+    /// unless given): `all`, or a comma-separated list of max-term,
+    /// rising-term, huge-echo, forged-resign, forged-transfer, forged-claim.
+    #[arg(long, value_name = "ATTACKS")]
+    pub forger: Option<ForgerSpec>,
+    /// Forged frames per second of simulated time.
+    #[arg(long, default_value_t = DEFAULT_FORGED_FRAMES_PER_SECOND,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_FORGED_FRAMES_PER_SECOND)))]
+    pub forger_rate: u32,
 }
 
 /// Subcommands of `tenure sim`.
@@ -86,10 +100,44 @@ struct JsonReport {
     failover_ms: Percentiles,
     messages_per_failover: f64,
     post_heal_flaps: u64,
+    /// What the forger did, when one ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forger: Option<ForgerReport>,
     sim_seconds: f64,
     wall_seconds: f64,
     sim_seconds_per_wall_second: f64,
     replay: Vec<String>,
+}
+
+/// The forger's part of the `--json` report.
+#[derive(Debug, Serialize)]
+struct ForgerReport {
+    attacks: String,
+    frames_per_second: u32,
+    forged_frames: u64,
+    /// Per attack: frames sent, and what the core promises under it.
+    per_attack: BTreeMap<&'static str, AttackReport>,
+}
+
+#[derive(Debug, Serialize)]
+struct AttackReport {
+    frames: u64,
+    promise: Promise,
+}
+
+impl ForgerReport {
+    fn new(spec: &ForgerSpec, counts: &ForgedCounts) -> Self {
+        ForgerReport {
+            attacks: spec.to_string(),
+            frames_per_second: spec.frames_per_second,
+            forged_frames: counts.total(),
+            per_attack: spec
+                .attacks
+                .iter()
+                .map(|&a| (a.name(), AttackReport { frames: counts.of(a), promise: a.promise() }))
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -139,6 +187,13 @@ pub fn run(args: SimArgs) -> ExitCode {
     params.sim_seconds = args.sim_seconds;
     params.trace = args.trace;
     params.protocol = args.protocol;
+    params.forger = match forger_for(&args, scenario) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let check = params.sim_config(scenario.nodes(&params));
     if let Err(e) = check.core_config(tenure_core::NodeId(1)).validate_for(args.protocol) {
         eprintln!("invalid timing: {e}");
@@ -162,6 +217,22 @@ pub fn run(args: SimArgs) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The forger a run of `scenario` gets from `args`, or why it cannot have one.
+fn forger_for(args: &SimArgs, scenario: &Scenario) -> Result<Option<ForgerSpec>, String> {
+    let spec = match (scenario.forger, &args.forger) {
+        (ForgerUse::Never, Some(_)) => {
+            return Err(format!(
+                "scenario {} runs no forger; --forger goes with random or hostile",
+                scenario.name
+            ))
+        }
+        (ForgerUse::Never, None) | (ForgerUse::Optional, None) => return Ok(None),
+        (ForgerUse::Optional | ForgerUse::Always, Some(spec)) => spec.clone(),
+        (ForgerUse::Always, None) => ForgerSpec::all(),
+    };
+    Ok(Some(ForgerSpec { frames_per_second: args.forger_rate, ..spec }))
 }
 
 /// Runs `args.seeds` runs of `scenario` from `start_seed`, printing one line per
@@ -234,6 +305,7 @@ fn run_seeds(
         failover_ms: Percentiles::of_ns(&agg.failovers_ns),
         messages_per_failover: agg.messages_per_failover(),
         post_heal_flaps: agg.post_heal_flaps,
+        forger: params.forger.as_ref().map(|spec| ForgerReport::new(spec, &agg.forged)),
         sim_seconds: sim_s,
         wall_seconds: wall_s,
         sim_seconds_per_wall_second: if wall_s > 0.0 { sim_s / wall_s } else { 0.0 },
@@ -249,6 +321,12 @@ fn replay_command(args: &SimArgs, r: &Report) -> String {
     );
     if let Some(s) = args.sim_seconds {
         cmd.push_str(&format!(" --sim-seconds {s}"));
+    }
+    if let Some(f) = &args.forger {
+        cmd.push_str(&format!(" --forger {f}"));
+    }
+    if args.forger_rate != DEFAULT_FORGED_FRAMES_PER_SECOND {
+        cmd.push_str(&format!(" --forger-rate {}", args.forger_rate));
     }
     cmd
 }
@@ -309,6 +387,20 @@ fn print_summary(o: &JsonReport) {
         );
     }
     println!("stable leaderships lost after healing, within the bound: {}", o.post_heal_flaps);
+    if let Some(f) = &o.forger {
+        let per: Vec<String> = f
+            .per_attack
+            .iter()
+            .map(|(name, a)| format!("{name} {} ({})", a.frames, a.promise.describe()))
+            .collect();
+        println!(
+            "forger ({}, at most {} frames/s): {} forged frames: {}",
+            f.attacks,
+            f.frames_per_second,
+            f.forged_frames,
+            per.join(", ")
+        );
+    }
     println!(
         "{:.0} simulated seconds in {:.2} wall seconds: {:.0} simulated seconds per wall second",
         o.sim_seconds, o.wall_seconds, o.sim_seconds_per_wall_second
@@ -355,6 +447,51 @@ mod tests {
         }
         assert!(json["failover_ms"]["p99"].as_f64().is_some_and(|p| p > 0.0));
         assert!(json["violations"]["details"].is_array());
+    }
+
+    #[test]
+    fn the_forger_goes_with_random_and_hostile_only() {
+        let find = |a: &SimArgs| scenario::find(&a.scenario).expect("exists");
+        let a = args("--scenario random");
+        assert_eq!(forger_for(&a, find(&a)), Ok(None), "off by default");
+        let a = args("--scenario hostile");
+        assert_eq!(forger_for(&a, find(&a)), Ok(Some(ForgerSpec::all())), "hostile: every attack");
+        let a = args("--scenario random --forger huge-echo,max-term --forger-rate 20");
+        let spec = forger_for(&a, find(&a)).expect("accepted").expect("a forger");
+        assert_eq!(spec.to_string(), "max-term,huge-echo");
+        assert_eq!(spec.frames_per_second, 20);
+        let a = args("--scenario leader-crash --forger all");
+        assert!(forger_for(&a, find(&a)).unwrap_err().contains("random or hostile"));
+        let bad = Cli::try_parse_from(["sim", "--forger", "max-term,typo"]).err().expect("refused");
+        assert!(bad.to_string().contains("typo"), "{bad}");
+        let fast = Cli::try_parse_from(["sim", "--forger", "all", "--forger-rate", "201"]);
+        assert!(fast.is_err(), "at most MAX_FORGED_FRAMES_PER_SECOND");
+    }
+
+    #[test]
+    fn hostile_runs_report_the_forger_and_replay_it() {
+        let a = args(
+            "--seeds 2 --start-seed 3 --scenario hostile --forger forged-resign --sim-seconds 3",
+        );
+        let scenario = scenario::find(&a.scenario).expect("exists");
+        let mut params = Params::new(3);
+        params.sim_seconds = a.sim_seconds;
+        params.forger = forger_for(&a, scenario).expect("accepted");
+        let out = run_seeds(&a, scenario, &mut params, 3);
+        let json: serde_json::Value = serde_json::to_value(&out).expect("serializable");
+        assert_eq!(json["forger"]["attacks"], "forged-resign");
+        assert!(json["forger"]["forged_frames"].as_u64().is_some_and(|n| n > 0));
+        assert_eq!(json["forger"]["per_attack"]["forged-resign"]["promise"], "refused");
+        let r = scenario.run(&params);
+        assert!(replay_command(&a, &r).ends_with(
+            "--scenario hostile --heartbeat-ms 100 \
+             --election-timeout-ms 1000 --sim-seconds 3 --forger forged-resign"
+        ));
+        // Without a forger the report has no forger field (outputs unchanged).
+        let a = args("--seeds 1 --start-seed 3 --scenario random --json");
+        let out = run_seeds(&a, scenario::find("random").expect("exists"), &mut Params::new(3), 3);
+        let json: serde_json::Value = serde_json::to_value(&out).expect("serializable");
+        assert!(json.get("forger").is_none());
     }
 
     #[test]

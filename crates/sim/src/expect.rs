@@ -1,9 +1,11 @@
 //! The expected outcomes of a scenario: each expectation that does not hold
 //! is recorded with what was seen, and ends up in the run's [`Report`].
 
+use crate::forger::FORGED_TERM_FLOOR;
 use crate::report::Report;
 use crate::runner::Sim;
 use std::time::Duration;
+use tenure_core::Term;
 
 /// Collects failed expectations.
 #[derive(Debug, Default)]
@@ -22,6 +24,16 @@ impl Expect {
     /// Records a failure.
     pub fn fail(&mut self, what: String) {
         self.failures.push(what);
+    }
+
+    /// The failures recorded so far.
+    pub fn failures(&self) -> &[String] {
+        &self.failures
+    }
+
+    /// Records the failures of `other`, each prefixed with `context`.
+    pub fn absorb(&mut self, other: Expect, context: &str) {
+        self.failures.extend(other.failures.into_iter().map(|f| format!("{context}: {f}")));
     }
 
     /// Runs `sim` until a stable leader appears, for at most `bound`, and
@@ -44,6 +56,19 @@ impl Expect {
         self.stable_leader(sim, bound, "of a cold start").map(|(l, _)| l)
     }
 
+    /// Expects that no node ever held a term at or above
+    /// [`FORGED_TERM_FLOOR`]: only a forger's max-term frames carry such
+    /// terms, and the core must refuse them.
+    pub fn no_forged_term(&mut self, sim: &Sim) {
+        let highest = sim.checker.highest_term();
+        self.that(highest.0 < FORGED_TERM_FLOOR, || {
+            format!(
+                "a node reached the forged term {highest:?} (max-term frames must never move a term); terms now {:?}",
+                (0..sim.len()).map(|i| sim.term_of(i).0).collect::<Vec<_>>()
+            )
+        });
+    }
+
     /// Builds the report of a finished run.
     pub fn report(self, scenario: &'static str, mut sim: Sim) -> Report {
         let stats = sim.finish();
@@ -58,6 +83,50 @@ impl Expect {
             violation_count: sim.checker.violation_count(),
             stats,
         }
+    }
+}
+
+/// A leader's standing at one moment: its term, the election rounds started
+/// and the leaders elected so far. A leader that keeps its office leaves all
+/// of them as they are.
+pub struct Standing {
+    leader: usize,
+    term: Term,
+    elections: u64,
+    log_len: usize,
+}
+
+impl Standing {
+    /// The standing of `leader` now.
+    pub fn of(sim: &Sim, leader: usize) -> Self {
+        Standing {
+            leader,
+            term: sim.term_of(leader),
+            elections: sim.elections_started(),
+            log_len: sim.leader_log.len(),
+        }
+    }
+
+    /// Expects the leader to still lead, in its term, with no election since
+    /// and no term above its own anywhere.
+    pub fn expect_unchanged(&self, sim: &Sim, e: &mut Expect) {
+        let Standing { leader, term, elections, log_len } = *self;
+        e.that(sim.stable_leader() == Some(leader), || {
+            format!(
+                "expected n{} to remain the stable leader, found {:?}",
+                leader + 1,
+                sim.stable_leader().map(|l| l + 1)
+            )
+        });
+        e.that(sim.max_term() == term, || {
+            format!("terms inflated from {term:?} to {:?}", sim.max_term())
+        });
+        e.that(sim.elections_started() == elections, || {
+            format!("{} election rounds started", sim.elections_started() - elections)
+        });
+        e.that(sim.leader_log.len() == log_len, || {
+            format!("new leaders elected: {:?}", &sim.leader_log[log_len..])
+        });
     }
 }
 

@@ -107,6 +107,12 @@ impl Host {
         self.last_local
     }
 
+    /// The local time at global `now_ns`, as [`Host::local_now`] would read
+    /// it, without recording the reading.
+    pub fn local_at(&self, now_ns: u64) -> Instant {
+        self.last_local.max(self.clock.local(now_ns))
+    }
+
     /// The elector, unless crashed.
     pub fn elector(&self) -> Option<&dyn Protocol> {
         self.elector.as_deref()
@@ -124,7 +130,7 @@ impl Host {
 
     /// True if running and leading at global time `now_ns` by its own clock.
     pub fn is_leader_at(&self, now_ns: u64) -> bool {
-        let local = self.last_local.max(self.clock.local(now_ns));
+        let local = self.local_at(now_ns);
         self.elector.as_ref().is_some_and(|e| e.is_leader(local))
     }
 

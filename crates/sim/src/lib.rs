@@ -8,6 +8,9 @@
 //! * [`runner::Sim`]: the event loop and the scripted faults;
 //! * [`scenario`]: named scenarios with asserted outcomes; [`vopr`]: the
 //!   random (VOPR-style) run;
+//! * [`forger`]: a stranger that forges frames as other voters (the fault
+//!   of a malicious or buggy peer); [`hostile`]: the scenario built on it,
+//!   and what each attack must show;
 //! * [`params`], [`expect`], [`report`]: a run's inputs, its expected
 //!   outcomes, and what it found;
 //! * [`checker`]: the safety and liveness properties;
@@ -21,7 +24,9 @@ pub mod cli;
 pub mod clock;
 pub mod compare;
 pub mod expect;
+pub mod forger;
 pub mod host;
+pub mod hostile;
 pub mod network;
 pub mod params;
 pub mod report;

@@ -1,5 +1,6 @@
 //! The inputs of one scenario run: seed, cluster size, timings, protocol.
 
+use crate::forger::ForgerSpec;
 use crate::runner::SimConfig;
 use std::time::Duration;
 use tenure_core::ProtocolKind;
@@ -21,6 +22,9 @@ pub struct Params {
     pub trace: bool,
     /// The election protocol under test.
     pub protocol: ProtocolKind,
+    /// The forger, for scenarios that take one (`random`: off unless set;
+    /// `hostile`: every attack unless set).
+    pub forger: Option<ForgerSpec>,
 }
 
 impl Params {
@@ -34,6 +38,7 @@ impl Params {
             sim_seconds: None,
             trace: false,
             protocol: ProtocolKind::Raft,
+            forger: None,
         }
     }
 

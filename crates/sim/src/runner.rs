@@ -8,6 +8,7 @@
 use crate::bounds::{self, BoundInputs};
 use crate::checker::{Check, Checker};
 use crate::clock::NodeClock;
+use crate::forger::{Forger, ForgerSpec, NodeView};
 use crate::host::{Host, MAX_PAUSED_INBOX};
 use crate::network::{LinkParams, Network, NS_PER_MS};
 use crate::stats::RunStats;
@@ -79,8 +80,29 @@ impl SimConfig {
 
 #[derive(Debug)]
 enum SimEvent {
-    Deliver { from: usize, to: usize, msg: Message, sent_ns: u64, departs_ns: u64 },
-    Timer { node: usize, gen: u64 },
+    Deliver {
+        from: usize,
+        to: usize,
+        msg: Message,
+        sent_ns: u64,
+        departs_ns: u64,
+    },
+    Timer {
+        node: usize,
+        gen: u64,
+    },
+    /// The forger's next burst (stale unless `gen` is the forger's current one).
+    ForgerBurst {
+        gen: u64,
+    },
+    /// A forged frame: `msg` for node index `to`, claiming to come from
+    /// `from` (a bystander, see [`crate::forger::Frame::from_bystander`]).
+    Forged {
+        to: usize,
+        from: NodeId,
+        msg: Message,
+        from_bystander: bool,
+    },
 }
 
 struct Scheduled {
@@ -169,6 +191,14 @@ pub struct Sim {
     /// Heartbeats sent, when enabled.
     pub heartbeat_log: Option<Vec<HeartbeatRecord>>,
     timer_refire: (u64, usize, u32),
+    /// The forger, once started (kept after it stops, for its counts).
+    forger: Option<Forger>,
+    /// Bumped when the forger starts or stops: older bursts are stale.
+    forger_gen: u64,
+    /// Set once a frame may have been forged: from then on a core that
+    /// panics on an input is a crashed node and a violation, not the end
+    /// of the run.
+    frames_forged: bool,
 }
 
 impl Sim {
@@ -207,6 +237,9 @@ impl Sim {
             leader_log: Vec::new(),
             heartbeat_log: None,
             timer_refire: (u64::MAX, 0, 0),
+            forger: None,
+            forger_gen: 0,
+            frames_forged: false,
         };
         sim.checker = Checker::new(seed, sim.hosts.len());
         for i in 0..sim.hosts.len() {
@@ -341,6 +374,14 @@ impl Sim {
                 }
                 self.input(node, Input::Timer);
             }
+            SimEvent::ForgerBurst { gen } => {
+                if gen == self.forger_gen {
+                    self.forger_burst();
+                }
+            }
+            SimEvent::Forged { to, from, msg, from_bystander } => {
+                self.deliver_forged(to, from, msg, from_bystander)
+            }
         }
     }
 
@@ -362,9 +403,18 @@ impl Sim {
             eprintln!("{:>12.3} {id:?} local {local:?} <- {what}", now as f64 / 1e6);
         }
         let el = self.hosts[i].elector_mut().expect("running");
-        match input {
-            Input::Message(from, msg) => el.handle_message(local, from, msg),
-            Input::Timer => el.handle_timeout(local),
+        if !self.frames_forged {
+            match input {
+                Input::Message(from, msg) => el.handle_message(local, from, msg),
+                Input::Timer => el.handle_timeout(local),
+            }
+        } else if let Err(why) = handle_catching_panics(el, local, input) {
+            // A core that panics on a peer's frame is a crashed node; the
+            // checkers judge the rest.
+            let what = format!("{id:?} panicked on {why}");
+            self.checker.fail(now, Check::CoreInvariant, what);
+            self.crash(i);
+            return;
         }
         self.drain(i);
     }
@@ -448,6 +498,9 @@ impl Sim {
 
     fn send(&mut self, from: usize, to: NodeId, msg: Message, departs_ns: u64) {
         self.stats.messages_sent += 1;
+        if let Some(f) = self.forger.as_mut() {
+            f.sniff(from, &msg);
+        }
         let from_id = self.hosts[from].id;
         if let Some(term) = msg.vote_grant() {
             self.checker.on_vote_granted(self.now, from_id, term, to);
@@ -520,6 +573,143 @@ impl Sim {
         }
     }
 
+    // ---- The forger ----
+
+    /// Starts a forger of `spec` (see [`crate::forger`]): from now on, at
+    /// random times, it delivers frames to the nodes as if other voters had
+    /// sent them. Restarting it keeps its counts.
+    pub fn start_forger(&mut self, spec: &ForgerSpec) {
+        self.trace_fault(&format!("forger starts: {spec}"));
+        let (protocol, n, seed) = (self.cfg.protocol, self.hosts.len(), self.seed);
+        let et = self.cfg.election_timeout;
+        let forger =
+            self.forger.get_or_insert_with(|| Forger::new(spec.clone(), protocol, n, et, seed));
+        let first = forger.first_delay_ns();
+        self.frames_forged = true;
+        self.forger_gen += 1;
+        let gen = self.forger_gen;
+        self.schedule(self.now + first, SimEvent::ForgerBurst { gen });
+    }
+
+    /// Stops the forger: no frame is forged after now (frames already on
+    /// their way, at most a few milliseconds, still arrive).
+    pub fn stop_forger(&mut self) {
+        if self.forger.is_some() {
+            self.trace_fault("forger stops");
+        }
+        self.forger_gen += 1;
+    }
+
+    /// Delivers one forged frame to node index `to` a millisecond from now,
+    /// as if voter `from` had sent it (for scripted attacks; see
+    /// [`crate::forger`] for the random ones). Like the forger's, it reaches
+    /// `to` whatever the partitions; and it turns on the same handling of a
+    /// core that panics.
+    pub fn forge(&mut self, to: usize, from: NodeId, msg: Message) {
+        self.trace_fault(&format!("forge as {from:?} to n{}: {msg:?}", to + 1));
+        self.frames_forged = true;
+        let event = SimEvent::Forged { to, from, msg, from_bystander: false };
+        self.schedule(self.now + NS_PER_MS, event);
+    }
+
+    /// The forger, if one was started.
+    pub fn forger(&self) -> Option<&Forger> {
+        self.forger.as_ref()
+    }
+
+    /// What the forger sees of every node now.
+    fn forger_view(&self) -> Vec<NodeView> {
+        let now = self.now;
+        self.hosts
+            .iter()
+            .map(|h| {
+                let local_now = h.local_at(now);
+                match h.elector() {
+                    Some(e) => {
+                        let st = e.status();
+                        NodeView {
+                            id: h.id,
+                            up: true,
+                            term: st.term,
+                            role: st.role,
+                            leader: st.leader,
+                            lsn: st.lsn,
+                            local_now,
+                        }
+                    }
+                    None => NodeView {
+                        id: h.id,
+                        up: false,
+                        term: h.durable.term,
+                        role: Role::Follower,
+                        leader: None,
+                        lsn: None,
+                        local_now,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    fn forger_burst(&mut self) {
+        let view = self.forger_view();
+        let Some(forger) = self.forger.as_mut() else { return };
+        let (frames, gap) = forger.burst(self.now, &view);
+        for f in frames {
+            if self.cfg.trace {
+                eprintln!(
+                    "{:>12.3} FORGED as {:?} to n{}: {:?}",
+                    self.now as f64 / 1e6,
+                    f.from,
+                    f.to + 1,
+                    f.msg
+                );
+            }
+            let event = SimEvent::Forged {
+                to: f.to,
+                from: f.from,
+                msg: f.msg,
+                from_bystander: f.from_bystander,
+            };
+            self.schedule(self.now + f.delay_ns, event);
+        }
+        let gen = self.forger_gen;
+        self.schedule(self.now + gap, SimEvent::ForgerBurst { gen });
+    }
+
+    /// The forger reaches every node directly, whatever the partitions
+    /// between nodes; a crashed node loses the frame, a paused one queues it.
+    /// A frame for a bystander that has meanwhile become the destination's
+    /// leader (or leads) is withheld, and so is one for a paused node (by
+    /// the time it resumes, the bystander may lead).
+    fn deliver_forged(&mut self, to: usize, from: NodeId, msg: Message, from_bystander: bool) {
+        if from_bystander && (self.hosts[to].paused || self.speaks_for_a_leader(to, from)) {
+            return;
+        }
+        let host = &mut self.hosts[to];
+        if !host.is_up() {
+            return;
+        }
+        if host.paused {
+            if host.inbox.len() < MAX_PAUSED_INBOX {
+                host.inbox.push_back((from, msg));
+            }
+            return;
+        }
+        self.input(to, Input::Message(from, msg));
+    }
+
+    /// Whether `from` is in the leader role or is the leader node index
+    /// `to` knows.
+    fn speaks_for_a_leader(&self, to: usize, from: NodeId) -> bool {
+        let leads = self
+            .index_of(from)
+            .and_then(|i| self.hosts[i].elector())
+            .is_some_and(|e| e.status().role == Role::Leader);
+        let followed = self.hosts[to].elector().is_some_and(|e| e.status().leader == Some(from));
+        leads || followed
+    }
+
     // ---- Observation ----
 
     /// Indices of running nodes that lead now by their own clocks.
@@ -590,6 +780,9 @@ impl Sim {
     /// Finishes the run: fills in the counters-based statistics.
     pub fn finish(&mut self) -> RunStats {
         self.stats.elections = self.elections_started();
+        if let Some(f) = &self.forger {
+            self.stats.forged = f.sent.clone();
+        }
         self.stats.sim_ns = self.now;
         self.stats.clone()
     }
@@ -687,6 +880,10 @@ impl Sim {
         self.hosts[i].paused = false;
         let inbox = std::mem::take(&mut self.hosts[i].inbox);
         for (from, msg) in inbox {
+            if !self.hosts[i].is_up() {
+                // Its core panicked on an earlier one (see `input`).
+                break;
+            }
             self.input(i, Input::Message(from, msg));
         }
         self.rearm(i);
@@ -798,6 +995,27 @@ impl Sim {
             self.resume(i);
         }
     }
+}
+
+/// Hands `input` to `el`, turning a panic into an error that says what the
+/// input was and why the core panicked.
+fn handle_catching_panics(el: &mut dyn Protocol, now: Instant, input: Input) -> Result<(), String> {
+    let what = match &input {
+        Input::Message(from, m) => format!("{m:?} from {from:?}"),
+        Input::Timer => "its timer".to_string(),
+    };
+    let run = std::panic::AssertUnwindSafe(|| match input {
+        Input::Message(from, msg) => el.handle_message(now, from, msg),
+        Input::Timer => el.handle_timeout(now),
+    });
+    std::panic::catch_unwind(run).map_err(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        format!("{what}: {why}")
+    })
 }
 
 /// A duration in nanoseconds, saturating.

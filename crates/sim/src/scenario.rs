@@ -7,6 +7,7 @@
 //! are re-exported here for callers that name them through this module.
 
 pub use crate::expect::Expect;
+use crate::expect::Standing;
 pub use crate::params::Params;
 pub use crate::report::Report;
 
@@ -15,7 +16,7 @@ use crate::runner::{dur_ns, Sim};
 use crate::vopr;
 use rand::Rng;
 use std::time::Duration;
-use tenure_core::{ProtocolKind, Term};
+use tenure_core::ProtocolKind;
 
 /// A named scenario.
 #[derive(Clone, Copy, Debug)]
@@ -29,7 +30,22 @@ pub struct Scenario {
     /// Protocols that do not promise the stated outcome, each with the reason.
     /// Checker violations fail every protocol; only the stated outcome is waived.
     pub not_promised: &'static [(ProtocolKind, &'static str)],
+    /// Whether the scenario runs a forger ([`crate::forger`]).
+    pub forger: ForgerUse,
     run: fn(&Params) -> Report,
+}
+
+/// Whether a scenario runs a forger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForgerUse {
+    /// Never: the scenario states outcomes of benign faults only.
+    Never,
+    /// When [`Params::forger`] is set (`random`).
+    Optional,
+    /// Always, every attack unless [`Params::forger`] names some
+    /// (`hostile`). `tenure sim compare`, which measures the protocols
+    /// under benign faults, leaves these out.
+    Always,
 }
 
 impl Scenario {
@@ -62,6 +78,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "seed 000: 4 nodes, isolate follower B for 5 election timeouts, heal: same leader, no term change",
         fixed_nodes: Some(4),
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: non_sticky_leader,
     },
     Scenario {
@@ -69,6 +86,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "seed 000: 4 nodes, cut only the link leader A <-> follower B: no leader change, no term inflation",
         fixed_nodes: Some(4),
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: leader_ping_pong,
     },
     Scenario {
@@ -76,6 +94,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "seed 004: 3 nodes, cut the link leader <-> one follower: no leader change",
         fixed_nodes: Some(3),
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: one_link_failure,
     },
     Scenario {
@@ -83,6 +102,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "crash the leader: exactly one new leader, one election round, within the failover bound",
         fixed_nodes: None,
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: leader_crash,
     },
     Scenario {
@@ -90,6 +110,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "freeze the leader past the election timeout, resume: it steps down before acting; no overlap",
         fixed_nodes: None,
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: leader_pause,
     },
     Scenario {
@@ -97,6 +118,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "all nodes start together: the first term elects a stable leader within the bound; no split vote",
         fixed_nodes: None,
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: cold_start,
     },
     Scenario {
@@ -104,6 +126,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "restart each node in turn, waiting for a leader between: only leader restarts change the leader",
         fixed_nodes: None,
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: rolling_restart,
     },
     Scenario {
@@ -111,6 +134,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "cut the leader and one follower off: the majority elects within the bound; after healing it stays",
         fixed_nodes: None,
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: minority_partition,
     },
     Scenario {
@@ -118,6 +142,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "20% loss, 5% duplication, 10% reordering on every link: no violation, at most one leader change",
         fixed_nodes: None,
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: flaky_network,
     },
     Scenario {
@@ -125,6 +150,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "a follower, then the leader, can send but not receive: the follower changes nothing; the leader is replaced",
         fixed_nodes: None,
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: asymmetric_partition,
     },
     Scenario {
@@ -132,6 +158,7 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "the leader loses two followers; a third that backs it crashes and restarts at once: no overlap",
         fixed_nodes: Some(5),
         not_promised: &[],
+        forger: ForgerUse::Never,
         run: restart_amnesia,
     },
     Scenario {
@@ -142,6 +169,7 @@ pub const SCENARIOS: &[Scenario] = &[
             ProtocolKind::Ranked,
             "every elector votes at the same moment, so the majority's votes are usually in flight before the scenario sees a candidate, and the candidate wins before it can be paused; that a resumed candidate never takes office on stale votes is still checked (core test paused_candidate_does_not_take_office_on_late_votes)",
         )],
+        forger: ForgerUse::Never,
         run: candidate_pause,
     },
     Scenario {
@@ -149,7 +177,16 @@ pub const SCENARIOS: &[Scenario] = &[
         description: "VOPR: random faults (crash, pause, partitions, loss, drift, storage), then heal and require a stable leader",
         fixed_nodes: None,
         not_promised: &[],
+        forger: ForgerUse::Optional,
         run: vopr::run,
+    },
+    Scenario {
+        name: "hostile",
+        description: "a forger sends frames as other voters (--forger: all or some attacks), faults at the leader; then it stops: checkers green, a stable leader within the bound, no forged term",
+        fixed_nodes: None,
+        not_promised: &[],
+        forger: ForgerUse::Always,
+        run: crate::hostile::run,
     },
 ];
 
@@ -175,49 +212,6 @@ fn from_first_leader(
 /// A follower of `leader`: the first other node.
 fn follower_of(sim: &Sim, leader: usize) -> usize {
     (0..sim.len()).find(|&i| i != leader).expect("clusters here have at least two nodes")
-}
-
-/// A leader's standing at one moment: its term, the election rounds started
-/// and the leaders elected so far. A leader that keeps its office leaves all
-/// of them as they are.
-struct Standing {
-    leader: usize,
-    term: Term,
-    elections: u64,
-    log_len: usize,
-}
-
-impl Standing {
-    fn of(sim: &Sim, leader: usize) -> Self {
-        Standing {
-            leader,
-            term: sim.term_of(leader),
-            elections: sim.elections_started(),
-            log_len: sim.leader_log.len(),
-        }
-    }
-
-    /// Expects the leader to still lead, in its term, with no election since
-    /// and no term above its own anywhere.
-    fn expect_unchanged(&self, sim: &Sim, e: &mut Expect) {
-        let Standing { leader, term, elections, log_len } = *self;
-        e.that(sim.stable_leader() == Some(leader), || {
-            format!(
-                "expected n{} to remain the stable leader, found {:?}",
-                leader + 1,
-                sim.stable_leader().map(|l| l + 1)
-            )
-        });
-        e.that(sim.max_term() == term, || {
-            format!("terms inflated from {term:?} to {:?}", sim.max_term())
-        });
-        e.that(sim.elections_started() == elections, || {
-            format!("{} election rounds started", sim.elections_started() - elections)
-        });
-        e.that(sim.leader_log.len() == log_len, || {
-            format!("new leaders elected: {:?}", &sim.leader_log[log_len..])
-        });
-    }
 }
 
 /// After a fault that cut off the nodes in `old`: expects a stable leader

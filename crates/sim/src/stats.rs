@@ -1,5 +1,6 @@
 //! Per-run statistics and their aggregate over many runs (the `--json` report).
 
+use crate::forger::ForgedCounts;
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -26,6 +27,8 @@ pub struct RunStats {
     pub failover_elections: Vec<u64>,
     /// Stable leaderships that fell apart after healing, before the liveness bound.
     pub post_heal_flaps: u64,
+    /// Frames the forger sent, per attack (all zero without a forger).
+    pub forged: ForgedCounts,
 }
 
 impl RunStats {
@@ -87,6 +90,8 @@ pub struct Aggregate {
     pub failover_elections: Vec<u64>,
     /// Post-heal flaps summed over runs.
     pub post_heal_flaps: u64,
+    /// Forged frames summed over runs.
+    pub forged: ForgedCounts,
 }
 
 impl Aggregate {
@@ -102,6 +107,7 @@ impl Aggregate {
         self.failover_messages.extend_from_slice(&s.failover_messages);
         self.failover_elections.extend_from_slice(&s.failover_elections);
         self.post_heal_flaps += s.post_heal_flaps;
+        self.forged.add(&s.forged);
     }
 
     /// Mean election rounds per failover (0 without failovers).

@@ -12,6 +12,11 @@
 //! crashed again, so only a majority is healed. The cluster must then show a
 //! stable leader within [`Sim::liveness_bound`] and keep it (same node, same
 //! term, nobody else elected) for [`Sim::stability_window`].
+//!
+//! With a forger ([`Params::forger`], `--forger`), forged frames arrive
+//! throughout the fault phase too (see [`crate::forger`] and
+//! [`crate::hostile`] for what each attack must show); the forger stops when
+//! the faults heal, so the liveness requirement is unchanged.
 
 use crate::checker::Check;
 use crate::expect::Expect;
@@ -61,8 +66,17 @@ pub fn run(p: &Params) -> Report {
     e.first_leader(&mut sim);
     let end =
         sim.now_ns() + dur_ns(Duration::from_secs(p.sim_seconds.unwrap_or(DEFAULT_SAFETY_SECONDS)));
+    if let Some(spec) = &p.forger {
+        sim.start_forger(spec);
+    }
     safety_phase(&mut sim, p, end);
+    if p.forger.is_some() {
+        sim.stop_forger();
+    }
     liveness_phase(&mut sim);
+    if p.forger.is_some() {
+        e.no_forged_term(&sim);
+    }
     e.report("random", sim)
 }
 
@@ -248,7 +262,7 @@ fn random_link(sim: &mut Sim, p: &Params) -> LinkParams {
 /// stable, nobody else elected — for the stability window. A leadership that
 /// falls apart before the bound has passed is tolerated (and counted in
 /// `post_heal_flaps`); one that falls apart later is a violation.
-fn liveness_phase(sim: &mut Sim) {
+pub(crate) fn liveness_phase(sim: &mut Sim) {
     sim.heal_all();
     if sim.rng().gen_bool(HEAL_MAJORITY_ONLY) {
         // Heal only a majority: a random minority stays down.

@@ -1,11 +1,12 @@
 //! `tenure status`, `tenure watch` and `tenure transfer`: CLI clients of the HTTP API.
 
 use crate::api::{LeadershipBody, StatusBody, TransferBody};
-use crate::rest::{parse_endpoints, Client};
+use crate::rest::{parse_endpoints, AuthRefused, Client, ClientOptions};
+use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
@@ -35,6 +36,8 @@ pub struct StatusArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub auth: TokenArgs,
 }
 
 /// Flags of `tenure watch`.
@@ -50,6 +53,8 @@ pub struct WatchArgs {
     /// Exit after printing this many changes (the current state counts as one) [default: never].
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
+    #[command(flatten)]
+    pub auth: TokenArgs,
 }
 
 /// Flags of `tenure transfer`.
@@ -68,6 +73,9 @@ pub struct TransferArgs {
     /// How long to wait for the new leader to take over, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 5000)]
     pub wait_ms: u64,
+    /// The token needs role admin.
+    #[command(flatten)]
+    pub auth: TokenArgs,
 }
 
 /// One endpoint's answer, as printed by `status --json`.
@@ -79,28 +87,50 @@ struct Row {
     /// The innermost cause of `error`, short enough for the table.
     #[serde(skip)]
     cause: Option<String>,
+    /// Whether the endpoint refused the token (401/403) rather than not answering.
+    #[serde(skip)]
+    refused: bool,
 }
 
 /// Asks every endpoint for its status, concurrently.
 async fn query_all(client: &Client, endpoints: &[String]) -> Vec<Row> {
     let queries = endpoints.iter().map(|e| async move {
         match client.status(e).await {
-            Ok(s) => Row { endpoint: e.clone(), status: Some(s), error: None, cause: None },
+            Ok(s) => Row {
+                endpoint: e.clone(),
+                status: Some(s),
+                error: None,
+                cause: None,
+                refused: false,
+            },
             Err(err) => Row {
                 endpoint: e.clone(),
                 status: None,
                 error: Some(format!("{err:#}")),
                 cause: Some(err.root_cause().to_string()),
+                refused: err.downcast_ref::<AuthRefused>().is_some(),
             },
         }
     });
     futures_util::future::join_all(queries).await
 }
 
+/// The client of a command (trusting `cacert`, sending the token of `auth`)
+/// and its endpoints (https:// by default when there is a CA).
+fn connect(
+    cacert: Option<&Path>,
+    auth: &TokenArgs,
+    endpoints: &str,
+) -> anyhow::Result<(Client, Vec<String>)> {
+    let token = auth.token()?;
+    let client = Client::new(ClientOptions { cacert, token: token.as_deref() })?;
+    let endpoints = parse_endpoints(endpoints, client.https())?;
+    Ok((client, endpoints))
+}
+
 /// `tenure status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::new(args.cacert.as_deref())?;
-    let endpoints = parse_endpoints(&args.endpoints, client.https())?;
+    let (client, endpoints) = connect(args.cacert.as_deref(), &args.auth, &args.endpoints)?;
     let rows = query_all(&client, &endpoints).await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -135,8 +165,9 @@ fn table(rows: &[Row]) -> String {
                 format!("{}/{}", s.connected_peers(), s.peers.len()),
             )),
             None => out.push_str(&format!(
-                "{:<width$}  unreachable ({})\n",
+                "{:<width$}  {} ({})\n",
                 r.endpoint,
+                if r.refused { "refused" } else { "unreachable" },
                 r.cause.as_deref().unwrap_or("")
             )),
         }
@@ -151,8 +182,7 @@ pub fn timestamp() -> String {
 
 /// `tenure watch`.
 pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::new(args.cacert.as_deref())?;
-    let endpoints = parse_endpoints(&args.endpoints, client.https())?;
+    let (client, endpoints) = connect(args.cacert.as_deref(), &args.auth, &args.endpoints)?;
     let mut last: Option<(Option<u64>, u64)> = None;
     let mut printed: u64 = 0;
     let mut backoff = WATCH_BACKOFF_MIN;
@@ -187,6 +217,8 @@ pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
         }
         match followed {
             Ok(()) => eprintln!("{}  {endpoint}: stream ended; switching", timestamp()),
+            // Every node has the same tokens: the next one would refuse too.
+            Err(e) if e.downcast_ref::<AuthRefused>().is_some() => return Err(e),
             Err(e) => eprintln!("{}  {e:#}; trying the next endpoint", timestamp()),
         }
         tokio::time::sleep(backoff).await;
@@ -197,12 +229,14 @@ pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
 
 /// `tenure transfer`.
 pub async fn transfer(args: TransferArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::new(args.cacert.as_deref())?;
-    let endpoints = parse_endpoints(&args.endpoints, client.https())?;
+    let (client, endpoints) = connect(args.cacert.as_deref(), &args.auth, &args.endpoints)?;
     let rows = query_all(&client, &endpoints).await;
     let Some((leader_endpoint, leader)) = rows.iter().find_map(|r| {
         r.status.as_ref().filter(|s| s.role == "leader").map(|s| (r.endpoint.clone(), s.clone()))
     }) else {
+        if let Some(refused) = rows.iter().find(|r| r.refused) {
+            bail!("{}", refused.cause.as_deref().unwrap_or("the token was refused"));
+        }
         bail!(
             "no leader among {}; check `tenure status --endpoints {}`",
             endpoints.join(","),

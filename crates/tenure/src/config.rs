@@ -1,12 +1,14 @@
 //! `tenure server` settings: command-line flags over a TOML file over defaults.
 
 use crate::logging::LogFormat;
+use crate::tokens;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use serde::Deserialize;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tenure::http::{ApiAuth, TokenSpec};
 use tenure_core::{NodeId, ProtocolKind};
 use tenure_node::{NodeConfig, NodeConfigError, Security, TlsFiles};
 
@@ -27,8 +29,10 @@ pub const DEFAULT_DATA_ROOT: &str = "./tenure-data";
 #[derive(Args, Debug, Default)]
 #[command(after_help = "\
 With certificates from `tenure cert --out certs --nodes 1,2,3`, nodes 1, 2 and 3 form a
-local cluster with no flags but --id and their files (in three terminals):
-  tenure server --id 1 --tls-cert certs/node-1.pem --tls-key certs/node-1-key.pem --tls-ca certs/ca.pem
+local cluster with no flags but --id and their files (in three terminals; --insecure-open-api:
+a local test without API tokens, anyone on this machine may steer it):
+  tenure server --id 1 --tls-cert certs/node-1.pem --tls-key certs/node-1-key.pem \\
+    --tls-ca certs/ca.pem --insecure-open-api     # and --id 2, --id 3 with their files
 
 Config file (TOML; every key optional, unknown keys are errors):
   id = 1
@@ -46,11 +50,17 @@ Config file (TOML; every key optional, unknown keys are errors):
   tls_key = \"/etc/tenure/node-1-key.pem\"
   tls_ca = \"/etc/tenure/ca.pem\"
   # insecure_no_tls = true   # instead of the three above: no TLS (development only)
+  api_open_probes = true    # /healthz and /v1/is-leader without a token (load balancers)
+  [[api_tokens]]            # who may call the HTTP API; one block per token, after the keys above
+  name = \"ops\"
+  role = \"admin\"            # admin: transfer (and all of read); read: status, leader, watch, metrics
+  token_file = \"/etc/tenure/ops.token\"  # the secret, chmod 600; or token_sha256 = \"<hex>\"
 
-TLS: peer connections use mutual TLS and the HTTP API serves HTTPS, both with --tls-cert,
---tls-key and --tls-ca. `tenure cert --out certs --nodes 1,2,3` makes a CA and the node
-certificates. Without them the server refuses to start, unless --insecure-no-tls.
-
+Security: peer connections use mutual TLS and the HTTP API serves HTTPS, both with --tls-cert,
+--tls-key and --tls-ca; `tenure cert --out certs --nodes 1,2,3` makes a CA and the node
+certificates. API callers send a bearer token of api_tokens. Without the certificates the
+server refuses to start (unless --insecure-no-tls), and without api_tokens too (unless
+--insecure-open-api).
 Logs go to standard error; RUST_LOG (e.g. RUST_LOG=debug) changes the level.")]
 pub struct ServerArgs {
     /// TOML file with the settings below (flags override it).
@@ -111,6 +121,10 @@ pub struct ServerArgs {
     /// For development on one machine only.
     #[arg(long)]
     pub insecure_no_tls: bool,
+    /// Serve the HTTP API without tokens: anyone who reaches it may transfer leadership.
+    /// For a local test cluster only; otherwise configure api_tokens in the config file.
+    #[arg(long)]
+    pub insecure_open_api: bool,
 }
 
 /// The config file's contents; every key optional.
@@ -132,6 +146,9 @@ struct FileConfig {
     tls_key: Option<PathBuf>,
     tls_ca: Option<PathBuf>,
     insecure_no_tls: Option<bool>,
+    api_tokens: Option<Vec<TokenSpec>>,
+    api_open_probes: Option<bool>,
+    insecure_open_api: Option<bool>,
 }
 
 /// Everything `tenure server` needs, resolved and checked.
@@ -143,6 +160,8 @@ pub struct ServerSettings {
     pub http: SocketAddr,
     /// Log output format.
     pub log_format: LogFormat,
+    /// Who may call the HTTP API.
+    pub api: ApiAuth,
 }
 
 impl ServerArgs {
@@ -187,7 +206,13 @@ impl ServerArgs {
         };
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
-        Ok(ServerSettings { node, http, log_format })
+        let api = tokens::server_auth(
+            file.api_tokens.as_deref(),
+            self.config.as_deref().and_then(Path::parent).unwrap_or(Path::new(".")),
+            file.api_open_probes,
+            self.insecure_open_api || file.insecure_open_api.unwrap_or(false),
+        )?;
+        Ok(ServerSettings { node, http, log_format, api })
     }
 
     /// This node's id, from `--id` or the file.
@@ -382,7 +407,12 @@ mod tests {
     use std::io::Write;
 
     fn args(id: u64) -> ServerArgs {
-        ServerArgs { id: Some(id), insecure_no_tls: true, ..ServerArgs::default() }
+        ServerArgs {
+            id: Some(id),
+            insecure_no_tls: true,
+            insecure_open_api: true,
+            ..ServerArgs::default()
+        }
     }
 
     #[test]
@@ -449,7 +479,7 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         writeln!(
             f,
-            "id = 2\ncluster_id = \"prod\"\npeers = [\"1=127.0.0.1:9001\", \"2=127.0.0.1:9002\", \"3=127.0.0.1:9003\"]\nheartbeat_ms = 50\nelection_timeout_ms = 500\nlog_format = \"json\"\nhttp = \"127.0.0.1:9102\"\ninsecure_no_tls = true"
+            "id = 2\ncluster_id = \"prod\"\npeers = [\"1=127.0.0.1:9001\", \"2=127.0.0.1:9002\", \"3=127.0.0.1:9003\"]\nheartbeat_ms = 50\nelection_timeout_ms = 500\nlog_format = \"json\"\nhttp = \"127.0.0.1:9102\"\ninsecure_no_tls = true\ninsecure_open_api = true"
         )
         .unwrap();
         let mut a = ServerArgs { config: Some(f.path().to_path_buf()), ..ServerArgs::default() };
@@ -469,7 +499,7 @@ mod tests {
 
     #[test]
     fn tls_needs_three_files_or_an_explicit_opt_out() {
-        let mut a = ServerArgs { id: Some(2), ..ServerArgs::default() };
+        let mut a = ServerArgs { id: Some(2), insecure_open_api: true, ..ServerArgs::default() };
         let err = refused(&a);
         assert!(err.contains("no TLS certificate") && err.contains("tenure cert"), "{err}");
         assert!(err.contains("certs/node-2.pem") && err.contains("--insecure-no-tls"), "{err}");
@@ -498,11 +528,69 @@ mod tests {
     #[test]
     fn tls_files_come_from_the_config_file_too() {
         let mut f = tempfile::NamedTempFile::new().unwrap();
-        writeln!(f, "id = 1\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\ntls_ca = \"ca.pem\"")
-            .unwrap();
+        writeln!(
+            f,
+            "id = 1\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\ntls_ca = \"ca.pem\"\ninsecure_open_api = true"
+        )
+        .unwrap();
         let a = ServerArgs { config: Some(f.path().to_path_buf()), ..ServerArgs::default() };
         let files = TlsFiles { cert: "c.pem".into(), key: "k.pem".into(), ca: "ca.pem".into() };
         assert_eq!(a.resolve().unwrap().node.security, Security::MutualTls(files));
+    }
+
+    #[test]
+    fn api_tokens_come_from_the_file_and_are_required() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("ops.token");
+        std::fs::write(&token, "0123456789abcdef0123\n").unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let config = dir.path().join("tenure.toml");
+        std::fs::write(
+            &config,
+            "id = 1\ninsecure_no_tls = true\napi_open_probes = false\n\
+             [[api_tokens]]\nname = \"ops\"\nrole = \"admin\"\ntoken_file = \"ops.token\"\n",
+        )
+        .unwrap();
+        let a = ServerArgs { config: Some(config.clone()), ..ServerArgs::default() };
+        let s = a.resolve().unwrap();
+        assert_eq!(s.api.tokens().len(), 1);
+        assert!(!s.api.probes_open());
+        assert!(!format!("{s:?}").contains("0123456789abcdef0123"), "settings show no secret");
+
+        let err =
+            refused(&ServerArgs { id: Some(1), insecure_no_tls: true, ..ServerArgs::default() });
+        assert!(
+            err.contains("no tokens configured") && err.contains("--insecure-open-api"),
+            "{err}"
+        );
+        std::fs::write(
+            &config,
+            "id = 1\ninsecure_no_tls = true\n[[api_tokens]]\nname = \"ops\"\nrole = \"root\"\n",
+        )
+        .unwrap();
+        let err = refused(&a);
+        assert!(err.contains("unknown variant `root`, expected `read` or `admin`"), "{err}");
+    }
+
+    #[test]
+    fn the_config_example_of_the_help_parses() {
+        use clap::Args;
+        let help = ServerArgs::augment_args(clap::Command::new("server"))
+            .get_after_help()
+            .expect("an after-help")
+            .to_string();
+        let example: String = help
+            .lines()
+            .skip_while(|l| !l.starts_with("Config file"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| format!("{}\n", l.trim_start()))
+            .collect();
+        let file: FileConfig =
+            toml::from_str(&example).unwrap_or_else(|e| panic!("{e}\n{example}"));
+        assert_eq!(file.api_tokens.map(|t| t.len()), Some(1), "{example}");
+        assert_eq!(file.api_open_probes, Some(true), "{example}");
     }
 
     #[test]

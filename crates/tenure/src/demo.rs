@@ -7,7 +7,7 @@
 //! when it is dropped: on success, on error, on Ctrl-C and on panic.
 
 use crate::api::{StatusBody, TransferBody};
-use crate::local_cluster::{poll, TenureCluster, TenureSettings};
+use crate::local_cluster::{poll, TenureCluster, TenureSettings, TOKEN_FILE};
 use crate::rest::Client;
 use anyhow::bail;
 use clap::Args;
@@ -256,6 +256,10 @@ impl<'a> Demo<'a> {
                 self.cluster.servers[i].peer_port,
             );
         }
+        println!(
+            "    API token (admin): TENURE_TOKEN=$(cat {})",
+            self.cluster.dir.path().join(TOKEN_FILE).display()
+        );
         Ok(())
     }
 

@@ -4,9 +4,13 @@
 //!
 //! ```no_run
 //! # async fn example(node: tenure_node::NodeConfig) -> Result<(), Box<dyn std::error::Error>> {
+//! use tenure::http::{ApiAuth, ApiToken, Role};
 //! let peers = std::net::TcpListener::bind(node.listen)?;
 //! let http = std::net::TcpListener::bind("127.0.0.1:8001")?;
-//! let config = tenure::server::ServerConfig::new(node);
+//! // Who may call the HTTP API; without tokens only /healthz and /v1/is-leader answer.
+//! let secret = tenure::http::auth::read_token_file("/etc/tenure/ops.token".as_ref())?;
+//! let api = ApiAuth::with_tokens(vec![ApiToken::new("ops", Role::Admin, &secret)?])?;
+//! let config = tenure::server::ServerConfig { api, ..tenure::server::ServerConfig::new(node) };
 //! // Runs until Ctrl-C; a leader hands over before the server stops.
 //! let stop = async {
 //!     let _ = tokio::signal::ctrl_c().await;

@@ -8,16 +8,23 @@
 //! kills its child when dropped, and a [`TenureCluster`] removes its temporary
 //! directory after its processes are dead: on success, on error, on Ctrl-C and
 //! on panic.
+//!
+//! The servers admit one admin token, made at random for the cluster and
+//! kept in its temporary directory (`api.token`, mode 600, named by
+//! `api.toml`, which every server reads with `--config`); [`TenureCluster::client`]
+//! sends it.
 
 use crate::api::StatusBody;
-use crate::rest::Client;
+use crate::rest::{Client, ClientOptions};
 use anyhow::{anyhow, bail, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use rand_core::{OsRng, RngCore};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tenure_core::{NodeId, ProtocolKind};
@@ -162,10 +169,40 @@ pub struct TenureSettings {
     pub tls: bool,
 }
 
+/// The file, in a cluster's directory, that holds its admin token.
+pub const TOKEN_FILE: &str = "api.token";
+
+/// A random admin token (32 bytes, hex) in `dir/api.token` (mode 600) and
+/// the config file `dir/api.toml` that names it; returns the token and the
+/// config file's path.
+pub fn write_admin_token(dir: &Path) -> anyhow::Result<(String, PathBuf)> {
+    let mut secret = [0u8; 32];
+    OsRng.fill_bytes(&mut secret);
+    let token: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let token_file = dir.join(TOKEN_FILE);
+    File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&token_file)
+        .and_then(|mut f| f.write_all(token.as_bytes()))
+        .with_context(|| format!("cannot write {}", token_file.display()))?;
+    let config = dir.join("api.toml");
+    let text = format!(
+        "[[api_tokens]]\nname = \"local-admin\"\nrole = \"admin\"\ntoken_file = \"{TOKEN_FILE}\"\n"
+    );
+    std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
+    Ok((token, config))
+}
+
 /// Local `tenure server` processes (this executable); dropping it kills them
 /// and removes their directories.
 pub struct TenureCluster {
     exe: PathBuf,
+    /// The servers' config file: the API token.
+    config: PathBuf,
+    /// The admin token every server accepts.
+    token: String,
     peers: String,
     heartbeat_ms: u64,
     election_timeout_ms: u64,
@@ -184,6 +221,7 @@ impl TenureCluster {
     pub fn new(settings: &TenureSettings) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find the tenure executable")?;
         let dir = temp_dir(settings.dir_prefix)?;
+        let (token, config) = write_admin_token(dir.path())?;
         let ports = free_ports(2 * settings.nodes)?;
         let servers: Vec<TenureServer> = (0..settings.nodes)
             .map(|i| {
@@ -217,6 +255,8 @@ impl TenureCluster {
         };
         Ok(TenureCluster {
             exe,
+            config,
+            token,
             peers,
             heartbeat_ms: settings.heartbeat_ms,
             election_timeout_ms: settings.election_timeout_ms,
@@ -229,13 +269,18 @@ impl TenureCluster {
     }
 
     /// The CA of the servers' certificates (None without TLS).
-    pub fn ca(&self) -> Option<&std::path::Path> {
+    pub fn ca(&self) -> Option<&Path> {
         self.tls.first().map(|f| f.ca.as_path())
     }
 
-    /// A client of the servers' API (trusting their CA).
+    /// An API client of the servers (trusting their CA) with the cluster's admin token.
     pub fn client(&self) -> anyhow::Result<Client> {
-        Client::new(self.ca())
+        Client::new(ClientOptions { cacert: self.ca(), token: Some(&self.token) })
+    }
+
+    /// The admin token every server accepts.
+    pub fn token(&self) -> &str {
+        &self.token
     }
 
     /// The HTTP API of server `i` (https with TLS).
@@ -255,6 +300,8 @@ impl TenureCluster {
         let mut command = Command::new(&self.exe);
         command
             .arg("server")
+            .arg("--config")
+            .arg(&self.config)
             .args(["--id", &s.id.to_string()])
             .args(["--listen", &format!("127.0.0.1:{}", s.peer_port)])
             .args(["--http", &format!("127.0.0.1:{}", s.http_port)])

@@ -14,6 +14,7 @@ mod local_cluster;
 mod logging;
 mod rest;
 mod server_command;
+mod tokens;
 
 // The JSON bodies, shared with the library (the server writes them, the
 // clients, demo and benchmarks here read them).

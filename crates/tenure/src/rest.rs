@@ -4,6 +4,10 @@
 //! client needs only GET, POST and a streaming body for Server-Sent Events.
 //! HTTPS goes through rustls (hyper-rustls), trusting only the cluster's CA
 //! (`--cacert`), never the system's roots.
+//!
+//! A client made with a token sends it as `Authorization: Bearer` on every
+//! request; a 401 or 403 answer becomes an [`AuthRefused`] error that says
+//! what to do.
 
 use crate::api::{ErrorBody, LeadershipBody, StatusBody};
 use anyhow::{anyhow, bail, Context};
@@ -16,7 +20,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
+use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_rustls::rustls;
 
@@ -55,42 +61,71 @@ pub fn roots(cacert: Option<&Path>) -> anyhow::Result<rustls::RootCertStore> {
     }
 }
 
-/// A pooled HTTP(S) client (keep-alive, so fast polling reuses connections).
+/// How a [`Client`] reaches the API: the CA it trusts for HTTPS and the
+/// bearer token it sends. The default is plain HTTP without a token.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientOptions<'a> {
+    /// CA certificate(s) (PEM) trusted for `https://` endpoints, made by
+    /// `tenure cert`; None: only `http://` endpoints work.
+    pub cacert: Option<&'a Path>,
+    /// Sent as `Authorization: Bearer` with every request; None: no token.
+    pub token: Option<&'a str>,
+}
+
+/// A pooled HTTP(S) client (keep-alive, so fast polling reuses connections),
+/// with the bearer token it sends, if any.
 #[derive(Clone)]
 pub struct Client {
     inner: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
     https: bool,
+    /// `Bearer <token>`, marked sensitive.
+    authorization: Option<Arc<hyper::header::HeaderValue>>,
 }
 
 impl Default for Client {
-    /// A client for `http://` endpoints only.
+    /// A client for `http://` endpoints only, without a token.
     fn default() -> Self {
         Client {
             inner: HyperClient::builder(TokioExecutor::new())
                 .build(connector(rustls::RootCertStore::empty())),
             https: false,
+            authorization: None,
         }
     }
 }
 
-impl Client {
-    /// A client that trusts the CA certificate(s) in `cacert` for `https://`
-    /// endpoints (the servers' TLS, made by `tenure cert`), or a plain HTTP
-    /// client without one.
-    pub fn new(cacert: Option<&Path>) -> anyhow::Result<Self> {
-        let roots = roots(cacert)?;
-        Ok(Client {
-            inner: HyperClient::builder(TokioExecutor::new()).build(connector(roots)),
-            https: cacert.is_some(),
-        })
-    }
+/// The server refused the request's token (401) or its role (403).
+#[derive(Debug)]
+pub struct AuthRefused {
+    /// The URL asked.
+    pub url: String,
+    /// 401 or 403.
+    pub status: StatusCode,
+    /// The server's message.
+    pub message: String,
+    /// Whether the request carried a token.
+    pub had_token: bool,
+}
 
-    /// True if it can talk HTTPS (it was given a CA): endpoints without a
-    /// scheme are then `https://`.
-    pub fn https(&self) -> bool {
-        self.https
+impl fmt::Display for AuthRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let url = &self.url;
+        match (self.status, self.had_token) {
+            (StatusCode::UNAUTHORIZED, false) => write!(
+                f,
+                "{url}: the server wants a token: pass --token or --token-file, or set TENURE_TOKEN"
+            ),
+            (StatusCode::UNAUTHORIZED, true) => write!(
+                f,
+                "{url}: the server does not accept this token (HTTP 401: {})",
+                self.message
+            ),
+            (status, _) => write!(f, "{url}: {} (HTTP {})", self.message, status.as_u16()),
+        }
     }
 }
+
+impl std::error::Error for AuthRefused {}
 
 /// Normalises an endpoint: adds the scheme when missing (`https://` if
 /// `https`, else `http://`), drops a trailing `/`.
@@ -138,6 +173,59 @@ pub struct Answer<T> {
 }
 
 impl Client {
+    /// A client that trusts the CA certificate(s) of `options.cacert` for
+    /// `https://` endpoints (the servers' TLS, made by `tenure cert`), or a
+    /// plain HTTP client without one, and sends `options.token` as a bearer
+    /// token with every request (None: no token).
+    pub fn new(options: ClientOptions<'_>) -> anyhow::Result<Self> {
+        let roots = roots(options.cacert)?;
+        let authorization = options
+            .token
+            .map(|t| {
+                let mut value = hyper::header::HeaderValue::try_from(format!("Bearer {t}"))
+                    .map_err(|_| anyhow!("the token cannot be sent in an HTTP header"))?;
+                value.set_sensitive(true);
+                anyhow::Ok(Arc::new(value))
+            })
+            .transpose()?;
+        Ok(Client {
+            inner: HyperClient::builder(TokioExecutor::new()).build(connector(roots)),
+            https: options.cacert.is_some(),
+            authorization,
+        })
+    }
+
+    /// True if it can talk HTTPS (it was given a CA): endpoints without a
+    /// scheme are then `https://`.
+    pub fn https(&self) -> bool {
+        self.https
+    }
+
+    /// A request to `uri` with the token, if any.
+    fn builder(&self, method: Method, uri: Uri) -> hyper::http::request::Builder {
+        let req = Request::builder().method(method).uri(uri);
+        match &self.authorization {
+            Some(value) => req.header(hyper::header::AUTHORIZATION, value.as_ref().clone()),
+            None => req,
+        }
+    }
+
+    /// The error for a refused request: [`AuthRefused`] for 401 and 403.
+    fn refusal(&self, url: &str, status: StatusCode, body: &[u8]) -> Option<AuthRefused> {
+        if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
+            return None;
+        }
+        let message = serde_json::from_slice::<ErrorBody>(body)
+            .map(|e| e.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned());
+        Some(AuthRefused {
+            url: url.to_string(),
+            status,
+            message,
+            had_token: self.authorization.is_some(),
+        })
+    }
+
     async fn request<T: DeserializeOwned>(
         &self,
         method: Method,
@@ -146,7 +234,7 @@ impl Client {
         timeout: Duration,
     ) -> anyhow::Result<Answer<T>> {
         let uri: Uri = url.parse().with_context(|| format!("bad URL {url}"))?;
-        let mut req = Request::builder().method(method).uri(uri);
+        let mut req = self.builder(method, uri);
         if body.is_some() {
             req = req.header(hyper::header::CONTENT_TYPE, "application/json");
         }
@@ -163,6 +251,9 @@ impl Client {
             .await
             .map_err(|_| anyhow!("{url}: no answer within {timeout:?}"))?
             .with_context(|| format!("{url}: unreachable"))?;
+        if let Some(refused) = self.refusal(url, status, &bytes) {
+            return Err(refused.into());
+        }
         let body = if status.is_success() {
             Ok(serde_json::from_slice(&bytes)
                 .with_context(|| format!("{url}: unexpected answer"))?)
@@ -214,13 +305,24 @@ impl Client {
         mut on_event: impl FnMut(LeadershipBody) -> bool,
     ) -> anyhow::Result<()> {
         let url = format!("{endpoint}/v1/watch");
-        let req = Request::get(url.parse::<Uri>()?).body(Full::new(Bytes::new()))?;
+        let req = self.builder(Method::GET, url.parse::<Uri>()?).body(Full::new(Bytes::new()))?;
         let resp = tokio::time::timeout(REQUEST_TIMEOUT, self.inner.request(req))
             .await
             .map_err(|_| anyhow!("{url}: no answer within {REQUEST_TIMEOUT:?}"))?
             .with_context(|| format!("{url}: unreachable"))?;
-        if !resp.status().is_success() {
-            bail!("{url}: HTTP {}", resp.status());
+        let status = resp.status();
+        if !status.is_success() {
+            let limited = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES);
+            let read = tokio::time::timeout(REQUEST_TIMEOUT, limited.collect()).await;
+            let bytes = match read {
+                Ok(Ok(collected)) => collected.to_bytes(),
+                _ => Bytes::new(),
+            };
+            if let Some(refused) = self.refusal(&url, status, &bytes) {
+                return Err(refused.into());
+            }
+            let message = serde_json::from_slice::<ErrorBody>(&bytes).map(|e| e.error);
+            bail!("{url}: HTTP {status}: {}", message.unwrap_or_default());
         }
         let mut body = BodyStream::new(resp.into_body());
         let mut line = Vec::new();

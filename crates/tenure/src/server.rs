@@ -5,12 +5,13 @@
 //! and Ctrl-C as the shutdown; tests and embedders bind `127.0.0.1:0` and pass
 //! any future (a oneshot receiver, say).
 
-use crate::http::{self, router, AppState, HttpLimits};
+use crate::http::{self, router, ApiAuth, AppState, HttpLimits, REJECTION_LOG_INTERVAL};
 use crate::metrics::Metrics;
 use std::future::Future;
 use std::net::TcpListener;
+use std::sync::Arc;
 use tenure_core::NodeId;
-use tenure_node::{NodeConfig, StartError};
+use tenure_node::{NodeConfig, RateLimitedLog, StartError};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
@@ -23,12 +24,16 @@ pub struct ServerConfig {
     pub node: NodeConfig,
     /// The HTTP server's connection cap and timeouts.
     pub http: HttpLimits,
+    /// Who may call the API: its bearer tokens and roles.
+    pub api: ApiAuth,
 }
 
 impl ServerConfig {
-    /// A server for `node` with the default HTTP limits.
+    /// A server for `node` with the default HTTP limits and no API tokens:
+    /// only the open probes (`/healthz`, `/v1/is-leader`) answer until
+    /// [`ServerConfig::api`] is given tokens.
     pub fn new(node: NodeConfig) -> Self {
-        ServerConfig { node, http: HttpLimits::default() }
+        ServerConfig { node, http: HttpLimits::default(), api: ApiAuth::default() }
     }
 }
 
@@ -60,7 +65,7 @@ pub async fn run(
     http_listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let ServerConfig { node: node_config, http: limits } = config;
+    let ServerConfig { node: node_config, http: limits, api } = config;
     let http_listener = async_listener(http_listener).map_err(ServerError::HttpListener)?;
     let http_addr = http_listener.local_addr().map_err(ServerError::HttpListener)?;
     let id = node_config.id;
@@ -91,14 +96,23 @@ pub async fn run(
         "tenure node started"
     );
 
+    log_api_access(&api);
+
     let metrics = Metrics::default();
     let failovers = tokio::spawn(metrics.clone().track_failovers(handle.leadership()));
+    let rejections = Arc::new(RateLimitedLog::new("HTTP requests", REJECTION_LOG_INTERVAL));
+    let rejection_summaries = tokio::spawn({
+        let rejections = rejections.clone();
+        async move { rejections.run().await }
+    });
     let (stopping_tx, stopping) = watch::channel(false);
-    let app = router(AppState::new(handle.clone(), metrics, stopping.clone()));
+    let state = AppState::new(handle.clone(), metrics, api, rejections.clone(), stopping.clone());
+    let app = router(state);
     let mut http_stop = stopping;
-    let http = tokio::spawn(http::serve(http_listener, app, limits, tls, async move {
+    let serving = http::serve(http_listener, app, limits, tls, rejections.clone(), async move {
         let _ = http_stop.wait_for(|s| *s).await;
-    }));
+    });
+    let http = tokio::spawn(serving);
 
     let reason = tokio::select! {
         () = shutdown => "shutdown signal",
@@ -111,8 +125,27 @@ pub async fn run(
         warn!(error = %e, "the HTTP server task failed");
     }
     failovers.abort();
+    rejection_summaries.abort();
+    rejections.flush();
     info!(node = %id, "stopped");
     Ok(())
+}
+
+/// Says at start who may call the API (token names and roles, never values).
+fn log_api_access(api: &ApiAuth) {
+    let probes = if api.probes_open() { "open to anyone" } else { "need a read token" };
+    if api.is_insecure_open() {
+        warn!(
+            "the HTTP API is open to anyone, transfer included (insecure open API): \
+             for local tests only; configure api_tokens instead"
+        );
+    } else if api.tokens().is_empty() {
+        warn!(probes, "no API tokens: every endpoint but the open probes answers 401");
+    } else {
+        let tokens =
+            api.tokens().iter().map(|t| format!("{} ({})", t.name(), t.role())).collect::<Vec<_>>();
+        info!(tokens = %tokens.join(", "), probes, "HTTP API tokens loaded");
+    }
 }
 
 /// A bound std listener as a tokio one.

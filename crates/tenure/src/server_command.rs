@@ -29,7 +29,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let peers = TcpListener::bind(settings.node.listen)
         .with_context(|| format!("cannot listen for peers on {}", settings.node.listen))?;
     let stop = stop_signal()?;
-    server::run(ServerConfig::new(settings.node), peers, http, stop).await?;
+    let config = ServerConfig { api: settings.api, ..ServerConfig::new(settings.node) };
+    server::run(config, peers, http, stop).await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -417,6 +417,7 @@ async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
     let out = std::process::Command::new(harness::exe())
         .args(["status", "--json", "--endpoints", &endpoints])
         .env("TENURE_CACERT", c.ca())
+        .env("TENURE_TOKEN", harness::READ_TOKEN)
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -428,6 +429,8 @@ async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
         .args(["transfer", "--endpoints", &endpoints])
         .args(["--to", &c.servers[follower].id.to_string()])
         .env("TENURE_CACERT", c.ca())
+        .arg("--token-file")
+        .arg(c.token_file("admin"))
         .output()
         .unwrap();
     assert!(
@@ -453,6 +456,7 @@ async fn watch_streams_the_current_leadership_then_changes() {
     let mut watcher = std::process::Command::new(harness::exe())
         .args(["watch", "--count", "2", "--endpoints", &c.endpoint(follower)])
         .env("TENURE_CACERT", c.ca())
+        .args(["--token", harness::READ_TOKEN])
         .stdout(std::fs::File::create(&out_path).unwrap())
         .spawn()
         .unwrap();

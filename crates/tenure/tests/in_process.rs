@@ -6,8 +6,8 @@
 mod inproc;
 
 use inproc::{
-    eventually, exchange, get, request, start_cluster, start_cluster_with, start_solo, status,
-    trickle_until_closed, wait_closed, Server,
+    authorization, eventually, exchange, get, request, start_cluster, start_cluster_with,
+    start_solo, status, test_auth, trickle_until_closed, wait_closed, Server, ADMIN_TOKEN,
 };
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -85,7 +85,10 @@ async fn wrong_methods_and_paths_are_answered_from_the_endpoint_table() {
     let mut server = start_solo(HttpLimits::default(), dir.path());
     eventually("the server answers", START_BOUND, || status(server.http)).await;
     let ask = |method: &str, path: &str| {
-        let req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n");
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: test\r\n{}Content-Length: 0\r\n\r\n",
+            authorization(Some(ADMIN_TOKEN))
+        );
         async move { request(server.http, &req).await.expect("an answer") }
     };
     for e in ENDPOINTS {
@@ -180,8 +183,9 @@ async fn a_body_sent_too_slowly_is_cut_off() {
     eventually("the server answers", START_BOUND, || status(server.http)).await;
     let body = "{\"to\": 1}";
     let head = format!(
-        "POST /v1/transfer HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n\
+        "POST /v1/transfer HTTP/1.1\r\nHost: test\r\n{}Content-Type: application/json\r\n\
          Content-Length: {}\r\n\r\n",
+        authorization(Some(ADMIN_TOKEN)),
         body.len()
     );
 
@@ -296,7 +300,9 @@ async fn the_api_speaks_https_with_the_node_certificate() {
         HttpLimits { header_read_timeout: Duration::from_millis(300), ..HttpLimits::default() };
     let heartbeat = Duration::from_millis(20);
     let mut server =
-        start_cluster_with(1, heartbeat, heartbeat * 10, limits, dir.path(), true).pop().unwrap();
+        start_cluster_with(1, heartbeat, heartbeat * 10, limits, test_auth(), dir.path(), true)
+            .pop()
+            .unwrap();
 
     let roots = tenure_node::tls::read_roots(&dir.path().join("certs/ca.pem")).unwrap();
     let config =

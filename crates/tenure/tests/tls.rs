@@ -15,10 +15,11 @@ const HEARTBEAT_MS: u64 = 20;
 const TIMEOUT_MS: u64 = 200;
 const FIRST_ELECTION_BOUND: Duration = Duration::from_secs(10);
 
-/// Runs the `tenure` binary; returns (success, stdout, stderr).
+/// Runs the `tenure` binary (with the test servers' admin token in
+/// `TENURE_TOKEN`); returns (success, stdout, stderr).
 fn tenure(args: &[&str], env: &[(&str, &std::path::Path)]) -> (bool, String, String) {
     let mut c = Command::new(harness::exe());
-    c.args(args);
+    c.args(args).env("TENURE_TOKEN", harness::ADMIN_TOKEN);
     for (k, v) in env {
         c.env(k, v);
     }
@@ -43,6 +44,14 @@ async fn the_cli_talks_https_with_the_cluster_ca() {
     assert!(ok, "{out}{err}");
     assert!(out.contains(&format!("https://{}", plain[leader])), "{out}");
     assert!(out.contains("leader"), "{out}");
+    // HTTPS and tokens together: the CA alone is not enough to be answered.
+    let out = Command::new(harness::exe())
+        .args(["status", "--endpoints", &endpoints, "--cacert", ca.to_str().unwrap()])
+        .env_remove("TENURE_TOKEN")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && text.contains("the server wants a token"), "{text}");
     // The same from TENURE_CACERT.
     let (ok, out, _) = tenure(&["status", "--endpoints", &endpoints], &[("TENURE_CACERT", &ca)]);
     assert!(ok && out.contains("https://"), "{out}");
@@ -92,6 +101,7 @@ fn a_file_that_cannot_work_is_named_before_any_port_is_taken() {
         let http = http_addr.to_string();
         let args = [
             "server",
+            "--insecure-open-api",
             "--id",
             "1",
             "--peers",

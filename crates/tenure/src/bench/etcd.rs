@@ -4,6 +4,7 @@
 use super::fetch::Fetch;
 use super::system::{Rounds, System, View};
 use crate::local_cluster::{free_ports, temp_dir, Proc, LOG_TAIL_LINES};
+use crate::rest::ClientOptions;
 use anyhow::{bail, Context};
 use hyper::Method;
 use serde::Deserialize;
@@ -125,7 +126,7 @@ impl Etcd {
             election_timeout_ms,
             pre_vote,
             ids: Vec::new(),
-            fetch: Fetch::new(None)?,
+            fetch: Fetch::new(ClientOptions::default())?,
             dir,
         };
         for i in 0..nodes {

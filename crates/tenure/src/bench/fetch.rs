@@ -1,31 +1,48 @@
 //! Raw HTTP(S) requests with a per-request timeout, for what the tenure API
 //! client does not cover: `/metrics` text and etcd's JSON gateway.
 
+use crate::rest::ClientOptions;
 use anyhow::{anyhow, Context};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
-use std::path::Path;
 use std::time::Duration;
 
 /// Largest response body read (a status answer or a metrics page).
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// A pooled keep-alive client: fast polling reuses its connections.
+/// A pooled keep-alive client: fast polling reuses its connections. It
+/// sends a bearer token when given one.
 #[derive(Clone)]
 pub struct Fetch {
     inner: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    authorization: Option<HeaderValue>,
 }
 
 impl Fetch {
-    /// A client for http:// and, trusting `cacert`, https:// URLs.
-    pub fn new(cacert: Option<&Path>) -> anyhow::Result<Self> {
-        let connector = crate::rest::connector(crate::rest::roots(cacert)?);
-        Ok(Fetch { inner: HyperClient::builder(TokioExecutor::new()).build(connector) })
+    /// A client for http:// and, trusting `options.cacert`, https:// URLs,
+    /// sending `Authorization: Bearer <options.token>` (the tenure API's)
+    /// when there is a token.
+    pub fn new(options: ClientOptions<'_>) -> anyhow::Result<Self> {
+        let connector = crate::rest::connector(crate::rest::roots(options.cacert)?);
+        let authorization = options
+            .token
+            .map(|token| {
+                let mut value = HeaderValue::try_from(format!("Bearer {token}"))
+                    .map_err(|_| anyhow!("the token cannot be sent in an HTTP header"))?;
+                value.set_sensitive(true);
+                anyhow::Ok(value)
+            })
+            .transpose()?;
+        Ok(Fetch {
+            inner: HyperClient::builder(TokioExecutor::new()).build(connector),
+            authorization,
+        })
     }
 
     /// Sends one request and reads the whole answer, all within `timeout`.
@@ -38,6 +55,9 @@ impl Fetch {
     ) -> anyhow::Result<(StatusCode, Bytes)> {
         let uri: Uri = url.parse().with_context(|| format!("bad URL {url}"))?;
         let mut req = Request::builder().method(method).uri(uri);
+        if let Some(value) = &self.authorization {
+            req = req.header(hyper::header::AUTHORIZATION, value.clone());
+        }
         if body.is_some() {
             req = req.header(hyper::header::CONTENT_TYPE, "application/json");
         }

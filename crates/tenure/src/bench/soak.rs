@@ -189,10 +189,10 @@ struct SoakReport {
 }
 
 async fn counter_sum(tenure: &Tenure, nodes: usize, name: &str) -> Option<u64> {
-    let fetch = tenure.fetch();
     let mut sum = 0;
     for i in 0..nodes {
-        let text = fetch
+        let text = tenure
+            .fetch()
             .get_text(&format!("{}/metrics", tenure.endpoint(i)), METRICS_TIMEOUT)
             .await
             .ok()?;
@@ -314,7 +314,7 @@ impl Watch {
         for i in 0..nodes {
             let (tx, endpoint, dropped) =
                 (tx.clone(), tenure.endpoint(i).to_string(), dropped.clone());
-            let client = tenure.client();
+            let client = tenure.client().clone();
             tasks.push(AbortOnDrop(tokio::spawn(async move {
                 loop {
                     let _ = client

@@ -4,7 +4,7 @@
 
 use super::fetch::{metric_value, Fetch};
 use crate::local_cluster::{Proc, TenureCluster, TenureSettings};
-use crate::rest::Client;
+use crate::rest::{Client, ClientOptions};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -102,23 +102,24 @@ impl Tenure {
             cluster.start(i)?;
         }
         let endpoints = cluster.endpoints();
-        let (client, fetch) = (cluster.client()?, Fetch::new(cluster.ca())?);
+        let options = ClientOptions { cacert: cluster.ca(), token: Some(cluster.token()) };
+        let (client, fetch) = (cluster.client()?, Fetch::new(options)?);
         Ok(Tenure { cluster, endpoints, client, fetch })
+    }
+
+    /// An API client trusting the servers' CA, with the cluster's token.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Raw HTTP(S) (`/metrics`) trusting the servers' CA, with the cluster's token.
+    pub fn fetch(&self) -> &Fetch {
+        &self.fetch
     }
 
     /// Node `i`'s HTTP API.
     pub fn endpoint(&self, i: usize) -> &str {
         &self.endpoints[i]
-    }
-
-    /// A client of the servers' API.
-    pub fn client(&self) -> Client {
-        self.client.clone()
-    }
-
-    /// A raw client trusting the servers' CA.
-    pub fn fetch(&self) -> Fetch {
-        self.fetch.clone()
     }
 }
 

@@ -10,6 +10,7 @@
 
 use super::limits::HttpLimits;
 use super::state::ApiError;
+use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::Router;
@@ -120,7 +121,9 @@ pub(super) async fn serve(
             // Called when hyper has read the request's headers.
             let done = req.body().is_end_stream();
             timer.enter(None, if done { Phase::Busy } else { Phase::Body });
-            let req = req.map(|body| RequestBody { inner: body, timer: timer.clone() });
+            let mut req = req.map(|body| RequestBody { inner: body, timer: timer.clone() });
+            // The client's address, for the per-client limits and the refusal log.
+            req.extensions_mut().insert(ConnectInfo(remote));
             let answer = app.clone().oneshot(req);
             let timer = timer.clone();
             async move {
@@ -162,10 +165,10 @@ pub(super) async fn serve(
 }
 
 /// Answers a connection over the cap with 503 and closes it; bounded by the
-/// header read timeout. The permit bounds the refusals in progress.
+/// header read timeout. The permit bounds the refusals in progress. The
+/// refusal is counted by the accept loop, not logged here.
 pub(super) async fn refuse(
     stream: impl Stream,
-    remote: SocketAddr,
     limits: HttpLimits,
     _refusal: OwnedSemaphorePermit,
 ) {
@@ -181,11 +184,9 @@ pub(super) async fn refuse(
         .keep_alive(false)
         .header_read_timeout(None)
         .serve_connection(TokioIo::new(stream), service);
-    match timeout(limits.header_read_timeout, conn).await {
-        Ok(Ok(())) => debug!(%remote, "HTTP connection refused: too many connections"),
-        Ok(Err(e)) => debug!(%remote, error = %e, "refusing an HTTP connection failed"),
-        Err(_) => debug!(%remote, "refused HTTP connection sent no request in time"),
-    }
+    // Counted in the server's refusal log; a line each would let a flood of
+    // connections fill the log.
+    let _ = timeout(limits.header_read_timeout, conn).await;
 }
 
 async fn sleep_until_some(at: Option<Instant>) {

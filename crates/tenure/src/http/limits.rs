@@ -56,6 +56,14 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest request body accepted (413 beyond); the only body is `{"to": N}`.
 pub const MAX_BODY_BYTES: usize = 4 * 1024;
 
+/// How often refused requests and connections (bad or missing tokens, a
+/// role too low, watch limits, the connection cap) are summarised in the log:
+/// one `WARN` line with the counts per reason and the busiest address, at
+/// most this often, instead of a line per refusal that a flood could use to
+/// fill the disk. Ten seconds tells an operator soon enough; a flood of any
+/// size costs six lines a minute.
+pub const REJECTION_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
 /// On shutdown, how long requests in progress may take to finish before their
 /// connections are closed. `/v1/watch` streams end at once.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tenure_node::RateLimitedLog;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -26,14 +27,22 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 const PLAIN_HTTP_ERROR: &str =
     r#"{"error":"this server speaks HTTPS only: use https:// (and --cacert for its CA)"}"#;
 
+/// The reason a connection over the cap is counted under in the refusal log
+/// (instead of a line each).
+const OVER_CAP: &str = "503 too many connections";
+/// The same, for one closed unanswered because [`MAX_REFUSALS`] are being answered.
+const OVER_CAP_DROPPED: &str = "too many connections, closed unanswered";
+
 /// Serves `app` on `listener` within `limits` (over TLS with `tls`) until
 /// `shutdown` completes; then stops accepting, lets requests in progress
 /// finish for at most [`SHUTDOWN_GRACE`] and closes every connection.
+/// Connections over the cap are counted in `rejections`.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: HttpLimits,
     tls: Option<TlsAcceptor>,
+    rejections: Arc<RateLimitedLog>,
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -48,14 +57,16 @@ pub async fn serve(
                 Ok((stream, remote)) => match slots.clone().try_acquire_owned() {
                     Ok(slot) => {
                         let admitted = Admitted { remote, limits, tls: tls.clone(), permit: slot };
-                        conns.spawn(admitted.serve(stream, app.clone(), closing.clone()));
+                        let (app, closing) = (app.clone(), closing.clone());
+                        conns.spawn(admitted.serve(stream, app, closing));
                     }
                     Err(_) => match refusals.clone().try_acquire_owned() {
                         Ok(refusal) => {
+                            rejections.record(OVER_CAP, Some(remote.ip()));
                             let admitted = Admitted { remote, limits, tls: tls.clone(), permit: refusal };
                             conns.spawn(admitted.refuse(stream));
                         }
-                        Err(_) => debug!(%remote, "HTTP connection dropped: too many connections"),
+                        Err(_) => rejections.record(OVER_CAP_DROPPED, Some(remote.ip())),
                     },
                 },
                 Err(e) => {
@@ -101,10 +112,10 @@ impl Admitted {
     async fn refuse(self, stream: TcpStream) {
         let Admitted { remote, limits, tls, permit } = self;
         match tls {
-            None => conn::refuse(stream, remote, limits, permit).await,
+            None => conn::refuse(stream, limits, permit).await,
             Some(acceptor) => {
                 if let Some(tls) = handshake(acceptor, stream, remote, limits).await {
-                    conn::refuse(tls, remote, limits, permit).await;
+                    conn::refuse(tls, limits, permit).await;
                 }
             }
         }

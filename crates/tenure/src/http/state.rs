@@ -1,33 +1,50 @@
 //! What the handlers share, and the error answer every handler gives.
 
+use super::auth::ApiAuth;
+use super::watchers::Watchers;
 use crate::api::ErrorBody;
 use crate::metrics::Metrics;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use std::sync::Arc;
-use tenure_node::NodeHandle;
-use tokio::sync::{watch, Semaphore};
-
-/// Most `GET /v1/watch` streams open at once; each holds a connection.
-pub const MAX_WATCHERS: usize = 64;
+use tenure_node::{NodeHandle, RateLimitedLog};
+use tokio::sync::watch;
 
 /// What the handlers share.
 #[derive(Clone)]
 pub struct AppState {
     pub(crate) node: NodeHandle,
     pub(crate) metrics: Metrics,
-    /// Permits for the open `GET /v1/watch` streams ([`MAX_WATCHERS`]).
-    pub(crate) watchers: Arc<Semaphore>,
+    /// Who may call which endpoint.
+    pub(crate) auth: Arc<ApiAuth>,
+    /// The open `GET /v1/watch` streams, in all, per address and per token.
+    pub(crate) watchers: Watchers,
+    /// Refused requests (auth, limits), logged as a summary per interval.
+    pub(crate) rejections: Arc<RateLimitedLog>,
     /// Becomes true when the server stops, which ends the SSE streams so that
     /// the graceful HTTP shutdown does not wait for them forever.
     pub(crate) stopping: watch::Receiver<bool>,
 }
 
 impl AppState {
-    /// State for a server in front of `node`.
-    pub fn new(node: NodeHandle, metrics: Metrics, stopping: watch::Receiver<bool>) -> Self {
-        AppState { node, metrics, watchers: Arc::new(Semaphore::new(MAX_WATCHERS)), stopping }
+    /// State for a server in front of `node`, admitting callers by `auth` and
+    /// counting refusals in `rejections`.
+    pub fn new(
+        node: NodeHandle,
+        metrics: Metrics,
+        auth: ApiAuth,
+        rejections: Arc<RateLimitedLog>,
+        stopping: watch::Receiver<bool>,
+    ) -> Self {
+        AppState {
+            node,
+            metrics,
+            auth: Arc::new(auth),
+            watchers: Watchers::default(),
+            rejections,
+            stopping,
+        }
     }
 }
 

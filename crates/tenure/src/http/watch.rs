@@ -1,30 +1,40 @@
 //! `GET /v1/watch`: Server-Sent Events, the current leadership and then every
 //! change, until the node or the server stops.
 
-use super::state::{ApiError, AppState, MAX_WATCHERS};
+use super::auth::Caller;
+use super::state::{ApiError, AppState};
+use super::watchers::{WatchRefusal, WatchSlot};
 use crate::api::LeadershipBody;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use futures_util::stream::{self, Stream};
 use std::convert::Infallible;
 use std::time::Duration;
 use tenure_node::Leadership;
-use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio::sync::watch;
 
 /// Interval of SSE keep-alive comments, so proxies and clients see a live stream.
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(5);
 
-/// Opens a stream, or answers 503 when [`MAX_WATCHERS`] are open.
-pub async fn get(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let permit = st.watchers.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("too many watchers (at most {MAX_WATCHERS}); try again later"),
-        )
+/// Opens a stream; answers 429 when the caller's address or token has its
+/// share of streams open, 503 when every stream is taken (see
+/// [`super::watchers`]).
+pub async fn get(
+    State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Response, ApiError> {
+    let slot = st.watchers.acquire(caller.addr, caller.token.as_ref()).map_err(|refusal| {
+        st.rejections.record(refusal.reason(), caller.addr);
+        let status = match refusal {
+            WatchRefusal::Total => StatusCode::SERVICE_UNAVAILABLE,
+            WatchRefusal::Address(_) | WatchRefusal::Token(_) => StatusCode::TOO_MANY_REQUESTS,
+        };
+        ApiError::new(status, refusal.message())
     })?;
-    let stream = leadership_events(st.node.leadership(), st.stopping.clone(), permit);
+    let stream = leadership_events(st.node.leadership(), st.stopping.clone(), slot);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response())
 }
 
@@ -38,19 +48,19 @@ fn leadership_body(l: &Leadership) -> LeadershipBody {
 }
 
 /// The SSE stream: the current leadership first, then every change, until the
-/// node's channel closes or the server stops. The permit is released with the stream.
+/// node's channel closes or the server stops. The slot is given back with the stream.
 fn leadership_events(
     rx: watch::Receiver<Leadership>,
     stopping: watch::Receiver<bool>,
-    permit: OwnedSemaphorePermit,
+    slot: WatchSlot,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     struct Watching {
         rx: watch::Receiver<Leadership>,
         stopping: watch::Receiver<bool>,
         first: bool,
-        _permit: OwnedSemaphorePermit,
+        _slot: WatchSlot,
     }
-    let start = Watching { rx, stopping, first: true, _permit: permit };
+    let start = Watching { rx, stopping, first: true, _slot: slot };
     stream::unfold(start, |mut w| async move {
         if !w.first {
             tokio::select! {

@@ -3,11 +3,17 @@
 //! with certificates made by `tenure cert` in the cluster's directory, unless
 //! a test turns TLS off. Dropping a [`TestCluster`] kills every child (also
 //! when a test panics) and removes the data directories.
+//!
+//! The servers read `tenure.toml` in the cluster's directory: two API tokens,
+//! [`ADMIN_TOKEN`] (role admin, in `admin.token`) and [`READ_TOKEN`] (role
+//! read, in `read.token`). [`TestCluster::request`] sends the admin token;
+//! [`TestCluster::request_as`] any or none.
 
 #![allow(dead_code)]
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper::header::HeaderMap;
 use hyper::{Method, Request};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -17,8 +23,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 use std::fs::File;
-use std::path::Path;
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 use tokio_rustls::rustls;
@@ -37,6 +43,39 @@ pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
 /// How often the harness polls while waiting for a condition.
 pub const POLL: Duration = Duration::from_millis(2);
+
+/// The admin token the test servers accept (in `admin.token`).
+pub const ADMIN_TOKEN: &str = "test-admin-4f1c9e2b7a6d0358";
+/// The read token the test servers accept (in `read.token`).
+pub const READ_TOKEN: &str = "test-read-93b5e07c1d2a4f68";
+
+/// Writes the token files (mode 600) and `tenure.toml` naming them into
+/// `dir`; returns the config file.
+pub fn write_api_config(dir: &Path) -> PathBuf {
+    for (file, token) in [("admin.token", ADMIN_TOKEN), ("read.token", READ_TOKEN)] {
+        let path = dir.join(file);
+        std::fs::write(&path, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let config = dir.join("tenure.toml");
+    std::fs::write(
+        &config,
+        "[[api_tokens]]\nname = \"test-admin\"\nrole = \"admin\"\ntoken_file = \"admin.token\"\n\
+         [[api_tokens]]\nname = \"test-read\"\nrole = \"read\"\ntoken_file = \"read.token\"\n",
+    )
+    .unwrap();
+    config
+}
+
+/// An answer: status, body as JSON (`Value::Null` when it is not JSON), body
+/// text and headers.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub json: Value,
+    pub text: String,
+    pub headers: HeaderMap,
+}
 
 /// The `tenure` binary under test.
 pub fn exe() -> &'static str {
@@ -64,6 +103,10 @@ pub struct TestCluster {
     pub peers: String,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: u64,
+    /// The servers' config file (the API tokens).
+    pub config: PathBuf,
+    /// Extra environment of the servers (e.g. `RUST_LOG`).
+    pub env: Vec<(String, String)>,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     // Last: removed after the children are dead.
     pub dir: tempfile::TempDir,
@@ -101,6 +144,9 @@ pub fn https_client(ca: &Path) -> Client<HttpsConnector<HttpConnector>, Full<Byt
         .wrap_connector(http);
     Client::builder(TokioExecutor::new()).build(connector)
 }
+
+/// A raw TLS connection to a server's HTTPS API.
+pub type HttpsStream = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
 
 /// Distinct free loopback ports (all listeners held until every port is picked).
 pub fn free_ports(n: usize) -> Vec<u16> {
@@ -146,8 +192,16 @@ impl TestCluster {
             "--cluster-id",
             CLUSTER,
         ]);
-        let client = https_client(&certs.join("ca.pem"));
-        TestCluster { servers, peers, heartbeat_ms, election_timeout_ms, client, dir }
+        TestCluster {
+            servers,
+            peers,
+            heartbeat_ms,
+            election_timeout_ms,
+            config: write_api_config(dir.path()),
+            env: Vec::new(),
+            client: https_client(&certs.join("ca.pem")),
+            dir,
+        }
     }
 
     /// The CA of every server's certificate.
@@ -208,7 +262,7 @@ impl TestCluster {
         let s = &self.servers[i];
         let log = File::options().create(true).append(true).open(&s.log).unwrap();
         let mut command = Command::new(exe());
-        command.arg("server");
+        command.arg("server").arg("--config").arg(&self.config);
         if s.tls {
             let (cert, key) = self.tls_files(i);
             command.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
@@ -227,6 +281,7 @@ impl TestCluster {
             .args(["--election-timeout-ms", &self.election_timeout_ms.to_string()])
             .args(["--cluster-id", &s.cluster_id])
             .args(["--protocol", &s.protocol])
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -286,8 +341,35 @@ impl TestCluster {
         out
     }
 
-    /// Sends a request; returns the status code and the body parsed as JSON
-    /// (`Value::Null` when it is not JSON), or None if the node does not answer.
+    /// A raw connection to server `i`'s HTTPS API (TLS done, the cluster's
+    /// CA trusted), for tests that must see the socket.
+    pub async fn connect_https(&self, i: usize) -> HttpsStream {
+        let roots = tenure_node::tls::read_roots(&self.ca()).expect("the test CA");
+        let config = rustls::ClientConfig::builder_with_provider(tenure_node::tls::provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.servers[i].http_port))
+            .await
+            .expect("connect to the API");
+        let name = rustls::pki_types::ServerName::from(std::net::IpAddr::from(
+            std::net::Ipv4Addr::LOCALHOST,
+        ));
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("a TLS handshake with the API")
+    }
+
+    /// The file holding [`ADMIN_TOKEN`] or [`READ_TOKEN`] ("admin" or "read").
+    pub fn token_file(&self, role: &str) -> PathBuf {
+        self.dir.path().join(format!("{role}.token"))
+    }
+
+    /// Sends a request with the admin token; returns the status code and the
+    /// body parsed as JSON (`Value::Null` when it is not JSON), or None if the
+    /// node does not answer.
     pub async fn request(
         &self,
         i: usize,
@@ -295,7 +377,24 @@ impl TestCluster {
         path: &str,
         body: Option<(&str, &str)>,
     ) -> Option<(u16, Value, String)> {
+        let r = self.request_as(i, Some(ADMIN_TOKEN), method, path, body).await?;
+        Some((r.status, r.json, r.text))
+    }
+
+    /// Sends a request with `token` as a bearer token (or none); None if the
+    /// node does not answer.
+    pub async fn request_as(
+        &self,
+        i: usize,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<(&str, &str)>,
+    ) -> Option<Reply> {
         let mut req = Request::builder().method(method).uri(format!("{}{path}", self.endpoint(i)));
+        if let Some(token) = token {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
         let mut payload = Bytes::new();
         if let Some((content_type, text)) = body {
             req = req.header("content-type", content_type);
@@ -305,10 +404,11 @@ impl TestCluster {
         let fut = async {
             let resp = self.client.request(req).await.ok()?;
             let status = resp.status().as_u16();
+            let headers = resp.headers().clone();
             let bytes = resp.into_body().collect().await.ok()?.to_bytes();
             let text = String::from_utf8_lossy(&bytes).into_owned();
             let json = serde_json::from_str(&text).unwrap_or(Value::Null);
-            Some((status, json, text))
+            Some(Reply { status, json, text, headers })
         };
         tokio::time::timeout(REQUEST_TIMEOUT, fut).await.ok()?
     }

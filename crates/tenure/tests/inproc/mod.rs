@@ -9,7 +9,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tenure::http::HttpLimits;
+use tenure::http::{ApiAuth, ApiToken, HttpLimits, Role};
 use tenure::server::{self, ServerConfig, ServerError};
 use tenure_core::{NodeId, ProtocolKind};
 use tenure_node::tls::certgen::{self, CertRequest};
@@ -18,6 +18,23 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// The admin token of [`test_auth`].
+pub const ADMIN_TOKEN: &str = "inproc-admin-51d0c7e2a9b4";
+/// A read token of [`test_auth`].
+pub const READ_TOKEN: &str = "inproc-read-8e3f6a1b2c07";
+/// Another read token of [`test_auth`] (a second client).
+pub const OTHER_READ_TOKEN: &str = "inproc-other-2b9d4e7f1a63";
+
+/// The API access of the test servers: an admin token and two read tokens.
+pub fn test_auth() -> ApiAuth {
+    ApiAuth::with_tokens(vec![
+        ApiToken::new("admin", Role::Admin, ADMIN_TOKEN).unwrap(),
+        ApiToken::new("reader", Role::Read, READ_TOKEN).unwrap(),
+        ApiToken::new("other", Role::Read, OTHER_READ_TOKEN).unwrap(),
+    ])
+    .unwrap()
+}
 
 /// How long a test waits for any single answer.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -62,7 +79,7 @@ fn bind() -> TcpListener {
 }
 
 /// Starts `n` servers forming one cluster, data directories under `dir`,
-/// without TLS.
+/// without TLS, admitting the tokens of [`test_auth`].
 pub fn start_cluster(
     n: u64,
     heartbeat: Duration,
@@ -70,16 +87,18 @@ pub fn start_cluster(
     limits: HttpLimits,
     dir: &Path,
 ) -> Vec<Server> {
-    start_cluster_with(n, heartbeat, election_timeout, limits, dir, false)
+    start_cluster_with(n, heartbeat, election_timeout, limits, test_auth(), dir, false)
 }
 
-/// Like [`start_cluster`]; with `tls`, mutual TLS between the servers and
-/// HTTPS for the API, with certificates made in `dir/certs` (CA: `dir/certs/ca.pem`).
+/// [`start_cluster`] with the API access `api`; with `tls`, mutual TLS
+/// between the servers and HTTPS for the API, with certificates made in
+/// `dir/certs` (CA: `dir/certs/ca.pem`).
 pub fn start_cluster_with(
     n: u64,
     heartbeat: Duration,
     election_timeout: Duration,
     limits: HttpLimits,
+    api: ApiAuth,
     dir: &Path,
     tls: bool,
 ) -> Vec<Server> {
@@ -119,7 +138,7 @@ pub fn start_cluster_with(
             let http_listener = bind();
             let http = http_listener.local_addr().unwrap();
             let (stop, stopped) = oneshot::channel::<()>();
-            let config = ServerConfig { node, http: limits };
+            let config = ServerConfig { node, http: limits, api: api.clone() };
             let task = tokio::spawn(server::run(config, peer_listener, http_listener, async {
                 let _ = stopped.await;
             }));
@@ -128,10 +147,15 @@ pub fn start_cluster_with(
         .collect()
 }
 
-/// A one-node cluster (it elects itself) with the given HTTP limits.
+/// A one-node cluster (it elects itself) with the given HTTP limits, without TLS.
 pub fn start_solo(limits: HttpLimits, dir: &Path) -> Server {
+    start_solo_with(limits, test_auth(), dir)
+}
+
+/// A one-node cluster with the given HTTP limits and API access, without TLS.
+pub fn start_solo_with(limits: HttpLimits, api: ApiAuth, dir: &Path) -> Server {
     let heartbeat = Duration::from_millis(20);
-    start_cluster(1, heartbeat, heartbeat * 10, limits, dir).pop().unwrap()
+    start_cluster_with(1, heartbeat, heartbeat * 10, limits, api, dir, false).pop().unwrap()
 }
 
 /// An answer as read off the socket.
@@ -149,9 +173,19 @@ impl Answer {
     }
 }
 
-/// A request: `GET /path`, keep-alive.
+/// A request: `GET /path` with the admin token, keep-alive.
 pub fn get(path: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n")
+    get_as(path, Some(ADMIN_TOKEN))
+}
+
+/// A request: `GET /path` with `token` (or none), keep-alive.
+pub fn get_as(path: &str, token: Option<&str>) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: test\r\n{}\r\n", authorization(token))
+}
+
+/// The `Authorization` header line for `token`, or nothing.
+pub fn authorization(token: Option<&str>) -> String {
+    token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default()
 }
 
 /// Sends `request` on `conn` and reads one answer (headers and a

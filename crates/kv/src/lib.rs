@@ -1,0 +1,28 @@
+//! # tenure-kv: versioned key-value metadata
+//!
+//! The state machine tenure's leader replicates ([`Store`], a
+//! [`tenure_replica::StateMachine`]). Keys are UTF-8 strings, values bytes.
+//! Every change gets the next cluster-wide revision; a transaction's changes
+//! share one. Every key carries the revision that created it
+//! (`create_revision`), the one that last changed it (`mod_revision`) and how
+//! many times it changed since it was created (`version`) — etcd's model, so
+//! its users find their way.
+//!
+//! Writes are [`Command`]s, encoded with [`Command::encode`] and proposed
+//! through the log; every node applies them in the same order and gets the
+//! same [`Response`]. Reads ([`Store::get`], [`Store::range`]) and watches
+//! ([`Store::changes_since`]) look at the local state: the caller decides
+//! whether that is fresh enough (the replica's read index).
+
+#![warn(missing_docs)]
+
+mod command;
+mod store;
+
+pub use command::{
+    Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_KEY_BYTES, MAX_TXN_OPS,
+    MAX_VALUE_BYTES,
+};
+pub use store::{
+    Change, ChangeKind, Compacted, KeyValue, OpResponse, Response, Store, MAX_HISTORY, MAX_RANGE,
+};

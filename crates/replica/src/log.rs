@@ -1,0 +1,157 @@
+//! The log as a replica holds it in memory: a base (the last entry a snapshot
+//! covers) and the entries after it.
+
+use crate::entry::{Entry, Index, Position};
+use tenure_core::FencingToken;
+
+/// Entries `base.index + 1 ..= last().index`, after the snapshot up to `base`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Log {
+    base: Position,
+    entries: Vec<Entry>,
+}
+
+impl Log {
+    /// A log after the snapshot up to `base`, holding `entries` (which must
+    /// follow it consecutively).
+    pub(crate) fn new(base: Position, entries: Vec<Entry>) -> Result<Log, String> {
+        let mut log = Log { base, entries: Vec::with_capacity(entries.len()) };
+        for e in entries {
+            if e.pos.index != log.last().index + 1 || e.pos.token < log.last().token {
+                return Err(format!("entry {:?} does not follow {:?}", e.pos, log.last()));
+            }
+            log.entries.push(e);
+        }
+        Ok(log)
+    }
+
+    /// The last entry a snapshot covers (index 0 if none).
+    pub(crate) fn base(&self) -> Position {
+        self.base
+    }
+
+    /// The position of the last entry (the base if there is none).
+    pub(crate) fn last(&self) -> Position {
+        self.entries.last().map_or(self.base, |e| e.pos)
+    }
+
+    /// The entry at `index`, if held (not compacted, not beyond the end).
+    pub(crate) fn get(&self, index: Index) -> Option<&Entry> {
+        let k = index.checked_sub(self.base.index + 1)?;
+        self.entries.get(usize::try_from(k).ok()?)
+    }
+
+    /// The token of the entry at `index` (the base's too), if known.
+    pub(crate) fn token_at(&self, index: Index) -> Option<FencingToken> {
+        if index == self.base.index {
+            return Some(self.base.token);
+        }
+        self.get(index).map(|e| e.pos.token)
+    }
+
+    /// True if the log holds the entry at `pos` (or it is the base).
+    pub(crate) fn holds(&self, pos: Position) -> bool {
+        self.token_at(pos.index) == Some(pos.token)
+    }
+
+    /// Appends `entry`, which must come right after the last one.
+    pub(crate) fn push(&mut self, entry: Entry) {
+        debug_assert_eq!(entry.pos.index, self.last().index + 1);
+        self.entries.push(entry);
+    }
+
+    /// Removes every entry after `index` (at least the base's).
+    pub(crate) fn truncate_after(&mut self, index: Index) {
+        let keep = index.saturating_sub(self.base.index);
+        self.entries.truncate(usize::try_from(keep).unwrap_or(usize::MAX));
+    }
+
+    /// Up to `max_entries` consecutive entries from `from`, at most
+    /// `max_bytes` of commands (at least one entry if there is one).
+    pub(crate) fn slice(&self, from: Index, max_entries: usize, max_bytes: usize) -> Vec<Entry> {
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        let mut i = from;
+        while let Some(e) = self.get(i) {
+            if out.len() >= max_entries || (!out.is_empty() && bytes + e.payload.size() > max_bytes)
+            {
+                break;
+            }
+            bytes += e.payload.size();
+            out.push(e.clone());
+            i += 1;
+        }
+        out
+    }
+
+    /// Drops the entries up to `last` (held), which a snapshot now covers.
+    pub(crate) fn compact(&mut self, last: Position) {
+        debug_assert!(self.holds(last));
+        let drop = last.index.saturating_sub(self.base.index);
+        let drop = usize::try_from(drop).unwrap_or(usize::MAX).min(self.entries.len());
+        self.entries.drain(..drop);
+        self.base = last;
+    }
+
+    /// Replaces everything with the snapshot base `last` and no entries.
+    pub(crate) fn reset(&mut self, last: Position) {
+        self.entries.clear();
+        self.base = last;
+    }
+
+    /// Entries held (after the base).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::Payload;
+
+    fn e(index: Index, token: u64) -> Entry {
+        Entry { pos: Position { token: FencingToken(token), index }, payload: Payload::Noop }
+    }
+
+    #[test]
+    fn positions_follow_the_base() {
+        let base = Position { token: FencingToken(2), index: 10 };
+        let mut log = Log::new(base, vec![e(11, 2), e(12, 3)]).unwrap();
+        assert_eq!(log.last(), Position { token: FencingToken(3), index: 12 });
+        assert_eq!(log.token_at(10), Some(FencingToken(2)));
+        assert_eq!(log.token_at(9), None, "compacted");
+        assert_eq!(log.token_at(13), None, "beyond the end");
+        assert!(log.holds(Position { token: FencingToken(3), index: 12 }));
+        assert!(!log.holds(Position { token: FencingToken(2), index: 12 }));
+        log.truncate_after(11);
+        assert_eq!(log.last().index, 11);
+        log.truncate_after(5);
+        assert_eq!(log.last(), base, "never below the base");
+        log.push(e(11, 4));
+        log.compact(Position { token: FencingToken(4), index: 11 });
+        assert_eq!(log.len(), 0);
+        assert_eq!(log.last(), Position { token: FencingToken(4), index: 11 });
+    }
+
+    #[test]
+    fn a_log_that_skips_an_index_or_goes_back_in_token_is_refused() {
+        assert!(Log::new(Position::ZERO, vec![e(2, 1)]).is_err());
+        assert!(Log::new(Position::ZERO, vec![e(1, 3), e(2, 2)]).is_err());
+    }
+
+    #[test]
+    fn slices_are_bounded_but_never_empty_when_an_entry_is_there() {
+        let big = |i| Entry {
+            pos: Position { token: FencingToken(1), index: i },
+            payload: Payload::Command(vec![0; 100]),
+        };
+        let log = Log::new(Position::ZERO, (1..=5).map(big).collect()).unwrap();
+        assert_eq!(log.slice(1, 10, 250).len(), 2);
+        assert_eq!(log.slice(1, 10, 50).len(), 1, "one entry even if larger than the bound");
+        assert_eq!(log.slice(4, 10, 10_000).len(), 2);
+        assert_eq!(log.slice(2, 1, 10_000).len(), 1);
+        assert!(log.slice(6, 10, 10_000).is_empty());
+    }
+}

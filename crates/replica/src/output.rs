@@ -1,0 +1,120 @@
+//! What one input of a replica produced.
+
+use crate::entry::{Entry, Index, Position};
+use crate::message::ReplicaMessage;
+use serde::{Deserialize, Serialize};
+use tenure_core::{FencingToken, NodeId};
+
+/// A change to the durable log, applied by the driver in order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LogOp {
+    /// Record the promise of `token` (never lower than the last one).
+    Promise(FencingToken),
+    /// Remove every entry after `index`.
+    TruncateAfter(Index),
+    /// Append the entries (consecutive, right after the current last one).
+    Append(Vec<Entry>),
+    /// Replace the whole state: the snapshot up to `last` becomes the base of
+    /// the log, and every entry is removed.
+    InstallSnapshot {
+        /// The last entry the snapshot covers.
+        last: Position,
+        /// The state machine's snapshot.
+        data: Vec<u8>,
+    },
+    /// Keep the snapshot up to `last` and drop the entries it covers (a
+    /// compaction: later entries stay).
+    Compact {
+        /// The last entry the snapshot covers.
+        last: Position,
+        /// The state machine's snapshot.
+        data: Vec<u8>,
+    },
+}
+
+/// A proposal's id, unique on this node.
+pub type ProposalId = u64;
+
+/// A read's id, unique on this node.
+pub type ReadId = u64;
+
+/// Why a proposal did not commit, or may not have.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error, Serialize, Deserialize)]
+pub enum ProposalError {
+    /// This node does not lead (or not yet: it is still synchronising).
+    #[error("this node does not lead the log ({})", describe(*.leader))]
+    NotLeader {
+        /// The leader this node knows of.
+        leader: Option<NodeId>,
+    },
+    /// The entry was written but leadership was lost before it committed: a
+    /// later leader may still commit it. Neither a success nor a failure.
+    #[error("leadership was lost before the entry committed: its outcome is unknown")]
+    Unknown,
+    /// The log could not be written; the entry was not sent anywhere.
+    #[error("the log could not be written")]
+    StorageFailed,
+}
+
+/// Why a read could not be served.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error, Serialize, Deserialize)]
+pub enum ReadError {
+    /// This node does not lead the log (or not yet).
+    #[error("this node does not lead the log ({})", describe(*.leader))]
+    NotLeader {
+        /// The leader this node knows of.
+        leader: Option<NodeId>,
+    },
+}
+
+fn describe(leader: Option<NodeId>) -> String {
+    match leader {
+        Some(l) => format!("the leader is node {l}"),
+        None => "no leader is known".to_string(),
+    }
+}
+
+/// The outcome of a proposal or a read this node accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Completion {
+    /// A proposal's outcome: committed and applied at a position with the
+    /// state machine's result, or not (see [`ProposalError`]).
+    Proposal {
+        /// The id [`crate::Replica::propose`] returned.
+        id: ProposalId,
+        /// The outcome.
+        result: Result<(Position, Vec<u8>), ProposalError>,
+    },
+    /// A read may now be served from the state applied up to `Ok(index)`.
+    Read {
+        /// The id [`crate::Replica::read`] returned.
+        id: ReadId,
+        /// The outcome.
+        result: Result<Index, ReadError>,
+    },
+}
+
+/// What the last inputs produced. Handle it in field order: persist `write`
+/// (with fsync), then send `messages`, then deliver `completions`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[must_use = "the output carries log writes and messages"]
+pub struct Output {
+    /// Changes to the durable log, in order, to make durable before sending.
+    pub write: Vec<LogOp>,
+    /// Messages to send.
+    pub messages: Vec<(NodeId, ReplicaMessage)>,
+    /// Entries applied to the state machine, in order.
+    pub applied: Vec<Position>,
+    /// Outcomes of proposals and reads.
+    pub completions: Vec<Completion>,
+}
+
+impl Output {
+    /// True when there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.write.is_empty()
+            && self.messages.is_empty()
+            && self.applied.is_empty()
+            && self.completions.is_empty()
+    }
+}

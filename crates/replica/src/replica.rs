@@ -1,0 +1,1148 @@
+//! The replica: a sans-IO state machine that replicates the leader's log and
+//! applies committed entries. `docs/REPLICATION.md` states the rules and why
+//! no committed entry is lost.
+
+use crate::entry::{Entry, Index, Payload, Position};
+use crate::log::Log;
+use crate::machine::StateMachine;
+use crate::message::{ReplicaMessage, SnapshotChunk};
+use crate::output::{Completion, LogOp, Output, ProposalError, ProposalId, ReadError, ReadId};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tenure_core::{majority_value, quorum, FencingToken, Instant, NodeId};
+
+/// Settings of one node's replica. Every node of a cluster uses the same voters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// This node.
+    pub id: NodeId,
+    /// Every voter, this node included (the elector's voters).
+    pub voters: Vec<NodeId>,
+    /// How often the leader repeats what is unanswered (synchronisation,
+    /// fetches, appends) and confirms its followers: the elector's heartbeat.
+    pub heartbeat_interval: Duration,
+    /// Most entries in one `Append`.
+    pub max_append_entries: usize,
+    /// Most command bytes in one `Append` (one entry is always sent).
+    pub max_append_bytes: usize,
+    /// Most entries the leader holds written but not yet committed; more
+    /// proposals are refused until some commit (back-pressure).
+    pub max_uncommitted: usize,
+    /// Most reads waiting for a confirmation round on the leader.
+    pub max_pending_reads: usize,
+    /// The largest command accepted.
+    pub max_command_bytes: usize,
+    /// Take a snapshot and compact once this many entries were applied
+    /// beyond the last snapshot.
+    pub snapshot_every: u64,
+    /// Bytes of a snapshot per message.
+    pub snapshot_chunk_bytes: usize,
+    /// The largest snapshot accepted from another node.
+    pub max_snapshot_bytes: u64,
+}
+
+impl Config {
+    /// Defaults for everything but the cluster.
+    pub fn new(id: NodeId, voters: Vec<NodeId>, heartbeat_interval: Duration) -> Self {
+        Config {
+            id,
+            voters,
+            heartbeat_interval,
+            max_append_entries: 256,
+            max_append_bytes: 256 * 1024,
+            max_uncommitted: 4096,
+            max_pending_reads: 4096,
+            max_command_bytes: 64 * 1024,
+            snapshot_every: 10_000,
+            snapshot_chunk_bytes: 256 * 1024,
+            max_snapshot_bytes: 1 << 30,
+        }
+    }
+}
+
+/// What a node's durable log held when it (re)started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// The highest token promised.
+    pub promised: FencingToken,
+    /// The latest snapshot: the last entry it covers and the state machine's bytes.
+    pub snapshot: Option<(Position, Vec<u8>)>,
+    /// The entries after the snapshot, in order.
+    pub entries: Vec<Entry>,
+}
+
+/// Why a replica could not start from what was restored.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    /// The entries do not form a log after the snapshot.
+    #[error("the log is not consecutive: {0}")]
+    Gap(String),
+    /// The state machine refused the snapshot.
+    #[error("the snapshot cannot be restored: {0}")]
+    Snapshot(String),
+}
+
+/// Why a proposal was not accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProposeError {
+    /// This node does not lead, or not yet (it is synchronising).
+    #[error(transparent)]
+    NotLeader(#[from] ProposalError),
+    /// The command is larger than [`Config::max_command_bytes`].
+    #[error("the command has {size} bytes; at most {max} are accepted")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Too many entries wait for their commit ([`Config::max_uncommitted`]).
+    #[error("too many writes in flight ({0}); retry shortly")]
+    Busy(usize),
+}
+
+/// A read accepted by the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadStart {
+    /// Serve it now from the state applied up to this index (the lease holds).
+    Now(Index),
+    /// Wait for [`Completion::Read`] with this id.
+    Pending(ReadId),
+}
+
+/// Per follower, as the leader sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Peer {
+    /// The next entry to send.
+    next: Index,
+    /// The follower's log equals the leader's up to here (durably).
+    matched: Index,
+    /// The newest heartbeat round it answered.
+    acked_round: u64,
+    /// Bytes of the leader's snapshot it holds, while one is in transfer.
+    snapshot_received: Option<u64>,
+}
+
+/// Where a leader is in taking office (see `docs/REPLICATION.md`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    /// Waiting for a majority's promises and last positions.
+    Syncing { answers: Vec<Option<Position>> },
+    /// Fetching the freshest log from voter `from`, which ends at `until`.
+    Fetching { from: usize, until: Position, asked_after: Index, deadline: Instant },
+    /// Its no-op at `noop` is not committed yet.
+    Replicating { noop: Index },
+    /// Accepting writes and reads.
+    Ready,
+}
+
+/// A read waiting for a confirmation round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PendingRead {
+    id: ReadId,
+    index: Index,
+    round: u64,
+}
+
+/// The leader's state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Lead {
+    token: FencingToken,
+    phase: Phase,
+    peers: Vec<Peer>,
+    /// Proposals written and not yet committed, by index.
+    proposals: BTreeMap<Index, ProposalId>,
+    reads: Vec<PendingRead>,
+    round: u64,
+    next_heartbeat: Instant,
+}
+
+/// A snapshot being received, from the leader or (by a leader) from the
+/// freshest follower.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Incoming {
+    last: Position,
+    total: u64,
+    data: Vec<u8>,
+}
+
+/// A snapshot of a replica's state, for status pages and metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaStatus {
+    /// True while this node leads the log and accepts writes.
+    pub ready_leader: bool,
+    /// The token this node leads with, while it leads (ready or not).
+    pub leading: Option<FencingToken>,
+    /// The highest token promised.
+    pub promised: FencingToken,
+    /// The last entry in the log.
+    pub last: Position,
+    /// The highest index known to be committed.
+    pub commit: Index,
+    /// The highest index applied to the state machine.
+    pub applied: Index,
+    /// The last entry the latest snapshot covers.
+    pub snapshot: Position,
+    /// As leader: per follower, the last index it holds.
+    pub followers: Vec<(NodeId, Index)>,
+    /// Messages refused as impossible from a correct peer.
+    pub refused: u64,
+}
+
+/// A node's replica of the log, generic over its state machine. Drive it
+/// with [`Replica::set_leadership`] (after every change of the elector's
+/// known leader), [`Replica::handle_message`], [`Replica::handle_timeout`],
+/// [`Replica::propose`] and [`Replica::read`]; after each, take the output
+/// and handle it: persist `write` (fsync), then send, then deliver.
+#[derive(Clone, Debug)]
+pub struct Replica<S> {
+    cfg: Config,
+    me: usize,
+    sm: S,
+    promised: FencingToken,
+    log: Log,
+    /// The latest snapshot, kept to send to followers far behind.
+    snapshot: Option<(Position, Vec<u8>)>,
+    /// The elector's view: the leader and its token.
+    view: Option<(NodeId, FencingToken)>,
+    lead: Option<Lead>,
+    commit: Index,
+    applied: Index,
+    /// The log is durable up to here (own entries count from the next input).
+    durable_last: Index,
+    /// The promise is durable up to here.
+    durable_promise: FencingToken,
+    /// Something was written that the next input may count: fire at once.
+    kick: bool,
+    incoming: Option<Incoming>,
+    /// The log could not be written: the replica takes no part until rebuilt.
+    stalled: bool,
+    next_id: u64,
+    refused: u64,
+    out: Output,
+}
+
+impl<S: StateMachine> Replica<S> {
+    /// A replica from what the durable log held, applying its snapshot (if
+    /// any) to `sm`. It starts as a follower of nobody.
+    pub fn new(cfg: Config, restored: Restored, mut sm: S) -> Result<Self, RestoreError> {
+        let me = cfg.voters.iter().position(|&v| v == cfg.id).expect("this node is a voter");
+        let base = restored.snapshot.as_ref().map_or(Position::ZERO, |(p, _)| *p);
+        if let Some((_, data)) = &restored.snapshot {
+            sm.restore(data).map_err(RestoreError::Snapshot)?;
+        }
+        let log = Log::new(base, restored.entries).map_err(RestoreError::Gap)?;
+        let durable_last = log.last().index;
+        Ok(Replica {
+            cfg,
+            me,
+            sm,
+            promised: restored.promised,
+            log,
+            snapshot: restored.snapshot,
+            view: None,
+            lead: None,
+            commit: base.index,
+            applied: base.index,
+            durable_last,
+            durable_promise: restored.promised,
+            kick: false,
+            incoming: None,
+            stalled: false,
+            next_id: 1,
+            refused: 0,
+            out: Output::default(),
+        })
+    }
+
+    /// The state machine (read it for queries: everything up to
+    /// [`ReplicaStatus::applied`] is in it).
+    pub fn state_machine(&self) -> &S {
+        &self.sm
+    }
+
+    /// Drains what the inputs produced.
+    pub fn take_output(&mut self) -> Output {
+        std::mem::take(&mut self.out)
+    }
+
+    /// When [`Replica::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Instant {
+        if self.stalled {
+            return Instant::MAX;
+        }
+        if self.kick {
+            return Instant::ZERO;
+        }
+        match &self.lead {
+            Some(l) => match l.phase {
+                Phase::Fetching { deadline, .. } => deadline.min(l.next_heartbeat),
+                _ => l.next_heartbeat,
+            },
+            None => Instant::MAX,
+        }
+    }
+
+    /// A status snapshot.
+    pub fn status(&self) -> ReplicaStatus {
+        ReplicaStatus {
+            ready_leader: self.lead.as_ref().is_some_and(|l| l.phase == Phase::Ready),
+            leading: self.lead.as_ref().map(|l| l.token),
+            promised: self.promised,
+            last: self.log.last(),
+            commit: self.commit,
+            applied: self.applied,
+            snapshot: self.log.base(),
+            followers: self.lead.as_ref().map_or_else(Vec::new, |l| {
+                self.cfg
+                    .voters
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != self.me)
+                    .map(|(i, &v)| (v, l.peers[i].matched))
+                    .collect()
+            }),
+            refused: self.refused,
+        }
+    }
+
+    // ---- Inputs ----
+
+    /// The elector's known leader changed: `leader` of fencing token `token`
+    /// (both `None` while there is no leader).
+    pub fn set_leadership(
+        &mut self,
+        now: Instant,
+        leader: Option<NodeId>,
+        token: Option<FencingToken>,
+    ) {
+        if !self.start_input() {
+            return;
+        }
+        let view = leader.zip(token);
+        if view != self.view {
+            self.view = view;
+            self.step_down();
+            if let Some((l, t)) = view.filter(|&(l, _)| l == self.cfg.id) {
+                debug_assert_eq!(l, self.cfg.id);
+                self.take_office(now, t);
+            }
+        }
+        self.finish_input(now);
+    }
+
+    /// A message from voter `from`.
+    pub fn handle_message(&mut self, now: Instant, from: NodeId, msg: ReplicaMessage) {
+        if !self.start_input() {
+            return;
+        }
+        match self.cfg.voters.iter().position(|&v| v == from).filter(|&i| i != self.me) {
+            Some(i) => self.on_message(now, i, from, msg),
+            None => self.refused += 1,
+        }
+        self.finish_input(now);
+    }
+
+    /// The timer armed at [`Replica::poll_timeout`] fired.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if !self.start_input() {
+            return;
+        }
+        let due = self.lead.as_ref().is_some_and(|l| now >= l.next_heartbeat);
+        if due {
+            self.heartbeat(now);
+        }
+        if let Some(Phase::Fetching { deadline, .. }) = self.lead.as_ref().map(|l| &l.phase) {
+            if now >= *deadline {
+                // The freshest node did not answer: synchronise again.
+                self.start_sync(now);
+            }
+        }
+        self.finish_input(now);
+    }
+
+    /// Proposes `commands` (a batch: one write, one message per follower).
+    /// Each accepted command gets an id whose [`Completion::Proposal`] comes
+    /// once it is committed and applied (or leadership is lost).
+    pub fn propose(
+        &mut self,
+        now: Instant,
+        commands: Vec<Vec<u8>>,
+    ) -> Vec<Result<ProposalId, ProposeError>> {
+        if !self.start_input() {
+            let e = ProposeError::NotLeader(ProposalError::StorageFailed);
+            return commands.iter().map(|_| Err(e.clone())).collect();
+        }
+        let results = commands.into_iter().map(|c| self.propose_one(c)).collect();
+        self.send_appends(now, false);
+        self.finish_input(now);
+        results
+    }
+
+    /// Starts a linearizable read. `lease_valid` is the elector's
+    /// `is_leader(now)`: with it the read is served at once, without it after
+    /// a round of acknowledgements from a majority.
+    pub fn read(&mut self, now: Instant, lease_valid: bool) -> Result<ReadStart, ReadError> {
+        if !self.start_input() {
+            return Err(ReadError::NotLeader { leader: None });
+        }
+        let result = self.start_read(now, lease_valid);
+        self.finish_input(now);
+        result
+    }
+
+    /// The last write of the log failed: this replica stops taking part
+    /// (nothing of that output was sent). Rebuild it from the durable log
+    /// ([`Replica::new`]) once storage works again. Proposals written and not
+    /// committed get [`ProposalError::Unknown`]: part of the write may have
+    /// reached the disk.
+    pub fn handle_persist_failed(&mut self) {
+        self.step_down();
+        self.stalled = true;
+    }
+
+    // ---- Bookkeeping ----
+
+    /// Every input starts here: what the previous output asked to write is
+    /// durable now. False if the replica stalled.
+    fn start_input(&mut self) -> bool {
+        if self.stalled {
+            return false;
+        }
+        self.durable_last = self.log.last().index;
+        self.durable_promise = self.promised;
+        self.kick = false;
+        true
+    }
+
+    /// Every input ends here: count what became durable, advance the commit.
+    fn finish_input(&mut self, now: Instant) {
+        if self.lead.as_ref().is_some_and(|l| matches!(l.phase, Phase::Syncing { .. })) {
+            self.check_sync(now);
+        }
+        self.advance_commit(now);
+        self.complete_reads();
+    }
+
+    fn write(&mut self, op: LogOp) {
+        self.out.write.push(op);
+    }
+
+    fn send(&mut self, to: usize, msg: ReplicaMessage) {
+        self.out.messages.push((self.cfg.voters[to], msg));
+    }
+
+    fn others(&self) -> Vec<usize> {
+        (0..self.cfg.voters.len()).filter(|&i| i != self.me).collect()
+    }
+
+    fn quorum(&self) -> usize {
+        quorum(self.cfg.voters.len())
+    }
+
+    fn promise(&mut self, token: FencingToken) {
+        if token > self.promised {
+            self.promised = token;
+            self.write(LogOp::Promise(token));
+        }
+    }
+
+    fn known_leader(&self) -> Option<NodeId> {
+        self.view.map(|(l, _)| l)
+    }
+
+    // ---- Leading ----
+
+    /// Leaves the leader role, if held: proposals written and not committed
+    /// may still commit under a later leader (unknown); reads fail.
+    fn step_down(&mut self) {
+        let Some(lead) = self.lead.take() else { return };
+        for (_, id) in lead.proposals {
+            let result = Err(ProposalError::Unknown);
+            self.out.completions.push(Completion::Proposal { id, result });
+        }
+        for r in lead.reads {
+            let result = Err(ReadError::NotLeader { leader: self.known_leader() });
+            self.out.completions.push(Completion::Read { id: r.id, result });
+        }
+        self.incoming = None;
+    }
+
+    fn take_office(&mut self, now: Instant, token: FencingToken) {
+        if token < self.promised {
+            // A later leadership was promised already: this one cannot lead
+            // the log (its elector will learn of the later term).
+            return;
+        }
+        self.promise(token);
+        let n = self.cfg.voters.len();
+        self.lead = Some(Lead {
+            token,
+            phase: Phase::Syncing { answers: vec![None; n] },
+            peers: vec![Peer::default(); n],
+            proposals: BTreeMap::new(),
+            reads: Vec::new(),
+            round: 0,
+            next_heartbeat: now + self.cfg.heartbeat_interval,
+        });
+        self.start_sync(now);
+    }
+
+    /// Asks every voter for its promise and last position.
+    fn start_sync(&mut self, now: Instant) {
+        let n = self.cfg.voters.len();
+        let Some(lead) = self.lead.as_mut() else { return };
+        lead.phase = Phase::Syncing { answers: vec![None; n] };
+        lead.next_heartbeat = now + self.cfg.heartbeat_interval;
+        let token = lead.token;
+        for i in self.others() {
+            self.send(i, ReplicaMessage::Sync { token });
+        }
+        self.kick = true;
+    }
+
+    /// Once a majority promised: replicate from here, or fetch the freshest log first.
+    fn check_sync(&mut self, now: Instant) {
+        let me = self.me;
+        let quorum = self.quorum();
+        let own = self.log.last();
+        let durable_promise = self.durable_promise;
+        let Some(lead) = self.lead.as_mut() else { return };
+        let token = lead.token;
+        let Phase::Syncing { answers } = &mut lead.phase else { return };
+        if durable_promise >= token {
+            answers[me] = Some(own);
+        }
+        if answers.iter().flatten().count() < quorum {
+            return;
+        }
+        // The freshest log; this node's own on a tie.
+        let best = answers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.map(|p| (p, i == me, i)))
+            .max()
+            .map(|(p, _, i)| (p, i))
+            .expect("a majority answered");
+        if best.1 == me {
+            self.start_replicating(now);
+        } else {
+            let after = self.commit;
+            lead.phase = Phase::Fetching {
+                from: best.1,
+                until: best.0,
+                asked_after: after,
+                deadline: now + self.cfg.heartbeat_interval * 4,
+            };
+            self.send(best.1, ReplicaMessage::Fetch { token, after, offset: 0 });
+        }
+    }
+
+    /// Writes the no-op of this leadership and starts replicating.
+    fn start_replicating(&mut self, now: Instant) {
+        let last = self.log.last();
+        let Some(lead) = self.lead.as_mut() else { return };
+        let pos = Position { token: lead.token, index: last.index + 1 };
+        let noop = Entry { pos, payload: Payload::Noop };
+        lead.phase = Phase::Replicating { noop: pos.index };
+        for p in lead.peers.iter_mut() {
+            *p = Peer { next: pos.index, ..Peer::default() };
+        }
+        self.log.push(noop.clone());
+        self.write(LogOp::Append(vec![noop]));
+        self.kick = true;
+        self.send_appends(now, true);
+    }
+
+    fn propose_one(&mut self, command: Vec<u8>) -> Result<ProposalId, ProposeError> {
+        let leader = self.known_leader();
+        let Some(lead) = self.lead.as_mut().filter(|l| l.phase == Phase::Ready) else {
+            return Err(ProposalError::NotLeader { leader }.into());
+        };
+        if command.len() > self.cfg.max_command_bytes {
+            return Err(ProposeError::TooLarge {
+                size: command.len(),
+                max: self.cfg.max_command_bytes,
+            });
+        }
+        if lead.proposals.len() >= self.cfg.max_uncommitted {
+            return Err(ProposeError::Busy(lead.proposals.len()));
+        }
+        let pos = Position { token: lead.token, index: self.log.last().index + 1 };
+        let id = self.next_id;
+        self.next_id += 1;
+        lead.proposals.insert(pos.index, id);
+        let entry = Entry { pos, payload: Payload::Command(command) };
+        self.log.push(entry.clone());
+        match self.out.write.last_mut() {
+            Some(LogOp::Append(batch)) => batch.push(entry),
+            _ => self.write(LogOp::Append(vec![entry])),
+        }
+        self.kick = true;
+        Ok(id)
+    }
+
+    /// Sends each follower what it lacks: all of them (`all`, a heartbeat
+    /// round) or only those that are caught up (new entries).
+    fn send_appends(&mut self, now: Instant, all: bool) {
+        let last = self.log.last().index;
+        let Some(lead) = self.lead.as_ref() else { return };
+        if !matches!(lead.phase, Phase::Replicating { .. } | Phase::Ready) {
+            return;
+        }
+        let due: Vec<usize> = self
+            .others()
+            .into_iter()
+            .filter(|&i| {
+                all || (lead.peers[i].next <= last && lead.peers[i].snapshot_received.is_none())
+            })
+            .collect();
+        for i in due {
+            self.send_to(now, i);
+        }
+    }
+
+    /// Sends follower `i` its next entries (or snapshot piece), advancing its
+    /// next index optimistically.
+    fn send_to(&mut self, _now: Instant, i: usize) {
+        let base = self.log.base();
+        let commit = self.commit;
+        let Some(lead) = self.lead.as_mut() else { return };
+        let token = lead.token;
+        let round = lead.round;
+        let peer = &mut lead.peers[i];
+        if peer.next <= base.index {
+            let offset = peer.snapshot_received.unwrap_or(0);
+            peer.snapshot_received = Some(offset);
+            let Some(chunk) = self.snapshot_chunk(offset) else { return };
+            return self.send(i, ReplicaMessage::InstallSnapshot { token, chunk });
+        }
+        let prev_index = peer.next - 1;
+        let prev = Position {
+            index: prev_index,
+            token: self.log.token_at(prev_index).expect("held: at or after the base"),
+        };
+        let entries =
+            self.log.slice(peer.next, self.cfg.max_append_entries, self.cfg.max_append_bytes);
+        peer.next += entries.len() as u64;
+        self.send(i, ReplicaMessage::Append { token, prev, entries, commit, round });
+    }
+
+    /// The piece of the latest snapshot from `offset`.
+    fn snapshot_chunk(&self, offset: u64) -> Option<SnapshotChunk> {
+        let (last, data) = self.snapshot.as_ref()?;
+        let start = usize::try_from(offset).ok()?.min(data.len());
+        let end = start.saturating_add(self.cfg.snapshot_chunk_bytes).min(data.len());
+        Some(SnapshotChunk {
+            last: *last,
+            total: data.len() as u64,
+            offset,
+            data: data[start..end].to_vec(),
+        })
+    }
+
+    /// The periodic round: repeat what is unanswered, confirm followers.
+    fn heartbeat(&mut self, now: Instant) {
+        let others = self.others();
+        let Some(lead) = self.lead.as_mut() else { return };
+        lead.next_heartbeat = now + self.cfg.heartbeat_interval;
+        lead.round += 1;
+        let token = lead.token;
+        match &lead.phase {
+            Phase::Syncing { answers } => {
+                let missing: Vec<usize> =
+                    others.into_iter().filter(|&i| answers[i].is_none()).collect();
+                for i in missing {
+                    self.send(i, ReplicaMessage::Sync { token });
+                }
+            }
+            Phase::Fetching { from, asked_after, .. } => {
+                let (from, after) = (*from, *asked_after);
+                let offset = self.incoming.as_ref().map_or(0, |inc| inc.data.len() as u64);
+                self.send(from, ReplicaMessage::Fetch { token, after, offset });
+            }
+            Phase::Replicating { .. } | Phase::Ready => {
+                // Everything unacknowledged is sent again from the last match.
+                for p in lead.peers.iter_mut() {
+                    if p.snapshot_received.is_none() {
+                        p.next = p.matched + 1;
+                    }
+                }
+                self.send_appends(now, true);
+            }
+        }
+    }
+
+    /// Commits what a majority holds durably, counting only entries of this
+    /// leadership's token, and applies it.
+    fn advance_commit(&mut self, now: Instant) {
+        if let Some(lead) = self.lead.as_ref() {
+            if matches!(lead.phase, Phase::Replicating { .. } | Phase::Ready) {
+                let others = lead
+                    .peers
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != self.me)
+                    .map(|(_, p)| Some(p.matched));
+                let majority = majority_value(self.durable_last, others, self.quorum());
+                if let Some(c) = majority.filter(|&c| c > self.commit) {
+                    if self.log.token_at(c) == Some(lead.token) {
+                        self.commit = c;
+                    }
+                }
+            }
+        }
+        self.apply(now);
+    }
+
+    /// Applies every committed entry not yet applied, in order.
+    fn apply(&mut self, _now: Instant) {
+        while self.applied < self.commit {
+            let Some(entry) = self.log.get(self.applied + 1) else { break };
+            let pos = entry.pos;
+            let result = match &entry.payload {
+                Payload::Noop => Vec::new(),
+                Payload::Command(c) => self.sm.apply(pos, c),
+            };
+            self.applied = pos.index;
+            self.out.applied.push(pos);
+            if let Some(lead) = self.lead.as_mut() {
+                if let Some(id) = lead.proposals.remove(&pos.index) {
+                    let result = Ok((pos, result));
+                    self.out.completions.push(Completion::Proposal { id, result });
+                }
+                if lead.phase == (Phase::Replicating { noop: pos.index }) {
+                    lead.phase = Phase::Ready;
+                }
+            }
+        }
+        self.maybe_compact();
+    }
+
+    /// Takes a snapshot once enough was applied beyond the last one.
+    fn maybe_compact(&mut self) {
+        if self.applied < self.log.base().index + self.cfg.snapshot_every {
+            return;
+        }
+        let last = Position {
+            index: self.applied,
+            token: self.log.token_at(self.applied).expect("applied entries are held"),
+        };
+        let data = self.sm.snapshot();
+        self.log.compact(last);
+        self.snapshot = Some((last, data.clone()));
+        self.write(LogOp::Compact { last, data });
+    }
+
+    // ---- Reads ----
+
+    fn start_read(&mut self, now: Instant, lease_valid: bool) -> Result<ReadStart, ReadError> {
+        let leader = self.known_leader();
+        let max = self.cfg.max_pending_reads;
+        let Some(lead) = self.lead.as_mut().filter(|l| l.phase == Phase::Ready) else {
+            return Err(ReadError::NotLeader { leader });
+        };
+        if lease_valid {
+            return Ok(ReadStart::Now(self.applied));
+        }
+        if lead.reads.len() >= max {
+            return Err(ReadError::NotLeader { leader });
+        }
+        lead.round += 1;
+        let id = self.next_id;
+        self.next_id += 1;
+        lead.reads.push(PendingRead { id, index: self.commit, round: lead.round });
+        self.send_appends(now, true);
+        Ok(ReadStart::Pending(id))
+    }
+
+    /// Serves the reads whose round a majority confirmed.
+    fn complete_reads(&mut self) {
+        let quorum = self.quorum();
+        let me = self.me;
+        let applied = self.applied;
+        let Some(lead) = self.lead.as_mut() else { return };
+        let rounds: Vec<u64> = lead
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != me)
+            .map(|(_, p)| p.acked_round)
+            .collect();
+        let confirmed = majority_value(u64::MAX, rounds.into_iter().map(Some), quorum).unwrap_or(0);
+        let mut done = Vec::new();
+        lead.reads.retain(|r| {
+            let ready = r.round <= confirmed && applied >= r.index;
+            if ready {
+                done.push(*r);
+            }
+            !ready
+        });
+        for r in done {
+            self.out.completions.push(Completion::Read { id: r.id, result: Ok(r.index) });
+        }
+    }
+
+    // ---- Messages ----
+
+    fn on_message(&mut self, now: Instant, i: usize, from: NodeId, msg: ReplicaMessage) {
+        let token = msg.token();
+        let from_leader = self.view == Some((from, token));
+        match msg {
+            ReplicaMessage::Sync { .. } if from_leader => self.on_sync(i, token),
+            ReplicaMessage::Append { prev, entries, commit, round, .. } if from_leader => {
+                self.on_append(now, i, token, prev, entries, commit, round)
+            }
+            ReplicaMessage::InstallSnapshot { chunk, .. } if from_leader => {
+                self.on_install(now, i, token, chunk)
+            }
+            ReplicaMessage::Fetch { after, offset, .. } if from_leader => {
+                self.on_fetch(i, token, after, offset)
+            }
+            ReplicaMessage::Sync { .. }
+            | ReplicaMessage::Append { .. }
+            | ReplicaMessage::InstallSnapshot { .. }
+            | ReplicaMessage::Fetch { .. } => {
+                // Not from the leader the elector knows for that token: a
+                // message of an old leadership, or one this node has not
+                // heard of yet (the leader repeats it), or forged.
+            }
+            ReplicaMessage::SyncReply { last, .. } => self.on_sync_reply(now, i, token, last),
+            ReplicaMessage::AppendReply { round, result, .. } => {
+                self.on_append_reply(now, i, token, round, result)
+            }
+            ReplicaMessage::SnapshotReply { last, received, .. } => {
+                self.on_snapshot_reply(now, i, token, last, received)
+            }
+            ReplicaMessage::FetchReply { after, entries, snapshot, last, .. } => {
+                self.on_fetch_reply(now, i, token, after, entries, snapshot, last)
+            }
+        }
+    }
+
+    /// The leader's token must be at least the promise; a higher one is promised.
+    fn accept_leader_token(&mut self, token: FencingToken) -> bool {
+        if token < self.promised {
+            return false;
+        }
+        self.promise(token);
+        true
+    }
+
+    fn on_sync(&mut self, i: usize, token: FencingToken) {
+        let last = self.accept_leader_token(token).then(|| self.log.last());
+        let promised = self.promised;
+        self.send(i, ReplicaMessage::SyncReply { token, last, promised });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_append(
+        &mut self,
+        now: Instant,
+        i: usize,
+        token: FencingToken,
+        prev: Position,
+        entries: Vec<Entry>,
+        commit: Index,
+        round: u64,
+    ) {
+        if !self.accept_leader_token(token) {
+            return;
+        }
+        let result = self.append_after(prev, entries);
+        if let Ok(matched) = result {
+            self.commit = self.commit.max(commit.min(matched));
+            self.apply(now);
+        }
+        self.send(i, ReplicaMessage::AppendReply { token, round, result });
+    }
+
+    /// Appends `entries` after `prev` if this log holds it; returns the index
+    /// up to which the log now equals the leader's, or where to resume.
+    fn append_after(&mut self, prev: Position, entries: Vec<Entry>) -> Result<Index, Index> {
+        let base = self.log.base();
+        // Entries a snapshot covers are committed: they are the leader's.
+        let (prev, entries) = if prev.index < base.index {
+            let skip = usize::try_from(base.index - prev.index).unwrap_or(usize::MAX);
+            if entries.len() < skip {
+                return Ok(base.index);
+            }
+            (base, entries[skip..].to_vec())
+        } else {
+            (prev, entries)
+        };
+        if !self.log.holds(prev) {
+            return Err(self.resume_hint(prev));
+        }
+        if !consecutive(prev, &entries) {
+            self.refused += 1;
+            return Err(self.log.last().index.min(prev.index) + 1);
+        }
+        let matched = prev.index + entries.len() as u64;
+        let mut new = Vec::new();
+        for e in entries {
+            match self.log.token_at(e.pos.index) {
+                Some(t) if t == e.pos.token => {}
+                Some(_) => {
+                    if e.pos.index <= self.commit {
+                        // A committed entry never changes: not from a correct leader.
+                        self.refused += 1;
+                        return Err(self.commit + 1);
+                    }
+                    self.log.truncate_after(e.pos.index - 1);
+                    self.write(LogOp::TruncateAfter(e.pos.index - 1));
+                    self.log.push(e.clone());
+                    new.push(e);
+                }
+                None => {
+                    self.log.push(e.clone());
+                    new.push(e);
+                }
+            }
+        }
+        if !new.is_empty() {
+            self.write(LogOp::Append(new));
+        }
+        Ok(matched)
+    }
+
+    /// Where the leader should resume when this log lacks `prev`: after its
+    /// last entry if it is shorter, else at the start of the conflicting
+    /// token's run (one round trip per divergent leadership, not per entry).
+    fn resume_hint(&self, prev: Position) -> Index {
+        let last = self.log.last();
+        if last.index < prev.index {
+            return last.index + 1;
+        }
+        let conflict = self.log.token_at(prev.index);
+        let mut i = prev.index;
+        while i > self.log.base().index + 1 && self.log.token_at(i - 1) == conflict {
+            i -= 1;
+        }
+        i.max(self.commit + 1)
+    }
+
+    fn on_install(&mut self, now: Instant, i: usize, token: FencingToken, chunk: SnapshotChunk) {
+        if !self.accept_leader_token(token) {
+            return;
+        }
+        let last = chunk.last;
+        let received = self.receive_snapshot(now, chunk);
+        if let Some(received) = received {
+            self.send(i, ReplicaMessage::SnapshotReply { token, last, received });
+        }
+    }
+
+    /// Adds a snapshot piece; installs the snapshot once whole. Returns the
+    /// bytes held, or `None` for a piece refused.
+    fn receive_snapshot(&mut self, now: Instant, chunk: SnapshotChunk) -> Option<u64> {
+        if chunk.total > self.cfg.max_snapshot_bytes
+            || chunk.data.len() > self.cfg.snapshot_chunk_bytes
+        {
+            self.refused += 1;
+            return None;
+        }
+        if chunk.last.index <= self.commit {
+            // Already beyond it: nothing to install.
+            return Some(chunk.total);
+        }
+        if chunk.offset == 0 {
+            self.incoming = Some(Incoming {
+                last: chunk.last,
+                total: chunk.total,
+                data: Vec::with_capacity(usize::try_from(chunk.total).unwrap_or(0).min(1 << 20)),
+            });
+        }
+        let inc = self.incoming.as_mut()?;
+        if inc.last != chunk.last || inc.total != chunk.total {
+            return Some(0);
+        }
+        if chunk.offset == inc.data.len() as u64 {
+            inc.data.extend_from_slice(&chunk.data);
+        }
+        let held = inc.data.len() as u64;
+        if held < inc.total {
+            return Some(held);
+        }
+        let Incoming { last, data, .. } = self.incoming.take()?;
+        if let Err(_why) = self.sm.restore(&data) {
+            self.refused += 1;
+            return Some(0);
+        }
+        self.log.reset(last);
+        self.commit = last.index;
+        self.applied = last.index;
+        self.snapshot = Some((last, data.clone()));
+        self.write(LogOp::InstallSnapshot { last, data });
+        self.apply(now);
+        Some(held)
+    }
+
+    fn on_fetch(&mut self, i: usize, token: FencingToken, after: Index, offset: u64) {
+        let last = self.log.last();
+        let (entries, snapshot) = if after >= self.log.base().index {
+            let entries =
+                self.log.slice(after + 1, self.cfg.max_append_entries, self.cfg.max_append_bytes);
+            (entries, None)
+        } else {
+            (Vec::new(), self.snapshot_chunk(offset))
+        };
+        self.send(i, ReplicaMessage::FetchReply { token, after, entries, snapshot, last });
+    }
+
+    // ---- Answers, on the leader ----
+
+    fn lead_of(&mut self, token: FencingToken) -> Option<&mut Lead> {
+        self.lead.as_mut().filter(|l| l.token == token)
+    }
+
+    fn on_sync_reply(
+        &mut self,
+        now: Instant,
+        i: usize,
+        token: FencingToken,
+        last: Option<Position>,
+    ) {
+        let Some(lead) = self.lead_of(token) else { return };
+        if let Phase::Syncing { answers } = &mut lead.phase {
+            answers[i] = last;
+        }
+        let _ = now;
+    }
+
+    fn on_append_reply(
+        &mut self,
+        now: Instant,
+        i: usize,
+        token: FencingToken,
+        round: u64,
+        result: Result<Index, Index>,
+    ) {
+        let last = self.log.last().index;
+        let Some(lead) = self.lead_of(token) else { return };
+        if round > lead.round {
+            // Echoes a round this leader never sent.
+            self.refused += 1;
+            return;
+        }
+        let peer = &mut lead.peers[i];
+        peer.acked_round = peer.acked_round.max(round);
+        match result {
+            Ok(matched) if matched <= last => {
+                peer.matched = peer.matched.max(matched);
+                peer.next = peer.next.max(matched + 1);
+            }
+            // Claims entries this leader never wrote.
+            Ok(_) => self.refused += 1,
+            Err(hint) => {
+                peer.next = hint.clamp(peer.matched + 1, last + 1);
+                self.send_to(now, i);
+            }
+        }
+    }
+
+    fn on_snapshot_reply(
+        &mut self,
+        now: Instant,
+        i: usize,
+        token: FencingToken,
+        last: Position,
+        received: u64,
+    ) {
+        let current = self.snapshot.as_ref().map(|(p, d)| (*p, d.len() as u64));
+        let Some(lead) = self.lead_of(token) else { return };
+        let peer = &mut lead.peers[i];
+        let Some((snap, total)) = current.filter(|&(p, _)| p == last) else {
+            // A reply about an older snapshot: start over with the current one.
+            peer.snapshot_received = None;
+            return;
+        };
+        if peer.snapshot_received.is_none() {
+            return;
+        }
+        if received >= total {
+            peer.snapshot_received = None;
+            peer.matched = peer.matched.max(snap.index);
+            peer.next = snap.index + 1;
+        } else {
+            peer.snapshot_received = Some(received);
+        }
+        self.send_to(now, i);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_fetch_reply(
+        &mut self,
+        now: Instant,
+        i: usize,
+        token: FencingToken,
+        after: Index,
+        entries: Vec<Entry>,
+        snapshot: Option<SnapshotChunk>,
+        last: Position,
+    ) {
+        let Some(lead) = self.lead_of(token) else { return };
+        let Phase::Fetching { from, until, asked_after, .. } = lead.phase else { return };
+        if from != i || after != asked_after || last < until {
+            return;
+        }
+        if let Some(chunk) = snapshot {
+            let received = self.receive_snapshot(now, chunk);
+            let offset = if self.incoming.is_some() { received.unwrap_or(0) } else { 0 };
+            let after = self.commit;
+            self.set_fetch(now, after);
+            self.send(i, ReplicaMessage::Fetch { token, after, offset });
+            return;
+        }
+        let Some(token_after) = self.log.token_at(after) else { return };
+        let prev = Position { token: token_after, index: after };
+        if entries.is_empty() && !self.log.holds(until) {
+            self.refused += 1;
+            return;
+        }
+        // Merge the freshest log into this one: an entry of its own that
+        // conflicts with it is removed (it cannot be committed, the freshest
+        // log holds every committed entry), a matching one is kept. Nothing is
+        // removed before its replacement arrived, so a fetch cut short leaves
+        // a prefix of the freshest log, never less.
+        let Ok(matched) = self.append_after(prev, entries) else {
+            self.refused += 1;
+            return;
+        };
+        if self.log.holds(until) {
+            // Entries beyond the freshest log's end are stale too.
+            if self.log.last().index > until.index {
+                self.log.truncate_after(until.index);
+                self.write(LogOp::TruncateAfter(until.index));
+            }
+            self.start_replicating(now);
+        } else {
+            let after = matched;
+            self.set_fetch(now, after);
+            self.send(i, ReplicaMessage::Fetch { token, after, offset: 0 });
+        }
+    }
+
+    fn set_fetch(&mut self, now: Instant, after: Index) {
+        let deadline = now + self.cfg.heartbeat_interval * 4;
+        if let Some(Lead { phase: Phase::Fetching { asked_after, deadline: d, .. }, .. }) =
+            self.lead.as_mut()
+        {
+            *asked_after = after;
+            *d = deadline;
+        }
+    }
+}
+
+/// True if `entries` follow `prev` with consecutive indexes and tokens that
+/// never go down.
+fn consecutive(prev: Position, entries: &[Entry]) -> bool {
+    let mut at = prev;
+    for e in entries {
+        if e.pos.index != at.index + 1 || e.pos.token < at.token {
+            return false;
+        }
+        at = e.pos;
+    }
+    true
+}

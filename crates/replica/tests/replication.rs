@@ -1,0 +1,413 @@
+//! The replica's rules as stories: commit through a majority, failover with
+//! synchronisation, divergent logs, catch-up by entries and by snapshot, reads,
+//! and randomized runs with crashes, partitions, loss and leader changes.
+
+mod util;
+
+use std::time::Duration;
+use tenure_core::FencingToken;
+use tenure_replica::{Position, ReadStart, ReplicaMessage};
+use util::*;
+
+fn cmd(i: u64) -> Vec<u8> {
+    format!("c{i}").into_bytes()
+}
+
+/// A cluster whose node 1 leads token 1, told to everyone, and is ready.
+fn led(size: u64) -> Cluster {
+    let mut c = Cluster::new(size, 1);
+    let ids = c.ids.clone();
+    c.elect(n(1), &ids);
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(c.ready_leader(), Some(n(1)), "the leader synchronised and committed its no-op");
+    c
+}
+
+#[test]
+fn a_leader_commits_through_a_majority_and_everyone_applies_in_order() {
+    for size in [1, 3, 5] {
+        let mut c = led(size);
+        for i in 0..50 {
+            assert_eq!(c.propose(n(1), vec![cmd(i)]), 1);
+        }
+        c.run_for(HEARTBEAT * 5);
+        c.check_converged();
+        let applied = c.applied_by(n(1));
+        assert_eq!(applied.len(), 50, "{size} nodes");
+        for id in c.ids.clone() {
+            assert_eq!(c.applied_by(id), applied, "{size} nodes: {id:?} applied the same");
+        }
+        assert!(c.proposals.values().all(|(_, f)| matches!(f, Fate::Committed(_))));
+    }
+}
+
+#[test]
+fn a_batch_is_one_write_and_one_message_per_follower() {
+    let mut c = led(3);
+    let before = c.nodes[&n(2)].disk.entries.len();
+    assert_eq!(c.propose(n(1), (0..10).map(cmd).collect()), 10);
+    assert_eq!(c.nodes[&n(1)].disk.entries.len(), before + 10, "one write on the leader");
+    c.run_for(HEARTBEAT / 2);
+    assert_eq!(c.nodes[&n(2)].disk.entries.len(), before + 10, "one message to each follower");
+    // Followers learn the commit with the next round.
+    c.run_for(HEARTBEAT);
+    c.check_converged();
+}
+
+#[test]
+fn a_follower_does_not_accept_writes() {
+    let mut c = led(3);
+    assert_eq!(c.propose(n(2), vec![cmd(1)]), 0, "only the ready leader takes proposals");
+}
+
+#[test]
+fn a_minority_commits_nothing() {
+    let mut c = led(3);
+    c.isolate(n(1));
+    c.propose(n(1), vec![cmd(1)]);
+    c.run_for(HEARTBEAT * 10);
+    assert!(c.proposals.values().all(|(_, f)| *f == Fate::Pending));
+    assert_eq!(c.replica(n(1)).status().commit, 1, "only the no-op");
+}
+
+#[test]
+fn failover_keeps_every_committed_entry_and_reports_the_rest_as_unknown() {
+    let mut c = led(3);
+    for i in 0..20 {
+        c.propose(n(1), vec![cmd(i)]);
+    }
+    c.run_for(HEARTBEAT * 3);
+    // Entries only the old leader holds: written, never committed.
+    c.isolate(n(1));
+    for i in 20..25 {
+        c.propose(n(1), vec![cmd(i)]);
+    }
+    c.run_for(HEARTBEAT);
+    let t = c.elect(n(2), &[n(2), n(3)]);
+    c.run_for(HEARTBEAT * 5);
+    assert!(c.replica(n(2)).status().ready_leader);
+    assert_eq!(c.replica(n(2)).status().leading, Some(t));
+    c.propose(n(2), vec![cmd(100)]);
+    c.run_for(HEARTBEAT * 3);
+    // The old leader rejoins and learns of the new one.
+    c.heal();
+    c.tell(n(1), Some((n(2), t)));
+    c.run_for(HEARTBEAT * 5);
+    c.check_converged();
+    for ((node, _), (cmd, fate)) in &c.proposals {
+        let i: u64 = String::from_utf8_lossy(&cmd[1..]).parse().unwrap();
+        match (node.0, i) {
+            (1, 0..=19) | (2, _) => {
+                assert!(matches!(fate, Fate::Committed(_)), "{cmd:?}: {fate:?}")
+            }
+            (1, _) => assert_eq!(*fate, Fate::Unknown, "{cmd:?}"),
+            _ => unreachable!(),
+        }
+    }
+    // The old leader's uncommitted entries are gone from every log.
+    let applied = c.applied_by(n(1));
+    assert_eq!(applied.len(), 21);
+    assert!(applied.iter().all(|(_, c)| c != &cmd(20)));
+}
+
+#[test]
+fn a_new_leader_with_a_shorter_log_fetches_the_freshest_one() {
+    let mut c = led(3);
+    // n3 misses the last entries, which n1 and n2 commit.
+    c.cut.insert((n(1), n(3)));
+    for i in 0..10 {
+        c.propose(n(1), vec![cmd(i)]);
+    }
+    c.run_for(HEARTBEAT * 3);
+    assert!(c.proposals.values().all(|(_, f)| matches!(f, Fate::Committed(_))));
+    c.crash(n(1));
+    c.heal();
+    // n3, behind, is elected: it must fetch n2's log before it writes.
+    let t = c.elect(n(3), &[n(2), n(3)]);
+    c.run_for(HEARTBEAT * 5);
+    assert_eq!(c.ready_leader(), Some(n(3)));
+    assert_eq!(c.replica(n(3)).status().leading, Some(t));
+    let applied = c.applied_by(n(3));
+    assert_eq!(applied.len(), 10, "every committed entry survived");
+    c.restart(n(1));
+    c.tell(n(1), Some((n(3), t)));
+    c.run_for(HEARTBEAT * 5);
+    c.check_converged();
+}
+
+#[test]
+fn a_follower_far_behind_catches_up_by_snapshot() {
+    let mut c = Cluster::with_config(3, 1, |cfg| {
+        cfg.snapshot_every = 20;
+        cfg.snapshot_chunk_bytes = 64;
+    });
+    let ids = c.ids.clone();
+    c.elect(n(1), &ids);
+    c.run_for(HEARTBEAT * 3);
+    c.crash(n(3));
+    for i in 0..100 {
+        c.propose(n(1), vec![cmd(i)]);
+        c.run_for(HEARTBEAT / 5);
+    }
+    c.run_for(HEARTBEAT * 3);
+    assert!(c.replica(n(1)).status().snapshot.index >= 80, "the leader compacted");
+    c.restart(n(3));
+    c.tell(n(3), Some((n(1), FencingToken(1))));
+    c.run_for(HEARTBEAT * 40);
+    c.check_converged();
+    let s = c.replica(n(3)).status();
+    assert_eq!(s.applied, c.replica(n(1)).status().commit);
+    assert!(s.snapshot.index >= 80, "it installed the snapshot: {s:?}");
+    assert_eq!(c.replica(n(3)).state_machine().applied, c.replica(n(1)).state_machine().applied);
+}
+
+#[test]
+fn a_restarted_cluster_keeps_its_log() {
+    let mut c = led(3);
+    for i in 0..10 {
+        c.propose(n(1), vec![cmd(i)]);
+    }
+    c.run_for(HEARTBEAT * 3);
+    for id in c.ids.clone() {
+        c.crash(id);
+        c.restart(id);
+    }
+    let ids = c.ids.clone();
+    c.elect(n(2), &ids);
+    c.run_for(HEARTBEAT * 5);
+    assert_eq!(c.ready_leader(), Some(n(2)));
+    c.check_converged();
+    assert_eq!(c.applied_by(n(2)).len(), 10);
+}
+
+#[test]
+fn reads_are_served_at_once_with_a_lease_and_after_a_round_without() {
+    let mut c = led(3);
+    c.propose(n(1), vec![cmd(1)]);
+    c.run_for(HEARTBEAT * 2);
+    let now = c.now;
+    let applied = c.replica(n(1)).status().applied;
+    let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().read(now, true);
+    assert_eq!(r, Ok(ReadStart::Now(applied)));
+    let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().read(now, false);
+    assert!(matches!(r, Ok(ReadStart::Pending(_))), "{r:?}");
+    // Followers do not serve reads.
+    let r = c.nodes.get_mut(&n(2)).unwrap().replica.as_mut().unwrap().read(now, true);
+    assert!(r.is_err());
+    // A cut-off leader never confirms the round.
+    c.isolate(n(1));
+    c.run_for(HEARTBEAT * 5);
+    let out = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().take_output();
+    assert!(out.completions.is_empty(), "{out:?}");
+}
+
+#[test]
+fn messages_from_a_node_that_does_not_lead_change_nothing() {
+    let mut c = led(3);
+    c.propose(n(1), vec![cmd(1)]);
+    c.run_for(HEARTBEAT * 2);
+    let before = c.nodes[&n(3)].disk.entries.clone();
+    let forged = tenure_replica::Entry {
+        pos: Position { token: FencingToken(9), index: 2 },
+        payload: tenure_replica::Payload::Command(b"forged".to_vec()),
+    };
+    let t9 = FencingToken(9);
+    for msg in [
+        ReplicaMessage::Sync { token: t9 },
+        ReplicaMessage::Append {
+            token: t9,
+            prev: Position { token: FencingToken(1), index: 1 },
+            entries: vec![forged.clone()],
+            commit: 2,
+            round: 1,
+        },
+        ReplicaMessage::Append {
+            token: FencingToken(1),
+            prev: Position { token: FencingToken(1), index: 1 },
+            entries: vec![forged],
+            commit: 2,
+            round: 1,
+        },
+    ] {
+        c.inject(n(2), n(3), msg);
+    }
+    assert_eq!(c.nodes[&n(3)].disk.entries, before);
+    assert_eq!(c.nodes[&n(3)].disk.promised, FencingToken(1));
+    // An acknowledgement of entries the leader never wrote is refused.
+    let refused = c.replica(n(1)).status().refused;
+    c.inject(
+        n(2),
+        n(1),
+        ReplicaMessage::AppendReply { token: FencingToken(1), round: 0, result: Ok(1_000) },
+    );
+    assert_eq!(c.replica(n(1)).status().refused, refused + 1);
+    c.run_for(HEARTBEAT * 3);
+    c.check_converged();
+}
+
+/// Steps 1 ms at a time until `done` holds (at most `max` steps).
+fn step_until(c: &mut Cluster, max: u32, done: impl Fn(&Cluster) -> bool) {
+    for _ in 0..max {
+        if done(c) {
+            return;
+        }
+        c.run_for(Duration::from_millis(1));
+    }
+    assert!(done(c), "the condition never held");
+}
+
+fn cut_from(c: &mut Cluster, from: tenure_core::NodeId, to: &[tenure_core::NodeId]) {
+    for &t in to {
+        c.cut.insert((from, t));
+    }
+}
+
+#[test]
+fn an_entry_of_an_earlier_leadership_commits_only_with_one_of_the_current() {
+    // Raft's figure 8, with synchronisation instead of a vote rule: the
+    // leader of token 3 re-replicates entry A (token 1) to a majority, but
+    // must not count it as committed until an entry of its own token is on a
+    // majority too, because the node holding the no-op of token 2 may still
+    // be chosen as the freshest log and replace A.
+    let (s1, s2, s3, s4, s5) = (n(1), n(2), n(3), n(4), n(5));
+    let mut c = Cluster::with_config(5, 7, |cfg| cfg.max_append_entries = 1);
+    let all = c.ids.clone();
+    c.elect(s1, &all);
+    c.run_for(HEARTBEAT * 3);
+    // Token 1: A reaches S1 and S2 only.
+    cut_from(&mut c, s1, &[s3, s4, s5]);
+    c.propose(s1, vec![b"A".to_vec()]);
+    c.run_for(HEARTBEAT * 2);
+    c.crash(s1);
+    // Token 2: S5 synchronises with S3 and S4, writes its no-op, and is cut off.
+    c.heal();
+    c.elect(s5, &[s3, s4, s5]);
+    step_until(&mut c, 50, |c| c.replica(s5).status().last.index == 2);
+    cut_from(&mut c, s5, &[s1, s2, s3, s4]);
+    c.run_for(HEARTBEAT);
+    c.crash(s5);
+    c.heal();
+    // Token 3: S1 is back and leads S2 and S3; A reaches S3, its no-op does not.
+    c.restart(s1);
+    c.elect(s1, &[s1, s2, s3]);
+    cut_from(&mut c, s1, &[s4, s5]);
+    step_until(&mut c, 200, |c| c.nodes[&s3].disk.last().index >= 2);
+    cut_from(&mut c, s1, &[s3]);
+    c.run_for(HEARTBEAT * 3);
+    assert!(c.replica(s1).status().commit < 2, "A is on a majority but not committed");
+    c.crash(s1);
+    c.crash(s2);
+    c.heal();
+    // Token 4: S5, whose last entry (token 2) is the freshest of S3, S4, S5, leads.
+    c.restart(s5);
+    c.elect(s5, &[s3, s4, s5]);
+    c.run_for(HEARTBEAT * 5);
+    assert!(c.replica(s5).status().ready_leader);
+    c.check_safety();
+    // A was replaced by token 2's no-op, so it must never have been reported committed.
+    let at_2 = c.nodes[&s3].disk.entries.iter().find(|e| e.pos.index == 2).map(|e| e.pos);
+    assert_eq!(at_2, Some(Position { token: FencingToken(2), index: 2 }));
+    let a = c.proposals.values().find(|(cmd, _)| cmd == b"A").expect("proposed");
+    assert!(!matches!(a.1, Fate::Committed(_)), "{:?}", a.1);
+}
+
+/// Random faults: leader changes (told to random subsets), crashes and
+/// restarts, partitions, loss and delay; then heal, one stable leader, and
+/// everything must converge with no committed entry lost.
+fn random_run(seed: u64, size: u64) {
+    use rand_core::RngCore;
+    let mut c = Cluster::with_config(size, seed, |cfg| {
+        cfg.snapshot_every = 15;
+        cfg.snapshot_chunk_bytes = 48;
+        cfg.max_append_entries = 1 + (seed % 3) as usize;
+    });
+    c.max_delay_ms = 8;
+    let ids = c.ids.clone();
+    let mut next_cmd = 0u64;
+    for _step in 0..200 {
+        let r = c.rng.next_u64() % 100;
+        let pick = |c: &mut Cluster| ids[(c.rng.next_u64() % size) as usize];
+        match r {
+            0..=39 => {
+                if let Some(l) = c.ready_leader() {
+                    let k = 1 + c.rng.next_u64() % 3;
+                    let cmds = (0..k).map(|j| cmd(next_cmd + j)).collect();
+                    next_cmd += k;
+                    c.propose(l, cmds);
+                }
+            }
+            40..=54 => {
+                let l = pick(&mut c);
+                if c.up(l) {
+                    let told: Vec<_> = ids
+                        .iter()
+                        .copied()
+                        .filter(|_| !c.rng.next_u64().is_multiple_of(3))
+                        .collect();
+                    let mut told = told;
+                    if !told.contains(&l) {
+                        told.push(l);
+                    }
+                    c.elect(l, &told);
+                }
+            }
+            55..=59 => {
+                let v = pick(&mut c);
+                if c.up(v) {
+                    c.crash(v);
+                } else {
+                    c.restart(v);
+                }
+            }
+            60..=64 => {
+                let (a, b) = (pick(&mut c), pick(&mut c));
+                if a != b {
+                    c.cut.insert((a, b));
+                }
+            }
+            65..=67 => c.heal(),
+            68..=70 => c.loss_percent = c.rng.next_u64() % 30,
+            _ => {}
+        }
+        // Nodes learn the latest leadership at their own pace.
+        if c.rng.next_u64().is_multiple_of(4) && c.token > 0 {
+            let latest = c.ids.iter().filter_map(|&i| c.nodes[&i].view).max_by_key(|v| v.1);
+            if let Some(v) = latest {
+                let who = pick(&mut c);
+                c.tell(who, Some(v));
+            }
+        }
+        let pause = Duration::from_millis(1 + c.rng.next_u64() % 20);
+        c.run_for(pause);
+        c.check_safety();
+    }
+    // Heal: everyone up, no loss, one leader told to all.
+    c.heal();
+    c.loss_percent = 0;
+    for &id in &ids {
+        if !c.up(id) {
+            c.restart(id);
+        }
+    }
+    let leader = ids[(seed % size) as usize];
+    c.elect(leader, &ids);
+    c.run_for(HEARTBEAT * 60);
+    assert_eq!(c.ready_leader(), Some(leader), "seed {seed}: a leader takes office after healing");
+    c.propose(leader, vec![b"final".to_vec()]);
+    c.run_for(HEARTBEAT * 60);
+    c.check_converged();
+    assert!(
+        c.proposals.values().any(|(cmd, f)| cmd == b"final" && matches!(f, Fate::Committed(_))),
+        "seed {seed}: the healed cluster commits"
+    );
+}
+
+#[test]
+fn random_faults_lose_no_committed_entry() {
+    for seed in 0..200 {
+        for size in [3, 5] {
+            let run = std::panic::catch_unwind(|| random_run(seed, size));
+            assert!(run.is_ok(), "seed {seed}, {size} nodes");
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The gate in front of every endpoint: admits a request by the endpoint's
+//! [`Access`] and the caller's token, or answers 401/403 (and counts the
+//! refusal in the server's rate-limited log).
+
+use super::auth::{Access, Caller, Refusal};
+use super::state::{ApiError, AppState};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::net::SocketAddr;
+
+/// Runs the handler for an admitted request, with a [`Caller`] extension
+/// (its token's name and role, and its address); refuses the others.
+pub(super) async fn admit(
+    State(st): State<AppState>,
+    access: Access,
+    path: &'static str,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let addr = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    let authorization = req.headers().get_all(header::AUTHORIZATION).iter().map(|v| v.as_bytes());
+    match st.auth.authorize(access, authorization) {
+        Ok(caller) => {
+            req.extensions_mut().insert(Caller { addr, ..caller });
+            next.run(req).await
+        }
+        Err(refusal) => {
+            st.rejections.record(refusal.reason(), addr);
+            let status = match refusal {
+                Refusal::Forbidden { .. } => StatusCode::FORBIDDEN,
+                Refusal::NoToken | Refusal::BadToken(_) => StatusCode::UNAUTHORIZED,
+            };
+            let error = ApiError::new(status, refusal.message(req.method().as_str(), path));
+            ([(header::WWW_AUTHENTICATE, refusal.challenge())], error).into_response()
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The `GET /v1/watch` streams open at once: at most [`MAX_WATCHERS`] in
+//! all, [`MAX_WATCHERS_PER_ADDRESS`] from one client address and
+//! [`MAX_WATCHERS_PER_TOKEN`] per token, so that no single client can take
+//! every stream.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Most `GET /v1/watch` streams open at once; each holds a connection.
+/// Beyond: `503 Service Unavailable` (the server is busy, not the client at
+/// fault).
+pub const MAX_WATCHERS: usize = 64;
+
+/// Most watch streams from one client address: an IPv4 address, or an IPv6
+/// /64 (one host's usual share of a network). A `tenure watch` holds one; an
+/// application with a few processes on one host a handful. Eight leaves the
+/// [`MAX_WATCHERS`] to at least eight hosts. Beyond: `429 Too Many Requests`.
+pub const MAX_WATCHERS_PER_ADDRESS: usize = 8;
+
+/// Most watch streams per token: half of [`MAX_WATCHERS`], so that one token
+/// (a leaked one, or one shared by a misbehaving fleet) leaves half the
+/// streams to the others. Beyond: `429 Too Many Requests`.
+pub const MAX_WATCHERS_PER_TOKEN: usize = 32;
+
+/// The client address watch streams are counted under: IPv4 addresses
+/// (and IPv4-mapped IPv6) as they are, IPv6 by their /64 prefix.
+fn client_key(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V4(_) => addr,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        },
+    }
+}
+
+/// Why a stream was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchRefusal {
+    /// [`MAX_WATCHERS`] streams are open.
+    Total,
+    /// [`MAX_WATCHERS_PER_ADDRESS`] streams are open from this address.
+    Address(IpAddr),
+    /// [`MAX_WATCHERS_PER_TOKEN`] streams are open with this token.
+    Token(Arc<str>),
+}
+
+impl WatchRefusal {
+    /// The reason under which the refusal is counted in the log.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WatchRefusal::Total => "503 watch streams full",
+            WatchRefusal::Address(_) => "429 watch streams per address",
+            WatchRefusal::Token(_) => "429 watch streams per token",
+        }
+    }
+
+    /// The error message.
+    pub fn message(&self) -> String {
+        match self {
+            WatchRefusal::Total => {
+                format!("too many watchers (at most {MAX_WATCHERS}); try again later")
+            }
+            WatchRefusal::Address(addr) => format!(
+                "too many watch streams from {addr} (at most {MAX_WATCHERS_PER_ADDRESS} per \
+                 client address); close one first"
+            ),
+            WatchRefusal::Token(name) => format!(
+                "too many watch streams with the token {name:?} (at most \
+                 {MAX_WATCHERS_PER_TOKEN} per token); close one first"
+            ),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    total: usize,
+    by_address: HashMap<IpAddr, usize>,
+    by_token: HashMap<Arc<str>, usize>,
+}
+
+/// The open streams, counted in all, per address and per token. The maps
+/// hold only the clients with a stream open, so at most [`MAX_WATCHERS`]
+/// entries each.
+#[derive(Clone, Default)]
+pub struct Watchers {
+    counts: Arc<Mutex<Counts>>,
+}
+
+/// One open stream's place; given back when dropped (with the stream).
+pub struct WatchSlot {
+    counts: Arc<Mutex<Counts>>,
+    address: Option<IpAddr>,
+    token: Option<Arc<str>>,
+}
+
+fn lock(counts: &Mutex<Counts>) -> MutexGuard<'_, Counts> {
+    // Counters, each update complete under the lock: consistent when poisoned.
+    counts.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Watchers {
+    /// Takes a slot for a stream from `addr` with `token`, or says which limit is reached.
+    pub fn acquire(
+        &self,
+        addr: Option<IpAddr>,
+        token: Option<&Arc<str>>,
+    ) -> Result<WatchSlot, WatchRefusal> {
+        let address = addr.map(client_key);
+        let mut c = lock(&self.counts);
+        if let Some(a) = address {
+            if c.by_address.get(&a).copied().unwrap_or(0) >= MAX_WATCHERS_PER_ADDRESS {
+                return Err(WatchRefusal::Address(a));
+            }
+        }
+        if let Some(t) = token {
+            if c.by_token.get(t).copied().unwrap_or(0) >= MAX_WATCHERS_PER_TOKEN {
+                return Err(WatchRefusal::Token(t.clone()));
+            }
+        }
+        if c.total >= MAX_WATCHERS {
+            return Err(WatchRefusal::Total);
+        }
+        c.total += 1;
+        if let Some(a) = address {
+            *c.by_address.entry(a).or_default() += 1;
+        }
+        if let Some(t) = token {
+            *c.by_token.entry(t.clone()).or_default() += 1;
+        }
+        Ok(WatchSlot { counts: self.counts.clone(), address, token: token.cloned() })
+    }
+
+    /// Streams open now.
+    #[cfg(test)]
+    fn open(&self) -> usize {
+        lock(&self.counts).total
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let mut c = lock(&self.counts);
+        c.total -= 1;
+        if let Some(a) = self.address {
+            release(&mut c.by_address, &a);
+        }
+        if let Some(t) = &self.token {
+            release(&mut c.by_token, t);
+        }
+    }
+}
+
+/// One fewer under `key`; the entry goes when it reaches zero.
+fn release<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = map.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn v4(last: u8) -> Option<IpAddr> {
+        Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)))
+    }
+
+    #[test]
+    fn one_address_or_token_cannot_take_every_stream() {
+        let w = Watchers::default();
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let mut held = Vec::new();
+        for _ in 0..MAX_WATCHERS_PER_ADDRESS {
+            held.push(w.acquire(v4(1), Some(&a)).unwrap());
+        }
+        assert_eq!(w.acquire(v4(1), Some(&b)).err(), Some(WatchRefusal::Address(v4(1).unwrap())));
+        // Token a from other addresses, up to its own limit.
+        for i in 0..(MAX_WATCHERS_PER_TOKEN - MAX_WATCHERS_PER_ADDRESS) {
+            held.push(w.acquire(v4(10 + (i / MAX_WATCHERS_PER_ADDRESS) as u8), Some(&a)).unwrap());
+        }
+        assert_eq!(w.acquire(v4(99), Some(&a)).err(), Some(WatchRefusal::Token(a.clone())));
+        // Others fill the rest, then the total is reached.
+        for i in 0..(MAX_WATCHERS - MAX_WATCHERS_PER_TOKEN) {
+            held.push(w.acquire(v4(100 + (i / MAX_WATCHERS_PER_ADDRESS) as u8), Some(&b)).unwrap());
+        }
+        assert_eq!(w.open(), MAX_WATCHERS);
+        assert_eq!(w.acquire(v4(200), None).err(), Some(WatchRefusal::Total));
+        // Closing streams gives their places back, and forgets idle clients.
+        drop(held.drain(..MAX_WATCHERS_PER_ADDRESS));
+        assert!(w.acquire(v4(1), Some(&a)).is_ok());
+        drop(held);
+        assert_eq!(w.open(), 0);
+        let c = lock(&w.counts);
+        assert!(c.by_address.is_empty() && c.by_token.is_empty());
+    }
+
+    #[test]
+    fn ipv6_clients_are_counted_by_their_64_prefix() {
+        let w = Watchers::default();
+        let host = |last: u16| Some(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, last)));
+        let _held: Vec<_> = (0..MAX_WATCHERS_PER_ADDRESS as u16)
+            .map(|i| w.acquire(host(i), None).unwrap())
+            .collect();
+        assert!(matches!(w.acquire(host(999), None), Err(WatchRefusal::Address(_))));
+        let other = Some(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 2, 0, 0, 0, 1)));
+        assert!(w.acquire(other, None).is_ok());
+        let mapped = IpAddr::V6(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped());
+        assert_eq!(Some(client_key(mapped)), v4(1));
+    }
+}
