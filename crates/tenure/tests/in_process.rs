@@ -338,3 +338,56 @@ async fn the_api_speaks_https_with_the_node_certificate() {
     assert!(took >= Duration::from_millis(250), "closed after {took:?}");
     server.stop(STOP_BOUND).await.expect("the server stops cleanly");
 }
+
+/// The HTTPS accept loop counts what never became a TLS connection in the
+/// server's refusal log (no line each): plain HTTP (answered 400), a broken
+/// TLS handshake, and a client that starts one and never finishes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_never_speak_tls_are_counted_in_the_refusal_log() {
+    use tenure_core::NodeId;
+    use tenure_node::tls::certgen::{self, CertRequest};
+    use tenure_node::tls::TlsIdentity;
+    use tokio::io::AsyncWriteExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let wanted = CertRequest::new("in-process", [NodeId(1)]);
+    let made = certgen::generate(&dir.path().join("certs"), &wanted).unwrap();
+    let identity = TlsIdentity::load(&made.nodes[0].1, "in-process", NodeId(1)).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(identity.https_server_config());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // An interval longer than the test: everything lands in one summary.
+    let log = std::sync::Arc::new(tenure_node::RateLimitedLog::new("HTTP requests", LONG));
+    let limits = HttpLimits { header_read_timeout: SHORT, ..HttpLimits::default() };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tenure::http::serve(
+        listener,
+        axum::Router::new(),
+        limits,
+        Some(acceptor),
+        log.clone(),
+        async {
+            let _ = stopped.await;
+        },
+    );
+    let server = tokio::spawn(serving);
+
+    let plain = request(addr, &get("/healthz")).await.expect("a plain answer");
+    assert_eq!(plain.status, 400);
+    let mut broken = TcpStream::connect(addr).await.unwrap();
+    broken.write_all(&[0x16, 0x03, 0x01, 0x00, 0x04, 0xde, 0xad, 0xbe, 0xef]).await.unwrap();
+    wait_closed(&mut broken, SLACK).await;
+    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    stalled.write_all(&[0x16]).await.unwrap();
+    wait_closed(&mut stalled, SHORT + SLACK).await;
+
+    let _ = stop.send(());
+    server.await.unwrap();
+    let summary = log.flush().expect("the refusals were counted");
+    assert_eq!(summary.total, 3, "{summary}");
+    for reason in
+        ["400 plain HTTP on the HTTPS port", "TLS handshake failed", "no TLS handshake in time"]
+    {
+        assert!(summary.reasons.contains(&(reason, 1)), "{reason}: {summary}");
+    }
+}

@@ -32,11 +32,18 @@ const PLAIN_HTTP_ERROR: &str =
 const OVER_CAP: &str = "503 too many connections";
 /// The same, for one closed unanswered because [`MAX_REFUSALS`] are being answered.
 const OVER_CAP_DROPPED: &str = "too many connections, closed unanswered";
+/// The reason for plain HTTP on the HTTPS port (answered 400).
+const PLAIN_HTTP: &str = "400 plain HTTP on the HTTPS port";
+/// The reason for a connection whose TLS handshake failed.
+const TLS_FAILED: &str = "TLS handshake failed";
+/// The reason for a connection without a TLS handshake within the header timeout.
+const TLS_TIMEOUT: &str = "no TLS handshake in time";
 
 /// Serves `app` on `listener` within `limits` (over TLS with `tls`) until
 /// `shutdown` completes; then stops accepting, lets requests in progress
 /// finish for at most [`SHUTDOWN_GRACE`] and closes every connection.
-/// Connections over the cap are counted in `rejections`.
+/// Connections over the cap, plain HTTP on an HTTPS port and failed TLS
+/// handshakes are counted in `rejections`.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -58,13 +65,13 @@ pub async fn serve(
                     Ok(slot) => {
                         let admitted = Admitted { remote, limits, tls: tls.clone(), permit: slot };
                         let (app, closing) = (app.clone(), closing.clone());
-                        conns.spawn(admitted.serve(stream, app, closing));
+                        conns.spawn(admitted.serve(stream, app, closing, rejections.clone()));
                     }
                     Err(_) => match refusals.clone().try_acquire_owned() {
                         Ok(refusal) => {
                             rejections.record(OVER_CAP, Some(remote.ip()));
                             let admitted = Admitted { remote, limits, tls: tls.clone(), permit: refusal };
-                            conns.spawn(admitted.refuse(stream));
+                            conns.spawn(admitted.refuse(stream, rejections.clone()));
                         }
                         Err(_) => rejections.record(OVER_CAP_DROPPED, Some(remote.ip())),
                     },
@@ -95,13 +102,20 @@ struct Admitted {
 }
 
 impl Admitted {
-    /// Serves the connection (after the TLS handshake, with TLS).
-    async fn serve(self, stream: TcpStream, app: Router, closing: watch::Receiver<bool>) {
+    /// Serves the connection (after the TLS handshake, with TLS; a failed
+    /// one is counted in `rejections`).
+    async fn serve(
+        self,
+        stream: TcpStream,
+        app: Router,
+        closing: watch::Receiver<bool>,
+        rejections: Arc<RateLimitedLog>,
+    ) {
         let Admitted { remote, limits, tls, permit } = self;
         match tls {
             None => conn::serve(stream, remote, app, limits, closing, permit).await,
             Some(acceptor) => {
-                if let Some(tls) = handshake(acceptor, stream, remote, limits).await {
+                if let Some(tls) = handshake(acceptor, stream, remote, limits, &rejections).await {
                     conn::serve(tls, remote, app, limits, closing, permit).await;
                 }
             }
@@ -109,12 +123,12 @@ impl Admitted {
     }
 
     /// Refuses the connection with 503 (after the TLS handshake, with TLS).
-    async fn refuse(self, stream: TcpStream) {
+    async fn refuse(self, stream: TcpStream, rejections: Arc<RateLimitedLog>) {
         let Admitted { remote, limits, tls, permit } = self;
         match tls {
             None => conn::refuse(stream, limits, permit).await,
             Some(acceptor) => {
-                if let Some(tls) = handshake(acceptor, stream, remote, limits).await {
+                if let Some(tls) = handshake(acceptor, stream, remote, limits, &rejections).await {
                     conn::refuse(tls, limits, permit).await;
                 }
             }
@@ -123,12 +137,14 @@ impl Admitted {
 }
 
 /// The server side of the TLS handshake, within the header read timeout. A
-/// client speaking plain HTTP gets a plain 400 that says to use https.
+/// client speaking plain HTTP gets a plain 400 that says to use https. A
+/// connection that does not end in TLS is counted in `rejections`.
 async fn handshake(
     acceptor: TlsAcceptor,
     mut stream: TcpStream,
     remote: SocketAddr,
     limits: HttpLimits,
+    rejections: &RateLimitedLog,
 ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
     let bound = limits.header_read_timeout;
     let handshake = async {
@@ -138,6 +154,7 @@ async fn handshake(
         }
         if first[0] != TLS_HANDSHAKE_RECORD {
             debug!(%remote, "plain HTTP on the HTTPS port: answered 400");
+            rejections.record(PLAIN_HTTP, Some(remote.ip()));
             let answer = format!(
                 "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
                  connection: close\r\ncontent-length: {}\r\n\r\n{PLAIN_HTTP_ERROR}",
@@ -151,6 +168,7 @@ async fn handshake(
             Ok(tls) => Some(tls),
             Err(e) => {
                 debug!(%remote, error = %e, "HTTPS connection: the TLS handshake failed");
+                rejections.record(TLS_FAILED, Some(remote.ip()));
                 None
             }
         }
@@ -159,6 +177,7 @@ async fn handshake(
         Ok(tls) => tls,
         Err(_) => {
             debug!(%remote, "HTTPS connection: no TLS handshake within {bound:?}");
+            rejections.record(TLS_TIMEOUT, Some(remote.ip()));
             None
         }
     }
