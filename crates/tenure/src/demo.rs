@@ -260,6 +260,9 @@ impl<'a> Demo<'a> {
             "    API token (admin): TENURE_TOKEN=$(cat {})",
             self.cluster.dir.path().join(TOKEN_FILE).display()
         );
+        if let Some(ca) = self.cluster.ca() {
+            println!("    CA for the clients: TENURE_CACERT={}", ca.display());
+        }
         Ok(())
     }
 
