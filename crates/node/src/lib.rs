@@ -125,7 +125,8 @@ pub mod wire;
 
 pub use config::{NodeConfig, NodeConfigError};
 pub use driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN, SHUTDOWN_FLUSH_TIMEOUT};
-pub use error::{StartError, TransferError};
-pub use node::{start, start_with_listener, Node, NodeHandle};
+pub use error::{Recovery, StartError, TransferError};
+pub use node::{reset_state, start, start_with_listener, Node, NodeHandle};
 pub use status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
+pub use storage::ResetOutcome;
 pub use tenure_core::{FencingToken, Lsn, NodeId, ProtocolKind, Role, Term};

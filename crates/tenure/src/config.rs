@@ -87,6 +87,18 @@ pub struct ServerArgs {
     /// Log format on standard error [default: text].
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+    /// Start although the state file is missing, damaged, older than the node's own record of
+    /// it (a restored backup) or of another protocol: write a new one from the lock file's
+    /// record of the newest state this node acted on, never older. Use it once, after a start
+    /// refused and said so; a consistent state is left alone. (No config-file key: it must not
+    /// stay on.)
+    #[arg(long)]
+    pub reset_state: bool,
+    /// With --reset-state, when no record is left (the start's error says so): start in term N
+    /// with no vote. N must be above every term this node may have voted in: above the terms a
+    /// majority of the other nodes report.
+    #[arg(long, value_name = "N", requires = "reset_state")]
+    pub reset_term: Option<u64>,
 }
 
 /// The config file's contents; every key optional.

@@ -129,6 +129,11 @@ impl TestCluster {
 
     /// Starts (or restarts) server `i`; output is appended to its log file.
     pub fn spawn(&mut self, i: usize) {
+        self.spawn_with(i, &[]);
+    }
+
+    /// Like [`TestCluster::spawn`], with `extra` flags after the usual ones.
+    pub fn spawn_with(&mut self, i: usize, extra: &[&str]) {
         let s = &self.servers[i];
         let log = File::options().create(true).append(true).open(&s.log).unwrap();
         let child = Command::new(exe())
@@ -143,6 +148,7 @@ impl TestCluster {
             .args(["--election-timeout-ms", &self.election_timeout_ms.to_string()])
             .args(["--cluster-id", &s.cluster_id])
             .args(["--protocol", &s.protocol])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
