@@ -17,19 +17,22 @@
 //! | 4        | CRC32 (IEEE) of everything before it in the slot, little endian  |
 //! | ...      | zeros up to [`SLOT_LEN`]                                         |
 //!
-//! # Writing: state, then record, then messages
+//! # Writing: state and record, then messages
 //!
 //! A write overwrites slot 0 in place and calls `fdatasync` once: the file
 //! never changes size, so no metadata needs flushing, which costs a third of
 //! the rename dance (temporary file, fsync, rename, directory fsync) that a
-//! single-copy file would need. Then the same slot is written over the lock
-//! file's record and synced, and only then do the messages that depend on the
-//! state leave. Then, off the critical path, [`DataDir::mirror`] copies the
-//! slot into slot 1 of the state file and syncs again.
+//! single-copy file would need. At the same time, on a second thread, the
+//! same slot is written over the lock file's record and synced; only when
+//! both are durable do the messages that depend on the state leave. Then, off
+//! the critical path, [`DataDir::mirror`] copies the slot into slot 1 of the
+//! state file and syncs again (and if the next write comes first, it mirrors
+//! before overwriting slot 0; a start mirrors a state found in slot 0 only).
 //!
 //! Reading takes the valid slot with the highest sequence number:
 //! * a crash while slot 0 is written leaves it torn, and slot 1 holds the
-//!   previous state — the only one that was acknowledged, so nothing is lost;
+//!   previous state — the only one that was acknowledged, so nothing is lost
+//!   (the record may hold the interrupted write: it is taken, see below);
 //! * a crash while slot 1 is written leaves slot 0 complete and newest;
 //! * once mirrored, both slots hold the same state, so one damaged slot (a bad
 //!   sector, a flipped bit) is survived with a warning.
@@ -37,9 +40,10 @@
 //! # The lock file's record
 //!
 //! The lock file holds one slot: the newest state the node acted on. It is
-//! written after the state file and before any message, so a state file that
-//! is older than the record, or missing next to a record of a node that had a
-//! term, was replaced or removed behind the node's back (a restored backup, a
+//! written with the state file and before any message, so a state file that
+//! is older than the record (by more than the one write a crash can
+//! interrupt), or missing next to a record of a node that had a term, was
+//! replaced or removed behind the node's back (a restored backup, a
 //! deleted file): starting from it could make the node vote twice in one
 //! term, so the start is refused ([`StartError::StateRolledBack`],
 //! [`StartError::StateMissing`]) unless a reset is asked for
@@ -154,11 +158,13 @@ impl DataDir {
             }
         }
         let mark = MarkRead::from_bytes(&read_bounded(&lock, &paths.lock)?, &paths.lock)?;
-        let state = if exists_regular(&paths.state)? {
+        let (state, mirrored) = if exists_regular(&paths.state)? {
             let file = open_regular(&paths.state, false)?;
-            StateRead::from_bytes(Some(&read_bounded(&file, &paths.state)?))
+            let bytes = read_bounded(&file, &paths.state)?;
+            let mirrored = bytes.len() == 2 * SLOT_LEN && bytes[..SLOT_LEN] == bytes[SLOT_LEN..];
+            (StateRead::from_bytes(Some(&bytes)), mirrored)
         } else {
-            StateRead::Missing
+            (StateRead::Missing, false)
         };
         let plan = recovery::decide(&id, &paths, state, mark, reset)?;
         let slot = format::encode_slot(plan.seq, &id.record(plan.state));
@@ -171,7 +177,11 @@ impl DataDir {
             write_record(&lock, &slot).map_err(io_err(&paths.lock))?;
         }
         let file = open_regular(&paths.state, true)?;
-        let slots = Slots { file, lock, seq: plan.seq, mirrored: 0, latest: Vec::new() };
+        let mirrored = if plan.rewrite_state || mirrored { plan.seq } else { 0 };
+        let mut slots = Slots { file, lock, seq: plan.seq, mirrored, latest: slot };
+        // A state written just before a crash may be in slot 0 only: copy it
+        // into slot 1 before a write overwrites slot 0.
+        mirror_slots(&mut slots).map_err(io_err(&paths.state))?;
         let data = DataDir { dir: dir.to_path_buf(), id, slots: Mutex::new(slots) };
         Ok((data, plan))
     }
@@ -182,34 +192,69 @@ impl DataDir {
     }
 
     /// Writes `state` durably: overwrites slot 0 in place and `fdatasync`s it,
-    /// then writes it over the lock file's record and syncs that. When this
-    /// returns `Ok`, the state survives a crash, and a later start refuses any
-    /// older state file without a reset.
+    /// and, at the same time (on a second thread), writes it over the lock
+    /// file's record and syncs that. When this returns `Ok`, the state
+    /// survives a crash, and a later start refuses any older state file
+    /// without a reset.
+    ///
+    /// If the previous write was not mirrored yet, it is first: slot 0 is only
+    /// overwritten while slot 1 holds the state before it, the one a torn
+    /// slot 0 falls back to.
     ///
     /// If the state file was deleted (writes to the open file would go
     /// nowhere), it is created again with the full rename dance, which fails
     /// for as long as the directory is missing; a deleted lock file is
     /// created and locked again the same way.
     pub fn write(&self, state: HardState) -> io::Result<()> {
-        let mut slots = lock(&self.slots);
+        let mut guard = lock(&self.slots);
+        let slots = &mut *guard;
+        if slots.mirrored < slots.seq && !slots.latest.is_empty() {
+            mirror_slots(slots)?;
+        }
         let seq = slots.seq + 1;
         let bytes = format::encode_slot(seq, &self.id.record(state));
-        if slots.file.metadata()?.nlink() == 0 {
-            create(&self.dir, &bytes)?;
-            slots.file = open_regular(&self.state_path(), true).map_err(into_io)?;
-            slots.mirrored = seq;
-        } else {
-            slots.file.write_all_at(&bytes, 0)?;
-            slots.file.sync_data()?;
-        }
+        let Slots { file, lock: lock_file, mirrored, .. } = slots;
+        let (state_written, record_written) = std::thread::scope(|s| {
+            let record = s.spawn(|| self.write_record(lock_file, &bytes));
+            let state = self.write_state(file, mirrored, seq, &bytes);
+            (
+                state,
+                record.join().unwrap_or_else(|_| Err(io::Error::other("record writer panicked"))),
+            )
+        });
+        state_written?;
+        record_written?;
         slots.seq = seq;
         slots.latest = bytes;
-        if slots.lock.metadata()?.nlink() == 0 {
-            slots.lock = self.relock(&slots.latest)?;
-        } else {
-            write_record(&slots.lock, &slots.latest)?;
-        }
         Ok(())
+    }
+
+    /// Writes `slot` (sequence number `seq`) as the state file's slot 0.
+    fn write_state(
+        &self,
+        file: &mut File,
+        mirrored: &mut u64,
+        seq: u64,
+        slot: &[u8],
+    ) -> io::Result<()> {
+        if file.metadata()?.nlink() == 0 {
+            create(&self.dir, slot)?;
+            *file = open_regular(&self.state_path(), true).map_err(into_io)?;
+            *mirrored = seq;
+            return Ok(());
+        }
+        file.write_all_at(slot, 0)?;
+        file.sync_data()
+    }
+
+    /// Writes `slot` as the lock file's record, creating and locking the lock
+    /// file again if it was deleted.
+    fn write_record(&self, lock_file: &mut File, slot: &[u8]) -> io::Result<()> {
+        if lock_file.metadata()?.nlink() == 0 {
+            *lock_file = self.relock(slot)?;
+            return Ok(());
+        }
+        write_record(lock_file, slot)
     }
 
     /// Creates the lock file again (it was deleted while the node ran),
@@ -245,19 +290,19 @@ impl DataDir {
     /// it. Call it after the messages that waited for [`DataDir::write`] left;
     /// a failure only loses the redundancy, never the state.
     pub fn mirror(&self) -> io::Result<()> {
-        let mut slots = lock(&self.slots);
-        if slots.mirrored >= slots.seq || slots.latest.is_empty() {
-            return Ok(());
-        }
-        let bytes = std::mem::take(&mut slots.latest);
-        let result =
-            slots.file.write_all_at(&bytes, SLOT_LEN as u64).and_then(|()| slots.file.sync_data());
-        if result.is_ok() {
-            slots.mirrored = slots.seq;
-        }
-        slots.latest = bytes;
-        result
+        mirror_slots(&mut lock(&self.slots))
     }
+}
+
+/// Copies the newest state into slot 1 unless it is there already.
+fn mirror_slots(slots: &mut Slots) -> io::Result<()> {
+    if slots.mirrored >= slots.seq || slots.latest.is_empty() {
+        return Ok(());
+    }
+    slots.file.write_all_at(&slots.latest, SLOT_LEN as u64)?;
+    slots.file.sync_data()?;
+    slots.mirrored = slots.seq;
+    Ok(())
 }
 
 /// What a reset did; see [`reset_state`](crate::reset_state).

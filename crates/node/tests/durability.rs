@@ -41,18 +41,19 @@ impl FakePeer {
     }
 
     /// Accepts the node's connections (answering their hellos) until one
-    /// carries a vote response, and returns it. Connections the node made
-    /// before it restarted are still queued on the listener; they end early.
-    async fn vote_response(&self, node: &NodeConfig) -> (Term, bool) {
+    /// carries a vote response at or past `term`, and returns it. Connections
+    /// the node made before it restarted are still queued on the listener;
+    /// they end early.
+    async fn vote_response(&self, node: &NodeConfig, term: Term) -> (Term, bool) {
         loop {
             let (s, _) = self.listener.accept().await.unwrap();
-            if let Some(answer) = self.serve(node, Framed::new(s, wire::codec())).await {
+            if let Some(answer) = self.serve(node, Framed::new(s, wire::codec()), term).await {
                 return answer;
             }
         }
     }
 
-    async fn serve(&self, node: &NodeConfig, mut c: Conn) -> Option<(Term, bool)> {
+    async fn serve(&self, node: &NodeConfig, mut c: Conn, at: Term) -> Option<(Term, bool)> {
         let hello = wire::decode(&c.next().await?.ok()?).unwrap();
         assert!(
             matches!(hello, Frame::Hello { from, to, .. } if from == node.id && to == self.id),
@@ -67,7 +68,7 @@ impl FakePeer {
         c.send(wire::encode(&ack)).await.ok()?;
         loop {
             match wire::decode(&c.next().await?.ok()?).unwrap() {
-                Frame::Message(Message::VoteResponse { term, granted }) => {
+                Frame::Message(Message::VoteResponse { term, granted }) if term >= at => {
                     return Some((term, granted))
                 }
                 Frame::Ping { nonce } => c.send(wire::encode(&Frame::Pong { nonce })).await.ok()?,
@@ -116,13 +117,16 @@ async fn no_second_vote_in_a_term_after(damage: Damage) {
     // A started node refuses every candidate for an election timeout (its
     // startup lease: it may have promised one before it stopped).
     tokio::time::sleep(STARTUP_LEASE + STARTUP_LEASE / 4).await;
+    // Two votes, so that the backup is more than the one write a crash can
+    // interrupt behind (see `storage::recovery`).
     let mut to_node = fake2.dial(&cfg).await;
-    to_node
-        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
+    for term in [6, 7] {
+        let vote = Message::Vote { term: Term(term), transfer: false };
+        to_node.send(wire::encode(&Frame::Message(vote))).await.unwrap();
+    }
+    let answer = tokio::time::timeout(Duration::from_secs(5), fake2.vote_response(&cfg, Term(7)))
         .await
         .unwrap();
-    let answer =
-        tokio::time::timeout(Duration::from_secs(5), fake2.vote_response(&cfg)).await.unwrap();
     assert_eq!(answer, (Term(7), true), "a fresh node grants the first vote of a term");
     let s = node.handle().status();
     assert_eq!((s.term, s.voted_for), (Term(7), Some(NodeId(2))));
@@ -176,8 +180,9 @@ async fn no_second_vote_in_a_term_after(damage: Damage) {
         .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
         .await
         .unwrap();
-    let answer =
-        tokio::time::timeout(Duration::from_secs(5), fake3.vote_response(&cfg)).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(5), fake3.vote_response(&cfg, Term(7)))
+        .await
+        .unwrap();
     assert_eq!(answer, (Term(7), false), "a restarted node voted twice in one term ({damage:?})");
     assert_eq!(node.handle().status().voted_for, Some(NodeId(2)));
     node.shutdown().await;

@@ -181,9 +181,15 @@ pub fn parse_state_file(bytes: &[u8]) -> Result<StateFile, ParseError> {
 /// Decodes the lock file's record of the newest state: `None` for an empty
 /// lock file (written by a tenure that kept no record), else one slot.
 pub fn parse_lock_file(bytes: &[u8]) -> Result<Option<Record>, ParseError> {
+    parse_lock_file_seq(bytes).map(|r| r.map(|(_, record)| record))
+}
+
+/// [`parse_lock_file`], with the record's write sequence number (that of the
+/// state file write it followed).
+pub(crate) fn parse_lock_file_seq(bytes: &[u8]) -> Result<Option<(u64, Record)>, ParseError> {
     match bytes.len() {
         0 => Ok(None),
-        SLOT_LEN => decode_slot(bytes).map(|(_, record)| Some(record)),
+        SLOT_LEN => decode_slot(bytes).map(Some),
         n => Err(ParseError::Corrupt(format!("{n} bytes, not the {SLOT_LEN} of a record"))),
     }
 }

@@ -3,12 +3,16 @@
 //! Pure: [`plan`] decides from the files' contents and opens nothing.
 //!
 //! The rule it keeps: a node never starts from a state older than one it sent
-//! messages from. The lock file's record is written after the state file and
-//! before any message leaves, so the state file is at least as new as the
-//! record unless someone replaced or removed it; then the start is refused
-//! unless a reset is asked for, and a reset never goes below the record.
+//! messages from. The lock file's record is written together with the state
+//! file (at the same time, each synced) and before any message leaves, so
+//! the state file is at least as new as the record — or one write behind it,
+//! when a crash interrupted the write, and then the record is taken — unless
+//! someone replaced or removed it; then the start is refused unless a reset
+//! is asked for, and a reset never goes below the record.
 
-use super::format::{parse_lock_file, parse_state_file, ParseError, Record, StateFile};
+use super::format::{
+    parse_lock_file, parse_lock_file_seq, parse_state_file, ParseError, Record, StateFile,
+};
 use super::{LOCK_FILE, STATE_FILE};
 use crate::error::{Recovery, StartError};
 use std::path::{Path, PathBuf};
@@ -80,8 +84,9 @@ pub(crate) enum MarkRead {
     Absent,
     /// A damaged record.
     Damaged(String),
-    /// The record of the newest state the node acted on.
-    Found(Record),
+    /// The record of the newest state the node acted on, and the sequence
+    /// number of the state file write it followed.
+    Found(Record, u64),
 }
 
 impl StateRead {
@@ -98,9 +103,9 @@ impl StateRead {
 impl MarkRead {
     /// Classifies a lock file's contents; a record of a newer format is refused.
     pub(crate) fn from_bytes(bytes: &[u8], lock: &Path) -> Result<MarkRead, StartError> {
-        Ok(match parse_lock_file(bytes) {
+        Ok(match parse_lock_file_seq(bytes) {
             Ok(None) => MarkRead::Absent,
-            Ok(Some(r)) => MarkRead::Found(r),
+            Ok(Some((seq, r))) => MarkRead::Found(r, seq),
             Err(ParseError::Corrupt(d)) => MarkRead::Damaged(d),
             Err(ParseError::Version(version)) => {
                 return Err(StartError::UnsupportedStateFormat {
@@ -170,7 +175,7 @@ pub(crate) fn decide(
     if let StateRead::Found(f) = &state {
         id.check_owner(&paths.state, &f.record)?;
     }
-    if let MarkRead::Found(m) = &mark {
+    if let MarkRead::Found(m, _) = &mark {
         id.check_owner(&paths.lock, m)?;
     }
     if let StateRead::Unreadable(ParseError::Version(version)) = state {
@@ -199,7 +204,7 @@ fn refusal(id: &Identity, paths: &Paths, state: &StateRead, mark: &MarkRead) -> 
             return Some(e);
         }
     }
-    if let MarkRead::Found(m) = mark {
+    if let MarkRead::Found(m, _) = mark {
         // The record of a node that never had a term says nothing of any protocol.
         if m.hard_state() != HardState::default() {
             if let Some(e) = id.mismatch(&paths.lock, m) {
@@ -208,7 +213,7 @@ fn refusal(id: &Identity, paths: &Paths, state: &StateRead, mark: &MarkRead) -> 
         }
     }
     let recovery = || match mark {
-        MarkRead::Found(m) => {
+        MarkRead::Found(m, _) => {
             Recovery::FromRecord { lock: paths.lock.clone(), state: m.hard_state() }
         }
         MarkRead::Absent => Recovery::NeedsTerm {
@@ -221,7 +226,9 @@ fn refusal(id: &Identity, paths: &Paths, state: &StateRead, mark: &MarkRead) -> 
     };
     match (state, mark) {
         // A record of a node that never had a term: nothing to forget.
-        (StateRead::Missing, MarkRead::Found(m)) if m.hard_state() == HardState::default() => None,
+        (StateRead::Missing, MarkRead::Found(m, _)) if m.hard_state() == HardState::default() => {
+            None
+        }
         (StateRead::Missing, _) => Some(missing(paths, recovery())),
         (StateRead::Unreadable(ParseError::Corrupt(detail)), _) => Some(StartError::CorruptState {
             path: paths.state.clone(),
@@ -229,8 +236,8 @@ fn refusal(id: &Identity, paths: &Paths, state: &StateRead, mark: &MarkRead) -> 
             recovery: recovery(),
         }),
         (StateRead::Unreadable(ParseError::Version(_)), _) => None, // refused by `decide`
-        (StateRead::Found(f), MarkRead::Found(m))
-            if !at_least(f.record.hard_state(), m.hard_state()) =>
+        (StateRead::Found(f), MarkRead::Found(m, seq))
+            if !at_least(f.record.hard_state(), m.hard_state()) && !interrupted(f, *seq) =>
         {
             Some(StartError::StateRolledBack {
                 path: paths.state.clone(),
@@ -241,6 +248,14 @@ fn refusal(id: &Identity, paths: &Paths, state: &StateRead, mark: &MarkRead) -> 
         }
         (StateRead::Found(_), _) => None,
     }
+}
+
+/// Whether the record is one write ahead of the state file: the state file
+/// and the record are written at the same time, so a crash can leave the
+/// record of a write whose state file copy did not complete. Nothing was sent
+/// from that write, and starting from the record (never older) is safe.
+fn interrupted(state: &StateFile, record_seq: u64) -> bool {
+    state.seq.checked_add(1) == Some(record_seq)
 }
 
 fn missing(paths: &Paths, recovery: Recovery) -> StartError {
@@ -274,7 +289,23 @@ fn consistent(state: &StateRead, mark: &MarkRead) -> Plan {
         );
     }
     let write_mark = match mark {
-        MarkRead::Found(m) => m != &found.record,
+        MarkRead::Found(m, seq) if !at_least(found.record.hard_state(), m.hard_state()) => {
+            // `refusal` lets this through only for an interrupted write.
+            warn!(
+                state_seq = found.seq,
+                record_seq = seq,
+                "the state file is one write behind the lock file's record: a crash \
+                 interrupted the last write; the record is used and written to the state file"
+            );
+            return Plan {
+                state: m.hard_state(),
+                seq: *seq,
+                rewrite_state: true,
+                write_mark: false,
+                reset: None,
+            };
+        }
+        MarkRead::Found(m, _) => m != &found.record,
         MarkRead::Absent => {
             info!("recording the state in the lock file (its first start with this version)");
             true
@@ -330,8 +361,8 @@ fn reset_plan(
     if let StateRead::Found(f) = state {
         known.push((&f.record, f.seq));
     }
-    if let MarkRead::Found(m) = mark {
-        known.push((m, 0));
+    if let MarkRead::Found(m, seq) = mark {
+        known.push((m, *seq));
     }
     let mut result: Option<HardState> = min_term.map(|term| HardState { term, voted_for: None });
     let overflow = || StartError::ResetImpossible {
@@ -479,6 +510,21 @@ mod tests {
             assert!(p.rewrite_state && p.write_mark && p.reset.is_some());
             assert!(p.seq > 3);
         }
+    }
+
+    #[test]
+    fn a_record_one_write_ahead_is_taken_and_two_ahead_refused() {
+        let s = state_file(RAFT, hs(5, Some(2))); // sequence number 3
+        let ahead = |seq| encode_slot(seq, &id(RAFT).record(hs(6, Some(3))));
+        let p = run(Some(&s), &ahead(4), None).unwrap();
+        assert_eq!(
+            (p.state, p.seq, p.rewrite_state, p.write_mark),
+            (hs(6, Some(3)), 4, true, false)
+        );
+        let e = run(Some(&s), &ahead(5), None).unwrap_err();
+        assert!(matches!(e, StartError::StateRolledBack { .. }), "{e:?}");
+        // A record one write behind the state file is just older.
+        assert_eq!(run(Some(&s), &ahead(2), None).unwrap_err().to_string(), e.to_string());
     }
 
     #[test]

@@ -80,7 +80,7 @@ fn a_write_survives_without_its_mirror_and_the_mirror_survives_a_damaged_primary
     drop(data);
     // Both slots hold it: a damaged slot 0 loses nothing, and is repaired.
     let mut bytes = fs::read(&path).unwrap();
-    bytes[40] ^= 0xff;
+    bytes[26] ^= 0xff;
     fs::write(&path, &bytes).unwrap();
     assert_eq!(open(dir.path()).unwrap().1, second);
     let repaired = parse_state_file(&fs::read(&path).unwrap()).unwrap();
@@ -194,6 +194,7 @@ fn missing_or_rolled_back_state_is_refused_and_reset_from_the_record() {
     drop(data);
     let backup = fs::read(&state_path).unwrap();
     let (data, _) = open(dir.path()).unwrap();
+    data.write(hs(6, Some(3))).unwrap();
     data.write(hs(7, Some(3))).unwrap();
     drop(data);
 
@@ -278,4 +279,58 @@ fn a_deleted_lock_file_is_created_and_locked_again_on_the_next_write() {
     assert!(matches!(open(dir.path()), Err(StartError::DataDirLocked { .. })));
     drop(data);
     assert_eq!(open(dir.path()).unwrap().1, hs(2, Some(1)));
+}
+
+/// Two writes with no mirror between them (the mirror task had not run yet):
+/// slot 1 must hold the first before slot 0 is overwritten with the second,
+/// or a torn second write would fall back past an acknowledged state.
+#[test]
+fn slot_0_is_overwritten_only_once_slot_1_holds_the_state_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STATE_FILE);
+    let (data, _) = open(dir.path()).unwrap();
+    data.write(hs(3, Some(1))).unwrap();
+    data.write(hs(4, Some(2))).unwrap();
+    drop(data);
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[26] ^= 0xff; // slot 0 torn
+    fs::write(&path, &bytes).unwrap();
+    // Without the lock file's record, the state file alone must give the
+    // acknowledged state before the torn one.
+    fs::write(dir.path().join(LOCK_FILE), b"").unwrap();
+    assert_eq!(open(dir.path()).unwrap().1, hs(3, Some(1)));
+}
+
+/// A crash after the newest state reached slot 0 and before the mirror: the
+/// next start copies it into slot 1.
+#[test]
+fn a_start_mirrors_a_state_that_is_in_slot_0_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STATE_FILE);
+    let (data, _) = open(dir.path()).unwrap();
+    data.write(hs(3, Some(1))).unwrap();
+    drop(data);
+    let bytes = fs::read(&path).unwrap();
+    assert_ne!(bytes[..SLOT_LEN], bytes[SLOT_LEN..], "written, not mirrored");
+    assert_eq!(open(dir.path()).unwrap().1, hs(3, Some(1)));
+    let bytes = fs::read(&path).unwrap();
+    assert_eq!(bytes[..SLOT_LEN], bytes[SLOT_LEN..], "mirrored at the start");
+}
+
+/// The state file and the record are written at the same time: a crash can
+/// leave the record one write ahead, and the start takes the record.
+#[test]
+fn a_record_one_write_ahead_is_an_interrupted_write_and_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STATE_FILE);
+    let (data, _) = open(dir.path()).unwrap();
+    data.write(hs(3, Some(1))).unwrap();
+    data.mirror().unwrap();
+    let before = fs::read(&path).unwrap();
+    data.write(hs(4, Some(2))).unwrap();
+    drop(data);
+    fs::write(&path, &before).unwrap();
+    assert_eq!(open(dir.path()).unwrap().1, hs(4, Some(2)));
+    let f = parse_state_file(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(f.record.hard_state(), hs(4, Some(2)), "the record was written to the state file");
 }
