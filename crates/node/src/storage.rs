@@ -131,11 +131,6 @@ impl DataDir {
         id: Identity,
         min_term: Option<Term>,
     ) -> Result<(DataDir, Plan), StartError> {
-        if let Some(t) = min_term.filter(|t| !t.is_valid()) {
-            return Err(StartError::ResetImpossible {
-                reason: format!("term {t} is above the largest valid term {}", Term::MAX_VALID),
-            });
-        }
         Self::open_with(dir, id, Some(min_term))
     }
 

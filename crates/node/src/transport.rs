@@ -392,8 +392,8 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<(), St
 }
 
 /// Checks the acceptor's hello acknowledgement; returns the reason to drop
-/// the connection, if any.
-fn check_hello_ack(
+/// the connection, if any. Pure, so the handshake can be fuzzed.
+pub fn check_hello_ack(
     net: &Net,
     link: &PeerLink,
     version: u8,
@@ -544,7 +544,8 @@ async fn accept_loop(
 }
 
 /// Checks a dialer's hello; returns the peer id or the reason to refuse it.
-fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<NodeId, String> {
+/// Pure, so the handshake can be fuzzed.
+pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<NodeId, String> {
     match frame {
         Ok(Frame::Hello { version, cluster_id, from, to, protocol }) => {
             if version != WIRE_VERSION {

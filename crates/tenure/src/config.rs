@@ -104,7 +104,7 @@ pub struct ServerArgs {
 /// The config file's contents; every key optional.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
-struct FileConfig {
+pub(crate) struct FileConfig {
     id: Option<u64>,
     cluster_id: Option<String>,
     listen: Option<String>,
@@ -139,6 +139,12 @@ impl ServerArgs {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
+        self.resolve_with(file)
+    }
+
+    /// [`ServerArgs::resolve`] with the config file already parsed (reads no
+    /// file: the fuzz target's entry, with [`parse_file`]).
+    pub(crate) fn resolve_with(&self, file: FileConfig) -> anyhow::Result<ServerSettings> {
         let id = self.id(&file)?;
         let (listen, peers) = self.listen_and_peers(id, &file)?;
         let http = self.http(id, &file)?;
@@ -258,7 +264,12 @@ fn explain(e: NodeConfigError) -> anyhow::Error {
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the config file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("bad config file {}", path.display()))
+    parse_file(&text).with_context(|| format!("bad config file {}", path.display()))
+}
+
+/// Parses the config file's text.
+pub(crate) fn parse_file(text: &str) -> Result<FileConfig, toml::de::Error> {
+    toml::from_str(text)
 }
 
 /// A node id from its number. Ids are positive: 0 names no node, in a flag

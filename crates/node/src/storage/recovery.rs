@@ -172,6 +172,13 @@ pub(crate) fn decide(
     mark: MarkRead,
     reset: Option<Option<Term>>,
 ) -> Result<Plan, StartError> {
+    if let Some(Some(t)) = reset {
+        if !t.is_valid() {
+            return Err(StartError::ResetImpossible {
+                reason: format!("term {t} is above the largest valid term {}", Term::MAX_VALID),
+            });
+        }
+    }
     if let StateRead::Found(f) = &state {
         id.check_owner(&paths.state, &f.record)?;
     }
@@ -634,6 +641,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Found by the state_file fuzz target: a minimum term above the largest
+    /// valid one made a plan with an invalid term.
+    #[test]
+    fn a_minimum_term_above_the_valid_ones_is_refused() {
+        let m = slot(RAFT, hs(9, Some(1)));
+        for min in [Term::MAX_VALID.0 + 1, u64::MAX] {
+            let e = run(None, &m, Some(Some(Term(min)))).unwrap_err();
+            assert!(matches!(e, StartError::ResetImpossible { .. }), "{e:?}");
+        }
+        assert_eq!(run(None, &m, Some(Some(Term::MAX_VALID))).unwrap().state.term, Term::MAX_VALID);
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub use limits::{
 pub use serve::serve;
 pub use state::{ApiError, AppState, MAX_WATCHERS};
 pub use status::status_body;
+pub use transfer::target as transfer_target;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, Method, StatusCode};
