@@ -56,7 +56,7 @@ pub enum StartError {
     /// The state file holds an older state than the node recorded in its
     /// lock file before acting on it: a restored backup or a copy.
     #[error(
-        "the state file {path} holds {}, behind {} that this node recorded in the lock file \
+        "the state file {path} holds {}, not as new as {} that this node recorded in the lock file \
          {lock} before it sent a message; the state file was probably restored from a backup \
          or copied. Nothing was changed: starting from it could make the node vote a second \
          time in a term it already voted in. {}",

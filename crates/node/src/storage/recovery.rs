@@ -244,7 +244,7 @@ fn refusal(id: &Identity, paths: &Paths, state: &StateRead, mark: &MarkRead) -> 
         }),
         (StateRead::Unreadable(ParseError::Version(_)), _) => None, // refused by `decide`
         (StateRead::Found(f), MarkRead::Found(m, seq))
-            if !at_least(f.record.hard_state(), m.hard_state()) && !interrupted(f, *seq) =>
+            if !at_least(f.record.hard_state(), m.hard_state()) && !interrupted(f, m, *seq) =>
         {
             Some(StartError::StateRolledBack {
                 path: paths.state.clone(),
@@ -260,9 +260,12 @@ fn refusal(id: &Identity, paths: &Paths, state: &StateRead, mark: &MarkRead) -> 
 /// Whether the record is one write ahead of the state file: the state file
 /// and the record are written at the same time, so a crash can leave the
 /// record of a write whose state file copy did not complete. Nothing was sent
-/// from that write, and starting from the record (never older) is safe.
-fn interrupted(state: &StateFile, record_seq: u64) -> bool {
+/// from that write, and starting from the record is safe when it is newer.
+/// (A record of another vote in the same term is no interrupted write: no
+/// node changes its vote within a term. Found by the state_file fuzz target.)
+fn interrupted(state: &StateFile, record: &Record, record_seq: u64) -> bool {
     state.seq.checked_add(1) == Some(record_seq)
+        && at_least(record.hard_state(), state.record.hard_state())
 }
 
 fn missing(paths: &Paths, recovery: Recovery) -> StartError {
@@ -532,6 +535,13 @@ mod tests {
         assert!(matches!(e, StartError::StateRolledBack { .. }), "{e:?}");
         // A record one write behind the state file is just older.
         assert_eq!(run(Some(&s), &ahead(2), None).unwrap_err().to_string(), e.to_string());
+        // Another vote in the same term one write ahead is no interrupted
+        // write (no node changes its vote in a term): refused, and a reset
+        // goes to the next term.
+        let other_vote = encode_slot(4, &id(RAFT).record(hs(5, Some(3))));
+        let e = run(Some(&s), &other_vote, None).unwrap_err();
+        assert!(matches!(e, StartError::StateRolledBack { .. }), "{e:?}");
+        assert_eq!(run(Some(&s), &other_vote, Some(None)).unwrap().state, hs(6, None));
     }
 
     #[test]
