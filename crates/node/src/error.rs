@@ -3,7 +3,7 @@
 use crate::config::NodeConfigError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use tenure_core::{NodeId, ProtocolKind};
+use tenure_core::{HardState, NodeId, ProtocolKind};
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -31,24 +31,76 @@ pub enum StartError {
         /// The lock file.
         path: PathBuf,
     },
-    /// The state file is damaged.
-    #[error(
-        "the state file {path} is corrupted ({detail}); nothing was changed. Restore it from \
-         backup or, if this node's vote may be discarded safely (a majority of the other \
-         nodes is healthy), move it away: mv {path} {path}.corrupt"
-    )]
+    /// The state file is damaged (both copies).
+    #[error("the state file {path} is corrupted ({detail}); nothing was changed. {recovery}")]
     CorruptState {
         /// The state file.
         path: PathBuf,
         /// What is wrong with it.
         detail: String,
+        /// The way out.
+        recovery: Recovery,
+    },
+    /// The state file is missing from a data directory this node used before.
+    #[error(
+        "the state file {path} is missing, but the lock file {lock} shows that this data \
+         directory was used before; nothing was changed. Starting afresh would forget this \
+         node's term and vote, and it could then vote a second time in a term it already voted \
+         in and help elect two leaders in one term. {recovery}"
+    )]
+    StateMissing {
+        /// The state file.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+        /// The way out.
+        recovery: Recovery,
+    },
+    /// The state file holds an older state than the node recorded in its
+    /// lock file before acting on it: a restored backup or a copy.
+    #[error(
+        "the state file {path} holds {}, not as new as {} that this node recorded in the lock file \
+         {lock} before it sent a message; the state file was probably restored from a backup \
+         or copied. Nothing was changed: starting from it could make the node vote a second \
+         time in a term it already voted in. {}",
+        show(found),
+        show(recorded),
+        Recovery::FromRecord { lock: lock.clone(), state: *recorded }
+    )]
+    StateRolledBack {
+        /// The state file.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+        /// What the state file holds.
+        found: HardState,
+        /// What the lock file records.
+        recorded: HardState,
+    },
+    /// A data-directory path that must be a regular file is something else.
+    #[error(
+        "{path} is a {kind}, not a regular file; nothing was opened or changed. The data \
+         directory's state and lock are regular files: remove it, or give the node another \
+         --data-dir"
+    )]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is ("FIFO", "directory", ...).
+        kind: &'static str,
+    },
+    /// A reset was asked for that cannot be done safely.
+    #[error("cannot reset the state: {reason}")]
+    ResetImpossible {
+        /// Why.
+        reason: String,
     },
     /// The state file belongs to another node or cluster.
     #[error(
         "the state file {path} belongs to node {found_node} of cluster {found_cluster:?}, \
          not node {expected_node} of cluster {expected_cluster:?}; nothing was changed. Point \
-         --data-dir at this node's own directory, or, if that state is no longer needed, \
-         move it away: mv {path} {path}.foreign"
+         --data-dir at this node's own directory (if node {found_node} left cluster \
+         {found_cluster:?} for good, its whole directory may be moved away)"
     )]
     ForeignState {
         /// The state file.
@@ -67,8 +119,8 @@ pub enum StartError {
         "the state file {path} was written by the {found} protocol, but this node is \
          configured for {configured}; nothing was changed. Terms and votes of one protocol \
          mean nothing to another: run the whole cluster with protocol = \"{found}\", or, to \
-         switch protocols, stop every node and move every node's state away \
-         (mv {path} {path}.{found}) before starting them all with the new protocol"
+         switch protocols, stop every node and start each once with the new protocol and \
+         --reset-state (a new state in a term above the old ones, with no vote)"
     )]
     ProtocolMismatch {
         /// The state file.
@@ -99,6 +151,60 @@ pub enum StartError {
         /// The cause.
         source: std::io::Error,
     },
+}
+
+/// How to get past a state that cannot be started from, without the node
+/// voting twice in one term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovery {
+    /// The lock file records the newest state the node acted on: a reset
+    /// starts from it.
+    FromRecord {
+        /// The lock file.
+        lock: PathBuf,
+        /// The state it records.
+        state: HardState,
+    },
+    /// Nothing records the node's votes: a reset needs a term above every
+    /// term it may have voted in, which only the other nodes can tell.
+    NeedsTerm {
+        /// The lock file.
+        lock: PathBuf,
+        /// Why its record cannot be used.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Recovery::FromRecord { lock, state } => write!(
+                f,
+                "The lock file {} records the newest state this node acted on ({}): start it \
+                 once with `tenure server --reset-state` (embedded: tenure_node::reset_state) \
+                 to write a new state file from that record",
+                lock.display(),
+                show(state)
+            ),
+            Recovery::NeedsTerm { lock, why } => write!(
+                f,
+                "The lock file {} holds no usable record of this node's term and vote ({why}), \
+                 so nothing tells in which terms it voted. Read the term of the other nodes \
+                 (`tenure status`; at least a majority of the other nodes must answer) and \
+                 start this one once with `tenure server --reset-state --reset-term N`, N \
+                 above every term they report: it then votes only in terms from N on",
+                lock.display()
+            ),
+        }
+    }
+}
+
+/// A term and vote, for messages.
+fn show(state: &HardState) -> String {
+    match state.voted_for {
+        Some(v) => format!("term {}, voted for node {v}", state.term),
+        None => format!("term {}, no vote", state.term),
+    }
 }
 
 /// Why a leadership transfer did not happen.

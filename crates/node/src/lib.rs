@@ -80,12 +80,15 @@
 //!
 //! * The data directory holds `state` (two checksummed copies of term, vote,
 //!   cluster id, node id, protocol and format version; see [`storage`]) and
-//!   `lock`. A missing directory is created.
-//! * Every state change overwrites the first copy in place and is made durable
-//!   with one `fdatasync` before any message produced with that change is
-//!   sent; the second copy is written after the messages left. A crash at any
-//!   point leaves a complete copy of the newest acknowledged state; no peer
-//!   ever saw a vote that a restart could forget.
+//!   `lock`, which also holds the record of the newest state the node acted
+//!   on. A missing directory is created.
+//! * Every state change overwrites the first copy in place and, at the same
+//!   time, the record in `lock`, each made durable with one `fdatasync`,
+//!   before any message produced with that change is sent; the second copy
+//!   is written after the messages left (and before the first is
+//!   overwritten again). A crash at any point leaves a complete copy of the
+//!   newest acknowledged state; no peer ever saw a vote that a restart could
+//!   forget.
 //! * If a write fails, the messages of that output are dropped, the core is
 //!   told (`handle_persist_failed`: it stops voting and leading), an error is
 //!   logged, `storage_failed` shows in the status, and the write is retried
@@ -96,11 +99,19 @@
 //!   process, or a second node in this process, out: it gets
 //!   [`StartError::DataDirLocked`].
 //! * One damaged copy is survived with a warning (the good copy is written over
-//!   it). Both copies damaged ([`StartError::CorruptState`]), a state file of
-//!   another node or cluster ([`StartError::ForeignState`]) or protocol
-//!   ([`StartError::ProtocolMismatch`]), or of a newer format
-//!   ([`StartError::UnsupportedStateFormat`]) stops the node at start with an
-//!   error naming the file and what to do; then nothing is overwritten.
+//!   it). A start that could make the node vote twice in a term is refused
+//!   with an error naming the file and the way out: a state file missing next
+//!   to a record ([`StartError::StateMissing`]), older than the record
+//!   ([`StartError::StateRolledBack`]), with both copies damaged
+//!   ([`StartError::CorruptState`]) or of another protocol
+//!   ([`StartError::ProtocolMismatch`]); [`reset_state`] (`tenure server
+//!   --reset-state`) then writes a state no older than the record. A state
+//!   file of another node or cluster ([`StartError::ForeignState`]) or of a
+//!   newer format ([`StartError::UnsupportedStateFormat`]) is never reset. A
+//!   FIFO, socket, device or directory in place of either file is refused
+//!   ([`StartError::NotAFile`]) without blocking. Nothing is overwritten
+//!   without a reset. `docs/ARCHITECTURE.md` gives the reasoning: what the
+//!   node can detect, what it cannot, and why the reset is safe.
 //!
 //! ## Graceful shutdown
 //!
@@ -131,9 +142,10 @@ pub mod wire;
 
 pub use config::{NodeConfig, NodeConfigError};
 pub use driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN, SHUTDOWN_FLUSH_TIMEOUT};
-pub use error::{StartError, TransferError};
-pub use node::{start, start_with_listener, Node, NodeHandle};
+pub use error::{Recovery, StartError, TransferError};
+pub use node::{reset_state, start, start_with_listener, Node, NodeHandle};
 pub use ratelog::RateLimitedLog;
 pub use status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
+pub use storage::ResetOutcome;
 pub use tenure_core::{FencingToken, Lsn, NodeId, ProtocolKind, Role, Term};
 pub use tls::{Security, TlsFiles};

@@ -7,7 +7,7 @@ use crate::error::{StartError, TransferError};
 use crate::metrics::LeaderTracker;
 use crate::shared::{leadership_of, Command, Elector, Shared};
 use crate::status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
-use crate::storage::DataDir;
+use crate::storage::{DataDir, Identity, ResetOutcome};
 use crate::sync::lock;
 use crate::tls::{Security, TlsIdentity};
 use crate::transport::{reconnect_cap, Net, Transport};
@@ -16,7 +16,7 @@ use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use tenure_core::{NodeId, Protocol, Role};
+use tenure_core::{NodeId, Protocol, Role, Term};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -71,6 +71,44 @@ fn checked_tls(config: &NodeConfig) -> Result<Option<Arc<TlsIdentity>>, StartErr
     }
 }
 
+/// Who the node of `config` is, as its data directory records it.
+fn identity(config: &NodeConfig) -> Identity {
+    Identity {
+        cluster_id: config.cluster_id.clone(),
+        node_id: config.id,
+        protocol: config.protocol,
+    }
+}
+
+/// Resets the state in `config.data_dir` if a start would refuse it, so that
+/// the node can start; call it before [`start`] (`tenure server
+/// --reset-state` does), then remove the option that asked for it.
+///
+/// A start refuses a state file that is missing next to a lock file with a
+/// record of the node's term, damaged, older than that record (a restored
+/// backup) or of another protocol: starting from it could make the node vote
+/// twice in one term. The reset writes a new state file instead, never older
+/// than anything the node knows: the lock file's record (the newest state the
+/// node sent a message from), the state file if it is newer, a term above
+/// any term of another protocol either holds, and at least `min_term` (with
+/// no vote) if given. When the lock file holds no record (written by an
+/// earlier tenure, or damaged) and the state file is missing or damaged,
+/// only `min_term` can make the reset safe: it must be above every term the
+/// node may have voted in, which only the other nodes can tell (above the
+/// terms a majority of them report); without it the refusal stands.
+///
+/// A state of another node or cluster, or of a newer format, is never reset.
+/// If nothing would be refused, nothing is written
+/// ([`ResetOutcome::NotNeeded`]). The lock is held during the reset and
+/// released before this returns.
+pub fn reset_state(
+    config: &NodeConfig,
+    min_term: Option<Term>,
+) -> Result<ResetOutcome, StartError> {
+    config.validate()?;
+    crate::storage::reset(&config.data_dir, identity(config), min_term)
+}
+
 /// Starts a node whose configuration passed [`NodeConfig::validate`], with
 /// its loaded TLS identity.
 async fn start_valid(
@@ -83,8 +121,7 @@ async fn start_valid(
     listener.set_nonblocking(true).map_err(bind_err)?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_err)?;
 
-    let (data, hard_state) =
-        DataDir::open(&config.data_dir, &config.cluster_id, config.id, config.protocol)?;
+    let (data, hard_state) = DataDir::open(&config.data_dir, identity(&config))?;
     let clock = Clock::new();
     // The core only needs a seed; take it from OS entropy once, and log it so
     // a run can be replayed in the simulator.

@@ -9,9 +9,10 @@ use common::{ELECTION_TIMEOUT, HEARTBEAT};
 use futures_util::{SinkExt, StreamExt};
 use std::time::Duration;
 use tenure_core::{Message, Term};
+use tenure_node::storage::recovery::at_least;
 use tenure_node::tls::TlsIdentity;
 use tenure_node::wire::{self, Frame, WIRE_VERSION};
-use tenure_node::{start_with_listener, NodeConfig, NodeId, StartError};
+use tenure_node::{start_with_listener, NodeConfig, NodeId, ResetOutcome, StartError};
 use tokio::net::TcpListener;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
@@ -32,13 +33,14 @@ impl FakePeer {
     }
 
     /// Accepts the node's connections (answering their hellos) until one
-    /// carries a vote response, and returns it. Connections the node made
-    /// before it restarted are still queued on the listener; they end early.
-    async fn vote_response(&self, node: &NodeConfig) -> (Term, bool) {
+    /// carries a vote response at or past `term`, and returns it. Connections
+    /// the node made before it restarted are still queued on the listener;
+    /// they end early.
+    async fn vote_response(&self, node: &NodeConfig, term: Term) -> (Term, bool) {
         loop {
             let (s, _) = self.listener.accept().await.unwrap();
             let Ok(s) = self.tls.peer_acceptor().accept(s).await else { continue };
-            if let Some(answer) = self.serve(node, Framed::new(s, wire::codec())).await {
+            if let Some(answer) = self.serve(node, Framed::new(s, wire::codec()), term).await {
                 return answer;
             }
         }
@@ -48,6 +50,7 @@ impl FakePeer {
         &self,
         node: &NodeConfig,
         mut c: Framed<S, LengthDelimitedCodec>,
+        at: Term,
     ) -> Option<(Term, bool)>
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -66,7 +69,7 @@ impl FakePeer {
         c.send(wire::encode(&ack)).await.ok()?;
         loop {
             match wire::decode(&c.next().await?.ok()?).unwrap() {
-                Frame::Message(Message::VoteResponse { term, granted }) => {
+                Frame::Message(Message::VoteResponse { term, granted }) if term >= at => {
                     return Some((term, granted))
                 }
                 Frame::Ping { nonce } => c.send(wire::encode(&Frame::Pong { nonce })).await.ok()?,
@@ -76,14 +79,29 @@ impl FakePeer {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
+/// The election timeout of the vote tests, and so the startup lease.
+const STARTUP_LEASE: Duration = Duration::from_secs(1);
+
+/// What happens to the data directory while the node is down.
+#[derive(Clone, Copy, Debug)]
+enum Damage {
+    /// Nothing: a plain restart.
+    None,
+    /// The state file is deleted.
+    DeleteState,
+    /// The state file is replaced by a copy taken before the vote (a backup).
+    RestoreBackup,
+}
+
+/// One real node (1) and two hand-driven peers (2, 3). The node grants
+/// peer 2's vote in term 7 and stops; `damage` is done to its directory; it
+/// starts again (with a reset where the damage makes the start refuse) and
+/// peer 3 asks for its vote in term 7: it must be refused.
+async fn no_second_vote_in_a_term_after(damage: Damage) {
     common::init_logs();
-    // One real node (1) and two hand-driven peers (2, 3) that answer no
-    // pre-vote: the real node polls on its own but never raises its term.
-    let timeout = Duration::from_millis(500);
+    // The node cannot campaign on its own: the peers never answer its pre-votes.
     let (mut configs, mut listeners, _dir) =
-        Cluster::configure(3, Duration::from_millis(100), timeout);
+        Cluster::configure(3, Duration::from_millis(100), STARTUP_LEASE);
     let fake3 = FakePeer {
         id: NodeId(3),
         tls: identity(&configs[2]),
@@ -96,42 +114,96 @@ async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
     };
     let cfg = configs.remove(0);
     let node = start_with_listener(cfg.clone(), listeners.pop().unwrap()).await.unwrap();
+    let state_path = cfg.data_dir.join("state");
+    let backup = std::fs::read(&state_path).unwrap();
 
-    // A freshly started node refuses every candidate for an election timeout
-    // (the lease it may have granted before a crash): ask after it.
-    tokio::time::sleep(timeout + Duration::from_millis(200)).await;
+    // A started node refuses every candidate for an election timeout (its
+    // startup lease: it may have promised one before it stopped).
+    tokio::time::sleep(STARTUP_LEASE + STARTUP_LEASE / 4).await;
+    // Two votes, so that the backup is more than the one write a crash can
+    // interrupt behind (see `storage::recovery`).
     let mut to_node = fake2.dial(&cfg).await;
-    to_node
-        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
+    for term in [6, 7] {
+        let vote = Message::Vote { term: Term(term), transfer: false };
+        to_node.send(wire::encode(&Frame::Message(vote))).await.unwrap();
+    }
+    let answer = tokio::time::timeout(Duration::from_secs(5), fake2.vote_response(&cfg, Term(7)))
         .await
         .unwrap();
-    let answer =
-        tokio::time::timeout(Duration::from_secs(5), fake2.vote_response(&cfg)).await.unwrap();
     assert_eq!(answer, (Term(7), true), "a fresh node grants the first vote of a term");
     let s = node.handle().status();
     assert_eq!((s.term, s.voted_for), (Term(7), Some(NodeId(2))));
     node.shutdown().await;
     drop(to_node);
 
-    // Restart from the same directory: the vote is remembered...
-    let node = start_with_listener(cfg.clone(), std::net::TcpListener::bind(cfg.listen).unwrap())
-        .await
-        .unwrap();
+    let restart = || async {
+        start_with_listener(cfg.clone(), std::net::TcpListener::bind(cfg.listen).unwrap()).await
+    };
+    match damage {
+        Damage::None => {}
+        Damage::DeleteState => {
+            std::fs::remove_file(&state_path).unwrap();
+            let err = restart().await.err().expect("a missing state file must stop the node");
+            assert!(matches!(err, StartError::StateMissing { .. }), "{err:?}");
+            let msg = err.to_string();
+            assert!(msg.contains(&state_path.display().to_string()), "{msg}");
+            assert!(msg.contains("--reset-state") && !msg.contains("backup"), "{msg}");
+            assert!(!state_path.exists(), "the refused start created a state file");
+        }
+        Damage::RestoreBackup => {
+            std::fs::write(&state_path, &backup).unwrap();
+            let err = restart().await.err().expect("an older state file must stop the node");
+            assert!(
+                matches!(err, StartError::StateRolledBack { found, recorded, .. }
+                    if found.term == Term(0) && recorded.term == Term(7)),
+                "{err:?}"
+            );
+            assert!(err.to_string().contains("--reset-state"), "{err}");
+            assert_eq!(std::fs::read(&state_path).unwrap(), backup, "the refused start wrote");
+        }
+    }
+    if !matches!(damage, Damage::None) {
+        let outcome = tenure_node::reset_state(&cfg, None).unwrap();
+        assert!(
+            matches!(outcome, ResetOutcome::Reset { state, .. }
+                if (state.term, state.voted_for) == (Term(7), Some(NodeId(2)))),
+            "{outcome:?}"
+        );
+    }
+
+    // Restarted, the node remembers its vote...
+    let node = restart().await.unwrap();
     let s = node.handle().status();
     assert_eq!((s.term, s.voted_for), (Term(7), Some(NodeId(2))));
-    // ...so, once its start-up lease ended, another candidate of the same
-    // term is refused.
-    tokio::time::sleep(timeout + Duration::from_millis(200)).await;
+    // ...so, once its startup lease no longer refuses everyone, another
+    // candidate of the same term is refused for that vote.
+    tokio::time::sleep(STARTUP_LEASE + STARTUP_LEASE / 4).await;
     let mut to_node = fake3.dial(&cfg).await;
     to_node
         .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
         .await
         .unwrap();
-    let answer =
-        tokio::time::timeout(Duration::from_secs(5), fake3.vote_response(&cfg)).await.unwrap();
-    assert_eq!(answer, (Term(7), false), "a restarted node voted twice in one term");
+    let answer = tokio::time::timeout(Duration::from_secs(5), fake3.vote_response(&cfg, Term(7)))
+        .await
+        .unwrap();
+    assert_eq!(answer, (Term(7), false), "a restarted node voted twice in one term ({damage:?})");
     assert_eq!(node.handle().status().voted_for, Some(NodeId(2)));
     node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_keeps_term_and_vote_so_no_second_vote_in_a_term() {
+    no_second_vote_in_a_term_after(Damage::None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_state_file_is_refused_and_a_reset_keeps_the_vote() {
+    no_second_vote_in_a_term_after(Damage::DeleteState).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_backup_is_refused_and_a_reset_keeps_the_vote() {
+    no_second_vote_in_a_term_after(Damage::RestoreBackup).await;
 }
 
 fn nonblocking(l: std::net::TcpListener) -> std::net::TcpListener {
@@ -156,6 +228,7 @@ async fn corrupted_state_file_is_refused_and_left_untouched() {
     let node = start_solo(&cfg).await.unwrap();
     let h = node.handle();
     wait_for("the solo node to lead", || h.is_leader().then_some(())).await;
+    let before = h.status();
     node.shutdown().await;
 
     let path = cfg.data_dir.join("state");
@@ -167,23 +240,53 @@ async fn corrupted_state_file_is_refused_and_left_untouched() {
     std::fs::write(&path, &bytes).unwrap();
     let err = start_solo(&cfg).await.err().expect("a corrupted state file must stop the node");
     match &err {
-        StartError::CorruptState { path: p, detail } => {
+        StartError::CorruptState { path: p, detail, .. } => {
             assert_eq!(p, &path);
             assert!(detail.contains("both copies") && detail.contains("checksum"), "{detail}");
         }
         other => panic!("expected CorruptState, got {other:?}"),
     }
+    // The way out is the reset from the lock file's record, not a backup (an
+    // older state file would be refused, and rightly).
     let msg = err.to_string();
-    assert!(
-        msg.contains(&path.display().to_string()) && msg.contains("Restore it from backup"),
-        "{msg}"
-    );
+    assert!(msg.contains(&path.display().to_string()) && msg.contains("--reset-state"), "{msg}");
+    assert!(!msg.contains("backup") && !msg.contains("mv "), "{msg}");
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "the corrupted file was modified");
 
     // Plain garbage too.
     std::fs::write(&path, b"hello").unwrap();
     assert!(matches!(start_solo(&cfg).await, Err(StartError::CorruptState { .. })));
     assert_eq!(std::fs::read(&path).unwrap(), b"hello");
+
+    // The reset writes the state the node last acted on, and it starts.
+    let outcome = tenure_node::reset_state(&cfg, None).unwrap();
+    assert!(
+        matches!(outcome, ResetOutcome::Reset { state, .. } if state.term == before.term),
+        "{outcome:?}"
+    );
+    let node = start_solo(&cfg).await.unwrap();
+    assert!(node.handle().status().term >= before.term);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_in_place_of_the_state_file_is_refused_without_hanging() {
+    common::init_logs();
+    let (cfg, _dir) = solo();
+    std::fs::create_dir_all(&cfg.data_dir).unwrap();
+    let path = cfg.data_dir.join("state");
+    let status = std::process::Command::new("mkfifo").arg(&path).status().unwrap();
+    assert!(status.success());
+    let result = tokio::time::timeout(Duration::from_secs(5), start_solo(&cfg))
+        .await
+        .expect("the start hung on the FIFO");
+    match result {
+        Err(StartError::NotAFile { path: p, kind }) => {
+            assert_eq!(p, path);
+            assert!(kind.contains("FIFO"), "{kind}");
+        }
+        other => panic!("expected NotAFile, got {:?}", other.err()),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -257,6 +360,14 @@ async fn a_node_that_cannot_persist_neither_votes_nor_leads_until_it_can() {
     std::fs::create_dir_all(c.data_dir(fi)).unwrap();
     wait_for("the follower to recover", || (!follower.status().storage_failed).then_some(())).await;
     assert!(c.data_dir(fi).join("state").is_file());
+    // The lock file came back too, with the record of the state (read first:
+    // the state file is written before it, so it is at least as new).
+    let lock = std::fs::read(c.data_dir(fi).join("lock")).unwrap();
+    let record = tenure_node::storage::parse_lock_file(&lock).unwrap().unwrap();
+    let state = std::fs::read(c.data_dir(fi).join("state")).unwrap();
+    let state = tenure_node::storage::parse_state_file(&state).unwrap().record;
+    assert_eq!((&record.cluster_id, record.node_id), (&state.cluster_id, state.node_id));
+    assert!(at_least(state.hard_state(), record.hard_state()), "{state:?} behind {record:?}");
     // At no point did it take office.
     while let Ok(e) = events.try_recv() {
         assert!(!matches!(e, tenure_node::LeadershipEvent::BecameLeader { .. }), "{e:?}");

@@ -11,10 +11,12 @@
 //! attack length on more seeds. The attacks seen against the real cluster
 //! are also scripted frame by frame, each on its own.
 //!
-//! One gap is pinned by an ignored test: under rising terms, ranked can
-//! elect the forged heartbeat's claimed sender while a paused leader's
-//! lease still runs (see
-//! `a_forged_higher_term_heartbeat_does_not_elect_its_sender_under_a_live_lease`).
+//! Under rising terms, ranked once elected the forged heartbeat's claimed
+//! sender while a paused leader's lease still ran; the prior lease (a
+//! heartbeat of another leader adds its lease beside a running one) closed
+//! it, and
+//! `a_forged_higher_term_heartbeat_does_not_elect_its_sender_under_a_live_lease`
+//! pins it for every protocol.
 //!
 //! Before the core's rules of issue 10 (term ceiling, bounded echoes,
 //! `Resign` and transfers honoured only from the leader and its named
@@ -310,12 +312,11 @@ fn a_forged_resign_and_transfer_depose_no_leader() {
 /// voter X in a term above everyone's moves every follower's lease to X; if
 /// the real leader L missed it (paused, its frames queued) and X stands for
 /// election (here X is cut off from L), X must still not take office while
-/// L leads by its lease. Raft and Paxos keep this (X hears the followers'
-/// acknowledgements of the forged heartbeat, adopts their term and waits an
-/// election timeout before standing again); ranked does not: X's next claim
-/// gets the votes of every follower bound to it at once, and X leads while
-/// L's lease runs (`lease-overlap` in every seed). It also shows in
-/// `random --forger all`: 10 of 2000 ranked seeds (e.g. 1533).
+/// L leads by its lease. Before the prior lease, ranked did not keep it:
+/// X's next claim got the votes of every follower bound to it at once, and X
+/// led while L's lease ran (`lease-overlap` in every seed; 10 of 2000 ranked
+/// `random --forger all` seeds, e.g. 1533). Now a follower keeps L's lease
+/// beside X's and refuses X until it has run out.
 #[test]
 fn a_forged_higher_term_heartbeat_does_not_elect_its_sender_under_a_live_lease() {
     for protocol in ProtocolKind::ALL {

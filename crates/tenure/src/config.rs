@@ -125,12 +125,24 @@ pub struct ServerArgs {
     /// For a local test cluster only; otherwise configure api_tokens in the config file.
     #[arg(long)]
     pub insecure_open_api: bool,
+    /// Start although the state file is missing, damaged, older than the node's own record of
+    /// it (a restored backup) or of another protocol: write a new one from the lock file's
+    /// record of the newest state this node acted on, never older. Use it once, after a start
+    /// refused and said so; a consistent state is left alone. (No config-file key: it must not
+    /// stay on.)
+    #[arg(long)]
+    pub reset_state: bool,
+    /// With --reset-state, when no record is left (the start's error says so): start in term N
+    /// with no vote. N must be above every term this node may have voted in: above the terms a
+    /// majority of the other nodes report.
+    #[arg(long, value_name = "N", requires = "reset_state")]
+    pub reset_term: Option<u64>,
 }
 
 /// The config file's contents; every key optional.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
-struct FileConfig {
+pub(crate) struct FileConfig {
     id: Option<u64>,
     cluster_id: Option<String>,
     listen: Option<String>,
@@ -174,6 +186,12 @@ impl ServerArgs {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
+        self.resolve_with(file)
+    }
+
+    /// [`ServerArgs::resolve`] with the config file already parsed (reads no
+    /// file: the fuzz target's entry, with [`parse_file`]).
+    pub(crate) fn resolve_with(&self, file: FileConfig) -> anyhow::Result<ServerSettings> {
         let id = self.id(&file)?;
         let (listen, peers) = self.listen_and_peers(id, &file)?;
         let http = self.http(id, &file)?;
@@ -349,7 +367,12 @@ fn explain(e: NodeConfigError) -> anyhow::Error {
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the config file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("bad config file {}", path.display()))
+    parse_file(&text).with_context(|| format!("bad config file {}", path.display()))
+}
+
+/// Parses the config file's text.
+pub(crate) fn parse_file(text: &str) -> Result<FileConfig, toml::de::Error> {
+    toml::from_str(text)
 }
 
 /// A node id from its number. Ids are positive: 0 names no node, in a flag

@@ -9,9 +9,9 @@ use std::net::TcpListener;
 use std::process::ExitCode;
 use tenure::server::{self, ServerConfig};
 use tenure_node::tls::TlsIdentity;
-use tenure_node::Security;
+use tenure_node::{ResetOutcome, Security};
 use tokio::signal::unix::{signal, SignalKind};
-use tracing::info;
+use tracing::{info, warn};
 
 /// Runs the server; returns when it has shut down.
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
@@ -21,6 +21,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     // cannot work takes no port (the node reads them again when it starts).
     if let Security::MutualTls(files) = &settings.node.security {
         TlsIdentity::load(files, &settings.node.cluster_id, settings.node.id)?;
+    }
+    if args.reset_state {
+        reset_state(&settings.node, args.reset_term)?;
     }
     // Bind the API first: a port clash is then reported before the node joins
     // the cluster and starts voting.
@@ -32,6 +35,30 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let config = ServerConfig { api: settings.api, ..ServerConfig::new(settings.node) };
     server::run(config, peers, http, stop).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--reset-state`: resets the data directory's state if a start would refuse
+/// it (see [`tenure_node::reset_state`]), before the node starts.
+fn reset_state(node: &tenure_node::NodeConfig, term: Option<u64>) -> anyhow::Result<()> {
+    let data_dir = node.data_dir.display();
+    match tenure_node::reset_state(node, term.map(tenure_core::Term))
+        .with_context(|| format!("--reset-state: node {} cannot reset its state", node.id))?
+    {
+        ResetOutcome::NotNeeded { state } => warn!(
+            %data_dir,
+            term = %state.term,
+            voted_for = ?state.voted_for,
+            "--reset-state: the state needs no reset and was left alone; drop the flag"
+        ),
+        ResetOutcome::Reset { refused, state } => warn!(
+            %data_dir,
+            term = %state.term,
+            voted_for = ?state.voted_for,
+            refused,
+            "--reset-state: wrote a new state file; drop the flag for later starts"
+        ),
+    }
+    Ok(())
 }
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C). The handlers are installed here,

@@ -202,6 +202,15 @@ async fn corrupted_state_file_stops_the_node_and_is_left_untouched() {
         bytes,
         "the state file must be left byte-for-byte untouched"
     );
+    assert!(log.contains("--reset-state"), "the error names the way out: {log}");
+
+    // The way out: --reset-state writes the state the node last acted on
+    // (recorded in its lock file), and the node runs again from that term.
+    c.spawn_with(0, &["--reset-state"]);
+    let (_, term_reset) = c.wait_agreement(&[0], FIRST_ELECTION_BOUND).await;
+    assert!(term_reset > term_after, "the reset went back to term {term_reset}");
+    let log = std::fs::read_to_string(&c.servers[0].log).unwrap();
+    assert!(log.contains("wrote a new state file"), "the reset is logged: {log}");
 }
 
 async fn stall_of_every_process_changes_no_leader(protocol: &str) {

@@ -264,7 +264,8 @@ async fn refuse(net: &Net, mut conn: Conn, remote: SocketAddr, reason: &str) {
 }
 
 /// Checks a dialer's hello; returns the peer id or the reason to refuse it.
-fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<NodeId, String> {
+/// Pure, so the handshake can be fuzzed.
+pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<NodeId, String> {
     match frame {
         Ok(Frame::Hello { version, cluster_id, from, to, protocol }) => {
             if version != WIRE_VERSION {

@@ -182,8 +182,8 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<(), St
 }
 
 /// Checks the acceptor's hello acknowledgement; returns the reason to drop
-/// the connection, if any.
-fn check_hello_ack(
+/// the connection, if any. Pure, so the handshake can be fuzzed.
+pub fn check_hello_ack(
     net: &Net,
     link: &PeerLink,
     version: u8,

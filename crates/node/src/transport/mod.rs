@@ -25,8 +25,10 @@ mod net;
 mod reject_log;
 mod stream;
 
-pub use accept::{MAX_PENDING_HANDSHAKES, PEER_IDLE_PINGS};
-pub use dial::{reconnect_cap, CONNECT_TIMEOUT, RECONNECT_MAX, RECONNECT_MIN, SILENT_PINGS};
+pub use accept::{check_hello, MAX_PENDING_HANDSHAKES, PEER_IDLE_PINGS};
+pub use dial::{
+    check_hello_ack, reconnect_cap, CONNECT_TIMEOUT, RECONNECT_MAX, RECONNECT_MIN, SILENT_PINGS,
+};
 pub use net::{Net, PeerLink, WireStats, HANDSHAKE_TIMEOUT, PEER_QUEUE_CAPACITY};
 pub use reject_log::{REJECT_LOG_BURST, REJECT_LOG_INTERVAL};
 

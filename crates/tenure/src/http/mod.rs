@@ -40,6 +40,7 @@ pub use limits::{
 pub use serve::serve;
 pub use state::{ApiError, AppState};
 pub use status::status_body;
+pub use transfer::target as transfer_target;
 pub use watchers::{MAX_WATCHERS, MAX_WATCHERS_PER_ADDRESS, MAX_WATCHERS_PER_TOKEN};
 
 use axum::extract::DefaultBodyLimit;

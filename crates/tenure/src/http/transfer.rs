@@ -14,6 +14,17 @@ pub async fn post(
     State(st): State<AppState>,
     body: Result<Json<TransferRequest>, JsonRejection>,
 ) -> Result<Json<TransferBody>, ApiError> {
+    let to = target(body)?;
+    let term = st.node.status().term.0;
+    match st.node.transfer_leadership(to).await {
+        Ok(()) => Ok(Json(TransferBody { to: to.0, from_term: term })),
+        Err(e) => Err(transfer_error(e)),
+    }
+}
+
+/// The node a transfer request names, or the error answer for a body that
+/// names none. Pure (the fuzz target calls it with `Json::from_bytes`).
+pub fn target(body: Result<Json<TransferRequest>, JsonRejection>) -> Result<NodeId, ApiError> {
     let Json(req) = body.map_err(|r| {
         ApiError::new(
             r.status(),
@@ -23,11 +34,7 @@ pub async fn post(
     if req.to == 0 {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "node ids are positive integers"));
     }
-    let term = st.node.status().term.0;
-    match st.node.transfer_leadership(NodeId(req.to)).await {
-        Ok(()) => Ok(Json(TransferBody { to: req.to, from_term: term })),
-        Err(e) => Err(transfer_error(e)),
-    }
+    Ok(NodeId(req.to))
 }
 
 fn transfer_error(e: TransferError) -> ApiError {

@@ -259,6 +259,11 @@ impl TestCluster {
 
     /// Starts (or restarts) server `i`; output is appended to its log file.
     pub fn spawn(&mut self, i: usize) {
+        self.spawn_with(i, &[]);
+    }
+
+    /// Like [`TestCluster::spawn`], with `extra` flags after the usual ones.
+    pub fn spawn_with(&mut self, i: usize, extra: &[&str]) {
         let s = &self.servers[i];
         let log = File::options().create(true).append(true).open(&s.log).unwrap();
         let mut command = Command::new(exe());
@@ -282,6 +287,7 @@ impl TestCluster {
             .args(["--cluster-id", &s.cluster_id])
             .args(["--protocol", &s.protocol])
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

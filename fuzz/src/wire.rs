@@ -1,0 +1,212 @@
+//! The peer wire, as an acceptor reads it: the input is the byte stream a
+//! peer sends, cut into frames by the transport's length-delimited codec. The
+//! first frame must pass the handshake check (`transport::check_hello`); the
+//! election messages after it go to an election core of the protocol the
+//! hello named, as the driver would feed them. The clock moves a millisecond
+//! per frame, and a ping moves it by its nonce (modulo a few seconds) so the
+//! input controls time too; timers fire when due. Every frame is also checked as a dialer would check a
+//! `HelloAck` (`transport::check_hello_ack`).
+//!
+//! Properties: nothing panics; a decoded frame encodes back to the same frame
+//! in no more bytes; the core never halts (a halt is a broken invariant: a
+//! hostile peer must not be able to cause one).
+
+use bytes::BytesMut;
+use rand_pcg::Pcg64Mcg;
+use std::time::Duration;
+use tenure_core::{Config, Elector, Event, Instant, Message, NodeId, Protocol, ProtocolKind};
+use tenure_node::clock::Clock;
+use tenure_node::transport::{check_hello, check_hello_ack, Net};
+use tenure_node::wire::{self, Frame};
+use tokio_util::codec::Decoder;
+
+/// The node under test: node 1 of cluster "c" with voters 1, 2 and 3.
+const ME: NodeId = NodeId(1);
+const CLUSTER: &str = "c";
+const HEARTBEAT: Duration = Duration::from_millis(100);
+const ELECTION_TIMEOUT: Duration = Duration::from_millis(1000);
+/// How far the clock moves between two frames.
+const FRAME_GAP: Duration = Duration::from_millis(1);
+/// The most a ping moves the clock, in milliseconds.
+const MAX_PING_GAP_MS: u64 = 4000;
+
+fn net(protocol: ProtocolKind) -> Net {
+    let peers: Vec<_> =
+        (1..=3).map(|i| (NodeId(i), ([127, 0, 0, 1], 7000 + i as u16).into())).collect();
+    Net::new(CLUSTER.into(), ME, protocol, &peers, Clock::new(), HEARTBEAT, ELECTION_TIMEOUT, None)
+}
+
+/// An election core of `protocol` for node 1, fresh.
+pub fn core(protocol: ProtocolKind) -> Elector<Pcg64Mcg> {
+    let cfg = Config::new(ME, vec![NodeId(1), NodeId(2), NodeId(3)], HEARTBEAT, ELECTION_TIMEOUT);
+    Elector::new(protocol, cfg, Default::default(), Pcg64Mcg::new(7), Instant::ZERO)
+}
+
+/// Cuts `data` into frames as the transport would, stopping at the first
+/// error (the transport closes the connection there).
+fn frames(data: &[u8]) -> Vec<BytesMut> {
+    let mut codec = wire::codec();
+    let mut buf = BytesMut::from(data);
+    let mut out = Vec::new();
+    while let Ok(Some(frame)) = codec.decode_eof(&mut buf) {
+        out.push(frame);
+    }
+    out
+}
+
+/// Runs the target on one input.
+pub fn run(data: &[u8]) {
+    let _ = session(data);
+}
+
+/// Runs the target on one input; returns the core the handshake opened, if any.
+pub fn session(data: &[u8]) -> Option<Elector<Pcg64Mcg>> {
+    let mut session: Option<(NodeId, Elector<Pcg64Mcg>)> = None;
+    let mut now = Instant::ZERO;
+    for (i, bytes) in frames(data).iter().enumerate() {
+        assert!(bytes.len() <= wire::MAX_FRAME_LEN, "the codec let {} bytes through", bytes.len());
+        let decoded = wire::decode(bytes);
+        if let Ok(frame) = &decoded {
+            let again = wire::encode(frame);
+            assert!(again.len() <= bytes.len(), "{frame:?} re-encodes longer");
+            assert_eq!(wire::decode(&again).ok().as_ref(), Some(frame), "round trip");
+            dialer_side(frame);
+        }
+        now = now + FRAME_GAP;
+        if i == 0 {
+            let protocol = match &decoded {
+                Ok(Frame::Hello { protocol, .. }) => *protocol,
+                _ => ProtocolKind::Raft,
+            };
+            match check_hello(&net(protocol), decoded) {
+                Ok(from) => session = Some((from, core(protocol))),
+                Err(_) => return None, // refused: the connection closes
+            }
+            continue;
+        }
+        let (from, core) = session.as_mut()?;
+        match decoded {
+            Ok(Frame::Message(msg)) => step(core, now, *from, msg),
+            Ok(Frame::Ping { nonce }) => {
+                now = now + Duration::from_millis(nonce % MAX_PING_GAP_MS);
+                tick(core, now);
+            }
+            _ => break, // anything else closes the connection
+        }
+    }
+    session.map(|(_, core)| core)
+}
+
+/// Feeds one message (and any timer due by then) to the core, checking that
+/// it does not halt.
+fn step(core: &mut Elector<Pcg64Mcg>, now: Instant, from: NodeId, msg: Message) {
+    tick(core, now);
+    core.handle_message(now, from, msg);
+    check(core.take_output().events);
+}
+
+/// Fires the core's timer if it is due.
+fn tick(core: &mut Elector<Pcg64Mcg>, now: Instant) {
+    if core.poll_timeout() <= now {
+        core.handle_timeout(now);
+        check(core.take_output().events);
+    }
+}
+
+fn check(events: Vec<Event>) {
+    for e in events {
+        assert!(!matches!(e, Event::Halted { .. }), "a peer's message halted the core: {e:?}");
+    }
+}
+
+/// The checks a dialer makes of the acceptor's answer.
+fn dialer_side(frame: &Frame) {
+    if let Frame::HelloAck { version, cluster_id, node, protocol } = frame {
+        let net = net(*protocol);
+        let link = &net.links[0];
+        let verdict = check_hello_ack(&net, link, *version, cluster_id, *node, *protocol);
+        let expected_ok =
+            *version == wire::WIRE_VERSION && cluster_id == CLUSTER && *node == link.id;
+        assert_eq!(verdict.is_none(), expected_ok, "{frame:?}: {verdict:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tenure_core::{Role, Term};
+
+    #[test]
+    fn the_core_config_is_valid_for_every_protocol() {
+        for p in [ProtocolKind::Raft, ProtocolKind::Ranked, ProtocolKind::Paxos] {
+            let cfg =
+                Config::new(ME, vec![NodeId(1), NodeId(2), NodeId(3)], HEARTBEAT, ELECTION_TIMEOUT);
+            assert_eq!(cfg.validate_for(p), Ok(()), "{p}");
+        }
+    }
+
+    /// The byte stream a peer sends: each frame behind its length.
+    pub(crate) fn stream(frames: &[Frame]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for frame in frames {
+            let bytes = wire::encode(frame);
+            out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+            out.extend_from_slice(&bytes);
+        }
+        out
+    }
+
+    fn hello(cluster_id: &str) -> Frame {
+        Frame::Hello {
+            version: wire::WIRE_VERSION,
+            cluster_id: cluster_id.into(),
+            from: NodeId(2),
+            to: ME,
+            protocol: ProtocolKind::Raft,
+        }
+    }
+
+    /// A stream that passes the handshake reaches the core: after a ping
+    /// moved the clock past the startup lease, the vote is granted.
+    #[test]
+    fn a_hello_then_a_vote_reaches_the_core() {
+        let vote = Frame::Message(Message::Vote { term: Term(3), transfer: false });
+        let ours = stream(&[hello(CLUSTER), Frame::Ping { nonce: 1500 }, vote.clone()]);
+        assert_eq!(frames(&ours).len(), 3);
+        let core = session(&ours).expect("the handshake passes");
+        assert_eq!(core.hard_state().term, Term(3));
+        assert_eq!(core.hard_state().voted_for, Some(NodeId(2)));
+        // Another cluster is refused at the handshake.
+        assert!(session(&stream(&[hello("d"), vote])).is_none());
+    }
+
+    /// This target's finding in the core (`corpus/wire/crash-core-heartbeat-in-own-term`):
+    /// node 2 grants node 1's vote, then claims to lead the same term. It
+    /// tripped a `debug_assert!` in the raft elector; the core now refuses
+    /// and counts the message.
+    #[test]
+    fn a_heartbeat_claiming_the_term_this_node_leads_is_ignored() {
+        let mut c = core(ProtocolKind::Raft);
+        let mut now = c.poll_timeout();
+        c.handle_timeout(now);
+        let _ = c.take_output();
+        let proposed = Term(c.hard_state().term.0 + 1);
+        let granted = Message::PreVoteResponse {
+            term: c.hard_state().term,
+            proposed,
+            granted: true,
+            lease_remaining_ms: None,
+        };
+        c.handle_message(now, NodeId(2), granted);
+        c.handle_message(now, NodeId(2), Message::VoteResponse { term: proposed, granted: true });
+        assert_eq!(c.status().role, Role::Leader);
+        let _ = c.take_output();
+        now = now + FRAME_GAP;
+        let claim = Message::Heartbeat { term: proposed, counter: 1, sent_at_nanos: 0 };
+        let refused = c.counters().messages_refused;
+        c.handle_message(now, NodeId(2), claim);
+        assert_eq!(c.status().role, Role::Leader, "a forged heartbeat deposed the leader");
+        assert_eq!(c.counters().messages_refused, refused + 1, "not counted as refused");
+        check(c.take_output().events);
+    }
+}
