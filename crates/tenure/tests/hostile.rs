@@ -81,6 +81,16 @@ const LEASE_BOUND: Duration = Duration::from_secs(2);
 /// two nodes answering `/v1/is-leader` 200: the old leader's lease (at most
 /// the election timeout) plus a margin for the monitor's polling round.
 const FORGED_RESIGN_SPLIT_BOUND: Duration = Duration::from_millis(TIMEOUT_MS + 200);
+/// How often the slot thief (without TLS) redials, and how many of its
+/// connections it keeps open (the node closes the replaced ones).
+const IMPOSTOR_REDIAL: Duration = Duration::from_millis(5);
+const HELD_IMPOSTORS: usize = 64;
+/// Without TLS, the log lines one impostor connection may cost (the real
+/// peer's "lost the connection" and "connected" lines, and a leader change).
+const LOG_BYTES_PER_IMPOSTOR: u64 = 1024;
+/// Impostor connections opened (without TLS) by this test binary; the
+/// process tests run one at a time.
+static IMPOSTORS: AtomicU64 = AtomicU64::new(0);
 /// Terms a correct cluster of these tests never reaches; a status term at or
 /// above it means a forged term was adopted.
 const SANE_TERM: u64 = 1 << 20;
@@ -955,6 +965,7 @@ async fn with_tls_a_flood_of_refused_connections_keeps_the_logs_small() {
 /// An impostor with a completed handshake (no TLS: anyone may claim any
 /// configured id) to node `t`, claiming `as_id`.
 async fn impostor(c: &TestCluster, t: usize, as_id: u64) -> TcpStream {
+    IMPOSTORS.fetch_add(1, Ordering::Relaxed);
     let mut tcp = TcpStream::connect(peer_addr(c, t)).await.unwrap();
     let protocol = protocol_of(&c.servers[t].protocol);
     send_frame(&mut tcp, &hello(as_id, c.servers[t].id, protocol)).await.unwrap();
@@ -988,6 +999,7 @@ async fn impostor_cannot_split_or_stall(protocol: &str) {
     let all = [0, 1, 2];
     let forge = Forge(protocol_of(protocol));
     let (leader, term) = c.wait_agreement(&all, FIRST_ELECTION_BOUND).await;
+    let (logs_before, impostors_before) = (log_bytes(&c), IMPOSTORS.load(Ordering::Relaxed));
     let leader_id = c.servers[leader].id;
     let follower = (leader + 1) % 3;
     let follower_id = c.servers[follower].id;
@@ -1142,6 +1154,31 @@ async fn impostor_cannot_split_or_stall(protocol: &str) {
         term = after;
     }
 
+    // 4b. Slot theft: the impostor redials as the leader to both followers
+    // every few milliseconds, each time taking the leader's inbound slot (a
+    // peer's newer connection replaces its older one), and stays silent.
+    // Like rising terms this may keep the leader's heartbeats out while it
+    // lasts (to the node, the impostor is the leader redialling); what must
+    // hold is no split, and a leader agreed on once it stops.
+    let (leader, _) = c.wait_agreement(&all, RECOVERY_BOUND).await;
+    let monitor = Monitor::start(&c);
+    let since = Instant::now();
+    let mut held = Vec::new();
+    while since.elapsed() < FORGE_FOR {
+        for t in (0..3).filter(|&t| t != leader) {
+            held.push(impostor(&c, t, c.servers[leader].id).await);
+        }
+        held.truncate(HELD_IMPOSTORS);
+        tokio::time::sleep(IMPOSTOR_REDIAL).await;
+    }
+    drop(held);
+    let (_, after) = c.wait_agreement(&all, RECOVERY_BOUND).await;
+    let seen = monitor.finish().await;
+    let what = format!("{protocol}: slot theft as the leader");
+    seen.assert_single_led(&what);
+    seen.assert_no_forged_term(&what);
+    eprintln!("{what}: term {term} -> {after}, {} led rounds of {}", seen.led_rounds, seen.rounds);
+
     // 5. Impossible terms once more, after the rising ones: still refused.
     let (leader, term) = c.wait_agreement(&all, RECOVERY_BOUND).await;
     let monitor = Monitor::start(&c);
@@ -1156,6 +1193,19 @@ async fn impostor_cannot_split_or_stall(protocol: &str) {
     tokio::time::sleep(Duration::from_millis(TIMEOUT_MS * 2)).await;
     let seen = monitor.finish().await;
     seen.assert_steady(&format!("{protocol}: impossible terms again"), c.servers[leader].id, term);
+    // The logs are bounded by the impostor's connections, not by a constant:
+    // each impostor connection under node X's id replaces X's own (a peer's
+    // newer connection wins), and X logs that it lost the connection and,
+    // redialling, that it connected again (INFO, a line each, not
+    // rate-limited). With TLS only the holder of X's key can do that;
+    // without, anyone (a finding of this suite, see docs/SECURITY.md).
+    let impostors = IMPOSTORS.load(Ordering::Relaxed) - impostors_before;
+    let grown = log_bytes(&c) - logs_before;
+    eprintln!("{protocol}: {impostors} impostor connections, the logs grew by {grown} bytes");
+    assert!(
+        grown < MAX_LOG_GROWTH + impostors * LOG_BYTES_PER_IMPOSTOR,
+        "{protocol}: the logs grew by {grown} bytes for {impostors} impostor connections"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
