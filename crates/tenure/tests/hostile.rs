@@ -234,6 +234,8 @@ type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 /// Polls every node of a cluster in rounds (all nodes at once) until stopped.
 struct Monitor {
     stop: Arc<AtomicBool>,
+    /// Rounds completed so far.
+    rounds: Arc<AtomicU64>,
     task: JoinHandle<Observed>,
 }
 
@@ -278,21 +280,29 @@ impl Monitor {
         let nodes: Vec<(u64, String)> =
             (0..c.servers.len()).map(|i| (c.servers[i].id, c.endpoint(i))).collect();
         let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
+        let rounds = Arc::new(AtomicU64::new(0));
+        let (stopped, counted) = (stop.clone(), rounds.clone());
         let task = tokio::spawn(async move {
             let mut seen = Observed::default();
             while !stopped.load(Ordering::Relaxed) {
                 let polls = nodes.iter().map(|(id, e)| poll_node(&client, *id, e));
                 let at = Instant::now();
                 seen.record(at, futures_util::future::join_all(polls).await);
+                counted.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(MONITOR_PAUSE).await;
             }
             seen
         });
-        Monitor { stop, task }
+        Monitor { stop, rounds, task }
     }
 
+    /// Stops the monitor once it has completed [`MIN_ROUNDS`] rounds (or
+    /// [`RECOVERY_BOUND`] passed: a slow machine), and returns what it saw.
     async fn finish(self) -> Observed {
+        let since = Instant::now();
+        while self.rounds.load(Ordering::Relaxed) < MIN_ROUNDS && since.elapsed() < RECOVERY_BOUND {
+            tokio::time::sleep(MONITOR_PAUSE).await;
+        }
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.expect("the monitor ran")
     }
@@ -996,7 +1006,8 @@ async fn send_as(c: &TestCluster, as_id: u64, frames: &[Frame]) {
     }
 }
 
-/// The TLS-off suite for one protocol.
+/// The TLS-off suite for one protocol: each step against the cluster as the
+/// previous one left it.
 async fn impostor_cannot_split_or_stall(protocol: &str) {
     let _serial = serial().await;
     let mut c = TestCluster::new(3, HEARTBEAT_MS, TIMEOUT_MS);
@@ -1005,79 +1016,110 @@ async fn impostor_cannot_split_or_stall(protocol: &str) {
         c.servers[i].protocol = protocol.to_string();
         c.spawn(i);
     }
-    let all = [0, 1, 2];
     let forge = Forge(protocol_of(protocol));
-    let (leader, term) = c.wait_agreement(&all, FIRST_ELECTION_BOUND).await;
+    let (leader, _) = c.wait_agreement(&ALL, FIRST_ELECTION_BOUND).await;
     let (logs_before, impostors_before) = (log_bytes(&c), IMPOSTORS.load(Ordering::Relaxed));
-    let leader_id = c.servers[leader].id;
-    let follower = (leader + 1) % 3;
-    let follower_id = c.servers[follower].id;
 
     // A node that is not configured cannot even get in.
     let mut stranger = TcpStream::connect(peer_addr(&c, leader)).await.unwrap();
-    let hello_9 = hello(9, leader_id, forge.0);
-    send_frame(&mut stranger, &hello_9).await.unwrap();
+    send_frame(&mut stranger, &hello(9, c.servers[leader].id, forge.0)).await.unwrap();
     match answer(&mut stranger).await {
         Outcome::Refused(r) => assert!(r.contains("not a voter"), "{r}"),
         other => panic!("{protocol}: node 9 of 3: {other:?}"),
     }
 
-    // 1. Impossible terms (past MAX_VALID, or more than 2^32 ahead), as a
-    // follower and as the leader: refused; nothing moves.
-    let monitor = Monitor::start(&c);
+    impossible_terms_move_nothing(&c, forge, protocol).await;
+    a_followers_resign_moves_nothing(&c, forge, protocol).await;
+    a_resign_in_the_leaders_name_splits_at_most_a_lease(&c, forge, protocol).await;
+    forged_acks_keep_no_lease(&mut c, forge, protocol).await;
+    rising_terms_never_split(&c, forge, protocol).await;
+    slot_theft_never_splits(&c, protocol).await;
+    impossible_terms_move_nothing(&c, forge, protocol).await;
+
+    // The logs are bounded by the impostor's connections, not by a constant:
+    // each impostor connection under node X's id replaces X's own (a peer's
+    // newer connection wins), and X logs that it lost the connection and,
+    // redialling, that it connected again (INFO, a line each, not
+    // rate-limited). With TLS only the holder of X's key can do that;
+    // without, anyone (a finding of this suite, see docs/SECURITY.md).
+    let impostors = IMPOSTORS.load(Ordering::Relaxed) - impostors_before;
+    let grown = log_bytes(&c) - logs_before;
+    eprintln!("{protocol}: {impostors} impostor connections, the logs grew by {grown} bytes");
+    assert!(
+        grown < MAX_LOG_GROWTH + impostors * LOG_BYTES_PER_IMPOSTOR,
+        "{protocol}: the logs grew by {grown} bytes for {impostors} impostor connections"
+    );
+}
+
+/// Every node of the 3-node clusters.
+const ALL: [usize; 3] = [0, 1, 2];
+
+/// Impossible terms (past MAX_VALID, or more than 2^32 ahead), as a follower
+/// and as the leader: refused; nothing moves. (The impostor's connection
+/// under the leader's id replaces the real one for a moment, which the real
+/// leader undoes by redialling; neither moves a term.)
+async fn impossible_terms_move_nothing(c: &TestCluster, forge: Forge, protocol: &str) {
+    let (leader, term) = c.wait_agreement(&ALL, RECOVERY_BOUND).await;
+    let (leader_id, follower_id) = (c.servers[leader].id, c.servers[(leader + 1) % 3].id);
+    let monitor = Monitor::start(c);
     let since = Instant::now();
     while since.elapsed() < FORGE_FOR {
         for as_id in [follower_id, leader_id] {
-            let mut frames = Vec::new();
-            for bad in Forge::impossible_terms(term) {
-                frames.push(Frame::Message(forge.lead(bad, 1)));
-                frames.push(Frame::Message(forge.campaign(bad)));
-                frames.push(Frame::Message(forge.ack(bad, u64::MAX)));
-            }
-            send_as(&c, as_id, &frames).await;
+            let frames: Vec<Frame> = Forge::impossible_terms(term)
+                .into_iter()
+                .flat_map(|bad| [forge.lead(bad, 1), forge.campaign(bad), forge.ack(bad, u64::MAX)])
+                .map(Frame::Message)
+                .collect();
+            send_as(c, as_id, &frames).await;
         }
         tokio::time::sleep(FORGE_EVERY).await;
     }
     let seen = monitor.finish().await;
-    // The impostor's connection as the leader replaces the real one for a
-    // moment (the newer connection of a peer wins), which the real leader
-    // undoes by redialling; neither moves a term.
     seen.assert_steady(&format!("{protocol}: impossible terms"), leader_id, term);
+}
 
-    // 2. A forged Resign as a follower (not the leader): ignored.
-    let monitor = Monitor::start(&c);
+/// A forged Resign as a follower (not the leader): ignored.
+async fn a_followers_resign_moves_nothing(c: &TestCluster, forge: Forge, protocol: &str) {
+    let (leader, term) = c.wait_agreement(&ALL, RECOVERY_BOUND).await;
+    let (follower_id, third) = (c.servers[(leader + 1) % 3].id, c.servers[(leader + 2) % 3].id);
+    let monitor = Monitor::start(c);
     let since = Instant::now();
     while since.elapsed() < FORGE_FOR / 2 {
-        let third = c.servers[(leader + 2) % 3].id;
-        send_as(&c, follower_id, &[Frame::Message(forge.resign(term, third))]).await;
+        send_as(c, follower_id, &[Frame::Message(forge.resign(term, third))]).await;
         tokio::time::sleep(FORGE_EVERY).await;
     }
     let seen = monitor.finish().await;
-    seen.assert_steady(&format!("{protocol}: a follower's forged Resign"), leader_id, term);
+    let what = format!("{protocol}: a follower's forged Resign");
+    seen.assert_steady(&what, c.servers[leader].id, term);
+}
 
-    // 2b. A forged Resign under the leader's id, naming a follower. Without
-    // TLS the protocol cannot tell it from the leader's own: the followers
-    // give up their lease on the leader for the named successor and elect it
-    // in a higher term, while the real leader, which never resigned, keeps
-    // its lease (it ignores the successor's vote request as disruptive: it
-    // named no successor) until it hears of the higher term or its lease
-    // runs out. So two nodes may answer /v1/is-leader 200 for a moment: a
-    // split brain the insecure mode cannot rule out (see docs/SECURITY.md).
-    // What still holds, and is asserted: the old leader's lease cannot
-    // outlive the last acknowledgement of a majority, so the split lasts at
-    // most one lease (the election timeout) plus a polling round
-    // ([`FORGED_RESIGN_SPLIT_BOUND`]); no forged term is adopted; and the
-    // cluster agrees on one leader afterwards.
-    let monitor = Monitor::start(&c);
+/// A forged Resign under the leader's id, naming a follower. Without TLS the
+/// protocol cannot tell it from the leader's own: the followers give up
+/// their lease on the leader for the named successor and elect it in a
+/// higher term, while the real leader, which never resigned, keeps its lease
+/// (it ignores the successor's vote request as disruptive: it named no
+/// successor) until it hears of the higher term or its lease runs out. So
+/// two nodes may answer /v1/is-leader 200 for a moment: a split brain the
+/// insecure mode cannot rule out (see docs/SECURITY.md). What still holds,
+/// and is asserted: the old leader's lease cannot outlive the last
+/// acknowledgement of a majority, so the split lasts at most one lease (the
+/// election timeout) plus a polling round ([`FORGED_RESIGN_SPLIT_BOUND`]);
+/// no forged term is adopted; and the cluster agrees on one leader after.
+async fn a_resign_in_the_leaders_name_splits_at_most_a_lease(
+    c: &TestCluster,
+    forge: Forge,
+    protocol: &str,
+) {
+    let monitor = Monitor::start(c);
     let since = Instant::now();
     let mut moved = 0;
     while since.elapsed() < FORGE_FOR {
-        let (now_leader, now_term) = c.wait_agreement(&all, RECOVERY_BOUND).await;
-        let successor = c.servers[(now_leader + 1) % 3].id;
-        let resign = Frame::Message(forge.resign(now_term, successor));
-        send_as(&c, c.servers[now_leader].id, &[resign]).await;
+        let (leader, term) = c.wait_agreement(&ALL, RECOVERY_BOUND).await;
+        let successor = c.servers[(leader + 1) % 3].id;
+        let resign = Frame::Message(forge.resign(term, successor));
+        send_as(c, c.servers[leader].id, &[resign]).await;
         tokio::time::sleep(FORGE_EVERY).await;
-        if c.wait_agreement(&all, RECOVERY_BOUND).await.1 > now_term {
+        if c.wait_agreement(&ALL, RECOVERY_BOUND).await.1 > term {
             moved += 1;
         }
     }
@@ -1087,24 +1129,25 @@ async fn impostor_cannot_split_or_stall(protocol: &str) {
     seen.assert_no_forged_term(&what);
     assert!(moved > 0, "{what}: leadership never moved (no attack?)");
     eprintln!(
-        "{what}: leadership moved {moved} times; {} split rounds of {}, the longest split \
-         {:?}",
+        "{what}: leadership moved {moved} times; {} split rounds of {}, the longest split {:?}",
         seen.split.len(),
         seen.rounds,
         seen.longest_split
     );
-    let (leader, term) = c.wait_agreement(&all, RECOVERY_BOUND).await;
-    let follower_id = c.servers[(leader + 1) % 3].id;
+}
 
-    // 3. Huge echoes keep no lease alive: with both followers stopped, the
-    // impostor acknowledges the leader as a follower with echoes the leader
-    // never sent; the leader must stop answering /v1/is-leader 200 within
-    // LEASE_BOUND.
+/// Huge echoes keep no lease alive: with both followers stopped, the
+/// impostor acknowledges the leader as a follower with echoes the leader
+/// never sent; the leader must stop answering /v1/is-leader 200 within
+/// [`LEASE_BOUND`].
+async fn forged_acks_keep_no_lease(c: &mut TestCluster, forge: Forge, protocol: &str) {
+    let (leader, term) = c.wait_agreement(&ALL, RECOVERY_BOUND).await;
+    let follower_id = c.servers[(leader + 1) % 3].id;
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     for &f in &followers {
         c.signal(f, Signal::SIGSTOP);
     }
-    let mut acks = impostor(&c, leader, follower_id).await;
+    let mut acks = impostor(c, leader, follower_id).await;
     let since = Instant::now();
     let mut lost_lease_after = None;
     while since.elapsed() < LEASE_BOUND * 2 {
@@ -1128,17 +1171,19 @@ async fn impostor_cannot_split_or_stall(protocol: &str) {
     eprintln!(
         "{protocol}: under forged acks, the leader without a majority stopped leading in {lost:?}"
     );
-    let (leader, mut term) = c.wait_agreement(&all, RECOVERY_BOUND).await;
-    let (leader_id, follower_id) = (c.servers[leader].id, c.servers[(leader + 1) % 3].id);
+}
 
-    // 4. Rising terms as a follower, then as the leader. An impostor holding a
-    // configured id is, to the protocol, that peer: it may raise the term
-    // (within MAX_TERM_STEP) and even lead while it keeps sending, so the
-    // protocol promises no leader during this attack, only at most one at a
-    // time (no split brain) and a leader again once the impostor stops.
-    // (No Resign here: 2b shows what a forged Resign of the leader does.)
-    for as_id in [follower_id, leader_id] {
-        let monitor = Monitor::start(&c);
+/// Rising terms as a follower, then as the leader. An impostor holding a
+/// configured id is, to the protocol, that peer: it may raise the term
+/// (within MAX_TERM_STEP) and even lead while it keeps sending, so the
+/// protocol promises no leader during this attack, only at most one at a
+/// time (no split brain) and a leader again once the impostor stops. (No
+/// Resign here: [`a_resign_in_the_leaders_name_splits_at_most_a_lease`]
+/// shows what a forged Resign of the leader does.)
+async fn rising_terms_never_split(c: &TestCluster, forge: Forge, protocol: &str) {
+    let (leader, mut term) = c.wait_agreement(&ALL, RECOVERY_BOUND).await;
+    for as_id in [c.servers[(leader + 1) % 3].id, c.servers[leader].id] {
+        let monitor = Monitor::start(c);
         let since = Instant::now();
         let mut rising = term + 1;
         while since.elapsed() < FORGE_FOR {
@@ -1146,11 +1191,11 @@ async fn impostor_cannot_split_or_stall(protocol: &str) {
                 Frame::Message(forge.lead(rising, 1)),
                 Frame::Message(forge.ack(rising, u64::MAX)),
             ];
-            send_as(&c, as_id, &frames).await;
+            send_as(c, as_id, &frames).await;
             rising += 1;
             tokio::time::sleep(FORGE_EVERY).await;
         }
-        let (_, after) = c.wait_agreement(&all, RECOVERY_BOUND).await;
+        let (_, after) = c.wait_agreement(&ALL, RECOVERY_BOUND).await;
         let seen = monitor.finish().await;
         let what = format!("{protocol}: rising terms as node {as_id}");
         seen.assert_single_led(&what);
@@ -1162,59 +1207,35 @@ async fn impostor_cannot_split_or_stall(protocol: &str) {
         );
         term = after;
     }
+}
 
-    // 4b. Slot theft: the impostor redials as the leader to both followers
-    // every few milliseconds, each time taking the leader's inbound slot (a
-    // peer's newer connection replaces its older one), and stays silent.
-    // Like rising terms this may keep the leader's heartbeats out while it
-    // lasts (to the node, the impostor is the leader redialling); what must
-    // hold is no split, and a leader agreed on once it stops.
-    let (leader, _) = c.wait_agreement(&all, RECOVERY_BOUND).await;
-    let monitor = Monitor::start(&c);
+/// Slot theft: the impostor redials as the leader to both followers every
+/// few milliseconds, each time taking the leader's inbound slot (a peer's
+/// newer connection replaces its older one), and stays silent. Like rising
+/// terms this may keep the leader's heartbeats out while it lasts (to the
+/// node, the impostor is the leader redialling); what must hold is no
+/// split, and a leader agreed on once it stops.
+async fn slot_theft_never_splits(c: &TestCluster, protocol: &str) {
+    let (leader, term) = c.wait_agreement(&ALL, RECOVERY_BOUND).await;
+    let monitor = Monitor::start(c);
     let since = Instant::now();
     let mut held = Vec::new();
     while since.elapsed() < FORGE_FOR {
         for t in (0..3).filter(|&t| t != leader) {
-            held.push(impostor(&c, t, c.servers[leader].id).await);
+            held.push(impostor(c, t, c.servers[leader].id).await);
         }
-        held.truncate(HELD_IMPOSTORS);
+        // Keep the newest: they hold the leader's slots.
+        let stale = held.len().saturating_sub(HELD_IMPOSTORS);
+        held.drain(..stale);
         tokio::time::sleep(IMPOSTOR_REDIAL).await;
     }
     drop(held);
-    let (_, after) = c.wait_agreement(&all, RECOVERY_BOUND).await;
+    let (_, after) = c.wait_agreement(&ALL, RECOVERY_BOUND).await;
     let seen = monitor.finish().await;
     let what = format!("{protocol}: slot theft as the leader");
     seen.assert_single_led(&what);
     seen.assert_no_forged_term(&what);
     eprintln!("{what}: term {term} -> {after}, {} led rounds of {}", seen.led_rounds, seen.rounds);
-
-    // 5. Impossible terms once more, after the rising ones: still refused.
-    let (leader, term) = c.wait_agreement(&all, RECOVERY_BOUND).await;
-    let monitor = Monitor::start(&c);
-    for as_id in (1..=3).filter(|&id| id != c.servers[leader].id) {
-        let frames: Vec<Frame> = Forge::impossible_terms(term)
-            .into_iter()
-            .flat_map(|bad| [forge.lead(bad, 1), forge.campaign(bad)])
-            .map(Frame::Message)
-            .collect();
-        send_as(&c, as_id, &frames).await;
-    }
-    tokio::time::sleep(Duration::from_millis(TIMEOUT_MS * 2)).await;
-    let seen = monitor.finish().await;
-    seen.assert_steady(&format!("{protocol}: impossible terms again"), c.servers[leader].id, term);
-    // The logs are bounded by the impostor's connections, not by a constant:
-    // each impostor connection under node X's id replaces X's own (a peer's
-    // newer connection wins), and X logs that it lost the connection and,
-    // redialling, that it connected again (INFO, a line each, not
-    // rate-limited). With TLS only the holder of X's key can do that;
-    // without, anyone (a finding of this suite, see docs/SECURITY.md).
-    let impostors = IMPOSTORS.load(Ordering::Relaxed) - impostors_before;
-    let grown = log_bytes(&c) - logs_before;
-    eprintln!("{protocol}: {impostors} impostor connections, the logs grew by {grown} bytes");
-    assert!(
-        grown < MAX_LOG_GROWTH + impostors * LOG_BYTES_PER_IMPOSTOR,
-        "{protocol}: the logs grew by {grown} bytes for {impostors} impostor connections"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
