@@ -183,9 +183,10 @@ mod tests {
     /// This target's finding in the core (`corpus/wire/crash-core-heartbeat-in-own-term`):
     /// node 2 grants node 1's vote, then claims to lead the same term. It
     /// tripped a `debug_assert!` in the raft elector; the core now refuses
-    /// and counts the message.
+    /// and counts the message, and stops leading (`Reason::RivalLeader`: a
+    /// second leader of a term means a voter voted twice).
     #[test]
-    fn a_heartbeat_claiming_the_term_this_node_leads_is_ignored() {
+    fn a_heartbeat_claiming_the_term_this_node_leads_is_refused_and_ends_its_leadership() {
         let mut c = core(ProtocolKind::Raft);
         let mut now = c.poll_timeout();
         c.handle_timeout(now);
@@ -205,7 +206,8 @@ mod tests {
         let claim = Message::Heartbeat { term: proposed, counter: 1, sent_at_nanos: 0 };
         let refused = c.counters().messages_refused;
         c.handle_message(now, NodeId(2), claim);
-        assert_eq!(c.status().role, Role::Leader, "a forged heartbeat deposed the leader");
+        assert_eq!(c.status().role, Role::Follower, "led beside a rival of its own term");
+        assert_eq!(c.status().leader, None, "followed a rival of its own term");
         assert_eq!(c.counters().messages_refused, refused + 1, "not counted as refused");
         check(c.take_output().events);
     }

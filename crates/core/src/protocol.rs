@@ -37,6 +37,12 @@ pub enum Reason {
     LeaderHeartbeat,
     /// The leader did not hear from a majority within its lease (CheckQuorum).
     QuorumLost,
+    /// The leader heard another node lead its own term. Votes are unique per
+    /// term, so a voter voted twice (a compromised peer, or one whose state
+    /// was rolled back) or the heartbeat was forged: the leader's majority
+    /// may be the liar's, so it stops leading rather than lead beside the
+    /// other.
+    RivalLeader,
     /// The leader handed over leadership (transfer or graceful stop).
     Resigned,
     /// This node was named successor by the resigning leader.

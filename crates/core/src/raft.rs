@@ -168,6 +168,20 @@ impl<R: RngCore + Send> RaftElector<R> {
         self.election_deadline = now + self.seat.cfg.candidacy_stagger;
     }
 
+    /// Steps down a leader that heard another node lead its own term (see
+    /// [`Reason::RivalLeader`]): the frame is refused, and the node neither
+    /// leads nor follows anyone until it hears a heartbeat again. Two leaders
+    /// made by a voter that voted twice then last until they hear each other
+    /// (a heartbeat), not for as long as the liar keeps them up; without TLS,
+    /// a forged heartbeat can depose a leader this way, as a forged higher
+    /// term already could.
+    fn step_down_for_rival(&mut self, now: Instant) {
+        self.seat.refused();
+        self.become_follower(Reason::RivalLeader);
+        self.seat.set_leader(None);
+        self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
+    }
+
     // ---- Candidacy ----
 
     fn start_pre_vote(&mut self, now: Instant) {
@@ -483,10 +497,9 @@ impl<R: RngCore + Send> RaftElector<R> {
             self.adopt_term(term);
         }
         if self.seat.role == Role::Leader {
-            // Two leaders in one term cannot happen: votes are unique per term.
-            // Not from a correct peer (or a forged one): refused.
-            self.seat.refused();
-            return;
+            // Votes are unique per term: no correct cluster has two leaders
+            // of one.
+            return self.step_down_for_rival(now);
         }
         let lsn = Lsn { term, counter };
         if self.seat.stale_heartbeat(from, lsn) {

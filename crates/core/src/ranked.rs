@@ -714,8 +714,14 @@ impl<R: RngCore + Send> RankedElector<R> {
             self.adopt_term(term);
         }
         if self.seat.role == Role::Leader {
-            // Not from a correct peer (or a forged one): refused.
+            // Votes are unique per term: no correct cluster has two leaders
+            // of one. Step down (see `Reason::RivalLeader`): the node neither
+            // leads nor follows anyone until it hears a `Lead` again.
             self.seat.refused();
+            self.step_down_from_leader();
+            self.become_follower(Reason::RivalLeader);
+            self.seat.set_leader(None);
+            self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
         }
         let lsn = Lsn { term, counter };

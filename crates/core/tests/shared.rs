@@ -1075,3 +1075,48 @@ fn a_transfer_nobody_asked_for_passes_no_lease(kind: ProtocolKind) {
     assert_eq!(c.leader_history().iter().filter(|r| r.node == f).count(), 0, "f never leads");
     assert_eq!(c.leader(), leader);
 }
+
+/// `kind`'s leader heartbeat in `term`, as `from` would send it.
+fn heartbeat_in(kind: ProtocolKind, term: Term) -> Message {
+    match kind {
+        Raft => Message::Heartbeat { term, counter: 1, sent_at_nanos: 0 },
+        Ranked => Message::Ranked(RankedMessage::Lead { term, counter: 1, sent_at_nanos: 0 }),
+        Paxos => Message::Paxos(PaxosMessage::Commit {
+            ballot: term,
+            slot: 0,
+            heartbeat: 1,
+            sent_at_nanos: 0,
+        }),
+    }
+}
+
+shared!(a_leader_that_hears_a_rival_of_its_term_stops_leading);
+/// Votes are unique per term, so another leader of this node's term means a
+/// voter voted twice (a compromised or rolled-back peer) or a forged frame.
+/// Raft and ranked leaders stop leading rather than lead beside it (the
+/// split a lying voter makes lasts until the two hear each other); a Paxos
+/// ballot names its proposer, so a rival cannot claim the leader's ballot
+/// and the frame is ignored. Either way the cluster elects one leader again.
+fn a_leader_that_hears_a_rival_of_its_term_stops_leading(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    let [f, _] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
+    let term = c.term(leader);
+    c.run_for(HEARTBEAT / 2);
+    let refused_before = refused(&c);
+    c.inject(f, leader, heartbeat_in(kind, term));
+    assert_eq!(c.term(leader), term, "no term moved");
+    match kind {
+        Raft | Ranked => {
+            assert!(!c.is_leader(leader), "{leader} leads beside a rival of its term");
+            assert_eq!(c.role(leader), Role::Follower);
+            assert_eq!(c.status(leader).leader, None, "the rival is not followed");
+            assert_eq!(refused(&c), refused_before + 1, "the frame is counted as refused");
+        }
+        Paxos => {
+            assert!(c.is_leader(leader), "a frame of another proposer's ballot deposed the leader");
+        }
+    }
+    c.run_for(TIMEOUT * 5);
+    assert_eq!(c.leaders().len(), 1, "one leader again: {:?}", c.leaders());
+    assert!(c.term(c.leader()) >= term);
+}

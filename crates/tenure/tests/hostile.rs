@@ -13,8 +13,9 @@
 //! single-led and live; where they cannot (a `Resign` forged in the leader's
 //! name), the bound that holds is asserted and the reason given.
 //!
-//! Last, an ignored test that fails today (a finding): a compromised leader,
-//! holding its own valid certificate, keeps two leaders in one term.
+//! Last, a compromised leader, holding its own valid certificate, makes two
+//! leaders in one term; they must notice each other and the split must end
+//! within a lease.
 
 mod harness;
 
@@ -1350,22 +1351,19 @@ fn answer_everything_as_node_3(
 /// An attacker's TLS connection to a node, as a peer.
 type TlsConn = tokio_rustls::client::TlsStream<TcpStream>;
 
-/// FINDING (TLS on): one compromised voter of three, while it leads, makes
-/// two leaders in one term. It holds node 3's own certificate and key (no
-/// forgery: every check of the peer port passes), is the leader of term T,
-/// and equivocates: it resigns to node 1 naming node 1 its successor and to
-/// node 2 naming node 2, grants both their votes in T+1, and acknowledges
-/// both leaders' heartbeats. Each has a majority ({1, 3} and {2, 3}); each
-/// refuses the other's heartbeats of the same term ("two leaders in one term
-/// cannot happen"); both answer `/v1/is-leader` 200 with the same fencing
-/// token for as long as the attacker keeps acknowledging. No majority
-/// protocol for crash faults can prevent it (any two majorities of three
-/// share one node, and that node lies); what the suite wants, and this test
-/// asserts, is that the cluster notices and the split ends within a lease.
-/// It fails today: ignored in CI, run with `--ignored` (see docs/SECURITY.md).
+/// TLS on: one compromised voter of three, while it leads, makes two leaders
+/// in one term. It holds node 3's own certificate and key (no forgery: every
+/// check of the peer port passes), is the leader of term T, and equivocates:
+/// it resigns to node 1 naming node 1 its successor and to node 2 naming
+/// node 2, grants both their votes in T+1, and acknowledges both leaders'
+/// heartbeats. Each has a majority ({1, 3} and {2, 3}). No majority protocol
+/// for crash faults can prevent that (any two majorities of three share one
+/// node, and that node lies); what it can do is notice: a leader that hears
+/// another leader of its own term stops leading (`Reason::RivalLeader`), so
+/// the split ends within a lease. Before that rule, both answered
+/// `/v1/is-leader` 200 with the same fencing token in 222 of 225 rounds, for
+/// as long as the attacker kept acknowledging.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding: a compromised leader with its own valid certificate splits the cluster \
-            in one term; fails today (docs/SECURITY.md)"]
 async fn with_tls_a_compromised_leader_cannot_keep_two_leaders_in_one_term() {
     let _serial = serial().await;
     let mut c = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
