@@ -27,6 +27,7 @@ pub mod expect;
 pub mod forger;
 pub mod host;
 pub mod hostile;
+pub mod linearizability;
 pub mod network;
 pub mod params;
 pub mod report;
