@@ -505,9 +505,11 @@ impl Workload {
             State::Busy { op, deadline, asked, .. } if now_ns >= deadline => {
                 // A request still out may have been accepted; after a
                 // redirect, no node has it. The node asked may be down: the
-                // next operation tries another.
+                // next operation tries the next node (round robin, so that
+                // a final read retried reaches every node in turn).
                 let fate = if asked { Fate::Unknown } else { Fate::NotExecuted };
-                self.clients[client].target = self.rng.gen_range(0..self.nodes);
+                let c = &mut self.clients[client];
+                c.target = (c.target + 1) % self.nodes;
                 self.finish(client, op, fate, now_ns)
             }
             State::Busy { op, attempt, deadline, asked: false } => {
