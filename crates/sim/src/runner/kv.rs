@@ -128,9 +128,12 @@ impl Sim {
 
     /// How long the running replicas may take to converge from now: when no
     /// write comes, the leader sends a follower behind one batch of at most
-    /// `max_append_entries` per heartbeat, so the furthest behind needs
-    /// `lag / max_append_entries` rounds, plus [`CONVERGENCE_SLACK_ROUNDS`];
-    /// heartbeats stretch with drift.
+    /// `max_append_entries` per heartbeat (not on each reply). A follower
+    /// whose log diverged is sent back to the start of the divergent run,
+    /// no further than its commit index, which after a restart is its
+    /// snapshot's: so the lag is counted from the lowest snapshot, and the
+    /// rounds doubled (a round whose reply comes late), plus
+    /// [`CONVERGENCE_SLACK_ROUNDS`]; heartbeats stretch with drift.
     fn convergence_bound(&self) -> u64 {
         let status: Vec<_> = self
             .hosts
@@ -139,9 +142,9 @@ impl Sim {
             .filter_map(|h| h.kv.as_ref()?.replica.as_ref().map(|r| r.status()))
             .collect();
         let last = status.iter().map(|s| s.last.index).max().unwrap_or(0);
-        let behind = status.iter().map(|s| s.applied).min().unwrap_or(last);
+        let behind = status.iter().map(|s| s.snapshot.index).min().unwrap_or(last);
         let batch = self.kv.as_ref().map_or(1, |k| k.template.max_append_entries.max(1)) as u64;
-        let rounds = (last - behind.min(last)).div_ceil(batch) + CONVERGENCE_SLACK_ROUNDS;
+        let rounds = 2 * (last - behind.min(last)).div_ceil(batch) + CONVERGENCE_SLACK_ROUNDS;
         let drift = u64::from(self.hosts[0].cfg.clock_drift_ppm);
         let stretch = |ns: u64| ns * (1_000_000 + drift) / (1_000_000 - drift);
         stretch(rounds * dur_ns(self.cfg.heartbeat)) + self.max_rtt_ns()
