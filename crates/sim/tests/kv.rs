@@ -256,17 +256,19 @@ fn a_lost_acknowledged_write_in_a_history_is_caught() {
 /// leader resends the piece at its offset every heartbeat; the follower,
 /// with no transfer under way, refuses any piece but the first without an
 /// answer (`receive_snapshot`: `self.incoming.as_mut()?`), so the leader
-/// never learns to start over and the follower never catches up (here n2
-/// of raft seed 234 stays at index 890 of 898 while the others reach 1613).
-/// Seeds 387, 390, 405, 536 of a 600-seed sweep with 16-byte pieces
-/// (protocols and node counts rotating) fail the same way. A likely fix:
-/// answer such a piece with `received: 0`. The workload's default sends
-/// snapshots whole (`WorkloadSpec::snapshot_chunk_bytes`), which is why the
-/// other tests pass.
+/// never learns to start over and the follower never catches up (here n3
+/// of ranked seed 454, restarted at 21.2 s, is sent the piece at offset 16
+/// of 68 every heartbeat to the end and stays at index 522 of 546 while the
+/// others reach 978). In a 600-seed sweep with 16-byte pieces (protocols
+/// and node counts rotating), seeds 161, 297, 309, 331, 557 and 583 do not
+/// converge either (not each traced). A likely fix: answer such a piece
+/// with `received: 0`. The workload's default sends snapshots whole
+/// (`WorkloadSpec::snapshot_chunk_bytes`), which is why the other tests
+/// pass.
 #[test]
 #[ignore = "replica finding: a follower that lost a snapshot transfer midway is never sent its first piece again"]
 fn a_follower_restarted_during_a_chunked_snapshot_catches_up() {
-    let mut p = params(ProtocolKind::Raft, 234, 3, 20);
+    let mut p = params(ProtocolKind::Ranked, 454, 3, 20);
     p.workload = Some(WorkloadSpec { snapshot_chunk_bytes: 16, ..WorkloadSpec::kv() });
     let r = run(&p);
     assert!(r.passed(), "{}", explain(&p, &r));
