@@ -39,6 +39,18 @@ pub enum Check {
     Liveness,
     /// A node's core halted on one of its own invariants (`Event::Halted`).
     CoreInvariant,
+    /// Key-value workload: a key's history has no linearization (an
+    /// acknowledged write lost, a stale read, a value nobody wrote).
+    Linearizability,
+    /// Key-value workload: revisions in answers disagree or go back in real time.
+    RevisionOrder,
+    /// Key-value workload: two nodes applied different entries at one index.
+    SameEntryPerIndex,
+    /// Key-value workload: two nodes' stores differ at the same applied index.
+    SameStatePerIndex,
+    /// Key-value workload: a replica broke its own contract (applied out of
+    /// order, cannot restart from its log, loops).
+    ReplicaInvariant,
 }
 
 impl fmt::Display for Check {
@@ -51,6 +63,11 @@ impl fmt::Display for Check {
             Check::LeaseOverlap => "lease-overlap",
             Check::Liveness => "liveness",
             Check::CoreInvariant => "core-invariant",
+            Check::Linearizability => "linearizability",
+            Check::RevisionOrder => "revision-order",
+            Check::SameEntryPerIndex => "same-entry-per-index",
+            Check::SameStatePerIndex => "same-state-per-index",
+            Check::ReplicaInvariant => "replica-invariant",
         })
     }
 }

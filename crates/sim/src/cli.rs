@@ -8,8 +8,9 @@ use crate::forger::{
 };
 use crate::params::Params;
 use crate::report::Report;
-use crate::scenario::{self, ForgerUse, Scenario, SCENARIOS};
-use crate::stats::{Aggregate, Percentiles};
+use crate::scenario::{self, ForgerUse, Scenario, WorkloadUse, SCENARIOS};
+use crate::stats::{Aggregate, Percentiles, WorkloadStats};
+use crate::workload::WorkloadSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -65,6 +66,12 @@ pub struct SimArgs {
     #[arg(long, default_value_t = DEFAULT_FORGED_FRAMES_PER_SECOND,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_FORGED_FRAMES_PER_SECOND)))]
     pub forger_rate: u32,
+    /// A client workload beside the elections, for `random` (off unless
+    /// given; `kv` runs it always): `kv`, a replicated key-value store
+    /// written and read by clients, its history checked for
+    /// linearizability.
+    #[arg(long, value_name = "WORKLOAD")]
+    pub workload: Option<WorkloadSpec>,
 }
 
 /// Subcommands of `tenure sim`.
@@ -103,6 +110,9 @@ struct JsonReport {
     /// What the forger did, when one ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     forger: Option<ForgerReport>,
+    /// What the key-value workload did, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workload: Option<WorkloadStats>,
     sim_seconds: f64,
     wall_seconds: f64,
     sim_seconds_per_wall_second: f64,
@@ -194,6 +204,13 @@ pub fn run(args: SimArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    params.workload = match workload_for(&args, scenario) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let check = params.sim_config(scenario.nodes(&params));
     if let Err(e) = check.core_config(tenure_core::NodeId(1)).validate_for(args.protocol) {
         eprintln!("invalid timing: {e}");
@@ -233,6 +250,28 @@ fn forger_for(args: &SimArgs, scenario: &Scenario) -> Result<Option<ForgerSpec>,
         (ForgerUse::Always, None) => ForgerSpec::all(),
     };
     Ok(Some(ForgerSpec { frames_per_second: args.forger_rate, ..spec }))
+}
+
+/// The workload a run of `scenario` gets from `args`, or why it cannot have one.
+fn workload_for(args: &SimArgs, scenario: &Scenario) -> Result<Option<WorkloadSpec>, String> {
+    let spec = match (scenario.workload, &args.workload) {
+        (WorkloadUse::Never, Some(_)) => {
+            return Err(format!(
+                "scenario {} runs no workload; --workload goes with random (or use kv)",
+                scenario.name
+            ))
+        }
+        (WorkloadUse::Never | WorkloadUse::Optional, None) => return Ok(None),
+        (_, Some(spec)) => spec.clone(),
+        (WorkloadUse::Always, None) => WorkloadSpec::kv(),
+    };
+    if args.forger.is_some() {
+        return Err("the forger and the key-value workload do not run together: the \
+                    forger's rising-term frames name leaders that do not exist, which the \
+                    replica trusts as the elector's word"
+            .into());
+    }
+    Ok(Some(spec))
 }
 
 /// Runs `args.seeds` runs of `scenario` from `start_seed`, printing one line per
@@ -306,6 +345,7 @@ fn run_seeds(
         messages_per_failover: agg.messages_per_failover(),
         post_heal_flaps: agg.post_heal_flaps,
         forger: params.forger.as_ref().map(|spec| ForgerReport::new(spec, &agg.forged)),
+        workload: agg.workload.clone(),
         sim_seconds: sim_s,
         wall_seconds: wall_s,
         sim_seconds_per_wall_second: if wall_s > 0.0 { sim_s / wall_s } else { 0.0 },
@@ -327,6 +367,9 @@ fn replay_command(args: &SimArgs, r: &Report) -> String {
     }
     if args.forger_rate != DEFAULT_FORGED_FRAMES_PER_SECOND {
         cmd.push_str(&format!(" --forger-rate {}", args.forger_rate));
+    }
+    if let Some(w) = &args.workload {
+        cmd.push_str(&format!(" --workload {w}"));
     }
     cmd
 }
@@ -399,6 +442,23 @@ fn print_summary(o: &JsonReport) {
             f.frames_per_second,
             f.forged_frames,
             per.join(", ")
+        );
+    }
+    if let Some(w) = &o.workload {
+        println!(
+            "workload: {} operations ({} reads): {} acknowledged, {} unknown, {} not executed; \
+             {} final reads without an answer; linearizability undecided in {} runs ({} keys); \
+             {} torn log writes, {} failed log writes",
+            w.ops,
+            w.reads,
+            w.acknowledged,
+            w.unknown,
+            w.not_executed,
+            w.final_reads_missing,
+            w.undecided_runs,
+            w.undecided_keys,
+            w.torn_writes,
+            w.failed_writes
         );
     }
     println!(

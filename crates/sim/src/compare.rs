@@ -2,7 +2,7 @@
 //! seeds, summarised in one table (text or Markdown).
 
 use crate::params::Params;
-use crate::scenario::{ForgerUse, SCENARIOS};
+use crate::scenario::{ForgerUse, WorkloadUse, SCENARIOS};
 use crate::stats::{Aggregate, Percentiles};
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -75,7 +75,10 @@ impl Cell {
 /// Runs `seeds` runs of every scenario for every protocol.
 pub fn compare(args: &CompareArgs) -> Vec<Cell> {
     let mut cells = Vec::new();
-    for scenario in SCENARIOS.iter().filter(|s| s.forger != ForgerUse::Always) {
+    let measured = SCENARIOS
+        .iter()
+        .filter(|s| s.forger != ForgerUse::Always && s.workload != WorkloadUse::Always);
+    for scenario in measured {
         for protocol in ProtocolKind::ALL {
             let mut params = Params::new(args.start_seed);
             params.nodes = args.nodes as usize;
@@ -234,9 +237,12 @@ mod tests {
         // Only the Raft cells: the table code is what is under test here.
         let cells: Vec<Cell> =
             compare(&args).into_iter().filter(|c| c.protocol == ProtocolKind::Raft).collect();
-        // Every scenario but those that always run a forger.
-        let benign = SCENARIOS.iter().filter(|s| s.forger != ForgerUse::Always).count();
-        assert_eq!(benign, SCENARIOS.len() - 1);
+        // Every scenario but those that always run a forger or the workload.
+        let benign = SCENARIOS
+            .iter()
+            .filter(|s| s.forger != ForgerUse::Always && s.workload != WorkloadUse::Always)
+            .count();
+        assert_eq!(benign, SCENARIOS.len() - 2);
         assert_eq!(cells.len(), benign);
         let md = markdown(&cells);
         assert_eq!(md.lines().count(), 2 + benign);

@@ -6,14 +6,28 @@
 //! exactly as a real process would after a reboot.
 
 use crate::clock::NodeClock;
+use crate::kvnode::KvHost;
+use crate::workload::Request;
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
 use tenure_core::{
     Config, Counters, Elector, HardState, Instant, Message, NodeId, Protocol, ProtocolKind,
 };
+use tenure_replica::ReplicaMessage;
 
 /// Messages a paused node can hold; later ones are dropped like a full socket buffer.
 pub const MAX_PAUSED_INBOX: usize = 4_096;
+
+/// Something that arrived for a node: held in its inbox while it is paused.
+#[derive(Clone, Debug)]
+pub enum Inbound {
+    /// An elector message from a peer.
+    Elector(NodeId, Message),
+    /// A replica message from a peer (key-value workload).
+    Replica(NodeId, ReplicaMessage),
+    /// A client's request (key-value workload).
+    Client(Request),
+}
 
 /// A node of the simulated cluster.
 pub struct Host {
@@ -37,7 +51,7 @@ pub struct Host {
     /// True while frozen: inputs queue up and are handled on resume.
     pub paused: bool,
     /// Inputs that arrived while paused.
-    pub inbox: VecDeque<(NodeId, Message)>,
+    pub inbox: VecDeque<Inbound>,
     /// True while writes to the durable store fail.
     pub storage_failing: bool,
     /// Generation of the armed timer; older timer events are stale.
@@ -49,6 +63,11 @@ pub struct Host {
     /// The last local time handed to the elector: `now` never goes backwards.
     last_local: Instant,
     run_seed: u64,
+    /// The replica, its log and its clients' requests, when the key-value
+    /// workload runs.
+    pub kv: Option<KvHost>,
+    /// Global times of every crash.
+    pub crashes: Vec<u64>,
 }
 
 /// Mixes the run seed, the node id and its incarnation into one RNG seed
@@ -89,6 +108,8 @@ impl Host {
             past_counters: Counters::default(),
             last_local: Instant::ZERO,
             run_seed,
+            kv: None,
+            crashes: Vec::new(),
         };
         host.start(now_ns);
         host
@@ -144,6 +165,15 @@ impl Host {
         self.timer_gen += 1;
         self.timer_at = None;
         self.last_crash_ns = Some(now_ns);
+        self.crashes.push(now_ns);
+        if let Some(kv) = self.kv.as_mut() {
+            kv.crash();
+        }
+    }
+
+    /// True if the node crashed at some time in `[from_ns, until_ns)`.
+    pub fn crashed_within(&self, from_ns: u64, until_ns: u64) -> bool {
+        self.crashes.iter().rev().take_while(|&&c| c >= from_ns).any(|&c| c < until_ns)
     }
 
     /// Restarts a crashed node from its durable state.

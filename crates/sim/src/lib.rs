@@ -15,7 +15,12 @@
 //!   outcomes, and what it found;
 //! * [`checker`]: the safety and liveness properties;
 //! * [`cli`]: `tenure sim`;
-//! * [`compare`]: `tenure sim compare`, every protocol through every scenario.
+//! * [`compare`]: `tenure sim compare`, every protocol through every scenario;
+//! * the key-value workload (`--workload kv`, scenario `kv`): a real
+//!   replica (`tenure-replica`) over the real store (`tenure-kv`) beside
+//!   every elector, its log on a simulated disk with torn writes
+//!   ([`disk`], [`kvnode`]), clients recording a history ([`workload`]),
+//!   and its checkers ([`kvcheck`], [`linearizability`]).
 #![warn(missing_docs)]
 
 pub mod bounds;
@@ -23,10 +28,14 @@ pub mod checker;
 pub mod cli;
 pub mod clock;
 pub mod compare;
+pub mod disk;
 pub mod expect;
 pub mod forger;
 pub mod host;
 pub mod hostile;
+pub mod kvcheck;
+pub mod kvnode;
+pub mod linearizability;
 pub mod network;
 pub mod params;
 pub mod report;
@@ -34,3 +43,4 @@ pub mod runner;
 pub mod scenario;
 pub mod stats;
 pub mod vopr;
+pub mod workload;

@@ -2,6 +2,7 @@
 
 use crate::forger::ForgerSpec;
 use crate::runner::SimConfig;
+use crate::workload::WorkloadSpec;
 use std::time::Duration;
 use tenure_core::ProtocolKind;
 
@@ -25,6 +26,9 @@ pub struct Params {
     /// The forger, for scenarios that take one (`random`: off unless set;
     /// `hostile`: every attack unless set).
     pub forger: Option<ForgerSpec>,
+    /// The key-value workload, for scenarios that take one (`random`: off
+    /// unless set; `kv`: the default workload unless set).
+    pub workload: Option<WorkloadSpec>,
 }
 
 impl Params {
@@ -39,6 +43,7 @@ impl Params {
             trace: false,
             protocol: ProtocolKind::Raft,
             forger: None,
+            workload: None,
         }
     }
 
@@ -49,6 +54,7 @@ impl Params {
         c.election_timeout = self.election_timeout;
         c.trace = self.trace;
         c.protocol = self.protocol;
+        c.workload = self.workload.clone();
         c
     }
 }

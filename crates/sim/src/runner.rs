@@ -9,9 +9,10 @@ use crate::bounds::{self, BoundInputs};
 use crate::checker::{Check, Checker};
 use crate::clock::NodeClock;
 use crate::forger::{Forger, ForgerSpec, NodeView};
-use crate::host::{Host, MAX_PAUSED_INBOX};
+use crate::host::{Host, Inbound, MAX_PAUSED_INBOX};
 use crate::network::{LinkParams, Network, NS_PER_MS};
 use crate::stats::RunStats;
+use crate::workload::{Reply, Request, WorkloadSpec};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::cmp::{Ordering, Reverse};
@@ -21,6 +22,10 @@ use tenure_core::contract::{self, Driver, WriteFailed};
 use tenure_core::{
     Config, Event, HardState, Instant, Message, NodeId, Output, Protocol, ProtocolKind, Role, Term,
 };
+use tenure_replica::ReplicaMessage;
+
+mod kv;
+pub use kv::KvStats;
 
 /// Events the queue may hold at once; more means a runaway feedback loop.
 pub const MAX_QUEUED_EVENTS: usize = 1_000_000;
@@ -54,6 +59,8 @@ pub struct SimConfig {
     pub trace: bool,
     /// The election protocol every node runs.
     pub protocol: ProtocolKind,
+    /// The key-value workload: a replica beside every elector, and clients.
+    pub workload: Option<WorkloadSpec>,
 }
 
 impl SimConfig {
@@ -68,6 +75,7 @@ impl SimConfig {
             link: LinkParams::HEALTHY,
             trace: false,
             protocol: ProtocolKind::Raft,
+            workload: None,
         }
     }
 
@@ -78,12 +86,38 @@ impl SimConfig {
     }
 }
 
+/// A message between nodes: the elector's, or (with the key-value
+/// workload) the replica's.
+#[derive(Clone, Debug)]
+enum Envelope {
+    Elector(Message),
+    Replica(ReplicaMessage),
+}
+
 #[derive(Debug)]
 enum SimEvent {
     Deliver {
         from: usize,
         to: usize,
-        msg: Message,
+        msg: Envelope,
+        sent_ns: u64,
+        departs_ns: u64,
+    },
+    /// A workload client's timer (stale unless `gen` is the client's).
+    ClientWake {
+        client: usize,
+        gen: u64,
+    },
+    /// A client's request reaches node index `node`.
+    ToNode {
+        node: usize,
+        req: Request,
+    },
+    /// A node's answer reaches its client; it never left if node index
+    /// `from` crashed between `sent_ns` and `departs_ns`.
+    ToClient {
+        from: usize,
+        reply: Reply,
         sent_ns: u64,
         departs_ns: u64,
     },
@@ -163,6 +197,18 @@ struct PendingFailover {
 enum Input {
     Message(NodeId, Message),
     Timer,
+    Replica(NodeId, ReplicaMessage),
+    Client(Request),
+}
+
+impl From<Inbound> for Input {
+    fn from(i: Inbound) -> Input {
+        match i {
+            Inbound::Elector(from, m) => Input::Message(from, m),
+            Inbound::Replica(from, m) => Input::Replica(from, m),
+            Inbound::Client(r) => Input::Client(r),
+        }
+    }
 }
 
 /// A simulated cluster running the real core.
@@ -199,6 +245,8 @@ pub struct Sim {
     /// panics on an input is a crashed node and a violation, not the end
     /// of the run.
     frames_forged: bool,
+    /// The key-value workload, when it runs.
+    kv: Option<Box<kv::KvWorld>>,
 }
 
 impl Sim {
@@ -240,8 +288,12 @@ impl Sim {
             forger: None,
             forger_gen: 0,
             frames_forged: false,
+            kv: None,
         };
         sim.checker = Checker::new(seed, sim.hosts.len());
+        if let Some(spec) = sim.cfg.workload.clone() {
+            sim.kv_init(spec);
+        }
         for i in 0..sim.hosts.len() {
             sim.drain(i);
         }
@@ -331,7 +383,10 @@ impl Sim {
 
     fn dispatch(&mut self, event: SimEvent) {
         match event {
-            SimEvent::Deliver { from, to, msg, sent_ns, departs_ns } => {
+            SimEvent::Deliver { from, to, msg: Envelope::Replica(msg), sent_ns, departs_ns } => {
+                self.deliver_replica(from, to, msg, sent_ns, departs_ns)
+            }
+            SimEvent::Deliver { from, to, msg: Envelope::Elector(msg), sent_ns, departs_ns } => {
                 if self.net.is_blocked(from, to) {
                     return;
                 }
@@ -346,11 +401,16 @@ impl Sim {
                 }
                 if host.paused {
                     if host.inbox.len() < MAX_PAUSED_INBOX {
-                        host.inbox.push_back((from_id, msg));
+                        host.inbox.push_back(Inbound::Elector(from_id, msg));
                     }
                     return;
                 }
                 self.input(to, Input::Message(from_id, msg));
+            }
+            SimEvent::ClientWake { client, gen } => self.client_wake(client, gen),
+            SimEvent::ToNode { node, req } => self.request_arrives(node, req),
+            SimEvent::ToClient { from, reply, sent_ns, departs_ns } => {
+                self.reply_arrives(from, reply, sent_ns, departs_ns)
             }
             SimEvent::Timer { node, gen } => {
                 let host = &self.hosts[node];
@@ -399,14 +459,33 @@ impl Sim {
             let what = match &input {
                 Input::Message(from, m) => format!("from {from:?} {m:?}"),
                 Input::Timer => "timer".to_string(),
+                Input::Replica(from, m) => format!("from {from:?} {m:?}"),
+                Input::Client(r) => format!("client {r:?}"),
             };
             eprintln!("{:>12.3} {id:?} local {local:?} <- {what}", now as f64 / 1e6);
         }
+        let input = match input {
+            Input::Replica(from, msg) => {
+                self.replica_message(i, local, from, msg);
+                return self.drain(i);
+            }
+            Input::Client(req) => {
+                self.client_request(i, local, req);
+                return self.drain(i);
+            }
+            // With the workload the timer serves the replica too: the
+            // elector's timeout only when due.
+            Input::Timer if self.kv.is_some() && !self.elector_due(i, local) => {
+                return self.drain(i);
+            }
+            other => other,
+        };
         let el = self.hosts[i].elector_mut().expect("running");
         if !self.frames_forged {
             match input {
                 Input::Message(from, msg) => el.handle_message(local, from, msg),
                 Input::Timer => el.handle_timeout(local),
+                Input::Replica(..) | Input::Client(_) => unreachable!("handled above"),
             }
         } else if let Err(why) = handle_catching_panics(el, local, input) {
             // A core that panics on a peer's frame is a crashed node; the
@@ -473,6 +552,9 @@ impl Sim {
         contract::drain(&mut Io { sim: self, i, id, now, departs: now }, local);
         let term = self.hosts[i].elector().expect("running").hard_state().term;
         self.checker.on_term(now, i, id, term);
+        if self.hosts[i].kv.is_some() {
+            self.drive_replica(i);
+        }
         self.rearm(i);
     }
 
@@ -480,7 +562,10 @@ impl Sim {
         let now = self.now;
         let host = &mut self.hosts[i];
         let Some(el) = host.elector() else { return };
-        let deadline = el.poll_timeout();
+        let mut deadline = el.poll_timeout();
+        if let Some(r) = host.kv.as_ref().and_then(|kv| kv.replica.as_ref()) {
+            deadline = deadline.min(r.poll_timeout());
+        }
         if deadline == Instant::MAX {
             host.timer_gen += 1;
             host.timer_at = None;
@@ -516,7 +601,7 @@ impl Sim {
             let event = SimEvent::Deliver {
                 from,
                 to: to_idx,
-                msg: msg.clone(),
+                msg: Envelope::Elector(msg.clone()),
                 sent_ns: self.now,
                 departs_ns,
             };
@@ -530,6 +615,11 @@ impl Sim {
     }
 
     fn on_event(&mut self, i: usize, ev: Event) {
+        if let (Event::LeaderChanged { leader, fencing_token, .. }, Some(kv)) =
+            (&ev, self.hosts[i].kv.as_mut())
+        {
+            kv.views.push((*leader, *fencing_token));
+        }
         if let Event::Halted { reason } = &ev {
             let what = format!("{:?} halted: {reason}", self.hosts[i].id);
             self.checker.fail(self.now, Check::CoreInvariant, what);
@@ -692,7 +782,7 @@ impl Sim {
         }
         if host.paused {
             if host.inbox.len() < MAX_PAUSED_INBOX {
-                host.inbox.push_back((from, msg));
+                host.inbox.push_back(Inbound::Elector(from, msg));
             }
             return;
         }
@@ -845,6 +935,7 @@ impl Sim {
         }
         self.trace_fault(&format!("crash n{}", i + 1));
         self.note_leader_failure(i);
+        self.tear_log(i);
         self.hosts[i].crash(self.now);
     }
 
@@ -857,6 +948,9 @@ impl Sim {
         self.hosts[i].restart(self.now);
         let (id, term) = (self.hosts[i].id, self.hosts[i].durable.term);
         self.checker.on_restart(self.now, i, id, term);
+        if self.hosts[i].kv.is_some() {
+            self.rebuild_replica(i);
+        }
         self.drain(i);
     }
 
@@ -879,12 +973,13 @@ impl Sim {
         self.trace_fault(&format!("resume n{}", i + 1));
         self.hosts[i].paused = false;
         let inbox = std::mem::take(&mut self.hosts[i].inbox);
-        for (from, msg) in inbox {
+        for inbound in inbox {
             if !self.hosts[i].is_up() {
-                // Its core panicked on an earlier one (see `input`).
+                // Its core panicked on an earlier one (see `input`), or it
+                // crashed during a log write.
                 break;
             }
-            self.input(i, Input::Message(from, msg));
+            self.input(i, inbound.into());
         }
         self.rearm(i);
     }
@@ -970,6 +1065,9 @@ impl Sim {
             el.handle_persist_recovered(local);
             host.durable = hs;
             self.checker.on_persist(now, i, id, hs);
+            if self.hosts[i].kv.as_ref().is_some_and(|kv| kv.stalled) {
+                self.rebuild_replica(i);
+            }
             self.drain(i);
         }
     }
@@ -984,12 +1082,13 @@ impl Sim {
         }
     }
 
-    /// Heals everything: partitions, link faults, storage; restarts crashed
-    /// nodes and resumes paused ones.
+    /// Heals everything: partitions, link faults, storage, crashes armed
+    /// for the next log write; restarts crashed nodes and resumes paused ones.
     pub fn heal_all(&mut self) {
         self.heal_partitions();
         self.set_links(self.cfg.link);
         for i in 0..self.hosts.len() {
+            self.cancel_crash_at_write(i);
             self.set_storage_failing(i, false);
             self.restart(i);
             self.resume(i);
@@ -1003,10 +1102,12 @@ fn handle_catching_panics(el: &mut dyn Protocol, now: Instant, input: Input) -> 
     let what = match &input {
         Input::Message(from, m) => format!("{m:?} from {from:?}"),
         Input::Timer => "its timer".to_string(),
+        Input::Replica(..) | Input::Client(_) => unreachable!("the elector's inputs only"),
     };
     let run = std::panic::AssertUnwindSafe(|| match input {
         Input::Message(from, msg) => el.handle_message(now, from, msg),
         Input::Timer => el.handle_timeout(now),
+        Input::Replica(..) | Input::Client(_) => {}
     });
     std::panic::catch_unwind(run).map_err(|payload| {
         let why = payload

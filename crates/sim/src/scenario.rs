@@ -32,7 +32,21 @@ pub struct Scenario {
     pub not_promised: &'static [(ProtocolKind, &'static str)],
     /// Whether the scenario runs a forger ([`crate::forger`]).
     pub forger: ForgerUse,
+    /// Whether the scenario runs the key-value workload ([`crate::workload`]).
+    pub workload: WorkloadUse,
     run: fn(&Params) -> Report,
+}
+
+/// Whether a scenario runs the key-value workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadUse {
+    /// Never.
+    Never,
+    /// When [`Params::workload`] is set (`random --workload kv`).
+    Optional,
+    /// Always, the default workload unless [`Params::workload`] names one
+    /// (`kv`). `tenure sim compare`, which measures elections, leaves these out.
+    Always,
 }
 
 /// Whether a scenario runs a forger.
@@ -79,6 +93,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: Some(4),
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: non_sticky_leader,
     },
     Scenario {
@@ -87,6 +102,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: Some(4),
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: leader_ping_pong,
     },
     Scenario {
@@ -95,6 +111,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: Some(3),
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: one_link_failure,
     },
     Scenario {
@@ -103,6 +120,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: leader_crash,
     },
     Scenario {
@@ -111,6 +129,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: leader_pause,
     },
     Scenario {
@@ -119,6 +138,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: cold_start,
     },
     Scenario {
@@ -127,6 +147,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: rolling_restart,
     },
     Scenario {
@@ -135,6 +156,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: minority_partition,
     },
     Scenario {
@@ -143,6 +165,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: flaky_network,
     },
     Scenario {
@@ -151,6 +174,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: asymmetric_partition,
     },
     Scenario {
@@ -159,6 +183,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: Some(5),
         not_promised: &[],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: restart_amnesia,
     },
     Scenario {
@@ -170,6 +195,7 @@ pub const SCENARIOS: &[Scenario] = &[
             "every elector votes at the same moment, so the majority's votes are usually in flight before the scenario sees a candidate, and the candidate wins before it can be paused; that a resumed candidate never takes office on stale votes is still checked (core test paused_candidate_does_not_take_office_on_late_votes)",
         )],
         forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
         run: candidate_pause,
     },
     Scenario {
@@ -178,6 +204,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Optional,
+        workload: WorkloadUse::Optional,
         run: vopr::run,
     },
     Scenario {
@@ -186,7 +213,17 @@ pub const SCENARIOS: &[Scenario] = &[
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Always,
+        workload: WorkloadUse::Never,
         run: crate::hostile::run,
+    },
+    Scenario {
+        name: "kv",
+        description: "random faults plus crashes during log writes under a key-value workload (random --workload kv): linearizable history, no acknowledged write lost, the same entry and state at each index",
+        fixed_nodes: None,
+        not_promised: &[],
+        forger: ForgerUse::Never,
+        workload: WorkloadUse::Always,
+        run: vopr::run_kv,
     },
 ];
 

@@ -29,6 +29,67 @@ pub struct RunStats {
     pub post_heal_flaps: u64,
     /// Frames the forger sent, per attack (all zero without a forger).
     pub forged: ForgedCounts,
+    /// The key-value workload's figures, when it ran.
+    pub workload: Option<WorkloadStats>,
+}
+
+/// What the key-value workload did and what its checks took (summed over
+/// runs in an [`Aggregate`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct WorkloadStats {
+    /// Runs with the workload.
+    pub runs: u64,
+    /// Operations invoked.
+    pub ops: u64,
+    /// Of which reads (linearizable, or a transaction that only gets).
+    pub reads: u64,
+    /// Operations answered.
+    pub acknowledged: u64,
+    /// Operations whose outcome is unknown (no answer, or leadership lost
+    /// after the write was accepted).
+    pub unknown: u64,
+    /// Operations no node accepted (they did not take effect).
+    pub not_executed: u64,
+    /// Keys whose final read after healing got no answer.
+    pub final_reads_missing: u64,
+    /// Runs in which the linearizability of some key was undecided (these
+    /// runs fail).
+    pub undecided_runs: u64,
+    /// Keys whose linearizability was undecided.
+    pub undecided_keys: u64,
+    /// Linearizability search steps.
+    pub search_steps: u64,
+    /// The most search steps one key took.
+    pub max_search_steps: u64,
+    /// Replica messages sent.
+    pub replica_messages: u64,
+    /// Crashes that tore a log write.
+    pub torn_writes: u64,
+    /// Log writes that failed (storage failures).
+    pub failed_writes: u64,
+    /// Replicas rebuilt from disk after a storage failure.
+    pub rebuilds: u64,
+}
+
+impl WorkloadStats {
+    /// Adds another run's figures.
+    pub fn add(&mut self, o: &WorkloadStats) {
+        self.runs += o.runs;
+        self.ops += o.ops;
+        self.reads += o.reads;
+        self.acknowledged += o.acknowledged;
+        self.unknown += o.unknown;
+        self.not_executed += o.not_executed;
+        self.final_reads_missing += o.final_reads_missing;
+        self.undecided_runs += o.undecided_runs;
+        self.undecided_keys += o.undecided_keys;
+        self.search_steps += o.search_steps;
+        self.max_search_steps = self.max_search_steps.max(o.max_search_steps);
+        self.replica_messages += o.replica_messages;
+        self.torn_writes += o.torn_writes;
+        self.failed_writes += o.failed_writes;
+        self.rebuilds += o.rebuilds;
+    }
 }
 
 impl RunStats {
@@ -92,6 +153,8 @@ pub struct Aggregate {
     pub post_heal_flaps: u64,
     /// Forged frames summed over runs.
     pub forged: ForgedCounts,
+    /// The key-value workload's figures summed over runs, when it ran.
+    pub workload: Option<WorkloadStats>,
 }
 
 impl Aggregate {
@@ -108,6 +171,9 @@ impl Aggregate {
         self.failover_elections.extend_from_slice(&s.failover_elections);
         self.post_heal_flaps += s.post_heal_flaps;
         self.forged.add(&s.forged);
+        if let Some(w) = &s.workload {
+            self.workload.get_or_insert_with(WorkloadStats::default).add(w);
+        }
     }
 
     /// Mean election rounds per failover (0 without failovers).

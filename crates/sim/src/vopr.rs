@@ -24,6 +24,7 @@ use crate::network::{LinkParams, NS_PER_MS};
 use crate::params::Params;
 use crate::report::Report;
 use crate::runner::{dur_ns, Sim};
+use crate::workload::WorkloadSpec;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::time::Duration;
@@ -58,10 +59,23 @@ enum Undo {
 
 /// Runs one random (VOPR) run.
 pub fn run(p: &Params) -> Report {
+    run_named(p, "random")
+}
+
+/// Runs one random run with the key-value workload (the default one
+/// unless `p` names one): scenario `kv`.
+pub fn run_kv(p: &Params) -> Report {
+    let mut p = p.clone();
+    p.workload.get_or_insert_with(WorkloadSpec::kv);
+    run_named(&p, "kv")
+}
+
+fn run_named(p: &Params, name: &'static str) -> Report {
     let mut cfg = p.sim_config(p.nodes);
     // Fsync from instant to 5 ms, drawn from the seed like everything else.
     cfg.fsync_ns = p.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) % (5 * NS_PER_MS);
     let mut sim = Sim::new(cfg, p.seed);
+    sim.start_workload();
     let mut e = Expect::default();
     e.first_leader(&mut sim);
     let end =
@@ -77,7 +91,10 @@ pub fn run(p: &Params) -> Report {
     if p.forger.is_some() {
         e.no_forged_term(&sim);
     }
-    e.report("random", sim)
+    for f in sim.finish_workload() {
+        e.fail(f);
+    }
+    e.report(name, sim)
 }
 
 fn safety_phase(sim: &mut Sim, p: &Params, end_ns: u64) {
@@ -109,7 +126,10 @@ fn safety_phase(sim: &mut Sim, p: &Params, end_ns: u64) {
 
 fn apply_undo(sim: &mut Sim, undo: Undo) {
     match undo {
-        Undo::Restart(i) => sim.restart(i),
+        Undo::Restart(i) => {
+            sim.cancel_crash_at_write(i);
+            sim.restart(i)
+        }
         Undo::Resume(i) => sim.resume(i),
         Undo::StorageOk(i) => sim.set_storage_failing(i, false),
         Undo::HealPartitions => sim.heal_partitions(),
@@ -147,7 +167,9 @@ fn inject_fault(sim: &mut Sim, p: &Params) -> Option<(Undo, u64)> {
 /// Draws one fault and injects it; returns its undo, if it has one.
 /// Half the node and link faults aim at the current leader.
 fn inject(sim: &mut Sim, p: &Params) -> Option<Undo> {
-    let kind = sim.rng().gen_range(0..14);
+    // With the workload, two more kinds: crashes during a log write.
+    let kinds = if p.workload.is_some() { 16 } else { 14 };
+    let kind = sim.rng().gen_range(0..kinds);
     let at_leader = sim.rng().gen_bool(0.5);
     match kind {
         0 | 1 => crash(sim, at_leader),
@@ -191,6 +213,11 @@ fn inject(sim: &mut Sim, p: &Params) -> Option<Undo> {
             let i = pick(sim, at_leader);
             sim.set_storage_failing(i, true);
             Some(Undo::StorageOk(i))
+        }
+        14 | 15 => {
+            let i = pick(sim, at_leader);
+            sim.crash_at_next_write(i);
+            Some(Undo::Restart(i))
         }
         _ => {
             sim.heal_partitions();

@@ -1,0 +1,96 @@
+//! A node's side of the key-value workload: the real replica
+//! (`tenure_replica::Replica`) over the real store (`tenure_kv::Store`),
+//! its log on the simulated disk, and the client requests it is working on.
+
+use crate::disk::SimDisk;
+use crate::workload::{value_id, PlantedBug, Tag};
+use std::collections::BTreeMap;
+use tenure_core::{FencingToken, NodeId};
+use tenure_kv::{Command, Response, Store};
+use tenure_replica::{Position, ProposalId, ReadId, Replica, StateMachine};
+
+/// The store as the simulator runs it: the real one, unless a test plants
+/// a bug ([`PlantedBug`]).
+#[derive(Clone, Debug)]
+pub struct SimStore {
+    /// The store.
+    pub store: Store,
+    bug: Option<PlantedBug>,
+    node: NodeId,
+}
+
+impl SimStore {
+    /// An empty store on node `node`.
+    pub fn new(node: NodeId, bug: Option<PlantedBug>) -> Self {
+        SimStore { store: Store::new(), bug, node }
+    }
+}
+
+impl StateMachine for SimStore {
+    fn apply(&mut self, pos: Position, command: &[u8]) -> Vec<u8> {
+        match (self.bug, Command::decode(command)) {
+            (
+                Some(PlantedBug::LoseAckedWrites),
+                Ok(Command::Put { value, if_mod_revision: None, .. }),
+            ) if value_id(&value).is_some_and(|v| v % 4 == 0) => {
+                // Answers as if done, changes nothing.
+                let mut scratch = self.store.clone();
+                return scratch.apply(pos, command);
+            }
+            (Some(PlantedBug::DivergentNode), Ok(Command::Delete { .. }))
+                if self.node == NodeId(1) =>
+            {
+                let revision = self.store.revision();
+                return Response::Delete { revision, prev: None }.encode();
+            }
+            _ => {}
+        }
+        self.store.apply(pos, command)
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.store.snapshot()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
+        self.store.restore(snapshot)
+    }
+}
+
+/// A node's replica, its log on disk, and the client requests it holds.
+#[derive(Debug, Default)]
+pub struct KvHost {
+    /// The replica; `None` while the node is down (or its log could not be
+    /// restored).
+    pub replica: Option<Replica<SimStore>>,
+    /// The replica's log: survives crashes.
+    pub disk: SimDisk,
+    /// A write failed: the replica takes no part until rebuilt.
+    pub stalled: bool,
+    /// Leaderships the elector announced, not yet told to the replica.
+    pub views: Vec<(Option<NodeId>, Option<FencingToken>)>,
+    /// The elector's latest leadership (told again to a rebuilt replica).
+    pub view: (Option<NodeId>, Option<FencingToken>),
+    /// Proposals accepted for clients.
+    pub proposals: BTreeMap<ProposalId, Tag>,
+    /// Reads waiting for their confirmation round, with their key.
+    pub reads: BTreeMap<ReadId, (Tag, String)>,
+    /// Global time the log's last write is synced: later outputs' messages
+    /// leave no earlier (writes are synced in order).
+    pub synced_at: u64,
+    /// The node crashes during its next log write (a fault).
+    pub crash_at_write: bool,
+}
+
+impl KvHost {
+    /// Forgets everything volatile: the node crashed.
+    pub fn crash(&mut self) {
+        self.replica = None;
+        self.stalled = false;
+        self.views.clear();
+        self.view = (None, None);
+        self.proposals.clear();
+        self.reads.clear();
+        self.crash_at_write = false;
+    }
+}

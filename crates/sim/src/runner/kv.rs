@@ -1,0 +1,639 @@
+//! The key-value workload inside the event loop: a replica beside every
+//! elector, driven by the calling contract of `tenure_replica` (persist,
+//! then send, then deliver), and the clients' requests and answers.
+//!
+//! * The replica learns the leader from the elector's
+//!   `Event::LeaderChanged` (`set_leadership`), reads its lease from
+//!   `is_leader(now)`, and shares the node's timer.
+//! * Its log lives on a [`crate::disk::SimDisk`]: a write is pending until
+//!   its fsync is done, and writes are synced in order, so the messages and
+//!   answers of an output leave once every write before them is synced. A
+//!   crash tears what is still pending at a record boundary (a random
+//!   prefix survives) and drops every message and answer not yet left.
+//! * A crash during a write (the `crash_at_next_write` fault) keeps a
+//!   random prefix of that write's records, and nothing of its output
+//!   leaves. A write while storage fails keeps a random prefix too; the
+//!   replica stalls, and is rebuilt from its disk once storage works.
+//! * Every output's applied entries and the store's state are checked as
+//!   they happen ([`crate::kvcheck::ReplicaChecks`]).
+
+use super::{dur_ns, Envelope, Input, Sim, SimEvent};
+use crate::checker::Check;
+use crate::disk::Record;
+use crate::host::Inbound;
+use crate::kvcheck::{check_history, digest, ReplicaChecks, MAX_SEARCH_STEPS};
+use crate::kvnode::{KvHost, SimStore};
+use crate::network::NS_PER_MS;
+use crate::stats::WorkloadStats;
+use crate::workload::{
+    key_name, Action, PlantedBug, Reply, ReplyBody, Request, RequestBody, Tag, Workload,
+    WorkloadSpec, MAX_FINAL_READ_TRIES,
+};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use tenure_core::{Instant, NodeId};
+use tenure_replica::{
+    Completion, Config, ProposalError, ProposeError, ReadError, ReadStart, Replica, ReplicaMessage,
+};
+
+/// Outputs one replica input may produce before the driver calls it a loop.
+const MAX_REPLICA_ROUNDS: usize = 16;
+/// Heartbeat rounds the running replicas have, after the final reads and
+/// beyond those needed to send what the furthest behind lacks, to apply
+/// everything in their logs (a snapshot, a lost message or two).
+const CONVERGENCE_SLACK_ROUNDS: u64 = 20;
+
+/// What the workload's machinery counted in one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvStats {
+    /// Replica messages handed to the network.
+    pub replica_messages: u64,
+    /// Crashes that tore a log write (records were still syncing).
+    pub torn_writes: u64,
+    /// Log writes that failed (storage failing): the replica stalled.
+    pub failed_writes: u64,
+    /// Replicas rebuilt from their disk after a storage failure.
+    pub rebuilds: u64,
+}
+
+/// The workload's state in the simulator.
+pub(crate) struct KvWorld {
+    pub(crate) workload: Workload,
+    pub(crate) checks: ReplicaChecks,
+    pub(crate) stats: KvStats,
+    /// The replicas' settings (for node 1; the id is set per node).
+    template: Config,
+    rng: Pcg64Mcg,
+}
+
+impl Sim {
+    /// Sets up the workload: a replica beside every elector. Clients start
+    /// with [`Sim::start_workload`].
+    pub(super) fn kv_init(&mut self, spec: WorkloadSpec) {
+        let n = self.hosts.len();
+        let mut rng = Pcg64Mcg::seed_from_u64(self.seed ^ 0x7265_706c_6963_6173);
+        let voters: Vec<NodeId> = self.hosts.iter().map(|h| h.id).collect();
+        let mut template = Config::new(voters[0], voters, self.cfg.heartbeat);
+        // Small batches and frequent snapshots, so that catching up,
+        // compaction and snapshot transfer all happen.
+        template.max_append_entries = rng.gen_range(1..=16);
+        template.snapshot_every = if rng.gen_bool(0.25) { 10_000 } else { rng.gen_range(4..=64) };
+        template.snapshot_chunk_bytes = spec.snapshot_chunk_bytes;
+        let et = dur_ns(self.cfg.election_timeout);
+        let workload = Workload::new(spec, n, WorkloadSpec::op_timeout(et), self.seed);
+        self.kv = Some(Box::new(KvWorld {
+            workload,
+            checks: ReplicaChecks::new(n),
+            stats: KvStats::default(),
+            template,
+            rng,
+        }));
+        for i in 0..n {
+            self.hosts[i].kv = Some(KvHost::default());
+            self.rebuild_replica(i);
+        }
+    }
+
+    /// The workload, when it runs.
+    pub fn workload(&self) -> Option<&Workload> {
+        self.kv.as_ref().map(|k| &k.workload)
+    }
+
+    /// What the workload's machinery counted.
+    pub fn kv_stats(&self) -> Option<KvStats> {
+        self.kv.as_ref().map(|k| k.stats)
+    }
+
+    /// The applied index of node `i`'s replica, if it runs.
+    pub fn applied_index(&self, i: usize) -> Option<u64> {
+        let r = self.hosts[i].kv.as_ref()?.replica.as_ref()?;
+        Some(r.status().applied)
+    }
+
+    /// True when every running replica has applied its whole log and all
+    /// of them are at the same entry.
+    pub fn replicas_converged(&self) -> bool {
+        let mut at = None;
+        for h in self.hosts.iter().filter(|h| h.is_up()) {
+            let Some(kv) = h.kv.as_ref() else { continue };
+            let Some(r) = kv.replica.as_ref().filter(|_| !kv.stalled) else { return false };
+            let st = r.status();
+            if st.applied != st.last.index || at.is_some_and(|a| a != st.last) {
+                return false;
+            }
+            at = Some(st.last);
+        }
+        true
+    }
+
+    /// How long the running replicas may take to converge from now: when no
+    /// write comes, the leader sends a follower behind one batch of at most
+    /// `max_append_entries` per heartbeat (not on each reply). A follower
+    /// whose log diverged is sent back to the start of the divergent run,
+    /// no further than its commit index, which after a restart is its
+    /// snapshot's: so the lag is counted from the lowest snapshot, and the
+    /// rounds doubled (a round whose reply comes late), plus
+    /// [`CONVERGENCE_SLACK_ROUNDS`]; heartbeats stretch with drift.
+    fn convergence_bound(&self) -> u64 {
+        let status: Vec<_> = self
+            .hosts
+            .iter()
+            .filter(|h| h.is_up())
+            .filter_map(|h| h.kv.as_ref()?.replica.as_ref().map(|r| r.status()))
+            .collect();
+        let last = status.iter().map(|s| s.last.index).max().unwrap_or(0);
+        let behind = status.iter().map(|s| s.snapshot.index).min().unwrap_or(last);
+        let batch = self.kv.as_ref().map_or(1, |k| k.template.max_append_entries.max(1)) as u64;
+        let rounds = 2 * (last - behind.min(last)).div_ceil(batch) + CONVERGENCE_SLACK_ROUNDS;
+        let drift = u64::from(self.hosts[0].cfg.clock_drift_ppm);
+        let stretch = |ns: u64| ns * (1_000_000 + drift) / (1_000_000 - drift);
+        stretch(rounds * dur_ns(self.cfg.heartbeat)) + self.max_rtt_ns()
+    }
+
+    /// Ends the workload and checks its history: clients finish what they
+    /// are doing, client 0 reads every key, the running replicas must
+    /// converge, then the history must be linearizable with consistent
+    /// revisions. Violations go to the checker; the failed expectations
+    /// (a final read without an answer, replicas that do not converge, a
+    /// key whose linearizability is undecided) are returned.
+    pub fn finish_workload(&mut self) -> Vec<String> {
+        let mut failures = Vec::new();
+        if self.kv.is_none() {
+            return failures;
+        }
+        let op_timeout = WorkloadSpec::op_timeout(dur_ns(self.cfg.election_timeout));
+        self.stop_workload();
+        let deadline = self.now + op_timeout + NS_PER_MS;
+        self.run_until_cond(deadline, |s| s.workload().is_some_and(Workload::idle));
+        self.begin_final_reads();
+        let keys = self.workload().map_or(0, |w| w.spec.keys) as u64;
+        let deadline = self.now + keys * u64::from(MAX_FINAL_READ_TRIES) * (op_timeout + NS_PER_MS);
+        self.run_until_cond(deadline, |s| s.workload().is_some_and(Workload::final_reads_done));
+        let missing = self.workload().map(Workload::final_reads_missing).unwrap_or_default();
+        for &k in &missing {
+            failures.push(format!("the final read of key {} got no answer", key_name(k)));
+        }
+        let within = self.convergence_bound();
+        let converged = self.run_until_cond(self.now + within, Sim::replicas_converged);
+        if converged.is_none() {
+            let at: Vec<String> = (0..self.hosts.len())
+                .filter_map(|i| {
+                    let r = self.hosts[i].kv.as_ref()?.replica.as_ref()?;
+                    let st = r.status();
+                    Some(format!("n{}: applied {} of {:?}", i + 1, st.applied, st.last))
+                })
+                .collect();
+            failures.push(format!(
+                "the running replicas did not converge within {} ms of the final reads: {}",
+                within / NS_PER_MS,
+                at.join(", ")
+            ));
+        }
+        let Some(world) = self.kv.as_ref() else { return failures };
+        let w = &world.workload;
+        let verdict = check_history(&w.history, w.spec.keys, MAX_SEARCH_STEPS);
+        let counts = w.counts();
+        let stats = WorkloadStats {
+            runs: 1,
+            ops: counts.ops,
+            reads: counts.reads,
+            acknowledged: counts.acknowledged,
+            unknown: counts.unknown + counts.pending,
+            not_executed: counts.not_executed,
+            final_reads_missing: missing.len() as u64,
+            undecided_runs: u64::from(!verdict.undecided.is_empty()),
+            undecided_keys: verdict.undecided.len() as u64,
+            search_steps: verdict.steps,
+            max_search_steps: verdict.max_steps,
+            replica_messages: world.stats.replica_messages,
+            torn_writes: world.stats.torn_writes,
+            failed_writes: world.stats.failed_writes,
+            rebuilds: world.stats.rebuilds,
+        };
+        for (check, what) in verdict.violations {
+            self.checker.fail(self.now, check, what);
+        }
+        failures.extend(verdict.undecided.into_iter().map(|u| format!("linearizability {u}")));
+        self.stats.workload = Some(stats);
+        failures
+    }
+
+    /// Starts the clients.
+    pub fn start_workload(&mut self) {
+        let now = self.now;
+        let Some(kv) = self.kv.as_mut() else { return };
+        let actions = kv.workload.start(now);
+        self.do_actions(actions);
+    }
+
+    /// Clients start no new operation; those running finish.
+    pub fn stop_workload(&mut self) {
+        if let Some(kv) = self.kv.as_mut() {
+            kv.workload.stop();
+        }
+    }
+
+    /// Client 0 reads every key (after [`Sim::stop_workload`]).
+    pub fn begin_final_reads(&mut self) {
+        let now = self.now;
+        let Some(kv) = self.kv.as_mut() else { return };
+        let actions = kv.workload.begin_final_reads(now);
+        self.do_actions(actions);
+    }
+
+    /// Node `i` crashes during its next log write: a prefix of the write's
+    /// records reaches the disk, nothing of its output leaves.
+    pub fn crash_at_next_write(&mut self, i: usize) {
+        self.trace_fault(&format!("n{} crashes at its next log write", i + 1));
+        let up = self.hosts[i].is_up();
+        if let Some(kv) = self.hosts[i].kv.as_mut().filter(|_| up) {
+            kv.crash_at_write = true;
+        }
+    }
+
+    /// Cancels [`Sim::crash_at_next_write`] if the write has not come.
+    pub fn cancel_crash_at_write(&mut self, i: usize) {
+        if let Some(kv) = self.hosts[i].kv.as_mut() {
+            kv.crash_at_write = false;
+        }
+    }
+
+    fn do_actions(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Send { node, req, delay_ns } => {
+                    self.schedule(self.now + delay_ns, SimEvent::ToNode { node, req })
+                }
+                Action::Wake { client, at_ns, gen } => {
+                    self.schedule(at_ns.max(self.now), SimEvent::ClientWake { client, gen })
+                }
+            }
+        }
+    }
+
+    pub(super) fn client_wake(&mut self, client: usize, gen: u64) {
+        let now = self.now;
+        let Some(kv) = self.kv.as_mut() else { return };
+        let actions = kv.workload.on_wake(client, gen, now);
+        self.do_actions(actions);
+    }
+
+    pub(super) fn request_arrives(&mut self, node: usize, req: Request) {
+        let host = &mut self.hosts[node];
+        if !host.is_up() {
+            return;
+        }
+        if host.paused {
+            if host.inbox.len() < crate::host::MAX_PAUSED_INBOX {
+                host.inbox.push_back(Inbound::Client(req));
+            }
+            return;
+        }
+        self.input(node, Input::Client(req));
+    }
+
+    pub(super) fn reply_arrives(&mut self, from: usize, reply: Reply, sent: u64, departs: u64) {
+        if self.hosts[from].crashed_within(sent, departs) {
+            return;
+        }
+        let now = self.now;
+        let Some(kv) = self.kv.as_mut() else { return };
+        let actions = kv.workload.on_reply(reply, now);
+        self.do_actions(actions);
+    }
+
+    pub(super) fn deliver_replica(
+        &mut self,
+        from: usize,
+        to: usize,
+        msg: ReplicaMessage,
+        sent_ns: u64,
+        departs_ns: u64,
+    ) {
+        if self.net.is_blocked(from, to) || self.hosts[from].crashed_within(sent_ns, departs_ns) {
+            return;
+        }
+        let from_id = self.hosts[from].id;
+        let host = &mut self.hosts[to];
+        if !host.is_up() {
+            return;
+        }
+        if host.paused {
+            if host.inbox.len() < crate::host::MAX_PAUSED_INBOX {
+                host.inbox.push_back(Inbound::Replica(from_id, msg));
+            }
+            return;
+        }
+        self.input(to, Input::Replica(from_id, msg));
+    }
+
+    /// True if node `i`'s elector timeout is due at `local`.
+    pub(super) fn elector_due(&self, i: usize, local: Instant) -> bool {
+        self.hosts[i].elector().is_some_and(|e| local >= e.poll_timeout())
+    }
+
+    /// Node `i` sends `msg` to `to`; it leaves at `departs_ns`.
+    fn send_replica(&mut self, i: usize, to: NodeId, msg: ReplicaMessage, departs_ns: u64) {
+        let Some(to_idx) = self.index_of(to) else { return };
+        if let Some(kv) = self.kv.as_mut() {
+            kv.stats.replica_messages += 1;
+        }
+        let delays = self.net.transmit(&mut self.rng, i, to_idx);
+        for &d in delays.as_slice() {
+            let msg = Envelope::Replica(msg.clone());
+            let event =
+                SimEvent::Deliver { from: i, to: to_idx, msg, sent_ns: self.now, departs_ns };
+            self.schedule(departs_ns + d, event);
+        }
+    }
+
+    /// Node `i` answers a client; the answer leaves at `departs_ns`.
+    fn answer(&mut self, i: usize, tag: Tag, body: ReplyBody, departs_ns: u64) {
+        let Some(kv) = self.kv.as_mut() else { return };
+        let delay = kv.rng.gen_range(NS_PER_MS..=5 * NS_PER_MS);
+        let reply = Reply { tag, body };
+        let event = SimEvent::ToClient { from: i, reply, sent_ns: self.now, departs_ns };
+        self.schedule(departs_ns + delay, event);
+    }
+
+    /// When an output of node `i` without a write may leave: once every
+    /// earlier write is synced.
+    fn departs(&self, i: usize) -> u64 {
+        self.hosts[i].kv.as_ref().map_or(self.now, |kv| kv.synced_at.max(self.now))
+    }
+
+    /// A read's answer from node `i`'s store as it is now.
+    fn read_answer(&self, i: usize, key: &str) -> ReplyBody {
+        let store = self.hosts[i]
+            .kv
+            .as_ref()
+            .and_then(|kv| kv.replica.as_ref())
+            .map(|r| &r.state_machine().store);
+        match store {
+            Some(s) => ReplyBody::Read { kv: s.get(key).cloned(), revision: s.revision() },
+            None => ReplyBody::Redirect(None),
+        }
+    }
+
+    /// A client's request reaches node `i`.
+    pub(super) fn client_request(&mut self, i: usize, local: Instant, req: Request) {
+        let known = self.hosts[i].elector().and_then(|e| e.status().leader);
+        let lease = self.hosts[i].elector().is_some_and(|e| e.is_leader(local));
+        let planted = self.kv.as_ref().and_then(|k| k.workload.spec.planted);
+        let tag = req.tag;
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+        let answer = match (kv.replica.as_mut().filter(|_| !kv.stalled), req.body) {
+            (None, _) => Some(ReplyBody::Redirect(known)),
+            (Some(r), RequestBody::Write(cmd)) => {
+                match r.propose(local, vec![cmd.encode()]).pop() {
+                    Some(Ok(id)) => {
+                        kv.proposals.insert(id, tag);
+                        None
+                    }
+                    Some(Err(ProposeError::NotLeader(ProposalError::NotLeader { leader }))) => {
+                        Some(ReplyBody::Redirect(leader))
+                    }
+                    Some(Err(_)) | None => Some(ReplyBody::Redirect(known)),
+                }
+            }
+            (Some(r), RequestBody::Read { key }) => {
+                if planted == Some(PlantedBug::StaleFollowerReads) && !r.status().ready_leader {
+                    Some(self.read_answer(i, &key))
+                } else {
+                    match r.read(local, lease) {
+                        Ok(ReadStart::Now(_)) => Some(self.read_answer(i, &key)),
+                        Ok(ReadStart::Pending(id)) => {
+                            kv.reads.insert(id, (tag, key));
+                            None
+                        }
+                        Err(ReadError::NotLeader { leader }) => Some(ReplyBody::Redirect(leader)),
+                    }
+                }
+            }
+        };
+        if let Some(body) = answer {
+            let departs = self.departs(i);
+            self.answer(i, tag, body, departs);
+        }
+    }
+
+    /// A replica message reaches node `i`.
+    pub(super) fn replica_message(
+        &mut self,
+        i: usize,
+        local: Instant,
+        from: NodeId,
+        msg: ReplicaMessage,
+    ) {
+        if let Some(r) = self.hosts[i].kv.as_mut().and_then(|kv| kv.replica.as_mut()) {
+            r.handle_message(local, from, msg);
+        }
+    }
+
+    /// After node `i`'s elector was drained: tells the replica of the
+    /// leaderships the elector announced, fires its timer if due, and
+    /// handles its output.
+    pub(super) fn drive_replica(&mut self, i: usize) {
+        let local = self.hosts[i].local_now(self.now);
+        let views = self.hosts[i].kv.as_mut().map(|kv| std::mem::take(&mut kv.views));
+        for (leader, token) in views.unwrap_or_default() {
+            let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+            kv.view = (leader, token);
+            if let Some(r) = kv.replica.as_mut() {
+                r.set_leadership(local, leader, token);
+            }
+            if !self.drain_replica(i) {
+                return;
+            }
+        }
+        for _ in 0..MAX_REPLICA_ROUNDS {
+            let r = self.hosts[i].kv.as_mut().and_then(|kv| kv.replica.as_mut());
+            let Some(r) = r.filter(|r| r.poll_timeout() <= local) else { break };
+            r.handle_timeout(local);
+            if !self.drain_replica(i) {
+                return;
+            }
+        }
+        if self.drain_replica(i) {
+            self.check_state(i);
+        }
+    }
+
+    /// Compares node `i`'s store with any other store at the same applied
+    /// index (once per index it reaches).
+    fn check_state(&mut self, i: usize) {
+        let Some(r) = self.hosts[i].kv.as_ref().and_then(|kv| kv.replica.as_ref()) else {
+            return;
+        };
+        let index = r.status().applied;
+        let Some(kv) = self.kv.as_mut() else { return };
+        if !kv.checks.state_due(i, index) {
+            return;
+        }
+        let d = digest(&r.state_machine().store);
+        if let Some((check, what)) = kv.checks.on_state(i, index, d) {
+            self.checker.fail(self.now, check, what);
+        }
+    }
+
+    /// Handles node `i`'s replica output by the calling contract. False if
+    /// the node crashed (during a log write).
+    fn drain_replica(&mut self, i: usize) -> bool {
+        let now = self.now;
+        for _ in 0..MAX_REPLICA_ROUNDS {
+            let Some(kv) = self.hosts[i].kv.as_mut() else { return true };
+            let Some(r) = kv.replica.as_mut() else { return true };
+            let out = r.take_output();
+            if out.is_empty() {
+                return true;
+            }
+            if self.cfg.trace {
+                eprintln!(
+                    "{:>12.3} {:?} replica -> write {:?} send {:?} applied {:?} completions {:?}",
+                    now as f64 / 1e6,
+                    self.hosts[i].id,
+                    out.write,
+                    out.messages,
+                    out.applied,
+                    out.completions
+                );
+            }
+            if let Some(world) = self.kv.as_mut() {
+                for (check, what) in world.checks.on_output(i, &out.write, &out.applied) {
+                    self.checker.fail(now, check, what);
+                }
+            }
+            let records = Record::of(&out.write);
+            let Some(world) = self.kv.as_mut() else { return true };
+            let host = &mut self.hosts[i];
+            let failing = host.storage_failing;
+            let Some(kv) = host.kv.as_mut() else { return true };
+            let mut written = true;
+            let departs = if records.is_empty() {
+                kv.synced_at.max(now)
+            } else if kv.crash_at_write {
+                // The node crashes while this write is under way.
+                kv.disk.write(now + 1, records);
+                self.crash(i);
+                return false;
+            } else if failing {
+                // Part of it may have reached the disk; nothing leaves.
+                let keep = world.rng.gen_range(0..=records.len());
+                kv.disk.write(now + self.cfg.fsync_ns, records[..keep].to_vec());
+                world.stats.failed_writes += 1;
+                written = false;
+                now
+            } else {
+                let at = (now + self.cfg.fsync_ns).max(kv.synced_at);
+                kv.synced_at = at;
+                kv.disk.write(at, records);
+                at
+            };
+            if written {
+                for (to, msg) in out.messages {
+                    self.send_replica(i, to, msg, departs);
+                }
+            }
+            for c in out.completions {
+                self.complete(i, c, departs);
+            }
+            if !written {
+                let kv = self.hosts[i].kv.as_mut().expect("checked above");
+                kv.stalled = true;
+                if let Some(r) = kv.replica.as_mut() {
+                    r.handle_persist_failed();
+                }
+            }
+        }
+        let id = self.hosts[i].id;
+        self.checker.fail(
+            now,
+            Check::ReplicaInvariant,
+            format!("{id:?}'s replica kept producing output ({MAX_REPLICA_ROUNDS} rounds)"),
+        );
+        true
+    }
+
+    /// Answers the client of a completed proposal or read.
+    fn complete(&mut self, i: usize, c: Completion, departs: u64) {
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+        match c {
+            Completion::Proposal { id, result } => {
+                let Some(tag) = kv.proposals.remove(&id) else { return };
+                let body = match result {
+                    Ok((_, bytes)) => ReplyBody::Done(bytes),
+                    Err(ProposalError::NotLeader { leader }) => ReplyBody::Redirect(leader),
+                    Err(ProposalError::Unknown | ProposalError::StorageFailed) => {
+                        ReplyBody::Unknown
+                    }
+                };
+                self.answer(i, tag, body, departs);
+            }
+            Completion::Read { id, result } => {
+                let Some((tag, key)) = kv.reads.remove(&id) else { return };
+                let body = match result {
+                    Ok(_) => self.read_answer(i, &key),
+                    Err(ReadError::NotLeader { leader }) => ReplyBody::Redirect(leader),
+                };
+                self.answer(i, tag, body, departs);
+            }
+        }
+    }
+
+    /// Node `i` crashes now: of its log records still syncing, a random
+    /// prefix reaches the disk.
+    pub(super) fn tear_log(&mut self, i: usize) {
+        let now = self.now;
+        let (Some(kv), Some(world)) = (self.hosts[i].kv.as_mut(), self.kv.as_mut()) else {
+            return;
+        };
+        let unsynced = kv.disk.unsynced_records(now);
+        if unsynced > 0 {
+            world.stats.torn_writes += 1;
+        }
+        let keep = world.rng.gen_range(0..=unsynced);
+        kv.disk.crash(now, keep);
+        world.checks.on_crash(i);
+        if self.cfg.trace && unsynced > 0 {
+            eprintln!(
+                "{:>12.3} FAULT n{} log torn: {keep} of {unsynced} unsynced records kept",
+                now as f64 / 1e6,
+                i + 1
+            );
+        }
+    }
+
+    /// Builds node `i`'s replica from its disk (at start, after a restart,
+    /// or once storage works again after a failed write).
+    pub(super) fn rebuild_replica(&mut self, i: usize) {
+        let id = self.hosts[i].id;
+        let (Some(world), Some(kv)) = (self.kv.as_mut(), self.hosts[i].kv.as_mut()) else {
+            return;
+        };
+        let cfg = Config { id, ..world.template.clone() };
+        let store = SimStore::new(id, world.workload.spec.planted);
+        if kv.stalled {
+            world.stats.rebuilds += 1;
+        }
+        kv.stalled = false;
+        kv.proposals.clear();
+        kv.reads.clear();
+        match Replica::new(cfg, kv.disk.image().restored(), store) {
+            Ok(r) => {
+                world.checks.on_start(i, r.status().applied);
+                kv.replica = Some(r);
+                // Tell the new replica the elector's current view.
+                let view = kv.view;
+                if view != (None, None) {
+                    kv.views.push(view);
+                }
+                self.check_state(i);
+            }
+            Err(e) => {
+                kv.replica = None;
+                let what = format!("n{} cannot start its replica from its log: {e}", i + 1);
+                self.checker.fail(self.now, Check::ReplicaInvariant, what);
+            }
+        }
+    }
+}
