@@ -15,7 +15,9 @@ pub enum LogOp {
     /// Append the entries (consecutive, right after the current last one).
     Append(Vec<Entry>),
     /// Replace the whole state: the snapshot up to `last` becomes the base of
-    /// the log, and every entry is removed.
+    /// the log, and every entry is removed. (A leader's snapshot whose last
+    /// entry the log already holds is installed as a [`LogOp::Compact`]
+    /// instead: the entries after it stay.)
     InstallSnapshot {
         /// The last entry the snapshot covers.
         last: Position,

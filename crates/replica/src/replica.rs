@@ -953,7 +953,11 @@ impl<S: StateMachine> Replica<S> {
                 data: Vec::with_capacity(usize::try_from(chunk.total).unwrap_or(0).min(1 << 20)),
             });
         }
-        let inc = self.incoming.as_mut()?;
+        let Some(inc) = self.incoming.as_mut() else {
+            // A later piece of a transfer this node does not hold (it
+            // restarted midway): ask for the whole snapshot again.
+            return Some(0);
+        };
         if inc.last != chunk.last || inc.total != chunk.total {
             return Some(0);
         }
@@ -969,11 +973,20 @@ impl<S: StateMachine> Replica<S> {
             self.refused += 1;
             return Some(0);
         }
-        self.log.reset(last);
         self.commit = last.index;
         self.applied = last.index;
         self.snapshot = Some((last, data.clone()));
-        self.write(LogOp::InstallSnapshot { last, data });
+        if self.log.holds(last) {
+            // The log already holds the snapshot's last entry, so the entries
+            // after it are the same history, committed ones among them (this
+            // node may have acknowledged them before it restarted and forgot
+            // its commit index): keep them, as Raft does.
+            self.log.compact(last);
+            self.write(LogOp::Compact { last, data });
+        } else {
+            self.log.reset(last);
+            self.write(LogOp::InstallSnapshot { last, data });
+        }
         self.apply(now);
         Some(held)
     }

@@ -113,7 +113,11 @@ impl ReplicaChecks {
         let installed: Vec<Position> = write
             .iter()
             .filter_map(|op| match op {
-                LogOp::InstallSnapshot { last, .. } => Some(*last),
+                // A follower that already holds a leader snapshot's last
+                // entry installs it as a compaction (keeping what follows),
+                // so a `Compact` may skip applications too; a node's own
+                // compaction is at an index it applied, and excuses nothing.
+                LogOp::InstallSnapshot { last, .. } | LogOp::Compact { last, .. } => Some(*last),
                 _ => None,
             })
             .collect();

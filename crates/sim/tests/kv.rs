@@ -250,7 +250,7 @@ fn a_lost_acknowledged_write_in_a_history_is_caught() {
     assert!(v.violations.is_empty(), "an unknown delete may have taken effect: {v:?}");
 }
 
-/// Finding (tenure-replica): a snapshot sent in several pieces stalls when
+/// Found here, fixed in tenure-replica: a snapshot sent in several pieces stalled when
 /// the follower loses the pieces it held (it restarted, or its replica was
 /// rebuilt after a storage failure) while the leader is past offset 0. The
 /// leader resends the piece at its offset every heartbeat; the follower,
@@ -261,12 +261,10 @@ fn a_lost_acknowledged_write_in_a_history_is_caught() {
 /// of 68 every heartbeat to the end and stays at index 522 of 546 while the
 /// others reach 978). In a 600-seed sweep with 16-byte pieces (protocols
 /// and node counts rotating), seeds 161, 297, 309, 331, 557 and 583 do not
-/// converge either (not each traced). A likely fix: answer such a piece
-/// with `received: 0`. The workload's default sends snapshots whole
-/// (`WorkloadSpec::snapshot_chunk_bytes`), which is why the other tests
-/// pass.
+/// converge either (not each traced). The fix: such a piece is answered
+/// with `received: 0`, and the leader starts over. The workload's default
+/// sends snapshots whole (`WorkloadSpec::snapshot_chunk_bytes`).
 #[test]
-#[ignore = "replica finding: a follower that lost a snapshot transfer midway is never sent its first piece again"]
 fn a_follower_restarted_during_a_chunked_snapshot_catches_up() {
     let mut p = params(ProtocolKind::Ranked, 454, 3, 20);
     p.workload = Some(WorkloadSpec { snapshot_chunk_bytes: 16, ..WorkloadSpec::kv() });
@@ -274,7 +272,7 @@ fn a_follower_restarted_during_a_chunked_snapshot_catches_up() {
     assert!(r.passed(), "{}", explain(&p, &r));
 }
 
-/// Finding (tenure-replica), a safety violation: a follower that installs a
+/// Found here, fixed in tenure-replica (a safety violation): a follower that installed a
 /// leader's snapshot drops every entry after it, even committed entries its
 /// log held (`receive_snapshot`: `self.log.reset(last)`; Raft keeps the
 /// entries after the snapshot when the log holds its last entry). Ranked
@@ -292,7 +290,6 @@ fn a_follower_restarted_during_a_chunked_snapshot_catches_up() {
 /// `tenure sim --nodes 3 --workload kv --seeds 1000 --start-seed 1 --scenario random`
 /// (1 of 1000 runs for ranked, 1 for paxos, 0 for raft).
 #[test]
-#[ignore = "replica finding: installing a snapshot drops committed entries after it"]
 fn installing_a_snapshot_keeps_committed_entries_after_it() {
     for (protocol, seed) in [(ProtocolKind::Ranked, 482), (ProtocolKind::Paxos, 776)] {
         let p = params(protocol, seed, 3, 20);
