@@ -150,10 +150,16 @@ impl LogStore {
                 LogOp::InstallSnapshot { last, data } | LogOp::Compact { last, data } => {
                     // Flush what came before, then start over from the snapshot:
                     // a compaction keeps the entries after it, an installed
-                    // snapshot replaces them all.
+                    // snapshot replaces them all. Those go first, with what
+                    // came before: after a crash between the snapshot file and
+                    // the journal's rewrite, the old journal's entries after
+                    // the snapshot (another history) must not come back.
+                    let keep = matches!(op, LogOp::Compact { .. });
+                    if !keep {
+                        frame(&mut buf, &Record::TruncateAfter(last.index));
+                    }
                     self.append(&buf)?;
                     buf.clear();
-                    let keep = matches!(op, LogOp::Compact { .. });
                     self.write_snapshot(*last, data)?;
                     self.rewrite_journal(*last, keep)?;
                 }
@@ -422,6 +428,25 @@ mod tests {
         assert_eq!(r.promised, FencingToken(1));
         let journal = fs::metadata(dir.path().join("journal")).unwrap().len();
         assert!(journal < 200, "the journal was rewritten: {journal} bytes");
+    }
+
+    #[test]
+    fn a_crash_between_an_installed_snapshot_and_the_journal_brings_back_no_other_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _, _) = LogStore::open(dir.path()).unwrap();
+        let entries: Vec<Entry> = (1..=5).map(|i| e(i, 1, "old")).collect();
+        store.write(&[LogOp::Promise(FencingToken(1)), LogOp::Append(entries)]).unwrap();
+        // The journal's rewrite fails after the snapshot file is written (as a
+        // crash there would leave it): its temporary file cannot be created.
+        fs::create_dir(dir.path().join("journal.tmp")).unwrap();
+        let last = Position { token: FencingToken(2), index: 3 };
+        let install = LogOp::InstallSnapshot { last, data: b"state@3".to_vec() };
+        assert!(store.write(&[install]).is_err());
+        drop(store);
+        fs::remove_dir(dir.path().join("journal.tmp")).unwrap();
+        let (_, r, _) = LogStore::open(dir.path()).unwrap();
+        assert_eq!(r.snapshot, Some((last, b"state@3".to_vec())));
+        assert_eq!(r.entries, vec![], "entries of another history after the snapshot came back");
     }
 
     #[test]

@@ -116,7 +116,8 @@ impl ReplicaChecks {
                 // A follower that already holds a leader snapshot's last
                 // entry installs it as a compaction (keeping what follows),
                 // so a `Compact` may skip applications too; a node's own
-                // compaction is at an index it applied, and excuses nothing.
+                // compaction is at an index it applied, so the entry after
+                // it is the next one anyway.
                 LogOp::InstallSnapshot { last, .. } | LogOp::Compact { last, .. } => Some(*last),
                 _ => None,
             })
@@ -127,8 +128,9 @@ impl ReplicaChecks {
         for &pos in applied {
             bad.extend(self.same_entry(node, pos));
             let upto = self.applied[node].unwrap_or(0);
+            // Only an installed snapshot's next entry may follow it.
             let skipped_by_snapshot =
-                installed.iter().any(|s| s.index >= upto && s.index < pos.index);
+                installed.iter().any(|s| s.index >= upto && pos.index == s.index + 1);
             if pos.index != upto + 1 && !(pos.index > upto && skipped_by_snapshot) {
                 bad.push((
                     Check::ReplicaInvariant,

@@ -1425,4 +1425,11 @@ async fn with_tls_a_compromised_leader_cannot_keep_two_leaders_in_one_term() {
         seen.leaders
     );
     seen.assert_split_bounded("a compromised leader equivocates", FORGED_RESIGN_SPLIT_BOUND);
+    // The attack took: a node it named led after it (else no split proves little).
+    let successors = [c.servers[0].id, c.servers[1].id];
+    assert!(
+        seen.leaders.iter().any(|l| successors.contains(&l.0) && l.1 > Some(term)),
+        "no node named by the equivocating leader led a later term: {:?}",
+        seen.leaders
+    );
 }
