@@ -395,17 +395,7 @@ impl Sim {
                     return;
                 }
                 let from_id = self.hosts[from].id;
-                let host = &mut self.hosts[to];
-                if !host.is_up() {
-                    return;
-                }
-                if host.paused {
-                    if host.inbox.len() < MAX_PAUSED_INBOX {
-                        host.inbox.push_back(Inbound::Elector(from_id, msg));
-                    }
-                    return;
-                }
-                self.input(to, Input::Message(from_id, msg));
+                self.arrive(to, Inbound::Elector(from_id, msg));
             }
             SimEvent::ClientWake { client, gen } => self.client_wake(client, gen),
             SimEvent::ToNode { node, req } => self.request_arrives(node, req),
@@ -776,17 +766,23 @@ impl Sim {
         if from_bystander && (self.hosts[to].paused || self.speaks_for_a_leader(to, from)) {
             return;
         }
+        self.arrive(to, Inbound::Elector(from, msg));
+    }
+
+    /// Hands `inbound` to node `to`: dropped while it is down, queued (up to
+    /// [`MAX_PAUSED_INBOX`]) while it is paused, fed to it now otherwise.
+    fn arrive(&mut self, to: usize, inbound: Inbound) {
         let host = &mut self.hosts[to];
         if !host.is_up() {
             return;
         }
         if host.paused {
             if host.inbox.len() < MAX_PAUSED_INBOX {
-                host.inbox.push_back(Inbound::Elector(from, msg));
+                host.inbox.push_back(inbound);
             }
             return;
         }
-        self.input(to, Input::Message(from, msg));
+        self.input(to, inbound.into());
     }
 
     /// Whether `from` is in the leader role or is the leader node index

@@ -17,7 +17,7 @@
 //! * Every output's applied entries and the store's state are checked as
 //!   they happen ([`crate::kvcheck::ReplicaChecks`]).
 
-use super::{dur_ns, Envelope, Input, Sim, SimEvent};
+use super::{dur_ns, Envelope, Sim, SimEvent};
 use crate::checker::Check;
 use crate::disk::Record;
 use crate::host::Inbound;
@@ -279,17 +279,7 @@ impl Sim {
     }
 
     pub(super) fn request_arrives(&mut self, node: usize, req: Request) {
-        let host = &mut self.hosts[node];
-        if !host.is_up() {
-            return;
-        }
-        if host.paused {
-            if host.inbox.len() < crate::host::MAX_PAUSED_INBOX {
-                host.inbox.push_back(Inbound::Client(req));
-            }
-            return;
-        }
-        self.input(node, Input::Client(req));
+        self.arrive(node, Inbound::Client(req));
     }
 
     pub(super) fn reply_arrives(&mut self, from: usize, reply: Reply, sent: u64, departs: u64) {
@@ -314,17 +304,7 @@ impl Sim {
             return;
         }
         let from_id = self.hosts[from].id;
-        let host = &mut self.hosts[to];
-        if !host.is_up() {
-            return;
-        }
-        if host.paused {
-            if host.inbox.len() < crate::host::MAX_PAUSED_INBOX {
-                host.inbox.push_back(Inbound::Replica(from_id, msg));
-            }
-            return;
-        }
-        self.input(to, Input::Replica(from_id, msg));
+        self.arrive(to, Inbound::Replica(from_id, msg));
     }
 
     /// True if node `i`'s elector timeout is due at `local`.
