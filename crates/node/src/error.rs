@@ -14,6 +14,17 @@ pub enum StartError {
     /// The TLS files cannot be used.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// The replicated log cannot be opened (damaged, or the file system refused).
+    #[error(transparent)]
+    Log(#[from] crate::log_store::LogStoreError),
+    /// The replicated log's contents cannot be restored.
+    #[error("the replicated log in {path} cannot be restored: {source}")]
+    LogRestore {
+        /// The log's directory.
+        path: PathBuf,
+        /// Why.
+        source: tenure_replica::RestoreError,
+    },
     /// The peer listener could not be bound.
     #[error("cannot listen for peers on {addr}: {source}")]
     Bind {

@@ -10,7 +10,7 @@ use crate::status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerIn
 use crate::storage::{DataDir, Identity, ResetOutcome};
 use crate::sync::lock;
 use crate::tls::{Security, TlsIdentity};
-use crate::transport::{reconnect_cap, Net, Transport};
+use crate::transport::{reconnect_cap, Inbound, Net, PeerData, Transport};
 use rand_core::{OsRng, RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
@@ -37,7 +37,7 @@ pub async fn start(config: NodeConfig) -> Result<Node, StartError> {
     let tls = checked_tls(&config)?;
     let listener = std::net::TcpListener::bind(config.listen)
         .map_err(|source| StartError::Bind { addr: config.listen, source })?;
-    start_valid(config, tls, listener).await
+    start_valid(config, tls, listener, None).await
 }
 
 /// Like [`start`], with a listener the caller already bound (tests bind every
@@ -48,7 +48,23 @@ pub async fn start_with_listener(
     listener: std::net::TcpListener,
 ) -> Result<Node, StartError> {
     let tls = checked_tls(&config)?;
-    start_valid(config, tls, listener).await
+    start_valid(config, tls, listener, None).await
+}
+
+/// Starts a node whose replicated-log frames from peers go to `data`: on
+/// `listener` if given, else bound to `config.listen`.
+pub(crate) async fn start_with_data(
+    config: NodeConfig,
+    listener: Option<std::net::TcpListener>,
+    data: mpsc::Sender<(NodeId, PeerData)>,
+) -> Result<Node, StartError> {
+    let tls = checked_tls(&config)?;
+    let listener = match listener {
+        Some(l) => l,
+        None => std::net::TcpListener::bind(config.listen)
+            .map_err(|source| StartError::Bind { addr: config.listen, source })?,
+    };
+    start_valid(config, tls, listener, Some(data)).await
 }
 
 /// Validates the configuration and loads its TLS files (`None`: the insecure
@@ -110,11 +126,12 @@ pub fn reset_state(
 }
 
 /// Starts a node whose configuration passed [`NodeConfig::validate`], with
-/// its loaded TLS identity.
+/// its loaded TLS identity; replicated-log frames from peers go to `data`.
 async fn start_valid(
     config: NodeConfig,
     tls: Option<Arc<TlsIdentity>>,
     listener: std::net::TcpListener,
+    peer_data: Option<mpsc::Sender<(NodeId, PeerData)>>,
 ) -> Result<Node, StartError> {
     let bind_err = |source| StartError::Bind { addr: config.listen, source };
     let peer_addr = listener.local_addr().map_err(bind_err)?;
@@ -145,7 +162,8 @@ async fn start_valid(
     ));
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
-    let transport = Transport::spawn(net.clone(), listener, inbound_tx);
+    let inbound = Inbound { election: inbound_tx, data: peer_data };
+    let transport = Transport::spawn(net.clone(), listener, inbound);
     let shared = Arc::new(Shared {
         leadership: watch::Sender::new(leadership_of(&core)),
         events: broadcast::Sender::new(EVENT_CHANNEL_CAPACITY),
@@ -171,7 +189,7 @@ async fn start_valid(
     );
     let driver = Driver::new(shared.clone(), Arc::new(data), transport, inbound_rx, commands_rx);
     let task = tokio::spawn(driver.run());
-    Ok(Node { handle: NodeHandle { shared }, peer_addr, tls, driver: Some(task) })
+    Ok(Node { handle: NodeHandle { shared }, peer_addr, tls, driver: Some(task), log: None })
 }
 
 /// A running node. It owns the driver and transport tasks; dropping it without
@@ -181,6 +199,8 @@ pub struct Node {
     peer_addr: SocketAddr,
     tls: Option<Arc<TlsIdentity>>,
     driver: Option<JoinHandle<()>>,
+    /// The replicated log's task, when the node runs one.
+    pub(crate) log: Option<JoinHandle<()>>,
 }
 
 impl Node {
@@ -210,6 +230,9 @@ impl Node {
         if let Some(task) = self.driver.take() {
             let _ = task.await;
         }
+        if let Some(task) = self.log.take() {
+            let _ = task.await;
+        }
         info!(node = %self.handle.id(), "node stopped");
     }
 }
@@ -219,13 +242,16 @@ impl Drop for Node {
         if let Some(task) = self.driver.take() {
             task.abort();
         }
+        if let Some(task) = self.log.take() {
+            task.abort();
+        }
     }
 }
 
 /// A cheap, cloneable handle to a running node.
 #[derive(Clone)]
 pub struct NodeHandle {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl NodeHandle {

@@ -8,18 +8,33 @@
 //! [`Frame::Hello`], the acceptor answers [`Frame::HelloAck`] or
 //! [`Frame::Reject`] (and closes). Then the dialer sends [`Frame::Message`]s and
 //! [`Frame::Ping`]s, and the acceptor answers each ping with a [`Frame::Pong`].
+//!
+//! The same connection carries the replicated log's traffic
+//! ([`Frame::Replica`], [`Frame::Forward`]). Those frames are larger than an
+//! election message: until the handshake is done a frame may have at most
+//! [`MAX_FRAME_LEN`] bytes, after it (the peer proved who it is) at most
+//! [`MAX_DATA_FRAME_LEN`].
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use tenure_core::{Message, NodeId, ProtocolKind};
+use tenure_replica::{Index, Position, ReplicaMessage};
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks.
-pub const WIRE_VERSION: u8 = 2;
+/// The wire protocol version this build speaks (3: the replicated log's
+/// frames; a node of version 2 is refused at the handshake, by name).
+pub const WIRE_VERSION: u8 = 3;
 
-/// The largest frame accepted or sent. Election messages take a few dozen
-/// bytes and a handshake at most a few hundred; larger frames are garbage.
+/// The largest frame accepted or sent before the handshake is done. Election
+/// messages take a few dozen bytes and a handshake at most a few hundred;
+/// larger frames from a stranger are garbage.
 pub const MAX_FRAME_LEN: usize = 1024;
+
+/// The largest frame accepted or sent once a peer passed the handshake: an
+/// `Append` of at most 256 KiB of commands, a 256 KiB snapshot piece, or a
+/// forwarded command's answer (a transaction reads at most
+/// `tenure_kv::MAX_TXN_OPS` keys of at most 64 KiB each, 8 MiB and change).
+pub const MAX_DATA_FRAME_LEN: usize = 16 * 1024 * 1024;
 
 /// One frame of the peer protocol.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +80,63 @@ pub enum Frame {
         /// The ping's nonce.
         nonce: u64,
     },
+    /// Dialer -> acceptor: a message of the replicated log.
+    Replica(ReplicaMessage),
+    /// Dialer -> acceptor: a client request forwarded to the leader, or the
+    /// leader's answer to one.
+    Forward(Forward),
+}
+
+/// A client request a follower forwards to the leader, and the answer. The
+/// answer travels on the leader's own connection to the follower.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Forward {
+    /// Follower -> leader: propose `command`.
+    Propose {
+        /// The follower's id for the request.
+        id: u64,
+        /// The command.
+        command: Vec<u8>,
+    },
+    /// Leader -> follower: what became of a forwarded proposal.
+    Proposed {
+        /// The request's id.
+        id: u64,
+        /// Committed at a position with the state machine's result, or why not.
+        result: Result<(Position, Vec<u8>), ForwardRefusal>,
+    },
+    /// Follower -> leader: "give me an index I may serve a linearizable read at".
+    ReadIndex {
+        /// The follower's id for the request.
+        id: u64,
+    },
+    /// Leader -> follower: the read index, once the leader confirmed it leads.
+    ReadIndexReply {
+        /// The request's id.
+        id: u64,
+        /// Serve the read once the follower applied this index, or why not.
+        result: Result<Index, ForwardRefusal>,
+    },
+}
+
+/// Why the leader did not carry out a forwarded request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ForwardRefusal {
+    /// The node does not lead the log (or not yet): nothing was written, the
+    /// follower may try the leader it learns of next.
+    NotLeader,
+    /// Too many writes wait for their commit: nothing was written.
+    Busy,
+    /// The command is over the size limit: nothing was written.
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The entry was written, but leadership was lost (or the log could not
+    /// be written) before it committed: its outcome is unknown.
+    Unknown,
 }
 
 /// Why a frame could not be decoded.
@@ -81,7 +153,9 @@ pub enum FrameError {
     Malformed(#[from] postcard::Error),
 }
 
-/// The codec used on every peer connection.
+/// The codec every peer connection starts with (frames of at most
+/// [`MAX_FRAME_LEN`]); after the handshake the limit is raised to
+/// [`MAX_DATA_FRAME_LEN`].
 pub fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME_LEN).new_codec()
 }

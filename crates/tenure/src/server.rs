@@ -11,6 +11,7 @@ use std::future::Future;
 use std::net::TcpListener;
 use std::sync::Arc;
 use tenure_core::NodeId;
+use tenure_kv::Store;
 use tenure_node::{NodeConfig, RateLimitedLog, StartError};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -72,7 +73,7 @@ pub async fn run(
     let peers =
         node_config.peers.iter().map(|(p, a)| format!("{p}={a}")).collect::<Vec<_>>().join(",");
     let data_dir = node_config.data_dir.clone();
-    let node = tenure_node::start_with_listener(node_config, peer_listener)
+    let (node, kv) = tenure_node::start_replicated::<Store>(node_config, Some(peer_listener))
         .await
         .map_err(|source| ServerError::Node { id, source })?;
     let handle = node.handle();
@@ -106,7 +107,8 @@ pub async fn run(
         async move { rejections.run().await }
     });
     let (stopping_tx, stopping) = watch::channel(false);
-    let state = AppState::new(handle.clone(), metrics, api, rejections.clone(), stopping.clone());
+    let state =
+        AppState::new(handle.clone(), kv, metrics, api, rejections.clone(), stopping.clone());
     let app = router(state);
     let mut http_stop = stopping;
     let serving = http::serve(http_listener, app, limits, tls, rejections.clone(), async move {

@@ -13,6 +13,7 @@
 //! A live connection that carries no frame, not even a ping, for
 //! [`PEER_IDLE_PINGS`] ping intervals is closed.
 
+use super::inbound::{Inbound, PeerData};
 use super::net::{Net, HANDSHAKE_TIMEOUT};
 use super::reject_log::REJECT_LOG_INTERVAL;
 use super::stream::{Conn, PeerStream, TLS_HANDSHAKE_RECORD};
@@ -26,9 +27,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure_core::{Message, NodeId};
+use tenure_core::NodeId;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{watch, Notify};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{sleep, sleep_until, timeout, Instant, MissedTickBehavior};
 use tokio_util::codec::Framed;
@@ -61,7 +62,7 @@ type SharedSlots = Arc<Mutex<Slots>>;
 pub(super) async fn accept_loop(
     net: Arc<Net>,
     listener: TcpListener,
-    inbound: mpsc::Sender<(NodeId, Message)>,
+    inbound: Inbound,
     mut closing: watch::Receiver<bool>,
 ) {
     let slots = SharedSlots::default();
@@ -171,7 +172,7 @@ async fn serve_inbound(
     net: Arc<Net>,
     stream: TcpStream,
     remote: SocketAddr,
-    inbound: mpsc::Sender<(NodeId, Message)>,
+    inbound: Inbound,
     slots: SharedSlots,
     n: u64,
 ) {
@@ -182,7 +183,9 @@ async fn serve_inbound(
             Ok(admitted) => admitted,
         }
     };
-    let Some((conn, from)) = admitted else { return };
+    let Some((mut conn, from)) = admitted else { return };
+    // The peer proved who it is: the replicated log's larger frames may pass.
+    conn.codec_mut().set_max_frame_length(wire::MAX_DATA_FRAME_LEN);
     let (_live, replaced) = Live::take(&slots, from, n);
     serve_peer(&net, conn, from, remote, inbound, &replaced).await;
 }
@@ -313,7 +316,7 @@ async fn serve_peer(
     mut conn: Conn,
     from: NodeId,
     remote: SocketAddr,
-    inbound: mpsc::Sender<(NodeId, Message)>,
+    inbound: Inbound,
     replaced: &Notify,
 ) {
     let Some(link) = net.link(from).cloned() else { return };
@@ -355,10 +358,12 @@ async fn serve_peer(
             Ok(Frame::Message(msg)) => {
                 link.heard(&net.clock);
                 net.stats.received.fetch_add(1, Ordering::Relaxed);
-                if inbound.send((from, msg)).await.is_err() {
+                if inbound.election.send((from, msg)).await.is_err() {
                     return; // the driver stopped
                 }
             }
+            Ok(Frame::Replica(msg)) => inbound.data(&net.stats, from, PeerData::Replica(msg)),
+            Ok(Frame::Forward(fwd)) => inbound.data(&net.stats, from, PeerData::Forward(fwd)),
             Ok(Frame::Ping { nonce }) => {
                 link.heard(&net.clock);
                 if conn.send(wire::encode(&Frame::Pong { nonce })).await.is_err() {

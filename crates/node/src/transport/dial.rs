@@ -107,6 +107,8 @@ async fn outbound(
     if let Err(reason) = handshake(net, link, &mut conn).await {
         return Ended::Failed(reason);
     }
+    // The peer proved who it is: the replicated log's larger frames may pass.
+    conn.codec_mut().set_max_frame_length(wire::MAX_DATA_FRAME_LEN);
     link.connected.store(true, Ordering::Relaxed);
     link.heard(&net.clock);
     *backoff = RECONNECT_MIN;
@@ -301,16 +303,23 @@ fn read_pong(
     Err(reason)
 }
 
+/// Writes the queued election messages, then the queued replicated-log
+/// frames (election messages first: they are small and time-critical).
 async fn write_queued(net: &Net, link: &PeerLink, conn: &mut Conn) -> std::io::Result<()> {
     let queued = link.take_queued();
-    if queued.is_empty() {
+    let data = link.take_queued_data();
+    if queued.is_empty() && data.is_empty() {
         return Ok(());
     }
-    let n = queued.len() as u64;
+    let (n, d) = (queued.len() as u64, data.len() as u64);
     for msg in queued {
         conn.feed(wire::encode(&Frame::Message(msg))).await?;
     }
+    for frame in data {
+        conn.feed(wire::encode(&frame)).await?;
+    }
     SinkExt::<Bytes>::flush(conn).await?;
     net.stats.sent.fetch_add(n, Ordering::Relaxed);
+    net.stats.data_sent.fetch_add(d, Ordering::Relaxed);
     Ok(())
 }

@@ -21,6 +21,7 @@
 
 mod accept;
 mod dial;
+mod inbound;
 mod net;
 mod reject_log;
 mod stream;
@@ -29,7 +30,10 @@ pub use accept::{check_hello, MAX_PENDING_HANDSHAKES, PEER_IDLE_PINGS};
 pub use dial::{
     check_hello_ack, reconnect_cap, CONNECT_TIMEOUT, RECONNECT_MAX, RECONNECT_MIN, SILENT_PINGS,
 };
-pub use net::{Net, PeerLink, WireStats, HANDSHAKE_TIMEOUT, PEER_QUEUE_CAPACITY};
+pub use inbound::{Inbound, PeerData};
+pub use net::{
+    Net, PeerLink, WireStats, HANDSHAKE_TIMEOUT, PEER_DATA_QUEUE_CAPACITY, PEER_QUEUE_CAPACITY,
+};
 pub use reject_log::{REJECT_LOG_BURST, REJECT_LOG_INTERVAL};
 
 use std::sync::atomic::Ordering;
@@ -37,7 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{Message, NodeId};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 use tracing::{debug, warn};
@@ -51,13 +55,9 @@ pub struct Transport {
 }
 
 impl Transport {
-    /// Spawns the accept loop on `listener` and one dialer per peer; election
-    /// messages received are passed to `inbound`.
-    pub fn spawn(
-        net: Arc<Net>,
-        listener: TcpListener,
-        inbound: mpsc::Sender<(NodeId, Message)>,
-    ) -> Self {
+    /// Spawns the accept loop on `listener` and one dialer per peer; what
+    /// peers send is passed to `inbound`.
+    pub fn spawn(net: Arc<Net>, listener: TcpListener, inbound: Inbound) -> Self {
         let (closing, closing_rx) = watch::channel(false);
         let dialers = net
             .links

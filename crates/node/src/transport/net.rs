@@ -6,6 +6,7 @@ use super::reject_log::{RejectLog, Verdict, REJECT_LOG_INTERVAL};
 use crate::clock::Clock;
 use crate::sync::lock;
 use crate::tls::TlsIdentity;
+use crate::wire::Frame;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +18,10 @@ use tracing::warn;
 
 /// Messages queued per peer before the oldest is dropped.
 pub const PEER_QUEUE_CAPACITY: usize = 64;
+/// Replicated-log frames ([`Frame::Replica`], [`Frame::Forward`]) queued per
+/// peer before the oldest is dropped (the leader resends what is unanswered
+/// at its next heartbeat; a forwarded request lost this way times out).
+pub const PEER_DATA_QUEUE_CAPACITY: usize = 1024;
 /// How long either side waits for the other's handshake: the TLS handshake
 /// and the hello exchange together.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -34,6 +39,13 @@ pub struct WireStats {
     pub rejected: AtomicU64,
     /// Messages dropped from full queues.
     pub dropped: AtomicU64,
+    /// Replicated-log frames written.
+    pub data_sent: AtomicU64,
+    /// Replicated-log frames received.
+    pub data_received: AtomicU64,
+    /// Replicated-log frames dropped: from full send queues, or received
+    /// while the node's log task was too far behind to take them.
+    pub data_dropped: AtomicU64,
 }
 
 /// One peer: its send queue and what the transport knows about it.
@@ -44,6 +56,7 @@ pub struct PeerLink {
     /// Its configured address.
     pub addr: SocketAddr,
     queue: Mutex<VecDeque<Message>>,
+    data: Mutex<VecDeque<Frame>>,
     pub(super) wake: Notify,
     pub(super) connected: AtomicBool,
     /// Core-clock nanos + 1 of the last frame from the peer; 0 = never.
@@ -57,6 +70,7 @@ impl PeerLink {
             id,
             addr,
             queue: Mutex::new(VecDeque::with_capacity(PEER_QUEUE_CAPACITY)),
+            data: Mutex::new(VecDeque::new()),
             wake: Notify::new(),
             connected: AtomicBool::new(false),
             last_heard: AtomicU64::new(0),
@@ -109,6 +123,26 @@ impl PeerLink {
 
     pub(super) fn take_queued(&self) -> VecDeque<Message> {
         std::mem::take(&mut *lock(&self.queue))
+    }
+
+    /// Queues a replicated-log frame and wakes the dialer; returns true if
+    /// the oldest queued one was dropped to make room.
+    pub(crate) fn enqueue_data(&self, frame: Frame) -> bool {
+        let dropped = {
+            let mut q = lock(&self.data);
+            let full = q.len() >= PEER_DATA_QUEUE_CAPACITY;
+            if full {
+                q.pop_front();
+            }
+            q.push_back(frame);
+            full
+        };
+        self.wake.notify_one();
+        dropped
+    }
+
+    pub(super) fn take_queued_data(&self) -> VecDeque<Frame> {
+        std::mem::take(&mut *lock(&self.data))
     }
 }
 
@@ -167,7 +201,7 @@ impl Net {
         }
     }
 
-    pub(super) fn link(&self, id: NodeId) -> Option<&Arc<PeerLink>> {
+    pub(crate) fn link(&self, id: NodeId) -> Option<&Arc<PeerLink>> {
         self.links.iter().find(|l| l.id == id)
     }
 

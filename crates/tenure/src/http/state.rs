@@ -8,13 +8,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use std::sync::Arc;
-use tenure_node::{NodeHandle, RateLimitedLog};
+use tenure_kv::Store;
+use tenure_node::{NodeHandle, RateLimitedLog, Replicated};
 use tokio::sync::watch;
 
 /// What the handlers share.
 #[derive(Clone)]
 pub struct AppState {
     pub(crate) node: NodeHandle,
+    /// The node's replicated key-value store.
+    pub(crate) kv: Replicated<Store>,
     pub(crate) metrics: Metrics,
     /// Who may call which endpoint.
     pub(crate) auth: Arc<ApiAuth>,
@@ -32,6 +35,7 @@ impl AppState {
     /// counting refusals in `rejections`.
     pub fn new(
         node: NodeHandle,
+        kv: Replicated<Store>,
         metrics: Metrics,
         auth: ApiAuth,
         rejections: Arc<RateLimitedLog>,
@@ -39,6 +43,7 @@ impl AppState {
     ) -> Self {
         AppState {
             node,
+            kv,
             metrics,
             auth: Arc::new(auth),
             watchers: Watchers::default(),

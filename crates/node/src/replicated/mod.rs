@@ -1,0 +1,304 @@
+//! The replicated log on a running node: the sans-IO replica
+//! ([`tenure_replica::Replica`]) over a [`StateMachine`], driven beside the
+//! elector by a task of its own, its log on disk ([`crate::log_store`]).
+//!
+//! [`start_replicated`] starts a node with it and returns a [`Replicated`]
+//! handle. Any node takes any request:
+//!
+//! * **Writes** ([`Replicated::propose`]): the leader proposes the command;
+//!   commands that arrive while the log task is busy writing are proposed
+//!   together, as one log write with one `fdatasync` (group commit, at most
+//!   [`MAX_BATCH`]). A follower forwards the command to the leader over the
+//!   peer connection ([`crate::wire::Forward`]) and relays the answer.
+//! * **Linearizable reads** ([`Replicated::read`]): the leader serves them
+//!   from its applied state while its election lease holds, otherwise after
+//!   one round of acknowledgements from a majority (the replica's read
+//!   index). A follower asks the leader for that index, waits until it has
+//!   applied as far, and answers from its own state: the leader is asked a
+//!   question, not sent the read.
+//! * **Stale reads** ([`Replicated::read_stale`]): the local state, with the
+//!   index it was applied up to.
+//!
+//! While no leader is known, a request waits for one, at most
+//! [`no_leader_wait`] of the election timeout, then fails with
+//! [`WriteError::NoLeader`] or [`ReadFailure::NoLeader`]: nothing was written.
+//! A write whose entry was sent but whose leader lost office before it
+//! committed fails with [`WriteError::Unknown`]: a later leader may still
+//! commit it, so it is reported as neither done nor failed.
+//!
+//! If the log cannot be written, the replica stops taking part (nothing of
+//! that output is sent), proposals waiting on this node get
+//! [`WriteError::Unknown`], and the task reopens the log from disk with a
+//! backoff (from [`crate::PERSIST_RETRY_MIN`] to [`crate::PERSIST_RETRY_MAX`]).
+
+mod task;
+mod waiters;
+
+use crate::error::StartError;
+use crate::node::{start_with_data, Node};
+use crate::shared::Shared;
+use crate::sync::lock;
+use crate::NodeConfig;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tenure_core::FencingToken;
+use tenure_replica::{Index, Position, Replica, ReplicaStatus, StateMachine};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{info, warn};
+
+pub use waiters::MAX_WAITING;
+
+/// Client requests queued for the log task before callers wait.
+pub const REQUEST_QUEUE_CAPACITY: usize = 4096;
+/// Replicated-log frames from peers queued for the log task; frames beyond
+/// are dropped and counted (the leader resends what is unanswered).
+pub const PEER_DATA_QUEUE_CAPACITY: usize = 4096;
+/// Most commands proposed as one log write.
+pub const MAX_BATCH: usize = 1024;
+/// The longest a request waits for its outcome once it was proposed or
+/// forwarded; a write still open then is reported as
+/// [`WriteError::Unknown`].
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a request waits for a leader before it fails: three election
+/// timeouts (an election takes one or two), at least 1 s, at most 30 s.
+pub fn no_leader_wait(election_timeout: Duration) -> Duration {
+    (election_timeout * 3).clamp(Duration::from_secs(1), Duration::from_secs(30))
+}
+
+/// A committed write: where its entry is in the log, and what the state
+/// machine answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Committed {
+    /// The entry's position; its token is the fencing token of the
+    /// leadership that wrote it.
+    pub position: Position,
+    /// The state machine's result for the command.
+    pub result: Vec<u8>,
+}
+
+impl Committed {
+    /// The fencing token of the leadership that committed the write.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.position.token
+    }
+}
+
+/// Why a write did not commit, or may not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// No leader was known for the whole wait: nothing was written.
+    #[error("no leader was known for {}ms (an election is under way or a majority is unreachable); nothing was written, retry", .waited.as_millis())]
+    NoLeader {
+        /// How long the request waited.
+        waited: Duration,
+    },
+    /// The entry was sent, but its leader lost office (or could not write
+    /// its log, or did not answer within [`REQUEST_TIMEOUT`]) before it
+    /// committed. A later leader may still commit it.
+    #[error("the outcome is unknown: {0}; the write may or may not have been applied (read the key to find out)")]
+    Unknown(&'static str),
+    /// The command is over the size limit: nothing was written.
+    #[error("the command has {size} bytes; at most {max} are accepted")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Too many writes wait for their commit, or too many requests for a
+    /// leader: nothing was written.
+    #[error("too many writes in flight; nothing was written, retry shortly")]
+    Busy,
+    /// The node is stopping; nothing was written by this request.
+    #[error("the node is stopping")]
+    Stopped,
+}
+
+/// Why a linearizable read could not be served.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadFailure {
+    /// No leader was known for the whole wait.
+    #[error("no leader was known for {}ms (an election is under way or a majority is unreachable); retry", .waited.as_millis())]
+    NoLeader {
+        /// How long the request waited.
+        waited: Duration,
+    },
+    /// The leader did not confirm, or this node did not apply as far, within
+    /// [`REQUEST_TIMEOUT`].
+    #[error("no confirmed read index within {}ms", .0.as_millis())]
+    Timeout(Duration),
+    /// Too many requests wait: retry shortly.
+    #[error("too many requests waiting; retry shortly")]
+    Busy,
+    /// The node is stopping.
+    #[error("the node is stopping")]
+    Stopped,
+}
+
+/// Counters of the log task.
+#[derive(Debug, Default)]
+pub struct LogCounters {
+    /// Log writes (each one `fdatasync`).
+    pub writes: AtomicU64,
+    /// Commands proposed on this node as leader.
+    pub proposed: AtomicU64,
+    /// Requests forwarded to the leader.
+    pub forwarded: AtomicU64,
+    /// Writes that ended unknown.
+    pub unknown: AtomicU64,
+    /// Bytes of the last snapshot written.
+    pub snapshot_bytes: AtomicU64,
+    /// Log writes that failed.
+    pub write_failures: AtomicU64,
+}
+
+/// A client request for the log task.
+pub(crate) enum Request {
+    Propose { command: Vec<u8>, reply: oneshot::Sender<Result<Committed, WriteError>> },
+    Read { reply: oneshot::Sender<Result<Index, ReadFailure>> },
+}
+
+/// What the log task and every [`Replicated`] handle share.
+pub(crate) struct LogShared<S> {
+    /// Inputs are fed only by the log task; handles lock it briefly to read.
+    pub(crate) replica: Mutex<Replica<S>>,
+    pub(crate) requests: mpsc::Sender<Request>,
+    /// The index applied so far.
+    pub(crate) applied: watch::Sender<Index>,
+    pub(crate) node: Arc<Shared>,
+    pub(crate) no_leader_wait: Duration,
+    pub(crate) counters: LogCounters,
+}
+
+/// A handle to a node's replicated state machine. Cheap to clone.
+pub struct Replicated<S> {
+    log: Arc<LogShared<S>>,
+}
+
+impl<S> Clone for Replicated<S> {
+    fn clone(&self) -> Self {
+        Replicated { log: self.log.clone() }
+    }
+}
+
+/// Starts a node (as [`crate::start`] does) that also runs a replicated
+/// state machine `S`, its log in `<data_dir>/log`. With `listener`, the
+/// node serves peers on it instead of binding `config.listen`.
+///
+/// The log is opened after the data directory is locked; a damaged log
+/// ([`crate::log_store::LogStoreError::Damaged`]) stops the start with an
+/// error naming the file and the offset, and the node is stopped again.
+pub async fn start_replicated<S>(
+    config: NodeConfig,
+    listener: Option<std::net::TcpListener>,
+) -> Result<(Node, Replicated<S>), StartError>
+where
+    S: StateMachine + Default + Send + 'static,
+{
+    let (peer_tx, peer_rx) = mpsc::channel(PEER_DATA_QUEUE_CAPACITY);
+    let dir = config.data_dir.join("log");
+    let mut node = start_with_data(config, listener, peer_tx).await?;
+    let (store, replica) = match task::open(&node.handle().shared, &dir) {
+        Ok(opened) => opened,
+        Err(e) => {
+            node.shutdown().await;
+            return Err(e);
+        }
+    };
+    let shared = node.handle().shared;
+    let (requests, requests_rx) = mpsc::channel(REQUEST_QUEUE_CAPACITY);
+    let status = replica.status();
+    info!(
+        node = %shared.config.id,
+        dir = %dir.display(),
+        last = ?status.last,
+        snapshot = ?status.snapshot,
+        "replicated log opened"
+    );
+    let log = Arc::new(LogShared {
+        replica: Mutex::new(replica),
+        requests,
+        applied: watch::Sender::new(status.applied),
+        no_leader_wait: no_leader_wait(shared.config.election_timeout),
+        node: shared,
+        counters: LogCounters::default(),
+    });
+    let task = task::LogTask::new(log.clone(), store, dir, requests_rx, peer_rx);
+    node.log = Some(tokio::spawn(task.run()));
+    Ok((node, Replicated { log }))
+}
+
+impl<S: StateMachine + Send + 'static> Replicated<S> {
+    /// Proposes `command` and waits until it is committed and applied on
+    /// this node (forwarded to the leader from a follower), or fails.
+    pub async fn propose(&self, command: Vec<u8>) -> Result<Committed, WriteError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Propose { command, reply }).await.map_err(|()| WriteError::Stopped)?;
+        answer.await.unwrap_or(Err(WriteError::Stopped))
+    }
+
+    /// An index at which a linearizable read may be served: the leader
+    /// confirmed it led when the read began, and this node has applied at
+    /// least as far when this returns.
+    pub async fn read_index(&self) -> Result<Index, ReadFailure> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Read { reply }).await.map_err(|()| ReadFailure::Stopped)?;
+        answer.await.unwrap_or(Err(ReadFailure::Stopped))
+    }
+
+    /// A linearizable read: `f` sees a state that includes every write
+    /// committed before this call began. Returns what `f` returned and the
+    /// index the state was applied up to.
+    pub async fn read<R>(&self, f: impl FnOnce(&S) -> R) -> Result<(R, Index), ReadFailure> {
+        self.read_index().await?;
+        Ok(self.read_stale(f))
+    }
+
+    /// A read of this node's state as applied so far (possibly stale).
+    pub fn read_stale<R>(&self, f: impl FnOnce(&S) -> R) -> (R, Index) {
+        let r = lock(&self.log.replica);
+        let applied = r.status().applied;
+        (f(r.state_machine()), applied)
+    }
+
+    /// The index applied so far; the receiver sees every advance.
+    pub fn applied(&self) -> watch::Receiver<Index> {
+        self.log.applied.subscribe()
+    }
+
+    /// The replica's state: log, commit, applied, snapshot, followers.
+    pub fn status(&self) -> ReplicaStatus {
+        lock(&self.log.replica).status()
+    }
+
+    /// The log task's counters.
+    pub fn counters(&self) -> &LogCounters {
+        &self.log.counters
+    }
+
+    /// How long a request waits for a leader before it fails.
+    pub fn no_leader_wait(&self) -> Duration {
+        self.log.no_leader_wait
+    }
+
+    async fn send(&self, req: Request) -> Result<(), ()> {
+        if *self.log.node.stop.borrow() {
+            return Err(());
+        }
+        self.log.requests.send(req).await.map_err(|_| ())
+    }
+}
+
+/// Counts `n` with relaxed ordering (counters only).
+pub(crate) fn bump(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Logs that the log task stopped with requests still open.
+pub(crate) fn warn_open(open: usize) {
+    if open > 0 {
+        warn!(open, "the replicated log stopped with requests open: they end as stopped");
+    }
+}

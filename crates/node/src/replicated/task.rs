@@ -1,0 +1,674 @@
+//! The log task: the only code that feeds inputs to the replica and carries
+//! out its outputs (write and sync the log, then send, then answer).
+
+use super::waiters::{Asker, Forwarded, Parked, ReadReply, Waiters, WriteReply, MAX_WAITING};
+use super::{bump, warn_open, Committed, LogShared, ReadFailure, Request, WriteError, MAX_BATCH};
+use crate::driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN};
+use crate::error::StartError;
+use crate::log_store::LogStore;
+use crate::shared::Shared;
+use crate::status::Leadership;
+use crate::sync::lock;
+use crate::transport::PeerData;
+use crate::wire::{Forward, ForwardRefusal, Frame};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tenure_core::{FencingToken, Instant as CoreInstant, NodeId, Protocol};
+use tenure_replica::{
+    Completion, LogOp, Output, ProposalError, ProposeError, ReadError, ReadStart, Replica,
+    StateMachine,
+};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, MissedTickBehavior};
+use tracing::{error, info, warn};
+
+/// How often the task looks for requests that waited too long, while it
+/// holds any.
+const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Opens the log in `dir` and builds a replica of `S` from it.
+pub(super) fn open<S: StateMachine + Default>(
+    node: &Shared,
+    dir: &Path,
+) -> Result<(Arc<LogStore>, Replica<S>), StartError> {
+    let (store, restored, report) = LogStore::open(dir)?;
+    if let Some(bytes) = report.torn_tail {
+        warn!(
+            node = %node.config.id,
+            file = %dir.join("journal").display(),
+            bytes,
+            "cut a torn write off the end of the log (it was never acknowledged)"
+        );
+    }
+    let c = &node.config;
+    let voters = c.peers.iter().map(|&(id, _)| id).collect();
+    let cfg = tenure_replica::Config::new(c.id, voters, c.heartbeat_interval);
+    let replica = Replica::new(cfg, restored, S::default())
+        .map_err(|source| StartError::LogRestore { path: dir.to_path_buf(), source })?;
+    Ok((Arc::new(store), replica))
+}
+
+/// Where a request of this node's callers goes now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    /// This node leads the log: propose or read here.
+    Here,
+    /// Forward to the leader.
+    Leader(NodeId),
+    /// No leader to take it: wait.
+    Wait,
+}
+
+/// What woke the log task up.
+enum Wake {
+    Stop,
+    Leadership,
+    Request(Request),
+    Peer(NodeId, PeerData),
+    Timer,
+    Reopen,
+    Expiry,
+}
+
+/// The log task's state.
+pub(super) struct LogTask<S> {
+    log: Arc<LogShared<S>>,
+    store: Arc<LogStore>,
+    dir: PathBuf,
+    requests: mpsc::Receiver<Request>,
+    peers: mpsc::Receiver<(NodeId, PeerData)>,
+    leadership: watch::Receiver<Leadership>,
+    stop: watch::Receiver<bool>,
+    /// The leadership last told to the replica.
+    view: (Option<NodeId>, Option<FencingToken>),
+    /// The replica leads and takes writes (as of its last output).
+    ready: bool,
+    w: Waiters,
+    /// Commands to propose together, with who asked.
+    batch: Vec<(Asker<WriteReply>, Vec<u8>)>,
+    /// The log could not be written: when to reopen it, and the backoff.
+    rebuild: Option<(Instant, Duration)>,
+}
+
+impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
+    pub(super) fn new(
+        log: Arc<LogShared<S>>,
+        store: Arc<LogStore>,
+        dir: PathBuf,
+        requests: mpsc::Receiver<Request>,
+        peers: mpsc::Receiver<(NodeId, PeerData)>,
+    ) -> Self {
+        let leadership = log.node.leadership.subscribe();
+        let stop = log.node.stop.subscribe();
+        LogTask {
+            log,
+            store,
+            dir,
+            requests,
+            peers,
+            leadership,
+            stop,
+            view: (None, None),
+            ready: false,
+            w: Waiters::default(),
+            batch: Vec::new(),
+            rebuild: None,
+        }
+    }
+
+    fn me(&self) -> NodeId {
+        self.log.node.config.id
+    }
+
+    fn now(&self) -> CoreInstant {
+        self.log.node.clock.now()
+    }
+
+    /// Runs until the node stops.
+    pub(super) async fn run(mut self) {
+        self.on_leadership().await;
+        let mut expiry = tokio::time::interval(EXPIRY_CHECK_INTERVAL);
+        expiry.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            let deadline = lock(&self.log.replica).poll_timeout();
+            let timer = sleep_until_core(&self.log.node, deadline);
+            let rebuild_at = self.rebuild.map(|(at, _)| at);
+            let pending = !self.w.is_empty();
+            let wake = tokio::select! {
+                biased;
+                _ = self.stop.wait_for(|&s| s) => Wake::Stop,
+                Ok(()) = self.leadership.changed() => Wake::Leadership,
+                Some(req) = self.requests.recv() => Wake::Request(req),
+                Some((from, data)) = self.peers.recv() => Wake::Peer(from, data),
+                _ = timer, if rebuild_at.is_none() => Wake::Timer,
+                _ = sleep_until_opt(rebuild_at), if rebuild_at.is_some() => Wake::Reopen,
+                _ = expiry.tick(), if pending => Wake::Expiry,
+            };
+            match wake {
+                Wake::Stop => break,
+                Wake::Leadership => self.on_leadership().await,
+                Wake::Request(req) => {
+                    self.on_request(req).await;
+                    self.drain().await;
+                }
+                Wake::Peer(from, data) => {
+                    self.on_peer(from, data).await;
+                    self.drain().await;
+                }
+                Wake::Timer => self.input(|r, now| r.handle_timeout(now)).await,
+                Wake::Reopen => self.reopen().await,
+                Wake::Expiry => self.w.expire(Instant::now(), self.log.no_leader_wait),
+            }
+            self.flush_batch().await;
+            self.settle().await;
+        }
+        warn_open(self.w.len() + self.batch.len());
+        for (asker, _) in self.batch.drain(..) {
+            if let Asker::Local(reply) = asker {
+                let _ = reply.send(Err(WriteError::Stopped));
+            }
+        }
+        self.w.stop();
+    }
+
+    /// Takes what else is queued, up to [`MAX_BATCH`] items, so that the
+    /// commands among them are proposed as one write.
+    async fn drain(&mut self) {
+        for _ in 0..MAX_BATCH {
+            if let Ok(req) = self.requests.try_recv() {
+                self.on_request(req).await;
+            } else if let Ok((from, data)) = self.peers.try_recv() {
+                self.on_peer(from, data).await;
+            } else {
+                return;
+            }
+        }
+    }
+
+    /// After every wake-up: answers reads applied far enough, and sends
+    /// requests that waited for a leader to the one there is now.
+    async fn settle(&mut self) {
+        let applied = *self.log.applied.borrow();
+        self.w.applied(applied);
+        if self.w.parked.is_empty() || self.route() == Route::Wait {
+            return;
+        }
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.w.parked).into_iter().partition(|(_, _, at)| *at <= now);
+        self.w.parked = later.into();
+        for (p, since, _) in due {
+            match p {
+                Parked::Propose { command, reply } => self.route_write(command, reply, since),
+                Parked::Read { reply } => self.route_read(reply, since).await,
+            }
+        }
+        self.flush_batch().await;
+    }
+
+    fn route(&self) -> Route {
+        if self.rebuild.is_some() {
+            Route::Wait
+        } else if self.ready {
+            Route::Here
+        } else {
+            match self.view.0 {
+                Some(l) if l != self.me() => Route::Leader(l),
+                _ => Route::Wait,
+            }
+        }
+    }
+
+    // ---- Requests of this node's callers ----
+
+    async fn on_request(&mut self, req: Request) {
+        let since = Instant::now();
+        if self.w.len() + self.batch.len() >= MAX_WAITING {
+            match req {
+                Request::Propose { reply, .. } => {
+                    let _ = reply.send(Err(WriteError::Busy));
+                }
+                Request::Read { reply } => {
+                    let _ = reply.send(Err(ReadFailure::Busy));
+                }
+            }
+            return;
+        }
+        match req {
+            Request::Propose { command, reply } => self.route_write(command, reply, since),
+            Request::Read { reply } => self.route_read(reply, since).await,
+        }
+    }
+
+    fn route_write(&mut self, command: Vec<u8>, reply: WriteReply, since: Instant) {
+        match self.route() {
+            Route::Here => self.batch.push((Asker::Local(reply), command)),
+            Route::Leader(l) => {
+                let id = self.w.next_id();
+                self.send(l, Frame::Forward(Forward::Propose { id, command }));
+                self.w.forwarded.insert(id, (l, Forwarded::Propose(reply), since));
+                bump(&self.log.counters.forwarded, 1);
+            }
+            Route::Wait => {
+                self.w.parked.push_back((Parked::Propose { command, reply }, since, since))
+            }
+        }
+    }
+
+    async fn route_read(&mut self, reply: ReadReply, since: Instant) {
+        match self.route() {
+            Route::Here => self.start_read(Asker::Local(reply), since).await,
+            Route::Leader(l) => {
+                let id = self.w.next_id();
+                self.send(l, Frame::Forward(Forward::ReadIndex { id }));
+                self.w.forwarded.insert(id, (l, Forwarded::Read(reply), since));
+                bump(&self.log.counters.forwarded, 1);
+            }
+            Route::Wait => self.w.parked.push_back((Parked::Read { reply }, since, since)),
+        }
+    }
+
+    /// Parks a request the leader sent back (it no longer leads): it is
+    /// retried once a heartbeat has passed, so that two nodes that each
+    /// think the other leads do not bounce it between them.
+    fn repark(&mut self, p: Parked, since: Instant) {
+        let retry = Instant::now() + self.log.node.config.heartbeat_interval;
+        self.w.parked.push_back((p, since, retry));
+    }
+
+    // ---- As leader ----
+
+    /// Proposes the batch as one input: one log write for all of it. If
+    /// the replica stopped leading since the batch was routed here, the
+    /// batch is routed again (nothing was written).
+    async fn flush_batch(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.batch);
+        let since = Instant::now();
+        if !lock(&self.log.replica).status().ready_leader {
+            self.ready = false;
+            for (asker, command) in batch {
+                match asker {
+                    Asker::Local(reply) => self.route_write(command, reply, since),
+                    Asker::Peer(to, id) => {
+                        let result = Err(ForwardRefusal::NotLeader);
+                        self.send(to, Frame::Forward(Forward::Proposed { id, result }))
+                    }
+                }
+            }
+            return;
+        }
+        let (askers, commands): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let n = commands.len() as u64;
+        let (results, out) = {
+            let mut r = lock(&self.log.replica);
+            let results = r.propose(self.now(), commands);
+            (results, r.take_output())
+        };
+        for (asker, result) in askers.into_iter().zip(results) {
+            match result {
+                Ok(id) => {
+                    self.w.proposals.insert(id, (asker, since));
+                }
+                Err(e) => self.refuse_write(asker, e, since),
+            }
+        }
+        bump(&self.log.counters.proposed, n);
+        self.process(out).await;
+    }
+
+    /// Answers a command the replica refused: nothing was written.
+    fn refuse_write(&mut self, asker: Asker<WriteReply>, e: ProposeError, since: Instant) {
+        let (local, refusal) = match e {
+            ProposeError::NotLeader(_) => {
+                let waited = Instant::now().saturating_duration_since(since);
+                (WriteError::NoLeader { waited }, ForwardRefusal::NotLeader)
+            }
+            ProposeError::TooLarge { size, max } => {
+                (WriteError::TooLarge { size, max }, ForwardRefusal::TooLarge { size, max })
+            }
+            ProposeError::Busy(_) => (WriteError::Busy, ForwardRefusal::Busy),
+        };
+        match asker {
+            Asker::Local(reply) => {
+                let _ = reply.send(Err(local));
+            }
+            Asker::Peer(to, id) => {
+                self.send(to, Frame::Forward(Forward::Proposed { id, result: Err(refusal) }))
+            }
+        }
+    }
+
+    /// Starts a read on this node as leader: at once while the election
+    /// lease holds, else after a round of acknowledgements.
+    async fn start_read(&mut self, asker: Asker<ReadReply>, since: Instant) {
+        let now = self.now();
+        let lease = lock(&self.log.node.core).is_leader(now);
+        let (result, out) = {
+            let mut r = lock(&self.log.replica);
+            let result = r.read(now, lease);
+            (result, r.take_output())
+        };
+        match (result, asker) {
+            (Ok(ReadStart::Now(index)), asker) => self.read_ready(asker, index, since),
+            (Ok(ReadStart::Pending(id)), asker) => {
+                self.w.reads.insert(id, (asker, since));
+            }
+            (Err(ReadError::NotLeader { .. }), Asker::Local(reply)) => {
+                self.repark(Parked::Read { reply }, since)
+            }
+            (Err(ReadError::NotLeader { .. }), Asker::Peer(to, id)) => {
+                let result = Err(ForwardRefusal::NotLeader);
+                self.send(to, Frame::Forward(Forward::ReadIndexReply { id, result }))
+            }
+        }
+        self.process(out).await;
+    }
+
+    fn read_ready(&mut self, asker: Asker<ReadReply>, index: u64, since: Instant) {
+        match asker {
+            Asker::Local(reply) => self.w.applying.push((index, reply, since)),
+            Asker::Peer(to, id) => {
+                self.send(to, Frame::Forward(Forward::ReadIndexReply { id, result: Ok(index) }))
+            }
+        }
+    }
+
+    // ---- Peers ----
+
+    async fn on_peer(&mut self, from: NodeId, data: PeerData) {
+        match data {
+            PeerData::Replica(msg) => {
+                if self.rebuild.is_none() {
+                    self.input(|r, now| r.handle_message(now, from, msg)).await
+                }
+            }
+            PeerData::Forward(Forward::Propose { id, command }) => {
+                if self.route() == Route::Here && self.w.len() < MAX_WAITING {
+                    self.batch.push((Asker::Peer(from, id), command));
+                } else {
+                    let result = Err(ForwardRefusal::NotLeader);
+                    self.send(from, Frame::Forward(Forward::Proposed { id, result }));
+                }
+            }
+            PeerData::Forward(Forward::ReadIndex { id }) => {
+                if self.route() == Route::Here && self.w.len() < MAX_WAITING {
+                    self.start_read(Asker::Peer(from, id), Instant::now()).await;
+                } else {
+                    let result = Err(ForwardRefusal::NotLeader);
+                    self.send(from, Frame::Forward(Forward::ReadIndexReply { id, result }));
+                }
+            }
+            PeerData::Forward(Forward::Proposed { id, result }) => self.proposed(from, id, result),
+            PeerData::Forward(Forward::ReadIndexReply { id, result }) => {
+                self.read_index_reply(from, id, result)
+            }
+        }
+    }
+
+    /// The leader's answer to a write this node forwarded.
+    fn proposed(
+        &mut self,
+        from: NodeId,
+        id: u64,
+        result: Result<(tenure_replica::Position, Vec<u8>), ForwardRefusal>,
+    ) {
+        let Some((to, Forwarded::Propose(reply), since)) = self.take_forwarded(from, id, true)
+        else {
+            return;
+        };
+        debug_assert_eq!(to, from);
+        let answer = match result {
+            Ok((position, result)) => Ok(Committed { position, result }),
+            Err(ForwardRefusal::NotLeader) => {
+                // Nothing was written: the command is lost with the refusal,
+                // so the caller is told to retry rather than parked.
+                Err(WriteError::NoLeader {
+                    waited: Instant::now().saturating_duration_since(since),
+                })
+            }
+            Err(ForwardRefusal::Busy) => Err(WriteError::Busy),
+            Err(ForwardRefusal::TooLarge { size, max }) => Err(WriteError::TooLarge { size, max }),
+            Err(ForwardRefusal::Unknown) => {
+                bump(&self.log.counters.unknown, 1);
+                Err(WriteError::Unknown("the leader lost office before the commit"))
+            }
+        };
+        let _ = reply.send(answer);
+    }
+
+    /// The leader's answer to a read index this node asked for.
+    fn read_index_reply(&mut self, from: NodeId, id: u64, result: Result<u64, ForwardRefusal>) {
+        let Some((_, Forwarded::Read(reply), since)) = self.take_forwarded(from, id, false) else {
+            return;
+        };
+        match result {
+            Ok(index) => self.w.applying.push((index, reply, since)),
+            Err(_) => self.repark(Parked::Read { reply }, since),
+        }
+    }
+
+    /// The forwarded request `id`, if `from` is the node it went to and it
+    /// is of the kind expected; anything else is ignored (and counted).
+    fn take_forwarded(
+        &mut self,
+        from: NodeId,
+        id: u64,
+        write: bool,
+    ) -> Option<(NodeId, Forwarded, Instant)> {
+        let ok =
+            self.w.forwarded.get(&id).is_some_and(|(to, f, _)| {
+                *to == from && matches!(f, Forwarded::Propose(_)) == write
+            });
+        if !ok {
+            bump(&self.log.node.net.stats.data_dropped, 1);
+            return None;
+        }
+        self.w.forwarded.remove(&id)
+    }
+
+    // ---- The elector's leadership ----
+
+    async fn on_leadership(&mut self) {
+        let l = self.leadership.borrow_and_update().clone();
+        let view = (l.leader, l.leader.and(l.fencing_token));
+        if view == self.view {
+            return;
+        }
+        let old = self.view.0;
+        self.view = view;
+        if old.is_some() && old != view.0 {
+            self.leader_gone(old);
+        }
+        if self.rebuild.is_none() {
+            self.input(|r, now| r.set_leadership(now, view.0, view.1)).await;
+        }
+    }
+
+    /// The requests forwarded to `old`, which no longer leads: writes end
+    /// unknown (the entry may be in its log), reads are asked again.
+    fn leader_gone(&mut self, old: Option<NodeId>) {
+        let gone: Vec<u64> = self
+            .w
+            .forwarded
+            .iter()
+            .filter(|(_, (to, _, _))| Some(*to) == old)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            match self.w.forwarded.remove(&id) {
+                Some((_, Forwarded::Propose(reply), _)) => {
+                    bump(&self.log.counters.unknown, 1);
+                    let _ = reply.send(Err(WriteError::Unknown(
+                        "the leader it was sent to lost office before answering",
+                    )));
+                }
+                Some((_, Forwarded::Read(reply), since)) => {
+                    self.w.parked.push_back((Parked::Read { reply }, since, since))
+                }
+                None => {}
+            }
+        }
+    }
+
+    // ---- Carrying out outputs ----
+
+    /// Feeds one input to the replica and carries out what it produced.
+    async fn input(&mut self, f: impl FnOnce(&mut Replica<S>, CoreInstant)) {
+        let out = {
+            let mut r = lock(&self.log.replica);
+            f(&mut r, self.now());
+            r.take_output()
+        };
+        self.process(out).await;
+    }
+
+    /// Write and sync the log first; only then send; then answer.
+    async fn process(&mut self, out: Output) {
+        let Output { write, messages, applied, completions } = out;
+        if !write.is_empty() {
+            if let Err(e) = self.write(write).await {
+                self.write_failed(&e, completions).await;
+                return;
+            }
+        }
+        for (to, msg) in messages {
+            self.send(to, Frame::Replica(msg));
+        }
+        for c in completions {
+            self.complete(c);
+        }
+        let status = lock(&self.log.replica).status();
+        self.ready = status.ready_leader;
+        if !applied.is_empty() || *self.log.applied.borrow() != status.applied {
+            self.log.applied.send_replace(status.applied);
+        }
+    }
+
+    async fn write(&self, ops: Vec<LogOp>) -> std::io::Result<()> {
+        for op in &ops {
+            if let LogOp::Compact { data, .. } | LogOp::InstallSnapshot { data, .. } = op {
+                self.log
+                    .counters
+                    .snapshot_bytes
+                    .store(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let store = self.store.clone();
+        bump(&self.log.counters.writes, 1);
+        // fsync blocks: keep it off the async workers.
+        tokio::task::spawn_blocking(move || store.write(&ops))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+
+    /// The log could not be written: nothing of the output is sent, the
+    /// replica stops, and the log is reopened from disk after a backoff.
+    async fn write_failed(&mut self, e: &std::io::Error, completions: Vec<Completion>) {
+        bump(&self.log.counters.write_failures, 1);
+        error!(
+            node = %self.me(),
+            dir = %self.dir.display(),
+            error = %e,
+            retry_in = ?PERSIST_RETRY_MIN,
+            "cannot write the replicated log: this node takes no part in it until it can"
+        );
+        let more = {
+            let mut r = lock(&self.log.replica);
+            r.handle_persist_failed();
+            r.take_output()
+        };
+        // Commits learnt before the failure stand (a majority holds them).
+        for c in completions.into_iter().chain(more.completions) {
+            self.complete(c);
+        }
+        self.ready = false;
+        self.rebuild = Some((Instant::now() + PERSIST_RETRY_MIN, PERSIST_RETRY_MIN));
+    }
+
+    /// Reopens the log after a failed write and rebuilds the replica from it.
+    async fn reopen(&mut self) {
+        let Some((_, backoff)) = self.rebuild else { return };
+        match open::<S>(&self.log.node, &self.dir) {
+            Ok((store, replica)) => {
+                info!(node = %self.me(), dir = %self.dir.display(), "the replicated log is writable again: rejoining");
+                self.store = store;
+                *lock(&self.log.replica) = replica;
+                self.rebuild = None;
+                let view = self.view;
+                self.input(|r, now| r.set_leadership(now, view.0, view.1)).await;
+            }
+            Err(e) => {
+                let backoff = (backoff * 2).min(PERSIST_RETRY_MAX);
+                warn!(node = %self.me(), error = %e, retry_in = ?backoff, "the replicated log still cannot be opened");
+                self.rebuild = Some((Instant::now() + backoff, backoff));
+            }
+        }
+    }
+
+    fn complete(&mut self, c: Completion) {
+        match c {
+            Completion::Proposal { id, result } => {
+                let Some((asker, _)) = self.w.proposals.remove(&id) else { return };
+                let result = result.map_err(|e| match e {
+                    ProposalError::NotLeader { .. }
+                    | ProposalError::Unknown
+                    | ProposalError::StorageFailed => ForwardRefusal::Unknown,
+                });
+                if result.is_err() {
+                    bump(&self.log.counters.unknown, 1);
+                }
+                match asker {
+                    Asker::Local(reply) => {
+                        let _ = reply.send(
+                            result
+                                .map(|(position, result)| Committed { position, result })
+                                .map_err(|_| {
+                                    WriteError::Unknown("the leader lost office before the commit")
+                                }),
+                        );
+                    }
+                    Asker::Peer(to, id) => {
+                        self.send(to, Frame::Forward(Forward::Proposed { id, result }))
+                    }
+                }
+            }
+            Completion::Read { id, result } => {
+                let Some((asker, since)) = self.w.reads.remove(&id) else { return };
+                match (result, asker) {
+                    (Ok(index), asker) => self.read_ready(asker, index, since),
+                    (Err(_), Asker::Local(reply)) => self.repark(Parked::Read { reply }, since),
+                    (Err(_), Asker::Peer(to, id)) => {
+                        let result = Err(ForwardRefusal::NotLeader);
+                        self.send(to, Frame::Forward(Forward::ReadIndexReply { id, result }))
+                    }
+                }
+            }
+        }
+    }
+
+    fn send(&self, to: NodeId, frame: Frame) {
+        if let Some(link) = self.log.node.net.link(to) {
+            if link.enqueue_data(frame) {
+                bump(&self.log.node.net.stats.data_dropped, 1);
+            }
+        }
+    }
+}
+
+async fn sleep_until_core(shared: &Shared, deadline: CoreInstant) {
+    match shared.clock.to_std(deadline) {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
