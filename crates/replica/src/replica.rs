@@ -1048,6 +1048,14 @@ impl<S: StateMachine> Replica<S> {
             // Claims entries this leader never wrote.
             Ok(_) => self.refused += 1,
             Err(hint) => {
+                if hint <= peer.matched {
+                    // It no longer holds entries it acknowledged (it asks
+                    // for one it matched): its disk was replaced or wiped
+                    // (see "A lost disk" in docs/REPLICATION.md). Send it
+                    // the log from where it ends; the commit index never
+                    // goes back.
+                    peer.matched = hint.saturating_sub(1);
+                }
                 peer.next = hint.clamp(peer.matched + 1, last + 1);
                 self.send_to(now, i);
             }

@@ -21,7 +21,7 @@ use tenure_replica::{
 };
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
-use tracing::{error, info, warn};
+use tracing::{error, info, trace, warn};
 
 /// How often the task looks for requests that waited too long, while it
 /// holds any.
@@ -246,8 +246,8 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             Route::Here => self.batch.push((Asker::Local(reply), command)),
             Route::Leader(l) => {
                 let id = self.w.next_id();
-                self.send(l, Frame::Forward(Forward::Propose { id, command }));
-                self.w.forwarded.insert(id, (l, Forwarded::Propose(reply), since));
+                self.send(l, Frame::Forward(Forward::Propose { id, command: command.clone() }));
+                self.w.forwarded.insert(id, (l, Forwarded::Propose(reply, command), since));
                 bump(&self.log.counters.forwarded, 1);
             }
             Route::Wait => {
@@ -382,6 +382,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     async fn on_peer(&mut self, from: NodeId, data: PeerData) {
         match data {
             PeerData::Replica(msg) => {
+                trace!(node = %self.me(), %from, ?msg, "replica message in");
                 if self.rebuild.is_none() {
                     self.input(|r, now| r.handle_message(now, from, msg)).await
                 }
@@ -416,19 +417,17 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         id: u64,
         result: Result<(tenure_replica::Position, Vec<u8>), ForwardRefusal>,
     ) {
-        let Some((to, Forwarded::Propose(reply), since)) = self.take_forwarded(from, id, true)
+        let Some((_, Forwarded::Propose(reply, command), since)) =
+            self.take_forwarded(from, id, true)
         else {
             return;
         };
-        debug_assert_eq!(to, from);
         let answer = match result {
             Ok((position, result)) => Ok(Committed { position, result }),
             Err(ForwardRefusal::NotLeader) => {
-                // Nothing was written: the command is lost with the refusal,
-                // so the caller is told to retry rather than parked.
-                Err(WriteError::NoLeader {
-                    waited: Instant::now().saturating_duration_since(since),
-                })
+                // Nothing was written (it does not lead yet, or no more):
+                // send it again once a leader takes it.
+                return self.repark(Parked::Propose { command, reply }, since);
             }
             Err(ForwardRefusal::Busy) => Err(WriteError::Busy),
             Err(ForwardRefusal::TooLarge { size, max }) => Err(WriteError::TooLarge { size, max }),
@@ -461,7 +460,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     ) -> Option<(NodeId, Forwarded, Instant)> {
         let ok =
             self.w.forwarded.get(&id).is_some_and(|(to, f, _)| {
-                *to == from && matches!(f, Forwarded::Propose(_)) == write
+                *to == from && matches!(f, Forwarded::Propose(..)) == write
             });
         if !ok {
             bump(&self.log.node.net.stats.data_dropped, 1);
@@ -500,7 +499,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             .collect();
         for id in gone {
             match self.w.forwarded.remove(&id) {
-                Some((_, Forwarded::Propose(reply), _)) => {
+                Some((_, Forwarded::Propose(reply, _), _)) => {
                     bump(&self.log.counters.unknown, 1);
                     let _ = reply.send(Err(WriteError::Unknown(
                         "the leader it was sent to lost office before answering",
@@ -651,6 +650,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     }
 
     fn send(&self, to: NodeId, frame: Frame) {
+        trace!(node = %self.me(), %to, ?frame, "replicated-log frame out");
         if let Some(link) = self.log.node.net.link(to) {
             if link.enqueue_data(frame) {
                 bump(&self.log.node.net.stats.data_dropped, 1);

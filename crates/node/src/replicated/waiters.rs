@@ -34,7 +34,9 @@ pub(crate) enum Parked {
 
 /// A request forwarded to the leader, waiting for its answer.
 pub(crate) enum Forwarded {
-    Propose(WriteReply),
+    /// The command is kept: a leader that refuses it wrote nothing, and it
+    /// is sent again to the next.
+    Propose(WriteReply, Vec<u8>),
     Read(ReadReply),
 }
 
@@ -126,7 +128,7 @@ impl Waiters {
             .collect();
         for id in expired {
             match self.forwarded.remove(&id) {
-                Some((_, Forwarded::Propose(reply), _)) => {
+                Some((_, Forwarded::Propose(reply, _), _)) => {
                     let _ =
                         reply.send(Err(WriteError::Unknown("the leader did not answer in time")));
                 }
@@ -183,7 +185,7 @@ impl Waiters {
         }
         for (_, (_, f, _)) in self.forwarded.drain() {
             match f {
-                Forwarded::Propose(reply) => {
+                Forwarded::Propose(reply, _) => {
                     let _ =
                         reply.send(Err(WriteError::Unknown("the node stopped before the answer")));
                 }
