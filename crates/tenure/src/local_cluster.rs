@@ -76,6 +76,11 @@ impl Proc {
         Ok(())
     }
 
+    /// The child's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Sends `signal` to the child.
     pub fn signal(&self, signal: Signal) -> anyhow::Result<()> {
         let child = self.child.as_ref().ok_or_else(|| anyhow!("{} is not running", self.name))?;

@@ -158,7 +158,8 @@ impl Etcd {
         entry.split_once('=').map(|(_, u)| u.to_string()).unwrap_or_default()
     }
 
-    fn client_url(&self, i: usize) -> String {
+    /// Member `i`'s client URL (its JSON gateway).
+    pub fn client_url(&self, i: usize) -> String {
         format!("http://127.0.0.1:{}", self.members[i].client_port)
     }
 

@@ -11,6 +11,7 @@
 mod etcd;
 mod failover;
 mod fetch;
+pub mod kv;
 mod plot;
 pub mod soak;
 mod stats;
@@ -56,6 +57,8 @@ enum BenchCommand {
     Failover(FailoverArgs),
     /// Run a healthy cluster under CPU load and count leader changes.
     Soak(soak::SoakArgs),
+    /// Key-value throughput and latency: writes, then linearizable reads, at the leader.
+    Kv(kv::KvArgs),
 }
 
 /// Flags of `tenure bench failover`.
@@ -110,6 +113,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         BenchCommand::Failover(a) => run_failover(a).await,
         BenchCommand::Soak(a) => soak::run(a).await,
+        BenchCommand::Kv(a) => kv::run(a).await,
     }
 }
 
@@ -231,7 +235,7 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
     if !(1..=MAX_TRIALS).contains(&args.trials) {
         bail!("--trials must be between 1 and {MAX_TRIALS}");
     }
-    let with_etcd = match etcd_wanted(&args) {
+    let with_etcd = match etcd_wanted(args.compare.is_some(), args.allow_missing_etcd) {
         Ok(with_etcd) => with_etcd,
         Err(code) => return Ok(code),
     };
@@ -285,11 +289,11 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
 /// Whether etcd runs beside tenure: `Ok(false)` without `--compare etcd`, or
 /// when etcd is missing and `--allow-missing-etcd` says to go on without it;
 /// `Err(exit code)` when it is missing and wanted.
-fn etcd_wanted(args: &FailoverArgs) -> Result<bool, ExitCode> {
-    if args.compare.is_none() || etcd::available() {
-        return Ok(args.compare.is_some());
+fn etcd_wanted(compare: bool, allow_missing_etcd: bool) -> Result<bool, ExitCode> {
+    if !compare || etcd::available() {
+        return Ok(compare);
     }
-    if args.allow_missing_etcd {
+    if allow_missing_etcd {
         eprintln!(
             "warning: etcd is not on the PATH ({}); measuring tenure alone",
             etcd::INSTALL_HINT

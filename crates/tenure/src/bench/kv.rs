@@ -1,0 +1,371 @@
+//! `tenure bench kv`: write and linearizable-read throughput and latency of a
+//! local cluster's key-value store, side by side with etcd.
+//!
+//! Both systems get the same load from the same client: `--connections`
+//! tasks, each with a keep-alive connection to the leader's HTTP API, send
+//! one request after another for `--seconds`: first puts of
+//! `--value-bytes`-byte values to `--keys` keys, then linearizable gets of
+//! those keys. tenure is asked `PUT`/`GET /v1/kv/{key}`; etcd its JSON
+//! gateway's `POST /v3/kv/put` and `/v3/kv/range` (linearizable by default),
+//! as `wrk` was pointed at it for the figures in the README. A warm-up of
+//! [`WARM_UP`] (puts of every key) precedes the measured phases.
+
+use super::etcd::Etcd;
+use super::failover::{wait_stable, Timing};
+use super::fetch::Fetch;
+use super::stats::{summarize, Summary};
+use super::system::{System, Tenure};
+use crate::rest::ClientOptions;
+use anyhow::bail;
+use base64::Engine;
+use clap::Args;
+use hyper::{Method, StatusCode};
+use serde::Serialize;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Unmeasured writes before the measured phases.
+const WARM_UP: Duration = Duration::from_secs(1);
+/// The longest one request may take before it counts as an error.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Step between the keys one task sends (a prime, so the tasks spread over
+/// the keys).
+const KEY_STRIDE: usize = 7919;
+/// Most connections (each one task of the load generator).
+const MAX_CONNECTIONS: usize = 1024;
+/// Longest phase.
+const MAX_SECONDS: u64 = 3600;
+/// etcd 3.4 as measured on this machine with wrk, 64 connections, 10 s,
+/// 128-byte values (shared/ANCHORS.md): writes/s and p99 ms, reads/s and p99 ms.
+const ANCHOR_ETCD: (f64, f64, f64, f64) = (4029.0, 32.1, 7333.0, 21.6);
+
+/// Flags of `tenure bench kv`.
+#[derive(Args, Debug)]
+pub struct KvArgs {
+    /// Nodes per cluster (at least 3).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    nodes: usize,
+    /// Concurrent connections to the leader, each sending one request at a time.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    connections: usize,
+    /// Length of each measured phase (writes, then reads).
+    #[arg(long, default_value_t = 10, value_name = "S")]
+    seconds: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    value_bytes: usize,
+    /// Distinct keys written and read.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    keys: usize,
+    /// Heartbeat interval, in milliseconds (etcd: --heartbeat-interval).
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    heartbeat_ms: u64,
+    /// Election timeout, in milliseconds (etcd: --election-timeout).
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    election_timeout_ms: u64,
+    /// Election protocol of the tenure servers: raft, ranked or paxos.
+    #[arg(long, default_value = "raft", value_name = "NAME")]
+    protocol: tenure_core::ProtocolKind,
+    /// Also measure a local etcd cluster with the same load.
+    #[arg(long, value_name = "SYSTEM", value_parser = ["etcd"])]
+    compare: Option<String>,
+    /// With --compare etcd: when etcd is not installed, warn and measure tenure
+    /// alone instead of failing.
+    #[arg(long)]
+    allow_missing_etcd: bool,
+    /// Run the tenure servers without TLS (etcd runs without it either way).
+    #[arg(long)]
+    insecure_no_tls: bool,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One measured phase.
+#[derive(Debug, Serialize)]
+struct PhaseReport {
+    /// Requests answered 2xx.
+    ops: u64,
+    /// Requests that failed (non-2xx, timeout, connection error).
+    errors: u64,
+    /// Successful requests per second.
+    per_second: f64,
+    /// Latency of the successful requests, ms.
+    latency_ms: Option<Summary>,
+}
+
+/// One system's results.
+#[derive(Debug, Serialize)]
+struct SystemReport {
+    system: &'static str,
+    writes: PhaseReport,
+    reads: PhaseReport,
+    /// Resident memory of the leader's process after the run, MiB (tenure only).
+    leader_rss_mib: Option<f64>,
+}
+
+/// The whole run, as printed with --json.
+#[derive(Debug, Serialize)]
+struct KvReport {
+    protocol: tenure_core::ProtocolKind,
+    tls: bool,
+    nodes: usize,
+    connections: usize,
+    seconds: u64,
+    value_bytes: usize,
+    keys: usize,
+    systems: Vec<SystemReport>,
+}
+
+/// The requests of one system.
+#[derive(Clone)]
+enum Api {
+    Tenure { base: String },
+    Etcd { base: String },
+}
+
+impl Api {
+    fn put(&self, key: &str, value: &str) -> (Method, String, String) {
+        match self {
+            Api::Tenure { base } => (Method::PUT, format!("{base}/v1/kv/{key}"), value.to_string()),
+            Api::Etcd { base } => {
+                let b64 = base64::engine::general_purpose::STANDARD;
+                let body = serde_json::json!({"key": b64.encode(key), "value": b64.encode(value)});
+                (Method::POST, format!("{base}/v3/kv/put"), body.to_string())
+            }
+        }
+    }
+
+    fn get(&self, key: &str) -> (Method, String, String) {
+        match self {
+            Api::Tenure { base } => (Method::GET, format!("{base}/v1/kv/{key}"), String::new()),
+            Api::Etcd { base } => {
+                let b64 = base64::engine::general_purpose::STANDARD;
+                let body = serde_json::json!({"key": b64.encode(key)});
+                (Method::POST, format!("{base}/v3/kv/range"), body.to_string())
+            }
+        }
+    }
+}
+
+/// The load of a phase.
+#[derive(Clone, Copy)]
+enum Load {
+    Writes,
+    Reads,
+}
+
+/// Runs `tenure bench kv`.
+pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
+    check(&args)?;
+    let with_etcd = match super::etcd_wanted(args.compare.is_some(), args.allow_missing_etcd) {
+        Ok(w) => w,
+        Err(code) => return Ok(code),
+    };
+    let timing = Timing {
+        heartbeat: Duration::from_millis(args.heartbeat_ms),
+        election_timeout: Duration::from_millis(args.election_timeout_ms),
+    };
+    let nodes: Vec<usize> = (0..args.nodes).collect();
+    let mut systems = Vec::new();
+    {
+        let tenure = Tenure::start_all(
+            args.nodes,
+            args.heartbeat_ms,
+            args.election_timeout_ms,
+            args.protocol,
+            !args.insecure_no_tls,
+        )?;
+        let (leader, _) = wait_stable(&tenure, &nodes, timing).await?;
+        let api = Api::Tenure { base: tenure.endpoint(leader).to_string() };
+        let mut report = measure("tenure", &args, tenure.fetch().clone(), api).await?;
+        let mut tenure = tenure;
+        report.leader_rss_mib = tenure.proc(leader).pid().and_then(rss_mib);
+        systems.push(report);
+    }
+    if with_etcd {
+        let etcd =
+            Etcd::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms, false).await?;
+        let (leader, _) = wait_stable(&etcd, &nodes, timing).await?;
+        let api = Api::Etcd { base: etcd.client_url(leader) };
+        let fetch = Fetch::new(ClientOptions::default())?;
+        systems.push(measure("etcd", &args, fetch, api).await?);
+    }
+    let report = KvReport {
+        protocol: args.protocol,
+        tls: !args.insecure_no_tls,
+        nodes: args.nodes,
+        connections: args.connections,
+        seconds: args.seconds,
+        value_bytes: args.value_bytes,
+        keys: args.keys,
+        systems,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(args: &KvArgs) -> anyhow::Result<()> {
+    if !(super::MIN_NODES..=tenure_core::MAX_VOTERS).contains(&args.nodes) {
+        bail!("--nodes must be between {} and {}", super::MIN_NODES, tenure_core::MAX_VOTERS);
+    }
+    if !(1..=MAX_CONNECTIONS).contains(&args.connections) {
+        bail!("--connections must be between 1 and {MAX_CONNECTIONS}");
+    }
+    if !(1..=MAX_SECONDS).contains(&args.seconds) {
+        bail!("--seconds must be between 1 and {MAX_SECONDS}");
+    }
+    if !(1..=tenure_kv::MAX_VALUE_BYTES).contains(&args.value_bytes) {
+        bail!("--value-bytes must be between 1 and {}", tenure_kv::MAX_VALUE_BYTES);
+    }
+    if args.keys == 0 {
+        bail!("--keys must be at least 1");
+    }
+    Ok(())
+}
+
+/// The warm-up, then the measured writes and reads.
+async fn measure(
+    system: &'static str,
+    args: &KvArgs,
+    fetch: Fetch,
+    api: Api,
+) -> anyhow::Result<SystemReport> {
+    let value: Arc<str> = "v".repeat(args.value_bytes).into();
+    let warm = phase(args, &fetch, &api, &value, Load::Writes, WARM_UP).await;
+    if warm.ops == 0 {
+        bail!("{system}: no write succeeded during the warm-up ({} errors)", warm.errors);
+    }
+    let d = Duration::from_secs(args.seconds);
+    let writes = phase(args, &fetch, &api, &value, Load::Writes, d).await;
+    let reads = phase(args, &fetch, &api, &value, Load::Reads, d).await;
+    Ok(SystemReport { system, writes, reads, leader_rss_mib: None })
+}
+
+/// One phase: `--connections` tasks sending requests back to back for `d`.
+async fn phase(
+    args: &KvArgs,
+    fetch: &Fetch,
+    api: &Api,
+    value: &Arc<str>,
+    load: Load,
+    d: Duration,
+) -> PhaseReport {
+    let started = Instant::now();
+    let deadline = started + d;
+    let keys = args.keys;
+    let tasks: Vec<_> = (0..args.connections)
+        .map(|task| {
+            let (fetch, api, value) = (fetch.clone(), api.clone(), value.clone());
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut errors = 0u64;
+                let mut n = task;
+                while Instant::now() < deadline {
+                    let key = format!("bench-{:07}", n % keys);
+                    n += KEY_STRIDE;
+                    let (method, url, body) = match load {
+                        Load::Writes => api.put(&key, &value),
+                        Load::Reads => api.get(&key),
+                    };
+                    let body = (!body.is_empty()).then_some(body.as_str());
+                    let t = Instant::now();
+                    match fetch.send(method, &url, body, REQUEST_TIMEOUT).await {
+                        Ok((s, _)) if s.is_success() || s == StatusCode::NOT_FOUND => {
+                            lat.push(t.elapsed().as_secs_f64() * 1e3)
+                        }
+                        _ => errors += 1,
+                    }
+                }
+                (lat, errors)
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in futures_util::future::join_all(tasks).await {
+        if let Ok((lat, e)) = t {
+            all.extend(lat);
+            errors += e;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    PhaseReport {
+        ops: all.len() as u64,
+        errors,
+        per_second: all.len() as f64 / seconds,
+        latency_ms: summarize(&all),
+    }
+}
+
+/// Resident memory of process `pid`, MiB (Linux `/proc`).
+fn rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+fn print_report(r: &KvReport) {
+    println!(
+        "{} nodes, {} connections to the leader, {} s per phase, {}-byte values, {} keys; tenure: {} protocol, TLS {}",
+        r.nodes,
+        r.connections,
+        r.seconds,
+        r.value_bytes,
+        r.keys,
+        r.protocol,
+        if r.tls { "on" } else { "off" }
+    );
+    println!(
+        "{:<8} {:>10} {:>9} {:>9} {:>7} {:>10} {:>9} {:>9} {:>7}",
+        "system", "writes/s", "p50 ms", "p99 ms", "errors", "reads/s", "p50 ms", "p99 ms", "errors"
+    );
+    for s in &r.systems {
+        let p = |x: &PhaseReport| {
+            let (p50, p99) = x.latency_ms.map_or((f64::NAN, f64::NAN), |l| (l.p50, l.p99));
+            format!("{:>10.0} {:>9.2} {:>9.2} {:>7}", x.per_second, p50, p99, x.errors)
+        };
+        println!("{:<8} {} {}", s.system, p(&s.writes), p(&s.reads));
+    }
+    let tenure = r.systems.iter().find(|s| s.system == "tenure");
+    let etcd = r.systems.iter().find(|s| s.system == "etcd");
+    if let Some(t) = tenure {
+        if let Some(rss) = t.leader_rss_mib {
+            println!("tenure leader RSS after the run: {rss:.1} MiB");
+        }
+        let (ew, ew99, er, _) = match etcd {
+            Some(e) => (
+                e.writes.per_second,
+                e.writes.latency_ms.map_or(f64::NAN, |l| l.p99),
+                e.reads.per_second,
+                0.0,
+            ),
+            None => {
+                println!("(etcd not measured in this run: goals against shared/ANCHORS.md's etcd figures)");
+                ANCHOR_ETCD
+            }
+        };
+        let t99 = t.writes.latency_ms.map_or(f64::NAN, |l| l.p99);
+        let goal = |what: &str, met: bool, detail: String| {
+            println!("goal {what}: {} ({detail})", if met { "met" } else { "NOT met" })
+        };
+        let wx = t.writes.per_second / ew;
+        goal("writes >= 2x etcd", wx >= 2.0, format!("{wx:.2}x"));
+        goal("write p99 <= etcd's", t99 <= ew99, format!("{t99:.2} vs {ew99:.2} ms"));
+        let rx = t.reads.per_second / er;
+        goal("linearizable reads >= 5x etcd", rx >= 5.0, format!("{rx:.2}x"));
+    }
+}
