@@ -30,6 +30,11 @@
 //!   single timer armed at `poll_timeout()`, and the persist-retry timer.
 //! * **transport** ([`transport`]): an accept loop with one task per inbound
 //!   connection, and one dialer task per peer.
+//! * **log** ([`replicated`], only with [`start_replicated`]): the replicated
+//!   log beside the elector: the only code that feeds the replica; it
+//!   follows the published leadership, writes and syncs `<data_dir>/log`
+//!   before sending, batches proposals (group commit) and forwards
+//!   followers' requests to the leader over the peer connections.
 //! * Handles read the core under a short mutex (status, `is_leader` checked
 //!   against the clock at the call) and never feed it inputs. What the
 //!   driver and the handles share (the core, the transport state, the
