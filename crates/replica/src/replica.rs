@@ -1044,6 +1044,11 @@ impl<S: StateMachine> Replica<S> {
             Ok(matched) if matched <= last => {
                 peer.matched = peer.matched.max(matched);
                 peer.next = peer.next.max(matched + 1);
+                if peer.next <= last && peer.snapshot_received.is_none() {
+                    // Catching up: the next batch goes on the answer, not
+                    // at the next heartbeat.
+                    self.send_to(now, i);
+                }
             }
             // Claims entries this leader never wrote.
             Ok(_) => self.refused += 1,
