@@ -391,6 +391,22 @@ impl<S: StateMachine> Replica<S> {
         result
     }
 
+    /// As a ready leader: sends voter `to` what it lacks and the commit
+    /// index now, rather than at the next heartbeat. A follower that serves
+    /// a linearizable read at the leader's read index waits for that commit
+    /// index; sent before the read index, it arrives first.
+    pub fn update_follower(&mut self, now: Instant, to: NodeId) {
+        if !self.start_input() {
+            return;
+        }
+        let ready = self.lead.as_ref().is_some_and(|l| l.phase == Phase::Ready);
+        let peer = self.cfg.voters.iter().position(|&v| v == to).filter(|&i| i != self.me);
+        if let (true, Some(i)) = (ready, peer) {
+            self.send_to(now, i);
+        }
+        self.finish_input(now);
+    }
+
     /// The last write of the log failed: this replica stops taking part
     /// (nothing of that output was sent). Rebuild it from the durable log
     /// ([`Replica::new`]) once storage works again. Proposals written and not

@@ -89,6 +89,8 @@ pub(super) struct LogTask<S> {
     batch: Vec<(Asker<WriteReply>, Vec<u8>)>,
     /// The log could not be written: when to reopen it, and the backoff.
     rebuild: Option<(Instant, Duration)>,
+    /// Read indexes to send to followers: (follower, its request id, index).
+    read_replies: Vec<(NodeId, u64, u64)>,
 }
 
 impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
@@ -114,6 +116,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             w: Waiters::default(),
             batch: Vec::new(),
             rebuild: None,
+            read_replies: Vec::new(),
         }
     }
 
@@ -189,6 +192,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     /// After every wake-up: answers reads applied far enough, and sends
     /// requests that waited for a leader to the one there is now.
     async fn settle(&mut self) {
+        self.send_read_replies().await;
         let applied = *self.log.applied.borrow();
         self.w.applied(applied);
         if self.w.parked.is_empty() || self.route() == Route::Wait {
@@ -205,6 +209,25 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             }
         }
         self.flush_batch().await;
+    }
+
+    /// Sends followers their read indexes, each after the commit index (the
+    /// follower serves the read once it applied that far; on the same
+    /// connection the commit index arrives first).
+    async fn send_read_replies(&mut self) {
+        if self.read_replies.is_empty() {
+            return;
+        }
+        let replies = std::mem::take(&mut self.read_replies);
+        let mut to: Vec<NodeId> = replies.iter().map(|&(n, _, _)| n).collect();
+        to.sort();
+        to.dedup();
+        for n in to {
+            self.input(|r, now| r.update_follower(now, n)).await;
+        }
+        for (n, id, index) in replies {
+            self.send(n, Frame::Forward(Forward::ReadIndexReply { id, result: Ok(index) }));
+        }
     }
 
     fn route(&self) -> Route {
@@ -371,9 +394,8 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     fn read_ready(&mut self, asker: Asker<ReadReply>, index: u64, since: Instant) {
         match asker {
             Asker::Local(reply) => self.w.applying.push((index, reply, since)),
-            Asker::Peer(to, id) => {
-                self.send(to, Frame::Forward(Forward::ReadIndexReply { id, result: Ok(index) }))
-            }
+            // Answered in `settle`, after the commit index went out.
+            Asker::Peer(to, id) => self.read_replies.push((to, id, index)),
         }
     }
 
