@@ -391,6 +391,16 @@ impl<S: StateMachine> Replica<S> {
         result
     }
 
+    /// A linearizable read served at once, without an input: the index to
+    /// serve it at when this node is a ready leader of `lease` — the token
+    /// whose election lease is valid now (the elector's `is_leader(now)`
+    /// and its fencing token). A lease of another token (the elector moved
+    /// on and the replica was not told yet) serves nothing.
+    pub fn lease_read(&self, lease: Option<FencingToken>) -> Option<Index> {
+        let lead = self.lead.as_ref().filter(|l| l.phase == Phase::Ready)?;
+        (Some(lead.token) == lease).then_some(self.applied)
+    }
+
     /// As a ready leader: sends voter `to` what it lacks and the commit
     /// index now, rather than at the next heartbeat. A follower that serves
     /// a linearizable read at the leader's read index waits for that commit

@@ -369,10 +369,11 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     /// lease holds, else after a round of acknowledgements.
     async fn start_read(&mut self, asker: Asker<ReadReply>, since: Instant) {
         let now = self.now();
-        let lease = lock(&self.log.node.core).is_leader(now);
+        let lease = lease_token(&self.log.node);
         let (result, out) = {
             let mut r = lock(&self.log.replica);
-            let result = r.read(now, lease);
+            let lease_valid = lease.is_some() && lease == r.status().leading;
+            let result = r.read(now, lease_valid);
             (result, r.take_output())
         };
         match (result, asker) {
@@ -679,6 +680,13 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             }
         }
     }
+}
+
+/// The fencing token of this node's leadership while its election lease
+/// holds now (a read may be served at once under it).
+pub(super) fn lease_token(node: &Shared) -> Option<FencingToken> {
+    let core = lock(&node.core);
+    core.is_leader(node.clock.now()).then(|| core.status().fencing_token).flatten()
 }
 
 async fn sleep_until_core(shared: &Shared, deadline: CoreInstant) {

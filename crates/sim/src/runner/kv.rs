@@ -3,7 +3,7 @@
 //! then send, then deliver), and the clients' requests and answers.
 //!
 //! * The replica learns the leader from the elector's
-//!   `Event::LeaderChanged` (`set_leadership`), reads its lease from
+//!   `Event::LeaderChanged` (`set_leadership`), reads its lease (for the token it leads) from
 //!   `is_leader(now)`, and shares the node's timer.
 //! * Its log lives on a [`crate::disk::SimDisk`]: a write is pending until
 //!   its fsync is done, and writes are synced in order, so the messages and
@@ -358,7 +358,11 @@ impl Sim {
     /// A client's request reaches node `i`.
     pub(super) fn client_request(&mut self, i: usize, local: Instant, req: Request) {
         let known = self.hosts[i].elector().and_then(|e| e.status().leader);
-        let lease = self.hosts[i].elector().is_some_and(|e| e.is_leader(local));
+        // The lease serves reads only for the leadership the replica leads
+        // (as on a real node, where the replica learns of a new one later).
+        let lease = self.hosts[i]
+            .elector()
+            .and_then(|e| e.is_leader(local).then(|| e.status().fencing_token).flatten());
         let planted = self.kv.as_ref().and_then(|k| k.workload.spec.planted);
         let tag = req.tag;
         let Some(kv) = self.hosts[i].kv.as_mut() else { return };
@@ -380,7 +384,8 @@ impl Sim {
                 if planted == Some(PlantedBug::StaleFollowerReads) && !r.status().ready_leader {
                     Some(self.read_answer(i, &key))
                 } else {
-                    match r.read(local, lease) {
+                    let lease_valid = lease.is_some() && lease == r.status().leading;
+                    match r.read(local, lease_valid) {
                         Ok(ReadStart::Now(_)) => Some(self.read_answer(i, &key)),
                         Ok(ReadStart::Pending(id)) => {
                             kv.reads.insert(id, (tag, key));
