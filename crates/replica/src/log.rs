@@ -9,17 +9,24 @@ use tenure_core::FencingToken;
 pub(crate) struct Log {
     base: Position,
     entries: Vec<Entry>,
+    /// Command bytes of `entries`.
+    bytes: u64,
+}
+
+fn size(e: &Entry) -> u64 {
+    e.payload.size() as u64
 }
 
 impl Log {
     /// A log after the snapshot up to `base`, holding `entries` (which must
     /// follow it consecutively).
     pub(crate) fn new(base: Position, entries: Vec<Entry>) -> Result<Log, String> {
-        let mut log = Log { base, entries: Vec::with_capacity(entries.len()) };
+        let mut log = Log { base, entries: Vec::with_capacity(entries.len()), bytes: 0 };
         for e in entries {
             if e.pos.index != log.last().index + 1 || e.pos.token < log.last().token {
                 return Err(format!("entry {:?} does not follow {:?}", e.pos, log.last()));
             }
+            log.bytes += size(&e);
             log.entries.push(e);
         }
         Ok(log)
@@ -57,13 +64,17 @@ impl Log {
     /// Appends `entry`, which must come right after the last one.
     pub(crate) fn push(&mut self, entry: Entry) {
         debug_assert_eq!(entry.pos.index, self.last().index + 1);
+        self.bytes += size(&entry);
         self.entries.push(entry);
     }
 
     /// Removes every entry after `index` (at least the base's).
     pub(crate) fn truncate_after(&mut self, index: Index) {
-        let keep = index.saturating_sub(self.base.index);
-        self.entries.truncate(usize::try_from(keep).unwrap_or(usize::MAX));
+        let keep = usize::try_from(index.saturating_sub(self.base.index)).unwrap_or(usize::MAX);
+        if keep < self.entries.len() {
+            self.bytes -= self.entries[keep..].iter().map(size).sum::<u64>();
+            self.entries.truncate(keep);
+        }
     }
 
     /// Up to `max_entries` consecutive entries from `from`, at most
@@ -89,14 +100,20 @@ impl Log {
         debug_assert!(self.holds(last));
         let drop = last.index.saturating_sub(self.base.index);
         let drop = usize::try_from(drop).unwrap_or(usize::MAX).min(self.entries.len());
-        self.entries.drain(..drop);
+        self.bytes -= self.entries.drain(..drop).map(|e| size(&e)).sum::<u64>();
         self.base = last;
     }
 
     /// Replaces everything with the snapshot base `last` and no entries.
     pub(crate) fn reset(&mut self, last: Position) {
         self.entries.clear();
+        self.bytes = 0;
         self.base = last;
+    }
+
+    /// Command bytes of the entries held.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Entries held (after the base).
@@ -133,6 +150,25 @@ mod tests {
         log.compact(Position { token: FencingToken(4), index: 11 });
         assert_eq!(log.len(), 0);
         assert_eq!(log.last(), Position { token: FencingToken(4), index: 11 });
+    }
+
+    #[test]
+    fn the_command_bytes_held_follow_every_change() {
+        let c = |index: Index, n: usize| Entry {
+            pos: Position { token: FencingToken(1), index },
+            payload: Payload::Command(vec![0; n]),
+        };
+        let mut log = Log::new(Position::ZERO, vec![c(1, 10), c(2, 20)]).unwrap();
+        assert_eq!(log.bytes(), 30);
+        log.push(c(3, 5));
+        log.push(c(4, 7));
+        assert_eq!(log.bytes(), 42);
+        log.truncate_after(3);
+        assert_eq!(log.bytes(), 35);
+        log.compact(Position { token: FencingToken(1), index: 2 });
+        assert_eq!(log.bytes(), 5);
+        log.reset(Position { token: FencingToken(1), index: 9 });
+        assert_eq!(log.bytes(), 0);
     }
 
     #[test]

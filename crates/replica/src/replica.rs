@@ -33,8 +33,11 @@ pub struct Config {
     /// The largest command accepted.
     pub max_command_bytes: usize,
     /// Take a snapshot and compact once this many entries were applied
-    /// beyond the last snapshot.
+    /// beyond the last snapshot...
     pub snapshot_every: u64,
+    /// ...or once the entries held carry this many bytes of commands (and
+    /// some were applied): memory and the journal stay bounded in bytes too.
+    pub snapshot_every_bytes: u64,
     /// Bytes of a snapshot per message.
     pub snapshot_chunk_bytes: usize,
     /// The largest snapshot accepted from another node.
@@ -54,6 +57,7 @@ impl Config {
             max_pending_reads: 4096,
             max_command_bytes: 64 * 1024,
             snapshot_every: 10_000,
+            snapshot_every_bytes: 64 * 1024 * 1024,
             snapshot_chunk_bytes: 256 * 1024,
             max_snapshot_bytes: 1 << 30,
         }
@@ -747,7 +751,10 @@ impl<S: StateMachine> Replica<S> {
 
     /// Takes a snapshot once enough was applied beyond the last one.
     fn maybe_compact(&mut self) {
-        if self.applied < self.log.base().index + self.cfg.snapshot_every {
+        let applied_beyond = self.applied.saturating_sub(self.log.base().index);
+        let by_count = applied_beyond >= self.cfg.snapshot_every;
+        let by_bytes = applied_beyond > 0 && self.log.bytes() >= self.cfg.snapshot_every_bytes;
+        if !(by_count || by_bytes) {
             return;
         }
         let last = Position {
