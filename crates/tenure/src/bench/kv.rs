@@ -13,6 +13,7 @@
 use super::etcd::Etcd;
 use super::failover::{wait_stable, Timing};
 use super::fetch::Fetch;
+use super::kv_faults::{catch_up, failover_under_load, CatchUp, FailoverUnderLoad};
 use super::stats::{summarize, Summary};
 use super::system::{System, Tenure};
 use crate::rest::ClientOptions;
@@ -22,6 +23,7 @@ use clap::Args;
 use hyper::{Method, StatusCode};
 use serde::Serialize;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +31,8 @@ use std::time::{Duration, Instant};
 const WARM_UP: Duration = Duration::from_secs(1);
 /// The longest one request may take before it counts as an error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause of a connection after a request could not be sent (node down).
+const ERROR_BACKOFF: Duration = Duration::from_millis(10);
 /// Step between the keys one task sends (a prime, so the tasks spread over
 /// the keys).
 const KEY_STRIDE: usize = 7919;
@@ -77,6 +81,14 @@ pub struct KvArgs {
     /// Run the tenure servers without TLS (etcd runs without it either way).
     #[arg(long)]
     insecure_no_tls: bool,
+    /// Then kill the leader this many times while 16 clients write through
+    /// every node, and report the failover times and what the writes saw.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    failovers: usize,
+    /// Then write this many MiB of 60 KiB values, wipe a follower's data
+    /// directory, restart it, and time its catch-up (the leader must stay).
+    #[arg(long, default_value_t = 0, value_name = "MIB")]
+    catch_up_mib: u64,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -103,6 +115,10 @@ struct SystemReport {
     reads: PhaseReport,
     /// Resident memory of the leader's process after the run, MiB (tenure only).
     leader_rss_mib: Option<f64>,
+    /// With --failovers (tenure only).
+    failover_under_load: Option<FailoverUnderLoad>,
+    /// With --catch-up-mib (tenure only).
+    catch_up: Option<CatchUp>,
 }
 
 /// The whole run, as printed with --json.
@@ -115,13 +131,17 @@ struct KvReport {
     seconds: u64,
     value_bytes: usize,
     keys: usize,
+    heartbeat_ms: u64,
+    election_timeout_ms: u64,
     systems: Vec<SystemReport>,
 }
 
 /// The requests of one system.
 #[derive(Clone)]
-enum Api {
+pub(super) enum Api {
+    /// tenure's `/v1/kv` at `base`.
     Tenure { base: String },
+    /// etcd's JSON gateway at `base`.
     Etcd { base: String },
 }
 
@@ -151,8 +171,10 @@ impl Api {
 
 /// The load of a phase.
 #[derive(Clone, Copy)]
-enum Load {
+pub(super) enum Load {
+    /// Puts.
     Writes,
+    /// Linearizable gets.
     Reads,
 }
 
@@ -182,6 +204,13 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         let mut report = measure("tenure", &args, tenure.fetch().clone(), api).await?;
         let mut tenure = tenure;
         report.leader_rss_mib = tenure.proc(leader).pid().and_then(rss_mib);
+        if args.failovers > 0 {
+            let f = failover_under_load(&mut tenure, args.failovers, timing, args.keys).await?;
+            report.failover_under_load = Some(f);
+        }
+        if args.catch_up_mib > 0 {
+            report.catch_up = Some(catch_up(&mut tenure, args.catch_up_mib, timing).await?);
+        }
         systems.push(report);
     }
     if with_etcd {
@@ -200,6 +229,8 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         seconds: args.seconds,
         value_bytes: args.value_bytes,
         keys: args.keys,
+        heartbeat_ms: args.heartbeat_ms,
+        election_timeout_ms: args.election_timeout_ms,
         systems,
     };
     if args.json {
@@ -244,10 +275,18 @@ async fn measure(
     let d = Duration::from_secs(args.seconds);
     let writes = phase(args, &fetch, &api, &value, Load::Writes, d).await;
     let reads = phase(args, &fetch, &api, &value, Load::Reads, d).await;
-    Ok(SystemReport { system, writes, reads, leader_rss_mib: None })
+    Ok(SystemReport {
+        system,
+        writes,
+        reads,
+        leader_rss_mib: None,
+        failover_under_load: None,
+        catch_up: None,
+    })
 }
 
-/// One phase: `--connections` tasks sending requests back to back for `d`.
+/// One phase: `--connections` tasks sending requests back to back to the
+/// leader for `d`.
 async fn phase(
     args: &KvArgs,
     fetch: &Fetch,
@@ -256,52 +295,112 @@ async fn phase(
     load: Load,
     d: Duration,
 ) -> PhaseReport {
+    let stop = Arc::new(AtomicBool::new(false));
+    let timer = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let spec = LoadSpec { connections: args.connections, keys: args.keys, load };
+    let tally = run_load(fetch, std::slice::from_ref(api), value, spec, &stop).await;
+    let _ = timer.await;
+    tally.report()
+}
+
+/// What a load generator runs.
+#[derive(Clone, Copy)]
+pub(super) struct LoadSpec {
+    /// Concurrent connections (tasks).
+    pub connections: usize,
+    /// Distinct keys.
+    pub keys: usize,
+    /// Writes or reads.
+    pub load: Load,
+}
+
+/// What a load generator saw.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    /// Latency of the successful requests, ms (sorted once done).
+    pub latencies_ms: Vec<f64>,
+    /// 503: refused, nothing done (no leader within the server's bound).
+    pub refused: u64,
+    /// 504: a write's outcome is unknown.
+    pub unknown: u64,
+    /// Anything else: other statuses, timeouts, connection errors.
+    pub errors: u64,
+    /// How long it ran, s.
+    pub seconds: f64,
+}
+
+impl Tally {
+    fn report(&self) -> PhaseReport {
+        PhaseReport {
+            ops: self.latencies_ms.len() as u64,
+            errors: self.refused + self.unknown + self.errors,
+            per_second: self.latencies_ms.len() as f64 / self.seconds,
+            latency_ms: summarize(&self.latencies_ms),
+        }
+    }
+}
+
+/// `spec.connections` tasks (spread over `apis`, one connection each)
+/// sending requests back to back until `stop` is set.
+pub(super) async fn run_load(
+    fetch: &Fetch,
+    apis: &[Api],
+    value: &Arc<str>,
+    spec: LoadSpec,
+    stop: &Arc<AtomicBool>,
+) -> Tally {
     let started = Instant::now();
-    let deadline = started + d;
-    let keys = args.keys;
-    let tasks: Vec<_> = (0..args.connections)
+    let tasks: Vec<_> = (0..spec.connections)
         .map(|task| {
-            let (fetch, api, value) = (fetch.clone(), api.clone(), value.clone());
+            let (fetch, api, value) =
+                (fetch.clone(), apis[task % apis.len()].clone(), value.clone());
+            let stop = stop.clone();
             tokio::spawn(async move {
-                let mut lat = Vec::new();
-                let mut errors = 0u64;
+                let mut t = Tally::default();
                 let mut n = task;
-                while Instant::now() < deadline {
-                    let key = format!("bench-{:07}", n % keys);
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("bench-{:07}", n % spec.keys);
                     n += KEY_STRIDE;
-                    let (method, url, body) = match load {
+                    let (method, url, body) = match spec.load {
                         Load::Writes => api.put(&key, &value),
                         Load::Reads => api.get(&key),
                     };
                     let body = (!body.is_empty()).then_some(body.as_str());
-                    let t = Instant::now();
+                    let sent = Instant::now();
                     match fetch.send(method, &url, body, REQUEST_TIMEOUT).await {
                         Ok((s, _)) if s.is_success() || s == StatusCode::NOT_FOUND => {
-                            lat.push(t.elapsed().as_secs_f64() * 1e3)
+                            t.latencies_ms.push(sent.elapsed().as_secs_f64() * 1e3)
                         }
-                        _ => errors += 1,
+                        Ok((StatusCode::SERVICE_UNAVAILABLE, _)) => t.refused += 1,
+                        Ok((StatusCode::GATEWAY_TIMEOUT, _)) => t.unknown += 1,
+                        Ok(_) => t.errors += 1,
+                        Err(_) => {
+                            // A node that is down: do not spin on it.
+                            t.errors += 1;
+                            tokio::time::sleep(ERROR_BACKOFF).await;
+                        }
                     }
                 }
-                (lat, errors)
+                t
             })
         })
         .collect();
-    let mut all = Vec::new();
-    let mut errors = 0;
-    for t in futures_util::future::join_all(tasks).await {
-        if let Ok((lat, e)) = t {
-            all.extend(lat);
-            errors += e;
-        }
+    let mut all = Tally::default();
+    for t in futures_util::future::join_all(tasks).await.into_iter().flatten() {
+        all.latencies_ms.extend(t.latencies_ms);
+        all.refused += t.refused;
+        all.unknown += t.unknown;
+        all.errors += t.errors;
     }
-    let seconds = started.elapsed().as_secs_f64();
-    all.sort_by(f64::total_cmp);
-    PhaseReport {
-        ops: all.len() as u64,
-        errors,
-        per_second: all.len() as f64 / seconds,
-        latency_ms: summarize(&all),
-    }
+    all.seconds = started.elapsed().as_secs_f64();
+    all.latencies_ms.sort_by(f64::total_cmp);
+    all
 }
 
 /// Resident memory of process `pid`, MiB (Linux `/proc`).
@@ -346,6 +445,7 @@ fn print_report(r: &KvReport) {
         if let Some(rss) = t.leader_rss_mib {
             println!("tenure leader RSS after the run: {rss:.1} MiB");
         }
+        print_faults(t, r);
         let (ew, ew99, er, _) = match etcd {
             Some(e) => (
                 e.writes.per_second,
@@ -367,5 +467,30 @@ fn print_report(r: &KvReport) {
         goal("write p99 <= etcd's", t99 <= ew99, format!("{t99:.2} vs {ew99:.2} ms"));
         let rx = t.reads.per_second / er;
         goal("linearizable reads >= 5x etcd", rx >= 5.0, format!("{rx:.2}x"));
+    }
+}
+
+fn print_faults(t: &SystemReport, r: &KvReport) {
+    let goal_ms = r.election_timeout_ms as f64 + 50.0;
+    if let Some(f) = &t.failover_under_load {
+        let (p50, p99) = f.failover_ms.map_or((f64::NAN, f64::NAN), |s| (s.p50, s.p99));
+        println!(
+            "crash failover under write load: p50 {p50:.1} ms, p99 {p99:.1} ms; writes ok {}, refused (503) {}, unknown (504) {}, failed {}",
+            f.writes_ok, f.writes_refused, f.writes_unknown, f.writes_failed
+        );
+        let met = p99 <= goal_ms;
+        println!(
+            "goal crash failover under write load p99 <= T + 50 ms: {} ({p99:.1} vs {goal_ms:.0} ms)",
+            if met { "met" } else { "NOT met" }
+        );
+    }
+    if let Some(c) = &t.catch_up {
+        println!(
+            "wiped node caught up on {:.1} MiB in {:.2} s (snapshot installed: {:.1} MiB); leader {}",
+            c.bytes_written as f64 / 1048576.0,
+            c.seconds,
+            c.snapshot_bytes as f64 / 1048576.0,
+            if c.leader_changed { "CHANGED" } else { "unchanged" }
+        );
     }
 }

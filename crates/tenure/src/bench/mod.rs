@@ -12,6 +12,7 @@ mod etcd;
 mod failover;
 mod fetch;
 pub mod kv;
+mod kv_faults;
 mod plot;
 pub mod soak;
 mod stats;

@@ -121,6 +121,11 @@ impl Tenure {
     pub fn endpoint(&self, i: usize) -> &str {
         &self.endpoints[i]
     }
+
+    /// Node `i`'s data directory.
+    pub fn data_dir(&self, i: usize) -> &Path {
+        &self.cluster.servers[i].data_dir
+    }
 }
 
 impl System for Tenure {
