@@ -61,10 +61,11 @@ pub fn server_auth(
     Ok(auth.open_probes(open_probes.unwrap_or(true)))
 }
 
-/// The token flags of `tenure status`, `watch` and `transfer`.
+/// The token flags of `tenure status`, `watch`, `transfer` and `kv`.
 #[derive(Args, Debug, Default, Clone)]
 pub struct TokenArgs {
-    /// Bearer token for the HTTP API; status and watch need role read, transfer admin.
+    /// Bearer token for the HTTP API; status, watch and kv reads need role read, kv writes
+    /// write, transfer admin.
     /// Others on this machine can see a flag in `ps`: prefer TENURE_TOKEN or --token-file
     /// [default: $TENURE_TOKEN].
     #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
