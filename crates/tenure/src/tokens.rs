@@ -18,12 +18,13 @@ Add tokens to the config file (--config):
 
   [[api_tokens]]
   name = \"ops\"
-  role = \"admin\"                         # admin: transfer, and everything read may do
+  role = \"admin\"                         # admin: transfer, and everything write may do
   token_file = \"/etc/tenure/ops.token\"   # one secret per file, at least 16 characters, chmod 600
                                          # (make one: umask 077; openssl rand -hex 32 > ops.token)
   [[api_tokens]]
   name = \"monitoring\"
-  role = \"read\"                          # read: status, leader, watch, metrics
+  role = \"read\"                          # read: status, leader, watch, metrics, kv reads
+                                         # (write: kv writes, and everything read may do)
   token_sha256 = \"<sha256sum of the token>\"
 
 or, for a local test cluster only, pass --insecure-open-api (insecure_open_api = true)";
