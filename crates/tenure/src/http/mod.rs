@@ -38,9 +38,8 @@ mod watch;
 mod watchers;
 
 pub use auth::{Access, ApiAuth, ApiToken, Role, TokenError, TokenSpec};
-pub use kv::{read_error, write_error, MAX_TXN_BODY_BYTES};
-pub use kv_body::{check_key, txn_command};
-pub use kv_watch::start_revision;
+pub use kv::MAX_TXN_BODY_BYTES;
+pub use kv_body::txn_command;
 pub use limits::{
     HttpLimits, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_BODY_BYTES,
     MAX_CONNECTIONS, REJECTION_LOG_INTERVAL, SHUTDOWN_GRACE,
