@@ -260,6 +260,7 @@ fn empty_key_route(state: &AppState) -> MethodRouter<AppState> {
     let gate = |st, req, next| gate::admit(st, Access::Read, req, next);
     on(MethodFilter::GET.or(MethodFilter::PUT).or(MethodFilter::DELETE), empty_key)
         .route_layer(middleware::from_fn_with_state(state.clone(), gate))
+        .fallback(|method: Method| async move { method_not_allowed("/v1/kv/{*key}", &method) })
 }
 
 async fn empty_key() -> ApiError {
