@@ -1,0 +1,535 @@
+//! The key-value store's scenarios on real servers (issue 11's proof in
+//! processes): concurrent clients checked for linearizability through
+//! partitions, SIGKILLs and pauses; SIGKILL of every node at once loses no
+//! acknowledged write; a node whose data directory is wiped catches up.
+//! Each returns what it did and measured, or a failure message with the
+//! history's verdict, the fault timeline and the server logs.
+
+use crate::kv::{self, Clock, KvClient, Session, Spec, Tally, Values, Workload};
+use crate::scenarios::{heal_bound, Outcome, Run, FIRST_ELECTION_BOUND, RESTART_MARGIN, TIMINGS};
+use rand_core::{RngCore, SeedableRng};
+use rand_pcg::Pcg64;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tenure_sim::workload::{key_name, Fate, KvOutput, Record};
+
+/// Nodes of every key-value scenario.
+pub const NODES: usize = 3;
+/// Concurrent clients of the linearizability run.
+pub const CLIENTS: usize = 5;
+/// Keys of the linearizability run: few, so that clients collide.
+pub const KEYS: usize = 4;
+/// Environment variable with the linearizability run's length in seconds.
+pub const SECONDS_ENV: &str = "TENURE_FAULT_KV_SECONDS";
+/// Its length unless told otherwise.
+pub const DEFAULT_SECONDS: f64 = 20.0;
+/// Clients work this long before the first fault.
+const WARM_UP: Duration = Duration::from_secs(1);
+/// A fault is held between these many milliseconds.
+const HOLD_MS: (u64, u64) = (800, 2500);
+/// Quiet time after a round converged, up to this many milliseconds.
+const SETTLE_MS: u64 = 1000;
+/// Bound on an acknowledged put (a fault-free cluster answers at once; the
+/// bound covers an election).
+const ACK_BOUND: Duration = Duration::from_secs(10);
+/// Keys written and acknowledged before every node is killed.
+pub const KILL_ALL_KEYS: usize = 60;
+/// Keys written by clients still running when every node is killed.
+pub const KILL_ALL_BUSY_KEYS: usize = 4;
+/// Writers of the acknowledged keys, concurrently.
+const WRITERS: usize = 6;
+/// How long the clients write while the nodes die.
+const BUSY_BEFORE_KILL: Duration = Duration::from_millis(500);
+/// Keys written before the follower's data directory is wiped, and while it is down.
+pub const WIPE_KEYS: (usize, usize) = (40, 20);
+/// How long the wiped node may take to read every key locally.
+pub const CATCH_UP_BOUND: Duration = Duration::from_secs(15);
+/// How often the wiped node is asked.
+const CATCH_UP_POLL: Duration = Duration::from_millis(50);
+
+/// The linearizability run's length: `$TENURE_FAULT_KV_SECONDS`, else
+/// [`DEFAULT_SECONDS`].
+pub fn seconds_from_env() -> Duration {
+    let s = std::env::var(SECONDS_ENV)
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(DEFAULT_SECONDS);
+    Duration::from_secs_f64(s)
+}
+
+/// A fault of the linearizability run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KvFault {
+    /// The leader is cut off from every peer (clients still reach it).
+    IsolateLeader(usize),
+    /// SIGKILL of the leader, restarted at the heal.
+    KillLeader(usize),
+    /// SIGSTOP of a node (any, the leader included), SIGCONT at the heal.
+    Pause(usize),
+}
+
+impl KvFault {
+    fn draw(kind: u64, leader: usize, rng: &mut Pcg64) -> Self {
+        match kind {
+            0 => KvFault::IsolateLeader(leader),
+            1 => KvFault::KillLeader(leader),
+            _ => KvFault::Pause((rng.next_u64() % NODES as u64) as usize),
+        }
+    }
+}
+
+/// One injected fault on the history's clock.
+#[derive(Debug)]
+struct Round {
+    fault: KvFault,
+    injected_ns: u64,
+    healed_ns: u64,
+    /// The leader agreed on after the heal, and how long it took.
+    after: (usize, u64, Duration),
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+impl std::fmt::Display for Round {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (l, term, took) = self.after;
+        let node = |i: usize| i + 1;
+        let what = match self.fault {
+            KvFault::IsolateLeader(i) => format!("isolate leader n{}", node(i)),
+            KvFault::KillLeader(i) => format!("SIGKILL leader n{} (restart at heal)", node(i)),
+            KvFault::Pause(i) => format!("SIGSTOP n{}", node(i)),
+        };
+        write!(
+            f,
+            "{what} at {:.1} ms, healed at {:.1} ms; then n{} leads t{term}, agreed {took:?} after the heal",
+            ms(self.injected_ns),
+            ms(self.healed_ns),
+            l + 1
+        )
+    }
+}
+
+/// Injects `fault`, holds it `hold`, heals it; the leader agreed on after.
+async fn fault_round(
+    run: &mut Run,
+    fault: KvFault,
+    hold: Duration,
+    clock: &Clock,
+) -> Result<Round, String> {
+    let injected_ns = clock.now_ns();
+    let c = &mut run.cluster;
+    let injected = match fault {
+        KvFault::IsolateLeader(i) => c.isolate(i),
+        KvFault::KillLeader(i) => c.kill(i),
+        KvFault::Pause(i) => c.pause(i),
+    };
+    injected.map_err(|e| run.fail(format!("injecting {fault:?}: {e}")))?;
+    tokio::time::sleep(hold).await;
+    let healed_at = Instant::now();
+    let healed_ns = clock.now_ns();
+    let c = &mut run.cluster;
+    let healed = match fault {
+        KvFault::IsolateLeader(_) => c.heal(),
+        KvFault::KillLeader(i) => c.spawn(i),
+        KvFault::Pause(i) => c.resume(i),
+    };
+    healed.map_err(|e| run.fail(format!("healing {fault:?}: {e}")))?;
+    let restart = matches!(fault, KvFault::KillLeader(_));
+    let bound = heal_bound(TIMINGS) + if restart { RESTART_MARGIN } else { Duration::ZERO };
+    let all: Vec<usize> = (0..NODES).collect();
+    let ((l, term), took) = run.agreement(&all, healed_at, bound).await?;
+    Ok(Round { fault, injected_ns, healed_ns, after: (l, term, took) })
+}
+
+/// A failure of a key-value scenario: `what`, the fault timeline, and the
+/// run's report (violations, view changes, logs).
+fn kv_failure(run: &Run, what: &str, rounds: &[Round]) -> String {
+    let timeline: Vec<String> = rounds.iter().map(|r| format!("  {r}")).collect();
+    run.fail(format!("{what}\nfaults (history clock):\n{}", timeline.join("\n")))
+}
+
+/// Concurrent clients put, compare-and-set and read [`KEYS`] keys through
+/// random nodes of [`NODES`] for `duration`, while rounds of one fault each
+/// (isolating the leader, SIGKILL of the leader, SIGSTOP of a node; each
+/// kind in every three rounds, in a seeded order) are injected and healed.
+/// Then every key is read, and the history must be linearizable.
+pub async fn linearizable(duration: Duration, seed: u64) -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    let mut run = Run::start(NODES, TIMINGS).await?;
+    let (mut leader, term) = run.elected().await?;
+    let api = run.cluster.kv_api().map_err(|e| run.fail(format!("kv api: {e}")))?;
+    let addrs = run.cluster.http_addrs();
+    let clock = Clock::start();
+    let values = Arc::new(Values::default());
+    let spec = Spec { clients: CLIENTS, keys: 0..KEYS, first_client: 0, seed };
+    let workload = Workload::start(&api, &addrs, &spec, clock, values.clone());
+    let started = Instant::now();
+    tokio::time::sleep(WARM_UP).await;
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let mut rounds: Vec<Round> = Vec::new();
+    let mut kinds: Vec<u64> = Vec::new();
+    while started.elapsed() < duration {
+        if kinds.is_empty() {
+            kinds = vec![0, 1, 2];
+            let j = (rng.next_u64() % 3) as usize;
+            kinds.swap(0, j);
+            let j = 1 + (rng.next_u64() % 2) as usize;
+            kinds.swap(1, j);
+        }
+        let fault = KvFault::draw(kinds.remove(0), leader, &mut rng);
+        let hold = Duration::from_millis(HOLD_MS.0 + rng.next_u64() % (HOLD_MS.1 - HOLD_MS.0));
+        let round = fault_round(&mut run, fault, hold, &clock)
+            .await
+            .map_err(|m| format!("round {} ({fault:?}), seed {seed}: {m}", rounds.len() + 1))?;
+        leader = round.after.0;
+        rounds.push(round);
+        tokio::time::sleep(Duration::from_millis(rng.next_u64() % SETTLE_MS)).await;
+    }
+    let worked = started.elapsed();
+    let mut history = workload.stop().await.map_err(|m| kv_failure(&run, &m, &rounds))?;
+    let reader =
+        Session { client: KvClient::new(&api, kv::OP_TIMEOUT), addrs, who: CLIENTS, clock };
+    let finals = reader.final_reads(0..KEYS).await.map_err(|m| kv_failure(&run, &m, &rounds))?;
+    history.extend(finals);
+    run.check_safety().map_err(|m| kv_failure(&run, &m, &rounds))?;
+    let tally = Tally::of(&history);
+    let checked = Instant::now();
+    let verdict = kv::check_linearizable(&history, KEYS).map_err(|m| {
+        kv_failure(
+            &run,
+            &format!("seed {seed}: the history is not linearizable ({tally}):\n{m}"),
+            &rounds,
+        )
+    })?;
+    let check_took = checked.elapsed();
+    out.note(format!(
+        "seed {seed}: {NODES} nodes (first leader n{} t{term}), {CLIENTS} clients on {KEYS} keys for {worked:?}",
+        leader + 1
+    ));
+    for (i, r) in rounds.iter().enumerate() {
+        out.note(format!("round {}: {r}", i + 1));
+    }
+    out.note(format!("history: {tally}"));
+    out.note(format!(
+        "linearizable: every key checked in {check_took:?} ({} search steps, at most {} on one key)",
+        verdict.steps, verdict.max_steps
+    ));
+    out.note(run.traffic());
+    enough_work(&run, &tally, &rounds)?;
+    Ok(out)
+}
+
+/// A run whose clients got (almost) nothing done proves nothing.
+fn enough_work(run: &Run, t: &Tally, rounds: &[Round]) -> Result<(), String> {
+    const MIN_ACKED: usize = 100;
+    const MIN_READS: usize = 100;
+    if t.acked < MIN_ACKED || t.answered_reads < MIN_READS || rounds.is_empty() {
+        return Err(kv_failure(
+            run,
+            &format!(
+                "too little was tested: {} writes acknowledged (want {MIN_ACKED}), {} reads answered (want {MIN_READS}), {} fault rounds",
+                t.acked,
+                t.answered_reads,
+                rounds.len()
+            ),
+            rounds,
+        ));
+    }
+    Ok(())
+}
+
+/// Writes keys `keys` once each (acknowledged), `WRITERS` at a time; the
+/// acknowledged (value, revision) by key index, and every try in history.
+async fn write_acknowledged(
+    sessions: &[Session],
+    keys: Range<usize>,
+    values: &Arc<Values>,
+    history: &mut Vec<Record>,
+) -> Result<Vec<(usize, u32, u64)>, String> {
+    let mut tasks = Vec::new();
+    for (w, session) in sessions.iter().enumerate() {
+        let mine: Vec<usize> = keys.clone().filter(|k| k % sessions.len() == w).collect();
+        let session = session.clone();
+        let values = values.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut h = Vec::new();
+            let mut acked = Vec::new();
+            for key in mine {
+                let (value, rev) =
+                    session.acknowledged_put(key, &values, &mut h, ACK_BOUND).await?;
+                acked.push((key, value, rev));
+            }
+            Ok::<_, String>((acked, h))
+        }));
+    }
+    let mut acked = Vec::new();
+    for t in tasks {
+        let (a, h) = t.await.map_err(|e| format!("a writer task failed: {e}"))??;
+        acked.extend(a);
+        history.extend(h);
+    }
+    acked.sort_unstable();
+    Ok(acked)
+}
+
+/// `count` sessions on `addrs` through `api`, numbered from `first`.
+fn sessions(
+    api: &crate::checker::Api,
+    addrs: &[std::net::SocketAddr],
+    first: usize,
+    count: usize,
+    clock: Clock,
+) -> Vec<Session> {
+    (0..count)
+        .map(|w| Session {
+            client: KvClient::new(api, kv::OP_TIMEOUT),
+            addrs: addrs.to_vec(),
+            who: first + w,
+            clock,
+        })
+        .collect()
+}
+
+/// The final read of each key in `finals` (the answered one), by key.
+fn final_values(finals: &[Record]) -> std::collections::BTreeMap<usize, Option<(Vec<u8>, u64)>> {
+    finals
+        .iter()
+        .filter_map(|r| match &r.fate {
+            Fate::Returned { output: KvOutput::Read { kv, .. }, .. } => {
+                Some((r.input.key(), kv.as_ref().map(|kv| (kv.value.clone(), kv.mod_revision))))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The acknowledged writes that `read` (key -> value and mod_revision, as
+/// read) does not show.
+fn missing(
+    acked: &[(usize, u32, u64)],
+    read: &std::collections::BTreeMap<usize, Option<(Vec<u8>, u64)>>,
+) -> Vec<String> {
+    acked
+        .iter()
+        .filter_map(|&(key, value, rev)| {
+            let want = (tenure_sim::workload::value_bytes(value), rev);
+            match read.get(&key) {
+                Some(Some(got)) if *got == want => None,
+                got => Some(format!(
+                    "{}: acknowledged v{value} at revision {rev}, read {}",
+                    key_name(key),
+                    match got {
+                        None => "nothing (no answer)".to_string(),
+                        Some(None) => "absent".to_string(),
+                        Some(Some((v, r))) =>
+                            format!("{:?} at revision {r}", String::from_utf8_lossy(v)),
+                    }
+                )),
+            }
+        })
+        .collect()
+}
+
+/// [`KILL_ALL_KEYS`] keys written and acknowledged, clients still writing
+/// [`KILL_ALL_BUSY_KEYS`] others, then SIGKILL of every node at once and a
+/// restart: every acknowledged write reads back (linearizably) with its
+/// revision, and the whole history, the writes in flight at the kill
+/// included, is linearizable.
+pub async fn kill_all() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    let mut run = Run::start(NODES, TIMINGS).await?;
+    let (l, term) = run.elected().await?;
+    let api = run.cluster.kv_api().map_err(|e| run.fail(format!("kv api: {e}")))?;
+    let addrs = run.cluster.http_addrs();
+    let (clock, values) = (Clock::start(), Arc::new(Values::default()));
+    let mut history = Vec::new();
+    let writers = sessions(&api, &addrs, 0, WRITERS, clock);
+    let wrote = Instant::now();
+    let acked = write_acknowledged(&writers, 0..KILL_ALL_KEYS, &values, &mut history)
+        .await
+        .map_err(|m| run.fail(m))?;
+    let write_took = wrote.elapsed();
+    let busy = KILL_ALL_KEYS..KILL_ALL_KEYS + KILL_ALL_BUSY_KEYS;
+    let spec = Spec { clients: CLIENTS, keys: busy.clone(), first_client: WRITERS, seed: 1 };
+    let workload = Workload::start(&api, &addrs, &spec, clock, values.clone());
+    tokio::time::sleep(BUSY_BEFORE_KILL).await;
+    let killed_ns = clock.now_ns();
+    run.cluster.kill_all().map_err(|e| run.fail(format!("SIGKILL of every node: {e}")))?;
+    let busy_history = workload.stop().await.map_err(|m| run.fail(m))?;
+    let busy_tally = Tally::of(&busy_history);
+    history.extend(busy_history);
+    let restarted = Instant::now();
+    for i in 0..NODES {
+        run.cluster.spawn(i).map_err(|e| run.fail(format!("restart n{}: {e}", i + 1)))?;
+    }
+    let all: Vec<usize> = (0..NODES).collect();
+    let ((l2, term2), elected_in) = run.agreement(&all, restarted, FIRST_ELECTION_BOUND).await?;
+    let reader = &sessions(&api, &addrs, WRITERS + CLIENTS, 1, clock)[0];
+    let finals = reader.final_reads(0..busy.end).await.map_err(|m| run.fail(m))?;
+    let lost = missing(&acked, &final_values(&finals));
+    history.extend(finals);
+    run.check_safety()?;
+    if !lost.is_empty() {
+        return Err(run.fail(format!(
+            "{} of {} acknowledged writes lost or changed after SIGKILL of every node:\n  {}",
+            lost.len(),
+            acked.len(),
+            lost.join("\n  ")
+        )));
+    }
+    let tally = Tally::of(&history);
+    let verdict = kv::check_linearizable(&history, busy.end)
+        .map_err(|m| run.fail(format!("the history is not linearizable ({tally}):\n{m}")))?;
+    out.note(format!(
+        "{NODES} nodes, leader n{} t{term}: {} keys written and acknowledged by {WRITERS} writers in {write_took:?}",
+        l + 1,
+        acked.len()
+    ));
+    out.note(format!(
+        "SIGKILL of every node at {:.1} ms with {CLIENTS} clients busy on {} more keys ({busy_tally})",
+        ms(killed_ns),
+        busy.len()
+    ));
+    out.note(format!(
+        "restart: all agree on n{} t{term2} {elected_in:?} after it; every acknowledged write reads back with its revision",
+        l2 + 1
+    ));
+    out.note(format!("history: {tally}; linearizable ({} search steps)", verdict.steps));
+    out.note(run.traffic());
+    Ok(out)
+}
+
+/// What node `addr` serves with `consistency=stale`: how many of `acked`
+/// it shows as acknowledged, and the first it does not (key, what it said).
+async fn stale_matches(
+    client: &KvClient,
+    addr: std::net::SocketAddr,
+    acked: &[(usize, u32, u64)],
+) -> Result<(usize, Option<String>), String> {
+    for (n, &(key, value, rev)) in acked.iter().enumerate() {
+        let answer = client.get(addr, &key_name(key), true).await;
+        // A stale read is not linearizable: it stays out of the history,
+        // but its answer must be one the API allows.
+        let fate = kv::read_fate(&answer, 0).map_err(|e| format!("stale read at {addr}: {e}"))?;
+        let shown = match fate {
+            Fate::Returned { output: KvOutput::Read { kv: Some(kv), .. }, .. } => {
+                Some((kv.value, kv.mod_revision))
+            }
+            _ => None,
+        };
+        if shown != Some((tenure_sim::workload::value_bytes(value), rev)) {
+            return Ok((n, Some(format!("{}: {answer:?}", key_name(key)))));
+        }
+    }
+    Ok((acked.len(), None))
+}
+
+/// 3 nodes: [`WIPE_KEYS`].0 keys acknowledged; a follower is killed and its
+/// data directory deleted (its certificate and config stay); [`WIPE_KEYS`].1
+/// more keys acknowledged while it is down; it restarts as a brand-new node
+/// and must serve every key with `consistency=stale` within
+/// [`CATCH_UP_BOUND`], while the leader and its term stay the same; then
+/// every key read linearizably through it.
+pub async fn wiped_follower() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    let mut run = Run::start(NODES, TIMINGS).await?;
+    let (l, term) = run.elected().await?;
+    let api = run.cluster.kv_api().map_err(|e| run.fail(format!("kv api: {e}")))?;
+    let addrs = run.cluster.http_addrs();
+    let (clock, values) = (Clock::start(), Arc::new(Values::default()));
+    let mut history = Vec::new();
+    let (first, more) = (0..WIPE_KEYS.0, WIPE_KEYS.0..WIPE_KEYS.0 + WIPE_KEYS.1);
+    let mut acked = write_acknowledged(
+        &sessions(&api, &addrs, 0, WRITERS, clock),
+        first,
+        &values,
+        &mut history,
+    )
+    .await
+    .map_err(|m| run.fail(m))?;
+    let f = (0..NODES).rev().find(|&i| i != l).expect("3 nodes");
+    let mark = Instant::now();
+    run.cluster.kill(f).map_err(|e| run.fail(format!("SIGKILL n{}: {e}", f + 1)))?;
+    run.cluster.wipe(f).map_err(|e| run.fail(format!("wipe n{}: {e}", f + 1)))?;
+    let live: Vec<_> = (0..NODES).filter(|&i| i != f).map(|i| addrs[i]).collect();
+    let while_down = write_acknowledged(
+        &sessions(&api, &live, WRITERS, WRITERS, clock),
+        more.clone(),
+        &values,
+        &mut history,
+    )
+    .await
+    .map_err(|m| run.fail(m))?;
+    acked.extend(while_down);
+    let restarted = Instant::now();
+    run.cluster.spawn(f).map_err(|e| run.fail(format!("restart n{}: {e}", f + 1)))?;
+    let client = KvClient::new(&api, kv::OP_TIMEOUT);
+    let mut progress = (0, None);
+    while restarted.elapsed() < CATCH_UP_BOUND {
+        progress = stale_matches(&client, addrs[f], &acked).await.map_err(|m| run.fail(m))?;
+        if progress.0 == acked.len() {
+            break;
+        }
+        tokio::time::sleep(CATCH_UP_POLL).await;
+    }
+    let caught_up = restarted.elapsed();
+    if progress.0 < acked.len() {
+        return Err(run.fail(format!(
+            "the wiped node n{} served {} of {} acknowledged keys with consistency=stale {CATCH_UP_BOUND:?} after its restart; first missing {:?}",
+            f + 1,
+            progress.0,
+            acked.len(),
+            progress.1
+        )));
+    }
+    run.hold(3 * TIMINGS.election_timeout()).await;
+    let all: Vec<usize> = (0..NODES).collect();
+    let ((l2, term2), _) = run.agreement(&all, Instant::now(), heal_bound(TIMINGS)).await?;
+    let reader = Session { client, addrs: vec![addrs[f]], who: 2 * WRITERS, clock };
+    let finals = reader.final_reads(0..more.end).await.map_err(|m| run.fail(m))?;
+    let lost = missing(&acked, &final_values(&finals));
+    history.extend(finals);
+    run.check_safety()?;
+    let changes = run.checker.state().leaderships_since(mark);
+    let max_term = run.checker.state().max_term_since(mark);
+    if (l2, term2) != (l, term) || changes != vec![(run.cluster.id(l), term)] || max_term != term {
+        return Err(run.fail(format!(
+            "the leader changed while n{} was wiped and caught up: n{} t{term} -> n{} t{term2}; leaderships {changes:?}; highest term {max_term}",
+            f + 1,
+            l + 1,
+            l2 + 1
+        )));
+    }
+    if !lost.is_empty() {
+        return Err(run.fail(format!(
+            "linearizable reads through the wiped node n{} miss acknowledged writes:\n  {}",
+            f + 1,
+            lost.join("\n  ")
+        )));
+    }
+    let tally = Tally::of(&history);
+    let verdict = kv::check_linearizable(&history, more.end)
+        .map_err(|m| run.fail(format!("the history is not linearizable ({tally}):\n{m}")))?;
+    out.note(format!(
+        "{NODES} nodes, leader n{} t{term}: {} keys acknowledged; SIGKILL of follower n{f1}, its data directory deleted; {} more keys acknowledged while it was down",
+        l + 1,
+        WIPE_KEYS.0,
+        WIPE_KEYS.1,
+        f1 = f + 1
+    ));
+    out.note(format!(
+        "n{} restarted empty: served all {} keys with consistency=stale {caught_up:?} after its restart (bound {CATCH_UP_BOUND:?}); linearizable reads through it see every one",
+        f + 1,
+        acked.len()
+    ));
+    out.note(format!(
+        "leaderships since the kill: {changes:?}; highest term {max_term} (the leader's own)"
+    ));
+    out.note(format!("history: {tally}; linearizable ({} search steps)", verdict.steps));
+    out.note(run.traffic());
+    Ok(out)
+}
