@@ -4,6 +4,7 @@
 //! Ids, terms and tokens are plain numbers on the wire so that clients do not
 //! depend on the core's types.
 
+use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 /// `GET /v1/status`.
@@ -95,14 +96,33 @@ pub struct TransferBody {
     pub from_term: u64,
 }
 
-/// Every error answer: `{"error": "...", ...}`.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+/// Every error answer: `{"error": "...", ...}`, with the fields below that
+/// apply.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 pub struct ErrorBody {
     /// What went wrong, for people.
     pub error: String,
     /// For "not the leader": the leader this node knows of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<u64>,
+    /// Key-value answers (404 of a key, 409 of a compare-and-set): the
+    /// store's revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+    /// 409 of a compare-and-set: the key's `mod_revision` now (0: absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mod_revision: Option<u64>,
+    /// 504 of a write: `"unknown"`, the write may or may not have been
+    /// applied (never a failure: read the key to find out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// 410 of a watch: the changes up to this revision are no longer kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted: Option<u64>,
+    /// 410 of a watch: the store's revision (read the keys, then watch from
+    /// `current + 1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<u64>,
 }
 
 /// One Server-Sent Event of `GET /v1/watch`: the node's view of leadership.
@@ -116,4 +136,248 @@ pub struct LeadershipBody {
     pub fencing_token: Option<u64>,
     /// The answering node's own role.
     pub role: String,
+}
+
+/// `PUT /v1/kv/{key}` success.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvPutBody {
+    /// The store's revision after the put (the key's new `mod_revision`).
+    pub revision: u64,
+    /// The fencing token of the leadership that committed it.
+    pub fencing_token: u64,
+}
+
+/// `DELETE /v1/kv/{key}` success.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvDeleteBody {
+    /// The store's revision after the delete (unchanged if nothing was deleted).
+    pub revision: u64,
+    /// Whether the key was there.
+    pub deleted: bool,
+    /// The fencing token of the leadership that committed it.
+    pub fencing_token: u64,
+}
+
+/// A key, its value and its revisions. The value travels as a UTF-8
+/// string in `value`; a value that is not UTF-8 travels in `value_base64`
+/// instead (standard alphabet, padded), and `value` is absent.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct KvBody {
+    /// The key.
+    pub key: String,
+    /// The value, if it is UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// The value in base64, if it is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_base64: Option<String>,
+    /// The revision that created the key.
+    pub create_revision: u64,
+    /// The revision that last changed it.
+    pub mod_revision: u64,
+    /// Changes since it was created (1 after the first put; 0 in a delete event).
+    pub version: u64,
+}
+
+impl KvBody {
+    /// The body of `kv`: its value as a string, or in base64 if it is not UTF-8.
+    pub fn new(kv: &tenure_kv::KeyValue) -> Self {
+        let (value, value_base64) = match std::str::from_utf8(&kv.value) {
+            Ok(text) => (Some(text.to_string()), None),
+            Err(_) => (None, Some(base64::engine::general_purpose::STANDARD.encode(&kv.value))),
+        };
+        KvBody {
+            key: kv.key.clone(),
+            value,
+            value_base64,
+            create_revision: kv.create_revision,
+            mod_revision: kv.mod_revision,
+            version: kv.version,
+        }
+    }
+
+    /// The value's bytes, from whichever field carries it.
+    pub fn value_bytes(&self) -> Result<Vec<u8>, String> {
+        value_from(self.value.as_deref(), self.value_base64.as_deref())
+            .map(Option::unwrap_or_default)
+    }
+}
+
+/// The bytes of a value given as a string or in base64 (at most one of
+/// them); None if neither is given.
+pub fn value_from(value: Option<&str>, base64: Option<&str>) -> Result<Option<Vec<u8>>, String> {
+    match (value, base64) {
+        (Some(_), Some(_)) => Err("give \"value\" or \"value_base64\", not both".to_string()),
+        (Some(v), None) => Ok(Some(v.as_bytes().to_vec())),
+        (None, Some(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .map(Some)
+            .map_err(|e| format!("\"value_base64\" is not base64: {e}")),
+        (None, None) => Ok(None),
+    }
+}
+
+/// `GET /v1/kv/{key}` success: the key and the store's revision.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct KvGetBody {
+    /// The key.
+    #[serde(flatten)]
+    pub kv: KvBody,
+    /// The store's revision when it was read.
+    pub revision: u64,
+}
+
+/// `GET /v1/kv?prefix=P` success.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct KvListBody {
+    /// The keys starting with the prefix, in order.
+    pub kvs: Vec<KvBody>,
+    /// Whether more keys match than were returned.
+    pub more: bool,
+    /// The store's revision when they were read.
+    pub revision: u64,
+}
+
+/// `POST /v1/txn` request: if every comparison holds, the `success`
+/// operations, else the `failure` ones, at one revision.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TxnRequest {
+    /// The comparisons, all of which must hold.
+    #[serde(default)]
+    pub compare: Vec<CompareBody>,
+    /// Done when they all hold.
+    #[serde(default)]
+    pub success: Vec<TxnOpBody>,
+    /// Done otherwise.
+    #[serde(default)]
+    pub failure: Vec<TxnOpBody>,
+}
+
+/// One comparison of a transaction: `{"key", "target", "op", "value"}`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CompareBody {
+    /// The key.
+    pub key: String,
+    /// What of the key is compared.
+    pub target: TargetName,
+    /// How.
+    pub op: CompareOpName,
+    /// What it is compared with: a number for the revisions and the version,
+    /// a string for the value.
+    #[serde(default)]
+    pub value: Option<serde_json::Value>,
+    /// For `"target": "value"`: the value in base64 instead of `value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_base64: Option<String>,
+}
+
+/// The property of a key a comparison reads.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetName {
+    /// The revision that last changed the key (0: absent).
+    ModRevision,
+    /// The revision that created it (0: absent).
+    CreateRevision,
+    /// Its version (0: absent).
+    Version,
+    /// Its value (a comparison with an absent key's value fails).
+    Value,
+}
+
+/// A comparison operator.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareOpName {
+    /// Equal.
+    #[serde(rename = "=")]
+    Equal,
+    /// Not equal.
+    #[serde(rename = "!=")]
+    NotEqual,
+    /// The key's property is less than the given one.
+    #[serde(rename = "<")]
+    Less,
+    /// The key's property is greater than the given one.
+    #[serde(rename = ">")]
+    Greater,
+}
+
+/// One operation of a transaction branch: `{"put": {"key", "value"}}`,
+/// `{"delete": {"key"}}` or `{"get": {"key"}}`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum TxnOpBody {
+    /// Sets a key.
+    Put {
+        /// The key.
+        key: String,
+        /// The value as a string.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+        /// The value in base64, instead of `value`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value_base64: Option<String>,
+    },
+    /// Removes a key.
+    Delete {
+        /// The key.
+        key: String,
+    },
+    /// Reads a key, as of the transaction.
+    Get {
+        /// The key.
+        key: String,
+    },
+}
+
+/// `POST /v1/txn` success.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TxnBody {
+    /// Whether every comparison held (the success branch ran).
+    pub succeeded: bool,
+    /// The store's revision after the transaction.
+    pub revision: u64,
+    /// The fencing token of the leadership that committed it.
+    pub fencing_token: u64,
+    /// One answer per operation of the branch that ran, in order.
+    pub responses: Vec<TxnResponseBody>,
+}
+
+/// The answer to one transaction operation: `{"put": {"prev"}}`,
+/// `{"delete": {"prev"}}` or `{"get": {"kv"}}` (null when absent).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TxnResponseBody {
+    /// A put, with the key as it was.
+    Put {
+        /// The key before the put.
+        prev: Option<KvBody>,
+    },
+    /// A delete, with the key as it was.
+    Delete {
+        /// The key before the delete (null: it was absent).
+        prev: Option<KvBody>,
+    },
+    /// A get.
+    Get {
+        /// The key (null: absent).
+        kv: Option<KvBody>,
+    },
+}
+
+/// One change of `GET /v1/kv-watch` (SSE event `put` or `delete`; its `id`
+/// is the revision).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct KvEventBody {
+    /// `"put"` or `"delete"`, as the event's name.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The revision of the change.
+    pub revision: u64,
+    /// After a put, the key as it now is; after a delete, as it was, with
+    /// `mod_revision` the delete's revision and version 0.
+    #[serde(flatten)]
+    pub kv: KvBody,
 }

@@ -5,16 +5,20 @@
 //! The failover histogram is the exception: it must be cumulative, while the
 //! node only keeps a bounded ring of recent failovers, so this module measures
 //! failovers itself from the leadership watch channel into a histogram that
-//! lives as long as the server.
+//! lives as long as the server. So do the key-value API's commit-latency
+//! histogram and its count of writes with an unknown outcome, measured by
+//! the handlers.
 
 use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
-use tenure_node::{Leadership, NodeHandle, NodeMetrics};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tenure_kv::Store;
+use tenure_node::{Leadership, NodeHandle, NodeMetrics, Replicated};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -23,19 +27,41 @@ use tokio::time::Instant;
 const FAILOVER_BUCKETS_S: [f64; 14] =
     [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0];
 
+/// Upper bounds of the commit-latency histogram's buckets, in seconds: from
+/// a group commit on a fast disk (sub-millisecond) to a write that waited
+/// for an election.
+const COMMIT_BUCKETS_S: [f64; 14] =
+    [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
 /// Metrics that outlive a scrape.
 #[derive(Debug, Clone)]
 pub struct Metrics {
     failover_seconds: Histogram,
+    kv_commit_seconds: Histogram,
+    kv_writes_unknown: Counter,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        Metrics { failover_seconds: Histogram::new(FAILOVER_BUCKETS_S) }
+        Metrics {
+            failover_seconds: Histogram::new(FAILOVER_BUCKETS_S),
+            kv_commit_seconds: Histogram::new(COMMIT_BUCKETS_S),
+            kv_writes_unknown: Counter::default(),
+        }
     }
 }
 
 impl Metrics {
+    /// Counts a key-value write through the API that committed after `took`.
+    pub fn kv_write_committed(&self, took: Duration) {
+        self.kv_commit_seconds.observe(took.as_secs_f64());
+    }
+
+    /// Counts a key-value write through the API whose outcome is unknown.
+    pub fn kv_write_unknown(&self) {
+        self.kv_writes_unknown.inc();
+    }
+
     /// Measures failovers as this node sees them: from the moment the known
     /// leader is lost (or replaced) to the moment a new leader is known.
     /// Returns when the node's leadership channel closes.
@@ -61,8 +87,9 @@ impl Metrics {
         }
     }
 
-    /// Renders every metric of `node` in the Prometheus text format.
-    pub fn render(&self, node: &NodeHandle) -> String {
+    /// Renders every metric of `node` and its replicated store `kv` in the
+    /// Prometheus text format.
+    pub fn render(&self, node: &NodeHandle, kv: &Replicated<Store>) -> String {
         let m = node.metrics();
         let mut r = Registry::with_prefix("tenure");
         register_state(&mut r, node);
@@ -72,6 +99,18 @@ impl Metrics {
             "failover_duration_seconds",
             "Time from losing the known leader to knowing the next one, as seen by this node",
             self.failover_seconds.clone(),
+        );
+        register_log(&mut r, kv);
+        r.register(
+            "kv_commit_duration_seconds",
+            "Time of key-value writes through this node's API, from the proposal to the commit \
+             and application on this node (committed writes only)",
+            self.kv_commit_seconds.clone(),
+        );
+        r.register(
+            "kv_writes_unknown",
+            "Key-value writes through this node's API answered 504 with an unknown outcome",
+            self.kv_writes_unknown.clone(),
         );
         let mut out = String::new();
         // Writing into a String cannot fail.
@@ -166,6 +205,59 @@ fn register_transport(r: &mut Registry, m: &NodeMetrics) {
         }
     }
     r.register("peer_rtt_seconds", "Smoothed round-trip time to each peer", rtt);
+}
+
+/// The replicated log: its indexes, the store's revision, the followers'
+/// progress (on the leader), the last snapshot and the log task's counters.
+fn register_log(r: &mut Registry, kv: &Replicated<Store>) {
+    let status = kv.status();
+    let revision = kv.read_stale(Store::revision).0;
+    let gauges: [(&str, &str, u64); 5] = [
+        ("log_last_index", "Index of the last entry of this node's log", status.last.index),
+        ("log_commit_index", "Highest log index this node knows to be committed", status.commit),
+        ("log_applied_index", "Highest log index applied to this node's store", status.applied),
+        ("kv_revision", "The store's revision as applied on this node", revision),
+        (
+            "log_snapshot_bytes",
+            "Size of the last snapshot this node wrote",
+            kv.counters().snapshot_bytes.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        r.register(name, help, ConstGauge::new(clamp(value)));
+    }
+    let matched = Family::<Vec<(String, String)>, Gauge>::default();
+    let lag = Family::<Vec<(String, String)>, Gauge>::default();
+    for (follower, index) in &status.followers {
+        let label = vec![("follower".to_string(), follower.0.to_string())];
+        matched.get_or_create(&label).set(clamp(*index));
+        lag.get_or_create(&label).set(clamp(status.last.index.saturating_sub(*index)));
+    }
+    r.register(
+        "log_follower_match_index",
+        "On the leader: the last log index each follower holds",
+        matched,
+    );
+    r.register(
+        "log_follower_lag_entries",
+        "On the leader: entries of its log each follower does not hold yet",
+        lag,
+    );
+    let c = kv.counters();
+    let counters: [(&str, &str, &AtomicU64); 5] = [
+        (
+            "log_writes",
+            "Log writes of this node (one fdatasync each; a batch of entries)",
+            &c.writes,
+        ),
+        ("log_proposed", "Commands this node proposed as leader", &c.proposed),
+        ("log_forwarded", "Commands this node forwarded to the leader", &c.forwarded),
+        ("log_unknown", "Writes through this node that ended with an unknown outcome", &c.unknown),
+        ("log_write_failures", "Log writes of this node that failed", &c.write_failures),
+    ];
+    for (name, help, value) in counters {
+        r.register(name, help, ConstCounter::new(value.load(Ordering::Relaxed)));
+    }
 }
 
 /// Prometheus gauges here are i64; node values are u64 and never that large,

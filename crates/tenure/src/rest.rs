@@ -260,7 +260,7 @@ impl Client {
         } else {
             Err(serde_json::from_slice(&bytes).unwrap_or_else(|_| ErrorBody {
                 error: String::from_utf8_lossy(&bytes).into_owned(),
-                leader: None,
+                ..ErrorBody::default()
             }))
         };
         Ok(Answer { status, body })

@@ -5,7 +5,7 @@ mod inproc;
 
 use inproc::{
     authorization, eventually, exchange, get_as, request, start_solo_with, status, test_auth,
-    Answer, ADMIN_TOKEN, OTHER_READ_TOKEN, READ_TOKEN,
+    Answer, ADMIN_TOKEN, OTHER_READ_TOKEN, READ_TOKEN, WRITE_TOKEN,
 };
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -38,19 +38,38 @@ fn assert_refused(answer: &Answer, status: u16, challenge: &str, what: &str) {
 }
 
 #[test]
-fn the_table_gives_writes_to_admin_reads_to_read_and_opens_the_probes() {
-    let access = |path: &str| ENDPOINTS.iter().find(|e| e.path == path).unwrap().access;
-    assert_eq!(access("/v1/transfer"), Access::Admin);
-    for path in ["/v1/status", "/v1/leader", "/v1/watch", "/metrics"] {
-        assert_eq!(access(path), Access::Read, "{path}");
+fn the_table_gives_transfer_to_admin_writes_to_write_reads_to_read_and_opens_the_probes() {
+    let access = |method: &str, path: &str| {
+        ENDPOINTS
+            .iter()
+            .find(|e| e.path == path && e.methods.iter().any(|m| m == method))
+            .unwrap()
+            .access
+    };
+    assert_eq!(access("POST", "/v1/transfer"), Access::Admin);
+    for (method, path) in
+        [("PUT", "/v1/kv/{*key}"), ("DELETE", "/v1/kv/{*key}"), ("POST", "/v1/txn")]
+    {
+        assert_eq!(access(method, path), Access::Write, "{method} {path}");
+    }
+    for path in [
+        "/v1/status",
+        "/v1/leader",
+        "/v1/watch",
+        "/metrics",
+        "/v1/kv/{*key}",
+        "/v1/kv",
+        "/v1/kv-watch",
+    ] {
+        assert_eq!(access("GET", path), Access::Read, "{path}");
     }
     for path in ["/healthz", "/v1/is-leader"] {
-        assert_eq!(access(path), Access::Probe, "{path}");
+        assert_eq!(access("GET", path), Access::Probe, "{path}");
     }
-    // Every method but GET/HEAD changes something: admin.
+    // Every method but GET/HEAD changes something: write or admin.
     for e in ENDPOINTS {
         if e.methods.iter().any(|m| m != "GET" && m != "HEAD") {
-            assert_eq!(e.access, Access::Admin, "{} writes", e.path);
+            assert!([Access::Write, Access::Admin].contains(&e.access), "{} writes", e.path);
         }
     }
 }
@@ -61,20 +80,21 @@ async fn every_endpoint_admits_callers_by_the_access_in_its_table_row() {
     let mut server = start_solo_with(HttpLimits::default(), test_auth(), dir.path());
     let addr = server.http;
     eventually("the server answers", START_BOUND, || status(addr)).await;
-    for e in ENDPOINTS {
-        let (method, path) = (e.methods[0].as_str(), e.path);
+    for (e, method) in ENDPOINTS.iter().flat_map(|e| e.methods.iter().map(move |m| (e, m))) {
+        let (method, path) = (method.as_str(), &e.example_path());
         let what = format!("{method} {path} ({})", e.access.as_str());
         let anonymous = ask(addr, method, path, None).await;
         let bad = ask(addr, method, path, Some("not-a-configured-token-000")).await;
         let read = ask(addr, method, path, Some(READ_TOKEN)).await;
+        let write = ask(addr, method, path, Some(WRITE_TOKEN)).await;
         let admin = ask(addr, method, path, Some(ADMIN_TOKEN)).await;
         match e.access {
             Access::Probe => {
-                for a in [&anonymous, &bad, &read, &admin] {
+                for a in [&anonymous, &bad, &read, &write, &admin] {
                     assert!(![401, 403].contains(&a.status), "{what} is open: {a:?}");
                 }
             }
-            Access::Read | Access::Admin => {
+            Access::Read | Access::Write | Access::Admin => {
                 assert_refused(&anonymous, 401, "Bearer realm=\"tenure\"", &what);
                 assert!(anonymous.body.contains("needs a bearer token"), "{what}: {anonymous:?}");
                 let invalid = "Bearer realm=\"tenure\", error=\"invalid_token\"";
@@ -82,15 +102,24 @@ async fn every_endpoint_admits_callers_by_the_access_in_its_table_row() {
                 assert!(![401, 403].contains(&admin.status), "{what} with admin: {admin:?}");
             }
         }
+        let scope = "Bearer realm=\"tenure\", error=\"insufficient_scope\"";
+        let shown = path;
         match e.access {
             Access::Admin => {
-                let scope = "Bearer realm=\"tenure\", error=\"insufficient_scope\"";
                 assert_refused(&read, 403, scope, &what);
-                let expected = format!("this token's role is read; {method} {path} needs admin");
+                assert_refused(&write, 403, scope, &what);
+                let expected = format!("this token's role is write; {method} {shown} needs admin");
+                assert!(write.body.contains(&expected), "{what}: {write:?}");
+            }
+            Access::Write => {
+                assert_refused(&read, 403, scope, &what);
+                let expected = format!("this token's role is read; {method} {shown} needs write");
                 assert!(read.body.contains(&expected), "{what}: {read:?}");
+                assert!(![401, 403].contains(&write.status), "{what} with write: {write:?}");
             }
             Access::Probe | Access::Read => {
                 assert!(![401, 403].contains(&read.status), "{what} with read: {read:?}");
+                assert!(![401, 403].contains(&write.status), "{what} with write: {write:?}");
             }
         }
     }

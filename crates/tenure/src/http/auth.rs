@@ -1,8 +1,9 @@
 //! Who may call which endpoint: bearer tokens with a role.
 //!
 //! Each endpoint of [`super::ENDPOINTS`] declares the [`Access`] it needs:
-//! `read` (status, leader, watch, metrics), `admin` (transfer and every
-//! later write; an admin token may also read), or `probe` (`/healthz` and
+//! `read` (status, leader, watch, metrics, key-value reads and watches),
+//! `write` (key-value writes: put, delete, transactions; and all of read),
+//! `admin` (transfer, which moves leadership; and all of write), or `probe` (`/healthz` and
 //! `/v1/is-leader`: open to anyone by default, for load balancers, or `read`
 //! when [`ApiAuth::open_probes`] is false). A request carries its token as
 //! `Authorization: Bearer <token>`.
@@ -11,7 +12,7 @@
 //! |---|---|
 //! | no token where one is needed | `401`, `WWW-Authenticate: Bearer realm="tenure"` |
 //! | a token no one configured, or not a Bearer token | `401`, `WWW-Authenticate: Bearer realm="tenure", error="invalid_token"` |
-//! | a `read` token on an `admin` endpoint | `403`, `WWW-Authenticate: Bearer realm="tenure", error="insufficient_scope"` |
+//! | a token whose role is below the endpoint's (`read` on a `write` or `admin` endpoint, `write` on an `admin` one) | `403`, `WWW-Authenticate: Bearer realm="tenure", error="insufficient_scope"` |
 //!
 //! The server keeps only the SHA-256 digest of each token and compares the
 //! digest of the presented token with every configured one in constant time.
@@ -43,13 +44,20 @@ pub const MAX_TOKEN_NAME_BYTES: usize = 64;
 /// The realm named in `WWW-Authenticate`.
 pub const REALM: &str = "tenure";
 
-/// A token's role. `Admin` includes everything `Read` may do.
+/// A token's role, in increasing order of power: each includes everything
+/// the ones before it may do (the order of the variants is the order of
+/// the roles).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Status, leader, watch, metrics (and the probes).
+    /// Status, leader, watch, metrics (and the probes); key-value reads,
+    /// lists and watches.
     Read,
-    /// Transfer and every later write; and all of `Read`.
+    /// Key-value writes (put, delete, transactions); and all of `Read`. For
+    /// the applications that keep their state in the store: they cannot move
+    /// leadership.
+    Write,
+    /// Transfer (moves leadership); and all of `Write`.
     Admin,
 }
 
@@ -58,6 +66,7 @@ impl Role {
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Read => "read",
+            Role::Write => "write",
             Role::Admin => "admin",
         }
     }
@@ -75,8 +84,10 @@ pub enum Access {
     /// A load-balancer probe: open to anyone while [`ApiAuth::probes_open`]
     /// (the default), else a `read` token.
     Probe,
-    /// A token of role `read` or `admin`.
+    /// A token of role `read` or above.
     Read,
+    /// A token of role `write` or `admin`.
+    Write,
     /// A token of role `admin`.
     Admin,
 }
@@ -86,15 +97,17 @@ impl Access {
     pub fn role(self) -> Role {
         match self {
             Access::Probe | Access::Read => Role::Read,
+            Access::Write => Role::Write,
             Access::Admin => Role::Admin,
         }
     }
 
-    /// `probe`, `read` or `admin`, for docs and messages.
+    /// `probe`, `read`, `write` or `admin`, for docs and messages.
     pub fn as_str(self) -> &'static str {
         match self {
             Access::Probe => "probe",
             Access::Read => "read",
+            Access::Write => "write",
             Access::Admin => "admin",
         }
     }
@@ -236,7 +249,7 @@ fn sha256(token: &str) -> [u8; 32] {
 pub struct TokenSpec {
     /// A name for people and for the per-token limits ("ops", "monitoring").
     pub name: String,
-    /// `read` or `admin`.
+    /// `read`, `write` or `admin`.
     pub role: Role,
     /// A file holding the token (relative paths: from the config file's directory).
     pub token_file: Option<PathBuf>,
@@ -524,11 +537,13 @@ mod tests {
 
     const ADMIN: &str = "admin-0123456789abcdef";
     const READER: &str = "read-0123456789abcdef";
+    const WRITER: &str = "write-0123456789abcdef";
 
     fn auth() -> ApiAuth {
         ApiAuth::with_tokens(vec![
             ApiToken::new("ops", Role::Admin, ADMIN).unwrap(),
             ApiToken::new("monitoring", Role::Read, READER).unwrap(),
+            ApiToken::new("app", Role::Write, WRITER).unwrap(),
         ])
         .unwrap()
     }
@@ -551,6 +566,19 @@ mod tests {
         assert_eq!(
             ask(&a, Access::Admin, Some(&read)),
             Err(Refusal::Forbidden { role: Role::Read, needed: Role::Admin })
+        );
+        // Write sits between: it reads and writes, but does not administer.
+        let write = format!("Bearer {WRITER}");
+        assert_eq!(ask(&a, Access::Write, Some(&write)).unwrap().role, Some(Role::Write));
+        assert!(ask(&a, Access::Read, Some(&write)).is_ok());
+        assert!(ask(&a, Access::Write, Some(&admin)).is_ok());
+        assert_eq!(
+            ask(&a, Access::Write, Some(&read)),
+            Err(Refusal::Forbidden { role: Role::Read, needed: Role::Write })
+        );
+        assert_eq!(
+            ask(&a, Access::Admin, Some(&write)),
+            Err(Refusal::Forbidden { role: Role::Write, needed: Role::Admin })
         );
         assert_eq!(ask(&a, Access::Read, None), Err(Refusal::NoToken));
         assert!(matches!(ask(&a, Access::Read, Some("Bearer nope")), Err(Refusal::BadToken(_))));

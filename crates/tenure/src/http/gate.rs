@@ -15,7 +15,6 @@ use std::net::SocketAddr;
 pub(super) async fn admit(
     State(st): State<AppState>,
     access: Access,
-    path: &'static str,
     mut req: Request,
     next: Next,
 ) -> Response {
@@ -32,7 +31,8 @@ pub(super) async fn admit(
                 Refusal::Forbidden { .. } => StatusCode::FORBIDDEN,
                 Refusal::NoToken | Refusal::BadToken(_) => StatusCode::UNAUTHORIZED,
             };
-            let error = ApiError::new(status, refusal.message(req.method().as_str(), path));
+            let error =
+                ApiError::new(status, refusal.message(req.method().as_str(), req.uri().path()));
             ([(header::WWW_AUTHENTICATE, refusal.challenge())], error).into_response()
         }
     }

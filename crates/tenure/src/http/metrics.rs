@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 pub async fn get(State(st): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-        st.metrics.render(&st.node),
+        st.metrics.render(&st.node, &st.kv),
     )
         .into_response()
 }

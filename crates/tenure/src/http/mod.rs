@@ -3,9 +3,11 @@
 //! Every endpoint is listed once, in [`ENDPOINTS`] (path, methods, who may
 //! call it, purpose): the router is built from that table, each endpoint
 //! behind a gate that admits callers by its [`Access`] ([`auth`]: bearer
-//! tokens of role `read` or `admin`), and the answers to an unknown path
-//! (404, naming the endpoints) and to a wrong method (405, with `Allow`) read
-//! it. Each resource's handlers live in a module of their own.
+//! tokens of role `read`, `write` or `admin`), and the answers to an unknown
+//! path (404, naming the endpoints) and to a wrong method (405, with
+//! `Allow`) read it. A path may have several rows, one per access (the
+//! key-value store's `GET /v1/kv/{key}` reads, its `PUT` and `DELETE`
+//! write). Each resource's handlers live in a module of their own.
 //!
 //! Every error answer is JSON `{"error": "..."}` with a 4xx or 5xx status,
 //! including unknown paths, wrong methods, malformed bodies, missing or
@@ -13,7 +15,7 @@
 //!
 //! [`serve`] runs the API on a listener within the limits of [`HttpLimits`]:
 //! a cap on connections and timeouts for headers, bodies and idle keep-alive.
-//! `/v1/watch` streams are limited in all, per client address and per token
+//! `/v1/watch` and `/v1/kv-watch` streams are limited in all, per client address and per token
 //! ([`MAX_WATCHERS`], [`MAX_WATCHERS_PER_ADDRESS`], [`MAX_WATCHERS_PER_TOKEN`]).
 //! Refusals are counted and logged as one summary line per
 //! [`REJECTION_LOG_INTERVAL`], not a line each.
@@ -22,6 +24,9 @@ pub mod auth;
 mod conn;
 mod gate;
 mod health;
+mod kv;
+mod kv_body;
+mod kv_watch;
 mod leader;
 mod limits;
 mod metrics;
@@ -33,6 +38,9 @@ mod watch;
 mod watchers;
 
 pub use auth::{Access, ApiAuth, ApiToken, Role, TokenError, TokenSpec};
+pub use kv::{read_error, write_error, MAX_TXN_BODY_BYTES};
+pub use kv_body::{check_key, txn_command};
+pub use kv_watch::start_revision;
 pub use limits::{
     HttpLimits, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_BODY_BYTES,
     MAX_CONNECTIONS, REJECTION_LOG_INTERVAL, SHUTDOWN_GRACE,
@@ -49,16 +57,19 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::Router;
+use tenure_kv::MAX_VALUE_BYTES;
 
-/// One endpoint of the API.
+/// One endpoint of the API: a path and the methods of it that need one access.
 pub struct Endpoint {
-    /// The path, e.g. `/v1/status`.
+    /// The path, e.g. `/v1/status`; `{*key}` is the rest of the path.
     pub path: &'static str,
-    /// The methods it answers (a GET endpoint answers HEAD too).
+    /// The methods it answers (a GET endpoint answers HEAD too). Two rows of
+    /// one path have no method in common.
     pub methods: &'static [Method],
-    /// Who may call it: `Read` and `Admin` need a token of that role (admin
-    /// includes read); `Probe` is open to anyone unless the server asks a
-    /// read token for the probes ([`ApiAuth::open_probes`]).
+    /// Who may call it: `Read`, `Write` and `Admin` need a token of that
+    /// role or above (admin includes write, write includes read); `Probe` is
+    /// open to anyone unless the server asks a read token for the probes
+    /// ([`ApiAuth::open_probes`]).
     pub access: Access,
     /// What it does, in a line.
     pub description: &'static str,
@@ -97,6 +108,52 @@ pub const ENDPOINTS: &[Endpoint] = &[
         handlers: |m| on(m, watch::get),
     },
     Endpoint {
+        path: "/v1/kv/{*key}",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "a key: {\"key\",\"value\",\"create_revision\",\"mod_revision\",\"version\",\
+                      \"revision\"}, 404 when absent; a value that is not UTF-8 comes as \
+                      \"value_base64\" instead of \"value\"; ?consistency=stale reads this node",
+        handlers: |m| on(m, kv::get),
+    },
+    Endpoint {
+        path: "/v1/kv/{*key}",
+        methods: &[Method::PUT, Method::DELETE],
+        access: Access::Write,
+        description: "PUT sets the key to the raw body ({\"revision\",\"fencing_token\"}), DELETE \
+                      removes it; ?if_mod_revision=R: only if the key's mod_revision is R (0: \
+                      absent), else 409",
+        handlers: |_| {
+            on(MethodFilter::PUT, kv::put)
+                .on(MethodFilter::DELETE, kv::delete)
+                .layer(DefaultBodyLimit::max(MAX_VALUE_BYTES))
+        },
+    },
+    Endpoint {
+        path: "/v1/kv",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description:
+            "the keys starting with ?prefix=P, in order ({\"kvs\",\"more\",\"revision\"}); \
+                      &limit=N, &consistency=stale",
+        handlers: |m| on(m, kv::list),
+    },
+    Endpoint {
+        path: "/v1/txn",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "a transaction: {\"compare\":[...],\"success\":[...],\"failure\":[...]}",
+        handlers: |m| on(m, kv::txn).layer(DefaultBodyLimit::max(MAX_TXN_BODY_BYTES)),
+    },
+    Endpoint {
+        path: "/v1/kv-watch",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "Server-Sent Events: the changes of ?prefix=P (or ?key=K) from \
+                      ?from_revision=R on; 410 when R is compacted",
+        handlers: |m| on(m, kv_watch::get),
+    },
+    Endpoint {
         path: "/v1/transfer",
         methods: &[Method::POST],
         access: Access::Admin,
@@ -120,14 +177,15 @@ pub const ENDPOINTS: &[Endpoint] = &[
 ];
 
 impl Endpoint {
-    /// The methods to list in `Allow`: the table's, and HEAD with GET (the
-    /// router answers HEAD wherever it answers GET).
-    pub fn allowed(&self) -> Vec<Method> {
-        let mut allowed = self.methods.to_vec();
-        if allowed.contains(&Method::GET) && !allowed.contains(&Method::HEAD) {
-            allowed.push(Method::HEAD);
-        }
-        allowed
+    /// The path as people write it: `/v1/kv/{key}` for `/v1/kv/{*key}`.
+    pub fn shown_path(&self) -> String {
+        self.path.replace("{*", "{")
+    }
+
+    /// A path that reaches this endpoint, for tests and examples: the
+    /// parameter filled in with `example`.
+    pub fn example_path(&self) -> String {
+        self.path.replace("{*key}", "example")
     }
 
     fn method_router(&'static self, state: &AppState) -> MethodRouter<AppState> {
@@ -137,36 +195,79 @@ impl Endpoint {
             .map(|m| MethodFilter::try_from(m.clone()).expect("the table names standard methods"))
             .reduce(MethodFilter::or)
             .expect("every endpoint has a method");
-        let gate = move |st, req, next| gate::admit(st, self.access, self.path, req, next);
-        (self.handlers)(filter)
-            .route_layer(middleware::from_fn_with_state(state.clone(), gate))
-            .fallback(move |method: Method| async move { self.method_not_allowed(&method) })
-    }
-
-    /// 405 with `Allow` from the table.
-    fn method_not_allowed(&self, method: &Method) -> Response {
-        let allowed = self.allowed().iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
-        let error = ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            format!("method {method} is not allowed on {}; use {allowed}", self.path),
-        );
-        ([(header::ALLOW, allowed)], error).into_response()
+        let gate = move |st, req, next| gate::admit(st, self.access, req, next);
+        (self.handlers)(filter).route_layer(middleware::from_fn_with_state(state.clone(), gate))
     }
 }
 
-/// The API's routes, built from [`ENDPOINTS`], each behind the gate of its
-/// [`Access`].
-pub fn router(state: AppState) -> Router {
-    ENDPOINTS
+/// The methods to list in `Allow` for `path`: its rows', and HEAD with GET
+/// (the router answers HEAD wherever it answers GET).
+pub fn allowed(path: &str) -> Vec<Method> {
+    let mut allowed: Vec<Method> = ENDPOINTS
         .iter()
-        .fold(Router::new(), |router, e| router.route(e.path, e.method_router(&state)))
+        .filter(|e| e.path == path)
+        .flat_map(|e| e.methods.iter().cloned())
+        .collect();
+    if allowed.contains(&Method::GET) && !allowed.contains(&Method::HEAD) {
+        allowed
+            .insert(allowed.iter().position(|m| m == Method::GET).unwrap_or(0) + 1, Method::HEAD);
+    }
+    allowed
+}
+
+/// 405 with `Allow` from the table.
+fn method_not_allowed(path: &'static str, method: &Method) -> Response {
+    let allowed = allowed(path).iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
+    let error = ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("method {method} is not allowed on {}; use {allowed}", path.replace("{*", "{")),
+    );
+    ([(header::ALLOW, allowed)], error).into_response()
+}
+
+/// The paths of [`ENDPOINTS`], each once, in the table's order.
+fn paths() -> Vec<&'static str> {
+    let mut paths: Vec<&'static str> = Vec::new();
+    for e in ENDPOINTS {
+        if !paths.contains(&e.path) {
+            paths.push(e.path);
+        }
+    }
+    paths
+}
+
+/// The API's routes, built from [`ENDPOINTS`], each row behind the gate of
+/// its [`Access`]; the rows of one path share its route and its 405.
+pub fn router(state: AppState) -> Router {
+    paths()
+        .into_iter()
+        .fold(Router::new(), |router, path| {
+            let methods = ENDPOINTS
+                .iter()
+                .filter(|e| e.path == path)
+                .fold(MethodRouter::new(), |m, e| m.merge(e.method_router(&state)))
+                .fallback(move |method: Method| async move { method_not_allowed(path, &method) });
+            router.route(path, methods)
+        })
+        .route(
+            "/v1/kv/",
+            on(MethodFilter::GET.or(MethodFilter::PUT).or(MethodFilter::DELETE), empty_key),
+        )
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
 
+/// `/v1/kv/` (the wildcard needs at least one character): 400, the key is empty.
+async fn empty_key() -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "the key is empty: /v1/kv/{key}; list keys with GET /v1/kv?prefix=P",
+    )
+}
+
 /// 404 naming every endpoint.
 async fn not_found() -> ApiError {
-    let known = ENDPOINTS.iter().map(|e| e.path).collect::<Vec<_>>().join(", ");
+    let known = paths().iter().map(|p| p.replace("{*", "{")).collect::<Vec<_>>().join(", ");
     ApiError::new(StatusCode::NOT_FOUND, format!("no such endpoint; see {known}"))
 }

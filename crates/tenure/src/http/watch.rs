@@ -17,7 +17,7 @@ use tenure_node::Leadership;
 use tokio::sync::watch;
 
 /// Interval of SSE keep-alive comments, so proxies and clients see a live stream.
-const SSE_KEEP_ALIVE: Duration = Duration::from_secs(5);
+pub(super) const SSE_KEEP_ALIVE: Duration = Duration::from_secs(5);
 
 /// Opens a stream; answers 429 when the caller's address or token has its
 /// share of streams open, 503 when every stream is taken (see
@@ -26,16 +26,23 @@ pub async fn get(
     State(st): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, ApiError> {
-    let slot = st.watchers.acquire(caller.addr, caller.token.as_ref()).map_err(|refusal| {
+    let slot = acquire_slot(&st, &caller)?;
+    let stream = leadership_events(st.node.leadership(), st.stopping.clone(), slot);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response())
+}
+
+/// A stream's slot for `caller` (the watch streams of `/v1/watch` and
+/// `/v1/kv-watch` count together), or the refusal: 429 when the caller's
+/// address or token has its share open, 503 when every stream is taken.
+pub(super) fn acquire_slot(st: &AppState, caller: &Caller) -> Result<WatchSlot, ApiError> {
+    st.watchers.acquire(caller.addr, caller.token.as_ref()).map_err(|refusal| {
         st.rejections.record(refusal.reason(), caller.addr);
         let status = match refusal {
             WatchRefusal::Total => StatusCode::SERVICE_UNAVAILABLE,
             WatchRefusal::Address(_) | WatchRefusal::Token(_) => StatusCode::TOO_MANY_REQUESTS,
         };
         ApiError::new(status, refusal.message())
-    })?;
-    let stream = leadership_events(st.node.leadership(), st.stopping.clone(), slot);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response())
+    })
 }
 
 fn leadership_body(l: &Leadership) -> LeadershipBody {

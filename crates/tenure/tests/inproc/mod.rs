@@ -25,13 +25,17 @@ pub const ADMIN_TOKEN: &str = "inproc-admin-51d0c7e2a9b4";
 pub const READ_TOKEN: &str = "inproc-read-8e3f6a1b2c07";
 /// Another read token of [`test_auth`] (a second client).
 pub const OTHER_READ_TOKEN: &str = "inproc-other-2b9d4e7f1a63";
+/// The write token of [`test_auth`].
+pub const WRITE_TOKEN: &str = "inproc-write-6c1e9a3f70d2";
 
-/// The API access of the test servers: an admin token and two read tokens.
+/// The API access of the test servers: an admin token, two read tokens and
+/// a write token.
 pub fn test_auth() -> ApiAuth {
     ApiAuth::with_tokens(vec![
         ApiToken::new("admin", Role::Admin, ADMIN_TOKEN).unwrap(),
         ApiToken::new("reader", Role::Read, READ_TOKEN).unwrap(),
         ApiToken::new("other", Role::Read, OTHER_READ_TOKEN).unwrap(),
+        ApiToken::new("writer", Role::Write, WRITE_TOKEN).unwrap(),
     ])
     .unwrap()
 }

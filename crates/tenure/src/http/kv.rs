@@ -1,0 +1,377 @@
+//! The key-value store: `GET|PUT|DELETE /v1/kv/{key}`, `GET /v1/kv?prefix=P`
+//! and `POST /v1/txn` (the watch is in [`super::kv_watch`]).
+//!
+//! Every write is checked against the store's limits before it is proposed
+//! (a bad key or value gets 400 or 413 and nothing is written), then goes
+//! through the replicated log from whichever node took the request (a
+//! follower forwards it to the leader). Reads are linearizable unless the
+//! caller asks `consistency=stale`. Values are bytes: a value that is UTF-8
+//! travels as the string `value`, any other as `value_base64`.
+//!
+//! How the log's failures are answered ([`write_error`], [`read_error`]):
+//!
+//! | failure | status |
+//! |---|---|
+//! | no leader for the whole wait | 503, `Retry-After` about one election timeout |
+//! | too many requests in flight | 503, `Retry-After: 1` |
+//! | the node is stopping | 503, `Retry-After: 1` (ask another node) |
+//! | the outcome of a write is unknown | 504, `"outcome": "unknown"`: never a failure |
+//! | the command is over the log's size limit | 413 |
+//! | a read found no confirmed read index in time | 504 |
+
+use super::kv_body::{check_key, check_prefix, invalid, txn_body, txn_command};
+use super::state::{ApiError, AppState};
+use crate::api::{KvBody, KvDeleteBody, KvGetBody, KvListBody, KvPutBody, TxnBody, TxnRequest};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use std::time::{Duration, Instant};
+use tenure_kv::{Command, Response, Store, MAX_RANGE, MAX_VALUE_BYTES};
+use tenure_node::{ReadFailure, WriteError};
+
+/// Largest `POST /v1/txn` body: four times the log's largest command (64
+/// KiB), room for JSON quoting and base64 around a transaction at that
+/// limit; the command built from it is checked against the log's limit
+/// again (413). Bounds what one request can make the server buffer.
+pub const MAX_TXN_BODY_BYTES: usize = 256 * 1024;
+
+/// The shape of a transaction, for the error answer to a malformed one.
+const TXN_SHAPE: &str = r#"{"compare": [{"key", "target", "op", "value"}], "success": [{"put": {"key", "value"}} | {"delete": {"key"}} | {"get": {"key"}}], "failure": [...]}"#;
+
+/// How a read is served.
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Consistency {
+    /// Sees every write committed before the read began (the default).
+    #[default]
+    Linearizable,
+    /// This node's state as applied so far.
+    Stale,
+}
+
+/// The query of `GET /v1/kv/{key}`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ReadQuery {
+    #[serde(default)]
+    consistency: Consistency,
+}
+
+/// The query of `PUT` and `DELETE /v1/kv/{key}`. Unknown parameters are
+/// refused: a misspelt `if_mod_revision` must not turn a compare-and-set
+/// into a plain write.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct WriteQuery {
+    if_mod_revision: Option<u64>,
+}
+
+/// The query of `GET /v1/kv`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    #[serde(default)]
+    prefix: String,
+    limit: Option<usize>,
+    #[serde(default)]
+    consistency: Consistency,
+}
+
+/// `GET /v1/kv/{key}`: the key, or 404 (with the store's revision).
+pub async fn get(
+    State(st): State<AppState>,
+    key: Result<Path<String>, PathRejection>,
+    query: Result<Query<ReadQuery>, QueryRejection>,
+) -> Result<Json<KvGetBody>, ApiError> {
+    let key = key_from(key)?;
+    let q = query_from(query, "consistency=stale")?;
+    let (kv, revision) =
+        read(&st, q.consistency, |s: &Store| (s.get(&key).cloned(), s.revision())).await?;
+    match kv {
+        Some(kv) => Ok(Json(KvGetBody { kv: KvBody::new(&kv), revision })),
+        None => {
+            let mut e = ApiError::new(StatusCode::NOT_FOUND, format!("no key {key:?}"));
+            e.body.revision = Some(revision);
+            Err(e)
+        }
+    }
+}
+
+/// `PUT /v1/kv/{key}`: sets the key to the body; with `if_mod_revision`,
+/// only if the key's `mod_revision` is that (0: only if absent), else 409.
+pub async fn put(
+    State(st): State<AppState>,
+    key: Result<Path<String>, PathRejection>,
+    query: Result<Query<WriteQuery>, QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<KvPutBody>, ApiError> {
+    let key = key_from(key)?;
+    let q = query_from(query, "if_mod_revision=R")?;
+    let value = body.map_err(|r| body_error(r, MAX_VALUE_BYTES, "value"))?;
+    let command = Command::Put { key, value: value.to_vec(), if_mod_revision: q.if_mod_revision };
+    match propose(&st, &command).await? {
+        (Response::Put { revision, .. }, fencing_token) => {
+            Ok(Json(KvPutBody { revision, fencing_token }))
+        }
+        (other, _) => Err(unexpected(&other)),
+    }
+}
+
+/// `DELETE /v1/kv/{key}`: removes the key (`deleted: false` if it was
+/// absent); with `if_mod_revision`, only if its `mod_revision` is that.
+pub async fn delete(
+    State(st): State<AppState>,
+    key: Result<Path<String>, PathRejection>,
+    query: Result<Query<WriteQuery>, QueryRejection>,
+) -> Result<Json<KvDeleteBody>, ApiError> {
+    let key = key_from(key)?;
+    let q = query_from(query, "if_mod_revision=R")?;
+    let command = Command::Delete { key, if_mod_revision: q.if_mod_revision };
+    match propose(&st, &command).await? {
+        (Response::Delete { revision, prev }, fencing_token) => {
+            Ok(Json(KvDeleteBody { revision, deleted: prev.is_some(), fencing_token }))
+        }
+        (other, _) => Err(unexpected(&other)),
+    }
+}
+
+/// `GET /v1/kv?prefix=P[&limit=N]`: the keys starting with P, in order.
+pub async fn list(
+    State(st): State<AppState>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<KvListBody>, ApiError> {
+    let q = query_from(query, "prefix=P, limit=N, consistency=stale")?;
+    check_prefix(&q.prefix).map_err(|e| invalid(&e))?;
+    let limit = match q.limit {
+        None => MAX_RANGE,
+        Some(n @ 1..=MAX_RANGE) => n,
+        Some(n) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("limit={n}: give 1 to {MAX_RANGE} (the default)"),
+            ))
+        }
+    };
+    let prefix = q.prefix;
+    let ((kvs, more), revision) =
+        read(&st, q.consistency, |s: &Store| (s.range(&prefix, limit), s.revision())).await?;
+    Ok(Json(KvListBody { kvs: kvs.iter().map(KvBody::new).collect(), more, revision }))
+}
+
+/// `POST /v1/txn`: comparisons, then the operations of one branch, at one
+/// revision.
+pub async fn txn(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<TxnBody>, ApiError> {
+    let body = body.map_err(|r| body_error(r, MAX_TXN_BODY_BYTES, "transaction"))?;
+    let request = Json::<TxnRequest>::from_bytes(&body).map_err(|r| {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {TXN_SHAPE}", r.body_text()))
+    })?;
+    let command = txn_command(request.0)?;
+    match propose(&st, &command).await? {
+        (Response::Txn { succeeded, revision, responses }, fencing_token) => {
+            Ok(Json(txn_body(succeeded, revision, fencing_token, &responses)))
+        }
+        (other, _) => Err(unexpected(&other)),
+    }
+}
+
+/// Checks `command`, proposes it, and returns the store's response and the
+/// fencing token of the leadership that committed it; a compare-and-set
+/// that did not match is a 409.
+async fn propose(st: &AppState, command: &Command) -> Result<(Response, u64), ApiError> {
+    command.validate().map_err(|e| invalid(&e))?;
+    let started = Instant::now();
+    let committed = match st.kv.propose(command.encode()).await {
+        Ok(c) => c,
+        Err(e) => {
+            if matches!(e, WriteError::Unknown(_)) {
+                st.metrics.kv_write_unknown();
+            }
+            return Err(write_error(&e));
+        }
+    };
+    st.metrics.kv_write_committed(started.elapsed());
+    let response = Response::decode(&committed.result).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the write was applied, but its answer cannot be read: {e}"),
+        )
+    })?;
+    match response {
+        Response::Conflict { mod_revision, revision } => Err(conflict(mod_revision, revision)),
+        Response::Invalid(e) => Err(invalid(&e)),
+        r => Ok((r, committed.fencing_token().0)),
+    }
+}
+
+/// A read as the caller asked: linearizable, or from this node's state.
+async fn read<R>(
+    st: &AppState,
+    consistency: Consistency,
+    f: impl FnOnce(&Store) -> R,
+) -> Result<R, ApiError> {
+    match consistency {
+        Consistency::Stale => Ok(st.kv.read_stale(f).0),
+        Consistency::Linearizable => {
+            st.kv.read(f).await.map(|(r, _)| r).map_err(|e| read_error(&e))
+        }
+    }
+}
+
+/// The key of the path (percent-decoded by the router), checked.
+fn key_from(key: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let Path(key) = key.map_err(|r| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("{}; a key is UTF-8, percent-encoded in the path", r.body_text()),
+        )
+    })?;
+    check_key(&key).map_err(|e| invalid(&e))?;
+    Ok(key)
+}
+
+/// The query, or 400 naming the parameters the endpoint takes.
+fn query_from<T>(query: Result<Query<T>, QueryRejection>, takes: &str) -> Result<T, ApiError> {
+    query.map(|Query(q)| q).map_err(|r| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("{}; this endpoint takes {takes}", r.body_text()),
+        )
+    })
+}
+
+/// A body the server would not read: 413 beyond `limit` bytes.
+fn body_error(r: BytesRejection, limit: usize, what: &str) -> ApiError {
+    match r.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the {what} is larger than {limit} bytes, the most accepted; nothing was written"
+            ),
+        ),
+        status => ApiError::new(status, r.body_text()),
+    }
+}
+
+/// 409: the compare-and-set did not match.
+pub(crate) fn conflict(mod_revision: u64, revision: u64) -> ApiError {
+    let now = match mod_revision {
+        0 => "the key is absent".to_string(),
+        r => format!("the key's mod_revision is {r}"),
+    };
+    let mut e = ApiError::new(
+        StatusCode::CONFLICT,
+        format!("compare-and-set failed: {now} (store revision {revision}); nothing was written"),
+    );
+    e.body.mod_revision = Some(mod_revision);
+    e.body.revision = Some(revision);
+    e
+}
+
+/// A response of another kind than the command's: a bug, said so.
+fn unexpected(r: &Response) -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("unexpected answer of the store: {r:?}"),
+    )
+}
+
+/// `Retry-After` after waiting `waited` for a leader: the wait is three
+/// election timeouts, a retry after about one has a fair chance; at least 1 s.
+fn no_leader_retry(waited: Duration) -> u64 {
+    (waited.as_millis() as u64).div_ceil(3000).max(1)
+}
+
+/// The answer to a write the log did not commit (or may not have).
+pub fn write_error(e: &WriteError) -> ApiError {
+    match e {
+        WriteError::NoLeader { waited } => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+                .retry_after(no_leader_retry(*waited))
+        }
+        WriteError::Busy | WriteError::Stopped => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).retry_after(1)
+        }
+        WriteError::TooLarge { .. } => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("{e}; nothing was written"))
+        }
+        WriteError::Unknown(_) => {
+            let mut err = ApiError::new(StatusCode::GATEWAY_TIMEOUT, e.to_string());
+            err.body.outcome = Some("unknown".to_string());
+            err
+        }
+    }
+}
+
+/// The answer to a linearizable read that could not be served.
+pub fn read_error(e: &ReadFailure) -> ApiError {
+    match e {
+        ReadFailure::NoLeader { waited } => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+                .retry_after(no_leader_retry(*waited))
+        }
+        ReadFailure::Busy | ReadFailure::Stopped => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).retry_after(1)
+        }
+        ReadFailure::Timeout(_) => ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("{e}; retry, or read with consistency=stale"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_failures_map_to_statuses_and_unknown_is_never_a_failure() {
+        let no_leader = write_error(&WriteError::NoLeader { waited: Duration::from_secs(3) });
+        assert_eq!(
+            (no_leader.status, no_leader.retry_after),
+            (StatusCode::SERVICE_UNAVAILABLE, Some(1))
+        );
+        let long = write_error(&WriteError::NoLeader { waited: Duration::from_millis(9001) });
+        assert_eq!(long.retry_after, Some(4), "about one election timeout, rounded up");
+        let short = read_error(&ReadFailure::NoLeader { waited: Duration::from_millis(10) });
+        assert_eq!((short.status, short.retry_after), (StatusCode::SERVICE_UNAVAILABLE, Some(1)));
+        for e in [WriteError::Busy, WriteError::Stopped] {
+            let a = write_error(&e);
+            assert_eq!(
+                (a.status, a.retry_after),
+                (StatusCode::SERVICE_UNAVAILABLE, Some(1)),
+                "{e}"
+            );
+        }
+        let unknown = write_error(&WriteError::Unknown("the leader lost office"));
+        assert_eq!(unknown.status, StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(unknown.body.outcome.as_deref(), Some("unknown"));
+        assert!(unknown.body.error.contains("may or may not"), "{}", unknown.body.error);
+        assert!(!unknown.body.error.contains("nothing was written"));
+        let big = write_error(&WriteError::TooLarge { size: 70_000, max: 65_536 });
+        assert_eq!(big.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(big.body.error.contains("at most 65536"), "{}", big.body.error);
+        let timeout = read_error(&ReadFailure::Timeout(Duration::from_secs(10)));
+        assert_eq!((timeout.status, timeout.retry_after), (StatusCode::GATEWAY_TIMEOUT, None));
+        for e in [ReadFailure::Busy, ReadFailure::Stopped] {
+            assert_eq!(read_error(&e).status, StatusCode::SERVICE_UNAVAILABLE, "{e}");
+        }
+    }
+
+    #[test]
+    fn a_conflict_names_the_current_revisions() {
+        let c = conflict(7, 9);
+        assert_eq!(c.status, StatusCode::CONFLICT);
+        assert_eq!((c.body.mod_revision, c.body.revision), (Some(7), Some(9)));
+        assert!(c.body.error.contains("mod_revision is 7"), "{}", c.body.error);
+        assert!(conflict(0, 9).body.error.contains("absent"));
+        let json = serde_json::to_value(&c.body).unwrap();
+        assert_eq!(json["mod_revision"], 7);
+        assert!(json.get("outcome").is_none() && json.get("leader").is_none(), "{json}");
+    }
+}
