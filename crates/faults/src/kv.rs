@@ -11,10 +11,10 @@
 //! |---|---|---|
 //! | `PUT` | 200 `{"revision"}` | returned, [`KvOutput::Written`] |
 //! | `PUT ?if_mod_revision=R` | 409 `{"mod_revision", "revision"}` | returned, a conflict |
-//! | `PUT` | 504 `"outcome": "unknown"`, no answer in time, a connection error | unknown: it may or may not have happened |
-//! | `PUT` | 503 with `Retry-After` | not executed |
+//! | `PUT` | 504 `"outcome": "unknown"`, no answer in time, a connection that broke after it was made | unknown: it may or may not have happened |
+//! | `PUT` | 503 with `Retry-After`; no connection could be made (so nothing was sent) | not executed |
 //! | `GET` | 200 (the key), 404 `{"revision"}` | returned, a read |
-//! | `GET` | 503, 504, no answer in time | not executed (a read changes nothing) |
+//! | `GET` | 503, 504, no answer, no connection | not executed (a read changes nothing) |
 //!
 //! Any other answer fails the run (the clients never send bad input, so a
 //! 4xx, a 500 or a 504 without `"outcome": "unknown"` is a finding, not
@@ -36,7 +36,7 @@ use rand_pcg::Pcg64;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tenure_kv::{KeyValue, Response};
@@ -76,14 +76,20 @@ pub enum Answer {
         /// The body (lossy UTF-8).
         body: String,
     },
-    /// No answer: a timeout or a connection error, said how.
+    /// No connection to the node could be made (refused, unreachable, the
+    /// TLS handshake failed): the request was never sent.
+    NotSent(String),
+    /// No answer after the request may have been sent: a timeout, or the
+    /// connection broke.
     Nothing(String),
 }
 
 impl Answer {
-    fn short(&self) -> String {
+    /// The status and body, or why there was no answer.
+    pub fn short(&self) -> String {
         match self {
             Answer::Http { status, body, .. } => format!("{status} {body}"),
+            Answer::NotSent(why) => format!("not sent ({why})"),
             Answer::Nothing(why) => format!("no answer ({why})"),
         }
     }
@@ -133,18 +139,21 @@ impl KvClient {
             .body(Full::new(body))
         {
             Ok(r) => r,
-            Err(e) => return Answer::Nothing(format!("bad request: {e}")),
+            Err(e) => return Answer::NotSent(format!("bad request: {e}")),
         };
         let exchange = async {
-            let resp = self.http.request(req).await.map_err(|e| format!("{e:?}"))?;
+            let resp = self.http.request(req).await.map_err(|e| match e.is_connect() {
+                true => Answer::NotSent(format!("{e:?}")),
+                false => Answer::Nothing(format!("{e:?}")),
+            })?;
             let status = resp.status().as_u16();
             let retry_after = resp.headers().contains_key("retry-after");
             let bytes = Limited::new(resp.into_body(), MAX_ANSWER_BYTES)
                 .collect()
                 .await
-                .map_err(|e| format!("reading the body: {e}"))?
+                .map_err(|e| Answer::Nothing(format!("reading the body: {e}")))?
                 .to_bytes();
-            Ok::<_, String>(Answer::Http {
+            Ok::<_, Answer>(Answer::Http {
                 status,
                 retry_after,
                 body: String::from_utf8_lossy(&bytes).into_owned(),
@@ -152,7 +161,7 @@ impl KvClient {
         };
         match tokio::time::timeout(self.timeout, exchange).await {
             Ok(Ok(a)) => a,
-            Ok(Err(e)) => Answer::Nothing(e),
+            Ok(Err(a)) => a,
             Err(_) => Answer::Nothing(format!("timeout after {:?}", self.timeout)),
         }
     }
@@ -208,6 +217,7 @@ pub fn write_fate(answer: &Answer, at_ns: u64) -> Result<Fate, String> {
     let returned = |output| Ok(Fate::Returned { at_ns, output });
     match answer {
         Answer::Nothing(_) => Ok(Fate::Unknown),
+        Answer::NotSent(_) => Ok(Fate::NotExecuted),
         Answer::Http { status: 200, body, .. } => {
             let b: PutBody = parse(body, 200)?;
             returned(KvOutput::Written { revision: b.revision })
@@ -236,7 +246,9 @@ pub fn read_fate(answer: &Answer, at_ns: u64) -> Result<Fate, String> {
     let returned =
         |kv, revision| Ok(Fate::Returned { at_ns, output: KvOutput::Read { kv, revision } });
     match answer {
-        Answer::Nothing(_) | Answer::Http { status: 503 | 504, .. } => Ok(Fate::NotExecuted),
+        Answer::NotSent(_) | Answer::Nothing(_) | Answer::Http { status: 503 | 504, .. } => {
+            Ok(Fate::NotExecuted)
+        }
         Answer::Http { status: 200, body, .. } => {
             let kv = key_value(parse(body, 200)?);
             let revision = kv.1;
@@ -290,8 +302,49 @@ impl Clock {
     }
 }
 
+/// Why writes did not return, counted for the report.
+#[derive(Debug, Default)]
+pub struct Causes {
+    /// 504 `"outcome": "unknown"`.
+    gateway_timeout: AtomicUsize,
+    /// No answer after the request may have been sent.
+    no_answer: AtomicUsize,
+    /// 503.
+    unavailable: AtomicUsize,
+    /// No connection could be made.
+    not_sent: AtomicUsize,
+}
+
+impl Causes {
+    fn count(&self, answer: &Answer) {
+        let counter = match answer {
+            Answer::Http { status: 504, .. } => &self.gateway_timeout,
+            Answer::Http { status: 503, .. } => &self.unavailable,
+            Answer::Nothing(_) => &self.no_answer,
+            Answer::NotSent(_) => &self.not_sent,
+            Answer::Http { .. } => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Display for Causes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = |c: &AtomicUsize| c.load(Ordering::Relaxed);
+        write!(
+            f,
+            "writes of unknown outcome: {} answered 504, {} without an answer in time; not executed: {} answered 503, {} found no connection",
+            n(&self.gateway_timeout),
+            n(&self.no_answer),
+            n(&self.unavailable),
+            n(&self.not_sent)
+        )
+    }
+}
+
 /// One client of a history: its connection pool, the nodes it may ask,
-/// its number in the history, and the history's clock.
+/// its number in the history, the history's clock, and the counts of why
+/// writes did not return.
 #[derive(Clone)]
 pub struct Session {
     /// The HTTP client.
@@ -302,6 +355,8 @@ pub struct Session {
     pub who: usize,
     /// The history's clock.
     pub clock: Clock,
+    /// Why writes did not return (shared by the sessions of a run).
+    pub causes: Arc<Causes>,
 }
 
 impl Session {
@@ -326,6 +381,9 @@ impl Session {
             other => return Err(format!("the HTTP clients do not send {other:?}")),
         };
         let at_ns = self.clock.now_ns();
+        if !input.is_read() {
+            self.causes.count(&answer);
+        }
         let fate =
             if input.is_read() { read_fate(&answer, at_ns) } else { write_fate(&answer, at_ns) }
                 .map_err(|e| format!("client {}, {input:?} at {addr}: {e}", self.who))?;
@@ -453,6 +511,7 @@ impl Workload {
         spec: &Spec,
         clock: Clock,
         values: Arc<Values>,
+        causes: &Arc<Causes>,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let tasks = (0..spec.clients)
@@ -462,6 +521,7 @@ impl Workload {
                     addrs: addrs.to_vec(),
                     who: spec.first_client + who,
                     clock,
+                    causes: causes.clone(),
                 };
                 let seed = spec.seed.wrapping_mul(1000).wrapping_add(who as u64);
                 let (keys, values, stop) = (spec.keys.clone(), values.clone(), stop.clone());
@@ -658,6 +718,7 @@ mod tests {
             Ok(Fate::Unknown)
         );
         assert_eq!(write_fate(&Answer::Nothing("timeout".into()), 5), Ok(Fate::Unknown));
+        assert_eq!(write_fate(&Answer::NotSent("refused".into()), 5), Ok(Fate::NotExecuted));
         assert_eq!(write_fate(&http(503, r#"{"error":"x"}"#), 5), Ok(Fate::NotExecuted));
         // Not allowed by the API: a finding.
         assert!(write_fate(&http(504, r#"{"error":"x"}"#), 5).is_err());
@@ -679,7 +740,8 @@ mod tests {
             Ok(Fate::Returned { at_ns: 6, output: KvOutput::Read { kv: None, revision: 8 } })
         );
         assert_eq!(read_fate(&http(503, "{}"), 6), Ok(Fate::NotExecuted));
-        assert_eq!(read_fate(&Answer::Nothing("refused".into()), 6), Ok(Fate::NotExecuted));
+        assert_eq!(read_fate(&Answer::NotSent("refused".into()), 6), Ok(Fate::NotExecuted));
+        assert_eq!(read_fate(&Answer::Nothing("timeout".into()), 6), Ok(Fate::NotExecuted));
         assert!(read_fate(&http(404, "not json"), 6).is_err(), "a 404 of another route");
     }
 

@@ -5,10 +5,11 @@
 //! Each returns what it did and measured, or a failure message with the
 //! history's verdict, the fault timeline and the server logs.
 
-use crate::kv::{self, Clock, KvClient, Session, Spec, Tally, Values, Workload};
+use crate::kv::{self, Causes, Clock, KvClient, Session, Spec, Tally, Values, Workload};
 use crate::scenarios::{heal_bound, Outcome, Run, FIRST_ELECTION_BOUND, RESTART_MARGIN, TIMINGS};
 use rand_core::{RngCore, SeedableRng};
 use rand_pcg::Pcg64;
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -161,12 +162,10 @@ pub async fn linearizable(duration: Duration, seed: u64) -> Result<Outcome, Stri
     let mut out = Outcome::default();
     let mut run = Run::start(NODES, TIMINGS).await?;
     let (mut leader, term) = run.elected().await?;
-    let api = run.cluster.kv_api().map_err(|e| run.fail(format!("kv api: {e}")))?;
-    let addrs = run.cluster.http_addrs();
-    let clock = Clock::start();
-    let values = Arc::new(Values::default());
-    let spec = Spec { clients: CLIENTS, keys: 0..KEYS, first_client: 0, seed };
-    let workload = Workload::start(&api, &addrs, &spec, clock, values.clone());
+    let kv = Clients::new(&run)?;
+    let clock = kv.clock;
+    let all: Vec<usize> = (0..NODES).collect();
+    let workload = kv.workload(&Spec { clients: CLIENTS, keys: 0..KEYS, first_client: 0, seed });
     let started = Instant::now();
     tokio::time::sleep(WARM_UP).await;
     let mut rng = Pcg64::seed_from_u64(seed);
@@ -191,8 +190,7 @@ pub async fn linearizable(duration: Duration, seed: u64) -> Result<Outcome, Stri
     }
     let worked = started.elapsed();
     let mut history = workload.stop().await.map_err(|m| kv_failure(&run, &m, &rounds))?;
-    let reader =
-        Session { client: KvClient::new(&api, kv::OP_TIMEOUT), addrs, who: CLIENTS, clock };
+    let reader = &kv.sessions(CLIENTS, 1, &all)[0];
     let finals = reader.final_reads(0..KEYS).await.map_err(|m| kv_failure(&run, &m, &rounds))?;
     history.extend(finals);
     run.check_safety().map_err(|m| kv_failure(&run, &m, &rounds))?;
@@ -214,6 +212,7 @@ pub async fn linearizable(duration: Duration, seed: u64) -> Result<Outcome, Stri
         out.note(format!("round {}: {r}", i + 1));
     }
     out.note(format!("history: {tally}"));
+    out.note(kv.causes.to_string());
     out.note(format!(
         "linearizable: every key checked in {check_took:?} ({} search steps, at most {} on one key)",
         verdict.steps, verdict.max_steps
@@ -276,22 +275,46 @@ async fn write_acknowledged(
     Ok(acked)
 }
 
-/// `count` sessions on `addrs` through `api`, numbered from `first`.
-fn sessions(
-    api: &crate::checker::Api,
-    addrs: &[std::net::SocketAddr],
-    first: usize,
-    count: usize,
+/// What the clients of a scenario share: the API (with the write token),
+/// the nodes' addresses, the history's clock, the value ids handed out,
+/// and the counts of why writes did not return.
+struct Clients {
+    api: crate::checker::Api,
+    addrs: Vec<SocketAddr>,
     clock: Clock,
-) -> Vec<Session> {
-    (0..count)
-        .map(|w| Session {
-            client: KvClient::new(api, kv::OP_TIMEOUT),
-            addrs: addrs.to_vec(),
-            who: first + w,
-            clock,
+    values: Arc<Values>,
+    causes: Arc<Causes>,
+}
+
+impl Clients {
+    fn new(run: &Run) -> Result<Self, String> {
+        Ok(Clients {
+            api: run.cluster.kv_api().map_err(|e| run.fail(format!("kv api: {e}")))?,
+            addrs: run.cluster.http_addrs(),
+            clock: Clock::start(),
+            values: Arc::new(Values::default()),
+            causes: Arc::new(Causes::default()),
         })
-        .collect()
+    }
+
+    /// `count` sessions numbered from `first` in the history, asking the
+    /// nodes `nodes` (indexes).
+    fn sessions(&self, first: usize, count: usize, nodes: &[usize]) -> Vec<Session> {
+        (0..count)
+            .map(|w| Session {
+                client: KvClient::new(&self.api, kv::OP_TIMEOUT),
+                addrs: nodes.iter().map(|&i| self.addrs[i]).collect(),
+                who: first + w,
+                clock: self.clock,
+                causes: self.causes.clone(),
+            })
+            .collect()
+    }
+
+    /// Starts the clients of `spec` on every node.
+    fn workload(&self, spec: &Spec) -> Workload {
+        Workload::start(&self.api, &self.addrs, spec, self.clock, self.values.clone(), &self.causes)
+    }
 }
 
 /// The final read of each key in `finals` (the answered one), by key.
@@ -343,21 +366,20 @@ pub async fn kill_all() -> Result<Outcome, String> {
     let mut out = Outcome::default();
     let mut run = Run::start(NODES, TIMINGS).await?;
     let (l, term) = run.elected().await?;
-    let api = run.cluster.kv_api().map_err(|e| run.fail(format!("kv api: {e}")))?;
-    let addrs = run.cluster.http_addrs();
-    let (clock, values) = (Clock::start(), Arc::new(Values::default()));
+    let kv = Clients::new(&run)?;
+    let all: Vec<usize> = (0..NODES).collect();
     let mut history = Vec::new();
-    let writers = sessions(&api, &addrs, 0, WRITERS, clock);
     let wrote = Instant::now();
-    let acked = write_acknowledged(&writers, 0..KILL_ALL_KEYS, &values, &mut history)
+    let writers = kv.sessions(0, WRITERS, &all);
+    let acked = write_acknowledged(&writers, 0..KILL_ALL_KEYS, &kv.values, &mut history)
         .await
         .map_err(|m| run.fail(m))?;
     let write_took = wrote.elapsed();
     let busy = KILL_ALL_KEYS..KILL_ALL_KEYS + KILL_ALL_BUSY_KEYS;
-    let spec = Spec { clients: CLIENTS, keys: busy.clone(), first_client: WRITERS, seed: 1 };
-    let workload = Workload::start(&api, &addrs, &spec, clock, values.clone());
+    let workload =
+        kv.workload(&Spec { clients: CLIENTS, keys: busy.clone(), first_client: WRITERS, seed: 1 });
     tokio::time::sleep(BUSY_BEFORE_KILL).await;
-    let killed_ns = clock.now_ns();
+    let killed_ns = kv.clock.now_ns();
     run.cluster.kill_all().map_err(|e| run.fail(format!("SIGKILL of every node: {e}")))?;
     let busy_history = workload.stop().await.map_err(|m| run.fail(m))?;
     let busy_tally = Tally::of(&busy_history);
@@ -366,9 +388,8 @@ pub async fn kill_all() -> Result<Outcome, String> {
     for i in 0..NODES {
         run.cluster.spawn(i).map_err(|e| run.fail(format!("restart n{}: {e}", i + 1)))?;
     }
-    let all: Vec<usize> = (0..NODES).collect();
     let ((l2, term2), elected_in) = run.agreement(&all, restarted, FIRST_ELECTION_BOUND).await?;
-    let reader = &sessions(&api, &addrs, WRITERS + CLIENTS, 1, clock)[0];
+    let reader = &kv.sessions(WRITERS + CLIENTS, 1, &all)[0];
     let finals = reader.final_reads(0..busy.end).await.map_err(|m| run.fail(m))?;
     let lost = missing(&acked, &final_values(&finals));
     history.extend(finals);
@@ -398,7 +419,10 @@ pub async fn kill_all() -> Result<Outcome, String> {
         "restart: all agree on n{} t{term2} {elected_in:?} after it; every acknowledged write reads back with its revision",
         l2 + 1
     ));
-    out.note(format!("history: {tally}; linearizable ({} search steps)", verdict.steps));
+    out.note(format!(
+        "history: {tally}; {}; linearizable ({} search steps)",
+        kv.causes, verdict.steps
+    ));
     out.note(run.traffic());
     Ok(out)
 }
@@ -407,7 +431,7 @@ pub async fn kill_all() -> Result<Outcome, String> {
 /// it shows as acknowledged, and the first it does not (key, what it said).
 async fn stale_matches(
     client: &KvClient,
-    addr: std::net::SocketAddr,
+    addr: SocketAddr,
     acked: &[(usize, u32, u64)],
 ) -> Result<(usize, Option<String>), String> {
     for (n, &(key, value, rev)) in acked.iter().enumerate() {
@@ -422,10 +446,37 @@ async fn stale_matches(
             _ => None,
         };
         if shown != Some((tenure_sim::workload::value_bytes(value), rev)) {
-            return Ok((n, Some(format!("{}: {answer:?}", key_name(key)))));
+            return Ok((n, Some(format!("{}: {}", key_name(key), answer.short()))));
         }
     }
     Ok((acked.len(), None))
+}
+
+/// Polls node `i` with `consistency=stale` reads until it shows every write
+/// of `acked`, at most [`CATCH_UP_BOUND`]; how long that took.
+async fn caught_up(
+    run: &Run,
+    kv: &Clients,
+    i: usize,
+    acked: &[(usize, u32, u64)],
+) -> Result<Duration, String> {
+    let started = Instant::now();
+    let client = KvClient::new(&kv.api, kv::OP_TIMEOUT);
+    loop {
+        let (shown, first_missing) =
+            stale_matches(&client, kv.addrs[i], acked).await.map_err(|m| run.fail(m))?;
+        if shown == acked.len() {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > CATCH_UP_BOUND {
+            return Err(run.fail(format!(
+                "the wiped node n{} served {shown} of {} acknowledged keys with consistency=stale {CATCH_UP_BOUND:?} after its restart; first missing {first_missing:?}",
+                i + 1,
+                acked.len(),
+            )));
+        }
+        tokio::time::sleep(CATCH_UP_POLL).await;
+    }
 }
 
 /// 3 nodes: [`WIPE_KEYS`].0 keys acknowledged; a follower is killed and its
@@ -433,63 +484,34 @@ async fn stale_matches(
 /// more keys acknowledged while it is down; it restarts as a brand-new node
 /// and must serve every key with `consistency=stale` within
 /// [`CATCH_UP_BOUND`], while the leader and its term stay the same; then
-/// every key read linearizably through it.
+/// every key is read linearizably through it.
 pub async fn wiped_follower() -> Result<Outcome, String> {
     let mut out = Outcome::default();
     let mut run = Run::start(NODES, TIMINGS).await?;
     let (l, term) = run.elected().await?;
-    let api = run.cluster.kv_api().map_err(|e| run.fail(format!("kv api: {e}")))?;
-    let addrs = run.cluster.http_addrs();
-    let (clock, values) = (Clock::start(), Arc::new(Values::default()));
+    let kv = Clients::new(&run)?;
+    let all: Vec<usize> = (0..NODES).collect();
     let mut history = Vec::new();
     let (first, more) = (0..WIPE_KEYS.0, WIPE_KEYS.0..WIPE_KEYS.0 + WIPE_KEYS.1);
-    let mut acked = write_acknowledged(
-        &sessions(&api, &addrs, 0, WRITERS, clock),
-        first,
-        &values,
-        &mut history,
-    )
-    .await
-    .map_err(|m| run.fail(m))?;
+    let writers = kv.sessions(0, WRITERS, &all);
+    let mut acked = write_acknowledged(&writers, first, &kv.values, &mut history)
+        .await
+        .map_err(|m| run.fail(m))?;
     let f = (0..NODES).rev().find(|&i| i != l).expect("3 nodes");
     let mark = Instant::now();
     run.cluster.kill(f).map_err(|e| run.fail(format!("SIGKILL n{}: {e}", f + 1)))?;
     run.cluster.wipe(f).map_err(|e| run.fail(format!("wipe n{}: {e}", f + 1)))?;
-    let live: Vec<_> = (0..NODES).filter(|&i| i != f).map(|i| addrs[i]).collect();
-    let while_down = write_acknowledged(
-        &sessions(&api, &live, WRITERS, WRITERS, clock),
-        more.clone(),
-        &values,
-        &mut history,
-    )
-    .await
-    .map_err(|m| run.fail(m))?;
+    let live: Vec<usize> = all.iter().copied().filter(|&i| i != f).collect();
+    let writers = kv.sessions(WRITERS, WRITERS, &live);
+    let while_down = write_acknowledged(&writers, more.clone(), &kv.values, &mut history)
+        .await
+        .map_err(|m| run.fail(m))?;
     acked.extend(while_down);
-    let restarted = Instant::now();
     run.cluster.spawn(f).map_err(|e| run.fail(format!("restart n{}: {e}", f + 1)))?;
-    let client = KvClient::new(&api, kv::OP_TIMEOUT);
-    let mut progress = (0, None);
-    while restarted.elapsed() < CATCH_UP_BOUND {
-        progress = stale_matches(&client, addrs[f], &acked).await.map_err(|m| run.fail(m))?;
-        if progress.0 == acked.len() {
-            break;
-        }
-        tokio::time::sleep(CATCH_UP_POLL).await;
-    }
-    let caught_up = restarted.elapsed();
-    if progress.0 < acked.len() {
-        return Err(run.fail(format!(
-            "the wiped node n{} served {} of {} acknowledged keys with consistency=stale {CATCH_UP_BOUND:?} after its restart; first missing {:?}",
-            f + 1,
-            progress.0,
-            acked.len(),
-            progress.1
-        )));
-    }
+    let took = caught_up(&run, &kv, f, &acked).await?;
     run.hold(3 * TIMINGS.election_timeout()).await;
-    let all: Vec<usize> = (0..NODES).collect();
     let ((l2, term2), _) = run.agreement(&all, Instant::now(), heal_bound(TIMINGS)).await?;
-    let reader = Session { client, addrs: vec![addrs[f]], who: 2 * WRITERS, clock };
+    let reader = &kv.sessions(2 * WRITERS, 1, &[f])[0];
     let finals = reader.final_reads(0..more.end).await.map_err(|m| run.fail(m))?;
     let lost = missing(&acked, &final_values(&finals));
     history.extend(finals);
@@ -522,7 +544,7 @@ pub async fn wiped_follower() -> Result<Outcome, String> {
         f1 = f + 1
     ));
     out.note(format!(
-        "n{} restarted empty: served all {} keys with consistency=stale {caught_up:?} after its restart (bound {CATCH_UP_BOUND:?}); linearizable reads through it see every one",
+        "n{} restarted empty: served all {} keys with consistency=stale {took:?} after its restart (bound {CATCH_UP_BOUND:?}); linearizable reads through it see every one",
         f + 1,
         acked.len()
     ));
