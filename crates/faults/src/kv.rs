@@ -357,6 +357,9 @@ pub struct Session {
     pub clock: Clock,
     /// Why writes did not return (shared by the sessions of a run).
     pub causes: Arc<Causes>,
+    /// Reads ask for `consistency=stale` (only the negative control: such
+    /// reads are not linearizable, and the check must say so).
+    pub stale_reads: bool,
 }
 
 impl Session {
@@ -377,7 +380,7 @@ impl Session {
             KvInput::Cas { expected, value, .. } => {
                 self.client.put(addr, &key, value_bytes(*value), Some(expected.revision)).await
             }
-            KvInput::Read { .. } => self.client.get(addr, &key, false).await,
+            KvInput::Read { .. } => self.client.get(addr, &key, self.stale_reads).await,
             other => return Err(format!("the HTTP clients do not send {other:?}")),
         };
         let at_ns = self.clock.now_ns();
@@ -477,6 +480,8 @@ pub struct Spec {
     pub keys: Range<usize>,
     /// The first client's number in the history (the others follow).
     pub first_client: usize,
+    /// Reads with `consistency=stale` (the negative control), else linearizable.
+    pub stale_reads: bool,
     /// The seed of the clients' choices (keys, operations, nodes).
     pub seed: u64,
 }
@@ -522,6 +527,7 @@ impl Workload {
                     who: spec.first_client + who,
                     clock,
                     causes: causes.clone(),
+                    stale_reads: spec.stale_reads,
                 };
                 let seed = spec.seed.wrapping_mul(1000).wrapping_add(who as u64);
                 let (keys, values, stop) = (spec.keys.clone(), values.clone(), stop.clone());

@@ -48,6 +48,8 @@ pub const WIPE_KEYS: (usize, usize) = (40, 20);
 pub const CATCH_UP_BOUND: Duration = Duration::from_secs(15);
 /// How often the wiped node is asked.
 const CATCH_UP_POLL: Duration = Duration::from_millis(50);
+/// How long the negative control's clients run.
+pub const CONTROL_RUN: Duration = Duration::from_secs(3);
 
 /// The linearizability run's length: `$TENURE_FAULT_KV_SECONDS`, else
 /// [`DEFAULT_SECONDS`].
@@ -165,7 +167,13 @@ pub async fn linearizable(duration: Duration, seed: u64) -> Result<Outcome, Stri
     let kv = Clients::new(&run)?;
     let clock = kv.clock;
     let all: Vec<usize> = (0..NODES).collect();
-    let workload = kv.workload(&Spec { clients: CLIENTS, keys: 0..KEYS, first_client: 0, seed });
+    let workload = kv.workload(&Spec {
+        clients: CLIENTS,
+        keys: 0..KEYS,
+        first_client: 0,
+        seed,
+        stale_reads: false,
+    });
     let started = Instant::now();
     tokio::time::sleep(WARM_UP).await;
     let mut rng = Pcg64::seed_from_u64(seed);
@@ -307,6 +315,7 @@ impl Clients {
                 who: first + w,
                 clock: self.clock,
                 causes: self.causes.clone(),
+                stale_reads: false,
             })
             .collect()
     }
@@ -376,8 +385,13 @@ pub async fn kill_all() -> Result<Outcome, String> {
         .map_err(|m| run.fail(m))?;
     let write_took = wrote.elapsed();
     let busy = KILL_ALL_KEYS..KILL_ALL_KEYS + KILL_ALL_BUSY_KEYS;
-    let workload =
-        kv.workload(&Spec { clients: CLIENTS, keys: busy.clone(), first_client: WRITERS, seed: 1 });
+    let workload = kv.workload(&Spec {
+        clients: CLIENTS,
+        keys: busy.clone(),
+        first_client: WRITERS,
+        seed: 1,
+        stale_reads: false,
+    });
     tokio::time::sleep(BUSY_BEFORE_KILL).await;
     let killed_ns = kv.clock.now_ns();
     run.cluster.kill_all().map_err(|e| run.fail(format!("SIGKILL of every node: {e}")))?;
@@ -553,5 +567,42 @@ pub async fn wiped_follower() -> Result<Outcome, String> {
     ));
     out.note(format!("history: {tally}; linearizable ({} search steps)", verdict.steps));
     out.note(run.traffic());
+    Ok(out)
+}
+
+/// The negative control: the clients of [`linearizable`], without faults,
+/// for [`CONTROL_RUN`], but reading with `consistency=stale` — a follower
+/// answers from what it has applied, which lags the leader's commits, so
+/// the history is not linearizable and the check must find a violation
+/// (no verdict is not enough). A check that passed this would pass
+/// anything the real runs recorded.
+pub async fn stale_reads_are_caught() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    let run = Run::start(NODES, TIMINGS).await?;
+    let (l, term) = run.elected().await?;
+    let kv = Clients::new(&run)?;
+    let spec =
+        Spec { clients: CLIENTS, keys: 0..KEYS, first_client: 0, seed: 1, stale_reads: true };
+    let workload = kv.workload(&spec);
+    tokio::time::sleep(CONTROL_RUN).await;
+    let history = workload.stop().await.map_err(|m| run.fail(m))?;
+    let tally = Tally::of(&history);
+    let verdict =
+        tenure_sim::kvcheck::check_history(&history, KEYS, tenure_sim::kvcheck::MAX_SEARCH_STEPS);
+    out.note(format!(
+        "{NODES} nodes, leader n{} t{term}, no fault; {CLIENTS} clients reading with consistency=stale for {CONTROL_RUN:?}: {tally}",
+        l + 1
+    ));
+    let Some((check, what)) = verdict.violations.first() else {
+        return Err(run.fail(format!(
+            "negative control: {} stale reads and the check found no violation (undecided: {:?})",
+            tally.answered_reads, verdict.undecided
+        )));
+    };
+    out.note(format!(
+        "caught, as it must be: {} violations; the first: {check:?}: {}",
+        verdict.violations.len(),
+        what.chars().take(600).collect::<String>()
+    ));
     Ok(out)
 }

@@ -26,3 +26,9 @@ fn kv_kill_every_node_loses_no_acknowledged_write() {
 fn kv_wiped_follower_catches_up() {
     run("kv-wiped-follower", kv_scenarios::wiped_follower);
 }
+
+/// The negative control: stale reads must fail the same check.
+#[test]
+fn kv_stale_reads_are_caught() {
+    run("kv-stale-reads-caught", kv_scenarios::stale_reads_are_caught);
+}
