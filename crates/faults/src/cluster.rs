@@ -383,6 +383,11 @@ impl Cluster {
         Ok(())
     }
 
+    /// Server `i`'s data directory (state file, log, snapshot).
+    pub fn data_dir(&self, i: usize) -> &Path {
+        &self.servers[i].data_dir
+    }
+
     /// Deletes the data directory of stopped server `i` (its state file and
     /// log); its certificate and the config stay. It starts again as a
     /// brand-new node.

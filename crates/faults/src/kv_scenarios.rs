@@ -42,8 +42,25 @@ pub const KILL_ALL_BUSY_KEYS: usize = 4;
 const WRITERS: usize = 6;
 /// How long the clients write while the nodes die.
 const BUSY_BEFORE_KILL: Duration = Duration::from_millis(500);
-/// Keys written before the follower's data directory is wiped, and while it is down.
-pub const WIPE_KEYS: (usize, usize) = (40, 20);
+/// What the wiped-follower scenario writes.
+#[derive(Debug, Clone, Copy)]
+pub struct Wipe {
+    /// Keys written before the follower is wiped.
+    pub keys: usize,
+    /// How many times each of them is written.
+    pub times: usize,
+    /// Concurrent writers.
+    pub writers: usize,
+    /// Keys written once while the follower is down.
+    pub while_down: usize,
+}
+
+/// Catch-up by log entries: 40 keys, then 20 more while the follower is down.
+pub const WIPE_ENTRIES: Wipe = Wipe { keys: 40, times: 1, writers: WRITERS, while_down: 20 };
+/// Catch-up by snapshot: more writes than the replica's snapshot interval
+/// (10,000 entries) before the wipe, so the leader's log no longer starts
+/// at the first entry and the new node must install its snapshot.
+pub const WIPE_SNAPSHOT: Wipe = Wipe { keys: 200, times: 51, writers: 40, while_down: 20 };
 /// How long the wiped node may take to read every key locally.
 pub const CATCH_UP_BOUND: Duration = Duration::from_secs(15);
 /// How often the wiped node is asked.
@@ -249,11 +266,14 @@ fn enough_work(run: &Run, t: &Tally, rounds: &[Round]) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes keys `keys` once each (acknowledged), `WRITERS` at a time; the
-/// acknowledged (value, revision) by key index, and every try in history.
+/// Writes every key of `keys` `times` times, acknowledged, one session per
+/// share of the keys (so each key has one writer, and its last
+/// acknowledged write is its value); every try goes into `history`.
+/// Returns the last acknowledged (key, value, revision) of each key.
 async fn write_acknowledged(
     sessions: &[Session],
     keys: Range<usize>,
+    times: usize,
     values: &Arc<Values>,
     history: &mut Vec<Record>,
 ) -> Result<Vec<(usize, u32, u64)>, String> {
@@ -264,19 +284,20 @@ async fn write_acknowledged(
         let values = values.clone();
         tasks.push(tokio::spawn(async move {
             let mut h = Vec::new();
-            let mut acked = Vec::new();
-            for key in mine {
-                let (value, rev) =
-                    session.acknowledged_put(key, &values, &mut h, ACK_BOUND).await?;
-                acked.push((key, value, rev));
+            let mut last = std::collections::BTreeMap::new();
+            for _ in 0..times {
+                for &key in &mine {
+                    let ack = session.acknowledged_put(key, &values, &mut h, ACK_BOUND).await?;
+                    last.insert(key, ack);
+                }
             }
-            Ok::<_, String>((acked, h))
+            Ok::<_, String>((last, h))
         }));
     }
     let mut acked = Vec::new();
     for t in tasks {
-        let (a, h) = t.await.map_err(|e| format!("a writer task failed: {e}"))??;
-        acked.extend(a);
+        let (last, h) = t.await.map_err(|e| format!("a writer task failed: {e}"))??;
+        acked.extend(last.into_iter().map(|(key, (value, rev))| (key, value, rev)));
         history.extend(h);
     }
     acked.sort_unstable();
@@ -380,7 +401,7 @@ pub async fn kill_all() -> Result<Outcome, String> {
     let mut history = Vec::new();
     let wrote = Instant::now();
     let writers = kv.sessions(0, WRITERS, &all);
-    let acked = write_acknowledged(&writers, 0..KILL_ALL_KEYS, &kv.values, &mut history)
+    let acked = write_acknowledged(&writers, 0..KILL_ALL_KEYS, 1, &kv.values, &mut history)
         .await
         .map_err(|m| run.fail(m))?;
     let write_took = wrote.elapsed();
@@ -493,53 +514,88 @@ async fn caught_up(
     }
 }
 
-/// 3 nodes: [`WIPE_KEYS`].0 keys acknowledged; a follower is killed and its
-/// data directory deleted (its certificate and config stay); [`WIPE_KEYS`].1
-/// more keys acknowledged while it is down; it restarts as a brand-new node
-/// and must serve every key with `consistency=stale` within
-/// [`CATCH_UP_BOUND`], while the leader and its term stay the same; then
-/// every key is read linearizably through it.
-pub async fn wiped_follower() -> Result<Outcome, String> {
+/// The size of server `i`'s snapshot file (`<data dir>/log/snapshot`), if
+/// it has one.
+fn snapshot_bytes(run: &Run, i: usize) -> Option<u64> {
+    let path = run.cluster.data_dir(i).join("log").join("snapshot");
+    std::fs::metadata(path).ok().map(|m| m.len())
+}
+
+/// Fails unless leader `l` of `term` is the only leadership seen since
+/// `mark`, no node reported a higher term, and all agree on it now.
+async fn leader_held(
+    run: &Run,
+    mark: Instant,
+    l: usize,
+    term: u64,
+    what: &str,
+) -> Result<String, String> {
+    let all: Vec<usize> = (0..NODES).collect();
+    let ((l2, term2), _) = run.agreement(&all, Instant::now(), heal_bound(TIMINGS)).await?;
+    let changes = run.checker.state().leaderships_since(mark);
+    let max_term = run.checker.state().max_term_since(mark);
+    if (l2, term2) != (l, term) || changes != vec![(run.cluster.id(l), term)] || max_term != term {
+        return Err(run.fail(format!(
+            "the leader changed {what}: n{} t{term} -> n{} t{term2}; leaderships {changes:?}; highest term {max_term}",
+            l + 1,
+            l2 + 1
+        )));
+    }
+    Ok(format!(
+        "leaderships since the kill: {changes:?}; highest term {max_term} (the leader's own)"
+    ))
+}
+
+/// 3 nodes: `w.keys` keys written `w.times` times each (acknowledged); a
+/// follower is killed and its data directory deleted (its certificate and
+/// config stay); `w.while_down` more keys acknowledged while it is down; it
+/// restarts as a brand-new node and must serve every key's last
+/// acknowledged write with `consistency=stale` within [`CATCH_UP_BOUND`],
+/// while the leader and its term stay the same; then every key is read
+/// linearizably through it. With [`WIPE_SNAPSHOT`] the leader must have a
+/// snapshot before the restart (so the node catches up from it).
+pub async fn wiped_follower(w: Wipe) -> Result<Outcome, String> {
     let mut out = Outcome::default();
     let mut run = Run::start(NODES, TIMINGS).await?;
     let (l, term) = run.elected().await?;
     let kv = Clients::new(&run)?;
     let all: Vec<usize> = (0..NODES).collect();
     let mut history = Vec::new();
-    let (first, more) = (0..WIPE_KEYS.0, WIPE_KEYS.0..WIPE_KEYS.0 + WIPE_KEYS.1);
-    let writers = kv.sessions(0, WRITERS, &all);
-    let mut acked = write_acknowledged(&writers, first, &kv.values, &mut history)
+    let (first, more) = (0..w.keys, w.keys..w.keys + w.while_down);
+    let wrote = Instant::now();
+    let writers = kv.sessions(0, w.writers, &all);
+    let mut acked = write_acknowledged(&writers, first, w.times, &kv.values, &mut history)
         .await
         .map_err(|m| run.fail(m))?;
+    let write_took = wrote.elapsed();
     let f = (0..NODES).rev().find(|&i| i != l).expect("3 nodes");
     let mark = Instant::now();
     run.cluster.kill(f).map_err(|e| run.fail(format!("SIGKILL n{}: {e}", f + 1)))?;
     run.cluster.wipe(f).map_err(|e| run.fail(format!("wipe n{}: {e}", f + 1)))?;
     let live: Vec<usize> = all.iter().copied().filter(|&i| i != f).collect();
-    let writers = kv.sessions(WRITERS, WRITERS, &live);
-    let while_down = write_acknowledged(&writers, more.clone(), &kv.values, &mut history)
+    let writers = kv.sessions(w.writers, w.writers, &live);
+    let while_down = write_acknowledged(&writers, more.clone(), 1, &kv.values, &mut history)
         .await
         .map_err(|m| run.fail(m))?;
     acked.extend(while_down);
+    let leader_snapshot = snapshot_bytes(&run, l);
+    if w.times * w.keys > 10_000 && leader_snapshot.is_none() {
+        return Err(run.fail(format!(
+            "after {} writes the leader n{} has no snapshot",
+            w.times * w.keys,
+            l + 1
+        )));
+    }
     run.cluster.spawn(f).map_err(|e| run.fail(format!("restart n{}: {e}", f + 1)))?;
     let took = caught_up(&run, &kv, f, &acked).await?;
     run.hold(3 * TIMINGS.election_timeout()).await;
-    let ((l2, term2), _) = run.agreement(&all, Instant::now(), heal_bound(TIMINGS)).await?;
-    let reader = &kv.sessions(2 * WRITERS, 1, &[f])[0];
+    let held =
+        leader_held(&run, mark, l, term, "while the follower was wiped and caught up").await?;
+    let reader = &kv.sessions(2 * w.writers, 1, &[f])[0];
     let finals = reader.final_reads(0..more.end).await.map_err(|m| run.fail(m))?;
     let lost = missing(&acked, &final_values(&finals));
     history.extend(finals);
     run.check_safety()?;
-    let changes = run.checker.state().leaderships_since(mark);
-    let max_term = run.checker.state().max_term_since(mark);
-    if (l2, term2) != (l, term) || changes != vec![(run.cluster.id(l), term)] || max_term != term {
-        return Err(run.fail(format!(
-            "the leader changed while n{} was wiped and caught up: n{} t{term} -> n{} t{term2}; leaderships {changes:?}; highest term {max_term}",
-            f + 1,
-            l + 1,
-            l2 + 1
-        )));
-    }
     if !lost.is_empty() {
         return Err(run.fail(format!(
             "linearizable reads through the wiped node n{} miss acknowledged writes:\n  {}",
@@ -551,20 +607,21 @@ pub async fn wiped_follower() -> Result<Outcome, String> {
     let verdict = kv::check_linearizable(&history, more.end)
         .map_err(|m| run.fail(format!("the history is not linearizable ({tally}):\n{m}")))?;
     out.note(format!(
-        "{NODES} nodes, leader n{} t{term}: {} keys acknowledged; SIGKILL of follower n{f1}, its data directory deleted; {} more keys acknowledged while it was down",
+        "{NODES} nodes, leader n{} t{term}: {} keys x {} writes acknowledged by {} writers in {write_took:?}; SIGKILL of follower n{f1}, its data directory deleted; {} more keys acknowledged while it was down; leader's snapshot file: {leader_snapshot:?} bytes",
         l + 1,
-        WIPE_KEYS.0,
-        WIPE_KEYS.1,
+        w.keys,
+        w.times,
+        w.writers,
+        w.while_down,
         f1 = f + 1
     ));
     out.note(format!(
-        "n{} restarted empty: served all {} keys with consistency=stale {took:?} after its restart (bound {CATCH_UP_BOUND:?}); linearizable reads through it see every one",
+        "n{} restarted empty: served the last acknowledged write of all {} keys with consistency=stale {took:?} after its restart (bound {CATCH_UP_BOUND:?}); its snapshot file now: {:?} bytes; linearizable reads through it see every one",
         f + 1,
-        acked.len()
+        acked.len(),
+        snapshot_bytes(&run, f)
     ));
-    out.note(format!(
-        "leaderships since the kill: {changes:?}; highest term {max_term} (the leader's own)"
-    ));
+    out.note(held);
     out.note(format!("history: {tally}; linearizable ({} search steps)", verdict.steps));
     out.note(run.traffic());
     Ok(out)

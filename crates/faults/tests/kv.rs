@@ -24,7 +24,14 @@ fn kv_kill_every_node_loses_no_acknowledged_write() {
 
 #[test]
 fn kv_wiped_follower_catches_up() {
-    run("kv-wiped-follower", kv_scenarios::wiped_follower);
+    run("kv-wiped-follower", || kv_scenarios::wiped_follower(kv_scenarios::WIPE_ENTRIES));
+}
+
+/// More writes than the snapshot interval first: the new node installs the
+/// leader's snapshot.
+#[test]
+fn kv_wiped_follower_catches_up_by_snapshot() {
+    run("kv-wiped-follower-snapshot", || kv_scenarios::wiped_follower(kv_scenarios::WIPE_SNAPSHOT));
 }
 
 /// The negative control: stale reads must fail the same check.
