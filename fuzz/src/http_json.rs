@@ -6,12 +6,17 @@
 //!   check (`http::transfer_target`);
 //! * 1 to 5: the answers the CLI and the demo read: `StatusBody`,
 //!   `LeaderBody`, `LeadershipBody` (a watch event), `ErrorBody`,
-//!   `TransferBody`.
+//!   `TransferBody`;
+//! * 6: the request body of `POST /v1/txn`, through `Json::from_bytes` and
+//!   the handler's conversion to the store's command (`http::txn_command`);
+//! * 7 and 8: the key-value answers `tenure kv` reads: `KvGetBody` (with a
+//!   flattened key), `TxnBody`.
 //!
 //! Properties: nothing panics; a transfer request is refused or names a
 //! positive node id, and an accepted body names the node its `to` field
-//! holds; a body that parses serializes to JSON that parses back to it
-//! (floats aside, whose last digit JSON need not keep).
+//! holds; a transaction is refused with a 4xx, or becomes a command that
+//! encodes and decodes back to itself; a body that parses serializes to JSON
+//! that parses back to it (floats aside, whose last digit JSON need not keep).
 
 use axum::response::IntoResponse;
 use axum::Json;
@@ -19,14 +24,16 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
 use tenure::api::{
-    ErrorBody, LeaderBody, LeadershipBody, StatusBody, TransferBody, TransferRequest,
+    ErrorBody, KvGetBody, LeaderBody, LeadershipBody, StatusBody, TransferBody, TransferRequest,
+    TxnBody, TxnRequest,
 };
-use tenure::http::transfer_target;
+use tenure::http::{transfer_target, txn_command};
+use tenure_kv::Command;
 
 /// Runs the target on one input.
 pub fn run(data: &[u8]) {
     let Some((&which, body)) = data.split_first() else { return };
-    match which % 6 {
+    match which % 9 {
         0 => transfer_request(body),
         1 => {
             // Floats (rtt_ms) may lose their last digit on the way back.
@@ -35,7 +42,24 @@ pub fn run(data: &[u8]) {
         2 => round_trip::<LeaderBody>(body),
         3 => round_trip::<LeadershipBody>(body),
         4 => round_trip::<ErrorBody>(body),
-        _ => round_trip::<TransferBody>(body),
+        5 => round_trip::<TransferBody>(body),
+        6 => txn_request(body),
+        7 => round_trip::<KvGetBody>(body),
+        _ => round_trip::<TxnBody>(body),
+    }
+}
+
+fn txn_request(body: &[u8]) {
+    let Ok(Json(request)) = Json::<TxnRequest>::from_bytes(body) else { return };
+    match txn_command(request) {
+        Ok(command) => {
+            assert!(matches!(command, Command::Txn { .. }), "{command:?}");
+            assert_eq!(Command::decode(&command.encode()).as_ref(), Ok(&command));
+        }
+        Err(e) => {
+            let status = e.into_response().status();
+            assert!(status.is_client_error(), "{status}");
+        }
     }
 }
 

@@ -204,7 +204,7 @@ fn config_seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fn http_seeds() -> Vec<(String, Vec<u8>)> {
-    let bodies: [(&str, u8, &str); 9] = [
+    let bodies: [(&str, u8, &str); 13] = [
         ("transfer", 0, r#"{"to": 2}"#),
         ("transfer-zero", 0, r#"{"to": 0}"#),
         ("transfer-extra", 0, r#"{"to": 2, "from": 1}"#),
@@ -222,6 +222,22 @@ fn http_seeds() -> Vec<(String, Vec<u8>)> {
         ),
         ("transfer-answer", 5, r#"{"to":2,"from_term":7}"#),
         ("transfer-string", 0, r#"{"to": "2"}"#),
+        (
+            "txn",
+            6,
+            r#"{"compare":[{"key":"lock","target":"mod_revision","op":"=","value":0},{"key":"cfg","target":"value","op":"!=","value_base64":"/wA="}],"success":[{"put":{"key":"lock","value":"me"}},{"delete":{"key":"old"}}],"failure":[{"get":{"key":"lock"}}]}"#,
+        ),
+        ("txn-bad", 6, r#"{"compare":[{"key":"a","target":"version","op":"<","value":"1"}]}"#),
+        (
+            "kv-get",
+            7,
+            r#"{"key":"app/db","value":"x","create_revision":1,"mod_revision":2,"version":2,"revision":3}"#,
+        ),
+        (
+            "txn-answer",
+            8,
+            r#"{"succeeded":false,"revision":5,"fencing_token":1,"responses":[{"get":{"kv":{"key":"k","value_base64":"/wA=","create_revision":5,"mod_revision":5,"version":1}}},{"put":{"prev":null}}]}"#,
+        ),
     ];
     bodies
         .into_iter()

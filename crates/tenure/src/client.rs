@@ -117,7 +117,7 @@ async fn query_all(client: &Client, endpoints: &[String]) -> Vec<Row> {
 
 /// The client of a command (trusting `cacert`, sending the token of `auth`)
 /// and its endpoints (https:// by default when there is a CA).
-fn connect(
+pub(crate) fn connect(
     cacert: Option<&Path>,
     auth: &TokenArgs,
     endpoints: &str,

@@ -53,7 +53,8 @@ Config file (TOML; every key optional, unknown keys are errors):
   api_open_probes = true    # /healthz and /v1/is-leader without a token (load balancers)
   [[api_tokens]]            # who may call the HTTP API; one block per token, after the keys above
   name = \"ops\"
-  role = \"admin\"            # admin: transfer (and all of read); read: status, leader, watch, metrics
+  role = \"admin\"            # admin: transfer (and all of write); write: kv writes (and all of read);
+                            # read: status, leader, watch, metrics, kv reads and watches
   token_file = \"/etc/tenure/ops.token\"  # the secret, chmod 600; or token_sha256 = \"<hex>\"
 
 Security: peer connections use mutual TLS and the HTTP API serves HTTPS, both with --tls-cert,
@@ -593,7 +594,10 @@ mod tests {
         )
         .unwrap();
         let err = refused(&a);
-        assert!(err.contains("unknown variant `root`, expected `read` or `admin`"), "{err}");
+        assert!(
+            err.contains("unknown variant `root`, expected one of `read`, `write`, `admin`"),
+            "{err}"
+        );
     }
 
     #[test]

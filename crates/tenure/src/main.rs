@@ -10,6 +10,7 @@ mod cert;
 mod client;
 mod config;
 mod demo;
+mod kv_cli;
 mod local_cluster;
 mod logging;
 mod rest;
@@ -41,6 +42,9 @@ enum Command {
     Watch(client::WatchArgs),
     /// Hand leadership to another node.
     Transfer(client::TransferArgs),
+    /// Read and write the cluster's replicated key-value store (put, get, del, list, watch, txn).
+    #[command(after_help = kv_cli::EXIT_STATUS)]
+    Kv(kv_cli::KvArgs),
     /// Make a CA and node certificates for a cluster (TLS for peers and the HTTP API).
     Cert(cert::CertArgs),
     /// Start a local cluster, kill its leader, and show the failover.
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
         Command::Status(args) => block_on(client::status(args)),
         Command::Watch(args) => block_on(client::watch(args)),
         Command::Transfer(args) => block_on(client::transfer(args)),
+        Command::Kv(args) => block_on(kv_cli::run(args)),
         Command::Demo(args) => block_on(demo::run(args)),
         Command::Bench(args) => block_on(bench::run(args)),
         Command::Burn(args) => return bench::soak::burn(args),

@@ -172,6 +172,38 @@ pub struct Answer<T> {
     pub body: Result<T, ErrorBody>,
 }
 
+/// An answer as it came.
+pub struct RawAnswer {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// `Retry-After` in seconds, if the server sent one.
+    pub retry_after: Option<u64>,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// No answer came: the connection failed or the answer timed out.
+#[derive(Debug, thiserror::Error)]
+#[error("{url}: unreachable")]
+pub struct NoAnswer {
+    /// The URL asked.
+    pub url: String,
+    /// False if the connection failed before the request was sent (the
+    /// server cannot have acted on it); true if it may have been received.
+    pub sent: bool,
+    /// Why.
+    #[source]
+    pub source: anyhow::Error,
+}
+
+/// The API's error body in `bytes`, or the bytes as the message.
+pub fn error_body(bytes: &[u8]) -> ErrorBody {
+    serde_json::from_slice(bytes).unwrap_or_else(|_| ErrorBody {
+        error: String::from_utf8_lossy(bytes).into_owned(),
+        ..ErrorBody::default()
+    })
+}
+
 impl Client {
     /// A client that trusts the CA certificate(s) of `options.cacert` for
     /// `https://` endpoints (the servers' TLS, made by `tenure cert`), or a
@@ -226,6 +258,56 @@ impl Client {
         })
     }
 
+    /// Sends `method url` with `body` (its content type and bytes) and
+    /// reads the whole answer, at most `timeout`. Errors: [`AuthRefused`]
+    /// for 401 and 403, [`NoAnswer`] when no answer came (saying whether
+    /// the request may have reached the server).
+    pub async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<(&str, Vec<u8>)>,
+        timeout: Duration,
+    ) -> anyhow::Result<RawAnswer> {
+        let uri: Uri = url.parse().with_context(|| format!("bad URL {url}"))?;
+        let mut req = self.builder(method, uri);
+        let bytes = match body {
+            Some((content_type, bytes)) => {
+                req = req.header(hyper::header::CONTENT_TYPE, content_type);
+                Bytes::from(bytes)
+            }
+            None => Bytes::new(),
+        };
+        let req = req.body(Full::new(bytes))?;
+        let no_answer =
+            |sent: bool, source: anyhow::Error| NoAnswer { url: url.to_string(), sent, source };
+        let fut = async {
+            let resp = self.inner.request(req).await.map_err(|e| {
+                let sent = !e.is_connect();
+                no_answer(sent, e.into())
+            })?;
+            let status = resp.status();
+            let retry_after = resp
+                .headers()
+                .get(hyper::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()?.trim().parse().ok());
+            let limited = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES);
+            let bytes = limited
+                .collect()
+                .await
+                .map_err(|e| no_answer(true, anyhow!("reading the answer: {e}")))?
+                .to_bytes();
+            Ok::<_, NoAnswer>(RawAnswer { status, retry_after, body: bytes })
+        };
+        let answer = tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| no_answer(true, anyhow!("no answer within {timeout:?}")))??;
+        if let Some(refused) = self.refusal(url, answer.status, &answer.body) {
+            return Err(refused.into());
+        }
+        Ok(answer)
+    }
+
     async fn request<T: DeserializeOwned>(
         &self,
         method: Method,
@@ -233,35 +315,13 @@ impl Client {
         body: Option<String>,
         timeout: Duration,
     ) -> anyhow::Result<Answer<T>> {
-        let uri: Uri = url.parse().with_context(|| format!("bad URL {url}"))?;
-        let mut req = self.builder(method, uri);
-        if body.is_some() {
-            req = req.header(hyper::header::CONTENT_TYPE, "application/json");
-        }
-        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
-        let fut = async {
-            let resp = self.inner.request(req).await?;
-            let status = resp.status();
-            let limited = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES);
-            let bytes =
-                limited.collect().await.map_err(|e| anyhow!("reading the answer: {e}"))?.to_bytes();
-            anyhow::Ok((status, bytes))
-        };
-        let (status, bytes) = tokio::time::timeout(timeout, fut)
-            .await
-            .map_err(|_| anyhow!("{url}: no answer within {timeout:?}"))?
-            .with_context(|| format!("{url}: unreachable"))?;
-        if let Some(refused) = self.refusal(url, status, &bytes) {
-            return Err(refused.into());
-        }
+        let body = body.map(|b| ("application/json", b.into_bytes()));
+        let RawAnswer { status, body: bytes, .. } = self.send(method, url, body, timeout).await?;
         let body = if status.is_success() {
             Ok(serde_json::from_slice(&bytes)
                 .with_context(|| format!("{url}: unexpected answer"))?)
         } else {
-            Err(serde_json::from_slice(&bytes).unwrap_or_else(|_| ErrorBody {
-                error: String::from_utf8_lossy(&bytes).into_owned(),
-                ..ErrorBody::default()
-            }))
+            Err(error_body(&bytes))
         };
         Ok(Answer { status, body })
     }
@@ -305,7 +365,30 @@ impl Client {
         mut on_event: impl FnMut(LeadershipBody) -> bool,
     ) -> anyhow::Result<()> {
         let url = format!("{endpoint}/v1/watch");
-        let req = self.builder(Method::GET, url.parse::<Uri>()?).body(Full::new(Bytes::new()))?;
+        self.events(&url, None, |e| {
+            let event: LeadershipBody = serde_json::from_str(&e.data)
+                .with_context(|| format!("{url}: bad event {}", e.data))?;
+            Ok(on_event(event))
+        })
+        .await
+    }
+
+    /// Follows the Server-Sent Events of `GET url` (with `Last-Event-ID`
+    /// if given) and calls `on_event` for each event with data, until the
+    /// stream ends (Ok) or fails (Err). `on_event` returns false to stop,
+    /// or an error to fail. A refusal is an [`AuthRefused`]; another
+    /// non-success answer a [`Refused`] with the API's error body.
+    pub async fn events(
+        &self,
+        url: &str,
+        last_event_id: Option<u64>,
+        mut on_event: impl FnMut(SseEvent) -> anyhow::Result<bool>,
+    ) -> anyhow::Result<()> {
+        let mut req = self.builder(Method::GET, url.parse::<Uri>()?);
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let req = req.body(Full::new(Bytes::new()))?;
         let resp = tokio::time::timeout(REQUEST_TIMEOUT, self.inner.request(req))
             .await
             .map_err(|_| anyhow!("{url}: no answer within {REQUEST_TIMEOUT:?}"))?
@@ -318,15 +401,14 @@ impl Client {
                 Ok(Ok(collected)) => collected.to_bytes(),
                 _ => Bytes::new(),
             };
-            if let Some(refused) = self.refusal(&url, status, &bytes) {
+            if let Some(refused) = self.refusal(url, status, &bytes) {
                 return Err(refused.into());
             }
-            let message = serde_json::from_slice::<ErrorBody>(&bytes).map(|e| e.error);
-            bail!("{url}: HTTP {status}: {}", message.unwrap_or_default());
+            return Err(Refused { url: url.to_string(), status, body: error_body(&bytes) }.into());
         }
         let mut body = BodyStream::new(resp.into_body());
         let mut line = Vec::new();
-        let mut data = String::new();
+        let mut event = SseEvent::default();
         while let Some(frame) = body.next().await {
             let frame = frame.with_context(|| format!("{url}: stream broken"))?;
             let Ok(chunk) = frame.into_data() else {
@@ -343,13 +425,15 @@ impl Client {
                 let text = String::from_utf8_lossy(&line).trim_end_matches('\r').to_string();
                 line.clear();
                 if let Some(d) = text.strip_prefix("data:") {
-                    data.push_str(d.trim_start());
-                } else if text.is_empty() && !data.is_empty() {
-                    // A blank line ends an event.
-                    let event: LeadershipBody = serde_json::from_str(&data)
-                        .with_context(|| format!("{url}: bad event {data}"))?;
-                    data.clear();
-                    if !on_event(event) {
+                    event.data.push_str(d.trim_start());
+                } else if let Some(name) = text.strip_prefix("event:") {
+                    event.event = name.trim().to_string();
+                } else if let Some(id) = text.strip_prefix("id:") {
+                    event.id = Some(id.trim().to_string());
+                } else if text.is_empty() {
+                    // A blank line ends an event; one without data is a keep-alive.
+                    let done = std::mem::take(&mut event);
+                    if !done.data.is_empty() && !on_event(done)? {
                         return Ok(());
                     }
                 }
@@ -357,6 +441,29 @@ impl Client {
         }
         Ok(())
     }
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// Its name (`event:`), empty if none.
+    pub event: String,
+    /// Its id (`id:`), if it has one.
+    pub id: Option<String>,
+    /// Its data.
+    pub data: String,
+}
+
+/// The server answered with an error status (other than 401 and 403).
+#[derive(Debug, thiserror::Error)]
+#[error("{url}: HTTP {status}: {}", body.error)]
+pub struct Refused {
+    /// The URL asked.
+    pub url: String,
+    /// The status.
+    pub status: StatusCode,
+    /// The API's error body.
+    pub body: ErrorBody,
 }
 
 #[cfg(test)]

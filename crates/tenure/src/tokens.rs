@@ -18,12 +18,13 @@ Add tokens to the config file (--config):
 
   [[api_tokens]]
   name = \"ops\"
-  role = \"admin\"                         # admin: transfer, and everything read may do
+  role = \"admin\"                         # admin: transfer, and everything write may do
   token_file = \"/etc/tenure/ops.token\"   # one secret per file, at least 16 characters, chmod 600
                                          # (make one: umask 077; openssl rand -hex 32 > ops.token)
   [[api_tokens]]
   name = \"monitoring\"
-  role = \"read\"                          # read: status, leader, watch, metrics
+  role = \"read\"                          # read: status, leader, watch, metrics, kv reads
+                                         # (write: kv writes, and everything read may do)
   token_sha256 = \"<sha256sum of the token>\"
 
 or, for a local test cluster only, pass --insecure-open-api (insecure_open_api = true)";
@@ -61,10 +62,11 @@ pub fn server_auth(
     Ok(auth.open_probes(open_probes.unwrap_or(true)))
 }
 
-/// The token flags of `tenure status`, `watch` and `transfer`.
+/// The token flags of `tenure status`, `watch`, `transfer` and `kv`.
 #[derive(Args, Debug, Default, Clone)]
 pub struct TokenArgs {
-    /// Bearer token for the HTTP API; status and watch need role read, transfer admin.
+    /// Bearer token for the HTTP API; status, watch and kv reads need role read, kv writes
+    /// write, transfer admin.
     /// Others on this machine can see a flag in `ps`: prefer TENURE_TOKEN or --token-file
     /// [default: $TENURE_TOKEN].
     #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]

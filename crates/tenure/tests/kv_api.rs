@@ -439,6 +439,9 @@ async fn bad_input_gets_a_4xx_and_writes_nothing() {
         assert_eq!(a.status, status, "{method} {path}: {error}");
         assert!(error.contains(says), "{method} {path}: {error:?} lacks {says:?}");
     }
+    // The empty key's answer is behind the gate too.
+    let anonymous = inproc::request(follower, &inproc::get_as("/v1/kv/", None)).await.unwrap();
+    assert_eq!(anonymous.status, 401, "{anonymous:?}");
     // A read token cannot write.
     let refused = call_as(follower, "PUT", "/v1/kv/a", b"v", READ_TOKEN).await;
     assert_eq!(refused.status, 403, "{refused:?}");

@@ -140,9 +140,14 @@ pub async fn get(
             })?)
         }
     };
-    let current = st.kv.read_stale(Store::revision).0;
-    let from = start_revision(q.from_revision, last_event_id, current);
-    if let Err(c) = st.kv.read_stale(|s| s.changes_since(filter.prefix(), from, 1)).0 {
+    let (from, compacted) = st
+        .kv
+        .read_stale(|s| {
+            let from = start_revision(q.from_revision, last_event_id, s.revision());
+            (from, s.changes_since(filter.prefix(), from, 1).err())
+        })
+        .0;
+    if let Some(c) = compacted {
         return Err(gone(&c));
     }
     let slot = acquire_slot(&st, &caller)?;
@@ -193,7 +198,7 @@ fn changes(
     };
     stream::unfold(start, |mut w| async move {
         loop {
-            if w.done {
+            if w.done || *w.stopping.borrow() {
                 return None;
             }
             if let Some(change) = w.pending.pop_front() {

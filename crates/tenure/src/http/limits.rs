@@ -4,9 +4,10 @@
 //! enforce them.
 //!
 //! The API's clients are operators, the CLI, load balancers polling
-//! `/v1/is-leader`, Prometheus and `/v1/watch` streams: few, small requests
-//! that arrive whole in one packet. The limits are generous for them and keep
-//! a slow or hostile client from holding the server's memory and file
+//! `/v1/is-leader`, Prometheus, `/v1/watch` streams and the applications
+//! that use the key-value store: mostly small requests that arrive whole in
+//! one packet, values of up to 64 KiB. The limits are generous for them and
+//! keep a slow or hostile client from holding the server's memory and file
 //! descriptors.
 
 use std::time::Duration;
@@ -40,8 +41,10 @@ pub const MAX_REFUSALS: usize = 16;
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a client may take to send a request's body, from the end of its
-/// headers. The only body is `POST /v1/transfer`'s `{"to": N}`, at most
-/// [`MAX_BODY_BYTES`]; 5 s, as for the headers. A client whose body is late
+/// headers. The bodies are `POST /v1/transfer`'s `{"to": N}` and the
+/// key-value store's values and transactions, at most 256 KiB
+/// ([`super::MAX_TXN_BODY_BYTES`]); 5 s, as for the headers (256 KiB in 5 s
+/// is 52 KB/s). A client whose body is late
 /// is disconnected without an answer (the request is not carried out).
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -53,7 +56,11 @@ pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// allows; clients open a new one for their next request.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Largest request body accepted (413 beyond); the only body is `{"to": N}`.
+/// Largest request body accepted (413 beyond) but where a route sets its
+/// own: `PUT /v1/kv/{key}` takes a value of up to
+/// [`tenure_kv::MAX_VALUE_BYTES`] (the largest the store holds, so a
+/// maximal value is not cut short by the HTTP layer), and `POST /v1/txn` up
+/// to [`super::MAX_TXN_BODY_BYTES`]. The other bodies are `{"to": N}`.
 pub const MAX_BODY_BYTES: usize = 4 * 1024;
 
 /// How often refused requests and connections (bad or missing tokens, a

@@ -38,9 +38,8 @@ mod watch;
 mod watchers;
 
 pub use auth::{Access, ApiAuth, ApiToken, Role, TokenError, TokenSpec};
-pub use kv::{read_error, write_error, MAX_TXN_BODY_BYTES};
-pub use kv_body::{check_key, txn_command};
-pub use kv_watch::start_revision;
+pub use kv::MAX_TXN_BODY_BYTES;
+pub use kv_body::txn_command;
 pub use limits::{
     HttpLimits, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_BODY_BYTES,
     MAX_CONNECTIONS, REJECTION_LOG_INTERVAL, SHUTDOWN_GRACE,
@@ -249,16 +248,21 @@ pub fn router(state: AppState) -> Router {
                 .fallback(move |method: Method| async move { method_not_allowed(path, &method) });
             router.route(path, methods)
         })
-        .route(
-            "/v1/kv/",
-            on(MethodFilter::GET.or(MethodFilter::PUT).or(MethodFilter::DELETE), empty_key),
-        )
+        .route("/v1/kv/", empty_key_route(&state))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
 
-/// `/v1/kv/` (the wildcard needs at least one character): 400, the key is empty.
+/// `/v1/kv/`, which the wildcard of `/v1/kv/{*key}` does not match (it
+/// needs a character): 400, the key is empty, behind the gate of a read.
+fn empty_key_route(state: &AppState) -> MethodRouter<AppState> {
+    let gate = |st, req, next| gate::admit(st, Access::Read, req, next);
+    on(MethodFilter::GET.or(MethodFilter::PUT).or(MethodFilter::DELETE), empty_key)
+        .route_layer(middleware::from_fn_with_state(state.clone(), gate))
+        .fallback(|method: Method| async move { method_not_allowed("/v1/kv/{*key}", &method) })
+}
+
 async fn empty_key() -> ApiError {
     ApiError::new(
         StatusCode::BAD_REQUEST,
