@@ -376,11 +376,17 @@ impl Api {
         format!("{scheme}://{addr}{path}")
     }
 
-    /// A new client (its own connection pool) sending the token.
-    fn caller(&self) -> Caller {
+    /// The `Authorization` header value every request sends.
+    pub(crate) fn authorization(&self) -> &str {
+        &self.authorization
+    }
+
+    /// A connector for https:// (trusting the run's CA) and http:// URLs,
+    /// giving up a connection attempt after `connect_timeout`.
+    pub(crate) fn connector(&self, connect_timeout: Duration) -> HttpsConnector<HttpConnector> {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
-        http.set_connect_timeout(Some(REQUEST_TIMEOUT));
+        http.set_connect_timeout(Some(connect_timeout));
         http.enforce_http(false);
         let config = match &self.tls {
             Some(c) => (**c).clone(),
@@ -390,11 +396,16 @@ impl Api {
                 .with_root_certificates(rustls::RootCertStore::empty())
                 .with_no_client_auth(),
         };
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(config)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(http);
+            .wrap_connector(http)
+    }
+
+    /// A new client (its own connection pool) sending the token.
+    fn caller(&self) -> Caller {
+        let connector = self.connector(REQUEST_TIMEOUT);
         Caller {
             http: Client::builder(TokioExecutor::new()).build(connector),
             authorization: self.authorization.clone(),

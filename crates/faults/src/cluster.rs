@@ -114,27 +114,38 @@ struct Server {
     paused: bool,
 }
 
-/// Writes a random `read` API token to `dir/api.token` (mode 600) and the
-/// config file `dir/api.toml` that names it; returns (token, config file).
-/// The checker only reads, so it holds no admin token.
-fn write_read_token(dir: &Path) -> Result<(String, PathBuf)> {
-    use std::io::{Read, Write};
-    use std::os::unix::fs::OpenOptionsExt;
+/// A random API token: 24 bytes from the kernel, in hex.
+fn random_token() -> Result<String> {
+    use std::io::Read;
     let mut secret = [0u8; 24];
     File::open("/dev/urandom")?.read_exact(&mut secret)?;
-    let token: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-    File::options()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(dir.join("api.token"))?
-        .write_all(token.as_bytes())?;
+    Ok(secret.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes a random `read` API token to `dir/api.token` and a random `write`
+/// token to `dir/kv.token` (mode 600), and the config file `dir/api.toml`
+/// that names them; returns (read token, write token, config file). The
+/// checker only reads, so it holds no more than the read token; the
+/// key-value clients hold the write token (they cannot move leadership).
+fn write_tokens(dir: &Path) -> Result<(String, String, PathBuf)> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let (read, write) = (random_token()?, random_token()?);
+    for (file, token) in [("api.token", &read), ("kv.token", &write)] {
+        File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dir.join(file))?
+            .write_all(token.as_bytes())?;
+    }
     let config = dir.join("api.toml");
     std::fs::write(
         &config,
-        "[[api_tokens]]\nname = \"faults-checker\"\nrole = \"read\"\ntoken_file = \"api.token\"\n",
+        "[[api_tokens]]\nname = \"faults-checker\"\nrole = \"read\"\ntoken_file = \"api.token\"\n\n\
+         [[api_tokens]]\nname = \"faults-kv\"\nrole = \"write\"\ntoken_file = \"kv.token\"\n",
     )?;
-    Ok((token, config))
+    Ok((read, write, config))
 }
 
 /// A secret that `Debug` does not show.
@@ -160,6 +171,8 @@ pub struct Cluster {
     config: PathBuf,
     /// The `read` token the servers accept.
     token: Redacted,
+    /// The `write` token the servers accept (key-value clients).
+    kv_token: Redacted,
     // Last: removed after the servers are dead.
     dir: tempfile::TempDir,
 }
@@ -193,10 +206,10 @@ impl Cluster {
             true => Some(make_certs(&binary, dir.path(), &net, n)?),
             false => None,
         };
-        let (token, config) = write_read_token(dir.path())?;
-        let token = Redacted(token);
+        let (token, kv_token, config) = write_tokens(dir.path())?;
+        let (token, kv_token) = (Redacted(token), Redacted(kv_token));
         let mut cluster =
-            Cluster { servers, net, timings, binary, peers, certs, config, token, dir };
+            Cluster { servers, net, timings, binary, peers, certs, config, token, kv_token, dir };
         for i in 0..n {
             cluster.spawn(i)?;
         }
@@ -254,6 +267,15 @@ impl Cluster {
         match &self.certs {
             Some(dir) => crate::checker::Api::https(&dir.join("ca.pem"), self.token()),
             None => Ok(crate::checker::Api::http(self.token())),
+        }
+    }
+
+    /// How the key-value clients reach the servers' API: as [`Cluster::api`],
+    /// with the `write` token.
+    pub fn kv_api(&self) -> Result<crate::checker::Api> {
+        match &self.certs {
+            Some(dir) => crate::checker::Api::https(&dir.join("ca.pem"), &self.kv_token.0),
+            None => Ok(crate::checker::Api::http(&self.kv_token.0)),
         }
     }
 
@@ -327,6 +349,25 @@ impl Cluster {
     /// SIGKILLs server `i` and reaps it.
     pub fn kill(&mut self, i: usize) -> Result<()> {
         self.signal(i, Signal::SIGKILL)?;
+        self.reap(i)
+    }
+
+    /// SIGKILLs every running server, all signals sent before any is
+    /// reaped (so none outlives another by more than the signal loop), then
+    /// reaps them.
+    pub fn kill_all(&mut self) -> Result<()> {
+        let running: Vec<usize> = (0..self.len()).filter(|&i| self.is_running(i)).collect();
+        for &i in &running {
+            self.signal(i, Signal::SIGKILL)?;
+        }
+        for &i in &running {
+            self.reap(i)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for killed server `i` to exit.
+    fn reap(&mut self, i: usize) -> Result<()> {
         let mut child = self.servers[i].child.take().expect("signalled, so running");
         self.servers[i].paused = false;
         let deadline = Instant::now() + REAP_TIMEOUT;
@@ -339,6 +380,22 @@ impl Cluster {
             }
             std::thread::sleep(REAP_POLL);
         }
+        Ok(())
+    }
+
+    /// Server `i`'s data directory (state file, log, snapshot).
+    pub fn data_dir(&self, i: usize) -> &Path {
+        &self.servers[i].data_dir
+    }
+
+    /// Deletes the data directory of stopped server `i` (its state file and
+    /// log); its certificate and the config stay. It starts again as a
+    /// brand-new node.
+    pub fn wipe(&mut self, i: usize) -> Result<()> {
+        if self.is_running(i) {
+            return Err(Error::Config(format!("node {} runs: stop it before wiping", i + 1)));
+        }
+        std::fs::remove_dir_all(&self.servers[i].data_dir)?;
         Ok(())
     }
 

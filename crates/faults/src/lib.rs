@@ -12,6 +12,8 @@ pub mod checker;
 pub mod cluster;
 pub mod error;
 pub mod firewall;
+pub mod kv;
+pub mod kv_scenarios;
 pub mod net;
 pub mod random;
 pub mod scenarios;

@@ -4,7 +4,7 @@
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use std::time::Duration;
-use tenure_faults::{random, scenarios, skip};
+use tenure_faults::{kv_scenarios, random, scenarios, skip};
 
 #[derive(Parser)]
 #[command(about = "Fault tests of tenure servers in network namespaces")]
@@ -30,7 +30,9 @@ enum Cmd {
     /// One named scenario: non-sticky-leader, leader-ping-pong,
     /// one-link-failure, leader-crash, leader-pause,
     /// minority-partition-with-leader, minority-partition-without-leader,
-    /// long-isolation.
+    /// long-isolation; the key-value store's kv-linearizable (20 s, seed 1;
+    /// TENURE_FAULT_KV_SECONDS, TENURE_FAULT_SEED), kv-kill-all,
+    /// kv-wiped-follower, kv-wiped-follower-snapshot, kv-stale-reads-caught.
     Scenario {
         /// The scenario's name.
         name: String,
@@ -91,6 +93,21 @@ fn main() -> anyhow::Result<()> {
                     "minority-partition-without-leader" => {
                         scenarios::minority_partition(false).await
                     }
+                    "kv-linearizable" => {
+                        let seed = std::env::var("TENURE_FAULT_SEED")
+                            .ok()
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(1);
+                        kv_scenarios::linearizable(kv_scenarios::seconds_from_env(), seed).await
+                    }
+                    "kv-kill-all" => kv_scenarios::kill_all().await,
+                    "kv-wiped-follower" => {
+                        kv_scenarios::wiped_follower(kv_scenarios::WIPE_ENTRIES).await
+                    }
+                    "kv-wiped-follower-snapshot" => {
+                        kv_scenarios::wiped_follower(kv_scenarios::WIPE_SNAPSHOT).await
+                    }
+                    "kv-stale-reads-caught" => kv_scenarios::stale_reads_are_caught().await,
                     other => Err(format!("unknown scenario {other:?}")),
                 }
             }));

@@ -51,8 +51,39 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn note(&mut self, line: String) {
+    pub(crate) fn note(&mut self, line: String) {
         self.lines.push(line);
+    }
+}
+
+/// Serialises the scenarios of one test binary: they share the machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs scenario `name` as a test: one at a time (whatever
+/// `--test-threads`), skipped visibly without network namespaces (a
+/// failure with `TENURE_FAULTS_REQUIRE=1`), on a two-thread runtime; prints
+/// what it measured, or panics with its failure message.
+pub fn run_test<F: std::future::Future<Output = Result<Outcome, String>>>(
+    name: &str,
+    scenario: impl FnOnce() -> F,
+) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = crate::skip::require_netns() {
+        s.report(name);
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    match rt.block_on(scenario()) {
+        Ok(outcome) => {
+            for l in &outcome.lines {
+                eprintln!("{name}: {l}");
+            }
+        }
+        Err(msg) => panic!("{name} FAILED: {msg}"),
     }
 }
 

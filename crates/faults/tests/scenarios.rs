@@ -3,30 +3,8 @@
 //! otherwise (`TENURE_FAULTS_REQUIRE=1` makes a skip fail). They share the
 //! machine, so they run one at a time (a lock, whatever `--test-threads`).
 
-use std::future::Future;
-use std::sync::Mutex;
-use tenure_faults::scenarios::{self, Outcome};
-use tenure_faults::{random, skip};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn run<F: Future<Output = Result<Outcome, String>>>(name: &str, scenario: impl FnOnce() -> F) {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(s) = skip::require_netns() {
-        s.report(name);
-        return;
-    }
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    match rt.block_on(scenario()) {
-        Ok(outcome) => {
-            for l in &outcome.lines {
-                eprintln!("{name}: {l}");
-            }
-        }
-        Err(msg) => panic!("{name} FAILED: {msg}"),
-    }
-}
+use tenure_faults::random;
+use tenure_faults::scenarios::{self, run_test as run, Outcome};
 
 #[test]
 fn non_sticky_leader() {

@@ -189,6 +189,7 @@ fn shown(output: &KvOutput) -> Vec<&KeyValue> {
     let mut out = Vec::new();
     match output {
         KvOutput::Read { kv, .. } => out.extend(kv.as_ref()),
+        KvOutput::Written { .. } => {}
         KvOutput::Write(r) => match r {
             Response::Put { prev, .. } | Response::Delete { prev, .. } => out.extend(prev.as_ref()),
             Response::Txn { responses, .. } => {
@@ -218,6 +219,10 @@ fn own_revision(input: &KvInput, output: &KvOutput) -> Option<(u32, u64)> {
             KvInput::TxnCas { value, .. },
             KvOutput::Write(Response::Txn { succeeded: true, revision, .. }),
         ) => Some((*value, *revision)),
+        (
+            KvInput::Put { value, .. } | KvInput::Cas { value, .. },
+            KvOutput::Written { revision },
+        ) => Some((*value, *revision)),
         _ => None,
     }
 }
@@ -227,6 +232,7 @@ fn own_revision(input: &KvInput, output: &KvOutput) -> Option<(u32, u64)> {
 fn store_revision(output: &KvOutput) -> Option<(u64, bool)> {
     match output {
         KvOutput::Read { revision, .. } => Some((*revision, false)),
+        KvOutput::Written { revision } => Some((*revision, true)),
         KvOutput::Write(r) => match r {
             Response::Put { revision, .. } => Some((*revision, true)),
             Response::Delete { revision, prev } => Some((*revision, prev.is_some())),
@@ -420,9 +426,20 @@ impl Model for KeyModel<'_> {
         fn write(o: Option<&KvOutput>) -> Option<Option<&Response>> {
             match o {
                 Some(KvOutput::Write(r)) => Some(Some(r)),
-                Some(KvOutput::Read { .. }) => None,
+                Some(KvOutput::Read { .. } | KvOutput::Written { .. }) => None,
                 None => Some(None),
             }
+        }
+        // Acknowledged without the previous value: a put from any state, a
+        // compare-and-set from a state that holds its comparison.
+        if let Some(KvOutput::Written { .. }) = output {
+            return match input {
+                KvInput::Put { value, .. } => Some(Some(*value)),
+                KvInput::Cas { expected, value, .. } => {
+                    self.matches(s, expected).then_some(Some(*value))
+                }
+                _ => None,
+            };
         }
         match input {
             KvInput::Put { value, .. } => match write(output)? {
@@ -461,7 +478,7 @@ impl Model for KeyModel<'_> {
             KvInput::Read { .. } => match output {
                 None => Some(*s),
                 Some(KvOutput::Read { kv, .. }) => self.shows(s, kv.as_ref()).then_some(*s),
-                Some(KvOutput::Write(_)) => None,
+                Some(KvOutput::Write(_) | KvOutput::Written { .. }) => None,
             },
         }
     }
@@ -670,6 +687,41 @@ mod tests {
         let h = vec![
             done(0, 0, 10, KvInput::Put { key: 0, value: 1 }, put(3, None)),
             done(0, 20, 30, KvInput::Put { key: 0, value: 2 }, put(3, Some(kv(1, 3)))),
+        ];
+        assert!(verdict(&h).violations.iter().any(|(c, _)| *c == Check::RevisionOrder));
+    }
+
+    #[test]
+    fn writes_acknowledged_with_their_revision_only_are_checked() {
+        let written = |revision| KvOutput::Written { revision };
+        let cas = |write, revision, value| KvInput::Cas {
+            key: 0,
+            expected: Expected { write, revision },
+            value,
+        };
+        let h = vec![
+            done(0, 0, 10, KvInput::Put { key: 0, value: 1 }, written(1)),
+            done(1, 20, 30, cas(Some(1), 1, 2), written(2)),
+            done(0, 40, 50, KvInput::Read { key: 0 }, read(Some((2, 2)), 2)),
+        ];
+        assert_eq!(verdict(&h).violations, vec![]);
+        // A compare-and-set acknowledged although its comparison failed.
+        let h = vec![
+            done(0, 0, 10, KvInput::Put { key: 0, value: 1 }, written(1)),
+            done(1, 20, 30, cas(None, 0, 2), written(2)),
+        ];
+        assert!(verdict(&h).violations.iter().any(|(c, _)| *c == Check::Linearizability));
+        // A read that misses an acknowledged write.
+        let h = vec![
+            done(0, 0, 10, KvInput::Put { key: 0, value: 1 }, written(1)),
+            done(0, 20, 30, KvInput::Put { key: 0, value: 2 }, written(2)),
+            done(1, 40, 50, KvInput::Read { key: 0 }, read(Some((1, 1)), 2)),
+        ];
+        assert!(verdict(&h).violations.iter().any(|(c, _)| *c == Check::Linearizability));
+        // A value read with another revision than its write was given.
+        let h = vec![
+            done(0, 0, 10, KvInput::Put { key: 0, value: 1 }, written(3)),
+            done(1, 20, 30, KvInput::Read { key: 0 }, read(Some((1, 2)), 3)),
         ];
         assert!(verdict(&h).violations.iter().any(|(c, _)| *c == Check::RevisionOrder));
     }

@@ -254,6 +254,14 @@ impl KvInput {
 pub enum KvOutput {
     /// The store's response to a command.
     Write(Response),
+    /// A put or compare-and-set acknowledged with the store's revision
+    /// only, without the key's previous value: the answer of the HTTP API's
+    /// `PUT /v1/kv/{key}`, as the netns fault suite records it. The
+    /// simulator's clients never get it.
+    Written {
+        /// The store's revision after the write (the key's new `mod_revision`).
+        revision: u64,
+    },
     /// A linearizable read: the key (if present) and the store's revision.
     Read {
         /// The key as read.
