@@ -55,7 +55,9 @@ impl Config {
             max_append_bytes: 256 * 1024,
             max_uncommitted: 4096,
             max_pending_reads: 4096,
-            max_command_bytes: 64 * 1024,
+            // Room for a key-value store's largest put: a 64 KiB value, a
+            // key of up to 1 KiB and their encoding.
+            max_command_bytes: 66 * 1024,
             snapshot_every: 10_000,
             snapshot_every_bytes: 64 * 1024 * 1024,
             snapshot_chunk_bytes: 256 * 1024,
