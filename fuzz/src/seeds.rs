@@ -4,10 +4,11 @@
 //! `TENURE_FUZZ_WRITE_SEEDS=1`).
 
 use tenure_core::{
-    HardState, Lsn, Message, NodeId, PaxosMessage, ProtocolKind, RankedMessage, Term,
+    FencingToken, HardState, Lsn, Message, NodeId, PaxosMessage, ProtocolKind, RankedMessage, Term,
 };
 use tenure_node::storage::{DataDir, Identity, LOCK_FILE, STATE_FILE};
-use tenure_node::wire::{self, Frame, WIRE_VERSION};
+use tenure_node::wire::{self, Forward, Frame, WIRE_VERSION};
+use tenure_replica::{Entry, Payload, Position, ReplicaMessage, SnapshotChunk};
 
 /// One seed: its target, its file name (without the `seed-` prefix) and its bytes.
 pub type Seed = (&'static str, String, Vec<u8>);
@@ -124,8 +125,33 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
         Frame::Reject { reason: "no".into() },
         Frame::Pong { nonce: 7 },
     ];
+    let token = FencingToken::for_term(t(1));
+    let put =
+        tenure_kv::Command::Put { key: "k".into(), value: b"v".to_vec(), if_mod_revision: None };
+    let first = Position { token, index: 1 };
+    let log = vec![
+        hello(ProtocolKind::Raft),
+        LATER,
+        msg(Message::Heartbeat { term: t(1), counter: 1, sent_at_nanos: 5 }),
+        Frame::Replica(ReplicaMessage::Sync { token }),
+        Frame::Replica(ReplicaMessage::Append {
+            token,
+            prev: Position::ZERO,
+            entries: vec![Entry { pos: first, payload: Payload::Command(put.encode()) }],
+            commit: 1,
+            round: 1,
+        }),
+        Frame::Replica(ReplicaMessage::InstallSnapshot {
+            token,
+            chunk: SnapshotChunk { last: first, total: 4, offset: 0, data: vec![0, 1, 2, 3] },
+        }),
+        Frame::Replica(ReplicaMessage::Fetch { token, after: 0, offset: 0 }),
+        Frame::Forward(Forward::Propose { id: 1, command: put.encode() }),
+        Frame::Forward(Forward::ReadIndexReply { id: 1, result: Ok(1) }),
+    ];
     vec![
         ("raft".into(), stream(&raft)),
+        ("log".into(), stream(&log)),
         ("ranked".into(), stream(&ranked)),
         ("paxos".into(), stream(&paxos)),
         ("answers".into(), stream(&answers)),

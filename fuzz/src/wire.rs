@@ -7,6 +7,10 @@
 //! input controls time too; timers fire when due. Every frame is also checked as a dialer would check a
 //! `HelloAck` (`transport::check_hello_ack`).
 //!
+//! After the handshake, frames may be as large as the replicated log's
+//! ([`wire::MAX_DATA_FRAME_LEN`]), and its messages go to a replica of the
+//! key-value store, as the log task would feed them.
+//!
 //! Properties: nothing panics; a decoded frame encodes back to the same frame
 //! in no more bytes; the core never halts (a halt is a broken invariant: a
 //! hostile peer must not be able to cause one).
@@ -15,9 +19,11 @@ use bytes::BytesMut;
 use rand_pcg::Pcg64Mcg;
 use std::time::Duration;
 use tenure_core::{Config, Elector, Event, Instant, Message, NodeId, Protocol, ProtocolKind};
+use tenure_kv::Store;
 use tenure_node::clock::Clock;
 use tenure_node::transport::{check_hello, check_hello_ack, Net};
 use tenure_node::wire::{self, Frame};
+use tenure_replica::{Config as ReplicaConfig, Replica, Restored};
 use tokio_util::codec::Decoder;
 
 /// The node under test: node 1 of cluster "c" with voters 1, 2 and 3.
@@ -42,16 +48,25 @@ pub fn core(protocol: ProtocolKind) -> Elector<Pcg64Mcg> {
     Elector::new(protocol, cfg, Default::default(), Pcg64Mcg::new(7), Instant::ZERO)
 }
 
-/// Cuts `data` into frames as the transport would, stopping at the first
-/// error (the transport closes the connection there).
+/// Cuts `data` into frames as the transport would (the first, the hello, at
+/// most [`wire::MAX_FRAME_LEN`] bytes, the rest at most
+/// [`wire::MAX_DATA_FRAME_LEN`]), stopping at the first error (the transport
+/// closes the connection there).
 fn frames(data: &[u8]) -> Vec<BytesMut> {
     let mut codec = wire::codec();
     let mut buf = BytesMut::from(data);
     let mut out = Vec::new();
     while let Ok(Some(frame)) = codec.decode_eof(&mut buf) {
         out.push(frame);
+        codec.set_max_frame_length(wire::MAX_DATA_FRAME_LEN);
     }
     out
+}
+
+/// A replica of the key-value store on node 1, empty.
+fn replica() -> Replica<Store> {
+    let cfg = ReplicaConfig::new(ME, vec![NodeId(1), NodeId(2), NodeId(3)], HEARTBEAT);
+    Replica::new(cfg, Restored::default(), Store::new()).expect("an empty log restores")
 }
 
 /// Runs the target on one input.
@@ -62,9 +77,11 @@ pub fn run(data: &[u8]) {
 /// Runs the target on one input; returns the core the handshake opened, if any.
 pub fn session(data: &[u8]) -> Option<Elector<Pcg64Mcg>> {
     let mut session: Option<(NodeId, Elector<Pcg64Mcg>)> = None;
+    let mut log = replica();
     let mut now = Instant::ZERO;
     for (i, bytes) in frames(data).iter().enumerate() {
-        assert!(bytes.len() <= wire::MAX_FRAME_LEN, "the codec let {} bytes through", bytes.len());
+        let max = if i == 0 { wire::MAX_FRAME_LEN } else { wire::MAX_DATA_FRAME_LEN };
+        assert!(bytes.len() <= max, "the codec let {} bytes through", bytes.len());
         let decoded = wire::decode(bytes);
         if let Ok(frame) = &decoded {
             let again = wire::encode(frame);
@@ -87,6 +104,15 @@ pub fn session(data: &[u8]) -> Option<Elector<Pcg64Mcg>> {
         let (from, core) = session.as_mut()?;
         match decoded {
             Ok(Frame::Message(msg)) => step(core, now, *from, msg),
+            Ok(Frame::Replica(msg)) => {
+                // The elector's view first, as the log task tells it.
+                let s = core.status();
+                log.set_leadership(now, s.leader, s.leader.and(s.fencing_token));
+                log.handle_message(now, *from, msg);
+                let _ = log.take_output();
+            }
+            // Forwarded requests go to the log task, which checks their ids.
+            Ok(Frame::Forward(_)) => {}
             Ok(Frame::Ping { nonce }) => {
                 now = now + Duration::from_millis(nonce % MAX_PING_GAP_MS);
                 tick(core, now);
