@@ -197,10 +197,13 @@ impl Store {
         if from <= self.compacted && from <= self.revision {
             return Err(Compacted { compacted: self.compacted, current: self.revision });
         }
+        // The history is in revision order: skip to `from` by bisection
+        // (a watch asks under the replica's lock, often near the end).
+        let start = self.history.partition_point(|c| c.revision < from);
         Ok(self
             .history
-            .iter()
-            .filter(|c| c.revision >= from && c.kv.key.starts_with(prefix))
+            .range(start..)
+            .filter(|c| c.kv.key.starts_with(prefix))
             .take(max)
             .cloned()
             .collect())
