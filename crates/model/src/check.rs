@@ -7,12 +7,14 @@ use crate::model::{
 use crate::{Action, Bounds, Durability, ElectionState};
 use stateright::{Checker, HasDiscoveries, Model, Path};
 use std::collections::BTreeMap;
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 use tenure_core::ProtocolKind;
 
-/// The outcome of one exhaustive run.
+/// The outcome of one exhaustive run of a model whose states are `S` and
+/// actions `A`.
 #[derive(Debug)]
-pub struct CheckReport {
+pub struct Report<S, A> {
     /// Distinct states explored (the checker's `unique_state_count`).
     pub unique_states: usize,
     /// States generated, repeats included.
@@ -24,8 +26,11 @@ pub struct CheckReport {
     /// True when every reachable state within the bounds was visited.
     pub complete: bool,
     /// Per property: a counterexample (safety) or an example (reachability).
-    pub discoveries: BTreeMap<&'static str, Path<ElectionState, Action>>,
+    pub discoveries: BTreeMap<&'static str, Path<S, A>>,
 }
+
+/// The outcome of one exhaustive run of the election model.
+pub type CheckReport = Report<ElectionState, Action>;
 
 impl CheckReport {
     /// Safety properties with a counterexample.
@@ -151,7 +156,7 @@ fn search(model: ElectionModel, threads: usize, stop: HasDiscoveries) -> CheckRe
 }
 
 /// The order in which the checker visits states.
-enum Order {
+pub(crate) enum Order {
     Breadth,
     Depth,
 }
@@ -164,8 +169,25 @@ fn explore(
     order: Order,
     progress: Option<Progress<'_>>,
 ) -> CheckReport {
-    let start = Instant::now();
     let depth = model.bounds.max_depth;
+    run_checker(model, depth, threads, stop, order, progress)
+}
+
+/// Runs the checker on any model to `depth` (stateright's, `None`: no bound),
+/// stopping early on `stop`, reporting `progress` meanwhile, and sums up.
+pub(crate) fn run_checker<M>(
+    model: M,
+    depth: Option<usize>,
+    threads: usize,
+    stop: Option<HasDiscoveries>,
+    order: Order,
+    progress: Option<Progress<'_>>,
+) -> Report<M::State, M::Action>
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Hash + Send + Sync + 'static,
+{
+    let start = Instant::now();
     let mut builder = model.checker().threads(threads);
     if let Some(stop) = stop {
         builder = builder.finish_when(stop);
@@ -180,11 +202,11 @@ fn explore(
 }
 
 /// Waits for `checker`'s threads, reporting `progress` meanwhile, and sums up.
-fn finish(
-    mut checker: impl Checker<ElectionModel>,
+fn finish<M: Model>(
+    mut checker: impl Checker<M>,
     start: Instant,
     progress: Option<Progress<'_>>,
-) -> CheckReport {
+) -> Report<M::State, M::Action> {
     let handles = checker.handles();
     if let Some(Progress { every, report }) = progress {
         let mut next = start + every;
@@ -206,7 +228,7 @@ fn finish(
             std::panic::resume_unwind(panic);
         }
     }
-    CheckReport {
+    Report {
         unique_states: checker.unique_state_count(),
         total_states: checker.state_count(),
         max_depth: checker.max_depth(),

@@ -1,5 +1,8 @@
 //! # tenure-model: exhaustive model checking of the election core
 //!
+//! (and of the replica's synchronisation rule: see [The replica
+//! model](#the-replica-model) and [`replica`])
+//!
 //! [stateright](https://docs.rs/stateright/0.30) explores every reachable
 //! state of a three-node cluster running the **real** election core — any of
 //! its protocols ([`tenure_core::ProtocolKind`]: `--protocol raft|ranked|paxos`,
@@ -160,6 +163,19 @@
 //! binary (see `src/main.rs`: `--protocol`, `--fresh`, `--elected`,
 //! `--contested`, `--ci`, `--quick`, `--steps`, `--leader-steps`, ...)
 //! explore other bounds.
+//!
+//! ## The replica model
+//! [`replica`] checks the replication core the same way: three real
+//! `tenure_replica::Replica`s, leadership named directly (one leader per
+//! fencing token, as the electors checked here guarantee), proposals,
+//! heartbeats, crash and restart from what the writes made durable, and the
+//! network above. It checks `docs/REPLICATION.md`'s synchronisation rule: no
+//! two nodes apply different entries at an index, and every ready leader
+//! holds every entry committed under a lower token. `tenure-model --replica`
+//! runs its deep suite, `--replica --ci` the CI suite (seven checks, about
+//! 30 s); `tests/replica.rs` runs small checks in the debug profile and three
+//! planted bugs that it catches. Bounds, figures and what it leaves out are
+//! in the module's documentation.
 
 #![warn(missing_docs)]
 
@@ -167,6 +183,7 @@ pub mod check;
 pub mod elector;
 pub mod model;
 pub mod network;
+pub mod replica;
 pub mod rng;
 
 pub use model::{Action, Bounds, Durability, ElectionModel, ElectionState};

@@ -1,6 +1,7 @@
 //! Runs the exhaustive check of the election core and prints what it found.
 //!
 //! ```text
+//! cargo run --release -p tenure-model -- --replica ...   (see src/replica_cli.rs)
 //! cargo run --release -p tenure-model -- [--protocol raft|ranked|paxos|all]
 //!     [--fresh | --elected | --contested | --ci] [--quick] [--steps N] [--leader-steps N]
 //!     [--restarts N] [--transfers N] [--duplicates N] [--rng-period N] [--max-term N]
@@ -26,6 +27,8 @@
 //! not complete, or (except with `--hunt`) misses one of its witnesses
 //! ([`Start::witnesses`]: a leader from a fresh cluster; a leader in a later
 //! term and a contested election from an elected leader).
+
+mod replica_cli;
 
 use std::error::Error;
 use std::time::Duration;
@@ -178,6 +181,9 @@ struct Outcome {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    if std::env::args().nth(1).as_deref() == Some("--replica") {
+        return replica_cli::main(std::env::args().skip(2));
+    }
     let args = parse_args()?;
     let starts = match args.start {
         Some(start) => vec![start],

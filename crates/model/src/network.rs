@@ -46,27 +46,35 @@ impl PartialOrd for Envelope {
 }
 
 /// The envelopes in flight, as a sorted multiset (equal networks hash equally).
-/// Each envelope is shared by every state it is in flight in.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Network {
+/// Each envelope is shared by every state it is in flight in. The election
+/// model's envelopes carry the core's [`Message`]; the replica model's carry
+/// replica messages ([`crate::replica::ReplicaEnvelope`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Network<E = Envelope> {
     /// Sorted; equal envelopes are adjacent.
-    in_flight: Vec<Arc<Envelope>>,
+    in_flight: Vec<Arc<E>>,
 }
 
-impl Network {
+impl<E> Default for Network<E> {
+    fn default() -> Self {
+        Network { in_flight: Vec::new() }
+    }
+}
+
+impl<E: Ord> Network<E> {
     /// An empty network.
     pub fn new() -> Self {
         Network::default()
     }
 
     /// Puts an envelope in flight.
-    pub fn send(&mut self, env: Envelope) {
+    pub fn send(&mut self, env: E) {
         let at = self.in_flight.partition_point(|e| **e <= env);
         self.in_flight.insert(at, Arc::new(env));
     }
 
     /// Removes one copy of `env`; false if none was in flight.
-    pub fn take(&mut self, env: &Envelope) -> bool {
+    pub fn take(&mut self, env: &E) -> bool {
         match self.in_flight.binary_search_by(|e| e.as_ref().cmp(env)) {
             Ok(at) => {
                 self.in_flight.remove(at);
@@ -77,12 +85,17 @@ impl Network {
     }
 
     /// The distinct envelopes in flight, in order.
-    pub fn distinct(&self) -> impl Iterator<Item = &Envelope> {
+    pub fn distinct(&self) -> impl Iterator<Item = &E> {
         self.in_flight
             .iter()
             .enumerate()
             .filter(|&(i, e)| i == 0 || self.in_flight[i - 1] != *e)
             .map(|(_, e)| e.as_ref())
+    }
+
+    /// Keeps only the envelopes for which `keep` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&E) -> bool) {
+        self.in_flight.retain(|e| keep(e));
     }
 
     /// How many envelopes are in flight, copies included.

@@ -200,7 +200,10 @@ pub struct ReplicaStatus {
 /// known leader), [`Replica::handle_message`], [`Replica::handle_timeout`],
 /// [`Replica::propose`] and [`Replica::read`]; after each, take the output
 /// and handle it: persist `write` (fsync), then send, then deliver.
-#[derive(Clone, Debug)]
+///
+/// Equality and hashing (when the state machine has them) cover the whole
+/// state: the model checker (`crates/model`) uses them as a state's identity.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Replica<S> {
     cfg: Config,
     me: usize,
