@@ -82,26 +82,14 @@ impl Waiters {
     /// silently: the follower times them out on its side.
     pub(crate) fn expire(&mut self, now: Instant, no_leader_wait: Duration) {
         let late = |since: Instant, bound: Duration| now.saturating_duration_since(since) >= bound;
-        let expired: Vec<ProposalId> = self
-            .proposals
-            .iter()
-            .filter(|(_, (_, s))| late(*s, REQUEST_TIMEOUT))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in expired {
-            if let Some((Asker::Local(reply), _)) = self.proposals.remove(&id) {
+        for (_, (asker, _)) in self.proposals.extract_if(|_, (_, s)| late(*s, REQUEST_TIMEOUT)) {
+            if let Asker::Local(reply) = asker {
                 let _ =
                     reply.send(Err(WriteError::Unknown("no commit within the request timeout")));
             }
         }
-        let expired: Vec<ReadId> = self
-            .reads
-            .iter()
-            .filter(|(_, (_, s))| late(*s, REQUEST_TIMEOUT))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in expired {
-            if let Some((Asker::Local(reply), _)) = self.reads.remove(&id) {
+        for (_, (asker, _)) in self.reads.extract_if(|_, (_, s)| late(*s, REQUEST_TIMEOUT)) {
+            if let Asker::Local(reply) = asker {
                 let _ = reply.send(Err(ReadFailure::Timeout(REQUEST_TIMEOUT)));
             }
         }
@@ -120,29 +108,18 @@ impl Waiters {
                 }
             }
         }
-        let expired: Vec<u64> = self
-            .forwarded
-            .iter()
-            .filter(|(_, (_, _, s))| late(*s, REQUEST_TIMEOUT))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in expired {
-            match self.forwarded.remove(&id) {
-                Some((_, Forwarded::Propose(reply, _), _)) => {
+        for (_, (_, f, _)) in self.forwarded.extract_if(|_, (_, _, s)| late(*s, REQUEST_TIMEOUT)) {
+            match f {
+                Forwarded::Propose(reply, _) => {
                     let _ =
                         reply.send(Err(WriteError::Unknown("the leader did not answer in time")));
                 }
-                Some((_, Forwarded::Read(reply), _)) => {
+                Forwarded::Read(reply) => {
                     let _ = reply.send(Err(ReadFailure::Timeout(REQUEST_TIMEOUT)));
                 }
-                None => {}
             }
         }
-        let (keep, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut self.applying)
-            .into_iter()
-            .partition(|(_, _, s)| !late(*s, REQUEST_TIMEOUT));
-        self.applying = keep;
-        for (_, reply, _) in gone {
+        for (_, reply, _) in self.applying.extract_if(.., |(_, _, s)| late(*s, REQUEST_TIMEOUT)) {
             let _ = reply.send(Err(ReadFailure::Timeout(REQUEST_TIMEOUT)));
         }
     }
