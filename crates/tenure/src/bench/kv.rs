@@ -10,12 +10,11 @@
 //! as `wrk` was pointed at it for the figures in the README. A warm-up of
 //! [`WARM_UP`] (puts of every key) precedes the measured phases.
 
-use super::etcd::Etcd;
-use super::failover::{wait_stable, Timing};
+use super::failover::wait_stable;
 use super::fetch::Fetch;
 use super::kv_faults::{catch_up, failover_under_load, CatchUp, FailoverUnderLoad};
 use super::stats::{summarize, Summary};
-use super::system::{System, Tenure};
+use super::system::System;
 use crate::rest::ClientOptions;
 use anyhow::bail;
 use base64::Engine;
@@ -47,9 +46,8 @@ const ANCHOR_ETCD: (f64, f64, f64, f64) = (4029.0, 32.1, 7333.0, 21.6);
 /// Flags of `tenure bench kv`.
 #[derive(Args, Debug)]
 pub struct KvArgs {
-    /// Nodes per cluster (at least 3).
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    nodes: usize,
+    #[command(flatten)]
+    cluster: super::ClusterArgs,
     /// Concurrent connections to the leader, each sending one request at a time.
     #[arg(long, default_value_t = 64, value_name = "N")]
     connections: usize,
@@ -62,25 +60,6 @@ pub struct KvArgs {
     /// Distinct keys written and read.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     keys: usize,
-    /// Heartbeat interval, in milliseconds (etcd: --heartbeat-interval).
-    #[arg(long, default_value_t = 100, value_name = "MS")]
-    heartbeat_ms: u64,
-    /// Election timeout, in milliseconds (etcd: --election-timeout).
-    #[arg(long, default_value_t = 1000, value_name = "MS")]
-    election_timeout_ms: u64,
-    /// Election protocol of the tenure servers: raft, ranked or paxos.
-    #[arg(long, default_value = "raft", value_name = "NAME")]
-    protocol: tenure_core::ProtocolKind,
-    /// Also measure a local etcd cluster with the same load.
-    #[arg(long, value_name = "SYSTEM", value_parser = ["etcd"])]
-    compare: Option<String>,
-    /// With --compare etcd: when etcd is not installed, warn and measure tenure
-    /// alone instead of failing.
-    #[arg(long)]
-    allow_missing_etcd: bool,
-    /// Run the tenure servers without TLS (etcd runs without it either way).
-    #[arg(long)]
-    insecure_no_tls: bool,
     /// Then kill the leader this many times while 16 clients write through
     /// every node, and report the failover times and what the writes saw.
     #[arg(long, default_value_t = 0, value_name = "N")]
@@ -181,24 +160,15 @@ pub(super) enum Load {
 /// Runs `tenure bench kv`.
 pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
     check(&args)?;
-    let with_etcd = match super::etcd_wanted(args.compare.is_some(), args.allow_missing_etcd) {
+    let with_etcd = match args.cluster.with_etcd() {
         Ok(w) => w,
         Err(code) => return Ok(code),
     };
-    let timing = Timing {
-        heartbeat: Duration::from_millis(args.heartbeat_ms),
-        election_timeout: Duration::from_millis(args.election_timeout_ms),
-    };
-    let nodes: Vec<usize> = (0..args.nodes).collect();
+    let timing = args.cluster.timing();
+    let nodes: Vec<usize> = (0..args.cluster.nodes).collect();
     let mut systems = Vec::new();
     {
-        let tenure = Tenure::start_all(
-            args.nodes,
-            args.heartbeat_ms,
-            args.election_timeout_ms,
-            args.protocol,
-            !args.insecure_no_tls,
-        )?;
+        let tenure = args.cluster.start_tenure()?;
         let (leader, _) = wait_stable(&tenure, &nodes, timing).await?;
         let api = Api::Tenure { base: tenure.endpoint(leader).to_string() };
         let mut report = measure("tenure", &args, tenure.fetch().clone(), api).await?;
@@ -214,23 +184,22 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         systems.push(report);
     }
     if with_etcd {
-        let etcd =
-            Etcd::start_all(args.nodes, args.heartbeat_ms, args.election_timeout_ms, false).await?;
+        let etcd = args.cluster.start_etcd(false).await?;
         let (leader, _) = wait_stable(&etcd, &nodes, timing).await?;
         let api = Api::Etcd { base: etcd.client_url(leader) };
         let fetch = Fetch::new(ClientOptions::default())?;
         systems.push(measure("etcd", &args, fetch, api).await?);
     }
     let report = KvReport {
-        protocol: args.protocol,
-        tls: !args.insecure_no_tls,
-        nodes: args.nodes,
+        protocol: args.cluster.protocol,
+        tls: !args.cluster.insecure_no_tls,
+        nodes: args.cluster.nodes,
         connections: args.connections,
         seconds: args.seconds,
         value_bytes: args.value_bytes,
         keys: args.keys,
-        heartbeat_ms: args.heartbeat_ms,
-        election_timeout_ms: args.election_timeout_ms,
+        heartbeat_ms: args.cluster.heartbeat_ms,
+        election_timeout_ms: args.cluster.election_timeout_ms,
         systems,
     };
     if args.json {
@@ -242,9 +211,7 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn check(args: &KvArgs) -> anyhow::Result<()> {
-    if !(super::MIN_NODES..=tenure_core::MAX_VOTERS).contains(&args.nodes) {
-        bail!("--nodes must be between {} and {}", super::MIN_NODES, tenure_core::MAX_VOTERS);
-    }
+    args.cluster.check()?;
     if !(1..=MAX_CONNECTIONS).contains(&args.connections) {
         bail!("--connections must be between 1 and {MAX_CONNECTIONS}");
     }

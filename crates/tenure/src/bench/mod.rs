@@ -62,15 +62,13 @@ enum BenchCommand {
     Kv(kv::KvArgs),
 }
 
-/// Flags of `tenure bench failover`.
+/// The clusters a benchmark starts: shared by `tenure bench failover` and
+/// `tenure bench kv`.
 #[derive(Args, Debug)]
-pub struct FailoverArgs {
+pub struct ClusterArgs {
     /// Nodes per cluster (at least 3).
     #[arg(long, default_value_t = 3, value_name = "N")]
     nodes: usize,
-    /// Failovers to measure (per system).
-    #[arg(long, default_value_t = 20, value_name = "N")]
-    trials: usize,
     /// Heartbeat interval, in milliseconds (etcd: --heartbeat-interval).
     #[arg(long, default_value_t = 100, value_name = "MS")]
     heartbeat_ms: u64,
@@ -80,19 +78,74 @@ pub struct FailoverArgs {
     /// Election protocol of the tenure servers: raft, ranked or paxos.
     #[arg(long, default_value = "raft", value_name = "NAME")]
     protocol: tenure_core::ProtocolKind,
-    /// Stop the leader with SIGTERM (a graceful handover) instead of SIGKILL.
-    #[arg(long)]
-    graceful: bool,
-    /// Also run the same trials against a local etcd cluster, interleaved.
+    /// Also measure a local etcd cluster of as many members, with the same
+    /// timings, the same way.
     #[arg(long, value_name = "SYSTEM", value_parser = ["etcd"])]
     compare: Option<String>,
-    /// Start etcd with --pre-vote (off by default, as in etcd 3.4).
-    #[arg(long)]
-    etcd_pre_vote: bool,
     /// With --compare etcd: when etcd is not installed, warn and measure tenure
     /// alone instead of failing.
     #[arg(long)]
     allow_missing_etcd: bool,
+    /// Run the tenure servers without TLS (by default: mutual TLS between them and
+    /// HTTPS for their API, with certificates made for the run), to measure what
+    /// TLS costs. etcd runs without TLS either way.
+    #[arg(long)]
+    insecure_no_tls: bool,
+}
+
+impl ClusterArgs {
+    /// Refuses a cluster size that cannot fail over.
+    fn check(&self) -> anyhow::Result<()> {
+        if !(MIN_NODES..=tenure_core::MAX_VOTERS).contains(&self.nodes) {
+            bail!("--nodes must be between {MIN_NODES} and {}", tenure_core::MAX_VOTERS);
+        }
+        Ok(())
+    }
+
+    /// Whether etcd runs too, or the exit code when it was asked for and is missing.
+    fn with_etcd(&self) -> Result<bool, ExitCode> {
+        etcd_wanted(self.compare.is_some(), self.allow_missing_etcd)
+    }
+
+    fn timing(&self) -> Timing {
+        Timing {
+            heartbeat: Duration::from_millis(self.heartbeat_ms),
+            election_timeout: Duration::from_millis(self.election_timeout_ms),
+        }
+    }
+
+    /// Starts the tenure cluster.
+    fn start_tenure(&self) -> anyhow::Result<Tenure> {
+        Tenure::start_all(
+            self.nodes,
+            self.heartbeat_ms,
+            self.election_timeout_ms,
+            self.protocol,
+            !self.insecure_no_tls,
+        )
+    }
+
+    /// Starts the etcd cluster.
+    async fn start_etcd(&self, pre_vote: bool) -> anyhow::Result<etcd::Etcd> {
+        etcd::Etcd::start_all(self.nodes, self.heartbeat_ms, self.election_timeout_ms, pre_vote)
+            .await
+    }
+}
+
+/// Flags of `tenure bench failover`.
+#[derive(Args, Debug)]
+pub struct FailoverArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Failovers to measure (per system).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    trials: usize,
+    /// Stop the leader with SIGTERM (a graceful handover) instead of SIGKILL.
+    #[arg(long)]
+    graceful: bool,
+    /// Start etcd with --pre-vote (off by default, as in etcd 3.4).
+    #[arg(long)]
+    etcd_pre_vote: bool,
     /// Write the latency CDF of each system to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
@@ -103,10 +156,6 @@ pub struct FailoverArgs {
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Run the tenure servers without TLS (by default: mutual TLS between them and
-    /// HTTPS for their API, with certificates made for the run), to measure what TLS costs.
-    #[arg(long)]
-    insecure_no_tls: bool,
 }
 
 /// Runs `tenure bench`.
@@ -230,36 +279,20 @@ fn goals(stop: Stop, timing_ms: (u64, u64), r: &SystemReport) -> Vec<Goal> {
 }
 
 async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
-    if !(MIN_NODES..=tenure_core::MAX_VOTERS).contains(&args.nodes) {
-        bail!("--nodes must be between {MIN_NODES} and {}", tenure_core::MAX_VOTERS);
-    }
+    args.cluster.check()?;
     if !(1..=MAX_TRIALS).contains(&args.trials) {
         bail!("--trials must be between 1 and {MAX_TRIALS}");
     }
-    let with_etcd = match etcd_wanted(args.compare.is_some(), args.allow_missing_etcd) {
+    let with_etcd = match args.cluster.with_etcd() {
         Ok(with_etcd) => with_etcd,
         Err(code) => return Ok(code),
     };
     let stop = if args.graceful { Stop::Graceful } else { Stop::Kill };
 
     // Both clusters run for the whole run, so interleaved trials see the same machine.
-    let mut tenure = Tenure::start_all(
-        args.nodes,
-        args.heartbeat_ms,
-        args.election_timeout_ms,
-        args.protocol,
-        !args.insecure_no_tls,
-    )?;
+    let mut tenure = args.cluster.start_tenure()?;
     let mut etcd = match with_etcd {
-        true => Some(
-            etcd::Etcd::start_all(
-                args.nodes,
-                args.heartbeat_ms,
-                args.election_timeout_ms,
-                args.etcd_pre_vote,
-            )
-            .await?,
-        ),
+        true => Some(args.cluster.start_etcd(args.etcd_pre_vote).await?),
         false => None,
     };
     let Some(outcome) = measure(&args, stop, &mut tenure, etcd.as_mut()).await else {
@@ -318,10 +351,7 @@ async fn measure(
     tenure: &mut Tenure,
     mut etcd: Option<&mut etcd::Etcd>,
 ) -> Option<anyhow::Result<(Vec<Trial>, Option<Vec<Trial>>)>> {
-    let timing = Timing {
-        heartbeat: Duration::from_millis(args.heartbeat_ms),
-        election_timeout: Duration::from_millis(args.election_timeout_ms),
-    };
+    let timing = args.cluster.timing();
     let systems = if etcd.is_some() { 2 } else { 1 };
     let bar = ProgressBar::new((args.trials * systems) as u64);
     bar.set_style(
@@ -366,25 +396,25 @@ fn failover_report(
     tenure_trials: Vec<Trial>,
     etcd_trials: Option<Vec<Trial>>,
 ) -> FailoverReport {
-    let by_elections = args.protocol == tenure_core::ProtocolKind::Paxos;
+    let by_elections = args.cluster.protocol == tenure_core::ProtocolKind::Paxos;
     let mut reports = vec![SystemReport::new("tenure", tenure_trials, by_elections)];
     if let Some(trials) = etcd_trials {
         reports.push(SystemReport::new("etcd", trials, false));
     }
     // The goals are stated for the default protocol (issue 4); the others are
     // compared in docs/protocols.md instead.
-    let goals = if args.protocol == tenure_core::ProtocolKind::Raft {
-        goals(stop, (args.heartbeat_ms, args.election_timeout_ms), &reports[0])
+    let goals = if args.cluster.protocol == tenure_core::ProtocolKind::Raft {
+        goals(stop, (args.cluster.heartbeat_ms, args.cluster.election_timeout_ms), &reports[0])
     } else {
         Vec::new()
     };
     FailoverReport {
         stop,
-        protocol: args.protocol,
-        tls: !args.insecure_no_tls,
-        nodes: args.nodes,
-        heartbeat_ms: args.heartbeat_ms,
-        election_timeout_ms: args.election_timeout_ms,
+        protocol: args.cluster.protocol,
+        tls: !args.cluster.insecure_no_tls,
+        nodes: args.cluster.nodes,
+        heartbeat_ms: args.cluster.heartbeat_ms,
+        election_timeout_ms: args.cluster.election_timeout_ms,
         detector: format!(
             "every survivor polled on its own loop every {} ms (tenure GET /v1/status, etcd POST /v3/maintenance/status); \
              the first survivor that reports itself leader of a newer term ends the measurement",
@@ -404,9 +434,9 @@ fn write_plot(
     let title = format!(
         "{} failover, {} nodes, heartbeat {} ms / election timeout {} ms",
         if args.graceful { "SIGTERM" } else { "SIGKILL" },
-        args.nodes,
-        args.heartbeat_ms,
-        args.election_timeout_ms
+        args.cluster.nodes,
+        args.cluster.heartbeat_ms,
+        args.cluster.election_timeout_ms
     );
     let series: Vec<(String, Vec<f64>)> = report
         .systems
