@@ -5,7 +5,7 @@
 //! cargo run --release -p tenure-model -- --replica [--ci] [--threads N] [--hunt]
 //!     [--driver faithful|send-before-persist|forget-promise|blind-sync]
 //!     [--fresh] [--forgotten-views] [--leaderships N] [--proposals N] [--steps N]
-//!     [--restarts N] [--duplicates N] [--snapshot-every N] [--depth N]
+//!     [--restarts N] [--duplicates N] [--snapshot-every N] [--append-entries N] [--depth N]
 //! ```
 //! Without a bound flag it runs the suite [`DEEP_CHECKS`] (`--ci`:
 //! [`CI_CHECKS`]). With one, it runs one check from a ready leader
@@ -83,6 +83,7 @@ fn bounds_from(set: &[(String, u64)]) -> Result<ReplicaBounds, Box<dyn Error>> {
             "--restarts" => bounds.restarts = small()?,
             "--duplicates" => bounds.duplicates = small()?,
             "--snapshot-every" => bounds.snapshot_every = Some(value),
+            "--append-entries" => bounds.append_entries = Some(usize::try_from(value)?),
             "--depth" => bounds.max_depth = Some(usize::try_from(value)?),
             other => return Err(format!("unknown flag {other:?}").into()),
         }

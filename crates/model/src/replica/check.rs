@@ -53,6 +53,7 @@ impl ReplicaBounds {
         restarts: 1,
         duplicates: 0,
         snapshot_every: None,
+        append_entries: None,
         max_depth: None,
     };
 
@@ -85,7 +86,10 @@ const Q: ReplicaBounds = ReplicaBounds::QUICK;
 /// of which must be safe and reach every witness, a minute in all.
 pub const CI_CHECKS: [ReplicaCheck; 7] = [
     ready("failover and a restart", Q),
-    ready("three leaderships", ReplicaBounds { leaderships: 3, restarts: 0, ..Q }),
+    ready(
+        "three leaderships, entries one by one",
+        ReplicaBounds { leaderships: 3, restarts: 0, append_entries: Some(1), ..Q },
+    ),
     ready("heartbeats", ReplicaBounds { clock_steps_per_node: 1, restarts: 0, ..Q }),
     ready("two proposals", ReplicaBounds { proposals: 2, restarts: 0, ..Q }),
     ready("a snapshot after every entry", ReplicaBounds { snapshot_every: Some(1), ..Q }),
