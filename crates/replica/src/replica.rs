@@ -388,14 +388,21 @@ impl<S: StateMachine> Replica<S> {
         results
     }
 
-    /// Starts a linearizable read. `lease_valid` is the elector's
-    /// `is_leader(now)`: with it the read is served at once, without it after
-    /// a round of acknowledgements from a majority.
-    pub fn read(&mut self, now: Instant, lease_valid: bool) -> Result<ReadStart, ReadError> {
+    /// Starts a linearizable read. `lease` is the fencing token whose
+    /// election lease is valid now, if any (the elector's `is_leader(now)`
+    /// and its token). A lease of the token this replica leads serves the
+    /// read at once; without one, or with a lease of another token (the
+    /// elector moved on and the replica was not told yet), the read waits
+    /// for a round of acknowledgements from a majority.
+    pub fn read(
+        &mut self,
+        now: Instant,
+        lease: Option<FencingToken>,
+    ) -> Result<ReadStart, ReadError> {
         if !self.start_input() {
             return Err(ReadError::NotLeader { leader: None });
         }
-        let result = self.start_read(now, lease_valid);
+        let result = self.start_read(now, lease);
         self.finish_input(now);
         result
     }
@@ -774,13 +781,17 @@ impl<S: StateMachine> Replica<S> {
 
     // ---- Reads ----
 
-    fn start_read(&mut self, now: Instant, lease_valid: bool) -> Result<ReadStart, ReadError> {
+    fn start_read(
+        &mut self,
+        now: Instant,
+        lease: Option<FencingToken>,
+    ) -> Result<ReadStart, ReadError> {
         let leader = self.known_leader();
         let max = self.cfg.max_pending_reads;
         let Some(lead) = self.lead.as_mut().filter(|l| l.phase == Phase::Ready) else {
             return Err(ReadError::NotLeader { leader });
         };
-        if lease_valid {
+        if lease == Some(lead.token) {
             return Ok(ReadStart::Now(self.applied));
         }
         if lead.reads.len() >= max {

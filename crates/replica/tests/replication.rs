@@ -186,13 +186,19 @@ fn reads_are_served_at_once_with_a_lease_and_after_a_round_without() {
     c.propose(n(1), vec![cmd(1)]);
     c.run_for(HEARTBEAT * 2);
     let now = c.now;
-    let applied = c.replica(n(1)).status().applied;
-    let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().read(now, true);
+    let status = c.replica(n(1)).status();
+    let (applied, token) = (status.applied, status.leading.expect("n1 leads"));
+    let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().read(now, Some(token));
     assert_eq!(r, Ok(ReadStart::Now(applied)));
-    let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().read(now, false);
+    let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().read(now, None);
+    assert!(matches!(r, Ok(ReadStart::Pending(_))), "{r:?}");
+    // A lease of another token (a later election the replica was not told
+    // of) is no lease for this leadership: the read needs a round.
+    let later = FencingToken(token.0 + 1);
+    let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().read(now, Some(later));
     assert!(matches!(r, Ok(ReadStart::Pending(_))), "{r:?}");
     // Followers do not serve reads.
-    let r = c.nodes.get_mut(&n(2)).unwrap().replica.as_mut().unwrap().read(now, true);
+    let r = c.nodes.get_mut(&n(2)).unwrap().replica.as_mut().unwrap().read(now, Some(token));
     assert!(r.is_err());
     // A cut-off leader never confirms the round.
     c.isolate(n(1));

@@ -372,8 +372,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         let lease = lease_token(&self.log.node);
         let (result, out) = {
             let mut r = lock(&self.log.replica);
-            let lease_valid = lease.is_some() && lease == r.status().leading;
-            let result = r.read(now, lease_valid);
+            let result = r.read(now, lease);
             (result, r.take_output())
         };
         match (result, asker) {

@@ -384,8 +384,7 @@ impl Sim {
                 if planted == Some(PlantedBug::StaleFollowerReads) && !r.status().ready_leader {
                     Some(self.read_answer(i, &key))
                 } else {
-                    let lease_valid = lease.is_some() && lease == r.status().leading;
-                    match r.read(local, lease_valid) {
+                    match r.read(local, lease) {
                         Ok(ReadStart::Now(_)) => Some(self.read_answer(i, &key)),
                         Ok(ReadStart::Pending(id)) => {
                             kv.reads.insert(id, (tag, key));
