@@ -292,10 +292,20 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// The highest index applied to the state machine.
+    pub fn applied(&self) -> Index {
+        self.applied
+    }
+
+    /// True while this node leads the log and accepts writes.
+    pub fn is_ready_leader(&self) -> bool {
+        self.lead.as_ref().is_some_and(|l| l.phase == Phase::Ready)
+    }
+
     /// A status snapshot.
     pub fn status(&self) -> ReplicaStatus {
         ReplicaStatus {
-            ready_leader: self.lead.as_ref().is_some_and(|l| l.phase == Phase::Ready),
+            ready_leader: self.is_ready_leader(),
             leading: self.lead.as_ref().map(|l| l.token),
             promised: self.promised,
             last: self.log.last(),

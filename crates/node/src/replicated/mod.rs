@@ -264,8 +264,7 @@ impl<S: StateMachine + Send + 'static> Replicated<S> {
     /// A read of this node's state as applied so far (possibly stale).
     pub fn read_stale<R>(&self, f: impl FnOnce(&S) -> R) -> (R, Index) {
         let r = lock(&self.log.replica);
-        let applied = r.status().applied;
-        (f(r.state_machine()), applied)
+        (f(r.state_machine()), r.applied())
     }
 
     /// The index applied so far; the receiver sees every advance.

@@ -311,7 +311,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         }
         let batch = std::mem::take(&mut self.batch);
         let since = Instant::now();
-        if !lock(&self.log.replica).status().ready_leader {
+        if !lock(&self.log.replica).is_ready_leader() {
             self.ready = false;
             for (asker, command) in batch {
                 match asker {
@@ -562,10 +562,13 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         for c in completions {
             self.complete(c);
         }
-        let status = lock(&self.log.replica).status();
-        self.ready = status.ready_leader;
-        if !applied.is_empty() || *self.log.applied.borrow() != status.applied {
-            self.log.applied.send_replace(status.applied);
+        let (ready, now_applied) = {
+            let r = lock(&self.log.replica);
+            (r.is_ready_leader(), r.applied())
+        };
+        self.ready = ready;
+        if !applied.is_empty() || *self.log.applied.borrow() != now_applied {
+            self.log.applied.send_replace(now_applied);
         }
     }
 

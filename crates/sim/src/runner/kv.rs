@@ -107,7 +107,7 @@ impl Sim {
     /// The applied index of node `i`'s replica, if it runs.
     pub fn applied_index(&self, i: usize) -> Option<u64> {
         let r = self.hosts[i].kv.as_ref()?.replica.as_ref()?;
-        Some(r.status().applied)
+        Some(r.applied())
     }
 
     /// True when every running replica has applied its whole log and all
@@ -381,7 +381,7 @@ impl Sim {
                 }
             }
             (Some(r), RequestBody::Read { key }) => {
-                if planted == Some(PlantedBug::StaleFollowerReads) && !r.status().ready_leader {
+                if planted == Some(PlantedBug::StaleFollowerReads) && !r.is_ready_leader() {
                     Some(self.read_answer(i, &key))
                 } else {
                     match r.read(local, lease) {
@@ -449,7 +449,7 @@ impl Sim {
         let Some(r) = self.hosts[i].kv.as_ref().and_then(|kv| kv.replica.as_ref()) else {
             return;
         };
-        let index = r.status().applied;
+        let index = r.applied();
         let Some(kv) = self.kv.as_mut() else { return };
         if !kv.checks.state_due(i, index) {
             return;
@@ -604,7 +604,7 @@ impl Sim {
         kv.reads.clear();
         match Replica::new(cfg, kv.disk.image().restored(), store) {
             Ok(r) => {
-                world.checks.on_start(i, r.status().applied);
+                world.checks.on_start(i, r.applied());
                 kv.replica = Some(r);
                 // Tell the new replica the elector's current view.
                 let view = kv.view;
