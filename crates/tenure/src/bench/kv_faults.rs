@@ -106,7 +106,12 @@ pub struct CatchUp {
 pub async fn catch_up(tenure: &mut Tenure, mb: u64, timing: Timing) -> anyhow::Result<CatchUp> {
     let all: Vec<usize> = (0..tenure.len()).collect();
     let (leader, term) = wait_stable(tenure, &all, timing).await?;
-    let bytes_written = fill(tenure, leader, mb * 1024 * 1024).await?;
+    let bytes_written = match fill(tenure, leader, mb * 1024 * 1024).await {
+        Ok(b) => b,
+        Err(e) => {
+            return Err(e.context(format!("the servers' last lines:\n{}", tenure.log_tails())))
+        }
+    };
     let follower = (leader + 1) % tenure.len();
     tenure.proc(follower).signal(nix::sys::signal::Signal::SIGKILL)?;
     tenure.proc(follower).wait_exit(Duration::from_secs(10)).await?;
