@@ -20,6 +20,7 @@ pub enum Command {
         /// The key.
         key: String,
         /// The new value.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
         /// Compare-and-set on the key's `mod_revision`.
         if_mod_revision: Option<u64>,
@@ -66,7 +67,7 @@ pub enum Target {
     /// The key's `version`.
     Version(u64),
     /// The key's value.
-    Value(Vec<u8>),
+    Value(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// A comparison operator.
@@ -90,6 +91,7 @@ pub enum TxnOp {
         /// The key.
         key: String,
         /// The value.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
     },
     /// Removes a key.

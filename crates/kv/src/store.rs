@@ -19,6 +19,7 @@ pub struct KeyValue {
     /// The key.
     pub key: String,
     /// The value.
+    #[serde(with = "serde_bytes")]
     pub value: Vec<u8>,
     /// The revision that created the key (since it was last absent).
     pub create_revision: u64,

@@ -51,6 +51,7 @@ enum Record {
 #[derive(Serialize, Deserialize)]
 struct SnapshotFile {
     last: Position,
+    #[serde(with = "serde_bytes")]
     data: Vec<u8>,
 }
 

@@ -96,6 +96,7 @@ pub enum Forward {
         /// The follower's id for the request.
         id: u64,
         /// The command.
+        #[serde(with = "serde_bytes")]
         command: Vec<u8>,
     },
     /// Leader -> follower: what became of a forwarded proposal.

@@ -35,7 +35,7 @@ pub enum Payload {
     /// Nothing: the entry a new leader writes to commit what it inherited.
     Noop,
     /// A command for the state machine, opaque to the log.
-    Command(Vec<u8>),
+    Command(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 impl Payload {

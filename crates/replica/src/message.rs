@@ -15,6 +15,7 @@ pub struct SnapshotChunk {
     /// Where `data` starts.
     pub offset: u64,
     /// The bytes from `offset` on (at most the configured chunk size).
+    #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
 }
 

@@ -22,6 +22,7 @@ pub enum LogOp {
         /// The last entry the snapshot covers.
         last: Position,
         /// The state machine's snapshot.
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
     /// Keep the snapshot up to `last` and drop the entries it covers (a
@@ -30,6 +31,7 @@ pub enum LogOp {
         /// The last entry the snapshot covers.
         last: Position,
         /// The state machine's snapshot.
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
 }
