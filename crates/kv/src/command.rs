@@ -16,7 +16,7 @@ pub const MAX_TXN_OPS: usize = 128;
 ///
 /// The encoding is stable: what a log written before leases existed holds
 /// still decodes to the same command, and a put without a lease encodes as
-/// it did then (see [`wire`]).
+/// it did then (the private `wire` module).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(from = "wire::Command")]
 pub enum Command {
