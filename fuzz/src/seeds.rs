@@ -126,8 +126,12 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
         Frame::Pong { nonce: 7 },
     ];
     let token = FencingToken::for_term(t(1));
-    let put =
-        tenure_kv::Command::Put { key: "k".into(), value: b"v".to_vec(), if_mod_revision: None };
+    let put = tenure_kv::Command::Put {
+        key: "k".into(),
+        value: b"v".to_vec(),
+        if_mod_revision: None,
+        lease: None,
+    };
     let first = Position { token, index: 1 };
     let log = vec![
         hello(ProtocolKind::Raft),

@@ -277,6 +277,7 @@ fn key_value(b: GetBody) -> (KeyValue, u64) {
         create_revision: b.create_revision,
         mod_revision: b.mod_revision,
         version: b.version,
+        lease: None, // the HTTP API does not show leases yet
     };
     (kv, b.revision)
 }

@@ -1,6 +1,7 @@
 //! What a write asks of the store, and the limits it must keep.
 
-use serde::{Deserialize, Serialize};
+use crate::lease::{LeaseId, MAX_TTL_MS, MIN_TTL_MS};
+use serde::{Deserialize, Serialize, Serializer};
 
 /// The longest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -12,10 +13,17 @@ pub const MAX_VALUE_BYTES: usize = 64 * 1024;
 pub const MAX_TXN_OPS: usize = 128;
 
 /// A write to the store.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// The encoding is stable: what a log written before leases existed holds
+/// still decodes to the same command, and a put without a lease encodes as
+/// it did then (the private `wire` module).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(from = "wire::Command")]
 pub enum Command {
     /// Sets `key` to `value`; with `if_mod_revision`, only if the key's
-    /// `mod_revision` is that (0: only if the key is absent).
+    /// `mod_revision` is that (0: only if the key is absent). With `lease`,
+    /// attaches the key to that lease (which must exist); without, detaches
+    /// it from any lease it was attached to (etcd's rule).
     Put {
         /// The key.
         key: String,
@@ -24,6 +32,8 @@ pub enum Command {
         value: Vec<u8>,
         /// Compare-and-set on the key's `mod_revision`.
         if_mod_revision: Option<u64>,
+        /// The lease the key is attached to from now on, if any.
+        lease: Option<LeaseId>,
     },
     /// Removes `key`; with `if_mod_revision`, only if its `mod_revision` is that.
     Delete {
@@ -41,6 +51,25 @@ pub enum Command {
         success: Vec<TxnOp>,
         /// Done otherwise.
         failure: Vec<TxnOp>,
+    },
+    /// Grants a new lease with this TTL (from [`MIN_TTL_MS`] to
+    /// [`MAX_TTL_MS`]); its id comes from the store's counter.
+    Grant {
+        /// The TTL in milliseconds.
+        ttl_ms: u64,
+    },
+    /// Ends a lease at its holder's request: deletes every key attached to
+    /// it at one revision, then forgets it.
+    Revoke {
+        /// The lease.
+        lease: LeaseId,
+    },
+    /// Ends a lease whose TTL passed on the tenure leader's clock (only the
+    /// leader proposes it): the same effect as [`Command::Revoke`], reported
+    /// as an expiry.
+    Expire {
+        /// The lease.
+        lease: LeaseId,
     },
 }
 
@@ -83,16 +112,20 @@ pub enum CompareOp {
     Greater,
 }
 
-/// One operation of a transaction branch.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One operation of a transaction branch (encoded stably, like [`Command`]).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(from = "wire::TxnOp")]
 pub enum TxnOp {
-    /// Sets a key.
+    /// Sets a key, attaching it to `lease` or detaching it from any (as
+    /// [`Command::Put`]).
     Put {
         /// The key.
         key: String,
         /// The value.
         #[serde(with = "serde_bytes")]
         value: Vec<u8>,
+        /// The lease the key is attached to from now on, if any.
+        lease: Option<LeaseId>,
     },
     /// Removes a key.
     Delete {
@@ -131,6 +164,9 @@ pub enum InvalidCommand {
     /// Bytes that are not a command.
     #[error("not a command: {0}")]
     Undecodable(String),
+    /// A lease TTL outside [`MIN_TTL_MS`]..=[`MAX_TTL_MS`].
+    #[error("a lease TTL of {0} ms; give {MIN_TTL_MS} to {MAX_TTL_MS} ms")]
+    TtlOutOfRange(u64),
 }
 
 impl Command {
@@ -168,7 +204,7 @@ impl Command {
                     let mut written = std::collections::BTreeSet::new();
                     for op in branch {
                         match op {
-                            TxnOp::Put { key, value } => {
+                            TxnOp::Put { key, value, .. } => {
                                 check_key(key)?;
                                 check_value(value)?;
                                 if !written.insert(key) {
@@ -187,6 +223,14 @@ impl Command {
                 }
                 Ok(())
             }
+            Command::Grant { ttl_ms } => {
+                if (MIN_TTL_MS..=MAX_TTL_MS).contains(ttl_ms) {
+                    Ok(())
+                } else {
+                    Err(InvalidCommand::TtlOutOfRange(*ttl_ms))
+                }
+            }
+            Command::Revoke { .. } | Command::Expire { .. } => Ok(()),
         }
     }
 }
@@ -212,6 +256,145 @@ fn check_value(value: &[u8]) -> Result<(), InvalidCommand> {
     Ok(())
 }
 
+impl Serialize for Command {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        wire::CommandRef::from(self).serialize(s)
+    }
+}
+
+impl Serialize for TxnOp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        wire::TxnOpRef::from(self).serialize(s)
+    }
+}
+
+/// The encoding of commands. postcard names an enum's variant by its place,
+/// so a variant is never moved or changed: new ones go at the end. A put
+/// without a lease is the put logs held before leases existed; a put with
+/// one is a variant of its own.
+mod wire {
+    use super::{Compare, LeaseId};
+    use serde::{Deserialize, Serialize};
+
+    /// A command as it is decoded.
+    #[derive(Deserialize)]
+    pub(super) enum Command {
+        Put { key: String, value: Vec<u8>, if_mod_revision: Option<u64> },
+        Delete { key: String, if_mod_revision: Option<u64> },
+        Txn { compare: Vec<Compare>, success: Vec<super::TxnOp>, failure: Vec<super::TxnOp> },
+        Grant { ttl_ms: u64 },
+        Revoke { lease: LeaseId },
+        Expire { lease: LeaseId },
+        LeasedPut { key: String, value: Vec<u8>, if_mod_revision: Option<u64>, lease: LeaseId },
+    }
+
+    /// A command as it is encoded (borrowed: a transaction is not copied).
+    /// The same variants in the same order as [`Command`].
+    #[derive(Serialize)]
+    pub(super) enum CommandRef<'a> {
+        Put { key: &'a str, value: &'a [u8], if_mod_revision: Option<u64> },
+        Delete { key: &'a str, if_mod_revision: Option<u64> },
+        Txn { compare: &'a [Compare], success: &'a [super::TxnOp], failure: &'a [super::TxnOp] },
+        Grant { ttl_ms: u64 },
+        Revoke { lease: LeaseId },
+        Expire { lease: LeaseId },
+        LeasedPut { key: &'a str, value: &'a [u8], if_mod_revision: Option<u64>, lease: LeaseId },
+    }
+
+    /// A transaction operation as it is decoded.
+    #[derive(Deserialize)]
+    pub(super) enum TxnOp {
+        Put { key: String, value: Vec<u8> },
+        Delete { key: String },
+        Get { key: String },
+        LeasedPut { key: String, value: Vec<u8>, lease: LeaseId },
+    }
+
+    /// A transaction operation as it is encoded, in [`TxnOp`]'s order.
+    #[derive(Serialize)]
+    pub(super) enum TxnOpRef<'a> {
+        Put { key: &'a str, value: &'a [u8] },
+        Delete { key: &'a str },
+        Get { key: &'a str },
+        LeasedPut { key: &'a str, value: &'a [u8], lease: LeaseId },
+    }
+
+    impl From<Command> for super::Command {
+        fn from(c: Command) -> Self {
+            match c {
+                Command::Put { key, value, if_mod_revision } => {
+                    super::Command::Put { key, value, if_mod_revision, lease: None }
+                }
+                Command::LeasedPut { key, value, if_mod_revision, lease } => {
+                    super::Command::Put { key, value, if_mod_revision, lease: Some(lease) }
+                }
+                Command::Delete { key, if_mod_revision } => {
+                    super::Command::Delete { key, if_mod_revision }
+                }
+                Command::Txn { compare, success, failure } => {
+                    super::Command::Txn { compare, success, failure }
+                }
+                Command::Grant { ttl_ms } => super::Command::Grant { ttl_ms },
+                Command::Revoke { lease } => super::Command::Revoke { lease },
+                Command::Expire { lease } => super::Command::Expire { lease },
+            }
+        }
+    }
+
+    impl<'a> From<&'a super::Command> for CommandRef<'a> {
+        fn from(c: &'a super::Command) -> Self {
+            match c {
+                super::Command::Put { key, value, if_mod_revision, lease: None } => {
+                    CommandRef::Put { key, value, if_mod_revision: *if_mod_revision }
+                }
+                super::Command::Put { key, value, if_mod_revision, lease: Some(lease) } => {
+                    CommandRef::LeasedPut {
+                        key,
+                        value,
+                        if_mod_revision: *if_mod_revision,
+                        lease: *lease,
+                    }
+                }
+                super::Command::Delete { key, if_mod_revision } => {
+                    CommandRef::Delete { key, if_mod_revision: *if_mod_revision }
+                }
+                super::Command::Txn { compare, success, failure } => {
+                    CommandRef::Txn { compare, success, failure }
+                }
+                super::Command::Grant { ttl_ms } => CommandRef::Grant { ttl_ms: *ttl_ms },
+                super::Command::Revoke { lease } => CommandRef::Revoke { lease: *lease },
+                super::Command::Expire { lease } => CommandRef::Expire { lease: *lease },
+            }
+        }
+    }
+
+    impl From<TxnOp> for super::TxnOp {
+        fn from(op: TxnOp) -> Self {
+            match op {
+                TxnOp::Put { key, value } => super::TxnOp::Put { key, value, lease: None },
+                TxnOp::LeasedPut { key, value, lease } => {
+                    super::TxnOp::Put { key, value, lease: Some(lease) }
+                }
+                TxnOp::Delete { key } => super::TxnOp::Delete { key },
+                TxnOp::Get { key } => super::TxnOp::Get { key },
+            }
+        }
+    }
+
+    impl<'a> From<&'a super::TxnOp> for TxnOpRef<'a> {
+        fn from(op: &'a super::TxnOp) -> Self {
+            match op {
+                super::TxnOp::Put { key, value, lease: None } => TxnOpRef::Put { key, value },
+                super::TxnOp::Put { key, value, lease: Some(lease) } => {
+                    TxnOpRef::LeasedPut { key, value, lease: *lease }
+                }
+                super::TxnOp::Delete { key } => TxnOpRef::Delete { key },
+                super::TxnOp::Get { key } => TxnOpRef::Get { key },
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,7 +407,7 @@ mod tests {
                 target: Target::ModRevision(3),
                 op: CompareOp::Equal,
             }],
-            success: vec![TxnOp::Put { key: "a".into(), value: b"x".to_vec() }],
+            success: vec![TxnOp::Put { key: "a".into(), value: b"x".to_vec(), lease: None }],
             failure: vec![TxnOp::Get { key: "a".into() }],
         };
         assert_eq!(Command::decode(&c.encode()), Ok(c));
@@ -238,6 +421,7 @@ mod tests {
             key: key.into(),
             value: vec![0; len],
             if_mod_revision: None,
+            lease: None,
         };
         assert_eq!(put("", 1).validate(), Err(InvalidCommand::EmptyKey));
         assert_eq!(put("k", MAX_VALUE_BYTES).validate(), Ok(()));
@@ -251,7 +435,7 @@ mod tests {
         let twice = Command::Txn {
             compare: vec![],
             success: vec![
-                TxnOp::Put { key: "a".into(), value: vec![] },
+                TxnOp::Put { key: "a".into(), value: vec![], lease: None },
                 TxnOp::Delete { key: "a".into() },
             ],
             failure: vec![],
@@ -264,5 +448,149 @@ mod tests {
         };
         assert_eq!(many.validate(), Err(InvalidCommand::TooManyOps(MAX_TXN_OPS + 1)));
         assert!(InvalidCommand::KeyTooLong(2000).to_string().contains("at most 1024"));
+    }
+
+    /// The commands as they were before leases, with serde's derived
+    /// encoding: what logs written then hold.
+    mod legacy {
+        use super::Compare;
+        use serde::Serialize;
+
+        #[derive(Serialize)]
+        pub enum Command {
+            Put { key: String, value: Vec<u8>, if_mod_revision: Option<u64> },
+            Delete { key: String, if_mod_revision: Option<u64> },
+            Txn { compare: Vec<Compare>, success: Vec<TxnOp>, failure: Vec<TxnOp> },
+        }
+
+        #[derive(Serialize)]
+        pub enum TxnOp {
+            Put { key: String, value: Vec<u8> },
+            Delete { key: String },
+            Get { key: String },
+        }
+    }
+
+    #[test]
+    fn commands_without_leases_encode_as_before_leases_existed() {
+        let compare = vec![Compare {
+            key: "c".into(),
+            target: Target::Value(vec![7; 300]),
+            op: CompareOp::Less,
+        }];
+        let pairs = [
+            (
+                Command::Put {
+                    key: "k".into(),
+                    value: b"v".to_vec(),
+                    if_mod_revision: None,
+                    lease: None,
+                },
+                legacy::Command::Put {
+                    key: "k".into(),
+                    value: b"v".to_vec(),
+                    if_mod_revision: None,
+                },
+            ),
+            (
+                Command::Put {
+                    key: "ключ".into(),
+                    value: vec![0; 200],
+                    if_mod_revision: Some(300),
+                    lease: None,
+                },
+                legacy::Command::Put {
+                    key: "ключ".into(),
+                    value: vec![0; 200],
+                    if_mod_revision: Some(300),
+                },
+            ),
+            (
+                Command::Delete { key: "d".into(), if_mod_revision: Some(1) },
+                legacy::Command::Delete { key: "d".into(), if_mod_revision: Some(1) },
+            ),
+            (
+                Command::Txn {
+                    compare: compare.clone(),
+                    success: vec![
+                        TxnOp::Put { key: "a".into(), value: vec![1, 2], lease: None },
+                        TxnOp::Delete { key: "b".into() },
+                    ],
+                    failure: vec![TxnOp::Get { key: "a".into() }],
+                },
+                legacy::Command::Txn {
+                    compare,
+                    success: vec![
+                        legacy::TxnOp::Put { key: "a".into(), value: vec![1, 2] },
+                        legacy::TxnOp::Delete { key: "b".into() },
+                    ],
+                    failure: vec![legacy::TxnOp::Get { key: "a".into() }],
+                },
+            ),
+        ];
+        for (now, before) in pairs {
+            let old = postcard::to_allocvec(&before).unwrap();
+            assert_eq!(now.encode(), old, "{now:?}");
+            assert_eq!(Command::decode(&old), Ok(now));
+        }
+        // Pinned bytes: variant 0, key, value, no compare-and-set.
+        let put = Command::Put {
+            key: "k".into(),
+            value: b"v".to_vec(),
+            if_mod_revision: None,
+            lease: None,
+        };
+        assert_eq!(put.encode(), [0, 1, b'k', 1, b'v', 0]);
+    }
+
+    #[test]
+    fn lease_commands_and_leased_puts_round_trip() {
+        let commands = [
+            Command::Grant { ttl_ms: 5_000 },
+            Command::Revoke { lease: LeaseId(7) },
+            Command::Expire { lease: LeaseId(u64::MAX) },
+            Command::Put {
+                key: "k".into(),
+                value: b"v".to_vec(),
+                if_mod_revision: Some(0),
+                lease: Some(LeaseId(3)),
+            },
+            Command::Txn {
+                compare: vec![],
+                success: vec![
+                    TxnOp::Put { key: "a".into(), value: vec![], lease: Some(LeaseId(1)) },
+                    TxnOp::Put { key: "b".into(), value: vec![], lease: None },
+                ],
+                failure: vec![TxnOp::Put {
+                    key: "a".into(),
+                    value: vec![],
+                    lease: Some(LeaseId(2)),
+                }],
+            },
+        ];
+        for c in commands {
+            assert_eq!(Command::decode(&c.encode()), Ok(c.clone()), "{c:?}");
+        }
+        // A leased put is not mistaken for a plain one.
+        let leased = Command::Put {
+            key: "k".into(),
+            value: vec![],
+            if_mod_revision: None,
+            lease: Some(LeaseId(1)),
+        };
+        let plain =
+            Command::Put { key: "k".into(), value: vec![], if_mod_revision: None, lease: None };
+        assert_ne!(leased.encode(), plain.encode());
+    }
+
+    #[test]
+    fn lease_ttls_are_bounded() {
+        let grant = |ttl_ms| Command::Grant { ttl_ms }.validate();
+        assert_eq!(grant(MIN_TTL_MS), Ok(()));
+        assert_eq!(grant(MAX_TTL_MS), Ok(()));
+        assert_eq!(grant(MIN_TTL_MS - 1), Err(InvalidCommand::TtlOutOfRange(MIN_TTL_MS - 1)));
+        assert_eq!(grant(MAX_TTL_MS + 1), Err(InvalidCommand::TtlOutOfRange(MAX_TTL_MS + 1)));
+        assert_eq!(grant(0), Err(InvalidCommand::TtlOutOfRange(0)));
+        assert!(InvalidCommand::TtlOutOfRange(1).to_string().contains("500 to 86400000 ms"));
     }
 }

@@ -13,16 +13,27 @@
 //! same [`Response`]. Reads ([`Store::get`], [`Store::range`]) and watches
 //! ([`Store::changes_since`]) look at the local state: the caller decides
 //! whether that is fresh enough (the replica's read index).
+//!
+//! Leases are the store's side of sessions: [`Command::Grant`] makes one
+//! with a TTL, a put may attach its key to one, and [`Command::Revoke`] or
+//! [`Command::Expire`] deletes every key attached to it at one revision.
+//! The store keeps no time: the tenure leader decides when a lease expired
+//! and proposes the expiry (docs/ELECTIONS.md).
 
 #![warn(missing_docs)]
 
 mod command;
+mod lease;
 mod store;
 
 pub use command::{
     Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_KEY_BYTES, MAX_TXN_OPS,
     MAX_VALUE_BYTES,
 };
+pub use lease::{
+    Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_TTL_MS, MIN_TTL_MS,
+};
 pub use store::{
-    Change, ChangeKind, Compacted, KeyValue, OpResponse, Response, Store, MAX_HISTORY, MAX_RANGE,
+    Change, ChangeKind, Compacted, KeyValue, OpResponse, Response, Store, MAX_CHANGES_PER_REVISION,
+    MAX_HISTORY, MAX_RANGE,
 };

@@ -1,9 +1,11 @@
-//! The store: keys with their revisions, the cluster-wide revision, and a
-//! bounded history of changes for watches.
+//! The store: keys with their revisions, the cluster-wide revision, the
+//! leases keys are attached to, and a bounded history of changes for
+//! watches.
 
-use crate::command::{Command, Compare, CompareOp, InvalidCommand, Target, TxnOp};
+use crate::command::{Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_TXN_OPS};
+use crate::lease::{Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use tenure_replica::{Position, StateMachine};
 
 /// Changes kept for watches; older ones are compacted (a watch that asks for
@@ -13,7 +15,13 @@ pub const MAX_HISTORY: usize = 10_000;
 /// Most keys one range returns.
 pub const MAX_RANGE: usize = 10_000;
 
-/// A key and its value, with its revisions.
+/// Most changes one revision holds: a transaction's branch, or the keys of
+/// a lease that ends. A watch that reads changes in batches reads at least
+/// this many, so that it never stops in the middle of a revision.
+pub const MAX_CHANGES_PER_REVISION: usize =
+    if MAX_TXN_OPS > MAX_KEYS_PER_LEASE { MAX_TXN_OPS } else { MAX_KEYS_PER_LEASE };
+
+/// A key and its value, with its revisions and lease.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KeyValue {
     /// The key.
@@ -27,6 +35,9 @@ pub struct KeyValue {
     pub mod_revision: u64,
     /// Changes since it was created: 1 after the first put.
     pub version: u64,
+    /// The lease the key is attached to, if any: the key is deleted when
+    /// the lease is revoked or expires.
+    pub lease: Option<LeaseId>,
 }
 
 /// What a change did.
@@ -34,8 +45,28 @@ pub struct KeyValue {
 pub enum ChangeKind {
     /// The key was set.
     Put,
-    /// The key was removed.
+    /// The key was removed by a delete.
     Delete,
+    /// The key was removed because its lease (`kv.lease`) was revoked.
+    Revoked,
+    /// The key was removed because its lease (`kv.lease`) expired.
+    Expired,
+}
+
+impl ChangeKind {
+    /// True if the key was removed, whatever the reason.
+    pub fn is_removal(self) -> bool {
+        !matches!(self, ChangeKind::Put)
+    }
+}
+
+impl From<LeaseEnd> for ChangeKind {
+    fn from(end: LeaseEnd) -> Self {
+        match end {
+            LeaseEnd::Revoked => ChangeKind::Revoked,
+            LeaseEnd::Expired => ChangeKind::Expired,
+        }
+    }
 }
 
 /// One change of one key, as a watch reports it.
@@ -43,10 +74,11 @@ pub enum ChangeKind {
 pub struct Change {
     /// The revision of the change.
     pub revision: u64,
-    /// Set or removed.
+    /// Set or removed, and why.
     pub kind: ChangeKind,
-    /// After a put, the key as it now is; after a delete, the key as it was,
-    /// with `mod_revision` the revision of the delete and version 0.
+    /// After a put, the key as it now is; after a removal, the key as it
+    /// was (its lease included), with `mod_revision` the revision of the
+    /// removal and version 0.
     pub kv: KeyValue,
 }
 
@@ -115,6 +147,30 @@ pub enum Response {
     },
     /// The command broke a limit or was not a command: nothing changed.
     Invalid(InvalidCommand),
+    /// A lease was granted (the revision does not move: no key changed).
+    Granted {
+        /// Its id.
+        lease: LeaseId,
+        /// Its TTL in milliseconds.
+        ttl_ms: u64,
+        /// The store's revision.
+        revision: u64,
+    },
+    /// A lease was revoked or expired: its keys were deleted, all at
+    /// `revision` (which moved only if there were any).
+    LeaseEnded {
+        /// The lease.
+        lease: LeaseId,
+        /// Revoked or expired.
+        reason: LeaseEnd,
+        /// The store's revision after it.
+        revision: u64,
+        /// How many keys were deleted.
+        deleted: usize,
+    },
+    /// The command was refused because of what the store holds (an unknown
+    /// lease, a lease limit): nothing changed.
+    Refused(Refusal),
 }
 
 impl Response {
@@ -131,13 +187,49 @@ impl Response {
 
 /// The store's durable image: its revision and keys (the change history is
 /// not kept: after a restore, watches resume from the snapshot's revision).
+/// It is the image of the store before leases existed, byte for byte: once
+/// a lease was granted, a [`LeaseImage`] follows it.
 #[derive(Serialize, Deserialize)]
 struct Image {
     revision: u64,
-    keys: Vec<KeyValue>,
+    keys: Vec<ImageKey>,
 }
 
-/// Versioned key-value metadata, a [`StateMachine`].
+/// A key in the [`Image`] (its lease is in the [`LeaseImage`]).
+#[derive(Serialize, Deserialize)]
+struct ImageKey {
+    key: String,
+    value: Vec<u8>,
+    create_revision: u64,
+    mod_revision: u64,
+    version: u64,
+}
+
+/// The format of the [`LeaseImage`].
+const LEASE_IMAGE_FORMAT: u8 = 1;
+
+/// The leases, after the [`Image`] once a lease was ever granted. A
+/// snapshot without it (taken before leases existed, or by a store that
+/// never granted one) restores with no lease and the counter at 0.
+#[derive(Serialize, Deserialize)]
+struct LeaseImage {
+    /// [`LEASE_IMAGE_FORMAT`].
+    format: u8,
+    /// The last lease id granted.
+    last_lease: u64,
+    /// The leases, by id.
+    leases: Vec<ImageLease>,
+}
+
+/// A lease in the [`LeaseImage`].
+#[derive(Serialize, Deserialize)]
+struct ImageLease {
+    id: LeaseId,
+    ttl_ms: u64,
+    keys: Vec<String>,
+}
+
+/// Versioned key-value metadata with leases, a [`StateMachine`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Store {
     revision: u64,
@@ -145,6 +237,10 @@ pub struct Store {
     history: VecDeque<Change>,
     /// Changes up to this revision are no longer in `history`.
     compacted: u64,
+    /// The leases, by id; a key's `lease` names one of them.
+    leases: BTreeMap<LeaseId, Lease>,
+    /// The last lease id granted (0: none yet); ids are never reused.
+    last_lease: u64,
 }
 
 impl Store {
@@ -171,6 +267,23 @@ impl Store {
     /// The key, if present.
     pub fn get(&self, key: &str) -> Option<&KeyValue> {
         self.keys.get(key)
+    }
+
+    /// The lease, with its TTL and attached keys, if it exists.
+    pub fn lease(&self, id: LeaseId) -> Option<&Lease> {
+        self.leases.get(&id)
+    }
+
+    /// Every lease, by id (what the tenure leader's lease clock starts
+    /// from when it takes office).
+    pub fn leases(&self) -> impl ExactSizeIterator<Item = &Lease> {
+        self.leases.values()
+    }
+
+    /// The last lease id granted (0: none yet). The next grant gets the
+    /// one after it.
+    pub fn last_lease(&self) -> LeaseId {
+        LeaseId(self.last_lease)
     }
 
     /// The keys starting with `prefix`, in order, at most `limit` (and
@@ -216,13 +329,16 @@ impl Store {
             return Response::Invalid(e);
         }
         match command {
-            Command::Put { key, value, if_mod_revision } => {
+            Command::Put { key, value, if_mod_revision, lease } => {
                 let current = self.mod_revision(key);
                 if if_mod_revision.is_some_and(|r| r != current) {
                     return Response::Conflict { mod_revision: current, revision: self.revision };
                 }
+                if let Err(refusal) = self.check_attach([(key.as_str(), *lease)]) {
+                    return Response::Refused(refusal);
+                }
                 let revision = self.revision + 1;
-                let prev = self.put(key, value, revision);
+                let prev = self.put(key, value, *lease, revision);
                 self.revision = revision;
                 Response::Put { revision, prev }
             }
@@ -235,36 +351,117 @@ impl Store {
                     return Response::Delete { revision: self.revision, prev: None };
                 }
                 let revision = self.revision + 1;
-                let prev = self.delete(key, revision);
+                let prev = self.delete(key, revision, ChangeKind::Delete);
                 self.revision = revision;
                 Response::Delete { revision, prev }
             }
-            Command::Txn { compare, success, failure } => {
-                let succeeded = compare.iter().all(|c| self.holds(c));
-                let ops = if succeeded { success } else { failure };
-                let revision = self.revision + 1;
-                let mut changed = false;
-                let mut responses = Vec::with_capacity(ops.len());
-                for op in ops {
-                    responses.push(match op {
-                        TxnOp::Put { key, value } => {
-                            changed = true;
-                            OpResponse::Put { prev: self.put(key, value, revision) }
-                        }
-                        TxnOp::Delete { key } => {
-                            let prev = self.delete(key, revision);
-                            changed |= prev.is_some();
-                            OpResponse::Delete { prev }
-                        }
-                        TxnOp::Get { key } => OpResponse::Get { kv: self.keys.get(key).cloned() },
-                    });
+            Command::Txn { compare, success, failure } => self.txn(compare, success, failure),
+            Command::Grant { ttl_ms } => self.grant(*ttl_ms),
+            Command::Revoke { lease } => self.end_lease(*lease, LeaseEnd::Revoked),
+            Command::Expire { lease } => self.end_lease(*lease, LeaseEnd::Expired),
+        }
+    }
+
+    /// The branch the comparisons choose, at one revision; refused whole if
+    /// one of its puts names a lease that does not exist or is full.
+    fn txn(&mut self, compare: &[Compare], success: &[TxnOp], failure: &[TxnOp]) -> Response {
+        let succeeded = compare.iter().all(|c| self.holds(c));
+        let ops = if succeeded { success } else { failure };
+        let writes = ops.iter().filter_map(|op| match op {
+            TxnOp::Put { key, lease, .. } => Some((key.as_str(), *lease)),
+            TxnOp::Delete { key } => Some((key.as_str(), None)),
+            TxnOp::Get { .. } => None,
+        });
+        if let Err(refusal) = self.check_attach(writes) {
+            return Response::Refused(refusal);
+        }
+        let revision = self.revision + 1;
+        let mut changed = false;
+        let mut responses = Vec::with_capacity(ops.len());
+        for op in ops {
+            responses.push(match op {
+                TxnOp::Put { key, value, lease } => {
+                    changed = true;
+                    OpResponse::Put { prev: self.put(key, value, *lease, revision) }
                 }
-                if changed {
-                    self.revision = revision;
+                TxnOp::Delete { key } => {
+                    let prev = self.delete(key, revision, ChangeKind::Delete);
+                    changed |= prev.is_some();
+                    OpResponse::Delete { prev }
                 }
-                Response::Txn { succeeded, revision: self.revision, responses }
+                TxnOp::Get { key } => OpResponse::Get { kv: self.keys.get(key).cloned() },
+            });
+        }
+        if changed {
+            self.revision = revision;
+        }
+        Response::Txn { succeeded, revision: self.revision, responses }
+    }
+
+    /// Whether writes that leave each key attached to the given lease (or
+    /// to none; each key once) may be done: every named lease exists and
+    /// none would hold more than [`MAX_KEYS_PER_LEASE`] keys.
+    fn check_attach<'k>(
+        &self,
+        writes: impl IntoIterator<Item = (&'k str, Option<LeaseId>)>,
+    ) -> Result<(), Refusal> {
+        let mut gained: BTreeMap<LeaseId, usize> = BTreeMap::new();
+        let mut lost: BTreeMap<LeaseId, usize> = BTreeMap::new();
+        for (key, lease) in writes {
+            if let Some(id) = lease {
+                if !self.leases.contains_key(&id) {
+                    return Err(Refusal::LeaseNotFound(id));
+                }
+            }
+            let old = self.keys.get(key).and_then(|kv| kv.lease);
+            if old == lease {
+                continue;
+            }
+            if let Some(id) = old {
+                *lost.entry(id).or_default() += 1;
+            }
+            if let Some(id) = lease {
+                *gained.entry(id).or_default() += 1;
             }
         }
+        for (id, gain) in gained {
+            let held = self.leases.get(&id).map_or(0, |l| l.keys.len());
+            let keys = held + gain - lost.get(&id).copied().unwrap_or(0);
+            if keys > MAX_KEYS_PER_LEASE {
+                return Err(Refusal::TooManyKeys { lease: id, keys });
+            }
+        }
+        Ok(())
+    }
+
+    fn grant(&mut self, ttl_ms: u64) -> Response {
+        if self.leases.len() >= MAX_LEASES {
+            return Response::Refused(Refusal::TooManyLeases);
+        }
+        let Some(next) = self.last_lease.checked_add(1) else {
+            return Response::Refused(Refusal::LeaseIdsExhausted);
+        };
+        self.last_lease = next;
+        let id = LeaseId(next);
+        self.leases.insert(id, Lease { id, ttl_ms, keys: BTreeSet::new() });
+        Response::Granted { lease: id, ttl_ms, revision: self.revision }
+    }
+
+    /// Deletes every key attached to the lease at one new revision (if it
+    /// has any), then forgets the lease.
+    fn end_lease(&mut self, id: LeaseId, reason: LeaseEnd) -> Response {
+        let Some(lease) = self.leases.remove(&id) else {
+            return Response::Refused(Refusal::LeaseNotFound(id));
+        };
+        let deleted = lease.keys.len();
+        if deleted > 0 {
+            let revision = self.revision + 1;
+            for key in &lease.keys {
+                self.delete(key, revision, reason.into());
+            }
+            self.revision = revision;
+        }
+        Response::LeaseEnded { lease: id, reason, revision: self.revision, deleted }
     }
 
     fn mod_revision(&self, key: &str) -> u64 {
@@ -291,25 +488,51 @@ impl Store {
         }
     }
 
-    fn put(&mut self, key: &str, value: &[u8], revision: u64) -> Option<KeyValue> {
+    /// Sets the key, attached to `lease` (which exists: checked before) or
+    /// to none.
+    fn put(
+        &mut self,
+        key: &str,
+        value: &[u8],
+        lease: Option<LeaseId>,
+        revision: u64,
+    ) -> Option<KeyValue> {
         let prev = self.keys.get(key).cloned();
+        let old_lease = prev.as_ref().and_then(|p| p.lease);
+        if old_lease != lease {
+            self.detach(key, old_lease);
+            if let Some(l) = lease.and_then(|id| self.leases.get_mut(&id)) {
+                l.keys.insert(key.to_string());
+            }
+        }
         let kv = KeyValue {
             key: key.to_string(),
             value: value.to_vec(),
             create_revision: prev.as_ref().map_or(revision, |p| p.create_revision),
             mod_revision: revision,
             version: prev.as_ref().map_or(1, |p| p.version + 1),
+            lease,
         };
         self.keys.insert(key.to_string(), kv.clone());
         self.record(Change { revision, kind: ChangeKind::Put, kv });
         prev
     }
 
-    fn delete(&mut self, key: &str, revision: u64) -> Option<KeyValue> {
+    /// Removes the key (and its attachment), recording the change as `kind`.
+    fn delete(&mut self, key: &str, revision: u64, kind: ChangeKind) -> Option<KeyValue> {
         let prev = self.keys.remove(key)?;
+        self.detach(key, prev.lease);
         let kv = KeyValue { mod_revision: revision, version: 0, ..prev.clone() };
-        self.record(Change { revision, kind: ChangeKind::Delete, kv });
+        self.record(Change { revision, kind, kv });
         Some(prev)
+    }
+
+    /// Takes the key off the lease's keys (a lease being ended is already
+    /// gone).
+    fn detach(&mut self, key: &str, lease: Option<LeaseId>) {
+        if let Some(l) = lease.and_then(|id| self.leases.get_mut(&id)) {
+            l.keys.remove(key);
+        }
     }
 
     fn record(&mut self, change: Change) {
@@ -319,6 +542,107 @@ impl Store {
                 self.compacted = old.revision;
             }
         }
+    }
+
+    /// The image: that of a store without leases, then the leases once one
+    /// was ever granted.
+    fn image(&self) -> Vec<u8> {
+        let keys = self
+            .keys
+            .values()
+            .map(|kv| ImageKey {
+                key: kv.key.clone(),
+                value: kv.value.clone(),
+                create_revision: kv.create_revision,
+                mod_revision: kv.mod_revision,
+                version: kv.version,
+            })
+            .collect();
+        let image = Image { revision: self.revision, keys };
+        let mut bytes = postcard::to_allocvec(&image).expect("an image always serializes");
+        if self.last_lease > 0 {
+            let leases = LeaseImage {
+                format: LEASE_IMAGE_FORMAT,
+                last_lease: self.last_lease,
+                leases: self
+                    .leases
+                    .values()
+                    .map(|l| ImageLease {
+                        id: l.id,
+                        ttl_ms: l.ttl_ms,
+                        keys: l.keys.iter().cloned().collect(),
+                    })
+                    .collect(),
+            };
+            bytes = postcard::to_extend(&leases, bytes).expect("a lease image always serializes");
+        }
+        bytes
+    }
+
+    /// The store an image describes, checked for consistency.
+    fn from_image(bytes: &[u8]) -> Result<Store, String> {
+        let (image, rest) = postcard::take_from_bytes::<Image>(bytes).map_err(|e| e.to_string())?;
+        let mut keys = BTreeMap::new();
+        for k in image.keys {
+            if k.mod_revision > image.revision || k.create_revision > k.mod_revision {
+                return Err(format!("key {:?} has revisions beyond the store's", k.key));
+            }
+            let kv = KeyValue {
+                key: k.key,
+                value: k.value,
+                create_revision: k.create_revision,
+                mod_revision: k.mod_revision,
+                version: k.version,
+                lease: None,
+            };
+            keys.insert(kv.key.clone(), kv);
+        }
+        let mut store = Store {
+            revision: image.revision,
+            keys,
+            history: VecDeque::new(),
+            compacted: image.revision,
+            leases: BTreeMap::new(),
+            last_lease: 0,
+        };
+        if !rest.is_empty() {
+            store.restore_leases(rest)?;
+        }
+        Ok(store)
+    }
+
+    /// Reads the [`LeaseImage`] and attaches its keys.
+    fn restore_leases(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let image: LeaseImage = match postcard::take_from_bytes(bytes) {
+            Ok((image, [])) => image,
+            Ok((_, rest)) => return Err(format!("{} bytes after the leases", rest.len())),
+            Err(e) => return Err(format!("the leases: {e}")),
+        };
+        if image.format != LEASE_IMAGE_FORMAT {
+            return Err(format!("lease image format {} is not known", image.format));
+        }
+        self.last_lease = image.last_lease;
+        for l in image.leases {
+            if l.id.0 == 0 || l.id.0 > image.last_lease {
+                return Err(format!("lease {} is beyond the last granted", l.id));
+            }
+            let mut attached = BTreeSet::new();
+            for key in l.keys {
+                let kv = self.keys.get_mut(&key).ok_or_else(|| {
+                    format!("lease {} holds key {key:?}, which is not in the store", l.id)
+                })?;
+                if kv.lease.is_some() {
+                    return Err(format!("key {key:?} is attached to two leases"));
+                }
+                kv.lease = Some(l.id);
+                attached.insert(key);
+            }
+            let lease = Lease { id: l.id, ttl_ms: l.ttl_ms, keys: attached };
+            if self.leases.insert(l.id, lease).is_some() {
+                return Err(format!("lease {} is in the image twice", l.id));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -332,25 +656,11 @@ impl StateMachine for Store {
     }
 
     fn snapshot(&self) -> Vec<u8> {
-        let image = Image { revision: self.revision, keys: self.keys.values().cloned().collect() };
-        postcard::to_allocvec(&image).expect("an image always serializes")
+        self.image()
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
-        let image: Image = postcard::from_bytes(snapshot).map_err(|e| e.to_string())?;
-        let mut keys = BTreeMap::new();
-        for kv in image.keys {
-            if kv.mod_revision > image.revision || kv.create_revision > kv.mod_revision {
-                return Err(format!("key {:?} has revisions beyond the store's", kv.key));
-            }
-            keys.insert(kv.key.clone(), kv);
-        }
-        *self = Store {
-            revision: image.revision,
-            keys,
-            history: VecDeque::new(),
-            compacted: image.revision,
-        };
+        *self = Store::from_image(snapshot)?;
         Ok(())
     }
 }
@@ -360,11 +670,16 @@ mod tests {
     use super::*;
 
     fn put(key: &str, value: &str) -> Command {
-        Command::Put { key: key.into(), value: value.into(), if_mod_revision: None }
+        Command::Put { key: key.into(), value: value.into(), if_mod_revision: None, lease: None }
     }
 
     fn cas(key: &str, value: &str, rev: u64) -> Command {
-        Command::Put { key: key.into(), value: value.into(), if_mod_revision: Some(rev) }
+        Command::Put {
+            key: key.into(),
+            value: value.into(),
+            if_mod_revision: Some(rev),
+            lease: None,
+        }
     }
 
     #[test]
@@ -421,8 +736,8 @@ mod tests {
                 op: CompareOp::Equal,
             }],
             success: vec![
-                TxnOp::Put { key: "lock".into(), value: b"b".to_vec() },
-                TxnOp::Put { key: "owner".into(), value: b"b".to_vec() },
+                TxnOp::Put { key: "lock".into(), value: b"b".to_vec(), lease: None },
+                TxnOp::Put { key: "owner".into(), value: b"b".to_vec(), lease: None },
                 TxnOp::Get { key: "owner".into() },
             ],
             failure: vec![TxnOp::Get { key: "lock".into() }],
@@ -517,5 +832,96 @@ mod tests {
             Response::Invalid(InvalidCommand::ValueTooLarge(_))
         ));
         assert_eq!(s.revision(), 0, "nothing changed");
+    }
+
+    /// The image as it was before leases, with serde's derived encoding:
+    /// what snapshots taken then hold.
+    #[derive(Serialize)]
+    struct LegacyImage {
+        revision: u64,
+        keys: Vec<LegacyKey>,
+    }
+
+    #[derive(Serialize)]
+    struct LegacyKey {
+        key: String,
+        value: Vec<u8>,
+        create_revision: u64,
+        mod_revision: u64,
+        version: u64,
+    }
+
+    #[test]
+    fn a_store_that_never_granted_a_lease_keeps_the_old_image_both_ways() {
+        let mut s = Store::new();
+        s.execute(&put("a", "1"));
+        s.execute(&put("b", "2"));
+        s.execute(&put("a", "3"));
+        let legacy = LegacyImage {
+            revision: 3,
+            keys: ["a", "b"]
+                .iter()
+                .map(|k| {
+                    let kv = s.get(k).unwrap();
+                    LegacyKey {
+                        key: kv.key.clone(),
+                        value: kv.value.clone(),
+                        create_revision: kv.create_revision,
+                        mod_revision: kv.mod_revision,
+                        version: kv.version,
+                    }
+                })
+                .collect(),
+        };
+        let old = postcard::to_allocvec(&legacy).unwrap();
+        assert_eq!(s.snapshot(), old);
+        let mut t = Store::new();
+        t.restore(&old).unwrap();
+        assert_eq!(t.range("", 10), s.range("", 10));
+        assert_eq!((t.leases().len(), t.last_lease()), (0, LeaseId(0)));
+    }
+
+    fn with_leases(keys: &[&str], leases: Vec<ImageLease>, last_lease: u64) -> Vec<u8> {
+        let mut s = Store::new();
+        for k in keys {
+            s.execute(&put(k, "v"));
+        }
+        let section = LeaseImage { format: LEASE_IMAGE_FORMAT, last_lease, leases };
+        postcard::to_extend(&section, s.snapshot()).unwrap()
+    }
+
+    fn lease(id: u64, keys: &[&str]) -> ImageLease {
+        ImageLease {
+            id: LeaseId(id),
+            ttl_ms: 1_000,
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_inconsistent_lease_image_is_refused_and_changes_nothing() {
+        let good = with_leases(&["a", "b"], vec![lease(1, &["a"]), lease(3, &["b"])], 3);
+        let mut t = Store::new();
+        t.restore(&good).unwrap();
+        assert_eq!(t.get("b").unwrap().lease, Some(LeaseId(3)));
+        let bad = [
+            (with_leases(&["a"], vec![lease(1, &["b"])], 1), "not in the store"),
+            (with_leases(&["a"], vec![lease(1, &["a"]), lease(2, &["a"])], 2), "two leases"),
+            (with_leases(&["a"], vec![lease(2, &[])], 1), "beyond the last granted"),
+            (with_leases(&["a"], vec![lease(0, &[])], 1), "beyond the last granted"),
+            (with_leases(&["a"], vec![lease(1, &[]), lease(1, &[])], 1), "twice"),
+            ([good.as_slice(), &[0]].concat(), "1 bytes after the leases"),
+            ([t.snapshot().as_slice(), &[0xff, 0xff]].concat(), "the leases"),
+        ];
+        for (bytes, why) in bad {
+            let before = t.clone();
+            let err = t.restore(&bytes).unwrap_err();
+            assert!(err.contains(why), "{err:?} should say {why:?}");
+            assert_eq!(t, before);
+        }
+        let mut other_format = with_leases(&[], vec![], 1);
+        let at = other_format.len() - 3; // format, last lease, no lease
+        other_format[at] = 2;
+        assert!(t.restore(&other_format).unwrap_err().contains("format 2"));
     }
 }

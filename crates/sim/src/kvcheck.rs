@@ -202,7 +202,12 @@ fn shown(output: &KvOutput) -> Vec<&KeyValue> {
                     }
                 }
             }
-            Response::Conflict { .. } | Response::Invalid(_) => {}
+            // The workload takes no lease: these show no key.
+            Response::Conflict { .. }
+            | Response::Invalid(_)
+            | Response::Granted { .. }
+            | Response::LeaseEnded { .. }
+            | Response::Refused(_) => {}
         },
     }
     out
@@ -241,8 +246,11 @@ fn store_revision(output: &KvOutput) -> Option<(u64, bool)> {
                     *succeeded && responses.iter().any(|o| !matches!(o, OpResponse::Get { .. }));
                 Some((*revision, wrote))
             }
-            Response::Conflict { revision, .. } => Some((*revision, false)),
-            Response::Invalid(_) => None,
+            Response::Conflict { revision, .. } | Response::Granted { revision, .. } => {
+                Some((*revision, false))
+            }
+            Response::LeaseEnded { revision, deleted, .. } => Some((*revision, *deleted > 0)),
+            Response::Invalid(_) | Response::Refused(_) => None,
         },
     }
 }
@@ -587,6 +595,7 @@ mod tests {
             create_revision: rev,
             mod_revision: rev,
             version: 1,
+            lease: None,
         }
     }
 

@@ -223,12 +223,13 @@ impl KvInput {
         let key = key_name(self.key());
         let cmd = match *self {
             KvInput::Put { value, .. } => {
-                Command::Put { key, value: value_bytes(value), if_mod_revision: None }
+                Command::Put { key, value: value_bytes(value), if_mod_revision: None, lease: None }
             }
             KvInput::Cas { expected, value, .. } => Command::Put {
                 key,
                 value: value_bytes(value),
                 if_mod_revision: Some(expected.revision),
+                lease: None,
             },
             KvInput::Delete { .. } => Command::Delete { key, if_mod_revision: None },
             KvInput::TxnCas { expected, value, .. } => Command::Txn {
@@ -237,7 +238,11 @@ impl KvInput {
                     target: Target::ModRevision(expected.revision),
                     op: CompareOp::Equal,
                 }],
-                success: vec![TxnOp::Put { key: key.clone(), value: value_bytes(value) }],
+                success: vec![TxnOp::Put {
+                    key: key.clone(),
+                    value: value_bytes(value),
+                    lease: None,
+                }],
                 failure: vec![TxnOp::Get { key }],
             },
             KvInput::TxnGet { .. } => {

@@ -183,6 +183,7 @@ fn key_value(value: u32, rev: u64) -> KeyValue {
         create_revision: rev,
         mod_revision: rev,
         version: 1,
+        lease: None,
     }
 }
 

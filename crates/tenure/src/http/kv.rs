@@ -29,7 +29,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use std::time::{Duration, Instant};
-use tenure_kv::{Command, Response, Store, MAX_RANGE, MAX_VALUE_BYTES};
+use tenure_kv::{Command, Refusal, Response, Store, MAX_RANGE, MAX_VALUE_BYTES};
 use tenure_node::{ReadFailure, WriteError};
 
 /// Largest `POST /v1/txn` body: four times the log's largest command (64
@@ -111,7 +111,12 @@ pub async fn put(
     let key = key_from(key)?;
     let q = query_from(query, "if_mod_revision=R")?;
     let value = body.map_err(|r| body_error(r, MAX_VALUE_BYTES, "value"))?;
-    let command = Command::Put { key, value: value.to_vec(), if_mod_revision: q.if_mod_revision };
+    let command = Command::Put {
+        key,
+        value: value.to_vec(),
+        if_mod_revision: q.if_mod_revision,
+        lease: None,
+    };
     match propose(&st, &command).await? {
         (Response::Put { revision, .. }, fencing_token) => {
             Ok(Json(KvPutBody { revision, fencing_token }))
@@ -205,6 +210,7 @@ async fn propose(st: &AppState, command: &Command) -> Result<(Response, u64), Ap
     match response {
         Response::Conflict { mod_revision, revision } => Err(conflict(mod_revision, revision)),
         Response::Invalid(e) => Err(invalid(&e)),
+        Response::Refused(r) => Err(refused(&r)),
         r => Ok((r, committed.fencing_token().0)),
     }
 }
@@ -274,6 +280,16 @@ pub(crate) fn conflict(mod_revision: u64, revision: u64) -> ApiError {
 }
 
 /// A response of another kind than the command's: a bug, said so.
+/// A write the store refused for what it holds (an unknown lease, a lease
+/// limit): 404 or 409, nothing written. (No endpoint names a lease yet.)
+fn refused(r: &Refusal) -> ApiError {
+    let status = match r {
+        Refusal::LeaseNotFound(_) => StatusCode::NOT_FOUND,
+        _ => StatusCode::CONFLICT,
+    };
+    ApiError::new(status, format!("{r}; nothing was written"))
+}
+
 fn unexpected(r: &Response) -> ApiError {
     ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,

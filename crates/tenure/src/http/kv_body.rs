@@ -97,7 +97,7 @@ fn txn_op(op: TxnOpBody) -> Result<TxnOp, String> {
     Ok(match op {
         TxnOpBody::Put { key, value, value_base64 } => {
             match value_from(value.as_deref(), value_base64.as_deref())? {
-                Some(value) => TxnOp::Put { key, value },
+                Some(value) => TxnOp::Put { key, value, lease: None },
                 None => return Err("a put needs \"value\" (or \"value_base64\")".to_string()),
             }
         }
@@ -187,12 +187,12 @@ mod tests {
                 },
             ],
             success: vec![
-                TxnOp::Put { key: "lock".into(), value: b"me".to_vec() },
+                TxnOp::Put { key: "lock".into(), value: b"me".to_vec(), lease: None },
                 TxnOp::Delete { key: "old".into() },
             ],
             failure: vec![
                 TxnOp::Get { key: "lock".into() },
-                TxnOp::Put { key: "b".into(), value: vec![0, 1] },
+                TxnOp::Put { key: "b".into(), value: vec![0, 1], lease: None },
             ],
         };
         assert_eq!(parse(json), Ok(expected));
@@ -295,6 +295,7 @@ mod tests {
             create_revision: 1,
             mod_revision: 2,
             version: 2,
+            lease: None,
         };
         let body = txn_body(
             true,

@@ -38,14 +38,15 @@ use futures_util::stream::{self, Stream};
 use serde::Deserialize;
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use tenure_kv::{Change, ChangeKind, Compacted, Store, MAX_TXN_OPS};
+use tenure_kv::{Change, ChangeKind, Compacted, Store, MAX_CHANGES_PER_REVISION};
 use tenure_node::Replicated;
 use tokio::sync::watch;
 
 /// Most changes read from the store at once: twice the most one revision
-/// can hold (a transaction's branch), so that a full batch always ends
-/// with a whole revision once its incomplete last one is put back.
-const BATCH: usize = 2 * MAX_TXN_OPS;
+/// can hold (a transaction's branch, or the keys of a lease that ends), so
+/// that a full batch always ends with a whole revision once its incomplete
+/// last one is put back.
+const BATCH: usize = 2 * MAX_CHANGES_PER_REVISION;
 
 /// The query of `GET /v1/kv-watch`.
 #[derive(Deserialize, Debug, Default)]
@@ -250,7 +251,9 @@ fn whole_revisions(mut changes: Vec<Change>, max: usize) -> Vec<Change> {
 fn change_event(change: &Change, with_id: bool) -> Event {
     let kind = match change.kind {
         ChangeKind::Put => "put",
-        ChangeKind::Delete => "delete",
+        // A key removed with its lease is a deletion to this stream (which
+        // cannot grant leases yet); the reason is `change.kind`'s.
+        ChangeKind::Delete | ChangeKind::Revoked | ChangeKind::Expired => "delete",
     };
     let body = KvEventBody {
         kind: kind.to_string(),
@@ -292,6 +295,7 @@ mod tests {
             create_revision: revision,
             mod_revision: revision,
             version: 1,
+            lease: None,
         };
         Change { revision, kind: ChangeKind::Put, kv }
     }

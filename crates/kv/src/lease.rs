@@ -1,0 +1,98 @@
+//! Leases: the store's side of sessions. A lease has an id (from a counter,
+//! never reused) and a TTL, and keys attached to it; revoking or expiring
+//! it deletes them at one revision. When a lease expires is not the store's
+//! business: the tenure leader keeps time and proposes the expiry through
+//! the log (docs/ELECTIONS.md, "Sessions").
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// The shortest lease TTL, in milliseconds. A client renews a few times per
+/// TTL and stops trusting its session a drift margin before the TTL ends;
+/// below half a second the renewal round trip, scheduling jitter and that
+/// margin leave too little of the TTL to be useful, and the leader's expiry
+/// bookkeeping would wake more than a few times a second per lease.
+pub const MIN_TTL_MS: u64 = 500;
+
+/// The longest lease TTL, in milliseconds: one day (Consul's cap too). A
+/// session whose holder vanished without revoking it is reclaimed within a
+/// day at worst; a longer-lived holder renews.
+pub const MAX_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// Most leases the store holds at once: ten times the thousand sessions
+/// issue 12's scale test asks for. A lease costs the store a few dozen
+/// bytes plus its keys, and the leader one timer.
+pub const MAX_LEASES: usize = 10_000;
+
+/// Most keys attached to one lease. Revoking or expiring a lease deletes
+/// them all at one revision: at most this many changes in one entry's
+/// apply, a tenth of the watch history ([`crate::MAX_HISTORY`]).
+pub const MAX_KEYS_PER_LEASE: usize = 1_000;
+
+/// A lease's id: granted from a counter starting at 1, never reused (0 is
+/// never a lease).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct LeaseId(pub u64);
+
+impl fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A lease as the store holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Lease {
+    /// Its id.
+    pub id: LeaseId,
+    /// Its TTL in milliseconds, as granted.
+    pub ttl_ms: u64,
+    /// The keys attached to it, in order.
+    pub keys: BTreeSet<String>,
+}
+
+/// Why a lease ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LeaseEnd {
+    /// Its holder (or an operator) revoked it.
+    Revoked,
+    /// The tenure leader saw its TTL pass without a renewal.
+    Expired,
+}
+
+impl fmt::Display for LeaseEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LeaseEnd::Revoked => "revoked",
+            LeaseEnd::Expired => "expired",
+        })
+    }
+}
+
+/// Why the store refused a well-formed command, because of what it holds:
+/// nothing changed. (A command that breaks a limit on its own is
+/// [`crate::InvalidCommand`].)
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum Refusal {
+    /// The lease was never granted, or was revoked or expired.
+    #[error("lease {0} does not exist (never granted, or revoked or expired)")]
+    LeaseNotFound(LeaseId),
+    /// A grant while [`MAX_LEASES`] leases exist.
+    #[error("the store holds {MAX_LEASES} leases, the most it accepts: revoke one first")]
+    TooManyLeases,
+    /// Attaching would put more than [`MAX_KEYS_PER_LEASE`] keys on a lease.
+    #[error("lease {lease} would hold {keys} keys; at most {MAX_KEYS_PER_LEASE} are accepted")]
+    TooManyKeys {
+        /// The lease.
+        lease: LeaseId,
+        /// The keys it would hold.
+        keys: usize,
+    },
+    /// Every lease id was used (2^64 grants: not reachable in practice, but
+    /// an id is never reused, so the store says so rather than wrap).
+    #[error("every lease id was granted once; ids are never reused")]
+    LeaseIdsExhausted,
+}
