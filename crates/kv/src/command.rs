@@ -279,44 +279,118 @@ mod wire {
     /// A command as it is decoded.
     #[derive(Deserialize)]
     pub(super) enum Command {
-        Put { key: String, value: Vec<u8>, if_mod_revision: Option<u64> },
-        Delete { key: String, if_mod_revision: Option<u64> },
-        Txn { compare: Vec<Compare>, success: Vec<super::TxnOp>, failure: Vec<super::TxnOp> },
-        Grant { ttl_ms: u64 },
-        Revoke { lease: LeaseId },
-        Expire { lease: LeaseId },
-        LeasedPut { key: String, value: Vec<u8>, if_mod_revision: Option<u64>, lease: LeaseId },
+        Put {
+            key: String,
+            #[serde(with = "serde_bytes")]
+            value: Vec<u8>,
+            if_mod_revision: Option<u64>,
+        },
+        Delete {
+            key: String,
+            if_mod_revision: Option<u64>,
+        },
+        Txn {
+            compare: Vec<Compare>,
+            success: Vec<super::TxnOp>,
+            failure: Vec<super::TxnOp>,
+        },
+        Grant {
+            ttl_ms: u64,
+        },
+        Revoke {
+            lease: LeaseId,
+        },
+        Expire {
+            lease: LeaseId,
+        },
+        LeasedPut {
+            key: String,
+            #[serde(with = "serde_bytes")]
+            value: Vec<u8>,
+            if_mod_revision: Option<u64>,
+            lease: LeaseId,
+        },
     }
 
     /// A command as it is encoded (borrowed: a transaction is not copied).
     /// The same variants in the same order as [`Command`].
     #[derive(Serialize)]
     pub(super) enum CommandRef<'a> {
-        Put { key: &'a str, value: &'a [u8], if_mod_revision: Option<u64> },
-        Delete { key: &'a str, if_mod_revision: Option<u64> },
-        Txn { compare: &'a [Compare], success: &'a [super::TxnOp], failure: &'a [super::TxnOp] },
-        Grant { ttl_ms: u64 },
-        Revoke { lease: LeaseId },
-        Expire { lease: LeaseId },
-        LeasedPut { key: &'a str, value: &'a [u8], if_mod_revision: Option<u64>, lease: LeaseId },
+        Put {
+            key: &'a str,
+            #[serde(with = "serde_bytes")]
+            value: &'a [u8],
+            if_mod_revision: Option<u64>,
+        },
+        Delete {
+            key: &'a str,
+            if_mod_revision: Option<u64>,
+        },
+        Txn {
+            compare: &'a [Compare],
+            success: &'a [super::TxnOp],
+            failure: &'a [super::TxnOp],
+        },
+        Grant {
+            ttl_ms: u64,
+        },
+        Revoke {
+            lease: LeaseId,
+        },
+        Expire {
+            lease: LeaseId,
+        },
+        LeasedPut {
+            key: &'a str,
+            #[serde(with = "serde_bytes")]
+            value: &'a [u8],
+            if_mod_revision: Option<u64>,
+            lease: LeaseId,
+        },
     }
 
     /// A transaction operation as it is decoded.
     #[derive(Deserialize)]
     pub(super) enum TxnOp {
-        Put { key: String, value: Vec<u8> },
-        Delete { key: String },
-        Get { key: String },
-        LeasedPut { key: String, value: Vec<u8>, lease: LeaseId },
+        Put {
+            key: String,
+            #[serde(with = "serde_bytes")]
+            value: Vec<u8>,
+        },
+        Delete {
+            key: String,
+        },
+        Get {
+            key: String,
+        },
+        LeasedPut {
+            key: String,
+            #[serde(with = "serde_bytes")]
+            value: Vec<u8>,
+            lease: LeaseId,
+        },
     }
 
     /// A transaction operation as it is encoded, in [`TxnOp`]'s order.
     #[derive(Serialize)]
     pub(super) enum TxnOpRef<'a> {
-        Put { key: &'a str, value: &'a [u8] },
-        Delete { key: &'a str },
-        Get { key: &'a str },
-        LeasedPut { key: &'a str, value: &'a [u8], lease: LeaseId },
+        Put {
+            key: &'a str,
+            #[serde(with = "serde_bytes")]
+            value: &'a [u8],
+        },
+        Delete {
+            key: &'a str,
+        },
+        Get {
+            key: &'a str,
+        },
+        LeasedPut {
+            key: &'a str,
+            #[serde(with = "serde_bytes")]
+            value: &'a [u8],
+            lease: LeaseId,
+        },
     }
 
     impl From<Command> for super::Command {
