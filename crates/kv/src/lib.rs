@@ -18,12 +18,14 @@
 //! with a TTL, a put may attach its key to one, and [`Command::Revoke`] or
 //! [`Command::Expire`] deletes every key attached to it at one revision.
 //! The store keeps no time: the tenure leader decides when a lease expired
-//! and proposes the expiry (docs/ELECTIONS.md).
+//! and proposes the expiry (docs/ELECTIONS.md); [`LeaseClock`] is that
+//! leader's bookkeeping of deadlines, sans-IO.
 
 #![warn(missing_docs)]
 
 mod command;
 mod lease;
+mod lease_clock;
 mod store;
 
 pub use command::{
@@ -32,6 +34,9 @@ pub use command::{
 };
 pub use lease::{
     Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_TTL_MS, MIN_TTL_MS,
+};
+pub use lease_clock::{
+    LeaseClock, RenewError, TrackError, EXPIRY_RETRY_DELAY, MAX_EXPIRIES_PER_CALL,
 };
 pub use store::{
     Change, ChangeKind, Compacted, KeyValue, OpResponse, Response, Store, MAX_CHANGES_PER_REVISION,
