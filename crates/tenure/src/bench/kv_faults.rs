@@ -4,7 +4,7 @@
 
 use super::failover::{trial, wait_stable, Stop, Timing};
 use super::fetch::metric_value;
-use super::kv::{run_load, Api, Load, LoadSpec};
+use super::kv_load::{run_load, Api, Load, LoadSpec};
 use super::stats::{summarize, Summary};
 use super::system::{System, Tenure};
 use anyhow::{bail, Context};

@@ -6,13 +6,17 @@
 //! - [`system`] and [`etcd`]: the systems under test behind one interface;
 //! - [`stats`]: percentiles, CDFs, split-vote arithmetic;
 //! - [`plot`]: the CDF chart; [`soak`]: the soak and its CPU burner;
-//! - [`fetch`]: raw HTTP for `/metrics` and etcd's gateway.
+//! - [`fetch`]: raw HTTP for `/metrics` and etcd's gateway;
+//! - [`kv`]: the key-value benchmark, with its load generator
+//!   ([`kv_load`]) and its fault phases ([`kv_faults`]: failovers under
+//!   load, a wiped node's catch-up).
 
 mod etcd;
 mod failover;
 mod fetch;
 pub mod kv;
 mod kv_faults;
+mod kv_load;
 mod plot;
 pub mod soak;
 mod stats;
