@@ -195,15 +195,55 @@ struct Image {
     keys: Vec<ImageKey>,
 }
 
+/// The [`Image`] as it is written: borrowed from the store, so a snapshot
+/// copies each value once, into the snapshot itself. The same fields in
+/// the same order, so the same bytes.
+#[derive(Serialize)]
+struct ImageRef<'a> {
+    revision: u64,
+    #[serde(serialize_with = "keys_in_order")]
+    keys: &'a BTreeMap<String, KeyValue>,
+}
+
+/// A key of an [`ImageRef`], as an [`ImageKey`] is written.
+#[derive(Serialize)]
+struct ImageKeyRef<'a> {
+    key: &'a str,
+    #[serde(with = "serde_bytes")]
+    value: &'a [u8],
+    create_revision: u64,
+    mod_revision: u64,
+    version: u64,
+}
+
+/// The keys as a sequence of [`ImageKeyRef`]s, in key order.
+fn keys_in_order<S: serde::Serializer>(
+    keys: &&BTreeMap<String, KeyValue>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(keys.values().map(|kv| ImageKeyRef {
+        key: &kv.key,
+        value: &kv.value,
+        create_revision: kv.create_revision,
+        mod_revision: kv.mod_revision,
+        version: kv.version,
+    }))
+}
+
 /// A key in the [`Image`] (its lease is in the [`LeaseImage`]).
 #[derive(Serialize, Deserialize)]
 struct ImageKey {
     key: String,
+    #[serde(with = "serde_bytes")]
     value: Vec<u8>,
     create_revision: u64,
     mod_revision: u64,
     version: u64,
 }
+
+/// Bytes of an image key besides its key and value: five varints of at most
+/// ten bytes (lengths and revisions).
+const IMAGE_KEY_OVERHEAD: usize = 50;
 
 /// The format of the [`LeaseImage`].
 const LEASE_IMAGE_FORMAT: u8 = 1;
@@ -547,19 +587,13 @@ impl Store {
     /// The image: that of a store without leases, then the leases once one
     /// was ever granted.
     fn image(&self) -> Vec<u8> {
-        let keys = self
-            .keys
-            .values()
-            .map(|kv| ImageKey {
-                key: kv.key.clone(),
-                value: kv.value.clone(),
-                create_revision: kv.create_revision,
-                mod_revision: kv.mod_revision,
-                version: kv.version,
-            })
-            .collect();
-        let image = Image { revision: self.revision, keys };
-        let mut bytes = postcard::to_allocvec(&image).expect("an image always serializes");
+        // Room for every key and value and a few varints each: written once,
+        // not grown (and copied) by doubling.
+        let size: usize =
+            self.keys.values().map(|kv| kv.key.len() + kv.value.len() + IMAGE_KEY_OVERHEAD).sum();
+        let image = ImageRef { revision: self.revision, keys: &self.keys };
+        let mut bytes = postcard::to_extend(&image, Vec::with_capacity(size + IMAGE_KEY_OVERHEAD))
+            .expect("an image always serializes");
         if self.last_lease > 0 {
             let leases = LeaseImage {
                 format: LEASE_IMAGE_FORMAT,
