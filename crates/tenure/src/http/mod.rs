@@ -13,7 +13,7 @@
 //! including unknown paths, wrong methods, malformed bodies, missing or
 //! invalid tokens (401) and a role too low (403).
 //!
-//! [`serve`] runs the API on a listener within the limits of [`HttpLimits`]:
+//! [`serve()`] runs the API on a listener within the limits of [`HttpLimits`]:
 //! a cap on connections and timeouts for headers, bodies and idle keep-alive.
 //! `/v1/watch` and `/v1/kv-watch` streams are limited in all, per client address and per token
 //! ([`MAX_WATCHERS`], [`MAX_WATCHERS_PER_ADDRESS`], [`MAX_WATCHERS_PER_TOKEN`]).
