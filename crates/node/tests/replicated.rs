@@ -131,7 +131,9 @@ async fn concurrent_writes_are_grouped_and_none_is_lost() {
         w.unwrap().unwrap();
     }
     let writes = c.log(leader).counters().writes.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(writes < 200, "{writes} log writes for 200 concurrent commands: no grouping");
+    // Measured: 4 writes in all (the no-op's included). At most 50 means
+    // every write carried 4 commands on average: grouping, not luck.
+    assert!(writes <= 50, "{writes} log writes for 200 concurrent commands: too little grouping");
     let all = user_commands(&c.converged(leader).await);
     assert_eq!(all.len(), 200);
     let mut sorted = all.clone();
