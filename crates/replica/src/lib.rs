@@ -25,6 +25,8 @@ pub mod machine;
 pub mod message;
 pub mod output;
 pub mod replica;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use entry::{Entry, Index, Payload, Position};
 pub use machine::StateMachine;

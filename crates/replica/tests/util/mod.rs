@@ -13,7 +13,7 @@ use std::time::Duration;
 use tenure_core::{FencingToken, Instant, NodeId};
 use tenure_replica::{
     Completion, Config, Entry, LogOp, Output, Position, ProposalError, ProposalId, Replica,
-    ReplicaMessage, Restored, StateMachine,
+    ReplicaMessage, Restored,
 };
 
 pub const HEARTBEAT: Duration = Duration::from_millis(10);
@@ -22,52 +22,7 @@ pub fn n(i: u64) -> NodeId {
     NodeId(i)
 }
 
-/// A state machine that records every command applied, in order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Recorder {
-    pub applied: Vec<(Position, Vec<u8>)>,
-}
-
-impl StateMachine for Recorder {
-    fn apply(&mut self, pos: Position, command: &[u8]) -> Vec<u8> {
-        self.applied.push((pos, command.to_vec()));
-        pos.index.to_le_bytes().to_vec()
-    }
-
-    fn snapshot(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        for (p, c) in &self.applied {
-            out.extend_from_slice(&p.token.0.to_le_bytes());
-            out.extend_from_slice(&p.index.to_le_bytes());
-            out.extend_from_slice(&(c.len() as u64).to_le_bytes());
-            out.extend_from_slice(c);
-        }
-        out
-    }
-
-    fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
-        let mut applied = Vec::new();
-        let mut rest = snapshot;
-        let take = |n: usize, rest: &mut &[u8]| -> Result<Vec<u8>, String> {
-            if rest.len() < n {
-                return Err("truncated snapshot".into());
-            }
-            let (a, b) = rest.split_at(n);
-            *rest = b;
-            Ok(a.to_vec())
-        };
-        let u64_of = |v: Vec<u8>| u64::from_le_bytes(v.try_into().expect("8 bytes"));
-        while !rest.is_empty() {
-            let token = u64_of(take(8, &mut rest)?);
-            let index = u64_of(take(8, &mut rest)?);
-            let len = u64_of(take(8, &mut rest)?) as usize;
-            let c = take(len, &mut rest)?;
-            applied.push((Position { token: FencingToken(token), index }, c));
-        }
-        self.applied = applied;
-        Ok(())
-    }
-}
+pub use tenure_replica::testkit::Recorder;
 
 /// What a node's disk holds, built only from the log operations it was given.
 #[derive(Clone, Debug, Default)]
