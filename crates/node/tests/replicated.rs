@@ -214,3 +214,57 @@ async fn without_a_leader_a_write_waits_its_bound_then_says_nothing_was_written(
     assert!(waited >= bound, "gave up after {waited:?}, bound {bound:?}");
     assert!(waited < bound + Duration::from_secs(2), "waited {waited:?}, bound {bound:?}");
 }
+
+/// A peer with a valid certificate (node 3's, its node stopped) sends a
+/// follower answers it was never asked for, with every id a forwarded
+/// request may have: committed at a made-up position, or a read index no
+/// node will reach. The follower takes an answer only from the node it
+/// forwarded to, so its writes still end at their true positions, its
+/// reads are served at once, and the leader stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_to_forwarded_requests_from_another_peer_are_ignored() {
+    use common::{dial_tls, handshake, hello, identity};
+    use futures_util::SinkExt;
+    use tenure_node::wire::{self, Forward, Frame};
+
+    let mut c = LogCluster::start(3).await;
+    let leader = c.stable_leader().await;
+    let follower = (leader + 1) % 3;
+    let forger = 3 - leader - follower;
+    let term = c.nodes[leader].as_ref().unwrap().0.handle().status().term;
+    c.stop(forger).await;
+
+    let target = &c.configs[follower];
+    let mut conn = dial_tls(&identity(&c.configs[forger]), target).await.unwrap();
+    let ack = handshake(&mut conn, hello(c.configs[forger].id, target)).await.unwrap();
+    assert!(matches!(ack, Frame::HelloAck { .. }), "{ack:?}");
+    let forged = tokio::spawn(async move {
+        let at = Position { token: tenure_core::FencingToken(u64::MAX), index: 1 << 40 };
+        loop {
+            for id in 0..64 {
+                let lie = Forward::Proposed { id, result: Ok((at, b"forged".to_vec())) };
+                let stall = Forward::ReadIndexReply { id, result: Ok(u64::MAX) };
+                for f in [lie, stall] {
+                    if conn.send(wire::encode(&Frame::Forward(f))).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+
+    for i in 0..20 {
+        let done = c.log(follower).propose(format!("f{i}").into_bytes()).await.unwrap();
+        assert_ne!(done.position.index, 1 << 40, "a forged answer was taken");
+        let log = c.log(follower);
+        let read = tokio::time::timeout(Duration::from_secs(2), log.read(|j| j.commands.clone()));
+        let (seen, _) = read.await.expect("a read waited for a forged index").unwrap();
+        assert!(seen.contains(&format!("f{i}")), "the read misses f{i}");
+    }
+    forged.abort();
+    let all = user_commands(&c.converged(leader).await);
+    assert_eq!(all, (0..20).map(|i| format!("f{i}")).collect::<Vec<_>>());
+    assert_eq!(c.stable_leader().await, leader);
+    assert_eq!(c.nodes[leader].as_ref().unwrap().0.handle().status().term, term);
+}
