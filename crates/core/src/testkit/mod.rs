@@ -138,7 +138,9 @@ impl Setup {
     /// Gives every node a clock drawn from `seed`: a rate within the
     /// configured drift bound and an offset below [`MAX_RANDOM_OFFSET`].
     pub fn random_clocks(mut self, seed: u64) -> Self {
-        let mut rng = Pcg64Mcg::new(0x5EED_0000 ^ u128::from(seed));
+        // `Pcg64Mcg::new` sets the state's low bit: shifted, seeds 2k and
+        // 2k + 1 give different clocks.
+        let mut rng = Pcg64Mcg::new((0x5EED_0000 ^ u128::from(seed)) << 1);
         let bound = u64::from(self.config(n(1)).clock_drift_ppm);
         for id in self.ids() {
             let rate_ppm = (rng.next_u64() % (2 * bound + 1)) as i64 - bound as i64;
@@ -157,11 +159,13 @@ impl Setup {
     }
 
     /// A cluster of [`Elector`]s running `kind`. Node `id` of boot `b` gets
-    /// the generator `Pcg64Mcg::new(seed ^ id ^ (b << 64))`.
+    /// the generator `Pcg64Mcg::new((seed ^ id ^ (b << 64)) << 1)` (shifted:
+    /// `new` sets the state's low bit, so unshifted ids 2 and 3 would share
+    /// one stream).
     pub fn elector(self, kind: ProtocolKind) -> Cluster<Elector<Pcg64Mcg>> {
         let seed = u128::from(self.seed);
         self.build(move |cfg, state, now, boot| {
-            let rng = Pcg64Mcg::new(seed ^ u128::from(cfg.id.0) ^ (u128::from(boot) << 64));
+            let rng = Pcg64Mcg::new((seed ^ u128::from(cfg.id.0) ^ (u128::from(boot) << 64)) << 1);
             Elector::new(kind, cfg.clone(), state, rng, now)
         })
     }

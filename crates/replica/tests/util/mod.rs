@@ -136,7 +136,9 @@ impl Cluster {
             ids: ids.clone(),
             cfg,
             nodes: BTreeMap::new(),
-            rng: Pcg64Mcg::new(0xABCD_0000 ^ u128::from(seed)),
+            // Shifted: `Pcg64Mcg::new` sets the low bit, so seeds 2k and
+            // 2k + 1 would share one stream.
+            rng: Pcg64Mcg::new((0xABCD_0000 ^ u128::from(seed)) << 1),
             in_flight: Vec::new(),
             seq: 0,
             cut: BTreeSet::new(),
