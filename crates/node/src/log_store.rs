@@ -25,8 +25,10 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use tenure_core::FencingToken;
 use tenure_replica::{Entry, Index, LogOp, Position, Restored};
+use tracing::debug;
 
 /// The largest record accepted on replay (an entry with its command, or a
 /// marker): larger lengths are damage.
@@ -160,8 +162,17 @@ impl LogStore {
                     }
                     self.append(&buf)?;
                     buf.clear();
+                    let start = Instant::now();
                     self.write_snapshot(*last, data)?;
+                    let snapshot_done = Instant::now();
                     self.rewrite_journal(*last, keep)?;
+                    debug!(
+                        index = last.index,
+                        bytes = data.len(),
+                        snapshot_ms = ms(snapshot_done - start),
+                        journal_ms = ms(snapshot_done.elapsed()),
+                        "wrote a snapshot and rewrote the journal"
+                    );
                 }
             }
         }
@@ -185,13 +196,17 @@ impl LogStore {
         out.extend_from_slice(&(body.len() as u64).to_le_bytes());
         out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         out.extend_from_slice(&body);
-        replace_file(&self.dir, "snapshot", &out)
+        let encoded = Instant::now();
+        replace_file(&self.dir, "snapshot", &out)?;
+        debug!(sync_ms = ms(encoded.elapsed()), "snapshot file written and synced");
+        Ok(())
     }
 
     /// Replaces the journal with one that starts from the snapshot up to
     /// `base`: the promise, and (`keep`) the entries after it.
     fn rewrite_journal(&self, base: Position, keep: bool) -> io::Result<()> {
         let mut file = lock(&self.journal);
+        let t0 = Instant::now();
         let path = self.dir.join("journal");
         let bytes = fs::read(&path)?;
         // The snapshot just written is the base (its data is not needed here).
@@ -209,10 +224,21 @@ impl LogStore {
                 frame(&mut buf, &Record::Entry(e.clone()));
             }
         }
+        let t1 = Instant::now();
         replace_file(&self.dir, "journal", &buf)?;
+        debug!(
+            read_replay_ms = ms(t1 - t0),
+            bytes = bytes.len(),
+            write_sync_ms = ms(t1.elapsed()),
+            "journal rewritten"
+        );
         *file = OpenOptions::new().append(true).open(path)?;
         Ok(())
     }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 fn frame(buf: &mut Vec<u8>, record: &Record) {
