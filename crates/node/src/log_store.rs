@@ -8,9 +8,39 @@
 //!   `fdatasync`).
 //! * `log/snapshot` holds `[magic][length u64][crc32 u32][postcard snapshot]`,
 //!   replaced atomically (temporary file, fsync, rename, directory fsync).
-//! * A compaction or an installed snapshot writes the snapshot file first,
-//!   then a fresh journal (temporary file, fsync, rename) that starts from
-//!   it: at every moment the directory replays to a state the replica wrote.
+//! * A compaction ([`LogOp::Compact`]) is not needed for safety: the journal
+//!   still holds every entry since the snapshot on disk. So
+//!   [`LogStore::write`] hands it to a thread of its own and returns, and
+//!   appends go on while it is written. One compaction runs at a time and at
+//!   most one waits (a newer one replaces the waiting one: its snapshot
+//!   covers more). The thread writes the snapshot file, then a new journal
+//!   next to the old one (`journal.tmp`): a marker of the new snapshot, the
+//!   promise and the entries after the snapshot, from the journal as it was
+//!   when it began; then it copies the records appended since, at most
+//!   [`MAX_CATCH_UP_ROUNDS`] times without the journal's lock, and holds the
+//!   lock only to copy the last of them (under [`LOCKED_COPY_BYTES`] unless
+//!   appends outran every round), sync, rename the new journal over the old
+//!   one and sync the directory.
+//! * An installed snapshot ([`LogOp::InstallSnapshot`]) replaces the whole
+//!   state, within the write that carries it: the compaction running ends
+//!   first and a waiting one is dropped (the installed snapshot supersedes
+//!   it). A truncation after the snapshot's last entry is appended first,
+//!   then the snapshot file and a fresh journal are written the same way.
+//!
+//! At every moment the directory replays to a state the replica wrote. Until
+//! a snapshot file is renamed into place, the old snapshot and the whole
+//! journal hold. After it, replaying the old journal over the new snapshot
+//! skips the entries the snapshot covers and applies the rest as before (an
+//! installed snapshot's truncation keeps the old journal's entries after it,
+//! another history, from coming back). The new journal replays, from the new
+//! snapshot, to the state the old one replays to, with the same records
+//! after it; both hold every record appended before the rename.
+//!
+//! A failed compaction is logged, counted
+//! ([`LogStore::compaction_failures`]) and otherwise harmless: the journal
+//! still holds every entry, and the next compaction tries again. If it fails
+//! after the new journal was renamed into place (the directory cannot be
+//! synced), nothing more is appended: writes fail until the log is reopened.
 //!
 //! On open the journal is replayed. A damaged record at the very end (a write
 //! torn by a crash: a short header, a length beyond the end of the file, or a
@@ -21,19 +51,36 @@
 
 use crate::sync::lock;
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use tenure_core::FencingToken;
 use tenure_replica::{Entry, Index, LogOp, Position, Restored};
+use tracing::{debug, error};
 
 /// The largest record accepted on replay (an entry with its command, or a
 /// marker): larger lengths are damage.
 pub const MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 
+/// Rounds in which a compaction copies the records appended since it began
+/// into its new journal without holding the journal's lock.
+pub const MAX_CATCH_UP_ROUNDS: usize = 4;
+
+/// A compaction stops copying without the journal's lock once fewer bytes
+/// than this were appended since its last round; it copies those holding the
+/// lock (appends wait for that copy, one sync, the rename and a directory
+/// sync).
+pub const LOCKED_COPY_BYTES: u64 = 256 * 1024;
+
 /// The snapshot file's first bytes.
 const SNAPSHOT_MAGIC: &[u8; 8] = b"TNRSNAP1";
+const JOURNAL: &str = "journal";
+const SNAPSHOT: &str = "snapshot";
 
 /// One journal record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,13 +93,6 @@ enum Record {
     Entry(Entry),
     /// The journal starts from the snapshot up to this position.
     Base(Position),
-}
-
-#[derive(Serialize, Deserialize)]
-struct SnapshotFile {
-    last: Position,
-    #[serde(with = "serde_bytes")]
-    data: Vec<u8>,
 }
 
 /// Why the log cannot be opened.
@@ -88,28 +128,128 @@ pub struct OpenReport {
     pub records: u64,
 }
 
-/// The replicated log's files in one directory.
-#[derive(Debug)]
+/// Counts of a log's background compactions; shared, so that they outlive a
+/// reopened log.
+#[derive(Debug, Default)]
+pub struct CompactionStats {
+    /// Compactions written.
+    pub written: AtomicU64,
+    /// Compactions that failed (each is logged; the journal still holds
+    /// their entries).
+    pub failed: AtomicU64,
+}
+
+/// The replicated log's files in one directory, and the thread that writes
+/// its compactions. Dropping it (or [`LogStore::close`]) lets the running
+/// compaction end and drops a waiting one.
 pub struct LogStore {
+    inner: Arc<Inner>,
+    compactor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl fmt::Debug for LogStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogStore").field("dir", &self.inner.dir).finish_non_exhaustive()
+    }
+}
+
+/// What the writer and the compaction thread share.
+struct Inner {
     dir: PathBuf,
-    journal: Mutex<File>,
+    journal: Mutex<Journal>,
+    queue: Mutex<Queue>,
+    /// Signalled when a compaction is queued, ends, or the thread must stop.
+    queue_changed: Condvar,
+    stats: Arc<CompactionStats>,
+    /// Called at each step of a snapshot's and a journal's replacement: it
+    /// may stop there (an error, as a crash would) or wait.
+    #[cfg(test)]
+    hook: Mutex<Option<Arc<Hook>>>,
+}
+
+#[cfg(test)]
+type Hook = dyn Fn(Step) -> io::Result<()> + Send + Sync;
+
+/// The journal being appended to.
+struct Journal {
+    file: File,
+    /// Bytes of whole records, written and synced.
+    len: u64,
+    /// The snapshot the journal starts from.
+    base: Position,
+    /// Why nothing more may be appended until the log is reopened: a write
+    /// failed (it may have left part of a record), or the journal was
+    /// replaced but the replacement could not be made durable.
+    broken: Option<String>,
+}
+
+impl Journal {
+    /// Its length, unless it is broken.
+    fn usable(&self) -> io::Result<u64> {
+        match &self.broken {
+            Some(why) => Err(io::Error::other(format!(
+                "the journal takes no more writes until the log is reopened: {why}"
+            ))),
+            None => Ok(self.len),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    /// The compaction to write next (at most one waits).
+    waiting: Option<Compaction>,
+    running: bool,
+    stop: bool,
+}
+
+struct Compaction {
+    last: Position,
+    data: Vec<u8>,
+}
+
+/// The steps of a snapshot's and a journal's replacement, where a test may
+/// stop (as a crash would) or wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// `snapshot.tmp` is written and synced.
+    SnapshotWritten,
+    /// The snapshot file is renamed into place, its directory synced.
+    SnapshotRenamed,
+    /// `journal.tmp` holds the records up to where the compaction began (not
+    /// synced).
+    JournalBegun,
+    /// `journal.tmp` holds the records up to where the compaction began (and
+    /// the rounds copied after it), synced; the journal's lock is not held.
+    JournalWritten,
+    /// Under the journal's lock: the last records are copied and synced.
+    JournalSynced,
+    /// The new journal is renamed into place and opened (the directory sync
+    /// follows).
+    JournalRenamed,
 }
 
 impl LogStore {
     /// Opens (creating if missing) the log in `dir` and replays it.
     pub fn open(dir: &Path) -> Result<(LogStore, Restored, OpenReport), LogStoreError> {
+        LogStore::open_counted(dir, Arc::default())
+    }
+
+    /// Opens the log in `dir` as [`LogStore::open`] does, counting its
+    /// compactions in `stats`.
+    pub fn open_counted(
+        dir: &Path,
+        stats: Arc<CompactionStats>,
+    ) -> Result<(LogStore, Restored, OpenReport), LogStoreError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| LogStoreError::Io { path, source }
         };
         fs::create_dir_all(dir).map_err(io(dir))?;
-        let snapshot = read_snapshot(&dir.join("snapshot"))?;
-        let journal_path = dir.join("journal");
-        let mut restored = Restored {
-            promised: FencingToken(0),
-            snapshot: snapshot.map(|s| (s.last, s.data)),
-            entries: Vec::new(),
-        };
+        let snapshot = read_snapshot(&dir.join(SNAPSHOT))?;
+        let journal_path = dir.join(JOURNAL);
+        let base = snapshot.as_ref().map_or(Position::ZERO, |(p, _)| *p);
+        let mut restored = Restored { promised: FencingToken(0), snapshot, entries: Vec::new() };
         let mut report = OpenReport::default();
         let bytes = match fs::read(&journal_path) {
             Ok(b) => b,
@@ -128,92 +268,372 @@ impl LogStore {
             file.sync_data().map_err(io(&journal_path))?;
             report.torn_tail = Some(bytes.len() as u64 - good);
         }
-        if bytes.is_empty() {
-            // The journal may have just been created: make its name durable.
-            sync_dir(dir).map_err(io(dir))?;
-        }
-        Ok((LogStore { dir: dir.to_path_buf(), journal: Mutex::new(file) }, restored, report))
+        // The journal may have just been created, or renamed by a compaction
+        // that could not sync the directory: make its name durable.
+        sync_dir(dir).map_err(io(dir))?;
+        let inner = Arc::new(Inner {
+            dir: dir.to_path_buf(),
+            journal: Mutex::new(Journal { file, len: good, base, broken: None }),
+            queue: Mutex::new(Queue::default()),
+            queue_changed: Condvar::new(),
+            stats,
+            #[cfg(test)]
+            hook: Mutex::new(None),
+        });
+        let worker = inner.clone();
+        let compactor = std::thread::Builder::new()
+            .name("tenure-log-compact".into())
+            .spawn(move || worker.run())
+            .map_err(io(dir))?;
+        let store = LogStore { inner, compactor: Mutex::new(Some(compactor)) };
+        Ok((store, restored, report))
     }
 
     /// Makes the operations of one output durable, in order, with one sync
-    /// of the journal (plus the snapshot file's, when one is written).
-    pub fn write(&self, ops: &[LogOp]) -> io::Result<()> {
+    /// of the journal. A compaction among them is handed to the compaction
+    /// thread once the rest is durable (it is not needed for safety: see the
+    /// module's documentation); an installed snapshot is written before this
+    /// returns.
+    pub fn write(&self, ops: Vec<LogOp>) -> io::Result<()> {
         let mut buf = Vec::new();
+        let mut compaction = None;
         for op in ops {
             match op {
-                LogOp::Promise(t) => frame(&mut buf, &Record::Promise(*t)),
-                LogOp::TruncateAfter(i) => frame(&mut buf, &Record::TruncateAfter(*i)),
+                LogOp::Promise(t) => frame(&mut buf, &Record::Promise(t)),
+                LogOp::TruncateAfter(i) => frame(&mut buf, &Record::TruncateAfter(i)),
                 LogOp::Append(entries) => {
                     for e in entries {
-                        frame(&mut buf, &Record::Entry(e.clone()));
+                        frame(&mut buf, &Record::Entry(e));
                     }
                 }
-                LogOp::InstallSnapshot { last, data } | LogOp::Compact { last, data } => {
-                    // Flush what came before, then start over from the snapshot:
-                    // a compaction keeps the entries after it, an installed
-                    // snapshot replaces them all. Those go first, with what
-                    // came before: after a crash between the snapshot file and
-                    // the journal's rewrite, the old journal's entries after
-                    // the snapshot (another history) must not come back.
-                    let keep = matches!(op, LogOp::Compact { .. });
-                    if !keep {
-                        frame(&mut buf, &Record::TruncateAfter(last.index));
-                    }
-                    self.append(&buf)?;
+                LogOp::Compact { last, data } => compaction = Some(Compaction { last, data }),
+                LogOp::InstallSnapshot { last, data } => {
+                    // It replaces everything, earlier compactions included.
+                    compaction = None;
+                    self.settle_compactions();
+                    // Flush what came before with a truncation after the
+                    // snapshot: after a crash between the snapshot file and
+                    // the journal's replacement, the old journal's entries
+                    // after the snapshot (another history) must not come back.
+                    frame(&mut buf, &Record::TruncateAfter(last.index));
+                    self.inner.append(&buf)?;
                     buf.clear();
-                    self.write_snapshot(*last, data)?;
-                    self.rewrite_journal(*last, keep)?;
+                    self.inner.write_snapshot(last, &data)?;
+                    self.inner.swap_journal(last, false)?;
                 }
             }
         }
-        self.append(&buf)
+        self.inner.append(&buf)?;
+        if let Some(c) = compaction {
+            let mut q = lock(&self.inner.queue);
+            if let Some(old) = q.waiting.replace(c) {
+                debug!(index = old.last.index, "a newer compaction replaces a waiting one");
+            }
+            self.inner.queue_changed.notify_all();
+        }
+        Ok(())
+    }
+
+    /// Compactions written (counted in its [`CompactionStats`]).
+    pub fn compactions(&self) -> u64 {
+        self.inner.stats.written.load(Ordering::Relaxed)
+    }
+
+    /// Compactions that failed (each is logged; the journal still holds
+    /// their entries).
+    pub fn compaction_failures(&self) -> u64 {
+        self.inner.stats.failed.load(Ordering::Relaxed)
+    }
+
+    /// Waits until no compaction runs or waits. Blocks: call it off the
+    /// async workers.
+    pub fn wait_for_compactions(&self) {
+        let mut q = lock(&self.inner.queue);
+        while q.running || q.waiting.is_some() {
+            q = self.inner.wait(q);
+        }
+    }
+
+    /// Stops the compaction thread: the running compaction ends first, a
+    /// waiting one is dropped (the journal still holds its entries), later
+    /// ones are not written. Blocks while a compaction runs: call it off the
+    /// async workers. The next [`LogStore::open`] of the directory must come
+    /// after it (or after the drop, which calls it).
+    pub fn close(&self) {
+        {
+            let mut q = lock(&self.inner.queue);
+            q.stop = true;
+            q.waiting = None;
+            self.inner.queue_changed.notify_all();
+        }
+        if let Some(thread) = lock(&self.compactor).take() {
+            if thread.join().is_err() {
+                error!(dir = %self.inner.dir.display(), "the log's compaction thread panicked");
+            }
+        }
+    }
+
+    /// Drops the waiting compaction and waits for the running one to end.
+    fn settle_compactions(&self) {
+        let mut q = lock(&self.inner.queue);
+        q.waiting = None;
+        while q.running {
+            q = self.inner.wait(q);
+        }
+    }
+
+    #[cfg(test)]
+    fn set_hook(&self, hook: impl Fn(Step) -> io::Result<()> + Send + Sync + 'static) {
+        *lock(&self.inner.hook) = Some(Arc::new(hook));
+    }
+}
+
+impl Drop for LogStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Marks the running compaction ended when dropped (also if it panicked).
+struct Running<'a>(&'a Inner);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.queue).running = false;
+        self.0.queue_changed.notify_all();
+    }
+}
+
+impl Inner {
+    fn wait<'a>(&self, guard: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
+        self.queue_changed.wait(guard).unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The compaction thread: writes queued compactions until told to stop.
+    fn run(&self) {
+        while let Some(c) = self.next_compaction() {
+            let _running = Running(self);
+            let start = Instant::now();
+            match self.compact(c.last, &c.data) {
+                Ok(None) => {}
+                Ok(Some(timing)) => {
+                    self.stats.written.fetch_add(1, Ordering::Relaxed);
+                    debug!(
+                        index = c.last.index,
+                        bytes = c.data.len(),
+                        total_ms = ms(start.elapsed()),
+                        snapshot_ms = ms(timing.snapshot),
+                        journal_ms = ms(timing.journal),
+                        locked_ms = ms(timing.locked),
+                        "compacted the log"
+                    );
+                }
+                Err(e) => {
+                    self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                    error!(
+                        dir = %self.dir.display(),
+                        index = c.last.index,
+                        error = %e,
+                        "cannot compact the replicated log: its journal still holds every entry, the next compaction tries again"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The next compaction to write, or `None` once told to stop.
+    fn next_compaction(&self) -> Option<Compaction> {
+        let mut q = lock(&self.queue);
+        loop {
+            if q.stop {
+                return None;
+            }
+            if let Some(c) = q.waiting.take() {
+                q.running = true;
+                return Some(c);
+            }
+            q = self.wait(q);
+        }
+    }
+
+    /// Writes the snapshot up to `last` and starts the journal from it,
+    /// unless the journal starts there or later already.
+    fn compact(&self, last: Position, data: &[u8]) -> io::Result<Option<Timing>> {
+        let base = {
+            let j = lock(&self.journal);
+            j.usable()?;
+            j.base
+        };
+        if last.index <= base.index {
+            return Ok(None);
+        }
+        let start = Instant::now();
+        self.write_snapshot(last, data)?;
+        let snapshot = start.elapsed();
+        let locked = self.swap_journal(last, true)?;
+        Ok(Some(Timing { snapshot, journal: start.elapsed() - snapshot, locked }))
     }
 
     fn append(&self, buf: &[u8]) -> io::Result<()> {
         if buf.is_empty() {
             return Ok(());
         }
-        let mut file = lock(&self.journal);
-        file.write_all(buf)?;
-        file.sync_data()
+        let mut guard = lock(&self.journal);
+        let j = &mut *guard;
+        j.usable()?;
+        let result = j.file.write_all(buf).and_then(|()| j.file.sync_data());
+        match &result {
+            Ok(()) => j.len += buf.len() as u64,
+            Err(e) => j.broken = Some(format!("a write failed: {e}")),
+        }
+        result
     }
 
+    /// Replaces the snapshot file with the snapshot up to `last`.
     fn write_snapshot(&self, last: Position, data: &[u8]) -> io::Result<()> {
-        let body = postcard::to_allocvec(&SnapshotFile { last, data: data.to_vec() })
-            .map_err(io::Error::other)?;
-        let mut out = Vec::with_capacity(body.len() + 20);
-        out.extend_from_slice(SNAPSHOT_MAGIC);
-        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        out.extend_from_slice(&body);
-        replace_file(&self.dir, "snapshot", &out)
+        // The body is the postcard encoding of (last, data), written without
+        // copying the data.
+        let mut head = postcard::to_allocvec(&last).map_err(io::Error::other)?;
+        head.extend(postcard::to_allocvec(&(data.len() as u64)).map_err(io::Error::other)?);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&head);
+        crc.update(data);
+        let len = (head.len() + data.len()) as u64;
+        let tmp = self.dir.join("snapshot.tmp");
+        {
+            let mut f = File::create(&tmp)?;
+            let mut header = Vec::with_capacity(20 + head.len());
+            header.extend_from_slice(SNAPSHOT_MAGIC);
+            header.extend_from_slice(&len.to_le_bytes());
+            header.extend_from_slice(&crc.finalize().to_le_bytes());
+            header.extend_from_slice(&head);
+            f.write_all(&header)?;
+            f.write_all(data)?;
+            f.sync_all()?;
+        }
+        self.step(Step::SnapshotWritten)?;
+        fs::rename(&tmp, self.dir.join(SNAPSHOT))?;
+        sync_dir(&self.dir)?;
+        self.step(Step::SnapshotRenamed)
     }
 
     /// Replaces the journal with one that starts from the snapshot up to
-    /// `base`: the promise, and (`keep`) the entries after it.
-    fn rewrite_journal(&self, base: Position, keep: bool) -> io::Result<()> {
-        let mut file = lock(&self.journal);
-        let path = self.dir.join("journal");
-        let bytes = fs::read(&path)?;
-        // The snapshot just written is the base (its data is not needed here).
+    /// `base`: the promise and (`keep`) the entries after it, as of when
+    /// this began, then every record appended since. Appends wait only for
+    /// the last part; returns how long they waited.
+    fn swap_journal(&self, base: Position, keep: bool) -> io::Result<Duration> {
+        let path = self.dir.join(JOURNAL);
+        let tmp_path = self.dir.join("journal.tmp");
+        let mut reader = File::open(&path)?;
+        // Appends hold the lock until their records are synced: the journal
+        // up to `start` is whole records, and stays as it is.
+        let start = lock(&self.journal).usable()?;
+        let mut prefix = vec![0; start as usize];
+        reader.read_exact(&mut prefix)?;
         let mut state = Restored {
             promised: FencingToken(0),
+            // The new snapshot is the base (its data is not needed here).
             snapshot: Some((base, Vec::new())),
             entries: Vec::new(),
         };
-        replay(&path, &bytes, &mut state, &mut OpenReport::default()).map_err(io::Error::other)?;
-        let mut buf = Vec::new();
-        frame(&mut buf, &Record::Base(base));
-        frame(&mut buf, &Record::Promise(state.promised));
+        let good = replay(&path, &prefix, &mut state, &mut OpenReport::default())
+            .map_err(io::Error::other)?;
+        if good != start {
+            return Err(io::Error::other(format!(
+                "{} holds a partial record before byte {start}",
+                path.display()
+            )));
+        }
+        let mut head = Vec::new();
+        frame(&mut head, &Record::Base(base));
+        frame(&mut head, &Record::Promise(state.promised));
         if keep {
-            for e in state.entries.iter().filter(|e| e.pos.index > base.index) {
-                frame(&mut buf, &Record::Entry(e.clone()));
+            for e in state.entries.into_iter().filter(|e| e.pos.index > base.index) {
+                frame(&mut head, &Record::Entry(e));
             }
         }
-        replace_file(&self.dir, "journal", &buf)?;
-        *file = OpenOptions::new().append(true).open(path)?;
+        drop(prefix);
+        let mut tmp = File::create(&tmp_path)?;
+        tmp.write_all(&head)?;
+        self.step(Step::JournalBegun)?;
+        let mut copied = start;
+        for _ in 0..MAX_CATCH_UP_ROUNDS {
+            let end = lock(&self.journal).usable()?;
+            if end - copied < LOCKED_COPY_BYTES {
+                break;
+            }
+            copy_range(&mut reader, copied, end, &mut tmp)?;
+            copied = end;
+        }
+        tmp.sync_all()?;
+        self.step(Step::JournalWritten)?;
+        let mut j = lock(&self.journal);
+        let locked = Instant::now();
+        let end = j.usable()?;
+        copy_range(&mut reader, copied, end, &mut tmp)?;
+        tmp.sync_all()?;
+        drop(tmp);
+        self.step(Step::JournalSynced)?;
+        fs::rename(&tmp_path, &path)?;
+        // From here the journal on disk is the new file: appends must go to
+        // it, and only once its name is durable.
+        let swapped = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|f| self.step(Step::JournalRenamed).map(|()| f))
+            .and_then(|f| sync_dir(&self.dir).map(|()| f));
+        match swapped {
+            Ok(f) => {
+                j.file = f;
+                j.len = head.len() as u64 + (end - start);
+                j.base = base;
+                Ok(locked.elapsed())
+            }
+            Err(e) => {
+                j.broken = Some(format!("it was replaced, but the replacement failed: {e}"));
+                Err(e)
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn step(&self, step: Step) -> io::Result<()> {
+        let hook = lock(&self.hook).clone();
+        hook.map_or(Ok(()), |h| h(step))
+    }
+
+    #[cfg(not(test))]
+    fn step(&self, _: Step) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// How long a compaction's parts took.
+struct Timing {
+    snapshot: Duration,
+    journal: Duration,
+    /// The part that held the journal's lock.
+    locked: Duration,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Appends the bytes `from..to` of `reader` to `out`.
+fn copy_range(reader: &mut File, from: u64, to: u64, out: &mut File) -> io::Result<()> {
+    if to == from {
+        return Ok(());
+    }
+    reader.seek(SeekFrom::Start(from))?;
+    let n = io::copy(&mut Read::take(&mut *reader, to - from), out)?;
+    if n != to - from {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the journal is shorter than written",
+        ));
+    }
+    Ok(())
 }
 
 fn frame(buf: &mut Vec<u8>, record: &Record) {
@@ -304,7 +724,8 @@ fn apply_record(r: &mut Restored, record: Record) -> Result<(), String> {
     Ok(())
 }
 
-fn read_snapshot(path: &Path) -> Result<Option<SnapshotFile>, LogStoreError> {
+/// The snapshot file's position and data, if there is one.
+fn read_snapshot(path: &Path) -> Result<Option<(Position, Vec<u8>)>, LogStoreError> {
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut f) => f
@@ -327,19 +748,14 @@ fn read_snapshot(path: &Path) -> Result<Option<SnapshotFile>, LogStoreError> {
     if body.len() as u64 != len || crc32fast::hash(body) != crc {
         return Err(damaged("a length or checksum mismatch"));
     }
-    postcard::from_bytes(body).map(Some).map_err(|e| damaged(&e.to_string()))
-}
-
-/// Replaces `dir/name` with `bytes` atomically and durably.
-fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+    // The postcard encoding of (last, data): the data's length, then it.
+    let (last, rest) =
+        postcard::take_from_bytes::<Position>(body).map_err(|e| damaged(&e.to_string()))?;
+    let (n, data) = postcard::take_from_bytes::<u64>(rest).map_err(|e| damaged(&e.to_string()))?;
+    if data.len() as u64 != n {
+        return Err(damaged("the snapshot's length does not match its data"));
     }
-    fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir)
+    Ok(Some((last, data.to_vec())))
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -347,179 +763,4 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tenure_replica::Payload;
-
-    fn e(index: Index, token: u64, c: &str) -> Entry {
-        Entry {
-            pos: Position { token: FencingToken(token), index },
-            payload: Payload::Command(c.as_bytes().to_vec()),
-        }
-    }
-
-    #[test]
-    fn what_is_written_is_what_is_read_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, r, _) = LogStore::open(dir.path()).unwrap();
-        assert_eq!(r, Restored::default());
-        store
-            .write(&[
-                LogOp::Promise(FencingToken(3)),
-                LogOp::Append(vec![e(1, 3, "a"), e(2, 3, "b")]),
-            ])
-            .unwrap();
-        store.write(&[LogOp::TruncateAfter(1), LogOp::Append(vec![e(2, 4, "c")])]).unwrap();
-        drop(store);
-        let (_, r, report) = LogStore::open(dir.path()).unwrap();
-        assert_eq!(r.promised, FencingToken(3));
-        assert_eq!(r.entries, vec![e(1, 3, "a"), e(2, 4, "c")]);
-        assert_eq!(report.torn_tail, None);
-        assert_eq!(report.records, 5);
-    }
-
-    #[test]
-    fn a_torn_tail_is_cut_off_and_damage_before_it_stops_the_node() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, _, _) = LogStore::open(dir.path()).unwrap();
-        store.write(&[LogOp::Append(vec![e(1, 1, "a"), e(2, 1, "b"), e(3, 1, "c")])]).unwrap();
-        drop(store);
-        let path = dir.path().join("journal");
-        let full = fs::read(&path).unwrap();
-        // A crash in the middle of the last record.
-        fs::write(&path, &full[..full.len() - 3]).unwrap();
-        let (_, r, report) = LogStore::open(dir.path()).unwrap();
-        assert_eq!(r.entries.len(), 2);
-        assert!(report.torn_tail.is_some());
-        assert_eq!(
-            fs::read(&path).unwrap().len(),
-            full.len() - full.len() / 3,
-            "cut at a record boundary"
-        );
-        // A flipped bit in the first record, with records after it.
-        let mut bad = fs::read(&path).unwrap();
-        bad[9] ^= 0x40;
-        fs::write(&path, &bad).unwrap();
-        let err = LogStore::open(dir.path()).unwrap_err();
-        let text = err.to_string();
-        assert!(text.contains("journal is damaged at byte 0"), "{text}");
-        assert_eq!(fs::read(&path).unwrap(), bad, "nothing is overwritten");
-        // Zeroes after the good records (a preallocated tail) are a torn write.
-        let mut zeroed = full.clone();
-        zeroed.extend_from_slice(&[0; 64]);
-        fs::write(&path, &zeroed).unwrap();
-        let (_, r, report) = LogStore::open(dir.path()).unwrap();
-        assert_eq!(r.entries.len(), 3);
-        assert_eq!(report.torn_tail, Some(64));
-    }
-
-    #[test]
-    fn a_compaction_keeps_the_snapshot_and_the_entries_after_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, _, _) = LogStore::open(dir.path()).unwrap();
-        let entries: Vec<Entry> = (1..=10).map(|i| e(i, 1, "x")).collect();
-        store.write(&[LogOp::Promise(FencingToken(1)), LogOp::Append(entries)]).unwrap();
-        let last = Position { token: FencingToken(1), index: 7 };
-        store.write(&[LogOp::Compact { last, data: b"state@7".to_vec() }]).unwrap();
-        store.write(&[LogOp::Append(vec![e(11, 2, "y")])]).unwrap();
-        drop(store);
-        let (_, r, _) = LogStore::open(dir.path()).unwrap();
-        assert_eq!(r.snapshot, Some((last, b"state@7".to_vec())));
-        assert_eq!(r.entries.iter().map(|e| e.pos.index).collect::<Vec<_>>(), [8, 9, 10, 11]);
-        assert_eq!(r.promised, FencingToken(1));
-        let journal = fs::metadata(dir.path().join("journal")).unwrap().len();
-        assert!(journal < 200, "the journal was rewritten: {journal} bytes");
-    }
-
-    #[test]
-    fn a_crash_between_an_installed_snapshot_and_the_journal_brings_back_no_other_history() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, _, _) = LogStore::open(dir.path()).unwrap();
-        let entries: Vec<Entry> = (1..=5).map(|i| e(i, 1, "old")).collect();
-        store.write(&[LogOp::Promise(FencingToken(1)), LogOp::Append(entries)]).unwrap();
-        // The journal's rewrite fails after the snapshot file is written (as a
-        // crash there would leave it): its temporary file cannot be created.
-        fs::create_dir(dir.path().join("journal.tmp")).unwrap();
-        let last = Position { token: FencingToken(2), index: 3 };
-        let install = LogOp::InstallSnapshot { last, data: b"state@3".to_vec() };
-        assert!(store.write(&[install]).is_err());
-        drop(store);
-        fs::remove_dir(dir.path().join("journal.tmp")).unwrap();
-        let (_, r, _) = LogStore::open(dir.path()).unwrap();
-        assert_eq!(r.snapshot, Some((last, b"state@3".to_vec())));
-        assert_eq!(r.entries, vec![], "entries of another history after the snapshot came back");
-    }
-
-    #[test]
-    fn a_damaged_snapshot_stops_the_node() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, _, _) = LogStore::open(dir.path()).unwrap();
-        let last = Position { token: FencingToken(1), index: 1 };
-        store.write(&[LogOp::InstallSnapshot { last, data: vec![7; 100] }]).unwrap();
-        drop(store);
-        let path = dir.path().join("snapshot");
-        let mut bytes = fs::read(&path).unwrap();
-        let n = bytes.len();
-        bytes[n - 1] ^= 1;
-        fs::write(&path, &bytes).unwrap();
-        let err = LogStore::open(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("snapshot is damaged"), "{err}");
-    }
-
-    #[test]
-    fn a_crash_anywhere_in_a_write_leaves_a_prefix_of_its_records() {
-        // Writes of random operations; then the journal is cut at every
-        // byte offset of the last write in turn (a torn write), and reopened:
-        // it must hold exactly the records before the cut.
-        let dir = tempfile::tempdir().unwrap();
-        let (store, _, _) = LogStore::open(dir.path()).unwrap();
-        let path = dir.path().join("journal");
-        let mut boundaries = vec![Restored::default()];
-        let mut state = Restored::default();
-        let mut next = 1;
-        for round in 0..12u64 {
-            let mut ops = vec![LogOp::Promise(FencingToken(round))];
-            if round % 4 == 3 && next > 2 {
-                next -= 2;
-                ops.push(LogOp::TruncateAfter(next - 1));
-            }
-            let batch: Vec<Entry> = (0..3).map(|k| e(next + k, round, "v")).collect();
-            next += 3;
-            ops.push(LogOp::Append(batch));
-            store.write(&ops).unwrap();
-            // The expected state after each record of this write.
-            for op in &ops {
-                let records: Vec<Record> = match op {
-                    LogOp::Promise(t) => vec![Record::Promise(*t)],
-                    LogOp::TruncateAfter(i) => vec![Record::TruncateAfter(*i)],
-                    LogOp::Append(es) => es.iter().cloned().map(Record::Entry).collect(),
-                    _ => unreachable!(),
-                };
-                for r in records {
-                    apply_record(&mut state, r).unwrap();
-                    boundaries.push(state.clone());
-                }
-            }
-        }
-        drop(store);
-        let full = fs::read(&path).unwrap();
-        // Record boundaries, from the file itself.
-        let mut ends = vec![0u64];
-        let mut at = 0usize;
-        while at < full.len() {
-            let len = u32::from_le_bytes(full[at..at + 4].try_into().unwrap()) as usize;
-            at += 8 + len;
-            ends.push(at as u64);
-        }
-        assert_eq!(ends.len(), boundaries.len());
-        for cut in (0..=full.len()).step_by(7).chain([full.len() - 1]) {
-            fs::write(&path, &full[..cut]).unwrap();
-            let (_, r, report) = LogStore::open(dir.path()).unwrap();
-            let k = ends.iter().rposition(|&end| end <= cut as u64).unwrap();
-            assert_eq!(r.entries, boundaries[k].entries, "cut at {cut}");
-            assert_eq!(r.promised, boundaries[k].promised, "cut at {cut}");
-            assert_eq!(report.torn_tail.is_some(), ends[k] < cut as u64, "cut at {cut}");
-            assert_eq!(fs::read(&path).unwrap().len() as u64, ends[k], "cut back to a boundary");
-        }
-    }
-}
+mod tests;

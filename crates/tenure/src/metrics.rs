@@ -244,7 +244,7 @@ fn register_log(r: &mut Registry, kv: &Replicated<Store>) {
         lag,
     );
     let c = kv.counters();
-    let counters: [(&str, &str, &AtomicU64); 5] = [
+    let counters: [(&str, &str, &AtomicU64); 7] = [
         (
             "log_writes",
             "Log writes of this node (one fdatasync each; a batch of entries)",
@@ -254,6 +254,16 @@ fn register_log(r: &mut Registry, kv: &Replicated<Store>) {
         ("log_forwarded", "Commands this node forwarded to the leader", &c.forwarded),
         ("log_unknown", "Writes through this node that ended with an unknown outcome", &c.unknown),
         ("log_write_failures", "Log writes of this node that failed", &c.write_failures),
+        (
+            "log_compactions",
+            "Compactions of this node's log (a snapshot file, the journal restarted from it) written in the background",
+            &c.compactions.written,
+        ),
+        (
+            "log_compaction_failures",
+            "Compactions of this node's log that failed (logged; the journal keeps every entry, the next compaction tries again)",
+            &c.compactions.failed,
+        ),
     ];
     for (name, help, value) in counters {
         r.register(name, help, ConstCounter::new(value.load(Ordering::Relaxed)));

@@ -301,6 +301,8 @@ async fn metrics_lists_every_family() {
         "log_forwarded",
         "log_unknown",
         "log_write_failures",
+        "log_compactions",
+        "log_compaction_failures",
         "kv_commit_duration_seconds",
         "kv_writes_unknown",
     ];

@@ -30,11 +30,18 @@
 //! that output is sent), proposals waiting on this node get
 //! [`WriteError::Unknown`], and the task reopens the log from disk with a
 //! backoff (from [`crate::PERSIST_RETRY_MIN`] to [`crate::PERSIST_RETRY_MAX`]).
+//!
+//! A compaction (the replica's snapshot, and the journal restarted from it) is
+//! written by the log store's own thread while appends go on
+//! ([`crate::log_store`]). One that fails is logged and counted
+//! ([`LogCounters::compactions`]) and loses nothing: the journal still holds
+//! every entry, and the next compaction tries again.
 
 mod task;
 mod waiters;
 
 use crate::error::StartError;
+use crate::log_store::CompactionStats;
 use crate::node::{start_with_data, Node};
 use crate::shared::Shared;
 use crate::sync::lock;
@@ -152,6 +159,9 @@ pub struct LogCounters {
     pub snapshot_bytes: AtomicU64,
     /// Log writes that failed.
     pub write_failures: AtomicU64,
+    /// Compactions of the log, written in the background, and those that
+    /// failed.
+    pub compactions: Arc<CompactionStats>,
 }
 
 /// A client request for the log task.
@@ -200,13 +210,15 @@ where
     let (peer_tx, peer_rx) = mpsc::channel(PEER_DATA_QUEUE_CAPACITY);
     let dir = config.data_dir.join("log");
     let mut node = start_with_data(config, listener, peer_tx).await?;
-    let (store, replica) = match task::open(&node.handle().shared, &dir) {
-        Ok(opened) => opened,
-        Err(e) => {
-            node.shutdown().await;
-            return Err(e);
-        }
-    };
+    let counters = LogCounters::default();
+    let (store, replica) =
+        match task::open(&node.handle().shared, &dir, counters.compactions.clone()) {
+            Ok(opened) => opened,
+            Err(e) => {
+                node.shutdown().await;
+                return Err(e);
+            }
+        };
     let shared = node.handle().shared;
     let (requests, requests_rx) = mpsc::channel(REQUEST_QUEUE_CAPACITY);
     let status = replica.status();
@@ -223,7 +235,7 @@ where
         applied: watch::Sender::new(status.applied),
         no_leader_wait: no_leader_wait(shared.config.election_timeout),
         node: shared,
-        counters: LogCounters::default(),
+        counters,
     });
     let task = task::LogTask::new(log.clone(), store, dir, requests_rx, peer_rx);
     node.log = Some(tokio::spawn(task.run()));

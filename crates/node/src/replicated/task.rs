@@ -5,7 +5,7 @@ use super::waiters::{Asker, Forwarded, Parked, ReadReply, Waiters, WriteReply, M
 use super::{bump, warn_open, Committed, LogShared, ReadFailure, Request, WriteError, MAX_BATCH};
 use crate::driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN};
 use crate::error::StartError;
-use crate::log_store::LogStore;
+use crate::log_store::{CompactionStats, LogStore};
 use crate::shared::Shared;
 use crate::status::Leadership;
 use crate::sync::lock;
@@ -31,8 +31,9 @@ const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 pub(super) fn open<S: StateMachine + Default>(
     node: &Shared,
     dir: &Path,
+    compactions: Arc<CompactionStats>,
 ) -> Result<(Arc<LogStore>, Replica<S>), StartError> {
-    let (store, restored, report) = LogStore::open(dir)?;
+    let (store, restored, report) = LogStore::open_counted(dir, compactions)?;
     if let Some(bytes) = report.torn_tail {
         warn!(
             node = %node.config.id,
@@ -166,6 +167,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             self.flush_batch().await;
             self.settle().await;
         }
+        self.close_store().await;
         warn_open(self.w.len() + self.batch.len());
         for (asker, _) in self.batch.drain(..) {
             if let Asker::Local(reply) = asker {
@@ -583,8 +585,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         }
         let store = self.store.clone();
         bump(&self.log.counters.writes, 1);
-        // fsync blocks: keep it off the async workers.
-        tokio::task::spawn_blocking(move || store.write(&ops))
+        // fsync blocks: keep it off the async workers. (A compaction among
+        // the ops is written in the background, by the store's own thread.)
+        tokio::task::spawn_blocking(move || store.write(ops))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
@@ -616,7 +619,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     /// Reopens the log after a failed write and rebuilds the replica from it.
     async fn reopen(&mut self) {
         let Some((_, backoff)) = self.rebuild else { return };
-        match open::<S>(&self.log.node, &self.dir) {
+        // The old store's compaction ends before the directory is reopened.
+        self.close_store().await;
+        match open::<S>(&self.log.node, &self.dir, self.log.counters.compactions.clone()) {
             Ok((store, replica)) => {
                 info!(node = %self.me(), dir = %self.dir.display(), "the replicated log is writable again: rejoining");
                 self.store = store;
@@ -630,6 +635,15 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 warn!(node = %self.me(), error = %e, retry_in = ?backoff, "the replicated log still cannot be opened");
                 self.rebuild = Some((Instant::now() + backoff, backoff));
             }
+        }
+    }
+
+    /// Stops the store's compaction thread, once a compaction it is writing
+    /// has ended (off the async workers: that may take a while).
+    async fn close_store(&self) {
+        let store = self.store.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || store.close()).await {
+            error!(node = %self.me(), error = %e, "cannot close the replicated log");
         }
     }
 
