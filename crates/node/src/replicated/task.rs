@@ -328,11 +328,12 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         }
         let (askers, commands): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
         let n = commands.len() as u64;
-        let (results, out) = {
+        let now = self.now();
+        let (results, out) = may_block(|| {
             let mut r = lock(&self.log.replica);
-            let results = r.propose(self.now(), commands);
+            let results = r.propose(now, commands);
             (results, r.take_output())
-        };
+        });
         for (asker, result) in askers.into_iter().zip(results) {
             match result {
                 Ok(id) => {
@@ -541,11 +542,12 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
 
     /// Feeds one input to the replica and carries out what it produced.
     async fn input(&mut self, f: impl FnOnce(&mut Replica<S>, CoreInstant)) {
-        let out = {
+        let now = self.now();
+        let out = may_block(|| {
             let mut r = lock(&self.log.replica);
-            f(&mut r, self.now());
+            f(&mut r, now);
             r.take_output()
-        };
+        });
         self.process(out).await;
     }
 
@@ -695,6 +697,21 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 bump(&self.log.node.net.stats.data_dropped, 1);
             }
         }
+    }
+}
+
+/// Runs `f`, which may take long: an input can make the replica apply many
+/// entries and serialise a snapshot of the whole state (a second or more for
+/// a store of hundreds of MiB). On a multi-threaded runtime the worker first
+/// hands its other tasks to another thread, so that the transport (pings,
+/// election messages) and the HTTP API never wait behind a snapshot: without
+/// it, followers that compacted a 190 MiB store at the same moment went
+/// silent for a second and their leader lost its quorum.
+fn may_block<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 
