@@ -292,6 +292,23 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// True when the next input may take long: the entries held are within
+    /// one append (or one proposal batch) of a compaction's thresholds, so
+    /// applying them may serialise a snapshot of the whole state, or a
+    /// snapshot is being received, whose last piece restores the state
+    /// machine from it. A driver that shares its thread with other work runs
+    /// such an input where blocking is allowed; when this is false, no
+    /// input that adds at most `max_append_entries` entries and
+    /// `max_append_bytes` bytes compacts.
+    pub fn may_block(&self) -> bool {
+        let held = self.log.last().index.saturating_sub(self.log.base().index);
+        let entries = held.saturating_add(self.cfg.max_append_entries as u64);
+        let bytes = self.log.bytes().saturating_add(self.cfg.max_append_bytes as u64);
+        entries >= self.cfg.snapshot_every
+            || bytes >= self.cfg.snapshot_every_bytes
+            || self.incoming.is_some()
+    }
+
     /// The highest index applied to the state machine.
     pub fn applied(&self) -> Index {
         self.applied

@@ -160,7 +160,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                     self.on_peer(from, data).await;
                     self.drain().await;
                 }
-                Wake::Timer => self.input(|r, now| r.handle_timeout(now)).await,
+                Wake::Timer => self.input(move |r, now| r.handle_timeout(now)).await,
                 Wake::Reopen => self.reopen().await,
                 Wake::Expiry => self.w.expire(Instant::now(), self.log.no_leader_wait),
             }
@@ -225,7 +225,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         to.sort();
         to.dedup();
         for n in to {
-            self.input(|r, now| r.update_follower(now, n)).await;
+            self.input(move |r, now| r.update_follower(now, n)).await;
         }
         for (n, id, index) in replies {
             self.send(n, Frame::Forward(Forward::ReadIndexReply { id, result: Ok(index) }));
@@ -329,11 +329,14 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         let (askers, commands): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
         let n = commands.len() as u64;
         let now = self.now();
-        let (results, out) = may_block(|| {
-            let mut r = lock(&self.log.replica);
+        let log = self.log.clone();
+        let ran = run_input(&self.log, move || {
+            let mut r = lock(&log.replica);
             let results = r.propose(now, commands);
             (results, r.take_output())
         });
+        // Not run: the runtime is stopping; the askers learn it when dropped.
+        let Some((results, out)) = ran.await else { return };
         for (asker, result) in askers.into_iter().zip(results) {
             match result {
                 Ok(id) => {
@@ -409,7 +412,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             PeerData::Replica(msg) => {
                 trace!(node = %self.me(), %from, ?msg, "replica message in");
                 if self.rebuild.is_none() {
-                    self.input(|r, now| r.handle_message(now, from, msg)).await
+                    self.input(move |r, now| r.handle_message(now, from, msg)).await
                 }
             }
             PeerData::Forward(Forward::Propose { id, command }) => {
@@ -508,7 +511,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             self.leader_gone(old);
         }
         if self.rebuild.is_none() {
-            self.input(|r, now| r.set_leadership(now, view.0, view.1)).await;
+            self.input(move |r, now| r.set_leadership(now, view.0, view.1)).await;
         }
     }
 
@@ -541,13 +544,16 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     // ---- Carrying out outputs ----
 
     /// Feeds one input to the replica and carries out what it produced.
-    async fn input(&mut self, f: impl FnOnce(&mut Replica<S>, CoreInstant)) {
+    async fn input(&mut self, f: impl FnOnce(&mut Replica<S>, CoreInstant) + Send + 'static) {
         let now = self.now();
-        let out = may_block(|| {
-            let mut r = lock(&self.log.replica);
+        let log = self.log.clone();
+        let ran = run_input(&self.log, move || {
+            let mut r = lock(&log.replica);
             f(&mut r, now);
             r.take_output()
         });
+        // Not run: the runtime is stopping.
+        let Some(out) = ran.await else { return };
         self.process(out).await;
     }
 
@@ -630,7 +636,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 *lock(&self.log.replica) = replica;
                 self.rebuild = None;
                 let view = self.view;
-                self.input(|r, now| r.set_leadership(now, view.0, view.1)).await;
+                self.input(move |r, now| r.set_leadership(now, view.0, view.1)).await;
             }
             Err(e) => {
                 let backoff = (backoff * 2).min(PERSIST_RETRY_MAX);
@@ -700,18 +706,28 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     }
 }
 
-/// Runs `f`, which may take long: an input can make the replica apply many
-/// entries and serialise a snapshot of the whole state (a second or more for
-/// a store of hundreds of MiB). On a multi-threaded runtime the worker first
-/// hands its other tasks to another thread, so that the transport (pings,
-/// election messages) and the HTTP API never wait behind a snapshot: without
-/// it, followers that compacted a 190 MiB store at the same moment went
-/// silent for a second and their leader lost its quorum.
-fn may_block<R>(f: impl FnOnce() -> R) -> R {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
+/// Runs `f`, an input of the replica. One that may take long (the replica
+/// says so: it may serialise a snapshot of the whole state, a second or
+/// more for a store of hundreds of MiB, or restore one) runs on a blocking
+/// thread, so that the transport (pings, election messages) and the HTTP
+/// API never wait behind it on the async workers: without that, followers
+/// that compacted a 190 MiB store at the same moment went silent for a
+/// second and their leader lost its quorum. The others run here (a hop to
+/// another thread costs more than they take). `None` if the runtime stopped
+/// before it ran `f`.
+async fn run_input<S: StateMachine, R: Send + 'static>(
+    log: &LogShared<S>,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Option<R> {
+    if !lock(&log.replica).may_block() {
+        return Some(f());
+    }
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => Some(r),
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => None,
+        },
     }
 }
 
