@@ -206,11 +206,20 @@ async fn without_a_leader_a_write_waits_its_bound_then_says_nothing_was_written(
     let handle = c.nodes[alone].as_ref().unwrap().0.handle();
     wait_for("the node alone to know no leader", || handle.status().leader.is_none().then_some(()))
         .await;
-    let started = std::time::Instant::now();
-    let err = c.log(alone).propose(b"lost".to_vec()).await.unwrap_err();
-    let waited = started.elapsed();
-    assert!(matches!(err, WriteError::NoLeader { .. }), "{err:?}");
+    // The log task follows the elector's view a moment later: a write it
+    // still forwarded to the stopped leader ends unknown at once (correctly:
+    // that leader may have written it). Such an attempt is not the bound.
     let bound = no_leader_wait(ELECTION_TIMEOUT);
+    let (err, waited) = loop {
+        let started = std::time::Instant::now();
+        let err = c.log(alone).propose(b"lost".to_vec()).await.unwrap_err();
+        let waited = started.elapsed();
+        match err {
+            WriteError::Unknown(_) if waited < bound => continue,
+            err => break (err, waited),
+        }
+    };
+    assert!(matches!(err, WriteError::NoLeader { .. }), "{err:?}");
     assert!(waited >= bound, "gave up after {waited:?}, bound {bound:?}");
     assert!(waited < bound + Duration::from_secs(2), "waited {waited:?}, bound {bound:?}");
 }
