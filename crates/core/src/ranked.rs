@@ -629,8 +629,15 @@ impl<R: RngCore + Send> RankedElector<R> {
                 self.prior = None;
             }
         }
-        if self.poll.is_some() {
-            self.try_vote(now);
+        if let Some(poll) = self.poll {
+            if self.claim_outdated(now, poll) {
+                // The sender counts claims from T/2 before its poll only:
+                // ours would not count there. Claim afresh, so that both
+                // slates hold both claims.
+                self.start_poll(now, Reason::ElectionTimeout);
+            } else {
+                self.try_vote(now);
+            }
             return;
         }
         if self.seat.storage_failed {
@@ -659,6 +666,17 @@ impl<R: RngCore + Send> RankedElector<R> {
         if join {
             self.start_poll(now, Reason::ElectionTimeout);
         }
+    }
+
+    /// Whether this node's claim for `poll` is too old to count on the slate of
+    /// a node that starts polling at `now`: every elector counts only claims
+    /// it recorded since `T/2` before its own poll began (see `fresh_claims`).
+    /// A node that has polled that long (its slate lacked a majority, or its
+    /// vote waits for others' announced vote times) would otherwise stay
+    /// invisible to the new poller, and each would wait for a majority that
+    /// the other one completes.
+    fn claim_outdated(&self, now: Instant, poll: Poll) -> bool {
+        now >= poll.started + self.seat.cfg.election_timeout / 2
     }
 
     /// Whether the `Elect` a candidate sent at `sent_at` releases a node that
