@@ -1,0 +1,470 @@
+//! Named elections: campaign with a session, wait to lead, resign,
+//! proclaim, read the leader, observe every change, check a token.
+
+use crate::cluster::{Cluster, Retry};
+use crate::error::Error;
+use crate::http::REQUEST_TIMEOUT;
+use crate::session::Session;
+use hyper::{Method, StatusCode};
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest election name the servers accept.
+pub const MAX_NAME_LEN: usize = 128;
+/// Largest candidate value the servers accept, in bytes.
+pub const MAX_VALUE_BYTES: usize = 4096;
+/// The long poll of [`Election::wait_until_leader`]: each `wait` asks the
+/// server to hold the answer this long (the server's default; at most 60 s).
+pub const WAIT_POLL: Duration = Duration::from_secs(30);
+/// Pause before an observer reconnects after its stream ended or failed;
+/// it doubles up to [`OBSERVE_BACKOFF_MAX`].
+pub const OBSERVE_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// Longest pause between an observer's reconnections.
+pub const OBSERVE_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Checks an election name: 1 to 128 characters of `A-Z a-z 0-9 . _ -`.
+pub fn check_name(name: &str) -> Result<(), Error> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > MAX_NAME_LEN || !name.chars().all(ok_char) {
+        return Err(Error::Invalid(format!(
+            "bad election name {name:?}: 1 to {MAX_NAME_LEN} characters of A-Z a-z 0-9 . _ -"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a candidate value: at most 4,096 bytes.
+pub fn check_value(value: &str) -> Result<(), Error> {
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(Error::Invalid(format!(
+            "a candidate value is at most {MAX_VALUE_BYTES} bytes, this one has {}",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The answer to a campaign: the candidacy joined the queue.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct Campaign {
+    /// The candidacy's place: its key's creation revision.
+    pub create_revision: u64,
+    /// Whether it leads already.
+    pub leader: bool,
+    /// Its fencing token if it leads.
+    #[serde(default)]
+    pub token: Option<u64>,
+    /// How many candidates are ahead of it.
+    #[serde(default)]
+    pub ahead: u64,
+}
+
+/// The answer of one long poll.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct WaitAnswer {
+    /// Whether the candidacy leads now.
+    pub leader: bool,
+    /// Its fencing token if it leads.
+    #[serde(default)]
+    pub token: Option<u64>,
+    /// How many candidates are ahead of it if it does not.
+    #[serde(default)]
+    pub ahead: Option<u64>,
+}
+
+/// A leader of an election.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct Leader {
+    /// Its session.
+    pub session: u64,
+    /// Its value.
+    pub value: String,
+    /// Its fencing token.
+    pub token: u64,
+}
+
+/// A candidate of an election.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct Candidate {
+    /// Its session.
+    pub session: u64,
+    /// Its value.
+    pub value: String,
+    /// Its place in the queue.
+    pub create_revision: u64,
+}
+
+/// An election's leader and candidates.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct ElectionState {
+    /// The leader, if any.
+    pub leader: Option<Leader>,
+    /// Every candidate, in queue order.
+    #[serde(default)]
+    pub candidates: Vec<Candidate>,
+    /// The store's revision the answer was read at.
+    pub revision: u64,
+}
+
+/// The answer to a token check.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct Check {
+    /// Whether the token asked is the current leader's.
+    pub current: bool,
+    /// The current leader's token, if there is a leader.
+    pub token: Option<u64>,
+    /// The store's revision the answer was read at.
+    pub revision: u64,
+}
+
+/// One change an observer sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observed {
+    /// A new leader, or a new value of the leader (a proclaim).
+    Leader {
+        /// Its session.
+        session: u64,
+        /// Its value.
+        value: String,
+        /// Its fencing token.
+        token: u64,
+        /// The revision of the change.
+        revision: u64,
+    },
+    /// The last candidate left.
+    NoLeader {
+        /// The revision of the change.
+        revision: u64,
+    },
+}
+
+impl Observed {
+    /// The state without its revision: two events with the same one say
+    /// the same (a reconnection repeats the current state).
+    fn state(&self) -> (Option<u64>, Option<&str>, Option<u64>) {
+        match self {
+            Observed::Leader { session, value, token, .. } => {
+                (Some(*session), Some(value), Some(*token))
+            }
+            Observed::NoLeader { .. } => (None, None, None),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RevisionBody {
+    revision: u64,
+}
+
+#[derive(Deserialize)]
+struct ProclaimBody {
+    token: u64,
+}
+
+/// One named election of a cluster.
+#[derive(Clone, Debug)]
+pub struct Election {
+    cluster: Arc<Cluster>,
+    name: String,
+}
+
+impl Election {
+    /// The election `name` (checked: 1 to 128 characters of `A-Z a-z 0-9 . _ -`).
+    pub fn new(cluster: Arc<Cluster>, name: &str) -> Result<Election, Error> {
+        check_name(name)?;
+        Ok(Election { cluster, name: name.to_string() })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cluster it is held on.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    fn path(&self, call: &str) -> String {
+        format!("/v1/elections/{}{call}", self.name)
+    }
+
+    /// Joins the queue with `session` and `value`, and returns at once: the
+    /// answer says whether it leads already. Not resent after a request
+    /// that may have arrived (a second campaign of a session is refused):
+    /// on such an error, close the session and start again.
+    pub async fn campaign(&self, session: &Session, value: &str) -> Result<Campaign, Error> {
+        check_value(value)?;
+        if let Some(reason) = session.ended() {
+            return Err(Error::SessionEnded { id: session.id(), reason });
+        }
+        let body = serde_json::json!({ "session": session.id(), "value": value });
+        self.cluster
+            .json(Method::POST, &self.path("/campaign"), Some(&body), REQUEST_TIMEOUT, Retry::Once)
+            .await
+    }
+
+    /// One long poll: answers when `session`'s candidacy leads, or after
+    /// `timeout` (at most 60 s) with how many are ahead. A candidacy that is
+    /// gone is a [`crate::Refused`] 404.
+    pub async fn wait(&self, session: &Session, timeout: Duration) -> Result<WaitAnswer, Error> {
+        let path = self.path(&format!(
+            "/wait?session={}&timeout_ms={}",
+            session.id(),
+            timeout.as_millis()
+        ));
+        self.cluster
+            .json(Method::GET, &path, None, timeout + REQUEST_TIMEOUT, Retry::Idempotent)
+            .await
+    }
+
+    /// Waits until `session`'s candidacy leads and returns its fencing
+    /// token. Fails when the session ends (at its deadline at the latest)
+    /// or the candidacy is gone; a node that does not answer is replaced
+    /// by the next one.
+    pub async fn wait_until_leader(&self, session: &Session) -> Result<u64, Error> {
+        let mut pause = OBSERVE_BACKOFF_MIN;
+        loop {
+            let answer = tokio::select! {
+                reason = session.lost() => {
+                    return Err(Error::SessionEnded { id: session.id(), reason });
+                }
+                a = self.wait(session, WAIT_POLL) => a,
+            };
+            match answer {
+                Ok(WaitAnswer { leader: true, token: Some(token), .. }) => {
+                    // A leadership is only worth anything before the deadline.
+                    if let Some(reason) = session.ended() {
+                        return Err(Error::SessionEnded { id: session.id(), reason });
+                    }
+                    return Ok(token);
+                }
+                Ok(_) => pause = OBSERVE_BACKOFF_MIN,
+                Err(e @ (Error::AuthRefused(_) | Error::Invalid(_) | Error::Config(_))) => {
+                    return Err(e)
+                }
+                Err(Error::Refused(r)) if r.status.is_client_error() => {
+                    if r.status == StatusCode::NOT_FOUND {
+                        if let Some(reason) = session.ended() {
+                            return Err(Error::SessionEnded { id: session.id(), reason });
+                        }
+                    }
+                    return Err(Error::Refused(r));
+                }
+                Err(e) => {
+                    tracing::debug!(election = %self.name, error = %e, "wait failed; again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(OBSERVE_BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    /// Leaves the queue (and leadership) with `session`; its successor is
+    /// woken at once. A candidacy that is already gone is not an error.
+    pub async fn resign(&self, session: &Session) -> Result<(), Error> {
+        let body = serde_json::json!({ "session": session.id() });
+        let (url, answer) = self
+            .cluster
+            .call(
+                Method::POST,
+                &self.path("/resign"),
+                Some(&body),
+                REQUEST_TIMEOUT,
+                Retry::Idempotent,
+            )
+            .await?;
+        if answer.status == StatusCode::NOT_FOUND {
+            return Ok(());
+        }
+        answer.json::<RevisionBody>(&url).map(|_| ())
+    }
+
+    /// Changes the value of `session`'s leadership without a new election;
+    /// returns its token. Refused (409) if `session` does not lead.
+    pub async fn proclaim(&self, session: &Session, value: &str) -> Result<u64, Error> {
+        check_value(value)?;
+        let body = serde_json::json!({ "session": session.id(), "value": value });
+        let answer: ProclaimBody = self
+            .cluster
+            .json(
+                Method::POST,
+                &self.path("/proclaim"),
+                Some(&body),
+                REQUEST_TIMEOUT,
+                Retry::Idempotent,
+            )
+            .await?;
+        Ok(answer.token)
+    }
+
+    /// The leader and candidates now.
+    pub async fn state(&self) -> Result<ElectionState, Error> {
+        self.cluster
+            .json(Method::GET, &self.path(""), None, REQUEST_TIMEOUT, Retry::Idempotent)
+            .await
+    }
+
+    /// The leader now, if any.
+    pub async fn leader(&self) -> Result<Option<Leader>, Error> {
+        Ok(self.state().await?.leader)
+    }
+
+    /// Whether `token` is the current leader's token (a linearizable read):
+    /// for resources that cannot store tokens.
+    pub async fn check(&self, token: u64) -> Result<Check, Error> {
+        let path = self.path(&format!("/check?token={token}"));
+        self.cluster.json(Method::GET, &path, None, REQUEST_TIMEOUT, Retry::Idempotent).await
+    }
+
+    /// Follows the election's changes: the current state first, then every
+    /// change, including "no leader" (see [`Observer::next`]).
+    pub fn observe(&self) -> Observer {
+        Observer { election: self.clone(), stream: None, last: None, backoff: OBSERVE_BACKOFF_MIN }
+    }
+}
+
+/// The changes of an election, across reconnections: when a node's stream
+/// ends or fails, the next endpoint is followed; as a new stream starts
+/// with the current state, a state equal to the last one reported is not
+/// reported again (changes that came and went while disconnected are not
+/// seen, the state after them is).
+#[derive(Debug)]
+pub struct Observer {
+    election: Election,
+    stream: Option<crate::http::EventStream>,
+    last: Option<Observed>,
+    backoff: Duration,
+}
+
+#[derive(Deserialize)]
+struct LeaderEvent {
+    session: u64,
+    value: String,
+    token: u64,
+    revision: u64,
+}
+
+impl Observer {
+    /// The next change. Errors only when reconnecting cannot help: the
+    /// token was refused, or the server refused the request (4xx).
+    pub async fn next(&mut self) -> Result<Observed, Error> {
+        loop {
+            let cluster = &self.election.cluster;
+            let endpoint = cluster.current().to_string();
+            if self.stream.is_none() {
+                let url = format!("{endpoint}{}", self.election.path("/observe"));
+                match cluster.client().event_stream(&url, None).await {
+                    Ok(s) => self.stream = Some(s),
+                    Err(e) => {
+                        self.failed(&endpoint, e).await?;
+                        continue;
+                    }
+                }
+            }
+            let stream = self.stream.as_mut().expect("opened above");
+            match stream.next().await {
+                Ok(Some(event)) => {
+                    self.backoff = OBSERVE_BACKOFF_MIN;
+                    let Some(observed) = parse_event(stream.url(), &event)? else {
+                        continue;
+                    };
+                    if self.last.as_ref().map(Observed::state) == Some(observed.state()) {
+                        continue;
+                    }
+                    self.last = Some(observed.clone());
+                    return Ok(observed);
+                }
+                Ok(None) => {
+                    let e = Error::Stream {
+                        url: stream.url().to_string(),
+                        problem: "stream ended".into(),
+                    };
+                    self.failed(&endpoint, e).await?;
+                }
+                Err(e) => self.failed(&endpoint, e).await?,
+            }
+        }
+    }
+
+    /// Drops the stream and moves on to the next endpoint after a pause,
+    /// or gives up on errors reconnecting cannot fix.
+    async fn failed(&mut self, endpoint: &str, e: Error) -> Result<(), Error> {
+        self.stream = None;
+        match &e {
+            Error::AuthRefused(_) | Error::Config(_) | Error::Invalid(_) => return Err(e),
+            Error::Refused(r) if r.status.is_client_error() => return Err(e),
+            _ => {}
+        }
+        tracing::debug!(error = %e, "observe: trying the next endpoint");
+        self.election.cluster.skip(endpoint);
+        tokio::time::sleep(self.backoff).await;
+        self.backoff = (self.backoff * 2).min(OBSERVE_BACKOFF_MAX);
+        Ok(())
+    }
+}
+
+/// An observe event as an [`Observed`]; None for events of other names.
+fn parse_event(url: &str, event: &crate::http::SseEvent) -> Result<Option<Observed>, Error> {
+    let bad = |e: serde_json::Error| Error::Stream {
+        url: url.to_string(),
+        problem: format!("bad {} event {}: {e}", event.event, event.data),
+    };
+    match event.event.as_str() {
+        "leader" => {
+            let e: LeaderEvent = serde_json::from_str(&event.data).map_err(bad)?;
+            Ok(Some(Observed::Leader {
+                session: e.session,
+                value: e.value,
+                token: e.token,
+                revision: e.revision,
+            }))
+        }
+        "no-leader" => {
+            let e: RevisionBody = serde_json::from_str(&event.data).map_err(bad)?;
+            Ok(Some(Observed::NoLeader { revision: e.revision }))
+        }
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::SseEvent;
+
+    #[test]
+    fn names_and_values_are_checked_before_asking() {
+        assert!(check_name("db-primary.eu_1").is_ok());
+        assert!(check_name(&"a".repeat(128)).is_ok());
+        for bad in ["", "a/b", "a b", "é", &"a".repeat(129)] {
+            let err = check_name(bad).unwrap_err().to_string();
+            assert!(err.contains("bad election name"), "{bad}: {err}");
+        }
+        assert!(check_value(&"v".repeat(4096)).is_ok());
+        assert!(check_value(&"v".repeat(4097)).unwrap_err().to_string().contains("4096"));
+    }
+
+    #[test]
+    fn observe_events_are_parsed_and_others_skipped() {
+        let ev =
+            |name: &str, data: &str| SseEvent { event: name.into(), id: None, data: data.into() };
+        let leader = parse_event(
+            "u",
+            &ev("leader", r#"{"session":3,"value":"a","token":17,"revision":17}"#),
+        );
+        assert_eq!(
+            leader.unwrap(),
+            Some(Observed::Leader { session: 3, value: "a".into(), token: 17, revision: 17 })
+        );
+        let none = parse_event("u", &ev("no-leader", r#"{"revision":20}"#)).unwrap();
+        assert_eq!(none, Some(Observed::NoLeader { revision: 20 }));
+        assert_eq!(parse_event("u", &ev("other", "{}")).unwrap(), None);
+        assert!(parse_event("u", &ev("leader", "{}")).is_err());
+        // A repeated state (after a reconnection) compares equal whatever its revision.
+        let a = Observed::NoLeader { revision: 1 };
+        let b = Observed::NoLeader { revision: 9 };
+        assert_eq!(a.state(), b.state());
+    }
+}

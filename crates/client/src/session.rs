@@ -1,0 +1,387 @@
+//! Sessions: a lease on the cluster, kept alive by renewals, with a local
+//! deadline before which no successor can be granted anything it held.
+//!
+//! # The deadline
+//!
+//! The tenure leader answers a renewal with a full TTL counted, on its own
+//! clock, from when it answered, which is after the client sent it; a new
+//! tenure leader grants every session a fresh TTL from when it became
+//! ready, which is also after every renewal an earlier leader answered
+//! (docs/ELECTIONS.md). So the session cannot expire on the servers before
+//! `TTL` has passed on the server's clock since the send time of the last
+//! renewal that succeeded. Measured on the client's monotonic clock, that
+//! span may look shorter by the clocks' rate difference: with every clock
+//! within `1 ± ρ` of real time, a span `T` on one clock is at least
+//! `T (1 − ρ) / (1 + ρ)` on another. The client therefore trusts its
+//! session until
+//!
+//! ```text
+//! deadline = last successful renewal's send time + TTL (1 − ρ) / (1 + ρ)
+//! ```
+//!
+//! with `ρ` = [`DRIFT_PPM`], and [`Session::lost`] fires there at the
+//! latest. See [`deadline_after`].
+
+use crate::cluster::{Cluster, Retry};
+use crate::error::Error;
+use crate::http::REQUEST_TIMEOUT;
+use hyper::{Method, StatusCode};
+use serde::Deserialize;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The clock-drift bound the deadline allows for, in parts per million:
+/// the largest bound a tenure server accepts (`MAX_CLOCK_DRIFT_PPM`, 10%).
+/// The client does not know the bound the servers were configured with
+/// (5% by default), so it assumes the largest: with it the deadline is
+/// `TTL × 0.9 / 1.1 ≈ 0.818 TTL` after a renewal's send time.
+pub const DRIFT_PPM: u32 = tenure_core::config::MAX_CLOCK_DRIFT_PPM;
+/// Shortest TTL the servers grant (`MIN_TTL_MS` of the store).
+pub const MIN_TTL: Duration = Duration::from_millis(500);
+/// Longest TTL the servers grant (`MAX_TTL_MS` of the store: one day).
+pub const MAX_TTL: Duration = Duration::from_millis(86_400_000);
+/// Pause before a renewal that failed on every endpoint is tried again.
+pub const RENEW_RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// tokio's timers fire up to a millisecond after the instant asked (they
+/// round up to their 1 ms tick): [`SessionWatch::stale`] asks this much
+/// earlier, so that it does not return after the deadline.
+pub const TIMER_GRANULARITY: Duration = Duration::from_millis(1);
+/// How long revoking a session at the end may take.
+const REVOKE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How much of a TTL a session is trusted after a renewal's send time:
+/// `ttl (1 − ρ) / (1 + ρ)` with `ρ` = [`DRIFT_PPM`].
+pub fn trusted_span(ttl: Duration) -> Duration {
+    tenure_core::drift::shrink(ttl, DRIFT_PPM)
+}
+
+/// The deadline after a renewal sent at `sent` succeeded: before it, no
+/// server can have ended the session (see the module's documentation).
+pub fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
+    sent + trusted_span(ttl)
+}
+
+/// How often a session is renewed: every third of its TTL, so that two
+/// renewals can fail before the deadline (at about 0.82 of the TTL).
+pub fn renew_interval(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+/// Checks that `ttl` is within what the servers grant.
+pub fn check_ttl(ttl: Duration) -> Result<(), Error> {
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(Error::Invalid(format!(
+            "a session's TTL must be between {} ms and {} ms, not {} ms",
+            MIN_TTL.as_millis(),
+            MAX_TTL.as_millis(),
+            ttl.as_millis()
+        )));
+    }
+    Ok(())
+}
+
+/// Why a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// No renewal succeeded before the deadline: the servers may end the
+    /// session at any moment from now on.
+    DeadlinePassed,
+    /// The servers said the session does not exist (it expired there, or
+    /// was revoked).
+    Gone,
+    /// [`Session::close`] revoked it, or the session was dropped.
+    Closed,
+}
+
+impl fmt::Display for Loss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Loss::DeadlinePassed => "no renewal succeeded before the session's deadline",
+            Loss::Gone => "the cluster says the session no longer exists",
+            Loss::Closed => "the session was closed",
+        })
+    }
+}
+
+/// What the keepalive task publishes.
+#[derive(Clone, Copy, Debug)]
+struct State {
+    /// Until when the session is trusted.
+    deadline: Instant,
+    /// Set once it ended.
+    ended: Option<Loss>,
+}
+
+#[derive(Deserialize)]
+struct SessionBody {
+    id: u64,
+}
+
+/// A session: a lease on the cluster with a TTL, renewed in the background
+/// every TTL/3 against any endpoint (the next one when one fails) until it
+/// is closed, dropped or lost. Candidacies in elections belong to a session
+/// and end with it.
+#[derive(Debug)]
+pub struct Session {
+    cluster: Arc<Cluster>,
+    id: u64,
+    ttl: Duration,
+    state: watch::Receiver<State>,
+    /// Stops the keepalive task.
+    stop: CancellationToken,
+}
+
+impl Session {
+    /// Grants a session of `ttl` (500 ms to one day) and starts renewing it.
+    /// Needs a tokio runtime.
+    pub async fn grant(cluster: Arc<Cluster>, ttl: Duration) -> Result<Session, Error> {
+        check_ttl(ttl)?;
+        let sent = Instant::now();
+        let body = serde_json::json!({ "ttl_ms": ttl.as_millis() as u64 });
+        let granted: SessionBody = cluster
+            .json(Method::POST, "/v1/sessions", Some(&body), REQUEST_TIMEOUT, Retry::Once)
+            .await?;
+        let state = State { deadline: deadline_after(sent, ttl), ended: None };
+        let (tx, rx) = watch::channel(state);
+        let stop = CancellationToken::new();
+        tokio::spawn(keepalive(cluster.clone(), granted.id, ttl, sent, tx, stop.clone()));
+        Ok(Session { cluster, id: granted.id, ttl, state: rx, stop })
+    }
+
+    /// Its id on the cluster.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Its TTL.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The cluster it lives on.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    /// Until when it is trusted now (moves on with each renewal).
+    pub fn deadline(&self) -> Instant {
+        self.state.borrow().deadline
+    }
+
+    /// Why it ended, if it did (a deadline that passed counts as soon as
+    /// it passed, even before the keepalive task noticed).
+    pub fn ended(&self) -> Option<Loss> {
+        let s = *self.state.borrow();
+        s.ended.or((Instant::now() >= s.deadline).then_some(Loss::DeadlinePassed))
+    }
+
+    /// A new receiver of the session's deadline and end, for a task that
+    /// must not borrow the session (see [`SessionWatch`]).
+    pub fn watch(&self) -> SessionWatch {
+        SessionWatch { state: self.state.clone() }
+    }
+
+    /// Returns when the session ended, at its deadline at the latest.
+    pub async fn lost(&self) -> Loss {
+        self.watch().stale(Duration::ZERO).await
+    }
+
+    /// Stops renewing and revokes the session on the cluster: its
+    /// candidacies end at once and successors are woken. A session that
+    /// no longer exists there is not an error.
+    pub async fn close(self) -> Result<(), Error> {
+        self.stop.cancel();
+        let path = format!("/v1/sessions/{}", self.id);
+        let answer =
+            self.cluster.call(Method::DELETE, &path, None, REVOKE_TIMEOUT, Retry::Idempotent).await;
+        match answer {
+            Ok((_, a)) if a.status == StatusCode::NOT_FOUND => Ok(()),
+            Ok((url, a)) => a.json::<serde_json::Value>(&url).map(|_| ()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for Session {
+    /// Stops renewing (the cluster ends the session after its TTL); call
+    /// [`Session::close`] to end it at once.
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// A session's deadline and end, watchable without the session.
+#[derive(Clone, Debug)]
+pub struct SessionWatch {
+    state: watch::Receiver<State>,
+}
+
+impl SessionWatch {
+    /// Until when the session is trusted now.
+    pub fn deadline(&self) -> Instant {
+        self.state.borrow().deadline
+    }
+
+    /// Returns when the session ended or when `margin` before its deadline
+    /// has come without a renewal moving it: the moment to start stopping
+    /// work that must be over by the deadline (`margin` zero: the deadline
+    /// itself). A session that ended returns at once.
+    pub async fn stale(&mut self, margin: Duration) -> Loss {
+        loop {
+            let s = *self.state.borrow_and_update();
+            if let Some(loss) = s.ended {
+                return loss;
+            }
+            let at = s.deadline.checked_sub(margin + TIMER_GRANULARITY).unwrap_or(s.deadline);
+            tokio::select! {
+                _ = tokio::time::sleep_until(at) => {
+                    let now = *self.state.borrow();
+                    if now.ended.is_none() && now.deadline == s.deadline {
+                        return Loss::DeadlinePassed;
+                    }
+                }
+                changed = self.state.changed() => {
+                    if changed.is_err() {
+                        // The keepalive task is gone: no renewal can move
+                        // the deadline any more.
+                        let s = *self.state.borrow();
+                        if let Some(loss) = s.ended {
+                            return loss;
+                        }
+                        tokio::time::sleep_until(at).await;
+                        return Loss::DeadlinePassed;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Renews session `id` every TTL/3 from the last successful renewal's send
+/// time; publishes each new deadline, and the loss.
+async fn keepalive(
+    cluster: Arc<Cluster>,
+    id: u64,
+    ttl: Duration,
+    mut last_sent: Instant,
+    tx: watch::Sender<State>,
+    stop: CancellationToken,
+) {
+    let path = format!("/v1/sessions/{id}/keepalive");
+    let end = |loss: Loss| {
+        tx.send_modify(|s| {
+            if s.ended.is_none() {
+                s.ended = Some(loss);
+            }
+        })
+    };
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return end(Loss::Closed),
+            _ = tokio::time::sleep_until(last_sent + renew_interval(ttl)) => {}
+        }
+        loop {
+            let deadline = tx.borrow().deadline;
+            let sent = Instant::now();
+            if sent >= deadline {
+                tracing::warn!(session = id, "no renewal succeeded before the deadline");
+                end(Loss::DeadlinePassed);
+                // Best effort: a successor need not wait for the expiry.
+                let path = format!("/v1/sessions/{id}");
+                let _ = cluster
+                    .call(Method::DELETE, &path, None, REVOKE_TIMEOUT, Retry::Idempotent)
+                    .await;
+                return;
+            }
+            let timeout = (deadline - sent).min(REQUEST_TIMEOUT);
+            let answer = tokio::select! {
+                _ = stop.cancelled() => return end(Loss::Closed),
+                a = cluster.call(Method::POST, &path, None, timeout, Retry::Idempotent) => a,
+            };
+            match answer {
+                Ok((_, a)) if a.status.is_success() => {
+                    last_sent = sent;
+                    let next = deadline_after(sent, ttl);
+                    tx.send_modify(|s| s.deadline = s.deadline.max(next));
+                    break;
+                }
+                Ok((_, a)) if a.status == StatusCode::NOT_FOUND => {
+                    tracing::warn!(session = id, "the cluster says the session is gone");
+                    return end(Loss::Gone);
+                }
+                Ok((url, a)) => {
+                    tracing::debug!(session = id, %url, status = %a.status, "renewal refused");
+                }
+                Err(e) => tracing::debug!(session = id, error = %e, "renewal failed"),
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return end(Loss::Closed),
+                _ = tokio::time::sleep(RENEW_RETRY_PAUSE.min(deadline.saturating_duration_since(Instant::now()))) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deadline_is_the_ttl_shrunk_by_the_largest_drift_bound() {
+        assert_eq!(DRIFT_PPM, 100_000);
+        // 10 s × 0.9 / 1.1 = 8.1818… s.
+        assert_eq!(trusted_span(Duration::from_secs(10)), Duration::from_nanos(8_181_818_181));
+        let sent = Instant::now();
+        let ttl = Duration::from_millis(1000);
+        let d = deadline_after(sent, ttl);
+        assert_eq!(d - sent, Duration::from_nanos(818_181_818));
+        // Measured on a clock up to 10% slow, the span still ends before a
+        // server clock up to 10% fast counts the whole TTL.
+        let client_real_max = (d - sent).as_secs_f64() / 0.9;
+        let server_real_min = ttl.as_secs_f64() / 1.1;
+        assert!(client_real_max <= server_real_min + 1e-9, "{client_real_max} {server_real_min}");
+    }
+
+    #[test]
+    fn two_renewals_fit_before_the_deadline() {
+        for ms in [500, 1000, 10_000, 86_400_000] {
+            let ttl = Duration::from_millis(ms);
+            assert!(2 * renew_interval(ttl) < trusted_span(ttl), "{ms}");
+        }
+    }
+
+    #[test]
+    fn ttls_outside_the_servers_range_are_refused() {
+        assert!(check_ttl(Duration::from_millis(499)).is_err());
+        assert!(check_ttl(Duration::from_millis(500)).is_ok());
+        assert!(check_ttl(Duration::from_millis(86_400_000)).is_ok());
+        let err = check_ttl(Duration::from_millis(86_400_001)).unwrap_err().to_string();
+        assert!(err.contains("between 500 ms and 86400000 ms"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stale_fires_margin_before_the_deadline_unless_a_renewal_moves_it() {
+        let start = Instant::now();
+        let ttl = Duration::from_secs(10);
+        let (tx, rx) = watch::channel(State { deadline: deadline_after(start, ttl), ended: None });
+        let mut w = SessionWatch { state: rx };
+        let margin = Duration::from_secs(1);
+        // A renewal sent at 3 s succeeds at 3.1 s: the deadline moves on.
+        let renew = async {
+            tokio::time::sleep(Duration::from_millis(3100)).await;
+            tx.send_modify(|s| s.deadline = deadline_after(start + Duration::from_secs(3), ttl));
+        };
+        let (loss, ()) = tokio::join!(w.stale(margin), renew);
+        assert_eq!(loss, Loss::DeadlinePassed);
+        let fired = Instant::now() - start;
+        let due = Duration::from_secs(3) + trusted_span(ttl) - margin;
+        assert!(fired <= due && fired + TIMER_GRANULARITY >= due, "{fired:?} {due:?}");
+        // An end reported by the keepalive task is returned at once.
+        tx.send_modify(|s| s.ended = Some(Loss::Gone));
+        assert_eq!(w.stale(margin).await, Loss::Gone);
+    }
+}
