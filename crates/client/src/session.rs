@@ -226,6 +226,14 @@ impl SessionWatch {
         self.state.borrow().deadline
     }
 
+    /// Returns at the next change: a renewal moved the deadline, or the
+    /// session ended. Never returns once the session is gone.
+    pub async fn changed(&mut self) {
+        if self.state.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Returns when the session ended or when `margin` before its deadline
     /// has come without a renewal moving it: the moment to start stopping
     /// work that must be over by the deadline (`margin` zero: the deadline

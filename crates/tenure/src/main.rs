@@ -10,10 +10,12 @@ mod cert;
 mod client;
 mod config;
 mod demo;
+mod elect_cli;
 mod kv_cli;
 mod local_cluster;
 mod logging;
 mod rest;
+mod run_cli;
 mod server_command;
 mod tokens;
 
@@ -45,6 +47,16 @@ enum Command {
     /// Read and write the cluster's replicated key-value store (put, get, del, list, watch, txn).
     #[command(after_help = kv_cli::EXIT_STATUS)]
     Kv(kv_cli::KvArgs),
+    /// Campaign in a named election: block until elected, print the fencing token, hold
+    /// until Ctrl-C (resign) or loss; or, with --observe, print every change of an election.
+    #[command(after_help = elect_cli::EXIT_STATUS)]
+    Elect(elect_cli::ElectArgs),
+    /// Run a command only while leading a named election; stop it before a successor can lead.
+    #[command(after_help = run_cli::RUN_HELP)]
+    Run(run_cli::RunArgs),
+    /// The guard of `tenure run`'s command (internal).
+    #[command(hide = true)]
+    RunGuard(run_cli::GuardArgs),
     /// Make a CA and node certificates for a cluster (TLS for peers and the HTTP API).
     Cert(cert::CertArgs),
     /// Start a local cluster, kill its leader, and show the failover.
@@ -67,6 +79,9 @@ fn main() -> ExitCode {
         Command::Watch(args) => block_on(client::watch(args)),
         Command::Transfer(args) => block_on(client::transfer(args)),
         Command::Kv(args) => block_on(kv_cli::run(args)),
+        Command::Elect(args) => block_on(elect_cli::run(args)),
+        Command::Run(args) => block_on(run_cli::run(args)),
+        Command::RunGuard(args) => block_on(run_cli::guard(args)),
         Command::Demo(args) => block_on(demo::run(args)),
         Command::Bench(args) => block_on(bench::run(args)),
         Command::Burn(args) => return bench::soak::burn(args),

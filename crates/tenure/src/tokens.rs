@@ -62,11 +62,11 @@ pub fn server_auth(
     Ok(auth.open_probes(open_probes.unwrap_or(true)))
 }
 
-/// The token flags of `tenure status`, `watch`, `transfer` and `kv`.
+/// The token flags of `tenure status`, `watch`, `transfer`, `kv`, `elect` and `run`.
 #[derive(Args, Debug, Default, Clone)]
 pub struct TokenArgs {
-    /// Bearer token for the HTTP API; status, watch and kv reads need role read, kv writes
-    /// write, transfer admin.
+    /// Bearer token for the HTTP API; status, watch, kv reads and elect --observe need role
+    /// read, kv writes, elect and run write, transfer admin.
     /// Others on this machine can see a flag in `ps`: prefer TENURE_TOKEN or --token-file
     /// [default: $TENURE_TOKEN].
     #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]

@@ -1,0 +1,224 @@
+//! `tenure elect`: campaign in a named election and hold it until Ctrl-C or
+//! loss; `tenure elect --observe`: print every change of an election.
+
+use crate::client::{connect, timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
+use crate::tokens::TokenArgs;
+use anyhow::Context;
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tenure_client::{Cluster, Election, Observed, Session};
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+/// Exit status when leadership (or the session) was lost.
+pub const EXIT_LOST: u8 = 2;
+/// The default session TTL, in milliseconds: 10 s (etcdctl's `elect` uses
+/// a 60 s lease); a crashed leader is replaced about one TTL later.
+pub const DEFAULT_TTL_MS: u64 = 10_000;
+
+/// What `tenure elect --help` says about exit statuses.
+pub const EXIT_STATUS: &str = "\
+Exit status: 0 after Ctrl-C or SIGTERM (it resigned first, so the next candidate leads at \
+once), 2 when leadership was lost (the reason is printed: no renewal succeeded before the \
+session's deadline, or the cluster ended the session), 1 on other errors.
+
+The session is renewed every TTL/3; without a successful renewal, leadership is given up at \
+the deadline: the last successful renewal's send time + TTL x 0.9/1.1 (the 10% clock-drift \
+bound), before the cluster can elect a successor.";
+
+/// How every election command reaches the cluster.
+#[derive(Args, Debug, Clone)]
+pub struct ConnArgs {
+    /// HTTP API endpoints of the nodes, comma-separated; when one does not answer, the next
+    /// is asked.
+    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    pub endpoints: String,
+    /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
+    /// are then https://, and the servers' certificates are checked against it.
+    #[arg(long, env = CACERT_ENV, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Campaigning needs a token of role write; --observe role read.
+    #[command(flatten)]
+    pub auth: TokenArgs,
+}
+
+impl ConnArgs {
+    /// The cluster these flags name.
+    pub fn cluster(&self) -> anyhow::Result<Arc<Cluster>> {
+        let (client, endpoints) = connect(self.cacert.as_deref(), &self.auth, &self.endpoints)?;
+        Ok(Arc::new(Cluster::new(client.inner().clone(), endpoints)?))
+    }
+}
+
+/// Flags of `tenure elect`.
+#[derive(Args, Debug)]
+pub struct ElectArgs {
+    /// The election: 1 to 128 characters of A-Z a-z 0-9 . _ -
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The value this candidate publishes while it leads (observers see it; at most 4096
+    /// bytes) [default: "pid <PID>"].
+    #[arg(long, value_name = "V", conflicts_with = "observe")]
+    pub value: Option<String>,
+    /// The session's TTL in milliseconds (500 to 86400000): a leader that crashed is
+    /// replaced about this long after its last renewal.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_TTL_MS, conflicts_with = "observe")]
+    pub ttl_ms: u64,
+    /// Do not campaign: print every change of the election (its leader with value and
+    /// fencing token, and "no leader") until Ctrl-C.
+    #[arg(long)]
+    pub observe: bool,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// The value of a candidate: `--value`, else `pid <PID>`.
+pub fn value_or_pid(value: Option<&str>) -> String {
+    value.map_or_else(|| format!("pid {}", std::process::id()), str::to_string)
+}
+
+/// The TTL flag as a duration, checked against the servers' range.
+pub fn ttl_of(ttl_ms: u64) -> anyhow::Result<Duration> {
+    let ttl = Duration::from_millis(ttl_ms);
+    tenure_client::session::check_ttl(ttl).context("bad --ttl-ms")?;
+    Ok(ttl)
+}
+
+/// SIGINT (Ctrl-C) and SIGTERM, the requests to stop.
+pub struct StopSignals {
+    int: Signal,
+    term: Signal,
+}
+
+impl StopSignals {
+    /// Starts catching SIGINT and SIGTERM.
+    pub fn new() -> anyhow::Result<StopSignals> {
+        Ok(StopSignals {
+            int: signal(SignalKind::interrupt()).context("catching SIGINT")?,
+            term: signal(SignalKind::terminate()).context("catching SIGTERM")?,
+        })
+    }
+
+    /// Returns at the next SIGINT or SIGTERM.
+    pub async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
+/// `tenure elect`.
+pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
+    tenure_client::election::check_name(&args.name)?;
+    let cluster = args.conn.cluster()?;
+    let election = Election::new(cluster.clone(), &args.name)?;
+    let mut signals = StopSignals::new()?;
+    if args.observe {
+        return observe(&election, &mut signals).await;
+    }
+    let value = value_or_pid(args.value.as_deref());
+    tenure_client::election::check_value(&value).context("bad --value")?;
+    let ttl = ttl_of(args.ttl_ms)?;
+    let session = Session::grant(cluster, ttl).await.context("granting a session")?;
+    let token = tokio::select! {
+        _ = signals.recv() => {
+            let _ = session.close().await;
+            return Ok(ExitCode::SUCCESS);
+        }
+        t = campaign(&election, &session, &value) => match t {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = session.close().await;
+                return Err(e);
+            }
+        },
+    };
+    println!("elected {}: fencing token {token} (session {})", args.name, session.id());
+    let _ = std::io::stdout().flush();
+    tokio::select! {
+        _ = signals.recv() => {
+            let resigned = election.resign(&session).await;
+            let _ = session.close().await;
+            resigned.context("resigning")?;
+            eprintln!("{}  resigned {}", timestamp(), args.name);
+            Ok(ExitCode::SUCCESS)
+        }
+        loss = session.lost() => {
+            eprintln!("{}  lost leadership of {}: {loss}", timestamp(), args.name);
+            let _ = session.close().await;
+            Ok(ExitCode::from(EXIT_LOST))
+        }
+    }
+}
+
+/// Campaigns with `session` and waits until it leads; its token.
+pub async fn campaign(election: &Election, session: &Session, value: &str) -> anyhow::Result<u64> {
+    let c = election
+        .campaign(session, value)
+        .await
+        .with_context(|| format!("campaigning in {}", election.name()))?;
+    if c.leader {
+        if let Some(token) = c.token {
+            return Ok(token);
+        }
+    }
+    eprintln!(
+        "{}  campaigning in {} as session {} ({} ahead)",
+        timestamp(),
+        election.name(),
+        session.id(),
+        c.ahead
+    );
+    election
+        .wait_until_leader(session)
+        .await
+        .with_context(|| format!("waiting to lead {}", election.name()))
+}
+
+/// `tenure elect --observe`.
+async fn observe(election: &Election, signals: &mut StopSignals) -> anyhow::Result<ExitCode> {
+    let mut observer = election.observe();
+    loop {
+        let event = tokio::select! {
+            _ = signals.recv() => return Ok(ExitCode::SUCCESS),
+            e = observer.next() => e?,
+        };
+        println!("{}  {}", timestamp(), describe(&event));
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// One line of `tenure elect --observe`.
+pub fn describe(event: &Observed) -> String {
+    match event {
+        Observed::Leader { session, value, token, revision } => format!(
+            "leader  token {token}  session {session}  value {value:?}  (revision {revision})"
+        ),
+        Observed::NoLeader { revision } => format!("no leader  (revision {revision})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_and_value_flags_are_checked() {
+        assert!(ttl_of(10_000).is_ok());
+        let err = format!("{:#}", ttl_of(100).unwrap_err());
+        assert!(err.contains("--ttl-ms") && err.contains("500"), "{err}");
+        assert_eq!(value_or_pid(Some("a")), "a");
+        assert!(value_or_pid(None).starts_with("pid "));
+    }
+
+    #[test]
+    fn observed_changes_are_printed_with_value_token_and_no_leader() {
+        let leader = Observed::Leader { session: 7, value: "a b".into(), token: 42, revision: 42 };
+        assert_eq!(describe(&leader), "leader  token 42  session 7  value \"a b\"  (revision 42)");
+        assert_eq!(describe(&Observed::NoLeader { revision: 50 }), "no leader  (revision 50)");
+    }
+}

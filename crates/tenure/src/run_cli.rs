@@ -1,0 +1,437 @@
+//! `tenure run --election NAME -- CMD ARGS…`: run a command only while
+//! leading an election, and stop it before a successor can be elected.
+//!
+//! The command runs under a guard: a second `tenure` process (the hidden
+//! `tenure run-guard`) that starts the command, knows the session's
+//! deadline (on the machine's monotonic clock, `CLOCK_MONOTONIC`, which
+//! every process shares) and stops the command on its own: SIGTERM at
+//! `deadline − grace`, SIGKILL at the deadline, unless `tenure run` moved the
+//! deadline on after a renewal. So a `tenure run` that is paused (SIGSTOP),
+//! starved or killed cannot leave its command running past the deadline:
+//! the guard does not depend on it. `tenure run` tells the guard each new
+//! deadline, and "stop" when the cluster says the session is gone or on
+//! Ctrl-C; the guard takes its closed stdin (its parent died) as "stop".
+
+use crate::client::timestamp;
+use crate::elect_cli::{
+    campaign, ttl_of, value_or_pid, ConnArgs, StopSignals, DEFAULT_TTL_MS, EXIT_LOST,
+};
+use anyhow::{bail, Context};
+use clap::Args;
+use nix::sys::signal::{kill, Signal};
+use nix::time::{clock_gettime, ClockId};
+use nix::unistd::Pid;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitCode, ExitStatus, Stdio};
+use std::time::Duration;
+use tenure_client::session::{renew_interval, trusted_span, SessionWatch, TIMER_GRANULARITY};
+use tenure_client::{Election, Session};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::time::Instant;
+
+/// The default grace between SIGTERM and SIGKILL, in milliseconds, when it
+/// fits the TTL (else the largest that does: [`max_grace`]).
+pub const DEFAULT_GRACE_MS: u64 = 2_000;
+/// Pause before `--keep-trying` campaigns again after a term ended.
+pub const KEEP_TRYING_PAUSE: Duration = Duration::from_millis(500);
+/// Environment variable naming the election, in the command's environment.
+pub const ELECTION_ENV: &str = "TENURE_ELECTION";
+/// Environment variable holding the fencing token, in the command's environment.
+pub const TOKEN_ENV: &str = "TENURE_FENCING_TOKEN";
+/// Environment variable holding the session id, in the command's environment.
+pub const SESSION_ENV: &str = "TENURE_SESSION";
+/// A deadline handed to the guard is this much earlier than `tenure run`'s
+/// own, for the microseconds lost converting between the two clocks' APIs.
+const CLOCK_CONVERSION_SLACK: Duration = Duration::from_millis(1);
+
+/// What `tenure run --help` says after the flags.
+pub const RUN_HELP: &str = "\
+The command starts only once this process leads NAME, with TENURE_ELECTION (the name), \
+TENURE_FENCING_TOKEN (larger than every earlier leader's: give it to whatever the command \
+writes to) and TENURE_SESSION in its environment; it does not inherit TENURE_TOKEN, and its \
+stdin is /dev/null.
+
+Stopping before a successor: the session is renewed every TTL/3. Its deadline is the last \
+successful renewal's send time + TTL x 0.9/1.1 (the 10% clock-drift bound); the cluster \
+cannot elect a successor before it. If no renewal moved the deadline on, the command gets \
+SIGTERM at deadline - grace and SIGKILL at the deadline, from a guard process that does this \
+even if `tenure run` itself is paused or killed. The grace must leave half a renewal interval \
+for the next renewal: grace <= TTL x 0.9/1.1 - TTL/2 (about 0.318 x TTL: 3181 ms for the \
+default 10 s TTL); a larger --grace-ms is refused.
+
+When the command exits, the candidacy is resigned at once and tenure run exits with the \
+command's status (128+N if a signal N ended it). On Ctrl-C or SIGTERM, the command gets \
+SIGTERM (SIGKILL after the grace), then tenure run resigns and exits with the command's status. \
+On loss it exits 2, or with --keep-trying campaigns again, as it does after the command exits.";
+
+/// Flags of `tenure run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The election to lead while the command runs (1 to 128 characters of A-Z a-z 0-9 . _ -).
+    #[arg(long, value_name = "NAME")]
+    pub election: String,
+    /// The value this candidate publishes while it leads [default: "pid <PID>"].
+    #[arg(long, value_name = "V")]
+    pub value: Option<String>,
+    /// The session's TTL in milliseconds (500 to 86400000): a leader that crashed is
+    /// replaced about this long after its last renewal.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_TTL_MS)]
+    pub ttl_ms: u64,
+    /// Milliseconds between SIGTERM and SIGKILL when leadership is lost; at most
+    /// TTL x 0.9/1.1 - TTL/2 (see below) [default: 2000, or that maximum if smaller].
+    #[arg(long, value_name = "N")]
+    pub grace_ms: Option<u64>,
+    /// After a loss or after the command exits, campaign again (and run the command again
+    /// when elected) instead of exiting.
+    #[arg(long)]
+    pub keep_trying: bool,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD ARGS")]
+    pub command: Vec<String>,
+}
+
+/// The largest grace a TTL allows: the stop (at `deadline − grace`) may
+/// begin no earlier than half a renewal interval after the next renewal is
+/// due, so that one slow renewal does not stop the command:
+/// `trusted_span(ttl) − ttl/3 − ttl/6`.
+pub fn max_grace(ttl: Duration) -> Duration {
+    let interval = renew_interval(ttl);
+    trusted_span(ttl).saturating_sub(interval + interval / 2)
+}
+
+/// The grace of `--grace-ms` (checked) or the default for `ttl`.
+pub fn grace_of(grace_ms: Option<u64>, ttl: Duration) -> anyhow::Result<Duration> {
+    let max = max_grace(ttl);
+    let Some(ms) = grace_ms else {
+        return Ok(Duration::from_millis(DEFAULT_GRACE_MS).min(max));
+    };
+    let grace = Duration::from_millis(ms);
+    if grace > max {
+        bail!(
+            "--grace-ms {ms} does not fit a TTL of {} ms: SIGKILL must come before the session's \
+             deadline ({} ms after the last renewal's send time: TTL x 0.9/1.1) and SIGTERM no \
+             earlier than half a renewal interval after the next renewal is due (TTL/2 = {} ms), \
+             so the grace is at most {} ms; lower --grace-ms or raise --ttl-ms",
+            ttl.as_millis(),
+            trusted_span(ttl).as_millis(),
+            (ttl / 2).as_millis(),
+            max.as_millis()
+        );
+    }
+    Ok(grace)
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds.
+fn monotonic_ns() -> anyhow::Result<u64> {
+    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).context("reading CLOCK_MONOTONIC")?;
+    Ok(u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000
+        + u64::try_from(t.tv_nsec()).unwrap_or(0))
+}
+
+/// `at` (tokio's clock, which is `CLOCK_MONOTONIC` on Linux) as
+/// `CLOCK_MONOTONIC` nanoseconds, a little early rather than late.
+fn to_monotonic_ns(at: Instant) -> anyhow::Result<u64> {
+    let left = at.saturating_duration_since(Instant::now()).saturating_sub(CLOCK_CONVERSION_SLACK);
+    Ok(monotonic_ns()? + left.as_nanos() as u64)
+}
+
+/// `CLOCK_MONOTONIC` nanoseconds as a tokio instant, a little early rather than late.
+fn from_monotonic_ns(ns: u64) -> anyhow::Result<Instant> {
+    let now_ns = monotonic_ns()?;
+    let now = Instant::now();
+    let left =
+        Duration::from_nanos(ns.saturating_sub(now_ns)).saturating_sub(CLOCK_CONVERSION_SLACK);
+    Ok(now + left)
+}
+
+/// The exit status of a process as a shell reports it: its code, or 128 +
+/// the signal that ended it.
+fn status_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
+        (None, None) => 1,
+    }
+}
+
+/// How one term ended.
+enum Term {
+    /// The command exited with this status.
+    Exited(u8),
+    /// Leadership was lost (the command was stopped).
+    Lost(String),
+    /// Ctrl-C or SIGTERM: the command was stopped with this status.
+    Interrupted(u8),
+}
+
+/// `tenure run`.
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    tenure_client::election::check_name(&args.election)?;
+    let ttl = ttl_of(args.ttl_ms)?;
+    let grace = grace_of(args.grace_ms, ttl)?;
+    let value = value_or_pid(args.value.as_deref());
+    tenure_client::election::check_value(&value).context("bad --value")?;
+    let cluster = args.conn.cluster()?;
+    let election = Election::new(cluster.clone(), &args.election)?;
+    let mut signals = StopSignals::new()?;
+    loop {
+        let session = Session::grant(cluster.clone(), ttl).await.context("granting a session")?;
+        let token = tokio::select! {
+            _ = signals.recv() => {
+                let _ = session.close().await;
+                return Ok(ExitCode::SUCCESS);
+            }
+            t = campaign(&election, &session, &value) => match t {
+                Ok(t) => t,
+                Err(e) if args.keep_trying => {
+                    eprintln!("{}  {e:#}; campaigning again", timestamp());
+                    let _ = session.close().await;
+                    tokio::time::sleep(KEEP_TRYING_PAUSE).await;
+                    continue;
+                }
+                Err(e) => {
+                    let _ = session.close().await;
+                    return Err(e);
+                }
+            },
+        };
+        eprintln!(
+            "{}  leading {} with fencing token {token} (session {}); starting {}",
+            timestamp(),
+            args.election,
+            session.id(),
+            args.command[0]
+        );
+        let term = lead(&args, &session, token, grace, &mut signals).await;
+        let resigned = election.resign(&session).await;
+        let _ = session.close().await;
+        match term? {
+            Term::Interrupted(code) => {
+                resigned.context("resigning")?;
+                return Ok(ExitCode::from(code));
+            }
+            Term::Exited(code) if !args.keep_trying => {
+                resigned.context("resigning")?;
+                return Ok(ExitCode::from(code));
+            }
+            Term::Exited(code) => {
+                eprintln!(
+                    "{}  {} exited with {code}; campaigning again",
+                    timestamp(),
+                    args.command[0]
+                );
+            }
+            Term::Lost(why) => {
+                eprintln!("{}  lost leadership of {}: {why}", timestamp(), args.election);
+                if !args.keep_trying {
+                    return Ok(ExitCode::from(EXIT_LOST));
+                }
+            }
+        }
+        tokio::time::sleep(KEEP_TRYING_PAUSE).await;
+    }
+}
+
+/// Runs the command under a guard while `session` leads; how it ended.
+async fn lead(
+    args: &RunArgs,
+    session: &Session,
+    token: u64,
+    grace: Duration,
+    signals: &mut StopSignals,
+) -> anyhow::Result<Term> {
+    let exe = std::env::current_exe().context("finding the tenure binary for the guard")?;
+    let mut guard = Command::new(exe)
+        .arg("run-guard")
+        .arg("--grace-ms")
+        .arg(grace.as_millis().to_string())
+        .arg("--deadline-ns")
+        .arg(to_monotonic_ns(session.deadline())?.to_string())
+        .arg("--")
+        .args(&args.command)
+        .env(ELECTION_ENV, &args.election)
+        .env(TOKEN_ENV, token.to_string())
+        .env(SESSION_ENV, session.id().to_string())
+        .env_remove(crate::tokens::TOKEN_ENV)
+        .stdin(Stdio::piped())
+        .kill_on_drop(false)
+        .spawn()
+        .with_context(|| format!("starting {}", args.command[0]))?;
+    let mut control = guard.stdin.take().expect("piped above");
+    let mut deadlines = session.watch();
+    let mut stale = session.watch();
+    let ended = tokio::select! {
+        status = guard.wait() => {
+            let code = status_code(status.context("waiting for the command")?);
+            // A guard that stopped the command on its own at the deadline
+            // (this process was paused) ended a lost term.
+            match session.ended() {
+                Some(loss) => return Ok(Term::Lost(format!("{loss}; the command was stopped"))),
+                None => return Ok(Term::Exited(code)),
+            }
+        }
+        _ = relay_deadlines(&mut deadlines, &mut control) => unreachable!("relays until cancelled"),
+        loss = stale.stale(grace) => Err(loss),
+        _ = signals.recv() => Ok(()),
+    };
+    // Stop the command: the guard sends SIGTERM now and SIGKILL after the
+    // grace, at the deadline at the latest.
+    let _ = control.write_all(b"stop\n").await;
+    drop(control);
+    let status = guard.wait().await.context("waiting for the command")?;
+    Ok(match ended {
+        Ok(()) => Term::Interrupted(status_code(status)),
+        Err(loss) => Term::Lost(loss.to_string()),
+    })
+}
+
+/// Tells the guard every new deadline; never returns.
+async fn relay_deadlines(deadlines: &mut SessionWatch, control: &mut ChildStdin) {
+    let mut last = deadlines.deadline();
+    loop {
+        deadlines.changed().await;
+        let now = deadlines.deadline();
+        if now > last {
+            last = now;
+            if let Ok(ns) = to_monotonic_ns(now) {
+                if control.write_all(format!("deadline {ns}\n").as_bytes()).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+}
+
+/// Flags of the hidden `tenure run-guard`.
+#[derive(Args, Debug)]
+pub struct GuardArgs {
+    /// Milliseconds between SIGTERM and SIGKILL.
+    #[arg(long)]
+    pub grace_ms: u64,
+    /// The first deadline, in CLOCK_MONOTONIC nanoseconds.
+    #[arg(long)]
+    pub deadline_ns: u64,
+    /// The command.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// `tenure run-guard`: runs the command and stops it at the deadline
+/// (SIGTERM at deadline − grace, SIGKILL at the deadline) unless stdin
+/// moves the deadline on (`deadline NS` lines); `stop`, a closed stdin,
+/// SIGINT or SIGTERM stop it at once. Exits with the command's status.
+pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
+    let grace = Duration::from_millis(args.grace_ms);
+    let mut deadline = from_monotonic_ns(args.deadline_ns)?;
+    let mut child = Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .stdin(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", args.command[0]))?;
+    let mut signals = StopSignals::new()?;
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut open = true;
+    // When SIGKILL is due, once stopping.
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let term_at = deadline.checked_sub(grace + TIMER_GRANULARITY).unwrap_or(deadline);
+        let stop = tokio::select! {
+            status = child.wait() => {
+                return Ok(ExitCode::from(status_code(status.context("waiting for the command")?)));
+            }
+            line = lines.next_line(), if open => match line {
+                Ok(Some(line)) => match line.strip_prefix("deadline ").map(str::parse::<u64>) {
+                    Some(Ok(ns)) => {
+                        if kill_at.is_none() {
+                            deadline = deadline.max(from_monotonic_ns(ns)?);
+                        }
+                        false
+                    }
+                    _ => true,
+                },
+                _ => {
+                    open = false;
+                    true
+                }
+            },
+            _ = tokio::time::sleep_until(term_at), if kill_at.is_none() => true,
+            _ = sleep_until_opt(kill_at) => {
+                signal_child(&child, Signal::SIGKILL);
+                let status = child.wait().await.context("waiting for the command")?;
+                return Ok(ExitCode::from(status_code(status)));
+            }
+            _ = signals.recv() => true,
+        };
+        if stop && kill_at.is_none() {
+            signal_child(&child, Signal::SIGTERM);
+            let at = (Instant::now() + grace)
+                .min(deadline.checked_sub(TIMER_GRANULARITY).unwrap_or(deadline));
+            kill_at = Some(at);
+        }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn signal_child(child: &Child, signal: Signal) {
+    if let Some(pid) = child.id() {
+        let _ = kill(Pid::from_raw(pid as i32), signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grace_must_fit_between_the_next_renewal_and_the_deadline() {
+        let ttl = Duration::from_secs(10);
+        // 8181.8 ms - 3333.3 ms - 1666.6 ms.
+        assert_eq!(max_grace(ttl).as_millis(), 3181);
+        assert_eq!(grace_of(None, ttl).unwrap(), Duration::from_millis(DEFAULT_GRACE_MS));
+        assert_eq!(grace_of(Some(3181), ttl).unwrap(), Duration::from_millis(3181));
+        let err = grace_of(Some(3200), ttl).unwrap_err().to_string();
+        assert!(err.contains("at most 3181 ms") && err.contains("--ttl-ms"), "{err}");
+        // A short TTL lowers the default to what fits.
+        let short = Duration::from_millis(1000);
+        assert_eq!(grace_of(None, short).unwrap(), max_grace(short));
+        assert_eq!(max_grace(short).as_millis(), 318);
+        assert!(grace_of(Some(0), short).is_ok());
+    }
+
+    #[test]
+    fn sigterm_and_sigkill_both_come_before_the_deadline() {
+        for ms in [500, 1000, 10_000, 60_000] {
+            let ttl = Duration::from_millis(ms);
+            let grace = max_grace(ttl);
+            // After a renewal sent at 0: the next is due at ttl/3; SIGTERM at
+            // span - grace leaves it ttl/6, SIGKILL comes at the span.
+            let term = trusted_span(ttl) - grace;
+            assert!(term >= renew_interval(ttl) + renew_interval(ttl) / 2, "{ms}");
+            assert!(term + grace <= trusted_span(ttl));
+        }
+    }
+
+    #[test]
+    fn exit_statuses_are_reported_as_a_shell_does() {
+        assert_eq!(status_code(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(status_code(ExitStatus::from_raw(9)), 137);
+        assert_eq!(status_code(ExitStatus::from_raw(15)), 143);
+    }
+
+    #[test]
+    fn deadlines_cross_the_process_boundary_early_rather_than_late() {
+        let at = Instant::now() + Duration::from_secs(5);
+        let back = from_monotonic_ns(to_monotonic_ns(at).unwrap()).unwrap();
+        assert!(back <= at, "{back:?} {at:?}");
+        assert!(at - back < Duration::from_millis(50), "{:?}", at - back);
+    }
+}
