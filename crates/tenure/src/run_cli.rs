@@ -24,7 +24,7 @@ use nix::unistd::Pid;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus, Stdio};
 use std::time::Duration;
-use tenure_client::session::{renew_interval, trusted_span, SessionWatch, TIMER_GRANULARITY};
+use tenure_client::session::{renew_interval, trusted_span, SessionWatch, TIMER_SLACK};
 use tenure_client::{Election, Session};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
@@ -337,7 +337,7 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
     // When SIGKILL is due, once stopping.
     let mut kill_at: Option<Instant> = None;
     loop {
-        let term_at = deadline.checked_sub(grace + TIMER_GRANULARITY).unwrap_or(deadline);
+        let term_at = deadline.checked_sub(grace + TIMER_SLACK).unwrap_or(deadline);
         let stop = tokio::select! {
             status = child.wait() => {
                 return Ok(ExitCode::from(status_code(status.context("waiting for the command")?)));
@@ -367,8 +367,8 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
         };
         if stop && kill_at.is_none() {
             signal_child(&child, Signal::SIGTERM);
-            let at = (Instant::now() + grace)
-                .min(deadline.checked_sub(TIMER_GRANULARITY).unwrap_or(deadline));
+            let at =
+                (Instant::now() + grace).min(deadline.checked_sub(TIMER_SLACK).unwrap_or(deadline));
             kill_at = Some(at);
         }
     }
