@@ -47,7 +47,7 @@ pub enum Error {
         /// The session.
         id: u64,
         /// Why.
-        reason: crate::session::Loss,
+        reason: Loss,
     },
 }
 
@@ -134,3 +134,26 @@ impl fmt::Display for Message {
 }
 
 impl std::error::Error for Message {}
+
+/// Why a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// No renewal succeeded before the deadline: the servers may end the
+    /// session at any moment from now on.
+    DeadlinePassed,
+    /// The servers said the session does not exist (it expired there, or
+    /// was revoked).
+    Gone,
+    /// [`Session::close`] revoked it, or the session was dropped.
+    Closed,
+}
+
+impl fmt::Display for Loss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Loss::DeadlinePassed => "no renewal succeeded before the session's deadline",
+            Loss::Gone => "the cluster says the session no longer exists",
+            Loss::Closed => "the session was closed",
+        })
+    }
+}

@@ -24,10 +24,10 @@
 
 use crate::cluster::{Cluster, Retry};
 use crate::error::Error;
+pub use crate::error::Loss;
 use crate::http::REQUEST_TIMEOUT;
 use hyper::{Method, StatusCode};
 use serde::Deserialize;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -85,29 +85,6 @@ pub fn check_ttl(ttl: Duration) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-/// Why a session ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Loss {
-    /// No renewal succeeded before the deadline: the servers may end the
-    /// session at any moment from now on.
-    DeadlinePassed,
-    /// The servers said the session does not exist (it expired there, or
-    /// was revoked).
-    Gone,
-    /// [`Session::close`] revoked it, or the session was dropped.
-    Closed,
-}
-
-impl fmt::Display for Loss {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Loss::DeadlinePassed => "no renewal succeeded before the session's deadline",
-            Loss::Gone => "the cluster says the session no longer exists",
-            Loss::Closed => "the session was closed",
-        })
-    }
 }
 
 /// What the keepalive task publishes.
