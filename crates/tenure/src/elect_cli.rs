@@ -5,6 +5,7 @@ use crate::client::{connect, timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
 use crate::tokens::TokenArgs;
 use anyhow::Context;
 use clap::Args;
+use hyper::StatusCode;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -123,7 +124,7 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     let value = value_or_pid(args.value.as_deref());
     tenure_client::election::check_value(&value).context("bad --value")?;
     let ttl = ttl_of(args.ttl_ms)?;
-    let session = Session::grant(cluster, ttl).await.context("granting a session")?;
+    let session = grant(&cluster, ttl).await?;
     let token = tokio::select! {
         _ = signals.recv() => {
             let _ = session.close().await;
@@ -152,6 +153,34 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
             let _ = session.close().await;
             Ok(ExitCode::from(EXIT_LOST))
         }
+    }
+}
+
+/// How long a grant is tried again while the cluster has no ready leader
+/// (503 from every endpoint, or none reachable before the request was sent).
+pub const GRANT_WAIT: Duration = Duration::from_secs(5);
+/// Pause between grant attempts.
+const GRANT_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Grants a session, trying again for up to [`GRANT_WAIT`] while no node
+/// can grant one (during a tenure election); a grant that may have been
+/// received is not sent again.
+pub async fn grant(cluster: &Arc<Cluster>, ttl: Duration) -> anyhow::Result<Session> {
+    let until = tokio::time::Instant::now() + GRANT_WAIT;
+    loop {
+        let e = match Session::grant(cluster.clone(), ttl).await {
+            Ok(session) => return Ok(session),
+            Err(e) => e,
+        };
+        let retry = match &e {
+            tenure_client::Error::Refused(r) => r.status == StatusCode::SERVICE_UNAVAILABLE,
+            tenure_client::Error::NoAnswer(n) => !n.sent,
+            _ => false,
+        };
+        if !retry || tokio::time::Instant::now() + GRANT_RETRY_PAUSE > until {
+            return Err(crate::rest::lift(e).context("granting a session"));
+        }
+        tokio::time::sleep(GRANT_RETRY_PAUSE).await;
     }
 }
 

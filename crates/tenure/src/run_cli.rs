@@ -14,7 +14,7 @@
 
 use crate::client::timestamp;
 use crate::elect_cli::{
-    campaign, ttl_of, value_or_pid, ConnArgs, StopSignals, DEFAULT_TTL_MS, EXIT_LOST,
+    campaign, grant, ttl_of, value_or_pid, ConnArgs, StopSignals, DEFAULT_TTL_MS, EXIT_LOST,
 };
 use anyhow::{bail, Context};
 use clap::Args;
@@ -178,7 +178,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let election = Election::new(cluster.clone(), &args.election)?;
     let mut signals = StopSignals::new()?;
     loop {
-        let session = Session::grant(cluster.clone(), ttl).await.context("granting a session")?;
+        let session = grant(&cluster, ttl).await?;
         let token = tokio::select! {
             _ = signals.recv() => {
                 let _ = session.close().await;
@@ -243,6 +243,9 @@ async fn lead(
     grace: Duration,
     signals: &mut StopSignals,
 ) -> anyhow::Result<Term> {
+    // Watch before reading the first deadline: no renewal falls in between.
+    let mut deadlines = session.watch();
+    let mut stale = session.watch();
     let exe = std::env::current_exe().context("finding the tenure binary for the guard")?;
     let mut guard = Command::new(exe)
         .arg("run-guard")
@@ -261,15 +264,19 @@ async fn lead(
         .spawn()
         .with_context(|| format!("starting {}", args.command[0]))?;
     let mut control = guard.stdin.take().expect("piped above");
-    let mut deadlines = session.watch();
-    let mut stale = session.watch();
     let ended = tokio::select! {
         status = guard.wait() => {
             let code = status_code(status.context("waiting for the command")?);
-            // A guard that stopped the command on its own at the deadline
-            // (this process was paused) ended a lost term.
+            // A guard that stopped the command on its own (this process was
+            // paused, or its timer won the race with this one's) ended a
+            // lost term.
+            let stop_point = session.deadline().checked_sub(grace + TIMER_SLACK);
+            let stopping = stop_point.is_some_and(|at| Instant::now() >= at);
             match session.ended() {
                 Some(loss) => return Ok(Term::Lost(format!("{loss}; the command was stopped"))),
+                None if stopping => {
+                    return Ok(Term::Lost("no renewal succeeded by deadline - grace; the command was stopped".into()))
+                }
                 None => return Ok(Term::Exited(code)),
             }
         }
@@ -288,20 +295,20 @@ async fn lead(
     })
 }
 
-/// Tells the guard every new deadline; never returns.
+/// Tells the guard the deadline now and every new one; never returns.
 async fn relay_deadlines(deadlines: &mut SessionWatch, control: &mut ChildStdin) {
-    let mut last = deadlines.deadline();
+    let mut last = None;
     loop {
-        deadlines.changed().await;
-        let now = deadlines.deadline();
+        let now = Some(deadlines.deadline());
         if now > last {
             last = now;
-            if let Ok(ns) = to_monotonic_ns(now) {
+            if let Some(Ok(ns)) = now.map(to_monotonic_ns) {
                 if control.write_all(format!("deadline {ns}\n").as_bytes()).await.is_err() {
                     std::future::pending::<()>().await;
                 }
             }
         }
+        deadlines.changed().await;
     }
 }
 
