@@ -81,7 +81,7 @@ fn main() -> ExitCode {
         Command::Kv(args) => block_on(kv_cli::run(args)),
         Command::Elect(args) => block_on(elect_cli::run(args)),
         Command::Run(args) => block_on(run_cli::run(args)),
-        Command::RunGuard(args) => block_on(run_cli::guard(args)),
+        Command::RunGuard(args) => block_on_then_leave(run_cli::guard(args)),
         Command::Demo(args) => block_on(demo::run(args)),
         Command::Bench(args) => block_on(bench::run(args)),
         Command::Burn(args) => return bench::soak::burn(args),
@@ -106,4 +106,21 @@ where
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
     runtime.block_on(future)
+}
+
+/// Like [`block_on`], but does not wait for blocking tasks at the end: the
+/// guard of `tenure run` reads its stdin on a blocking thread, which stays
+/// blocked while its parent keeps the pipe open (a paused `tenure run`), and
+/// the guard must exit as soon as its command did.
+fn block_on_then_leave<F>(future: F) -> anyhow::Result<ExitCode>
+where
+    F: std::future::Future<Output = anyhow::Result<ExitCode>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    let result = runtime.block_on(future);
+    runtime.shutdown_background();
+    result
 }

@@ -1,0 +1,93 @@
+//! The guard of `tenure run` (`tenure run-guard`) as a real process: it
+//! sends SIGTERM at `deadline − grace` and SIGKILL at the deadline, on
+//! `CLOCK_MONOTONIC`, unless a `deadline` line moved it on; a closed stdin
+//! (its `tenure run` died) stops the command at once.
+
+use nix::time::{clock_gettime, ClockId};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `CLOCK_MONOTONIC` now plus `after`, in nanoseconds.
+fn monotonic_in(after: Duration) -> u64 {
+    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap();
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64 + after.as_nanos() as u64
+}
+
+/// How late a process may be reaped after its SIGKILL on a busy machine.
+const REAP_BOUND: Duration = Duration::from_millis(300);
+
+/// Polls `file` until it holds `what`; when that was seen.
+fn seen(file: &std::path::Path, what: &str, bound: Duration) -> Option<Instant> {
+    let until = Instant::now() + bound;
+    while Instant::now() < until {
+        if std::fs::read_to_string(file).unwrap_or_default().contains(what) {
+            return Some(Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    None
+}
+
+#[test]
+fn sigterm_at_deadline_minus_grace_then_sigkill_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("signals");
+    // Ignores SIGTERM (notes it), so only SIGKILL ends it.
+    let script =
+        format!("trap 'echo term >> {}' TERM; while :; do sleep 0.005; done", file.display());
+    let start = Instant::now();
+    let deadline = Duration::from_millis(800);
+    let grace = Duration::from_millis(300);
+    let mut guard = Command::new(env!("CARGO_BIN_EXE_tenure"))
+        .args(["run-guard", "--grace-ms", "300", "--deadline-ns"])
+        .arg(monotonic_in(deadline).to_string())
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _stdin = guard.stdin.take();
+    let term = seen(&file, "term", Duration::from_secs(5)).expect("SIGTERM came");
+    let status = guard.wait().unwrap();
+    let killed = start.elapsed();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.code(), Some(128 + 9), "{status:?}");
+    let termed = term - start;
+    // The trap runs after the 5 ms sleep it interrupts.
+    assert!(termed >= deadline - grace - Duration::from_millis(10), "SIGTERM at {termed:?}");
+    assert!(termed < deadline, "SIGTERM at {termed:?}");
+    assert!(killed >= deadline - Duration::from_millis(10), "SIGKILL at {killed:?}");
+    assert!(killed < deadline + REAP_BOUND, "reaped at {killed:?}");
+    assert!(status.signal().is_none(), "the guard exits with the command's status");
+}
+
+#[test]
+fn a_renewal_moves_the_deadline_and_a_closed_stdin_stops_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("signals");
+    let script = format!(
+        "trap 'echo term >> {}; exit 0' TERM; while :; do sleep 0.005; done",
+        file.display()
+    );
+    let start = Instant::now();
+    let mut guard = Command::new(env!("CARGO_BIN_EXE_tenure"))
+        .args(["run-guard", "--grace-ms", "100", "--deadline-ns"])
+        .arg(monotonic_in(Duration::from_millis(600)).to_string())
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = guard.stdin.take().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    writeln!(stdin, "deadline {}", monotonic_in(Duration::from_millis(1300))).unwrap();
+    // Not stopped at the first deadline's SIGTERM (500 ms) nor at 1 s.
+    assert!(seen(&file, "term", Duration::from_millis(800)).is_none(), "stopped too early");
+    assert!(guard.try_wait().unwrap().is_none());
+    let closed = Instant::now();
+    drop(stdin);
+    seen(&file, "term", Duration::from_secs(5)).expect("SIGTERM on a closed stdin");
+    let status = guard.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "the command's own status after its trap");
+    assert!(closed.elapsed() < Duration::from_millis(300), "{:?}", closed.elapsed());
+    assert!(start.elapsed() < Duration::from_millis(1300));
+}
