@@ -310,7 +310,8 @@ pub fn write_error(e: &WriteError) -> ApiError {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
                 .retry_after(no_leader_retry(*waited))
         }
-        WriteError::Busy | WriteError::Stopped => {
+        // `NotLeader` answers only a leader-bound proposal (`propose_as`).
+        WriteError::Busy | WriteError::Stopped | WriteError::NotLeader => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).retry_after(1)
         }
         WriteError::TooLarge { .. } => {
@@ -331,7 +332,8 @@ pub fn read_error(e: &ReadFailure) -> ApiError {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
                 .retry_after(no_leader_retry(*waited))
         }
-        ReadFailure::Busy | ReadFailure::Stopped => {
+        // `NotLeader` answers only a leadership check (`confirm_leader`).
+        ReadFailure::Busy | ReadFailure::Stopped | ReadFailure::NotLeader => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).retry_after(1)
         }
         ReadFailure::Timeout(_) => ApiError::new(
