@@ -28,3 +28,4 @@ pub mod api;
 pub mod http;
 pub mod metrics;
 pub mod server;
+pub mod sessions;

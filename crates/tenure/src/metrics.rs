@@ -39,6 +39,9 @@ pub struct Metrics {
     failover_seconds: Histogram,
     kv_commit_seconds: Histogram,
     kv_writes_unknown: Counter,
+    session_renewals: Counter,
+    session_renewals_refused: Counter,
+    session_expiries_proposed: Counter,
 }
 
 impl Default for Metrics {
@@ -47,6 +50,9 @@ impl Default for Metrics {
             failover_seconds: Histogram::new(FAILOVER_BUCKETS_S),
             kv_commit_seconds: Histogram::new(COMMIT_BUCKETS_S),
             kv_writes_unknown: Counter::default(),
+            session_renewals: Counter::default(),
+            session_renewals_refused: Counter::default(),
+            session_expiries_proposed: Counter::default(),
         }
     }
 }
@@ -60,6 +66,22 @@ impl Metrics {
     /// Counts a key-value write through the API whose outcome is unknown.
     pub fn kv_write_unknown(&self) {
         self.kv_writes_unknown.inc();
+    }
+
+    /// Counts a session renewal this node answered as the leader.
+    pub fn session_renewed(&self) {
+        self.session_renewals.inc();
+    }
+
+    /// Counts a renewal this node refused as the leader (or as a node that
+    /// no longer leads): unknown, expired or expiring lease, busy.
+    pub fn session_renewal_refused(&self) {
+        self.session_renewals_refused.inc();
+    }
+
+    /// Counts an expiry this node proposed as the leader.
+    pub fn session_expiry_proposed(&self) {
+        self.session_expiries_proposed.inc();
     }
 
     /// Measures failovers as this node sees them: from the moment the known
@@ -112,6 +134,7 @@ impl Metrics {
             "Key-value writes through this node's API answered 504 with an unknown outcome",
             self.kv_writes_unknown.clone(),
         );
+        register_sessions(&mut r, self, kv);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &r);
@@ -268,6 +291,33 @@ fn register_log(r: &mut Registry, kv: &Replicated<Store>) {
     for (name, help, value) in counters {
         r.register(name, help, ConstCounter::new(value.load(Ordering::Relaxed)));
     }
+}
+
+/// Sessions: how many the store holds, and the leader's renewals and
+/// expiries (counted on the node that answered or proposed them).
+fn register_sessions(r: &mut Registry, m: &Metrics, kv: &Replicated<Store>) {
+    let held = kv.read_stale(|s| s.leases().len()).0;
+    r.register(
+        "sessions_held",
+        "Sessions (leases) in the store as applied on this node",
+        ConstGauge::new(clamp(held as u64)),
+    );
+    r.register(
+        "session_renewals",
+        "Session renewals (keepalives) this node answered as the leader",
+        m.session_renewals.clone(),
+    );
+    r.register(
+        "session_renewals_refused",
+        "Session renewals this node refused as the leader: unknown, expired or expiring \
+         session, leadership not confirmed, too many waiting",
+        m.session_renewals_refused.clone(),
+    );
+    r.register(
+        "session_expiries_proposed",
+        "Session expiries this node proposed as the leader (a TTL passed without a renewal)",
+        m.session_expiries_proposed.clone(),
+    );
 }
 
 /// Prometheus gauges here are i64; node values are u64 and never that large,
