@@ -177,6 +177,10 @@ pub struct KvBody {
     pub mod_revision: u64,
     /// Changes since it was created (1 after the first put; 0 in a delete event).
     pub version: u64,
+    /// The session (lease) the key is attached to, if any: the key is
+    /// deleted when that session ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<u64>,
 }
 
 impl KvBody {
@@ -193,6 +197,7 @@ impl KvBody {
             create_revision: kv.create_revision,
             mod_revision: kv.mod_revision,
             version: kv.version,
+            lease: kv.lease.map(|l| l.0),
         }
     }
 
@@ -319,6 +324,10 @@ pub enum TxnOpBody {
         /// The value in base64, instead of `value`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         value_base64: Option<String>,
+        /// Attaches the key to this session (lease): it is deleted when the
+        /// session ends.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lease: Option<u64>,
     },
     /// Removes a key.
     Delete {
@@ -376,8 +385,66 @@ pub struct KvEventBody {
     pub kind: String,
     /// The revision of the change.
     pub revision: u64,
+    /// Why a deleted key went away when its session ended: `"revoked"` or
+    /// `"expired"`; absent for a put or a plain delete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// After a put, the key as it now is; after a delete, as it was, with
     /// `mod_revision` the delete's revision and version 0.
     #[serde(flatten)]
     pub kv: KvBody,
+}
+
+/// `POST /v1/sessions` request: a new session with this TTL.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionGrantRequest {
+    /// Milliseconds the session lives without a renewal (500 to 86,400,000).
+    pub ttl_ms: u64,
+}
+
+/// A session's id and TTL: the answer to a grant or a keepalive.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionBody {
+    /// The session (lease) id, never reused.
+    pub id: u64,
+    /// Its TTL in milliseconds.
+    pub ttl_ms: u64,
+}
+
+/// `DELETE /v1/sessions/{id}` success: the session ended and its keys with it.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionRevokedBody {
+    /// The session.
+    pub id: u64,
+    /// How many keys attached to it were deleted.
+    pub keys_deleted: usize,
+    /// The store's revision after it (the deletions' revision, if any).
+    pub revision: u64,
+}
+
+/// One session as the store holds it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfoBody {
+    /// The session.
+    pub id: u64,
+    /// Its TTL in milliseconds.
+    pub ttl_ms: u64,
+    /// The keys attached to it, in order.
+    pub keys: Vec<String>,
+    /// How long it has left before the leader expires it, if the leader
+    /// answered (only the leader keeps that time); null otherwise.
+    #[serde(default)]
+    pub remaining_ms: Option<u64>,
+}
+
+/// `GET /v1/sessions` success.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SessionListBody {
+    /// The sessions, by id (without `remaining_ms`).
+    pub sessions: Vec<SessionInfoBody>,
+    /// Whether more sessions exist than were returned.
+    pub more: bool,
+    /// The store's revision when they were read.
+    pub revision: u64,
 }

@@ -94,8 +94,9 @@ async fn wrong_methods_and_paths_are_answered_from_the_endpoint_table() {
     for (e, method) in ENDPOINTS.iter().flat_map(|e| e.methods.iter().map(move |m| (e, m))) {
         let path = e.example_path();
         let answer = ask(method.as_str(), &path).await;
-        // A key that is absent is a 404 of its own, naming the key.
-        let absent = answer.status == 404 && answer.body.contains("no key");
+        // A key or session that is absent is a 404 of its own, naming it.
+        let absent = answer.status == 404
+            && (answer.body.contains("no key") || answer.body.contains("does not exist"));
         assert!(absent || ![404, 405].contains(&answer.status), "{method} {path}: {answer:?}");
     }
     let answer = ask("POST", "/v1/status").await;

@@ -394,6 +394,90 @@ async fn watches_stream_changes_resume_from_a_revision_and_report_compaction() {
     }
 }
 
+/// Sessions through followers: a grant, keys attached with `?lease=` and in
+/// a transaction, a revoke that deletes them at one revision (seen by a
+/// watch with its reason), and the refusals that write nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_hold_keys_until_revoked() {
+    let dir = tempfile::tempdir().unwrap();
+    let heartbeat = Duration::from_millis(50);
+    let mut servers =
+        start_cluster(3, heartbeat, heartbeat * 10, HttpLimits::default(), dir.path());
+    let l = leader(&servers).await;
+    let (f1, f2) = (servers[(l + 1) % 3].http, servers[(l + 2) % 3].http);
+
+    let grant = call(f1, "POST", "/v1/sessions", br#"{"ttl_ms": 60000}"#).await;
+    assert_eq!(grant.status, 200, "{grant:?}");
+    let id = grant.json()["id"].as_u64().unwrap();
+    assert_eq!(grant.json()["ttl_ms"].as_u64(), Some(60_000));
+    let other = call(f2, "POST", "/v1/sessions", br#"{"ttl_ms": 500}"#).await.json()["id"]
+        .as_u64()
+        .unwrap();
+    assert!(other > id, "ids grow: {id} then {other}");
+
+    let put = call(f2, "PUT", &format!("/v1/kv/s/a?lease={id}"), b"held").await;
+    assert_eq!(put.status, 200, "{put:?}");
+    let txn = json!({"success": [{"put": {"key": "s/b", "value": "too", "lease": id}}]});
+    assert_eq!(call(f1, "POST", "/v1/txn", txn.to_string().as_bytes()).await.status, 200);
+    call(f1, "PUT", "/v1/kv/s/free", b"no session").await;
+    let got = call(f1, "GET", "/v1/kv/s/a", b"").await.json();
+    assert_eq!(got["lease"].as_u64(), Some(id), "{got}");
+    assert!(call(f1, "GET", "/v1/kv/s/free", b"").await.json().get("lease").is_none());
+
+    let info = call_as(f2, "GET", &format!("/v1/sessions/{id}"), b"", READ_TOKEN).await;
+    assert_eq!(info.status, 200, "{info:?}");
+    assert_eq!(info.json()["keys"], json!(["s/a", "s/b"]));
+    let list = call_as(f1, "GET", "/v1/sessions?limit=1", b"", READ_TOKEN).await.json();
+    assert_eq!(
+        (list["sessions"][0]["id"].as_u64(), list["more"].as_bool()),
+        (Some(id), Some(true))
+    );
+
+    let from = revision(f1).await + 1;
+    let (_, mut watch) =
+        Watch::open(f2, &format!("/v1/kv-watch?prefix=s/&from_revision={from}"), None).await;
+    let revoke = call(f2, "DELETE", &format!("/v1/sessions/{id}"), b"").await;
+    assert_eq!(revoke.status, 200, "{revoke:?}");
+    let r = revoke.json();
+    assert_eq!((r["id"].as_u64(), r["keys_deleted"].as_u64()), (Some(id), Some(2)), "{r}");
+    let ended_at = r["revision"].as_u64().unwrap();
+    for key in ["s/a", "s/b"] {
+        let e = watch.next().await;
+        assert_eq!((e.event.as_str(), e.data["key"].as_str()), ("delete", Some(key)), "{e:?}");
+        assert_eq!(e.data["reason"].as_str(), Some("revoked"), "{e:?}");
+        assert_eq!(e.data["revision"].as_u64(), Some(ended_at), "one revision");
+    }
+    assert_eq!(call(f1, "GET", "/v1/kv/s/a", b"").await.status, 404);
+    assert_eq!(call(f1, "GET", "/v1/kv/s/free", b"").await.status, 200, "not attached");
+
+    // Gone, bad, or over a limit: a clear 4xx, and nothing written.
+    let before = revision(f1).await;
+    let again = call(f1, "DELETE", &format!("/v1/sessions/{id}"), b"").await;
+    assert_eq!(again.status, 404, "{again:?}");
+    assert!(String::from_utf8_lossy(&again.body).contains("does not exist"), "{again:?}");
+    let ended = call(f1, "PUT", &format!("/v1/kv/s/late?lease={id}"), b"x").await;
+    assert_eq!(ended.status, 404, "a session that ended holds no key: {ended:?}");
+    for (path, body) in [
+        ("/v1/sessions", &br#"{"ttl_ms": 10}"#[..]),
+        ("/v1/sessions", br#"{"ttl_ms": 86400001}"#),
+        ("/v1/sessions", br#"{"ttl": 1000}"#),
+        ("/v1/sessions", b"not json"),
+    ] {
+        let a = call(f1, "POST", path, body).await;
+        assert_eq!(a.status, 400, "{path} {}: {a:?}", String::from_utf8_lossy(body));
+    }
+    for path in ["/v1/sessions/0", "/v1/sessions/x", "/v1/sessions?limit=0"] {
+        assert_eq!(call_as(f1, "GET", path, b"", READ_TOKEN).await.status, 400, "{path}");
+    }
+    assert_eq!(call(f1, "PUT", "/v1/kv/s/x?lease=abc", b"x").await.status, 400);
+    assert_eq!(revision(f1).await, before, "nothing was written");
+    assert_eq!(call(f1, "GET", &format!("/v1/sessions/{other}"), b"").await.status, 200);
+
+    for s in &mut servers {
+        s.stop(STOP_BOUND).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_4xx_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();

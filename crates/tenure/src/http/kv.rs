@@ -29,7 +29,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use std::time::{Duration, Instant};
-use tenure_kv::{Command, Refusal, Response, Store, MAX_RANGE, MAX_VALUE_BYTES};
+use tenure_kv::{Command, LeaseId, Refusal, Response, Store, MAX_RANGE, MAX_VALUE_BYTES};
 use tenure_node::{ReadFailure, WriteError};
 
 /// Largest `POST /v1/txn` body: four times the log's largest command (64
@@ -69,6 +69,15 @@ pub struct WriteQuery {
     if_mod_revision: Option<u64>,
 }
 
+/// The query of `PUT /v1/kv/{key}`: [`WriteQuery`]'s, and the session to
+/// attach the key to.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PutQuery {
+    if_mod_revision: Option<u64>,
+    lease: Option<u64>,
+}
+
 /// The query of `GET /v1/kv`.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -105,17 +114,17 @@ pub async fn get(
 pub async fn put(
     State(st): State<AppState>,
     key: Result<Path<String>, PathRejection>,
-    query: Result<Query<WriteQuery>, QueryRejection>,
+    query: Result<Query<PutQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<KvPutBody>, ApiError> {
     let key = key_from(key)?;
-    let q = query_from(query, "if_mod_revision=R")?;
+    let q = query_from(query, "if_mod_revision=R, lease=L")?;
     let value = body.map_err(|r| body_error(r, MAX_VALUE_BYTES, "value"))?;
     let command = Command::Put {
         key,
         value: value.to_vec(),
         if_mod_revision: q.if_mod_revision,
-        lease: None,
+        lease: q.lease.map(LeaseId),
     };
     match propose(&st, &command).await? {
         (Response::Put { revision, .. }, fencing_token) => {
@@ -188,7 +197,7 @@ pub async fn txn(
 /// Checks `command`, proposes it, and returns the store's response and the
 /// fencing token of the leadership that committed it; a compare-and-set
 /// that did not match is a 409.
-async fn propose(st: &AppState, command: &Command) -> Result<(Response, u64), ApiError> {
+pub(crate) async fn propose(st: &AppState, command: &Command) -> Result<(Response, u64), ApiError> {
     command.validate().map_err(|e| invalid(&e))?;
     let started = Instant::now();
     let committed = match st.kv.propose(command.encode()).await {
@@ -216,7 +225,7 @@ async fn propose(st: &AppState, command: &Command) -> Result<(Response, u64), Ap
 }
 
 /// A read as the caller asked: linearizable, or from this node's state.
-async fn read<R>(
+pub(crate) async fn read<R>(
     st: &AppState,
     consistency: Consistency,
     f: impl FnOnce(&Store) -> R,
@@ -242,7 +251,10 @@ fn key_from(key: Result<Path<String>, PathRejection>) -> Result<String, ApiError
 }
 
 /// The query, or 400 naming the parameters the endpoint takes.
-fn query_from<T>(query: Result<Query<T>, QueryRejection>, takes: &str) -> Result<T, ApiError> {
+pub(crate) fn query_from<T>(
+    query: Result<Query<T>, QueryRejection>,
+    takes: &str,
+) -> Result<T, ApiError> {
     query.map(|Query(q)| q).map_err(|r| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -252,7 +264,7 @@ fn query_from<T>(query: Result<Query<T>, QueryRejection>, takes: &str) -> Result
 }
 
 /// A body the server would not read: 413 beyond `limit` bytes.
-fn body_error(r: BytesRejection, limit: usize, what: &str) -> ApiError {
+pub(crate) fn body_error(r: BytesRejection, limit: usize, what: &str) -> ApiError {
     match r.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -279,18 +291,20 @@ pub(crate) fn conflict(mod_revision: u64, revision: u64) -> ApiError {
     e
 }
 
-/// A response of another kind than the command's: a bug, said so.
-/// A write the store refused for what it holds (an unknown lease, a lease
-/// limit): 404 or 409, nothing written. (No endpoint names a lease yet.)
-fn refused(r: &Refusal) -> ApiError {
+/// A write the store refused for what it holds: 404 for a session that
+/// does not exist, 429 for a session limit (too many sessions, too many
+/// keys on one), 409 otherwise; nothing written.
+pub(crate) fn refused(r: &Refusal) -> ApiError {
     let status = match r {
         Refusal::LeaseNotFound(_) => StatusCode::NOT_FOUND,
-        _ => StatusCode::CONFLICT,
+        Refusal::TooManyLeases | Refusal::TooManyKeys { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Refusal::LeaseIdsExhausted => StatusCode::CONFLICT,
     };
     ApiError::new(status, format!("{r}; nothing was written"))
 }
 
-fn unexpected(r: &Response) -> ApiError {
+/// A response of another kind than the command's: a bug, said so.
+pub(crate) fn unexpected(r: &Response) -> ApiError {
     ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
         format!("unexpected answer of the store: {r:?}"),

@@ -7,7 +7,7 @@ use crate::api::{
     TxnResponseBody,
 };
 use axum::http::StatusCode;
-use tenure_kv::{Command, Compare, CompareOp, InvalidCommand, OpResponse, Target, TxnOp};
+use tenure_kv::{Command, Compare, CompareOp, InvalidCommand, LeaseId, OpResponse, Target, TxnOp};
 
 /// Checks a key against the store's rules (not empty, at most
 /// [`tenure_kv::MAX_KEY_BYTES`], no control character): the store's own
@@ -95,9 +95,9 @@ fn compare(c: CompareBody) -> Result<Compare, String> {
 
 fn txn_op(op: TxnOpBody) -> Result<TxnOp, String> {
     Ok(match op {
-        TxnOpBody::Put { key, value, value_base64 } => {
+        TxnOpBody::Put { key, value, value_base64, lease } => {
             match value_from(value.as_deref(), value_base64.as_deref())? {
-                Some(value) => TxnOp::Put { key, value, lease: None },
+                Some(value) => TxnOp::Put { key, value, lease: lease.map(LeaseId) },
                 None => return Err("a put needs \"value\" (or \"value_base64\")".to_string()),
             }
         }

@@ -251,13 +251,18 @@ fn whole_revisions(mut changes: Vec<Change>, max: usize) -> Vec<Change> {
 fn change_event(change: &Change, with_id: bool) -> Event {
     let kind = match change.kind {
         ChangeKind::Put => "put",
-        // A key removed with its lease is a deletion to this stream (which
-        // cannot grant leases yet); the reason is `change.kind`'s.
+        // A key removed with its session is a deletion, with the reason.
         ChangeKind::Delete | ChangeKind::Revoked | ChangeKind::Expired => "delete",
+    };
+    let reason = match change.kind {
+        ChangeKind::Revoked => Some("revoked".to_string()),
+        ChangeKind::Expired => Some("expired".to_string()),
+        ChangeKind::Put | ChangeKind::Delete => None,
     };
     let body = KvEventBody {
         kind: kind.to_string(),
         revision: change.revision,
+        reason,
         kv: KvBody::new(&change.kv),
     };
     let event = Event::default()

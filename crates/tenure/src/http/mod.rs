@@ -31,6 +31,7 @@ mod leader;
 mod limits;
 mod metrics;
 mod serve;
+mod sessions;
 mod state;
 mod status;
 mod transfer;
@@ -153,6 +154,35 @@ pub const ENDPOINTS: &[Endpoint] = &[
         handlers: |m| on(m, kv_watch::get),
     },
     Endpoint {
+        path: "/v1/sessions",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "the sessions by id ({\"sessions\",\"more\",\"revision\"}); &limit=N",
+        handlers: |m| on(m, sessions::list),
+    },
+    Endpoint {
+        path: "/v1/sessions",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "grants a session: {\"ttl_ms\": N} -> {\"id\",\"ttl_ms\"}",
+        handlers: |m| on(m, sessions::grant),
+    },
+    Endpoint {
+        path: "/v1/sessions/{id}",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description:
+            "a session's TTL and keys ({\"id\",\"ttl_ms\",\"keys\",\"remaining_ms\"}), 404",
+        handlers: |m| on(m, sessions::get),
+    },
+    Endpoint {
+        path: "/v1/sessions/{id}",
+        methods: &[Method::DELETE],
+        access: Access::Write,
+        description: "revokes a session, deleting its keys at one revision",
+        handlers: |m| on(m, sessions::revoke),
+    },
+    Endpoint {
         path: "/v1/transfer",
         methods: &[Method::POST],
         access: Access::Admin,
@@ -184,7 +214,7 @@ impl Endpoint {
     /// A path that reaches this endpoint, for tests and examples: the
     /// parameter filled in with `example`.
     pub fn example_path(&self) -> String {
-        self.path.replace("{*key}", "example")
+        self.path.replace("{*key}", "example").replace("{id}", "1")
     }
 
     fn method_router(&'static self, state: &AppState) -> MethodRouter<AppState> {

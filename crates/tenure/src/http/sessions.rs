@@ -1,0 +1,168 @@
+//! Sessions (leases of the replicated store): `POST /v1/sessions` grants one,
+//! `DELETE /v1/sessions/{id}` revokes it (deleting its keys at one
+//! revision), `GET /v1/sessions/{id}` and `GET /v1/sessions` read them.
+//! docs/ELECTIONS.md, "The HTTP contract", is the description these follow.
+//!
+//! Grants and revocations are log entries, proposed like any write (a
+//! follower forwards them); the store checks the TTL's range and its limits
+//! and refuses with nothing written (400, 429). Reads are linearizable.
+
+use super::kv::{propose, query_from, read, unexpected};
+use super::state::{ApiError, AppState};
+use crate::api::{
+    SessionBody, SessionGrantRequest, SessionInfoBody, SessionListBody, SessionRevokedBody,
+};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use tenure_kv::{Command, Lease, LeaseEnd, LeaseId, Response, Store, MAX_LEASES};
+
+/// Most sessions one `GET /v1/sessions` returns unless `limit` says fewer.
+pub const DEFAULT_SESSION_LIST: usize = 1_000;
+
+/// The shape of a grant, for the error answer to a malformed one.
+const GRANT_SHAPE: &str = r#"{"ttl_ms": N} with N from 500 to 86400000"#;
+
+/// The query of `GET /v1/sessions`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    limit: Option<usize>,
+}
+
+/// `POST /v1/sessions`: grants a session with the body's TTL.
+pub async fn grant(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<SessionBody>, ApiError> {
+    let body = body.map_err(|r| ApiError::new(r.status(), r.body_text()))?;
+    let request = Json::<SessionGrantRequest>::from_bytes(&body).map_err(|r| {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {GRANT_SHAPE}", r.body_text()))
+    })?;
+    let command = Command::Grant { ttl_ms: request.ttl_ms };
+    match propose(&st, &command).await? {
+        (Response::Granted { lease, ttl_ms, .. }, _) => {
+            Ok(Json(SessionBody { id: lease.0, ttl_ms }))
+        }
+        (other, _) => Err(unexpected(&other)),
+    }
+}
+
+/// `DELETE /v1/sessions/{id}`: ends the session and deletes its keys.
+pub async fn revoke(
+    State(st): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<SessionRevokedBody>, ApiError> {
+    let lease = session_id(id)?;
+    match propose(&st, &Command::Revoke { lease }).await? {
+        (Response::LeaseEnded { lease, reason: LeaseEnd::Revoked, revision, deleted }, _) => {
+            Ok(Json(SessionRevokedBody { id: lease.0, keys_deleted: deleted, revision }))
+        }
+        (other, _) => Err(unexpected(&other)),
+    }
+}
+
+/// `GET /v1/sessions/{id}`: the session's TTL and keys, or 404.
+pub async fn get(
+    State(st): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<SessionInfoBody>, ApiError> {
+    let lease = session_id(id)?;
+    let found = read(&st, Default::default(), |s: &Store| s.lease(lease).map(info)).await?;
+    found.map(Json).ok_or_else(|| not_found(lease))
+}
+
+/// `GET /v1/sessions[?limit=N]`: the sessions by id.
+pub async fn list(
+    State(st): State<AppState>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<SessionListBody>, ApiError> {
+    let q = query_from(query, "limit=N")?;
+    let limit = match q.limit {
+        None => DEFAULT_SESSION_LIST,
+        Some(n @ 1..=MAX_LEASES) => n,
+        Some(n) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("limit={n}: give 1 to {MAX_LEASES} (default {DEFAULT_SESSION_LIST})"),
+            ))
+        }
+    };
+    let body = read(&st, Default::default(), |s: &Store| SessionListBody {
+        sessions: s.leases().take(limit).map(info).collect(),
+        more: s.leases().len() > limit,
+        revision: s.revision(),
+    })
+    .await?;
+    Ok(Json(body))
+}
+
+/// A session as the store holds it (the leader's remaining time is not
+/// the store's).
+fn info(lease: &Lease) -> SessionInfoBody {
+    SessionInfoBody {
+        id: lease.id.0,
+        ttl_ms: lease.ttl_ms,
+        keys: lease.keys.iter().cloned().collect(),
+        remaining_ms: None,
+    }
+}
+
+/// The session id of the path: a positive integer, else 400.
+pub(crate) fn session_id(id: Result<Path<String>, PathRejection>) -> Result<LeaseId, ApiError> {
+    let Path(text) = id.map_err(|r| ApiError::new(StatusCode::BAD_REQUEST, r.body_text()))?;
+    match text.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(LeaseId(n)),
+        _ => Err(invalid_id(&text)),
+    }
+}
+
+fn invalid_id(text: &str) -> ApiError {
+    let shown: String = text.chars().take(40).collect();
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        format!("{shown:?} is not a session id: ids are positive integers, from POST /v1/sessions"),
+    )
+}
+
+/// 404 for a session that does not exist.
+pub(crate) fn not_found(lease: LeaseId) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("session {lease} does not exist (never granted, or revoked or expired)"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(s: &str) -> Result<Path<String>, PathRejection> {
+        Ok(Path(s.to_string()))
+    }
+
+    #[test]
+    fn session_ids_are_positive_integers() {
+        assert_eq!(session_id(path("42")).unwrap(), LeaseId(42));
+        for bad in ["0", "-1", "x", "", "18446744073709551616", "1.5"] {
+            let e = session_id(path(bad)).unwrap_err();
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{bad}");
+            assert!(e.body().error.contains("not a session id"), "{}", e.body().error);
+        }
+    }
+
+    #[test]
+    fn a_session_lists_its_keys_in_order() {
+        let lease = Lease {
+            id: LeaseId(3),
+            ttl_ms: 1000,
+            keys: ["b".to_string(), "a".to_string()].into_iter().collect(),
+        };
+        let body = info(&lease);
+        assert_eq!((body.id, body.ttl_ms, body.keys), (3, 1000, vec!["a".into(), "b".into()]));
+        assert_eq!(body.remaining_ms, None);
+    }
+}
