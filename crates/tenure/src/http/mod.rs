@@ -24,6 +24,7 @@ pub mod auth;
 mod conn;
 mod gate;
 mod health;
+mod keepalive;
 mod kv;
 mod kv_body;
 mod kv_watch;
@@ -181,6 +182,14 @@ pub const ENDPOINTS: &[Endpoint] = &[
         access: Access::Write,
         description: "revokes a session, deleting its keys at one revision",
         handlers: |m| on(m, sessions::revoke),
+    },
+    Endpoint {
+        path: "/v1/sessions/{id}/keepalive",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "renews a session on the leader (any node forwards it): {\"id\",\"ttl_ms\"}, \
+                      a full TTL from the leader's answer; 404 when it does not exist or expires",
+        handlers: |m| on(m, keepalive::post),
     },
     Endpoint {
         path: "/v1/transfer",
