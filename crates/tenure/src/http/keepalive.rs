@@ -1,12 +1,12 @@
 //! `POST /v1/sessions/{id}/keepalive`: renews a session on the tenure
-//! leader, and the leader's remaining time of a session for
-//! `GET /v1/sessions/{id}`.
+//! leader.
 //!
 //! Any node takes a keepalive: it asks the sessions service on the ready
 //! leader ([`crate::sessions`]; a follower forwards the question over the
 //! peer connection), which answers under R1–R3 of docs/ELECTIONS.md. A
 //! renewal writes nothing to the log.
 
+use super::kv::no_leader_retry;
 use super::sessions::{not_found, session_id};
 use super::state::{ApiError, AppState};
 use crate::api::SessionBody;
@@ -15,7 +15,6 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use std::time::Duration;
 use tenure_kv::LeaseId;
 use tenure_node::replicated::AskError;
 
@@ -31,15 +30,6 @@ pub async fn post(
     match sessions::ask(&st.kv, SessionAsk::Renew(lease)).await.map_err(ask_error)? {
         SessionAnswer::Renewed { ttl_ms } => Ok(Json(SessionBody { id: lease.0, ttl_ms })),
         other => Err(answer_error(lease, other)),
-    }
-}
-
-/// The leader's remaining time of `lease` on its clock, `None` when no
-/// leader answered (none is ready, or it does not know the lease).
-pub(crate) async fn remaining_ms(st: &AppState, lease: LeaseId) -> Option<u64> {
-    match sessions::ask(&st.kv, SessionAsk::Remaining(lease)).await {
-        Ok(SessionAnswer::Remaining { remaining_ms, .. }) => Some(remaining_ms),
-        _ => None,
     }
 }
 
@@ -75,7 +65,7 @@ fn ask_error(e: SessionAskError) -> ApiError {
     match e {
         SessionAskError::Ask(AskError::NoLeader { waited }) => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
-                .retry_after(retry_after(waited))
+                .retry_after(no_leader_retry(waited))
         }
         SessionAskError::Ask(
             AskError::Busy | AskError::Stopped | AskError::NoService | AskError::Timeout(_),
@@ -86,15 +76,10 @@ fn ask_error(e: SessionAskError) -> ApiError {
     }
 }
 
-/// `Retry-After` after waiting `waited` for a leader: about one election
-/// timeout (a third of the wait), at least 1 s.
-fn retry_after(waited: Duration) -> u64 {
-    (waited.as_millis() as u64).div_ceil(3000).max(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn refusals_map_to_clear_statuses() {

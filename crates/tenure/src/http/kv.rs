@@ -313,7 +313,7 @@ pub(crate) fn unexpected(r: &Response) -> ApiError {
 
 /// `Retry-After` after waiting `waited` for a leader: the wait is three
 /// election timeouts, a retry after about one has a fair chance; at least 1 s.
-fn no_leader_retry(waited: Duration) -> u64 {
+pub(crate) fn no_leader_retry(waited: Duration) -> u64 {
     (waited.as_millis() as u64).div_ceil(3000).max(1)
 }
 

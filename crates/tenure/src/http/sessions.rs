@@ -74,7 +74,7 @@ pub async fn get(
     let found = read(&st, Default::default(), |s: &Store| s.lease(lease).map(info)).await?;
     let mut found = found.ok_or_else(|| not_found(lease))?;
     // Only the leader's clock knows; null while no leader answers.
-    found.remaining_ms = super::keepalive::remaining_ms(&st, lease).await;
+    found.remaining_ms = crate::sessions::remaining_ms(&st.kv, lease).await;
     Ok(Json(found))
 }
 

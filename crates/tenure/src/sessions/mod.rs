@@ -19,5 +19,5 @@
 pub mod protocol;
 pub mod service;
 
-pub use protocol::{ask, SessionAnswer, SessionAsk, SessionAskError};
+pub use protocol::{ask, remaining_ms, SessionAnswer, SessionAsk, SessionAskError};
 pub use service::{run, MAX_EXPIRIES_IN_FLIGHT, MAX_RENEWALS_IN_FLIGHT};

@@ -84,6 +84,15 @@ pub async fn ask(
     serde_json::from_slice(&bytes).map_err(|e| SessionAskError::Malformed(e.to_string()))
 }
 
+/// The leader's remaining time of `lease` on its clock, `None` when no
+/// leader answered (none is ready, or it does not know the lease).
+pub async fn remaining_ms(kv: &Replicated<Store>, lease: LeaseId) -> Option<u64> {
+    match ask(kv, SessionAsk::Remaining(lease)).await {
+        Ok(SessionAnswer::Remaining { remaining_ms, .. }) => Some(remaining_ms),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

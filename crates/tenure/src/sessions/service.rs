@@ -63,8 +63,10 @@ pub async fn run(kv: Replicated<Store>, metrics: Metrics, mut stop: watch::Recei
     let mut applied = s.kv.applied();
     loop {
         let timer = s.timer();
+        // Not biased: a busy store (its applied index moving all the time)
+        // must not starve the asks or the timer. Every handler first
+        // follows the ready-leader watch itself.
         tokio::select! {
-            biased;
             _ = stop.wait_for(|&s| s) => break,
             Ok(()) = s.ready.changed() => s.sync_leadership(),
             Ok(()) = applied.changed() => {
@@ -198,6 +200,7 @@ impl Service {
     /// Proposes the expiry of every lease due now (a chunk), under this
     /// leadership only; a lease the store no longer holds is dropped.
     fn expire_due(&mut self) {
+        self.sync_leadership();
         let Some(token) = self.leading else { return };
         let now = self.now();
         let due = self.clock.due(now);
