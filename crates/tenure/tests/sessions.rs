@@ -95,10 +95,13 @@ async fn a_renewed_session_outlives_its_ttl_and_an_abandoned_one_expires_with_it
     // `abandoned` expire.
     let mut expired_after = None;
     let mut renewals = 0;
+    let mut latencies = Vec::new();
     let mut next_renewal = Instant::now();
     while sent.elapsed() < 3 * TTL {
         if Instant::now() >= next_renewal {
+            let asked = Instant::now();
             let (status, body) = keepalive(&c, follower, kept).await.expect("a keepalive answer");
+            latencies.push(asked.elapsed());
             assert_eq!(status, 200, "keepalive of a live session: {body}\n{}", c.logs());
             assert_eq!((body["id"].as_u64(), body["ttl_ms"].as_u64()), (Some(kept), Some(1_500)));
             renewals += 1;
@@ -116,6 +119,13 @@ async fn a_renewed_session_outlives_its_ttl_and_an_abandoned_one_expires_with_it
     assert!(took >= TTL, "expired {took:?} after its grant, before its TTL {TTL:?}");
     assert!(took <= TTL + EXPIRY_SLACK, "expired after {took:?}: TTL {TTL:?} + {EXPIRY_SLACK:?}");
     eprintln!("abandoned session expired {took:?} after its grant was sent (TTL {TTL:?})");
+    latencies.sort();
+    eprintln!(
+        "keepalive through a follower (HTTPS): p50 {:?}, max {:?} over {}",
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1],
+        latencies.len()
+    );
 
     // Its key went with it; the renewed one's stayed.
     assert_eq!(get(&c, follower, "/v1/kv/app/abandoned").await.unwrap().0, 404);
@@ -163,6 +173,7 @@ async fn sigkill_of_the_tenure_leader_expires_no_renewed_session() {
     let mut killed_at = None;
     let mut last_ok = Instant::now();
     let mut ok_after_kill = 0;
+    let mut longest_gap = Duration::ZERO;
     let mut n = 0;
     while started.elapsed() < 6 * TTL {
         if killed_at.is_none() && started.elapsed() >= TTL {
@@ -172,6 +183,7 @@ async fn sigkill_of_the_tenure_leader_expires_no_renewed_session() {
         let sent = Instant::now();
         match keepalive(&c, survivors[n % 2], id).await {
             Some((200, _)) => {
+                longest_gap = longest_gap.max(sent - last_ok);
                 last_ok = sent;
                 if killed_at.is_some() {
                     ok_after_kill += 1;
@@ -196,6 +208,7 @@ async fn sigkill_of_the_tenure_leader_expires_no_renewed_session() {
         tokio::time::sleep(RENEW_EVERY).await;
     }
     assert!(killed_at.is_some());
+    eprintln!("longest time between successful renewals across the failover: {longest_gap:?}");
     assert!(ok_after_kill >= 10, "{ok_after_kill} renewals after the crash");
     // Still there, with its key, on both survivors.
     for &i in &survivors {
