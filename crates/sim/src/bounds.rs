@@ -94,7 +94,9 @@ fn raft_failover(b: BoundInputs<'_>) -> Duration {
 /// elector polls again one election timeout after its vote, and that claim
 /// (sent more than a leader lease after the one voted for) frees the electors
 /// still bound by their votes for it, so they join its round instead of
-/// voting in rounds, and terms, of their own. A poll
+/// voting in rounds, and terms, of their own; an elector still polling from
+/// the first round claims afresh when that round's claims arrive, so it is
+/// on every slate of the second. A poll
 /// without a majority gives up after `T / 2` plus a round trip and retries,
 /// and a leader that learns of a higher term polls again at once (two more
 /// configured round trips). Local durations stretch by up to
