@@ -89,7 +89,9 @@ pub async fn campaign(
     match propose(&st, &commands::campaign(&name, session, value)).await?.0 {
         Response::Txn { succeeded: true, revision, .. } => {
             st.metrics.election_campaign();
-            let standing = st.kv.read_stale(|s| Standing::read(s, &name, session)).0;
+            // A follower's answer may come before it applied the entry itself.
+            let standing =
+                read(&st, Consistency::Linearizable, |s| Standing::read(s, &name, session)).await?;
             match standing {
                 Some(standing) => Ok(Json(candidacy(&name, &standing))),
                 None => Err(ApiError::new(
