@@ -36,15 +36,6 @@ use tenure_kv::{LeaseId, OpResponse, Response, Store};
 /// escaped in JSON (`\u00XX`, six bytes), and room for the rest.
 pub const MAX_ELECTION_BODY_BYTES: usize = 32 * 1024;
 
-/// The caps of the `wait` long polls: each holds a connection, so at most
-/// half of [`super::MAX_CONNECTIONS`] in all (the rest stay for other
-/// calls), a quarter of those per client address and half per token.
-pub const WAITER_LIMITS: StreamLimits = StreamLimits {
-    total: super::MAX_CONNECTIONS / 2,
-    per_address: super::MAX_CONNECTIONS / 8,
-    per_token: super::MAX_CONNECTIONS / 4,
-};
-
 /// Most elections one `GET /v1/elections` returns unless `limit` says fewer.
 pub const DEFAULT_ELECTION_LIST: usize = 1_000;
 

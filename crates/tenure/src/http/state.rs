@@ -49,7 +49,7 @@ impl AppState {
     ) -> Self {
         AppState {
             elections: Hub::new(kv.clone(), stopping.clone(), metrics.clone()),
-            waiters: Watchers::new(super::elections::WAITER_LIMITS),
+            waiters: Watchers::new(super::watchers::WAITER_LIMITS),
             node,
             kv,
             metrics,

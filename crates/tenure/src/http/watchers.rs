@@ -5,6 +5,7 @@
 //! every stream. The elections' long polls are counted the same way,
 //! within limits of their own ([`StreamLimits`]).
 
+use super::limits::MAX_CONNECTIONS;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -93,6 +94,15 @@ pub const WATCH_LIMITS: StreamLimits = StreamLimits {
     total: MAX_WATCHERS,
     per_address: MAX_WATCHERS_PER_ADDRESS,
     per_token: MAX_WATCHERS_PER_TOKEN,
+};
+
+/// The caps of the `wait` long polls: each holds a connection, so at most
+/// half of [`MAX_CONNECTIONS`] in all (the rest stay for other
+/// calls), a quarter of those per client address and half per token.
+pub const WAITER_LIMITS: StreamLimits = StreamLimits {
+    total: MAX_CONNECTIONS / 2,
+    per_address: MAX_CONNECTIONS / 8,
+    per_token: MAX_CONNECTIONS / 4,
 };
 
 #[derive(Default)]
