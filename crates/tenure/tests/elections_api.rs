@@ -633,18 +633,36 @@ async fn tokens_keep_growing_across_a_tenure_leader_change() {
         tokio::time::timeout(HANDOVER_BOUND + START_BOUND, waiter).await.unwrap().unwrap().json();
     let t2 = won["token"].as_u64().unwrap();
     assert!(t2 > t1 && resign.json()["revision"].as_u64() > Some(t1), "{t1} then {won}");
-    // A campaign after the failover, behind B, and B's resignation: larger still.
-    let c = session(servers[f1].http).await;
-    campaign(servers[f1].http, "jobs", c, "c").await;
+    // The stopped server comes back and catches up; then the new tenure
+    // leader stops too. A campaign after both failovers, and B's
+    // resignation: the token is larger still, read the same on the
+    // restarted node.
+    servers[l].restart();
+    let back = servers[l].http;
+    eventually("the restarted node reads B's leadership", START_BOUND, || async {
+        let a = call(back, "GET", "/v1/elections/jobs", b"").await;
+        (a.status == 200 && a.json()["leader"]["token"].as_u64() == Some(t2)).then_some(())
+    })
+    .await;
+    servers[new_leader].stop(STOP_BOUND).await.unwrap();
+    let other = if new_leader == f1 { f2 } else { f1 };
+    let c = eventually("a session after the second failover", START_BOUND, || async {
+        let a = call(servers[other].http, "POST", "/v1/sessions", br#"{"ttl_ms": 600000}"#).await;
+        assert!([200, 503, 504].contains(&a.status), "{a:?}");
+        (a.status == 200).then(|| a.json()["id"].as_u64().unwrap())
+    })
+    .await;
+    let joined = campaign(back, "jobs", c, "c").await;
+    assert_eq!((joined.status, joined.json()["ahead"].as_u64()), (200, Some(1)), "{joined:?}");
     let body = json!({"session": b}).to_string();
-    assert_eq!(
-        call(servers[f2].http, "POST", "/v1/elections/jobs/resign", body.as_bytes()).await.status,
-        200
-    );
-    let e = call(servers[f2].http, "GET", "/v1/elections/jobs", b"").await.json();
+    let resigned =
+        call(servers[other].http, "POST", "/v1/elections/jobs/resign", body.as_bytes()).await;
+    assert_eq!(resigned.status, 200, "{resigned:?}");
+    let e = call(back, "GET", "/v1/elections/jobs", b"").await.json();
+    assert_eq!(e["leader"]["session"].as_u64(), Some(c), "{e}");
     let t3 = e["leader"]["token"].as_u64().unwrap();
     assert!(t3 > t2, "{t2} then {t3}");
-    for &i in &rest {
+    for i in [l, other] {
         servers[i].stop(STOP_BOUND).await.unwrap();
     }
 }
