@@ -18,16 +18,13 @@
 //! again.
 
 use super::names::ELECTIONS_PREFIX;
+use super::{whole_revisions, CHANGE_BATCH};
 use crate::metrics::Metrics;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tenure_kv::{Change, Store, MAX_CHANGES_PER_REVISION};
+use tenure_kv::{Change, Store};
 use tenure_node::Replicated;
 use tokio::sync::{watch, Notify};
-
-/// Most changes the dispatcher reads at once: twice the most one revision
-/// holds, so that a full batch holds at least one whole revision.
-const BATCH: usize = 2 * MAX_CHANGES_PER_REVISION;
 
 /// The subscriptions of one server, and its dispatcher. Cheap to clone.
 #[derive(Clone)]
@@ -146,7 +143,7 @@ async fn dispatch(inner: Arc<Inner>, mut next: u64) {
     while !*stopping.borrow() {
         // Seen before the read, so that an advance after it wakes the wait.
         applied.borrow_and_update();
-        let read = inner.kv.read_stale(|s| s.changes_since(ELECTIONS_PREFIX, next, BATCH)).0;
+        let read = inner.kv.read_stale(|s| s.changes_since(ELECTIONS_PREFIX, next, CHANGE_BATCH)).0;
         match read {
             Err(compacted) => {
                 inner.metrics.election_wakeups(lock(&inner.subscriptions).wake_all());
@@ -159,14 +156,7 @@ async fn dispatch(inner: Arc<Inner>, mut next: u64) {
                 }
             }
             Ok(mut changes) => {
-                let last = changes.last().map_or(next, |c| c.revision);
-                if changes.len() >= BATCH {
-                    // The last revision may be cut: read it whole next time.
-                    changes.retain(|c| c.revision < last);
-                    next = last;
-                } else {
-                    next = last + 1;
-                }
+                next = whole_revisions(&mut changes, next);
                 let woken = lock(&inner.subscriptions).wake_removed(&changes);
                 inner.metrics.election_wakeups(woken);
             }

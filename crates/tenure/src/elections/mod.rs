@@ -25,7 +25,7 @@ pub mod wait;
 
 use queue::{candidate_count, Names};
 use std::time::Duration;
-use tenure_kv::Store;
+use tenure_kv::{Change, Store, MAX_CHANGES_PER_REVISION};
 
 pub use names::{check_name, is_reserved, NameError, ELECTIONS_PREFIX, MAX_NAME_CHARS};
 
@@ -49,6 +49,25 @@ pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// How long a `wait` lasts without `timeout_ms`.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+/// Most changes read from the store's history at once (by the waiters'
+/// dispatcher and by each observer): twice the most one revision holds, so
+/// that a full batch holds at least one whole revision.
+pub const CHANGE_BATCH: usize = 2 * MAX_CHANGES_PER_REVISION;
+
+/// Keeps the whole revisions of a batch of changes read from `next` on
+/// (a batch of [`CHANGE_BATCH`] may end in the middle of its last
+/// revision: that one is dropped, to be read again) and returns the
+/// revision to read from next time.
+pub fn whole_revisions(changes: &mut Vec<Change>, next: u64) -> u64 {
+    let Some(last) = changes.last().map(|c| c.revision) else { return next };
+    if changes.len() >= CHANGE_BATCH {
+        changes.retain(|c| c.revision < last);
+        last
+    } else {
+        last + 1
+    }
+}
 
 /// Why a campaign is refused before anything is proposed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -102,7 +121,32 @@ pub fn check_campaign(store: &Store, name: &str) -> Result<(), CampaignRefusal> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tenure_kv::{Command, LeaseId, Response};
+    use tenure_kv::{ChangeKind, Command, KeyValue, LeaseId, Response};
+
+    #[test]
+    fn a_full_batch_gives_back_its_incomplete_last_revision() {
+        let change = |revision| Change {
+            revision,
+            kind: ChangeKind::Put,
+            kv: KeyValue {
+                key: "k".into(),
+                value: vec![],
+                create_revision: 1,
+                mod_revision: revision,
+                version: 1,
+                lease: None,
+            },
+        };
+        let mut some = vec![change(3), change(4), change(4)];
+        assert_eq!(whole_revisions(&mut some, 3), 5);
+        assert_eq!(some.len(), 3, "not full: every change is kept");
+        let mut full: Vec<Change> =
+            (0..CHANGE_BATCH).map(|i| change(10 + (i / MAX_CHANGES_PER_REVISION) as u64)).collect();
+        let last = full.last().unwrap().revision;
+        assert_eq!(whole_revisions(&mut full, 10), last, "the last revision is read again");
+        assert!(full.iter().all(|c| c.revision < last) && !full.is_empty());
+        assert_eq!(whole_revisions(&mut Vec::new(), 7), 7);
+    }
 
     #[test]
     fn caps_refuse_before_anything_is_written() {

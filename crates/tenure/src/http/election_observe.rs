@@ -23,6 +23,7 @@ use crate::api::{ObservedLeaderBody, ObservedNoLeaderBody};
 use crate::elections::names::name_prefix;
 use crate::elections::observe::{Observation, Observed};
 use crate::elections::queue::Queue;
+use crate::elections::{whole_revisions, CHANGE_BATCH};
 use crate::metrics::{GaugeGuard, Metrics};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -32,13 +33,9 @@ use axum::Extension;
 use futures_util::stream::{self, Stream};
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use tenure_kv::{Store, MAX_CHANGES_PER_REVISION};
+use tenure_kv::Store;
 use tenure_node::Replicated;
 use tokio::sync::watch;
-
-/// Most changes read at once: twice the most one revision holds, so that a
-/// full batch holds at least one whole revision.
-const BATCH: usize = 2 * MAX_CHANGES_PER_REVISION;
 
 /// Opens a stream; 429/503 when the caller or the server has its share of
 /// streams open.
@@ -91,7 +88,7 @@ struct Observing {
 impl Observing {
     /// Reads what was applied since `next`; false if nothing was.
     fn catch_up(&mut self) -> bool {
-        let read = self.kv.read_stale(|s| s.changes_since(&self.prefix, self.next, BATCH)).0;
+        let read = self.kv.read_stale(|s| s.changes_since(&self.prefix, self.next, CHANGE_BATCH)).0;
         match read {
             Err(_) => {
                 let (queue, revision) =
@@ -102,14 +99,7 @@ impl Observing {
             }
             Ok(changes) if changes.is_empty() => false,
             Ok(mut changes) => {
-                let last = changes.last().map_or(self.next, |c| c.revision);
-                if changes.len() >= BATCH {
-                    // The last revision may be cut: read it whole next time.
-                    changes.retain(|c| c.revision < last);
-                    self.next = last;
-                } else {
-                    self.next = last + 1;
-                }
+                self.next = whole_revisions(&mut changes, self.next);
                 let seen = self.observed.apply(&changes);
                 self.pending.extend(seen);
                 true
