@@ -251,6 +251,24 @@ mod tests {
     }
 
     #[test]
+    fn the_election_waits_have_limits_of_their_own() {
+        let w = Watchers::new(WAITER_LIMITS);
+        assert_eq!(w.limits(), WAITER_LIMITS);
+        let held: Vec<_> =
+            (0..WAITER_LIMITS.per_address).map(|_| w.acquire(v4(1), None).unwrap()).collect();
+        assert!(matches!(w.acquire(v4(1), None), Err(WatchRefusal::Address(_))));
+        let mut more = Vec::new();
+        for i in 0..(WAITER_LIMITS.total - held.len()) {
+            more.push(w.acquire(v4(2 + (i / WAITER_LIMITS.per_address) as u8), None).unwrap());
+        }
+        assert_eq!(w.acquire(v4(99), None).err(), Some(WatchRefusal::Total));
+        drop(held);
+        assert!(w.acquire(v4(1), None).is_ok());
+        // The watch streams' counts are apart.
+        assert!(Watchers::default().acquire(v4(1), None).is_ok());
+    }
+
+    #[test]
     fn ipv6_clients_are_counted_by_their_64_prefix() {
         let w = Watchers::default();
         let host = |last: u16| Some(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, last)));
