@@ -60,14 +60,8 @@ pub fn proclaim(name: &str, session: LeaseId, leading: u64, value: Vec<u8>) -> C
 mod tests {
     use super::*;
     use crate::elections::queue::Queue;
+    use crate::elections::tests::grant;
     use tenure_kv::{Refusal, Response, Store};
-
-    fn grant(s: &mut Store) -> LeaseId {
-        match s.execute(&Command::Grant { ttl_ms: 1_000 }) {
-            Response::Granted { lease, .. } => lease,
-            other => panic!("{other:?}"),
-        }
-    }
 
     fn succeeded(r: &Response) -> bool {
         matches!(r, Response::Txn { succeeded: true, .. })

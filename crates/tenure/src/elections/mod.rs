@@ -119,9 +119,17 @@ pub fn check_campaign(store: &Store, name: &str) -> Result<(), CampaignRefusal> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tenure_kv::{ChangeKind, Command, KeyValue, LeaseId, Response};
+
+    /// A new lease in `s`.
+    pub(crate) fn grant(s: &mut Store) -> LeaseId {
+        match s.execute(&Command::Grant { ttl_ms: 1_000 }) {
+            Response::Granted { lease, .. } => lease,
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn a_full_batch_gives_back_its_incomplete_last_revision() {
@@ -157,11 +165,7 @@ mod tests {
         );
         assert!(matches!(check_input("a b", b""), Err(CampaignRefusal::Name(_))));
         let mut s = Store::new();
-        let mut grant = || match s.execute(&Command::Grant { ttl_ms: 1_000 }) {
-            Response::Granted { lease, .. } => lease,
-            other => panic!("{other:?}"),
-        };
-        let sessions: Vec<LeaseId> = (0..MAX_CANDIDATES).map(|_| grant()).collect();
+        let sessions: Vec<LeaseId> = (0..MAX_CANDIDATES).map(|_| grant(&mut s)).collect();
         for (i, &session) in sessions.iter().enumerate() {
             assert_eq!(check_campaign(&s, "db"), Ok(()), "candidate {i}");
             s.execute(&commands::campaign("db", session, vec![]));

@@ -177,14 +177,8 @@ impl Iterator for Names<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::elections::tests::grant;
     use tenure_kv::{Command, Response};
-
-    fn grant(s: &mut Store) -> LeaseId {
-        match s.execute(&Command::Grant { ttl_ms: 1_000 }) {
-            Response::Granted { lease, .. } => lease,
-            other => panic!("{other:?}"),
-        }
-    }
 
     fn join(s: &mut Store, name: &str, session: LeaseId, value: &str) {
         let put = Command::Put {
