@@ -42,6 +42,28 @@ pub struct Metrics {
     session_renewals: Counter,
     session_renewals_refused: Counter,
     session_expiries_proposed: Counter,
+    elections: ElectionMetrics,
+}
+
+/// The counters and gauges of the elections API, measured by its handlers.
+#[derive(Debug, Clone, Default)]
+struct ElectionMetrics {
+    campaigns: Counter,
+    wakeups: Counter,
+    waits_won: Counter,
+    observe_events: Counter,
+    waiters: Gauge,
+    observers: Gauge,
+}
+
+/// One open long poll or observe stream, counted in its gauge until dropped.
+#[derive(Debug)]
+pub struct GaugeGuard(Gauge);
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Default for Metrics {
@@ -53,6 +75,7 @@ impl Default for Metrics {
             session_renewals: Counter::default(),
             session_renewals_refused: Counter::default(),
             session_expiries_proposed: Counter::default(),
+            elections: ElectionMetrics::default(),
         }
     }
 }
@@ -82,6 +105,38 @@ impl Metrics {
     /// Counts an expiry this node proposed as the leader.
     pub fn session_expiry_proposed(&self) {
         self.session_expiries_proposed.inc();
+    }
+
+    /// Counts a campaign that joined an election's queue.
+    pub fn election_campaign(&self) {
+        self.elections.campaigns.inc();
+    }
+
+    /// Counts `n` waiters woken because a key they wait on was removed.
+    pub fn election_wakeups(&self, n: u64) {
+        self.elections.wakeups.inc_by(n);
+    }
+
+    /// Counts a long poll answered "this candidacy leads".
+    pub fn election_wait_won(&self) {
+        self.elections.waits_won.inc();
+    }
+
+    /// Counts an event sent to an observer.
+    pub fn election_observe_event(&self) {
+        self.elections.observe_events.inc();
+    }
+
+    /// Counts an open long poll until the guard is dropped.
+    pub fn election_waiter(&self) -> GaugeGuard {
+        self.elections.waiters.inc();
+        GaugeGuard(self.elections.waiters.clone())
+    }
+
+    /// Counts an open observe stream until the guard is dropped.
+    pub fn election_observer(&self) -> GaugeGuard {
+        self.elections.observers.inc();
+        GaugeGuard(self.elections.observers.clone())
     }
 
     /// Measures failovers as this node sees them: from the moment the known
@@ -135,11 +190,40 @@ impl Metrics {
             self.kv_writes_unknown.clone(),
         );
         register_sessions(&mut r, self, kv);
+        register_elections(&mut r, &self.elections);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &r);
         out
     }
+}
+
+/// The elections API's counters and gauges.
+fn register_elections(r: &mut Registry, e: &ElectionMetrics) {
+    let counters = [
+        (
+            "election_campaigns",
+            "Campaigns through this node's API that joined a queue",
+            &e.campaigns,
+        ),
+        (
+            "election_waiter_wakeups",
+            "Waiters of this node woken because the candidate ahead of them (or their own \
+             candidacy) left: one per leaving candidate, not one per waiter (no herd)",
+            &e.wakeups,
+        ),
+        ("election_waits_won", "Long polls of this node answered with leadership", &e.waits_won),
+        (
+            "election_observe_events",
+            "Events sent to this node's observe streams (leaders, proclaims, no leader)",
+            &e.observe_events,
+        ),
+    ];
+    for (name, help, counter) in counters {
+        r.register(name, help, counter.clone());
+    }
+    r.register("election_waiters", "Open long polls waiting for leadership", e.waiters.clone());
+    r.register("election_observers", "Open observe streams", e.observers.clone());
 }
 
 /// The node's state now: leading, term, fencing token, storage, connected peers.
