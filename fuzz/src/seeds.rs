@@ -152,6 +152,8 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
         Frame::Replica(ReplicaMessage::Fetch { token, after: 0, offset: 0 }),
         Frame::Forward(Forward::Propose { id: 1, command: put.encode() }),
         Frame::Forward(Forward::ReadIndexReply { id: 1, result: Ok(1) }),
+        Frame::Forward(Forward::Ask { id: 2, request: b"{\"renew\":1}".to_vec() }),
+        Frame::Forward(Forward::Answered { id: 2, result: Ok(b"\"not_found\"".to_vec().into()) }),
     ];
     vec![
         ("raft".into(), stream(&raft)),

@@ -340,6 +340,14 @@ impl Store {
         (found, more)
     }
 
+    /// The keys from `start` on (`start` included), in order, borrowed: for
+    /// a caller that scans or skips through the keys without copying them
+    /// (it stops where its prefix ends).
+    pub fn keys_from<'a>(&'a self, start: &str) -> impl Iterator<Item = &'a KeyValue> + 'a {
+        use std::ops::Bound;
+        self.keys.range::<str, _>((Bound::Included(start), Bound::Unbounded)).map(|(_, kv)| kv)
+    }
+
     /// The changes of keys starting with `prefix` from revision `from` on, at
     /// most `max`, or [`Compacted`] if some of them are no longer kept.
     pub fn changes_since(
@@ -813,6 +821,19 @@ mod tests {
         assert_eq!(kvs.len(), 2);
         assert!(more);
         assert_eq!(s.range("", 100).0.len(), 5);
+    }
+
+    #[test]
+    fn keys_from_a_start_key_are_borrowed_in_order() {
+        let mut s = Store::new();
+        for k in ["a/2", "a/1", "b/1", "a/3", "a"] {
+            s.execute(&put(k, "v"));
+        }
+        let keys = |start: &str| s.keys_from(start).map(|kv| kv.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys("a/2"), ["a/2", "a/3", "b/1"], "the start included");
+        assert_eq!(keys("a/25"), ["a/3", "b/1"]);
+        assert_eq!(keys(""), ["a", "a/1", "a/2", "a/3", "b/1"]);
+        assert!(keys("c").is_empty());
     }
 
     #[test]

@@ -118,6 +118,23 @@ pub enum Forward {
         /// Serve the read once the follower applied this index, or why not.
         result: Result<Index, ForwardRefusal>,
     },
+    /// Follower -> leader: a question for the service that runs on the
+    /// leader ([`crate::replicated::Replicated::ask_leader`]); not a log
+    /// entry. At most [`crate::replicated::MAX_ASK_LEN`] bytes.
+    Ask {
+        /// The follower's id for the request.
+        id: u64,
+        /// The question, opaque to the node.
+        #[serde(with = "serde_bytes")]
+        request: Vec<u8>,
+    },
+    /// Leader -> follower: the service's answer to an ask, or why none.
+    Answered {
+        /// The request's id.
+        id: u64,
+        /// The answer, or why the leader did not deliver the question.
+        result: Result<serde_bytes::ByteBuf, ForwardRefusal>,
+    },
 }
 
 /// Why the leader did not carry out a forwarded request.
@@ -138,6 +155,9 @@ pub enum ForwardRefusal {
     /// The entry was written, but leadership was lost (or the log could not
     /// be written) before it committed: its outcome is unknown.
     Unknown,
+    /// An ask reached a leader where no service takes asks (or it stopped,
+    /// or dropped the question unanswered).
+    NoService,
 }
 
 /// Why a frame could not be decoded.
@@ -202,12 +222,25 @@ mod tests {
             Frame::Message(Message::Heartbeat { term: Term(3), counter: 9, sent_at_nanos: 12345 }),
             Frame::Message(Message::Resign { term: Term(3), successor: Some(NodeId(2)) }),
             Frame::Pong { nonce: u64::MAX },
+            Frame::Forward(Forward::Ask { id: 7, request: b"renew 3".to_vec() }),
+            Frame::Forward(Forward::Answered { id: 7, result: Ok(b"ok".to_vec().into()) }),
+            Frame::Forward(Forward::Answered { id: 8, result: Err(ForwardRefusal::NoService) }),
         ];
         for f in frames {
             let bytes = encode(&f);
             assert!(bytes.len() <= MAX_FRAME_LEN);
             assert_eq!(decode(&bytes).unwrap(), f);
         }
+    }
+
+    #[test]
+    fn the_forward_frames_of_before_asks_encode_as_they_did() {
+        // Variant indexes: asks were appended at the end of `Forward` and
+        // `NoService` at the end of `ForwardRefusal`.
+        let read = encode(&Frame::Forward(Forward::ReadIndex { id: 5 }));
+        assert_eq!(&read[..], [WIRE_VERSION, 7, 2, 5]);
+        let refused = Forward::ReadIndexReply { id: 5, result: Err(ForwardRefusal::Unknown) };
+        assert_eq!(&encode(&Frame::Forward(refused))[..], [WIRE_VERSION, 7, 3, 5, 1, 3]);
     }
 
     #[test]

@@ -277,3 +277,206 @@ async fn answers_to_forwarded_requests_from_another_peer_are_ignored() {
     assert_eq!(c.stable_leader().await, leader);
     assert_eq!(c.nodes[leader].as_ref().unwrap().0.handle().status().term, term);
 }
+
+// ---- Leader-only operations: propose_as, confirm_leader, ready_leader, asks ----
+
+impl LogCluster {
+    /// The node that is the ready leader, and its token, once one is.
+    async fn ready_leader(&self) -> (usize, tenure_core::FencingToken) {
+        wait_for("a ready leader", || {
+            self.nodes.iter().enumerate().find_map(|(i, n)| {
+                let t = *n.as_ref()?.1.ready_leader().borrow();
+                t.map(|t| (i, t))
+            })
+        })
+        .await
+    }
+
+    /// On every running node, a service that answers each ask with
+    /// `node:token:question`.
+    fn serve_asks(&self) {
+        for (i, n) in self.nodes.iter().enumerate() {
+            let Some((_, log)) = n else { continue };
+            let mut asks = log.take_asks().expect("asks taken once");
+            assert!(log.take_asks().is_none(), "asks given out twice");
+            tokio::spawn(async move {
+                while let Some(ask) = asks.recv().await {
+                    let q = String::from_utf8_lossy(ask.request()).into_owned();
+                    let answer = format!("{i}:{}:{q}", ask.token().0);
+                    ask.answer(answer.into_bytes());
+                }
+            });
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn propose_as_writes_only_as_the_ready_leader_of_that_token() {
+    use tenure_core::FencingToken;
+    let mut c = LogCluster::start(3).await;
+    let (leader, token) = c.ready_leader().await;
+    let follower = (leader + 1) % 3;
+    assert_eq!(*c.log(follower).ready_leader().borrow(), None, "a follower says it leads");
+
+    let done = c.log(leader).propose_as(token, b"bound".to_vec()).await.unwrap();
+    assert_eq!(done.fencing_token(), token);
+    // A follower neither forwards it nor waits: refused at once.
+    let started = std::time::Instant::now();
+    let err = c.log(follower).propose_as(token, b"on-follower".to_vec()).await.unwrap_err();
+    assert_eq!(err, WriteError::NotLeader);
+    assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+    let other = FencingToken(token.0 + 1);
+    let err = c.log(leader).propose_as(other, b"other-token".to_vec()).await.unwrap_err();
+    assert_eq!(err, WriteError::NotLeader);
+
+    // Under a later leader, the first leadership's token is stale.
+    c.stop(leader).await;
+    let (next, newer) = c.ready_leader().await;
+    assert!(newer > token, "{newer:?} after {token:?}");
+    let err = c.log(next).propose_as(token, b"stale".to_vec()).await.unwrap_err();
+    assert_eq!(err, WriteError::NotLeader);
+    c.log(next).propose_as(newer, b"fresh".to_vec()).await.unwrap();
+    let all = user_commands(&c.converged(next).await);
+    assert_eq!(all, ["bound", "fresh"], "a refused command was written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_leader_answers_only_the_ready_leader_of_that_token() {
+    use tenure_core::FencingToken;
+    use tenure_node::ReadFailure;
+    let mut c = LogCluster::start(3).await;
+    let (leader, token) = c.ready_leader().await;
+    let follower = (leader + 1) % 3;
+    c.log(leader).propose(b"w".to_vec()).await.unwrap();
+    let index = c.log(leader).confirm_leader(token).await.unwrap();
+    assert!(index >= 2, "the no-op and the write are applied: {index}");
+    assert_eq!(c.log(follower).confirm_leader(token).await, Err(ReadFailure::NotLeader));
+    let other = FencingToken(token.0 + 1);
+    assert_eq!(c.log(leader).confirm_leader(other).await, Err(ReadFailure::NotLeader));
+
+    // Without its election lease the leader confirms after a round: with
+    // one follower left it still has a majority.
+    c.stop(follower).await;
+    for _ in 0..20 {
+        c.log(leader).confirm_leader(token).await.unwrap();
+        tokio::time::sleep(HEARTBEAT).await;
+    }
+    // Without a majority it cannot confirm: nothing else may be answered.
+    let third = 3 - leader - follower;
+    c.stop(third).await;
+    let log = c.log(leader);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = tokio::time::timeout(Duration::from_secs(2), log.confirm_leader(token)).await;
+        match r {
+            Ok(Ok(_)) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(HEARTBEAT).await
+            }
+            Ok(Ok(i)) => panic!("a leader without a majority still confirms (index {i})"),
+            Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    let again = tokio::time::timeout(Duration::from_secs(2), log.confirm_leader(token)).await;
+    assert!(!matches!(again, Ok(Ok(_))), "confirmed again without a majority: {again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_from_a_follower_reaches_the_leaders_service_and_comes_back() {
+    use tenure_node::replicated::{AskError, MAX_ASK_LEN};
+    let c = LogCluster::start(3).await;
+    let (leader, token) = c.ready_leader().await;
+    // Before any node serves asks, the leader refuses them.
+    let follower = (leader + 1) % 3;
+    assert_eq!(c.log(follower).ask_leader(b"q".to_vec()).await, Err(AskError::NoService));
+    c.serve_asks();
+    for node in [follower, leader, 3 - leader - follower] {
+        let q = format!("from {node}");
+        let answer = c.log(node).ask_leader(q.clone().into_bytes()).await.unwrap();
+        assert_eq!(String::from_utf8(answer).unwrap(), format!("{leader}:{}:{q}", token.0));
+    }
+    let big = vec![0; MAX_ASK_LEN + 1];
+    let err = c.log(follower).ask_leader(big).await.unwrap_err();
+    assert_eq!(err, AskError::TooLarge { size: MAX_ASK_LEN + 1, max: MAX_ASK_LEN });
+    let asks = (0..200).map(|i| {
+        let log = c.log(i % 3);
+        tokio::spawn(async move { log.ask_leader(format!("{i}").into_bytes()).await })
+    });
+    for (i, a) in futures_util::future::join_all(asks).await.into_iter().enumerate() {
+        let answer = String::from_utf8(a.unwrap().unwrap()).unwrap();
+        assert_eq!(answer, format!("{leader}:{}:{i}", token.0));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_while_the_leader_is_down_fails_no_leader_within_its_bound() {
+    use tenure_node::replicated::AskError;
+    let mut c = LogCluster::start(3).await;
+    c.serve_asks();
+    let (leader, _) = c.ready_leader().await;
+    let alone = (leader + 1) % 3;
+    for i in (0..3).filter(|&i| i != alone) {
+        c.stop(i).await;
+    }
+    let handle = c.nodes[alone].as_ref().unwrap().0.handle();
+    wait_for("the node alone to know no leader", || handle.status().leader.is_none().then_some(()))
+        .await;
+    let bound = no_leader_wait(ELECTION_TIMEOUT);
+    let started = std::time::Instant::now();
+    let err = c.log(alone).ask_leader(b"anyone?".to_vec()).await.unwrap_err();
+    let waited = started.elapsed();
+    // An ask forwarded to the stopped leader just before is asked again,
+    // not failed: the one outcome is "no leader" after the wait.
+    assert!(matches!(err, AskError::NoLeader { .. }), "{err:?}");
+    assert!(waited >= bound, "gave up after {waited:?}, bound {bound:?}");
+    assert!(waited < bound + Duration::from_secs(2), "waited {waited:?}, bound {bound:?}");
+}
+
+/// A peer with a valid certificate (node 3's, its node stopped) floods the
+/// leader with asks: oversized ones, and more than its queues hold. The
+/// leader refuses them without stalling: asks from a real follower are
+/// still answered, and the leader stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_and_oversized_asks_from_a_peer_are_refused_without_harm() {
+    use common::{dial_tls, handshake, hello, identity};
+    use futures_util::SinkExt;
+    use tenure_node::replicated::MAX_ASK_LEN;
+    use tenure_node::wire::{self, Forward, Frame};
+
+    let mut c = LogCluster::start(3).await;
+    let (leader, token) = c.ready_leader().await;
+    let follower = (leader + 1) % 3;
+    let forger = 3 - leader - follower;
+    let term = c.nodes[leader].as_ref().unwrap().0.handle().status().term;
+    c.stop(forger).await;
+    c.serve_asks();
+
+    let target = &c.configs[leader];
+    let mut conn = dial_tls(&identity(&c.configs[forger]), target).await.unwrap();
+    let ack = handshake(&mut conn, hello(c.configs[forger].id, target)).await.unwrap();
+    assert!(matches!(ack, Frame::HelloAck { .. }), "{ack:?}");
+    let forged = tokio::spawn(async move {
+        let huge = vec![7u8; 4 * MAX_ASK_LEN];
+        for id in 0u64.. {
+            let request = if id % 2 == 0 { huge.clone() } else { b"flood".to_vec() };
+            let f = Forward::Ask { id, request };
+            if conn.send(wire::encode(&Frame::Forward(f))).await.is_err() {
+                return;
+            }
+            if id % 64 == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    });
+    for i in 0..20 {
+        let q = format!("real{i}");
+        let log = c.log(follower);
+        let ask = log.ask_leader(q.clone().into_bytes());
+        let answer = tokio::time::timeout(Duration::from_secs(5), ask).await.expect("stalled");
+        let answer = String::from_utf8(answer.unwrap()).unwrap();
+        assert_eq!(answer, format!("{leader}:{}:{q}", token.0));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    forged.abort();
+    assert_eq!(c.ready_leader().await, (leader, token));
+    assert_eq!(c.nodes[leader].as_ref().unwrap().0.handle().status().term, term);
+}

@@ -448,3 +448,156 @@ pub struct SessionListBody {
     /// The store's revision when they were read.
     pub revision: u64,
 }
+
+/// `POST /v1/elections/{name}/campaign` request: `session` joins the
+/// election's queue with `value` (at most 4,096 bytes; empty if absent).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignRequest {
+    /// The session (from `POST /v1/sessions`) the candidacy is attached to.
+    pub session: u64,
+    /// The candidate's value: what observers are told about the leader.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// `POST /v1/elections/{name}/proclaim` request: the leader's new value.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ProclaimRequest {
+    /// The session that leads.
+    pub session: u64,
+    /// The new value (at most 4,096 bytes).
+    pub value: String,
+}
+
+/// `POST /v1/elections/{name}/resign` request.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ResignRequest {
+    /// The session whose candidacy ends.
+    pub session: u64,
+}
+
+/// Where a candidacy stands: the answer to a campaign and to a wait.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct CandidacyBody {
+    /// The election.
+    pub name: String,
+    /// The candidate's session.
+    pub session: u64,
+    /// When it joined the queue: its key's `create_revision`.
+    pub create_revision: u64,
+    /// Whether it leads now.
+    pub leader: bool,
+    /// Its fencing token while it leads (its `create_revision`), else null.
+    pub token: Option<u64>,
+    /// How many candidates are ahead of it (0 when it leads).
+    pub ahead: usize,
+}
+
+/// `POST /v1/elections/{name}/resign` success.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResignBody {
+    /// The revision of the deletion.
+    pub revision: u64,
+}
+
+/// `POST /v1/elections/{name}/proclaim` success.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProclaimBody {
+    /// The revision of the new value.
+    pub revision: u64,
+    /// The leadership's token, unchanged by a proclaim.
+    pub token: u64,
+}
+
+/// An election's leader.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ElectionLeaderBody {
+    /// Its session.
+    pub session: u64,
+    /// Its value.
+    pub value: String,
+    /// Its fencing token: the `create_revision` of its candidacy.
+    pub token: u64,
+}
+
+/// A candidate of an election.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ElectionCandidateBody {
+    /// Its session.
+    pub session: u64,
+    /// Its value.
+    pub value: String,
+    /// When it joined the queue.
+    pub create_revision: u64,
+}
+
+/// `GET /v1/elections/{name}` success.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ElectionBody {
+    /// The election.
+    pub name: String,
+    /// Its leader, or null when nobody is a candidate.
+    pub leader: Option<ElectionLeaderBody>,
+    /// Every candidate, in the order they joined (the leader first).
+    pub candidates: Vec<ElectionCandidateBody>,
+    /// The store's revision when it was read.
+    pub revision: u64,
+}
+
+/// One election in `GET /v1/elections`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ElectionSummaryBody {
+    /// The election.
+    pub name: String,
+    /// Its leader.
+    pub leader: Option<ElectionLeaderBody>,
+    /// How many candidates it has.
+    pub candidates: usize,
+}
+
+/// `GET /v1/elections` success.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ElectionListBody {
+    /// The elections with at least one candidate, by name.
+    pub elections: Vec<ElectionSummaryBody>,
+    /// Whether more exist than were returned (`?limit=N`).
+    pub more: bool,
+    /// The store's revision when they were read.
+    pub revision: u64,
+}
+
+/// An event `leader` of `GET /v1/elections/{name}/observe`: a new leader,
+/// or the leader's new value (a proclaim, same token).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ObservedLeaderBody {
+    /// The leader's session.
+    pub session: u64,
+    /// Its value.
+    pub value: String,
+    /// Its fencing token.
+    pub token: u64,
+    /// The revision of the change (for the first event: of the read).
+    pub revision: u64,
+}
+
+/// An event `no-leader` of `GET /v1/elections/{name}/observe`: the last
+/// candidate left.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObservedNoLeaderBody {
+    /// The revision of the change (for the first event: of the read).
+    pub revision: u64,
+}
+
+/// `GET /v1/elections/{name}/check?token=T` success.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenCheckBody {
+    /// Whether T is the token of the election's leader now.
+    pub current: bool,
+    /// The leader's token now, or null when there is no leader.
+    pub token: Option<u64>,
+    /// The store's revision when it was read.
+    pub revision: u64,
+}

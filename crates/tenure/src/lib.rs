@@ -25,6 +25,8 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod elections;
 pub mod http;
 pub mod metrics;
 pub mod server;
+pub mod sessions;

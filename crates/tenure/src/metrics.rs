@@ -39,6 +39,31 @@ pub struct Metrics {
     failover_seconds: Histogram,
     kv_commit_seconds: Histogram,
     kv_writes_unknown: Counter,
+    session_renewals: Counter,
+    session_renewals_refused: Counter,
+    session_expiries_proposed: Counter,
+    elections: ElectionMetrics,
+}
+
+/// The counters and gauges of the elections API, measured by its handlers.
+#[derive(Debug, Clone, Default)]
+struct ElectionMetrics {
+    campaigns: Counter,
+    wakeups: Counter,
+    waits_won: Counter,
+    observe_events: Counter,
+    waiters: Gauge,
+    observers: Gauge,
+}
+
+/// One open long poll or observe stream, counted in its gauge until dropped.
+#[derive(Debug)]
+pub struct GaugeGuard(Gauge);
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Default for Metrics {
@@ -47,6 +72,10 @@ impl Default for Metrics {
             failover_seconds: Histogram::new(FAILOVER_BUCKETS_S),
             kv_commit_seconds: Histogram::new(COMMIT_BUCKETS_S),
             kv_writes_unknown: Counter::default(),
+            session_renewals: Counter::default(),
+            session_renewals_refused: Counter::default(),
+            session_expiries_proposed: Counter::default(),
+            elections: ElectionMetrics::default(),
         }
     }
 }
@@ -60,6 +89,54 @@ impl Metrics {
     /// Counts a key-value write through the API whose outcome is unknown.
     pub fn kv_write_unknown(&self) {
         self.kv_writes_unknown.inc();
+    }
+
+    /// Counts a session renewal this node answered as the leader.
+    pub fn session_renewed(&self) {
+        self.session_renewals.inc();
+    }
+
+    /// Counts a renewal this node refused as the leader (or as a node that
+    /// no longer leads): unknown, expired or expiring lease, busy.
+    pub fn session_renewal_refused(&self) {
+        self.session_renewals_refused.inc();
+    }
+
+    /// Counts an expiry this node proposed as the leader.
+    pub fn session_expiry_proposed(&self) {
+        self.session_expiries_proposed.inc();
+    }
+
+    /// Counts a campaign that joined an election's queue.
+    pub fn election_campaign(&self) {
+        self.elections.campaigns.inc();
+    }
+
+    /// Counts `n` waiters woken because a key they wait on was removed.
+    pub fn election_wakeups(&self, n: u64) {
+        self.elections.wakeups.inc_by(n);
+    }
+
+    /// Counts a long poll answered "this candidacy leads".
+    pub fn election_wait_won(&self) {
+        self.elections.waits_won.inc();
+    }
+
+    /// Counts an event sent to an observer.
+    pub fn election_observe_event(&self) {
+        self.elections.observe_events.inc();
+    }
+
+    /// Counts an open long poll until the guard is dropped.
+    pub fn election_waiter(&self) -> GaugeGuard {
+        self.elections.waiters.inc();
+        GaugeGuard(self.elections.waiters.clone())
+    }
+
+    /// Counts an open observe stream until the guard is dropped.
+    pub fn election_observer(&self) -> GaugeGuard {
+        self.elections.observers.inc();
+        GaugeGuard(self.elections.observers.clone())
     }
 
     /// Measures failovers as this node sees them: from the moment the known
@@ -112,11 +189,41 @@ impl Metrics {
             "Key-value writes through this node's API answered 504 with an unknown outcome",
             self.kv_writes_unknown.clone(),
         );
+        register_sessions(&mut r, self, kv);
+        register_elections(&mut r, &self.elections);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &r);
         out
     }
+}
+
+/// The elections API's counters and gauges.
+fn register_elections(r: &mut Registry, e: &ElectionMetrics) {
+    let counters = [
+        (
+            "election_campaigns",
+            "Campaigns through this node's API that joined a queue",
+            &e.campaigns,
+        ),
+        (
+            "election_waiter_wakeups",
+            "Waiters of this node woken because the candidate ahead of them (or their own \
+             candidacy) left: one per leaving candidate, not one per waiter (no herd)",
+            &e.wakeups,
+        ),
+        ("election_waits_won", "Long polls of this node answered with leadership", &e.waits_won),
+        (
+            "election_observe_events",
+            "Events sent to this node's observe streams (leaders, proclaims, no leader)",
+            &e.observe_events,
+        ),
+    ];
+    for (name, help, counter) in counters {
+        r.register(name, help, counter.clone());
+    }
+    r.register("election_waiters", "Open long polls waiting for leadership", e.waiters.clone());
+    r.register("election_observers", "Open observe streams", e.observers.clone());
 }
 
 /// The node's state now: leading, term, fencing token, storage, connected peers.
@@ -268,6 +375,33 @@ fn register_log(r: &mut Registry, kv: &Replicated<Store>) {
     for (name, help, value) in counters {
         r.register(name, help, ConstCounter::new(value.load(Ordering::Relaxed)));
     }
+}
+
+/// Sessions: how many the store holds, and the leader's renewals and
+/// expiries (counted on the node that answered or proposed them).
+fn register_sessions(r: &mut Registry, m: &Metrics, kv: &Replicated<Store>) {
+    let held = kv.read_stale(|s| s.leases().len()).0;
+    r.register(
+        "sessions_held",
+        "Sessions (leases) in the store as applied on this node",
+        ConstGauge::new(clamp(held as u64)),
+    );
+    r.register(
+        "session_renewals",
+        "Session renewals (keepalives) this node answered as the leader",
+        m.session_renewals.clone(),
+    );
+    r.register(
+        "session_renewals_refused",
+        "Session renewals this node refused as the leader: unknown, expired or expiring \
+         session, leadership not confirmed, too many waiting",
+        m.session_renewals_refused.clone(),
+    );
+    r.register(
+        "session_expiries_proposed",
+        "Session expiries this node proposed as the leader (a TTL passed without a renewal)",
+        m.session_expiries_proposed.clone(),
+    );
 }
 
 /// Prometheus gauges here are i64; node values are u64 and never that large,

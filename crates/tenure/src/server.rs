@@ -107,6 +107,9 @@ pub async fn run(
         async move { rejections.run().await }
     });
     let (stopping_tx, stopping) = watch::channel(false);
+    // The lease clock of sessions, on the ready leader; renewals from every node.
+    let sessions =
+        tokio::spawn(crate::sessions::run(kv.clone(), metrics.clone(), stopping.clone()));
     let state =
         AppState::new(handle.clone(), kv, metrics, api, rejections.clone(), stopping.clone());
     let app = router(state);
@@ -127,6 +130,7 @@ pub async fn run(
         warn!(error = %e, "the HTTP server task failed");
     }
     failovers.abort();
+    sessions.abort();
     rejection_summaries.abort();
     rejections.flush();
     info!(node = %id, "stopped");

@@ -47,9 +47,14 @@ fn the_table_gives_transfer_to_admin_writes_to_write_reads_to_read_and_opens_the
             .access
     };
     assert_eq!(access("POST", "/v1/transfer"), Access::Admin);
-    for (method, path) in
-        [("PUT", "/v1/kv/{*key}"), ("DELETE", "/v1/kv/{*key}"), ("POST", "/v1/txn")]
-    {
+    for (method, path) in [
+        ("PUT", "/v1/kv/{*key}"),
+        ("DELETE", "/v1/kv/{*key}"),
+        ("POST", "/v1/txn"),
+        ("POST", "/v1/elections/{name}/campaign"),
+        ("POST", "/v1/elections/{name}/resign"),
+        ("POST", "/v1/elections/{name}/proclaim"),
+    ] {
         assert_eq!(access(method, path), Access::Write, "{method} {path}");
     }
     for path in [
@@ -60,6 +65,11 @@ fn the_table_gives_transfer_to_admin_writes_to_write_reads_to_read_and_opens_the
         "/v1/kv/{*key}",
         "/v1/kv",
         "/v1/kv-watch",
+        "/v1/elections",
+        "/v1/elections/{name}",
+        "/v1/elections/{name}/wait",
+        "/v1/elections/{name}/observe",
+        "/v1/elections/{name}/check",
     ] {
         assert_eq!(access("GET", path), Access::Read, "{path}");
     }

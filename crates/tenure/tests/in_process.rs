@@ -306,6 +306,16 @@ async fn metrics_lists_every_family() {
         "log_compaction_failures",
         "kv_commit_duration_seconds",
         "kv_writes_unknown",
+        "sessions_held",
+        "session_renewals",
+        "session_renewals_refused",
+        "session_expiries_proposed",
+        "election_campaigns",
+        "election_waiter_wakeups",
+        "election_waits_won",
+        "election_observe_events",
+        "election_waiters",
+        "election_observers",
     ];
     assert_eq!(families, expected, "{}", answer.body);
     assert!(answer.body.contains("tenure_is_leader 1\n"), "{}", answer.body);

@@ -19,6 +19,15 @@
 //! * **Stale reads** ([`Replicated::read_stale`]): the local state, with the
 //!   index it was applied up to.
 //!
+//! * **Leader-only operations**, for a service of the application that runs
+//!   on the leader only (a lease clock): [`Replicated::propose_as`] proposes
+//!   only as the ready leader of one fencing token, never forwarded;
+//!   [`Replicated::confirm_leader`] confirms, as a linearizable read does,
+//!   that this node still is that leader; [`Replicated::ready_leader`]
+//!   tells when this node becomes or stops being the ready leader; and
+//!   [`Replicated::ask_leader`] routes a question to the leader's service
+//!   (module [`ask`]), which takes them from [`Replicated::take_asks`].
+//!
 //! While no leader is known, a request waits for one, at most
 //! [`no_leader_wait`] of the election timeout, then fails with
 //! [`WriteError::NoLeader`] or [`ReadFailure::NoLeader`]: nothing was written.
@@ -37,6 +46,7 @@
 //! ([`LogCounters::compactions`]) and loses nothing: the journal still holds
 //! every entry, and the next compaction tries again.
 
+pub mod ask;
 mod task;
 mod waiters;
 
@@ -54,6 +64,7 @@ use tenure_replica::{Index, Position, Replica, ReplicaStatus, StateMachine};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
+pub use ask::{Ask, AskError, ASK_QUEUE_CAPACITY, MAX_ASKS_IN_FLIGHT, MAX_ASK_LEN};
 pub use waiters::MAX_WAITING;
 
 /// Client requests queued for the log task before callers wait.
@@ -121,6 +132,12 @@ pub enum WriteError {
     /// The node is stopping; nothing was written by this request.
     #[error("the node is stopping")]
     Stopped,
+    /// [`Replicated::propose_as`]: this node is not the ready leader of the
+    /// token asked for; nothing was written.
+    #[error(
+        "this node is not the ready leader of the fencing token asked for; nothing was written"
+    )]
+    NotLeader,
 }
 
 /// Why a linearizable read could not be served.
@@ -142,6 +159,10 @@ pub enum ReadFailure {
     /// The node is stopping.
     #[error("the node is stopping")]
     Stopped,
+    /// [`Replicated::confirm_leader`]: this node is not (or no longer) the
+    /// ready leader of the token asked for.
+    #[error("this node is not the ready leader of the fencing token asked for")]
+    NotLeader,
 }
 
 /// Counters of the log task.
@@ -166,8 +187,26 @@ pub struct LogCounters {
 
 /// A client request for the log task.
 pub(crate) enum Request {
-    Propose { command: Vec<u8>, reply: oneshot::Sender<Result<Committed, WriteError>> },
-    Read { reply: oneshot::Sender<Result<Index, ReadFailure>> },
+    Propose {
+        command: Vec<u8>,
+        reply: oneshot::Sender<Result<Committed, WriteError>>,
+    },
+    ProposeAs {
+        token: FencingToken,
+        command: Vec<u8>,
+        reply: oneshot::Sender<Result<Committed, WriteError>>,
+    },
+    Read {
+        reply: oneshot::Sender<Result<Index, ReadFailure>>,
+    },
+    Confirm {
+        token: FencingToken,
+        reply: oneshot::Sender<Result<Index, ReadFailure>>,
+    },
+    Ask {
+        request: Vec<u8>,
+        reply: oneshot::Sender<Result<Vec<u8>, ask::AskError>>,
+    },
 }
 
 /// What the log task and every [`Replicated`] handle share.
@@ -177,6 +216,10 @@ pub(crate) struct LogShared<S> {
     pub(crate) requests: mpsc::Sender<Request>,
     /// The index applied so far.
     pub(crate) applied: watch::Sender<Index>,
+    /// The token this node is the ready leader of, if it is one.
+    pub(crate) ready_leader: watch::Sender<Option<FencingToken>>,
+    /// The queue to the leader's service for asks.
+    pub(crate) asks: ask::AskDesk,
     pub(crate) node: Arc<Shared>,
     pub(crate) no_leader_wait: Duration,
     pub(crate) counters: LogCounters,
@@ -233,6 +276,8 @@ where
         replica: Mutex::new(replica),
         requests,
         applied: watch::Sender::new(status.applied),
+        ready_leader: watch::Sender::new(None),
+        asks: ask::AskDesk::new(),
         no_leader_wait: no_leader_wait(shared.config.election_timeout),
         node: shared,
         counters,
@@ -249,6 +294,75 @@ impl<S: StateMachine + Send + 'static> Replicated<S> {
         let (reply, answer) = oneshot::channel();
         self.send(Request::Propose { command, reply }).await.map_err(|()| WriteError::Stopped)?;
         answer.await.unwrap_or(Err(WriteError::Stopped))
+    }
+
+    /// Proposes `command` only if this node is the ready leader of `token`
+    /// when the command is proposed: never forwarded, never held for a
+    /// leader. Otherwise it fails with [`WriteError::NotLeader`] and nothing
+    /// is written. A decision taken under one leadership (an expiry on the
+    /// leader's clock) must not be committed by a later one.
+    pub async fn propose_as(
+        &self,
+        token: FencingToken,
+        command: Vec<u8>,
+    ) -> Result<Committed, WriteError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::ProposeAs { token, command, reply })
+            .await
+            .map_err(|()| WriteError::Stopped)?;
+        answer.await.unwrap_or(Err(WriteError::Stopped))
+    }
+
+    /// Confirms that this node is the ready leader of `token` as a
+    /// linearizable read does: at once while its election lease is valid,
+    /// else once a majority acknowledged a round sent after this call. Never
+    /// asks another node: anything else fails with [`ReadFailure::NotLeader`].
+    /// Returns the read index, applied on this node when this returns.
+    pub async fn confirm_leader(&self, token: FencingToken) -> Result<Index, ReadFailure> {
+        if task::lease_token(&self.log.node) == Some(token) {
+            if let Some(index) = lock(&self.log.replica).lease_read(Some(token)) {
+                return Ok(index);
+            }
+        }
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Confirm { token, reply }).await.map_err(|()| ReadFailure::Stopped)?;
+        answer.await.unwrap_or(Err(ReadFailure::Stopped))
+    }
+
+    /// The token this node is the ready leader of (its no-op applied: it
+    /// takes writes), `None` while it is not; the receiver sees every
+    /// change, as the log task sees it.
+    pub fn ready_leader(&self) -> watch::Receiver<Option<FencingToken>> {
+        self.log.ready_leader.subscribe()
+    }
+
+    /// Asks the service on the ready leader (see [`ask`]) and returns its
+    /// answer: delivered here when this node is the ready leader, else
+    /// forwarded to the leader; while no leader is known it waits at most
+    /// [`Replicated::no_leader_wait`], then fails with
+    /// [`AskError::NoLeader`]. A question sent to a leader that lost office
+    /// before it answered is asked again of the next one: a service must
+    /// answer a question asked twice as it would once.
+    pub async fn ask_leader(&self, request: Vec<u8>) -> Result<Vec<u8>, AskError> {
+        if request.len() > MAX_ASK_LEN {
+            return Err(AskError::TooLarge { size: request.len(), max: MAX_ASK_LEN });
+        }
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Ask { request, reply }).await.map_err(|()| AskError::Stopped)?;
+        // The log task bounds a forwarded or held ask; one delivered here is
+        // the service's to answer, bounded here.
+        let bound = self.log.no_leader_wait + REQUEST_TIMEOUT;
+        match tokio::time::timeout(bound, answer).await {
+            Ok(answer) => answer.unwrap_or(Err(AskError::Stopped)),
+            Err(_) => Err(AskError::Timeout(bound)),
+        }
+    }
+
+    /// The asks delivered to this node while it is the ready leader, for
+    /// the application's service; `Some` once (the first call), `None`
+    /// after. Until it is taken, asks are refused ([`AskError::NoService`]).
+    pub fn take_asks(&self) -> Option<mpsc::Receiver<Ask>> {
+        self.log.asks.take()
     }
 
     /// An index at which a linearizable read may be served: the leader

@@ -1,7 +1,10 @@
 //! The log task: the only code that feeds inputs to the replica and carries
 //! out its outputs (write and sync the log, then send, then answer).
 
-use super::waiters::{Asker, Forwarded, Parked, ReadReply, Waiters, WriteReply, MAX_WAITING};
+use super::ask::{AskError, AskReply};
+use super::waiters::{
+    AskAnswer, Asker, Forwarded, Parked, ReadReply, Waiters, WriteReply, MAX_WAITING,
+};
 use super::{bump, warn_open, Committed, LogShared, ReadFailure, Request, WriteError, MAX_BATCH};
 use crate::driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN};
 use crate::error::StartError;
@@ -59,6 +62,14 @@ enum Route {
     Leader(NodeId),
     /// No leader to take it: wait.
     Wait,
+}
+
+/// The kinds of forwarded request, to match an answer with its request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Propose,
+    Read,
+    Ask,
 }
 
 /// What woke the log task up.
@@ -170,7 +181,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         self.close_store().await;
         warn_open(self.w.len() + self.batch.len());
         for (asker, _) in self.batch.drain(..) {
-            if let Asker::Local(reply) = asker {
+            if let Some(reply) = asker.into_reply() {
                 let _ = reply.send(Err(WriteError::Stopped));
             }
         }
@@ -208,6 +219,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             match p {
                 Parked::Propose { command, reply } => self.route_write(command, reply, since),
                 Parked::Read { reply } => self.route_read(reply, since).await,
+                Parked::Ask { request, reply } => self.route_ask(request, reply, since),
             }
         }
         self.flush_batch().await;
@@ -251,18 +263,66 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         let since = Instant::now();
         if self.w.len() + self.batch.len() >= MAX_WAITING {
             match req {
-                Request::Propose { reply, .. } => {
+                Request::Propose { reply, .. } | Request::ProposeAs { reply, .. } => {
                     let _ = reply.send(Err(WriteError::Busy));
                 }
-                Request::Read { reply } => {
+                Request::Read { reply } | Request::Confirm { reply, .. } => {
                     let _ = reply.send(Err(ReadFailure::Busy));
+                }
+                Request::Ask { reply, .. } => {
+                    let _ = reply.send(Err(AskError::Busy));
                 }
             }
             return;
         }
         match req {
             Request::Propose { command, reply } => self.route_write(command, reply, since),
+            Request::ProposeAs { token, command, reply } => {
+                if self.route() == Route::Here && self.ready_token() == Some(token) {
+                    self.batch.push((Asker::Bound(reply, token), command));
+                } else {
+                    let _ = reply.send(Err(WriteError::NotLeader));
+                }
+            }
             Request::Read { reply } => self.route_read(reply, since).await,
+            Request::Confirm { token, reply } => {
+                if self.route() == Route::Here && self.ready_token() == Some(token) {
+                    self.start_read(Asker::Bound(reply, token), since).await;
+                } else {
+                    let _ = reply.send(Err(ReadFailure::NotLeader));
+                }
+            }
+            Request::Ask { request, reply } => self.route_ask(request, reply, since),
+        }
+    }
+
+    /// The token this node is the ready leader of, as of the replica's last
+    /// output.
+    fn ready_token(&self) -> Option<FencingToken> {
+        *self.log.ready_leader.borrow()
+    }
+
+    /// Records whether the replica is a ready leader, and of which token,
+    /// for the router and for [`super::Replicated::ready_leader`].
+    fn set_ready(&mut self, token: Option<FencingToken>) {
+        self.ready = token.is_some();
+        self.log.ready_leader.send_if_modified(|t| std::mem::replace(t, token) != token);
+    }
+
+    /// A question for the leader's service: delivered here as the ready
+    /// leader, forwarded to the leader, or held until one is known.
+    fn route_ask(&mut self, request: Vec<u8>, reply: AskAnswer, since: Instant) {
+        match (self.route(), self.ready_token()) {
+            (Route::Here, Some(token)) => {
+                self.log.asks.deliver(request, token, AskReply::Local(reply))
+            }
+            (Route::Leader(l), _) => {
+                let id = self.w.next_id();
+                self.send(l, Frame::Forward(Forward::Ask { id, request: request.clone() }));
+                self.w.forwarded.insert(id, (l, Forwarded::Ask(reply, request), since));
+                bump(&self.log.counters.forwarded, 1);
+            }
+            _ => self.w.parked.push_back((Parked::Ask { request, reply }, since, since)),
         }
     }
 
@@ -311,19 +371,41 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         if self.batch.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut self.batch);
+        let mut batch = std::mem::take(&mut self.batch);
         let since = Instant::now();
-        if !lock(&self.log.replica).is_ready_leader() {
-            self.ready = false;
+        let leading = {
+            let r = lock(&self.log.replica);
+            if r.is_ready_leader() {
+                r.status().leading
+            } else {
+                None
+            }
+        };
+        // Commands bound to another leadership than the one proposing now
+        // are refused: nothing of them is written.
+        for (asker, _) in
+            batch.extract_if(.., |(a, _)| matches!(a, Asker::Bound(_, t) if leading != Some(*t)))
+        {
+            if let Some(reply) = asker.into_reply() {
+                let _ = reply.send(Err(WriteError::NotLeader));
+            }
+        }
+        if leading.is_none() {
+            self.set_ready(None);
             for (asker, command) in batch {
                 match asker {
                     Asker::Local(reply) => self.route_write(command, reply, since),
+                    // Refused above.
+                    Asker::Bound(..) => {}
                     Asker::Peer(to, id) => {
                         let result = Err(ForwardRefusal::NotLeader);
                         self.send(to, Frame::Forward(Forward::Proposed { id, result }))
                     }
                 }
             }
+            return;
+        }
+        if batch.is_empty() {
             return;
         }
         let (askers, commands): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
@@ -351,7 +433,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
 
     /// Answers a command the replica refused: nothing was written.
     fn refuse_write(&mut self, asker: Asker<WriteReply>, e: ProposeError, since: Instant) {
-        let (local, refusal) = match e {
+        let (mut local, refusal) = match e {
             ProposeError::NotLeader(_) => {
                 let waited = Instant::now().saturating_duration_since(since);
                 (WriteError::NoLeader { waited }, ForwardRefusal::NotLeader)
@@ -361,8 +443,11 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             }
             ProposeError::Busy(_) => (WriteError::Busy, ForwardRefusal::Busy),
         };
+        if matches!(asker, Asker::Bound(..)) && refusal == ForwardRefusal::NotLeader {
+            local = WriteError::NotLeader;
+        }
         match asker {
-            Asker::Local(reply) => {
+            Asker::Local(reply) | Asker::Bound(reply, _) => {
                 let _ = reply.send(Err(local));
             }
             Asker::Peer(to, id) => {
@@ -389,6 +474,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             (Err(ReadError::NotLeader { .. }), Asker::Local(reply)) => {
                 self.repark(Parked::Read { reply }, since)
             }
+            (Err(ReadError::NotLeader { .. }), Asker::Bound(reply, _)) => {
+                let _ = reply.send(Err(ReadFailure::NotLeader));
+            }
             (Err(ReadError::NotLeader { .. }), Asker::Peer(to, id)) => {
                 let result = Err(ForwardRefusal::NotLeader);
                 self.send(to, Frame::Forward(Forward::ReadIndexReply { id, result }))
@@ -399,7 +487,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
 
     fn read_ready(&mut self, asker: Asker<ReadReply>, index: u64, since: Instant) {
         match asker {
-            Asker::Local(reply) => self.w.applying.push((index, reply, since)),
+            Asker::Local(reply) | Asker::Bound(reply, _) => {
+                self.w.applying.push((index, reply, since))
+            }
             // Answered in `settle`, after the commit index went out.
             Asker::Peer(to, id) => self.read_replies.push((to, id, index)),
         }
@@ -431,6 +521,16 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                     self.send(from, Frame::Forward(Forward::ReadIndexReply { id, result }));
                 }
             }
+            PeerData::Forward(Forward::Ask { id, request }) => {
+                let reply = AskReply::Peer { node: self.log.node.clone(), to: from, id };
+                match (self.route(), self.ready_token()) {
+                    (Route::Here, Some(token)) => self.log.asks.deliver(request, token, reply),
+                    _ => reply.send(Err(ForwardRefusal::NotLeader)),
+                }
+            }
+            PeerData::Forward(Forward::Answered { id, result }) => {
+                self.answered(from, id, result.map(|b| b.into_vec()))
+            }
             PeerData::Forward(Forward::Proposed { id, result }) => self.proposed(from, id, result),
             PeerData::Forward(Forward::ReadIndexReply { id, result }) => {
                 self.read_index_reply(from, id, result)
@@ -446,7 +546,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         result: Result<(tenure_replica::Position, Vec<u8>), ForwardRefusal>,
     ) {
         let Some((_, Forwarded::Propose(reply, command), since)) =
-            self.take_forwarded(from, id, true)
+            self.take_forwarded(from, id, Kind::Propose)
         else {
             return;
         };
@@ -459,7 +559,8 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             }
             Err(ForwardRefusal::Busy) => Err(WriteError::Busy),
             Err(ForwardRefusal::TooLarge { size, max }) => Err(WriteError::TooLarge { size, max }),
-            Err(ForwardRefusal::Unknown) => {
+            // `NoService` answers only an ask: from a correct leader, never.
+            Err(ForwardRefusal::Unknown | ForwardRefusal::NoService) => {
                 bump(&self.log.counters.unknown, 1);
                 Err(WriteError::Unknown("the leader lost office before the commit"))
             }
@@ -469,12 +570,32 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
 
     /// The leader's answer to a read index this node asked for.
     fn read_index_reply(&mut self, from: NodeId, id: u64, result: Result<u64, ForwardRefusal>) {
-        let Some((_, Forwarded::Read(reply), since)) = self.take_forwarded(from, id, false) else {
+        let Some((_, Forwarded::Read(reply), since)) = self.take_forwarded(from, id, Kind::Read)
+        else {
             return;
         };
         match result {
             Ok(index) => self.w.applying.push((index, reply, since)),
             Err(_) => self.repark(Parked::Read { reply }, since),
+        }
+    }
+
+    /// The leader's answer to an ask this node forwarded.
+    fn answered(&mut self, from: NodeId, id: u64, result: Result<Vec<u8>, ForwardRefusal>) {
+        let Some((_, Forwarded::Ask(reply, request), since)) =
+            self.take_forwarded(from, id, Kind::Ask)
+        else {
+            return;
+        };
+        match result {
+            Ok(answer) => {
+                let _ = reply.send(Ok(answer));
+            }
+            // Not delivered: it does not lead (yet, or any more).
+            Err(ForwardRefusal::NotLeader) => self.repark(Parked::Ask { request, reply }, since),
+            Err(refusal) => {
+                let _ = reply.send(Err(AskError::from_refusal(refusal)));
+            }
         }
     }
 
@@ -484,12 +605,16 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         &mut self,
         from: NodeId,
         id: u64,
-        write: bool,
+        kind: Kind,
     ) -> Option<(NodeId, Forwarded, Instant)> {
-        let ok =
-            self.w.forwarded.get(&id).is_some_and(|(to, f, _)| {
-                *to == from && matches!(f, Forwarded::Propose(..)) == write
-            });
+        let ok = self.w.forwarded.get(&id).is_some_and(|(to, f, _)| {
+            let is = match f {
+                Forwarded::Propose(..) => Kind::Propose,
+                Forwarded::Read(_) => Kind::Read,
+                Forwarded::Ask(..) => Kind::Ask,
+            };
+            *to == from && is == kind
+        });
         if !ok {
             bump(&self.log.node.net.stats.data_dropped, 1);
             return None;
@@ -536,6 +661,10 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 Some((_, Forwarded::Read(reply), since)) => {
                     self.w.parked.push_back((Parked::Read { reply }, since, since))
                 }
+                // Asked again of the next leader (`ask_leader` says so).
+                Some((_, Forwarded::Ask(reply, request), since)) => {
+                    self.w.parked.push_back((Parked::Ask { request, reply }, since, since))
+                }
                 None => {}
             }
         }
@@ -574,9 +703,10 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         }
         let (ready, now_applied) = {
             let r = lock(&self.log.replica);
-            (r.is_ready_leader(), r.applied())
+            let ready = if r.is_ready_leader() { r.status().leading } else { None };
+            (ready, r.applied())
         };
-        self.ready = ready;
+        self.set_ready(ready);
         if !applied.is_empty() || *self.log.applied.borrow() != now_applied {
             self.log.applied.send_replace(now_applied);
         }
@@ -620,7 +750,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         for c in completions.into_iter().chain(more.completions) {
             self.complete(c);
         }
-        self.ready = false;
+        self.set_ready(None);
         self.rebuild = Some((Instant::now() + PERSIST_RETRY_MIN, PERSIST_RETRY_MIN));
     }
 
@@ -668,7 +798,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                     bump(&self.log.counters.unknown, 1);
                 }
                 match asker {
-                    Asker::Local(reply) => {
+                    Asker::Local(reply) | Asker::Bound(reply, _) => {
                         let _ = reply.send(
                             result
                                 .map(|(position, result)| Committed { position, result })
@@ -687,6 +817,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 match (result, asker) {
                     (Ok(index), asker) => self.read_ready(asker, index, since),
                     (Err(_), Asker::Local(reply)) => self.repark(Parked::Read { reply }, since),
+                    (Err(_), Asker::Bound(reply, _)) => {
+                        let _ = reply.send(Err(ReadFailure::NotLeader));
+                    }
                     (Err(_), Asker::Peer(to, id)) => {
                         let result = Err(ForwardRefusal::NotLeader);
                         self.send(to, Frame::Forward(Forward::ReadIndexReply { id, result }))

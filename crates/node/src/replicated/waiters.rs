@@ -3,10 +3,11 @@
 //! waiting for a leader, requests forwarded to the leader, and reads waiting
 //! until this node applied as far as their index.
 
+use super::ask::AskError;
 use super::{Committed, ReadFailure, WriteError, REQUEST_TIMEOUT};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
-use tenure_core::NodeId;
+use tenure_core::{FencingToken, NodeId};
 use tenure_replica::{Index, ProposalId, ReadId};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -19,17 +20,34 @@ pub const MAX_WAITING: usize = 16 * 1024;
 pub(crate) type WriteReply = oneshot::Sender<Result<Committed, WriteError>>;
 /// Where a read index goes.
 pub(crate) type ReadReply = oneshot::Sender<Result<Index, ReadFailure>>;
+/// Where the answer to an ask of this node's caller goes.
+pub(crate) type AskAnswer = oneshot::Sender<Result<Vec<u8>, AskError>>;
 
-/// Who asked: a caller on this node, or a follower (its id for the request).
+/// Who asked: a caller on this node, a caller on this node that only the
+/// leadership of one token may serve (never forwarded nor held for another
+/// leader: refused as not leader instead), or a follower (its id for the
+/// request).
 pub(crate) enum Asker<R> {
     Local(R),
+    Bound(R, FencingToken),
     Peer(NodeId, u64),
+}
+
+impl<R> Asker<R> {
+    /// The reply of a caller on this node.
+    pub(crate) fn into_reply(self) -> Option<R> {
+        match self {
+            Asker::Local(r) | Asker::Bound(r, _) => Some(r),
+            Asker::Peer(..) => None,
+        }
+    }
 }
 
 /// A request of this node's callers, not yet proposed or forwarded.
 pub(crate) enum Parked {
     Propose { command: Vec<u8>, reply: WriteReply },
     Read { reply: ReadReply },
+    Ask { request: Vec<u8>, reply: AskAnswer },
 }
 
 /// A request forwarded to the leader, waiting for its answer.
@@ -38,6 +56,8 @@ pub(crate) enum Forwarded {
     /// is sent again to the next.
     Propose(WriteReply, Vec<u8>),
     Read(ReadReply),
+    /// The question is kept: a leader that refuses it did not deliver it.
+    Ask(AskAnswer, Vec<u8>),
 }
 
 /// Everything the log task holds.
@@ -83,13 +103,13 @@ impl Waiters {
     pub(crate) fn expire(&mut self, now: Instant, no_leader_wait: Duration) {
         let late = |since: Instant, bound: Duration| now.saturating_duration_since(since) >= bound;
         for (_, (asker, _)) in self.proposals.extract_if(|_, (_, s)| late(*s, REQUEST_TIMEOUT)) {
-            if let Asker::Local(reply) = asker {
+            if let Some(reply) = asker.into_reply() {
                 let _ =
                     reply.send(Err(WriteError::Unknown("no commit within the request timeout")));
             }
         }
         for (_, (asker, _)) in self.reads.extract_if(|_, (_, s)| late(*s, REQUEST_TIMEOUT)) {
-            if let Asker::Local(reply) = asker {
+            if let Some(reply) = asker.into_reply() {
                 let _ = reply.send(Err(ReadFailure::Timeout(REQUEST_TIMEOUT)));
             }
         }
@@ -106,6 +126,9 @@ impl Waiters {
                 Parked::Read { reply } => {
                     let _ = reply.send(Err(ReadFailure::NoLeader { waited }));
                 }
+                Parked::Ask { reply, .. } => {
+                    let _ = reply.send(Err(AskError::NoLeader { waited }));
+                }
             }
         }
         for (_, (_, f, _)) in self.forwarded.extract_if(|_, (_, _, s)| late(*s, REQUEST_TIMEOUT)) {
@@ -116,6 +139,9 @@ impl Waiters {
                 }
                 Forwarded::Read(reply) => {
                     let _ = reply.send(Err(ReadFailure::Timeout(REQUEST_TIMEOUT)));
+                }
+                Forwarded::Ask(reply, _) => {
+                    let _ = reply.send(Err(AskError::Timeout(REQUEST_TIMEOUT)));
                 }
             }
         }
@@ -141,12 +167,12 @@ impl Waiters {
     /// ends unknown; the rest were never written and end stopped.
     pub(crate) fn stop(&mut self) {
         for (_, (asker, _)) in self.proposals.drain() {
-            if let Asker::Local(reply) = asker {
+            if let Some(reply) = asker.into_reply() {
                 let _ = reply.send(Err(WriteError::Unknown("the node stopped before the commit")));
             }
         }
         for (_, (asker, _)) in self.reads.drain() {
-            if let Asker::Local(reply) = asker {
+            if let Some(reply) = asker.into_reply() {
                 let _ = reply.send(Err(ReadFailure::Stopped));
             }
         }
@@ -158,6 +184,9 @@ impl Waiters {
                 Parked::Read { reply } => {
                     let _ = reply.send(Err(ReadFailure::Stopped));
                 }
+                Parked::Ask { reply, .. } => {
+                    let _ = reply.send(Err(AskError::Stopped));
+                }
             }
         }
         for (_, (_, f, _)) in self.forwarded.drain() {
@@ -168,6 +197,9 @@ impl Waiters {
                 }
                 Forwarded::Read(reply) => {
                     let _ = reply.send(Err(ReadFailure::Stopped));
+                }
+                Forwarded::Ask(reply, _) => {
+                    let _ = reply.send(Err(AskError::Stopped));
                 }
             }
         }

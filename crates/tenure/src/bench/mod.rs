@@ -7,10 +7,12 @@
 //! - [`stats`]: percentiles, CDFs, split-vote arithmetic;
 //! - [`plot`]: the CDF chart; [`soak`]: the soak and its CPU burner;
 //! - [`fetch`]: raw HTTP for `/metrics` and etcd's gateway;
+//! - [`elect`]: application-election handover with the stock CLIs;
 //! - [`kv`]: the key-value benchmark, with its load generator
 //!   ([`kv_load`]) and its fault phases ([`kv_faults`]: failovers under
 //!   load, a wiped node's catch-up).
 
+mod elect;
 mod etcd;
 mod failover;
 mod fetch;
@@ -64,6 +66,10 @@ enum BenchCommand {
     Soak(soak::SoakArgs),
     /// Key-value throughput and latency: writes, then linearizable reads, at the leader.
     Kv(kv::KvArgs),
+    /// Application-election handover: two `tenure elect` candidates, the elected
+    /// one stopped (SIGTERM, then SIGKILL trials), timed until the other prints
+    /// its election; with --compare etcd, the same with `etcdctl elect`.
+    Elect(elect::ElectArgs),
 }
 
 /// The clusters a benchmark starts: shared by `tenure bench failover` and
@@ -168,6 +174,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCommand::Failover(a) => run_failover(a).await,
         BenchCommand::Soak(a) => soak::run(a).await,
         BenchCommand::Kv(a) => kv::run(a).await,
+        BenchCommand::Elect(a) => elect::run(a).await,
     }
 }
 

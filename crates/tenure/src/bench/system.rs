@@ -122,6 +122,16 @@ impl Tenure {
         &self.endpoints[i]
     }
 
+    /// The CA certificate the servers' API certificates chain to (None without TLS).
+    pub fn ca(&self) -> Option<&Path> {
+        self.cluster.ca()
+    }
+
+    /// The cluster's API token (admin).
+    pub fn token(&self) -> &str {
+        self.cluster.token()
+    }
+
     /// Node `i`'s data directory.
     pub fn data_dir(&self, i: usize) -> &Path {
         &self.cluster.servers[i].data_dir

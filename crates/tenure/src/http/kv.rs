@@ -22,6 +22,7 @@
 use super::kv_body::{check_key, check_prefix, invalid, txn_body, txn_command};
 use super::state::{ApiError, AppState};
 use crate::api::{KvBody, KvDeleteBody, KvGetBody, KvListBody, KvPutBody, TxnBody, TxnRequest};
+use crate::elections::names::{is_reserved, RESERVED_PREFIX};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -29,7 +30,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use std::time::{Duration, Instant};
-use tenure_kv::{Command, LeaseId, Refusal, Response, Store, MAX_RANGE, MAX_VALUE_BYTES};
+use tenure_kv::{Command, LeaseId, Refusal, Response, Store, TxnOp, MAX_RANGE, MAX_VALUE_BYTES};
 use tenure_node::{ReadFailure, WriteError};
 
 /// Largest `POST /v1/txn` body: four times the log's largest command (64
@@ -126,6 +127,7 @@ pub async fn put(
         if_mod_revision: q.if_mod_revision,
         lease: q.lease.map(LeaseId),
     };
+    refuse_reserved(&command)?;
     match propose(&st, &command).await? {
         (Response::Put { revision, .. }, fencing_token) => {
             Ok(Json(KvPutBody { revision, fencing_token }))
@@ -144,6 +146,7 @@ pub async fn delete(
     let key = key_from(key)?;
     let q = query_from(query, "if_mod_revision=R")?;
     let command = Command::Delete { key, if_mod_revision: q.if_mod_revision };
+    refuse_reserved(&command)?;
     match propose(&st, &command).await? {
         (Response::Delete { revision, prev }, fencing_token) => {
             Ok(Json(KvDeleteBody { revision, deleted: prev.is_some(), fencing_token }))
@@ -186,11 +189,40 @@ pub async fn txn(
         ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {TXN_SHAPE}", r.body_text()))
     })?;
     let command = txn_command(request.0)?;
+    refuse_reserved(&command)?;
     match propose(&st, &command).await? {
         (Response::Txn { succeeded, revision, responses }, fencing_token) => {
             Ok(Json(txn_body(succeeded, revision, fencing_token, &responses)))
         }
         (other, _) => Err(unexpected(&other)),
+    }
+}
+
+/// 400 for a command of the key-value API that writes a key under
+/// `_tenure/` (election candidates): only the election calls change those.
+/// Reads and comparisons of them are fine.
+pub(crate) fn refuse_reserved(command: &Command) -> Result<(), ApiError> {
+    let written: Vec<&str> = match command {
+        Command::Put { key, .. } | Command::Delete { key, .. } => vec![key],
+        Command::Txn { success, failure, .. } => success
+            .iter()
+            .chain(failure)
+            .filter_map(|op| match op {
+                TxnOp::Put { key, .. } | TxnOp::Delete { key } => Some(key.as_str()),
+                TxnOp::Get { .. } => None,
+            })
+            .collect(),
+        Command::Grant { .. } | Command::Revoke { .. } | Command::Expire { .. } => vec![],
+    };
+    match written.into_iter().find(|k| is_reserved(k)) {
+        None => Ok(()),
+        Some(key) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "key {key:?} is under {RESERVED_PREFIX:?}, which only the election calls \
+                 (/v1/elections/...) change; nothing was written"
+            ),
+        )),
     }
 }
 
@@ -313,7 +345,7 @@ pub(crate) fn unexpected(r: &Response) -> ApiError {
 
 /// `Retry-After` after waiting `waited` for a leader: the wait is three
 /// election timeouts, a retry after about one has a fair chance; at least 1 s.
-fn no_leader_retry(waited: Duration) -> u64 {
+pub(crate) fn no_leader_retry(waited: Duration) -> u64 {
     (waited.as_millis() as u64).div_ceil(3000).max(1)
 }
 
@@ -324,7 +356,8 @@ pub fn write_error(e: &WriteError) -> ApiError {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
                 .retry_after(no_leader_retry(*waited))
         }
-        WriteError::Busy | WriteError::Stopped => {
+        // `NotLeader` answers only a leader-bound proposal (`propose_as`).
+        WriteError::Busy | WriteError::Stopped | WriteError::NotLeader => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).retry_after(1)
         }
         WriteError::TooLarge { .. } => {
@@ -345,7 +378,8 @@ pub fn read_error(e: &ReadFailure) -> ApiError {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
                 .retry_after(no_leader_retry(*waited))
         }
-        ReadFailure::Busy | ReadFailure::Stopped => {
+        // `NotLeader` answers only a leadership check (`confirm_leader`).
+        ReadFailure::Busy | ReadFailure::Stopped | ReadFailure::NotLeader => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).retry_after(1)
         }
         ReadFailure::Timeout(_) => ApiError::new(
@@ -391,6 +425,35 @@ mod tests {
         for e in [ReadFailure::Busy, ReadFailure::Stopped] {
             assert_eq!(read_error(&e).status, StatusCode::SERVICE_UNAVAILABLE, "{e}");
         }
+    }
+
+    #[test]
+    fn writes_under_the_reserved_prefix_are_refused_and_reads_are_not() {
+        let put = |key: &str| Command::Put {
+            key: key.into(),
+            value: vec![],
+            if_mod_revision: None,
+            lease: None,
+        };
+        let e = refuse_reserved(&put("_tenure/elections/db/0000000000000001")).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(e.body.error.contains("only the election calls"), "{}", e.body.error);
+        assert!(refuse_reserved(&put("app/_tenure/x")).is_ok());
+        let delete = Command::Delete { key: "_tenure/x".into(), if_mod_revision: None };
+        assert!(refuse_reserved(&delete).is_err());
+        let txn = |op: TxnOp| Command::Txn {
+            compare: vec![tenure_kv::Compare {
+                key: "_tenure/elections/db/0000000000000001".into(),
+                target: tenure_kv::Target::CreateRevision(0),
+                op: tenure_kv::CompareOp::Greater,
+            }],
+            success: vec![TxnOp::Get { key: "a".into() }],
+            failure: vec![op],
+        };
+        assert!(refuse_reserved(&txn(TxnOp::Get { key: "_tenure/x".into() })).is_ok());
+        assert!(refuse_reserved(&txn(TxnOp::Delete { key: "_tenure/x".into() })).is_err());
+        let put_op = TxnOp::Put { key: "_tenure/y".into(), value: vec![], lease: None };
+        assert!(refuse_reserved(&txn(put_op)).is_err());
     }
 
     #[test]

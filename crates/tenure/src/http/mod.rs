@@ -22,8 +22,11 @@
 
 pub mod auth;
 mod conn;
+mod election_observe;
+mod elections;
 mod gate;
 mod health;
+mod keepalive;
 mod kv;
 mod kv_body;
 mod kv_watch;
@@ -183,6 +186,83 @@ pub const ENDPOINTS: &[Endpoint] = &[
         handlers: |m| on(m, sessions::revoke),
     },
     Endpoint {
+        path: "/v1/sessions/{id}/keepalive",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "renews a session on the leader (any node forwards it): {\"id\",\"ttl_ms\"}, \
+                      a full TTL from the leader's answer; 404 when it does not exist or expires",
+        handlers: |m| on(m, keepalive::post),
+    },
+    Endpoint {
+        path: "/v1/elections",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "the elections with a candidate, by name ({\"elections\": [{\"name\",\
+                      \"leader\",\"candidates\"}],\"more\",\"revision\"}); &limit=N",
+        handlers: |m| on(m, elections::list),
+    },
+    Endpoint {
+        path: "/v1/elections/{name}",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "an election's leader and candidates ({\"name\",\"leader\",\"candidates\",\
+                      \"revision\"})",
+        handlers: |m| on(m, elections::get),
+    },
+    Endpoint {
+        path: "/v1/elections/{name}/campaign",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "joins the election: {\"session\": L, \"value\": \"v\"} -> {\"leader\",\
+                      \"token\",\"ahead\",...}; 409 already a candidate, 404 unknown session",
+        handlers: |m| {
+            on(m, elections::campaign)
+                .layer(DefaultBodyLimit::max(elections::MAX_ELECTION_BODY_BYTES))
+        },
+    },
+    Endpoint {
+        path: "/v1/elections/{name}/resign",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "leaves the election: {\"session\": L} -> {\"revision\"}; 404",
+        handlers: |m| on(m, elections::resign),
+    },
+    Endpoint {
+        path: "/v1/elections/{name}/proclaim",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "the leader's new value, same token: {\"session\": L, \"value\": \"v\"}; \
+                      409 when that session does not lead",
+        handlers: |m| {
+            on(m, elections::proclaim)
+                .layer(DefaultBodyLimit::max(elections::MAX_ELECTION_BODY_BYTES))
+        },
+    },
+    Endpoint {
+        path: "/v1/elections/{name}/wait",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "long poll ?session=L&timeout_ms=N: answers when that candidacy leads (or at \
+                      the timeout); 404 when it is gone",
+        handlers: |m| on(m, elections::wait),
+    },
+    Endpoint {
+        path: "/v1/elections/{name}/observe",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description:
+            "Server-Sent Events: the leader (or no-leader), then every change and proclaim",
+        handlers: |m| on(m, election_observe::get),
+    },
+    Endpoint {
+        path: "/v1/elections/{name}/check",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "?token=T: whether T is the election's current fencing token \
+                      ({\"current\",\"token\",\"revision\"})",
+        handlers: |m| on(m, elections::check),
+    },
+    Endpoint {
         path: "/v1/transfer",
         methods: &[Method::POST],
         access: Access::Admin,
@@ -214,7 +294,7 @@ impl Endpoint {
     /// A path that reaches this endpoint, for tests and examples: the
     /// parameter filled in with `example`.
     pub fn example_path(&self) -> String {
-        self.path.replace("{*key}", "example").replace("{id}", "1")
+        self.path.replace("{*key}", "example").replace("{id}", "1").replace("{name}", "example")
     }
 
     fn method_router(&'static self, state: &AppState) -> MethodRouter<AppState> {

@@ -72,7 +72,10 @@ pub async fn get(
 ) -> Result<Json<SessionInfoBody>, ApiError> {
     let lease = session_id(id)?;
     let found = read(&st, Default::default(), |s: &Store| s.lease(lease).map(info)).await?;
-    found.map(Json).ok_or_else(|| not_found(lease))
+    let mut found = found.ok_or_else(|| not_found(lease))?;
+    // Only the leader's clock knows; null while no leader answers.
+    found.remaining_ms = crate::sessions::remaining_ms(&st.kv, lease).await;
+    Ok(Json(found))
 }
 
 /// `GET /v1/sessions[?limit=N]`: the sessions by id.

@@ -3,6 +3,7 @@
 use super::auth::ApiAuth;
 use super::watchers::Watchers;
 use crate::api::ErrorBody;
+use crate::elections::hub::Hub;
 use crate::metrics::Metrics;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -21,8 +22,13 @@ pub struct AppState {
     pub(crate) metrics: Metrics,
     /// Who may call which endpoint.
     pub(crate) auth: Arc<ApiAuth>,
-    /// The open `GET /v1/watch` streams, in all, per address and per token.
+    /// The open `GET /v1/watch`, `/v1/kv-watch` and election observe
+    /// streams, in all, per address and per token.
     pub(crate) watchers: Watchers,
+    /// Who waits for which candidate to leave (the elections' long polls).
+    pub(crate) elections: Hub,
+    /// The open election long polls, in all, per address and per token.
+    pub(crate) waiters: Watchers,
     /// Refused requests (auth, limits), logged as a summary per interval.
     pub(crate) rejections: Arc<RateLimitedLog>,
     /// Becomes true when the server stops, which ends the SSE streams so that
@@ -42,6 +48,8 @@ impl AppState {
         stopping: watch::Receiver<bool>,
     ) -> Self {
         AppState {
+            elections: Hub::new(kv.clone(), stopping.clone(), metrics.clone()),
+            waiters: Watchers::new(super::watchers::WAITER_LIMITS),
             node,
             kv,
             metrics,

@@ -1,8 +1,11 @@
-//! The `GET /v1/watch` streams open at once: at most [`MAX_WATCHERS`] in
+//! The `GET /v1/watch` streams open at once (and the other streams that
+//! share their slots): at most [`MAX_WATCHERS`] in
 //! all, [`MAX_WATCHERS_PER_ADDRESS`] from one client address and
 //! [`MAX_WATCHERS_PER_TOKEN`] per token, so that no single client can take
-//! every stream.
+//! every stream. The elections' long polls are counted the same way,
+//! within limits of their own ([`StreamLimits`]).
 
+use super::limits::MAX_CONNECTIONS;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -74,6 +77,34 @@ impl WatchRefusal {
     }
 }
 
+/// The caps of one kind of long-lived request: in all, per client address
+/// and per token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Most open at once.
+    pub total: usize,
+    /// Most from one client address.
+    pub per_address: usize,
+    /// Most per token.
+    pub per_token: usize,
+}
+
+/// The caps of the watch streams.
+pub const WATCH_LIMITS: StreamLimits = StreamLimits {
+    total: MAX_WATCHERS,
+    per_address: MAX_WATCHERS_PER_ADDRESS,
+    per_token: MAX_WATCHERS_PER_TOKEN,
+};
+
+/// The caps of the `wait` long polls: each holds a connection, so at most
+/// half of [`MAX_CONNECTIONS`] in all (the rest stay for other
+/// calls), a quarter of those per client address and half per token.
+pub const WAITER_LIMITS: StreamLimits = StreamLimits {
+    total: MAX_CONNECTIONS / 2,
+    per_address: MAX_CONNECTIONS / 8,
+    per_token: MAX_CONNECTIONS / 4,
+};
+
 #[derive(Default)]
 struct Counts {
     total: usize,
@@ -82,11 +113,19 @@ struct Counts {
 }
 
 /// The open streams, counted in all, per address and per token. The maps
-/// hold only the clients with a stream open, so at most [`MAX_WATCHERS`]
+/// hold only the clients with a stream open, so at most the total's
 /// entries each.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Watchers {
     counts: Arc<Mutex<Counts>>,
+    limits: StreamLimits,
+}
+
+impl Default for Watchers {
+    /// The watch streams' counts, within [`WATCH_LIMITS`].
+    fn default() -> Self {
+        Watchers::new(WATCH_LIMITS)
+    }
 }
 
 /// One open stream's place; given back when dropped (with the stream).
@@ -102,6 +141,16 @@ fn lock(counts: &Mutex<Counts>) -> MutexGuard<'_, Counts> {
 }
 
 impl Watchers {
+    /// Counts of requests held within `limits`.
+    pub fn new(limits: StreamLimits) -> Self {
+        Watchers { counts: Arc::default(), limits }
+    }
+
+    /// The caps.
+    pub fn limits(&self) -> StreamLimits {
+        self.limits
+    }
+
     /// Takes a slot for a stream from `addr` with `token`, or says which limit is reached.
     pub fn acquire(
         &self,
@@ -111,16 +160,16 @@ impl Watchers {
         let address = addr.map(client_key);
         let mut c = lock(&self.counts);
         if let Some(a) = address {
-            if c.by_address.get(&a).copied().unwrap_or(0) >= MAX_WATCHERS_PER_ADDRESS {
+            if c.by_address.get(&a).copied().unwrap_or(0) >= self.limits.per_address {
                 return Err(WatchRefusal::Address(a));
             }
         }
         if let Some(t) = token {
-            if c.by_token.get(t).copied().unwrap_or(0) >= MAX_WATCHERS_PER_TOKEN {
+            if c.by_token.get(t).copied().unwrap_or(0) >= self.limits.per_token {
                 return Err(WatchRefusal::Token(t.clone()));
             }
         }
-        if c.total >= MAX_WATCHERS {
+        if c.total >= self.limits.total {
             return Err(WatchRefusal::Total);
         }
         c.total += 1;
@@ -199,6 +248,24 @@ mod tests {
         assert_eq!(w.open(), 0);
         let c = lock(&w.counts);
         assert!(c.by_address.is_empty() && c.by_token.is_empty());
+    }
+
+    #[test]
+    fn the_election_waits_have_limits_of_their_own() {
+        let w = Watchers::new(WAITER_LIMITS);
+        assert_eq!(w.limits(), WAITER_LIMITS);
+        let held: Vec<_> =
+            (0..WAITER_LIMITS.per_address).map(|_| w.acquire(v4(1), None).unwrap()).collect();
+        assert!(matches!(w.acquire(v4(1), None), Err(WatchRefusal::Address(_))));
+        let mut more = Vec::new();
+        for i in 0..(WAITER_LIMITS.total - held.len()) {
+            more.push(w.acquire(v4(2 + (i / WAITER_LIMITS.per_address) as u8), None).unwrap());
+        }
+        assert_eq!(w.acquire(v4(99), None).err(), Some(WatchRefusal::Total));
+        drop(held);
+        assert!(w.acquire(v4(1), None).is_ok());
+        // The watch streams' counts are apart.
+        assert!(Watchers::default().acquire(v4(1), None).is_ok());
     }
 
     #[test]

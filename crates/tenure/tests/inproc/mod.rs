@@ -49,9 +49,24 @@ pub struct Server {
     pub http: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), ServerError>>>,
+    /// What it runs with, for [`Server::restart`].
+    config: ServerConfig,
 }
 
 impl Server {
+    /// Starts a stopped server again: the same data directory, the same
+    /// peer and HTTP ports (bound again).
+    pub fn restart(&mut self) {
+        assert!(self.task.is_none(), "server {} still runs", self.id);
+        let peer = TcpListener::bind(self.config.node.listen).expect("bind the peer port again");
+        let http = TcpListener::bind(self.http).expect("bind the HTTP port again");
+        let (stop, stopped) = oneshot::channel::<()>();
+        self.stop = Some(stop);
+        self.task = Some(tokio::spawn(server::run(self.config.clone(), peer, http, async {
+            let _ = stopped.await;
+        })));
+    }
+
     /// Fires the shutdown signal.
     pub fn signal_stop(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -143,10 +158,11 @@ pub fn start_cluster_with(
             let http = http_listener.local_addr().unwrap();
             let (stop, stopped) = oneshot::channel::<()>();
             let config = ServerConfig { node, http: limits, api: api.clone() };
-            let task = tokio::spawn(server::run(config, peer_listener, http_listener, async {
-                let _ = stopped.await;
-            }));
-            Server { id: id.0, http, stop: Some(stop), task: Some(task) }
+            let task =
+                tokio::spawn(server::run(config.clone(), peer_listener, http_listener, async {
+                    let _ = stopped.await;
+                }));
+            Server { id: id.0, http, stop: Some(stop), task: Some(task), config }
         })
         .collect()
 }

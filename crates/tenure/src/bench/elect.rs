@@ -1,0 +1,415 @@
+//! `tenure bench elect`: how fast an application election hands over, timed
+//! the way a user sees it, side by side with `etcdctl elect`.
+//!
+//! Each trial uses a fresh election name and two real candidate processes
+//! of the stock CLI (`tenure elect NAME`, or `etcdctl elect NAME VALUE`):
+//! the first is elected, the second joins the queue (the bench waits until
+//! the store shows both candidates), then the first is stopped and the
+//! clock runs from the signal until the second prints that it was elected.
+//!
+//! * **graceful**: SIGTERM; both CLIs resign on it. Goal: tenure's p99 at
+//!   most half of etcd's.
+//! * **crash** (tenure only): SIGKILL; nobody resigns, the session must
+//!   expire on the tenure leader's clock. Goal: p99 at most the TTL plus
+//!   50 ms. (`etcdctl elect` 3.4 has a fixed 60 s session TTL, so its
+//!   figure is that TTL, not measured.)
+
+use super::etcd::Etcd;
+use super::failover::wait_stable;
+use super::fetch::Fetch;
+use super::stats::{summarize, Summary};
+use super::system::{System, Tenure};
+use crate::rest::ClientOptions;
+use anyhow::{anyhow, bail, Context};
+use base64::Engine;
+use clap::Args;
+use hyper::Method;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Most trials of one kind.
+const MAX_TRIALS: usize = 1_000;
+/// The longest a candidate may take to be elected (first) or queued (second).
+const ELECTED_BOUND: Duration = Duration::from_secs(20);
+/// How often the store is asked whether the second candidate is queued.
+const QUEUE_POLL: Duration = Duration::from_millis(5);
+/// Timeout of one such request.
+const QUEUE_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// Lines of a candidate's output kept for the error message when it fails.
+const KEPT_LINES: usize = 20;
+/// The crash goal above the TTL, ms.
+const CRASH_SLACK_MS: f64 = 50.0;
+/// etcdctl 3.4's session TTL (`concurrency.NewSession`'s default), which
+/// `etcdctl elect` does not let one change.
+const ETCDCTL_TTL_MS: f64 = 60_000.0;
+
+/// Flags of `tenure bench elect`.
+#[derive(Args, Debug)]
+pub struct ElectArgs {
+    #[command(flatten)]
+    cluster: super::ClusterArgs,
+    /// Graceful handovers to measure (per system).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    trials: usize,
+    /// Handovers after SIGKILL of the elected `tenure elect` (each waits out a TTL).
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    crash_trials: usize,
+    /// Session TTL of the `tenure elect` candidates, in milliseconds.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    ttl_ms: u64,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// How a candidate is stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Stop {
+    /// SIGTERM: the CLI resigns.
+    Graceful,
+    /// SIGKILL: the session must expire.
+    Crash,
+}
+
+/// One system's results.
+#[derive(Debug, Serialize)]
+struct SystemReport {
+    system: &'static str,
+    /// Signal to the successor's "elected" line, ms.
+    graceful_ms: Option<Summary>,
+    crash_ms: Option<Summary>,
+}
+
+#[derive(Debug, Serialize)]
+struct ElectReport {
+    nodes: usize,
+    protocol: tenure_core::ProtocolKind,
+    tls: bool,
+    ttl_ms: u64,
+    systems: Vec<SystemReport>,
+}
+
+/// How to run one system's stock election CLI and read its store.
+enum Cli {
+    Tenure { endpoints: String, ca: Option<PathBuf>, token: String, ttl_ms: u64, api: String },
+    Etcd { endpoints: String, gateway: String },
+}
+
+impl Cli {
+    fn command(&self, name: &str, value: &str) -> anyhow::Result<Command> {
+        let mut cmd = match self {
+            Cli::Tenure { endpoints, ca, token, ttl_ms, .. } => {
+                let exe = std::env::current_exe().context("cannot find the tenure binary")?;
+                let mut cmd = Command::new(exe);
+                cmd.args(["elect", name, "--value", value, "--endpoints", endpoints])
+                    .arg(format!("--ttl-ms={ttl_ms}"))
+                    .env(crate::tokens::TOKEN_ENV, token);
+                match ca {
+                    Some(ca) => cmd.env(crate::client::CACERT_ENV, ca),
+                    None => cmd.env_remove(crate::client::CACERT_ENV),
+                };
+                cmd
+            }
+            Cli::Etcd { endpoints, .. } => {
+                let mut cmd = Command::new("etcdctl");
+                cmd.arg(format!("--endpoints={endpoints}")).args(["elect", name, value]);
+                cmd.env("ETCDCTL_API", "3");
+                cmd
+            }
+        };
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        Ok(cmd)
+    }
+
+    /// Whether `line` of a candidate's output says it was elected.
+    fn elected(&self, name: &str, line: &str) -> bool {
+        match self {
+            // "elected NAME: fencing token T (session S)"
+            Cli::Tenure { .. } => line.starts_with(&format!("elected {name}:")),
+            // etcdctl prints the leader key, "NAME/<lease id>", then the value.
+            Cli::Etcd { .. } => line.starts_with(&format!("{name}/")),
+        }
+    }
+
+    /// How many candidates the store holds for `name`.
+    async fn candidates(&self, fetch: &Fetch, name: &str) -> anyhow::Result<usize> {
+        match self {
+            Cli::Tenure { api, .. } => {
+                let url = format!("{api}/v1/elections/{name}");
+                let (status, body) =
+                    fetch.send(Method::GET, &url, None, QUEUE_REQUEST_TIMEOUT).await?;
+                if status == hyper::StatusCode::NOT_FOUND {
+                    return Ok(0);
+                }
+                if !status.is_success() {
+                    bail!("{url}: HTTP {status}");
+                }
+                let v: serde_json::Value = serde_json::from_slice(&body)?;
+                let list = v["candidates"]
+                    .as_array()
+                    .ok_or_else(|| anyhow!("{url}: no candidates in {v}"))?;
+                Ok(list.len())
+            }
+            Cli::Etcd { gateway, .. } => {
+                let b64 = |s: &[u8]| base64::engine::general_purpose::STANDARD.encode(s);
+                let prefix = format!("{name}/");
+                let mut end = prefix.clone().into_bytes();
+                *end.last_mut().expect("not empty") += 1;
+                let body = serde_json::json!({
+                    "key": b64(prefix.as_bytes()),
+                    "range_end": b64(&end),
+                    "count_only": true,
+                })
+                .to_string();
+                let url = format!("{gateway}/v3/kv/range");
+                let (status, answer) =
+                    fetch.send(Method::POST, &url, Some(&body), QUEUE_REQUEST_TIMEOUT).await?;
+                if !status.is_success() {
+                    bail!("{url}: HTTP {status}");
+                }
+                let v: serde_json::Value = serde_json::from_slice(&answer)?;
+                // The gateway writes int64 as strings, and leaves out zeros.
+                Ok(v["count"].as_str().and_then(|c| c.parse().ok()).unwrap_or(0))
+            }
+        }
+    }
+}
+
+/// A candidate process and its output lines, each with when it arrived.
+struct Candidate {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<(Instant, String)>,
+    seen: Vec<String>,
+}
+
+impl Candidate {
+    fn spawn(mut cmd: Command) -> anyhow::Result<Self> {
+        let mut child = cmd.spawn().context("cannot start the candidate")?;
+        let (tx, lines) = mpsc::unbounded_channel();
+        let out = child.stdout.take().expect("stdout is piped");
+        let err = child.stderr.take().expect("stderr is piped");
+        for stream in [Box::new(out) as Box<dyn tokio::io::AsyncRead + Send + Unpin>, Box::new(err)]
+        {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stream).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if tx.send((Instant::now(), line)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Ok(Candidate { child, lines, seen: Vec::new() })
+    }
+
+    /// When the first line `elected` accepts arrived, within `bound`.
+    async fn wait_for(
+        &mut self,
+        elected: impl Fn(&str) -> bool,
+        bound: Duration,
+    ) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + bound;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some((at, line))) => {
+                    if elected(&line) {
+                        return Ok(at);
+                    }
+                    if self.seen.len() < KEPT_LINES {
+                        self.seen.push(line);
+                    }
+                }
+                Ok(None) => bail!("the candidate exited; its output:\n{}", self.seen.join("\n")),
+                Err(_) => bail!(
+                    "the candidate was not elected within {bound:?}; its output:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) -> anyhow::Result<()> {
+        let pid = self.child.id().ok_or_else(|| anyhow!("the candidate already exited"))?;
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).context("pid")?);
+        nix::sys::signal::kill(pid, sig).context("cannot signal the candidate")
+    }
+}
+
+/// One handover: the first candidate elected, the second queued, the first
+/// stopped; the time from the signal to the second's "elected", ms.
+async fn handover(cli: &Cli, fetch: &Fetch, name: &str, stop: Stop) -> anyhow::Result<f64> {
+    let mut first = Candidate::spawn(cli.command(name, "first")?)?;
+    first.wait_for(|l| cli.elected(name, l), ELECTED_BOUND).await.context("first candidate")?;
+    let mut second = Candidate::spawn(cli.command(name, "second")?)?;
+    let queued_by = Instant::now() + ELECTED_BOUND;
+    while cli.candidates(fetch, name).await? < 2 {
+        if Instant::now() > queued_by {
+            bail!("the second candidate was not queued within {ELECTED_BOUND:?}");
+        }
+        tokio::time::sleep(QUEUE_POLL).await;
+    }
+    let signal = match stop {
+        Stop::Graceful => nix::sys::signal::Signal::SIGTERM,
+        Stop::Crash => nix::sys::signal::Signal::SIGKILL,
+    };
+    let started = Instant::now();
+    first.signal(signal)?;
+    let elected = second
+        .wait_for(|l| cli.elected(name, l), ELECTED_BOUND)
+        .await
+        .context("second candidate")?;
+    let ms = elected.saturating_duration_since(started).as_secs_f64() * 1000.0;
+    second.signal(nix::sys::signal::Signal::SIGTERM)?;
+    let _ = tokio::time::timeout(ELECTED_BOUND, second.child.wait()).await;
+    let _ = tokio::time::timeout(ELECTED_BOUND, first.child.wait()).await;
+    Ok(ms)
+}
+
+async fn trials(
+    cli: &Cli,
+    fetch: &Fetch,
+    system: &str,
+    n: usize,
+    stop: Stop,
+) -> anyhow::Result<Option<Summary>> {
+    let mut samples = Vec::with_capacity(n);
+    for t in 0..n {
+        let name = format!("bench-{}-{stop:?}-{t}", std::process::id()).to_lowercase();
+        let ms = handover(cli, fetch, &name, stop)
+            .await
+            .with_context(|| format!("{system}, {stop:?} trial {t}"))?;
+        samples.push(ms);
+    }
+    Ok(summarize(&samples))
+}
+
+/// `tenure bench elect`.
+pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
+    args.cluster.check()?;
+    if args.trials > MAX_TRIALS || args.crash_trials > MAX_TRIALS {
+        bail!("--trials and --crash-trials must be at most {MAX_TRIALS}");
+    }
+    if !(tenure_kv::MIN_TTL_MS..=tenure_kv::MAX_TTL_MS).contains(&args.ttl_ms) {
+        bail!("--ttl-ms must be between {} and {}", tenure_kv::MIN_TTL_MS, tenure_kv::MAX_TTL_MS);
+    }
+    let with_etcd = match args.cluster.with_etcd() {
+        Ok(w) => w,
+        Err(code) => return Ok(code),
+    };
+    if with_etcd && which_etcdctl().is_none() {
+        bail!("--compare etcd needs `etcdctl` on the PATH: apt-get install etcd-client");
+    }
+    let timing = args.cluster.timing();
+    let nodes: Vec<usize> = (0..args.cluster.nodes).collect();
+    let mut systems = Vec::new();
+    {
+        let tenure = args.cluster.start_tenure()?;
+        wait_stable(&tenure, &nodes, timing).await?;
+        let cli = tenure_cli(&tenure, args.ttl_ms);
+        let fetch = tenure.fetch().clone();
+        let graceful = trials(&cli, &fetch, "tenure", args.trials, Stop::Graceful).await?;
+        let crash = trials(&cli, &fetch, "tenure", args.crash_trials, Stop::Crash).await?;
+        systems.push(SystemReport { system: "tenure", graceful_ms: graceful, crash_ms: crash });
+    }
+    if with_etcd {
+        let etcd = args.cluster.start_etcd(false).await?;
+        let (leader, _) = wait_stable(&etcd, &nodes, timing).await?;
+        let cli = etcd_cli(&etcd, leader);
+        let fetch = Fetch::new(ClientOptions::default())?;
+        let graceful = trials(&cli, &fetch, "etcd", args.trials, Stop::Graceful).await?;
+        systems.push(SystemReport { system: "etcd", graceful_ms: graceful, crash_ms: None });
+    }
+    let report = ElectReport {
+        nodes: args.cluster.nodes,
+        protocol: args.cluster.protocol,
+        tls: !args.cluster.insecure_no_tls,
+        ttl_ms: args.ttl_ms,
+        systems,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tenure_cli(tenure: &Tenure, ttl_ms: u64) -> Cli {
+    let endpoints: Vec<&str> = (0..tenure.len()).map(|i| tenure.endpoint(i)).collect();
+    Cli::Tenure {
+        endpoints: endpoints.join(","),
+        ca: tenure.ca().map(PathBuf::from),
+        token: tenure.token().to_string(),
+        ttl_ms,
+        api: tenure.endpoint(0).to_string(),
+    }
+}
+
+fn etcd_cli(etcd: &Etcd, leader: usize) -> Cli {
+    let endpoints: Vec<String> = (0..etcd.len()).map(|i| etcd.client_url(i)).collect();
+    Cli::Etcd { endpoints: endpoints.join(","), gateway: etcd.client_url(leader) }
+}
+
+fn which_etcdctl() -> Option<()> {
+    std::process::Command::new("etcdctl")
+        .arg("version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| ())
+}
+
+fn print_report(r: &ElectReport) {
+    println!(
+        "{} nodes, tenure: {} protocol, TLS {}, session TTL {} ms (etcdctl elect: {} s, fixed)",
+        r.nodes,
+        r.protocol,
+        if r.tls { "on" } else { "off" },
+        r.ttl_ms,
+        ETCDCTL_TTL_MS / 1000.0
+    );
+    println!(
+        "{:<8} {:<9} {:>6} {:>9} {:>9} {:>9}",
+        "system", "stop", "n", "p50 ms", "p99 ms", "max ms"
+    );
+    for s in &r.systems {
+        for (stop, summary) in [("SIGTERM", s.graceful_ms), ("SIGKILL", s.crash_ms)] {
+            if let Some(x) = summary {
+                println!(
+                    "{:<8} {:<9} {:>6} {:>9.1} {:>9.1} {:>9.1}",
+                    s.system, stop, x.count, x.p50, x.p99, x.max
+                );
+            }
+        }
+    }
+    let find = |name| r.systems.iter().find(|s| s.system == name);
+    let goal = |what: &str, met: bool, detail: String| {
+        println!("goal {what}: {} ({detail})", if met { "met" } else { "NOT met" })
+    };
+    if let Some(t) = find("tenure") {
+        if let (Some(tg), Some(eg)) = (t.graceful_ms, find("etcd").and_then(|e| e.graceful_ms)) {
+            let ratio = tg.p99 / eg.p99;
+            goal(
+                "graceful handover p99 <= 0.5x etcd's",
+                ratio <= 0.5,
+                format!("{:.1} vs {:.1} ms, {ratio:.2}x", tg.p99, eg.p99),
+            );
+        }
+        if let Some(c) = t.crash_ms {
+            let bound = r.ttl_ms as f64 + CRASH_SLACK_MS;
+            goal(
+                "handover after SIGKILL p99 <= TTL + 50 ms",
+                c.p99 <= bound,
+                format!("{:.1} vs {bound:.0} ms", c.p99),
+            );
+        }
+    }
+}

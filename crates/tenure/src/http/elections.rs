@@ -1,0 +1,404 @@
+//! Named elections for applications (docs/ELECTIONS.md, "The HTTP
+//! contract"): `POST /v1/elections/{name}/campaign`, `resign` and
+//! `proclaim` change an election, each with one transaction through the
+//! log (nothing is ever half done); `GET /v1/elections/{name}`,
+//! `GET /v1/elections` and `check` read it (linearizable); `wait` is a long
+//! poll woken only when the candidate ahead leaves (no herd, see
+//! [`crate::elections::hub`]); `observe` is in [`super::election_observe`].
+
+use super::auth::Caller;
+use super::kv::{propose, query_from, read, read_error, unexpected, Consistency};
+use super::state::{ApiError, AppState};
+use super::watchers::{StreamLimits, WatchRefusal};
+use crate::api::{
+    CampaignRequest, CandidacyBody, ElectionBody, ElectionCandidateBody, ElectionLeaderBody,
+    ElectionListBody, ElectionSummaryBody, ProclaimBody, ProclaimRequest, ResignBody,
+    ResignRequest, TokenCheckBody,
+};
+use crate::elections::queue::{summary, Candidate, Names, Queue, Standing};
+use crate::elections::wait::{until_leading, WaitEnd};
+use crate::elections::{
+    check_campaign, check_input, check_name, commands, CampaignRefusal, DEFAULT_WAIT,
+    MAX_ELECTIONS, MAX_WAIT,
+};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::time::Duration;
+use tenure_kv::{LeaseId, OpResponse, Response, Store};
+
+/// Largest body of a campaign or proclaim: a value of
+/// [`crate::elections::MAX_CANDIDATE_VALUE_BYTES`] with every byte
+/// escaped in JSON (`\u00XX`, six bytes), and room for the rest.
+pub const MAX_ELECTION_BODY_BYTES: usize = 32 * 1024;
+
+/// Most elections one `GET /v1/elections` returns unless `limit` says fewer.
+pub const DEFAULT_ELECTION_LIST: usize = 1_000;
+
+const CAMPAIGN_SHAPE: &str = r#"{"session": L, "value": "v"}"#;
+const PROCLAIM_SHAPE: &str = r#"{"session": L, "value": "v"}"#;
+const RESIGN_SHAPE: &str = r#"{"session": L}"#;
+
+/// The query of `GET /v1/elections/{name}/wait`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct WaitQuery {
+    session: u64,
+    timeout_ms: Option<u64>,
+}
+
+/// The query of `GET /v1/elections/{name}/check`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CheckQuery {
+    token: u64,
+}
+
+/// The query of `GET /v1/elections`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    limit: Option<usize>,
+}
+
+/// `POST /v1/elections/{name}/campaign`: joins the queue and answers at once.
+pub async fn campaign(
+    State(st): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CandidacyBody>, ApiError> {
+    let name = name_from(name)?;
+    let request: CampaignRequest = json_body(body, CAMPAIGN_SHAPE)?;
+    let session = session_from(request.session)?;
+    let value = request.value.into_bytes();
+    check_input(&name, &value).map_err(|r| refused(&r))?;
+    st.kv.read_stale(|s| check_campaign(s, &name)).0.map_err(|r| refused(&r))?;
+    match propose(&st, &commands::campaign(&name, session, value)).await?.0 {
+        Response::Txn { succeeded: true, revision, .. } => {
+            st.metrics.election_campaign();
+            // A follower's answer may come before it applied the entry itself.
+            let standing =
+                read(&st, Consistency::Linearizable, |s| Standing::read(s, &name, session)).await?;
+            match standing {
+                Some(standing) => Ok(Json(candidacy(&name, &standing))),
+                None => Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!(
+                        "session {session} joined {name:?} at revision {revision}, but the \
+                         candidacy ended since (resigned, or the session ended)"
+                    ),
+                )),
+            }
+        }
+        Response::Txn { succeeded: false, responses, revision } => {
+            let since = match responses.first() {
+                Some(OpResponse::Get { kv: Some(kv) }) => kv.create_revision,
+                _ => 0,
+            };
+            let mut e = ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "session {session} is already a candidate of {name:?} (since revision \
+                     {since}); nothing was written"
+                ),
+            );
+            e.body.revision = Some(revision);
+            Err(e)
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// `POST /v1/elections/{name}/resign`: the candidacy ends (the next leads).
+pub async fn resign(
+    State(st): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ResignBody>, ApiError> {
+    let name = name_from(name)?;
+    let request: ResignRequest = json_body(body, RESIGN_SHAPE)?;
+    let session = session_from(request.session)?;
+    match propose(&st, &commands::resign(&name, session)).await?.0 {
+        Response::Txn { succeeded: true, revision, .. } => Ok(Json(ResignBody { revision })),
+        Response::Txn { succeeded: false, .. } => Err(not_a_candidate(&name, session)),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// `POST /v1/elections/{name}/proclaim`: the leader's new value, same token.
+pub async fn proclaim(
+    State(st): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ProclaimBody>, ApiError> {
+    let name = name_from(name)?;
+    let request: ProclaimRequest = json_body(body, PROCLAIM_SHAPE)?;
+    let session = session_from(request.session)?;
+    let value = request.value.into_bytes();
+    check_input(&name, &value).map_err(|r| refused(&r))?;
+    let standing =
+        read(&st, Consistency::Linearizable, |s| Standing::read(s, &name, session)).await?;
+    let leading = match standing {
+        Some(s) if s.ahead == 0 => s.own.create_revision,
+        Some(s) => return Err(not_leading(&name, session, Some(s.ahead))),
+        None => return Err(not_leading(&name, session, None)),
+    };
+    match propose(&st, &commands::proclaim(&name, session, leading, value)).await?.0 {
+        Response::Txn { succeeded: true, revision, .. } => {
+            Ok(Json(ProclaimBody { revision, token: leading }))
+        }
+        Response::Txn { succeeded: false, .. } => Err(not_leading(&name, session, None)),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// `GET /v1/elections/{name}`: the leader and every candidate.
+pub async fn get(
+    State(st): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<ElectionBody>, ApiError> {
+    let name = name_from(name)?;
+    let (queue, revision) =
+        read(&st, Consistency::Linearizable, |s| (Queue::read(s, &name), s.revision())).await?;
+    Ok(Json(ElectionBody {
+        leader: queue.leader().map(leader_body),
+        candidates: queue
+            .candidates()
+            .iter()
+            .map(|c| ElectionCandidateBody {
+                session: c.session.0,
+                value: text(&c.value),
+                create_revision: c.create_revision,
+            })
+            .collect(),
+        name,
+        revision,
+    }))
+}
+
+/// `GET /v1/elections[?limit=N]`: the elections with a candidate, by name.
+pub async fn list(
+    State(st): State<AppState>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<ElectionListBody>, ApiError> {
+    let q = query_from(query, "limit=N")?;
+    let limit = match q.limit {
+        None => DEFAULT_ELECTION_LIST,
+        Some(n @ 1..=MAX_ELECTIONS) => n,
+        Some(n) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("limit={n}: give 1 to {MAX_ELECTIONS} (default {DEFAULT_ELECTION_LIST})"),
+            ))
+        }
+    };
+    let body = read(&st, Consistency::Linearizable, |s: &Store| {
+        let mut names = Names::new(s);
+        let elections = names
+            .by_ref()
+            .take(limit)
+            .map(|name| {
+                let (leader, candidates) = summary(s, &name);
+                ElectionSummaryBody { leader: leader.as_ref().map(leader_body), name, candidates }
+            })
+            .collect();
+        ElectionListBody { elections, more: names.next().is_some(), revision: s.revision() }
+    })
+    .await?;
+    Ok(Json(body))
+}
+
+/// `GET /v1/elections/{name}/check?token=T`: whether T is the leader's token now.
+pub async fn check(
+    State(st): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+    query: Result<Query<CheckQuery>, QueryRejection>,
+) -> Result<Json<TokenCheckBody>, ApiError> {
+    let name = name_from(name)?;
+    let q = query_from(query, "token=T")?;
+    let (leader, revision) =
+        read(&st, Consistency::Linearizable, |s| (summary(s, &name).0, s.revision())).await?;
+    let token = leader.map(|l| l.create_revision);
+    Ok(Json(TokenCheckBody { current: token == Some(q.token), token, revision }))
+}
+
+/// `GET /v1/elections/{name}/wait?session=L[&timeout_ms=N]`: returns as soon
+/// as the candidacy leads, or at the timeout; 404 once it is gone.
+pub async fn wait(
+    State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    name: Result<Path<String>, PathRejection>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+) -> Result<Json<CandidacyBody>, ApiError> {
+    let name = name_from(name)?;
+    let q = query_from(query, "session=L and timeout_ms=N")?;
+    let session = session_from(q.session)?;
+    let timeout = match q.timeout_ms.map(Duration::from_millis) {
+        None => DEFAULT_WAIT,
+        Some(t) if t <= MAX_WAIT => t,
+        Some(t) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "timeout_ms={}: give at most {} (default {})",
+                    t.as_millis(),
+                    MAX_WAIT.as_millis(),
+                    DEFAULT_WAIT.as_millis()
+                ),
+            ))
+        }
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    let _slot = st.waiters.acquire(caller.addr, caller.token.as_ref()).map_err(|r| {
+        st.rejections.record(waiter_reason(&r), caller.addr);
+        waiter_refused(&r, st.waiters.limits())
+    })?;
+    let _counted = st.metrics.election_waiter();
+    // At least as fresh as the call; then this node's state, which only moves on.
+    st.kv.read_index().await.map_err(|e| read_error(&e))?;
+    match until_leading(&st.elections, &st.kv, st.stopping.clone(), &name, session, deadline).await
+    {
+        WaitEnd::Standing(standing) => {
+            if standing.ahead == 0 {
+                st.metrics.election_wait_won();
+            }
+            Ok(Json(candidacy(&name, &standing)))
+        }
+        WaitEnd::Gone => Err(not_a_candidate(&name, session)),
+        WaitEnd::Stopping => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is stopping; wait again on another node",
+        )
+        .retry_after(1)),
+    }
+}
+
+/// The answer of a campaign or a wait.
+fn candidacy(name: &str, standing: &Standing) -> CandidacyBody {
+    let leader = standing.ahead == 0;
+    CandidacyBody {
+        name: name.to_string(),
+        session: standing.own.session.0,
+        create_revision: standing.own.create_revision,
+        leader,
+        token: leader.then_some(standing.own.create_revision),
+        ahead: standing.ahead,
+    }
+}
+
+fn leader_body(c: &Candidate) -> ElectionLeaderBody {
+    ElectionLeaderBody { session: c.session.0, value: text(&c.value), token: c.create_revision }
+}
+
+/// A value as text (the API writes only strings, so this is exact).
+pub(super) fn text(value: &[u8]) -> String {
+    String::from_utf8_lossy(value).into_owned()
+}
+
+/// The election name of the path, checked: 400 if malformed.
+pub(super) fn name_from(name: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let Path(name) = name.map_err(|r| ApiError::new(StatusCode::BAD_REQUEST, r.body_text()))?;
+    check_name(&name).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    Ok(name)
+}
+
+fn session_from(id: u64) -> Result<LeaseId, ApiError> {
+    match id {
+        0 => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "session 0 is not a session id: ids are positive integers, from POST /v1/sessions",
+        )),
+        n => Ok(LeaseId(n)),
+    }
+}
+
+/// The JSON body, or 400 naming the expected shape (413 if too large).
+fn json_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    shape: &str,
+) -> Result<T, ApiError> {
+    let body = body.map_err(|r| super::kv::body_error(r, MAX_ELECTION_BODY_BYTES, "body"))?;
+    Json::<T>::from_bytes(&body).map(|Json(t)| t).map_err(|r| {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {shape}", r.body_text()))
+    })
+}
+
+/// 400 for bad input, 429 for a cap; nothing written.
+fn refused(r: &CampaignRefusal) -> ApiError {
+    let status = if r.is_cap() { StatusCode::TOO_MANY_REQUESTS } else { StatusCode::BAD_REQUEST };
+    ApiError::new(status, format!("{r}; nothing was written"))
+}
+
+fn not_a_candidate(name: &str, session: LeaseId) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "session {session} is not a candidate of {name:?} (it resigned, its session ended, \
+             or it never campaigned)"
+        ),
+    )
+}
+
+fn not_leading(name: &str, session: LeaseId, ahead: Option<usize>) -> ApiError {
+    let why = match ahead {
+        Some(n) => format!("{n} candidates are ahead of it"),
+        None => "it is not a candidate".to_string(),
+    };
+    ApiError::new(
+        StatusCode::CONFLICT,
+        format!("session {session} does not lead {name:?} ({why}); nothing was written"),
+    )
+}
+
+fn waiter_reason(r: &WatchRefusal) -> &'static str {
+    match r {
+        WatchRefusal::Total => "503 election waits full",
+        WatchRefusal::Address(_) => "429 election waits per address",
+        WatchRefusal::Token(_) => "429 election waits per token",
+    }
+}
+
+fn waiter_refused(r: &WatchRefusal, limits: StreamLimits) -> ApiError {
+    match r {
+        WatchRefusal::Total => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("too many waits (at most {}); try again later", limits.total),
+        )
+        .retry_after(1),
+        WatchRefusal::Address(a) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("too many waits from {a} (at most {} per client address)", limits.per_address),
+        ),
+        WatchRefusal::Token(t) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("too many waits with the token {t:?} (at most {} per token)", limits.per_token),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elections::MAX_NAME_CHARS;
+
+    #[test]
+    fn names_and_sessions_are_checked_with_clear_answers() {
+        let path = |s: &str| Ok(Path(s.to_string()));
+        assert_eq!(name_from(path("db")).unwrap(), "db");
+        for bad in ["", "a/b", "a b", &"x".repeat(MAX_NAME_CHARS + 1)] {
+            let e = name_from(path(bad)).unwrap_err();
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{bad:?}");
+            assert!(e.body().error.contains("name"), "{}", e.body().error);
+        }
+        assert_eq!(session_from(0).unwrap_err().status(), StatusCode::BAD_REQUEST);
+        let cap = refused(&CampaignRefusal::TooManyCandidates("db".into()));
+        assert_eq!(cap.status(), StatusCode::TOO_MANY_REQUESTS);
+        let big = refused(&CampaignRefusal::ValueTooLarge(5000));
+        assert_eq!(big.status(), StatusCode::BAD_REQUEST);
+        assert!(big.body().error.contains("nothing was written"));
+    }
+}

@@ -1,0 +1,223 @@
+//! Sessions' renewals and expiry on real `tenure server` processes: a
+//! session kept alive through a follower outlives its TTL many times over;
+//! one left alone expires within its TTL plus a stated slack, its keys with
+//! it, and cannot be renewed after; SIGKILL of the tenure leader expires no
+//! kept-alive session (the new leader gives it a fresh TTL) and keepalives
+//! go on against the survivors.
+
+mod harness;
+
+use harness::{serial, TestCluster};
+use hyper::Method;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const HEARTBEAT_MS: u64 = 20;
+const TIMEOUT_MS: u64 = 200;
+const FIRST_ELECTION_BOUND: Duration = Duration::from_secs(10);
+/// The sessions' TTL in these tests.
+const TTL: Duration = Duration::from_millis(1_500);
+/// How late an abandoned session may be declared expired past its TTL:
+/// the leader's timer fires at the deadline, the expiry is one log write
+/// (an fsync) and the test polls every few milliseconds; the rest is
+/// scheduling on a shared two-core machine.
+const EXPIRY_SLACK: Duration = Duration::from_millis(750);
+/// A client renews a few times per TTL (the contract says every TTL / 3).
+const RENEW_EVERY: Duration = Duration::from_millis(300);
+
+fn all(n: usize) -> Vec<usize> {
+    (0..n).collect()
+}
+
+/// A started 3-node cluster whose leader takes writes; (cluster, leader).
+async fn cluster() -> (TestCluster, usize) {
+    let c = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
+    let (leader, _) = c.wait_agreement(&all(3), FIRST_ELECTION_BOUND).await;
+    let deadline = Instant::now() + FIRST_ELECTION_BOUND;
+    loop {
+        if let Some((200, _, _)) = c.request(leader, Method::PUT, "/v1/kv/_ready", None).await {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the leader takes no write\n{}", c.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (c, leader)
+}
+
+/// Grants a session of `ttl` through node `i`; its id.
+async fn grant(c: &TestCluster, i: usize, ttl: Duration) -> u64 {
+    let body = format!("{{\"ttl_ms\": {}}}", ttl.as_millis());
+    let (status, json, text) = c
+        .request(i, Method::POST, "/v1/sessions", Some(("application/json", &body)))
+        .await
+        .expect("an answer to the grant");
+    assert_eq!(status, 200, "{text}");
+    json["id"].as_u64().unwrap()
+}
+
+/// `POST /v1/sessions/{id}/keepalive` through node `i`: the status and body
+/// (None: no answer within the harness's request timeout).
+async fn keepalive(c: &TestCluster, i: usize, id: u64) -> Option<(u16, Value)> {
+    let path = format!("/v1/sessions/{id}/keepalive");
+    c.request(i, Method::POST, &path, None).await.map(|(s, j, _)| (s, j))
+}
+
+async fn get(c: &TestCluster, i: usize, path: &str) -> Option<(u16, Value)> {
+    c.request(i, Method::GET, path, None).await.map(|(s, j, _)| (s, j))
+}
+
+/// A `tenure_*` value of node `i`'s metrics.
+async fn metric(c: &TestCluster, i: usize, name: &str) -> u64 {
+    let (_, _, text) = c.request(i, Method::GET, "/metrics", None).await.unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("tenure_{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_session_outlives_its_ttl_and_an_abandoned_one_expires_with_its_keys() {
+    let _serial = serial().await;
+    let (c, leader) = cluster().await;
+    let follower = (leader + 1) % 3;
+    let other = (leader + 2) % 3;
+
+    let kept = grant(&c, follower, TTL).await;
+    let sent = Instant::now();
+    let abandoned = grant(&c, other, TTL).await;
+    for (id, key) in [(kept, "kept"), (abandoned, "abandoned")] {
+        let path = format!("/v1/kv/app/{key}?lease={id}");
+        let (status, _, text) = c.request(follower, Method::PUT, &path, None).await.unwrap();
+        assert_eq!(status, 200, "{text}");
+    }
+
+    // Renew `kept` through a follower for three TTLs; meanwhile watch
+    // `abandoned` expire.
+    let mut expired_after = None;
+    let mut renewals = 0;
+    let mut latencies = Vec::new();
+    let mut next_renewal = Instant::now();
+    while sent.elapsed() < 3 * TTL {
+        if Instant::now() >= next_renewal {
+            let asked = Instant::now();
+            let (status, body) = keepalive(&c, follower, kept).await.expect("a keepalive answer");
+            latencies.push(asked.elapsed());
+            assert_eq!(status, 200, "keepalive of a live session: {body}\n{}", c.logs());
+            assert_eq!((body["id"].as_u64(), body["ttl_ms"].as_u64()), (Some(kept), Some(1_500)));
+            renewals += 1;
+            next_renewal += RENEW_EVERY;
+        }
+        if expired_after.is_none() {
+            let path = format!("/v1/sessions/{abandoned}");
+            if let Some((404, _)) = get(&c, other, &path).await {
+                expired_after = Some(sent.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let took = expired_after.expect("the abandoned session never expired");
+    assert!(took >= TTL, "expired {took:?} after its grant, before its TTL {TTL:?}");
+    assert!(took <= TTL + EXPIRY_SLACK, "expired after {took:?}: TTL {TTL:?} + {EXPIRY_SLACK:?}");
+    eprintln!("abandoned session expired {took:?} after its grant was sent (TTL {TTL:?})");
+    latencies.sort();
+    eprintln!(
+        "keepalive through a follower (HTTPS): p50 {:?}, max {:?} over {}",
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1],
+        latencies.len()
+    );
+
+    // Its key went with it; the renewed one's stayed.
+    assert_eq!(get(&c, follower, "/v1/kv/app/abandoned").await.unwrap().0, 404);
+    let (status, kv) = get(&c, other, "/v1/kv/app/kept").await.unwrap();
+    assert_eq!((status, kv["lease"].as_u64()), (200, Some(kept)), "{kv}");
+    // A keepalive after the expiry is refused, on any node.
+    for i in all(3) {
+        let (status, body) = keepalive(&c, i, abandoned).await.unwrap();
+        assert_eq!(status, 404, "keepalive of an expired session: {body}");
+    }
+    // The leader's clock says how long `kept` has, on any node.
+    let (status, info) = get(&c, other, &format!("/v1/sessions/{kept}")).await.unwrap();
+    assert_eq!(status, 200, "{info}");
+    let remaining = info["remaining_ms"].as_u64().expect("remaining_ms from the leader");
+    assert!(
+        remaining <= 1_500 && remaining >= 1_500 - 2 * RENEW_EVERY.as_millis() as u64,
+        "{info}"
+    );
+
+    assert_eq!(metric(&c, leader, "session_renewals_total").await, renewals);
+    assert!(metric(&c, leader, "session_renewals_refused_total").await >= 3);
+    assert_eq!(metric(&c, leader, "session_expiries_proposed_total").await, 1);
+    assert_eq!(metric(&c, follower, "sessions_held").await, 1);
+
+    // Unknown and malformed ids.
+    assert_eq!(keepalive(&c, follower, 999).await.unwrap().0, 404);
+    let (status, _, _) =
+        c.request(follower, Method::POST, "/v1/sessions/x/keepalive", None).await.unwrap();
+    assert_eq!(status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_the_tenure_leader_expires_no_renewed_session() {
+    let _serial = serial().await;
+    let (mut c, leader) = cluster().await;
+    let survivors: Vec<usize> = all(3).into_iter().filter(|&i| i != leader).collect();
+    let id = grant(&c, survivors[0], TTL).await;
+    let path = format!("/v1/kv/app/held?lease={id}");
+    assert_eq!(c.request(survivors[1], Method::PUT, &path, None).await.unwrap().0, 200);
+
+    // Renew through the survivors in turn, before and across the crash,
+    // as a client does: the session must not end, and keepalives must
+    // succeed again once a new leader is ready.
+    let started = Instant::now();
+    let mut killed_at = None;
+    let mut last_ok = Instant::now();
+    let mut ok_after_kill = 0;
+    let mut longest_gap = Duration::ZERO;
+    let mut n = 0;
+    while started.elapsed() < 6 * TTL {
+        if killed_at.is_none() && started.elapsed() >= TTL {
+            c.crash(leader);
+            killed_at = Some(Instant::now());
+        }
+        let sent = Instant::now();
+        match keepalive(&c, survivors[n % 2], id).await {
+            Some((200, _)) => {
+                longest_gap = longest_gap.max(sent - last_ok);
+                last_ok = sent;
+                if killed_at.is_some() {
+                    ok_after_kill += 1;
+                }
+            }
+            Some((503, _)) | None => {}
+            Some((status, body)) => {
+                panic!(
+                    "keepalive answered {status} {body} after {:?}\n{}",
+                    started.elapsed(),
+                    c.logs()
+                )
+            }
+        }
+        assert!(
+            last_ok.elapsed() < 2 * TTL,
+            "no renewal for {:?}: the failover did not end\n{}",
+            last_ok.elapsed(),
+            c.logs()
+        );
+        n += 1;
+        tokio::time::sleep(RENEW_EVERY).await;
+    }
+    assert!(killed_at.is_some());
+    eprintln!("longest time between successful renewals across the failover: {longest_gap:?}");
+    assert!(ok_after_kill >= 10, "{ok_after_kill} renewals after the crash");
+    // Still there, with its key, on both survivors.
+    for &i in &survivors {
+        let (status, info) = get(&c, i, &format!("/v1/sessions/{id}")).await.unwrap();
+        assert_eq!(status, 200, "the session ended across the failover: {info}\n{}", c.logs());
+        assert!(info["remaining_ms"].as_u64().is_some(), "{info}");
+        assert_eq!(get(&c, i, "/v1/kv/app/held").await.unwrap().0, 200);
+    }
+    // Nothing expired on the new leader.
+    let (new_leader, _) = c.wait_agreement(&survivors, FIRST_ELECTION_BOUND).await;
+    assert_eq!(metric(&c, new_leader, "session_expiries_proposed_total").await, 0);
+}
