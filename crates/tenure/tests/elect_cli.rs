@@ -1,0 +1,284 @@
+//! `tenure elect` and `tenure run` against a cluster of real `tenure
+//! server` processes (HTTPS, tokens): a resignation hands over at once, the
+//! command of `tenure run` gets its election and token, a tenure failover
+//! ends no application leadership, and a `tenure run` paused past its TTL
+//! has its command stopped before the successor's starts.
+
+mod harness;
+
+use harness::{serial, TestCluster};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+
+/// Fast timings so that tenure's own failover takes well under a second.
+const HEARTBEAT_MS: u64 = 20;
+const TIMEOUT_MS: u64 = 200;
+/// Bound on a first election, including process start-up on a busy machine.
+const START_BOUND: Duration = Duration::from_secs(10);
+/// Bound on a CLI's step (being elected when no one else leads, exiting).
+const STEP_BOUND: Duration = Duration::from_secs(10);
+/// Bound on a handover after a graceful resignation: the resignation, the
+/// waiter's wake-up and its print (milliseconds on an idle machine; the
+/// tests share two cores with their servers).
+const RESIGN_HANDOVER_BOUND: Duration = Duration::from_millis(1000);
+
+/// A `tenure elect` or `tenure run` process with its output read line by line.
+struct Cli {
+    child: Child,
+    out: Lines<BufReader<ChildStdout>>,
+    err: Lines<BufReader<ChildStderr>>,
+}
+
+impl Cli {
+    fn start(c: &TestCluster, args: &[&str]) -> Cli {
+        let endpoints = (0..c.servers.len()).map(|i| c.endpoint(i)).collect::<Vec<_>>().join(",");
+        // The cluster's flags right after the subcommand: after `--` they
+        // would be the command's.
+        let mut child = Command::new(harness::exe())
+            .arg(args[0])
+            .arg("--endpoints")
+            .arg(endpoints)
+            .arg("--cacert")
+            .arg(c.ca())
+            .arg("--token-file")
+            .arg(c.token_file("admin"))
+            .args(&args[1..])
+            .env_remove("TENURE_TOKEN")
+            .env_remove("TENURE_CACERT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the CLI");
+        let out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let err = BufReader::new(child.stderr.take().unwrap()).lines();
+        Cli { child, out, err }
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id().expect("running") as i32)
+    }
+
+    fn signal(&self, sig: Signal) {
+        kill(self.pid(), sig).unwrap();
+    }
+
+    /// The next stdout line, within `bound`.
+    async fn line(&mut self, bound: Duration) -> String {
+        match tokio::time::timeout(bound, self.out.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            other => {
+                panic!("no line within {bound:?}: {other:?}; stderr: {}", self.stderr_now().await)
+            }
+        }
+    }
+
+    /// The next stderr line containing `what`, within `bound`.
+    async fn err_line(&mut self, what: &str, bound: Duration) -> String {
+        let until = Instant::now() + bound;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.err.next_line()).await {
+                Ok(Ok(Some(line))) if line.contains(what) => return line,
+                Ok(Ok(Some(_))) => {}
+                other => panic!("no stderr line with {what:?} within {bound:?}: {other:?}"),
+            }
+        }
+    }
+
+    /// Whatever stderr holds now (for failure messages).
+    async fn stderr_now(&mut self) -> String {
+        let mut text = String::new();
+        while let Ok(Ok(Some(line))) =
+            tokio::time::timeout(Duration::from_millis(50), self.err.next_line()).await
+        {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    }
+
+    async fn exit(&mut self, bound: Duration) -> ExitStatus {
+        tokio::time::timeout(bound, self.child.wait()).await.expect("exits in time").unwrap()
+    }
+
+    /// The stdout line is not there within `bound`.
+    async fn no_line(&mut self, bound: Duration) {
+        if let Ok(line) = tokio::time::timeout(bound, self.out.next_line()).await {
+            panic!("unexpected stdout: {line:?}");
+        }
+    }
+}
+
+/// The fencing token of an `elected NAME: fencing token T (session L)` line.
+fn token_of(line: &str) -> u64 {
+    let rest = line.split("fencing token ").nth(1).unwrap_or_else(|| panic!("{line}"));
+    rest.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+async fn cluster() -> TestCluster {
+    let c = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
+    c.wait_agreement(&[0, 1, 2], START_BOUND).await;
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_resigns_and_the_waiting_candidate_leads_at_once() {
+    let _serial = serial().await;
+    let c = cluster().await;
+    let mut observer = Cli::start(&c, &["elect", "--observe", "app"]);
+    assert!(observer.line(STEP_BOUND).await.contains("no leader"));
+
+    let mut a = Cli::start(&c, &["elect", "app", "--value", "a"]);
+    let first = a.line(STEP_BOUND).await;
+    assert!(first.starts_with("elected app: fencing token "), "{first}");
+    let t1 = token_of(&first);
+    let seen = observer.line(STEP_BOUND).await;
+    assert!(
+        seen.contains(&format!("leader  token {t1}")) && seen.contains("value \"a\""),
+        "{seen}"
+    );
+
+    let mut b = Cli::start(&c, &["elect", "app", "--value", "b"]);
+    b.err_line("campaigning in app", STEP_BOUND).await;
+    b.no_line(Duration::from_millis(300)).await;
+
+    let resigned = Instant::now();
+    a.signal(Signal::SIGINT);
+    let second = b.line(STEP_BOUND).await;
+    let handover = resigned.elapsed();
+    assert_eq!(a.exit(STEP_BOUND).await.code(), Some(0));
+    let t2 = token_of(&second);
+    assert!(t2 > t1, "tokens only grow: {t1} then {t2}");
+    assert!(handover < RESIGN_HANDOVER_BOUND, "handover took {handover:?}");
+    eprintln!("handover after Ctrl-C: {handover:?}");
+    let seen = observer.line(STEP_BOUND).await;
+    assert!(
+        seen.contains(&format!("leader  token {t2}")) && seen.contains("value \"b\""),
+        "{seen}"
+    );
+
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.exit(STEP_BOUND).await.code(), Some(0));
+    assert!(observer.line(STEP_BOUND).await.contains("no leader"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_gives_the_command_its_election_and_token_and_exits_with_its_status() {
+    let _serial = serial().await;
+    let c = cluster().await;
+    let file = c.dir.path().join("env.txt");
+    let script = format!(
+        "echo \"$TENURE_ELECTION $TENURE_FENCING_TOKEN ${{TENURE_TOKEN:-none}}\" > {}; exit 7",
+        file.display()
+    );
+    let mut run = Cli::start(&c, &["run", "--election", "job", "--", "sh", "-c", &script]);
+    let leading = run.err_line("leading job with fencing token", STEP_BOUND).await;
+    assert_eq!(run.exit(STEP_BOUND).await.code(), Some(7), "{leading}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(fields[0], "job");
+    let token: u64 = fields[1].parse().unwrap();
+    assert!(leading.contains(&format!("fencing token {token} ")), "{leading} vs {text}");
+    assert_eq!(fields[2], "none", "the API token is not passed to the command");
+
+    // It resigned when the command exited: the next candidate leads at once.
+    let mut next = Cli::start(&c, &["elect", "job"]);
+    let line = next.line(STEP_BOUND).await;
+    assert!(token_of(&line) > token, "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenure_failover_ends_no_application_leadership() {
+    let _serial = serial().await;
+    let mut c = cluster().await;
+    let ttl_ms = 2000;
+    let ttl = ["--ttl-ms", "2000"];
+    let mut a = Cli::start(&c, &[&["elect", "app", "--value", "a"][..], &ttl].concat());
+    let t1 = token_of(&a.line(STEP_BOUND).await);
+    let mut b = Cli::start(&c, &[&["elect", "app", "--value", "b"][..], &ttl].concat());
+    b.err_line("campaigning in app", STEP_BOUND).await;
+
+    let (leader, term) = c.wait_agreement(&[0, 1, 2], START_BOUND).await;
+    c.crash(leader);
+    let rest: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    c.wait_leader(&rest, term, Instant::now(), START_BOUND).await;
+    // Three TTLs: the old tenure leader's expiry clock is gone, the new one
+    // granted a fresh TTL, and the holder kept renewing through it.
+    b.no_line(Duration::from_millis(3 * ttl_ms)).await;
+    assert!(a.child.try_wait().unwrap().is_none(), "the holder kept its leadership");
+
+    a.signal(Signal::SIGINT);
+    assert_eq!(a.exit(STEP_BOUND).await.code(), Some(0));
+    let t2 = token_of(&b.line(STEP_BOUND).await);
+    assert!(t2 > t1);
+}
+
+/// A command that appends `<tag> <wall-clock ns>` to `log` every 5 ms and
+/// ignores SIGTERM: only the SIGKILL at the deadline stops it.
+fn writer(tag: &str, log: &Path) -> String {
+    format!(
+        "trap '' TERM; while :; do echo \"{tag} $(date +%s%N)\" >> {}; sleep 0.005; done",
+        log.display()
+    )
+}
+
+/// The timestamps of `tag`'s lines in `log`.
+fn stamps(log: &Path, tag: &str) -> Vec<u128> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix(tag)?.trim().parse().ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_run_has_its_command_stopped_before_the_successor_starts() {
+    let _serial = serial().await;
+    let c = cluster().await;
+    let log = c.dir.path().join("writes.log");
+    let run = |tag: &str| {
+        let args = ["run", "--election", "job", "--ttl-ms", "1500", "--grace-ms", "200", "--"];
+        let script = writer(tag, &log);
+        Cli::start(&c, &[&args[..], &["sh", "-c", &script]].concat())
+    };
+    let mut a = run("A");
+    a.err_line("leading job", STEP_BOUND).await;
+    let mut b = run("B");
+    b.err_line("campaigning in job", STEP_BOUND).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!stamps(&log, "A").is_empty(), "A's command writes");
+
+    // Pause `tenure run` A (not its guard, not its command) past its TTL:
+    // the guard alone must SIGKILL the command by the deadline.
+    let paused = Instant::now();
+    a.signal(Signal::SIGSTOP);
+    b.err_line("leading job", STEP_BOUND).await;
+    let took = paused.elapsed();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (a_stamps, b_stamps) = (stamps(&log, "A"), stamps(&log, "B"));
+    let last_a = *a_stamps.iter().max().unwrap();
+    let first_b = *b_stamps.iter().min().expect("B's command writes");
+    assert!(
+        last_a < first_b,
+        "A's command wrote at {last_a}, after B's first write at {first_b} ({} µs)",
+        (last_a - first_b) / 1000
+    );
+    eprintln!(
+        "successor leads {took:?} after the pause; A's last write {} ms before B's first",
+        (first_b - last_a) / 1_000_000
+    );
+
+    // Resumed, A finds out and exits with the loss status.
+    a.signal(Signal::SIGCONT);
+    a.err_line("lost leadership of job", STEP_BOUND).await;
+    assert_eq!(a.exit(STEP_BOUND).await.code(), Some(2));
+    b.signal(Signal::SIGTERM);
+    b.exit(STEP_BOUND).await;
+}
