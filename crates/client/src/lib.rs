@@ -49,3 +49,6 @@ pub use elector::{Ended, LeaderElector, LeaderLatch, Leading};
 pub use error::{AuthRefused, Error, NoAnswer, Refused};
 pub use http::{parse_endpoints, Client, ClientOptions, EventStream, RawAnswer, SseEvent};
 pub use session::{Loss, Session, SessionWatch};
+/// The leading context's type (tokio-util's), re-exported so that callers
+/// need not depend on the same tokio-util version.
+pub use tokio_util::sync::CancellationToken;
