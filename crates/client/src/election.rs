@@ -244,7 +244,7 @@ impl Election {
                 Err(e @ (Error::AuthRefused(_) | Error::Invalid(_) | Error::Config(_))) => {
                     return Err(e)
                 }
-                Err(Error::Refused(r)) if r.status.is_client_error() => {
+                Err(Error::Refused(r)) if final_refusal(r.status) => {
                     if r.status == StatusCode::NOT_FOUND {
                         if let Some(reason) = session.ended() {
                             return Err(Error::SessionEnded { id: session.id(), reason });
@@ -348,7 +348,7 @@ struct LeaderEvent {
 
 impl Observer {
     /// The next change. Errors only when reconnecting cannot help: the
-    /// token was refused, or the server refused the request (4xx).
+    /// token was refused, or the server refused the request (4xx but 429).
     pub async fn next(&mut self) -> Result<Observed, Error> {
         loop {
             let cluster = &self.election.cluster;
@@ -394,7 +394,7 @@ impl Observer {
         self.stream = None;
         match &e {
             Error::AuthRefused(_) | Error::Config(_) | Error::Invalid(_) => return Err(e),
-            Error::Refused(r) if r.status.is_client_error() => return Err(e),
+            Error::Refused(r) if final_refusal(r.status) => return Err(e),
             _ => {}
         }
         tracing::debug!(error = %e, "observe: trying the next endpoint");
@@ -403,6 +403,12 @@ impl Observer {
         self.backoff = (self.backoff * 2).min(OBSERVE_BACKOFF_MAX);
         Ok(())
     }
+}
+
+/// Whether a refusal is final: a 4xx other than 429 (a limit on long polls
+/// or streams held at once, which frees up: tried again after a pause).
+fn final_refusal(status: StatusCode) -> bool {
+    status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS
 }
 
 /// An observe event as an [`Observed`]; None for events of other names.
@@ -444,6 +450,14 @@ mod tests {
         }
         assert!(check_value(&"v".repeat(4096)).is_ok());
         assert!(check_value(&"v".repeat(4097)).unwrap_err().to_string().contains("4096"));
+    }
+
+    #[test]
+    fn only_limits_among_refusals_are_tried_again() {
+        assert!(final_refusal(StatusCode::NOT_FOUND));
+        assert!(final_refusal(StatusCode::BAD_REQUEST));
+        assert!(!final_refusal(StatusCode::TOO_MANY_REQUESTS));
+        assert!(!final_refusal(StatusCode::SERVICE_UNAVAILABLE));
     }
 
     #[test]
