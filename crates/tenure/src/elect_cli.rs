@@ -244,6 +244,24 @@ mod tests {
         assert!(value_or_pid(None).starts_with("pid "));
     }
 
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        elect: ElectArgs,
+    }
+
+    #[test]
+    fn observe_takes_neither_a_value_nor_a_ttl() {
+        use clap::Parser;
+        let w = Wrap::try_parse_from(["t", "--observe", "app"]).unwrap();
+        assert!(w.elect.observe && w.elect.name == "app");
+        assert!(Wrap::try_parse_from(["t", "--observe", "app", "--value", "v"]).is_err());
+        assert!(Wrap::try_parse_from(["t", "--observe", "app", "--ttl-ms", "900"]).is_err());
+        let w = Wrap::try_parse_from(["t", "app", "--value", "v", "--ttl-ms", "900"]).unwrap();
+        assert_eq!((w.elect.value.as_deref(), w.elect.ttl_ms), (Some("v"), 900));
+        assert!(Wrap::try_parse_from(["t"]).is_err(), "a name is required");
+    }
+
     #[test]
     fn observed_changes_are_printed_with_value_token_and_no_leader() {
         let leader = Observed::Leader { session: 7, value: "a b".into(), token: 42, revision: 42 };

@@ -427,6 +427,40 @@ mod tests {
         }
     }
 
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn the_command_comes_after_the_double_dash_and_is_required() {
+        use clap::Parser;
+        let w = Wrap::try_parse_from([
+            "t",
+            "--election",
+            "j",
+            "--keep-trying",
+            "--",
+            "sh",
+            "-c",
+            "x --y",
+        ])
+        .unwrap();
+        assert_eq!(w.run.command, ["sh", "-c", "x --y"]);
+        assert!(w.run.keep_trying && w.run.grace_ms.is_none());
+        assert_eq!(
+            (w.run.ttl_ms, w.run.conn.endpoints.as_str()),
+            (10_000, crate::client::DEFAULT_ENDPOINTS)
+        );
+        // Flags after `--` are the command's, not tenure's.
+        let w =
+            Wrap::try_parse_from(["t", "--election", "j", "--", "cmd", "--ttl-ms", "1"]).unwrap();
+        assert_eq!((w.run.ttl_ms, w.run.command.len()), (10_000, 3));
+        assert!(Wrap::try_parse_from(["t", "--election", "j"]).is_err(), "no command");
+        assert!(Wrap::try_parse_from(["t", "--", "cmd"]).is_err(), "no election");
+    }
+
     #[test]
     fn exit_statuses_are_reported_as_a_shell_does() {
         assert_eq!(status_code(ExitStatus::from_raw(3 << 8)), 3);
