@@ -292,6 +292,11 @@ impl LeaseClock {
         self.leases.get(&id).is_some_and(|e| e.expiring)
     }
 
+    /// Every lease the clock tracks, in id order (live and expiring).
+    pub fn ids(&self) -> impl Iterator<Item = LeaseId> + '_ {
+        self.leases.keys().copied()
+    }
+
     /// How many leases the clock tracks (every lease of the store while it
     /// runs, expiring ones included).
     pub fn len(&self) -> usize {

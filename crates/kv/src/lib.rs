@@ -24,13 +24,21 @@
 #![warn(missing_docs)]
 
 mod command;
+mod election;
 mod lease;
 mod lease_clock;
+mod lease_keeper;
 mod store;
 
 pub use command::{
     Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_KEY_BYTES, MAX_TXN_OPS,
     MAX_VALUE_BYTES,
+};
+pub use election::{
+    campaign, campaign_outcome, candidate_key, check_caps, parse_candidate_key, prefix, proclaim,
+    proclaim_outcome, resign, resign_outcome, validate_name, validate_value, Candidate,
+    ElectionError, Outcome, Standing, ELECTIONS_PREFIX, MAX_CANDIDATES, MAX_ELECTIONS,
+    MAX_NAME_BYTES, MAX_VALUE,
 };
 pub use lease::{
     Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_TTL_MS, MIN_TTL_MS,
@@ -38,6 +46,7 @@ pub use lease::{
 pub use lease_clock::{
     LeaseClock, RenewError, TrackError, EXPIRY_RETRY_DELAY, MAX_EXPIRIES_PER_CALL,
 };
+pub use lease_keeper::LeaseKeeper;
 pub use store::{
     Change, ChangeKind, Compacted, KeyValue, OpResponse, Response, Store, MAX_CHANGES_PER_REVISION,
     MAX_HISTORY, MAX_RANGE,

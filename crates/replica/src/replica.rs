@@ -42,6 +42,10 @@ pub struct Config {
     pub snapshot_chunk_bytes: usize,
     /// The largest snapshot accepted from another node.
     pub max_snapshot_bytes: u64,
+    /// Whether a leader tells followers of a new commit index at once, in
+    /// an `Append` without entries, instead of with the next entries or
+    /// heartbeat (on by default; see `notify_commit`).
+    pub commit_notices: bool,
 }
 
 impl Config {
@@ -62,6 +66,7 @@ impl Config {
             snapshot_every_bytes: 64 * 1024 * 1024,
             snapshot_chunk_bytes: 256 * 1024,
             max_snapshot_bytes: 1 << 30,
+            commit_notices: true,
         }
     }
 }
@@ -127,6 +132,8 @@ struct Peer {
     acked_round: u64,
     /// Bytes of the leader's snapshot it holds, while one is in transfer.
     snapshot_received: Option<u64>,
+    /// The commit index last sent to it.
+    sent_commit: Index,
 }
 
 /// Where a leader is in taking office (see `docs/REPLICATION.md`).
@@ -694,7 +701,37 @@ impl<S: StateMachine> Replica<S> {
         let entries =
             self.log.slice(peer.next, self.cfg.max_append_entries, self.cfg.max_append_bytes);
         peer.next += entries.len() as u64;
+        peer.sent_commit = commit;
         self.send(i, ReplicaMessage::Append { token, prev, entries, commit, round });
+    }
+
+    /// Tells every follower that holds the whole log, and was sent an older
+    /// commit index, the new one at once, in an `Append` without entries
+    /// (Raft's leaders do the same: etcd broadcasts on every commit). A
+    /// follower otherwise learns of a commit with the next entries or
+    /// heartbeat, up to a heartbeat interval later, and its reads, watches and
+    /// an application election's waiter see the change that much later.
+    /// Followers that lack entries get the commit index with them.
+    fn notify_commit(&mut self, now: Instant) {
+        let last = self.log.last().index;
+        let commit = self.commit;
+        let Some(lead) = self.lead.as_ref() else { return };
+        if !self.cfg.commit_notices
+            || !matches!(lead.phase, Phase::Replicating { .. } | Phase::Ready)
+        {
+            return;
+        }
+        let due: Vec<usize> = self
+            .others()
+            .into_iter()
+            .filter(|&i| {
+                let p = &lead.peers[i];
+                p.next > last && p.snapshot_received.is_none() && p.sent_commit < commit
+            })
+            .collect();
+        for i in due {
+            self.send_to(now, i);
+        }
     }
 
     /// The piece of the latest snapshot from `offset`.
@@ -757,6 +794,7 @@ impl<S: StateMachine> Replica<S> {
                 if let Some(c) = majority.filter(|&c| c > self.commit) {
                     if self.log.token_at(c) == Some(lead.token) {
                         self.commit = c;
+                        self.notify_commit(now);
                     }
                 }
             }

@@ -51,6 +51,15 @@ pub enum Check {
     /// Key-value workload: a replica broke its own contract (applied out of
     /// order, cannot restart from its log, loops).
     ReplicaInvariant,
+    /// Application elections: two holders of one name whose leaderships
+    /// overlap on the global timeline.
+    ElectionOverlap,
+    /// Application elections: a holder's fencing token not above its
+    /// predecessor's.
+    ElectionToken,
+    /// Application elections: after healing, a name with a live candidate
+    /// and no holder.
+    ElectionStarvation,
 }
 
 impl fmt::Display for Check {
@@ -68,6 +77,9 @@ impl fmt::Display for Check {
             Check::SameEntryPerIndex => "same-entry-per-index",
             Check::SameStatePerIndex => "same-state-per-index",
             Check::ReplicaInvariant => "replica-invariant",
+            Check::ElectionOverlap => "election-overlap",
+            Check::ElectionToken => "election-token",
+            Check::ElectionStarvation => "election-starvation",
         })
     }
 }

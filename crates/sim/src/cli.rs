@@ -9,7 +9,7 @@ use crate::forger::{
 use crate::params::Params;
 use crate::report::Report;
 use crate::scenario::{self, ForgerUse, Scenario, WorkloadUse, SCENARIOS};
-use crate::stats::{Aggregate, Percentiles, WorkloadStats};
+use crate::stats::{Aggregate, ElectStats, Percentiles, WorkloadStats};
 use crate::workload::WorkloadSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -67,9 +67,11 @@ pub struct SimArgs {
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_FORGED_FRAMES_PER_SECOND)))]
     pub forger_rate: u32,
     /// A client workload beside the elections, for `random` (off unless
-    /// given; `kv` runs it always): `kv`, a replicated key-value store
-    /// written and read by clients, its history checked for
-    /// linearizability.
+    /// given; `kv` and `elect` run theirs always): `kv`, a replicated
+    /// key-value store written and read by clients, its history checked
+    /// for linearizability; `elect`, application sessions and named
+    /// elections over that store (and one key-value client), checked for
+    /// overlapping holders, fencing tokens and starved candidates.
     #[arg(long, value_name = "WORKLOAD")]
     pub workload: Option<WorkloadSpec>,
 }
@@ -113,6 +115,9 @@ struct JsonReport {
     /// What the key-value workload did, when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     workload: Option<WorkloadStats>,
+    /// What the application elections did, when they ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    app_elections: Option<ElectStats>,
     sim_seconds: f64,
     wall_seconds: f64,
     sim_seconds_per_wall_second: f64,
@@ -257,12 +262,13 @@ fn workload_for(args: &SimArgs, scenario: &Scenario) -> Result<Option<WorkloadSp
     let spec = match (scenario.workload, &args.workload) {
         (WorkloadUse::Never, Some(_)) => {
             return Err(format!(
-                "scenario {} runs no workload; --workload goes with random (or use kv)",
+                "scenario {} runs no workload; --workload goes with random (or use kv or elect)",
                 scenario.name
             ))
         }
         (WorkloadUse::Never | WorkloadUse::Optional, None) => return Ok(None),
         (_, Some(spec)) => spec.clone(),
+        (WorkloadUse::Always, None) if scenario.name == "elect" => WorkloadSpec::elect(),
         (WorkloadUse::Always, None) => WorkloadSpec::kv(),
     };
     if args.forger.is_some() {
@@ -346,11 +352,38 @@ fn run_seeds(
         post_heal_flaps: agg.post_heal_flaps,
         forger: params.forger.as_ref().map(|spec| ForgerReport::new(spec, &agg.forged)),
         workload: agg.workload.clone(),
+        app_elections: agg.elect,
         sim_seconds: sim_s,
         wall_seconds: wall_s,
         sim_seconds_per_wall_second: if wall_s > 0.0 { sim_s / wall_s } else { 0.0 },
         replay,
     }
+}
+
+/// The application elections' line of the summary.
+fn print_elections(e: &ElectStats) {
+    println!(
+        "elections: {} leaderships ({} handovers, {} resumed by a renewal), {} sessions granted, \
+         {} renewals ({} refused), {} expiries, {} deadline stops, {} sessions lost, \
+         {} resignations, {} revocations; app faults: {} crashes, {} pauses, {} cut-offs; \
+         max overlap {} ns, {} starved names",
+        e.leaderships,
+        e.handovers,
+        e.resumed,
+        e.grants,
+        e.renewals,
+        e.renewals_refused,
+        e.expiries,
+        e.deadline_stops,
+        e.sessions_lost,
+        e.resignations,
+        e.revocations,
+        e.app_crashes,
+        e.app_pauses,
+        e.app_cutoffs,
+        e.max_overlap_ns,
+        e.starved_names
+    );
 }
 
 /// The exact command that replays one run.
@@ -460,6 +493,9 @@ fn print_summary(o: &JsonReport) {
             w.torn_writes,
             w.failed_writes
         );
+    }
+    if let Some(e) = &o.app_elections {
+        print_elections(e);
     }
     println!(
         "{:.0} simulated seconds in {:.2} wall seconds: {:.0} simulated seconds per wall second",

@@ -237,12 +237,13 @@ mod tests {
         // Only the Raft cells: the table code is what is under test here.
         let cells: Vec<Cell> =
             compare(&args).into_iter().filter(|c| c.protocol == ProtocolKind::Raft).collect();
-        // Every scenario but those that always run a forger or the workload.
+        // Every scenario but those that always run a forger or a workload
+        // (hostile, kv, elect).
         let benign = SCENARIOS
             .iter()
             .filter(|s| s.forger != ForgerUse::Always && s.workload != WorkloadUse::Always)
             .count();
-        assert_eq!(benign, SCENARIOS.len() - 2);
+        assert_eq!(benign, SCENARIOS.len() - 3);
         assert_eq!(cells.len(), benign);
         let md = markdown(&cells);
         assert_eq!(md.lines().count(), 2 + benign);

@@ -6,7 +6,7 @@ use crate::disk::SimDisk;
 use crate::workload::{value_id, PlantedBug, Tag};
 use std::collections::BTreeMap;
 use tenure_core::{FencingToken, NodeId};
-use tenure_kv::{Command, Response, Store};
+use tenure_kv::{Command, LeaseId, LeaseKeeper, Response, Store};
 use tenure_replica::{Position, ProposalId, ReadId, Replica, StateMachine};
 
 /// The store as the simulator runs it: the real one, unless a test plants
@@ -80,6 +80,21 @@ pub struct KvHost {
     pub synced_at: u64,
     /// The node crashes during its next log write (a fault).
     pub crash_at_write: bool,
+    /// The leader's side of sessions (application elections only).
+    pub keeper: LeaseKeeper,
+    /// Range reads and renewals waiting for their confirmation round.
+    pub elect_reads: BTreeMap<ReadId, (Tag, ElectRead)>,
+    /// Expiries this node proposed as leader, in flight.
+    pub expiries: BTreeMap<ProposalId, LeaseId>,
+}
+
+/// What an application-election request waiting for a read round asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ElectRead {
+    /// The keys under a prefix.
+    Range(String),
+    /// A renewal of a session.
+    Renew(LeaseId),
 }
 
 impl KvHost {
@@ -92,5 +107,14 @@ impl KvHost {
         self.proposals.clear();
         self.reads.clear();
         self.crash_at_write = false;
+        self.forget_leadership();
+    }
+
+    /// The replica is new (restarted, rebuilt) or stopped: nothing of the
+    /// lease keeper's leadership survives.
+    pub fn forget_leadership(&mut self) {
+        self.keeper.follow();
+        self.elect_reads.clear();
+        self.expiries.clear();
     }
 }

@@ -20,7 +20,10 @@
 //!   replica (`tenure-replica`) over the real store (`tenure-kv`) beside
 //!   every elector, its log on a simulated disk with torn writes
 //!   ([`disk`], [`kvnode`]), clients recording a history ([`workload`]),
-//!   and its checkers ([`kvcheck`], [`linearizability`]).
+//!   and its checkers ([`kvcheck`], [`linearizability`]);
+//! * the application elections (`--workload elect`, scenario `elect`):
+//!   sessions and named elections of app clients over that store, the
+//!   nodes' lease keepers, and their checkers ([`elect`]).
 #![warn(missing_docs)]
 
 pub mod bounds;
@@ -29,6 +32,8 @@ pub mod cli;
 pub mod clock;
 pub mod compare;
 pub mod disk;
+pub mod elect;
+pub mod elect_spec;
 pub mod expect;
 pub mod forger;
 pub mod host;

@@ -24,6 +24,7 @@ use tenure_core::{
 };
 use tenure_replica::ReplicaMessage;
 
+mod elect;
 mod kv;
 pub use kv::KvStats;
 
@@ -550,11 +551,15 @@ impl Sim {
 
     fn rearm(&mut self, i: usize) {
         let now = self.now;
+        let keeper = self.keeper_deadline(i);
         let host = &mut self.hosts[i];
         let Some(el) = host.elector() else { return };
         let mut deadline = el.poll_timeout();
         if let Some(r) = host.kv.as_ref().and_then(|kv| kv.replica.as_ref()) {
             deadline = deadline.min(r.poll_timeout());
+        }
+        if let Some(at) = keeper {
+            deadline = deadline.min(at);
         }
         if deadline == Instant::MAX {
             host.timer_gen += 1;
@@ -1081,6 +1086,7 @@ impl Sim {
     /// Heals everything: partitions, link faults, storage, crashes armed
     /// for the next log write; restarts crashed nodes and resumes paused ones.
     pub fn heal_all(&mut self) {
+        self.settle_elections();
         self.heal_partitions();
         self.set_links(self.cfg.link);
         for i in 0..self.hosts.len() {

@@ -42,10 +42,10 @@ pub struct Scenario {
 pub enum WorkloadUse {
     /// Never.
     Never,
-    /// When [`Params::workload`] is set (`random --workload kv`).
+    /// When [`Params::workload`] is set (`random --workload kv|elect`).
     Optional,
-    /// Always, the default workload unless [`Params::workload`] names one
-    /// (`kv`). `tenure sim compare`, which measures elections, leaves these out.
+    /// Always, the scenario's workload unless [`Params::workload`] names
+    /// one (`kv`, `elect`). `tenure sim compare`, which measures elections, leaves these out.
     Always,
 }
 
@@ -224,6 +224,15 @@ pub const SCENARIOS: &[Scenario] = &[
         forger: ForgerUse::Never,
         workload: WorkloadUse::Always,
         run: vopr::run_kv,
+    },
+    Scenario {
+        name: "elect",
+        description: "random faults, app crashes, pauses and cut-offs under application elections (random --workload elect): no two holders of a name overlap, tokens increase, no starved candidate after healing",
+        fixed_nodes: None,
+        not_promised: &[],
+        forger: ForgerUse::Never,
+        workload: WorkloadUse::Always,
+        run: vopr::run_elect,
     },
 ];
 

@@ -31,6 +31,72 @@ pub struct RunStats {
     pub forged: ForgedCounts,
     /// The key-value workload's figures, when it ran.
     pub workload: Option<WorkloadStats>,
+    /// The application elections' figures, when they ran.
+    pub elect: Option<ElectStats>,
+}
+
+/// What the application elections did (`--workload elect`; summed over
+/// runs in an [`Aggregate`]).
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct ElectStats {
+    /// Runs with application elections.
+    pub runs: u64,
+    /// Leaderships begun (resumptions of the same one included).
+    pub leaderships: u64,
+    /// Leaderships of a name by another session than the one before.
+    pub handovers: u64,
+    /// Leaderships resumed by a renewal after the deadline had passed.
+    pub resumed: u64,
+    /// Sessions granted.
+    pub grants: u64,
+    /// Renewals answered as renewed.
+    pub renewals: u64,
+    /// Renewals refused by the ready leader: the session does not exist or
+    /// its expiry was proposed.
+    pub renewals_refused: u64,
+    /// Expiries proposed by a leader's lease keeper and applied.
+    pub expiries: u64,
+    /// Leaderships that ended because the holder's deadline passed.
+    pub deadline_stops: u64,
+    /// Sessions an app learnt were gone.
+    pub sessions_lost: u64,
+    /// Resignations.
+    pub resignations: u64,
+    /// Sessions revoked by their app.
+    pub revocations: u64,
+    /// App crashes.
+    pub app_crashes: u64,
+    /// App pauses.
+    pub app_pauses: u64,
+    /// Apps cut off from every node for a while.
+    pub app_cutoffs: u64,
+    /// The longest overlap of two holders of one name, ns (0 in a run that passes).
+    pub max_overlap_ns: u64,
+    /// Names with a live candidate and no holder at the liveness check.
+    pub starved_names: u64,
+}
+
+impl ElectStats {
+    /// Adds another run's figures.
+    pub fn add(&mut self, o: &ElectStats) {
+        self.runs += o.runs;
+        self.leaderships += o.leaderships;
+        self.handovers += o.handovers;
+        self.resumed += o.resumed;
+        self.grants += o.grants;
+        self.renewals += o.renewals;
+        self.renewals_refused += o.renewals_refused;
+        self.expiries += o.expiries;
+        self.deadline_stops += o.deadline_stops;
+        self.sessions_lost += o.sessions_lost;
+        self.resignations += o.resignations;
+        self.revocations += o.revocations;
+        self.app_crashes += o.app_crashes;
+        self.app_pauses += o.app_pauses;
+        self.app_cutoffs += o.app_cutoffs;
+        self.max_overlap_ns = self.max_overlap_ns.max(o.max_overlap_ns);
+        self.starved_names += o.starved_names;
+    }
 }
 
 /// What the key-value workload did and what its checks took (summed over
@@ -155,6 +221,8 @@ pub struct Aggregate {
     pub forged: ForgedCounts,
     /// The key-value workload's figures summed over runs, when it ran.
     pub workload: Option<WorkloadStats>,
+    /// The application elections' figures summed over runs, when they ran.
+    pub elect: Option<ElectStats>,
 }
 
 impl Aggregate {
@@ -173,6 +241,9 @@ impl Aggregate {
         self.forged.add(&s.forged);
         if let Some(w) = &s.workload {
             self.workload.get_or_insert_with(WorkloadStats::default).add(w);
+        }
+        if let Some(e) = &s.elect {
+            self.elect.get_or_insert_with(ElectStats::default).add(e);
         }
     }
 

@@ -70,6 +70,14 @@ pub fn run_kv(p: &Params) -> Report {
     run_named(&p, "kv")
 }
 
+/// Runs one random run with the application elections (the default ones
+/// unless `p` names a workload): scenario `elect`.
+pub fn run_elect(p: &Params) -> Report {
+    let mut p = p.clone();
+    p.workload.get_or_insert_with(WorkloadSpec::elect);
+    run_named(&p, "elect")
+}
+
 fn run_named(p: &Params, name: &'static str) -> Report {
     let mut cfg = p.sim_config(p.nodes);
     // Fsync from instant to 5 ms, drawn from the seed like everything else.

@@ -20,12 +20,15 @@
 //! The client side is plain logic: it returns [`Action`]s (send a request,
 //! wake me at) that the simulator turns into events.
 
+use crate::elect_spec::ElectSpec;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
 use std::str::FromStr;
 use tenure_core::NodeId;
-use tenure_kv::{Command, Compare, CompareOp, KeyValue, OpResponse, Response, Target, TxnOp};
+use tenure_kv::{
+    Command, Compare, CompareOp, KeyValue, LeaseId, OpResponse, Response, Target, TxnOp,
+};
 
 /// Clients of the default workload.
 pub const DEFAULT_CLIENTS: usize = 3;
@@ -78,6 +81,9 @@ pub struct WorkloadSpec {
     /// stops catching up (a replica finding, pinned by an ignored test in
     /// `tests/kv.rs`).
     pub snapshot_chunk_bytes: usize,
+    /// Application elections beside the key-value clients
+    /// ([`crate::elect`]), as clients after them.
+    pub elect: Option<ElectSpec>,
 }
 
 impl WorkloadSpec {
@@ -88,6 +94,18 @@ impl WorkloadSpec {
             keys: DEFAULT_KEYS,
             planted: None,
             snapshot_chunk_bytes: DEFAULT_SNAPSHOT_CHUNK_BYTES,
+            elect: None,
+        }
+    }
+
+    /// The application-election workload: the default elections
+    /// ([`ElectSpec::default`]) beside one key-value client on two keys.
+    pub fn elect() -> Self {
+        WorkloadSpec {
+            clients: 1,
+            keys: 2,
+            elect: Some(ElectSpec::default()),
+            ..WorkloadSpec::kv()
         }
     }
 
@@ -103,14 +121,15 @@ impl FromStr for WorkloadSpec {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "kv" => Ok(WorkloadSpec::kv()),
-            other => Err(format!("unknown workload {other:?}; the one workload is kv")),
+            "elect" => Ok(WorkloadSpec::elect()),
+            other => Err(format!("unknown workload {other:?}; the workloads are kv and elect")),
         }
     }
 }
 
 impl std::fmt::Display for WorkloadSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("kv")
+        f.write_str(if self.elect.is_some() { "elect" } else { "kv" })
     }
 }
 
@@ -306,6 +325,17 @@ pub enum RequestBody {
         /// The key.
         key: String,
     },
+    /// A linearizable read of every key under a prefix (an election).
+    Range {
+        /// The prefix.
+        prefix: String,
+    },
+    /// A session renewal, answered only by the ready leader (R1–R3 of
+    /// docs/ELECTIONS.md).
+    Renew {
+        /// The session.
+        lease: LeaseId,
+    },
 }
 
 /// An answer on the wire, node to client.
@@ -333,6 +363,20 @@ pub enum ReplyBody {
         /// The store's revision.
         revision: u64,
     },
+    /// A range read served.
+    Range {
+        /// The keys under the prefix, in order.
+        kvs: Vec<KeyValue>,
+        /// The store's revision.
+        revision: u64,
+    },
+    /// A session renewed: a full TTL from when the leader answered.
+    Renewed {
+        /// The TTL, ms.
+        ttl_ms: u64,
+    },
+    /// The session does not exist, or its expiry was proposed.
+    SessionGone(LeaseId),
 }
 
 /// What became of an operation.
@@ -633,6 +677,11 @@ impl Workload {
                 let output = KvOutput::Read { kv, revision };
                 self.finish(client, op, Fate::Returned { at_ns: now_ns, output }, now_ns)
             }
+            // Answers to the app clients' requests; a key-value client
+            // sends none.
+            ReplyBody::Range { .. } | ReplyBody::Renewed { .. } | ReplyBody::SessionGone(_) => {
+                Vec::new()
+            }
         }
     }
 
@@ -733,6 +782,11 @@ mod tests {
         assert_eq!(value_id(b"v"), None);
         assert!("kv".parse::<WorkloadSpec>().is_ok());
         assert!("sql".parse::<WorkloadSpec>().unwrap_err().contains("kv"));
+        let elect: WorkloadSpec = "elect".parse().unwrap();
+        assert_eq!(
+            (elect.to_string(), WorkloadSpec::kv().to_string()),
+            ("elect".into(), "kv".into())
+        );
     }
 
     #[test]

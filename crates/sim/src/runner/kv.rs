@@ -20,6 +20,7 @@
 use super::{dur_ns, Envelope, Sim, SimEvent};
 use crate::checker::Check;
 use crate::disk::Record;
+use crate::elect::Elections;
 use crate::host::Inbound;
 use crate::kvcheck::{check_history, digest, ReplicaChecks, MAX_SEARCH_STEPS};
 use crate::kvnode::{KvHost, SimStore};
@@ -59,6 +60,8 @@ pub struct KvStats {
 /// The workload's state in the simulator.
 pub(crate) struct KvWorld {
     pub(crate) workload: Workload,
+    /// The application elections, when they run.
+    pub(crate) elect: Option<Elections>,
     pub(crate) checks: ReplicaChecks,
     pub(crate) stats: KvStats,
     /// The replicas' settings (for node 1; the id is set per node).
@@ -80,9 +83,14 @@ impl Sim {
         template.snapshot_every = if rng.gen_bool(0.25) { 10_000 } else { rng.gen_range(4..=64) };
         template.snapshot_chunk_bytes = spec.snapshot_chunk_bytes;
         let et = dur_ns(self.cfg.election_timeout);
+        let elect = spec.elect.clone().map(|e| {
+            let drift = self.hosts[0].cfg.clock_drift_ppm;
+            Elections::new(e, spec.clients, n, WorkloadSpec::op_timeout(et), drift, self.seed)
+        });
         let workload = Workload::new(spec, n, WorkloadSpec::op_timeout(et), self.seed);
         self.kv = Some(Box::new(KvWorld {
             workload,
+            elect,
             checks: ReplicaChecks::new(n),
             stats: KvStats::default(),
             template,
@@ -162,6 +170,7 @@ impl Sim {
             return failures;
         }
         let op_timeout = WorkloadSpec::op_timeout(dur_ns(self.cfg.election_timeout));
+        self.elect_liveness();
         self.stop_workload();
         let deadline = self.now + op_timeout + NS_PER_MS;
         self.run_until_cond(deadline, |s| s.workload().is_some_and(Workload::idle));
@@ -213,6 +222,7 @@ impl Sim {
         for (check, what) in verdict.violations {
             self.checker.fail(self.now, check, what);
         }
+        self.elect_check();
         failures.extend(verdict.undecided.into_iter().map(|u| format!("linearizability {u}")));
         self.stats.workload = Some(stats);
         failures
@@ -222,7 +232,10 @@ impl Sim {
     pub fn start_workload(&mut self) {
         let now = self.now;
         let Some(kv) = self.kv.as_mut() else { return };
-        let actions = kv.workload.start(now);
+        let mut actions = kv.workload.start(now);
+        if let Some(e) = kv.elect.as_mut() {
+            actions.extend(e.start(now));
+        }
         self.do_actions(actions);
     }
 
@@ -258,7 +271,7 @@ impl Sim {
         }
     }
 
-    fn do_actions(&mut self, actions: Vec<Action>) {
+    pub(super) fn do_actions(&mut self, actions: Vec<Action>) {
         for a in actions {
             match a {
                 Action::Send { node, req, delay_ns } => {
@@ -274,7 +287,10 @@ impl Sim {
     pub(super) fn client_wake(&mut self, client: usize, gen: u64) {
         let now = self.now;
         let Some(kv) = self.kv.as_mut() else { return };
-        let actions = kv.workload.on_wake(client, gen, now);
+        let actions = match kv.elect.as_mut().filter(|e| e.app_of(client).is_some()) {
+            Some(e) => e.on_wake(client, gen, now),
+            None => kv.workload.on_wake(client, gen, now),
+        };
         self.do_actions(actions);
     }
 
@@ -288,7 +304,10 @@ impl Sim {
         }
         let now = self.now;
         let Some(kv) = self.kv.as_mut() else { return };
-        let actions = kv.workload.on_reply(reply, now);
+        let actions = match kv.elect.as_mut().filter(|e| e.app_of(reply.tag.client).is_some()) {
+            Some(e) => e.on_reply(reply, now),
+            None => kv.workload.on_reply(reply, now),
+        };
         self.do_actions(actions);
     }
 
@@ -328,7 +347,7 @@ impl Sim {
     }
 
     /// Node `i` answers a client; the answer leaves at `departs_ns`.
-    fn answer(&mut self, i: usize, tag: Tag, body: ReplyBody, departs_ns: u64) {
+    pub(super) fn answer(&mut self, i: usize, tag: Tag, body: ReplyBody, departs_ns: u64) {
         let Some(kv) = self.kv.as_mut() else { return };
         let delay = kv.rng.gen_range(NS_PER_MS..=5 * NS_PER_MS);
         let reply = Reply { tag, body };
@@ -338,7 +357,7 @@ impl Sim {
 
     /// When an output of node `i` without a write may leave: once every
     /// earlier write is synced.
-    fn departs(&self, i: usize) -> u64 {
+    pub(super) fn departs(&self, i: usize) -> u64 {
         self.hosts[i].kv.as_ref().map_or(self.now, |kv| kv.synced_at.max(self.now))
     }
 
@@ -379,6 +398,9 @@ impl Sim {
                     }
                     Some(Err(_)) | None => Some(ReplyBody::Redirect(known)),
                 }
+            }
+            (Some(_), body @ (RequestBody::Range { .. } | RequestBody::Renew { .. })) => {
+                self.elect_request(i, local, tag, body, lease, known)
             }
             (Some(r), RequestBody::Read { key }) => {
                 if planted == Some(PlantedBug::StaleFollowerReads) && !r.is_ready_leader() {
@@ -440,6 +462,7 @@ impl Sim {
         }
         if self.drain_replica(i) {
             self.check_state(i);
+            self.elect_step(i);
         }
     }
 
@@ -462,7 +485,7 @@ impl Sim {
 
     /// Handles node `i`'s replica output by the calling contract. False if
     /// the node crashed (during a log write).
-    fn drain_replica(&mut self, i: usize) -> bool {
+    pub(super) fn drain_replica(&mut self, i: usize) -> bool {
         let now = self.now;
         for _ in 0..MAX_REPLICA_ROUNDS {
             let Some(kv) = self.hosts[i].kv.as_mut() else { return true };
@@ -540,6 +563,7 @@ impl Sim {
 
     /// Answers the client of a completed proposal or read.
     fn complete(&mut self, i: usize, c: Completion, departs: u64) {
+        let Some(c) = self.elect_complete(i, c, departs) else { return };
         let Some(kv) = self.hosts[i].kv.as_mut() else { return };
         match c {
             Completion::Proposal { id, result } => {
@@ -602,6 +626,7 @@ impl Sim {
         kv.stalled = false;
         kv.proposals.clear();
         kv.reads.clear();
+        kv.forget_leadership();
         match Replica::new(cfg, kv.disk.image().restored(), store) {
             Ok(r) => {
                 world.checks.on_start(i, r.applied());

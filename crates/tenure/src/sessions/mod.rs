@@ -5,7 +5,8 @@
 //! ordinary log entries (`crates/tenure/src/http/sessions.rs`). What this
 //! module adds runs on the ready leader only, in memory ([`service`]):
 //!
-//! * the lease clock ([`tenure_kv::LeaseClock`]), started with a fresh,
+//! * the lease keeper ([`tenure_kv::LeaseKeeper`], the sans-IO logic the
+//!   simulator checks, around `tenure_kv::LeaseClock`), started with a fresh,
 //!   full TTL for every lease when this node becomes the ready leader, and
 //!   stopped when it stops being one;
 //! * the expiry timer, which proposes `Command::Expire` for each lease whose

@@ -1,25 +1,26 @@
-//! The sessions service: the lease clock on the ready leader, its expiry
+//! The sessions service: the lease keeper on the ready leader, its expiry
 //! timer and the renewals it answers.
 //!
-//! One task ([`run`]) owns a [`LeaseClock`] and follows this node's
-//! leadership of the log ([`Replicated::ready_leader`]):
+//! One task ([`run`]) owns a [`LeaseKeeper`] (the sans-IO leader-side
+//! session logic of `tenure-kv`, the same the simulator checks) and follows
+//! this node's leadership of the log ([`Replicated::ready_leader`]):
 //!
 //! * **Start and stop.** When this node becomes the ready leader of token
 //!   `T`, the clock starts from every lease of the store as applied then,
 //!   each with a fresh, full TTL (no session expires because tenure changed
 //!   leader); when it stops being that leader, the clock stops.
 //! * **Grants and ends.** The store has no event hook. After each applied
-//!   advance the service looks at the lease ids above the highest it knows
+//!   advance the keeper looks at the lease ids above the highest it knows
 //!   (`Store::last_lease`, ids only grow): `O(grants)` per advance. A lease
 //!   that ended (revoked) stays on the clock until it comes due or is
 //!   renewed, and is dropped then when the store no longer has it: `O(1)`
-//!   each, never a scan of all leases.
+//!   each, never a scan of all leases ([`LeaseKeeper::applied`]).
 //! * **Expiry.** A timer at the clock's next deadline; each lease
-//!   [`LeaseClock::due`] returns is expired with `Command::Expire` proposed
+//!   [`LeaseKeeper::due`] returns is expired with `Command::Expire` proposed
 //!   by [`Replicated::propose_as`] under `T` only (a later leader never
 //!   commits an expiry decided on this one's clock), at most
 //!   [`MAX_EXPIRIES_IN_FLIGHT`] in flight; a proposal that failed while `T`
-//!   still leads is retried ([`LeaseClock::retry`]).
+//!   still leads is retried ([`LeaseKeeper::retry`]).
 //! * **Renewals** ([`SessionAsk::Renew`], a leader ask from any node),
 //!   answered only under R1 (this node is the ready leader `T` the ask
 //!   arrived under, and the lease is in its applied store), R2
@@ -31,7 +32,7 @@ use super::protocol::{SessionAnswer, SessionAsk};
 use crate::metrics::Metrics;
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant as CoreInstant};
-use tenure_kv::{Command, LeaseClock, LeaseId, RenewError, Store, MAX_EXPIRIES_PER_CALL};
+use tenure_kv::{Command, LeaseId, LeaseKeeper, RenewError, Store, MAX_EXPIRIES_PER_CALL};
 use tenure_node::replicated::Ask;
 use tenure_node::{Committed, ReadFailure, Replicated, WriteError};
 use tokio::sync::watch;
@@ -85,7 +86,7 @@ pub async fn run(kv: Replicated<Store>, metrics: Metrics, mut stop: watch::Recei
             () = sleep_until(timer) => s.expire_due(),
         }
     }
-    s.clock.stop();
+    s.keeper.follow();
 }
 
 /// The service's state; only its task touches it.
@@ -93,11 +94,9 @@ struct Service {
     kv: Replicated<Store>,
     metrics: Metrics,
     ready: watch::Receiver<Option<FencingToken>>,
-    /// The leadership the clock runs for.
+    /// The leadership the keeper runs for.
     leading: Option<FencingToken>,
-    clock: LeaseClock,
-    /// The highest lease id the clock has seen granted.
-    known: LeaseId,
+    keeper: LeaseKeeper,
     /// The clock's origin on this process's monotonic clock.
     base: std::time::Instant,
     /// Expiry proposals: (under token, lease, outcome).
@@ -114,8 +113,7 @@ impl Service {
             metrics,
             ready,
             leading: None,
-            clock: LeaseClock::new(),
-            known: LeaseId(0),
+            keeper: LeaseKeeper::new(),
             base: std::time::Instant::now(),
             expiries: JoinSet::new(),
             renewals: JoinSet::new(),
@@ -139,49 +137,38 @@ impl Service {
         if self.leading.is_some() {
             info!(token = ?self.leading, "sessions: no longer the ready leader; lease clock stopped");
         }
-        self.clock.stop();
+        self.keeper.follow();
         self.leading = None;
         let Some(token) = now_leading else { return };
-        let ((leases, last), _) = self.kv.read_stale(|s| {
-            let leases: Vec<(LeaseId, u64)> = s.leases().map(|l| (l.id, l.ttl_ms)).collect();
-            (leases, s.last_lease())
-        });
-        let n = leases.len();
         let now = self.now();
-        match self.clock.start(now, leases) {
+        let keeper = &mut self.keeper;
+        let (started, _) = self.kv.read_stale(|s| keeper.lead(now, token.0, s));
+        match started {
             Ok(()) => {
                 self.leading = Some(token);
-                self.known = last;
                 info!(
                     token = token.0,
-                    leases = n,
+                    leases = self.keeper.len(),
                     "sessions: ready leader; every lease gets a fresh TTL"
                 );
             }
-            Err(e) => warn!(error = %e, "sessions: the lease clock cannot start"),
+            Err(e) => {
+                self.keeper.follow();
+                warn!(error = %e, "sessions: the lease clock cannot start");
+            }
         }
     }
 
     /// Puts the leases granted since the last look on the clock, each
-    /// with its TTL from now.
+    /// with its TTL from now, and forgets expiries that were applied.
     fn learn_grants(&mut self) {
         if self.leading.is_none() {
             return;
         }
-        let known = self.known;
-        let ((last, granted), _) = self.kv.read_stale(|s| {
-            let last = s.last_lease();
-            let granted: Vec<(LeaseId, u64)> = (known.0 + 1..=last.0)
-                .filter_map(|id| s.lease(LeaseId(id)).map(|l| (l.id, l.ttl_ms)))
-                .collect();
-            (last, granted)
-        });
-        self.known = last.max(known);
         let now = self.now();
-        for (id, ttl_ms) in granted {
-            if let Err(e) = self.clock.granted(now, id, ttl_ms) {
-                debug!(error = %e, "sessions: a grant not put on the clock");
-            }
+        let keeper = &mut self.keeper;
+        if let (Err(e), _) = self.kv.read_stale(|s| keeper.applied(now, s)) {
+            debug!(error = %e, "sessions: a grant not put on the clock");
         }
     }
 
@@ -189,10 +176,10 @@ impl Service {
     /// is room for another chunk of proposals.
     fn timer(&self) -> Option<tokio::time::Instant> {
         self.leading?;
-        if self.clock.in_flight() + MAX_EXPIRIES_PER_CALL > MAX_EXPIRIES_IN_FLIGHT {
+        if self.keeper.in_flight() + MAX_EXPIRIES_PER_CALL > MAX_EXPIRIES_IN_FLIGHT {
             return None;
         }
-        let at = self.clock.next_deadline()?;
+        let at = self.keeper.next_deadline()?;
         let since_base = Duration::from_nanos(at.as_nanos());
         Some(tokio::time::Instant::from_std(self.base + since_base))
     }
@@ -203,14 +190,9 @@ impl Service {
         self.sync_leadership();
         let Some(token) = self.leading else { return };
         let now = self.now();
-        let due = self.clock.due(now);
-        let gone: Vec<bool> =
-            self.kv.read_stale(|s| due.iter().map(|&id| s.lease(id).is_none()).collect()).0;
-        for (id, gone) in due.into_iter().zip(gone) {
-            if gone {
-                self.clock.ended(id);
-                continue;
-            }
+        let keeper = &mut self.keeper;
+        let (due, _) = self.kv.read_stale(|s| keeper.due(now, s));
+        for id in due {
             self.metrics.session_expiry_proposed();
             let kv = self.kv.clone();
             let command = Command::Expire { lease: id }.encode();
@@ -218,8 +200,9 @@ impl Service {
         }
     }
 
-    /// An expiry proposal ended: the lease leaves the clock once the store
-    /// no longer holds it; a failure while still leading is retried.
+    /// An expiry proposal ended: once applied the keeper forgets the lease
+    /// (on its next look at the store); a failure while still leading, with
+    /// the lease still there, is retried.
     fn expiry_done(
         &mut self,
         token: FencingToken,
@@ -231,14 +214,14 @@ impl Service {
             return;
         }
         if let Err(e) = &result {
-            debug!(lease = id.0, error = %e, "sessions: an expiry proposal failed; retrying");
+            let still_there = self.kv.read_stale(|s| s.lease(id).is_some()).0;
+            if still_there {
+                debug!(lease = id.0, error = %e, "sessions: an expiry proposal failed; retrying");
+                self.keeper.retry(self.now(), id);
+                return;
+            }
         }
-        let gone = self.kv.read_stale(|s| s.lease(id).is_none()).0;
-        if gone {
-            self.clock.ended(id);
-        } else {
-            self.clock.retry(self.now(), id);
-        }
+        self.learn_grants();
     }
 
     /// A question from a node. Renewals wait for the leadership check
@@ -263,34 +246,35 @@ impl Service {
         }
     }
 
-    /// R1's second half, now: the lease is in the applied store. A lease
-    /// the store dropped leaves the clock; one it granted since the last
-    /// look goes on it.
-    fn exists(&mut self, id: LeaseId) -> bool {
+    /// Where lease `id` stands before the leadership check (R1's second
+    /// half and R3, as of the applied store): `None` when it may be renewed.
+    fn precheck(&mut self, id: LeaseId) -> Option<SessionAnswer> {
+        self.learn_grants();
         let exists = self.kv.read_stale(|s| s.lease(id).is_some()).0;
         if !exists {
-            self.clock.ended(id);
-        } else if self.clock.deadline(id).is_none() && !self.clock.is_expiring(id) {
-            self.learn_grants();
+            return Some(SessionAnswer::NotFound);
         }
-        exists
+        // Every grant applied is on the clock now: a lease the store holds
+        // that the keeper does not count as live is expiring.
+        match self.keeper.remaining(self.now(), id) {
+            Some(_) => None,
+            None => Some(SessionAnswer::Expiring),
+        }
     }
 
     fn renew(&mut self, ask: Ask, id: LeaseId) {
-        let answer = if !self.exists(id) {
-            SessionAnswer::NotFound
-        } else if self.clock.is_expiring(id) {
-            SessionAnswer::Expiring
-        } else if self.renewals.len() >= MAX_RENEWALS_IN_FLIGHT {
-            SessionAnswer::Busy
-        } else {
-            let kv = self.kv.clone();
-            let token = ask.token();
-            self.renewals.spawn(async move {
-                let confirmed = kv.confirm_leader(token).await;
-                (ask, id, confirmed)
-            });
-            return;
+        let answer = match self.precheck(id) {
+            Some(answer) => answer,
+            None if self.renewals.len() >= MAX_RENEWALS_IN_FLIGHT => SessionAnswer::Busy,
+            None => {
+                let kv = self.kv.clone();
+                let token = ask.token();
+                self.renewals.spawn(async move {
+                    let confirmed = kv.confirm_leader(token).await;
+                    (ask, id, confirmed)
+                });
+                return;
+            }
         };
         self.refused();
         ask.answer(answer.encode());
@@ -303,10 +287,10 @@ impl Service {
         self.sync_leadership();
         let answer = if confirmed.is_err() || self.leading != Some(ask.token()) {
             SessionAnswer::NotLeader
-        } else if !self.exists(id) {
-            SessionAnswer::NotFound
         } else {
-            match self.clock.renew(self.now(), id) {
+            let now = self.now();
+            let keeper = &mut self.keeper;
+            match self.kv.read_stale(|s| keeper.renew(now, id, s)).0 {
                 Ok(ttl) => SessionAnswer::Renewed { ttl_ms: ttl.as_millis() as u64 },
                 Err(RenewError::NotFound(_)) => SessionAnswer::NotFound,
                 Err(RenewError::Expiring(_)) => SessionAnswer::Expiring,
@@ -322,17 +306,13 @@ impl Service {
     }
 
     fn remaining(&mut self, id: LeaseId) -> SessionAnswer {
-        if !self.exists(id) {
-            return SessionAnswer::NotFound;
-        }
-        if self.clock.is_expiring(id) {
-            return SessionAnswer::Expiring;
+        if let Some(answer) = self.precheck(id) {
+            return answer;
         }
         let ttl_ms = self.kv.read_stale(|s| s.lease(id).map(|l| l.ttl_ms)).0;
-        match (self.clock.deadline(id), ttl_ms) {
-            (Some(at), Some(ttl_ms)) => {
-                let remaining_ms = at.saturating_since(self.now()).as_millis() as u64;
-                SessionAnswer::Remaining { remaining_ms, ttl_ms }
+        match (self.keeper.remaining(self.now(), id), ttl_ms) {
+            (Some(left), Some(ttl_ms)) => {
+                SessionAnswer::Remaining { remaining_ms: left.as_millis() as u64, ttl_ms }
             }
             _ => SessionAnswer::NotFound,
         }

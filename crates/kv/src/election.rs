@@ -1,0 +1,409 @@
+//! The election recipe over the store, as pure functions (docs/ELECTIONS.md,
+//! "Elections"): a candidate of election `name` for session `L` is the key
+//! `_tenure/elections/<name>/<L as 16 hex digits>`, attached to `L`; the
+//! leader is the candidate with the lowest `create_revision`, and its
+//! fencing token is that revision (revisions only grow, so each new
+//! leadership of a name gets a larger token). These functions build the
+//! commands and read the answers; proposing and reading (linearizably) is
+//! the caller's.
+
+use crate::command::{Command, Compare, CompareOp, Target, TxnOp};
+use crate::lease::{LeaseId, Refusal};
+use crate::store::{KeyValue, OpResponse, Response};
+
+/// Where every election's keys live. The key-value API refuses writes
+/// under `_tenure/`: only the election calls change these keys.
+pub const ELECTIONS_PREFIX: &str = "_tenure/elections/";
+
+/// Longest election name, in bytes (names are ASCII).
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// Most elections with at least one candidate at once.
+pub const MAX_ELECTIONS: usize = 10_000;
+
+/// Most candidates of one election.
+pub const MAX_CANDIDATES: usize = 1_000;
+
+/// Largest candidate value, in bytes.
+pub const MAX_VALUE: usize = 4_096;
+
+/// Why an election request is refused before anything is proposed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ElectionError {
+    /// An empty name, or one over [`MAX_NAME_BYTES`].
+    #[error("an election name has 1 to {MAX_NAME_BYTES} characters; this one has {0}")]
+    NameLength(usize),
+    /// A character outside `A-Z a-z 0-9 . _ -`.
+    #[error("an election name has only the characters A-Z a-z 0-9 . _ -; found {0:?}")]
+    NameCharacter(char),
+    /// A value over [`MAX_VALUE`].
+    #[error("a candidate value has at most {MAX_VALUE} bytes; this one has {0}")]
+    ValueTooLarge(usize),
+    /// [`MAX_CANDIDATES`] candidates already.
+    #[error("election has {MAX_CANDIDATES} candidates, the most it accepts")]
+    TooManyCandidates,
+    /// [`MAX_ELECTIONS`] elections already, and this name would be a new one.
+    #[error("{MAX_ELECTIONS} elections have candidates, the most accepted")]
+    TooManyElections,
+}
+
+/// Checks an election name: 1 to [`MAX_NAME_BYTES`] of `A-Z a-z 0-9 . _ -`.
+pub fn validate_name(name: &str) -> Result<(), ElectionError> {
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        return Err(ElectionError::NameLength(name.chars().count()));
+    }
+    match name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        Some(c) => Err(ElectionError::NameCharacter(c)),
+        None => Ok(()),
+    }
+}
+
+/// Checks a candidate value's size.
+pub fn validate_value(value: &[u8]) -> Result<(), ElectionError> {
+    if value.len() > MAX_VALUE {
+        return Err(ElectionError::ValueTooLarge(value.len()));
+    }
+    Ok(())
+}
+
+/// Checks the caps before a campaign: `candidates` of this name now,
+/// `elections` with at least one candidate now. The counts are read before
+/// proposing, so concurrent campaigns may overshoot a cap by as many as
+/// race; the store's own caps (`MAX_KEYS_PER_LEASE`, `MAX_LEASES`) are
+/// exact.
+pub fn check_caps(candidates: usize, elections: usize) -> Result<(), ElectionError> {
+    if candidates >= MAX_CANDIDATES {
+        return Err(ElectionError::TooManyCandidates);
+    }
+    if candidates == 0 && elections >= MAX_ELECTIONS {
+        return Err(ElectionError::TooManyElections);
+    }
+    Ok(())
+}
+
+/// The prefix of every candidate key of `name` (ends with `/`, so no name
+/// is a prefix of another's keys).
+pub fn prefix(name: &str) -> String {
+    format!("{ELECTIONS_PREFIX}{name}/")
+}
+
+/// The candidate key of `session` in election `name`.
+pub fn candidate_key(name: &str, session: LeaseId) -> String {
+    format!("{ELECTIONS_PREFIX}{name}/{:016x}", session.0)
+}
+
+/// The election name and session of a candidate key, if it is one.
+pub fn parse_candidate_key(key: &str) -> Option<(&str, LeaseId)> {
+    let rest = key.strip_prefix(ELECTIONS_PREFIX)?;
+    let (name, hex) = rest.rsplit_once('/')?;
+    if hex.len() != 16 || validate_name(name).is_err() {
+        return None;
+    }
+    let id = u64::from_str_radix(hex, 16).ok()?;
+    (hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then_some((name, LeaseId(id)))
+}
+
+/// The campaign: creates the candidate key with `value`, attached to
+/// `session`, only if it is absent (its `create_revision` is 0). The
+/// failure branch reads the key, to tell a duplicate campaign apart. Read
+/// the answer with [`campaign_outcome`].
+pub fn campaign(name: &str, session: LeaseId, value: &[u8]) -> Result<Command, ElectionError> {
+    validate_name(name)?;
+    validate_value(value)?;
+    let key = candidate_key(name, session);
+    Ok(Command::Txn {
+        compare: vec![Compare {
+            key: key.clone(),
+            target: Target::CreateRevision(0),
+            op: CompareOp::Equal,
+        }],
+        success: vec![TxnOp::Put { key: key.clone(), value: value.to_vec(), lease: Some(session) }],
+        failure: vec![TxnOp::Get { key }],
+    })
+}
+
+/// How a campaign, resign or proclaim ended, read from the store's answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Outcome {
+    /// The session does not exist (never granted, revoked or expired).
+    #[error("session {0} does not exist")]
+    NoSession(LeaseId),
+    /// A campaign: the session is already a candidate of this name, since
+    /// this `create_revision`.
+    #[error("the session is already a candidate, since revision {0}")]
+    AlreadyCandidate(u64),
+    /// A resign or proclaim: the session is not a candidate (resign) or
+    /// does not lead with that token (proclaim).
+    #[error("the session is not that candidate")]
+    NotCandidate,
+    /// Any other answer (a limit of the store, an invalid command).
+    #[error("unexpected answer: {0}")]
+    Other(String),
+}
+
+/// The `create_revision` of the new candidate key (what will be its
+/// fencing token if it leads), or why the campaign did nothing.
+pub fn campaign_outcome(response: &Response) -> Result<u64, Outcome> {
+    match response {
+        Response::Txn { succeeded: true, revision, .. } => Ok(*revision),
+        Response::Txn { succeeded: false, responses, .. } => match responses.first() {
+            Some(OpResponse::Get { kv: Some(kv) }) => {
+                Err(Outcome::AlreadyCandidate(kv.create_revision))
+            }
+            other => Err(Outcome::Other(format!("{other:?}"))),
+        },
+        other => Err(other_outcome(other)),
+    }
+}
+
+fn other_outcome(response: &Response) -> Outcome {
+    match response {
+        Response::Refused(Refusal::LeaseNotFound(id)) => Outcome::NoSession(*id),
+        other => Outcome::Other(format!("{other:?}")),
+    }
+}
+
+/// Resigning: deletes the candidate key if present (a resignation is a
+/// plain delete; the session lives on). Read the answer with
+/// [`resign_outcome`].
+pub fn resign(name: &str, session: LeaseId) -> Command {
+    Command::Delete { key: candidate_key(name, session), if_mod_revision: None }
+}
+
+/// The revision of the resignation, or [`Outcome::NotCandidate`].
+pub fn resign_outcome(response: &Response) -> Result<u64, Outcome> {
+    match response {
+        Response::Delete { revision, prev: Some(_) } => Ok(*revision),
+        Response::Delete { prev: None, .. } => Err(Outcome::NotCandidate),
+        other => Err(other_outcome(other)),
+    }
+}
+
+/// Proclaiming: a new value for the leader, without a new election: a put
+/// with the same lease, only if the key's `create_revision` is still
+/// `token` (the leadership that decided to proclaim). The caller has
+/// checked that this candidate leads; the guard makes sure the key was not
+/// resigned and re-created in between. Read the answer with
+/// [`proclaim_outcome`].
+pub fn proclaim(
+    name: &str,
+    session: LeaseId,
+    token: u64,
+    value: &[u8],
+) -> Result<Command, ElectionError> {
+    validate_name(name)?;
+    validate_value(value)?;
+    let key = candidate_key(name, session);
+    Ok(Command::Txn {
+        compare: vec![Compare {
+            key: key.clone(),
+            target: Target::CreateRevision(token),
+            op: CompareOp::Equal,
+        }],
+        success: vec![TxnOp::Put { key, value: value.to_vec(), lease: Some(session) }],
+        failure: vec![],
+    })
+}
+
+/// The revision of the proclamation, or [`Outcome::NotCandidate`].
+pub fn proclaim_outcome(response: &Response) -> Result<u64, Outcome> {
+    match response {
+        Response::Txn { succeeded: true, revision, .. } => Ok(*revision),
+        Response::Txn { succeeded: false, .. } => Err(Outcome::NotCandidate),
+        other => Err(other_outcome(other)),
+    }
+}
+
+/// A candidate of an election.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Its session.
+    pub session: LeaseId,
+    /// Its value.
+    pub value: Vec<u8>,
+    /// Its key's `create_revision`: its place in the queue, and its fencing
+    /// token when it leads.
+    pub create_revision: u64,
+}
+
+/// An election as a read of its prefix shows it: candidates in queue
+/// order, lowest `create_revision` first (the leader).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// Every candidate, the leader first.
+    pub candidates: Vec<Candidate>,
+}
+
+impl Standing {
+    /// Reads the candidates of `name` from a range of its [`prefix`]
+    /// (other keys are ignored).
+    pub fn from_range<'a>(name: &str, kvs: impl IntoIterator<Item = &'a KeyValue>) -> Standing {
+        let mut candidates: Vec<Candidate> = kvs
+            .into_iter()
+            .filter_map(|kv| match parse_candidate_key(&kv.key) {
+                Some((n, session)) if n == name => Some(Candidate {
+                    session,
+                    value: kv.value.clone(),
+                    create_revision: kv.create_revision,
+                }),
+                _ => None,
+            })
+            .collect();
+        candidates.sort_by_key(|c| c.create_revision);
+        Standing { candidates }
+    }
+
+    /// The leader, if any candidate.
+    pub fn leader(&self) -> Option<&Candidate> {
+        self.candidates.first()
+    }
+
+    /// How many candidates are ahead of `session` (0: it leads), or `None`
+    /// if it is not a candidate.
+    pub fn position(&self, session: LeaseId) -> Option<usize> {
+        self.candidates.iter().position(|c| c.session == session)
+    }
+
+    /// The candidate just ahead of `session` (the one whose leaving a waiter
+    /// waits for: no herd), `None` if it leads or is not a candidate.
+    pub fn predecessor(&self, session: LeaseId) -> Option<&Candidate> {
+        let at = self.position(session)?;
+        at.checked_sub(1).map(|p| &self.candidates[p])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use crate::MAX_RANGE;
+
+    fn grant(store: &mut Store) -> LeaseId {
+        match store.execute(&Command::Grant { ttl_ms: 1_000 }) {
+            Response::Granted { lease, .. } => lease,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn standing(store: &Store, name: &str) -> Standing {
+        let (kvs, _) = store.range(&prefix(name), MAX_RANGE);
+        Standing::from_range(name, &kvs)
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(validate_name("a").is_ok());
+        assert!(validate_name("svc-1.primary_db").is_ok());
+        assert!(validate_name(&"x".repeat(128)).is_ok());
+        assert_eq!(validate_name(""), Err(ElectionError::NameLength(0)));
+        assert_eq!(validate_name(&"x".repeat(129)), Err(ElectionError::NameLength(129)));
+        assert_eq!(validate_name("a/b"), Err(ElectionError::NameCharacter('/')));
+        assert_eq!(validate_name("a b"), Err(ElectionError::NameCharacter(' ')));
+        assert_eq!(validate_name("é"), Err(ElectionError::NameCharacter('é')));
+        assert!(campaign("a/b", LeaseId(1), b"").is_err());
+        let big = vec![0; MAX_VALUE + 1];
+        assert_eq!(
+            campaign("a", LeaseId(1), &big),
+            Err(ElectionError::ValueTooLarge(MAX_VALUE + 1))
+        );
+        assert!(campaign("a", LeaseId(1), &big[..MAX_VALUE]).is_ok());
+    }
+
+    #[test]
+    fn keys_round_trip_and_prefixes_do_not_overlap() {
+        let key = candidate_key("db", LeaseId(0x2a));
+        assert_eq!(key, "_tenure/elections/db/000000000000002a");
+        assert!(key.starts_with(&prefix("db")));
+        assert!(!candidate_key("db2", LeaseId(1)).starts_with(&prefix("db")));
+        assert_eq!(parse_candidate_key(&key), Some(("db", LeaseId(0x2a))));
+        assert_eq!(parse_candidate_key("_tenure/elections/db/2a"), None);
+        assert_eq!(parse_candidate_key("_tenure/elections/db/000000000000002A"), None);
+        assert_eq!(parse_candidate_key("other/db/000000000000002a"), None);
+    }
+
+    #[test]
+    fn caps_are_checked() {
+        assert!(check_caps(0, 0).is_ok());
+        assert_eq!(check_caps(MAX_CANDIDATES, 1), Err(ElectionError::TooManyCandidates));
+        assert_eq!(check_caps(0, MAX_ELECTIONS), Err(ElectionError::TooManyElections));
+        assert!(check_caps(5, MAX_ELECTIONS).is_ok(), "an existing election may grow");
+    }
+
+    #[test]
+    fn the_lowest_create_revision_leads_and_resigning_hands_over_in_order() {
+        let mut store = Store::new();
+        let (a, b, c) = (grant(&mut store), grant(&mut store), grant(&mut store));
+        // Campaign in the order b, a, c: the queue follows revisions, not ids.
+        let tb = campaign_outcome(&store.execute(&campaign("e", b, b"B").unwrap())).unwrap();
+        let ta = campaign_outcome(&store.execute(&campaign("e", a, b"A").unwrap())).unwrap();
+        let tc = campaign_outcome(&store.execute(&campaign("e", c, b"C").unwrap())).unwrap();
+        assert!(tb < ta && ta < tc);
+        let s = standing(&store, "e");
+        assert_eq!(s.leader().map(|l| (l.session, l.create_revision)), Some((b, tb)));
+        assert_eq!((s.position(b), s.position(a), s.position(c)), (Some(0), Some(1), Some(2)));
+        assert_eq!(s.predecessor(c).map(|p| p.session), Some(a));
+        assert_eq!(s.predecessor(b), None);
+        assert_eq!(s.position(LeaseId(99)), None);
+
+        assert!(resign_outcome(&store.execute(&resign("e", b))).is_ok());
+        assert_eq!(resign_outcome(&store.execute(&resign("e", b))), Err(Outcome::NotCandidate));
+        let s = standing(&store, "e");
+        assert_eq!(s.leader().map(|l| (l.session, l.create_revision)), Some((a, ta)));
+        // b campaigns again: at the back, with a larger token than anyone's.
+        let tb2 = campaign_outcome(&store.execute(&campaign("e", b, b"B").unwrap())).unwrap();
+        assert!(tb2 > tc);
+        assert_eq!(standing(&store, "e").position(b), Some(2));
+    }
+
+    #[test]
+    fn a_duplicate_or_sessionless_campaign_changes_nothing() {
+        let mut store = Store::new();
+        let a = grant(&mut store);
+        let t = campaign_outcome(&store.execute(&campaign("e", a, b"1").unwrap())).unwrap();
+        let rev = store.revision();
+        let dup = store.execute(&campaign("e", a, b"2").unwrap());
+        assert_eq!(campaign_outcome(&dup), Err(Outcome::AlreadyCandidate(t)));
+        let ghost = store.execute(&campaign("e", LeaseId(77), b"x").unwrap());
+        assert_eq!(campaign_outcome(&ghost), Err(Outcome::NoSession(LeaseId(77))));
+        assert_eq!(store.revision(), rev);
+        assert_eq!(standing(&store, "e").candidates[0].value, b"1");
+    }
+
+    #[test]
+    fn ending_the_session_removes_its_candidacies_and_the_next_leads() {
+        let mut store = Store::new();
+        let (a, b) = (grant(&mut store), grant(&mut store));
+        for name in ["x", "y"] {
+            store.execute(&campaign(name, a, b"a").unwrap());
+            store.execute(&campaign(name, b, b"b").unwrap());
+        }
+        store.execute(&Command::Expire { lease: a });
+        for name in ["x", "y"] {
+            let s = standing(&store, name);
+            assert_eq!(s.candidates.len(), 1);
+            assert_eq!(s.leader().unwrap().session, b);
+        }
+    }
+
+    #[test]
+    fn proclaim_changes_the_value_only_for_the_same_leadership() {
+        let mut store = Store::new();
+        let a = grant(&mut store);
+        let t = campaign_outcome(&store.execute(&campaign("e", a, b"v1").unwrap())).unwrap();
+        let r = proclaim_outcome(&store.execute(&proclaim("e", a, t, b"v2").unwrap())).unwrap();
+        assert!(r > t);
+        let s = standing(&store, "e");
+        assert_eq!(
+            (s.candidates[0].value.as_slice(), s.candidates[0].create_revision),
+            (&b"v2"[..], t)
+        );
+        assert_eq!(store.get(&candidate_key("e", a)).unwrap().lease, Some(a), "still attached");
+        // Resigned and back: the old token no longer proclaims.
+        store.execute(&resign("e", a));
+        store.execute(&campaign("e", a, b"v3").unwrap());
+        let stale = store.execute(&proclaim("e", a, t, b"v4").unwrap());
+        assert_eq!(proclaim_outcome(&stale), Err(Outcome::NotCandidate));
+        assert_eq!(standing(&store, "e").candidates[0].value, b"v3");
+    }
+}

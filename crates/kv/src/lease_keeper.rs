@@ -1,0 +1,369 @@
+//! The leader's side of sessions around its [`LeaseClock`], read from the
+//! applied [`Store`] (docs/ELECTIONS.md, "Sessions"): what the simulator and
+//! the server both run, sans-IO.
+//!
+//! The store has no event hook, so the keeper looks at it: grants applied
+//! since it last looked are the lease ids above the highest it knows, up to
+//! [`Store::last_lease`] (ids come from a counter and are never reused), so
+//! picking them up costs `O(new grants)`, never `O(all leases)`. A lease
+//! that ended (revoked, or an expiry applied) is noticed when it matters: a
+//! renewal of it is refused and it is forgotten, and when it comes due it
+//! is dropped rather than proposed for expiry. The few expiries in flight
+//! are checked on every [`LeaseKeeper::applied`] so that
+//! [`LeaseKeeper::in_flight`] counts only those not applied yet.
+//!
+//! What stays the caller's (the keeper cannot see it):
+//!
+//! * **R1, first half**: call [`LeaseKeeper::lead`] only as the replica's
+//!   *ready* leader (its no-op applied), with that leadership's token, and
+//!   [`LeaseKeeper::follow`] as soon as it is not one any more; answer no
+//!   renewal otherwise (the keeper refuses them while following).
+//! * **R2**: call [`LeaseKeeper::renew`] only once the renewal may be
+//!   answered as a linearizable read: while the elector's lease is valid,
+//!   or after a read index confirmed the leadership for a round sent after
+//!   the renewal arrived.
+//! * Propose `Command::Expire` for each lease [`LeaseKeeper::due`] returns,
+//!   through this node's log only (never forwarded: a follower must not
+//!   expire on the word of a leader it no longer is), and give a proposal
+//!   that failed while still leading back with [`LeaseKeeper::retry`].
+//!
+//! The keeper keeps R1's second half (the lease exists in the applied
+//! store) and R3 (once due, never renewed again in this leadership).
+
+use crate::lease::{LeaseId, MAX_LEASES};
+use crate::lease_clock::{LeaseClock, RenewError, TrackError};
+use crate::store::Store;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use tenure_core::Instant;
+
+/// The leader's session logic: its [`LeaseClock`] kept in step with the
+/// applied [`Store`]. See the module documentation for the rules it keeps
+/// and those it leaves to the caller.
+#[derive(Clone, Debug, Default)]
+pub struct LeaseKeeper {
+    clock: LeaseClock,
+    /// The token of the leadership the clock runs for (`None`: following).
+    token: Option<u64>,
+    /// The highest lease id the clock looked at (every id up to it is
+    /// tracked, or was gone when looked at).
+    known: LeaseId,
+    /// Leases returned by [`LeaseKeeper::due`] whose end was not yet seen in
+    /// the store; at most the caller's cap on expiries in flight.
+    expiring: BTreeSet<LeaseId>,
+}
+
+impl LeaseKeeper {
+    /// A keeper that does not lead.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts (or keeps) leading: called when this node is the replica's
+    /// ready leader with leadership token `token`, with its applied store.
+    /// For a new token the clock restarts from every lease of the store,
+    /// each with a fresh full TTL from `now` (a tenure failover expires no
+    /// session); for the token it already leads with, it only picks up new
+    /// grants, as [`LeaseKeeper::applied`], so the caller may call it on
+    /// every step.
+    pub fn lead(&mut self, now: Instant, token: u64, store: &Store) -> Result<(), TrackError> {
+        if self.token == Some(token) {
+            return self.applied(now, store);
+        }
+        self.follow();
+        self.clock.start(now, store.leases().map(|l| (l.id, l.ttl_ms)))?;
+        self.token = Some(token);
+        self.known = store.last_lease();
+        Ok(())
+    }
+
+    /// Stops leading: forgets every lease (a later leadership starts afresh).
+    pub fn follow(&mut self) {
+        self.clock.stop();
+        self.token = None;
+        self.known = LeaseId(0);
+        self.expiring.clear();
+    }
+
+    /// The token of the leadership the keeper runs for, if it leads.
+    pub fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// Picks up what was applied since the keeper last looked: every lease
+    /// granted since gets the deadline `now + ttl` (a grant granted and
+    /// ended in between is skipped), and expiries in flight whose lease is
+    /// gone (applied) are forgotten. Does nothing while following.
+    ///
+    /// A clock that is full of leases the store already ended (many grants
+    /// and revokes within one TTL) is swept once, `O(leases)`, before a new
+    /// grant is refused as [`TrackError::TooManyLeases`].
+    pub fn applied(&mut self, now: Instant, store: &Store) -> Result<(), TrackError> {
+        if self.token.is_none() {
+            return Ok(());
+        }
+        let clock = &mut self.clock;
+        self.expiring.retain(|id| {
+            let live = store.lease(*id).is_some();
+            if !live {
+                clock.ended(*id);
+            }
+            live
+        });
+        let last = store.last_lease();
+        while self.known < last {
+            let id = LeaseId(self.known.0 + 1);
+            if let Some(lease) = store.lease(id) {
+                if self.clock.len() >= MAX_LEASES {
+                    self.sweep(store);
+                }
+                self.clock.granted(now, id, lease.ttl_ms)?;
+            }
+            self.known = id;
+        }
+        Ok(())
+    }
+
+    /// Forgets every tracked lease the store no longer holds.
+    fn sweep(&mut self, store: &Store) {
+        let gone: Vec<LeaseId> = self.clock.ids().filter(|id| store.lease(*id).is_none()).collect();
+        for id in gone {
+            self.clock.ended(id);
+        }
+    }
+
+    /// Answers a renewal of `id` (R1's second half and R3; the caller kept
+    /// R1's first half and R2): the TTL granted from `now`, or why not. It
+    /// first picks up what was applied, as [`LeaseKeeper::applied`].
+    /// A lease the applied store does not hold is [`RenewError::NotFound`]
+    /// and forgotten; one whose expiry was proposed is
+    /// [`RenewError::Expiring`]; while following, [`RenewError::NotLeader`].
+    pub fn renew(
+        &mut self,
+        now: Instant,
+        id: LeaseId,
+        store: &Store,
+    ) -> Result<Duration, RenewError> {
+        if self.token.is_none() {
+            return Err(RenewError::NotLeader);
+        }
+        if store.lease(id).is_none() {
+            self.clock.ended(id);
+            self.expiring.remove(&id);
+            return Err(RenewError::NotFound(id));
+        }
+        // Pick up what was applied since the keeper last looked (the lease
+        // may have been granted since): O(new grants + expiries in flight).
+        self.applied(now, store).map_err(|_| RenewError::NotFound(id))?;
+        self.clock.renew(now, id)
+    }
+
+    /// The leases to expire now (earliest deadline first, at most
+    /// [`MAX_EXPIRIES_PER_CALL`](crate::MAX_EXPIRIES_PER_CALL) of them
+    /// considered per call): each is marked expiring, never renewed again
+    /// (R3), and the caller proposes `Command::Expire` for it. A lease that
+    /// came due but already ended in the store is dropped, not returned.
+    pub fn due(&mut self, now: Instant, store: &Store) -> Vec<LeaseId> {
+        let mut due = self.clock.due(now);
+        due.retain(|id| {
+            let live = store.lease(*id).is_some();
+            if !live {
+                self.clock.ended(*id);
+            }
+            live
+        });
+        self.expiring.extend(due.iter().copied());
+        due
+    }
+
+    /// Gives back a lease whose expiry proposal failed while this node still
+    /// leads: due again [`EXPIRY_RETRY_DELAY`](crate::EXPIRY_RETRY_DELAY)
+    /// after `now`, still refused to renewals. Returns whether it was queued.
+    pub fn retry(&mut self, now: Instant, id: LeaseId) -> bool {
+        let queued = self.clock.retry(now, id);
+        if queued {
+            self.expiring.remove(&id);
+        }
+        queued
+    }
+
+    /// When [`LeaseKeeper::due`] next may have something (already past if
+    /// it has now), for the caller's timer; `None` when nothing is queued.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.clock.next_deadline()
+    }
+
+    /// How long lease `id` has left on this leader's clock (zero if its
+    /// deadline passed and it is not yet due), `None` if the keeper does
+    /// not track it as live (following, unknown, ended or expiring).
+    pub fn remaining(&self, now: Instant, id: LeaseId) -> Option<Duration> {
+        self.clock.deadline(id).map(|at| at.saturating_since(now))
+    }
+
+    /// Expiries returned by [`LeaseKeeper::due`], not given back by
+    /// [`LeaseKeeper::retry`], whose lease the store held when last looked at
+    /// ([`LeaseKeeper::applied`]): the count to cap expiries in flight with.
+    pub fn in_flight(&self) -> usize {
+        self.expiring.len()
+    }
+
+    /// How many leases the clock tracks (live and expiring).
+    pub fn len(&self) -> usize {
+        self.clock.len()
+    }
+
+    /// Whether the clock tracks no lease.
+    pub fn is_empty(&self) -> bool {
+        self.clock.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::Command;
+    use crate::store::Response;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn at(ms: u64) -> Instant {
+        Instant::ZERO + MS * ms as u32
+    }
+
+    fn grant(store: &mut Store, ttl_ms: u64) -> LeaseId {
+        match store.execute(&Command::Grant { ttl_ms }) {
+            Response::Granted { lease, .. } => lease,
+            other => panic!("grant refused: {other:?}"),
+        }
+    }
+
+    fn revoke(store: &mut Store, lease: LeaseId) {
+        assert!(matches!(store.execute(&Command::Revoke { lease }), Response::LeaseEnded { .. }));
+    }
+
+    #[test]
+    fn following_refuses_renewals_and_expires_nothing() {
+        let mut store = Store::new();
+        let l = grant(&mut store, 1_000);
+        let mut keeper = LeaseKeeper::new();
+        keeper.applied(at(0), &store).unwrap();
+        assert_eq!(keeper.renew(at(0), l, &store), Err(RenewError::NotLeader));
+        assert!(keeper.due(at(1_000_000), &store).is_empty());
+        assert_eq!(keeper.token(), None);
+    }
+
+    #[test]
+    fn lead_gives_every_lease_a_fresh_ttl_and_is_idempotent_per_token() {
+        let mut store = Store::new();
+        let a = grant(&mut store, 1_000);
+        let mut keeper = LeaseKeeper::new();
+        keeper.lead(at(5_000), 7, &store).unwrap();
+        assert_eq!(keeper.remaining(at(5_000), a), Some(MS * 1_000));
+        // The same token again: nothing restarts.
+        keeper.lead(at(5_600), 7, &store).unwrap();
+        assert_eq!(keeper.remaining(at(5_600), a), Some(MS * 400));
+        // A new leadership: fresh again.
+        keeper.lead(at(5_600), 9, &store).unwrap();
+        assert_eq!(keeper.remaining(at(5_600), a), Some(MS * 1_000));
+        assert_eq!(keeper.token(), Some(9));
+    }
+
+    #[test]
+    fn applied_picks_up_grants_since_and_skips_those_already_ended() {
+        let mut store = Store::new();
+        let mut keeper = LeaseKeeper::new();
+        keeper.lead(at(0), 1, &store).unwrap();
+        let a = grant(&mut store, 600);
+        let b = grant(&mut store, 800);
+        revoke(&mut store, b);
+        keeper.applied(at(100), &store).unwrap();
+        assert_eq!(keeper.len(), 1);
+        assert_eq!(keeper.remaining(at(100), a), Some(MS * 600));
+        assert_eq!(keeper.remaining(at(100), b), None);
+    }
+
+    #[test]
+    fn renew_picks_up_a_grant_it_has_not_looked_at_yet() {
+        let mut store = Store::new();
+        let mut keeper = LeaseKeeper::new();
+        keeper.lead(at(0), 1, &store).unwrap();
+        let a = grant(&mut store, 600);
+        assert_eq!(keeper.renew(at(50), a, &store), Ok(MS * 600));
+        assert_eq!(keeper.remaining(at(50), a), Some(MS * 600));
+    }
+
+    #[test]
+    fn a_lease_gone_from_the_store_is_refused_and_forgotten() {
+        let mut store = Store::new();
+        let a = grant(&mut store, 600);
+        let mut keeper = LeaseKeeper::new();
+        keeper.lead(at(0), 1, &store).unwrap();
+        revoke(&mut store, a);
+        assert_eq!(keeper.renew(at(10), a, &store), Err(RenewError::NotFound(a)));
+        assert!(keeper.is_empty());
+        assert_eq!(
+            keeper.renew(at(10), LeaseId(99), &store),
+            Err(RenewError::NotFound(LeaseId(99)))
+        );
+    }
+
+    #[test]
+    fn due_drops_ended_leases_and_once_due_a_lease_is_never_renewed() {
+        let mut store = Store::new();
+        let a = grant(&mut store, 500);
+        let b = grant(&mut store, 500);
+        let mut keeper = LeaseKeeper::new();
+        keeper.lead(at(0), 1, &store).unwrap();
+        revoke(&mut store, a);
+        assert_eq!(keeper.due(at(500), &store), vec![b]);
+        assert_eq!(keeper.renew(at(501), b, &store), Err(RenewError::Expiring(b)));
+        assert_eq!(keeper.in_flight(), 1);
+        assert!(keeper.retry(at(501), b));
+        assert_eq!(keeper.in_flight(), 0, "given back: not in flight");
+        assert_eq!(keeper.due(at(601), &store), vec![b]);
+        assert_eq!(keeper.in_flight(), 1);
+        assert_eq!(keeper.renew(at(602), b, &store), Err(RenewError::Expiring(b)));
+        assert!(
+            store.execute(&Command::Expire { lease: b })
+                != Response::Refused(crate::Refusal::LeaseNotFound(b))
+        );
+        keeper.applied(at(503), &store).unwrap();
+        assert_eq!(keeper.in_flight(), 0, "the applied expiry is no longer in flight");
+        assert!(keeper.due(at(10_000), &store).is_empty(), "an ended lease is never proposed");
+        assert!(keeper.is_empty());
+    }
+
+    #[test]
+    fn follow_forgets_and_a_new_leadership_does_not_remember_expiries() {
+        let mut store = Store::new();
+        let a = grant(&mut store, 500);
+        let mut keeper = LeaseKeeper::new();
+        keeper.lead(at(0), 1, &store).unwrap();
+        assert_eq!(keeper.due(at(500), &store), vec![a]);
+        keeper.follow();
+        assert_eq!(keeper.renew(at(600), a, &store), Err(RenewError::NotLeader));
+        assert_eq!(keeper.next_deadline(), None);
+        keeper.lead(at(700), 2, &store).unwrap();
+        assert_eq!(keeper.renew(at(800), a, &store), Ok(MS * 500));
+        assert_eq!(keeper.next_deadline(), Some(at(1_300)));
+    }
+
+    #[test]
+    fn a_clock_full_of_ended_leases_is_swept_before_refusing_a_grant() {
+        let mut store = Store::new();
+        let mut keeper = LeaseKeeper::new();
+        keeper.lead(at(0), 1, &store).unwrap();
+        for _ in 0..MAX_LEASES {
+            grant(&mut store, 1_000);
+        }
+        keeper.applied(at(1), &store).unwrap();
+        assert_eq!(keeper.len(), MAX_LEASES);
+        for n in 1..=MAX_LEASES as u64 {
+            revoke(&mut store, LeaseId(n));
+        }
+        let fresh = grant(&mut store, 1_000);
+        keeper.applied(at(2), &store).unwrap();
+        assert_eq!(keeper.len(), 1);
+        assert_eq!(keeper.renew(at(3), fresh, &store), Ok(MS * 1_000));
+    }
+}

@@ -1,0 +1,297 @@
+//! The nodes' side of the application elections: each node's
+//! [`tenure_kv::LeaseKeeper`] beside its replica, renewals and range reads
+//! served as linearizable reads, expiries proposed by the ready leader.
+//!
+//! * As the replica's ready leader of token `T` (R1, first half), the
+//!   keeper leads for `T` (a fresh TTL for every lease when `T` is new); as
+//!   anything else it follows. It is brought in step before every use.
+//! * A renewal reaching a node that is not the ready leader is answered
+//!   with the leader it knows (the client retries there: forwarding, as
+//!   the key-value workload models it). At the ready leader it waits as a
+//!   linearizable read does (R2: at once under a valid election lease of
+//!   the token the replica leads, else after a confirmation round sent
+//!   after it arrived), then the keeper answers it (R1's second half, R3).
+//! * Expiries the keeper finds due are proposed on that replica only
+//!   (never forwarded; refused if it no longer leads), at most
+//!   [`MAX_EXPIRIES_IN_FLIGHT`] at once; one that fails while the node
+//!   still leads is given back to the keeper ([`LeaseKeeper::retry`]).
+//!
+//! [`LeaseKeeper::retry`]: tenure_kv::LeaseKeeper::retry
+
+use super::{dur_ns, Sim};
+use crate::checker::Check;
+use crate::elect::ElectBug;
+use crate::kvnode::ElectRead;
+use crate::workload::{ReplyBody, RequestBody, Tag, WorkloadSpec};
+use tenure_core::{FencingToken, Instant, NodeId};
+use tenure_kv::{Command, RenewError, Response, ELECTIONS_PREFIX};
+use tenure_replica::{Completion, ProposalError, ReadError, ReadStart};
+
+/// Expiries one leader has in flight at most; more due wait (still refused
+/// to renewals) until some are applied.
+pub const MAX_EXPIRIES_IN_FLIGHT: usize = 8;
+
+impl Sim {
+    fn elect_bug(&self) -> Option<ElectBug> {
+        self.kv.as_ref()?.elect.as_ref()?.spec.planted
+    }
+
+    fn elect_runs(&self) -> bool {
+        self.kv.as_ref().is_some_and(|k| k.elect.is_some())
+    }
+
+    /// Brings node `i`'s lease keeper in step with its replica: it leads
+    /// for the token the replica leads while that replica is the ready
+    /// leader, and follows otherwise.
+    fn sync_keeper(&mut self, i: usize, local: Instant) {
+        let now = self.now;
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+        let ready = kv.replica.as_ref().filter(|r| !kv.stalled && r.is_ready_leader());
+        let Some(r) = ready else {
+            kv.keeper.follow();
+            return;
+        };
+        let Some(token) = r.status().leading else {
+            kv.keeper.follow();
+            return;
+        };
+        if let Err(e) = kv.keeper.lead(local, token.0, &r.state_machine().store) {
+            kv.keeper.follow();
+            let what = format!("n{}'s lease keeper is out of step with its store: {e}", i + 1);
+            self.checker.fail(now, Check::ReplicaInvariant, what);
+        }
+    }
+
+    /// A range read or renewal reaches node `i` (its replica runs). The
+    /// answer now, or `None` when it waits for a read round.
+    pub(super) fn elect_request(
+        &mut self,
+        i: usize,
+        local: Instant,
+        tag: Tag,
+        body: RequestBody,
+        lease: Option<FencingToken>,
+        known: Option<NodeId>,
+    ) -> Option<ReplyBody> {
+        let what = match body {
+            RequestBody::Range { prefix } => ElectRead::Range(prefix),
+            RequestBody::Renew { lease } => ElectRead::Renew(lease),
+            RequestBody::Write(_) | RequestBody::Read { .. } => return None,
+        };
+        let kv = self.hosts[i].kv.as_mut()?;
+        let r = kv.replica.as_mut()?;
+        match r.read(local, lease) {
+            Ok(ReadStart::Now(_)) => Some(self.elect_answer(i, local, what, known)),
+            Ok(ReadStart::Pending(id)) => {
+                kv.elect_reads.insert(id, (tag, what));
+                None
+            }
+            Err(ReadError::NotLeader { leader }) => Some(ReplyBody::Redirect(leader)),
+        }
+    }
+
+    /// The answer of node `i` to `what`, its read round confirmed (or its
+    /// lease valid).
+    fn elect_answer(
+        &mut self,
+        i: usize,
+        local: Instant,
+        what: ElectRead,
+        known: Option<NodeId>,
+    ) -> ReplyBody {
+        let bug = self.elect_bug();
+        self.sync_keeper(i, local);
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return ReplyBody::Redirect(known) };
+        let Some(r) = kv.replica.as_ref() else { return ReplyBody::Redirect(known) };
+        let store = &r.state_machine().store;
+        match what {
+            ElectRead::Range(prefix) => {
+                let (mut kvs, _) = store.range(&prefix, tenure_kv::MAX_RANGE);
+                if bug == Some(ElectBug::WrappingTokens) {
+                    for kv in kvs.iter_mut().filter(|kv| kv.key.starts_with(ELECTIONS_PREFIX)) {
+                        kv.create_revision %= 8;
+                    }
+                }
+                ReplyBody::Range { kvs, revision: store.revision() }
+            }
+            ElectRead::Renew(id) => {
+                let answer = kv.keeper.renew(local, id, store);
+                let world = self.kv.as_mut().and_then(|k| k.elect.as_mut());
+                match answer {
+                    Ok(ttl) => ReplyBody::Renewed { ttl_ms: ttl.as_millis() as u64 },
+                    Err(RenewError::NotLeader) => ReplyBody::Redirect(known),
+                    Err(RenewError::NotFound(_) | RenewError::Expiring(_))
+                        if bug == Some(ElectBug::RenewEndedSessions) =>
+                    {
+                        ReplyBody::Renewed { ttl_ms: 0 }
+                    }
+                    Err(RenewError::NotFound(id) | RenewError::Expiring(id)) => {
+                        if let Some(w) = world {
+                            w.stats.renewals_refused += 1;
+                        }
+                        ReplyBody::SessionGone(id)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles a completion of node `i` that belongs to the elections (an
+    /// expiry, a range read or a renewal); gives back any other.
+    pub(super) fn elect_complete(
+        &mut self,
+        i: usize,
+        c: Completion,
+        departs: u64,
+    ) -> Option<Completion> {
+        let local = self.hosts[i].local_at(self.now);
+        let kv = self.hosts[i].kv.as_mut()?;
+        match c {
+            Completion::Proposal { id, result } => {
+                let Some(lease) = kv.expiries.remove(&id) else {
+                    return Some(Completion::Proposal { id, result });
+                };
+                match result {
+                    Ok((_, bytes)) => {
+                        let ended =
+                            matches!(Response::decode(&bytes), Ok(Response::LeaseEnded { .. }));
+                        if let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) {
+                            e.stats.expiries += u64::from(ended);
+                        }
+                    }
+                    // Leadership lost: the keeper follows at its next sync.
+                    Err(ProposalError::NotLeader { .. }) => {}
+                    // It may still commit: due again later, still refused.
+                    Err(ProposalError::Unknown | ProposalError::StorageFailed) => {
+                        kv.keeper.retry(local, lease);
+                    }
+                }
+                None
+            }
+            Completion::Read { id, result } => {
+                let Some((tag, what)) = kv.elect_reads.remove(&id) else {
+                    return Some(Completion::Read { id, result });
+                };
+                let body = match result {
+                    Ok(_) => self.elect_answer(i, local, what, None),
+                    Err(ReadError::NotLeader { leader }) => ReplyBody::Redirect(leader),
+                };
+                self.answer(i, tag, body, departs);
+                None
+            }
+        }
+    }
+
+    /// After node `i`'s replica output was handled: as the ready leader,
+    /// proposes the expiries its keeper finds due, within the bound.
+    pub(super) fn elect_step(&mut self, i: usize) {
+        if !self.elect_runs() {
+            return;
+        }
+        let local = self.hosts[i].local_at(self.now);
+        self.sync_keeper(i, local);
+        if self.elect_bug() == Some(ElectBug::NoExpiries) {
+            return;
+        }
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+        let Some(r) = kv.replica.as_mut() else { return };
+        if kv.keeper.token().is_none() || kv.keeper.next_deadline().is_none_or(|d| d > local) {
+            return;
+        }
+        let room = MAX_EXPIRIES_IN_FLIGHT.saturating_sub(kv.keeper.in_flight());
+        if room == 0 {
+            return;
+        }
+        let due = kv.keeper.due(local, &r.state_machine().store);
+        for (k, lease) in due.into_iter().enumerate() {
+            if k >= room {
+                kv.keeper.retry(local, lease);
+                continue;
+            }
+            let cmd = Command::Expire { lease }.encode();
+            match r.propose(local, vec![cmd]).pop() {
+                Some(Ok(id)) => {
+                    kv.expiries.insert(id, lease);
+                }
+                Some(Err(_)) | None if r.is_ready_leader() => {
+                    kv.keeper.retry(local, lease);
+                }
+                Some(Err(_)) | None => {
+                    kv.keeper.follow();
+                    break;
+                }
+            }
+        }
+        self.drain_replica(i);
+    }
+
+    /// When node `i`'s timer must fire for its lease keeper: its next
+    /// deadline, unless the expiries in flight are at the bound (an applied
+    /// one makes room, and [`Sim::elect_step`] runs after every output).
+    pub(super) fn keeper_deadline(&self, i: usize) -> Option<Instant> {
+        if self.elect_bug() == Some(ElectBug::NoExpiries) {
+            return None;
+        }
+        let keeper = &self.hosts[i].kv.as_ref()?.keeper;
+        (keeper.in_flight() < MAX_EXPIRIES_IN_FLIGHT).then(|| keeper.next_deadline()).flatten()
+    }
+
+    /// The faults healed: the apps' own faults end too.
+    pub(super) fn settle_elections(&mut self) {
+        let now = self.now;
+        let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) else { return };
+        let actions = e.settle(now);
+        self.do_actions(actions);
+    }
+
+    /// How long after healing every name with a live candidate must have a
+    /// holder: the protocol's liveness bound (a ready tenure leader), a TTL
+    /// stretched by the drift bound both ways (the dead holder's session
+    /// expires on the new leader's clock), and two request timeouts (the
+    /// expiry commits, a waiter's poll and read, or a restarted app's grant
+    /// and campaign behind it).
+    pub fn election_liveness_bound(&self) -> u64 {
+        let Some(e) = self.kv.as_ref().and_then(|k| k.elect.as_ref()) else { return 0 };
+        let drift = u64::from(self.hosts[0].cfg.clock_drift_ppm);
+        let ttl = e.spec.ttl_ns() * (1_000_000 + drift) / (1_000_000 - drift);
+        let op_timeout = WorkloadSpec::op_timeout(dur_ns(self.cfg.election_timeout));
+        dur_ns(self.liveness_bound()) + ttl + 2 * op_timeout
+    }
+
+    /// Runs until the election liveness bound after healing and checks that
+    /// every name with a live candidate has a holder then.
+    pub(super) fn elect_liveness(&mut self) {
+        let bound = self.election_liveness_bound();
+        let Some(e) = self.kv.as_ref().and_then(|k| k.elect.as_ref()) else { return };
+        let Some(healed) = e.settled_at else { return };
+        self.run_until(healed + bound);
+        let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) else { return };
+        let starved = e.names_without_holder();
+        e.stats.starved_names += starved.len() as u64;
+        for n in starved {
+            let what = format!(
+                "{}: a live candidate and no holder {:.0} ms after healing",
+                crate::elect::election_name(n),
+                bound as f64 / 1e6
+            );
+            self.checker.fail(self.now, Check::ElectionStarvation, what);
+        }
+    }
+
+    /// Checks every leadership of the run (no overlap, tokens increasing)
+    /// and files the counts.
+    pub(super) fn elect_check(&mut self) {
+        let now = self.now;
+        let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) else { return };
+        let violations = e.check(now);
+        self.stats.elect = Some(e.stats);
+        for (check, what) in violations {
+            self.checker.fail(now, check, what);
+        }
+    }
+
+    /// The application elections, when they run.
+    pub fn elections(&self) -> Option<&crate::elect::Elections> {
+        self.kv.as_ref()?.elect.as_ref()
+    }
+}

@@ -1,0 +1,116 @@
+//! Application elections (issue 12) in the simulator: sessions and named
+//! elections of app clients over the replicated store, under every fault
+//! of the random run and faults of the apps themselves, with the election
+//! checkers (no overlapping holders, tokens increasing, no starved
+//! candidate after healing).
+//!
+//! Replay a failing seed with
+//! `tenure sim --protocol P --seeds 1 --start-seed SEED --scenario elect --trace`
+//! (add `--nodes N --sim-seconds S` as the test used them).
+
+use tenure_core::ProtocolKind;
+use tenure_sim::checker::Check;
+use tenure_sim::elect::ElectBug;
+use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::stats::ElectStats;
+use tenure_sim::workload::WorkloadSpec;
+
+fn params(protocol: ProtocolKind, seed: u64, nodes: usize, sim_seconds: u64) -> Params {
+    let mut p = Params::new(seed);
+    p.protocol = protocol;
+    p.nodes = nodes;
+    p.sim_seconds = Some(sim_seconds);
+    p.workload = Some(WorkloadSpec::elect());
+    p
+}
+
+fn run(p: &Params) -> Report {
+    scenario::find("elect").expect("the elect scenario exists").run(p)
+}
+
+fn explain(p: &Params, r: &Report) -> String {
+    format!(
+        "{} seed {} ({} nodes, {} s): failures {:#?}, violations {:#?}; replay: tenure sim --protocol {} \
+         --nodes {} --seeds 1 --start-seed {} --scenario elect --sim-seconds {} --trace",
+        p.protocol,
+        p.seed,
+        p.nodes,
+        p.sim_seconds.unwrap_or(20),
+        r.failures,
+        r.violations,
+        p.protocol,
+        p.nodes,
+        p.seed,
+        p.sim_seconds.unwrap_or(20)
+    )
+}
+
+/// Runs seeds `seeds` of every protocol; every run must pass. Returns the
+/// summed counts.
+fn sweep(seeds: std::ops::RangeInclusive<u64>, nodes: &[usize], sim_seconds: u64) -> ElectStats {
+    let mut total = ElectStats::default();
+    for protocol in ProtocolKind::ALL {
+        for seed in seeds.clone() {
+            let p = params(protocol, seed, nodes[seed as usize % nodes.len()], sim_seconds);
+            let r = run(&p);
+            assert!(r.passed(), "{}", explain(&p, &r));
+            total.add(&r.stats.elect.expect("the elections ran"));
+        }
+    }
+    total
+}
+
+/// A light sweep for every test run: a few hundred seeds per protocol,
+/// short fault phases, 3 and 5 nodes.
+#[test]
+fn every_protocol_keeps_app_elections_safe_and_live_under_faults() {
+    let t = sweep(1..=200, &[3, 5], 5);
+    assert!(t.handovers > 300 && t.expiries > 100, "the apps got little done: {t:?}");
+    assert!(t.app_crashes > 0 && t.app_pauses > 0 && t.app_cutoffs > 0, "{t:?}");
+    assert!(t.deadline_stops > 0 && t.resumed > 0 && t.renewals_refused > 0, "{t:?}");
+    assert_eq!(t.max_overlap_ns, 0);
+}
+
+/// The heavy sweep: `cargo test -p tenure-sim --release --test elect -- --ignored`.
+#[test]
+#[ignore = "minutes; the CLI sweep of the docs runs 1,000 seeds per protocol"]
+fn every_protocol_keeps_app_elections_safe_and_live_heavy() {
+    sweep(1..=1000, &[3, 5, 7], 20);
+}
+
+/// Runs seeds 1..=`seeds` of raft with a planted bug; returns how many
+/// runs the checker `check` caught it in.
+fn caught(bug: ElectBug, check: Check, seeds: u64) -> u64 {
+    (1..=seeds)
+        .filter(|&seed| {
+            let mut p = params(ProtocolKind::Raft, seed, 5, 20);
+            let mut spec = WorkloadSpec::elect();
+            if let Some(e) = spec.elect.as_mut() {
+                e.planted = Some(bug);
+            }
+            p.workload = Some(spec);
+            let r = run(&p);
+            r.violations.iter().any(|v| v.check == check)
+        })
+        .count() as u64
+}
+
+#[test]
+fn a_keeper_that_renews_ended_sessions_is_caught() {
+    assert!(caught(ElectBug::RenewEndedSessions, Check::ElectionOverlap, 20) > 0);
+}
+
+#[test]
+fn a_client_that_ignores_its_deadline_is_caught() {
+    assert!(caught(ElectBug::IgnoreDeadline, Check::ElectionOverlap, 20) > 0);
+}
+
+#[test]
+fn a_token_that_wraps_is_caught() {
+    assert!(caught(ElectBug::WrappingTokens, Check::ElectionToken, 20) > 0);
+}
+
+#[test]
+fn a_leader_that_never_expires_starves_the_waiters_and_is_caught() {
+    assert!(caught(ElectBug::NoExpiries, Check::ElectionStarvation, 20) > 0);
+}
