@@ -523,6 +523,9 @@ mod tests {
             (&b"v2"[..], t)
         );
         assert_eq!(store.get(&candidate_key("e", a)).unwrap().lease, Some(a), "still attached");
+        let c = Standing::read(&store, "e").candidates[0].clone();
+        assert_eq!((c.create_revision, c.mod_revision), (t, r), "a proclaim moves mod_revision");
+        assert_eq!(Candidate::from_kv(store.get(&candidate_key("e", a)).unwrap()), Some(c));
         // Resigned and back: the old token no longer proclaims.
         store.execute(&resign("e", a));
         store.execute(&campaign("e", a, b"v3").unwrap());
@@ -563,17 +566,6 @@ mod tests {
         assert_eq!((leader.map(|l| l.session), count), (Some(a), 2));
         assert_eq!(summary(&store, "none"), (None, 0));
         assert!(Standing::read(&store, "d").candidates.is_empty());
-    }
-
-    #[test]
-    fn proclaim_moves_the_mod_revision_only() {
-        let mut store = Store::new();
-        let a = grant(&mut store);
-        let t = campaign_outcome(&store.execute(&campaign("e", a, b"v1").unwrap())).unwrap();
-        let r = proclaim_outcome(&store.execute(&proclaim("e", a, t, b"v2").unwrap())).unwrap();
-        let c = Standing::read(&store, "e").candidates[0].clone();
-        assert_eq!((c.create_revision, c.mod_revision), (t, r));
-        assert_eq!(Candidate::from_kv(store.get(&candidate_key("e", a)).unwrap()), Some(c));
     }
 
     #[test]
