@@ -9,7 +9,7 @@
 
 use crate::command::{Command, Compare, CompareOp, Target, TxnOp};
 use crate::lease::{LeaseId, Refusal};
-use crate::store::{KeyValue, OpResponse, Response};
+use crate::store::{KeyValue, OpResponse, Response, Store};
 
 /// Where every election's keys live. The key-value API refuses writes
 /// under `_tenure/`: only the election calls change these keys.
@@ -31,7 +31,10 @@ pub const MAX_VALUE: usize = 4_096;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ElectionError {
     /// An empty name, or one over [`MAX_NAME_BYTES`].
-    #[error("an election name has 1 to {MAX_NAME_BYTES} characters; this one has {0}")]
+    #[error(
+        "an election name has at least 1 and at most {MAX_NAME_BYTES} characters of \
+         A-Z a-z 0-9 . _ -; this one has {0}"
+    )]
     NameLength(usize),
     /// A character outside `A-Z a-z 0-9 . _ -`.
     #[error("an election name has only the characters A-Z a-z 0-9 . _ -; found {0:?}")]
@@ -81,10 +84,34 @@ pub fn check_caps(candidates: usize, elections: usize) -> Result<(), ElectionErr
     Ok(())
 }
 
+/// Checks the caps of a campaign in `name` against `store`, as
+/// [`check_caps`] does, counting no further than the caps (the names are
+/// counted only for a name without candidates).
+pub fn check_caps_in(store: &Store, name: &str) -> Result<(), ElectionError> {
+    let candidates = candidate_count(store, name, MAX_CANDIDATES);
+    let elections = match candidates {
+        0 => Names::new(store).take(MAX_ELECTIONS).count(),
+        _ => 0,
+    };
+    check_caps(candidates, elections)
+}
+
 /// The prefix of every candidate key of `name` (ends with `/`, so no name
 /// is a prefix of another's keys).
 pub fn prefix(name: &str) -> String {
     format!("{ELECTIONS_PREFIX}{name}/")
+}
+
+/// A key after every candidate key of `name` and before any key of a name
+/// that sorts after it: where a scan skips to the next election. (Session
+/// digits are `0-9a-f`, all below `~`.)
+fn after_name(name: &str) -> String {
+    format!("{ELECTIONS_PREFIX}{name}/~")
+}
+
+/// The keys under `name`'s [`prefix`] in `store`, read in place.
+fn keys_of<'a>(store: &'a Store, prefix: &'a str) -> impl Iterator<Item = &'a KeyValue> + 'a {
+    store.keys_from(prefix).take_while(move |kv| kv.key.starts_with(prefix))
 }
 
 /// The candidate key of `session` in election `name`.
@@ -225,6 +252,22 @@ pub struct Candidate {
     /// Its key's `create_revision`: its place in the queue, and its fencing
     /// token when it leads.
     pub create_revision: u64,
+    /// The revision of its last campaign or proclaim.
+    pub mod_revision: u64,
+}
+
+impl Candidate {
+    /// The candidate a key holds, if the key is a candidate key (of any
+    /// election).
+    pub fn from_kv(kv: &KeyValue) -> Option<Candidate> {
+        let (_, session) = parse_candidate_key(&kv.key)?;
+        Some(Candidate {
+            session,
+            value: kv.value.clone(),
+            create_revision: kv.create_revision,
+            mod_revision: kv.mod_revision,
+        })
+    }
 }
 
 /// An election as a read of its prefix shows it: candidates in queue
@@ -241,17 +284,18 @@ impl Standing {
     pub fn from_range<'a>(name: &str, kvs: impl IntoIterator<Item = &'a KeyValue>) -> Standing {
         let mut candidates: Vec<Candidate> = kvs
             .into_iter()
-            .filter_map(|kv| match parse_candidate_key(&kv.key) {
-                Some((n, session)) if n == name => Some(Candidate {
-                    session,
-                    value: kv.value.clone(),
-                    create_revision: kv.create_revision,
-                }),
-                _ => None,
-            })
+            .filter(|kv| parse_candidate_key(&kv.key).is_some_and(|(n, _)| n == name))
+            .filter_map(Candidate::from_kv)
             .collect();
         candidates.sort_by_key(|c| c.create_revision);
         Standing { candidates }
+    }
+
+    /// The candidates of `name` in `store`, read in place (no range is
+    /// copied, and no range limit applies: [`MAX_CANDIDATES`] bounds it).
+    pub fn read(store: &Store, name: &str) -> Standing {
+        let prefix = prefix(name);
+        Standing::from_range(name, keys_of(store, &prefix))
     }
 
     /// The leader, if any candidate.
@@ -270,6 +314,84 @@ impl Standing {
     pub fn predecessor(&self, session: LeaseId) -> Option<&Candidate> {
         let at = self.position(session)?;
         at.checked_sub(1).map(|p| &self.candidates[p])
+    }
+}
+
+/// Where one session stands in an election, read in place without copying
+/// the queue (for a server that answers it under a lock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// Its candidacy.
+    pub own: Candidate,
+    /// How many candidates joined before it (0: it leads).
+    pub ahead: usize,
+    /// The key and `create_revision` of the candidate just ahead of it
+    /// (the one whose leaving it waits for).
+    pub predecessor: Option<(String, u64)>,
+}
+
+impl Place {
+    /// Where `session` stands in `name`, if it is a candidate.
+    pub fn read(store: &Store, name: &str, session: LeaseId) -> Option<Place> {
+        let own = store.get(&candidate_key(name, session)).and_then(Candidate::from_kv)?;
+        let prefix = prefix(name);
+        let mut ahead = 0;
+        let mut predecessor: Option<&KeyValue> = None;
+        for kv in keys_of(store, &prefix).filter(|kv| kv.create_revision < own.create_revision) {
+            ahead += 1;
+            if predecessor.is_none_or(|p| p.create_revision < kv.create_revision) {
+                predecessor = Some(kv);
+            }
+        }
+        let predecessor = predecessor.map(|p| (p.key.clone(), p.create_revision));
+        Some(Place { own, ahead, predecessor })
+    }
+}
+
+/// An election's leader and how many candidates it has, read in place.
+pub fn summary(store: &Store, name: &str) -> (Option<Candidate>, usize) {
+    let prefix = prefix(name);
+    let mut count = 0;
+    let mut first: Option<&KeyValue> = None;
+    for kv in keys_of(store, &prefix) {
+        count += 1;
+        if first.is_none_or(|f| kv.create_revision < f.create_revision) {
+            first = Some(kv);
+        }
+    }
+    (first.and_then(Candidate::from_kv), count)
+}
+
+/// How many candidates `name` has, counting no further than `cap`.
+pub fn candidate_count(store: &Store, name: &str, cap: usize) -> usize {
+    keys_of(store, &prefix(name)).take(cap).count()
+}
+
+/// The names that have at least one candidate, in order, each visited once
+/// by skipping over its candidates' keys.
+pub struct Names<'a> {
+    store: &'a Store,
+    next: String,
+}
+
+impl<'a> Names<'a> {
+    /// The election names of `store`, in order.
+    pub fn new(store: &'a Store) -> Names<'a> {
+        Names { store, next: ELECTIONS_PREFIX.to_string() }
+    }
+}
+
+impl Iterator for Names<'_> {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        let kv = self.store.keys_from(&self.next).find(|kv| {
+            !kv.key.starts_with(ELECTIONS_PREFIX) || parse_candidate_key(&kv.key).is_some()
+        })?;
+        let (name, _) = parse_candidate_key(&kv.key)?;
+        let name = name.to_string();
+        self.next = after_name(&name);
+        Some(name)
     }
 }
 
@@ -298,6 +420,8 @@ mod tests {
         assert!(validate_name(&"x".repeat(128)).is_ok());
         assert_eq!(validate_name(""), Err(ElectionError::NameLength(0)));
         assert_eq!(validate_name(&"x".repeat(129)), Err(ElectionError::NameLength(129)));
+        let long = ElectionError::NameLength(129).to_string();
+        assert!(long.contains("at most 128") && long.contains("A-Z a-z 0-9 . _ -"), "{long}");
         assert_eq!(validate_name("a/b"), Err(ElectionError::NameCharacter('/')));
         assert_eq!(validate_name("a b"), Err(ElectionError::NameCharacter(' ')));
         assert_eq!(validate_name("é"), Err(ElectionError::NameCharacter('é')));
@@ -399,11 +523,87 @@ mod tests {
             (&b"v2"[..], t)
         );
         assert_eq!(store.get(&candidate_key("e", a)).unwrap().lease, Some(a), "still attached");
+        let c = Standing::read(&store, "e").candidates[0].clone();
+        assert_eq!((c.create_revision, c.mod_revision), (t, r), "a proclaim moves mod_revision");
+        assert_eq!(Candidate::from_kv(store.get(&candidate_key("e", a)).unwrap()), Some(c));
         // Resigned and back: the old token no longer proclaims.
         store.execute(&resign("e", a));
         store.execute(&campaign("e", a, b"v3").unwrap());
         let stale = store.execute(&proclaim("e", a, t, b"v4").unwrap());
         assert_eq!(proclaim_outcome(&stale), Err(Outcome::NotCandidate));
         assert_eq!(standing(&store, "e").candidates[0].value, b"v3");
+    }
+
+    #[test]
+    fn read_in_place_agrees_with_a_range_and_each_waits_for_the_one_ahead() {
+        let mut store = Store::new();
+        let (a, b, c) = (grant(&mut store), grant(&mut store), grant(&mut store));
+        // Joined in the order c, a, b: the session ids do not decide.
+        for (session, value) in [(c, "c"), (a, "a"), (b, "b")] {
+            store.execute(&campaign("db", session, value.as_bytes()).unwrap());
+        }
+        store.execute(&campaign("db-other", a, b"x").unwrap());
+        let s = Standing::read(&store, "db");
+        assert_eq!(s, standing(&store, "db"));
+        assert_eq!(s.candidates.len(), 3);
+        let leader = s.leader().unwrap();
+        assert_eq!((leader.session, leader.value.as_slice()), (c, &b"c"[..]));
+        let place = Place::read(&store, "db", b).unwrap();
+        assert_eq!((place.own.session, place.ahead), (b, 2));
+        assert_eq!(
+            place.predecessor,
+            Some((candidate_key("db", a), s.candidates[1].create_revision))
+        );
+        let leading = Place::read(&store, "db", c).unwrap();
+        assert_eq!((leading.ahead, leading.predecessor), (0, None));
+        assert_eq!(Place::read(&store, "db", LeaseId(99)), None);
+        // The leader leaves: the next in line leads.
+        store.execute(&Command::Revoke { lease: c });
+        assert_eq!(Standing::read(&store, "db").leader().map(|l| l.session), Some(a));
+        assert_eq!(candidate_count(&store, "db", 10), 2);
+        assert_eq!(candidate_count(&store, "db", 1), 1, "the count stops at the cap");
+        let (leader, count) = summary(&store, "db");
+        assert_eq!((leader.map(|l| l.session), count), (Some(a), 2));
+        assert_eq!(summary(&store, "none"), (None, 0));
+        assert!(Standing::read(&store, "d").candidates.is_empty());
+    }
+
+    #[test]
+    fn names_are_listed_once_each_in_order() {
+        let mut store = Store::new();
+        let (a, b) = (grant(&mut store), grant(&mut store));
+        for name in ["db", "db-x", "db0", "a"] {
+            store.execute(&campaign(name, a, b"v").unwrap());
+            store.execute(&campaign(name, b, b"v").unwrap());
+        }
+        for key in ["_tenure/elections/not-a-candidate", "zzz"] {
+            let put =
+                Command::Put { key: key.into(), value: vec![], if_mod_revision: None, lease: None };
+            store.execute(&put);
+        }
+        let names: Vec<String> = Names::new(&store).collect();
+        assert_eq!(names, ["a", "db-x", "db", "db0"]);
+        assert_eq!(Names::new(&Store::new()).count(), 0);
+    }
+
+    #[test]
+    fn caps_are_checked_against_the_store() {
+        let mut store = Store::new();
+        let sessions: Vec<LeaseId> = (0..MAX_CANDIDATES).map(|_| grant(&mut store)).collect();
+        for (i, &session) in sessions.iter().enumerate() {
+            assert_eq!(check_caps_in(&store, "db"), Ok(()), "candidate {i}");
+            store.execute(&campaign("db", session, b"").unwrap());
+        }
+        assert_eq!(check_caps_in(&store, "db"), Err(ElectionError::TooManyCandidates));
+        // Names: each session campaigns in up to its key limit.
+        let per_session = crate::MAX_KEYS_PER_LEASE - 1;
+        for i in 0..MAX_ELECTIONS - 1 {
+            let session = sessions[1 + i / per_session];
+            let done = store.execute(&campaign(&format!("n{i}"), session, b"").unwrap());
+            assert!(campaign_outcome(&done).is_ok(), "{done:?}");
+        }
+        assert_eq!(Names::new(&store).count(), MAX_ELECTIONS, "db and the others");
+        assert_eq!(check_caps_in(&store, "new"), Err(ElectionError::TooManyElections));
+        assert_eq!(check_caps_in(&store, "n7"), Ok(()), "an election that exists takes more");
     }
 }

@@ -35,10 +35,10 @@ pub use command::{
     MAX_VALUE_BYTES,
 };
 pub use election::{
-    campaign, campaign_outcome, candidate_key, check_caps, parse_candidate_key, prefix, proclaim,
-    proclaim_outcome, resign, resign_outcome, validate_name, validate_value, Candidate,
-    ElectionError, Outcome, Standing, ELECTIONS_PREFIX, MAX_CANDIDATES, MAX_ELECTIONS,
-    MAX_NAME_BYTES, MAX_VALUE,
+    campaign, campaign_outcome, candidate_count, candidate_key, check_caps, check_caps_in,
+    parse_candidate_key, prefix, proclaim, proclaim_outcome, resign, resign_outcome, summary,
+    validate_name, validate_value, Candidate, ElectionError, Names, Outcome, Place, Standing,
+    ELECTIONS_PREFIX, MAX_CANDIDATES, MAX_ELECTIONS, MAX_NAME_BYTES, MAX_VALUE,
 };
 pub use lease::{
     Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_TTL_MS, MIN_TTL_MS,

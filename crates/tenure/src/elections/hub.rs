@@ -17,12 +17,11 @@
 //! installs a snapshot), it wakes every subscription, and each waiter looks
 //! again.
 
-use super::names::ELECTIONS_PREFIX;
 use super::{whole_revisions, CHANGE_BATCH};
 use crate::metrics::Metrics;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tenure_kv::{Change, Store};
+use tenure_kv::{Change, Store, ELECTIONS_PREFIX};
 use tenure_node::Replicated;
 use tokio::sync::{watch, Notify};
 

@@ -3,9 +3,8 @@
 //! whenever the leader after a revision differs from the one before it (a
 //! new leader, a proclaim, or no leader at all).
 
-use super::queue::{Candidate, Queue};
 use std::collections::BTreeMap;
-use tenure_kv::{Change, ChangeKind};
+use tenure_kv::{candidate_key, Candidate, Change, ChangeKind, Standing};
 
 /// What an observer is told.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,13 +37,10 @@ fn identity(c: Option<&Candidate>) -> Option<(u64, u64)> {
 }
 
 impl Observed {
-    /// The election as `queue` holds it (keys by session).
-    pub fn new(queue: Queue, name: &str) -> Observed {
-        let candidates = queue
-            .candidates()
-            .iter()
-            .map(|c| (super::names::candidate_key(name, c.session), c.clone()))
-            .collect();
+    /// The election as `standing` holds it (keys by session).
+    pub fn new(standing: Standing, name: &str) -> Observed {
+        let candidates =
+            standing.candidates.into_iter().map(|c| (candidate_key(name, c.session), c)).collect();
         Observed { candidates }
     }
 
@@ -91,11 +87,11 @@ impl Observed {
         seen
     }
 
-    /// Starts again from `queue` at `revision` (the changes in between are
-    /// no longer kept); what changed for observers, if anything.
-    pub fn reset(&mut self, queue: Queue, name: &str, revision: u64) -> Option<Observation> {
+    /// Starts again from `standing` at `revision` (the changes in between
+    /// are no longer kept); what changed for observers, if anything.
+    pub fn reset(&mut self, standing: Standing, name: &str, revision: u64) -> Option<Observation> {
         let before = identity(self.leader());
-        *self = Observed::new(queue, name);
+        *self = Observed::new(standing, name);
         (identity(self.leader()) != before).then(|| self.now(revision))
     }
 }
@@ -103,7 +99,6 @@ impl Observed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elections::names::candidate_key;
     use tenure_kv::{KeyValue, LeaseId};
 
     fn change(revision: u64, session: u64, created: u64, kind: ChangeKind, value: &str) -> Change {
@@ -161,9 +156,10 @@ mod tests {
             change(9, 5, 9, ChangeKind::Put, "e"),
         ]);
         assert_eq!(seen.iter().map(summary).collect::<Vec<_>>(), [(9, Some((4, "d".into(), 8)))]);
-        assert!(o.reset(Queue::new(vec![o.leader().unwrap().clone()]), "db", 10).is_none());
+        let leader_only = Standing { candidates: vec![o.leader().unwrap().clone()] };
+        assert!(o.reset(leader_only, "db", 10).is_none());
         assert_eq!(
-            o.reset(Queue::default(), "db", 11),
+            o.reset(Standing::default(), "db", 11),
             Some(Observation::NoLeader { revision: 11 })
         );
     }

@@ -3,9 +3,7 @@
 //! deadline passes or the server stops.
 
 use super::hub::Hub;
-use super::names::candidate_key;
-use super::queue::Standing;
-use tenure_kv::{LeaseId, Store};
+use tenure_kv::{candidate_key, LeaseId, Place, Store};
 use tenure_node::Replicated;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -14,7 +12,7 @@ use tokio::time::Instant;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WaitEnd {
     /// The candidacy leads (`ahead` is 0), or still waits at the deadline.
-    Standing(Standing),
+    Standing(Place),
     /// The candidacy is gone: resigned, or its session ended.
     Gone,
     /// The server is stopping.
@@ -35,7 +33,7 @@ pub async fn until_leading(
 ) -> WaitEnd {
     let own_key = candidate_key(name, session);
     loop {
-        let Some(standing) = kv.read_stale(|s| Standing::read(s, name, session)).0 else {
+        let Some(standing) = kv.read_stale(|s| Place::read(s, name, session)).0 else {
             return WaitEnd::Gone;
         };
         let Some((pred_key, pred_rev)) = standing.predecessor.clone() else {

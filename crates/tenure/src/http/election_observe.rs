@@ -20,9 +20,7 @@ use super::state::{ApiError, AppState};
 use super::watch::{acquire_slot, SSE_KEEP_ALIVE};
 use super::watchers::WatchSlot;
 use crate::api::{ObservedLeaderBody, ObservedNoLeaderBody};
-use crate::elections::names::name_prefix;
 use crate::elections::observe::{Observation, Observed};
-use crate::elections::queue::Queue;
 use crate::elections::{whole_revisions, CHANGE_BATCH};
 use crate::metrics::{GaugeGuard, Metrics};
 use axum::extract::rejection::PathRejection;
@@ -33,7 +31,7 @@ use axum::Extension;
 use futures_util::stream::{self, Stream};
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use tenure_kv::Store;
+use tenure_kv::{Standing, Store};
 use tenure_node::Replicated;
 use tokio::sync::watch;
 
@@ -47,7 +45,7 @@ pub async fn get(
     let name = name_from(name)?;
     let slot = acquire_slot(&st, &caller)?;
     let (observed, revision) = read(&st, Consistency::Linearizable, |s| {
-        (Observed::new(Queue::read(s, &name), &name), s.revision())
+        (Observed::new(Standing::read(s, &name), &name), s.revision())
     })
     .await?;
     let first = observed.now(revision);
@@ -55,7 +53,7 @@ pub async fn get(
         applied: st.kv.applied(),
         kv: st.kv.clone(),
         stopping: st.stopping.clone(),
-        prefix: name_prefix(&name),
+        prefix: tenure_kv::prefix(&name),
         name,
         observed,
         next: revision + 1,
@@ -92,7 +90,7 @@ impl Observing {
         match read {
             Err(_) => {
                 let (queue, revision) =
-                    self.kv.read_stale(|s| (Queue::read(s, &self.name), s.revision())).0;
+                    self.kv.read_stale(|s| (Standing::read(s, &self.name), s.revision())).0;
                 self.pending.extend(self.observed.reset(queue, &self.name, revision));
                 self.next = revision + 1;
                 true
@@ -151,8 +149,7 @@ fn event(o: &Observation) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elections::queue::Candidate;
-    use tenure_kv::LeaseId;
+    use tenure_kv::{Candidate, LeaseId};
 
     #[test]
     fn events_are_named_and_carry_the_token() {

@@ -15,12 +15,8 @@ use crate::api::{
     ElectionListBody, ElectionSummaryBody, ProclaimBody, ProclaimRequest, ResignBody,
     ResignRequest, TokenCheckBody,
 };
-use crate::elections::queue::{summary, Candidate, Names, Queue, Standing};
 use crate::elections::wait::{until_leading, WaitEnd};
-use crate::elections::{
-    check_campaign, check_input, check_name, commands, CampaignRefusal, DEFAULT_WAIT,
-    MAX_ELECTIONS, MAX_WAIT,
-};
+use crate::elections::{DEFAULT_WAIT, MAX_WAIT};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -29,10 +25,14 @@ use axum::{Extension, Json};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::time::Duration;
-use tenure_kv::{LeaseId, OpResponse, Response, Store};
+use tenure_kv::{
+    campaign_outcome, check_caps_in, proclaim_outcome, resign_outcome, summary, validate_name,
+    validate_value, Candidate, ElectionError, LeaseId, Names, Outcome, Place, Response, Standing,
+    Store, MAX_ELECTIONS,
+};
 
 /// Largest body of a campaign or proclaim: a value of
-/// [`crate::elections::MAX_CANDIDATE_VALUE_BYTES`] with every byte
+/// [`tenure_kv::MAX_VALUE`] bytes with every byte
 /// escaped in JSON (`\u00XX`, six bytes), and room for the rest.
 pub const MAX_ELECTION_BODY_BYTES: usize = 32 * 1024;
 
@@ -75,16 +75,17 @@ pub async fn campaign(
     let request: CampaignRequest = json_body(body, CAMPAIGN_SHAPE)?;
     let session = session_from(request.session)?;
     let value = request.value.into_bytes();
-    check_input(&name, &value).map_err(|r| refused(&r))?;
-    st.kv.read_stale(|s| check_campaign(s, &name)).0.map_err(|r| refused(&r))?;
-    match propose(&st, &commands::campaign(&name, session, value)).await?.0 {
-        Response::Txn { succeeded: true, revision, .. } => {
+    let command = tenure_kv::campaign(&name, session, &value).map_err(|e| refused(&name, &e))?;
+    st.kv.read_stale(|s| check_caps_in(s, &name)).0.map_err(|e| refused(&name, &e))?;
+    let response = propose(&st, &command).await?.0;
+    match campaign_outcome(&response) {
+        Ok(revision) => {
             st.metrics.election_campaign();
             // A follower's answer may come before it applied the entry itself.
-            let standing =
-                read(&st, Consistency::Linearizable, |s| Standing::read(s, &name, session)).await?;
-            match standing {
-                Some(standing) => Ok(Json(candidacy(&name, &standing))),
+            let place =
+                read(&st, Consistency::Linearizable, |s| Place::read(s, &name, session)).await?;
+            match place {
+                Some(place) => Ok(Json(candidacy(&name, &place))),
                 None => Err(ApiError::new(
                     StatusCode::NOT_FOUND,
                     format!(
@@ -94,11 +95,7 @@ pub async fn campaign(
                 )),
             }
         }
-        Response::Txn { succeeded: false, responses, revision } => {
-            let since = match responses.first() {
-                Some(OpResponse::Get { kv: Some(kv) }) => kv.create_revision,
-                _ => 0,
-            };
+        Err(Outcome::AlreadyCandidate(since)) => {
             let mut e = ApiError::new(
                 StatusCode::CONFLICT,
                 format!(
@@ -106,10 +103,15 @@ pub async fn campaign(
                      {since}); nothing was written"
                 ),
             );
-            e.body.revision = Some(revision);
+            if let Response::Txn { revision, .. } = response {
+                e.body.revision = Some(revision);
+            }
             Err(e)
         }
-        other => Err(unexpected(&other)),
+        // An unknown session is refused by `propose` (404).
+        Err(Outcome::NoSession(_) | Outcome::NotCandidate | Outcome::Other(_)) => {
+            Err(unexpected(&response))
+        }
     }
 }
 
@@ -122,10 +124,11 @@ pub async fn resign(
     let name = name_from(name)?;
     let request: ResignRequest = json_body(body, RESIGN_SHAPE)?;
     let session = session_from(request.session)?;
-    match propose(&st, &commands::resign(&name, session)).await?.0 {
-        Response::Txn { succeeded: true, revision, .. } => Ok(Json(ResignBody { revision })),
-        Response::Txn { succeeded: false, .. } => Err(not_a_candidate(&name, session)),
-        other => Err(unexpected(&other)),
+    let response = propose(&st, &tenure_kv::resign(&name, session)).await?.0;
+    match resign_outcome(&response) {
+        Ok(revision) => Ok(Json(ResignBody { revision })),
+        Err(Outcome::NotCandidate) => Err(not_a_candidate(&name, session)),
+        Err(_) => Err(unexpected(&response)),
     }
 }
 
@@ -139,20 +142,20 @@ pub async fn proclaim(
     let request: ProclaimRequest = json_body(body, PROCLAIM_SHAPE)?;
     let session = session_from(request.session)?;
     let value = request.value.into_bytes();
-    check_input(&name, &value).map_err(|r| refused(&r))?;
-    let standing =
-        read(&st, Consistency::Linearizable, |s| Standing::read(s, &name, session)).await?;
-    let leading = match standing {
+    validate_value(&value).map_err(|e| refused(&name, &e))?;
+    let place = read(&st, Consistency::Linearizable, |s| Place::read(s, &name, session)).await?;
+    let leading = match place {
         Some(s) if s.ahead == 0 => s.own.create_revision,
         Some(s) => return Err(not_leading(&name, session, Some(s.ahead))),
         None => return Err(not_leading(&name, session, None)),
     };
-    match propose(&st, &commands::proclaim(&name, session, leading, value)).await?.0 {
-        Response::Txn { succeeded: true, revision, .. } => {
-            Ok(Json(ProclaimBody { revision, token: leading }))
-        }
-        Response::Txn { succeeded: false, .. } => Err(not_leading(&name, session, None)),
-        other => Err(unexpected(&other)),
+    let command =
+        tenure_kv::proclaim(&name, session, leading, &value).map_err(|e| refused(&name, &e))?;
+    let response = propose(&st, &command).await?.0;
+    match proclaim_outcome(&response) {
+        Ok(revision) => Ok(Json(ProclaimBody { revision, token: leading })),
+        Err(Outcome::NotCandidate) => Err(not_leading(&name, session, None)),
+        Err(_) => Err(unexpected(&response)),
     }
 }
 
@@ -162,12 +165,12 @@ pub async fn get(
     name: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ElectionBody>, ApiError> {
     let name = name_from(name)?;
-    let (queue, revision) =
-        read(&st, Consistency::Linearizable, |s| (Queue::read(s, &name), s.revision())).await?;
+    let (standing, revision) =
+        read(&st, Consistency::Linearizable, |s| (Standing::read(s, &name), s.revision())).await?;
     Ok(Json(ElectionBody {
-        leader: queue.leader().map(leader_body),
-        candidates: queue
-            .candidates()
+        leader: standing.leader().map(leader_body),
+        candidates: standing
+            .candidates
             .iter()
             .map(|c| ElectionCandidateBody {
                 session: c.session.0,
@@ -262,11 +265,11 @@ pub async fn wait(
     st.kv.read_index().await.map_err(|e| read_error(&e))?;
     match until_leading(&st.elections, &st.kv, st.stopping.clone(), &name, session, deadline).await
     {
-        WaitEnd::Standing(standing) => {
-            if standing.ahead == 0 {
+        WaitEnd::Standing(place) => {
+            if place.ahead == 0 {
                 st.metrics.election_wait_won();
             }
-            Ok(Json(candidacy(&name, &standing)))
+            Ok(Json(candidacy(&name, &place)))
         }
         WaitEnd::Gone => Err(not_a_candidate(&name, session)),
         WaitEnd::Stopping => Err(ApiError::new(
@@ -278,15 +281,15 @@ pub async fn wait(
 }
 
 /// The answer of a campaign or a wait.
-fn candidacy(name: &str, standing: &Standing) -> CandidacyBody {
-    let leader = standing.ahead == 0;
+fn candidacy(name: &str, place: &Place) -> CandidacyBody {
+    let leader = place.ahead == 0;
     CandidacyBody {
         name: name.to_string(),
-        session: standing.own.session.0,
-        create_revision: standing.own.create_revision,
+        session: place.own.session.0,
+        create_revision: place.own.create_revision,
         leader,
-        token: leader.then_some(standing.own.create_revision),
-        ahead: standing.ahead,
+        token: leader.then_some(place.own.create_revision),
+        ahead: place.ahead,
     }
 }
 
@@ -302,7 +305,7 @@ pub(super) fn text(value: &[u8]) -> String {
 /// The election name of the path, checked: 400 if malformed.
 pub(super) fn name_from(name: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     let Path(name) = name.map_err(|r| ApiError::new(StatusCode::BAD_REQUEST, r.body_text()))?;
-    check_name(&name).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    validate_name(&name).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
     Ok(name)
 }
 
@@ -327,10 +330,18 @@ fn json_body<T: DeserializeOwned>(
     })
 }
 
-/// 400 for bad input, 429 for a cap; nothing written.
-fn refused(r: &CampaignRefusal) -> ApiError {
-    let status = if r.is_cap() { StatusCode::TOO_MANY_REQUESTS } else { StatusCode::BAD_REQUEST };
-    ApiError::new(status, format!("{r}; nothing was written"))
+/// 400 for bad input, 429 for a cap that others leaving may lift; nothing
+/// written.
+fn refused(name: &str, e: &ElectionError) -> ApiError {
+    let status = match e {
+        ElectionError::TooManyCandidates | ElectionError::TooManyElections => {
+            StatusCode::TOO_MANY_REQUESTS
+        }
+        ElectionError::NameLength(_)
+        | ElectionError::NameCharacter(_)
+        | ElectionError::ValueTooLarge(_) => StatusCode::BAD_REQUEST,
+    };
+    ApiError::new(status, format!("{e} (election {name:?}); nothing was written"))
 }
 
 fn not_a_candidate(name: &str, session: LeaseId) -> ApiError {
@@ -383,22 +394,30 @@ fn waiter_refused(r: &WatchRefusal, limits: StreamLimits) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elections::MAX_NAME_CHARS;
+    use tenure_kv::MAX_NAME_BYTES;
 
     #[test]
     fn names_and_sessions_are_checked_with_clear_answers() {
         let path = |s: &str| Ok(Path(s.to_string()));
         assert_eq!(name_from(path("db")).unwrap(), "db");
-        for bad in ["", "a/b", "a b", &"x".repeat(MAX_NAME_CHARS + 1)] {
+        for bad in ["", "a/b", "a b", &"x".repeat(MAX_NAME_BYTES + 1)] {
             let e = name_from(path(bad)).unwrap_err();
             assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{bad:?}");
             assert!(e.body().error.contains("name"), "{}", e.body().error);
         }
         assert_eq!(session_from(0).unwrap_err().status(), StatusCode::BAD_REQUEST);
-        let cap = refused(&CampaignRefusal::TooManyCandidates("db".into()));
+        let cap = refused("db", &ElectionError::TooManyCandidates);
         assert_eq!(cap.status(), StatusCode::TOO_MANY_REQUESTS);
-        let big = refused(&CampaignRefusal::ValueTooLarge(5000));
+        assert!(
+            cap.body().error.contains("1000 candidates") && cap.body().error.contains("\"db\"")
+        );
+        let names = refused("new", &ElectionError::TooManyElections);
+        assert_eq!(names.status(), StatusCode::TOO_MANY_REQUESTS);
+        let big = refused("db", &ElectionError::ValueTooLarge(5000));
         assert_eq!(big.status(), StatusCode::BAD_REQUEST);
-        assert!(big.body().error.contains("nothing was written"));
+        assert!(
+            big.body().error.contains("at most 4096")
+                && big.body().error.contains("nothing was written")
+        );
     }
 }

@@ -22,7 +22,7 @@
 use super::kv_body::{check_key, check_prefix, invalid, txn_body, txn_command};
 use super::state::{ApiError, AppState};
 use crate::api::{KvBody, KvDeleteBody, KvGetBody, KvListBody, KvPutBody, TxnBody, TxnRequest};
-use crate::elections::names::{is_reserved, RESERVED_PREFIX};
+use crate::elections::{is_reserved, RESERVED_PREFIX};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
