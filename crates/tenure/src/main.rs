@@ -101,11 +101,15 @@ fn block_on<F>(future: F) -> anyhow::Result<ExitCode>
 where
     F: std::future::Future<Output = anyhow::Result<ExitCode>>,
 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    runtime()?.block_on(future)
+}
+
+/// A multi-threaded tokio runtime with every driver enabled.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(future)
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
 }
 
 /// Like [`block_on`], but does not wait for blocking tasks at the end: the
@@ -116,10 +120,7 @@ fn block_on_then_leave<F>(future: F) -> anyhow::Result<ExitCode>
 where
     F: std::future::Future<Output = anyhow::Result<ExitCode>>,
 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    let runtime = runtime()?;
     let result = runtime.block_on(future);
     runtime.shutdown_background();
     result

@@ -7,7 +7,9 @@
 
 mod inproc;
 
-use inproc::{authorization, eventually, start_cluster, status, Server, READ_TOKEN, WRITE_TOKEN};
+use inproc::{
+    agreement, authorization, eventually, start_cluster, status, Server, READ_TOKEN, WRITE_TOKEN,
+};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -175,21 +177,6 @@ async fn leader(servers: &[Server]) -> usize {
     })
     .await;
     l
-}
-
-/// Waits until every server agrees on one leader; its index.
-async fn agreement(servers: &[Server]) -> usize {
-    eventually("every server agrees on one leader", START_BOUND, || async {
-        let mut views = Vec::new();
-        for s in servers {
-            views.push(status(s.http).await?);
-        }
-        let leader = views[0]["leader"].as_u64()?;
-        let agree = views.iter().all(|v| v["leader"] == leader);
-        let i = servers.iter().position(|s| s.id == leader)?;
-        (agree && views[i]["role"] == "leader").then_some(i)
-    })
-    .await
 }
 
 async fn three_nodes(dir: &std::path::Path) -> (Vec<Server>, usize) {

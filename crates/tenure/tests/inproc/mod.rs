@@ -340,3 +340,21 @@ pub async fn trickle_until_closed(
     }
     (since.elapsed(), got)
 }
+
+/// Bound on a first election of an in-process cluster, on a busy machine.
+pub const AGREEMENT_BOUND: Duration = Duration::from_secs(10);
+
+/// Waits until every server agrees on one leader; its index.
+pub async fn agreement(servers: &[Server]) -> usize {
+    eventually("every server agrees on one leader", AGREEMENT_BOUND, || async {
+        let mut views = Vec::new();
+        for s in servers {
+            views.push(status(s.http).await?);
+        }
+        let leader = views[0]["leader"].as_u64()?;
+        let agree = views.iter().all(|v| v["leader"] == leader);
+        let i = servers.iter().position(|s| s.id == leader)?;
+        (agree && views[i]["role"] == "leader").then_some(i)
+    })
+    .await
+}
