@@ -18,7 +18,7 @@ use crate::elect_cli::{
 };
 use anyhow::{bail, Context};
 use clap::Args;
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::time::{clock_gettime, ClockId};
 use nix::unistd::Pid;
 use std::os::unix::process::ExitStatusExt;
@@ -27,7 +27,7 @@ use std::time::Duration;
 use tenure_client::session::{renew_interval, trusted_span, SessionWatch, TIMER_SLACK};
 use tenure_client::{Election, Session};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{ChildStdin, Command};
 use tokio::time::Instant;
 
 /// The default grace between SIGTERM and SIGKILL, in milliseconds, when it
@@ -59,6 +59,11 @@ SIGTERM at deadline - grace and SIGKILL at the deadline, from a guard process th
 even if `tenure run` itself is paused or killed. The grace must leave half a renewal interval \
 for the next renewal: grace <= TTL x 0.9/1.1 - TTL/2 (about 0.318 x TTL: 3181 ms for the \
 default 10 s TTL); a larger --grace-ms is refused.
+
+The command runs in a process group of its own: SIGTERM and SIGKILL go to the whole group \
+(a shell's children too), and when the command exits, whatever it left running in its group \
+is SIGKILLed before the candidacy is resigned. A process that leaves the group (setsid, a \
+daemon's double fork) is out of reach: run the service in the foreground.
 
 When the command exits, the candidacy is resigned at once and tenure run exits with the \
 command's status (128+N if a signal N ended it). On Ctrl-C or SIGTERM, the command gets \
@@ -333,11 +338,16 @@ pub struct GuardArgs {
 pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
     let grace = Duration::from_millis(args.grace_ms);
     let mut deadline = from_monotonic_ns(args.deadline_ns)?;
+    // Its own process group, so that a stop reaches whatever the command
+    // started too (a shell's children, a pipeline), not only its first pid.
     let mut child = Command::new(&args.command[0])
         .args(&args.command[1..])
         .stdin(Stdio::null())
+        .process_group(0)
         .spawn()
         .with_context(|| format!("starting {}", args.command[0]))?;
+    // The group's id is the command's pid (known until it is reaped).
+    let pgid = child.id().map(|pid| Pid::from_raw(pid as i32));
     let mut signals = StopSignals::new()?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut open = true;
@@ -347,6 +357,9 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
         let term_at = deadline.checked_sub(grace + TIMER_SLACK).unwrap_or(deadline);
         let stop = tokio::select! {
             status = child.wait() => {
+                // The command is gone; nothing it started may outlive it
+                // (its leadership is resigned next).
+                kill_group(pgid, Signal::SIGKILL);
                 return Ok(ExitCode::from(status_code(status.context("waiting for the command")?)));
             }
             line = lines.next_line(), if open => match line {
@@ -366,14 +379,14 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
             },
             _ = tokio::time::sleep_until(term_at), if kill_at.is_none() => true,
             _ = sleep_until_opt(kill_at) => {
-                signal_child(&child, Signal::SIGKILL);
+                kill_group(pgid, Signal::SIGKILL);
                 let status = child.wait().await.context("waiting for the command")?;
                 return Ok(ExitCode::from(status_code(status)));
             }
             _ = signals.recv() => true,
         };
         if stop && kill_at.is_none() {
-            signal_child(&child, Signal::SIGTERM);
+            kill_group(pgid, Signal::SIGTERM);
             let at =
                 (Instant::now() + grace).min(deadline.checked_sub(TIMER_SLACK).unwrap_or(deadline));
             kill_at = Some(at);
@@ -388,9 +401,12 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
-fn signal_child(child: &Child, signal: Signal) {
-    if let Some(pid) = child.id() {
-        let _ = kill(Pid::from_raw(pid as i32), signal);
+/// Sends `signal` to every process of the command's group (none left: a
+/// no-op). A process that left the group (`setsid`, a daemon's double fork)
+/// is out of reach: run such a command in the foreground.
+fn kill_group(pgid: Option<Pid>, signal: Signal) {
+    if let Some(pgid) = pgid {
+        let _ = killpg(pgid, signal);
     }
 }
 
