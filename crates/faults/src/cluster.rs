@@ -180,9 +180,17 @@ pub struct Cluster {
 impl Cluster {
     /// Builds the network for `n` nodes and starts every server.
     pub fn start(n: usize, timings: Timings) -> Result<Self> {
+        Self::start_with_hosts(n, 0, timings)
+    }
+
+    /// As [`Cluster::start`], with `hosts` more namespaces on the same
+    /// bridge where no server runs: application hosts, whose processes
+    /// ([`Cluster::host_command`]) reach the servers over the network and can
+    /// be cut off from them ([`Cluster::cut_host`]).
+    pub fn start_with_hosts(n: usize, hosts: usize, timings: Timings) -> Result<Self> {
         let binary = tenure_binary()?;
-        let net = Network::create(n)?;
-        for i in 0..n {
+        let net = Network::create(n + hosts)?;
+        for i in 0..n + hosts {
             firewall::install(&net, i)?;
         }
         remove_stale_temp_dirs();
@@ -450,12 +458,62 @@ impl Cluster {
         firewall::lose(&self.net, i, &self.others(i), percent)
     }
 
-    /// Removes every network fault.
+    /// Removes every network fault (of the application hosts too).
     pub fn heal(&self) -> Result<()> {
-        for i in 0..self.len() {
+        for i in 0..self.net.len() {
             firewall::heal(&self.net, i)?;
         }
         Ok(())
+    }
+
+    /// The namespace index of application host `h`.
+    fn host_index(&self, h: usize) -> usize {
+        assert!(self.len() + h < self.net.len(), "application host {h} was not created");
+        self.len() + h
+    }
+
+    /// A command that runs `program` in application host `h`'s namespace
+    /// (`ip netns exec` execs in place: the child's pid is the program's).
+    pub fn host_command(&self, h: usize, program: &Path) -> Command {
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", self.net.namespace(self.host_index(h))]).arg(program);
+        command
+    }
+
+    /// Cuts application host `h` off from every server, both ways; it still
+    /// reaches the root namespace (the bridge's host address).
+    pub fn cut_host(&self, h: usize) -> Result<()> {
+        let (i, servers): (usize, Vec<usize>) = (self.host_index(h), (0..self.len()).collect());
+        firewall::drop_input_from(&self.net, i, &servers)?;
+        firewall::drop_output_to(&self.net, i, &servers)
+    }
+
+    /// Removes application host `h`'s network faults.
+    pub fn heal_host(&self, h: usize) -> Result<()> {
+        firewall::heal(&self.net, self.host_index(h))
+    }
+
+    /// The `tenure` binary the servers run.
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
+    /// Every server's API endpoint as a CLI's `--endpoints` takes it.
+    pub fn endpoints(&self) -> String {
+        let scheme = if self.certs.is_some() { "https" } else { "http" };
+        let urls: Vec<String> =
+            self.http_addrs().iter().map(|a| format!("{scheme}://{a}")).collect();
+        urls.join(",")
+    }
+
+    /// The run's CA certificate, when the servers run with TLS.
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.certs.as_ref().map(|d| d.join("ca.pem"))
+    }
+
+    /// The file holding the `write` token (mode 600), for a CLI's `--token-file`.
+    pub fn write_token_file(&self) -> PathBuf {
+        self.dir.path().join("kv.token")
     }
 
     /// The last lines of every server's log, for failure reports.

@@ -8,6 +8,7 @@
 //! says why and the tests skip visibly.
 #![warn(missing_docs)]
 
+pub mod app_elections;
 pub mod checker;
 pub mod cluster;
 pub mod error;

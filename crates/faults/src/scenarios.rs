@@ -98,7 +98,18 @@ pub struct Run {
 impl Run {
     /// Starts `n` servers with `timings` and the checker.
     pub async fn start(n: usize, timings: Timings) -> Result<Self, String> {
-        let cluster = Cluster::start(n, timings).map_err(|e| format!("cluster start: {e}"))?;
+        Self::start_with_hosts(n, 0, timings).await
+    }
+
+    /// As [`Run::start`], with `hosts` application hosts
+    /// ([`Cluster::start_with_hosts`]).
+    pub async fn start_with_hosts(
+        n: usize,
+        hosts: usize,
+        timings: Timings,
+    ) -> Result<Self, String> {
+        let cluster = Cluster::start_with_hosts(n, hosts, timings)
+            .map_err(|e| format!("cluster start: {e}"))?;
         let ids = (0..n).map(|i| cluster.id(i)).collect();
         let api = cluster.api().map_err(|e| format!("cluster start: {e}"))?;
         let checker = Checker::start(cluster.http_addrs(), ids, api);

@@ -1,0 +1,631 @@
+//! Application elections on real processes (issue 12): three `tenure run`
+//! processes, each on its own application host (a network namespace of its
+//! own, see [`Cluster::start_with_hosts`]), take turns leading one election
+//! of a three-node tenure cluster. Whoever leads runs a command that writes
+//! to a **fenced resource** every 5 ms, giving its fencing token. The
+//! resource is a TCP server in the test process (the root namespace, which
+//! no fault cuts off: a leader cut off from tenure still reaches it, the
+//! dangerous case) and keeps a ledger of every write.
+//!
+//! The leader is made to go in every way it can, in turn: its command exits
+//! (`tenure run` resigns at once), `tenure run` gets SIGTERM (it stops the
+//! command, then resigns), SIGKILL (its guard stops the command; the session
+//! expires on the tenure leader's clock), SIGSTOP past its TTL (the guard
+//! stops the command by the session's deadline), and its host is cut off
+//! from tenure (the same, with `tenure run` running but unable to renew).
+//! Every few handovers the *tenure* leader is SIGKILLed while an
+//! application leads: that leadership must not change.
+//!
+//! What must hold, over every handover: no write reaches the resource with
+//! a token below one it has already seen (the old leader's command stopped
+//! before its successor's wrote) and one holder per token. A fault is
+//! applied only to a leader whose command has written, with another
+//! candidate waiting. How long each kind of handover took, and the smallest
+//! gap the resource saw between the last write of one leader and the first
+//! of the next, are reported.
+
+use crate::checker::{get_once, Api};
+use crate::cluster::{Cluster, Timings};
+use crate::scenarios::{heal_bound, Outcome, Run, FIRST_ELECTION_BOUND, RESTART_MARGIN};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::net::TcpListener;
+
+/// Tenure's own timings: fast, so that a tenure failover takes a few
+/// hundred milliseconds, well inside an application session's TTL.
+pub const TIMINGS: Timings = Timings { heartbeat_ms: 20, election_timeout_ms: 200 };
+/// Tenure servers.
+const NODES: usize = 3;
+/// Application hosts, one `tenure run` on each.
+const APPS: usize = 3;
+/// The election the applications share.
+const ELECTION: &str = "fenced-job";
+/// The applications' session TTL, ms. A crashed leader is replaced about
+/// this long after its last renewal.
+pub const APP_TTL_MS: u64 = 1000;
+/// SIGTERM to SIGKILL, ms (at most `0.818 × TTL − TTL/2` = 318 ms here).
+const APP_GRACE_MS: u64 = 150;
+/// Bound on a handover: the TTL, the expiry's commit, the waiter's wake-up
+/// and the new command's start, on a loaded two-core machine running debug
+/// builds.
+const HANDOVER_MARGIN: Duration = Duration::from_secs(4);
+/// Bound on the new leader's command reaching the resource, and on an
+/// application becoming a waiting candidate again.
+const STEP_BOUND: Duration = Duration::from_secs(10);
+/// How often the election is polled.
+const POLL: Duration = Duration::from_millis(10);
+/// Timeout of one election read.
+const READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// The *tenure* leader is SIGKILLed after every this many handovers.
+pub const TENURE_KILL_EVERY: usize = 20;
+/// How long an application leadership is watched across a tenure failover:
+/// two TTLs (the old tenure leader's expiry clock is gone, the new one
+/// granted a fresh TTL, and the holder kept renewing through it).
+const ACROSS_TENURE_FAILOVER: Duration = Duration::from_millis(2 * APP_TTL_MS);
+/// The longest line the resource accepts (`<token> <tag>\n`).
+const MAX_LINE: u64 = 64;
+/// Ledger anomalies kept in full (more are only counted).
+const MAX_ANOMALIES: usize = 20;
+/// Most handovers of one run.
+pub const MAX_HANDOVERS: usize = 10_000;
+
+/// How the leading application is made to go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    /// Its command exits (a stop file it checks between writes).
+    CommandExits,
+    /// SIGTERM to `tenure run`.
+    Sigterm,
+    /// SIGKILL to `tenure run`.
+    Sigkill,
+    /// SIGSTOP to `tenure run` until the successor leads.
+    Pause,
+    /// Its host cut off from every tenure server until the successor leads.
+    Partition,
+}
+
+/// The faults, in the order they are applied (then again).
+const FAULTS: [Fault; 5] =
+    [Fault::CommandExits, Fault::Sigterm, Fault::Sigkill, Fault::Pause, Fault::Partition];
+
+/// One token's tenancy as the resource saw it.
+#[derive(Debug, Clone)]
+struct Tenancy {
+    holder: String,
+    first: Instant,
+    last: Instant,
+    writes: u64,
+}
+
+/// The resource's record of every write.
+#[derive(Debug, Default)]
+struct Ledger {
+    tenancies: BTreeMap<u64, Tenancy>,
+    writes: u64,
+    /// Writes whose token was below the highest seen (refused: a fence
+    /// would), or that named a second holder for a token, or unreadable.
+    anomalies: Vec<String>,
+    anomaly_count: u64,
+}
+
+impl Ledger {
+    fn anomaly(&mut self, what: String) {
+        self.anomaly_count += 1;
+        if self.anomalies.len() < MAX_ANOMALIES {
+            self.anomalies.push(what);
+        }
+    }
+
+    /// Records a write of `line` at `at`.
+    fn write(&mut self, line: &str, at: Instant) {
+        let mut parts = line.split_whitespace();
+        let (Some(token), Some(holder), None) = (parts.next(), parts.next(), parts.next()) else {
+            return self.anomaly(format!("unreadable write {line:?}"));
+        };
+        let Ok(token) = token.parse::<u64>() else {
+            return self.anomaly(format!("write without a token: {line:?}"));
+        };
+        self.writes += 1;
+        let highest = self.tenancies.last_key_value().map(|(&t, _)| t);
+        if highest.is_some_and(|h| token < h) {
+            let h = highest.unwrap_or_default();
+            let since = at.duration_since(self.tenancies[&h].first);
+            return self.anomaly(format!(
+                "{holder} wrote with token {token} {since:?} after token {h}'s first write"
+            ));
+        }
+        match self.tenancies.get_mut(&token) {
+            Some(t) if t.holder != holder => {
+                let first = t.holder.clone();
+                self.anomaly(format!("token {token} used by {first} and {holder}"));
+            }
+            Some(t) => {
+                t.last = at;
+                t.writes += 1;
+            }
+            None => {
+                let holder = holder.to_string();
+                self.tenancies.insert(token, Tenancy { holder, first: at, last: at, writes: 1 });
+            }
+        }
+    }
+}
+
+/// The fenced resource: a TCP server that records `<token> <holder>` lines.
+struct Resource {
+    addr: SocketAddr,
+    ledger: Arc<Mutex<Ledger>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Resource {
+    async fn start(ip: Ipv4Addr) -> Result<Self, String> {
+        let listener = TcpListener::bind((ip, 0)).await.map_err(|e| format!("resource: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| format!("resource: {e}"))?;
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let shared = ledger.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let ledger = shared.clone();
+                tokio::spawn(async move {
+                    let mut reader = BufReader::new(stream);
+                    loop {
+                        let mut line = String::new();
+                        match (&mut reader).take(MAX_LINE).read_line(&mut line).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => lock(&ledger).write(line.trim_end(), Instant::now()),
+                        }
+                    }
+                });
+            }
+        });
+        Ok(Resource { addr, ledger, task })
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        lock(&self.ledger)
+    }
+}
+
+impl Drop for Resource {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn lock(m: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One application: a `tenure run --keep-trying` on host `host`.
+struct App {
+    host: usize,
+    tag: String,
+    stop_file: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl App {
+    fn new(host: usize, dir: &Path) -> Self {
+        let tag = format!("app{}", host + 1);
+        App {
+            host,
+            stop_file: dir.join(format!("{tag}.stop")),
+            log: dir.join(format!("{tag}.log")),
+            tag,
+            child: None,
+        }
+    }
+
+    /// The command: connect to the resource, then write `<token> <tag>` every
+    /// 5 ms until the stop file appears. The writing is done by a child of
+    /// the shell (as a script's server would be), and both ignore SIGTERM:
+    /// only a SIGKILL that reaches the whole command (at the deadline, or
+    /// after the grace) stops it otherwise.
+    fn script(&self, resource: SocketAddr) -> String {
+        format!(
+            "exec 3<>/dev/tcp/{}/{} || exit 111; trap '' TERM; \
+             ( trap '' TERM; while [ ! -e {} ]; do echo \"$TENURE_FENCING_TOKEN {}\" >&3 \
+             || exit 112; sleep 0.005; done ) & wait",
+            resource.ip(),
+            resource.port(),
+            self.stop_file.display(),
+            self.tag
+        )
+    }
+
+    fn spawn(&mut self, cluster: &Cluster, resource: SocketAddr) -> Result<(), String> {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| format!("{}: {e}", self.log.display()))?;
+        let err = log.try_clone().map_err(|e| format!("{}: {e}", self.log.display()))?;
+        let mut command = cluster.host_command(self.host, cluster.binary());
+        command.args(["run", "--endpoints", &cluster.endpoints()]);
+        if let Some(ca) = cluster.ca_file() {
+            command.arg("--cacert").arg(ca);
+        }
+        command
+            .arg("--token-file")
+            .arg(cluster.write_token_file())
+            .args(["--election", ELECTION, "--value", &self.tag, "--keep-trying"])
+            .args(["--ttl-ms", &APP_TTL_MS.to_string(), "--grace-ms", &APP_GRACE_MS.to_string()])
+            .args(["--", "bash", "-c", &self.script(resource)])
+            .env_remove("TENURE_TOKEN")
+            .env_remove("TENURE_CACERT")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err);
+        let child = command.spawn().map_err(|e| format!("start {}: {e}", self.tag))?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    fn signal(&self, sig: Signal) -> Result<(), String> {
+        let child = self.child.as_ref().ok_or_else(|| format!("{} is not running", self.tag))?;
+        kill(Pid::from_raw(child.id() as i32), sig).map_err(|e| format!("{sig} {}: {e}", self.tag))
+    }
+
+    /// Waits for `tenure run` to exit (it was told to).
+    async fn reap(&mut self) -> Result<(), String> {
+        let until = Instant::now() + STEP_BOUND;
+        while let Some(child) = self.child.as_mut() {
+            if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+                self.child = None;
+                return Ok(());
+            }
+            if Instant::now() > until {
+                return Err(format!("{} did not exit within {STEP_BOUND:?}", self.tag));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        Ok(())
+    }
+
+    fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        format!("--- {} ---\n{}\n", self.tag, lines[lines.len().saturating_sub(15)..].join("\n"))
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = Pid::from_raw(child.id() as i32);
+            let _ = kill(pid, Signal::SIGCONT);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The election as tenure reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Standing {
+    /// (token, holder's tag) of the leader, if any.
+    leader: Option<(u64, String)>,
+    candidates: usize,
+}
+
+/// Reads the election from the first node that answers.
+async fn standing(api: &Api, nodes: &[SocketAddr]) -> Option<Standing> {
+    let path = format!("/v1/elections/{ELECTION}");
+    for &addr in nodes {
+        let Some((200, body)) = get_once(api.clone(), addr, &path, READ_TIMEOUT).await else {
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let leader = v["leader"]
+            .as_object()
+            .and_then(|l| Some((l.get("token")?.as_u64()?, l.get("value")?.as_str()?.to_string())));
+        let candidates = v["candidates"].as_array().map_or(0, Vec::len);
+        return Some(Standing { leader, candidates });
+    }
+    None
+}
+
+/// Polls the election until `want` holds, within `bound`.
+async fn standing_until(
+    api: &Api,
+    nodes: &[SocketAddr],
+    bound: Duration,
+    want: impl Fn(&Standing) -> bool,
+) -> Result<(Standing, Duration), Option<Standing>> {
+    let start = Instant::now();
+    let mut last = None;
+    loop {
+        if let Some(s) = standing(api, nodes).await {
+            if want(&s) {
+                return Ok((s, start.elapsed()));
+            }
+            last = Some(s);
+        }
+        if start.elapsed() > bound {
+            return Err(last);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Milliseconds of `d`, one decimal.
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+/// One kind of handover: how long the successor took to lead, and the gap
+/// the resource saw between the old leader's last write and the next
+/// leader's first: "kind: n, p50 X ms, max Y ms; gap min Z ms".
+fn summary(kind: Fault, times: &[Duration], gaps: &[Duration]) -> String {
+    let mut t = times.to_vec();
+    t.sort();
+    let gap = gaps.iter().min().map_or("-".to_string(), |g| ms(*g));
+    match (t.get(t.len() / 2), t.last()) {
+        (Some(p50), Some(max)) => format!(
+            "{kind:?}: {} handovers, successor leads after p50 {} ms, max {} ms; \
+             smallest gap between the two leaders' writes {gap} ms",
+            t.len(),
+            ms(*p50),
+            ms(*max)
+        ),
+        _ => format!("{kind:?}: none"),
+    }
+}
+
+/// The scenario's state.
+struct Fenced {
+    run: Run,
+    api: Api,
+    nodes: Vec<SocketAddr>,
+    resource: Resource,
+    apps: Vec<App>,
+}
+
+impl Fenced {
+    fn fail(&self, what: impl std::fmt::Display) -> String {
+        let ledger = self.resource.ledger();
+        let recent: Vec<String> = ledger
+            .tenancies
+            .iter()
+            .rev()
+            .take(6)
+            .map(|(t, x)| format!("  token {t}: {} ({} writes)", x.holder, x.writes))
+            .collect();
+        let apps: String = self.apps.iter().map(App::tail).collect();
+        let what = format!(
+            "{what}\nledger: {} writes, anomalies {:?}; last tenancies:\n{}\n{apps}",
+            ledger.writes,
+            ledger.anomalies,
+            recent.join("\n")
+        );
+        drop(ledger);
+        self.run.fail(what)
+    }
+
+    fn app(&self, tag: &str) -> Result<usize, String> {
+        self.apps.iter().position(|a| a.tag == tag).ok_or_else(|| format!("unknown holder {tag}"))
+    }
+
+    /// Waits until someone leads, its command has written, and another
+    /// candidate waits behind it; returns (token, holder index). A leader
+    /// whose command never writes is allowed while the leadership moves on:
+    /// a client that gave up its session (no renewal in time, on a loaded
+    /// machine) still leads in tenure's view until the session expires.
+    async fn settled(&self) -> Result<(u64, usize), String> {
+        let start = Instant::now();
+        let mut last = None;
+        loop {
+            let anomalies = self.resource.ledger().anomaly_count;
+            if anomalies > 0 {
+                return Err(self.fail(format!("the fenced resource saw {anomalies} anomalies")));
+            }
+            if let Some(s) = standing(&self.api, &self.nodes).await {
+                if let (Some((token, tag)), true) = (&s.leader, s.candidates >= 2) {
+                    if self.resource.ledger().tenancies.contains_key(token) {
+                        return Ok((*token, self.app(tag)?));
+                    }
+                }
+                last = Some(s);
+            }
+            if start.elapsed() > STEP_BOUND {
+                return Err(self.fail(format!(
+                    "no leader that wrote with a waiter behind it within {STEP_BOUND:?}: {last:?}"
+                )));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Makes holder `h` (leading with `token`) go by `fault`, then undoes
+    /// the fault; returns how long until a successor led.
+    async fn hand_over(&mut self, fault: Fault, token: u64, h: usize) -> Result<Duration, String> {
+        let resource = self.resource.addr;
+        match fault {
+            Fault::CommandExits => File::create(&self.apps[h].stop_file)
+                .map(drop)
+                .map_err(|e| format!("stop file: {e}"))?,
+            Fault::Sigterm => self.apps[h].signal(Signal::SIGTERM)?,
+            Fault::Sigkill => self.apps[h].signal(Signal::SIGKILL)?,
+            Fault::Pause => self.apps[h].signal(Signal::SIGSTOP)?,
+            Fault::Partition => {
+                self.run.cluster.cut_host(self.apps[h].host).map_err(|e| e.to_string())?
+            }
+        }
+        let bound = Duration::from_millis(APP_TTL_MS) + HANDOVER_MARGIN;
+        let moved = standing_until(&self.api, &self.nodes, bound, |s| {
+            s.leader.as_ref().is_some_and(|(t, _)| *t > token)
+        })
+        .await;
+        // Undo the fault before judging, so that a failure leaves the
+        // application able to come back.
+        match fault {
+            Fault::CommandExits => {
+                std::fs::remove_file(&self.apps[h].stop_file).map_err(|e| e.to_string())?
+            }
+            Fault::Sigterm | Fault::Sigkill => {
+                self.apps[h].reap().await.map_err(|e| self.fail(e))?;
+                self.apps[h].spawn(&self.run.cluster, resource)?;
+            }
+            Fault::Pause => self.apps[h].signal(Signal::SIGCONT)?,
+            Fault::Partition => {
+                self.run.cluster.heal_host(self.apps[h].host).map_err(|e| e.to_string())?
+            }
+        }
+        match moved {
+            Ok((_, took)) => Ok(took),
+            Err(last) => Err(self.fail(format!(
+                "{fault:?} of {} (token {token}): no successor within {bound:?}; last seen {last:?}",
+                self.apps[h].tag
+            ))),
+        }
+    }
+
+    /// SIGKILLs the tenure leader while application `holder` leads with
+    /// `token`; the application leadership must not change. Restarts the
+    /// node. Returns how long tenure took to elect a new leader.
+    async fn kill_tenure_leader(&mut self, token: u64, holder: usize) -> Result<Duration, String> {
+        let all: Vec<usize> = (0..NODES).collect();
+        let ((l, term), _) = self.run.agreement(&all, Instant::now(), heal_bound(TIMINGS)).await?;
+        let killed = Instant::now();
+        self.run.cluster.kill(l).map_err(|e| self.fail(format!("SIGKILL n{}: {e}", l + 1)))?;
+        let rest: Vec<usize> = all.iter().copied().filter(|&i| i != l).collect();
+        let ((_, term2), took) = self.run.agreement(&rest, killed, heal_bound(TIMINGS)).await?;
+        if term2 <= term {
+            return Err(self.fail(format!("tenure kept term {term} after its leader's SIGKILL")));
+        }
+        tokio::time::sleep(ACROSS_TENURE_FAILOVER).await;
+        let now = standing(&self.api, &self.nodes).await;
+        let held = now.as_ref().and_then(|s| s.leader.as_ref()).map(|(t, _)| *t);
+        if held != Some(token) {
+            return Err(self.fail(format!(
+                "the tenure leader's SIGKILL changed the application leadership of {} \
+                 (token {token}): now {now:?}",
+                self.apps[holder].tag
+            )));
+        }
+        let last_write = self.resource.ledger().tenancies.get(&token).map(|t| t.last);
+        if last_write.is_none_or(|w| w <= killed + ACROSS_TENURE_FAILOVER / 2) {
+            return Err(self.fail(format!(
+                "{}'s command stopped writing across the tenure failover",
+                self.apps[holder].tag
+            )));
+        }
+        self.run.cluster.spawn(l).map_err(|e| self.fail(format!("restart n{}: {e}", l + 1)))?;
+        let back = Instant::now();
+        self.run.agreement(&all, back, heal_bound(TIMINGS) + RESTART_MARGIN).await?;
+        Ok(took)
+    }
+}
+
+/// Runs `handovers` handovers (the faults in turn) and checks the ledger.
+pub async fn fenced_handovers(handovers: usize) -> Result<Outcome, String> {
+    if handovers == 0 || handovers > MAX_HANDOVERS {
+        return Err(format!("1 to {MAX_HANDOVERS} handovers, not {handovers}"));
+    }
+    let run = Run::start_with_hosts(NODES, APPS, TIMINGS).await?;
+    let started = Instant::now();
+    let all: Vec<usize> = (0..NODES).collect();
+    run.agreement(&all, started, FIRST_ELECTION_BOUND).await?;
+    let api = run.cluster.api().map_err(|e| run.fail(e))?;
+    let resource = Resource::start(run.cluster.net().host_addr()).await?;
+    let dir = run.cluster.dir().to_path_buf();
+    let apps = (0..APPS).map(|h| App::new(h, &dir)).collect();
+    let nodes = run.cluster.http_addrs();
+    let mut f = Fenced { run, api, nodes, resource, apps };
+    for h in 0..APPS {
+        let addr = f.resource.addr;
+        f.apps[h].spawn(&f.run.cluster, addr)?;
+    }
+
+    let mut times: BTreeMap<Fault, Vec<Duration>> = BTreeMap::new();
+    // (fault, the token of the leader it ended).
+    let mut ended = Vec::new();
+    let mut tenure_failovers = Vec::new();
+    for k in 0..handovers {
+        let (token, h) = f.settled().await?;
+        if k > 0 && k % TENURE_KILL_EVERY == 0 {
+            tenure_failovers.push(f.kill_tenure_leader(token, h).await?);
+        }
+        let fault = FAULTS[k % FAULTS.len()];
+        let took = f.hand_over(fault, token, h).await?;
+        times.entry(fault).or_default().push(took);
+        ended.push((fault, token));
+    }
+    f.settled().await?;
+    for app in &mut f.apps {
+        app.signal(Signal::SIGTERM)?;
+    }
+    for h in 0..APPS {
+        f.apps[h].reap().await.map_err(|e| f.fail(e))?;
+    }
+    f.run.check_safety()?;
+
+    let ledger = f.resource.ledger();
+    let (anomalies, count) = (ledger.anomalies.clone(), ledger.anomaly_count);
+    let gap_after = |token: u64| {
+        let (_, next) = ledger.tenancies.range(token + 1..).next()?;
+        Some(next.first.saturating_duration_since(ledger.tenancies.get(&token)?.last))
+    };
+    let mut gaps: BTreeMap<Fault, Vec<Duration>> = BTreeMap::new();
+    for &(fault, token) in &ended {
+        gaps.entry(fault).or_default().extend(gap_after(token));
+    }
+    let (writes, leaderships) = (ledger.writes, ledger.tenancies.len());
+    drop(ledger);
+    if count > 0 {
+        return Err(f.fail(format!("the fenced resource saw {count} anomalies: {anomalies:?}")));
+    }
+
+    let mut out = Outcome::default();
+    out.note(format!(
+        "{handovers} handovers of {ELECTION} among {APPS} `tenure run` on their own hosts \
+         (TTL {APP_TTL_MS} ms, grace {APP_GRACE_MS} ms), {NODES} tenure nodes"
+    ));
+    for (kind, t) in &times {
+        out.note(summary(*kind, t, gaps.get(kind).map_or(&[], Vec::as_slice)));
+    }
+    out.note(format!(
+        "fenced resource: {writes} writes by {leaderships} leaderships, none behind the fence, \
+         one holder per token"
+    ));
+    let tenure_ms: Vec<String> = tenure_failovers.iter().map(|d| ms(*d)).collect();
+    out.note(format!(
+        "{} SIGKILLs of the tenure leader (new tenure leader after {} ms): no application \
+         leadership changed, the holder's command kept writing",
+        tenure_failovers.len(),
+        tenure_ms.join(", ")
+    ));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ledger_refuses_a_token_behind_the_fence_and_a_second_holder() {
+        let t0 = Instant::now();
+        let mut l = Ledger::default();
+        l.write("5 app1", t0);
+        l.write("5 app1", t0);
+        l.write("7 app2", t0);
+        assert_eq!(l.anomaly_count, 0);
+        l.write("5 app1", t0);
+        l.write("7 app3", t0);
+        l.write("garbage", t0);
+        l.write(" app1", t0);
+        assert_eq!(l.anomaly_count, 4, "{:?}", l.anomalies);
+        assert_eq!(l.tenancies[&5].writes, 2);
+        assert_eq!(l.tenancies[&7].holder, "app2");
+    }
+}
