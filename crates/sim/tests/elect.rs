@@ -60,11 +60,13 @@ fn sweep(seeds: std::ops::RangeInclusive<u64>, nodes: &[usize], sim_seconds: u64
     total
 }
 
-/// A light sweep for every test run: a few hundred seeds per protocol,
-/// short fault phases, 3 and 5 nodes.
+/// A light sweep for every test run: 60 seeds per protocol (180 runs, about
+/// 350 handovers and 250 expiries), short fault phases, 3 and 5 nodes. CI's
+/// release step runs 200 seeds per protocol through `tenure sim`.
 #[test]
 fn every_protocol_keeps_app_elections_safe_and_live_under_faults() {
-    let t = sweep(1..=200, &[3, 5], 5);
+    let t = sweep(1..=60, &[3, 5], 5);
+    eprintln!("{t:?}");
     assert!(t.handovers > 300 && t.expiries > 100, "the apps got little done: {t:?}");
     assert!(t.app_crashes > 0 && t.app_pauses > 0 && t.app_cutoffs > 0, "{t:?}");
     assert!(t.deadline_stops > 0 && t.resumed > 0 && t.renewals_refused > 0, "{t:?}");
