@@ -79,9 +79,11 @@ fn start_of(
     })?;
     let last_event_id = match headers.get("last-event-id") {
         None => None,
-        Some(v) => Some(v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()).ok_or_else(
-            || ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID is not a revision"),
-        )?),
+        Some(v) => {
+            Some(v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()).ok_or_else(|| {
+                ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID is not a revision")
+            })?)
+        }
     };
     Ok((q.from_revision, last_event_id))
 }
@@ -288,9 +290,11 @@ mod tests {
         let shown = format!("{:?}", event(&told));
         assert!(shown.contains("event: leader") && shown.contains("id: 20"), "{shown}");
         assert!(shown.contains("\\\"token\\\":17") && shown.contains("10.0.0.1:80"), "{shown}");
-        let none = format!("{:?}", event(&Told::Observation(Observation::NoLeader { revision: 21 })));
+        let none =
+            format!("{:?}", event(&Told::Observation(Observation::NoLeader { revision: 21 })));
         assert!(none.contains("event: no-leader") && none.contains("id: 21"), "{none}");
-        let gone = format!("{:?}", event(&Told::Compacted(Compacted { compacted: 9, current: 30 })));
+        let gone =
+            format!("{:?}", event(&Told::Compacted(Compacted { compacted: 9, current: 30 })));
         assert!(gone.contains("event: compacted") && !gone.contains("id:"), "{gone}");
         assert!(gone.contains("\\\"current\\\":30"), "{gone}");
     }
