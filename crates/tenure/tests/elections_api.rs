@@ -515,6 +515,58 @@ async fn an_observer_that_reconnects_is_told_exactly_the_changes_it_missed() {
     stop_all(&mut servers).await;
 }
 
+/// The observer's next change, in time.
+async fn next(o: &mut tenure_client::Observer) -> tenure_client::Observed {
+    tokio::time::timeout(ANSWER_BOUND, o.next()).await.expect("in time").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_observer_resumes_on_the_next_node_without_missing_a_change() {
+    use tenure_client::{Client, ClientOptions, Cluster, Election, Observed};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut servers, l) = three_nodes(dir.path()).await;
+    let (i1, i2) = ((l + 1) % 3, (l + 2) % 3);
+    let (f1, f2, lead) = (servers[i1].http, servers[i2].http, servers[l].http);
+    let client = Client::new(ClientOptions { cacert: None, token: Some(READ_TOKEN) }).unwrap();
+    let endpoints = vec![format!("http://{f1}"), format!("http://{f2}")];
+    let cluster = std::sync::Arc::new(Cluster::new(client, endpoints).unwrap());
+    let mut observer = Election::new(cluster, "app").unwrap().observe();
+    assert!(matches!(next(&mut observer).await, Observed::NoLeader { .. }));
+    let (a, b, c) = (session(lead).await, session(lead).await, session(lead).await);
+    let t = campaign(lead, "app", a, "a1").await.json()["token"].as_u64().unwrap();
+    assert_eq!(
+        next(&mut observer).await,
+        Observed::Leader { session: a, value: "a1".into(), token: t, revision: t }
+    );
+    // The node it follows stops; changes are made while it is away.
+    servers[i1].stop(STOP_BOUND).await.unwrap();
+    let p = post(lead, "/v1/elections/app/proclaim", json!({"session": a, "value": "a2"})).await;
+    let tb = campaign(lead, "app", b, "b1").await.json()["create_revision"].as_u64().unwrap();
+    let r = post(lead, "/v1/elections/app/resign", json!({"session": a})).await;
+    let revoked = call(lead, "DELETE", &format!("/v1/sessions/{b}"), b"").await.json();
+    let tc = campaign(lead, "app", c, "c1").await.json()["token"].as_u64().unwrap();
+    let rev = |v: &Value| v["revision"].as_u64().unwrap();
+    let expected = [
+        Observed::Leader { session: a, value: "a2".into(), token: t, revision: rev(&p) },
+        Observed::Leader { session: b, value: "b1".into(), token: tb, revision: rev(&r) },
+        Observed::NoLeader { revision: rev(&revoked) },
+        Observed::Leader { session: c, value: "c1".into(), token: tc, revision: tc },
+    ];
+    for want in expected {
+        assert_eq!(next(&mut observer).await, want);
+    }
+    // Then live, from the second node, with nothing repeated.
+    let live = post(f2, "/v1/elections/app/proclaim", json!({"session": c, "value": "c2"})).await;
+    assert_eq!(
+        next(&mut observer).await,
+        Observed::Leader { session: c, value: "c2".into(), token: tc, revision: rev(&live) }
+    );
+    drop(observer);
+    for i in [l, i2] {
+        servers[i].stop(STOP_BOUND).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumption_from_compacted_history_says_so_then_tells_the_state() {
     let dir = tempfile::tempdir().unwrap();
