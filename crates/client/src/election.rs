@@ -451,7 +451,9 @@ fn final_refusal(status: StatusCode) -> bool {
 }
 
 /// An observe event as an [`Observed`]; None for events of other names.
-fn parse_event(url: &str, event: &crate::http::SseEvent) -> Result<Option<Observed>, Error> {
+/// Public for the fuzz target.
+#[doc(hidden)]
+pub fn parse_event(url: &str, event: &crate::http::SseEvent) -> Result<Option<Observed>, Error> {
     let bad = |e: serde_json::Error| Error::Stream {
         url: url.to_string(),
         problem: format!("bad {} event {}: {e}", event.event, event.data),
