@@ -236,7 +236,7 @@ fn config_seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fn http_seeds() -> Vec<(String, Vec<u8>)> {
-    let bodies: [(&str, u8, &str); 13] = [
+    let bodies: [(&str, u8, &str); 34] = [
         ("transfer", 0, r#"{"to": 2}"#),
         ("transfer-zero", 0, r#"{"to": 0}"#),
         ("transfer-extra", 0, r#"{"to": 2, "from": 1}"#),
@@ -269,6 +269,39 @@ fn http_seeds() -> Vec<(String, Vec<u8>)> {
             "txn-answer",
             8,
             r#"{"succeeded":false,"revision":5,"fencing_token":1,"responses":[{"get":{"kv":{"key":"k","value_base64":"/wA=","create_revision":5,"mod_revision":5,"version":1}}},{"put":{"prev":null}}]}"#,
+        ),
+        ("grant", 9, r#"{"ttl_ms": 10000}"#),
+        ("grant-short", 9, r#"{"ttl_ms": 100}"#),
+        ("grant-string", 9, r#"{"ttl_ms": "5000"}"#),
+        ("campaign", 10, "db-primary\n{\"session\": 3, \"value\": \"10.0.0.1:5432\"}"),
+        ("campaign-no-value", 10, "db.eu_1\n{\"session\": 3}"),
+        ("campaign-bad-name", 10, "a/b\n{\"session\": 3, \"value\": \"x\"}"),
+        ("campaign-session-zero", 10, "db\n{\"session\": 0, \"value\": \"x\"}"),
+        ("campaign-extra", 10, "db\n{\"session\": 3, \"value\": \"x\", \"ttl_ms\": 1}"),
+        ("resign", 11, "db\n{\"session\": 3}"),
+        ("resign-negative", 11, "db\n{\"session\": -3}"),
+        ("proclaim", 12, "db\n{\"session\": 3, \"value\": \"10.0.0.2:5432\"}"),
+        ("proclaim-no-value", 12, "db\n{\"session\": 3}"),
+        (
+            "candidacy-answer",
+            13,
+            r#"{"name":"db","session":4,"create_revision":19,"leader":false,"token":null,"ahead":1}"#,
+        ),
+        (
+            "election-answer",
+            14,
+            r#"{"name":"db","leader":{"session":3,"value":"a","token":17},"candidates":[{"session":3,"value":"a","create_revision":17},{"session":4,"value":"b","create_revision":19}],"revision":20}"#,
+        ),
+        ("check-answer", 15, r#"{"current":true,"token":17,"revision":20}"#),
+        ("session-answer", 16, r#"{"id":3,"ttl_ms":10000}"#),
+        ("revoke-answer", 16, r#"{"id":3,"keys_deleted":1,"revision":21}"#),
+        ("proclaim-answer", 17, r#"{"revision":21,"token":17}"#),
+        ("observe-leader", 18, "leader\n{\"session\":3,\"value\":\"a\",\"token\":17,\"revision\":17}"),
+        ("observe-no-leader", 18, "no-leader\n{\"revision\":22}"),
+        (
+            "observe-compacted",
+            18,
+            "compacted\n{\"error\":\"changes up to revision 10 are no longer kept\",\"compacted\":10,\"current\":30}",
         ),
     ];
     bodies

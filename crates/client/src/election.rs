@@ -137,17 +137,27 @@ pub enum Observed {
         /// The revision of the change.
         revision: u64,
     },
+    /// The changes after the last one reported, up to `current`, could not
+    /// be told (the cluster no longer keeps them): the next observation is
+    /// the state as of `current`, whether it changed or not.
+    Missed {
+        /// Changes up to this revision are no longer kept.
+        compacted: u64,
+        /// The revision of the state that follows.
+        current: u64,
+    },
 }
 
 impl Observed {
     /// The state without its revision: two events with the same one say
-    /// the same (a reconnection repeats the current state).
-    fn state(&self) -> (Option<u64>, Option<&str>, Option<u64>) {
+    /// the same (a stream started afresh repeats the current state).
+    fn state(&self) -> Option<(Option<u64>, Option<&str>, Option<u64>)> {
         match self {
             Observed::Leader { session, value, token, .. } => {
-                (Some(*session), Some(value), Some(*token))
+                Some((Some(*session), Some(value), Some(*token)))
             }
-            Observed::NoLeader { .. } => (None, None, None),
+            Observed::NoLeader { .. } => Some((None, None, None)),
+            Observed::Missed { .. } => None,
         }
     }
 }
@@ -321,21 +331,42 @@ impl Election {
     /// Follows the election's changes: the current state first, then every
     /// change, including "no leader" (see [`Observer::next`]).
     pub fn observe(&self) -> Observer {
-        Observer { election: self.clone(), stream: None, last: None, backoff: OBSERVE_BACKOFF_MIN }
+        Observer {
+            election: self.clone(),
+            stream: None,
+            last: None,
+            last_id: None,
+            afresh: false,
+            backoff: OBSERVE_BACKOFF_MIN,
+        }
     }
 }
 
 /// The changes of an election, across reconnections: when a node's stream
-/// ends or fails, the next endpoint is followed; as a new stream starts
-/// with the current state, a state equal to the last one reported is not
-/// reported again (changes that came and went while disconnected are not
-/// seen, the state after them is).
+/// ends or fails, the next endpoint is followed from the id of the last
+/// event received (`Last-Event-ID`), so the changes made while disconnected
+/// are reported, in order, none twice. When the cluster no longer keeps
+/// them, [`Observed::Missed`] says so and the state then follows.
 #[derive(Debug)]
 pub struct Observer {
     election: Election,
     stream: Option<crate::http::EventStream>,
+    /// The last observation reported.
     last: Option<Observed>,
+    /// The id of the last event received: where a new stream resumes.
+    last_id: Option<u64>,
+    /// The stream was opened without an id after something was reported
+    /// (a server whose events have none): its first event is the state,
+    /// reported only if it differs from the last.
+    afresh: bool,
     backoff: Duration,
+}
+
+/// The event `compacted`: the changes asked for are gone; the state follows.
+#[derive(Deserialize)]
+struct CompactedEvent {
+    compacted: u64,
+    current: u64,
 }
 
 #[derive(Deserialize)]
@@ -355,8 +386,11 @@ impl Observer {
             let endpoint = cluster.current().to_string();
             if self.stream.is_none() {
                 let url = format!("{endpoint}{}", self.election.path("/observe"));
-                match cluster.client().event_stream(&url, None).await {
-                    Ok(s) => self.stream = Some(s),
+                match cluster.client().event_stream(&url, self.last_id).await {
+                    Ok(s) => {
+                        self.afresh = self.last_id.is_none() && self.last.is_some();
+                        self.stream = Some(s);
+                    }
                     Err(e) => {
                         self.failed(&endpoint, e).await?;
                         continue;
@@ -370,7 +404,12 @@ impl Observer {
                     let Some(observed) = parse_event(stream.url(), &event)? else {
                         continue;
                     };
-                    if self.last.as_ref().map(Observed::state) == Some(observed.state()) {
+                    if let Some(id) = event.id.as_deref().and_then(|id| id.parse().ok()) {
+                        self.last_id = Some(id);
+                    }
+                    if std::mem::take(&mut self.afresh)
+                        && self.last.as_ref().and_then(Observed::state) == observed.state()
+                    {
                         continue;
                     }
                     self.last = Some(observed.clone());
@@ -412,7 +451,9 @@ fn final_refusal(status: StatusCode) -> bool {
 }
 
 /// An observe event as an [`Observed`]; None for events of other names.
-fn parse_event(url: &str, event: &crate::http::SseEvent) -> Result<Option<Observed>, Error> {
+/// Public for the fuzz target.
+#[doc(hidden)]
+pub fn parse_event(url: &str, event: &crate::http::SseEvent) -> Result<Option<Observed>, Error> {
     let bad = |e: serde_json::Error| Error::Stream {
         url: url.to_string(),
         problem: format!("bad {} event {}: {e}", event.event, event.data),
@@ -430,6 +471,10 @@ fn parse_event(url: &str, event: &crate::http::SseEvent) -> Result<Option<Observ
         "no-leader" => {
             let e: RevisionBody = serde_json::from_str(&event.data).map_err(bad)?;
             Ok(Some(Observed::NoLeader { revision: e.revision }))
+        }
+        "compacted" => {
+            let e: CompactedEvent = serde_json::from_str(&event.data).map_err(bad)?;
+            Ok(Some(Observed::Missed { compacted: e.compacted, current: e.current }))
         }
         _ => Ok(None),
     }
@@ -476,9 +521,12 @@ mod tests {
         assert_eq!(none, Some(Observed::NoLeader { revision: 20 }));
         assert_eq!(parse_event("u", &ev("other", "{}")).unwrap(), None);
         assert!(parse_event("u", &ev("leader", "{}")).is_err());
-        // A repeated state (after a reconnection) compares equal whatever its revision.
+        let gone = parse_event("u", &ev("compacted", r#"{"error":"x","compacted":5,"current":9}"#));
+        assert_eq!(gone.unwrap(), Some(Observed::Missed { compacted: 5, current: 9 }));
+        // A repeated state (a stream started afresh) compares equal whatever its revision.
         let a = Observed::NoLeader { revision: 1 };
         let b = Observed::NoLeader { revision: 9 };
         assert_eq!(a.state(), b.state());
+        assert_eq!(Observed::Missed { compacted: 1, current: 2 }.state(), None);
     }
 }

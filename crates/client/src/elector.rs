@@ -171,6 +171,8 @@ impl LeaderElector {
                             f(Some(Leader { session, value, token }))
                         }
                         Ok(Observed::NoLeader { .. }) => f(None),
+                        // The state follows, reported as a change.
+                        Ok(Observed::Missed { .. }) => {}
                         Err(e) => {
                             tracing::warn!(error = %e, "observing the election failed");
                             return;

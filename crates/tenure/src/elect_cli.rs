@@ -69,7 +69,8 @@ pub struct ElectArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TTL_MS, conflicts_with = "observe")]
     pub ttl_ms: u64,
     /// Do not campaign: print every change of the election (its leader with value and
-    /// fencing token, and "no leader") until Ctrl-C.
+    /// fencing token, and "no leader") until Ctrl-C. A dropped connection is resumed on
+    /// the next endpoint from the last change printed: the changes in between are printed.
     #[arg(long)]
     pub observe: bool,
     #[command(flatten)]
@@ -228,6 +229,10 @@ pub fn describe(event: &Observed) -> String {
             "leader  token {token}  session {session}  value {value:?}  (revision {revision})"
         ),
         Observed::NoLeader { revision } => format!("no leader  (revision {revision})"),
+        Observed::Missed { compacted, current } => format!(
+            "changes missed while disconnected (history up to revision {compacted} is no \
+             longer kept); the state as of revision {current} follows"
+        ),
     }
 }
 
@@ -267,5 +272,7 @@ mod tests {
         let leader = Observed::Leader { session: 7, value: "a b".into(), token: 42, revision: 42 };
         assert_eq!(describe(&leader), "leader  token 42  session 7  value \"a b\"  (revision 42)");
         assert_eq!(describe(&Observed::NoLeader { revision: 50 }), "no leader  (revision 50)");
+        let missed = describe(&Observed::Missed { compacted: 60, current: 70 });
+        assert!(missed.contains("missed") && missed.contains("as of revision 70"), "{missed}");
     }
 }

@@ -2,8 +2,9 @@
 //! (`tenure::server::run`, real sockets): campaigns through followers,
 //! long polls that return when the candidate ahead leaves (resigned, or its
 //! session revoked), proclaim, observe streams, tokens that only grow
-//! (across a tenure leader change too), bad input that writes nothing, and
-//! no herd: a resignation wakes one waiter, not the queue.
+//! (across a tenure leader change too), bad input that writes nothing, no
+//! herd: a resignation wakes one waiter, not the queue, and observers that
+//! resume with `Last-Event-ID` or `from_revision`.
 
 mod inproc;
 
@@ -106,6 +107,7 @@ fn dechunk(mut raw: &[u8]) -> Vec<u8> {
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Sse {
     event: String,
+    id: Option<u64>,
     data: Value,
 }
 
@@ -118,9 +120,17 @@ struct Stream {
 impl Stream {
     /// Opens `path` with the read token; the answer's status.
     async fn open(addr: SocketAddr, path: &str) -> (u16, Stream) {
+        Stream::resume(addr, path, None).await
+    }
+
+    /// Opens `path` with the read token and this `Last-Event-ID`.
+    async fn resume(addr: SocketAddr, path: &str, last_event_id: Option<&str>) -> (u16, Stream) {
         let mut conn = TcpStream::connect(addr).await.unwrap();
-        let head =
-            format!("GET {path} HTTP/1.1\r\nHost: test\r\n{}\r\n", authorization(Some(READ_TOKEN)));
+        let id = last_event_id.map(|id| format!("Last-Event-ID: {id}\r\n")).unwrap_or_default();
+        let head = format!(
+            "GET {path} HTTP/1.1\r\nHost: test\r\n{id}{}\r\n",
+            authorization(Some(READ_TOKEN))
+        );
         conn.write_all(head.as_bytes()).await.unwrap();
         let mut s = Stream { conn, buffered: Vec::new() };
         let head = s.until(b"\r\n\r\n").await;
@@ -154,6 +164,7 @@ impl Stream {
             for line in chunk.lines() {
                 match line.split_once(':') {
                     Some(("event", v)) => sse.event = v.trim().to_string(),
+                    Some(("id", v)) => sse.id = Some(v.trim().parse().unwrap()),
                     Some(("data", v)) => sse.data = serde_json::from_str(v.trim()).unwrap(),
                     _ => {}
                 }
@@ -399,6 +410,236 @@ async fn proclaim_keeps_the_token_and_observers_see_every_change_in_order() {
     assert_eq!(metric(f2, "tenure_election_observers").await, 1);
     assert!(metric(f2, "tenure_election_observe_events_total").await >= 5);
     drop((observer, late));
+    stop_all(&mut servers).await;
+}
+
+/// The events' (name, id, session, value, token, revision).
+type Told = (String, Option<u64>, Option<u64>, Option<String>, Option<u64>, Option<u64>);
+
+fn told(e: &Sse) -> Told {
+    let d = &e.data;
+    (
+        e.event.clone(),
+        e.id,
+        d["session"].as_u64(),
+        d["value"].as_str().map(str::to_string),
+        d["token"].as_u64(),
+        d["revision"].as_u64(),
+    )
+}
+
+async fn post(addr: SocketAddr, path: &str, body: Value) -> Value {
+    let a = call(addr, "POST", path, body.to_string().as_bytes()).await;
+    assert_eq!(a.status, 200, "{path}: {a:?}");
+    a.json()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_that_reconnects_is_told_exactly_the_changes_it_missed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut servers, l) = three_nodes(dir.path()).await;
+    let (f1, f2, lead) = (servers[(l + 1) % 3].http, servers[(l + 2) % 3].http, servers[l].http);
+    let (a, b, c) = (session(f1).await, session(f2).await, session(lead).await);
+    // One observer stays for the whole test: what the others must match.
+    let (_, mut stayed) = Stream::open(lead, "/v1/elections/app/observe").await;
+    let (_, mut left) = Stream::open(f2, "/v1/elections/app/observe").await;
+    let first = left.next().await;
+    assert_eq!(first.event, "no-leader");
+    assert_eq!(first.id, first.data["revision"].as_u64(), "every event has its revision as id");
+    assert_eq!(told(&stayed.next().await).0, "no-leader");
+    let t = campaign(f1, "app", a, "a1").await.json()["token"].as_u64().unwrap();
+    let seen = left.next().await;
+    assert_eq!(
+        (seen.event.as_str(), seen.id, seen.data["token"].as_u64()),
+        ("leader", Some(t), Some(t))
+    );
+    assert_eq!(told(&stayed.next().await), told(&seen));
+    let last_id = seen.id.unwrap();
+    drop(left);
+
+    // Missed: a proclaim, a campaign behind (not a change), a resignation (a
+    // new leader), a session revoked (no leader), a new leader again.
+    let p = post(f1, "/v1/elections/app/proclaim", json!({"session": a, "value": "a2"})).await;
+    assert_eq!(campaign(f2, "app", b, "b1").await.status, 200);
+    let r = post(f2, "/v1/elections/app/resign", json!({"session": a})).await;
+    let revoked = call(lead, "DELETE", &format!("/v1/sessions/{b}"), b"").await.json();
+    let tc = campaign(lead, "app", c, "c1").await.json()["token"].as_u64().unwrap();
+    let mut missed = Vec::new();
+    for _ in 0..4 {
+        missed.push(told(&stayed.next().await));
+    }
+    let rev = |v: &Value| v["revision"].as_u64();
+    let expected: Vec<Told> = vec![
+        ("leader".into(), rev(&p), Some(a), Some("a2".into()), Some(t), rev(&p)),
+        ("leader".into(), rev(&r), Some(b), Some("b1".into()), missed[1].4, rev(&r)),
+        ("no-leader".into(), rev(&revoked), None, None, None, rev(&revoked)),
+        ("leader".into(), Some(tc), Some(c), Some("c1".into()), Some(tc), Some(tc)),
+    ];
+    assert_eq!(missed, expected, "what the observer that stayed was told");
+    assert!(missed[1].4 > Some(t), "b's token is larger");
+
+    // Resumed with Last-Event-ID (a browser's EventSource) on another node,
+    // and with from_revision on a third: exactly those, in order, then live.
+    let (code, mut by_id) =
+        Stream::resume(f1, "/v1/elections/app/observe", Some(&last_id.to_string())).await;
+    assert_eq!(code, 200);
+    let by_query = format!("/v1/elections/app/observe?from_revision={}", last_id + 1);
+    let (code, mut by_from) = Stream::open(lead, &by_query).await;
+    assert_eq!(code, 200);
+    // A browser resends its first URL's from_revision with a later id: the later wins.
+    let (_, mut both) =
+        Stream::resume(f2, "/v1/elections/app/observe?from_revision=1", Some(&last_id.to_string()))
+            .await;
+    for resumed in [&mut by_id, &mut by_from, &mut both] {
+        for want in &expected {
+            assert_eq!(&told(&resumed.next().await), want);
+        }
+    }
+    let live = post(lead, "/v1/elections/app/proclaim", json!({"session": c, "value": "c2"})).await;
+    for s in [&mut stayed, &mut by_id, &mut by_from, &mut both] {
+        let e = s.next().await;
+        assert_eq!(
+            (e.id, e.data["value"].as_str()),
+            (rev(&live), Some("c2")),
+            "nothing else first"
+        );
+    }
+    // Resuming at the latest id tells nothing until the next change.
+    let (_, mut at_end) =
+        Stream::resume(f2, "/v1/elections/app/observe", Some(&rev(&live).unwrap().to_string()))
+            .await;
+    post(f2, "/v1/elections/app/resign", json!({"session": c})).await;
+    let e = at_end.next().await;
+    assert_eq!((e.event.as_str(), e.id), ("no-leader", stayed.next().await.id));
+    drop((stayed, by_id, by_from, both, at_end));
+    stop_all(&mut servers).await;
+}
+
+/// The observer's next change, in time.
+async fn next(o: &mut tenure_client::Observer) -> tenure_client::Observed {
+    tokio::time::timeout(ANSWER_BOUND, o.next()).await.expect("in time").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_observer_resumes_on_the_next_node_without_missing_a_change() {
+    use tenure_client::{Client, ClientOptions, Cluster, Election, Observed};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut servers, l) = three_nodes(dir.path()).await;
+    let (i1, i2) = ((l + 1) % 3, (l + 2) % 3);
+    let (f1, f2, lead) = (servers[i1].http, servers[i2].http, servers[l].http);
+    let client = Client::new(ClientOptions { cacert: None, token: Some(READ_TOKEN) }).unwrap();
+    let endpoints = vec![format!("http://{f1}"), format!("http://{f2}")];
+    let cluster = std::sync::Arc::new(Cluster::new(client, endpoints).unwrap());
+    let mut observer = Election::new(cluster, "app").unwrap().observe();
+    assert!(matches!(next(&mut observer).await, Observed::NoLeader { .. }));
+    let (a, b, c) = (session(lead).await, session(lead).await, session(lead).await);
+    let t = campaign(lead, "app", a, "a1").await.json()["token"].as_u64().unwrap();
+    assert_eq!(
+        next(&mut observer).await,
+        Observed::Leader { session: a, value: "a1".into(), token: t, revision: t }
+    );
+    // The node it follows stops; changes are made while it is away.
+    servers[i1].stop(STOP_BOUND).await.unwrap();
+    let p = post(lead, "/v1/elections/app/proclaim", json!({"session": a, "value": "a2"})).await;
+    let tb = campaign(lead, "app", b, "b1").await.json()["create_revision"].as_u64().unwrap();
+    let r = post(lead, "/v1/elections/app/resign", json!({"session": a})).await;
+    let revoked = call(lead, "DELETE", &format!("/v1/sessions/{b}"), b"").await.json();
+    let tc = campaign(lead, "app", c, "c1").await.json()["token"].as_u64().unwrap();
+    let rev = |v: &Value| v["revision"].as_u64().unwrap();
+    let expected = [
+        Observed::Leader { session: a, value: "a2".into(), token: t, revision: rev(&p) },
+        Observed::Leader { session: b, value: "b1".into(), token: tb, revision: rev(&r) },
+        Observed::NoLeader { revision: rev(&revoked) },
+        Observed::Leader { session: c, value: "c1".into(), token: tc, revision: tc },
+    ];
+    for want in expected {
+        assert_eq!(next(&mut observer).await, want);
+    }
+    // Then live, from the second node, with nothing repeated.
+    let live = post(f2, "/v1/elections/app/proclaim", json!({"session": c, "value": "c2"})).await;
+    assert_eq!(
+        next(&mut observer).await,
+        Observed::Leader { session: c, value: "c2".into(), token: tc, revision: rev(&live) }
+    );
+    drop(observer);
+    for i in [l, i2] {
+        servers[i].stop(STOP_BOUND).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumption_from_compacted_history_says_so_then_tells_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut servers, l) = three_nodes(dir.path()).await;
+    let (f1, lead) = (servers[(l + 1) % 3].http, servers[l].http);
+    let (a, b) = (session(f1).await, session(lead).await);
+    let t = campaign(f1, "app", a, "a1").await.json()["token"].as_u64().unwrap();
+    let (_, mut observer) = Stream::open(f1, "/v1/elections/app/observe").await;
+    let last_id = observer.next().await.id.unwrap();
+    drop(observer);
+    // Missed: a resignation, then more changes than the store keeps.
+    campaign(lead, "app", b, "b1").await;
+    post(f1, "/v1/elections/app/resign", json!({"session": a})).await;
+    let max_ops = tenure_kv::MAX_TXN_OPS;
+    let batch: Vec<Value> =
+        (0..max_ops).map(|i| json!({"put": {"key": format!("bulk/{i}"), "value": "x"}})).collect();
+    let body = json!({ "success": batch }).to_string();
+    for _ in 0..tenure_kv::MAX_HISTORY.div_ceil(max_ops) {
+        assert_eq!(call(lead, "POST", "/v1/txn", body.as_bytes()).await.status, 200);
+    }
+    let now = revision(f1).await;
+    for (path, id) in [
+        ("/v1/elections/app/observe".to_string(), Some(last_id.to_string())),
+        (format!("/v1/elections/app/observe?from_revision={}", last_id + 1), None),
+    ] {
+        let (code, mut resumed) = Stream::resume(f1, &path, id.as_deref()).await;
+        assert_eq!(code, 200, "{path}");
+        let gone = resumed.next().await;
+        assert_eq!((gone.event.as_str(), gone.id), ("compacted", None), "{gone:?}");
+        assert!(gone.data["compacted"].as_u64() > Some(last_id), "{gone:?}");
+        assert_eq!(gone.data["current"].as_u64(), Some(now), "{gone:?}");
+        assert!(gone.data["error"].as_str().unwrap().contains("state as of revision"), "{gone:?}");
+        let state = resumed.next().await;
+        assert_eq!(
+            (state.event.as_str(), state.id, state.data["session"].as_u64()),
+            ("leader", Some(now), Some(b)),
+            "then the state now"
+        );
+        assert!(state.data["token"].as_u64() > Some(t));
+    }
+    stop_all(&mut servers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_resumption_is_a_400() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut servers, l) = three_nodes(dir.path()).await;
+    let f = servers[(l + 1) % 3].http;
+    let now = revision(f).await;
+    let path = "/v1/elections/app/observe";
+    let future = (now + 1).to_string();
+    for (query, id, why) in [
+        ("", Some("seven"), "not a number"),
+        ("", Some("-1"), "not a revision"),
+        ("", Some(future.as_str()), "in the future"),
+        ("", Some("18446744073709551615"), "far in the future"),
+        ("?from_revision=x", None, "not a number"),
+        ("?from_revision=-3", None, "not a revision"),
+        ("?after=3", None, "not a parameter"),
+    ] {
+        let (code, _) = Stream::resume(f, &format!("{path}{query}"), id).await;
+        assert_eq!(code, 400, "{why}: {query} {id:?}");
+    }
+    let far = format!("{path}?from_revision={}", now + 2);
+    let (code, mut s) = Stream::open(f, &far).await;
+    assert_eq!(code, 400, "from_revision after the next revision");
+    let body = s.until(b"}").await;
+    assert!(body.contains("cannot resume after revision"), "{body}");
+    // The next revision is not the future: the stream waits for it.
+    let (code, _) = Stream::open(f, &format!("{path}?from_revision={}", now + 1)).await;
+    assert_eq!(code, 200);
+    let (code, _) = Stream::resume(f, path, Some(&now.to_string())).await;
+    assert_eq!(code, 200);
     stop_all(&mut servers).await;
 }
 

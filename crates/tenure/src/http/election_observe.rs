@@ -1,54 +1,146 @@
-//! `GET /v1/elections/{name}/observe`: Server-Sent Events of one
-//! election's leadership. First the state when the stream opens (a
-//! linearizable read): `event: leader` with `{"session","value","token",
-//! "revision"}`, or `event: no-leader` with `{"revision"}`. Then one event
-//! per revision that changes it: a new leader, a proclaim (same token, new
-//! value), or `no-leader` when the last candidate leaves.
+//! `GET /v1/elections/{name}/observe[?from_revision=R]`: Server-Sent
+//! Events of one election's leadership. First the state when the stream
+//! opens (a linearizable read): `event: leader` with `{"session","value",
+//! "token","revision"}`, or `event: no-leader` with `{"revision"}`. Then
+//! one event per revision that changes it: a new leader, a proclaim (same
+//! token, new value), or `no-leader` when the last candidate leaves.
+//!
+//! Every one of those events carries `id: <revision>`: the client has seen
+//! the election up to that revision. A client that reconnects with the
+//! `Last-Event-ID` header (as a browser's `EventSource` does) or with
+//! `from_revision=<last id + 1>` (as for `/v1/kv-watch`; both given, the
+//! later wins) is not told the state first: it is told every change after
+//! the id, in order, then the stream goes on live ([`Observed::at`] rebuilds
+//! the election as it stood then). A resumption from after the store's
+//! revision is a 400, as is an id or revision that is not a number.
 //!
 //! The stream replays the store's change history of the election's keys
-//! revision by revision, so no leader in between is skipped. If it falls
-//! behind the history the store keeps ([`tenure_kv::MAX_HISTORY`]), or the
-//! node installs a snapshot, it reads the election again and tells the
-//! state then, if it differs (leaders in between are not told). A stream
-//! takes a watch slot, as `/v1/kv-watch` streams do; it is not resumable
-//! (a client that reconnects is told the state first).
+//! revision by revision, so no leader in between is skipped. When the
+//! changes it needs are no longer kept ([`tenure_kv::MAX_HISTORY`], or a
+//! snapshot was installed), at the start of a resumption or later, it sends
+//! `event: compacted` (no id) with `{"error","compacted","current"}`, then
+//! the state as of `current` (with its id), and goes on from there: the
+//! changes in between are not told, and the client starts over from that
+//! state. A stream takes a watch slot, as `/v1/kv-watch` streams do.
 
 use super::auth::Caller;
 use super::elections::{name_from, text};
 use super::kv::{read, Consistency};
+use super::kv_watch::start_revision;
 use super::state::{ApiError, AppState};
 use super::watch::{acquire_slot, SSE_KEEP_ALIVE};
 use super::watchers::WatchSlot;
-use crate::api::{ObservedLeaderBody, ObservedNoLeaderBody};
+use crate::api::{ErrorBody, ObservedLeaderBody, ObservedNoLeaderBody};
 use crate::elections::observe::{Observation, Observed};
 use crate::elections::{whole_revisions, CHANGE_BATCH};
 use crate::metrics::{GaugeGuard, Metrics};
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use futures_util::stream::{self, Stream};
+use serde::Deserialize;
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use tenure_kv::{Standing, Store};
+use tenure_kv::{Compacted, Standing, Store};
 use tenure_node::Replicated;
 use tokio::sync::watch;
 
-/// Opens a stream; 429/503 when the caller or the server has its share of
-/// streams open.
+/// The query of `GET /v1/elections/{name}/observe`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ObserveQuery {
+    /// Tell the changes from this revision on (the last id seen + 1).
+    from_revision: Option<u64>,
+}
+
+/// Where a stream starts.
+#[derive(Debug)]
+enum Start {
+    /// The state now, then what follows.
+    Fresh,
+    /// The changes after this revision.
+    After(u64),
+}
+
+/// The revision to resume after, from the query and the `Last-Event-ID`
+/// header; 400 for a value that is not a revision.
+fn start_of(
+    query: Result<Query<ObserveQuery>, QueryRejection>,
+    headers: &HeaderMap,
+) -> Result<(Option<u64>, Option<u64>), ApiError> {
+    let Query(q) = query.map_err(|r| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("{}; this endpoint takes from_revision=R (a revision)", r.body_text()),
+        )
+    })?;
+    let last_event_id = match headers.get("last-event-id") {
+        None => None,
+        Some(v) => {
+            Some(v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()).ok_or_else(|| {
+                ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID is not a revision")
+            })?)
+        }
+    };
+    Ok((q.from_revision, last_event_id))
+}
+
+/// What a stream tells first: the changes after `after`, or the state now
+/// (after `compacted` when the changes are gone); 400 when `after` is
+/// beyond the store's `revision`.
+fn first_events(
+    store: &Store,
+    name: &str,
+    start: Start,
+) -> Result<(Observed, u64, Vec<Told>), ApiError> {
+    let revision = store.revision();
+    let after = match start {
+        Start::Fresh => None,
+        Start::After(after) if after > revision => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "cannot resume after revision {after}: the store is at revision {revision}"
+                ),
+            ))
+        }
+        Start::After(after) => Some(after),
+    };
+    let compacted = match after.map(|after| (after, Observed::at(store, name, after))) {
+        Some((after, Ok(then))) => return Ok((then, after + 1, Vec::new())),
+        Some((_, Err(c))) => Some(Told::Compacted(c)),
+        None => None,
+    };
+    let now = Observed::new(Standing::read(store, name), name);
+    let first = Told::Observation(now.now(revision));
+    Ok((now, revision + 1, compacted.into_iter().chain([first]).collect()))
+}
+
+/// Opens a stream; 400 for a bad resumption; 429/503 when the caller or the
+/// server has its share of streams open.
 pub async fn get(
     State(st): State<AppState>,
     Extension(caller): Extension<Caller>,
     name: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    query: Result<Query<ObserveQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let name = name_from(name)?;
+    let (from_revision, last_event_id) = start_of(query, &headers)?;
     let slot = acquire_slot(&st, &caller)?;
-    let (observed, revision) = read(&st, Consistency::Linearizable, |s| {
-        (Observed::new(Standing::read(s, &name), &name), s.revision())
+    // Linearizable: every revision a client was told is applied here.
+    let (observed, next, first) = read(&st, Consistency::Linearizable, |s| {
+        let start = match (from_revision, last_event_id) {
+            (None, None) => Start::Fresh,
+            // The first revision to tell, less one: at most u64::MAX - 1.
+            (from, id) => Start::After(start_revision(from, id, 0) - 1),
+        };
+        first_events(s, &name, start)
     })
-    .await?;
-    let first = observed.now(revision);
+    .await??;
     let observing = Observing {
         applied: st.kv.applied(),
         kv: st.kv.clone(),
@@ -56,14 +148,23 @@ pub async fn get(
         prefix: tenure_kv::prefix(&name),
         name,
         observed,
-        next: revision + 1,
-        pending: VecDeque::from([first]),
+        next,
+        pending: VecDeque::from(first),
         metrics: st.metrics.clone(),
         _counted: st.metrics.election_observer(),
         _slot: slot,
     };
     let stream = events(observing);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response())
+}
+
+/// One event to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Told {
+    /// A change of the leadership (or the state at the start).
+    Observation(Observation),
+    /// The changes the stream needed are gone; the state follows.
+    Compacted(Compacted),
 }
 
 /// One open stream.
@@ -76,8 +177,8 @@ struct Observing {
     observed: Observed,
     /// The next revision to read.
     next: u64,
-    /// Observations not sent yet.
-    pending: VecDeque<Observation>,
+    /// Events not sent yet.
+    pending: VecDeque<Told>,
     metrics: Metrics,
     _counted: GaugeGuard,
     _slot: WatchSlot,
@@ -88,10 +189,12 @@ impl Observing {
     fn catch_up(&mut self) -> bool {
         let read = self.kv.read_stale(|s| s.changes_since(&self.prefix, self.next, CHANGE_BATCH)).0;
         match read {
-            Err(_) => {
+            Err(compacted) => {
                 let (queue, revision) =
                     self.kv.read_stale(|s| (Standing::read(s, &self.name), s.revision())).0;
-                self.pending.extend(self.observed.reset(queue, &self.name, revision));
+                self.observed = Observed::new(queue, &self.name);
+                self.pending.push_back(Told::Compacted(compacted));
+                self.pending.push_back(Told::Observation(self.observed.now(revision)));
                 self.next = revision + 1;
                 true
             }
@@ -99,7 +202,7 @@ impl Observing {
             Ok(mut changes) => {
                 self.next = whole_revisions(&mut changes, self.next);
                 let seen = self.observed.apply(&changes);
-                self.pending.extend(seen);
+                self.pending.extend(seen.into_iter().map(Told::Observation));
                 true
             }
         }
@@ -113,9 +216,9 @@ fn events(start: Observing) -> impl Stream<Item = Result<Event, Infallible>> {
             if *o.stopping.borrow() {
                 return None;
             }
-            if let Some(observation) = o.pending.pop_front() {
+            if let Some(told) = o.pending.pop_front() {
                 o.metrics.election_observe_event();
-                return Some((Ok(event(&observation)), o));
+                return Some((Ok(event(&told)), o));
             }
             // Seen before the read, so that an advance after it wakes the wait.
             o.applied.borrow_and_update();
@@ -129,21 +232,45 @@ fn events(start: Observing) -> impl Stream<Item = Result<Event, Infallible>> {
     })
 }
 
-fn event(o: &Observation) -> Event {
-    let event = match o {
-        Observation::Leader { leader, revision } => {
+/// An event: with the revision as its id, but `compacted`, which is not a
+/// point to resume from (the state after it is).
+fn event(told: &Told) -> Event {
+    let (event, revision) = match told {
+        Told::Observation(Observation::Leader { leader, revision }) => (
             Event::default().event("leader").json_data(ObservedLeaderBody {
                 session: leader.session.0,
                 value: text(&leader.value),
                 token: leader.create_revision,
                 revision: *revision,
-            })
+            }),
+            Some(revision),
+        ),
+        Told::Observation(Observation::NoLeader { revision }) => (
+            Event::default()
+                .event("no-leader")
+                .json_data(ObservedNoLeaderBody { revision: *revision }),
+            Some(revision),
+        ),
+        Told::Compacted(c) => {
+            let body = ErrorBody {
+                error: format!(
+                    "changes up to revision {} are no longer kept (the store is at {}): \
+                     the changes since the revision asked for are not told; the state \
+                     as of revision {} follows",
+                    c.compacted, c.current, c.current
+                ),
+                compacted: Some(c.compacted),
+                current: Some(c.current),
+                ..ErrorBody::default()
+            };
+            (Event::default().event("compacted").json_data(body), None)
         }
-        Observation::NoLeader { revision } => Event::default()
-            .event("no-leader")
-            .json_data(ObservedNoLeaderBody { revision: *revision }),
     };
-    event.unwrap_or_else(|_| Event::default().comment("unencodable observation"))
+    match (event, revision) {
+        (Ok(e), Some(r)) => e.id(r.to_string()),
+        (Ok(e), None) => e,
+        (Err(_), _) => Event::default().comment("unencodable observation"),
+    }
 }
 
 #[cfg(test)]
@@ -159,10 +286,16 @@ mod tests {
             create_revision: 17,
             mod_revision: 20,
         };
-        let shown = format!("{:?}", event(&Observation::Leader { leader, revision: 20 }));
-        assert!(shown.contains("event: leader"), "{shown}");
+        let told = Told::Observation(Observation::Leader { leader, revision: 20 });
+        let shown = format!("{:?}", event(&told));
+        assert!(shown.contains("event: leader") && shown.contains("id: 20"), "{shown}");
         assert!(shown.contains("\\\"token\\\":17") && shown.contains("10.0.0.1:80"), "{shown}");
-        let none = format!("{:?}", event(&Observation::NoLeader { revision: 21 }));
-        assert!(none.contains("event: no-leader") && none.contains("21"), "{none}");
+        let none =
+            format!("{:?}", event(&Told::Observation(Observation::NoLeader { revision: 21 })));
+        assert!(none.contains("event: no-leader") && none.contains("id: 21"), "{none}");
+        let gone =
+            format!("{:?}", event(&Told::Compacted(Compacted { compacted: 9, current: 30 })));
+        assert!(gone.contains("event: compacted") && !gone.contains("id:"), "{gone}");
+        assert!(gone.contains("\\\"current\\\":30"), "{gone}");
     }
 }

@@ -27,8 +27,8 @@ use serde::Deserialize;
 use std::time::Duration;
 use tenure_kv::{
     campaign_outcome, check_caps_in, proclaim_outcome, resign_outcome, summary, validate_name,
-    validate_value, Candidate, ElectionError, LeaseId, Names, Outcome, Place, Response, Standing,
-    Store, MAX_ELECTIONS,
+    validate_value, Candidate, Command, ElectionError, LeaseId, Names, Outcome, Place, Response,
+    Standing, Store, MAX_ELECTIONS,
 };
 
 /// Largest body of a campaign or proclaim: a value of
@@ -72,10 +72,7 @@ pub async fn campaign(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CandidacyBody>, ApiError> {
     let name = name_from(name)?;
-    let request: CampaignRequest = json_body(body, CAMPAIGN_SHAPE)?;
-    let session = session_from(request.session)?;
-    let value = request.value.into_bytes();
-    let command = tenure_kv::campaign(&name, session, &value).map_err(|e| refused(&name, &e))?;
+    let (session, command) = campaign_command(&name, &body_bytes(body)?)?;
     st.kv.read_stale(|s| check_caps_in(s, &name)).0.map_err(|e| refused(&name, &e))?;
     let response = propose(&st, &command).await?.0;
     match campaign_outcome(&response) {
@@ -122,9 +119,8 @@ pub async fn resign(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ResignBody>, ApiError> {
     let name = name_from(name)?;
-    let request: ResignRequest = json_body(body, RESIGN_SHAPE)?;
-    let session = session_from(request.session)?;
-    let response = propose(&st, &tenure_kv::resign(&name, session)).await?.0;
+    let (session, command) = resign_command(&name, &body_bytes(body)?)?;
+    let response = propose(&st, &command).await?.0;
     match resign_outcome(&response) {
         Ok(revision) => Ok(Json(ResignBody { revision })),
         Err(Outcome::NotCandidate) => Err(not_a_candidate(&name, session)),
@@ -139,10 +135,7 @@ pub async fn proclaim(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ProclaimBody>, ApiError> {
     let name = name_from(name)?;
-    let request: ProclaimRequest = json_body(body, PROCLAIM_SHAPE)?;
-    let session = session_from(request.session)?;
-    let value = request.value.into_bytes();
-    validate_value(&value).map_err(|e| refused(&name, &e))?;
+    let (session, value) = proclaim_request(&name, &body_bytes(body)?)?;
     let place = read(&st, Consistency::Linearizable, |s| Place::read(s, &name, session)).await?;
     let leading = match place {
         Some(s) if s.ahead == 0 => s.own.create_revision,
@@ -319,15 +312,56 @@ fn session_from(id: u64) -> Result<LeaseId, ApiError> {
     }
 }
 
-/// The JSON body, or 400 naming the expected shape (413 if too large).
-fn json_body<T: DeserializeOwned>(
-    body: Result<Bytes, BytesRejection>,
-    shape: &str,
-) -> Result<T, ApiError> {
-    let body = body.map_err(|r| super::kv::body_error(r, MAX_ELECTION_BODY_BYTES, "body"))?;
-    Json::<T>::from_bytes(&body).map(|Json(t)| t).map_err(|r| {
+/// The body's bytes, or 413 if too large.
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|r| super::kv::body_error(r, MAX_ELECTION_BODY_BYTES, "body"))
+}
+
+/// The JSON body, or 400 naming the expected shape.
+fn json_body<T: DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
+    Json::<T>::from_bytes(body).map(|Json(t)| t).map_err(|r| {
         ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {shape}", r.body_text()))
     })
+}
+
+/// A campaign body for the election `name`, as `POST .../campaign` reads
+/// it: the session and the command to propose; 400 for a body that is not
+/// `{"session": L, "value": "v"}`, a session 0, a bad name or a value over
+/// [`tenure_kv::MAX_VALUE`] (nothing is written). Public for the fuzz
+/// target.
+#[doc(hidden)]
+pub fn campaign_command(name: &str, body: &[u8]) -> Result<(LeaseId, Command), ApiError> {
+    let request: CampaignRequest = json_body(body, CAMPAIGN_SHAPE)?;
+    let session = session_from(request.session)?;
+    let value = request.value.into_bytes();
+    let command = tenure_kv::campaign(name, session, &value).map_err(|e| refused(name, &e))?;
+    Ok((session, command))
+}
+
+/// A resignation body for the election `name`, as `POST .../resign` reads
+/// it: the session and the command to propose; 400 for a body that is not
+/// `{"session": L}`, a session 0 or a bad name. Public for the fuzz target.
+#[doc(hidden)]
+pub fn resign_command(name: &str, body: &[u8]) -> Result<(LeaseId, Command), ApiError> {
+    validate_name(name).map_err(|e| refused(name, &e))?;
+    let request: ResignRequest = json_body(body, RESIGN_SHAPE)?;
+    let session = session_from(request.session)?;
+    Ok((session, tenure_kv::resign(name, session)))
+}
+
+/// A proclaim body for the election `name`, as `POST .../proclaim` reads
+/// it: the session and the new value (the command needs the leader's token,
+/// read next); 400 for a body that is not `{"session": L, "value": "v"}`, a
+/// session 0, a bad name or a value over [`tenure_kv::MAX_VALUE`]. Public
+/// for the fuzz target.
+#[doc(hidden)]
+pub fn proclaim_request(name: &str, body: &[u8]) -> Result<(LeaseId, Vec<u8>), ApiError> {
+    validate_name(name).map_err(|e| refused(name, &e))?;
+    let request: ProclaimRequest = json_body(body, PROCLAIM_SHAPE)?;
+    let session = session_from(request.session)?;
+    let value = request.value.into_bytes();
+    validate_value(&value).map_err(|e| refused(name, &e))?;
+    Ok((session, value))
 }
 
 /// 400 for bad input, 429 for a cap that others leaving may lift; nothing

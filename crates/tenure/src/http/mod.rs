@@ -42,6 +42,7 @@ mod watch;
 mod watchers;
 
 pub use auth::{Access, ApiAuth, ApiToken, Role, TokenError, TokenSpec};
+pub use elections::{campaign_command, proclaim_request, resign_command};
 pub use kv::MAX_TXN_BODY_BYTES;
 pub use kv_body::txn_command;
 pub use limits::{
@@ -49,6 +50,7 @@ pub use limits::{
     MAX_CONNECTIONS, REJECTION_LOG_INTERVAL, SHUTDOWN_GRACE,
 };
 pub use serve::serve;
+pub use sessions::grant_command;
 pub use state::{ApiError, AppState};
 pub use status::status_body;
 pub use transfer::target as transfer_target;

@@ -8,6 +8,7 @@
 //! and refuses with nothing written (400, 429). Reads are linearizable.
 
 use super::kv::{propose, query_from, read, unexpected};
+use super::kv_body::invalid;
 use super::state::{ApiError, AppState};
 use crate::api::{
     SessionBody, SessionGrantRequest, SessionInfoBody, SessionListBody, SessionRevokedBody,
@@ -39,16 +40,27 @@ pub async fn grant(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<SessionBody>, ApiError> {
     let body = body.map_err(|r| ApiError::new(r.status(), r.body_text()))?;
-    let request = Json::<SessionGrantRequest>::from_bytes(&body).map_err(|r| {
-        ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {GRANT_SHAPE}", r.body_text()))
-    })?;
-    let command = Command::Grant { ttl_ms: request.ttl_ms };
+    let command = grant_command(&body)?;
     match propose(&st, &command).await? {
         (Response::Granted { lease, ttl_ms, .. }, _) => {
             Ok(Json(SessionBody { id: lease.0, ttl_ms }))
         }
         (other, _) => Err(unexpected(&other)),
     }
+}
+
+/// A grant body, as `POST /v1/sessions` reads it: the command to propose;
+/// 400 for a body that is not `{"ttl_ms": N}` or a TTL outside
+/// [`tenure_kv::MIN_TTL_MS`]..=[`tenure_kv::MAX_TTL_MS`] (nothing is
+/// granted). Public for the fuzz target.
+#[doc(hidden)]
+pub fn grant_command(body: &[u8]) -> Result<Command, ApiError> {
+    let request = Json::<SessionGrantRequest>::from_bytes(body).map_err(|r| {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {GRANT_SHAPE}", r.body_text()))
+    })?;
+    let command = Command::Grant { ttl_ms: request.ttl_ms };
+    command.validate().map_err(|e| invalid(&e))?;
+    Ok(command)
 }
 
 /// `DELETE /v1/sessions/{id}`: ends the session and deletes its keys.
