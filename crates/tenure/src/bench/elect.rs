@@ -457,7 +457,9 @@ fn print_observe(o: &ObserveReport) {
     );
     let rows =
         [("leader", o.leader_node, o.leader_ms), ("follower", o.follower_node, o.follower_ms)];
-    for (role, node, summary) in rows {
+    // The answer to the change's request, for comparison: the commit.
+    let answer = ("(answer)", o.leader_node, o.answer_ms);
+    for (role, node, summary) in rows.into_iter().chain([answer]) {
         if let Some(x) = summary {
             println!(
                 "{role:<9} {node:>5} {:>6} {:>9.2} {:>9.2} {:>9.2}",

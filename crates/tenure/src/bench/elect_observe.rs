@@ -59,6 +59,9 @@ pub struct ObserveReport {
     pub leader_ms: Option<Summary>,
     /// The same at the follower's observer.
     pub follower_ms: Option<Summary>,
+    /// For comparison: from the change's request sent to its answer (the
+    /// commit as the client that made the change sees it).
+    pub answer_ms: Option<Summary>,
 }
 
 /// One timed change.
@@ -316,10 +319,12 @@ pub async fn measure(
         observers.push(o);
     }
     let mut samples = [Vec::with_capacity(changes), Vec::with_capacity(changes)];
+    let mut answers = Vec::with_capacity(changes);
     for t in 0..changes {
         let change = CYCLE[t % CYCLE.len()];
         let what = format!("change {t} ({change:?})");
         let (sent, expected) = driver.change(t, change).await.context(what.clone())?;
+        answers.push(sent.elapsed().as_secs_f64() * 1000.0);
         for (o, samples) in observers.iter_mut().zip(samples.iter_mut()) {
             let at = o.expect(&expected, &what).await?;
             samples.push(at.saturating_duration_since(sent).as_secs_f64() * 1000.0);
@@ -339,6 +344,7 @@ pub async fn measure(
         follower_node: follower + 1,
         leader_ms: summarize(&samples[0]),
         follower_ms: summarize(&samples[1]),
+        answer_ms: summarize(&answers),
     })
 }
 
