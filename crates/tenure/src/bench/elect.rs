@@ -13,7 +13,14 @@
 //!   expire on the tenure leader's clock. Goal: p99 at most the TTL plus
 //!   50 ms. (`etcdctl elect` 3.4 has a fixed 60 s session TTL, so its
 //!   figure is that TTL, not measured.)
+//!
+//! Then, on tenure, how long an `observe` stream takes to tell a change
+//! (a proclaim, a handover, the last candidate leaving, a claim), on the
+//! tenure leader and on a follower ([`super::elect_observe`]). Goal: p99
+//! under 5 ms on loopback for both. A missed, extra or reordered event
+//! fails the bench.
 
+use super::elect_observe::{ObserveReport, MAX_OBSERVE_TRIALS, OBSERVE_GOAL_MS};
 use super::etcd::Etcd;
 use super::failover::wait_stable;
 use super::fetch::Fetch;
@@ -63,6 +70,11 @@ pub struct ElectArgs {
     /// Session TTL of the `tenure elect` candidates, in milliseconds.
     #[arg(long, default_value_t = 2000, value_name = "MS")]
     ttl_ms: u64,
+    /// Changes to an observed election (proclaims, handovers, the last
+    /// candidate leaving, claims), each timed to its event at an observer
+    /// on the leader and one on a follower (0: none).
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    observe_trials: usize,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -94,6 +106,8 @@ struct ElectReport {
     tls: bool,
     ttl_ms: u64,
     systems: Vec<SystemReport>,
+    /// tenure's observe-event latencies (None with `--observe-trials 0`).
+    observe: Option<ObserveReport>,
 }
 
 /// How to run one system's stock election CLI and read its store.
@@ -297,6 +311,9 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     if args.trials > MAX_TRIALS || args.crash_trials > MAX_TRIALS {
         bail!("--trials and --crash-trials must be at most {MAX_TRIALS}");
     }
+    if args.observe_trials > MAX_OBSERVE_TRIALS {
+        bail!("--observe-trials must be at most {MAX_OBSERVE_TRIALS}");
+    }
     if !(tenure_kv::MIN_TTL_MS..=tenure_kv::MAX_TTL_MS).contains(&args.ttl_ms) {
         bail!("--ttl-ms must be between {} and {}", tenure_kv::MIN_TTL_MS, tenure_kv::MAX_TTL_MS);
     }
@@ -310,6 +327,7 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     let timing = args.cluster.timing();
     let nodes: Vec<usize> = (0..args.cluster.nodes).collect();
     let mut systems = Vec::new();
+    let mut observe = None;
     {
         let tenure = args.cluster.start_tenure()?;
         wait_stable(&tenure, &nodes, timing).await?;
@@ -318,6 +336,15 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
         let graceful = trials(&cli, &fetch, "tenure", args.trials, Stop::Graceful).await?;
         let crash = trials(&cli, &fetch, "tenure", args.crash_trials, Stop::Crash).await?;
         systems.push(SystemReport { system: "tenure", graceful_ms: graceful, crash_ms: crash });
+        if args.observe_trials > 0 {
+            let (leader, _) = wait_stable(&tenure, &nodes, timing).await?;
+            let follower = (leader + 1) % tenure.len();
+            let report =
+                super::elect_observe::measure(&tenure, leader, follower, args.observe_trials)
+                    .await
+                    .context("tenure, observe trials")?;
+            observe = Some(report);
+        }
     }
     if with_etcd {
         let etcd = args.cluster.start_etcd(false).await?;
@@ -333,6 +360,7 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
         tls: !args.cluster.insecure_no_tls,
         ttl_ms: args.ttl_ms,
         systems,
+        observe,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -409,6 +437,44 @@ fn print_report(r: &ElectReport) {
                 "handover after SIGKILL p99 <= TTL + 50 ms",
                 c.p99 <= bound,
                 format!("{:.1} vs {bound:.0} ms", c.p99),
+            );
+        }
+    }
+    if let Some(o) = &r.observe {
+        print_observe(o);
+    }
+}
+
+fn print_observe(o: &ObserveReport) {
+    println!(
+        "observe events of {} changes (proclaim, handover, last candidate leaving, claim), \
+         from the change's request sent to the event:",
+        o.changes
+    );
+    println!(
+        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9}",
+        "observer", "node", "n", "p50 ms", "p99 ms", "max ms"
+    );
+    let rows =
+        [("leader", o.leader_node, o.leader_ms), ("follower", o.follower_node, o.follower_ms)];
+    // The answer to the change's request, for comparison: the commit.
+    let answer = ("(answer)", o.leader_node, o.answer_ms);
+    for (role, node, summary) in rows.into_iter().chain([answer]) {
+        if let Some(x) = summary {
+            println!(
+                "{role:<9} {node:>5} {:>6} {:>9.2} {:>9.2} {:>9.2}",
+                x.count, x.p50, x.p99, x.max
+            );
+        }
+    }
+    for (role, summary) in rows.iter().map(|(r, _, s)| (r, s)) {
+        if let Some(x) = summary {
+            let met = x.p99 < OBSERVE_GOAL_MS;
+            println!(
+                "goal observe-event latency p99 < {OBSERVE_GOAL_MS:.0} ms ({role}'s observer): {} \
+                 ({:.2} ms)",
+                if met { "met" } else { "NOT met" },
+                x.p99
             );
         }
     }

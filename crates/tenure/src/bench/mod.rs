@@ -13,6 +13,7 @@
 //!   load, a wiped node's catch-up).
 
 mod elect;
+mod elect_observe;
 mod etcd;
 mod failover;
 mod fetch;

@@ -112,6 +112,11 @@ impl Admitted {
         rejections: Arc<RateLimitedLog>,
     ) {
         let Admitted { remote, limits, tls, permit } = self;
+        // Without it, Nagle holds a small write (an SSE event, a short
+        // answer) until the client ACKs the one before, which a client
+        // with nothing to send delays by up to 40 ms: the first change an
+        // observe stream told after its first event came that late.
+        let _ = stream.set_nodelay(true);
         match tls {
             None => conn::serve(stream, remote, app, limits, closing, permit).await,
             Some(acceptor) => {

@@ -321,6 +321,23 @@ impl TestCluster {
         }
     }
 
+    /// Server `i`'s process id, while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.servers[i].child.as_ref().map(Child::id)
+    }
+
+    /// Server `i`'s resident set size in KiB (`VmRSS` of `/proc/<pid>/status`).
+    pub fn rss_kib(&self, i: usize) -> u64 {
+        let pid = self.pid(i).unwrap_or_else(|| panic!("node {} is not running", i + 1));
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status:\n{status}"))
+    }
+
     /// Kills server `i` with SIGKILL and reaps it.
     pub fn crash(&mut self, i: usize) {
         self.signal(i, Signal::SIGKILL);
