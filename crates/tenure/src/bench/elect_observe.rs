@@ -62,6 +62,13 @@ pub struct ObserveReport {
     /// For comparison: from the change's request sent to its answer (the
     /// commit as the client that made the change sees it).
     pub answer_ms: Option<Summary>,
+    /// The observe path's own share: from the change's answer arriving to
+    /// the event at the leader's observer (negative: the event came first).
+    /// The answer is the writer's view of the commit, the moment after
+    /// which there is something to observe.
+    pub leader_after_commit_ms: Option<Summary>,
+    /// The same at the follower's observer.
+    pub follower_after_commit_ms: Option<Summary>,
 }
 
 /// One timed change.
@@ -98,6 +105,9 @@ impl Expected {
 fn revision(o: &Observed) -> u64 {
     match o {
         Observed::Leader { revision, .. } | Observed::NoLeader { revision } => *revision,
+        // Never parsed here (a `compacted` event fails the bench), and never
+        // what a change is expected to cause.
+        Observed::Missed { current, .. } => *current,
     }
 }
 
@@ -319,15 +329,18 @@ pub async fn measure(
         observers.push(o);
     }
     let mut samples = [Vec::with_capacity(changes), Vec::with_capacity(changes)];
+    let mut after_commit = [Vec::with_capacity(changes), Vec::with_capacity(changes)];
     let mut answers = Vec::with_capacity(changes);
     for t in 0..changes {
         let change = CYCLE[t % CYCLE.len()];
         let what = format!("change {t} ({change:?})");
         let (sent, expected) = driver.change(t, change).await.context(what.clone())?;
-        answers.push(sent.elapsed().as_secs_f64() * 1000.0);
-        for (o, samples) in observers.iter_mut().zip(samples.iter_mut()) {
+        let answered = Instant::now();
+        answers.push(ms_between(sent, answered));
+        for (k, o) in observers.iter_mut().enumerate() {
             let at = o.expect(&expected, &what).await?;
-            samples.push(at.saturating_duration_since(sent).as_secs_f64() * 1000.0);
+            samples[k].push(ms_between(sent, at));
+            after_commit[k].push(ms_between(answered, at));
         }
         driver.requeue(t, change).await.with_context(|| format!("after {what}"))?;
     }
@@ -345,7 +358,17 @@ pub async fn measure(
         leader_ms: summarize(&samples[0]),
         follower_ms: summarize(&samples[1]),
         answer_ms: summarize(&answers),
+        leader_after_commit_ms: summarize(&after_commit[0]),
+        follower_after_commit_ms: summarize(&after_commit[1]),
     })
+}
+
+/// `to − from` in milliseconds, negative when `to` came first.
+fn ms_between(from: Instant, to: Instant) -> f64 {
+    match to.checked_duration_since(from) {
+        Some(d) => d.as_secs_f64() * 1000.0,
+        None => -(from.duration_since(to).as_secs_f64() * 1000.0),
+    }
 }
 
 #[cfg(test)]
