@@ -364,7 +364,8 @@ fn run_seeds(
 fn print_elections(e: &ElectStats) {
     println!(
         "elections: {} leaderships ({} handovers, {} resumed by a renewal), {} sessions granted, \
-         {} renewals ({} refused), {} expiries, {} deadline stops, {} sessions lost, \
+         {} renewals ({} refused), {} expiries (stale ones: {} adopted by a new leader, {} lost), \
+         {} deadline stops, {} sessions lost, \
          {} resignations, {} revocations; app faults: {} crashes, {} pauses, {} cut-offs; \
          max overlap {} ns, {} starved names",
         e.leaderships,
@@ -374,6 +375,8 @@ fn print_elections(e: &ElectStats) {
         e.renewals,
         e.renewals_refused,
         e.expiries,
+        e.stale_expiries_adopted,
+        e.stale_expiries_lost,
         e.deadline_stops,
         e.sessions_lost,
         e.resignations,

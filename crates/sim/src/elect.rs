@@ -35,6 +35,7 @@
 use crate::checker::Check;
 use crate::clock::NodeClock;
 pub use crate::elect_spec::{ElectBug, ElectSpec, DEFAULT_APPS, DEFAULT_NAMES, DEFAULT_TTL_MS};
+use crate::elect_stale::{ExpiryLedger, Stale};
 use crate::stats::ElectStats;
 use crate::workload::{Action, Reply, ReplyBody, Request, RequestBody, Tag, MAX_ATTEMPTS};
 use rand::{Rng, SeedableRng};
@@ -44,6 +45,7 @@ use tenure_core::{Instant, NodeId};
 use tenure_kv::{
     campaign, campaign_outcome, resign, Command, LeaseId, Outcome, Response, Standing,
 };
+use tenure_replica::Position;
 
 /// Shortest and longest pause between two reads of a waiting or leading
 /// client, ns.
@@ -168,6 +170,9 @@ pub struct Elections {
     pub stats: ElectStats,
     /// Global time the faults healed ([`Elections::settle`]).
     pub settled_at: Option<u64>,
+    /// What became of the expiries the nodes proposed (stale ones counted
+    /// in [`Elections::stats`]).
+    expiries: ExpiryLedger,
     apps: Vec<App>,
     /// Client index of app 0 (app clients follow the key-value clients).
     base: usize,
@@ -221,6 +226,7 @@ impl Elections {
             leaderships: Vec::new(),
             stats: ElectStats { runs: 1, ..ElectStats::default() },
             settled_at: None,
+            expiries: ExpiryLedger::default(),
             apps,
             base,
             nodes,
@@ -229,6 +235,17 @@ impl Elections {
             next_id: 0,
             rng,
         }
+    }
+
+    /// A ready leader proposed an expiry as entry `pos`.
+    pub fn expiry_proposed(&mut self, pos: Position) {
+        self.expiries.proposed(pos);
+    }
+
+    /// A node applied `batch` (one output of its replica): counts the
+    /// stale expiries decided by it, and returns them.
+    pub fn entries_applied(&mut self, batch: &[Position]) -> Vec<Stale> {
+        self.expiries.applied(batch, &mut self.stats)
     }
 
     /// The app of client index `client`, if it is one.

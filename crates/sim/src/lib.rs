@@ -23,7 +23,8 @@
 //!   and its checkers ([`kvcheck`], [`linearizability`]);
 //! * the application elections (`--workload elect`, scenario `elect`):
 //!   sessions and named elections of app clients over that store, the
-//!   nodes' lease keepers, and their checkers ([`elect`]).
+//!   nodes' lease keepers, and their checkers ([`elect`]), and what
+//!   became of the stale expiries ([`elect_stale`]).
 #![warn(missing_docs)]
 
 pub mod bounds;
@@ -34,6 +35,7 @@ pub mod compare;
 pub mod disk;
 pub mod elect;
 pub mod elect_spec;
+pub mod elect_stale;
 pub mod expect;
 pub mod forger;
 pub mod host;

@@ -56,6 +56,13 @@ pub struct ElectStats {
     pub renewals_refused: u64,
     /// Expiries proposed by a leader's lease keeper and applied.
     pub expiries: u64,
+    /// Expiries a leader proposed and a leadership of a later token
+    /// committed: adopted in the new leader's synchronisation, after the
+    /// proposer lost office (docs/ELECTIONS.md, the stale expiry).
+    pub stale_expiries_adopted: u64,
+    /// Expiries a leader proposed whose index was committed with another
+    /// entry: lost with the old leader's log suffix.
+    pub stale_expiries_lost: u64,
     /// Leaderships that ended because the holder's deadline passed.
     pub deadline_stops: u64,
     /// Sessions an app learnt were gone.
@@ -87,6 +94,8 @@ impl ElectStats {
         self.renewals += o.renewals;
         self.renewals_refused += o.renewals_refused;
         self.expiries += o.expiries;
+        self.stale_expiries_adopted += o.stale_expiries_adopted;
+        self.stale_expiries_lost += o.stale_expiries_lost;
         self.deadline_stops += o.deadline_stops;
         self.sessions_lost += o.sessions_lost;
         self.resignations += o.resignations;

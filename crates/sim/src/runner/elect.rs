@@ -15,6 +15,9 @@
 //!   (never forwarded; refused if it no longer leads), at most
 //!   [`MAX_EXPIRIES_IN_FLIGHT`] at once; one that fails while the node
 //!   still leads is given back to the keeper ([`LeaseKeeper::retry`]).
+//! * Every expiry proposed, and every entry applied, goes to the ledger of
+//!   stale expiries ([`crate::elect_stale`]), which counts those adopted by
+//!   a later leadership and those lost.
 //!
 //! [`LeaseKeeper::retry`]: tenure_kv::LeaseKeeper::retry
 
@@ -25,7 +28,7 @@ use crate::kvnode::ElectRead;
 use crate::workload::{ReplyBody, RequestBody, Tag, WorkloadSpec};
 use tenure_core::{FencingToken, Instant, NodeId};
 use tenure_kv::{Command, RenewError, Response, ELECTIONS_PREFIX};
-use tenure_replica::{Completion, ProposalError, ReadError, ReadStart};
+use tenure_replica::{Completion, Position, ProposalError, ReadError, ReadStart};
 
 /// Expiries one leader has in flight at most; more due wait (still refused
 /// to renewals) until some are applied.
@@ -203,6 +206,7 @@ impl Sim {
             return;
         }
         let due = kv.keeper.due(local, &r.state_machine().store);
+        let mut proposed = Vec::new();
         for (k, lease) in due.into_iter().enumerate() {
             if k >= room {
                 kv.keeper.retry(local, lease);
@@ -212,6 +216,8 @@ impl Sim {
             match r.propose(local, vec![cmd]).pop() {
                 Some(Ok(id)) => {
                     kv.expiries.insert(id, lease);
+                    // The entry just appended: the last of the log.
+                    proposed.push(r.status().last);
                 }
                 Some(Err(_)) | None if r.is_ready_leader() => {
                     kv.keeper.retry(local, lease);
@@ -222,7 +228,24 @@ impl Sim {
                 }
             }
         }
+        if let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) {
+            for pos in proposed {
+                e.expiry_proposed(pos);
+            }
+        }
         self.drain_replica(i);
+    }
+
+    /// Node `i` applied `batch` (one output of its replica): the stale
+    /// expiries it decides are counted (and traced).
+    pub(super) fn elect_applied(&mut self, i: usize, batch: &[Position]) {
+        let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) else { return };
+        for stale in e.entries_applied(batch) {
+            if self.cfg.trace {
+                let (now, id) = (self.now as f64 / 1e6, self.hosts[i].id);
+                eprintln!("{now:>12.3} {id:?} stale expiry {stale:?}");
+            }
+        }
     }
 
     /// When node `i`'s timer must fire for its lease keeper: its next

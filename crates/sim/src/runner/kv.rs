@@ -510,6 +510,7 @@ impl Sim {
                     self.checker.fail(now, check, what);
                 }
             }
+            self.elect_applied(i, &out.applied);
             let records = Record::of(&out.write);
             let Some(world) = self.kv.as_mut() else { return true };
             let host = &mut self.hosts[i];
