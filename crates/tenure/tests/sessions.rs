@@ -221,3 +221,84 @@ async fn sigkill_of_the_tenure_leader_expires_no_renewed_session() {
     let (new_leader, _) = c.wait_agreement(&survivors, FIRST_ELECTION_BOUND).await;
     assert_eq!(metric(&c, new_leader, "session_expiries_proposed_total").await, 0);
 }
+
+/// The keepalive stream (`GET /v1/sessions/{id}/keepalive`, SSE) keeps a
+/// session through a follower for several TTLs with no request from the
+/// client; every `renewed` event gives a deadline (the client's clock at
+/// the request + `sent_after_ms`, both scaled by the drift bound, + the
+/// TTL so scaled) that is still ahead when the event arrives, and the
+/// deadlines only move on. Closing the stream lets the session expire; a
+/// revoke ends the stream with `ended`; an unknown session is a 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keepalive_stream_keeps_the_session_and_its_deadlines_hold() {
+    use tenure_client::{Client, ClientOptions};
+    let _serial = serial().await;
+    let (c, leader) = cluster().await;
+    let follower = (leader + 1) % 3;
+    let ca = c.ca();
+    let client =
+        Client::new(ClientOptions { cacert: Some(&ca), token: Some(harness::ADMIN_TOKEN) })
+            .unwrap();
+    let url = |id: u64| format!("{}/v1/sessions/{id}/keepalive", c.endpoint(follower));
+    // The drift factor a client applies: (1 − ρ)/(1 + ρ), ρ = 10 %.
+    let scale = 0.9 / 1.1;
+
+    let id = grant(&c, follower, TTL).await;
+    let t0 = Instant::now();
+    let mut stream = client.event_stream(&url(id), None).await.expect("the stream opens");
+    let mut last_deadline = t0;
+    let mut renewals = 0;
+    while t0.elapsed() < 4 * TTL {
+        let event = tokio::time::timeout(TTL, stream.next())
+            .await
+            .expect("a renewal within a TTL")
+            .expect("the stream reads")
+            .expect("the stream stays open");
+        let arrived = Instant::now();
+        assert_eq!(event.event, "renewed", "{event:?}");
+        let body: Value = serde_json::from_str(&event.data).unwrap();
+        assert_eq!((body["id"].as_u64(), body["ttl_ms"].as_u64()), (Some(id), Some(1_500)));
+        let sent_after = Duration::from_millis(body["sent_after_ms"].as_u64().unwrap());
+        let deadline = t0 + sent_after.mul_f64(scale) + TTL.mul_f64(scale);
+        assert!(deadline > arrived, "a deadline {:?} in the past", arrived - deadline);
+        assert!(deadline >= last_deadline, "the deadline went back");
+        last_deadline = deadline;
+        renewals += 1;
+    }
+    // Every TTL/3 (500 ms) over 4 TTLs (6 s): about 12, and the first at once.
+    assert!((10..=14).contains(&renewals), "{renewals} renewals in 4 TTLs");
+    let (status, info) = get(&c, leader, &format!("/v1/sessions/{id}")).await.unwrap();
+    assert_eq!(status, 200, "{info}");
+
+    // Closed: nothing renews it any more, and it expires.
+    drop(stream);
+    let closed = Instant::now();
+    loop {
+        let (status, _) = get(&c, leader, &format!("/v1/sessions/{id}")).await.unwrap();
+        if status == 404 {
+            break;
+        }
+        assert!(closed.elapsed() < TTL + EXPIRY_SLACK, "the session outlived its stream");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "keepalive stream: {renewals} renewals; expired {:?} after closing",
+        closed.elapsed()
+    );
+
+    // A revoke ends a stream with `ended`.
+    let id = grant(&c, follower, TTL).await;
+    let mut stream = client.event_stream(&url(id), None).await.expect("the stream opens");
+    assert_eq!(stream.next().await.unwrap().unwrap().event, "renewed");
+    let path = format!("/v1/sessions/{id}");
+    assert_eq!(c.request(leader, Method::DELETE, &path, None).await.unwrap().0, 200);
+    let ended = tokio::time::timeout(TTL, stream.next()).await.expect("told within a TTL");
+    let ended = ended.unwrap().expect("an event before the end");
+    assert_eq!(ended.event, "ended", "{ended:?}");
+    let done = tokio::time::timeout(TTL, stream.next()).await.expect("closed").unwrap();
+    assert!(done.is_none(), "the stream closes after `ended`: {done:?}");
+
+    // An unknown session: 404 before any stream.
+    let refused = client.event_stream(&url(id + 1000), None).await.unwrap_err();
+    assert!(refused.to_string().contains("404"), "{refused}");
+}

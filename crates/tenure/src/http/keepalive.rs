@@ -34,7 +34,7 @@ pub async fn post(
 }
 
 /// The answer to a renewal the leader did not grant.
-fn answer_error(lease: LeaseId, answer: SessionAnswer) -> ApiError {
+pub(super) fn answer_error(lease: LeaseId, answer: SessionAnswer) -> ApiError {
     match answer {
         SessionAnswer::NotFound => not_found(lease),
         SessionAnswer::Expiring => ApiError::new(
@@ -61,7 +61,7 @@ fn answer_error(lease: LeaseId, answer: SessionAnswer) -> ApiError {
 }
 
 /// The answer when the question reached no service.
-fn ask_error(e: SessionAskError) -> ApiError {
+pub(super) fn ask_error(e: SessionAskError) -> ApiError {
     match e {
         SessionAskError::Ask(AskError::NoLeader { waited }) => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())

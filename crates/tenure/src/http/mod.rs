@@ -27,6 +27,7 @@ mod elections;
 mod gate;
 mod health;
 mod keepalive;
+mod keepalive_stream;
 mod kv;
 mod kv_body;
 mod kv_watch;
@@ -194,6 +195,15 @@ pub const ENDPOINTS: &[Endpoint] = &[
         description: "renews a session on the leader (any node forwards it): {\"id\",\"ttl_ms\"}, \
                       a full TTL from the leader's answer; 404 when it does not exist or expires",
         handlers: |m| on(m, keepalive::post),
+    },
+    Endpoint {
+        path: "/v1/sessions/{id}/keepalive",
+        methods: &[Method::GET],
+        access: Access::Write,
+        description: "Server-Sent Events: renews the session every TTL/3 while open, each as \
+                      `renewed` {\"id\",\"ttl_ms\",\"sent_after_ms\"}; `ended` when it is gone; \
+                      404 when it does not exist",
+        handlers: |m| on(m, keepalive_stream::get),
     },
     Endpoint {
         path: "/v1/elections",
