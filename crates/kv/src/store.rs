@@ -294,6 +294,11 @@ impl Store {
         self.revision
     }
 
+    /// Changes up to this revision are no longer kept (0: all are).
+    pub fn compacted(&self) -> u64 {
+        self.compacted
+    }
+
     /// Keys held.
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -369,6 +374,24 @@ impl Store {
             .take(max)
             .cloned()
             .collect())
+    }
+
+    /// The kept changes (of every key) from revision `from` through
+    /// `through`, borrowed and in revision order, both ends found by
+    /// bisection: for a caller that scans a stretch of the history under the
+    /// replica's lock, either way, without copying it. [`Compacted`] if some
+    /// of them are no longer kept.
+    pub fn history_between(
+        &self,
+        from: u64,
+        through: u64,
+    ) -> Result<std::collections::vec_deque::Iter<'_, Change>, Compacted> {
+        if from <= self.compacted && from <= self.revision.min(through) {
+            return Err(Compacted { compacted: self.compacted, current: self.revision });
+        }
+        let start = self.history.partition_point(|c| c.revision < from);
+        let end = self.history.partition_point(|c| c.revision <= through).max(start);
+        Ok(self.history.range(start..end))
     }
 
     /// Runs a command: every node gets the same response and state.
