@@ -462,7 +462,10 @@ async fn an_observer_that_reconnects_is_told_exactly_the_changes_it_missed() {
     let p = post(f1, "/v1/elections/app/proclaim", json!({"session": a, "value": "a2"})).await;
     let joined = campaign(f2, "app", b, "b1").await;
     assert_eq!(joined.status, 200);
-    let tb = joined.json()["token"].as_u64();
+    // Behind a: no token yet; its candidacy's create_revision is the token it leads with.
+    let joined = joined.json();
+    assert_eq!((joined["leader"].as_bool(), joined["token"].as_u64()), (Some(false), None));
+    let tb = joined["create_revision"].as_u64();
     assert!(tb > Some(t), "b's token is larger");
     let r = post(f2, "/v1/elections/app/resign", json!({"session": a})).await;
     let revoked = call(lead, "DELETE", &format!("/v1/sessions/{b}"), b"").await.json();

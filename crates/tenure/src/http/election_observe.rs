@@ -10,9 +10,12 @@
 //! `Last-Event-ID` header (as a browser's `EventSource` does) or with
 //! `from_revision=<last id + 1>` (as for `/v1/kv-watch`; both given, the
 //! later wins) is not told the state first: it is told every change after
-//! the id, in order, then the stream goes on live ([`Observed::at`] rebuilds
-//! the election as it stood then). A resumption from after the store's
-//! revision is a 400, as is an id or revision that is not a number.
+//! the id, in order, then the stream goes on live (a [`Resume`] rebuilds
+//! the election as it stood then, holding the replica's lock only to copy
+//! the candidates and the changes since, and to read the few older values
+//! it will tell). A resumption from after the store's revision is a 400, as
+//! is an id or revision that is not a number; an empty `Last-Event-ID` is
+//! none.
 //!
 //! The stream replays the store's change history of the election's keys
 //! revision by revision, so no leader in between is skipped. When the
