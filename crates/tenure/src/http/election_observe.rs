@@ -160,11 +160,11 @@ async fn resume(st: &AppState, name: &str, resume: Resume) -> Opened {
     let finished = if rebuilt.is_complete() {
         Ok(rebuilt.finish_complete())
     } else {
-        st.kv.read_stale(|s| rebuilt.finish(s).map_err(|c| restart(s, name, Some(c)))).0
+        st.kv.read_stale(|s| rebuilt.finish(s).map_err(|c| Box::new(restart(s, name, Some(c))))).0
     };
     match finished {
         Ok(then) => (then, after + 1, Vec::new()),
-        Err(restarted) => restarted,
+        Err(restarted) => *restarted,
     }
 }
 
@@ -236,10 +236,12 @@ impl Observing {
         // The state after `compacted` is read under the same lock, so that
         // its revision is the event's `current`.
         let read = self.kv.read_stale(|s| {
-            s.changes_since(prefix, next, CHANGE_BATCH).map_err(|c| restart(s, name, Some(c)))
+            s.changes_since(prefix, next, CHANGE_BATCH)
+                .map_err(|c| Box::new(restart(s, name, Some(c))))
         });
         match read.0 {
-            Err((observed, next, told)) => {
+            Err(restarted) => {
+                let (observed, next, told) = *restarted;
                 self.observed = observed;
                 self.next = next;
                 self.pending.extend(told);
