@@ -881,6 +881,29 @@ mod tests {
     }
 
     #[test]
+    fn a_stretch_of_the_history_is_borrowed_either_way() {
+        let mut s = Store::new();
+        for i in 0..30 {
+            s.execute(&put(&format!("k{i}"), "v"));
+        }
+        let revisions = |from, through| -> Vec<u64> {
+            s.history_between(from, through).unwrap().map(|c| c.revision).collect()
+        };
+        assert_eq!(revisions(5, 8), [5, 6, 7, 8]);
+        let back: Vec<u64> = s.history_between(5, 8).unwrap().rev().map(|c| c.revision).collect();
+        assert_eq!(back, [8, 7, 6, 5]);
+        assert!(revisions(9, 8).is_empty() && revisions(31, 40).is_empty());
+        assert_eq!(s.compacted(), 0);
+        let image = s.snapshot();
+        let mut t = Store::new();
+        t.restore(&image).unwrap();
+        assert_eq!(t.compacted(), 30);
+        let err = t.history_between(5, 8).unwrap_err();
+        assert_eq!((err.compacted, err.current), (30, 30));
+        assert_eq!(t.history_between(31, 40).unwrap().count(), 0, "none after the store's");
+    }
+
+    #[test]
     fn snapshots_restore_the_keys_and_revision_and_reject_garbage() {
         let mut s = Store::new();
         for i in 0..20 {
