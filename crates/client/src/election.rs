@@ -138,8 +138,9 @@ pub enum Observed {
         revision: u64,
     },
     /// The changes after the last one reported, up to `current`, could not
-    /// be told (the cluster no longer keeps them): the next observation is
-    /// the state as of `current`, whether it changed or not.
+    /// be told (the cluster no longer keeps them, or refused to resume
+    /// after the last one: then `compacted` is its revision): the next
+    /// observation is the state as of `current`, whether it changed or not.
     Missed {
         /// Changes up to this revision are no longer kept.
         compacted: u64,
@@ -157,6 +158,14 @@ impl Observed {
                 Some((Some(*session), Some(value), Some(*token)))
             }
             Observed::NoLeader { .. } => Some((None, None, None)),
+            Observed::Missed { .. } => None,
+        }
+    }
+
+    /// The revision of a state (not of [`Observed::Missed`]).
+    fn revision(&self) -> Option<u64> {
+        match self {
+            Observed::Leader { revision, .. } | Observed::NoLeader { revision } => Some(*revision),
             Observed::Missed { .. } => None,
         }
     }
@@ -337,6 +346,8 @@ impl Election {
             last: None,
             last_id: None,
             afresh: false,
+            refused_after: None,
+            pending: None,
             backoff: OBSERVE_BACKOFF_MIN,
         }
     }
@@ -346,7 +357,10 @@ impl Election {
 /// ends or fails, the next endpoint is followed from the id of the last
 /// event received (`Last-Event-ID`), so the changes made while disconnected
 /// are reported, in order, none twice. When the cluster no longer keeps
-/// them, [`Observed::Missed`] says so and the state then follows.
+/// them, [`Observed::Missed`] says so (once per gap) and the state then
+/// follows. So it does when the cluster refuses to resume after the last
+/// id (a 400: it was restored with a lower revision): the observer starts
+/// afresh, and `compacted` is that last id.
 #[derive(Debug)]
 pub struct Observer {
     election: Election,
@@ -359,6 +373,12 @@ pub struct Observer {
     /// (a server whose events have none): its first event is the state,
     /// reported only if it differs from the last.
     afresh: bool,
+    /// A resumption after this id was refused: the fresh stream's first
+    /// event, the state, is reported after an [`Observed::Missed`].
+    refused_after: Option<u64>,
+    /// An observation to report before reading on (the state after a
+    /// refused resumption's `Missed`).
+    pending: Option<Observed>,
     backoff: Duration,
 }
 
@@ -382,14 +402,32 @@ impl Observer {
     /// token was refused, or the server refused the request (4xx but 429).
     pub async fn next(&mut self) -> Result<Observed, Error> {
         loop {
+            if let Some(pending) = self.pending.take() {
+                self.last = Some(pending.clone());
+                return Ok(pending);
+            }
             let cluster = &self.election.cluster;
             let endpoint = cluster.current().to_string();
             if self.stream.is_none() {
                 let url = format!("{endpoint}{}", self.election.path("/observe"));
                 match cluster.client().event_stream(&url, self.last_id).await {
                     Ok(s) => {
-                        self.afresh = self.last_id.is_none() && self.last.is_some();
+                        self.afresh = self.last_id.is_none()
+                            && self.last.is_some()
+                            && self.refused_after.is_none();
                         self.stream = Some(s);
+                    }
+                    // Not a bad request but a resumption the cluster cannot
+                    // make (restored with a lower revision): start afresh.
+                    Err(Error::Refused(r))
+                        if r.status == StatusCode::BAD_REQUEST && self.last_id.is_some() =>
+                    {
+                        tracing::warn!(
+                            error = %r, after = ?self.last_id,
+                            "observe: the cluster cannot resume; starting afresh"
+                        );
+                        self.refused_after = self.last_id.take();
+                        continue;
                     }
                     Err(e) => {
                         self.failed(&endpoint, e).await?;
@@ -404,8 +442,21 @@ impl Observer {
                     let Some(observed) = parse_event(stream.url(), &event)? else {
                         continue;
                     };
-                    if let Some(id) = event.id.as_deref().and_then(|id| id.parse().ok()) {
-                        self.last_id = Some(id);
+                    match event.id.as_deref().and_then(|id| id.parse().ok()) {
+                        Some(id) => self.last_id = Some(id),
+                        // `compacted`: the state follows. Should the stream
+                        // drop before it, a fresh one tells the state, and
+                        // not the gap again.
+                        None if matches!(observed, Observed::Missed { .. }) => self.last_id = None,
+                        None => {}
+                    }
+                    if let Some(after) = self.refused_after.take() {
+                        if let Some(current) = observed.revision() {
+                            self.pending = Some(observed);
+                            let missed = Observed::Missed { compacted: after, current };
+                            self.last = Some(missed.clone());
+                            return Ok(missed);
+                        }
                     }
                     if std::mem::take(&mut self.afresh)
                         && self.last.as_ref().and_then(Observed::state) == observed.state()

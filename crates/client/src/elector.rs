@@ -161,18 +161,18 @@ impl LeaderElector {
             let mut observer = self.election.observe();
             let observing = observing.clone();
             tokio::spawn(async move {
+                let mut changes = LeaderChanges::default();
                 loop {
                     let next = tokio::select! {
                         _ = observing.cancelled() => return,
                         n = observer.next() => n,
                     };
                     match next {
-                        Ok(Observed::Leader { session, value, token, .. }) => {
-                            f(Some(Leader { session, value, token }))
+                        Ok(observed) => {
+                            if let Some(leader) = changes.update(observed) {
+                                f(leader);
+                            }
                         }
-                        Ok(Observed::NoLeader { .. }) => f(None),
-                        // The state follows, reported as a change.
-                        Ok(Observed::Missed { .. }) => {}
                         Err(e) => {
                             tracing::warn!(error = %e, "observing the election failed");
                             return;
@@ -321,5 +321,58 @@ async fn latch_loop(elector: LeaderElector, stop: CancellationToken) {
                 pause = (pause * 2).min(LATCH_RETRY_MAX);
             }
         }
+    }
+}
+
+/// The changes of leader passed on to `on_new_leader`: after a `Missed`,
+/// the state that follows is passed on only if it differs from the last.
+#[derive(Debug, Default)]
+struct LeaderChanges {
+    /// The leader last passed on (`Some(None)`: no leader).
+    told: Option<Option<Leader>>,
+}
+
+impl LeaderChanges {
+    /// What to pass on for `observed`, if anything.
+    fn update(&mut self, observed: Observed) -> Option<Option<Leader>> {
+        let leader = match observed {
+            Observed::Leader { session, value, token, .. } => {
+                Some(Leader { session, value, token })
+            }
+            Observed::NoLeader { .. } => None,
+            // The state follows.
+            Observed::Missed { .. } => return None,
+        };
+        if self.told.as_ref() == Some(&leader) {
+            return None;
+        }
+        self.told = Some(leader.clone());
+        Some(leader)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leader_is_passed_on_once_even_after_a_gap() {
+        let mut c = LeaderChanges::default();
+        let at = |session, revision| Observed::Leader {
+            session,
+            value: "v".into(),
+            token: session,
+            revision,
+        };
+        let missed = || Observed::Missed { compacted: 1, current: 2 };
+        let passed = |l: Option<Option<Leader>>| l.map(|l| l.map(|l| l.session));
+        assert_eq!(passed(c.update(at(1, 1))), Some(Some(1)));
+        assert_eq!(passed(c.update(missed())), None);
+        assert_eq!(passed(c.update(at(1, 9))), None, "the same leader after a gap");
+        assert_eq!(passed(c.update(at(2, 10))), Some(Some(2)));
+        assert_eq!(passed(c.update(Observed::NoLeader { revision: 11 })), Some(None));
+        assert_eq!(passed(c.update(missed())), None);
+        assert_eq!(passed(c.update(Observed::NoLeader { revision: 20 })), None);
+        assert_eq!(passed(c.update(at(3, 21))), Some(Some(3)));
     }
 }

@@ -229,6 +229,11 @@ pub fn describe(event: &Observed) -> String {
             "leader  token {token}  session {session}  value {value:?}  (revision {revision})"
         ),
         Observed::NoLeader { revision } => format!("no leader  (revision {revision})"),
+        // A resumption the cluster refused (restored with a lower revision).
+        Observed::Missed { compacted, current } if compacted >= current => format!(
+            "changes missed: the cluster cannot resume after revision {compacted} (it is at \
+             {current}); the state as of revision {current} follows"
+        ),
         Observed::Missed { compacted, current } => format!(
             "changes missed while disconnected (history up to revision {compacted} is no \
              longer kept); the state as of revision {current} follows"
@@ -274,5 +279,7 @@ mod tests {
         assert_eq!(describe(&Observed::NoLeader { revision: 50 }), "no leader  (revision 50)");
         let missed = describe(&Observed::Missed { compacted: 60, current: 70 });
         assert!(missed.contains("missed") && missed.contains("as of revision 70"), "{missed}");
+        let refused = describe(&Observed::Missed { compacted: 90, current: 70 });
+        assert!(refused.contains("cannot resume after revision 90"), "{refused}");
     }
 }

@@ -460,7 +460,13 @@ async fn an_observer_that_reconnects_is_told_exactly_the_changes_it_missed() {
     // Missed: a proclaim, a campaign behind (not a change), a resignation (a
     // new leader), a session revoked (no leader), a new leader again.
     let p = post(f1, "/v1/elections/app/proclaim", json!({"session": a, "value": "a2"})).await;
-    assert_eq!(campaign(f2, "app", b, "b1").await.status, 200);
+    let joined = campaign(f2, "app", b, "b1").await;
+    assert_eq!(joined.status, 200);
+    // Behind a: no token yet; its candidacy's create_revision is the token it leads with.
+    let joined = joined.json();
+    assert_eq!((joined["leader"].as_bool(), joined["token"].as_u64()), (Some(false), None));
+    let tb = joined["create_revision"].as_u64();
+    assert!(tb > Some(t), "b's token is larger");
     let r = post(f2, "/v1/elections/app/resign", json!({"session": a})).await;
     let revoked = call(lead, "DELETE", &format!("/v1/sessions/{b}"), b"").await.json();
     let tc = campaign(lead, "app", c, "c1").await.json()["token"].as_u64().unwrap();
@@ -471,12 +477,11 @@ async fn an_observer_that_reconnects_is_told_exactly_the_changes_it_missed() {
     let rev = |v: &Value| v["revision"].as_u64();
     let expected: Vec<Told> = vec![
         ("leader".into(), rev(&p), Some(a), Some("a2".into()), Some(t), rev(&p)),
-        ("leader".into(), rev(&r), Some(b), Some("b1".into()), missed[1].4, rev(&r)),
+        ("leader".into(), rev(&r), Some(b), Some("b1".into()), tb, rev(&r)),
         ("no-leader".into(), rev(&revoked), None, None, None, rev(&revoked)),
         ("leader".into(), Some(tc), Some(c), Some("c1".into()), Some(tc), Some(tc)),
     ];
     assert_eq!(missed, expected, "what the observer that stayed was told");
-    assert!(missed[1].4 > Some(t), "b's token is larger");
 
     // Resumed with Last-Event-ID (a browser's EventSource) on another node,
     // and with from_revision on a third: exactly those, in order, then live.
@@ -630,6 +635,22 @@ async fn a_bad_resumption_is_a_400() {
         let (code, _) = Stream::resume(f, &format!("{path}{query}"), id).await;
         assert_eq!(code, 400, "{why}: {query} {id:?}");
     }
+    // What the 400 says for an id after which no revision follows, and for
+    // one too large to be a revision.
+    for (id, says) in [
+        ("18446744073709551615", "cannot resume after revision 18446744073709551615"),
+        ("18446744073709551616", "is too large"),
+        ("seven", "is not a revision"),
+    ] {
+        let (code, mut s) = Stream::resume(f, path, Some(id)).await;
+        assert_eq!(code, 400, "{id}");
+        let body = s.until(b"}").await;
+        assert!(body.contains(says), "{id}: {body}");
+    }
+    // An empty Last-Event-ID is no id (the SSE spec): the state first.
+    let (code, mut s) = Stream::resume(f, path, Some("")).await;
+    assert_eq!(code, 200, "an empty Last-Event-ID");
+    assert_eq!(s.next().await.event, "no-leader");
     let far = format!("{path}?from_revision={}", now + 2);
     let (code, mut s) = Stream::open(f, &far).await;
     assert_eq!(code, 400, "from_revision after the next revision");

@@ -10,9 +10,12 @@
 //! `Last-Event-ID` header (as a browser's `EventSource` does) or with
 //! `from_revision=<last id + 1>` (as for `/v1/kv-watch`; both given, the
 //! later wins) is not told the state first: it is told every change after
-//! the id, in order, then the stream goes on live ([`Observed::at`] rebuilds
-//! the election as it stood then). A resumption from after the store's
-//! revision is a 400, as is an id or revision that is not a number.
+//! the id, in order, then the stream goes on live (a [`Resume`] rebuilds
+//! the election as it stood then, holding the replica's lock only to copy
+//! the candidates and the changes since, and to read the few older values
+//! it will tell). A resumption from after the store's revision is a 400, as
+//! is an id or revision that is not a number; an empty `Last-Event-ID` is
+//! none.
 //!
 //! The stream replays the store's change history of the election's keys
 //! revision by revision, so no leader in between is skipped. When the
@@ -31,7 +34,7 @@ use super::state::{ApiError, AppState};
 use super::watch::{acquire_slot, SSE_KEEP_ALIVE};
 use super::watchers::WatchSlot;
 use crate::api::{ErrorBody, ObservedLeaderBody, ObservedNoLeaderBody};
-use crate::elections::observe::{Observation, Observed};
+use crate::elections::observe::{Observation, Observed, Resume};
 use crate::elections::{whole_revisions, CHANGE_BATCH};
 use crate::metrics::{GaugeGuard, Metrics};
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -66,57 +69,103 @@ enum Start {
 }
 
 /// The revision to resume after, from the query and the `Last-Event-ID`
-/// header; 400 for a value that is not a revision.
+/// header (empty: absent, as the SSE spec has it); 400 for a value that is
+/// not a revision, or one after which there is none.
 fn start_of(
     query: Result<Query<ObserveQuery>, QueryRejection>,
     headers: &HeaderMap,
-) -> Result<(Option<u64>, Option<u64>), ApiError> {
+) -> Result<Start, ApiError> {
     let Query(q) = query.map_err(|r| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("{}; this endpoint takes from_revision=R (a revision)", r.body_text()),
         )
     })?;
-    let last_event_id = match headers.get("last-event-id") {
-        None => None,
-        Some(v) => {
-            Some(v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()).ok_or_else(|| {
-                ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID is not a revision")
-            })?)
+    let header = headers.get("last-event-id").map(|v| v.to_str().map(str::trim));
+    let last_event_id = match header {
+        None | Some(Ok("")) => None,
+        Some(Ok(id)) => Some(id.parse::<u64>().map_err(|e| {
+            let why = match e.kind() {
+                std::num::IntErrorKind::PosOverflow => "too large",
+                _ => "not a revision",
+            };
+            ApiError::new(StatusCode::BAD_REQUEST, format!("Last-Event-ID {id:?} is {why}"))
+        })?),
+        Some(Err(_)) => {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID is not a revision"))
         }
     };
-    Ok((q.from_revision, last_event_id))
+    if last_event_id == Some(u64::MAX) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("cannot resume after revision {}: no revision follows it", u64::MAX),
+        ));
+    }
+    Ok(match (q.from_revision, last_event_id) {
+        (None, None) => Start::Fresh,
+        // The first revision to tell, less one: at most u64::MAX - 1.
+        (from, id) => Start::After(start_revision(from, id, 0) - 1),
+    })
 }
 
-/// What a stream tells first: the changes after `after`, or the state now
-/// (after `compacted` when the changes are gone); 400 when `after` is
-/// beyond the store's `revision`.
-fn first_events(
-    store: &Store,
-    name: &str,
-    start: Start,
-) -> Result<(Observed, u64, Vec<Told>), ApiError> {
+/// A stream ready to go: the election, the next revision to read, and the
+/// first events to send.
+type Opened = (Observed, u64, Vec<Told>);
+
+/// How a stream opens, as read under the replica's lock.
+enum Opening {
+    /// Ready.
+    Ready(Opened),
+    /// A resumption to rebuild (outside the lock).
+    Resume(Resume),
+}
+
+/// The state now, after `compacted` when the changes a stream needed are
+/// gone (both read under one lock, so that `current` is the state's
+/// revision).
+fn restart(store: &Store, name: &str, compacted: Option<Compacted>) -> Opened {
     let revision = store.revision();
-    let after = match start {
-        Start::Fresh => None,
-        Start::After(after) if after > revision => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "cannot resume after revision {after}: the store is at revision {revision}"
-                ),
-            ))
-        }
-        Start::After(after) => Some(after),
-    };
-    let compacted = match after.map(|after| (after, Observed::at(store, name, after))) {
-        Some((after, Ok(then))) => return Ok((then, after + 1, Vec::new())),
-        Some((_, Err(c))) => Some(Told::Compacted(c)),
-        None => None,
-    };
     let now = Observed::new(Standing::read(store, name), name);
     let first = Told::Observation(now.now(revision));
-    Ok((now, revision + 1, compacted.into_iter().chain([first]).collect()))
+    (now, revision + 1, compacted.map(Told::Compacted).into_iter().chain([first]).collect())
+}
+
+/// What a stream tells first (under the replica's lock): the state now, or
+/// what a resumption after `after` rebuilds from (after `compacted` when
+/// the changes are gone); 400 when `after` is beyond the store's revision.
+fn open(store: &Store, name: &str, start: Start) -> Result<Opening, ApiError> {
+    let revision = store.revision();
+    match start {
+        Start::Fresh => Ok(Opening::Ready(restart(store, name, None))),
+        Start::After(after) if after > revision => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("cannot resume after revision {after}: the store is at revision {revision}"),
+        )),
+        Start::After(after) => Ok(match Resume::read(store, name, after) {
+            Ok(resume) => Opening::Resume(resume),
+            Err(c) => Opening::Ready(restart(store, name, Some(c))),
+        }),
+    }
+}
+
+/// Rebuilds a resumption (the replay outside the replica's lock, on a
+/// blocking thread), then reads the older values it will tell, if any,
+/// under the lock.
+async fn resume(st: &AppState, name: &str, resume: Resume) -> Opened {
+    let after = resume.after();
+    let rebuilt = match tokio::task::spawn_blocking(move || resume.rebuild()).await {
+        Ok(rebuilt) => rebuilt,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    let finished = if rebuilt.is_complete() {
+        Ok(rebuilt.finish_complete())
+    } else {
+        st.kv.read_stale(|s| rebuilt.finish(s).map_err(|c| Box::new(restart(s, name, Some(c))))).0
+    };
+    match finished {
+        Ok(then) => (then, after + 1, Vec::new()),
+        Err(restarted) => *restarted,
+    }
 }
 
 /// Opens a stream; 400 for a bad resumption; 429/503 when the caller or the
@@ -129,18 +178,14 @@ pub async fn get(
     query: Result<Query<ObserveQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let name = name_from(name)?;
-    let (from_revision, last_event_id) = start_of(query, &headers)?;
+    let start = start_of(query, &headers)?;
     let slot = acquire_slot(&st, &caller)?;
     // Linearizable: every revision a client was told is applied here.
-    let (observed, next, first) = read(&st, Consistency::Linearizable, |s| {
-        let start = match (from_revision, last_event_id) {
-            (None, None) => Start::Fresh,
-            // The first revision to tell, less one: at most u64::MAX - 1.
-            (from, id) => Start::After(start_revision(from, id, 0) - 1),
-        };
-        first_events(s, &name, start)
-    })
-    .await??;
+    let opening = read(&st, Consistency::Linearizable, |s| open(s, &name, start)).await??;
+    let (observed, next, first) = match opening {
+        Opening::Ready(opened) => opened,
+        Opening::Resume(r) => resume(&st, &name, r).await,
+    };
     let observing = Observing {
         applied: st.kv.applied(),
         kv: st.kv.clone(),
@@ -187,15 +232,19 @@ struct Observing {
 impl Observing {
     /// Reads what was applied since `next`; false if nothing was.
     fn catch_up(&mut self) -> bool {
-        let read = self.kv.read_stale(|s| s.changes_since(&self.prefix, self.next, CHANGE_BATCH)).0;
-        match read {
-            Err(compacted) => {
-                let (queue, revision) =
-                    self.kv.read_stale(|s| (Standing::read(s, &self.name), s.revision())).0;
-                self.observed = Observed::new(queue, &self.name);
-                self.pending.push_back(Told::Compacted(compacted));
-                self.pending.push_back(Told::Observation(self.observed.now(revision)));
-                self.next = revision + 1;
+        let (prefix, name, next) = (&self.prefix, &self.name, self.next);
+        // The state after `compacted` is read under the same lock, so that
+        // its revision is the event's `current`.
+        let read = self.kv.read_stale(|s| {
+            s.changes_since(prefix, next, CHANGE_BATCH)
+                .map_err(|c| Box::new(restart(s, name, Some(c))))
+        });
+        match read.0 {
+            Err(restarted) => {
+                let (observed, next, told) = *restarted;
+                self.observed = observed;
+                self.next = next;
+                self.pending.extend(told);
                 true
             }
             Ok(changes) if changes.is_empty() => false,
