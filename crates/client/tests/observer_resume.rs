@@ -3,10 +3,12 @@
 //! a gap, reported once, then the state; a stream that drops between
 //! `compacted` and the state after it does not report the gap twice.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tenure_client::{Client, Cluster, Election, Observed};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// What one connection is answered: a status and body, or events (then
@@ -30,19 +32,8 @@ fn compacted(compacted: u64, current: u64) -> String {
 
 /// The request's head; its `Last-Event-ID`, if any.
 async fn last_event_id(stream: &mut TcpStream) -> Option<Option<String>> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await.ok()? == 0 {
-            return None;
-        }
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    Some(head.lines().find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.eq_ignore_ascii_case("last-event-id").then(|| value.trim().to_string())
-    }))
+    let head = common::read_head(stream).await?;
+    Some(common::header(&head, "last-event-id"))
 }
 
 /// Answers the connections in turn with `script` (given the request's

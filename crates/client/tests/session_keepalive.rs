@@ -3,6 +3,8 @@
 //! stop succeeding the session is lost at its deadline, not before and not
 //! much after; a 404 ends it at once.
 
+mod common;
+
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,23 +44,8 @@ impl Script {
 
 /// Reads one request (head and Content-Length body); its request line.
 async fn read_request(stream: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await.ok()? == 0 {
-            return None;
-        }
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let length = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-        })
-        .unwrap_or(0);
+    let head = common::read_head(stream).await?;
+    let length = common::header(&head, "content-length").map_or(0, |v| v.parse().unwrap_or(0));
     let mut body = vec![0u8; length];
     stream.read_exact(&mut body).await.ok()?;
     head.lines().next().map(str::to_string)
