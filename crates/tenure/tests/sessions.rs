@@ -301,4 +301,16 @@ async fn a_keepalive_stream_keeps_the_session_and_its_deadlines_hold() {
     // An unknown session: 404 before any stream.
     let refused = client.event_stream(&url(id + 1000), None).await.unwrap_err();
     assert!(refused.to_string().contains("404"), "{refused}");
+
+    // A stranger's input: a malformed, zero or huge id is a 400 before any
+    // stream; a read-only token may not keep a session alive (403).
+    let huge = "9".repeat(5_000);
+    for bad in ["abc", "0", "-1", "18446744073709551616", huge.as_str()] {
+        let path = format!("/v1/sessions/{bad}/keepalive");
+        let (status, _, text) = c.request(follower, Method::GET, &path, None).await.unwrap();
+        assert_eq!(status, 400, "{bad:.20}: {text:.200}");
+    }
+    let path = format!("/v1/sessions/{id}/keepalive");
+    let read = c.request_as(follower, Some(harness::READ_TOKEN), Method::GET, &path, None);
+    assert_eq!(read.await.unwrap().status, 403);
 }
