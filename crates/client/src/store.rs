@@ -82,7 +82,9 @@ impl fmt::Display for SessionId {
 pub struct Renewal {
     /// The session.
     pub session: SessionId,
-    /// When the request was sent (read just before it left).
+    /// When the request was sent (read just before it left): the instant
+    /// the deadline rests on. A store whose answer proves less returns an
+    /// earlier one (docs/STORES.md §3.3: ZooKeeper, the previous renewal's).
     pub sent: Instant,
     /// The TTL the store granted in this answer (which may differ from
     /// the one asked: etcd raises it to its minimum, ZooKeeper negotiates).
