@@ -13,6 +13,8 @@
 //! * [`LeaderElector`] (callbacks with a leading context cancelled at the
 //!   deadline at the latest, like client-go's `leaderelection`) and
 //!   [`LeaderLatch`] (`has_leadership`, `await_leadership`, like Curator's).
+//! * [`Store`]: the primitives an election needs from a store (tenure,
+//!   and later etcd and ZooKeeper: docs/STORES.md), with [`TenureStore`].
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), tenure_client::Error> {
@@ -42,6 +44,7 @@ pub mod elector;
 pub mod error;
 pub mod http;
 pub mod session;
+pub mod store;
 
 pub use cluster::{Cluster, Retry};
 pub use election::{Campaign, Check, Election, ElectionState, Leader, Observed, Observer};
@@ -49,6 +52,7 @@ pub use elector::{Ended, LeaderElector, LeaderLatch, Leading};
 pub use error::{AuthRefused, Error, NoAnswer, Refused};
 pub use http::{parse_endpoints, Client, ClientOptions, EventStream, RawAnswer, SseEvent};
 pub use session::{Loss, Session, SessionWatch};
+pub use store::{Candidacy, Renewal, SessionId, Store, StoreError, StoreKind, TenureStore, Waited};
 /// The leading context's type (tokio-util's), re-exported so that callers
 /// need not depend on the same tokio-util version.
 pub use tokio_util::sync::CancellationToken;
