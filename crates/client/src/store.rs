@@ -248,6 +248,15 @@ pub trait Store: Send + Sync + fmt::Debug {
         token: u64,
     ) -> BoxFuture<'a, Result<Check, StoreError>>;
 
+    /// Resolves when the store's own signal says that `session` can no
+    /// longer be trusted although its deadline has not come (ZooKeeper:
+    /// the connection is `Disconnected`, `Expired` or `Closed`), with the
+    /// reason. The default never resolves: tenure and etcd tell a loss
+    /// only through renewals.
+    fn suspended(&self, _session: SessionId) -> BoxFuture<'_, String> {
+        Box::pin(std::future::pending())
+    }
+
     /// `election`'s current state, then each change (see [`Observed`]).
     fn observe(
         &self,
