@@ -4,9 +4,12 @@
 //! `await_leadership`).
 
 use crate::cluster::Cluster;
-use crate::election::{Election, Leader, Observed};
+use crate::election::{Leader, Observed};
 use crate::error::Error;
 use crate::session::{Loss, Session, SessionWatch};
+use crate::store::{Candidacy, Store, TenureStore};
+use crate::store_election::StoreElection;
+use futures_util::StreamExt;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,7 +86,7 @@ type NewLeaderFn = dyn Fn(Option<Leader>) + Send + Sync;
 /// # Ok(()) }
 /// ```
 pub struct LeaderElector {
-    election: Election,
+    election: StoreElection,
     value: String,
     ttl: Duration,
     started: Option<Arc<StartedFn>>,
@@ -106,11 +109,18 @@ impl fmt::Debug for LeaderElector {
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
 impl LeaderElector {
-    /// An elector for the election `name`, campaigning with `value`.
+    /// An elector for the election `name` of tenure's cluster, campaigning
+    /// with `value`.
     pub fn new(cluster: Arc<Cluster>, name: &str, value: &str) -> Result<Self, Error> {
+        LeaderElector::in_store(Arc::new(TenureStore::new(cluster)), name, value)
+    }
+
+    /// An elector for the election `name` of `store` (tenure, etcd,
+    /// ZooKeeper), campaigning with `value`.
+    pub fn in_store(store: Arc<dyn Store>, name: &str, value: &str) -> Result<Self, Error> {
         crate::election::check_value(value)?;
         Ok(LeaderElector {
-            election: Election::new(cluster, name)?,
+            election: StoreElection::new(store, name)?,
             value: value.to_string(),
             ttl: DEFAULT_TTL,
             started: None,
@@ -146,7 +156,7 @@ impl LeaderElector {
     }
 
     /// The election.
-    pub fn election(&self) -> &Election {
+    pub fn election(&self) -> &StoreElection {
         &self.election
     }
 
@@ -158,7 +168,7 @@ impl LeaderElector {
         let observing = CancellationToken::new();
         let _stop_observing = observing.clone().drop_guard();
         if let Some(f) = self.new_leader.clone() {
-            let mut observer = self.election.observe();
+            let mut observer = self.election.observe()?;
             let observing = observing.clone();
             tokio::spawn(async move {
                 let mut changes = LeaderChanges::default();
@@ -168,21 +178,22 @@ impl LeaderElector {
                         n = observer.next() => n,
                     };
                     match next {
-                        Ok(observed) => {
+                        Some(Ok(observed)) => {
                             if let Some(leader) = changes.update(observed) {
                                 f(leader);
                             }
                         }
-                        Err(e) => {
+                        Some(Err(e)) => {
                             tracing::warn!(error = %e, "observing the election failed");
                             return;
                         }
+                        None => return,
                     }
                 }
             });
         }
-        let session = Session::grant(self.election_cluster(), self.ttl).await?;
-        let token = tokio::select! {
+        let session = Session::start(self.election.store().clone(), self.ttl).await?;
+        let (token, candidacy) = tokio::select! {
             _ = stop.cancelled() => {
                 let _ = session.close().await;
                 return Ok(Ended::Stopped);
@@ -206,7 +217,7 @@ impl LeaderElector {
         };
         cancel.cancel();
         if ended == Ended::Stopped {
-            if let Err(e) = self.election.resign(&session).await {
+            if let Err(e) = self.election.resign(&candidacy).await {
                 tracing::debug!(error = %e, "resigning failed; closing the session ends it too");
             }
         }
@@ -217,21 +228,14 @@ impl LeaderElector {
         Ok(ended)
     }
 
-    fn election_cluster(&self) -> Arc<Cluster> {
-        self.election.cluster().clone()
-    }
-
-    async fn campaign_and_wait(&self, session: &Session) -> Result<u64, Error> {
-        let campaign = self.election.campaign(session, &self.value).await?;
-        match campaign {
-            crate::election::Campaign { leader: true, token: Some(t), .. } => {
-                if let Some(reason) = session.ended() {
-                    return Err(Error::SessionEnded { id: session.id(), reason });
-                }
-                Ok(t)
-            }
-            _ => self.election.wait_until_leader(session).await,
-        }
+    /// Campaigns and waits until it leads: the token and the candidacy.
+    async fn campaign_and_wait(&self, session: &Session) -> Result<(u64, Candidacy), Error> {
+        let candidacy = self.election.campaign(session, &self.value).await?;
+        let token = match candidacy.leader {
+            true => candidacy.token,
+            false => self.election.wait_until_leader(session, &candidacy).await?,
+        };
+        Ok((token, candidacy))
     }
 }
 
@@ -245,9 +249,21 @@ pub struct LeaderLatch {
 }
 
 impl LeaderLatch {
-    /// Starts campaigning in `name` with `value` and sessions of `ttl`.
+    /// Starts campaigning in `name` of tenure's cluster with `value` and
+    /// sessions of `ttl`.
     pub fn start(
         cluster: Arc<Cluster>,
+        name: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<LeaderLatch, Error> {
+        LeaderLatch::start_in(Arc::new(TenureStore::new(cluster)), name, value, ttl)
+    }
+
+    /// Starts campaigning in `name` of `store` (tenure, etcd, ZooKeeper)
+    /// with `value` and sessions of `ttl`.
+    pub fn start_in(
+        store: Arc<dyn Store>,
         name: &str,
         value: &str,
         ttl: Duration,
@@ -256,7 +272,7 @@ impl LeaderLatch {
         let (tx, rx) = watch::channel(None);
         let tx = Arc::new(tx);
         let (on_start, on_stop) = (tx.clone(), tx.clone());
-        let elector = LeaderElector::new(cluster, name, value)?
+        let elector = LeaderElector::in_store(store, name, value)?
             .ttl(ttl)
             .on_started_leading(move |leading| {
                 on_start.send_replace(Some(leading));

@@ -49,9 +49,30 @@ pub enum Error {
         /// Why.
         reason: Loss,
     },
+    /// A store (etcd, ZooKeeper) failed the call; see [`crate::Store`].
+    #[error(transparent)]
+    Store(crate::store::StoreError),
+}
+
+impl From<crate::store::StoreError> for Error {
+    /// Bad arguments and settings keep their kinds; the rest is
+    /// [`Error::Store`].
+    fn from(e: crate::store::StoreError) -> Self {
+        use crate::store::StoreError;
+        match e {
+            StoreError::Invalid(m) => Error::Invalid(m),
+            StoreError::Config(m) => Error::Config(m),
+            e => Error::Store(e),
+        }
+    }
 }
 
 impl Error {
+    /// [`From<StoreError>`], as a function for `map_err`.
+    pub fn from_store(e: crate::store::StoreError) -> Self {
+        Error::from(e)
+    }
+
     /// The HTTP status of a [`Error::Refused`] answer.
     pub fn status(&self) -> Option<StatusCode> {
         match self {
@@ -146,6 +167,9 @@ pub enum Loss {
     Gone,
     /// [`Session::close`] revoked it, or the session was dropped.
     Closed,
+    /// The store's own signal said it can no longer be trusted
+    /// ([`crate::Store::suspended`]: ZooKeeper's connection was lost).
+    Suspended,
 }
 
 impl fmt::Display for Loss {
@@ -154,6 +178,7 @@ impl fmt::Display for Loss {
             Loss::DeadlinePassed => "no renewal succeeded before the session's deadline",
             Loss::Gone => "the cluster says the session no longer exists",
             Loss::Closed => "the session was closed",
+            Loss::Suspended => "the store suspended the session (its connection was lost)",
         })
     }
 }

@@ -45,6 +45,7 @@ pub mod error;
 pub mod http;
 pub mod session;
 pub mod store;
+pub mod store_election;
 
 pub use cluster::{Cluster, Retry};
 pub use election::{Campaign, Check, Election, ElectionState, Leader, Observed, Observer};
@@ -53,6 +54,7 @@ pub use error::{AuthRefused, Error, NoAnswer, Refused};
 pub use http::{parse_endpoints, Client, ClientOptions, EventStream, RawAnswer, SseEvent};
 pub use session::{Loss, Session, SessionWatch};
 pub use store::{Candidacy, Renewal, SessionId, Store, StoreError, StoreKind, TenureStore, Waited};
+pub use store_election::StoreElection;
 /// The leading context's type (tokio-util's), re-exported so that callers
 /// need not depend on the same tokio-util version.
 pub use tokio_util::sync::CancellationToken;

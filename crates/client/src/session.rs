@@ -21,13 +21,17 @@
 //!
 //! with `ρ` = [`DRIFT_PPM`], and [`Session::lost`] fires there at the
 //! latest. See [`deadline_after`].
+//!
+//! The same rule holds for every [`Store`] (docs/STORES.md §3): a session
+//! renews through its store, which says when each renewal was sent (the
+//! instant its answer proves the store counted from) and which TTL it
+//! granted; the deadline is computed here, once for all stores.
 
-use crate::cluster::{Cluster, Retry};
+use crate::cluster::Cluster;
 use crate::error::Error;
 pub use crate::error::Loss;
 use crate::http::REQUEST_TIMEOUT;
-use hyper::{Method, StatusCode};
-use serde::Deserialize;
+use crate::store::{SessionId, Store, StoreError, TenureStore};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -96,19 +100,14 @@ struct State {
     ended: Option<Loss>,
 }
 
-#[derive(Deserialize)]
-struct SessionBody {
-    id: u64,
-}
-
-/// A session: a lease on the cluster with a TTL, renewed in the background
-/// every TTL/3 against any endpoint (the next one when one fails) until it
-/// is closed, dropped or lost. Candidacies in elections belong to a session
-/// and end with it.
+/// A session: a lease on a store with a TTL, renewed in the background
+/// every TTL/3 (for tenure's store: against any endpoint, the next one when
+/// one fails) until it is closed, dropped or lost. Candidacies in elections
+/// belong to a session and end with it.
 #[derive(Debug)]
 pub struct Session {
-    cluster: Arc<Cluster>,
-    id: u64,
+    store: Arc<dyn Store>,
+    id: SessionId,
     ttl: Duration,
     state: watch::Receiver<State>,
     /// Stops the keepalive task.
@@ -116,35 +115,45 @@ pub struct Session {
 }
 
 impl Session {
-    /// Grants a session of `ttl` (500 ms to one day) and starts renewing it.
-    /// Needs a tokio runtime.
+    /// Grants a session of `ttl` (500 ms to one day) on tenure's cluster and
+    /// starts renewing it. Needs a tokio runtime.
     pub async fn grant(cluster: Arc<Cluster>, ttl: Duration) -> Result<Session, Error> {
-        check_ttl(ttl)?;
-        let sent = Instant::now();
-        let body = serde_json::json!({ "ttl_ms": ttl.as_millis() as u64 });
-        let granted: SessionBody = cluster
-            .json(Method::POST, "/v1/sessions", Some(&body), REQUEST_TIMEOUT, Retry::Once)
-            .await?;
-        let state = State { deadline: deadline_after(sent, ttl), ended: None };
-        let (tx, rx) = watch::channel(state);
-        let stop = CancellationToken::new();
-        tokio::spawn(keepalive(cluster.clone(), granted.id, ttl, sent, tx, stop.clone()));
-        Ok(Session { cluster, id: granted.id, ttl, state: rx, stop })
+        Session::start(Arc::new(TenureStore::new(cluster)), ttl).await
     }
 
-    /// Its id on the cluster.
+    /// Grants a session of about `ttl` (500 ms to one day) on `store` and
+    /// starts renewing it. The store may grant another TTL (etcd rounds up
+    /// to whole seconds, ZooKeeper negotiates): [`Session::ttl`] is the one
+    /// granted. Needs a tokio runtime.
+    pub async fn start(store: Arc<dyn Store>, ttl: Duration) -> Result<Session, Error> {
+        check_ttl(ttl)?;
+        let granted = store.grant(ttl).await.map_err(Error::from_store)?;
+        let state = State { deadline: granted.deadline(), ended: None };
+        let (tx, rx) = watch::channel(state);
+        let stop = CancellationToken::new();
+        let id = granted.session;
+        tokio::spawn(keepalive(store.clone(), id, granted.ttl, Instant::now(), tx, stop.clone()));
+        Ok(Session { store, id, ttl: granted.ttl, state: rx, stop })
+    }
+
+    /// Its id in its store.
     pub fn id(&self) -> u64 {
+        self.id.0
+    }
+
+    /// Its id in its store, typed.
+    pub fn session_id(&self) -> SessionId {
         self.id
     }
 
-    /// Its TTL.
+    /// Its TTL, as the store granted it.
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
 
-    /// The cluster it lives on.
-    pub fn cluster(&self) -> &Arc<Cluster> {
-        &self.cluster
+    /// The store it lives on.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// Until when it is trusted now (moves on with each renewal).
@@ -175,14 +184,7 @@ impl Session {
     /// no longer exists there is not an error.
     pub async fn close(self) -> Result<(), Error> {
         self.stop.cancel();
-        let path = format!("/v1/sessions/{}", self.id);
-        let answer =
-            self.cluster.call(Method::DELETE, &path, None, REVOKE_TIMEOUT, Retry::Idempotent).await;
-        match answer {
-            Ok((_, a)) if a.status == StatusCode::NOT_FOUND => Ok(()),
-            Ok((url, a)) => a.json::<serde_json::Value>(&url).map(|_| ()),
-            Err(e) => Err(e),
-        }
+        revoke(&*self.store, self.id).await.map_err(Error::from_store)
     }
 }
 
@@ -249,17 +251,29 @@ impl SessionWatch {
     }
 }
 
+/// Revokes `id`, within [`REVOKE_TIMEOUT`].
+async fn revoke(store: &dyn Store, id: SessionId) -> Result<(), StoreError> {
+    match tokio::time::timeout(REVOKE_TIMEOUT, store.revoke(id)).await {
+        Ok(revoked) => revoked,
+        Err(_) => Err(StoreError::NoAnswer {
+            endpoint: store.kind().to_string(),
+            sent: true,
+            source: format!("revoking took over {} ms", REVOKE_TIMEOUT.as_millis()).into(),
+        }),
+    }
+}
+
 /// Renews session `id` every TTL/3 from the last successful renewal's send
-/// time; publishes each new deadline, and the loss.
+/// time; publishes each new deadline, and the loss (the deadline passed,
+/// the store said the session is gone, or its own loss signal fired).
 async fn keepalive(
-    cluster: Arc<Cluster>,
-    id: u64,
+    store: Arc<dyn Store>,
+    id: SessionId,
     ttl: Duration,
     mut last_sent: Instant,
     tx: watch::Sender<State>,
     stop: CancellationToken,
 ) {
-    let path = format!("/v1/sessions/{id}/keepalive");
     let end = |loss: Loss| {
         tx.send_modify(|s| {
             if s.ended.is_none() {
@@ -267,50 +281,70 @@ async fn keepalive(
             }
         })
     };
-    loop {
+    let suspended = store.suspended(id);
+    tokio::pin!(suspended);
+    let loss = loop {
         tokio::select! {
             _ = stop.cancelled() => return end(Loss::Closed),
+            why = &mut suspended => break suspension(id, why),
             _ = tokio::time::sleep_until(last_sent + renew_interval(ttl)) => {}
         }
-        loop {
-            let deadline = tx.borrow().deadline;
-            let sent = Instant::now();
-            if sent >= deadline {
-                tracing::warn!(session = id, "no renewal succeeded before the deadline");
-                end(Loss::DeadlinePassed);
-                // Best effort: a successor need not wait for the expiry.
-                let path = format!("/v1/sessions/{id}");
-                let _ = cluster
-                    .call(Method::DELETE, &path, None, REVOKE_TIMEOUT, Retry::Idempotent)
-                    .await;
-                return;
-            }
-            let timeout = (deadline - sent).min(REQUEST_TIMEOUT);
-            let answer = tokio::select! {
-                _ = stop.cancelled() => return end(Loss::Closed),
-                a = cluster.call(Method::POST, &path, None, timeout, Retry::Idempotent) => a,
-            };
-            match answer {
-                Ok((_, a)) if a.status.is_success() => {
-                    last_sent = sent;
-                    let next = deadline_after(sent, ttl);
-                    tx.send_modify(|s| s.deadline = s.deadline.max(next));
-                    break;
-                }
-                Ok((_, a)) if a.status == StatusCode::NOT_FOUND => {
-                    tracing::warn!(session = id, "the cluster says the session is gone");
-                    return end(Loss::Gone);
-                }
-                Ok((url, a)) => {
-                    tracing::debug!(session = id, %url, status = %a.status, "renewal refused");
-                }
-                Err(e) => tracing::debug!(session = id, error = %e, "renewal failed"),
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return end(Loss::Closed),
-                _ = tokio::time::sleep(RENEW_RETRY_PAUSE.min(deadline.saturating_duration_since(Instant::now()))) => {}
-            }
+        let renewed = tokio::select! {
+            _ = stop.cancelled() => return end(Loss::Closed),
+            why = &mut suspended => break suspension(id, why),
+            r = renew(&*store, id, &tx) => r,
+        };
+        match renewed {
+            Ok(sent) => last_sent = sent,
+            Err(loss) => break loss,
         }
+    };
+    end(loss);
+    if loss != Loss::Gone {
+        // Best effort: a successor need not wait for the expiry.
+        let _ = revoke(&*store, id).await;
+    }
+}
+
+/// The loss of a session the store suspended.
+fn suspension(id: SessionId, why: String) -> Loss {
+    tracing::warn!(session = %id, %why, "the store suspended the session");
+    Loss::Suspended
+}
+
+/// Renews until one renewal succeeds (its own send time) or the session is
+/// lost; each new deadline is published.
+async fn renew(
+    store: &dyn Store,
+    id: SessionId,
+    tx: &watch::Sender<State>,
+) -> Result<Instant, Loss> {
+    loop {
+        let deadline = tx.borrow().deadline;
+        let sent = Instant::now();
+        if sent >= deadline {
+            tracing::warn!(session = %id, "no renewal succeeded before the deadline");
+            return Err(Loss::DeadlinePassed);
+        }
+        let timeout = (deadline - sent).min(REQUEST_TIMEOUT);
+        match tokio::time::timeout(timeout, store.renew(id)).await {
+            Ok(Ok(renewal)) if renewal.session == id && renewal.sent <= Instant::now() => {
+                let next = renewal.deadline();
+                tx.send_modify(|s| s.deadline = s.deadline.max(next));
+                return Ok(sent);
+            }
+            Ok(Ok(renewal)) => {
+                tracing::warn!(session = %id, ?renewal, "a renewal about another session or from the future");
+            }
+            Ok(Err(StoreError::Gone(why))) => {
+                tracing::warn!(session = %id, %why, "the store says the session is gone");
+                return Err(Loss::Gone);
+            }
+            Ok(Err(e)) => tracing::debug!(session = %id, error = %e, "renewal failed"),
+            Err(_) => tracing::debug!(session = %id, "renewal timed out"),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(RENEW_RETRY_PAUSE.min(left)).await;
     }
 }
 

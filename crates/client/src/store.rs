@@ -195,6 +195,7 @@ impl From<Error> for StoreError {
             Error::SessionEnded { .. } => StoreError::Gone(e.to_string()),
             Error::Invalid(m) => StoreError::Invalid(m),
             Error::Config(m) => StoreError::Config(m),
+            Error::Store(e) => e,
             e @ (Error::AuthRefused(_)
             | Error::Refused(_)
             | Error::Decode { .. }

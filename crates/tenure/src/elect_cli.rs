@@ -2,16 +2,19 @@
 //! loss; `tenure elect --observe`: print every change of an election.
 
 use crate::client::{connect, timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
+use crate::store_url::{StoreUrl, STORE_ENV};
 use crate::tokens::TokenArgs;
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Args;
-use hyper::StatusCode;
+use futures_util::StreamExt;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_client::{Cluster, Election, Observed, Session};
+use tenure_client::{
+    Candidacy, Cluster, Observed, Session, Store, StoreElection, StoreError, TenureStore,
+};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// Exit status when leadership (or the session) was lost.
@@ -37,6 +40,11 @@ pub struct ConnArgs {
     /// is asked.
     #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     pub endpoints: String,
+    /// The store that holds the election: tenure://HOST:PORT,... (tenure's own cluster; the
+    /// default, through --endpoints), etcd://HOST:PORT,... (an etcd cluster's client URLs) or
+    /// zk://HOST:PORT,... (a ZooKeeper ensemble); see docs/STORES.md.
+    #[arg(long, env = STORE_ENV, value_name = "URL", conflicts_with = "endpoints")]
+    pub store: Option<String>,
     /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
     /// are then https://, and the servers' certificates are checked against it.
     #[arg(long, env = CACERT_ENV, value_name = "FILE")]
@@ -47,10 +55,28 @@ pub struct ConnArgs {
 }
 
 impl ConnArgs {
-    /// The cluster these flags name.
+    /// The tenure cluster these flags name (`--endpoints`).
     pub fn cluster(&self) -> anyhow::Result<Arc<Cluster>> {
-        let (client, endpoints) = connect(self.cacert.as_deref(), &self.auth, &self.endpoints)?;
+        self.cluster_of(&self.endpoints)
+    }
+
+    fn cluster_of(&self, endpoints: &str) -> anyhow::Result<Arc<Cluster>> {
+        let (client, endpoints) = connect(self.cacert.as_deref(), &self.auth, endpoints)?;
         Ok(Arc::new(Cluster::new(client.inner().clone(), endpoints)?))
+    }
+
+    /// The store these flags name: `--store`, else tenure's cluster at
+    /// `--endpoints`.
+    pub fn store(&self) -> anyhow::Result<Arc<dyn Store>> {
+        let Some(url) = self.store.as_deref() else {
+            return Ok(Arc::new(TenureStore::new(self.cluster()?)));
+        };
+        match crate::store_url::parse(url)? {
+            StoreUrl::Tenure(hosts) => {
+                Ok(Arc::new(TenureStore::new(self.cluster_of(&hosts.join(","))?)))
+            }
+            other => bail!("{other}: this build cannot reach that store yet"),
+        }
     }
 }
 
@@ -116,8 +142,8 @@ impl StopSignals {
 /// `tenure elect`.
 pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     tenure_client::election::check_name(&args.name)?;
-    let cluster = args.conn.cluster()?;
-    let election = Election::new(cluster.clone(), &args.name)?;
+    let store = args.conn.store()?;
+    let election = StoreElection::new(store.clone(), &args.name)?;
     let mut signals = StopSignals::new()?;
     if args.observe {
         return observe(&election, &mut signals).await;
@@ -125,8 +151,8 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     let value = value_or_pid(args.value.as_deref());
     tenure_client::election::check_value(&value).context("bad --value")?;
     let ttl = ttl_of(args.ttl_ms)?;
-    let session = grant(&cluster, ttl).await?;
-    let token = tokio::select! {
+    let session = grant(&store, ttl).await?;
+    let (token, candidacy) = tokio::select! {
         _ = signals.recv() => {
             let _ = session.close().await;
             return Ok(ExitCode::SUCCESS);
@@ -143,7 +169,7 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     let _ = std::io::stdout().flush();
     tokio::select! {
         _ = signals.recv() => {
-            let resigned = election.resign(&session).await;
+            let resigned = election.resign(&candidacy).await;
             let _ = session.close().await;
             resigned.context("resigning")?;
             eprintln!("{}  resigned {}", timestamp(), args.name);
@@ -166,18 +192,19 @@ const GRANT_RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// Grants a session, trying again for up to [`GRANT_WAIT`] while no node
 /// can grant one (during a tenure election); a grant that may have been
 /// received is not sent again.
-pub async fn grant(cluster: &Arc<Cluster>, ttl: Duration) -> anyhow::Result<Session> {
+pub async fn grant(store: &Arc<dyn Store>, ttl: Duration) -> anyhow::Result<Session> {
     let until = tokio::time::Instant::now() + GRANT_WAIT;
     loop {
-        let e = match Session::grant(cluster.clone(), ttl).await {
+        let e = match Session::start(store.clone(), ttl).await {
             Ok(session) => return Ok(session),
             Err(e) => e,
         };
-        let retry = match &e {
-            tenure_client::Error::Refused(r) => r.status == StatusCode::SERVICE_UNAVAILABLE,
-            tenure_client::Error::NoAnswer(n) => !n.sent,
-            _ => false,
-        };
+        let retry = matches!(
+            &e,
+            tenure_client::Error::Store(
+                StoreError::Unavailable { .. } | StoreError::NoAnswer { sent: false, .. }
+            )
+        );
         if !retry || tokio::time::Instant::now() + GRANT_RETRY_PAUSE > until {
             return Err(crate::rest::lift(e).context("granting a session"));
         }
@@ -185,37 +212,44 @@ pub async fn grant(cluster: &Arc<Cluster>, ttl: Duration) -> anyhow::Result<Sess
     }
 }
 
-/// Campaigns with `session` and waits until it leads; its token.
-pub async fn campaign(election: &Election, session: &Session, value: &str) -> anyhow::Result<u64> {
+/// Campaigns with `session` and waits until it leads: its token and candidacy.
+pub async fn campaign(
+    election: &StoreElection,
+    session: &Session,
+    value: &str,
+) -> anyhow::Result<(u64, Candidacy)> {
     let c = election
         .campaign(session, value)
         .await
         .with_context(|| format!("campaigning in {}", election.name()))?;
     if c.leader {
-        if let Some(token) = c.token {
-            return Ok(token);
-        }
+        return Ok((c.token, c));
     }
     eprintln!(
-        "{}  campaigning in {} as session {} ({} ahead)",
+        "{}  campaigning in {} as session {} (candidacy {}, token {} if elected)",
         timestamp(),
         election.name(),
         session.id(),
-        c.ahead
+        c.key,
+        c.token
     );
-    election
-        .wait_until_leader(session)
+    let token = election
+        .wait_until_leader(session, &c)
         .await
-        .with_context(|| format!("waiting to lead {}", election.name()))
+        .with_context(|| format!("waiting to lead {}", election.name()))?;
+    Ok((token, c))
 }
 
 /// `tenure elect --observe`.
-async fn observe(election: &Election, signals: &mut StopSignals) -> anyhow::Result<ExitCode> {
-    let mut observer = election.observe();
+async fn observe(election: &StoreElection, signals: &mut StopSignals) -> anyhow::Result<ExitCode> {
+    let mut observer = election.observe()?;
     loop {
         let event = tokio::select! {
             _ = signals.recv() => return Ok(ExitCode::SUCCESS),
-            e = observer.next() => e?,
+            e = observer.next() => match e {
+                Some(e) => e?,
+                None => bail!("observing {}: the store ended the stream", election.name()),
+            },
         };
         println!("{}  {}", timestamp(), describe(&event));
         let _ = std::io::stdout().flush();

@@ -25,7 +25,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus, Stdio};
 use std::time::Duration;
 use tenure_client::session::{renew_interval, trusted_span, SessionWatch, TIMER_SLACK};
-use tenure_client::{Election, Session};
+use tenure_client::{Session, StoreElection};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
 use tokio::time::Instant;
@@ -179,12 +179,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let grace = grace_of(args.grace_ms, ttl)?;
     let value = value_or_pid(args.value.as_deref());
     tenure_client::election::check_value(&value).context("bad --value")?;
-    let cluster = args.conn.cluster()?;
-    let election = Election::new(cluster.clone(), &args.election)?;
+    let store = args.conn.store()?;
+    let election = StoreElection::new(store.clone(), &args.election)?;
     let mut signals = StopSignals::new()?;
     loop {
-        let session = grant(&cluster, ttl).await?;
-        let token = tokio::select! {
+        let session = grant(&store, ttl).await?;
+        // The store may grant another TTL than the one asked (etcd rounds
+        // up to whole seconds, ZooKeeper negotiates): the grace must fit it.
+        let grace = match grace_of(args.grace_ms, session.ttl()) {
+            Ok(g) => g.min(grace),
+            Err(e) => {
+                let granted = session.ttl();
+                let _ = session.close().await;
+                return Err(e.context(format!(
+                    "the store granted a TTL of {} ms (asked {} ms)",
+                    granted.as_millis(),
+                    ttl.as_millis()
+                )));
+            }
+        };
+        let (token, candidacy) = tokio::select! {
             _ = signals.recv() => {
                 let _ = session.close().await;
                 return Ok(ExitCode::SUCCESS);
@@ -211,7 +225,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             args.command[0]
         );
         let term = lead(&args, &session, token, grace, &mut signals).await;
-        let resigned = election.resign(&session).await;
+        let resigned = election.resign(&candidacy).await;
         let _ = session.close().await;
         match term? {
             Term::Interrupted(code) => {

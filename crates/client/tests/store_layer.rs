@@ -1,0 +1,245 @@
+//! The store-independent layer (docs/STORES.md §1, layer 2) over a store
+//! whose answers the test scripts, in paused time: the races a real store
+//! cannot be made to lose on demand (a leadership answered after the
+//! deadline, a candidacy deleted while waiting, a suspension, a renewal
+//! that proves less than its own send time). The stores themselves are
+//! tested against real servers (crates/store-etcd, crates/store-zk, and
+//! tenure's in crates/tenure/tests).
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tenure_client::session::trusted_span;
+use tenure_client::{
+    Candidacy, Check, Error, Loss, Observed, Renewal, Session, SessionId, Store, StoreElection,
+    StoreError, StoreKind, Waited,
+};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+const TTL: Duration = Duration::from_secs(3);
+
+/// What the scripted store answers.
+#[derive(Debug, Default)]
+struct Script {
+    /// Renewals fail (no answer) from now on.
+    renewals_fail: bool,
+    /// Renewals answer this much before their own send time.
+    renewal_lag: Duration,
+    /// How a wait ends once `release` is notified.
+    wait_answer: Option<Result<Waited, &'static str>>,
+    /// The suspension's reason, once `suspend` is notified.
+    suspended: Option<String>,
+    renewals: u32,
+}
+
+#[derive(Debug, Default)]
+struct Scripted {
+    script: Mutex<Script>,
+    release: Notify,
+    suspend: Notify,
+}
+
+fn no_answer() -> StoreError {
+    StoreError::NoAnswer { endpoint: "scripted".into(), sent: true, source: "scripted".into() }
+}
+
+impl Store for Scripted {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Etcd
+    }
+
+    fn grant(&self, ttl: Duration) -> BoxFuture<'_, Result<Renewal, StoreError>> {
+        Box::pin(async move { Ok(Renewal { session: SessionId(7), sent: Instant::now(), ttl }) })
+    }
+
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, StoreError>> {
+        Box::pin(async move {
+            let sent = Instant::now();
+            let mut s = self.script.lock().unwrap();
+            s.renewals += 1;
+            if s.renewals_fail {
+                return Err(no_answer());
+            }
+            Ok(Renewal { session, sent: sent - s.renewal_lag, ttl: TTL })
+        })
+    }
+
+    fn revoke(&self, _session: SessionId) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn campaign<'a>(
+        &'a self,
+        session: SessionId,
+        election: &'a str,
+        _value: &'a str,
+    ) -> BoxFuture<'a, Result<Candidacy, StoreError>> {
+        Box::pin(async move {
+            Ok(Candidacy {
+                session,
+                election: election.into(),
+                key: "k".into(),
+                token: 40,
+                leader: false,
+            })
+        })
+    }
+
+    fn wait<'a>(
+        &'a self,
+        _candidacy: &'a Candidacy,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<Waited, StoreError>> {
+        Box::pin(async move {
+            self.release.notified().await;
+            match self.script.lock().unwrap().wait_answer.clone().expect("scripted") {
+                Ok(w) => Ok(w),
+                Err("gone") => Err(StoreError::Gone("the candidacy's key was deleted".into())),
+                Err(_) => Err(no_answer()),
+            }
+        })
+    }
+
+    fn resign<'a>(&'a self, _candidacy: &'a Candidacy) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn check<'a>(
+        &'a self,
+        _election: &'a str,
+        _token: u64,
+    ) -> BoxFuture<'a, Result<Check, StoreError>> {
+        Box::pin(async { Err(StoreError::Refused("not scripted".into())) })
+    }
+
+    fn suspended(&self, _session: SessionId) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            self.suspend.notified().await;
+            self.script.lock().unwrap().suspended.clone().unwrap_or_default()
+        })
+    }
+
+    fn observe(
+        &self,
+        _election: &str,
+    ) -> Result<BoxStream<'static, Result<Observed, StoreError>>, StoreError> {
+        Err(StoreError::Refused("not scripted".into()))
+    }
+}
+
+async fn started() -> (Arc<Scripted>, Session, StoreElection, Candidacy) {
+    let scripted = Arc::new(Scripted::default());
+    let store: Arc<dyn Store> = scripted.clone();
+    let session = Session::start(store.clone(), TTL).await.unwrap();
+    let election = StoreElection::new(store, "jobs").unwrap();
+    let candidacy = election.campaign(&session, "v").await.unwrap();
+    (scripted, session, election, candidacy)
+}
+
+/// Answers the pending wait with `answer` at `after` from now.
+async fn answer_wait(s: &Scripted, after: Duration, answer: Result<Waited, &'static str>) {
+    tokio::time::sleep(after).await;
+    s.script.lock().unwrap().wait_answer = Some(answer);
+    s.release.notify_waiters();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leadership_answered_after_the_deadline_is_not_taken() {
+    let (s, session, election, c) = started().await;
+    let start = Instant::now();
+    s.script.lock().unwrap().renewals_fail = true;
+    let late = trusted_span(TTL) + Duration::from_millis(1);
+    let waited = async {
+        let got = election.wait_until_leader(&session, &c).await;
+        (got, start.elapsed())
+    };
+    let ((got, ended_at), ()) =
+        tokio::join!(waited, answer_wait(&s, late, Ok(Waited::Leads { token: 40 })));
+    match got {
+        Err(Error::SessionEnded { reason: Loss::DeadlinePassed, .. }) => {}
+        other => panic!("a leadership after the deadline: {other:?}"),
+    }
+    assert!(ended_at <= trusted_span(TTL), "ended at {ended_at:?}");
+    assert_eq!(session.ended(), Some(Loss::DeadlinePassed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_candidacy_deleted_while_waiting_ends_the_wait_never_leads() {
+    let (s, session, election, c) = started().await;
+    let (got, ()) = tokio::join!(
+        election.wait_until_leader(&session, &c),
+        answer_wait(&s, Duration::from_millis(100), Err("gone"))
+    );
+    match got {
+        Err(Error::Store(StoreError::Gone(why))) => assert!(why.contains("deleted"), "{why}"),
+        other => panic!("expected Gone: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leadership_with_another_token_is_refused() {
+    let (s, session, election, c) = started().await;
+    let (got, ()) = tokio::join!(
+        election.wait_until_leader(&session, &c),
+        answer_wait(&s, Duration::from_millis(100), Ok(Waited::Leads { token: 41 }))
+    );
+    assert!(matches!(got, Err(Error::Store(StoreError::Refused(_)))), "{got:?}");
+    let (got, ()) = tokio::join!(
+        election.wait_until_leader(&session, &c),
+        answer_wait(&s, Duration::from_millis(100), Ok(Waited::Leads { token: 40 }))
+    );
+    assert_eq!(got.unwrap(), 40);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_suspension_ends_the_session_and_the_wait_at_once() {
+    let (s, session, election, c) = started().await;
+    let start = Instant::now();
+    let suspend = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        s.script.lock().unwrap().suspended = Some("Disconnected".into());
+        s.suspend.notify_waiters();
+    };
+    let waited = async {
+        let got = election.wait_until_leader(&session, &c).await;
+        (got, start.elapsed())
+    };
+    let ((got, ended_at), ()) = tokio::join!(waited, suspend);
+    match got {
+        Err(Error::SessionEnded { reason: Loss::Suspended, .. }) => {}
+        other => panic!("expected a suspension: {other:?}"),
+    }
+    assert!(ended_at <= Duration::from_millis(201), "{ended_at:?}");
+    // Nothing is campaigned on a suspended session.
+    assert!(matches!(
+        election.campaign(&session, "v").await,
+        Err(Error::SessionEnded { reason: Loss::Suspended, .. })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_rests_on_the_send_time_the_store_answers() {
+    let (s, session, _election, _c) = started().await;
+    // The store's renewals prove only an instant 1 s before their own send
+    // (as ZooKeeper's rest on the previous renewal).
+    let lag = Duration::from_secs(1);
+    s.script.lock().unwrap().renewal_lag = lag;
+    let mut watch = session.watch();
+    let before = Instant::now();
+    watch.changed().await;
+    let renewed_at = Instant::now();
+    assert_eq!(renewed_at - before, TTL / 3, "renewed every TTL/3");
+    assert_eq!(session.deadline(), renewed_at - lag + trusted_span(TTL));
+    assert_eq!(s.script.lock().unwrap().renewals, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_of_another_store_is_refused() {
+    let (_s, session, _election, _c) = started().await;
+    let other: Arc<dyn Store> = Arc::new(Scripted::default());
+    let election = StoreElection::new(other, "jobs").unwrap();
+    let err = election.campaign(&session, "v").await.unwrap_err().to_string();
+    assert!(err.contains("another store"), "{err}");
+}

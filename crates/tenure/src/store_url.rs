@@ -1,0 +1,105 @@
+//! `--store URL`: the store that holds an election, for `tenure elect`,
+//! `tenure run` and the embedding API (docs/STORES.md).
+//!
+//! * `tenure://HOST:PORT,…`: tenure's own named elections (the default,
+//!   through `--endpoints`);
+//! * `etcd://HOST:PORT,…`: an etcd cluster's v3 API;
+//! * `zk://HOST:PORT,…`: a ZooKeeper ensemble.
+
+use anyhow::{bail, Context};
+use std::fmt;
+
+/// Environment variable that sets `--store`.
+pub const STORE_ENV: &str = "TENURE_STORE";
+
+/// A parsed `--store`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// tenure's nodes (HTTP API endpoints, as `--endpoints` takes them).
+    Tenure(Vec<String>),
+    /// etcd members, `host:port` each.
+    Etcd(Vec<String>),
+    /// ZooKeeper servers, `host:port` each.
+    ZooKeeper(Vec<String>),
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (scheme, hosts) = match self {
+            StoreUrl::Tenure(h) => ("tenure", h),
+            StoreUrl::Etcd(h) => ("etcd", h),
+            StoreUrl::ZooKeeper(h) => ("zk", h),
+        };
+        write!(f, "{scheme}://{}", hosts.join(","))
+    }
+}
+
+/// Parses `--store`: a scheme and a comma-separated list of `host:port`.
+pub fn parse(url: &str) -> anyhow::Result<StoreUrl> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        bail!("--store {url:?}: expected tenure://, etcd:// or zk:// followed by HOST:PORT,...");
+    };
+    let hosts = rest
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|h| host_port(h).with_context(|| format!("--store {url:?}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if hosts.is_empty() {
+        bail!("--store {url:?}: no HOST:PORT given");
+    }
+    match scheme {
+        "tenure" => Ok(StoreUrl::Tenure(hosts)),
+        "etcd" => Ok(StoreUrl::Etcd(hosts)),
+        "zk" | "zookeeper" => Ok(StoreUrl::ZooKeeper(hosts)),
+        other => bail!("--store {url:?}: unknown store {other:?}: use tenure://, etcd:// or zk://"),
+    }
+}
+
+/// Checks one `host:port` (a name or an address; IPv6 in brackets).
+fn host_port(h: &str) -> anyhow::Result<String> {
+    let Some((host, port)) = h.rsplit_once(':') else {
+        bail!("{h:?} has no port: write HOST:PORT");
+    };
+    if host.is_empty() || host.contains('/') || host.contains('@') {
+        bail!("{h:?}: bad host {host:?} (write HOST:PORT, without a path or credentials)");
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(h.to_string()),
+        _ => bail!("{h:?}: bad port {port:?} (1 to 65535)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_scheme_names_its_store_and_keeps_the_hosts_in_order() {
+        let hosts = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse("etcd://127.0.0.1:2379, 10.0.0.2:2379").unwrap(),
+            StoreUrl::Etcd(hosts(&["127.0.0.1:2379", "10.0.0.2:2379"]))
+        );
+        assert_eq!(parse("zk://zk1:2181").unwrap(), StoreUrl::ZooKeeper(hosts(&["zk1:2181"])));
+        assert_eq!(parse("zookeeper://[::1]:2181").unwrap().to_string(), "zk://[::1]:2181");
+        assert_eq!(parse("tenure://a:8001,b:8002").unwrap().to_string(), "tenure://a:8001,b:8002");
+    }
+
+    #[test]
+    fn bad_urls_say_what_is_wrong() {
+        for (url, says) in [
+            ("127.0.0.1:2379", "expected tenure://"),
+            ("consul://h:1", "unknown store \"consul\""),
+            ("etcd://", "no HOST:PORT"),
+            ("etcd://h", "has no port"),
+            ("etcd://h:0", "bad port"),
+            ("etcd://h:99999", "bad port"),
+            ("zk://u:p@h:2181", "without a path or credentials"),
+            ("etcd://h:2379/x", "bad port"),
+        ] {
+            let err = format!("{:#}", parse(url).unwrap_err());
+            assert!(err.contains(says), "{url}: {err}");
+        }
+    }
+}
