@@ -94,7 +94,7 @@ impl Store for Scripted {
     ) -> BoxFuture<'a, Result<Waited, StoreError>> {
         Box::pin(async move {
             self.release.notified().await;
-            match self.script.lock().unwrap().wait_answer.clone().expect("scripted") {
+            match self.script.lock().unwrap().wait_answer.expect("scripted") {
                 Ok(w) => Ok(w),
                 Err("gone") => Err(StoreError::Gone("the candidacy's key was deleted".into())),
                 Err(_) => Err(no_answer()),
