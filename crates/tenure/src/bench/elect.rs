@@ -494,7 +494,7 @@ async fn on_etcd(args: &ElectArgs) -> anyhow::Result<Vec<SystemReport>> {
     if !super::etcd::available() || which_etcdctl().is_none() {
         bail!("--store etcd needs etcd and etcdctl: {}", super::etcd::INSTALL_HINT);
     }
-    if args.ttl_ms % 1000 != 0 {
+    if !args.ttl_ms.is_multiple_of(1000) {
         bail!("--store etcd: etcd grants TTLs in whole seconds; give --ttl-ms in thousands");
     }
     let nodes: Vec<usize> = (0..args.cluster.nodes).collect();
