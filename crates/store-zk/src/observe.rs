@@ -103,9 +103,10 @@ impl Seen {
 /// Whether a leader may have come and gone unseen between `old` and `new`
 /// (only asked when the leader changed).
 fn missed(old: &Seen, new: &Seen) -> bool {
-    if old.reader != new.reader || old.cversion < 0 || new.cversion < 0 {
+    if old.reader != new.reader {
         return true;
     }
+    // A directory that does not exist yet starts with cversion 0.
     let new_first = new.queue.first().map_or(i64::MAX, |c| c.sequence);
     let gone: Vec<&Child> = old.queue.iter().filter(|c| !new.queue.contains(c)).collect();
     let arrived = new.queue.iter().filter(|c| !old.queue.contains(c)).count();
@@ -113,7 +114,7 @@ fn missed(old: &Seen, new: &Seen) -> bool {
     // may have led; a cversion moved further than the lists explain means
     // candidacies created and deleted unseen.
     let ahead = gone.iter().any(|c| Some(*c) != old.queue.first() && c.sequence < new_first);
-    let unexplained = new.cversion - old.cversion > (gone.len() + arrived) as i64;
+    let unexplained = new.cversion.max(0) - old.cversion.max(0) > (gone.len() + arrived) as i64;
     ahead || unexplained
 }
 

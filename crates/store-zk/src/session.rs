@@ -166,11 +166,13 @@ impl ZkStore {
     }
 }
 
-/// Classifies an error of a call on `session`'s client, forgetting the
-/// session if the error says it is gone.
+/// Passes on an error of a call on `session`'s client, forgetting the
+/// session if its client reached a terminal state (a candidacy that is
+/// gone is not a session that is gone).
 pub(crate) fn on_session_error(store: &ZkStore, session: SessionId, e: StoreError) -> StoreError {
     if matches!(e, StoreError::Gone(_)) {
-        store.forget(session);
+        // Removes the session when its client's state is terminal.
+        let _ = store.entry(session);
     }
     e
 }
