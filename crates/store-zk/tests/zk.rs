@@ -316,16 +316,17 @@ fn a_frozen_leader_expires_and_the_next_leads_only_after_its_deadline() {
     assert!(matches!(a_waited, Err(StoreError::Gone(_))), "{a_waited:?}");
 }
 
-/// Member loss (`how`: pause or kill the member serving the session): the
-/// session is suspended at once, reconnects elsewhere with the same id, and
-/// a wait proves its leadership again.
-async fn lose_the_serving_member(zk: &mut Ensemble, kill: bool) {
+/// Member loss (paused or killed; the member serving the session, or the
+/// ensemble's leader): the session is suspended at once, reconnects with
+/// the same id, and a wait proves its leadership again.
+async fn lose_a_member(zk: &mut Ensemble, kill: bool, ensemble_leader: bool) {
     let store = store(zk);
     let ttl = Duration::from_secs(6);
     let s = store.grant(ttl).await.unwrap().session;
     let c = store.campaign(s, "failover", "a").await.unwrap();
     assert!(c.leader);
-    let m = zk.serving(s.0).expect("a member serves the session");
+    let serving = zk.serving(s.0).expect("a member serves the session");
+    let m = if ensemble_leader { zk.leader().expect("an ensemble leader") } else { serving };
     let suspended = {
         let store = store.clone();
         tokio::spawn(async move { store.suspended(s).await })
@@ -357,9 +358,10 @@ async fn lose_the_serving_member(zk: &mut Ensemble, kill: bool) {
         Waited::Leads { token: c.token }
     );
     println!(
-        "{what} of member {} (ensemble leader: {}): suspended after {detected:?}, renewed through \
+        "{what} of member {} (serving the session: {}; ensemble leader after: {}): suspended after {detected:?}, renewed through \
          member {} after {reconnected:?}",
         m + 1,
+        serving + 1,
         zk.leader().map_or("none".into(), |l| (l + 1).to_string()),
         now.unwrap() + 1
     );
@@ -376,7 +378,8 @@ async fn lose_the_serving_member(zk: &mut Ensemble, kill: bool) {
 fn losing_the_member_suspends_the_session_and_a_wait_after_reconnect_proves_again() {
     run(async {
         let mut zk = Ensemble::start(3);
-        lose_the_serving_member(&mut zk, false).await;
-        lose_the_serving_member(&mut zk, true).await;
+        lose_a_member(&mut zk, false, false).await;
+        lose_a_member(&mut zk, true, false).await;
+        lose_a_member(&mut zk, true, true).await;
     })
 }
