@@ -264,6 +264,15 @@ impl Store for ZkStore {
         Box::pin(self.check_token(election, token))
     }
 
+    fn renew_interval(&self, ttl: Duration) -> Duration {
+        ttl / session::RENEWALS_PER_TTL
+    }
+
+    fn renewal_lag(&self, ttl: Duration) -> Duration {
+        // Each renewal proves only the previous one (session.rs).
+        self.renew_interval(ttl)
+    }
+
     fn suspended(&self, session: SessionId) -> BoxFuture<'_, String> {
         Box::pin(self.suspension(session))
     }

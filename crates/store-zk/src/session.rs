@@ -12,12 +12,18 @@
 //! the same TCP connection as its ping replies; the leader handles that
 //! connection's packets in order. So the reply to renewal `n` proves that
 //! the leader handled every ping reply the follower sent before it
-//! forwarded the `sync`. Renewals are `T/3` apart and ZooKeeper negotiates
-//! `T ≥ 2 tickTime`, so `T/3 > tickTime/2`: a ping round lies between the
+//! forwarded the `sync`. Renewals are `T/4` apart ([`RENEWALS_PER_TTL`])
+//! and ZooKeeper negotiates `T ≥ 2 tickTime`, so `T/4 ≥ tickTime/2`
+//! (strictly above it unless the session is exactly two ticks long: set
+//! [`crate::ZkOptions::min_ttl`] above that): a ping round lies between the
 //! previous renewal's arrival at the follower and this one's, and its reply
 //! carried the previous renewal's touch. Hence the deadline may rest on the
 //! **previous** renewal's send time, and [`Renewal::sent`] of renewal `n`
-//! is renewal `n − 1`'s (trust is `T/3` shorter than with etcd or tenure).
+//! is renewal `n − 1`'s: trust is one interval (`T/4`) shorter than with
+//! etcd or tenure, which [`tenure_client::Store::renewal_lag`] tells the
+//! layer above. Renewing every `T/4` rather than `T/3` leaves, after a
+//! renewal, `0.818 T − 2 × T/4 ≈ 0.32 T` before the deadline once the next
+//! renewal is due (tenure and etcd: `0.818 T − T/3 ≈ 0.48 T`).
 //!
 //! * The first renewal returns the grant's send time: the session was
 //!   created at the leader after the connect was sent, with a full timeout.
@@ -47,6 +53,9 @@ use tenure_client::session::check_ttl;
 use tenure_client::store::{Renewal, SessionId, StoreError};
 use tokio::time::Instant;
 use zookeeper_client::{Client, SessionState};
+
+/// A session is renewed this many times per TTL (see the module's notes).
+pub const RENEWALS_PER_TTL: u32 = 4;
 
 /// Whether `state` ends a session for good (a new session needs a new client).
 pub(crate) fn is_terminal(state: SessionState) -> bool {
