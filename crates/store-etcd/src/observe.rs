@@ -1,0 +1,284 @@
+//! Observing an election: the keys under its prefix at one revision, then a
+//! watch on the prefix from the next one, the leader (the first-created
+//! key) recomputed after each revision's events. A watch that fails is
+//! resumed on the next endpoint after the last revision seen, so no change
+//! is missed or told twice; one the cluster can no longer resume
+//! (compacted) is reported as [`Observed::Missed`], then the state.
+
+use crate::error::{classify, timed_out};
+use crate::store::{header_revision, Inner};
+use etcd_client::{
+    EventType, GetOptions, KeyValue, SortOrder, SortTarget, WatchOptions, WatchStream,
+};
+use futures_util::stream::BoxStream;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tenure_client::election::{OBSERVE_BACKOFF_MAX, OBSERVE_BACKOFF_MIN};
+use tenure_client::{Observed, Retry, StoreError};
+
+/// The most keys an observed election may hold (the observer keeps them
+/// all, to tell the next leader when the current one leaves).
+pub const MAX_OBSERVED_KEYS: usize = 65_536;
+/// After this long without a message, the observer asks the member for a
+/// progress report; no answer within the request timeout moves it to the
+/// next endpoint (a stream to a member that vanished stalls silently).
+pub const OBSERVE_IDLE: Duration = Duration::from_secs(30);
+
+/// A key of the election: its place, owner and value.
+struct Entry {
+    create_revision: i64,
+    lease: i64,
+    value: String,
+}
+
+/// The leader's (session, value, token), if any.
+type State = Option<(u64, String, u64)>;
+
+struct Observer {
+    inner: Arc<Inner>,
+    prefix: String,
+    /// The election's keys as of `next - 1`; none until read (again).
+    keys: Option<HashMap<Vec<u8>, Entry>>,
+    /// The revision the watch resumes from.
+    next: i64,
+    /// The watch stream and its endpoint.
+    watch: Option<(usize, WatchStream)>,
+    /// A progress report was asked for and not yet answered.
+    probing: bool,
+    pending: VecDeque<Observed>,
+    /// The last state reported.
+    last: Option<State>,
+    /// The watch was cancelled because changes up to this revision are gone.
+    missed: Option<i64>,
+    backoff: Duration,
+}
+
+/// The stream of [`tenure_client::Store::observe`] for `election`.
+pub(crate) fn observe(
+    inner: Arc<Inner>,
+    election: &str,
+) -> BoxStream<'static, Result<Observed, StoreError>> {
+    let observer = Observer {
+        prefix: inner.election_prefix(election),
+        inner,
+        keys: None,
+        next: 0,
+        watch: None,
+        probing: false,
+        pending: VecDeque::new(),
+        last: None,
+        missed: None,
+        backoff: OBSERVE_BACKOFF_MIN,
+    };
+    Box::pin(futures_util::stream::unfold(observer, |mut o| async move {
+        let next = o.next().await;
+        Some((next, o))
+    }))
+}
+
+impl Observer {
+    /// The next observation. Errors only when trying again cannot help
+    /// (the next call tries again anyway, after a pause).
+    async fn next(&mut self) -> Result<Observed, StoreError> {
+        loop {
+            if let Some(o) = self.pending.pop_front() {
+                return Ok(o);
+            }
+            let step = if self.keys.is_none() {
+                self.read_all().await
+            } else if self.watch.is_none() {
+                self.open().await
+            } else {
+                self.receive().await
+            };
+            if let Err(e) = step {
+                self.watch = None;
+                self.probing = false;
+                tokio::time::sleep(self.backoff).await;
+                self.backoff = (self.backoff * 2).min(OBSERVE_BACKOFF_MAX);
+                if !e.is_retryable() {
+                    return Err(e);
+                }
+                tracing::debug!(error = %e, "etcd observe: trying again");
+            }
+        }
+    }
+
+    /// Reads every key of the election at one revision, and reports the
+    /// state (after [`Observed::Missed`] if the watch was compacted away).
+    async fn read_all(&mut self) -> Result<(), StoreError> {
+        let endpoints = &self.inner.endpoints;
+        let options = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend)
+            .with_limit(MAX_OBSERVED_KEYS as i64 + 1);
+        let (i, answer) = endpoints
+            .call(Retry::Idempotent, |mut c| {
+                let (prefix, options) = (self.prefix.clone(), options.clone());
+                async move { c.get(prefix, Some(options)).await }
+            })
+            .await?;
+        let revision = header_revision(&endpoints.list()[i], answer.header())?;
+        if answer.kvs().len() > MAX_OBSERVED_KEYS {
+            return Err(too_many(&self.prefix));
+        }
+        let keys: HashMap<_, _> =
+            answer.kvs().iter().map(|kv| (kv.key().to_vec(), entry(kv))).collect();
+        let state = leader(&keys);
+        if let Some(compacted) = self.missed.take() {
+            let compacted = u64::try_from(compacted).unwrap_or(0);
+            self.pending.push_back(Observed::Missed { compacted, current: revision });
+            self.last = None;
+        }
+        self.report(state, revision);
+        self.keys = Some(keys);
+        self.next = revision as i64 + 1;
+        Ok(())
+    }
+
+    /// Opens a watch on the election's prefix from `next`, on the current endpoint.
+    async fn open(&mut self) -> Result<(), StoreError> {
+        let endpoints = &self.inner.endpoints;
+        let i = endpoints.current();
+        let endpoint = &endpoints.list()[i];
+        let options = WatchOptions::new().with_prefix().with_start_revision(self.next);
+        let mut client = endpoints.client(i).await?;
+        let opened = tokio::time::timeout(
+            endpoints.timeout,
+            client.watch(self.prefix.as_str(), Some(options)),
+        );
+        let e = match opened.await {
+            Ok(Ok(stream)) => {
+                self.watch = Some((i, stream));
+                return Ok(());
+            }
+            Ok(Err(e)) => classify(endpoint, e),
+            Err(_) => timed_out(endpoint, endpoints.timeout),
+        };
+        endpoints.skip(i);
+        Err(e)
+    }
+
+    /// Receives the watch's next message and applies it; asks for a
+    /// progress report when the stream was quiet for [`OBSERVE_IDLE`].
+    async fn receive(&mut self) -> Result<(), StoreError> {
+        let endpoints = &self.inner.endpoints;
+        let (i, stream) = self.watch.as_mut().expect("receive is called with a watch");
+        let (i, endpoint) = (*i, &endpoints.list()[*i]);
+        let quiet = if self.probing { endpoints.timeout } else { OBSERVE_IDLE };
+        let e = match tokio::time::timeout(quiet, stream.message()).await {
+            Ok(Ok(Some(answer))) => {
+                self.probing = false;
+                self.backoff = OBSERVE_BACKOFF_MIN;
+                return self.apply(answer);
+            }
+            Err(_) if !self.probing => match stream.request_progress().await {
+                Ok(()) => {
+                    self.probing = true;
+                    return Ok(());
+                }
+                Err(e) => classify(endpoint, e),
+            },
+            Err(_) => timed_out(endpoint, quiet),
+            Ok(Err(e)) => classify(endpoint, e),
+            Ok(Ok(None)) => StoreError::NoAnswer {
+                endpoint: endpoint.clone(),
+                sent: true,
+                source: "the watch stream ended".into(),
+            },
+        };
+        endpoints.skip(i);
+        Err(e)
+    }
+
+    /// Applies one watch answer: the leader after each revision's events
+    /// is reported if it changed.
+    fn apply(&mut self, answer: etcd_client::WatchResponse) -> Result<(), StoreError> {
+        if answer.canceled() {
+            tracing::debug!(reason = answer.cancel_reason(), "etcd observe: watch cancelled");
+            if answer.compact_revision() > 0 {
+                self.missed = Some(answer.compact_revision());
+                self.keys = None;
+            }
+            self.watch = None;
+            return Ok(());
+        }
+        if answer.events().is_empty() {
+            // A progress report: every change up to its revision was sent.
+            if let (false, Some(h)) = (answer.created(), answer.header()) {
+                self.next = self.next.max(h.revision() + 1);
+            }
+            return Ok(());
+        }
+        let keys = self.keys.as_mut().expect("a watch runs after a read");
+        let mut states = Vec::new();
+        let mut revision = None;
+        for event in answer.events() {
+            let Some(kv) = event.kv() else { continue };
+            if let Some(r) = revision.filter(|r| *r != kv.mod_revision()) {
+                states.push((leader(keys), r));
+            }
+            match event.event_type() {
+                EventType::Put => keys.insert(kv.key().to_vec(), entry(kv)),
+                EventType::Delete => keys.remove(kv.key()),
+            };
+            revision = Some(kv.mod_revision());
+        }
+        if let Some(r) = revision {
+            states.push((leader(keys), r));
+            self.next = r + 1;
+        }
+        let overflow = keys.len() > MAX_OBSERVED_KEYS;
+        for (state, r) in states {
+            self.report(state, u64::try_from(r).unwrap_or(0));
+        }
+        if overflow {
+            self.keys = None;
+            return Err(too_many(&self.prefix));
+        }
+        Ok(())
+    }
+
+    /// Queues `state` as of `revision` if it differs from the last reported.
+    fn report(&mut self, state: State, revision: u64) {
+        if self.last.as_ref() == Some(&state) {
+            return;
+        }
+        self.pending.push_back(match &state {
+            Some((session, value, token)) => Observed::Leader {
+                session: *session,
+                value: value.clone(),
+                token: *token,
+                revision,
+            },
+            None => Observed::NoLeader { revision },
+        });
+        self.last = Some(state);
+    }
+}
+
+fn entry(kv: &KeyValue) -> Entry {
+    Entry {
+        create_revision: kv.create_revision(),
+        lease: kv.lease(),
+        value: String::from_utf8_lossy(kv.value()).into_owned(),
+    }
+}
+
+/// The first-created key's owner, value and token.
+fn leader(keys: &HashMap<Vec<u8>, Entry>) -> State {
+    keys.values().min_by_key(|e| e.create_revision).map(|e| {
+        (
+            u64::try_from(e.lease).unwrap_or(0),
+            e.value.clone(),
+            u64::try_from(e.create_revision).unwrap_or(0),
+        )
+    })
+}
+
+fn too_many(prefix: &str) -> StoreError {
+    StoreError::Refused(format!(
+        "election {prefix}: more than {MAX_OBSERVED_KEYS} keys, more than an observer follows"
+    ))
+}
