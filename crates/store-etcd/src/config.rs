@@ -11,6 +11,9 @@ pub const DEFAULT_PREFIX: &str = "/tenure/elections";
 /// How long one request (or one stream's answer) may take before the
 /// endpoint counts as not answering and the next one is tried.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a watch stream may stay quiet before the member is asked for
+/// a progress report (which must come within the request timeout).
+pub const PROBE_AFTER: Duration = Duration::from_secs(5);
 /// The scheme of a store URL naming etcd endpoints (`etcd://h1:p1,h2:p2`).
 pub const URL_SCHEME: &str = "etcd://";
 /// The most endpoints a store accepts (etcd clusters have 3, 5 or 7 members).
@@ -36,6 +39,11 @@ pub struct EtcdOptions {
     pub user: Option<(String, String)>,
     /// The bound of each request ([`REQUEST_TIMEOUT`] by default).
     pub request_timeout: Duration,
+    /// How long a watch stream (a wait's, an observer's) may stay quiet
+    /// before its member is asked for a progress report ([`PROBE_AFTER`]
+    /// by default): a member that vanished is noticed within this plus
+    /// the request timeout.
+    pub probe_after: Duration,
 }
 
 impl Default for EtcdOptions {
@@ -45,6 +53,7 @@ impl Default for EtcdOptions {
             cacert: None,
             user: None,
             request_timeout: REQUEST_TIMEOUT,
+            probe_after: PROBE_AFTER,
         }
     }
 }

@@ -48,12 +48,13 @@ mod keepalive;
 mod observe;
 mod store;
 mod wait;
+mod watch;
 pub use wait::MAX_AHEAD_COUNTED;
 
 pub use config::{
     check_endpoints, check_prefix, parse_url, EtcdOptions, DEFAULT_PREFIX, MAX_ENDPOINTS,
-    REQUEST_TIMEOUT, URL_SCHEME,
+    PROBE_AFTER, REQUEST_TIMEOUT, URL_SCHEME,
 };
 pub use keepalive::MAX_KEEPALIVE_STREAMS;
-pub use observe::{MAX_OBSERVED_KEYS, OBSERVE_IDLE};
+pub use observe::MAX_OBSERVED_KEYS;
 pub use store::EtcdStore;

@@ -7,6 +7,7 @@
 
 use crate::error::{classify, timed_out};
 use crate::store::{header_revision, Inner};
+use crate::watch::next_message;
 use etcd_client::{
     EventType, GetOptions, KeyValue, SortOrder, SortTarget, WatchOptions, WatchStream,
 };
@@ -16,14 +17,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tenure_client::election::{OBSERVE_BACKOFF_MAX, OBSERVE_BACKOFF_MIN};
 use tenure_client::{Observed, Retry, StoreError};
+use tokio::time::Instant;
 
 /// The most keys an observed election may hold (the observer keeps them
 /// all, to tell the next leader when the current one leaves).
 pub const MAX_OBSERVED_KEYS: usize = 65_536;
-/// After this long without a message, the observer asks the member for a
-/// progress report; no answer within the request timeout moves it to the
-/// next endpoint (a stream to a member that vanished stalls silently).
-pub const OBSERVE_IDLE: Duration = Duration::from_secs(30);
+/// How long one receive waits at most before the observer loop turns
+/// (a bound on each step; a quiet stream simply waits again).
+const RECEIVE_ROUND: Duration = Duration::from_secs(60);
 
 /// A key of the election: its place, owner and value.
 struct Entry {
@@ -44,8 +45,6 @@ struct Observer {
     next: i64,
     /// The watch stream and its endpoint.
     watch: Option<(usize, WatchStream)>,
-    /// A progress report was asked for and not yet answered.
-    probing: bool,
     pending: VecDeque<Observed>,
     /// The last state reported.
     last: Option<State>,
@@ -65,7 +64,6 @@ pub(crate) fn observe(
         keys: None,
         next: 0,
         watch: None,
-        probing: false,
         pending: VecDeque::new(),
         last: None,
         missed: None,
@@ -94,7 +92,6 @@ impl Observer {
             };
             if let Err(e) = step {
                 self.watch = None;
-                self.probing = false;
                 tokio::time::sleep(self.backoff).await;
                 self.backoff = (self.backoff * 2).min(OBSERVE_BACKOFF_MAX);
                 if !e.is_retryable() {
@@ -160,36 +157,25 @@ impl Observer {
         Err(e)
     }
 
-    /// Receives the watch's next message and applies it; asks for a
-    /// progress report when the stream was quiet for [`OBSERVE_IDLE`].
+    /// Receives the watch's next message and applies it (see
+    /// [`next_message`] for a stream that went quiet).
     async fn receive(&mut self) -> Result<(), StoreError> {
         let endpoints = &self.inner.endpoints;
         let (i, stream) = self.watch.as_mut().expect("receive is called with a watch");
         let (i, endpoint) = (*i, &endpoints.list()[*i]);
-        let quiet = if self.probing { endpoints.timeout } else { OBSERVE_IDLE };
-        let e = match tokio::time::timeout(quiet, stream.message()).await {
-            Ok(Ok(Some(answer))) => {
-                self.probing = false;
+        let (quiet, timeout) = (self.inner.probe_after, endpoints.timeout);
+        let until = Instant::now() + RECEIVE_ROUND;
+        match next_message(stream, endpoint, quiet, timeout, until).await {
+            Ok(Some(answer)) => {
                 self.backoff = OBSERVE_BACKOFF_MIN;
-                return self.apply(answer);
+                self.apply(answer)
             }
-            Err(_) if !self.probing => match stream.request_progress().await {
-                Ok(()) => {
-                    self.probing = true;
-                    return Ok(());
-                }
-                Err(e) => classify(endpoint, e),
-            },
-            Err(_) => timed_out(endpoint, quiet),
-            Ok(Err(e)) => classify(endpoint, e),
-            Ok(Ok(None)) => StoreError::NoAnswer {
-                endpoint: endpoint.clone(),
-                sent: true,
-                source: "the watch stream ended".into(),
-            },
-        };
-        endpoints.skip(i);
-        Err(e)
+            Ok(None) => Ok(()),
+            Err(e) => {
+                endpoints.skip(i);
+                Err(e)
+            }
+        }
     }
 
     /// Applies one watch answer: the leader after each revision's events
@@ -204,13 +190,9 @@ impl Observer {
             self.watch = None;
             return Ok(());
         }
-        if answer.events().is_empty() {
-            // A progress report: every change up to its revision was sent.
-            if let (false, Some(h)) = (answer.created(), answer.header()) {
-                self.next = self.next.max(h.revision() + 1);
-            }
-            return Ok(());
-        }
+        // A progress report is not taken as "every change up to its
+        // revision was sent" (not so in etcd 3.4, etcd-io/etcd#15220): the
+        // watch resumes after the last event only.
         let keys = self.keys.as_mut().expect("a watch runs after a read");
         let mut states = Vec::new();
         let mut revision = None;

@@ -37,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) endpoints: Endpoints,
     keepalives: KeepAlives,
     prefix: String,
+    /// [`EtcdOptions::probe_after`].
+    pub(crate) probe_after: Duration,
 }
 
 impl EtcdStore {
@@ -47,11 +49,18 @@ impl EtcdStore {
     pub fn new(endpoints: Vec<String>, options: EtcdOptions) -> Result<EtcdStore, StoreError> {
         let https = check_endpoints(&endpoints)?;
         check_prefix(&options.prefix)?;
-        if options.request_timeout.is_zero() {
-            return Err(StoreError::Config("the etcd request timeout must not be zero".into()));
+        if options.request_timeout.is_zero() || options.probe_after.is_zero() {
+            return Err(StoreError::Config(
+                "the etcd request timeout and probe interval must not be zero".into(),
+            ));
         }
         let endpoints = Endpoints::new(endpoints, https, &options)?;
-        let inner = Inner { endpoints, keepalives: KeepAlives::default(), prefix: options.prefix };
+        let inner = Inner {
+            endpoints,
+            keepalives: KeepAlives::default(),
+            prefix: options.prefix,
+            probe_after: options.probe_after,
+        };
         Ok(EtcdStore { inner: Arc::new(inner) })
     }
 

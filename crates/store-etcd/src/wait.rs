@@ -6,6 +6,7 @@
 
 use crate::error::{classify, timed_out};
 use crate::store::{header_revision, lease_id, txn_get, EtcdStore};
+use crate::watch::next_message;
 use etcd_client::{
     EventType, GetOptions, SortOrder, SortTarget, Txn, TxnOp, WatchFilterType, WatchOptions,
     WatchStream,
@@ -143,12 +144,12 @@ async fn watch(
         e
     };
     let mut stream = open(store, i, predecessor, key, revision).await.map_err(fail)?;
+    let (quiet, timeout) = (store.inner.probe_after, endpoints.timeout);
     loop {
-        let answer = match tokio::time::timeout_at(deadline, stream.message()).await {
-            Err(_) => return Ok(Woken::Deadline),
-            Ok(Err(e)) => return Err(fail(classify(endpoint, e))),
-            Ok(Ok(None)) => return Err(fail(odd_end(endpoint))),
-            Ok(Ok(Some(answer))) => answer,
+        let answer = match next_message(&mut stream, endpoint, quiet, timeout, deadline).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => return Ok(Woken::Deadline),
+            Err(e) => return Err(fail(e)),
         };
         if answer.canceled() {
             tracing::debug!(
@@ -195,14 +196,5 @@ async fn open(
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(e)) => Err(classify(endpoint, e)),
         Err(_) => Err(timed_out(endpoint, endpoints.timeout)),
-    }
-}
-
-/// The error of a watch stream that ended.
-fn odd_end(endpoint: &str) -> StoreError {
-    StoreError::NoAnswer {
-        endpoint: endpoint.to_string(),
-        sent: true,
-        source: "the watch stream ended".into(),
     }
 }

@@ -290,3 +290,60 @@ async fn the_store_fails_over_when_its_member_is_killed() {
     renewed.expect("B's renewal after a second kill");
     println!("failover: B renewed {took:?} after member 2 was killed (member 1 restarted)");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_member_is_left_after_the_timeouts() {
+    let mut cluster = EtcdCluster::start(3);
+    let timeout = Duration::from_millis(1000);
+    let options = EtcdOptions {
+        prefix: PREFIX.into(),
+        request_timeout: timeout,
+        probe_after: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let store = EtcdStore::new(cluster.endpoints(), options).unwrap();
+    let a = candidate(&store, Duration::from_secs(5), "silent", "a").await;
+    let b = candidate(&store, Duration::from_secs(5), "silent", "b").await;
+    store.renew(a.session).await.unwrap();
+    let mut observed = store.observe("silent").unwrap();
+    assert!(
+        matches!(next(&mut observed).await, Observed::Leader { token, .. } if token == a.token)
+    );
+    let waiting = {
+        let (store, b) = (store.clone(), b.clone());
+        tokio::spawn(async move { store.wait(&b, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The member every stream is open to stops answering, without closing anything.
+    cluster.pause(0);
+    let bound = Duration::from_secs(6);
+    let (renewed, took) = retrying(bound, || store.renew(a.session)).await;
+    renewed.expect("A's renewal through another member");
+    println!("silent member: A renewed {took:?} after the SIGSTOP (request timeout {timeout:?})");
+    assert!(took >= timeout && took < 3 * timeout, "{took:?}");
+    let (resigned, _) = retrying(bound, || store.resign(&a)).await;
+    resigned.unwrap();
+    let resigned_at = Instant::now();
+    let waited = tokio::time::timeout(bound, waiting).await.expect("the wait ends").unwrap();
+    println!("silent member: B's wait ended {:?} after A resigned", resigned_at.elapsed());
+    assert_eq!(waited.unwrap(), Waited::Leads { token: b.token });
+    let seen = next(&mut observed).await;
+    println!("silent member: the observer saw B {:?} after A resigned", resigned_at.elapsed());
+    assert!(matches!(seen, Observed::Leader { token, .. } if token == b.token), "{seen:?}");
+    cluster.resume(0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_moves_past_an_endpoint_that_refuses_connections() {
+    let cluster = EtcdCluster::start(1);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let alone = EtcdStore::new(vec![format!("http://{closed}")], EtcdOptions::default()).unwrap();
+    let refused = alone.grant(Duration::from_secs(2)).await.unwrap_err();
+    assert!(matches!(refused, StoreError::NoAnswer { sent: false, .. }), "{refused:?}");
+    // A grant is not resent after it may have arrived, but a refused
+    // connection proves it did not: the next endpoint gets it.
+    let endpoints = vec![format!("http://{closed}"), cluster.endpoints()[0].clone()];
+    let store = EtcdStore::new(endpoints, EtcdOptions::default()).unwrap();
+    let granted = store.grant(Duration::from_secs(2)).await.expect("granted by the second");
+    store.renew(granted.session).await.unwrap();
+}

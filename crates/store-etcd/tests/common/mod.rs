@@ -138,6 +138,22 @@ impl EtcdCluster {
         }
     }
 
+    /// Stops member `i` (SIGSTOP): its connections stay open and silent.
+    pub fn pause(&mut self, i: usize) {
+        self.signal(i, "-STOP");
+    }
+
+    /// Lets member `i` run again (SIGCONT).
+    pub fn resume(&mut self, i: usize) {
+        self.signal(i, "-CONT");
+    }
+
+    fn signal(&self, i: usize, signal: &str) {
+        let pid = self.members[i].child.as_ref().expect("a running member").id();
+        let ok = Command::new("kill").args([signal, &pid.to_string()]).status();
+        assert!(ok.map(|s| s.success()).unwrap_or(false), "kill {signal} {pid}");
+    }
+
     /// Starts member `i` again on its data and waits until the running members are healthy.
     pub fn restart(&mut self, i: usize) {
         self.kill(i);
