@@ -347,3 +347,51 @@ async fn a_grant_moves_past_an_endpoint_that_refuses_connections() {
     let granted = store.grant(Duration::from_secs(2)).await.expect("granted by the second");
     store.renew(granted.session).await.unwrap();
 }
+
+/// The index of the member that leads the raft group now.
+async fn raft_leader(cluster: &EtcdCluster) -> usize {
+    for (i, endpoint) in cluster.endpoints().iter().enumerate() {
+        let mut c = etcd_client::Client::connect([endpoint], None).await.unwrap();
+        let status = c.status().await.unwrap();
+        if status.header().map(|h| h.member_id()) == Some(status.leader()) {
+            return i;
+        }
+    }
+    panic!("no member says it leads");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_its_quorum_stops_renewing_within_an_election_timeout() {
+    // etcd 3.4's lessor answers keepalives while its member leads, and
+    // CheckQuorum makes a leader without a quorum step down between one
+    // and two election timeouts (500 ms here) after it lost it: after that
+    // its keepalives fail. (A new leader, elected at least one election
+    // timeout after the cut, extends every lease by one more: later than
+    // any deadline the deposed leader's answers allowed.)
+    let mut cluster = EtcdCluster::start(3);
+    let leader = raft_leader(&cluster).await;
+    let only_leader = vec![cluster.endpoints()[leader].clone()];
+    let options = EtcdOptions { request_timeout: Duration::from_millis(500), ..Default::default() };
+    let store = EtcdStore::new(only_leader, options).unwrap();
+    let session = store.grant(Duration::from_secs(5)).await.unwrap().session;
+    store.renew(session).await.unwrap();
+    let cut = Instant::now();
+    for i in (0..3).filter(|i| *i != leader) {
+        cluster.pause(i);
+    }
+    let mut last_answered = None;
+    while cut.elapsed() < Duration::from_secs(4) {
+        let before = Instant::now();
+        match store.renew(session).await {
+            Ok(_) => last_answered = Some(before - cut),
+            Err(e) => assert!(e.is_retryable(), "{e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("deposed leader: its last keepalive answer was sent {last_answered:?} after the cut");
+    let last = last_answered.expect("renewals answered right after the cut");
+    assert!(last < Duration::from_millis(1500), "answered {last:?} after losing its quorum");
+    for i in (0..3).filter(|i| *i != leader) {
+        cluster.resume(i);
+    }
+}
