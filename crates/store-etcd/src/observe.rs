@@ -139,7 +139,13 @@ impl Observer {
         let endpoints = &self.inner.endpoints;
         let i = endpoints.current();
         let endpoint = &endpoints.list()[i];
-        let options = WatchOptions::new().with_prefix().with_start_revision(self.next);
+        // From the last revision applied, not the next one: etcd compacting
+        // at `C` drops the deletions made at `C` yet accepts a watch from
+        // `C` (measured on 3.4), so a watch from `next` could miss them
+        // silently; from `next - 1` it is cancelled as compacted instead.
+        // The replayed events of `next - 1` are skipped in `apply`.
+        let start = (self.next - 1).max(1);
+        let options = WatchOptions::new().with_prefix().with_start_revision(start);
         let mut client = endpoints.client(i).await?;
         let opened = tokio::time::timeout(
             endpoints.timeout,
@@ -197,7 +203,9 @@ impl Observer {
         let mut states = Vec::new();
         let mut revision = None;
         for event in answer.events() {
-            let Some(kv) = event.kv() else { continue };
+            let Some(kv) = event.kv().filter(|kv| kv.mod_revision() >= self.next) else {
+                continue;
+            };
             if let Some(r) = revision.filter(|r| *r != kv.mod_revision()) {
                 states.push((leader(keys), r));
             }

@@ -172,8 +172,15 @@ async fn watch(
     }
 }
 
-/// A watch stream on endpoint `i` with two watches from `revision + 1`:
-/// the deletions of `predecessor` and of `key`.
+/// A watch stream on endpoint `i` with two watches from `revision` (the
+/// read's), for the deletions of `predecessor` and of `key`.
+///
+/// From `revision`, not `revision + 1`: etcd compacting at `C` drops the
+/// deletions made at `C` yet still accepts a watch from `C` (measured on
+/// 3.4: the watch then never tells them). Watching from the read's revision
+/// makes a compaction at `revision + 1` cancel the watch (read again)
+/// instead. Deletions at `revision` itself cannot concern either key: the
+/// read found both.
 async fn open(
     store: &EtcdStore,
     i: usize,
@@ -183,9 +190,8 @@ async fn open(
 ) -> Result<WatchStream, StoreError> {
     let endpoints = &store.inner.endpoints;
     let endpoint = &endpoints.list()[i];
-    let options = || {
-        WatchOptions::new().with_start_revision(revision + 1).with_filters([WatchFilterType::NoPut])
-    };
+    let options =
+        || WatchOptions::new().with_start_revision(revision).with_filters([WatchFilterType::NoPut]);
     let mut client = endpoints.client(i).await?;
     let opened = async {
         let mut stream = client.watch(predecessor, Some(options())).await?;

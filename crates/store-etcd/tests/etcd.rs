@@ -92,6 +92,12 @@ async fn campaigns_queue_by_creation_revision_and_a_retry_makes_no_second_key() 
     assert!(matches!(refused, StoreError::Refused(_)), "{refused:?}");
     let bad = store.campaign(foreign, "no/slash", "f").await.unwrap_err();
     assert!(matches!(bad, StoreError::Invalid(_)), "{bad:?}");
+    // A session that ended cannot campaign.
+    let ended = store.grant(Duration::from_secs(5)).await.unwrap().session;
+    store.revoke(ended).await.unwrap();
+    let gone = store.campaign(ended, "jobs", "e").await.unwrap_err();
+    assert!(matches!(gone, StoreError::Gone(_)), "{gone:?}");
+    assert_eq!(keys(&cluster, "jobs").await, 3, "A, B and the foreign key only");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -394,4 +400,44 @@ async fn a_leader_cut_off_from_its_quorum_stops_renewing_within_an_election_time
     for i in (0..3).filter(|i| *i != leader) {
         cluster.resume(i);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_that_cannot_resume_reports_missed_then_the_state() {
+    let mut cluster = EtcdCluster::start(3);
+    let options = EtcdOptions {
+        prefix: PREFIX.into(),
+        request_timeout: Duration::from_millis(1000),
+        probe_after: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let observer = EtcdStore::new(cluster.endpoints(), options).unwrap();
+    // Changes go through the other two members.
+    let others = cluster.endpoints()[1..].to_vec();
+    let store =
+        EtcdStore::new(others.clone(), EtcdOptions { prefix: PREFIX.into(), ..Default::default() })
+            .unwrap();
+    let a = candidate(&store, Duration::from_secs(5), "missed", "a").await;
+    let b = candidate(&store, Duration::from_secs(5), "missed", "b").await;
+    let mut observed = observer.observe("missed").unwrap();
+    assert!(
+        matches!(next(&mut observed).await, Observed::Leader { token, .. } if token == a.token)
+    );
+    // The observer's member goes silent; meanwhile A leaves and the
+    // history is compacted past it.
+    cluster.pause(0);
+    store.resign(&a).await.unwrap();
+    let mut client = etcd_client::Client::connect(&others, None).await.unwrap();
+    let revision = client.get("x", None).await.unwrap().header().unwrap().revision();
+    client.compact(revision, None).await.unwrap();
+    match next(&mut observed).await {
+        Observed::Missed { compacted, current } => {
+            assert_eq!(compacted, revision as u64);
+            assert!(current >= revision as u64);
+        }
+        o => panic!("the gap must be told, not {o:?}"),
+    }
+    let state = next(&mut observed).await;
+    assert!(matches!(state, Observed::Leader { token, .. } if token == b.token), "{state:?}");
+    cluster.resume(0);
 }
