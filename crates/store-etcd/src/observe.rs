@@ -166,15 +166,20 @@ impl Observer {
     /// Receives the watch's next message and applies it (see
     /// [`next_message`] for a stream that went quiet).
     async fn receive(&mut self) -> Result<(), StoreError> {
-        let endpoints = &self.inner.endpoints;
+        let inner = self.inner.clone();
+        let endpoints = &inner.endpoints;
         let (i, stream) = self.watch.as_mut().expect("receive is called with a watch");
         let (i, endpoint) = (*i, &endpoints.list()[*i]);
-        let (quiet, timeout) = (self.inner.probe_after, endpoints.timeout);
+        let (quiet, timeout) = (inner.probe_after, endpoints.timeout);
         let until = Instant::now() + RECEIVE_ROUND;
         match next_message(stream, endpoint, quiet, timeout, until).await {
             Ok(Some(answer)) => {
                 self.backoff = OBSERVE_BACKOFF_MIN;
-                self.apply(answer)
+                self.apply(i, answer).inspect_err(|e| {
+                    if e.is_retryable() {
+                        endpoints.skip(i);
+                    }
+                })
             }
             Ok(None) => Ok(()),
             Err(e) => {
@@ -184,16 +189,20 @@ impl Observer {
         }
     }
 
-    /// Applies one watch answer: the leader after each revision's events
-    /// is reported if it changed.
-    fn apply(&mut self, answer: etcd_client::WatchResponse) -> Result<(), StoreError> {
+    /// Applies one watch answer (from endpoint `i`): the leader after each
+    /// revision's events is reported if it changed; a watch cancelled for
+    /// another reason than compaction is an error of that endpoint.
+    fn apply(&mut self, i: usize, answer: etcd_client::WatchResponse) -> Result<(), StoreError> {
         if answer.canceled() {
-            tracing::debug!(reason = answer.cancel_reason(), "etcd observe: watch cancelled");
-            if answer.compact_revision() > 0 {
-                self.missed = Some(answer.compact_revision());
-                self.keys = None;
-            }
             self.watch = None;
+            if answer.compact_revision() == 0 {
+                return Err(StoreError::Unavailable {
+                    endpoint: self.inner.endpoints.list()[i].clone(),
+                    message: format!("watch cancelled: {}", answer.cancel_reason()),
+                });
+            }
+            self.missed = Some(answer.compact_revision());
+            self.keys = None;
             return Ok(());
         }
         // A progress report is not taken as "every change up to its

@@ -2,7 +2,7 @@
 //! round reads, in one transaction (one revision), the immediate
 //! predecessor and our own key; leads only if our key is there with our
 //! token and lease and no predecessor is; otherwise watches the
-//! predecessor's key and our own from the next revision.
+//! predecessor's key and our own from the read's revision.
 
 use crate::error::{classify, timed_out};
 use crate::store::{header_revision, lease_id, txn_get, EtcdStore};
@@ -35,7 +35,8 @@ enum Place {
 
 /// How watching the predecessor ended.
 enum Woken {
-    /// The predecessor was deleted (or the watch was cancelled): read again.
+    /// The predecessor was deleted (or the history the watch needed was
+    /// compacted): read again.
     ReadAgain,
     /// Our own key was deleted.
     OwnGone,
@@ -151,11 +152,12 @@ async fn watch(
             Ok(None) => return Ok(Woken::Deadline),
             Err(e) => return Err(fail(e)),
         };
+        if answer.canceled() && answer.compact_revision() == 0 {
+            let message = format!("watch cancelled: {}", answer.cancel_reason());
+            return Err(fail(StoreError::Unavailable { endpoint: endpoint.clone(), message }));
+        }
         if answer.canceled() {
-            tracing::debug!(
-                %endpoint, compacted = answer.compact_revision(), reason = answer.cancel_reason(),
-                "etcd: wait's watch cancelled; reading again"
-            );
+            tracing::debug!(%endpoint, compacted = answer.compact_revision(), "etcd: wait's watch compacted; reading again");
             return Ok(Woken::ReadAgain);
         }
         let deleted = |k: &[u8]| {

@@ -326,7 +326,9 @@ async fn a_silent_member_is_left_after_the_timeouts() {
     let (renewed, took) = retrying(bound, || store.renew(a.session)).await;
     renewed.expect("A's renewal through another member");
     println!("silent member: A renewed {took:?} after the SIGSTOP (request timeout {timeout:?})");
-    assert!(took >= timeout && took < 3 * timeout, "{took:?}");
+    // At least the stopped member's timeout; more when it led the raft
+    // group (a follower forwards the keepalive to it until a new election).
+    assert!(took >= timeout && took < 5 * timeout, "{took:?}");
     let (resigned, _) = retrying(bound, || store.resign(&a)).await;
     resigned.unwrap();
     let resigned_at = Instant::now();

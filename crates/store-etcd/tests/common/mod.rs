@@ -31,11 +31,29 @@ pub struct EtcdCluster {
     members: Vec<Member>,
 }
 
-/// Free loopback ports (held together, then released, so they differ).
+/// Ports are taken below the kernel's ephemeral range (32768 and up), so
+/// that etcd's own outgoing connections cannot take them between the
+/// check and etcd's bind.
+const PORTS: std::ops::Range<u16> = 20_000..32_000;
+/// How many times a cluster is started on new ports after a member failed to start.
+const START_ATTEMPTS: usize = 3;
+
+static NEXT_PORT: AtomicUsize = AtomicUsize::new(0);
+
+/// `n` loopback ports that are free now, from [`PORTS`], each process
+/// starting at its own offset.
 fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<_> =
-        (0..n).map(|_| TcpListener::bind("127.0.0.1:0").expect("bind a free port")).collect();
-    listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    let span = usize::from(PORTS.end - PORTS.start);
+    let offset = (std::process::id() as usize * 7919) % span;
+    let mut ports = Vec::new();
+    while ports.len() < n {
+        let k = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
+        let port = PORTS.start + ((offset + k) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            ports.push(port);
+        }
+    }
+    ports
 }
 
 fn check_binary() {
@@ -60,9 +78,26 @@ impl EtcdCluster {
         EtcdCluster::start_with(n, 500)
     }
 
-    /// Starts `n` members with election timeout `election_ms` (heartbeat a tenth).
+    /// Starts `n` members with election timeout `election_ms` (heartbeat a
+    /// tenth), on new ports again if a member fails to start (a port taken
+    /// meanwhile).
     pub fn start_with(n: usize, election_ms: u64) -> EtcdCluster {
         check_binary();
+        for attempt in 1..=START_ATTEMPTS {
+            let mut cluster = EtcdCluster::new(n, election_ms);
+            for i in 0..n {
+                cluster.spawn(i);
+            }
+            match cluster.try_wait_healthy() {
+                Ok(()) => return cluster,
+                Err(e) if attempt < START_ATTEMPTS => eprintln!("{e}; starting again"),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    fn new(n: usize, election_ms: u64) -> EtcdCluster {
         let k = CLUSTERS.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -80,12 +115,7 @@ impl EtcdCluster {
                 child: None,
             })
             .collect();
-        let mut cluster = EtcdCluster { dir, token, election_ms, members };
-        for i in 0..n {
-            cluster.spawn(i);
-        }
-        cluster.wait_healthy();
-        cluster
+        EtcdCluster { dir, token, election_ms, members }
     }
 
     fn initial_cluster(&self) -> String {
@@ -162,19 +192,41 @@ impl EtcdCluster {
     }
 
     /// Waits until every running member answers `/health` with a leader.
-    pub fn wait_healthy(&self) {
+    pub fn wait_healthy(&mut self) {
+        if let Err(e) = self.try_wait_healthy() {
+            panic!("{e}");
+        }
+    }
+
+    /// Waits until every running member is alive and answers `/health`
+    /// with a leader (alive: another cluster's member could answer on a
+    /// port ours failed to bind).
+    fn try_wait_healthy(&mut self) -> Result<(), String> {
         let start = Instant::now();
-        for m in self.members.iter().filter(|m| m.child.is_some()) {
-            while !healthy(m.client_port) {
-                assert!(
-                    start.elapsed() < HEALTHY_WITHIN,
-                    "etcd member {} not healthy within {HEALTHY_WITHIN:?}; logs in {}",
-                    m.name,
-                    self.dir.display()
-                );
+        let logs = self.dir.display().to_string();
+        for m in self.members.iter_mut().filter(|m| m.child.is_some()) {
+            loop {
+                let child = m.child.as_mut().expect("filtered");
+                if let Ok(Some(status)) = child.try_wait() {
+                    m.child = None;
+                    return Err(format!(
+                        "etcd member {} exited ({status}); logs in {logs}",
+                        m.name
+                    ));
+                }
+                if healthy(m.client_port) {
+                    break;
+                }
+                if start.elapsed() > HEALTHY_WITHIN {
+                    return Err(format!(
+                        "etcd member {} not healthy within {HEALTHY_WITHIN:?}; logs in {logs}",
+                        m.name
+                    ));
+                }
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+        Ok(())
     }
 }
 
