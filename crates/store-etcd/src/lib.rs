@@ -44,6 +44,7 @@
 mod config;
 mod conn;
 mod error;
+mod inner;
 mod keepalive;
 mod observe;
 mod store;

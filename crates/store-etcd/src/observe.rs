@@ -6,7 +6,7 @@
 //! (compacted) is reported as [`Observed::Missed`], then the state.
 
 use crate::error::{classify, timed_out};
-use crate::store::{header_revision, Inner};
+use crate::inner::{header_revision, Inner};
 use crate::watch::next_message;
 use etcd_client::{
     EventType, GetOptions, KeyValue, SortOrder, SortTarget, WatchOptions, WatchStream,

@@ -5,11 +5,11 @@
 use crate::config::{check_endpoints, check_prefix, parse_url, EtcdOptions};
 use crate::conn::Endpoints;
 use crate::error::odd;
-use crate::keepalive::KeepAlives;
-use etcd_client::{
-    Compare, CompareOp, GetOptions, GetResponse, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
-    TxnOp, TxnOpResponse, TxnResponse,
+use crate::inner::{
+    first_created, header_revision, lease_id, token_of, txn_get, whole_seconds, Inner,
 };
+use crate::keepalive::KeepAlives;
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use std::sync::Arc;
@@ -29,16 +29,6 @@ use tokio::time::Instant;
 #[derive(Clone, Debug)]
 pub struct EtcdStore {
     pub(crate) inner: Arc<Inner>,
-}
-
-/// What every clone of a store shares.
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) endpoints: Endpoints,
-    keepalives: KeepAlives,
-    prefix: String,
-    /// [`EtcdOptions::probe_after`].
-    pub(crate) probe_after: Duration,
 }
 
 impl EtcdStore {
@@ -80,68 +70,6 @@ impl EtcdStore {
     pub fn key(&self, election: &str, session: SessionId) -> String {
         self.inner.key(election, session)
     }
-}
-
-impl Inner {
-    /// The prefix of `election`'s keys, with its trailing `/`.
-    pub(crate) fn election_prefix(&self, election: &str) -> String {
-        format!("{}/{election}/", self.prefix)
-    }
-
-    pub(crate) fn key(&self, election: &str, session: SessionId) -> String {
-        format!("{}{:016x}", self.election_prefix(election), session.0)
-    }
-}
-
-/// The lease id of `session` (etcd's ids are positive 64-bit integers).
-pub(crate) fn lease_id(session: SessionId) -> Result<i64, StoreError> {
-    match i64::try_from(session.0) {
-        Ok(id) if id > 0 => Ok(id),
-        _ => Err(StoreError::Invalid(format!("{session} is not an etcd lease id"))),
-    }
-}
-
-/// `ttl` in whole seconds, rounded up (so that the TTL granted is never
-/// shorter than the one asked because of the rounding).
-pub(crate) fn whole_seconds(ttl: Duration) -> i64 {
-    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
-    i64::try_from(secs).unwrap_or(i64::MAX)
-}
-
-/// The revision an answer was read at.
-pub(crate) fn header_revision(
-    endpoint: &str,
-    header: Option<&etcd_client::ResponseHeader>,
-) -> Result<u64, StoreError> {
-    header
-        .and_then(|h| u64::try_from(h.revision()).ok())
-        .ok_or_else(|| odd(endpoint, "no header revision"))
-}
-
-/// The range answer of operation `i` of a txn's answer.
-pub(crate) fn txn_get(
-    endpoint: &str,
-    answer: &TxnResponse,
-    i: usize,
-) -> Result<GetResponse, StoreError> {
-    match answer.op_responses().into_iter().nth(i) {
-        Some(TxnOpResponse::Get(g)) => Ok(g),
-        _ => Err(odd(endpoint, &format!("txn operation {i} is not a range"))),
-    }
-}
-
-/// Options of a range read of the first-created key of a prefix.
-pub(crate) fn first_created() -> GetOptions {
-    GetOptions::new()
-        .with_prefix()
-        .with_sort(SortTarget::Create, SortOrder::Ascend)
-        .with_limit(1)
-        .with_keys_only()
-}
-
-/// A key's creation revision as a token.
-pub(crate) fn token_of(kv: &KeyValue) -> u64 {
-    u64::try_from(kv.create_revision()).unwrap_or(0)
 }
 
 impl EtcdStore {
@@ -241,7 +169,7 @@ impl EtcdStore {
     }
 
     async fn do_resign(&self, c: &Candidacy) -> Result<(), StoreError> {
-        let key = self.checked_key(c)?;
+        let key = self.inner.checked_key(c)?;
         let token = i64::try_from(c.token)
             .map_err(|_| StoreError::Invalid(format!("token {} out of range", c.token)))?;
         let txn = Txn::new()
@@ -274,20 +202,6 @@ impl EtcdStore {
         let revision = header_revision(endpoint, answer.header())?;
         let leader = answer.kvs().first().map(token_of);
         Ok(Check { current: leader == Some(token), token: leader, revision })
-    }
-
-    /// The candidacy's key, checked against its session and election.
-    pub(crate) fn checked_key(&self, c: &Candidacy) -> Result<String, StoreError> {
-        check_name(&c.election)?;
-        lease_id(c.session)?;
-        let key = self.inner.key(&c.election, c.session);
-        if c.key != key || c.token < 2 {
-            return Err(StoreError::Invalid(format!(
-                "not a candidacy of this etcd store: key {:?} token {} (expected key {key:?})",
-                c.key, c.token
-            )));
-        }
-        Ok(key)
     }
 }
 
@@ -325,7 +239,7 @@ impl Store for EtcdStore {
         candidacy: &'a Candidacy,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Waited, StoreError>> {
-        Box::pin(crate::wait::wait(self, candidacy, timeout))
+        Box::pin(crate::wait::wait(&self.inner, candidacy, timeout))
     }
 
     fn resign<'a>(&'a self, candidacy: &'a Candidacy) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -374,9 +288,12 @@ mod tests {
             token,
             leader: false,
         };
-        assert!(store.checked_key(&c(&key, 7)).is_ok());
-        assert!(matches!(store.checked_key(&c("/x/jobs/2a", 7)), Err(StoreError::Invalid(_))));
-        assert!(matches!(store.checked_key(&c(&key, 1)), Err(StoreError::Invalid(_))));
+        assert!(store.inner.checked_key(&c(&key, 7)).is_ok());
+        assert!(matches!(
+            store.inner.checked_key(&c("/x/jobs/2a", 7)),
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(store.inner.checked_key(&c(&key, 1)), Err(StoreError::Invalid(_))));
         assert!(lease_id(SessionId(0)).is_err());
         assert!(lease_id(SessionId(u64::MAX)).is_err());
         assert!(matches!(store.observe("a/b"), Err(StoreError::Invalid(_))));

@@ -5,7 +5,7 @@
 //! predecessor's key and our own from the read's revision.
 
 use crate::error::{classify, timed_out};
-use crate::store::{header_revision, lease_id, txn_get, EtcdStore};
+use crate::inner::{header_revision, lease_id, txn_get, Inner};
 use crate::watch::next_message;
 use etcd_client::{
     EventType, GetOptions, SortOrder, SortTarget, Txn, TxnOp, WatchFilterType, WatchOptions,
@@ -46,7 +46,7 @@ enum Woken {
 
 /// [`tenure_client::Store::wait`] for etcd.
 pub(crate) async fn wait(
-    store: &EtcdStore,
+    store: &Inner,
     c: &Candidacy,
     timeout: Duration,
 ) -> Result<Waited, StoreError> {
@@ -83,11 +83,11 @@ pub(crate) async fn wait(
 /// our own key. The
 /// candidacy is [`StoreError::Gone`] unless our key is there with our
 /// token and our lease.
-async fn place(store: &EtcdStore, c: &Candidacy, key: &str) -> Result<Place, StoreError> {
+async fn place(store: &Inner, c: &Candidacy, key: &str) -> Result<Place, StoreError> {
     let id = lease_id(c.session)?;
     let before = i64::try_from(c.token - 1)
         .map_err(|_| StoreError::Invalid(format!("token {} out of range", c.token)))?;
-    let prefix = store.inner.election_prefix(&c.election);
+    let prefix = store.election_prefix(&c.election);
     let predecessor = GetOptions::new()
         .with_prefix()
         .with_max_create_revision(before)
@@ -96,7 +96,7 @@ async fn place(store: &EtcdStore, c: &Candidacy, key: &str) -> Result<Place, Sto
         .with_keys_only();
     let txn = Txn::new()
         .and_then([TxnOp::get(prefix.as_str(), Some(predecessor)), TxnOp::get(key, None)]);
-    let endpoints = &store.inner.endpoints;
+    let endpoints = &store.endpoints;
     let (i, answer) = endpoints
         .call(Retry::Idempotent, |mut client| {
             let txn = txn.clone();
@@ -129,13 +129,13 @@ async fn place(store: &EtcdStore, c: &Candidacy, key: &str) -> Result<Place, Sto
 /// Watches the deletions of `predecessor` and of our own `key` after
 /// `revision`, on the current endpoint, until one comes or `deadline`.
 async fn watch(
-    store: &EtcdStore,
+    store: &Inner,
     predecessor: &[u8],
     key: &[u8],
     revision: i64,
     deadline: Instant,
 ) -> Result<Woken, StoreError> {
-    let endpoints = &store.inner.endpoints;
+    let endpoints = &store.endpoints;
     let i = endpoints.current();
     let endpoint = &endpoints.list()[i];
     let fail = |e: StoreError| {
@@ -145,7 +145,7 @@ async fn watch(
         e
     };
     let mut stream = open(store, i, predecessor, key, revision).await.map_err(fail)?;
-    let (quiet, timeout) = (store.inner.probe_after, endpoints.timeout);
+    let (quiet, timeout) = (store.probe_after, endpoints.timeout);
     loop {
         let answer = match next_message(&mut stream, endpoint, quiet, timeout, deadline).await {
             Ok(Some(answer)) => answer,
@@ -184,13 +184,13 @@ async fn watch(
 /// instead. Deletions at `revision` itself cannot concern either key: the
 /// read found both.
 async fn open(
-    store: &EtcdStore,
+    store: &Inner,
     i: usize,
     predecessor: &[u8],
     key: &[u8],
     revision: i64,
 ) -> Result<WatchStream, StoreError> {
-    let endpoints = &store.inner.endpoints;
+    let endpoints = &store.endpoints;
     let endpoint = &endpoints.list()[i];
     let options =
         || WatchOptions::new().with_start_revision(revision).with_filters([WatchFilterType::NoPut]);
