@@ -443,3 +443,58 @@ async fn an_observer_that_cannot_resume_reports_missed_then_the_state() {
     assert!(matches!(state, Observed::Leader { token, .. } if token == b.token), "{state:?}");
     cluster.resume(0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_endpoints_with_the_ca_and_credentials() {
+    let certs = common::Certs::make();
+    let cluster = EtcdCluster::start_tls(1, certs.cert.clone(), certs.key.clone());
+    let endpoints = cluster.endpoints();
+    assert!(endpoints[0].starts_with("https://"));
+    // Authentication on, with a root user.
+    let pem = std::fs::read(&certs.ca).unwrap();
+    let tls =
+        etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(pem));
+    let connect = etcd_client::ConnectOptions::new().with_tls(tls);
+    let mut admin = etcd_client::Client::connect(&endpoints, Some(connect)).await.unwrap();
+    let _ = admin.role_add("root").await;
+    admin.user_add("root", "s3cret", None).await.unwrap();
+    admin.user_grant_role("root", "root").await.unwrap();
+    admin.auth_enable().await.unwrap();
+
+    let no_ca = EtcdStore::new(endpoints.clone(), EtcdOptions::default()).unwrap_err();
+    assert!(matches!(no_ca, StoreError::Config(_)), "{no_ca:?}");
+    let with = |user: Option<(&str, &str)>| {
+        let options = EtcdOptions {
+            prefix: PREFIX.into(),
+            cacert: Some(certs.ca.clone()),
+            user: user.map(|(u, p)| (u.to_string(), p.to_string())),
+            ..Default::default()
+        };
+        EtcdStore::new(endpoints.clone(), options).unwrap()
+    };
+    // etcd 3.4 grants leases without checking who asks, but writes need a user.
+    let nobody = with(None);
+    let lease = nobody.grant(Duration::from_secs(2)).await.unwrap().session;
+    let anonymous = nobody.campaign(lease, "tls", "x").await.unwrap_err();
+    assert!(!anonymous.is_retryable(), "refused, not retried: {anonymous:?}");
+    let wrong = with(Some(("root", "wrong"))).grant(Duration::from_secs(2)).await.unwrap_err();
+    assert!(!wrong.is_retryable(), "refused, not retried: {wrong:?}");
+    println!("tls: anonymous: {anonymous}; wrong password: {wrong}");
+
+    let store = with(Some(("root", "s3cret")));
+    let a = candidate(&store, Duration::from_secs(2), "tls", "a").await;
+    assert!(a.leader);
+    store.renew(a.session).await.unwrap();
+    assert_eq!(
+        store.wait(&a, Duration::from_secs(1)).await.unwrap(),
+        Waited::Leads { token: a.token }
+    );
+    let mut observed = store.observe("tls").unwrap();
+    assert!(
+        matches!(next(&mut observed).await, Observed::Leader { token, .. } if token == a.token)
+    );
+    assert!(store.check("tls", a.token).await.unwrap().current);
+    store.resign(&a).await.unwrap();
+    assert!(matches!(next(&mut observed).await, Observed::NoLeader { .. }));
+    store.revoke(a.session).await.unwrap();
+}

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -20,12 +21,16 @@ struct Member {
     name: String,
     client_port: u16,
     peer_port: u16,
+    /// Plain HTTP `/health` (and `/metrics`), whether clients use TLS or not.
+    metrics_port: u16,
     child: Option<Child>,
 }
 
 /// An etcd cluster started by a test.
 pub struct EtcdCluster {
     dir: PathBuf,
+    /// The members' certificate and key for https client URLs, if any.
+    tls: Option<(PathBuf, PathBuf)>,
     token: String,
     election_ms: u64,
     members: Vec<Member>,
@@ -82,9 +87,18 @@ impl EtcdCluster {
     /// tenth), on new ports again if a member fails to start (a port taken
     /// meanwhile).
     pub fn start_with(n: usize, election_ms: u64) -> EtcdCluster {
+        EtcdCluster::start_opts(n, election_ms, None)
+    }
+
+    /// Starts `n` members serving clients over TLS with `cert` and `key` (PEM files).
+    pub fn start_tls(n: usize, cert: PathBuf, key: PathBuf) -> EtcdCluster {
+        EtcdCluster::start_opts(n, 500, Some((cert, key)))
+    }
+
+    fn start_opts(n: usize, election_ms: u64, tls: Option<(PathBuf, PathBuf)>) -> EtcdCluster {
         check_binary();
         for attempt in 1..=START_ATTEMPTS {
-            let mut cluster = EtcdCluster::new(n, election_ms);
+            let mut cluster = EtcdCluster::new(n, election_ms, tls.clone());
             for i in 0..n {
                 cluster.spawn(i);
             }
@@ -97,7 +111,7 @@ impl EtcdCluster {
         unreachable!("the last attempt returns or panics")
     }
 
-    fn new(n: usize, election_ms: u64) -> EtcdCluster {
+    fn new(n: usize, election_ms: u64, tls: Option<(PathBuf, PathBuf)>) -> EtcdCluster {
         let k = CLUSTERS.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -106,16 +120,17 @@ impl EtcdCluster {
         let token = format!("tenure-test-{}-{k}-{nanos}", std::process::id());
         let dir = std::env::temp_dir().join(&token);
         std::fs::create_dir_all(&dir).expect("make the cluster's directory");
-        let ports = free_ports(2 * n);
+        let ports = free_ports(3 * n);
         let members = (0..n)
             .map(|i| Member {
                 name: format!("e{}", i + 1),
-                client_port: ports[2 * i],
-                peer_port: ports[2 * i + 1],
+                client_port: ports[3 * i],
+                peer_port: ports[3 * i + 1],
+                metrics_port: ports[3 * i + 2],
                 child: None,
             })
             .collect();
-        EtcdCluster { dir, token, election_ms, members }
+        EtcdCluster { dir, tls, token, election_ms, members }
     }
 
     fn initial_cluster(&self) -> String {
@@ -130,8 +145,9 @@ impl EtcdCluster {
     fn spawn(&mut self, i: usize) {
         let initial = self.initial_cluster();
         let m = &self.members[i];
-        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let client = format!("{}://127.0.0.1:{}", self.scheme(), m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
+        let metrics = format!("http://127.0.0.1:{}", m.metrics_port);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -147,6 +163,15 @@ impl EtcdCluster {
             .args(["--initial-cluster-token", &self.token])
             .args(["--heartbeat-interval", &(self.election_ms / 10).to_string()])
             .args(["--election-timeout", &self.election_ms.to_string()])
+            .args(["--listen-metrics-urls", &metrics])
+            .args(self.tls.iter().flat_map(|(cert, key)| {
+                [
+                    OsStr::new("--cert-file"),
+                    cert.as_os_str(),
+                    OsStr::new("--key-file"),
+                    key.as_os_str(),
+                ]
+            }))
             .args(["--logger", "zap", "--log-level", "error"])
             .stdout(Stdio::null())
             .stderr(log)
@@ -157,7 +182,16 @@ impl EtcdCluster {
 
     /// The client URLs of every member, in order.
     pub fn endpoints(&self) -> Vec<String> {
-        self.members.iter().map(|m| format!("http://127.0.0.1:{}", m.client_port)).collect()
+        let scheme = self.scheme();
+        self.members.iter().map(|m| format!("{scheme}://127.0.0.1:{}", m.client_port)).collect()
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// Kills member `i` (SIGKILL) and reaps it.
@@ -214,7 +248,7 @@ impl EtcdCluster {
                         m.name
                     ));
                 }
-                if healthy(m.client_port) {
+                if healthy(m.metrics_port) {
                     break;
                 }
                 if start.elapsed() > HEALTHY_WITHIN {
@@ -257,5 +291,79 @@ impl Drop for EtcdCluster {
             let _ = std::fs::remove_dir_all(self.dir.join(&m.name));
         }
         eprintln!("etcd logs kept in {}", self.dir.display());
+    }
+}
+
+/// A CA and a server certificate for 127.0.0.1 (PEM files made with the
+/// `openssl` command), removed on drop.
+pub struct Certs {
+    dir: PathBuf,
+    /// The CA certificate.
+    pub ca: PathBuf,
+    /// The server certificate, signed by the CA, for IP 127.0.0.1.
+    pub cert: PathBuf,
+    /// The server's private key.
+    pub key: PathBuf,
+}
+
+impl Certs {
+    /// Makes them in a new temporary directory.
+    pub fn make() -> Certs {
+        let k = CLUSTERS.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("tenure-test-certs-{}-{k}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let certs = Certs {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("server.pem"),
+            key: dir.join("server.key"),
+            dir,
+        };
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        let ca_key = certs.dir.join("ca.key");
+        let csr = certs.dir.join("server.csr");
+        let ext = certs.dir.join("server.ext");
+        std::fs::write(&ext, "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+        openssl(&certs.dir, &["req", "-x509"], &ec, &[&ca_key, &certs.ca], "/CN=tenure test CA");
+        openssl(&certs.dir, &["req"], &ec, &[&certs.key, &csr], "/CN=127.0.0.1");
+        let status = Command::new("openssl")
+            .args(["x509", "-req", "-days", "1", "-CAcreateserial", "-in"])
+            .arg(&csr)
+            .arg("-CA")
+            .arg(&certs.ca)
+            .arg("-CAkey")
+            .arg(&ca_key)
+            .arg("-out")
+            .arg(&certs.cert)
+            .arg("-extfile")
+            .arg(&ext)
+            .stderr(Stdio::null())
+            .status()
+            .expect("the `openssl` command is needed to make test certificates");
+        assert!(status.success(), "openssl x509 failed");
+        certs
+    }
+}
+
+/// `openssl <cmd> <key options> -keyout KEY -out OUT -subj SUBJ -days 1`.
+fn openssl(dir: &std::path::Path, cmd: &[&str], key: &[&str], files: &[&PathBuf; 2], subj: &str) {
+    let status = Command::new("openssl")
+        .current_dir(dir)
+        .args(cmd)
+        .args(key)
+        .arg("-keyout")
+        .arg(files[0])
+        .arg("-out")
+        .arg(files[1])
+        .args(["-subj", subj, "-days", "1"])
+        .stderr(Stdio::null())
+        .status()
+        .expect("the `openssl` command is needed to make test certificates");
+    assert!(status.success(), "openssl {cmd:?} failed");
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
