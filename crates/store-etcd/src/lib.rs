@@ -18,6 +18,16 @@
 //!   [`StoreError::Gone`](tenure_client::StoreError::Gone): never the
 //!   phantom leadership of etcd-io/etcd#19597 (etcd's own election service
 //!   is never used).
+//! * `check` is one linearizable range read of the election's
+//!   first-created key: every field of [`tenure_client::Check`] is filled
+//!   (`current`, the leader's `token`, the `revision` read at).
+//! * `observe` reads the election's keys at one revision (the first
+//!   observation carries that revision), then follows a watch on its
+//!   prefix: each later observation carries the revision of the change.
+//!   Only changes of the leader or of its value are reported; a watch the
+//!   cluster can no longer resume (compacted) gives
+//!   [`Observed::Missed`](tenure_client::Observed::Missed), then the state.
+//!   The session of a leader is its key's lease (0 for a key without one).
 //! * Each endpoint has its own client; calls go to the endpoint that
 //!   answered last and move on after an error or a timeout, each bounded
 //!   by [`EtcdOptions::request_timeout`]. Only idempotent calls are sent

@@ -1,9 +1,11 @@
-//! Observing an election: the keys under its prefix at one revision, then a
-//! watch on the prefix from the next one, the leader (the first-created
-//! key) recomputed after each revision's events. A watch that fails is
-//! resumed on the next endpoint after the last revision seen, so no change
-//! is missed or told twice; one the cluster can no longer resume
-//! (compacted) is reported as [`Observed::Missed`], then the state.
+//! Observing an election: the keys under its prefix at one revision `R`
+//! (the first observation: the state as of `R`), then a watch on the prefix
+//! from `R` (its replayed events of `R` skipped), the leader (the
+//! first-created key) recomputed after each revision's events and reported
+//! when it changed. A watch that fails is resumed on the next endpoint from
+//! the last revision applied, so no change is missed or told twice; one the
+//! cluster can no longer resume (compacted) is reported as
+//! [`Observed::Missed`], then the state.
 
 use crate::error::{classify, timed_out};
 use crate::inner::{header_revision, Inner};
