@@ -60,7 +60,6 @@ mod observe;
 mod store;
 mod wait;
 mod watch;
-pub use wait::MAX_AHEAD_COUNTED;
 
 pub use config::{
     check_endpoints, check_prefix, parse_url, EtcdOptions, DEFAULT_PREFIX, MAX_ENDPOINTS,
@@ -69,3 +68,4 @@ pub use config::{
 pub use keepalive::MAX_KEEPALIVE_STREAMS;
 pub use observe::MAX_OBSERVED_KEYS;
 pub use store::EtcdStore;
+pub use wait::MAX_AHEAD_COUNTED;
