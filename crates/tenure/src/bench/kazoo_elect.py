@@ -16,6 +16,17 @@ import time
 
 from kazoo.client import KazooClient
 
+# One line at a time: the leader function runs on kazoo's thread, and
+# print() writes a line and its newline separately.
+OUT = threading.Lock()
+
+
+def say(line: str) -> None:
+    with OUT:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
 # How long a candidacy may take to appear in the election's contenders.
 QUEUE_TIMEOUT_S = 20.0
 QUEUE_POLL_S = 0.005
@@ -38,7 +49,7 @@ def main() -> int:
     election = zk.Election(a.path, a.value)
 
     def lead() -> None:
-        print(f"elected {a.path}", flush=True)
+        say(f"elected {a.path}")
         stop.wait()
 
     runner = threading.Thread(target=election.run, args=(lead,), daemon=True)
@@ -49,7 +60,7 @@ def main() -> int:
             print("not queued in time", file=sys.stderr, flush=True)
             return 1
         time.sleep(QUEUE_POLL_S)
-    print(f"queued {a.path}", flush=True)
+    say(f"queued {a.path}")
 
     while not stop.wait(0.1):
         if not runner.is_alive():
