@@ -138,6 +138,45 @@ pub struct ServerArgs {
     /// majority of the other nodes report.
     #[arg(long, value_name = "N", requires = "reset_state")]
     pub reset_term: Option<u64>,
+    /// `--store` and its flags: leadership from a store instead.
+    #[command(flatten)]
+    pub store_mode: StoreArgs,
+}
+
+/// The flags of `tenure server --store`.
+#[derive(Args, Debug, Default)]
+pub struct StoreArgs {
+    /// Take leadership from a store instead of tenure's own consensus:
+    /// tenure://HOST:PORT,... (the HTTP API of a tenure cluster), and later etcd://HOST:PORT,...
+    /// or zk://HOST:PORT,... (docs/STORES.md, "tenure server --store"). The server then runs
+    /// no node of its own: no --peers, --listen, --data-dir or election timing.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// The election in the store that the servers campaign in [default: the --cluster-id].
+    #[arg(long, value_name = "NAME", requires = "store")]
+    pub election: Option<String>,
+    /// The TTL of this server's session in the store, in milliseconds (500 to 86400000): a
+    /// killed leader is replaced about one TTL after its last renewal, and a leader cut off
+    /// from the store gives up at TTL x 0.9/1.1. Renewals go every TTL/3, so a short TTL
+    /// costs the store more requests [default: 10000, as `tenure elect`].
+    #[arg(long, value_name = "N", requires = "store")]
+    pub ttl_ms: Option<u64>,
+    /// The address of this server's HTTP API that the other servers and clients can reach,
+    /// published in its candidate value [default: the --http address; required when that
+    /// is 0.0.0.0 or ::].
+    #[arg(long, value_name = "HOST:PORT", requires = "store")]
+    pub advertise_http: Option<String>,
+    /// The CA certificate (PEM) of the tenure cluster of --store tenure://: its endpoints are
+    /// then https://. (This server's own certificate is --tls-cert.)
+    #[arg(long, value_name = "FILE", requires = "store")]
+    pub store_cacert: Option<PathBuf>,
+    /// The bearer token (role write) for the tenure cluster of --store tenure://; others on
+    /// this machine can see a flag in `ps`: prefer --store-token-file.
+    #[arg(long, value_name = "TOKEN", requires = "store", conflicts_with = "store_token_file")]
+    pub store_token: Option<String>,
+    /// File holding the token of --store-token (chmod 600).
+    #[arg(long, value_name = "FILE", requires = "store")]
+    pub store_token_file: Option<PathBuf>,
 }
 
 /// The config file's contents; every key optional.
@@ -177,17 +216,105 @@ pub struct ServerSettings {
     pub api: ApiAuth,
 }
 
+/// What a server with `--store` shares with a node, resolved and checked.
+#[derive(Debug)]
+pub struct StoreBase {
+    /// This server's id.
+    pub id: NodeId,
+    /// Where its HTTP API listens.
+    pub http: SocketAddr,
+    /// Its cluster id (the default election, and the name in its certificate).
+    pub cluster_id: String,
+    /// Its certificate for HTTPS, or none.
+    pub security: Security,
+    /// Log output format.
+    pub log_format: LogFormat,
+    /// Who may call its API.
+    pub api: ApiAuth,
+}
+
 impl ServerArgs {
+    /// Whether `--store` was given.
+    pub fn store_led(&self) -> bool {
+        self.store_mode.store.is_some()
+    }
+
+    /// The settings of a server with `--store` that a node has too; the
+    /// settings of tenure's own consensus (flags and config-file keys) are
+    /// refused, naming them.
+    pub fn resolve_store_base(&self) -> anyhow::Result<StoreBase> {
+        let file = self.file()?;
+        self.refuse_consensus_settings(&file)?;
+        let id = self.id(&file)?;
+        let cluster_id = self.cluster_id(&file);
+        Ok(StoreBase {
+            id,
+            http: self.http(id, &file)?,
+            security: self.security(id, &cluster_id, &file)?,
+            cluster_id,
+            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
+            api: self.api(&file)?,
+        })
+    }
+
+    /// An error naming the settings of tenure's own consensus that are given
+    /// with `--store`, as flags or config-file keys.
+    fn refuse_consensus_settings(&self, file: &FileConfig) -> anyhow::Result<()> {
+        let flags = [
+            ("--listen", self.listen.is_some()),
+            ("--peers", self.peers.is_some()),
+            ("--data-dir", self.data_dir.is_some()),
+            ("--heartbeat-ms", self.heartbeat_ms.is_some()),
+            ("--election-timeout-ms", self.election_timeout_ms.is_some()),
+            ("--protocol", self.protocol.is_some()),
+            ("--round-trip-ms", self.round_trip_ms.is_some()),
+            ("--reset-state", self.reset_state),
+            ("--reset-term", self.reset_term.is_some()),
+        ];
+        let keys = [
+            ("listen", file.listen.is_some()),
+            ("peers", file.peers.is_some()),
+            ("data_dir", file.data_dir.is_some()),
+            ("heartbeat_ms", file.heartbeat_ms.is_some()),
+            ("election_timeout_ms", file.election_timeout_ms.is_some()),
+            ("protocol", file.protocol.is_some()),
+            ("round_trip_ms", file.round_trip_ms.is_some()),
+        ];
+        let given = |list: &[(&'static str, bool)]| -> Vec<&'static str> {
+            list.iter().filter(|(_, on)| *on).map(|(name, _)| *name).collect()
+        };
+        let (flags, keys) = (given(&flags), given(&keys));
+        if flags.is_empty() && keys.is_empty() {
+            return Ok(());
+        }
+        let mut what = Vec::new();
+        if !flags.is_empty() {
+            what.push(flags.join(", "));
+        }
+        if !keys.is_empty() {
+            what.push(format!("the config file's {}", keys.join(", ")));
+        }
+        bail!(
+            "--store: this server's leadership comes from the store, so it runs no consensus \
+             node of its own and has no peers, data directory or election timing; remove {}",
+            what.join(" and ")
+        )
+    }
+
     /// Merges flags, the config file (if any) and defaults into the node's
     /// configuration. The election settings are checked by the core
     /// ([`NodeConfig::validate`] passes them to it); an error names the flags
     /// and file keys to change.
     pub fn resolve(&self) -> anyhow::Result<ServerSettings> {
-        let file = match &self.config {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
-        };
-        self.resolve_with(file)
+        self.resolve_with(self.file()?)
+    }
+
+    /// The config file's settings (none without `--config`).
+    fn file(&self) -> anyhow::Result<FileConfig> {
+        match &self.config {
+            Some(path) => read_file(path),
+            None => Ok(FileConfig::default()),
+        }
     }
 
     /// [`ServerArgs::resolve`] with the config file already parsed (reads no
@@ -201,11 +328,7 @@ impl ServerArgs {
             .election_timeout_ms
             .or(file.election_timeout_ms)
             .unwrap_or(DEFAULT_ELECTION_TIMEOUT_MS);
-        let cluster_id = self
-            .cluster_id
-            .clone()
-            .or(file.cluster_id.clone())
-            .unwrap_or_else(|| DEFAULT_CLUSTER_ID.to_string());
+        let cluster_id = self.cluster_id(&file);
         let security = self.security(id, &cluster_id, &file)?;
         let node = NodeConfig {
             id,
@@ -215,7 +338,7 @@ impl ServerArgs {
             data_dir: self
                 .data_dir
                 .clone()
-                .or(file.data_dir)
+                .or(file.data_dir.clone())
                 .unwrap_or_else(|| Path::new(DEFAULT_DATA_ROOT).join(format!("node-{id}"))),
             heartbeat_interval: Duration::from_millis(heartbeat_ms),
             election_timeout: Duration::from_millis(election_timeout_ms),
@@ -225,13 +348,27 @@ impl ServerArgs {
         };
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
-        let api = tokens::server_auth(
+        let api = self.api(&file)?;
+        Ok(ServerSettings { node, http, log_format, api })
+    }
+
+    /// The cluster id, from `--cluster-id`, the file or the default.
+    fn cluster_id(&self, file: &FileConfig) -> String {
+        self.cluster_id
+            .clone()
+            .or(file.cluster_id.clone())
+            .unwrap_or_else(|| DEFAULT_CLUSTER_ID.to_string())
+    }
+
+    /// Who may call the API: the file's tokens (found beside it), or none
+    /// with `--insecure-open-api`.
+    fn api(&self, file: &FileConfig) -> anyhow::Result<ApiAuth> {
+        tokens::server_auth(
             file.api_tokens.as_deref(),
             self.config.as_deref().and_then(Path::parent).unwrap_or(Path::new(".")),
             file.api_open_probes,
             self.insecure_open_api || file.insecure_open_api.unwrap_or(false),
-        )?;
-        Ok(ServerSettings { node, http, log_format, api })
+        )
     }
 
     /// This node's id, from `--id` or the file.

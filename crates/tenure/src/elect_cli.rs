@@ -1,8 +1,8 @@
 //! `tenure elect`: campaign in a named election and hold it until Ctrl-C or
 //! loss; `tenure elect --observe`: print every change of an election.
 
-use crate::client::{connect, timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
-use crate::store_url::{StoreUrl, STORE_ENV};
+use crate::client::{timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
+use crate::store_url::STORE_ENV;
 use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use clap::Args;
@@ -57,12 +57,7 @@ pub struct ConnArgs {
 impl ConnArgs {
     /// The tenure cluster these flags name (`--endpoints`).
     pub fn cluster(&self) -> anyhow::Result<Arc<Cluster>> {
-        self.cluster_of(&self.endpoints)
-    }
-
-    fn cluster_of(&self, endpoints: &str) -> anyhow::Result<Arc<Cluster>> {
-        let (client, endpoints) = connect(self.cacert.as_deref(), &self.auth, endpoints)?;
-        Ok(Arc::new(Cluster::new(client.inner().clone(), endpoints)?))
+        crate::store_url::tenure_cluster(self.cacert.as_deref(), &self.auth, &self.endpoints)
     }
 
     /// The store these flags name: `--store`, else tenure's cluster at
@@ -71,12 +66,7 @@ impl ConnArgs {
         let Some(url) = self.store.as_deref() else {
             return Ok(Arc::new(TenureStore::new(self.cluster()?)));
         };
-        match crate::store_url::parse(url)? {
-            StoreUrl::Tenure(hosts) => {
-                Ok(Arc::new(TenureStore::new(self.cluster_of(&hosts.join(","))?)))
-            }
-            other => bail!("{other}: this build cannot reach that store yet"),
-        }
+        crate::store_url::open(&crate::store_url::parse(url)?, self.cacert.as_deref(), &self.auth)
     }
 }
 

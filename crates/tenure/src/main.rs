@@ -17,6 +17,7 @@ mod logging;
 mod rest;
 mod run_cli;
 mod server_command;
+mod store_settings;
 mod store_url;
 mod tokens;
 

@@ -10,9 +10,5 @@ pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0
 
 /// Every metric of the node, rendered at this call.
 pub async fn get(State(st): State<AppState>) -> Response {
-    (
-        [(header::CONTENT_TYPE, CONTENT_TYPE)],
-        st.metrics.render(&st.node, &st.kv),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], st.metrics.render(&st.node, &st.kv)).into_response()
 }

@@ -44,6 +44,7 @@ mod watchers;
 
 pub use auth::{Access, ApiAuth, ApiToken, Role, TokenError, TokenSpec};
 pub use elections::{campaign_command, proclaim_request, resign_command};
+pub(crate) use gate::Gate;
 pub use kv::MAX_TXN_BODY_BYTES;
 pub use kv_body::txn_command;
 pub use limits::{
@@ -55,7 +56,6 @@ pub use sessions::grant_command;
 pub use state::{ApiError, AppState};
 pub use status::status_body;
 pub use transfer::target as transfer_target;
-pub(crate) use gate::Gate;
 pub(crate) use watchers::Watchers;
 pub use watchers::{MAX_WATCHERS, MAX_WATCHERS_PER_ADDRESS, MAX_WATCHERS_PER_TOKEN};
 

@@ -19,11 +19,11 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
+use tenure_client::CancellationToken;
 use tenure_client::{Leading, Observed, StoreElection};
 use tenure_core::{FencingToken, NodeId, Role, Term};
 use tenure_node::Leadership;
 use tokio::sync::watch;
-use tenure_client::CancellationToken;
 use tracing::{debug, warn};
 
 /// The value a store-led server campaigns with: who it is and where its API
@@ -261,7 +261,10 @@ mod tests {
         let v = compute(&me(), Some(12), false, &other(7), Term(7));
         assert_eq!(v.leadership.role, Role::Leader);
         assert_eq!(v.leadership.leader, Some(NodeId(2)));
-        assert_eq!((v.leadership.term, v.leader_http.as_deref()), (Term(12), Some("127.0.0.1:8002")));
+        assert_eq!(
+            (v.leadership.term, v.leader_http.as_deref()),
+            (Term(12), Some("127.0.0.1:8002"))
+        );
         // Queued behind another leader: follower, the leader's address.
         let v = compute(&me(), None, true, &other(7), Term(7));
         assert_eq!((v.leadership.role, v.leadership.leader), (Role::Follower, Some(NodeId(3))));
