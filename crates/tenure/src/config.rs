@@ -62,6 +62,19 @@ Security: peer connections use mutual TLS and the HTTP API serves HTTPS, both wi
 certificates. API callers send a bearer token of api_tokens. Without the certificates the
 server refuses to start (unless --insecure-no-tls), and without api_tokens too (unless
 --insecure-open-api).
+
+Leadership from a store (--store; docs/STORES.md, \"tenure server --store\"): no node of its own,
+no peers or data directory. The servers campaign in one election of the store (--election,
+default the cluster id) with the value {\"id\":N,\"http\":\"host:port\"} and serve /v1/status,
+/v1/leader, /v1/is-leader, /v1/watch, /metrics and /healthz from it (term and fencing token are
+the store's token); the key-value, session, election and transfer endpoints answer 404:
+  tenure server --id 11 --http 127.0.0.1:8011 --tls-cert certs/node-11.pem \\
+    --tls-key certs/node-11-key.pem --tls-ca certs/ca.pem --config tenure.toml \\
+    --store tenure://10.0.0.1:8001,10.0.0.2:8001 --store-cacert store-ca.pem \\
+    --store-token-file store.token --ttl-ms 10000
+SIGTERM resigns first (the next server leads at once); a killed leader is replaced about one
+--ttl-ms later.
+
 Logs go to standard error; RUST_LOG (e.g. RUST_LOG=debug) changes the level.")]
 pub struct ServerArgs {
     /// TOML file with the settings below (flags override it).

@@ -8,8 +8,9 @@
 //!
 //! Roles: **leader** while this server's leadership is valid (the leading
 //! context not cancelled and the session's deadline not passed);
-//! **candidate** while it campaigns and no leader is known; **follower**
-//! otherwise: another server leads and this one waits in the queue behind
+//! **candidate** while it campaigns and no leader is known (or the store
+//! already names this server, before its own wait has confirmed it: for a
+//! few milliseconds); **follower** otherwise: another server leads and this one waits in the queue behind
 //! it, or this one is not campaigning (the pause after a loss, or
 //! stopping). The **term** is the store's fencing token: the largest token
 //! this server has seen (it never goes back, like a term), and the
@@ -124,7 +125,12 @@ pub(crate) fn compute(
         (Some(token), _) => (Some(me.id), Some(token), Some(me.http.clone()), Role::Leader),
         (None, Seen::Leader { token, value }) => {
             let (id, http) = value.as_ref().map(|v| (v.id, v.http.clone())).unzip();
-            (id, Some(*token), http, Role::Follower)
+            // Named by the store before its own wait confirmed it: about to lead.
+            let role = match id == Some(me.id) && campaigning {
+                true => Role::Candidate,
+                false => Role::Follower,
+            };
+            (id, Some(*token), http, role)
         }
         (None, Seen::NoLeader | Seen::Unknown) => {
             let role = if campaigning { Role::Candidate } else { Role::Follower };
@@ -273,6 +279,10 @@ mod tests {
         let v = compute(&me(), None, true, &Seen::NoLeader, Term(7));
         assert_eq!((v.leadership.role, v.leadership.term), (Role::Candidate, Term(7)));
         assert_eq!(v.leadership.fencing_token, None);
+        // Named by the store, not yet confirmed: candidate.
+        let named = Seen::Leader { token: 8, value: Some(me()) };
+        let v = compute(&me(), None, true, &named, Term(7));
+        assert_eq!((v.leadership.role, v.leadership.leader), (Role::Candidate, Some(NodeId(2))));
         // Not campaigning, no leader: follower.
         let v = compute(&me(), None, false, &Seen::Unknown, Term(7));
         assert_eq!(v.leadership.role, Role::Follower);

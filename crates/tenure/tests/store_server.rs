@@ -1,0 +1,428 @@
+//! `tenure server --store tenure://…`: three servers whose leadership comes
+//! from an election of a real three-node tenure cluster (HTTPS, tokens).
+//! Exactly one answers `/v1/is-leader`, all three name the same leader with
+//! its HTTP address and token, a follower's `/v1/watch` shows a SIGTERM's
+//! handover (fast: a resignation) and a SIGKILL's (about one TTL), the
+//! endpoints of tenure's own replicated state answer 404 saying why, and
+//! bad flag combinations are refused with clear errors.
+
+mod harness;
+
+use harness::{free_ports, https_client, serial, tenure_cert, TestCluster, READ_TOKEN};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Fast timings so that tenure's own cluster elects well under a second.
+const HEARTBEAT_MS: u64 = 20;
+const TIMEOUT_MS: u64 = 200;
+/// The store-led servers' session TTL.
+const TTL_MS: u64 = 1000;
+/// Bound on the first agreement (process start-up on a busy machine included).
+const START_BOUND: Duration = Duration::from_secs(15);
+/// Bound on a handover after SIGTERM: the resignation, the successor's
+/// wake-up and the observers' events (milliseconds on an idle machine).
+const RESIGN_HANDOVER_BOUND: Duration = Duration::from_millis(1500);
+/// Bound on a handover after SIGKILL: the TTL, the cluster's expiry and the
+/// events, with room for a busy machine.
+const KILL_HANDOVER_BOUND: Duration = Duration::from_millis(TTL_MS + 2000);
+/// Per-request timeout.
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(1000);
+/// The ids of the store-led servers (the cluster's nodes are 1 to 3).
+const IDS: [u64; 3] = [11, 12, 13];
+
+type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Three store-led servers in front of the cluster's election `svc`.
+struct StoreServers {
+    ports: Vec<u16>,
+    children: Vec<Option<Child>>,
+    logs: Vec<PathBuf>,
+    client: HttpsClient,
+}
+
+impl StoreServers {
+    fn start(c: &TestCluster) -> StoreServers {
+        let certs = c.dir.path().join("certs-store");
+        std::fs::create_dir_all(&certs).unwrap();
+        for f in ["ca.pem", "ca-key.pem"] {
+            std::fs::copy(c.dir.path().join("certs").join(f), certs.join(f)).unwrap();
+        }
+        let nodes = IDS.map(|i| i.to_string()).join(",");
+        tenure_cert(&["--out", certs.to_str().unwrap(), "--nodes", &nodes, "--cluster-id", "test"]);
+        let ports = free_ports(IDS.len());
+        let mut s = StoreServers {
+            ports,
+            children: Vec::new(),
+            logs: Vec::new(),
+            client: https_client(&c.ca()),
+        };
+        for i in 0..IDS.len() {
+            let log = c.dir.path().join(format!("store-{}.log", IDS[i]));
+            let child = store_server(c, &certs, IDS[i], s.ports[i], &[])
+                .stdout(File::create(&log).unwrap())
+                .stderr(File::options().append(true).open(&log).unwrap())
+                .spawn()
+                .expect("start tenure server --store");
+            s.children.push(Some(child));
+            s.logs.push(log);
+        }
+        s
+    }
+
+    fn signal(&self, i: usize, sig: Signal) {
+        let child = self.children[i].as_ref().expect("running");
+        kill(Pid::from_raw(child.id() as i32), sig).unwrap();
+    }
+
+    /// Waits for server `i` to exit; whether it exited with status 0.
+    fn wait_exit(&mut self, i: usize, bound: Duration) -> bool {
+        let until = Instant::now() + bound;
+        let mut child = self.children[i].take().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.success();
+            }
+            assert!(Instant::now() < until, "server {} did not exit\n{}", IDS[i], self.logs());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for (id, log) in IDS.iter().zip(&self.logs) {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("--- store server {id} ---\n"));
+            for l in &lines[lines.len().saturating_sub(30)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    async fn send(
+        &self,
+        i: usize,
+        method: Method,
+        path: &str,
+    ) -> Option<hyper::Response<Incoming>> {
+        let req = Request::builder()
+            .method(method)
+            .uri(format!("https://127.0.0.1:{}{path}", self.ports[i]))
+            .header("authorization", format!("Bearer {}", harness::ADMIN_TOKEN))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(req)).await.ok()?.ok()
+    }
+
+    /// The status and JSON body of `method path` on server `i`, if it answers.
+    async fn call(&self, i: usize, method: Method, path: &str) -> Option<(u16, Value)> {
+        let resp = self.send(i, method, path).await?;
+        let status = resp.status().as_u16();
+        let body = tokio::time::timeout(REQUEST_TIMEOUT, resp.into_body().collect()).await.ok()?;
+        let bytes = body.ok()?.to_bytes();
+        Some((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+    }
+
+    /// Waits until exactly one server answers 200 on `/v1/is-leader` and
+    /// every status names it with its address and token: (leader index,
+    /// token).
+    async fn wait_agreement(&self, among: &[usize], bound: Duration) -> (usize, u64) {
+        let since = Instant::now();
+        loop {
+            let mut leaders = Vec::new();
+            let mut views = Vec::new();
+            for &i in among {
+                if let Some((200, _)) = self.call(i, Method::GET, "/v1/is-leader").await {
+                    leaders.push(i);
+                }
+                views.push(self.call(i, Method::GET, "/v1/status").await.map(|(_, v)| v));
+            }
+            if let ([l], Some(first)) = (leaders.as_slice(), views[0].as_ref()) {
+                let address = format!("127.0.0.1:{}", self.ports[*l]);
+                let agreed = views.iter().all(|v| {
+                    v.as_ref().is_some_and(|v| {
+                        v["leader"] == IDS[*l]
+                            && v["leader_address"] == address.as_str()
+                            && v["fencing_token"] == first["fencing_token"]
+                            && v["term"] == first["fencing_token"]
+                    })
+                });
+                if agreed {
+                    return (*l, first["fencing_token"].as_u64().unwrap());
+                }
+            }
+            assert!(
+                since.elapsed() < bound,
+                "no agreement among {among:?}: leaders {leaders:?}, {views:?}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+impl Drop for StoreServers {
+    fn drop(&mut self) {
+        for child in self.children.iter_mut().filter_map(Option::take) {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `tenure server --store` for id `id` on `port`, with `extra` flags.
+fn store_server(
+    c: &TestCluster,
+    certs: &std::path::Path,
+    id: u64,
+    port: u16,
+    extra: &[&str],
+) -> Command {
+    let store = (0..c.servers.len())
+        .map(|i| format!("127.0.0.1:{}", c.servers[i].http_port))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut command = Command::new(harness::exe());
+    command
+        .arg("server")
+        .arg("--config")
+        .arg(&c.config)
+        .args(["--id", &id.to_string(), "--http", &format!("127.0.0.1:{port}")])
+        .arg("--tls-cert")
+        .arg(certs.join(format!("node-{id}.pem")))
+        .arg("--tls-key")
+        .arg(certs.join(format!("node-{id}-key.pem")))
+        .arg("--tls-ca")
+        .arg(c.ca())
+        .args(["--cluster-id", "test", "--store", &format!("tenure://{store}")])
+        .arg("--store-cacert")
+        .arg(c.ca())
+        .arg("--store-token-file")
+        .arg(c.token_file("admin"))
+        .args(["--election", "svc", "--ttl-ms", &TTL_MS.to_string()])
+        .args(extra)
+        .env_remove("TENURE_TOKEN")
+        .stdin(Stdio::null());
+    command
+}
+
+/// An open `/v1/watch` stream (read token), read event by event.
+struct Watch {
+    body: Incoming,
+    buffered: String,
+}
+
+impl Watch {
+    async fn open(s: &StoreServers, i: usize) -> Watch {
+        let req = Request::builder()
+            .uri(format!("https://127.0.0.1:{}/v1/watch", s.ports[i]))
+            .header("authorization", format!("Bearer {READ_TOKEN}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = s.client.request(req).await.expect("open /v1/watch");
+        assert_eq!(resp.status(), 200);
+        Watch { body: resp.into_body(), buffered: String::new() }
+    }
+
+    /// The next `leadership` event's data, within `bound`.
+    async fn next(&mut self, bound: Duration) -> Value {
+        let read = async {
+            loop {
+                if let Some(end) = self.buffered.find("\n\n") {
+                    let event: String = self.buffered.drain(..end + 2).collect();
+                    if event.lines().any(|l| l == "event: leadership") {
+                        let data = event.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+                        return serde_json::from_str(data).unwrap();
+                    }
+                    continue;
+                }
+                let frame = self.body.frame().await.expect("the stream ended").unwrap();
+                if let Ok(data) = frame.into_data() {
+                    self.buffered.push_str(&String::from_utf8_lossy(&data));
+                }
+            }
+        };
+        tokio::time::timeout(bound, read).await.expect("a leadership event in time")
+    }
+
+    /// Reads events until one names a leader other than `old` that says it
+    /// leads (or, from a follower, names it); its data and the time since
+    /// `since`.
+    async fn until_leader_other_than(
+        &mut self,
+        old: u64,
+        since: Instant,
+        bound: Duration,
+    ) -> (Value, Duration) {
+        loop {
+            let left = bound.saturating_sub(since.elapsed()).max(Duration::from_millis(1));
+            let event = self.next(left).await;
+            let other = event["leader"].as_u64().is_some_and(|l| l != old);
+            if other && event["role"] != "candidate" {
+                return (event, since.elapsed());
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_led_servers_agree_hand_over_on_sigterm_and_take_over_after_sigkill() {
+    let _serial = serial().await;
+    let cluster = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
+    cluster.wait_agreement(&[0, 1, 2], START_BOUND).await;
+    let mut s = StoreServers::start(&cluster);
+    let (leader, token) = s.wait_agreement(&[0, 1, 2], START_BOUND).await;
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    println!("store-led leader: server {} with token {token}", IDS[leader]);
+
+    let (code, status) = s.call(followers[0], Method::GET, "/v1/status").await.unwrap();
+    assert_eq!(
+        (code, status["protocol"].as_str(), status["role"].as_str()),
+        (200, Some("store:tenure"), Some("follower"))
+    );
+    assert_eq!(status["peers"], Value::Array(Vec::new()));
+    assert_eq!(status["storage_failed"], false);
+    let (code, body) = s.call(followers[0], Method::GET, "/v1/leader").await.unwrap();
+    assert_eq!(
+        (code, &body["id"], body["fencing_token"].as_u64()),
+        (200, &Value::from(IDS[leader]), Some(token))
+    );
+    let (_, status) = s.call(leader, Method::GET, "/v1/status").await.unwrap();
+    assert_eq!(status["role"], "leader");
+    let metrics = s.send(leader, Method::GET, "/metrics").await.unwrap();
+    let text = String::from_utf8_lossy(&metrics.into_body().collect().await.unwrap().to_bytes())
+        .into_owned();
+    assert!(
+        text.contains("tenure_is_leader 1") && text.contains("tenure_failover_duration_seconds"),
+        "{text}"
+    );
+
+    not_served_endpoints_say_why(&s, followers[1]).await;
+
+    // SIGTERM: the leader resigns, a successor leads at once.
+    let mut watch = Watch::open(&s, followers[0]).await;
+    let first = watch.next(Duration::from_secs(2)).await;
+    assert_eq!(first["leader"], IDS[leader], "{first}");
+    let t0 = Instant::now();
+    s.signal(leader, Signal::SIGTERM);
+    let (event, took) = watch.until_leader_other_than(IDS[leader], t0, RESIGN_HANDOVER_BOUND).await;
+    println!("handover after SIGTERM: {took:?} (follower's /v1/watch: {event})");
+    assert!(event["fencing_token"].as_u64().unwrap() > token, "{event}");
+    assert!(s.wait_exit(leader, Duration::from_secs(10)), "SIGTERM exits 0\n{}", s.logs());
+    let (next, token2) = s.wait_agreement(&followers, START_BOUND).await;
+    assert_eq!(event["leader"], IDS[next]);
+
+    // SIGKILL: the successor leads once the session expired, about one TTL.
+    let last = followers.iter().copied().find(|&i| i != next).unwrap();
+    let mut watch = Watch::open(&s, last).await;
+    assert_eq!(watch.next(Duration::from_secs(2)).await["leader"], IDS[next]);
+    let t1 = Instant::now();
+    s.signal(next, Signal::SIGKILL);
+    let (event, took) = watch.until_leader_other_than(IDS[next], t1, KILL_HANDOVER_BOUND).await;
+    println!("takeover after SIGKILL (TTL {TTL_MS} ms): {took:?} (/v1/watch: {event})");
+    assert_eq!(
+        (event["leader"].as_u64(), event["role"].as_str()),
+        (Some(IDS[last]), Some("leader"))
+    );
+    assert!(event["fencing_token"].as_u64().unwrap() > token2, "{event}");
+    assert!(
+        took >= Duration::from_millis(TTL_MS / 2),
+        "a killed leader's session lives on: {took:?}"
+    );
+    assert_eq!(s.call(last, Method::GET, "/v1/is-leader").await.map(|r| r.0), Some(200));
+}
+
+/// The endpoints of tenure's own replicated state answer 404 naming the store.
+async fn not_served_endpoints_say_why(s: &StoreServers, i: usize) {
+    for (method, path, shown) in [
+        (Method::GET, "/v1/kv/some-key", "/v1/kv/{key}"),
+        (Method::POST, "/v1/sessions", "/v1/sessions"),
+        (Method::GET, "/v1/elections/svc", "/v1/elections/{name}"),
+        (Method::POST, "/v1/transfer", "/v1/transfer"),
+    ] {
+        let (code, body) = s.call(i, method.clone(), path).await.unwrap();
+        let error = body["error"].as_str().unwrap_or_default();
+        assert_eq!(code, 404, "{method} {path}: {body}");
+        assert!(
+            error.contains("leadership comes from tenure://")
+                && error.contains(&format!(
+                    "{shown} is served only by servers of tenure's own cluster"
+                )),
+            "{method} {path}: {error}"
+        );
+    }
+    let (code, body) = s.call(i, Method::GET, "/v1/nothing").await.unwrap();
+    assert_eq!(code, 404);
+    assert!(body["error"].as_str().unwrap().contains("no such endpoint"), "{body}");
+}
+
+#[test]
+fn bad_flag_combinations_are_refused_with_clear_errors() {
+    let run = |args: &[&str]| {
+        let out = Command::new(harness::exe())
+            .arg("server")
+            .args(args)
+            .env_remove("TENURE_TOKEN")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} must fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let base = [
+        "--id",
+        "11",
+        "--insecure-no-tls",
+        "--insecure-open-api",
+        "--store",
+        "tenure://127.0.0.1:1",
+    ];
+    let err = run(&[
+        &base[..],
+        &[
+            "--store-token",
+            "0123456789abcdef0123",
+            "--peers",
+            "1=127.0.0.1:7001",
+            "--heartbeat-ms",
+            "50",
+        ],
+    ]
+    .concat());
+    assert!(
+        err.contains("no consensus node") && err.contains("remove --peers, --heartbeat-ms"),
+        "{err}"
+    );
+    let err = run(&base);
+    assert!(
+        err.contains("needs an API token of role write") && err.contains("--store-token-file"),
+        "{err}"
+    );
+    let err = run(&["--id", "11", "--election", "svc"]);
+    assert!(err.contains("--store"), "{err}");
+    let err =
+        run(&[&base[..], &["--store-token", "0123456789abcdef0123", "--ttl-ms", "10"]].concat());
+    assert!(err.contains("--ttl-ms"), "{err}");
+    let err = run(&[
+        "--id",
+        "11",
+        "--insecure-no-tls",
+        "--insecure-open-api",
+        "--store",
+        "etcd://127.0.0.1:2379",
+    ]);
+    assert!(err.contains("cannot reach that store yet"), "{err}");
+}
