@@ -67,9 +67,9 @@ impl StoreServers {
             logs: Vec::new(),
             client: https_client(&c.ca()),
         };
-        for i in 0..IDS.len() {
-            let log = c.dir.path().join(format!("store-{}.log", IDS[i]));
-            let child = store_server(c, &certs, IDS[i], s.ports[i], &[])
+        for (&id, &port) in IDS.iter().zip(&s.ports) {
+            let log = c.dir.path().join(format!("store-{id}.log"));
+            let child = store_server(c, &certs, id, port, &[])
                 .stdout(File::create(&log).unwrap())
                 .stderr(File::options().append(true).open(&log).unwrap())
                 .spawn()
