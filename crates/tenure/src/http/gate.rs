@@ -3,7 +3,7 @@
 //! refusal in the server's rate-limited log).
 
 use super::auth::{Access, ApiAuth, Caller, Refusal};
-use super::state::ApiError;
+use super::state::{ApiError, AppState};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
@@ -19,6 +19,13 @@ use tenure_node::RateLimitedLog;
 pub(crate) struct Gate {
     pub(crate) auth: Arc<ApiAuth>,
     pub(crate) rejections: Arc<RateLimitedLog>,
+}
+
+impl AppState {
+    /// The gate in front of its endpoints.
+    pub(crate) fn gate(&self) -> Gate {
+        Gate { auth: self.auth.clone(), rejections: self.rejections.clone() }
+    }
 }
 
 /// Runs the handler for an admitted request, with a [`Caller`] extension

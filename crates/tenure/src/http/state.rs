@@ -1,7 +1,6 @@
 //! What the handlers share, and the error answer every handler gives.
 
 use super::auth::ApiAuth;
-use super::gate::Gate;
 use super::watchers::Watchers;
 use crate::api::ErrorBody;
 use crate::elections::hub::Hub;
@@ -59,11 +58,6 @@ impl AppState {
             rejections,
             stopping,
         }
-    }
-
-    /// The gate in front of its endpoints.
-    pub(crate) fn gate(&self) -> Gate {
-        Gate { auth: self.auth.clone(), rejections: self.rejections.clone() }
     }
 }
 
