@@ -8,7 +8,9 @@
 
 mod harness;
 
-use harness::{free_ports, https_client, serial, tenure_cert, TestCluster, READ_TOKEN};
+use harness::{
+    free_ports, https_client, serial, tenure_cert, TestCluster, ADMIN_TOKEN, READ_TOKEN,
+};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request};
@@ -112,24 +114,39 @@ impl StoreServers {
         out
     }
 
+    /// `method path` on server `i` with `token` (or none).
     async fn send(
         &self,
         i: usize,
+        token: Option<&str>,
         method: Method,
         path: &str,
     ) -> Option<hyper::Response<Incoming>> {
-        let req = Request::builder()
+        let mut req = Request::builder()
             .method(method)
-            .uri(format!("https://127.0.0.1:{}{path}", self.ports[i]))
-            .header("authorization", format!("Bearer {}", harness::ADMIN_TOKEN))
-            .body(Full::new(Bytes::new()))
-            .unwrap();
+            .uri(format!("https://127.0.0.1:{}{path}", self.ports[i]));
+        if let Some(token) = token {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        let req = req.body(Full::new(Bytes::new())).unwrap();
         tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(req)).await.ok()?.ok()
     }
 
-    /// The status and JSON body of `method path` on server `i`, if it answers.
+    /// The status and JSON body of `method path` on server `i` with the
+    /// admin token, if it answers.
     async fn call(&self, i: usize, method: Method, path: &str) -> Option<(u16, Value)> {
-        let resp = self.send(i, method, path).await?;
+        self.call_as(i, Some(ADMIN_TOKEN), method, path).await
+    }
+
+    /// [`Self::call`] with `token` (or none).
+    async fn call_as(
+        &self,
+        i: usize,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+    ) -> Option<(u16, Value)> {
+        let resp = self.send(i, token, method, path).await?;
         let status = resp.status().as_u16();
         let body = tokio::time::timeout(REQUEST_TIMEOUT, resp.into_body().collect()).await.ok()?;
         let bytes = body.ok()?.to_bytes();
@@ -303,7 +320,7 @@ async fn store_led_servers_agree_hand_over_on_sigterm_and_take_over_after_sigkil
     );
     let (_, status) = s.call(leader, Method::GET, "/v1/status").await.unwrap();
     assert_eq!(status["role"], "leader");
-    let metrics = s.send(leader, Method::GET, "/metrics").await.unwrap();
+    let metrics = s.send(leader, Some(ADMIN_TOKEN), Method::GET, "/metrics").await.unwrap();
     let text = String::from_utf8_lossy(&metrics.into_body().collect().await.unwrap().to_bytes())
         .into_owned();
     assert!(
@@ -312,6 +329,7 @@ async fn store_led_servers_agree_hand_over_on_sigterm_and_take_over_after_sigkil
     );
 
     not_served_endpoints_say_why(&s, followers[1]).await;
+    the_api_asks_the_same_tokens(&s, followers[1], IDS[leader]).await;
 
     // SIGTERM: the leader resigns, a successor leads at once.
     let mut watch = Watch::open(&s, followers[0]).await;
@@ -368,6 +386,20 @@ async fn not_served_endpoints_say_why(s: &StoreServers, i: usize) {
     let (code, body) = s.call(i, Method::GET, "/v1/nothing").await.unwrap();
     assert_eq!(code, 404);
     assert!(body["error"].as_str().unwrap().contains("no such endpoint"), "{body}");
+}
+
+/// The gate of a node: no token 401, a read token is not enough for a
+/// write endpoint (403), the probes are open; a follower's 503 names the
+/// leader.
+async fn the_api_asks_the_same_tokens(s: &StoreServers, i: usize, leader: u64) {
+    let (code, _) = s.call_as(i, None, Method::GET, "/v1/status").await.unwrap();
+    assert_eq!(code, 401);
+    let (code, _) = s.call_as(i, Some(READ_TOKEN), Method::POST, "/v1/transfer").await.unwrap();
+    assert_eq!(code, 403);
+    let (code, body) = s.call_as(i, None, Method::GET, "/v1/is-leader").await.unwrap();
+    assert_eq!((code, body["leader"].as_u64()), (503, Some(leader)), "{body}");
+    let (code, _) = s.call_as(i, None, Method::GET, "/healthz").await.unwrap();
+    assert_eq!(code, 200);
 }
 
 #[test]
