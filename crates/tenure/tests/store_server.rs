@@ -54,7 +54,8 @@ struct StoreServers {
 }
 
 impl StoreServers {
-    fn start(c: &TestCluster) -> StoreServers {
+    /// Starts the servers of the first `n` ids of [`IDS`].
+    fn start(c: &TestCluster, n: usize) -> StoreServers {
         let certs = c.dir.path().join("certs-store");
         std::fs::create_dir_all(&certs).unwrap();
         for f in ["ca.pem", "ca-key.pem"] {
@@ -62,7 +63,7 @@ impl StoreServers {
         }
         let nodes = IDS.map(|i| i.to_string()).join(",");
         tenure_cert(&["--out", certs.to_str().unwrap(), "--nodes", &nodes, "--cluster-id", "test"]);
-        let ports = free_ports(IDS.len());
+        let ports = free_ports(n);
         let mut s = StoreServers {
             ports,
             children: Vec::new(),
@@ -301,7 +302,7 @@ async fn store_led_servers_agree_hand_over_on_sigterm_and_take_over_after_sigkil
     let _serial = serial().await;
     let cluster = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
     cluster.wait_agreement(&[0, 1, 2], START_BOUND).await;
-    let mut s = StoreServers::start(&cluster);
+    let mut s = StoreServers::start(&cluster, IDS.len());
     let (leader, token) = s.wait_agreement(&[0, 1, 2], START_BOUND).await;
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     println!("store-led leader: server {} with token {token}", IDS[leader]);
@@ -400,6 +401,46 @@ async fn the_api_asks_the_same_tokens(s: &StoreServers, i: usize, leader: u64) {
     assert_eq!((code, body["leader"].as_u64()), (503, Some(leader)), "{body}");
     let (code, _) = s.call_as(i, None, Method::GET, "/healthz").await.unwrap();
     assert_eq!(code, 200);
+}
+
+/// A leader whose value is not a store-led server's (another program in the
+/// same election): its id is unknown, its token is known, and a warning says
+/// so; once it resigns, the store-led server leads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_leader_is_reported_without_an_id() {
+    let _serial = serial().await;
+    let cluster = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
+    cluster.wait_agreement(&[0, 1, 2], START_BOUND).await;
+    let endpoints = (0..3).map(|i| cluster.endpoint(i)).collect::<Vec<_>>().join(",");
+    let mut elect = Command::new(harness::exe())
+        .args(["elect", "svc", "--value", "not json", "--endpoints", &endpoints, "--cacert"])
+        .arg(cluster.ca())
+        .arg("--token-file")
+        .arg(cluster.token_file("admin"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(elect.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("elected svc: fencing token 1"), "{line}");
+    let s = StoreServers::start(&cluster, 1);
+    let since = Instant::now();
+    let status = loop {
+        let status = s.call(0, Method::GET, "/v1/status").await;
+        if let Some((200, v)) = status.filter(|(_, v)| v["fencing_token"] == 1) {
+            break v;
+        }
+        assert!(since.elapsed() < START_BOUND, "no status naming token 1\n{}", s.logs());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!((&status["leader"], status["role"].as_str()), (&Value::Null, Some("follower")));
+    assert!(s.logs().contains("is not a store-led server's"), "{}", s.logs());
+    kill(Pid::from_raw(elect.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(elect.wait().unwrap().success());
+    let (leader, token) = s.wait_agreement(&[0], START_BOUND).await;
+    assert_eq!((leader, token), (0, 2));
 }
 
 #[test]
