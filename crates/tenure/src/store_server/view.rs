@@ -25,7 +25,7 @@ use tenure_client::{Leading, Observed, StoreElection};
 use tenure_core::{FencingToken, NodeId, Role, Term};
 use tenure_node::Leadership;
 use tokio::sync::watch;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// The value a store-led server campaigns with: who it is and where its API
 /// listens, as JSON `{"id":N,"http":"host:port"}`.
@@ -126,7 +126,7 @@ pub(crate) fn compute(
         (None, Seen::Leader { token, value }) => {
             let (id, http) = value.as_ref().map(|v| (v.id, v.http.clone())).unzip();
             // Named by the store before its own wait confirmed it: about to lead.
-            let role = match id == Some(me.id) && campaigning {
+            let role = match value.as_ref() == Some(me) && campaigning {
                 true => Role::Candidate,
                 false => Role::Follower,
             };
@@ -163,16 +163,25 @@ pub(crate) async fn publish(
         };
         let term = view.borrow().leadership.term;
         let next = compute(&me, token, campaigning, &seen.borrow_and_update(), term);
-        leadership.send_if_modified(|l| {
+        let changed = leadership.send_if_modified(|l| {
             let changed = *l != next.leadership;
             *l = next.leadership.clone();
             changed
         });
+        if changed {
+            let l = &next.leadership;
+            let leader = l.leader.map_or_else(|| "none".to_string(), |n| n.to_string());
+            let token = l.fencing_token.map(|t| t.0);
+            info!(%leader, address = ?next.leader_http, ?token, role = %l.role, "leadership");
+        }
         view.send_replace(next);
         tokio::select! {
             _ = stop.cancelled() => return,
             r = local.changed() => if r.is_err() { return },
-            r = seen.changed() => if r.is_err() { return },
+            r = seen.changed() => match r {
+                Ok(()) => check_id(&me, &seen.borrow()),
+                Err(_) => return,
+            },
         }
     }
 }
@@ -233,6 +242,22 @@ fn see(seen: &watch::Sender<Seen>, event: Observed) {
         *s = next;
         changed
     });
+}
+
+/// Warns when the store names a leader with this server's id but another
+/// address: two servers run with one `--id`, and every view of who leads
+/// is ambiguous.
+fn check_id(me: &CandidateValue, seen: &Seen) {
+    if let Seen::Leader { token, value: Some(v) } = seen {
+        if v.id == me.id && v.http != me.http {
+            warn!(
+                id = me.id,
+                token,
+                other = %v.http,
+                "another server campaigns with this server's node id: give each a distinct --id"
+            );
+        }
+    }
 }
 
 #[cfg(test)]
