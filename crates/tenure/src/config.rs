@@ -51,6 +51,12 @@ Config file (TOML; every key optional, unknown keys are errors):
   tls_ca = \"/etc/tenure/ca.pem\"
   # insecure_no_tls = true   # instead of the three above: no TLS (development only)
   api_open_probes = true    # /healthz and /v1/is-leader without a token (load balancers)
+  # store = \"tenure://10.0.0.1:8001,10.0.0.2:8001\"  # leadership from a store (--store and
+  # election = \"tenure\"                               # its flags), instead of listen, peers,
+  # ttl_ms = 10000                                    # data_dir and the election timing
+  # advertise_http = \"10.0.1.5:8001\"
+  # store_cacert = \"/etc/tenure/store-ca.pem\"
+  # store_token_file = \"/etc/tenure/store.token\"
   [[api_tokens]]            # who may call the HTTP API; one block per token, after the keys above
   name = \"ops\"
   role = \"admin\"            # admin: transfer (and all of write); write: kv writes (and all of read);
@@ -156,8 +162,9 @@ pub struct ServerArgs {
     pub store_mode: StoreArgs,
 }
 
-/// The flags of `tenure server --store`.
-#[derive(Args, Debug, Default)]
+/// The flags of `tenure server --store`, each also a config-file key of the
+/// same name (but `--store-token`: no secret in the file).
+#[derive(Args, Debug, Default, Clone)]
 pub struct StoreArgs {
     /// Take leadership from a store instead of tenure's own consensus:
     /// tenure://HOST:PORT,... (the HTTP API of a tenure cluster), and later etcd://HOST:PORT,...
@@ -166,29 +173,29 @@ pub struct StoreArgs {
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// The election in the store that the servers campaign in [default: the --cluster-id].
-    #[arg(long, value_name = "NAME", requires = "store")]
+    #[arg(long, value_name = "NAME")]
     pub election: Option<String>,
     /// The TTL of this server's session in the store, in milliseconds (500 to 86400000): a
     /// killed leader is replaced about one TTL after its last renewal, and a leader cut off
     /// from the store gives up at TTL x 0.9/1.1. Renewals go every TTL/3, so a short TTL
     /// costs the store more requests [default: 10000, as `tenure elect`].
-    #[arg(long, value_name = "N", requires = "store")]
+    #[arg(long, value_name = "N")]
     pub ttl_ms: Option<u64>,
     /// The address of this server's HTTP API that the other servers and clients can reach,
     /// published in its candidate value [default: the --http address; required when that
     /// is 0.0.0.0 or ::].
-    #[arg(long, value_name = "HOST:PORT", requires = "store")]
+    #[arg(long, value_name = "HOST:PORT")]
     pub advertise_http: Option<String>,
     /// The CA certificate (PEM) of the tenure cluster of --store tenure://: its endpoints are
     /// then https://. (This server's own certificate is --tls-cert.)
-    #[arg(long, value_name = "FILE", requires = "store")]
+    #[arg(long, value_name = "FILE")]
     pub store_cacert: Option<PathBuf>,
     /// The bearer token (role write) for the tenure cluster of --store tenure://; others on
     /// this machine can see a flag in `ps`: prefer --store-token-file.
-    #[arg(long, value_name = "TOKEN", requires = "store", conflicts_with = "store_token_file")]
+    #[arg(long, value_name = "TOKEN", conflicts_with = "store_token_file")]
     pub store_token: Option<String>,
     /// File holding the token of --store-token (chmod 600).
-    #[arg(long, value_name = "FILE", requires = "store")]
+    #[arg(long, value_name = "FILE")]
     pub store_token_file: Option<PathBuf>,
 }
 
@@ -214,6 +221,50 @@ pub(crate) struct FileConfig {
     api_tokens: Option<Vec<TokenSpec>>,
     api_open_probes: Option<bool>,
     insecure_open_api: Option<bool>,
+    store: Option<String>,
+    election: Option<String>,
+    ttl_ms: Option<u64>,
+    advertise_http: Option<String>,
+    store_cacert: Option<PathBuf>,
+    store_token_file: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// These flags over the config file's keys.
+    fn over(&self, file: &FileConfig) -> StoreArgs {
+        StoreArgs {
+            store: self.store.clone().or(file.store.clone()),
+            election: self.election.clone().or(file.election.clone()),
+            ttl_ms: self.ttl_ms.or(file.ttl_ms),
+            advertise_http: self.advertise_http.clone().or(file.advertise_http.clone()),
+            store_cacert: self.store_cacert.clone().or(file.store_cacert.clone()),
+            store_token: self.store_token.clone(),
+            store_token_file: self.store_token_file.clone().or(file.store_token_file.clone()),
+        }
+    }
+
+    /// An error when settings of `--store` are given without it.
+    fn check_unused(&self) -> anyhow::Result<()> {
+        let given: Vec<&str> = [
+            ("--election", self.election.is_some()),
+            ("--ttl-ms", self.ttl_ms.is_some()),
+            ("--advertise-http", self.advertise_http.is_some()),
+            ("--store-cacert", self.store_cacert.is_some()),
+            ("--store-token", self.store_token.is_some()),
+            ("--store-token-file", self.store_token_file.is_some()),
+        ]
+        .iter()
+        .filter_map(|(flag, on)| on.then_some(*flag))
+        .collect();
+        if !given.is_empty() && self.store.is_none() {
+            bail!(
+                "{} (or the config-file keys of the same name) apply only with --store URL \
+                 (`store` in the config file)",
+                given.join(", ")
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Everything `tenure server` needs, resolved and checked.
@@ -244,12 +295,14 @@ pub struct StoreBase {
     pub log_format: LogFormat,
     /// Who may call its API.
     pub api: ApiAuth,
+    /// The store's settings: the flags over the config file's keys.
+    pub store: StoreArgs,
 }
 
 impl ServerArgs {
-    /// Whether `--store` was given.
-    pub fn store_led(&self) -> bool {
-        self.store_mode.store.is_some()
+    /// Whether `--store` (or `store` in the config file) was given.
+    pub fn store_led(&self) -> anyhow::Result<bool> {
+        Ok(self.store_mode.store.is_some() || self.file()?.store.is_some())
     }
 
     /// The settings of a server with `--store` that a node has too; the
@@ -267,6 +320,7 @@ impl ServerArgs {
             cluster_id,
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             api: self.api(&file)?,
+            store: self.store_mode.over(&file),
         })
     }
 
@@ -333,6 +387,7 @@ impl ServerArgs {
     /// [`ServerArgs::resolve`] with the config file already parsed (reads no
     /// file: the fuzz target's entry, with [`parse_file`]).
     pub(crate) fn resolve_with(&self, file: FileConfig) -> anyhow::Result<ServerSettings> {
+        self.store_mode.over(&file).check_unused()?;
         let id = self.id(&file)?;
         let (listen, peers) = self.listen_and_peers(id, &file)?;
         let http = self.http(id, &file)?;

@@ -19,7 +19,7 @@ use tracing::{info, warn};
 
 /// Runs the server; returns when it has shut down.
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    if args.store_led() {
+    if args.store_led()? {
         return run_store_led(args).await;
     }
     let settings = args.resolve()?;

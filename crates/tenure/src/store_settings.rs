@@ -34,7 +34,7 @@ pub struct StoreSettings {
 /// consensus (and their config-file keys) are refused, naming them.
 pub fn resolve(args: &ServerArgs) -> anyhow::Result<StoreSettings> {
     let base = args.resolve_store_base()?;
-    let s = &args.store_mode;
+    let s = base.store.clone();
     let url = s.store.as_deref().context("no --store")?;
     let store = store_url::parse(url)?;
     let election = s.election.clone().unwrap_or_else(|| base.cluster_id.clone());
@@ -43,8 +43,7 @@ pub fn resolve(args: &ServerArgs) -> anyhow::Result<StoreSettings> {
     if let Some(a) = &s.advertise_http {
         store_url::host_port(a).context("bad --advertise-http")?;
     }
-    let store_token =
-        TokenArgs { token: s.store_token.clone(), token_file: s.store_token_file.clone() };
+    let store_token = TokenArgs { token: s.store_token, token_file: s.store_token_file };
     let tokenless = store_token.token.is_none() && store_token.token_file.is_none();
     if matches!(store, StoreUrl::Tenure(_)) && tokenless {
         bail!(
@@ -58,8 +57,8 @@ pub fn resolve(args: &ServerArgs) -> anyhow::Result<StoreSettings> {
         store,
         election,
         ttl,
-        advertise_http: s.advertise_http.clone(),
-        store_cacert: s.store_cacert.clone(),
+        advertise_http: s.advertise_http,
+        store_cacert: s.store_cacert,
         store_token,
     })
 }
@@ -111,6 +110,31 @@ mod tests {
     }
 
     #[test]
+    fn the_config_file_may_hold_the_store_settings_under_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("t.toml");
+        std::fs::write(
+            &config,
+            "id = 5\ninsecure_no_tls = true\ninsecure_open_api = true\n\
+             store = \"tenure://127.0.0.1:8001\"\nelection = \"db\"\nttl_ms = 3000\n\
+             advertise_http = \"h:8005\"\nstore_token_file = \"s.token\"\n",
+        )
+        .unwrap();
+        let path = config.to_str().unwrap();
+        assert!(parse(&["--config", path]).unwrap().store_led().unwrap());
+        let s = resolved(&["--config", path]).unwrap();
+        assert_eq!(
+            (s.base.id, s.election.as_str(), s.ttl),
+            (NodeId(5), "db", Duration::from_secs(3))
+        );
+        assert_eq!(s.advertise_http.as_deref(), Some("h:8005"));
+        assert_eq!(s.store_token.token_file.as_deref(), Some(std::path::Path::new("s.token")));
+        let s = resolved(&["--config", path, "--election", "other", "--ttl-ms", "2000"]).unwrap();
+        assert_eq!((s.election.as_str(), s.ttl), ("other", Duration::from_secs(2)));
+        assert!(!parse(&["--id", "1"]).unwrap().store_led().unwrap());
+    }
+
+    #[test]
     fn consensus_flags_and_keys_are_refused_by_name() {
         let mut args = BASE.to_vec();
         args.extend(["--peers", "1=127.0.0.1:7001", "--data-dir", "/tmp/x", "--reset-state"]);
@@ -128,10 +152,12 @@ mod tests {
 
     #[test]
     fn store_flags_need_store_and_bad_values_are_explained() {
-        let err = parse(&["--id", "1", "--election", "x"]).err().unwrap();
-        assert!(err.contains("--store"), "{err}");
-        let err = parse(&["--id", "1", "--store-token-file", "t"]).err().unwrap();
-        assert!(err.contains("--store"), "{err}");
+        for args in [["--id", "1", "--election", "x"], ["--id", "1", "--store-token-file", "t"]] {
+            let mut args = args.to_vec();
+            args.extend(["--insecure-no-tls", "--insecure-open-api"]);
+            let err = format!("{:#}", parse(&args).unwrap().resolve().unwrap_err());
+            assert!(err.contains("apply only with --store URL"), "{err}");
+        }
         for (extra, says) in [
             (["--ttl-ms", "100"], "--ttl-ms"),
             (["--election", "a/b"], "--election"),
