@@ -327,30 +327,25 @@ impl ServerArgs {
     /// An error naming the settings of tenure's own consensus that are given
     /// with `--store`, as flags or config-file keys.
     fn refuse_consensus_settings(&self, file: &FileConfig) -> anyhow::Result<()> {
-        let flags = [
-            ("--listen", self.listen.is_some()),
-            ("--peers", self.peers.is_some()),
-            ("--data-dir", self.data_dir.is_some()),
-            ("--heartbeat-ms", self.heartbeat_ms.is_some()),
-            ("--election-timeout-ms", self.election_timeout_ms.is_some()),
-            ("--protocol", self.protocol.is_some()),
-            ("--round-trip-ms", self.round_trip_ms.is_some()),
-            ("--reset-state", self.reset_state),
-            ("--reset-term", self.reset_term.is_some()),
+        // The node's settings (see `setting`): given as a flag, in the file.
+        let node = [
+            ("listen", self.listen.is_some(), file.listen.is_some()),
+            ("peers", self.peers.is_some(), file.peers.is_some()),
+            ("data_dir", self.data_dir.is_some(), file.data_dir.is_some()),
+            ("heartbeat_interval", self.heartbeat_ms.is_some(), file.heartbeat_ms.is_some()),
+            (
+                "election_timeout",
+                self.election_timeout_ms.is_some(),
+                file.election_timeout_ms.is_some(),
+            ),
+            ("protocol", self.protocol.is_some(), file.protocol.is_some()),
+            ("round_trip", self.round_trip_ms.is_some(), file.round_trip_ms.is_some()),
         ];
-        let keys = [
-            ("listen", file.listen.is_some()),
-            ("peers", file.peers.is_some()),
-            ("data_dir", file.data_dir.is_some()),
-            ("heartbeat_ms", file.heartbeat_ms.is_some()),
-            ("election_timeout_ms", file.election_timeout_ms.is_some()),
-            ("protocol", file.protocol.is_some()),
-            ("round_trip_ms", file.round_trip_ms.is_some()),
-        ];
-        let given = |list: &[(&'static str, bool)]| -> Vec<&'static str> {
-            list.iter().filter(|(_, on)| *on).map(|(name, _)| *name).collect()
-        };
-        let (flags, keys) = (given(&flags), given(&keys));
+        let named = |f: &str| setting(f).expect("a setting of the node");
+        let mut flags: Vec<&str> = node.iter().filter(|n| n.1).map(|n| named(n.0).0).collect();
+        let keys: Vec<&str> = node.iter().filter(|n| n.2).map(|n| named(n.0).1).collect();
+        flags.extend(self.reset_state.then_some("--reset-state"));
+        flags.extend(self.reset_term.is_some().then_some("--reset-term"));
         if flags.is_empty() && keys.is_empty() {
             return Ok(());
         }
