@@ -40,8 +40,17 @@ pub fn resolve(args: &ServerArgs) -> anyhow::Result<StoreSettings> {
     let election = s.election.clone().unwrap_or_else(|| base.cluster_id.clone());
     tenure_client::election::check_name(&election).context("bad --election")?;
     let ttl = crate::elect_cli::ttl_of(s.ttl_ms.unwrap_or(DEFAULT_TTL_MS))?;
-    if let Some(a) = &s.advertise_http {
-        store_url::host_port(a).context("bad --advertise-http")?;
+    match &s.advertise_http {
+        Some(a) => {
+            store_url::host_port(a).context("bad --advertise-http")?;
+        }
+        None if base.http.ip().is_unspecified() => bail!(
+            "--http {} listens on every address, which is no address the other servers can \
+             reach this one at: give --advertise-http HOST:PORT (published in its candidate \
+             value as its API's address)",
+            base.http
+        ),
+        None => {}
     }
     let store_token = TokenArgs { token: s.store_token, token_file: s.store_token_file };
     let tokenless = store_token.token.is_none() && store_token.token_file.is_none();
@@ -162,6 +171,7 @@ mod tests {
             (["--ttl-ms", "100"], "--ttl-ms"),
             (["--election", "a/b"], "--election"),
             (["--advertise-http", "nohost"], "--advertise-http"),
+            (["--http", "0.0.0.0:8011"], "give --advertise-http HOST:PORT"),
         ] {
             let mut args = BASE.to_vec();
             args.extend(extra);
