@@ -88,6 +88,12 @@ impl StoreServers {
         kill(Pid::from_raw(child.id() as i32), sig).unwrap();
     }
 
+    /// Sends `sig` to server `i` and waits for it to exit; whether with status 0.
+    fn wait_exit_after(&mut self, i: usize, sig: Signal) -> bool {
+        self.signal(i, sig);
+        self.wait_exit(i, Duration::from_secs(10))
+    }
+
     /// Waits for server `i` to exit; whether it exited with status 0.
     fn wait_exit(&mut self, i: usize, bound: Duration) -> bool {
         let until = Instant::now() + bound;
@@ -401,6 +407,35 @@ async fn the_api_asks_the_same_tokens(s: &StoreServers, i: usize, leader: u64) {
     assert_eq!((code, body["leader"].as_u64()), (503, Some(leader)), "{body}");
     let (code, _) = s.call_as(i, None, Method::GET, "/healthz").await.unwrap();
     assert_eq!(code, 200);
+}
+
+/// A leader paused (SIGSTOP) past its session's deadline is replaced, and
+/// once it runs again its first `/v1/is-leader` answer is 503: validity is
+/// checked at the request (context and deadline), not read from the last
+/// published role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_paused_past_its_deadline_does_not_claim_to_lead() {
+    let _serial = serial().await;
+    let cluster = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
+    cluster.wait_agreement(&[0, 1, 2], START_BOUND).await;
+    let mut s = StoreServers::start(&cluster, 2);
+    let (leader, token) = s.wait_agreement(&[0, 1], START_BOUND).await;
+    let other = 1 - leader;
+    s.signal(leader, Signal::SIGSTOP);
+    let since = Instant::now();
+    let (next, token2) = s.wait_agreement(&[other], KILL_HANDOVER_BOUND).await;
+    println!("takeover from a paused leader: {:?}", since.elapsed());
+    assert!(next == other && token2 > token, "{token2} after {token}");
+    s.signal(leader, Signal::SIGCONT);
+    let answer = s.call_as(leader, None, Method::GET, "/v1/is-leader").await;
+    assert_ne!(answer.as_ref().map(|a| a.0), Some(200), "the paused leader claims: {answer:?}");
+    s.wait_agreement(&[0, 1], START_BOUND).await;
+    let (_, status) = s.call(leader, Method::GET, "/v1/status").await.unwrap();
+    assert_eq!(
+        (&status["leader"], &status["role"]),
+        (&Value::from(IDS[other]), &Value::from("follower"))
+    );
+    assert!(s.wait_exit_after(leader, Signal::SIGTERM), "{}", s.logs());
 }
 
 /// A leader whose value is not a store-led server's (another program in the
