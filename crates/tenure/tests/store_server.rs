@@ -2,7 +2,8 @@
 //! from an election of a real three-node tenure cluster (HTTPS, tokens).
 //! Exactly one answers `/v1/is-leader`, all three name the same leader with
 //! its HTTP address and token, a follower's `/v1/watch` shows a SIGTERM's
-//! handover (fast: a resignation) and a SIGKILL's (about one TTL), the
+//! handover (fast: a resignation) and a SIGKILL's (about one TTL), a leader
+//! paused past its deadline does not claim to lead when it runs again, the
 //! endpoints of tenure's own replicated state answer 404 saying why, and
 //! bad flag combinations are refused with clear errors.
 
