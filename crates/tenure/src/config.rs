@@ -56,7 +56,7 @@ Config file (TOML; every key optional, unknown keys are errors):
   # ttl_ms = 10000                                    # data_dir and the election timing
   # advertise_http = \"10.0.1.5:8001\"
   # store_cacert = \"/etc/tenure/store-ca.pem\"
-  # store_token_file = \"/etc/tenure/store.token\"
+  # store_token_file = \"/etc/tenure/store.token\"   # tenure:// (store_user: etcd://)
   [[api_tokens]]            # who may call the HTTP API; one block per token, after the keys above
   name = \"ops\"
   role = \"admin\"            # admin: transfer (and all of write); write: kv writes (and all of read);
@@ -186,8 +186,9 @@ pub struct StoreArgs {
     /// is 0.0.0.0 or ::].
     #[arg(long, value_name = "HOST:PORT")]
     pub advertise_http: Option<String>,
-    /// The CA certificate (PEM) of the tenure cluster of --store tenure://: its endpoints are
-    /// then https://. (This server's own certificate is --tls-cert.)
+    /// The store's CA certificate (PEM): the tenure cluster's of --store tenure://, or the one
+    /// that signed the etcd members' certificates; its endpoints are then https://. (This
+    /// server's own certificate is --tls-cert.)
     #[arg(long, value_name = "FILE")]
     pub store_cacert: Option<PathBuf>,
     /// The bearer token (role write) for the tenure cluster of --store tenure://; others on
@@ -197,6 +198,10 @@ pub struct StoreArgs {
     /// File holding the token of --store-token (chmod 600).
     #[arg(long, value_name = "FILE")]
     pub store_token_file: Option<PathBuf>,
+    /// With --store etcd:// whose authentication is on: the etcd user, whose password is read
+    /// from TENURE_STORE_PASSWORD.
+    #[arg(long, value_name = "NAME")]
+    pub store_user: Option<String>,
 }
 
 /// The config file's contents; every key optional.
@@ -227,6 +232,7 @@ pub(crate) struct FileConfig {
     advertise_http: Option<String>,
     store_cacert: Option<PathBuf>,
     store_token_file: Option<PathBuf>,
+    store_user: Option<String>,
 }
 
 impl StoreArgs {
@@ -240,6 +246,7 @@ impl StoreArgs {
             store_cacert: self.store_cacert.clone().or(file.store_cacert.clone()),
             store_token: self.store_token.clone(),
             store_token_file: self.store_token_file.clone().or(file.store_token_file.clone()),
+            store_user: self.store_user.clone().or(file.store_user.clone()),
         }
     }
 
@@ -252,6 +259,7 @@ impl StoreArgs {
             ("--store-cacert", self.store_cacert.is_some()),
             ("--store-token", self.store_token.is_some()),
             ("--store-token-file", self.store_token_file.is_some()),
+            ("--store-user", self.store_user.is_some()),
         ]
         .iter()
         .filter_map(|(flag, on)| on.then_some(*flag))

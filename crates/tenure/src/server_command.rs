@@ -57,7 +57,8 @@ async fn run_store_led(args: ServerArgs) -> anyhow::Result<ExitCode> {
         }
         Security::InsecureNoTls => None,
     };
-    let store = store_url::open(&s.store, s.store_cacert.as_deref(), &s.store_token)
+    let cacert = s.store_auth.cacert.as_deref();
+    let store = store_url::open(&s.store, cacert, &s.store_token, &s.store_auth)
         .with_context(|| format!("--store {}", s.store))?;
     let http = TcpListener::bind(base.http)
         .with_context(|| format!("cannot listen for HTTP on {}", base.http))?;

@@ -5,10 +5,9 @@
 
 use crate::config::{ServerArgs, StoreBase};
 use crate::elect_cli::DEFAULT_TTL_MS;
-use crate::store_url::{self, StoreUrl};
+use crate::store_url::{self, StoreAuth, StoreUrl};
 use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Everything `tenure server --store` needs, resolved and checked.
@@ -24,8 +23,8 @@ pub struct StoreSettings {
     pub ttl: Duration,
     /// The address in its candidate value, if given.
     pub advertise_http: Option<String>,
-    /// The store's CA.
-    pub store_cacert: Option<PathBuf>,
+    /// The store's CA (tenure's cluster's, or etcd's) and etcd user.
+    pub store_auth: StoreAuth,
     /// The store's token.
     pub store_token: TokenArgs,
 }
@@ -54,12 +53,20 @@ pub fn resolve(args: &ServerArgs) -> anyhow::Result<StoreSettings> {
     }
     let store_token = TokenArgs { token: s.store_token, token_file: s.store_token_file };
     let tokenless = store_token.token.is_none() && store_token.token_file.is_none();
-    if matches!(store, StoreUrl::Tenure(_)) && tokenless {
-        bail!(
+    match (&store, tokenless) {
+        (StoreUrl::Tenure(_), true) => bail!(
             "--store {url}: campaigning in a tenure cluster's election needs an API token of \
              role write: give --store-token-file FILE (and --store-cacert FILE when that \
              cluster serves HTTPS)"
-        );
+        ),
+        (StoreUrl::Tenure(_), false) if s.store_user.is_some() => {
+            bail!("--store-user is for etcd stores; tenure's cluster takes --store-token-file")
+        }
+        (StoreUrl::Etcd(_) | StoreUrl::ZooKeeper(_), false) => bail!(
+            "--store-token and --store-token-file are for tenure:// stores; {store} takes \
+             --store-cacert and --store-user"
+        ),
+        _ => {}
     }
     Ok(StoreSettings {
         base,
@@ -67,7 +74,7 @@ pub fn resolve(args: &ServerArgs) -> anyhow::Result<StoreSettings> {
         election,
         ttl,
         advertise_http: s.advertise_http,
-        store_cacert: s.store_cacert,
+        store_auth: StoreAuth { cacert: s.store_cacert, user: s.store_user },
         store_token,
     })
 }

@@ -535,7 +535,9 @@ fn bad_flag_combinations_are_refused_with_clear_errors() {
         "--insecure-no-tls",
         "--insecure-open-api",
         "--store",
-        "etcd://127.0.0.1:2379",
+        "zk://127.0.0.1:2181",
+        "--store-token",
+        "0123456789abcdef0123",
     ]);
-    assert!(err.contains("cannot reach that store yet"), "{err}");
+    assert!(err.contains("are for tenure:// stores"), "{err}");
 }
