@@ -7,6 +7,8 @@
 //! endpoints of tenure's own replicated state answer 404 saying why, and
 //! bad flag combinations are refused with clear errors.
 
+#[path = "../../store-etcd/tests/common/mod.rs"]
+mod etcd;
 mod harness;
 
 use harness::{
@@ -55,8 +57,9 @@ struct StoreServers {
 }
 
 impl StoreServers {
-    /// Starts the servers of the first `n` ids of [`IDS`].
-    fn start(c: &TestCluster, n: usize) -> StoreServers {
+    /// Starts the servers of the first `n` ids of [`IDS`] with the `store`
+    /// flags (certificates and API tokens from `c`).
+    fn start(c: &TestCluster, n: usize, store: &[String]) -> StoreServers {
         let certs = c.dir.path().join("certs-store");
         std::fs::create_dir_all(&certs).unwrap();
         for f in ["ca.pem", "ca-key.pem"] {
@@ -73,7 +76,7 @@ impl StoreServers {
         };
         for (&id, &port) in IDS.iter().zip(&s.ports) {
             let log = c.dir.path().join(format!("store-{id}.log"));
-            let child = store_server(c, &certs, id, port, &[])
+            let child = store_server(c, &certs, id, port, store)
                 .stdout(File::create(&log).unwrap())
                 .stderr(File::options().append(true).open(&log).unwrap())
                 .spawn()
@@ -209,18 +212,29 @@ impl Drop for StoreServers {
     }
 }
 
-/// `tenure server --store` for id `id` on `port`, with `extra` flags.
+/// The store flags for the tenure cluster `c` (its CA, the admin token).
+fn tenure_store(c: &TestCluster) -> Vec<String> {
+    let hosts = (0..c.servers.len())
+        .map(|i| format!("127.0.0.1:{}", c.servers[i].http_port))
+        .collect::<Vec<_>>()
+        .join(",");
+    let ca = c.ca().to_str().unwrap().to_string();
+    let token = c.token_file("admin").to_str().unwrap().to_string();
+    let flags = ["--store", &format!("tenure://{hosts}"), "--store-cacert", &ca];
+    let mut flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    flags.extend(["--store-token-file".to_string(), token]);
+    flags
+}
+
+/// `tenure server --store` for id `id` on `port` (its certificate in
+/// `certs`, the API tokens of `c`), with the `store` flags.
 fn store_server(
     c: &TestCluster,
     certs: &std::path::Path,
     id: u64,
     port: u16,
-    extra: &[&str],
+    store: &[String],
 ) -> Command {
-    let store = (0..c.servers.len())
-        .map(|i| format!("127.0.0.1:{}", c.servers[i].http_port))
-        .collect::<Vec<_>>()
-        .join(",");
     let mut command = Command::new(harness::exe());
     command
         .arg("server")
@@ -233,13 +247,9 @@ fn store_server(
         .arg(certs.join(format!("node-{id}-key.pem")))
         .arg("--tls-ca")
         .arg(c.ca())
-        .args(["--cluster-id", "test", "--store", &format!("tenure://{store}")])
-        .arg("--store-cacert")
-        .arg(c.ca())
-        .arg("--store-token-file")
-        .arg(c.token_file("admin"))
+        .args(["--cluster-id", "test"])
+        .args(store)
         .args(["--election", "svc", "--ttl-ms", &TTL_MS.to_string()])
-        .args(extra)
         .env_remove("TENURE_TOKEN")
         .stdin(Stdio::null());
     command
@@ -309,7 +319,31 @@ async fn store_led_servers_agree_hand_over_on_sigterm_and_take_over_after_sigkil
     let _serial = serial().await;
     let cluster = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
     cluster.wait_agreement(&[0, 1, 2], START_BOUND).await;
-    let mut s = StoreServers::start(&cluster, IDS.len());
+    let mut s = StoreServers::start(&cluster, IDS.len(), &tenure_store(&cluster));
+    three_servers_agree_and_hand_over(&mut s, "tenure").await;
+}
+
+/// The same with etcd as the store (one real member; etcd grants TTLs
+/// from 1 s with its 500 ms election timeout, and sweeps expired leases
+/// every 500 ms, so a SIGKILL's takeover is up to half a second later than
+/// with tenure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_led_servers_in_etcd_agree_and_hand_over() {
+    let _serial = serial().await;
+    let etcd = etcd::EtcdCluster::start(1);
+    let hosts: Vec<String> =
+        etcd.endpoints().iter().map(|e| e.trim_start_matches("http://").to_string()).collect();
+    // Not started: its certificates and API tokens serve the store-led servers.
+    let certs = TestCluster::new(1, HEARTBEAT_MS, TIMEOUT_MS);
+    let store = ["--store".to_string(), format!("etcd://{}", hosts.join(","))];
+    let mut s = StoreServers::start(&certs, IDS.len(), &store);
+    three_servers_agree_and_hand_over(&mut s, "etcd").await;
+}
+
+/// Three servers of `store` (its scheme): one leader that every status
+/// names, the API's answers, a handover after SIGTERM and a takeover after
+/// SIGKILL, timed on a follower's `/v1/watch`.
+async fn three_servers_agree_and_hand_over(s: &mut StoreServers, store: &str) {
     let (leader, token) = s.wait_agreement(&[0, 1, 2], START_BOUND).await;
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     println!("store-led leader: server {} with token {token}", IDS[leader]);
@@ -317,7 +351,7 @@ async fn store_led_servers_agree_hand_over_on_sigterm_and_take_over_after_sigkil
     let (code, status) = s.call(followers[0], Method::GET, "/v1/status").await.unwrap();
     assert_eq!(
         (code, status["protocol"].as_str(), status["role"].as_str()),
-        (200, Some("store:tenure"), Some("follower"))
+        (200, Some(format!("store:{store}").as_str()), Some("follower"))
     );
     assert_eq!(status["peers"], Value::Array(Vec::new()));
     assert_eq!(status["storage_failed"], false);
@@ -336,17 +370,17 @@ async fn store_led_servers_agree_hand_over_on_sigterm_and_take_over_after_sigkil
         "{text}"
     );
 
-    not_served_endpoints_say_why(&s, followers[1]).await;
-    the_api_asks_the_same_tokens(&s, followers[1], IDS[leader]).await;
+    not_served_endpoints_say_why(s, followers[1], store).await;
+    the_api_asks_the_same_tokens(s, followers[1], IDS[leader]).await;
 
     // SIGTERM: the leader resigns, a successor leads at once.
-    let mut watch = Watch::open(&s, followers[0]).await;
+    let mut watch = Watch::open(s, followers[0]).await;
     let first = watch.next(Duration::from_secs(2)).await;
     assert_eq!(first["leader"], IDS[leader], "{first}");
     let t0 = Instant::now();
     s.signal(leader, Signal::SIGTERM);
     let (event, took) = watch.until_leader_other_than(IDS[leader], t0, RESIGN_HANDOVER_BOUND).await;
-    println!("handover after SIGTERM: {took:?} (follower's /v1/watch: {event})");
+    println!("{store}: handover after SIGTERM: {took:?} (follower's /v1/watch: {event})");
     assert!(event["fencing_token"].as_u64().unwrap() > token, "{event}");
     assert!(s.wait_exit(leader, Duration::from_secs(10)), "SIGTERM exits 0\n{}", s.logs());
     let (next, token2) = s.wait_agreement(&followers, START_BOUND).await;
@@ -354,12 +388,12 @@ async fn store_led_servers_agree_hand_over_on_sigterm_and_take_over_after_sigkil
 
     // SIGKILL: the successor leads once the session expired, about one TTL.
     let last = followers.iter().copied().find(|&i| i != next).unwrap();
-    let mut watch = Watch::open(&s, last).await;
+    let mut watch = Watch::open(s, last).await;
     assert_eq!(watch.next(Duration::from_secs(2)).await["leader"], IDS[next]);
     let t1 = Instant::now();
     s.signal(next, Signal::SIGKILL);
     let (event, took) = watch.until_leader_other_than(IDS[next], t1, KILL_HANDOVER_BOUND).await;
-    println!("takeover after SIGKILL (TTL {TTL_MS} ms): {took:?} (/v1/watch: {event})");
+    println!("{store}: takeover after SIGKILL (TTL {TTL_MS} ms): {took:?} (/v1/watch: {event})");
     assert_eq!(
         (event["leader"].as_u64(), event["role"].as_str()),
         (Some(IDS[last]), Some("leader"))
@@ -373,7 +407,7 @@ async fn store_led_servers_agree_hand_over_on_sigterm_and_take_over_after_sigkil
 }
 
 /// The endpoints of tenure's own replicated state answer 404 naming the store.
-async fn not_served_endpoints_say_why(s: &StoreServers, i: usize) {
+async fn not_served_endpoints_say_why(s: &StoreServers, i: usize, store: &str) {
     for (method, path, shown) in [
         (Method::GET, "/v1/kv/some-key", "/v1/kv/{key}"),
         (Method::POST, "/v1/sessions", "/v1/sessions"),
@@ -384,7 +418,7 @@ async fn not_served_endpoints_say_why(s: &StoreServers, i: usize) {
         let error = body["error"].as_str().unwrap_or_default();
         assert_eq!(code, 404, "{method} {path}: {body}");
         assert!(
-            error.contains("leadership comes from tenure://")
+            error.contains(&format!("leadership comes from {store}://"))
                 && error.contains(&format!(
                     "{shown} is served only by servers of tenure's own cluster"
                 )),
@@ -419,7 +453,7 @@ async fn a_leader_paused_past_its_deadline_does_not_claim_to_lead() {
     let _serial = serial().await;
     let cluster = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
     cluster.wait_agreement(&[0, 1, 2], START_BOUND).await;
-    let mut s = StoreServers::start(&cluster, 2);
+    let mut s = StoreServers::start(&cluster, 2, &tenure_store(&cluster));
     let (leader, token) = s.wait_agreement(&[0, 1], START_BOUND).await;
     let other = 1 - leader;
     s.signal(leader, Signal::SIGSTOP);
@@ -465,7 +499,7 @@ async fn a_foreign_leader_is_reported_without_an_id() {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("not elected: {line}"));
-    let s = StoreServers::start(&cluster, 1);
+    let s = StoreServers::start(&cluster, 1, &tenure_store(&cluster));
     let since = Instant::now();
     let status = loop {
         let status = s.call(0, Method::GET, "/v1/status").await;
