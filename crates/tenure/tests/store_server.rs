@@ -10,6 +10,8 @@
 #[path = "../../store-etcd/tests/common/mod.rs"]
 mod etcd;
 mod harness;
+#[path = "../../store-zk/tests/common/mod.rs"]
+mod zk;
 
 use harness::{
     free_ports, https_client, serial, tenure_cert, TestCluster, ADMIN_TOKEN, READ_TOKEN,
@@ -338,6 +340,18 @@ async fn store_led_servers_in_etcd_agree_and_hand_over() {
     let store = ["--store".to_string(), format!("etcd://{}", hosts.join(","))];
     let mut s = StoreServers::start(&certs, IDS.len(), &store);
     three_servers_agree_and_hand_over(&mut s, "etcd").await;
+}
+
+/// The same with ZooKeeper as the store (one real standalone server, tick
+/// 200 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_led_servers_in_zookeeper_agree_and_hand_over() {
+    let _serial = serial().await;
+    let zk = zk::Ensemble::start(1);
+    let certs = TestCluster::new(1, HEARTBEAT_MS, TIMEOUT_MS);
+    let store = ["--store".to_string(), format!("zk://{}", zk.servers().join(","))];
+    let mut s = StoreServers::start(&certs, IDS.len(), &store);
+    three_servers_agree_and_hand_over(&mut s, "zk").await;
 }
 
 /// Three servers of `store` (its scheme): one leader that every status
