@@ -1,5 +1,6 @@
-//! `tenure server --store tenure://…`: three servers whose leadership comes
-//! from an election of a real three-node tenure cluster (HTTPS, tokens).
+//! `tenure server --store tenure://… | etcd://… | zk://…`: three servers
+//! whose leadership comes from an election of a real store: a three-node
+//! tenure cluster (HTTPS, tokens), one etcd member, one ZooKeeper server.
 //! Exactly one answers `/v1/is-leader`, all three name the same leader with
 //! its HTTP address and token, a follower's `/v1/watch` shows a SIGTERM's
 //! handover (fast: a resignation) and a SIGKILL's (about one TTL), a leader
