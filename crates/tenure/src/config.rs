@@ -167,9 +167,10 @@ pub struct ServerArgs {
 #[derive(Args, Debug, Default, Clone)]
 pub struct StoreArgs {
     /// Take leadership from a store instead of tenure's own consensus:
-    /// tenure://HOST:PORT,... (the HTTP API of a tenure cluster), and later etcd://HOST:PORT,...
-    /// or zk://HOST:PORT,... (docs/STORES.md, "tenure server --store"). The server then runs
-    /// no node of its own: no --peers, --listen, --data-dir or election timing.
+    /// tenure://HOST:PORT,... (the HTTP API of a tenure cluster), etcd://HOST:PORT,... (an etcd
+    /// cluster's client URLs) or zk://HOST:PORT,... (a ZooKeeper ensemble); docs/STORES.md,
+    /// "tenure server --store". The server then runs no node of its own: no --peers, --listen,
+    /// --data-dir or election timing.
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// The election in the store that the servers campaign in [default: the --cluster-id].
@@ -178,7 +179,8 @@ pub struct StoreArgs {
     /// The TTL of this server's session in the store, in milliseconds (500 to 86400000): a
     /// killed leader is replaced about one TTL after its last renewal, and a leader cut off
     /// from the store gives up at TTL x 0.9/1.1. Renewals go every TTL/3, so a short TTL
-    /// costs the store more requests [default: 10000, as `tenure elect`].
+    /// costs the store more requests. etcd rounds it up to whole seconds and its minimum,
+    /// ZooKeeper into its session-timeout range [default: 10000, as `tenure elect`].
     #[arg(long, value_name = "N")]
     pub ttl_ms: Option<u64>,
     /// The address of this server's HTTP API that the other servers and clients can reach,

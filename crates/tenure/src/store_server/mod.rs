@@ -1,7 +1,7 @@
 //! A server whose leadership comes from an external store (`tenure server
 //! --store URL`, seed 002): no consensus node of its own, no peers, no data
 //! directory. It campaigns in one election of the store (tenure's named
-//! elections, and later etcd or ZooKeeper: docs/STORES.md) with the value
+//! elections, etcd or ZooKeeper: docs/STORES.md) with the value
 //! `{"id":N,"http":"host:port"}`, again after every loss, observes the
 //! election to know who leads and where that leader's API is, and serves
 //! the leadership endpoints of tenure's HTTP API from it: `/v1/status`,
