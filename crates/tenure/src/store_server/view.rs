@@ -186,17 +186,21 @@ pub(crate) async fn publish(
     }
 }
 
-/// Pause before an observe stream that failed is opened again.
+/// Pause before an observe stream that failed is opened again; it doubles
+/// while streams fail without telling anything, up to [`OBSERVE_RETRY_MAX`].
 pub const OBSERVE_RETRY: Duration = Duration::from_millis(500);
+/// Longest pause between observe attempts.
+pub const OBSERVE_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Observes `election` into `seen` until `stop`; a stream that fails or ends
-/// is opened again after [`OBSERVE_RETRY`] (the state it then sends first
-/// replaces what was seen).
+/// is opened again after a pause (the state it then sends first replaces
+/// what was seen).
 pub(crate) async fn observe(
     election: StoreElection,
     seen: watch::Sender<Seen>,
     stop: CancellationToken,
 ) {
+    let mut pause = OBSERVE_RETRY;
     while !stop.is_cancelled() {
         match election.observe() {
             Ok(mut stream) => loop {
@@ -205,7 +209,10 @@ pub(crate) async fn observe(
                     n = stream.next() => n,
                 };
                 match next {
-                    Some(Ok(event)) => see(&seen, event),
+                    Some(Ok(event)) => {
+                        see(&seen, event);
+                        pause = OBSERVE_RETRY;
+                    }
                     Some(Err(e)) => {
                         warn!(election = %election.name(), error = %e, "observing failed");
                         break;
@@ -220,8 +227,9 @@ pub(crate) async fn observe(
         }
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(OBSERVE_RETRY) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
+        pause = (pause * 2).min(OBSERVE_RETRY_MAX);
     }
 }
 
