@@ -51,6 +51,12 @@ Config file (TOML; every key optional, unknown keys are errors):
   tls_ca = \"/etc/tenure/ca.pem\"
   # insecure_no_tls = true   # instead of the three above: no TLS (development only)
   api_open_probes = true    # /healthz and /v1/is-leader without a token (load balancers)
+  # store = \"tenure://10.0.0.1:8001,10.0.0.2:8001\"  # leadership from a store (--store and
+  # election = \"tenure\"                               # its flags), instead of listen, peers,
+  # ttl_ms = 10000                                    # data_dir and the election timing
+  # advertise_http = \"10.0.1.5:8001\"
+  # store_cacert = \"/etc/tenure/store-ca.pem\"
+  # store_token_file = \"/etc/tenure/store.token\"   # tenure:// (store_user: etcd://)
   [[api_tokens]]            # who may call the HTTP API; one block per token, after the keys above
   name = \"ops\"
   role = \"admin\"            # admin: transfer (and all of write); write: kv writes (and all of read);
@@ -62,6 +68,19 @@ Security: peer connections use mutual TLS and the HTTP API serves HTTPS, both wi
 certificates. API callers send a bearer token of api_tokens. Without the certificates the
 server refuses to start (unless --insecure-no-tls), and without api_tokens too (unless
 --insecure-open-api).
+
+Leadership from a store (--store; docs/STORES.md, \"tenure server --store\"): no node of its own,
+no peers or data directory. The servers campaign in one election of the store (--election,
+default the cluster id) with the value {\"id\":N,\"http\":\"host:port\"} and serve /v1/status,
+/v1/leader, /v1/is-leader, /v1/watch, /metrics and /healthz from it (term and fencing token are
+the store's token); the key-value, session, election and transfer endpoints answer 404:
+  tenure server --id 11 --http 127.0.0.1:8011 --tls-cert certs/node-11.pem \\
+    --tls-key certs/node-11-key.pem --tls-ca certs/ca.pem --config tenure.toml \\
+    --store tenure://10.0.0.1:8001,10.0.0.2:8001 --store-cacert store-ca.pem \\
+    --store-token-file store.token --ttl-ms 10000
+SIGTERM resigns first (the next server leads at once); a killed leader is replaced about one
+--ttl-ms later.
+
 Logs go to standard error; RUST_LOG (e.g. RUST_LOG=debug) changes the level.")]
 pub struct ServerArgs {
     /// TOML file with the settings below (flags override it).
@@ -138,6 +157,53 @@ pub struct ServerArgs {
     /// majority of the other nodes report.
     #[arg(long, value_name = "N", requires = "reset_state")]
     pub reset_term: Option<u64>,
+    /// `--store` and its flags: leadership from a store instead.
+    #[command(flatten)]
+    pub store_mode: StoreArgs,
+}
+
+/// The flags of `tenure server --store`, each also a config-file key of the
+/// same name (but `--store-token`: no secret in the file).
+#[derive(Args, Debug, Default, Clone)]
+pub struct StoreArgs {
+    /// Take leadership from a store instead of tenure's own consensus:
+    /// tenure://HOST:PORT,... (the HTTP API of a tenure cluster), etcd://HOST:PORT,... (an etcd
+    /// cluster's client URLs) or zk://HOST:PORT,... (a ZooKeeper ensemble); docs/STORES.md,
+    /// "tenure server --store". The server then runs no node of its own: no --peers, --listen,
+    /// --data-dir or election timing.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// The election in the store that the servers campaign in [default: the --cluster-id].
+    #[arg(long, value_name = "NAME")]
+    pub election: Option<String>,
+    /// The TTL of this server's session in the store, in milliseconds (500 to 86400000): a
+    /// killed leader is replaced about one TTL after its last renewal, and a leader cut off
+    /// from the store gives up at TTL x 0.9/1.1. Renewals go every TTL/3, so a short TTL
+    /// costs the store more requests. etcd rounds it up to whole seconds and its minimum,
+    /// ZooKeeper into its session-timeout range [default: 10000, as `tenure elect`].
+    #[arg(long, value_name = "N")]
+    pub ttl_ms: Option<u64>,
+    /// The address of this server's HTTP API that the other servers and clients can reach,
+    /// published in its candidate value [default: the --http address; required when that
+    /// is 0.0.0.0 or ::].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise_http: Option<String>,
+    /// The store's CA certificate (PEM): the tenure cluster's of --store tenure://, or the one
+    /// that signed the etcd members' certificates; its endpoints are then https://. (This
+    /// server's own certificate is --tls-cert.)
+    #[arg(long, value_name = "FILE")]
+    pub store_cacert: Option<PathBuf>,
+    /// The bearer token (role write) for the tenure cluster of --store tenure://; others on
+    /// this machine can see a flag in `ps`: prefer --store-token-file.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "store_token_file")]
+    pub store_token: Option<String>,
+    /// File holding the token of --store-token (chmod 600).
+    #[arg(long, value_name = "FILE")]
+    pub store_token_file: Option<PathBuf>,
+    /// With --store etcd:// whose authentication is on: the etcd user, whose password is read
+    /// from TENURE_STORE_PASSWORD.
+    #[arg(long, value_name = "NAME")]
+    pub store_user: Option<String>,
 }
 
 /// The config file's contents; every key optional.
@@ -162,6 +228,53 @@ pub(crate) struct FileConfig {
     api_tokens: Option<Vec<TokenSpec>>,
     api_open_probes: Option<bool>,
     insecure_open_api: Option<bool>,
+    store: Option<String>,
+    election: Option<String>,
+    ttl_ms: Option<u64>,
+    advertise_http: Option<String>,
+    store_cacert: Option<PathBuf>,
+    store_token_file: Option<PathBuf>,
+    store_user: Option<String>,
+}
+
+impl StoreArgs {
+    /// These flags over the config file's keys.
+    fn over(&self, file: &FileConfig) -> StoreArgs {
+        StoreArgs {
+            store: self.store.clone().or(file.store.clone()),
+            election: self.election.clone().or(file.election.clone()),
+            ttl_ms: self.ttl_ms.or(file.ttl_ms),
+            advertise_http: self.advertise_http.clone().or(file.advertise_http.clone()),
+            store_cacert: self.store_cacert.clone().or(file.store_cacert.clone()),
+            store_token: self.store_token.clone(),
+            store_token_file: self.store_token_file.clone().or(file.store_token_file.clone()),
+            store_user: self.store_user.clone().or(file.store_user.clone()),
+        }
+    }
+
+    /// An error when settings of `--store` are given without it.
+    fn check_unused(&self) -> anyhow::Result<()> {
+        let given: Vec<&str> = [
+            ("--election", self.election.is_some()),
+            ("--ttl-ms", self.ttl_ms.is_some()),
+            ("--advertise-http", self.advertise_http.is_some()),
+            ("--store-cacert", self.store_cacert.is_some()),
+            ("--store-token", self.store_token.is_some()),
+            ("--store-token-file", self.store_token_file.is_some()),
+            ("--store-user", self.store_user.is_some()),
+        ]
+        .iter()
+        .filter_map(|(flag, on)| on.then_some(*flag))
+        .collect();
+        if !given.is_empty() && self.store.is_none() {
+            bail!(
+                "{} (or the config-file keys of the same name) apply only with --store URL \
+                 (`store` in the config file)",
+                given.join(", ")
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Everything `tenure server` needs, resolved and checked.
@@ -177,22 +290,109 @@ pub struct ServerSettings {
     pub api: ApiAuth,
 }
 
+/// What a server with `--store` shares with a node, resolved and checked.
+#[derive(Debug)]
+pub struct StoreBase {
+    /// This server's id.
+    pub id: NodeId,
+    /// Where its HTTP API listens.
+    pub http: SocketAddr,
+    /// Its cluster id (the default election, and the name in its certificate).
+    pub cluster_id: String,
+    /// Its certificate for HTTPS, or none.
+    pub security: Security,
+    /// Log output format.
+    pub log_format: LogFormat,
+    /// Who may call its API.
+    pub api: ApiAuth,
+    /// The store's settings: the flags over the config file's keys.
+    pub store: StoreArgs,
+}
+
 impl ServerArgs {
+    /// Whether `--store` (or `store` in the config file) was given.
+    pub fn store_led(&self) -> anyhow::Result<bool> {
+        Ok(self.store_mode.store.is_some() || self.file()?.store.is_some())
+    }
+
+    /// The settings of a server with `--store` that a node has too; the
+    /// settings of tenure's own consensus (flags and config-file keys) are
+    /// refused, naming them.
+    pub fn resolve_store_base(&self) -> anyhow::Result<StoreBase> {
+        let file = self.file()?;
+        self.refuse_consensus_settings(&file)?;
+        let id = self.id(&file)?;
+        let cluster_id = self.cluster_id(&file);
+        Ok(StoreBase {
+            id,
+            http: self.http(id, &file)?,
+            security: self.security(id, &cluster_id, &file)?,
+            cluster_id,
+            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
+            api: self.api(&file)?,
+            store: self.store_mode.over(&file),
+        })
+    }
+
+    /// An error naming the settings of tenure's own consensus that are given
+    /// with `--store`, as flags or config-file keys.
+    fn refuse_consensus_settings(&self, file: &FileConfig) -> anyhow::Result<()> {
+        // The node's settings (see `setting`): given as a flag, in the file.
+        let node = [
+            ("listen", self.listen.is_some(), file.listen.is_some()),
+            ("peers", self.peers.is_some(), file.peers.is_some()),
+            ("data_dir", self.data_dir.is_some(), file.data_dir.is_some()),
+            ("heartbeat_interval", self.heartbeat_ms.is_some(), file.heartbeat_ms.is_some()),
+            (
+                "election_timeout",
+                self.election_timeout_ms.is_some(),
+                file.election_timeout_ms.is_some(),
+            ),
+            ("protocol", self.protocol.is_some(), file.protocol.is_some()),
+            ("round_trip", self.round_trip_ms.is_some(), file.round_trip_ms.is_some()),
+        ];
+        let named = |f: &str| setting(f).expect("a setting of the node");
+        let mut flags: Vec<&str> = node.iter().filter(|n| n.1).map(|n| named(n.0).0).collect();
+        let keys: Vec<&str> = node.iter().filter(|n| n.2).map(|n| named(n.0).1).collect();
+        flags.extend(self.reset_state.then_some("--reset-state"));
+        flags.extend(self.reset_term.is_some().then_some("--reset-term"));
+        if flags.is_empty() && keys.is_empty() {
+            return Ok(());
+        }
+        let mut what = Vec::new();
+        if !flags.is_empty() {
+            what.push(flags.join(", "));
+        }
+        if !keys.is_empty() {
+            what.push(format!("the config file's {}", keys.join(", ")));
+        }
+        bail!(
+            "--store: this server's leadership comes from the store, so it runs no consensus \
+             node of its own and has no peers, data directory or election timing; remove {}",
+            what.join(" and ")
+        )
+    }
+
     /// Merges flags, the config file (if any) and defaults into the node's
     /// configuration. The election settings are checked by the core
     /// ([`NodeConfig::validate`] passes them to it); an error names the flags
     /// and file keys to change.
     pub fn resolve(&self) -> anyhow::Result<ServerSettings> {
-        let file = match &self.config {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
-        };
-        self.resolve_with(file)
+        self.resolve_with(self.file()?)
+    }
+
+    /// The config file's settings (none without `--config`).
+    fn file(&self) -> anyhow::Result<FileConfig> {
+        match &self.config {
+            Some(path) => read_file(path),
+            None => Ok(FileConfig::default()),
+        }
     }
 
     /// [`ServerArgs::resolve`] with the config file already parsed (reads no
     /// file: the fuzz target's entry, with [`parse_file`]).
     pub(crate) fn resolve_with(&self, file: FileConfig) -> anyhow::Result<ServerSettings> {
+        self.store_mode.over(&file).check_unused()?;
         let id = self.id(&file)?;
         let (listen, peers) = self.listen_and_peers(id, &file)?;
         let http = self.http(id, &file)?;
@@ -201,11 +401,7 @@ impl ServerArgs {
             .election_timeout_ms
             .or(file.election_timeout_ms)
             .unwrap_or(DEFAULT_ELECTION_TIMEOUT_MS);
-        let cluster_id = self
-            .cluster_id
-            .clone()
-            .or(file.cluster_id.clone())
-            .unwrap_or_else(|| DEFAULT_CLUSTER_ID.to_string());
+        let cluster_id = self.cluster_id(&file);
         let security = self.security(id, &cluster_id, &file)?;
         let node = NodeConfig {
             id,
@@ -215,7 +411,7 @@ impl ServerArgs {
             data_dir: self
                 .data_dir
                 .clone()
-                .or(file.data_dir)
+                .or(file.data_dir.clone())
                 .unwrap_or_else(|| Path::new(DEFAULT_DATA_ROOT).join(format!("node-{id}"))),
             heartbeat_interval: Duration::from_millis(heartbeat_ms),
             election_timeout: Duration::from_millis(election_timeout_ms),
@@ -225,13 +421,27 @@ impl ServerArgs {
         };
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
-        let api = tokens::server_auth(
+        let api = self.api(&file)?;
+        Ok(ServerSettings { node, http, log_format, api })
+    }
+
+    /// The cluster id, from `--cluster-id`, the file or the default.
+    fn cluster_id(&self, file: &FileConfig) -> String {
+        self.cluster_id
+            .clone()
+            .or(file.cluster_id.clone())
+            .unwrap_or_else(|| DEFAULT_CLUSTER_ID.to_string())
+    }
+
+    /// Who may call the API: the file's tokens (found beside it), or none
+    /// with `--insecure-open-api`.
+    fn api(&self, file: &FileConfig) -> anyhow::Result<ApiAuth> {
+        tokens::server_auth(
             file.api_tokens.as_deref(),
             self.config.as_deref().and_then(Path::parent).unwrap_or(Path::new(".")),
             file.api_open_probes,
             self.insecure_open_api || file.insecure_open_api.unwrap_or(false),
-        )?;
-        Ok(ServerSettings { node, http, log_format, api })
+        )
     }
 
     /// This node's id, from `--id` or the file.

@@ -1,7 +1,7 @@
 //! `tenure elect`: campaign in a named election and hold it until Ctrl-C or
 //! loss; `tenure elect --observe`: print every change of an election.
 
-use crate::client::{connect, timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
+use crate::client::{timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
 use crate::store_url::{StoreAuth, StoreUrl, STORE_CACERT_ENV, STORE_ENV, STORE_USER_ENV};
 use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
@@ -65,12 +65,7 @@ pub struct ConnArgs {
 impl ConnArgs {
     /// The tenure cluster these flags name (`--endpoints`).
     pub fn cluster(&self) -> anyhow::Result<Arc<Cluster>> {
-        self.cluster_of(&self.endpoints)
-    }
-
-    fn cluster_of(&self, endpoints: &str) -> anyhow::Result<Arc<Cluster>> {
-        let (client, endpoints) = connect(self.cacert.as_deref(), &self.auth, endpoints)?;
-        Ok(Arc::new(Cluster::new(client.inner().clone(), endpoints)?))
+        crate::store_url::tenure_cluster(self.cacert.as_deref(), &self.auth, &self.endpoints)
     }
 
     /// The store these flags name: `--store`, else tenure's cluster at
@@ -79,22 +74,17 @@ impl ConnArgs {
         let Some(url) = self.store.as_deref() else {
             return Ok(Arc::new(TenureStore::new(self.cluster()?)));
         };
-        match crate::store_url::parse(url)? {
-            StoreUrl::Tenure(hosts) => {
-                if self.store_cacert.is_some() || self.store_user.is_some() {
-                    bail!(
-                        "--store-cacert and --store-user are for etcd stores; tenure's cluster \
-                         takes --cacert and --token"
-                    );
-                }
-                Ok(Arc::new(TenureStore::new(self.cluster_of(&hosts.join(","))?)))
-            }
-            external => {
-                let auth =
-                    StoreAuth { cacert: self.store_cacert.clone(), user: self.store_user.clone() };
-                crate::store_url::open_external(&external, &auth)
-            }
+        let url = crate::store_url::parse(url)?;
+        if matches!(url, StoreUrl::Tenure(_))
+            && (self.store_cacert.is_some() || self.store_user.is_some())
+        {
+            bail!(
+                "--store-cacert and --store-user are for etcd stores; tenure's cluster takes \
+                 --cacert and --token"
+            );
         }
+        let auth = StoreAuth { cacert: self.store_cacert.clone(), user: self.store_user.clone() };
+        crate::store_url::open(&url, self.cacert.as_deref(), &self.auth, &auth)
     }
 }
 

@@ -30,3 +30,4 @@ pub mod http;
 pub mod metrics;
 pub mod server;
 pub mod sessions;
+pub mod store_server;

@@ -17,6 +17,7 @@ mod logging;
 mod rest;
 mod run_cli;
 mod server_command;
+mod store_settings;
 mod store_url;
 mod tokens;
 
@@ -38,7 +39,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a node of a cluster (peer transport + HTTP API).
-    Server(config::ServerArgs),
+    Server(Box<config::ServerArgs>),
     /// Show a table of the cluster, one row per endpoint.
     Status(client::StatusArgs),
     /// Print each leadership change as it happens.
@@ -75,7 +76,7 @@ fn main() -> ExitCode {
     let command = Cli::parse().command;
     let result = match command {
         Command::Sim(args) => return tenure_sim::cli::run(args),
-        Command::Server(args) => block_on(server_command::run(args)),
+        Command::Server(args) => block_on(server_command::run(*args)),
         Command::Status(args) => block_on(client::status(args)),
         Command::Watch(args) => block_on(client::watch(args)),
         Command::Transfer(args) => block_on(client::transfer(args)),

@@ -172,11 +172,7 @@ impl Metrics {
         register_state(&mut r, node);
         register_election_counters(&mut r, &m);
         register_transport(&mut r, &m);
-        r.register(
-            "failover_duration_seconds",
-            "Time from losing the known leader to knowing the next one, as seen by this node",
-            self.failover_seconds.clone(),
-        );
+        self.register_failovers(&mut r);
         register_log(&mut r, kv);
         r.register(
             "kv_commit_duration_seconds",
@@ -191,11 +187,52 @@ impl Metrics {
         );
         register_sessions(&mut r, self, kv);
         register_elections(&mut r, &self.elections);
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = encode(&mut out, &r);
-        out
+        encoded(&r)
     }
+
+    /// Renders the metrics of a server whose leadership comes from a store
+    /// ([`crate::store_server`]): whether it leads (`leading`, checked at
+    /// the call), its term and fencing token (both the store's token) and
+    /// the failover histogram.
+    pub fn render_store(&self, leading: bool, leadership: &Leadership) -> String {
+        let mut r = Registry::with_prefix("tenure");
+        let token = leadership.fencing_token.map_or(0, |t| t.0);
+        register_leading(&mut r, leading, leadership.term.0, token);
+        self.register_failovers(&mut r);
+        encoded(&r)
+    }
+
+    /// The failover histogram.
+    fn register_failovers(&self, r: &mut Registry) {
+        r.register(
+            "failover_duration_seconds",
+            "Time from losing the known leader to knowing the next one, as seen by this node",
+            self.failover_seconds.clone(),
+        );
+    }
+}
+
+/// The registry in the text format.
+fn encoded(r: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, r);
+    out
+}
+
+/// Whether this node leads, its term and the fencing token it knows of.
+fn register_leading(r: &mut Registry, leading: bool, term: u64, fencing_token: u64) {
+    r.register(
+        "is_leader",
+        "1 while this node leads (role leader with a valid lease), else 0",
+        ConstGauge::new(i64::from(leading)),
+    );
+    r.register("term", "This node's current term", ConstGauge::new(clamp(term)));
+    r.register(
+        "fencing_token",
+        "Fencing token of the leader this node knows of (0 when none)",
+        ConstGauge::new(clamp(fencing_token)),
+    );
 }
 
 /// The elections API's counters and gauges.
@@ -229,17 +266,8 @@ fn register_elections(r: &mut Registry, e: &ElectionMetrics) {
 /// The node's state now: leading, term, fencing token, storage, connected peers.
 fn register_state(r: &mut Registry, node: &NodeHandle) {
     let status = node.status();
-    r.register(
-        "is_leader",
-        "1 while this node leads (role leader with a valid lease), else 0",
-        ConstGauge::new(i64::from(node.is_leader())),
-    );
-    r.register("term", "This node's current term", ConstGauge::new(clamp(status.term.0)));
-    r.register(
-        "fencing_token",
-        "Fencing token of the leader this node knows of (0 when none)",
-        ConstGauge::new(clamp(status.fencing_token.map_or(0, |t| t.0))),
-    );
+    let token = status.fencing_token.map_or(0, |t| t.0);
+    register_leading(r, node.is_leader(), status.term.0, token);
     r.register(
         "storage_failed",
         "1 while the state file cannot be written",

@@ -138,7 +138,7 @@ pub async fn run(
 }
 
 /// Says at start who may call the API (token names and roles, never values).
-fn log_api_access(api: &ApiAuth) {
+pub(crate) fn log_api_access(api: &ApiAuth) {
     let probes = if api.probes_open() { "open to anyone" } else { "need a read token" };
     if api.is_insecure_open() {
         warn!(

@@ -3,18 +3,25 @@
 
 use crate::config::ServerArgs;
 use crate::logging;
+use crate::store_url;
 use anyhow::Context;
 use std::future::Future;
 use std::net::TcpListener;
 use std::process::ExitCode;
+use tenure::http::HttpLimits;
 use tenure::server::{self, ServerConfig};
+use tenure::store_server::{self, StoreServerConfig};
 use tenure_node::tls::TlsIdentity;
 use tenure_node::{ResetOutcome, Security};
 use tokio::signal::unix::{signal, SignalKind};
+use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
 /// Runs the server; returns when it has shut down.
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    if args.store_led()? {
+        return run_store_led(args).await;
+    }
     let settings = args.resolve()?;
     logging::init(settings.log_format);
     // The TLS files are checked before anything is bound: a certificate that
@@ -34,6 +41,40 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let stop = stop_signal()?;
     let config = ServerConfig { api: settings.api, ..ServerConfig::new(settings.node) };
     server::run(config, peers, http, stop).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tenure server --store`: a server whose leadership comes from the store
+/// (no node of its own), until SIGTERM or Ctrl-C; it resigns first.
+async fn run_store_led(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    let s = crate::store_settings::resolve(&args)?;
+    let base = s.base;
+    logging::init(base.log_format);
+    let tls = match &base.security {
+        Security::MutualTls(files) => {
+            let identity = TlsIdentity::load(files, &base.cluster_id, base.id)?;
+            Some(TlsAcceptor::from(identity.https_server_config()))
+        }
+        Security::InsecureNoTls => None,
+    };
+    let cacert = s.store_auth.cacert.as_deref();
+    let store = store_url::open(&s.store, cacert, &s.store_token, &s.store_auth)
+        .with_context(|| format!("--store {}", s.store))?;
+    let http = TcpListener::bind(base.http)
+        .with_context(|| format!("cannot listen for HTTP on {}", base.http))?;
+    let stop = stop_signal()?;
+    let config = StoreServerConfig {
+        id: base.id,
+        store,
+        store_url: s.store.to_string(),
+        election: s.election,
+        ttl: s.ttl,
+        advertise_http: s.advertise_http,
+        http: HttpLimits::default(),
+        api: base.api,
+        tls,
+    };
+    store_server::run(config, http, stop).await?;
     Ok(ExitCode::SUCCESS)
 }
 

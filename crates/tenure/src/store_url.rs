@@ -6,8 +6,13 @@
 //! * `etcd://HOST:PORT,…`: an etcd cluster's v3 API;
 //! * `zk://HOST:PORT,…`: a ZooKeeper ensemble.
 
+use crate::client::connect;
+use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use tenure_client::{Cluster, Store, TenureStore};
 
 /// Environment variable that sets `--store`.
 pub const STORE_ENV: &str = "TENURE_STORE";
@@ -112,8 +117,37 @@ pub fn parse(url: &str) -> anyhow::Result<StoreUrl> {
     }
 }
 
+/// The tenure cluster at `endpoints` (as `--endpoints` takes them), trusting
+/// the CA in `cacert` and sending the token of `auth`.
+pub fn tenure_cluster(
+    cacert: Option<&Path>,
+    auth: &TokenArgs,
+    endpoints: &str,
+) -> anyhow::Result<Arc<Cluster>> {
+    let (client, endpoints) = connect(cacert, auth, endpoints)?;
+    Ok(Arc::new(Cluster::new(client.inner().clone(), endpoints)?))
+}
+
+/// Opens the store `url` names: for `tenure://`, a client of that cluster's
+/// HTTP API trusting `cacert` and sending the token of `tokens`; for
+/// `etcd://` and `zk://`, [`open_external`] with `auth`. `tenure elect`,
+/// `tenure run` and `tenure server --store` all open their store here.
+pub fn open(
+    url: &StoreUrl,
+    cacert: Option<&Path>,
+    tokens: &TokenArgs,
+    auth: &StoreAuth,
+) -> anyhow::Result<Arc<dyn Store>> {
+    match url {
+        StoreUrl::Tenure(hosts) => {
+            Ok(Arc::new(TenureStore::new(tenure_cluster(cacert, tokens, &hosts.join(","))?)))
+        }
+        external => open_external(external, auth),
+    }
+}
+
 /// Checks one `host:port` (a name or an address; IPv6 in brackets).
-fn host_port(h: &str) -> anyhow::Result<String> {
+pub fn host_port(h: &str) -> anyhow::Result<String> {
     let Some((host, port)) = h.rsplit_once(':') else {
         bail!("{h:?} has no port: write HOST:PORT");
     };

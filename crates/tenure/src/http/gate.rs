@@ -2,18 +2,36 @@
 //! [`Access`] and the caller's token, or answers 401/403 (and counts the
 //! refusal in the server's rate-limited log).
 
-use super::auth::{Access, Caller, Refusal};
+use super::auth::{Access, ApiAuth, Caller, Refusal};
 use super::state::{ApiError, AppState};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::net::SocketAddr;
+use std::sync::Arc;
+use tenure_node::RateLimitedLog;
+
+/// What the gate needs: who may call, and where refusals are counted. Its
+/// own state, so that every router (a node's, a store-led server's) puts
+/// the same gate in front of its endpoints.
+#[derive(Clone)]
+pub(crate) struct Gate {
+    pub(crate) auth: Arc<ApiAuth>,
+    pub(crate) rejections: Arc<RateLimitedLog>,
+}
+
+impl AppState {
+    /// The gate in front of its endpoints.
+    pub(crate) fn gate(&self) -> Gate {
+        Gate { auth: self.auth.clone(), rejections: self.rejections.clone() }
+    }
+}
 
 /// Runs the handler for an admitted request, with a [`Caller`] extension
 /// (its token's name and role, and its address); refuses the others.
 pub(super) async fn admit(
-    State(st): State<AppState>,
+    State(st): State<Gate>,
     access: Access,
     mut req: Request,
     next: Next,

@@ -25,25 +25,26 @@ mod conn;
 mod election_observe;
 mod elections;
 mod gate;
-mod health;
+pub(crate) mod health;
 mod keepalive;
 mod keepalive_stream;
 mod kv;
 mod kv_body;
 mod kv_watch;
-mod leader;
+pub(crate) mod leader;
 mod limits;
-mod metrics;
+pub(crate) mod metrics;
 mod serve;
 mod sessions;
 mod state;
 mod status;
 mod transfer;
-mod watch;
+pub(crate) mod watch;
 mod watchers;
 
 pub use auth::{Access, ApiAuth, ApiToken, Role, TokenError, TokenSpec};
 pub use elections::{campaign_command, proclaim_request, resign_command};
+pub(crate) use gate::Gate;
 pub use kv::MAX_TXN_BODY_BYTES;
 pub use kv_body::txn_command;
 pub use limits::{
@@ -55,6 +56,7 @@ pub use sessions::grant_command;
 pub use state::{ApiError, AppState};
 pub use status::status_body;
 pub use transfer::target as transfer_target;
+pub(crate) use watchers::Watchers;
 pub use watchers::{MAX_WATCHERS, MAX_WATCHERS_PER_ADDRESS, MAX_WATCHERS_PER_TOKEN};
 
 use axum::extract::DefaultBodyLimit;
@@ -309,15 +311,13 @@ impl Endpoint {
         self.path.replace("{*key}", "example").replace("{id}", "1").replace("{name}", "example")
     }
 
-    fn method_router(&'static self, state: &AppState) -> MethodRouter<AppState> {
-        let filter = self
-            .methods
+    /// The methods of the row as a filter.
+    fn filter(&self) -> MethodFilter {
+        self.methods
             .iter()
             .map(|m| MethodFilter::try_from(m.clone()).expect("the table names standard methods"))
             .reduce(MethodFilter::or)
-            .expect("every endpoint has a method");
-        let gate = move |st, req, next| gate::admit(st, self.access, req, next);
-        (self.handlers)(filter).route_layer(middleware::from_fn_with_state(state.clone(), gate))
+            .expect("every endpoint has a method")
     }
 }
 
@@ -360,28 +360,47 @@ fn paths() -> Vec<&'static str> {
 /// The API's routes, built from [`ENDPOINTS`], each row behind the gate of
 /// its [`Access`]; the rows of one path share its route and its 405.
 pub fn router(state: AppState) -> Router {
+    let gate = state.gate();
+    routes(&gate, |e, filter| (e.handlers)(filter))
+        .route("/v1/kv/", empty_key_route(&gate))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// A router over every path of [`ENDPOINTS`] whose handlers come from
+/// `handlers` (given the row and its methods), each row behind `gate` with
+/// its [`Access`], a 405 naming the allowed methods for the others and a 404
+/// naming the endpoints for unknown paths. The node's router and the
+/// store-led server's ([`crate::store_server`]) are both built by it.
+pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
+    gate: &Gate,
+    handlers: impl Fn(&'static Endpoint, MethodFilter) -> MethodRouter<S>,
+) -> Router<S> {
     paths()
         .into_iter()
         .fold(Router::new(), |router, path| {
             let methods = ENDPOINTS
                 .iter()
                 .filter(|e| e.path == path)
-                .fold(MethodRouter::new(), |m, e| m.merge(e.method_router(&state)))
+                .fold(MethodRouter::new(), |m, e| {
+                    let admit = move |g, req, next| gate::admit(g, e.access, req, next);
+                    m.merge(
+                        handlers(e, e.filter())
+                            .route_layer(middleware::from_fn_with_state(gate.clone(), admit)),
+                    )
+                })
                 .fallback(move |method: Method| async move { method_not_allowed(path, &method) });
             router.route(path, methods)
         })
-        .route("/v1/kv/", empty_key_route(&state))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(state)
 }
 
 /// `/v1/kv/`, which the wildcard of `/v1/kv/{*key}` does not match (it
 /// needs a character): 400, the key is empty, behind the gate of a read.
-fn empty_key_route(state: &AppState) -> MethodRouter<AppState> {
-    let gate = |st, req, next| gate::admit(st, Access::Read, req, next);
+fn empty_key_route(gate: &Gate) -> MethodRouter<AppState> {
+    let admit = |g, req, next| gate::admit(g, Access::Read, req, next);
     on(MethodFilter::GET.or(MethodFilter::PUT).or(MethodFilter::DELETE), empty_key)
-        .route_layer(middleware::from_fn_with_state(state.clone(), gate))
+        .route_layer(middleware::from_fn_with_state(gate.clone(), admit))
         .fallback(|method: Method| async move { method_not_allowed("/v1/kv/{*key}", &method) })
 }
 

@@ -3,7 +3,7 @@
 
 use super::auth::Caller;
 use super::state::{ApiError, AppState};
-use super::watchers::{WatchRefusal, WatchSlot};
+use super::watchers::{WatchRefusal, WatchSlot, Watchers};
 use crate::api::LeadershipBody;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -13,7 +13,7 @@ use axum::Extension;
 use futures_util::stream::{self, Stream};
 use std::convert::Infallible;
 use std::time::Duration;
-use tenure_node::Leadership;
+use tenure_node::{Leadership, RateLimitedLog};
 use tokio::sync::watch;
 
 /// Interval of SSE keep-alive comments, so proxies and clients see a live stream.
@@ -27,16 +27,36 @@ pub async fn get(
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, ApiError> {
     let slot = acquire_slot(&st, &caller)?;
-    let stream = leadership_events(st.node.leadership(), st.stopping.clone(), slot);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response())
+    Ok(leadership_sse(st.node.leadership(), st.stopping.clone(), slot))
+}
+
+/// The `/v1/watch` answer over any leadership channel (a node's, or a
+/// store-led server's): the SSE stream of [`leadership_events`] with
+/// keep-alive comments.
+pub(crate) fn leadership_sse(
+    rx: watch::Receiver<Leadership>,
+    stopping: watch::Receiver<bool>,
+    slot: WatchSlot,
+) -> Response {
+    let stream = leadership_events(rx, stopping, slot);
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE)).into_response()
 }
 
 /// A stream's slot for `caller` (the watch streams of `/v1/watch` and
 /// `/v1/kv-watch` count together), or the refusal: 429 when the caller's
 /// address or token has its share open, 503 when every stream is taken.
 pub(super) fn acquire_slot(st: &AppState, caller: &Caller) -> Result<WatchSlot, ApiError> {
-    st.watchers.acquire(caller.addr, caller.token.as_ref()).map_err(|refusal| {
-        st.rejections.record(refusal.reason(), caller.addr);
+    stream_slot(&st.watchers, &st.rejections, caller)
+}
+
+/// [`acquire_slot`] from `watchers`, refusals counted in `rejections`.
+pub(crate) fn stream_slot(
+    watchers: &Watchers,
+    rejections: &RateLimitedLog,
+    caller: &Caller,
+) -> Result<WatchSlot, ApiError> {
+    watchers.acquire(caller.addr, caller.token.as_ref()).map_err(|refusal| {
+        rejections.record(refusal.reason(), caller.addr);
         let status = match refusal {
             WatchRefusal::Total => StatusCode::SERVICE_UNAVAILABLE,
             WatchRefusal::Address(_) | WatchRefusal::Token(_) => StatusCode::TOO_MANY_REQUESTS,
