@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_client::session::trusted_span;
-use tenure_client::{Client, Cluster, Loss, Session};
+use tenure_client::{Cluster, Loss, Session};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -95,12 +95,8 @@ async fn setup() -> (Arc<Cluster>, Arc<Script>) {
         revoked: AtomicU32::new(0),
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up = format!("http://{}", listener.local_addr().unwrap());
+    let cluster = common::behind_a_closed_endpoint(&listener).await;
     tokio::spawn(serve(listener, script.clone()));
-    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let down = format!("http://{}", closed.local_addr().unwrap());
-    drop(closed);
-    let cluster = Cluster::new(Client::default(), vec![down, up]).unwrap();
     (Arc::new(cluster), script)
 }
 

@@ -5,11 +5,13 @@
 //! creation revision; waits are cut to the long-poll limit; resigning or
 //! revoking what is already gone is not an error.
 
+mod common;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tenure_client::store::MAX_WAIT;
-use tenure_client::{Client, Cluster, SessionId, Store, StoreError, TenureStore, Waited};
+use tenure_client::{SessionId, Store, StoreError, TenureStore, Waited};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -26,25 +28,10 @@ struct Script {
     resigns: AtomicU32,
 }
 
-/// Reads one request (head and Content-Length body).
+/// Reads one request (head and Content-Length body): its line and body.
 async fn read_request(stream: &mut TcpStream) -> Option<(String, String)> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await.ok()? == 0 {
-            return None;
-        }
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let length = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-        })
-        .unwrap_or(0);
+    let head = common::read_head(stream).await?;
+    let length = common::header(&head, "content-length").map_or(0, |v| v.parse().unwrap_or(0));
     let mut body = vec![0u8; length];
     stream.read_exact(&mut body).await.ok()?;
     let line = head.lines().next()?.to_string();
@@ -112,12 +99,8 @@ async fn serve(listener: TcpListener, script: Arc<Script>) {
 async fn setup() -> (TenureStore, Arc<Script>) {
     let script = Arc::new(Script::default());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up = format!("http://{}", listener.local_addr().unwrap());
+    let cluster = common::behind_a_closed_endpoint(&listener).await;
     tokio::spawn(serve(listener, script.clone()));
-    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let down = format!("http://{}", closed.local_addr().unwrap());
-    drop(closed);
-    let cluster = Cluster::new(Client::default(), vec![down, up]).unwrap();
     (TenureStore::new(Arc::new(cluster)), script)
 }
 
