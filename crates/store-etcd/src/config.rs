@@ -26,7 +26,7 @@ const H2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const H2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How an [`crate::EtcdStore`] talks to etcd.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct EtcdOptions {
     /// The key prefix of every election (no trailing `/`): election `E`'s
     /// candidacies are the keys `<prefix>/E/<lease id as 16 hex digits>`.
@@ -35,7 +35,8 @@ pub struct EtcdOptions {
     /// for `https://` endpoints (no system roots are trusted), refused with
     /// `http://` ones.
     pub cacert: Option<PathBuf>,
-    /// A user name and password (etcd's authentication), if enabled.
+    /// A user name and password (etcd's authentication), if enabled
+    /// (`Debug` shows the name only).
     pub user: Option<(String, String)>,
     /// The bound of each request ([`REQUEST_TIMEOUT`] by default).
     pub request_timeout: Duration,
@@ -44,6 +45,19 @@ pub struct EtcdOptions {
     /// by default): a member that vanished is noticed within this plus
     /// the request timeout.
     pub probe_after: Duration,
+}
+
+impl std::fmt::Debug for EtcdOptions {
+    /// Everything but the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdOptions")
+            .field("prefix", &self.prefix)
+            .field("cacert", &self.cacert)
+            .field("user", &self.user.as_ref().map(|(name, _)| name))
+            .field("request_timeout", &self.request_timeout)
+            .field("probe_after", &self.probe_after)
+            .finish()
+    }
 }
 
 impl Default for EtcdOptions {

@@ -95,15 +95,19 @@ impl KeepAlives {
                     }
                 }
             }
-            let s = guard.as_mut().expect("opened above");
-            match once(s, session, id, endpoints).await {
+            // Out of the slot for the exchange: if this future is dropped
+            // after the request left and before its answer was read, the
+            // stream goes with it; left in the slot, its late answer would
+            // be taken for the next request's, whose send time is later.
+            let mut s = guard.take().expect("opened above");
+            match once(&mut s, session, id, endpoints).await {
                 Ok(r) => {
                     endpoints.answered(s.endpoint);
+                    *guard = Some(s);
                     return Ok(r);
                 }
                 Err(e) => {
                     let i = s.endpoint;
-                    *guard = None;
                     if !e.is_retryable() {
                         drop(guard);
                         self.forget_if_gone(session, &e);
@@ -172,7 +176,12 @@ async fn once(
         ));
     }
     match u64::try_from(answer.ttl()) {
-        Ok(ttl) if ttl > 0 => Ok(Renewal { session, sent, ttl: Duration::from_secs(ttl) }),
+        Ok(ttl) if ttl > 0 => {
+            let ttl = Duration::from_secs(ttl);
+            tenure_client::session::check_ttl(ttl)
+                .map_err(|e| odd(endpoint, &format!("keepalive of lease {id} granted {e}")))?;
+            Ok(Renewal { session, sent, ttl })
+        }
         _ => Err(StoreError::Gone(format!("{endpoint}: lease {id:016x} not found (TTL 0)"))),
     }
 }

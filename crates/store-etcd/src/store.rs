@@ -93,7 +93,9 @@ impl EtcdStore {
         }
         let (id, granted) = (u64::try_from(answer.id()), u64::try_from(answer.ttl()));
         match (id, granted) {
-            (Ok(id), Ok(granted)) if id > 0 && granted > 0 => {
+            // A TTL outside what a session may have (one day at most)
+            // is an answer no etcd gives: refused, not trusted.
+            (Ok(id), Ok(granted)) if id > 0 && check_ttl(Duration::from_secs(granted)).is_ok() => {
                 Ok(Renewal { session: SessionId(id), sent, ttl: Duration::from_secs(granted) })
             }
             _ => Err(odd(

@@ -498,3 +498,27 @@ async fn https_endpoints_with_the_ca_and_credentials() {
     assert!(matches!(next(&mut observed).await, Observed::NoLeader { .. }));
     store.revoke(a.session).await.unwrap();
 }
+
+/// A renewal dropped after its request left (its caller's timeout) must
+/// not leave its answer to be taken for the next renewal's: that answer
+/// would prove an instant earlier than the next renewal's send time. Found
+/// in review: the next renewal, with the only member paused again, came
+/// back `Ok` with its own (later) send time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_renewal_leaves_no_answer_for_the_next() {
+    let mut cluster = EtcdCluster::start(1);
+    let store = store(&cluster);
+    let s = store.grant(Duration::from_secs(5)).await.unwrap().session;
+    store.renew(s).await.expect("a first renewal opens the stream");
+    cluster.pause(0);
+    let abandoned = tokio::time::timeout(Duration::from_millis(100), store.renew(s)).await;
+    assert!(abandoned.is_err(), "a paused member cannot answer: {abandoned:?}");
+    // The member answers the abandoned request, then stops again.
+    cluster.resume(0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.pause(0);
+    let next = store.renew(s).await;
+    cluster.resume(0);
+    assert!(next.is_err(), "a renewal no member answered: {next:?}");
+    store.renew(s).await.expect("renewed once the member runs again");
+}
