@@ -40,7 +40,9 @@ impl Leading {
     /// Whether the leadership still holds: not cancelled, and the
     /// session's deadline has not passed.
     pub fn is_valid(&self) -> bool {
-        !self.cancel.is_cancelled() && tokio::time::Instant::now() < self.session.deadline()
+        !self.cancel.is_cancelled()
+            && self.session.ended().is_none()
+            && tokio::time::Instant::now() < self.session.deadline()
     }
 }
 
@@ -51,6 +53,10 @@ pub enum Ended {
     Stopped,
     /// The session ended (while leading: leadership was lost).
     Lost(Loss),
+    /// While leading, a read showed another token (or none) leading: the
+    /// candidacy's key was deleted by someone else
+    /// ([`StoreElection::deposed`]).
+    Deposed,
 }
 
 impl fmt::Display for Ended {
@@ -58,6 +64,7 @@ impl fmt::Display for Ended {
         match self {
             Ended::Stopped => f.write_str("stopped"),
             Ended::Lost(loss) => write!(f, "lost: {loss}"),
+            Ended::Deposed => f.write_str("deposed: the candidacy's key was deleted"),
         }
     }
 }
@@ -214,6 +221,10 @@ impl LeaderElector {
         let ended = tokio::select! {
             _ = stop.cancelled() => Ended::Stopped,
             loss = session.lost() => Ended::Lost(loss),
+            why = self.election.deposed(&session, &candidacy) => {
+                tracing::warn!(election = %self.election.name(), %why, "deposed");
+                Ended::Deposed
+            }
         };
         cancel.cancel();
         if ended == Ended::Stopped {
@@ -324,8 +335,14 @@ async fn latch_loop(elector: LeaderElector, stop: CancellationToken) {
     while !stop.is_cancelled() {
         match elector.run(stop.clone()).await {
             Ok(Ended::Stopped) => return,
-            Ok(Ended::Lost(loss)) => {
-                tracing::info!(election = %elector.election.name(), %loss, "campaigning again");
+            Ok(ended @ (Ended::Lost(_) | Ended::Deposed)) => {
+                tracing::info!(election = %elector.election.name(), %ended, "campaigning again");
+                // Not at once: a store whose connection flaps would be
+                // asked for a session in a tight loop.
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(LATCH_RETRY_MIN) => {}
+                }
                 pause = LATCH_RETRY_MIN;
             }
             Err(e) => {

@@ -132,7 +132,7 @@ impl Session {
         let (tx, rx) = watch::channel(state);
         let stop = CancellationToken::new();
         let id = granted.session;
-        tokio::spawn(keepalive(store.clone(), id, granted.ttl, Instant::now(), tx, stop.clone()));
+        tokio::spawn(keepalive(store.clone(), id, granted.ttl, granted.sent, tx, stop.clone()));
         Ok(Session { store, id, ttl: granted.ttl, state: rx, stop })
     }
 
@@ -218,6 +218,12 @@ impl SessionWatch {
     /// Until when the session is trusted now.
     pub fn deadline(&self) -> Instant {
         self.state.borrow().deadline
+    }
+
+    /// Why the session ended, if the keepalive task said so (a deadline
+    /// that passed is [`SessionWatch::deadline`]'s to tell).
+    pub fn ended(&self) -> Option<Loss> {
+        self.state.borrow().ended
     }
 
     /// Returns at the next change: a renewal moved the deadline, or the

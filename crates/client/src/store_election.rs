@@ -36,6 +36,21 @@ impl StoreElection {
         &self.store
     }
 
+    /// Refuses a candidacy of another session or election.
+    fn owned(&self, session: &Session, candidacy: &Candidacy) -> Result<(), Error> {
+        if candidacy.session != session.session_id() || candidacy.election != self.name {
+            return Err(Error::Invalid(format!(
+                "election {}: the candidacy {} is session {}'s in election {}, not session {}'s",
+                self.name,
+                candidacy.key,
+                candidacy.session,
+                candidacy.election,
+                session.id()
+            )));
+        }
+        Ok(())
+    }
+
     /// Refuses a session of another store, or one that ended.
     fn usable(&self, session: &Session) -> Result<(), Error> {
         if !std::ptr::addr_eq(Arc::as_ptr(session.store()), Arc::as_ptr(&self.store)) {
@@ -73,6 +88,7 @@ impl StoreElection {
         session: &Session,
         candidacy: &Candidacy,
     ) -> Result<u64, Error> {
+        self.owned(session, candidacy)?;
         self.usable(session)?;
         let mut pause = OBSERVE_BACKOFF_MIN;
         loop {
@@ -105,6 +121,32 @@ impl StoreElection {
                     pause = (pause * 2).min(OBSERVE_BACKOFF_MAX);
                 }
                 Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Returns, with the reason, once a linearizable read says that
+    /// `candidacy`'s token no longer leads although its session lives on:
+    /// its key was deleted by someone else (an operator, a client with
+    /// write access to the store). Checked every renewal interval while
+    /// the caller leads, so such a leadership ends within one interval
+    /// plus a read (the fencing token covers that window); a read that
+    /// fails is tried at the next interval (the session's deadline covers
+    /// a store that does not answer).
+    pub async fn deposed(&self, session: &Session, candidacy: &Candidacy) -> String {
+        loop {
+            tokio::time::sleep(session.renew_interval()).await;
+            match self.store.check(&self.name, candidacy.token).await {
+                Ok(check) if !check.current => {
+                    return match check.token {
+                        Some(t) => {
+                            format!("token {t} leads {} now, not {}", self.name, candidacy.token)
+                        }
+                        None => format!("no candidacy leads {} now", self.name),
+                    };
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(election = %self.name, error = %e, "check failed"),
             }
         }
     }

@@ -522,3 +522,47 @@ async fn an_abandoned_renewal_leaves_no_answer_for_the_next() {
     assert!(next.is_err(), "a renewal no member answered: {next:?}");
     store.renew(s).await.expect("renewed once the member runs again");
 }
+
+/// A leader whose key someone else deletes (an operator, a client with
+/// write access) keeps its session, so no deadline ends its leadership:
+/// the layer above checks, every renewal interval, that its token still
+/// leads, and cancels the leading context when it does not. Found in
+/// review: both latches said they led, for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_key_someone_deletes_is_deposed() {
+    use std::sync::Arc;
+    use tenure_client::LeaderLatch;
+    let cluster = EtcdCluster::start(1);
+    let store: Arc<dyn Store> = Arc::new(store(&cluster));
+    let ttl = Duration::from_secs(3);
+    let a = LeaderLatch::start_in(store.clone(), "deposed", "a", ttl).unwrap();
+    assert!(a.await_leadership(Duration::from_secs(10)).await, "a leads");
+    let leading = a.leadership().expect("a leads");
+    let b = LeaderLatch::start_in(store.clone(), "deposed", "b", ttl).unwrap();
+    let queued = Instant::now() + Duration::from_secs(10);
+    while keys(&cluster, "deposed").await < 2 {
+        assert!(Instant::now() < queued, "b did not queue");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Delete a's key (the first created) behind its back.
+    let prefix = format!("{PREFIX}/deposed/");
+    let first = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_sort(etcd_client::SortTarget::Create, etcd_client::SortOrder::Ascend)
+        .with_limit(1);
+    let mut raw = raw(&cluster).await;
+    let answer = raw.get(prefix.as_str(), Some(first)).await.unwrap();
+    let key = answer.kvs()[0].key().to_vec();
+    let deleted = Instant::now();
+    raw.delete(key, None).await.unwrap();
+    let bound = ttl / 3 + Duration::from_secs(2);
+    tokio::time::timeout(bound, leading.cancel.cancelled())
+        .await
+        .expect("a's leading context is cancelled within a renewal interval and a read");
+    let took = deleted.elapsed();
+    println!("deposed {} ms after its key was deleted", took.as_millis());
+    assert!(!leading.is_valid());
+    assert!(b.await_leadership(Duration::from_secs(5)).await, "b leads");
+    a.close().await;
+    b.close().await;
+}

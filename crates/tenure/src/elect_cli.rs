@@ -188,6 +188,11 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
             let _ = session.close().await;
             Ok(ExitCode::from(EXIT_LOST))
         }
+        why = election.deposed(&session, &candidacy) => {
+            eprintln!("{}  lost leadership of {}: deposed ({why})", timestamp(), args.name);
+            let _ = session.close().await;
+            Ok(ExitCode::from(EXIT_LOST))
+        }
     }
 }
 

@@ -237,7 +237,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             session.id(),
             args.command[0]
         );
-        let term = lead(&args, &session, token, grace, &mut signals).await;
+        let deposed = election.deposed(&session, &candidacy);
+        let term = lead(&args, &session, token, grace, &mut signals, deposed).await;
         let resigned = election.resign(&candidacy).await;
         let _ = session.close().await;
         match term? {
@@ -274,7 +275,9 @@ async fn lead(
     token: u64,
     grace: Duration,
     signals: &mut StopSignals,
+    deposed: impl std::future::Future<Output = String>,
 ) -> anyhow::Result<Term> {
+    tokio::pin!(deposed);
     // Watch before reading the first deadline: no renewal falls in between.
     let mut deadlines = session.watch();
     let mut stale = session.watch();
@@ -313,7 +316,8 @@ async fn lead(
             }
         }
         _ = relay_deadlines(&mut deadlines, &mut control) => unreachable!("relays until cancelled"),
-        loss = stale.stale(grace) => Err(loss),
+        loss = stale.stale(grace) => Err(loss.to_string()),
+        why = &mut deposed => Err(format!("deposed ({why})")),
         _ = signals.recv() => Ok(()),
     };
     // Stop the command: the guard sends SIGTERM now and SIGKILL after the
@@ -323,7 +327,7 @@ async fn lead(
     let status = guard.wait().await.context("waiting for the command")?;
     Ok(match ended {
         Ok(()) => Term::Interrupted(status_code(status)),
-        Err(loss) => Term::Lost(loss.to_string()),
+        Err(why) => Term::Lost(why),
     })
 }
 

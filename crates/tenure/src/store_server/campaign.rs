@@ -62,9 +62,9 @@ pub(crate) async fn run(
         local.send_replace(Local::Idle);
         let failed = match ended {
             Ok(Ended::Stopped) => return,
-            Ok(Ended::Lost(loss)) => {
+            Ok(ended @ (Ended::Lost(_) | Ended::Deposed)) => {
                 pause = CAMPAIGN_PAUSE;
-                warn!(%election, %loss, "the session ended; campaigning again after {pause:?}");
+                warn!(%election, %ended, "the leadership ended; campaigning again after {pause:?}");
                 false
             }
             Err(e) => {
