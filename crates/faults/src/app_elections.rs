@@ -602,7 +602,7 @@ impl Fenced {
             return Err("not an external store".into());
         };
         let host = self.apps[holder].host;
-        let (member, role) = if k % 2 == 0 {
+        let (member, role) = if k.is_multiple_of(2) {
             let linked = connected_members(cluster, store, host);
             (linked.first().copied(), "the holder's endpoint")
         } else {
