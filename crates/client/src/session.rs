@@ -156,6 +156,18 @@ impl Session {
         &self.store
     }
 
+    /// How often it is renewed ([`Store::renew_interval`]).
+    pub fn renew_interval(&self) -> Duration {
+        self.store.renew_interval(self.ttl)
+    }
+
+    /// How far before a renewal's send time its deadline rests
+    /// ([`Store::renewal_lag`]): after a renewal sent at `s`, the deadline
+    /// is `s − lag + TTL (1 − ρ)/(1 + ρ)`.
+    pub fn renewal_lag(&self) -> Duration {
+        self.store.renewal_lag(self.ttl)
+    }
+
     /// Until when it is trusted now (moves on with each renewal).
     pub fn deadline(&self) -> Instant {
         self.state.borrow().deadline
@@ -263,8 +275,8 @@ async fn revoke(store: &dyn Store, id: SessionId) -> Result<(), StoreError> {
     }
 }
 
-/// Renews session `id` every TTL/3 from the last successful renewal's send
-/// time; publishes each new deadline, and the loss (the deadline passed,
+/// Renews session `id` every [`Store::renew_interval`] (TTL/3 by default)
+/// from the last successful renewal's send time; publishes each new deadline, and the loss (the deadline passed,
 /// the store said the session is gone, or its own loss signal fired).
 async fn keepalive(
     store: Arc<dyn Store>,
@@ -287,7 +299,7 @@ async fn keepalive(
         tokio::select! {
             _ = stop.cancelled() => return end(Loss::Closed),
             why = &mut suspended => break suspension(id, why),
-            _ = tokio::time::sleep_until(last_sent + renew_interval(ttl)) => {}
+            _ = tokio::time::sleep_until(last_sent + store.renew_interval(ttl)) => {}
         }
         let renewed = tokio::select! {
             _ = stop.cancelled() => return end(Loss::Closed),

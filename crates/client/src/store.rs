@@ -249,6 +249,21 @@ pub trait Store: Send + Sync + fmt::Debug {
         token: u64,
     ) -> BoxFuture<'a, Result<Check, StoreError>>;
 
+    /// How often a session of `ttl` is renewed: every third of the TTL by
+    /// default, so that two renewals can fail before the deadline.
+    fn renew_interval(&self, ttl: Duration) -> Duration {
+        crate::session::renew_interval(ttl)
+    }
+
+    /// How long before a renewal's own send time the instant its answer
+    /// proves lies ([`Renewal::sent`] is that much earlier): zero by
+    /// default; one renewal interval for a store whose renewal proves only
+    /// the previous one (ZooKeeper, docs/STORES.md §3.3). Whoever plans a
+    /// stop before the deadline (`tenure run`'s grace) counts it.
+    fn renewal_lag(&self, _ttl: Duration) -> Duration {
+        Duration::ZERO
+    }
+
     /// Resolves when the store's own signal says that `session` can no
     /// longer be trusted although its deadline has not come (ZooKeeper:
     /// the connection is `Disconnected`, `Expired` or `Closed`), with the

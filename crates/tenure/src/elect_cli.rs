@@ -75,6 +75,10 @@ impl ConnArgs {
             StoreUrl::Tenure(hosts) => {
                 Ok(Arc::new(TenureStore::new(self.cluster_of(&hosts.join(","))?)))
             }
+            StoreUrl::ZooKeeper(hosts) => {
+                let options = tenure_store_zk::ZkOptions::default();
+                Ok(Arc::new(tenure_store_zk::ZkStore::new(hosts, options)?))
+            }
             other => bail!("{other}: this build cannot reach that store yet"),
         }
     }

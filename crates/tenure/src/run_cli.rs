@@ -103,13 +103,26 @@ pub struct RunArgs {
 /// due, so that one slow renewal does not stop the command:
 /// `trusted_span(ttl) − ttl/3 − ttl/6`.
 pub fn max_grace(ttl: Duration) -> Duration {
-    let interval = renew_interval(ttl);
-    trusted_span(ttl).saturating_sub(interval + interval / 2)
+    max_grace_with(ttl, renew_interval(ttl), Duration::ZERO)
 }
 
-/// The grace of `--grace-ms` (checked) or the default for `ttl`.
+/// The largest grace for a store that renews every `interval` and whose
+/// renewals prove an instant `lag` before their send
+/// ([`tenure_client::Store::renewal_lag`]): the deadline after a renewal
+/// sent at `s` is `s − lag + trusted_span(ttl)`, the next renewal is due at
+/// `s + interval`, and the stop may begin half an interval after that.
+pub fn max_grace_with(ttl: Duration, interval: Duration, lag: Duration) -> Duration {
+    trusted_span(ttl).saturating_sub(lag + interval + interval / 2)
+}
+
+/// The grace of `--grace-ms` (checked) or the default, for a session of
+/// `ttl` on tenure's store (renewed every TTL/3, no lag).
 pub fn grace_of(grace_ms: Option<u64>, ttl: Duration) -> anyhow::Result<Duration> {
-    let max = max_grace(ttl);
+    grace_within(grace_ms, ttl, max_grace(ttl))
+}
+
+/// The grace of `--grace-ms` (checked against `max`) or the default.
+fn grace_within(grace_ms: Option<u64>, ttl: Duration, max: Duration) -> anyhow::Result<Duration> {
     let Some(ms) = grace_ms else {
         return Ok(Duration::from_millis(DEFAULT_GRACE_MS).min(max));
     };
@@ -117,12 +130,11 @@ pub fn grace_of(grace_ms: Option<u64>, ttl: Duration) -> anyhow::Result<Duration
     if grace > max {
         bail!(
             "--grace-ms {ms} does not fit a TTL of {} ms: SIGKILL must come before the session's \
-             deadline ({} ms after the last renewal's send time: TTL x 0.9/1.1) and SIGTERM no \
-             earlier than half a renewal interval after the next renewal is due (TTL/2 = {} ms), \
-             so the grace is at most {} ms; lower --grace-ms or raise --ttl-ms",
+             deadline (at most {} ms after the last renewal's send time: TTL x 0.9/1.1) and \
+             SIGTERM no earlier than half a renewal interval after the next renewal is due, so \
+             the grace is at most {} ms; lower --grace-ms or raise --ttl-ms",
             ttl.as_millis(),
             trusted_span(ttl).as_millis(),
-            (ttl / 2).as_millis(),
             max.as_millis()
         );
     }
@@ -186,7 +198,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let session = grant(&store, ttl).await?;
         // The store may grant another TTL than the one asked (etcd rounds
         // up to whole seconds, ZooKeeper negotiates): the grace must fit it.
-        let grace = match grace_of(args.grace_ms, session.ttl()) {
+        let max = max_grace_with(session.ttl(), session.renew_interval(), session.renewal_lag());
+        let grace = match grace_within(args.grace_ms, session.ttl(), max) {
             Ok(g) => g.min(grace),
             Err(e) => {
                 let granted = session.ttl();

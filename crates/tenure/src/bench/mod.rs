@@ -24,6 +24,7 @@ mod plot;
 pub mod soak;
 mod stats;
 mod system;
+mod zookeeper;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
