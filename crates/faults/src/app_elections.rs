@@ -1,7 +1,10 @@
-//! Application elections on real processes (issue 12): three `tenure run`
-//! processes, each on its own application host (a network namespace of its
-//! own, see [`Cluster::start_with_hosts`]), take turns leading one election
-//! of a three-node tenure cluster. Whoever leads runs a command that writes
+//! Application elections on real processes (issues 12 and 13): three
+//! `tenure run` processes, each on its own application host (a network
+//! namespace of its own, see [`Cluster::start_with_hosts`]), take turns
+//! leading one election held by a three-node tenure cluster, a three-member
+//! etcd cluster or a three-server ZooKeeper ensemble ([`Held`]; who leads is
+//! read the same way for all three, see [`crate::app_backend`]). Whoever
+//! leads runs a command that writes
 //! to a **fenced resource** every 5 ms, giving its fencing token. The
 //! resource is a TCP server in the test process (the root namespace, which
 //! no fault cuts off: a leader cut off from tenure still reaches it, the
@@ -14,7 +17,11 @@
 //! stops the command by the session's deadline), and its host is cut off
 //! from tenure (the same, with `tenure run` running but unable to renew).
 //! Every few handovers the *tenure* leader is SIGKILLed while an
-//! application leads: that leadership must not change.
+//! application leads: that leadership must not change. With an external
+//! store, a store member is SIGKILLed instead (the one the leader's client
+//! talks to, or the store's leader) and restarted: the leadership survives
+//! if the client fails over within its deadline, or is handed over; the
+//! ledger judges either way.
 //!
 //! What must hold, over every handover: no write reaches the resource with
 //! a token below one it has already seen (the old leader's command stopped
@@ -82,6 +89,8 @@ pub const EXTERNAL_KILL_EVERY: usize = 5;
 const MAX_LINE: u64 = 64;
 /// Ledger anomalies kept in full (more are only counted).
 const MAX_ANOMALIES: usize = 20;
+/// Faults listed in a failure report.
+const MAX_EVENTS_SHOWN: usize = 8;
 /// Most handovers of one run.
 pub const MAX_HANDOVERS: usize = 10_000;
 
@@ -331,6 +340,14 @@ struct Standing {
     candidates: usize,
 }
 
+/// The UTC time of day, `HH:MM:SS.mmm`, as the applications' logs show it.
+fn time_of_day() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let ms = now.map_or(0, |d| d.as_millis()) % 86_400_000;
+    let (h, m, s) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60);
+    format!("{h:02}:{m:02}:{s:02}.{:03}", ms % 1000)
+}
+
 /// Milliseconds of `d`, one decimal.
 fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
@@ -366,6 +383,9 @@ fn summary(kind: Fault, times: &[Duration], gaps: &[Duration]) -> String {
 /// the observer go before the store and its network.
 struct Fenced {
     apps: Vec<App>,
+    /// The faults applied so far, with their UTC time of day (the last are
+    /// shown on failure, to read next to the applications' logs).
+    events: Vec<String>,
     observer: Observer,
     resource: Resource,
     profile: Profile,
@@ -383,15 +403,23 @@ impl Fenced {
             .map(|(t, x)| format!("  token {t}: {} ({} writes)", x.holder, x.writes))
             .collect();
         let apps: String = self.apps.iter().map(App::tail).collect();
+        let events = &self.events[self.events.len().saturating_sub(MAX_EVENTS_SHOWN)..];
         let what = format!(
-            "{what}\nledger: {} writes, anomalies {:?}; last tenancies:\n{}\n{apps}{}",
+            "{what}\nledger: {} writes, anomalies {:?}; last tenancies:\n{}\nlast faults:\n{}\n\
+             {apps}{}",
             ledger.writes,
             ledger.anomalies,
             recent.join("\n"),
+            events.join("\n"),
             self.observer.report()
         );
         drop(ledger);
         self.backend.fail(what)
+    }
+
+    /// Records `what` with the time of day.
+    fn event(&mut self, what: String) {
+        self.events.push(format!("  {}  {what}", time_of_day()));
     }
 
     fn app(&self, tag: &str) -> Result<usize, String> {
@@ -466,6 +494,7 @@ impl Fenced {
     /// Makes holder `h` (leading with `token`) go by `fault`, then undoes
     /// the fault; returns how long until a successor led.
     async fn hand_over(&mut self, fault: Fault, token: u64, h: usize) -> Result<Duration, String> {
+        self.event(format!("{fault:?} of {} (token {token})", self.apps[h].tag));
         let cluster = self.backend.cluster();
         match fault {
             Fault::CommandExits => File::create(&self.apps[h].stop_file)
@@ -609,8 +638,10 @@ impl Fenced {
             (store.leader().await, "the store's leader")
         };
         let (member, role) = member.map_or((k % store.len(), "a member"), |m| (m, role));
+        let line = format!("SIGKILL of store member {} ({role})", member + 1);
         let killed = Instant::now();
         store.kill(member)?;
+        self.event(line);
         let across = 2 * self.profile.ttl();
         let bound = self.profile.ttl() + self.profile.handover_margin;
         let changed = self.leader_until(across, |(t, _)| *t != token).await?;
@@ -661,7 +692,14 @@ async fn start(held: Held) -> Result<Fenced, String> {
     let dir = backend.cluster().dir().to_path_buf();
     let observer = Observer::start(&backend, ELECTION, &dir).map_err(|e| backend.fail(e))?;
     let apps = (0..APPS).map(|h| App::new(h, &dir)).collect();
-    let mut f = Fenced { apps, observer, resource, profile: Profile::of(held), backend };
+    let mut f = Fenced {
+        apps,
+        events: Vec::new(),
+        observer,
+        resource,
+        profile: Profile::of(held),
+        backend,
+    };
     let start = Instant::now();
     while !f.observer.started() {
         f.leader()?;

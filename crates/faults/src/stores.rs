@@ -30,6 +30,8 @@ pub const ZK_JAR_ENV: &str = "TENURE_ZK_JAR";
 /// The jar of the Debian package `zookeeper`; its manifest's `Class-Path`
 /// names the dependency jars, which `java -cp` then loads too.
 pub const ZK_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// A logger for ZooKeeper's slf4j, if installed.
+const SLF4J_SIMPLE: &str = "/usr/share/java/slf4j-simple.jar";
 /// etcd's client port in every member's namespace.
 pub const ETCD_CLIENT_PORT: u16 = 2379;
 /// etcd's peer port.
@@ -53,6 +55,9 @@ const MAX_ANSWER: u64 = 1 << 20;
 const READY_POLL: Duration = Duration::from_millis(100);
 /// How long a killed member may take to be reaped.
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
+/// What makes a member's log line worth showing whatever its age: session
+/// expiry and closing, role changes (ZooKeeper's INFO lines).
+const NOTABLE: [&str; 4] = ["xpir", "closeSession", "LEADING", "FOLLOWING -"];
 /// Log lines per member shown in failure reports.
 const LOG_TAIL_LINES: usize = 25;
 
@@ -110,9 +115,16 @@ pub fn launcher(kind: StoreKind) -> Result<Vec<String>, String> {
                 "java was not found: install a JRE (the Debian \
                  package `zookeeper` depends on one)",
             )?;
+            // slf4j-simple (Debian `libslf4j-java`, when there) makes the
+            // servers log (sessions expired, leaders elected) to their log
+            // files; without it they are silent.
+            let cp = match Path::new(SLF4J_SIMPLE).is_file() {
+                true => format!("{jar}:{SLF4J_SIMPLE}"),
+                false => jar,
+            };
             Ok([java.display().to_string(), "-Xmx256m".into(), "-XX:+UseSerialGC".into()]
                 .into_iter()
-                .chain(["-XX:TieredStopAtLevel=1".into(), "-cp".into(), jar])
+                .chain(["-XX:TieredStopAtLevel=1".into(), "-cp".into(), cp])
                 .chain(["org.apache.zookeeper.server.quorum.QuorumPeerMain".into()])
                 .collect())
         }
@@ -363,8 +375,11 @@ impl StoreCluster {
             let text = std::fs::read_to_string(&m.log).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
             let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+            let notable: Vec<&str> =
+                lines.iter().copied().filter(|l| NOTABLE.iter().any(|n| l.contains(n))).collect();
+            let notable = notable[notable.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
             out.push_str(&format!(
-                "--- {} member {} ({}) ---\n{tail}\n",
+                "--- {} member {} ({}): sessions and roles ---\n{notable}\n--- last lines ---\n{tail}\n",
                 self.kind.scheme(),
                 i + 1,
                 m.log.display()
