@@ -2,7 +2,7 @@
 //! loss; `tenure elect --observe`: print every change of an election.
 
 use crate::client::{connect, timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
-use crate::store_url::{StoreUrl, STORE_ENV};
+use crate::store_url::{StoreAuth, StoreUrl, STORE_CACERT_ENV, STORE_ENV, STORE_USER_ENV};
 use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use clap::Args;
@@ -45,6 +45,14 @@ pub struct ConnArgs {
     /// zk://HOST:PORT,... (a ZooKeeper ensemble); see docs/STORES.md.
     #[arg(long, env = STORE_ENV, value_name = "URL", conflicts_with = "endpoints")]
     pub store: Option<String>,
+    /// With an etcd store: the CA certificate (PEM) that signed the members' certificates;
+    /// the endpoints are then https://.
+    #[arg(long, env = STORE_CACERT_ENV, value_name = "FILE", requires = "store")]
+    pub store_cacert: Option<PathBuf>,
+    /// With an etcd store whose authentication is on: the user, whose password is read
+    /// from TENURE_STORE_PASSWORD.
+    #[arg(long, env = STORE_USER_ENV, value_name = "NAME", requires = "store")]
+    pub store_user: Option<String>,
     /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
     /// are then https://, and the servers' certificates are checked against it.
     #[arg(long, env = CACERT_ENV, value_name = "FILE")]
@@ -73,13 +81,19 @@ impl ConnArgs {
         };
         match crate::store_url::parse(url)? {
             StoreUrl::Tenure(hosts) => {
+                if self.store_cacert.is_some() || self.store_user.is_some() {
+                    bail!(
+                        "--store-cacert and --store-user are for etcd stores; tenure's cluster \
+                         takes --cacert and --token"
+                    );
+                }
                 Ok(Arc::new(TenureStore::new(self.cluster_of(&hosts.join(","))?)))
             }
-            StoreUrl::ZooKeeper(hosts) => {
-                let options = tenure_store_zk::ZkOptions::default();
-                Ok(Arc::new(tenure_store_zk::ZkStore::new(hosts, options)?))
+            external => {
+                let auth =
+                    StoreAuth { cacert: self.store_cacert.clone(), user: self.store_user.clone() };
+                crate::store_url::open_external(&external, &auth)
             }
-            other => bail!("{other}: this build cannot reach that store yet"),
         }
     }
 }

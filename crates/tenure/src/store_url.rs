@@ -11,6 +11,62 @@ use std::fmt;
 
 /// Environment variable that sets `--store`.
 pub const STORE_ENV: &str = "TENURE_STORE";
+/// Environment variable that sets `--store-cacert`.
+pub const STORE_CACERT_ENV: &str = "TENURE_STORE_CACERT";
+/// Environment variable that sets `--store-user`.
+pub const STORE_USER_ENV: &str = "TENURE_STORE_USER";
+/// Environment variable holding the password of `--store-user` (never a
+/// flag: a command line is visible to every user of the machine).
+pub const STORE_PASSWORD_ENV: &str = "TENURE_STORE_PASSWORD";
+
+/// How to reach an external store besides its hosts: etcd's TLS and users.
+#[derive(Clone, Debug, Default)]
+pub struct StoreAuth {
+    /// The CA that signed the etcd members' certificates (https).
+    pub cacert: Option<std::path::PathBuf>,
+    /// An etcd user, with the password from [`STORE_PASSWORD_ENV`].
+    pub user: Option<String>,
+}
+
+/// The store `url` names, reached with `auth` (`tenure://` is not opened
+/// here: it needs the tenure cluster's client settings).
+pub fn open_external(
+    url: &StoreUrl,
+    auth: &StoreAuth,
+) -> anyhow::Result<std::sync::Arc<dyn tenure_client::Store>> {
+    let only_etcd = |what: &str| format!("{what} is for etcd stores only; {url} is not one");
+    match url {
+        StoreUrl::Etcd(hosts) => {
+            let user = match &auth.user {
+                None => None,
+                Some(name) => {
+                    let password = std::env::var(STORE_PASSWORD_ENV).with_context(|| {
+                        format!("--store-user {name}: set its password in {STORE_PASSWORD_ENV}")
+                    })?;
+                    Some((name.clone(), password))
+                }
+            };
+            let options = tenure_store_etcd::EtcdOptions {
+                cacert: auth.cacert.clone(),
+                user,
+                ..Default::default()
+            };
+            let list = format!("etcd://{}", hosts.join(","));
+            Ok(std::sync::Arc::new(tenure_store_etcd::EtcdStore::from_url(&list, options)?))
+        }
+        StoreUrl::ZooKeeper(hosts) => {
+            if auth.cacert.is_some() {
+                bail!(only_etcd("--store-cacert"));
+            }
+            if auth.user.is_some() {
+                bail!(only_etcd("--store-user"));
+            }
+            let options = tenure_store_zk::ZkOptions::default();
+            Ok(std::sync::Arc::new(tenure_store_zk::ZkStore::new(hosts.clone(), options)?))
+        }
+        StoreUrl::Tenure(_) => bail!("{url}: tenure's store is opened with the cluster's client"),
+    }
+}
 
 /// A parsed `--store`.
 #[derive(Clone, Debug, PartialEq, Eq)]

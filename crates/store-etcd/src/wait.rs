@@ -1,0 +1,208 @@
+//! Waiting to lead without a herd, and without etcd-io/etcd#19597: each
+//! round reads, in one transaction (one revision), the immediate
+//! predecessor and our own key; leads only if our key is there with our
+//! token and lease and no predecessor is; otherwise watches the
+//! predecessor's key and our own from the read's revision.
+
+use crate::error::{classify, timed_out};
+use crate::inner::{header_revision, lease_id, txn_get, Inner};
+use crate::watch::next_message;
+use etcd_client::{
+    EventType, GetOptions, SortOrder, SortTarget, Txn, TxnOp, WatchFilterType, WatchOptions,
+    WatchStream,
+};
+use std::time::Duration;
+use tenure_client::store::MAX_WAIT;
+use tenure_client::{Candidacy, Retry, StoreError, Waited};
+use tokio::time::Instant;
+
+/// Pause after a watch failed before reading again.
+const WATCH_RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// The most keys ahead a wait reads (and counts: [`Waited::Ahead`] says at
+/// most this many). etcd's range `count` ignores the creation-revision
+/// filter, so the keys ahead are read, keys only, newest first.
+pub const MAX_AHEAD_COUNTED: usize = 10_000;
+
+/// Where a candidacy stands, as of one revision.
+#[derive(Debug, PartialEq, Eq)]
+enum Place {
+    /// No key before ours: ours leads.
+    First,
+    /// Behind `predecessor` (the newest key created before ours), with
+    /// `ahead` keys before ours, read at `revision`.
+    Behind { predecessor: Vec<u8>, ahead: u64, revision: i64 },
+}
+
+/// How watching the predecessor ended.
+enum Woken {
+    /// The predecessor was deleted (or the history the watch needed was
+    /// compacted): read again.
+    ReadAgain,
+    /// Our own key was deleted.
+    OwnGone,
+    /// The wait's deadline came.
+    Deadline,
+}
+
+/// [`tenure_client::Store::wait`] for etcd.
+pub(crate) async fn wait(
+    store: &Inner,
+    c: &Candidacy,
+    timeout: Duration,
+) -> Result<Waited, StoreError> {
+    let key = store.checked_key(c)?;
+    let deadline = Instant::now() + timeout.min(MAX_WAIT);
+    loop {
+        let (predecessor, ahead, revision) = match place(store, c, &key).await? {
+            Place::First => return Ok(Waited::Leads { token: c.token }),
+            Place::Behind { predecessor, ahead, revision } => (predecessor, ahead, revision),
+        };
+        match watch(store, &predecessor, key.as_bytes(), revision, deadline).await {
+            Ok(Woken::ReadAgain) => {}
+            Ok(Woken::OwnGone) => {
+                return Err(StoreError::Gone(format!(
+                    "election {}: candidacy {key} was deleted while waiting",
+                    c.election
+                )))
+            }
+            Ok(Woken::Deadline) => return Ok(Waited::Ahead { ahead }),
+            Err(e) if e.is_retryable() => {
+                tracing::debug!(error = %e, "etcd: watch failed; reading again");
+                if Instant::now() >= deadline {
+                    return Ok(Waited::Ahead { ahead });
+                }
+                tokio::time::sleep(WATCH_RETRY_PAUSE).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One linearizable transaction of two reads at one revision: the keys
+/// created before ours, newest first (the first is the predecessor), and
+/// our own key. The
+/// candidacy is [`StoreError::Gone`] unless our key is there with our
+/// token and our lease.
+async fn place(store: &Inner, c: &Candidacy, key: &str) -> Result<Place, StoreError> {
+    let id = lease_id(c.session)?;
+    let before = i64::try_from(c.token - 1)
+        .map_err(|_| StoreError::Invalid(format!("token {} out of range", c.token)))?;
+    let prefix = store.election_prefix(&c.election);
+    let predecessor = GetOptions::new()
+        .with_prefix()
+        .with_max_create_revision(before)
+        .with_sort(SortTarget::Create, SortOrder::Descend)
+        .with_limit(MAX_AHEAD_COUNTED as i64)
+        .with_keys_only();
+    let txn = Txn::new()
+        .and_then([TxnOp::get(prefix.as_str(), Some(predecessor)), TxnOp::get(key, None)]);
+    let endpoints = &store.endpoints;
+    let (i, answer) = endpoints
+        .call(Retry::Idempotent, |mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        })
+        .await?;
+    let endpoint = &endpoints.list()[i];
+    let revision = header_revision(endpoint, answer.header())?;
+    let own = txn_get(endpoint, &answer, 1)?;
+    match own.kvs().first() {
+        Some(kv) if kv.lease() == id && kv.create_revision() == c.token as i64 => {}
+        _ => {
+            return Err(StoreError::Gone(format!(
+                "election {}: candidacy {key} (token {}) no longer exists at revision {revision}",
+                c.election, c.token
+            )))
+        }
+    }
+    let before = txn_get(endpoint, &answer, 0)?;
+    match before.kvs().first() {
+        None => Ok(Place::First),
+        Some(kv) => Ok(Place::Behind {
+            predecessor: kv.key().to_vec(),
+            ahead: before.kvs().len() as u64,
+            revision: revision as i64,
+        }),
+    }
+}
+
+/// Watches the deletions of `predecessor` and of our own `key` after
+/// `revision`, on the current endpoint, until one comes or `deadline`.
+async fn watch(
+    store: &Inner,
+    predecessor: &[u8],
+    key: &[u8],
+    revision: i64,
+    deadline: Instant,
+) -> Result<Woken, StoreError> {
+    let endpoints = &store.endpoints;
+    let i = endpoints.current();
+    let endpoint = &endpoints.list()[i];
+    let fail = |e: StoreError| {
+        if e.is_retryable() {
+            endpoints.skip(i);
+        }
+        e
+    };
+    let mut stream = open(store, i, predecessor, key, revision).await.map_err(fail)?;
+    let (quiet, timeout) = (store.probe_after, endpoints.timeout);
+    loop {
+        let answer = match next_message(&mut stream, endpoint, quiet, timeout, deadline).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => return Ok(Woken::Deadline),
+            Err(e) => return Err(fail(e)),
+        };
+        if answer.canceled() && answer.compact_revision() == 0 {
+            let message = format!("watch cancelled: {}", answer.cancel_reason());
+            return Err(fail(StoreError::Unavailable { endpoint: endpoint.clone(), message }));
+        }
+        if answer.canceled() {
+            tracing::debug!(%endpoint, compacted = answer.compact_revision(), "etcd: wait's watch compacted; reading again");
+            return Ok(Woken::ReadAgain);
+        }
+        let deleted = |k: &[u8]| {
+            answer.events().iter().any(|e| {
+                e.event_type() == EventType::Delete && e.kv().is_some_and(|kv| kv.key() == k)
+            })
+        };
+        if deleted(key) {
+            return Ok(Woken::OwnGone);
+        }
+        if deleted(predecessor) {
+            return Ok(Woken::ReadAgain);
+        }
+    }
+}
+
+/// A watch stream on endpoint `i` with two watches from `revision` (the
+/// read's), for the deletions of `predecessor` and of `key`.
+///
+/// From `revision`, not `revision + 1`: etcd compacting at `C` drops the
+/// deletions made at `C` yet still accepts a watch from `C` (measured on
+/// 3.4: the watch then never tells them). Watching from the read's revision
+/// makes a compaction at `revision + 1` cancel the watch (read again)
+/// instead. Deletions at `revision` itself cannot concern either key: the
+/// read found both.
+async fn open(
+    store: &Inner,
+    i: usize,
+    predecessor: &[u8],
+    key: &[u8],
+    revision: i64,
+) -> Result<WatchStream, StoreError> {
+    let endpoints = &store.endpoints;
+    let endpoint = &endpoints.list()[i];
+    let options =
+        || WatchOptions::new().with_start_revision(revision).with_filters([WatchFilterType::NoPut]);
+    let mut client = endpoints.client(i).await?;
+    let opened = async {
+        let mut stream = client.watch(predecessor, Some(options())).await?;
+        stream.watch(key, Some(options())).await?;
+        Ok::<_, etcd_client::Error>(stream)
+    };
+    match tokio::time::timeout(endpoints.timeout, opened).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(e)) => Err(classify(endpoint, e)),
+        Err(_) => Err(timed_out(endpoint, endpoints.timeout)),
+    }
+}

@@ -1,0 +1,500 @@
+//! EtcdStore against real etcd members on loopback (tests/common).
+
+mod common;
+
+use common::EtcdCluster;
+use futures_util::StreamExt;
+use std::time::Duration;
+use tenure_client::{Candidacy, Observed, Renewal, SessionId, Store, StoreError, Waited};
+use tenure_store_etcd::{EtcdOptions, EtcdStore};
+use tokio::time::Instant;
+
+const PREFIX: &str = "/test/elections";
+
+fn store(cluster: &EtcdCluster) -> EtcdStore {
+    let options = EtcdOptions { prefix: PREFIX.into(), ..Default::default() };
+    EtcdStore::new(cluster.endpoints(), options).expect("a valid store")
+}
+
+async fn raw(cluster: &EtcdCluster) -> etcd_client::Client {
+    etcd_client::Client::connect(cluster.endpoints(), None).await.expect("connect")
+}
+
+/// A session of `ttl` and its candidacy in `election`.
+async fn candidate(store: &EtcdStore, ttl: Duration, election: &str, value: &str) -> Candidacy {
+    let session = store.grant(ttl).await.expect("grant").session;
+    store.campaign(session, election, value).await.expect("campaign")
+}
+
+/// The number of keys under `election`'s prefix.
+async fn keys(cluster: &EtcdCluster, election: &str) -> i64 {
+    let options = etcd_client::GetOptions::new().with_prefix().with_count_only();
+    let prefix = format!("{PREFIX}/{election}/");
+    raw(cluster).await.get(prefix, Some(options)).await.expect("count").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_report_the_ttl_etcd_granted_and_renewals_their_send_time() {
+    // A 1 s election timeout: etcd's shortest TTL is then ⌈1.5 s⌉ = 2 s.
+    let cluster = EtcdCluster::start_with(1, 1000);
+    let store = store(&cluster);
+    let raised = store.grant(Duration::from_secs(1)).await.unwrap();
+    assert_eq!(raised.ttl, Duration::from_secs(2), "etcd raises a 1 s TTL to its minimum");
+    let rounded = store.grant(Duration::from_millis(2500)).await.unwrap();
+    assert_eq!(rounded.ttl, Duration::from_secs(3), "a TTL is rounded up to whole seconds");
+    for _ in 0..3 {
+        let before = Instant::now();
+        let r: Renewal = store.renew(rounded.session).await.unwrap();
+        let after = Instant::now();
+        assert_eq!(r.session, rounded.session);
+        assert_eq!(r.ttl, Duration::from_secs(3));
+        assert!(before <= r.sent && r.sent <= after, "sent is read while the renewal runs");
+    }
+    store.revoke(rounded.session).await.unwrap();
+    let gone = store.renew(rounded.session).await.unwrap_err();
+    assert!(matches!(gone, StoreError::Gone(_)), "{gone:?}");
+    store.revoke(rounded.session).await.expect("revoking a revoked lease is fine");
+    let never = store.renew(SessionId(0x1234_5678)).await.unwrap_err();
+    assert!(matches!(never, StoreError::Gone(_)), "{never:?}");
+    // A lease revoked behind the back of an open keepalive stream.
+    store.renew(raised.session).await.unwrap();
+    raw(&cluster).await.lease_revoke(raised.session.0 as i64).await.unwrap();
+    let behind = store.renew(raised.session).await.unwrap_err();
+    assert!(matches!(behind, StoreError::Gone(_)), "{behind:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaigns_queue_by_creation_revision_and_a_retry_makes_no_second_key() {
+    let cluster = EtcdCluster::start(1);
+    let store = store(&cluster);
+    let a = candidate(&store, Duration::from_secs(5), "jobs", "a").await;
+    assert!(a.leader, "the first candidacy leads");
+    let mut client = raw(&cluster).await;
+    let kv = client.get(a.key.as_str(), None).await.unwrap().kvs()[0].clone();
+    assert_eq!(a.token, kv.create_revision() as u64, "token = the key's create_revision");
+    assert_eq!((kv.lease() as u64, kv.value()), (a.session.0, &b"a"[..]));
+    assert_eq!(a.key, format!("{PREFIX}/jobs/{:016x}", a.session.0));
+    let b = candidate(&store, Duration::from_secs(5), "jobs", "b").await;
+    assert!(!b.leader, "the second queues");
+    assert!(b.token > a.token);
+    let again = store.campaign(b.session, "jobs", "b").await.unwrap();
+    assert_eq!(again, b, "a retried campaign returns the same candidacy");
+    assert_eq!(keys(&cluster, "jobs").await, 2, "and makes no second key");
+    // Another election is another queue.
+    let other = candidate(&store, Duration::from_secs(5), "jobs2", "c").await;
+    assert!(other.leader);
+    // A key of that name held by another lease is not ours.
+    let foreign = store.grant(Duration::from_secs(5)).await.unwrap().session;
+    let key = store.key("jobs", foreign);
+    let opts = etcd_client::PutOptions::new().with_lease(a.session.0 as i64);
+    client.put(key, "x", Some(opts)).await.unwrap();
+    let refused = store.campaign(foreign, "jobs", "f").await.unwrap_err();
+    assert!(matches!(refused, StoreError::Refused(_)), "{refused:?}");
+    let bad = store.campaign(foreign, "no/slash", "f").await.unwrap_err();
+    assert!(matches!(bad, StoreError::Invalid(_)), "{bad:?}");
+    // A session that ended cannot campaign.
+    let ended = store.grant(Duration::from_secs(5)).await.unwrap().session;
+    store.revoke(ended).await.unwrap();
+    let gone = store.campaign(ended, "jobs", "e").await.unwrap_err();
+    assert!(matches!(gone, StoreError::Gone(_)), "{gone:?}");
+    assert_eq!(keys(&cluster, "jobs").await, 3, "A, B and the foreign key only");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resignation_hands_over_to_the_waiting_successor_at_once() {
+    let cluster = EtcdCluster::start(1);
+    let store = store(&cluster);
+    let a = candidate(&store, Duration::from_secs(5), "handover", "a").await;
+    let b = candidate(&store, Duration::from_secs(5), "handover", "b").await;
+    let short = store.wait(&b, Duration::from_millis(300)).await.unwrap();
+    assert_eq!(short, Waited::Ahead { ahead: 1 });
+    let waiting = {
+        let (store, b) = (store.clone(), b.clone());
+        tokio::spawn(async move { (store.wait(&b, Duration::from_secs(10)).await, Instant::now()) })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let wrong = Candidacy { token: a.token + 1000, ..a.clone() };
+    store.resign(&wrong).await.expect("a resign with a wrong token is not an error");
+    assert!(store.check("handover", a.token).await.unwrap().current, "and deletes nothing");
+    assert!(!waiting.is_finished());
+    let resigned = Instant::now();
+    store.resign(&a).await.unwrap();
+    let (waited, at) = waiting.await.unwrap();
+    assert_eq!(waited.unwrap(), Waited::Leads { token: b.token });
+    let handover = at - resigned;
+    println!("handover: B leads {handover:?} after A's resign was sent");
+    assert!(handover < Duration::from_secs(1), "{handover:?}");
+    store.resign(&a).await.expect("resigning twice is fine");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_key_expired_is_gone_never_leader_etcd_19597() {
+    let cluster = EtcdCluster::start(1);
+    let store = store(&cluster);
+    let a = candidate(&store, Duration::from_secs(5), "e19597", "a").await;
+    let b = candidate(&store, Duration::from_secs(5), "e19597", "b").await;
+    let waiting = {
+        let (store, b) = (store.clone(), b.clone());
+        tokio::spawn(async move { store.wait(&b, Duration::from_secs(10)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // B's session ends (its key goes with it), then A leaves at once.
+    let mut client = raw(&cluster).await;
+    client.lease_revoke(b.session.0 as i64).await.unwrap();
+    store.resign(&a).await.unwrap();
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+    assert!(matches!(waited, Err(StoreError::Gone(_))), "B must not lead: {waited:?}");
+    let again = store.wait(&b, Duration::from_secs(1)).await;
+    assert!(matches!(again, Err(StoreError::Gone(_))), "{again:?}");
+    // The same when A leaves first and B's key is already gone when the wait starts.
+    let c = candidate(&store, Duration::from_secs(5), "e19597", "c").await;
+    let d = candidate(&store, Duration::from_secs(5), "e19597", "d").await;
+    client.lease_revoke(d.session.0 as i64).await.unwrap();
+    store.resign(&c).await.unwrap();
+    let late = store.wait(&d, Duration::from_secs(1)).await;
+    assert!(matches!(late, Err(StoreError::Gone(_))), "{late:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_leader_is_followed_after_its_ttl_and_the_sweep() {
+    let cluster = EtcdCluster::start(1);
+    let store = store(&cluster);
+    let granted = store.grant(Duration::from_secs(1)).await.unwrap();
+    assert_eq!(granted.ttl, Duration::from_secs(1));
+    let a = store.campaign(granted.session, "expiry", "a").await.unwrap();
+    let b = candidate(&store, Duration::from_secs(5), "expiry", "b").await;
+    let renewer = {
+        let (store, session) = (store.clone(), b.session);
+        tokio::spawn(async move {
+            loop {
+                store.renew(session).await.expect("B's renewal");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+    let waited = store.wait(&b, Duration::from_secs(10)).await.unwrap();
+    let after = granted.sent.elapsed();
+    renewer.abort();
+    assert_eq!(waited, Waited::Leads { token: b.token });
+    println!("expiry: B leads {after:?} after A's last renewal was sent (TTL 1 s)");
+    assert!(after >= Duration::from_secs(1), "never before A's TTL: {after:?}");
+    assert!(after < Duration::from_secs(3), "{after:?}");
+    assert!(!store.check("expiry", a.token).await.unwrap().current);
+}
+
+type Observations = futures_util::stream::BoxStream<'static, Result<Observed, StoreError>>;
+
+/// The next observation, within 5 s.
+async fn next(o: &mut Observations) -> Observed {
+    let item = tokio::time::timeout(Duration::from_secs(5), o.next()).await.expect("in time");
+    item.expect("the stream goes on").expect("no error")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_and_observe_follow_the_leader() {
+    let cluster = EtcdCluster::start(1);
+    let store = store(&cluster);
+    let mut observed = store.observe("watched").unwrap();
+    assert!(matches!(next(&mut observed).await, Observed::NoLeader { .. }));
+    let a = candidate(&store, Duration::from_secs(5), "watched", "a").await;
+    let b = candidate(&store, Duration::from_secs(5), "watched", "b").await;
+    let leader = |c: &Candidacy, value: &str, revision| Observed::Leader {
+        session: c.session.0,
+        value: value.into(),
+        token: c.token,
+        revision,
+    };
+    assert_eq!(next(&mut observed).await, leader(&a, "a", a.token));
+    let check = store.check("watched", a.token).await.unwrap();
+    assert!(check.current);
+    assert_eq!(check.token, Some(a.token));
+    assert!(check.revision >= b.token);
+    assert!(!store.check("watched", b.token).await.unwrap().current);
+    store.resign(&a).await.unwrap();
+    match next(&mut observed).await {
+        Observed::Leader { session, value, token, revision } => {
+            assert_eq!((session, value.as_str(), token), (b.session.0, "b", b.token));
+            assert!(revision > b.token, "the revision of A's resign");
+        }
+        o => panic!("B leads after A's resign, not {o:?}"),
+    }
+    let check = store.check("watched", a.token).await.unwrap();
+    assert_eq!((check.current, check.token), (false, Some(b.token)));
+    store.resign(&b).await.unwrap();
+    assert!(matches!(next(&mut observed).await, Observed::NoLeader { .. }));
+    assert_eq!(store.check("watched", b.token).await.unwrap().token, None);
+    // A late observer starts with the state.
+    let c = candidate(&store, Duration::from_secs(5), "watched", "c").await;
+    let mut late = store.observe("watched").unwrap();
+    let Observed::Leader { token, .. } = next(&mut late).await else { panic!("a leader") };
+    assert_eq!(token, c.token);
+}
+
+/// Calls `f` until it succeeds or fails with an error that is not
+/// retryable, at most `within`; returns the result and how long it took.
+async fn retrying<T, F, Fut>(within: Duration, mut f: F) -> (Result<T, StoreError>, Duration)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let start = Instant::now();
+    loop {
+        match f().await {
+            Err(e) if e.is_retryable() && start.elapsed() < within => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            r => return (r, start.elapsed()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_fails_over_when_its_member_is_killed() {
+    let mut cluster = EtcdCluster::start(3);
+    let store = store(&cluster);
+    assert_eq!(store.endpoints(), cluster.endpoints());
+    let a = candidate(&store, Duration::from_secs(3), "failover", "a").await;
+    let b = candidate(&store, Duration::from_secs(3), "failover", "b").await;
+    store.renew(a.session).await.unwrap();
+    store.renew(b.session).await.unwrap();
+    let waiting = {
+        let (store, b) = (store.clone(), b.clone());
+        tokio::spawn(async move { store.wait(&b, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Every call so far went to the first endpoint, which answered.
+    cluster.kill(0);
+    let bound = Duration::from_secs(6);
+    let (renewed, took) = retrying(bound, || store.renew(a.session)).await;
+    renewed.expect("A's renewal through another member");
+    println!("failover: A renewed through another member {took:?} after the kill");
+    assert!(took < bound, "{took:?}");
+    let (renewed, took_b) = retrying(bound, || store.renew(b.session)).await;
+    renewed.expect("B's renewal through another member");
+    println!("failover: B renewed {took_b:?} after A's renewal");
+    let (c, took) = retrying(bound, || async {
+        let s = store.grant(Duration::from_secs(3)).await?.session;
+        store.campaign(s, "failover", "c").await
+    })
+    .await;
+    let c = c.expect("a campaign through another member");
+    println!("failover: grant + campaign {took:?}");
+    assert!(c.token > b.token && !c.leader);
+    let (resigned, _) = retrying(bound, || store.resign(&a)).await;
+    resigned.unwrap();
+    let resigned_at = Instant::now();
+    let waited = tokio::time::timeout(bound, waiting).await.expect("the wait ends").unwrap();
+    println!(
+        "failover: B's wait (begun before the kill) ended {:?} after A resigned",
+        resigned_at.elapsed()
+    );
+    assert_eq!(waited.unwrap(), Waited::Leads { token: b.token });
+    // The killed member comes back; then another one goes: still served.
+    cluster.restart(0);
+    cluster.kill(1);
+    let (renewed, took) = retrying(bound, || store.renew(b.session)).await;
+    renewed.expect("B's renewal after a second kill");
+    println!("failover: B renewed {took:?} after member 2 was killed (member 1 restarted)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_member_is_left_after_the_timeouts() {
+    let mut cluster = EtcdCluster::start(3);
+    let timeout = Duration::from_millis(1000);
+    let options = EtcdOptions {
+        prefix: PREFIX.into(),
+        request_timeout: timeout,
+        probe_after: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let store = EtcdStore::new(cluster.endpoints(), options).unwrap();
+    let a = candidate(&store, Duration::from_secs(5), "silent", "a").await;
+    let b = candidate(&store, Duration::from_secs(5), "silent", "b").await;
+    store.renew(a.session).await.unwrap();
+    let mut observed = store.observe("silent").unwrap();
+    assert!(
+        matches!(next(&mut observed).await, Observed::Leader { token, .. } if token == a.token)
+    );
+    let waiting = {
+        let (store, b) = (store.clone(), b.clone());
+        tokio::spawn(async move { store.wait(&b, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The member every stream is open to stops answering, without closing anything.
+    cluster.pause(0);
+    let bound = Duration::from_secs(6);
+    let (renewed, took) = retrying(bound, || store.renew(a.session)).await;
+    renewed.expect("A's renewal through another member");
+    println!("silent member: A renewed {took:?} after the SIGSTOP (request timeout {timeout:?})");
+    // At least the stopped member's timeout; more when it led the raft
+    // group (a follower forwards the keepalive to it until a new election).
+    assert!(took >= timeout && took < 5 * timeout, "{took:?}");
+    let (resigned, _) = retrying(bound, || store.resign(&a)).await;
+    resigned.unwrap();
+    let resigned_at = Instant::now();
+    let waited = tokio::time::timeout(bound, waiting).await.expect("the wait ends").unwrap();
+    println!("silent member: B's wait ended {:?} after A resigned", resigned_at.elapsed());
+    assert_eq!(waited.unwrap(), Waited::Leads { token: b.token });
+    let seen = next(&mut observed).await;
+    println!("silent member: the observer saw B {:?} after A resigned", resigned_at.elapsed());
+    assert!(matches!(seen, Observed::Leader { token, .. } if token == b.token), "{seen:?}");
+    cluster.resume(0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_moves_past_an_endpoint_that_refuses_connections() {
+    let cluster = EtcdCluster::start(1);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let alone = EtcdStore::new(vec![format!("http://{closed}")], EtcdOptions::default()).unwrap();
+    let refused = alone.grant(Duration::from_secs(2)).await.unwrap_err();
+    assert!(matches!(refused, StoreError::NoAnswer { sent: false, .. }), "{refused:?}");
+    // A grant is not resent after it may have arrived, but a refused
+    // connection proves it did not: the next endpoint gets it.
+    let endpoints = vec![format!("http://{closed}"), cluster.endpoints()[0].clone()];
+    let store = EtcdStore::new(endpoints, EtcdOptions::default()).unwrap();
+    let granted = store.grant(Duration::from_secs(2)).await.expect("granted by the second");
+    store.renew(granted.session).await.unwrap();
+}
+
+/// The index of the member that leads the raft group now.
+async fn raft_leader(cluster: &EtcdCluster) -> usize {
+    for (i, endpoint) in cluster.endpoints().iter().enumerate() {
+        let mut c = etcd_client::Client::connect([endpoint], None).await.unwrap();
+        let status = c.status().await.unwrap();
+        if status.header().map(|h| h.member_id()) == Some(status.leader()) {
+            return i;
+        }
+    }
+    panic!("no member says it leads");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_its_quorum_stops_renewing_within_an_election_timeout() {
+    // etcd 3.4's lessor answers keepalives while its member leads, and
+    // CheckQuorum makes a leader without a quorum step down between one
+    // and two election timeouts (500 ms here) after it lost it: after that
+    // its keepalives fail. (A new leader, elected at least one election
+    // timeout after the cut, extends every lease by one more: later than
+    // any deadline the deposed leader's answers allowed.)
+    let mut cluster = EtcdCluster::start(3);
+    let leader = raft_leader(&cluster).await;
+    let only_leader = vec![cluster.endpoints()[leader].clone()];
+    let options = EtcdOptions { request_timeout: Duration::from_millis(500), ..Default::default() };
+    let store = EtcdStore::new(only_leader, options).unwrap();
+    let session = store.grant(Duration::from_secs(5)).await.unwrap().session;
+    store.renew(session).await.unwrap();
+    let cut = Instant::now();
+    for i in (0..3).filter(|i| *i != leader) {
+        cluster.pause(i);
+    }
+    let mut last_answered = None;
+    while cut.elapsed() < Duration::from_secs(4) {
+        let before = Instant::now();
+        match store.renew(session).await {
+            Ok(_) => last_answered = Some(before - cut),
+            Err(e) => assert!(e.is_retryable(), "{e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("deposed leader: its last keepalive answer was sent {last_answered:?} after the cut");
+    let last = last_answered.expect("renewals answered right after the cut");
+    assert!(last < Duration::from_millis(1500), "answered {last:?} after losing its quorum");
+    for i in (0..3).filter(|i| *i != leader) {
+        cluster.resume(i);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_that_cannot_resume_reports_missed_then_the_state() {
+    let mut cluster = EtcdCluster::start(3);
+    let options = EtcdOptions {
+        prefix: PREFIX.into(),
+        request_timeout: Duration::from_millis(1000),
+        probe_after: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let observer = EtcdStore::new(cluster.endpoints(), options).unwrap();
+    // Changes go through the other two members.
+    let others = cluster.endpoints()[1..].to_vec();
+    let store =
+        EtcdStore::new(others.clone(), EtcdOptions { prefix: PREFIX.into(), ..Default::default() })
+            .unwrap();
+    let a = candidate(&store, Duration::from_secs(5), "missed", "a").await;
+    let b = candidate(&store, Duration::from_secs(5), "missed", "b").await;
+    let mut observed = observer.observe("missed").unwrap();
+    assert!(
+        matches!(next(&mut observed).await, Observed::Leader { token, .. } if token == a.token)
+    );
+    // The observer's member goes silent; meanwhile A leaves and the
+    // history is compacted past it.
+    cluster.pause(0);
+    store.resign(&a).await.unwrap();
+    let mut client = etcd_client::Client::connect(&others, None).await.unwrap();
+    let revision = client.get("x", None).await.unwrap().header().unwrap().revision();
+    client.compact(revision, None).await.unwrap();
+    match next(&mut observed).await {
+        Observed::Missed { compacted, current } => {
+            assert_eq!(compacted, revision as u64);
+            assert!(current >= revision as u64);
+        }
+        o => panic!("the gap must be told, not {o:?}"),
+    }
+    let state = next(&mut observed).await;
+    assert!(matches!(state, Observed::Leader { token, .. } if token == b.token), "{state:?}");
+    cluster.resume(0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_endpoints_with_the_ca_and_credentials() {
+    let certs = common::Certs::make();
+    let cluster = EtcdCluster::start_tls(1, certs.cert.clone(), certs.key.clone());
+    let endpoints = cluster.endpoints();
+    assert!(endpoints[0].starts_with("https://"));
+    // Authentication on, with a root user.
+    let pem = std::fs::read(&certs.ca).unwrap();
+    let tls =
+        etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(pem));
+    let connect = etcd_client::ConnectOptions::new().with_tls(tls);
+    let mut admin = etcd_client::Client::connect(&endpoints, Some(connect)).await.unwrap();
+    let _ = admin.role_add("root").await;
+    admin.user_add("root", "s3cret", None).await.unwrap();
+    admin.user_grant_role("root", "root").await.unwrap();
+    admin.auth_enable().await.unwrap();
+
+    let no_ca = EtcdStore::new(endpoints.clone(), EtcdOptions::default()).unwrap_err();
+    assert!(matches!(no_ca, StoreError::Config(_)), "{no_ca:?}");
+    let with = |user: Option<(&str, &str)>| {
+        let options = EtcdOptions {
+            prefix: PREFIX.into(),
+            cacert: Some(certs.ca.clone()),
+            user: user.map(|(u, p)| (u.to_string(), p.to_string())),
+            ..Default::default()
+        };
+        EtcdStore::new(endpoints.clone(), options).unwrap()
+    };
+    // etcd 3.4 grants leases without checking who asks, but writes need a user.
+    let nobody = with(None);
+    let lease = nobody.grant(Duration::from_secs(2)).await.unwrap().session;
+    let anonymous = nobody.campaign(lease, "tls", "x").await.unwrap_err();
+    assert!(!anonymous.is_retryable(), "refused, not retried: {anonymous:?}");
+    let wrong = with(Some(("root", "wrong"))).grant(Duration::from_secs(2)).await.unwrap_err();
+    assert!(!wrong.is_retryable(), "refused, not retried: {wrong:?}");
+    println!("tls: anonymous: {anonymous}; wrong password: {wrong}");
+
+    let store = with(Some(("root", "s3cret")));
+    let a = candidate(&store, Duration::from_secs(2), "tls", "a").await;
+    assert!(a.leader);
+    store.renew(a.session).await.unwrap();
+    assert_eq!(
+        store.wait(&a, Duration::from_secs(1)).await.unwrap(),
+        Waited::Leads { token: a.token }
+    );
+    let mut observed = store.observe("tls").unwrap();
+    assert!(
+        matches!(next(&mut observed).await, Observed::Leader { token, .. } if token == a.token)
+    );
+    assert!(store.check("tls", a.token).await.unwrap().current);
+    store.resign(&a).await.unwrap();
+    assert!(matches!(next(&mut observed).await, Observed::NoLeader { .. }));
+    store.revoke(a.session).await.unwrap();
+}
