@@ -18,10 +18,11 @@
 //! from tenure (the same, with `tenure run` running but unable to renew).
 //! Every few handovers the *tenure* leader is SIGKILLed while an
 //! application leads: that leadership must not change. With an external
-//! store, a store member is SIGKILLed instead (the one the leader's client
-//! talks to, or the store's leader) and restarted: the leadership survives
-//! if the client fails over within its deadline, or is handed over; the
-//! ledger judges either way.
+//! store, a store member is SIGKILLed or cut off from the other members
+//! instead (the one the leader's client talks to, or the store's leader),
+//! then restarted or healed: the leadership survives if the client fails
+//! over within its deadline, or is handed over; the ledger judges either
+//! way.
 //!
 //! What must hold, over every handover: no write reaches the resource with
 //! a token below one it has already seen (the old leader's command stopped
@@ -83,7 +84,8 @@ pub const EXTERNAL_TTL_MS: u64 = 2000;
 /// lease sweep (500 ms) and the election-timeout extension of a leader
 /// change (500 ms); ZooKeeper's tick rounding (200 ms) and close commit.
 const EXTERNAL_EXPIRY_SLACK: Duration = Duration::from_secs(1);
-/// An external store's member is SIGKILLed after every this many handovers.
+/// A store fault ([`StoreFault`], in turn) is applied to an external store
+/// after every this many handovers.
 pub const EXTERNAL_KILL_EVERY: usize = 5;
 /// The longest line the resource accepts (`<token> <tag>\n`).
 const MAX_LINE: u64 = 64;
@@ -585,7 +587,8 @@ struct Profile {
     ttl_ms: u64,
     /// A handover's bound beyond the TTL.
     handover_margin: Duration,
-    /// A store member is SIGKILLed after every this many handovers.
+    /// A store member is SIGKILLed (tenure: its leader) or cut off (external
+    /// stores) after every this many handovers.
     kill_every: usize,
 }
 
@@ -614,67 +617,117 @@ impl Profile {
     }
 }
 
+/// What is done to an external store's member while an application leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoreFault {
+    /// SIGKILL of the member the holder's client is connected to.
+    KillEndpoint,
+    /// SIGKILL of the store's own leader.
+    KillLeader,
+    /// The member the holder's client is connected to cut off from the
+    /// other members (the client still reaches it): docs/STORES.md §3.2's
+    /// deposed etcd leader, §3.3's follower that lost its leader.
+    IsolateEndpoint,
+    /// The store's own leader cut off from the other members.
+    IsolateLeader,
+}
+
+/// The store faults, in turn.
+const STORE_FAULTS: [StoreFault; 4] = [
+    StoreFault::KillEndpoint,
+    StoreFault::KillLeader,
+    StoreFault::IsolateEndpoint,
+    StoreFault::IsolateLeader,
+];
+
 impl Fenced {
-    /// SIGKILLs a member of the external store while application `holder`
-    /// leads with `token`, in turn the member the holder's client is
-    /// connected to and the store's own leader; restarts it once the
-    /// application leadership either survived (the holder's command kept
-    /// writing with `token`) or was handed over (the ledger judges that
-    /// handover like any other). Returns a line saying which happened.
-    async fn kill_store_member(
-        &mut self,
-        token: u64,
-        holder: usize,
-        k: usize,
-    ) -> Result<String, String> {
-        let Backend::External { store, cluster } = &mut self.backend else {
-            return Err("not an external store".into());
+    /// The member `fault` acts on while `holder` leads, and what it is
+    /// (the holder's endpoint, the store's leader, or both); a member in
+    /// turn when the wanted one cannot be told.
+    async fn store_target(&self, fault: StoreFault, holder: usize, k: usize) -> (usize, String) {
+        let Backend::External { store, cluster } = &self.backend else { unreachable!() };
+        let linked = connected_members(cluster, store, self.apps[holder].host).first().copied();
+        let leader = store.leader().await;
+        let member = match fault {
+            StoreFault::KillEndpoint | StoreFault::IsolateEndpoint => linked,
+            StoreFault::KillLeader | StoreFault::IsolateLeader => leader,
         };
-        let host = self.apps[holder].host;
-        let (member, role) = if k.is_multiple_of(2) {
-            let linked = connected_members(cluster, store, host);
-            (linked.first().copied(), "the holder's endpoint")
-        } else {
-            (store.leader().await, "the store's leader")
+        let Some(m) = member else { return (k % store.len(), "a member".into()) };
+        let role = match (Some(m) == linked, Some(m) == leader) {
+            (true, true) => "the holder's endpoint, the store's leader",
+            (true, false) => "the holder's endpoint, a follower",
+            (false, true) => "the store's leader, not the holder's endpoint",
+            (false, false) => "a follower",
         };
-        let (member, role) = member.map_or((k % store.len(), "a member"), |m| (m, role));
-        let line = format!("SIGKILL of store member {} ({role})", member + 1);
-        let killed = Instant::now();
-        store.kill(member)?;
-        self.event(line);
-        let across = 2 * self.profile.ttl();
-        let bound = self.profile.ttl() + self.profile.handover_margin;
-        let changed = self.leader_until(across, |(t, _)| *t != token).await?;
-        let kept =
-            changed.is_err() && self.kept_writing(token, holder, killed + across / 2).is_ok();
-        let outcome = if kept {
-            "the application leadership survived, its command kept writing".to_string()
-        } else {
-            match self.leader_until(bound, |(t, _)| *t > token).await? {
-                Ok(_) => format!(
-                    "the application leadership was handed over (the successor seen {} ms \
-                     after the kill)",
-                    ms(killed.elapsed())
-                ),
-                Err(last) => {
-                    return Err(self.fail(format!(
-                        "after SIGKILL of store member {} (token {token}): neither kept nor \
-                         handed over within {bound:?}; last seen {last:?}",
-                        member + 1
-                    )))
-                }
+        (m, role.into())
+    }
+
+    /// Applies store fault number `k` (in turn) to a member of the external
+    /// store while application `holder` leads with `token`, and undoes it
+    /// once the application leadership either survived (the holder's
+    /// command kept writing with `token` two TTLs later) or was handed over
+    /// (the ledger judges that handover like any other). Returns a line
+    /// saying which happened.
+    async fn store_fault(&mut self, token: u64, holder: usize, k: usize) -> Result<String, String> {
+        let fault = STORE_FAULTS[k % STORE_FAULTS.len()];
+        let (member, role) = self.store_target(fault, holder, k).await;
+        let Backend::External { store, cluster } = &mut self.backend else { unreachable!() };
+        let at = Instant::now();
+        match fault {
+            StoreFault::KillEndpoint | StoreFault::KillLeader => store.kill(member)?,
+            StoreFault::IsolateEndpoint | StoreFault::IsolateLeader => {
+                cluster.isolate(member).map_err(|e| e.to_string())?
             }
-        };
-        let Backend::External { store, .. } = &mut self.backend else { unreachable!() };
-        store.spawn(member)?;
+        }
+        let what = format!("{fault:?}: member {} ({role})", member + 1);
+        self.event(what.clone());
+        let outcome = self.survived_or_handed_over(token, holder, at).await;
+        // The fault lasts two TTLs at least, whatever happened sooner: a
+        // deposed or leaderless member goes through all its steps meanwhile.
+        tokio::time::sleep_until((at + 2 * self.profile.ttl()).into()).await;
+        let Backend::External { store, cluster } = &mut self.backend else { unreachable!() };
+        match fault {
+            StoreFault::KillEndpoint | StoreFault::KillLeader => store.spawn(member)?,
+            StoreFault::IsolateEndpoint | StoreFault::IsolateLeader => {
+                cluster.heal().map_err(|e| e.to_string())?
+            }
+        }
+        let outcome = outcome.map_err(|e| self.fail(format!("after {what}: {e}")))?;
+        let Backend::External { store, .. } = &self.backend else { unreachable!() };
         let all: Vec<usize> = (0..store.len()).collect();
         let back = store.ready(&all, STORE_READY_BOUND).await.map_err(|e| self.fail(e))?;
         Ok(format!(
-            "SIGKILL of member {} ({role}) while {} led: {outcome}; member back after {} ms",
-            member + 1,
+            "{what} while {} led: {outcome}; every member ready {} ms after the undo",
             self.apps[holder].tag,
             ms(back)
         ))
+    }
+
+    /// After a store fault at `at`: whether the leadership of `holder`
+    /// (`token`) survived two TTLs with its command writing, or was handed
+    /// over within the handover bound after that; in words.
+    async fn survived_or_handed_over(
+        &mut self,
+        token: u64,
+        holder: usize,
+        at: Instant,
+    ) -> Result<String, String> {
+        let across = 2 * self.profile.ttl();
+        let bound = self.profile.ttl() + self.profile.handover_margin;
+        let changed = self.leader_until(across, |(t, _)| *t != token).await?;
+        if changed.is_err() && self.kept_writing(token, holder, at + across / 2).is_ok() {
+            return Ok("the application leadership survived, its command kept writing".into());
+        }
+        match self.leader_until(bound, |(t, _)| *t > token).await? {
+            Ok(_) => Ok(format!(
+                "the application leadership was handed over (the successor seen {} ms after \
+                 the fault)",
+                ms(at.elapsed())
+            )),
+            Err(last) => Err(format!(
+                "token {token}: neither kept nor handed over within {bound:?}; last seen {last:?}"
+            )),
+        }
     }
 }
 
@@ -732,7 +785,7 @@ pub async fn fenced_handovers_on(held: Held, handovers: usize) -> Result<Outcome
             store_kills.push(match held {
                 Held::Tenure => StoreKill::Tenure(f.kill_tenure_leader(token, h).await?),
                 Held::External(_) => {
-                    StoreKill::External(f.kill_store_member(token, h, k / every).await?)
+                    StoreKill::External(f.store_fault(token, h, k / every - 1).await?)
                 }
             });
             // A kill may have handed the leadership over: settle again.
