@@ -319,7 +319,18 @@ async fn keepalive(
     };
     end(loss);
     if loss != Loss::Gone {
-        // Best effort: a successor need not wait for the expiry.
+        // Best effort: a successor need not wait for the expiry. But never
+        // before the deadline: the holder's work may run until then (`tenure
+        // run`'s guard stops its command by the deadline at the latest, a
+        // grace after SIGTERM), and a loss the store signals (ZooKeeper's
+        // Disconnected) comes earlier; a revoke at once would let a successor
+        // lead while the old holder still works. `close` revokes at once: its
+        // caller has stopped the work.
+        let deadline = tx.borrow().deadline;
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
         let _ = revoke(&*store, id).await;
     }
 }

@@ -32,6 +32,8 @@ struct Script {
     /// The suspension's reason, once `suspend` is notified.
     suspended: Option<String>,
     renewals: u32,
+    /// When the session was revoked, if it was.
+    revoked_at: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -67,7 +69,10 @@ impl Store for Scripted {
     }
 
     fn revoke(&self, _session: SessionId) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async { Ok(()) })
+        Box::pin(async move {
+            self.script.lock().unwrap().revoked_at.get_or_insert(Instant::now());
+            Ok(())
+        })
     }
 
     fn campaign<'a>(
@@ -242,4 +247,20 @@ async fn a_session_of_another_store_is_refused() {
     let election = StoreElection::new(other, "jobs").unwrap();
     let err = election.campaign(&session, "v").await.unwrap_err().to_string();
     assert!(err.contains("another store"), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_suspended_session_is_revoked_at_its_deadline_not_before() {
+    // The holder's work may run until the deadline (tenure run's guard stops
+    // its command there at the latest): a revoke at the suspension would let
+    // a successor lead while it still works.
+    let (s, session, _election, _c) = started().await;
+    s.script.lock().unwrap().suspended = Some("connection lost".into());
+    s.suspend.notify_one();
+    assert_eq!(session.lost().await, Loss::Suspended);
+    let deadline = session.deadline();
+    assert!(Instant::now() < deadline, "suspended before the deadline");
+    tokio::time::sleep(TTL).await;
+    let revoked = s.script.lock().unwrap().revoked_at.expect("revoked once the deadline passed");
+    assert!(revoked >= deadline, "revoked {:?} before the deadline", deadline - revoked);
 }

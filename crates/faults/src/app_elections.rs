@@ -1,7 +1,10 @@
-//! Application elections on real processes (issue 12): three `tenure run`
-//! processes, each on its own application host (a network namespace of its
-//! own, see [`Cluster::start_with_hosts`]), take turns leading one election
-//! of a three-node tenure cluster. Whoever leads runs a command that writes
+//! Application elections on real processes (issues 12 and 13): three
+//! `tenure run` processes, each on its own application host (a network
+//! namespace of its own, see [`Cluster::start_with_hosts`]), take turns
+//! leading one election held by a three-node tenure cluster, a three-member
+//! etcd cluster or a three-server ZooKeeper ensemble ([`Held`]; who leads is
+//! read the same way for all three, see [`crate::app_backend`]). Whoever
+//! leads runs a command that writes
 //! to a **fenced resource** every 5 ms, giving its fencing token. The
 //! resource is a TCP server in the test process (the root namespace, which
 //! no fault cuts off: a leader cut off from tenure still reaches it, the
@@ -14,7 +17,12 @@
 //! stops the command by the session's deadline), and its host is cut off
 //! from tenure (the same, with `tenure run` running but unable to renew).
 //! Every few handovers the *tenure* leader is SIGKILLed while an
-//! application leads: that leadership must not change.
+//! application leads: that leadership must not change. With an external
+//! store, a store member is SIGKILLed or cut off from the other members
+//! instead (the one the leader's client talks to, or the store's leader),
+//! then restarted or healed: the leadership survives if the client fails
+//! over within its deadline, or is handed over; the ledger judges either
+//! way.
 //!
 //! What must hold, over every handover: no write reaches the resource with
 //! a token below one it has already seen (the old leader's command stopped
@@ -24,9 +32,9 @@
 //! gap the resource saw between the last write of one leader and the first
 //! of the next, are reported.
 
-use crate::checker::{get_once, Api};
+use crate::app_backend::{connected_members, Backend, Held, Observer, STORE_READY_BOUND};
 use crate::cluster::{Cluster, Timings};
-use crate::scenarios::{heal_bound, Outcome, Run, FIRST_ELECTION_BOUND, RESTART_MARGIN};
+use crate::scenarios::{heal_bound, Outcome, RESTART_MARGIN};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
@@ -62,18 +70,29 @@ const HANDOVER_MARGIN: Duration = Duration::from_secs(4);
 const STEP_BOUND: Duration = Duration::from_secs(10);
 /// How often the election is polled.
 const POLL: Duration = Duration::from_millis(10);
-/// Timeout of one election read.
-const READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// The *tenure* leader is SIGKILLed after every this many handovers.
 pub const TENURE_KILL_EVERY: usize = 20;
 /// How long an application leadership is watched across a tenure failover:
 /// two TTLs (the old tenure leader's expiry clock is gone, the new one
 /// granted a fresh TTL, and the holder kept renewing through it).
 const ACROSS_TENURE_FAILOVER: Duration = Duration::from_millis(2 * APP_TTL_MS);
+/// The external stores' session TTL, ms: etcd grants whole seconds (and
+/// sweeps expired leases every 500 ms), ZooKeeper negotiates it within
+/// [minSessionTimeout, maxSessionTimeout] = [400, 60000] ms of the ensemble.
+pub const EXTERNAL_TTL_MS: u64 = 2000;
+/// What an external store adds to a handover beyond tenure's margin: etcd's
+/// lease sweep (500 ms) and the election-timeout extension of a leader
+/// change (500 ms); ZooKeeper's tick rounding (200 ms) and close commit.
+const EXTERNAL_EXPIRY_SLACK: Duration = Duration::from_secs(1);
+/// A store fault ([`StoreFault`], in turn) is applied to an external store
+/// after every this many handovers.
+pub const EXTERNAL_KILL_EVERY: usize = 5;
 /// The longest line the resource accepts (`<token> <tag>\n`).
 const MAX_LINE: u64 = 64;
 /// Ledger anomalies kept in full (more are only counted).
 const MAX_ANOMALIES: usize = 20;
+/// Faults listed in a failure report.
+const MAX_EVENTS_SHOWN: usize = 8;
 /// Most handovers of one run.
 pub const MAX_HANDOVERS: usize = 10_000;
 
@@ -243,7 +262,15 @@ impl App {
         )
     }
 
-    fn spawn(&mut self, cluster: &Cluster, resource: SocketAddr) -> Result<(), String> {
+    /// Starts `tenure run` on its host, reaching the store with `store`
+    /// (the flags of [`Backend::client_args`]).
+    fn spawn(
+        &mut self,
+        cluster: &Cluster,
+        store: &[String],
+        ttl_ms: u64,
+        resource: SocketAddr,
+    ) -> Result<(), String> {
         let log = File::options()
             .create(true)
             .append(true)
@@ -251,18 +278,15 @@ impl App {
             .map_err(|e| format!("{}: {e}", self.log.display()))?;
         let err = log.try_clone().map_err(|e| format!("{}: {e}", self.log.display()))?;
         let mut command = cluster.host_command(self.host, cluster.binary());
-        command.args(["run", "--endpoints", &cluster.endpoints()]);
-        if let Some(ca) = cluster.ca_file() {
-            command.arg("--cacert").arg(ca);
-        }
         command
-            .arg("--token-file")
-            .arg(cluster.write_token_file())
+            .arg("run")
+            .args(store)
             .args(["--election", ELECTION, "--value", &self.tag, "--keep-trying"])
-            .args(["--ttl-ms", &APP_TTL_MS.to_string(), "--grace-ms", &APP_GRACE_MS.to_string()])
+            .args(["--ttl-ms", &ttl_ms.to_string(), "--grace-ms", &APP_GRACE_MS.to_string()])
             .args(["--", "bash", "-c", &self.script(resource)])
             .env_remove("TENURE_TOKEN")
             .env_remove("TENURE_CACERT")
+            .env_remove("TENURE_STORE")
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err);
@@ -310,7 +334,7 @@ impl Drop for App {
     }
 }
 
-/// The election as tenure reports it.
+/// The election as the observer and the store report it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Standing {
     /// (token, holder's tag) of the leader, if any.
@@ -318,44 +342,12 @@ struct Standing {
     candidates: usize,
 }
 
-/// Reads the election from the first node that answers.
-async fn standing(api: &Api, nodes: &[SocketAddr]) -> Option<Standing> {
-    let path = format!("/v1/elections/{ELECTION}");
-    for &addr in nodes {
-        let Some((200, body)) = get_once(api.clone(), addr, &path, READ_TIMEOUT).await else {
-            continue;
-        };
-        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-        let leader = v["leader"]
-            .as_object()
-            .and_then(|l| Some((l.get("token")?.as_u64()?, l.get("value")?.as_str()?.to_string())));
-        let candidates = v["candidates"].as_array().map_or(0, Vec::len);
-        return Some(Standing { leader, candidates });
-    }
-    None
-}
-
-/// Polls the election until `want` holds, within `bound`.
-async fn standing_until(
-    api: &Api,
-    nodes: &[SocketAddr],
-    bound: Duration,
-    want: impl Fn(&Standing) -> bool,
-) -> Result<(Standing, Duration), Option<Standing>> {
-    let start = Instant::now();
-    let mut last = None;
-    loop {
-        if let Some(s) = standing(api, nodes).await {
-            if want(&s) {
-                return Ok((s, start.elapsed()));
-            }
-            last = Some(s);
-        }
-        if start.elapsed() > bound {
-            return Err(last);
-        }
-        tokio::time::sleep(POLL).await;
-    }
+/// The UTC time of day, `HH:MM:SS.mmm`, as the applications' logs show it.
+fn time_of_day() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let ms = now.map_or(0, |d| d.as_millis()) % 86_400_000;
+    let (h, m, s) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60);
+    format!("{h:02}:{m:02}:{s:02}.{:03}", ms % 1000)
 }
 
 /// Milliseconds of `d`, one decimal.
@@ -363,32 +355,43 @@ fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
 }
 
-/// One kind of handover: how long the successor took to lead, and the gap
-/// the resource saw between the old leader's last write and the next
-/// leader's first: "kind: n, p50 X ms, max Y ms; gap min Z ms".
-fn summary(kind: Fault, times: &[Duration], gaps: &[Duration]) -> String {
+/// "p50 X ms, max Y ms" of `times` (none: "-").
+fn p50_max(times: &[Duration]) -> String {
     let mut t = times.to_vec();
     t.sort();
-    let gap = gaps.iter().min().map_or("-".to_string(), |g| ms(*g));
     match (t.get(t.len() / 2), t.last()) {
-        (Some(p50), Some(max)) => format!(
-            "{kind:?}: {} handovers, successor leads after p50 {} ms, max {} ms; \
-             smallest gap between the two leaders' writes {gap} ms",
-            t.len(),
-            ms(*p50),
-            ms(*max)
-        ),
-        _ => format!("{kind:?}: none"),
+        (Some(p50), Some(max)) => format!("p50 {} ms, max {} ms", ms(*p50), ms(*max)),
+        _ => "-".into(),
     }
 }
 
-/// The scenario's state.
+/// One kind of handover: how long the successor took to lead, and the gap
+/// the resource saw between the old leader's last write and the next
+/// leader's first.
+fn summary(kind: Fault, times: &[Duration], gaps: &[Duration]) -> String {
+    let gap = gaps.iter().min().map_or("-".to_string(), |g| ms(*g));
+    if times.is_empty() {
+        return format!("{kind:?}: none");
+    }
+    format!(
+        "{kind:?}: {} handovers, successor leads after {}; smallest gap between the two \
+         leaders' writes {gap} ms",
+        times.len(),
+        p50_max(times)
+    )
+}
+
+/// The scenario's state. Field order is drop order: the applications and
+/// the observer go before the store and its network.
 struct Fenced {
-    run: Run,
-    api: Api,
-    nodes: Vec<SocketAddr>,
-    resource: Resource,
     apps: Vec<App>,
+    /// The faults applied so far, with their UTC time of day (the last are
+    /// shown on failure, to read next to the applications' logs).
+    events: Vec<String>,
+    observer: Observer,
+    resource: Resource,
+    profile: Profile,
+    backend: Backend,
 }
 
 impl Fenced {
@@ -402,26 +405,67 @@ impl Fenced {
             .map(|(t, x)| format!("  token {t}: {} ({} writes)", x.holder, x.writes))
             .collect();
         let apps: String = self.apps.iter().map(App::tail).collect();
+        let events = &self.events[self.events.len().saturating_sub(MAX_EVENTS_SHOWN)..];
         let what = format!(
-            "{what}\nledger: {} writes, anomalies {:?}; last tenancies:\n{}\n{apps}",
+            "{what}\nledger: {} writes, anomalies {:?}; last tenancies:\n{}\nlast faults:\n{}\n\
+             {apps}{}",
             ledger.writes,
             ledger.anomalies,
-            recent.join("\n")
+            recent.join("\n"),
+            events.join("\n"),
+            self.observer.report()
         );
         drop(ledger);
-        self.run.fail(what)
+        self.backend.fail(what)
+    }
+
+    /// Records `what` with the time of day.
+    fn event(&mut self, what: String) {
+        self.events.push(format!("  {}  {what}", time_of_day()));
     }
 
     fn app(&self, tag: &str) -> Result<usize, String> {
         self.apps.iter().position(|a| a.tag == tag).ok_or_else(|| format!("unknown holder {tag}"))
     }
 
+    /// Starts (again) application `h`.
+    fn spawn(&mut self, h: usize) -> Result<(), String> {
+        let args = self.backend.client_args();
+        let (ttl, addr) = (self.profile.ttl_ms, self.resource.addr);
+        self.apps[h].spawn(self.backend.cluster(), &args, ttl, addr)
+    }
+
+    /// The leader the observer saw last.
+    fn leader(&mut self) -> Result<Option<(u64, String)>, String> {
+        self.observer.leader().map_err(|e| self.backend.fail(e))
+    }
+
+    /// Waits until the observer saw a leader for which `want` holds, within
+    /// `bound`: `Ok` with how long it took, `Err` with the last leader seen.
+    async fn leader_until(
+        &mut self,
+        bound: Duration,
+        want: impl Fn(&(u64, String)) -> bool,
+    ) -> Result<Result<((u64, String), Duration), Option<(u64, String)>>, String> {
+        let start = Instant::now();
+        loop {
+            let leader = self.leader()?;
+            if let Some(l) = leader.as_ref().filter(|l| want(l)) {
+                return Ok(Ok((l.clone(), start.elapsed())));
+            }
+            if start.elapsed() > bound {
+                return Ok(Err(leader));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
     /// Waits until someone leads, its command has written, and another
     /// candidate waits behind it; returns (token, holder index). A leader
     /// whose command never writes is allowed while the leadership moves on:
     /// a client that gave up its session (no renewal in time, on a loaded
-    /// machine) still leads in tenure's view until the session expires.
-    async fn settled(&self) -> Result<(u64, usize), String> {
+    /// machine) still leads in the store's view until the session expires.
+    async fn settled(&mut self) -> Result<(u64, usize), String> {
         let start = Instant::now();
         let mut last = None;
         loop {
@@ -429,17 +473,20 @@ impl Fenced {
             if anomalies > 0 {
                 return Err(self.fail(format!("the fenced resource saw {anomalies} anomalies")));
             }
-            if let Some(s) = standing(&self.api, &self.nodes).await {
-                if let (Some((token, tag)), true) = (&s.leader, s.candidates >= 2) {
-                    if self.resource.ledger().tenancies.contains_key(token) {
+            let leader = self.leader()?;
+            if let Some((token, tag)) = &leader {
+                if self.resource.ledger().tenancies.contains_key(token) {
+                    let candidates = self.backend.candidates(ELECTION).await.unwrap_or(0);
+                    if candidates >= 2 {
                         return Ok((*token, self.app(tag)?));
                     }
+                    last = Some(Standing { leader: leader.clone(), candidates });
                 }
-                last = Some(s);
             }
             if start.elapsed() > STEP_BOUND {
                 return Err(self.fail(format!(
-                    "no leader that wrote with a waiter behind it within {STEP_BOUND:?}: {last:?}"
+                    "no leader that wrote with a waiter behind it within {STEP_BOUND:?}: \
+                     leader {leader:?}, last full reading {last:?}"
                 )));
             }
             tokio::time::sleep(POLL).await;
@@ -449,7 +496,8 @@ impl Fenced {
     /// Makes holder `h` (leading with `token`) go by `fault`, then undoes
     /// the fault; returns how long until a successor led.
     async fn hand_over(&mut self, fault: Fault, token: u64, h: usize) -> Result<Duration, String> {
-        let resource = self.resource.addr;
+        self.event(format!("{fault:?} of {} (token {token})", self.apps[h].tag));
+        let cluster = self.backend.cluster();
         match fault {
             Fault::CommandExits => File::create(&self.apps[h].stop_file)
                 .map(drop)
@@ -457,15 +505,10 @@ impl Fenced {
             Fault::Sigterm => self.apps[h].signal(Signal::SIGTERM)?,
             Fault::Sigkill => self.apps[h].signal(Signal::SIGKILL)?,
             Fault::Pause => self.apps[h].signal(Signal::SIGSTOP)?,
-            Fault::Partition => {
-                self.run.cluster.cut_host(self.apps[h].host).map_err(|e| e.to_string())?
-            }
+            Fault::Partition => cluster.cut_host(self.apps[h].host).map_err(|e| e.to_string())?,
         }
-        let bound = Duration::from_millis(APP_TTL_MS) + HANDOVER_MARGIN;
-        let moved = standing_until(&self.api, &self.nodes, bound, |s| {
-            s.leader.as_ref().is_some_and(|(t, _)| *t > token)
-        })
-        .await;
+        let bound = Duration::from_millis(self.profile.ttl_ms) + self.profile.handover_margin;
+        let moved = self.leader_until(bound, |(t, _)| *t > token).await?;
         // Undo the fault before judging, so that a failure leaves the
         // application able to come back.
         match fault {
@@ -474,11 +517,12 @@ impl Fenced {
             }
             Fault::Sigterm | Fault::Sigkill => {
                 self.apps[h].reap().await.map_err(|e| self.fail(e))?;
-                self.apps[h].spawn(&self.run.cluster, resource)?;
+                self.spawn(h)?;
             }
             Fault::Pause => self.apps[h].signal(Signal::SIGCONT)?,
             Fault::Partition => {
-                self.run.cluster.heal_host(self.apps[h].host).map_err(|e| e.to_string())?
+                let host = self.apps[h].host;
+                self.backend.cluster().heal_host(host).map_err(|e| e.to_string())?
             }
         }
         match moved {
@@ -494,67 +538,258 @@ impl Fenced {
     /// `token`; the application leadership must not change. Restarts the
     /// node. Returns how long tenure took to elect a new leader.
     async fn kill_tenure_leader(&mut self, token: u64, holder: usize) -> Result<Duration, String> {
+        let Backend::Tenure { run, .. } = &mut self.backend else {
+            return Err("not a tenure store".into());
+        };
         let all: Vec<usize> = (0..NODES).collect();
-        let ((l, term), _) = self.run.agreement(&all, Instant::now(), heal_bound(TIMINGS)).await?;
+        let ((l, term), _) = run.agreement(&all, Instant::now(), heal_bound(TIMINGS)).await?;
         let killed = Instant::now();
-        self.run.cluster.kill(l).map_err(|e| self.fail(format!("SIGKILL n{}: {e}", l + 1)))?;
+        run.cluster.kill(l).map_err(|e| format!("SIGKILL n{}: {e}", l + 1))?;
         let rest: Vec<usize> = all.iter().copied().filter(|&i| i != l).collect();
-        let ((_, term2), took) = self.run.agreement(&rest, killed, heal_bound(TIMINGS)).await?;
+        let ((_, term2), took) = run.agreement(&rest, killed, heal_bound(TIMINGS)).await?;
         if term2 <= term {
             return Err(self.fail(format!("tenure kept term {term} after its leader's SIGKILL")));
         }
         tokio::time::sleep(ACROSS_TENURE_FAILOVER).await;
-        let now = standing(&self.api, &self.nodes).await;
-        let held = now.as_ref().and_then(|s| s.leader.as_ref()).map(|(t, _)| *t);
-        if held != Some(token) {
+        let now = self.leader()?;
+        if now.as_ref().map(|(t, _)| *t) != Some(token) {
             return Err(self.fail(format!(
                 "the tenure leader's SIGKILL changed the application leadership of {} \
                  (token {token}): now {now:?}",
                 self.apps[holder].tag
             )));
         }
+        self.kept_writing(token, holder, killed + ACROSS_TENURE_FAILOVER / 2)?;
+        let Backend::Tenure { run, .. } = &mut self.backend else { unreachable!() };
+        run.cluster.spawn(l).map_err(|e| format!("restart n{}: {e}", l + 1))?;
+        let back = Instant::now();
+        run.agreement(&all, back, heal_bound(TIMINGS) + RESTART_MARGIN).await?;
+        Ok(took)
+    }
+
+    /// Fails unless `holder`'s command wrote with `token` after `since`.
+    fn kept_writing(&self, token: u64, holder: usize, since: Instant) -> Result<(), String> {
         let last_write = self.resource.ledger().tenancies.get(&token).map(|t| t.last);
-        if last_write.is_none_or(|w| w <= killed + ACROSS_TENURE_FAILOVER / 2) {
+        if last_write.is_none_or(|w| w <= since) {
             return Err(self.fail(format!(
-                "{}'s command stopped writing across the tenure failover",
+                "{}'s command stopped writing across the store failover",
                 self.apps[holder].tag
             )));
         }
-        self.run.cluster.spawn(l).map_err(|e| self.fail(format!("restart n{}: {e}", l + 1)))?;
-        let back = Instant::now();
-        self.run.agreement(&all, back, heal_bound(TIMINGS) + RESTART_MARGIN).await?;
-        Ok(took)
+        Ok(())
     }
 }
 
-/// Runs `handovers` handovers (the faults in turn) and checks the ledger.
+/// The timings of the application election on each store.
+#[derive(Debug, Clone, Copy)]
+struct Profile {
+    /// The applications' `--ttl-ms`.
+    ttl_ms: u64,
+    /// A handover's bound beyond the TTL.
+    handover_margin: Duration,
+    /// A store member is SIGKILLed (tenure: its leader) or cut off (external
+    /// stores) after every this many handovers.
+    kill_every: usize,
+}
+
+impl Profile {
+    fn of(held: Held) -> Profile {
+        match held {
+            Held::Tenure => Profile {
+                ttl_ms: APP_TTL_MS,
+                handover_margin: HANDOVER_MARGIN,
+                kill_every: TENURE_KILL_EVERY,
+            },
+            // etcd expires leases on a 500 ms sweep, and a leader change
+            // extends every lease by an election timeout (docs/STORES.md
+            // §3.2); ZooKeeper rounds expiry up to a tick and commits the
+            // session's close (§3.3).
+            Held::External(_) => Profile {
+                ttl_ms: EXTERNAL_TTL_MS,
+                handover_margin: HANDOVER_MARGIN + EXTERNAL_EXPIRY_SLACK,
+                kill_every: EXTERNAL_KILL_EVERY,
+            },
+        }
+    }
+
+    fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+}
+
+/// What is done to an external store's member while an application leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoreFault {
+    /// SIGKILL of the member the holder's client is connected to.
+    KillEndpoint,
+    /// SIGKILL of the store's own leader.
+    KillLeader,
+    /// The member the holder's client is connected to cut off from the
+    /// other members (the client still reaches it): docs/STORES.md §3.2's
+    /// deposed etcd leader, §3.3's follower that lost its leader.
+    IsolateEndpoint,
+    /// The store's own leader cut off from the other members.
+    IsolateLeader,
+}
+
+/// The store faults, in turn.
+const STORE_FAULTS: [StoreFault; 4] = [
+    StoreFault::KillEndpoint,
+    StoreFault::KillLeader,
+    StoreFault::IsolateEndpoint,
+    StoreFault::IsolateLeader,
+];
+
+impl Fenced {
+    /// The member `fault` acts on while `holder` leads, and what it is
+    /// (the holder's endpoint, the store's leader, or both); a member in
+    /// turn when the wanted one cannot be told.
+    async fn store_target(&self, fault: StoreFault, holder: usize, k: usize) -> (usize, String) {
+        let Backend::External { store, cluster } = &self.backend else { unreachable!() };
+        let linked = connected_members(cluster, store, self.apps[holder].host).first().copied();
+        let leader = store.leader().await;
+        let member = match fault {
+            StoreFault::KillEndpoint | StoreFault::IsolateEndpoint => linked,
+            StoreFault::KillLeader | StoreFault::IsolateLeader => leader,
+        };
+        let Some(m) = member else { return (k % store.len(), "a member".into()) };
+        let role = match (Some(m) == linked, Some(m) == leader) {
+            (true, true) => "the holder's endpoint, the store's leader",
+            (true, false) => "the holder's endpoint, a follower",
+            (false, true) => "the store's leader, not the holder's endpoint",
+            (false, false) => "a follower",
+        };
+        (m, role.into())
+    }
+
+    /// Applies store fault number `k` (in turn) to a member of the external
+    /// store while application `holder` leads with `token`, and undoes it
+    /// once the application leadership either survived (the holder's
+    /// command kept writing with `token` two TTLs later) or was handed over
+    /// (the ledger judges that handover like any other). Returns a line
+    /// saying which happened.
+    async fn store_fault(&mut self, token: u64, holder: usize, k: usize) -> Result<String, String> {
+        let fault = STORE_FAULTS[k % STORE_FAULTS.len()];
+        let (member, role) = self.store_target(fault, holder, k).await;
+        let Backend::External { store, cluster } = &mut self.backend else { unreachable!() };
+        let at = Instant::now();
+        match fault {
+            StoreFault::KillEndpoint | StoreFault::KillLeader => store.kill(member)?,
+            StoreFault::IsolateEndpoint | StoreFault::IsolateLeader => {
+                cluster.isolate(member).map_err(|e| e.to_string())?
+            }
+        }
+        let what = format!("{fault:?}: member {} ({role})", member + 1);
+        self.event(what.clone());
+        let outcome = self.survived_or_handed_over(token, holder, at).await;
+        // The fault lasts two TTLs at least, whatever happened sooner: a
+        // deposed or leaderless member goes through all its steps meanwhile.
+        tokio::time::sleep_until((at + 2 * self.profile.ttl()).into()).await;
+        let Backend::External { store, cluster } = &mut self.backend else { unreachable!() };
+        match fault {
+            StoreFault::KillEndpoint | StoreFault::KillLeader => store.spawn(member)?,
+            StoreFault::IsolateEndpoint | StoreFault::IsolateLeader => {
+                cluster.heal().map_err(|e| e.to_string())?
+            }
+        }
+        let outcome = outcome.map_err(|e| self.fail(format!("after {what}: {e}")))?;
+        let Backend::External { store, .. } = &self.backend else { unreachable!() };
+        let all: Vec<usize> = (0..store.len()).collect();
+        let back = store.ready(&all, STORE_READY_BOUND).await.map_err(|e| self.fail(e))?;
+        Ok(format!(
+            "{what} while {} led: {outcome}; every member ready {} ms after the undo",
+            self.apps[holder].tag,
+            ms(back)
+        ))
+    }
+
+    /// After a store fault at `at`: whether the leadership of `holder`
+    /// (`token`) survived two TTLs with its command writing, or was handed
+    /// over within the handover bound after that; in words.
+    async fn survived_or_handed_over(
+        &mut self,
+        token: u64,
+        holder: usize,
+        at: Instant,
+    ) -> Result<String, String> {
+        let across = 2 * self.profile.ttl();
+        let bound = self.profile.ttl() + self.profile.handover_margin;
+        let changed = self.leader_until(across, |(t, _)| *t != token).await?;
+        if changed.is_err() && self.kept_writing(token, holder, at + across / 2).is_ok() {
+            return Ok("the application leadership survived, its command kept writing".into());
+        }
+        match self.leader_until(bound, |(t, _)| *t > token).await? {
+            Ok(_) => Ok(format!(
+                "the application leadership was handed over (the successor seen {} ms after \
+                 the fault)",
+                ms(at.elapsed())
+            )),
+            Err(last) => Err(format!(
+                "token {token}: neither kept nor handed over within {bound:?}; last seen {last:?}"
+            )),
+        }
+    }
+}
+
+/// Runs `handovers` handovers (the faults in turn) of an election held by
+/// tenure's own cluster, and checks the ledger and tenure's checker.
 pub async fn fenced_handovers(handovers: usize) -> Result<Outcome, String> {
+    fenced_handovers_on(Held::Tenure, handovers).await
+}
+
+/// Starts the store, the fenced resource, the observer and the
+/// applications.
+async fn start(held: Held) -> Result<Fenced, String> {
+    let backend = Backend::start(held, NODES, APPS, TIMINGS).await?;
+    let resource = Resource::start(backend.cluster().net().host_addr()).await?;
+    let dir = backend.cluster().dir().to_path_buf();
+    let observer = Observer::start(&backend, ELECTION, &dir).map_err(|e| backend.fail(e))?;
+    let apps = (0..APPS).map(|h| App::new(h, &dir)).collect();
+    let mut f = Fenced {
+        apps,
+        events: Vec::new(),
+        observer,
+        resource,
+        profile: Profile::of(held),
+        backend,
+    };
+    let start = Instant::now();
+    while !f.observer.started() {
+        f.leader()?;
+        if start.elapsed() > STEP_BOUND {
+            return Err(f.fail(format!("the observer printed nothing within {STEP_BOUND:?}")));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    for h in 0..APPS {
+        f.spawn(h)?;
+    }
+    Ok(f)
+}
+
+/// Runs `handovers` handovers (the faults in turn) of an election held by
+/// `held`, and checks the ledger (and, for tenure, tenure's checker).
+pub async fn fenced_handovers_on(held: Held, handovers: usize) -> Result<Outcome, String> {
     if handovers == 0 || handovers > MAX_HANDOVERS {
         return Err(format!("1 to {MAX_HANDOVERS} handovers, not {handovers}"));
     }
-    let run = Run::start_with_hosts(NODES, APPS, TIMINGS).await?;
-    let started = Instant::now();
-    let all: Vec<usize> = (0..NODES).collect();
-    run.agreement(&all, started, FIRST_ELECTION_BOUND).await?;
-    let api = run.cluster.api().map_err(|e| run.fail(e))?;
-    let resource = Resource::start(run.cluster.net().host_addr()).await?;
-    let dir = run.cluster.dir().to_path_buf();
-    let apps = (0..APPS).map(|h| App::new(h, &dir)).collect();
-    let nodes = run.cluster.http_addrs();
-    let mut f = Fenced { run, api, nodes, resource, apps };
-    for h in 0..APPS {
-        let addr = f.resource.addr;
-        f.apps[h].spawn(&f.run.cluster, addr)?;
-    }
-
+    let mut f = start(held).await?;
     let mut times: BTreeMap<Fault, Vec<Duration>> = BTreeMap::new();
     // (fault, the token of the leader it ended).
     let mut ended = Vec::new();
-    let mut tenure_failovers = Vec::new();
+    let mut store_kills = Vec::new();
     for k in 0..handovers {
-        let (token, h) = f.settled().await?;
-        if k > 0 && k % TENURE_KILL_EVERY == 0 {
-            tenure_failovers.push(f.kill_tenure_leader(token, h).await?);
+        let (mut token, mut h) = f.settled().await?;
+        let every = f.profile.kill_every;
+        if k > 0 && k % every == 0 {
+            store_kills.push(match held {
+                Held::Tenure => StoreKill::Tenure(f.kill_tenure_leader(token, h).await?),
+                Held::External(_) => {
+                    StoreKill::External(f.store_fault(token, h, k / every - 1).await?)
+                }
+            });
+            // A kill may have handed the leadership over: settle again.
+            (token, h) = f.settled().await?;
         }
         let fault = FAULTS[k % FAULTS.len()];
         let took = f.hand_over(fault, token, h).await?;
@@ -568,8 +803,28 @@ pub async fn fenced_handovers(handovers: usize) -> Result<Outcome, String> {
     for h in 0..APPS {
         f.apps[h].reap().await.map_err(|e| f.fail(e))?;
     }
-    f.run.check_safety()?;
+    f.backend.check_safety()?;
+    report(&f, held, handovers, &times, &ended, &store_kills)
+}
 
+/// What a store member's SIGKILL did.
+enum StoreKill {
+    /// tenure: how long tenure took to elect its new leader (the
+    /// application leadership must not change).
+    Tenure(Duration),
+    /// An external store: what happened, in words.
+    External(String),
+}
+
+/// Checks the ledger once more and states what was measured.
+fn report(
+    f: &Fenced,
+    held: Held,
+    handovers: usize,
+    times: &BTreeMap<Fault, Vec<Duration>>,
+    ended: &[(Fault, u64)],
+    store_kills: &[StoreKill],
+) -> Result<Outcome, String> {
     let ledger = f.resource.ledger();
     let (anomalies, count) = (ledger.anomalies.clone(), ledger.anomaly_count);
     let gap_after = |token: u64| {
@@ -577,7 +832,7 @@ pub async fn fenced_handovers(handovers: usize) -> Result<Outcome, String> {
         Some(next.first.saturating_duration_since(ledger.tenancies.get(&token)?.last))
     };
     let mut gaps: BTreeMap<Fault, Vec<Duration>> = BTreeMap::new();
-    for &(fault, token) in &ended {
+    for &(fault, token) in ended {
         gaps.entry(fault).or_default().extend(gap_after(token));
     }
     let (writes, leaderships) = (ledger.writes, ledger.tenancies.len());
@@ -585,26 +840,37 @@ pub async fn fenced_handovers(handovers: usize) -> Result<Outcome, String> {
     if count > 0 {
         return Err(f.fail(format!("the fenced resource saw {count} anomalies: {anomalies:?}")));
     }
-
     let mut out = Outcome::default();
     out.note(format!(
-        "{handovers} handovers of {ELECTION} among {APPS} `tenure run` on their own hosts \
-         (TTL {APP_TTL_MS} ms, grace {APP_GRACE_MS} ms), {NODES} tenure nodes"
+        "{handovers} handovers of {ELECTION} held in {} ({NODES} members) among {APPS} \
+         `tenure run` on their own hosts (TTL {} ms, grace {APP_GRACE_MS} ms)",
+        held.name(),
+        f.profile.ttl_ms
     ));
-    for (kind, t) in &times {
+    for (kind, t) in times {
         out.note(summary(*kind, t, gaps.get(kind).map_or(&[], Vec::as_slice)));
     }
     out.note(format!(
         "fenced resource: {writes} writes by {leaderships} leaderships, none behind the fence, \
          one holder per token"
     ));
-    let tenure_ms: Vec<String> = tenure_failovers.iter().map(|d| ms(*d)).collect();
-    out.note(format!(
-        "{} SIGKILLs of the tenure leader (new tenure leader after {} ms): no application \
-         leadership changed, the holder's command kept writing",
-        tenure_failovers.len(),
-        tenure_ms.join(", ")
-    ));
+    let tenure: Vec<String> = store_kills
+        .iter()
+        .filter_map(|k| if let StoreKill::Tenure(d) = k { Some(ms(*d)) } else { None })
+        .collect();
+    if !tenure.is_empty() {
+        out.note(format!(
+            "{} SIGKILLs of the tenure leader (new tenure leader after {} ms): no application \
+             leadership changed, the holder's command kept writing",
+            tenure.len(),
+            tenure.join(", ")
+        ));
+    }
+    for k in store_kills {
+        if let StoreKill::External(line) = k {
+            out.note(line.clone());
+        }
+    }
     Ok(out)
 }
 

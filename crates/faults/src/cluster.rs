@@ -188,6 +188,23 @@ impl Cluster {
     /// ([`Cluster::host_command`]) reach the servers over the network and can
     /// be cut off from them ([`Cluster::cut_host`]).
     pub fn start_with_hosts(n: usize, hosts: usize, timings: Timings) -> Result<Self> {
+        let mut cluster = Self::prepare(n, hosts, timings)?;
+        for i in 0..n {
+            cluster.spawn(i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// As [`Cluster::start_with_hosts`], without starting any server: the
+    /// `n` node namespaces are free for other servers (an external store's
+    /// members, [`crate::stores`]), and [`Cluster::cut_host`] still cuts an
+    /// application host off from all of them.
+    pub fn network_only(n: usize, hosts: usize, timings: Timings) -> Result<Self> {
+        Self::prepare(n, hosts, timings)
+    }
+
+    /// The network, directory, certificates and tokens of a cluster.
+    fn prepare(n: usize, hosts: usize, timings: Timings) -> Result<Self> {
         let binary = tenure_binary()?;
         let net = Network::create(n + hosts)?;
         for i in 0..n + hosts {
@@ -216,12 +233,7 @@ impl Cluster {
         };
         let (token, kv_token, config) = write_tokens(dir.path())?;
         let (token, kv_token) = (Redacted(token), Redacted(kv_token));
-        let mut cluster =
-            Cluster { servers, net, timings, binary, peers, certs, config, token, kv_token, dir };
-        for i in 0..n {
-            cluster.spawn(i)?;
-        }
-        Ok(cluster)
+        Ok(Cluster { servers, net, timings, binary, peers, certs, config, token, kv_token, dir })
     }
 
     /// The API token (role `read`) every server accepts.
@@ -478,6 +490,11 @@ impl Cluster {
         let mut command = Command::new("ip");
         command.args(["netns", "exec", self.net.namespace(self.host_index(h))]).arg(program);
         command
+    }
+
+    /// Application host `h`'s namespace.
+    pub fn host_namespace(&self, h: usize) -> &str {
+        self.net.namespace(self.host_index(h))
     }
 
     /// Cuts application host `h` off from every server, both ways; it still

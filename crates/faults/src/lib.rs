@@ -8,6 +8,7 @@
 //! says why and the tests skip visibly.
 #![warn(missing_docs)]
 
+pub mod app_backend;
 pub mod app_elections;
 pub mod checker;
 pub mod cluster;
@@ -19,5 +20,6 @@ pub mod net;
 pub mod random;
 pub mod scenarios;
 pub mod skip;
+pub mod stores;
 
 pub use error::{Error, Result};
