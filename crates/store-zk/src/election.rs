@@ -156,6 +156,15 @@ impl ZkStore {
             // The proof: first in the list just read, and the node is this
             // session's with this token (CURATOR-696: ephemeralOwner).
             return match self.stat(&entry.client, &c.key).await? {
+                // A connection lost meanwhile suspends the session (Curator's
+                // rule): no leadership is answered on it, whatever was read.
+                Some(_) if crate::session::ends_trust(entry.client.state()) => {
+                    Err(StoreError::NoAnswer {
+                        endpoint: self.servers.clone(),
+                        sent: true,
+                        source: "the session's connection was lost during the proof".into(),
+                    })
+                }
                 Some(s) if s.ephemeral_owner as u64 == c.session.0 && s.czxid as u64 == c.token => {
                     Ok(Step::Leads(c.token))
                 }
@@ -182,6 +191,7 @@ impl ZkStore {
         let mut revoked = entry.revoked.subscribe();
         let mut states = entry.client.state_watcher();
         loop {
+            // Marks the state now as seen: `changed` below waits for the next.
             states.state();
             let step = self.step(&entry, c, &dir, own).await;
             match step.map_err(|e| on_session_error(self, c.session, e))? {
