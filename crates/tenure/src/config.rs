@@ -204,6 +204,12 @@ pub struct StoreArgs {
     /// from TENURE_STORE_PASSWORD.
     #[arg(long, value_name = "NAME")]
     pub store_user: Option<String>,
+    /// With --store zk://: refuse a session the ensemble negotiates below this many
+    /// milliseconds. Set it to 2 x syncLimit x tickTime of the ensemble when its
+    /// minSessionTimeout was lowered below 2 ticks (docs/STORES.md, section 3.3: the
+    /// deadline's argument needs renewals no closer than the followers' pings).
+    #[arg(long, value_name = "N")]
+    pub store_min_ttl_ms: Option<u64>,
 }
 
 /// The config file's contents; every key optional.
@@ -235,6 +241,7 @@ pub(crate) struct FileConfig {
     store_cacert: Option<PathBuf>,
     store_token_file: Option<PathBuf>,
     store_user: Option<String>,
+    store_min_ttl_ms: Option<u64>,
 }
 
 impl StoreArgs {
@@ -249,6 +256,7 @@ impl StoreArgs {
             store_token: self.store_token.clone(),
             store_token_file: self.store_token_file.clone().or(file.store_token_file.clone()),
             store_user: self.store_user.clone().or(file.store_user.clone()),
+            store_min_ttl_ms: self.store_min_ttl_ms.or(file.store_min_ttl_ms),
         }
     }
 
@@ -262,6 +270,7 @@ impl StoreArgs {
             ("--store-token", self.store_token.is_some()),
             ("--store-token-file", self.store_token_file.is_some()),
             ("--store-user", self.store_user.is_some()),
+            ("--store-min-ttl-ms", self.store_min_ttl_ms.is_some()),
         ]
         .iter()
         .filter_map(|(flag, on)| on.then_some(*flag))

@@ -2,7 +2,9 @@
 //! loss; `tenure elect --observe`: print every change of an election.
 
 use crate::client::{timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
-use crate::store_url::{StoreAuth, StoreUrl, STORE_CACERT_ENV, STORE_ENV, STORE_USER_ENV};
+use crate::store_url::{
+    StoreAuth, StoreUrl, STORE_CACERT_ENV, STORE_ENV, STORE_MIN_TTL_ENV, STORE_USER_ENV,
+};
 use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use clap::Args;
@@ -53,6 +55,12 @@ pub struct ConnArgs {
     /// from TENURE_STORE_PASSWORD.
     #[arg(long, env = STORE_USER_ENV, value_name = "NAME", requires = "store")]
     pub store_user: Option<String>,
+    /// With --store zk://: refuse a session the ensemble negotiates below this many
+    /// milliseconds. Set it to 2 x syncLimit x tickTime of the ensemble when its
+    /// minSessionTimeout was lowered below 2 ticks (docs/STORES.md, section 3.3: the
+    /// deadline's argument needs renewals no closer than the followers' pings).
+    #[arg(long, env = STORE_MIN_TTL_ENV, value_name = "N", requires = "store")]
+    pub store_min_ttl_ms: Option<u64>,
     /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
     /// are then https://, and the servers' certificates are checked against it.
     #[arg(long, env = CACERT_ENV, value_name = "FILE")]
@@ -83,7 +91,11 @@ impl ConnArgs {
                  --cacert and --token"
             );
         }
-        let auth = StoreAuth { cacert: self.store_cacert.clone(), user: self.store_user.clone() };
+        let auth = StoreAuth {
+            cacert: self.store_cacert.clone(),
+            user: self.store_user.clone(),
+            zk_min_ttl: self.store_min_ttl_ms.map(Duration::from_millis),
+        };
         crate::store_url::open(&url, self.cacert.as_deref(), &self.auth, &auth)
     }
 }

@@ -74,7 +74,11 @@ pub fn resolve(args: &ServerArgs) -> anyhow::Result<StoreSettings> {
         election,
         ttl,
         advertise_http: s.advertise_http,
-        store_auth: StoreAuth { cacert: s.store_cacert, user: s.store_user },
+        store_auth: StoreAuth {
+            cacert: s.store_cacert,
+            user: s.store_user,
+            zk_min_ttl: s.store_min_ttl_ms.map(Duration::from_millis),
+        },
         store_token,
     })
 }

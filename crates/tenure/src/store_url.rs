@@ -24,13 +24,20 @@ pub const STORE_USER_ENV: &str = "TENURE_STORE_USER";
 /// flag: a command line is visible to every user of the machine).
 pub const STORE_PASSWORD_ENV: &str = "TENURE_STORE_PASSWORD";
 
-/// How to reach an external store besides its hosts: etcd's TLS and users.
+/// Environment variable that sets `--store-min-ttl-ms`.
+pub const STORE_MIN_TTL_ENV: &str = "TENURE_STORE_MIN_TTL_MS";
+
+/// How to reach an external store besides its hosts: etcd's TLS and users,
+/// ZooKeeper's lower bound on sessions.
 #[derive(Clone, Debug, Default)]
 pub struct StoreAuth {
     /// The CA that signed the etcd members' certificates (https).
     pub cacert: Option<std::path::PathBuf>,
     /// An etcd user, with the password from [`STORE_PASSWORD_ENV`].
     pub user: Option<String>,
+    /// ZooKeeper: sessions negotiated below this are refused
+    /// (`ZkOptions::min_ttl`, docs/STORES.md §3.3).
+    pub zk_min_ttl: Option<std::time::Duration>,
 }
 
 /// The store `url` names, reached with `auth` (`tenure://` is not opened
@@ -42,6 +49,9 @@ pub fn open_external(
     let only_etcd = |what: &str| format!("{what} is for etcd stores only; {url} is not one");
     match url {
         StoreUrl::Etcd(hosts) => {
+            if auth.zk_min_ttl.is_some() {
+                bail!("--store-min-ttl-ms is for ZooKeeper stores only; {url} is not one");
+            }
             let user = match &auth.user {
                 None => None,
                 Some(name) => {
@@ -66,7 +76,10 @@ pub fn open_external(
             if auth.user.is_some() {
                 bail!(only_etcd("--store-user"));
             }
-            let options = tenure_store_zk::ZkOptions::default();
+            let mut options = tenure_store_zk::ZkOptions::default();
+            if let Some(min) = auth.zk_min_ttl {
+                options.min_ttl = min;
+            }
             Ok(std::sync::Arc::new(tenure_store_zk::ZkStore::new(hosts.clone(), options)?))
         }
         StoreUrl::Tenure(_) => bail!("{url}: tenure's store is opened with the cluster's client"),
@@ -140,6 +153,9 @@ pub fn open(
 ) -> anyhow::Result<Arc<dyn Store>> {
     match url {
         StoreUrl::Tenure(hosts) => {
+            if auth.user.is_some() || auth.zk_min_ttl.is_some() {
+                bail!("--store-user and --store-min-ttl-ms are for etcd and ZooKeeper stores");
+            }
             Ok(Arc::new(TenureStore::new(tenure_cluster(cacert, tokens, &hosts.join(","))?)))
         }
         external => open_external(external, auth),
