@@ -1,6 +1,6 @@
 //! Candidacies: campaign, wait, resign, check (docs/STORES.md §2.3, §4).
 
-use crate::errors::{bounded, bounded_opt};
+use crate::errors::{bounded, bounded_opt, classify};
 use crate::queue::{base_name, election_dir, node_prefix, queue, Child};
 use crate::session::on_session_error;
 use crate::{Entry, ZkStore};
@@ -8,7 +8,8 @@ use std::time::Duration;
 use tenure_client::election::{check_name, check_value, Check};
 use tenure_client::store::{Candidacy, SessionId, StoreError, Waited, MAX_WAIT};
 use tokio::time::Instant;
-use zookeeper_client::{Acls, Client, CreateMode, OneshotWatcher, Stat};
+use zookeeper_client::Error as ZkError;
+use zookeeper_client::{Acls, Client, CreateMode, MultiReadResult, OneshotWatcher, Stat};
 
 /// How many times a read is tried again when the node it listed is deleted
 /// before its `Stat` is read (each time, someone left the queue).
@@ -34,6 +35,36 @@ impl ZkStore {
         let limit = self.options.request_timeout;
         let listed = bounded_opt(&self.servers, "get_children", limit, client.get_children(dir));
         Ok(listed.await?.map(|(children, stat)| (queue(&children), stat)))
+    }
+
+    /// `dir`'s queue and the `Stat` of `own`, read at one point in one
+    /// request (a multi-read); `None` for what does not exist.
+    async fn list_with(
+        &self,
+        client: &Client,
+        dir: &str,
+        own: &str,
+    ) -> Result<(Option<Vec<Child>>, Option<Stat>), StoreError> {
+        let bad = |e| classify(&self.servers, "multi-read", e);
+        let mut reader = client.new_multi_reader();
+        reader.add_get_children(dir).map_err(bad)?;
+        reader.add_get_data(own).map_err(bad)?;
+        let limit = self.options.request_timeout;
+        let results = bounded(&self.servers, "multi-read", limit, reader.commit()).await?;
+        let odd = || StoreError::Refused(format!("multi-read of {dir}: {results:?}"));
+        let queue_of = match results.first() {
+            Some(MultiReadResult::Children { children }) => Some(queue(children)),
+            Some(MultiReadResult::Error { err: ZkError::NoNode }) => None,
+            Some(MultiReadResult::Error { err }) => return Err(bad(err.clone())),
+            _ => return Err(odd()),
+        };
+        let stat = match results.get(1) {
+            Some(MultiReadResult::Data { stat, .. }) => Some(*stat),
+            Some(MultiReadResult::Error { err: ZkError::NoNode }) => None,
+            Some(MultiReadResult::Error { err }) => return Err(bad(err.clone())),
+            _ => return Err(odd()),
+        };
+        Ok((queue_of, stat))
     }
 
     /// The `Stat` of `path`, `None` if it does not exist.
@@ -150,12 +181,14 @@ impl ZkStore {
         own: &str,
     ) -> Result<Step, StoreError> {
         let gone = || StoreError::Gone(format!("{}: the candidacy's node no longer exists", c.key));
-        let Some((q, _)) = self.list(&entry.client, dir).await? else { return Err(gone()) };
+        let (q, own_stat) = self.list_with(&entry.client, dir, &c.key).await?;
+        let Some(q) = q else { return Err(gone()) };
         let pos = q.iter().position(|ch| ch.name == own).ok_or_else(gone)?;
         if pos == 0 {
-            // The proof: first in the list just read, and the node is this
-            // session's with this token (CURATOR-696: ephemeralOwner).
-            return match self.stat(&entry.client, &c.key).await? {
+            // The proof: first in the list, and the node is this session's
+            // with this token (CURATOR-696: ephemeralOwner), both read at
+            // one point.
+            return match own_stat {
                 // A connection lost meanwhile suspends the session (Curator's
                 // rule): no leadership is answered on it, whatever was read.
                 Some(_) if crate::session::ends_trust(entry.client.state()) => {
@@ -218,12 +251,14 @@ impl ZkStore {
         // A session already gone took its ephemeral nodes with it.
         let Ok(entry) = self.entry(c.session) else { return Ok(()) };
         let resign = async {
-            let Some(stat) = self.stat(&entry.client, &c.key).await? else { return Ok(()) };
-            if stat.czxid as u64 != c.token || stat.ephemeral_owner as u64 != c.session.0 {
-                return Ok(()); // Not this candidacy's node.
-            }
+            // One request, no read first: the path names this session and a
+            // sequence number its parent never gives twice, and the node's
+            // data is never set (version 0), so what it deletes is this
+            // candidacy. (Only if an operator deleted and recreated the
+            // election's parent could the path name a later candidacy of
+            // the same session: that one would lose its place, nobody else.)
             let limit = self.options.request_timeout;
-            let delete = entry.client.delete(&c.key, Some(stat.version));
+            let delete = entry.client.delete(&c.key, Some(0));
             bounded_opt(&self.servers, "delete", limit, delete).await.map(|_| ())
         };
         match resign.await.map_err(|e| on_session_error(self, c.session, e)) {

@@ -287,11 +287,12 @@ fn a_frozen_leader_expires_and_the_next_leads_only_after_its_deadline() {
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let store = store(&zk);
+    // B campaigns once A leads (else B could come first).
+    let (ca, a_deadline) = ready.recv().unwrap();
     let cb = rt.block_on(async {
         let b = store.grant(TTL).await.unwrap().session;
         store.campaign(b, "expiry", "b").await.unwrap()
     });
-    let (ca, a_deadline) = ready.recv().unwrap();
     assert!(!cb.leader && cb.token > ca.token);
     let frozen = Instant::now();
     freeze.send(TTL * 3).unwrap();
