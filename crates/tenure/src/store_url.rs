@@ -22,6 +22,7 @@ pub const STORE_CACERT_ENV: &str = "TENURE_STORE_CACERT";
 pub const STORE_USER_ENV: &str = "TENURE_STORE_USER";
 /// Environment variable holding the password of `--store-user` (never a
 /// flag: a command line is visible to every user of the machine).
+#[cfg_attr(not(feature = "stores"), allow(dead_code))]
 pub const STORE_PASSWORD_ENV: &str = "TENURE_STORE_PASSWORD";
 
 /// Environment variable that sets `--store-min-ttl-ms`.
@@ -42,6 +43,7 @@ pub struct StoreAuth {
 
 /// The store `url` names, reached with `auth` (`tenure://` is not opened
 /// here: it needs the tenure cluster's client settings).
+#[cfg(feature = "stores")]
 pub fn open_external(
     url: &StoreUrl,
     auth: &StoreAuth,
@@ -84,6 +86,15 @@ pub fn open_external(
         }
         StoreUrl::Tenure(_) => bail!("{url}: tenure's store is opened with the cluster's client"),
     }
+}
+
+/// Without the `stores` feature, etcd and ZooKeeper cannot be reached.
+#[cfg(not(feature = "stores"))]
+pub fn open_external(
+    url: &StoreUrl,
+    _auth: &StoreAuth,
+) -> anyhow::Result<std::sync::Arc<dyn tenure_client::Store>> {
+    bail!("{url}: this build has no etcd or ZooKeeper stores (build with the `stores` feature)")
 }
 
 /// A parsed `--store`.
