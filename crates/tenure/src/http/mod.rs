@@ -21,7 +21,9 @@
 //! [`REJECTION_LOG_INTERVAL`], not a line each.
 
 pub mod auth;
+mod cluster;
 mod conn;
+mod dashboard;
 mod election_observe;
 mod elections;
 mod gate;
@@ -107,6 +109,24 @@ pub const ENDPOINTS: &[Endpoint] = &[
         access: Access::Probe,
         description: "200 on the leader (while its lease is valid), 503 elsewhere",
         handlers: |m| on(m, leader::is_leader),
+    },
+    Endpoint {
+        path: "/v1/cluster",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "every voter's status, read through this node ({\"served_by\",\"nodes\": \
+                      [{\"id\",\"http_address\",\"status\",\"error\"}]}); the others at \
+                      their --peer-http address, with the caller's token",
+        handlers: |m| on(m, cluster::get),
+    },
+    Endpoint {
+        path: "/v1/timeline",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "the leadership changes this node saw, with their cause ({\"entries\": \
+                      [{\"term\",\"leader\",\"previous\",\"at_unix_ms\",\"no_leader_ms\",\
+                      \"cause\",\"detail\"}]})",
+        handlers: |m| on(m, cluster::timeline),
     },
     Endpoint {
         path: "/v1/watch",
@@ -363,6 +383,7 @@ pub fn router(state: AppState) -> Router {
     let gate = state.gate();
     routes(&gate, |e, filter| (e.handlers)(filter))
         .route("/v1/kv/", empty_key_route(&gate))
+        .merge(dashboard::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
