@@ -538,7 +538,8 @@ pub struct SessionInfoBody {
 /// `GET /v1/sessions` success.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct SessionListBody {
-    /// The sessions, by id (without `remaining_ms`).
+    /// The sessions, by id (the first `MAX_REMAINING_ASKED` with the
+    /// leader's `remaining_ms`, when a leader answers).
     pub sessions: Vec<SessionInfoBody>,
     /// Whether more sessions exist than were returned.
     pub more: bool,

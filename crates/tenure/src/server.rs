@@ -117,7 +117,7 @@ pub async fn run(
     log_api_access(&api);
 
     let metrics = Metrics::default();
-    let failovers = tokio::spawn(metrics.clone().track_failovers(handle.leadership()));
+    let failovers = tokio::spawn(metrics.clone().track_node_failovers(handle.clone()));
     let rejections = Arc::new(RateLimitedLog::new("HTTP requests", REJECTION_LOG_INTERVAL));
     let rejection_summaries = tokio::spawn({
         let rejections = rejections.clone();

@@ -20,8 +20,8 @@
   const URLS = {
     cluster: "/v1/cluster",
     timeline: "/v1/timeline",
-    elections: `/v1/elections?limit=${LIST_LIMIT}`,
-    sessions: `/v1/sessions?limit=${LIST_LIMIT}`,
+    elections: `/v1/elections?limit=${LIST_LIMIT}&consistency=stale`,
+    sessions: `/v1/sessions?limit=${LIST_LIMIT}&consistency=stale`,
     metrics: "/metrics",
     watch: "/v1/watch",
   };

@@ -185,7 +185,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
         path: "/v1/sessions",
         methods: &[Method::GET],
         access: Access::Read,
-        description: "the sessions by id ({\"sessions\",\"more\",\"revision\"}); &limit=N",
+        description: "the sessions by id ({\"sessions\",\"more\",\"revision\"}), the first \
+                      100 with the leader's remaining_ms; &limit=N, &consistency=stale",
         handlers: |m| on(m, sessions::list),
     },
     Endpoint {
@@ -232,7 +233,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
         methods: &[Method::GET],
         access: Access::Read,
         description: "the elections with a candidate, by name ({\"elections\": [{\"name\",\
-                      \"leader\",\"candidates\"}],\"more\",\"revision\"}); &limit=N",
+                      \"leader\",\"candidates\"}],\"more\",\"revision\"}); &limit=N, \
+                      &consistency=stale",
         handlers: |m| on(m, elections::list),
     },
     Endpoint {
