@@ -752,6 +752,37 @@ mod tests {
     }
 
     #[test]
+    fn http_addresses_come_from_peer_http_or_the_local_defaults() {
+        let s = args(2).resolve().unwrap();
+        let local: Vec<(u64, &str)> =
+            s.http_addresses.iter().map(|(id, a)| (id.0, a.as_str())).collect();
+        assert_eq!(local, [(1, "127.0.0.1:8001"), (2, "127.0.0.1:8002"), (3, "127.0.0.1:8003")]);
+        // Voters of one's own: only this node's, unless --peer-http names them.
+        let mut a = args(2);
+        a.peers = Some("1=10.0.0.1:7001,2=10.0.0.2:7001,3=10.0.0.3:7001".into());
+        a.listen = Some("127.0.0.1:7002".into());
+        a.http = Some("10.0.0.2:9000".into());
+        let own: Vec<u64> = a.resolve().unwrap().http_addresses.keys().map(|id| id.0).collect();
+        assert_eq!(own, [2]);
+        a.peer_http = Some("1=db1.example:8001, 3=10.0.0.3:8001".into());
+        let s = a.resolve().unwrap();
+        assert_eq!(s.http_addresses[&NodeId(1)], "db1.example:8001", "names stay names");
+        assert_eq!(s.http_addresses[&NodeId(2)], "10.0.0.2:9000");
+        for (bad, says) in [
+            ("4=10.0.0.4:8001", "not a voter"),
+            ("1=10.0.0.1", "not HOST:PORT"),
+            ("1=:8001", "not HOST:PORT"),
+            ("1=10.0.0.1:8001,1=10.0.0.1:8002", "listed twice"),
+            ("x=10.0.0.1:8001", "not a positive integer"),
+            ("10.0.0.1:8001", "ID=HOST:PORT"),
+        ] {
+            a.peer_http = Some(bad.into());
+            let err = format!("{:#}", a.resolve().unwrap_err());
+            assert!(err.contains(says) && err.contains("--peer-http"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn own_id_absent_from_peers_is_added_with_listen() {
         let mut a = args(4);
         a.peers = Some("1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003".into());
