@@ -106,9 +106,10 @@ pub enum StartError {
         /// Why.
         reason: String,
     },
-    /// The state file belongs to another node or cluster.
+    /// The state file (or the lock file's record, or the incarnation file)
+    /// belongs to another node or cluster.
     #[error(
-        "the state file {path} belongs to node {found_node} of cluster {found_cluster:?}, \
+        "the file {path} belongs to node {found_node} of cluster {found_cluster:?}, \
          not node {expected_node} of cluster {expected_cluster:?}; nothing was changed. Point \
          --data-dir at this node's own directory (if node {found_node} left cluster \
          {found_cluster:?} for good, its whole directory may be moved away)"
@@ -141,9 +142,10 @@ pub enum StartError {
         /// The protocol this node is configured with.
         configured: ProtocolKind,
     },
-    /// The state file was written by a newer, incompatible version of tenure.
+    /// The state file (or the lock file's record, or the incarnation file)
+    /// was written by a newer, incompatible version of tenure.
     #[error(
-        "the state file {path} has format version {version}, which this build does not \
+        "the file {path} has format version {version}, which this build does not \
          support (it supports {supported}); run a newer tenure, nothing was changed"
     )]
     UnsupportedStateFormat {
@@ -153,6 +155,34 @@ pub enum StartError {
         version: u32,
         /// The version this build writes.
         supported: u32,
+    },
+    /// The incarnation file is damaged (both copies): nothing tells which
+    /// incarnation numbers the node used.
+    #[error(
+        "the incarnation file {path} is corrupted ({detail}); nothing was changed. This node \
+         cannot tell which incarnation numbers it used, and must never use one twice (a true \
+         notice that an earlier incarnation died would then stop the live one). Start it once \
+         with `tenure server --reset-state` (embedded: tenure_node::reset_state): it takes a \
+         new incarnation from the wall clock, above every number a count of starts reached"
+    )]
+    CorruptIncarnation {
+        /// The incarnation file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A first incarnation is taken from the wall clock, and the clock reads
+    /// an implausible time.
+    #[error(
+        "the incarnation file {path} is to be created from the wall clock, but the clock reads \
+         {now_us} microseconds since the Unix epoch, outside 2020..2255; a number taken from \
+         it could repeat one this node used. Set the system clock (NTP), then start again"
+    )]
+    IncarnationClock {
+        /// The incarnation file.
+        path: PathBuf,
+        /// The clock's reading.
+        now_us: u64,
     },
     /// A file operation in the data directory failed.
     #[error("I/O error on {path}: {source}")]

@@ -1,6 +1,8 @@
-//! Durable state in the data directory: the `state` file (term and vote) and
+//! Durable state in the data directory: the `state` file (term and vote),
 //! the `lock` file that keeps two processes out of one directory and records
-//! the newest state the node acted on.
+//! the newest state the node acted on, and the `incarnation` file, the
+//! number every start takes anew ([`incarnation`]: its format, and why it is
+//! a file of its own).
 //!
 //! # State file format (version 2)
 //!
@@ -64,11 +66,16 @@
 //! in after the check cannot hang the start either.
 
 mod format;
+pub mod incarnation;
 pub mod recovery;
 
 pub use format::{
     parse_lock_file, parse_state_file, ParseError, Record, StateFile, MAX_STATE_FILE_LEN, SLOT_LEN,
     STATE_FORMAT_VERSION,
+};
+pub use incarnation::{
+    dead_incarnation, parse_incarnation_file, DeadIncarnation, DeadIncarnationError,
+    IncarnationFile, IncarnationRecord, NextIncarnation, INCARNATION_FILE, MAX_INCARNATION,
 };
 pub use recovery::{Identity, Plan};
 
@@ -111,34 +118,48 @@ struct Slots {
 pub struct DataDir {
     dir: PathBuf,
     id: Identity,
+    /// The incarnation this opening took (see [`incarnation`]).
+    incarnation: u64,
     slots: Mutex<Slots>,
 }
 
+/// What opening a data directory did.
+struct Opened {
+    data: DataDir,
+    plan: Plan,
+    incarnation: NextIncarnation,
+}
+
 impl DataDir {
-    /// Creates the directory if missing, takes the lock and loads the state
-    /// (writing an initial one for a fresh node). A state that could make the
-    /// node vote twice in a term is refused (see [`recovery::plan`]).
+    /// Creates the directory if missing, takes the lock, loads the state
+    /// (writing an initial one for a fresh node) and takes the next
+    /// incarnation ([`DataDir::incarnation`], written and synced before this
+    /// returns). A state that could make the node vote twice in a term is
+    /// refused (see [`recovery::plan`]), and so is a damaged incarnation file
+    /// (see [`incarnation`]).
     pub fn open(dir: &Path, id: Identity) -> Result<(DataDir, HardState), StartError> {
-        Self::open_with(dir, id, None).map(|(data, plan)| (data, plan.state))
+        Self::open_with(dir, id, None).map(|o| (o.data, o.plan.state))
     }
 
     /// Like [`DataDir::open`], but a state that would be refused for being
     /// missing, damaged, older than the lock file's record or of another
     /// protocol is replaced by one no older than anything the node knows and
     /// in a term of at least `min_term` (see [`recovery::plan`]).
+    /// A damaged incarnation file is replaced too (by a number from the wall
+    /// clock).
     pub fn open_reset(
         dir: &Path,
         id: Identity,
         min_term: Option<Term>,
     ) -> Result<(DataDir, Plan), StartError> {
-        Self::open_with(dir, id, Some(min_term))
+        Self::open_with(dir, id, Some(min_term)).map(|o| (o.data, o.plan))
     }
 
     fn open_with(
         dir: &Path,
         id: Identity,
         reset: Option<Option<Term>>,
-    ) -> Result<(DataDir, Plan), StartError> {
+    ) -> Result<Opened, StartError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let paths = Paths { state: dir.join(STATE_FILE), lock: dir.join(LOCK_FILE) };
         ensure_lock_file(dir, &paths.lock, &id)?;
@@ -162,6 +183,11 @@ impl DataDir {
             (StateRead::Missing, false)
         };
         let plan = recovery::decide(&id, &paths, state, mark, reset)?;
+        // Decided before anything is written: a refusal changes nothing.
+        let found = incarnation::read(dir)?;
+        let inc_path = dir.join(INCARNATION_FILE);
+        let now_us = incarnation::wall_clock_us();
+        let next = incarnation::decide(&id, &inc_path, &found, reset.is_some(), now_us)?;
         let slot = format::encode_slot(plan.seq, &id.record(plan.state));
         if plan.rewrite_state {
             // State first, then the record: a crash between them leaves a
@@ -177,8 +203,20 @@ impl DataDir {
         // A state written just before a crash may be in slot 0 only: copy it
         // into slot 1 before a write overwrites slot 0.
         mirror_slots(&mut slots).map_err(io_err(&paths.state))?;
-        let data = DataDir { dir: dir.to_path_buf(), id, slots: Mutex::new(slots) };
-        Ok((data, plan))
+        incarnation::write(dir, &id, &next)?;
+        let data = DataDir {
+            dir: dir.to_path_buf(),
+            id,
+            incarnation: next.incarnation,
+            slots: Mutex::new(slots),
+        };
+        Ok(Opened { data, plan, incarnation: next })
+    }
+
+    /// The incarnation this opening took: larger than that of every earlier
+    /// opening of the directory, and durable (see [`incarnation`]).
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     /// The state file's path.
@@ -317,17 +355,20 @@ pub enum ResetOutcome {
     },
 }
 
-/// Opens the data directory with a reset and closes it again.
+/// Opens the data directory with a reset and closes it again. (The opening
+/// takes an incarnation, which no peer ever sees: numbers only need to grow.)
 pub(crate) fn reset(
     dir: &Path,
     id: Identity,
     min_term: Option<Term>,
 ) -> Result<ResetOutcome, StartError> {
-    let (data, plan) = DataDir::open_reset(dir, id, min_term)?;
+    let Opened { data, plan, incarnation } = DataDir::open_with(dir, id, Some(min_term))?;
     drop(data);
-    Ok(match plan.reset {
-        Some(refused) => ResetOutcome::Reset { refused, state: plan.state },
-        None => ResetOutcome::NotNeeded { state: plan.state },
+    let refused: Vec<String> = plan.reset.into_iter().chain(incarnation.reset).collect();
+    Ok(if refused.is_empty() {
+        ResetOutcome::NotNeeded { state: plan.state }
+    } else {
+        ResetOutcome::Reset { refused: refused.join("; "), state: plan.state }
     })
 }
 

@@ -257,7 +257,7 @@ fn special_files_are_refused_without_hanging() {
         }),
         ("character device", |p| std::os::unix::fs::symlink("/dev/null", p).unwrap()),
     ];
-    for name in [STATE_FILE, LOCK_FILE] {
+    for name in [STATE_FILE, LOCK_FILE, INCARNATION_FILE] {
         for (kind, make) in makers {
             let dir = tempfile::tempdir().unwrap();
             make(&dir.path().join(name));
