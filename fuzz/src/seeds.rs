@@ -45,6 +45,7 @@ fn hello_from(cluster_id: &str, protocol: ProtocolKind) -> Frame {
         from: NodeId(2),
         to: NodeId(1),
         protocol,
+        incarnation: 2,
     }
 }
 
@@ -121,6 +122,7 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             cluster_id: "c".into(),
             node: NodeId(2),
             protocol: ProtocolKind::Raft,
+            incarnation: 1_750_000_000_000_000,
         },
         Frame::Reject { reason: "no".into() },
         Frame::Pong { nonce: 7 },

@@ -3,11 +3,13 @@
 
 use crate::error::TransferError;
 use crate::shared::{Command, Elector, Shared};
+use crate::spy::{DeathNotice, NoticeError, NoticeOutcome, Spy};
 use crate::status::LeadershipEvent;
 use crate::storage::DataDir;
 use crate::sync::lock;
 use crate::timeline::{link_view, unix_ms};
 use crate::transport::Transport;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{
@@ -30,6 +32,7 @@ pub const SHUTDOWN_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
 enum Wake {
     Stop,
     Command(Command),
+    Dead(DeathNotice),
     Message(NodeId, Message),
     Timer,
     RetryPersist,
@@ -41,6 +44,16 @@ struct PersistRetry {
     backoff: Duration,
 }
 
+/// What feeds the driver besides the stop request and its timers.
+pub(crate) struct Channels {
+    /// Election messages from peers.
+    pub(crate) inbound: mpsc::Receiver<(NodeId, Message)>,
+    /// Commands from handles.
+    pub(crate) commands: mpsc::Receiver<Command>,
+    /// Death notices of the next-incarnation spy, from the transport.
+    pub(crate) deaths: mpsc::Receiver<DeathNotice>,
+}
+
 /// The driver: owns the inputs of the core, the data directory and the transport.
 pub struct Driver {
     pub(crate) shared: Arc<Shared>,
@@ -48,6 +61,7 @@ pub struct Driver {
     pub(crate) transport: Transport,
     pub(crate) inbound: mpsc::Receiver<(NodeId, Message)>,
     pub(crate) commands: mpsc::Receiver<Command>,
+    pub(crate) deaths: mpsc::Receiver<DeathNotice>,
     pub(crate) stop: watch::Receiver<bool>,
     /// The term this node leads, while it leads.
     pub(crate) led_term: Option<Term>,
@@ -63,16 +77,17 @@ impl Driver {
         shared: Arc<Shared>,
         data: Arc<DataDir>,
         transport: Transport,
-        inbound: mpsc::Receiver<(NodeId, Message)>,
-        commands: mpsc::Receiver<Command>,
+        channels: Channels,
     ) -> Self {
         let stop = shared.stop.subscribe();
+        let Channels { inbound, commands, deaths } = channels;
         Driver {
             shared,
             data,
             transport,
             inbound,
             commands,
+            deaths,
             stop,
             led_term: None,
             retry: None,
@@ -93,6 +108,9 @@ impl Driver {
                 biased;
                 _ = self.stop.wait_for(|&stop| stop) => Wake::Stop,
                 Some(cmd) = self.commands.recv() => Wake::Command(cmd),
+                // Before messages: a notice queued before the new
+                // incarnation's first message is taken before it.
+                Some(notice) = self.deaths.recv() => Wake::Dead(notice),
                 Some((from, msg)) = self.inbound.recv() => Wake::Message(from, msg),
                 _ = timer => Wake::Timer,
                 _ = sleep_opt(retry_at), if retry_at.is_some() => Wake::RetryPersist,
@@ -100,6 +118,9 @@ impl Driver {
             match wake {
                 Wake::Stop => break,
                 Wake::Command(cmd) => self.command(cmd).await,
+                Wake::Dead(notice) => {
+                    self.peer_dead(notice).await;
+                }
                 Wake::Message(from, msg) => {
                     self.input(|core, now| core.handle_message(now, from, msg)).await
                 }
@@ -131,7 +152,68 @@ impl Driver {
                 }
                 let _ = reply.send(result.map_err(TransferError::from));
             }
+            Command::NotifyDead { peer, incarnation, reply } => {
+                let result = self.external_notice(peer, incarnation).await;
+                let _ = reply.send(result);
+            }
         }
+    }
+
+    /// An external death notice: checked against the incarnations the
+    /// handshakes showed (see [`crate::spy`]), then given to the core if it
+    /// names the peer's current one.
+    async fn external_notice(
+        &mut self,
+        peer: NodeId,
+        incarnation: u64,
+    ) -> Result<NoticeOutcome, NoticeError> {
+        let id = self.shared.config.id;
+        let checked = match self.shared.net.link(peer) {
+            _ if peer == id => Err(NoticeError::Myself(peer)),
+            None => Err(NoticeError::NotAVoter(peer)),
+            Some(link) => link.check_notice(incarnation),
+        };
+        match checked {
+            Ok(NoticeOutcome::Accepted { .. }) => {
+                let by = Spy::External;
+                let was_leader = self.peer_dead(DeathNotice { peer, incarnation, by }).await;
+                Ok(NoticeOutcome::Accepted { peer, incarnation, was_leader })
+            }
+            Ok(stale @ NoticeOutcome::Stale { current, .. }) => {
+                info!(node = %id, %peer, incarnation, current, "a stale death notice: nothing to do");
+                Ok(stale)
+            }
+            Err(e) => {
+                warn!(node = %id, %peer, incarnation, error = %e, "a death notice was refused");
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives the election core a death notice: `notice.incarnation` of
+    /// `notice.peer` is dead, as `notice.by` knows for certain. Returns
+    /// whether this node followed that peer as its leader.
+    ///
+    /// The one place where death notices reach the core, whichever spy gave
+    /// them. The core's input for them (`Protocol::handle_peer_dead(now,
+    /// peer)`: release this node's support for the peer and, if it was the
+    /// leader, stand at once in rank order) is being added on the `spy`
+    /// branch; once it lands, this calls
+    /// `self.input(|core, now| core.handle_peer_dead(now, notice.peer)).await`
+    /// after the count below. Until then a notice is checked, logged and
+    /// counted, and the election timeout still decides.
+    async fn peer_dead(&mut self, notice: DeathNotice) -> bool {
+        let DeathNotice { peer, incarnation, by } = notice;
+        let was_leader = lock(&self.shared.core).status().leader == Some(peer);
+        self.shared.death_notices.fetch_add(1, Ordering::Relaxed);
+        info!(
+            node = %self.shared.config.id,
+            %peer,
+            incarnation,
+            was_leader,
+            "a peer's incarnation is dead: {by}"
+        );
+        was_leader
     }
 
     /// Feeds one input to the core and carries out what it produced.

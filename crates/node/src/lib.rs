@@ -26,8 +26,10 @@
 //!
 //! * **driver** (module `driver`, one task): the only code that feeds
 //!   inputs to the core. A `tokio::select!` loop over: a stop request, handle
-//!   commands (a bounded channel), received messages (a bounded channel), the
-//!   single timer armed at `poll_timeout()`, and the persist-retry timer.
+//!   commands (a bounded channel), death notices of the next-incarnation spy
+//!   (a bounded channel, taken before messages; see [`spy`]), received
+//!   messages (a bounded channel), the single timer armed at
+//!   `poll_timeout()`, and the persist-retry timer.
 //! * **transport** ([`transport`]): an accept loop with one task per inbound
 //!   connection, and one dialer task per peer.
 //! * **log** ([`replicated`], only with [`start_replicated`]): the replicated
@@ -46,12 +48,16 @@
 //! 1. Peer P's dialer holds one TCP connection to our listener (TCP_NODELAY),
 //!    with mutual TLS ([`tls`]: P's certificate names it as `node-P.<cluster>`).
 //!    It opened with a handshake ([`wire::Frame::Hello`]: wire version,
-//!    cluster id, P's id, our id, P's protocol), which we checked: another
+//!    cluster id, P's id, our id, P's protocol and incarnation; we answer
+//!    with ours in [`wire::Frame::HelloAck`]), which we checked: another
 //!    cluster, another protocol, an unknown id, our own id, another version, or
 //!    an id that P's certificate does not name is refused with a logged
 //!    reason, a [`wire::Frame::Reject`], and a close (counted in
 //!    `frames_rejected`). Inbound connections are bounded (handshake slots,
-//!    one connection per peer, an idle timeout; see [`transport`]).
+//!    one connection per peer, an idle timeout; see [`transport`]). An
+//!    incarnation of P higher than the one we knew (on either side's
+//!    handshake) proves the one we knew dead: the driver is told before
+//!    anything the new one sends is read ([`spy`]).
 //! 2. Frames are length-delimited (4-byte length, at most
 //!    [`wire::MAX_FRAME_LEN`] bytes), start with the wire version byte, and
 //!    carry a postcard-encoded [`wire::Frame`]. A malformed or oversized frame
@@ -86,7 +92,13 @@
 //! * The data directory holds `state` (two checksummed copies of term, vote,
 //!   cluster id, node id, protocol and format version; see [`storage`]) and
 //!   `lock`, which also holds the record of the newest state the node acted
-//!   on. A missing directory is created.
+//!   on, and `incarnation` (two checksummed copies of the number the last
+//!   start took; see [`storage::incarnation`]). A missing directory is
+//!   created.
+//! * Every start takes the next incarnation, written to both copies and
+//!   synced before the node dials or accepts any peer; a damaged file
+//!   ([`StartError::CorruptIncarnation`]) is refused until [`reset_state`]
+//!   replaces it with a number from the wall clock.
 //! * Every state change overwrites the first copy in place and, at the same
 //!   time, the record in `lock`, each made durable with one `fdatasync`,
 //!   before any message produced with that change is sent; the second copy
@@ -139,6 +151,7 @@ mod node;
 pub mod ratelog;
 pub mod replicated;
 mod shared;
+pub mod spy;
 pub mod status;
 pub mod storage;
 mod sync;
@@ -153,6 +166,7 @@ pub use error::{Recovery, StartError, TransferError};
 pub use node::{reset_state, start, start_with_listener, Node, NodeHandle};
 pub use ratelog::RateLimitedLog;
 pub use replicated::{start_replicated, Committed, ReadFailure, Replicated, WriteError};
+pub use spy::{NoticeError, NoticeOutcome};
 pub use status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
 pub use storage::ResetOutcome;
 pub use tenure_core::{FencingToken, Lsn, NodeId, ProtocolKind, Role, Term};

@@ -6,6 +6,7 @@ use crate::driver::Driver;
 use crate::error::{StartError, TransferError};
 use crate::metrics::LeaderTracker;
 use crate::shared::{leadership_of, Command, Elector, Shared};
+use crate::spy::{NoticeError, NoticeOutcome};
 use crate::status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
 use crate::storage::{DataDir, Identity, ResetOutcome};
 use crate::sync::lock;
@@ -15,7 +16,7 @@ use crate::transport::{reconnect_cap, Inbound, Net, PeerData, Transport};
 use rand_core::{OsRng, RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tenure_core::{NodeId, Protocol, Role, Term};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -29,6 +30,9 @@ pub const COMMAND_QUEUE_CAPACITY: usize = 16;
 /// Received election messages queued for the driver before readers wait
 /// (back-pressure onto the peers' TCP connections).
 pub const INBOUND_QUEUE_CAPACITY: usize = 1024;
+/// Death notices of the next-incarnation spy queued for the driver before
+/// the connections that found them wait (one per peer restart: a handful).
+pub const DEATH_QUEUE_CAPACITY: usize = 16;
 
 /// Starts a node: checks the configuration and the TLS files, locks and loads
 /// the data directory, binds the peer listener to `config.listen` and spawns
@@ -139,7 +143,10 @@ async fn start_valid(
     listener.set_nonblocking(true).map_err(bind_err)?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(bind_err)?;
 
+    // Persist, then send: the incarnation is taken and synced here, before
+    // the transport dials or accepts any peer.
     let (data, hard_state) = DataDir::open(&config.data_dir, identity(&config))?;
+    let incarnation = data.incarnation();
     let clock = Clock::new();
     // The core only needs a seed; take it from OS entropy once, and log it so
     // a run can be replayed in the simulator.
@@ -154,6 +161,7 @@ async fn start_valid(
     let net = Arc::new(Net::new(
         config.cluster_id.clone(),
         config.id,
+        incarnation,
         config.protocol,
         &config.peers,
         clock,
@@ -163,13 +171,16 @@ async fn start_valid(
     ));
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
-    let inbound = Inbound { election: inbound_tx, data: peer_data };
+    let (deaths_tx, deaths_rx) = mpsc::channel(DEATH_QUEUE_CAPACITY);
+    let inbound = Inbound { election: inbound_tx, data: peer_data, deaths: deaths_tx };
     let transport = Transport::spawn(net.clone(), listener, inbound);
     let shared = Arc::new(Shared {
         leadership: watch::Sender::new(leadership_of(&core)),
         events: broadcast::Sender::new(EVENT_CHANNEL_CAPACITY),
         commands: commands_tx,
         stop: watch::Sender::new(false),
+        incarnation,
+        death_notices: AtomicU64::new(0),
         core: Mutex::new(core),
         tracker: Mutex::new(LeaderTracker::default()),
         timeline: Mutex::new(Timeline::new(config.id, config.election_timeout)),
@@ -184,12 +195,15 @@ async fn start_valid(
         listen = %peer_addr,
         tls = tls.as_ref().map_or("off (insecure)", |t| t.name()),
         data_dir = %shared.config.data_dir.display(),
+        incarnation,
         term = %hard_state.term,
         voted_for = ?hard_state.voted_for,
         seed,
         "node started"
     );
-    let driver = Driver::new(shared.clone(), Arc::new(data), transport, inbound_rx, commands_rx);
+    let channels =
+        crate::driver::Channels { inbound: inbound_rx, commands: commands_rx, deaths: deaths_rx };
+    let driver = Driver::new(shared.clone(), Arc::new(data), transport, channels);
     let task = tokio::spawn(driver.run());
     Ok(Node { handle: NodeHandle { shared }, peer_addr, tls, driver: Some(task), log: None })
 }
@@ -281,6 +295,7 @@ impl NodeHandle {
         let now = self.shared.clock.now().as_nanos();
         NodeStatus {
             id: s.id,
+            incarnation: self.shared.incarnation,
             protocol: self.shared.config.protocol,
             role: if lapsed { Role::Follower } else { s.role },
             term: s.term,
@@ -301,9 +316,16 @@ impl NodeHandle {
                     connected: l.connected(),
                     last_heard_ms: l.last_heard_nanos().map(|t| now.saturating_sub(t) / 1_000_000),
                     rtt_ms: l.rtt_ms(),
+                    incarnation: l.incarnation(),
                 })
                 .collect(),
         }
+    }
+
+    /// This node's incarnation: larger at every start of the node, written
+    /// to its data directory before it talked to any peer.
+    pub fn incarnation(&self) -> u64 {
+        self.shared.incarnation
     }
 
     /// The current leadership; the receiver sees every change.
@@ -327,6 +349,45 @@ impl NodeHandle {
             .await
             .map_err(|_| TransferError::NodeStopped)?;
         answer.await.map_err(|_| TransferError::NodeStopped)?
+    }
+
+    /// Tells this node that incarnation `incarnation` of voter `peer` is
+    /// dead: its process exited or was killed, as its supervisor, systemd's
+    /// `ExecStopPost` or an operator knows for certain. If this node took
+    /// `peer` as its leader, it stops waiting for the election timeout and
+    /// stands at once, in rank order.
+    ///
+    /// Checked against what this node knows ([`crate::spy`]): taken only
+    /// about `peer`'s current incarnation (the highest its handshakes
+    /// showed); an older one is [`NoticeOutcome::Stale`] (nothing to do);
+    /// one never seen, one about this node itself or a node that is not a
+    /// voter is refused, and nothing changes.
+    ///
+    /// **Trust**: an accepted notice is believed. The caller must know the
+    /// process is dead (a caller that is not sure kills it first, then
+    /// reports): a notice about a live peer's current incarnation is
+    /// accepted too, and makes this node stop supporting a live leader.
+    pub async fn notify_dead(
+        &self,
+        peer: NodeId,
+        incarnation: u64,
+    ) -> Result<NoticeOutcome, NoticeError> {
+        if peer == self.id() {
+            return Err(NoticeError::Myself(peer));
+        }
+        if self.shared.net.link(peer).is_none() {
+            return Err(NoticeError::NotAVoter(peer));
+        }
+        if incarnation == 0 {
+            return Err(NoticeError::InvalidIncarnation);
+        }
+        let (reply, answer) = oneshot::channel();
+        self.shared
+            .commands
+            .send(Command::NotifyDead { peer, incarnation, reply })
+            .await
+            .map_err(|_| NoticeError::NodeStopped)?;
+        answer.await.map_err(|_| NoticeError::NodeStopped)?
     }
 
     /// The leadership changes this node saw, oldest first (at most
@@ -353,6 +414,7 @@ impl NodeHandle {
             messages_sent: net.stats.sent.load(Ordering::Relaxed),
             messages_received: net.stats.received.load(Ordering::Relaxed),
             frames_rejected: net.stats.rejected.load(Ordering::Relaxed),
+            death_notices: self.shared.death_notices.load(Ordering::Relaxed),
         }
     }
 

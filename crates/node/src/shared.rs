@@ -6,11 +6,13 @@ use crate::clock::Clock;
 use crate::config::NodeConfig;
 use crate::error::TransferError;
 use crate::metrics::LeaderTracker;
+use crate::spy::{NoticeError, NoticeOutcome};
 use crate::status::{Leadership, LeadershipEvent};
 use crate::sync::lock;
 use crate::timeline::Timeline;
 use crate::transport::Net;
 use rand_pcg::Pcg64Mcg;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use tenure_core::{NodeId, Protocol};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -26,6 +28,15 @@ pub(crate) enum Command {
         to: NodeId,
         /// Where the answer goes.
         reply: oneshot::Sender<Result<(), TransferError>>,
+    },
+    /// An external notice: `peer`'s incarnation `incarnation` is dead.
+    NotifyDead {
+        /// The peer.
+        peer: NodeId,
+        /// Its incarnation.
+        incarnation: u64,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<NoticeOutcome, NoticeError>>,
     },
 }
 
@@ -44,6 +55,10 @@ pub(crate) struct Shared {
     pub(crate) events: broadcast::Sender<LeadershipEvent>,
     pub(crate) commands: mpsc::Sender<Command>,
     pub(crate) stop: watch::Sender<bool>,
+    /// This node's incarnation (taken when the data directory was opened).
+    pub(crate) incarnation: u64,
+    /// Death notices given to the core.
+    pub(crate) death_notices: AtomicU64,
 }
 
 impl Shared {

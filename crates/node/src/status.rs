@@ -53,6 +53,9 @@ pub enum LeadershipEvent {
 pub struct NodeStatus {
     /// This node.
     pub id: NodeId,
+    /// Its incarnation: larger at every start of the node (see
+    /// [`crate::storage::incarnation`]).
+    pub incarnation: u64,
     /// The election protocol it runs.
     pub protocol: ProtocolKind,
     /// Its role.
@@ -89,6 +92,9 @@ pub struct PeerInfo {
     pub last_heard_ms: Option<u64>,
     /// Smoothed round-trip time of transport pings to the peer.
     pub rtt_ms: Option<f64>,
+    /// The peer's current incarnation: the highest its handshakes showed
+    /// since this node started (none before the first).
+    pub incarnation: Option<u64>,
 }
 
 /// Counters and measurements.
@@ -110,4 +116,8 @@ pub struct NodeMetrics {
     /// Frames or handshakes refused: malformed, oversized, wrong cluster, unknown
     /// or own node id, unsupported version.
     pub frames_rejected: u64,
+    /// Death notices given to the election core: a peer's incarnation known
+    /// dead by its next incarnation's handshake or by an accepted external
+    /// notice ([`crate::NodeHandle::notify_dead`]).
+    pub death_notices: u64,
 }

@@ -21,9 +21,12 @@ use tenure_core::{Message, NodeId, ProtocolKind};
 use tenure_replica::{Index, Position, ReplicaMessage};
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks (3: the replicated log's
-/// frames; a node of version 2 is refused at the handshake, by name).
-pub const WIRE_VERSION: u8 = 3;
+/// The wire protocol version this build speaks (4: the sender's incarnation
+/// in [`Frame::Hello`] and [`Frame::HelloAck`]; 3 added the replicated log's
+/// frames). A node of another version is refused at the handshake, by name:
+/// the answer and the log say "unsupported wire version 3 (this build
+/// speaks 4)".
+pub const WIRE_VERSION: u8 = 4;
 
 /// The largest frame accepted or sent before the handshake is done. Election
 /// messages take a few dozen bytes and a handshake at most a few hundred;
@@ -51,6 +54,9 @@ pub enum Frame {
         to: NodeId,
         /// The election protocol the dialer runs; peers running another are refused.
         protocol: ProtocolKind,
+        /// The dialer's incarnation: its process's number, larger at every
+        /// start of the node (see [`crate::storage::incarnation`]).
+        incarnation: u64,
     },
     /// Acceptor -> dialer: handshake accepted.
     HelloAck {
@@ -62,6 +68,8 @@ pub enum Frame {
         node: NodeId,
         /// The election protocol the acceptor runs.
         protocol: ProtocolKind,
+        /// The acceptor's incarnation.
+        incarnation: u64,
     },
     /// Acceptor -> dialer: handshake refused; the connection is closed after it.
     Reject {
@@ -218,6 +226,14 @@ mod tests {
                 from: NodeId(1),
                 to: NodeId(2),
                 protocol: ProtocolKind::Paxos,
+                incarnation: crate::storage::MAX_INCARNATION,
+            },
+            Frame::HelloAck {
+                version: WIRE_VERSION,
+                cluster_id: "c".into(),
+                node: NodeId(2),
+                protocol: ProtocolKind::Raft,
+                incarnation: 1,
             },
             Frame::Message(Message::Heartbeat { term: Term(3), counter: 9, sent_at_nanos: 12345 }),
             Frame::Message(Message::Resign { term: Term(3), successor: Some(NodeId(2)) }),
@@ -241,6 +257,43 @@ mod tests {
         assert_eq!(&read[..], [WIRE_VERSION, 7, 2, 5]);
         let refused = Forward::ReadIndexReply { id: 5, result: Err(ForwardRefusal::Unknown) };
         assert_eq!(&encode(&Frame::Forward(refused))[..], [WIRE_VERSION, 7, 3, 5, 1, 3]);
+    }
+
+    /// The handshake's layout: the incarnation is the last field, so a
+    /// version 4 hello is a version 3 hello (version byte aside) with the
+    /// incarnation appended; a version 3 hello is refused by its version,
+    /// which the error names.
+    #[test]
+    fn the_hello_carries_the_incarnation_and_version_3_is_refused_by_name() {
+        let hello = Frame::Hello {
+            version: WIRE_VERSION,
+            cluster_id: "c".into(),
+            from: NodeId(2),
+            to: NodeId(1),
+            protocol: ProtocolKind::Raft,
+            incarnation: 300,
+        };
+        // Frame 0 (Hello), version 4, "c", node 2, node 1, raft (0), 300 as a varint.
+        let bytes = encode(&hello);
+        assert_eq!(&bytes[..], [4, 0, 4, 1, b'c', 2, 1, 0, 0xac, 0x02]);
+        let ack = Frame::HelloAck {
+            version: WIRE_VERSION,
+            cluster_id: "c".into(),
+            node: NodeId(1),
+            protocol: ProtocolKind::Raft,
+            incarnation: 7,
+        };
+        assert_eq!(&encode(&ack)[..], [4, 1, 4, 1, b'c', 1, 0, 7]);
+        // What a node of version 3 sends: its hello without the incarnation.
+        let v3 = [3, 0, 3, 1, b'c', 2, 1, 0];
+        let e = decode(&v3).unwrap_err();
+        assert!(matches!(e, FrameError::Version(3)), "{e:?}");
+        assert_eq!(e.to_string(), "unsupported wire version 3 (this build speaks 4)");
+        // Without the incarnation, a hello is cut short.
+        let mut short = v3;
+        short[0] = WIRE_VERSION;
+        short[2] = WIRE_VERSION;
+        assert!(matches!(decode(&short), Err(FrameError::Malformed(_))));
     }
 
     #[test]

@@ -65,6 +65,7 @@ impl FakePeer {
             cluster_id: node.cluster_id.clone(),
             node: self.id,
             protocol: node.protocol,
+            incarnation: 1,
         };
         c.send(wire::encode(&ack)).await.ok()?;
         loop {

@@ -373,6 +373,7 @@ fn hello(from: u64, to: u64, protocol: ProtocolKind) -> Frame {
         from: NodeId(from),
         to: NodeId(to),
         protocol,
+        incarnation: 1,
     }
 }
 
@@ -1318,6 +1319,7 @@ fn answer_everything_as_node_3(
                     cluster_id: harness::CLUSTER.into(),
                     node: NodeId(3),
                     protocol: ProtocolKind::Raft,
+                    incarnation: 1,
                 };
                 if send_frame(&mut tls, &ack).await.is_err() {
                     return;

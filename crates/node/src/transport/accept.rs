@@ -183,16 +183,21 @@ async fn serve_inbound(
             Ok(admitted) => admitted,
         }
     };
-    let Some((mut conn, from)) = admitted else { return };
+    let Some((mut conn, Hello { from, incarnation })) = admitted else { return };
     // The peer proved who it is: the replicated log's larger frames may pass.
     conn.codec_mut().set_max_frame_length(wire::MAX_DATA_FRAME_LEN);
+    if let Some(link) = net.link(from) {
+        // Before any frame of the new incarnation is read: the driver learns
+        // of the old one's death before it hears the new one.
+        net.learned_incarnation(link, incarnation, &inbound.deaths);
+    }
     let (_live, replaced) = Live::take(&slots, from, n);
     serve_peer(&net, conn, from, remote, inbound, &replaced).await;
 }
 
 /// TLS (or, in the insecure mode, none), the hello, and for TLS the
 /// certificate naming the claimed node; `None` if refused (logged).
-async fn admit(net: &Net, tcp: TcpStream, remote: SocketAddr) -> Option<(Conn, NodeId)> {
+async fn admit(net: &Net, tcp: TcpStream, remote: SocketAddr) -> Option<(Conn, Hello)> {
     let _ = tcp.set_nodelay(true);
     let mut first = [0u8; 1];
     match tcp.peek(&mut first).await {
@@ -241,9 +246,10 @@ async fn admit(net: &Net, tcp: TcpStream, remote: SocketAddr) -> Option<(Conn, N
         }
         Some(Ok(bytes)) => wire::decode(&bytes),
     };
-    let checked = check_hello(net, hello).and_then(|from| check_certificate(net, &conn, from));
-    let from = match checked {
-        Ok(from) => from,
+    let checked =
+        check_hello(net, hello).and_then(|h| check_certificate(net, &conn, h.from).map(|_| h));
+    let hello = match checked {
+        Ok(hello) => hello,
         Err(reason) => {
             refuse(net, conn, remote, &reason).await;
             return None;
@@ -254,10 +260,21 @@ async fn admit(net: &Net, tcp: TcpStream, remote: SocketAddr) -> Option<(Conn, N
         cluster_id: net.cluster_id.clone(),
         node: net.me,
         protocol: net.protocol,
+        incarnation: net.incarnation,
     };
     conn.send(wire::encode(&ack)).await.ok()?;
-    debug!(peer = %from, %remote, "accepted a peer connection");
-    Some((conn, from))
+    debug!(peer = %hello.from, incarnation = hello.incarnation, %remote, "accepted a peer connection");
+    Some((conn, hello))
+}
+
+/// A dialer's hello that passed [`check_hello`]: who is calling, in which
+/// incarnation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The dialer.
+    pub from: NodeId,
+    /// Its incarnation.
+    pub incarnation: u64,
 }
 
 /// Logs and counts a refusal, and tells the dialer why.
@@ -266,11 +283,11 @@ async fn refuse(net: &Net, mut conn: Conn, remote: SocketAddr, reason: &str) {
     let _ = conn.send(wire::encode(&Frame::Reject { reason: reason.to_string() })).await;
 }
 
-/// Checks a dialer's hello; returns the peer id or the reason to refuse it.
-/// Pure, so the handshake can be fuzzed.
-pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<NodeId, String> {
+/// Checks a dialer's hello; returns who is calling or the reason to refuse
+/// it. Pure, so the handshake can be fuzzed.
+pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<Hello, String> {
     match frame {
-        Ok(Frame::Hello { version, cluster_id, from, to, protocol }) => {
+        Ok(Frame::Hello { version, cluster_id, from, to, protocol, incarnation }) => {
             if version != WIRE_VERSION {
                 Err(format!("unsupported wire version {version} (we speak {WIRE_VERSION})"))
             } else if cluster_id != net.cluster_id {
@@ -287,8 +304,10 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                 Err(format!("node {from} is not a voter of this cluster"))
             } else if to != net.me {
                 Err(format!("peer {from} meant to reach node {to}, but this is node {}", net.me))
+            } else if incarnation == 0 {
+                Err(format!("peer {from} shows incarnation 0 (incarnations are positive)"))
             } else {
-                Ok(from)
+                Ok(Hello { from, incarnation })
             }
         }
         Ok(other) => Err(format!("expected a hello, got {other:?}")),

@@ -3,6 +3,7 @@
 
 use super::net::{Net, PeerLink, HANDSHAKE_TIMEOUT};
 use super::stream::{Conn, PeerStream};
+use crate::spy::DeathNotice;
 use crate::tls::{explain_io, is_tls_error};
 use crate::wire::{self, Frame, WIRE_VERSION};
 use bytes::Bytes;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{NodeId, ProtocolKind};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep, timeout, Instant, MissedTickBehavior};
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
@@ -51,6 +52,7 @@ enum Ended {
 pub(super) async fn dial_loop(
     net: Arc<Net>,
     link: Arc<PeerLink>,
+    deaths: mpsc::Sender<DeathNotice>,
     mut closing: watch::Receiver<bool>,
 ) {
     let mut backoff = RECONNECT_MIN;
@@ -64,7 +66,8 @@ pub(super) async fn dial_loop(
         match timeout(connect_timeout, TcpStream::connect(link.addr)).await {
             Ok(Ok(stream)) => {
                 link.refused.store(false, Ordering::Relaxed);
-                let ended = outbound(&net, &link, stream, &mut closing, &mut backoff).await;
+                let ended =
+                    outbound(&net, &link, stream, &deaths, &mut closing, &mut backoff).await;
                 let was_connected = link.connected.swap(false, Ordering::Relaxed);
                 match ended {
                     Ended::Closing => return,
@@ -100,6 +103,7 @@ async fn outbound(
     net: &Net,
     link: &PeerLink,
     stream: TcpStream,
+    deaths: &mpsc::Sender<DeathNotice>,
     closing: &mut watch::Receiver<bool>,
     backoff: &mut Duration,
 ) -> Ended {
@@ -110,9 +114,11 @@ async fn outbound(
         Err(reason) => return Ended::Failed(reason),
     };
     let mut conn = Framed::new(stream, wire::codec());
-    if let Err(reason) = handshake(net, link, &mut conn).await {
-        return Ended::Failed(reason);
-    }
+    let incarnation = match handshake(net, link, &mut conn).await {
+        Ok(incarnation) => incarnation,
+        Err(reason) => return Ended::Failed(reason),
+    };
+    net.learned_incarnation(link, incarnation, deaths);
     // The peer proved who it is: the replicated log's larger frames may pass.
     conn.codec_mut().set_max_frame_length(wire::MAX_DATA_FRAME_LEN);
     link.connected.store(true, Ordering::Relaxed);
@@ -143,16 +149,17 @@ async fn secure(net: &Net, link: &PeerLink, tcp: TcpStream) -> Result<PeerStream
     }
 }
 
-/// Sends our hello and checks the peer's answer; `Err` holds the reason the
-/// connection cannot be used (already logged and counted where it is the
-/// peer's fault).
-async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<(), String> {
+/// Sends our hello and checks the peer's answer; returns the peer's
+/// incarnation, or the reason the connection cannot be used (already logged
+/// and counted where it is the peer's fault).
+async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, String> {
     let hello = Frame::Hello {
         version: WIRE_VERSION,
         cluster_id: net.cluster_id.clone(),
         from: net.me,
         to: link.id,
         protocol: net.protocol,
+        incarnation: net.incarnation,
     };
     conn.send(wire::encode(&hello)).await.map_err(|e| e.to_string())?;
     let reply = match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
@@ -169,23 +176,24 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<(), St
         Ok(Some(Ok(bytes))) => wire::decode(&bytes),
     };
     let addr = link.addr;
-    let problem = match reply {
-        Ok(Frame::HelloAck { version, cluster_id, node, protocol }) => {
-            check_hello_ack(net, link, version, &cluster_id, node, protocol)
-        }
+    let (problem, incarnation) = match reply {
+        Ok(Frame::HelloAck { version, cluster_id, node, protocol, incarnation }) => (
+            check_hello_ack(net, link, version, &cluster_id, node, protocol, incarnation),
+            incarnation,
+        ),
         Ok(Frame::Reject { reason }) => {
             warn!(peer = %link.id, %addr, %reason, "peer refused our handshake");
             return Err(reason);
         }
-        Ok(other) => Some(format!("unexpected handshake reply {other:?}")),
-        Err(e) => Some(format!("bad handshake reply: {e}")),
+        Ok(other) => (Some(format!("unexpected handshake reply {other:?}")), 0),
+        Err(e) => (Some(format!("bad handshake reply: {e}")), 0),
     };
     match problem {
         Some(reason) => {
             net.reject(addr, &reason);
             Err(reason)
         }
-        None => Ok(()),
+        None => Ok(incarnation),
     }
 }
 
@@ -198,6 +206,7 @@ pub fn check_hello_ack(
     cluster_id: &str,
     node: NodeId,
     protocol: ProtocolKind,
+    incarnation: u64,
 ) -> Option<String> {
     if version != WIRE_VERSION {
         Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
@@ -211,6 +220,8 @@ pub fn check_hello_ack(
         ))
     } else if node != link.id {
         Some(format!("expected node {} at {} but node {node} answered", link.id, link.addr))
+    } else if incarnation == 0 {
+        Some(format!("node {node} shows incarnation 0 (incarnations are positive)"))
     } else {
         None
     }

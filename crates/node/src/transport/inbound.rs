@@ -2,6 +2,7 @@
 //! the driver, replicated-log frames to the log task.
 
 use super::net::WireStats;
+use crate::spy::DeathNotice;
 use crate::wire::Forward;
 use std::sync::atomic::Ordering;
 use tenure_core::{Message, NodeId};
@@ -28,6 +29,10 @@ pub struct Inbound {
     /// Replicated-log frames, to the log task; `None` when the node runs no
     /// replicated log (the frames are dropped).
     pub data: Option<mpsc::Sender<(NodeId, PeerData)>>,
+    /// Death notices of the next-incarnation spy, to the driver (from the
+    /// acceptor and the dialers both): a handshake showed a peer's higher
+    /// incarnation. Sent before the connection's first frame is read.
+    pub deaths: mpsc::Sender<DeathNotice>,
 }
 
 impl Inbound {

@@ -26,7 +26,7 @@ mod net;
 mod reject_log;
 mod stream;
 
-pub use accept::{check_hello, MAX_PENDING_HANDSHAKES, PEER_IDLE_PINGS};
+pub use accept::{check_hello, Hello, MAX_PENDING_HANDSHAKES, PEER_IDLE_PINGS};
 pub use dial::{
     check_hello_ack, reconnect_cap, CONNECT_TIMEOUT, RECONNECT_MAX, RECONNECT_MIN, SILENT_PINGS,
 };
@@ -63,7 +63,8 @@ impl Transport {
             .links
             .iter()
             .map(|link| {
-                tokio::spawn(dial::dial_loop(net.clone(), link.clone(), closing_rx.clone()))
+                let deaths = inbound.deaths.clone();
+                tokio::spawn(dial::dial_loop(net.clone(), link.clone(), deaths, closing_rx.clone()))
             })
             .collect();
         let acceptor =
@@ -139,6 +140,7 @@ mod tests {
         let net = Arc::new(Net::new(
             "c".into(),
             NodeId(1),
+            1,
             ProtocolKind::Raft,
             &[
                 (NodeId(1), "127.0.0.1:1".parse().unwrap()),

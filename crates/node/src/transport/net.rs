@@ -4,6 +4,7 @@
 
 use super::reject_log::{RejectLog, Verdict, REJECT_LOG_INTERVAL};
 use crate::clock::Clock;
+use crate::spy::{DeathNotice, Known, NoticeError, NoticeOutcome, Seen, Spy};
 use crate::sync::lock;
 use crate::tls::TlsIdentity;
 use crate::wire::Frame;
@@ -13,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tenure_core::{Message, NodeId, ProtocolKind};
-use tokio::sync::Notify;
-use tracing::warn;
+use tokio::sync::{mpsc, Notify};
+use tracing::{debug, info, warn};
 
 /// Messages queued per peer before the oldest is dropped.
 pub const PEER_QUEUE_CAPACITY: usize = 64;
@@ -64,6 +65,9 @@ pub struct PeerLink {
     /// Core-clock nanos + 1 of the last frame from the peer; 0 = never.
     last_heard: AtomicU64,
     rtt_ms: Mutex<Option<f64>>,
+    /// The peer's incarnations seen at handshakes, both ways (the acceptor
+    /// records the dialer's hello, the dialer the acceptor's answer).
+    incarnation: Mutex<Known>,
 }
 
 impl PeerLink {
@@ -78,7 +82,33 @@ impl PeerLink {
             refused: AtomicBool::new(false),
             last_heard: AtomicU64::new(0),
             rtt_ms: Mutex::new(None),
+            incarnation: Mutex::new(Known::default()),
         }
+    }
+
+    /// The peer's current incarnation: the highest one a handshake showed
+    /// since this node started, if any.
+    pub fn incarnation(&self) -> Option<u64> {
+        lock(&self.incarnation).current()
+    }
+
+    /// Records the incarnation a handshake of the peer showed; when it is
+    /// higher than the one known, calls `on_newer` with the one known, still
+    /// under the lock: a handshake that sees the new incarnation after this
+    /// one finds whatever `on_newer` queued already queued.
+    pub(crate) fn observe_incarnation(&self, incarnation: u64, on_newer: impl FnOnce(u64)) -> Seen {
+        let mut known = lock(&self.incarnation);
+        let seen = known.observe(incarnation);
+        if let Seen::Newer { previous } = seen {
+            on_newer(previous);
+        }
+        seen
+    }
+
+    /// Checks an external notice that the peer's `incarnation` is dead
+    /// against what this node knows of it.
+    pub(crate) fn check_notice(&self, incarnation: u64) -> Result<NoticeOutcome, NoticeError> {
+        lock(&self.incarnation).check(self.id, incarnation)
     }
 
     /// True while our outbound connection to the peer is up.
@@ -164,6 +194,8 @@ pub struct Net {
     pub cluster_id: String,
     /// This node.
     pub me: NodeId,
+    /// This node's incarnation, shown at every handshake.
+    pub incarnation: u64,
     /// The election protocol this node runs.
     pub protocol: ProtocolKind,
     /// The clock shared with the driver.
@@ -182,11 +214,13 @@ pub struct Net {
 }
 
 impl Net {
-    /// The shared transport state for `peers` (this node's own entry is skipped).
+    /// The shared transport state for `peers` (this node's own entry is
+    /// skipped), for node `me` in its incarnation `incarnation`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         cluster_id: String,
         me: NodeId,
+        incarnation: u64,
         protocol: ProtocolKind,
         peers: &[(NodeId, SocketAddr)],
         clock: Clock,
@@ -197,6 +231,7 @@ impl Net {
         Net {
             cluster_id,
             me,
+            incarnation,
             protocol,
             clock,
             links: peers
@@ -214,6 +249,60 @@ impl Net {
 
     pub(crate) fn link(&self, id: NodeId) -> Option<&Arc<PeerLink>> {
         self.links.iter().find(|l| l.id == id)
+    }
+
+    /// Records the incarnation a handshake of `link`'s peer showed. One
+    /// higher than the one known is the next-incarnation spy: the known one
+    /// is dead, and `deaths` (the driver, which takes notices before
+    /// messages) is told before anything the new incarnation sends, on this
+    /// connection or on its other one, is read. A lower one is logged.
+    ///
+    /// A full queue (more than [`crate::node::DEATH_QUEUE_CAPACITY`] peer
+    /// restarts the driver has not taken yet) loses the notice, with a
+    /// warning: the election timeout stays the fallback.
+    pub(super) fn learned_incarnation(
+        &self,
+        link: &PeerLink,
+        incarnation: u64,
+        deaths: &mpsc::Sender<DeathNotice>,
+    ) {
+        let peer = link.id;
+        let by = Spy::NextIncarnation { next: incarnation };
+        let mut lost = false;
+        let seen = link.observe_incarnation(incarnation, |previous| {
+            let notice = DeathNotice { peer, incarnation: previous, by };
+            // Closed: the driver stopped and needs no notice.
+            lost = matches!(deaths.try_send(notice), Err(mpsc::error::TrySendError::Full(_)));
+        });
+        match seen {
+            Seen::First => debug!(%peer, incarnation, "learned a peer's incarnation"),
+            Seen::Same => {}
+            Seen::Newer { previous } => {
+                info!(
+                    %peer,
+                    dead = previous,
+                    incarnation,
+                    "a peer restarted: its new incarnation holds its data directory's lock, so \
+                     the previous one is dead"
+                );
+                if lost {
+                    warn!(
+                        %peer,
+                        dead = previous,
+                        "the driver's queue of death notices is full: this one is lost, and the \
+                         election timeout stays the fallback"
+                    );
+                }
+            }
+            Seen::Older { highest } => warn!(
+                %peer,
+                incarnation,
+                highest,
+                "a peer shows a lower incarnation than one it showed before: its data directory \
+                 was rolled back (restored from a copy?); no death notice about it is taken \
+                 until it shows one above {highest}"
+            ),
+        }
     }
 
     /// Counts a refused connection or frame and logs it, at most

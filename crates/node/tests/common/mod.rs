@@ -81,6 +81,7 @@ pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
         from,
         to: target.id,
         protocol: target.protocol,
+        incarnation: 1,
     }
 }
 
