@@ -107,7 +107,8 @@ pub fn session(data: &[u8]) -> Option<Elector<Pcg64Mcg>> {
             };
             match check_hello(&net(protocol), decoded) {
                 Ok(hello) => {
-                    assert!(hello.incarnation > 0, "incarnation 0 passed the handshake");
+                    let valid = 1..=tenure_node::storage::MAX_INCARNATION;
+                    assert!(valid.contains(&hello.incarnation), "{hello:?} passed the handshake");
                     session = Some((hello.from, core(protocol)))
                 }
                 Err(_) => return None, // refused: the connection closes
@@ -168,7 +169,7 @@ fn dialer_side(frame: &Frame) {
         let expected_ok = *version == wire::WIRE_VERSION
             && cluster_id == CLUSTER
             && *node == link.id
-            && *incarnation > 0;
+            && (1..=tenure_node::storage::MAX_INCARNATION).contains(incarnation);
         assert_eq!(verdict.is_none(), expected_ok, "{frame:?}: {verdict:?}");
     }
 }

@@ -81,6 +81,9 @@ pub enum Seen {
     Older {
         /// The highest incarnation seen.
         highest: u64,
+        /// Whether this lower incarnation is news (not the one last seen
+        /// below the highest): worth a log line, where a repeat is not.
+        news: bool,
     },
 }
 
@@ -114,8 +117,8 @@ impl Known {
             }
             std::cmp::Ordering::Equal => Seen::Same,
             std::cmp::Ordering::Less => {
-                self.rolled_back = Some(incarnation);
-                Seen::Older { highest: self.highest }
+                let news = self.rolled_back.replace(incarnation) != Some(incarnation);
+                Seen::Older { highest: self.highest, news }
             }
         }
     }
@@ -229,7 +232,9 @@ mod tests {
         assert_eq!(k.observe(10), Seen::Same);
         assert_eq!(k.observe(12), Seen::Newer { previous: 10 });
         assert_eq!(k.current(), Some(12));
-        assert_eq!(k.observe(11), Seen::Older { highest: 12 });
+        assert_eq!(k.observe(11), Seen::Older { highest: 12, news: true });
+        assert_eq!(k.observe(11), Seen::Older { highest: 12, news: false });
+        assert_eq!(k.observe(9), Seen::Older { highest: 12, news: true });
         assert_eq!(k.current(), Some(12), "a lower one never becomes current");
     }
 

@@ -17,6 +17,7 @@ use super::inbound::{Inbound, PeerData};
 use super::net::{Net, HANDSHAKE_TIMEOUT};
 use super::reject_log::REJECT_LOG_INTERVAL;
 use super::stream::{Conn, PeerStream, TLS_HANDSHAKE_RECORD};
+use crate::storage::MAX_INCARNATION;
 use crate::sync::lock;
 use crate::tls::explain_io;
 use crate::wire::{self, Frame, WIRE_VERSION};
@@ -304,8 +305,10 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                 Err(format!("node {from} is not a voter of this cluster"))
             } else if to != net.me {
                 Err(format!("peer {from} meant to reach node {to}, but this is node {}", net.me))
-            } else if incarnation == 0 {
-                Err(format!("peer {from} shows incarnation 0 (incarnations are positive)"))
+            } else if !(1..=MAX_INCARNATION).contains(&incarnation) {
+                Err(format!(
+                    "peer {from} shows incarnation {incarnation}, outside 1..={MAX_INCARNATION}"
+                ))
             } else {
                 Ok(Hello { from, incarnation })
             }

@@ -4,6 +4,7 @@
 use super::net::{Net, PeerLink, HANDSHAKE_TIMEOUT};
 use super::stream::{Conn, PeerStream};
 use crate::spy::DeathNotice;
+use crate::storage::MAX_INCARNATION;
 use crate::tls::{explain_io, is_tls_error};
 use crate::wire::{self, Frame, WIRE_VERSION};
 use bytes::Bytes;
@@ -220,8 +221,8 @@ pub fn check_hello_ack(
         ))
     } else if node != link.id {
         Some(format!("expected node {} at {} but node {node} answered", link.id, link.addr))
-    } else if incarnation == 0 {
-        Some(format!("node {node} shows incarnation 0 (incarnations are positive)"))
+    } else if !(1..=MAX_INCARNATION).contains(&incarnation) {
+        Some(format!("node {node} shows incarnation {incarnation}, outside 1..={MAX_INCARNATION}"))
     } else {
         None
     }

@@ -135,6 +135,60 @@ mod tests {
         assert_eq!(reconnect_cap(Duration::from_millis(8)), RECONNECT_MIN);
     }
 
+    /// A hello passes only with an incarnation a node can have: 1 to 2^53.
+    #[test]
+    fn a_hello_shows_a_valid_incarnation() {
+        let net = Net::new(
+            "c".into(),
+            NodeId(1),
+            7,
+            ProtocolKind::Raft,
+            &[
+                (NodeId(1), "127.0.0.1:1".parse().unwrap()),
+                (NodeId(2), "127.0.0.1:2".parse().unwrap()),
+            ],
+            Clock::new(),
+            Duration::from_millis(10),
+            RECONNECT_MIN,
+            None,
+        );
+        let hello = |incarnation| {
+            Ok(crate::wire::Frame::Hello {
+                version: crate::wire::WIRE_VERSION,
+                cluster_id: "c".into(),
+                from: NodeId(2),
+                to: NodeId(1),
+                protocol: ProtocolKind::Raft,
+                incarnation,
+            })
+        };
+        let max = crate::storage::MAX_INCARNATION;
+        for ok in [1, 12, max] {
+            assert_eq!(
+                check_hello(&net, hello(ok)),
+                Ok(Hello { from: NodeId(2), incarnation: ok })
+            );
+        }
+        for bad in [0, max + 1, u64::MAX] {
+            let e = check_hello(&net, hello(bad)).unwrap_err();
+            assert!(e.contains(&format!("incarnation {bad}")), "{e}");
+        }
+        let link = &net.links[0];
+        let ack = |n| {
+            check_hello_ack(
+                &net,
+                link,
+                crate::wire::WIRE_VERSION,
+                "c",
+                NodeId(2),
+                ProtocolKind::Raft,
+                n,
+            )
+        };
+        assert_eq!(ack(max), None);
+        assert!(ack(0).is_some() && ack(max + 1).is_some());
+    }
+
     #[test]
     fn full_queue_drops_the_oldest() {
         let net = Arc::new(Net::new(

@@ -294,7 +294,10 @@ impl Net {
                     );
                 }
             }
-            Seen::Older { highest } => warn!(
+            // Once per lower incarnation: a stranger (without TLS) or a
+            // restored peer redialling must not fill the log.
+            Seen::Older { news: false, .. } => {}
+            Seen::Older { highest, news: true } => warn!(
                 %peer,
                 incarnation,
                 highest,
