@@ -25,11 +25,16 @@
 //!   keepalive; `SessionRevokedBody`) and `ProclaimBody`, `ResignBody`;
 //! * 18: `EVENT\nDATA`, an observe event, as the server writes it
 //!   (`ObservedLeaderBody`, `ObservedNoLeaderBody`, the `compacted`
-//!   `ErrorBody`) and as the client reads it (`election::parse_event`).
+//!   `ErrorBody`) and as the client reads it (`election::parse_event`);
+//! * 19: `ID\nBODY`, the node id of the path and the request body of
+//!   `POST /v1/peers/{id}/dead`, through `Json::from_bytes` and the
+//!   handler's check (`http::dead_notice`); the body also as the answer
+//!   `tenure notify-dead` reads (`DeadNoticeBody`).
 //!
 //! Properties: nothing panics; a transfer request is refused or names a
 //! positive node id, and an accepted body names the node its `to` field
-//! holds; a transaction is refused with a 4xx, or becomes a command that
+//! holds; a death notice is refused with a 4xx or names the positive node
+//! and incarnation that the path and serde read; a transaction is refused with a 4xx, or becomes a command that
 //! encodes and decodes back to itself; a body that parses serializes to JSON
 //! that parses back to it (floats aside, whose last digit JSON need not keep).
 //! Sessions and elections: a request is refused with a 4xx, or is accepted
@@ -41,20 +46,22 @@
 //! parses is read by the client's type with the same fields, once written
 //! as the server writes it.
 
+use axum::extract::Path;
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
 use tenure::api::{
-    CampaignRequest, CandidacyBody, ElectionBody, ErrorBody, KvGetBody, LeaderBody, LeadershipBody,
-    ObservedLeaderBody, ObservedNoLeaderBody, ProclaimBody, ProclaimRequest, ResignBody,
-    ResignRequest, SessionBody, SessionGrantRequest, SessionRevokedBody, StatusBody,
-    TokenCheckBody, TransferBody, TransferRequest, TxnBody, TxnRequest,
+    CampaignRequest, CandidacyBody, DeadNoticeBody, DeadNoticeRequest, ElectionBody, ErrorBody,
+    KvGetBody, LeaderBody, LeadershipBody, ObservedLeaderBody, ObservedNoLeaderBody, ProclaimBody,
+    ProclaimRequest, ResignBody, ResignRequest, SessionBody, SessionGrantRequest,
+    SessionRevokedBody, StatusBody, TokenCheckBody, TransferBody, TransferRequest, TxnBody,
+    TxnRequest,
 };
 use tenure::http::{
-    campaign_command, grant_command, proclaim_request, resign_command, transfer_target,
-    txn_command, ApiError,
+    campaign_command, dead_notice, grant_command, proclaim_request, resign_command,
+    transfer_target, txn_command, ApiError,
 };
 use tenure_client::election::{parse_event, Campaign, Check, ElectionState, Observed, WaitAnswer};
 use tenure_client::SseEvent;
@@ -65,7 +72,7 @@ use tenure_kv::{
 /// Runs the target on one input.
 pub fn run(data: &[u8]) {
     let Some((&which, body)) = data.split_first() else { return };
-    match which % 19 {
+    match which % 20 {
         0 => transfer_request(body),
         1 => {
             // Floats (rtt_ms) may lose their last digit on the way back.
@@ -81,7 +88,7 @@ pub fn run(data: &[u8]) {
         9 => grant_request(body),
         10..=12 => {
             let Some((name, body)) = name_and_body(body) else { return };
-            match which % 19 {
+            match which % 20 {
                 10 => campaign(name, body),
                 11 => resign(name, body),
                 _ => proclaim(name, body),
@@ -98,8 +105,25 @@ pub fn run(data: &[u8]) {
             round_trip::<ProclaimBody>(body);
             round_trip::<ResignBody>(body);
         }
-        _ => observe_event(body),
+        18 => observe_event(body),
+        _ => {
+            let Some((id, body)) = name_and_body(body) else { return };
+            dead_notice_request(id, body);
+        }
     }
+}
+
+fn dead_notice_request(id: &str, body: &[u8]) {
+    let parsed = serde_json::from_slice::<DeadNoticeRequest>(body).map(|r| r.incarnation);
+    match dead_notice(Ok(Path(id.to_string())), Json::<DeadNoticeRequest>::from_bytes(body)) {
+        Ok((node, incarnation)) => {
+            assert!(node.0 > 0 && incarnation > 0, "node {node}, incarnation {incarnation}");
+            assert_eq!(id.parse::<u64>().ok(), Some(node.0), "the path and the check disagree");
+            assert_eq!(parsed.ok(), Some(incarnation), "axum and serde disagree");
+        }
+        Err(e) => refused(e),
+    }
+    round_trip::<DeadNoticeBody>(body);
 }
 
 /// `NAME\nREST`: the name as the router hands it over (UTF-8), and the rest.
@@ -329,6 +353,12 @@ mod tests {
         let big = format!(r#"{{"session": 3, "value": "{}"}}"#, "v".repeat(MAX_VALUE + 1));
         assert!(proclaim_request("db", big.as_bytes()).is_err());
         assert!(campaign_command("db", big.as_bytes()).is_err());
+        let notice = |id: &str, body: &str| {
+            dead_notice(Ok(Path(id.to_string())), Json::from_bytes(body.as_bytes()))
+        };
+        assert!(notice("2", r#"{"incarnation": 7}"#).is_ok());
+        assert!(notice("2", r#"{"incarnation": 0}"#).is_err());
+        assert!(notice("0", r#"{"incarnation": 7}"#).is_err());
         // And each seed passes its target (the corpus test runs them too).
         for (_, _, bytes) in crate::seeds::all().into_iter().filter(|s| s.0 == "http_json") {
             run(&bytes);

@@ -238,14 +238,14 @@ fn config_seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fn http_seeds() -> Vec<(String, Vec<u8>)> {
-    let bodies: [(&str, u8, &str); 34] = [
+    let bodies: [(&str, u8, &str); 39] = [
         ("transfer", 0, r#"{"to": 2}"#),
         ("transfer-zero", 0, r#"{"to": 0}"#),
         ("transfer-extra", 0, r#"{"to": 2, "from": 1}"#),
         (
             "status",
             1,
-            r#"{"id":2,"protocol":"raft","role":"follower","term":1,"voted_for":1,"leader":1,"leader_address":"127.0.0.1:7001","fencing_token":1,"lsn":{"term":1,"counter":15},"storage_failed":false,"peers":[{"id":1,"address":"127.0.0.1:7001","connected":true,"last_heard_ms":5,"rtt_ms":0.333}]}"#,
+            r#"{"id":2,"incarnation":1750000000000001,"protocol":"raft","role":"follower","term":1,"voted_for":1,"leader":1,"leader_address":"127.0.0.1:7001","fencing_token":1,"lsn":{"term":1,"counter":15},"storage_failed":false,"peers":[{"id":1,"address":"127.0.0.1:7001","connected":true,"last_heard_ms":5,"rtt_ms":0.333,"incarnation":1750000000000007}]}"#,
         ),
         ("leader", 2, r#"{"id":1,"address":"127.0.0.1:7001","term":3,"fencing_token":3}"#),
         ("leadership", 3, r#"{"leader":null,"term":4,"fencing_token":null,"role":"candidate"}"#),
@@ -253,6 +253,11 @@ fn http_seeds() -> Vec<(String, Vec<u8>)> {
             "error",
             4,
             r#"{"error":"this node is not the leader: the leader is node 1; ask it","leader":1}"#,
+        ),
+        (
+            "error-stale",
+            4,
+            r#"{"error":"stale: incarnation 3 of node 2 is not its current one (4)","current_incarnation":4}"#,
         ),
         ("transfer-answer", 5, r#"{"to":2,"from_term":7}"#),
         ("transfer-string", 0, r#"{"to": "2"}"#),
@@ -300,6 +305,10 @@ fn http_seeds() -> Vec<(String, Vec<u8>)> {
         ("proclaim-answer", 17, r#"{"revision":21,"token":17}"#),
         ("observe-leader", 18, "leader\n{\"session\":3,\"value\":\"a\",\"token\":17,\"revision\":17}"),
         ("observe-no-leader", 18, "no-leader\n{\"revision\":22}"),
+        ("dead", 19, "2\n{\"incarnation\": 1750000000000007}"),
+        ("dead-zero", 19, "2\n{\"incarnation\": 0}"),
+        ("dead-extra", 19, "3\n{\"incarnation\": 4, \"node\": 3}"),
+        ("dead-answer", 19, "1\n{\"accepted\":true,\"node\":1,\"incarnation\":4,\"was_leader\":true}"),
         (
             "observe-compacted",
             18,

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 pub struct StatusBody {
     /// This node.
     pub id: u64,
+    /// This node's incarnation: larger at every start of the node (absent
+    /// from servers without one: store-led, or of an earlier tenure).
+    #[serde(default)]
+    pub incarnation: Option<u64>,
     /// The election protocol: "raft", "ranked" or "paxos".
     #[serde(default)]
     pub protocol: String,
@@ -151,6 +155,10 @@ pub struct PeerBody {
     /// Its HTTP API address, if configured (`--peer-http`).
     #[serde(default)]
     pub http_address: Option<String>,
+    /// Its current incarnation: the highest its handshakes showed since the
+    /// answering node started (null before the first).
+    #[serde(default)]
+    pub incarnation: Option<u64>,
 }
 
 impl StatusBody {
@@ -193,6 +201,28 @@ pub struct TransferBody {
     pub from_term: u64,
 }
 
+/// `POST /v1/peers/{id}/dead` request: incarnation N of node `id` is dead.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DeadNoticeRequest {
+    /// The incarnation that died (`/v1/status` shows each peer's).
+    pub incarnation: u64,
+}
+
+/// `POST /v1/peers/{id}/dead` success: the notice was taken.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadNoticeBody {
+    /// Always true (a notice that is not taken gets an error answer).
+    pub accepted: bool,
+    /// The node the notice is about.
+    pub node: u64,
+    /// Its incarnation that died.
+    pub incarnation: u64,
+    /// Whether the answering node followed it as its leader: it then stood
+    /// at once, without waiting for the election timeout.
+    pub was_leader: bool,
+}
+
 /// Every error answer: `{"error": "...", ...}`, with the fields below that
 /// apply.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
@@ -220,6 +250,10 @@ pub struct ErrorBody {
     /// `current + 1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<u64>,
+    /// 409 of a death notice: the node's current incarnation, as the
+    /// answering node knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_incarnation: Option<u64>,
 }
 
 /// One Server-Sent Event of `GET /v1/watch`: the node's view of leadership.

@@ -14,6 +14,7 @@ mod elect_cli;
 mod kv_cli;
 mod local_cluster;
 mod logging;
+mod notify_cli;
 mod rest;
 mod run_cli;
 mod server_command;
@@ -46,6 +47,10 @@ enum Command {
     Watch(client::WatchArgs),
     /// Hand leadership to another node.
     Transfer(client::TransferArgs),
+    /// Tell the nodes that a node's process is dead (systemd's ExecStopPost, a supervisor),
+    /// so that they elect a new leader at once instead of after the election timeout.
+    #[command(after_help = notify_cli::NOTIFY_HELP)]
+    NotifyDead(notify_cli::NotifyDeadArgs),
     /// Read and write the cluster's replicated key-value store (put, get, del, list, watch, txn).
     #[command(after_help = kv_cli::EXIT_STATUS)]
     Kv(kv_cli::KvArgs),
@@ -80,6 +85,7 @@ fn main() -> ExitCode {
         Command::Status(args) => block_on(client::status(args)),
         Command::Watch(args) => block_on(client::watch(args)),
         Command::Transfer(args) => block_on(client::transfer(args)),
+        Command::NotifyDead(args) => block_on(notify_cli::run(args)),
         Command::Kv(args) => block_on(kv_cli::run(args)),
         Command::Elect(args) => block_on(elect_cli::run(args)),
         Command::Run(args) => block_on(run_cli::run(args)),

@@ -367,6 +367,12 @@ fn register_transport(r: &mut Registry, m: &NodeMetrics) {
         "Frames or handshakes refused (malformed, oversized, wrong cluster, unknown id)",
         ConstCounter::new(m.frames_rejected),
     );
+    r.register(
+        "death_notices",
+        "Death notices given to the election core (a peer's next incarnation connected, or an \
+         accepted POST /v1/peers/{id}/dead)",
+        ConstCounter::new(m.death_notices),
+    );
     let rtt = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
     for (peer, value) in &m.peer_rtt_ms {
         if let Some(ms) = value {

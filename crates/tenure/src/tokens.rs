@@ -66,7 +66,7 @@ pub fn server_auth(
 #[derive(Args, Debug, Default, Clone)]
 pub struct TokenArgs {
     /// Bearer token for the HTTP API; status, watch, kv reads and elect --observe need role
-    /// read, kv writes, elect and run write, transfer admin.
+    /// read, kv writes, elect and run write, transfer and notify-dead admin.
     /// Others on this machine can see a flag in `ps`: prefer TENURE_TOKEN or --token-file
     /// [default: $TENURE_TOKEN].
     #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]

@@ -288,6 +288,7 @@ async fn metrics_lists_every_family() {
         "messages_sent",
         "messages_received",
         "frames_rejected",
+        "death_notices",
         "peer_rtt_seconds",
         "failover_duration_seconds",
         "log_last_index",

@@ -24,6 +24,7 @@ pub mod auth;
 mod cluster;
 mod conn;
 mod dashboard;
+mod dead;
 mod election_observe;
 mod elections;
 mod gate;
@@ -45,6 +46,7 @@ pub(crate) mod watch;
 mod watchers;
 
 pub use auth::{Access, ApiAuth, ApiToken, Role, TokenError, TokenSpec};
+pub use dead::notice as dead_notice;
 pub use elections::{campaign_command, proclaim_request, resign_command};
 pub(crate) use gate::Gate;
 pub use kv::MAX_TXN_BODY_BYTES;
@@ -304,6 +306,16 @@ pub const ENDPOINTS: &[Endpoint] = &[
         access: Access::Admin,
         description: "hand leadership to the node in the body {\"to\": N}",
         handlers: |m| on(m, transfer::post),
+    },
+    Endpoint {
+        path: "/v1/peers/{id}/dead",
+        methods: &[Method::POST],
+        access: Access::Admin,
+        description: "incarnation N of node id is dead (the caller knows: systemd's \
+                      ExecStopPost, a supervisor): {\"incarnation\": N} -> {\"accepted\",\
+                      \"node\",\"incarnation\",\"was_leader\"}; 409 when N is not the node's \
+                      current incarnation (\"current_incarnation\"), 404 for a non-voter",
+        handlers: |m| on(m, dead::post),
     },
     Endpoint {
         path: "/metrics",

@@ -25,6 +25,7 @@ pub(crate) fn node_status(st: &AppState) -> StatusBody {
 pub fn status_body(s: &NodeStatus) -> StatusBody {
     StatusBody {
         id: s.id.0,
+        incarnation: Some(s.incarnation),
         protocol: s.protocol.to_string(),
         role: s.role.as_str().to_string(),
         term: s.term.0,
@@ -44,6 +45,7 @@ pub fn status_body(s: &NodeStatus) -> StatusBody {
                 last_heard_ms: p.last_heard_ms,
                 rtt_ms: p.rtt_ms,
                 http_address: None,
+                incarnation: p.incarnation,
             })
             .collect(),
         http_address: None,

@@ -93,6 +93,7 @@ async fn status(State(st): State<StoreState>) -> Json<StatusBody> {
     let View { leadership: l, leader_http } = st.view_now();
     Json(StatusBody {
         id: st.id.0,
+        incarnation: None,
         protocol: st.protocol.to_string(),
         role: l.role.as_str().to_string(),
         term: l.term.0,
