@@ -234,6 +234,17 @@ impl Client {
         self.https
     }
 
+    /// The same client (its connection pool shared) sending `authorization`
+    /// as the `Authorization` header instead of its own token (None: none).
+    /// A server that asks its peers on a caller's behalf passes the caller's.
+    pub fn with_authorization(&self, authorization: Option<hyper::header::HeaderValue>) -> Self {
+        let authorization = authorization.map(|mut v| {
+            v.set_sensitive(true);
+            Arc::new(v)
+        });
+        Client { inner: self.inner.clone(), https: self.https, authorization }
+    }
+
     /// A request to `uri` with the token, if any.
     fn builder(&self, method: Method, uri: Uri) -> hyper::http::request::Builder {
         let req = Request::builder().method(method).uri(uri);

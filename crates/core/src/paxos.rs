@@ -898,6 +898,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             return;
         }
         self.seat.note_handover(ballot, successor);
+        self.seat.note_resignation(from, ballot, successor);
         if self.lease.is_some_and(|l| l.holder == Some(from)) {
             self.lease = None;
         }

@@ -76,6 +76,18 @@ pub enum Event {
         /// The leader's fencing token, when there is a leader.
         fencing_token: Option<FencingToken>,
     },
+    /// The leader this node followed left office in `term` and said so (a
+    /// leadership transfer or a graceful stop), naming `successor` if any.
+    /// Only for logs and dashboards: it tells a handover from a leader that
+    /// went silent.
+    LeaderResigned {
+        /// The leader that resigned.
+        leader: NodeId,
+        /// The term it led.
+        term: Term,
+        /// The node it asked to campaign at once.
+        successor: Option<NodeId>,
+    },
     /// An invariant that every protocol must keep broke (time went backwards,
     /// a term went back, a second vote in a term, a term led without being
     /// won, durable state changed without being persisted). The node halted

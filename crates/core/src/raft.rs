@@ -551,6 +551,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             return;
         }
         self.seat.note_handover(term, successor);
+        self.seat.note_resignation(from, term, successor);
         if self.lease.is_some_and(|l| l.holder == Some(from)) {
             self.lease = None;
         }

@@ -818,6 +818,7 @@ impl<R: RngCore + Send> RankedElector<R> {
             return;
         }
         self.seat.note_handover(term, successor);
+        self.seat.note_resignation(from, term, successor);
         if matches!(self.lease.map(|l| l.support), Some(Support::Leader { id, .. }) if id == from) {
             // The leader released everyone it led: no need to wait for other
             // followers' leases on it before voting.

@@ -226,6 +226,17 @@ impl Seat {
         from_leader
     }
 
+    /// Reports an honoured resignation of `term` by `leader` (see
+    /// [`Event::LeaderResigned`]).
+    pub(crate) fn note_resignation(
+        &mut self,
+        leader: NodeId,
+        term: Term,
+        successor: Option<NodeId>,
+    ) {
+        self.out.events.push(Event::LeaderResigned { leader, term, successor });
+    }
+
     /// Records the successor an honoured resignation of `term` named (or,
     /// on the leader that resigns, the one it names).
     pub(crate) fn note_handover(&mut self, term: Term, successor: Option<NodeId>) {

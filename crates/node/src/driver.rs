@@ -6,6 +6,7 @@ use crate::shared::{Command, Elector, Shared};
 use crate::status::LeadershipEvent;
 use crate::storage::DataDir;
 use crate::sync::lock;
+use crate::timeline::{link_view, unix_ms};
 use crate::transport::Transport;
 use std::sync::Arc;
 use std::time::Duration;
@@ -253,6 +254,11 @@ impl Driver {
     /// Logs a core event and publishes the matching leadership event.
     fn event(&mut self, event: Event) {
         let id = self.shared.config.id;
+        {
+            let now = self.shared.clock.now();
+            let net = &self.shared.net;
+            lock(&self.shared.timeline).observe(&event, now, unix_ms(), |p| link_view(net, now, p));
+        }
         let published = match event {
             Event::RoleChanged { role, term, reason } => {
                 info!(node = %id, %role, %term, ?reason, "role changed");
@@ -278,6 +284,10 @@ impl Driver {
                     }),
                     None => Some(LeadershipEvent::NoLeader { term }),
                 }
+            }
+            Event::LeaderResigned { leader, term, successor } => {
+                info!(node = %id, %leader, %term, successor = ?successor, "the leader resigned");
+                None
             }
             Event::Halted { reason } => {
                 // The core stopped itself rather than risk a second leader or

@@ -142,6 +142,7 @@ mod shared;
 pub mod status;
 pub mod storage;
 mod sync;
+pub mod timeline;
 pub mod tls;
 pub mod transport;
 pub mod wire;

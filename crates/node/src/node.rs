@@ -9,6 +9,7 @@ use crate::shared::{leadership_of, Command, Elector, Shared};
 use crate::status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
 use crate::storage::{DataDir, Identity, ResetOutcome};
 use crate::sync::lock;
+use crate::timeline::{link_view, unix_ms, LeaderChange, Timeline};
 use crate::tls::{Security, TlsIdentity};
 use crate::transport::{reconnect_cap, Inbound, Net, PeerData, Transport};
 use rand_core::{OsRng, RngCore, SeedableRng};
@@ -171,6 +172,7 @@ async fn start_valid(
         stop: watch::Sender::new(false),
         core: Mutex::new(core),
         tracker: Mutex::new(LeaderTracker::default()),
+        timeline: Mutex::new(Timeline::new(config.id, config.election_timeout)),
         net,
         clock,
         config,
@@ -325,6 +327,14 @@ impl NodeHandle {
             .await
             .map_err(|_| TransferError::NodeStopped)?;
         answer.await.map_err(|_| TransferError::NodeStopped)?
+    }
+
+    /// The leadership changes this node saw, oldest first (at most
+    /// [`crate::timeline::TIMELINE_LEN`]), each with its cause.
+    pub fn timeline(&self) -> Vec<LeaderChange> {
+        let now = self.shared.clock.now();
+        let net = &self.shared.net;
+        lock(&self.shared.timeline).changes(unix_ms(), |p| link_view(net, now, p))
     }
 
     /// Counters and measurements.

@@ -8,6 +8,7 @@ use crate::error::TransferError;
 use crate::metrics::LeaderTracker;
 use crate::status::{Leadership, LeadershipEvent};
 use crate::sync::lock;
+use crate::timeline::Timeline;
 use crate::transport::Net;
 use rand_pcg::Pcg64Mcg;
 use std::sync::{Arc, Mutex};
@@ -37,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) core: Mutex<Elector>,
     pub(crate) net: Arc<Net>,
     pub(crate) tracker: Mutex<LeaderTracker>,
+    /// The leadership changes and their causes (`NodeHandle::timeline`).
+    pub(crate) timeline: Mutex<Timeline>,
     pub(crate) leadership: watch::Sender<Leadership>,
     pub(crate) events: broadcast::Sender<LeadershipEvent>,
     pub(crate) commands: mpsc::Sender<Command>,

@@ -33,6 +33,97 @@ pub struct StatusBody {
     pub storage_failed: bool,
     /// The other voters.
     pub peers: Vec<PeerBody>,
+    /// This node's HTTP API address (HOST:PORT), if configured.
+    #[serde(default)]
+    pub http_address: Option<String>,
+    /// The known leader's HTTP API address, if configured (`--peer-http`).
+    #[serde(default)]
+    pub leader_http_address: Option<String>,
+    /// The replicated log as this node holds it (absent from servers
+    /// without one).
+    #[serde(default)]
+    pub replication: Option<ReplicationBody>,
+}
+
+/// The replicated log of a node: how far it holds, knows committed and
+/// applied it, and (on the leader) how far each follower holds it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationBody {
+    /// Index of the last entry of this node's log.
+    pub last_index: u64,
+    /// Highest index this node knows to be committed.
+    pub commit_index: u64,
+    /// Highest index applied to this node's store.
+    pub applied_index: u64,
+    /// The store's revision as applied on this node.
+    pub revision: u64,
+    /// On the leader: each follower's last index held and how many entries
+    /// of the leader's log it lacks. Empty elsewhere.
+    pub followers: Vec<FollowerBody>,
+}
+
+/// A follower's place in the leader's log.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct FollowerBody {
+    /// The follower.
+    pub id: u64,
+    /// The last index it holds.
+    pub match_index: u64,
+    /// Entries of the leader's log it does not hold yet.
+    pub lag_entries: u64,
+}
+
+/// `GET /v1/cluster`: every voter's status, read through the answering node.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ClusterBody {
+    /// The node that answered (and read the others).
+    pub served_by: u64,
+    /// Its wall clock, milliseconds since the Unix epoch.
+    pub now_unix_ms: u64,
+    /// One per voter, by id.
+    pub nodes: Vec<ClusterNodeBody>,
+}
+
+/// One voter in `GET /v1/cluster`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ClusterNodeBody {
+    /// The voter.
+    pub id: u64,
+    /// Its HTTP API address, if known.
+    pub http_address: Option<String>,
+    /// Its own `/v1/status`, or null when it did not answer.
+    pub status: Option<StatusBody>,
+    /// Why there is no status.
+    pub error: Option<String>,
+}
+
+/// `GET /v1/timeline`: the leadership changes the answering node saw.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TimelineBody {
+    /// The answering node's wall clock, milliseconds since the Unix epoch.
+    pub now_unix_ms: u64,
+    /// Oldest first, at most `tenure_node::timeline::TIMELINE_LEN`.
+    pub entries: Vec<TimelineEntryBody>,
+}
+
+/// One change of leader.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TimelineEntryBody {
+    /// The new leader's term.
+    pub term: u64,
+    /// The new leader.
+    pub leader: u64,
+    /// The leader known before, if any.
+    pub previous: Option<u64>,
+    /// When the answering node learned of it (ms since the Unix epoch).
+    pub at_unix_ms: u64,
+    /// How long it knew no leader before; null for a direct switch.
+    pub no_leader_ms: Option<u64>,
+    /// "startup", "transfer", "graceful_stop", "crash", "partition",
+    /// "quorum_lost" or "election" (see docs/DASHBOARD.md).
+    pub cause: String,
+    /// The cause in a sentence.
+    pub detail: String,
 }
 
 /// A leader sequence number.
@@ -57,6 +148,9 @@ pub struct PeerBody {
     pub last_heard_ms: Option<u64>,
     /// Last measured heartbeat round trip, in milliseconds.
     pub rtt_ms: Option<f64>,
+    /// Its HTTP API address, if configured (`--peer-http`).
+    #[serde(default)]
+    pub http_address: Option<String>,
 }
 
 impl StatusBody {
@@ -73,6 +167,9 @@ pub struct LeaderBody {
     pub id: u64,
     /// The leader's peer address.
     pub address: Option<String>,
+    /// The leader's HTTP API address, if configured (`--peer-http`).
+    #[serde(default)]
+    pub http_address: Option<String>,
     /// The leader's term.
     pub term: u64,
     /// The leader's fencing token.
@@ -441,7 +538,8 @@ pub struct SessionInfoBody {
 /// `GET /v1/sessions` success.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct SessionListBody {
-    /// The sessions, by id (without `remaining_ms`).
+    /// The sessions, by id (the first `MAX_REMAINING_ASKED` with the
+    /// leader's `remaining_ms`, when a leader answers).
     pub sessions: Vec<SessionInfoBody>,
     /// Whether more sessions exist than were returned.
     pub more: bool,

@@ -5,6 +5,7 @@ use crate::tokens;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,6 +41,7 @@ Config file (TOML; every key optional, unknown keys are errors):
   listen = \"0.0.0.0:7001\"
   http = \"0.0.0.0:8001\"
   peers = [\"1=10.0.0.1:7001\", \"2=10.0.0.2:7001\", \"3=10.0.0.3:7001\"]
+  peer_http = [\"1=10.0.0.1:8001\", \"2=10.0.0.2:8001\", \"3=10.0.0.3:8001\"]  # their HTTP APIs
   data_dir = \"/var/lib/tenure\"
   heartbeat_ms = 100
   election_timeout_ms = 1000
@@ -95,6 +97,12 @@ pub struct ServerArgs {
     /// Address of the HTTP API [default: 127.0.0.1:8000+id].
     #[arg(long, value_name = "ADDR:PORT")]
     pub http: Option<String>,
+    /// The HTTP API addresses of the nodes as ID=HOST:PORT, comma-separated: the dashboard
+    /// (GET /) and GET /v1/cluster read the other nodes' status through this node, and
+    /// GET /v1/leader names the leader's [default: with the default --peers,
+    /// 127.0.0.1:8000+id; otherwise only this node's --http].
+    #[arg(long, value_name = "ID=HOST:PORT,...")]
+    pub peer_http: Option<String>,
     /// All voters as ID=HOST:PORT, comma-separated, in preference order (earlier ones stand
     /// first when the leader fails); this node is added with --listen if absent
     /// [default: 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003].
@@ -221,6 +229,7 @@ pub(crate) struct FileConfig {
     listen: Option<String>,
     http: Option<String>,
     peers: Option<Vec<String>>,
+    peer_http: Option<Vec<String>>,
     data_dir: Option<PathBuf>,
     heartbeat_ms: Option<u64>,
     election_timeout_ms: Option<u64>,
@@ -297,6 +306,8 @@ pub struct ServerSettings {
     pub log_format: LogFormat,
     /// Who may call the HTTP API.
     pub api: ApiAuth,
+    /// The HTTP API addresses (HOST:PORT) of the nodes known, this one included.
+    pub http_addresses: BTreeMap<NodeId, String>,
 }
 
 /// What a server with `--store` shares with a node, resolved and checked.
@@ -350,6 +361,7 @@ impl ServerArgs {
         let node = [
             ("listen", self.listen.is_some(), file.listen.is_some()),
             ("peers", self.peers.is_some(), file.peers.is_some()),
+            ("peer_http", self.peer_http.is_some(), file.peer_http.is_some()),
             ("data_dir", self.data_dir.is_some(), file.data_dir.is_some()),
             ("heartbeat_interval", self.heartbeat_ms.is_some(), file.heartbeat_ms.is_some()),
             (
@@ -431,7 +443,8 @@ impl ServerArgs {
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
         let api = self.api(&file)?;
-        Ok(ServerSettings { node, http, log_format, api })
+        let http_addresses = self.http_addresses(&node, http, &file)?;
+        Ok(ServerSettings { node, http, log_format, api, http_addresses })
     }
 
     /// The cluster id, from `--cluster-id`, the file or the default.
@@ -537,6 +550,44 @@ impl ServerArgs {
         }
     }
 
+    /// The nodes' HTTP API addresses: `--peer-http` (or the file's
+    /// `peer_http`), else the default local cluster's when the voters are
+    /// the default ones; this node's own from `--http` unless listed.
+    fn http_addresses(
+        &self,
+        node: &NodeConfig,
+        http: SocketAddr,
+        file: &FileConfig,
+    ) -> anyhow::Result<BTreeMap<NodeId, String>> {
+        let mut addresses = match (&self.peer_http, &file.peer_http) {
+            (Some(flag), _) => parse_http_addresses(flag).context("bad --peer-http")?,
+            (None, Some(list)) => parse_http_addresses(&list.join(","))
+                .context("bad `peer_http` in the config file")?,
+            (None, None) if self.peers.is_none() && file.peers.is_none() => node
+                .peers
+                .iter()
+                .filter_map(|(id, _)| {
+                    let port = DEFAULT_HTTP_PORT_BASE.checked_add(u16::try_from(id.0).ok()?)?;
+                    Some((*id, format!("127.0.0.1:{port}")))
+                })
+                .collect(),
+            (None, None) => BTreeMap::new(),
+        };
+        if let Some(stranger) =
+            addresses.keys().find(|id| !node.peers.iter().any(|(p, _)| p == *id))
+        {
+            bail!(
+                "--peer-http (peer_http) names node {stranger}, which is not a voter; the voters \
+                 are {}",
+                format_peers(&node.peers)
+            );
+        }
+        if !http.ip().is_unspecified() {
+            addresses.entry(node.id).or_insert_with(|| http.to_string());
+        }
+        Ok(addresses)
+    }
+
     /// The HTTP API's address: `--http`, or 127.0.0.1 on port 8000 + id.
     fn http(&self, id: NodeId, file: &FileConfig) -> anyhow::Result<SocketAddr> {
         if let Some(s) = self.http.as_ref().or(file.http.as_ref()) {
@@ -559,6 +610,7 @@ fn setting(field: &str) -> Option<(&'static str, &'static str)> {
         "cluster_id" => ("--cluster-id", "cluster_id"),
         "listen" => ("--listen", "listen"),
         "peers" => ("--peers", "peers"),
+        "peer_http" => ("--peer-http", "peer_http"),
         "data_dir" => ("--data-dir", "data_dir"),
         "heartbeat_interval" => ("--heartbeat-ms", "heartbeat_ms"),
         "election_timeout" => ("--election-timeout-ms", "election_timeout_ms"),
@@ -626,6 +678,33 @@ pub fn parse_peers(text: &str) -> anyhow::Result<Vec<(NodeId, SocketAddr)>> {
     Ok(peers)
 }
 
+/// Parses the HTTP addresses `1=host:port,2=host:port,...`. The host is
+/// kept as written (a name stays a name, for the TLS check of the node's
+/// certificate); the port must be a number.
+pub fn parse_http_addresses(text: &str) -> anyhow::Result<BTreeMap<NodeId, String>> {
+    let mut addresses = BTreeMap::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((id, addr)) = item.split_once('=') else {
+            bail!("`{item}` is not of the form ID=HOST:PORT (for example 1=10.0.0.1:8001)");
+        };
+        let id: u64 = id.trim().parse().map_err(|_| {
+            anyhow::anyhow!("`{item}`: the node id `{id}` is not a positive integer")
+        })?;
+        let id = node_id(id).with_context(|| format!("`{item}`"))?;
+        let addr = addr.trim();
+        let port_ok = addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !port_ok {
+            bail!("`{item}`: `{addr}` is not HOST:PORT (for example 10.0.0.1:8001)");
+        }
+        if addresses.insert(id, addr.to_string()).is_some() {
+            bail!("`{item}`: node {id} is listed twice");
+        }
+    }
+    Ok(addresses)
+}
+
 /// Turns `HOST:PORT` (an IP address or a host name) into a socket address.
 fn resolve_addr(text: &str) -> anyhow::Result<SocketAddr> {
     if let Ok(addr) = text.parse() {
@@ -670,6 +749,37 @@ mod tests {
         assert_eq!(s.node.election_timeout, Duration::from_millis(1000));
         assert_eq!(s.node.cluster_id, "tenure");
         assert_eq!(s.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn http_addresses_come_from_peer_http_or_the_local_defaults() {
+        let s = args(2).resolve().unwrap();
+        let local: Vec<(u64, &str)> =
+            s.http_addresses.iter().map(|(id, a)| (id.0, a.as_str())).collect();
+        assert_eq!(local, [(1, "127.0.0.1:8001"), (2, "127.0.0.1:8002"), (3, "127.0.0.1:8003")]);
+        // Voters of one's own: only this node's, unless --peer-http names them.
+        let mut a = args(2);
+        a.peers = Some("1=10.0.0.1:7001,2=10.0.0.2:7001,3=10.0.0.3:7001".into());
+        a.listen = Some("127.0.0.1:7002".into());
+        a.http = Some("10.0.0.2:9000".into());
+        let own: Vec<u64> = a.resolve().unwrap().http_addresses.keys().map(|id| id.0).collect();
+        assert_eq!(own, [2]);
+        a.peer_http = Some("1=db1.example:8001, 3=10.0.0.3:8001".into());
+        let s = a.resolve().unwrap();
+        assert_eq!(s.http_addresses[&NodeId(1)], "db1.example:8001", "names stay names");
+        assert_eq!(s.http_addresses[&NodeId(2)], "10.0.0.2:9000");
+        for (bad, says) in [
+            ("4=10.0.0.4:8001", "not a voter"),
+            ("1=10.0.0.1", "not HOST:PORT"),
+            ("1=:8001", "not HOST:PORT"),
+            ("1=10.0.0.1:8001,1=10.0.0.1:8002", "listed twice"),
+            ("x=10.0.0.1:8001", "not a positive integer"),
+            ("10.0.0.1:8001", "ID=HOST:PORT"),
+        ] {
+            a.peer_http = Some(bad.into());
+            let err = format!("{:#}", a.resolve().unwrap_err());
+            assert!(err.contains(says) && err.contains("--peer-http"), "{bad}: {err}");
+        }
     }
 
     #[test]

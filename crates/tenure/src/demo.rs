@@ -263,6 +263,19 @@ impl<'a> Demo<'a> {
         if let Some(ca) = self.cluster.ca() {
             println!("    CA for the clients: TENURE_CACERT={}", ca.display());
         }
+        let dashboard = format!("{}/", self.endpoints[0]);
+        match self.cluster.ca() {
+            Some(ca) => println!(
+                "==> dashboard of node 1: {dashboard} (every node serves one; the certificate \
+                 is this demo's own CA, {}: let the browser accept it, then paste the API \
+                 token; --duration 300 keeps the cluster up to watch)",
+                ca.display()
+            ),
+            None => println!(
+                "==> dashboard of node 1: {dashboard} (every node serves one; paste the API \
+                 token; --duration 300 keeps the cluster up to watch)"
+            ),
+        }
         Ok(())
     }
 

@@ -209,6 +209,8 @@ pub struct TenureCluster {
     /// The admin token every server accepts.
     token: String,
     peers: String,
+    /// Every server's HTTP API as `ID=127.0.0.1:PORT,...` (`--peer-http`).
+    peer_http: String,
     heartbeat_ms: u64,
     election_timeout_ms: u64,
     cluster_id: &'static str,
@@ -248,6 +250,11 @@ impl TenureCluster {
             .map(|s| format!("{}=127.0.0.1:{}", s.id, s.peer_port))
             .collect::<Vec<_>>()
             .join(",");
+        let peer_http = servers
+            .iter()
+            .map(|s| format!("{}=127.0.0.1:{}", s.id, s.http_port))
+            .collect::<Vec<_>>()
+            .join(",");
         let tls = match settings.tls {
             true => {
                 let ids = servers.iter().map(|s| NodeId(s.id));
@@ -263,6 +270,7 @@ impl TenureCluster {
             config,
             token,
             peers,
+            peer_http,
             heartbeat_ms: settings.heartbeat_ms,
             election_timeout_ms: settings.election_timeout_ms,
             cluster_id: settings.cluster_id,
@@ -311,6 +319,7 @@ impl TenureCluster {
             .args(["--listen", &format!("127.0.0.1:{}", s.peer_port)])
             .args(["--http", &format!("127.0.0.1:{}", s.http_port)])
             .args(["--peers", &self.peers])
+            .args(["--peer-http", &self.peer_http])
             .arg("--data-dir")
             .arg(&s.data_dir)
             .args(["--heartbeat-ms", &self.heartbeat_ms.to_string()])

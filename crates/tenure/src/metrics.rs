@@ -18,7 +18,7 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tenure_kv::Store;
-use tenure_node::{Leadership, NodeHandle, NodeMetrics, Replicated};
+use tenure_node::{Leadership, NodeHandle, NodeMetrics, Replicated, Term};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -142,22 +142,55 @@ impl Metrics {
     /// Measures failovers as this node sees them: from the moment the known
     /// leader is lost (or replaced) to the moment a new leader is known.
     /// Returns when the node's leadership channel closes.
-    pub async fn track_failovers(self, mut leadership: watch::Receiver<Leadership>) {
+    pub async fn track_failovers(self, leadership: watch::Receiver<Leadership>) {
+        self.track_failovers_with(leadership, |_| None).await
+    }
+
+    /// [`Metrics::track_failovers`] for a node, with the gaps of its
+    /// leadership timeline where it has them: from the moment the old leader
+    /// was last heard (a crashed leader is lost by this node only when it
+    /// stands or votes, an election timeout later), so the histogram and the
+    /// dashboard's timeline tell the same time.
+    pub async fn track_node_failovers(self, node: NodeHandle) {
+        let leadership = node.leadership();
+        self.track_failovers_with(leadership, move |term| {
+            let changes = node.timeline();
+            let change = changes.iter().rev().find(|c| c.term == term)?;
+            change.no_leader_ms.map(Duration::from_millis)
+        })
+        .await
+    }
+
+    /// The loop of [`Metrics::track_failovers`]; `gap` may know how long
+    /// the cluster had no leader before the leader of a term.
+    async fn track_failovers_with(
+        self,
+        mut leadership: watch::Receiver<Leadership>,
+        gap: impl Fn(Term) -> Option<Duration>,
+    ) {
         let mut leader = leadership.borrow_and_update().leader;
         // When the last leader was lost, while no leader is known.
         let mut lost_at: Option<Instant> = None;
         while leadership.changed().await.is_ok() {
             let now = Instant::now();
-            let next = leadership.borrow_and_update().leader;
+            let (next, term) = {
+                let l = leadership.borrow_and_update();
+                (l.leader, l.term)
+            };
             match (leader, next) {
                 (Some(_), None) => lost_at = Some(now),
                 (None, Some(_)) => {
                     if let Some(t) = lost_at.take() {
-                        self.failover_seconds.observe((now - t).as_secs_f64());
+                        let seen = gap(term).unwrap_or(now - t);
+                        self.failover_seconds.observe(seen.as_secs_f64());
                     }
                 }
-                // A direct switch from one leader to another: no gap was seen.
-                (Some(a), Some(b)) if a != b => self.failover_seconds.observe(0.0),
+                // A direct switch from one leader to another: no gap was
+                // seen here (the timeline may know of one).
+                (Some(a), Some(b)) if a != b => {
+                    let seen = gap(term).unwrap_or_default();
+                    self.failover_seconds.observe(seen.as_secs_f64());
+                }
                 _ => {}
             }
             leader = next;
@@ -206,7 +239,8 @@ impl Metrics {
     fn register_failovers(&self, r: &mut Registry) {
         r.register(
             "failover_duration_seconds",
-            "Time from losing the known leader to knowing the next one, as seen by this node",
+            "Time without a leader before each new one, as seen by this node (on a node: from \
+             last hearing the old leader, or losing it, to knowing the next one)",
             self.failover_seconds.clone(),
         );
     }

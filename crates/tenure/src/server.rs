@@ -7,12 +7,13 @@
 
 use crate::http::{self, router, ApiAuth, AppState, HttpLimits, REJECTION_LOG_INTERVAL};
 use crate::metrics::Metrics;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::TcpListener;
 use std::sync::Arc;
 use tenure_core::NodeId;
 use tenure_kv::Store;
-use tenure_node::{NodeConfig, RateLimitedLog, StartError};
+use tenure_node::{NodeConfig, RateLimitedLog, Security, StartError};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
@@ -27,6 +28,10 @@ pub struct ServerConfig {
     pub http: HttpLimits,
     /// Who may call the API: its bearer tokens and roles.
     pub api: ApiAuth,
+    /// The HTTP API addresses (HOST:PORT) of the nodes, this one included
+    /// where known: `GET /v1/cluster` and the dashboard read the others'
+    /// status there, `GET /v1/leader` names the leader's.
+    pub http_addresses: BTreeMap<NodeId, String>,
 }
 
 impl ServerConfig {
@@ -34,7 +39,12 @@ impl ServerConfig {
     /// only the open probes (`/healthz`, `/v1/is-leader`) answer until
     /// [`ServerConfig::api`] is given tokens.
     pub fn new(node: NodeConfig) -> Self {
-        ServerConfig { node, http: HttpLimits::default(), api: ApiAuth::default() }
+        ServerConfig {
+            node,
+            http: HttpLimits::default(),
+            api: ApiAuth::default(),
+            http_addresses: BTreeMap::new(),
+        }
     }
 }
 
@@ -66,13 +76,20 @@ pub async fn run(
     http_listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let ServerConfig { node: node_config, http: limits, api } = config;
+    let ServerConfig { node: node_config, http: limits, api, http_addresses } = config;
     let http_listener = async_listener(http_listener).map_err(ServerError::HttpListener)?;
     let http_addr = http_listener.local_addr().map_err(ServerError::HttpListener)?;
     let id = node_config.id;
     let peers =
         node_config.peers.iter().map(|(p, a)| format!("{p}={a}")).collect::<Vec<_>>().join(",");
     let data_dir = node_config.data_dir.clone();
+    let peer_roots = match &node_config.security {
+        Security::MutualTls(files) => Some(
+            tenure_node::tls::read_roots(&files.ca)
+                .map_err(|source| ServerError::Node { id, source: source.into() })?,
+        ),
+        Security::InsecureNoTls => None,
+    };
     let (node, kv) = tenure_node::start_replicated::<Store>(node_config, Some(peer_listener))
         .await
         .map_err(|source| ServerError::Node { id, source })?;
@@ -100,7 +117,7 @@ pub async fn run(
     log_api_access(&api);
 
     let metrics = Metrics::default();
-    let failovers = tokio::spawn(metrics.clone().track_failovers(handle.leadership()));
+    let failovers = tokio::spawn(metrics.clone().track_node_failovers(handle.clone()));
     let rejections = Arc::new(RateLimitedLog::new("HTTP requests", REJECTION_LOG_INTERVAL));
     let rejection_summaries = tokio::spawn({
         let rejections = rejections.clone();
@@ -111,7 +128,8 @@ pub async fn run(
     let sessions =
         tokio::spawn(crate::sessions::run(kv.clone(), metrics.clone(), stopping.clone()));
     let state =
-        AppState::new(handle.clone(), kv, metrics, api, rejections.clone(), stopping.clone());
+        AppState::new(handle.clone(), kv, metrics, api, rejections.clone(), stopping.clone())
+            .with_cluster(http_addresses, peer_roots);
     let app = router(state);
     let mut http_stop = stopping;
     let serving = http::serve(http_listener, app, limits, tls, rejections.clone(), async move {

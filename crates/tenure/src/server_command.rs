@@ -39,7 +39,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let peers = TcpListener::bind(settings.node.listen)
         .with_context(|| format!("cannot listen for peers on {}", settings.node.listen))?;
     let stop = stop_signal()?;
-    let config = ServerConfig { api: settings.api, ..ServerConfig::new(settings.node) };
+    let config = ServerConfig {
+        api: settings.api,
+        http_addresses: settings.http_addresses,
+        ..ServerConfig::new(settings.node)
+    };
     server::run(config, peers, http, stop).await?;
     Ok(ExitCode::SUCCESS)
 }

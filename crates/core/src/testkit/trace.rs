@@ -187,7 +187,9 @@ pub fn render(steps: &[Step], from: usize, show: &Show) -> Vec<String> {
             }
             for event in &out.events {
                 let Event::RoleChanged { role, .. } = event else {
-                    if visible && show.leader_changes {
+                    // A resignation shows as the leader change it causes.
+                    let shown = !matches!(event, Event::LeaderResigned { .. });
+                    if visible && show.leader_changes && shown {
                         lines.push(format!("{head} {}", fmt_event(event)));
                     }
                     continue;
@@ -228,6 +230,14 @@ pub(crate) fn fmt_event(event: &Event) -> String {
         Event::LeaderChanged { leader, term, fencing_token } => {
             let token = fencing_token.map_or(String::new(), |t| format!(" token={t}"));
             format!("leader {} t{}{token}", fmt_node(*leader), term.0)
+        }
+        Event::LeaderResigned { leader, term, successor } => {
+            format!(
+                "resigned {} t{} successor {}",
+                fmt_node(Some(*leader)),
+                term.0,
+                fmt_node(*successor)
+            )
         }
         Event::Halted { reason } => format!("halted: {reason}"),
     }

@@ -63,6 +63,7 @@ pub(super) async fn dial_loop(
         let connect_timeout = net.reconnect_cap.clamp(MIN_CONNECT_TIMEOUT, CONNECT_TIMEOUT);
         match timeout(connect_timeout, TcpStream::connect(link.addr)).await {
             Ok(Ok(stream)) => {
+                link.refused.store(false, Ordering::Relaxed);
                 let ended = outbound(&net, &link, stream, &mut closing, &mut backoff).await;
                 let was_connected = link.connected.swap(false, Ordering::Relaxed);
                 match ended {
@@ -76,9 +77,14 @@ pub(super) async fn dial_loop(
                 }
             }
             Ok(Err(e)) => {
+                let refused = e.kind() == std::io::ErrorKind::ConnectionRefused;
+                link.refused.store(refused, Ordering::Relaxed);
                 debug!(peer = %link.id, addr = %link.addr, error = %e, "cannot connect to a peer")
             }
-            Err(_) => debug!(peer = %link.id, addr = %link.addr, "connecting to a peer timed out"),
+            Err(_) => {
+                link.refused.store(false, Ordering::Relaxed);
+                debug!(peer = %link.id, addr = %link.addr, "connecting to a peer timed out")
+            }
         }
         tokio::select! {
             _ = sleep(backoff) => {}

@@ -59,6 +59,8 @@ pub struct PeerLink {
     data: Mutex<VecDeque<Frame>>,
     pub(super) wake: Notify,
     pub(super) connected: AtomicBool,
+    /// The last attempt to connect was refused (see [`PeerLink::refused`]).
+    pub(super) refused: AtomicBool,
     /// Core-clock nanos + 1 of the last frame from the peer; 0 = never.
     last_heard: AtomicU64,
     rtt_ms: Mutex<Option<f64>>,
@@ -73,6 +75,7 @@ impl PeerLink {
             data: Mutex::new(VecDeque::new()),
             wake: Notify::new(),
             connected: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
             last_heard: AtomicU64::new(0),
             rtt_ms: Mutex::new(None),
         }
@@ -81,6 +84,14 @@ impl PeerLink {
     /// True while our outbound connection to the peer is up.
     pub fn connected(&self) -> bool {
         self.connected.load(Ordering::Relaxed)
+    }
+
+    /// True when the last attempt to connect to the peer was refused: its
+    /// host answered, and nothing listens on the port (the process is down).
+    /// A timed-out attempt (host down, or the network drops packets) is not
+    /// a refusal.
+    pub fn refused(&self) -> bool {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// When a frame from the peer last arrived (core clock nanos).

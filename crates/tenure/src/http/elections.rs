@@ -63,6 +63,8 @@ pub struct CheckQuery {
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     limit: Option<usize>,
+    #[serde(default)]
+    consistency: Consistency,
 }
 
 /// `POST /v1/elections/{name}/campaign`: joins the queue and answers at once.
@@ -181,7 +183,7 @@ pub async fn list(
     State(st): State<AppState>,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<ElectionListBody>, ApiError> {
-    let q = query_from(query, "limit=N")?;
+    let q = query_from(query, "limit=N, consistency=stale")?;
     let limit = match q.limit {
         None => DEFAULT_ELECTION_LIST,
         Some(n @ 1..=MAX_ELECTIONS) => n,
@@ -192,7 +194,7 @@ pub async fn list(
             ))
         }
     };
-    let body = read(&st, Consistency::Linearizable, |s: &Store| {
+    let body = read(&st, q.consistency, |s: &Store| {
         let mut names = Names::new(s);
         let elections = names
             .by_ref()

@@ -15,6 +15,7 @@ pub async fn get(State(st): State<AppState>) -> Result<Json<LeaderBody>, ApiErro
         s.leader.map(|id| LeaderBody {
             id: id.0,
             address: s.leader_addr.map(|a| a.to_string()),
+            http_address: st.cluster.http_address(id),
             term: s.term.0,
             fencing_token: s.fencing_token.map(|t| t.0),
         }),

@@ -21,7 +21,9 @@
 //! [`REJECTION_LOG_INTERVAL`], not a line each.
 
 pub mod auth;
+mod cluster;
 mod conn;
+mod dashboard;
 mod election_observe;
 mod elections;
 mod gate;
@@ -109,6 +111,24 @@ pub const ENDPOINTS: &[Endpoint] = &[
         handlers: |m| on(m, leader::is_leader),
     },
     Endpoint {
+        path: "/v1/cluster",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "every voter's status, read through this node ({\"served_by\",\"nodes\": \
+                      [{\"id\",\"http_address\",\"status\",\"error\"}]}); the others at \
+                      their --peer-http address, with the caller's token",
+        handlers: |m| on(m, cluster::get),
+    },
+    Endpoint {
+        path: "/v1/timeline",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "the leadership changes this node saw, with their cause ({\"entries\": \
+                      [{\"term\",\"leader\",\"previous\",\"at_unix_ms\",\"no_leader_ms\",\
+                      \"cause\",\"detail\"}]})",
+        handlers: |m| on(m, cluster::timeline),
+    },
+    Endpoint {
         path: "/v1/watch",
         methods: &[Method::GET],
         access: Access::Read,
@@ -165,7 +185,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
         path: "/v1/sessions",
         methods: &[Method::GET],
         access: Access::Read,
-        description: "the sessions by id ({\"sessions\",\"more\",\"revision\"}); &limit=N",
+        description: "the sessions by id ({\"sessions\",\"more\",\"revision\"}), the first \
+                      100 with the leader's remaining_ms; &limit=N, &consistency=stale",
         handlers: |m| on(m, sessions::list),
     },
     Endpoint {
@@ -212,7 +233,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
         methods: &[Method::GET],
         access: Access::Read,
         description: "the elections with a candidate, by name ({\"elections\": [{\"name\",\
-                      \"leader\",\"candidates\"}],\"more\",\"revision\"}); &limit=N",
+                      \"leader\",\"candidates\"}],\"more\",\"revision\"}); &limit=N, \
+                      &consistency=stale",
         handlers: |m| on(m, elections::list),
     },
     Endpoint {
@@ -363,6 +385,7 @@ pub fn router(state: AppState) -> Router {
     let gate = state.gate();
     routes(&gate, |e, filter| (e.handlers)(filter))
         .route("/v1/kv/", empty_key_route(&gate))
+        .merge(dashboard::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }

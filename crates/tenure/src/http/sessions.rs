@@ -7,7 +7,7 @@
 //! follower forwards them); the store checks the TTL's range and its limits
 //! and refuses with nothing written (400, 429). Reads are linearizable.
 
-use super::kv::{propose, query_from, read, unexpected};
+use super::kv::{propose, query_from, read, unexpected, Consistency};
 use super::kv_body::invalid;
 use super::state::{ApiError, AppState};
 use crate::api::{
@@ -23,6 +23,9 @@ use tenure_kv::{Command, Lease, LeaseEnd, LeaseId, Response, Store, MAX_LEASES};
 
 /// Most sessions one `GET /v1/sessions` returns unless `limit` says fewer.
 pub const DEFAULT_SESSION_LIST: usize = 1_000;
+/// Sessions of a list whose remaining time is asked of the leader (the
+/// first ones; the rest answer `remaining_ms: null`).
+pub const MAX_REMAINING_ASKED: usize = 100;
 
 /// The shape of a grant, for the error answer to a malformed one.
 const GRANT_SHAPE: &str = r#"{"ttl_ms": N} with N from 500 to 86400000"#;
@@ -32,6 +35,8 @@ const GRANT_SHAPE: &str = r#"{"ttl_ms": N} with N from 500 to 86400000"#;
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     limit: Option<usize>,
+    #[serde(default)]
+    consistency: Consistency,
 }
 
 /// `POST /v1/sessions`: grants a session with the body's TTL.
@@ -95,7 +100,7 @@ pub async fn list(
     State(st): State<AppState>,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<SessionListBody>, ApiError> {
-    let q = query_from(query, "limit=N")?;
+    let q = query_from(query, "limit=N, consistency=stale")?;
     let limit = match q.limit {
         None => DEFAULT_SESSION_LIST,
         Some(n @ 1..=MAX_LEASES) => n,
@@ -106,12 +111,22 @@ pub async fn list(
             ))
         }
     };
-    let body = read(&st, Default::default(), |s: &Store| SessionListBody {
+    let mut body = read(&st, q.consistency, |s: &Store| SessionListBody {
         sessions: s.leases().take(limit).map(info).collect(),
         more: s.leases().len() > limit,
         revision: s.revision(),
     })
     .await?;
+    // The leader's clock says how long each has left: asked for the first
+    // ones at once (null when no leader answers).
+    let asks = body.sessions.iter().take(MAX_REMAINING_ASKED).map(|s| {
+        let kv = &st.kv;
+        async move { crate::sessions::remaining_ms(kv, LeaseId(s.id)).await }
+    });
+    let remaining = futures_util::future::join_all(asks).await;
+    for (s, r) in body.sessions.iter_mut().zip(remaining) {
+        s.remaining_ms = r;
+    }
     Ok(Json(body))
 }
 

@@ -8,10 +8,13 @@ use crate::metrics::Metrics;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use tenure_core::NodeId;
 use tenure_kv::Store;
 use tenure_node::{NodeHandle, RateLimitedLog, Replicated};
 use tokio::sync::watch;
+use tokio_rustls::rustls::RootCertStore;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -34,6 +37,25 @@ pub struct AppState {
     /// Becomes true when the server stops, which ends the SSE streams so that
     /// the graceful HTTP shutdown does not wait for them forever.
     pub(crate) stopping: watch::Receiver<bool>,
+    /// The nodes' HTTP API addresses (HOST:PORT), this one included where
+    /// known, and the client that reads their status ([`super::cluster`]).
+    pub(crate) cluster: Arc<ClusterLinks>,
+}
+
+/// How this node reaches the other nodes' HTTP APIs.
+#[derive(Debug, Default)]
+pub(crate) struct ClusterLinks {
+    /// HOST:PORT by node.
+    pub(crate) http_addresses: BTreeMap<NodeId, String>,
+    /// HTTPS with the cluster's CA, or plain HTTP when the node runs without TLS.
+    pub(crate) client: tenure_client::Client,
+}
+
+impl ClusterLinks {
+    /// The HTTP address of `node`, if known.
+    pub(crate) fn http_address(&self, node: NodeId) -> Option<String> {
+        self.http_addresses.get(&node).cloned()
+    }
 }
 
 impl AppState {
@@ -57,7 +79,22 @@ impl AppState {
             watchers: Watchers::default(),
             rejections,
             stopping,
+            cluster: Arc::default(),
         }
+    }
+
+    /// The same state, knowing the nodes' HTTP API addresses (HOST:PORT) and
+    /// reading them over HTTPS with the CA certificates `roots` (None: plain
+    /// HTTP, for a node without TLS).
+    pub fn with_cluster(
+        mut self,
+        http_addresses: BTreeMap<NodeId, String>,
+        roots: Option<RootCertStore>,
+    ) -> Self {
+        let client = tenure_client::Client::with_roots(roots, None)
+            .expect("a client without a token is always valid");
+        self.cluster = Arc::new(ClusterLinks { http_addresses, client });
+        self
     }
 }
 

@@ -1,14 +1,24 @@
 //! `GET /v1/status`: this node's view of the cluster.
 
-use super::state::AppState;
-use crate::api::{LsnBody, PeerBody, StatusBody};
+use super::state::{AppState, ClusterLinks};
+use crate::api::{FollowerBody, LsnBody, PeerBody, ReplicationBody, StatusBody};
 use axum::extract::State;
 use axum::Json;
-use tenure_node::NodeStatus;
+use tenure_kv::Store;
+use tenure_node::{NodeStatus, Replicated};
 
 /// The node's status as JSON.
 pub async fn get(State(st): State<AppState>) -> Json<StatusBody> {
-    Json(status_body(&st.node.status()))
+    Json(node_status(&st))
+}
+
+/// The status of the node behind `st`: its election state with the HTTP
+/// addresses it knows and its replicated log.
+pub(crate) fn node_status(st: &AppState) -> StatusBody {
+    let mut body = status_body(&st.node.status());
+    add_http_addresses(&mut body, &st.cluster);
+    body.replication = Some(replication(&st.kv));
+    body
 }
 
 /// Converts the node's status to its wire form.
@@ -33,6 +43,40 @@ pub fn status_body(s: &NodeStatus) -> StatusBody {
                 connected: p.connected,
                 last_heard_ms: p.last_heard_ms,
                 rtt_ms: p.rtt_ms,
+                http_address: None,
+            })
+            .collect(),
+        http_address: None,
+        leader_http_address: None,
+        replication: None,
+    }
+}
+
+/// Fills in the HTTP API addresses that `cluster` knows.
+fn add_http_addresses(body: &mut StatusBody, cluster: &ClusterLinks) {
+    let known = |id: u64| cluster.http_address(tenure_core::NodeId(id));
+    body.http_address = known(body.id);
+    body.leader_http_address = body.leader.and_then(known);
+    for p in &mut body.peers {
+        p.http_address = known(p.id);
+    }
+}
+
+/// The replicated log as this node holds it.
+fn replication(kv: &Replicated<Store>) -> ReplicationBody {
+    let s = kv.status();
+    ReplicationBody {
+        last_index: s.last.index,
+        commit_index: s.commit,
+        applied_index: s.applied,
+        revision: kv.read_stale(Store::revision).0,
+        followers: s
+            .followers
+            .iter()
+            .map(|(id, index)| FollowerBody {
+                id: id.0,
+                match_index: *index,
+                lag_entries: s.last.index.saturating_sub(*index),
             })
             .collect(),
     }

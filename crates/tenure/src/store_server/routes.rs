@@ -98,11 +98,14 @@ async fn status(State(st): State<StoreState>) -> Json<StatusBody> {
         term: l.term.0,
         voted_for: None,
         leader: l.leader.map(|n| n.0),
-        leader_address: leader_http,
+        leader_address: leader_http.clone(),
         fencing_token: l.fencing_token.map(|t| t.0),
         lsn: None,
         storage_failed: false,
         peers: Vec::new(),
+        http_address: None,
+        leader_http_address: leader_http,
+        replication: None,
     })
 }
 
@@ -110,7 +113,8 @@ async fn leader(State(st): State<StoreState>) -> Result<Json<LeaderBody>, ApiErr
     let View { leadership: l, leader_http } = st.view_now();
     let body = l.leader.map(|id| LeaderBody {
         id: id.0,
-        address: leader_http,
+        address: leader_http.clone(),
+        http_address: leader_http,
         term: l.term.0,
         fencing_token: l.fencing_token.map(|t| t.0),
     });

@@ -157,7 +157,7 @@ pub fn start_cluster_with(
             let http_listener = bind();
             let http = http_listener.local_addr().unwrap();
             let (stop, stopped) = oneshot::channel::<()>();
-            let config = ServerConfig { node, http: limits, api: api.clone() };
+            let config = ServerConfig { http: limits, api: api.clone(), ..ServerConfig::new(node) };
             let task =
                 tokio::spawn(server::run(config.clone(), peer_listener, http_listener, async {
                     let _ = stopped.await;
