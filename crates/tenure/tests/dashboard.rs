@@ -470,6 +470,7 @@ async fn after_a_sigkill_of_the_leader_the_page_shows_the_new_leader_and_the_cra
     })
     .await;
     b.screenshot("after").await;
+    b.full_page_screenshot("after-full").await;
     let newest = change.page.newest.as_ref().unwrap();
     eprintln!(
         "SIGKILL of node {killed} (term {term}): the cluster had node {} in term {} after {:?}; \
@@ -540,6 +541,7 @@ async fn after_a_transfer_the_page_shows_the_transfer_as_the_cause() {
     })
     .await;
     b.screenshot("after").await;
+    b.full_page_screenshot("after-full").await;
     assert_eq!(change.leader, target, "leadership went elsewhere\n{}", c.logs());
     eprintln!(
         "transfer from node {old} to node {to}: the cluster had it in term {} after {:?}; the page \

@@ -39,6 +39,8 @@ use tokio_rustls::rustls::pki_types::CertificateDer;
 const DRIVER_START_BOUND: Duration = Duration::from_secs(15);
 /// How long one WebDriver command may take (a page load included).
 const COMMAND_BOUND: Duration = Duration::from_secs(30);
+/// The tallest window a full-page screenshot makes.
+const FULL_PAGE_MAX_HEIGHT: u32 = 8000;
 /// The desktop window every session starts with.
 pub const DESKTOP: (u32, u32) = (1280, 800);
 
@@ -345,6 +347,25 @@ impl Browser {
         let path = dir.join(format!("{}-{step}.png", self.test));
         std::fs::write(&path, png).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         eprintln!("screenshot: {}", path.display());
+        path
+    }
+
+    /// Saves the whole page, below the fold too, as `<test>-<step>.png`: the
+    /// window is made as tall as the page for the shot, then restored.
+    pub async fn full_page_screenshot(&self, step: &str) -> PathBuf {
+        let size = self
+            .js(
+                "return [window.outerWidth, window.outerHeight, window.innerHeight, \
+                 document.documentElement.scrollHeight];",
+                vec![],
+            )
+            .await;
+        let [width, outer, inner, page] =
+            [0, 1, 2, 3].map(|i| size[i].as_f64().unwrap_or(0.0).ceil() as u32);
+        let tall = page.clamp(inner, FULL_PAGE_MAX_HEIGHT) + outer.saturating_sub(inner);
+        bounded("set window size", self.client.set_window_size(width, tall)).await;
+        let path = self.screenshot(step).await;
+        bounded("set window size", self.client.set_window_size(width, outer)).await;
         path
     }
 
