@@ -661,15 +661,8 @@ fn node_id(n: u64) -> anyhow::Result<NodeId> {
 /// node among them) is checked with the other election settings.
 pub fn parse_peers(text: &str) -> anyhow::Result<Vec<(NodeId, SocketAddr)>> {
     let mut peers: Vec<(NodeId, SocketAddr)> = Vec::new();
-    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let Some((id, addr)) = item.split_once('=') else {
-            bail!("`{item}` is not of the form ID=HOST:PORT (for example 1=10.0.0.1:7001)");
-        };
-        let id: u64 = id.trim().parse().map_err(|_| {
-            anyhow::anyhow!("`{item}`: the node id `{id}` is not a positive integer")
-        })?;
-        let id = node_id(id).with_context(|| format!("`{item}`"))?;
-        let addr = resolve_addr(addr.trim()).with_context(|| format!("`{item}`"))?;
+    for (item, id, addr) in entries(text, "1=10.0.0.1:7001")? {
+        let addr = resolve_addr(addr).with_context(|| format!("`{item}`"))?;
         peers.push((id, addr));
     }
     if peers.is_empty() {
@@ -683,15 +676,7 @@ pub fn parse_peers(text: &str) -> anyhow::Result<Vec<(NodeId, SocketAddr)>> {
 /// certificate); the port must be a number.
 pub fn parse_http_addresses(text: &str) -> anyhow::Result<BTreeMap<NodeId, String>> {
     let mut addresses = BTreeMap::new();
-    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let Some((id, addr)) = item.split_once('=') else {
-            bail!("`{item}` is not of the form ID=HOST:PORT (for example 1=10.0.0.1:8001)");
-        };
-        let id: u64 = id.trim().parse().map_err(|_| {
-            anyhow::anyhow!("`{item}`: the node id `{id}` is not a positive integer")
-        })?;
-        let id = node_id(id).with_context(|| format!("`{item}`"))?;
-        let addr = addr.trim();
+    for (item, id, addr) in entries(text, "1=10.0.0.1:8001")? {
         let port_ok = addr
             .rsplit_once(':')
             .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
@@ -703,6 +688,23 @@ pub fn parse_http_addresses(text: &str) -> anyhow::Result<BTreeMap<NodeId, Strin
         }
     }
     Ok(addresses)
+}
+
+/// The `ID=VALUE` items of a comma-separated list: each item, its node id
+/// and its value (trimmed); `example` shows the form in the error.
+fn entries<'t>(text: &'t str, example: &str) -> anyhow::Result<Vec<(&'t str, NodeId, &'t str)>> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((id, value)) = item.split_once('=') else {
+            bail!("`{item}` is not of the form ID=HOST:PORT (for example {example})");
+        };
+        let id: u64 = id.trim().parse().map_err(|_| {
+            anyhow::anyhow!("`{item}`: the node id `{id}` is not a positive integer")
+        })?;
+        let id = node_id(id).with_context(|| format!("`{item}`"))?;
+        out.push((item, id, value.trim()));
+    }
+    Ok(out)
 }
 
 /// Turns `HOST:PORT` (an IP address or a host name) into a socket address.

@@ -1025,6 +1025,8 @@
     setHeadline(val(body, "leader"), val(body, "term"), val(body, "fencing_token"), val(body, "role"));
     pollers.cluster.poll(true);
     pollers.timeline.poll(true);
+    // A new leader ends a failover: its time is in the histogram now.
+    if (state.headline.leader !== null) pollers.metrics.poll(true);
     if (!hadLeader && state.headline.leader !== null) {
       // The store is readable again: do not wait for the next slow poll.
       pollers.elections.poll(true);

@@ -101,6 +101,8 @@ pub struct TestServer {
 pub struct TestCluster {
     pub servers: Vec<TestServer>,
     pub peers: String,
+    /// Every node's HTTP API address (`--peer-http`: what `/v1/cluster` reads).
+    pub peer_http: String,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: u64,
     /// The servers' config file (the API tokens).
@@ -182,6 +184,11 @@ impl TestCluster {
             .map(|s| format!("{}=127.0.0.1:{}", s.id, s.peer_port))
             .collect::<Vec<_>>()
             .join(",");
+        let peer_http = servers
+            .iter()
+            .map(|s| format!("{}=127.0.0.1:{}", s.id, s.http_port))
+            .collect::<Vec<_>>()
+            .join(",");
         let nodes = (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
         let certs = dir.path().join("certs");
         tenure_cert(&[
@@ -195,6 +202,7 @@ impl TestCluster {
         TestCluster {
             servers,
             peers,
+            peer_http,
             heartbeat_ms,
             election_timeout_ms,
             config: write_api_config(dir.path()),
@@ -280,6 +288,7 @@ impl TestCluster {
             .args(["--listen", &format!("127.0.0.1:{}", s.peer_port)])
             .args(["--http", &format!("127.0.0.1:{}", s.http_port)])
             .args(["--peers", &self.peers])
+            .args(["--peer-http", &self.peer_http])
             .arg("--data-dir")
             .arg(&s.data_dir)
             .args(["--heartbeat-ms", &self.heartbeat_ms.to_string()])
