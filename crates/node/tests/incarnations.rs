@@ -5,8 +5,9 @@
 
 mod common;
 
-use common::{wait_for, Cluster};
-use tenure_node::storage::INCARNATION_FILE;
+use common::{dial_tls, handshake, identity, wait_for, Cluster};
+use tenure_node::storage::{INCARNATION_FILE, MAX_INCARNATION};
+use tenure_node::wire::{Frame, WIRE_VERSION};
 use tenure_node::{NodeHandle, NodeId, NoticeError, NoticeOutcome};
 
 /// Waits until every running node knows every other running node's
@@ -152,4 +153,31 @@ async fn wait_for_rolled_back(h: &NodeHandle, lower: u64) -> NoticeError {
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     panic!("the rolled-back peer was never refused");
+}
+
+/// A forged "next incarnation": a peer holding node 3's certificate dials
+/// node 1 as node 2, showing a higher incarnation than node 2's. The hello
+/// is refused (the certificate does not name node 2) before its incarnation
+/// is read: node 1 gives its core no notice and still knows node 2's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_higher_incarnation_is_no_death_notice() {
+    let mut c = Cluster::start(3).await;
+    c.stable_leader().await;
+    incarnations_known(&c).await;
+    let (target, victim) = (c.handle(0), c.handle(1));
+    let forged = Frame::Hello {
+        version: WIRE_VERSION,
+        cluster_id: c.configs[0].cluster_id.clone(),
+        from: victim.id(),
+        to: target.id(),
+        protocol: c.configs[0].protocol,
+        incarnation: MAX_INCARNATION,
+    };
+    let mut conn = dial_tls(&identity(&c.configs[2]), &c.configs[0]).await.unwrap();
+    let answer = handshake(&mut conn, forged).await;
+    assert!(matches!(answer, Ok(Frame::Reject { .. })), "{answer:?}");
+    let p = target.status().peers.into_iter().find(|p| p.id == victim.id()).unwrap();
+    assert_eq!(p.incarnation, Some(victim.incarnation()));
+    assert_eq!(deaths(&target), 0);
+    c.stop_all().await;
 }
