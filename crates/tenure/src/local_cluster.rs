@@ -35,7 +35,7 @@ use tokio::time::{sleep, Instant};
 /// Lines of each process's log shown when a run fails.
 pub const LOG_TAIL_LINES: usize = 15;
 /// How often a process is checked while waiting for it to exit.
-const EXIT_POLL: Duration = Duration::from_millis(5);
+const EXIT_POLL: Duration = Duration::from_millis(1);
 
 /// One child process with its log file; killed (and reaped) when dropped.
 pub struct Proc {

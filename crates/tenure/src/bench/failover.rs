@@ -45,6 +45,12 @@ pub enum Stop {
     Kill,
     /// SIGTERM: a graceful stop (a tenure leader hands over first).
     Graceful,
+    /// SIGKILL, then a supervisor's death notice: the bench waits for the
+    /// process to exit (waitpid, polled every millisecond), as a supervisor
+    /// does, and posts `/v1/peers/{id}/dead` with the incarnation the leader
+    /// showed before to every survivor (docs/SPIES.md). Systems without
+    /// death notices (etcd) are just killed.
+    Spy,
 }
 
 /// Timings of a run, shared by every trial.
@@ -197,15 +203,29 @@ pub async fn trial<S: System>(sys: &mut S, stop: Stop, timing: Timing) -> anyhow
     let rounds_before = rounds(sys, &survivors).await;
 
     let signal = match stop {
-        Stop::Kill => Signal::SIGKILL,
+        Stop::Kill | Stop::Spy => Signal::SIGKILL,
         Stop::Graceful => Signal::SIGTERM,
+    };
+    let incarnation = match stop {
+        Stop::Spy => sys.incarnation(leader).await,
+        Stop::Kill | Stop::Graceful => None,
     };
     let signalled_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let since = Instant::now();
     sys.proc(leader).signal(signal)?;
-    let (new_leader, term_after, took, period, rtt) =
-        detect(sys, &survivors, term_before, since, timing.bound()).await?;
-    sys.proc(leader).wait_exit(EXIT_TIMEOUT).await?;
+    let (new_leader, term_after, took, period, rtt) = match incarnation {
+        Some(incarnation) => {
+            // The supervisor: it knows once the process is reaped.
+            sys.proc(leader).wait_exit(EXIT_TIMEOUT).await?;
+            sys.report_dead(leader, incarnation, &survivors).await?;
+            detect(sys, &survivors, term_before, since, timing.bound()).await?
+        }
+        None => {
+            let found = detect(sys, &survivors, term_before, since, timing.bound()).await?;
+            sys.proc(leader).wait_exit(EXIT_TIMEOUT).await?;
+            found
+        }
+    };
 
     // Let the survivors settle before reading counters: a late extra round counts too.
     let (_, term_settled) = wait_stable(sys, &survivors, timing).await?;

@@ -5,12 +5,15 @@
 use super::fetch::{metric_value, Fetch};
 use crate::local_cluster::{Proc, TenureCluster, TenureSettings};
 use crate::rest::{Client, ClientOptions};
-use anyhow::Context;
+use anyhow::{bail, Context};
+use futures_util::future::join_all;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Timeout of one `/metrics` scrape.
 const METRICS_TIMEOUT: Duration = Duration::from_millis(500);
+/// Timeout of the status read that finds a node's incarnation.
+const STATUS_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// One node's view of leadership, in node indexes (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +54,20 @@ pub trait System {
     async fn rounds(&self, i: usize) -> Option<Rounds>;
     /// Starts node `i` (again, with its data).
     fn start(&mut self, i: usize) -> anyhow::Result<()>;
+    /// Node `i`'s incarnation, when the system has death notices and the
+    /// node answers.
+    async fn incarnation(&self, _i: usize) -> Option<u64> {
+        None
+    }
+    /// Tells every one of `to` that `incarnation` of node `dead` died.
+    async fn report_dead(
+        &self,
+        _dead: usize,
+        _incarnation: u64,
+        _to: &[usize],
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     /// Node `i`'s process.
     fn proc(&mut self, i: usize) -> &mut Proc;
     /// The last lines of every node's log.
@@ -167,6 +184,37 @@ impl System for Tenure {
 
     fn start(&mut self, i: usize) -> anyhow::Result<()> {
         self.cluster.start(i)
+    }
+
+    async fn incarnation(&self, i: usize) -> Option<u64> {
+        self.client.status_within(&self.endpoints[i], STATUS_TIMEOUT).await.ok()?.incarnation
+    }
+
+    async fn report_dead(&self, dead: usize, incarnation: u64, to: &[usize]) -> anyhow::Result<()> {
+        let path = format!("/v1/peers/{}/dead", dead + 1);
+        let body = serde_json::json!({ "incarnation": incarnation });
+        let answers = join_all(
+            to.iter()
+                .map(|&i| self.client.post::<serde_json::Value>(&self.endpoints[i], &path, &body)),
+        )
+        .await;
+        let mut accepted = 0;
+        for (i, a) in to.iter().zip(answers) {
+            match a {
+                Ok(a) if a.status.is_success() => accepted += 1,
+                Ok(a) => eprintln!(
+                    "node {}: death notice refused: HTTP {}: {}",
+                    i + 1,
+                    a.status,
+                    a.body.err().map(|e| e.error).unwrap_or_default()
+                ),
+                Err(e) => eprintln!("node {}: death notice not delivered: {e:#}", i + 1),
+            }
+        }
+        if accepted == 0 {
+            bail!("no survivor accepted the death notice of node {} ({incarnation})", dead + 1);
+        }
+        Ok(())
     }
 
     fn proc(&mut self, i: usize) -> &mut Proc {
