@@ -715,6 +715,10 @@ impl<R: RngCore + Send> RankedElector<R> {
     }
 
     fn on_lead(&mut self, now: Instant, from: NodeId, term: Term, counter: u64, sent_at: u64) {
+        if self.seat.from_dead_leader(from, term) {
+            // Sent before its sender died (a death notice said so).
+            return;
+        }
         if term < self.seat.term {
             // Obsolete: tell the stale leader about the higher term.
             let my = self.seat.term;
@@ -953,6 +957,39 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
             }
             self.become_follower(Reason::StorageFailed);
             self.election_deadline = now + self.seat.cfg.election_timeout;
+        }
+    }
+
+    fn on_peer_dead(&mut self, now: Instant, peer: NodeId) {
+        let on_peer = |l: Option<Lease>| l.is_some_and(|l| l.holder() == Some(peer));
+        let backed = on_peer(self.lease);
+        if on_peer(self.prior) {
+            self.prior = None;
+        }
+        if backed {
+            // The electors bound with this node by the same lease (the
+            // leader's, or the vote round's) are told too: no need to wait
+            // for their leases before voting. A promise made before that
+            // lease, still running, binds this node again.
+            self.lease = self.prior.take().filter(|p| now < p.until);
+            self.quiet_until = now;
+        }
+        let was_leader = self.seat.bury_leader(peer);
+        let candidate = backed && self.seat.leader.is_none() && self.seat.voted_for == Some(peer);
+        if self.poll.is_some() {
+            // Already VOTING: the released lease may let the vote go out.
+            self.try_vote(now);
+            return;
+        }
+        if self.seat.role != Role::Follower || !(was_leader || candidate) {
+            return;
+        }
+        // Every elector polls at once (seed 001's ranking of the claims,
+        // which all of them collect, elects the best-ranked survivor), unless
+        // a lease on another node still binds this one.
+        match self.running_lease(now) {
+            None => self.start_poll(now, Reason::PeerDead),
+            Some(l) => self.election_deadline = self.election_deadline.min(l.until),
         }
     }
 
