@@ -404,6 +404,24 @@ impl<R: RngCore + Send> RankedElector<R> {
         Ok(self.fresh_claims().find(|(_, c)| c.transfer.is_some()).map(|(i, _)| i))
     }
 
+    /// True when a death notice reported this term's leader dead and the
+    /// slate holds a fresh claim of every other voter: no claim that could
+    /// change the ranking can still come (the dead leader sends none), so
+    /// waiting for the collection window would only delay the vote. Every
+    /// other elector ranks the same slate once it is complete there too.
+    fn slate_complete_but_the_dead(&self) -> bool {
+        let Some(dead) = self.seat.dead_leader_of_this_term().and_then(|d| self.seat.index_of(d))
+        else {
+            return false;
+        };
+        let mut claimed = vec![false; self.seat.cfg.voters.len()];
+        for (i, _) in self.fresh_claims() {
+            claimed[i] = true;
+        }
+        claimed[dead] = true;
+        claimed.iter().all(|&c| c)
+    }
+
     /// The best claim by seed 001's ranking: a named successor first, then the
     /// latest `(term, msg)`, ties to the earliest voter in the configuration.
     fn best_claim(&self) -> Option<usize> {
@@ -428,6 +446,7 @@ impl<R: RngCore + Send> RankedElector<R> {
         // successor) goes out at once.
         let vote_at = match forced {
             Ok(Some(_)) => poll.started,
+            _ if self.slate_complete_but_the_dead() => poll.started,
             _ => self.fresh_claims().map(|(_, c)| c.votes_at).fold(poll.started, Instant::max),
         };
         let majority = self.fresh_claims().count() >= self.seat.cfg.quorum();

@@ -293,6 +293,12 @@ impl Seat {
         true
     }
 
+    /// The leader of this node's current term that a death notice reported
+    /// dead, if any.
+    pub(crate) fn dead_leader_of_this_term(&self) -> Option<NodeId> {
+        self.dead_leader.filter(|&(_, t)| t == self.term).map(|(id, _)| id)
+    }
+
     /// True if a heartbeat of `term` from `from` was sent by a leader a
     /// death notice reported dead, before it died: it is ignored (counted).
     pub(crate) fn from_dead_leader(&mut self, from: NodeId, term: Term) -> bool {
