@@ -598,6 +598,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
             // Phase 2: a no-op at the next slot, accepted by ourselves first.
             let slot = c.max_slot.saturating_add(1);
             c.phase = Phase::Accept { slot, sent_at: now };
+            // Promises are no longer asked for.
+            c.reask_at.iter_mut().for_each(|r| *r = None);
             if let Some(i) = me {
                 c.accepts[i] = Some(true);
             }
@@ -1092,6 +1094,12 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
             self.poll_hold = None;
         }
         let was_leader = self.seat.bury_leader(peer);
+        if was_leader && self.seat.role == Role::PreCandidate {
+            // A poll (on a timeout) for the dead leader's succession: the
+            // notice orders the succession by rank instead, and a poll that
+            // goes on would race the best-ranked survivor's Prepare.
+            self.become_follower(Reason::PeerDead);
+        }
         // The proposer this node promised to can no longer take office either.
         let candidate = backed && self.seat.leader.is_none() && self.seat.voted_for == Some(peer);
         if self.seat.role != Role::Follower || !(was_leader || candidate) {
@@ -1149,6 +1157,9 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
                 if votes.iter().filter(|a| **a == Some(true)).count() >= quorum {
                     // Already decided (a single-node cluster): conclude at once.
                     return c.started;
+                }
+                if c.phase != Phase::Prepare {
+                    return c.deadline;
                 }
                 c.reask_at.iter().flatten().fold(c.deadline, |a, &b| a.min(b))
             }

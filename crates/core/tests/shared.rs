@@ -1356,3 +1356,30 @@ fn a_restarted_survivor_keeps_its_start_up_lease_despite_a_notice(kind: Protocol
         assert!(at >= lease_end, "{first:?} stood at {} inside its start-up lease", fmt_time(at));
     }
 }
+
+shared!(a_survivor_that_never_hears_does_not_spin_the_candidates_timer);
+/// Found by the simulator (`spy` seeds 1983 and 1999, paxos): a candidate
+/// standing on a notice keeps asking a survivor that never had its own
+/// notice; once a majority promised, the pending re-ask must no longer set
+/// its timer (it fired at once, again and again: a busy loop). Jittered
+/// links make the candidacy outlast the first re-ask in some seeds.
+fn a_survivor_that_never_hears_does_not_spin_the_candidates_timer(kind: ProtocolKind) {
+    for seed in 0..40 {
+        let jitter = Duration::from_millis(8);
+        let mut c = Setup::new(5).seed(seed).jitter(jitter).elector(kind);
+        c.run_for(TIMEOUT * 3);
+        let old = c.leader();
+        c.run_for(HEARTBEAT / 3);
+        c.crash(old);
+        // The survivor that never hears is the first the candidate asks.
+        let survivors = others(&c, &[old]);
+        for s in [survivors[0], survivors[2], survivors[3]] {
+            c.notify_dead(s, old);
+        }
+        // A timer due in the past makes these runs livelock (and panic).
+        let (new, took) = c.run_until_leader_other_than(Some(old), TIMEOUT);
+        assert_eq!(new, survivors[0], "seed {seed}");
+        assert!(took < HEARTBEAT, "seed {seed}: failover took {took:?}");
+        c.run_for(TIMEOUT);
+    }
+}
