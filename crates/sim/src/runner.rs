@@ -720,6 +720,20 @@ impl Sim {
         self.spies.as_ref().map(|s| s.stats)
     }
 
+    /// A spy that lies: reports node `i`, alive, dead to every other node
+    /// now (over the network, as a true report would go). Never done by the
+    /// spies of a run ([`Sim::set_spies`]); it exists to show what the trust
+    /// assumption buys: the checkers see the second leader a false notice
+    /// elects while the first one's lease runs.
+    pub fn lie_dead(&mut self, i: usize) {
+        self.trace_fault(&format!("a spy lies: n{} is dead", i + 1));
+        if self.spies.is_none() {
+            self.spies = Some(Spies::new(SpySpec::RELIABLE, self.seed));
+        }
+        let incarnation = self.hosts[i].incarnation;
+        self.spy_reports(i, incarnation);
+    }
+
     /// Node `i` just crashed: its spy decides how to report it.
     fn spy_on_crash(&mut self, i: usize) {
         let et = dur_ns(self.cfg.election_timeout);
@@ -754,12 +768,12 @@ impl Sim {
 
     /// The driver's check of a death notice about `peer`'s incarnation
     /// `incarnation`: only one about its current incarnation reaches the core
-    /// (a restarted node's old incarnation is dropped). Counted.
+    /// (a restarted node's old incarnation is dropped). Counted. The driver
+    /// cannot tell a dead node from a live one: a spy that reported a live
+    /// node's current incarnation would pass (see [`Sim::lie_dead`]).
     fn notice_is_current(&mut self, peer: NodeId, incarnation: u64) -> bool {
-        let current = self.index_of(peer).is_some_and(|p| {
-            let h = &self.hosts[p];
-            h.incarnation == incarnation && !h.is_up()
-        });
+        let current =
+            self.index_of(peer).is_some_and(|p| self.hosts[p].incarnation == incarnation);
         if let Some(s) = self.spies.as_mut() {
             s.stats.notices_arrived += 1;
             if current {

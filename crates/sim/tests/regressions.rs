@@ -124,3 +124,24 @@ fn a_late_notice_does_not_start_a_duel_with_a_poller() {
     let r = run_protocol("spy", tenure_core::ProtocolKind::Paxos, 2183, 7);
     assert!(r.passed(), "{:#?} {:#?}", r.failures, r.violations);
 }
+
+/// The trust assumption of death notices (issue 15): a spy that reported a
+/// live leader dead would let the others elect a second leader while the
+/// first one's lease runs. The simulator's spies never lie; this one does,
+/// and the checkers must see the overlap (so they can fail on notices).
+#[test]
+fn a_lying_spy_makes_two_leaders_and_the_checkers_see_it() {
+    use tenure_sim::runner::{Sim, SimConfig};
+    for protocol in tenure_core::ProtocolKind::ALL {
+        let mut cfg = SimConfig::new(3);
+        cfg.protocol = protocol;
+        let mut sim = Sim::new(cfg, 7);
+        let bound = sim.liveness_bound();
+        let (leader, _) = sim.wait_for_stable_leader(bound).expect("a leader");
+        sim.run_for(std::time::Duration::from_millis(2500));
+        sim.lie_dead(leader);
+        sim.run_for(std::time::Duration::from_millis(200));
+        let overlap = sim.checker.violations().iter().any(|v| v.check == Check::LeaseOverlap);
+        assert!(overlap, "{protocol}: {:?}", sim.checker.violations());
+    }
+}
