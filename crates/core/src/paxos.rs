@@ -750,7 +750,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             self.seat.counters().messages_ignored += 1;
             return;
         }
-        if self.seat.from_dead_leader(from, ballot) {
+        if self.seat.sent_by_dead_leader(from, ballot) {
             // Sent before its sender died (a death notice said so).
             return;
         }

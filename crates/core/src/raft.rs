@@ -500,7 +500,7 @@ impl<R: RngCore + Send> RaftElector<R> {
     }
 
     fn on_heartbeat(&mut self, now: Instant, from: NodeId, term: Term, counter: u64, sent_at: u64) {
-        if self.seat.from_dead_leader(from, term) {
+        if self.seat.sent_by_dead_leader(from, term) {
             // Sent before its sender died (a death notice said so).
             return;
         }

@@ -278,7 +278,7 @@ impl Seat {
     /// `peer`, reported dead by a death notice, is forgotten as this node's
     /// leader, and [`Event::LeaderDied`] reports it; its heartbeats of the
     /// term it led that are still in flight are ignored from now on (see
-    /// [`Seat::from_dead_leader`]). False, and nothing changes, if `peer` is
+    /// [`Seat::sent_by_dead_leader`]). False, and nothing changes, if `peer` is
     /// not the leader this node follows.
     pub(crate) fn bury_leader(&mut self, peer: NodeId) -> bool {
         if self.leader != Some(peer) || self.role == Role::Leader {
@@ -301,7 +301,7 @@ impl Seat {
 
     /// True if a heartbeat of `term` from `from` was sent by a leader a
     /// death notice reported dead, before it died: it is ignored (counted).
-    pub(crate) fn from_dead_leader(&mut self, from: NodeId, term: Term) -> bool {
+    pub(crate) fn sent_by_dead_leader(&mut self, from: NodeId, term: Term) -> bool {
         let dead = self.dead_leader == Some((from, term));
         if dead {
             self.observed.counters.messages_ignored += 1;

@@ -706,6 +706,20 @@ impl ElectionModel {
         }
     }
 
+    /// The driver of `notice.to` gets `notice`: it gives it to the core if it
+    /// names the dead node's current incarnation, and drops it if the node
+    /// came back since.
+    fn notify(&self, state: &mut ElectionState, notice: Notice) {
+        let dead = &state.nodes[index(notice.about)];
+        if dead.down && dead.incarnation == notice.incarnation {
+            Arc::make_mut(&mut state.ghost).notice_taken = true;
+            self.step(state, index(notice.to), |e, now| {
+                e.handle_peer_dead(now, notice.about);
+                true
+            });
+        }
+    }
+
     /// Node `i` starts again from its durable state (a restart or a
     /// revival), as a new incarnation.
     fn start_again(&self, state: &mut ElectionState, i: usize) {
@@ -851,15 +865,7 @@ impl Model for ElectionModel {
                 next.restarts += 1;
                 self.start_again(&mut next, index(id));
             }
-            Action::Kill(id) => {
-                let i = index(id);
-                next.kills += 1;
-                next.nodes[i].down = true;
-                let incarnation = next.nodes[i].incarnation;
-                for to in voters().into_iter().filter(|&to| to != id) {
-                    next.notices.insert(Notice { about: id, incarnation, to });
-                }
-            }
+            Action::Kill(id) => kill(&mut next, id),
             Action::Revive(id) => {
                 let i = index(id);
                 next.nodes[i].down = false;
@@ -869,15 +875,7 @@ impl Model for ElectionModel {
                 if !next.notices.remove(&notice) {
                     return None;
                 }
-                let dead = &next.nodes[index(notice.about)];
-                if dead.down && dead.incarnation == notice.incarnation {
-                    Arc::make_mut(&mut next.ghost).notice_taken = true;
-                    self.step(&mut next, index(notice.to), |e, now| {
-                        e.handle_peer_dead(now, notice.about);
-                        true
-                    });
-                }
-                // Else the node came back since: the driver drops the notice.
+                self.notify(&mut next, notice);
             }
             Action::Transfer { from, to } => {
                 next.transfers += 1;
@@ -921,6 +919,18 @@ impl Model for ElectionModel {
             }),
             Property::sometimes(LEADER_ON_NOTICE, |_, s: &ElectionState| s.ghost.leader_on_notice),
         ]
+    }
+}
+
+/// Node `id` dies: it is down until revived, and a spy's notice about its
+/// incarnation sets out to every other node.
+fn kill(state: &mut ElectionState, id: NodeId) {
+    let i = index(id);
+    state.kills += 1;
+    state.nodes[i].down = true;
+    let incarnation = state.nodes[i].incarnation;
+    for to in voters().into_iter().filter(|&to| to != id) {
+        state.notices.insert(Notice { about: id, incarnation, to });
     }
 }
 

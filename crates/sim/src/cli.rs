@@ -422,6 +422,27 @@ fn print_elections(e: &ElectStats) {
     );
 }
 
+/// The spies' line of the summary.
+fn print_spies(s: &SpyStats, fast: &Percentiles) {
+    println!(
+        "spies in {} runs: crashes reported {} on time, {} late, {} twice, {} never; \
+         {} notices arrived, {} given to a core, {} stale (dropped: the node had restarted); \
+         failover after an on-time notice p50 {:.0} ms p99 {:.0} ms max {:.0} ms ({} samples)",
+        s.runs,
+        s.on_time,
+        s.late,
+        s.duplicated,
+        s.lost,
+        s.notices_arrived,
+        s.notices_delivered,
+        s.notices_stale,
+        fast.p50,
+        fast.p99,
+        fast.max,
+        fast.samples
+    );
+}
+
 /// The exact command that replays one run.
 fn replay_command(args: &SimArgs, r: &Report) -> String {
     let mut cmd = format!(
@@ -537,23 +558,7 @@ fn print_summary(o: &JsonReport) {
         print_elections(e);
     }
     if let Some(s) = &o.spies {
-        println!(
-            "spies in {} runs: crashes reported {} on time, {} late, {} twice, {} never; \
-             {} notices arrived, {} given to a core, {} stale (dropped: the node had restarted); \
-             failover after an on-time notice p50 {:.0} ms p99 {:.0} ms max {:.0} ms ({} samples)",
-            s.runs,
-            s.on_time,
-            s.late,
-            s.duplicated,
-            s.lost,
-            s.notices_arrived,
-            s.notices_delivered,
-            s.notices_stale,
-            o.failover_on_notice_ms.p50,
-            o.failover_on_notice_ms.p99,
-            o.failover_on_notice_ms.max,
-            o.failover_on_notice_ms.samples
-        );
+        print_spies(s, &o.failover_on_notice_ms);
     }
     println!(
         "{:.0} simulated seconds in {:.2} wall seconds: {:.0} simulated seconds per wall second",

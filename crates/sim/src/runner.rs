@@ -772,8 +772,7 @@ impl Sim {
     /// cannot tell a dead node from a live one: a spy that reported a live
     /// node's current incarnation would pass (see [`Sim::lie_dead`]).
     fn notice_is_current(&mut self, peer: NodeId, incarnation: u64) -> bool {
-        let current =
-            self.index_of(peer).is_some_and(|p| self.hosts[p].incarnation == incarnation);
+        let current = self.index_of(peer).is_some_and(|p| self.hosts[p].incarnation == incarnation);
         if let Some(s) = self.spies.as_mut() {
             s.stats.notices_arrived += 1;
             if current {

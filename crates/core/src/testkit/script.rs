@@ -532,22 +532,7 @@ fn act(
             c.resume(id);
         }
         "timeout" => c.timeout(one(args)?),
-        "notify-dead" => {
-            // notify-dead DEAD [to=NODE]: a death notice to one node, or to
-            // every running node but DEAD.
-            let to = match args.take("to") {
-                Some(w) => Some(resolve(c, line, w, true)?),
-                None => None,
-            };
-            // The node reported dead need not be a voter: the core refuses
-            // such a notice, and a script may show it.
-            let [dead] = args.words[..] else { return err(line, "notify-dead NODE [to=NODE]") };
-            let dead = resolve(c, line, dead, false)?;
-            match to {
-                Some(to) => c.notify_dead(to, dead),
-                None => c.notify_dead_all(dead),
-            }
-        }
+        "notify-dead" => notify_dead(c, args)?,
         "shutdown" => c.shutdown(one(args)?),
         "isolate" => c.isolate(one(args)?),
         "deafen" => c.deafen(one(args)?),
@@ -581,6 +566,25 @@ fn act(
         }
         "elections" => result.push(format!("elections: {}", c.elections())),
         _ => return err(line, format!("unknown command {name:?}")),
+    }
+    Ok(())
+}
+
+/// `notify-dead DEAD [to=NODE]`: a death notice to one node, or to every
+/// running node but DEAD.
+fn notify_dead(c: &mut Elected, args: &mut Args) -> Result<(), ScriptError> {
+    let line = args.line;
+    let to = match args.take("to") {
+        Some(w) => Some(resolve(c, line, w, true)?),
+        None => None,
+    };
+    // The node reported dead need not be a voter: the core refuses such a
+    // notice, and a script may show it.
+    let [dead] = args.words[..] else { return err(line, "notify-dead NODE [to=NODE]") };
+    let dead = resolve(c, line, dead, false)?;
+    match to {
+        Some(to) => c.notify_dead(to, dead),
+        None => c.notify_dead_all(dead),
     }
     Ok(())
 }
