@@ -93,6 +93,9 @@ impl<R: RngCore + Send> Protocol for Elector<R> {
     fn handle_persist_recovered(&mut self, now: Instant) {
         self.inner_mut().handle_persist_recovered(now)
     }
+    fn handle_peer_dead(&mut self, now: Instant, peer: NodeId) {
+        self.inner_mut().handle_peer_dead(now, peer)
+    }
     fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError> {
         self.inner_mut().transfer_leadership(now, to)
     }

@@ -71,6 +71,6 @@ pub use protocol::{
 };
 pub use raft::RaftElector;
 pub use ranked::{RankedElector, RankedMessage};
-pub use seat::{majority_value, MAX_TERM_STEP, STALL_GRACE_HEARTBEATS};
+pub use seat::{majority_value, MAX_TERM_STEP, NOTICE_REASK_DIVISOR, STALL_GRACE_HEARTBEATS};
 pub use time::Instant;
 pub use types::{FencingToken, Lsn, NodeId, Role, Term};

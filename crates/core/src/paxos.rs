@@ -174,6 +174,13 @@ struct Candidacy {
     accepts: Vec<Option<bool>>,
     /// The highest committed or accepted slot reported by the promisers.
     max_slot: u64,
+    /// Set for a candidacy started on a death notice about the leader: an
+    /// acceptor that refuses for a lease has most likely not had its own
+    /// notice yet, so it is asked again (`reask_at`) instead of counting as
+    /// a refusal.
+    after_notice: bool,
+    /// Per voter index: when to send the Prepare again (see `after_notice`).
+    reask_at: Vec<Option<Instant>>,
 }
 
 /// What a node is doing towards an election.
@@ -417,7 +424,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.lease = None;
         self.seat.renew_stall_grace();
         if self.seat.cfg.voters.len() == 1 {
-            self.start_candidacy(now, None);
+            self.start_candidacy(now, None, Reason::PreVoteWon);
             return;
         }
         self.seat.counters().pre_votes_started += 1;
@@ -488,7 +495,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
                 }
                 self.election_deadline = now + self.timeout();
             }
-            PollOutcome::Elect => self.start_candidacy(now, None),
+            PollOutcome::Elect => self.start_candidacy(now, None, Reason::PreVoteWon),
             PollOutcome::Retry(at) => {
                 self.become_follower(Reason::RoundFailed);
                 self.seat.set_leader(None);
@@ -525,7 +532,9 @@ impl<R: RngCore + Send> PaxosElector<R> {
 
     // ---- Candidacy (high ballot) ----
 
-    fn start_candidacy(&mut self, now: Instant, handover: Option<Term>) {
+    /// Issues a high Prepare; `reason` says why (a poll that found a free
+    /// majority, a handover, a death notice about the leader).
+    fn start_candidacy(&mut self, now: Instant, handover: Option<Term>, reason: Reason) {
         let above = self.seat.term.max(self.highest_seen);
         let Some(ballot) = self.next_ballot(above).filter(|_| !self.seat.storage_failed) else {
             // A node that cannot persist, or has no valid ballot left, cannot stand.
@@ -558,9 +567,9 @@ impl<R: RngCore + Send> PaxosElector<R> {
             promises,
             accepts: vec![None; n],
             max_slot: self.committed.max(self.accepted_slot),
+            after_notice: reason == Reason::PeerDead,
+            reask_at: vec![None; n],
         }));
-        let reason =
-            if handover.is_some() { Reason::TransferRequested } else { Reason::PreVoteWon };
         self.seat.set_role(Role::Candidate, reason);
         let attempt = self.attempt;
         self.seat.broadcast(PaxosMessage::Prepare { ballot, attempt, handover });
@@ -589,6 +598,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
             // Phase 2: a no-op at the next slot, accepted by ourselves first.
             let slot = c.max_slot.saturating_add(1);
             c.phase = Phase::Accept { slot, sent_at: now };
+            // Promises are no longer asked for.
+            c.reask_at.iter_mut().for_each(|r| *r = None);
             if let Some(i) = me {
                 c.accepts[i] = Some(true);
             }
@@ -739,6 +750,10 @@ impl<R: RngCore + Send> PaxosElector<R> {
             self.seat.counters().messages_ignored += 1;
             return;
         }
+        if self.seat.sent_by_dead_leader(from, ballot) {
+            // Sent before its sender died (a death notice said so).
+            return;
+        }
         if ballot < self.seat.term {
             // A deposed leader: tell it about the higher promise.
             let promised = self.seat.term;
@@ -814,10 +829,46 @@ impl<R: RngCore + Send> PaxosElector<R> {
             Some(Round::Candidacy(c))
                 if c.ballot == ballot && c.attempt == attempt && c.phase == Phase::Prepare =>
             {
-                c.promises[i] = Some(false);
+                match busy_ms.filter(|_| c.after_notice && promised <= ballot) {
+                    Some(ms) => {
+                        // Standing on a death notice: the acceptor's lease is
+                        // most likely on the dead leader, and its own notice
+                        // has not arrived yet. Ask again soon (or when its
+                        // lease ends, if sooner); its refusal is not final.
+                        let busy = drift::stretch(
+                            Duration::from_millis(ms),
+                            self.seat.cfg.clock_drift_ppm,
+                        );
+                        let lease_end = now + busy + Duration::from_millis(1);
+                        let soon = self.seat.notice_reask_at(c.started, now);
+                        c.promises[i] = None;
+                        c.reask_at[i] = Some(lease_end.min(soon));
+                    }
+                    None => c.promises[i] = Some(false),
+                }
                 self.check_candidacy(now);
             }
             _ => self.seat.counters().messages_ignored += 1,
+        }
+    }
+
+    /// Sends the Prepare again to the acceptors due to be asked again (see
+    /// `Candidacy::after_notice`).
+    fn reask_prepares(&mut self, now: Instant) {
+        let Some(Round::Candidacy(c)) = self.round.as_mut() else { return };
+        if c.phase != Phase::Prepare {
+            return;
+        }
+        let (ballot, attempt) = (c.ballot, c.attempt);
+        let mut due = Vec::new();
+        for (i, at) in c.reask_at.iter_mut().enumerate() {
+            if at.is_some_and(|at| at <= now) {
+                *at = None;
+                due.push(self.seat.cfg.voters[i]);
+            }
+        }
+        for to in due {
+            self.seat.send(to, PaxosMessage::Prepare { ballot, attempt, handover: None });
         }
     }
 
@@ -882,7 +933,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
                 // is safe, polls only serve liveness. (A leader renewing its
                 // lease after a stall has no such majority: it lets the
                 // renewal run out instead.)
-                self.start_candidacy(now, None);
+                self.start_candidacy(now, None, Reason::PreVoteWon);
             } else {
                 self.seat.counters().messages_ignored += 1;
             }
@@ -909,7 +960,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             self.seat.set_leader(None);
         }
         if successor == Some(self.seat.cfg.id) {
-            self.start_candidacy(now, Some(ballot));
+            self.start_candidacy(now, Some(ballot), Reason::TransferRequested);
         } else {
             // Fallback if the successor fails: poll after one election cycle.
             self.election_deadline = now + self.retry_delay();
@@ -1013,7 +1064,10 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
                 }
             }
             Role::PreCandidate => self.check_poll(now),
-            Role::Candidate => self.check_candidacy(now),
+            Role::Candidate => {
+                self.reask_prepares(now);
+                self.check_candidacy(now);
+            }
         }
     }
 
@@ -1024,6 +1078,48 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
             }
             self.become_follower(Reason::StorageFailed);
             self.election_deadline = now + self.timeout();
+        }
+    }
+
+    fn on_peer_dead(&mut self, now: Instant, peer: NodeId) {
+        let held = |l: Option<Lease>| l.is_some_and(|l| l.holder == Some(peer));
+        let backed = held(self.lease);
+        if backed {
+            self.lease = None;
+        }
+        if held(self.prior_lease) {
+            self.prior_lease = None;
+        }
+        if held(self.poll_hold) {
+            self.poll_hold = None;
+        }
+        let was_leader = self.seat.bury_leader(peer);
+        if was_leader && self.seat.role == Role::PreCandidate {
+            // A poll (on a timeout) for the dead leader's succession: the
+            // notice orders the succession by rank instead, and a poll that
+            // goes on would race the best-ranked survivor's Prepare.
+            self.become_follower(Reason::PeerDead);
+        }
+        // The proposer this node promised to can no longer take office either.
+        let candidate = backed && self.seat.leader.is_none() && self.seat.voted_for == Some(peer);
+        if self.seat.role != Role::Follower || !(was_leader || candidate) {
+            return;
+        }
+        // Stand in rank order (the preference order of the voters), after
+        // any lease this node still holds on another node (or the anonymous
+        // one of a restart) and any poller it just answered as free. The
+        // poll is skipped: it serves liveness only, and the leader is known
+        // to be dead.
+        let me = self.seat.cfg.id;
+        let bound = self.lease_blocks(now, me, None).unwrap_or(Duration::ZERO);
+        let hold = self.poll_hold.filter(|h| h.holder != Some(me) && now < h.until);
+        let bound = bound.max(hold.map_or(Duration::ZERO, |h| h.until.saturating_since(now)));
+        let jitter = self.rng.next_u64();
+        let at = now + bound + self.seat.notice_delay(peer, jitter);
+        if at <= now {
+            self.start_candidacy(now, None, Reason::PeerDead);
+        } else {
+            self.election_deadline = self.election_deadline.min(at);
         }
     }
 
@@ -1062,7 +1158,10 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
                     // Already decided (a single-node cluster): conclude at once.
                     return c.started;
                 }
-                c.deadline
+                if c.phase != Phase::Prepare {
+                    return c.deadline;
+                }
+                c.reask_at.iter().flatten().fold(c.deadline, |a, &b| a.min(b))
             }
             _ => self.election_deadline,
         }

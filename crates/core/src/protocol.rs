@@ -47,6 +47,10 @@ pub enum Reason {
     Resigned,
     /// This node was named successor by the resigning leader.
     TransferRequested,
+    /// A spy that knows reported the leader this node followed dead (see
+    /// [`Protocol::handle_peer_dead`]): the node stands at once, as the
+    /// best-ranked survivor, without waiting for the election timeout.
+    PeerDead,
     /// The node stopped (graceful shutdown).
     Shutdown,
     /// Durable state could not be written.
@@ -87,6 +91,16 @@ pub enum Event {
         term: Term,
         /// The node it asked to campaign at once.
         successor: Option<NodeId>,
+    },
+    /// The leader this node followed in `term` was reported dead by a spy
+    /// that knows ([`Protocol::handle_peer_dead`]). Only for logs and
+    /// dashboards: it tells a failover on a death notice from one on a
+    /// timeout. A [`Event::LeaderChanged`] to no leader comes with it.
+    LeaderDied {
+        /// The leader reported dead.
+        leader: NodeId,
+        /// The term it led.
+        term: Term,
     },
     /// An invariant that every protocol must keep broke (time went backwards,
     /// a term went back, a second vote in a term, a term led without being
@@ -141,6 +155,9 @@ pub struct Counters {
     /// never sent, a resignation from a node that does not lead, a transfer
     /// nobody asked for. Each one points at a buggy or hostile peer.
     pub messages_refused: u64,
+    /// Death notices accepted ([`Protocol::handle_peer_dead`] about a voter
+    /// other than this node). Refused ones count in `messages_refused`.
+    pub death_notices: u64,
 }
 
 /// A peer as seen by this node.
@@ -199,7 +216,8 @@ pub enum TransferError {
 /// A leader-election protocol as a deterministic, sans-IO state machine.
 ///
 /// # Calling contract
-/// * Inputs are the `handle_*` methods, [`Protocol::transfer_leadership`] and
+/// * Inputs are the `handle_*` methods (death notices included:
+///   [`Protocol::handle_peer_dead`]), [`Protocol::transfer_leadership`] and
 ///   [`Protocol::shutdown`]. Each takes `now` from the caller's monotonic clock;
 ///   `now` must never go backwards between calls.
 /// * After every input, call [`Protocol::take_output`] and process it in order:
@@ -225,6 +243,48 @@ pub trait Protocol: Send {
     fn handle_persist_failed(&mut self, now: Instant);
     /// Durable state (the latest [`Protocol::hard_state`]) was written again.
     fn handle_persist_recovered(&mut self, now: Instant);
+    /// A death notice: a spy that knows (the peer's supervisor after
+    /// `waitpid`, its next incarnation holding the data directory's lock, an
+    /// authenticated operator) says that `peer`'s current incarnation is dead
+    /// and will send nothing more, except messages already in flight.
+    ///
+    /// The driver must pass a notice only after checking that it came from
+    /// an authenticated spy and that it names the incarnation of `peer` it
+    /// knows from the peer's handshake (a notice about an earlier
+    /// incarnation is dropped). Never infer a notice from silence or from a
+    /// closed connection: a notice about a live leader lets a second leader
+    /// be elected while its lease runs.
+    ///
+    /// What it does, in every protocol:
+    /// * a notice about this node, or about a node that is not a voter, is
+    ///   refused (counted in [`Counters::messages_refused`]);
+    /// * every support this node gives `peer` ends at once: the lease it
+    ///   holds on it as leader (or as the candidate it voted for, or
+    ///   promised to), and any hold that keeps it from backing another
+    ///   candidate for `peer`'s sake;
+    /// * if `peer` is the leader this node follows, the leader becomes none
+    ///   ([`Event::LeaderDied`], [`Event::LeaderChanged`]), heartbeats of
+    ///   `peer`'s term still in flight are ignored (a later incarnation leads
+    ///   only a higher term), and the node stands soon in rank order: the
+    ///   best-ranked voter other than `peer` at once
+    ///   ([`Reason::PeerDead`]), the next one a candidacy stagger later, and
+    ///   so on (a node that still holds a lease on another node waits for
+    ///   it first). Under the ranked protocol every elector polls at once,
+    ///   as its ranking of claims already elects the best-ranked one;
+    /// * otherwise (a follower died, or the leader was already replaced)
+    ///   leadership is unchanged.
+    ///
+    /// Nothing is persisted, and every rule on votes, terms and leases
+    /// still applies: a notice only removes the wait for a lease that a dead
+    /// process can no longer use. Duplicated notices change nothing more.
+    ///
+    /// Safety: `peer` leads only while a majority acknowledges it; if the
+    /// notice is true it can acknowledge, ask or send nothing new, so
+    /// releasing this node's lease on it cannot make two leaders, and what
+    /// it sent before its death carries a term no higher than its own. A
+    /// false notice (a spy that guesses) would allow two leaders for up to
+    /// one lease, which is why only knowing, authenticated spies may call it.
+    fn handle_peer_dead(&mut self, now: Instant, peer: NodeId);
     /// Hands leadership to `to`. The leader steps down at once and `to` campaigns
     /// without waiting for a timeout.
     fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError>;

@@ -46,6 +46,10 @@ struct Round {
     /// Per voter index: when to ask again a voter whose lease on a (probably
     /// dead) leader was about to end when it refused.
     reask_at: Vec<Option<Instant>>,
+    /// Set for a round started on a death notice about the leader: a voter
+    /// that refuses for a lease has most likely not had its own notice yet,
+    /// so it is asked again soon instead of counting as a refusal.
+    after_notice: bool,
 }
 
 /// The Raft-style elector. Construct it with [`RaftElector::new`] and drive it
@@ -184,7 +188,7 @@ impl<R: RngCore + Send> RaftElector<R> {
 
     // ---- Candidacy ----
 
-    fn start_pre_vote(&mut self, now: Instant) {
+    fn start_pre_vote(&mut self, now: Instant, reason: Reason) {
         let Some(proposed) = self.seat.next_term().filter(|_| !self.seat.storage_failed) else {
             // A node that cannot persist, or whose term cannot grow, cannot
             // campaign: no point in polling.
@@ -201,8 +205,10 @@ impl<R: RngCore + Send> RaftElector<R> {
             return;
         }
         self.seat.counters().pre_votes_started += 1;
-        self.round = Some(self.new_round(RoundKind::PreVote, proposed, now));
-        self.seat.set_role(Role::PreCandidate, Reason::ElectionTimeout);
+        let mut round = self.new_round(RoundKind::PreVote, proposed, now);
+        round.after_notice = reason == Reason::PeerDead;
+        self.round = Some(round);
+        self.seat.set_role(Role::PreCandidate, reason);
         self.seat.broadcast(Message::PreVote { term: proposed });
     }
 
@@ -227,6 +233,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             answers,
             lease_waits: vec![None; self.seat.cfg.voters.len()],
             reask_at,
+            after_notice: false,
         }
     }
 
@@ -388,6 +395,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             return;
         }
         let Some(i) = self.seat.index_of(from) else { return };
+        let reask = self.round.as_ref().map(|r| self.seat.notice_reask_at(r.started, now));
         let Some(round) = self.round.as_mut() else {
             self.seat.counters().messages_ignored += 1;
             return;
@@ -404,7 +412,14 @@ impl<R: RngCore + Send> RaftElector<R> {
                 let remaining =
                     drift::stretch(Duration::from_millis(ms), self.seat.cfg.clock_drift_ppm);
                 let at = now + remaining + Duration::from_millis(1);
-                if at < round.deadline {
+                if let Some(soon) = reask.filter(|_| round.after_notice) {
+                    // Standing on a death notice: the voter's lease is most
+                    // likely on the dead leader, and its own notice has not
+                    // arrived yet. Ask again soon; its refusal is not final.
+                    round.answers[i] = None;
+                    round.lease_waits[i] = Some(remaining);
+                    round.reask_at[i] = Some(at.min(soon));
+                } else if at < round.deadline {
                     round.answers[i] = None;
                     round.reask_at[i] = Some(at);
                 } else {
@@ -485,6 +500,10 @@ impl<R: RngCore + Send> RaftElector<R> {
     }
 
     fn on_heartbeat(&mut self, now: Instant, from: NodeId, term: Term, counter: u64, sent_at: u64) {
+        if self.seat.sent_by_dead_leader(from, term) {
+            // Sent before its sender died (a death notice said so).
+            return;
+        }
         if term < self.seat.term {
             // "Invalid heartbeat": tell the stale leader about the newer term.
             let my = self.seat.term;
@@ -629,7 +648,7 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
                     // heartbeat a chance before polling.
                     match self.seat.stall_grace(self.election_deadline, now) {
                         Some(later) => self.election_deadline = later,
-                        None => self.start_pre_vote(now),
+                        None => self.start_pre_vote(now, Reason::ElectionTimeout),
                     }
                 }
             }
@@ -647,6 +666,40 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
             }
             self.become_follower(Reason::StorageFailed);
             self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
+        }
+    }
+
+    fn on_peer_dead(&mut self, now: Instant, peer: NodeId) {
+        let held = |l: Option<Lease>| l.is_some_and(|l| l.holder == Some(peer));
+        let backed = held(self.lease);
+        if backed {
+            self.lease = None;
+        }
+        if held(self.prior_lease) {
+            self.prior_lease = None;
+        }
+        if held(self.pre_vote_hold) {
+            self.pre_vote_hold = None;
+        }
+        let was_leader = self.seat.bury_leader(peer);
+        // The candidate this node voted for can no longer take office either.
+        let candidate = backed && self.seat.leader.is_none() && self.seat.voted_for == Some(peer);
+        if self.seat.role != Role::Follower || !(was_leader || candidate) {
+            return;
+        }
+        // Stand in rank order, after any lease this node still holds on
+        // another node (or the anonymous one of a restart) and any
+        // pre-candidate it just backed: those still bind it.
+        let me = self.seat.cfg.id;
+        let bound = self.lease_blocks(now, me).unwrap_or(Duration::ZERO);
+        let hold = self.pre_vote_hold.filter(|h| h.holder != Some(me) && now < h.until);
+        let bound = bound.max(hold.map_or(Duration::ZERO, |h| h.until.saturating_since(now)));
+        let jitter = self.rng.next_u64();
+        let at = now + bound + self.seat.notice_delay(peer, jitter);
+        if at <= now {
+            self.start_pre_vote(now, Reason::PeerDead);
+        } else {
+            self.election_deadline = self.election_deadline.min(at);
         }
     }
 

@@ -404,6 +404,40 @@ impl<R: RngCore + Send> RankedElector<R> {
         Ok(self.fresh_claims().find(|(_, c)| c.transfer.is_some()).map(|(i, _)| i))
     }
 
+    /// Per voter index: whether it takes part in `poll`: its fresh claim is
+    /// on the slate, or it voted for this node's claim of this poll (it
+    /// ranked that claim first; a `Lead` of the old leader that was still
+    /// on its way may have cleared its own claim from this node's slate).
+    fn participants(&self, poll: Poll) -> Vec<bool> {
+        let mut taking_part = vec![false; self.seat.cfg.voters.len()];
+        for (i, _) in self.fresh_claims() {
+            taking_part[i] = true;
+        }
+        let mine = poll.started.as_nanos();
+        for (i, v) in self.tally.iter().enumerate() {
+            if v.is_some_and(|(_, echo)| echo == mine) {
+                taking_part[i] = true;
+            }
+        }
+        taking_part
+    }
+
+    /// True when a death notice reported this term's leader dead and every
+    /// other voter takes part in `poll` ([`RankedElector::participants`]):
+    /// no claim that could change the ranking can still come (the dead
+    /// leader sends none), so waiting for the collection window would only
+    /// delay the vote. Every other elector ranks the same slate once it is
+    /// complete there too.
+    fn slate_complete_but_the_dead(&self, poll: Poll) -> bool {
+        let Some(dead) = self.seat.dead_leader_of_this_term().and_then(|d| self.seat.index_of(d))
+        else {
+            return false;
+        };
+        let mut taking_part = self.participants(poll);
+        taking_part[dead] = true;
+        taking_part.iter().all(|&p| p)
+    }
+
     /// The best claim by seed 001's ranking: a named successor first, then the
     /// latest `(term, msg)`, ties to the earliest voter in the configuration.
     fn best_claim(&self) -> Option<usize> {
@@ -428,9 +462,11 @@ impl<R: RngCore + Send> RankedElector<R> {
         // successor) goes out at once.
         let vote_at = match forced {
             Ok(Some(_)) => poll.started,
+            _ if self.slate_complete_but_the_dead(poll) => poll.started,
             _ => self.fresh_claims().map(|(_, c)| c.votes_at).fold(poll.started, Instant::max),
         };
-        let majority = self.fresh_claims().count() >= self.seat.cfg.quorum();
+        let majority =
+            self.participants(poll).iter().filter(|&&p| p).count() >= self.seat.cfg.quorum();
         let rallying = poll.started < self.rally_until;
         let mut give_up_at = if rallying {
             poll.started + self.seat.cfg.round_trip
@@ -712,9 +748,18 @@ impl<R: RngCore + Send> RankedElector<R> {
         // The CANDIDATE machine: a vote for us makes us stand in its term.
         self.stand(now, term, echo);
         self.check_tally(now);
+        if self.poll.is_some() && self.seat.role != Role::Leader {
+            // Still VOTING: the voter now takes part in the poll (see
+            // `participants`), which may let our own vote go out.
+            self.try_vote(now);
+        }
     }
 
     fn on_lead(&mut self, now: Instant, from: NodeId, term: Term, counter: u64, sent_at: u64) {
+        if self.seat.sent_by_dead_leader(from, term) {
+            // Sent before its sender died (a death notice said so).
+            return;
+        }
         if term < self.seat.term {
             // Obsolete: tell the stale leader about the higher term.
             let my = self.seat.term;
@@ -763,9 +808,17 @@ impl<R: RngCore + Send> RankedElector<R> {
         self.quiet_until = self.quiet_until.max(now + self.stretch(t));
         self.election_deadline = now + t;
         // Seed 001: "rcv LEAD: clear the tally board"; a leader exists, so the
-        // slate is cleared too.
+        // slate is cleared too, but for the claims of electors that had
+        // already seen this LEAD (or a later one) when they claimed: they
+        // poll for a reason this LEAD does not answer (a death notice about
+        // this leader that has not reached this node yet, whose LEAD was
+        // still on its way), and their claim must stay on the slate.
         self.tally.iter_mut().for_each(|v| *v = None);
-        self.claims.iter_mut().for_each(|c| *c = None);
+        self.claims.iter_mut().for_each(|c| {
+            if c.is_some_and(|c| c.lsn < Some(lsn)) {
+                *c = None;
+            }
+        });
         self.transfer = None;
         self.seat.send(
             from,
@@ -953,6 +1006,39 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
             }
             self.become_follower(Reason::StorageFailed);
             self.election_deadline = now + self.seat.cfg.election_timeout;
+        }
+    }
+
+    fn on_peer_dead(&mut self, now: Instant, peer: NodeId) {
+        let on_peer = |l: Option<Lease>| l.is_some_and(|l| l.holder() == Some(peer));
+        let backed = on_peer(self.lease);
+        if on_peer(self.prior) {
+            self.prior = None;
+        }
+        if backed {
+            // The electors bound with this node by the same lease (the
+            // leader's, or the vote round's) are told too: no need to wait
+            // for their leases before voting. A promise made before that
+            // lease, still running, binds this node again.
+            self.lease = self.prior.take().filter(|p| now < p.until);
+            self.quiet_until = now;
+        }
+        let was_leader = self.seat.bury_leader(peer);
+        let candidate = backed && self.seat.leader.is_none() && self.seat.voted_for == Some(peer);
+        if self.poll.is_some() {
+            // Already VOTING: the released lease may let the vote go out.
+            self.try_vote(now);
+            return;
+        }
+        if self.seat.role != Role::Follower || !(was_leader || candidate) {
+            return;
+        }
+        // Every elector polls at once (seed 001's ranking of the claims,
+        // which all of them collect, elects the best-ranked survivor), unless
+        // a lease on another node still binds this one.
+        match self.running_lease(now) {
+            None => self.start_poll(now, Reason::PeerDead),
+            Some(l) => self.election_deadline = self.election_deadline.min(l.until),
         }
     }
 

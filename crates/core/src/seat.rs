@@ -33,6 +33,13 @@ pub const STALL_GRACE_HEARTBEATS: u32 = 2;
 /// billions of them instead of one.
 pub const MAX_TERM_STEP: u64 = 1 << 32;
 
+/// A candidate that stands on a death notice asks a voter that refused it
+/// for the dead leader's sake (a lease) again after this fraction of a
+/// heartbeat interval, and then after as long again as its round has run:
+/// that voter has most likely not had its own notice yet. A few re-asks per
+/// round at most (the waits double), and none once every voter answered.
+pub const NOTICE_REASK_DIVISOR: u32 = 10;
+
 /// The newest value that a majority of the voters has reached, this node
 /// counting as having reached `own`: the `quorum`-th largest of `own` and
 /// `others`. `None` while fewer than `quorum` values are known.
@@ -124,6 +131,10 @@ pub(crate) struct Seat {
     /// term the leader resigned, and the successor. Only that successor's
     /// transfer request, for the next term, bypasses a lease.
     handover: Option<(Term, NodeId)>,
+    /// The leader a death notice reported dead, and the term it led: its
+    /// heartbeats of that term still in flight are ignored (a later
+    /// incarnation of it leads only a higher term).
+    dead_leader: Option<(NodeId, Term)>,
     /// True while durable state cannot be written.
     pub(crate) storage_failed: bool,
     /// Set by a graceful stop or a violated invariant: every input is ignored.
@@ -161,6 +172,7 @@ impl Seat {
             lease_renewal_until: None,
             stall_grace_spent: false,
             handover: None,
+            dead_leader: None,
             storage_failed: false,
             stopped: false,
             out: Output::default(),
@@ -247,6 +259,89 @@ impl Seat {
     /// leader of `term` that this node honoured.
     pub(crate) fn named_successor(&self, term: Term, candidate: NodeId) -> bool {
         self.handover == Some((term, candidate))
+    }
+
+    // ---- Death notices ----
+
+    /// Whether a death notice about `peer` can be taken: `peer` is a voter
+    /// other than this node. A refused one is counted.
+    fn accept_notice(&mut self, peer: NodeId) -> bool {
+        let ok = peer != self.cfg.id && self.index_of(peer).is_some();
+        if ok {
+            self.observed.counters.death_notices += 1;
+        } else {
+            self.refused();
+        }
+        ok
+    }
+
+    /// `peer`, reported dead by a death notice, is forgotten as this node's
+    /// leader, and [`Event::LeaderDied`] reports it; its heartbeats of the
+    /// term it led that are still in flight are ignored from now on (see
+    /// [`Seat::sent_by_dead_leader`]). False, and nothing changes, if `peer` is
+    /// not the leader this node follows.
+    pub(crate) fn bury_leader(&mut self, peer: NodeId) -> bool {
+        if self.leader != Some(peer) || self.role == Role::Leader {
+            return false;
+        }
+        // Following `peer` means it leads this node's term: a later
+        // incarnation of it, whose term was persisted at least this high
+        // before it led, can lead only a higher one.
+        self.dead_leader = Some((peer, self.term));
+        self.out.events.push(Event::LeaderDied { leader: peer, term: self.term });
+        self.set_leader(None);
+        true
+    }
+
+    /// The leader of this node's current term that a death notice reported
+    /// dead, if any.
+    pub(crate) fn dead_leader_of_this_term(&self) -> Option<NodeId> {
+        self.dead_leader.filter(|&(_, t)| t == self.term).map(|(id, _)| id)
+    }
+
+    /// True if a heartbeat of `term` from `from` was sent by a leader a
+    /// death notice reported dead, before it died: it is ignored (counted).
+    pub(crate) fn sent_by_dead_leader(&mut self, from: NodeId, term: Term) -> bool {
+        let dead = self.dead_leader == Some((from, term));
+        if dead {
+            self.observed.counters.messages_ignored += 1;
+        }
+        dead
+    }
+
+    /// This node's rank among the voters in preference order with `dead`
+    /// left out: 0 for the first.
+    pub(crate) fn rank_without(&self, dead: NodeId) -> u32 {
+        let rank = self
+            .cfg
+            .voters
+            .iter()
+            .filter(|&&v| v != dead)
+            .position(|&v| v == self.cfg.id)
+            .unwrap_or(0);
+        u32::try_from(rank).unwrap_or(u32::MAX)
+    }
+
+    /// How long after a death notice about its leader `dead` this node
+    /// stands: at once as the best-ranked survivor, else one candidacy
+    /// stagger per rank plus `jitter_nanos` modulo a quarter of a stagger
+    /// (so that the others stand only if it fails, one after the other).
+    pub(crate) fn notice_delay(&self, dead: NodeId, jitter_nanos: u64) -> Duration {
+        let rank = self.rank_without(dead);
+        if rank == 0 {
+            return Duration::ZERO;
+        }
+        let step = self.cfg.candidacy_stagger;
+        let jitter_max = u64::try_from((step / 4).as_nanos()).unwrap_or(u64::MAX).max(1);
+        step * rank + Duration::from_nanos(jitter_nanos % jitter_max)
+    }
+
+    /// When a candidate that stands on a death notice, in a round started at
+    /// `started`, asks again a voter that refused it at `now` for a lease
+    /// (see [`NOTICE_REASK_DIVISOR`]).
+    pub(crate) fn notice_reask_at(&self, started: Instant, now: Instant) -> Instant {
+        let first = self.cfg.heartbeat_interval / NOTICE_REASK_DIVISOR;
+        now + first.max(now.saturating_since(started))
     }
 
     // ---- Output ----
@@ -588,6 +683,12 @@ pub(crate) trait Rules {
     /// leave leadership and candidacy.
     fn on_persist_failed(&mut self, now: Instant);
 
+    /// A death notice about voter `peer` (not this node), see
+    /// [`Protocol::handle_peer_dead`]: end every support this node gives
+    /// `peer`, and if it was the leader ([`Seat::bury_leader`]) stand soon in
+    /// rank order ([`Seat::notice_delay`]).
+    fn on_peer_dead(&mut self, now: Instant, peer: NodeId);
+
     /// Steps down from leadership and tells everyone, naming `successor`.
     fn resign(&mut self, now: Instant, successor: Option<NodeId>);
 
@@ -634,6 +735,18 @@ impl<P: Rules + Send> Protocol for P {
         }
         self.prepare_input(now);
         self.on_timeout(now);
+        self.seat_mut().finish_input();
+    }
+
+    fn handle_peer_dead(&mut self, now: Instant, peer: NodeId) {
+        if self.seat().stopped || !self.seat_mut().start_input(now) {
+            return;
+        }
+        if !self.seat_mut().accept_notice(peer) {
+            return;
+        }
+        self.prepare_input(now);
+        self.on_peer_dead(now, peer);
         self.seat_mut().finish_input();
     }
 

@@ -597,3 +597,42 @@ fn config_validation_names_the_values() {
     big.voters.push(n(16));
     assert!(tenure_core::paxos::validate(&big).is_err(), "ranks must fit in a ballot");
 }
+
+/// Found by the simulator (`spy` seed 2183 of paxos, 7 nodes): a late death
+/// notice about the leader reached the survivors while one of them, not the
+/// best-ranked, was polling on its timeout. The best-ranked one stood on its
+/// notice at once, the poller prepared a higher ballot on its poll's answers,
+/// and the two candidacies failed each other (a duel, past the failover
+/// bound). A poller that gets the notice now drops its poll and leaves the
+/// succession to the rank order: one candidacy.
+#[test]
+fn a_poller_told_of_the_leaders_death_leaves_the_succession_to_the_rank_order() {
+    let mut checked = 0;
+    for seed in 0..30 {
+        let mut c = Setup::new(5).seed(seed).elector(ProtocolKind::Paxos);
+        c.run_for(TIMEOUT * 3);
+        let old = c.leader();
+        c.crash(old);
+        let survivors: Vec<NodeId> = c.ids().iter().copied().filter(|&id| id != old).collect();
+        let deadline = c.now() + TIMEOUT * 4;
+        let poller = loop {
+            c.run_for(Duration::from_millis(1));
+            if let Some(&p) = survivors.iter().find(|&&s| c.role(s) == Role::PreCandidate) {
+                break p;
+            }
+            assert!(c.now() < deadline, "seed {seed}: nobody polled");
+        };
+        if poller == survivors[0] {
+            continue;
+        }
+        checked += 1;
+        let rounds = c.elections();
+        c.notify_dead_all(old);
+        assert_eq!(c.role(poller), Role::Follower, "seed {seed}: the poll is dropped");
+        let (new, took) = c.run_until_leader_other_than(Some(old), TIMEOUT * 4);
+        assert_eq!(new, survivors[0], "seed {seed}");
+        assert_eq!(c.elections() - rounds, 1, "seed {seed}: one candidacy, no duel");
+        assert!(took < HEARTBEAT / 10, "seed {seed}: failover took {took:?}");
+    }
+    assert!(checked >= 10, "only {checked} seeds had a poller other than the best-ranked survivor");
+}

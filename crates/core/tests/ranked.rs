@@ -451,3 +451,60 @@ fn each_server_sends_at_most_two_election_messages_per_rtt() {
     assert!(worst.1 <= 2, "a server sent {} election messages to one node within one RTT", worst.1);
     assert!(worst.0 >= 1 && elections > 60, "the measure saw the elections");
 }
+
+// ---- Death notices (issue 15) ----
+
+/// The leader `n1` of an elected three-node cluster sends its next LEAD and
+/// crashes; the links `n1 -> cut` are cut first, so that those nodes miss
+/// it. Returns the cluster and that LEAD (to deliver later by hand).
+fn leader_dies_after_a_lead(cut: &[NodeId]) -> (C, Message) {
+    let (mut c, l) = elected(3);
+    assert_eq!(l, n(1));
+    for &to in cut {
+        c.cut_one_way(l, to);
+    }
+    let sent = c.sent().len();
+    let at = c.timer(l).expect("the leader's heartbeat timer");
+    c.run_until(at);
+    let lead = c.sent_since(sent, l, cut[0]).pop().expect("the LEAD, cut on its way");
+    c.crash(l);
+    (c, lead)
+}
+
+/// Found by the simulator (`spy` seeds of ranked, 3 nodes): the dead
+/// leader's last LEAD reached n3 after n2's claim (n2 had its notice first)
+/// and cleared n2's claim from n3's slate; n3, with its own notice, then
+/// polled without it and waited for a claim that n2 (already standing)
+/// never sent again. A LEAD now spares the claims of electors that had seen
+/// it: n2's claim stays, and n3 votes for it at once.
+#[test]
+fn a_late_lead_of_the_dead_leader_spares_a_claim_that_had_seen_it() {
+    let (mut c, lead) = leader_dies_after_a_lead(&[n(3)]);
+    c.run_for(LATENCY);
+    c.notify_dead(n(2), n(1));
+    c.run_for(LATENCY);
+    c.inject(n(1), n(3), lead);
+    let start = c.now();
+    c.notify_dead(n(3), n(1));
+    let (new, took) = c.run_until_leader_other_than(Some(n(1)), TIMEOUT);
+    assert_eq!(new, n(2));
+    assert!(took < HEARTBEAT / 10, "failover took {took:?} after the last notice at {start:?}");
+}
+
+/// Found by the simulator (`spy` seed 95 of ranked, 3 nodes): n3 (its
+/// notice first, and missing the dead leader's last LEAD) claimed; n2 got
+/// the claim, then that LEAD, which cleared it, then its notice, and
+/// polled with a slate of its own claim only. n3 voted for n2's better
+/// claim, but n2 waited for a majority of claims. A vote for this poll's
+/// claim now counts its voter as taking part: n2 votes for itself at once.
+#[test]
+fn a_vote_for_this_polls_claim_counts_its_voter_as_taking_part() {
+    let (mut c, lead) = leader_dies_after_a_lead(&[n(2), n(3)]);
+    c.notify_dead(n(3), n(1));
+    c.run_for(LATENCY);
+    c.inject(n(1), n(2), lead);
+    c.notify_dead(n(2), n(1));
+    let (new, took) = c.run_until_leader_other_than(Some(n(1)), TIMEOUT);
+    assert_eq!(new, n(2), "the claim of the later LEAD wins");
+    assert!(took < HEARTBEAT / 10, "failover took {took:?}");
+}

@@ -1,8 +1,8 @@
 //! Running the checker and summarising what it found.
 
 use crate::model::{
-    ElectionModel, CONTESTED_TERM, LEADERS_IN_TWO_TERMS, LEADER_ELECTED, REACHABILITY_PROPERTIES,
-    RIVAL_CANDIDATES, SAFETY_PROPERTIES,
+    ElectionModel, CONTESTED_TERM, LEADERS_IN_TWO_TERMS, LEADER_ELECTED, LEADER_ON_NOTICE,
+    REACHABILITY_PROPERTIES, RIVAL_CANDIDATES, SAFETY_PROPERTIES,
 };
 use crate::{Action, Bounds, Durability, ElectionState};
 use stateright::{Checker, HasDiscoveries, Model, Path};
@@ -62,6 +62,9 @@ pub enum Start {
     Contested,
     /// An elected, settled leader ([`elected_model`]): what follows is re-election.
     Elected,
+    /// An elected, settled leader, and a node may die with a spy reporting
+    /// it ([`Bounds::spy`]): what follows is failover on death notices.
+    Spy,
 }
 
 impl Start {
@@ -70,11 +73,15 @@ impl Start {
     /// cluster or a contested election; from an elected leader, a leader is
     /// elected in a later term and an election is contested
     /// ([`contest`]: two candidates in one term, or at once under Paxos), so
-    /// that safety is checked across a re-election and a split vote.
+    /// that safety is checked across a re-election and a split vote; with a
+    /// spy, a leader elected on death notices with no timer fired since the
+    /// death ([`LEADER_ON_NOTICE`]), so that safety is checked across the
+    /// failover the notices drive.
     pub fn witnesses(self, protocol: ProtocolKind) -> Vec<&'static str> {
         match self {
             Start::Fresh | Start::Contested => vec![LEADER_ELECTED],
             Start::Elected => vec![LEADERS_IN_TWO_TERMS, contest(protocol)],
+            Start::Spy => vec![LEADER_ON_NOTICE],
         }
     }
 }
@@ -345,5 +352,79 @@ pub fn elected_model(
     durability: Durability,
 ) -> Option<ElectionModel> {
     let prefix = elected_prefix(protocol, bounds)?;
+    Some(ElectionModel::of(protocol, bounds, durability).resuming_after(prefix))
+}
+
+/// [`elected_prefix`], then heartbeat rounds, each after every follower's
+/// clock has moved on ([`Action::Idle`]: to just before its election
+/// timer), delivered to the end, until every follower's clock is past one
+/// election timeout: the followers' start-up leases (the anonymous lease of
+/// every protocol, one election timeout from the start) have then run out,
+/// and each holds a lease on the leader from its newest heartbeat. A death
+/// notice about that leader is then what releases them. (Right after
+/// [`elected_prefix`] a follower whose clock never moved still holds its
+/// start-up lease, which no notice releases: no failover could happen
+/// without a timer.) `None` if no leader is elected or it does not settle
+/// within [`SPY_PREFIX_ROUNDS`] rounds.
+pub fn spy_prefix(protocol: ProtocolKind, bounds: Bounds) -> Option<Vec<Action>> {
+    let mut prefix = elected_prefix(protocol, bounds)?;
+    let quiet = Bounds {
+        clock_steps_per_node: u8::MAX,
+        restarts: 0,
+        kills: 0,
+        duplicates: 0,
+        transfers: 0,
+        max_depth: None,
+        ..bounds
+    };
+    let model = ElectionModel::of(protocol, quiet, Durability::Faithful).exact();
+    let mut state = model.clone().starting_after(prefix.clone()).init_states().remove(0);
+    let leader = state.nodes.iter().position(|n| n.role == tenure_core::Role::Leader)?;
+    let started = tenure_core::Instant::ZERO + crate::model::ELECTION_TIMEOUT;
+    let settled =
+        |s: &ElectionState| s.nodes.iter().enumerate().all(|(i, n)| i == leader || n.now > started);
+    for _ in 0..SPY_PREFIX_ROUNDS {
+        if settled(&state) {
+            return Some(prefix);
+        }
+        let mut steps: Vec<Action> = Vec::new();
+        for (i, node) in state.nodes.iter().enumerate() {
+            let deadline = tenure_core::Protocol::poll_timeout(node.elector.as_ref());
+            let idle = deadline - crate::model::IDLE_MARGIN > node.now;
+            if i != leader && idle {
+                steps.push(Action::Idle(tenure_core::NodeId(i as u64 + 1)));
+            }
+        }
+        steps.push(Action::Timeout(tenure_core::NodeId(leader as u64 + 1)));
+        for step in steps {
+            state = model.next_state(&state, step.clone())?;
+            prefix.push(step);
+        }
+        loop {
+            let Some(env) = state.network.distinct().next().cloned() else { break };
+            let step = Action::Deliver(env);
+            state = model.next_state(&state, step.clone())?;
+            prefix.push(step);
+        }
+        if state.nodes[leader].role != tenure_core::Role::Leader {
+            return None;
+        }
+    }
+    settled(&state).then_some(prefix)
+}
+
+/// Heartbeat rounds [`spy_prefix`] takes at most.
+pub const SPY_PREFIX_ROUNDS: usize = 4;
+
+/// The model of `protocol` started after [`spy_prefix`] (resuming: each
+/// node's clock budget counts from there), for the check with deaths and
+/// death notices ([`Start::Spy`], [`Bounds::spy`]). `None` if the prefix
+/// elects nobody.
+pub fn spy_model(
+    protocol: ProtocolKind,
+    bounds: Bounds,
+    durability: Durability,
+) -> Option<ElectionModel> {
+    let prefix = spy_prefix(protocol, bounds)?;
     Some(ElectionModel::of(protocol, bounds, durability).resuming_after(prefix))
 }

@@ -33,6 +33,17 @@
 //!   nodes are unrelated, which covers any drift: safety of votes and terms must
 //!   not depend on time, and here it cannot.
 //! * **Leadership transfer** ([`Action::Transfer`]) within a budget.
+//! * **Death and death notices** (issue 15) within a budget
+//!   ([`Bounds::kills`]): [`Action::Kill`] takes a node down (it takes no
+//!   steps and nothing is delivered to it; what it sent before stays in
+//!   flight) until [`Action::Revive`] starts it again from its durable
+//!   state as a new incarnation. A spy reports each death to every other
+//!   node ([`Action::Notify`], [`model::Notice`]), in any order, late or
+//!   never (a notice need not be delivered); the driver gives a notice to the
+//!   core ([`tenure_core::Protocol::handle_peer_dead`]) only if it names the
+//!   dead node's current incarnation, and drops one about a node that came
+//!   back since. Spies never report a live node: that is the trust
+//!   assumption, not something the model explores.
 //!
 //! ## Properties (ghost records in [`model::Ghost`])
 //! * always: at most one leader per term, over the whole history
@@ -47,12 +58,16 @@
 //! * sometimes (witnesses that the check reaches what it claims): a leader is
 //!   elected; two candidates stand in one term (above every term of the
 //!   starting state); two nodes are candidates at once; leaders are elected
-//!   in two terms. Each kind of check must reach its witnesses
+//!   in two terms; a leader is elected on death notices with no timer fired
+//!   ([`model::LEADER_ON_NOTICE`]: only a notice can make a node stand then).
+//!   Each kind of check must reach its witnesses
 //!   ([`check::Start::witnesses`]), or it fails: a leader from a fresh
 //!   cluster or a contested election; from an elected leader, a leader in a
 //!   later term and a contested election ([`check::contest`]: two candidates
 //!   in one term; under Paxos, whose ballots each name one proposer, two
-//!   candidates at once).
+//!   candidates at once); with deaths ([`check::Start::Spy`], `--spy`), a
+//!   leader on death notices (the same check with spies that never speak,
+//!   [`ElectionModel::silent_spies`], does not reach it: a test says so).
 //!
 //! ## What is abstracted, and why
 //! * A state's identity is the core's own `Eq + Hash` of each elector
@@ -120,12 +135,19 @@
 //! deepest whose frontier fits in 16 GB. CI runs it to
 //! [`model::REELECTION_CI_DEPTH`] ([`Bounds::reelection_ci`], `--ci`).
 //!
-//! The debug-profile tests (`tests/check.rs`) run five checks per protocol,
+//! Death notices are checked from an elected leader a few heartbeat rounds
+//! on ([`check::spy_prefix`]: every follower's start-up lease has run out on
+//! its own clock, so a notice is what releases it) within [`Bounds::spy`]:
+//! two deaths, each follower one clock step, the old leader none, every
+//! state within ten steps; CI within [`Bounds::spy_ci`] (eight steps).
+//!
+//! The debug-profile tests (`tests/check.rs`) run six checks per protocol,
 //! each of which must hold every safety property and reach its witnesses:
 //! from the fresh cluster; from a contested election the checker finds itself
 //! ([`check::contested_prefix`]); from an elected leader ([`Bounds::elected`],
 //! smaller than [`Bounds::reelection`] but reaching both re-election
-//! witnesses); and the two planted storage bugs.
+//! witnesses); with a death and its notices ([`Bounds::spy_quick`]); and the
+//! two planted storage bugs.
 //!
 //! ## Results
 //! No counterexample to any safety property has been found. Measured on the
@@ -141,12 +163,16 @@
 //! | paxos, fresh cluster | `... -- --protocol paxos` (first, [`Bounds::PAXOS_DEEP`]) | 7,359,851 | 17 (≤ 15) | 62 s | 7.2 GB |
 //! | paxos, from an elected leader | same (second) | 11,395,690 | 12 (≤ 10) | 97 s | 12.5 GB |
 //! | CI: raft, ranked, paxos from an elected leader | `... -- --ci` ([`Bounds::reelection_ci`]) | 682,349; 519,945; 992,268 | 10 (≤ 8) | 4 s; 4 s; 7 s (16 s in all) | 1.1 GB |
+//! | raft, ranked, paxos with deaths and notices | `... -- --spy --protocol P` ([`Bounds::spy`]) | 244,983; 169,085; 411,085 | 12 (≤ 10) | 1.1 s; 0.7 s; 1.6 s | - |
+//! | CI: the same, smaller | second half of `--ci` ([`Bounds::spy_ci`]) | 76,454; 63,373; 105,501 | 10 (≤ 8) | 0.3 s; 0.4 s; 0.4 s | - |
 //!
 //! Depth is stateright's (see [`Bounds::max_depth`]; "all": no depth bound,
 //! depth-first). The memory of a fresh-cluster check without a depth bound
 //! (depth-first) and of Paxos's was measured on its own (`--fresh`); that of
 //! a check from an elected leader is the peak of the two-check run, which it
-//! dominates. Load 5 to 9 (other builds). The debug-profile tests
+//! dominates. Load 5 to 9 (other builds); the checks with deaths at load 4,
+//! when the whole `--ci` run took 12.8 s against 10.8 s without them. The
+//! debug-profile tests
 //! (`cargo test -p tenure-model`) take 50 s on the loaded machine; the
 //! longest, ranked from an elected leader (225,716 states), 13 s.
 //!
@@ -161,7 +187,7 @@
 //! terms-never-decrease under every protocol (raft: 5 steps from the fresh
 //! cluster; ranked and Paxos: from an elected leader). The flags of the
 //! binary (see `src/main.rs`: `--protocol`, `--fresh`, `--elected`,
-//! `--contested`, `--ci`, `--quick`, `--steps`, `--leader-steps`, ...)
+//! `--contested`, `--spy`, `--ci`, `--kills`, `--quick`, `--steps`, `--leader-steps`, ...)
 //! explore other bounds.
 //!
 //! ## The replica model

@@ -3,8 +3,8 @@
 //! ```text
 //! cargo run --release -p tenure-model -- --replica ...   (see src/replica_cli.rs)
 //! cargo run --release -p tenure-model -- [--protocol raft|ranked|paxos|all]
-//!     [--fresh | --elected | --contested | --ci] [--quick] [--steps N] [--leader-steps N]
-//!     [--restarts N] [--transfers N] [--duplicates N] [--rng-period N] [--max-term N]
+//!     [--fresh | --elected | --contested | --spy | --ci] [--quick] [--steps N] [--leader-steps N]
+//!     [--restarts N] [--kills N] [--transfers N] [--duplicates N] [--rng-period N] [--max-term N]
 //!     [--depth N] [--unbounded-depth] [--durability faithful|forget-vote|forget-all]
 //!     [--threads N] [--hunt]
 //! ```
@@ -18,15 +18,19 @@
 //! [`Bounds::contested`]; give it first, later flags adjust it), and the
 //! others set one bound each (from an elected leader, `--steps` counts
 //! from the elected state and `--leader-steps` is the old leader's).
+//! `--spy` checks failover on death notices from an elected leader within
+//! [`Bounds::spy`] (a node may die, a spy reports it to each other node).
 //! `--ci` checks every protocol from an elected leader within
-//! [`Bounds::reelection_ci`]. `--hunt` stops at the first safety violation.
+//! [`Bounds::reelection_ci`], then with a spy within [`Bounds::spy_ci`].
+//! `--hunt` stops at the first safety violation.
 //! Without a depth bound the search is depth-first (small memory), with one
 //! breadth-first.
 //!
 //! The exit status is non-zero if any check violates a safety property, does
 //! not complete, or (except with `--hunt`) misses one of its witnesses
 //! ([`Start::witnesses`]: a leader from a fresh cluster; a leader in a later
-//! term and a contested election from an elected leader).
+//! term and a contested election from an elected leader; a leader elected on
+//! death notices, no timer fired, with a spy).
 
 mod replica_cli;
 
@@ -34,10 +38,10 @@ use std::error::Error;
 use std::time::Duration;
 use tenure_core::ProtocolKind;
 use tenure_model::check::{
-    check_reporting, contested_prefix, elected_model, elected_prefix, unreachable_by_design,
-    CheckReport, Progress, Snapshot, Start,
+    check_reporting, contested_prefix, elected_model, elected_prefix, spy_model, spy_prefix,
+    unreachable_by_design, CheckReport, Progress, Snapshot, Start,
 };
-use tenure_model::model::{REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
+use tenure_model::model::{LEADER_ON_NOTICE, REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
 use tenure_model::{Bounds, Durability, ElectionModel};
 
 /// How often a running check reports its progress (on standard error).
@@ -62,6 +66,7 @@ struct BoundFlags {
     steps: Option<u8>,
     leader_steps: Option<u8>,
     restarts: Option<u8>,
+    kills: Option<u8>,
     transfers: Option<u8>,
     duplicates: Option<u8>,
     rng_period: Option<u8>,
@@ -75,6 +80,7 @@ impl BoundFlags {
             || self.steps.is_some()
             || self.leader_steps.is_some()
             || self.restarts.is_some()
+            || self.kills.is_some()
             || self.transfers.is_some()
             || self.duplicates.is_some()
             || self.rng_period.is_some()
@@ -91,10 +97,14 @@ impl BoundFlags {
             (Start::Contested, true) => Bounds::contested(protocol),
             (Start::Elected, false) => Bounds::reelection(protocol),
             (Start::Elected, true) => Bounds::elected(protocol),
+            (Start::Spy, _) if ci => Bounds::spy_ci(protocol),
+            (Start::Spy, false) => Bounds::spy(protocol),
+            (Start::Spy, true) => Bounds::spy_quick(protocol),
         };
         b.clock_steps_per_node = self.steps.unwrap_or(b.clock_steps_per_node);
         b.leader_clock_steps = self.leader_steps.or(b.leader_clock_steps);
         b.restarts = self.restarts.unwrap_or(b.restarts);
+        b.kills = self.kills.unwrap_or(b.kills);
         b.transfers = self.transfers.unwrap_or(b.transfers);
         b.duplicates = self.duplicates.unwrap_or(b.duplicates);
         b.rng_period = self.rng_period.unwrap_or(b.rng_period);
@@ -121,6 +131,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
             "--fresh" => set_start(&mut start, Start::Fresh)?,
             "--contested" => set_start(&mut start, Start::Contested)?,
             "--elected" => set_start(&mut start, Start::Elected)?,
+            "--spy" => set_start(&mut start, Start::Spy)?,
             "--ci" => {
                 set_start(&mut start, Start::Elected)?;
                 ci = true;
@@ -134,6 +145,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
                     "--steps" => bounds.steps = Some(value.parse()?),
                     "--leader-steps" => bounds.leader_steps = Some(value.parse()?),
                     "--restarts" => bounds.restarts = Some(value.parse()?),
+                    "--kills" => bounds.kills = Some(value.parse()?),
                     "--transfers" => bounds.transfers = Some(value.parse()?),
                     "--duplicates" => bounds.duplicates = Some(value.parse()?),
                     "--max-term" => bounds.max_term = Some(value.parse()?),
@@ -147,7 +159,9 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
         }
     }
     if bounds.any() && (start.is_none() || ci) {
-        return Err("bound flags change one check: add --fresh, --elected or --contested".into());
+        return Err(
+            "bound flags change one check: add --fresh, --elected, --contested or --spy".into()
+        );
     }
     if ci && protocols.len() != ProtocolKind::ALL.len() {
         return Err("--ci checks every protocol: leave out --protocol".into());
@@ -158,7 +172,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
 /// Sets the start flag, which may be given once.
 fn set_start(start: &mut Option<Start>, to: Start) -> Result<(), &'static str> {
     match start.replace(to) {
-        Some(_) => Err("give at most one of --fresh, --elected, --contested, --ci"),
+        Some(_) => Err("give at most one of --fresh, --elected, --contested, --spy, --ci"),
         None => Ok(()),
     }
 }
@@ -186,6 +200,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     let args = parse_args()?;
     let starts = match args.start {
+        // CI: re-election, then failover on death notices.
+        Some(Start::Elected) if args.ci => vec![Start::Elected, Start::Spy],
         Some(start) => vec![start],
         None => vec![Start::Fresh, Start::Elected],
     };
@@ -222,6 +238,7 @@ fn run(args: &Args, protocol: ProtocolKind, start: Start) -> Result<Outcome, Box
         Start::Fresh => "from the fresh cluster",
         Start::Contested => "from a contested election",
         Start::Elected => "from an elected leader (clock steps counted from there)",
+        Start::Spy => "from an elected leader, a node may die and a spy report it",
     };
     println!(
         "\nchecking 3 {protocol} nodes {from}, {bounds:?}, storage {durability:?}, {threads} thread(s)"
@@ -238,6 +255,11 @@ fn run(args: &Args, protocol: ProtocolKind, start: Start) -> Result<Outcome, Box
             let prefix = elected_prefix(protocol, bounds).ok_or("the greedy run elects nobody")?;
             println!("elected after {prefix:?}");
             elected_model(protocol, bounds, durability).ok_or("the greedy run elects nobody")?
+        }
+        Start::Spy => {
+            let prefix = spy_prefix(protocol, bounds).ok_or("the greedy run elects nobody")?;
+            println!("elected, and a heartbeat round later, after {prefix:?}");
+            spy_model(protocol, bounds, durability).ok_or("the greedy run elects nobody")?
         }
     };
     let mut report_progress = |s: Snapshot| {
@@ -269,7 +291,11 @@ fn run(args: &Args, protocol: ProtocolKind, start: Start) -> Result<Outcome, Box
     if !args.hunt && !missed.is_empty() {
         failures.push(format!("MISSED WITNESS: {}", missed.join(", ")));
     }
-    let what = format!("{protocol} {}", if args.ci { "ci" } else { start_name(start) });
+    let what = match (args.ci, start) {
+        (true, Start::Spy) => format!("{protocol} ci spy"),
+        (true, _) => format!("{protocol} ci"),
+        (false, _) => format!("{protocol} {}", start_name(start)),
+    };
     Ok(Outcome { what, report, failures })
 }
 
@@ -278,6 +304,7 @@ fn start_name(start: Start) -> &'static str {
         Start::Fresh => "fresh",
         Start::Contested => "contested",
         Start::Elected => "elected",
+        Start::Spy => "spy",
     }
 }
 
@@ -304,7 +331,12 @@ fn print_properties(report: &CheckReport, protocol: ProtocolKind, start: Start) 
             None if unreachable_by_design(protocol, name) => {
                 println!("  sometimes {name}: never, by design of {protocol}")
             }
-            None if start == Start::Elected => println!("  sometimes {name}: not reached"),
+            None if name == LEADER_ON_NOTICE && start != Start::Spy => {
+                println!("  sometimes {name}: not reached; only a check with a spy (--spy) can")
+            }
+            None if matches!(start, Start::Elected | Start::Spy) => {
+                println!("  sometimes {name}: not reached")
+            }
             None => println!(
                 "  sometimes {name}: not reached {}; the check from an elected leader \
                  (--elected) reaches it",
@@ -319,5 +351,6 @@ fn describe(start: Start) -> &'static str {
         Start::Fresh => "from the fresh cluster",
         Start::Contested => "from a contested election",
         Start::Elected => "from an elected leader",
+        Start::Spy => "from an elected leader with a spy",
     }
 }

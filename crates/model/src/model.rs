@@ -85,6 +85,10 @@ pub struct Bounds {
     pub leader_clock_steps: Option<u8>,
     /// Crash-and-restart actions, in total.
     pub restarts: u8,
+    /// Deaths a spy reports, in total ([`Action::Kill`]: the node is down
+    /// until [`Action::Revive`], and a death notice about it goes to every
+    /// other node, [`Action::Notify`]).
+    pub kills: u8,
     /// Leadership transfers a leader may start, in total.
     pub transfers: u8,
     /// Extra copies of envelopes in flight the network may make, in total.
@@ -107,6 +111,7 @@ impl Bounds {
         clock_steps_per_node: 2,
         leader_clock_steps: None,
         restarts: 1,
+        kills: 0,
         transfers: 0,
         duplicates: 1,
         rng_period: 1,
@@ -122,6 +127,7 @@ impl Bounds {
         clock_steps_per_node: 1,
         leader_clock_steps: None,
         restarts: 1,
+        kills: 0,
         transfers: 0,
         duplicates: 0,
         rng_period: 1,
@@ -202,6 +208,7 @@ impl Bounds {
             clock_steps_per_node: 3,
             leader_clock_steps: Some(1),
             restarts: 1,
+            kills: 0,
             transfers: 0,
             duplicates: 0,
             rng_period: 1,
@@ -214,6 +221,41 @@ impl Bounds {
     /// protocol in the release profile.
     pub const fn reelection_ci(protocol: ProtocolKind) -> Bounds {
         Bounds { max_depth: Some(REELECTION_CI_DEPTH), ..Bounds::reelection(protocol) }
+    }
+
+    /// The check of death notices ([`crate::check::Start::Spy`], `--spy`):
+    /// from an elected, settled leader, nodes may die twice in all
+    /// ([`Action::Kill`]) and come back ([`Action::Revive`]); a spy's notice
+    /// about each death goes to each other node ([`Action::Notify`]), and is
+    /// dropped by the driver if the node came back meanwhile; each follower
+    /// takes at most one clock step and the old leader none, and every state
+    /// within ten steps is checked. A failover on notices needs seven steps
+    /// (the death, two notices, and the election's two exchanges with their
+    /// answers); one on timers fits too (raft, Paxos: a follower's timer and
+    /// the other's idle step), and both may interleave.
+    /// [`LEADER_ON_NOTICE`] marks a leader elected with no timer fired at
+    /// all, which only notices can do (see [`ElectionModel::silent_spies`]).
+    pub const fn spy(protocol: ProtocolKind) -> Bounds {
+        Bounds {
+            clock_steps_per_node: 1,
+            leader_clock_steps: Some(0),
+            restarts: 0,
+            kills: 2,
+            max_depth: Some(12),
+            ..Bounds::reelection(protocol)
+        }
+    }
+
+    /// [`Bounds::spy`] to depth [`REELECTION_CI_DEPTH`] (every state within
+    /// eight steps): what CI runs (`--ci`), about a second per protocol.
+    pub const fn spy_ci(protocol: ProtocolKind) -> Bounds {
+        Bounds { max_depth: Some(REELECTION_CI_DEPTH), ..Bounds::spy(protocol) }
+    }
+
+    /// [`Bounds::spy`] for the debug-profile tests: one death, every state
+    /// within eight steps (a failover on notices needs seven).
+    pub const fn spy_quick(protocol: ProtocolKind) -> Bounds {
+        Bounds { kills: 1, max_depth: Some(10), ..Bounds::spy(protocol) }
     }
 
     /// The release binary's default bounds from the fresh cluster for
@@ -237,6 +279,7 @@ impl Bounds {
         clock_steps_per_node: 2,
         leader_clock_steps: None,
         restarts: 0,
+        kills: 0,
         transfers: 0,
         duplicates: 0,
         rng_period: 1,
@@ -250,6 +293,7 @@ impl Bounds {
         clock_steps_per_node: 2,
         leader_clock_steps: None,
         restarts: 1,
+        kills: 0,
         transfers: 0,
         duplicates: 0,
         rng_period: 1,
@@ -266,6 +310,7 @@ impl Bounds {
         clock_steps_per_node: 1,
         leader_clock_steps: None,
         restarts: 1,
+        kills: 0,
         transfers: 0,
         duplicates: 0,
         rng_period: 1,
@@ -296,6 +341,23 @@ pub struct Node {
     pub now: Instant,
     /// Clock steps taken so far.
     pub clock_steps: u8,
+    /// True while the node is dead ([`Action::Kill`]): it takes no steps
+    /// and nothing is delivered to it until [`Action::Revive`].
+    pub down: bool,
+    /// Starts of the node so far (its first is 0): a restart or a revival
+    /// makes a new incarnation, and a death notice names the one that died.
+    pub incarnation: u8,
+}
+
+/// A spy's death notice on its way to a node's driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Notice {
+    /// The node reported dead.
+    pub about: NodeId,
+    /// Its incarnation that died.
+    pub incarnation: u8,
+    /// The node told.
+    pub to: NodeId,
 }
 
 /// Records kept by the model, not by the nodes, of everything that ever happened.
@@ -312,6 +374,12 @@ pub struct Ghost {
     pub term_regressed: Option<(NodeId, Term, Term)>,
     /// Set when the core panicked (a failed debug assertion) during a step.
     pub core_panic: Option<String>,
+    /// Set when a core was given a death notice.
+    pub notice_taken: bool,
+    /// Set when a node took office after a death notice with no node's
+    /// timer having fired in the exploration (no clock step taken): only a
+    /// notice can have made it stand.
+    pub leader_on_notice: bool,
 }
 
 /// A state of the whole system.
@@ -323,6 +391,10 @@ pub struct ElectionState {
     pub network: Network,
     /// Restarts taken so far.
     pub restarts: u8,
+    /// Deaths so far ([`Action::Kill`]).
+    pub kills: u8,
+    /// Death notices on their way ([`Action::Notify`]).
+    pub notices: BTreeSet<Notice>,
     /// Leadership transfers taken so far.
     pub transfers: u8,
     /// Duplicates made so far.
@@ -348,6 +420,16 @@ pub enum Action {
     /// The node crashes and restarts from its durable state (atomically: a node
     /// that is down simply takes no steps, which any interleaving already covers).
     Restart(NodeId),
+    /// The node dies (and is down: no steps, no deliveries) until revived;
+    /// a spy reports its death to every other node ([`Action::Notify`]).
+    Kill(NodeId),
+    /// A dead node starts again from its durable state, as a new incarnation.
+    Revive(NodeId),
+    /// A death notice reaches its node's driver, which gives it to the core
+    /// ([`tenure_core::Protocol::handle_peer_dead`]) only if it names the
+    /// dead node's current incarnation; a notice about an incarnation that
+    /// has since restarted is dropped (the driver's incarnation check).
+    Notify(Notice),
     /// The leader `from` hands leadership to `to`.
     Transfer {
         /// The current leader.
@@ -397,6 +479,9 @@ pub struct ElectionModel {
     /// The highest term any node had when the exploration starts (after
     /// `prefix`): [`CONTESTED_TERM`] counts only terms above it.
     base_term: Term,
+    /// False when no death notice is ever delivered
+    /// ([`ElectionModel::silent_spies`]).
+    spies_speak: bool,
     configs: Vec<Config>,
 }
 
@@ -435,6 +520,7 @@ impl ElectionModel {
             fresh_clock_budget: false,
             leader_at_start: None,
             base_term: Term(0),
+            spies_speak: true,
             configs,
         }
     }
@@ -468,6 +554,15 @@ impl ElectionModel {
         self = self.starting_after(prefix);
         let start = self.replay_prefix();
         self.leader_at_start = start.nodes.iter().position(|n| n.role == Role::Leader);
+        self
+    }
+
+    /// The same model, in which deaths are never reported: no
+    /// [`Action::Notify`] is ever enabled. A control for the checks with
+    /// deaths ([`Bounds::kills`]): what they reach only with notices, this
+    /// model does not reach.
+    pub fn silent_spies(mut self) -> Self {
+        self.spies_speak = false;
         self
     }
 
@@ -518,12 +613,16 @@ impl ElectionModel {
                 durable: HardState::default(),
                 now: Instant::ZERO,
                 clock_steps: 0,
+                down: false,
+                incarnation: 0,
             })
             .collect();
         let mut state = ElectionState {
             nodes,
             network: Network::new(),
             restarts: 0,
+            kills: 0,
+            notices: BTreeSet::new(),
             transfers: 0,
             duplicates: 0,
             ghost: Arc::default(),
@@ -607,6 +706,35 @@ impl ElectionModel {
         }
     }
 
+    /// The driver of `notice.to` gets `notice`: it gives it to the core if it
+    /// names the dead node's current incarnation, and drops it if the node
+    /// came back since.
+    fn notify(&self, state: &mut ElectionState, notice: Notice) {
+        let dead = &state.nodes[index(notice.about)];
+        if dead.down && dead.incarnation == notice.incarnation {
+            Arc::make_mut(&mut state.ghost).notice_taken = true;
+            self.step(state, index(notice.to), |e, now| {
+                e.handle_peer_dead(now, notice.about);
+                true
+            });
+        }
+    }
+
+    /// Node `i` starts again from its durable state (a restart or a
+    /// revival), as a new incarnation.
+    fn start_again(&self, state: &mut ElectionState, i: usize) {
+        let node = &mut state.nodes[i];
+        if self.bounds.kills > 0 {
+            // Read only by death notices: without deaths, restarts that
+            // differ only in their count are one state.
+            node.incarnation = node.incarnation.wrapping_add(1);
+        }
+        let loaded = self.durability.load(node.durable);
+        node.elector = Arc::new(self.start_node(i, loaded, node.now));
+        // The new elector's startup output (events only) is drained by a no-op step.
+        self.step(state, i, |_, _| true);
+    }
+
     /// Updates the ghost records from node `i`'s new state.
     fn observe(&self, state: &mut ElectionState, i: usize) {
         let id = NodeId(i as u64 + 1);
@@ -619,6 +747,8 @@ impl ElectionModel {
         let max = ghost.max_term[i];
         let regressed = term < max && ghost.term_regressed.is_none();
         let led = role == Role::Leader && !ghost.leaders.contains(&(term, id));
+        let no_timer = state.nodes.iter().all(|n| n.clock_steps == 0);
+        let on_notice = led && ghost.notice_taken && no_timer;
         if regressed || term > max || led {
             let ghost = Arc::make_mut(&mut state.ghost);
             if regressed {
@@ -627,6 +757,9 @@ impl ElectionModel {
             ghost.max_term[i] = max.max(term);
             if led {
                 ghost.leaders.insert((term, id));
+            }
+            if on_notice {
+                ghost.leader_on_notice = true;
             }
         }
     }
@@ -647,6 +780,13 @@ impl Model for ElectionModel {
         }
         for (i, node) in state.nodes.iter().enumerate() {
             let id = NodeId(i as u64 + 1);
+            if node.down {
+                actions.push(Action::Revive(id));
+                continue;
+            }
+            if state.kills < self.bounds.kills {
+                actions.push(Action::Kill(id));
+            }
             let deadline = node.elector.poll_timeout();
             if node.clock_steps < self.clock_limit(i) && deadline != Instant::MAX {
                 actions.push(Action::Timeout(id));
@@ -655,16 +795,22 @@ impl Model for ElectionModel {
                 }
             }
         }
-        actions.extend(state.network.distinct().cloned().map(Action::Deliver));
+        let up = |id: NodeId| !state.nodes[index(id)].down;
+        let deliverable = state.network.distinct().filter(|e| up(e.to));
+        actions.extend(deliverable.cloned().map(Action::Deliver));
+        if self.spies_speak {
+            let notices = state.notices.iter().filter(|n| up(n.to)).copied();
+            actions.extend(notices.map(Action::Notify));
+        }
         if state.duplicates < self.bounds.duplicates {
             actions.extend(state.network.distinct().cloned().map(Action::Duplicate));
         }
         if state.restarts < self.bounds.restarts {
-            actions.extend(voters().into_iter().map(Action::Restart));
+            actions.extend(voters().into_iter().filter(|&id| up(id)).map(Action::Restart));
         }
         if state.transfers < self.bounds.transfers {
             for (i, node) in state.nodes.iter().enumerate() {
-                if node.role == Role::Leader {
+                if node.role == Role::Leader && !node.down {
                     let from = NodeId(i as u64 + 1);
                     for to in voters().into_iter().filter(|&to| to != from) {
                         actions.push(Action::Transfer { from, to });
@@ -716,13 +862,20 @@ impl Model for ElectionModel {
                 next.network.send(env);
             }
             Action::Restart(id) => {
-                let i = index(id);
                 next.restarts += 1;
-                let node = &mut next.nodes[i];
-                let loaded = self.durability.load(node.durable);
-                node.elector = Arc::new(self.start_node(i, loaded, node.now));
-                // The new elector's startup output (events only) is drained by a no-op step.
-                self.step(&mut next, i, |_, _| true);
+                self.start_again(&mut next, index(id));
+            }
+            Action::Kill(id) => kill(&mut next, id),
+            Action::Revive(id) => {
+                let i = index(id);
+                next.nodes[i].down = false;
+                self.start_again(&mut next, i);
+            }
+            Action::Notify(notice) => {
+                if !next.notices.remove(&notice) {
+                    return None;
+                }
+                self.notify(&mut next, notice);
             }
             Action::Transfer { from, to } => {
                 next.transfers += 1;
@@ -764,7 +917,20 @@ impl Model for ElectionModel {
                 let terms: BTreeSet<Term> = s.ghost.leaders.iter().map(|&(t, _)| t).collect();
                 terms.len() >= 2
             }),
+            Property::sometimes(LEADER_ON_NOTICE, |_, s: &ElectionState| s.ghost.leader_on_notice),
         ]
+    }
+}
+
+/// Node `id` dies: it is down until revived, and a spy's notice about its
+/// incarnation sets out to every other node.
+fn kill(state: &mut ElectionState, id: NodeId) {
+    let i = index(id);
+    state.kills += 1;
+    state.nodes[i].down = true;
+    let incarnation = state.nodes[i].incarnation;
+    for to in voters().into_iter().filter(|&to| to != id) {
+        state.notices.insert(Notice { about: id, incarnation, to });
     }
 }
 
@@ -788,14 +954,20 @@ pub const CONTESTED_TERM: &str = "two candidates stand in one term";
 pub const RIVAL_CANDIDATES: &str = "two nodes are candidates at once";
 /// Reachability: leaders are elected in two different terms.
 pub const LEADERS_IN_TWO_TERMS: &str = "leaders are elected in two terms";
+/// Reachability: after a node died, a leader is elected on the death notice
+/// a spy sent, no node's timer having fired in the exploration (so nobody
+/// stood on a timeout): only checks with deaths ([`Bounds::kills`]) that
+/// start from an elected leader with a fresh clock budget
+/// ([`ElectionModel::resuming_after`]) can reach it.
+pub const LEADER_ON_NOTICE: &str = "a leader is elected on a death notice, no timer fired";
 
 /// The safety properties, whose discovery is a counterexample.
 pub const SAFETY_PROPERTIES: [&str; 4] =
     [ONE_LEADER_PER_TERM, ONE_VOTE_PER_TERM, TERMS_NEVER_DECREASE, CORE_ASSERTIONS_HOLD];
 
 /// The reachability properties, whose discovery is an example.
-pub const REACHABILITY_PROPERTIES: [&str; 4] =
-    [LEADER_ELECTED, CONTESTED_TERM, RIVAL_CANDIDATES, LEADERS_IN_TWO_TERMS];
+pub const REACHABILITY_PROPERTIES: [&str; 5] =
+    [LEADER_ELECTED, CONTESTED_TERM, RIVAL_CANDIDATES, LEADERS_IN_TWO_TERMS, LEADER_ON_NOTICE];
 
 /// Adds `vote` to the ghost's votes, copying the ghost only if it is new.
 fn record_vote(ghost: &mut Arc<Ghost>, vote: (NodeId, Term, NodeId)) {
@@ -871,6 +1043,34 @@ mod tests {
         }
         assert!(s.ghost.leaders.contains(&(Term(1), NodeId(1))), "{:?}\n{:#?}", s.ghost, s.network);
         assert_eq!(s.nodes[0].durable, HardState { term: Term(1), voted_for: Some(NodeId(1)) });
+    }
+
+    #[test]
+    fn a_notice_about_a_node_that_came_back_is_dropped() {
+        let bounds = Bounds { kills: 1, ..Bounds::QUICK };
+        let model = ElectionModel::new(bounds, Durability::Faithful).exact();
+        let mut s = model.init_states().remove(0);
+        s = model.next_state(&s, Action::Kill(NodeId(1))).expect("a death");
+        assert!(s.nodes[0].down);
+        let to_n2 = Notice { about: NodeId(1), incarnation: 0, to: NodeId(2) };
+        let to_n3 = Notice { to: NodeId(3), ..to_n2 };
+        assert_eq!(s.notices, [to_n2, to_n3].into_iter().collect());
+        let mut enabled = Vec::new();
+        model.actions(&s, &mut enabled);
+        assert!(enabled.contains(&Action::Revive(NodeId(1))));
+        assert!(!enabled.contains(&Action::Kill(NodeId(2))), "one death in these bounds");
+        assert!(!enabled.iter().any(|a| matches!(a, Action::Timeout(NodeId(1)))), "{enabled:?}");
+        // Told while the node is down: the core takes the notice.
+        let told = model.next_state(&s, Action::Notify(to_n2)).expect("a notice");
+        assert!(told.ghost.notice_taken);
+        assert_eq!(told.nodes[1].elector.counters().death_notices, 1);
+        // Told after it came back (a new incarnation): the driver drops it.
+        s = model.next_state(&s, Action::Revive(NodeId(1))).expect("a revival");
+        assert_eq!((s.nodes[0].down, s.nodes[0].incarnation), (false, 1));
+        let dropped = model.next_state(&s, Action::Notify(to_n3)).expect("a delivery");
+        assert!(!dropped.ghost.notice_taken);
+        assert_eq!(dropped.nodes[2].elector.counters().death_notices, 0);
+        assert_eq!(dropped.notices, [to_n2].into_iter().collect());
     }
 
     #[test]

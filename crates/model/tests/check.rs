@@ -6,8 +6,12 @@
 
 use std::sync::OnceLock;
 use tenure_core::{ProtocolKind, Term};
-use tenure_model::check::{check, contested_prefix, elected_model, hunt, CheckReport, Start};
-use tenure_model::model::{LEADER_ELECTED, ONE_VOTE_PER_TERM, TERMS_NEVER_DECREASE};
+use tenure_model::check::{
+    check, contested_prefix, elected_model, hunt, spy_model, CheckReport, Start,
+};
+use tenure_model::model::{
+    LEADER_ELECTED, LEADER_ON_NOTICE, ONE_VOTE_PER_TERM, TERMS_NEVER_DECREASE,
+};
 use tenure_model::{Action, Bounds, Durability, ElectionModel};
 
 /// Checker threads for tests (the machine's two cores are shared).
@@ -87,6 +91,11 @@ macro_rules! protocol_checks {
             #[test]
             fn a_term_lost_on_restart_is_caught() {
                 super::a_term_lost_on_restart_is_caught($protocol);
+            }
+
+            #[test]
+            fn failover_on_death_notices_is_safe_and_reached() {
+                super::failover_on_death_notices_is_safe_and_reached($protocol);
             }
         }
     };
@@ -197,4 +206,30 @@ fn a_term_lost_on_restart_is_caught(protocol: ProtocolKind) {
     assert!(now < highest, "{node:?}: {highest:?} -> {now:?}");
     assert_eq!(path.clone().into_actions().last(), Some(&Action::Restart(node)));
     assert!(highest >= Term(1));
+}
+
+/// Death notices (issue 15): from an elected leader, a node may die and a
+/// spy report it to each other node (stale notices, about a node revived
+/// since, dropped by the driver). Every safety property holds, and a leader
+/// is elected on the notices with no timer fired since the death
+/// (`LEADER_ON_NOTICE`). The same bounds with spies that never speak never
+/// reach that witness: only the notices can elect without a timer.
+fn failover_on_death_notices_is_safe_and_reached(protocol: ProtocolKind) {
+    let bounds = Bounds::spy_quick(protocol);
+    let spied = || spy_model(protocol, bounds, Durability::Faithful).expect("an elected leader");
+    let report = check(spied(), THREADS);
+    println!("{protocol}: with a spy: {}", summary(&report));
+    assert!(report.complete, "{}", summary(&report));
+    assert!(report.violated().is_empty(), "{}", summary(&report));
+    assert_eq!(report.missed(protocol, Start::Spy), Vec::<&str>::new(), "{}", summary(&report));
+    let path = &report.discoveries[LEADER_ON_NOTICE];
+    println!("{path}");
+    let actions = path.clone().into_actions();
+    assert!(actions.iter().any(|a| matches!(a, Action::Kill(_))), "{actions:?}");
+    assert!(actions.iter().any(|a| matches!(a, Action::Notify(_))), "{actions:?}");
+
+    let report = check(spied().silent_spies(), THREADS);
+    println!("{protocol}: with a silent spy: {}", summary(&report));
+    assert!(report.complete && report.violated().is_empty(), "{}", summary(&report));
+    assert!(!report.discoveries.contains_key(LEADER_ON_NOTICE), "{}", summary(&report));
 }

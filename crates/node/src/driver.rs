@@ -371,6 +371,10 @@ impl Driver {
                 info!(node = %id, %leader, %term, successor = ?successor, "the leader resigned");
                 None
             }
+            Event::LeaderDied { leader, term } => {
+                info!(node = %id, %leader, %term, "the leader was reported dead");
+                None
+            }
             Event::Halted { reason } => {
                 // The core stopped itself rather than risk a second leader or
                 // vote: it is inert now. Stop the node so that its owner (the

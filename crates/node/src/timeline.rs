@@ -161,7 +161,9 @@ impl Timeline {
             Event::RoleChanged { role: Role::Follower, reason: Reason::QuorumLost, .. } => {
                 self.quorum_lost = true;
             }
-            Event::RoleChanged { .. } | Event::Halted { .. } => {}
+            // A death notice (not wired into the node yet) is classified as
+            // the election that follows it.
+            Event::RoleChanged { .. } | Event::LeaderDied { .. } | Event::Halted { .. } => {}
             Event::LeaderChanged { leader: None, .. } => {
                 if self.leader.take().is_some() {
                     self.lost_at = Some(now);

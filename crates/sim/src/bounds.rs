@@ -49,6 +49,30 @@ pub fn failover(b: BoundInputs<'_>) -> Duration {
     }
 }
 
+/// The failover bound after a leader crash that a spy reported on time
+/// (see [`crate::spy`]), the same for every protocol:
+/// `1 ms + max_delay + (3 * heartbeat / NOTICE_REASK_DIVISOR) * (1 + rho) / (1 - rho)
+/// + 3 * max_rtt`, where `max_delay` is half of `max_rtt`.
+///
+/// Why: the spy reports within a millisecond and its notice reaches every
+/// survivor within one network delay. The best-ranked survivor stands on
+/// its notice at once (raft: a pre-vote; Paxos: a Prepare, the poll
+/// skipped); under ranked every survivor polls on its notice and votes as
+/// soon as the claims of all survivors are in. A survivor whose notice
+/// comes after the candidate's request refuses it for its lease on the dead
+/// leader; the candidate asks again a tenth of a heartbeat later, then
+/// after as long again as its round has run, so at most three tenths of a
+/// heartbeat (local time) after the last notice arrived. Then two exchanges
+/// (pre-vote and vote; ELECT and VOTE; Prepare and Accept) and the new
+/// leader's first heartbeat, which makes it stable: at most three round
+/// trips, fsync included. It does not depend on the election timeout.
+pub fn notice_failover(b: BoundInputs<'_>) -> Duration {
+    let reask = u128::from(3 * u64::try_from(b.cfg.heartbeat_interval.as_nanos()).unwrap_or(0))
+        / u128::from(tenure_core::NOTICE_REASK_DIVISOR);
+    let delay = b.max_rtt_ns / 2;
+    Duration::from_nanos(1_000_000 + delay + b.drift_factor(reask) + 3 * b.max_rtt_ns)
+}
+
 /// Raft: `(2 * election_timeout + (voters + 2) * stagger) * (1 + rho) / (1 - rho)
 /// + 10 * max_rtt`.
 ///

@@ -8,7 +8,8 @@ use crate::forger::{
 };
 use crate::params::Params;
 use crate::report::Report;
-use crate::scenario::{self, ForgerUse, Scenario, WorkloadUse, SCENARIOS};
+use crate::scenario::{self, ForgerUse, Scenario, SpyUse, WorkloadUse, SCENARIOS};
+use crate::spy::{SpyChoice, SpyStats};
 use crate::stats::{Aggregate, ElectStats, Percentiles, WorkloadStats};
 use crate::workload::WorkloadSpec;
 use serde::Serialize;
@@ -74,6 +75,13 @@ pub struct SimArgs {
     /// overlapping holders, fencing tokens and starved candidates.
     #[arg(long, value_name = "WORKLOAD")]
     pub workload: Option<WorkloadSpec>,
+    /// Spies that report crashed nodes dead (death notices), for `spy`
+    /// (faulty unless given), `random` (faulty in half of the seeds unless
+    /// given), `kv` and `elect` (off unless given): `reliable` (every crash
+    /// reported on time), `faulty` (on time, late, twice or never, equally
+    /// likely) or `off`.
+    #[arg(long, value_name = "SPIES")]
+    pub spies: Option<SpyChoice>,
 }
 
 /// Subcommands of `tenure sim`.
@@ -107,6 +115,8 @@ struct JsonReport {
     elections: u64,
     split_votes: u64,
     failover_ms: Percentiles,
+    /// Failovers after a leader crash that a spy reported on time.
+    failover_on_notice_ms: Percentiles,
     messages_per_failover: f64,
     post_heal_flaps: u64,
     /// What the forger did, when one ran.
@@ -118,6 +128,9 @@ struct JsonReport {
     /// What the application elections did, when they ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     app_elections: Option<ElectStats>,
+    /// What the spies did, when they watched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spies: Option<SpyStats>,
     sim_seconds: f64,
     wall_seconds: f64,
     sim_seconds_per_wall_second: f64,
@@ -216,6 +229,13 @@ pub fn run(args: SimArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    params.spies = match spies_for(&args, scenario) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let check = params.sim_config(scenario.nodes(&params));
     if let Err(e) = check.core_config(tenure_core::NodeId(1)).validate_for(args.protocol) {
         eprintln!("invalid timing: {e}");
@@ -278,6 +298,17 @@ fn workload_for(args: &SimArgs, scenario: &Scenario) -> Result<Option<WorkloadSp
             .into());
     }
     Ok(Some(spec))
+}
+
+/// The spies a run of `scenario` gets from `args`, or why it cannot have them.
+fn spies_for(args: &SimArgs, scenario: &Scenario) -> Result<SpyChoice, String> {
+    match (scenario.spies, args.spies) {
+        (SpyUse::Never, Some(SpyChoice::On(_))) => Err(format!(
+            "scenario {} runs no spies; --spies goes with spy, random, kv or elect",
+            scenario.name
+        )),
+        (_, choice) => Ok(choice.unwrap_or_default()),
+    }
 }
 
 /// Runs `args.seeds` runs of `scenario` from `start_seed`, printing one line per
@@ -348,11 +379,13 @@ fn run_seeds(
         elections: agg.elections,
         split_votes: agg.split_votes,
         failover_ms: Percentiles::of_ns(&agg.failovers_ns),
+        failover_on_notice_ms: Percentiles::of_ns(&agg.failovers_on_notice_ns),
         messages_per_failover: agg.messages_per_failover(),
         post_heal_flaps: agg.post_heal_flaps,
         forger: params.forger.as_ref().map(|spec| ForgerReport::new(spec, &agg.forged)),
         workload: agg.workload.clone(),
         app_elections: agg.elect,
+        spies: agg.spy,
         sim_seconds: sim_s,
         wall_seconds: wall_s,
         sim_seconds_per_wall_second: if wall_s > 0.0 { sim_s / wall_s } else { 0.0 },
@@ -389,6 +422,27 @@ fn print_elections(e: &ElectStats) {
     );
 }
 
+/// The spies' line of the summary.
+fn print_spies(s: &SpyStats, fast: &Percentiles) {
+    println!(
+        "spies in {} runs: crashes reported {} on time, {} late, {} twice, {} never; \
+         {} notices arrived, {} given to a core, {} stale (dropped: the node had restarted); \
+         failover after an on-time notice p50 {:.0} ms p99 {:.0} ms max {:.0} ms ({} samples)",
+        s.runs,
+        s.on_time,
+        s.late,
+        s.duplicated,
+        s.lost,
+        s.notices_arrived,
+        s.notices_delivered,
+        s.notices_stale,
+        fast.p50,
+        fast.p99,
+        fast.max,
+        fast.samples
+    );
+}
+
 /// The exact command that replays one run.
 fn replay_command(args: &SimArgs, r: &Report) -> String {
     let mut cmd = format!(
@@ -406,6 +460,9 @@ fn replay_command(args: &SimArgs, r: &Report) -> String {
     }
     if let Some(w) = &args.workload {
         cmd.push_str(&format!(" --workload {w}"));
+    }
+    if let Some(s) = &args.spies {
+        cmd.push_str(&format!(" --spies {s}"));
     }
     cmd
 }
@@ -499,6 +556,9 @@ fn print_summary(o: &JsonReport) {
     }
     if let Some(e) = &o.app_elections {
         print_elections(e);
+    }
+    if let Some(s) = &o.spies {
+        print_spies(s, &o.failover_on_notice_ms);
     }
     println!(
         "{:.0} simulated seconds in {:.2} wall seconds: {:.0} simulated seconds per wall second",

@@ -50,6 +50,46 @@ impl Expect {
         got
     }
 
+    /// Crashes the stable `leader` and expects another stable leader: within
+    /// the failover bound ([`Sim::failover_bound`]), or, when a spy reported
+    /// the crash on time, within the bound of a failover on a death notice
+    /// ([`Sim::notice_failover_bound`]), well under the election timeout,
+    /// and after one candidacy (the best-ranked survivor stands; nobody
+    /// else). `context` names the crash in failures. Returns the new leader
+    /// and how long the failover took.
+    pub fn failover_after_crash(
+        &mut self,
+        sim: &mut Sim,
+        leader: usize,
+        context: &str,
+    ) -> Option<(usize, Duration)> {
+        let (elections, t0) = (sim.elections_started(), sim.now_ns());
+        sim.crash(leader);
+        let spy = sim.last_spy_report().filter(|r| r.on_time());
+        let (bound, how) = match spy {
+            Some(r) => (sim.notice_failover_bound(), format!("a spy reported it {r:?}")),
+            None => (sim.failover_bound(), "no spy reported it on time".to_string()),
+        };
+        let after = format!("of {context} ({how})");
+        let (new, t) = self.stable_leader(sim, bound, &after)?;
+        let took = Duration::from_nanos(t - t0);
+        self.that(new != leader, || format!("{context}: the crashed leader still leads"));
+        self.that(took <= bound, || {
+            format!(
+                "{context}: failover took {:.0} ms, bound {:.0} ms ({how})",
+                ms(took),
+                ms(bound)
+            )
+        });
+        if spy.is_some() {
+            let rounds = sim.elections_started() - elections;
+            self.that(rounds == 1, || {
+                format!("{context}: {rounds} candidacies after an on-time death notice, not one")
+            });
+        }
+        Some((new, took))
+    }
+
     /// Expects the first stable leader of a cold start within the liveness bound.
     pub fn first_leader(&mut self, sim: &mut Sim) -> Option<usize> {
         let bound = sim.liveness_bound();

@@ -27,6 +27,13 @@ pub enum Inbound {
     Replica(NodeId, ReplicaMessage),
     /// A client's request (key-value workload).
     Client(Request),
+    /// A spy's death notice about `peer`'s incarnation `incarnation`.
+    PeerDead {
+        /// The node reported dead.
+        peer: NodeId,
+        /// Its incarnation the spy saw die.
+        incarnation: u64,
+    },
 }
 
 /// A node of the simulated cluster.

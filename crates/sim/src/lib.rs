@@ -14,6 +14,8 @@
 //! * [`params`], [`expect`], [`report`]: a run's inputs, its expected
 //!   outcomes, and what it found;
 //! * [`checker`]: the safety and liveness properties;
+//! * [`spy`]: spies that report crashed nodes dead (death notices), and
+//!   fail as real ones can;
 //! * [`cli`]: `tenure sim`;
 //! * [`compare`]: `tenure sim compare`, every protocol through every scenario;
 //! * the key-value workload (`--workload kv`, scenario `kv`): a real
@@ -48,6 +50,7 @@ pub mod params;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod spy;
 pub mod stats;
 pub mod vopr;
 pub mod workload;

@@ -2,6 +2,7 @@
 
 use crate::forger::ForgerSpec;
 use crate::runner::SimConfig;
+use crate::spy::SpyChoice;
 use crate::workload::WorkloadSpec;
 use std::time::Duration;
 use tenure_core::ProtocolKind;
@@ -29,6 +30,10 @@ pub struct Params {
     /// The key-value workload, for scenarios that take one (`random`: off
     /// unless set; `kv`: the default workload unless set).
     pub workload: Option<WorkloadSpec>,
+    /// The spies that report crashed nodes dead, for scenarios that take
+    /// them (`spy`: faulty ones by default; `random`: faulty ones in half
+    /// of the seeds by default; `kv`, `elect`: none unless set).
+    pub spies: SpyChoice,
 }
 
 impl Params {
@@ -44,6 +49,7 @@ impl Params {
             protocol: ProtocolKind::Raft,
             forger: None,
             workload: None,
+            spies: SpyChoice::Default,
         }
     }
 

@@ -11,6 +11,7 @@ use crate::clock::NodeClock;
 use crate::forger::{Forger, ForgerSpec, NodeView};
 use crate::host::{Host, Inbound, MAX_PAUSED_INBOX};
 use crate::network::{LinkParams, Network, NS_PER_MS};
+use crate::spy::{Report as SpyReport, Spies, SpySpec};
 use crate::stats::RunStats;
 use crate::workload::{Reply, Request, WorkloadSpec};
 use rand::{Rng, SeedableRng};
@@ -130,6 +131,18 @@ enum SimEvent {
     ForgerBurst {
         gen: u64,
     },
+    /// A spy reports node index `about`'s incarnation `incarnation` dead: a
+    /// notice leaves for every other node, over `about`'s links.
+    SpyReport {
+        about: usize,
+        incarnation: u64,
+    },
+    /// A spy's death notice reaches node index `to`'s driver.
+    Notice {
+        about: usize,
+        incarnation: u64,
+        to: usize,
+    },
     /// A forged frame: `msg` for node index `to`, claiming to come from
     /// `from` (a bystander, see [`crate::forger::Frame::from_bystander`]).
     Forged {
@@ -193,11 +206,15 @@ struct PendingFailover {
     elections_at: u64,
     node: usize,
     term: Term,
+    /// How a spy reported the failed leader's crash, if spies watch.
+    spy: Option<SpyReport>,
 }
 
 enum Input {
     Message(NodeId, Message),
     Timer,
+    /// A death notice about node `.0`'s incarnation `.1`.
+    PeerDead(NodeId, u64),
     Replica(NodeId, ReplicaMessage),
     Client(Request),
 }
@@ -208,6 +225,7 @@ impl From<Inbound> for Input {
             Inbound::Elector(from, m) => Input::Message(from, m),
             Inbound::Replica(from, m) => Input::Replica(from, m),
             Inbound::Client(r) => Input::Client(r),
+            Inbound::PeerDead { peer, incarnation } => Input::PeerDead(peer, incarnation),
         }
     }
 }
@@ -248,6 +266,10 @@ pub struct Sim {
     frames_forged: bool,
     /// The key-value workload, when it runs.
     kv: Option<Box<kv::KvWorld>>,
+    /// The spies that report crashes, when they watch (see [`crate::spy`]).
+    spies: Option<Spies>,
+    /// How the spies reported the latest crash.
+    last_spy_report: Option<SpyReport>,
 }
 
 impl Sim {
@@ -290,6 +312,8 @@ impl Sim {
             forger_gen: 0,
             frames_forged: false,
             kv: None,
+            spies: None,
+            last_spy_report: None,
         };
         sim.checker = Checker::new(seed, sim.hosts.len());
         if let Some(spec) = sim.cfg.workload.clone() {
@@ -433,10 +457,23 @@ impl Sim {
             SimEvent::Forged { to, from, msg, from_bystander } => {
                 self.deliver_forged(to, from, msg, from_bystander)
             }
+            SimEvent::SpyReport { about, incarnation } => self.spy_reports(about, incarnation),
+            SimEvent::Notice { about, incarnation, to } => {
+                if self.net.is_blocked(about, to) {
+                    return;
+                }
+                let peer = self.hosts[about].id;
+                self.arrive(to, Inbound::PeerDead { peer, incarnation });
+            }
         }
     }
 
     fn input(&mut self, i: usize, input: Input) {
+        if let Input::PeerDead(peer, incarnation) = input {
+            if !self.notice_is_current(peer, incarnation) {
+                return;
+            }
+        }
         let now = self.now;
         let host = &mut self.hosts[i];
         let id = host.id;
@@ -450,6 +487,7 @@ impl Sim {
             let what = match &input {
                 Input::Message(from, m) => format!("from {from:?} {m:?}"),
                 Input::Timer => "timer".to_string(),
+                Input::PeerDead(peer, k) => format!("notice: {peer:?} (incarnation {k}) is dead"),
                 Input::Replica(from, m) => format!("from {from:?} {m:?}"),
                 Input::Client(r) => format!("client {r:?}"),
             };
@@ -476,6 +514,7 @@ impl Sim {
             match input {
                 Input::Message(from, msg) => el.handle_message(local, from, msg),
                 Input::Timer => el.handle_timeout(local),
+                Input::PeerDead(peer, _) => el.handle_peer_dead(local, peer),
                 Input::Replica(..) | Input::Client(_) => unreachable!("handled above"),
             }
         } else if let Err(why) = handle_catching_panics(el, local, input) {
@@ -652,10 +691,97 @@ impl Sim {
         self.last_leader = Some(i);
         if let Some(p) = self.pending_failover.filter(|p| term > p.term) {
             self.stats.failovers_ns.push(now - p.since_ns);
+            if p.spy.is_some_and(SpyReport::on_time) {
+                self.stats.failovers_on_notice_ns.push(now - p.since_ns);
+            }
             self.stats.failover_messages.push(self.stats.messages_sent - p.messages_at);
             self.stats.failover_elections.push(self.elections_started() - p.elections_at);
             self.pending_failover = None;
         }
+    }
+
+    // ---- Spies ----
+
+    /// From now on, spies watch every crash and report it as `spec` says
+    /// (see [`crate::spy`]). Their draws come from their own generator, so
+    /// a run in which nothing crashes is the same run as without them.
+    pub fn set_spies(&mut self, spec: SpySpec) {
+        self.trace_fault(&format!("spies: {spec}"));
+        self.spies = Some(Spies::new(spec, self.seed));
+    }
+
+    /// How the spies reported the latest crash (`None` without spies or crashes).
+    pub fn last_spy_report(&self) -> Option<SpyReport> {
+        self.last_spy_report
+    }
+
+    /// What the spies did so far, if they watch.
+    pub fn spy_stats(&self) -> Option<crate::spy::SpyStats> {
+        self.spies.as_ref().map(|s| s.stats)
+    }
+
+    /// A spy that lies: reports node `i`, alive, dead to every other node
+    /// now (over the network, as a true report would go). Never done by the
+    /// spies of a run ([`Sim::set_spies`]); it exists to show what the trust
+    /// assumption buys: the checkers see the second leader a false notice
+    /// elects while the first one's lease runs.
+    pub fn lie_dead(&mut self, i: usize) {
+        self.trace_fault(&format!("a spy lies: n{} is dead", i + 1));
+        if self.spies.is_none() {
+            self.spies = Some(Spies::new(SpySpec::RELIABLE, self.seed));
+        }
+        let incarnation = self.hosts[i].incarnation;
+        self.spy_reports(i, incarnation);
+    }
+
+    /// Node `i` just crashed: its spy decides how to report it.
+    fn spy_on_crash(&mut self, i: usize) {
+        let et = dur_ns(self.cfg.election_timeout);
+        let Some(spies) = self.spies.as_mut() else { return };
+        let (report, after) = spies.on_crash(et);
+        self.last_spy_report = Some(report);
+        if let Some(p) = self.pending_failover.as_mut().filter(|p| p.node == i && p.spy.is_none()) {
+            p.spy = Some(report);
+        }
+        // The incarnation that died: `Host::restart` bumps it.
+        let incarnation = self.hosts[i].incarnation;
+        self.trace_fault(&format!("spy of n{} reports it {report:?} after {after:?} ns", i + 1));
+        for d in after {
+            self.schedule(self.now + d, SimEvent::SpyReport { about: i, incarnation });
+        }
+    }
+
+    /// A spy on node `about`'s host reports its incarnation `incarnation`
+    /// dead: a notice to every other node over the links from `about`.
+    fn spy_reports(&mut self, about: usize, incarnation: u64) {
+        let Some(spies) = self.spies.as_mut() else { return };
+        let mut notices = Vec::new();
+        for to in (0..self.hosts.len()).filter(|&to| to != about) {
+            for &d in self.net.transmit(spies.rng(), about, to).as_slice() {
+                notices.push((self.now + d, to));
+            }
+        }
+        for (at, to) in notices {
+            self.schedule(at, SimEvent::Notice { about, incarnation, to });
+        }
+    }
+
+    /// The driver's check of a death notice about `peer`'s incarnation
+    /// `incarnation`: only one about its current incarnation reaches the core
+    /// (a restarted node's old incarnation is dropped). Counted. The driver
+    /// cannot tell a dead node from a live one: a spy that reported a live
+    /// node's current incarnation would pass (see [`Sim::lie_dead`]).
+    fn notice_is_current(&mut self, peer: NodeId, incarnation: u64) -> bool {
+        let current = self.index_of(peer).is_some_and(|p| self.hosts[p].incarnation == incarnation);
+        if let Some(s) = self.spies.as_mut() {
+            s.stats.notices_arrived += 1;
+            if current {
+                s.stats.notices_delivered += 1;
+            } else {
+                s.stats.notices_stale += 1;
+            }
+        }
+        current
     }
 
     // ---- The forger ----
@@ -874,6 +1000,7 @@ impl Sim {
         if let Some(f) = &self.forger {
             self.stats.forged = f.sent.clone();
         }
+        self.stats.spy = self.spy_stats();
         self.stats.sim_ns = self.now;
         self.stats.clone()
     }
@@ -903,6 +1030,12 @@ impl Sim {
         bounds::failover(self.bound_inputs())
     }
 
+    /// The failover bound after a leader crash that a spy reported on time
+    /// (see [`crate::bounds::notice_failover`]).
+    pub fn notice_failover_bound(&self) -> Duration {
+        bounds::notice_failover(self.bound_inputs())
+    }
+
     /// How long a stable leader must stay for the liveness check to pass.
     pub fn stability_window(&self) -> Duration {
         self.hosts[0].cfg.election_timeout * 5
@@ -925,6 +1058,7 @@ impl Sim {
                 elections_at: self.elections_started(),
                 node: i,
                 term,
+                spy: None,
             });
         }
     }
@@ -938,6 +1072,7 @@ impl Sim {
         self.note_leader_failure(i);
         self.tear_log(i);
         self.hosts[i].crash(self.now);
+        self.spy_on_crash(i);
     }
 
     /// Restarts node `i` from its durable state (no-op if it is up).
@@ -1104,11 +1239,13 @@ fn handle_catching_panics(el: &mut dyn Protocol, now: Instant, input: Input) -> 
     let what = match &input {
         Input::Message(from, m) => format!("{m:?} from {from:?}"),
         Input::Timer => "its timer".to_string(),
+        Input::PeerDead(peer, _) => format!("a death notice about {peer:?}"),
         Input::Replica(..) | Input::Client(_) => unreachable!("the elector's inputs only"),
     };
     let run = std::panic::AssertUnwindSafe(|| match input {
         Input::Message(from, msg) => el.handle_message(now, from, msg),
         Input::Timer => el.handle_timeout(now),
+        Input::PeerDead(peer, _) => el.handle_peer_dead(now, peer),
         Input::Replica(..) | Input::Client(_) => {}
     });
     std::panic::catch_unwind(run).map_err(|payload| {

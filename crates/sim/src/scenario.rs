@@ -34,7 +34,21 @@ pub struct Scenario {
     pub forger: ForgerUse,
     /// Whether the scenario runs the key-value workload ([`crate::workload`]).
     pub workload: WorkloadUse,
+    /// Whether spies report crashed nodes dead ([`crate::spy`]).
+    pub spies: SpyUse,
     run: fn(&Params) -> Report,
+}
+
+/// Whether a scenario runs spies that report crashed nodes dead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpyUse {
+    /// Never: the scenario states outcomes of timeout-driven failovers.
+    Never,
+    /// As [`Params::spies`] says (`random`: in half of the seeds unless set;
+    /// `kv`, `elect`: none unless set).
+    Optional,
+    /// Always (`spy`: faulty spies unless [`Params::spies`] says otherwise).
+    Always,
 }
 
 /// Whether a scenario runs the key-value workload.
@@ -94,6 +108,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: non_sticky_leader,
     },
     Scenario {
@@ -103,6 +118,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: leader_ping_pong,
     },
     Scenario {
@@ -112,6 +128,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: one_link_failure,
     },
     Scenario {
@@ -121,6 +138,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: leader_crash,
     },
     Scenario {
@@ -130,6 +148,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: leader_pause,
     },
     Scenario {
@@ -139,6 +158,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: cold_start,
     },
     Scenario {
@@ -148,6 +168,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: rolling_restart,
     },
     Scenario {
@@ -157,6 +178,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: minority_partition,
     },
     Scenario {
@@ -166,6 +188,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: flaky_network,
     },
     Scenario {
@@ -175,6 +198,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: asymmetric_partition,
     },
     Scenario {
@@ -184,6 +208,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: restart_amnesia,
     },
     Scenario {
@@ -196,7 +221,18 @@ pub const SCENARIOS: &[Scenario] = &[
         )],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: candidate_pause,
+    },
+    Scenario {
+        name: "spy",
+        description: "crash the leader four times with spies that report it dead (on time, late, twice or never, about a dead or a restarted incarnation): with an on-time notice a new leader in one round well under the election timeout, else within the failover bound; no extra leader from late or duplicated notices",
+        fixed_nodes: None,
+        not_promised: &[],
+        forger: ForgerUse::Never,
+        workload: WorkloadUse::Never,
+        spies: SpyUse::Always,
+        run: spy,
     },
     Scenario {
         name: "random",
@@ -205,6 +241,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Optional,
         workload: WorkloadUse::Optional,
+        spies: SpyUse::Optional,
         run: vopr::run,
     },
     Scenario {
@@ -214,6 +251,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Always,
         workload: WorkloadUse::Never,
+        spies: SpyUse::Never,
         run: crate::hostile::run,
     },
     Scenario {
@@ -223,6 +261,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Always,
+        spies: SpyUse::Optional,
         run: vopr::run_kv,
     },
     Scenario {
@@ -232,6 +271,7 @@ pub const SCENARIOS: &[Scenario] = &[
         not_promised: &[],
         forger: ForgerUse::Never,
         workload: WorkloadUse::Always,
+        spies: SpyUse::Optional,
         run: vopr::run_elect,
     },
 ];
@@ -345,6 +385,63 @@ fn leader_crash(p: &Params) -> Report {
         let stable = sim.stable_leader();
         sim.run_for(sim.stability_window());
         e.that(sim.stable_leader() == stable, || "the new leader did not stay".into());
+    })
+}
+
+/// Leader crashes in the `spy` scenario.
+pub const SPY_ROUNDS: u32 = 4;
+
+/// Crashes the leader [`SPY_ROUNDS`] times with spies watching (faulty ones
+/// unless [`Params::spies`] says otherwise, see [`crate::spy`]). Each crash
+/// is reported on time, late, twice or never: on time, the survivors must
+/// elect a new leader in one round within the bound of a failover on a
+/// death notice (well under the election timeout); otherwise within the
+/// usual failover bound. The old leader restarts at a random time, before
+/// or after a late notice about its dead incarnation (which its peers'
+/// drivers then drop). Late and duplicated notices must elect nobody more:
+/// exactly one new leader per crash, and the last one stays.
+///
+/// Each crash comes two election timeouts after the cluster started or the
+/// old leader restarted: a node that (re)started holds an anonymous lease
+/// for one election timeout (it may have backed a leader before), which no
+/// notice releases, so a crash within it fails over only when it ends.
+fn spy(p: &Params) -> Report {
+    let mut sim = Sim::new(p.sim_config(p.nodes), p.seed);
+    if let Some(spec) = p.spies.or(Some(crate::spy::SpySpec::FAULTY)) {
+        sim.set_spies(spec);
+    }
+    from_first_leader("spy", sim, |sim, e, _| {
+        for round in 1..=SPY_ROUNDS {
+            // Any phase of the heartbeats, late notices of the last round
+            // possibly still on their way.
+            let gap = sim.rng().gen_range(0..=dur_ns(p.heartbeat) * 3);
+            sim.run_for(p.election_timeout * 2 + Duration::from_nanos(gap));
+            let Some(l) = sim.stable_leader() else {
+                e.fail(format!("round {round}: no stable leader to crash"));
+                return;
+            };
+            let log = sim.leader_log.len();
+            let context = format!("crashing the leader n{} (round {round})", l + 1);
+            if e.failover_after_crash(sim, l, &context).is_none() {
+                return;
+            }
+            // The old leader comes back, sooner or later than a late notice.
+            let back = sim.rng().gen_range(0..=dur_ns(p.election_timeout) * 3);
+            sim.run_for(Duration::from_nanos(back));
+            sim.restart(l);
+            e.that(sim.leader_log.len() == log + 1, || {
+                format!("round {round}: new leaders {:?}, not one", &sim.leader_log[log..])
+            });
+        }
+        let bound = sim.liveness_bound();
+        let Some((stable, _)) = e.stable_leader(sim, bound, "after the last restart") else {
+            return;
+        };
+        let log = sim.leader_log.len();
+        sim.run_for(sim.stability_window());
+        e.that(sim.stable_leader() == Some(stable) && sim.leader_log.len() == log, || {
+            format!("the last leader did not stay: {:?}", &sim.leader_log[log..])
+        });
     })
 }
 

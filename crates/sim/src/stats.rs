@@ -1,6 +1,7 @@
 //! Per-run statistics and their aggregate over many runs (the `--json` report).
 
 use crate::forger::ForgedCounts;
+use crate::spy::SpyStats;
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -21,6 +22,11 @@ pub struct RunStats {
     pub leader_terms: HashSet<u64>,
     /// Failover durations: from the current leader's failure to the next leader, in ns.
     pub failovers_ns: Vec<u64>,
+    /// Of those, the failovers after a leader crash that a spy reported on
+    /// time (see [`crate::spy`]), in ns.
+    pub failovers_on_notice_ns: Vec<u64>,
+    /// What the spies did, when they watched.
+    pub spy: Option<SpyStats>,
     /// Messages sent during each failover.
     pub failover_messages: Vec<u64>,
     /// Election rounds started during each failover (1 when the first round won).
@@ -220,6 +226,10 @@ pub struct Aggregate {
     pub split_votes: u64,
     /// Every failover sample.
     pub failovers_ns: Vec<u64>,
+    /// Every failover sample after an on-time death notice.
+    pub failovers_on_notice_ns: Vec<u64>,
+    /// What the spies did, summed over the runs that had them.
+    pub spy: Option<SpyStats>,
     /// Messages of every failover sample.
     pub failover_messages: Vec<u64>,
     /// Election rounds of every failover sample.
@@ -244,6 +254,10 @@ impl Aggregate {
         self.leader_changes += s.leader_changes;
         self.split_votes += s.split_votes();
         self.failovers_ns.extend_from_slice(&s.failovers_ns);
+        self.failovers_on_notice_ns.extend_from_slice(&s.failovers_on_notice_ns);
+        if let Some(spy) = &s.spy {
+            self.spy.get_or_insert_with(SpyStats::default).add(spy);
+        }
         self.failover_messages.extend_from_slice(&s.failover_messages);
         self.failover_elections.extend_from_slice(&s.failover_elections);
         self.post_heal_flaps += s.post_heal_flaps;

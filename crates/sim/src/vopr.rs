@@ -24,6 +24,7 @@ use crate::network::{LinkParams, NS_PER_MS};
 use crate::params::Params;
 use crate::report::Report;
 use crate::runner::{dur_ns, Sim};
+use crate::spy::SpySpec;
 use crate::workload::WorkloadSpec;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -83,6 +84,12 @@ fn run_named(p: &Params, name: &'static str) -> Report {
     // Fsync from instant to 5 ms, drawn from the seed like everything else.
     cfg.fsync_ns = p.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) % (5 * NS_PER_MS);
     let mut sim = Sim::new(cfg, p.seed);
+    // Spies report crashes (crate::spy): in half of the `random` seeds unless
+    // --spies says otherwise; with the workloads only when it says so.
+    let seeded = (name == "random" && crate::spy::seeded(p.seed)).then_some(SpySpec::FAULTY);
+    if let Some(spec) = p.spies.or(seeded) {
+        sim.set_spies(spec);
+    }
     sim.start_workload();
     let mut e = Expect::default();
     e.first_leader(&mut sim);

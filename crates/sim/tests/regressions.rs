@@ -85,3 +85,63 @@ fn failover_is_not_delayed_by_a_lease_about_to_expire() {
         assert!(r.passed(), "5 nodes, seed {seed}: {:#?}", r.failures);
     }
 }
+
+fn run_protocol(
+    name: &str,
+    protocol: tenure_core::ProtocolKind,
+    seed: u64,
+    nodes: usize,
+) -> Report {
+    let mut p = Params::new(seed);
+    p.nodes = nodes;
+    p.protocol = protocol;
+    scenario::find(name).unwrap_or_else(|| panic!("scenario {name} exists")).run(&p)
+}
+
+/// Death notices (issue 15), `spy` seeds of ranked at 3 nodes: the dead
+/// leader's last LEAD, still on its way, cleared from a survivor's slate the
+/// claim of a survivor that had its notice first, and the failover after an
+/// on-time notice waited for a claim that never came again (seeds 95, 933,
+/// 1421, 2227, 11756, 13519). Fixed in the core (pinned there by
+/// `a_late_lead_of_the_dead_leader_spares_a_claim_that_had_seen_it` and
+/// `a_vote_for_this_polls_claim_counts_its_voter_as_taking_part`).
+#[test]
+fn ranked_failover_on_a_notice_survives_the_dead_leaders_last_lead() {
+    for seed in [95, 933, 1421, 2227, 11756, 13519] {
+        let r = run_protocol("spy", tenure_core::ProtocolKind::Ranked, seed, 3);
+        assert!(r.passed(), "seed {seed}: {:#?} {:#?}", r.failures, r.violations);
+    }
+}
+
+/// Death notices (issue 15), `spy` seed 2183 of Paxos at 7 nodes: a late
+/// notice reached a survivor polling on its timeout while the best-ranked
+/// survivor stood on its own notice; the two candidacies failed each other
+/// and the failover overran its bound. Fixed in the core (a poller told of
+/// the leader's death drops its poll; pinned there by
+/// `a_poller_told_of_the_leaders_death_leaves_the_succession_to_the_rank_order`).
+#[test]
+fn a_late_notice_does_not_start_a_duel_with_a_poller() {
+    let r = run_protocol("spy", tenure_core::ProtocolKind::Paxos, 2183, 7);
+    assert!(r.passed(), "{:#?} {:#?}", r.failures, r.violations);
+}
+
+/// The trust assumption of death notices (issue 15): a spy that reported a
+/// live leader dead would let the others elect a second leader while the
+/// first one's lease runs. The simulator's spies never lie; this one does,
+/// and the checkers must see the overlap (so they can fail on notices).
+#[test]
+fn a_lying_spy_makes_two_leaders_and_the_checkers_see_it() {
+    use tenure_sim::runner::{Sim, SimConfig};
+    for protocol in tenure_core::ProtocolKind::ALL {
+        let mut cfg = SimConfig::new(3);
+        cfg.protocol = protocol;
+        let mut sim = Sim::new(cfg, 7);
+        let bound = sim.liveness_bound();
+        let (leader, _) = sim.wait_for_stable_leader(bound).expect("a leader");
+        sim.run_for(std::time::Duration::from_millis(2500));
+        sim.lie_dead(leader);
+        sim.run_for(std::time::Duration::from_millis(200));
+        let overlap = sim.checker.violations().iter().any(|v| v.check == Check::LeaseOverlap);
+        assert!(overlap, "{protocol}: {:?}", sim.checker.violations());
+    }
+}

@@ -89,6 +89,41 @@ fn restart_amnesia() {
 }
 
 #[test]
+fn spy() {
+    // Every crash of the leader is reported on time, late, twice or never;
+    // each outcome is asserted in the scenario. The run must have used the
+    // spies and failed over fast after on-time notices.
+    assert_all_pass("spy", &SEEDS);
+    let reports = run_scenario("spy", &SEEDS);
+    let fast: Vec<u64> =
+        reports.iter().flat_map(|r| r.stats.failovers_on_notice_ns.clone()).collect();
+    assert!(fast.len() >= SEEDS.len(), "{} failovers after an on-time notice", fast.len());
+    let p = tenure_sim::stats::Percentiles::of_ns(&fast);
+    assert!(p.max < 100.0, "failover after an on-time notice: {p:?}");
+    let stale: u64 = reports.iter().filter_map(|r| r.stats.spy).map(|s| s.notices_stale).sum();
+    assert!(stale > 0, "no notice about a restarted node's dead incarnation was dropped");
+}
+
+#[test]
+fn spy_without_spies_fails_over_on_the_timeout() {
+    // The same crashes with the spies off: the failovers take about one
+    // election timeout, which is what the notices save.
+    let s = scenario::find("spy").expect("exists");
+    for seed in [0, 1, 2] {
+        let mut p = Params::new(seed);
+        p.spies = tenure_sim::spy::SpyChoice::Off;
+        let r = s.run(&p);
+        assert!(r.passed(), "seed {seed}: {:?} {:?}", r.failures, r.violations);
+        assert!(r.stats.failovers_on_notice_ns.is_empty());
+        assert!(
+            r.stats.failovers_ns.iter().all(|&ns| ns > 500_000_000),
+            "{:?}",
+            r.stats.failovers_ns
+        );
+    }
+}
+
+#[test]
 fn restart_amnesia_and_candidate_pause_are_listed() {
     assert!(
         scenario::find("restart-amnesia").is_some() && scenario::find("candidate-pause").is_some()
@@ -135,6 +170,7 @@ fn the_scenario_list_names_every_required_scenario() {
         "minority-partition",
         "flaky-network",
         "asymmetric-partition",
+        "spy",
         "random",
     ] {
         assert!(scenario::find(name).is_some(), "{name}");

@@ -412,6 +412,26 @@ impl<P: Protocol> Cluster<P> {
         result
     }
 
+    /// Tells node `to` that node `dead` is dead, as a spy that knows would
+    /// (a death notice, [`Protocol::handle_peer_dead`]), now. Nothing happens
+    /// if `to` does not run (a notice to a crashed or paused node is lost).
+    pub fn notify_dead(&mut self, to: NodeId, dead: NodeId) {
+        if self.liveness(to) != Liveness::Up {
+            return;
+        }
+        self.input(to, Input::PeerDead { peer: dead }, |p, now| p.handle_peer_dead(now, dead));
+    }
+
+    /// Tells every running node but `dead` that `dead` is dead (see
+    /// [`Cluster::notify_dead`]): a spy reporting to every peer at once.
+    pub fn notify_dead_all(&mut self, dead: NodeId) {
+        for to in self.ids.clone() {
+            if to != dead {
+                self.notify_dead(to, dead);
+            }
+        }
+    }
+
     /// Stops node `id` gracefully (a leader cedes); it ignores later inputs.
     pub fn shutdown(&mut self, id: NodeId) {
         self.input(id, Input::Shutdown, |p, now| p.shutdown(now));

@@ -46,6 +46,9 @@
 //! * `crash NODE`, `restart NODE`, `pause NODE`, `resume NODE`,
 //!   `timeout NODE` (fire its timer now), `shutdown NODE`,
 //!   `transfer FROM TO` (prints `ok` or the refusal);
+//! * `notify-dead NODE [to=NODE]`: a death notice about `NODE`, as a spy that
+//!   knows would send it ([`crate::Protocol::handle_peer_dead`]), to one
+//!   node or to every running node but `NODE`;
 //! * `cut A B` (both ways), `cut A->B` (one way), `isolate NODE`,
 //!   `deafen NODE`, `heal` (every link), `heal A B`;
 //! * `fail-storage NODE [tell]` (writes fail; with `tell` the node is told at
@@ -529,6 +532,7 @@ fn act(
             c.resume(id);
         }
         "timeout" => c.timeout(one(args)?),
+        "notify-dead" => notify_dead(c, args)?,
         "shutdown" => c.shutdown(one(args)?),
         "isolate" => c.isolate(one(args)?),
         "deafen" => c.deafen(one(args)?),
@@ -562,6 +566,25 @@ fn act(
         }
         "elections" => result.push(format!("elections: {}", c.elections())),
         _ => return err(line, format!("unknown command {name:?}")),
+    }
+    Ok(())
+}
+
+/// `notify-dead DEAD [to=NODE]`: a death notice to one node, or to every
+/// running node but DEAD.
+fn notify_dead(c: &mut Elected, args: &mut Args) -> Result<(), ScriptError> {
+    let line = args.line;
+    let to = match args.take("to") {
+        Some(w) => Some(resolve(c, line, w, true)?),
+        None => None,
+    };
+    // The node reported dead need not be a voter: the core refuses such a
+    // notice, and a script may show it.
+    let [dead] = args.words[..] else { return err(line, "notify-dead NODE [to=NODE]") };
+    let dead = resolve(c, line, dead, false)?;
+    match to {
+        Some(to) => c.notify_dead(to, dead),
+        None => c.notify_dead_all(dead),
     }
     Ok(())
 }

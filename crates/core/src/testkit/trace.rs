@@ -61,6 +61,11 @@ pub enum Input {
     Resume,
     /// Its storage started failing every write.
     StorageFailing,
+    /// A spy that knows reported `peer` dead (a death notice).
+    PeerDead {
+        /// The node reported dead.
+        peer: NodeId,
+    },
 }
 
 /// One output as the driver handled it.
@@ -161,6 +166,7 @@ fn fmt_input(input: &Input) -> Option<String> {
         Input::Pause => "pause".to_string(),
         Input::Resume => "resume".to_string(),
         Input::StorageFailing => "storage failing".to_string(),
+        Input::PeerDead { peer } => format!("told: {peer:?} is dead"),
     })
 }
 
@@ -187,8 +193,9 @@ pub fn render(steps: &[Step], from: usize, show: &Show) -> Vec<String> {
             }
             for event in &out.events {
                 let Event::RoleChanged { role, .. } = event else {
-                    // A resignation shows as the leader change it causes.
-                    let shown = !matches!(event, Event::LeaderResigned { .. });
+                    // A resignation or a death shows as the leader change it causes.
+                    let shown =
+                        !matches!(event, Event::LeaderResigned { .. } | Event::LeaderDied { .. });
                     if visible && show.leader_changes && shown {
                         lines.push(format!("{head} {}", fmt_event(event)));
                     }
@@ -238,6 +245,9 @@ pub(crate) fn fmt_event(event: &Event) -> String {
                 term.0,
                 fmt_node(*successor)
             )
+        }
+        Event::LeaderDied { leader, term } => {
+            format!("died {} t{}", fmt_node(Some(*leader)), term.0)
         }
         Event::Halted { reason } => format!("halted: {reason}"),
     }
