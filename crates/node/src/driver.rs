@@ -213,6 +213,7 @@ impl Driver {
             was_leader,
             "a peer's incarnation is dead: {by}"
         );
+        self.input(|core, now| core.handle_peer_dead(now, peer)).await;
         was_leader
     }
 

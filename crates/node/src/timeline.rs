@@ -9,7 +9,9 @@
 //!   leader's connection closes within [`GRACEFUL_STOP_WINDOW`] of the change
 //!   (it resigned because it was stopping, then exited);
 //! - this node led and stepped down for want of a majority: **quorum lost**;
-//! - the old leader's connection is down and reconnecting is refused:
+//! - a death notice said the old leader's process died
+//!   ([`Event::LeaderDied`], docs/SPIES.md), or its connection is down and
+//!   reconnecting is refused:
 //!   **crash** (its host answers, nothing listens: the process is gone);
 //! - the old leader went silent and its host does not answer either (the
 //!   connection stays open, or reconnecting times out): **partition** (the
@@ -125,6 +127,8 @@ pub struct Timeline {
     resigned: Option<NodeId>,
     /// This node stepped down for want of a majority since the last change.
     quorum_lost: bool,
+    /// The leader a death notice reported dead since the last change.
+    died: Option<NodeId>,
     pending_stop: Option<PendingStop>,
 }
 
@@ -140,6 +144,7 @@ impl Timeline {
             lost_at: None,
             resigned: None,
             quorum_lost: false,
+            died: None,
             pending_stop: None,
         }
     }
@@ -163,7 +168,8 @@ impl Timeline {
             }
             // A death notice (not wired into the node yet) is classified as
             // the election that follows it.
-            Event::RoleChanged { .. } | Event::LeaderDied { .. } | Event::Halted { .. } => {}
+            Event::LeaderDied { leader, .. } => self.died = Some(*leader),
+            Event::RoleChanged { .. } | Event::Halted { .. } => {}
             Event::LeaderChanged { leader: None, .. } => {
                 if self.leader.take().is_some() {
                     self.lost_at = Some(now);
@@ -224,6 +230,7 @@ impl Timeline {
         self.last_leader = Some(new);
         self.resigned = None;
         self.quorum_lost = false;
+        self.died = None;
     }
 
     /// The cause of a change away from `previous`, a sentence, and (for a
@@ -247,6 +254,12 @@ impl Timeline {
         }
         if old == self.me {
             return (Cause::Election, "this node stepped down for a higher term".into(), None);
+        }
+        if self.died == Some(old) {
+            let why = format!(
+                "node {old} died: a death notice (docs/SPIES.md) said so, no timeout was waited"
+            );
+            return (Cause::Crash, why, link(old).and_then(|v| v.silent_ms));
         }
         let view = link(old);
         let silent_ms = view.and_then(|v| v.silent_ms);
@@ -442,6 +455,18 @@ mod tests {
         let c = t.changes(2_510, up);
         assert_eq!((c[1].cause, c[1].no_leader_ms), (Cause::QuorumLost, Some(1_900)));
         assert_eq!(c[2].cause, Cause::Transfer);
+    }
+
+    #[test]
+    fn a_leader_reported_dead_crashed_whatever_its_connection_says() {
+        let mut t = Timeline::new(ME, ET);
+        started(&mut t);
+        t.observe(&Event::LeaderDied { leader: NodeId(1), term: Term(1) }, at(100), 100, up);
+        t.observe(&none(1), at(100), 100, up);
+        t.observe(&leader(2, 2), at(120), 120, up);
+        let c = t.changes(120, up);
+        assert_eq!(c[1].cause, Cause::Crash);
+        assert!(c[1].detail.contains("death notice"), "{}", c[1].detail);
     }
 
     #[test]

@@ -236,8 +236,6 @@ async fn death_notices_are_checked_and_need_an_admin_token() {
 /// would send: the survivors elect a new leader well within the election
 /// timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the core's death input (Protocol::handle_peer_dead, the spy branch) \
-            connected in Driver::peer_dead; without it the failover takes the timeout"]
 async fn a_notice_after_sigkill_of_the_leader_elects_a_new_one_within_milliseconds() {
     let _serial = serial().await;
     let mut c = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
