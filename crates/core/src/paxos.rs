@@ -33,7 +33,7 @@ use crate::kind::ProtocolKind;
 pub use crate::message::paxos::{PaxosMessage, LOW_BALL};
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{Rules, Seat};
+use crate::seat::{release_lease, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
@@ -130,6 +130,12 @@ struct Lease {
     /// The ballot the lease was granted in (a promise, an accept or a Commit).
     ballot: Term,
     until: Instant,
+}
+
+impl FollowerLease for Lease {
+    fn holder(&self) -> Option<NodeId> {
+        self.holder
+    }
 }
 
 /// One node's answer to a poll.
@@ -1082,17 +1088,9 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
     }
 
     fn on_peer_dead(&mut self, now: Instant, peer: NodeId) {
-        let held = |l: Option<Lease>| l.is_some_and(|l| l.holder == Some(peer));
-        let backed = held(self.lease);
-        if backed {
-            self.lease = None;
-        }
-        if held(self.prior_lease) {
-            self.prior_lease = None;
-        }
-        if held(self.poll_hold) {
-            self.poll_hold = None;
-        }
+        let backed = release_lease(&mut self.lease, peer);
+        release_lease(&mut self.prior_lease, peer);
+        release_lease(&mut self.poll_hold, peer);
         let was_leader = self.seat.bury_leader(peer);
         if was_leader && self.seat.role == Role::PreCandidate {
             // A poll (on a timeout) for the dead leader's succession: the

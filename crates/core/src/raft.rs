@@ -7,7 +7,7 @@ use crate::config::Config;
 use crate::drift;
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{Rules, Seat};
+use crate::seat::{release_lease, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
@@ -21,6 +21,12 @@ use std::time::Duration;
 struct Lease {
     holder: Option<NodeId>,
     until: Instant,
+}
+
+impl FollowerLease for Lease {
+    fn holder(&self) -> Option<NodeId> {
+        self.holder
+    }
 }
 
 /// Whether a round asks hypothetically (pre-vote) or for real (vote).
@@ -670,17 +676,9 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
     }
 
     fn on_peer_dead(&mut self, now: Instant, peer: NodeId) {
-        let held = |l: Option<Lease>| l.is_some_and(|l| l.holder == Some(peer));
-        let backed = held(self.lease);
-        if backed {
-            self.lease = None;
-        }
-        if held(self.prior_lease) {
-            self.prior_lease = None;
-        }
-        if held(self.pre_vote_hold) {
-            self.pre_vote_hold = None;
-        }
+        let backed = release_lease(&mut self.lease, peer);
+        release_lease(&mut self.prior_lease, peer);
+        release_lease(&mut self.pre_vote_hold, peer);
         let was_leader = self.seat.bury_leader(peer);
         // The candidate this node voted for can no longer take office either.
         let candidate = backed && self.seat.leader.is_none() && self.seat.voted_for == Some(peer);

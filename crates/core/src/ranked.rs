@@ -30,7 +30,7 @@ use crate::kind::ProtocolKind;
 pub use crate::message::ranked::RankedMessage;
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{majority_value, Rules, Seat};
+use crate::seat::{majority_value, release_lease, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
@@ -97,7 +97,7 @@ struct Lease {
     until: Instant,
 }
 
-impl Lease {
+impl FollowerLease for Lease {
     fn holder(&self) -> Option<NodeId> {
         match self.support {
             Support::Anonymous => None,
@@ -1010,11 +1010,8 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
     }
 
     fn on_peer_dead(&mut self, now: Instant, peer: NodeId) {
-        let on_peer = |l: Option<Lease>| l.is_some_and(|l| l.holder() == Some(peer));
-        let backed = on_peer(self.lease);
-        if on_peer(self.prior) {
-            self.prior = None;
-        }
+        let backed = release_lease(&mut self.lease, peer);
+        release_lease(&mut self.prior, peer);
         if backed {
             // The electors bound with this node by the same lease (the
             // leader's, or the vote round's) are told too: no need to wait

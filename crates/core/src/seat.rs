@@ -40,6 +40,25 @@ pub const MAX_TERM_STEP: u64 = 1 << 32;
 /// round at most (the waits double), and none once every voter answered.
 pub const NOTICE_REASK_DIVISOR: u32 = 10;
 
+/// A follower's lease as a protocol keeps it: a promise to help elect no
+/// one but its holder until it runs out.
+pub(crate) trait FollowerLease: Copy {
+    /// Whom it backs; None for the anonymous lease of a restart (a promise
+    /// made before a crash, kept without knowing to whom).
+    fn holder(&self) -> Option<NodeId>;
+}
+
+/// Drops `lease` if `dead` holds it, and says whether it did: a death
+/// notice about a node frees the promises made to it (a dead node cannot
+/// take office, so waiting out its lease protects no one).
+pub(crate) fn release_lease<L: FollowerLease>(lease: &mut Option<L>, dead: NodeId) -> bool {
+    let held = lease.is_some_and(|l| l.holder() == Some(dead));
+    if held {
+        *lease = None;
+    }
+    held
+}
+
 /// The newest value that a majority of the voters has reached, this node
 /// counting as having reached `own`: the `quorum`-th largest of `own` and
 /// `others`. `None` while fewer than `quorum` values are known.
