@@ -496,10 +496,16 @@ fn write_record(lock: &File, slot: &[u8]) -> io::Result<()> {
     lock.sync_data()
 }
 
-/// Writes a new state file holding `slot` twice: temporary file, fsync, rename,
-/// directory fsync (the file's creation is metadata, so the full dance is needed).
+/// Writes a new state file holding `slot` twice.
 fn create(dir: &Path, slot: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(STATE_TMP_FILE);
+    create_two_slots(dir, STATE_TMP_FILE, STATE_FILE, slot)
+}
+
+/// Writes the file `name` in `dir` holding `slot` twice (the state file,
+/// the incarnation file): temporary file `tmp`, fsync, rename, directory
+/// fsync (the file's creation is metadata, so the full dance is needed).
+fn create_two_slots(dir: &Path, tmp: &str, name: &str, slot: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(tmp);
     {
         let mut f = OpenOptions::new()
             .create(true)
@@ -514,7 +520,7 @@ fn create(dir: &Path, slot: &[u8]) -> io::Result<()> {
         f.write_all(slot)?;
         f.sync_all()?;
     }
-    fs::rename(&tmp, dir.join(STATE_FILE))?;
+    fs::rename(&tmp, dir.join(name))?;
     File::open(dir)?.sync_all()
 }
 

@@ -31,7 +31,7 @@ async fn incarnations_known(c: &Cluster) {
 }
 
 fn deaths(h: &NodeHandle) -> u64 {
-    h.metrics().death_notices
+    h.metrics().counters.death_notices
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,9 @@
 //! The bytes of the state file and of the record in the lock file: decoding
 //! is pure (no file is opened here), so it can be tested and fuzzed alone.
+//! [`SlotLayout`], the checksummed slot itself, is shared with the
+//! incarnation file ([`super::incarnation`]).
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tenure_core::{HardState, NodeId, ProtocolKind, Term};
 
@@ -13,13 +16,16 @@ const MAGIC: &[u8; 8] = b"TENURE-S";
 pub const STATE_FORMAT_VERSION: u32 = 2;
 /// The earlier format this build still reads (one copy, no protocol field).
 pub(crate) const STATE_FORMAT_V1: u32 = 1;
-/// Magic, version, sequence number and body length.
-const SLOT_HEADER_LEN: usize = 8 + 4 + 8 + 4;
+/// The state file's slots (and the lock file's record): the header holds
+/// the write's sequence number.
+const STATE_SLOT: SlotLayout = SlotLayout { magic: MAGIC, file: "state", len: SLOT_LEN, extra: 8 };
 /// Magic, version and body length of a version-1 file.
 const V1_HEADER_LEN: usize = 8 + 4 + 4;
-const CRC_LEN: usize = 4;
-/// The largest body a slot holds.
-const MAX_BODY_LEN: usize = SLOT_LEN - SLOT_HEADER_LEN - CRC_LEN;
+pub(crate) const CRC_LEN: usize = 4;
+/// A slot's magic, then its format version: where the version ends.
+const VERSION_END: usize = 8 + 4;
+/// The body length field of a slot's header.
+const BODY_LEN_LEN: usize = 4;
 /// State and lock files are tiny; anything larger than this is not ours.
 pub const MAX_STATE_FILE_LEN: u64 = 4096;
 
@@ -79,25 +85,106 @@ pub struct StateFile {
     pub damaged_slot: Option<(usize, String)>,
 }
 
-/// Encodes one slot holding `record` with sequence number `seq`.
-pub(crate) fn encode_slot(seq: u64, record: &Record) -> Vec<u8> {
-    // Serializing plain integers and a string into a Vec cannot fail; the
-    // cluster id is at most 128 bytes, so the body always fits in a slot.
-    let body = postcard::to_allocvec(record).expect("state body serializes");
-    assert!(body.len() <= MAX_BODY_LEN, "state body of {} bytes does not fit a slot", body.len());
-    let mut out = Vec::with_capacity(SLOT_LEN);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&STATE_FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(&body);
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.resize(SLOT_LEN, 0);
-    out
+/// A checksummed slot of a file kept in two copies:
+///
+/// | bytes   | content                                                |
+/// |---------|--------------------------------------------------------|
+/// | 8       | magic                                                  |
+/// | 4       | format version, little endian                          |
+/// | `extra` | more header (the state file's sequence number)         |
+/// | 4       | body length `n`, little endian                         |
+/// | n       | body: postcard                                         |
+/// | 4       | CRC32 (IEEE) of everything before it, little endian    |
+/// | ...     | zeros up to `len`                                      |
+pub(crate) struct SlotLayout {
+    /// The file's magic.
+    pub(crate) magic: &'static [u8; 8],
+    /// Which file, for messages ("not a tenure {file} file").
+    pub(crate) file: &'static str,
+    /// The slot's length.
+    pub(crate) len: usize,
+    /// Header bytes between the version and the body length.
+    pub(crate) extra: usize,
 }
 
-fn le_u32(b: &[u8]) -> u32 {
+impl SlotLayout {
+    /// Magic, version, the extra header and the body length.
+    pub(crate) const fn header_len(&self) -> usize {
+        VERSION_END + self.extra + BODY_LEN_LEN
+    }
+
+    /// The largest body a slot holds.
+    const fn max_body(&self) -> usize {
+        self.len - self.header_len() - CRC_LEN
+    }
+
+    /// A slot of format `version` with the header bytes `extra`, holding
+    /// `body`. Panics if the body does not fit: the callers' records are
+    /// plain integers and a cluster id of at most 128 bytes, which always
+    /// serialize and fit.
+    pub(crate) fn encode(&self, version: u32, extra: &[u8], body: &impl Serialize) -> Vec<u8> {
+        let file = self.file;
+        let body = postcard::to_allocvec(body).expect("a slot body serializes");
+        assert_eq!(extra.len(), self.extra, "{file} slot header");
+        assert!(body.len() <= self.max_body(), "{file} body of {} bytes", body.len());
+        let mut out = Vec::with_capacity(self.len);
+        out.extend_from_slice(self.magic);
+        out.extend_from_slice(&version.to_le_bytes());
+        out.extend_from_slice(extra);
+        out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(&body);
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.resize(self.len, 0);
+        out
+    }
+
+    /// Checks one slot (exactly `len` bytes): its magic, body length and
+    /// checksum, then that its version is `version`; returns its extra
+    /// header bytes and its body.
+    pub(crate) fn open<'a>(
+        &self,
+        slot: &'a [u8],
+        version: u32,
+    ) -> Result<(&'a [u8], &'a [u8]), ParseError> {
+        let corrupt = |s: &str| ParseError::Corrupt(s.to_owned());
+        debug_assert_eq!(slot.len(), self.len);
+        if &slot[..self.magic.len()] != self.magic {
+            return Err(ParseError::Corrupt(format!("not a tenure {} file: bad magic", self.file)));
+        }
+        let header = self.header_len();
+        let len = le_u32(&slot[header - BODY_LEN_LEN..header]) as usize;
+        if len > self.max_body() {
+            return Err(corrupt("body length larger than a slot"));
+        }
+        let end = header + len;
+        if crc32fast::hash(&slot[..end]) != le_u32(&slot[end..end + CRC_LEN]) {
+            return Err(corrupt("checksum mismatch"));
+        }
+        let found = le_u32(&slot[VERSION_END - 4..VERSION_END]);
+        if found != version {
+            return Err(ParseError::Version(found));
+        }
+        Ok((&slot[VERSION_END..VERSION_END + self.extra], &slot[header..end]))
+    }
+}
+
+/// Decodes a postcard `body` that must fill its bytes exactly.
+pub(crate) fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ParseError> {
+    let (value, rest) = postcard::take_from_bytes::<T>(body)
+        .map_err(|e| ParseError::Corrupt(format!("undecodable body: {e}")))?;
+    if !rest.is_empty() {
+        return Err(ParseError::Corrupt("trailing bytes after the body".into()));
+    }
+    Ok(value)
+}
+
+/// Encodes one slot holding `record` with sequence number `seq`.
+pub(crate) fn encode_slot(seq: u64, record: &Record) -> Vec<u8> {
+    STATE_SLOT.encode(STATE_FORMAT_VERSION, &seq.to_le_bytes(), record)
+}
+
+pub(crate) fn le_u32(b: &[u8]) -> u32 {
     u32::from_le_bytes(b[..4].try_into().expect("4 bytes"))
 }
 
@@ -119,30 +206,9 @@ fn check_values(record: &Record) -> Result<(), ParseError> {
 /// Decodes one version-2 slot (exactly [`SLOT_LEN`] bytes) into its sequence
 /// number and record.
 fn decode_slot(slot: &[u8]) -> Result<(u64, Record), ParseError> {
-    let corrupt = |s: &str| ParseError::Corrupt(s.to_owned());
-    debug_assert_eq!(slot.len(), SLOT_LEN);
-    if &slot[..8] != MAGIC {
-        return Err(corrupt("not a tenure state file: bad magic"));
-    }
-    let len = le_u32(&slot[20..24]) as usize;
-    if len > MAX_BODY_LEN {
-        return Err(corrupt("body length larger than a slot"));
-    }
-    let end = SLOT_HEADER_LEN + len;
-    let stored = le_u32(&slot[end..end + CRC_LEN]);
-    if crc32fast::hash(&slot[..end]) != stored {
-        return Err(corrupt("checksum mismatch"));
-    }
-    let version = le_u32(&slot[8..12]);
-    if version != STATE_FORMAT_VERSION {
-        return Err(ParseError::Version(version));
-    }
-    let seq = u64::from_le_bytes(slot[12..20].try_into().expect("8 bytes"));
-    let (record, rest) = postcard::take_from_bytes::<Record>(&slot[SLOT_HEADER_LEN..end])
-        .map_err(|e| ParseError::Corrupt(format!("undecodable body: {e}")))?;
-    if !rest.is_empty() {
-        return Err(corrupt("trailing bytes after the body"));
-    }
+    let (seq, body) = STATE_SLOT.open(slot, STATE_FORMAT_VERSION)?;
+    let seq = u64::from_le_bytes(seq.try_into().expect("8 bytes"));
+    let record: Record = decode_body(body)?;
     check_values(&record)?;
     Ok((seq, record))
 }
@@ -224,11 +290,7 @@ fn parse_v1(bytes: &[u8]) -> Result<StateFile, ParseError> {
     if V1_HEADER_LEN + len != content.len() {
         return Err(corrupt("body length does not match the file size"));
     }
-    let (v1, rest) = postcard::take_from_bytes::<RecordV1>(&content[V1_HEADER_LEN..])
-        .map_err(|e| ParseError::Corrupt(format!("undecodable body: {e}")))?;
-    if !rest.is_empty() {
-        return Err(corrupt("trailing bytes after the body"));
-    }
+    let v1: RecordV1 = decode_body(&content[V1_HEADER_LEN..])?;
     let record = Record {
         cluster_id: v1.cluster_id,
         node_id: v1.node_id,
@@ -275,6 +337,9 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Magic, version, sequence number and body length.
+    const SLOT_HEADER_LEN: usize = STATE_SLOT.header_len();
 
     fn record() -> Record {
         Record {

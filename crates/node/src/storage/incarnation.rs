@@ -66,14 +66,13 @@
 //! number from the wall clock, as for a missing file. A file of another node
 //! or cluster, or of a newer format, is refused, with or without a reset.
 
-use super::format::ParseError;
+use super::format::{decode_body, ParseError, SlotLayout};
 use super::recovery::Identity;
-use super::{exists_regular, io_err, open_regular, read_bounded};
+use super::{create_two_slots, exists_regular, io_err, open_regular, read_bounded};
 use crate::error::StartError;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::fs;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tenure_core::NodeId;
@@ -95,11 +94,10 @@ pub const MAX_INCARNATION: u64 = 1 << 53;
 /// reads earlier is wrong, and a number taken from it could repeat one.
 pub const MIN_CLOCK_US: u64 = 1_577_836_800_000_000;
 
-const MAGIC: &[u8; 8] = b"TENURE-I";
-/// Magic, version and body length.
-const HEADER_LEN: usize = 8 + 4 + 4;
-const CRC_LEN: usize = 4;
-const MAX_BODY_LEN: usize = INCARNATION_SLOT_LEN - HEADER_LEN - CRC_LEN;
+/// The incarnation file's slots: the state file's layout without its
+/// sequence number.
+const SLOT: SlotLayout =
+    SlotLayout { magic: b"TENURE-I", file: "incarnation", len: INCARNATION_SLOT_LEN, extra: 0 };
 
 /// What one slot holds. (The field order is the postcard layout of the slot
 /// body: never reorder it.)
@@ -136,50 +134,15 @@ impl IncarnationFile {
 
 /// Encodes one slot holding `record`.
 pub(crate) fn encode_slot(record: &IncarnationRecord) -> Vec<u8> {
-    // Plain integers and a string of at most 128 bytes into a Vec: always
-    // serializes, and always fits.
-    let body = postcard::to_allocvec(record).expect("incarnation body serializes");
-    assert!(body.len() <= MAX_BODY_LEN, "incarnation body of {} bytes", body.len());
-    let mut out = Vec::with_capacity(INCARNATION_SLOT_LEN);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&INCARNATION_FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(&body);
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.resize(INCARNATION_SLOT_LEN, 0);
-    out
-}
-
-fn le_u32(b: &[u8]) -> u32 {
-    u32::from_le_bytes(b[..4].try_into().expect("4 bytes"))
+    SLOT.encode(INCARNATION_FORMAT_VERSION, &[], record)
 }
 
 /// Decodes one slot (exactly [`INCARNATION_SLOT_LEN`] bytes).
 fn decode_slot(slot: &[u8]) -> Result<IncarnationRecord, ParseError> {
-    let corrupt = |s: &str| ParseError::Corrupt(s.to_owned());
-    if &slot[..8] != MAGIC {
-        return Err(corrupt("not a tenure incarnation file: bad magic"));
-    }
-    let len = le_u32(&slot[12..16]) as usize;
-    if len > MAX_BODY_LEN {
-        return Err(corrupt("body length larger than a slot"));
-    }
-    let end = HEADER_LEN + len;
-    if crc32fast::hash(&slot[..end]) != le_u32(&slot[end..end + CRC_LEN]) {
-        return Err(corrupt("checksum mismatch"));
-    }
-    let version = le_u32(&slot[8..12]);
-    if version != INCARNATION_FORMAT_VERSION {
-        return Err(ParseError::Version(version));
-    }
-    let (record, rest) = postcard::take_from_bytes::<IncarnationRecord>(&slot[HEADER_LEN..end])
-        .map_err(|e| ParseError::Corrupt(format!("undecodable body: {e}")))?;
-    if !rest.is_empty() {
-        return Err(corrupt("trailing bytes after the body"));
-    }
+    let (_, body) = SLOT.open(slot, INCARNATION_FORMAT_VERSION)?;
+    let record: IncarnationRecord = decode_body(body)?;
     if record.node_id == NodeId(0) {
-        return Err(corrupt("node id 0 (node ids are positive)"));
+        return Err(ParseError::Corrupt("node id 0 (node ids are positive)".into()));
     }
     if record.incarnation == 0 || record.incarnation > MAX_INCARNATION {
         return Err(ParseError::Corrupt(format!(
@@ -383,7 +346,8 @@ pub(crate) fn write(dir: &Path, id: &Identity, next: &NextIncarnation) -> Result
                     .map_err(io_err(&path))?;
             }
         }
-        WriteMode::Create => create(dir, &slot).map_err(io_err(&path))?,
+        WriteMode::Create => create_two_slots(dir, INCARNATION_TMP_FILE, INCARNATION_FILE, &slot)
+            .map_err(io_err(&path))?,
     }
     match &next.reset {
         Some(why) => warn!(
@@ -400,28 +364,6 @@ pub(crate) fn write(dir: &Path, id: &Identity, next: &NextIncarnation) -> Result
         None => {}
     }
     Ok(())
-}
-
-/// Writes a new incarnation file holding `slot` twice: temporary file,
-/// fsync, rename, directory fsync.
-fn create(dir: &Path, slot: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(INCARNATION_TMP_FILE);
-    {
-        let mut f = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&tmp)?;
-        if !f.metadata()?.is_file() {
-            return Err(io::Error::other(format!("{} is not a regular file", tmp.display())));
-        }
-        f.write_all(slot)?;
-        f.write_all(slot)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, dir.join(INCARNATION_FILE))?;
-    File::open(dir)?.sync_all()
 }
 
 /// The incarnation of the process that last ran the node of data directory

@@ -1,6 +1,10 @@
 use super::*;
+use crate::storage::format::{le_u32, CRC_LEN};
 use crate::storage::{reset, DataDir, ResetOutcome, STATE_FILE};
 use tenure_core::{HardState, ProtocolKind, Term};
+
+/// Magic, version and body length.
+const HEADER_LEN: usize = SLOT.header_len();
 
 fn id() -> Identity {
     Identity { cluster_id: "c".into(), node_id: NodeId(1), protocol: ProtocolKind::Raft }
