@@ -9,7 +9,6 @@ use crate::storage::DataDir;
 use crate::sync::lock;
 use crate::timeline::{link_view, unix_ms};
 use crate::transport::Transport;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{
@@ -195,17 +194,13 @@ impl Driver {
     /// whether this node followed that peer as its leader.
     ///
     /// The one place where death notices reach the core, whichever spy gave
-    /// them. The core's input for them (`Protocol::handle_peer_dead(now,
-    /// peer)`: release this node's support for the peer and, if it was the
-    /// leader, stand at once in rank order) is being added on the `spy`
-    /// branch; once it lands, this calls
-    /// `self.input(|core, now| core.handle_peer_dead(now, notice.peer)).await`
-    /// after the count below. Until then a notice is checked, logged and
-    /// counted, and the election timeout still decides.
+    /// them: `Protocol::handle_peer_dead` releases this node's support for
+    /// the peer and, if it was the leader, stands at once in rank order. The
+    /// core counts what it accepts (`Counters::death_notices`, exported as
+    /// `tenure_death_notices_total`).
     async fn peer_dead(&mut self, notice: DeathNotice) -> bool {
         let DeathNotice { peer, incarnation, by } = notice;
         let was_leader = lock(&self.shared.core).status().leader == Some(peer);
-        self.shared.death_notices.fetch_add(1, Ordering::Relaxed);
         info!(
             node = %self.shared.config.id,
             %peer,

@@ -16,7 +16,7 @@ use crate::transport::{reconnect_cap, Inbound, Net, PeerData, Transport};
 use rand_core::{OsRng, RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tenure_core::{NodeId, Protocol, Role, Term};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -180,7 +180,6 @@ async fn start_valid(
         commands: commands_tx,
         stop: watch::Sender::new(false),
         incarnation,
-        death_notices: AtomicU64::new(0),
         core: Mutex::new(core),
         tracker: Mutex::new(LeaderTracker::default()),
         timeline: Mutex::new(Timeline::new(config.id, config.election_timeout)),
@@ -414,7 +413,6 @@ impl NodeHandle {
             messages_sent: net.stats.sent.load(Ordering::Relaxed),
             messages_received: net.stats.received.load(Ordering::Relaxed),
             frames_rejected: net.stats.rejected.load(Ordering::Relaxed),
-            death_notices: self.shared.death_notices.load(Ordering::Relaxed),
         }
     }
 

@@ -12,7 +12,6 @@ use crate::sync::lock;
 use crate::timeline::Timeline;
 use crate::transport::Net;
 use rand_pcg::Pcg64Mcg;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use tenure_core::{NodeId, Protocol};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -57,8 +56,6 @@ pub(crate) struct Shared {
     pub(crate) stop: watch::Sender<bool>,
     /// This node's incarnation (taken when the data directory was opened).
     pub(crate) incarnation: u64,
-    /// Death notices given to the core.
-    pub(crate) death_notices: AtomicU64,
 }
 
 impl Shared {

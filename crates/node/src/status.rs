@@ -116,8 +116,4 @@ pub struct NodeMetrics {
     /// Frames or handshakes refused: malformed, oversized, wrong cluster, unknown
     /// or own node id, unsupported version.
     pub frames_rejected: u64,
-    /// Death notices given to the election core: a peer's incarnation known
-    /// dead by its next incarnation's handshake or by an accepted external
-    /// notice ([`crate::NodeHandle::notify_dead`]).
-    pub death_notices: u64,
 }

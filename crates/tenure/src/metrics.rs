@@ -9,6 +9,7 @@
 //! histogram and its count of writes with an unknown outcome, measured by
 //! the handlers.
 
+use crate::http::status::replication;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
@@ -317,7 +318,7 @@ fn register_state(r: &mut Registry, node: &NodeHandle) {
 /// The election's counters: leader changes and the core's counters.
 fn register_election_counters(r: &mut Registry, m: &NodeMetrics) {
     let c = &m.counters;
-    let counters: [(&str, &str, u64); 9] = [
+    let counters: [(&str, &str, u64); 10] = [
         (
             "leader_changes",
             "Times the known leader changed (to another node or to none)",
@@ -344,6 +345,12 @@ fn register_election_counters(r: &mut Registry, m: &NodeMetrics) {
              acknowledgement of nothing sent, resignation from a non-leader, unasked transfer)",
             c.messages_refused,
         ),
+        (
+            "death_notices",
+            "Death notices the election core accepted about another voter (its next incarnation \
+             connected, or an accepted POST /v1/peers/{id}/dead)",
+            c.death_notices,
+        ),
     ];
     for (name, help, value) in counters {
         r.register(name, help, ConstCounter::new(value));
@@ -367,12 +374,6 @@ fn register_transport(r: &mut Registry, m: &NodeMetrics) {
         "Frames or handshakes refused (malformed, oversized, wrong cluster, unknown id)",
         ConstCounter::new(m.frames_rejected),
     );
-    r.register(
-        "death_notices",
-        "Death notices given to the election core (a peer's next incarnation connected, or an \
-         accepted POST /v1/peers/{id}/dead)",
-        ConstCounter::new(m.death_notices),
-    );
     let rtt = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
     for (peer, value) in &m.peer_rtt_ms {
         if let Some(ms) = value {
@@ -385,13 +386,13 @@ fn register_transport(r: &mut Registry, m: &NodeMetrics) {
 /// The replicated log: its indexes, the store's revision, the followers'
 /// progress (on the leader), the last snapshot and the log task's counters.
 fn register_log(r: &mut Registry, kv: &Replicated<Store>) {
-    let status = kv.status();
-    let revision = kv.read_stale(Store::revision).0;
+    // The same figures as `/v1/status` shows, from the same function.
+    let log = replication(kv);
     let gauges: [(&str, &str, u64); 5] = [
-        ("log_last_index", "Index of the last entry of this node's log", status.last.index),
-        ("log_commit_index", "Highest log index this node knows to be committed", status.commit),
-        ("log_applied_index", "Highest log index applied to this node's store", status.applied),
-        ("kv_revision", "The store's revision as applied on this node", revision),
+        ("log_last_index", "Index of the last entry of this node's log", log.last_index),
+        ("log_commit_index", "Highest log index this node knows to be committed", log.commit_index),
+        ("log_applied_index", "Highest log index applied to this node's store", log.applied_index),
+        ("kv_revision", "The store's revision as applied on this node", log.revision),
         (
             "log_snapshot_bytes",
             "Size of the last snapshot this node wrote",
@@ -403,10 +404,10 @@ fn register_log(r: &mut Registry, kv: &Replicated<Store>) {
     }
     let matched = Family::<Vec<(String, String)>, Gauge>::default();
     let lag = Family::<Vec<(String, String)>, Gauge>::default();
-    for (follower, index) in &status.followers {
-        let label = vec![("follower".to_string(), follower.0.to_string())];
-        matched.get_or_create(&label).set(clamp(*index));
-        lag.get_or_create(&label).set(clamp(status.last.index.saturating_sub(*index)));
+    for f in &log.followers {
+        let label = vec![("follower".to_string(), f.id.to_string())];
+        matched.get_or_create(&label).set(clamp(f.match_index));
+        lag.get_or_create(&label).set(clamp(f.lag_entries));
     }
     r.register(
         "log_follower_match_index",

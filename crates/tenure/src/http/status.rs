@@ -64,8 +64,10 @@ fn add_http_addresses(body: &mut StatusBody, cluster: &ClusterLinks) {
     }
 }
 
-/// The replicated log as this node holds it.
-fn replication(kv: &Replicated<Store>) -> ReplicationBody {
+/// The replicated log as this node holds it, with each follower's lag (on
+/// the leader): what `/v1/status` shows and the log gauges of `/metrics`
+/// export.
+pub(crate) fn replication(kv: &Replicated<Store>) -> ReplicationBody {
     let s = kv.status();
     ReplicationBody {
         last_index: s.last.index,
