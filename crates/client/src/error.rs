@@ -156,6 +156,20 @@ impl fmt::Display for Message {
 
 impl std::error::Error for Message {}
 
+/// `e` and each of its sources, joined by ": ". A [`NoAnswer`] alone says
+/// "unreachable"; its sources say whether the server was down, slow, or
+/// answered something that is not HTTP or too long, for messages that are
+/// not printed through `anyhow`'s `{:#}`.
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
 /// Why a session ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loss {

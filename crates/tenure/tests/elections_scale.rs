@@ -19,6 +19,7 @@ use hyper::Method;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tenure_client::error::with_causes;
 use tenure_client::{parse_endpoints, Client, ClientOptions, Cluster, Election, Session};
 
 const NODES: usize = 3;
@@ -82,7 +83,7 @@ impl Scale {
             .buffer_unordered(IN_FLIGHT)
             .try_collect::<Vec<()>>()
             .await
-            .unwrap_or_else(|e| panic!("campaign of rank {rank}: {}", chain(&e)));
+            .unwrap_or_else(|e| panic!("campaign of rank {rank}: {}", with_causes(&e)));
         for slot in slots {
             self.queues[slot % ELECTIONS].push_back(slot);
         }
@@ -102,7 +103,7 @@ impl Scale {
             .try_collect::<Vec<()>>()
             .await
             .unwrap_or_else(|e| {
-                panic!("round {round}, a leader's resign and campaign: {}", chain(&e))
+                panic!("round {round}, a leader's resign and campaign: {}", with_causes(&e))
             });
         for q in &mut self.queues {
             q.rotate_left(1);
@@ -128,7 +129,7 @@ impl Scale {
             .buffer_unordered(IN_FLIGHT)
             .try_collect()
             .await
-            .unwrap_or_else(|e| panic!("round {round}, replacing sessions: {}", chain(&e)));
+            .unwrap_or_else(|e| panic!("round {round}, replacing sessions: {}", with_causes(&e)));
         for (slot, session) in new {
             self.sessions[slot] = Some(session);
             let q = &mut self.queues[slot % ELECTIONS];
@@ -182,17 +183,6 @@ async fn list(c: &TestCluster, node: usize) -> serde_json::Value {
     panic!("node {} did not answer {path}\n{}", node + 1, c.logs())
 }
 
-/// An error with its sources.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    text
-}
-
 /// Every server's RSS, KiB.
 fn rss(c: &TestCluster) -> Vec<u64> {
     (0..NODES).map(|i| c.rss_kib(i)).collect()
@@ -231,7 +221,7 @@ async fn a_thousand_sessions_in_a_hundred_elections_churn_in_bounded_memory() {
         .buffered(IN_FLIGHT)
         .try_collect()
         .await
-        .unwrap_or_else(|e| panic!("granting the sessions: {}", chain(&e)));
+        .unwrap_or_else(|e| panic!("granting the sessions: {}", with_causes(&e)));
     let granted = started.elapsed();
     let elections = (0..ELECTIONS)
         .map(|e| Election::new(cluster.clone(), &format!("scale-{e}")).unwrap())

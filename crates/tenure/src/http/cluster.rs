@@ -7,7 +7,11 @@
 //! the caller's own `Authorization` header: a caller reads no more through
 //! this node than it could read from the other nodes itself, and the nodes
 //! must share their API tokens for it to work (a refusal is reported as the
-//! node's error). It only ever asks the configured addresses.
+//! node's error). It only ever asks the configured addresses. An answer
+//! that is not that node's status (not HTTP, not JSON, over the client's
+//! size limit, another node's id), or none within the timeout, is reported
+//! as the node's error with its cause, never as its status
+//! (`tests/cluster_view.rs` runs such peers).
 
 use super::state::{AppState, ClusterLinks};
 use super::status::node_status;
@@ -17,6 +21,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::Json;
 use futures_util::future::join_all;
 use std::time::Duration;
+use tenure_client::error::with_causes;
 use tenure_core::NodeId;
 use tenure_node::timeline::unix_ms;
 
@@ -78,7 +83,8 @@ async fn peer_status(
             Err(e) => (None, Some(format!("{address} answered an unreadable status: {e}"))),
         },
         Ok(a) => (None, Some(format!("{address} answered HTTP {}", a.status))),
-        Err(e) => (None, Some(e.to_string())),
+        // With its causes: "unreachable" alone does not say why.
+        Err(e) => (None, Some(with_causes(&e))),
     };
     ClusterNodeBody { id: id.0, http_address: Some(address), status, error }
 }
