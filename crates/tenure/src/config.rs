@@ -165,6 +165,18 @@ pub struct ServerArgs {
     /// majority of the other nodes report.
     #[arg(long, value_name = "N", requires = "reset_state")]
     pub reset_term: Option<u64>,
+    /// Run the node as a child process and watch it: when it dies (crash, kill -9, OOM), tell
+    /// the other nodes at once (POST /v1/peers/{id}/dead to their --peer-http addresses), so
+    /// that they elect a new leader in milliseconds instead of after the election timeout;
+    /// then start it again (at once after a run of 10 s or more, else after a pause growing
+    /// from 100 ms to 10 s). SIGTERM and SIGINT are passed on to the node. See docs/SPIES.md.
+    /// (No config-file key: the child reads the same file.)
+    #[arg(long, conflicts_with_all = ["store", "reset_state"])]
+    pub supervised: bool,
+    /// With --supervised: file holding an API token of role admin, sent with the death
+    /// notices (not needed with --insecure-open-api).
+    #[arg(long, value_name = "FILE", requires = "supervised")]
+    pub notify_token_file: Option<PathBuf>,
     /// `--store` and its flags: leadership from a store instead.
     #[command(flatten)]
     pub store_mode: StoreArgs,

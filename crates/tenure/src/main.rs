@@ -20,6 +20,7 @@ mod run_cli;
 mod server_command;
 mod store_settings;
 mod store_url;
+mod supervise;
 mod tokens;
 
 // The JSON bodies, shared with the library (the server writes them, the

@@ -64,9 +64,12 @@ pub struct NotifyDeadArgs {
 }
 
 /// What one endpoint answered.
-enum Answered {
+pub(crate) enum Answered {
+    /// It took the notice.
     Accepted(DeadNoticeBody),
+    /// It answered with an error: final.
     Refused { status: u16, error: String, current: Option<u64> },
+    /// No answer (or one that could not be read).
     Failed(anyhow::Error),
 }
 
@@ -142,7 +145,7 @@ fn incarnation(args: &NotifyDeadArgs) -> anyhow::Result<u64> {
 }
 
 /// Sends the notice to one endpoint.
-async fn ask(client: &Client, endpoint: &str, node: u64, incarnation: u64) -> Answered {
+pub(crate) async fn ask(client: &Client, endpoint: &str, node: u64, incarnation: u64) -> Answered {
     let path = format!("/v1/peers/{node}/dead");
     let body = serde_json::json!({ "incarnation": incarnation });
     match client.post::<DeadNoticeBody>(endpoint, &path, &body).await {

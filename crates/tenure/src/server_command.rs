@@ -4,7 +4,8 @@
 use crate::config::ServerArgs;
 use crate::logging;
 use crate::store_url;
-use anyhow::Context;
+use crate::supervise::{self, Supervision};
+use anyhow::{bail, Context};
 use std::future::Future;
 use std::net::TcpListener;
 use std::process::ExitCode;
@@ -20,10 +21,22 @@ use tracing::{info, warn};
 /// Runs the server; returns when it has shut down.
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     if args.store_led()? {
+        if args.supervised {
+            bail!("--supervised: a server with --store has no node of its own to supervise");
+        }
         return run_store_led(args).await;
     }
     let settings = args.resolve()?;
     logging::init(settings.log_format);
+    if args.supervised {
+        // Everything the node would refuse is refused here, before any child.
+        let supervision = Supervision::new(&args, &settings)?;
+        if let Security::MutualTls(files) = &settings.node.security {
+            TlsIdentity::load(files, &settings.node.cluster_id, settings.node.id)?;
+        }
+        return supervise::run(supervision).await;
+    }
+    supervise::bind_to_supervisor()?;
     // The TLS files are checked before anything is bound: a certificate that
     // cannot work takes no port (the node reads them again when it starts).
     if let Security::MutualTls(files) = &settings.node.security {

@@ -137,6 +137,11 @@ async fn every_restart_raises_the_incarnation_and_the_peers_learn_it() {
         eprintln!("after {how}: node {id} runs incarnation {now}");
         last = now;
     }
+    // `tenure status` shows it in the node's row, last column.
+    let out = cli(&c, &["status", "--endpoints", &endpoints(&c, &all())]);
+    let table = text(&out);
+    let row = table.lines().find(|l| l.starts_with(&format!("{} ", c.endpoint(i))));
+    assert!(row.is_some_and(|r| r.ends_with(&format!("  {last}"))), "{table}");
 }
 
 /// Notices are checked against what each node saw, need an admin token,
@@ -257,4 +262,84 @@ async fn a_notice_after_sigkill_of_the_leader_elects_a_new_one_within_millisecon
     );
     let bound = Duration::from_millis(400);
     assert!(took < bound, "failover took {took:?}, bound {bound:?}\n{}", c.logs());
+}
+
+/// The pids of `pid`'s children (`/proc/<pid>/task/<pid>/children`).
+fn children(pid: u32) -> Vec<u32> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.split_whitespace().filter_map(|p| p.parse().ok()).collect()
+}
+
+/// The one node process that supervisor `supervisor` runs, once it runs.
+async fn supervised_node(supervisor: u32) -> u32 {
+    let since = Instant::now();
+    loop {
+        if let [node] = children(supervisor)[..] {
+            return node;
+        }
+        assert!(since.elapsed() < LEARN_BOUND, "supervisor {supervisor} runs no single node");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// `tenure server --supervised`: SIGKILL of the leader's node process is
+/// reported by its supervisor at once, so the survivors elect a new leader
+/// within milliseconds; the supervisor starts the node again, which rejoins
+/// under the new leader without another election; SIGTERM to the supervisor
+/// stops the node, then the supervisor, with status 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervisor_reports_its_nodes_death_and_starts_it_again() {
+    let _serial = serial().await;
+    let mut c = TestCluster::new(3, HEARTBEAT_MS, TIMEOUT_MS);
+    let token = c.token_file("admin").display().to_string();
+    for i in all() {
+        c.spawn_with(i, &["--supervised", "--notify-token-file", &token]);
+    }
+    let (leader, term) = c.wait_agreement(&all(), FIRST_ELECTION_BOUND).await;
+    incarnations_learned(&c, &all()).await;
+    let before = incarnation(&c, leader).await;
+    let supervisor = c.pid(leader).expect("running");
+    let node = supervised_node(supervisor).await;
+    let survivors: Vec<usize> = all().into_iter().filter(|&i| i != leader).collect();
+
+    let killed_at = Instant::now();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(node as i32), Signal::SIGKILL).unwrap();
+    let (new, new_term, took) =
+        c.wait_leader(&survivors, term, killed_at, Duration::from_secs(5)).await;
+    eprintln!("supervised: SIGKILL of the leader's node -> new leader after {took:?}");
+    let bound = Duration::from_millis(400);
+    assert!(took < bound, "failover took {took:?}, bound {bound:?}\n{}", c.logs());
+
+    // Restarted by its supervisor: a new incarnation, following the new leader.
+    let restarted = supervised_node(supervisor).await;
+    assert_ne!(restarted, node, "the supervisor runs a new process");
+    assert_eq!(c.wait_agreement(&all(), FIRST_ELECTION_BOUND).await, (new, new_term));
+    assert!(incarnation(&c, leader).await > before);
+    // No election follows the rejoin.
+    tokio::time::sleep(Duration::from_millis(2 * TIMEOUT_MS)).await;
+    assert_eq!(c.wait_agreement(&all(), FIRST_ELECTION_BOUND).await, (new, new_term));
+
+    // A node never outlives its supervisor: a SIGKILLed one's node stops.
+    let follower = survivors.into_iter().find(|&i| i != new).expect("two survivors");
+    let orphan = supervised_node(c.pid(follower).expect("running")).await;
+    c.crash(follower);
+    let since = Instant::now();
+    while alive(orphan) {
+        assert!(since.elapsed() < LEARN_BOUND, "node {orphan} outlived its supervisor");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    c.signal(leader, Signal::SIGTERM);
+    let status = c.wait_exit(leader, Duration::from_secs(10));
+    assert!(status.success(), "the supervisor exited with {status}\n{}", c.logs());
+    assert!(!alive(restarted), "the node outlived its supervisor");
+}
+
+/// True while process `pid` runs (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name's closing parenthesis.
+    let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+    !matches!(state, None | Some('Z') | Some('X'))
 }

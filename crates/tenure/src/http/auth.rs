@@ -417,6 +417,13 @@ impl ApiAuth {
         &self.tokens
     }
 
+    /// The role of the configured token whose secret is `token`, if any
+    /// (`tenure server --supervised` checks its notice token at start).
+    pub fn role_of(&self, token: &str) -> Option<Role> {
+        let header = format!("Bearer {}", token.trim());
+        self.authenticate(std::iter::once(header.as_bytes())).ok().map(|t| t.role)
+    }
+
     /// Admits or refuses a request for an endpoint needing `access`, given
     /// its `Authorization` headers.
     pub(crate) fn authorize<'h>(

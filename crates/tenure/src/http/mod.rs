@@ -40,12 +40,13 @@ pub(crate) mod metrics;
 mod serve;
 mod sessions;
 mod state;
-mod status;
+pub(crate) mod status;
 mod transfer;
 pub(crate) mod watch;
 mod watchers;
 
 pub use auth::{Access, ApiAuth, ApiToken, Role, TokenError, TokenSpec};
+pub use cluster::PEER_STATUS_TIMEOUT;
 pub use dead::notice as dead_notice;
 pub use elections::{campaign_command, proclaim_request, resign_command};
 pub(crate) use gate::Gate;
