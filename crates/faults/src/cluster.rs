@@ -73,6 +73,25 @@ impl Timings {
     }
 }
 
+/// Which of issue 15's spies (docs/SPIES.md) the servers run with, beyond
+/// the next incarnation that every server has: who can report a leader's
+/// death, and where a report goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Spies {
+    /// Only the next incarnation: servers started as every scenario but the
+    /// spies' own starts them (no `--peer-http`).
+    #[default]
+    NextIncarnation,
+    /// Every server also knows every node's HTTP API (`--peer-http`), where
+    /// a supervisor or an operator sends death notices.
+    PeerHttp,
+    /// [`Spies::PeerHttp`], and every server runs as `tenure server
+    /// --supervised`: a supervisor that runs the elector as its child and,
+    /// when the child dies, sends every other node a death notice (with an
+    /// `admin` token made for the run) and starts it again.
+    Supervised,
+}
+
 /// Finds the `tenure` binary: `$TENURE_BIN`, else the newest of
 /// `{$CARGO_TARGET_DIR,<workspace>/target}/{debug,release}/tenure`.
 pub fn tenure_binary() -> Result<PathBuf> {
@@ -122,16 +141,34 @@ fn random_token() -> Result<String> {
     Ok(secret.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// The file of the `admin` token a supervisor sends its death notices with.
+const ADMIN_TOKEN_FILE: &str = "admin.token";
+
 /// Writes a random `read` API token to `dir/api.token` and a random `write`
 /// token to `dir/kv.token` (mode 600), and the config file `dir/api.toml`
 /// that names them; returns (read token, write token, config file). The
 /// checker only reads, so it holds no more than the read token; the
 /// key-value clients hold the write token (they cannot move leadership).
-fn write_tokens(dir: &Path) -> Result<(String, String, PathBuf)> {
+/// With `admin`, also an `admin` token in `dir/admin.token` for the
+/// servers' supervisors (death notices need it); nothing in this process
+/// reads it.
+fn write_tokens(dir: &Path, admin: bool) -> Result<(String, String, PathBuf)> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let (read, write) = (random_token()?, random_token()?);
-    for (file, token) in [("api.token", &read), ("kv.token", &write)] {
+    let mut files = vec![("api.token", read.clone()), ("kv.token", write.clone())];
+    let mut config_text = String::from(
+        "[[api_tokens]]\nname = \"faults-checker\"\nrole = \"read\"\ntoken_file = \"api.token\"\n\n\
+         [[api_tokens]]\nname = \"faults-kv\"\nrole = \"write\"\ntoken_file = \"kv.token\"\n",
+    );
+    if admin {
+        files.push((ADMIN_TOKEN_FILE, random_token()?));
+        config_text.push_str(&format!(
+            "\n[[api_tokens]]\nname = \"faults-supervisor\"\nrole = \"admin\"\n\
+             token_file = \"{ADMIN_TOKEN_FILE}\"\n"
+        ));
+    }
+    for (file, token) in &files {
         File::options()
             .write(true)
             .create_new(true)
@@ -140,11 +177,7 @@ fn write_tokens(dir: &Path) -> Result<(String, String, PathBuf)> {
             .write_all(token.as_bytes())?;
     }
     let config = dir.join("api.toml");
-    std::fs::write(
-        &config,
-        "[[api_tokens]]\nname = \"faults-checker\"\nrole = \"read\"\ntoken_file = \"api.token\"\n\n\
-         [[api_tokens]]\nname = \"faults-kv\"\nrole = \"write\"\ntoken_file = \"kv.token\"\n",
-    )?;
+    std::fs::write(&config, config_text)?;
     Ok((read, write, config))
 }
 
@@ -173,6 +206,8 @@ pub struct Cluster {
     token: Redacted,
     /// The `write` token the servers accept (key-value clients).
     kv_token: Redacted,
+    /// The spies the servers run with.
+    spies: Spies,
     // Last: removed after the servers are dead.
     dir: tempfile::TempDir,
 }
@@ -188,7 +223,13 @@ impl Cluster {
     /// ([`Cluster::host_command`]) reach the servers over the network and can
     /// be cut off from them ([`Cluster::cut_host`]).
     pub fn start_with_hosts(n: usize, hosts: usize, timings: Timings) -> Result<Self> {
-        let mut cluster = Self::prepare(n, hosts, timings)?;
+        Self::start_with(n, hosts, timings, Spies::default())
+    }
+
+    /// As [`Cluster::start_with_hosts`], with the servers launched with
+    /// `spies`.
+    pub fn start_with(n: usize, hosts: usize, timings: Timings, spies: Spies) -> Result<Self> {
+        let mut cluster = Self::prepare(n, hosts, timings, spies)?;
         for i in 0..n {
             cluster.spawn(i)?;
         }
@@ -200,11 +241,11 @@ impl Cluster {
     /// members, [`crate::stores`]), and [`Cluster::cut_host`] still cuts an
     /// application host off from all of them.
     pub fn network_only(n: usize, hosts: usize, timings: Timings) -> Result<Self> {
-        Self::prepare(n, hosts, timings)
+        Self::prepare(n, hosts, timings, Spies::default())
     }
 
     /// The network, directory, certificates and tokens of a cluster.
-    fn prepare(n: usize, hosts: usize, timings: Timings) -> Result<Self> {
+    fn prepare(n: usize, hosts: usize, timings: Timings, spies: Spies) -> Result<Self> {
         let binary = tenure_binary()?;
         let net = Network::create(n + hosts)?;
         for i in 0..n + hosts {
@@ -231,9 +272,21 @@ impl Cluster {
             true => Some(make_certs(&binary, dir.path(), &net, n)?),
             false => None,
         };
-        let (token, kv_token, config) = write_tokens(dir.path())?;
+        let (token, kv_token, config) = write_tokens(dir.path(), spies == Spies::Supervised)?;
         let (token, kv_token) = (Redacted(token), Redacted(kv_token));
-        Ok(Cluster { servers, net, timings, binary, peers, certs, config, token, kv_token, dir })
+        Ok(Cluster {
+            servers,
+            net,
+            timings,
+            binary,
+            peers,
+            certs,
+            config,
+            token,
+            kv_token,
+            spies,
+            dir,
+        })
     }
 
     /// The API token (role `read`) every server accepts.
@@ -334,6 +387,7 @@ impl Cluster {
             .args(["--cluster-id", CLUSTER_ID])
             .args(["--protocol", &protocol()?])
             .args(self.tls_args(s.id))
+            .args(self.spy_args())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -341,6 +395,33 @@ impl Cluster {
         self.servers[i].child = Some(child);
         self.servers[i].paused = false;
         Ok(())
+    }
+
+    /// The flags of the spies the servers run with.
+    fn spy_args(&self) -> Vec<String> {
+        match self.spies {
+            Spies::NextIncarnation => Vec::new(),
+            Spies::PeerHttp => vec!["--peer-http".into(), self.peer_http()],
+            Spies::Supervised => vec![
+                "--peer-http".into(),
+                self.peer_http(),
+                "--supervised".into(),
+                "--notify-token-file".into(),
+                self.dir.path().join(ADMIN_TOKEN_FILE).display().to_string(),
+            ],
+        }
+    }
+
+    /// Every node's HTTP API as `--peer-http` takes it: `ID=HOST:PORT,...`.
+    fn peer_http(&self) -> String {
+        let pairs: Vec<String> =
+            (0..self.len()).map(|i| format!("{}={}", self.id(i), self.http_addr(i))).collect();
+        pairs.join(",")
+    }
+
+    /// The spies the servers run with.
+    pub fn spies(&self) -> Spies {
+        self.spies
     }
 
     /// The TLS flags of node `id`.
@@ -366,10 +447,63 @@ impl Cluster {
             .map_err(|e| Error::Io(std::io::Error::from_raw_os_error(e as i32)))
     }
 
-    /// SIGKILLs server `i` and reaps it.
+    /// SIGKILLs server `i` and reaps it; a supervised server's elector
+    /// too, and waits for it to die.
     pub fn kill(&mut self, i: usize) -> Result<()> {
+        let electors = match self.spies {
+            Spies::Supervised => children(self.pid(i)?),
+            _ => Vec::new(),
+        };
         self.signal(i, Signal::SIGKILL)?;
-        self.reap(i)
+        for &pid in &electors {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+        self.reap(i)?;
+        for pid in electors {
+            wait_until(|| !alive_unreaped(pid), &format!("node {}'s elector {pid} dead", i + 1))?;
+        }
+        Ok(())
+    }
+
+    /// The pid of server `i`'s process (a supervised server's supervisor).
+    fn pid(&self, i: usize) -> Result<u32> {
+        let child = self.servers[i].child.as_ref();
+        child.map(Child::id).ok_or_else(|| Error::Config(format!("node {} is not running", i + 1)))
+    }
+
+    /// The pid of node `i`'s elector: the server's process, or a supervised
+    /// server's one child.
+    pub fn elector_pid(&self, i: usize) -> Result<u32> {
+        let pid = self.pid(i)?;
+        if self.spies != Spies::Supervised {
+            return Ok(pid);
+        }
+        match children(pid)[..] {
+            [elector] => Ok(elector),
+            ref other => Err(Error::Config(format!(
+                "node {}'s supervisor {pid} has children {other:?}, not one elector",
+                i + 1
+            ))),
+        }
+    }
+
+    /// SIGKILLs node `i`'s elector and waits until it is reaped: by this
+    /// process, or by a supervised server's supervisor (which then does
+    /// what it does on a death: notices, a restart). Returns its pid.
+    pub fn kill_elector(&mut self, i: usize) -> Result<u32> {
+        let pid = self.elector_pid(i)?;
+        if self.spies != Spies::Supervised {
+            self.kill(i)?;
+            return Ok(pid);
+        }
+        kill(Pid::from_raw(pid as i32), Signal::SIGKILL)
+            .map_err(|e| Error::Io(std::io::Error::from_raw_os_error(e as i32)))?;
+        let supervisor = self.pid(i)?;
+        wait_until(
+            || !children(supervisor).contains(&pid),
+            &format!("node {}'s elector {pid} reaped by its supervisor", i + 1),
+        )?;
+        Ok(pid)
     }
 
     /// SIGKILLs every running server, all signals sent before any is
@@ -559,6 +693,44 @@ impl Cluster {
     }
 }
 
+/// The children of process `pid`, forked by any of its threads (from
+/// `/proc/<pid>/task/<tid>/children`); none if it is gone.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let lists = tasks.flatten().map(|t| std::fs::read_to_string(t.path().join("children")));
+    let mut pids: Vec<u32> = lists
+        .flat_map(|l| {
+            let l = l.unwrap_or_default();
+            l.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>()
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// True while process `pid` runs or is stopped: it exists and is not a
+/// zombie (dead, waiting for a parent that may never reap it).
+fn alive_unreaped(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // `pid (comm) S ...`: the state follows the last parenthesis.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, None | Some('Z') | Some('X'))
+}
+
+/// Polls `done` until it holds, at most [`REAP_TIMEOUT`]; `what` names it
+/// in the error.
+fn wait_until(mut done: impl FnMut() -> bool, what: &str) -> Result<()> {
+    let deadline = Instant::now() + REAP_TIMEOUT;
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(Error::Config(format!("{what}: not within {REAP_TIMEOUT:?}")));
+        }
+        std::thread::sleep(REAP_POLL);
+    }
+    Ok(())
+}
+
 /// Makes the run's CA and node certificates with `tenure cert` in
 /// `dir/certs`; each names every node's namespace address, where the checker
 /// reaches its API.
@@ -609,5 +781,24 @@ impl Drop for Cluster {
             }
         }
         // Then `net` (namespaces, bridge, rules) and `dir` drop, in field order.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_is_listed_until_reaped_and_is_dead_once_killed() {
+        let mut sleeper = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let pid = sleeper.id();
+        assert!(children(std::process::id()).contains(&pid));
+        assert!(alive_unreaped(pid));
+        kill(Pid::from_raw(pid as i32), Signal::SIGKILL).expect("a signal to our child");
+        wait_until(|| !alive_unreaped(pid), "the killed child dead").expect("it dies");
+        assert!(children(std::process::id()).contains(&pid), "a zombie is still a child");
+        sleeper.wait().expect("reaped");
+        assert!(!children(std::process::id()).contains(&pid));
+        assert!(!alive_unreaped(pid));
     }
 }

@@ -20,6 +20,7 @@ pub mod net;
 pub mod random;
 pub mod scenarios;
 pub mod skip;
+pub mod spy_scenarios;
 pub mod stores;
 
 pub use error::{Error, Result};

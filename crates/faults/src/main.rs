@@ -4,7 +4,7 @@
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use std::time::Duration;
-use tenure_faults::{kv_scenarios, random, scenarios, skip};
+use tenure_faults::{kv_scenarios, random, scenarios, skip, spy_scenarios};
 
 #[derive(Parser)]
 #[command(about = "Fault tests of tenure servers in network namespaces")]
@@ -28,7 +28,7 @@ enum Cmd {
         nodes: usize,
     },
     /// One named scenario: non-sticky-leader, leader-ping-pong,
-    /// one-link-failure, leader-crash, leader-pause,
+    /// one-link-failure, leader-crash, leader-host-down, leader-pause,
     /// minority-partition-with-leader, minority-partition-without-leader,
     /// long-isolation; the key-value store's kv-linearizable (20 s, seed 1;
     /// TENURE_FAULT_KV_SECONDS, TENURE_FAULT_SEED), kv-kill-all,
@@ -88,6 +88,7 @@ fn main() -> anyhow::Result<()> {
                     "leader-ping-pong" => scenarios::leader_ping_pong().await,
                     "one-link-failure" => scenarios::one_link_failure().await,
                     "leader-crash" => scenarios::leader_crash().await,
+                    "leader-host-down" => spy_scenarios::leader_host_down().await,
                     "leader-pause" => scenarios::leader_pause().await,
                     "minority-partition-with-leader" => scenarios::minority_partition(true).await,
                     "minority-partition-without-leader" => {

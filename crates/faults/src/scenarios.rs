@@ -5,7 +5,7 @@
 //! its reason and term).
 
 use crate::checker::{Checker, State};
-use crate::cluster::{Cluster, Timings};
+use crate::cluster::{Cluster, Spies, Timings};
 use std::time::{Duration, Instant};
 
 /// Timings of every scenario: short, to keep the suite fast, but with room
@@ -108,7 +108,18 @@ impl Run {
         hosts: usize,
         timings: Timings,
     ) -> Result<Self, String> {
-        let cluster = Cluster::start_with_hosts(n, hosts, timings)
+        Self::start_with(n, hosts, timings, Spies::default()).await
+    }
+
+    /// As [`Run::start_with_hosts`], with the servers launched with `spies`
+    /// ([`Cluster::start_with`]).
+    pub async fn start_with(
+        n: usize,
+        hosts: usize,
+        timings: Timings,
+        spies: Spies,
+    ) -> Result<Self, String> {
+        let cluster = Cluster::start_with(n, hosts, timings, spies)
             .map_err(|e| format!("cluster start: {e}"))?;
         let ids = (0..n).map(|i| cluster.id(i)).collect();
         let api = cluster.api().map_err(|e| format!("cluster start: {e}"))?;
@@ -116,11 +127,11 @@ impl Run {
         Ok(Run { checker, cluster })
     }
 
-    fn t(&self) -> Timings {
+    pub(crate) fn t(&self) -> Timings {
         self.cluster.timings()
     }
 
-    fn all(&self) -> Vec<usize> {
+    pub(crate) fn all(&self) -> Vec<usize> {
         (0..self.cluster.len()).collect()
     }
 
@@ -233,7 +244,7 @@ impl Run {
         Ok((l, term))
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.checker.state()
     }
 
@@ -264,7 +275,7 @@ fn stall_summary(s: &State) -> String {
     )
 }
 
-fn injection_failed<E: std::fmt::Display>(run: &Run) -> impl FnOnce(E) -> String + '_ {
+pub(crate) fn injection_failed<E: std::fmt::Display>(run: &Run) -> impl FnOnce(E) -> String + '_ {
     move |err| run.fail(format!("fault injection failed: {err}"))
 }
 

@@ -5,6 +5,7 @@
 
 use tenure_faults::random;
 use tenure_faults::scenarios::{self, run_test as run, Outcome};
+use tenure_faults::spy_scenarios;
 
 #[test]
 fn non_sticky_leader() {
@@ -24,6 +25,14 @@ fn one_link_failure() {
 #[test]
 fn leader_crash() {
     run("leader-crash", scenarios::leader_crash);
+}
+
+/// Issue 15: the leader's host cut off and its elector killed there, so
+/// no spy can be heard: failover still comes from the election timeout, and
+/// the late news after the heal disturbs nobody.
+#[test]
+fn leader_host_down() {
+    run("leader-host-down", spy_scenarios::leader_host_down);
 }
 
 /// Regression (failed 1 of 11 runs before the fix): a request that reached
