@@ -51,6 +51,11 @@ pub enum Stop {
     /// showed before to every survivor (docs/SPIES.md). Systems without
     /// death notices (etcd) are just killed.
     Spy,
+    /// SIGKILL, then a restart at once and no notice: the restarted node's
+    /// next incarnation tells the survivors in its handshakes (a restart by
+    /// systemd or a supervisor). Systems without incarnations (etcd) are
+    /// just killed, and restarted after the measurement as usual.
+    Restart,
 }
 
 /// Timings of a run, shared by every trial.
@@ -203,17 +208,24 @@ pub async fn trial<S: System>(sys: &mut S, stop: Stop, timing: Timing) -> anyhow
     let rounds_before = rounds(sys, &survivors).await;
 
     let signal = match stop {
-        Stop::Kill | Stop::Spy => Signal::SIGKILL,
+        Stop::Kill | Stop::Spy | Stop::Restart => Signal::SIGKILL,
         Stop::Graceful => Signal::SIGTERM,
     };
     let incarnation = match stop {
-        Stop::Spy => sys.incarnation(leader).await,
+        Stop::Spy | Stop::Restart => sys.incarnation(leader).await,
         Stop::Kill | Stop::Graceful => None,
     };
+    let restart_at_once = stop == Stop::Restart && incarnation.is_some();
     let signalled_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let since = Instant::now();
     sys.proc(leader).signal(signal)?;
     let (new_leader, term_after, took, period, rtt) = match incarnation {
+        Some(_) if restart_at_once => {
+            // systemd or a supervisor: a new process once the old one is reaped.
+            sys.proc(leader).wait_exit(EXIT_TIMEOUT).await?;
+            sys.start(leader)?;
+            detect(sys, &survivors, term_before, since, timing.bound()).await?
+        }
         Some(incarnation) => {
             // The supervisor: it knows once the process is reaped.
             sys.proc(leader).wait_exit(EXIT_TIMEOUT).await?;
@@ -232,7 +244,9 @@ pub async fn trial<S: System>(sys: &mut S, stop: Stop, timing: Timing) -> anyhow
     let rounds_after = rounds(sys, &survivors).await;
     let delta = rounds_before.zip(rounds_after);
 
-    sys.start(leader)?;
+    if !restart_at_once {
+        sys.start(leader)?;
+    }
     let (_, term_rejoined) = wait_stable(sys, &all, timing).await?;
     Ok(Trial {
         signalled_at,

@@ -156,13 +156,18 @@ pub struct FailoverArgs {
     #[arg(long, default_value_t = 20, value_name = "N")]
     trials: usize,
     /// Stop the leader with SIGTERM (a graceful handover) instead of SIGKILL.
-    #[arg(long, conflicts_with = "spy")]
+    #[arg(long, conflicts_with_all = ["spy", "restart"])]
     graceful: bool,
     /// SIGKILL the leader, then act as its supervisor: wait for the process to exit and send
     /// every survivor a death notice with its incarnation (POST /v1/peers/{id}/dead;
     /// docs/SPIES.md). etcd, beside it, is just killed.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "restart")]
     spy: bool,
+    /// SIGKILL the leader and start it again at once, with no notice: its next incarnation's
+    /// handshake tells the survivors that the old one died (a restart by systemd or
+    /// `tenure server --supervised`; docs/SPIES.md). etcd, beside it, is just killed.
+    #[arg(long)]
+    restart: bool,
     /// Start etcd with --pre-vote (off by default, as in etcd 3.4).
     #[arg(long)]
     etcd_pre_vote: bool,
@@ -295,6 +300,9 @@ fn goals(stop: Stop, timing_ms: (u64, u64), r: &SystemReport) -> Vec<Goal> {
             measured: format!("{:.1} ms", s.p99),
             met: s.p99 < GOAL_SPY_MS,
         }),
+        // No figure is asked of it: a restart costs the process's start-up
+        // plus the handshakes. The rejoin (no further election) is reported.
+        Stop::Restart => {}
         Stop::Graceful => out.push(Goal {
             what: format!("{} graceful handover p99", r.system),
             target: format!("< {GOAL_GRACEFUL_MS:.0} ms"),
@@ -314,10 +322,11 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
         Ok(with_etcd) => with_etcd,
         Err(code) => return Ok(code),
     };
-    let stop = match (args.graceful, args.spy) {
-        (true, _) => Stop::Graceful,
-        (false, true) => Stop::Spy,
-        (false, false) => Stop::Kill,
+    let stop = match (args.graceful, args.spy, args.restart) {
+        (true, _, _) => Stop::Graceful,
+        (false, true, _) => Stop::Spy,
+        (false, false, true) => Stop::Restart,
+        (false, false, false) => Stop::Kill,
     };
 
     // Both clusters run for the whole run, so interleaved trials see the same machine.
@@ -488,6 +497,7 @@ fn print_text(r: &FailoverReport, plot: Option<&std::path::Path>) {
             Stop::Kill => "SIGKILL",
             Stop::Graceful => "SIGTERM (graceful)",
             Stop::Spy => "SIGKILL and a supervisor's death notice",
+            Stop::Restart => "SIGKILL and a restart at once (the next incarnation's notice)",
         },
         r.nodes,
         r.heartbeat_ms,
