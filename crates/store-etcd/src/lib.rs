@@ -17,7 +17,10 @@
 //!   before it. Its own key's deletion ends the wait with
 //!   [`StoreError::Gone`](tenure_client::StoreError::Gone): never the
 //!   phantom leadership of etcd-io/etcd#19597 (etcd's own election service
-//!   is never used).
+//!   is never used). A read or a watch that no member answers in time
+//!   (the raft leader stopped, the others electing) is tried again, every
+//!   50 ms, until the wait's own timeout; past it the read's error is
+//!   returned.
 //! * `check` is one linearizable range read of the election's
 //!   first-created key: every field of [`tenure_client::Check`] is filled
 //!   (`current`, the leader's `token`, the `revision` read at).

@@ -16,7 +16,7 @@ use tenure_client::store::MAX_WAIT;
 use tenure_client::{Candidacy, Retry, StoreError, Waited};
 use tokio::time::Instant;
 
-/// Pause after a watch failed before reading again.
+/// Pause after a watch or a read failed before reading again.
 const WATCH_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// The most keys ahead a wait reads (and counts: [`Waited::Ahead`] says at
 /// most this many). etcd's range `count` ignores the creation-revision
@@ -53,9 +53,19 @@ pub(crate) async fn wait(
     let key = store.checked_key(c)?;
     let deadline = Instant::now() + timeout.min(MAX_WAIT);
     loop {
-        let (predecessor, ahead, revision) = match place(store, c, &key).await? {
-            Place::First => return Ok(Waited::Leads { token: c.token }),
-            Place::Behind { predecessor, ahead, revision } => (predecessor, ahead, revision),
+        let (predecessor, ahead, revision) = match place(store, c, &key).await {
+            Ok(Place::First) => return Ok(Waited::Leads { token: c.token }),
+            Ok(Place::Behind { predecessor, ahead, revision }) => (predecessor, ahead, revision),
+            // Every member failed to answer the read in time: the raft
+            // leader stopped and the others wait for a new one (a second
+            // or two). The wait's own deadline bounds the retries; past
+            // it the read's failure is the answer (no place is known).
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                tracing::debug!(error = %e, "etcd: the wait's read failed; reading again");
+                tokio::time::sleep(WATCH_RETRY_PAUSE).await;
+                continue;
+            }
+            Err(e) => return Err(e),
         };
         match watch(store, &predecessor, key.as_bytes(), revision, deadline).await {
             Ok(Woken::ReadAgain) => {}

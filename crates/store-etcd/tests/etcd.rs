@@ -299,7 +299,14 @@ async fn the_store_fails_over_when_its_member_is_killed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_member_is_left_after_the_timeouts() {
+    // The member that goes silent is the raft group's leader, the worst
+    // case: until the others elect a new one (a second or two), none of
+    // them answers a linearizable read or a keepalive either. Listed
+    // first, it is the member every stream is open to.
     let mut cluster = EtcdCluster::start(3);
+    let silent = raft_leader(&cluster).await;
+    let mut endpoints = cluster.endpoints();
+    endpoints.rotate_left(silent);
     let timeout = Duration::from_millis(1000);
     let options = EtcdOptions {
         prefix: PREFIX.into(),
@@ -307,7 +314,7 @@ async fn a_silent_member_is_left_after_the_timeouts() {
         probe_after: Duration::from_millis(500),
         ..Default::default()
     };
-    let store = EtcdStore::new(cluster.endpoints(), options).unwrap();
+    let store = EtcdStore::new(endpoints, options).unwrap();
     let a = candidate(&store, Duration::from_secs(5), "silent", "a").await;
     let b = candidate(&store, Duration::from_secs(5), "silent", "b").await;
     store.renew(a.session).await.unwrap();
@@ -321,12 +328,12 @@ async fn a_silent_member_is_left_after_the_timeouts() {
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     // The member every stream is open to stops answering, without closing anything.
-    cluster.pause(0);
+    cluster.pause(silent);
     let bound = Duration::from_secs(6);
     let (renewed, took) = retrying(bound, || store.renew(a.session)).await;
     renewed.expect("A's renewal through another member");
     println!("silent member: A renewed {took:?} after the SIGSTOP (request timeout {timeout:?})");
-    // At least the stopped member's timeout; more when it led the raft
+    // At least the stopped member's timeout; more since it led the raft
     // group (a follower forwards the keepalive to it until a new election).
     assert!(took >= timeout && took < 5 * timeout, "{took:?}");
     let (resigned, _) = retrying(bound, || store.resign(&a)).await;
@@ -338,6 +345,51 @@ async fn a_silent_member_is_left_after_the_timeouts() {
     let seen = next(&mut observed).await;
     println!("silent member: the observer saw B {:?} after A resigned", resigned_at.elapsed());
     assert!(matches!(seen, Observed::Leader { token, .. } if token == b.token), "{seen:?}");
+    cluster.resume(silent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_outlasts_a_store_that_answers_nothing_for_a_while() {
+    // CI once saw a wait end in NoAnswer when, under load, no member
+    // answered its read within the request timeout. A wait's deadline is
+    // the caller's: a read or a watch that fails before it is tried again.
+    let mut cluster = EtcdCluster::start(1);
+    let timeout = Duration::from_millis(300);
+    let options = EtcdOptions {
+        prefix: PREFIX.into(),
+        request_timeout: timeout,
+        probe_after: Duration::from_millis(150),
+        ..Default::default()
+    };
+    let store = EtcdStore::new(cluster.endpoints(), options).unwrap();
+    let a = candidate(&store, Duration::from_secs(10), "mute", "a").await;
+    let b = candidate(&store, Duration::from_secs(10), "mute", "b").await;
+    let waiting = {
+        let (store, b) = (store.clone(), b.clone());
+        tokio::spawn(async move { store.wait(&b, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Several request timeouts without any answer: the watch's probe
+    // fails, then every read of the place.
+    cluster.pause(0);
+    tokio::time::sleep(6 * timeout).await;
+    assert!(!waiting.is_finished(), "the wait gave up: {:?}", waiting.await);
+    cluster.resume(0);
+    let (resigned, _) = retrying(Duration::from_secs(5), || store.resign(&a)).await;
+    resigned.unwrap();
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+    let waited = waited.expect("the wait ends after the resignation").unwrap();
+    assert_eq!(waited.unwrap(), Waited::Leads { token: b.token });
+    // Past its deadline, a wait on a store that does not answer fails.
+    cluster.pause(0);
+    let started = Instant::now();
+    let gave_up = store.wait(&b, Duration::from_millis(500)).await;
+    assert!(
+        matches!(gave_up, Err(ref e) if e.is_retryable()),
+        "{gave_up:?} after {:?}",
+        started.elapsed()
+    );
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     cluster.resume(0);
 }
 
