@@ -28,20 +28,19 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     let settings = args.resolve()?;
     logging::init(settings.log_format);
-    if args.supervised {
-        // Everything the node would refuse is refused here, before any child.
-        let supervision = Supervision::new(&args, &settings)?;
-        if let Security::MutualTls(files) = &settings.node.security {
-            TlsIdentity::load(files, &settings.node.cluster_id, settings.node.id)?;
-        }
-        return supervise::run(supervision).await;
-    }
-    supervise::bind_to_supervisor()?;
     // The TLS files are checked before anything is bound: a certificate that
-    // cannot work takes no port (the node reads them again when it starts).
+    // cannot work takes no port (the node reads them again when it starts),
+    // and a supervisor starts no child that would refuse them.
     if let Security::MutualTls(files) = &settings.node.security {
         TlsIdentity::load(files, &settings.node.cluster_id, settings.node.id)?;
     }
+    if args.supervised {
+        // Everything else the node would refuse is refused here, before any
+        // child (`--reset-state` conflicts with `--supervised`).
+        let supervision = Supervision::new(&args, &settings)?;
+        return supervise::run(supervision).await;
+    }
+    supervise::bind_to_supervisor()?;
     if args.reset_state {
         reset_state(&settings.node, args.reset_term)?;
     }

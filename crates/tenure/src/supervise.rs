@@ -23,7 +23,7 @@
 
 use crate::config::ServerArgs;
 use crate::notify_cli::{ask, Answered};
-use crate::rest::{parse_endpoints, Client, ClientOptions};
+use crate::rest::{parse_endpoints, AuthRefused, Client, ClientOptions};
 use anyhow::{bail, Context};
 use futures_util::future::join_all;
 use nix::sys::signal::{kill, Signal};
@@ -193,7 +193,7 @@ pub async fn run(supervision: Supervision) -> anyhow::Result<ExitCode> {
         };
         notices.retain(|n| !n.is_finished());
         // Reaped: the process is dead, whatever its status says.
-        notices.push(report(&supervision, &client, &others, pid, status));
+        notices.extend(report(&supervision, &client, &others, pid, status));
         if let Some(signal) = stopping {
             info!(node = %supervision.node, signal, %status, "supervisor: node stopped; exiting");
             finish(notices).await;
@@ -251,38 +251,40 @@ async fn forward(
 }
 
 /// The dead child's incarnation, read now (before a restart takes the
-/// next), and its notice sent to every other node in the background.
+/// next), and its notice sent to every other node in the background: the
+/// task that sends it, or None when there is nothing to report.
 fn report(
     s: &Supervision,
     client: &Client,
     others: &[String],
     pid: u32,
     status: ExitStatus,
-) -> JoinHandle<()> {
+) -> Option<JoinHandle<()>> {
     let node = s.node;
     let dead = match dead_incarnation(&s.data_dir) {
         Ok(dead) if dead.node_id == node => dead.incarnation,
         Ok(dead) => {
             error!(%node, found = %dead.node_id, "supervisor: the data directory is another node's; no notice");
-            return tokio::spawn(async {});
+            return None;
         }
         Err(e) => {
             // A child that died before it took an incarnation leaves none
             // (or the last one, also dead: a stale notice does nothing).
             warn!(%node, pid, error = %e, "supervisor: no incarnation to report");
-            return tokio::spawn(async {});
+            return None;
         }
     };
     warn!(%node, pid, %status, incarnation = dead, "supervisor: node died; telling the others");
     let client = client.clone();
     let others = others.to_vec();
-    tokio::spawn(async move {
+    Some(tokio::spawn(async move {
         let tells = others.iter().map(|e| tell(&client, e, node, dead));
         join_all(tells).await;
-    })
+    }))
 }
 
-/// Tells one node, again after no answer for up to [`NOTICE_RETRY_FOR`].
+/// Tells one node, again after no answer for up to [`NOTICE_RETRY_FOR`]; a
+/// refusal, of the notice or of the token, is final.
 async fn tell(client: &Client, endpoint: &str, node: NodeId, incarnation: u64) {
     let until = Instant::now() + NOTICE_RETRY_FOR;
     loop {
@@ -294,6 +296,11 @@ async fn tell(client: &Client, endpoint: &str, node: NodeId, incarnation: u64) {
             }
             Answered::Refused { status, error, .. } => {
                 info!(%node, incarnation, endpoint, status, error, "supervisor: death notice refused");
+                return;
+            }
+            Answered::Failed(e) if e.is::<AuthRefused>() => {
+                error!(%node, incarnation, endpoint, error = %format!("{e:#}"),
+                    "supervisor: the notice token was refused (was api_tokens changed?); not retried");
                 return;
             }
             Answered::Failed(e) if Instant::now() + NOTICE_RETRY_PAUSE < until => {

@@ -343,3 +343,39 @@ fn alive(pid: u32) -> bool {
     let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
     !matches!(state, None | Some('Z') | Some('X'))
 }
+
+/// What a supervisor and a supervised node take at start is checked before
+/// anything runs, and each refusal says what to fix: a supervisor whose
+/// notices would be refused (no token, a token without the admin role)
+/// starts no child; a node given a `TENURE_SUPERVISOR_PID` that is not a
+/// number, or not its parent's (its supervisor is gone), does not start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn supervised_starts_are_refused_with_clear_errors() {
+    let mut c = TestCluster::new(3, HEARTBEAT_MS, TIMEOUT_MS);
+    let read = c.token_file("read").display().to_string();
+    let cases: [(&[&str], Option<&str>, &str); 4] = [
+        (&["--supervised"], None, "need a token of role admin: give --notify-token-file FILE"),
+        (
+            &["--supervised", "--notify-token-file", &read],
+            None,
+            "the token has role read; death notices need admin",
+        ),
+        (&[], Some("abc"), "TENURE_SUPERVISOR_PID=\"abc\" is not a pid"),
+        // Pid 1 is not the test's server's parent: as if its supervisor had
+        // died and the node had been handed to init.
+        (&[], Some("1"), "the supervisor (1) is gone; not starting"),
+    ];
+    for (flags, supervisor, refusal) in cases {
+        c.env = supervisor
+            .map(|p| vec![("TENURE_SUPERVISOR_PID".into(), p.into())])
+            .unwrap_or_default();
+        c.spawn_with(0, flags);
+        let status = c.wait_exit(0, Duration::from_secs(10));
+        let logs = c.logs();
+        assert!(!status.success(), "{flags:?} {supervisor:?} started\n{logs}");
+        assert!(logs.contains(refusal), "{flags:?} {supervisor:?}: no {refusal:?} in\n{logs}");
+    }
+    // Nothing was started: no data directory, no incarnation taken.
+    let data_dir = &c.servers[0].data_dir;
+    assert!(!data_dir.exists(), "a refused start wrote {data_dir:?}");
+}

@@ -215,24 +215,25 @@ pub async fn trial<S: System>(sys: &mut S, stop: Stop, timing: Timing) -> anyhow
         Stop::Spy | Stop::Restart => sys.incarnation(leader).await,
         Stop::Kill | Stop::Graceful => None,
     };
-    let restart_at_once = stop == Stop::Restart && incarnation.is_some();
+    // A system that keeps no incarnation (etcd) is only killed.
+    let restart_at_once = matches!((stop, incarnation), (Stop::Restart, Some(_)));
     let signalled_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let since = Instant::now();
     sys.proc(leader).signal(signal)?;
-    let (new_leader, term_after, took, period, rtt) = match incarnation {
-        Some(_) if restart_at_once => {
+    let (new_leader, term_after, took, period, rtt) = match (stop, incarnation) {
+        (Stop::Restart, Some(_)) => {
             // systemd or a supervisor: a new process once the old one is reaped.
             sys.proc(leader).wait_exit(EXIT_TIMEOUT).await?;
             sys.start(leader)?;
             detect(sys, &survivors, term_before, since, timing.bound()).await?
         }
-        Some(incarnation) => {
+        (Stop::Spy, Some(incarnation)) => {
             // The supervisor: it knows once the process is reaped.
             sys.proc(leader).wait_exit(EXIT_TIMEOUT).await?;
             sys.report_dead(leader, incarnation, &survivors).await?;
             detect(sys, &survivors, term_before, since, timing.bound()).await?
         }
-        None => {
+        _ => {
             let found = detect(sys, &survivors, term_before, since, timing.bound()).await?;
             sys.proc(leader).wait_exit(EXIT_TIMEOUT).await?;
             found
