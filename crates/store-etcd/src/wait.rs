@@ -40,6 +40,10 @@ enum Woken {
     ReadAgain,
     /// Our own key was deleted.
     OwnGone,
+    /// The store moved on between the read and the watch's creation: the
+    /// watch may lag by up to etcd's 100 ms catch-up period (see [`open`]),
+    /// and the predecessor may be gone already: read again at once.
+    Raced,
     /// The wait's deadline came.
     Deadline,
 }
@@ -52,6 +56,10 @@ pub(crate) async fn wait(
 ) -> Result<Waited, StoreError> {
     let key = store.checked_key(c)?;
     let deadline = Instant::now() + timeout.min(MAX_WAIT);
+    // Whether a watch created after a write sends the wait back to read at
+    // once: not twice in a row, so a store busy with other keys (every
+    // watch created after a write) costs one read more per round, no loop.
+    let mut recheck = true;
     loop {
         let (predecessor, ahead, revision) = match place(store, c, &key).await {
             Ok(Place::First) => return Ok(Waited::Leads { token: c.token }),
@@ -67,8 +75,10 @@ pub(crate) async fn wait(
             }
             Err(e) => return Err(e),
         };
-        match watch(store, &predecessor, key.as_bytes(), revision, deadline).await {
-            Ok(Woken::ReadAgain) => {}
+        let woken = watch(store, &predecessor, key.as_bytes(), revision, deadline, recheck).await;
+        recheck = !matches!(woken, Ok(Woken::Raced));
+        match woken {
+            Ok(Woken::ReadAgain | Woken::Raced) => {}
             Ok(Woken::OwnGone) => {
                 return Err(StoreError::Gone(format!(
                     "election {}: candidacy {key} was deleted while waiting",
@@ -137,13 +147,16 @@ async fn place(store: &Inner, c: &Candidacy, key: &str) -> Result<Place, StoreEr
 }
 
 /// Watches the deletions of `predecessor` and of our own `key` after
-/// `revision`, on the current endpoint, until one comes or `deadline`.
+/// `revision`, on the current endpoint, until one comes or `deadline`;
+/// with `recheck`, [`Woken::Raced`] if the store's revision had passed
+/// `revision` when the first watch was created.
 async fn watch(
     store: &Inner,
     predecessor: &[u8],
     key: &[u8],
     revision: i64,
     deadline: Instant,
+    recheck: bool,
 ) -> Result<Woken, StoreError> {
     let endpoints = &store.endpoints;
     let i = endpoints.current();
@@ -156,12 +169,22 @@ async fn watch(
     };
     let mut stream = open(store, i, predecessor, key, revision).await.map_err(fail)?;
     let (quiet, timeout) = (store.probe_after, endpoints.timeout);
+    let mut first_created = true;
     loop {
         let answer = match next_message(&mut stream, endpoint, quiet, timeout, deadline).await {
             Ok(Some(answer)) => answer,
             Ok(None) => return Ok(Woken::Deadline),
             Err(e) => return Err(fail(e)),
         };
+        if answer.created() && std::mem::take(&mut first_created) {
+            // The header of a creation carries the store's revision then:
+            // above the read's, the watch from `revision + 1` is unsynced.
+            let at = answer.header().map_or(0, |h| h.revision());
+            if recheck && at > revision {
+                tracing::debug!(%endpoint, read = revision, created = at, "etcd: the store moved before the watch began; reading again");
+                return Ok(Woken::Raced);
+            }
+        }
         if answer.canceled() && answer.compact_revision() == 0 {
             let message = format!("watch cancelled: {}", answer.cancel_reason());
             return Err(fail(StoreError::Unavailable { endpoint: endpoint.clone(), message }));
@@ -184,8 +207,9 @@ async fn watch(
     }
 }
 
-/// A watch stream on endpoint `i` with two watches from `revision` (the
-/// read's), for the deletions of `predecessor` and of `key`.
+/// A watch stream on endpoint `i` with three watches for the deletions of
+/// `predecessor` and of `key`: both from `revision` (the read's), and the
+/// predecessor's again from `revision + 1`.
 ///
 /// From `revision`, not `revision + 1`: etcd compacting at `C` drops the
 /// deletions made at `C` yet still accepts a watch from `C` (measured on
@@ -193,6 +217,16 @@ async fn watch(
 /// makes a compaction at `revision + 1` cancel the watch (read again)
 /// instead. Deletions at `revision` itself cannot concern either key: the
 /// read found both.
+///
+/// But a watch from a revision etcd already has is *unsynced*: it is told
+/// of changes only by etcd's catch-up loop, every 100 ms, until that loop
+/// has caught it up (`syncWatchersLoop`; read in etcd 3.4, measured below). A successor that
+/// queued moments before its predecessor resigned (a rolling restart: the
+/// new process queues, the old one leaves) would wait up to 100 ms for
+/// the event. A watch from `revision + 1`, when nothing was written since
+/// the read, starts *synced*: told at the commit. Either watch's event
+/// wakes the wait, which then reads again; what it answers rests on that
+/// read, never on an event.
 async fn open(
     store: &Inner,
     i: usize,
@@ -202,12 +236,14 @@ async fn open(
 ) -> Result<WatchStream, StoreError> {
     let endpoints = &store.endpoints;
     let endpoint = &endpoints.list()[i];
-    let options =
-        || WatchOptions::new().with_start_revision(revision).with_filters([WatchFilterType::NoPut]);
+    let options = |from: i64| {
+        WatchOptions::new().with_start_revision(from).with_filters([WatchFilterType::NoPut])
+    };
     let mut client = endpoints.client(i).await?;
     let opened = async {
-        let mut stream = client.watch(predecessor, Some(options())).await?;
-        stream.watch(key, Some(options())).await?;
+        let mut stream = client.watch(predecessor, Some(options(revision + 1))).await?;
+        stream.watch(predecessor, Some(options(revision))).await?;
+        stream.watch(key, Some(options(revision))).await?;
         Ok::<_, etcd_client::Error>(stream)
     };
     match tokio::time::timeout(endpoints.timeout, opened).await {
