@@ -50,6 +50,8 @@ use tokio::time::Instant;
 
 /// Most trials of one kind.
 const MAX_TRIALS: usize = 1_000;
+/// Longest `--queued-ms`.
+const MAX_QUEUED_MS: u64 = 60_000;
 /// The longest a candidate may take to be elected (first) or queued (second).
 const ELECTED_BOUND: Duration = Duration::from_secs(20);
 /// How often the store is asked whether the second candidate is queued.
@@ -96,6 +98,12 @@ pub struct ElectArgs {
     /// Session TTL of the `tenure elect` candidates, in milliseconds.
     #[arg(long, default_value_t = 2000, value_name = "MS")]
     ttl_ms: u64,
+    /// How long the second candidate waits in the queue before the first is stopped, in
+    /// milliseconds: 0 (the default) stops it as soon as the second is queued (a rolling
+    /// restart: the new process queues, the old one leaves); a few hundred ms times a
+    /// successor that has settled into its wait.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    queued_ms: u64,
     /// Changes to an observed election (proclaims, handovers, the last
     /// candidate leaving, claims), each timed to its event at an observer
     /// on the leader and one on a follower (0: none).
@@ -140,6 +148,8 @@ struct ElectReport {
     protocol: tenure_core::ProtocolKind,
     tls: bool,
     ttl_ms: u64,
+    /// How long the successor had been queued when its predecessor was stopped.
+    queued_ms: u64,
     store: BenchStore,
     systems: Vec<SystemReport>,
     /// tenure's observe-event latencies (None with `--observe-trials 0`).
@@ -345,9 +355,16 @@ impl Candidate {
     }
 }
 
-/// One handover: the first candidate elected, the second queued, the first
-/// stopped; the time from the signal to the second's "elected", ms.
-async fn handover(cli: &Cli, fetch: &Fetch, name: &str, stop: Stop) -> anyhow::Result<f64> {
+/// One handover: the first candidate elected, the second queued (for
+/// `queued` more), the first stopped; the time from the signal to the
+/// second's "elected", ms.
+async fn handover(
+    cli: &Cli,
+    fetch: &Fetch,
+    name: &str,
+    stop: Stop,
+    queued: Duration,
+) -> anyhow::Result<f64> {
     let mut first = Candidate::spawn(cli.command(name, "first")?)?;
     first.wait_for(|l| cli.elected(name, l), ELECTED_BOUND).await.context("first candidate")?;
     let mut second = Candidate::spawn(cli.command(name, "second")?)?;
@@ -363,6 +380,7 @@ async fn handover(cli: &Cli, fetch: &Fetch, name: &str, stop: Stop) -> anyhow::R
             tokio::time::sleep(QUEUE_POLL).await;
         }
     }
+    tokio::time::sleep(queued).await;
     let signal = match stop {
         Stop::Graceful => nix::sys::signal::Signal::SIGTERM,
         Stop::Crash => nix::sys::signal::Signal::SIGKILL,
@@ -386,11 +404,12 @@ async fn trials(
     system: &str,
     n: usize,
     stop: Stop,
+    queued: Duration,
 ) -> anyhow::Result<Option<Summary>> {
     let mut samples = Vec::with_capacity(n);
     for t in 0..n {
         let name = format!("bench-{}-{stop:?}-{t}", std::process::id()).to_lowercase();
-        let ms = handover(cli, fetch, &name, stop)
+        let ms = handover(cli, fetch, &name, stop, queued)
             .await
             .with_context(|| format!("{system}, {stop:?} trial {t}"))?;
         samples.push(ms);
@@ -406,6 +425,9 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     }
     if args.observe_trials > MAX_OBSERVE_TRIALS {
         bail!("--observe-trials must be at most {MAX_OBSERVE_TRIALS}");
+    }
+    if args.queued_ms > MAX_QUEUED_MS {
+        bail!("--queued-ms must be at most {MAX_QUEUED_MS}");
     }
     if !(tenure_kv::MIN_TTL_MS..=tenure_kv::MAX_TTL_MS).contains(&args.ttl_ms) {
         bail!("--ttl-ms must be between {} and {}", tenure_kv::MIN_TTL_MS, tenure_kv::MAX_TTL_MS);
@@ -423,6 +445,7 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
         protocol: args.cluster.protocol,
         tls: !args.cluster.insecure_no_tls,
         ttl_ms: args.ttl_ms,
+        queued_ms: args.queued_ms,
         store: args.store,
         systems,
         observe,
@@ -443,9 +466,10 @@ async fn measure(
     args: &ElectArgs,
     crash: bool,
 ) -> anyhow::Result<SystemReport> {
-    let graceful = trials(cli, fetch, system, args.trials, Stop::Graceful).await?;
+    let queued = Duration::from_millis(args.queued_ms);
+    let graceful = trials(cli, fetch, system, args.trials, Stop::Graceful, queued).await?;
     let crash_trials = if crash { args.crash_trials } else { 0 };
-    let crash = trials(cli, fetch, system, crash_trials, Stop::Crash).await?;
+    let crash = trials(cli, fetch, system, crash_trials, Stop::Crash, queued).await?;
     Ok(SystemReport { system: system.to_string(), graceful_ms: graceful, crash_ms: crash })
 }
 
@@ -577,12 +601,14 @@ fn print_report(r: &ElectReport) {
         BenchStore::Zk => "kazoo: the same, as its session timeout".to_string(),
     };
     println!(
-        "{} nodes, store {:?}, tenure: {} protocol, TLS {}, session TTL {} ms ({stock_ttl})",
+        "{} nodes, store {:?}, tenure: {} protocol, TLS {}, session TTL {} ms ({stock_ttl}), \
+         successor queued {} ms before the stop",
         r.nodes,
         r.store,
         r.protocol,
         if r.tls { "on" } else { "off" },
         r.ttl_ms,
+        r.queued_ms,
     );
     println!(
         "{:<20} {:<9} {:>6} {:>9} {:>9} {:>9}",
