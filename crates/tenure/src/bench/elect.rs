@@ -50,6 +50,8 @@ use tokio::time::Instant;
 
 /// Most trials of one kind.
 const MAX_TRIALS: usize = 1_000;
+/// Untimed handovers of each contender before the measured ones.
+const WARMUP_HANDOVERS: usize = 3;
 /// Longest `--queued-ms`.
 const MAX_QUEUED_MS: u64 = 60_000;
 /// The longest a candidate may take to be elected (first) or queued (second).
@@ -398,25 +400,6 @@ async fn handover(
     Ok(ms)
 }
 
-async fn trials(
-    cli: &Cli,
-    fetch: &Fetch,
-    system: &str,
-    n: usize,
-    stop: Stop,
-    queued: Duration,
-) -> anyhow::Result<Option<Summary>> {
-    let mut samples = Vec::with_capacity(n);
-    for t in 0..n {
-        let name = format!("bench-{}-{stop:?}-{t}", std::process::id()).to_lowercase();
-        let ms = handover(cli, fetch, &name, stop, queued)
-            .await
-            .with_context(|| format!("{system}, {stop:?} trial {t}"))?;
-        samples.push(ms);
-    }
-    Ok(summarize(&samples))
-}
-
 /// `tenure bench elect`.
 pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     args.cluster.check()?;
@@ -458,19 +441,63 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Both kinds of trials of one system.
-async fn measure(
-    cli: &Cli,
-    fetch: &Fetch,
-    system: &str,
-    args: &ElectArgs,
+/// One system's election CLI as measured: its name in the report and
+/// whether it is killed too (a stock client with a fixed, long TTL is not).
+struct Contender<'a> {
+    cli: &'a Cli,
+    system: &'a str,
     crash: bool,
-) -> anyhow::Result<SystemReport> {
+}
+
+/// The trials of `contenders` on one store, interleaved (each trial stops
+/// each contender's leader in turn), after [`WARMUP_HANDOVERS`] untimed
+/// ones each: the store's warm-up (a fresh JVM's first ZooKeeper requests
+/// are several times slower) and any drift of the machine fall on every
+/// contender alike, not on whichever is measured first.
+async fn measure(
+    contenders: &[Contender<'_>],
+    fetch: &Fetch,
+    args: &ElectArgs,
+) -> anyhow::Result<Vec<SystemReport>> {
     let queued = Duration::from_millis(args.queued_ms);
-    let graceful = trials(cli, fetch, system, args.trials, Stop::Graceful, queued).await?;
-    let crash_trials = if crash { args.crash_trials } else { 0 };
-    let crash = trials(cli, fetch, system, crash_trials, Stop::Crash, queued).await?;
-    Ok(SystemReport { system: system.to_string(), graceful_ms: graceful, crash_ms: crash })
+    let pid = std::process::id();
+    for t in 0..WARMUP_HANDOVERS {
+        for (i, c) in contenders.iter().enumerate() {
+            let name = format!("bench-{pid}-warmup-{i}-{t}");
+            handover(c.cli, fetch, &name, Stop::Graceful, queued)
+                .await
+                .with_context(|| format!("{}, warm-up {t}", c.system))?;
+        }
+    }
+    let mut samples = vec![(Vec::new(), Vec::new()); contenders.len()];
+    let runs = [(Stop::Graceful, args.trials), (Stop::Crash, args.crash_trials)];
+    for (stop, n) in runs {
+        for t in 0..n {
+            for (i, c) in contenders.iter().enumerate() {
+                if stop == Stop::Crash && !c.crash {
+                    continue;
+                }
+                let name = format!("bench-{pid}-{stop:?}-{i}-{t}").to_lowercase();
+                let ms = handover(c.cli, fetch, &name, stop, queued)
+                    .await
+                    .with_context(|| format!("{}, {stop:?} trial {t}", c.system))?;
+                let (graceful, crash) = &mut samples[i];
+                match stop {
+                    Stop::Graceful => graceful.push(ms),
+                    Stop::Crash => crash.push(ms),
+                }
+            }
+        }
+    }
+    Ok(contenders
+        .iter()
+        .zip(samples)
+        .map(|(c, (graceful, crash))| SystemReport {
+            system: c.system.to_string(),
+            graceful_ms: summarize(&graceful),
+            crash_ms: summarize(&crash),
+        })
+        .collect())
 }
 
 /// Elections in tenure (and `etcdctl elect` with --compare etcd); the
@@ -492,7 +519,8 @@ async fn on_tenure(args: &ElectArgs) -> anyhow::Result<Result<Measured, ExitCode
         let tenure = args.cluster.start_tenure()?;
         wait_stable(&tenure, &nodes, timing).await?;
         let cli = tenure_cli(&tenure, args.ttl_ms);
-        systems.push(measure(&cli, tenure.fetch(), "tenure", args, true).await?);
+        let tenure_elect = Contender { cli: &cli, system: "tenure", crash: true };
+        systems.extend(measure(&[tenure_elect], tenure.fetch(), args).await?);
         if args.observe_trials > 0 {
             let (leader, _) = wait_stable(&tenure, &nodes, timing).await?;
             let follower = (leader + 1) % tenure.len();
@@ -508,7 +536,8 @@ async fn on_tenure(args: &ElectArgs) -> anyhow::Result<Result<Measured, ExitCode
         let (leader, _) = wait_stable(&etcd, &nodes, timing).await?;
         let cli = etcd_cli(&etcd, leader);
         let fetch = Fetch::new(ClientOptions::default())?;
-        systems.push(measure(&cli, &fetch, "etcd", args, false).await?);
+        let etcdctl = Contender { cli: &cli, system: "etcd", crash: false };
+        systems.extend(measure(&[etcdctl], &fetch, args).await?);
     }
     Ok(Ok((systems, observe)))
 }
@@ -529,10 +558,12 @@ async fn on_etcd(args: &ElectArgs) -> anyhow::Result<Vec<SystemReport>> {
         .collect();
     let ours = Cli::Store { url: format!("etcd://{}", hosts.join(",")), ttl_ms: args.ttl_ms };
     let fetch = Fetch::new(ClientOptions::default())?;
-    let mut systems = vec![measure(&ours, &fetch, "tenure elect (etcd)", args, true).await?];
     let stock = etcd_cli(&etcd, leader);
-    systems.push(measure(&stock, &fetch, "etcdctl elect", args, false).await?);
-    Ok(systems)
+    let contenders = [
+        Contender { cli: &ours, system: "tenure elect (etcd)", crash: true },
+        Contender { cli: &stock, system: "etcdctl elect", crash: false },
+    ];
+    measure(&contenders, &fetch, args).await
 }
 
 /// `tenure elect --store zk://` and kazoo's Election on one local ensemble.
@@ -555,13 +586,13 @@ async fn on_zookeeper(args: &ElectArgs) -> anyhow::Result<Vec<SystemReport>> {
     std::fs::write(&script, KAZOO_SCRIPT).context("writing the kazoo script")?;
     let ours = Cli::Store { url: format!("zk://{}", zk.hosts()), ttl_ms: args.ttl_ms };
     let fetch = Fetch::new(ClientOptions::default())?;
-    let mut systems = vec![measure(&ours, &fetch, "tenure elect (zk)", args, true)
-        .await
-        .with_context(|| zk.log_tails())?];
     let stock =
         Cli::Kazoo { python: args.python.clone(), script, hosts: zk.hosts(), ttl_ms: args.ttl_ms };
-    systems.push(measure(&stock, &fetch, "kazoo Election", args, true).await?);
-    Ok(systems)
+    let contenders = [
+        Contender { cli: &ours, system: "tenure elect (zk)", crash: true },
+        Contender { cli: &stock, system: "kazoo Election", crash: true },
+    ];
+    measure(&contenders, &fetch, args).await.with_context(|| zk.log_tails())
 }
 
 fn tenure_cli(tenure: &Tenure, ttl_ms: u64) -> Cli {
