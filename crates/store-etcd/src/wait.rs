@@ -2,7 +2,9 @@
 //! round reads, in one transaction (one revision), the immediate
 //! predecessor and our own key; leads only if our key is there with our
 //! token and lease and no predecessor is; otherwise watches the
-//! predecessor's key and our own from the read's revision.
+//! predecessor's key and our own from the read's revision, and the
+//! predecessor's again from the next revision (see [`open`]: told at the
+//! commit, not at etcd's 100 ms catch-up).
 
 use crate::error::{classify, timed_out};
 use crate::inner::{header_revision, lease_id, txn_get, Inner};
@@ -176,7 +178,7 @@ async fn watch(
             Ok(None) => return Ok(Woken::Deadline),
             Err(e) => return Err(fail(e)),
         };
-        if answer.created() && std::mem::take(&mut first_created) {
+        if answer.created() && !answer.canceled() && std::mem::take(&mut first_created) {
             // The header of a creation carries the store's revision then:
             // above the read's, the watch from `revision + 1` is unsynced.
             let at = answer.header().map_or(0, |h| h.revision());

@@ -64,6 +64,10 @@ pub const LONG_RUN: Duration = Duration::from_secs(10);
 pub const NOTICE_RETRY_FOR: Duration = Duration::from_secs(30);
 /// Pause between two tries of one node.
 pub const NOTICE_RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// How long a node may take to stop after the supervisor passed it SIGTERM
+/// or SIGINT (a leader hands over first, in milliseconds) before it is
+/// killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(30);
 /// How long a stopping supervisor waits for its notices.
 pub const NOTICE_WAIT_AT_STOP: Duration = Duration::from_secs(5);
 
@@ -237,7 +241,8 @@ pub fn bind_to_supervisor() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Passes `signal` to the child and waits for it to exit.
+/// Passes `signal` to the child and waits for it to exit, at most
+/// [`STOP_GRACE`]: then it is killed (and reported dead like any other).
 async fn forward(
     child: &mut tokio::process::Child,
     pid: u32,
@@ -247,6 +252,11 @@ async fn forward(
     if let Err(e) = kill(pid, signal) {
         warn!(%pid, %signal, error = %e, "supervisor: cannot signal the node");
     }
+    if let Ok(status) = tokio::time::timeout(STOP_GRACE, child.wait()).await {
+        return Ok(status?);
+    }
+    warn!(%pid, grace_s = STOP_GRACE.as_secs(), "supervisor: the node did not stop in time; killing it");
+    child.kill().await?;
     Ok(child.wait().await?)
 }
 

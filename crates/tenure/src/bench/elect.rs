@@ -461,7 +461,8 @@ async fn measure(
 ) -> anyhow::Result<Vec<SystemReport>> {
     let queued = Duration::from_millis(args.queued_ms);
     let pid = std::process::id();
-    for t in 0..WARMUP_HANDOVERS {
+    let warmups = if args.trials + args.crash_trials == 0 { 0 } else { WARMUP_HANDOVERS };
+    for t in 0..warmups {
         for (i, c) in contenders.iter().enumerate() {
             let name = format!("bench-{pid}-warmup-{i}-{t}");
             handover(c.cli, fetch, &name, Stop::Graceful, queued)
@@ -473,7 +474,10 @@ async fn measure(
     let runs = [(Stop::Graceful, args.trials), (Stop::Crash, args.crash_trials)];
     for (stop, n) in runs {
         for t in 0..n {
-            for (i, c) in contenders.iter().enumerate() {
+            // Each trial starts with the next contender: no one always goes first.
+            for k in 0..contenders.len() {
+                let i = (t + k) % contenders.len();
+                let c = &contenders[i];
                 if stop == Stop::Crash && !c.crash {
                     continue;
                 }
