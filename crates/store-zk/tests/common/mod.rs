@@ -184,6 +184,19 @@ impl Ensemble {
             .find(|&i| self.four_letters(i, "cons").is_some_and(|o| o.contains(&needle)))
     }
 
+    /// [`Ensemble::serving`], asked again every 100 ms for up to `bound`
+    /// while no member lists the session.
+    pub fn serving_within(&self, sid: u64, bound: Duration) -> Option<usize> {
+        let start = Instant::now();
+        loop {
+            let found = self.serving(sid);
+            if found.is_some() || start.elapsed() >= bound {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The member in `Mode: leader`, if any.
     pub fn leader(&self) -> Option<usize> {
         (0..self.members.len())
