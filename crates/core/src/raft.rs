@@ -79,6 +79,12 @@ pub struct RaftElector<R = Box<dyn RngCore + Send>> {
     /// Follower: when to start a pre-vote.
     election_deadline: Instant,
     round: Option<Round>,
+    /// A transfer's vote request refused for a lease because the leader's
+    /// resignation naming its sender had not arrived yet (they travel on
+    /// different connections): the candidate and its term. Answered again
+    /// when that resignation arrives, so the handover does not wait for the
+    /// candidate's round to run out.
+    early_transfer_vote: Option<(NodeId, Term)>,
 }
 
 impl<R: RngCore + Send> RaftElector<R> {
@@ -97,6 +103,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             pre_vote_hold: None,
             election_deadline: Instant::MAX,
             round: None,
+            early_transfer_vote: None,
         };
         elector.election_deadline = now + elector.seat.cfg.election_timeout + elector.stagger();
         elector
@@ -456,16 +463,21 @@ impl<R: RngCore + Send> RaftElector<R> {
         }
     }
 
-    fn on_vote(&mut self, now: Instant, from: NodeId, term: Term, transfer: bool) {
+    fn on_vote(&mut self, now: Instant, from: NodeId, term: Term, asked_transfer: bool) {
         // A transfer passes a lease only if the leader that resigned named
         // `from` to this node, for the term before this one.
-        let transfer = transfer
+        let transfer = asked_transfer
             && term.0.checked_sub(1).is_some_and(|t| self.seat.named_successor(Term(t), from));
         if self.seat.storage_failed {
             let my = self.seat.term;
             return self.seat.send(from, Message::VoteResponse { term: my, granted: false });
         }
         if !transfer && self.lease_blocks(now, from).is_some() {
+            if asked_transfer && term > self.seat.term {
+                // Perhaps ahead of the resignation that names it: kept, one
+                // at most (a forged one only replaces another forged one).
+                self.early_transfer_vote = Some((from, term));
+            }
             // Sticky leader: ignore a disruptive candidate without adopting its term.
             let my = self.seat.term;
             return self.seat.send(from, Message::VoteResponse { term: my, granted: false });
@@ -586,8 +598,17 @@ impl<R: RngCore + Send> RaftElector<R> {
         if self.seat.leader == Some(from) {
             self.seat.set_leader(None);
         }
+        let early = self.early_transfer_vote.take();
         if successor == Some(self.seat.cfg.id) {
             self.start_vote(now, true);
+        } else if let Some((candidate, asked)) =
+            early.filter(|&(c, t)| successor == Some(c) && t.0.checked_sub(1) == Some(term.0))
+        {
+            // The successor's vote request came first: answer it now, as if
+            // it had come after (the same checks, now that the resignation
+            // named it).
+            self.election_deadline = now + self.seat.cfg.heartbeat_interval + self.stagger();
+            self.on_vote(now, candidate, asked, true);
         } else {
             // Fallback if the successor fails: stand soon, in rank order.
             self.election_deadline = now + self.seat.cfg.heartbeat_interval + self.stagger();

@@ -170,3 +170,57 @@ fn pre_candidate_asks_again_when_a_refusing_lease_ends() {
     c.run_for(Duration::from_millis(20));
     assert_eq!(c.leader(), cand, "and won without waiting for the round deadline");
 }
+
+/// A transfer's vote request and the resignation that names its sender come
+/// on different connections: when the request comes first, the voter's
+/// lease on the resigning leader refuses it, and the candidate would wait
+/// out its round (CI saw a 1.9 s handover at T = 2 s). The voter answers it
+/// again, granted, as soon as the resignation arrives.
+#[test]
+fn a_transfer_vote_that_overtook_the_resignation_is_granted_when_it_arrives() {
+    let (mut c, leader) = elected(3);
+    let term = c.term(leader);
+    let others: Vec<NodeId> = c.ids().iter().copied().filter(|&id| id != leader).collect();
+    let (successor, voter) = (others[0], others[1]);
+    let before = c.sent().len();
+    let asked = Term(term.0 + 1);
+    c.inject(successor, voter, Message::Vote { term: asked, transfer: true });
+    assert_eq!(c.term(voter), term, "refused for the lease, the term not adopted");
+    assert!(
+        !c.sent_since(before, voter, successor)
+            .iter()
+            .any(|m| matches!(m, Message::VoteResponse { granted: true, .. })),
+        "granted before the resignation"
+    );
+    c.inject(leader, voter, Message::Resign { term, successor: Some(successor) });
+    let answers = c.sent_since(before, voter, successor);
+    assert!(
+        answers
+            .iter()
+            .any(|m| matches!(m, Message::VoteResponse { term: t, granted: true } if *t == asked)),
+        "no vote after the resignation: {answers:?}"
+    );
+    assert_eq!(c.status(voter).voted_for, Some(successor));
+    assert_eq!(c.term(voter), asked);
+}
+
+/// The vote kept for a later resignation is not given when the resignation
+/// names another successor.
+#[test]
+fn an_early_transfer_vote_is_not_granted_for_a_resignation_naming_another() {
+    let (mut c, leader) = elected(3);
+    let term = c.term(leader);
+    let others: Vec<NodeId> = c.ids().iter().copied().filter(|&id| id != leader).collect();
+    let (claimant, voter) = (others[0], others[1]);
+    let before = c.sent().len();
+    c.inject(claimant, voter, Message::Vote { term: Term(term.0 + 1), transfer: true });
+    // The leader names the voter itself.
+    c.inject(leader, voter, Message::Resign { term, successor: Some(voter) });
+    assert!(
+        !c.sent_since(before, voter, claimant)
+            .iter()
+            .any(|m| matches!(m, Message::VoteResponse { granted: true, .. })),
+        "voted for a successor the leader did not name"
+    );
+    assert_ne!(c.status(voter).voted_for, Some(claimant));
+}

@@ -106,13 +106,22 @@ async fn crashed_leader_is_replaced(protocol: &str) {
         c.wait_leader(&survivors, term, killed_at, Duration::from_secs(5)).await;
     assert!(took <= bound, "failover took {took:?}, bound {bound:?}\n{}", c.logs());
     eprintln!("{protocol}: SIGKILL failover: {took:?} (timeout {TIMEOUT_MS} ms)");
-    // The new leader measured the failover in its histogram.
-    let (_, _, metrics) = c.request(new_leader, Method::GET, "/metrics", None).await.unwrap();
-    let count = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("tenure_failover_duration_seconds_count "))
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    assert!(count >= Some(1), "failover not counted:\n{metrics}");
+    // The new leader measured the failover in its histogram: a task that
+    // follows the leadership records it, a moment after the status shows
+    // the new leader (CI once read /metrics first), so it is asked again.
+    let counted_by = Instant::now() + Duration::from_secs(2);
+    loop {
+        let (_, _, metrics) = c.request(new_leader, Method::GET, "/metrics", None).await.unwrap();
+        let count = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("tenure_failover_duration_seconds_count "))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if count >= Some(1) {
+            break;
+        }
+        assert!(Instant::now() < counted_by, "failover not counted:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // The crashed node comes back: it must follow without disturbing the leader.
     c.spawn(leader);
