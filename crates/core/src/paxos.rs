@@ -240,6 +240,20 @@ pub struct PaxosElector<R> {
     /// The newest heartbeat known, directly or from poll answers: weak
     /// evidence must beat it.
     hb_baseline: Option<Lsn>,
+    /// A handover's Prepare refused for a lease because the resignation
+    /// naming its proposer had not arrived yet (they travel on different
+    /// connections): answered again when it arrives (see [`EarlyHandover`]).
+    early_handover: Option<EarlyHandover>,
+}
+
+/// A handover Prepare that came before the resignation naming its proposer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct EarlyHandover {
+    from: NodeId,
+    ballot: Term,
+    attempt: u64,
+    /// The resigned ballot the proposer said it succeeds.
+    handover: Term,
 }
 
 impl<R: RngCore + Send> PaxosElector<R> {
@@ -271,6 +285,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             committed: 0,
             accepted_slot: 0,
             hb_baseline: None,
+            early_handover: None,
         };
         elector.election_deadline = now + elector.timeout();
         elector
@@ -676,6 +691,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         }
         // A handover passes a lease only if the leader of that ballot, on
         // resigning, named `from` to this node.
+        let asked = handover;
         let handover = handover.filter(|&b| self.seat.named_successor(b, from));
         self.highest_seen = self.highest_seen.max(ballot);
         let fresh = ballot > self.seat.term;
@@ -685,7 +701,13 @@ impl<R: RngCore + Send> PaxosElector<R> {
         } else if !fresh && !repeat {
             Some(None)
         } else {
-            self.lease_blocks(now, from, handover).map(Some)
+            let blocked = self.lease_blocks(now, from, handover);
+            if let (Some(_), Some(h), None) = (blocked, asked, handover) {
+                // Perhaps ahead of the resignation that names it: kept, one
+                // at most (a forged one only replaces another forged one).
+                self.early_handover = Some(EarlyHandover { from, ballot, attempt, handover: h });
+            }
+            blocked.map(Some)
         };
         if let Some(busy) = busy {
             let msg = PaxosMessage::PrepareNack {
@@ -965,11 +987,18 @@ impl<R: RngCore + Send> PaxosElector<R> {
         if self.seat.leader == Some(from) {
             self.seat.set_leader(None);
         }
+        let early = self.early_handover.take();
         if successor == Some(self.seat.cfg.id) {
             self.start_candidacy(now, Some(ballot), Reason::TransferRequested);
         } else {
             // Fallback if the successor fails: poll after one election cycle.
             self.election_deadline = now + self.retry_delay();
+            if let Some(e) = early.filter(|e| successor == Some(e.from) && e.handover == ballot) {
+                // The successor's Prepare came first: answer it now, as if
+                // it had come after (the same checks, now that the
+                // resignation named it).
+                self.on_prepare(now, e.from, e.ballot, e.attempt, Some(e.handover));
+            }
         }
     }
 }

@@ -119,6 +119,10 @@ struct Claim {
     received: Instant,
     /// Set when a resigning leader named the claimant.
     transfer: Option<Term>,
+    /// The resigned term the claimant said it succeeds, named to this node
+    /// or not yet: a claim that overtook the resignation (they travel on
+    /// different connections) becomes a transfer's when it arrives.
+    asked_transfer: Option<Term>,
     /// When (own clock) the claimant said it would vote.
     votes_at: Instant,
 }
@@ -344,6 +348,7 @@ impl<R: RngCore + Send> RankedElector<R> {
             sent_at_nanos,
             received: now,
             transfer,
+            asked_transfer: transfer,
             votes_at: now + vote_in,
         });
         if self.my_elects.len() >= MAX_REMEMBERED_ELECTS {
@@ -887,9 +892,21 @@ impl<R: RngCore + Send> RankedElector<R> {
         if successor == Some(self.seat.cfg.id) {
             self.transfer = Some(term);
             self.start_poll(now, Reason::TransferRequested);
-        } else if self.poll.is_none() {
+            return;
+        }
+        if self.poll.is_none() {
             // Fallback if the successor fails: poll after a heartbeat.
             self.election_deadline = now + self.seat.cfg.heartbeat_interval;
+        }
+        // The successor's claim came first: take it again as a transfer's,
+        // as if it had come after (the same steps, now that the resignation
+        // named it).
+        let Some(i) = successor.and_then(|s| self.seat.index_of(s)) else { return };
+        if let Some(claim) =
+            self.claims[i].filter(|c| c.transfer.is_none() && c.asked_transfer == Some(term))
+        {
+            let from = successor.expect("indexed above");
+            self.on_elect(now, i, from, Claim { transfer: Some(term), ..claim });
         }
     }
 }
@@ -942,10 +959,18 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
                 let cap = collection_window(&self.seat.cfg) + self.seat.cfg.round_trip;
                 // A claim ranks as a named successor's only if the leader that
                 // resigned named the claimant to this node.
+                let asked_transfer = transfer;
                 let transfer = transfer.filter(|&t| self.seat.named_successor(t, from));
                 let votes_at = now + Duration::from_nanos(vote_in_nanos).min(cap);
-                let claim =
-                    Claim { term, lsn: claim, sent_at_nanos, received: now, transfer, votes_at };
+                let claim = Claim {
+                    term,
+                    lsn: claim,
+                    sent_at_nanos,
+                    received: now,
+                    transfer,
+                    asked_transfer,
+                    votes_at,
+                };
                 self.on_elect(now, i, from, claim)
             }
             RankedMessage::Vote { term, echo_sent_at_nanos } => {

@@ -730,6 +730,42 @@ fn transfer_works_even_if_the_resign_message_is_lost(kind: ProtocolKind) {
     assert!(took < HEARTBEAT, "transfer took {took:?}");
 }
 
+shared!(transfer_completes_when_the_successors_request_overtakes_the_resignation);
+fn transfer_completes_when_the_successors_request_overtakes_the_resignation(kind: ProtocolKind) {
+    // The resigning leader stops at once (SIGTERM): only the third node can
+    // elect the successor, and the successor's request, sent on another
+    // connection, reaches it before the leader's resignation does. Its lease
+    // on the old leader refuses the request; when the resignation comes, the
+    // request is answered again (CI saw a raft handover wait 1.9 s for its
+    // round to run out, at T = 2 s).
+    let (mut c, leader) = elected(kind, 3);
+    let [third, target] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
+    c.cut_one_way(leader, third);
+    let before = c.sent().len();
+    c.transfer(leader, target).expect("accepted");
+    let resignation = c.sent()[before..]
+        .iter()
+        .find(|s| s.from == leader && s.to == third)
+        .map(|s| s.msg.clone())
+        .expect("the resignation to the third node (lost on the cut link)");
+    assert!(
+        matches!(
+            resignation,
+            Message::Resign { .. }
+                | Message::Paxos(PaxosMessage::Resign { .. })
+                | Message::Ranked(RankedMessage::Resign { .. })
+        ),
+        "{resignation:?}"
+    );
+    c.crash(leader);
+    c.run_for(LATENCY * 3);
+    assert!(c.leaders().is_empty(), "no leader without the third node's answer");
+    c.inject(leader, third, resignation);
+    let (new, took) = c.run_until_leader_other_than(Some(leader), TIMEOUT);
+    assert_eq!(new, target);
+    assert!(took < HEARTBEAT, "the successor led {took:?} after the late resignation");
+}
+
 shared!(transfer_is_refused_with_clear_reasons);
 fn transfer_is_refused_with_clear_reasons(kind: ProtocolKind) {
     let (mut c, leader) = elected(kind, 3);
