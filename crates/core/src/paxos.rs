@@ -185,8 +185,14 @@ struct Candidacy {
     /// notice yet, so it is asked again (`reask_at`) instead of counting as
     /// a refusal.
     after_notice: bool,
-    /// Per voter index: when to send the Prepare again (see `after_notice`).
+    /// Per voter index: when to send the Prepare again (see `after_notice`
+    /// and `handover`).
     reask_at: Vec<Option<Instant>>,
+    /// The resigned ballot this candidacy succeeds, for a handover: an
+    /// acceptor that refuses for a lease has most likely not had the
+    /// resignation yet, so it is asked again (`reask_at`), as after a
+    /// death notice, instead of counting as a refusal.
+    handover: Option<Term>,
 }
 
 /// What a node is doing towards an election.
@@ -240,16 +246,17 @@ pub struct PaxosElector<R> {
     /// The newest heartbeat known, directly or from poll answers: weak
     /// evidence must beat it.
     hb_baseline: Option<Lsn>,
-    /// A handover's Prepare refused for a lease because the resignation
-    /// naming its proposer had not arrived yet (they travel on different
-    /// connections): answered again when it arrives (see [`EarlyHandover`]).
-    early_handover: Option<EarlyHandover>,
+    /// Per voter index: a handover's Prepare from that voter refused for a
+    /// lease because the resignation naming it had not arrived yet (they
+    /// travel on different connections): answered again when it arrives
+    /// (see [`EarlyHandover`]). One slot per voter: a Prepare from one
+    /// cannot displace another's.
+    early_handovers: Vec<Option<EarlyHandover>>,
 }
 
 /// A handover Prepare that came before the resignation naming its proposer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct EarlyHandover {
-    from: NodeId,
     ballot: Term,
     attempt: u64,
     /// The resigned ballot the proposer said it succeeds.
@@ -269,6 +276,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         let spread = timeout_spread(&cfg);
         let lease = Lease { holder: None, ballot: state.term, until: now + cfg.election_timeout };
         let lease_length = leader_lease(&cfg);
+        let voters = cfg.voters.len();
         let mut elector = PaxosElector {
             seat: Seat::new(cfg, state, lease_length, now),
             rng,
@@ -285,7 +293,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             committed: 0,
             accepted_slot: 0,
             hb_baseline: None,
-            early_handover: None,
+            early_handovers: vec![None; voters],
         };
         elector.election_deadline = now + elector.timeout();
         elector
@@ -317,6 +325,11 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// Raises the promise to `ballot` (of `proposer`) and asks to persist it.
     fn promise(&mut self, ballot: Term, proposer: NodeId) {
         debug_assert!(ballot > self.seat.term);
+        // A kept handover Prepare can be answered only on the resignation
+        // of the ballot this node follows: one below `ballot` never will.
+        for kept in &mut self.early_handovers {
+            *kept = kept.filter(|e| e.handover >= ballot);
+        }
         self.seat.term = ballot;
         self.seat.voted_for = Some(proposer);
         self.highest_seen = self.highest_seen.max(ballot);
@@ -590,6 +603,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             max_slot: self.committed.max(self.accepted_slot),
             after_notice: reason == Reason::PeerDead,
             reask_at: vec![None; n],
+            handover,
         }));
         self.seat.set_role(Role::Candidate, reason);
         let attempt = self.attempt;
@@ -702,10 +716,11 @@ impl<R: RngCore + Send> PaxosElector<R> {
             Some(None)
         } else {
             let blocked = self.lease_blocks(now, from, handover);
-            if let (Some(_), Some(h), None) = (blocked, asked, handover) {
-                // Perhaps ahead of the resignation that names it: kept, one
-                // at most (a forged one only replaces another forged one).
-                self.early_handover = Some(EarlyHandover { from, ballot, attempt, handover: h });
+            if let (Some(_), Some(h), None, Some(i)) =
+                (blocked, asked, handover, self.seat.index_of(from))
+            {
+                // Perhaps ahead of the resignation that names it.
+                self.early_handovers[i] = Some(EarlyHandover { ballot, attempt, handover: h });
             }
             blocked.map(Some)
         };
@@ -857,10 +872,12 @@ impl<R: RngCore + Send> PaxosElector<R> {
             Some(Round::Candidacy(c))
                 if c.ballot == ballot && c.attempt == attempt && c.phase == Phase::Prepare =>
             {
-                match busy_ms.filter(|_| c.after_notice && promised <= ballot) {
+                let not_final = c.after_notice || c.handover.is_some();
+                match busy_ms.filter(|_| not_final && promised <= ballot) {
                     Some(ms) => {
-                        // Standing on a death notice: the acceptor's lease is
-                        // most likely on the dead leader, and its own notice
+                        // Standing on a death notice or a handover: the
+                        // acceptor's lease is most likely on the dead or
+                        // resigned leader, and its notice or the resignation
                         // has not arrived yet. Ask again soon (or when its
                         // lease ends, if sooner); its refusal is not final.
                         let busy = drift::stretch(
@@ -881,13 +898,13 @@ impl<R: RngCore + Send> PaxosElector<R> {
     }
 
     /// Sends the Prepare again to the acceptors due to be asked again (see
-    /// `Candidacy::after_notice`).
+    /// `Candidacy::after_notice` and `Candidacy::handover`).
     fn reask_prepares(&mut self, now: Instant) {
         let Some(Round::Candidacy(c)) = self.round.as_mut() else { return };
         if c.phase != Phase::Prepare {
             return;
         }
-        let (ballot, attempt) = (c.ballot, c.attempt);
+        let (ballot, attempt, handover) = (c.ballot, c.attempt, c.handover);
         let mut due = Vec::new();
         for (i, at) in c.reask_at.iter_mut().enumerate() {
             if at.is_some_and(|at| at <= now) {
@@ -896,7 +913,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             }
         }
         for to in due {
-            self.seat.send(to, PaxosMessage::Prepare { ballot, attempt, handover: None });
+            self.seat.send(to, PaxosMessage::Prepare { ballot, attempt, handover });
         }
     }
 
@@ -987,17 +1004,22 @@ impl<R: RngCore + Send> PaxosElector<R> {
         if self.seat.leader == Some(from) {
             self.seat.set_leader(None);
         }
-        let early = self.early_handover.take();
+        // Whatever the resignation says, the kept Prepares were for its
+        // succession or are stale: the named successor's is taken, the
+        // others dropped.
+        let early =
+            std::mem::replace(&mut self.early_handovers, vec![None; self.seat.cfg.voters.len()]);
+        let named = successor.and_then(|s| Some((s, early[self.seat.index_of(s)?]?)));
         if successor == Some(self.seat.cfg.id) {
             self.start_candidacy(now, Some(ballot), Reason::TransferRequested);
         } else {
             // Fallback if the successor fails: poll after one election cycle.
             self.election_deadline = now + self.retry_delay();
-            if let Some(e) = early.filter(|e| successor == Some(e.from) && e.handover == ballot) {
+            if let Some((from, e)) = named.filter(|(_, e)| e.handover == ballot) {
                 // The successor's Prepare came first: answer it now, as if
                 // it had come after (the same checks, now that the
                 // resignation named it).
-                self.on_prepare(now, e.from, e.ballot, e.attempt, Some(e.handover));
+                self.on_prepare(now, from, e.ballot, e.attempt, Some(e.handover));
             }
         }
     }

@@ -79,12 +79,13 @@ pub struct RaftElector<R = Box<dyn RngCore + Send>> {
     /// Follower: when to start a pre-vote.
     election_deadline: Instant,
     round: Option<Round>,
-    /// A transfer's vote request refused for a lease because the leader's
-    /// resignation naming its sender had not arrived yet (they travel on
-    /// different connections): the candidate and its term. Answered again
-    /// when that resignation arrives, so the handover does not wait for the
-    /// candidate's round to run out.
-    early_transfer_vote: Option<(NodeId, Term)>,
+    /// Per voter index: the term of a transfer's vote request from that
+    /// voter refused for a lease because the leader's resignation naming it
+    /// had not arrived yet (they travel on different connections). Answered
+    /// again when that resignation arrives, so the handover does not wait
+    /// for the candidate's round to run out. One slot per voter: a request
+    /// from one cannot displace another's.
+    early_transfer_votes: Vec<Option<Term>>,
 }
 
 impl<R: RngCore + Send> RaftElector<R> {
@@ -95,6 +96,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         debug_assert_eq!(cfg.validate(), Ok(()));
         let lease = Some(Lease { holder: None, until: now + cfg.election_timeout });
         let lease_length = cfg.leader_lease();
+        let cfg_voters = cfg.voters.len();
         let mut elector = RaftElector {
             seat: Seat::new(cfg, state, lease_length, now),
             rng,
@@ -103,7 +105,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             pre_vote_hold: None,
             election_deadline: Instant::MAX,
             round: None,
-            early_transfer_vote: None,
+            early_transfer_votes: vec![None; cfg_voters],
         };
         elector.election_deadline = now + elector.seat.cfg.election_timeout + elector.stagger();
         elector
@@ -130,6 +132,11 @@ impl<R: RngCore + Send> RaftElector<R> {
     /// Moves to a higher term as a follower with no known leader.
     fn adopt_term(&mut self, term: Term) {
         debug_assert!(term > self.seat.term);
+        // A kept transfer request for this term or an older one can no
+        // longer be answered (its resignation would be of an older term).
+        for kept in &mut self.early_transfer_votes {
+            *kept = kept.filter(|&t| t > term);
+        }
         self.seat.term = term;
         self.seat.voted_for = None;
         self.seat.last_lsn = None;
@@ -473,10 +480,11 @@ impl<R: RngCore + Send> RaftElector<R> {
             return self.seat.send(from, Message::VoteResponse { term: my, granted: false });
         }
         if !transfer && self.lease_blocks(now, from).is_some() {
-            if asked_transfer && term > self.seat.term {
-                // Perhaps ahead of the resignation that names it: kept, one
-                // at most (a forged one only replaces another forged one).
-                self.early_transfer_vote = Some((from, term));
+            if let Some(i) = self.seat.index_of(from).filter(|_| asked_transfer) {
+                if term > self.seat.term {
+                    // Perhaps ahead of the resignation that names it.
+                    self.early_transfer_votes[i] = Some(term);
+                }
             }
             // Sticky leader: ignore a disruptive candidate without adopting its term.
             let my = self.seat.term;
@@ -598,11 +606,18 @@ impl<R: RngCore + Send> RaftElector<R> {
         if self.seat.leader == Some(from) {
             self.seat.set_leader(None);
         }
-        let early = self.early_transfer_vote.take();
+        // Whatever the resignation says, the kept requests were for the
+        // term after it or are stale: the one of the named successor is
+        // taken, the others dropped.
+        let early = std::mem::replace(
+            &mut self.early_transfer_votes,
+            vec![None; self.seat.cfg.voters.len()],
+        );
+        let named = successor.and_then(|s| Some((s, early[self.seat.index_of(s)?]?)));
         if successor == Some(self.seat.cfg.id) {
             self.start_vote(now, true);
         } else if let Some((candidate, asked)) =
-            early.filter(|&(c, t)| successor == Some(c) && t.0.checked_sub(1) == Some(term.0))
+            named.filter(|&(_, t)| t.0.checked_sub(1) == Some(term.0))
         {
             // The successor's vote request came first: answer it now, as if
             // it had come after (the same checks, now that the resignation

@@ -204,23 +204,30 @@ fn a_transfer_vote_that_overtook_the_resignation_is_granted_when_it_arrives() {
     assert_eq!(c.term(voter), asked);
 }
 
-/// The vote kept for a later resignation is not given when the resignation
-/// names another successor.
+/// The vote kept for a later resignation is given only for the resignation
+/// of the term before it that names its sender: not for one that names no
+/// one or another node, and not for a request of a later term.
 #[test]
-fn an_early_transfer_vote_is_not_granted_for_a_resignation_naming_another() {
-    let (mut c, leader) = elected(3);
-    let term = c.term(leader);
-    let others: Vec<NodeId> = c.ids().iter().copied().filter(|&id| id != leader).collect();
-    let (claimant, voter) = (others[0], others[1]);
-    let before = c.sent().len();
-    c.inject(claimant, voter, Message::Vote { term: Term(term.0 + 1), transfer: true });
-    // The leader names the voter itself.
-    c.inject(leader, voter, Message::Resign { term, successor: Some(voter) });
-    assert!(
-        !c.sent_since(before, voter, claimant)
-            .iter()
-            .any(|m| matches!(m, Message::VoteResponse { granted: true, .. })),
-        "voted for a successor the leader did not name"
-    );
-    assert_ne!(c.status(voter).voted_for, Some(claimant));
+fn an_early_transfer_vote_is_granted_only_for_the_resignation_naming_it() {
+    for case in ["names no one", "names the voter itself", "asks for a later term"] {
+        let (mut c, leader) = elected(3);
+        let term = c.term(leader);
+        let others: Vec<NodeId> = c.ids().iter().copied().filter(|&id| id != leader).collect();
+        let (claimant, voter) = (others[0], others[1]);
+        let (asked, successor) = match case {
+            "names no one" => (Term(term.0 + 1), None),
+            "names the voter itself" => (Term(term.0 + 1), Some(voter)),
+            _ => (Term(term.0 + 2), Some(claimant)),
+        };
+        let before = c.sent().len();
+        c.inject(claimant, voter, Message::Vote { term: asked, transfer: true });
+        c.inject(leader, voter, Message::Resign { term, successor });
+        assert!(
+            !c.sent_since(before, voter, claimant)
+                .iter()
+                .any(|m| matches!(m, Message::VoteResponse { granted: true, .. })),
+            "{case}: voted for a successor the leader did not name"
+        );
+        assert_ne!(c.status(voter).voted_for, Some(claimant), "{case}");
+    }
 }

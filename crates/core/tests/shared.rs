@@ -732,38 +732,52 @@ fn transfer_works_even_if_the_resign_message_is_lost(kind: ProtocolKind) {
 
 shared!(transfer_completes_when_the_successors_request_overtakes_the_resignation);
 fn transfer_completes_when_the_successors_request_overtakes_the_resignation(kind: ProtocolKind) {
-    // The resigning leader stops at once (SIGTERM): only the third node can
-    // elect the successor, and the successor's request, sent on another
-    // connection, reaches it before the leader's resignation does. Its lease
-    // on the old leader refuses the request; when the resignation comes, the
+    // The resigning leader stops at once (SIGTERM): only the other nodes can
+    // elect the successor, and the successor's request, sent on other
+    // connections, reaches them before the leader's resignation does. Their
+    // leases on the old leader refuse it; when the resignation comes, the
     // request is answered again (CI saw a raft handover wait 1.9 s for its
-    // round to run out, at T = 2 s).
-    let (mut c, leader) = elected(kind, 3);
-    let [third, target] = others(&c, &[leader])[..] else { unreachable!("three nodes") };
-    c.cut_one_way(leader, third);
-    let before = c.sent().len();
-    c.transfer(leader, target).expect("accepted");
-    let resignation = c.sent()[before..]
-        .iter()
-        .find(|s| s.from == leader && s.to == third)
-        .map(|s| s.msg.clone())
-        .expect("the resignation to the third node (lost on the cut link)");
-    assert!(
-        matches!(
-            resignation,
-            Message::Resign { .. }
-                | Message::Paxos(PaxosMessage::Resign { .. })
-                | Message::Ranked(RankedMessage::Resign { .. })
-        ),
-        "{resignation:?}"
-    );
-    c.crash(leader);
-    c.run_for(LATENCY * 3);
-    assert!(c.leaders().is_empty(), "no leader without the third node's answer");
-    c.inject(leader, third, resignation);
-    let (new, took) = c.run_until_leader_other_than(Some(leader), TIMEOUT);
-    assert_eq!(new, target);
-    assert!(took < HEARTBEAT, "the successor led {took:?} after the late resignation");
+    // round to run out, at T = 2 s). With five nodes every refusal comes
+    // before any grant: the successor must not give up on them.
+    for size in [3, 5] {
+        let (mut c, leader) = elected(kind, size);
+        let others = others(&c, &[leader]);
+        let (target, rest) = (others[0], &others[1..]);
+        for &r in rest {
+            c.cut_one_way(leader, r);
+        }
+        let before = c.sent().len();
+        c.transfer(leader, target).expect("accepted");
+        let resignations: Vec<(NodeId, Message)> = c.sent()[before..]
+            .iter()
+            .filter(|s| s.from == leader && rest.contains(&s.to))
+            .map(|s| (s.to, s.msg.clone()))
+            .collect();
+        assert_eq!(resignations.len(), rest.len(), "{size} nodes: {resignations:?}");
+        for (_, m) in &resignations {
+            assert!(
+                matches!(
+                    m,
+                    Message::Resign { .. }
+                        | Message::Paxos(PaxosMessage::Resign { .. })
+                        | Message::Ranked(RankedMessage::Resign { .. })
+                ),
+                "{m:?}"
+            );
+        }
+        c.crash(leader);
+        c.run_for(LATENCY * 3);
+        assert!(c.leaders().is_empty(), "{size} nodes: a leader before the resignations came");
+        for (to, m) in resignations {
+            c.inject(leader, to, m);
+        }
+        let (new, took) = c.run_until_leader_other_than(Some(leader), TIMEOUT);
+        assert_eq!(new, target, "{size} nodes");
+        assert!(
+            took < HEARTBEAT,
+            "{size} nodes: the successor led {took:?} after the resignations"
+        );
+    }
 }
 
 shared!(transfer_is_refused_with_clear_reasons);
