@@ -33,7 +33,7 @@ use crate::kind::ProtocolKind;
 pub use crate::message::paxos::{PaxosMessage, LOW_BALL};
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{release_lease, FollowerLease, Rules, Seat};
+use crate::seat::{release_lease, take_named, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
@@ -1005,11 +1005,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
             self.seat.set_leader(None);
         }
         // Whatever the resignation says, the kept Prepares were for its
-        // succession or are stale: the named successor's is taken, the
-        // others dropped.
-        let early =
-            std::mem::replace(&mut self.early_handovers, vec![None; self.seat.cfg.voters.len()]);
-        let named = successor.and_then(|s| Some((s, early[self.seat.index_of(s)?]?)));
+        // succession or are stale: the named successor's is taken.
+        let named = take_named(&mut self.early_handovers, &self.seat, successor);
         if successor == Some(self.seat.cfg.id) {
             self.start_candidacy(now, Some(ballot), Reason::TransferRequested);
         } else {

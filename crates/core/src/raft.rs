@@ -7,7 +7,7 @@ use crate::config::Config;
 use crate::drift;
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{release_lease, FollowerLease, Rules, Seat};
+use crate::seat::{release_lease, take_named, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
@@ -96,7 +96,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         debug_assert_eq!(cfg.validate(), Ok(()));
         let lease = Some(Lease { holder: None, until: now + cfg.election_timeout });
         let lease_length = cfg.leader_lease();
-        let cfg_voters = cfg.voters.len();
+        let voters = cfg.voters.len();
         let mut elector = RaftElector {
             seat: Seat::new(cfg, state, lease_length, now),
             rng,
@@ -105,7 +105,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             pre_vote_hold: None,
             election_deadline: Instant::MAX,
             round: None,
-            early_transfer_votes: vec![None; cfg_voters],
+            early_transfer_votes: vec![None; voters],
         };
         elector.election_deadline = now + elector.seat.cfg.election_timeout + elector.stagger();
         elector
@@ -480,11 +480,10 @@ impl<R: RngCore + Send> RaftElector<R> {
             return self.seat.send(from, Message::VoteResponse { term: my, granted: false });
         }
         if !transfer && self.lease_blocks(now, from).is_some() {
-            if let Some(i) = self.seat.index_of(from).filter(|_| asked_transfer) {
-                if term > self.seat.term {
-                    // Perhaps ahead of the resignation that names it.
-                    self.early_transfer_votes[i] = Some(term);
-                }
+            let early = asked_transfer && term > self.seat.term;
+            if let Some(i) = self.seat.index_of(from).filter(|_| early) {
+                // Perhaps ahead of the resignation that names it.
+                self.early_transfer_votes[i] = Some(term);
             }
             // Sticky leader: ignore a disruptive candidate without adopting its term.
             let my = self.seat.term;
@@ -607,26 +606,21 @@ impl<R: RngCore + Send> RaftElector<R> {
             self.seat.set_leader(None);
         }
         // Whatever the resignation says, the kept requests were for the
-        // term after it or are stale: the one of the named successor is
-        // taken, the others dropped.
-        let early = std::mem::replace(
-            &mut self.early_transfer_votes,
-            vec![None; self.seat.cfg.voters.len()],
-        );
-        let named = successor.and_then(|s| Some((s, early[self.seat.index_of(s)?]?)));
+        // term after it or are stale: the named successor's is taken.
+        let named = take_named(&mut self.early_transfer_votes, &self.seat, successor);
         if successor == Some(self.seat.cfg.id) {
             self.start_vote(now, true);
-        } else if let Some((candidate, asked)) =
-            named.filter(|&(_, t)| t.0.checked_sub(1) == Some(term.0))
-        {
-            // The successor's vote request came first: answer it now, as if
-            // it had come after (the same checks, now that the resignation
-            // named it).
-            self.election_deadline = now + self.seat.cfg.heartbeat_interval + self.stagger();
-            self.on_vote(now, candidate, asked, true);
         } else {
             // Fallback if the successor fails: stand soon, in rank order.
             self.election_deadline = now + self.seat.cfg.heartbeat_interval + self.stagger();
+            if let Some((candidate, asked)) =
+                named.filter(|&(_, t)| t.0.checked_sub(1) == Some(term.0))
+            {
+                // The successor's vote request came first: answer it now, as
+                // if it had come after (the same checks, now that the
+                // resignation named it).
+                self.on_vote(now, candidate, asked, true);
+            }
         }
     }
 }

@@ -901,11 +901,12 @@ impl<R: RngCore + Send> RankedElector<R> {
         // The successor's claim came first: take it again as a transfer's,
         // as if it had come after (the same steps, now that the resignation
         // named it).
-        let Some(i) = successor.and_then(|s| self.seat.index_of(s)) else { return };
+        let Some((from, i)) = successor.and_then(|s| Some((s, self.seat.index_of(s)?))) else {
+            return;
+        };
         if let Some(claim) =
             self.claims[i].filter(|c| c.transfer.is_none() && c.asked_transfer == Some(term))
         {
-            let from = successor.expect("indexed above");
             self.on_elect(now, i, from, Claim { transfer: Some(term), ..claim });
         }
     }

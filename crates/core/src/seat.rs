@@ -59,6 +59,20 @@ pub(crate) fn release_lease<L: FollowerLease>(lease: &mut Option<L>, dead: NodeI
     held
 }
 
+/// Empties `kept` (one slot per voter index: a request that overtook the
+/// resignation naming its sender) and returns the slot of `successor`, the
+/// node a resignation just named, with its id: the others can no longer
+/// be answered.
+pub(crate) fn take_named<T: Copy>(
+    kept: &mut [Option<T>],
+    seat: &Seat,
+    successor: Option<NodeId>,
+) -> Option<(NodeId, T)> {
+    let named = successor.and_then(|s| Some((s, kept.get(seat.index_of(s)?).copied().flatten()?)));
+    kept.fill(None);
+    named
+}
+
 /// The newest value that a majority of the voters has reached, this node
 /// counting as having reached `own`: the `quorum`-th largest of `own` and
 /// `others`. `None` while fewer than `quorum` values are known.

@@ -222,10 +222,10 @@ async fn watch(
 ///
 /// But a watch from a revision etcd already has is *unsynced*: it is told
 /// of changes only by etcd's catch-up loop, every 100 ms, until that loop
-/// has caught it up (`syncWatchersLoop`; read in etcd 3.4, measured below). A successor that
-/// queued moments before its predecessor resigned (a rolling restart: the
-/// new process queues, the old one leaves) would wait up to 100 ms for
-/// the event. A watch from `revision + 1`, when nothing was written since
+/// has caught it up (`syncWatchersLoop`, read in etcd 3.4; measured in
+/// docs/STORES.md §2.2). A successor that queued moments before its
+/// predecessor resigned (a rolling restart: the new process queues, the
+/// old one leaves) would wait up to 100 ms for the event. A watch from `revision + 1`, when nothing was written since
 /// the read, starts *synced*: told at the commit. Either watch's event
 /// wakes the wait, which then reads again; what it answers rests on that
 /// read, never on an event.

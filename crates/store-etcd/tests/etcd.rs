@@ -26,6 +26,28 @@ async fn candidate(store: &EtcdStore, ttl: Duration, election: &str, value: &str
     store.campaign(session, election, value).await.expect("campaign")
 }
 
+/// `c`'s wait of at most `timeout`, in a task of its own.
+fn spawn_wait(
+    store: &EtcdStore,
+    c: &Candidacy,
+    timeout: Duration,
+) -> tokio::task::JoinHandle<Result<Waited, StoreError>> {
+    let (store, c) = (store.clone(), c.clone());
+    tokio::spawn(async move { store.wait(&c, timeout).await })
+}
+
+/// A store at `endpoints` whose requests time out after `timeout` and whose
+/// quiet watch streams are probed after `probe_after`.
+fn store_timed(endpoints: Vec<String>, timeout: Duration, probe_after: Duration) -> EtcdStore {
+    let options = EtcdOptions {
+        prefix: PREFIX.into(),
+        request_timeout: timeout,
+        probe_after,
+        ..Default::default()
+    };
+    EtcdStore::new(endpoints, options).expect("a valid store")
+}
+
 /// The number of keys under `election`'s prefix.
 async fn keys(cluster: &EtcdCluster, election: &str) -> i64 {
     let options = etcd_client::GetOptions::new().with_prefix().with_count_only();
@@ -133,10 +155,7 @@ async fn a_waiter_whose_key_expired_is_gone_never_leader_etcd_19597() {
     let store = store(&cluster);
     let a = candidate(&store, Duration::from_secs(5), "e19597", "a").await;
     let b = candidate(&store, Duration::from_secs(5), "e19597", "b").await;
-    let waiting = {
-        let (store, b) = (store.clone(), b.clone());
-        tokio::spawn(async move { store.wait(&b, Duration::from_secs(10)).await })
-    };
+    let waiting = spawn_wait(&store, &b, Duration::from_secs(10));
     tokio::time::sleep(Duration::from_millis(200)).await;
     // B's session ends (its key goes with it), then A leaves at once.
     let mut client = raw(&cluster).await;
@@ -257,10 +276,7 @@ async fn the_store_fails_over_when_its_member_is_killed() {
     let b = candidate(&store, Duration::from_secs(3), "failover", "b").await;
     store.renew(a.session).await.unwrap();
     store.renew(b.session).await.unwrap();
-    let waiting = {
-        let (store, b) = (store.clone(), b.clone());
-        tokio::spawn(async move { store.wait(&b, Duration::from_secs(20)).await })
-    };
+    let waiting = spawn_wait(&store, &b, Duration::from_secs(20));
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Every call so far went to the first endpoint, which answered.
     cluster.kill(0);
@@ -308,13 +324,7 @@ async fn a_silent_member_is_left_after_the_timeouts() {
     let mut endpoints = cluster.endpoints();
     endpoints.rotate_left(silent);
     let timeout = Duration::from_millis(1000);
-    let options = EtcdOptions {
-        prefix: PREFIX.into(),
-        request_timeout: timeout,
-        probe_after: Duration::from_millis(500),
-        ..Default::default()
-    };
-    let store = EtcdStore::new(endpoints, options).unwrap();
+    let store = store_timed(endpoints, timeout, Duration::from_millis(500));
     let a = candidate(&store, Duration::from_secs(5), "silent", "a").await;
     let b = candidate(&store, Duration::from_secs(5), "silent", "b").await;
     store.renew(a.session).await.unwrap();
@@ -322,10 +332,7 @@ async fn a_silent_member_is_left_after_the_timeouts() {
     assert!(
         matches!(next(&mut observed).await, Observed::Leader { token, .. } if token == a.token)
     );
-    let waiting = {
-        let (store, b) = (store.clone(), b.clone());
-        tokio::spawn(async move { store.wait(&b, Duration::from_secs(20)).await })
-    };
+    let waiting = spawn_wait(&store, &b, Duration::from_secs(20));
     tokio::time::sleep(Duration::from_millis(200)).await;
     // The member every stream is open to stops answering, without closing anything.
     cluster.pause(silent);
@@ -355,19 +362,10 @@ async fn a_wait_outlasts_a_store_that_answers_nothing_for_a_while() {
     // the caller's: a read or a watch that fails before it is tried again.
     let mut cluster = EtcdCluster::start(1);
     let timeout = Duration::from_millis(300);
-    let options = EtcdOptions {
-        prefix: PREFIX.into(),
-        request_timeout: timeout,
-        probe_after: Duration::from_millis(150),
-        ..Default::default()
-    };
-    let store = EtcdStore::new(cluster.endpoints(), options).unwrap();
+    let store = store_timed(cluster.endpoints(), timeout, Duration::from_millis(150));
     let a = candidate(&store, Duration::from_secs(10), "mute", "a").await;
     let b = candidate(&store, Duration::from_secs(10), "mute", "b").await;
-    let waiting = {
-        let (store, b) = (store.clone(), b.clone());
-        tokio::spawn(async move { store.wait(&b, Duration::from_secs(20)).await })
-    };
+    let waiting = spawn_wait(&store, &b, Duration::from_secs(20));
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Several request timeouts without any answer: the watch's probe
     // fails, then every read of the place.

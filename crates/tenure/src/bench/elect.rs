@@ -470,9 +470,10 @@ async fn measure(
                 .with_context(|| format!("{}, warm-up {t}", c.system))?;
         }
     }
-    let mut samples = vec![(Vec::new(), Vec::new()); contenders.len()];
+    // Per contender: the graceful samples, then the crash samples.
+    let mut samples = vec![[Vec::new(), Vec::new()]; contenders.len()];
     let runs = [(Stop::Graceful, args.trials), (Stop::Crash, args.crash_trials)];
-    for (stop, n) in runs {
+    for (run, (stop, n)) in runs.into_iter().enumerate() {
         for t in 0..n {
             // Each trial starts with the next contender: no one always goes first.
             for k in 0..contenders.len() {
@@ -485,18 +486,14 @@ async fn measure(
                 let ms = handover(c.cli, fetch, &name, stop, queued)
                     .await
                     .with_context(|| format!("{}, {stop:?} trial {t}", c.system))?;
-                let (graceful, crash) = &mut samples[i];
-                match stop {
-                    Stop::Graceful => graceful.push(ms),
-                    Stop::Crash => crash.push(ms),
-                }
+                samples[i][run].push(ms);
             }
         }
     }
     Ok(contenders
         .iter()
         .zip(samples)
-        .map(|(c, (graceful, crash))| SystemReport {
+        .map(|(c, [graceful, crash])| SystemReport {
             system: c.system.to_string(),
             graceful_ms: summarize(&graceful),
             crash_ms: summarize(&crash),
