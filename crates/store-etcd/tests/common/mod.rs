@@ -205,6 +205,7 @@ impl EtcdCluster {
     /// Stops member `i` (SIGSTOP): its connections stay open and silent.
     pub fn pause(&mut self, i: usize) {
         self.signal(i, "-STOP");
+        wait_stopped(self.members[i].child.as_ref().expect("a running member").id());
     }
 
     /// Lets member `i` run again (SIGCONT).
@@ -365,5 +366,27 @@ fn openssl(dir: &std::path::Path, cmd: &[&str], key: &[&str], files: &[&PathBuf;
 impl Drop for Certs {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits until every thread of `pid` is stopped, so that a test's next
+/// request cannot be answered by a thread the SIGSTOP has not reached yet
+/// (CI saw a paused etcd answer a read 1.8 ms after `kill -STOP`).
+fn wait_stopped(pid: u32) {
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads");
+        let running = tasks.flatten().any(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state is the first field after the command's closing paren.
+            let state =
+                stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('T' | 't') | None)
+        });
+        if !running {
+            return;
+        }
+        assert!(Instant::now() < until, "process {pid} not stopped 2 s after SIGSTOP");
+        std::thread::sleep(Duration::from_millis(1));
     }
 }

@@ -214,6 +214,7 @@ impl Ensemble {
     /// SIGSTOPs member `i`.
     pub fn pause(&self, i: usize) {
         self.members[i].signal("-STOP");
+        wait_stopped(self.members[i].pid());
     }
 
     /// SIGCONTs member `i`.
@@ -238,5 +239,27 @@ impl Drop for Ensemble {
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits until every thread of `pid` is stopped, so that a test's next
+/// request cannot be answered by a thread the SIGSTOP has not reached yet
+/// (CI saw a paused etcd member answer a read 1.8 ms after `kill -STOP`).
+fn wait_stopped(pid: u32) {
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads");
+        let running = tasks.flatten().any(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state is the first field after the command's closing paren.
+            let state =
+                stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('T' | 't') | None)
+        });
+        if !running {
+            return;
+        }
+        assert!(Instant::now() < until, "process {pid} not stopped 2 s after SIGSTOP");
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
