@@ -13,9 +13,10 @@ use tokio::time::{sleep, Instant};
 pub const JAR: &str = "/usr/share/java/zookeeper.jar";
 /// How to install ZooKeeper when it is missing.
 pub const INSTALL_HINT: &str = "apt-get install zookeeper (Debian; ZooKeeper 3.8)";
-/// ZooKeeper's tick: session timeouts are multiples of it, and the bounds
-/// below are in ticks. Short, so that a short session timeout is allowed.
-const TICK_MS: u64 = 200;
+/// ZooKeeper's tick: the session timeout's bounds below are in ticks, and
+/// the leader expires sessions in buckets one tick wide. Short, so that a
+/// short session timeout is allowed.
+pub const TICK_MS: u64 = 200;
 /// How long a started ensemble may take until every server serves.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause between readiness probes.
