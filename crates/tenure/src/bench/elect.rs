@@ -651,15 +651,20 @@ fn print_report(r: &ElectReport) {
         }
         BenchStore::Zk => "kazoo: the same, as its session timeout".to_string(),
     };
+    // The tenure cluster's protocol and TLS matter only when it holds the election.
+    let store = match r.store {
+        BenchStore::Tenure => format!(
+            "tenure, {} protocol, TLS {}",
+            r.protocol,
+            if r.tls { "on" } else { "off" }
+        ),
+        BenchStore::Etcd => "etcd".to_string(),
+        BenchStore::Zk => format!("ZooKeeper, tick {} ms", super::zookeeper::TICK_MS),
+    };
     println!(
-        "{} nodes, store {:?}, tenure: {} protocol, TLS {}, session TTL {} ms ({stock_ttl}), \
-         successor queued {} ms before the stop (a SIGKILL up to TTL/2 later, spread)",
-        r.nodes,
-        r.store,
-        r.protocol,
-        if r.tls { "on" } else { "off" },
-        r.ttl_ms,
-        r.queued_ms,
+        "{} nodes, store {store}, session TTL {} ms ({stock_ttl}), successor queued {} ms \
+         before the stop (a SIGKILL up to TTL/2 later, spread)",
+        r.nodes, r.ttl_ms, r.queued_ms,
     );
     println!(
         "{:<20} {:<9} {:>6} {:>9} {:>9} {:>9} {:>9}",
