@@ -132,6 +132,19 @@ impl Session {
         let (tx, rx) = watch::channel(state);
         let stop = CancellationToken::new();
         let id = granted.session;
+        if granted.ttl != ttl {
+            // etcd raises a lease to whole seconds and to 1.5 of its
+            // election timeouts (2 s by default); ZooKeeper keeps a session
+            // within 2 to 20 of its ticks. The user chose the TTL for its
+            // failover time, so say so.
+            tracing::warn!(
+                session = %id,
+                asked = ?ttl,
+                granted = ?granted.ttl,
+                "the store granted another session TTL than asked for: a holder that dies \
+                 is replaced about the granted TTL after its last renewal"
+            );
+        }
         tokio::spawn(keepalive(store.clone(), id, granted.ttl, granted.sent, tx, stop.clone()));
         Ok(Session { store, id, ttl: granted.ttl, state: rx, stop })
     }

@@ -221,7 +221,24 @@ pub async fn grant(store: &Arc<dyn Store>, ttl: Duration) -> anyhow::Result<Sess
     let until = tokio::time::Instant::now() + GRANT_WAIT;
     loop {
         let e = match Session::start(store.clone(), ttl).await {
-            Ok(session) => return Ok(session),
+            Ok(session) => {
+                if session.ttl() != ttl {
+                    // etcd raises leases to whole seconds and to 1.5 of its
+                    // election timeouts; ZooKeeper keeps sessions within 2
+                    // to 20 ticks. The TTL was chosen for the failover time.
+                    eprintln!(
+                        "{}  the store granted session {} a TTL of {} ms, not the {} ms asked \
+                         for: if this holder dies, the next one leads about {} ms after its \
+                         last renewal",
+                        timestamp(),
+                        session.id(),
+                        session.ttl().as_millis(),
+                        ttl.as_millis(),
+                        session.ttl().as_millis()
+                    );
+                }
+                return Ok(session);
+            }
             Err(e) => e,
         };
         let retry = matches!(

@@ -6,7 +6,8 @@
 //! handover (fast: a resignation) and a SIGKILL's (about one TTL), a leader
 //! paused past its deadline does not claim to lead when it runs again, the
 //! endpoints of tenure's own replicated state answer 404 saying why, and
-//! bad flag combinations are refused with clear errors.
+//! bad flag combinations are refused with clear errors. And `tenure elect
+//! --store` says when the store grants another TTL than asked for.
 
 #[path = "../../store-etcd/tests/common/mod.rs"]
 mod etcd;
@@ -530,6 +531,36 @@ async fn a_foreign_leader_is_reported_without_an_id() {
     assert!(elect.wait().unwrap().success());
     let (leader, token) = s.wait_agreement(&[0], START_BOUND).await;
     assert!(leader == 0 && token > foreign, "{token} after {foreign}");
+}
+
+/// `tenure elect --store etcd://` says when etcd grants another TTL than
+/// asked for (whole seconds: 1.5 s becomes 2 s), since the TTL is the
+/// failover time the user chose; and says nothing when it grants the TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elect_says_when_the_store_grants_another_ttl() {
+    let _serial = serial().await;
+    let etcd = etcd::EtcdCluster::start(1);
+    let url = format!("etcd://{}", etcd.endpoints()[0].trim_start_matches("http://"));
+    let elect = |ttl_ms: &str| {
+        let mut child = Command::new(harness::exe())
+            .args(["elect", "ttl", "--store", &url, "--ttl-ms", ttl_ms])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert!(line.starts_with("elected ttl: "), "{line}");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+        let done = child.wait_with_output().unwrap();
+        assert!(done.status.success(), "{done:?}");
+        String::from_utf8_lossy(&done.stderr).into_owned()
+    };
+    let raised = elect("1500");
+    assert!(raised.contains("a TTL of 2000 ms, not the 1500 ms asked for"), "{raised}");
+    let granted = elect("2000");
+    assert!(!granted.contains("asked for"), "{granted}");
 }
 
 #[test]
