@@ -144,6 +144,10 @@ struct SystemReport {
     /// Signal to the successor's "elected" line, ms.
     graceful_ms: Option<Summary>,
     crash_ms: Option<Summary>,
+    /// Every trial's figure, in the order run (JSON only): where a tail
+    /// comes from, and whether it comes in streaks.
+    graceful_samples_ms: Vec<f64>,
+    crash_samples_ms: Vec<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -503,6 +507,8 @@ async fn measure(
             system: c.system.to_string(),
             graceful_ms: summarize(&graceful),
             crash_ms: summarize(&crash),
+            graceful_samples_ms: graceful,
+            crash_samples_ms: crash,
         })
         .collect())
 }
@@ -653,11 +659,9 @@ fn print_report(r: &ElectReport) {
     };
     // The tenure cluster's protocol and TLS matter only when it holds the election.
     let store = match r.store {
-        BenchStore::Tenure => format!(
-            "tenure, {} protocol, TLS {}",
-            r.protocol,
-            if r.tls { "on" } else { "off" }
-        ),
+        BenchStore::Tenure => {
+            format!("tenure, {} protocol, TLS {}", r.protocol, if r.tls { "on" } else { "off" })
+        }
         BenchStore::Etcd => "etcd".to_string(),
         BenchStore::Zk => format!("ZooKeeper, tick {} ms", super::zookeeper::TICK_MS),
     };
