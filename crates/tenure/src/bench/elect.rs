@@ -13,8 +13,8 @@
 //!   expire on the tenure leader's clock. Goal: p99 at most the TTL plus
 //!   50 ms. Each crash trial kills a little later than the last, spread
 //!   over half a TTL ([`kill_phase`]), so that the kills land all over the
-//!   clients' renewal cycles. (`etcdctl elect` 3.4 has a fixed 60 s session TTL, so its
-//!   figure is that TTL, not measured.)
+//!   clients' renewal cycles. (`etcdctl elect` 3.4 has a fixed 60 s
+//!   session TTL, so its figure is that TTL, not measured.)
 //!
 //! With `--store etcd` or `--store zk`, the election is held in a local
 //! etcd cluster or ZooKeeper ensemble instead (docs/STORES.md): `tenure
