@@ -133,10 +133,10 @@ impl Session {
         let stop = CancellationToken::new();
         let id = granted.session;
         if granted.ttl != ttl {
-            // etcd raises a lease to whole seconds and to 1.5 of its
-            // election timeouts (2 s by default); ZooKeeper keeps a session
-            // within 2 to 20 of its ticks. The user chose the TTL for its
-            // failover time, so say so.
+            // etcd takes whole seconds (the etcd store rounds up) and
+            // raises a lease to 1.5 of its election timeouts (2 s by
+            // default); ZooKeeper keeps a session within 2 to 20 of its
+            // ticks. The user chose the TTL for its failover time, so say so.
             tracing::warn!(
                 session = %id,
                 asked = ?ttl,

@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_client::{
@@ -213,6 +214,8 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
 pub const GRANT_WAIT: Duration = Duration::from_secs(5);
 /// Pause between grant attempts.
 const GRANT_RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// Whether this process said that the store granted another TTL.
+static TTL_TOLD: AtomicBool = AtomicBool::new(false);
 
 /// Grants a session, trying again for up to [`GRANT_WAIT`] while no node
 /// can grant one (during a tenure election); a grant that may have been
@@ -222,10 +225,12 @@ pub async fn grant(store: &Arc<dyn Store>, ttl: Duration) -> anyhow::Result<Sess
     loop {
         let e = match Session::start(store.clone(), ttl).await {
             Ok(session) => {
-                if session.ttl() != ttl {
-                    // etcd raises leases to whole seconds and to 1.5 of its
-                    // election timeouts; ZooKeeper keeps sessions within 2
-                    // to 20 ticks. The TTL was chosen for the failover time.
+                // Once per process (`tenure run` may grant many sessions).
+                if session.ttl() != ttl && !TTL_TOLD.swap(true, Ordering::Relaxed) {
+                    // etcd takes whole seconds (rounded up) and raises a
+                    // lease to 1.5 of its election timeouts; ZooKeeper keeps
+                    // sessions within 2 to 20 ticks. The TTL was chosen for
+                    // the failover time.
                     eprintln!(
                         "{}  the store granted session {} a TTL of {} ms, not the {} ms asked \
                          for: if this holder dies, the next one leads about {} ms after its \

@@ -244,7 +244,8 @@ impl Drop for Ensemble {
 
 /// Waits until every thread of `pid` is stopped, so that a test's next
 /// request cannot be answered by a thread the SIGSTOP has not reached yet
-/// (CI saw a paused etcd member answer a read 1.8 ms after `kill -STOP`).
+/// (CI saw a paused etcd member answer a read 1.8 ms after `kill -STOP`;
+/// a ZooKeeper server is no different).
 fn wait_stopped(pid: u32) {
     let until = Instant::now() + Duration::from_secs(2);
     loop {

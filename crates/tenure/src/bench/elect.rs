@@ -11,9 +11,9 @@
 //!   most half of etcd's.
 //! * **crash** (tenure only): SIGKILL; nobody resigns, the session must
 //!   expire on the tenure leader's clock. Goal: p99 at most the TTL plus
-//!   50 ms. Each crash trial kills a little later than the last, spread
-//!   over half a TTL ([`kill_phase`]), so that the kills land all over the
-//!   clients' renewal cycles. (`etcdctl elect` 3.4 has a fixed 60 s
+//!   50 ms. The crash trials kill at extra delays between 0 and half a TTL
+//!   ([`kill_phase`]), so that the kills land all over the clients'
+//!   renewal cycles. (`etcdctl elect` 3.4 has a fixed 60 s
 //!   session TTL, so its figure is that TTL, not measured.)
 //!
 //! With `--store etcd` or `--store zk`, the election is held in a local
@@ -514,11 +514,15 @@ async fn measure(
 }
 
 /// How much later than `--queued-ms` crash trial `t` kills the leader:
-/// spread evenly over half a TTL (`t` times the golden ratio, modulo 1),
-/// so that the kills fall all over each client's renewal cycle (tenure's
-/// every `T/4`, kazoo's pings about every `T/3`). The store counts the TTL
-/// from the last renewal it heard of, so a kill at the same point of every
-/// cycle would measure one point of the distribution, a different one per
+/// between 0 and half a TTL, in golden-ratio order (`t` times the golden
+/// ratio, modulo 1), so that any run of trials covers that range evenly
+/// and the kills fall all over each client's touch cycle. tenure's client
+/// touches its ZooKeeper session at least every `0.15 T` (a `sync` every
+/// `T/4`, the library's ping after `0.15 T` idle), kazoo pings `T/3` less
+/// a random 10–400 ms after its last send (so its phase is partly random
+/// already), etcd keepalives go every `T/3`. The store counts the TTL from
+/// the last touch it heard of, so a kill at the same point of every cycle
+/// would measure one point of the distribution, a different one per
 /// client. Trial `t` has the same extra wait for every contender.
 fn kill_phase(t: usize, ttl_ms: u64) -> Duration {
     const GOLDEN: f64 = 0.618_033_988_749_895;
