@@ -112,7 +112,9 @@ pub struct ElectArgs {
     #[arg(long, value_name = "V", conflicts_with = "observe")]
     pub value: Option<String>,
     /// The session's TTL in milliseconds (500 to 86400000): a leader that crashed is
-    /// replaced about this long after its last renewal.
+    /// replaced about this long after its last renewal. A store may grant another
+    /// (etcd: whole seconds, at least 1.5 of its election timeouts; ZooKeeper: 2 to 20
+    /// ticks); a line on standard error says so.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TTL_MS, conflicts_with = "observe")]
     pub ttl_ms: u64,
     /// Do not campaign: print every change of the election (its leader with value and

@@ -80,7 +80,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "V")]
     pub value: Option<String>,
     /// The session's TTL in milliseconds (500 to 86400000): a leader that crashed is
-    /// replaced about this long after its last renewal.
+    /// replaced about this long after its last renewal. A store may grant another
+    /// (etcd: whole seconds, at least 1.5 of its election timeouts; ZooKeeper: 2 to 20
+    /// ticks); a line on standard error says so.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TTL_MS)]
     pub ttl_ms: u64,
     /// Milliseconds between SIGTERM and SIGKILL when leadership is lost; at most
