@@ -9,6 +9,10 @@
 //! bad flag combinations are refused with clear errors. And `tenure elect
 //! --store` says when the store grants another TTL than asked for.
 
+// Both store harnesses include the same `stopped.rs` (a SIGSTOP that has
+// taken effect), so this crate has it twice.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "../../store-etcd/tests/common/mod.rs"]
 mod etcd;
 mod harness;
@@ -498,18 +502,14 @@ async fn a_foreign_leader_is_reported_without_an_id() {
     let cluster = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
     cluster.wait_agreement(&[0, 1, 2], START_BOUND).await;
     let endpoints = (0..3).map(|i| cluster.endpoint(i)).collect::<Vec<_>>().join(",");
-    let mut elect = Command::new(harness::exe())
-        .args(["elect", "svc", "--value", "not json", "--endpoints", &endpoints, "--cacert"])
-        .arg(cluster.ca())
-        .arg("--token-file")
-        .arg(cluster.token_file("admin"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut out = std::io::BufReader::new(elect.stdout.take().unwrap());
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let (mut elect, line) = elect_first_line(
+        Command::new(harness::exe())
+            .args(["elect", "svc", "--value", "not json", "--endpoints", &endpoints, "--cacert"])
+            .arg(cluster.ca())
+            .arg("--token-file")
+            .arg(cluster.token_file("admin"))
+            .stderr(Stdio::null()),
+    );
     let foreign: u64 = line
         .strip_prefix("elected svc: fencing token ")
         .and_then(|rest| rest.split_whitespace().next())
@@ -545,15 +545,11 @@ async fn elect_says_when_the_store_grants_another_ttl() {
     let etcd = etcd::EtcdCluster::start_with(1, 1000);
     let url = format!("etcd://{}", etcd.endpoints()[0].trim_start_matches("http://"));
     let elect = |ttl_ms: &str| {
-        let mut child = Command::new(harness::exe())
-            .args(["elect", "ttl", "--store", &url, "--ttl-ms", ttl_ms])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        let (child, line) = elect_first_line(
+            Command::new(harness::exe())
+                .args(["elect", "ttl", "--store", &url, "--ttl-ms", ttl_ms])
+                .stderr(Stdio::piped()),
+        );
         assert!(line.starts_with("elected ttl: "), "{line}");
         kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
         let done = child.wait_with_output().unwrap();
@@ -566,6 +562,18 @@ async fn elect_says_when_the_store_grants_another_ttl() {
     assert!(raised.contains("a TTL of 2000 ms, not the 1000 ms asked for"), "{raised}");
     let granted = elect("2000");
     assert!(!granted.contains("asked for"), "{granted}");
+}
+
+/// Starts `elect` (a `tenure elect` command) with its standard output
+/// piped, and returns it with the first line it printed: "elected …" once
+/// it leads. The pipe stays open (handed back to the child's handle).
+fn elect_first_line(elect: &mut Command) -> (Child, String) {
+    let mut child = elect.stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    child.stdout = Some(out.into_inner());
+    (child, line)
 }
 
 #[test]

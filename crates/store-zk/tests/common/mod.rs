@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+#[path = "../../../store-etcd/tests/common/stopped.rs"]
+mod stopped;
+use stopped::wait_stopped;
+
 /// The jar of the Debian package `zookeeper` (its manifest names its
 /// dependencies in /usr/share/java).
 pub const ZK_JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -239,29 +243,5 @@ impl Drop for Ensemble {
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Waits until every thread of `pid` is stopped, so that a test's next
-/// request cannot be answered by a thread the SIGSTOP has not reached yet
-/// (CI saw a paused etcd member answer a read 1.8 ms after `kill -STOP`;
-/// a ZooKeeper server is no different).
-fn wait_stopped(pid: u32) {
-    // Generous: a thread in an fsync stops only once the disk answers.
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads");
-        let running = tasks.flatten().any(|task| {
-            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            // The state is the first field after the command's closing paren.
-            let state =
-                stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
-            !matches!(state, Some('T' | 't') | None)
-        });
-        if !running {
-            return;
-        }
-        assert!(Instant::now() < until, "process {pid} not stopped 10 s after SIGSTOP");
-        std::thread::sleep(Duration::from_millis(1));
     }
 }
