@@ -1,0 +1,28 @@
+//! etcd's v3 gRPC API, the part tenure uses as a client
+//! (crates/store-etcd) and will serve: `KV` (Range, Put, DeleteRange, Txn,
+//! Compact), `Watch`, `Lease` (Grant, Revoke, KeepAlive, TimeToLive,
+//! Leases), `Cluster.MemberList`, `Maintenance.Status` and
+//! `Auth.Authenticate`.
+//!
+//! The messages and services are written in our own `.proto` files
+//! (`proto/`), with etcd's package, message and field names and numbers,
+//! so the gRPC paths and the bytes on the wire are etcd's. The Rust code
+//! generated from them (prost messages, tonic clients and servers) is
+//! checked in under `src/generated/`: building this crate needs no
+//! `protoc` and no build script. `tests/generated.rs` regenerates it (with
+//! protox, a protobuf compiler in Rust) and fails if it differs; after
+//! editing a `.proto` file, update it with
+//! `TENURE_REGENERATE=1 cargo test -p tenure-etcd-api --test generated`.
+
+/// etcd's multi-version store records: [`mvccpb::KeyValue`], [`mvccpb::Event`].
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod mvccpb {
+    include!("generated/mvccpb.rs");
+}
+
+/// etcd's v3 requests and answers, with a client (`kv_client::KvClient`,
+/// ...) and a server (`kv_server::KvServer`, ...) per service.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod etcdserverpb {
+    include!("generated/etcdserverpb.rs");
+}
