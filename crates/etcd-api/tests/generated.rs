@@ -42,7 +42,10 @@ fn the_checked_in_code_is_what_the_protos_generate() {
     produced.sort();
     let mut expected: Vec<String> = GENERATED.iter().map(|s| s.to_string()).collect();
     expected.sort();
-    assert_eq!(produced, expected, "the packages generated changed: update GENERATED and src/lib.rs");
+    assert_eq!(
+        produced, expected,
+        "the packages generated changed: update GENERATED and src/lib.rs"
+    );
     let regenerate = std::env::var_os("TENURE_REGENERATE").is_some_and(|v| v == "1");
     let mut stale = Vec::new();
     for name in GENERATED {

@@ -1,7 +1,7 @@
 //! The store's settings: endpoints, key prefix, TLS, credentials, and the
 //! parser of `etcd://host:port,host:port` store URLs.
 
-use etcd_client::{Certificate, ConnectOptions, TlsOptions};
+use crate::error::EtcdError;
 use std::path::PathBuf;
 use std::time::Duration;
 use tenure_client::StoreError;
@@ -147,19 +147,56 @@ pub fn check_prefix(prefix: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// How every per-endpoint channel is made, and the credentials to log in with.
+#[derive(Clone)]
+pub(crate) struct ConnectOptions {
+    /// The CA to trust (https endpoints).
+    tls: Option<tonic::transport::ClientTlsConfig>,
+    /// A user name and password.
+    pub(crate) user: Option<(String, String)>,
+    /// The bound of a TCP (and TLS) connection's making.
+    connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    /// Everything but the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("tls", &self.tls.is_some())
+            .field("user", &self.user.as_ref().map(|(name, _)| name))
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+impl ConnectOptions {
+    /// The channel settings of `url`: HTTP/2 keepalives while a stream is
+    /// open, the connect timeout, and TLS with the CA for `https://`.
+    pub(crate) fn endpoint(&self, url: &str) -> Result<tonic::transport::Endpoint, EtcdError> {
+        let bad = |e: &dyn std::fmt::Display| EtcdError::InvalidArgs(format!("{url}: {e}"));
+        let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
+            .map_err(|e| bad(&e))?
+            .http2_keep_alive_interval(H2_KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(H2_KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(false)
+            .connect_timeout(self.connect_timeout);
+        if let Some(tls) = &self.tls {
+            endpoint = endpoint.tls_config(tls.clone()).map_err(|e| bad(&e))?;
+        }
+        Ok(endpoint)
+    }
+}
+
 /// The connect options of every per-endpoint client.
 pub(crate) fn connect_options(
     options: &EtcdOptions,
     https: bool,
 ) -> Result<ConnectOptions, StoreError> {
-    let mut c = ConnectOptions::new()
-        .with_require_leader(true)
-        .with_keep_alive(H2_KEEPALIVE_INTERVAL, H2_KEEPALIVE_TIMEOUT)
-        .with_keep_alive_while_idle(false)
-        .with_connect_timeout(options.request_timeout);
-    if let Some((user, password)) = &options.user {
-        c = c.with_user(user.clone(), password.clone()).with_auto_token_refresh(true);
-    }
+    let mut c = ConnectOptions {
+        tls: None,
+        user: options.user.clone(),
+        connect_timeout: options.request_timeout,
+    };
     match (&options.cacert, https) {
         (Some(path), true) => {
             let pem = std::fs::read(path).map_err(|e| {
@@ -171,7 +208,8 @@ pub(crate) fn connect_options(
                     path.display()
                 )));
             }
-            c = c.with_tls(TlsOptions::new().ca_certificate(Certificate::from_pem(pem)));
+            let ca = tonic::transport::Certificate::from_pem(pem);
+            c.tls = Some(tonic::transport::ClientTlsConfig::new().ca_certificate(ca));
         }
         (None, true) => {
             return Err(StoreError::Config(

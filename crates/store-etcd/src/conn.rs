@@ -5,15 +5,166 @@
 //! tonic's balanced channel over several endpoints does not fail over (a
 //! killed member keeps failing every other call, and a stream open to it
 //! stalls), hence one channel per endpoint, chosen here.
+//!
+//! A [`Client`] is one endpoint's channel with the metadata etcd reads:
+//! `hasleader` (a member without a raft leader refuses instead of
+//! stalling), and with credentials the `token` of a login, made again when
+//! etcd calls it invalid (etcd's simple tokens expire after 5 idle minutes).
 
-use crate::config::{connect_options, EtcdOptions};
-use crate::error::{classify, timed_out};
-use etcd_client::{Client, ConnectOptions};
+use crate::config::{connect_options, ConnectOptions, EtcdOptions};
+use crate::error::{classify, timed_out, EtcdError};
+use futures_util::Stream;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tenure_client::{Retry, StoreError};
-use tokio::sync::OnceCell;
+use tenure_etcd_api::etcdserverpb::auth_client::AuthClient;
+use tenure_etcd_api::etcdserverpb::kv_client::KvClient;
+use tenure_etcd_api::etcdserverpb::lease_client::LeaseClient;
+use tenure_etcd_api::etcdserverpb::watch_client::WatchClient;
+use tenure_etcd_api::etcdserverpb::AuthenticateRequest;
+use tokio::sync::{mpsc, OnceCell};
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::interceptor::InterceptedService;
+
+/// The most requests queued on one stream (a renewal sends one and reads
+/// its answer; a wait's watch stream sends three creations and a probe).
+pub(crate) const STREAM_REQUESTS: usize = 8;
+/// The metadata key that makes a member without a raft leader refuse.
+const REQUIRE_LEADER: &str = "hasleader";
+/// The metadata key of the login token.
+const TOKEN: &str = "token";
+/// What etcd says of a token it does not accept (expired, or its member
+/// restarted), when it does not say it with `Unauthenticated`.
+const INVALID_TOKEN: &str = "etcdserver: invalid auth token";
+
+/// A channel whose requests carry etcd's metadata.
+pub(crate) type Channel = InterceptedService<tonic::transport::Channel, Metadata>;
+
+/// Adds `hasleader: true`, and the login token if there is one.
+#[derive(Clone)]
+pub(crate) struct Metadata {
+    token: Option<Arc<RwLock<Option<AsciiMetadataValue>>>>,
+}
+
+impl tonic::service::Interceptor for Metadata {
+    fn call(&mut self, mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        r.metadata_mut().insert(REQUIRE_LEADER, AsciiMetadataValue::from_static("true"));
+        let token = self.token.as_ref().and_then(|t| t.read().ok().and_then(|t| t.clone()));
+        if let Some(token) = token {
+            r.metadata_mut().insert(TOKEN, token);
+        }
+        Ok(r)
+    }
+}
+
+/// The login of a client with credentials.
+struct Login {
+    user: String,
+    password: String,
+    /// The token requests carry (shared with the channel's [`Metadata`]).
+    token: Arc<RwLock<Option<AsciiMetadataValue>>>,
+    /// One login at a time: calls that all found the token invalid log in once.
+    refresh: tokio::sync::Mutex<()>,
+    /// Logs in: the same channel, without a token.
+    auth: AuthClient<Channel>,
+}
+
+/// One endpoint's channel (connected on first use, and again after it
+/// broke), with its login if any. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Client {
+    channel: Channel,
+    login: Option<Arc<Login>>,
+}
+
+impl Client {
+    /// The client of `url`, logged in if `options` has credentials.
+    async fn connect(url: &str, options: &ConnectOptions) -> Result<Client, EtcdError> {
+        let raw = options.endpoint(url)?.connect_lazy();
+        let Some((user, password)) = options.user.clone() else {
+            let channel = InterceptedService::new(raw, Metadata { token: None });
+            return Ok(Client { channel, login: None });
+        };
+        let token = Arc::new(RwLock::new(None));
+        let channel = InterceptedService::new(raw.clone(), Metadata { token: Some(token.clone()) });
+        let auth = AuthClient::new(InterceptedService::new(raw, Metadata { token: None }));
+        let login = Login { user, password, token, refresh: Default::default(), auth };
+        let client = Client { channel, login: Some(Arc::new(login)) };
+        client.log_in(None).await?;
+        Ok(client)
+    }
+
+    /// Logs in (again), unless the token is no longer `stale` (another
+    /// call logged in meanwhile).
+    async fn log_in(&self, stale: Option<AsciiMetadataValue>) -> Result<(), EtcdError> {
+        let Some(login) = &self.login else { return Ok(()) };
+        let _one = login.refresh.lock().await;
+        if *login.token.read().expect("token lock poisoned") != stale {
+            return Ok(());
+        }
+        let request =
+            AuthenticateRequest { name: login.user.clone(), password: login.password.clone() };
+        let answer = login.auth.clone().authenticate(request).await?.into_inner();
+        let token = answer
+            .token
+            .parse::<AsciiMetadataValue>()
+            .map_err(|e| EtcdError::InvalidArgs(format!("the login token: {e}")))?;
+        *login.token.write().expect("token lock poisoned") = Some(token);
+        Ok(())
+    }
+
+    /// Runs `f` on this client; with credentials, once more after logging
+    /// in again if etcd found the token invalid.
+    pub(crate) async fn run<T, F, Fut>(&self, mut f: F) -> Result<T, EtcdError>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, EtcdError>>,
+    {
+        let Some(login) = &self.login else { return f(self.clone()).await };
+        let stale = login.token.read().expect("token lock poisoned").clone();
+        match f(self.clone()).await {
+            Err(EtcdError::GRpcStatus(s)) if invalid_token(&s) => {
+                self.log_in(stale).await?;
+                f(self.clone()).await
+            }
+            answer => answer,
+        }
+    }
+
+    /// The KV service.
+    pub(crate) fn kv(&self) -> KvClient<Channel> {
+        KvClient::new(self.channel.clone())
+    }
+
+    /// The Lease service.
+    pub(crate) fn lease(&self) -> LeaseClient<Channel> {
+        LeaseClient::new(self.channel.clone())
+    }
+
+    /// The Watch service.
+    pub(crate) fn watch(&self) -> WatchClient<Channel> {
+        WatchClient::new(self.channel.clone())
+    }
+}
+
+/// Whether `s` says the login token is invalid (etcd answers
+/// `Unauthenticated`, or `Unknown` with its message from services built
+/// on its in-process client).
+fn invalid_token(s: &tonic::Status) -> bool {
+    match s.code() {
+        tonic::Code::Unauthenticated => true,
+        tonic::Code::Unknown => s.message() == INVALID_TOKEN,
+        _ => false,
+    }
+}
+
+/// The requests of a stream, as they are queued on `rx`: the stream's
+/// request side ends when every sender is dropped.
+pub(crate) fn requests<T: Send + 'static>(rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Send {
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) })
+}
 
 /// The endpoints of one etcd cluster and a client for each.
 pub(crate) struct Endpoints {
@@ -78,7 +229,7 @@ impl Endpoints {
     pub(crate) async fn client(&self, i: usize) -> Result<Client, StoreError> {
         let endpoint = &self.endpoints[i];
         let connect = async {
-            let c = Client::connect([endpoint.as_str()], Some(self.connect.clone()));
+            let c = Client::connect(endpoint, &self.connect);
             match tokio::time::timeout(self.timeout, c).await {
                 Ok(Ok(c)) => Ok(c),
                 Ok(Err(e)) => Err(classify(endpoint, e)),
@@ -101,7 +252,7 @@ impl Endpoints {
     ) -> Result<(usize, T), StoreError>
     where
         F: FnMut(Client) -> Fut,
-        Fut: Future<Output = Result<T, etcd_client::Error>>,
+        Fut: Future<Output = Result<T, EtcdError>>,
     {
         let n = self.endpoints.len();
         let first = self.current();
@@ -110,7 +261,7 @@ impl Endpoints {
             let i = (first + k) % n;
             let endpoint = &self.endpoints[i];
             let answer = match self.client(i).await {
-                Ok(client) => match tokio::time::timeout(self.timeout, f(client)).await {
+                Ok(client) => match tokio::time::timeout(self.timeout, client.run(&mut f)).await {
                     Ok(Ok(v)) => {
                         self.answered(i);
                         return Ok((i, v));

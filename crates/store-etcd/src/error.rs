@@ -1,6 +1,5 @@
-//! etcd's errors classified as [`StoreError`]s.
+//! The errors of calls to etcd, and their classification as [`StoreError`]s.
 
-use etcd_client::Error as EtcdError;
 use std::time::Duration;
 use tenure_client::StoreError;
 use tonic::Code;
@@ -10,6 +9,27 @@ use tonic::Code;
 const LEASE_NOT_FOUND: &str = "lease not found";
 /// etcd's own errors start with this; others come from the transport.
 const ETCD_PREFIX: &str = "etcdserver:";
+
+/// An error of a call to one etcd member.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EtcdError {
+    /// The member (or the transport below the call) answered a gRPC status.
+    #[error("grpc request error: {0}")]
+    GRpcStatus(#[from] tonic::Status),
+    /// The channel could not be made or used.
+    #[error("transport error: {0}")]
+    TransportError(#[from] tonic::transport::Error),
+    /// A keepalive stream failed or its request channel closed.
+    #[error("lease keepalive error: {0}")]
+    LeaseKeepAliveError(String),
+    /// A watch stream's request channel closed.
+    #[error("watch error: {0}")]
+    WatchError(String),
+    /// A setting no call can succeed with (an endpoint that is no URI, a
+    /// password that is no header value).
+    #[error("invalid argument: {0}")]
+    InvalidArgs(String),
+}
 
 /// `e`, an error of a request to `endpoint`, as a [`StoreError`]:
 /// a missing lease is [`StoreError::Gone`]; no answer (transport errors,
@@ -62,16 +82,9 @@ pub(crate) fn classify(endpoint: &str, e: EtcdError) -> StoreError {
             let sent = !source_chain_refused(t);
             no_answer(sent, e)
         }
-        EtcdError::IoError(ref io) => {
-            let sent = io.kind() != std::io::ErrorKind::ConnectionRefused;
-            no_answer(sent, e)
-        }
         // A stream's request channel closed: the stream is dead.
         EtcdError::LeaseKeepAliveError(_) | EtcdError::WatchError(_) => no_answer(true, e),
-        EtcdError::InvalidArgs(_) | EtcdError::InvalidUri(_) | EtcdError::EndpointError(_) => {
-            StoreError::Config(format!("{endpoint}: {e}"))
-        }
-        e => StoreError::Refused(format!("{endpoint}: {e}")),
+        EtcdError::InvalidArgs(_) => StoreError::Config(format!("{endpoint}: {e}")),
     }
 }
 

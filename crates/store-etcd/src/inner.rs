@@ -4,12 +4,13 @@
 use crate::conn::Endpoints;
 use crate::error::odd;
 use crate::keepalive::KeepAlives;
-use etcd_client::{
-    GetOptions, GetResponse, KeyValue, SortOrder, SortTarget, TxnOpResponse, TxnResponse,
-};
 use std::time::Duration;
 use tenure_client::election::check_name;
 use tenure_client::{Candidacy, SessionId, StoreError};
+use tenure_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
+use tenure_etcd_api::etcdserverpb::response_op::Response;
+use tenure_etcd_api::etcdserverpb::{RangeRequest, RangeResponse, ResponseHeader, TxnResponse};
+use tenure_etcd_api::mvccpb::KeyValue;
 
 /// What every clone of a store shares.
 #[derive(Debug)]
@@ -68,35 +69,72 @@ pub(crate) fn whole_seconds(ttl: Duration) -> i64 {
 /// The revision an answer was read at.
 pub(crate) fn header_revision(
     endpoint: &str,
-    header: Option<&etcd_client::ResponseHeader>,
+    header: Option<&ResponseHeader>,
 ) -> Result<u64, StoreError> {
     header
-        .and_then(|h| u64::try_from(h.revision()).ok())
+        .and_then(|h| u64::try_from(h.revision).ok())
         .ok_or_else(|| odd(endpoint, "no header revision"))
 }
 
 /// The range answer of operation `i` of a txn's answer.
-pub(crate) fn txn_get(
+pub(crate) fn txn_get<'a>(
     endpoint: &str,
-    answer: &TxnResponse,
+    answer: &'a TxnResponse,
     i: usize,
-) -> Result<GetResponse, StoreError> {
-    match answer.op_responses().into_iter().nth(i) {
-        Some(TxnOpResponse::Get(g)) => Ok(g),
+) -> Result<&'a RangeResponse, StoreError> {
+    match answer.responses.get(i).and_then(|r| r.response.as_ref()) {
+        Some(Response::ResponseRange(g)) => Ok(g),
         _ => Err(odd(endpoint, &format!("txn operation {i} is not a range"))),
     }
 }
 
-/// Options of a range read of the first-created key of a prefix.
-pub(crate) fn first_created() -> GetOptions {
-    GetOptions::new()
-        .with_prefix()
-        .with_sort(SortTarget::Create, SortOrder::Ascend)
-        .with_limit(1)
-        .with_keys_only()
+/// The end of the range of the keys that start with `prefix`, as etcd
+/// computes it (clientv3's `GetPrefixRangeEnd`): the prefix with its last
+/// byte below 0xff incremented and the bytes after it dropped; `"\0"` (every
+/// key from the prefix on) if every byte is 0xff.
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    match prefix.iter().rposition(|b| *b < 0xff) {
+        Some(i) => {
+            let mut end = prefix[..=i].to_vec();
+            end[i] += 1;
+            end
+        }
+        None => vec![0],
+    }
+}
+
+/// A read of the keys under `prefix`, oldest first.
+pub(crate) fn prefix_by_creation(prefix: &str) -> RangeRequest {
+    RangeRequest {
+        key: prefix.as_bytes().to_vec(),
+        range_end: prefix_end(prefix.as_bytes()),
+        sort_order: SortOrder::Ascend.into(),
+        sort_target: SortTarget::Create.into(),
+        ..Default::default()
+    }
+}
+
+/// A read of the first-created key under `prefix` (keys only).
+pub(crate) fn first_created(prefix: &str) -> RangeRequest {
+    RangeRequest { limit: 1, keys_only: true, ..prefix_by_creation(prefix) }
 }
 
 /// A key's creation revision as a token.
 pub(crate) fn token_of(kv: &KeyValue) -> u64 {
-    u64::try_from(kv.create_revision()).unwrap_or(0)
+    u64::try_from(kv.create_revision).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_ends_where_etcd_says() {
+        assert_eq!(prefix_end(b"/a/b/"), b"/a/b0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"a\xfe\xff\xff"), b"a\xff");
+        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
+        let first = first_created("/p/e/");
+        assert_eq!((first.limit, first.keys_only, &first.range_end[..]), (1, true, &b"/p/e0"[..]));
+    }
 }

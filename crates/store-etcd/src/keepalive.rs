@@ -4,13 +4,14 @@
 //! time is dropped and reopened on the next endpoint (a stream to a killed
 //! member stalls silently).
 
-use crate::conn::Endpoints;
-use crate::error::{classify, odd, timed_out};
-use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
+use crate::conn::{requests, Endpoints, STREAM_REQUESTS};
+use crate::error::{classify, odd, timed_out, EtcdError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tenure_client::{Renewal, SessionId, StoreError};
+use tenure_etcd_api::etcdserverpb::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// The most keepalive streams kept open at once; past it, the one used
@@ -20,8 +21,10 @@ pub const MAX_KEEPALIVE_STREAMS: usize = 1024;
 /// An open keepalive stream.
 struct Stream {
     endpoint: usize,
-    keeper: LeaseKeeper,
-    stream: LeaseKeepAliveStream,
+    /// The request side: one keepalive request of the lease per renewal.
+    keeper: mpsc::Sender<LeaseKeepAliveRequest>,
+    /// The answer side.
+    stream: tonic::Streaming<LeaseKeepAliveResponse>,
 }
 
 /// A session's stream (none until the first renewal, or after a failure)
@@ -129,13 +132,29 @@ impl KeepAlives {
     }
 }
 
-/// Opens a keepalive stream for lease `id` on endpoint `i` (etcd-client
-/// sends a first keepalive and reads its answer: a lease that is gone
-/// fails here).
+/// Opens a keepalive stream for lease `id` on endpoint `i`: sends a first
+/// keepalive and reads its answer (a lease that is gone fails here).
 async fn open(endpoints: &Endpoints, i: usize, id: i64) -> Result<Stream, StoreError> {
     let endpoint = &endpoints.list()[i];
-    let mut client = endpoints.client(i).await?;
-    match tokio::time::timeout(endpoints.timeout, client.lease_keep_alive(id)).await {
+    let client = endpoints.client(i).await?;
+    let opened = async {
+        let (keeper, mut stream) = client
+            .run(|c| async move {
+                let (keeper, rx) = mpsc::channel(STREAM_REQUESTS);
+                keeper.send(LeaseKeepAliveRequest { id }).await.map_err(closed)?;
+                let stream = c.lease().lease_keep_alive(requests(rx)).await?.into_inner();
+                Ok((keeper, stream))
+            })
+            .await?;
+        match stream.message().await? {
+            Some(answer) if answer.ttl > 0 => Ok((keeper, stream)),
+            Some(_) => Err(EtcdError::LeaseKeepAliveError("lease not found".into())),
+            None => Err(EtcdError::LeaseKeepAliveError(
+                "the keepalive stream ended before its first answer".into(),
+            )),
+        }
+    };
+    match tokio::time::timeout(endpoints.timeout, opened).await {
         Ok(Ok((keeper, stream))) => Ok(Stream { endpoint: i, keeper, stream }),
         Ok(Err(e)) => Err(classify(endpoint, e)),
         Err(_) => Err(timed_out(endpoint, endpoints.timeout)),
@@ -154,8 +173,8 @@ async fn once(
     let endpoint = &endpoints.list()[s.endpoint];
     let sent = Instant::now();
     let exchange = async {
-        s.keeper.keep_alive().await?;
-        s.stream.message().await
+        s.keeper.send(LeaseKeepAliveRequest { id }).await.map_err(closed)?;
+        Ok::<_, EtcdError>(s.stream.message().await?)
     };
     let answer = match tokio::time::timeout(endpoints.timeout, exchange).await {
         Err(_) => return Err(timed_out(endpoint, endpoints.timeout)),
@@ -169,13 +188,10 @@ async fn once(
         }
         Ok(Ok(Some(answer))) => answer,
     };
-    if answer.id() != id {
-        return Err(odd(
-            endpoint,
-            &format!("keepalive of lease {id} answered for {}", answer.id()),
-        ));
+    if answer.id != id {
+        return Err(odd(endpoint, &format!("keepalive of lease {id} answered for {}", answer.id)));
     }
-    match u64::try_from(answer.ttl()) {
+    match u64::try_from(answer.ttl) {
         Ok(ttl) if ttl > 0 => {
             let ttl = Duration::from_secs(ttl);
             tenure_client::session::check_ttl(ttl)
@@ -184,4 +200,10 @@ async fn once(
         }
         _ => Err(StoreError::Gone(format!("{endpoint}: lease {id:016x} not found (TTL 0)"))),
     }
+}
+
+/// The error of a keepalive request that could not be queued: the stream
+/// is gone.
+fn closed<T>(e: mpsc::error::SendError<T>) -> EtcdError {
+    EtcdError::LeaseKeepAliveError(e.to_string())
 }

@@ -8,17 +8,17 @@
 //! [`Observed::Missed`], then the state.
 
 use crate::error::{classify, timed_out};
-use crate::inner::{header_revision, Inner};
-use crate::watch::next_message;
-use etcd_client::{
-    EventType, GetOptions, KeyValue, SortOrder, SortTarget, WatchOptions, WatchStream,
-};
+use crate::inner::{header_revision, prefix_by_creation, Inner};
+use crate::watch::{create, next_message, WatchStream};
 use futures_util::stream::BoxStream;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_client::election::{OBSERVE_BACKOFF_MAX, OBSERVE_BACKOFF_MIN};
 use tenure_client::{Observed, Retry, StoreError};
+use tenure_etcd_api::etcdserverpb::{RangeRequest, WatchResponse};
+use tenure_etcd_api::mvccpb::event::EventType;
+use tenure_etcd_api::mvccpb::KeyValue;
 use tokio::time::Instant;
 
 /// The most keys an observed election may hold (the observer keeps them
@@ -108,22 +108,21 @@ impl Observer {
     /// state (after [`Observed::Missed`] if the watch was compacted away).
     async fn read_all(&mut self) -> Result<(), StoreError> {
         let endpoints = &self.inner.endpoints;
-        let options = GetOptions::new()
-            .with_prefix()
-            .with_sort(SortTarget::Create, SortOrder::Ascend)
-            .with_limit(MAX_OBSERVED_KEYS as i64 + 1);
+        let read = RangeRequest {
+            limit: MAX_OBSERVED_KEYS as i64 + 1,
+            ..prefix_by_creation(&self.prefix)
+        };
         let (i, answer) = endpoints
-            .call(Retry::Idempotent, |mut c| {
-                let (prefix, options) = (self.prefix.clone(), options.clone());
-                async move { c.get(prefix, Some(options)).await }
+            .call(Retry::Idempotent, |c| {
+                let read = read.clone();
+                async move { Ok(c.kv().range(read).await?.into_inner()) }
             })
             .await?;
-        let revision = header_revision(&endpoints.list()[i], answer.header())?;
-        if answer.kvs().len() > MAX_OBSERVED_KEYS {
+        let revision = header_revision(&endpoints.list()[i], answer.header.as_ref())?;
+        if answer.kvs.len() > MAX_OBSERVED_KEYS {
             return Err(too_many(&self.prefix));
         }
-        let keys: HashMap<_, _> =
-            answer.kvs().iter().map(|kv| (kv.key().to_vec(), entry(kv))).collect();
+        let keys: HashMap<_, _> = answer.kvs.iter().map(|kv| (kv.key.clone(), entry(kv))).collect();
         let state = leader(&keys);
         if let Some(compacted) = self.missed.take() {
             let compacted = u64::try_from(compacted).unwrap_or(0);
@@ -147,12 +146,9 @@ impl Observer {
         // silently; from `next - 1` it is cancelled as compacted instead.
         // The replayed events of `next - 1` are skipped in `apply`.
         let start = (self.next - 1).max(1);
-        let options = WatchOptions::new().with_prefix().with_start_revision(start);
-        let mut client = endpoints.client(i).await?;
-        let opened = tokio::time::timeout(
-            endpoints.timeout,
-            client.watch(self.prefix.as_str(), Some(options)),
-        );
+        let watch = create(self.prefix.as_bytes(), true, start, false);
+        let client = endpoints.client(i).await?;
+        let opened = tokio::time::timeout(endpoints.timeout, WatchStream::open(&client, watch));
         let e = match opened.await {
             Ok(Ok(stream)) => {
                 self.watch = Some((i, stream));
@@ -194,16 +190,16 @@ impl Observer {
     /// Applies one watch answer (from endpoint `i`): the leader after each
     /// revision's events is reported if it changed; a watch cancelled for
     /// another reason than compaction is an error of that endpoint.
-    fn apply(&mut self, i: usize, answer: etcd_client::WatchResponse) -> Result<(), StoreError> {
-        if answer.canceled() {
+    fn apply(&mut self, i: usize, answer: WatchResponse) -> Result<(), StoreError> {
+        if answer.canceled {
             self.watch = None;
-            if answer.compact_revision() == 0 {
+            if answer.compact_revision == 0 {
                 return Err(StoreError::Unavailable {
                     endpoint: self.inner.endpoints.list()[i].clone(),
-                    message: format!("watch cancelled: {}", answer.cancel_reason()),
+                    message: format!("watch cancelled: {}", answer.cancel_reason),
                 });
             }
-            self.missed = Some(answer.compact_revision());
+            self.missed = Some(answer.compact_revision);
             self.keys = None;
             return Ok(());
         }
@@ -213,18 +209,18 @@ impl Observer {
         let keys = self.keys.as_mut().expect("a watch runs after a read");
         let mut states = Vec::new();
         let mut revision = None;
-        for event in answer.events() {
-            let Some(kv) = event.kv().filter(|kv| kv.mod_revision() >= self.next) else {
+        for event in &answer.events {
+            let Some(kv) = event.kv.as_ref().filter(|kv| kv.mod_revision >= self.next) else {
                 continue;
             };
-            if let Some(r) = revision.filter(|r| *r != kv.mod_revision()) {
+            if let Some(r) = revision.filter(|r| *r != kv.mod_revision) {
                 states.push((leader(keys), r));
             }
-            match event.event_type() {
-                EventType::Put => keys.insert(kv.key().to_vec(), entry(kv)),
-                EventType::Delete => keys.remove(kv.key()),
+            match event.r#type() {
+                EventType::Put => keys.insert(kv.key.clone(), entry(kv)),
+                EventType::Delete => keys.remove(&kv.key),
             };
-            revision = Some(kv.mod_revision());
+            revision = Some(kv.mod_revision);
         }
         if let Some(r) = revision {
             states.push((leader(keys), r));
@@ -261,9 +257,9 @@ impl Observer {
 
 fn entry(kv: &KeyValue) -> Entry {
     Entry {
-        create_revision: kv.create_revision(),
-        lease: kv.lease(),
-        value: String::from_utf8_lossy(kv.value()).into_owned(),
+        create_revision: kv.create_revision,
+        lease: kv.lease,
+        value: String::from_utf8_lossy(&kv.value).into_owned(),
     }
 }
 

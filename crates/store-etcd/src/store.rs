@@ -9,7 +9,6 @@ use crate::inner::{
     first_created, header_revision, lease_id, token_of, txn_get, whole_seconds, Inner,
 };
 use crate::keepalive::KeepAlives;
-use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use std::sync::Arc;
@@ -18,6 +17,12 @@ use tenure_client::election::{check_name, check_value};
 use tenure_client::session::check_ttl;
 use tenure_client::{
     Candidacy, Check, Observed, Renewal, Retry, SessionId, Store, StoreError, StoreKind, Waited,
+};
+use tenure_etcd_api::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use tenure_etcd_api::etcdserverpb::request_op::Request;
+use tenure_etcd_api::etcdserverpb::{
+    Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest, PutRequest, RangeRequest,
+    RequestOp, TxnRequest,
 };
 use tokio::time::Instant;
 
@@ -82,36 +87,35 @@ impl EtcdStore {
         let (i, answer) = self
             .inner
             .endpoints
-            .call(Retry::Once, |mut c| {
+            .call(Retry::Once, |c| {
                 sent = Instant::now();
-                async move { c.lease_grant(secs, None).await }
+                let request = LeaseGrantRequest { ttl: secs, id: 0 };
+                async move { Ok(c.lease().lease_grant(request).await?.into_inner()) }
             })
             .await?;
         let endpoint = &self.inner.endpoints.list()[i];
-        if !answer.error().is_empty() {
-            return Err(StoreError::Refused(format!("{endpoint}: {}", answer.error())));
+        if !answer.error.is_empty() {
+            return Err(StoreError::Refused(format!("{endpoint}: {}", answer.error)));
         }
-        let (id, granted) = (u64::try_from(answer.id()), u64::try_from(answer.ttl()));
+        let (id, granted) = (u64::try_from(answer.id), u64::try_from(answer.ttl));
         match (id, granted) {
             // A TTL outside what a session may have (one day at most)
             // is an answer no etcd gives: refused, not trusted.
             (Ok(id), Ok(granted)) if id > 0 && check_ttl(Duration::from_secs(granted)).is_ok() => {
                 Ok(Renewal { session: SessionId(id), sent, ttl: Duration::from_secs(granted) })
             }
-            _ => Err(odd(
-                endpoint,
-                &format!("lease {} granted with TTL {}", answer.id(), answer.ttl()),
-            )),
+            _ => {
+                Err(odd(endpoint, &format!("lease {} granted with TTL {}", answer.id, answer.ttl)))
+            }
         }
     }
 
     async fn do_revoke(&self, session: SessionId) -> Result<(), StoreError> {
         let id = lease_id(session)?;
         self.inner.keepalives.forget(session);
-        let revoked = self
-            .inner
-            .endpoints
-            .call(Retry::Idempotent, |mut c| async move { c.lease_revoke(id).await });
+        let revoked = self.inner.endpoints.call(Retry::Idempotent, |c| async move {
+            Ok(c.lease().lease_revoke(LeaseRevokeRequest { id }).await?.into_inner())
+        });
         match revoked.await {
             Ok(_) | Err(StoreError::Gone(_)) => Ok(()),
             Err(e) => Err(e),
@@ -129,44 +133,52 @@ impl EtcdStore {
         let id = lease_id(session)?;
         let key = self.inner.key(election, session);
         let prefix = self.inner.election_prefix(election);
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
-            .and_then([
-                TxnOp::put(key.as_str(), value, Some(PutOptions::new().with_lease(id))),
-                TxnOp::get(prefix.as_str(), Some(first_created())),
-            ])
-            .or_else([
-                TxnOp::get(key.as_str(), None),
-                TxnOp::get(prefix.as_str(), Some(first_created())),
-            ]);
+        let put = PutRequest {
+            key: key.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+            lease: id,
+            ..Default::default()
+        };
+        let own = RangeRequest { key: key.as_bytes().to_vec(), ..Default::default() };
+        let txn = TxnRequest {
+            compare: vec![created_at(&key, 0)],
+            success: vec![
+                op(Request::RequestPut(put)),
+                op(Request::RequestRange(first_created(&prefix))),
+            ],
+            failure: vec![
+                op(Request::RequestRange(own)),
+                op(Request::RequestRange(first_created(&prefix))),
+            ],
+        };
         // Idempotent: the key is named by the lease, so a retry after a
         // lost answer finds the key its first attempt made.
         let (i, answer) = self
             .inner
             .endpoints
-            .call(Retry::Idempotent, |mut c| {
+            .call(Retry::Idempotent, |c| {
                 let txn = txn.clone();
-                async move { c.txn(txn).await }
+                async move { Ok(c.kv().txn(txn).await?.into_inner()) }
             })
             .await?;
         let endpoint = &self.inner.endpoints.list()[i];
-        let token = if answer.succeeded() {
-            header_revision(endpoint, answer.header())?
+        let token = if answer.succeeded {
+            header_revision(endpoint, answer.header.as_ref())?
         } else {
             let existing = txn_get(endpoint, &answer, 0)?;
-            match existing.kvs().first() {
-                Some(kv) if kv.lease() == id => token_of(kv),
+            match existing.kvs.first() {
+                Some(kv) if kv.lease == id => token_of(kv),
                 Some(kv) => {
                     return Err(StoreError::Refused(format!(
                         "{endpoint}: key {key} exists with lease {:016x}, not {id:016x}",
-                        kv.lease()
+                        kv.lease
                     )))
                 }
                 None => return Err(odd(endpoint, "the campaign's key neither created nor found")),
             }
         };
         let first = txn_get(endpoint, &answer, 1)?;
-        let leader = first.kvs().first().map(token_of) == Some(token);
+        let leader = first.kvs.first().map(token_of) == Some(token);
         Ok(Candidacy { session, election: election.to_string(), key, token, leader })
     }
 
@@ -174,16 +186,19 @@ impl EtcdStore {
         let key = self.inner.checked_key(c)?;
         let token = i64::try_from(c.token)
             .map_err(|_| StoreError::Invalid(format!("token {} out of range", c.token)))?;
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.as_str(), CompareOp::Equal, token)])
-            .and_then([TxnOp::delete(key.as_str(), None)]);
+        let delete = DeleteRangeRequest { key: key.as_bytes().to_vec(), ..Default::default() };
+        let txn = TxnRequest {
+            compare: vec![created_at(&key, token)],
+            success: vec![op(Request::RequestDeleteRange(delete))],
+            failure: vec![],
+        };
         // Guarded by the token: a retry deletes nothing more, and a key
         // already gone (or made again by a later campaign) is left alone.
         self.inner
             .endpoints
-            .call(Retry::Idempotent, |mut c| {
+            .call(Retry::Idempotent, |c| {
                 let txn = txn.clone();
-                async move { c.txn(txn).await }
+                async move { Ok(c.kv().txn(txn).await?.into_inner()) }
             })
             .await?;
         Ok(())
@@ -195,16 +210,32 @@ impl EtcdStore {
         let (i, answer) = self
             .inner
             .endpoints
-            .call(Retry::Idempotent, |mut c| {
-                let prefix = prefix.clone();
-                async move { c.get(prefix, Some(first_created())).await }
+            .call(Retry::Idempotent, |c| {
+                let read = first_created(&prefix);
+                async move { Ok(c.kv().range(read).await?.into_inner()) }
             })
             .await?;
         let endpoint = &self.inner.endpoints.list()[i];
-        let revision = header_revision(endpoint, answer.header())?;
-        let leader = answer.kvs().first().map(token_of);
+        let revision = header_revision(endpoint, answer.header.as_ref())?;
+        let leader = answer.kvs.first().map(token_of);
         Ok(Check { current: leader == Some(token), token: leader, revision })
     }
+}
+
+/// The compare "`key` was created at revision `revision`" (0: the key does not exist).
+fn created_at(key: &str, revision: i64) -> Compare {
+    Compare {
+        result: CompareResult::Equal.into(),
+        target: CompareTarget::Create.into(),
+        key: key.as_bytes().to_vec(),
+        target_union: Some(TargetUnion::CreateRevision(revision)),
+        range_end: Vec::new(),
+    }
+}
+
+/// One operation of a transaction.
+fn op(request: Request) -> RequestOp {
+    RequestOp { request: Some(request) }
 }
 
 impl Store for EtcdStore {

@@ -7,15 +7,15 @@
 //! commit, not at etcd's 100 ms catch-up).
 
 use crate::error::{classify, timed_out};
-use crate::inner::{header_revision, lease_id, txn_get, Inner};
-use crate::watch::next_message;
-use etcd_client::{
-    EventType, GetOptions, SortOrder, SortTarget, Txn, TxnOp, WatchFilterType, WatchOptions,
-    WatchStream,
-};
+use crate::inner::{header_revision, lease_id, prefix_end, txn_get, Inner};
+use crate::watch::{create, next_message, WatchStream};
 use std::time::Duration;
 use tenure_client::store::MAX_WAIT;
 use tenure_client::{Candidacy, Retry, StoreError, Waited};
+use tenure_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
+use tenure_etcd_api::etcdserverpb::request_op::Request;
+use tenure_etcd_api::etcdserverpb::{RangeRequest, RequestOp, TxnRequest};
+use tenure_etcd_api::mvccpb::event::EventType;
 use tokio::time::Instant;
 
 /// Pause after a watch or a read failed before reading again.
@@ -110,26 +110,36 @@ async fn place(store: &Inner, c: &Candidacy, key: &str) -> Result<Place, StoreEr
     let before = i64::try_from(c.token - 1)
         .map_err(|_| StoreError::Invalid(format!("token {} out of range", c.token)))?;
     let prefix = store.election_prefix(&c.election);
-    let predecessor = GetOptions::new()
-        .with_prefix()
-        .with_max_create_revision(before)
-        .with_sort(SortTarget::Create, SortOrder::Descend)
-        .with_limit(MAX_AHEAD_COUNTED as i64)
-        .with_keys_only();
-    let txn = Txn::new()
-        .and_then([TxnOp::get(prefix.as_str(), Some(predecessor)), TxnOp::get(key, None)]);
+    let predecessor = RangeRequest {
+        key: prefix.as_bytes().to_vec(),
+        range_end: prefix_end(prefix.as_bytes()),
+        max_create_revision: before,
+        sort_order: SortOrder::Descend.into(),
+        sort_target: SortTarget::Create.into(),
+        limit: MAX_AHEAD_COUNTED as i64,
+        keys_only: true,
+        ..Default::default()
+    };
+    let own = RangeRequest { key: key.as_bytes().to_vec(), ..Default::default() };
+    let txn = TxnRequest {
+        compare: Vec::new(),
+        success: [predecessor, own]
+            .map(|r| RequestOp { request: Some(Request::RequestRange(r)) })
+            .into(),
+        failure: Vec::new(),
+    };
     let endpoints = &store.endpoints;
     let (i, answer) = endpoints
-        .call(Retry::Idempotent, |mut client| {
+        .call(Retry::Idempotent, |client| {
             let txn = txn.clone();
-            async move { client.txn(txn).await }
+            async move { Ok(client.kv().txn(txn).await?.into_inner()) }
         })
         .await?;
     let endpoint = &endpoints.list()[i];
-    let revision = header_revision(endpoint, answer.header())?;
+    let revision = header_revision(endpoint, answer.header.as_ref())?;
     let own = txn_get(endpoint, &answer, 1)?;
-    match own.kvs().first() {
-        Some(kv) if kv.lease() == id && kv.create_revision() == c.token as i64 => {}
+    match own.kvs.first() {
+        Some(kv) if kv.lease == id && kv.create_revision == c.token as i64 => {}
         _ => {
             return Err(StoreError::Gone(format!(
                 "election {}: candidacy {key} (token {}) no longer exists at revision {revision}",
@@ -138,11 +148,11 @@ async fn place(store: &Inner, c: &Candidacy, key: &str) -> Result<Place, StoreEr
         }
     }
     let before = txn_get(endpoint, &answer, 0)?;
-    match before.kvs().first() {
+    match before.kvs.first() {
         None => Ok(Place::First),
         Some(kv) => Ok(Place::Behind {
-            predecessor: kv.key().to_vec(),
-            ahead: before.kvs().len() as u64,
+            predecessor: kv.key.clone(),
+            ahead: before.kvs.len() as u64,
             revision: revision as i64,
         }),
     }
@@ -178,26 +188,26 @@ async fn watch(
             Ok(None) => return Ok(Woken::Deadline),
             Err(e) => return Err(fail(e)),
         };
-        if answer.created() && !answer.canceled() && std::mem::take(&mut first_created) {
+        if answer.created && !answer.canceled && std::mem::take(&mut first_created) {
             // The header of a creation carries the store's revision then:
             // above the read's, the watch from `revision + 1` is unsynced.
-            let at = answer.header().map_or(0, |h| h.revision());
+            let at = answer.header.as_ref().map_or(0, |h| h.revision);
             if recheck && at > revision {
                 tracing::debug!(%endpoint, read = revision, created = at, "etcd: the store moved before the watch began; reading again");
                 return Ok(Woken::Raced);
             }
         }
-        if answer.canceled() && answer.compact_revision() == 0 {
-            let message = format!("watch cancelled: {}", answer.cancel_reason());
+        if answer.canceled && answer.compact_revision == 0 {
+            let message = format!("watch cancelled: {}", answer.cancel_reason);
             return Err(fail(StoreError::Unavailable { endpoint: endpoint.clone(), message }));
         }
-        if answer.canceled() {
-            tracing::debug!(%endpoint, compacted = answer.compact_revision(), "etcd: wait's watch compacted; reading again");
+        if answer.canceled {
+            tracing::debug!(%endpoint, compacted = answer.compact_revision, "etcd: wait's watch compacted; reading again");
             return Ok(Woken::ReadAgain);
         }
         let deleted = |k: &[u8]| {
-            answer.events().iter().any(|e| {
-                e.event_type() == EventType::Delete && e.kv().is_some_and(|kv| kv.key() == k)
+            answer.events.iter().any(|e| {
+                e.r#type() == EventType::Delete && e.kv.as_ref().is_some_and(|kv| kv.key == k)
             })
         };
         if deleted(key) {
@@ -238,15 +248,13 @@ async fn open(
 ) -> Result<WatchStream, StoreError> {
     let endpoints = &store.endpoints;
     let endpoint = &endpoints.list()[i];
-    let options = |from: i64| {
-        WatchOptions::new().with_start_revision(from).with_filters([WatchFilterType::NoPut])
-    };
-    let mut client = endpoints.client(i).await?;
+    let deletions = |key: &[u8], from: i64| create(key, false, from, true);
+    let client = endpoints.client(i).await?;
     let opened = async {
-        let mut stream = client.watch(predecessor, Some(options(revision + 1))).await?;
-        stream.watch(predecessor, Some(options(revision))).await?;
-        stream.watch(key, Some(options(revision))).await?;
-        Ok::<_, etcd_client::Error>(stream)
+        let mut stream = WatchStream::open(&client, deletions(predecessor, revision + 1)).await?;
+        stream.watch(deletions(predecessor, revision)).await?;
+        stream.watch(deletions(key, revision)).await?;
+        Ok::<_, crate::error::EtcdError>(stream)
     };
     match tokio::time::timeout(endpoints.timeout, opened).await {
         Ok(Ok(stream)) => Ok(stream),

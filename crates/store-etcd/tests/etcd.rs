@@ -6,8 +6,17 @@ use common::EtcdCluster;
 use futures_util::StreamExt;
 use std::time::Duration;
 use tenure_client::{Candidacy, Observed, Renewal, SessionId, Store, StoreError, Waited};
+use tenure_etcd_api::etcdserverpb::kv_client::KvClient;
+use tenure_etcd_api::etcdserverpb::lease_client::LeaseClient;
+use tenure_etcd_api::etcdserverpb::maintenance_client::MaintenanceClient;
+use tenure_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
+use tenure_etcd_api::etcdserverpb::{
+    CompactionRequest, DeleteRangeRequest, LeaseRevokeRequest, PutRequest, RangeRequest,
+    RangeResponse, StatusRequest,
+};
 use tenure_store_etcd::{EtcdOptions, EtcdStore};
 use tokio::time::Instant;
+use tonic::transport::Channel;
 
 const PREFIX: &str = "/test/elections";
 
@@ -16,8 +25,63 @@ fn store(cluster: &EtcdCluster) -> EtcdStore {
     EtcdStore::new(cluster.endpoints(), options).expect("a valid store")
 }
 
-async fn raw(cluster: &EtcdCluster) -> etcd_client::Client {
-    etcd_client::Client::connect(cluster.endpoints(), None).await.expect("connect")
+/// A plain client of one member, for the tests' own reads and writes
+/// (the store's are what is tested).
+struct Raw {
+    kv: KvClient<Channel>,
+    lease: LeaseClient<Channel>,
+    maintenance: MaintenanceClient<Channel>,
+}
+
+impl Raw {
+    async fn at(endpoint: &str) -> Raw {
+        let channel = Channel::from_shared(endpoint.to_string()).unwrap().connect().await.unwrap();
+        Raw {
+            kv: KvClient::new(channel.clone()),
+            lease: LeaseClient::new(channel.clone()),
+            maintenance: MaintenanceClient::new(channel),
+        }
+    }
+
+    async fn range(&mut self, request: RangeRequest) -> RangeResponse {
+        self.kv.range(request).await.expect("range").into_inner()
+    }
+
+    async fn get(&mut self, key: &str) -> RangeResponse {
+        self.range(RangeRequest { key: key.into(), ..Default::default() }).await
+    }
+
+    async fn put(&mut self, key: &str, value: &str, lease: i64) {
+        let put = PutRequest { key: key.into(), value: value.into(), lease, ..Default::default() };
+        self.kv.put(put).await.expect("put");
+    }
+
+    async fn delete(&mut self, key: Vec<u8>) {
+        self.kv
+            .delete_range(DeleteRangeRequest { key, ..Default::default() })
+            .await
+            .expect("delete");
+    }
+
+    async fn lease_revoke(&mut self, id: i64) {
+        self.lease.lease_revoke(LeaseRevokeRequest { id }).await.expect("revoke");
+    }
+
+    async fn compact(&mut self, revision: i64) {
+        let compact = CompactionRequest { revision, physical: false };
+        self.kv.compact(compact).await.expect("compact");
+    }
+}
+
+/// The end of the range of the keys under `prefix` (its last byte is no 0xff here).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    *end.last_mut().unwrap() += 1;
+    end
+}
+
+async fn raw(cluster: &EtcdCluster) -> Raw {
+    Raw::at(&cluster.endpoints()[0]).await
 }
 
 /// A session of `ttl` and its candidacy in `election`.
@@ -50,9 +114,14 @@ fn store_timed(endpoints: Vec<String>, timeout: Duration, probe_after: Duration)
 
 /// The number of keys under `election`'s prefix.
 async fn keys(cluster: &EtcdCluster, election: &str) -> i64 {
-    let options = etcd_client::GetOptions::new().with_prefix().with_count_only();
     let prefix = format!("{PREFIX}/{election}/");
-    raw(cluster).await.get(prefix, Some(options)).await.expect("count").count()
+    let count = RangeRequest {
+        range_end: prefix_end(&prefix),
+        key: prefix.into(),
+        count_only: true,
+        ..Default::default()
+    };
+    raw(cluster).await.range(count).await.count
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,7 +149,7 @@ async fn grants_report_the_ttl_etcd_granted_and_renewals_their_send_time() {
     assert!(matches!(never, StoreError::Gone(_)), "{never:?}");
     // A lease revoked behind the back of an open keepalive stream.
     store.renew(raised.session).await.unwrap();
-    raw(&cluster).await.lease_revoke(raised.session.0 as i64).await.unwrap();
+    raw(&cluster).await.lease_revoke(raised.session.0 as i64).await;
     let behind = store.renew(raised.session).await.unwrap_err();
     assert!(matches!(behind, StoreError::Gone(_)), "{behind:?}");
 }
@@ -92,9 +161,9 @@ async fn campaigns_queue_by_creation_revision_and_a_retry_makes_no_second_key() 
     let a = candidate(&store, Duration::from_secs(5), "jobs", "a").await;
     assert!(a.leader, "the first candidacy leads");
     let mut client = raw(&cluster).await;
-    let kv = client.get(a.key.as_str(), None).await.unwrap().kvs()[0].clone();
-    assert_eq!(a.token, kv.create_revision() as u64, "token = the key's create_revision");
-    assert_eq!((kv.lease() as u64, kv.value()), (a.session.0, &b"a"[..]));
+    let kv = client.get(a.key.as_str()).await.kvs[0].clone();
+    assert_eq!(a.token, kv.create_revision as u64, "token = the key's create_revision");
+    assert_eq!((kv.lease as u64, &kv.value[..]), (a.session.0, &b"a"[..]));
     assert_eq!(a.key, format!("{PREFIX}/jobs/{:016x}", a.session.0));
     let b = candidate(&store, Duration::from_secs(5), "jobs", "b").await;
     assert!(!b.leader, "the second queues");
@@ -108,8 +177,7 @@ async fn campaigns_queue_by_creation_revision_and_a_retry_makes_no_second_key() 
     // A key of that name held by another lease is not ours.
     let foreign = store.grant(Duration::from_secs(5)).await.unwrap().session;
     let key = store.key("jobs", foreign);
-    let opts = etcd_client::PutOptions::new().with_lease(a.session.0 as i64);
-    client.put(key, "x", Some(opts)).await.unwrap();
+    client.put(&key, "x", a.session.0 as i64).await;
     let refused = store.campaign(foreign, "jobs", "f").await.unwrap_err();
     assert!(matches!(refused, StoreError::Refused(_)), "{refused:?}");
     let bad = store.campaign(foreign, "no/slash", "f").await.unwrap_err();
@@ -159,7 +227,7 @@ async fn a_waiter_whose_key_expired_is_gone_never_leader_etcd_19597() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     // B's session ends (its key goes with it), then A leaves at once.
     let mut client = raw(&cluster).await;
-    client.lease_revoke(b.session.0 as i64).await.unwrap();
+    client.lease_revoke(b.session.0 as i64).await;
     store.resign(&a).await.unwrap();
     let waited = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
     assert!(matches!(waited, Err(StoreError::Gone(_))), "B must not lead: {waited:?}");
@@ -168,7 +236,7 @@ async fn a_waiter_whose_key_expired_is_gone_never_leader_etcd_19597() {
     // The same when A leaves first and B's key is already gone when the wait starts.
     let c = candidate(&store, Duration::from_secs(5), "e19597", "c").await;
     let d = candidate(&store, Duration::from_secs(5), "e19597", "d").await;
-    client.lease_revoke(d.session.0 as i64).await.unwrap();
+    client.lease_revoke(d.session.0 as i64).await;
     store.resign(&c).await.unwrap();
     let late = store.wait(&d, Duration::from_secs(1)).await;
     assert!(matches!(late, Err(StoreError::Gone(_))), "{late:?}");
@@ -409,9 +477,9 @@ async fn a_grant_moves_past_an_endpoint_that_refuses_connections() {
 /// The index of the member that leads the raft group now.
 async fn raft_leader(cluster: &EtcdCluster) -> usize {
     for (i, endpoint) in cluster.endpoints().iter().enumerate() {
-        let mut c = etcd_client::Client::connect([endpoint], None).await.unwrap();
-        let status = c.status().await.unwrap();
-        if status.header().map(|h| h.member_id()) == Some(status.leader()) {
+        let mut c = Raw::at(endpoint).await;
+        let status = c.maintenance.status(StatusRequest {}).await.unwrap().into_inner();
+        if status.header.map(|h| h.member_id) == Some(status.leader) {
             return i;
         }
     }
@@ -479,9 +547,9 @@ async fn an_observer_that_cannot_resume_reports_missed_then_the_state() {
     // history is compacted past it.
     cluster.pause(0);
     store.resign(&a).await.unwrap();
-    let mut client = etcd_client::Client::connect(&others, None).await.unwrap();
-    let revision = client.get("x", None).await.unwrap().header().unwrap().revision();
-    client.compact(revision, None).await.unwrap();
+    let mut client = Raw::at(&others[0]).await;
+    let revision = client.get("x").await.header.unwrap().revision;
+    client.compact(revision).await;
     match next(&mut observed).await {
         Observed::Missed { compacted, current } => {
             assert_eq!(compacted, revision as u64);
@@ -501,15 +569,22 @@ async fn https_endpoints_with_the_ca_and_credentials() {
     let endpoints = cluster.endpoints();
     assert!(endpoints[0].starts_with("https://"));
     // Authentication on, with a root user.
-    let pem = std::fs::read(&certs.ca).unwrap();
-    let tls =
-        etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(pem));
-    let connect = etcd_client::ConnectOptions::new().with_tls(tls);
-    let mut admin = etcd_client::Client::connect(&endpoints, Some(connect)).await.unwrap();
-    let _ = admin.role_add("root").await;
-    admin.user_add("root", "s3cret", None).await.unwrap();
-    admin.user_grant_role("root", "root").await.unwrap();
-    admin.auth_enable().await.unwrap();
+    // By etcdctl: the store needs no user administration, so the API
+    // crate has none.
+    let etcdctl = |args: &[&str]| {
+        let out = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", endpoints.join(",")))
+            .arg(format!("--cacert={}", certs.ca.display()))
+            .args(args)
+            .output()
+            .expect("etcdctl runs (apt-get install etcd-client)");
+        assert!(out.status.success(), "etcdctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    etcdctl(&["role", "add", "root"]);
+    etcdctl(&["user", "add", "root:s3cret"]);
+    etcdctl(&["user", "grant-role", "root", "root"]);
+    etcdctl(&["auth", "enable"]);
 
     let no_ca = EtcdStore::new(endpoints.clone(), EtcdOptions::default()).unwrap_err();
     assert!(matches!(no_ca, StoreError::Config(_)), "{no_ca:?}");
@@ -596,15 +671,19 @@ async fn a_leader_whose_key_someone_deletes_is_deposed() {
     }
     // Delete a's key (the first created) behind its back.
     let prefix = format!("{PREFIX}/deposed/");
-    let first = etcd_client::GetOptions::new()
-        .with_prefix()
-        .with_sort(etcd_client::SortTarget::Create, etcd_client::SortOrder::Ascend)
-        .with_limit(1);
+    let first = RangeRequest {
+        range_end: prefix_end(&prefix),
+        key: prefix.into(),
+        sort_order: SortOrder::Ascend.into(),
+        sort_target: SortTarget::Create.into(),
+        limit: 1,
+        ..Default::default()
+    };
     let mut raw = raw(&cluster).await;
-    let answer = raw.get(prefix.as_str(), Some(first)).await.unwrap();
-    let key = answer.kvs()[0].key().to_vec();
+    let answer = raw.range(first).await;
+    let key = answer.kvs[0].key.clone();
     let deleted = Instant::now();
-    raw.delete(key, None).await.unwrap();
+    raw.delete(key).await;
     let bound = ttl / 3 + Duration::from_secs(2);
     tokio::time::timeout(bound, leading.cancel.cancelled())
         .await
