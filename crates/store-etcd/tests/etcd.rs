@@ -565,7 +565,7 @@ async fn an_observer_that_cannot_resume_reports_missed_then_the_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_endpoints_with_the_ca_and_credentials() {
     let certs = common::Certs::make();
-    let cluster = EtcdCluster::start_tls(1, certs.cert.clone(), certs.key.clone());
+    let mut cluster = EtcdCluster::start_tls(1, certs.cert.clone(), certs.key.clone());
     let endpoints = cluster.endpoints();
     assert!(endpoints[0].starts_with("https://"));
     // Authentication on, with a root user.
@@ -622,6 +622,14 @@ async fn https_endpoints_with_the_ca_and_credentials() {
     store.resign(&a).await.unwrap();
     assert!(matches!(next(&mut observed).await, Observed::NoLeader { .. }));
     store.revoke(a.session).await.unwrap();
+    // A restarted member has forgotten the login tokens it gave (etcd's
+    // simple tokens live in its memory): the store's next request is
+    // refused as unauthenticated, and the store logs in again and carries on.
+    drop(observed);
+    cluster.restart(0);
+    let b = candidate(&store, Duration::from_secs(2), "tls", "b").await;
+    assert!(b.leader);
+    store.revoke(b.session).await.unwrap();
 }
 
 /// A renewal dropped after its request left (its caller's timeout) must
