@@ -6,13 +6,15 @@ use common::EtcdCluster;
 use futures_util::StreamExt;
 use std::time::Duration;
 use tenure_client::{Candidacy, Observed, Renewal, SessionId, Store, StoreError, Waited};
+use tenure_etcd_api::etcdserverpb::cluster_client::ClusterClient;
 use tenure_etcd_api::etcdserverpb::kv_client::KvClient;
 use tenure_etcd_api::etcdserverpb::lease_client::LeaseClient;
 use tenure_etcd_api::etcdserverpb::maintenance_client::MaintenanceClient;
 use tenure_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
 use tenure_etcd_api::etcdserverpb::{
-    CompactionRequest, DeleteRangeRequest, LeaseRevokeRequest, PutRequest, RangeRequest,
-    RangeResponse, StatusRequest,
+    CompactionRequest, DeleteRangeRequest, LeaseLeasesRequest, LeaseRevokeRequest,
+    LeaseTimeToLiveRequest, MemberListRequest, PutRequest, RangeRequest, RangeResponse,
+    StatusRequest,
 };
 use tenure_store_etcd::{EtcdOptions, EtcdStore};
 use tokio::time::Instant;
@@ -31,6 +33,7 @@ struct Raw {
     kv: KvClient<Channel>,
     lease: LeaseClient<Channel>,
     maintenance: MaintenanceClient<Channel>,
+    cluster: ClusterClient<Channel>,
 }
 
 impl Raw {
@@ -39,7 +42,8 @@ impl Raw {
         Raw {
             kv: KvClient::new(channel.clone()),
             lease: LeaseClient::new(channel.clone()),
-            maintenance: MaintenanceClient::new(channel),
+            maintenance: MaintenanceClient::new(channel.clone()),
+            cluster: ClusterClient::new(channel),
         }
     }
 
@@ -702,4 +706,35 @@ async fn a_leader_whose_key_someone_deletes_is_deposed() {
     assert!(b.await_leadership(Duration::from_secs(5)).await, "b leads");
     a.close().await;
     b.close().await;
+}
+
+/// The messages of tenure-etcd-api that the store does not use (yet: a
+/// server will) carry etcd's field numbers: read from a real member, every
+/// field holds what etcd put there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_messages_read_what_etcd_answers() {
+    let cluster = EtcdCluster::start(1);
+    let store = store(&cluster);
+    let a = candidate(&store, Duration::from_secs(5), "api", "a").await;
+    let id = a.session.0 as i64;
+    let mut raw = raw(&cluster).await;
+    let members = raw.cluster.member_list(MemberListRequest::default()).await.unwrap().into_inner();
+    let member = &members.members[0];
+    assert_eq!(members.members.len(), 1);
+    assert_eq!(member.name, "e1");
+    assert_eq!(member.client_ur_ls, cluster.endpoints());
+    assert!(member.peer_ur_ls[0].starts_with("http://127.0.0.1:"), "{member:?}");
+    assert_eq!(Some(member.id), members.header.map(|h| h.member_id));
+    let status = raw.maintenance.status(StatusRequest {}).await.unwrap().into_inner();
+    assert!(status.version.starts_with("3."), "{status:?}");
+    assert_eq!((status.leader, status.is_learner), (member.id, false));
+    assert!(status.db_size > 0 && status.raft_index > 0 && status.raft_term > 0, "{status:?}");
+    let ttl = LeaseTimeToLiveRequest { id, keys: true };
+    let ttl = raw.lease.lease_time_to_live(ttl).await.unwrap().into_inner();
+    assert_eq!((ttl.id, ttl.granted_ttl), (id, 5));
+    assert!((1..=5).contains(&ttl.ttl), "{ttl:?}");
+    assert_eq!(ttl.keys, [a.key.as_bytes()]);
+    let leases = raw.lease.lease_leases(LeaseLeasesRequest {}).await.unwrap().into_inner();
+    assert!(leases.leases.iter().any(|l| l.id == id), "{leases:?}");
+    store.revoke(a.session).await.unwrap();
 }
