@@ -13,12 +13,11 @@ const ETCD_PREFIX: &str = "etcdserver:";
 /// An error of a call to one etcd member.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum EtcdError {
-    /// The member (or the transport below the call) answered a gRPC status.
+    /// The member answered a gRPC status, or the channel below the call
+    /// failed (a lazily connected channel reports a connection that could
+    /// not be made as an `Unavailable` status).
     #[error("grpc request error: {0}")]
     GRpcStatus(#[from] tonic::Status),
-    /// The channel could not be made or used.
-    #[error("transport error: {0}")]
-    TransportError(#[from] tonic::transport::Error),
     /// A keepalive stream failed or its request channel closed.
     #[error("lease keepalive error: {0}")]
     LeaseKeepAliveError(String),
@@ -77,10 +76,6 @@ pub(crate) fn classify(endpoint: &str, e: EtcdError) -> StoreError {
         }
         EtcdError::LeaseKeepAliveError(ref m) if m.contains(LEASE_NOT_FOUND) => {
             StoreError::Gone(format!("{endpoint}: {m}"))
-        }
-        EtcdError::TransportError(ref t) => {
-            let sent = !source_chain_refused(t);
-            no_answer(sent, e)
         }
         // A stream's request channel closed: the stream is dead.
         EtcdError::LeaseKeepAliveError(_) | EtcdError::WatchError(_) => no_answer(true, e),
