@@ -91,3 +91,32 @@ fn a_renewal_moves_the_deadline_and_a_closed_stdin_stops_at_once() {
     assert!(closed.elapsed() < Duration::from_millis(300), "{:?}", closed.elapsed());
     assert!(start.elapsed() < Duration::from_millis(1300));
 }
+
+#[test]
+fn a_command_that_cannot_start_is_refused_before_campaigning() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.txt");
+    std::fs::write(&data, "not a program").unwrap();
+    let data = data.to_str().unwrap().to_string();
+    for (command, why) in [
+        ("/nonexistent", "not found"),
+        ("no-such-command-for-tenure", "not found in any directory of PATH"),
+        (data.as_str(), "not executable"),
+    ] {
+        // No server listens on port 1: a campaign would fail on the
+        // connection, after retrying; the check comes first.
+        let start = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_tenure"))
+            .args(["run", "--endpoints", "http://127.0.0.1:1", "--election", "job", "--"])
+            .arg(command)
+            .env_remove("TENURE_STORE")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command}: {:?}", out.status);
+        assert!(err.contains(&format!("cannot start {command}")) && err.contains(why), "{err}");
+        assert!(!err.contains("session"), "no session was asked for: {err}");
+        assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    }
+}
