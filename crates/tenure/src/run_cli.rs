@@ -11,6 +11,12 @@
 //! the guard does not depend on it. `tenure run` tells the guard each new
 //! deadline, and "stop" when the cluster says the session is gone or on
 //! Ctrl-C; the guard takes its closed stdin (its parent died) as "stop".
+//! The guard's stdin is one end of a socket pair: it reports back on it
+//! the command's process group (`group N`) and, before it exits normally,
+//! the command's status (`exit N`). A guard that exits without that report
+//! was killed: `tenure run` then SIGKILLs the group itself and resigns only
+//! once none of it runs. The guard starts the command under a keeper
+//! (`run_keeper`), which kills the group when the guard dies.
 
 use crate::client::timestamp;
 use crate::elect_cli::{
@@ -76,14 +82,28 @@ even if `tenure run` itself is paused or killed. The grace must leave half a ren
 for the next renewal: grace <= TTL x 0.9/1.1 - TTL/2 (about 0.318 x TTL: 3181 ms for the \
 default 10 s TTL); a larger --grace-ms is refused.
 
-The command runs in a process group of its own: SIGTERM and SIGKILL go to the whole group \
-(a shell's children too), and when the command exits, whatever it left running in its group \
-is SIGKILLed before the candidacy is resigned. A process that leaves the group (setsid, a \
-daemon's double fork) is out of reach: run the service in the foreground.
+The command runs in a process group of its own, led by a keeper process: SIGTERM and \
+SIGKILL go to the whole group (a shell's children too), and when the command exits, \
+whatever it left running in its group is SIGKILLed before the candidacy is resigned.
+
+Deaths covered: whichever of tenure run, its guard, their process group or both pids is \
+killed, by any signal, the command's whole group is stopped. The guard's death makes the \
+keeper SIGKILL the group at once (PR_SET_PDEATHSIG); a tenure run that outlives its guard \
+SIGKILLs the group too, waits until none of it runs, says so, then resigns and exits 1. The \
+death of tenure run alone stops the group through the guard (SIGTERM, SIGKILL after the \
+grace, by the deadline). A guard that is SIGSTOPped is killed, with the group, once the \
+command's SIGKILL is due; the guard ignores Ctrl-Z (SIGTSTP). Not covered: a process that \
+leaves the group (setsid, a daemon's double fork): run the service in the foreground; every \
+tenure process of the run (tenure run, guard, keeper) SIGKILLed at once, as `kill -9 \
+$(pgrep tenure)` does: then only the command's first process dies (by PR_SET_PDEATHSIG), \
+what it started runs on; tenure run and its guard both SIGSTOPped: nothing stops the \
+command until they continue. A command that cannot start (not found, not executable) is \
+refused before campaigning.
 
 When the command exits, the candidacy is resigned at once and tenure run exits with the \
 command's status (128+N if a signal N ended it). On Ctrl-C or SIGTERM, the command gets \
-SIGTERM (SIGKILL after the grace), then tenure run resigns and exits with the command's status. \
+SIGTERM (SIGKILL after the grace), then tenure run resigns, says so, and exits with the \
+command's status. \
 On loss it exits 2, or with --keep-trying campaigns again, as it does after the command exits.";
 
 /// Flags of `tenure run`.
@@ -335,8 +355,8 @@ async fn guard_died(status: Option<ExitStatus>, report: GuardReport) -> Term {
             (None, None) => "the guard died".to_string(),
         },
         None => format!(
-            "the guard did not stop the command within {GUARD_LATE:?} after \
-                         its SIGKILL was due; killed the guard"
+            "the guard did not exit within {GUARD_LATE:?} after the command's SIGKILL was due \
+             (stopped?); killed the guard"
         ),
     };
     let Some(group) = report.group else {
@@ -440,20 +460,35 @@ async fn lead(
     let kill_due = (Instant::now() + grace).min(session.deadline());
     let _ = control.write_all(b"stop\n").await;
     drop(control);
-    // A guard that does not (paused, hung) is killed, and the group with it.
-    // (Due already when this process was paused: the guard had its chance.)
-    let late = kill_due.max(Instant::now()) + GUARD_LATE;
-    let status = match tokio::time::timeout_at(late, guard.wait()).await {
+    let status = match tokio::time::timeout_at(kill_due, guard.wait()).await {
         Ok(status) => status.context("waiting for the guard")?,
-        Err(_) if matches!(guard.try_wait(), Ok(Some(_))) => {
-            guard.wait().await.context("waiting for the guard")?
-        }
-        Err(_) => {
-            let _ = guard.start_kill();
-            let _ = tokio::time::timeout(REPORT_BOUND, guard.wait()).await;
-            let report = final_report(reader).await;
-            return Ok(guard_died(None, report).await);
-        }
+        Err(_) => match guard.try_wait() {
+            Ok(Some(status)) => status,
+            _ => {
+                // The SIGKILL is due: sent from here too, for a guard that is
+                // stopped (SIGSTOP) or starved. While the guard lives, its
+                // keeper leads the group, so the group id is not reused.
+                let group = reports.borrow().group;
+                if let Some(group) = group {
+                    let _ = killpg(group, Signal::SIGKILL);
+                }
+                match tokio::time::timeout(GUARD_LATE, guard.wait()).await {
+                    Ok(status) => status.context("waiting for the guard")?,
+                    Err(_) if matches!(guard.try_wait(), Ok(Some(_))) => {
+                        guard.wait().await.context("waiting for the guard")?
+                    }
+                    Err(_) => {
+                        // A guard that does not exit (stopped, hung) is killed
+                        // (its keeper then kills the group, and so does this
+                        // process).
+                        let _ = guard.start_kill();
+                        let _ = tokio::time::timeout(REPORT_BOUND, guard.wait()).await;
+                        let report = final_report(reader).await;
+                        return Ok(guard_died(None, report).await);
+                    }
+                }
+            }
+        },
     };
     let report = final_report(reader).await;
     let Some(code) = report.exit else {

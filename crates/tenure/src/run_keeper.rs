@@ -236,9 +236,8 @@ fn executable(path: &std::path::Path) -> anyhow::Result<()> {
 /// Whether a process of group `pgid` still runs (zombies, already dead and
 /// waiting to be reaped, do not count).
 pub fn group_alive(pgid: Pid) -> bool {
-    match kill(Pid::from_raw(-pgid.as_raw()), None) {
-        Err(Errno::ESRCH) => return false,
-        Err(_) | Ok(()) => {}
+    if kill(Pid::from_raw(-pgid.as_raw()), None) == Err(Errno::ESRCH) {
+        return false;
     }
     let Ok(entries) = std::fs::read_dir("/proc") else { return true };
     entries.flatten().any(|entry| {

@@ -1,6 +1,7 @@
 //! `tenure run` killed in each way a process dies (issue 26, item 1): its
 //! guard alone, `tenure run` alone, their process group, or both pids, all
-//! by SIGKILL, while a second candidate waits. The command (a shell whose
+//! by SIGKILL, and a guard SIGSTOPped before `tenure run` is told to stop,
+//! while a second candidate waits. The command (a shell whose
 //! writer subshell ignores SIGTERM, as a script's server would) appends
 //! `<tag> <wall-clock ns>` to a resource log every 5 ms: no line of the old
 //! leader may follow the successor's first, and the old command's whole
@@ -206,6 +207,9 @@ enum Death {
     RunAlone,
     RunsGroup,
     BothPids,
+    /// The guard SIGSTOPped, then `tenure run` told to stop (SIGTERM): the
+    /// guard cannot stop the command, `tenure run` must.
+    GuardStopped,
 }
 
 async fn killed(death: Death) {
@@ -228,6 +232,10 @@ async fn killed(death: Death) {
         Death::BothPids => {
             kill(a.pid(), Signal::SIGKILL).unwrap();
             kill(guard, Signal::SIGKILL).unwrap();
+        }
+        Death::GuardStopped => {
+            kill(guard, Signal::SIGSTOP).unwrap();
+            kill(a.pid(), Signal::SIGTERM).unwrap();
         }
     }
     let took = wait_writes(&log, "B", HANDOVER_BOUND);
@@ -259,6 +267,14 @@ async fn killed(death: Death) {
         assert!(text.contains("the guard died (signal 9); the command's process group"), "{text}");
         assert!(took < Duration::from_millis(TTL_MS), "a resignation hands over at once: {took:?}");
     }
+    if death == Death::GuardStopped {
+        // The grace, the guard's lateness, the group's death, the
+        // resignation: well under the TTL.
+        assert_ne!(a.exit_code(STEP_BOUND), Some(0), "{}", a.stderr());
+        let text = a.stderr();
+        assert!(text.contains("the guard did not exit") && text.contains("was killed"), "{text}");
+        assert!(took < Duration::from_millis(TTL_MS), "{took:?}");
+    }
     kill(b.pid(), Signal::SIGTERM).unwrap();
 }
 
@@ -280,4 +296,9 @@ async fn a_killed_process_group_of_run_and_guard_stops_the_commands_group() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_run_and_guard_pids_stop_the_commands_group() {
     killed(Death::BothPids).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_guard_does_not_keep_the_command_running_after_a_stop() {
+    killed(Death::GuardStopped).await;
 }
