@@ -91,8 +91,9 @@ killed, by any signal, the command's whole group is stopped. The guard's death m
 keeper SIGKILL the group at once (PR_SET_PDEATHSIG); a tenure run that outlives its guard \
 SIGKILLs the group too, waits until none of it runs, says so, then resigns and exits 1. The \
 death of tenure run alone stops the group through the guard (SIGTERM, SIGKILL after the \
-grace, by the deadline). A guard that is SIGSTOPped is killed, with the group, once the \
-command's SIGKILL is due; the guard ignores Ctrl-Z (SIGTSTP). Not covered: a process that \
+grace, by the deadline). A SIGSTOPped guard stops nothing: when a stop's SIGKILL is due \
+(a loss, Ctrl-C), tenure run SIGKILLs the group, then the guard; the guard ignores Ctrl-Z \
+(SIGTSTP). Not covered: a process that \
 leaves the group (setsid, a daemon's double fork): run the service in the foreground; every \
 tenure process of the run (tenure run, guard, keeper) SIGKILLed at once, as `kill -9 \
 $(pgrep tenure)` does: then only the command's first process dies (by PR_SET_PDEATHSIG), \
