@@ -13,9 +13,14 @@
 //! The leader is made to go in every way it can, in turn: its command exits
 //! (`tenure run` resigns at once), `tenure run` gets SIGTERM (it stops the
 //! command, then resigns), SIGKILL (its guard stops the command; the session
-//! expires on the tenure leader's clock), SIGSTOP past its TTL (the guard
-//! stops the command by the session's deadline), and its host is cut off
-//! from tenure (the same, with `tenure run` running but unable to renew).
+//! expires on the tenure leader's clock), its guard alone gets SIGKILL (the
+//! keeper in the command's group kills the group at once; `tenure run` waits
+//! until it is gone, then resigns), SIGSTOP past its TTL (the guard stops
+//! the command by the session's deadline), `tenure run`'s process group gets
+//! SIGKILL (`tenure run` and its guard at once: the keeper kills the
+//! command's group), its host is cut off from tenure (the guard stops the
+//! command, with `tenure run` running but unable to renew), and `tenure run`
+//! and its guard get SIGKILL by pid, one after the other.
 //! Every few handovers the *tenure* leader is SIGKILLed while an
 //! application leads: that leadership must not change. With an external
 //! store, a store member is SIGKILLed or cut off from the other members
@@ -35,11 +40,12 @@
 use crate::app_backend::{connected_members, Backend, Held, Observer, STORE_READY_BOUND};
 use crate::cluster::{Cluster, Timings};
 use crate::scenarios::{heal_bound, Outcome, RESTART_MARGIN};
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -105,15 +111,31 @@ enum Fault {
     Sigterm,
     /// SIGKILL to `tenure run`.
     Sigkill,
+    /// SIGKILL to `tenure run`'s guard (`tenure run-guard`) alone.
+    GuardKill,
     /// SIGSTOP to `tenure run` until the successor leads.
     Pause,
     /// Its host cut off from every tenure server until the successor leads.
     Partition,
+    /// SIGKILL to `tenure run`'s process group (`tenure run` and its guard:
+    /// what a supervisor that kills the group does).
+    GroupKill,
+    /// SIGKILL to `tenure run`'s pid, then its guard's.
+    BothKill,
 }
 
-/// The faults, in the order they are applied (then again).
-const FAULTS: [Fault; 5] =
-    [Fault::CommandExits, Fault::Sigterm, Fault::Sigkill, Fault::Pause, Fault::Partition];
+/// The faults, in the order they are applied (then again): every one in
+/// the 21 handovers CI runs.
+const FAULTS: [Fault; 8] = [
+    Fault::CommandExits,
+    Fault::Sigterm,
+    Fault::Sigkill,
+    Fault::GuardKill,
+    Fault::Pause,
+    Fault::GroupKill,
+    Fault::Partition,
+    Fault::BothKill,
+];
 
 /// One token's tenancy as the resource saw it.
 #[derive(Debug, Clone)]
@@ -289,7 +311,10 @@ impl App {
             .env_remove("TENURE_STORE")
             .stdin(Stdio::null())
             .stdout(log)
-            .stderr(err);
+            .stderr(err)
+            // A group of its own (`ip netns exec` execs `tenure run`, so its
+            // pid leads it), which [`Fault::GroupKill`] kills.
+            .process_group(0);
         let child = command.spawn().map_err(|e| format!("start {}: {e}", self.tag))?;
         self.child = Some(child);
         Ok(())
@@ -298,6 +323,24 @@ impl App {
     fn signal(&self, sig: Signal) -> Result<(), String> {
         let child = self.child.as_ref().ok_or_else(|| format!("{} is not running", self.tag))?;
         kill(Pid::from_raw(child.id() as i32), sig).map_err(|e| format!("{sig} {}: {e}", self.tag))
+    }
+
+    fn pid(&self) -> Result<Pid, String> {
+        let child = self.child.as_ref().ok_or_else(|| format!("{} is not running", self.tag))?;
+        Ok(Pid::from_raw(child.id() as i32))
+    }
+
+    /// The guard: `tenure run`'s only child, while a term runs; `None`
+    /// between terms (a leader the store still shows whose client already
+    /// gave up its session, see [`Fenced::settled`]).
+    fn guard(&self) -> Result<Option<Pid>, String> {
+        let pid = self.pid()?.as_raw();
+        let children = children_of(pid);
+        match children[..] {
+            [] => Ok(None),
+            [guard] => Ok(Some(Pid::from_raw(guard))),
+            _ => Err(format!("{} (pid {pid}) has children {children:?}, not one guard", self.tag)),
+        }
     }
 
     /// Waits for `tenure run` to exit (it was told to).
@@ -323,11 +366,28 @@ impl App {
     }
 }
 
+/// The pids whose parent is `ppid` (`/proc/PID/stat`'s fourth field).
+fn children_of(ppid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // `pid (comm) state ppid ...`: after comm's last `)`.
+            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok()) == Some(ppid)
+        })
+        .collect()
+}
+
 impl Drop for App {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let pid = Pid::from_raw(child.id() as i32);
             let _ = kill(pid, Signal::SIGCONT);
+            // `tenure run` and its guard (whose keeper then kills the command).
+            let _ = killpg(pid, Signal::SIGKILL);
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -494,9 +554,28 @@ impl Fenced {
     }
 
     /// Makes holder `h` (leading with `token`) go by `fault`, then undoes
-    /// the fault; returns how long until a successor led.
-    async fn hand_over(&mut self, fault: Fault, token: u64, h: usize) -> Result<Duration, String> {
+    /// the fault; returns the fault applied and how long until a successor
+    /// led.
+    async fn hand_over(
+        &mut self,
+        fault: Fault,
+        token: u64,
+        h: usize,
+    ) -> Result<(Fault, Duration), String> {
         self.event(format!("{fault:?} of {} (token {token})", self.apps[h].tag));
+        let guard = match fault {
+            Fault::GuardKill | Fault::BothKill => self.apps[h].guard().map_err(|e| self.fail(e))?,
+            _ => None,
+        };
+        let fault = match (fault, guard) {
+            (Fault::GuardKill | Fault::BothKill, None) => {
+                // Its term ended already (the store has yet to see it):
+                // there is no guard to kill, `tenure run` is killed instead.
+                self.event(format!("  {} has no guard now: Sigkill instead", self.apps[h].tag));
+                Fault::Sigkill
+            }
+            _ => fault,
+        };
         let cluster = self.backend.cluster();
         match fault {
             Fault::CommandExits => File::create(&self.apps[h].stop_file)
@@ -504,6 +583,19 @@ impl Fenced {
                 .map_err(|e| format!("stop file: {e}"))?,
             Fault::Sigterm => self.apps[h].signal(Signal::SIGTERM)?,
             Fault::Sigkill => self.apps[h].signal(Signal::SIGKILL)?,
+            Fault::GuardKill => {
+                let guard = guard.ok_or("no guard")?;
+                kill(guard, Signal::SIGKILL).map_err(|e| format!("SIGKILL guard {guard}: {e}"))?
+            }
+            Fault::GroupKill => {
+                let group = self.apps[h].pid()?;
+                killpg(group, Signal::SIGKILL).map_err(|e| format!("SIGKILL -{group}: {e}"))?
+            }
+            Fault::BothKill => {
+                let guard = guard.ok_or("no guard")?;
+                self.apps[h].signal(Signal::SIGKILL)?;
+                kill(guard, Signal::SIGKILL).map_err(|e| format!("SIGKILL guard {guard}: {e}"))?
+            }
             Fault::Pause => self.apps[h].signal(Signal::SIGSTOP)?,
             Fault::Partition => cluster.cut_host(self.apps[h].host).map_err(|e| e.to_string())?,
         }
@@ -515,7 +607,11 @@ impl Fenced {
             Fault::CommandExits => {
                 std::fs::remove_file(&self.apps[h].stop_file).map_err(|e| e.to_string())?
             }
-            Fault::Sigterm | Fault::Sigkill => {
+            Fault::Sigterm
+            | Fault::Sigkill
+            | Fault::GuardKill
+            | Fault::GroupKill
+            | Fault::BothKill => {
                 self.apps[h].reap().await.map_err(|e| self.fail(e))?;
                 self.spawn(h)?;
             }
@@ -526,7 +622,7 @@ impl Fenced {
             }
         }
         match moved {
-            Ok((_, took)) => Ok(took),
+            Ok((_, took)) => Ok((fault, took)),
             Err(last) => Err(self.fail(format!(
                 "{fault:?} of {} (token {token}): no successor within {bound:?}; last seen {last:?}",
                 self.apps[h].tag
@@ -792,7 +888,7 @@ pub async fn fenced_handovers_on(held: Held, handovers: usize) -> Result<Outcome
             (token, h) = f.settled().await?;
         }
         let fault = FAULTS[k % FAULTS.len()];
-        let took = f.hand_over(fault, token, h).await?;
+        let (fault, took) = f.hand_over(fault, token, h).await?;
         times.entry(fault).or_default().push(took);
         ended.push((fault, token));
     }

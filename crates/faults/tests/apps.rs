@@ -1,6 +1,7 @@
 //! Application elections on real processes in network namespaces (issues
 //! 12 and 13): `tenure run` leaders made to go in every way (command exit,
-//! SIGTERM, SIGKILL, SIGSTOP past the TTL, cut off from the store) hand
+//! SIGTERM, SIGKILL of `tenure run`, of its guard alone, of their process
+//! group or of both pids, SIGSTOP past the TTL, cut off from the store) hand
 //! over to the next without two of them ever writing to a fenced resource
 //! at once, the election held by tenure's own cluster, a 3-member etcd
 //! cluster or a 3-server ZooKeeper ensemble; a SIGKILL of a store member

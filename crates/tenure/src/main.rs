@@ -17,6 +17,7 @@ mod logging;
 mod notify_cli;
 mod rest;
 mod run_cli;
+mod run_keeper;
 mod server_command;
 mod store_settings;
 mod store_url;
@@ -65,6 +66,9 @@ enum Command {
     /// The guard of `tenure run`'s command (internal).
     #[command(hide = true)]
     RunGuard(run_cli::GuardArgs),
+    /// The keeper of `tenure run`'s command, in the command's process group (internal).
+    #[command(hide = true)]
+    RunKeeper(run_keeper::KeeperArgs),
     /// Make a CA and node certificates for a cluster (TLS for peers and the HTTP API).
     Cert(cert::CertArgs),
     /// Start a local cluster, kill its leader, and show the failover.
@@ -91,6 +95,8 @@ fn main() -> ExitCode {
         Command::Elect(args) => block_on(elect_cli::run(args)),
         Command::Run(args) => block_on(run_cli::run(args)),
         Command::RunGuard(args) => block_on_then_leave(run_cli::guard(args)),
+        // Synchronous, one thread: see `run_keeper`.
+        Command::RunKeeper(args) => return run_keeper::keeper(args),
         Command::Demo(args) => block_on(demo::run(args)),
         Command::Bench(args) => block_on(bench::run(args)),
         Command::Burn(args) => return bench::soak::burn(args),

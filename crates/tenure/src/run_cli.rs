@@ -11,23 +11,36 @@
 //! the guard does not depend on it. `tenure run` tells the guard each new
 //! deadline, and "stop" when the cluster says the session is gone or on
 //! Ctrl-C; the guard takes its closed stdin (its parent died) as "stop".
+//! The guard's stdin is one end of a socket pair: it reports back on it
+//! the command's process group (`group N`) and, before it exits normally,
+//! the command's status (`exit N`). A guard that exits without that report
+//! was killed: `tenure run` then SIGKILLs the group itself and resigns only
+//! once none of it runs. The guard starts the command under a keeper
+//! (`run_keeper`), which kills the group when the guard dies.
 
 use crate::client::timestamp;
 use crate::elect_cli::{
     campaign, grant, ttl_of, value_or_pid, ConnArgs, StopSignals, DEFAULT_TTL_MS, EXIT_LOST,
 };
+use crate::run_keeper::{check_command, kill_group_and_wait, status_code};
 use anyhow::{bail, Context};
 use clap::Args;
 use nix::sys::signal::{killpg, Signal};
 use nix::time::{clock_gettime, ClockId};
 use nix::unistd::Pid;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus, Stdio};
 use std::time::Duration;
 use tenure_client::session::{renew_interval, trusted_span, SessionWatch, TIMER_SLACK};
 use tenure_client::{Session, StoreElection};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, Command};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::process::Command;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// The default grace between SIGTERM and SIGKILL, in milliseconds, when it
@@ -44,6 +57,15 @@ pub const SESSION_ENV: &str = "TENURE_SESSION";
 /// A deadline handed to the guard is this much earlier than `tenure run`'s
 /// own, for the microseconds lost converting between the two clocks' APIs.
 const CLOCK_CONVERSION_SLACK: Duration = Duration::from_millis(1);
+/// How long a guard may be late with the command's SIGKILL (a loaded
+/// machine) before `tenure run` kills the guard, and the group with it.
+const GUARD_LATE: Duration = Duration::from_millis(200);
+/// How long the guard's last reports may take to arrive after its exit.
+const REPORT_BOUND: Duration = Duration::from_secs(1);
+/// How long the command's process group may take to die after its SIGKILL
+/// (a process in an uninterruptible wait dies only when it wakes) before
+/// `tenure run` gives up waiting and leaves the session to expire.
+const GROUP_GONE_BOUND: Duration = Duration::from_secs(5);
 
 /// What `tenure run --help` says after the flags.
 pub const RUN_HELP: &str = "\
@@ -60,14 +82,29 @@ even if `tenure run` itself is paused or killed. The grace must leave half a ren
 for the next renewal: grace <= TTL x 0.9/1.1 - TTL/2 (about 0.318 x TTL: 3181 ms for the \
 default 10 s TTL); a larger --grace-ms is refused.
 
-The command runs in a process group of its own: SIGTERM and SIGKILL go to the whole group \
-(a shell's children too), and when the command exits, whatever it left running in its group \
-is SIGKILLed before the candidacy is resigned. A process that leaves the group (setsid, a \
-daemon's double fork) is out of reach: run the service in the foreground.
+The command runs in a process group of its own, led by a keeper process: SIGTERM and \
+SIGKILL go to the whole group (a shell's children too), and when the command exits, \
+whatever it left running in its group is SIGKILLed before the candidacy is resigned.
+
+Deaths covered: whichever of tenure run, its guard, their process group or both pids is \
+killed, by any signal, the command's whole group is stopped. The guard's death makes the \
+keeper SIGKILL the group at once (PR_SET_PDEATHSIG); a tenure run that outlives its guard \
+SIGKILLs the group too, waits until none of it runs, says so, then resigns and exits 1. The \
+death of tenure run alone stops the group through the guard (SIGTERM, SIGKILL after the \
+grace, by the deadline). A SIGSTOPped guard stops nothing: when a stop's SIGKILL is due \
+(a loss, Ctrl-C), tenure run SIGKILLs the group, then the guard; the guard ignores Ctrl-Z \
+(SIGTSTP). Not covered: a process that \
+leaves the group (setsid, a daemon's double fork): run the service in the foreground; every \
+tenure process of the run (tenure run, guard, keeper) SIGKILLed at once, as `kill -9 \
+$(pgrep tenure)` does: then only the command's first process dies (by PR_SET_PDEATHSIG), \
+what it started runs on; tenure run and its guard both SIGSTOPped: nothing stops the \
+command until they continue. A command that cannot start (not found, not executable) is \
+refused before campaigning.
 
 When the command exits, the candidacy is resigned at once and tenure run exits with the \
 command's status (128+N if a signal N ended it). On Ctrl-C or SIGTERM, the command gets \
-SIGTERM (SIGKILL after the grace), then tenure run resigns and exits with the command's status. \
+SIGTERM (SIGKILL after the grace), then tenure run resigns, says so, and exits with the \
+command's status. \
 On loss it exits 2, or with --keep-trying campaigns again, as it does after the command exits.";
 
 /// Flags of `tenure run`.
@@ -166,16 +203,6 @@ fn from_monotonic_ns(ns: u64) -> anyhow::Result<Instant> {
     Ok(now + left)
 }
 
-/// The exit status of a process as a shell reports it: its code, or 128 +
-/// the signal that ended it.
-fn status_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code as u8,
-        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
-        (None, None) => 1,
-    }
-}
-
 /// How one term ended.
 enum Term {
     /// The command exited with this status.
@@ -184,6 +211,9 @@ enum Term {
     Lost(String),
     /// Ctrl-C or SIGTERM: the command was stopped with this status.
     Interrupted(u8),
+    /// The guard died (or was killed, late): `why`, and whether the
+    /// command's whole process group is certainly gone.
+    GuardDied { why: String, gone: bool },
 }
 
 /// `tenure run`.
@@ -197,6 +227,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let election = StoreElection::new(store.clone(), &args.election)?;
     let mut signals = StopSignals::new()?;
     loop {
+        // No leadership, no fencing token for a command that cannot start.
+        check_command(&args.command[0])?;
         let session = grant(&store, ttl).await?;
         // The store may grant another TTL than the one asked (etcd rounds
         // up to whole seconds, ZooKeeper negotiates): the grace must fit it.
@@ -241,11 +273,32 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         let deposed = election.deposed(&session, &candidacy);
         let term = lead(&args, &session, token, grace, &mut signals, deposed).await;
+        if let Ok(Term::GuardDied { why, gone }) = &term {
+            // Never read as the command's exit: someone killed the guard.
+            eprintln!("{}  {why}", timestamp());
+            if !*gone {
+                // Neither resigned nor closed: the session expires by its
+                // TTL, the group may die meanwhile.
+                drop(session);
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         let resigned = election.resign(&candidacy).await;
         let _ = session.close().await;
         match term? {
+            Term::GuardDied { .. } => {
+                resigned.context("resigning")?;
+                eprintln!("{}  resigned {}", timestamp(), args.election);
+                return Ok(ExitCode::FAILURE);
+            }
             Term::Interrupted(code) => {
                 resigned.context("resigning")?;
+                eprintln!(
+                    "{}  resigned {} ({} stopped with {code})",
+                    timestamp(),
+                    args.election,
+                    args.command[0]
+                );
                 return Ok(ExitCode::from(code));
             }
             Term::Exited(code) if !args.keep_trying => {
@@ -270,6 +323,66 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// What the guard told `tenure run` over their socket.
+#[derive(Debug, Default, Clone, Copy)]
+struct GuardReport {
+    /// The command's process group (`group N`), once the keeper started.
+    group: Option<Pid>,
+    /// The command's exit status (`exit N`), sent before the guard exits
+    /// normally; a guard that exits without it died.
+    exit: Option<u8>,
+}
+
+/// Reads the guard's reports until it closes its end (it exited).
+async fn read_reports(from: OwnedReadHalf, into: watch::Sender<GuardReport>) {
+    let mut lines = BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(n) = line.strip_prefix("group ").and_then(|n| n.parse::<i32>().ok()) {
+            into.send_modify(|r| r.group = Some(Pid::from_raw(n)));
+        } else if let Some(n) = line.strip_prefix("exit ").and_then(|n| n.parse::<u8>().ok()) {
+            into.send_modify(|r| r.exit = Some(n));
+        }
+    }
+}
+
+/// After the guard exited with `status` (or was killed by this process):
+/// SIGKILLs the command's group and waits until none of it runs, so that
+/// the leadership is resigned only after the command is certainly gone.
+async fn guard_died(status: Option<ExitStatus>, report: GuardReport) -> Term {
+    let how = match status {
+        Some(s) => match (s.signal(), s.code()) {
+            (Some(sig), _) => format!("the guard died (signal {sig})"),
+            (None, Some(code)) => format!("the guard exited with {code} without a report"),
+            (None, None) => "the guard died".to_string(),
+        },
+        None => format!(
+            "the guard did not exit within {GUARD_LATE:?} after the command's SIGKILL was due \
+             (stopped?); killed the guard"
+        ),
+    };
+    let Some(group) = report.group else {
+        return Term::GuardDied {
+            why: format!(
+                "{how} before it told the command's process group (its keeper kills the \
+                 group at the guard's death); not resigning: the session expires by its TTL"
+            ),
+            gone: false,
+        };
+    };
+    let gone = tokio::task::spawn_blocking(move || kill_group_and_wait(group, GROUP_GONE_BOUND))
+        .await
+        .unwrap_or(false);
+    let why = if gone {
+        format!("{how}; the command's process group ({group}) was killed")
+    } else {
+        format!(
+            "{how}; the command's process group ({group}) still runs {GROUP_GONE_BOUND:?} \
+             after its SIGKILL; not resigning: the session expires by its TTL"
+        )
+    };
+    Term::GuardDied { why, gone }
+}
+
 /// Runs the command under a guard while `session` leads; how it ended.
 async fn lead(
     args: &RunArgs,
@@ -284,6 +397,16 @@ async fn lead(
     let mut deadlines = session.watch();
     let mut stale = session.watch();
     let exe = std::env::current_exe().context("finding the tenure binary for the guard")?;
+    // One socket both ways, as the guard's stdin: deadlines and `stop` to
+    // it, its reports back; its end closes when it exits, whatever killed it.
+    let (ours, theirs) = UnixStream::pair().context("a socket pair for the guard")?;
+    ours.set_nonblocking(true).context("a socket pair for the guard")?;
+    let (from_guard, mut control) =
+        tokio::net::UnixStream::from_std(ours).context("a socket pair for the guard")?.into_split();
+    let (report_tx, reports) = watch::channel(GuardReport::default());
+    let reader = tokio::spawn(read_reports(from_guard, report_tx));
+    // Spawned from the thread that runs `tenure run`'s main future (the
+    // runtime's `block_on`), which lives as long as the process.
     let mut guard = Command::new(exe)
         .arg("run-guard")
         .arg("--grace-ms")
@@ -296,14 +419,25 @@ async fn lead(
         .env(TOKEN_ENV, token.to_string())
         .env(SESSION_ENV, session.id().to_string())
         .env_remove(crate::tokens::TOKEN_ENV)
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
         .kill_on_drop(false)
         .spawn()
-        .with_context(|| format!("starting {}", args.command[0]))?;
-    let mut control = guard.stdin.take().expect("piped above");
+        .with_context(|| format!("starting the guard of {}", args.command[0]))?;
+    // Every report, once the guard's end is closed (at its exit).
+    let final_report = |reader: tokio::task::JoinHandle<()>| {
+        let reports = reports.clone();
+        async move {
+            let _ = tokio::time::timeout(REPORT_BOUND, reader).await;
+            *reports.borrow()
+        }
+    };
     let ended = tokio::select! {
         status = guard.wait() => {
-            let code = status_code(status.context("waiting for the command")?);
+            let status = status.context("waiting for the guard")?;
+            let report = final_report(reader).await;
+            let Some(code) = report.exit else {
+                return Ok(guard_died(Some(status), report).await);
+            };
             // A guard that stopped the command on its own (this process was
             // paused, or its timer won the race with this one's) ended a
             // lost term.
@@ -323,18 +457,52 @@ async fn lead(
         _ = signals.recv() => Ok(()),
     };
     // Stop the command: the guard sends SIGTERM now and SIGKILL after the
-    // grace, at the deadline at the latest.
+    // grace, at the deadline at the latest (it takes no later deadline now).
+    let kill_due = (Instant::now() + grace).min(session.deadline());
     let _ = control.write_all(b"stop\n").await;
     drop(control);
-    let status = guard.wait().await.context("waiting for the command")?;
+    let status = match tokio::time::timeout_at(kill_due, guard.wait()).await {
+        Ok(status) => status.context("waiting for the guard")?,
+        Err(_) => match guard.try_wait() {
+            Ok(Some(status)) => status,
+            _ => {
+                // The SIGKILL is due: sent from here too, for a guard that is
+                // stopped (SIGSTOP) or starved. While the guard lives, its
+                // keeper leads the group, so the group id is not reused.
+                let group = reports.borrow().group;
+                if let Some(group) = group {
+                    let _ = killpg(group, Signal::SIGKILL);
+                }
+                match tokio::time::timeout(GUARD_LATE, guard.wait()).await {
+                    Ok(status) => status.context("waiting for the guard")?,
+                    Err(_) if matches!(guard.try_wait(), Ok(Some(_))) => {
+                        guard.wait().await.context("waiting for the guard")?
+                    }
+                    Err(_) => {
+                        // A guard that does not exit (stopped, hung) is killed
+                        // (its keeper then kills the group, and so does this
+                        // process).
+                        let _ = guard.start_kill();
+                        let _ = tokio::time::timeout(REPORT_BOUND, guard.wait()).await;
+                        let report = final_report(reader).await;
+                        return Ok(guard_died(None, report).await);
+                    }
+                }
+            }
+        },
+    };
+    let report = final_report(reader).await;
+    let Some(code) = report.exit else {
+        return Ok(guard_died(Some(status), report).await);
+    };
     Ok(match ended {
-        Ok(()) => Term::Interrupted(status_code(status)),
+        Ok(()) => Term::Interrupted(code),
         Err(why) => Term::Lost(why),
     })
 }
 
 /// Tells the guard the deadline now and every new one; never returns.
-async fn relay_deadlines(deadlines: &mut SessionWatch, control: &mut ChildStdin) {
+async fn relay_deadlines(deadlines: &mut SessionWatch, control: &mut OwnedWriteHalf) {
     let mut last = None;
     loop {
         let now = Some(deadlines.deadline());
@@ -364,23 +532,55 @@ pub struct GuardArgs {
     pub command: Vec<String>,
 }
 
-/// `tenure run-guard`: runs the command and stops it at the deadline
-/// (SIGTERM at deadline − grace, SIGKILL at the deadline) unless stdin
-/// moves the deadline on (`deadline NS` lines); `stop`, a closed stdin,
-/// SIGINT or SIGTERM stop it at once. Exits with the command's status.
+/// Sends a report line to `tenure run` (over stdin, when it is the socket
+/// `tenure run` made; a pipe's read end refuses the write, which is fine:
+/// no one listens).
+fn report(line: &str) {
+    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else { return };
+    let _ = std::fs::File::from(fd).write_all(format!("{line}\n").as_bytes());
+}
+
+/// Exits the guard normally, with the command's status, told first.
+fn exit_with(code: u8) -> anyhow::Result<ExitCode> {
+    report(&format!("exit {code}"));
+    Ok(ExitCode::from(code))
+}
+
+/// `tenure run-guard`: runs the command (under the keeper, in a process
+/// group of its own) and stops it at the deadline (SIGTERM at
+/// deadline − grace, SIGKILL at the deadline) unless stdin moves the
+/// deadline on (`deadline NS` lines); `stop`, a closed stdin, SIGINT or
+/// SIGTERM stop it at once. Reports `group N` and `exit N` on stdin when it
+/// is a socket. Exits with the command's status.
 pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
     let grace = Duration::from_millis(args.grace_ms);
     let mut deadline = from_monotonic_ns(args.deadline_ns)?;
-    // Its own process group, so that a stop reaches whatever the command
-    // started too (a shell's children, a pipeline), not only its first pid.
-    let mut child = Command::new(&args.command[0])
-        .args(&args.command[1..])
+    // Ctrl-Z (SIGTSTP to the terminal's foreground group: `tenure run` and
+    // this guard, not the command's group) must not stop the deadline's
+    // enforcement: caught, and ignored.
+    let _tstp = signal(SignalKind::from_raw(nix::libc::SIGTSTP)).context("catching SIGTSTP")?;
+    let exe = std::env::current_exe().context("finding the tenure binary for the keeper")?;
+    // The keeper leads a process group of its own and runs the command in
+    // it, so that a stop reaches whatever the command started too (a
+    // shell's children, a pipeline), and it kills that group when this
+    // process dies (see `run_keeper`). Spawned before the first `.await`,
+    // from the thread of `block_on`, which lives as long as the process
+    // (`PR_SET_PDEATHSIG` follows the forking thread).
+    let mut child = Command::new(exe)
+        .arg("run-keeper")
+        .arg("--guard-pid")
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .args(&args.command)
         .stdin(Stdio::null())
         .process_group(0)
         .spawn()
-        .with_context(|| format!("starting {}", args.command[0]))?;
-    // The group's id is the command's pid (known until it is reaped).
+        .with_context(|| format!("starting the keeper of {}", args.command[0]))?;
+    // The group's id is the keeper's pid (known until it is reaped).
     let pgid = child.id().map(|pid| Pid::from_raw(pid as i32));
+    if let Some(pgid) = pgid {
+        report(&format!("group {pgid}"));
+    }
     let mut signals = StopSignals::new()?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut open = true;
@@ -390,10 +590,11 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
         let term_at = deadline.checked_sub(grace + TIMER_SLACK).unwrap_or(deadline);
         let stop = tokio::select! {
             status = child.wait() => {
-                // The command is gone; nothing it started may outlive it
-                // (its leadership is resigned next).
+                // The keeper is gone (with the command's status, or killed):
+                // nothing the command started may outlive it (its
+                // leadership is resigned next).
                 kill_group(pgid, Signal::SIGKILL);
-                return Ok(ExitCode::from(status_code(status.context("waiting for the command")?)));
+                return exit_with(status_code(status.context("waiting for the command")?));
             }
             line = lines.next_line(), if open => match line {
                 Ok(Some(line)) => match line.strip_prefix("deadline ").map(str::parse::<u64>) {
@@ -414,7 +615,7 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
             _ = sleep_until_opt(kill_at) => {
                 kill_group(pgid, Signal::SIGKILL);
                 let status = child.wait().await.context("waiting for the command")?;
-                return Ok(ExitCode::from(status_code(status)));
+                return exit_with(status_code(status));
             }
             _ = signals.recv() => true,
         };
@@ -508,13 +709,6 @@ mod tests {
         assert_eq!((w.run.ttl_ms, w.run.command.len()), (10_000, 3));
         assert!(Wrap::try_parse_from(["t", "--election", "j"]).is_err(), "no command");
         assert!(Wrap::try_parse_from(["t", "--", "cmd"]).is_err(), "no election");
-    }
-
-    #[test]
-    fn exit_statuses_are_reported_as_a_shell_does() {
-        assert_eq!(status_code(ExitStatus::from_raw(3 << 8)), 3);
-        assert_eq!(status_code(ExitStatus::from_raw(9)), 137);
-        assert_eq!(status_code(ExitStatus::from_raw(15)), 143);
     }
 
     #[test]

@@ -82,12 +82,15 @@ impl Cli {
     /// The next stderr line containing `what`, within `bound`.
     async fn err_line(&mut self, what: &str, bound: Duration) -> String {
         let until = Instant::now() + bound;
+        let mut skipped = Vec::new();
         loop {
             let left = until.saturating_duration_since(Instant::now());
             match tokio::time::timeout(left, self.err.next_line()).await {
                 Ok(Ok(Some(line))) if line.contains(what) => return line,
-                Ok(Ok(Some(_))) => {}
-                other => panic!("no stderr line with {what:?} within {bound:?}: {other:?}"),
+                Ok(Ok(Some(line))) => skipped.push(line),
+                other => panic!(
+                    "no stderr line with {what:?} within {bound:?}: {other:?}; before: {skipped:#?}"
+                ),
             }
         }
     }
@@ -192,6 +195,18 @@ async fn run_gives_the_command_its_election_and_token_and_exits_with_its_status(
     let mut next = Cli::start(&c, &["elect", "job"]);
     let line = next.line(STEP_BOUND).await;
     assert!(token_of(&line) > token, "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_says_it_resigned_on_sigterm() {
+    let _serial = serial().await;
+    let c = cluster().await;
+    let mut run = Cli::start(&c, &["run", "--election", "job", "--", "sleep", "30"]);
+    run.err_line("leading job with fencing token", STEP_BOUND).await;
+    run.signal(Signal::SIGTERM);
+    let line = run.err_line("resigned job", STEP_BOUND).await;
+    assert!(line.contains("sleep stopped with 143"), "{line}");
+    assert_eq!(run.exit(STEP_BOUND).await.code(), Some(143));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
