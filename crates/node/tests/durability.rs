@@ -66,6 +66,12 @@ impl FakePeer {
             node: self.id,
             protocol: node.protocol,
             incarnation: 1,
+            voters: {
+                let mut v: Vec<NodeId> = node.peers.iter().map(|&(id, _)| id).collect();
+                v.sort_unstable();
+                v
+            },
+            api_address: None,
         };
         c.send(wire::encode(&ack)).await.ok()?;
         loop {

@@ -374,6 +374,13 @@ fn hello(from: u64, to: u64, protocol: ProtocolKind) -> Frame {
         to: NodeId(to),
         protocol,
         incarnation: 1,
+        voters: {
+            let mut v: Vec<NodeId> = [1, 2, 3, from].into_iter().map(NodeId).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        },
+        api_address: None,
     }
 }
 
@@ -1320,6 +1327,8 @@ fn answer_everything_as_node_3(
                     node: NodeId(3),
                     protocol: ProtocolKind::Raft,
                     incarnation: 1,
+                    voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+                    api_address: None,
                 };
                 if send_frame(&mut tls, &ack).await.is_err() {
                     return;

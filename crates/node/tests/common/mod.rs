@@ -82,6 +82,12 @@ pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
         to: target.id,
         protocol: target.protocol,
         incarnation: 1,
+        voters: {
+            let mut v: Vec<NodeId> = target.peers.iter().map(|&(id, _)| id).collect();
+            v.sort_unstable();
+            v
+        },
+        api_address: None,
     }
 }
 
@@ -145,6 +151,8 @@ impl Cluster {
                     Some(f) => Security::MutualTls(f.clone()),
                     None => Security::InsecureNoTls,
                 },
+                single_node: n == 1,
+                api_address: None,
             })
             .collect();
         (configs, listeners, dir)
