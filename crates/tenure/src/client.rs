@@ -430,6 +430,52 @@ mod tests {
         }
     }
 
+    /// Two leaders, another cluster id or voter set, and one id in two
+    /// incarnations are each a line; a healthy cluster is none.
+    #[test]
+    fn disagreements_are_named_and_a_healthy_cluster_has_none() {
+        let node = |id: u64, role: &str, voters: &[u64], inc: u64| {
+            let mut r = answered("e", id, Some(inc));
+            let s = r.status.as_mut().unwrap();
+            s.role = role.into();
+            s.cluster_id = Some("c".into());
+            s.voters = Some(voters.to_vec());
+            r.status.unwrap()
+        };
+        let healthy = [
+            node(1, "leader", &[1, 2, 3], 10),
+            node(2, "follower", &[1, 2, 3], 20),
+            node(3, "follower", &[1, 2, 3], 30),
+        ];
+        let rows: Vec<(&str, &StatusBody)> = healthy.iter().map(|s| ("e", s)).collect();
+        assert!(disagreements(&rows).is_empty(), "{:?}", disagreements(&rows));
+
+        let typo = [
+            node(1, "leader", &[1, 2, 3], 10),
+            node(2, "leader", &[2], 20),
+            node(3, "follower", &[1, 2, 3], 30),
+        ];
+        let rows: Vec<(&str, &StatusBody)> = typo.iter().map(|s| ("e", s)).collect();
+        let lines = disagreements(&rows);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("TWO LEADERS: node 1 (term 7, fencing token 7), node 2 (term 7, fencing token 7) all report leading, with the same fencing token"), "{lines:?}");
+        assert_eq!(
+            lines[1],
+            "the endpoints disagree on the voters (the ids of --peers): node 1, node 3 counts \
+             voters {1,2,3}; node 2 counts voters {2}"
+        );
+
+        let mut other = node(3, "follower", &[1, 2, 3], 30);
+        other.cluster_id = Some("d".into());
+        let twice = node(2, "follower", &[1, 2, 3], 21);
+        let rows: Vec<(&str, &StatusBody)> =
+            vec![("a", &healthy[0]), ("b", &healthy[1]), ("c", &twice), ("d", &other)];
+        let lines = disagreements(&rows);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("node 2 answers at b (incarnation 20) and at c (incarnation 21)"));
+        assert!(lines[1].contains("cluster id") && lines[1].contains("node 3 in cluster \"d\""));
+    }
+
     #[test]
     fn the_table_shows_each_nodes_incarnation_in_its_own_column() {
         let rows = [
