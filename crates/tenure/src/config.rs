@@ -41,7 +41,8 @@ Config file (TOML; every key optional, unknown keys are errors):
   listen = \"0.0.0.0:7001\"
   http = \"0.0.0.0:8001\"
   peers = [\"1=10.0.0.1:7001\", \"2=10.0.0.2:7001\", \"3=10.0.0.3:7001\"]
-  peer_http = [\"1=10.0.0.1:8001\", \"2=10.0.0.2:8001\", \"3=10.0.0.3:8001\"]  # their HTTP APIs
+  # single_node = true     # only for a one-node cluster: peers lists this node alone
+  # peer_http = [\"1=10.0.0.1:8001\", \"2=10.0.0.2:8001\"]  # their HTTP APIs, if not as advertised
   data_dir = \"/var/lib/tenure\"
   heartbeat_ms = 100
   election_timeout_ms = 1000
@@ -99,8 +100,9 @@ pub struct ServerArgs {
     pub http: Option<String>,
     /// The HTTP API addresses of the nodes as ID=HOST:PORT, comma-separated: the dashboard
     /// (GET /) and GET /v1/cluster read the other nodes' status through this node, and
-    /// GET /v1/leader names the leader's [default: with the default --peers,
-    /// 127.0.0.1:8000+id; otherwise only this node's --http].
+    /// GET /v1/leader names the leader's. Needed only where the address a node advertises
+    /// at the peer handshake (--advertise-http, else its --http) does not reach it
+    /// [default: with the default --peers, 127.0.0.1:8000+id; otherwise the advertised ones].
     #[arg(long, value_name = "ID=HOST:PORT,...")]
     pub peer_http: Option<String>,
     /// All voters as ID=HOST:PORT, comma-separated, in preference order (earlier ones stand
@@ -1052,5 +1054,27 @@ mod tests {
         let err = refused(&a);
         assert!(err.contains("the same address 127.0.0.1:7001"), "{err}");
         assert!(err.contains("change --peers"), "{err}");
+    }
+
+    /// A peer list of this node alone is refused, naming --single-node;
+    /// with it, it runs; --single-node with other voters is refused.
+    #[test]
+    fn a_lone_voter_needs_single_node() {
+        let mut a = args(2);
+        a.peers = Some("2=127.0.0.1:7002".into());
+        let err = refused(&a);
+        assert!(err.contains("the voters are node 2 alone"), "{err}");
+        assert!(err.contains("add --single-node (single_node = true"), "{err}");
+        a.single_node = true;
+        let s = a.resolve_with(FileConfig::default()).expect("a one-node cluster on purpose");
+        assert!(s.node.single_node);
+        let file = parse_file("single_node = true\npeers = [\"2=127.0.0.1:7002\"]").unwrap();
+        let mut b = args(2);
+        b.single_node = false;
+        assert!(b.resolve_with(file).unwrap().node.single_node);
+        let mut c = args(2);
+        c.single_node = true;
+        let err = refused(&c);
+        assert!(err.contains("single_node is set") && err.contains("--single-node"), "{err}");
     }
 }
