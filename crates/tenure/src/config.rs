@@ -447,6 +447,15 @@ impl ServerArgs {
         let cluster_id = self.cluster_id(&file);
         let security = self.security(id, &cluster_id, &file)?;
         let single_node = self.single_node || file.single_node.unwrap_or(false);
+        let advertise_http = self.store_mode.advertise_http.clone().or(file.advertise_http.clone());
+        if let Some(a) = &advertise_http {
+            let port_ok = a
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !port_ok {
+                bail!("--advertise-http (advertise_http): `{a}` is not HOST:PORT (for example 10.0.0.1:8001)");
+            }
+        }
         let node = NodeConfig {
             id,
             cluster_id,
@@ -463,7 +472,7 @@ impl ServerArgs {
             round_trip: self.round_trip_ms.or(file.round_trip_ms).map(Duration::from_millis),
             security,
             single_node,
-            api_address: self.store_mode.advertise_http.clone().or(file.advertise_http.clone()),
+            api_address: advertise_http,
         };
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
@@ -1076,5 +1085,18 @@ mod tests {
         c.single_node = true;
         let err = refused(&c);
         assert!(err.contains("single_node is set") && err.contains("--single-node"), "{err}");
+    }
+
+    /// --advertise-http applies to a node too (what it tells its peers at
+    /// the handshake), and must be HOST:PORT.
+    #[test]
+    fn advertise_http_is_told_to_the_peers() {
+        let mut a = args(1);
+        a.store_mode.advertise_http = Some("db1.example:8001".into());
+        let s = a.resolve_with(FileConfig::default()).unwrap();
+        assert_eq!(s.node.api_address.as_deref(), Some("db1.example:8001"));
+        a.store_mode.advertise_http = Some("db1.example".into());
+        let err = refused(&a);
+        assert!(err.contains("--advertise-http") && err.contains("not HOST:PORT"), "{err}");
     }
 }
