@@ -46,6 +46,8 @@ fn hello_from(cluster_id: &str, protocol: ProtocolKind) -> Frame {
         to: NodeId(1),
         protocol,
         incarnation: 2,
+        voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+        api_address: Some("127.0.0.1:8002".into()),
     }
 }
 
@@ -123,6 +125,8 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             node: NodeId(2),
             protocol: ProtocolKind::Raft,
             incarnation: 1_750_000_000_000_000,
+            voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+            api_address: Some("0.0.0.0:8002".into()),
         },
         Frame::Reject { reason: "no".into() },
         Frame::Pong { nonce: 7 },

@@ -21,7 +21,7 @@ use std::time::Duration;
 use tenure_core::{Config, Elector, Event, Instant, Message, NodeId, Protocol, ProtocolKind};
 use tenure_kv::Store;
 use tenure_node::clock::Clock;
-use tenure_node::transport::{check_hello, check_hello_ack, Net};
+use tenure_node::transport::{check_hello, check_hello_ack, HelloAck, Net};
 use tenure_node::wire::{self, Frame};
 use tenure_replica::{Config as ReplicaConfig, Replica, Restored};
 use tokio_util::codec::Decoder;
@@ -161,15 +161,36 @@ fn check(events: Vec<Event>) {
 
 /// The checks a dialer makes of the acceptor's answer.
 fn dialer_side(frame: &Frame) {
-    if let Frame::HelloAck { version, cluster_id, node, protocol, incarnation } = frame {
+    if let Frame::HelloAck {
+        version,
+        cluster_id,
+        node,
+        protocol,
+        incarnation,
+        voters,
+        api_address,
+    } = frame
+    {
         let net = net(*protocol);
         let link = &net.links[0];
-        let verdict =
-            check_hello_ack(&net, link, *version, cluster_id, *node, *protocol, *incarnation);
+        let ack = HelloAck {
+            version: *version,
+            cluster_id,
+            node: *node,
+            protocol: *protocol,
+            incarnation: *incarnation,
+            voters,
+            api_address: api_address.as_deref(),
+        };
+        let verdict = check_hello_ack(&net, link, &ack);
         let expected_ok = *version == wire::WIRE_VERSION
             && cluster_id == CLUSTER
             && *node == link.id
-            && (1..=tenure_node::storage::MAX_INCARNATION).contains(incarnation);
+            && (1..=tenure_node::storage::MAX_INCARNATION).contains(incarnation)
+            && *voters == net.voters
+            && api_address
+                .as_ref()
+                .is_none_or(|a| (1..=wire::MAX_API_ADDRESS_LEN).contains(&a.len()));
         assert_eq!(verdict.is_none(), expected_ok, "{frame:?}: {verdict:?}");
     }
 }
@@ -207,6 +228,8 @@ mod tests {
             to: ME,
             protocol: ProtocolKind::Raft,
             incarnation: 5,
+            voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+            api_address: Some("0.0.0.0:8002".into()),
         }
     }
 

@@ -34,6 +34,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             key: "/etc/myapp/tenure/node-1-key.pem".into(),
             ca: "/etc/myapp/tenure/ca.pem".into(),
         }),
+        single_node: false, // true only for a one-node cluster on purpose
+        api_address: Some("10.0.0.1:8080".into()), // told to the peers (optional)
     })
     .await?;
     let handle = node.handle();

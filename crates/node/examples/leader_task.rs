@@ -101,6 +101,8 @@ fn config() -> Result<NodeConfig> {
         protocol: setting(&args, "protocol").map(|p| p.parse()).transpose()?.unwrap_or_default(),
         round_trip: None,
         security: security(&args, id)?,
+        single_node: false,
+        api_address: None,
     })
 }
 

@@ -36,6 +36,16 @@ pub struct NodeConfig {
     /// Mutual TLS on peer connections (the files are read and checked by
     /// [`crate::start`] before it binds), or, asked for explicitly, none.
     pub security: Security,
+    /// True when `peers` holds only this node on purpose: a one-node cluster,
+    /// which is its own majority. Without it such a configuration is refused
+    /// ([`NodeConfigError::SingleVoter`]): a peer list cut short by a typo
+    /// would elect a second leader beside the real cluster's.
+    pub single_node: bool,
+    /// Where the embedding service (tenure: its HTTP API) answers, HOST:PORT,
+    /// advertised to the peers at every handshake
+    /// ([`crate::wire::Frame::Hello`]); an unspecified IP means "this host, at
+    /// this port" to the peers. `None`: nothing advertised.
+    pub api_address: Option<String>,
 }
 
 /// A node configuration that cannot work.
@@ -63,6 +73,19 @@ pub enum NodeConfigError {
          must be a DNS name: letters, digits, '-' and '.' (got {0:?})"
     )]
     ClusterIdNotDnsName(String),
+    /// The voters are this node alone, and a one-node cluster was not asked for.
+    #[error(
+        "the voters are node {0} alone: it would be its own majority and lead by itself, beside \
+         any cluster it was meant to join. List every voter, or, for a one-node cluster on \
+         purpose, set single_node"
+    )]
+    SingleVoter(NodeId),
+    /// `single_node` is set but the voters are more than this node.
+    #[error("single_node is set, but the voters are {0} nodes, not this node alone")]
+    NotSingleVoter(usize),
+    /// The advertised API address is empty or too long for a handshake.
+    #[error("the API address must be 1 to {max} bytes long (got {0} bytes)", max = crate::wire::MAX_API_ADDRESS_LEN)]
+    BadApiAddress(usize),
 }
 
 impl NodeConfigError {
@@ -76,6 +99,9 @@ impl NodeConfigError {
                 &["cluster_id"]
             }
             NodeConfigError::DuplicateAddress(..) => &["peers"],
+            NodeConfigError::SingleVoter(_) => &["peers", "single_node"],
+            NodeConfigError::NotSingleVoter(_) => &["single_node", "peers"],
+            NodeConfigError::BadApiAddress(_) => &["api_address"],
         }
     }
 }
@@ -120,6 +146,18 @@ impl NodeConfig {
             }
         }
         self.core_config().validate_for(self.protocol)?;
+        let alone = self.peers.iter().all(|&(id, _)| id == self.id);
+        if alone && !self.single_node {
+            return Err(NodeConfigError::SingleVoter(self.id));
+        }
+        if !alone && self.single_node {
+            return Err(NodeConfigError::NotSingleVoter(self.peers.len()));
+        }
+        if let Some(a) = &self.api_address {
+            if a.is_empty() || a.len() > crate::wire::MAX_API_ADDRESS_LEN {
+                return Err(NodeConfigError::BadApiAddress(a.len()));
+            }
+        }
         Ok(())
     }
 
@@ -163,7 +201,26 @@ mod tests {
             protocol: ProtocolKind::Raft,
             round_trip: None,
             security: Security::InsecureNoTls,
+            single_node: false,
+            api_address: None,
         }
+    }
+
+    /// A voter set of this node alone starts only when asked for; asked for,
+    /// only alone.
+    #[test]
+    fn a_lone_voter_needs_single_node() {
+        let mut c = config();
+        c.peers.truncate(1);
+        let err = c.validate().unwrap_err();
+        assert_eq!(err, NodeConfigError::SingleVoter(NodeId(1)));
+        assert!(err.to_string().contains("single_node"), "{err}");
+        assert_eq!(err.fields(), ["peers", "single_node"]);
+        c.single_node = true;
+        assert_eq!(c.validate(), Ok(()));
+        let mut c = config();
+        c.single_node = true;
+        assert_eq!(c.validate(), Err(NodeConfigError::NotSingleVoter(3)));
     }
 
     #[test]

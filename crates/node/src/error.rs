@@ -107,12 +107,13 @@ pub enum StartError {
         reason: String,
     },
     /// The state file (or the lock file's record, or the incarnation file)
-    /// belongs to another node or cluster.
+    /// belongs to another node or cluster. The fix it names: for this node's
+    /// own directory under another cluster id, the cluster id (a fresh
+    /// directory would forget the votes it cast); else `--data-dir`.
     #[error(
         "the file {path} belongs to node {found_node} of cluster {found_cluster:?}, \
-         not node {expected_node} of cluster {expected_cluster:?}; nothing was changed. Point \
-         --data-dir at this node's own directory (if node {found_node} left cluster \
-         {found_cluster:?} for good, its whole directory may be moved away)"
+         not node {expected_node} of cluster {expected_cluster:?}; nothing was changed. {}",
+        foreign_state_fix(found_cluster, *found_node, *expected_node)
     )]
     ForeignState {
         /// The state file.
@@ -257,4 +258,23 @@ pub enum TransferError {
     /// The node is stopping or stopped.
     #[error("the node is stopped")]
     NodeStopped,
+}
+
+/// What to change when a data directory belongs to `found_node` of
+/// `found_cluster` and this node is `expected_node`.
+fn foreign_state_fix(found_cluster: &str, found_node: NodeId, expected_node: NodeId) -> String {
+    if found_node == expected_node {
+        format!(
+            "If this node is node {found_node} of cluster {found_cluster:?}, start it with \
+             --cluster-id {found_cluster} (cluster_id in the config file; the same on every \
+             node); starting it afresh in another directory would forget the votes it cast. \
+             Only if node {found_node} left cluster {found_cluster:?} for good may its whole \
+             directory be moved away"
+        )
+    } else {
+        format!(
+            "Point --data-dir at this node's own directory (if node {found_node} left cluster \
+             {found_cluster:?} for good, its whole directory may be moved away)"
+        )
+    }
 }

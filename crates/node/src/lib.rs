@@ -48,12 +48,14 @@
 //! 1. Peer P's dialer holds one TCP connection to our listener (TCP_NODELAY),
 //!    with mutual TLS ([`tls`]: P's certificate names it as `node-P.<cluster>`).
 //!    It opened with a handshake ([`wire::Frame::Hello`]: wire version,
-//!    cluster id, P's id, our id, P's protocol and incarnation; we answer
-//!    with ours in [`wire::Frame::HelloAck`]), which we checked: another
-//!    cluster, another protocol, an unknown id, our own id, another version, or
-//!    an id that P's certificate does not name is refused with a logged
-//!    reason, a [`wire::Frame::Reject`], and a close (counted in
-//!    `frames_rejected`). Inbound connections are bounded (handshake slots,
+//!    cluster id, P's id, our id, P's protocol, incarnation, voter set and
+//!    API address; we answer with ours in [`wire::Frame::HelloAck`]), which
+//!    we checked: another cluster, another protocol, another voter set
+//!    ([`transport::Net::voter_mismatch`]), an unknown id, our own id,
+//!    another version, an id that P's certificate does not name, or a second
+//!    live process claiming P's id is refused with a logged reason, a
+//!    [`wire::Frame::Reject`], and a close (counted in `frames_rejected`, and
+//!    shown as the peer's `handshake_error` in [`PeerInfo`]). Inbound connections are bounded (handshake slots,
 //!    one connection per peer, an idle timeout; see [`transport`]). An
 //!    incarnation of P higher than the one we knew (on either side's
 //!    handshake) proves the one we knew dead: the driver is told before

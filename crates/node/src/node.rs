@@ -158,17 +158,20 @@ async fn start_valid(
         Pcg64Mcg::seed_from_u64(seed),
         clock.now(),
     );
-    let net = Arc::new(Net::new(
-        config.cluster_id.clone(),
-        config.id,
-        incarnation,
-        config.protocol,
-        &config.peers,
-        clock,
-        config.heartbeat_interval,
-        reconnect_cap(config.election_timeout),
-        tls.clone(),
-    ));
+    let net = Arc::new(
+        Net::new(
+            config.cluster_id.clone(),
+            config.id,
+            incarnation,
+            config.protocol,
+            &config.peers,
+            clock,
+            config.heartbeat_interval,
+            reconnect_cap(config.election_timeout),
+            tls.clone(),
+        )
+        .with_api_address(config.api_address.clone()),
+    );
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
     let (deaths_tx, deaths_rx) = mpsc::channel(DEATH_QUEUE_CAPACITY);
@@ -316,8 +319,12 @@ impl NodeHandle {
                     last_heard_ms: l.last_heard_nanos().map(|t| now.saturating_sub(t) / 1_000_000),
                     rtt_ms: l.rtt_ms(),
                     incarnation: l.incarnation(),
+                    api_address: l.api_address(),
+                    handshake_error: l.handshake_error(),
                 })
                 .collect(),
+            cluster_id: self.shared.config.cluster_id.clone(),
+            voters: self.shared.net.voters.clone(),
         }
     }
 

@@ -76,6 +76,11 @@ pub struct NodeStatus {
     pub storage_failed: bool,
     /// The other voters.
     pub peers: Vec<PeerInfo>,
+    /// Its cluster.
+    pub cluster_id: String,
+    /// The voters it counts its majorities over, itself included, ids
+    /// ascending: the set its handshakes show, and require of every peer.
+    pub voters: Vec<NodeId>,
 }
 
 /// One peer as seen by this node's transport.
@@ -95,6 +100,12 @@ pub struct PeerInfo {
     /// The peer's current incarnation: the highest its handshakes showed
     /// since this node started (none before the first).
     pub incarnation: Option<u64>,
+    /// Where its embedding service (tenure: its HTTP API) answers, as its
+    /// handshake advertised it ([`crate::transport::PeerLink::api_address`]).
+    pub api_address: Option<String>,
+    /// Why the last handshake with it failed, either way, until one
+    /// succeeds (say, the voter sets differ).
+    pub handshake_error: Option<String>,
 }
 
 /// Counters and measurements.

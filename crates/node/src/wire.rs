@@ -21,12 +21,16 @@ use tenure_core::{Message, NodeId, ProtocolKind};
 use tenure_replica::{Index, Position, ReplicaMessage};
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks (4: the sender's incarnation
-/// in [`Frame::Hello`] and [`Frame::HelloAck`]; 3 added the replicated log's
-/// frames). A node of another version is refused at the handshake, by name:
-/// the answer and the log say "unsupported wire version 3 (this build
-/// speaks 4)".
-pub const WIRE_VERSION: u8 = 4;
+/// The wire protocol version this build speaks (5: the sender's voter set
+/// and API address in [`Frame::Hello`] and [`Frame::HelloAck`]; 4 added the
+/// sender's incarnation; 3 the replicated log's frames). A node of another
+/// version is refused at the handshake, by name: the answer and the log say
+/// "unsupported wire version 4 (this build speaks 5)".
+pub const WIRE_VERSION: u8 = 5;
+
+/// The longest API address a handshake may carry ([`Frame::Hello`]'s
+/// `api_address`): a DNS name (at most 253 bytes) and a port.
+pub const MAX_API_ADDRESS_LEN: usize = 260;
 
 /// The largest frame accepted or sent before the handshake is done. Election
 /// messages take a few dozen bytes and a handshake at most a few hundred;
@@ -57,6 +61,17 @@ pub enum Frame {
         /// The dialer's incarnation: its process's number, larger at every
         /// start of the node (see [`crate::storage::incarnation`]).
         incarnation: u64,
+        /// The voters the dialer counts its majorities over, itself
+        /// included: their ids, ascending, each once. The acceptor refuses
+        /// a dialer whose set is not its own (see [`crate::transport`]:
+        /// ids only, since addresses may differ from host to host).
+        voters: Vec<NodeId>,
+        /// Where the dialer's embedding service (tenure: its HTTP API)
+        /// answers, HOST:PORT, at most [`MAX_API_ADDRESS_LEN`] bytes; opaque
+        /// to the node. An unspecified IP (`0.0.0.0:8001`) means "my host,
+        /// at this port": the receiver puts the dialer's configured peer
+        /// address's IP in its place ([`crate::PeerInfo::api_address`]).
+        api_address: Option<String>,
     },
     /// Acceptor -> dialer: handshake accepted.
     HelloAck {
@@ -70,6 +85,12 @@ pub enum Frame {
         protocol: ProtocolKind,
         /// The acceptor's incarnation.
         incarnation: u64,
+        /// The voters the acceptor counts its majorities over (as in
+        /// [`Frame::Hello`]).
+        voters: Vec<NodeId>,
+        /// Where the acceptor's embedding service answers (as in
+        /// [`Frame::Hello`]).
+        api_address: Option<String>,
     },
     /// Acceptor -> dialer: handshake refused; the connection is closed after it.
     Reject {
@@ -227,6 +248,8 @@ mod tests {
                 to: NodeId(2),
                 protocol: ProtocolKind::Paxos,
                 incarnation: crate::storage::MAX_INCARNATION,
+                voters: (1..=15).map(NodeId).collect(),
+                api_address: Some("x".repeat(MAX_API_ADDRESS_LEN)),
             },
             Frame::HelloAck {
                 version: WIRE_VERSION,
@@ -234,6 +257,8 @@ mod tests {
                 node: NodeId(2),
                 protocol: ProtocolKind::Raft,
                 incarnation: 1,
+                voters: vec![NodeId(2)],
+                api_address: None,
             },
             Frame::Message(Message::Heartbeat { term: Term(3), counter: 9, sent_at_nanos: 12345 }),
             Frame::Message(Message::Resign { term: Term(3), successor: Some(NodeId(2)) }),
@@ -259,12 +284,12 @@ mod tests {
         assert_eq!(&encode(&Frame::Forward(refused))[..], [WIRE_VERSION, 7, 3, 5, 1, 3]);
     }
 
-    /// The handshake's layout: the incarnation is the last field, so a
-    /// version 4 hello is a version 3 hello (version byte aside) with the
-    /// incarnation appended; a version 3 hello is refused by its version,
-    /// which the error names.
+    /// The handshake's layout: the voter set and the API address follow
+    /// the incarnation, so a version 5 hello is a version 4 hello (version
+    /// byte aside) with them appended; a version 4 hello is refused by its
+    /// version, which the error names.
     #[test]
-    fn the_hello_carries_the_incarnation_and_version_3_is_refused_by_name() {
+    fn the_hello_carries_the_voters_and_version_4_is_refused_by_name() {
         let hello = Frame::Hello {
             version: WIRE_VERSION,
             cluster_id: "c".into(),
@@ -272,25 +297,33 @@ mod tests {
             to: NodeId(1),
             protocol: ProtocolKind::Raft,
             incarnation: 300,
+            voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+            api_address: Some("h:1".into()),
         };
-        // Frame 0 (Hello), version 4, "c", node 2, node 1, raft (0), 300 as a varint.
+        // Frame 0 (Hello), version 5, "c", node 2, node 1, raft (0), 300 as a
+        // varint, three voters 1, 2, 3, Some("h:1").
         let bytes = encode(&hello);
-        assert_eq!(&bytes[..], [4, 0, 4, 1, b'c', 2, 1, 0, 0xac, 0x02]);
+        assert_eq!(
+            &bytes[..],
+            [5, 0, 5, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 1, 3, b'h', b':', b'1']
+        );
         let ack = Frame::HelloAck {
             version: WIRE_VERSION,
             cluster_id: "c".into(),
             node: NodeId(1),
             protocol: ProtocolKind::Raft,
             incarnation: 7,
+            voters: vec![NodeId(1)],
+            api_address: None,
         };
-        assert_eq!(&encode(&ack)[..], [4, 1, 4, 1, b'c', 1, 0, 7]);
-        // What a node of version 3 sends: its hello without the incarnation.
-        let v3 = [3, 0, 3, 1, b'c', 2, 1, 0];
-        let e = decode(&v3).unwrap_err();
-        assert!(matches!(e, FrameError::Version(3)), "{e:?}");
-        assert_eq!(e.to_string(), "unsupported wire version 3 (this build speaks 4)");
-        // Without the incarnation, a hello is cut short.
-        let mut short = v3;
+        assert_eq!(&encode(&ack)[..], [5, 1, 5, 1, b'c', 1, 0, 7, 1, 1, 0]);
+        // What a node of version 4 sends: its hello without voters and address.
+        let v4 = [4, 0, 4, 1, b'c', 2, 1, 0, 0xac, 0x02];
+        let e = decode(&v4).unwrap_err();
+        assert!(matches!(e, FrameError::Version(4)), "{e:?}");
+        assert_eq!(e.to_string(), "unsupported wire version 4 (this build speaks 5)");
+        // Without them, a hello is cut short.
+        let mut short = v4;
         short[0] = WIRE_VERSION;
         short[2] = WIRE_VERSION;
         assert!(matches!(decode(&short), Err(FrameError::Malformed(_))));

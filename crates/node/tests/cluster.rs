@@ -220,6 +220,8 @@ async fn garbage_frames_close_the_connection_but_not_the_node() {
         to: leader,
         protocol: tenure_core::ProtocolKind::Raft,
         incarnation: 1,
+        voters: vec![leader],
+        api_address: None,
     });
     let mut hello_as_own_id = (own_hello.len() as u32).to_be_bytes().to_vec();
     hello_as_own_id.extend_from_slice(&own_hello);

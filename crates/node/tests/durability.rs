@@ -66,6 +66,12 @@ impl FakePeer {
             node: self.id,
             protocol: node.protocol,
             incarnation: 1,
+            voters: {
+                let mut v: Vec<NodeId> = node.peers.iter().map(|&(id, _)| id).collect();
+                v.sort_unstable();
+                v
+            },
+            api_address: None,
         };
         c.send(wire::encode(&ack)).await.ok()?;
         loop {
@@ -302,9 +308,16 @@ async fn foreign_state_file_is_refused_and_left_untouched() {
     // (Its certificate names cluster "test"; the state file is what is tested.)
     other.security = tenure_node::Security::InsecureNoTls;
     match start_solo(&other).await {
-        Err(StartError::ForeignState { path: p, found_cluster, .. }) => {
-            assert_eq!(p, path);
+        Err(e @ StartError::ForeignState { .. }) => {
+            let StartError::ForeignState { path: p, found_cluster, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(p, &path);
             assert_eq!(found_cluster, "test");
+            // Its own directory under another cluster id: the fix is the
+            // cluster id, not another directory.
+            let text = e.to_string();
+            assert!(text.contains("start it with --cluster-id test"), "{text}");
         }
         other => panic!("expected ForeignState, got {:?}", other.err()),
     }

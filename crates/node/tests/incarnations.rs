@@ -172,6 +172,8 @@ async fn a_forged_higher_incarnation_is_no_death_notice() {
         to: target.id(),
         protocol: c.configs[0].protocol,
         incarnation: MAX_INCARNATION,
+        voters: c.configs[0].peers.iter().map(|&(id, _)| id).collect(),
+        api_address: None,
     };
     let mut conn = dial_tls(&identity(&c.configs[2]), &c.configs[0]).await.unwrap();
     let answer = handshake(&mut conn, forged).await;

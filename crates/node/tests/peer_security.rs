@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{dial_tls, handshake, hello, identity, make_certs, wait_for, Cluster, CLUSTER};
+use common::{
+    dial_tls, handshake, hello, hello_in, identity, make_certs, wait_for, Cluster, CLUSTER,
+};
 use std::time::{Duration, Instant};
 use tenure_node::tls::TlsIdentity;
 use tenure_node::wire::{self, Frame};
@@ -44,7 +46,8 @@ async fn a_certificate_of_another_node_cannot_claim_its_id() {
 
     // Its own id is accepted: the certificate is good, only the claim was not.
     let mut conn = dial_tls(&identity(&thief), &c.configs[li]).await.unwrap();
-    let ack = handshake(&mut conn, hello(thief.id, &c.configs[li])).await.unwrap();
+    let own = c.handle((li + 1) % 3).incarnation();
+    let ack = handshake(&mut conn, hello_in(thief.id, &c.configs[li], own)).await.unwrap();
     assert!(matches!(ack, Frame::HelloAck { node, .. } if node == leader), "{ack:?}");
     drop(conn);
 
@@ -143,7 +146,8 @@ async fn without_tls_a_cluster_elects_and_any_client_may_claim_an_id() {
     let other = c.configs[(li + 1) % 3].id;
     let tcp = TcpStream::connect(c.configs[li].listen).await.unwrap();
     let mut conn = Framed::new(tcp, wire::codec());
-    let ack = handshake(&mut conn, hello(other, &c.configs[li])).await.unwrap();
+    let own = c.handle((li + 1) % 3).incarnation();
+    let ack = handshake(&mut conn, hello_in(other, &c.configs[li], own)).await.unwrap();
     assert!(matches!(ack, Frame::HelloAck { .. }), "{ack:?}");
     drop(conn);
     c.stop_all().await;

@@ -40,13 +40,23 @@ pub struct StatusBody {
     /// This node's HTTP API address (HOST:PORT), if configured.
     #[serde(default)]
     pub http_address: Option<String>,
-    /// The known leader's HTTP API address, if configured (`--peer-http`).
+    /// The known leader's HTTP API address: `--peer-http`, else the one its
+    /// handshake advertised.
     #[serde(default)]
     pub leader_http_address: Option<String>,
     /// The replicated log as this node holds it (absent from servers
     /// without one).
     #[serde(default)]
     pub replication: Option<ReplicationBody>,
+    /// This node's cluster id (absent from servers of an earlier tenure).
+    #[serde(default)]
+    pub cluster_id: Option<String>,
+    /// The voters this node counts its majorities over, itself included,
+    /// ascending (absent from servers without a node of their own): every
+    /// node of a cluster must show the same set; `tenure status` flags
+    /// endpoints that do not.
+    #[serde(default)]
+    pub voters: Option<Vec<u64>>,
 }
 
 /// The replicated log of a node: how far it holds, knows committed and
@@ -152,13 +162,18 @@ pub struct PeerBody {
     pub last_heard_ms: Option<u64>,
     /// Last measured heartbeat round trip, in milliseconds.
     pub rtt_ms: Option<f64>,
-    /// Its HTTP API address, if configured (`--peer-http`).
+    /// Its HTTP API address: `--peer-http`, else the one its handshake
+    /// advertised (`--advertise-http`, or its `--http`).
     #[serde(default)]
     pub http_address: Option<String>,
     /// Its current incarnation: the highest its handshakes showed since the
     /// answering node started (null before the first).
     #[serde(default)]
     pub incarnation: Option<u64>,
+    /// Why the last handshake with it failed, either way (say, the voter
+    /// sets differ), until one succeeds.
+    #[serde(default)]
+    pub handshake_error: Option<String>,
 }
 
 impl StatusBody {
@@ -175,7 +190,8 @@ pub struct LeaderBody {
     pub id: u64,
     /// The leader's peer address.
     pub address: Option<String>,
-    /// The leader's HTTP API address, if configured (`--peer-http`).
+    /// The leader's HTTP API address: `--peer-http`, else the one its
+    /// handshake advertised (null when neither is known).
     #[serde(default)]
     pub http_address: Option<String>,
     /// The leader's term.

@@ -23,8 +23,17 @@ const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// How often `transfer` checks whether the new leader took over.
 const TRANSFER_POLL: Duration = Duration::from_millis(5);
 
+/// `tenure status`'s exit code when the endpoints answer but disagree: two
+/// leaders, or another cluster id or voter set (see [`disagreements`]).
+pub const STATUS_DISAGREE_EXIT: u8 = 2;
+
 /// Flags of `tenure status`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Exit status: 0 when an endpoint answered and the answers agree; 1 when none answered; 2 when
+they disagree: two nodes report leading, or the endpoints report another cluster id or voter
+set (each disagreement is a line on standard error, starting with \"tenure status:\"; a node
+whose handshake with a peer failed is named there too).")]
 pub struct StatusArgs {
     /// HTTP API endpoints of the nodes, comma-separated.
     #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
@@ -137,7 +146,103 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", table(&rows));
     }
-    Ok(if rows.iter().any(|r| r.status.is_some()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let answered: Vec<(&str, &StatusBody)> =
+        rows.iter().filter_map(|r| Some((r.endpoint.as_str(), r.status.as_ref()?))).collect();
+    for line in handshake_errors(&answered) {
+        eprintln!("tenure status: {line}");
+    }
+    let disagree = disagreements(&answered);
+    for line in &disagree {
+        eprintln!("tenure status: {line}");
+    }
+    Ok(if answered.is_empty() {
+        ExitCode::FAILURE
+    } else if !disagree.is_empty() {
+        ExitCode::from(STATUS_DISAGREE_EXIT)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// What the answers of the endpoints (`(endpoint, status)`) say that cannot
+/// all be true of one healthy cluster, a sentence each: two nodes that both
+/// report leading (the same fencing token from two leaders breaks fencing),
+/// one node id answering in two incarnations at once (a duplicate node id),
+/// and endpoints that report another cluster id or another voter set.
+pub fn disagreements(answered: &[(&str, &StatusBody)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut leaders: Vec<&StatusBody> =
+        answered.iter().map(|(_, s)| *s).filter(|s| s.role == "leader").collect();
+    leaders.sort_by_key(|s| s.id);
+    leaders.dedup_by_key(|s| s.id);
+    if leaders.len() > 1 {
+        let each: Vec<String> = leaders
+            .iter()
+            .map(|s| {
+                format!("node {} (term {}, fencing token {})", s.id, s.term, opt(s.fencing_token))
+            })
+            .collect();
+        let tokens: Vec<Option<u64>> = leaders.iter().map(|s| s.fencing_token).collect();
+        let same = tokens.windows(2).any(|w| w[0].is_some() && w[0] == w[1]);
+        out.push(format!(
+            "TWO LEADERS: {} all report leading{}; one cluster has one leader: check each \
+             node's --peers and --cluster-id (the lines below say which differ)",
+            each.join(", "),
+            if same { ", with the same fencing token" } else { "" }
+        ));
+    }
+    for (i, (e1, s1)) in answered.iter().enumerate() {
+        if let Some((e2, s2)) = answered[i + 1..].iter().find(|(_, s2)| {
+            s2.id == s1.id && s2.incarnation.is_some() && s2.incarnation != s1.incarnation
+        }) {
+            out.push(format!(
+                "node {} answers at {e1} (incarnation {}) and at {e2} (incarnation {}): two \
+                 processes run with node id {}; give each node its own --id",
+                s1.id,
+                opt(s1.incarnation),
+                opt(s2.incarnation),
+                s1.id
+            ));
+        }
+    }
+    let differ = |what: &str, of: &dyn Fn(&StatusBody) -> Option<String>| {
+        let mut seen: Vec<(String, Vec<String>)> = Vec::new();
+        for (_, s) in answered {
+            let Some(v) = of(s) else { continue };
+            match seen.iter_mut().find(|(x, _)| *x == v) {
+                Some((_, nodes)) => nodes.push(s.id.to_string()),
+                None => seen.push((v, vec![s.id.to_string()])),
+            }
+        }
+        (seen.len() > 1).then(|| {
+            let each: Vec<String> = seen
+                .iter()
+                .map(|(v, nodes)| format!("node {} {v}", nodes.join(", node ")))
+                .collect();
+            format!("the endpoints disagree on the {what}: {}", each.join("; "))
+        })
+    };
+    out.extend(differ("cluster id (--cluster-id)", &|s| {
+        s.cluster_id.as_ref().map(|c| format!("in cluster {c:?}"))
+    }));
+    out.extend(differ("voters (the ids of --peers)", &|s| {
+        let ids: Vec<String> = s.voters.as_ref()?.iter().map(u64::to_string).collect();
+        Some(format!("counts voters {{{}}}", ids.join(",")))
+    }));
+    out
+}
+
+/// The peers whose handshake with an answering node failed, and why.
+fn handshake_errors(answered: &[(&str, &StatusBody)]) -> Vec<String> {
+    answered
+        .iter()
+        .flat_map(|(_, s)| {
+            s.peers.iter().filter_map(move |p| {
+                let e = p.handshake_error.as_ref()?;
+                Some(format!("node {} cannot talk to node {}: {e}", s.id, p.id))
+            })
+        })
+        .collect()
 }
 
 fn opt(v: Option<u64>) -> String {
@@ -313,6 +418,8 @@ mod tests {
             http_address: None,
             leader_http_address: None,
             replication: None,
+            cluster_id: None,
+            voters: None,
         };
         Row {
             endpoint: endpoint.into(),
@@ -321,6 +428,52 @@ mod tests {
             cause: None,
             refused: false,
         }
+    }
+
+    /// Two leaders, another cluster id or voter set, and one id in two
+    /// incarnations are each a line; a healthy cluster is none.
+    #[test]
+    fn disagreements_are_named_and_a_healthy_cluster_has_none() {
+        let node = |id: u64, role: &str, voters: &[u64], inc: u64| {
+            let mut r = answered("e", id, Some(inc));
+            let s = r.status.as_mut().unwrap();
+            s.role = role.into();
+            s.cluster_id = Some("c".into());
+            s.voters = Some(voters.to_vec());
+            r.status.unwrap()
+        };
+        let healthy = [
+            node(1, "leader", &[1, 2, 3], 10),
+            node(2, "follower", &[1, 2, 3], 20),
+            node(3, "follower", &[1, 2, 3], 30),
+        ];
+        let rows: Vec<(&str, &StatusBody)> = healthy.iter().map(|s| ("e", s)).collect();
+        assert!(disagreements(&rows).is_empty(), "{:?}", disagreements(&rows));
+
+        let typo = [
+            node(1, "leader", &[1, 2, 3], 10),
+            node(2, "leader", &[2], 20),
+            node(3, "follower", &[1, 2, 3], 30),
+        ];
+        let rows: Vec<(&str, &StatusBody)> = typo.iter().map(|s| ("e", s)).collect();
+        let lines = disagreements(&rows);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("TWO LEADERS: node 1 (term 7, fencing token 7), node 2 (term 7, fencing token 7) all report leading, with the same fencing token"), "{lines:?}");
+        assert_eq!(
+            lines[1],
+            "the endpoints disagree on the voters (the ids of --peers): node 1, node 3 counts \
+             voters {1,2,3}; node 2 counts voters {2}"
+        );
+
+        let mut other = node(3, "follower", &[1, 2, 3], 30);
+        other.cluster_id = Some("d".into());
+        let twice = node(2, "follower", &[1, 2, 3], 21);
+        let rows: Vec<(&str, &StatusBody)> =
+            vec![("a", &healthy[0]), ("b", &healthy[1]), ("c", &twice), ("d", &other)];
+        let lines = disagreements(&rows);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("node 2 answers at b (incarnation 20) and at c (incarnation 21)"));
+        assert!(lines[1].contains("cluster id") && lines[1].contains("node 3 in cluster \"d\""));
     }
 
     #[test]

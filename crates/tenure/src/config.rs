@@ -41,7 +41,8 @@ Config file (TOML; every key optional, unknown keys are errors):
   listen = \"0.0.0.0:7001\"
   http = \"0.0.0.0:8001\"
   peers = [\"1=10.0.0.1:7001\", \"2=10.0.0.2:7001\", \"3=10.0.0.3:7001\"]
-  peer_http = [\"1=10.0.0.1:8001\", \"2=10.0.0.2:8001\", \"3=10.0.0.3:8001\"]  # their HTTP APIs
+  # single_node = true     # only for a one-node cluster: peers lists this node alone
+  # peer_http = [\"1=10.0.0.1:8001\", \"2=10.0.0.2:8001\"]  # their HTTP APIs, if not as advertised
   data_dir = \"/var/lib/tenure\"
   heartbeat_ms = 100
   election_timeout_ms = 1000
@@ -99,8 +100,9 @@ pub struct ServerArgs {
     pub http: Option<String>,
     /// The HTTP API addresses of the nodes as ID=HOST:PORT, comma-separated: the dashboard
     /// (GET /) and GET /v1/cluster read the other nodes' status through this node, and
-    /// GET /v1/leader names the leader's [default: with the default --peers,
-    /// 127.0.0.1:8000+id; otherwise only this node's --http].
+    /// GET /v1/leader names the leader's. Needed only where the address a node advertises
+    /// at the peer handshake (--advertise-http, else its --http) does not reach it
+    /// [default: with the default --peers, 127.0.0.1:8000+id; otherwise the advertised ones].
     #[arg(long, value_name = "ID=HOST:PORT,...")]
     pub peer_http: Option<String>,
     /// All voters as ID=HOST:PORT, comma-separated, in preference order (earlier ones stand
@@ -108,6 +110,11 @@ pub struct ServerArgs {
     /// [default: 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003].
     #[arg(long, value_name = "ID=HOST:PORT,...")]
     pub peers: Option<String>,
+    /// The voters (--peers) are this node alone, on purpose: a one-node cluster, its own
+    /// majority. Without it a peer list of this node alone is refused (a list cut short by
+    /// a typo would make a second leader beside the real cluster's).
+    #[arg(long)]
+    pub single_node: bool,
     /// Directory for the node's durable state (term and vote) [default: ./tenure-data/node-<id>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -203,9 +210,11 @@ pub struct StoreArgs {
     /// ZooKeeper into its session-timeout range [default: 10000, as `tenure elect`].
     #[arg(long, value_name = "N")]
     pub ttl_ms: Option<u64>,
-    /// The address of this server's HTTP API that the other servers and clients can reach,
-    /// published in its candidate value [default: the --http address; required when that
-    /// is 0.0.0.0 or ::].
+    /// The address of this server's HTTP API that the other servers and clients can reach:
+    /// a node tells its peers at the handshake (the dashboard and GET /v1/leader use it);
+    /// with --store it is published in the candidate value [default: the --http address;
+    /// with --store required when that is 0.0.0.0 or ::, without it the peers then use
+    /// this node's IP in their --peers with the --http port].
     #[arg(long, value_name = "HOST:PORT")]
     pub advertise_http: Option<String>,
     /// The store's CA certificate (PEM): the tenure cluster's of --store tenure://, or the one
@@ -242,6 +251,7 @@ pub(crate) struct FileConfig {
     http: Option<String>,
     peers: Option<Vec<String>>,
     peer_http: Option<Vec<String>>,
+    single_node: Option<bool>,
     data_dir: Option<PathBuf>,
     heartbeat_ms: Option<u64>,
     election_timeout_ms: Option<u64>,
@@ -286,7 +296,6 @@ impl StoreArgs {
         let given: Vec<&str> = [
             ("--election", self.election.is_some()),
             ("--ttl-ms", self.ttl_ms.is_some()),
-            ("--advertise-http", self.advertise_http.is_some()),
             ("--store-cacert", self.store_cacert.is_some()),
             ("--store-token", self.store_token.is_some()),
             ("--store-token-file", self.store_token_file.is_some()),
@@ -374,6 +383,7 @@ impl ServerArgs {
             ("listen", self.listen.is_some(), file.listen.is_some()),
             ("peers", self.peers.is_some(), file.peers.is_some()),
             ("peer_http", self.peer_http.is_some(), file.peer_http.is_some()),
+            ("single_node", self.single_node, file.single_node.is_some()),
             ("data_dir", self.data_dir.is_some(), file.data_dir.is_some()),
             ("heartbeat_interval", self.heartbeat_ms.is_some(), file.heartbeat_ms.is_some()),
             (
@@ -436,6 +446,16 @@ impl ServerArgs {
             .unwrap_or(DEFAULT_ELECTION_TIMEOUT_MS);
         let cluster_id = self.cluster_id(&file);
         let security = self.security(id, &cluster_id, &file)?;
+        let single_node = self.single_node || file.single_node.unwrap_or(false);
+        let advertise_http = self.store_mode.advertise_http.clone().or(file.advertise_http.clone());
+        if let Some(a) = &advertise_http {
+            let port_ok = a
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !port_ok {
+                bail!("--advertise-http (advertise_http): `{a}` is not HOST:PORT (for example 10.0.0.1:8001)");
+            }
+        }
         let node = NodeConfig {
             id,
             cluster_id,
@@ -451,6 +471,8 @@ impl ServerArgs {
             protocol: self.protocol.or(file.protocol).unwrap_or_default(),
             round_trip: self.round_trip_ms.or(file.round_trip_ms).map(Duration::from_millis),
             security,
+            single_node,
+            api_address: advertise_http,
         };
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
@@ -623,6 +645,8 @@ fn setting(field: &str) -> Option<(&'static str, &'static str)> {
         "listen" => ("--listen", "listen"),
         "peers" => ("--peers", "peers"),
         "peer_http" => ("--peer-http", "peer_http"),
+        "single_node" => ("--single-node", "single_node"),
+        "api_address" => ("--advertise-http", "advertise_http"),
         "data_dir" => ("--data-dir", "data_dir"),
         "heartbeat_interval" => ("--heartbeat-ms", "heartbeat_ms"),
         "election_timeout" => ("--election-timeout-ms", "election_timeout_ms"),
@@ -634,6 +658,15 @@ fn setting(field: &str) -> Option<(&'static str, &'static str)> {
 
 /// A configuration error with the flags and file keys to change.
 fn explain(e: NodeConfigError) -> anyhow::Error {
+    if let NodeConfigError::SingleVoter(id) = e {
+        return anyhow!(
+            "the voters are node {id} alone (--peers lists no other node): it would be its own \
+             majority and lead by itself, beside the cluster it may be meant to join. List every \
+             voter in --peers, the same list on every node (`peers` in the config file), or, \
+             for a one-node cluster on purpose, add --single-node (single_node = true in the \
+             config file)"
+        );
+    }
     let settings: Vec<_> = e.fields().iter().filter_map(|f| setting(f)).collect();
     if settings.is_empty() {
         return anyhow!("invalid configuration: {e}");
@@ -1030,5 +1063,40 @@ mod tests {
         let err = refused(&a);
         assert!(err.contains("the same address 127.0.0.1:7001"), "{err}");
         assert!(err.contains("change --peers"), "{err}");
+    }
+
+    /// A peer list of this node alone is refused, naming --single-node;
+    /// with it, it runs; --single-node with other voters is refused.
+    #[test]
+    fn a_lone_voter_needs_single_node() {
+        let mut a = args(2);
+        a.peers = Some("2=127.0.0.1:7002".into());
+        let err = refused(&a);
+        assert!(err.contains("the voters are node 2 alone"), "{err}");
+        assert!(err.contains("add --single-node (single_node = true"), "{err}");
+        a.single_node = true;
+        let s = a.resolve_with(FileConfig::default()).expect("a one-node cluster on purpose");
+        assert!(s.node.single_node);
+        let file = parse_file("single_node = true\npeers = [\"2=127.0.0.1:7002\"]").unwrap();
+        let mut b = args(2);
+        b.single_node = false;
+        assert!(b.resolve_with(file).unwrap().node.single_node);
+        let mut c = args(2);
+        c.single_node = true;
+        let err = refused(&c);
+        assert!(err.contains("single_node is set") && err.contains("--single-node"), "{err}");
+    }
+
+    /// --advertise-http applies to a node too (what it tells its peers at
+    /// the handshake), and must be HOST:PORT.
+    #[test]
+    fn advertise_http_is_told_to_the_peers() {
+        let mut a = args(1);
+        a.store_mode.advertise_http = Some("db1.example:8001".into());
+        let s = a.resolve_with(FileConfig::default()).unwrap();
+        assert_eq!(s.node.api_address.as_deref(), Some("db1.example:8001"));
+        a.store_mode.advertise_http = Some("db1.example".into());
+        let err = refused(&a);
+        assert!(err.contains("--advertise-http") && err.contains("not HOST:PORT"), "{err}");
     }
 }

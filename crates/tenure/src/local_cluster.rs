@@ -326,6 +326,10 @@ impl TenureCluster {
             .args(["--election-timeout-ms", &self.election_timeout_ms.to_string()])
             .args(["--cluster-id", self.cluster_id])
             .args(["--protocol", self.protocol.as_str()]);
+        if self.servers.len() == 1 {
+            // A one-node cluster, asked for: its own majority.
+            command.arg("--single-node");
+        }
         match self.tls.get(i) {
             Some(files) => {
                 command.arg("--tls-cert").arg(&files.cert);

@@ -76,9 +76,12 @@ pub async fn run(
     http_listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let ServerConfig { node: node_config, http: limits, api, http_addresses } = config;
+    let ServerConfig { node: mut node_config, http: limits, api, http_addresses } = config;
     let http_listener = async_listener(http_listener).map_err(ServerError::HttpListener)?;
     let http_addr = http_listener.local_addr().map_err(ServerError::HttpListener)?;
+    // Told to the peers at every handshake; an unspecified IP (0.0.0.0:8001)
+    // as it is: each peer puts in the IP it dials this node at.
+    node_config.api_address.get_or_insert_with(|| http_addr.to_string());
     let id = node_config.id;
     let peers =
         node_config.peers.iter().map(|(p, a)| format!("{p}={a}")).collect::<Vec<_>>().join(",");

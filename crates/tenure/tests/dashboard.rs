@@ -618,3 +618,35 @@ async fn chromium_accepts_the_nodes_certificates_and_no_others() {
     eprintln!("without the nodes' keys: {:?}", text.lines().next().unwrap_or(""));
     other.close().await;
 }
+
+/// The servers without `--peer-http` for nodes 1 and 2 (they learn each
+/// other's HTTP addresses at the peer handshake), and with a wrong one for
+/// node 3 (a closed port): on node 1's page, nodes 1 and 2 show their
+/// roles, and node 3, connected but unread, is "unknown", not DOWN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_are_read_without_peer_http_and_a_live_unread_node_is_unknown() {
+    let test = "unknown-not-down";
+    let Some(tools) = browser::tools(test) else { return };
+    let _serial = serial().await;
+    let mut c = TestCluster::new(N, HEARTBEAT_MS, TIMEOUT_MS);
+    let closed = harness::free_ports(1)[0];
+    c.peer_http = format!("3=127.0.0.1:{closed}");
+    for i in 0..N {
+        c.spawn(i);
+    }
+    c.wait_agreement(&all(), FIRST_ELECTION_BOUND).await;
+    let b = Browser::start(&tools, test, &node_certs(&c)).await;
+    open_dashboard(&c, &b, 0).await;
+    let role = |s: &Snapshot, i: usize| s.state_of(id(&c, i)).map(str::to_string);
+    let s = wait_page(&b, &c, "unknown", PAGE_LOAD_BOUND, |s| {
+        let known = |r: Option<String>| matches!(r.as_deref(), Some("leader" | "follower"));
+        known(role(s, 0)) && known(role(s, 1)) && role(s, 2).as_deref() == Some("unknown")
+    })
+    .await;
+    eprintln!("cards: {:?}", s.cards);
+    let text = b.page_text().await;
+    assert!(text.contains("Status unknown (node 1 is connected to it)"), "{text}");
+    assert!(!text.contains("DOWN"), "{text}");
+    b.screenshot("unknown").await;
+    b.close().await;
+}

@@ -374,6 +374,13 @@ fn hello(from: u64, to: u64, protocol: ProtocolKind) -> Frame {
         to: NodeId(to),
         protocol,
         incarnation: 1,
+        voters: {
+            let mut v: Vec<NodeId> = [1, 2, 3, from].into_iter().map(NodeId).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        },
+        api_address: None,
     }
 }
 
@@ -999,12 +1006,23 @@ async fn with_tls_a_flood_of_refused_connections_keeps_the_logs_small() {
 // TLS off.
 
 /// An impostor with a completed handshake (no TLS: anyone may claim any
-/// configured id) to node `t`, claiming `as_id`.
+/// configured id) to node `t`, claiming `as_id` in its current incarnation
+/// (read from its `/v1/status`, as anyone can without TLS: another would be
+/// refused as a second process claiming a live node's id).
 async fn impostor(c: &TestCluster, t: usize, as_id: u64) -> TcpStream {
     IMPOSTORS.fetch_add(1, Ordering::Relaxed);
+    let own = c.servers.iter().position(|s| s.id == as_id);
+    let incarnation = match own {
+        Some(i) => c.status(i).await.and_then(|s| s["incarnation"].as_u64()).unwrap_or(1),
+        None => 1,
+    };
     let mut tcp = TcpStream::connect(peer_addr(c, t)).await.unwrap();
     let protocol = protocol_of(&c.servers[t].protocol);
-    send_frame(&mut tcp, &hello(as_id, c.servers[t].id, protocol)).await.unwrap();
+    let mut hello = hello(as_id, c.servers[t].id, protocol);
+    if let Frame::Hello { incarnation: shown, .. } = &mut hello {
+        *shown = incarnation;
+    }
+    send_frame(&mut tcp, &hello).await.unwrap();
     match answer(&mut tcp).await {
         Outcome::Accepted => tcp,
         other => panic!("without TLS the impostor was not let in: {other:?}"),
@@ -1320,6 +1338,8 @@ fn answer_everything_as_node_3(
                     node: NodeId(3),
                     protocol: ProtocolKind::Raft,
                     incarnation: 1,
+                    voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+                    api_address: None,
                 };
                 if send_frame(&mut tls, &ack).await.is_err() {
                     return;

@@ -106,6 +106,7 @@ fn a_file_that_cannot_work_is_named_before_any_port_is_taken() {
             "1",
             "--peers",
             &peers,
+            "--single-node",
             "--http",
             &http,
             "--tls-cert",
@@ -129,6 +130,20 @@ fn a_file_that_cannot_work_is_named_before_any_port_is_taken() {
     assert!(err.contains("does not belong to the certificate"), "{err}");
     let err = run("node-2.pem", "node-2-key.pem", "ca.pem");
     assert!(err.contains("does not name node-1.tenure"), "{err}");
+    // Made for node 1 of cluster "prod", started without --cluster-id: the
+    // fix is the cluster id, not a new certificate.
+    let prod = certs.join("prod");
+    std::fs::create_dir_all(&prod).unwrap();
+    for f in ["ca.pem", "ca-key.pem"] {
+        std::fs::copy(certs.join(f), prod.join(f)).unwrap();
+    }
+    let out = prod.to_str().unwrap();
+    harness::tenure_cert(&["--out", out, "--nodes", "1", "--cluster-id", "prod"]);
+    let err = run("prod/node-1.pem", "prod/node-1-key.pem", "ca.pem");
+    assert!(
+        err.contains("it names node-1.prod") && err.contains("start it with --cluster-id prod"),
+        "{err}"
+    );
     let err = run("node-1.pem", "node-1-key.pem", "missing.pem");
     assert!(err.contains("cannot read the CA file") && err.contains("missing.pem"), "{err}");
 }

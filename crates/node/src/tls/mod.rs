@@ -238,6 +238,25 @@ pub fn https_client_config(ca: &Path) -> Result<ClientConfig, TlsError> {
         .with_no_client_auth())
 }
 
+/// The cluster id a certificate names node `id` of, if it names that node
+/// of another cluster: the `<cluster>` of a DNS name `node-<id>.<cluster>`
+/// among its subject alternative names (DER `dNSName`: tag 0x82, a
+/// one-byte length, the name). A scan, not a parse: enough for a hint.
+pub fn named_cluster(cert_der: &[u8], id: NodeId) -> Option<String> {
+    let prefix = format!("node-{}.", id.0);
+    let bytes = cert_der;
+    (0..bytes.len().saturating_sub(1)).find_map(|i| {
+        let len = usize::from(*bytes.get(i + 1)?);
+        if bytes[i] != 0x82 || len >= 0x80 {
+            return None;
+        }
+        let name = std::str::from_utf8(bytes.get(i + 2..i + 2 + len)?).ok()?;
+        let cluster = name.strip_prefix(&prefix)?;
+        let dns = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+        (!cluster.is_empty() && cluster.chars().all(dns)).then(|| cluster.to_string())
+    })
+}
+
 /// What a certificate error means, in words an operator can act on.
 pub fn explain(e: &rustls::Error) -> String {
     use CertificateError as C;
@@ -334,11 +353,24 @@ impl TlsIdentity {
                 rustls::Error::InvalidCertificate(
                     CertificateError::NotValidForName
                     | CertificateError::NotValidForNameContext { .. },
-                ) => certificate_error(format!(
-                    "it does not name {name} (node {} of cluster {cluster_id:?}); make one with \
-                     `tenure cert --nodes {} --cluster-id {cluster_id}`",
-                    id.0, id.0
-                )),
+                ) => certificate_error(match named_cluster(end_entity, id) {
+                    // Made for this node of another cluster id: the id given
+                    // to this node is what is likelier wrong.
+                    Some(other) => format!(
+                        "it names node-{}.{other} (node {} of cluster {other:?}), not {name}: \
+                         if this node belongs to cluster {other:?}, start it with --cluster-id \
+                         {other} (cluster_id in the config file; every node of a cluster and \
+                         `tenure cert` take the same one); only for a node of cluster \
+                         {cluster_id:?}, make its certificate with `tenure cert --nodes {} \
+                         --cluster-id {cluster_id}`",
+                        id.0, id.0, id.0
+                    ),
+                    None => format!(
+                        "it does not name {name} (node {} of cluster {cluster_id:?}); make one \
+                         with `tenure cert --nodes {} --cluster-id {cluster_id}`",
+                        id.0, id.0
+                    ),
+                }),
                 e => certificate_error(explain(&e)),
             })?;
         client_verifier

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tenure_core::NodeId;
@@ -46,6 +46,17 @@ pub const MAX_PENDING_HANDSHAKES: usize = 16;
 pub const PEER_IDLE_PINGS: u32 = 8;
 /// Pause after a failed `accept` (e.g. out of file descriptors).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
+/// A hello of node X in another incarnation than that of X's live
+/// connection, while that connection carried a frame within this many ping
+/// intervals (at least [`DUPLICATE_ID_MIN_WINDOW`]), comes from a second
+/// process claiming X (a duplicate node id), not from a restart: a process
+/// that exits or is killed has its connections closed by its kernel at
+/// once, and one that hangs or is cut off falls silent.
+pub const DUPLICATE_ID_PINGS: u32 = 2;
+/// The shortest window of [`DUPLICATE_ID_PINGS`], whatever the ping
+/// interval: a busy machine may delay a live peer's ping by more than two
+/// short intervals.
+pub const DUPLICATE_ID_MIN_WINDOW: Duration = Duration::from_millis(500);
 
 /// Inbound connections by state.
 #[derive(Default)]
@@ -54,8 +65,22 @@ struct Slots {
     next: u64,
     /// Connections in their handshake, oldest first.
     pending: VecDeque<(u64, SocketAddr, AbortHandle)>,
-    /// Each authenticated peer's live connection, and how to close it.
-    live: HashMap<NodeId, (u64, Arc<Notify>)>,
+    /// Each authenticated peer's live connection.
+    live: HashMap<NodeId, LiveConn>,
+}
+
+/// A peer's live inbound connection.
+struct LiveConn {
+    /// The connection's number.
+    n: u64,
+    /// Closes it (a newer connection of the peer replaces it).
+    replaced: Arc<Notify>,
+    /// The incarnation its hello showed.
+    incarnation: u64,
+    /// Where it comes from.
+    remote: SocketAddr,
+    /// Core-clock nanos of its last frame.
+    last_frame: Arc<AtomicU64>,
 }
 
 type SharedSlots = Arc<Mutex<Slots>>;
@@ -147,24 +172,68 @@ struct Live {
 }
 
 impl Live {
-    /// Takes `peer`'s slot for connection `n`, closing the older connection
-    /// there; returns the guard and what closes this one in turn.
-    fn take(slots: &SharedSlots, peer: NodeId, n: u64) -> (Live, Arc<Notify>) {
+    /// Takes the slot of the peer of `hello` for connection `n` from
+    /// `remote`, closing the older connection there; returns the guard,
+    /// what closes this one in turn, and where to note its frames' times.
+    fn take(
+        net: &Net,
+        slots: &SharedSlots,
+        hello: &Hello,
+        remote: SocketAddr,
+        n: u64,
+    ) -> (Live, Arc<Notify>, Arc<AtomicU64>) {
         let replaced = Arc::new(Notify::new());
-        if let Some((_, older)) = lock(slots).live.insert(peer, (n, replaced.clone())) {
-            older.notify_one();
+        let last_frame = Arc::new(AtomicU64::new(net.clock.now().as_nanos()));
+        let conn = LiveConn {
+            n,
+            replaced: replaced.clone(),
+            incarnation: hello.incarnation,
+            remote,
+            last_frame: last_frame.clone(),
+        };
+        if let Some(older) = lock(slots).live.insert(hello.from, conn) {
+            older.replaced.notify_one();
         }
-        (Live { slots: slots.clone(), peer, n }, replaced)
+        (Live { slots: slots.clone(), peer: hello.from, n }, replaced, last_frame)
     }
 }
 
 impl Drop for Live {
     fn drop(&mut self) {
         let mut s = lock(&self.slots);
-        if s.live.get(&self.peer).is_some_and(|(n, _)| *n == self.n) {
+        if s.live.get(&self.peer).is_some_and(|c| c.n == self.n) {
             s.live.remove(&self.peer);
         }
     }
+}
+
+/// Whether `hello`, from `remote`, comes from a second process claiming the
+/// node of a live connection (see [`DUPLICATE_ID_PINGS`]): the reason to
+/// refuse it, naming both.
+fn duplicate_id(
+    net: &Net,
+    slots: &SharedSlots,
+    hello: &Hello,
+    remote: SocketAddr,
+) -> Option<String> {
+    let s = lock(slots);
+    let live = s.live.get(&hello.from)?;
+    let silent = net.clock.now().as_nanos().saturating_sub(live.last_frame.load(Ordering::Relaxed));
+    let window = (net.ping_interval * DUPLICATE_ID_PINGS).max(DUPLICATE_ID_MIN_WINDOW);
+    let fresh = Duration::from_nanos(silent) <= window;
+    (live.incarnation != hello.incarnation && fresh).then(|| {
+        format!(
+            "two processes claim node id {from}: one is connected from {} in incarnation {} \
+             (its last frame {} ms ago), and this connection from {remote} shows incarnation \
+             {}: a duplicate node id, not a restart. Each node needs its own id: stop the \
+             process that is not node {from}, or give it its own --id (and data directory)",
+            live.remote,
+            live.incarnation,
+            silent / 1_000_000,
+            hello.incarnation,
+            from = hello.from,
+        )
+    })
 }
 
 /// One inbound connection: admission within [`HANDSHAKE_TIMEOUT`], then the
@@ -179,26 +248,35 @@ async fn serve_inbound(
 ) {
     let admitted = {
         let _pending = Pending { slots: &slots, n };
-        match timeout(HANDSHAKE_TIMEOUT, admit(&net, stream, remote)).await {
+        match timeout(HANDSHAKE_TIMEOUT, admit(&net, &slots, stream, remote)).await {
             Err(_) => return net.reject(remote, "no handshake within the handshake timeout"),
             Ok(admitted) => admitted,
         }
     };
-    let Some((mut conn, Hello { from, incarnation })) = admitted else { return };
+    let Some((mut conn, hello)) = admitted else { return };
+    let (from, incarnation) = (hello.from, hello.incarnation);
     // The peer proved who it is: the replicated log's larger frames may pass.
     conn.codec_mut().set_max_frame_length(wire::MAX_DATA_FRAME_LEN);
     if let Some(link) = net.link(from) {
         // Before any frame of the new incarnation is read: the driver learns
         // of the old one's death before it hears the new one.
         net.learned_incarnation(link, incarnation, &inbound.deaths);
+        link.handshake_accepted(hello.api_address.clone());
     }
-    let (_live, replaced) = Live::take(&slots, from, n);
-    serve_peer(&net, conn, from, remote, inbound, &replaced).await;
+    let (_live, replaced, last_frame) = Live::take(&net, &slots, &hello, remote, n);
+    serve_peer(&net, conn, from, remote, inbound, &replaced, &last_frame).await;
 }
 
-/// TLS (or, in the insecure mode, none), the hello, and for TLS the
-/// certificate naming the claimed node; `None` if refused (logged).
-async fn admit(net: &Net, tcp: TcpStream, remote: SocketAddr) -> Option<(Conn, Hello)> {
+/// TLS (or, in the insecure mode, none), the hello, for TLS the certificate
+/// naming the claimed node, and no live connection of another process
+/// claiming that node; `None` if refused (logged, and noted on the claimed
+/// peer's link).
+async fn admit(
+    net: &Net,
+    slots: &SharedSlots,
+    tcp: TcpStream,
+    remote: SocketAddr,
+) -> Option<(Conn, Hello)> {
     let _ = tcp.set_nodelay(true);
     let mut first = [0u8; 1];
     match tcp.peek(&mut first).await {
@@ -247,11 +325,19 @@ async fn admit(net: &Net, tcp: TcpStream, remote: SocketAddr) -> Option<(Conn, H
         }
         Some(Ok(bytes)) => wire::decode(&bytes),
     };
-    let checked =
-        check_hello(net, hello).and_then(|h| check_certificate(net, &conn, h.from).map(|_| h));
+    let claimed = match &hello {
+        Ok(Frame::Hello { from, .. }) => net.link(*from).cloned(),
+        _ => None,
+    };
+    let checked = check_hello(net, hello)
+        .and_then(|h| check_certificate(net, &conn, h.from).map(|_| h))
+        .and_then(|h| duplicate_id(net, slots, &h, remote).map_or(Ok(h), Err));
     let hello = match checked {
         Ok(hello) => hello,
         Err(reason) => {
+            if let Some(link) = claimed {
+                link.handshake_failed(&format!("this node refused its handshake: {reason}"));
+            }
             refuse(net, conn, remote, &reason).await;
             return None;
         }
@@ -262,6 +348,8 @@ async fn admit(net: &Net, tcp: TcpStream, remote: SocketAddr) -> Option<(Conn, H
         node: net.me,
         protocol: net.protocol,
         incarnation: net.incarnation,
+        voters: net.voters.clone(),
+        api_address: net.api_address.clone(),
     };
     conn.send(wire::encode(&ack)).await.ok()?;
     debug!(peer = %hello.from, incarnation = hello.incarnation, %remote, "accepted a peer connection");
@@ -269,13 +357,15 @@ async fn admit(net: &Net, tcp: TcpStream, remote: SocketAddr) -> Option<(Conn, H
 }
 
 /// A dialer's hello that passed [`check_hello`]: who is calling, in which
-/// incarnation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// incarnation, and where its API answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hello {
     /// The dialer.
     pub from: NodeId,
     /// Its incarnation.
     pub incarnation: u64,
+    /// The API address it advertised.
+    pub api_address: Option<String>,
 }
 
 /// Logs and counts a refusal, and tells the dialer why.
@@ -288,11 +378,20 @@ async fn refuse(net: &Net, mut conn: Conn, remote: SocketAddr, reason: &str) {
 /// it. Pure, so the handshake can be fuzzed.
 pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<Hello, String> {
     match frame {
-        Ok(Frame::Hello { version, cluster_id, from, to, protocol, incarnation }) => {
+        Ok(Frame::Hello {
+            version,
+            cluster_id,
+            from,
+            to,
+            protocol,
+            incarnation,
+            voters,
+            api_address,
+        }) => {
             if version != WIRE_VERSION {
                 Err(format!("unsupported wire version {version} (we speak {WIRE_VERSION})"))
             } else if cluster_id != net.cluster_id {
-                Err(format!("cluster id {cluster_id:?} is not ours ({:?})", net.cluster_id))
+                Err(cluster_mismatch(from, &cluster_id, net))
             } else if protocol != net.protocol {
                 Err(format!(
                     "node {from} runs the {protocol} protocol, this node runs {}; every node \
@@ -300,7 +399,15 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                     net.protocol
                 ))
             } else if from == net.me {
-                Err(format!("peer claims our own node id {from}"))
+                Err(format!(
+                    "peer claims our own node id {from}: two nodes run with id {from} (a \
+                     duplicate node id); give each node its own --id"
+                ))
+            } else if let Some(why) = net.voter_mismatch(from, &voters) {
+                match net.link(from) {
+                    Some(_) => Err(why),
+                    None => Err(format!("node {from} is not a voter of this cluster: {why}")),
+                }
             } else if net.link(from).is_none() {
                 Err(format!("node {from} is not a voter of this cluster"))
             } else if to != net.me {
@@ -309,13 +416,40 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                 Err(format!(
                     "peer {from} shows incarnation {incarnation}, outside 1..={MAX_INCARNATION}"
                 ))
+            } else if let Some(why) = bad_api_address(from, api_address.as_deref()) {
+                Err(why)
             } else {
-                Ok(Hello { from, incarnation })
+                Ok(Hello { from, incarnation, api_address })
             }
         }
         Ok(other) => Err(format!("expected a hello, got {other:?}")),
         Err(e) => Err(format!("bad hello: {e}")),
     }
+}
+
+/// Why a peer's cluster id `theirs` is refused, and the fix: the same
+/// `--cluster-id` on every node (the certificates name it too, so with TLS
+/// a mismatch usually shows earlier, as a certificate naming another node).
+pub(super) fn cluster_mismatch(peer: NodeId, theirs: &str, net: &Net) -> String {
+    format!(
+        "node {peer} runs in cluster {theirs:?}, this node in {:?}: every node of a cluster \
+         must run with the same --cluster-id (cluster_id in the config file); restart the \
+         node whose cluster id is wrong with the right one",
+        net.cluster_id
+    )
+}
+
+/// Why an advertised API address is refused, if it is: empty, or longer
+/// than [`wire::MAX_API_ADDRESS_LEN`].
+pub(super) fn bad_api_address(peer: NodeId, address: Option<&str>) -> Option<String> {
+    let a = address?;
+    (a.is_empty() || a.len() > wire::MAX_API_ADDRESS_LEN).then(|| {
+        format!(
+            "node {peer} advertises an API address of {} bytes; 1 to {} are allowed",
+            a.len(),
+            wire::MAX_API_ADDRESS_LEN
+        )
+    })
 }
 
 /// With TLS: the dialer's certificate must name the node its hello claims.
@@ -340,6 +474,7 @@ async fn serve_peer(
     remote: SocketAddr,
     inbound: Inbound,
     replaced: &Notify,
+    last_frame: &AtomicU64,
 ) {
     let Some(link) = net.link(from).cloned() else { return };
     let idle = net.ping_interval * PEER_IDLE_PINGS;
@@ -364,6 +499,7 @@ async fn serve_peer(
             frame = conn.next() => frame,
         };
         deadline = Instant::now() + idle;
+        last_frame.store(net.clock.now().as_nanos(), Ordering::Relaxed);
         let bytes: Bytes = match frame {
             None => {
                 debug!(peer = %from, %remote, "peer closed its connection");

@@ -1,6 +1,7 @@
 //! The dialer: one task per peer holding our outbound connection to it,
 //! carrying our election messages and pings, redialled with a backoff.
 
+use super::accept::{bad_api_address, cluster_mismatch};
 use super::net::{Net, PeerLink, HANDSHAKE_TIMEOUT};
 use super::stream::{Conn, PeerStream};
 use crate::spy::DeathNotice;
@@ -161,6 +162,8 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         to: link.id,
         protocol: net.protocol,
         incarnation: net.incarnation,
+        voters: net.voters.clone(),
+        api_address: net.api_address.clone(),
     };
     conn.send(wire::encode(&hello)).await.map_err(|e| e.to_string())?;
     let reply = match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
@@ -177,42 +180,75 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         Ok(Some(Ok(bytes))) => wire::decode(&bytes),
     };
     let addr = link.addr;
-    let (problem, incarnation) = match reply {
-        Ok(Frame::HelloAck { version, cluster_id, node, protocol, incarnation }) => (
-            check_hello_ack(net, link, version, &cluster_id, node, protocol, incarnation),
+    let (problem, incarnation, api_address) = match reply {
+        Ok(Frame::HelloAck {
+            version,
+            cluster_id,
+            node,
+            protocol,
             incarnation,
-        ),
+            voters,
+            api_address,
+        }) => {
+            let ack = HelloAck {
+                version,
+                cluster_id: &cluster_id,
+                node,
+                protocol,
+                incarnation,
+                voters: &voters,
+                api_address: api_address.as_deref(),
+            };
+            (check_hello_ack(net, link, &ack), incarnation, api_address)
+        }
         Ok(Frame::Reject { reason }) => {
             warn!(peer = %link.id, %addr, %reason, "peer refused our handshake");
+            link.handshake_failed(&format!("node {} refused our handshake: {reason}", link.id));
             return Err(reason);
         }
-        Ok(other) => (Some(format!("unexpected handshake reply {other:?}")), 0),
-        Err(e) => (Some(format!("bad handshake reply: {e}")), 0),
+        Ok(other) => (Some(format!("unexpected handshake reply {other:?}")), 0, None),
+        Err(e) => (Some(format!("bad handshake reply: {e}")), 0, None),
     };
     match problem {
         Some(reason) => {
             net.reject(addr, &reason);
+            link.handshake_failed(&format!("this node refused its handshake: {reason}"));
             Err(reason)
         }
-        None => Ok(incarnation),
+        None => {
+            link.handshake_accepted(api_address);
+            Ok(incarnation)
+        }
     }
+}
+
+/// The fields of an acceptor's [`Frame::HelloAck`], borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct HelloAck<'a> {
+    /// Its wire version.
+    pub version: u8,
+    /// Its cluster.
+    pub cluster_id: &'a str,
+    /// The acceptor.
+    pub node: NodeId,
+    /// Its election protocol.
+    pub protocol: ProtocolKind,
+    /// Its incarnation.
+    pub incarnation: u64,
+    /// The voters it counts its majorities over.
+    pub voters: &'a [NodeId],
+    /// Where its API answers.
+    pub api_address: Option<&'a str>,
 }
 
 /// Checks the acceptor's hello acknowledgement; returns the reason to drop
 /// the connection, if any. Pure, so the handshake can be fuzzed.
-pub fn check_hello_ack(
-    net: &Net,
-    link: &PeerLink,
-    version: u8,
-    cluster_id: &str,
-    node: NodeId,
-    protocol: ProtocolKind,
-    incarnation: u64,
-) -> Option<String> {
+pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option<String> {
+    let &HelloAck { version, cluster_id, node, protocol, incarnation, voters, api_address } = ack;
     if version != WIRE_VERSION {
         Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
     } else if cluster_id != net.cluster_id {
-        Some(format!("peer is in cluster {cluster_id:?}, we are in {:?}", net.cluster_id))
+        Some(cluster_mismatch(node, cluster_id, net))
     } else if protocol != net.protocol {
         Some(format!(
             "peer runs the {protocol} protocol, we run {}; every node of a cluster \
@@ -223,8 +259,10 @@ pub fn check_hello_ack(
         Some(format!("expected node {} at {} but node {node} answered", link.id, link.addr))
     } else if !(1..=MAX_INCARNATION).contains(&incarnation) {
         Some(format!("node {node} shows incarnation {incarnation}, outside 1..={MAX_INCARNATION}"))
+    } else if let Some(why) = net.voter_mismatch(node, voters) {
+        Some(why)
     } else {
-        None
+        bad_api_address(node, api_address)
     }
 }
 

@@ -26,13 +26,18 @@ mod net;
 mod reject_log;
 mod stream;
 
-pub use accept::{check_hello, Hello, MAX_PENDING_HANDSHAKES, PEER_IDLE_PINGS};
+pub use accept::{
+    check_hello, Hello, DUPLICATE_ID_MIN_WINDOW, DUPLICATE_ID_PINGS, MAX_PENDING_HANDSHAKES,
+    PEER_IDLE_PINGS,
+};
 pub use dial::{
-    check_hello_ack, reconnect_cap, CONNECT_TIMEOUT, RECONNECT_MAX, RECONNECT_MIN, SILENT_PINGS,
+    check_hello_ack, reconnect_cap, HelloAck, CONNECT_TIMEOUT, RECONNECT_MAX, RECONNECT_MIN,
+    SILENT_PINGS,
 };
 pub use inbound::{Inbound, PeerData};
 pub use net::{
-    Net, PeerLink, WireStats, HANDSHAKE_TIMEOUT, PEER_DATA_QUEUE_CAPACITY, PEER_QUEUE_CAPACITY,
+    show_voters, Net, PeerLink, WireStats, HANDSHAKE_TIMEOUT, PEER_DATA_QUEUE_CAPACITY,
+    PEER_QUEUE_CAPACITY,
 };
 pub use reject_log::{REJECT_LOG_BURST, REJECT_LOG_INTERVAL};
 
@@ -160,13 +165,15 @@ mod tests {
                 to: NodeId(1),
                 protocol: ProtocolKind::Raft,
                 incarnation,
+                voters: vec![NodeId(1), NodeId(2)],
+                api_address: None,
             })
         };
         let max = crate::storage::MAX_INCARNATION;
         for ok in [1, 12, max] {
             assert_eq!(
                 check_hello(&net, hello(ok)),
-                Ok(Hello { from: NodeId(2), incarnation: ok })
+                Ok(Hello { from: NodeId(2), incarnation: ok, api_address: None })
             );
         }
         for bad in [0, max + 1, u64::MAX] {
@@ -174,19 +181,86 @@ mod tests {
             assert!(e.contains(&format!("incarnation {bad}")), "{e}");
         }
         let link = &net.links[0];
-        let ack = |n| {
-            check_hello_ack(
-                &net,
-                link,
-                crate::wire::WIRE_VERSION,
-                "c",
-                NodeId(2),
-                ProtocolKind::Raft,
-                n,
-            )
+        let voters = [NodeId(1), NodeId(2)];
+        let ack = |incarnation| {
+            let ack = HelloAck {
+                version: crate::wire::WIRE_VERSION,
+                cluster_id: "c",
+                node: NodeId(2),
+                protocol: ProtocolKind::Raft,
+                incarnation,
+                voters: &voters,
+                api_address: None,
+            };
+            check_hello_ack(&net, link, &ack)
         };
         assert_eq!(ack(max), None);
         assert!(ack(0).is_some() && ack(max + 1).is_some());
+    }
+
+    /// Nodes that count their majorities over different voter sets refuse
+    /// each other, both ways, with a reason naming both sets; a malformed
+    /// set is refused too. Addresses play no part.
+    #[test]
+    fn a_peer_with_another_voter_set_is_refused_naming_both() {
+        let addr = |p: u16| -> std::net::SocketAddr { ([127, 0, 0, 1], p).into() };
+        let net = Net::new(
+            "c".into(),
+            NodeId(1),
+            7,
+            ProtocolKind::Raft,
+            &[(NodeId(1), addr(1)), (NodeId(2), addr(2)), (NodeId(3), addr(3))],
+            Clock::new(),
+            Duration::from_millis(10),
+            RECONNECT_MIN,
+            None,
+        );
+        assert_eq!(net.voters, [NodeId(1), NodeId(2), NodeId(3)]);
+        let hello = |voters: Vec<u64>| {
+            Ok(crate::wire::Frame::Hello {
+                version: crate::wire::WIRE_VERSION,
+                cluster_id: "c".into(),
+                from: NodeId(2),
+                to: NodeId(1),
+                protocol: ProtocolKind::Raft,
+                incarnation: 5,
+                voters: voters.into_iter().map(NodeId).collect(),
+                api_address: Some("0.0.0.0:8002".into()),
+            })
+        };
+        assert!(check_hello(&net, hello(vec![1, 2, 3])).is_ok());
+        for (theirs, shown) in
+            [(vec![2], "{2}"), (vec![1, 2], "{1,2}"), (vec![1, 2, 3, 4], "{1,2,3,4}")]
+        {
+            let e = check_hello(&net, hello(theirs)).unwrap_err();
+            assert!(
+                e.contains(&format!("node 2 counts its majorities over voters {shown}")),
+                "{e}"
+            );
+            assert!(e.contains("node 1 over {1,2,3}") && e.contains("--peers"), "{e}");
+        }
+        for malformed in [vec![], vec![2, 1, 3], vec![1, 1, 2], vec![0, 2], vec![1, 3]] {
+            let e = check_hello(&net, hello(malformed.clone())).unwrap_err();
+            assert!(e.contains("malformed voter set"), "{malformed:?}: {e}");
+        }
+        let link = &net.links[0];
+        let voters = [NodeId(1), NodeId(2)];
+        let ack = HelloAck {
+            version: crate::wire::WIRE_VERSION,
+            cluster_id: "c",
+            node: NodeId(2),
+            protocol: ProtocolKind::Raft,
+            incarnation: 3,
+            voters: &voters,
+            api_address: None,
+        };
+        let e = check_hello_ack(&net, link, &ack).expect("refused");
+        assert!(e.contains("over voters {1,2}") && e.contains("over {1,2,3}"), "{e}");
+        // The advertised API address of an unspecified IP takes the peer's.
+        link.handshake_accepted(Some("0.0.0.0:8002".into()));
+        assert_eq!(link.api_address().as_deref(), Some("127.0.0.1:8002"));
+        link.handshake_accepted(Some("db2.example:8002".into()));
+        assert_eq!(link.api_address().as_deref(), Some("db2.example:8002"));
     }
 
     #[test]

@@ -68,6 +68,11 @@ pub struct PeerLink {
     /// The peer's incarnations seen at handshakes, both ways (the acceptor
     /// records the dialer's hello, the dialer the acceptor's answer).
     incarnation: Mutex<Known>,
+    /// The API address the peer's last accepted handshake advertised.
+    api_address: Mutex<Option<String>>,
+    /// Why the last handshake with the peer failed, either way (refused by
+    /// it or by us); cleared by an accepted one.
+    handshake_error: Mutex<Option<String>>,
 }
 
 impl PeerLink {
@@ -83,7 +88,42 @@ impl PeerLink {
             last_heard: AtomicU64::new(0),
             rtt_ms: Mutex::new(None),
             incarnation: Mutex::new(Known::default()),
+            api_address: Mutex::new(None),
+            handshake_error: Mutex::new(None),
         }
+    }
+
+    /// Where the peer's embedding service (tenure: its HTTP API) answers,
+    /// as its last accepted handshake advertised it, HOST:PORT; an
+    /// unspecified IP there (the peer's API binds every interface) is
+    /// replaced by the IP of the peer's configured address, the one this
+    /// node dials. `None` before a handshake, or when the peer advertises
+    /// none.
+    pub fn api_address(&self) -> Option<String> {
+        let advertised = lock(&self.api_address).clone()?;
+        match advertised.parse::<SocketAddr>() {
+            Ok(a) if a.ip().is_unspecified() => {
+                Some(SocketAddr::new(self.addr.ip(), a.port()).to_string())
+            }
+            _ => Some(advertised),
+        }
+    }
+
+    /// Why the last handshake with the peer failed (refused by the peer,
+    /// or by this node), until one succeeds.
+    pub fn handshake_error(&self) -> Option<String> {
+        lock(&self.handshake_error).clone()
+    }
+
+    /// Records an accepted handshake: what the peer advertised, and no error.
+    pub(super) fn handshake_accepted(&self, api_address: Option<String>) {
+        *lock(&self.api_address) = api_address;
+        *lock(&self.handshake_error) = None;
+    }
+
+    /// Records why a handshake with the peer failed.
+    pub(super) fn handshake_failed(&self, reason: &str) {
+        *lock(&self.handshake_error) = Some(reason.to_string());
     }
 
     /// The peer's current incarnation: the highest one a handshake showed
@@ -210,6 +250,12 @@ pub struct Net {
     pub reconnect_cap: Duration,
     /// Mutual TLS on every peer connection; `None`: plain TCP (insecure mode).
     pub tls: Option<Arc<TlsIdentity>>,
+    /// The voters this node counts its majorities over, itself included:
+    /// ids ascending. Shown at every handshake; a peer that shows another
+    /// set is refused ([`Net::voter_mismatch`]).
+    pub voters: Vec<NodeId>,
+    /// Where this node's embedding service answers, shown at every handshake.
+    pub api_address: Option<String>,
     reject_log: Mutex<RejectLog>,
 }
 
@@ -228,6 +274,10 @@ impl Net {
         reconnect_cap: Duration,
         tls: Option<Arc<TlsIdentity>>,
     ) -> Self {
+        let mut voters: Vec<NodeId> = peers.iter().map(|&(id, _)| id).collect();
+        voters.push(me);
+        voters.sort_unstable();
+        voters.dedup();
         Net {
             cluster_id,
             me,
@@ -243,8 +293,52 @@ impl Net {
             ping_interval,
             reconnect_cap,
             tls,
+            voters,
+            api_address: None,
             reject_log: Mutex::new(RejectLog::default()),
         }
+    }
+
+    /// The same, advertising `api_address` at every handshake (see
+    /// [`Frame::Hello`]'s `api_address`).
+    pub fn with_api_address(mut self, api_address: Option<String>) -> Self {
+        self.api_address = api_address;
+        self
+    }
+
+    /// Why node `peer`, which counts its majorities over `theirs`, cannot be
+    /// this node's peer, if it cannot: a malformed list, or a voter set not
+    /// this node's own. Two nodes that count over different sets could each
+    /// find a majority of its own (a node alone in its set is its own
+    /// majority), so they never talk; the reason names both sets, and the
+    /// fix. Ids only: a peer's address may legitimately differ from host to
+    /// host (NAT, containers), and a wrong address cannot make a majority
+    /// (the node that answers there must prove the id it is dialled for).
+    pub fn voter_mismatch(&self, peer: NodeId, theirs: &[NodeId]) -> Option<String> {
+        let well_formed = !theirs.is_empty()
+            && theirs.len() <= tenure_core::MAX_VOTERS
+            && theirs.windows(2).all(|w| w[0] < w[1])
+            && theirs.first().is_some_and(|f| f.0 > 0)
+            && theirs.contains(&peer);
+        if !well_formed {
+            return Some(format!(
+                "node {peer} sent a malformed voter set {}: it must list 1 to {} positive ids, \
+                 ascending, each once, node {peer} among them",
+                show_voters(theirs),
+                tenure_core::MAX_VOTERS
+            ));
+        }
+        (theirs != self.voters).then(|| {
+            format!(
+                "the voter sets differ: node {peer} counts its majorities over voters {}, node \
+                 {} over {}; every node of a cluster must list the same voter ids (--peers, or \
+                 `peers` in the config file; the addresses may differ): correct the list of \
+                 the node that is wrong and restart it",
+                show_voters(theirs),
+                self.me,
+                show_voters(&self.voters)
+            )
+        })
     }
 
     pub(crate) fn link(&self, id: NodeId) -> Option<&Arc<PeerLink>> {
@@ -302,8 +396,9 @@ impl Net {
                 incarnation,
                 highest,
                 "a peer shows a lower incarnation than one it showed before: its data directory \
-                 was rolled back (restored from a copy?); no death notice about it is taken \
-                 until it shows one above {highest}"
+                 was rolled back (restored from a copy?), or, if the higher one shows again, two \
+                 processes run with its node id; no death notice about it is taken until it \
+                 shows one above {highest}"
             ),
         }
     }
@@ -336,4 +431,10 @@ impl Net {
             s.log();
         }
     }
+}
+
+/// A voter set as `{1,2,3}`.
+pub fn show_voters(voters: &[NodeId]) -> String {
+    let ids: Vec<String> = voters.iter().map(|v| v.0.to_string()).collect();
+    format!("{{{}}}", ids.join(","))
 }

@@ -73,6 +73,26 @@ pub async fn dial_tls(as_identity: &TlsIdentity, target: &NodeConfig) -> std::io
     Ok(Framed::new(tls, wire::codec()))
 }
 
+/// The hello of node `from` to `target`, in `incarnation`: a live node's
+/// own (another would be refused as a second process claiming its id).
+pub fn hello_in(from: NodeId, target: &NodeConfig, incarnation: u64) -> Frame {
+    match hello(from, target) {
+        Frame::Hello { version, cluster_id, from, to, protocol, voters, api_address, .. } => {
+            Frame::Hello {
+                version,
+                cluster_id,
+                from,
+                to,
+                protocol,
+                incarnation,
+                voters,
+                api_address,
+            }
+        }
+        other => other,
+    }
+}
+
 /// The hello of node `from` to `target`.
 pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
     Frame::Hello {
@@ -82,6 +102,12 @@ pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
         to: target.id,
         protocol: target.protocol,
         incarnation: 1,
+        voters: {
+            let mut v: Vec<NodeId> = target.peers.iter().map(|&(id, _)| id).collect();
+            v.sort_unstable();
+            v
+        },
+        api_address: None,
     }
 }
 
@@ -145,6 +171,8 @@ impl Cluster {
                     Some(f) => Security::MutualTls(f.clone()),
                     None => Security::InsecureNoTls,
                 },
+                single_node: n == 1,
+                api_address: None,
             })
             .collect();
         (configs, listeners, dir)

@@ -364,7 +364,22 @@
     candidate: "candidate",
     "pre-candidate": "pre-candidate",
     down: "DOWN",
+    unknown: "unknown",
   };
+
+  /**
+   * The state of a node whose status the serving node could not read:
+   * "down" when the serving node has no peer connection to it either, else
+   * "unknown" (alive as far as its link shows; only its status did not come:
+   * no HTTP address known yet, a refused token, a slow answer).
+   */
+  function unreadState(n, servedBy) {
+    const nodes = (state.cluster && state.cluster.nodes) || [];
+    const server = nodes.find((x) => x.id === servedBy);
+    const peers = server && server.status && Array.isArray(server.status.peers) ? server.status.peers : [];
+    const link = peers.find((p) => p.id === n.id);
+    return link && link.connected === false ? "down" : "unknown";
+  }
 
   function onCluster(body, startedAt) {
     state.cluster = body;
@@ -395,7 +410,7 @@
 
   function nodeCard(n, servedBy) {
     const s = n.status || null;
-    const role = s ? String(val(s, "role") || "unknown") : "down";
+    const role = s ? String(val(s, "role") || "unknown") : unreadState(n, servedBy);
     const self = n.id === servedBy;
     const article = el("article", {
       class: `node${self ? " self" : ""}`,
@@ -413,8 +428,9 @@
     );
     article.append(head);
     if (!s) {
+      const label = role === "down" ? "DOWN: " : `Status unknown (node ${servedBy} is connected to it): `;
       article.append(
-        el("p", { class: "down-reason" }, el("strong", null, "DOWN: "), n.error || "the node did not answer"),
+        el("p", { class: `${role}-reason` }, el("strong", null, label), n.error || "the node did not answer"),
         el("dl", { class: "facts" }, fact("HTTP address", orDash(n.http_address))),
       );
       return article;
@@ -481,8 +497,8 @@
           ["Node", "Committed", "Applied", "Last index", "Revision"],
           nodes.map((n) => {
             const r = n.status ? val(n.status, "replication") : null;
-            const role = n.status ? val(n.status, "role") : "down";
-            const name = role === "leader" || role === "down" ? `node ${n.id} (${ROLE_LABELS[role]})` : `node ${n.id}`;
+            const role = n.status ? val(n.status, "role") : unreadState(n, state.cluster.served_by);
+            const name = ["leader", "down", "unknown"].includes(role) ? `node ${n.id} (${ROLE_LABELS[role]})` : `node ${n.id}`;
             if (!r) return [name, "—", "—", "—", "—"];
             return [
               name,

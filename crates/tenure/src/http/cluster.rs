@@ -3,11 +3,13 @@
 //! changes this node saw, with their causes.
 //!
 //! This node asks each other voter's `GET /v1/status` at its HTTP address
-//! (`--peer-http`), all at once, each within [`PEER_STATUS_TIMEOUT`], with
+//! (`--peer-http`, else the one the voter advertised at its peer handshake:
+//! `--advertise-http` or its `--http`), all at once, each within [`PEER_STATUS_TIMEOUT`], with
 //! the caller's own `Authorization` header: a caller reads no more through
 //! this node than it could read from the other nodes itself, and the nodes
 //! must share their API tokens for it to work (a refusal is reported as the
-//! node's error). It only ever asks the configured addresses. An answer
+//! node's error). It only ever asks the configured addresses, or those an
+//! authenticated peer advertised. An answer
 //! that is not that node's status (not HTTP, not JSON, over the client's
 //! size limit, another node's id), or none within the timeout, is reported
 //! as the node's error with its cause, never as its status
@@ -48,27 +50,32 @@ pub async fn get(State(st): State<AppState>, headers: HeaderMap) -> Json<Cluster
                     error: None,
                 };
             }
-            peer_status(cluster, NodeId(id), authorization).await
+            let address =
+                own.peers.iter().find(|p| p.id == id).and_then(|p| p.http_address.clone());
+            peer_status(cluster, NodeId(id), address, authorization).await
         }
     });
     let nodes = join_all(asks).await;
     Json(ClusterBody { served_by: own.id, now_unix_ms: unix_ms(), nodes })
 }
 
-/// The status of the voter `id` at its HTTP address, or why there is none.
+/// The status of the voter `id` at its HTTP `address`, or why there is none.
 async fn peer_status(
     cluster: &ClusterLinks,
     id: NodeId,
+    address: Option<String>,
     authorization: Option<HeaderValue>,
 ) -> ClusterNodeBody {
-    let Some(address) = cluster.http_address(id) else {
+    let Some(address) = address else {
         return ClusterNodeBody {
             id: id.0,
             http_address: None,
             status: None,
             error: Some(format!(
-                "this node does not know node {id}'s HTTP address: give the servers \
-                 --peer-http (peer_http in the config file)"
+                "this node does not know node {id}'s HTTP address yet: node {id} tells it at \
+                 their peer handshake, and none succeeded (see this node's peers' \
+                 handshake_error); --peer-http (peer_http in the config file) names it \
+                 explicitly"
             )),
         };
     };

@@ -11,11 +11,12 @@ use axum::Json;
 /// The known leader, or 503 when none is known.
 pub async fn get(State(st): State<AppState>) -> Result<Json<LeaderBody>, ApiError> {
     let s = st.node.status();
+    let advertised = |id| s.peers.iter().find(|p| p.id == id).and_then(|p| p.api_address.clone());
     leader_answer(
         s.leader.map(|id| LeaderBody {
             id: id.0,
             address: s.leader_addr.map(|a| a.to_string()),
-            http_address: st.cluster.http_address(id),
+            http_address: st.cluster.http_address(id).or_else(|| advertised(id)),
             term: s.term.0,
             fencing_token: s.fencing_token.map(|t| t.0),
         }),

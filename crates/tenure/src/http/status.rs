@@ -44,24 +44,31 @@ pub fn status_body(s: &NodeStatus) -> StatusBody {
                 connected: p.connected,
                 last_heard_ms: p.last_heard_ms,
                 rtt_ms: p.rtt_ms,
-                http_address: None,
+                // Until add_http_addresses: what the handshake advertised.
+                http_address: p.api_address.clone(),
                 incarnation: p.incarnation,
+                handshake_error: p.handshake_error.clone(),
             })
             .collect(),
         http_address: None,
         leader_http_address: None,
         replication: None,
+        cluster_id: Some(s.cluster_id.clone()),
+        voters: Some(s.voters.iter().map(|v| v.0).collect()),
     }
 }
 
-/// Fills in the HTTP API addresses that `cluster` knows.
+/// Fills in the HTTP API addresses: those `cluster` was configured with
+/// (`--peer-http`) first, else those the peers advertised at their
+/// handshakes (already in `body.peers`).
 fn add_http_addresses(body: &mut StatusBody, cluster: &ClusterLinks) {
     let known = |id: u64| cluster.http_address(tenure_core::NodeId(id));
     body.http_address = known(body.id);
-    body.leader_http_address = body.leader.and_then(known);
     for p in &mut body.peers {
-        p.http_address = known(p.id);
+        p.http_address = known(p.id).or(p.http_address.take());
     }
+    let learned = |id: u64| body.peers.iter().find(|p| p.id == id)?.http_address.clone();
+    body.leader_http_address = body.leader.and_then(|l| known(l).or_else(|| learned(l)));
 }
 
 /// The replicated log as this node holds it, with each follower's lag (on

@@ -94,6 +94,8 @@ pub struct TestServer {
     pub protocol: String,
     /// Mutual TLS and HTTPS (false: `--insecure-no-tls`).
     pub tls: bool,
+    /// Its own `--peers`, instead of the cluster's (a typo's test).
+    pub peers: Option<String>,
     child: Option<Child>,
 }
 
@@ -101,7 +103,8 @@ pub struct TestServer {
 pub struct TestCluster {
     pub servers: Vec<TestServer>,
     pub peers: String,
-    /// Every node's HTTP API address (`--peer-http`: what `/v1/cluster` reads).
+    /// Every node's HTTP API address (`--peer-http`: what `/v1/cluster` reads);
+    /// empty: no `--peer-http` (the nodes learn the addresses at their handshakes).
     pub peer_http: String,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: u64,
@@ -175,6 +178,7 @@ impl TestCluster {
                     cluster_id: CLUSTER.to_string(),
                     protocol: "raft".to_string(),
                     tls: true,
+                    peers: None,
                     child: None,
                 }
             })
@@ -210,6 +214,29 @@ impl TestCluster {
             client: https_client(&certs.join("ca.pem")),
             dir,
         }
+    }
+
+    /// Adds a server (not started) that claims node `id` with ports and a
+    /// data directory of its own, and the cluster's `--peers`: a second
+    /// process of one node id (a duplicate id). Returns its index.
+    pub fn add_duplicate(&mut self, id: u64) -> usize {
+        let i = self.servers.len();
+        let ports = free_ports(2);
+        let first = self.servers.iter().find(|s| s.id == id).expect("a server of that id");
+        let s = TestServer {
+            id,
+            peer_port: ports[0],
+            http_port: ports[1],
+            data_dir: self.dir.path().join(format!("node-{id}-duplicate-{i}")),
+            log: self.dir.path().join(format!("node-{id}-duplicate-{i}.log")),
+            cluster_id: first.cluster_id.clone(),
+            protocol: first.protocol.clone(),
+            tls: first.tls,
+            peers: Some(self.peers.clone()),
+            child: None,
+        };
+        self.servers.push(s);
+        i
     }
 
     /// The CA of every server's certificate.
@@ -283,12 +310,17 @@ impl TestCluster {
         } else {
             command.arg("--insecure-no-tls");
         }
+        if !self.peer_http.is_empty() {
+            command.args(["--peer-http", &self.peer_http]);
+        }
+        if self.servers.len() == 1 {
+            command.arg("--single-node");
+        }
         let child = command
             .args(["--id", &s.id.to_string()])
             .args(["--listen", &format!("127.0.0.1:{}", s.peer_port)])
             .args(["--http", &format!("127.0.0.1:{}", s.http_port)])
-            .args(["--peers", &self.peers])
-            .args(["--peer-http", &self.peer_http])
+            .args(["--peers", s.peers.as_deref().unwrap_or(&self.peers)])
             .arg("--data-dir")
             .arg(&s.data_dir)
             .args(["--heartbeat-ms", &self.heartbeat_ms.to_string()])

@@ -153,6 +153,8 @@ pub fn start_cluster_with(
                     Some((_, f)) => Security::MutualTls(f.clone()),
                     None => Security::InsecureNoTls,
                 },
+                single_node: n == 1,
+                api_address: None,
             };
             let http_listener = bind();
             let http = http_listener.local_addr().unwrap();
