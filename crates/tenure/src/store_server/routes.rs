@@ -107,6 +107,8 @@ async fn status(State(st): State<StoreState>) -> Json<StatusBody> {
         http_address: None,
         leader_http_address: leader_http,
         replication: None,
+        // A store-led server's failovers are the store's (see STORES.md).
+        timings: None,
     })
 }
 
