@@ -11,6 +11,7 @@ use crate::store::{Candidacy, Store, TenureStore};
 use crate::store_election::StoreElection;
 use futures_util::StreamExt;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -99,6 +100,8 @@ pub struct LeaderElector {
     started: Option<Arc<StartedFn>>,
     stopped: Option<Arc<StoppedFn>>,
     new_leader: Option<Arc<NewLeaderFn>>,
+    /// Whether the TTL was checked against the store's failover time.
+    failover_checked: AtomicBool,
 }
 
 impl fmt::Debug for LeaderElector {
@@ -133,6 +136,7 @@ impl LeaderElector {
             started: None,
             stopped: None,
             new_leader: None,
+            failover_checked: AtomicBool::new(false),
         })
     }
 
@@ -200,6 +204,23 @@ impl LeaderElector {
             });
         }
         let session = Session::start(self.election.store().clone(), self.ttl).await?;
+        if !self.failover_checked.swap(true, Ordering::Relaxed) {
+            // Once per elector, in the background: a TTL too short to ride
+            // out a failover of tenure's cluster is said, not refused.
+            let store = self.election.store().clone();
+            let ttl = session.ttl();
+            tokio::spawn(async move {
+                let plan = |ttl| crate::failover::Plan {
+                    ttl,
+                    interval: store.renew_interval(ttl),
+                    lag: store.renewal_lag(ttl),
+                    grace: Duration::ZERO,
+                };
+                if let Some(w) = crate::failover::warning(&*store, ttl, plan).await {
+                    tracing::warn!("{w}");
+                }
+            });
+        }
         let (token, candidacy) = tokio::select! {
             _ = stop.cancelled() => {
                 let _ = session.close().await;

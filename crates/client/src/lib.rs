@@ -42,6 +42,7 @@ pub mod cluster;
 pub mod election;
 pub mod elector;
 pub mod error;
+pub mod failover;
 pub mod http;
 pub mod session;
 pub mod store;

@@ -48,8 +48,7 @@ pub const DRIFT_PPM: u32 = tenure_core::config::MAX_CLOCK_DRIFT_PPM;
 pub const MIN_TTL: Duration = Duration::from_millis(500);
 /// Longest TTL the servers grant (`MAX_TTL_MS` of the store: one day).
 pub const MAX_TTL: Duration = Duration::from_millis(86_400_000);
-/// Pause before a renewal that failed on every endpoint is tried again.
-pub const RENEW_RETRY_PAUSE: Duration = Duration::from_millis(50);
+pub use crate::failover::{RENEW_RETRY_PAUSE, RENEW_RETRY_PAUSE_MAX};
 /// tokio's timers fire up to a millisecond after the instant asked (they
 /// round up to their 1 ms tick), and the thread that runs the woken task
 /// may start a little later still: [`SessionWatch::stale`] (and so
@@ -355,12 +354,17 @@ fn suspension(id: SessionId, why: String) -> Loss {
 }
 
 /// Renews until one renewal succeeds (its own send time) or the session is
-/// lost; each new deadline is published.
+/// lost; each new deadline is published. A renewal that failed (every
+/// endpoint refused or did not answer: a tenure failover) is tried again
+/// after [`RENEW_RETRY_PAUSE`], doubling up to [`RENEW_RETRY_PAUSE_MAX`],
+/// until the new leader answers or the deadline passes: not at the next
+/// renewal interval.
 async fn renew(
     store: &dyn Store,
     id: SessionId,
     tx: &watch::Sender<State>,
 ) -> Result<Instant, Loss> {
+    let mut pause = RENEW_RETRY_PAUSE;
     loop {
         let deadline = tx.borrow().deadline;
         let sent = Instant::now();
@@ -386,7 +390,8 @@ async fn renew(
             Err(_) => tracing::debug!(session = %id, "renewal timed out"),
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        tokio::time::sleep(RENEW_RETRY_PAUSE.min(left)).await;
+        tokio::time::sleep(pause.min(left)).await;
+        pause = (pause * 2).min(RENEW_RETRY_PAUSE_MAX);
     }
 }
 

@@ -29,6 +29,7 @@
 use crate::cluster::{Cluster, Retry};
 use crate::election::{check_name, check_value, Campaign, Check, Election, Observed, WaitAnswer};
 use crate::error::{BoxError, Error};
+use crate::failover::{Timings, TIMINGS_TIMEOUT};
 use crate::http::REQUEST_TIMEOUT;
 use crate::session::{check_ttl, deadline_after};
 use futures_util::future::BoxFuture;
@@ -273,6 +274,14 @@ pub trait Store: Send + Sync + fmt::Debug {
         Box::pin(std::future::pending())
     }
 
+    /// The timings of the store's own leader elections, to check that a
+    /// session's TTL rides out one failover ([`crate::failover`]): tenure
+    /// reports them in `GET /v1/status`; None by default (etcd and
+    /// ZooKeeper do not tell their clients their election timeouts).
+    fn timings(&self) -> BoxFuture<'_, Result<Option<Timings>, StoreError>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
     /// `election`'s current state, then each change (see [`Observed`]).
     fn observe(
         &self,
@@ -465,6 +474,21 @@ impl Store for TenureStore {
                 .cluster
                 .json(Method::GET, &path, None, REQUEST_TIMEOUT, Retry::Idempotent)
                 .await?)
+        })
+    }
+
+    fn timings(&self) -> BoxFuture<'_, Result<Option<Timings>, StoreError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct WithTimings {
+                #[serde(default)]
+                timings: Option<Timings>,
+            }
+            let status: WithTimings = self
+                .cluster
+                .json(Method::GET, "/v1/status", None, TIMINGS_TIMEOUT, Retry::Idempotent)
+                .await?;
+            Ok(status.timings)
         })
     }
 

@@ -10,6 +10,7 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tenure_client::failover::{Plan, Timings};
 use tenure_client::session::trusted_span;
 use tenure_client::{
     Candidacy, Check, Error, Loss, Observed, Renewal, Session, SessionId, Store, StoreElection,
@@ -117,6 +118,19 @@ impl Store for Scripted {
         _token: u64,
     ) -> BoxFuture<'a, Result<Check, StoreError>> {
         Box::pin(async { Err(StoreError::Refused("not scripted".into())) })
+    }
+
+    fn timings(&self) -> BoxFuture<'_, Result<Option<Timings>, StoreError>> {
+        // tenure's defaults: heartbeat 100 ms, election timeout 1000 ms.
+        Box::pin(std::future::ready(Ok(Some(Timings {
+            heartbeat_ms: 100,
+            election_timeout_ms: 1000,
+            candidacy_stagger_ms: 50,
+            round_trip_ms: 50,
+            clock_drift_ppm: 50_000,
+            voters: 3,
+            failover_bound_ms: 1555,
+        }))))
     }
 
     fn suspended(&self, _session: SessionId) -> BoxFuture<'_, String> {
@@ -267,4 +281,59 @@ async fn a_suspended_session_is_revoked_at_its_deadline_not_before() {
     tokio::time::sleep(TTL).await;
     let revoked = s.script.lock().unwrap().revoked_at.expect("revoked once the deadline passed");
     assert!(revoked >= deadline, "revoked {:?} before the deadline", deadline - revoked);
+}
+
+/// A store outage like a tenure failover (no renewal answered from 0.9 s
+/// to 2.1 s of a 3 s TTL, deadline at 2.45 s): the renewal that failed is
+/// tried again with a backoff (25 ms doubling to 200 ms), not every 50 ms
+/// nor only at the next TTL/3 tick, and the first try after the outage
+/// keeps the session. Once the deadline passes, the tries stop.
+#[tokio::test(start_paused = true)]
+async fn failed_renewals_are_retried_with_a_bounded_backoff_until_the_deadline() {
+    use tenure_client::session::{RENEW_RETRY_PAUSE, RENEW_RETRY_PAUSE_MAX};
+    assert_eq!((RENEW_RETRY_PAUSE.as_millis(), RENEW_RETRY_PAUSE_MAX.as_millis()), (25, 200));
+    let (s, session, _election, _c) = started().await;
+    let start = Instant::now();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    s.script.lock().unwrap().renewals_fail = true;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let failed = {
+        let mut script = s.script.lock().unwrap();
+        script.renewals_fail = false;
+        script.renewals
+    };
+    // Tries at 1.000, 1.025, 1.075, 1.175, 1.375 s, then every 200 ms to
+    // 1.975 s: 8 (every 50 ms would be 22).
+    assert_eq!(failed, 8, "tries during the outage");
+    // The next try, at 2.175 s, succeeds: the session is kept.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(session.ended(), None);
+    assert!(session.deadline() > start + Duration::from_millis(2175) + trusted_span(TTL) / 2);
+
+    // A longer outage: the tries stop at the deadline.
+    s.script.lock().unwrap().renewals_fail = true;
+    let tries_before = s.script.lock().unwrap().renewals;
+    assert_eq!(session.lost().await, Loss::DeadlinePassed);
+    let tries = s.script.lock().unwrap().renewals - tries_before;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(s.script.lock().unwrap().renewals - tries_before, tries, "no try after the loss");
+    assert!(tries <= 12, "{tries} tries in one TTL");
+}
+
+/// The check the CLI and `LeaderElector` make: against the store's
+/// timings, a TTL that cannot ride out one failover is named with the
+/// smallest one that can.
+#[tokio::test]
+async fn a_ttl_too_short_for_the_stores_failover_is_warned_about() {
+    let store = Scripted::default();
+    let plan = |ttl: Duration| Plan {
+        ttl,
+        interval: store.renew_interval(ttl),
+        lag: store.renewal_lag(ttl),
+        grace: Duration::ZERO,
+    };
+    let w = tenure_client::failover::warning(&store, TTL, plan).await.expect("a warning");
+    assert!(w.contains("TTL of 3000 ms cannot ride out") && w.ends_with("here is 3900 ms"), "{w}");
+    let quiet = tenure_client::failover::warning(&store, Duration::from_millis(3900), plan).await;
+    assert_eq!(quiet, None);
 }

@@ -48,6 +48,7 @@ pub mod config;
 pub mod contract;
 pub mod drift;
 pub mod elector;
+pub mod failover;
 mod handover;
 pub mod kind;
 pub mod message;

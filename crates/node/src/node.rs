@@ -328,6 +328,13 @@ impl NodeHandle {
         }
     }
 
+    /// The elector's settings (heartbeat, election timeout, stagger, drift
+    /// bound, round trip) and the protocol: what a client needs to plan a
+    /// session's TTL ([`tenure_core::failover::failover_bound`]).
+    pub fn timings(&self) -> (tenure_core::Config, tenure_core::kind::ProtocolKind) {
+        (self.shared.config.core_config(), self.shared.config.protocol)
+    }
+
     /// This node's incarnation: larger at every start of the node, written
     /// to its data directory before it talked to any peer.
     pub fn incarnation(&self) -> u64 {

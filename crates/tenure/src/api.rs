@@ -57,6 +57,11 @@ pub struct StatusBody {
     /// endpoints that do not.
     #[serde(default)]
     pub voters: Option<Vec<u64>>,
+    /// The elector's timings and the failover bound they give (absent from
+    /// servers of an earlier tenure, and from store-led ones): what a
+    /// client plans a session's TTL with (docs/ELECTIONS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<tenure_client::failover::Timings>,
 }
 
 /// The replicated log of a node: how far it holds, knows committed and

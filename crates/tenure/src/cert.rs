@@ -4,7 +4,9 @@
 use crate::config::DEFAULT_CLUSTER_ID;
 use anyhow::Context;
 use clap::Args;
-use std::path::PathBuf;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tenure_core::NodeId;
 use tenure_node::tls::certgen::{self, CertRequest, DEFAULT_HOSTS, DEFAULT_NODE_DAYS};
@@ -17,6 +19,9 @@ Writes, in --out:
                                 an existing CA signs the new node certificates)
   node-<id>.pem, node-<id>-key.pem   each node's certificate and key (keys: mode 0600;
                                 existing files are never overwritten)
+  admin.token, tenure.toml      an API token of role admin (mode 0600) and a server config
+                                file naming it (kept if already there), so that the
+                                commands printed at the end work as printed
 
 A node certificate names node-<id>.<cluster-id> (peers check it against the id a node
 claims) and the --hosts (clients of the HTTP API check the address they connect to).
@@ -72,15 +77,63 @@ pub fn run(args: CertArgs) -> anyhow::Result<ExitCode> {
     for (id, files) in &made.nodes {
         println!("node {id}: {} and {}", files.cert.display(), files.key.display());
     }
+    let (token, config) = api_token(&args.out)?;
+    println!("API token (role admin): {} in {}", token.display(), config.display());
     println!("\nstart each node with its own files, e.g. node {}:", made.nodes[0].0);
     let (id, files) = &made.nodes[0];
     println!(
-        "  tenure server --id {id} --cluster-id {} --tls-cert {} --tls-key {} --tls-ca {}",
+        "  tenure server --config {} --id {id} --cluster-id {} --tls-cert {} --tls-key {} \
+         --tls-ca {}",
+        config.display(),
         args.cluster_id,
         files.cert.display(),
         files.key.display(),
         made.ca.display()
     );
-    println!("and point the clients at the CA:\n  tenure status --cacert {}", made.ca.display());
+    println!(
+        "and point the clients at the CA and the token:\n  tenure status --cacert {} --token-file {}",
+        made.ca.display(),
+        token.display()
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The admin token file written next to the certificates.
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+/// The server config file naming it.
+pub const CONFIG_FILE: &str = "tenure.toml";
+/// Random bytes of a token made here (64 hex digits).
+const TOKEN_BYTES: usize = 32;
+
+/// Writes, in `out`, an admin token (mode 0600) and a config file whose
+/// `api_tokens` name it, unless they exist (never overwritten): a server
+/// refuses to start without tokens. Returns both paths, absolute.
+fn api_token(out: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    use rand_core::{OsRng, RngCore};
+    let out = out.canonicalize().with_context(|| format!("resolving {}", out.display()))?;
+    let token = out.join(ADMIN_TOKEN_FILE);
+    let config = out.join(CONFIG_FILE);
+    let create = |path: &Path, mode: u32, text: &str| -> anyhow::Result<()> {
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path) {
+            Ok(mut f) => {
+                f.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+        }
+    };
+    let mut bytes = [0u8; TOKEN_BYTES];
+    OsRng.fill_bytes(&mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    create(&token, 0o600, &format!("{hex}\n"))?;
+    let toml_path = toml::Value::String(token.display().to_string());
+    create(
+        &config,
+        0o644,
+        &format!(
+            "# Written by `tenure cert`: who may call the HTTP API (see `tenure server --help`).\n\
+             [[api_tokens]]\nname = \"admin\"\nrole = \"admin\"\ntoken_file = {toml_path}\n"
+        ),
+    )?;
+    Ok((token, config))
 }

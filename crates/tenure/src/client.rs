@@ -16,6 +16,8 @@ use tokio::time::Instant;
 pub const DEFAULT_ENDPOINTS: &str = "127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003";
 /// Environment variable that sets `--cacert`.
 pub const CACERT_ENV: &str = "TENURE_CACERT";
+/// Environment variable read when `--endpoints` is not given.
+pub const ENDPOINTS_ENV: &str = "TENURE_ENDPOINTS";
 /// Pause before `watch` tries the next endpoint after losing one; doubles up to the max.
 const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// Longest pause between reconnection attempts of `watch`.
@@ -36,7 +38,7 @@ set (each disagreement is a line on standard error, starting with \"tenure statu
 whose handshake with a peer failed is named there too).")]
 pub struct StatusArgs {
     /// HTTP API endpoints of the nodes, comma-separated.
-    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     pub endpoints: String,
     /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
     /// are then https://, and the servers' certificates are checked against it.
@@ -53,7 +55,7 @@ pub struct StatusArgs {
 #[derive(Args, Debug)]
 pub struct WatchArgs {
     /// HTTP API endpoints of the nodes, comma-separated; the first that answers is followed.
-    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     pub endpoints: String,
     /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
     /// are then https://, and the servers' certificates are checked against it.
@@ -73,7 +75,7 @@ pub struct TransferArgs {
     #[arg(long, value_name = "N")]
     pub to: u64,
     /// HTTP API endpoints of the nodes, comma-separated; the leader is found among them.
-    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     pub endpoints: String,
     /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
     /// are then https://, and the servers' certificates are checked against it.
@@ -336,21 +338,64 @@ pub async fn watch(args: WatchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The leader that a node among `rows` names (none of them leads): its
+/// endpoint, from the HTTP address that node knows, and its status; an
+/// error that says what to do when no node names one, or the leader's
+/// address is not known or it does not answer as leader.
+async fn follow_named_leader(
+    client: &Client,
+    rows: &[Row],
+) -> anyhow::Result<(String, StatusBody)> {
+    let asked = rows.iter().map(|r| r.endpoint.as_str()).collect::<Vec<_>>().join(",");
+    let Some((via, named)) =
+        rows.iter().find_map(|r| r.status.as_ref().filter(|s| s.leader.is_some()).map(|s| (r, s)))
+    else {
+        bail!("no leader among {asked}, and none of them knows one; check `tenure status --endpoints {asked}`");
+    };
+    let id = named.leader.unwrap_or_default();
+    let Some(address) = named.leader_http_address.as_deref() else {
+        bail!(
+            "{} (node {}) follows node {id}, whose HTTP API address it does not know: give node              {id}'s endpoint in --endpoints (or TENURE_ENDPOINTS)",
+            via.endpoint,
+            named.id
+        );
+    };
+    let endpoint = tenure_client::http::normalize_endpoint(address, client.https())?;
+    match client.status(&endpoint).await {
+        Ok(s) if s.role == "leader" => Ok((endpoint, s)),
+        Ok(s) => bail!(
+            "{} (node {}) names node {id} as leader, but {endpoint} (node {}) answers as {};              the leadership is changing: try again",
+            via.endpoint,
+            named.id,
+            s.id,
+            s.role
+        ),
+        Err(e) => Err(e.context(format!(
+            "{} (node {}) names node {id} as leader, at {endpoint}",
+            via.endpoint, named.id
+        ))),
+    }
+}
+
 /// `tenure transfer`.
 pub async fn transfer(args: TransferArgs) -> anyhow::Result<ExitCode> {
     let (client, endpoints) = connect(args.cacert.as_deref(), &args.auth, &args.endpoints)?;
+    let mut endpoints = endpoints;
     let rows = query_all(&client, &endpoints).await;
-    let Some((leader_endpoint, leader)) = rows.iter().find_map(|r| {
+    let found = rows.iter().find_map(|r| {
         r.status.as_ref().filter(|s| s.role == "leader").map(|s| (r.endpoint.clone(), s.clone()))
-    }) else {
-        if let Some(refused) = rows.iter().find(|r| r.refused) {
-            bail!("{}", refused.cause.as_deref().unwrap_or("the token was refused"));
+    });
+    let (leader_endpoint, leader) = match found {
+        Some(found) => found,
+        None => {
+            if let Some(refused) = rows.iter().find(|r| r.refused) {
+                bail!("{}", refused.cause.as_deref().unwrap_or("the token was refused"));
+            }
+            // A follower among the endpoints names the leader: follow it.
+            let found = follow_named_leader(&client, &rows).await?;
+            endpoints.push(found.0.clone());
+            found
         }
-        bail!(
-            "no leader among {}; check `tenure status --endpoints {}`",
-            endpoints.join(","),
-            args.endpoints
-        );
     };
     if leader.id == args.to {
         println!("node {} already leads (term {})", leader.id, leader.term);
@@ -373,12 +418,16 @@ pub async fn transfer(args: TransferArgs) -> anyhow::Result<ExitCode> {
     while Instant::now() < deadline {
         for r in query_all(&client, &endpoints).await {
             if let Some(s) = r.status {
-                if s.id == args.to && s.role == "leader" && s.term > leader.term {
+                // The target says it leads, or a node follows it in a newer
+                // term (the target need not be among the endpoints).
+                let leads = (s.id == args.to && s.role == "leader")
+                    || (s.leader == Some(args.to) && s.role != "leader");
+                if leads && s.term > leader.term {
                     println!(
                         "leadership moved from node {} (term {}) to node {} (term {}) in {} ms",
                         leader.id,
                         leader.term,
-                        s.id,
+                        args.to,
                         s.term,
                         started.elapsed().as_millis()
                     );
@@ -420,6 +469,7 @@ mod tests {
             replication: None,
             cluster_id: None,
             voters: None,
+            timings: None,
         };
         Row {
             endpoint: endpoint.into(),

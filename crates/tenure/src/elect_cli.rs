@@ -1,7 +1,7 @@
 //! `tenure elect`: campaign in a named election and hold it until Ctrl-C or
 //! loss; `tenure elect --observe`: print every change of an election.
 
-use crate::client::{timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
+use crate::client::{timestamp, CACERT_ENV, DEFAULT_ENDPOINTS, ENDPOINTS_ENV};
 use crate::store_url::{
     StoreAuth, StoreUrl, STORE_CACERT_ENV, STORE_ENV, STORE_MIN_TTL_ENV, STORE_USER_ENV,
 };
@@ -41,12 +41,12 @@ bound), before the cluster can elect a successor.";
 pub struct ConnArgs {
     /// HTTP API endpoints of the nodes, comma-separated; when one does not answer, the next
     /// is asked.
-    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     pub endpoints: String,
     /// The store that holds the election: tenure://HOST:PORT,... (tenure's own cluster; the
     /// default, through --endpoints), etcd://HOST:PORT,... (an etcd cluster's client URLs) or
     /// zk://HOST:PORT,... (a ZooKeeper ensemble); see docs/STORES.md.
-    #[arg(long, env = STORE_ENV, value_name = "URL", conflicts_with = "endpoints")]
+    #[arg(long, env = STORE_ENV, value_name = "URL")]
     pub store: Option<String>,
     /// With an etcd store: the CA certificate (PEM) that signed the members' certificates;
     /// the endpoints are then https://.
@@ -83,6 +83,17 @@ impl ConnArgs {
         let Some(url) = self.store.as_deref() else {
             return Ok(Arc::new(TenureStore::new(self.cluster()?)));
         };
+        // Not clap's `conflicts_with`: that counts TENURE_ENDPOINTS set in
+        // the environment as the flag given, and --store would then be
+        // refused for a variable meant for other commands.
+        let from_env = std::env::var(ENDPOINTS_ENV).ok();
+        if self.endpoints != DEFAULT_ENDPOINTS && from_env.as_deref() != Some(&self.endpoints) {
+            bail!(
+                "--store and --endpoints both name the store: give one (--store tenure://{} for \
+                 tenure's cluster)",
+                self.endpoints
+            );
+        }
         let url = crate::store_url::parse(url)?;
         if matches!(url, StoreUrl::Tenure(_))
             && (self.store_cacert.is_some() || self.store_user.is_some())
@@ -114,7 +125,9 @@ pub struct ElectArgs {
     /// The session's TTL in milliseconds (500 to 86400000): a leader that crashed is
     /// replaced about this long after its last renewal. A store may grant another
     /// (etcd: whole seconds, at least 1.5 of its election timeouts; ZooKeeper: 2 to 20
-    /// ticks); a line on standard error says so.
+    /// ticks); a line on standard error says so. To ride out a tenure failover:
+    /// TTL x 0.9/1.1 - TTL/3 - grace >= failover bound (GET /v1/status; 1555 ms at the
+    /// default timings) + 200 ms + 2 round trips; a warning says when it does not.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TTL_MS, conflicts_with = "observe")]
     pub ttl_ms: u64,
     /// Do not campaign: print every change of the election (its leader with value and
@@ -174,6 +187,7 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     let value = value_or_pid(args.value.as_deref());
     tenure_client::election::check_value(&value).context("bad --value")?;
     let ttl = ttl_of(args.ttl_ms)?;
+    warn_failover(&store, ttl, |_| Duration::ZERO).await;
     let session = grant(&store, ttl).await?;
     let (token, candidacy) = tokio::select! {
         _ = signals.recv() => {
@@ -210,6 +224,34 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
         }
     }
 }
+
+/// Says on standard error (once per process) when a session of `ttl`
+/// whose work stops `grace(ttl)` before its deadline cannot ride out one
+/// failover of tenure's cluster (docs/ELECTIONS.md, "Riding out a tenure
+/// failover"). A warning, not a refusal: the leadership is then given up
+/// safely, at its deadline, during a tenure failover, which a user may
+/// prefer to a slower application failover. etcd and ZooKeeper stores do
+/// not tell their election timeouts: nothing is checked.
+pub async fn warn_failover(
+    store: &Arc<dyn Store>,
+    ttl: Duration,
+    grace: impl Fn(Duration) -> Duration,
+) {
+    let plan = |ttl| tenure_client::failover::Plan {
+        ttl,
+        interval: store.renew_interval(ttl),
+        lag: store.renewal_lag(ttl),
+        grace: grace(ttl),
+    };
+    if let Some(w) = tenure_client::failover::warning(&**store, ttl, plan).await {
+        if !FAILOVER_TOLD.swap(true, Ordering::Relaxed) {
+            eprintln!("{}  warning: {w}", timestamp());
+        }
+    }
+}
+
+/// Whether this process warned that its TTL cannot ride out a failover.
+static FAILOVER_TOLD: AtomicBool = AtomicBool::new(false);
 
 /// How long a grant is tried again while the cluster has no ready leader
 /// (503 from every endpoint, or none reachable before the request was sent).

@@ -12,7 +12,7 @@
 use crate::api::{
     ErrorBody, KvBody, KvDeleteBody, KvEventBody, KvGetBody, KvListBody, KvPutBody, TxnBody,
 };
-use crate::client::{connect, timestamp, CACERT_ENV, DEFAULT_ENDPOINTS};
+use crate::client::{connect, timestamp, CACERT_ENV, DEFAULT_ENDPOINTS, ENDPOINTS_ENV};
 use crate::rest::{error_body, AuthRefused, Client, NoAnswer, RawAnswer, Refused, SseEvent};
 use crate::tokens::TokenArgs;
 use anyhow::{anyhow, bail, Context};
@@ -103,7 +103,7 @@ ran); 1 error; 3 unknown outcome: the transaction may or may not have been appli
 #[derive(Args, Debug)]
 struct ClusterArgs {
     /// HTTP API endpoints of the nodes, comma-separated, tried in order.
-    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     endpoints: String,
     /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
     /// are then https://, and the servers' certificates are checked against it.

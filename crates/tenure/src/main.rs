@@ -84,6 +84,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let command = Cli::parse().command;
+    if reports_only(&command) {
+        die_on_broken_pipe();
+    }
     let result = match command {
         Command::Sim(args) => return tenure_sim::cli::run(args),
         Command::Server(args) => block_on(server_command::run(*args)),
@@ -108,6 +111,43 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Whether `command` only reports (prints to stdout, holds nothing): such
+/// a command ends as `cat` does when its reader goes away (`tenure kv list
+/// | head -1`), by SIGPIPE. The others keep Rust's default, SIGPIPE
+/// ignored, so that a write to a closed pipe is an error they handle: the
+/// server and `tenure run` write to sockets and to their guard's stdin (a
+/// guard that died must not kill `tenure run` before it stopped the
+/// command and resigned), and `tenure elect` must resign before it exits.
+fn reports_only(command: &Command) -> bool {
+    match command {
+        Command::Status(_)
+        | Command::Watch(_)
+        | Command::Transfer(_)
+        | Command::NotifyDead(_)
+        | Command::Kv(_)
+        | Command::Cert(_)
+        | Command::Sim(_) => true,
+        Command::Elect(args) => args.observe,
+        Command::Server(_)
+        | Command::Run(_)
+        | Command::RunGuard(_)
+        | Command::Demo(_)
+        | Command::Bench(_)
+        | Command::Burn(_) => false,
+    }
+}
+
+/// Restores SIGPIPE's default action (the Rust runtime ignores it, which
+/// makes `println!` panic, exit 101, when stdout is a closed pipe).
+fn die_on_broken_pipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: no other thread runs yet and the default action installs no
+    // handler code.
+    if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
+        eprintln!("warning: cannot restore SIGPIPE's default action: {e}");
     }
 }
 

@@ -3,7 +3,7 @@
 //! stop waiting for the election timeout when it was their leader.
 
 use crate::api::DeadNoticeBody;
-use crate::client::{connect, CACERT_ENV, DEFAULT_ENDPOINTS};
+use crate::client::{connect, CACERT_ENV, DEFAULT_ENDPOINTS, ENDPOINTS_ENV};
 use crate::rest::{AuthRefused, Client};
 use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
@@ -52,7 +52,7 @@ pub struct NotifyDeadArgs {
     pub data_dir: Option<PathBuf>,
     /// HTTP API endpoints of the nodes to tell, comma-separated (the other voters; every one
     /// is asked).
-    #[arg(long, short = 'e', value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     pub endpoints: String,
     /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
     /// are then https://, and the servers' certificates are checked against it.

@@ -119,7 +119,9 @@ pub struct RunArgs {
     /// The session's TTL in milliseconds (500 to 86400000): a leader that crashed is
     /// replaced about this long after its last renewal. A store may grant another
     /// (etcd: whole seconds, at least 1.5 of its election timeouts; ZooKeeper: 2 to 20
-    /// ticks); a line on standard error says so.
+    /// ticks); a line on standard error says so. To ride out a tenure failover:
+    /// TTL x 0.9/1.1 - TTL/3 - grace >= failover bound (GET /v1/status; 1555 ms at the
+    /// default timings) + 200 ms + 2 round trips; a warning says when it does not.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TTL_MS)]
     pub ttl_ms: u64,
     /// Milliseconds between SIGTERM and SIGKILL when leadership is lost; at most
@@ -224,6 +226,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let value = value_or_pid(args.value.as_deref());
     tenure_client::election::check_value(&value).context("bad --value")?;
     let store = args.conn.store()?;
+    let grace_for = |t| grace_of(args.grace_ms, t).unwrap_or(grace);
+    crate::elect_cli::warn_failover(&store, ttl, grace_for).await;
     let election = StoreElection::new(store.clone(), &args.election)?;
     let mut signals = StopSignals::new()?;
     loop {

@@ -460,6 +460,29 @@ async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
     let s = c.status(follower).await.unwrap();
     assert_eq!(s["role"], "leader");
     assert!(s["term"].as_u64().unwrap() > term);
+    let term = s["term"].as_u64().unwrap();
+
+    // Through a follower alone: it names the leader, whom transfer follows
+    // (it said "no leader among ..." before), and the follower's view
+    // tells when the third node leads.
+    let third = (0..n).find(|&i| i != leader && i != follower).unwrap();
+    let out = std::process::Command::new(harness::exe())
+        .args(["transfer", "--endpoints", &c.endpoint(leader)])
+        .args(["--to", &c.servers[third].id.to_string()])
+        .env("TENURE_CACERT", c.ca())
+        .arg("--token-file")
+        .arg(c.token_file("admin"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "transfer through a follower failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = c.status(third).await.unwrap();
+    assert_eq!(s["role"], "leader");
+    assert!(s["term"].as_u64().unwrap() > term);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,7 @@ pub(crate) fn node_status(st: &AppState) -> StatusBody {
     let mut body = status_body(&st.node.status());
     add_http_addresses(&mut body, &st.cluster);
     body.replication = Some(replication(&st.kv));
+    body.timings = Some(timings(&st.node));
     body
 }
 
@@ -55,6 +56,22 @@ pub fn status_body(s: &NodeStatus) -> StatusBody {
         replication: None,
         cluster_id: Some(s.cluster_id.clone()),
         voters: Some(s.voters.iter().map(|v| v.0).collect()),
+        timings: None,
+    }
+}
+
+/// The node's timings and the failover bound they give.
+fn timings(node: &tenure_node::NodeHandle) -> tenure_client::failover::Timings {
+    let (cfg, protocol) = node.timings();
+    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    tenure_client::failover::Timings {
+        heartbeat_ms: ms(cfg.heartbeat_interval),
+        election_timeout_ms: ms(cfg.election_timeout),
+        candidacy_stagger_ms: ms(cfg.candidacy_stagger),
+        round_trip_ms: ms(cfg.round_trip),
+        clock_drift_ppm: cfg.clock_drift_ppm,
+        voters: cfg.voters.len() as u64,
+        failover_bound_ms: ms(tenure_core::failover::failover_bound(&cfg, protocol)),
     }
 }
 

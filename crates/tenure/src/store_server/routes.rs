@@ -109,6 +109,8 @@ async fn status(State(st): State<StoreState>) -> Json<StatusBody> {
         replication: None,
         cluster_id: None,
         voters: None,
+        // A store-led server's failovers are the store's (see STORES.md).
+        timings: None,
     })
 }
 

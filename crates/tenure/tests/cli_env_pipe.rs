@@ -1,0 +1,82 @@
+//! The CLI as a shell uses it: a reporting command whose reader went away
+//! (`tenure status --json | head`) ends by SIGPIPE as `cat` does, not with
+//! a panic (exit 101); `TENURE_ENDPOINTS` stands for `--endpoints`.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+
+fn tenure() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tenure"));
+    c.env_remove("TENURE_ENDPOINTS").env_remove("TENURE_TOKEN").env_remove("TENURE_CACERT");
+    c
+}
+
+#[test]
+fn a_report_into_a_closed_pipe_ends_by_sigpipe_without_a_panic() {
+    // Nothing listens on these ports: the report is a row per endpoint.
+    for args in [
+        &["status", "--json", "--endpoints", "127.0.0.1:1,127.0.0.1:2"][..],
+        &["status", "--endpoints", "127.0.0.1:1,127.0.0.1:2"][..],
+    ] {
+        let mut child =
+            tenure().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        // The reader goes away before anything was written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.signal(), Some(libc_sigpipe()), "{args:?}: {:?} {err}", out.status);
+    }
+}
+
+/// SIGPIPE's number on Linux.
+fn libc_sigpipe() -> i32 {
+    nix::sys::signal::Signal::SIGPIPE as i32
+}
+
+#[test]
+fn tenure_endpoints_stands_for_the_flag_and_the_flag_wins() {
+    let out = tenure()
+        .args(["status", "--json"])
+        .env("TENURE_ENDPOINTS", "127.0.0.1:1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"http://127.0.0.1:1\"") && !text.contains("8001"), "{text}");
+    let out = tenure()
+        .args(["status", "--json", "--endpoints", "127.0.0.1:2"])
+        .env("TENURE_ENDPOINTS", "127.0.0.1:1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("127.0.0.1:2") && !text.contains("127.0.0.1:1\""), "{text}");
+    for cmd in ["status", "watch", "transfer", "kv", "elect", "run", "notify-dead"] {
+        let args: &[&str] = match cmd {
+            "kv" => &["kv", "get", "--help"],
+            _ => &[cmd, "--help"],
+        };
+        let help = tenure().args(args).output().unwrap();
+        let help = String::from_utf8_lossy(&help.stdout);
+        assert!(help.contains("TENURE_ENDPOINTS"), "{cmd} --help: {help}");
+    }
+}
+
+#[test]
+fn an_environment_endpoint_list_does_not_conflict_with_store() {
+    // --store conflicts with --endpoints given on the command line only.
+    let out = tenure()
+        .args(["elect", "--store", "etcd://127.0.0.1:1", "x", "--ttl-ms", "100"])
+        .env("TENURE_ENDPOINTS", "127.0.0.1:1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("cannot be used with"), "{err}");
+    assert!(err.contains("--ttl-ms"), "the TTL is checked next: {err}");
+    let out = tenure()
+        .args(["elect", "--store", "etcd://127.0.0.1:1", "--endpoints", "127.0.0.1:2", "x"])
+        .env("TENURE_ENDPOINTS", "127.0.0.1:1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--store and --endpoints both name the store"), "{err}");
+}
