@@ -459,7 +459,7 @@ async fn lead(
     // Stop the command: the guard sends SIGTERM now and SIGKILL after the
     // grace, at the deadline at the latest (it takes no later deadline now).
     let kill_due = (Instant::now() + grace).min(session.deadline());
-    let _ = control.write_all(b"stop\n").await;
+    tell_stop(&mut control, kill_due).await;
     drop(control);
     let status = match tokio::time::timeout_at(kill_due, guard.wait()).await {
         Ok(status) => status.context("waiting for the guard")?,
@@ -499,6 +499,14 @@ async fn lead(
         Ok(()) => Term::Interrupted(code),
         Err(why) => Term::Lost(why),
     })
+}
+
+/// Tells the guard to stop the command, waiting at most until `until` (when
+/// the SIGKILL is due): a guard that is stopped (SIGSTOP) reads nothing, and
+/// once its socket is full of deadlines (a few hundred renewals) the write
+/// would wait for it forever, and the SIGKILL would never come.
+async fn tell_stop<W: tokio::io::AsyncWrite + Unpin>(control: &mut W, until: Instant) {
+    let _ = tokio::time::timeout_at(until, control.write_all(b"stop\n")).await;
 }
 
 /// Tells the guard the deadline now and every new one; never returns.
@@ -709,6 +717,22 @@ mod tests {
         assert_eq!((w.run.ttl_ms, w.run.command.len()), (10_000, 3));
         assert!(Wrap::try_parse_from(["t", "--election", "j"]).is_err(), "no command");
         assert!(Wrap::try_parse_from(["t", "--", "cmd"]).is_err(), "no election");
+    }
+
+    #[tokio::test]
+    async fn a_stop_for_a_guard_that_reads_nothing_gives_up_when_the_sigkill_is_due() {
+        // A stopped guard's socket, full of the deadlines it did not read.
+        let (ours, _theirs) = tokio::net::UnixStream::pair().unwrap();
+        let (_, mut control) = ours.into_split();
+        let line = [b'd'; 64];
+        while tokio::time::timeout(Duration::from_millis(50), control.write_all(&line))
+            .await
+            .is_ok()
+        {}
+        let due = Instant::now() + Duration::from_millis(100);
+        let told = tokio::time::timeout(Duration::from_secs(5), tell_stop(&mut control, due)).await;
+        assert!(told.is_ok(), "still writing 5 s after the SIGKILL was due");
+        assert!(Instant::now() >= due, "gave up before the SIGKILL was due");
     }
 
     #[test]
