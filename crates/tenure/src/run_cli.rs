@@ -84,7 +84,8 @@ default 10 s TTL); a larger --grace-ms is refused.
 
 The command runs in a process group of its own, led by a keeper process: SIGTERM and \
 SIGKILL go to the whole group (a shell's children too), and when the command exits, \
-whatever it left running in its group is SIGKILLed before the candidacy is resigned.
+whatever it left running in its group is SIGKILLed before the candidacy is resigned. \
+A signal sent to that group (kill -USR2 -PGID) reaches the command; the keeper ignores it.
 
 Deaths covered: whichever of tenure run, its guard, their process group or both pids is \
 killed, by any signal, the command's whole group is stopped. The guard's death makes the \

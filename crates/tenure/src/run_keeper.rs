@@ -18,8 +18,9 @@
 //!
 //! K is synchronous and single-threaded: `PR_SET_PDEATHSIG` fires when the
 //! *thread* that forked a process exits, and K's only thread lives as long
-//! as K. K survives the SIGTERM that a stop sends to P (it blocks SIGTERM,
-//! SIGINT and SIGHUP and takes them with `sigwait`, ignoring them); the
+//! as K. K survives the SIGTERM that a stop sends to P, and any signal an
+//! operator sends to P for the command (it blocks every signal and takes
+//! them with `sigwait`, ignoring all but SIGCHLD and the guard's death); the
 //! command starts with an empty signal mask (set between fork and exec)
 //! and default dispositions (K installs no handler), so it gets them.
 
@@ -73,13 +74,12 @@ fn kill_own_group() -> ! {
 /// with its status; kills the group when the guard dies.
 pub fn keeper(args: KeeperArgs) -> ExitCode {
     let guard = Pid::from_raw(args.guard_pid);
-    // Blocked before anything else: a signal that comes early waits for
-    // `sigwait` below. The command does not inherit the mask.
-    let mut waited = SigSet::empty();
-    for s in [GUARD_DEATH_SIGNAL, Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP]
-    {
-        waited.add(s);
-    }
+    // Every signal blocked before anything else: a signal that comes early
+    // waits for `sigwait` below, and one sent to the command's group (a
+    // stop's SIGTERM, an operator's SIGUSR2, SIGQUIT, SIGTTIN...) is the
+    // command's, not a reason for this process to die or stop. (SIGKILL
+    // and SIGSTOP cannot be blocked.) The command does not inherit the mask.
+    let waited = SigSet::all();
     if let Err(e) = waited.thread_block() {
         eprintln!("tenure run-keeper: cannot block signals: {e}");
         kill_own_group();
@@ -148,8 +148,8 @@ pub fn keeper(args: KeeperArgs) -> ExitCode {
                     kill_own_group();
                 }
             }
-            // SIGTERM, SIGINT, SIGHUP: meant for the command, which gets
-            // them too; the keeper stays to the end.
+            // Any other (SIGTERM, SIGINT, SIGHUP, SIGUSR2...): meant for the
+            // command, which gets them too; the keeper stays to the end.
             Ok(_) => {}
             Err(e) => {
                 eprintln!("tenure run-keeper: sigwait: {e}");
