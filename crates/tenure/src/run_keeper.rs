@@ -132,8 +132,8 @@ pub fn keeper(args: KeeperArgs) -> ExitCode {
         }
     };
     loop {
-        match waited.wait() {
-            Ok(Signal::SIGCHLD) => match child.try_wait() {
+        match wait_signal(&waited) {
+            Ok(s) if s == Signal::SIGCHLD as i32 => match child.try_wait() {
                 Ok(Some(status)) => return ExitCode::from(status_code(status)),
                 Ok(None) => {}
                 Err(e) => {
@@ -143,19 +143,34 @@ pub fn keeper(args: KeeperArgs) -> ExitCode {
             },
             // Sent by the kernel at the guard's death (or by someone else:
             // then the guard is still the parent).
-            Ok(s) if s == GUARD_DEATH_SIGNAL => {
+            Ok(s) if s == GUARD_DEATH_SIGNAL as i32 => {
                 if getppid() != guard {
                     kill_own_group();
                 }
             }
-            // Any other (SIGTERM, SIGINT, SIGHUP, SIGUSR2...): meant for the
-            // command, which gets them too; the keeper stays to the end.
+            // Any other (SIGTERM, SIGINT, SIGHUP, SIGUSR2, a real-time
+            // signal...): meant for the command, which gets them too; the
+            // keeper stays to the end.
             Ok(_) => {}
             Err(e) => {
                 eprintln!("tenure run-keeper: sigwait: {e}");
                 kill_own_group();
             }
         }
+    }
+}
+
+/// Waits for a signal of `set` (blocked) and takes it: its number. Real-time
+/// signals included, which `SigSet::wait` cannot name (it panics on them).
+fn wait_signal(set: &SigSet) -> Result<i32, Errno> {
+    let mut signal: nix::libc::c_int = 0;
+    // SAFETY: both pointers are valid for the call: a sigset_t owned by
+    // `set` and a c_int on this stack.
+    let res = unsafe { nix::libc::sigwait(set.as_ref(), &mut signal) };
+    if res == 0 {
+        Ok(signal)
+    } else {
+        Err(Errno::from_raw(res))
     }
 }
 

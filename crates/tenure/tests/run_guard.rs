@@ -192,28 +192,33 @@ fn with_guard_and_keeper_killed_at_once_the_commands_first_process_dies() {
 }
 
 /// The command runs in a process group of its own, which an operator may
-/// signal (`kill -USR2 -PGID`: reload, rotate logs, dump threads): the
-/// keeper, a member of that group, must not die of a signal meant for the
-/// command (its death SIGKILLs the command and stops the run).
+/// signal (`kill -USR2 -PGID`: reload, rotate logs, dump threads; a
+/// real-time signal): the keeper, a member of that group, must not die of
+/// a signal meant for the command (its death SIGKILLs the command and
+/// stops the run).
 #[test]
 fn a_signal_to_the_commands_group_reaches_the_command_and_stops_nothing() {
+    use nix::libc;
     use nix::sys::signal::{killpg, Signal};
     use nix::unistd::Pid;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("signals");
-    let signals = [Signal::SIGUSR2, Signal::SIGQUIT, Signal::SIGALRM];
+    // (the signal, its name for bash's trap)
+    let signals = [
+        (libc::SIGUSR2, "USR2".to_string()),
+        (libc::SIGQUIT, "QUIT".to_string()),
+        (libc::SIGALRM, "ALRM".to_string()),
+        (libc::SIGRTMIN() + 1, "RTMIN+1".to_string()),
+    ];
     let traps: String = signals
         .iter()
-        .map(|s| {
-            let name = &s.as_str()[3..];
-            format!("trap 'echo {name} >> {}' {name}; ", file.display())
-        })
+        .map(|(_, name)| format!("trap 'echo {name} >> {}' {name}; ", file.display()))
         .collect();
     let script = format!("{traps}while :; do sleep 0.005; done");
     let mut guard = Command::new(env!("CARGO_BIN_EXE_tenure"))
         .args(["run-guard", "--grace-ms", "100", "--deadline-ns"])
         .arg(monotonic_in(Duration::from_secs(60)).to_string())
-        .args(["--", "sh", "-c", &script])
+        .args(["--", "bash", "-c", &script])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
@@ -225,15 +230,15 @@ fn a_signal_to_the_commands_group_reaches_the_command_and_stops_nothing() {
         if let ([k], [s]) = (&keeper[..], &shell[..]) {
             break (*k, *s);
         }
-        assert!(Instant::now() < until, "no guard → keeper → sh chain");
+        assert!(Instant::now() < until, "no guard → keeper → bash chain");
         std::thread::sleep(Duration::from_millis(5));
     };
     // The shell's traps are set once it loops: give it time.
     std::thread::sleep(Duration::from_millis(300));
     let group = Pid::from_raw(keeper as i32);
-    for signal in signals {
-        let name = &signal.as_str()[3..];
-        killpg(group, signal).unwrap();
+    for (signal, name) in &signals {
+        // SAFETY: a plain system call.
+        assert_eq!(unsafe { libc::killpg(keeper as i32, *signal) }, 0, "{name}");
         let got = seen(&file, name, Duration::from_secs(5));
         std::thread::sleep(Duration::from_millis(100));
         let (guard_ran, keeper_runs, shell_runs) =
