@@ -29,7 +29,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::time::{clock_gettime, ClockId};
 use nix::unistd::Pid;
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus, Stdio};
@@ -94,13 +94,15 @@ SIGKILLs the group too, waits until none of it runs, says so, then resigns and e
 death of tenure run alone stops the group through the guard (SIGTERM, SIGKILL after the \
 grace, by the deadline). A SIGSTOPped guard stops nothing: when a stop's SIGKILL is due \
 (a loss, Ctrl-C), tenure run SIGKILLs the group, then the guard; the guard ignores Ctrl-Z \
-(SIGTSTP). Not covered: a process that \
+(SIGTSTP). The keeper knows every deadline the guard took and SIGKILLs the group at the \
+last one, so a guard SIGSTOPped while tenure run is killed or stopped too still has the \
+group killed by the deadline. Not covered: a process that \
 leaves the group (setsid, a daemon's double fork): run the service in the foreground; every \
 tenure process of the run (tenure run, guard, keeper) SIGKILLed at once, as `kill -9 \
 $(pgrep tenure)` does: then only the command's first process dies (by PR_SET_PDEATHSIG), \
-what it started runs on; tenure run and its guard both SIGSTOPped: nothing stops the \
-command until they continue. A command that cannot start (not found, not executable) is \
-refused before campaigning.
+what it started runs on; a SIGSTOPped keeper with the guard stopped or gone: the group \
+runs on until the keeper continues. A command that cannot start (not found, not \
+executable) is refused before campaigning.
 
 When the command exits, the candidacy is resigned at once and tenure run exits with the \
 command's status (128+N if a signal N ended it). On Ctrl-C or SIGTERM, the command gets \
@@ -575,13 +577,26 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
     // process dies (see `run_keeper`). Spawned before the first `.await`,
     // from the thread of `block_on`, which lives as long as the process
     // (`PR_SET_PDEATHSIG` follows the forking thread).
+    // The keeper also gets every deadline this guard takes, on a pipe (its
+    // stdin), and SIGKILLs the group at the last one if this guard did not
+    // stop it by then (stopped, starved). Written without blocking: a full
+    // pipe (a stopped keeper) leaves it an earlier deadline, which is safe.
+    let (keeper_in, to_keeper) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .context("a pipe for the keeper's deadlines")?;
+    nix::fcntl::fcntl(
+        to_keeper.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .context("a pipe for the keeper's deadlines")?;
     let mut child = Command::new(exe)
         .arg("run-keeper")
         .arg("--guard-pid")
         .arg(std::process::id().to_string())
+        .arg("--deadline-ns")
+        .arg(args.deadline_ns.to_string())
         .arg("--")
         .args(&args.command)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(keeper_in))
         .process_group(0)
         .spawn()
         .with_context(|| format!("starting the keeper of {}", args.command[0]))?;
@@ -610,6 +625,9 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
                     Some(Ok(ns)) => {
                         if kill_at.is_none() {
                             deadline = deadline.max(from_monotonic_ns(ns)?);
+                            // One short write, atomic on a pipe: all or
+                            // nothing (a full pipe).
+                            let _ = nix::unistd::write(&to_keeper, format!("deadline {ns}\n").as_bytes());
                         }
                         false
                     }
