@@ -96,7 +96,8 @@ grace, by the deadline). A SIGSTOPped guard stops nothing: when a stop's SIGKILL
 (a loss, Ctrl-C), tenure run SIGKILLs the group, then the guard; the guard ignores Ctrl-Z \
 (SIGTSTP). The keeper knows every deadline the guard took and SIGKILLs the group at the \
 last one, so a guard SIGSTOPped while tenure run is killed or stopped too still has the \
-group killed by the deadline. Not covered: a process that \
+group killed by the deadline (a guard stopped alone that long too: the command is killed, \
+and tenure run learns it when the guard continues). Not covered: a process that \
 leaves the group (setsid, a daemon's double fork): run the service in the foreground; every \
 tenure process of the run (tenure run, guard, keeper) SIGKILLed at once, as `kill -9 \
 $(pgrep tenure)` does: then only the command's first process dies (by PR_SET_PDEATHSIG), \
