@@ -29,7 +29,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::time::{clock_gettime, ClockId};
 use nix::unistd::Pid;
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus, Stdio};
@@ -84,7 +84,8 @@ default 10 s TTL); a larger --grace-ms is refused.
 
 The command runs in a process group of its own, led by a keeper process: SIGTERM and \
 SIGKILL go to the whole group (a shell's children too), and when the command exits, \
-whatever it left running in its group is SIGKILLed before the candidacy is resigned.
+whatever it left running in its group is SIGKILLed before the candidacy is resigned. \
+A signal sent to that group (kill -USR2 -PGID) reaches the command; the keeper ignores it.
 
 Deaths covered: whichever of tenure run, its guard, their process group or both pids is \
 killed, by any signal, the command's whole group is stopped. The guard's death makes the \
@@ -93,13 +94,16 @@ SIGKILLs the group too, waits until none of it runs, says so, then resigns and e
 death of tenure run alone stops the group through the guard (SIGTERM, SIGKILL after the \
 grace, by the deadline). A SIGSTOPped guard stops nothing: when a stop's SIGKILL is due \
 (a loss, Ctrl-C), tenure run SIGKILLs the group, then the guard; the guard ignores Ctrl-Z \
-(SIGTSTP). Not covered: a process that \
+(SIGTSTP). The keeper knows every deadline the guard took and SIGKILLs the group at the \
+last one, so a guard SIGSTOPped while tenure run is killed or stopped too still has the \
+group killed by the deadline (a guard stopped alone that long too: the command is killed, \
+and tenure run learns it when the guard continues). Not covered: a process that \
 leaves the group (setsid, a daemon's double fork): run the service in the foreground; every \
 tenure process of the run (tenure run, guard, keeper) SIGKILLed at once, as `kill -9 \
 $(pgrep tenure)` does: then only the command's first process dies (by PR_SET_PDEATHSIG), \
-what it started runs on; tenure run and its guard both SIGSTOPped: nothing stops the \
-command until they continue. A command that cannot start (not found, not executable) is \
-refused before campaigning.
+what it started runs on; a SIGSTOPped keeper with the guard stopped or gone: the group \
+runs on until the keeper continues. A command that cannot start (not found, not \
+executable) is refused before campaigning.
 
 When the command exits, the candidacy is resigned at once and tenure run exits with the \
 command's status (128+N if a signal N ended it). On Ctrl-C or SIGTERM, the command gets \
@@ -463,7 +467,7 @@ async fn lead(
     // Stop the command: the guard sends SIGTERM now and SIGKILL after the
     // grace, at the deadline at the latest (it takes no later deadline now).
     let kill_due = (Instant::now() + grace).min(session.deadline());
-    let _ = control.write_all(b"stop\n").await;
+    tell_stop(&mut control, kill_due).await;
     drop(control);
     let status = match tokio::time::timeout_at(kill_due, guard.wait()).await {
         Ok(status) => status.context("waiting for the guard")?,
@@ -503,6 +507,14 @@ async fn lead(
         Ok(()) => Term::Interrupted(code),
         Err(why) => Term::Lost(why),
     })
+}
+
+/// Tells the guard to stop the command, waiting at most until `until` (when
+/// the SIGKILL is due): a guard that is stopped (SIGSTOP) reads nothing, and
+/// once its socket is full of deadlines (a few hundred renewals) the write
+/// would wait for it forever, and the SIGKILL would never come.
+async fn tell_stop<W: tokio::io::AsyncWrite + Unpin>(control: &mut W, until: Instant) {
+    let _ = tokio::time::timeout_at(until, control.write_all(b"stop\n")).await;
 }
 
 /// Tells the guard the deadline now and every new one; never returns.
@@ -570,13 +582,26 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
     // process dies (see `run_keeper`). Spawned before the first `.await`,
     // from the thread of `block_on`, which lives as long as the process
     // (`PR_SET_PDEATHSIG` follows the forking thread).
+    // The keeper also gets every deadline this guard takes, on a pipe (its
+    // stdin), and SIGKILLs the group at the last one if this guard did not
+    // stop it by then (stopped, starved). Written without blocking: a full
+    // pipe (a stopped keeper) leaves it an earlier deadline, which is safe.
+    let (keeper_in, to_keeper) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .context("a pipe for the keeper's deadlines")?;
+    nix::fcntl::fcntl(
+        to_keeper.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .context("a pipe for the keeper's deadlines")?;
     let mut child = Command::new(exe)
         .arg("run-keeper")
         .arg("--guard-pid")
         .arg(std::process::id().to_string())
+        .arg("--deadline-ns")
+        .arg(args.deadline_ns.to_string())
         .arg("--")
         .args(&args.command)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(keeper_in))
         .process_group(0)
         .spawn()
         .with_context(|| format!("starting the keeper of {}", args.command[0]))?;
@@ -605,6 +630,9 @@ pub async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
                     Some(Ok(ns)) => {
                         if kill_at.is_none() {
                             deadline = deadline.max(from_monotonic_ns(ns)?);
+                            // One short write, atomic on a pipe: all or
+                            // nothing (a full pipe).
+                            let _ = nix::unistd::write(&to_keeper, format!("deadline {ns}\n").as_bytes());
                         }
                         false
                     }
@@ -713,6 +741,22 @@ mod tests {
         assert_eq!((w.run.ttl_ms, w.run.command.len()), (10_000, 3));
         assert!(Wrap::try_parse_from(["t", "--election", "j"]).is_err(), "no command");
         assert!(Wrap::try_parse_from(["t", "--", "cmd"]).is_err(), "no election");
+    }
+
+    #[tokio::test]
+    async fn a_stop_for_a_guard_that_reads_nothing_gives_up_when_the_sigkill_is_due() {
+        // A stopped guard's socket, full of the deadlines it did not read.
+        let (ours, _theirs) = tokio::net::UnixStream::pair().unwrap();
+        let (_, mut control) = ours.into_split();
+        let line = [b'd'; 64];
+        while tokio::time::timeout(Duration::from_millis(50), control.write_all(&line))
+            .await
+            .is_ok()
+        {}
+        let due = Instant::now() + Duration::from_millis(100);
+        let told = tokio::time::timeout(Duration::from_secs(5), tell_stop(&mut control, due)).await;
+        assert!(told.is_ok(), "still writing 5 s after the SIGKILL was due");
+        assert!(Instant::now() >= due, "gave up before the SIGKILL was due");
     }
 
     #[test]

@@ -10,7 +10,11 @@
 //! killed, by any signal, nothing of the command's group runs on: G alone
 //! or G with A dead, K kills P at once; A alone, G sees its stdin close and
 //! stops P (SIGTERM, SIGKILL after the grace, at the deadline at the
-//! latest). C itself gets SIGKILL at K's death (its own
+//! latest). G passes every deadline it takes on to K (K's stdin, a pipe),
+//! and K SIGKILLs P at the last one it knows, so a G that is SIGSTOPped
+//! while A is killed or stopped too cannot keep P past the deadline (a G
+//! that cannot write, K stopped and the pipe full, leaves K an earlier
+//! deadline, which is safe). C itself gets SIGKILL at K's death (its own
 //! `PR_SET_PDEATHSIG`), so even when every tenure process of the run is
 //! SIGKILLed at once (`kill -9 $(pgrep tenure)`), the command's first
 //! process dies; what it started then runs on (out of reach, like a process
@@ -18,8 +22,10 @@
 //!
 //! K is synchronous and single-threaded: `PR_SET_PDEATHSIG` fires when the
 //! *thread* that forked a process exits, and K's only thread lives as long
-//! as K. K survives the SIGTERM that a stop sends to P (it blocks SIGTERM,
-//! SIGINT and SIGHUP and takes them with `sigwait`, ignoring them); the
+//! as K. K survives the SIGTERM that a stop sends to P, and any signal an
+//! operator sends to P for the command (it blocks every signal and takes
+//! them with `sigtimedwait`, ignoring all but SIGCHLD and the guard's death,
+//! SIGIO waking it for a deadline); the
 //! command starts with an empty signal mask (set between fork and exec)
 //! and default dispositions (K installs no handler), so it gets them.
 
@@ -31,6 +37,7 @@ use nix::unistd::{getpgrp, getppid, Pid};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+use tenure_client::session::TIMER_SLACK;
 
 /// The signal K asks for at G's death.
 const GUARD_DEATH_SIGNAL: Signal = Signal::SIGUSR1;
@@ -40,6 +47,9 @@ const EXIT_NOT_FOUND: u8 = 127;
 const EXIT_NOT_EXECUTABLE: u8 = 126;
 /// How often [`wait_group_gone`] looks again.
 const GROUP_POLL: Duration = Duration::from_millis(2);
+/// The most bytes of deadlines read at once (many lines, if the keeper was
+/// paused).
+const INPUT_CHUNK: usize = 4096;
 
 /// Flags of the hidden `tenure run-keeper`.
 #[derive(Args, Debug)]
@@ -47,6 +57,10 @@ pub struct KeeperArgs {
     /// The guard's pid: K's parent, whose death kills the command's group.
     #[arg(long)]
     pub guard_pid: i32,
+    /// The session's deadline, in CLOCK_MONOTONIC nanoseconds; later ones
+    /// come on stdin (`deadline NS` lines) from the guard.
+    #[arg(long)]
+    pub deadline_ns: u64,
     /// The command.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -73,13 +87,12 @@ fn kill_own_group() -> ! {
 /// with its status; kills the group when the guard dies.
 pub fn keeper(args: KeeperArgs) -> ExitCode {
     let guard = Pid::from_raw(args.guard_pid);
-    // Blocked before anything else: a signal that comes early waits for
-    // `sigwait` below. The command does not inherit the mask.
-    let mut waited = SigSet::empty();
-    for s in [GUARD_DEATH_SIGNAL, Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP]
-    {
-        waited.add(s);
-    }
+    // Every signal blocked before anything else: a signal that comes early
+    // waits for `sigwait` below, and one sent to the command's group (a
+    // stop's SIGTERM, an operator's SIGUSR2, SIGQUIT, SIGTTIN...) is the
+    // command's, not a reason for this process to die or stop. (SIGKILL
+    // and SIGSTOP cannot be blocked.) The command does not inherit the mask.
+    let waited = SigSet::all();
     if let Err(e) = waited.thread_block() {
         eprintln!("tenure run-keeper: cannot block signals: {e}");
         kill_own_group();
@@ -100,6 +113,13 @@ pub fn keeper(args: KeeperArgs) -> ExitCode {
     if let Some(sig) = stop_pending() {
         return ExitCode::from(128u8.wrapping_add(sig as u8));
     }
+    // The deadlines from the guard wake this process (SIGIO, blocked and
+    // taken below) and are read without blocking.
+    if let Err(e) = watch_input() {
+        eprintln!("tenure run-keeper: cannot watch the guard's deadlines: {e}");
+        kill_own_group();
+    }
+    let mut deadline = Deadlines { last: args.deadline_ns, partial: Vec::new() };
     let me = Pid::this();
     let mut command = Command::new(&args.command[0]);
     command.args(&args.command[1..]).stdin(Stdio::null());
@@ -132,8 +152,24 @@ pub fn keeper(args: KeeperArgs) -> ExitCode {
         }
     };
     loop {
-        match waited.wait() {
-            Ok(Signal::SIGCHLD) => match child.try_wait() {
+        // The guard's deadline, and the SIGKILL at it when the guard did
+        // not give it (stopped, starved, or killed with `tenure run` by
+        // SIGSTOP and SIGKILL): the last deadline this process knows is
+        // never later than the session's.
+        if !deadline.read() {
+            // The guard closed its end: it is gone.
+            kill_own_group();
+        }
+        let left = deadline.kill_at().saturating_sub(monotonic_ns());
+        if left == 0 {
+            eprintln!(
+                "tenure run-keeper: the session's deadline passed without a stop from the \
+                 guard; killing the command's group"
+            );
+            kill_own_group();
+        }
+        match wait_signal(&waited, Duration::from_nanos(left)) {
+            Ok(s) if s == Signal::SIGCHLD as i32 => match child.try_wait() {
                 Ok(Some(status)) => return ExitCode::from(status_code(status)),
                 Ok(None) => {}
                 Err(e) => {
@@ -143,19 +179,109 @@ pub fn keeper(args: KeeperArgs) -> ExitCode {
             },
             // Sent by the kernel at the guard's death (or by someone else:
             // then the guard is still the parent).
-            Ok(s) if s == GUARD_DEATH_SIGNAL => {
+            Ok(s) if s == GUARD_DEATH_SIGNAL as i32 => {
                 if getppid() != guard {
                     kill_own_group();
                 }
             }
-            // SIGTERM, SIGINT, SIGHUP: meant for the command, which gets
-            // them too; the keeper stays to the end.
+            // Any other (SIGTERM, SIGINT, SIGHUP, SIGUSR2, a real-time
+            // signal...): meant for the command, which gets them too; the
+            // keeper stays to the end.
             Ok(_) => {}
             Err(e) => {
                 eprintln!("tenure run-keeper: sigwait: {e}");
                 kill_own_group();
             }
         }
+    }
+}
+
+/// Waits at most `within` for a signal of `set` (blocked) and takes it: its
+/// number (real-time signals included, which `SigSet::wait` cannot name: it
+/// panics on them), or 0 when `within` passed or a wait was interrupted.
+fn wait_signal(set: &SigSet, within: Duration) -> Result<i32, Errno> {
+    let timeout = nix::libc::timespec {
+        tv_sec: within.as_secs().min(i64::MAX as u64) as nix::libc::time_t,
+        tv_nsec: within.subsec_nanos() as nix::libc::c_long,
+    };
+    // SAFETY: every pointer is valid for the call: a sigset_t owned by
+    // `set`, no siginfo, a timespec on this stack.
+    let res = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &timeout) };
+    match Errno::result(res) {
+        Ok(signal) => Ok(signal),
+        Err(Errno::EAGAIN | Errno::EINTR) => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (0 if it cannot be read: then
+/// every deadline is in the future, and the guard's timers stop the command).
+fn monotonic_ns() -> u64 {
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC) {
+        Ok(t) => {
+            u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000
+                + u64::try_from(t.tv_nsec()).unwrap_or(0)
+        }
+        Err(_) => 0,
+    }
+}
+
+/// Makes stdin (the guard's deadlines) non-blocking, and asks for SIGIO
+/// (blocked, taken by [`wait_signal`]) when something comes on it.
+fn watch_input() -> Result<(), Errno> {
+    use nix::libc::{fcntl, F_GETFL, F_SETFL, F_SETOWN, O_ASYNC, O_NONBLOCK, STDIN_FILENO};
+    // SAFETY: fcntl on this process's stdin, with integer arguments.
+    unsafe {
+        Errno::result(fcntl(STDIN_FILENO, F_SETOWN, Pid::this().as_raw()))?;
+        let flags = Errno::result(fcntl(STDIN_FILENO, F_GETFL))?;
+        Errno::result(fcntl(STDIN_FILENO, F_SETFL, flags | O_NONBLOCK | O_ASYNC))?;
+    }
+    Ok(())
+}
+
+/// The last deadline the guard told (CLOCK_MONOTONIC nanoseconds).
+struct Deadlines {
+    last: u64,
+    /// An incomplete line.
+    partial: Vec<u8>,
+}
+
+impl Deadlines {
+    /// Reads every `deadline NS` line waiting on stdin; false when the guard
+    /// closed its end (it exited). A line that does not parse moves nothing.
+    fn read(&mut self) -> bool {
+        let mut buf = [0u8; INPUT_CHUNK];
+        loop {
+            match nix::unistd::read(nix::libc::STDIN_FILENO, &mut buf) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.partial.extend_from_slice(&buf[..n]);
+                    while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = self.partial.drain(..=end).collect();
+                        let ns = std::str::from_utf8(&line)
+                            .ok()
+                            .and_then(|l| l.trim().strip_prefix("deadline "))
+                            .and_then(|n| n.parse::<u64>().ok());
+                        if let Some(ns) = ns {
+                            self.last = self.last.max(ns);
+                        }
+                    }
+                    // A line is a few dozen bytes: more is not a deadline.
+                    if self.partial.len() > INPUT_CHUNK {
+                        self.partial.clear();
+                    }
+                }
+                Err(Errno::EINTR) => {}
+                // EAGAIN: nothing more now; any other error: keep the last.
+                Err(_) => return true,
+            }
+        }
+    }
+
+    /// When the group is SIGKILLed if no later deadline comes: the timers'
+    /// slack before the deadline, as the guard's own SIGKILL.
+    fn kill_at(&self) -> u64 {
+        self.last.saturating_sub(TIMER_SLACK.as_nanos() as u64)
     }
 }
 
