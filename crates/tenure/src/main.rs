@@ -134,6 +134,7 @@ fn reports_only(command: &Command) -> bool {
         Command::Server(_)
         | Command::Run(_)
         | Command::RunGuard(_)
+        | Command::RunKeeper(_)
         | Command::Demo(_)
         | Command::Bench(_)
         | Command::Burn(_) => false,
