@@ -30,7 +30,7 @@ fn store_with(elections: usize) -> Store {
     let mut session = LeaseId(0);
     for i in 0..elections {
         if i % (MAX_KEYS_PER_LEASE - 1) == 0 {
-            session = match store.execute(&Command::Grant { ttl_ms: 60_000 }) {
+            session = match store.execute(&Command::Grant { ttl_ms: 60_000, owner: None }) {
                 Response::Granted { lease, .. } => lease,
                 other => panic!("a grant: {other:?}"),
             };

@@ -398,7 +398,7 @@ mod tests {
     use crate::MAX_RANGE;
 
     fn grant(store: &mut Store) -> LeaseId {
-        match store.execute(&Command::Grant { ttl_ms: 1_000 }) {
+        match store.execute(&Command::Grant { ttl_ms: 1_000, owner: None }) {
             Response::Granted { lease, .. } => lease,
             other => panic!("{other:?}"),
         }

@@ -2,7 +2,9 @@
 //! leases keys are attached to, and a bounded history of changes for
 //! watches.
 
-use crate::command::{Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_TXN_OPS};
+use crate::command::{
+    check_owner, Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_TXN_OPS,
+};
 use crate::election::parse_candidate_key;
 use crate::lease::{Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES};
 use serde::{Deserialize, Serialize};
@@ -246,8 +248,13 @@ struct ImageKey {
 /// ten bytes (lengths and revisions).
 const IMAGE_KEY_OVERHEAD: usize = 50;
 
-/// The format of the [`LeaseImage`].
+/// The format of the [`LeaseImage`]: leases without owners, byte for byte
+/// what was written before owners existed. A store none of whose leases has
+/// an owner still writes it.
 const LEASE_IMAGE_FORMAT: u8 = 1;
+
+/// The format of the [`OwnedLeaseImage`], written once a lease has an owner.
+const OWNED_LEASE_IMAGE_FORMAT: u8 = 2;
 
 /// The leases, after the [`Image`] once a lease was ever granted. A
 /// snapshot without it (taken before leases existed, or by a store that
@@ -268,6 +275,27 @@ struct ImageLease {
     id: LeaseId,
     ttl_ms: u64,
     keys: Vec<String>,
+}
+
+/// The leases with their owners: the [`LeaseImage`] with
+/// [`OWNED_LEASE_IMAGE_FORMAT`] and an owner per lease.
+#[derive(Serialize, Deserialize)]
+struct OwnedLeaseImage {
+    /// [`OWNED_LEASE_IMAGE_FORMAT`].
+    format: u8,
+    /// The last lease id granted.
+    last_lease: u64,
+    /// The leases, by id.
+    leases: Vec<OwnedImageLease>,
+}
+
+/// A lease in the [`OwnedLeaseImage`].
+#[derive(Serialize, Deserialize)]
+struct OwnedImageLease {
+    id: LeaseId,
+    ttl_ms: u64,
+    keys: Vec<String>,
+    owner: Option<String>,
 }
 
 /// Versioned key-value metadata with leases, a [`StateMachine`].
@@ -447,7 +475,7 @@ impl Store {
                 Response::Delete { revision, prev }
             }
             Command::Txn { compare, success, failure } => self.txn(compare, success, failure),
-            Command::Grant { ttl_ms } => self.grant(*ttl_ms),
+            Command::Grant { ttl_ms, owner } => self.grant(*ttl_ms, owner.as_deref()),
             Command::Revoke { lease } => self.end_lease(*lease, LeaseEnd::Revoked),
             Command::Expire { lease } => self.end_lease(*lease, LeaseEnd::Expired),
         }
@@ -525,7 +553,7 @@ impl Store {
         Ok(())
     }
 
-    fn grant(&mut self, ttl_ms: u64) -> Response {
+    fn grant(&mut self, ttl_ms: u64, owner: Option<&str>) -> Response {
         if self.leases.len() >= MAX_LEASES {
             return Response::Refused(Refusal::TooManyLeases);
         }
@@ -534,7 +562,8 @@ impl Store {
         };
         self.last_lease = next;
         let id = LeaseId(next);
-        self.leases.insert(id, Lease { id, ttl_ms, keys: BTreeSet::new() });
+        let owner = owner.map(str::to_string);
+        self.leases.insert(id, Lease { id, ttl_ms, keys: BTreeSet::new(), owner });
         Response::Granted { lease: id, ttl_ms, revision: self.revision }
     }
 
@@ -663,18 +692,31 @@ impl Store {
         let image = ImageRef { revision: self.revision, keys: &self.keys };
         let mut bytes = postcard::to_extend(&image, Vec::with_capacity(size + IMAGE_KEY_OVERHEAD))
             .expect("an image always serializes");
-        if self.last_lease > 0 {
+        let keys = |l: &Lease| l.keys.iter().cloned().collect();
+        if self.leases.values().any(|l| l.owner.is_some()) {
+            let leases = OwnedLeaseImage {
+                format: OWNED_LEASE_IMAGE_FORMAT,
+                last_lease: self.last_lease,
+                leases: self
+                    .leases
+                    .values()
+                    .map(|l| OwnedImageLease {
+                        id: l.id,
+                        ttl_ms: l.ttl_ms,
+                        keys: keys(l),
+                        owner: l.owner.clone(),
+                    })
+                    .collect(),
+            };
+            bytes = postcard::to_extend(&leases, bytes).expect("a lease image always serializes");
+        } else if self.last_lease > 0 {
             let leases = LeaseImage {
                 format: LEASE_IMAGE_FORMAT,
                 last_lease: self.last_lease,
                 leases: self
                     .leases
                     .values()
-                    .map(|l| ImageLease {
-                        id: l.id,
-                        ttl_ms: l.ttl_ms,
-                        keys: l.keys.iter().cloned().collect(),
-                    })
+                    .map(|l| ImageLease { id: l.id, ttl_ms: l.ttl_ms, keys: keys(l) })
                     .collect(),
             };
             bytes = postcard::to_extend(&leases, bytes).expect("a lease image always serializes");
@@ -717,17 +759,41 @@ impl Store {
         Ok(store)
     }
 
-    /// Reads the [`LeaseImage`] and attaches its keys.
+    /// Reads the [`LeaseImage`] (or [`OwnedLeaseImage`], by its first
+    /// byte, the format) and attaches its keys.
     fn restore_leases(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let image: LeaseImage = match postcard::take_from_bytes(bytes) {
-            Ok((image, [])) => image,
-            Ok((_, rest)) => return Err(format!("{} bytes after the leases", rest.len())),
-            Err(e) => return Err(format!("the leases: {e}")),
-        };
-        if image.format != LEASE_IMAGE_FORMAT {
-            return Err(format!("lease image format {} is not known", image.format));
+        fn whole<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+            match postcard::take_from_bytes(bytes) {
+                Ok((image, [])) => Ok(image),
+                Ok((_, rest)) => Err(format!("{} bytes after the leases", rest.len())),
+                Err(e) => Err(format!("the leases: {e}")),
+            }
         }
-        self.last_lease = image.last_lease;
+        let (last_lease, leases) = match bytes.first() {
+            Some(&OWNED_LEASE_IMAGE_FORMAT) => {
+                let image: OwnedLeaseImage = whole(bytes)?;
+                (image.last_lease, image.leases)
+            }
+            _ => {
+                let image: LeaseImage = whole(bytes)?;
+                if image.format != LEASE_IMAGE_FORMAT {
+                    return Err(format!("lease image format {} is not known", image.format));
+                }
+                let leases = image
+                    .leases
+                    .into_iter()
+                    .map(|l| OwnedImageLease {
+                        id: l.id,
+                        ttl_ms: l.ttl_ms,
+                        keys: l.keys,
+                        owner: None,
+                    })
+                    .collect();
+                (image.last_lease, leases)
+            }
+        };
+        self.last_lease = last_lease;
+        let image = OwnedLeaseImage { format: OWNED_LEASE_IMAGE_FORMAT, last_lease, leases };
         for l in image.leases {
             if l.id.0 == 0 || l.id.0 > image.last_lease {
                 return Err(format!("lease {} is beyond the last granted", l.id));
@@ -743,7 +809,10 @@ impl Store {
                 kv.lease = Some(l.id);
                 attached.insert(key);
             }
-            let lease = Lease { id: l.id, ttl_ms: l.ttl_ms, keys: attached };
+            if l.owner.as_deref().is_some_and(|o| check_owner(o).is_err()) {
+                return Err(format!("lease {} has an invalid owner", l.id));
+            }
+            let lease = Lease { id: l.id, ttl_ms: l.ttl_ms, keys: attached, owner: l.owner };
             if self.leases.insert(l.id, lease).is_some() {
                 return Err(format!("lease {} is in the image twice", l.id));
             }
@@ -1059,6 +1128,56 @@ mod tests {
     }
 
     #[test]
+    fn owners_survive_a_snapshot_and_an_image_without_them_is_the_administrators() {
+        let grant = |s: &mut Store, owner: Option<&str>| {
+            let c = Command::Grant { ttl_ms: 1_000, owner: owner.map(str::to_string) };
+            match s.execute(&c) {
+                Response::Granted { lease, .. } => lease,
+                other => panic!("{other:?}"),
+            }
+        };
+        // No owner: the image is the one written before owners existed
+        // (format 1), and it restores with no owner.
+        let mut s = Store::new();
+        let admin = grant(&mut s, None);
+        let old = with_leases(&[], vec![lease(admin.0, &[])], admin.0);
+        assert_eq!(s.snapshot(), old, "format 1, byte for byte");
+        let mut t = Store::new();
+        t.restore(&old).unwrap();
+        assert_eq!(t.lease(admin).unwrap().owner, None);
+        // An owner: format 2, every owner kept.
+        let app = grant(&mut s, Some("app"));
+        s.execute(&Command::Put {
+            key: "k".into(),
+            value: vec![],
+            if_mod_revision: None,
+            lease: Some(app),
+        });
+        let image = s.snapshot();
+        let keys =
+            postcard::to_allocvec(&ImageRef { revision: s.revision, keys: &s.keys }).unwrap();
+        assert_eq!(image[keys.len()], OWNED_LEASE_IMAGE_FORMAT, "after the keys, the format");
+        t.restore(&image).unwrap();
+        assert_eq!(t.snapshot(), image);
+        assert_eq!(t.lease(app).unwrap().owner.as_deref(), Some("app"));
+        assert_eq!(t.lease(admin).unwrap().owner, None);
+        assert_eq!(t.get("k").unwrap().lease, Some(app));
+        // A bad owner in an image is refused.
+        let bad = OwnedLeaseImage {
+            format: OWNED_LEASE_IMAGE_FORMAT,
+            last_lease: 1,
+            leases: vec![OwnedImageLease {
+                id: LeaseId(1),
+                ttl_ms: 1_000,
+                keys: vec![],
+                owner: Some("a\u{7}".into()),
+            }],
+        };
+        let bytes = postcard::to_extend(&bad, Store::new().snapshot()).unwrap();
+        assert!(t.restore(&bytes).unwrap_err().contains("invalid owner"));
+    }
+
+    #[test]
     fn an_inconsistent_lease_image_is_refused_and_changes_nothing() {
         let good = with_leases(&["a", "b"], vec![lease(1, &["a"]), lease(3, &["b"])], 3);
         let mut t = Store::new();
@@ -1081,7 +1200,7 @@ mod tests {
         }
         let mut other_format = with_leases(&[], vec![], 1);
         let at = other_format.len() - 3; // format, last lease, no lease
-        other_format[at] = 2;
-        assert!(t.restore(&other_format).unwrap_err().contains("format 2"));
+        other_format[at] = 3;
+        assert!(t.restore(&other_format).unwrap_err().contains("format 3"));
     }
 }

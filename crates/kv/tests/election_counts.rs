@@ -51,7 +51,7 @@ fn maybe_lease(rng: &mut Pcg64Mcg, store: &Store) -> Option<LeaseId> {
 fn command(rng: &mut Pcg64Mcg, store: &Store) -> Command {
     let name = pick(rng, &NAMES);
     match below(rng, 12) {
-        0 | 1 => Command::Grant { ttl_ms: 1_000 },
+        0 | 1 => Command::Grant { ttl_ms: 1_000, owner: None },
         2 | 3 => campaign(name, session(rng, store), b"v").expect("a valid campaign"),
         4 => resign(name, session(rng, store)),
         5 => {
