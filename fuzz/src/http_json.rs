@@ -167,9 +167,9 @@ fn transfer_request(body: &[u8]) {
 }
 
 fn grant_request(body: &[u8]) {
-    match grant_command(body) {
+    match grant_command(body, None) {
         Ok(command) => {
-            let Command::Grant { ttl_ms } = command else { panic!("{command:?}") };
+            let Command::Grant { ttl_ms, .. } = command else { panic!("{command:?}") };
             assert!((MIN_TTL_MS..=MAX_TTL_MS).contains(&ttl_ms), "{ttl_ms}");
             let parsed = serde_json::from_slice::<SessionGrantRequest>(body).map(|r| r.ttl_ms);
             assert_eq!(parsed.ok(), Some(ttl_ms), "axum and serde disagree");
@@ -338,8 +338,8 @@ mod tests {
 
     #[test]
     fn the_seeds_reach_the_accepting_paths_and_the_refusals() {
-        assert!(grant_command(br#"{"ttl_ms": 10000}"#).is_ok());
-        assert!(grant_command(br#"{"ttl_ms": 100}"#).is_err());
+        assert!(grant_command(br#"{"ttl_ms": 10000}"#, None).is_ok());
+        assert!(grant_command(br#"{"ttl_ms": 100}"#, None).is_err());
         let session = r#"{"session": 3, "value": "v"}"#.as_bytes();
         assert!(campaign_command("db", session).is_ok());
         assert!(campaign_command("db.eu_1", br#"{"session": 3}"#).is_ok(), "value defaults");

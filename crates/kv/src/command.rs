@@ -12,6 +12,9 @@ pub const MAX_VALUE_BYTES: usize = 64 * 1024;
 /// Most comparisons, and most operations in each branch, of a transaction.
 pub const MAX_TXN_OPS: usize = 128;
 
+/// The longest owner of a lease, in bytes (API token names have at most 64).
+pub const MAX_OWNER_BYTES: usize = 128;
+
 /// A write to the store.
 ///
 /// The encoding is stable: what a log written before leases existed holds
@@ -53,10 +56,16 @@ pub enum Command {
         failure: Vec<TxnOp>,
     },
     /// Grants a new lease with this TTL (from [`MIN_TTL_MS`] to
-    /// [`MAX_TTL_MS`]); its id comes from the store's counter.
+    /// [`MAX_TTL_MS`]), owned by `owner`; its id comes from the store's
+    /// counter.
     Grant {
         /// The TTL in milliseconds.
         ttl_ms: u64,
+        /// Who the lease belongs to (the name of the API token that asked
+        /// for it: see [`crate::Lease::owner`]); `None`: the administrators
+        /// (what every grant logged before owners existed decodes to). At
+        /// most [`MAX_OWNER_BYTES`] bytes, no control character.
+        owner: Option<String>,
     },
     /// Ends a lease at its holder's request: deletes every key attached to
     /// it at one revision, then forgets it.
@@ -167,6 +176,10 @@ pub enum InvalidCommand {
     /// A lease TTL outside [`MIN_TTL_MS`]..=[`MAX_TTL_MS`].
     #[error("a lease TTL of {0} ms; give {MIN_TTL_MS} to {MAX_TTL_MS} ms")]
     TtlOutOfRange(u64),
+    /// A lease owner that is empty, over [`MAX_OWNER_BYTES`] or has a
+    /// control character.
+    #[error("a lease owner has 1 to {MAX_OWNER_BYTES} bytes and no control character")]
+    BadOwner,
 }
 
 impl Command {
@@ -223,12 +236,11 @@ impl Command {
                 }
                 Ok(())
             }
-            Command::Grant { ttl_ms } => {
-                if (MIN_TTL_MS..=MAX_TTL_MS).contains(ttl_ms) {
-                    Ok(())
-                } else {
-                    Err(InvalidCommand::TtlOutOfRange(*ttl_ms))
+            Command::Grant { ttl_ms, owner } => {
+                if !(MIN_TTL_MS..=MAX_TTL_MS).contains(ttl_ms) {
+                    return Err(InvalidCommand::TtlOutOfRange(*ttl_ms));
                 }
+                owner.as_deref().map_or(Ok(()), check_owner)
             }
             Command::Revoke { .. } | Command::Expire { .. } => Ok(()),
         }
@@ -245,6 +257,14 @@ pub(crate) fn check_key(key: &str) -> Result<(), InvalidCommand> {
     }
     if key.chars().any(char::is_control) {
         return Err(InvalidCommand::ControlCharacter);
+    }
+    Ok(())
+}
+
+/// Checks a lease's owner against the limits.
+pub(crate) fn check_owner(owner: &str) -> Result<(), InvalidCommand> {
+    if owner.is_empty() || owner.len() > MAX_OWNER_BYTES || owner.chars().any(char::is_control) {
+        return Err(InvalidCommand::BadOwner);
     }
     Ok(())
 }
@@ -271,7 +291,9 @@ impl Serialize for TxnOp {
 /// The encoding of commands. postcard names an enum's variant by its place,
 /// so a variant is never moved or changed: new ones go at the end. A put
 /// without a lease is the put logs held before leases existed; a put with
-/// one is a variant of its own.
+/// one is a variant of its own. Likewise a grant without an owner is the
+/// grant logs held before owners existed; a grant with one is
+/// `OwnedGrant`.
 mod wire {
     use super::{Compare, LeaseId};
     use serde::{Deserialize, Serialize};
@@ -310,6 +332,10 @@ mod wire {
             if_mod_revision: Option<u64>,
             lease: LeaseId,
         },
+        OwnedGrant {
+            ttl_ms: u64,
+            owner: String,
+        },
     }
 
     /// A command as it is encoded (borrowed: a transaction is not copied).
@@ -346,6 +372,10 @@ mod wire {
             value: &'a [u8],
             if_mod_revision: Option<u64>,
             lease: LeaseId,
+        },
+        OwnedGrant {
+            ttl_ms: u64,
+            owner: &'a str,
         },
     }
 
@@ -408,7 +438,10 @@ mod wire {
                 Command::Txn { compare, success, failure } => {
                     super::Command::Txn { compare, success, failure }
                 }
-                Command::Grant { ttl_ms } => super::Command::Grant { ttl_ms },
+                Command::Grant { ttl_ms } => super::Command::Grant { ttl_ms, owner: None },
+                Command::OwnedGrant { ttl_ms, owner } => {
+                    super::Command::Grant { ttl_ms, owner: Some(owner) }
+                }
                 Command::Revoke { lease } => super::Command::Revoke { lease },
                 Command::Expire { lease } => super::Command::Expire { lease },
             }
@@ -435,7 +468,12 @@ mod wire {
                 super::Command::Txn { compare, success, failure } => {
                     CommandRef::Txn { compare, success, failure }
                 }
-                super::Command::Grant { ttl_ms } => CommandRef::Grant { ttl_ms: *ttl_ms },
+                super::Command::Grant { ttl_ms, owner: None } => {
+                    CommandRef::Grant { ttl_ms: *ttl_ms }
+                }
+                super::Command::Grant { ttl_ms, owner: Some(owner) } => {
+                    CommandRef::OwnedGrant { ttl_ms: *ttl_ms, owner }
+                }
                 super::Command::Revoke { lease } => CommandRef::Revoke { lease: *lease },
                 super::Command::Expire { lease } => CommandRef::Expire { lease: *lease },
             }
@@ -620,7 +658,8 @@ mod tests {
     #[test]
     fn lease_commands_and_leased_puts_round_trip() {
         let commands = [
-            Command::Grant { ttl_ms: 5_000 },
+            Command::Grant { ttl_ms: 5_000, owner: None },
+            Command::Grant { ttl_ms: 5_000, owner: Some("app-1".into()) },
             Command::Revoke { lease: LeaseId(7) },
             Command::Expire { lease: LeaseId(u64::MAX) },
             Command::Put {
@@ -659,12 +698,54 @@ mod tests {
 
     #[test]
     fn lease_ttls_are_bounded() {
-        let grant = |ttl_ms| Command::Grant { ttl_ms }.validate();
+        let grant = |ttl_ms| Command::Grant { ttl_ms, owner: None }.validate();
         assert_eq!(grant(MIN_TTL_MS), Ok(()));
         assert_eq!(grant(MAX_TTL_MS), Ok(()));
         assert_eq!(grant(MIN_TTL_MS - 1), Err(InvalidCommand::TtlOutOfRange(MIN_TTL_MS - 1)));
         assert_eq!(grant(MAX_TTL_MS + 1), Err(InvalidCommand::TtlOutOfRange(MAX_TTL_MS + 1)));
         assert_eq!(grant(0), Err(InvalidCommand::TtlOutOfRange(0)));
         assert!(InvalidCommand::TtlOutOfRange(1).to_string().contains("500 to 86400000 ms"));
+        let owned = |owner: &str| Command::Grant { ttl_ms: 1_000, owner: Some(owner.into()) };
+        assert_eq!(owned("app").validate(), Ok(()));
+        assert_eq!(owned(&"a".repeat(MAX_OWNER_BYTES)).validate(), Ok(()));
+        for bad in [String::new(), "a".repeat(MAX_OWNER_BYTES + 1), "a\nb".into()] {
+            assert_eq!(owned(&bad).validate(), Err(InvalidCommand::BadOwner), "{bad:?}");
+        }
+    }
+
+    /// The grant as logs held it before owners existed (variant 3 of the
+    /// leases' encoding).
+    mod before_owners {
+        use super::LeaseId;
+        use serde::Serialize;
+
+        /// The variants before the grant hold its place (never built).
+        #[derive(Serialize)]
+        #[allow(dead_code)]
+        pub enum Command {
+            Put { key: String, value: Vec<u8>, if_mod_revision: Option<u64> },
+            Delete { key: String, if_mod_revision: Option<u64> },
+            Txn { compare: Vec<()>, success: Vec<()>, failure: Vec<()> },
+            Grant { ttl_ms: u64 },
+            Revoke { lease: LeaseId },
+        }
+    }
+
+    #[test]
+    fn a_grant_logged_before_owners_decodes_as_the_administrators_and_encodes_as_before() {
+        let old = postcard::to_allocvec(&before_owners::Command::Grant { ttl_ms: 5_000 }).unwrap();
+        // Pinned bytes: variant 3, the TTL as a varint.
+        assert_eq!(old, [3, 0x88, 0x27]);
+        let now = Command::Grant { ttl_ms: 5_000, owner: None };
+        assert_eq!(Command::decode(&old), Ok(now.clone()));
+        assert_eq!(now.encode(), old, "a grant without an owner is written as before");
+        let revoke = postcard::to_allocvec(&before_owners::Command::Revoke { lease: LeaseId(4) });
+        assert_eq!(Command::decode(&revoke.unwrap()), Ok(Command::Revoke { lease: LeaseId(4) }));
+        // An owned grant is a variant of its own (the 8th), never read as an
+        // ownerless one.
+        let owned = Command::Grant { ttl_ms: 5_000, owner: Some("app".into()) };
+        let bytes = owned.encode();
+        assert_eq!(bytes, [7, 0x88, 0x27, 3, b'a', b'p', b'p']);
+        assert_eq!(Command::decode(&bytes), Ok(owned));
     }
 }

@@ -85,15 +85,11 @@ pub fn check_caps(candidates: usize, elections: usize) -> Result<(), ElectionErr
 }
 
 /// Checks the caps of a campaign in `name` against `store`, as
-/// [`check_caps`] does, counting no further than the caps (the names are
-/// counted only for a name without candidates).
+/// [`check_caps`] does, in O(1): the store counts candidates and elections
+/// as it applies changes ([`Store::candidates`], [`Store::elections`]), so
+/// nothing is scanned under the replica's lock.
 pub fn check_caps_in(store: &Store, name: &str) -> Result<(), ElectionError> {
-    let candidates = candidate_count(store, name, MAX_CANDIDATES);
-    let elections = match candidates {
-        0 => Names::new(store).take(MAX_ELECTIONS).count(),
-        _ => 0,
-    };
-    check_caps(candidates, elections)
+    check_caps(store.candidates(name), store.elections())
 }
 
 /// The prefix of every candidate key of `name` (ends with `/`, so no name
@@ -362,9 +358,9 @@ pub fn summary(store: &Store, name: &str) -> (Option<Candidate>, usize) {
     (first.and_then(Candidate::from_kv), count)
 }
 
-/// How many candidates `name` has, counting no further than `cap`.
-pub fn candidate_count(store: &Store, name: &str, cap: usize) -> usize {
-    keys_of(store, &prefix(name)).take(cap).count()
+/// How many candidates `name` has, in O(1) ([`Store::candidates`]).
+pub fn candidate_count(store: &Store, name: &str) -> usize {
+    store.candidates(name)
 }
 
 /// The names that have at least one candidate, in order, each visited once
@@ -402,7 +398,7 @@ mod tests {
     use crate::MAX_RANGE;
 
     fn grant(store: &mut Store) -> LeaseId {
-        match store.execute(&Command::Grant { ttl_ms: 1_000 }) {
+        match store.execute(&Command::Grant { ttl_ms: 1_000, owner: None }) {
             Response::Granted { lease, .. } => lease,
             other => panic!("{other:?}"),
         }
@@ -560,8 +556,9 @@ mod tests {
         // The leader leaves: the next in line leads.
         store.execute(&Command::Revoke { lease: c });
         assert_eq!(Standing::read(&store, "db").leader().map(|l| l.session), Some(a));
-        assert_eq!(candidate_count(&store, "db", 10), 2);
-        assert_eq!(candidate_count(&store, "db", 1), 1, "the count stops at the cap");
+        assert_eq!(candidate_count(&store, "db"), 2);
+        assert_eq!(candidate_count(&store, "db-other"), 1);
+        assert_eq!(store.elections(), 2);
         let (leader, count) = summary(&store, "db");
         assert_eq!((leader.map(|l| l.session), count), (Some(a), 2));
         assert_eq!(summary(&store, "none"), (None, 0));

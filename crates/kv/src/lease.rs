@@ -52,6 +52,11 @@ pub struct Lease {
     pub ttl_ms: u64,
     /// The keys attached to it, in order.
     pub keys: BTreeSet<String>,
+    /// Who it belongs to: the name of the API token that granted it, or
+    /// `None` for the administrators (a grant without a token, and every
+    /// lease granted before owners existed). The store only keeps it; the
+    /// server decides who may use the lease (docs/SECURITY.md).
+    pub owner: Option<String>,
 }
 
 /// Why a lease ended.

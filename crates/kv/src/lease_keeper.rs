@@ -231,7 +231,7 @@ mod tests {
     }
 
     fn grant(store: &mut Store, ttl_ms: u64) -> LeaseId {
-        match store.execute(&Command::Grant { ttl_ms }) {
+        match store.execute(&Command::Grant { ttl_ms, owner: None }) {
             Response::Granted { lease, .. } => lease,
             other => panic!("grant refused: {other:?}"),
         }

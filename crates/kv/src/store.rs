@@ -2,10 +2,13 @@
 //! leases keys are attached to, and a bounded history of changes for
 //! watches.
 
-use crate::command::{Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_TXN_OPS};
+use crate::command::{
+    check_owner, Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_TXN_OPS,
+};
+use crate::election::parse_candidate_key;
 use crate::lease::{Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use tenure_replica::{Position, StateMachine};
 
 /// Changes kept for watches; older ones are compacted (a watch that asks for
@@ -245,8 +248,13 @@ struct ImageKey {
 /// ten bytes (lengths and revisions).
 const IMAGE_KEY_OVERHEAD: usize = 50;
 
-/// The format of the [`LeaseImage`].
+/// The format of the [`LeaseImage`]: leases without owners, byte for byte
+/// what was written before owners existed. A store none of whose leases has
+/// an owner still writes it.
 const LEASE_IMAGE_FORMAT: u8 = 1;
+
+/// The format of the [`OwnedLeaseImage`], written once a lease has an owner.
+const OWNED_LEASE_IMAGE_FORMAT: u8 = 2;
 
 /// The leases, after the [`Image`] once a lease was ever granted. A
 /// snapshot without it (taken before leases existed, or by a store that
@@ -269,6 +277,27 @@ struct ImageLease {
     keys: Vec<String>,
 }
 
+/// The leases with their owners: the [`LeaseImage`] with
+/// [`OWNED_LEASE_IMAGE_FORMAT`] and an owner per lease.
+#[derive(Serialize, Deserialize)]
+struct OwnedLeaseImage {
+    /// [`OWNED_LEASE_IMAGE_FORMAT`].
+    format: u8,
+    /// The last lease id granted.
+    last_lease: u64,
+    /// The leases, by id.
+    leases: Vec<OwnedImageLease>,
+}
+
+/// A lease in the [`OwnedLeaseImage`].
+#[derive(Serialize, Deserialize)]
+struct OwnedImageLease {
+    id: LeaseId,
+    ttl_ms: u64,
+    keys: Vec<String>,
+    owner: Option<String>,
+}
+
 /// Versioned key-value metadata with leases, a [`StateMachine`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Store {
@@ -281,6 +310,13 @@ pub struct Store {
     leases: BTreeMap<LeaseId, Lease>,
     /// The last lease id granted (0: none yet); ids are never reused.
     last_lease: u64,
+    /// How many candidate keys (keys [`parse_candidate_key`] reads) each
+    /// election name has, only names with at least one: kept as keys are
+    /// created and removed, so an election's caps are read without
+    /// scanning (a campaign costs the same with 0 or 10,000 elections).
+    /// Derived from `keys`, never written to an image: rebuilt when one is
+    /// restored.
+    candidates: HashMap<String, usize>,
 }
 
 impl Store {
@@ -329,6 +365,18 @@ impl Store {
     /// one after it.
     pub fn last_lease(&self) -> LeaseId {
         LeaseId(self.last_lease)
+    }
+
+    /// How many candidates election `name` has (candidate keys, as
+    /// [`parse_candidate_key`] reads them), in O(1): counted as keys are
+    /// created and removed, not by scanning.
+    pub fn candidates(&self, name: &str) -> usize {
+        self.candidates.get(name).copied().unwrap_or(0)
+    }
+
+    /// How many elections have at least one candidate, in O(1).
+    pub fn elections(&self) -> usize {
+        self.candidates.len()
     }
 
     /// The keys starting with `prefix`, in order, at most `limit` (and
@@ -427,7 +475,7 @@ impl Store {
                 Response::Delete { revision, prev }
             }
             Command::Txn { compare, success, failure } => self.txn(compare, success, failure),
-            Command::Grant { ttl_ms } => self.grant(*ttl_ms),
+            Command::Grant { ttl_ms, owner } => self.grant(*ttl_ms, owner.as_deref()),
             Command::Revoke { lease } => self.end_lease(*lease, LeaseEnd::Revoked),
             Command::Expire { lease } => self.end_lease(*lease, LeaseEnd::Expired),
         }
@@ -505,7 +553,7 @@ impl Store {
         Ok(())
     }
 
-    fn grant(&mut self, ttl_ms: u64) -> Response {
+    fn grant(&mut self, ttl_ms: u64, owner: Option<&str>) -> Response {
         if self.leases.len() >= MAX_LEASES {
             return Response::Refused(Refusal::TooManyLeases);
         }
@@ -514,7 +562,8 @@ impl Store {
         };
         self.last_lease = next;
         let id = LeaseId(next);
-        self.leases.insert(id, Lease { id, ttl_ms, keys: BTreeSet::new() });
+        let owner = owner.map(str::to_string);
+        self.leases.insert(id, Lease { id, ttl_ms, keys: BTreeSet::new(), owner });
         Response::Granted { lease: id, ttl_ms, revision: self.revision }
     }
 
@@ -576,6 +625,9 @@ impl Store {
                 l.keys.insert(key.to_string());
             }
         }
+        if prev.is_none() {
+            self.count_candidate(key, true);
+        }
         let kv = KeyValue {
             key: key.to_string(),
             value: value.to_vec(),
@@ -593,6 +645,7 @@ impl Store {
     fn delete(&mut self, key: &str, revision: u64, kind: ChangeKind) -> Option<KeyValue> {
         let prev = self.keys.remove(key)?;
         self.detach(key, prev.lease);
+        self.count_candidate(key, false);
         let kv = KeyValue { mod_revision: revision, version: 0, ..prev.clone() };
         self.record(Change { revision, kind, kv });
         Some(prev)
@@ -603,6 +656,20 @@ impl Store {
     fn detach(&mut self, key: &str, lease: Option<LeaseId>) {
         if let Some(l) = lease.and_then(|id| self.leases.get_mut(&id)) {
             l.keys.remove(key);
+        }
+    }
+
+    /// Counts a key that was just created (`created`) or removed, if it is
+    /// a candidate key.
+    fn count_candidate(&mut self, key: &str, created: bool) {
+        let Some((name, _)) = parse_candidate_key(key) else { return };
+        if created {
+            *self.candidates.entry(name.to_string()).or_default() += 1;
+        } else if let Some(n) = self.candidates.get_mut(name) {
+            *n -= 1;
+            if *n == 0 {
+                self.candidates.remove(name);
+            }
         }
     }
 
@@ -625,18 +692,31 @@ impl Store {
         let image = ImageRef { revision: self.revision, keys: &self.keys };
         let mut bytes = postcard::to_extend(&image, Vec::with_capacity(size + IMAGE_KEY_OVERHEAD))
             .expect("an image always serializes");
-        if self.last_lease > 0 {
+        let keys = |l: &Lease| l.keys.iter().cloned().collect();
+        if self.leases.values().any(|l| l.owner.is_some()) {
+            let leases = OwnedLeaseImage {
+                format: OWNED_LEASE_IMAGE_FORMAT,
+                last_lease: self.last_lease,
+                leases: self
+                    .leases
+                    .values()
+                    .map(|l| OwnedImageLease {
+                        id: l.id,
+                        ttl_ms: l.ttl_ms,
+                        keys: keys(l),
+                        owner: l.owner.clone(),
+                    })
+                    .collect(),
+            };
+            bytes = postcard::to_extend(&leases, bytes).expect("a lease image always serializes");
+        } else if self.last_lease > 0 {
             let leases = LeaseImage {
                 format: LEASE_IMAGE_FORMAT,
                 last_lease: self.last_lease,
                 leases: self
                     .leases
                     .values()
-                    .map(|l| ImageLease {
-                        id: l.id,
-                        ttl_ms: l.ttl_ms,
-                        keys: l.keys.iter().cloned().collect(),
-                    })
+                    .map(|l| ImageLease { id: l.id, ttl_ms: l.ttl_ms, keys: keys(l) })
                     .collect(),
             };
             bytes = postcard::to_extend(&leases, bytes).expect("a lease image always serializes");
@@ -669,24 +749,51 @@ impl Store {
             compacted: image.revision,
             leases: BTreeMap::new(),
             last_lease: 0,
+            candidates: HashMap::new(),
         };
         if !rest.is_empty() {
             store.restore_leases(rest)?;
         }
+        // The counts are the keys': rebuilt, never read from the image.
+        store.candidates = count_candidates(&store.keys);
         Ok(store)
     }
 
-    /// Reads the [`LeaseImage`] and attaches its keys.
+    /// Reads the [`LeaseImage`] (or [`OwnedLeaseImage`], by its first
+    /// byte, the format) and attaches its keys.
     fn restore_leases(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let image: LeaseImage = match postcard::take_from_bytes(bytes) {
-            Ok((image, [])) => image,
-            Ok((_, rest)) => return Err(format!("{} bytes after the leases", rest.len())),
-            Err(e) => return Err(format!("the leases: {e}")),
-        };
-        if image.format != LEASE_IMAGE_FORMAT {
-            return Err(format!("lease image format {} is not known", image.format));
+        fn whole<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+            match postcard::take_from_bytes(bytes) {
+                Ok((image, [])) => Ok(image),
+                Ok((_, rest)) => Err(format!("{} bytes after the leases", rest.len())),
+                Err(e) => Err(format!("the leases: {e}")),
+            }
         }
-        self.last_lease = image.last_lease;
+        let (last_lease, leases) = match bytes.first() {
+            Some(&OWNED_LEASE_IMAGE_FORMAT) => {
+                let image: OwnedLeaseImage = whole(bytes)?;
+                (image.last_lease, image.leases)
+            }
+            _ => {
+                let image: LeaseImage = whole(bytes)?;
+                if image.format != LEASE_IMAGE_FORMAT {
+                    return Err(format!("lease image format {} is not known", image.format));
+                }
+                let leases = image
+                    .leases
+                    .into_iter()
+                    .map(|l| OwnedImageLease {
+                        id: l.id,
+                        ttl_ms: l.ttl_ms,
+                        keys: l.keys,
+                        owner: None,
+                    })
+                    .collect();
+                (image.last_lease, leases)
+            }
+        };
+        self.last_lease = last_lease;
+        let image = OwnedLeaseImage { format: OWNED_LEASE_IMAGE_FORMAT, last_lease, leases };
         for l in image.leases {
             if l.id.0 == 0 || l.id.0 > image.last_lease {
                 return Err(format!("lease {} is beyond the last granted", l.id));
@@ -702,13 +809,34 @@ impl Store {
                 kv.lease = Some(l.id);
                 attached.insert(key);
             }
-            let lease = Lease { id: l.id, ttl_ms: l.ttl_ms, keys: attached };
+            if l.owner.as_deref().is_some_and(|o| check_owner(o).is_err()) {
+                return Err(format!("lease {} has an invalid owner", l.id));
+            }
+            let lease = Lease { id: l.id, ttl_ms: l.ttl_ms, keys: attached, owner: l.owner };
             if self.leases.insert(l.id, lease).is_some() {
                 return Err(format!("lease {} is in the image twice", l.id));
             }
         }
         Ok(())
     }
+}
+
+/// The candidates of each election among `keys`, counted by a scan of the
+/// elections' prefix (once, when an image is restored).
+fn count_candidates(keys: &BTreeMap<String, KeyValue>) -> HashMap<String, usize> {
+    let prefix = crate::election::ELECTIONS_PREFIX;
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let from = (std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded);
+    let under = keys.range::<str, _>(from).take_while(|(k, _)| k.starts_with(prefix));
+    for (name, _) in under.filter_map(|(k, _)| parse_candidate_key(k)) {
+        match counts.get_mut(name) {
+            Some(n) => *n += 1,
+            None => {
+                counts.insert(name.to_string(), 1);
+            }
+        }
+    }
+    counts
 }
 
 impl StateMachine for Store {
@@ -1000,6 +1128,56 @@ mod tests {
     }
 
     #[test]
+    fn owners_survive_a_snapshot_and_an_image_without_them_is_the_administrators() {
+        let grant = |s: &mut Store, owner: Option<&str>| {
+            let c = Command::Grant { ttl_ms: 1_000, owner: owner.map(str::to_string) };
+            match s.execute(&c) {
+                Response::Granted { lease, .. } => lease,
+                other => panic!("{other:?}"),
+            }
+        };
+        // No owner: the image is the one written before owners existed
+        // (format 1), and it restores with no owner.
+        let mut s = Store::new();
+        let admin = grant(&mut s, None);
+        let old = with_leases(&[], vec![lease(admin.0, &[])], admin.0);
+        assert_eq!(s.snapshot(), old, "format 1, byte for byte");
+        let mut t = Store::new();
+        t.restore(&old).unwrap();
+        assert_eq!(t.lease(admin).unwrap().owner, None);
+        // An owner: format 2, every owner kept.
+        let app = grant(&mut s, Some("app"));
+        s.execute(&Command::Put {
+            key: "k".into(),
+            value: vec![],
+            if_mod_revision: None,
+            lease: Some(app),
+        });
+        let image = s.snapshot();
+        let keys =
+            postcard::to_allocvec(&ImageRef { revision: s.revision, keys: &s.keys }).unwrap();
+        assert_eq!(image[keys.len()], OWNED_LEASE_IMAGE_FORMAT, "after the keys, the format");
+        t.restore(&image).unwrap();
+        assert_eq!(t.snapshot(), image);
+        assert_eq!(t.lease(app).unwrap().owner.as_deref(), Some("app"));
+        assert_eq!(t.lease(admin).unwrap().owner, None);
+        assert_eq!(t.get("k").unwrap().lease, Some(app));
+        // A bad owner in an image is refused.
+        let bad = OwnedLeaseImage {
+            format: OWNED_LEASE_IMAGE_FORMAT,
+            last_lease: 1,
+            leases: vec![OwnedImageLease {
+                id: LeaseId(1),
+                ttl_ms: 1_000,
+                keys: vec![],
+                owner: Some("a\u{7}".into()),
+            }],
+        };
+        let bytes = postcard::to_extend(&bad, Store::new().snapshot()).unwrap();
+        assert!(t.restore(&bytes).unwrap_err().contains("invalid owner"));
+    }
+
+    #[test]
     fn an_inconsistent_lease_image_is_refused_and_changes_nothing() {
         let good = with_leases(&["a", "b"], vec![lease(1, &["a"]), lease(3, &["b"])], 3);
         let mut t = Store::new();
@@ -1022,7 +1200,7 @@ mod tests {
         }
         let mut other_format = with_leases(&[], vec![], 1);
         let at = other_format.len() - 3; // format, last lease, no lease
-        other_format[at] = 2;
-        assert!(t.restore(&other_format).unwrap_err().contains("format 2"));
+        other_format[at] = 3;
+        assert!(t.restore(&other_format).unwrap_err().contains("format 3"));
     }
 }

@@ -163,7 +163,10 @@ struct Seen {
 
 fn grant(store: &mut Store, rng: &mut Pcg64Mcg) {
     let ttl_ms = [500, 1_000, 500 + below(rng, 2_000)][below(rng, 3) as usize];
-    assert!(matches!(store.execute(&Command::Grant { ttl_ms }), Response::Granted { .. }));
+    assert!(matches!(
+        store.execute(&Command::Grant { ttl_ms, owner: None }),
+        Response::Granted { .. }
+    ));
 }
 
 fn some_id(rng: &mut Pcg64Mcg, store: &Store) -> LeaseId {

@@ -55,7 +55,12 @@ fn command(rng: &mut Pcg64Mcg, last: LeaseId) -> Command {
                 1 => MAX_TTL_MS + 1 + below(rng, 1000),
                 _ => MIN_TTL_MS + below(rng, 10_000),
             };
-            Command::Grant { ttl_ms }
+            // Owned or not (the snapshot then has owners, or is the older image).
+            let owner = match below(rng, 3) {
+                0 => None,
+                n => Some(format!("app-{n}")),
+            };
+            Command::Grant { ttl_ms, owner }
         }
         2 => Command::Revoke { lease: lease_id(rng, last) },
         3 => Command::Expire { lease: lease_id(rng, last) },

@@ -9,7 +9,7 @@ use tenure_kv::{
 use tenure_replica::StateMachine;
 
 fn grant(s: &mut Store, ttl_ms: u64) -> LeaseId {
-    match s.execute(&Command::Grant { ttl_ms }) {
+    match s.execute(&Command::Grant { ttl_ms, owner: None }) {
         Response::Granted { lease, ttl_ms: t, .. } if t == ttl_ms => lease,
         other => panic!("a grant, got {other:?}"),
     }
@@ -37,7 +37,7 @@ fn grants_count_ids_up_and_leave_the_revision_alone() {
     s.execute(&put("a", None));
     assert_eq!(s.last_lease(), LeaseId(0));
     assert_eq!(
-        s.execute(&Command::Grant { ttl_ms: 1_000 }),
+        s.execute(&Command::Grant { ttl_ms: 1_000, owner: None }),
         Response::Granted { lease: LeaseId(1), ttl_ms: 1_000, revision: 1 }
     );
     assert_eq!(grant(&mut s, MAX_TTL_MS), LeaseId(2));
@@ -47,7 +47,7 @@ fn grants_count_ids_up_and_leave_the_revision_alone() {
     assert!(s.lease(LeaseId(1)).unwrap().keys.is_empty());
     assert!(s.lease(LeaseId(3)).is_none());
     assert_eq!(
-        s.execute(&Command::Grant { ttl_ms: MIN_TTL_MS - 1 }),
+        s.execute(&Command::Grant { ttl_ms: MIN_TTL_MS - 1, owner: None }),
         Response::Invalid(InvalidCommand::TtlOutOfRange(MIN_TTL_MS - 1))
     );
     assert_eq!(s.leases().len(), 2, "a refused grant makes no lease");
@@ -201,7 +201,7 @@ fn the_lease_count_is_bounded_and_ids_are_never_reused() {
     }
     let before = s.clone();
     assert_eq!(
-        s.execute(&Command::Grant { ttl_ms: 5_000 }),
+        s.execute(&Command::Grant { ttl_ms: 5_000, owner: None }),
         Response::Refused(Refusal::TooManyLeases)
     );
     assert_eq!(s, before);

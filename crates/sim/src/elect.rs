@@ -501,7 +501,9 @@ impl Elections {
         let name = election_name(self.apps[a].name);
         let session = out.session.unwrap_or_default();
         let body = match out.kind {
-            Kind::Grant => RequestBody::Write(Command::Grant { ttl_ms: self.spec.ttl_ms }),
+            Kind::Grant => {
+                RequestBody::Write(Command::Grant { ttl_ms: self.spec.ttl_ms, owner: None })
+            }
             Kind::Campaign => RequestBody::Write(
                 campaign(&name, session, format!("app{a}").as_bytes())
                     .expect("the workload's names and values are valid"),

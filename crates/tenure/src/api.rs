@@ -584,6 +584,11 @@ pub struct SessionInfoBody {
     pub ttl_ms: u64,
     /// The keys attached to it, in order.
     pub keys: Vec<String>,
+    /// The name of the API token it belongs to; null: the administrators'
+    /// (granted without a token). Only its owner or an admin token may
+    /// renew, revoke or use it (docs/SECURITY.md).
+    #[serde(default)]
+    pub owner: Option<String>,
     /// How long it has left before the leader expires it, if the leader
     /// answered (only the leader keeps that time); null otherwise.
     #[serde(default)]

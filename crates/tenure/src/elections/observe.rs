@@ -445,8 +445,8 @@ mod tests {
             let value = format!("v{i}").into_bytes();
             let pick = |rng: &mut Rng, s: &Vec<LeaseId>| s[rng.below(s.len() as u64) as usize];
             let command = match rng.below(8) {
-                _ if sessions.is_empty() => Command::Grant { ttl_ms: 10_000 },
-                0 => Command::Grant { ttl_ms: 10_000 },
+                _ if sessions.is_empty() => Command::Grant { ttl_ms: 10_000, owner: None },
+                0 => Command::Grant { ttl_ms: 10_000, owner: None },
                 1 | 2 => campaign(name, pick(&mut rng, &sessions), &value).unwrap(),
                 3 => {
                     // The leader's proclaim, when there is one.
@@ -513,7 +513,9 @@ mod tests {
     fn a_resumption_needing_changes_no_longer_kept_is_compacted() {
         use tenure_kv::{campaign, proclaim, Command, Response};
         let mut store = Store::default();
-        let grant = |store: &mut Store| match store.execute(&Command::Grant { ttl_ms: 10_000 }) {
+        let grant = |store: &mut Store| match store
+            .execute(&Command::Grant { ttl_ms: 10_000, owner: None })
+        {
             Response::Granted { lease, .. } => lease,
             other => panic!("{other:?}"),
         };
@@ -543,7 +545,7 @@ mod tests {
     }
 
     fn grant(store: &mut Store) -> LeaseId {
-        match store.execute(&tenure_kv::Command::Grant { ttl_ms: 10_000 }) {
+        match store.execute(&tenure_kv::Command::Grant { ttl_ms: 10_000, owner: None }) {
             tenure_kv::Response::Granted { lease, .. } => lease,
             other => panic!("{other:?}"),
         }

@@ -8,6 +8,7 @@
 
 use super::auth::Caller;
 use super::kv::{propose, query_from, read, read_error, unexpected, Consistency};
+use super::owner::{require_owner, Use};
 use super::state::{ApiError, AppState};
 use super::watchers::{StreamLimits, WatchRefusal};
 use crate::api::{
@@ -70,11 +71,13 @@ pub struct ListQuery {
 /// `POST /v1/elections/{name}/campaign`: joins the queue and answers at once.
 pub async fn campaign(
     State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
     name: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CandidacyBody>, ApiError> {
     let name = name_from(name)?;
     let (session, command) = campaign_command(&name, &body_bytes(body)?)?;
+    require_owner(&st, &caller, &[session], Use::Campaign).await?;
     st.kv.read_stale(|s| check_caps_in(s, &name)).0.map_err(|e| refused(&name, &e))?;
     let response = propose(&st, &command).await?.0;
     match campaign_outcome(&response) {
@@ -117,11 +120,13 @@ pub async fn campaign(
 /// `POST /v1/elections/{name}/resign`: the candidacy ends (the next leads).
 pub async fn resign(
     State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
     name: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ResignBody>, ApiError> {
     let name = name_from(name)?;
     let (session, command) = resign_command(&name, &body_bytes(body)?)?;
+    require_owner(&st, &caller, &[session], Use::Resign).await?;
     let response = propose(&st, &command).await?.0;
     match resign_outcome(&response) {
         Ok(revision) => Ok(Json(ResignBody { revision })),
@@ -133,11 +138,13 @@ pub async fn resign(
 /// `POST /v1/elections/{name}/proclaim`: the leader's new value, same token.
 pub async fn proclaim(
     State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
     name: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ProclaimBody>, ApiError> {
     let name = name_from(name)?;
     let (session, value) = proclaim_request(&name, &body_bytes(body)?)?;
+    require_owner(&st, &caller, &[session], Use::Proclaim).await?;
     let place = read(&st, Consistency::Linearizable, |s| Place::read(s, &name, session)).await?;
     let leading = match place {
         Some(s) if s.ahead == 0 => s.own.create_revision,

@@ -6,7 +6,9 @@
 //! peer connection), which answers under R1–R3 of docs/ELECTIONS.md. A
 //! renewal writes nothing to the log.
 
+use super::auth::Caller;
 use super::kv::no_leader_retry;
+use super::owner::{require_owner, Use};
 use super::sessions::{not_found, session_id};
 use super::state::{ApiError, AppState};
 use crate::api::SessionBody;
@@ -14,19 +16,21 @@ use crate::sessions::{self, SessionAnswer, SessionAsk, SessionAskError};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use tenure_kv::LeaseId;
 use tenure_node::replicated::AskError;
 
 /// `POST /v1/sessions/{id}/keepalive`: 200 `{"id","ttl_ms"}` once the
 /// leader renewed it (a full TTL from its answer); 404 when it does not
-/// exist or its expiry is being proposed; 503 with `Retry-After` while no
-/// leader can answer.
+/// exist or its expiry is being proposed; 403 for another token's session;
+/// 503 with `Retry-After` while no leader can answer.
 pub async fn post(
     State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<SessionBody>, ApiError> {
     let lease = session_id(id)?;
+    require_owner(&st, &caller, &[lease], Use::Renew).await?;
     match sessions::ask(&st.kv, SessionAsk::Renew(lease)).await.map_err(ask_error)? {
         SessionAnswer::Renewed { ttl_ms } => Ok(Json(SessionBody { id: lease.0, ttl_ms })),
         other => Err(answer_error(lease, other)),

@@ -28,6 +28,7 @@
 
 use super::auth::Caller;
 use super::keepalive::{answer_error, ask_error};
+use super::owner::{require_owner, Use};
 use super::sessions::session_id;
 use super::state::{ApiError, AppState};
 use super::watch::{acquire_slot, SSE_KEEP_ALIVE};
@@ -98,7 +99,8 @@ fn floor_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Opens the stream: 400 for a bad id, 429/503 when the caller or the
+/// Opens the stream: 400 for a bad id, 403 for another token's session,
+/// 429/503 when the caller or the
 /// server has its share of streams open; then the first renewal decides:
 /// 404 when the session does not exist or expires, 503 while no leader can
 /// answer (nothing streamed).
@@ -109,6 +111,7 @@ pub async fn get(
 ) -> Result<Response, ApiError> {
     let opened = Instant::now();
     let lease = session_id(id)?;
+    require_owner(&st, &caller, &[lease], Use::Renew).await?;
     let slot = acquire_slot(&st, &caller)?;
     let sent = opened.elapsed();
     let ttl_ms = match sessions::ask(&st.kv, SessionAsk::Renew(lease)).await {

@@ -19,7 +19,9 @@
 //! | the command is over the log's size limit | 413 |
 //! | a read found no confirmed read index in time | 504 |
 
+use super::auth::Caller;
 use super::kv_body::{check_key, check_prefix, invalid, txn_body, txn_command};
+use super::owner::{leases_used, require_owner, Use};
 use super::state::{ApiError, AppState};
 use crate::api::{KvBody, KvDeleteBody, KvGetBody, KvListBody, KvPutBody, TxnBody, TxnRequest};
 use crate::elections::{is_reserved, RESERVED_PREFIX};
@@ -27,7 +29,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
 use tenure_kv::{Command, LeaseId, Refusal, Response, Store, TxnOp, MAX_RANGE, MAX_VALUE_BYTES};
@@ -111,9 +113,11 @@ pub async fn get(
 }
 
 /// `PUT /v1/kv/{key}`: sets the key to the body; with `if_mod_revision`,
-/// only if the key's `mod_revision` is that (0: only if absent), else 409.
+/// only if the key's `mod_revision` is that (0: only if absent), else 409;
+/// with `lease`, only to a session of the caller's token (else 403).
 pub async fn put(
     State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
     key: Result<Path<String>, PathRejection>,
     query: Result<Query<PutQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
@@ -128,6 +132,7 @@ pub async fn put(
         lease: q.lease.map(LeaseId),
     };
     refuse_reserved(&command)?;
+    require_owner(&st, &caller, &leases_used(&command), Use::Attach).await?;
     match propose(&st, &command).await? {
         (Response::Put { revision, .. }, fencing_token) => {
             Ok(Json(KvPutBody { revision, fencing_token }))
@@ -179,9 +184,11 @@ pub async fn list(
 }
 
 /// `POST /v1/txn`: comparisons, then the operations of one branch, at one
-/// revision.
+/// revision; puts with a `lease` only to sessions of the caller's token
+/// (else 403).
 pub async fn txn(
     State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<TxnBody>, ApiError> {
     let body = body.map_err(|r| body_error(r, MAX_TXN_BODY_BYTES, "transaction"))?;
@@ -190,6 +197,7 @@ pub async fn txn(
     })?;
     let command = txn_command(request.0)?;
     refuse_reserved(&command)?;
+    require_owner(&st, &caller, &leases_used(&command), Use::Attach).await?;
     match propose(&st, &command).await? {
         (Response::Txn { succeeded, revision, responses }, fencing_token) => {
             Ok(Json(txn_body(succeeded, revision, fencing_token, &responses)))

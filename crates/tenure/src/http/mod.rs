@@ -37,6 +37,7 @@ mod kv_watch;
 pub(crate) mod leader;
 mod limits;
 pub(crate) mod metrics;
+mod owner;
 mod serve;
 mod sessions;
 mod state;

@@ -7,8 +7,10 @@
 //! follower forwards them); the store checks the TTL's range and its limits
 //! and refuses with nothing written (400, 429). Reads are linearizable.
 
+use super::auth::Caller;
 use super::kv::{propose, query_from, read, unexpected, Consistency};
 use super::kv_body::invalid;
+use super::owner::{grant_owner, require_owner, Use};
 use super::state::{ApiError, AppState};
 use crate::api::{
     SessionBody, SessionGrantRequest, SessionInfoBody, SessionListBody, SessionRevokedBody,
@@ -17,7 +19,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use tenure_kv::{Command, Lease, LeaseEnd, LeaseId, Response, Store, MAX_LEASES};
 
@@ -39,13 +41,15 @@ pub struct ListQuery {
     consistency: Consistency,
 }
 
-/// `POST /v1/sessions`: grants a session with the body's TTL.
+/// `POST /v1/sessions`: grants a session with the body's TTL, owned by the
+/// caller's token ([`super::owner`]).
 pub async fn grant(
     State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<SessionBody>, ApiError> {
     let body = body.map_err(|r| ApiError::new(r.status(), r.body_text()))?;
-    let command = grant_command(&body)?;
+    let command = grant_command(&body, grant_owner(&caller))?;
     match propose(&st, &command).await? {
         (Response::Granted { lease, ttl_ms, .. }, _) => {
             Ok(Json(SessionBody { id: lease.0, ttl_ms }))
@@ -57,23 +61,27 @@ pub async fn grant(
 /// A grant body, as `POST /v1/sessions` reads it: the command to propose;
 /// 400 for a body that is not `{"ttl_ms": N}` or a TTL outside
 /// [`tenure_kv::MIN_TTL_MS`]..=[`tenure_kv::MAX_TTL_MS`] (nothing is
-/// granted). Public for the fuzz target.
+/// granted); the session is `owner`'s (a token's name; `None`: the
+/// administrators'). Public for the fuzz target.
 #[doc(hidden)]
-pub fn grant_command(body: &[u8]) -> Result<Command, ApiError> {
+pub fn grant_command(body: &[u8], owner: Option<String>) -> Result<Command, ApiError> {
     let request = Json::<SessionGrantRequest>::from_bytes(body).map_err(|r| {
         ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {GRANT_SHAPE}", r.body_text()))
     })?;
-    let command = Command::Grant { ttl_ms: request.ttl_ms };
+    let command = Command::Grant { ttl_ms: request.ttl_ms, owner };
     command.validate().map_err(|e| invalid(&e))?;
     Ok(command)
 }
 
-/// `DELETE /v1/sessions/{id}`: ends the session and deletes its keys.
+/// `DELETE /v1/sessions/{id}`: ends the session and deletes its keys (its
+/// owner or an admin token only).
 pub async fn revoke(
     State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<SessionRevokedBody>, ApiError> {
     let lease = session_id(id)?;
+    require_owner(&st, &caller, &[lease], Use::Revoke).await?;
     match propose(&st, &Command::Revoke { lease }).await? {
         (Response::LeaseEnded { lease, reason: LeaseEnd::Revoked, revision, deleted }, _) => {
             Ok(Json(SessionRevokedBody { id: lease.0, keys_deleted: deleted, revision }))
@@ -137,6 +145,7 @@ fn info(lease: &Lease) -> SessionInfoBody {
         id: lease.id.0,
         ttl_ms: lease.ttl_ms,
         keys: lease.keys.iter().cloned().collect(),
+        owner: lease.owner.clone(),
         remaining_ms: None,
     }
 }
@@ -190,9 +199,10 @@ mod tests {
             id: LeaseId(3),
             ttl_ms: 1000,
             keys: ["b".to_string(), "a".to_string()].into_iter().collect(),
+            owner: Some("app".into()),
         };
         let body = info(&lease);
         assert_eq!((body.id, body.ttl_ms, body.keys), (3, 1000, vec!["a".into(), "b".into()]));
-        assert_eq!(body.remaining_ms, None);
+        assert_eq!((body.remaining_ms, body.owner.as_deref()), (None, Some("app")));
     }
 }
