@@ -52,7 +52,7 @@ fn main() {
         let store = store_with(elections);
         let started = Instant::now();
         for _ in 0..CHECKS {
-            black_box(check_caps_in(black_box(&store), black_box("a-new-one")).is_ok());
+            black_box(check_caps_in(black_box(&store), black_box("a-new-one"), LeaseId(1)).is_ok());
         }
         let check = per_call(started.elapsed(), CHECKS);
         let started = Instant::now();

@@ -18,8 +18,17 @@ pub const ELECTIONS_PREFIX: &str = "_tenure/elections/";
 /// Longest election name, in bytes (names are ASCII).
 pub const MAX_NAME_BYTES: usize = 128;
 
-/// Most elections with at least one candidate at once.
-pub const MAX_ELECTIONS: usize = 10_000;
+/// Most elections with at least one candidate at once: four times
+/// [`MAX_CANDIDACIES_PER_OWNER`], so that one application at its cap
+/// leaves three quarters of them to the others. An election costs the
+/// store its candidate keys and a counter.
+pub const MAX_ELECTIONS: usize = 4 * MAX_CANDIDACIES_PER_OWNER;
+
+/// Most candidacies (candidate keys, so elections stood in) attached to
+/// the sessions of one owner (an API token) at once. Ten thousand: what
+/// one application standing in an election per shard of a large fleet
+/// needs, and ten sessions' worth of [`crate::MAX_KEYS_PER_LEASE`].
+pub const MAX_CANDIDACIES_PER_OWNER: usize = 10_000;
 
 /// Most candidates of one election.
 pub const MAX_CANDIDATES: usize = 1_000;
@@ -48,6 +57,12 @@ pub enum ElectionError {
     /// [`MAX_ELECTIONS`] elections already, and this name would be a new one.
     #[error("{MAX_ELECTIONS} elections have candidates, the most accepted")]
     TooManyElections,
+    /// The session's owner stands [`MAX_CANDIDACIES_PER_OWNER`] times already.
+    #[error(
+        "the token {0:?} stands in {MAX_CANDIDACIES_PER_OWNER} elections, the most one token \
+         may: resign one first"
+    )]
+    TooManyOwnerCandidacies(String),
 }
 
 /// Checks an election name: 1 to [`MAX_NAME_BYTES`] of `A-Z a-z 0-9 . _ -`.
@@ -84,12 +99,22 @@ pub fn check_caps(candidates: usize, elections: usize) -> Result<(), ElectionErr
     Ok(())
 }
 
-/// Checks the caps of a campaign in `name` against `store`, as
-/// [`check_caps`] does, in O(1): the store counts candidates and elections
-/// as it applies changes ([`Store::candidates`], [`Store::elections`]), so
-/// nothing is scanned under the replica's lock.
-pub fn check_caps_in(store: &Store, name: &str) -> Result<(), ElectionError> {
-    check_caps(store.candidates(name), store.elections())
+/// Checks the caps of a campaign in `name` by `session` against `store`,
+/// as [`check_caps`] does, and the cap of the session's owner
+/// ([`MAX_CANDIDACIES_PER_OWNER`]), in O(1): the store counts candidates,
+/// elections and each owner's candidacies as it applies changes
+/// ([`Store::candidates`], [`Store::elections`],
+/// [`Store::owner_candidacies`]), so nothing is scanned under the
+/// replica's lock. Like [`check_caps`], read before proposing.
+pub fn check_caps_in(store: &Store, name: &str, session: LeaseId) -> Result<(), ElectionError> {
+    check_caps(store.candidates(name), store.elections())?;
+    let owner = store.lease(session).and_then(|l| l.owner.as_deref());
+    match owner {
+        Some(owner) if store.owner_candidacies(owner) >= MAX_CANDIDACIES_PER_OWNER => {
+            Err(ElectionError::TooManyOwnerCandidacies(owner.to_string()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The prefix of every candidate key of `name` (ends with `/`, so no name
@@ -588,10 +613,11 @@ mod tests {
         let mut store = Store::new();
         let sessions: Vec<LeaseId> = (0..MAX_CANDIDATES).map(|_| grant(&mut store)).collect();
         for (i, &session) in sessions.iter().enumerate() {
-            assert_eq!(check_caps_in(&store, "db"), Ok(()), "candidate {i}");
+            assert_eq!(check_caps_in(&store, "db", session), Ok(()), "candidate {i}");
             store.execute(&campaign("db", session, b"").unwrap());
         }
-        assert_eq!(check_caps_in(&store, "db"), Err(ElectionError::TooManyCandidates));
+        let s0 = sessions[0];
+        assert_eq!(check_caps_in(&store, "db", s0), Err(ElectionError::TooManyCandidates));
         // Names: each session campaigns in up to its key limit.
         let per_session = crate::MAX_KEYS_PER_LEASE - 1;
         for i in 0..MAX_ELECTIONS - 1 {
@@ -600,7 +626,52 @@ mod tests {
             assert!(campaign_outcome(&done).is_ok(), "{done:?}");
         }
         assert_eq!(Names::new(&store).count(), MAX_ELECTIONS, "db and the others");
-        assert_eq!(check_caps_in(&store, "new"), Err(ElectionError::TooManyElections));
-        assert_eq!(check_caps_in(&store, "n7"), Ok(()), "an election that exists takes more");
+        assert_eq!(check_caps_in(&store, "new", s0), Err(ElectionError::TooManyElections));
+        assert_eq!(check_caps_in(&store, "n7", s0), Ok(()), "an election that exists takes more");
+    }
+
+    fn grant_for(store: &mut Store, owner: &str) -> Response {
+        store.execute(&Command::Grant { ttl_ms: 1_000, owner: Some(owner.into()) })
+    }
+
+    #[test]
+    fn one_owner_takes_at_most_its_share_of_sessions_and_candidacies() {
+        let mut store = Store::new();
+        let mut app = Vec::new();
+        for _ in 0..crate::MAX_LEASES_PER_OWNER {
+            match grant_for(&mut store, "app") {
+                Response::Granted { lease, .. } => app.push(lease),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(
+            grant_for(&mut store, "app"),
+            Response::Refused(Refusal::TooManyOwnerLeases("app".into()))
+        );
+        let other = match grant_for(&mut store, "other") {
+            Response::Granted { lease, .. } => lease,
+            refused => panic!("another token is not locked out: {refused:?}"),
+        };
+        // The app's sessions stand in new elections up to its cap, ...
+        let per_session = crate::MAX_KEYS_PER_LEASE;
+        for i in 0..crate::MAX_CANDIDACIES_PER_OWNER {
+            let session = app[i / per_session];
+            assert_eq!(check_caps_in(&store, &format!("e{i}"), session), Ok(()), "{i}");
+            let done = store.execute(&campaign(&format!("e{i}"), session, b"").unwrap());
+            assert!(campaign_outcome(&done).is_ok(), "{done:?}");
+        }
+        assert_eq!(store.owner_candidacies("app"), crate::MAX_CANDIDACIES_PER_OWNER);
+        let next = app[crate::MAX_CANDIDACIES_PER_OWNER / per_session + 1];
+        assert_eq!(
+            check_caps_in(&store, "e-more", next),
+            Err(ElectionError::TooManyOwnerCandidacies("app".into()))
+        );
+        // ... and the other token still campaigns.
+        assert_eq!(check_caps_in(&store, "e-more", other), Ok(()));
+        // Revoking one of the app's sessions gives back its candidacies.
+        store.execute(&Command::Revoke { lease: app[0] });
+        assert_eq!(store.owner_candidacies("app"), crate::MAX_CANDIDACIES_PER_OWNER - per_session);
+        assert_eq!(store.owner_leases("app"), crate::MAX_LEASES_PER_OWNER - 1);
+        assert_eq!(check_caps_in(&store, "e-more", next), Ok(()));
     }
 }

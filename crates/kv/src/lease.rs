@@ -25,6 +25,12 @@ pub const MAX_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 /// bytes plus its keys, and the leader one timer.
 pub const MAX_LEASES: usize = 10_000;
 
+/// Most leases one owner (an API token) holds at once: a quarter of
+/// [`MAX_LEASES`], so that one application, or a leaked token, leaves at
+/// least three quarters of the sessions to the others. Leases without an
+/// owner (the administrators') are counted only in [`MAX_LEASES`].
+pub const MAX_LEASES_PER_OWNER: usize = MAX_LEASES / 4;
+
 /// Most keys attached to one lease. Revoking or expiring a lease deletes
 /// them all at one revision: at most this many changes in one entry's
 /// apply, a tenth of the watch history ([`crate::MAX_HISTORY`]).
@@ -88,6 +94,12 @@ pub enum Refusal {
     /// A grant while [`MAX_LEASES`] leases exist.
     #[error("the store holds {MAX_LEASES} leases, the most it accepts: revoke one first")]
     TooManyLeases,
+    /// A grant for an owner that holds [`MAX_LEASES_PER_OWNER`] leases.
+    #[error(
+        "the token {0:?} holds {MAX_LEASES_PER_OWNER} sessions, the most one token may: \
+         revoke one first"
+    )]
+    TooManyOwnerLeases(String),
     /// Attaching would put more than [`MAX_KEYS_PER_LEASE`] keys on a lease.
     #[error("lease {lease} would hold {keys} keys; at most {MAX_KEYS_PER_LEASE} are accepted")]
     TooManyKeys {

@@ -38,10 +38,12 @@ pub use election::{
     campaign, campaign_outcome, candidate_count, candidate_key, check_caps, check_caps_in,
     parse_candidate_key, prefix, proclaim, proclaim_outcome, resign, resign_outcome, summary,
     validate_name, validate_value, Candidate, ElectionError, Names, Outcome, Place, Standing,
-    ELECTIONS_PREFIX, MAX_CANDIDATES, MAX_ELECTIONS, MAX_NAME_BYTES, MAX_VALUE,
+    ELECTIONS_PREFIX, MAX_CANDIDACIES_PER_OWNER, MAX_CANDIDATES, MAX_ELECTIONS, MAX_NAME_BYTES,
+    MAX_VALUE,
 };
 pub use lease::{
-    Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_TTL_MS, MIN_TTL_MS,
+    Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_LEASES_PER_OWNER,
+    MAX_TTL_MS, MIN_TTL_MS,
 };
 pub use lease_clock::{
     LeaseClock, RenewError, TrackError, EXPIRY_RETRY_DELAY, MAX_EXPIRIES_PER_CALL,

@@ -6,7 +6,9 @@ use crate::command::{
     check_owner, Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_TXN_OPS,
 };
 use crate::election::parse_candidate_key;
-use crate::lease::{Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES};
+use crate::lease::{
+    Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_LEASES_PER_OWNER,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use tenure_replica::{Position, StateMachine};
@@ -317,6 +319,18 @@ pub struct Store {
     /// Derived from `keys`, never written to an image: rebuilt when one is
     /// restored.
     candidates: HashMap<String, usize>,
+    /// Per owner, how many leases it holds and how many candidate keys are
+    /// attached to them (only owners with a lease): kept on apply, so the
+    /// per-token caps are read in O(1). Derived from `leases`, rebuilt when
+    /// an image is restored.
+    owners: HashMap<String, OwnerCounts>,
+}
+
+/// What one owner holds: [`Store::owner_leases`], [`Store::owner_candidacies`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct OwnerCounts {
+    leases: usize,
+    candidacies: usize,
 }
 
 impl Store {
@@ -377,6 +391,17 @@ impl Store {
     /// How many elections have at least one candidate, in O(1).
     pub fn elections(&self) -> usize {
         self.candidates.len()
+    }
+
+    /// How many leases `owner` holds, in O(1).
+    pub fn owner_leases(&self, owner: &str) -> usize {
+        self.owners.get(owner).map_or(0, |c| c.leases)
+    }
+
+    /// How many candidate keys are attached to `owner`'s leases (its
+    /// candidacies, in as many elections at most), in O(1).
+    pub fn owner_candidacies(&self, owner: &str) -> usize {
+        self.owners.get(owner).map_or(0, |c| c.candidacies)
     }
 
     /// The keys starting with `prefix`, in order, at most `limit` (and
@@ -557,12 +582,20 @@ impl Store {
         if self.leases.len() >= MAX_LEASES {
             return Response::Refused(Refusal::TooManyLeases);
         }
+        if let Some(owner) = owner {
+            if self.owner_leases(owner) >= MAX_LEASES_PER_OWNER {
+                return Response::Refused(Refusal::TooManyOwnerLeases(owner.to_string()));
+            }
+        }
         let Some(next) = self.last_lease.checked_add(1) else {
             return Response::Refused(Refusal::LeaseIdsExhausted);
         };
         self.last_lease = next;
         let id = LeaseId(next);
         let owner = owner.map(str::to_string);
+        if let Some(owner) = &owner {
+            self.owners.entry(owner.clone()).or_default().leases += 1;
+        }
         self.leases.insert(id, Lease { id, ttl_ms, keys: BTreeSet::new(), owner });
         Response::Granted { lease: id, ttl_ms, revision: self.revision }
     }
@@ -573,6 +606,17 @@ impl Store {
         let Some(lease) = self.leases.remove(&id) else {
             return Response::Refused(Refusal::LeaseNotFound(id));
         };
+        if let Some(owner) = &lease.owner {
+            let candidacies = lease.keys.iter().filter(|k| parse_candidate_key(k).is_some());
+            let candidacies = candidacies.count();
+            if let Some(counts) = self.owners.get_mut(owner) {
+                counts.leases -= 1;
+                counts.candidacies -= candidacies;
+                if counts.leases == 0 {
+                    self.owners.remove(owner);
+                }
+            }
+        }
         let deleted = lease.keys.len();
         if deleted > 0 {
             let revision = self.revision + 1;
@@ -623,6 +667,13 @@ impl Store {
             self.detach(key, old_lease);
             if let Some(l) = lease.and_then(|id| self.leases.get_mut(&id)) {
                 l.keys.insert(key.to_string());
+                if let Some(owner) = &l.owner {
+                    if parse_candidate_key(key).is_some() {
+                        if let Some(counts) = self.owners.get_mut(owner) {
+                            counts.candidacies += 1;
+                        }
+                    }
+                }
             }
         }
         if prev.is_none() {
@@ -655,7 +706,11 @@ impl Store {
     /// gone).
     fn detach(&mut self, key: &str, lease: Option<LeaseId>) {
         if let Some(l) = lease.and_then(|id| self.leases.get_mut(&id)) {
-            l.keys.remove(key);
+            if l.keys.remove(key) && parse_candidate_key(key).is_some() {
+                if let Some(counts) = l.owner.as_ref().and_then(|o| self.owners.get_mut(o)) {
+                    counts.candidacies -= 1;
+                }
+            }
         }
     }
 
@@ -750,12 +805,15 @@ impl Store {
             leases: BTreeMap::new(),
             last_lease: 0,
             candidates: HashMap::new(),
+            owners: HashMap::new(),
         };
         if !rest.is_empty() {
             store.restore_leases(rest)?;
         }
-        // The counts are the keys': rebuilt, never read from the image.
+        // The counts are the keys' and the leases': rebuilt, never read
+        // from the image.
         store.candidates = count_candidates(&store.keys);
+        store.owners = count_owners(&store.leases);
         Ok(store)
     }
 
@@ -819,6 +877,19 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// What each owner holds among `leases`, counted by a scan (once, when an
+/// image is restored).
+fn count_owners(leases: &BTreeMap<LeaseId, Lease>) -> HashMap<String, OwnerCounts> {
+    let mut counts: HashMap<String, OwnerCounts> = HashMap::new();
+    for lease in leases.values() {
+        let Some(owner) = &lease.owner else { continue };
+        let c = counts.entry(owner.clone()).or_default();
+        c.leases += 1;
+        c.candidacies += lease.keys.iter().filter(|k| parse_candidate_key(k).is_some()).count();
+    }
+    counts
 }
 
 /// The candidates of each election among `keys`, counted by a scan of the

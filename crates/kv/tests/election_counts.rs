@@ -1,8 +1,9 @@
 //! Randomized runs (seeded, reproducible) of campaigns, resigns, proclaims,
 //! raw writes under the elections' prefix, revokes, expiries and snapshot
 //! restores: after every step the store's election counts
-//! ([`Store::candidates`], [`Store::elections`], what the caps read) equal
-//! a full recount of its keys, in the store that ran the commands and in
+//! ([`Store::candidates`], [`Store::elections`], and each owner's
+//! [`Store::owner_leases`] and [`Store::owner_candidacies`]: what the caps
+//! read) equal a full recount of its keys and leases, in the store that ran the commands and in
 //! one restored from its snapshot along the way.
 
 use rand_core::{RngCore, SeedableRng};
@@ -17,6 +18,8 @@ use tenure_replica::StateMachine;
 const SEEDS: u64 = 200;
 const STEPS: usize = 400;
 const NAMES: [&str; 5] = ["a", "db", "db-x", "db0", "e.1"];
+/// The owners grants are made for (`None`: the administrators).
+const OWNERS: [Option<&str>; 3] = [Some("app"), Some("other"), None];
 
 fn below(rng: &mut Pcg64Mcg, n: u64) -> u64 {
     rng.next_u64() % n
@@ -51,7 +54,10 @@ fn maybe_lease(rng: &mut Pcg64Mcg, store: &Store) -> Option<LeaseId> {
 fn command(rng: &mut Pcg64Mcg, store: &Store) -> Command {
     let name = pick(rng, &NAMES);
     match below(rng, 12) {
-        0 | 1 => Command::Grant { ttl_ms: 1_000, owner: None },
+        0 | 1 => {
+            let owner = OWNERS[below(rng, OWNERS.len() as u64) as usize];
+            Command::Grant { ttl_ms: 1_000, owner: owner.map(str::to_string) }
+        }
         2 | 3 => campaign(name, session(rng, store), b"v").expect("a valid campaign"),
         4 => resign(name, session(rng, store)),
         5 => {
@@ -110,6 +116,23 @@ fn assert_counts(store: &Store, context: &str) {
     assert_eq!(store.candidates("nobody"), 0, "{context}");
     // The listing names exactly the counted elections.
     assert_eq!(Names::new(store).collect::<Vec<_>>().len(), counts.len(), "{context}: names");
+    // Each owner's leases and the candidate keys attached to them.
+    let mut owners: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for lease in store.leases() {
+        let Some(owner) = lease.owner.as_deref() else { continue };
+        let held = owners.entry(owner).or_default();
+        held.0 += 1;
+        held.1 += lease.keys.iter().filter(|k| parse_candidate_key(k).is_some()).count();
+    }
+    for owner in OWNERS.into_iter().flatten().chain(["nobody"]) {
+        let (leases, candidacies) = owners.get(owner).copied().unwrap_or_default();
+        assert_eq!(store.owner_leases(owner), leases, "{context}: leases of {owner:?}");
+        assert_eq!(
+            store.owner_candidacies(owner),
+            candidacies,
+            "{context}: candidacies of {owner:?}"
+        );
+    }
 }
 
 fn restored(store: &Store) -> Store {
@@ -123,6 +146,7 @@ fn election_counts_equal_a_recount_after_every_step_and_restore() {
     let mut campaigns = 0;
     let mut ended_with_keys = 0;
     let mut peak = 0;
+    let mut owned_candidacies = 0;
     for seed in 0..SEEDS {
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
         let mut store = Store::new();
@@ -144,6 +168,7 @@ fn election_counts_equal_a_recount_after_every_step_and_restore() {
             let context = format!("seed {seed} step {step} after {c:?}");
             assert_counts(&store, &context);
             peak = peak.max(store.elections());
+            owned_candidacies = owned_candidacies.max(store.owner_candidacies("app"));
             if let Some(copy) = copy.as_ref() {
                 assert_counts(copy, &format!("restored copy, {context}"));
             }
@@ -153,7 +178,12 @@ fn election_counts_equal_a_recount_after_every_step_and_restore() {
                 assert_eq!(t.elections(), store.elections(), "{context}");
                 // The caps read the same in the restored store.
                 for name in NAMES {
-                    assert_eq!(check_caps_in(&t, name), check_caps_in(&store, name), "{context}");
+                    let s = session(&mut rng, &store);
+                    assert_eq!(
+                        check_caps_in(&t, name, s),
+                        check_caps_in(&store, name, s),
+                        "{context}"
+                    );
                 }
                 if below(&mut rng, 2) == 0 {
                     store = t;
@@ -168,4 +198,5 @@ fn election_counts_equal_a_recount_after_every_step_and_restore() {
     assert!(campaigns > 1_000, "{campaigns} successful transactions");
     assert!(ended_with_keys > 100, "{ended_with_keys} sessions ended with keys");
     assert_eq!(peak, NAMES.len(), "every name had candidates at some point");
+    assert!(owned_candidacies > 1, "an owner stood in several elections at once");
 }
