@@ -2,6 +2,7 @@
 //! carries out its outputs (persist, then send, then publish events).
 
 use crate::error::TransferError;
+use crate::metrics::LAG_WINDOW;
 use crate::shared::{Command, Elector, Shared};
 use crate::spy::{DeathNotice, NoticeError, NoticeOutcome, Spy};
 use crate::status::LeadershipEvent;
@@ -26,6 +27,11 @@ pub const PERSIST_RETRY_MAX: Duration = Duration::from_secs(1);
 /// How long a graceful shutdown waits for its last messages (the Resign) to be
 /// written to connected peers.
 pub const SHUTDOWN_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A timer wake later than this is logged (at most once per
+/// [`crate::metrics::LAG_WINDOW`]): a quarter of the shortest election
+/// timeouts, far above what a driver on threads of its own sees.
+pub const LAG_WARNING: Duration = Duration::from_millis(250);
 
 /// What woke the driver up.
 enum Wake {
@@ -68,6 +74,8 @@ pub struct Driver {
     /// Writes of the state file's second copy still running; each holds the
     /// data directory (and so its lock) until it ends.
     mirrors: JoinSet<()>,
+    /// When a late wake was last logged.
+    lag_warned: Option<tenure_core::Instant>,
 }
 
 impl Driver {
@@ -91,6 +99,7 @@ impl Driver {
             led_term: None,
             retry: None,
             mirrors: JoinSet::new(),
+            lag_warned: None,
         }
     }
 
@@ -123,7 +132,10 @@ impl Driver {
                 Wake::Message(from, msg) => {
                     self.input(|core, now| core.handle_message(now, from, msg)).await
                 }
-                Wake::Timer => self.input(|core, now| core.handle_timeout(now)).await,
+                Wake::Timer => {
+                    self.record_lag(deadline);
+                    self.input(|core, now| core.handle_timeout(now)).await
+                }
                 Wake::RetryPersist => self.retry_persist().await,
             }
         }
@@ -393,6 +405,25 @@ impl Driver {
             *cur = now;
             changed
         });
+    }
+}
+
+impl Driver {
+    /// Records how late the driver woke for the core's `deadline`, and
+    /// warns when it was later than [`LAG_WARNING`].
+    fn record_lag(&mut self, deadline: tenure_core::Instant) {
+        let now = self.shared.clock.now();
+        let late = now.saturating_since(deadline);
+        lock(&self.shared.lag).record(now, late);
+        let quiet = self.lag_warned.is_some_and(|at| now.saturating_since(at) < LAG_WINDOW);
+        if late > LAG_WARNING && !quiet {
+            self.lag_warned = Some(now);
+            warn!(
+                node = %self.shared.config.id,
+                late_ms = late.as_millis(),
+                "the election driver woke late for its timer: something starves its threads"
+            );
+        }
     }
 }
 

@@ -169,7 +169,7 @@ pub use node::{reset_state, start, start_with_listener, Node, NodeHandle};
 pub use ratelog::RateLimitedLog;
 pub use replicated::{start_replicated, Committed, ReadFailure, Replicated, WriteError};
 pub use spy::{NoticeError, NoticeOutcome};
-pub use status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
+pub use status::{DriverLagStats, Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
 pub use storage::ResetOutcome;
 pub use tenure_core::{FencingToken, Lsn, NodeId, ProtocolKind, Role, Term};
 pub use tls::{Security, TlsFiles};

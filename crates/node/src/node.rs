@@ -4,10 +4,12 @@ use crate::clock::Clock;
 use crate::config::NodeConfig;
 use crate::driver::Driver;
 use crate::error::{StartError, TransferError};
-use crate::metrics::LeaderTracker;
+use crate::metrics::{DriverLag, LeaderTracker};
 use crate::shared::{leadership_of, Command, Elector, Shared};
 use crate::spy::{NoticeError, NoticeOutcome};
-use crate::status::{Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
+use crate::status::{
+    DriverLagStats, Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo,
+};
 use crate::storage::{DataDir, Identity, ResetOutcome};
 use crate::sync::lock;
 use crate::timeline::{link_view, unix_ms, LeaderChange, Timeline};
@@ -185,6 +187,7 @@ async fn start_valid(
         incarnation,
         core: Mutex::new(core),
         tracker: Mutex::new(LeaderTracker::default()),
+        lag: Mutex::new(DriverLag::default()),
         timeline: Mutex::new(Timeline::new(config.id, config.election_timeout)),
         net,
         clock,
@@ -419,7 +422,17 @@ impl NodeHandle {
             (t.changes, t.failovers_ms())
         };
         let net = &self.shared.net;
+        let lag = {
+            let lag = lock(&self.shared.lag);
+            DriverLagStats {
+                max_ms: lag.max().as_secs_f64() * 1e3,
+                recent_max_ms: lag.recent_max(self.shared.clock.now()).as_secs_f64() * 1e3,
+                wakes: lag.wakes(),
+                late_wakes: lag.late_wakes(),
+            }
+        };
         NodeMetrics {
+            driver_lag: lag,
             counters,
             leader_changes,
             failover_durations_ms,

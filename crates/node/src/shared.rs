@@ -5,7 +5,7 @@
 use crate::clock::Clock;
 use crate::config::NodeConfig;
 use crate::error::TransferError;
-use crate::metrics::LeaderTracker;
+use crate::metrics::{DriverLag, LeaderTracker};
 use crate::spy::{NoticeError, NoticeOutcome};
 use crate::status::{Leadership, LeadershipEvent};
 use crate::sync::lock;
@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     pub(crate) core: Mutex<Elector>,
     pub(crate) net: Arc<Net>,
     pub(crate) tracker: Mutex<LeaderTracker>,
+    /// How late the driver wakes for the core's deadlines.
+    pub(crate) lag: Mutex<DriverLag>,
     /// The leadership changes and their causes (`NodeHandle::timeline`).
     pub(crate) timeline: Mutex<Timeline>,
     pub(crate) leadership: watch::Sender<Leadership>,

@@ -127,4 +127,22 @@ pub struct NodeMetrics {
     /// Frames or handshakes refused: malformed, oversized, wrong cluster, unknown
     /// or own node id, unsupported version.
     pub frames_rejected: u64,
+    /// How late the election driver woke for its timer.
+    pub driver_lag: DriverLagStats,
+}
+
+/// How late the election driver woke for the election core's deadlines
+/// (see [`crate::metrics::DriverLag`]): the measure of whether other work
+/// starves it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DriverLagStats {
+    /// The largest lateness since the node started, in milliseconds.
+    pub max_ms: f64,
+    /// The largest in the last 10 to 20 s ([`crate::metrics::LAG_WINDOW`]).
+    pub recent_max_ms: f64,
+    /// Timer wakes recorded.
+    pub wakes: u64,
+    /// `(threshold_ms, wakes later than it)` for each of
+    /// [`crate::metrics::LAG_THRESHOLDS_MS`].
+    pub late_wakes: Vec<(u64, u64)>,
 }

@@ -381,6 +381,31 @@ fn register_transport(r: &mut Registry, m: &NodeMetrics) {
         }
     }
     r.register("peer_rtt_seconds", "Smoothed round-trip time to each peer", rtt);
+    let lag = &m.driver_lag;
+    r.register(
+        "driver_lag_max_seconds",
+        "Latest the election driver woke for a deadline of its core, since the node started",
+        ConstGauge::new(lag.max_ms / 1000.0),
+    );
+    r.register(
+        "driver_lag_recent_max_seconds",
+        "Latest the election driver woke for a deadline of its core in the last 10 to 20 s",
+        ConstGauge::new(lag.recent_max_ms / 1000.0),
+    );
+    r.register(
+        "driver_timer_wakes",
+        "Times the election driver woke for a deadline of its core",
+        ConstCounter::new(lag.wakes),
+    );
+    let late = Family::<Vec<(String, String)>, Counter>::default();
+    for (over_ms, count) in &lag.late_wakes {
+        late.get_or_create(&vec![("over_ms".to_string(), over_ms.to_string())]).inc_by(*count);
+    }
+    r.register(
+        "driver_late_wakes",
+        "Timer wakes of the election driver later than over_ms after their deadline",
+        late,
+    );
 }
 
 /// The replicated log: its indexes, the store's revision, the followers'

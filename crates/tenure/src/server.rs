@@ -54,6 +54,9 @@ pub enum ServerError {
     /// The HTTP listener could not be handed to the async runtime.
     #[error("the HTTP listener cannot be used")]
     HttpListener(#[source] std::io::Error),
+    /// The node's own threads could not be started.
+    #[error("cannot start the node's threads")]
+    NodeRuntime(#[source] std::io::Error),
     /// The node did not start (invalid configuration, data directory, state file).
     #[error("node {id} cannot start")]
     Node {
@@ -93,9 +96,13 @@ pub async fn run(
         ),
         Security::InsecureNoTls => None,
     };
-    let (node, kv) = tenure_node::start_replicated::<Store>(node_config, Some(peer_listener))
-        .await
-        .map_err(|source| ServerError::Node { id, source })?;
+    let node_runtime = NodeRuntime::new().map_err(ServerError::NodeRuntime)?;
+    let started = node_runtime
+        .spawn(tenure_node::start_replicated::<Store>(node_config, Some(peer_listener)));
+    let (node, kv) = match started.await {
+        Ok(started) => started.map_err(|source| ServerError::Node { id, source })?,
+        Err(e) => return Err(ServerError::NodeRuntime(std::io::Error::other(e.to_string()))),
+    };
     let handle = node.handle();
     // HTTPS with the node's own certificate; plain HTTP only in the insecure mode.
     let tls = node.tls().map(|t| TlsAcceptor::from(t.https_server_config()));
@@ -172,6 +179,52 @@ pub(crate) fn log_api_access(api: &ApiAuth) {
         let tokens =
             api.tokens().iter().map(|t| format!("{} ({})", t.name(), t.role())).collect::<Vec<_>>();
         info!(tokens = %tokens.join(", "), probes, "HTTP API tokens loaded");
+    }
+}
+
+/// Worker threads of the node's own runtime: the election driver, the peer
+/// transport and the replicated log's task. Two, so that a log task busy
+/// applying or a peer's TLS handshake never holds the driver up.
+pub const NODE_WORKER_THREADS: usize = 2;
+
+/// The node's own tokio runtime. The election driver must wake on time
+/// (heartbeats, acknowledgements, persisting a vote) whatever the API's
+/// clients ask: on the API's runtime, one slow handler holding a worker
+/// thread delayed it past an election timeout. Here no request handler
+/// ever runs on its threads; the kernel shares the cores between them and
+/// the API's threads. Dropped by shutting down in the background, which is
+/// allowed inside the API's runtime (a plain drop there panics).
+struct NodeRuntime {
+    handle: tokio::runtime::Handle,
+    /// Taken only on drop.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl NodeRuntime {
+    fn new() -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(NODE_WORKER_THREADS)
+            .thread_name("tenure-node")
+            .enable_all()
+            .build()?;
+        Ok(NodeRuntime { handle: runtime.handle().clone(), runtime: Some(runtime) })
+    }
+
+    /// Runs `task` on the node's threads; everything it spawns stays there.
+    fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(task)
+    }
+}
+
+impl Drop for NodeRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
