@@ -10,7 +10,7 @@ use super::auth::Caller;
 use super::kv::{propose, query_from, read, read_error, unexpected, Consistency};
 use super::owner::{require_owner, Use};
 use super::state::{ApiError, AppState};
-use super::watchers::{StreamLimits, WatchRefusal};
+use super::watch::stream_slot;
 use crate::api::{
     CampaignRequest, CandidacyBody, ElectionBody, ElectionCandidateBody, ElectionLeaderBody,
     ElectionListBody, ElectionSummaryBody, ProclaimBody, ProclaimRequest, ResignBody,
@@ -78,7 +78,7 @@ pub async fn campaign(
     let name = name_from(name)?;
     let (session, command) = campaign_command(&name, &body_bytes(body)?)?;
     require_owner(&st, &caller, &[session], Use::Campaign).await?;
-    st.kv.read_stale(|s| check_caps_in(s, &name)).0.map_err(|e| refused(&name, &e))?;
+    st.kv.read_stale(|s| check_caps_in(s, &name, session)).0.map_err(|e| refused(&name, &e))?;
     let response = propose(&st, &command).await?.0;
     match campaign_outcome(&response) {
         Ok(revision) => {
@@ -258,10 +258,7 @@ pub async fn wait(
         }
     };
     let deadline = tokio::time::Instant::now() + timeout;
-    let _slot = st.waiters.acquire(caller.addr, caller.token.as_ref()).map_err(|r| {
-        st.rejections.record(waiter_reason(&r), caller.addr);
-        waiter_refused(&r, st.waiters.limits())
-    })?;
+    let _slot = stream_slot(&st.waiters, &st.rejections, &caller)?;
     let _counted = st.metrics.election_waiter();
     // At least as fresh as the call; then this node's state, which only moves on.
     st.kv.read_index().await.map_err(|e| read_error(&e))?;
@@ -377,9 +374,9 @@ pub fn proclaim_request(name: &str, body: &[u8]) -> Result<(LeaseId, Vec<u8>), A
 /// written.
 fn refused(name: &str, e: &ElectionError) -> ApiError {
     let status = match e {
-        ElectionError::TooManyCandidates | ElectionError::TooManyElections => {
-            StatusCode::TOO_MANY_REQUESTS
-        }
+        ElectionError::TooManyCandidates
+        | ElectionError::TooManyElections
+        | ElectionError::TooManyOwnerCandidacies(_) => StatusCode::TOO_MANY_REQUESTS,
         ElectionError::NameLength(_)
         | ElectionError::NameCharacter(_)
         | ElectionError::ValueTooLarge(_) => StatusCode::BAD_REQUEST,
@@ -406,32 +403,6 @@ fn not_leading(name: &str, session: LeaseId, ahead: Option<usize>) -> ApiError {
         StatusCode::CONFLICT,
         format!("session {session} does not lead {name:?} ({why}); nothing was written"),
     )
-}
-
-fn waiter_reason(r: &WatchRefusal) -> &'static str {
-    match r {
-        WatchRefusal::Total => "503 election waits full",
-        WatchRefusal::Address(_) => "429 election waits per address",
-        WatchRefusal::Token(_) => "429 election waits per token",
-    }
-}
-
-fn waiter_refused(r: &WatchRefusal, limits: StreamLimits) -> ApiError {
-    match r {
-        WatchRefusal::Total => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("too many waits (at most {}); try again later", limits.total),
-        )
-        .retry_after(1),
-        WatchRefusal::Address(a) => ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("too many waits from {a} (at most {} per client address)", limits.per_address),
-        ),
-        WatchRefusal::Token(t) => ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("too many waits with the token {t:?} (at most {} per token)", limits.per_token),
-        ),
-    }
 }
 
 #[cfg(test)]

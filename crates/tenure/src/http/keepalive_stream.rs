@@ -31,7 +31,7 @@ use super::keepalive::{answer_error, ask_error};
 use super::owner::{require_owner, Use};
 use super::sessions::session_id;
 use super::state::{ApiError, AppState};
-use super::watch::{acquire_slot, SSE_KEEP_ALIVE};
+use super::watch::{stream_slot, SSE_KEEP_ALIVE};
 use super::watchers::WatchSlot;
 use crate::sessions::{self, SessionAnswer, SessionAsk};
 use axum::extract::rejection::PathRejection;
@@ -112,7 +112,7 @@ pub async fn get(
     let opened = Instant::now();
     let lease = session_id(id)?;
     require_owner(&st, &caller, &[lease], Use::Renew).await?;
-    let slot = acquire_slot(&st, &caller)?;
+    let slot = stream_slot(&st.keepalives, &st.rejections, &caller)?;
     let sent = opened.elapsed();
     let ttl_ms = match sessions::ask(&st.kv, SessionAsk::Renew(lease)).await {
         Ok(SessionAnswer::Renewed { ttl_ms }) => ttl_ms,

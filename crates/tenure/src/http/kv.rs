@@ -337,7 +337,9 @@ pub(crate) fn conflict(mod_revision: u64, revision: u64) -> ApiError {
 pub(crate) fn refused(r: &Refusal) -> ApiError {
     let status = match r {
         Refusal::LeaseNotFound(_) => StatusCode::NOT_FOUND,
-        Refusal::TooManyLeases | Refusal::TooManyKeys { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Refusal::TooManyLeases | Refusal::TooManyOwnerLeases(_) | Refusal::TooManyKeys { .. } => {
+            StatusCode::TOO_MANY_REQUESTS
+        }
         Refusal::LeaseIdsExhausted => StatusCode::CONFLICT,
     };
     ApiError::new(status, format!("{r}; nothing was written"))

@@ -32,6 +32,9 @@ pub struct AppState {
     pub(crate) elections: Hub,
     /// The open election long polls, in all, per address and per token.
     pub(crate) waiters: Watchers,
+    /// The open keepalive streams (`GET /v1/sessions/{id}/keepalive`), apart
+    /// from the watch streams.
+    pub(crate) keepalives: Watchers,
     /// Refused requests (auth, limits), logged as a summary per interval.
     pub(crate) rejections: Arc<RateLimitedLog>,
     /// Becomes true when the server stops, which ends the SSE streams so that
@@ -72,6 +75,7 @@ impl AppState {
         AppState {
             elections: Hub::new(kv.clone(), stopping.clone(), metrics.clone()),
             waiters: Watchers::new(super::watchers::WAITER_LIMITS),
+            keepalives: Watchers::new(super::watchers::KEEPALIVE_STREAM_LIMITS),
             node,
             kv,
             metrics,

@@ -44,24 +44,31 @@ pub(crate) fn leadership_sse(
 
 /// A stream's slot for `caller` (the watch streams of `/v1/watch` and
 /// `/v1/kv-watch` count together), or the refusal: 429 when the caller's
-/// address or token has its share open, 503 when every stream is taken.
+/// address or token has its share open, 503 (with `Retry-After`) when
+/// every stream is taken.
 pub(super) fn acquire_slot(st: &AppState, caller: &Caller) -> Result<WatchSlot, ApiError> {
     stream_slot(&st.watchers, &st.rejections, caller)
 }
 
-/// [`acquire_slot`] from `watchers`, refusals counted in `rejections`.
+/// [`acquire_slot`] from `watchers` (watch streams, election waits,
+/// keepalive streams), refusals counted in `rejections`.
 pub(crate) fn stream_slot(
     watchers: &Watchers,
     rejections: &RateLimitedLog,
     caller: &Caller,
 ) -> Result<WatchSlot, ApiError> {
     watchers.acquire(caller.addr, caller.token.as_ref()).map_err(|refusal| {
-        rejections.record(refusal.reason(), caller.addr);
-        let status = match refusal {
-            WatchRefusal::Total => StatusCode::SERVICE_UNAVAILABLE,
-            WatchRefusal::Address(_) | WatchRefusal::Token(_) => StatusCode::TOO_MANY_REQUESTS,
-        };
-        ApiError::new(status, refusal.message())
+        let limits = watchers.limits();
+        rejections.record(refusal.reason(&limits), caller.addr);
+        match refusal {
+            WatchRefusal::Total => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, refusal.message(&limits))
+                    .retry_after(1)
+            }
+            WatchRefusal::Address(_) | WatchRefusal::Token(_) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, refusal.message(&limits))
+            }
+        }
     })
 }
 

@@ -41,37 +41,40 @@ fn client_key(addr: IpAddr) -> IpAddr {
 /// Why a stream was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchRefusal {
-    /// [`MAX_WATCHERS`] streams are open.
+    /// [`StreamLimits::total`] streams are open.
     Total,
-    /// [`MAX_WATCHERS_PER_ADDRESS`] streams are open from this address.
+    /// [`StreamLimits::per_address`] streams are open from this address.
     Address(IpAddr),
-    /// [`MAX_WATCHERS_PER_TOKEN`] streams are open with this token.
+    /// [`StreamLimits::per_token`] streams are open with this token.
     Token(Arc<str>),
 }
 
 impl WatchRefusal {
     /// The reason under which the refusal is counted in the log.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self, limits: &StreamLimits) -> &'static str {
+        let [total, address, token] = limits.reasons;
         match self {
-            WatchRefusal::Total => "503 watch streams full",
-            WatchRefusal::Address(_) => "429 watch streams per address",
-            WatchRefusal::Token(_) => "429 watch streams per token",
+            WatchRefusal::Total => total,
+            WatchRefusal::Address(_) => address,
+            WatchRefusal::Token(_) => token,
         }
     }
 
     /// The error message.
-    pub fn message(&self) -> String {
+    pub fn message(&self, limits: &StreamLimits) -> String {
+        let what = limits.what;
         match self {
             WatchRefusal::Total => {
-                format!("too many watchers (at most {MAX_WATCHERS}); try again later")
+                format!("too many {what} (at most {}); try again later", limits.total)
             }
             WatchRefusal::Address(addr) => format!(
-                "too many watch streams from {addr} (at most {MAX_WATCHERS_PER_ADDRESS} per \
-                 client address); close one first"
+                "too many {what} from {addr} (at most {} per client address); close one first",
+                limits.per_address
             ),
             WatchRefusal::Token(name) => format!(
-                "too many watch streams with the token {name:?} (at most \
-                 {MAX_WATCHERS_PER_TOKEN} per token); close one first"
+                "too many {what} with the token {name:?} (at most {} per token); close one \
+                 first",
+                limits.per_token
             ),
         }
     }
@@ -87,6 +90,11 @@ pub struct StreamLimits {
     pub per_address: usize,
     /// Most per token.
     pub per_token: usize,
+    /// What they are, in the plural, for messages ("watch streams").
+    pub what: &'static str,
+    /// The reasons refusals are counted under in the log: total, per
+    /// address, per token.
+    pub reasons: [&'static str; 3],
 }
 
 /// The caps of the watch streams.
@@ -94,6 +102,12 @@ pub const WATCH_LIMITS: StreamLimits = StreamLimits {
     total: MAX_WATCHERS,
     per_address: MAX_WATCHERS_PER_ADDRESS,
     per_token: MAX_WATCHERS_PER_TOKEN,
+    what: "watch streams",
+    reasons: [
+        "503 watch streams full",
+        "429 watch streams per address",
+        "429 watch streams per token",
+    ],
 };
 
 /// The caps of the `wait` long polls: each holds a connection, so at most
@@ -103,6 +117,30 @@ pub const WAITER_LIMITS: StreamLimits = StreamLimits {
     total: MAX_CONNECTIONS / 2,
     per_address: MAX_CONNECTIONS / 8,
     per_token: MAX_CONNECTIONS / 4,
+    what: "election waits",
+    reasons: [
+        "503 election waits full",
+        "429 election waits per address",
+        "429 election waits per token",
+    ],
+};
+
+/// The caps of the keepalive streams (`GET /v1/sessions/{id}/keepalive`),
+/// apart from the watch streams so that observers cannot take the streams
+/// that keep sessions alive, nor the reverse. They serve browsers and
+/// shells (the Rust client and `tenure run` renew with `POST`), so a few
+/// dozen: 32 in all, 8 per address and 16 per token. With the watch streams
+/// and the waits they leave 32 of [`MAX_CONNECTIONS`] to other calls.
+pub const KEEPALIVE_STREAM_LIMITS: StreamLimits = StreamLimits {
+    total: 32,
+    per_address: 8,
+    per_token: 16,
+    what: "keepalive streams",
+    reasons: [
+        "503 keepalive streams full",
+        "429 keepalive streams per address",
+        "429 keepalive streams per token",
+    ],
 };
 
 #[derive(Default)]
@@ -266,6 +304,25 @@ mod tests {
         assert!(w.acquire(v4(1), None).is_ok());
         // The watch streams' counts are apart.
         assert!(Watchers::default().acquire(v4(1), None).is_ok());
+    }
+
+    #[test]
+    fn refusals_name_the_kind_of_stream_and_its_limit() {
+        let w = Watchers::new(KEEPALIVE_STREAM_LIMITS);
+        let token: Arc<str> = "app".into();
+        let held: Vec<_> = (0..KEEPALIVE_STREAM_LIMITS.per_token)
+            .map(|i| w.acquire(v4(i as u8), Some(&token)).unwrap())
+            .collect();
+        let refused = w.acquire(v4(200), Some(&token)).err().expect("over the token's share");
+        assert_eq!(refused.reason(&w.limits()), "429 keepalive streams per token");
+        assert_eq!(
+            refused.message(&w.limits()),
+            "too many keepalive streams with the token \"app\" (at most 16 per token); close \
+             one first"
+        );
+        // The watch streams are counted apart.
+        assert!(Watchers::default().acquire(v4(0), Some(&token)).is_ok());
+        drop(held);
     }
 
     #[test]
