@@ -21,12 +21,15 @@ use tenure_core::{Message, NodeId, ProtocolKind};
 use tenure_replica::{Index, Position, ReplicaMessage};
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks (5: the sender's voter set
-/// and API address in [`Frame::Hello`] and [`Frame::HelloAck`]; 4 added the
-/// sender's incarnation; 3 the replicated log's frames). A node of another
-/// version is refused at the handshake, by name: the answer and the log say
-/// "unsupported wire version 4 (this build speaks 5)".
-pub const WIRE_VERSION: u8 = 5;
+/// The wire protocol version this build speaks (6: the replicated log may
+/// carry sessions with owners, and answers the per-owner refusals, which a
+/// build of version 5 cannot decode; 5 added the sender's voter set and API
+/// address in [`Frame::Hello`] and [`Frame::HelloAck`]; 4 the sender's
+/// incarnation; 3 the replicated log's frames). A node of another version
+/// is refused at the handshake, by name: the answer and the log say
+/// "unsupported wire version 5 (this build speaks 6)", so a cluster never
+/// runs builds that would apply its log differently.
+pub const WIRE_VERSION: u8 = 6;
 
 /// The longest API address a handshake may carry ([`Frame::Hello`]'s
 /// `api_address`): a DNS name (at most 253 bytes) and a port.
@@ -285,11 +288,11 @@ mod tests {
     }
 
     /// The handshake's layout: the voter set and the API address follow
-    /// the incarnation, so a version 5 hello is a version 4 hello (version
-    /// byte aside) with them appended; a version 4 hello is refused by its
-    /// version, which the error names.
+    /// the incarnation, so a version 5 or 6 hello is a version 4 hello
+    /// (version byte aside) with them appended; a hello of an older
+    /// version is refused by its version, which the error names.
     #[test]
-    fn the_hello_carries_the_voters_and_version_4_is_refused_by_name() {
+    fn the_hello_carries_the_voters_and_older_versions_are_refused_by_name() {
         let hello = Frame::Hello {
             version: WIRE_VERSION,
             cluster_id: "c".into(),
@@ -300,12 +303,12 @@ mod tests {
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],
             api_address: Some("h:1".into()),
         };
-        // Frame 0 (Hello), version 5, "c", node 2, node 1, raft (0), 300 as a
+        // Frame 0 (Hello), version 6, "c", node 2, node 1, raft (0), 300 as a
         // varint, three voters 1, 2, 3, Some("h:1").
         let bytes = encode(&hello);
         assert_eq!(
             &bytes[..],
-            [5, 0, 5, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 1, 3, b'h', b':', b'1']
+            [6, 0, 6, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 1, 3, b'h', b':', b'1']
         );
         let ack = Frame::HelloAck {
             version: WIRE_VERSION,
@@ -316,12 +319,18 @@ mod tests {
             voters: vec![NodeId(1)],
             api_address: None,
         };
-        assert_eq!(&encode(&ack)[..], [5, 1, 5, 1, b'c', 1, 0, 7, 1, 1, 0]);
+        assert_eq!(&encode(&ack)[..], [6, 1, 6, 1, b'c', 1, 0, 7, 1, 1, 0]);
+        // What a node of version 5 sends, which cannot decode owned
+        // sessions: refused by name.
+        let mut v5 = bytes.to_vec();
+        (v5[0], v5[2]) = (5, 5);
+        let e = decode(&v5).unwrap_err();
+        assert!(matches!(e, FrameError::Version(5)), "{e:?}");
+        assert_eq!(e.to_string(), "unsupported wire version 5 (this build speaks 6)");
         // What a node of version 4 sends: its hello without voters and address.
         let v4 = [4, 0, 4, 1, b'c', 2, 1, 0, 0xac, 0x02];
         let e = decode(&v4).unwrap_err();
         assert!(matches!(e, FrameError::Version(4)), "{e:?}");
-        assert_eq!(e.to_string(), "unsupported wire version 4 (this build speaks 5)");
         // Without them, a hello is cut short.
         let mut short = v4;
         short[0] = WIRE_VERSION;
