@@ -9,7 +9,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Everything a call of this crate can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The server refused the token (401) or its role (403).
+    /// The server refused the token (401), or the call for the token's role
+    /// or for a session another token owns (403). Never retried.
     #[error(transparent)]
     AuthRefused(#[from] AuthRefused),
     /// No answer came: the connection failed or the answer timed out.
@@ -83,7 +84,9 @@ impl Error {
     }
 }
 
-/// The server refused the request's token (401) or its role (403).
+/// The server refused the request's token (401), or the call (403): the
+/// token's role is too low, or the session it names belongs to another
+/// token. The message is the server's, which says which.
 #[derive(Debug)]
 pub struct AuthRefused {
     /// The URL asked.

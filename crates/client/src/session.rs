@@ -26,6 +26,18 @@
 //! renews through its store, which says when each renewal was sent (the
 //! instant its answer proves the store counted from) and which TTL it
 //! granted; the deadline is computed here, once for all stores.
+//!
+//! # Ownership
+//!
+//! On a tenure cluster with API tokens, a session belongs to the token
+//! that granted it (docs/SECURITY.md, "Sessions belong to a token"): only
+//! that token, or an admin token, may renew, revoke, campaign, resign or
+//! proclaim with it, or attach keys to it. Another token's call is refused
+//! with 403 and does nothing; the client returns it as
+//! [`Error::AuthRefused`], whose message names the session, its owner and
+//! the caller's token (renewals refused so fail until the session's
+//! deadline, when it is lost). One token holds at most a quarter of the
+//! cluster's sessions at once (429 beyond: [`Error::Refused`]).
 
 use crate::cluster::Cluster;
 use crate::error::Error;
