@@ -4,9 +4,10 @@
 //! a test turns TLS off. Dropping a [`TestCluster`] kills every child (also
 //! when a test panics) and removes the data directories.
 //!
-//! The servers read `tenure.toml` in the cluster's directory: two API tokens,
-//! [`ADMIN_TOKEN`] (role admin, in `admin.token`) and [`READ_TOKEN`] (role
-//! read, in `read.token`). [`TestCluster::request`] sends the admin token;
+//! The servers read `tenure.toml` in the cluster's directory: three API
+//! tokens, [`ADMIN_TOKEN`] (role admin, in `admin.token`), [`READ_TOKEN`]
+//! (role read, in `read.token`) and [`APP_TOKEN`] (role write, named
+//! `test-app`, in `app.token`). [`TestCluster::request`] sends the admin token;
 //! [`TestCluster::request_as`] any or none.
 
 #![allow(dead_code)]
@@ -49,10 +50,16 @@ pub const ADMIN_TOKEN: &str = "test-admin-4f1c9e2b7a6d0358";
 /// The read token the test servers accept (in `read.token`).
 pub const READ_TOKEN: &str = "test-read-93b5e07c1d2a4f68";
 
+/// The write token the test servers accept (in `app.token`): an
+/// application's.
+pub const APP_TOKEN: &str = "test-app-5c08d1e96b3a72f4";
+
 /// Writes the token files (mode 600) and `tenure.toml` naming them into
 /// `dir`; returns the config file.
 pub fn write_api_config(dir: &Path) -> PathBuf {
-    for (file, token) in [("admin.token", ADMIN_TOKEN), ("read.token", READ_TOKEN)] {
+    let tokens =
+        [("admin.token", ADMIN_TOKEN), ("read.token", READ_TOKEN), ("app.token", APP_TOKEN)];
+    for (file, token) in tokens {
         let path = dir.join(file);
         std::fs::write(&path, format!("{token}\n")).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -61,7 +68,8 @@ pub fn write_api_config(dir: &Path) -> PathBuf {
     std::fs::write(
         &config,
         "[[api_tokens]]\nname = \"test-admin\"\nrole = \"admin\"\ntoken_file = \"admin.token\"\n\
-         [[api_tokens]]\nname = \"test-read\"\nrole = \"read\"\ntoken_file = \"read.token\"\n",
+         [[api_tokens]]\nname = \"test-read\"\nrole = \"read\"\ntoken_file = \"read.token\"\n\
+         [[api_tokens]]\nname = \"test-app\"\nrole = \"write\"\ntoken_file = \"app.token\"\n",
     )
     .unwrap();
     config
@@ -446,9 +454,22 @@ impl TestCluster {
     }
 
     /// Sends a request with `token` as a bearer token (or none); None if the
-    /// node does not answer.
+    /// node does not answer within the harness's 500 ms.
     pub async fn request_as(
         &self,
+        i: usize,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<(&str, &str)>,
+    ) -> Option<Reply> {
+        self.request_within(REQUEST_TIMEOUT, i, token, method, path, body).await
+    }
+
+    /// Like [`TestCluster::request_as`], waiting at most `bound` for the answer.
+    pub async fn request_within(
+        &self,
+        bound: Duration,
         i: usize,
         token: Option<&str>,
         method: Method,
@@ -474,7 +495,7 @@ impl TestCluster {
             let json = serde_json::from_str(&text).unwrap_or(Value::Null);
             Some(Reply { status, json, text, headers })
         };
-        tokio::time::timeout(REQUEST_TIMEOUT, fut).await.ok()?
+        tokio::time::timeout(bound, fut).await.ok()?
     }
 
     /// `GET /v1/status` of server `i`, if it answers.
