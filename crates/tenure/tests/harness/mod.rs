@@ -6,8 +6,9 @@
 //!
 //! The servers read `tenure.toml` in the cluster's directory: three API
 //! tokens, [`ADMIN_TOKEN`] (role admin, in `admin.token`), [`READ_TOKEN`]
-//! (role read, in `read.token`) and [`APP_TOKEN`] (role write, named
-//! `test-app`, in `app.token`). [`TestCluster::request`] sends the admin token;
+//! (role read, in `read.token`), [`APP_TOKEN`] (role write, named
+//! `test-app`, in `app.token`) and [`OTHER_TOKEN`] (role write, named
+//! `test-other`, in `other.token`: another application). [`TestCluster::request`] sends the admin token;
 //! [`TestCluster::request_as`] any or none.
 
 #![allow(dead_code)]
@@ -54,11 +55,18 @@ pub const READ_TOKEN: &str = "test-read-93b5e07c1d2a4f68";
 /// application's.
 pub const APP_TOKEN: &str = "test-app-5c08d1e96b3a72f4";
 
+/// Another application's write token (in `other.token`).
+pub const OTHER_TOKEN: &str = "test-other-b71e4a0c9d3f5286";
+
 /// Writes the token files (mode 600) and `tenure.toml` naming them into
 /// `dir`; returns the config file.
 pub fn write_api_config(dir: &Path) -> PathBuf {
-    let tokens =
-        [("admin.token", ADMIN_TOKEN), ("read.token", READ_TOKEN), ("app.token", APP_TOKEN)];
+    let tokens = [
+        ("admin.token", ADMIN_TOKEN),
+        ("read.token", READ_TOKEN),
+        ("app.token", APP_TOKEN),
+        ("other.token", OTHER_TOKEN),
+    ];
     for (file, token) in tokens {
         let path = dir.join(file);
         std::fs::write(&path, format!("{token}\n")).unwrap();
@@ -69,7 +77,8 @@ pub fn write_api_config(dir: &Path) -> PathBuf {
         &config,
         "[[api_tokens]]\nname = \"test-admin\"\nrole = \"admin\"\ntoken_file = \"admin.token\"\n\
          [[api_tokens]]\nname = \"test-read\"\nrole = \"read\"\ntoken_file = \"read.token\"\n\
-         [[api_tokens]]\nname = \"test-app\"\nrole = \"write\"\ntoken_file = \"app.token\"\n",
+         [[api_tokens]]\nname = \"test-app\"\nrole = \"write\"\ntoken_file = \"app.token\"\n\
+         [[api_tokens]]\nname = \"test-other\"\nrole = \"write\"\ntoken_file = \"other.token\"\n",
     )
     .unwrap();
     config
