@@ -126,13 +126,16 @@ async fn only_an_admin_token_moves_leadership() {
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
-/// Sends `GET /healthz` on a new HTTPS connection to server `i` and reads
-/// the status line; returns the status and the connection (kept open by the
-/// caller).
+/// Sends `GET /healthz` with the admin token (which proves the connection,
+/// so it holds one of the places strangers cannot take) on a new HTTPS
+/// connection to server `i` and reads the status line; returns the status
+/// and the connection (kept open by the caller).
 async fn healthz_on_new_connection(c: &TestCluster, i: usize) -> (u16, harness::HttpsStream) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut conn = c.connect_https(i).await;
-    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
+    let request =
+        format!("GET /healthz HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\n\r\n");
+    conn.write_all(request.as_bytes()).await.unwrap();
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n") {
@@ -175,7 +178,8 @@ async fn a_flood_of_refused_requests_is_logged_as_a_summary_and_no_token_is_logg
         let r = c.request_as(0, Some(READ_TOKEN), Method::POST, "/v1/transfer", json).await;
         assert_eq!(r.unwrap().status, 403);
     }
-    // Connections up to the cap, held open; then some over it, each refused with 503.
+    // Proven connections up to the cap, held open; then some over it, each
+    // refused with 503.
     let mut held = Vec::new();
     let over_cap = 20;
     let mut refused_connections = 0;

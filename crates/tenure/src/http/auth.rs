@@ -435,7 +435,15 @@ impl ApiAuth {
             return Ok(Caller { token: None, role: Some(Role::Admin), addr: None });
         }
         if access == Access::Probe && self.probes_open {
-            return Ok(Caller { token: None, role: None, addr: None });
+            // Open to anyone; a valid token still names its caller (and so
+            // proves the connection), a missing or bad one is no refusal.
+            let caller = match self.authenticate(authorization) {
+                Ok(token) => {
+                    Caller { token: Some(token.name.clone()), role: Some(token.role), addr: None }
+                }
+                Err(_) => Caller { token: None, role: None, addr: None },
+            };
+            return Ok(caller);
         }
         let token = self.authenticate(authorization)?;
         let needed = access.role();

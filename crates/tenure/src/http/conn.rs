@@ -8,11 +8,10 @@
 //! has its own deadline, and the watchdog drops the connection when one
 //! passes.
 
+use super::admission::Standing;
 use super::limits::HttpLimits;
-use super::state::ApiError;
 use axum::extract::ConnectInfo;
-use axum::http::{Request, StatusCode};
-use axum::response::IntoResponse;
+use axum::http::Request;
 use axum::Router;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
@@ -24,8 +23,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{watch, Notify, OwnedSemaphorePermit};
-use tokio::time::{sleep_until, timeout, Instant};
+use tokio::sync::{watch, Notify};
+use tokio::time::{sleep_until, Instant};
 use tower::ServiceExt;
 use tracing::debug;
 
@@ -56,14 +55,17 @@ struct ConnTimer {
     /// Woken on every phase change, so the watchdog re-arms.
     changed: Notify,
     limits: HttpLimits,
+    /// Unproven connections wait and send for a shorter time.
+    standing: Arc<Standing>,
 }
 
 impl ConnTimer {
-    fn new(limits: HttpLimits) -> Arc<Self> {
+    fn new(limits: HttpLimits, standing: Arc<Standing>) -> Arc<Self> {
         Arc::new(ConnTimer {
             cycle: Mutex::new(Cycle { phase: Phase::Head, since: Instant::now() }),
             changed: Notify::new(),
             limits,
+            standing,
         })
     }
 
@@ -93,6 +95,12 @@ impl ConnTimer {
             Phase::Body => (self.limits.body_read_timeout, "body read"),
             Phase::Busy => return None,
         };
+        let limit = match cycle.phase {
+            Phase::Idle | Phase::Head if !self.standing.is_proven() => {
+                limit.min(self.limits.unproven_timeout)
+            }
+            _ => limit,
+        };
         Some((cycle.since + limit, what))
     }
 }
@@ -104,16 +112,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for S {}
 
 /// Serves one admitted connection until it closes, a timeout passes, or the
 /// server closes (`closing`: requests in progress finish, then it closes).
-/// The permit (a slot of the connection cap) is released when this returns.
+/// Its `standing` goes with each request (for the gate, which proves it).
 pub(super) async fn serve(
     stream: impl Stream,
     remote: SocketAddr,
     app: Router,
     limits: HttpLimits,
     mut closing: watch::Receiver<bool>,
-    _slot: OwnedSemaphorePermit,
+    standing: Arc<Standing>,
 ) {
-    let timer = ConnTimer::new(limits);
+    let timer = ConnTimer::new(limits, standing.clone());
     let io = TokioIo::new(TimedIo { stream, timer: timer.clone() });
     let service = {
         let timer = timer.clone();
@@ -124,6 +132,7 @@ pub(super) async fn serve(
             let mut req = req.map(|body| RequestBody { inner: body, timer: timer.clone() });
             // The client's address, for the per-client limits and the refusal log.
             req.extensions_mut().insert(ConnectInfo(remote));
+            req.extensions_mut().insert(standing.clone());
             let answer = app.clone().oneshot(req);
             let timer = timer.clone();
             async move {
@@ -162,31 +171,6 @@ pub(super) async fn serve(
             }
         }
     }
-}
-
-/// Answers a connection over the cap with 503 and closes it; bounded by the
-/// header read timeout. The permit bounds the refusals in progress. The
-/// refusal is counted by the accept loop, not logged here.
-pub(super) async fn refuse(
-    stream: impl Stream,
-    limits: HttpLimits,
-    _refusal: OwnedSemaphorePermit,
-) {
-    let max = limits.max_connections;
-    let service = hyper::service::service_fn(move |_req: Request<Incoming>| async move {
-        let error = ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("too many connections (at most {max}); try again later"),
-        );
-        Ok::<_, Infallible>(error.into_response())
-    });
-    let conn = http1::Builder::new()
-        .keep_alive(false)
-        .header_read_timeout(None)
-        .serve_connection(TokioIo::new(stream), service);
-    // Counted in the server's refusal log; a line each would let a flood of
-    // connections fill the log.
-    let _ = timeout(limits.header_read_timeout, conn).await;
 }
 
 async fn sleep_until_some(at: Option<Instant>) {

@@ -1,7 +1,10 @@
 //! The gate in front of every endpoint: admits a request by the endpoint's
 //! [`Access`] and the caller's token, or answers 401/403 (and counts the
-//! refusal in the server's rate-limited log).
+//! refusal in the server's rate-limited log). A request with a valid token
+//! proves its connection ([`Standing::prove`]), or is answered 503 when
+//! every proven place is taken.
 
+use super::admission::{ProvenFull, Standing};
 use super::auth::{Access, ApiAuth, Caller, Refusal};
 use super::state::{ApiError, AppState};
 use axum::extract::{ConnectInfo, Request, State};
@@ -28,6 +31,10 @@ impl AppState {
     }
 }
 
+/// The reason a request with a token is counted under when every proven
+/// place is taken (instead of a line each).
+const OVER_CAP: &str = "503 too many connections";
+
 /// Runs the handler for an admitted request, with a [`Caller`] extension
 /// (its token's name and role, and its address); refuses the others.
 pub(super) async fn admit(
@@ -40,6 +47,19 @@ pub(super) async fn admit(
     let authorization = req.headers().get_all(header::AUTHORIZATION).iter().map(|v| v.as_bytes());
     match st.auth.authorize(access, authorization) {
         Ok(caller) => {
+            // A role: a valid token, or an API without tokens (an anonymous
+            // probe has none and leaves its connection unproven).
+            if caller.role.is_some() {
+                let standing = req.extensions().get::<Arc<Standing>>();
+                if let Some(Err(ProvenFull(max))) = standing.map(|s| s.prove()) {
+                    st.rejections.record(OVER_CAP, addr);
+                    let error = ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("too many connections (at most {max}); try again later"),
+                    );
+                    return ([(header::CONNECTION, "close")], error).into_response();
+                }
+            }
             req.extensions_mut().insert(Caller { addr, ..caller });
             next.run(req).await
         }

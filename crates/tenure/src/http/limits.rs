@@ -1,5 +1,6 @@
-//! The bounds of the HTTP server: how many connections it serves at once and
-//! how long it waits for a client. `axum::serve` offers none of these; the
+//! The bounds of the HTTP server: how many connections it serves at once,
+//! proven by a token or not yet, and how long it waits for a client.
+//! `axum::serve` offers none of these; the pools in `admission.rs`, the
 //! accept loop in `serve.rs` and the per-connection watchdog in `conn.rs`
 //! enforce them.
 //!
@@ -12,25 +13,44 @@
 
 use std::time::Duration;
 
-/// Connections served at once. Above [`super::MAX_WATCHERS`] (64), so that
-/// open `/v1/watch` streams never crowd out status requests, and far below
-/// the usual limit of 1024 open files, shared with the peer transport
-/// (at most 16 inbound handshakes and one connection per peer). Each connection costs a task and
-/// its buffers, tens of kilobytes.
+/// Proven connections served at once: those a request with a valid API
+/// token came on (on a server without tokens, any request). Above
+/// [`super::MAX_WATCHERS`] (64), so that open `/v1/watch` streams never
+/// crowd out status requests; with [`MAX_UNPROVEN_CONNECTIONS`] and the
+/// peer transport far below the 65,536 open files the packaged unit allows
+/// (the server raises its soft limit to the hard one at start and warns
+/// when it is still below what these pools need). Each connection costs a
+/// task and its buffers, tens of kilobytes.
 ///
-/// A client beyond the cap is refused at once: it gets
-/// `503 Service Unavailable` with a JSON error
-/// (`{"error": "too many connections ..."}`) and `connection: close`, as soon
-/// as it has sent its request headers, and the connection is closed. The
-/// connections already served are not disturbed, and a slot is free again as
-/// soon as one of them closes.
+/// Strangers cannot take these places: a connection enters them only with a
+/// token ([`super::admission`]). A request with a valid token when they are
+/// all taken is answered `503 Service Unavailable` with a JSON error
+/// (`{"error": "too many connections ..."}`) and `connection: close`, and
+/// the connection is closed. The connections already served are not
+/// disturbed, and a place is free again as soon as one of them closes.
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// Refused connections answered at once (with the 503 above). Beyond this
-/// many, a connection over the cap is closed without an answer, so a flood of
-/// connections costs no more than this many small tasks, each bounded by the
-/// header read timeout.
-pub const MAX_REFUSALS: usize = 16;
+/// Unproven connections held at once: every connection from its `accept`
+/// (its TLS handshake, a load balancer's anonymous `/healthz`, a stranger's
+/// silent socket) until a request on it carries a valid token. When they
+/// are all taken, a new connection is still admitted: the oldest unproven
+/// connection of the address holding the most places is closed for it
+/// ([`super::admission`]). 512 holds the flood of 300 connections
+/// per node without closing any, and makes a flood that cycles through the
+/// pool need hundreds of new connections a second, each of which a
+/// client with a token outpaces by sending its first request at once.
+/// Each costs at most a TLS session's buffers (~40 KB): 20 MB in all.
+pub const MAX_UNPROVEN_CONNECTIONS: usize = 512;
+
+/// How long an unproven connection may take to finish its TLS handshake,
+/// to send a request's headers, and to wait idle for its next request.
+/// A client on the API sends its first request right after the handshake,
+/// in one packet; 2 s leaves room for a retransmission or two, and returns
+/// a silent stranger's place in 2 s instead of the 5 s of
+/// [`HEADER_READ_TIMEOUT`] (or the 30 s of [`IDLE_TIMEOUT`] after an
+/// anonymous probe). Load balancers that poll anonymously every few
+/// seconds open a connection per probe.
+pub const UNPROVEN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long a client may take to send a request's headers, from its first
 /// byte (or from connecting, for the first request). The API's requests are a
@@ -79,8 +99,13 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// of this module. Tests shorten them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HttpLimits {
-    /// Connections served at once ([`MAX_CONNECTIONS`]).
+    /// Proven connections served at once ([`MAX_CONNECTIONS`]).
     pub max_connections: usize,
+    /// Unproven connections held at once ([`MAX_UNPROVEN_CONNECTIONS`]).
+    pub max_unproven: usize,
+    /// An unproven connection's handshake, header and idle time
+    /// ([`UNPROVEN_TIMEOUT`]).
+    pub unproven_timeout: Duration,
     /// Time to send a request's headers ([`HEADER_READ_TIMEOUT`]).
     pub header_read_timeout: Duration,
     /// Time to send a request's body ([`BODY_READ_TIMEOUT`]).
@@ -93,6 +118,8 @@ impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             max_connections: MAX_CONNECTIONS,
+            max_unproven: MAX_UNPROVEN_CONNECTIONS,
+            unproven_timeout: UNPROVEN_TIMEOUT,
             header_read_timeout: HEADER_READ_TIMEOUT,
             body_read_timeout: BODY_READ_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,

@@ -20,6 +20,7 @@
 //! Refusals are counted and logged as one summary line per
 //! [`REJECTION_LOG_INTERVAL`], not a line each.
 
+mod admission;
 pub mod auth;
 mod cluster;
 mod conn;
@@ -55,7 +56,8 @@ pub use kv::MAX_TXN_BODY_BYTES;
 pub use kv_body::txn_command;
 pub use limits::{
     HttpLimits, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_BODY_BYTES,
-    MAX_CONNECTIONS, REJECTION_LOG_INTERVAL, SHUTDOWN_GRACE,
+    MAX_CONNECTIONS, MAX_UNPROVEN_CONNECTIONS, REJECTION_LOG_INTERVAL, SHUTDOWN_GRACE,
+    UNPROVEN_TIMEOUT,
 };
 pub use serve::serve;
 pub use sessions::grant_command;

@@ -1,9 +1,12 @@
-//! The accept loop: admits connections up to the cap, refuses the rest at
-//! once, and closes gracefully on shutdown. With TLS, each connection's
-//! handshake runs in its own task, bounded by the header read timeout.
+//! The accept loop: admits every connection as unproven (closing the
+//! oldest unproven one of the busiest address when their pool is full,
+//! `admission.rs`), and closes gracefully on shutdown. With TLS, each
+//! connection's handshake runs in its own task, bounded by the unproven
+//! timeout.
 
+use super::admission::{Admission, Standing, EVICTED};
 use super::conn;
-use super::limits::{HttpLimits, MAX_REFUSALS, SHUTDOWN_GRACE};
+use super::limits::{HttpLimits, SHUTDOWN_GRACE};
 use axum::Router;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -12,7 +15,7 @@ use std::time::Duration;
 use tenure_node::RateLimitedLog;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{sleep, timeout};
 use tokio_rustls::TlsAcceptor;
@@ -27,11 +30,6 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 const PLAIN_HTTP_ERROR: &str =
     r#"{"error":"this server speaks HTTPS only: use https:// (and --cacert for its CA)"}"#;
 
-/// The reason a connection over the cap is counted under in the refusal log
-/// (instead of a line each).
-const OVER_CAP: &str = "503 too many connections";
-/// The same, for one closed unanswered because [`MAX_REFUSALS`] are being answered.
-const OVER_CAP_DROPPED: &str = "too many connections, closed unanswered";
 /// The reason for plain HTTP on the HTTPS port (answered 400).
 const PLAIN_HTTP: &str = "400 plain HTTP on the HTTPS port";
 /// The reason for a connection whose TLS handshake failed.
@@ -42,8 +40,8 @@ const TLS_TIMEOUT: &str = "no TLS handshake in time";
 /// Serves `app` on `listener` within `limits` (over TLS with `tls`) until
 /// `shutdown` completes; then stops accepting, lets requests in progress
 /// finish for at most [`SHUTDOWN_GRACE`] and closes every connection.
-/// Connections over the cap, plain HTTP on an HTTPS port and failed TLS
-/// handshakes are counted in `rejections`.
+/// Unproven connections closed for newer ones, plain HTTP on an HTTPS port
+/// and failed TLS handshakes are counted in `rejections`.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -52,8 +50,7 @@ pub async fn serve(
     rejections: Arc<RateLimitedLog>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS));
+    let admission = Admission::new(&limits);
     let (closing_tx, closing) = watch::channel(false);
     let mut conns = JoinSet::new();
     tokio::pin!(shutdown);
@@ -61,21 +58,15 @@ pub async fn serve(
         tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, remote)) => match slots.clone().try_acquire_owned() {
-                    Ok(slot) => {
-                        let admitted = Admitted { remote, limits, tls: tls.clone(), permit: slot };
-                        let (app, closing) = (app.clone(), closing.clone());
-                        conns.spawn(admitted.serve(stream, app, closing, rejections.clone()));
+                Ok((stream, remote)) => {
+                    let (standing, evicted) = admission.admit(remote.ip());
+                    if let Some(addr) = evicted {
+                        rejections.record(EVICTED, Some(addr));
                     }
-                    Err(_) => match refusals.clone().try_acquire_owned() {
-                        Ok(refusal) => {
-                            rejections.record(OVER_CAP, Some(remote.ip()));
-                            let admitted = Admitted { remote, limits, tls: tls.clone(), permit: refusal };
-                            conns.spawn(admitted.refuse(stream, rejections.clone()));
-                        }
-                        Err(_) => rejections.record(OVER_CAP_DROPPED, Some(remote.ip())),
-                    },
-                },
+                    let admitted = Admitted { remote, limits, tls: tls.clone(), standing };
+                    let (app, closing) = (app.clone(), closing.clone());
+                    conns.spawn(admitted.serve(stream, app, closing, rejections.clone()));
+                }
                 Err(e) => {
                     warn!(error = %e, "accepting an HTTP connection failed");
                     sleep(ACCEPT_ERROR_BACKOFF).await;
@@ -93,17 +84,19 @@ pub async fn serve(
     conns.shutdown().await;
 }
 
-/// An accepted connection holding a permit (a slot, or a refusal's).
+/// An accepted connection and its standing (unproven until a request with
+/// a token).
 struct Admitted {
     remote: SocketAddr,
     limits: HttpLimits,
     tls: Option<TlsAcceptor>,
-    permit: OwnedSemaphorePermit,
+    standing: Arc<Standing>,
 }
 
 impl Admitted {
     /// Serves the connection (after the TLS handshake, with TLS; a failed
-    /// one is counted in `rejections`).
+    /// one is counted in `rejections`) until it ends or, while unproven, is
+    /// closed for a newer connection.
     async fn serve(
         self,
         stream: TcpStream,
@@ -111,37 +104,32 @@ impl Admitted {
         closing: watch::Receiver<bool>,
         rejections: Arc<RateLimitedLog>,
     ) {
-        let Admitted { remote, limits, tls, permit } = self;
+        let Admitted { remote, limits, tls, standing } = self;
         // Without it, Nagle holds a small write (an SSE event, a short
         // answer) until the client ACKs the one before, which a client
         // with nothing to send delays by up to 40 ms: the first change an
         // observe stream told after its first event came that late.
         let _ = stream.set_nodelay(true);
-        match tls {
-            None => conn::serve(stream, remote, app, limits, closing, permit).await,
-            Some(acceptor) => {
-                if let Some(tls) = handshake(acceptor, stream, remote, limits, &rejections).await {
-                    conn::serve(tls, remote, app, limits, closing, permit).await;
+        let served = async {
+            match tls {
+                None => conn::serve(stream, remote, app, limits, closing, standing.clone()).await,
+                Some(acceptor) => {
+                    if let Some(tls) =
+                        handshake(acceptor, stream, remote, limits, &rejections).await
+                    {
+                        conn::serve(tls, remote, app, limits, closing, standing.clone()).await;
+                    }
                 }
             }
-        }
-    }
-
-    /// Refuses the connection with 503 (after the TLS handshake, with TLS).
-    async fn refuse(self, stream: TcpStream, rejections: Arc<RateLimitedLog>) {
-        let Admitted { remote, limits, tls, permit } = self;
-        match tls {
-            None => conn::refuse(stream, limits, permit).await,
-            Some(acceptor) => {
-                if let Some(tls) = handshake(acceptor, stream, remote, limits, &rejections).await {
-                    conn::refuse(tls, limits, permit).await;
-                }
-            }
+        };
+        tokio::select! {
+            () = served => {}
+            () = standing.evicted() => debug!(%remote, "unproven connection closed for a newer one"),
         }
     }
 }
 
-/// The server side of the TLS handshake, within the header read timeout. A
+/// The server side of the TLS handshake, within the unproven timeout. A
 /// client speaking plain HTTP gets a plain 400 that says to use https. A
 /// connection that does not end in TLS is counted in `rejections`.
 async fn handshake(
@@ -151,7 +139,7 @@ async fn handshake(
     limits: HttpLimits,
     rejections: &RateLimitedLog,
 ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
-    let bound = limits.header_read_timeout;
+    let bound = limits.header_read_timeout.min(limits.unproven_timeout);
     let handshake = async {
         let mut first = [0u8; 1];
         if stream.peek(&mut first).await.ok()? == 0 {

@@ -134,6 +134,11 @@ pub struct TestCluster {
     pub dir: tempfile::TempDir,
 }
 
+/// The name the servers' HTTPS certificates are checked against: 127.0.0.1.
+pub fn api_name() -> rustls::pki_types::ServerName<'static> {
+    rustls::pki_types::ServerName::from(std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST))
+}
+
 /// The cluster id of the test clusters.
 pub const CLUSTER: &str = "test";
 
@@ -425,22 +430,22 @@ impl TestCluster {
     /// A raw connection to server `i`'s HTTPS API (TLS done, the cluster's
     /// CA trusted), for tests that must see the socket.
     pub async fn connect_https(&self, i: usize) -> HttpsStream {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.servers[i].http_port))
+            .await
+            .expect("connect to the API");
+        self.tls_connector().connect(api_name(), tcp).await.expect("a TLS handshake with the API")
+    }
+
+    /// A TLS connector that trusts the cluster's CA, for raw connections
+    /// (with [`api_name`]).
+    pub fn tls_connector(&self) -> tokio_rustls::TlsConnector {
         let roots = tenure_node::tls::read_roots(&self.ca()).expect("the test CA");
         let config = rustls::ClientConfig::builder_with_provider(tenure_node::tls::provider())
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.servers[i].http_port))
-            .await
-            .expect("connect to the API");
-        let name = rustls::pki_types::ServerName::from(std::net::IpAddr::from(
-            std::net::Ipv4Addr::LOCALHOST,
-        ));
         tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-            .connect(name, tcp)
-            .await
-            .expect("a TLS handshake with the API")
     }
 
     /// The file holding [`ADMIN_TOKEN`] or [`READ_TOKEN`] ("admin" or "read").
