@@ -27,8 +27,10 @@ use std::time::Duration;
 
 /// How long one request may take before the endpoint counts as unreachable.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// Largest response body read; API answers are a few kilobytes.
-const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// Largest response body read: API answers are a few kilobytes, but a page
+/// of a list answer may hold up to 4 MiB of JSON (the server's
+/// `MAX_LIST_BYTES`), with room.
+const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// Longest SSE line accepted before the stream is considered broken.
 const MAX_SSE_LINE_BYTES: usize = 64 * 1024;
 

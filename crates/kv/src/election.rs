@@ -400,6 +400,12 @@ impl<'a> Names<'a> {
     pub fn new(store: &'a Store) -> Names<'a> {
         Names { store, next: ELECTIONS_PREFIX.to_string() }
     }
+
+    /// The election names of `store` after `name` (excluded), in order: the
+    /// page of a listing that continues after `name`.
+    pub fn after(store: &'a Store, name: &str) -> Names<'a> {
+        Names { store, next: after_name(name) }
+    }
 }
 
 impl Iterator for Names<'_> {

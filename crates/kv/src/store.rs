@@ -375,6 +375,13 @@ impl Store {
         self.leases.values()
     }
 
+    /// The leases whose id is above `after`, by id: the page of a listing
+    /// that continues after `after`.
+    pub fn leases_after(&self, after: LeaseId) -> impl Iterator<Item = &Lease> {
+        use std::ops::Bound;
+        self.leases.range((Bound::Excluded(after), Bound::Unbounded)).map(|(_, lease)| lease)
+    }
+
     /// The last lease id granted (0: none yet). The next grant gets the
     /// one after it.
     pub fn last_lease(&self) -> LeaseId {

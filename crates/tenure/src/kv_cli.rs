@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tenure::http::MAX_TXN_BODY_BYTES;
-use tenure_kv::MAX_VALUE_BYTES;
+use tenure_kv::{MAX_RANGE, MAX_VALUE_BYTES};
 use tokio::time::Instant;
 
 /// The exit statuses, for `--help`.
@@ -167,7 +167,10 @@ struct ListArgs {
     /// The prefix [default: every key].
     #[arg(long, short = 'p', default_value = "")]
     prefix: String,
-    /// At most this many keys (1 to 10000).
+    /// At most this many keys [default: every key; the node answers a page
+    /// of at most 4 MiB at a time, which this follows]. Pages are each read
+    /// at their own revision: a key written while they are read may or may
+    /// not show.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
     /// Read the answering node's state as applied so far.
@@ -451,29 +454,72 @@ fn shown(kv: &KvBody) -> String {
     }
 }
 
+/// How often `tenure kv list` asks again for a page the node is too busy to
+/// build (503 with `Retry-After`) before it gives up.
+const LIST_PAGE_TRIES: u32 = 10;
+
 async fn list(a: ListArgs) -> anyhow::Result<ExitCode> {
+    if a.limit == Some(0) {
+        bail!("--limit 0: give at least 1 (or no --limit: every key)");
+    }
     let cluster = Cluster::new(&a.cluster)?;
-    let mut path = format!("/v1/kv?prefix={}", encode(&a.prefix));
-    if let Some(n) = a.limit {
-        path.push_str(&format!("&limit={n}"));
-    }
-    if a.stale {
-        path.push_str("&consistency=stale");
-    }
-    let answer = cluster.ask(Method::GET, &path, None, false).await?;
-    match body_of::<KvListBody>(&answer)? {
-        Ok(b) if a.json => print_json(&b)?,
-        Ok(b) => {
+    let total = a.limit.unwrap_or(usize::MAX);
+    let (mut listed, mut after, mut revision, mut more) = (0, None::<String>, None, false);
+    let mut kvs = Vec::new();
+    // The node answers a page at a time (at most 4 MiB of JSON): follow
+    // `more` with `after=` the last key.
+    loop {
+        let want = (total - listed).min(MAX_RANGE);
+        let mut path = format!("/v1/kv?prefix={}&limit={want}", encode(&a.prefix));
+        if let Some(key) = &after {
+            path.push_str(&format!("&after={}", encode(key)));
+        }
+        if a.stale {
+            path.push_str("&consistency=stale");
+        }
+        let answer = page(&cluster, &path).await?;
+        let b = match body_of::<KvListBody>(&answer)? {
+            Ok(b) => b,
+            Err(exit) => return Ok(exit.into()),
+        };
+        revision.get_or_insert(b.revision);
+        listed += b.kvs.len();
+        after = b.kvs.last().map(|kv| kv.key.clone()).or(after);
+        if a.json {
+            kvs.extend(b.kvs);
+        } else {
             for kv in &b.kvs {
                 println!("{}\t{}", kv.key, shown(kv));
             }
-            if b.more {
-                eprintln!("(more keys match: give --limit or a longer --prefix)");
-            }
         }
-        Err(exit) => return Ok(exit.into()),
+        if !b.more {
+            break;
+        }
+        if listed >= total {
+            more = true;
+            break;
+        }
+    }
+    if a.json {
+        print_json(&KvListBody { kvs, more, revision: revision.unwrap_or(0) })?;
+    } else if more {
+        eprintln!("(more keys match: give a larger --limit or a longer --prefix)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One page of a listing, asked again after `Retry-After` while the node
+/// is too busy to build it (503), at most [`LIST_PAGE_TRIES`] times.
+async fn page(cluster: &Cluster, path: &str) -> anyhow::Result<RawAnswer> {
+    let mut tries = 1;
+    loop {
+        let answer = cluster.ask(Method::GET, path, None, false).await?;
+        if answer.status != StatusCode::SERVICE_UNAVAILABLE || tries == LIST_PAGE_TRIES {
+            return Ok(answer);
+        }
+        tries += 1;
+        tokio::time::sleep(Duration::from_secs(answer.retry_after.unwrap_or(1).min(5))).await;
+    }
 }
 
 async fn txn(a: TxnArgs) -> anyhow::Result<ExitCode> {

@@ -915,3 +915,57 @@ async fn tokens_keep_growing_across_a_tenure_leader_change() {
         servers[i].stop(STOP_BOUND).await.unwrap();
     }
 }
+
+/// `GET /v1/elections` and `GET /v1/sessions` page with `after=` (the last
+/// name or id of the page before): every election and session once, in
+/// order; a large leader value counts against a page's 4 MiB of JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn election_and_session_lists_page_with_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut servers, l) = three_nodes(dir.path()).await;
+    let node = servers[(l + 1) % 3].http;
+    // 200 elections led by values of 4,000 control characters (24 KB of
+    // JSON each, 4.8 MB in all), each by a session of its own.
+    let value = "\u{1}".repeat(4_000);
+    let mut sessions = Vec::new();
+    for i in 0..200 {
+        let s = session(node).await;
+        sessions.push(s);
+        let a = campaign(node, &format!("e{i:03}"), s, &value).await;
+        assert_eq!(a.status, 200, "{a:?}");
+    }
+    let mut names = Vec::new();
+    let mut pages = 0;
+    let mut after = String::new();
+    loop {
+        let path = format!("/v1/elections?limit=1000&after={after}");
+        let page = call(node, "GET", &path, b"").await.json();
+        pages += 1;
+        for e in page["elections"].as_array().unwrap() {
+            names.push(e["name"].as_str().unwrap().to_string());
+        }
+        if page["more"] == false {
+            break;
+        }
+        after = names.last().unwrap().clone();
+    }
+    let expected: Vec<String> = (0..200).map(|i| format!("e{i:03}")).collect();
+    assert_eq!(names, expected);
+    assert!(pages >= 2, "4.8 MB of leaders' values in {pages} page");
+    // Sessions, three at a time.
+    let mut ids = Vec::new();
+    let mut after = 0;
+    loop {
+        let path = format!("/v1/sessions?limit=3&after={after}");
+        let page = call(node, "GET", &path, b"").await.json();
+        for s in page["sessions"].as_array().unwrap() {
+            ids.push(s["id"].as_u64().unwrap());
+        }
+        if page["more"] == false {
+            break;
+        }
+        after = *ids.last().unwrap();
+    }
+    assert_eq!(ids, sessions);
+    stop_all(&mut servers).await;
+}

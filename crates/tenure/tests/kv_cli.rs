@@ -172,6 +172,52 @@ async fn every_kv_subcommand_with_its_exit_status() {
     }
 }
 
+/// `tenure kv list` of more than one page (the node answers at most 4 MiB
+/// of JSON at a time): every key once, in order; `--limit` counts across
+/// pages; `--json` gathers the pages into one answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_list_follows_the_pages_of_a_large_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let heartbeat = Duration::from_millis(50);
+    let mut servers =
+        start_cluster(3, heartbeat, heartbeat * 10, HttpLimits::default(), dir.path());
+    let e: Vec<String> = servers.iter().map(|s| s.http.to_string()).collect();
+    let e = e.join(",");
+    let e = e.as_str();
+    ready(&servers, e).await;
+    // 100 values of 64 KiB: 6.4 MiB of JSON, two pages at least.
+    let value = vec![b'v'; 64 * 1024];
+    for i in 0..100 {
+        let key = format!("big/{i:03}");
+        let out = run_with_stdin(WRITE_TOKEN, &["put", &key, "-", "-e", e], &value).await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let keys = |out: &Output| -> Vec<String> {
+        stdout(out).lines().map(|l| l.split('\t').next().unwrap().to_string()).collect()
+    };
+    let expected: Vec<String> = (0..100).map(|i| format!("big/{i:03}")).collect();
+    let out = run(READ_TOKEN, &["list", "--prefix", "big/", "-e", e]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(keys(&out), expected, "{}", stderr(&out));
+    assert!(stdout(&out).lines().all(|l| l.len() == 8 + 64 * 1024), "every value whole");
+    assert_eq!(stderr(&out), "", "no hint when every key was listed");
+    let out = run(READ_TOKEN, &["list", "--prefix", "big/", "--limit", "70", "-e", e]).await;
+    assert_eq!(keys(&out), expected[..70], "{}", stderr(&out));
+    assert!(stderr(&out).contains("more keys match"), "{}", stderr(&out));
+    let out = run(READ_TOKEN, &["list", "--prefix", "big/", "--json", "-e", e]).await;
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<&str> =
+        body["kvs"].as_array().unwrap().iter().map(|kv| kv["key"].as_str().unwrap()).collect();
+    assert_eq!(listed, expected, "{}", stderr(&out));
+    assert_eq!(body["more"], false);
+    let out = run(READ_TOKEN, &["list", "--limit", "0", "-e", e]).await;
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("--limit 0"), "{}", stderr(&out));
+    for s in &mut servers {
+        s.stop(STOP_BOUND).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kv_watch_resumes_on_the_next_node_without_losing_or_repeating_a_change() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,6 +7,7 @@
 //! [`crate::elections::hub`]); `observe` is in [`super::election_observe`].
 
 use super::auth::Caller;
+use super::budget::{json_answer, json_str_len, MAX_LIST_BYTES};
 use super::kv::{propose, query_from, read, read_error, unexpected, Consistency};
 use super::owner::{require_owner, Use};
 use super::state::{ApiError, AppState};
@@ -64,6 +65,8 @@ pub struct CheckQuery {
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     limit: Option<usize>,
+    /// Continue after this election name (excluded): the last of the page before.
+    after: Option<String>,
     #[serde(default)]
     consistency: Consistency,
 }
@@ -185,12 +188,15 @@ pub async fn get(
     }))
 }
 
-/// `GET /v1/elections[?limit=N]`: the elections with a candidate, by name.
+/// `GET /v1/elections[?limit=N][&after=NAME]`: the elections with a
+/// candidate, by name, after NAME: a page of at most N and
+/// [`MAX_LIST_BYTES`] of JSON, with `more: true` when some are left
+/// (continue with `after=` the last name).
 pub async fn list(
     State(st): State<AppState>,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<ElectionListBody>, ApiError> {
-    let q = query_from(query, "limit=N, consistency=stale")?;
+) -> Result<axum::response::Response, ApiError> {
+    let q = query_from(query, "limit=N, after=NAME, consistency=stale")?;
     let limit = match q.limit {
         None => DEFAULT_ELECTION_LIST,
         Some(n @ 1..=MAX_ELECTIONS) => n,
@@ -201,20 +207,37 @@ pub async fn list(
             ))
         }
     };
+    let permit = st.lists.permit().await?;
+    let after = q.after;
     let body = read(&st, q.consistency, |s: &Store| {
-        let mut names = Names::new(s);
-        let elections = names
-            .by_ref()
-            .take(limit)
-            .map(|name| {
-                let (leader, candidates) = summary(s, &name);
-                ElectionSummaryBody { leader: leader.as_ref().map(leader_body), name, candidates }
-            })
-            .collect();
-        ElectionListBody { elections, more: names.next().is_some(), revision: s.revision() }
+        let mut names = match &after {
+            Some(after) => Names::after(s, after),
+            None => Names::new(s),
+        };
+        let mut elections = Vec::new();
+        let mut bytes = 0;
+        let mut more = false;
+        for name in names.by_ref() {
+            let (leader, candidates) = summary(s, &name);
+            // The name and the leader's value as JSON strings, and the rest.
+            let value = leader.as_ref().map_or(0, |c| json_str_len(&c.value));
+            let size = json_str_len(name.as_bytes()) + value + 160;
+            if elections.len() == limit || (!elections.is_empty() && bytes + size > MAX_LIST_BYTES)
+            {
+                more = true;
+                break;
+            }
+            bytes += size;
+            elections.push(ElectionSummaryBody {
+                leader: leader.as_ref().map(leader_body),
+                name,
+                candidates,
+            });
+        }
+        ElectionListBody { elections, more, revision: s.revision() }
     })
     .await?;
-    Ok(Json(body))
+    Ok(json_answer(permit, move || body).await)
 }
 
 /// `GET /v1/elections/{name}/check?token=T`: whether T is the leader's token now.

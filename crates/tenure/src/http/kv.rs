@@ -20,6 +20,7 @@
 //! | a read found no confirmed read index in time | 504 |
 
 use super::auth::Caller;
+use super::budget::{json_answer, json_str_len, json_value_len, MAX_LIST_BYTES};
 use super::kv_body::{check_key, check_prefix, invalid, txn_body, txn_command};
 use super::owner::{leases_used, require_owner, Use};
 use super::state::{ApiError, AppState};
@@ -29,10 +30,13 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::Response as HttpResponse;
 use axum::{Extension, Json};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
-use tenure_kv::{Command, LeaseId, Refusal, Response, Store, TxnOp, MAX_RANGE, MAX_VALUE_BYTES};
+use tenure_kv::{
+    Command, KeyValue, LeaseId, Refusal, Response, Store, TxnOp, MAX_RANGE, MAX_VALUE_BYTES,
+};
 use tenure_node::{ReadFailure, WriteError};
 
 /// Largest `POST /v1/txn` body: four times the log's largest command (64
@@ -88,6 +92,8 @@ pub struct ListQuery {
     #[serde(default)]
     prefix: String,
     limit: Option<usize>,
+    /// Continue after this key (excluded): the last key of the page before.
+    after: Option<String>,
     #[serde(default)]
     consistency: Consistency,
 }
@@ -160,12 +166,14 @@ pub async fn delete(
     }
 }
 
-/// `GET /v1/kv?prefix=P[&limit=N]`: the keys starting with P, in order.
+/// `GET /v1/kv?prefix=P[&limit=N][&after=K]`: the keys starting with P, in
+/// order, after K: a page of at most N keys and [`MAX_LIST_BYTES`] of JSON,
+/// with `more: true` when keys are left (continue with `after=` the last).
 pub async fn list(
     State(st): State<AppState>,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<KvListBody>, ApiError> {
-    let q = query_from(query, "prefix=P, limit=N, consistency=stale")?;
+) -> Result<HttpResponse, ApiError> {
+    let q = query_from(query, "prefix=P, limit=N, after=K, consistency=stale")?;
     check_prefix(&q.prefix).map_err(|e| invalid(&e))?;
     let limit = match q.limit {
         None => MAX_RANGE,
@@ -177,10 +185,46 @@ pub async fn list(
             ))
         }
     };
-    let prefix = q.prefix;
-    let ((kvs, more), revision) =
-        read(&st, q.consistency, |s: &Store| (s.range(&prefix, limit), s.revision())).await?;
-    Ok(Json(KvListBody { kvs: kvs.iter().map(KvBody::new).collect(), more, revision }))
+    let permit = st.lists.permit().await?;
+    let (prefix, after) = (q.prefix, q.after);
+    let ((kvs, more), revision) = read(&st, q.consistency, |s: &Store| {
+        (page(s, &prefix, after.as_deref(), limit), s.revision())
+    })
+    .await?;
+    Ok(json_answer(permit, move || KvListBody {
+        kvs: kvs.iter().map(KvBody::new).collect(),
+        more,
+        revision,
+    })
+    .await)
+}
+
+/// The keys starting with `prefix` after `after`, at most `limit` and
+/// [`MAX_LIST_BYTES`] of JSON (one at least), copied; and whether more are
+/// left. Only the page is copied: the walk stops at its end.
+fn page(store: &Store, prefix: &str, after: Option<&str>, limit: usize) -> (Vec<KeyValue>, bool) {
+    let start = match after {
+        Some(after) if after > prefix => after,
+        _ => prefix,
+    };
+    let mut found = Vec::new();
+    let mut bytes = 0;
+    for kv in store.keys_from(start) {
+        if !kv.key.starts_with(prefix) {
+            break;
+        }
+        if Some(kv.key.as_str()) == after {
+            continue;
+        }
+        // The key and value as JSON strings, and the other fields.
+        let size = json_str_len(kv.key.as_bytes()) + json_value_len(&kv.value) + 128;
+        if found.len() == limit || (!found.is_empty() && bytes + size > MAX_LIST_BYTES) {
+            return (found, true);
+        }
+        bytes += size;
+        found.push(kv.clone());
+    }
+    (found, false)
 }
 
 /// `POST /v1/txn`: comparisons, then the operations of one branch, at one
@@ -402,6 +446,71 @@ pub fn read_error(e: &ReadFailure) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn store_of(keys: &[(&str, Vec<u8>)]) -> Store {
+        let mut s = Store::new();
+        for (key, value) in keys {
+            let put = Command::Put {
+                key: (*key).into(),
+                value: value.clone(),
+                if_mod_revision: None,
+                lease: None,
+            };
+            assert!(matches!(s.execute(&put), Response::Put { .. }));
+        }
+        s
+    }
+
+    /// Every page of `prefix`, following `more` with `after`.
+    fn pages(s: &Store, prefix: &str, limit: usize) -> Vec<Vec<String>> {
+        let (mut out, mut after) = (Vec::new(), None::<String>);
+        loop {
+            let (kvs, more) = page(s, prefix, after.as_deref(), limit);
+            after = kvs.last().map(|kv| kv.key.clone());
+            out.push(kvs.into_iter().map(|kv| kv.key).collect());
+            if !more {
+                return out;
+            }
+        }
+    }
+
+    #[test]
+    fn pages_cover_a_prefix_once_in_order_within_the_byte_budget() {
+        // 100 values of 64 KiB of control bytes: 384 KiB of JSON each, so a
+        // page of 4 MiB holds 10 of them; keys outside the prefix around.
+        let big = vec![1u8; MAX_VALUE_BYTES];
+        let mut keys: Vec<(String, Vec<u8>)> =
+            (0..100).map(|i| (format!("big/{i:03}"), big.clone())).collect();
+        keys.push(("bif".into(), b"x".to_vec()));
+        keys.push(("bih".into(), b"x".to_vec()));
+        let refs: Vec<(&str, Vec<u8>)> =
+            keys.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let s = store_of(&refs);
+        let by_bytes = pages(&s, "big/", MAX_RANGE);
+        let per_entry = json_value_len(&big) + 128 + 7;
+        assert!(by_bytes.len() > 1, "one page of {} MiB", (100 * per_entry) >> 20);
+        for p in &by_bytes[..by_bytes.len() - 1] {
+            assert_eq!(p.len(), MAX_LIST_BYTES / per_entry, "a full page: {p:?}");
+        }
+        let all: Vec<String> = by_bytes.concat();
+        let expected: Vec<String> = (0..100).map(|i| format!("big/{i:03}")).collect();
+        assert_eq!(all, expected, "every key once, in order");
+        // The count limit too, and `after` beyond the end: an empty last page.
+        assert_eq!(pages(&s, "big/", 7).concat(), expected);
+        assert_eq!(page(&s, "big/", Some("big/999"), 10), (vec![], false));
+        // `after` before the prefix starts at the prefix.
+        assert_eq!(page(&s, "big/", Some("a"), 1).0[0].key, "big/000");
+    }
+
+    #[test]
+    fn a_value_over_the_budget_alone_still_makes_a_page() {
+        // A budget smaller than one entry cannot happen with the store's
+        // limits (384 KiB < 4 MiB), but a page always holds one entry.
+        let s = store_of(&[("k", vec![0u8; MAX_VALUE_BYTES]), ("l", b"v".to_vec())]);
+        let (kvs, more) = page(&s, "", None, 1);
+        assert_eq!((kvs.len(), more), (1, true));
+        assert_eq!(pages(&s, "", MAX_RANGE).concat(), ["k", "l"]);
+    }
 
     #[test]
     fn log_failures_map_to_statuses_and_unknown_is_never_a_failure() {

@@ -22,6 +22,7 @@
 
 mod admission;
 pub mod auth;
+mod budget;
 mod cluster;
 mod conn;
 mod dashboard;
@@ -48,6 +49,7 @@ pub(crate) mod watch;
 mod watchers;
 
 pub use auth::{Access, ApiAuth, ApiToken, Role, TokenError, TokenSpec};
+pub use budget::{LIST_ANSWER_WAIT, MAX_LIST_ANSWERS, MAX_LIST_BYTES};
 pub use cluster::PEER_STATUS_TIMEOUT;
 pub use dead::notice as dead_notice;
 pub use elections::{campaign_command, proclaim_request, resign_command};

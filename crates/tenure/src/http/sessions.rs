@@ -8,6 +8,7 @@
 //! and refuses with nothing written (400, 429). Reads are linearizable.
 
 use super::auth::Caller;
+use super::budget::{json_answer, json_str_len, MAX_LIST_BYTES};
 use super::kv::{propose, query_from, read, unexpected, Consistency};
 use super::kv_body::invalid;
 use super::owner::{grant_owner, require_owner, Use};
@@ -37,6 +38,8 @@ const GRANT_SHAPE: &str = r#"{"ttl_ms": N} with N from 500 to 86400000"#;
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     limit: Option<usize>,
+    /// Continue after this session id (excluded): the last of the page before.
+    after: Option<u64>,
     #[serde(default)]
     consistency: Consistency,
 }
@@ -107,8 +110,8 @@ pub async fn get(
 pub async fn list(
     State(st): State<AppState>,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<SessionListBody>, ApiError> {
-    let q = query_from(query, "limit=N, consistency=stale")?;
+) -> Result<axum::response::Response, ApiError> {
+    let q = query_from(query, "limit=N, after=ID, consistency=stale")?;
     let limit = match q.limit {
         None => DEFAULT_SESSION_LIST,
         Some(n @ 1..=MAX_LEASES) => n,
@@ -119,10 +122,11 @@ pub async fn list(
             ))
         }
     };
-    let mut body = read(&st, q.consistency, |s: &Store| SessionListBody {
-        sessions: s.leases().take(limit).map(info).collect(),
-        more: s.leases().len() > limit,
-        revision: s.revision(),
+    let permit = st.lists.permit().await?;
+    let after = LeaseId(q.after.unwrap_or(0));
+    let mut body = read(&st, q.consistency, |s: &Store| {
+        let (sessions, more) = page(s, after, limit);
+        SessionListBody { sessions, more, revision: s.revision() }
     })
     .await?;
     // The leader's clock says how long each has left: asked for the first
@@ -135,7 +139,26 @@ pub async fn list(
     for (s, r) in body.sessions.iter_mut().zip(remaining) {
         s.remaining_ms = r;
     }
-    Ok(Json(body))
+    Ok(json_answer(permit, move || body).await)
+}
+
+/// The sessions after `after`, by id: at most `limit` and
+/// [`MAX_LIST_BYTES`] of JSON (one at least); and whether more are left.
+fn page(store: &Store, after: LeaseId, limit: usize) -> (Vec<SessionInfoBody>, bool) {
+    let mut found = Vec::new();
+    let mut bytes = 0;
+    for lease in store.leases_after(after) {
+        // The keys and the owner as JSON strings, and the other fields.
+        let keys: usize = lease.keys.iter().map(|k| json_str_len(k.as_bytes()) + 3).sum();
+        let owner = lease.owner.as_ref().map_or(0, |o| json_str_len(o.as_bytes()));
+        let size = keys + owner + 128;
+        if found.len() == limit || (!found.is_empty() && bytes + size > MAX_LIST_BYTES) {
+            return (found, true);
+        }
+        bytes += size;
+        found.push(info(lease));
+    }
+    (found, false)
 }
 
 /// A session as the store holds it (the leader's remaining time is not

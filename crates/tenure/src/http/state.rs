@@ -35,6 +35,8 @@ pub struct AppState {
     /// The open keepalive streams (`GET /v1/sessions/{id}/keepalive`), apart
     /// from the watch streams.
     pub(crate) keepalives: Watchers,
+    /// The list answers being built or sent ([`super::budget`]).
+    pub(crate) lists: super::budget::ListAnswers,
     /// Refused requests (auth, limits), logged as a summary per interval.
     pub(crate) rejections: Arc<RateLimitedLog>,
     /// Becomes true when the server stops, which ends the SSE streams so that
@@ -76,6 +78,7 @@ impl AppState {
             elections: Hub::new(kv.clone(), stopping.clone(), metrics.clone()),
             waiters: Watchers::new(super::watchers::WAITER_LIMITS),
             keepalives: Watchers::new(super::watchers::KEEPALIVE_STREAM_LIMITS),
+            lists: super::budget::ListAnswers::default(),
             node,
             kv,
             metrics,
