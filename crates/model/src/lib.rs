@@ -33,7 +33,7 @@
 //!   nodes are unrelated, which covers any drift: safety of votes and terms must
 //!   not depend on time, and here it cannot.
 //! * **Leadership transfer** ([`Action::Transfer`]) within a budget.
-//! * **Death and death notices** (issue 15) within a budget
+//! * **Death and death notices** within a budget
 //!   ([`Bounds::kills`]): [`Action::Kill`] takes a node down (it takes no
 //!   steps and nothing is delivered to it; what it sent before stays in
 //!   flight) until [`Action::Revive`] starts it again from its durable

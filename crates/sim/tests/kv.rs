@@ -1,4 +1,4 @@
-//! The key-value workload (issue 11): the real replica over the real store
+//! The key-value workload: the real replica over the real store
 //! beside every elector, clients writing and reading under every fault, and
 //! the checkers on their history and on the replicas.
 //!
