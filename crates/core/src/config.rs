@@ -28,7 +28,7 @@ pub struct Config {
     pub id: NodeId,
     /// Every voting member, this node included, in preference order: when the
     /// leader fails, the earliest surviving voter in this list stands first
-    /// (seed 001's "ties to the smallest id, earliest in the config file").
+    /// (the ELECT/VOTE paper's "ties to the smallest id, earliest in the config file").
     pub voters: Vec<NodeId>,
     /// How often a leader sends heartbeats.
     pub heartbeat_interval: Duration,
@@ -44,7 +44,7 @@ pub struct Config {
     /// could elect another leader while clocks drift within this bound.
     pub clock_drift_ppm: u32,
     /// A generous bound on one message round trip, fsync of the answer included
-    /// (seed 001's RTT). The ranked protocol collects claims for this long
+    /// (the ELECT/VOTE paper's RTT). The ranked protocol collects claims for this long
     /// before it votes; the Paxos protocol sizes its timeout spread from it.
     /// The Raft protocol does not use it. Defaults to half the heartbeat interval.
     pub round_trip: Duration,

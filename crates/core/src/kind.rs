@@ -13,9 +13,9 @@ pub enum ProtocolKind {
     #[default]
     Raft,
     /// The two-phase ELECT/VOTE election with deterministic vote ranking
-    /// (seed 001, [`crate::RankedElector`]).
+    /// (the ELECT/VOTE paper, [`crate::RankedElector`]).
     Ranked,
-    /// Paxos leader election with low-ball polling (seed 004, [`crate::PaxosElector`]).
+    /// Paxos leader election with low-ball polling (TRex, [`crate::PaxosElector`]).
     Paxos,
 }
 

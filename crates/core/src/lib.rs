@@ -7,13 +7,13 @@
 //! to persist, messages to send, leadership events, and the next deadline.
 //!
 //! * [`Protocol`] is the interface and states the calling contract;
-//! * [`RaftElector`] implements the Raft-style election (seeds 000, 002, 003):
+//! * [`RaftElector`] implements the Raft-style election (BlazingMQ, Leader and Followers, Maelstrom's Raft):
 //!   PreVote with leader stickiness, CheckQuorum with a drift-safe leader
 //!   lease, ranked candidacy for split-vote-free failover, Leader Sequence
 //!   Numbers and fencing tokens, leadership transfer and cession on stop;
-//! * [`RankedElector`] implements seed 001's two-phase ELECT/VOTE election
+//! * [`RankedElector`] implements the two-phase ELECT/VOTE election of "A Leader Election Algorithm" (2000)
 //!   with deterministic vote ranking, made safe with durable votes and leases;
-//! * [`PaxosElector`] implements seed 004's Paxos leader election with
+//! * [`PaxosElector`] implements TRex's Paxos leader election with
 //!   low-ball polling that never disturbs a stable leader;
 //! * [`Elector`] holds any of the three, chosen at run time by [`ProtocolKind`].
 //!

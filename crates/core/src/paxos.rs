@@ -1,4 +1,4 @@
-//! Paxos leader election with low-ball polling (seed 004, TRex's "Leader
+//! Paxos leader election with low-ball polling (the TRex wiki's "Leader
 //! Elections"), `protocol = "paxos"`.
 //!
 //! Every node is proposer, acceptor and learner. A node that stops hearing the

@@ -368,7 +368,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         match self.seat.role {
             Role::Candidate => return refuse(self, None),
             Role::PreCandidate => {
-                // Seed 001's ranking: yield to a better-ranked pre-candidate, refuse a worse one.
+                // The ELECT/VOTE paper's ranking: yield to a better-ranked pre-candidate, refuse a worse one.
                 let (Some(mine), Some(theirs)) =
                     (self.seat.index_of(self.seat.cfg.id), self.seat.index_of(from))
                 else {
@@ -555,7 +555,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         self.seat.follow(from, lsn);
         self.lease_from_heartbeat(now, from);
         self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
-        // The acknowledgement doubles as the unsolicited support of seed 000 when
+        // The acknowledgement doubles as the unsolicited support of BlazingMQ when
         // this is the first heartbeat from a newly discovered leader.
         self.seat
             .send(from, Message::HeartbeatResponse { term, ok: true, echo_sent_at_nanos: sent_at });

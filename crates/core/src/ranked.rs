@@ -1,5 +1,5 @@
-//! The two-phase ranked election of seed 001 ("A Leader Election Algorithm",
-//! 2000), made safe with the durable state, leases and fencing rules of the
+//! The two-phase ranked election of "A Leader Election Algorithm"
+//! (2000), made safe with the durable state, leases and fencing rules of the
 //! default protocol.
 //!
 //! Every node runs two state machines side by side, as the seed describes:
@@ -371,7 +371,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     }
 
     /// How long after entering VOTING at `now` this node would vote for an
-    /// unforced choice: seed 001's RTT, after the leases that may still bind
+    /// unforced choice: the ELECT/VOTE paper's RTT, after the leases that may still bind
     /// other electors have ended (see `quiet_until`).
     fn own_vote_delay(&self, now: Instant) -> Duration {
         if now < self.rally_until {
@@ -443,7 +443,7 @@ impl<R: RngCore + Send> RankedElector<R> {
         taking_part.iter().all(|&p| p)
     }
 
-    /// The best claim by seed 001's ranking: a named successor first, then the
+    /// The best claim by the ELECT/VOTE paper's ranking: a named successor first, then the
     /// latest `(term, msg)`, ties to the earliest voter in the configuration.
     fn best_claim(&self) -> Option<usize> {
         self.fresh_claims()
@@ -460,7 +460,7 @@ impl<R: RngCore + Send> RankedElector<R> {
             return;
         }
         let forced = self.forced_choice(now);
-        // Seed 001: collect claims for RTT, and also until the others' leases
+        // The ELECT/VOTE paper: collect claims for RTT, and also until the others' leases
         // have surely ended and their claims arrived (every claimant announces
         // when it will vote), so that every voter ranks the same slate. A vote
         // the ranking cannot change (for the lease holder or a named
@@ -530,7 +530,7 @@ impl<R: RngCore + Send> RankedElector<R> {
         self.cast_vote(now, choice);
     }
 
-    /// Sends seed 001's VOTE: persisted first, in a term above every term this
+    /// Sends the ELECT/VOTE paper's VOTE: persisted first, in a term above every term this
     /// node knows (its own and the claimants'), so it never votes twice in a term.
     fn cast_vote(&mut self, now: Instant, i: usize) {
         let claim = self.claims[i].expect("the chosen claim is on the slate");
@@ -650,7 +650,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     // ---- Message handlers ----
 
     fn on_elect(&mut self, now: Instant, i: usize, from: NodeId, claim: Claim) {
-        // Seed 001: "rcv ELECT: record claim" (in every state).
+        // The ELECT/VOTE paper: "rcv ELECT: record claim" (in every state).
         let transfer = claim.transfer;
         let sent_at = claim.sent_at_nanos;
         self.claims[i] = Some(claim);
@@ -695,7 +695,7 @@ impl<R: RngCore + Send> RankedElector<R> {
                 self.quiet_until = self.quiet_until.min(now);
             }
         }
-        // WATCHING: seed 001 enters VOTING on any ELECT ("this tends to
+        // WATCHING: the ELECT/VOTE paper enters VOTING on any ELECT ("this tends to
         // synchronize the servers"). Here only if no lease binds this node, or
         // the ELECT comes from the leader it follows (a leader re-establishing
         // itself in a higher term).
@@ -734,7 +734,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     /// unbound elector and ranks the full slate. Without this, electors whose
     /// vote leases end at different times vote in rounds of their own, in ever
     /// different terms, and nobody holds a majority of one term. Not within a
-    /// round trip of the vote (seed 001: two election messages per server per
+    /// round trip of the vote (the ELECT/VOTE paper: two election messages per server per
     /// round trip).
     fn vote_lease_spent(&self, now: Instant, voted_at: Instant, echo: u64, sent_at: u64) -> bool {
         let lease = u64::try_from(self.seat.cfg.leader_lease().as_nanos()).unwrap_or(u64::MAX);
@@ -812,7 +812,7 @@ impl<R: RngCore + Send> RankedElector<R> {
         self.lease = Some(Lease { support, until: now + t });
         self.quiet_until = self.quiet_until.max(now + self.stretch(t));
         self.election_deadline = now + t;
-        // Seed 001: "rcv LEAD: clear the tally board"; a leader exists, so the
+        // The ELECT/VOTE paper: "rcv LEAD: clear the tally board"; a leader exists, so the
         // slate is cleared too, but for the claims of electors that had
         // already seen this LEAD (or a later one) when they claimed: they
         // poll for a reason this LEAD does not answer (a death notice about
@@ -1056,7 +1056,7 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
         if self.seat.role != Role::Follower || !(was_leader || candidate) {
             return;
         }
-        // Every elector polls at once (seed 001's ranking of the claims,
+        // Every elector polls at once (the ELECT/VOTE paper's ranking of the claims,
         // which all of them collect, elects the best-ranked survivor), unless
         // a lease on another node still binds this one.
         match self.running_lease(now) {

@@ -1,4 +1,4 @@
-//! Interaction tests of the Paxos elector's own rules (seed 004): each one is
+//! Interaction tests of the Paxos elector's own rules (TRex): each one is
 //! a short story about polls, ballots, promises, leases and restarts, with
 //! the outcome asserted. The properties it shares with the other protocols
 //! are tested in shared.rs; the tests on a lone elector drive it by hand.
@@ -417,7 +417,7 @@ fn a_stale_resign_does_not_let_its_successor_override_a_newer_lease() {
     assert!(matches!(paxos_sent(&c, since, f, other)[..], [PaxosMessage::PrepareAck { .. }]));
 }
 
-// ---- Seed 004: low-ball polling and evidence ----
+// ---- TRex: low-ball polling and evidence ----
 
 #[test]
 fn a_low_ball_poll_changes_no_durable_state_anywhere() {

@@ -1,4 +1,4 @@
-//! Interaction tests of the ranked protocol's own rules (seed 001's two-phase
+//! Interaction tests of the ranked protocol's own rules (the ELECT/VOTE paper's two-phase
 //! ELECT/VOTE election): each test is a short story with its outcome
 //! asserted. The properties it shares with the other protocols are tested in
 //! shared.rs.
@@ -99,7 +99,7 @@ fn poll_with_claims(
     votes_sent(c, before).into_iter().filter(|&(f, _, _)| f == voter).collect()
 }
 
-// ---- Seed 001's ranking and tally ----
+// ---- The ELECT/VOTE paper's ranking and tally ----
 
 #[test]
 fn vote_goes_to_the_latest_claim_then_to_the_earliest_voter() {
@@ -274,7 +274,7 @@ fn vote_is_handed_out_for_persistence_with_the_message() {
 
 #[test]
 fn a_fresh_claim_of_the_candidate_voted_for_releases_the_vote_lease() {
-    // Seed 001: "ELECT messages that start a round provoke messages from
+    // The ELECT/VOTE paper: "ELECT messages that start a round provoke messages from
     // servers whose timers have not yet expired. This tends to synchronize the
     // servers." A vote binds the voter to its candidate for an election
     // timeout; once the candidate claims afresh a leader lease after the claim
@@ -380,7 +380,7 @@ fn paused_candidate_does_not_take_office_on_late_votes() {
     assert!(c.leader_history().is_empty());
 }
 
-// ---- Seed 001's traffic promise ----
+// ---- The ELECT/VOTE paper's traffic promise ----
 
 /// The most election messages (ELECT broadcasts and VOTEs, a broadcast
 /// counted once) one server sent within any window of one RTT, and the most
@@ -452,7 +452,7 @@ fn each_server_sends_at_most_two_election_messages_per_rtt() {
     assert!(worst.0 >= 1 && elections > 60, "the measure saw the elections");
 }
 
-// ---- Death notices (issue 15) ----
+// ---- Death notices ----
 
 /// The leader `n1` of an elected three-node cluster sends its next LEAD and
 /// crashes; the links `n1 -> cut` are cut first, so that those nodes miss

@@ -50,7 +50,7 @@ fn others(c: &C, not: &[NodeId]) -> Vec<NodeId> {
 }
 
 /// True if the node that stands first is the earliest voter (Raft's ranked
-/// candidacy and seed 001's ranking; a Paxos ballot race is random).
+/// candidacy and the ELECT/VOTE paper's ranking; a Paxos ballot race is random).
 fn earliest_stands_first(kind: ProtocolKind) -> bool {
     kind != Paxos
 }
@@ -102,7 +102,7 @@ fn cold_start_with_drifting_clocks_and_jitter_elects_once(kind: ProtocolKind) {
         let leader = c.leader();
         assert_eq!(c.leader_history().len(), 1, "seed {seed}");
         match kind {
-            // Seed 001's ranking of claims holds whatever the clocks: n1 wins.
+            // The ELECT/VOTE paper's ranking of claims holds whatever the clocks: n1 wins.
             Ranked => assert_eq!(leader, n(1), "seed {seed}"),
             // Raft's candidacy stagger (half a heartbeat per rank) is within
             // what 5% of drift over a timeout can reorder.
@@ -215,7 +215,7 @@ fn fencing_tokens_increase_across_leaders(kind: ProtocolKind) {
 
 shared!(isolated_follower_does_not_raise_its_term_or_disturb_on_heal);
 fn isolated_follower_does_not_raise_its_term_or_disturb_on_heal(kind: ProtocolKind) {
-    // Seed 000's non-sticky leader: B isolated, then healed.
+    // BlazingMQ's non-sticky leader: B isolated, then healed.
     let (mut c, leader) = elected(kind, 4);
     let b = others(&c, &[leader])[0];
     let term = c.term(b);
@@ -234,7 +234,7 @@ fn isolated_follower_does_not_raise_its_term_or_disturb_on_heal(kind: ProtocolKi
 
 shared!(a_cut_link_changes_no_leader_and_no_term);
 fn a_cut_link_changes_no_leader_and_no_term(kind: ProtocolKind) {
-    // Seed 000's leader ping-pong (four nodes) and seed 004's one link
+    // BlazingMQ's leader ping-pong (four nodes) and TRex's one link
     // failure (three): only the link between the leader and B is cut. B
     // polls, but the others still hear the leader, so it never stands.
     for size in [3, 4] {
@@ -872,7 +872,7 @@ fn leadership_is_never_announced_with_a_write_that_fails(kind: ProtocolKind) {
     }
 }
 
-// ---- A hostile or buggy peer (issue 10) ----
+// ---- A hostile or buggy peer ----
 //
 // Frames a correct peer never sends, delivered as if from a voter (which is
 // what a stranger can do without TLS, or a compromised peer with it). None
@@ -1171,7 +1171,7 @@ fn a_leader_that_hears_a_rival_of_its_term_stops_leading(kind: ProtocolKind) {
     assert!(c.term(c.leader()) >= term);
 }
 
-// ---- Death notices (issue 15) ----
+// ---- Death notices ----
 //
 // A spy that knows (a supervisor after waitpid, the next incarnation holding
 // the data directory's lock) tells the survivors that a node is dead
@@ -1184,7 +1184,7 @@ fn a_leader_that_hears_a_rival_of_its_term_stops_leading(kind: ProtocolKind) {
 const NOTICE_FAILOVER_BOUND: Duration = Duration::from_millis(8);
 
 /// The same when some survivor never hears: a ranked elector then waits for
-/// seed 001's collection window (RTT) before it votes.
+/// the ELECT/VOTE paper's collection window (RTT) before it votes.
 fn partial_notice_failover_bound(kind: ProtocolKind, c: &C) -> Duration {
     match kind {
         Raft | Paxos => NOTICE_FAILOVER_BOUND,

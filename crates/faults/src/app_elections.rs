@@ -1,4 +1,4 @@
-//! Application elections on real processes (issues 12 and 13): three
+//! Application elections on real processes (in tenure and through etcd and ZooKeeper): three
 //! `tenure run` processes, each on its own application host (a network
 //! namespace of its own, see [`Cluster::start_with_hosts`]), take turns
 //! leading one election held by a three-node tenure cluster, a three-member

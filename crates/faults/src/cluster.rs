@@ -73,7 +73,7 @@ impl Timings {
     }
 }
 
-/// Which of issue 15's spies (docs/SPIES.md) the servers run with, beyond
+/// Which of the spies (docs/SPIES.md) the servers run with, beyond
 /// the next incarnation that every server has: who can report a leader's
 /// death, and where a report goes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The key-value store's scenarios on real servers (issue 11's proof in
+//! The key-value store's scenarios on real servers (the proof in
 //! processes): concurrent clients checked for linearizability through
 //! partitions, SIGKILLs and pauses; SIGKILL of every node at once loses no
 //! acknowledged write; a node whose data directory is wiped catches up.

@@ -1,4 +1,4 @@
-//! Issue 15's death notices where no spy can be heard: the leader's host
+//! Death notices where no spy can be heard: the leader's host
 //! goes down (its namespace cut off from every peer) and its elector is
 //! SIGKILLed there. Whatever on that host knows of the death (the node's
 //! next incarnation, a supervisor's notice) cannot reach the survivors, so

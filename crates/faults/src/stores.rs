@@ -1,4 +1,4 @@
-//! External stores for the application elections of issue 13: a 3-member
+//! External stores for application elections through a store: a 3-member
 //! etcd cluster or a 3-server ZooKeeper ensemble, one member in each of the
 //! namespaces given (the tenure node namespaces of a
 //! [`crate::cluster::Cluster`] started without servers, so that

@@ -1,5 +1,5 @@
 //! The replicated key-value store on real `tenure server` processes in
-//! network namespaces (issue 11): linearizable under partitions, SIGKILLs
+//! network namespaces: linearizable under partitions, SIGKILLs
 //! and pauses; no acknowledged write lost when every node is killed at
 //! once; a wiped node catches up. Root, `ip netns` and `nft` needed, as for
 //! the other fault scenarios (they skip visibly otherwise); one at a time.

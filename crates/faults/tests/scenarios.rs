@@ -27,7 +27,7 @@ fn leader_crash() {
     run("leader-crash", scenarios::leader_crash);
 }
 
-/// Issue 15: the leader's host cut off and its elector killed there, so
+/// Death notices: the leader's host cut off and its elector killed there, so
 /// no spy can be heard: failover still comes from the election timeout, and
 /// the late news after the heal disturbs nobody.
 #[test]

@@ -21,7 +21,7 @@ pub const MIN_TTL_MS: u64 = 500;
 pub const MAX_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// Most leases the store holds at once: ten times the thousand sessions
-/// issue 12's scale test asks for. A lease costs the store a few dozen
+/// the sessions scale test asks for. A lease costs the store a few dozen
 /// bytes plus its keys, and the leader one timer.
 pub const MAX_LEASES: usize = 10_000;
 

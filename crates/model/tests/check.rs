@@ -208,7 +208,7 @@ fn a_term_lost_on_restart_is_caught(protocol: ProtocolKind) {
     assert!(highest >= Term(1));
 }
 
-/// Death notices (issue 15): from an elected leader, a node may die and a
+/// Death notices: from an elected leader, a node may die and a
 /// spy report it to each other node (stale notices, about a node revived
 /// since, dropped by the driver). Every safety property holds, and a leader
 /// is elected on the notices with no timer fired since the death

@@ -1,7 +1,7 @@
-//! The README's embedding example (section "Embedding API"), as a program
-//! that `cargo test` and `cargo build --examples` compile. `tests/readme.rs`
-//! checks that the README shows exactly the lines between the two markers
-//! below, so the README cannot drift from code that compiles.
+//! The embedding example of docs/EMBEDDING.md (section "The node"), as a
+//! program that `cargo test` and `cargo build --examples` compile.
+//! `tests/readme.rs` checks that the page shows exactly the lines between the
+//! two markers below, so the docs cannot drift from code that compiles.
 //!
 //! Running it needs what it names: peers at 10.0.0.1-3, a writable
 //! `/var/lib/myapp/tenure`, and the node's certificate, key and the

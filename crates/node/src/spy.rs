@@ -1,5 +1,5 @@
 //! Death notices: "incarnation N of peer X is dead", from something that
-//! knows (issue 15), and the checks that keep a wrong one out.
+//! knows, and the checks that keep a wrong one out.
 //!
 //! Each node starts with a new, larger incarnation
 //! ([`crate::storage::incarnation`]) and shows it at every handshake. What

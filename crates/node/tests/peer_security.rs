@@ -15,7 +15,7 @@ use tenure_node::Security;
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
-/// The attack of issue 10: a peer holding node 3's certificate claims to be
+/// The attack: a peer holding node 3's certificate claims to be
 /// node 2 while node 2 is alive. It is refused, and the leader stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_of_another_node_cannot_claim_its_id() {

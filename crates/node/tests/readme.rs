@@ -1,5 +1,6 @@
-//! The README's embedding example is `examples/embed.rs`, which `cargo test`
-//! compiles: this test checks that the README shows those lines verbatim.
+//! The embedding example of docs/EMBEDDING.md is `examples/embed.rs`, which
+//! `cargo test` compiles: this test checks that the page shows those lines
+//! verbatim.
 
 use std::path::Path;
 
@@ -14,7 +15,8 @@ fn marked_region(text: &str) -> String {
 
 /// The first ```rust block after the heading `section`.
 fn readme_block(readme: &str, section: &str) -> String {
-    let after = readme.split_once(section).unwrap_or_else(|| panic!("no {section:?} in README"));
+    let after =
+        readme.split_once(section).unwrap_or_else(|| panic!("no {section:?} in docs/EMBEDDING.md"));
     let start = after.1.split_once("```rust\n").expect("a rust block in the section").1;
     start.split_once("\n```").expect("the rust block ends").0.to_string()
 }
@@ -23,12 +25,12 @@ fn readme_block(readme: &str, section: &str) -> String {
 fn readme_embedding_example_is_the_compiled_example() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let example = std::fs::read_to_string(root.join("examples/embed.rs")).unwrap();
-    let readme = std::fs::read_to_string(root.join("../../README.md")).unwrap();
+    let readme = std::fs::read_to_string(root.join("../../docs/EMBEDDING.md")).unwrap();
     let expected = marked_region(&example);
-    let shown = readme_block(&readme, "## Embedding API");
+    let shown = readme_block(&readme, "\n## The node\n");
     assert_eq!(
         shown, expected,
-        "README.md's embedding example differs from crates/node/examples/embed.rs; \
-         copy the lines between the README markers into the README"
+        "docs/EMBEDDING.md's example differs from crates/node/examples/embed.rs; \
+         copy the lines between the README markers into docs/EMBEDDING.md"
     );
 }

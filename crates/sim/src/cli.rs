@@ -54,8 +54,8 @@ pub struct SimArgs {
     /// Trace every input, output and fault to stderr (for replaying one seed).
     #[arg(long)]
     pub trace: bool,
-    /// Election protocol: raft (the default), ranked (seed 001's two-phase
-    /// ELECT/VOTE) or paxos (seed 004's Paxos with low-ball polling).
+    /// Election protocol: raft (the default), ranked (the ELECT/VOTE paper's two-phase
+    /// ELECT/VOTE) or paxos (TRex's Paxos with low-ball polling).
     #[arg(long, default_value = "raft")]
     pub protocol: tenure_core::ProtocolKind,
     /// Forged frames, for `random` (off unless given) and `hostile` (all

@@ -2,7 +2,7 @@
 //! `elect`): a few application processes (not voters) hold sessions in the
 //! replicated store and campaign in a few named elections, under every
 //! fault of the run and faults of their own (crashes, pauses, being cut off
-//! from tenure), with the checkers of issue 12.
+//! from tenure), with their checkers.
 //!
 //! An app client, as the client library of docs/ELECTIONS.md would:
 //!

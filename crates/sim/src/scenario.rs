@@ -103,7 +103,7 @@ impl Scenario {
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "non-sticky-leader",
-        description: "seed 000: 4 nodes, isolate follower B for 5 election timeouts, heal: same leader, no term change",
+        description: "BlazingMQ: 4 nodes, isolate follower B for 5 election timeouts, heal: same leader, no term change",
         fixed_nodes: Some(4),
         not_promised: &[],
         forger: ForgerUse::Never,
@@ -113,7 +113,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "leader-ping-pong",
-        description: "seed 000: 4 nodes, cut only the link leader A <-> follower B: no leader change, no term inflation",
+        description: "BlazingMQ: 4 nodes, cut only the link leader A <-> follower B: no leader change, no term inflation",
         fixed_nodes: Some(4),
         not_promised: &[],
         forger: ForgerUse::Never,
@@ -123,7 +123,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "one-link-failure",
-        description: "seed 004: 3 nodes, cut the link leader <-> one follower: no leader change",
+        description: "TRex: 3 nodes, cut the link leader <-> one follower: no leader change",
         fixed_nodes: Some(3),
         not_promised: &[],
         forger: ForgerUse::Never,
@@ -346,7 +346,7 @@ fn one_link_failure(p: &Params) -> Report {
     cut_leader_link(p, 3, "one-link-failure")
 }
 
-/// Seeds 000 and 004: cut only the link between the leader and one follower;
+/// BlazingMQ's and TRex's scenarios: cut only the link between the leader and one follower;
 /// the leader must stay, with no term inflation, during the cut and after it heals.
 fn cut_leader_link(p: &Params, nodes: usize, name: &'static str) -> Report {
     let sim = Sim::new(p.sim_config(nodes), p.seed);

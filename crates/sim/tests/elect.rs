@@ -1,4 +1,4 @@
-//! Application elections (issue 12) in the simulator: sessions and named
+//! Application elections in the simulator: sessions and named
 //! elections of app clients over the replicated store, under every fault
 //! of the random run and faults of the apps themselves, with the election
 //! checkers (no overlapping holders, tokens increasing, no starved

@@ -1,4 +1,4 @@
-//! The forger (issue 10: robust to a malicious or buggy peer even when
+//! The forger (robust to a malicious or buggy peer even when
 //! authenticated): for every protocol and every attack, runs of the
 //! `hostile` scenario — a healthy cluster receiving frames forged as other
 //! voters', with faults at the leader — and of `random` with the forger on.
@@ -18,7 +18,7 @@
 //! `a_forged_higher_term_heartbeat_does_not_elect_its_sender_under_a_live_lease`
 //! pins it for every protocol.
 //!
-//! Before the core's rules of issue 10 (term ceiling, bounded echoes,
+//! Before the core's hostile-peer rules (term ceiling, bounded echoes,
 //! `Resign` and transfers honoured only from the leader and its named
 //! successor), every attack but `rising-term` failed here: max-term frames
 //! overflowed terms (a panic in debug builds, a halt in release ones) and

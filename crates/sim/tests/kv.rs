@@ -1,4 +1,4 @@
-//! The key-value workload (issue 11): the real replica over the real store
+//! The key-value workload: the real replica over the real store
 //! beside every elector, clients writing and reading under every fault, and
 //! the checkers on their history and on the replicas.
 //!
@@ -70,7 +70,7 @@ fn every_protocol_keeps_the_history_linearizable_under_faults() {
 
 /// The heavy sweep: `cargo test -p tenure-sim --release --test kv -- --ignored`.
 #[test]
-#[ignore = "minutes; the release sweep of the README runs 10,000 seeds per protocol"]
+#[ignore = "minutes; the release sweep of docs/VERIFICATION.md runs 10,000 seeds per protocol"]
 fn every_protocol_keeps_the_history_linearizable_heavy() {
     sweep(1000, &[3, 5, 7], 20);
 }

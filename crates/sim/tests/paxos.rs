@@ -1,4 +1,4 @@
-//! The Paxos protocol (seed 004) under the simulator: its promises as
+//! The Paxos protocol (TRex) under the simulator: its promises as
 //! scenario runs, and the runs that exercise its departures from the seed.
 //!
 //! Replay any run with
@@ -29,8 +29,8 @@ fn assert_passes(name: &str, seeds: std::ops::Range<u64>, nodes: usize) {
     }
 }
 
-/// Seed 004's selling point: cutting the link between the leader and one
-/// follower (3 nodes), or seed 000's ping-pong and non-sticky cases (4 nodes),
+/// TRex's selling point: cutting the link between the leader and one
+/// follower (3 nodes), or BlazingMQ's ping-pong and non-sticky cases (4 nodes),
 /// changes no leader, starts no high Prepare and moves no ballot. The
 /// follower keeps polling with the low ball and finds weak evidence each time.
 #[test]

@@ -1,6 +1,6 @@
-//! The ranked protocol (`protocol = "ranked"`, seed 001) in the simulator:
+//! The ranked protocol (`protocol = "ranked"`, the ELECT/VOTE paper) in the simulator:
 //! pinned seeds that once failed, the named scenarios it promises, and the
-//! measurement of seed 001's traffic promise (at most two election messages
+//! measurement of the ELECT/VOTE paper's traffic promise (at most two election messages
 //! per server per round trip).
 //!
 //! Replay a run with
@@ -63,7 +63,7 @@ fn pinned_random_seeds_converge() {
 /// expired, n1 for n3 in t11, ...) and nobody ever held two votes of one
 /// term. Fixed by releasing a vote lease when the candidate voted for claims
 /// afresh a leader lease after the claim voted for: the voter joins that
-/// round like any unbound elector, as seed 001's ELECTs synchronise servers.
+/// round like any unbound elector, as the ELECT/VOTE paper's ELECTs synchronise servers.
 /// Seed 5140 is the same pattern (n3 for n2, n1 for n3, n2 for itself, each
 /// in a round of its own).
 #[test]
@@ -141,7 +141,7 @@ fn leader_crash_fails_over_in_one_round() {
     }
 }
 
-// ---- Seed 001's traffic promise, counted on the simulator's parts ----
+// ---- The ELECT/VOTE paper's traffic promise, counted on the simulator's parts ----
 
 /// A minimal driver over the simulator's hosts, clocks and network that logs
 /// every message sent (the runner keeps only counts).

@@ -98,7 +98,7 @@ fn run_protocol(
     scenario::find(name).unwrap_or_else(|| panic!("scenario {name} exists")).run(&p)
 }
 
-/// Death notices (issue 15), `spy` seeds of ranked at 3 nodes: the dead
+/// Death notices, `spy` seeds of ranked at 3 nodes: the dead
 /// leader's last LEAD, still on its way, cleared from a survivor's slate the
 /// claim of a survivor that had its notice first, and the failover after an
 /// on-time notice waited for a claim that never came again (seeds 95, 933,
@@ -113,7 +113,7 @@ fn ranked_failover_on_a_notice_survives_the_dead_leaders_last_lead() {
     }
 }
 
-/// Death notices (issue 15), `spy` seed 2183 of Paxos at 7 nodes: a late
+/// Death notices, `spy` seed 2183 of Paxos at 7 nodes: a late
 /// notice reached a survivor polling on its timeout while the best-ranked
 /// survivor stood on its own notice; the two candidacies failed each other
 /// and the failover overran its bound. Fixed in the core (a poller told of
@@ -125,7 +125,7 @@ fn a_late_notice_does_not_start_a_duel_with_a_poller() {
     assert!(r.passed(), "{:#?} {:#?}", r.failures, r.violations);
 }
 
-/// The trust assumption of death notices (issue 15): a spy that reported a
+/// The trust assumption of death notices: a spy that reported a
 /// live leader dead would let the others elect a second leader while the
 /// first one's lease runs. The simulator's spies never lie; this one does,
 /// and the checkers must see the overlap (so they can fail on notices).

@@ -126,7 +126,7 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N")]
     pub election_timeout_ms: Option<u64>,
     /// Election protocol, the same on every node: raft (PreVote, leases, ranked candidacy),
-    /// ranked (seed 001's two-phase ELECT/VOTE) or paxos (Paxos with low-ball polling).
+    /// ranked (the two-phase ELECT/VOTE election of 2000) or paxos (Paxos with low-ball polling).
     /// Nodes refuse peers that run another; see docs/protocols.md [default: raft].
     #[arg(long, value_name = "NAME")]
     pub protocol: Option<ProtocolKind>,

@@ -1,4 +1,4 @@
-//! `tenure server --supervised`: the supervisor spy of issue 15.
+//! `tenure server --supervised`: the supervisor spy (docs/SPIES.md).
 //!
 //! The supervisor runs the node (the elector) as a child process, this same
 //! binary with the same flags but the supervisor's own, and waits for it.

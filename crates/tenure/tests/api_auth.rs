@@ -44,7 +44,7 @@ async fn only_an_admin_token_moves_leadership() {
     let body = format!("{{\"to\": {}}}", c.servers[target].id);
     let json = Some(("application/json", body.as_str()));
 
-    // The attack of the issue: anonymous transfers in a loop, to every node.
+    // The attack: anonymous transfers in a loop, to every node.
     let since = Instant::now();
     let mut refused = 0;
     while since.elapsed() < Duration::from_secs(1) {

@@ -49,7 +49,7 @@ const FIRST_ELECTION_BOUND: Duration = Duration::from_secs(10);
 const PAGE_LOAD_BOUND: Duration = Duration::from_secs(10);
 /// Bound on a failover or transfer as the harness sees it.
 const CHANGE_BOUND: Duration = Duration::from_secs(10);
-/// The bound: once the cluster has a new leader, the page shows it
+/// The bound: once the cluster has a new leader, the page shows it
 /// (and the change in its timeline) within this.
 const PAGE_BOUND: Duration = Duration::from_secs(2);
 /// How often the tests read the page.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// The test cluster's timings: the election timeout of the goal.
+/// The test cluster's timings: the election timeout of the death-notice goal.
 const HEARTBEAT_MS: u64 = 100;
 const TIMEOUT_MS: u64 = 1000;
 /// Bound on a first election, including process start-up on a busy machine.

@@ -7,7 +7,7 @@
 //! all its candidates, no session was lost, and the servers' memory (VmRSS)
 //! stays within stated bounds: it stops growing once the state is built.
 //!
-//! The figures for the README: `cargo test -p tenure --test elections_scale
+//! The figures in docs/BENCHMARKS.md: `cargo test -p tenure --test elections_scale
 //! -- --nocapture` prints the set-up time, each round's time and every
 //! server's RSS after each round.
 

@@ -1,6 +1,6 @@
 //! A `tenure run` whose TTL is the smallest the CLI accepts without a
 //! warning rides out SIGKILLs of the tenure leader at phases spread over its
-//! renewal cycle (issue 26, item 2): the command is never stopped.
+//! renewal cycle : the command is never stopped.
 //!
 //! Default timings (heartbeat 100 ms, election timeout 1000 ms), three
 //! real `tenure server` processes. One test of about two and a half
@@ -45,7 +45,7 @@ fn cli(c: &TestCluster, args: &[&str]) -> Command {
 }
 
 /// The smallest TTL the warning of `tenure run --ttl-ms 3000` names (and
-/// that the warning is given: the issue's TTL cannot ride out a failover).
+/// that the warning is given: a 3 s TTL cannot ride out a failover).
 async fn smallest_ttl_ms(c: &TestCluster) -> u64 {
     let out = cli(c, &["run", "--election", "probe", "--ttl-ms", "3000", "--", "true"])
         .output()
@@ -76,7 +76,7 @@ async fn sigkills_of_the_tenure_leader_never_stop_a_command_with_the_smallest_qu
     let mut c = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
     c.wait_agreement(&[0, 1, 2], STEP_BOUND).await;
 
-    // TENURE_RIDE_TTL_MS replays the issue's case (3000: the command is
+    // TENURE_RIDE_TTL_MS replays the reported case (3000: the command is
     // stopped in some trials) instead of the smallest quiet TTL.
     let ttl_ms = match std::env::var("TENURE_RIDE_TTL_MS") {
         Ok(ms) => ms.parse().expect("TENURE_RIDE_TTL_MS: milliseconds"),

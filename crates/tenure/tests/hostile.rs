@@ -1,4 +1,4 @@
-//! The hostile-peer suite of issue 10: every attack of the issue replayed
+//! The hostile-peer suite: every attack replayed
 //! against a healthy 3-node cluster of real `tenure server` processes, while a
 //! background monitor polls every node's API (`/v1/is-leader` and
 //! `/v1/status`) and records what the cluster did.

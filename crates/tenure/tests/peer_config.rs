@@ -58,7 +58,7 @@ async fn handshake_error(c: &TestCluster, i: usize, peer: u64) -> String {
     }
 }
 
-/// The typo: nodes 1 and 3 list voters 1, 2, 3; node 2 lists itself
+/// The typo: nodes 1 and 3 list voters 1, 2, 3; node 2 lists itself
 /// alone. Node 2 then refuses to start, naming the flag of a one-node
 /// cluster. With the milder typo (node 2 lists 1 and 2), it starts, but the
 /// nodes refuse each other at the handshake with an error naming both voter

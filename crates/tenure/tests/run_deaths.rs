@@ -1,4 +1,4 @@
-//! `tenure run` killed in each way a process dies (issue 26, item 1): its
+//! `tenure run` killed in each way a process dies : its
 //! guard alone, `tenure run` alone, their process group, or both pids, all
 //! by SIGKILL, and a guard SIGSTOPped before `tenure run` is told to stop,
 //! while a second candidate waits. The command (a shell whose

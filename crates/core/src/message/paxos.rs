@@ -1,4 +1,4 @@
-//! Messages of Paxos leader election with low-ball polling (`protocol = "paxos"`, seed 004).
+//! Messages of Paxos leader election with low-ball polling (`protocol = "paxos"`, TRex).
 
 use crate::types::{Lsn, NodeId, Term};
 use serde::{Deserialize, Serialize};

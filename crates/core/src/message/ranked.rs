@@ -1,4 +1,4 @@
-//! Messages of the two-phase ranked election (`protocol = "ranked"`, seed 001).
+//! Messages of the two-phase ranked election (`protocol = "ranked"`, the ELECT/VOTE paper).
 
 use crate::types::{Lsn, NodeId, Term};
 use serde::{Deserialize, Serialize};
@@ -6,12 +6,12 @@ use serde::{Deserialize, Serialize};
 /// Messages of the ranked protocol.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum RankedMessage {
-    /// Seed 001's ELECT(id, term, msg): the sender is VOTING and reports its claim.
+    /// The ELECT/VOTE paper's ELECT(id, term, msg): the sender is VOTING and reports its claim.
     /// The transport supplies the id.
     Elect {
         /// The sender's current term (the highest it knows; votes go above it).
         term: Term,
-        /// The latest leader message the sender saw (seed 001's "term, msg"); for
+        /// The latest leader message the sender saw (the ELECT/VOTE paper's "term, msg"); for
         /// a former leader, its latest message a majority acknowledged. `None`
         /// after a restart.
         claim: Option<Lsn>,
@@ -28,14 +28,14 @@ pub enum RankedMessage {
         /// than every claimant they know of, so they rank the same slate.
         vote_in_nanos: u64,
     },
-    /// Seed 001's VOTE(term, msg): the sender votes for the destination in `term`.
+    /// The ELECT/VOTE paper's VOTE(term, msg): the sender votes for the destination in `term`.
     Vote {
         /// The term voted in: above every term the voter knew.
         term: Term,
         /// The `sent_at_nanos` of the destination's `Elect` the vote answers.
         echo_sent_at_nanos: u64,
     },
-    /// Seed 001's LEAD: the leader's heartbeat and assertion of leadership.
+    /// The ELECT/VOTE paper's LEAD: the leader's heartbeat and assertion of leadership.
     Lead {
         /// The leader's term.
         term: Term,
@@ -107,7 +107,7 @@ impl RankedMessage {
     }
 
     /// True for the messages of the election itself (`Elect` and `Vote`), the
-    /// ones seed 001 bounds to two per server per round trip.
+    /// ones the ELECT/VOTE paper bounds to two per server per round trip.
     pub fn is_election_message(&self) -> bool {
         matches!(self, RankedMessage::Elect { .. } | RankedMessage::Vote { .. })
     }

@@ -694,7 +694,7 @@ fn print_report(r: &ElectReport) {
     }
 }
 
-/// The goals: the first system is tenure's client, the second the
+/// The goals: the first system is tenure's client, the second the
 /// stock client it is compared with.
 fn print_goals(r: &ElectReport) {
     let goal = |what: &str, met: bool, detail: String| {

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 /// Most observed changes (`--observe-trials`).
 pub const MAX_OBSERVE_TRIALS: usize = 10_000;
-/// The goal for an observe event's latency on loopback, p99, ms.
+/// The goal for an observe event's latency on loopback, p99, ms.
 pub const OBSERVE_GOAL_MS: f64 = 5.0;
 /// The longest an observer may take to receive one event before the bench
 /// counts it as missed.

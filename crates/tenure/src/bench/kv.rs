@@ -7,7 +7,7 @@
 //! `--value-bytes`-byte values to `--keys` keys, then linearizable gets of
 //! those keys. tenure is asked `PUT`/`GET /v1/kv/{key}`; etcd its JSON
 //! gateway's `POST /v3/kv/put` and `/v3/kv/range` (linearizable by default),
-//! as `wrk` was pointed at it for the figures in the README. A warm-up of
+//! as `wrk` was pointed at it for the etcd figures quoted in docs/BENCHMARKS.md. A warm-up of
 //! [`WARM_UP`] (puts of every key) precedes the measured phases.
 
 use super::failover::wait_stable;

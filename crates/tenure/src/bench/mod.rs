@@ -52,7 +52,7 @@ const GOAL_SLACK_MS: f64 = 20.0;
 const GOAL_GRACEFUL_MS: f64 = 10.0;
 /// The share of failovers that must take one election round.
 const GOAL_ONE_ROUND: f64 = 0.99;
-/// Issue 15's goal: a killed leader whose death a spy reports is replaced
+/// The death-notice goal: a killed leader whose death a spy reports is replaced
 /// within this p99 (ms), at T = 1000 ms on loopback.
 const GOAL_SPY_MS: f64 = 50.0;
 
@@ -263,7 +263,7 @@ struct FailoverReport {
     goals: Vec<Goal>,
 }
 
-/// A goal of the issue and whether this run met it.
+/// A stated goal and whether this run met it.
 #[derive(Debug, Serialize)]
 struct Goal {
     what: String,
@@ -441,7 +441,7 @@ fn failover_report(
     if let Some(trials) = etcd_trials {
         reports.push(SystemReport::new("etcd", trials, false));
     }
-    // The goals are stated for the default protocol (issue 4); the others are
+    // The goals are stated for the default protocol; the others are
     // compared in docs/protocols.md instead.
     let goals = if args.cluster.protocol == tenure_core::ProtocolKind::Raft {
         goals(stop, (args.cluster.heartbeat_ms, args.cluster.election_timeout_ms), &reports[0])

@@ -35,7 +35,7 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// silent socket) until a request on it carries a valid token. When they
 /// are all taken, a new connection is still admitted: the oldest unproven
 /// connection of the address holding the most places is closed for it
-/// ([`super::admission`]). 512 holds the flood of 300 connections
+/// ([`super::admission`]). 512 holds a flood of 300 connections
 /// per node without closing any, and makes a flood that cycles through the
 /// pool need hundreds of new connections a second, each of which a
 /// client with a token outpaces by sending its first request at once.

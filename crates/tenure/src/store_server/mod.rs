@@ -1,5 +1,5 @@
 //! A server whose leadership comes from an external store (`tenure server
-//! --store URL`, seed 002): no consensus node of its own, no peers, no data
+//! --store URL`, Leader and Followers): no consensus node of its own, no peers, no data
 //! directory. It campaigns in one election of the store (tenure's named
 //! elections, etcd or ZooKeeper: docs/STORES.md) with the value
 //! `{"id":N,"http":"host:port"}`, again after every loss, observes the
