@@ -2,7 +2,7 @@
 //! beside the HTTP API (docs/ELECTIONS.md, "Sessions").
 //!
 //! A session is a lease in the replicated store; its grant and revoke are
-//! ordinary log entries (`crates/tenure/src/http/sessions.rs`). What this
+//! ordinary log entries (`crates/server/src/http/sessions.rs`). What this
 //! module adds runs on the ready leader only, in memory ([`service`]):
 //!
 //! * the lease keeper ([`tenure_kv::LeaseKeeper`], the sans-IO logic the

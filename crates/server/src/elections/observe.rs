@@ -624,7 +624,7 @@ mod tests {
     }
 
     /// How long a resumption of a big election takes, by step (run with
-    /// `cargo test -p tenure --bin tenure observe::tests::resume_cost --
+    /// `cargo test -p tenure-server --lib observe::tests::resume_cost --
     /// --ignored --nocapture`): 1,000 candidates, and 9,000 proclaims
     /// since the point, by the leader and then by each successor in turn.
     #[test]

@@ -1,5 +1,5 @@
-//! A SIGSTOP that has taken effect. Shared by the etcd and the ZooKeeper
-//! test harnesses (the latter includes this file by path).
+//! A SIGSTOP that has taken effect, for the etcd and the ZooKeeper
+//! launchers.
 
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,6 @@
 //! ports, a temporary data directory, killed (SIGKILL) and removed on drop.
 //! A missing `etcd` binary fails the test with what to install.
 
-#![allow(dead_code)]
-
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -12,8 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-mod stopped;
-use stopped::wait_stopped;
+use crate::stopped::wait_stopped;
 
 /// How long a cluster may take to have a leader after a start.
 const HEALTHY_WITHIN: Duration = Duration::from_secs(30);

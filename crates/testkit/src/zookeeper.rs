@@ -2,8 +2,6 @@
 //! ensemble) JVMs on loopback, free ports, a temp dir each; killed by pid
 //! (SIGKILL, then waited for) when the `Ensemble` is dropped.
 
-#![allow(dead_code)]
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -12,9 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-#[path = "../../../store-etcd/tests/common/stopped.rs"]
-mod stopped;
-use stopped::wait_stopped;
+use crate::stopped::wait_stopped;
 
 /// The jar of the Debian package `zookeeper` (its manifest names its
 /// dependencies in /usr/share/java).

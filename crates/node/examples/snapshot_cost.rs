@@ -3,7 +3,7 @@
 //! log store's snapshot file and journal swap (in the background), with
 //! appends timed while it runs.
 //!
-//! `cargo run --release -p tenure --example snapshot_cost -- [KEYS] [ENTRIES]`
+//! `cargo run --release -p tenure-node --example snapshot_cost -- [KEYS] [ENTRIES]`
 //! (defaults: 100,000 keys of 128 bytes, a journal of 10,000 entries). Run
 //! with `RUST_LOG=tenure_node=debug` for the log store's own timings.
 
