@@ -18,10 +18,12 @@ fn a_report_into_a_closed_pipe_ends_by_sigpipe_without_a_panic() {
         &["status", "--json", "--endpoints", "127.0.0.1:1,127.0.0.1:2"][..],
         &["status", "--endpoints", "127.0.0.1:1,127.0.0.1:2"][..],
     ] {
-        let mut child =
-            tenure().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        // The reader goes away before anything was written.
-        drop(child.stdout.take());
+        // The reader is gone before the command starts (closing it after
+        // the spawn raced with a fast command, which then wrote into the
+        // pipe's buffer and exited normally).
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let child = tenure().args(args).stdout(writer).stderr(Stdio::piped()).spawn().unwrap();
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
