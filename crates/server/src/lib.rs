@@ -28,6 +28,7 @@ pub mod api;
 pub mod elections;
 pub mod http;
 pub mod metrics;
+mod replication;
 pub mod server;
 pub mod sessions;
 pub mod store_server;

@@ -9,7 +9,7 @@
 //! histogram and its count of writes with an unknown outcome, measured by
 //! the handlers.
 
-use crate::http::status::replication;
+use crate::replication::replication;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;

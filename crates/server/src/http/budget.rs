@@ -5,7 +5,7 @@
 //! serialised on a blocking thread, not on the API's async workers, and at
 //! most [`MAX_LIST_ANSWERS`] are built or sent at once.
 
-use super::state::ApiError;
+use super::error::ApiError;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

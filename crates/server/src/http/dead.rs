@@ -17,7 +17,8 @@
 //! `current_incarnation` where known; 400 for a bad path or body or a notice
 //! about the answering node itself; 404 for a node that is not a voter.
 
-use super::state::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use crate::api::{DeadNoticeBody, DeadNoticeRequest};
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};

@@ -28,9 +28,10 @@
 
 use super::auth::Caller;
 use super::elections::{name_from, text};
-use super::kv::{read, Consistency};
+use super::error::ApiError;
 use super::kv_watch::start_revision;
-use super::state::{ApiError, AppState};
+use super::state::AppState;
+use super::store::{read, Consistency};
 use super::watch::{acquire_slot, SSE_KEEP_ALIVE};
 use super::watchers::WatchSlot;
 use crate::api::{ErrorBody, ObservedLeaderBody, ObservedNoLeaderBody};

@@ -8,9 +8,10 @@
 
 use super::auth::Caller;
 use super::budget::{json_answer, json_str_len, MAX_LIST_BYTES};
-use super::kv::{propose, query_from, read, read_error, unexpected, Consistency};
+use super::error::ApiError;
 use super::owner::{require_owner, Use};
-use super::state::{ApiError, AppState};
+use super::state::AppState;
+use super::store::{propose, query_from, read, read_error, unexpected, Consistency};
 use super::watch::stream_slot;
 use crate::api::{
     CampaignRequest, CandidacyBody, ElectionBody, ElectionCandidateBody, ElectionLeaderBody,
@@ -343,7 +344,7 @@ fn session_from(id: u64) -> Result<LeaseId, ApiError> {
 
 /// The body's bytes, or 413 if too large.
 fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|r| super::kv::body_error(r, MAX_ELECTION_BODY_BYTES, "body"))
+    body.map_err(|r| super::store::body_error(r, MAX_ELECTION_BODY_BYTES, "body"))
 }
 
 /// The JSON body, or 400 naming the expected shape.

@@ -6,7 +6,8 @@
 
 use super::admission::{ProvenFull, Standing};
 use super::auth::{Access, ApiAuth, Caller, Refusal};
-use super::state::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;

@@ -7,10 +7,12 @@
 //! renewal writes nothing to the log.
 
 use super::auth::Caller;
-use super::kv::no_leader_retry;
+use super::error::ApiError;
+use super::owner::not_found;
 use super::owner::{require_owner, Use};
-use super::sessions::{not_found, session_id};
-use super::state::{ApiError, AppState};
+use super::sessions::session_id;
+use super::state::AppState;
+use super::store::no_leader_retry;
 use crate::api::SessionBody;
 use crate::sessions::{self, SessionAnswer, SessionAsk, SessionAskError};
 use axum::extract::rejection::PathRejection;

@@ -27,10 +27,11 @@
 //! with `POST` itself (the Rust client and `tenure run` do).
 
 use super::auth::Caller;
+use super::error::ApiError;
 use super::keepalive::{answer_error, ask_error};
 use super::owner::{require_owner, Use};
 use super::sessions::session_id;
-use super::state::{ApiError, AppState};
+use super::state::AppState;
 use super::watch::{stream_slot, SSE_KEEP_ALIVE};
 use super::watchers::WatchSlot;
 use crate::sessions::{self, SessionAnswer, SessionAsk};

@@ -1,7 +1,7 @@
 //! The key-value API's JSON to and from the store's commands and answers,
 //! and the checks on keys: pure functions, tested without a server.
 
-use super::state::ApiError;
+use super::error::ApiError;
 use crate::api::{
     value_from, CompareBody, CompareOpName, KvBody, TargetName, TxnBody, TxnOpBody, TxnRequest,
     TxnResponseBody,

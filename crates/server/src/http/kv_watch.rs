@@ -23,8 +23,9 @@
 //! applied log index.
 
 use super::auth::Caller;
+use super::error::ApiError;
 use super::kv_body::{check_key, check_prefix, invalid};
-use super::state::{ApiError, AppState};
+use super::state::AppState;
 use super::watch::{acquire_slot, SSE_KEEP_ALIVE};
 use super::watchers::WatchSlot;
 use crate::api::{ErrorBody, KvBody, KvEventBody};

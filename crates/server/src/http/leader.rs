@@ -1,7 +1,8 @@
 //! `GET /v1/leader` (who leads) and `GET /v1/is-leader` (does this node lead,
 //! for load balancers).
 
-use super::state::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use crate::api::LeaderBody;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -20,8 +20,8 @@
 //! than proposed, so no grant can slip in under a guessed id in between.
 
 use super::auth::{Caller, Role};
-use super::sessions::not_found;
-use super::state::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use axum::http::StatusCode;
 use tenure_kv::{Command, LeaseId, Store, TxnOp};
 
@@ -123,8 +123,10 @@ pub(crate) async fn require_owner(
         Ok(()) => return Ok(()),
         // Not applied here yet, perhaps: as fresh as the call, then again.
         Err(Blocked::Missing(_)) => {
-            super::kv::read(st, super::kv::Consistency::Linearizable, |s| check(s, caller, leases))
-                .await?
+            super::store::read(st, super::store::Consistency::Linearizable, |s| {
+                check(s, caller, leases)
+            })
+            .await?
         }
         Err(foreign) => Err(foreign),
     };
@@ -149,6 +151,14 @@ fn foreign(caller: &Caller, id: LeaseId, owner: Option<&str>, what: Use) -> ApiE
              {caller:?}; nothing was done",
             what.verb()
         ),
+    )
+}
+
+/// 404 for a session that does not exist.
+pub(crate) fn not_found(lease: LeaseId) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("session {lease} does not exist (never granted, or revoked or expired)"),
     )
 }
 

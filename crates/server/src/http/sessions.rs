@@ -9,10 +9,11 @@
 
 use super::auth::Caller;
 use super::budget::{json_answer, json_str_len, MAX_LIST_BYTES};
-use super::kv::{propose, query_from, read, unexpected, Consistency};
+use super::error::ApiError;
 use super::kv_body::invalid;
-use super::owner::{grant_owner, require_owner, Use};
-use super::state::{ApiError, AppState};
+use super::owner::{grant_owner, not_found, require_owner, Use};
+use super::state::AppState;
+use super::store::{propose, query_from, read, unexpected, Consistency};
 use crate::api::{
     SessionBody, SessionGrantRequest, SessionInfoBody, SessionListBody, SessionRevokedBody,
 };
@@ -187,14 +188,6 @@ fn invalid_id(text: &str) -> ApiError {
     ApiError::new(
         StatusCode::BAD_REQUEST,
         format!("{shown:?} is not a session id: ids are positive integers, from POST /v1/sessions"),
-    )
-}
-
-/// 404 for a session that does not exist.
-pub(crate) fn not_found(lease: LeaseId) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        format!("session {lease} does not exist (never granted, or revoked or expired)"),
     )
 }
 

@@ -1,11 +1,11 @@
 //! `GET /v1/status`: this node's view of the cluster.
 
 use super::state::{AppState, ClusterLinks};
-use crate::api::{FollowerBody, LsnBody, PeerBody, ReplicationBody, StatusBody};
+use crate::api::{LsnBody, PeerBody, StatusBody};
+use crate::replication::replication;
 use axum::extract::State;
 use axum::Json;
-use tenure_kv::Store;
-use tenure_node::{NodeStatus, Replicated};
+use tenure_node::NodeStatus;
 
 /// The node's status as JSON.
 pub async fn get(State(st): State<AppState>) -> Json<StatusBody> {
@@ -86,26 +86,4 @@ fn add_http_addresses(body: &mut StatusBody, cluster: &ClusterLinks) {
     }
     let learned = |id: u64| body.peers.iter().find(|p| p.id == id)?.http_address.clone();
     body.leader_http_address = body.leader.and_then(|l| known(l).or_else(|| learned(l)));
-}
-
-/// The replicated log as this node holds it, with each follower's lag (on
-/// the leader): what `/v1/status` shows and the log gauges of `/metrics`
-/// export.
-pub(crate) fn replication(kv: &Replicated<Store>) -> ReplicationBody {
-    let s = kv.status();
-    ReplicationBody {
-        last_index: s.last.index,
-        commit_index: s.commit,
-        applied_index: s.applied,
-        revision: kv.read_stale(Store::revision).0,
-        followers: s
-            .followers
-            .iter()
-            .map(|(id, index)| FollowerBody {
-                id: id.0,
-                match_index: *index,
-                lag_entries: s.last.index.saturating_sub(*index),
-            })
-            .collect(),
-    }
 }

@@ -1,6 +1,7 @@
 //! `POST /v1/transfer {"to": N}`: hand leadership to node N.
 
-use super::state::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use crate::api::{TransferBody, TransferRequest};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;

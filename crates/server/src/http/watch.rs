@@ -2,7 +2,8 @@
 //! change, until the node or the server stops.
 
 use super::auth::Caller;
-use super::state::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use super::watchers::{WatchRefusal, WatchSlot, Watchers};
 use crate::api::LeadershipBody;
 use axum::extract::State;
