@@ -1,5 +1,5 @@
 //! The server's config file: TOML text into the settings a node starts with
-//! (`ServerArgs::resolve_with` of `crates/tenure/src/config.rs`, which checks
+//! (`ServerArgs::resolve_with` of the `tenure` crate, which checks
 //! the peer list and ids and has the core validate the election settings).
 //!
 //! Inputs that would make the parser resolve a host name are skipped: a
@@ -8,8 +8,8 @@
 //! Properties: nothing panics; settings that resolve name this node among
 //! the peers and pass the node's own validation.
 
-use crate::config::{parse_file, ServerArgs};
 use std::net::SocketAddr;
+use tenure::config::{parse_file, ServerArgs};
 
 /// Runs the target on one input.
 pub fn run(data: &[u8]) {

@@ -52,21 +52,21 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
-use tenure::api::{
+use tenure_client::election::{parse_event, Campaign, Check, ElectionState, Observed, WaitAnswer};
+use tenure_client::SseEvent;
+use tenure_kv::{
+    parse_candidate_key, validate_name, Command, LeaseId, TxnOp, MAX_TTL_MS, MAX_VALUE, MIN_TTL_MS,
+};
+use tenure_server::api::{
     CampaignRequest, CandidacyBody, DeadNoticeBody, DeadNoticeRequest, ElectionBody, ErrorBody,
     KvGetBody, LeaderBody, LeadershipBody, ObservedLeaderBody, ObservedNoLeaderBody, ProclaimBody,
     ProclaimRequest, ResignBody, ResignRequest, SessionBody, SessionGrantRequest,
     SessionRevokedBody, StatusBody, TokenCheckBody, TransferBody, TransferRequest, TxnBody,
     TxnRequest,
 };
-use tenure::http::{
+use tenure_server::http::{
     campaign_command, dead_notice, grant_command, proclaim_request, resign_command,
     transfer_target, txn_command, ApiError,
-};
-use tenure_client::election::{parse_event, Campaign, Check, ElectionState, Observed, WaitAnswer};
-use tenure_client::SseEvent;
-use tenure_kv::{
-    parse_candidate_key, validate_name, Command, LeaseId, TxnOp, MAX_TTL_MS, MAX_VALUE, MIN_TTL_MS,
 };
 
 /// Runs the target on one input.
@@ -272,7 +272,8 @@ fn candidacy_answer(body: &[u8]) {
 
 fn election_answer(body: &[u8]) {
     read_by_client::<ElectionBody, ElectionState>(body, |s, c| {
-        let leader = |l: &tenure::api::ElectionLeaderBody| (l.session, l.value.clone(), l.token);
+        let leader =
+            |l: &tenure_server::api::ElectionLeaderBody| (l.session, l.value.clone(), l.token);
         let client_leader = |l: &tenure_client::Leader| (l.session, l.value.clone(), l.token);
         let candidates = s.candidates.iter().map(|c| (c.session, &c.value, c.create_revision));
         let client_candidates =

@@ -16,20 +16,6 @@ pub mod seeds;
 pub mod state_file;
 pub mod wire;
 
-// The server's config parser lives in the `tenure` binary, which no crate can
-// depend on: its source (and that of the logging module it uses) is compiled
-// into this crate unchanged. Only `ServerArgs::resolve_with` and
-// `parse_file` are called here.
-#[path = "../../crates/tenure/src/config.rs"]
-#[allow(dead_code, missing_docs)]
-mod config;
-#[path = "../../crates/tenure/src/logging.rs"]
-#[allow(dead_code, missing_docs)]
-mod logging;
-#[path = "../../crates/tenure/src/tokens.rs"]
-#[allow(dead_code, missing_docs)]
-mod tokens;
-
 /// A target: runs one input, panics on a bug.
 pub type Target = fn(&[u8]);
 

@@ -8,15 +8,12 @@
 //! the caller's.
 
 use crate::command::{Command, Compare, CompareOp, Target, TxnOp};
+use crate::election_key::{
+    after_name, candidate_key, check_name, parse_candidate_key, prefix, NameFault,
+    ELECTIONS_PREFIX, MAX_NAME_BYTES,
+};
 use crate::lease::{LeaseId, Refusal};
 use crate::store::{KeyValue, OpResponse, Response, Store};
-
-/// Where every election's keys live. The key-value API refuses writes
-/// under `_tenure/`: only the election calls change these keys.
-pub const ELECTIONS_PREFIX: &str = "_tenure/elections/";
-
-/// Longest election name, in bytes (names are ASCII).
-pub const MAX_NAME_BYTES: usize = 128;
 
 /// Most elections with at least one candidate at once: four times
 /// [`MAX_CANDIDACIES_PER_OWNER`], so that one application at its cap
@@ -67,13 +64,10 @@ pub enum ElectionError {
 
 /// Checks an election name: 1 to [`MAX_NAME_BYTES`] of `A-Z a-z 0-9 . _ -`.
 pub fn validate_name(name: &str) -> Result<(), ElectionError> {
-    if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        return Err(ElectionError::NameLength(name.chars().count()));
-    }
-    match name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
-        Some(c) => Err(ElectionError::NameCharacter(c)),
-        None => Ok(()),
-    }
+    check_name(name).map_err(|fault| match fault {
+        NameFault::Length(n) => ElectionError::NameLength(n),
+        NameFault::Character(c) => ElectionError::NameCharacter(c),
+    })
 }
 
 /// Checks a candidate value's size.
@@ -117,39 +111,9 @@ pub fn check_caps_in(store: &Store, name: &str, session: LeaseId) -> Result<(), 
     }
 }
 
-/// The prefix of every candidate key of `name` (ends with `/`, so no name
-/// is a prefix of another's keys).
-pub fn prefix(name: &str) -> String {
-    format!("{ELECTIONS_PREFIX}{name}/")
-}
-
-/// A key after every candidate key of `name` and before any key of a name
-/// that sorts after it: where a scan skips to the next election. (Session
-/// digits are `0-9a-f`, all below `~`.)
-fn after_name(name: &str) -> String {
-    format!("{ELECTIONS_PREFIX}{name}/~")
-}
-
 /// The keys under `name`'s [`prefix`] in `store`, read in place.
 fn keys_of<'a>(store: &'a Store, prefix: &'a str) -> impl Iterator<Item = &'a KeyValue> + 'a {
     store.keys_from(prefix).take_while(move |kv| kv.key.starts_with(prefix))
-}
-
-/// The candidate key of `session` in election `name`.
-pub fn candidate_key(name: &str, session: LeaseId) -> String {
-    format!("{ELECTIONS_PREFIX}{name}/{:016x}", session.0)
-}
-
-/// The election name and session of a candidate key, if it is one.
-pub fn parse_candidate_key(key: &str) -> Option<(&str, LeaseId)> {
-    let rest = key.strip_prefix(ELECTIONS_PREFIX)?;
-    let (name, hex) = rest.rsplit_once('/')?;
-    if hex.len() != 16 || validate_name(name).is_err() {
-        return None;
-    }
-    let id = u64::from_str_radix(hex, 16).ok()?;
-    (hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-        .then_some((name, LeaseId(id)))
 }
 
 /// The campaign: creates the candidate key with `value`, attached to

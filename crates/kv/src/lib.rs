@@ -25,6 +25,7 @@
 
 mod command;
 mod election;
+mod election_key;
 mod lease;
 mod lease_clock;
 mod lease_keeper;
@@ -35,11 +36,13 @@ pub use command::{
     MAX_VALUE_BYTES,
 };
 pub use election::{
-    campaign, campaign_outcome, candidate_count, candidate_key, check_caps, check_caps_in,
-    parse_candidate_key, prefix, proclaim, proclaim_outcome, resign, resign_outcome, summary,
-    validate_name, validate_value, Candidate, ElectionError, Names, Outcome, Place, Standing,
-    ELECTIONS_PREFIX, MAX_CANDIDACIES_PER_OWNER, MAX_CANDIDATES, MAX_ELECTIONS, MAX_NAME_BYTES,
-    MAX_VALUE,
+    campaign, campaign_outcome, candidate_count, check_caps, check_caps_in, proclaim,
+    proclaim_outcome, resign, resign_outcome, summary, validate_name, validate_value, Candidate,
+    ElectionError, Names, Outcome, Place, Standing, MAX_CANDIDACIES_PER_OWNER, MAX_CANDIDATES,
+    MAX_ELECTIONS, MAX_VALUE,
+};
+pub use election_key::{
+    candidate_key, parse_candidate_key, prefix, ELECTIONS_PREFIX, MAX_NAME_BYTES,
 };
 pub use lease::{
     Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_LEASES_PER_OWNER,

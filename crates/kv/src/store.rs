@@ -5,7 +5,7 @@
 use crate::command::{
     check_owner, Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_TXN_OPS,
 };
-use crate::election::parse_candidate_key;
+use crate::election_key::{parse_candidate_key, ELECTIONS_PREFIX};
 use crate::lease::{
     Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_LEASES_PER_OWNER,
 };
@@ -902,7 +902,7 @@ fn count_owners(leases: &BTreeMap<LeaseId, Lease>) -> HashMap<String, OwnerCount
 /// The candidates of each election among `keys`, counted by a scan of the
 /// elections' prefix (once, when an image is restored).
 fn count_candidates(keys: &BTreeMap<String, KeyValue>) -> HashMap<String, usize> {
-    let prefix = crate::election::ELECTIONS_PREFIX;
+    let prefix = ELECTIONS_PREFIX;
     let mut counts: HashMap<String, usize> = HashMap::new();
     let from = (std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded);
     let under = keys.range::<str, _>(from).take_while(|(k, _)| k.starts_with(prefix));

@@ -1,6 +1,6 @@
-//! EtcdStore against real etcd members on loopback (tests/common).
+//! EtcdStore against real etcd members on loopback (`tenure_testkit::etcd`).
 
-mod common;
+use tenure_testkit::etcd as common;
 
 use common::EtcdCluster;
 use futures_util::StreamExt;

@@ -1,6 +1,6 @@
-//! The ZooKeeper store against real ZooKeeper servers (tests/common).
+//! The ZooKeeper store against real ZooKeeper servers (`tenure_testkit::zookeeper`).
 
-mod common;
+use tenure_testkit::zookeeper as common;
 
 use common::{serial, Ensemble};
 use futures_util::StreamExt;

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tenure::http::{ApiAuth, TokenSpec};
 use tenure_core::{NodeId, ProtocolKind};
 use tenure_node::{NodeConfig, NodeConfigError, Security, TlsFiles};
+use tenure_server::http::{ApiAuth, TokenSpec};
 
 /// The voters when neither `--peers` nor the file names them: a local three-node cluster.
 pub const DEFAULT_PEERS: &str = "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003";
@@ -244,7 +244,7 @@ pub struct StoreArgs {
 /// The config file's contents; every key optional.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct FileConfig {
+pub struct FileConfig {
     id: Option<u64>,
     cluster_id: Option<String>,
     listen: Option<String>,
@@ -434,7 +434,7 @@ impl ServerArgs {
 
     /// [`ServerArgs::resolve`] with the config file already parsed (reads no
     /// file: the fuzz target's entry, with [`parse_file`]).
-    pub(crate) fn resolve_with(&self, file: FileConfig) -> anyhow::Result<ServerSettings> {
+    pub fn resolve_with(&self, file: FileConfig) -> anyhow::Result<ServerSettings> {
         self.store_mode.over(&file).check_unused()?;
         let id = self.id(&file)?;
         let (listen, peers) = self.listen_and_peers(id, &file)?;
@@ -688,7 +688,7 @@ fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
 }
 
 /// Parses the config file's text.
-pub(crate) fn parse_file(text: &str) -> Result<FileConfig, toml::de::Error> {
+pub fn parse_file(text: &str) -> Result<FileConfig, toml::de::Error> {
     toml::from_str(text)
 }
 

@@ -23,8 +23,8 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use tenure::http::MAX_TXN_BODY_BYTES;
 use tenure_kv::{MAX_RANGE, MAX_VALUE_BYTES};
+use tenure_server::http::MAX_TXN_BODY_BYTES;
 use tokio::time::Instant;
 
 /// The exit statuses, for `--help`.

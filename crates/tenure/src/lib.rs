@@ -1,33 +1,13 @@
-//! The `tenure` server as a library: a node of a cluster with its HTTP API,
-//! started in-process with [`server::run`] on listeners the caller bound and
-//! stopped by a future the caller completes.
+//! The settings of the `tenure` binary, as a library: `tenure server`'s flags
+//! and TOML config file resolved into a node's settings ([`config`]), the
+//! API tokens of the server and of the CLI clients ([`tokens`]), and the log
+//! output ([`logging`]).
 //!
-//! ```no_run
-//! # async fn example(node: tenure_node::NodeConfig) -> Result<(), Box<dyn std::error::Error>> {
-//! use tenure::http::{ApiAuth, ApiToken, Role};
-//! let peers = std::net::TcpListener::bind(node.listen)?;
-//! let http = std::net::TcpListener::bind("127.0.0.1:8001")?;
-//! // Who may call the HTTP API; without tokens only /healthz and /v1/is-leader answer.
-//! let secret = tenure::http::auth::read_token_file("/etc/tenure/ops.token".as_ref())?;
-//! let api = ApiAuth::with_tokens(vec![ApiToken::new("ops", Role::Admin, &secret)?])?;
-//! let config = tenure::server::ServerConfig { api, ..tenure::server::ServerConfig::new(node) };
-//! // Runs until Ctrl-C; a leader hands over before the server stops.
-//! let stop = async {
-//!     let _ = tokio::signal::ctrl_c().await;
-//! };
-//! tenure::server::run(config, peers, http, stop).await?;
-//! # Ok(()) }
-//! ```
-//!
-//! The `tenure` binary adds the command line around it: settings from flags
-//! and a TOML file, logging, the CLI clients, the demo, the benchmarks and the
-//! simulator.
+//! The binary (`src/main.rs`) is the rest of the command line; the server it
+//! runs is the `tenure-server` crate. This library exists so that the fuzz
+//! targets parse config files with the code the binary runs.
 #![warn(missing_docs)]
 
-pub mod api;
-pub mod elections;
-pub mod http;
-pub mod metrics;
-pub mod server;
-pub mod sessions;
-pub mod store_server;
+pub mod config;
+pub mod logging;
+pub mod tokens;

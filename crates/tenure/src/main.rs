@@ -1,19 +1,18 @@
 //! The `tenure` binary: run a node, inspect and steer a cluster, watch a demo.
 //!
 //! `main` only dispatches; each subcommand lives in a module of its own. The
-//! server itself (node, HTTP API, metrics) is the `tenure` library; this
-//! binary reads its settings, binds its listeners and handles the signals.
+//! server itself (node, HTTP API, metrics) is the `tenure-server` library;
+//! this binary reads its settings (the `tenure` library: flags, config file,
+//! tokens, logging), binds its listeners and handles the signals.
 #![warn(missing_docs)]
 
 mod bench;
 mod cert;
 mod client;
-mod config;
 mod demo;
 mod elect_cli;
 mod kv_cli;
 mod local_cluster;
-mod logging;
 mod notify_cli;
 mod rest;
 mod run_cli;
@@ -22,11 +21,14 @@ mod server_command;
 mod store_settings;
 mod store_url;
 mod supervise;
-mod tokens;
 
-// The JSON bodies, shared with the library (the server writes them, the
-// clients, demo and benchmarks here read them).
-use tenure::api;
+// The JSON bodies, shared with the server (it writes them, the clients,
+// demo and benchmarks here read them).
+use tenure_server::api;
+// The server's settings from flags and the config file, the CLI's tokens and
+// the log output: this package's library (the fuzz targets parse config files
+// with it).
+use tenure::{config, logging, tokens};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

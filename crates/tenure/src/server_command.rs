@@ -1,5 +1,5 @@
 //! `tenure server`: reads the settings, binds the listeners and runs the
-//! server (the library's [`tenure::server::run`]) until SIGTERM or Ctrl-C.
+//! server (the library's [`tenure_server::server::run`]) until SIGTERM or Ctrl-C.
 
 use crate::config::ServerArgs;
 use crate::logging;
@@ -9,11 +9,11 @@ use anyhow::{bail, Context};
 use std::future::Future;
 use std::net::TcpListener;
 use std::process::ExitCode;
-use tenure::http::HttpLimits;
-use tenure::server::{self, ServerConfig};
-use tenure::store_server::{self, StoreServerConfig};
 use tenure_node::tls::TlsIdentity;
 use tenure_node::{ResetOutcome, Security};
+use tenure_server::http::HttpLimits;
+use tenure_server::server::{self, ServerConfig};
+use tenure_server::store_server::{self, StoreServerConfig};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};

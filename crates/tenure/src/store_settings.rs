@@ -1,5 +1,5 @@
 //! `tenure server --store URL`: the settings of a server whose leadership
-//! comes from a store ([`tenure::store_server`]). The flags are
+//! comes from a store ([`tenure_server::store_server`]). The flags are
 //! [`crate::config::StoreArgs`] (beside the others of `tenure server`);
 //! what a store-led server shares with a node is resolved there too.
 

@@ -5,8 +5,8 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::{Path, PathBuf};
-use tenure::http::auth::{check_token, read_token_file};
-use tenure::http::{ApiAuth, TokenSpec};
+use tenure_server::http::auth::{check_token, read_token_file};
+use tenure_server::http::{ApiAuth, TokenSpec};
 
 /// The environment variable the CLI clients read their token from.
 pub const TOKEN_ENV: &str = "TENURE_TOKEN";
@@ -97,7 +97,7 @@ impl TokenArgs {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
-    use tenure::http::Role;
+    use tenure_server::http::Role;
 
     fn spec(name: &str, role: Role, file: &str) -> TokenSpec {
         TokenSpec { name: name.into(), role, token_file: Some(file.into()), token_sha256: None }

@@ -1,5 +1,5 @@
 //! Who may call which endpoint, and how many watch streams one client may
-//! hold: servers in this process (`tenure::server::run`), real sockets.
+//! hold: servers in this process (`tenure_server::server::run`), real sockets.
 
 mod inproc;
 
@@ -9,7 +9,7 @@ use inproc::{
 };
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
-use tenure::http::{
+use tenure_server::http::{
     Access, ApiAuth, HttpLimits, ENDPOINTS, MAX_WATCHERS, MAX_WATCHERS_PER_ADDRESS,
     MAX_WATCHERS_PER_TOKEN,
 };

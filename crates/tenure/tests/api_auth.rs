@@ -11,7 +11,7 @@ use nix::sys::signal::Signal;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-use tenure::http::{MAX_CONNECTIONS, REJECTION_LOG_INTERVAL};
+use tenure_server::http::{MAX_CONNECTIONS, REJECTION_LOG_INTERVAL};
 
 const HEARTBEAT_MS: u64 = 20;
 const TIMEOUT_MS: u64 = 200;

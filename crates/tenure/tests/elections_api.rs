@@ -1,5 +1,5 @@
 //! Named elections on a real three-node cluster in this process
-//! (`tenure::server::run`, real sockets): campaigns through followers,
+//! (`tenure_server::server::run`, real sockets): campaigns through followers,
 //! long polls that return when the candidate ahead leaves (resigned, or its
 //! session revoked), proclaim, observe streams, tokens that only grow
 //! (across a tenure leader change too), bad input that writes nothing, no
@@ -14,7 +14,7 @@ use inproc::{
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tenure::http::HttpLimits;
+use tenure_server::http::HttpLimits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;

@@ -869,7 +869,7 @@ async fn watch_from(
 /// read token) cannot take every watch stream; others still watch and read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_tls_one_client_cannot_exhaust_the_watches() {
-    use tenure::http::{MAX_WATCHERS_PER_ADDRESS, MAX_WATCHERS_PER_TOKEN};
+    use tenure_server::http::{MAX_WATCHERS_PER_ADDRESS, MAX_WATCHERS_PER_TOKEN};
     let _serial = serial().await;
     let c = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
     let (leader, term) = c.wait_agreement(&[0, 1, 2], FIRST_ELECTION_BOUND).await;

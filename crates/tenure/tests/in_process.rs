@@ -1,4 +1,4 @@
-//! Servers started in this test process with `tenure::server::run` on
+//! Servers started in this test process with `tenure_server::server::run` on
 //! `127.0.0.1:0` listeners: a three-node cluster, and single nodes whose HTTP
 //! limits (connection cap, header, body and idle timeouts) are shortened so
 //! that real sockets can run into them in well under a second.
@@ -11,7 +11,7 @@ use inproc::{
 };
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tenure::http::{HttpLimits, ENDPOINTS};
+use tenure_server::http::{HttpLimits, ENDPOINTS};
 use tokio::net::TcpStream;
 
 /// Bound on a first election or a server's start, on a busy machine.
@@ -398,7 +398,7 @@ async fn connections_that_never_speak_tls_are_counted_in_the_refusal_log() {
     let log = std::sync::Arc::new(tenure_node::RateLimitedLog::new("HTTP requests", LONG));
     let limits = HttpLimits { header_read_timeout: SHORT, ..HttpLimits::default() };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tenure::http::serve(
+    let serving = tenure_server::http::serve(
         listener,
         axum::Router::new(),
         limits,

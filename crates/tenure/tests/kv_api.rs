@@ -1,5 +1,5 @@
 //! The key-value API on a real three-node cluster in this process
-//! (`tenure::server::run`, real sockets): writes through followers, reads on
+//! (`tenure_server::server::run`, real sockets): writes through followers, reads on
 //! other nodes, compare-and-set, transactions, lists, watches that resume,
 //! and bad input that writes nothing.
 
@@ -11,8 +11,8 @@ use inproc::{
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
-use tenure::http::HttpLimits;
 use tenure_kv::{MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES};
+use tenure_server::http::HttpLimits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

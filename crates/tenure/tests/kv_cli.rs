@@ -10,7 +10,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Output, Stdio};
 use std::time::Duration;
-use tenure::http::HttpLimits;
+use tenure_server::http::HttpLimits;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 

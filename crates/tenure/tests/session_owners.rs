@@ -1,5 +1,5 @@
 //! Sessions belong to the token that granted them (docs/SECURITY.md): on a
-//! cluster of three servers in this process (`tenure::server::run`, real
+//! cluster of three servers in this process (`tenure_server::server::run`, real
 //! sockets), another write token's keepalive, keepalive stream, revoke,
 //! campaign, resign, proclaim and key attachments on a foreign session get
 //! 403, on the leader and on a follower, and change nothing; the owner's
@@ -13,7 +13,7 @@ use inproc::{
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
-use tenure::http::{ApiAuth, ApiToken, HttpLimits, Role};
+use tenure_server::http::{ApiAuth, ApiToken, HttpLimits, Role};
 
 /// The application that owns the session.
 const APP_TOKEN: &str = "owners-app-7d3a9c1e5b20f4";

@@ -9,15 +9,9 @@
 //! bad flag combinations are refused with clear errors. And `tenure elect
 //! --store` says when the store grants another TTL than asked for.
 
-// Both store harnesses include the same `stopped.rs` (a SIGSTOP that has
-// taken effect), so this crate has it twice.
-#![allow(clippy::duplicate_mod)]
-
-#[path = "../../store-etcd/tests/common/mod.rs"]
-mod etcd;
 mod harness;
-#[path = "../../store-zk/tests/common/mod.rs"]
-mod zk;
+
+use tenure_testkit::{etcd, zookeeper as zk};
 
 use harness::{
     free_ports, https_client, serial, tenure_cert, TestCluster, ADMIN_TOKEN, READ_TOKEN,

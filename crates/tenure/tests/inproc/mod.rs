@@ -1,4 +1,4 @@
-//! Servers started in the test process with `tenure::server::run`, on
+//! Servers started in the test process with `tenure_server::server::run`, on
 //! `127.0.0.1:0` listeners, and a raw HTTP/1.1 client that sees exactly what
 //! a socket sees (answers, closes, timing). The raw client speaks plain HTTP,
 //! so the servers of the HTTP-limit tests run without TLS (the insecure
@@ -9,11 +9,11 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tenure::http::{ApiAuth, ApiToken, HttpLimits, Role};
-use tenure::server::{self, ServerConfig, ServerError};
 use tenure_core::{NodeId, ProtocolKind};
 use tenure_node::tls::certgen::{self, CertRequest};
 use tenure_node::{NodeConfig, Security};
+use tenure_server::http::{ApiAuth, ApiToken, HttpLimits, Role};
+use tenure_server::server::{self, ServerConfig, ServerError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;

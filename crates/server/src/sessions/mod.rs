@@ -1,0 +1,24 @@
+//! Sessions' renewals and expiry: the tenure leader's lease clock, run
+//! beside the HTTP API (docs/ELECTIONS.md, "Sessions").
+//!
+//! A session is a lease in the replicated store; its grant and revoke are
+//! ordinary log entries (`crates/server/src/http/sessions.rs`). What this
+//! module adds runs on the ready leader only, in memory ([`service`]):
+//!
+//! * the lease keeper ([`tenure_kv::LeaseKeeper`], the sans-IO logic the
+//!   simulator checks, around `tenure_kv::LeaseClock`), started with a fresh,
+//!   full TTL for every lease when this node becomes the ready leader, and
+//!   stopped when it stops being one;
+//! * the expiry timer, which proposes `Command::Expire` for each lease whose
+//!   TTL passed without a renewal, bound to the leadership that decided it
+//!   (`Replicated::propose_as`: never forwarded to a later leader), at most
+//!   [`MAX_EXPIRIES_IN_FLIGHT`] at once;
+//! * renewals, which any node receives (`POST /v1/sessions/{id}/keepalive`)
+//!   and sends to the leader as a leader ask ([`protocol`]), answered only
+//!   under R1–R3 of docs/ELECTIONS.md.
+
+pub mod protocol;
+pub mod service;
+
+pub use protocol::{ask, remaining_ms, SessionAnswer, SessionAsk, SessionAskError};
+pub use service::{run, MAX_EXPIRIES_IN_FLIGHT, MAX_RENEWALS_IN_FLIGHT};
