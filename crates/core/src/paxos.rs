@@ -33,7 +33,7 @@ use crate::kind::ProtocolKind;
 pub use crate::message::paxos::{PaxosMessage, LOW_BALL};
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{release_lease, take_named, FollowerLease, Rules, Seat};
+use crate::seat::{hold_left, release_lease, take_named, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
@@ -135,6 +135,10 @@ struct Lease {
 impl FollowerLease for Lease {
     fn holder(&self) -> Option<NodeId> {
         self.holder
+    }
+
+    fn until(&self) -> Instant {
+        self.until
     }
 }
 
@@ -990,20 +994,11 @@ impl<R: RngCore + Send> PaxosElector<R> {
     // ---- Transfer and stop ----
 
     fn on_resign(&mut self, now: Instant, from: NodeId, ballot: Term, successor: Option<NodeId>) {
-        if !self.seat.accept_resignation(from, ballot) {
+        if !self.seat.take_resignation(from, ballot, successor) {
             return;
         }
-        self.seat.note_handover(ballot, successor);
-        self.seat.note_resignation(from, ballot, successor);
-        if self.lease.is_some_and(|l| l.holder == Some(from)) {
-            self.lease = None;
-        }
-        if self.prior_lease.is_some_and(|l| l.holder == Some(from)) {
-            self.prior_lease = None;
-        }
-        if self.seat.leader == Some(from) {
-            self.seat.set_leader(None);
-        }
+        release_lease(&mut self.lease, from);
+        release_lease(&mut self.prior_lease, from);
         // Whatever the resignation says, the kept Prepares were for its
         // succession or are stale: the named successor's is taken.
         let named = take_named(&mut self.early_handovers, &self.seat, successor);
@@ -1108,13 +1103,8 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
                 }
             }
             Role::Follower => {
-                if now >= self.election_deadline {
-                    // A node that was not running gives the leader's next
-                    // Commit a chance before polling.
-                    match self.seat.stall_grace(self.election_deadline, now) {
-                        Some(later) => self.election_deadline = later,
-                        None => self.start_poll(now),
-                    }
+                if self.seat.election_due(&mut self.election_deadline, now) {
+                    self.start_poll(now);
                 }
             }
             Role::PreCandidate => self.check_poll(now),
@@ -1158,14 +1148,11 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
         // to be dead.
         let me = self.seat.cfg.id;
         let bound = self.lease_blocks(now, me, None).unwrap_or(Duration::ZERO);
-        let hold = self.poll_hold.filter(|h| h.holder != Some(me) && now < h.until);
-        let bound = bound.max(hold.map_or(Duration::ZERO, |h| h.until.saturating_since(now)));
+        let bound = bound.max(hold_left(self.poll_hold, me, now));
         let jitter = self.rng.next_u64();
-        let at = now + bound + self.seat.notice_delay(peer, jitter);
-        if at <= now {
-            self.start_candidacy(now, None, Reason::PeerDead);
-        } else {
-            self.election_deadline = self.election_deadline.min(at);
+        match self.seat.stand_after_notice(now, peer, bound, jitter) {
+            None => self.start_candidacy(now, None, Reason::PeerDead),
+            Some(at) => self.election_deadline = self.election_deadline.min(at),
         }
     }
 

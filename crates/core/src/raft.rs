@@ -7,7 +7,7 @@ use crate::config::Config;
 use crate::drift;
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{release_lease, take_named, FollowerLease, Rules, Seat};
+use crate::seat::{hold_left, release_lease, take_named, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
@@ -26,6 +26,10 @@ struct Lease {
 impl FollowerLease for Lease {
     fn holder(&self) -> Option<NodeId> {
         self.holder
+    }
+
+    fn until(&self) -> Instant {
+        self.until
     }
 }
 
@@ -591,20 +595,11 @@ impl<R: RngCore + Send> RaftElector<R> {
     }
 
     fn on_resign(&mut self, now: Instant, from: NodeId, term: Term, successor: Option<NodeId>) {
-        if !self.seat.accept_resignation(from, term) {
+        if !self.seat.take_resignation(from, term, successor) {
             return;
         }
-        self.seat.note_handover(term, successor);
-        self.seat.note_resignation(from, term, successor);
-        if self.lease.is_some_and(|l| l.holder == Some(from)) {
-            self.lease = None;
-        }
-        if self.prior_lease.is_some_and(|l| l.holder == Some(from)) {
-            self.prior_lease = None;
-        }
-        if self.seat.leader == Some(from) {
-            self.seat.set_leader(None);
-        }
+        release_lease(&mut self.lease, from);
+        release_lease(&mut self.prior_lease, from);
         // Whatever the resignation says, the kept requests were for the
         // term after it or are stale: the named successor's is taken.
         let named = take_named(&mut self.early_transfer_votes, &self.seat, successor);
@@ -679,13 +674,8 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
                 }
             }
             Role::Follower => {
-                if now >= self.election_deadline {
-                    // A node that was not running gives the leader's next
-                    // heartbeat a chance before polling.
-                    match self.seat.stall_grace(self.election_deadline, now) {
-                        Some(later) => self.election_deadline = later,
-                        None => self.start_pre_vote(now, Reason::ElectionTimeout),
-                    }
+                if self.seat.election_due(&mut self.election_deadline, now) {
+                    self.start_pre_vote(now, Reason::ElectionTimeout);
                 }
             }
             Role::PreCandidate | Role::Candidate => {
@@ -720,14 +710,11 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
         // pre-candidate it just backed: those still bind it.
         let me = self.seat.cfg.id;
         let bound = self.lease_blocks(now, me).unwrap_or(Duration::ZERO);
-        let hold = self.pre_vote_hold.filter(|h| h.holder != Some(me) && now < h.until);
-        let bound = bound.max(hold.map_or(Duration::ZERO, |h| h.until.saturating_since(now)));
+        let bound = bound.max(hold_left(self.pre_vote_hold, me, now));
         let jitter = self.rng.next_u64();
-        let at = now + bound + self.seat.notice_delay(peer, jitter);
-        if at <= now {
-            self.start_pre_vote(now, Reason::PeerDead);
-        } else {
-            self.election_deadline = self.election_deadline.min(at);
+        match self.seat.stand_after_notice(now, peer, bound, jitter) {
+            None => self.start_pre_vote(now, Reason::PeerDead),
+            Some(at) => self.election_deadline = self.election_deadline.min(at),
         }
     }
 

@@ -104,6 +104,10 @@ impl FollowerLease for Lease {
             Support::Leader { id, .. } | Support::Vote { id, .. } => Some(id),
         }
     }
+
+    fn until(&self) -> Instant {
+        self.until
+    }
 }
 
 /// A claim recorded on the voting slate.
@@ -872,11 +876,9 @@ impl<R: RngCore + Send> RankedElector<R> {
     }
 
     fn on_resign(&mut self, now: Instant, from: NodeId, term: Term, successor: Option<NodeId>) {
-        if !self.seat.accept_resignation(from, term) {
+        if !self.seat.take_resignation(from, term, successor) {
             return;
         }
-        self.seat.note_handover(term, successor);
-        self.seat.note_resignation(from, term, successor);
         if matches!(self.lease.map(|l| l.support), Some(Support::Leader { id, .. }) if id == from) {
             // The leader released everyone it led: no need to wait for other
             // followers' leases on it before voting.
@@ -885,9 +887,6 @@ impl<R: RngCore + Send> RankedElector<R> {
         }
         if matches!(self.prior.map(|l| l.support), Some(Support::Leader { id, .. }) if id == from) {
             self.prior = None;
-        }
-        if self.seat.leader == Some(from) {
-            self.seat.set_leader(None);
         }
         if successor == Some(self.seat.cfg.id) {
             self.transfer = Some(term);
@@ -995,13 +994,8 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
                 }
             }
             Role::Follower => {
-                if now >= self.election_deadline {
-                    // A node that was not running gives the leader's next
-                    // `Lead` a chance before polling.
-                    match self.seat.stall_grace(self.election_deadline, now) {
-                        Some(later) => self.election_deadline = later,
-                        None => self.start_poll(now, Reason::ElectionTimeout),
-                    }
+                if self.seat.election_due(&mut self.election_deadline, now) {
+                    self.start_poll(now, Reason::ElectionTimeout);
                 }
             }
             Role::PreCandidate => self.try_vote(now),

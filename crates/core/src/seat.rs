@@ -46,6 +46,16 @@ pub(crate) trait FollowerLease: Copy {
     /// Whom it backs; None for the anonymous lease of a restart (a promise
     /// made before a crash, kept without knowing to whom).
     fn holder(&self) -> Option<NodeId>;
+
+    /// When it ends, on this node's clock.
+    fn until(&self) -> Instant;
+}
+
+/// How long `hold` (a support this node just gave a poll or pre-vote) still
+/// binds it at `now`: zero if it is none, this node's own, or over.
+pub(crate) fn hold_left<L: FollowerLease>(hold: Option<L>, me: NodeId, now: Instant) -> Duration {
+    hold.filter(|h| h.holder() != Some(me) && now < h.until())
+        .map_or(Duration::ZERO, |h| h.until().saturating_since(now))
 }
 
 /// Drops `lease` if `dead` holds it, and says whether it did: a death
@@ -257,10 +267,31 @@ impl Seat {
 
     // ---- Handover ----
 
+    /// Takes a resignation of the leader of `term` from `from`, if it is to
+    /// be honoured ([`Seat::accept_resignation`]): records the successor it
+    /// names, reports it, and follows no leader. Says whether it was taken;
+    /// the elector then releases what it promised `from` and stands or waits.
+    pub(crate) fn take_resignation(
+        &mut self,
+        from: NodeId,
+        term: Term,
+        successor: Option<NodeId>,
+    ) -> bool {
+        if !self.accept_resignation(from, term) {
+            return false;
+        }
+        self.note_handover(term, successor);
+        self.note_resignation(from, term, successor);
+        if self.leader == Some(from) {
+            self.set_leader(None);
+        }
+        true
+    }
+
     /// Whether a resignation of the leader of `term` from `from` is to be
     /// honoured: only from the leader this node follows in its current term.
     /// A refused one is counted.
-    pub(crate) fn accept_resignation(&mut self, from: NodeId, term: Term) -> bool {
+    fn accept_resignation(&mut self, from: NodeId, term: Term) -> bool {
         let from_leader = term == self.term
             && self.leader == Some(from)
             && self.role != Role::Leader
@@ -273,12 +304,7 @@ impl Seat {
 
     /// Reports an honoured resignation of `term` by `leader` (see
     /// [`Event::LeaderResigned`]).
-    pub(crate) fn note_resignation(
-        &mut self,
-        leader: NodeId,
-        term: Term,
-        successor: Option<NodeId>,
-    ) {
+    fn note_resignation(&mut self, leader: NodeId, term: Term, successor: Option<NodeId>) {
         self.out.events.push(Event::LeaderResigned { leader, term, successor });
     }
 
@@ -359,7 +385,7 @@ impl Seat {
     /// stands: at once as the best-ranked survivor, else one candidacy
     /// stagger per rank plus `jitter_nanos` modulo a quarter of a stagger
     /// (so that the others stand only if it fails, one after the other).
-    pub(crate) fn notice_delay(&self, dead: NodeId, jitter_nanos: u64) -> Duration {
+    fn notice_delay(&self, dead: NodeId, jitter_nanos: u64) -> Duration {
         let rank = self.rank_without(dead);
         if rank == 0 {
             return Duration::ZERO;
@@ -367,6 +393,21 @@ impl Seat {
         let step = self.cfg.candidacy_stagger;
         let jitter_max = u64::try_from((step / 4).as_nanos()).unwrap_or(u64::MAX).max(1);
         step * rank + Duration::from_nanos(jitter_nanos % jitter_max)
+    }
+
+    /// When this node stands after a death notice about its leader `dead`:
+    /// once `bound` (what its own promises still hold it to) has passed and
+    /// then [`Seat::notice_delay`] (its rank among the survivors, with
+    /// `jitter_nanos`). `None`: at once.
+    pub(crate) fn stand_after_notice(
+        &self,
+        now: Instant,
+        dead: NodeId,
+        bound: Duration,
+        jitter_nanos: u64,
+    ) -> Option<Instant> {
+        let at = now + bound + self.notice_delay(dead, jitter_nanos);
+        (at > now).then_some(at)
     }
 
     /// When a candidate that stands on a death notice, in a round started at
@@ -555,11 +596,29 @@ impl Seat {
         now.saturating_since(deadline) > self.cfg.heartbeat_interval
     }
 
+    /// Whether a follower whose election timer is `deadline` stands (polls,
+    /// pre-votes) at `now`: once the deadline has passed, unless the node
+    /// itself was stalled, whose measured silence says nothing about its
+    /// leader: then `deadline` moves later instead, to give the leader's
+    /// next heartbeat a chance (once per stall, see [`Seat::stall_grace`]).
+    pub(crate) fn election_due(&mut self, deadline: &mut Instant, now: Instant) -> bool {
+        if now < *deadline {
+            return false;
+        }
+        match self.stall_grace(*deadline, now) {
+            Some(later) => {
+                *deadline = later;
+                false
+            }
+            None => true,
+        }
+    }
+
     /// A follower's election timer fired at `now` for `deadline`. If the node
     /// itself was stalled, the silence it measured says nothing about its
     /// leader: returns the later deadline at which to poll instead (once per
     /// stall, see [`STALL_GRACE_HEARTBEATS`]).
-    pub(crate) fn stall_grace(&mut self, deadline: Instant, now: Instant) -> Option<Instant> {
+    fn stall_grace(&mut self, deadline: Instant, now: Instant) -> Option<Instant> {
         if self.stall_grace_spent || !self.stalled_past(deadline, now) {
             return None;
         }

@@ -25,6 +25,7 @@ pub mod machine;
 pub mod message;
 pub mod output;
 pub mod replica;
+pub mod router;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 

@@ -541,7 +541,7 @@ fn print_summary(o: &JsonReport) {
         println!(
             "workload: {} operations ({} reads): {} acknowledged, {} unknown, {} not executed; \
              {} final reads without an answer; linearizability undecided in {} runs ({} keys); \
-             {} torn log writes, {} failed log writes",
+             {} torn log writes, {} failed log writes; {} forwarded requests and answers",
             w.ops,
             w.reads,
             w.acknowledged,
@@ -551,7 +551,8 @@ fn print_summary(o: &JsonReport) {
             w.undecided_runs,
             w.undecided_keys,
             w.torn_writes,
-            w.failed_writes
+            w.failed_writes,
+            w.forwards
         );
     }
     if let Some(e) = &o.app_elections {

@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use tenure_core::{
     Config, Counters, Elector, HardState, Instant, Message, NodeId, Protocol, ProtocolKind,
 };
+use tenure_replica::router::Forward;
 use tenure_replica::ReplicaMessage;
 
 /// Messages a paused node can hold; later ones are dropped like a full socket buffer.
@@ -25,6 +26,9 @@ pub enum Inbound {
     Elector(NodeId, Message),
     /// A replica message from a peer (key-value workload).
     Replica(NodeId, ReplicaMessage),
+    /// A forwarded request or its answer, between the routers of two nodes
+    /// (key-value workload).
+    Forward(NodeId, Forward),
     /// A client's request (key-value workload).
     Client(Request),
     /// A spy's death notice about `peer`'s incarnation `incarnation`.

@@ -7,6 +7,7 @@ use crate::workload::{value_id, PlantedBug, Tag};
 use std::collections::BTreeMap;
 use tenure_core::{FencingToken, NodeId};
 use tenure_kv::{Command, LeaseId, LeaseKeeper, Response, Store};
+use tenure_replica::router::{CallerId, Router};
 use tenure_replica::{Position, ProposalId, ReadId, Replica, StateMachine};
 
 /// The store as the simulator runs it: the real one, unless a test plants
@@ -71,10 +72,16 @@ pub struct KvHost {
     pub views: Vec<(Option<NodeId>, Option<FencingToken>)>,
     /// The elector's latest leadership (told again to a rebuilt replica).
     pub view: (Option<NodeId>, Option<FencingToken>),
-    /// Proposals accepted for clients.
-    pub proposals: BTreeMap<ProposalId, Tag>,
-    /// Reads waiting for their confirmation round, with their key.
-    pub reads: BTreeMap<ReadId, (Tag, String)>,
+    /// The router of clients' requests (the node's own, `tenure_replica::
+    /// router`): proposed here as the ready leader, forwarded to the
+    /// leader, or held. `None` until the replica first starts, and after a
+    /// crash (it is volatile).
+    pub router: Option<Router>,
+    /// The clients' requests the router holds, by the id it answers: the
+    /// request's tag, and the key of a read.
+    pub callers: BTreeMap<CallerId, (Tag, Option<String>)>,
+    /// The last id given to a request.
+    pub next_caller: CallerId,
     /// Global time the log's last write is synced: later outputs' messages
     /// leave no earlier (writes are synced in order).
     pub synced_at: u64,
@@ -104,8 +111,8 @@ impl KvHost {
         self.stalled = false;
         self.views.clear();
         self.view = (None, None);
-        self.proposals.clear();
-        self.reads.clear();
+        self.router = None;
+        self.callers.clear();
         self.crash_at_write = false;
         self.forget_leadership();
     }

@@ -23,6 +23,7 @@ use tenure_core::contract::{self, Driver, WriteFailed};
 use tenure_core::{
     Config, Event, HardState, Instant, Message, NodeId, Output, Protocol, ProtocolKind, Role, Term,
 };
+use tenure_replica::router::Forward;
 use tenure_replica::ReplicaMessage;
 
 mod elect;
@@ -94,6 +95,7 @@ impl SimConfig {
 enum Envelope {
     Elector(Message),
     Replica(ReplicaMessage),
+    Forward(Forward),
 }
 
 #[derive(Debug)]
@@ -216,6 +218,7 @@ enum Input {
     /// A death notice about node `.0`'s incarnation `.1`.
     PeerDead(NodeId, u64),
     Replica(NodeId, ReplicaMessage),
+    Forward(NodeId, Forward),
     Client(Request),
 }
 
@@ -224,6 +227,7 @@ impl From<Inbound> for Input {
         match i {
             Inbound::Elector(from, m) => Input::Message(from, m),
             Inbound::Replica(from, m) => Input::Replica(from, m),
+            Inbound::Forward(from, f) => Input::Forward(from, f),
             Inbound::Client(r) => Input::Client(r),
             Inbound::PeerDead { peer, incarnation } => Input::PeerDead(peer, incarnation),
         }
@@ -411,6 +415,9 @@ impl Sim {
             SimEvent::Deliver { from, to, msg: Envelope::Replica(msg), sent_ns, departs_ns } => {
                 self.deliver_replica(from, to, msg, sent_ns, departs_ns)
             }
+            SimEvent::Deliver { from, to, msg: Envelope::Forward(f), sent_ns, departs_ns } => {
+                self.deliver_forward(from, to, f, sent_ns, departs_ns)
+            }
             SimEvent::Deliver { from, to, msg: Envelope::Elector(msg), sent_ns, departs_ns } => {
                 if self.net.is_blocked(from, to) {
                     return;
@@ -489,6 +496,7 @@ impl Sim {
                 Input::Timer => "timer".to_string(),
                 Input::PeerDead(peer, k) => format!("notice: {peer:?} (incarnation {k}) is dead"),
                 Input::Replica(from, m) => format!("from {from:?} {m:?}"),
+                Input::Forward(from, f) => format!("from {from:?} {f:?}"),
                 Input::Client(r) => format!("client {r:?}"),
             };
             eprintln!("{:>12.3} {id:?} local {local:?} <- {what}", now as f64 / 1e6);
@@ -500,6 +508,10 @@ impl Sim {
             }
             Input::Client(req) => {
                 self.client_request(i, local, req);
+                return self.drain(i);
+            }
+            Input::Forward(from, f) => {
+                self.forward_in(i, local, from, f);
                 return self.drain(i);
             }
             // With the workload the timer serves the replica too: the
@@ -515,7 +527,9 @@ impl Sim {
                 Input::Message(from, msg) => el.handle_message(local, from, msg),
                 Input::Timer => el.handle_timeout(local),
                 Input::PeerDead(peer, _) => el.handle_peer_dead(local, peer),
-                Input::Replica(..) | Input::Client(_) => unreachable!("handled above"),
+                Input::Replica(..) | Input::Forward(..) | Input::Client(_) => {
+                    unreachable!("handled above")
+                }
             }
         } else if let Err(why) = handle_catching_panics(el, local, input) {
             // A core that panics on a peer's frame is a crashed node; the
@@ -1240,13 +1254,15 @@ fn handle_catching_panics(el: &mut dyn Protocol, now: Instant, input: Input) -> 
         Input::Message(from, m) => format!("{m:?} from {from:?}"),
         Input::Timer => "its timer".to_string(),
         Input::PeerDead(peer, _) => format!("a death notice about {peer:?}"),
-        Input::Replica(..) | Input::Client(_) => unreachable!("the elector's inputs only"),
+        Input::Replica(..) | Input::Forward(..) | Input::Client(_) => {
+            unreachable!("the elector's inputs only")
+        }
     };
     let run = std::panic::AssertUnwindSafe(|| match input {
         Input::Message(from, msg) => el.handle_message(now, from, msg),
         Input::Timer => el.handle_timeout(now),
         Input::PeerDead(peer, _) => el.handle_peer_dead(now, peer),
-        Input::Replica(..) | Input::Client(_) => {}
+        Input::Replica(..) | Input::Forward(..) | Input::Client(_) => {}
     });
     std::panic::catch_unwind(run).map_err(|payload| {
         let why = payload

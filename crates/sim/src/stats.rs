@@ -144,6 +144,9 @@ pub struct WorkloadStats {
     pub max_search_steps: u64,
     /// Replica messages sent.
     pub replica_messages: u64,
+    /// Routers' frames sent: requests followers forwarded to the leader,
+    /// and the answers.
+    pub forwards: u64,
     /// Crashes that tore a log write.
     pub torn_writes: u64,
     /// Log writes that failed (storage failures).
@@ -167,6 +170,7 @@ impl WorkloadStats {
         self.search_steps += o.search_steps;
         self.max_search_steps = self.max_search_steps.max(o.max_search_steps);
         self.replica_messages += o.replica_messages;
+        self.forwards += o.forwards;
         self.torn_writes += o.torn_writes;
         self.failed_writes += o.failed_writes;
         self.rebuilds += o.rebuilds;

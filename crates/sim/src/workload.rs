@@ -63,6 +63,10 @@ pub enum PlantedBug {
     /// Node 1's state machine ignores deletes: its state departs from the
     /// others' at the same index.
     DivergentNode,
+    /// A follower acknowledges a write it forwards to the leader before the
+    /// leader commits it, with the answer its own store would give (the
+    /// write still goes to the leader).
+    EarlyForwardAck,
 }
 
 /// The workload of a run.

@@ -82,6 +82,7 @@ fn crashes_tear_writes_and_storage_failures_stall_replicas() {
     let mut failed = 0;
     let mut rebuilt = 0;
     let mut unknown = 0;
+    let mut forwards = 0;
     for seed in 1..=10 {
         let p = params(ProtocolKind::Raft, seed, 5, 20);
         let r = run(&p);
@@ -91,7 +92,10 @@ fn crashes_tear_writes_and_storage_failures_stall_replicas() {
         failed += w.failed_writes;
         rebuilt += w.rebuilds;
         unknown += w.unknown;
+        forwards += w.forwards;
     }
+    // Clients ask any node: followers forward through the node's router.
+    assert!(forwards >= 100, "{forwards} forwarded requests and answers");
     assert!(torn >= 10, "{torn} torn writes");
     assert!(failed >= 5 && rebuilt >= 5, "{failed} failed writes, {rebuilt} rebuilds");
     assert!(unknown > 0, "some outcomes are unknown");
@@ -174,6 +178,15 @@ fn stale_reads_from_followers_are_caught() {
 #[test]
 fn a_node_whose_state_departs_is_caught() {
     assert_eq!(caught(PlantedBug::DivergentNode, Check::SameStatePerIndex, 3), 3);
+}
+
+/// A follower that acknowledges a write it forwards before the leader
+/// commits it, with the answer its own store would give: the node's router
+/// is what forwards (`tenure_replica::router`), and the early answers carry
+/// revisions the writes did not get.
+#[test]
+fn a_forwarded_write_acknowledged_before_its_commit_is_caught() {
+    assert_eq!(caught(PlantedBug::EarlyForwardAck, Check::RevisionOrder, 5), 5);
 }
 
 fn key_value(value: u32, rev: u64) -> KeyValue {

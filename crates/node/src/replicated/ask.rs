@@ -17,12 +17,12 @@
 //! [`Forward::Ask`]: crate::wire::Forward::Ask
 //! [`Forward::Answered`]: crate::wire::Forward::Answered
 
+use super::AskError;
 use crate::shared::Shared;
 use crate::sync::lock;
 use crate::wire::{Forward, ForwardRefusal, Frame};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tenure_core::{FencingToken, NodeId};
 use tokio::sync::{mpsc, oneshot};
 
@@ -36,53 +36,6 @@ pub const ASK_QUEUE_CAPACITY: usize = 1024;
 /// service); more are refused as busy. Each holds at most two
 /// [`MAX_ASK_LEN`] buffers.
 pub const MAX_ASKS_IN_FLIGHT: usize = 4096;
-
-/// Why an ask got no answer.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum AskError {
-    /// No leader was known for the whole wait: the question was not asked.
-    #[error("no leader was known for {}ms (an election is under way or a majority is unreachable); retry", .waited.as_millis())]
-    NoLeader {
-        /// How long the request waited.
-        waited: Duration,
-    },
-    /// The question (or its answer) is over [`MAX_ASK_LEN`].
-    #[error("the ask has {size} bytes; at most {max} are accepted")]
-    TooLarge {
-        /// Its size.
-        size: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// Too many asks wait on the leader (or on this node): retry shortly.
-    #[error("too many requests waiting for the leader's service; retry shortly")]
-    Busy,
-    /// The leader runs no service for asks, or it dropped the question
-    /// unanswered.
-    #[error("the leader's service did not answer (not running, or it dropped the question)")]
-    NoService,
-    /// The leader did not answer within the request timeout.
-    #[error("the leader did not answer within {}ms", .0.as_millis())]
-    Timeout(Duration),
-    /// The node is stopping.
-    #[error("the node is stopping")]
-    Stopped,
-}
-
-impl AskError {
-    /// What a follower's asker gets for the leader's refusal.
-    pub(crate) fn from_refusal(refusal: ForwardRefusal) -> AskError {
-        match refusal {
-            ForwardRefusal::Busy => AskError::Busy,
-            ForwardRefusal::TooLarge { size, max } => AskError::TooLarge { size, max },
-            // The leader refuses with `NotLeader` only before delivering;
-            // the log task asks again instead of answering with it.
-            ForwardRefusal::NotLeader | ForwardRefusal::Unknown | ForwardRefusal::NoService => {
-                AskError::NoService
-            }
-        }
-    }
-}
 
 /// Where the answer to an ask goes: a caller on the leader, or a follower
 /// that forwarded it (the answer goes out on the peer connection).

@@ -47,8 +47,8 @@
 //! every entry, and the next compaction tries again.
 
 pub mod ask;
+mod replies;
 mod task;
-mod waiters;
 
 use crate::error::StartError;
 use crate::log_store::CompactionStats;
@@ -60,12 +60,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tenure_core::FencingToken;
-use tenure_replica::{Index, Position, Replica, ReplicaStatus, StateMachine};
+use tenure_replica::{Index, Replica, ReplicaStatus, StateMachine};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
-pub use ask::{Ask, AskError, ASK_QUEUE_CAPACITY, MAX_ASKS_IN_FLIGHT, MAX_ASK_LEN};
-pub use waiters::MAX_WAITING;
+pub use ask::{Ask, ASK_QUEUE_CAPACITY, MAX_ASKS_IN_FLIGHT, MAX_ASK_LEN};
+// The routing of requests (here, to the leader, or held) is the sans-IO
+// router of `tenure-replica`; its answers are this crate's errors.
+pub use tenure_replica::router::{
+    no_leader_wait, AskError, Committed, ReadFailure, WriteError, MAX_WAITING, REQUEST_TIMEOUT,
+};
 
 /// Client requests queued for the log task before callers wait.
 pub const REQUEST_QUEUE_CAPACITY: usize = 4096;
@@ -74,97 +78,6 @@ pub const REQUEST_QUEUE_CAPACITY: usize = 4096;
 pub const PEER_DATA_QUEUE_CAPACITY: usize = 4096;
 /// Most commands proposed as one log write.
 pub const MAX_BATCH: usize = 1024;
-/// The longest a request waits for its outcome once it was proposed or
-/// forwarded; a write still open then is reported as
-/// [`WriteError::Unknown`].
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long a request waits for a leader before it fails: three election
-/// timeouts (an election takes one or two), at least 1 s, at most 30 s.
-pub fn no_leader_wait(election_timeout: Duration) -> Duration {
-    (election_timeout * 3).clamp(Duration::from_secs(1), Duration::from_secs(30))
-}
-
-/// A committed write: where its entry is in the log, and what the state
-/// machine answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Committed {
-    /// The entry's position; its token is the fencing token of the
-    /// leadership that wrote it.
-    pub position: Position,
-    /// The state machine's result for the command.
-    pub result: Vec<u8>,
-}
-
-impl Committed {
-    /// The fencing token of the leadership that committed the write.
-    pub fn fencing_token(&self) -> FencingToken {
-        self.position.token
-    }
-}
-
-/// Why a write did not commit, or may not have.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum WriteError {
-    /// No leader was known for the whole wait: nothing was written.
-    #[error("no leader was known for {}ms (an election is under way or a majority is unreachable); nothing was written, retry", .waited.as_millis())]
-    NoLeader {
-        /// How long the request waited.
-        waited: Duration,
-    },
-    /// The entry was sent, but its leader lost office (or could not write
-    /// its log, or did not answer within [`REQUEST_TIMEOUT`]) before it
-    /// committed. A later leader may still commit it.
-    #[error("the outcome is unknown: {0}; the write may or may not have been applied (read the key to find out)")]
-    Unknown(&'static str),
-    /// The command is over the size limit: nothing was written.
-    #[error("the command has {size} bytes; at most {max} are accepted")]
-    TooLarge {
-        /// Its size.
-        size: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// Too many writes wait for their commit, or too many requests for a
-    /// leader: nothing was written.
-    #[error("too many writes in flight; nothing was written, retry shortly")]
-    Busy,
-    /// The node is stopping; nothing was written by this request.
-    #[error("the node is stopping")]
-    Stopped,
-    /// [`Replicated::propose_as`]: this node is not the ready leader of the
-    /// token asked for; nothing was written.
-    #[error(
-        "this node is not the ready leader of the fencing token asked for; nothing was written"
-    )]
-    NotLeader,
-}
-
-/// Why a linearizable read could not be served.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ReadFailure {
-    /// No leader was known for the whole wait.
-    #[error("no leader was known for {}ms (an election is under way or a majority is unreachable); retry", .waited.as_millis())]
-    NoLeader {
-        /// How long the request waited.
-        waited: Duration,
-    },
-    /// The leader did not confirm, or this node did not apply as far, within
-    /// [`REQUEST_TIMEOUT`].
-    #[error("no confirmed read index within {}ms", .0.as_millis())]
-    Timeout(Duration),
-    /// Too many requests wait: retry shortly.
-    #[error("too many requests waiting; retry shortly")]
-    Busy,
-    /// The node is stopping.
-    #[error("the node is stopping")]
-    Stopped,
-    /// [`Replicated::confirm_leader`]: this node is not (or no longer) the
-    /// ready leader of the token asked for.
-    #[error("this node is not the ready leader of the fencing token asked for")]
-    NotLeader,
-}
-
 /// Counters of the log task.
 #[derive(Debug, Default)]
 pub struct LogCounters {
@@ -205,7 +118,7 @@ pub(crate) enum Request {
     },
     Ask {
         request: Vec<u8>,
-        reply: oneshot::Sender<Result<Vec<u8>, ask::AskError>>,
+        reply: oneshot::Sender<Result<Vec<u8>, AskError>>,
     },
 }
 

@@ -1,11 +1,13 @@
 //! The log task: the only code that feeds inputs to the replica and carries
-//! out its outputs (write and sync the log, then send, then answer).
+//! out its outputs (write and sync the log, then send, then answer). Where
+//! each request goes (here, to the leader, or held) and what its caller is
+//! answered is decided by the sans-IO [`Router`], which the simulator runs
+//! too; this task keeps the `select!`, the blocking writes, the sending and
+//! the replies.
 
-use super::ask::{AskError, AskReply};
-use super::waiters::{
-    AskAnswer, Asker, Forwarded, Parked, ReadReply, Waiters, WriteReply, MAX_WAITING,
-};
-use super::{bump, warn_open, Committed, LogShared, ReadFailure, Request, WriteError, MAX_BATCH};
+use super::ask::AskReply;
+use super::replies::{Replies, Reply};
+use super::{bump, warn_open, LogShared, Request, MAX_BATCH};
 use crate::driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN};
 use crate::error::StartError;
 use crate::log_store::{CompactionStats, LogStore};
@@ -13,15 +15,13 @@ use crate::shared::Shared;
 use crate::status::Leadership;
 use crate::sync::lock;
 use crate::transport::PeerData;
-use crate::wire::{Forward, ForwardRefusal, Frame};
+use crate::wire::{Forward, Frame};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant as CoreInstant, NodeId, Protocol};
-use tenure_replica::{
-    Completion, LogOp, Output, ProposalError, ProposeError, ReadError, ReadStart, Replica,
-    StateMachine,
-};
+use tenure_replica::router::{AskFrom, Call, Router, RouterConfig, RouterOutput};
+use tenure_replica::{Completion, LogOp, Output, Replica, StateMachine};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{error, info, trace, warn};
@@ -53,25 +53,6 @@ pub(super) fn open<S: StateMachine + Default>(
     Ok((Arc::new(store), replica))
 }
 
-/// Where a request of this node's callers goes now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Route {
-    /// This node leads the log: propose or read here.
-    Here,
-    /// Forward to the leader.
-    Leader(NodeId),
-    /// No leader to take it: wait.
-    Wait,
-}
-
-/// The kinds of forwarded request, to match an answer with its request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Propose,
-    Read,
-    Ask,
-}
-
 /// What woke the log task up.
 enum Wake {
     Stop,
@@ -92,17 +73,10 @@ pub(super) struct LogTask<S> {
     peers: mpsc::Receiver<(NodeId, PeerData)>,
     leadership: watch::Receiver<Leadership>,
     stop: watch::Receiver<bool>,
-    /// The leadership last told to the replica.
-    view: (Option<NodeId>, Option<FencingToken>),
-    /// The replica leads and takes writes (as of its last output).
-    ready: bool,
-    w: Waiters,
-    /// Commands to propose together, with who asked.
-    batch: Vec<(Asker<WriteReply>, Vec<u8>)>,
+    router: Router,
+    replies: Replies,
     /// The log could not be written: when to reopen it, and the backoff.
     rebuild: Option<(Instant, Duration)>,
-    /// Read indexes to send to followers: (follower, its request id, index).
-    read_replies: Vec<(NodeId, u64, u64)>,
 }
 
 impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
@@ -115,6 +89,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     ) -> Self {
         let leadership = log.node.leadership.subscribe();
         let stop = log.node.stop.subscribe();
+        let c = &log.node.config;
+        let mut cfg = RouterConfig::new(c.id, c.heartbeat_interval, c.election_timeout);
+        cfg.no_leader_wait = log.no_leader_wait;
         LogTask {
             log,
             store,
@@ -123,12 +100,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             peers,
             leadership,
             stop,
-            view: (None, None),
-            ready: false,
-            w: Waiters::default(),
-            batch: Vec::new(),
+            router: Router::new(cfg),
+            replies: Replies::default(),
             rebuild: None,
-            read_replies: Vec::new(),
         }
     }
 
@@ -149,7 +123,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             let deadline = lock(&self.log.replica).poll_timeout();
             let timer = sleep_until_core(&self.log.node, deadline);
             let rebuild_at = self.rebuild.map(|(at, _)| at);
-            let pending = !self.w.is_empty();
+            let pending = self.router.has_deadlines();
             let wake = tokio::select! {
                 biased;
                 _ = self.stop.wait_for(|&s| s) => Wake::Stop,
@@ -164,7 +138,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 Wake::Stop => break,
                 Wake::Leadership => self.on_leadership().await,
                 Wake::Request(req) => {
-                    self.on_request(req).await;
+                    self.on_request(req);
                     self.drain().await;
                 }
                 Wake::Peer(from, data) => {
@@ -173,19 +147,18 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 }
                 Wake::Timer => self.input(move |r, now| r.handle_timeout(now)).await,
                 Wake::Reopen => self.reopen().await,
-                Wake::Expiry => self.w.expire(Instant::now(), self.log.no_leader_wait),
+                Wake::Expiry => {
+                    let now = self.now();
+                    self.router.expire(now);
+                }
             }
-            self.flush_batch().await;
             self.settle().await;
         }
         self.close_store().await;
-        warn_open(self.w.len() + self.batch.len());
-        for (asker, _) in self.batch.drain(..) {
-            if let Some(reply) = asker.into_reply() {
-                let _ = reply.send(Err(WriteError::Stopped));
-            }
-        }
-        self.w.stop();
+        warn_open(self.replies.len());
+        self.router.stop();
+        let out = self.router.take_output();
+        self.carry_out(out).await;
     }
 
     /// Takes what else is queued, up to [`MAX_BATCH`] items, so that the
@@ -193,7 +166,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     async fn drain(&mut self) {
         for _ in 0..MAX_BATCH {
             if let Ok(req) = self.requests.try_recv() {
-                self.on_request(req).await;
+                self.on_request(req);
             } else if let Ok((from, data)) = self.peers.try_recv() {
                 self.on_peer(from, data).await;
             } else {
@@ -202,177 +175,100 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         }
     }
 
-    /// After every wake-up: answers reads applied far enough, and sends
-    /// requests that waited for a leader to the one there is now.
+    /// After every wake-up, the router's contract: propose the batch, start
+    /// the reads, route what waited for a leader, answer the reads applied
+    /// far enough, and carry out what the router decided.
     async fn settle(&mut self) {
-        self.send_read_replies().await;
-        let applied = *self.log.applied.borrow();
-        self.w.applied(applied);
-        if self.w.parked.is_empty() || self.route() == Route::Wait {
-            return;
+        // Twice: the requests that waited for a leader, routed by the first
+        // pass's `settle`, are proposed or started by the second.
+        for _ in 0..2 {
+            self.flush_batch().await;
+            self.start_reads().await;
+            let applied = *self.log.applied.borrow();
+            let now = self.now();
+            self.router.settle(now, applied);
         }
-        let now = Instant::now();
-        let (due, later): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.w.parked).into_iter().partition(|(_, _, at)| *at <= now);
-        self.w.parked = later.into();
-        for (p, since, _) in due {
-            match p {
-                Parked::Propose { command, reply } => self.route_write(command, reply, since),
-                Parked::Read { reply } => self.route_read(reply, since).await,
-                Parked::Ask { request, reply } => self.route_ask(request, reply, since),
-            }
-        }
-        self.flush_batch().await;
+        let out = self.router.take_output();
+        self.carry_out(out).await;
     }
 
-    /// Sends followers their read indexes, each after the commit index (the
-    /// follower serves the read once it applied that far; on the same
-    /// connection the commit index arrives first).
-    async fn send_read_replies(&mut self) {
-        if self.read_replies.is_empty() {
-            return;
-        }
-        let replies = std::mem::take(&mut self.read_replies);
-        let mut to: Vec<NodeId> = replies.iter().map(|&(n, _, _)| n).collect();
-        to.sort();
-        to.dedup();
-        for n in to {
-            self.input(move |r, now| r.update_follower(now, n)).await;
-        }
-        for (n, id, index) in replies {
-            self.send(n, Frame::Forward(Forward::ReadIndexReply { id, result: Ok(index) }));
-        }
-    }
-
-    fn route(&self) -> Route {
-        if self.rebuild.is_some() {
-            Route::Wait
-        } else if self.ready {
-            Route::Here
-        } else {
-            match self.view.0 {
-                Some(l) if l != self.me() => Route::Leader(l),
-                _ => Route::Wait,
+    /// Sends the router's frames and answers: followers' read indexes each
+    /// after the commit index (the follower serves the read once it applied
+    /// that far; on the same connection the commit index arrives first).
+    async fn carry_out(&mut self, out: RouterOutput) {
+        let RouterOutput {
+            answers,
+            forwards,
+            read_replies,
+            deliveries,
+            forwarded,
+            unknown,
+            dropped,
+        } = out;
+        bump(&self.log.counters.forwarded, forwarded);
+        bump(&self.log.counters.unknown, unknown);
+        bump(&self.log.node.net.stats.data_dropped, dropped);
+        if !read_replies.is_empty() {
+            let mut to: Vec<NodeId> = read_replies.iter().map(|&(n, _, _)| n).collect();
+            to.sort();
+            to.dedup();
+            for n in to {
+                self.input(move |r, now| r.update_follower(now, n)).await;
             }
+            for (n, id, index) in read_replies {
+                self.send(n, Frame::Forward(Forward::ReadIndexReply { id, result: Ok(index) }));
+            }
+        }
+        for (to, frame) in forwards {
+            self.send(to, Frame::Forward(frame));
+        }
+        for (caller, answer) in answers {
+            self.replies.answer(caller, answer);
+        }
+        for d in deliveries {
+            let reply = match d.from {
+                AskFrom::Local(caller) => match self.replies.take_ask(caller) {
+                    Some(reply) => reply,
+                    None => continue,
+                },
+                AskFrom::Peer(to, id) => AskReply::Peer { node: self.log.node.clone(), to, id },
+            };
+            self.log.asks.deliver(d.request, d.token, reply);
         }
     }
 
     // ---- Requests of this node's callers ----
 
-    async fn on_request(&mut self, req: Request) {
-        let since = Instant::now();
-        if self.w.len() + self.batch.len() >= MAX_WAITING {
-            match req {
-                Request::Propose { reply, .. } | Request::ProposeAs { reply, .. } => {
-                    let _ = reply.send(Err(WriteError::Busy));
-                }
-                Request::Read { reply } | Request::Confirm { reply, .. } => {
-                    let _ = reply.send(Err(ReadFailure::Busy));
-                }
-                Request::Ask { reply, .. } => {
-                    let _ = reply.send(Err(AskError::Busy));
-                }
-            }
-            return;
-        }
-        match req {
-            Request::Propose { command, reply } => self.route_write(command, reply, since),
+    fn on_request(&mut self, req: Request) {
+        let (call, reply) = match req {
+            Request::Propose { command, reply } => (Call::Propose(command), Reply::Write(reply)),
             Request::ProposeAs { token, command, reply } => {
-                if self.route() == Route::Here && self.ready_token() == Some(token) {
-                    self.batch.push((Asker::Bound(reply, token), command));
-                } else {
-                    let _ = reply.send(Err(WriteError::NotLeader));
-                }
+                (Call::ProposeAs(token, command), Reply::Write(reply))
             }
-            Request::Read { reply } => self.route_read(reply, since).await,
-            Request::Confirm { token, reply } => {
-                if self.route() == Route::Here && self.ready_token() == Some(token) {
-                    self.start_read(Asker::Bound(reply, token), since).await;
-                } else {
-                    let _ = reply.send(Err(ReadFailure::NotLeader));
-                }
-            }
-            Request::Ask { request, reply } => self.route_ask(request, reply, since),
-        }
-    }
-
-    /// The token this node is the ready leader of, as of the replica's last
-    /// output.
-    fn ready_token(&self) -> Option<FencingToken> {
-        *self.log.ready_leader.borrow()
+            Request::Read { reply } => (Call::Read, Reply::Read(reply)),
+            Request::Confirm { token, reply } => (Call::Confirm(token), Reply::Read(reply)),
+            Request::Ask { request, reply } => (Call::Ask(request), Reply::Ask(reply)),
+        };
+        let caller = self.replies.add(reply);
+        let now = self.now();
+        self.router.call(now, caller, call);
     }
 
     /// Records whether the replica is a ready leader, and of which token,
     /// for the router and for [`super::Replicated::ready_leader`].
     fn set_ready(&mut self, token: Option<FencingToken>) {
-        self.ready = token.is_some();
+        self.router.set_ready(token);
         self.log.ready_leader.send_if_modified(|t| std::mem::replace(t, token) != token);
-    }
-
-    /// A question for the leader's service: delivered here as the ready
-    /// leader, forwarded to the leader, or held until one is known.
-    fn route_ask(&mut self, request: Vec<u8>, reply: AskAnswer, since: Instant) {
-        match (self.route(), self.ready_token()) {
-            (Route::Here, Some(token)) => {
-                self.log.asks.deliver(request, token, AskReply::Local(reply))
-            }
-            (Route::Leader(l), _) => {
-                let id = self.w.next_id();
-                self.send(l, Frame::Forward(Forward::Ask { id, request: request.clone() }));
-                self.w.forwarded.insert(id, (l, Forwarded::Ask(reply, request), since));
-                bump(&self.log.counters.forwarded, 1);
-            }
-            _ => self.w.parked.push_back((Parked::Ask { request, reply }, since, since)),
-        }
-    }
-
-    fn route_write(&mut self, command: Vec<u8>, reply: WriteReply, since: Instant) {
-        match self.route() {
-            Route::Here => self.batch.push((Asker::Local(reply), command)),
-            Route::Leader(l) => {
-                let id = self.w.next_id();
-                self.send(l, Frame::Forward(Forward::Propose { id, command: command.clone() }));
-                self.w.forwarded.insert(id, (l, Forwarded::Propose(reply, command), since));
-                bump(&self.log.counters.forwarded, 1);
-            }
-            Route::Wait => {
-                self.w.parked.push_back((Parked::Propose { command, reply }, since, since))
-            }
-        }
-    }
-
-    async fn route_read(&mut self, reply: ReadReply, since: Instant) {
-        match self.route() {
-            Route::Here => self.start_read(Asker::Local(reply), since).await,
-            Route::Leader(l) => {
-                let id = self.w.next_id();
-                self.send(l, Frame::Forward(Forward::ReadIndex { id }));
-                self.w.forwarded.insert(id, (l, Forwarded::Read(reply), since));
-                bump(&self.log.counters.forwarded, 1);
-            }
-            Route::Wait => self.w.parked.push_back((Parked::Read { reply }, since, since)),
-        }
-    }
-
-    /// Parks a request the leader sent back (it no longer leads): it is
-    /// retried once a heartbeat has passed, so that two nodes that each
-    /// think the other leads do not bounce it between them.
-    fn repark(&mut self, p: Parked, since: Instant) {
-        let retry = Instant::now() + self.log.node.config.heartbeat_interval;
-        self.w.parked.push_back((p, since, retry));
     }
 
     // ---- As leader ----
 
-    /// Proposes the batch as one input: one log write for all of it. If
-    /// the replica stopped leading since the batch was routed here, the
-    /// batch is routed again (nothing was written).
+    /// Proposes the router's batch as one input: one log write for all of
+    /// it.
     async fn flush_batch(&mut self) {
-        if self.batch.is_empty() {
+        if !self.router.has_batch() {
             return;
         }
-        let mut batch = std::mem::take(&mut self.batch);
-        let since = Instant::now();
         let leading = {
             let r = lock(&self.log.replica);
             if r.is_ready_leader() {
@@ -381,118 +277,45 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 None
             }
         };
-        // Commands bound to another leadership than the one proposing now
-        // are refused: nothing of them is written.
-        for (asker, _) in
-            batch.extract_if(.., |(a, _)| matches!(a, Asker::Bound(_, t) if leading != Some(*t)))
-        {
-            if let Some(reply) = asker.into_reply() {
-                let _ = reply.send(Err(WriteError::NotLeader));
-            }
-        }
-        if leading.is_none() {
-            self.set_ready(None);
-            for (asker, command) in batch {
-                match asker {
-                    Asker::Local(reply) => self.route_write(command, reply, since),
-                    // Refused above.
-                    Asker::Bound(..) => {}
-                    Asker::Peer(to, id) => {
-                        let result = Err(ForwardRefusal::NotLeader);
-                        self.send(to, Frame::Forward(Forward::Proposed { id, result }))
-                    }
-                }
-            }
-            return;
-        }
-        if batch.is_empty() {
-            return;
-        }
-        let (askers, commands): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-        let n = commands.len() as u64;
+        self.set_ready(leading);
         let now = self.now();
+        let commands = self.router.take_batch(now, leading);
+        if commands.is_empty() {
+            return;
+        }
+        let n = commands.len() as u64;
         let log = self.log.clone();
         let ran = run_input(&self.log, move || {
             let mut r = lock(&log.replica);
             let results = r.propose(now, commands);
             (results, r.take_output())
         });
-        // Not run: the runtime is stopping; the askers learn it when dropped.
+        // Not run: the runtime is stopping; the callers learn it when the
+        // router stops.
         let Some((results, out)) = ran.await else { return };
-        for (asker, result) in askers.into_iter().zip(results) {
-            match result {
-                Ok(id) => {
-                    self.w.proposals.insert(id, (asker, since));
-                }
-                Err(e) => self.refuse_write(asker, e, since),
-            }
-        }
+        self.router.batch_proposed(now, results);
         bump(&self.log.counters.proposed, n);
         self.process(out).await;
     }
 
-    /// Answers a command the replica refused: nothing was written.
-    fn refuse_write(&mut self, asker: Asker<WriteReply>, e: ProposeError, since: Instant) {
-        let (mut local, refusal) = match e {
-            ProposeError::NotLeader(_) => {
-                let waited = Instant::now().saturating_duration_since(since);
-                (WriteError::NoLeader { waited }, ForwardRefusal::NotLeader)
-            }
-            ProposeError::TooLarge { size, max } => {
-                (WriteError::TooLarge { size, max }, ForwardRefusal::TooLarge { size, max })
-            }
-            ProposeError::Busy(_) => (WriteError::Busy, ForwardRefusal::Busy),
-        };
-        if matches!(asker, Asker::Bound(..)) && refusal == ForwardRefusal::NotLeader {
-            local = WriteError::NotLeader;
-        }
-        match asker {
-            Asker::Local(reply) | Asker::Bound(reply, _) => {
-                let _ = reply.send(Err(local));
-            }
-            Asker::Peer(to, id) => {
-                self.send(to, Frame::Forward(Forward::Proposed { id, result: Err(refusal) }))
-            }
-        }
-    }
-
-    /// Starts a read on this node as leader: at once while the election
+    /// Starts the reads the router routed here: at once while the election
     /// lease holds, else after a round of acknowledgements.
-    async fn start_read(&mut self, asker: Asker<ReadReply>, since: Instant) {
+    async fn start_reads(&mut self) {
+        let tickets = self.router.take_reads();
+        if tickets.is_empty() {
+            return;
+        }
         let now = self.now();
         let lease = lease_token(&self.log.node);
-        let (result, out) = {
+        let out = {
             let mut r = lock(&self.log.replica);
-            let result = r.read(now, lease);
-            (result, r.take_output())
+            for ticket in tickets {
+                let result = r.read(now, lease);
+                self.router.read_started(now, ticket, result);
+            }
+            r.take_output()
         };
-        match (result, asker) {
-            (Ok(ReadStart::Now(index)), asker) => self.read_ready(asker, index, since),
-            (Ok(ReadStart::Pending(id)), asker) => {
-                self.w.reads.insert(id, (asker, since));
-            }
-            (Err(ReadError::NotLeader { .. }), Asker::Local(reply)) => {
-                self.repark(Parked::Read { reply }, since)
-            }
-            (Err(ReadError::NotLeader { .. }), Asker::Bound(reply, _)) => {
-                let _ = reply.send(Err(ReadFailure::NotLeader));
-            }
-            (Err(ReadError::NotLeader { .. }), Asker::Peer(to, id)) => {
-                let result = Err(ForwardRefusal::NotLeader);
-                self.send(to, Frame::Forward(Forward::ReadIndexReply { id, result }))
-            }
-        }
         self.process(out).await;
-    }
-
-    fn read_ready(&mut self, asker: Asker<ReadReply>, index: u64, since: Instant) {
-        match asker {
-            Asker::Local(reply) | Asker::Bound(reply, _) => {
-                self.w.applying.push((index, reply, since))
-            }
-            // Answered in `settle`, after the commit index went out.
-            Asker::Peer(to, id) => self.read_replies.push((to, id, index)),
-        }
     }
 
     // ---- Peers ----
@@ -505,121 +328,11 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                     self.input(move |r, now| r.handle_message(now, from, msg)).await
                 }
             }
-            PeerData::Forward(Forward::Propose { id, command }) => {
-                if self.route() == Route::Here && self.w.len() < MAX_WAITING {
-                    self.batch.push((Asker::Peer(from, id), command));
-                } else {
-                    let result = Err(ForwardRefusal::NotLeader);
-                    self.send(from, Frame::Forward(Forward::Proposed { id, result }));
-                }
-            }
-            PeerData::Forward(Forward::ReadIndex { id }) => {
-                if self.route() == Route::Here && self.w.len() < MAX_WAITING {
-                    self.start_read(Asker::Peer(from, id), Instant::now()).await;
-                } else {
-                    let result = Err(ForwardRefusal::NotLeader);
-                    self.send(from, Frame::Forward(Forward::ReadIndexReply { id, result }));
-                }
-            }
-            PeerData::Forward(Forward::Ask { id, request }) => {
-                let reply = AskReply::Peer { node: self.log.node.clone(), to: from, id };
-                match (self.route(), self.ready_token()) {
-                    (Route::Here, Some(token)) => self.log.asks.deliver(request, token, reply),
-                    _ => reply.send(Err(ForwardRefusal::NotLeader)),
-                }
-            }
-            PeerData::Forward(Forward::Answered { id, result }) => {
-                self.answered(from, id, result.map(|b| b.into_vec()))
-            }
-            PeerData::Forward(Forward::Proposed { id, result }) => self.proposed(from, id, result),
-            PeerData::Forward(Forward::ReadIndexReply { id, result }) => {
-                self.read_index_reply(from, id, result)
+            PeerData::Forward(frame) => {
+                let now = self.now();
+                self.router.forward_in(now, from, frame);
             }
         }
-    }
-
-    /// The leader's answer to a write this node forwarded.
-    fn proposed(
-        &mut self,
-        from: NodeId,
-        id: u64,
-        result: Result<(tenure_replica::Position, Vec<u8>), ForwardRefusal>,
-    ) {
-        let Some((_, Forwarded::Propose(reply, command), since)) =
-            self.take_forwarded(from, id, Kind::Propose)
-        else {
-            return;
-        };
-        let answer = match result {
-            Ok((position, result)) => Ok(Committed { position, result }),
-            Err(ForwardRefusal::NotLeader) => {
-                // Nothing was written (it does not lead yet, or no more):
-                // send it again once a leader takes it.
-                return self.repark(Parked::Propose { command, reply }, since);
-            }
-            Err(ForwardRefusal::Busy) => Err(WriteError::Busy),
-            Err(ForwardRefusal::TooLarge { size, max }) => Err(WriteError::TooLarge { size, max }),
-            // `NoService` answers only an ask: from a correct leader, never.
-            Err(ForwardRefusal::Unknown | ForwardRefusal::NoService) => {
-                bump(&self.log.counters.unknown, 1);
-                Err(WriteError::Unknown("the leader lost office before the commit"))
-            }
-        };
-        let _ = reply.send(answer);
-    }
-
-    /// The leader's answer to a read index this node asked for.
-    fn read_index_reply(&mut self, from: NodeId, id: u64, result: Result<u64, ForwardRefusal>) {
-        let Some((_, Forwarded::Read(reply), since)) = self.take_forwarded(from, id, Kind::Read)
-        else {
-            return;
-        };
-        match result {
-            Ok(index) => self.w.applying.push((index, reply, since)),
-            Err(_) => self.repark(Parked::Read { reply }, since),
-        }
-    }
-
-    /// The leader's answer to an ask this node forwarded.
-    fn answered(&mut self, from: NodeId, id: u64, result: Result<Vec<u8>, ForwardRefusal>) {
-        let Some((_, Forwarded::Ask(reply, request), since)) =
-            self.take_forwarded(from, id, Kind::Ask)
-        else {
-            return;
-        };
-        match result {
-            Ok(answer) => {
-                let _ = reply.send(Ok(answer));
-            }
-            // Not delivered: it does not lead (yet, or any more).
-            Err(ForwardRefusal::NotLeader) => self.repark(Parked::Ask { request, reply }, since),
-            Err(refusal) => {
-                let _ = reply.send(Err(AskError::from_refusal(refusal)));
-            }
-        }
-    }
-
-    /// The forwarded request `id`, if `from` is the node it went to and it
-    /// is of the kind expected; anything else is ignored (and counted).
-    fn take_forwarded(
-        &mut self,
-        from: NodeId,
-        id: u64,
-        kind: Kind,
-    ) -> Option<(NodeId, Forwarded, Instant)> {
-        let ok = self.w.forwarded.get(&id).is_some_and(|(to, f, _)| {
-            let is = match f {
-                Forwarded::Propose(..) => Kind::Propose,
-                Forwarded::Read(_) => Kind::Read,
-                Forwarded::Ask(..) => Kind::Ask,
-            };
-            *to == from && is == kind
-        });
-        if !ok {
-            bump(&self.log.node.net.stats.data_dropped, 1);
-            return None;
-        }
-        self.w.forwarded.remove(&id)
     }
 
     // ---- The elector's leadership ----
@@ -627,46 +340,12 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     async fn on_leadership(&mut self) {
         let l = self.leadership.borrow_and_update().clone();
         let view = (l.leader, l.leader.and(l.fencing_token));
-        if view == self.view {
+        if view == self.router.view() {
             return;
         }
-        let old = self.view.0;
-        self.view = view;
-        if old.is_some() && old != view.0 {
-            self.leader_gone(old);
-        }
+        self.router.set_view(view.0, view.1);
         if self.rebuild.is_none() {
             self.input(move |r, now| r.set_leadership(now, view.0, view.1)).await;
-        }
-    }
-
-    /// The requests forwarded to `old`, which no longer leads: writes end
-    /// unknown (the entry may be in its log), reads are asked again.
-    fn leader_gone(&mut self, old: Option<NodeId>) {
-        let gone: Vec<u64> = self
-            .w
-            .forwarded
-            .iter()
-            .filter(|(_, (to, _, _))| Some(*to) == old)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in gone {
-            match self.w.forwarded.remove(&id) {
-                Some((_, Forwarded::Propose(reply, _), _)) => {
-                    bump(&self.log.counters.unknown, 1);
-                    let _ = reply.send(Err(WriteError::Unknown(
-                        "the leader it was sent to lost office before answering",
-                    )));
-                }
-                Some((_, Forwarded::Read(reply), since)) => {
-                    self.w.parked.push_back((Parked::Read { reply }, since, since))
-                }
-                // Asked again of the next leader (`ask_leader` says so).
-                Some((_, Forwarded::Ask(reply, request), since)) => {
-                    self.w.parked.push_back((Parked::Ask { request, reply }, since, since))
-                }
-                None => {}
-            }
         }
     }
 
@@ -698,9 +377,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         for (to, msg) in messages {
             self.send(to, Frame::Replica(msg));
         }
-        for c in completions {
-            self.complete(c);
-        }
+        self.complete(completions);
         let (ready, now_applied) = {
             let r = lock(&self.log.replica);
             let ready = if r.is_ready_leader() { r.status().leading } else { None };
@@ -709,6 +386,14 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         self.set_ready(ready);
         if !applied.is_empty() || *self.log.applied.borrow() != now_applied {
             self.log.applied.send_replace(now_applied);
+        }
+    }
+
+    /// Hands the replica's completions to the router.
+    fn complete(&mut self, completions: Vec<Completion>) {
+        let now = self.now();
+        for c in completions {
+            self.router.complete(now, c);
         }
     }
 
@@ -747,10 +432,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             r.take_output()
         };
         // Commits learnt before the failure stand (a majority holds them).
-        for c in completions.into_iter().chain(more.completions) {
-            self.complete(c);
-        }
+        self.complete(completions.into_iter().chain(more.completions).collect());
         self.set_ready(None);
+        self.router.set_rebuilding(true);
         self.rebuild = Some((Instant::now() + PERSIST_RETRY_MIN, PERSIST_RETRY_MIN));
     }
 
@@ -765,7 +449,8 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 self.store = store;
                 *lock(&self.log.replica) = replica;
                 self.rebuild = None;
-                let view = self.view;
+                self.router.set_rebuilding(false);
+                let view = self.router.view();
                 self.input(move |r, now| r.set_leadership(now, view.0, view.1)).await;
             }
             Err(e) => {
@@ -782,50 +467,6 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         let store = self.store.clone();
         if let Err(e) = tokio::task::spawn_blocking(move || store.close()).await {
             error!(node = %self.me(), error = %e, "cannot close the replicated log");
-        }
-    }
-
-    fn complete(&mut self, c: Completion) {
-        match c {
-            Completion::Proposal { id, result } => {
-                let Some((asker, _)) = self.w.proposals.remove(&id) else { return };
-                let result = result.map_err(|e| match e {
-                    ProposalError::NotLeader { .. }
-                    | ProposalError::Unknown
-                    | ProposalError::StorageFailed => ForwardRefusal::Unknown,
-                });
-                if result.is_err() {
-                    bump(&self.log.counters.unknown, 1);
-                }
-                match asker {
-                    Asker::Local(reply) | Asker::Bound(reply, _) => {
-                        let _ = reply.send(
-                            result
-                                .map(|(position, result)| Committed { position, result })
-                                .map_err(|_| {
-                                    WriteError::Unknown("the leader lost office before the commit")
-                                }),
-                        );
-                    }
-                    Asker::Peer(to, id) => {
-                        self.send(to, Frame::Forward(Forward::Proposed { id, result }))
-                    }
-                }
-            }
-            Completion::Read { id, result } => {
-                let Some((asker, since)) = self.w.reads.remove(&id) else { return };
-                match (result, asker) {
-                    (Ok(index), asker) => self.read_ready(asker, index, since),
-                    (Err(_), Asker::Local(reply)) => self.repark(Parked::Read { reply }, since),
-                    (Err(_), Asker::Bound(reply, _)) => {
-                        let _ = reply.send(Err(ReadFailure::NotLeader));
-                    }
-                    (Err(_), Asker::Peer(to, id)) => {
-                        let result = Err(ForwardRefusal::NotLeader);
-                        self.send(to, Frame::Forward(Forward::ReadIndexReply { id, result }))
-                    }
-                }
-            }
         }
     }
 

@@ -33,9 +33,10 @@ use crate::workload::{
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use tenure_core::{Instant, NodeId};
-use tenure_replica::{
-    Completion, Config, ProposalError, ProposeError, ReadError, ReadStart, Replica, ReplicaMessage,
+use tenure_replica::router::{
+    Answer, Call, Forward, Route, Router, RouterConfig, RouterOutput, WriteError,
 };
+use tenure_replica::{Completion, Config, Position, Replica, ReplicaMessage, StateMachine};
 
 /// Outputs one replica input may produce before the driver calls it a loop.
 const MAX_REPLICA_ROUNDS: usize = 16;
@@ -49,6 +50,9 @@ const CONVERGENCE_SLACK_ROUNDS: u64 = 20;
 pub struct KvStats {
     /// Replica messages handed to the network.
     pub replica_messages: u64,
+    /// Routers' frames handed to the network (forwarded requests and their
+    /// answers).
+    pub forwards: u64,
     /// Crashes that tore a log write (records were still syncing).
     pub torn_writes: u64,
     /// Log writes that failed (storage failing): the replica stalled.
@@ -215,6 +219,7 @@ impl Sim {
             search_steps: verdict.steps,
             max_search_steps: verdict.max_steps,
             replica_messages: world.stats.replica_messages,
+            forwards: world.stats.forwards,
             torn_writes: world.stats.torn_writes,
             failed_writes: world.stats.failed_writes,
             rebuilds: world.stats.rebuilds,
@@ -374,7 +379,10 @@ impl Sim {
         }
     }
 
-    /// A client's request reaches node `i`.
+    /// A client's request reaches node `i`: the key-value requests go
+    /// through the node's router (proposed here, forwarded to the leader,
+    /// or held), as on a running node; the application elections' requests
+    /// are served by the replica directly.
     pub(super) fn client_request(&mut self, i: usize, local: Instant, req: Request) {
         let known = self.hosts[i].elector().and_then(|e| e.status().leader);
         // The lease serves reads only for the leadership the replica leads
@@ -385,40 +393,177 @@ impl Sim {
         let planted = self.kv.as_ref().and_then(|k| k.workload.spec.planted);
         let tag = req.tag;
         let Some(kv) = self.hosts[i].kv.as_mut() else { return };
-        let answer = match (kv.replica.as_mut().filter(|_| !kv.stalled), req.body) {
-            (None, _) => Some(ReplyBody::Redirect(known)),
-            (Some(r), RequestBody::Write(cmd)) => {
-                match r.propose(local, vec![cmd.encode()]).pop() {
-                    Some(Ok(id)) => {
-                        kv.proposals.insert(id, tag);
-                        None
-                    }
-                    Some(Err(ProposeError::NotLeader(ProposalError::NotLeader { leader }))) => {
-                        Some(ReplyBody::Redirect(leader))
-                    }
-                    Some(Err(_)) | None => Some(ReplyBody::Redirect(known)),
+        let (Some(r), Some(router)) = (kv.replica.as_mut(), kv.router.as_mut()) else {
+            let departs = self.departs(i);
+            return self.answer(i, tag, ReplyBody::Redirect(known), departs);
+        };
+        router.set_ready(ready_token(r, kv.stalled));
+        let answer = match req.body {
+            body @ (RequestBody::Range { .. } | RequestBody::Renew { .. }) => {
+                if kv.stalled {
+                    Some(ReplyBody::Redirect(known))
+                } else {
+                    self.elect_request(i, local, tag, body, lease, known)
                 }
             }
-            (Some(_), body @ (RequestBody::Range { .. } | RequestBody::Renew { .. })) => {
-                self.elect_request(i, local, tag, body, lease, known)
+            RequestBody::Write(cmd) => {
+                let command = cmd.encode();
+                let early = planted == Some(PlantedBug::EarlyForwardAck)
+                    && matches!(router.route(), Route::Leader(_));
+                kv.next_caller += 1;
+                let caller = kv.next_caller;
+                if early {
+                    // The planted bug: acknowledged with what this node's
+                    // own store would answer, before the leader commits it.
+                    let mut scratch = r.state_machine().store.clone();
+                    let position = Position { token: Default::default(), index: r.applied() + 1 };
+                    router.call(local, caller, Call::Propose(command.clone()));
+                    Some(ReplyBody::Done(scratch.apply(position, &command)))
+                } else {
+                    kv.callers.insert(caller, (tag, None));
+                    router.call(local, caller, Call::Propose(command));
+                    None
+                }
             }
-            (Some(r), RequestBody::Read { key }) => {
+            RequestBody::Read { key } => {
                 if planted == Some(PlantedBug::StaleFollowerReads) && !r.is_ready_leader() {
                     Some(self.read_answer(i, &key))
                 } else {
-                    match r.read(local, lease) {
-                        Ok(ReadStart::Now(_)) => Some(self.read_answer(i, &key)),
-                        Ok(ReadStart::Pending(id)) => {
-                            kv.reads.insert(id, (tag, key));
-                            None
-                        }
-                        Err(ReadError::NotLeader { leader }) => Some(ReplyBody::Redirect(leader)),
-                    }
+                    kv.next_caller += 1;
+                    let caller = kv.next_caller;
+                    kv.callers.insert(caller, (tag, Some(key)));
+                    router.call(local, caller, Call::Read);
+                    None
                 }
             }
         };
         if let Some(body) = answer {
             let departs = self.departs(i);
+            self.answer(i, tag, body, departs);
+        }
+    }
+
+    /// A router's frame from node `from` reaches node `i`.
+    pub(super) fn forward_in(&mut self, i: usize, local: Instant, from: NodeId, frame: Forward) {
+        if let Some(router) = self.hosts[i].kv.as_mut().and_then(|kv| kv.router.as_mut()) {
+            router.forward_in(local, from, frame);
+        }
+    }
+
+    /// A router's frame from node `from` arrives at node `to`.
+    pub(super) fn deliver_forward(
+        &mut self,
+        from: usize,
+        to: usize,
+        frame: Forward,
+        sent_ns: u64,
+        departs_ns: u64,
+    ) {
+        if self.net.is_blocked(from, to) || self.hosts[from].crashed_within(sent_ns, departs_ns) {
+            return;
+        }
+        let from_id = self.hosts[from].id;
+        self.arrive(to, Inbound::Forward(from_id, frame));
+    }
+
+    /// Node `i` sends a router's frame to `to`; it leaves at `departs_ns`.
+    /// The frames travel on the peer connection, as on a running node: a
+    /// frame may be lost (a connection that breaks loses what it had not
+    /// written), delayed or overtaken, never duplicated (TCP does not, and
+    /// the router relies on it: a forwarded write received twice would be
+    /// proposed twice).
+    fn send_forward(&mut self, i: usize, to: NodeId, frame: Forward, departs_ns: u64) {
+        let Some(to_idx) = self.index_of(to) else { return };
+        if let Some(kv) = self.kv.as_mut() {
+            kv.stats.forwards += 1;
+        }
+        let delays = self.net.transmit(&mut self.rng, i, to_idx);
+        if let Some(&d) = delays.as_slice().first() {
+            let msg = Envelope::Forward(frame);
+            let event =
+                SimEvent::Deliver { from: i, to: to_idx, msg, sent_ns: self.now, departs_ns };
+            self.schedule(departs_ns + d, event);
+        }
+    }
+
+    /// Node `i`'s router by its contract (as the node's log task drives
+    /// it): the batch proposed, the reads started, the held requests routed,
+    /// then its frames sent and its callers answered.
+    pub(super) fn drive_router(&mut self, i: usize) {
+        let local = self.hosts[i].local_now(self.now);
+        let lease = self.hosts[i]
+            .elector()
+            .and_then(|e| e.is_leader(local).then(|| e.status().fencing_token).flatten());
+        for _ in 0..2 {
+            let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+            let stalled = kv.stalled;
+            let (Some(r), Some(router)) = (kv.replica.as_mut(), kv.router.as_mut()) else {
+                return;
+            };
+            router.set_ready(ready_token(r, stalled));
+            if !stalled {
+                if router.has_batch() {
+                    let leading = if r.is_ready_leader() { r.status().leading } else { None };
+                    let commands = router.take_batch(local, leading);
+                    if !commands.is_empty() {
+                        let results = r.propose(local, commands);
+                        router.batch_proposed(local, results);
+                    }
+                }
+                for ticket in router.take_reads() {
+                    let result = r.read(local, lease);
+                    router.read_started(local, ticket, result);
+                }
+            }
+            router.settle(local, r.applied());
+            if !self.drain_replica(i) {
+                return;
+            }
+        }
+        let Some(router) = self.hosts[i].kv.as_mut().and_then(|kv| kv.router.as_mut()) else {
+            return;
+        };
+        router.expire(local);
+        let out = router.take_output();
+        self.router_output(i, local, out);
+    }
+
+    /// Carries out what node `i`'s router decided.
+    fn router_output(&mut self, i: usize, local: Instant, out: RouterOutput) {
+        let RouterOutput { answers, forwards, read_replies, .. } = out;
+        if !read_replies.is_empty() {
+            // The commit index first: the follower serves the read once it
+            // applied that far.
+            let mut to: Vec<NodeId> = read_replies.iter().map(|&(n, _, _)| n).collect();
+            to.sort();
+            to.dedup();
+            for n in to {
+                let r = self.hosts[i].kv.as_mut().and_then(|kv| kv.replica.as_mut());
+                if let Some(r) = r {
+                    r.update_follower(local, n);
+                }
+                if !self.drain_replica(i) {
+                    return;
+                }
+            }
+        }
+        let departs = self.departs(i);
+        for (n, id, index) in read_replies {
+            self.send_forward(i, n, Forward::ReadIndexReply { id, result: Ok(index) }, departs);
+        }
+        for (to, frame) in forwards {
+            self.send_forward(i, to, frame, departs);
+        }
+        for (caller, answer) in answers {
+            let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+            let Some((tag, key)) = kv.callers.remove(&caller) else { continue };
+            let body = match (answer, key) {
+                (Answer::Write(Ok(c)), _) => ReplyBody::Done(c.result),
+                (Answer::Write(Err(WriteError::Unknown(_))), _) => ReplyBody::Unknown,
+                (Answer::Read(Ok(_)), Some(key)) => self.read_answer(i, &key),
+                // Not carried out: the client tries again.
+                _ => ReplyBody::Redirect(None),
+            };
             self.answer(i, tag, body, departs);
         }
     }
@@ -445,6 +590,9 @@ impl Sim {
         for (leader, token) in views.unwrap_or_default() {
             let Some(kv) = self.hosts[i].kv.as_mut() else { return };
             kv.view = (leader, token);
+            if let Some(router) = kv.router.as_mut() {
+                router.set_view(leader, token);
+            }
             if let Some(r) = kv.replica.as_mut() {
                 r.set_leadership(local, leader, token);
             }
@@ -463,6 +611,7 @@ impl Sim {
         if self.drain_replica(i) {
             self.check_state(i);
             self.elect_step(i);
+            self.drive_router(i);
         }
     }
 
@@ -551,6 +700,9 @@ impl Sim {
                 if let Some(r) = kv.replica.as_mut() {
                     r.handle_persist_failed();
                 }
+                if let Some(router) = kv.router.as_mut() {
+                    router.set_rebuilding(true);
+                }
             }
         }
         let id = self.hosts[i].id;
@@ -562,30 +714,13 @@ impl Sim {
         true
     }
 
-    /// Answers the client of a completed proposal or read.
+    /// Hands a completion of node `i`'s replica to the application
+    /// elections, or else to its router.
     fn complete(&mut self, i: usize, c: Completion, departs: u64) {
         let Some(c) = self.elect_complete(i, c, departs) else { return };
-        let Some(kv) = self.hosts[i].kv.as_mut() else { return };
-        match c {
-            Completion::Proposal { id, result } => {
-                let Some(tag) = kv.proposals.remove(&id) else { return };
-                let body = match result {
-                    Ok((_, bytes)) => ReplyBody::Done(bytes),
-                    Err(ProposalError::NotLeader { leader }) => ReplyBody::Redirect(leader),
-                    Err(ProposalError::Unknown | ProposalError::StorageFailed) => {
-                        ReplyBody::Unknown
-                    }
-                };
-                self.answer(i, tag, body, departs);
-            }
-            Completion::Read { id, result } => {
-                let Some((tag, key)) = kv.reads.remove(&id) else { return };
-                let body = match result {
-                    Ok(_) => self.read_answer(i, &key),
-                    Err(ReadError::NotLeader { leader }) => ReplyBody::Redirect(leader),
-                };
-                self.answer(i, tag, body, departs);
-            }
+        let local = self.hosts[i].local_at(self.now);
+        if let Some(router) = self.hosts[i].kv.as_mut().and_then(|kv| kv.router.as_mut()) {
+            router.complete(local, c);
         }
     }
 
@@ -620,13 +755,14 @@ impl Sim {
             return;
         };
         let cfg = Config { id, ..world.template.clone() };
+        let router_cfg = RouterConfig::new(id, self.cfg.heartbeat, self.cfg.election_timeout);
         let store = SimStore::new(id, world.workload.spec.planted);
         if kv.stalled {
             world.stats.rebuilds += 1;
         }
         kv.stalled = false;
-        kv.proposals.clear();
-        kv.reads.clear();
+        let router = kv.router.get_or_insert_with(|| Router::new(router_cfg));
+        router.set_rebuilding(false);
         kv.forget_leadership();
         match Replica::new(cfg, kv.disk.image().restored(), store) {
             Ok(r) => {
@@ -645,5 +781,15 @@ impl Sim {
                 self.checker.fail(self.now, Check::ReplicaInvariant, what);
             }
         }
+    }
+}
+
+/// The token the replica leads ready under, as the router is told after
+/// every output (none while its log is being rebuilt).
+fn ready_token(r: &Replica<SimStore>, stalled: bool) -> Option<tenure_core::FencingToken> {
+    if stalled || !r.is_ready_leader() {
+        None
+    } else {
+        r.status().leading
     }
 }
