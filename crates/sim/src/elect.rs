@@ -115,6 +115,8 @@ struct Out {
     sent_local: Instant,
     /// The session it is about.
     session: Option<LeaseId>,
+    /// A resignation: the candidacy it ends (its key's `create_revision`).
+    candidacy: Option<u64>,
 }
 
 /// One application process.
@@ -140,6 +142,15 @@ struct App {
     candidate: bool,
     /// Its key's token if its key was first at its last read (this session).
     first: Option<u64>,
+    /// Its key's `create_revision`, as its campaign or its last read told
+    /// (this session): the candidacy a resignation ends.
+    created: Option<u64>,
+    /// A candidacy it resigned without a definite answer yet: the
+    /// resignation may still reach the log, so the app never takes that
+    /// candidacy for its own again (a campaign answered "already a
+    /// candidate since it"); it resigns it again until the answer is
+    /// definite, then campaigns anew.
+    resigning: Option<u64>,
     /// The index of its current leadership in [`Elections::leaderships`].
     leading: Option<usize>,
     op: Option<Out>,
@@ -155,6 +166,8 @@ impl App {
         self.deadline = None;
         self.candidate = false;
         self.first = None;
+        self.created = None;
+        self.resigning = None;
         self.renewal = None;
     }
 }
@@ -214,6 +227,8 @@ impl Elections {
                 deadline: None,
                 candidate: false,
                 first: None,
+                created: None,
+                resigning: None,
                 leading: None,
                 op: None,
                 next_op_ns: 0,
@@ -455,19 +470,27 @@ impl Elections {
         let app = &self.apps[a];
         let kind = match app.session {
             None => Kind::Grant,
+            Some(_) if app.resigning.is_some() => Kind::Resign,
             Some(_) if !app.candidate => Kind::Campaign,
-            Some(_) if !settled && self.rng.gen_bool(RESIGN_CHANCE) => Kind::Resign,
+            // Only a candidacy it knows the revision of (see `resigning`).
+            Some(_) if !settled && app.created.is_some() && self.rng.gen_bool(RESIGN_CHANCE) => {
+                Kind::Resign
+            }
             Some(_) if !settled && self.rng.gen_bool(REVOKE_CHANCE) => Kind::Revoke,
             Some(_) => Kind::Read,
         };
         let session = self.apps[a].session;
+        let candidacy = self.apps[a].resigning.or(self.apps[a].created);
         match kind {
+            Kind::Resign if self.apps[a].resigning.is_some() => {}
             Kind::Resign => {
                 // It stops leading before it asks: its key may go at once.
                 self.stats.resignations += 1;
                 self.end_leading(a, now_ns, "it resigned");
                 self.apps[a].candidate = false;
                 self.apps[a].first = None;
+                self.apps[a].created = None;
+                self.apps[a].resigning = candidacy;
             }
             Kind::Revoke => {
                 self.stats.revocations += 1;
@@ -476,7 +499,8 @@ impl Elections {
             }
             _ => {}
         }
-        let out = self.new_out(kind, session, now_ns + self.op_timeout_ns);
+        let mut out = self.new_out(kind, session, now_ns + self.op_timeout_ns);
+        out.candidacy = candidacy.filter(|_| kind == Kind::Resign);
         self.send(a, out, now_ns, actions);
     }
 
@@ -490,6 +514,7 @@ impl Elections {
             resend_ns: None,
             sent_local: Instant::ZERO,
             session,
+            candidacy: None,
         }
     }
 
@@ -617,10 +642,19 @@ impl Elections {
                     self.granted(a, lease, out.sent_local, now_ns);
                 }
             }
+            // Resigned, or not that candidacy (any more): definite.
+            (Kind::Resign, Some(ReplyBody::Done(_)))
+                if current && self.apps[a].resigning == out.candidacy =>
+            {
+                self.apps[a].resigning = None
+            }
             (Kind::Campaign, Some(ReplyBody::Done(bytes))) if current => {
                 match Response::decode(&bytes).map(|r| campaign_outcome(&r)) {
-                    Ok(Ok(_) | Err(Outcome::AlreadyCandidate(_))) => {
+                    Ok(Err(Outcome::AlreadyCandidate(created)))
+                        if self.apps[a].resigning == Some(created) => {}
+                    Ok(Ok(created) | Err(Outcome::AlreadyCandidate(created))) => {
                         self.apps[a].candidate = true;
+                        self.apps[a].created = Some(created);
                         self.apps[a].next_op_ns = now_ns;
                     }
                     Ok(Err(Outcome::NoSession(_))) => {
@@ -672,7 +706,9 @@ impl Elections {
         let app = &self.apps[a];
         let Some(session) = app.session else { return };
         let standing = Standing::from_range(&election_name(app.name), kvs);
-        match standing.position(session) {
+        let position = standing.position(session);
+        self.apps[a].created = position.map(|i| standing.candidates[i].create_revision);
+        match position {
             None => {
                 self.apps[a].candidate = false;
                 self.apps[a].first = None;

@@ -118,6 +118,25 @@ fn paxos_adopts_a_stale_expiry_safely() {
     adopts_a_stale_expiry(ProtocolKind::Paxos, 26);
 }
 
+/// Paxos seed 556 (5 nodes, the scenario's default length), found once the
+/// simulator ran the node's router: an app's resignation, held by a
+/// follower's router while no leader was known, got no answer in time; the
+/// app campaigned again with the same session, was told its key was there
+/// already and took that candidacy for its own, and led; then the
+/// resignation reached the log and removed the key, and the next candidate
+/// led beside it for 1.15 s. A client must not take a candidacy it resigned
+/// without a definite answer for its own (the Rust client closes the
+/// session after a resignation, and a second campaign of a session is a
+/// 409 to it): the workload's apps now resign it again until the answer is
+/// definite.
+#[test]
+fn a_late_resignation_leaves_a_later_candidacy_alone() {
+    let mut p = params(ProtocolKind::Paxos, 556, 5, 20);
+    p.sim_seconds = None;
+    let r = run(&p);
+    assert!(r.passed(), "{}", explain(&p, &r));
+}
+
 /// Runs seeds 1..=`seeds` of raft with a planted bug; returns how many
 /// runs the checker `check` caught it in.
 fn caught(bug: ElectBug, check: Check, seeds: u64) -> u64 {
