@@ -17,10 +17,9 @@
 //!   body of `POST /v1/elections/NAME/campaign`, `resign` and `proclaim`,
 //!   through the handlers' own parsing and checks
 //!   (`http::campaign_command`, `resign_command`, `proclaim_request`);
-//! * 13 to 15: the election answers the client crate reads, as the server
-//!   writes them (`CandidacyBody`, of campaign and wait; `ElectionBody`;
-//!   `TokenCheckBody`), and as `tenure_client` reads them (`Campaign` and
-//!   `WaitAnswer`, `ElectionState`, `Check`);
+//! * 13 to 15: the election answers (`CandidacyBody`, of campaign and
+//!   wait; `ElectionBody`; `TokenCheckBody`: the client reads the types
+//!   the server writes, both from tenure-api);
 //! * 16 and 17: the session answers (`SessionBody`, of grant and
 //!   keepalive; `SessionRevokedBody`) and `ProclaimBody`, `ResignBody`;
 //! * 18: `EVENT\nDATA`, an observe event, as the server writes it
@@ -42,8 +41,8 @@
 //! positive session, a name `validate_name` accepts and a value within
 //! `MAX_VALUE` (those serde reads), and becomes a command on that name's
 //! candidate key of that session that encodes and decodes back (a proclaim:
-//! one the recipe accepts for any token). An answer the server's type
-//! parses is read by the client's type with the same fields, once written
+//! one the recipe accepts for any token). An observe event the server's
+//! type parses is read by the client as the same observation, once written
 //! as the server writes it.
 
 use axum::extract::Path;
@@ -52,17 +51,17 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
-use tenure_client::election::{parse_event, Campaign, Check, ElectionState, Observed, WaitAnswer};
-use tenure_client::SseEvent;
-use tenure_kv::{
-    parse_candidate_key, validate_name, Command, LeaseId, TxnOp, MAX_TTL_MS, MAX_VALUE, MIN_TTL_MS,
-};
-use tenure_server::api::{
+use tenure_api::{
     CampaignRequest, CandidacyBody, DeadNoticeBody, DeadNoticeRequest, ElectionBody, ErrorBody,
     KvGetBody, LeaderBody, LeadershipBody, ObservedLeaderBody, ObservedNoLeaderBody, ProclaimBody,
     ProclaimRequest, ResignBody, ResignRequest, SessionBody, SessionGrantRequest,
     SessionRevokedBody, StatusBody, TokenCheckBody, TransferBody, TransferRequest, TxnBody,
     TxnRequest,
+};
+use tenure_client::election::{parse_event, Observed};
+use tenure_client::SseEvent;
+use tenure_kv::{
+    parse_candidate_key, validate_name, Command, LeaseId, TxnOp, MAX_TTL_MS, MAX_VALUE, MIN_TTL_MS,
 };
 use tenure_server::http::{
     campaign_command, dead_notice, grant_command, proclaim_request, resign_command,
@@ -94,9 +93,9 @@ pub fn run(data: &[u8]) {
                 _ => proclaim(name, body),
             }
         }
-        13 => candidacy_answer(body),
-        14 => election_answer(body),
-        15 => check_answer(body),
+        13 => round_trip::<CandidacyBody>(body),
+        14 => round_trip::<ElectionBody>(body),
+        15 => round_trip::<TokenCheckBody>(body),
         16 => {
             round_trip::<SessionBody>(body);
             round_trip::<SessionRevokedBody>(body);
@@ -241,53 +240,6 @@ fn proclaim(name: &str, body: &[u8]) {
         }
         Err(e) => refused(e),
     }
-}
-
-/// A server body that parses round-trips, and the client reads what the
-/// server would write from it, with the same fields (`same`); the client
-/// reading the raw body does not panic either.
-fn read_by_client<S, C>(body: &[u8], same: impl Fn(&S, &C) -> bool)
-where
-    S: Serialize + DeserializeOwned + PartialEq + Debug,
-    C: DeserializeOwned + Debug,
-{
-    let _ = serde_json::from_slice::<C>(body);
-    round_trip::<S>(body);
-    let Ok(server) = serde_json::from_slice::<S>(body) else { return };
-    let written = serde_json::to_vec(&server).expect("a parsed body serializes");
-    let client: C = serde_json::from_slice(&written)
-        .unwrap_or_else(|e| panic!("the client cannot read {server:?}: {e}"));
-    assert!(same(&server, &client), "{server:?} read as {client:?}");
-}
-
-fn candidacy_answer(body: &[u8]) {
-    read_by_client::<CandidacyBody, Campaign>(body, |s, c| {
-        (s.create_revision, s.leader, s.token, s.ahead as u64)
-            == (c.create_revision, c.leader, c.token, c.ahead)
-    });
-    read_by_client::<CandidacyBody, WaitAnswer>(body, |s, c| {
-        (s.leader, s.token, Some(s.ahead as u64)) == (c.leader, c.token, c.ahead)
-    });
-}
-
-fn election_answer(body: &[u8]) {
-    read_by_client::<ElectionBody, ElectionState>(body, |s, c| {
-        let leader =
-            |l: &tenure_server::api::ElectionLeaderBody| (l.session, l.value.clone(), l.token);
-        let client_leader = |l: &tenure_client::Leader| (l.session, l.value.clone(), l.token);
-        let candidates = s.candidates.iter().map(|c| (c.session, &c.value, c.create_revision));
-        let client_candidates =
-            c.candidates.iter().map(|c| (c.session, &c.value, c.create_revision));
-        s.leader.as_ref().map(leader) == c.leader.as_ref().map(client_leader)
-            && candidates.eq(client_candidates)
-            && s.revision == c.revision
-    });
-}
-
-fn check_answer(body: &[u8]) {
-    read_by_client::<TokenCheckBody, Check>(body, |s, c| {
-        (s.current, s.token, s.revision) == (c.current, c.token, c.revision)
-    });
 }
 
 /// `EVENT\nDATA`: the client reads the raw event without panicking; an

@@ -6,9 +6,12 @@ use crate::error::Error;
 use crate::http::REQUEST_TIMEOUT;
 use crate::session::Session;
 use hyper::{Method, StatusCode};
-use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
+use tenure_api::{
+    CampaignRequest, ErrorBody, ObservedLeaderBody, ObservedNoLeaderBody, ProclaimBody,
+    ProclaimRequest, ResignBody, ResignRequest,
+};
 
 /// Longest election name the servers accept.
 pub const MAX_NAME_LEN: usize = 128;
@@ -45,78 +48,22 @@ pub fn check_value(value: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// The answer to a campaign: the candidacy joined the queue.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-pub struct Campaign {
-    /// The candidacy's place: its key's creation revision.
-    pub create_revision: u64,
-    /// Whether it leads already.
-    pub leader: bool,
-    /// Its fencing token if it leads.
-    #[serde(default)]
-    pub token: Option<u64>,
-    /// How many candidates are ahead of it.
-    #[serde(default)]
-    pub ahead: u64,
-}
+/// The answer to a campaign, and to each long poll of a wait: where the
+/// candidacy stands (the API's body).
+pub type Campaign = tenure_api::CandidacyBody;
 
-/// The answer of one long poll.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-pub struct WaitAnswer {
-    /// Whether the candidacy leads now.
-    pub leader: bool,
-    /// Its fencing token if it leads.
-    #[serde(default)]
-    pub token: Option<u64>,
-    /// How many candidates are ahead of it if it does not.
-    #[serde(default)]
-    pub ahead: Option<u64>,
-}
+/// A leader of an election: its session, value and fencing token.
+pub type Leader = tenure_api::ElectionLeaderBody;
 
-/// A leader of an election.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-pub struct Leader {
-    /// Its session.
-    pub session: u64,
-    /// Its value.
-    pub value: String,
-    /// Its fencing token.
-    pub token: u64,
-}
+/// A candidate of an election: its session, value and place in the queue.
+pub type Candidate = tenure_api::ElectionCandidateBody;
 
-/// A candidate of an election.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-pub struct Candidate {
-    /// Its session.
-    pub session: u64,
-    /// Its value.
-    pub value: String,
-    /// Its place in the queue.
-    pub create_revision: u64,
-}
+/// An election's leader and candidates, and the revision they were read at.
+pub type ElectionState = tenure_api::ElectionBody;
 
-/// An election's leader and candidates.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-pub struct ElectionState {
-    /// The leader, if any.
-    pub leader: Option<Leader>,
-    /// Every candidate, in queue order.
-    #[serde(default)]
-    pub candidates: Vec<Candidate>,
-    /// The store's revision the answer was read at.
-    pub revision: u64,
-}
-
-/// The answer to a token check.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-pub struct Check {
-    /// Whether the token asked is the current leader's.
-    pub current: bool,
-    /// The current leader's token, if there is a leader.
-    pub token: Option<u64>,
-    /// The store's revision the answer was read at.
-    pub revision: u64,
-}
+/// The answer to a token check: whether the token asked is the current
+/// leader's, the current leader's token, the revision it was read at.
+pub type Check = tenure_api::TokenCheckBody;
 
 /// One change an observer sees.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -171,16 +118,6 @@ impl Observed {
     }
 }
 
-#[derive(Deserialize)]
-struct RevisionBody {
-    revision: u64,
-}
-
-#[derive(Deserialize)]
-struct ProclaimBody {
-    token: u64,
-}
-
 /// One named election of a cluster.
 #[derive(Clone, Debug)]
 pub struct Election {
@@ -218,7 +155,8 @@ impl Election {
         if let Some(reason) = session.ended() {
             return Err(Error::SessionEnded { id: session.id(), reason });
         }
-        let body = serde_json::json!({ "session": session.id(), "value": value });
+        let body =
+            serde_json::json!(CampaignRequest { session: session.id(), value: value.to_string() });
         self.cluster
             .json(Method::POST, &self.path("/campaign"), Some(&body), REQUEST_TIMEOUT, Retry::Once)
             .await
@@ -227,7 +165,7 @@ impl Election {
     /// One long poll: answers when `session`'s candidacy leads, or after
     /// `timeout` (at most 60 s) with how many are ahead. A candidacy that is
     /// gone is a [`crate::Refused`] 404.
-    pub async fn wait(&self, session: &Session, timeout: Duration) -> Result<WaitAnswer, Error> {
+    pub async fn wait(&self, session: &Session, timeout: Duration) -> Result<Campaign, Error> {
         let path = self.path(&format!(
             "/wait?session={}&timeout_ms={}",
             session.id(),
@@ -252,7 +190,7 @@ impl Election {
                 a = self.wait(session, WAIT_POLL) => a,
             };
             match answer {
-                Ok(WaitAnswer { leader: true, token: Some(token), .. }) => {
+                Ok(Campaign { leader: true, token: Some(token), .. }) => {
                     // A leadership is only worth anything before the deadline.
                     if let Some(reason) = session.ended() {
                         return Err(Error::SessionEnded { id: session.id(), reason });
@@ -283,7 +221,7 @@ impl Election {
     /// Leaves the queue (and leadership) with `session`; its successor is
     /// woken at once. A candidacy that is already gone is not an error.
     pub async fn resign(&self, session: &Session) -> Result<(), Error> {
-        let body = serde_json::json!({ "session": session.id() });
+        let body = serde_json::json!(ResignRequest { session: session.id() });
         let (url, answer) = self
             .cluster
             .call(
@@ -297,14 +235,15 @@ impl Election {
         if answer.status == StatusCode::NOT_FOUND {
             return Ok(());
         }
-        answer.json::<RevisionBody>(&url).map(|_| ())
+        answer.json::<ResignBody>(&url).map(|_| ())
     }
 
     /// Changes the value of `session`'s leadership without a new election;
     /// returns its token. Refused (409) if `session` does not lead.
     pub async fn proclaim(&self, session: &Session, value: &str) -> Result<u64, Error> {
         check_value(value)?;
-        let body = serde_json::json!({ "session": session.id(), "value": value });
+        let body =
+            serde_json::json!(ProclaimRequest { session: session.id(), value: value.to_string() });
         let answer: ProclaimBody = self
             .cluster
             .json(
@@ -380,21 +319,6 @@ pub struct Observer {
     /// refused resumption's `Missed`).
     pending: Option<Observed>,
     backoff: Duration,
-}
-
-/// The event `compacted`: the changes asked for are gone; the state follows.
-#[derive(Deserialize)]
-struct CompactedEvent {
-    compacted: u64,
-    current: u64,
-}
-
-#[derive(Deserialize)]
-struct LeaderEvent {
-    session: u64,
-    value: String,
-    token: u64,
-    revision: u64,
 }
 
 impl Observer {
@@ -511,7 +435,7 @@ pub fn parse_event(url: &str, event: &crate::http::SseEvent) -> Result<Option<Ob
     };
     match event.event.as_str() {
         "leader" => {
-            let e: LeaderEvent = serde_json::from_str(&event.data).map_err(bad)?;
+            let e: ObservedLeaderBody = serde_json::from_str(&event.data).map_err(bad)?;
             Ok(Some(Observed::Leader {
                 session: e.session,
                 value: e.value,
@@ -520,12 +444,20 @@ pub fn parse_event(url: &str, event: &crate::http::SseEvent) -> Result<Option<Ob
             }))
         }
         "no-leader" => {
-            let e: RevisionBody = serde_json::from_str(&event.data).map_err(bad)?;
+            let e: ObservedNoLeaderBody = serde_json::from_str(&event.data).map_err(bad)?;
             Ok(Some(Observed::NoLeader { revision: e.revision }))
         }
         "compacted" => {
-            let e: CompactedEvent = serde_json::from_str(&event.data).map_err(bad)?;
-            Ok(Some(Observed::Missed { compacted: e.compacted, current: e.current }))
+            let e: ErrorBody = serde_json::from_str(&event.data).map_err(bad)?;
+            match (e.compacted, e.current) {
+                (Some(compacted), Some(current)) => {
+                    Ok(Some(Observed::Missed { compacted, current }))
+                }
+                _ => Err(Error::Stream {
+                    url: url.to_string(),
+                    problem: format!("a compacted event without its revisions: {}", event.data),
+                }),
+            }
         }
         _ => Ok(None),
     }

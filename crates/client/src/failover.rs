@@ -24,7 +24,6 @@
 
 use crate::session::{trusted_span, MAX_TTL, MIN_TTL};
 use crate::store::Store;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Shortest pause before a failed renewal is tried again; it doubles after
@@ -38,43 +37,25 @@ pub const RENEW_RETRY_PAUSE_MAX: Duration = Duration::from_millis(200);
 pub const TIMINGS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A tenure node's elector timings, as `GET /v1/status` reports them in
-/// `timings`, with the failover bound they give.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timings {
-    /// How often the leader sends heartbeats.
-    pub heartbeat_ms: u64,
-    /// How long followers tolerate a silent leader.
-    pub election_timeout_ms: u64,
-    /// Delay between successive voters' candidacies.
-    pub candidacy_stagger_ms: u64,
-    /// The configured bound on one message round trip (fsync included).
-    pub round_trip_ms: u64,
-    /// The clock-drift bound the cluster was configured with.
-    pub clock_drift_ppm: u32,
-    /// How many voters the cluster has.
-    pub voters: u64,
-    /// The longest one leader failover is expected to take, crash to a
-    /// successor that answers renewals.
-    pub failover_bound_ms: u64,
+/// `timings` (the API's body), with the failover bound they give.
+pub use tenure_api::TimingsBody as Timings;
+
+/// The failover bound of `timings`.
+pub fn failover_bound(timings: &Timings) -> Duration {
+    Duration::from_millis(timings.failover_bound_ms)
 }
 
-impl Timings {
-    /// The failover bound.
-    pub fn failover_bound(&self) -> Duration {
-        Duration::from_millis(self.failover_bound_ms)
-    }
+/// What a renewal needs once the successor is ready under `timings`: the
+/// longest retry pause and a round trip through a follower that forwards
+/// it.
+pub fn renewal_allowance(timings: &Timings) -> Duration {
+    retry_allowance(Duration::from_millis(timings.round_trip_ms))
+}
 
-    /// What a renewal needs once the successor is ready: the longest retry
-    /// pause and a round trip through a follower that forwards it.
-    pub fn retry_allowance(&self) -> Duration {
-        retry_allowance(Duration::from_millis(self.round_trip_ms))
-    }
-
-    /// Failover bound plus retry allowance: what must fit between the
-    /// renewal due next and the moment work is stopped.
-    pub fn needed(&self) -> Duration {
-        self.failover_bound() + self.retry_allowance()
-    }
+/// Failover bound plus renewal allowance: what must fit between the
+/// renewal due next and the moment work is stopped.
+pub fn needed(timings: &Timings) -> Duration {
+    failover_bound(timings) + renewal_allowance(timings)
 }
 
 /// [`RENEW_RETRY_PAUSE_MAX`] plus two round trips.
@@ -106,7 +87,7 @@ impl Plan {
 
     /// Whether one failover of a cluster with `timings` is ridden out.
     pub fn rides_out(&self, timings: &Timings) -> bool {
-        self.room() >= timings.needed()
+        self.room() >= needed(timings)
     }
 }
 
@@ -186,10 +167,10 @@ pub fn describe(
         timings.heartbeat_ms,
         timings.election_timeout_ms,
         timings.failover_bound_ms,
-        timings.retry_allowance().as_millis(),
+        renewal_allowance(timings).as_millis(),
         p.room().as_millis(),
         if p.grace.is_zero() { "" } else { " - grace" },
-        timings.needed().as_millis(),
+        needed(timings).as_millis(),
     ))
 }
 
@@ -223,7 +204,7 @@ mod tests {
     #[test]
     fn the_issues_ttl_of_three_seconds_cannot_ride_out_a_default_failover() {
         let t = defaults();
-        assert_eq!(t.needed(), Duration::from_millis(1855));
+        assert_eq!(needed(&t), Duration::from_millis(1855));
         // TTL 3 s, grace 954 ms: 2454 - 1000 - 954 = 500 ms of room.
         let p = run(Duration::from_millis(3000));
         assert_eq!(p.room().as_millis(), 500);

@@ -175,11 +175,7 @@ impl RawAnswer {
 
 /// The message of the API's error body `{"error": "..."}`, or the body as text.
 pub fn error_message(body: &[u8]) -> String {
-    #[derive(serde::Deserialize)]
-    struct ErrorOnly {
-        error: String,
-    }
-    serde_json::from_slice::<ErrorOnly>(body)
+    serde_json::from_slice::<tenure_api::ErrorBody>(body)
         .map(|e| e.error)
         .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned())
 }

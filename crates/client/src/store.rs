@@ -27,7 +27,7 @@
 //! [`TenureStore`] makes the same calls they make.
 
 use crate::cluster::{Cluster, Retry};
-use crate::election::{check_name, check_value, Campaign, Check, Election, Observed, WaitAnswer};
+use crate::election::{check_name, check_value, Campaign, Check, Election, Observed};
 use crate::error::{BoxError, Error};
 use crate::failover::{Timings, TIMINGS_TIMEOUT};
 use crate::http::REQUEST_TIMEOUT;
@@ -39,6 +39,7 @@ use serde::Deserialize;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use tenure_api::{CampaignRequest, ResignRequest, SessionBody, SessionGrantRequest};
 use tokio::time::Instant;
 
 /// The longest a single [`Store::wait`] may be asked to wait (tenure's
@@ -296,12 +297,6 @@ pub struct TenureStore {
     cluster: Arc<Cluster>,
 }
 
-#[derive(Deserialize)]
-struct SessionBody {
-    id: u64,
-    ttl_ms: u64,
-}
-
 impl TenureStore {
     /// The store behind `cluster`.
     pub fn new(cluster: Arc<Cluster>) -> Self {
@@ -352,17 +347,17 @@ impl TenureStore {
 }
 
 /// The answer of a wait, as a [`Waited`] for `candidacy`.
-fn waited(candidacy: &Candidacy, answer: WaitAnswer) -> Result<Waited, StoreError> {
+fn waited(candidacy: &Candidacy, answer: Campaign) -> Result<Waited, StoreError> {
     match answer {
-        WaitAnswer { leader: true, token: Some(token), .. } if token == candidacy.token => {
+        Campaign { leader: true, token: Some(token), .. } if token == candidacy.token => {
             Ok(Waited::Leads { token })
         }
-        WaitAnswer { leader: true, token, .. } => Err(StoreError::Refused(format!(
+        Campaign { leader: true, token, .. } => Err(StoreError::Refused(format!(
             "election {}: the leading candidacy of session {} has token {token:?}, not its \
              creation revision {}",
             candidacy.election, candidacy.session, candidacy.token
         ))),
-        WaitAnswer { leader: false, ahead, .. } => Ok(Waited::Ahead { ahead: ahead.unwrap_or(0) }),
+        Campaign { leader: false, ahead, .. } => Ok(Waited::Ahead { ahead: ahead as u64 }),
     }
 }
 
@@ -392,7 +387,7 @@ impl Store for TenureStore {
     fn grant(&self, ttl: Duration) -> BoxFuture<'_, Result<Renewal, StoreError>> {
         Box::pin(async move {
             check_ttl(ttl)?;
-            let body = serde_json::json!({ "ttl_ms": ttl.as_millis() as u64 });
+            let body = serde_json::json!(SessionGrantRequest { ttl_ms: ttl.as_millis() as u64 });
             // Not resent after a request that may have arrived: that would
             // grant a second session.
             self.renewal("/v1/sessions", Some(&body), Retry::Once, None).await
@@ -421,7 +416,8 @@ impl Store for TenureStore {
         Box::pin(async move {
             check_name(election)?;
             check_value(value)?;
-            let body = serde_json::json!({ "session": session.0, "value": value });
+            let body =
+                serde_json::json!(CampaignRequest { session: session.0, value: value.to_string() });
             let path = format!("/v1/elections/{election}/campaign");
             // A second campaign of a session is refused (409): not resent
             // after a request that may have arrived.
@@ -446,7 +442,7 @@ impl Store for TenureStore {
                 candidacy.session,
                 timeout.as_millis()
             );
-            let answer: WaitAnswer = self
+            let answer: Campaign = self
                 .cluster
                 .json(Method::GET, &path, None, timeout + REQUEST_TIMEOUT, Retry::Idempotent)
                 .await?;
@@ -456,7 +452,7 @@ impl Store for TenureStore {
 
     fn resign<'a>(&'a self, candidacy: &'a Candidacy) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let body = serde_json::json!({ "session": candidacy.session.0 });
+            let body = serde_json::json!(ResignRequest { session: candidacy.session.0 });
             let path = format!("/v1/elections/{}/resign", candidacy.election);
             self.delete_like(Method::POST, &path, Some(&body)).await
         })
@@ -551,15 +547,36 @@ mod tests {
 
     #[test]
     fn a_campaign_answer_becomes_a_candidacy_whose_token_is_its_creation_revision() {
-        let ahead = Campaign { create_revision: 12, leader: false, token: None, ahead: 2 };
+        let ahead = Campaign {
+            name: "jobs".into(),
+            session: 1,
+            create_revision: 12,
+            leader: false,
+            token: None,
+            ahead: 2,
+        };
         let c = candidacy(SessionId(0x2a), "jobs", ahead).unwrap();
         assert_eq!(c.key, "000000000000002a");
         assert_eq!((c.token, c.leader), (12, false));
-        let leads = Campaign { create_revision: 9, leader: true, token: Some(9), ahead: 0 };
+        let leads = Campaign {
+            name: "jobs".into(),
+            session: 1,
+            create_revision: 9,
+            leader: true,
+            token: Some(9),
+            ahead: 0,
+        };
         assert_eq!(candidacy(SessionId(1), "jobs", leads).unwrap().token, 9);
         // A leading answer whose token is not its revision breaks the
         // contract: refused rather than guessed.
-        let odd = Campaign { create_revision: 9, leader: true, token: Some(8), ahead: 0 };
+        let odd = Campaign {
+            name: "jobs".into(),
+            session: 1,
+            create_revision: 9,
+            leader: true,
+            token: Some(8),
+            ahead: 0,
+        };
         assert!(matches!(candidacy(SessionId(1), "jobs", odd), Err(StoreError::Refused(_))));
     }
 
@@ -572,13 +589,41 @@ mod tests {
             token: 40,
             leader: false,
         };
-        let leads = WaitAnswer { leader: true, token: Some(40), ahead: None };
+        let leads = Campaign {
+            name: "jobs".into(),
+            session: 3,
+            create_revision: 40,
+            leader: true,
+            token: Some(40),
+            ahead: 0,
+        };
         assert_eq!(waited(&c, leads).unwrap(), Waited::Leads { token: 40 });
-        let other = WaitAnswer { leader: true, token: Some(41), ahead: None };
+        let other = Campaign {
+            name: "jobs".into(),
+            session: 3,
+            create_revision: 40,
+            leader: true,
+            token: Some(41),
+            ahead: 0,
+        };
         assert!(matches!(waited(&c, other), Err(StoreError::Refused(_))));
-        let none = WaitAnswer { leader: true, token: None, ahead: None };
+        let none = Campaign {
+            name: "jobs".into(),
+            session: 3,
+            create_revision: 40,
+            leader: true,
+            token: None,
+            ahead: 0,
+        };
         assert!(matches!(waited(&c, none), Err(StoreError::Refused(_))));
-        let ahead = WaitAnswer { leader: false, token: None, ahead: Some(2) };
+        let ahead = Campaign {
+            name: "jobs".into(),
+            session: 3,
+            create_revision: 40,
+            leader: false,
+            token: None,
+            ahead: 2,
+        };
         assert_eq!(waited(&c, ahead).unwrap(), Waited::Ahead { ahead: 2 });
     }
 

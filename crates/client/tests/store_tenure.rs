@@ -59,8 +59,14 @@ async fn answer(script: &Script, line: &str) -> (&'static str, &'static str) {
         )
     } else if line.starts_with("GET /v1/elections/jobs/wait?session=7&timeout_ms=") {
         match script.waits.fetch_add(1, Ordering::SeqCst) {
-            0 => (OK, r#"{"leader":false,"token":null,"ahead":1}"#),
-            1 => (OK, r#"{"leader":true,"token":12}"#),
+            0 => (
+                OK,
+                r#"{"name":"jobs","session":7,"create_revision":12,"leader":false,"token":null,"ahead":1}"#,
+            ),
+            1 => (
+                OK,
+                r#"{"name":"jobs","session":7,"create_revision":12,"leader":true,"token":12,"ahead":0}"#,
+            ),
             _ => (GONE, r#"{"error":"no candidacy"}"#),
         }
     } else if line.starts_with("POST /v1/elections/jobs/resign ") {

@@ -22,7 +22,6 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -61,18 +60,10 @@ pub enum Source {
     Watch,
 }
 
-/// One node's view, as reported.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct View {
-    /// `leader`, `follower`, `candidate` or `pre-candidate`.
-    pub role: String,
-    /// The node's term.
-    pub term: u64,
-    /// The leader it knows of.
-    pub leader: Option<u64>,
-    /// That leader's fencing token.
-    pub fencing_token: Option<u64>,
-}
+/// One node's view, as reported: its role, term, and the leader and
+/// fencing token it knows of (the watch event's body; a status answer has
+/// the same fields).
+pub type View = tenure_api::LeadershipBody;
 
 /// An observation with its timing.
 #[derive(Debug, Clone)]

@@ -39,6 +39,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tenure_api::{ErrorBody, KvGetBody, KvPutBody};
 use tenure_kv::{KeyValue, Response};
 use tenure_sim::kvcheck::{self, HistoryVerdict};
 use tenure_sim::workload::{key_name, value_bytes, Expected, Fate, KvInput, KvOutput, Record};
@@ -167,45 +168,6 @@ impl KvClient {
     }
 }
 
-/// `PUT` success.
-#[derive(Deserialize)]
-struct PutBody {
-    revision: u64,
-    #[allow(dead_code)] // required by the API; checked by parsing
-    fencing_token: u64,
-}
-
-/// 409 of a compare-and-set.
-#[derive(Deserialize)]
-struct ConflictBody {
-    mod_revision: u64,
-    revision: u64,
-}
-
-/// 504 of a write.
-#[derive(Deserialize)]
-struct TimeoutBody {
-    outcome: Option<String>,
-}
-
-/// `GET` success.
-#[derive(Deserialize)]
-struct GetBody {
-    key: String,
-    value: Option<String>,
-    value_base64: Option<String>,
-    create_revision: u64,
-    mod_revision: u64,
-    version: u64,
-    revision: u64,
-}
-
-/// 404 of a `GET`.
-#[derive(Deserialize)]
-struct NotFoundBody {
-    revision: u64,
-}
-
 fn parse<'a, T: Deserialize<'a>>(body: &'a str, status: u16) -> Result<T, String> {
     serde_json::from_str(body)
         .map_err(|e| format!("a {status} answer that does not parse ({e}): {body}"))
@@ -219,18 +181,20 @@ pub fn write_fate(answer: &Answer, at_ns: u64) -> Result<Fate, String> {
         Answer::Nothing(_) => Ok(Fate::Unknown),
         Answer::NotSent(_) => Ok(Fate::NotExecuted),
         Answer::Http { status: 200, body, .. } => {
-            let b: PutBody = parse(body, 200)?;
+            let b: KvPutBody = parse(body, 200)?;
             returned(KvOutput::Written { revision: b.revision })
         }
         Answer::Http { status: 409, body, .. } => {
-            let b: ConflictBody = parse(body, 409)?;
-            returned(KvOutput::Write(Response::Conflict {
-                mod_revision: b.mod_revision,
-                revision: b.revision,
-            }))
+            let b: ErrorBody = parse(body, 409)?;
+            match (b.mod_revision, b.revision) {
+                (Some(mod_revision), Some(revision)) => {
+                    returned(KvOutput::Write(Response::Conflict { mod_revision, revision }))
+                }
+                _ => Err(format!("a 409 to a write without its revisions: {body}")),
+            }
         }
         Answer::Http { status: 504, body, .. } => {
-            match parse::<TimeoutBody>(body, 504)?.outcome.as_deref() {
+            match parse::<ErrorBody>(body, 504)?.outcome.as_deref() {
                 Some("unknown") => Ok(Fate::Unknown),
                 _ => Err(format!("a 504 to a write without \"outcome\": \"unknown\": {body}")),
             }
@@ -254,10 +218,10 @@ pub fn read_fate(answer: &Answer, at_ns: u64) -> Result<Fate, String> {
             let revision = kv.1;
             returned(Some(kv.0), revision)
         }
-        Answer::Http { status: 404, body, .. } => {
-            let b: NotFoundBody = parse(body, 404)?;
-            returned(None, b.revision)
-        }
+        Answer::Http { status: 404, body, .. } => match parse::<ErrorBody>(body, 404)?.revision {
+            Some(revision) => returned(None, revision),
+            None => Err(format!("a 404 to a read without the revision: {body}")),
+        },
         other => Err(format!("a read answered {}", other.short())),
     }
 }
@@ -265,7 +229,8 @@ pub fn read_fate(answer: &Answer, at_ns: u64) -> Result<Fate, String> {
 /// The key of a `GET` answer, and the store's revision. A value that is not
 /// UTF-8 keeps a `base64:` prefix, so it can never pass for a value a
 /// client wrote.
-fn key_value(b: GetBody) -> (KeyValue, u64) {
+fn key_value(b: KvGetBody) -> (KeyValue, u64) {
+    let KvGetBody { kv: b, revision } = b;
     let value = match (b.value, b.value_base64) {
         (Some(v), _) => v.into_bytes(),
         (None, Some(b64)) => format!("base64:{b64}").into_bytes(),
@@ -277,9 +242,9 @@ fn key_value(b: GetBody) -> (KeyValue, u64) {
         create_revision: b.create_revision,
         mod_revision: b.mod_revision,
         version: b.version,
-        lease: None, // the HTTP API does not show leases yet
+        lease: b.lease.map(tenure_kv::LeaseId),
     };
-    (kv, b.revision)
+    (kv, revision)
 }
 
 /// The one clock of a history: nanoseconds since it started.

@@ -24,7 +24,6 @@
 //! simulator.
 #![warn(missing_docs)]
 
-pub mod api;
 pub mod elections;
 pub mod http;
 pub mod metrics;

@@ -1,7 +1,7 @@
 //! The replicated log's figures as this node holds it: one function for
 //! `/v1/status` and for the log gauges of `/metrics`, so both show the same.
 
-use crate::api::{FollowerBody, ReplicationBody};
+use tenure_api::{FollowerBody, ReplicationBody};
 use tenure_kv::Store;
 use tenure_node::Replicated;
 

@@ -24,7 +24,7 @@ mod supervise;
 
 // The JSON bodies, shared with the server (it writes them, the clients,
 // demo and benchmarks here read them).
-use tenure_server::api;
+use tenure_api as api;
 // The server's settings from flags and the config file, the CLI's tokens and
 // the log output: this package's library (the fuzz targets parse config files
 // with it).

@@ -17,12 +17,12 @@
 
 use super::state::{AppState, ClusterLinks};
 use super::status::node_status;
-use crate::api::{ClusterBody, ClusterNodeBody, StatusBody, TimelineBody, TimelineEntryBody};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::Json;
 use futures_util::future::join_all;
 use std::time::Duration;
+use tenure_api::{ClusterBody, ClusterNodeBody, StatusBody, TimelineBody, TimelineEntryBody};
 use tenure_client::error::with_causes;
 use tenure_core::NodeId;
 use tenure_node::timeline::unix_ms;

@@ -19,11 +19,11 @@
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::api::{DeadNoticeBody, DeadNoticeRequest};
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use tenure_api::{DeadNoticeBody, DeadNoticeRequest};
 use tenure_core::NodeId;
 use tenure_node::{NoticeError, NoticeOutcome};
 

@@ -13,11 +13,6 @@ use super::owner::{require_owner, Use};
 use super::state::AppState;
 use super::store::{propose, query_from, read, read_error, unexpected, Consistency};
 use super::watch::stream_slot;
-use crate::api::{
-    CampaignRequest, CandidacyBody, ElectionBody, ElectionCandidateBody, ElectionLeaderBody,
-    ElectionListBody, ElectionSummaryBody, ProclaimBody, ProclaimRequest, ResignBody,
-    ResignRequest, TokenCheckBody,
-};
 use crate::elections::wait::{until_leading, WaitEnd};
 use crate::elections::{DEFAULT_WAIT, MAX_WAIT};
 use axum::body::Bytes;
@@ -28,6 +23,11 @@ use axum::{Extension, Json};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::time::Duration;
+use tenure_api::{
+    CampaignRequest, CandidacyBody, ElectionBody, ElectionCandidateBody, ElectionLeaderBody,
+    ElectionListBody, ElectionSummaryBody, ProclaimBody, ProclaimRequest, ResignBody,
+    ResignRequest, TokenCheckBody,
+};
 use tenure_kv::{
     campaign_outcome, check_caps_in, proclaim_outcome, resign_outcome, summary, validate_name,
     validate_value, Candidate, Command, ElectionError, LeaseId, Names, Outcome, Place, Response,

@@ -1,10 +1,10 @@
 //! The error answer every endpoint gives: a status, a JSON body that says
 //! what went wrong, and `Retry-After` when a retry should succeed.
 
-use crate::api::ErrorBody;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use tenure_api::ErrorBody;
 
 /// An error answer: `{"error": "..."}` (with `"leader"`, revisions or an
 /// outcome where they help), a 4xx or 5xx status, and `Retry-After` when

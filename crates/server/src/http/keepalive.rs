@@ -13,12 +13,12 @@ use super::owner::{require_owner, Use};
 use super::sessions::session_id;
 use super::state::AppState;
 use super::store::no_leader_retry;
-use crate::api::SessionBody;
 use crate::sessions::{self, SessionAnswer, SessionAsk, SessionAskError};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use tenure_api::SessionBody;
 use tenure_kv::LeaseId;
 use tenure_node::replicated::AskError;
 

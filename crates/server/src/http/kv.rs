@@ -12,11 +12,10 @@
 use super::auth::Caller;
 use super::budget::{json_answer, json_str_len, json_value_len, MAX_LIST_BYTES};
 use super::error::ApiError;
-use super::kv_body::{check_key, check_prefix, invalid, txn_body, txn_command};
+use super::kv_body::{check_key, check_prefix, invalid, kv_body, txn_body, txn_command};
 use super::owner::{leases_used, require_owner, Use};
 use super::state::AppState;
 use super::store::{body_error, propose, query_from, read, unexpected, Consistency};
-use crate::api::{KvBody, KvDeleteBody, KvGetBody, KvListBody, KvPutBody, TxnBody, TxnRequest};
 use crate::elections::{is_reserved, RESERVED_PREFIX};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
@@ -25,6 +24,7 @@ use axum::http::StatusCode;
 use axum::response::Response as HttpResponse;
 use axum::{Extension, Json};
 use serde::Deserialize;
+use tenure_api::{KvDeleteBody, KvGetBody, KvListBody, KvPutBody, TxnBody, TxnRequest};
 use tenure_kv::{Command, KeyValue, LeaseId, Response, Store, TxnOp, MAX_RANGE, MAX_VALUE_BYTES};
 
 /// Largest `POST /v1/txn` body: four times the log's largest command (64
@@ -86,7 +86,7 @@ pub async fn get(
     let (kv, revision) =
         read(&st, q.consistency, |s: &Store| (s.get(&key).cloned(), s.revision())).await?;
     match kv {
-        Some(kv) => Ok(Json(KvGetBody { kv: KvBody::new(&kv), revision })),
+        Some(kv) => Ok(Json(KvGetBody { kv: kv_body(&kv), revision })),
         None => {
             let mut e = ApiError::new(StatusCode::NOT_FOUND, format!("no key {key:?}"));
             e.body.revision = Some(revision);
@@ -169,7 +169,7 @@ pub async fn list(
     })
     .await?;
     Ok(json_answer(permit, move || KvListBody {
-        kvs: kvs.iter().map(KvBody::new).collect(),
+        kvs: kvs.iter().map(kv_body).collect(),
         more,
         revision,
     })

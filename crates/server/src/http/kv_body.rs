@@ -2,12 +2,27 @@
 //! and the checks on keys: pure functions, tested without a server.
 
 use super::error::ApiError;
-use crate::api::{
+use axum::http::StatusCode;
+use tenure_api::{
     value_from, CompareBody, CompareOpName, KvBody, TargetName, TxnBody, TxnOpBody, TxnRequest,
     TxnResponseBody,
 };
-use axum::http::StatusCode;
 use tenure_kv::{Command, Compare, CompareOp, InvalidCommand, LeaseId, OpResponse, Target, TxnOp};
+
+/// The API's body of `kv`: its value as a string, or in base64 if it is
+/// not UTF-8.
+pub fn kv_body(kv: &tenure_kv::KeyValue) -> KvBody {
+    let (value, value_base64) = KvBody::encode_value(&kv.value);
+    KvBody {
+        key: kv.key.clone(),
+        value,
+        value_base64,
+        create_revision: kv.create_revision,
+        mod_revision: kv.mod_revision,
+        version: kv.version,
+        lease: kv.lease.map(|l| l.0),
+    }
+}
 
 /// Checks a key against the store's rules (not empty, at most
 /// [`tenure_kv::MAX_KEY_BYTES`], no control character): the store's own
@@ -113,7 +128,7 @@ pub fn txn_body(
     fencing_token: u64,
     responses: &[OpResponse],
 ) -> TxnBody {
-    let kv = |kv: &Option<tenure_kv::KeyValue>| kv.as_ref().map(KvBody::new);
+    let kv = |kv: &Option<tenure_kv::KeyValue>| kv.as_ref().map(kv_body);
     let responses = responses
         .iter()
         .map(|r| match r {

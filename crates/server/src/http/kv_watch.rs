@@ -24,11 +24,10 @@
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::kv_body::{check_key, check_prefix, invalid};
+use super::kv_body::{check_key, check_prefix, invalid, kv_body};
 use super::state::AppState;
 use super::watch::{acquire_slot, SSE_KEEP_ALIVE};
 use super::watchers::WatchSlot;
-use crate::api::{ErrorBody, KvBody, KvEventBody};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -39,6 +38,7 @@ use futures_util::stream::{self, Stream};
 use serde::Deserialize;
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use tenure_api::{ErrorBody, KvEventBody};
 use tenure_kv::{Change, ChangeKind, Compacted, Store, MAX_CHANGES_PER_REVISION};
 use tenure_node::Replicated;
 use tokio::sync::watch;
@@ -264,7 +264,7 @@ fn change_event(change: &Change, with_id: bool) -> Event {
         kind: kind.to_string(),
         revision: change.revision,
         reason,
-        kv: KvBody::new(&change.kv),
+        kv: kv_body(&change.kv),
     };
     let event = Event::default()
         .event(kind)

@@ -3,11 +3,11 @@
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::api::LeaderBody;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use tenure_api::LeaderBody;
 
 /// The known leader, or 503 when none is known.
 pub async fn get(State(st): State<AppState>) -> Result<Json<LeaderBody>, ApiError> {

@@ -14,15 +14,15 @@ use super::kv_body::invalid;
 use super::owner::{grant_owner, not_found, require_owner, Use};
 use super::state::AppState;
 use super::store::{propose, query_from, read, unexpected, Consistency};
-use crate::api::{
-    SessionBody, SessionGrantRequest, SessionInfoBody, SessionListBody, SessionRevokedBody,
-};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::Deserialize;
+use tenure_api::{
+    SessionBody, SessionGrantRequest, SessionInfoBody, SessionListBody, SessionRevokedBody,
+};
 use tenure_kv::{Command, Lease, LeaseEnd, LeaseId, Response, Store, MAX_LEASES};
 
 /// Most sessions one `GET /v1/sessions` returns unless `limit` says fewer.

@@ -1,10 +1,10 @@
 //! `GET /v1/status`: this node's view of the cluster.
 
 use super::state::{AppState, ClusterLinks};
-use crate::api::{LsnBody, PeerBody, StatusBody};
 use crate::replication::replication;
 use axum::extract::State;
 use axum::Json;
+use tenure_api::{LsnBody, PeerBody, StatusBody};
 use tenure_node::NodeStatus;
 
 /// The node's status as JSON.
@@ -61,10 +61,10 @@ pub fn status_body(s: &NodeStatus) -> StatusBody {
 }
 
 /// The node's timings and the failover bound they give.
-fn timings(node: &tenure_node::NodeHandle) -> tenure_client::failover::Timings {
+fn timings(node: &tenure_node::NodeHandle) -> tenure_api::TimingsBody {
     let (cfg, protocol) = node.timings();
     let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    tenure_client::failover::Timings {
+    tenure_api::TimingsBody {
         heartbeat_ms: ms(cfg.heartbeat_interval),
         election_timeout_ms: ms(cfg.election_timeout),
         candidacy_stagger_ms: ms(cfg.candidacy_stagger),

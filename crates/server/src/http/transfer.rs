@@ -2,11 +2,11 @@
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::api::{TransferBody, TransferRequest};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use tenure_api::{TransferBody, TransferRequest};
 use tenure_core::NodeId;
 use tenure_node::TransferError;
 

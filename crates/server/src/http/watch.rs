@@ -5,7 +5,6 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::state::AppState;
 use super::watchers::{WatchRefusal, WatchSlot, Watchers};
-use crate::api::LeadershipBody;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -14,6 +13,7 @@ use axum::Extension;
 use futures_util::stream::{self, Stream};
 use std::convert::Infallible;
 use std::time::Duration;
+use tenure_api::LeadershipBody;
 use tenure_node::{Leadership, RateLimitedLog};
 use tokio::sync::watch;
 

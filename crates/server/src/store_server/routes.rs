@@ -8,7 +8,6 @@
 //! [`ENDPOINTS`]: crate::http::ENDPOINTS
 
 use super::view::{Local, View};
-use crate::api::{LeaderBody, StatusBody};
 use crate::http::auth::Caller;
 use crate::http::leader::{is_leader_answer, leader_answer};
 use crate::http::watch::{leadership_sse, stream_slot};
@@ -20,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Extension, Json, Router};
 use std::sync::Arc;
+use tenure_api::{LeaderBody, StatusBody};
 use tenure_core::{NodeId, Role};
 use tenure_node::{Leadership, RateLimitedLog};
 use tokio::sync::watch;

@@ -1,8 +1,11 @@
-//! JSON bodies of the HTTP API, shared by the server (which writes them) and
-//! the CLI clients and demo (which read them).
+//! The JSON bodies of tenure's HTTP API (docs/API.md), once: the server
+//! writes them, the Rust client, the CLI, the fault tests and the fuzz
+//! targets read them. serde only: no HTTP stack, no runtime.
 //!
 //! Ids, terms and tokens are plain numbers on the wire so that clients do not
 //! depend on the core's types.
+
+#![warn(missing_docs)]
 
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -61,7 +64,28 @@ pub struct StatusBody {
     /// servers of an earlier tenure, and from store-led ones): what a
     /// client plans a session's TTL with (docs/ELECTIONS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timings: Option<tenure_client::failover::Timings>,
+    pub timings: Option<TimingsBody>,
+}
+
+/// A node's elector timings, as `GET /v1/status` reports them in `timings`,
+/// with the failover bound they give.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimingsBody {
+    /// How often the leader sends heartbeats.
+    pub heartbeat_ms: u64,
+    /// How long followers tolerate a silent leader.
+    pub election_timeout_ms: u64,
+    /// Delay between successive voters' candidacies.
+    pub candidacy_stagger_ms: u64,
+    /// The configured bound on one message round trip (fsync included).
+    pub round_trip_ms: u64,
+    /// The clock-drift bound the cluster was configured with.
+    pub clock_drift_ppm: u32,
+    /// How many voters the cluster has.
+    pub voters: u64,
+    /// The longest one leader failover is expected to take, crash to a
+    /// successor that answers renewals.
+    pub failover_bound_ms: u64,
 }
 
 /// The replicated log of a node: how far it holds, knows committed and
@@ -336,20 +360,12 @@ pub struct KvBody {
 }
 
 impl KvBody {
-    /// The body of `kv`: its value as a string, or in base64 if it is not UTF-8.
-    pub fn new(kv: &tenure_kv::KeyValue) -> Self {
-        let (value, value_base64) = match std::str::from_utf8(&kv.value) {
+    /// A value's two fields: `(value, value_base64)`, the string if the
+    /// bytes are UTF-8, else their base64.
+    pub fn encode_value(bytes: &[u8]) -> (Option<String>, Option<String>) {
+        match std::str::from_utf8(bytes) {
             Ok(text) => (Some(text.to_string()), None),
-            Err(_) => (None, Some(base64::engine::general_purpose::STANDARD.encode(&kv.value))),
-        };
-        KvBody {
-            key: kv.key.clone(),
-            value,
-            value_base64,
-            create_revision: kv.create_revision,
-            mod_revision: kv.mod_revision,
-            version: kv.version,
-            lease: kv.lease.map(|l| l.0),
+            Err(_) => (None, Some(base64::engine::general_purpose::STANDARD.encode(bytes))),
         }
     }
 
@@ -758,4 +774,22 @@ pub struct TokenCheckBody {
     pub token: Option<u64>,
     /// The store's revision when it was read.
     pub revision: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_travels_as_text_or_base64_and_comes_back() {
+        for bytes in [&b"leader-1"[..], &[0xff, 0x00, 0x80][..], &[][..]] {
+            let (value, value_base64) = KvBody::encode_value(bytes);
+            assert!(value.is_some() != value_base64.is_some(), "{bytes:?}");
+            let back = value_from(value.as_deref(), value_base64.as_deref()).unwrap();
+            assert_eq!(back.as_deref(), Some(bytes));
+        }
+        assert!(value_from(Some("a"), Some("YQ==")).unwrap_err().contains("not both"));
+        assert!(value_from(None, Some("%%")).unwrap_err().contains("not base64"));
+        assert_eq!(value_from(None, None), Ok(None));
+    }
 }
