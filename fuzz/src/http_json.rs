@@ -58,7 +58,8 @@ use tenure_api::{
     SessionRevokedBody, StatusBody, TokenCheckBody, TransferBody, TransferRequest, TxnBody,
     TxnRequest,
 };
-use tenure_client::election::{parse_event, Observed};
+use tenure_client::observer::parse_event;
+use tenure_client::Observed;
 use tenure_client::SseEvent;
 use tenure_kv::{
     parse_candidate_key, validate_name, Command, LeaseId, TxnOp, MAX_TTL_MS, MAX_VALUE, MIN_TTL_MS,

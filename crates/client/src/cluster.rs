@@ -6,17 +6,7 @@ use crate::http::{Client, RawAnswer};
 use hyper::{Method, StatusCode};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-
-/// Whether a request may be sent again to another endpoint after it may
-/// have reached the first one (no answer came, but it was sent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Retry {
-    /// Reads, renewals, resignations: doing it twice does no harm.
-    Idempotent,
-    /// Grants and campaigns: only resent if the first endpoint surely did
-    /// not receive it (the connection failed).
-    Once,
-}
+pub use tenure_elect::Retry;
 
 /// A [`Client`] and the HTTP endpoints of the nodes of one cluster.
 #[derive(Debug)]

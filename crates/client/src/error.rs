@@ -2,9 +2,8 @@
 
 use hyper::StatusCode;
 use std::fmt;
-
-/// A boxed error from below (hyper, the TLS stack).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub use tenure_elect::BoxError;
+use tenure_elect::{Loss, StoreError};
 
 /// Everything a call of this crate can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -52,14 +51,25 @@ pub enum Error {
     },
     /// A store (etcd, ZooKeeper) failed the call; see [`crate::Store`].
     #[error(transparent)]
-    Store(crate::store::StoreError),
+    Store(StoreError),
 }
 
-impl From<crate::store::StoreError> for Error {
+impl From<tenure_elect::Error> for Error {
+    /// The election layer's errors, of the same kinds.
+    fn from(e: tenure_elect::Error) -> Self {
+        match e {
+            tenure_elect::Error::Invalid(m) => Error::Invalid(m),
+            tenure_elect::Error::Config(m) => Error::Config(m),
+            tenure_elect::Error::SessionEnded { id, reason } => Error::SessionEnded { id, reason },
+            tenure_elect::Error::Store(e) => Error::Store(e),
+        }
+    }
+}
+
+impl From<StoreError> for Error {
     /// Bad arguments and settings keep their kinds; the rest is
     /// [`Error::Store`].
-    fn from(e: crate::store::StoreError) -> Self {
-        use crate::store::StoreError;
+    fn from(e: StoreError) -> Self {
         match e {
             StoreError::Invalid(m) => Error::Invalid(m),
             StoreError::Config(m) => Error::Config(m),
@@ -70,7 +80,7 @@ impl From<crate::store::StoreError> for Error {
 
 impl Error {
     /// [`From<StoreError>`], as a function for `map_err`.
-    pub fn from_store(e: crate::store::StoreError) -> Self {
+    pub fn from_store(e: StoreError) -> Self {
         Error::from(e)
     }
 
@@ -171,31 +181,4 @@ pub fn with_causes(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
-}
-
-/// Why a session ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Loss {
-    /// No renewal succeeded before the deadline: the servers may end the
-    /// session at any moment from now on.
-    DeadlinePassed,
-    /// The servers said the session does not exist (it expired there, or
-    /// was revoked).
-    Gone,
-    /// [`Session::close`] revoked it, or the session was dropped.
-    Closed,
-    /// The store's own signal said it can no longer be trusted
-    /// ([`crate::Store::suspended`]: ZooKeeper's connection was lost).
-    Suspended,
-}
-
-impl fmt::Display for Loss {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Loss::DeadlinePassed => "no renewal succeeded before the session's deadline",
-            Loss::Gone => "the cluster says the session no longer exists",
-            Loss::Closed => "the session was closed",
-            Loss::Suspended => "the store suspended the session (its connection was lost)",
-        })
-    }
 }

@@ -4,58 +4,50 @@
 //! * [`Client`]: JSON over HTTP(S) (rustls, trusting only the cluster's
 //!   CA), bearer tokens, Server-Sent Events; [`Cluster`]: a client and the
 //!   nodes' endpoints, trying the next endpoint when one does not answer.
-//! * [`Session`]: a lease with a TTL, renewed every TTL/3, with a local
-//!   *deadline* (last successful renewal's send time + TTL shrunk by the
-//!   clock-drift bound, [`session::deadline_after`]) before which no
-//!   successor can be granted anything the session held.
-//! * [`Election`]: campaign, wait to lead, resign, proclaim, the leader,
-//!   observe every change (including "no leader"), check a fencing token.
-//! * [`LeaderElector`] (callbacks with a leading context cancelled at the
-//!   deadline at the latest, like client-go's `leaderelection`) and
-//!   [`LeaderLatch`] (`has_leadership`, `await_leadership`, like Curator's).
-//! * [`Store`]: the primitives an election needs from a store (tenure,
-//!   and later etcd and ZooKeeper: docs/STORES.md), with [`TenureStore`].
+//! * [`TenureStore`]: tenure's named elections as a [`Store`] of the
+//!   election layer (`tenure-elect`, re-exported here: [`Session`],
+//!   [`Election`], [`LeaderElector`], [`LeaderLatch`]), plus what only
+//!   tenure has: proclaim, the whole queue, an [`Observer`] that resumes
+//!   across nodes.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), tenure_client::Error> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use tenure_client::{parse_endpoints, Client, ClientOptions, Cluster, Election, Session};
+//! use tenure_client::{parse_endpoints, Client, ClientOptions, Cluster, Election, Session, TenureStore};
 //! let client = Client::new(ClientOptions { cacert: None, token: Some("0123456789abcdef") })?;
 //! let endpoints = parse_endpoints("127.0.0.1:8001,127.0.0.1:8002", client.https())?;
-//! let cluster = Arc::new(Cluster::new(client, endpoints)?);
-//! let session = Session::grant(cluster.clone(), Duration::from_secs(10)).await?;
-//! let election = Election::new(cluster, "scheduler")?;
-//! election.campaign(&session, "host-a").await?;
-//! let token = election.wait_until_leader(&session).await?;
+//! let store = TenureStore::shared(Arc::new(Cluster::new(client, endpoints)?));
+//! let session = Session::start(store.clone(), Duration::from_secs(10)).await?;
+//! let election = Election::new(store, "scheduler")?;
+//! let candidacy = election.campaign(&session, "host-a").await?;
+//! let token = election.wait_until_leader(&session, &candidacy).await?;
 //! tokio::select! {
 //!     loss = session.lost() => eprintln!("lost leadership: {loss}"),
 //!     _ = async { /* work, fenced with `token` */ } => {}
 //! }
-//! election.resign(&session).await?;
+//! election.resign(&candidacy).await?;
 //! session.close().await?;
 //! # let _ = token; Ok(()) }
 //! ```
 #![warn(missing_docs)]
 
 pub mod cluster;
-pub mod election;
-pub mod elector;
 pub mod error;
-pub mod failover;
 pub mod http;
-pub mod session;
-pub mod store;
-pub mod store_election;
+pub mod observer;
+pub mod tenure_store;
 
-pub use cluster::{Cluster, Retry};
-pub use election::{Campaign, Check, Election, ElectionState, Leader, Observed, Observer};
-pub use elector::{Ended, LeaderElector, LeaderLatch, Leading};
+pub use cluster::Cluster;
 pub use error::{AuthRefused, Error, NoAnswer, Refused};
 pub use http::{parse_endpoints, Client, ClientOptions, EventStream, RawAnswer, SseEvent};
-pub use session::{Loss, Session, SessionWatch};
-pub use store::{Candidacy, Renewal, SessionId, Store, StoreError, StoreKind, TenureStore, Waited};
-pub use store_election::StoreElection;
-/// The leading context's type (tokio-util's), re-exported so that callers
-/// need not depend on the same tokio-util version.
-pub use tokio_util::sync::CancellationToken;
+pub use observer::Observer;
+/// The election layer this client is a store of: sessions, the election
+/// recipe, `LeaderElector`, `LeaderLatch`, the `Store` trait; re-exported
+/// so that an application depends on this crate alone.
+pub use tenure_elect::{
+    self as elect, election, failover, session, store, CancellationToken, Candidacy, Check,
+    Election, Ended, Leader, LeaderElector, LeaderLatch, Leading, Loss, Observed, Renewal, Retry,
+    Session, SessionId, SessionWatch, Store, StoreError, StoreKind, Waited,
+};
+pub use tenure_store::{Campaign, Candidate, ElectionState, TenureStore};

@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure_client::{Client, Cluster, Election, Observed};
+use tenure_client::{Client, Cluster, Observed, TenureStore};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -82,7 +82,7 @@ async fn observer(
     let asked = Arc::new(Mutex::new(Vec::new()));
     tokio::spawn(serve(listener, script, asked.clone()));
     let cluster = Arc::new(Cluster::new(Client::default(), vec![up]).unwrap());
-    (Election::new(cluster, "db").unwrap().observe(), asked)
+    (TenureStore::new(cluster).observer("db").unwrap(), asked)
 }
 
 async fn next(o: &mut tenure_client::Observer) -> Observed {

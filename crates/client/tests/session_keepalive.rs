@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_client::session::trusted_span;
-use tenure_client::{Cluster, Loss, Session};
+use tenure_client::{Cluster, Loss, Session, TenureStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -108,7 +108,7 @@ const WAKE_UP_JITTER: Duration = Duration::from_millis(50);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_move_the_deadline_through_the_endpoint_that_answers() {
     let (cluster, script) = setup().await;
-    let session = Session::grant(cluster, TTL).await.unwrap();
+    let session = Session::start(TenureStore::shared(cluster), TTL).await.unwrap();
     assert_eq!(session.id(), 7);
     let first = session.deadline();
     tokio::time::sleep(3 * TTL).await;
@@ -124,7 +124,7 @@ async fn renewals_move_the_deadline_through_the_endpoint_that_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_session_is_lost_at_its_deadline_when_renewals_stop_succeeding() {
     let (cluster, script) = setup().await;
-    let session = Session::grant(cluster, TTL).await.unwrap();
+    let session = Session::start(TenureStore::shared(cluster), TTL).await.unwrap();
     tokio::time::sleep(TTL).await;
     // From now on no renewal succeeds: the last one that did was sent at
     // most TTL/3 + its round trip ago.
@@ -163,7 +163,7 @@ async fn the_session_is_lost_at_its_deadline_when_renewals_stop_succeeding() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_404_ends_the_session_at_once() {
     let (cluster, script) = setup().await;
-    let session = Session::grant(cluster, TTL).await.unwrap();
+    let session = Session::start(TenureStore::shared(cluster), TTL).await.unwrap();
     script.set(Renewals::Gone);
     let started = Instant::now();
     assert_eq!(session.lost().await, Loss::Gone);

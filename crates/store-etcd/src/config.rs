@@ -4,7 +4,7 @@
 use crate::error::EtcdError;
 use std::path::PathBuf;
 use std::time::Duration;
-use tenure_client::StoreError;
+use tenure_elect::StoreError;
 
 /// The key prefix under which elections live unless told otherwise.
 pub const DEFAULT_PREFIX: &str = "/tenure/elections";

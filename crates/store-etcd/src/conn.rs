@@ -18,7 +18,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use tenure_client::{Retry, StoreError};
+use tenure_elect::{Retry, StoreError};
 use tenure_etcd_api::etcdserverpb::auth_client::AuthClient;
 use tenure_etcd_api::etcdserverpb::kv_client::KvClient;
 use tenure_etcd_api::etcdserverpb::lease_client::LeaseClient;

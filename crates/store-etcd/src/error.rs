@@ -1,7 +1,7 @@
 //! The errors of calls to etcd, and their classification as [`StoreError`]s.
 
 use std::time::Duration;
-use tenure_client::StoreError;
+use tenure_elect::StoreError;
 use tonic::Code;
 
 /// What etcd says when a lease does not exist (a `NotFound` status, or the

@@ -9,7 +9,7 @@ use crate::error::{classify, odd, timed_out, EtcdError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure_client::{Renewal, SessionId, StoreError};
+use tenure_elect::{Renewal, SessionId, StoreError};
 use tenure_etcd_api::etcdserverpb::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -194,7 +194,7 @@ async fn once(
     match u64::try_from(answer.ttl) {
         Ok(ttl) if ttl > 0 => {
             let ttl = Duration::from_secs(ttl);
-            tenure_client::session::check_ttl(ttl)
+            tenure_elect::session::check_ttl(ttl)
                 .map_err(|e| odd(endpoint, &format!("keepalive of lease {id} granted {e}")))?;
             Ok(Renewal { session, sent, ttl })
         }

@@ -1,5 +1,5 @@
-//! Elections held in etcd (v3 API, 3.4 or later) behind tenure-client's
-//! [`Store`](tenure_client::Store) trait (docs/STORES.md §2.2).
+//! Elections held in etcd (v3 API, 3.4 or later) behind tenure-elect's
+//! [`Store`](tenure_elect::Store) trait (docs/STORES.md §2.2).
 //!
 //! * A session is an etcd lease: [`EtcdStore`] grants it with the TTL
 //!   rounded up to whole seconds (etcd raises it to its own minimum:
@@ -15,21 +15,21 @@
 //!   answers `Leads` only after one transaction of reads proved that its
 //!   key still exists with its token and lease and that no key was created
 //!   before it. Its own key's deletion ends the wait with
-//!   [`StoreError::Gone`](tenure_client::StoreError::Gone): never the
+//!   [`StoreError::Gone`](tenure_elect::StoreError::Gone): never the
 //!   phantom leadership of etcd-io/etcd#19597 (etcd's own election service
 //!   is never used). A read or a watch that no member answers in time
 //!   (the raft leader stopped, the others electing) is tried again, every
 //!   50 ms, until the wait's own timeout; past it the read's error is
 //!   returned.
 //! * `check` is one linearizable range read of the election's
-//!   first-created key: every field of [`tenure_client::Check`] is filled
+//!   first-created key: every field of [`tenure_elect::Check`] is filled
 //!   (`current`, the leader's `token`, the `revision` read at).
 //! * `observe` reads the election's keys at one revision (the first
 //!   observation carries that revision), then follows a watch on its
 //!   prefix: each later observation carries the revision of the change.
 //!   Only changes of the leader or of its value are reported; a watch the
 //!   cluster can no longer resume (compacted) gives
-//!   [`Observed::Missed`](tenure_client::Observed::Missed), then the state.
+//!   [`Observed::Missed`](tenure_elect::Observed::Missed), then the state.
 //!   The session of a leader is its key's lease (0 for a key without one).
 //! * Each endpoint has its own client; calls go to the endpoint that
 //!   answered last and move on after an error or a timeout, each bounded
@@ -37,9 +37,9 @@
 //!   again after they may have arrived.
 //!
 //! ```no_run
-//! # async fn example() -> Result<(), tenure_client::StoreError> {
+//! # async fn example() -> Result<(), tenure_elect::StoreError> {
 //! use std::time::Duration;
-//! use tenure_client::{Store, Waited};
+//! use tenure_elect::{Store, Waited};
 //! use tenure_store_etcd::{EtcdOptions, EtcdStore};
 //! let store = EtcdStore::from_url("etcd://10.0.0.1:2379,10.0.0.2:2379", EtcdOptions::default())?;
 //! let session = store.grant(Duration::from_secs(5)).await?;

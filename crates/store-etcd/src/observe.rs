@@ -14,8 +14,8 @@ use futures_util::stream::BoxStream;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_client::election::{OBSERVE_BACKOFF_MAX, OBSERVE_BACKOFF_MIN};
-use tenure_client::{Observed, Retry, StoreError};
+use tenure_elect::election::{OBSERVE_BACKOFF_MAX, OBSERVE_BACKOFF_MIN};
+use tenure_elect::{Observed, Retry, StoreError};
 use tenure_etcd_api::etcdserverpb::{RangeRequest, WatchResponse};
 use tenure_etcd_api::mvccpb::event::EventType;
 use tenure_etcd_api::mvccpb::KeyValue;
@@ -55,7 +55,7 @@ struct Observer {
     backoff: Duration,
 }
 
-/// The stream of [`tenure_client::Store::observe`] for `election`.
+/// The stream of [`tenure_elect::Store::observe`] for `election`.
 pub(crate) fn observe(
     inner: Arc<Inner>,
     election: &str,

@@ -13,9 +13,9 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_client::election::{check_name, check_value};
-use tenure_client::session::check_ttl;
-use tenure_client::{
+use tenure_elect::election::{check_name, check_value};
+use tenure_elect::session::check_ttl;
+use tenure_elect::{
     Candidacy, Check, Observed, Renewal, Retry, SessionId, Store, StoreError, StoreKind, Waited,
 };
 use tenure_etcd_api::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};

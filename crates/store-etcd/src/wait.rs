@@ -10,8 +10,8 @@ use crate::error::{classify, timed_out};
 use crate::inner::{header_revision, lease_id, prefix_end, txn_get, Inner};
 use crate::watch::{create, next_message, WatchStream};
 use std::time::Duration;
-use tenure_client::store::MAX_WAIT;
-use tenure_client::{Candidacy, Retry, StoreError, Waited};
+use tenure_elect::store::MAX_WAIT;
+use tenure_elect::{Candidacy, Retry, StoreError, Waited};
 use tenure_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
 use tenure_etcd_api::etcdserverpb::request_op::Request;
 use tenure_etcd_api::etcdserverpb::{RangeRequest, RequestOp, TxnRequest};
@@ -50,7 +50,7 @@ enum Woken {
     Deadline,
 }
 
-/// [`tenure_client::Store::wait`] for etcd.
+/// [`tenure_elect::Store::wait`] for etcd.
 pub(crate) async fn wait(
     store: &Inner,
     c: &Candidacy,

@@ -8,7 +8,7 @@ use crate::conn::{requests, Client, STREAM_REQUESTS};
 use crate::error::{classify, timed_out, EtcdError};
 use crate::inner::prefix_end;
 use std::time::Duration;
-use tenure_client::StoreError;
+use tenure_elect::StoreError;
 use tenure_etcd_api::etcdserverpb::watch_create_request::FilterType;
 use tenure_etcd_api::etcdserverpb::watch_request::RequestUnion;
 use tenure_etcd_api::etcdserverpb::{

@@ -5,7 +5,7 @@ use tenure_testkit::etcd as common;
 use common::EtcdCluster;
 use futures_util::StreamExt;
 use std::time::Duration;
-use tenure_client::{Candidacy, Observed, Renewal, SessionId, Store, StoreError, Waited};
+use tenure_elect::{Candidacy, Observed, Renewal, SessionId, Store, StoreError, Waited};
 use tenure_etcd_api::etcdserverpb::cluster_client::ClusterClient;
 use tenure_etcd_api::etcdserverpb::kv_client::KvClient;
 use tenure_etcd_api::etcdserverpb::lease_client::LeaseClient;
@@ -668,14 +668,14 @@ async fn an_abandoned_renewal_leaves_no_answer_for_the_next() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_key_someone_deletes_is_deposed() {
     use std::sync::Arc;
-    use tenure_client::LeaderLatch;
+    use tenure_elect::LeaderLatch;
     let cluster = EtcdCluster::start(1);
     let store: Arc<dyn Store> = Arc::new(store(&cluster));
     let ttl = Duration::from_secs(3);
-    let a = LeaderLatch::start_in(store.clone(), "deposed", "a", ttl).unwrap();
+    let a = LeaderLatch::start(store.clone(), "deposed", "a", ttl).unwrap();
     assert!(a.await_leadership(Duration::from_secs(10)).await, "a leads");
     let leading = a.leadership().expect("a leads");
-    let b = LeaderLatch::start_in(store.clone(), "deposed", "b", ttl).unwrap();
+    let b = LeaderLatch::start(store.clone(), "deposed", "b", ttl).unwrap();
     let queued = Instant::now() + Duration::from_secs(10);
     while keys(&cluster, "deposed").await < 2 {
         assert!(Instant::now() < queued, "b did not queue");

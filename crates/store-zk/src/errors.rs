@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::time::Duration;
-use tenure_client::StoreError;
+use tenure_elect::StoreError;
 use zookeeper_client::Error as ZkError;
 
 /// Classifies `e`, an answer (or its absence) about `what` sent to `servers`.

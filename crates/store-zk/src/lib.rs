@@ -31,8 +31,8 @@ use futures_util::stream::BoxStream;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure_client::election::{Check, Observed};
-use tenure_client::store::{Candidacy, Renewal, SessionId, Store, StoreError, StoreKind, Waited};
+use tenure_elect::election::{Check, Observed};
+use tenure_elect::store::{Candidacy, Renewal, SessionId, Store, StoreError, StoreKind, Waited};
 use tokio::time::Instant;
 use zookeeper_client::{Client, SessionState};
 
@@ -281,7 +281,7 @@ impl Store for ZkStore {
         &self,
         election: &str,
     ) -> Result<BoxStream<'static, Result<Observed, StoreError>>, StoreError> {
-        tenure_client::election::check_name(election)?;
+        tenure_elect::election::check_name(election)?;
         let dir = queue::election_dir(&self.options.root, election);
         Ok(observe::stream(self.reader.clone(), dir))
     }

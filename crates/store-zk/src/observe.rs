@@ -16,8 +16,8 @@ use futures_util::stream::BoxStream;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_client::election::{Observed, OBSERVE_BACKOFF_MAX, OBSERVE_BACKOFF_MIN};
-use tenure_client::store::StoreError;
+use tenure_elect::election::{Observed, OBSERVE_BACKOFF_MAX, OBSERVE_BACKOFF_MIN};
+use tenure_elect::store::StoreError;
 use zookeeper_client::{Client, OneshotWatcher};
 
 use crate::election::MAX_RELISTS;

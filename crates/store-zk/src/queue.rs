@@ -1,6 +1,6 @@
 //! Names of the election's znodes and the order of its queue (pure functions).
 
-use tenure_client::SessionId;
+use tenure_elect::SessionId;
 
 /// The first part of every candidacy's name: `c-<session id as 16 hex>-`;
 /// ZooKeeper appends the sequence number.

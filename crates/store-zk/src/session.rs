@@ -20,7 +20,7 @@
 //! carried the previous renewal's touch. Hence the deadline may rest on the
 //! **previous** renewal's send time, and [`Renewal::sent`] of renewal `n`
 //! is renewal `n − 1`'s: trust is one interval (`T/4`) shorter than with
-//! etcd or tenure, which [`tenure_client::Store::renewal_lag`] tells the
+//! etcd or tenure, which [`tenure_elect::Store::renewal_lag`] tells the
 //! layer above. Renewing every `T/4` rather than `T/3` leaves, after a
 //! renewal, `0.818 T − 2 × T/4 ≈ 0.32 T` before the deadline once the next
 //! renewal is due (tenure and etcd: `0.818 T − T/3 ≈ 0.48 T`).
@@ -49,8 +49,8 @@ use crate::errors::bounded;
 use crate::{Entry, ZkStore};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_client::session::check_ttl;
-use tenure_client::store::{Renewal, SessionId, StoreError};
+use tenure_elect::session::check_ttl;
+use tenure_elect::store::{Renewal, SessionId, StoreError};
 use tokio::time::Instant;
 use zookeeper_client::{Client, SessionState};
 

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_client::{
-    Candidacy, Cluster, Observed, Session, Store, StoreElection, StoreError, TenureStore,
+    Candidacy, Cluster, Election, Observed, Session, Store, StoreError, TenureStore,
 };
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
@@ -179,7 +179,7 @@ impl StopSignals {
 pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
     tenure_client::election::check_name(&args.name)?;
     let store = args.conn.store()?;
-    let election = StoreElection::new(store.clone(), &args.name)?;
+    let election = Election::new(store.clone(), &args.name)?;
     let mut signals = StopSignals::new()?;
     if args.observe {
         return observe(&election, &mut signals).await;
@@ -292,7 +292,7 @@ pub async fn grant(store: &Arc<dyn Store>, ttl: Duration) -> anyhow::Result<Sess
         };
         let retry = matches!(
             &e,
-            tenure_client::Error::Store(
+            tenure_client::elect::Error::Store(
                 StoreError::Unavailable { .. } | StoreError::NoAnswer { sent: false, .. }
             )
         );
@@ -305,7 +305,7 @@ pub async fn grant(store: &Arc<dyn Store>, ttl: Duration) -> anyhow::Result<Sess
 
 /// Campaigns with `session` and waits until it leads: its token and candidacy.
 pub async fn campaign(
-    election: &StoreElection,
+    election: &Election,
     session: &Session,
     value: &str,
 ) -> anyhow::Result<(u64, Candidacy)> {
@@ -332,7 +332,7 @@ pub async fn campaign(
 }
 
 /// `tenure elect --observe`.
-async fn observe(election: &StoreElection, signals: &mut StopSignals) -> anyhow::Result<ExitCode> {
+async fn observe(election: &Election, signals: &mut StopSignals) -> anyhow::Result<ExitCode> {
     let mut observer = election.observe()?;
     loop {
         let event = tokio::select! {

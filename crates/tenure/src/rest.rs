@@ -27,8 +27,8 @@ pub fn roots(cacert: Option<&Path>) -> anyhow::Result<rustls::RootCertStore> {
 }
 
 /// A library error as an `anyhow::Error` holding the concrete error type.
-pub fn lift(e: tenure_client::Error) -> anyhow::Error {
-    match e {
+pub fn lift(e: impl Into<tenure_client::Error>) -> anyhow::Error {
+    match e.into() {
         tenure_client::Error::AuthRefused(a) => a.into(),
         tenure_client::Error::NoAnswer(n) => n.into(),
         tenure_client::Error::Refused(r) => r.into(),

@@ -35,7 +35,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus, Stdio};
 use std::time::Duration;
 use tenure_client::session::{renew_interval, trusted_span, SessionWatch, TIMER_SLACK};
-use tenure_client::{Session, StoreElection};
+use tenure_client::{Election, Session};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::Command;
@@ -232,7 +232,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let store = args.conn.store()?;
     let grace_for = |t| grace_of(args.grace_ms, t).unwrap_or(grace);
     crate::elect_cli::warn_failover(&store, ttl, grace_for).await;
-    let election = StoreElection::new(store.clone(), &args.election)?;
+    let election = Election::new(store.clone(), &args.election)?;
     let mut signals = StopSignals::new()?;
     loop {
         // No leadership, no fencing token for a command that cannot start.

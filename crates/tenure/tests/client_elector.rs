@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tenure_client::{
     parse_endpoints, CancellationToken, Client, ClientOptions, Cluster, Election, Ended,
-    LeaderElector, LeaderLatch,
+    LeaderElector, LeaderLatch, Store, TenureStore,
 };
 
 /// Bound on a first election, including process start-up on a busy machine.
@@ -20,7 +20,7 @@ const START_BOUND: Duration = Duration::from_secs(10);
 const HANDOVER_BOUND: Duration = Duration::from_secs(1);
 const TTL: Duration = Duration::from_secs(3);
 
-async fn setup() -> (TestCluster, Arc<Cluster>) {
+async fn setup() -> (TestCluster, Arc<TenureStore>) {
     let c = TestCluster::start(3, 20, 200);
     c.wait_agreement(&[0, 1, 2], START_BOUND).await;
     let ca = c.ca();
@@ -28,23 +28,24 @@ async fn setup() -> (TestCluster, Arc<Cluster>) {
         Client::new(ClientOptions { cacert: Some(&ca), token: Some(ADMIN_TOKEN) }).unwrap();
     let list = (0..3).map(|i| c.endpoint(i)).collect::<Vec<_>>().join(",");
     let endpoints = parse_endpoints(&list, client.https()).unwrap();
-    (c, Arc::new(Cluster::new(client, endpoints).unwrap()))
+    (c, Arc::new(TenureStore::new(Arc::new(Cluster::new(client, endpoints).unwrap()))))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_latch_takes_over_when_the_leading_one_closes() {
     let _serial = serial().await;
-    let (_c, cluster) = setup().await;
-    let a = LeaderLatch::start(cluster.clone(), "latch", "a", TTL).unwrap();
+    let (_c, tenure) = setup().await;
+    let store: Arc<dyn Store> = tenure.clone();
+    let a = LeaderLatch::start(store.clone(), "latch", "a", TTL).unwrap();
     assert!(a.await_leadership(START_BOUND).await);
-    let b = LeaderLatch::start(cluster.clone(), "latch", "b", TTL).unwrap();
+    let b = LeaderLatch::start(store.clone(), "latch", "b", TTL).unwrap();
     assert!(!b.await_leadership(Duration::from_millis(500)).await, "one leader at a time");
     assert!(a.has_leadership());
     let first = a.leadership().unwrap();
 
-    let election = Election::new(cluster.clone(), "latch").unwrap();
+    let election = Election::new(store, "latch").unwrap();
     assert!(election.check(first.token).await.unwrap().current);
-    assert_eq!(election.leader().await.unwrap().unwrap().value, "a");
+    assert_eq!(tenure.leader("latch").await.unwrap().unwrap().value, "a");
 
     let closed = Instant::now();
     a.close().await;
@@ -61,11 +62,11 @@ async fn a_latch_takes_over_when_the_leading_one_closes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_elector_calls_back_with_the_token_and_a_context_cancelled_on_stop() {
     let _serial = serial().await;
-    let (_c, cluster) = setup().await;
+    let (_c, tenure) = setup().await;
     let events = Arc::new(Mutex::new(Vec::<String>::new()));
     let contexts = Arc::new(Mutex::new(Vec::<CancellationToken>::new()));
     let (e1, e2, e3, ctx) = (events.clone(), events.clone(), events.clone(), contexts.clone());
-    let elector = LeaderElector::new(cluster, "jobs", "node-a")
+    let elector = LeaderElector::new(tenure, "jobs", "node-a")
         .unwrap()
         .ttl(TTL)
         .on_started_leading(move |leading| {

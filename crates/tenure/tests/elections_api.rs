@@ -527,7 +527,7 @@ async fn next(o: &mut tenure_client::Observer) -> tenure_client::Observed {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_observer_resumes_on_the_next_node_without_missing_a_change() {
-    use tenure_client::{Client, ClientOptions, Cluster, Election, Observed};
+    use tenure_client::{Client, ClientOptions, Cluster, Observed, TenureStore};
     let dir = tempfile::tempdir().unwrap();
     let (mut servers, l) = three_nodes(dir.path()).await;
     let (i1, i2) = ((l + 1) % 3, (l + 2) % 3);
@@ -535,7 +535,7 @@ async fn the_client_observer_resumes_on_the_next_node_without_missing_a_change()
     let client = Client::new(ClientOptions { cacert: None, token: Some(READ_TOKEN) }).unwrap();
     let endpoints = vec![format!("http://{f1}"), format!("http://{f2}")];
     let cluster = std::sync::Arc::new(Cluster::new(client, endpoints).unwrap());
-    let mut observer = Election::new(cluster, "app").unwrap().observe();
+    let mut observer = TenureStore::new(cluster).observer("app").unwrap();
     assert!(matches!(next(&mut observer).await, Observed::NoLeader { .. }));
     let (a, b, c) = (session(lead).await, session(lead).await, session(lead).await);
     let t = campaign(lead, "app", a, "a1").await.json()["token"].as_u64().unwrap();

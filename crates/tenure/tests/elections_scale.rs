@@ -20,7 +20,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tenure_client::error::with_causes;
-use tenure_client::{parse_endpoints, Client, ClientOptions, Cluster, Election, Session};
+use tenure_client::{
+    parse_endpoints, Candidacy, Client, ClientOptions, Cluster, Election, Session, Store,
+    TenureStore,
+};
 
 const NODES: usize = 3;
 /// Slower than the other process tests' 20/200 ms: 1,000 sessions renewing
@@ -61,6 +64,8 @@ const LIST_ATTEMPTS: usize = 10;
 struct Scale {
     elections: Vec<Election>,
     sessions: Vec<Option<Session>>,
+    /// Each slot's candidacy, once it campaigned.
+    candidacies: Vec<Option<Candidacy>>,
     queues: Vec<VecDeque<usize>>,
 }
 
@@ -74,16 +79,19 @@ impl Scale {
     async fn campaign_rank(&mut self, rank: usize, round: usize) {
         let slots: Vec<usize> = (0..ELECTIONS).map(|e| e + rank * ELECTIONS).collect();
         let this = &*self;
-        stream::iter(slots.iter().copied())
+        let campaigned = stream::iter(slots.iter().copied())
             .map(|slot| async move {
                 let value = format!("slot-{slot}-round-{round}");
                 let e = slot % ELECTIONS;
-                this.elections[e].campaign(this.session(slot), &value).await.map(|_| ())
+                this.elections[e].campaign(this.session(slot), &value).await.map(|c| (slot, c))
             })
             .buffer_unordered(IN_FLIGHT)
-            .try_collect::<Vec<()>>()
+            .try_collect::<Vec<_>>()
             .await
             .unwrap_or_else(|e| panic!("campaign of rank {rank}: {}", with_causes(&e)));
+        for (slot, candidacy) in campaigned {
+            self.candidacies[slot] = Some(candidacy);
+        }
         for slot in slots {
             self.queues[slot % ELECTIONS].push_back(slot);
         }
@@ -92,19 +100,23 @@ impl Scale {
     /// Every leader resigns and campaigns again: it goes to the back.
     async fn rotate(&mut self, round: usize) {
         let this = &*self;
-        stream::iter(0..ELECTIONS)
+        let rotated = stream::iter(0..ELECTIONS)
             .map(|e| async move {
                 let head = this.queues[e][0];
-                this.elections[e].resign(this.session(head)).await?;
+                let held = this.candidacies[head].as_ref().expect("the leader's candidacy");
+                this.elections[e].resign(held).await?;
                 let value = format!("slot-{head}-round-{round}");
-                this.elections[e].campaign(this.session(head), &value).await.map(|_| ())
+                this.elections[e].campaign(this.session(head), &value).await.map(|c| (head, c))
             })
             .buffer_unordered(IN_FLIGHT)
-            .try_collect::<Vec<()>>()
+            .try_collect::<Vec<_>>()
             .await
             .unwrap_or_else(|e| {
                 panic!("round {round}, a leader's resign and campaign: {}", with_causes(&e))
             });
+        for (slot, candidacy) in rotated {
+            self.candidacies[slot] = Some(candidacy);
+        }
         for q in &mut self.queues {
             q.rotate_left(1);
         }
@@ -113,25 +125,26 @@ impl Scale {
     /// The sessions of slot rank `rank` (one per election) are revoked (their
     /// candidacies end with them) and new sessions take their slots and
     /// campaign again, at the back of the queue.
-    async fn replace(&mut self, cluster: &Arc<Cluster>, rank: usize, round: usize) {
+    async fn replace(&mut self, store: &Arc<dyn Store>, rank: usize, round: usize) {
         let slots: Vec<usize> = (0..ELECTIONS).map(|e| e + rank * ELECTIONS).collect();
         let old: Vec<(usize, Session)> =
             slots.iter().map(|&s| (s, self.sessions[s].take().expect("a session"))).collect();
         let elections = &self.elections;
-        let new: Vec<(usize, Session)> = stream::iter(old)
+        let new: Vec<(usize, Session, Candidacy)> = stream::iter(old)
             .map(|(slot, session)| async move {
                 session.close().await?;
-                let session = Session::grant(cluster.clone(), TTL).await?;
+                let session = Session::start(store.clone(), TTL).await?;
                 let value = format!("slot-{slot}-round-{round}-new");
-                elections[slot % ELECTIONS].campaign(&session, &value).await?;
-                Ok::<_, tenure_client::Error>((slot, session))
+                let candidacy = elections[slot % ELECTIONS].campaign(&session, &value).await?;
+                Ok::<_, tenure_client::elect::Error>((slot, session, candidacy))
             })
             .buffer_unordered(IN_FLIGHT)
             .try_collect()
             .await
             .unwrap_or_else(|e| panic!("round {round}, replacing sessions: {}", with_causes(&e)));
-        for (slot, session) in new {
+        for (slot, session, candidacy) in new {
             self.sessions[slot] = Some(session);
+            self.candidacies[slot] = Some(candidacy);
             let q = &mut self.queues[slot % ELECTIONS];
             q.retain(|&s| s != slot);
             q.push_back(slot);
@@ -212,23 +225,25 @@ async fn setup() -> (TestCluster, Arc<Cluster>) {
 async fn a_thousand_sessions_in_a_hundred_elections_churn_in_bounded_memory() {
     let _serial = serial().await;
     let (c, cluster) = setup().await;
+    let store = TenureStore::shared(cluster);
     let rss_empty = rss(&c);
     eprintln!("RSS KiB per server, empty: {rss_empty:?}");
 
     let started = Instant::now();
     let sessions: Vec<Session> = stream::iter(0..SESSIONS)
-        .map(|_| Session::grant(cluster.clone(), TTL))
+        .map(|_| Session::start(store.clone(), TTL))
         .buffered(IN_FLIGHT)
         .try_collect()
         .await
         .unwrap_or_else(|e| panic!("granting the sessions: {}", with_causes(&e)));
     let granted = started.elapsed();
     let elections = (0..ELECTIONS)
-        .map(|e| Election::new(cluster.clone(), &format!("scale-{e}")).unwrap())
+        .map(|e| Election::new(store.clone(), &format!("scale-{e}")).unwrap())
         .collect();
     let mut scale = Scale {
         elections,
         sessions: sessions.into_iter().map(Some).collect(),
+        candidacies: vec![None; SESSIONS],
         queues: vec![VecDeque::new(); ELECTIONS],
     };
     for rank in 0..PER_ELECTION {
@@ -246,7 +261,7 @@ async fn a_thousand_sessions_in_a_hundred_elections_churn_in_bounded_memory() {
     for round in 1..=ROUNDS {
         let t = Instant::now();
         scale.rotate(round).await;
-        scale.replace(&cluster, round % PER_ELECTION, round).await;
+        scale.replace(&store, round % PER_ELECTION, round).await;
         let took = t.elapsed();
         scale.check(&c, round).await;
         let kib = rss(&c);

@@ -5,7 +5,7 @@
 use super::view::Local;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_client::{CancellationToken, Ended, LeaderElector};
+use tenure_elect::{CancellationToken, Ended, LeaderElector};
 use tokio::sync::watch;
 use tracing::{info, warn};
 

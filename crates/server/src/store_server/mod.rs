@@ -23,8 +23,8 @@ use crate::metrics::Metrics;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_client::{CancellationToken, LeaderElector, Store, StoreElection};
 use tenure_core::NodeId;
+use tenure_elect::{CancellationToken, Election, LeaderElector, Store};
 use tenure_node::{Leadership, RateLimitedLog};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -87,7 +87,7 @@ pub enum StoreServerError {
         election: String,
         /// Why.
         #[source]
-        source: tenure_client::Error,
+        source: tenure_elect::Error,
     },
     /// No address for others to reach this server's API.
     #[error(
@@ -123,12 +123,11 @@ pub async fn run(
     let me = CandidateValue { id: config.id.0, http: advertised(&config, http_addr)? };
     let election_error =
         |source| StoreServerError::Election { election: config.election.clone(), source };
-    let election =
-        StoreElection::new(config.store.clone(), &config.election).map_err(election_error)?;
-    let elector = LeaderElector::in_store(config.store.clone(), &config.election, &me.encode())
+    let election = Election::new(config.store.clone(), &config.election).map_err(election_error)?;
+    let elector = LeaderElector::new(config.store.clone(), &config.election, &me.encode())
         .map_err(election_error)?
         .ttl(config.ttl);
-    tenure_client::session::check_ttl(config.ttl).map_err(election_error)?;
+    tenure_elect::session::check_ttl(config.ttl).map_err(election_error)?;
     info!(
         node = %config.id,
         http = %http_addr,
@@ -170,7 +169,7 @@ fn advertised(
 fn start(
     config: StoreServerConfig,
     me: CandidateValue,
-    election: StoreElection,
+    election: Election,
     elector: LeaderElector,
     listener: tokio::net::TcpListener,
 ) -> Tasks {

@@ -20,9 +20,9 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_client::CancellationToken;
-use tenure_client::{Leading, Observed, StoreElection};
 use tenure_core::{FencingToken, NodeId, Role, Term};
+use tenure_elect::CancellationToken;
+use tenure_elect::{Election, Leading, Observed};
 use tenure_node::Leadership;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -196,7 +196,7 @@ pub const OBSERVE_RETRY_MAX: Duration = Duration::from_secs(5);
 /// is opened again after a pause (the state it then sends first replaces
 /// what was seen).
 pub(crate) async fn observe(
-    election: StoreElection,
+    election: Election,
     seen: watch::Sender<Seen>,
     stop: CancellationToken,
 ) {

@@ -23,7 +23,7 @@ use anyhow::{anyhow, bail, Context};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_client::{Cluster, Election, Observed, Session};
+use tenure_client::{Candidacy, Cluster, Election, Observed, Session, Store, TenureStore};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -215,17 +215,22 @@ fn parse(event: &tenure_client::SseEvent) -> anyhow::Result<Observed> {
 struct Seat {
     session: Session,
     queued: Option<(String, u64)>,
+    candidacy: Option<Candidacy>,
 }
 
 impl Seat {
     async fn campaign(&mut self, election: &Election, value: String) -> anyhow::Result<u64> {
         let c = election.campaign(&self.session, &value).await.map_err(crate::rest::lift)?;
-        self.queued = Some((value, c.create_revision));
-        Ok(c.create_revision)
+        let token = c.token;
+        self.queued = Some((value, token));
+        self.candidacy = Some(c);
+        Ok(token)
     }
 
     async fn resign(&mut self, election: &Election) -> anyhow::Result<()> {
-        election.resign(&self.session).await.map_err(crate::rest::lift)?;
+        if let Some(c) = self.candidacy.take() {
+            election.resign(&c).await.map_err(crate::rest::lift)?;
+        }
         self.queued = None;
         Ok(())
     }
@@ -240,6 +245,7 @@ impl Seat {
 /// The two candidates the bench drives on one election: `lead` leads
 /// and the other is queued behind it before every change but a claim.
 struct Driver {
+    store: Arc<TenureStore>,
     election: Election,
     seats: Vec<Seat>,
     lead: usize,
@@ -254,8 +260,9 @@ impl Driver {
             Change::Proclaim => {
                 let value = format!("p-{t}");
                 let sent = Instant::now();
-                let token = election
-                    .proclaim(&seats[lead].session, &value)
+                let token = self
+                    .store
+                    .proclaim(seats[lead].session.session_id(), election.name(), &value)
                     .await
                     .map_err(crate::rest::lift)?;
                 let held = seats[lead].queued.as_ref().map(|q| q.1);
@@ -311,14 +318,16 @@ pub async fn measure(
     let endpoints: Vec<String> = order.map(|i| tenure.endpoint(i).to_string()).collect();
     let cluster = Arc::new(Cluster::new(client.clone(), endpoints).map_err(crate::rest::lift)?);
     let name = format!("bench-observe-{}", std::process::id());
-    let election = Election::new(cluster.clone(), &name).map_err(crate::rest::lift)?;
+    let store = Arc::new(TenureStore::new(cluster));
+    let shared: Arc<dyn Store> = store.clone();
+    let election = Election::new(shared.clone(), &name).map_err(crate::rest::lift)?;
     let mut seats = Vec::new();
     for _ in 0..2 {
         let session =
-            Session::grant(cluster.clone(), SESSION_TTL).await.map_err(crate::rest::lift)?;
-        seats.push(Seat { session, queued: None });
+            Session::start(shared.clone(), SESSION_TTL).await.map_err(crate::rest::lift)?;
+        seats.push(Seat { session, queued: None, candidacy: None });
     }
-    let mut driver = Driver { election, seats, lead: 0 };
+    let mut driver = Driver { store, election, seats, lead: 0 };
     driver.seats[0].campaign(&driver.election, "c-start-0".into()).await?;
     driver.seats[1].campaign(&driver.election, "c-start-1".into()).await?;
     let mut observers = Vec::new();

@@ -23,22 +23,15 @@
 //! their stores report no [`Timings`] and the check is not made.
 
 use crate::session::{trusted_span, MAX_TTL, MIN_TTL};
+pub use crate::session::{RENEW_RETRY_PAUSE, RENEW_RETRY_PAUSE_MAX};
 use crate::store::Store;
 use std::time::Duration;
 
-/// Shortest pause before a failed renewal is tried again; it doubles after
-/// each failure up to [`RENEW_RETRY_PAUSE_MAX`], and never runs past the
-/// session's deadline.
-pub const RENEW_RETRY_PAUSE: Duration = Duration::from_millis(25);
-/// Longest pause between two tries of a failed renewal.
-pub const RENEW_RETRY_PAUSE_MAX: Duration = Duration::from_millis(200);
 /// How long reading the cluster's timings may take before the check is
 /// skipped.
 pub const TIMINGS_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A tenure node's elector timings, as `GET /v1/status` reports them in
-/// `timings` (the API's body), with the failover bound they give.
-pub use tenure_api::TimingsBody as Timings;
+pub use crate::store::Timings;
 
 /// The failover bound of `timings`.
 pub fn failover_bound(timings: &Timings) -> Duration {

@@ -4,26 +4,62 @@
 //! against the session's loss, and a leadership is handed out only before
 //! the session's deadline and only for the candidacy's own token.
 
-use crate::election::{check_name, check_value, Check, Observed, OBSERVE_BACKOFF_MAX};
-use crate::election::{OBSERVE_BACKOFF_MIN, WAIT_POLL};
 use crate::error::Error;
 use crate::session::Session;
 use crate::store::{Candidacy, Store, StoreError, Waited};
+pub use crate::store::{Check, Leader, Observed};
 use futures_util::stream::BoxStream;
 use std::sync::Arc;
+use std::time::Duration;
 
-/// One named election in a store.
+/// Longest election name the servers accept.
+pub const MAX_NAME_LEN: usize = 128;
+/// Largest candidate value the servers accept, in bytes.
+pub const MAX_VALUE_BYTES: usize = 4096;
+/// The long poll of [`Election::wait_until_leader`]: each `wait` asks the
+/// server to hold the answer this long (the server's default; at most 60 s).
+pub const WAIT_POLL: Duration = Duration::from_secs(30);
+/// Pause before an observer reconnects after its stream ended or failed;
+/// it doubles up to [`OBSERVE_BACKOFF_MAX`].
+pub const OBSERVE_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// Longest pause between an observer's reconnections.
+pub const OBSERVE_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Checks an election name: 1 to 128 characters of `A-Z a-z 0-9 . _ -`.
+pub fn check_name(name: &str) -> Result<(), Error> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > MAX_NAME_LEN || !name.chars().all(ok_char) {
+        return Err(Error::Invalid(format!(
+            "bad election name {name:?}: 1 to {MAX_NAME_LEN} characters of A-Z a-z 0-9 . _ -"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a candidate value: at most 4,096 bytes.
+pub fn check_value(value: &str) -> Result<(), Error> {
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(Error::Invalid(format!(
+            "a candidate value is at most {MAX_VALUE_BYTES} bytes, this one has {}",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
+/// One named election in a store: the one election API, whichever the
+/// store.
 #[derive(Clone, Debug)]
-pub struct StoreElection {
+pub struct Election {
     store: Arc<dyn Store>,
     name: String,
 }
 
-impl StoreElection {
+impl Election {
     /// The election `name` (1 to 128 characters of `A-Z a-z 0-9 . _ -`) in `store`.
-    pub fn new(store: Arc<dyn Store>, name: &str) -> Result<StoreElection, Error> {
+    pub fn new(store: Arc<dyn Store>, name: &str) -> Result<Election, Error> {
         check_name(name)?;
-        Ok(StoreElection { store, name: name.to_string() })
+        Ok(Election { store, name: name.to_string() })
     }
 
     /// Its name.
@@ -165,5 +201,22 @@ impl StoreElection {
     /// The election's state now, then every change (see [`Observed`]).
     pub fn observe(&self) -> Result<BoxStream<'static, Result<Observed, StoreError>>, Error> {
         Ok(self.store.observe(&self.name)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_values_are_checked_before_asking() {
+        assert!(check_name("db-primary.eu_1").is_ok());
+        assert!(check_name(&"a".repeat(128)).is_ok());
+        for bad in ["", "a/b", "a b", "é", &"a".repeat(129)] {
+            let err = check_name(bad).unwrap_err().to_string();
+            assert!(err.contains("bad election name"), "{bad}: {err}");
+        }
+        assert!(check_value(&"v".repeat(4096)).is_ok());
+        assert!(check_value(&"v".repeat(4097)).unwrap_err().to_string().contains("4096"));
     }
 }

@@ -10,10 +10,10 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure_client::failover::{Plan, Timings};
-use tenure_client::session::trusted_span;
-use tenure_client::{
-    Candidacy, Check, Error, Loss, Observed, Renewal, Session, SessionId, Store, StoreElection,
+use tenure_elect::failover::{Plan, Timings};
+use tenure_elect::session::trusted_span;
+use tenure_elect::{
+    Candidacy, Check, Election, Error, Loss, Observed, Renewal, Session, SessionId, Store,
     StoreError, StoreKind, Waited,
 };
 use tokio::sync::Notify;
@@ -148,11 +148,11 @@ impl Store for Scripted {
     }
 }
 
-async fn started() -> (Arc<Scripted>, Session, StoreElection, Candidacy) {
+async fn started() -> (Arc<Scripted>, Session, Election, Candidacy) {
     let scripted = Arc::new(Scripted::default());
     let store: Arc<dyn Store> = scripted.clone();
     let session = Session::start(store.clone(), TTL).await.unwrap();
-    let election = StoreElection::new(store, "jobs").unwrap();
+    let election = Election::new(store, "jobs").unwrap();
     let candidacy = election.campaign(&session, "v").await.unwrap();
     (scripted, session, election, candidacy)
 }
@@ -165,7 +165,7 @@ async fn answer_wait(s: &Scripted, after: Duration, answer: Result<Waited, &'sta
 }
 
 /// The wait loses the race with the deadline: a store answering after it
-/// gives no leadership. (`StoreElection` checks the session again after a
+/// gives no leadership. (`Election` checks the session again after a
 /// `Leads` too, for a task starved past the deadline; paused time cannot
 /// starve a task, so that check is not what this test reaches.)
 #[tokio::test(start_paused = true)]
@@ -262,7 +262,7 @@ async fn the_deadline_rests_on_the_send_time_the_store_answers() {
 async fn a_session_of_another_store_is_refused() {
     let (_s, session, _election, _c) = started().await;
     let other: Arc<dyn Store> = Arc::new(Scripted::default());
-    let election = StoreElection::new(other, "jobs").unwrap();
+    let election = Election::new(other, "jobs").unwrap();
     let err = election.campaign(&session, "v").await.unwrap_err().to_string();
     assert!(err.contains("another store"), "{err}");
 }
@@ -290,7 +290,7 @@ async fn a_suspended_session_is_revoked_at_its_deadline_not_before() {
 /// keeps the session. Once the deadline passes, the tries stop.
 #[tokio::test(start_paused = true)]
 async fn failed_renewals_are_retried_with_a_bounded_backoff_until_the_deadline() {
-    use tenure_client::session::{RENEW_RETRY_PAUSE, RENEW_RETRY_PAUSE_MAX};
+    use tenure_elect::session::{RENEW_RETRY_PAUSE, RENEW_RETRY_PAUSE_MAX};
     assert_eq!((RENEW_RETRY_PAUSE.as_millis(), RENEW_RETRY_PAUSE_MAX.as_millis()), (25, 200));
     let (s, session, _election, _c) = started().await;
     let start = Instant::now();
@@ -332,8 +332,8 @@ async fn a_ttl_too_short_for_the_stores_failover_is_warned_about() {
         lag: store.renewal_lag(ttl),
         grace: Duration::ZERO,
     };
-    let w = tenure_client::failover::warning(&store, TTL, plan).await.expect("a warning");
+    let w = tenure_elect::failover::warning(&store, TTL, plan).await.expect("a warning");
     assert!(w.contains("TTL of 3000 ms cannot ride out") && w.ends_with("here is 3900 ms"), "{w}");
-    let quiet = tenure_client::failover::warning(&store, Duration::from_millis(3900), plan).await;
+    let quiet = tenure_elect::failover::warning(&store, Duration::from_millis(3900), plan).await;
     assert_eq!(quiet, None);
 }

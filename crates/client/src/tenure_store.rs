@@ -1,187 +1,42 @@
-//! Stores that hold elections: the primitives an election needs from a
-//! store, whichever it is (tenure's own named elections, etcd, ZooKeeper),
-//! and tenure's implementation of them over its HTTP API.
-//!
-//! The [`Store`] trait is layer 1 of docs/STORES.md: each method is one
-//! request or one bounded wait. It does not schedule renewals, compute
-//! deadlines or stop work: the store-independent layer above does, once
-//! for every store, from what [`Store::renew`] returns (its send time and
-//! the TTL the store granted: [`Renewal::deadline`]).
-//!
-//! What every implementation promises:
-//!
-//! * [`Store::renew`] reads the monotonic clock just before the request
-//!   leaves, and answers with the TTL the store granted in this answer;
-//!   [`StoreError::Gone`] when the store says the session does not exist.
-//! * [`Store::campaign`] answers with the candidacy's fencing token (its
-//!   key's creation revision, or ZooKeeper's `czxid`) and is safe to retry
-//!   only where the store's recipe makes it so.
-//! * [`Store::wait`] waits on the candidacy's immediate predecessor only,
-//!   returns [`Waited::Leads`] only after a fresh read proved that the
-//!   candidacy still exists and is first, and [`StoreError::Gone`] when
-//!   it no longer exists (never a leadership without a key: etcd-io/etcd#19597).
-//! * [`Store::resign`] deletes the candidacy only if it is still this one,
-//!   and a candidacy already gone is not an error.
-//!
-//! The existing [`crate::Session`] and [`crate::Election`] are unchanged;
-//! [`TenureStore`] makes the same calls they make.
+//! tenure's named elections as a [`Store`], over the HTTP API
+//! (docs/ELECTIONS.md), through a [`Cluster`]'s endpoints; and what only
+//! tenure's elections have: proclaim, the full queue, an observer that
+//! resumes across nodes.
 
-use crate::cluster::{Cluster, Retry};
-use crate::election::{check_name, check_value, Campaign, Check, Election, Observed};
-use crate::error::{BoxError, Error};
-use crate::failover::{Timings, TIMINGS_TIMEOUT};
+use crate::cluster::Cluster;
+use crate::error::Error;
 use crate::http::REQUEST_TIMEOUT;
-use crate::session::{check_ttl, deadline_after};
+use crate::observer::Observer;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use hyper::{Method, StatusCode};
 use serde::Deserialize;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_api::{CampaignRequest, ResignRequest, SessionBody, SessionGrantRequest};
+use tenure_api::{
+    CampaignRequest, ProclaimBody, ProclaimRequest, ResignRequest, SessionBody, SessionGrantRequest,
+};
+use tenure_elect::election::{check_name, check_value};
+use tenure_elect::failover::{Timings, TIMINGS_TIMEOUT};
+use tenure_elect::session::check_ttl;
+use tenure_elect::store::MAX_WAIT;
+use tenure_elect::{
+    Candidacy, Check, Leader, Observed, Renewal, Retry, SessionId, Store, StoreError, StoreKind,
+    Waited,
+};
 use tokio::time::Instant;
 
-/// The longest a single [`Store::wait`] may be asked to wait (tenure's
-/// long-poll limit); longer timeouts are cut to it.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
+/// The answer to a campaign, and to each long poll of a wait: where the
+/// candidacy stands (the API's body).
+pub type Campaign = tenure_api::CandidacyBody;
 
-/// Which store an implementation talks to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreKind {
-    /// tenure's own named elections (docs/ELECTIONS.md).
-    Tenure,
-    /// etcd's v3 API: a lease, a transaction on the key's creation
-    /// revision, a watch on the predecessor.
-    Etcd,
-    /// ZooKeeper: an ephemeral sequential znode, a watch on the predecessor.
-    ZooKeeper,
-}
+/// A candidate of an election: its session, value and place in the queue.
+pub type Candidate = tenure_api::ElectionCandidateBody;
 
-impl fmt::Display for StoreKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StoreKind::Tenure => "tenure",
-            StoreKind::Etcd => "etcd",
-            StoreKind::ZooKeeper => "zk",
-        })
-    }
-}
+/// An election's leader and candidates, and the revision they were read at.
+pub type ElectionState = tenure_api::ElectionBody;
 
-/// A session's id in its store (tenure's session id, etcd's lease id,
-/// ZooKeeper's session id; the last two are positive 64-bit integers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SessionId(pub u64);
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-/// A grant or renewal that succeeded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Renewal {
-    /// The session.
-    pub session: SessionId,
-    /// When the request was sent (read just before it left): the instant
-    /// the deadline rests on. A store whose answer proves less returns an
-    /// earlier one (docs/STORES.md §3.3: ZooKeeper, the previous renewal's).
-    pub sent: Instant,
-    /// The TTL the store granted in this answer (which may differ from
-    /// the one asked: etcd raises it to its minimum, ZooKeeper negotiates).
-    pub ttl: Duration,
-}
-
-impl Renewal {
-    /// Until when the session is trusted after this renewal:
-    /// `sent + ttl (1 − ρ)/(1 + ρ)` ([`deadline_after`]).
-    pub fn deadline(&self) -> Instant {
-        deadline_after(self.sent, self.ttl)
-    }
-}
-
-/// A candidacy in an election: a key of the store owned by a session.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Candidacy {
-    /// The session that owns it.
-    pub session: SessionId,
-    /// The election.
-    pub election: String,
-    /// The store's name of the candidacy (tenure: the session id as 16 hex
-    /// digits, the last part of its key; etcd: the key; ZooKeeper: the
-    /// znode's path).
-    pub key: String,
-    /// The fencing token of its leadership: its key's creation revision
-    /// (ZooKeeper: `czxid`). The first in the queue has the smallest.
-    pub token: u64,
-    /// Whether it led when the campaign was answered.
-    pub leader: bool,
-}
-
-/// How a [`Store::wait`] ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Waited {
-    /// The candidacy leads (proved by a fresh read), with this token.
-    Leads {
-        /// Its fencing token.
-        token: u64,
-    },
-    /// The timeout came first; this many candidacies were ahead.
-    Ahead {
-        /// How many are ahead.
-        ahead: u64,
-    },
-}
-
-/// What a store call can fail with, classified for the layer above:
-/// [`StoreError::Gone`] ends a session or candidacy, the retryable ones
-/// ([`StoreError::is_retryable`]) are tried again while the deadline
-/// allows, the others are final.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The store says the session or candidacy does not exist (expired,
-    /// revoked, resigned, never created).
-    #[error("{0}")]
-    Gone(String),
-    /// No answer came (connection failed or timed out).
-    #[error("{endpoint}: no answer")]
-    NoAnswer {
-        /// Where it was sent.
-        endpoint: String,
-        /// False if the request surely did not reach the store.
-        sent: bool,
-        /// Why.
-        #[source]
-        source: BoxError,
-    },
-    /// The store answered but cannot serve now (no leader, no quorum).
-    #[error("{endpoint}: unavailable: {message}")]
-    Unavailable {
-        /// Who answered.
-        endpoint: String,
-        /// What it said.
-        message: String,
-    },
-    /// The store refused the request, or answered something the contract
-    /// does not allow: not retried.
-    #[error("{0}")]
-    Refused(String),
-    /// A bad argument (a name, a value, a TTL).
-    #[error("{0}")]
-    Invalid(String),
-    /// A bad setting (an endpoint, credentials).
-    #[error("{0}")]
-    Config(String),
-}
-
-impl StoreError {
-    /// Whether the same call may succeed if tried again.
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::NoAnswer { .. } | StoreError::Unavailable { .. })
-    }
-}
-
+/// An HTTP error as the layer above classifies it.
 impl From<Error> for StoreError {
     fn from(e: Error) -> Self {
         match e {
@@ -206,90 +61,6 @@ impl From<Error> for StoreError {
     }
 }
 
-/// A store that holds elections: grants sessions with a TTL, renews them
-/// (telling when each renewal was sent), campaigns with a fencing token,
-/// waits on the predecessor only, resigns, checks a token, observes.
-/// Object safe: the store is chosen at run time (`Arc<dyn Store>`).
-pub trait Store: Send + Sync + fmt::Debug {
-    /// Which store this is.
-    fn kind(&self) -> StoreKind;
-
-    /// Grants a session of (about) `ttl`; the answer's TTL is the one
-    /// granted, its send time the grant's.
-    fn grant(&self, ttl: Duration) -> BoxFuture<'_, Result<Renewal, StoreError>>;
-
-    /// Renews `session` once.
-    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, StoreError>>;
-
-    /// Ends `session` now (its candidacies go with it); a session already
-    /// gone is not an error.
-    fn revoke(&self, session: SessionId) -> BoxFuture<'_, Result<(), StoreError>>;
-
-    /// Joins `election`'s queue with `session` and `value`; returns at once.
-    fn campaign<'a>(
-        &'a self,
-        session: SessionId,
-        election: &'a str,
-        value: &'a str,
-    ) -> BoxFuture<'a, Result<Candidacy, StoreError>>;
-
-    /// Waits until `candidacy` leads, at most `timeout` (cut to
-    /// [`MAX_WAIT`]); [`StoreError::Gone`] if it no longer exists.
-    fn wait<'a>(
-        &'a self,
-        candidacy: &'a Candidacy,
-        timeout: Duration,
-    ) -> BoxFuture<'a, Result<Waited, StoreError>>;
-
-    /// Leaves the queue (and leadership) if `candidacy` is still in it.
-    fn resign<'a>(&'a self, candidacy: &'a Candidacy) -> BoxFuture<'a, Result<(), StoreError>>;
-
-    /// Whether `token` is `election`'s current leader's (a linearizable read).
-    fn check<'a>(
-        &'a self,
-        election: &'a str,
-        token: u64,
-    ) -> BoxFuture<'a, Result<Check, StoreError>>;
-
-    /// How often a session of `ttl` is renewed: every third of the TTL by
-    /// default, so that two renewals can fail before the deadline.
-    fn renew_interval(&self, ttl: Duration) -> Duration {
-        crate::session::renew_interval(ttl)
-    }
-
-    /// How long before a renewal's own send time the instant its answer
-    /// proves lies ([`Renewal::sent`] is that much earlier): zero by
-    /// default; one renewal interval for a store whose renewal proves only
-    /// the previous one (ZooKeeper, docs/STORES.md §3.3). Whoever plans a
-    /// stop before the deadline (`tenure run`'s grace) counts it.
-    fn renewal_lag(&self, _ttl: Duration) -> Duration {
-        Duration::ZERO
-    }
-
-    /// Resolves when the store's own signal says that `session` can no
-    /// longer be trusted although its deadline has not come (ZooKeeper:
-    /// the connection is `Disconnected`, `Expired` or `Closed`), with the
-    /// reason. The default never resolves: tenure and etcd tell a loss
-    /// only through renewals.
-    fn suspended(&self, _session: SessionId) -> BoxFuture<'_, String> {
-        Box::pin(std::future::pending())
-    }
-
-    /// The timings of the store's own leader elections, to check that a
-    /// session's TTL rides out one failover ([`crate::failover`]): tenure
-    /// reports them in `GET /v1/status`; None by default (etcd and
-    /// ZooKeeper do not tell their clients their election timeouts).
-    fn timings(&self) -> BoxFuture<'_, Result<Option<Timings>, StoreError>> {
-        Box::pin(std::future::ready(Ok(None)))
-    }
-
-    /// `election`'s current state, then each change (see [`Observed`]).
-    fn observe(
-        &self,
-        election: &str,
-    ) -> Result<BoxStream<'static, Result<Observed, StoreError>>, StoreError>;
-}
-
 /// tenure's named elections as a [`Store`], over the HTTP API
 /// (docs/ELECTIONS.md), through a [`Cluster`]'s endpoints.
 #[derive(Debug, Clone)]
@@ -301,6 +72,12 @@ impl TenureStore {
     /// The store behind `cluster`.
     pub fn new(cluster: Arc<Cluster>) -> Self {
         TenureStore { cluster }
+    }
+
+    /// The store behind `cluster`, as sessions, elections and electors
+    /// take it: `Session::start(TenureStore::shared(cluster), ttl)`.
+    pub fn shared(cluster: Arc<Cluster>) -> Arc<dyn Store> {
+        Arc::new(TenureStore::new(cluster))
     }
 
     /// The cluster it talks to.
@@ -377,6 +154,49 @@ fn candidacy(session: SessionId, election: &str, c: Campaign) -> Result<Candidac
         token: c.create_revision,
         leader: c.leader,
     })
+}
+
+impl TenureStore {
+    /// Changes the value of `session`'s leadership of `election` without a
+    /// new election; returns its token. Refused (409) if `session` does not
+    /// lead.
+    pub async fn proclaim(
+        &self,
+        session: SessionId,
+        election: &str,
+        value: &str,
+    ) -> Result<u64, Error> {
+        check_name(election)?;
+        check_value(value)?;
+        let body =
+            serde_json::json!(ProclaimRequest { session: session.0, value: value.to_string() });
+        let path = format!("/v1/elections/{election}/proclaim");
+        let answer: ProclaimBody = self
+            .cluster
+            .json(Method::POST, &path, Some(&body), REQUEST_TIMEOUT, Retry::Idempotent)
+            .await?;
+        Ok(answer.token)
+    }
+
+    /// The leader and every candidate of `election` now.
+    pub async fn state(&self, election: &str) -> Result<ElectionState, Error> {
+        check_name(election)?;
+        let path = format!("/v1/elections/{election}");
+        self.cluster.json(Method::GET, &path, None, REQUEST_TIMEOUT, Retry::Idempotent).await
+    }
+
+    /// The leader of `election` now, if any.
+    pub async fn leader(&self, election: &str) -> Result<Option<Leader>, Error> {
+        Ok(self.state(election).await?.leader)
+    }
+
+    /// Follows `election`'s changes: the current state first, then every
+    /// change, including "no leader", across nodes and reconnections
+    /// ([`Observer::next`]). [`Store::observe`] is the same as a stream.
+    pub fn observer(&self, election: &str) -> Result<Observer, Error> {
+        check_name(election)?;
+        Ok(Observer::new(self.cluster.clone(), election))
+    }
 }
 
 impl Store for TenureStore {
@@ -492,7 +312,7 @@ impl Store for TenureStore {
         &self,
         election: &str,
     ) -> Result<BoxStream<'static, Result<Observed, StoreError>>, StoreError> {
-        let observer = Election::new(self.cluster.clone(), election)?.observe();
+        let observer = self.observer(election)?;
         Ok(Box::pin(futures_util::stream::unfold(observer, |mut o| async move {
             let next = o.next().await.map_err(StoreError::from);
             Some((next, o))

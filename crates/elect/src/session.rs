@@ -33,34 +33,32 @@
 //! that granted it (docs/SECURITY.md, "Sessions belong to a token"): only
 //! that token, or an admin token, may renew, revoke, campaign, resign or
 //! proclaim with it, or attach keys to it. Another token's call is refused
-//! with 403 and does nothing; the client returns it as
-//! [`Error::AuthRefused`], whose message names the session, its owner and
+//! with 403 and does nothing; tenure's store returns it as
+//! [`StoreError::Refused`], whose message names the session, its owner and
 //! the caller's token (renewals refused so fail until the session's
 //! deadline, when it is lost). One token holds at most a quarter of the
-//! cluster's sessions at once (429 beyond: [`Error::Refused`]).
+//! cluster's sessions at once (429 beyond).
 
-use crate::cluster::Cluster;
+pub use crate::deadline::{deadline_after, renew_interval, trusted_span, DRIFT_PPM};
 use crate::error::Error;
 pub use crate::error::Loss;
-use crate::http::REQUEST_TIMEOUT;
-use crate::store::{SessionId, Store, StoreError, TenureStore};
+use crate::store::{SessionId, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// The clock-drift bound the deadline allows for, in parts per million:
-/// the largest bound a tenure server accepts (`MAX_CLOCK_DRIFT_PPM`, 10%).
-/// The client does not know the bound the servers were configured with
-/// (5% by default), so it assumes the largest: with it the deadline is
-/// `TTL × 0.9 / 1.1 ≈ 0.818 TTL` after a renewal's send time.
-pub const DRIFT_PPM: u32 = tenure_core::config::MAX_CLOCK_DRIFT_PPM;
 /// Shortest TTL the servers grant (`MIN_TTL_MS` of the store).
 pub const MIN_TTL: Duration = Duration::from_millis(500);
 /// Longest TTL the servers grant (`MAX_TTL_MS` of the store: one day).
 pub const MAX_TTL: Duration = Duration::from_millis(86_400_000);
-pub use crate::failover::{RENEW_RETRY_PAUSE, RENEW_RETRY_PAUSE_MAX};
+/// Shortest pause before a failed renewal is tried again; it doubles after
+/// each failure up to [`RENEW_RETRY_PAUSE_MAX`], and never runs past the
+/// session's deadline.
+pub const RENEW_RETRY_PAUSE: Duration = Duration::from_millis(25);
+/// Longest pause between two tries of a failed renewal.
+pub const RENEW_RETRY_PAUSE_MAX: Duration = Duration::from_millis(200);
 /// tokio's timers fire up to a millisecond after the instant asked (they
 /// round up to their 1 ms tick), and the thread that runs the woken task
 /// may start a little later still: [`SessionWatch::stale`] (and so
@@ -68,26 +66,11 @@ pub use crate::failover::{RENEW_RETRY_PAUSE, RENEW_RETRY_PAUSE_MAX};
 /// the deadline on a machine that is not starved. (A longer stall is a
 /// pause, which no timer can cover: see the fencing token.)
 pub const TIMER_SLACK: Duration = Duration::from_millis(5);
+/// How long one renewal may take before it counts as failed (and is tried
+/// again, within the deadline).
+pub const RENEW_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long revoking a session at the end may take.
 const REVOKE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// How much of a TTL a session is trusted after a renewal's send time:
-/// `ttl (1 − ρ) / (1 + ρ)` with `ρ` = [`DRIFT_PPM`].
-pub fn trusted_span(ttl: Duration) -> Duration {
-    tenure_core::drift::shrink(ttl, DRIFT_PPM)
-}
-
-/// The deadline after a renewal sent at `sent` succeeded: before it, no
-/// server can have ended the session (see the module's documentation).
-pub fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
-    sent + trusted_span(ttl)
-}
-
-/// How often a session is renewed: every third of its TTL, so that two
-/// renewals can fail before the deadline (at about 0.82 of the TTL).
-pub fn renew_interval(ttl: Duration) -> Duration {
-    ttl / 3
-}
 
 /// Checks that `ttl` is within what the servers grant.
 pub fn check_ttl(ttl: Duration) -> Result<(), Error> {
@@ -126,19 +109,13 @@ pub struct Session {
 }
 
 impl Session {
-    /// Grants a session of `ttl` (500 ms to one day) on tenure's cluster and
-    /// starts renewing it. Needs a tokio runtime.
-    pub async fn grant(cluster: Arc<Cluster>, ttl: Duration) -> Result<Session, Error> {
-        Session::start(Arc::new(TenureStore::new(cluster)), ttl).await
-    }
-
     /// Grants a session of about `ttl` (500 ms to one day) on `store` and
     /// starts renewing it. The store may grant another TTL (etcd rounds up
     /// to whole seconds, ZooKeeper negotiates): [`Session::ttl`] is the one
     /// granted. Needs a tokio runtime.
     pub async fn start(store: Arc<dyn Store>, ttl: Duration) -> Result<Session, Error> {
         check_ttl(ttl)?;
-        let granted = store.grant(ttl).await.map_err(Error::from_store)?;
+        let granted = store.grant(ttl).await.map_err(Error::from)?;
         let state = State { deadline: granted.deadline(), ended: None };
         let (tx, rx) = watch::channel(state);
         let stop = CancellationToken::new();
@@ -220,7 +197,7 @@ impl Session {
     /// no longer exists there is not an error.
     pub async fn close(self) -> Result<(), Error> {
         self.stop.cancel();
-        revoke(&*self.store, self.id).await.map_err(Error::from_store)
+        revoke(&*self.store, self.id).await.map_err(Error::from)
     }
 }
 
@@ -384,7 +361,7 @@ async fn renew(
             tracing::warn!(session = %id, "no renewal succeeded before the deadline");
             return Err(Loss::DeadlinePassed);
         }
-        let timeout = (deadline - sent).min(REQUEST_TIMEOUT);
+        let timeout = (deadline - sent).min(RENEW_TIMEOUT);
         match tokio::time::timeout(timeout, store.renew(id)).await {
             Ok(Ok(renewal)) if renewal.session == id && renewal.sent <= Instant::now() => {
                 let next = renewal.deadline();

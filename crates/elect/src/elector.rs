@@ -3,12 +3,10 @@
 //! loss), and [`LeaderLatch`] in the spirit of Curator's (`has_leadership`,
 //! `await_leadership`).
 
-use crate::cluster::Cluster;
-use crate::election::{Leader, Observed};
+use crate::election::{Election, Leader, Observed};
 use crate::error::Error;
 use crate::session::{Loss, Session, SessionWatch};
-use crate::store::{Candidacy, Store, TenureStore};
-use crate::store_election::StoreElection;
+use crate::store::{Candidacy, Store};
 use futures_util::StreamExt;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,7 +54,7 @@ pub enum Ended {
     Lost(Loss),
     /// While leading, a read showed another token (or none) leading: the
     /// candidacy's key was deleted by someone else
-    /// ([`StoreElection::deposed`]).
+    /// ([`Election::deposed`]).
     Deposed,
 }
 
@@ -77,11 +75,12 @@ type NewLeaderFn = dyn Fn(Option<Leader>) + Send + Sync;
 /// Campaigns in one election and calls back as leadership comes and goes.
 ///
 /// ```no_run
-/// # async fn example(cluster: std::sync::Arc<tenure_client::Cluster>) -> Result<(), tenure_client::Error> {
-/// use tenure_client::{LeaderElector, Leading};
+/// # async fn example(store: std::sync::Arc<dyn tenure_elect::Store>) -> Result<(), tenure_elect::Error> {
+/// // `store`: tenure's cluster (`tenure_client::TenureStore`), etcd or ZooKeeper.
+/// use tenure_elect::{LeaderElector, Leading};
 /// use tokio_util::sync::CancellationToken;
 /// let stop = CancellationToken::new();
-/// let elector = LeaderElector::new(cluster, "scheduler", "host-a:9000")?
+/// let elector = LeaderElector::new(store, "scheduler", "host-a:9000")?
 ///     .on_started_leading(|Leading { token, cancel, .. }| {
 ///         tokio::spawn(async move {
 ///             // Work with `token` until `cancel` fires.
@@ -94,7 +93,7 @@ type NewLeaderFn = dyn Fn(Option<Leader>) + Send + Sync;
 /// # Ok(()) }
 /// ```
 pub struct LeaderElector {
-    election: StoreElection,
+    election: Election,
     value: String,
     ttl: Duration,
     started: Option<Arc<StartedFn>>,
@@ -119,18 +118,12 @@ impl fmt::Debug for LeaderElector {
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
 impl LeaderElector {
-    /// An elector for the election `name` of tenure's cluster, campaigning
-    /// with `value`.
-    pub fn new(cluster: Arc<Cluster>, name: &str, value: &str) -> Result<Self, Error> {
-        LeaderElector::in_store(Arc::new(TenureStore::new(cluster)), name, value)
-    }
-
     /// An elector for the election `name` of `store` (tenure, etcd,
     /// ZooKeeper), campaigning with `value`.
-    pub fn in_store(store: Arc<dyn Store>, name: &str, value: &str) -> Result<Self, Error> {
+    pub fn new(store: Arc<dyn Store>, name: &str, value: &str) -> Result<Self, Error> {
         crate::election::check_value(value)?;
         Ok(LeaderElector {
-            election: StoreElection::new(store, name)?,
+            election: Election::new(store, name)?,
             value: value.to_string(),
             ttl: DEFAULT_TTL,
             started: None,
@@ -167,7 +160,7 @@ impl LeaderElector {
     }
 
     /// The election.
-    pub fn election(&self) -> &StoreElection {
+    pub fn election(&self) -> &Election {
         &self.election
     }
 
@@ -281,20 +274,9 @@ pub struct LeaderLatch {
 }
 
 impl LeaderLatch {
-    /// Starts campaigning in `name` of tenure's cluster with `value` and
-    /// sessions of `ttl`.
-    pub fn start(
-        cluster: Arc<Cluster>,
-        name: &str,
-        value: &str,
-        ttl: Duration,
-    ) -> Result<LeaderLatch, Error> {
-        LeaderLatch::start_in(Arc::new(TenureStore::new(cluster)), name, value, ttl)
-    }
-
     /// Starts campaigning in `name` of `store` (tenure, etcd, ZooKeeper)
     /// with `value` and sessions of `ttl`.
-    pub fn start_in(
+    pub fn start(
         store: Arc<dyn Store>,
         name: &str,
         value: &str,
@@ -304,7 +286,7 @@ impl LeaderLatch {
         let (tx, rx) = watch::channel(None);
         let tx = Arc::new(tx);
         let (on_start, on_stop) = (tx.clone(), tx.clone());
-        let elector = LeaderElector::in_store(store, name, value)?
+        let elector = LeaderElector::new(store, name, value)?
             .ttl(ttl)
             .on_started_leading(move |leading| {
                 on_start.send_replace(Some(leading));
