@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 use tokio_rustls::rustls;
 
-pub use tenure_client::http::{connector, parse_endpoints, RawAnswer, SseEvent, REQUEST_TIMEOUT};
+pub use tenure_client::http::{parse_endpoints, RawAnswer, SseEvent, REQUEST_TIMEOUT};
 pub use tenure_client::{AuthRefused, ClientOptions, NoAnswer, Refused};
 
 /// The CA certificates of `cacert` (none without a file: then only

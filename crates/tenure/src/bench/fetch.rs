@@ -1,27 +1,18 @@
 //! Raw HTTP(S) requests with a per-request timeout, for what the tenure API
-//! client does not cover: `/metrics` text and etcd's JSON gateway.
+//! client's JSON calls do not cover: `/metrics` text and etcd's JSON
+//! gateway. The same client underneath (tenure-client's), raw answers.
 
 use crate::rest::ClientOptions;
-use anyhow::{anyhow, Context};
-use http_body_util::{BodyExt, Full};
+use anyhow::anyhow;
 use hyper::body::Bytes;
-use hyper::header::HeaderValue;
-use hyper::{Method, Request, StatusCode, Uri};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::rt::TokioExecutor;
+use hyper::{Method, StatusCode};
 use std::time::Duration;
-
-/// Largest response body read (a status answer or a metrics page).
-const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// A pooled keep-alive client: fast polling reuses its connections. It
 /// sends a bearer token when given one.
 #[derive(Clone)]
 pub struct Fetch {
-    inner: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    authorization: Option<HeaderValue>,
+    inner: tenure_client::Client,
 }
 
 impl Fetch {
@@ -29,20 +20,7 @@ impl Fetch {
     /// sending `Authorization: Bearer <options.token>` (the tenure API's)
     /// when there is a token.
     pub fn new(options: ClientOptions<'_>) -> anyhow::Result<Self> {
-        let connector = crate::rest::connector(crate::rest::roots(options.cacert)?);
-        let authorization = options
-            .token
-            .map(|token| {
-                let mut value = HeaderValue::try_from(format!("Bearer {token}"))
-                    .map_err(|_| anyhow!("the token cannot be sent in an HTTP header"))?;
-                value.set_sensitive(true);
-                anyhow::Ok(value)
-            })
-            .transpose()?;
-        Ok(Fetch {
-            inner: HyperClient::builder(TokioExecutor::new()).build(connector),
-            authorization,
-        })
+        Ok(Fetch { inner: tenure_client::Client::new(options).map_err(crate::rest::lift)? })
     }
 
     /// Sends one request and reads the whole answer, all within `timeout`.
@@ -53,33 +31,17 @@ impl Fetch {
         body: Option<&str>,
         timeout: Duration,
     ) -> anyhow::Result<(StatusCode, Bytes)> {
-        let uri: Uri = url.parse().with_context(|| format!("bad URL {url}"))?;
-        let mut req = Request::builder().method(method).uri(uri);
-        if let Some(value) = &self.authorization {
-            req = req.header(hyper::header::AUTHORIZATION, value.clone());
-        }
-        if body.is_some() {
-            req = req.header(hyper::header::CONTENT_TYPE, "application/json");
-        }
-        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default().to_string())))?;
-        let fut = async {
-            let resp = self.inner.request(req).await?;
-            let status = resp.status();
-            let limited = http_body_util::Limited::new(resp.into_body(), MAX_BODY_BYTES);
-            let bytes = limited.collect().await.map_err(|e| anyhow!("reading: {e}"))?.to_bytes();
-            anyhow::Ok((status, bytes))
-        };
-        tokio::time::timeout(timeout, fut)
-            .await
-            .map_err(|_| anyhow!("{url}: no answer within {timeout:?}"))?
-            .with_context(|| format!("{url}: unreachable"))
+        let body = body.map(|b| ("application/json", b.as_bytes().to_vec()));
+        let answer =
+            self.inner.send(method, url, body, timeout).await.map_err(crate::rest::lift)?;
+        Ok((answer.status, answer.body))
     }
 
     /// `GET url` as text; non-2xx answers are errors.
     pub async fn get_text(&self, url: &str, timeout: Duration) -> anyhow::Result<String> {
         let (status, bytes) = self.send(Method::GET, url, None, timeout).await?;
         if !status.is_success() {
-            anyhow::bail!("{url}: HTTP {status}");
+            return Err(anyhow!("{url}: HTTP {status}"));
         }
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
