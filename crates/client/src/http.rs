@@ -330,6 +330,16 @@ impl Client {
         self.send(method, url, body, timeout).await?.json(url)
     }
 
+    /// `GET endpoint/v1/status`, waiting at most `timeout`: the node's
+    /// view of the cluster.
+    pub async fn status_within(
+        &self,
+        endpoint: &str,
+        timeout: Duration,
+    ) -> Result<tenure_api::StatusBody, Error> {
+        self.json(Method::GET, &format!("{endpoint}/v1/status"), None, timeout).await
+    }
+
     /// Opens the Server-Sent Events of `GET url` (with `Last-Event-ID` if
     /// given). A refusal is an [`AuthRefused`]; another non-success answer
     /// a [`Refused`].

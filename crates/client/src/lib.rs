@@ -38,6 +38,13 @@ pub mod http;
 pub mod observer;
 pub mod tenure_store;
 
+/// The environment variable tenure's command-line clients (and the
+/// processes `tenure bench` starts) read their API token from.
+pub const TOKEN_ENV: &str = "TENURE_TOKEN";
+/// The environment variable that names the CA certificate of the servers'
+/// HTTPS for tenure's command-line clients (`--cacert`).
+pub const CACERT_ENV: &str = "TENURE_CACERT";
+
 pub use cluster::Cluster;
 pub use error::{AuthRefused, Error, NoAnswer, Refused};
 pub use http::{parse_endpoints, Client, ClientOptions, EventStream, RawAnswer, SseEvent};

@@ -8,11 +8,11 @@ use crate::firewall;
 use crate::net::{self, Network};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+use tenure_launch::{address_list, random_secret, ApiToken, Proc, ServerArgs, Tls};
 
 /// Environment variable naming the `tenure` binary to test.
 pub const BIN_ENV: &str = "TENURE_BIN";
@@ -54,8 +54,6 @@ pub const HTTP_PORT: u16 = 8000;
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often reaping polls.
 const REAP_POLL: Duration = Duration::from_millis(5);
-/// Log lines per node shown in failure reports.
-const LOG_TAIL_LINES: usize = 40;
 
 /// Heartbeat interval and election timeout given to every server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,17 +126,8 @@ pub fn tenure_binary() -> Result<PathBuf> {
 struct Server {
     id: u64,
     data_dir: PathBuf,
-    log: PathBuf,
-    child: Option<Child>,
+    proc: Proc,
     paused: bool,
-}
-
-/// A random API token: 24 bytes from the kernel, in hex.
-fn random_token() -> Result<String> {
-    use std::io::Read;
-    let mut secret = [0u8; 24];
-    File::open("/dev/urandom")?.read_exact(&mut secret)?;
-    Ok(secret.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The file of the `admin` token a supervisor sends its death notices with.
@@ -153,31 +142,21 @@ const ADMIN_TOKEN_FILE: &str = "admin.token";
 /// servers' supervisors (death notices need it); nothing in this process
 /// reads it.
 fn write_tokens(dir: &Path, admin: bool) -> Result<(String, String, PathBuf)> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let (read, write) = (random_token()?, random_token()?);
-    let mut files = vec![("api.token", read.clone()), ("kv.token", write.clone())];
-    let mut config_text = String::from(
-        "[[api_tokens]]\nname = \"faults-checker\"\nrole = \"read\"\ntoken_file = \"api.token\"\n\n\
-         [[api_tokens]]\nname = \"faults-kv\"\nrole = \"write\"\ntoken_file = \"kv.token\"\n",
-    );
+    let (read, write, supervisor) = (random_secret(), random_secret(), random_secret());
+    let mut tokens = vec![
+        ApiToken { name: "faults-checker", role: "read", file: "api.token", secret: &read },
+        ApiToken { name: "faults-kv", role: "write", file: "kv.token", secret: &write },
+    ];
     if admin {
-        files.push((ADMIN_TOKEN_FILE, random_token()?));
-        config_text.push_str(&format!(
-            "\n[[api_tokens]]\nname = \"faults-supervisor\"\nrole = \"admin\"\n\
-             token_file = \"{ADMIN_TOKEN_FILE}\"\n"
-        ));
+        let file = ADMIN_TOKEN_FILE;
+        tokens.push(ApiToken {
+            name: "faults-supervisor",
+            role: "admin",
+            file,
+            secret: &supervisor,
+        });
     }
-    for (file, token) in &files {
-        File::options()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dir.join(file))?
-            .write_all(token.as_bytes())?;
-    }
-    let config = dir.join("api.toml");
-    std::fs::write(&config, config_text)?;
+    let config = tenure_launch::write_api_config(dir, "api.toml", &tokens)?;
     Ok((read, write, config))
 }
 
@@ -259,15 +238,16 @@ impl Cluster {
             .map(|i| Server {
                 id: i as u64 + 1,
                 data_dir: dir.path().join(format!("node-{}", i + 1)),
-                log: dir.path().join(format!("node-{}.log", i + 1)),
-                child: None,
+                proc: Proc::in_parent_group(
+                    format!("node {}", i + 1),
+                    dir.path().join(format!("node-{}.log", i + 1)),
+                ),
                 paused: false,
             })
             .collect();
-        let peers = (0..n)
-            .map(|i| format!("{}={}:{PEER_PORT}", i + 1, net.node_addr(i)))
-            .collect::<Vec<_>>()
-            .join(",");
+        let peers = address_list(
+            (0..n).map(|i| (i as u64 + 1, format!("{}:{PEER_PORT}", net.node_addr(i)))),
+        );
         let certs = match tls()? {
             true => Some(make_certs(&binary, dir.path(), &net, n)?),
             false => None,
@@ -354,7 +334,7 @@ impl Cluster {
 
     /// True while server `i` runs (possibly paused).
     pub fn is_running(&self, i: usize) -> bool {
-        self.servers[i].child.is_some()
+        self.servers[i].proc.is_running()
     }
 
     /// True while server `i` is stopped by SIGSTOP.
@@ -366,57 +346,39 @@ impl Cluster {
     /// to its log file.
     pub fn spawn(&mut self, i: usize) -> Result<()> {
         let s = &self.servers[i];
-        let log = File::options().create(true).append(true).open(&s.log)?;
         let addr = self.net.node_addr(i);
+        let args = ServerArgs {
+            config: self.config.clone(),
+            id: s.id,
+            listen: format!("{addr}:{PEER_PORT}"),
+            http: format!("{addr}:{HTTP_PORT}"),
+            peers: self.peers.clone(),
+            peer_http: (self.spies != Spies::NextIncarnation).then(|| self.peer_http()),
+            data_dir: s.data_dir.clone(),
+            heartbeat_ms: self.timings.heartbeat_ms,
+            election_timeout_ms: self.timings.election_timeout_ms,
+            cluster_id: CLUSTER_ID.to_string(),
+            protocol: protocol()?,
+            tls: self.tls(s.id),
+            single_node: false,
+        };
         // `ip netns exec` execs the server in place (no fork), so the child's
         // pid is the server's and signals reach it directly.
-        let child = Command::new("ip")
-            .args(["netns", "exec", self.net.namespace(i)])
-            .arg(&self.binary)
-            .arg("server")
-            .arg("--config")
-            .arg(&self.config)
-            .args(["--id", &s.id.to_string()])
-            .args(["--listen", &format!("{addr}:{PEER_PORT}")])
-            .args(["--http", &format!("{addr}:{HTTP_PORT}")])
-            .args(["--peers", &self.peers])
-            .arg("--data-dir")
-            .arg(&s.data_dir)
-            .args(["--heartbeat-ms", &self.timings.heartbeat_ms.to_string()])
-            .args(["--election-timeout-ms", &self.timings.election_timeout_ms.to_string()])
-            .args(["--cluster-id", CLUSTER_ID])
-            .args(["--protocol", &protocol()?])
-            .args(self.tls_args(s.id))
-            .args(self.spy_args())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
-        self.servers[i].child = Some(child);
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", self.net.namespace(i)]).arg(&self.binary);
+        command.args(args.args());
+        if self.spies == Spies::Supervised {
+            command.arg("--supervised").arg("--notify-token-file");
+            command.arg(self.dir.path().join(ADMIN_TOKEN_FILE));
+        }
+        self.servers[i].proc.spawn(command)?;
         self.servers[i].paused = false;
         Ok(())
     }
 
-    /// The flags of the spies the servers run with.
-    fn spy_args(&self) -> Vec<String> {
-        match self.spies {
-            Spies::NextIncarnation => Vec::new(),
-            Spies::PeerHttp => vec!["--peer-http".into(), self.peer_http()],
-            Spies::Supervised => vec![
-                "--peer-http".into(),
-                self.peer_http(),
-                "--supervised".into(),
-                "--notify-token-file".into(),
-                self.dir.path().join(ADMIN_TOKEN_FILE).display().to_string(),
-            ],
-        }
-    }
-
     /// Every node's HTTP API as `--peer-http` takes it: `ID=HOST:PORT,...`.
     fn peer_http(&self) -> String {
-        let pairs: Vec<String> =
-            (0..self.len()).map(|i| format!("{}={}", self.id(i), self.http_addr(i))).collect();
-        pairs.join(",")
+        address_list((0..self.len()).map(|i| (self.id(i), self.http_addr(i).to_string())))
     }
 
     /// The spies the servers run with.
@@ -424,27 +386,20 @@ impl Cluster {
         self.spies
     }
 
-    /// The TLS flags of node `id`.
-    fn tls_args(&self, id: u64) -> Vec<String> {
-        let Some(dir) = &self.certs else { return vec!["--insecure-no-tls".into()] };
-        let path = |name: String| dir.join(name).display().to_string();
-        vec![
-            "--tls-cert".into(),
-            path(format!("node-{id}.pem")),
-            "--tls-key".into(),
-            path(format!("node-{id}-key.pem")),
-            "--tls-ca".into(),
-            path("ca.pem".into()),
-        ]
+    /// The TLS files of node `id`.
+    fn tls(&self, id: u64) -> Tls {
+        match &self.certs {
+            Some(dir) => Tls::Files {
+                cert: dir.join(format!("node-{id}.pem")),
+                key: dir.join(format!("node-{id}-key.pem")),
+                ca: dir.join("ca.pem"),
+            },
+            None => Tls::Off,
+        }
     }
 
     fn signal(&self, i: usize, sig: Signal) -> Result<()> {
-        let child = self.servers[i]
-            .child
-            .as_ref()
-            .ok_or_else(|| Error::Config(format!("node {} is not running", i + 1)))?;
-        kill(Pid::from_raw(child.id() as i32), sig)
-            .map_err(|e| Error::Io(std::io::Error::from_raw_os_error(e as i32)))
+        Ok(self.servers[i].proc.signal(sig)?)
     }
 
     /// SIGKILLs server `i` and reaps it; a supervised server's elector
@@ -467,8 +422,8 @@ impl Cluster {
 
     /// The pid of server `i`'s process (a supervised server's supervisor).
     fn pid(&self, i: usize) -> Result<u32> {
-        let child = self.servers[i].child.as_ref();
-        child.map(Child::id).ok_or_else(|| Error::Config(format!("node {} is not running", i + 1)))
+        let pid = self.servers[i].proc.pid();
+        pid.ok_or_else(|| Error::Config(format!("node {} is not running", i + 1)))
     }
 
     /// The pid of node `i`'s elector: the server's process, or a supervised
@@ -522,18 +477,8 @@ impl Cluster {
 
     /// Waits for killed server `i` to exit.
     fn reap(&mut self, i: usize) -> Result<()> {
-        let mut child = self.servers[i].child.take().expect("signalled, so running");
         self.servers[i].paused = false;
-        let deadline = Instant::now() + REAP_TIMEOUT;
-        while child.try_wait()?.is_none() {
-            if Instant::now() > deadline {
-                return Err(Error::Config(format!(
-                    "node {} not reaped {REAP_TIMEOUT:?} after SIGKILL",
-                    i + 1
-                )));
-            }
-            std::thread::sleep(REAP_POLL);
-        }
+        self.servers[i].proc.wait_exit_blocking(REAP_TIMEOUT)?;
         Ok(())
     }
 
@@ -669,22 +614,12 @@ impl Cluster {
 
     /// The last lines of every server's log, for failure reports.
     pub fn logs(&self) -> String {
-        let mut out = String::new();
-        for s in &self.servers {
-            let text = std::fs::read_to_string(&s.log).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out.push_str(&format!("--- node {} ({}) ---\n", s.id, s.log.display()));
-            for l in &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..] {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        out
+        self.servers.iter().map(|s| s.proc.log_tail(tenure_launch::LOG_TAIL_LINES)).collect()
     }
 
     /// The whole log of node `i`.
     pub fn log(&self, i: usize) -> String {
-        std::fs::read_to_string(&self.servers[i].log).unwrap_or_default()
+        self.servers[i].proc.log_text()
     }
 
     /// The run's temporary directory (data directories and logs).
@@ -736,20 +671,9 @@ fn wait_until(mut done: impl FnMut() -> bool, what: &str) -> Result<()> {
 /// reaches its API.
 fn make_certs(binary: &Path, dir: &Path, net: &Network, n: usize) -> Result<PathBuf> {
     let certs = dir.join("certs");
-    let nodes = (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let ids: Vec<u64> = (1..=n as u64).collect();
     let hosts = (0..n).map(|i| net.node_addr(i).to_string()).collect::<Vec<_>>().join(",");
-    let out = Command::new(binary)
-        .arg("cert")
-        .arg("--out")
-        .arg(&certs)
-        .args(["--nodes", &nodes, "--cluster-id", CLUSTER_ID, "--hosts", &hosts])
-        .output()?;
-    if !out.status.success() {
-        return Err(Error::Command {
-            command: format!("{} cert --out {} --nodes {nodes}", binary.display(), certs.display()),
-            detail: String::from_utf8_lossy(&out.stderr).into_owned(),
-        });
-    }
+    tenure_launch::make_certs(binary, &certs, &ids, CLUSTER_ID, Some(&hosts))?;
     Ok(certs)
 }
 
@@ -770,17 +694,12 @@ fn remove_stale_temp_dirs() {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // Every server first (a stopped one too: `Proc` sends SIGCONT, then
+        // SIGKILL, and reaps it); then `net` (namespaces, bridge, rules) and
+        // `dir` drop, in field order.
         for s in &mut self.servers {
-            if let Some(mut child) = s.child.take() {
-                // A stopped process dies of SIGKILL too; SIGCONT first anyway
-                // so nothing lingers half-stopped if the kill is refused.
-                let pid = Pid::from_raw(child.id() as i32);
-                let _ = kill(pid, Signal::SIGCONT);
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            s.proc.kill();
         }
-        // Then `net` (namespaces, bridge, rules) and `dir` drop, in field order.
     }
 }
 

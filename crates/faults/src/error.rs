@@ -20,6 +20,9 @@ pub enum Error {
     /// Filesystem or process I/O.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// Launching or signalling a server (tenure-launch).
+    #[error(transparent)]
+    Launch(#[from] tenure_launch::Error),
 }
 
 /// The library's result type.

@@ -14,8 +14,7 @@ use tokio::time::Instant;
 /// The HTTP APIs of the default local three-node cluster (https with
 /// `--cacert`, else http).
 pub const DEFAULT_ENDPOINTS: &str = "127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003";
-/// Environment variable that sets `--cacert`.
-pub const CACERT_ENV: &str = "TENURE_CACERT";
+pub use tenure_client::CACERT_ENV;
 /// Environment variable read when `--endpoints` is not given.
 pub const ENDPOINTS_ENV: &str = "TENURE_ENDPOINTS";
 /// Pause before `watch` tries the next endpoint after losing one; doubles up to the max.

@@ -3,17 +3,19 @@
 //!
 //! Every server is a child process of the demo in its own process group (so a
 //! Ctrl-C in the terminal reaches only the demo, which then cleans up). The
-//! [`TenureCluster`] guard kills the children and deletes their data directories
+//! `LocalCluster` guard (`tenure-launch`) kills the children and deletes their data directories
 //! when it is dropped: on success, on error, on Ctrl-C and on panic.
 
 use crate::api::{StatusBody, TransferBody};
-use crate::local_cluster::{poll, TenureCluster, TenureSettings, TOKEN_FILE};
 use crate::rest::Client;
 use anyhow::bail;
+use anyhow::Context;
 use clap::Args;
 use nix::sys::signal::Signal;
 use std::process::ExitCode;
 use std::time::Duration;
+use tenure_launch::cluster::TOKEN_FILE;
+use tenure_launch::{poll, LocalCluster, Settings};
 use tokio::time::{sleep, Instant};
 
 /// Fewest nodes: with two, losing one leaves no majority to fail over to.
@@ -65,7 +67,7 @@ pub struct DemoArgs {
 async fn live_view(client: Client, endpoints: Vec<String>, started: Instant) {
     let mut last = String::new();
     loop {
-        let statuses = poll(&client, &endpoints, Duration::from_millis(200)).await;
+        let statuses = poll(client.inner(), &endpoints, Duration::from_millis(200)).await;
         let leader =
             statuses.iter().flatten().filter(|s| s.role == "leader").max_by_key(|s| s.term);
         let headline = match leader {
@@ -100,7 +102,7 @@ async fn wait_for_new_leader(
     bound: Duration,
 ) -> anyhow::Result<(usize, StatusBody, Duration)> {
     loop {
-        let statuses = poll(client, endpoints, FAST_POLL_TIMEOUT).await;
+        let statuses = poll(client.inner(), endpoints, FAST_POLL_TIMEOUT).await;
         let found = statuses.into_iter().enumerate().find_map(|(i, s)| {
             s.filter(|s| s.role == "leader" && s.term > after_term).map(|s| (i, s))
         });
@@ -119,13 +121,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if !(MIN_NODES..=tenure_core::MAX_VOTERS).contains(&args.nodes) {
         bail!("--nodes must be between {MIN_NODES} and {}", tenure_core::MAX_VOTERS);
     }
-    let mut cluster = TenureCluster::new(&TenureSettings {
+    let exe = std::env::current_exe().context("cannot find the tenure executable")?;
+    let mut cluster = LocalCluster::new(&Settings {
+        exe,
         nodes: args.nodes,
         heartbeat_ms: args.heartbeat_ms,
         election_timeout_ms: args.election_timeout_ms,
         dir_prefix: "tenure-demo-",
         cluster_id: "tenure-demo",
-        protocol: args.protocol,
+        protocol: args.protocol.as_str().to_string(),
         tls: !args.insecure_no_tls,
     })?;
     let started = Instant::now();
@@ -169,7 +173,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
 
 /// The demo proper: election, crash failover, rejoin, transfer, graceful stop.
 async fn script(
-    cluster: &mut TenureCluster,
+    cluster: &mut LocalCluster,
     args: &DemoArgs,
     started: Instant,
 ) -> anyhow::Result<()> {
@@ -201,7 +205,7 @@ async fn script(
 
 /// The cluster of the demo and what every act of its script needs.
 struct Demo<'a> {
-    cluster: &'a mut TenureCluster,
+    cluster: &'a mut LocalCluster,
     client: Client,
     /// Every node's API endpoint, by index.
     endpoints: Vec<String>,
@@ -212,11 +216,11 @@ struct Demo<'a> {
 }
 
 impl<'a> Demo<'a> {
-    fn new(cluster: &'a mut TenureCluster, args: &DemoArgs) -> anyhow::Result<Self> {
+    fn new(cluster: &'a mut LocalCluster, args: &DemoArgs) -> anyhow::Result<Self> {
         let endpoints = (0..cluster.servers.len()).map(|i| cluster.endpoint(i)).collect();
         let timeout = Duration::from_millis(args.election_timeout_ms);
         Ok(Demo {
-            client: cluster.client()?,
+            client: Client::from_library(cluster.client()?),
             cluster,
             endpoints,
             election_timeout_ms: args.election_timeout_ms,
@@ -244,7 +248,7 @@ impl<'a> Demo<'a> {
             Some(ca) => println!(
                 "    mutual TLS between the servers, HTTPS for their API; certificates made by \
                  `tenure cert` in {}",
-                ca.parent().unwrap_or(ca).display()
+                ca.parent().unwrap_or(&ca).display()
             ),
             None => println!("    WITHOUT TLS (--insecure-no-tls)"),
         }
@@ -369,7 +373,7 @@ impl<'a> Demo<'a> {
         new: &StatusBody,
         term: u64,
     ) -> anyhow::Result<(StatusBody, Duration)> {
-        let target = self.cluster.servers[leader].id;
+        let target = self.cluster.servers[leader].args.id;
         println!("==> POST /v1/transfer {{\"to\": {target}}} to node {}", new.id);
         let asked_at = Instant::now();
         self.request_transfer(&self.endpoints[new_leader], target).await?;

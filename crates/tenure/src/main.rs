@@ -6,13 +6,11 @@
 //! tokens, logging), binds its listeners and handles the signals.
 #![warn(missing_docs)]
 
-mod bench;
 mod cert;
 mod client;
 mod demo;
 mod elect_cli;
 mod kv_cli;
-mod local_cluster;
 mod notify_cli;
 mod rest;
 mod run_cli;
@@ -78,10 +76,10 @@ enum Command {
     /// Run the deterministic simulator against the real election core.
     Sim(tenure_sim::cli::SimArgs),
     /// Measure failover latency (optionally against etcd) or soak a cluster under CPU load.
-    Bench(bench::BenchArgs),
+    Bench(tenure_bench::BenchArgs),
     /// CPU burner for `tenure bench soak` (internal).
     #[command(hide = true)]
-    Burn(bench::soak::BurnArgs),
+    Burn(tenure_bench::soak::BurnArgs),
 }
 
 fn main() -> ExitCode {
@@ -103,8 +101,8 @@ fn main() -> ExitCode {
         // Synchronous, one thread: see `run_keeper`.
         Command::RunKeeper(args) => return run_keeper::keeper(args),
         Command::Demo(args) => block_on(demo::run(args)),
-        Command::Bench(args) => block_on(bench::run(args)),
-        Command::Burn(args) => return bench::soak::burn(args),
+        Command::Bench(args) => block_on(tenure_bench::run(args)),
+        Command::Burn(args) => return tenure_bench::soak::burn(args),
         Command::Cert(args) => cert::run(args),
     };
     match result {

@@ -7,7 +7,7 @@
 //! apart with `downcast_ref`.
 
 use crate::api::{ErrorBody, LeadershipBody, StatusBody};
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use hyper::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use std::path::Path;
@@ -71,6 +71,11 @@ impl Client {
         };
         let inner = tenure_client::Client::with_roots(roots, options.token).map_err(lift)?;
         Ok(Client { inner })
+    }
+
+    /// The same client as the library's (for sessions and elections).
+    pub fn from_library(inner: tenure_client::Client) -> Self {
+        Client { inner }
     }
 
     /// The library's client (for sessions and elections).
@@ -138,8 +143,7 @@ impl Client {
         endpoint: &str,
         timeout: Duration,
     ) -> anyhow::Result<StatusBody> {
-        let a = self.request(Method::GET, &format!("{endpoint}/v1/status"), None, timeout).await?;
-        a.body.map_err(|e| anyhow!("{endpoint}: HTTP {}: {}", a.status, e.error))
+        self.inner.status_within(endpoint, timeout).await.map_err(lift)
     }
 
     /// `GET /v1/status`; any failure is an error.

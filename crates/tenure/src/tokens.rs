@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use tenure_server::http::auth::{check_token, read_token_file};
 use tenure_server::http::{ApiAuth, TokenSpec};
 
-/// The environment variable the CLI clients read their token from.
-pub const TOKEN_ENV: &str = "TENURE_TOKEN";
+pub use tenure_client::TOKEN_ENV;
 
 /// What `tenure server` says when no token is configured.
 const NO_TOKENS: &str = "\

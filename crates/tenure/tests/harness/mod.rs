@@ -21,14 +21,12 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde_json::Value;
-use std::fs::File;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
+use tenure_launch::{address_list, ApiToken, Proc, ServerArgs, Tls};
 use tokio_rustls::rustls;
 
 /// Process tests share two cores; running them one at a time keeps their
@@ -62,26 +60,12 @@ pub const OTHER_TOKEN: &str = "test-other-b71e4a0c9d3f5286";
 /// `dir`; returns the config file.
 pub fn write_api_config(dir: &Path) -> PathBuf {
     let tokens = [
-        ("admin.token", ADMIN_TOKEN),
-        ("read.token", READ_TOKEN),
-        ("app.token", APP_TOKEN),
-        ("other.token", OTHER_TOKEN),
+        ApiToken { name: "test-admin", role: "admin", file: "admin.token", secret: ADMIN_TOKEN },
+        ApiToken { name: "test-read", role: "read", file: "read.token", secret: READ_TOKEN },
+        ApiToken { name: "test-app", role: "write", file: "app.token", secret: APP_TOKEN },
+        ApiToken { name: "test-other", role: "write", file: "other.token", secret: OTHER_TOKEN },
     ];
-    for (file, token) in tokens {
-        let path = dir.join(file);
-        std::fs::write(&path, format!("{token}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    let config = dir.join("tenure.toml");
-    std::fs::write(
-        &config,
-        "[[api_tokens]]\nname = \"test-admin\"\nrole = \"admin\"\ntoken_file = \"admin.token\"\n\
-         [[api_tokens]]\nname = \"test-read\"\nrole = \"read\"\ntoken_file = \"read.token\"\n\
-         [[api_tokens]]\nname = \"test-app\"\nrole = \"write\"\ntoken_file = \"app.token\"\n\
-         [[api_tokens]]\nname = \"test-other\"\nrole = \"write\"\ntoken_file = \"other.token\"\n",
-    )
-    .unwrap();
-    config
+    tenure_launch::write_api_config(dir, "tenure.toml", &tokens).expect("the test tokens")
 }
 
 /// An answer: status, body as JSON (`Value::Null` when it is not JSON), body
@@ -113,7 +97,25 @@ pub struct TestServer {
     pub tls: bool,
     /// Its own `--peers`, instead of the cluster's (a typo's test).
     pub peers: Option<String>,
-    child: Option<Child>,
+    /// The process (in the test's process group: a killed test runner takes it along).
+    pub proc: Proc,
+}
+
+impl TestServer {
+    fn new(id: u64, ports: [u16; 2], data_dir: PathBuf, log: PathBuf) -> Self {
+        TestServer {
+            id,
+            peer_port: ports[0],
+            http_port: ports[1],
+            data_dir,
+            proc: Proc::in_parent_group(format!("node {id}"), log.clone()),
+            log,
+            cluster_id: CLUSTER.to_string(),
+            protocol: "raft".to_string(),
+            tls: true,
+            peers: None,
+        }
+    }
 }
 
 /// N servers with free ports and temporary data directories.
@@ -177,10 +179,7 @@ pub type HttpsStream = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
 
 /// Distinct free loopback ports (all listeners held until every port is picked).
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
-        .collect();
-    listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    tenure_launch::free_ports(n).expect("free loopback ports")
 }
 
 impl TestCluster {
@@ -191,40 +190,20 @@ impl TestCluster {
         let servers: Vec<TestServer> = (0..n)
             .map(|i| {
                 let id = i as u64 + 1;
-                TestServer {
-                    id,
-                    peer_port: ports[2 * i],
-                    http_port: ports[2 * i + 1],
-                    data_dir: dir.path().join(format!("node-{id}")),
-                    log: dir.path().join(format!("node-{id}.log")),
-                    cluster_id: CLUSTER.to_string(),
-                    protocol: "raft".to_string(),
-                    tls: true,
-                    peers: None,
-                    child: None,
-                }
+                let (data_dir, log) = (
+                    dir.path().join(format!("node-{id}")),
+                    dir.path().join(format!("node-{id}.log")),
+                );
+                TestServer::new(id, [ports[2 * i], ports[2 * i + 1]], data_dir, log)
             })
             .collect();
-        let peers = servers
-            .iter()
-            .map(|s| format!("{}=127.0.0.1:{}", s.id, s.peer_port))
-            .collect::<Vec<_>>()
-            .join(",");
-        let peer_http = servers
-            .iter()
-            .map(|s| format!("{}=127.0.0.1:{}", s.id, s.http_port))
-            .collect::<Vec<_>>()
-            .join(",");
-        let nodes = (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let addr = |port: u16| format!("127.0.0.1:{port}");
+        let peers = address_list(servers.iter().map(|s| (s.id, addr(s.peer_port))));
+        let peer_http = address_list(servers.iter().map(|s| (s.id, addr(s.http_port))));
+        let ids: Vec<u64> = servers.iter().map(|s| s.id).collect();
         let certs = dir.path().join("certs");
-        tenure_cert(&[
-            "--out",
-            certs.to_str().unwrap(),
-            "--nodes",
-            &nodes,
-            "--cluster-id",
-            CLUSTER,
-        ]);
+        tenure_launch::make_certs(Path::new(exe()), &certs, &ids, CLUSTER, None)
+            .expect("the test certificates");
         TestCluster {
             servers,
             peers,
@@ -245,17 +224,16 @@ impl TestCluster {
         let i = self.servers.len();
         let ports = free_ports(2);
         let first = self.servers.iter().find(|s| s.id == id).expect("a server of that id");
+        let (data_dir, log) = (
+            self.dir.path().join(format!("node-{id}-duplicate-{i}")),
+            self.dir.path().join(format!("node-{id}-duplicate-{i}.log")),
+        );
         let s = TestServer {
-            id,
-            peer_port: ports[0],
-            http_port: ports[1],
-            data_dir: self.dir.path().join(format!("node-{id}-duplicate-{i}")),
-            log: self.dir.path().join(format!("node-{id}-duplicate-{i}.log")),
             cluster_id: first.cluster_id.clone(),
             protocol: first.protocol.clone(),
             tls: first.tls,
             peers: Some(self.peers.clone()),
-            child: None,
+            ..TestServer::new(id, [ports[0], ports[1]], data_dir, log)
         };
         self.servers.push(s);
         i
@@ -281,15 +259,8 @@ impl TestCluster {
             for f in ["ca.pem", "ca-key.pem"] {
                 std::fs::copy(self.dir.path().join("certs").join(f), dir.join(f)).unwrap();
             }
-            let id = s.id.to_string();
-            tenure_cert(&[
-                "--out",
-                dir.to_str().unwrap(),
-                "--nodes",
-                &id,
-                "--cluster-id",
-                &s.cluster_id,
-            ]);
+            tenure_launch::make_certs(Path::new(exe()), &dir, &[s.id], &s.cluster_id, None)
+                .expect("an intruder's certificate");
         }
         (cert, dir.join(format!("node-{}-key.pem", s.id)))
     }
@@ -322,71 +293,49 @@ impl TestCluster {
     /// Like [`TestCluster::spawn`], with `extra` flags after the usual ones.
     pub fn spawn_with(&mut self, i: usize, extra: &[&str]) {
         let s = &self.servers[i];
-        let log = File::options().create(true).append(true).open(&s.log).unwrap();
+        let tls = match s.tls {
+            true => {
+                let (cert, key) = self.tls_files(i);
+                Tls::Files { cert, key, ca: self.ca() }
+            }
+            false => Tls::Off,
+        };
+        let args = ServerArgs {
+            config: self.config.clone(),
+            id: s.id,
+            listen: format!("127.0.0.1:{}", s.peer_port),
+            http: format!("127.0.0.1:{}", s.http_port),
+            peers: s.peers.clone().unwrap_or_else(|| self.peers.clone()),
+            peer_http: (!self.peer_http.is_empty()).then(|| self.peer_http.clone()),
+            data_dir: s.data_dir.clone(),
+            heartbeat_ms: self.heartbeat_ms,
+            election_timeout_ms: self.election_timeout_ms,
+            cluster_id: s.cluster_id.clone(),
+            protocol: s.protocol.clone(),
+            tls,
+            single_node: self.servers.len() == 1,
+        };
         let mut command = Command::new(exe());
-        command.arg("server").arg("--config").arg(&self.config);
-        if s.tls {
-            let (cert, key) = self.tls_files(i);
-            command.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
-            command.arg("--tls-ca").arg(self.ca());
-        } else {
-            command.arg("--insecure-no-tls");
-        }
-        if !self.peer_http.is_empty() {
-            command.args(["--peer-http", &self.peer_http]);
-        }
-        if self.servers.len() == 1 {
-            command.arg("--single-node");
-        }
-        let child = command
-            .args(["--id", &s.id.to_string()])
-            .args(["--listen", &format!("127.0.0.1:{}", s.peer_port)])
-            .args(["--http", &format!("127.0.0.1:{}", s.http_port)])
-            .args(["--peers", s.peers.as_deref().unwrap_or(&self.peers)])
-            .arg("--data-dir")
-            .arg(&s.data_dir)
-            .args(["--heartbeat-ms", &self.heartbeat_ms.to_string()])
-            .args(["--election-timeout-ms", &self.election_timeout_ms.to_string()])
-            .args(["--cluster-id", &s.cluster_id])
-            .args(["--protocol", &s.protocol])
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start tenure server");
-        self.servers[i].child = Some(child);
+        command.args(args.args()).envs(self.env.iter().map(|(k, v)| (k, v))).args(extra);
+        self.servers[i].proc.spawn(command).expect("start tenure server");
     }
 
     /// Sends `sig` to server `i`.
     pub fn signal(&mut self, i: usize, sig: Signal) {
-        let child = self.servers[i].child.as_ref().expect("server is running");
-        kill(Pid::from_raw(child.id() as i32), sig).unwrap();
+        self.servers[i].proc.signal(sig).unwrap();
     }
 
     /// Waits for server `i` to exit, at most `bound`.
     pub fn wait_exit(&mut self, i: usize, bound: Duration) -> ExitStatus {
-        let deadline = Instant::now() + bound;
-        let child = self.servers[i].child.as_mut().expect("server is running");
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                self.servers[i].child = None;
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "node {} did not exit within {bound:?}\n{}",
-                i + 1,
-                self.logs()
-            );
-            std::thread::sleep(POLL);
+        match self.servers[i].proc.wait_exit_blocking(bound) {
+            Ok(status) => status,
+            Err(e) => panic!("{e}\n{}", self.logs()),
         }
     }
 
     /// Server `i`'s process id, while it runs.
     pub fn pid(&self, i: usize) -> Option<u32> {
-        self.servers[i].child.as_ref().map(Child::id)
+        self.servers[i].proc.pid()
     }
 
     /// Server `i`'s resident set size in KiB (`VmRSS` of `/proc/<pid>/status`).
@@ -414,17 +363,7 @@ impl TestCluster {
 
     /// Every server's log, for failure messages.
     pub fn logs(&self) -> String {
-        let mut out = String::new();
-        for s in &self.servers {
-            let text = std::fs::read_to_string(&s.log).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out.push_str(&format!("--- node {} ---\n", s.id));
-            for l in &lines[lines.len().saturating_sub(30)..] {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        out
+        self.servers.iter().map(|s| s.proc.log_tail(tenure_launch::LOG_TAIL_LINES)).collect()
     }
 
     /// A raw connection to server `i`'s HTTPS API (TLS done, the cluster's
@@ -579,17 +518,6 @@ impl TestCluster {
                 self.logs()
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-}
-
-impl Drop for TestCluster {
-    fn drop(&mut self) {
-        for s in &mut self.servers {
-            if let Some(mut child) = s.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
         }
     }
 }

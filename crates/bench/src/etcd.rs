@@ -3,14 +3,14 @@
 
 use super::fetch::Fetch;
 use super::system::{Rounds, System, View};
-use crate::local_cluster::{free_ports, temp_dir, Proc, LOG_TAIL_LINES};
-use crate::rest::ClientOptions;
 use anyhow::{bail, Context};
 use hyper::Method;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
+use tenure_client::ClientOptions;
+use tenure_launch::{free_ports, temp_dir, Proc, LOG_TAIL_LINES};
 use tokio::time::{sleep, Instant};
 
 /// How to install etcd when it is missing.
@@ -213,7 +213,7 @@ impl System for Etcd {
         if self.pre_vote {
             c.arg("--pre-vote");
         }
-        self.members[i].proc.spawn(c)
+        Ok(self.members[i].proc.spawn(c)?)
     }
 
     fn proc(&mut self, i: usize) -> &mut Proc {

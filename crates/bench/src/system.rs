@@ -3,12 +3,14 @@
 //! leader detection.
 
 use super::fetch::{metric_value, Fetch};
-use crate::local_cluster::{Proc, TenureCluster, TenureSettings};
-use crate::rest::{Client, ClientOptions};
 use anyhow::{bail, Context};
 use futures_util::future::join_all;
+use hyper::Method;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tenure_client::http::{error_message, REQUEST_TIMEOUT};
+use tenure_client::{Client, ClientOptions};
+use tenure_launch::{LocalCluster, Proc, Settings};
 
 /// Timeout of one `/metrics` scrape.
 const METRICS_TIMEOUT: Duration = Duration::from_millis(500);
@@ -90,7 +92,7 @@ pub fn keep_logs<S: System>(sys: &S, dir: &Path) -> anyhow::Result<()> {
 
 /// A tenure cluster observed through `/v1/status` and `/metrics`.
 pub struct Tenure {
-    cluster: TenureCluster,
+    cluster: LocalCluster,
     endpoints: Vec<String>,
     client: Client,
     fetch: Fetch,
@@ -106,20 +108,23 @@ impl Tenure {
         protocol: tenure_core::ProtocolKind,
         tls: bool,
     ) -> anyhow::Result<Self> {
-        let mut cluster = TenureCluster::new(&TenureSettings {
+        let exe = std::env::current_exe().context("cannot find the tenure executable")?;
+        let mut cluster = LocalCluster::new(&Settings {
+            exe,
             nodes,
             heartbeat_ms,
             election_timeout_ms,
             dir_prefix: "tenure-bench-",
             cluster_id: "tenure-bench",
-            protocol,
+            protocol: protocol.as_str().to_string(),
             tls,
         })?;
         for i in 0..nodes {
             cluster.start(i)?;
         }
         let endpoints = cluster.endpoints();
-        let options = ClientOptions { cacert: cluster.ca(), token: Some(cluster.token()) };
+        let ca = cluster.ca();
+        let options = ClientOptions { cacert: ca.as_deref(), token: Some(cluster.token()) };
         let (client, fetch) = (cluster.client()?, Fetch::new(options)?);
         Ok(Tenure { cluster, endpoints, client, fetch })
     }
@@ -140,7 +145,7 @@ impl Tenure {
     }
 
     /// The CA certificate the servers' API certificates chain to (None without TLS).
-    pub fn ca(&self) -> Option<&Path> {
+    pub fn ca(&self) -> Option<PathBuf> {
         self.cluster.ca()
     }
 
@@ -151,7 +156,7 @@ impl Tenure {
 
     /// Node `i`'s data directory.
     pub fn data_dir(&self, i: usize) -> &Path {
-        &self.cluster.servers[i].data_dir
+        &self.cluster.servers[i].args.data_dir
     }
 }
 
@@ -183,7 +188,7 @@ impl System for Tenure {
     }
 
     fn start(&mut self, i: usize) -> anyhow::Result<()> {
-        self.cluster.start(i)
+        Ok(self.cluster.start(i)?)
     }
 
     async fn incarnation(&self, i: usize) -> Option<u64> {
@@ -193,10 +198,11 @@ impl System for Tenure {
     async fn report_dead(&self, dead: usize, incarnation: u64, to: &[usize]) -> anyhow::Result<()> {
         let path = format!("/v1/peers/{}/dead", dead + 1);
         let body = serde_json::json!({ "incarnation": incarnation });
-        let answers = join_all(
-            to.iter()
-                .map(|&i| self.client.post::<serde_json::Value>(&self.endpoints[i], &path, &body)),
-        )
+        let answers = join_all(to.iter().map(|&i| {
+            let body = Some(("application/json", body.to_string().into_bytes()));
+            let url = format!("{}{path}", self.endpoints[i]);
+            async move { self.client.send(Method::POST, &url, body, REQUEST_TIMEOUT).await }
+        }))
         .await;
         let mut accepted = 0;
         for (i, a) in to.iter().zip(answers) {
@@ -206,7 +212,7 @@ impl System for Tenure {
                     "node {}: death notice refused: HTTP {}: {}",
                     i + 1,
                     a.status,
-                    a.body.err().map(|e| e.error).unwrap_or_default()
+                    error_message(&a.body)
                 ),
                 Err(e) => eprintln!("node {}: death notice not delivered: {e:#}", i + 1),
             }

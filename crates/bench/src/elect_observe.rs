@@ -134,14 +134,14 @@ impl Observer {
         what: String,
     ) -> anyhow::Result<Self> {
         let url = format!("{endpoint}/v1/elections/{name}/observe");
-        let mut stream = client.event_stream(&url, None).await.map_err(crate::rest::lift)?;
+        let mut stream = client.event_stream(&url, None).await?;
         let (tx, events) = mpsc::channel(EVENT_QUEUE);
         let reader = tokio::spawn(async move {
             loop {
                 let read = match stream.next().await {
                     Ok(Some(event)) => parse(&event),
                     Ok(None) => Err(anyhow!("{url}: the stream ended")),
-                    Err(e) => Err(crate::rest::lift(e)),
+                    Err(e) => Err(e.into()),
                 };
                 let failed = read.is_err();
                 if tx.send((Instant::now(), read)).await.is_err() || failed {
@@ -220,7 +220,7 @@ struct Seat {
 
 impl Seat {
     async fn campaign(&mut self, election: &Election, value: String) -> anyhow::Result<u64> {
-        let c = election.campaign(&self.session, &value).await.map_err(crate::rest::lift)?;
+        let c = election.campaign(&self.session, &value).await?;
         let token = c.token;
         self.queued = Some((value, token));
         self.candidacy = Some(c);
@@ -229,7 +229,7 @@ impl Seat {
 
     async fn resign(&mut self, election: &Election) -> anyhow::Result<()> {
         if let Some(c) = self.candidacy.take() {
-            election.resign(&c).await.map_err(crate::rest::lift)?;
+            election.resign(&c).await?;
         }
         self.queued = None;
         Ok(())
@@ -263,8 +263,7 @@ impl Driver {
                 let token = self
                     .store
                     .proclaim(seats[lead].session.session_id(), election.name(), &value)
-                    .await
-                    .map_err(crate::rest::lift)?;
+                    .await?;
                 let held = seats[lead].queued.as_ref().map(|q| q.1);
                 if held != Some(token) {
                     bail!("the proclaim answered token {token}, the leader holds {held:?}");
@@ -312,19 +311,18 @@ pub async fn measure(
     follower: usize,
     changes: usize,
 ) -> anyhow::Result<ObserveReport> {
-    let client = tenure.client().inner().clone();
+    let client = tenure.client().clone();
     // The leader first: every change is sent to it.
     let order = std::iter::once(leader).chain((0..tenure.len()).filter(|&i| i != leader));
     let endpoints: Vec<String> = order.map(|i| tenure.endpoint(i).to_string()).collect();
-    let cluster = Arc::new(Cluster::new(client.clone(), endpoints).map_err(crate::rest::lift)?);
+    let cluster = Arc::new(Cluster::new(client.clone(), endpoints)?);
     let name = format!("bench-observe-{}", std::process::id());
     let store = Arc::new(TenureStore::new(cluster));
     let shared: Arc<dyn Store> = store.clone();
-    let election = Election::new(shared.clone(), &name).map_err(crate::rest::lift)?;
+    let election = Election::new(shared.clone(), &name)?;
     let mut seats = Vec::new();
     for _ in 0..2 {
-        let session =
-            Session::start(shared.clone(), SESSION_TTL).await.map_err(crate::rest::lift)?;
+        let session = Session::start(shared.clone(), SESSION_TTL).await?;
         seats.push(Seat { session, queued: None, candidacy: None });
     }
     let mut driver = Driver { store, election, seats, lead: 0 };
@@ -358,7 +356,7 @@ pub async fn measure(
     }
     drop(observers);
     for seat in driver.seats {
-        seat.session.close().await.map_err(crate::rest::lift)?;
+        seat.session.close().await?;
     }
     Ok(ObserveReport {
         changes,

@@ -16,7 +16,6 @@ use super::kv_faults::{catch_up, failover_under_load, CatchUp, FailoverUnderLoad
 use super::kv_load::{run_load, Api, Load, LoadSpec, Tally};
 use super::stats::{summarize, Summary};
 use super::system::System;
-use crate::rest::ClientOptions;
 use anyhow::bail;
 use clap::Args;
 use serde::Serialize;
@@ -24,6 +23,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tenure_client::ClientOptions;
 
 /// Unmeasured writes before the measured phases.
 const WARM_UP: Duration = Duration::from_secs(1);

@@ -1,16 +1,21 @@
-//! `tenure bench`: failover latency of real server processes (optionally side
-//! by side with etcd), and a soak under CPU load that counts leader changes.
+//! `tenure bench`: the benchmarks of real `tenure server` processes, side by
+//! side with etcd and ZooKeeper when asked. The `tenure` binary parses
+//! [`BenchArgs`] and calls [`run`]; the figures live in docs/BENCHMARKS.md.
 //!
 //! - [`failover`]: one trial (stable leader, kill, detect, rejoin), the same
 //!   for every system;
-//! - [`system`] and [`etcd`]: the systems under test behind one interface;
+//! - [`system`], [`etcd`] and [`zookeeper`]: the systems under test behind
+//!   one interface (tenure's cluster is a `tenure_launch::LocalCluster`);
 //! - [`stats`]: percentiles, CDFs, split-vote arithmetic;
 //! - [`plot`]: the CDF chart; [`soak`]: the soak and its CPU burner;
-//! - [`fetch`]: raw HTTP for `/metrics` and etcd's gateway;
+//! - [`fetch`]: raw HTTP for `/metrics` and etcd's JSON gateway;
 //! - [`elect`]: application-election handover with the stock CLIs;
 //! - [`kv`]: the key-value benchmark, with its load generator
 //!   ([`kv_load`]) and its fault phases ([`kv_faults`]: failovers under
 //!   load, a wiped node's catch-up).
+//!
+//! Errors are `anyhow`'s: this crate is the body of a command, and each
+//! error ends as a message to the person who ran it.
 
 mod elect;
 mod elect_observe;

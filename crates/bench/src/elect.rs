@@ -36,7 +36,6 @@ use super::fetch::Fetch;
 use super::stats::{summarize, Summary};
 use super::system::{System, Tenure};
 use super::zookeeper::ZooKeeper;
-use crate::rest::ClientOptions;
 use anyhow::{anyhow, bail, Context};
 use base64::Engine;
 use clap::Args;
@@ -45,6 +44,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
+use tenure_client::ClientOptions;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -199,10 +199,10 @@ impl Cli {
                 let mut cmd = Command::new(exe);
                 cmd.args(["elect", name, "--value", value, "--endpoints", endpoints])
                     .arg(format!("--ttl-ms={ttl_ms}"))
-                    .env(crate::tokens::TOKEN_ENV, token);
+                    .env(tenure_client::TOKEN_ENV, token);
                 match ca {
-                    Some(ca) => cmd.env(crate::client::CACERT_ENV, ca),
-                    None => cmd.env_remove(crate::client::CACERT_ENV),
+                    Some(ca) => cmd.env(tenure_client::CACERT_ENV, ca),
+                    None => cmd.env_remove(tenure_client::CACERT_ENV),
                 };
                 cmd
             }
@@ -611,7 +611,7 @@ async fn on_zookeeper(args: &ElectArgs) -> anyhow::Result<Vec<SystemReport>> {
         );
     }
     let zk = ZooKeeper::start(args.cluster.nodes).await?;
-    let dir = crate::local_cluster::temp_dir("tenure-bench-kazoo-")?;
+    let dir = tenure_launch::temp_dir("tenure-bench-kazoo-")?;
     let script = dir.path().join("kazoo_elect.py");
     std::fs::write(&script, KAZOO_SCRIPT).context("writing the kazoo script")?;
     let ours = Cli::Store { url: format!("zk://{}", zk.hosts()), ttl_ms: args.ttl_ms };
@@ -629,7 +629,7 @@ fn tenure_cli(tenure: &Tenure, ttl_ms: u64) -> Cli {
     let endpoints: Vec<&str> = (0..tenure.len()).map(|i| tenure.endpoint(i)).collect();
     Cli::Tenure {
         endpoints: endpoints.join(","),
-        ca: tenure.ca().map(PathBuf::from),
+        ca: tenure.ca(),
         token: tenure.token().to_string(),
         ttl_ms,
         api: tenure.endpoint(0).to_string(),

@@ -2,11 +2,11 @@
 //! client's JSON calls do not cover: `/metrics` text and etcd's JSON
 //! gateway. The same client underneath (tenure-client's), raw answers.
 
-use crate::rest::ClientOptions;
 use anyhow::anyhow;
 use hyper::body::Bytes;
 use hyper::{Method, StatusCode};
 use std::time::Duration;
+use tenure_client::ClientOptions;
 
 /// A pooled keep-alive client: fast polling reuses its connections. It
 /// sends a bearer token when given one.
@@ -20,7 +20,7 @@ impl Fetch {
     /// sending `Authorization: Bearer <options.token>` (the tenure API's)
     /// when there is a token.
     pub fn new(options: ClientOptions<'_>) -> anyhow::Result<Self> {
-        Ok(Fetch { inner: tenure_client::Client::new(options).map_err(crate::rest::lift)? })
+        Ok(Fetch { inner: tenure_client::Client::new(options)? })
     }
 
     /// Sends one request and reads the whole answer, all within `timeout`.
@@ -32,8 +32,7 @@ impl Fetch {
         timeout: Duration,
     ) -> anyhow::Result<(StatusCode, Bytes)> {
         let body = body.map(|b| ("application/json", b.as_bytes().to_vec()));
-        let answer =
-            self.inner.send(method, url, body, timeout).await.map_err(crate::rest::lift)?;
+        let answer = self.inner.send(method, url, body, timeout).await?;
         Ok((answer.status, answer.body))
     }
 

@@ -1,11 +1,11 @@
 //! A local ZooKeeper ensemble (Debian's `zookeeper` package: its jar under
 //! /usr/share/java and `java` on the PATH), for `tenure bench elect --store zk`.
 
-use crate::local_cluster::{free_ports, temp_dir, Proc, LOG_TAIL_LINES};
 use anyhow::{bail, Context};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
+use tenure_launch::{free_ports, temp_dir, Proc, LOG_TAIL_LINES};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{sleep, Instant};
 

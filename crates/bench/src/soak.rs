@@ -5,8 +5,6 @@
 use super::failover::{wait_stable, Timing};
 use super::fetch::metric_value;
 use super::system::{keep_logs, System, Tenure};
-use crate::api::LeadershipBody;
-use crate::local_cluster::{temp_dir, Proc};
 use anyhow::{bail, Context};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -16,6 +14,8 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tenure_api::LeadershipBody;
+use tenure_launch::{temp_dir, Proc};
 use tokio::sync::mpsc;
 use tokio::time::{sleep, Instant};
 
@@ -316,15 +316,18 @@ impl Watch {
                 (tx.clone(), tenure.endpoint(i).to_string(), dropped.clone());
             let client = tenure.client().clone();
             tasks.push(AbortOnDrop(tokio::spawn(async move {
+                let url = format!("{endpoint}/v1/watch");
                 loop {
-                    let _ = client
-                        .watch(&endpoint, |e| {
-                            if tx.try_send((i, e, Instant::now())).is_err() {
+                    if let Ok(mut stream) = client.event_stream(&url, None).await {
+                        while let Ok(Some(e)) = stream.next().await {
+                            let Ok(event) = serde_json::from_str::<LeadershipBody>(&e.data) else {
+                                continue;
+                            };
+                            if tx.try_send((i, event, Instant::now())).is_err() {
                                 dropped.fetch_add(1, Ordering::Relaxed);
                             }
-                            true
-                        })
-                        .await;
+                        }
+                    }
                     sleep(WATCH_RETRY).await;
                 }
             })));
