@@ -92,7 +92,7 @@ pub enum BenchStore {
 #[derive(Args, Debug)]
 pub struct ElectArgs {
     #[command(flatten)]
-    cluster: super::ClusterArgs,
+    cluster: super::cluster_args::ClusterArgs,
     /// Graceful handovers to measure (per system).
     #[arg(long, default_value_t = 20, value_name = "N")]
     trials: usize,

@@ -8,7 +8,7 @@
 //! those keys. tenure is asked `PUT`/`GET /v1/kv/{key}`; etcd its JSON
 //! gateway's `POST /v3/kv/put` and `/v3/kv/range` (linearizable by default),
 //! as `wrk` was pointed at it for the etcd figures quoted in docs/BENCHMARKS.md. A warm-up of
-//! [`WARM_UP`] (puts of every key) precedes the measured phases.
+//! `WARM_UP` (puts of every key) precedes the measured phases.
 
 use super::failover::wait_stable;
 use super::fetch::Fetch;
@@ -39,7 +39,7 @@ const ANCHOR_ETCD: (f64, f64, f64, f64) = (4029.0, 32.1, 7333.0, 21.6);
 #[derive(Args, Debug)]
 pub struct KvArgs {
     #[command(flatten)]
-    cluster: super::ClusterArgs,
+    cluster: super::cluster_args::ClusterArgs,
     /// Concurrent connections to the leader, each sending one request at a time.
     #[arg(long, default_value_t = 64, value_name = "N")]
     connections: usize,

@@ -2,21 +2,22 @@
 //! side with etcd and ZooKeeper when asked. The `tenure` binary parses
 //! [`BenchArgs`] and calls [`run`]; the figures live in docs/BENCHMARKS.md.
 //!
-//! - [`failover`]: one trial (stable leader, kill, detect, rejoin), the same
+//! - `failover`: one trial (stable leader, kill, detect, rejoin), the same
 //!   for every system;
-//! - [`system`], [`etcd`] and [`zookeeper`]: the systems under test behind
+//! - `system`, `etcd` and `zookeeper`: the systems under test behind
 //!   one interface (tenure's cluster is a `tenure_launch::LocalCluster`);
-//! - [`stats`]: percentiles, CDFs, split-vote arithmetic;
-//! - [`plot`]: the CDF chart; [`soak`]: the soak and its CPU burner;
-//! - [`fetch`]: raw HTTP for `/metrics` and etcd's JSON gateway;
-//! - [`elect`]: application-election handover with the stock CLIs;
-//! - [`kv`]: the key-value benchmark, with its load generator
-//!   ([`kv_load`]) and its fault phases ([`kv_faults`]: failovers under
+//! - `stats`: percentiles, CDFs, split-vote arithmetic;
+//! - `plot`: the CDF chart; `soak`: the soak and its CPU burner;
+//! - `fetch`: raw HTTP for `/metrics` and etcd's JSON gateway;
+//! - `elect`: application-election handover with the stock CLIs;
+//! - `kv`: the key-value benchmark, with its load generator
+//!   (`kv_load`) and its fault phases (`kv_faults`: failovers under
 //!   load, a wiped node's catch-up).
 //!
 //! Errors are `anyhow`'s: this crate is the body of a command, and each
 //! error ends as a message to the person who ran it.
 
+mod cluster_args;
 mod elect;
 mod elect_observe;
 mod etcd;
@@ -33,21 +34,17 @@ mod zookeeper;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use failover::{trial, Stop, Timing, Trial, DETECT_POLL};
+use cluster_args::ClusterArgs;
+use failover::{trial, Stop, Trial, DETECT_POLL};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use stats::{one_round_fraction, split_votes, summarize, Summary};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 use system::{keep_logs, System, Tenure};
 
-/// Fewest nodes: with two, losing one leaves no majority to fail over to.
-const MIN_NODES: usize = 3;
 /// Most trials in one run (each takes a few election timeouts).
 const MAX_TRIALS: usize = 10_000;
-/// Exit code when `--compare etcd` is asked for and etcd is not installed.
-const EXIT_NO_ETCD: u8 = 3;
 /// Exit code after Ctrl-C (128 + SIGINT), as shells report it.
 const EXIT_INTERRUPTED: u8 = 130;
 /// The failover goal above the election timeout: this many ms, or a tenth
@@ -80,76 +77,6 @@ enum BenchCommand {
     /// one stopped (SIGTERM, then SIGKILL trials), timed until the other prints
     /// its election; with --compare etcd, the same with `etcdctl elect`.
     Elect(elect::ElectArgs),
-}
-
-/// The clusters a benchmark starts: shared by `tenure bench failover` and
-/// `tenure bench kv`.
-#[derive(Args, Debug)]
-pub struct ClusterArgs {
-    /// Nodes per cluster (at least 3).
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    nodes: usize,
-    /// Heartbeat interval, in milliseconds (etcd: --heartbeat-interval).
-    #[arg(long, default_value_t = 100, value_name = "MS")]
-    heartbeat_ms: u64,
-    /// Election timeout, in milliseconds (etcd: --election-timeout).
-    #[arg(long, default_value_t = 1000, value_name = "MS")]
-    election_timeout_ms: u64,
-    /// Election protocol of the tenure servers: raft, ranked or paxos.
-    #[arg(long, default_value = "raft", value_name = "NAME")]
-    protocol: tenure_core::ProtocolKind,
-    /// Also measure a local etcd cluster of as many members, with the same
-    /// timings, the same way.
-    #[arg(long, value_name = "SYSTEM", value_parser = ["etcd"])]
-    compare: Option<String>,
-    /// With --compare etcd: when etcd is not installed, warn and measure tenure
-    /// alone instead of failing.
-    #[arg(long)]
-    allow_missing_etcd: bool,
-    /// Run the tenure servers without TLS (by default: mutual TLS between them and
-    /// HTTPS for their API, with certificates made for the run), to measure what
-    /// TLS costs. etcd runs without TLS either way.
-    #[arg(long)]
-    insecure_no_tls: bool,
-}
-
-impl ClusterArgs {
-    /// Refuses a cluster size that cannot fail over.
-    fn check(&self) -> anyhow::Result<()> {
-        if !(MIN_NODES..=tenure_core::MAX_VOTERS).contains(&self.nodes) {
-            bail!("--nodes must be between {MIN_NODES} and {}", tenure_core::MAX_VOTERS);
-        }
-        Ok(())
-    }
-
-    /// Whether etcd runs too, or the exit code when it was asked for and is missing.
-    fn with_etcd(&self) -> Result<bool, ExitCode> {
-        etcd_wanted(self.compare.is_some(), self.allow_missing_etcd)
-    }
-
-    fn timing(&self) -> Timing {
-        Timing {
-            heartbeat: Duration::from_millis(self.heartbeat_ms),
-            election_timeout: Duration::from_millis(self.election_timeout_ms),
-        }
-    }
-
-    /// Starts the tenure cluster.
-    fn start_tenure(&self) -> anyhow::Result<Tenure> {
-        Tenure::start_all(
-            self.nodes,
-            self.heartbeat_ms,
-            self.election_timeout_ms,
-            self.protocol,
-            !self.insecure_no_tls,
-        )
-    }
-
-    /// Starts the etcd cluster.
-    async fn start_etcd(&self, pre_vote: bool) -> anyhow::Result<etcd::Etcd> {
-        etcd::Etcd::start_all(self.nodes, self.heartbeat_ms, self.election_timeout_ms, pre_vote)
-            .await
-    }
 }
 
 /// Flags of `tenure bench failover`.
@@ -363,29 +290,6 @@ async fn run_failover(args: FailoverArgs) -> anyhow::Result<ExitCode> {
         print_text(&report, args.plot.as_deref());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether etcd runs beside tenure: `Ok(false)` without `--compare etcd`, or
-/// when etcd is missing and `--allow-missing-etcd` says to go on without it;
-/// `Err(exit code)` when it is missing and wanted.
-fn etcd_wanted(compare: bool, allow_missing_etcd: bool) -> Result<bool, ExitCode> {
-    if !compare || etcd::available() {
-        return Ok(compare);
-    }
-    if allow_missing_etcd {
-        eprintln!(
-            "warning: etcd is not on the PATH ({}); measuring tenure alone",
-            etcd::INSTALL_HINT
-        );
-        Ok(false)
-    } else {
-        eprintln!(
-            "error: --compare etcd needs the `etcd` binary on the PATH; install it with: {}\n\
-             (or pass --allow-missing-etcd to measure tenure alone)",
-            etcd::INSTALL_HINT
-        );
-        Err(ExitCode::from(EXIT_NO_ETCD))
-    }
 }
 
 /// Runs the trials, tenure's and etcd's interleaved, with a progress bar:

@@ -35,7 +35,6 @@
 mod replica_cli;
 
 use std::error::Error;
-use std::time::Duration;
 use tenure_core::ProtocolKind;
 use tenure_model::check::{
     check_reporting, contested_prefix, elected_model, elected_prefix, spy_model, spy_prefix,
@@ -43,9 +42,6 @@ use tenure_model::check::{
 };
 use tenure_model::model::{LEADER_ON_NOTICE, REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
 use tenure_model::{Bounds, Durability, ElectionModel};
-
-/// How often a running check reports its progress (on standard error).
-const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
 /// What the command line asked for.
 struct Args {
@@ -268,7 +264,7 @@ fn run(args: &Args, protocol: ProtocolKind, start: Start) -> Result<Outcome, Box
             s.unique_states, s.total_states, s.max_depth, s.elapsed
         );
     };
-    let progress = Progress { every: PROGRESS_EVERY, report: &mut report_progress };
+    let progress = Progress { every: replica_cli::PROGRESS_EVERY, report: &mut report_progress };
     let report = check_reporting(model, threads, args.hunt, progress);
     println!(
         "explored {} unique states ({} generated, max depth {}) in {:.2?}; complete: {}",

@@ -15,6 +15,7 @@
 //! at the first violation) misses a witness.
 
 use std::error::Error;
+use std::time::Duration;
 use tenure_model::check::{Progress, Snapshot};
 use tenure_model::replica::check::{
     check_replica, ReplicaCheck, ReplicaReport, ReplicaStart, CI_CHECKS, DEEP_CHECKS,
@@ -22,6 +23,9 @@ use tenure_model::replica::check::{
 use tenure_model::replica::{
     Driver, ReplicaBounds, Views, REPLICA_SAFETY, REPLICA_WITNESSES, SNAPSHOT_INSTALLED,
 };
+
+/// How often a running check reports its progress (on standard error).
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
 /// What the command line asked for.
 struct Args {
@@ -129,7 +133,7 @@ fn run(args: &Args, check: &ReplicaCheck) -> Result<(ReplicaReport, Vec<String>)
             s.unique_states, s.total_states, s.max_depth, s.elapsed
         );
     };
-    let progress = Progress { every: super::PROGRESS_EVERY, report: &mut report_progress };
+    let progress = Progress { every: PROGRESS_EVERY, report: &mut report_progress };
     let report = check_replica(model, args.threads, args.hunt, Some(progress));
     println!(
         "explored {} unique states ({} generated, max depth {}) in {:.2?}; complete: {}",

@@ -65,10 +65,12 @@
 //! without being opened, and files are opened non-blocking so that one swapped
 //! in after the check cannot hang the start either.
 
+mod files;
 mod format;
 pub mod incarnation;
 pub mod recovery;
 
+pub use files::LOCK_FILE;
 pub use format::{
     parse_lock_file, parse_state_file, ParseError, Record, StateFile, MAX_STATE_FILE_LEN, SLOT_LEN,
     STATE_FORMAT_VERSION,
@@ -79,12 +81,14 @@ pub use incarnation::{
 };
 pub use recovery::{Identity, Plan};
 
+use files::{create_two_slots, exists_regular, into_io, io_err, open_regular, read_bounded};
+
 use crate::error::StartError;
 use crate::sync::lock;
 use recovery::{MarkRead, Paths, StateRead};
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -95,8 +99,6 @@ pub const STATE_FILE: &str = "state";
 /// The temporary file a new state file is written to before the rename
 /// (creation, repairs, format upgrades and resets only).
 pub const STATE_TMP_FILE: &str = "state.tmp";
-/// The lock file's name inside the data directory.
-pub const LOCK_FILE: &str = "lock";
 
 /// The open state and lock files and what was last written to them.
 #[derive(Debug)]
@@ -372,84 +374,6 @@ pub(crate) fn reset(
     })
 }
 
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StartError {
-    let path = path.to_path_buf();
-    move |source| StartError::Io { path, source }
-}
-
-fn into_io(e: StartError) -> io::Error {
-    match e {
-        StartError::Io { source, .. } => source,
-        other => io::Error::other(other.to_string()),
-    }
-}
-
-/// What is at `path`, following symbolic links, without opening it (a `stat`
-/// never blocks, whatever the file is): `false` if nothing. A non-regular
-/// file is refused.
-fn exists_regular(path: &Path) -> Result<bool, StartError> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => fs::metadata(path),
-        other => other,
-    };
-    match meta {
-        Ok(m) if m.is_file() => Ok(true),
-        Ok(m) => Err(StartError::NotAFile { path: path.to_path_buf(), kind: kind(m.file_type()) }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(source) => Err(StartError::Io { path: path.to_path_buf(), source }),
-    }
-}
-
-fn kind(t: fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "directory"
-    } else if t.is_fifo() {
-        "FIFO (named pipe)"
-    } else if t.is_socket() {
-        "socket"
-    } else if t.is_char_device() {
-        "character device"
-    } else if t.is_block_device() {
-        "block device"
-    } else if t.is_symlink() {
-        "symbolic link"
-    } else {
-        "special file"
-    }
-}
-
-/// Opens an existing regular file, non-blocking (a FIFO swapped in after
-/// [`exists_regular`] cannot hang the open), and checks what was opened.
-fn open_regular(path: &Path, write: bool) -> Result<File, StartError> {
-    if !exists_regular(path)? {
-        let source = io::Error::from(io::ErrorKind::NotFound);
-        return Err(StartError::Io { path: path.to_path_buf(), source });
-    }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(write)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io_err(path))?;
-    let meta = file.metadata().map_err(io_err(path))?;
-    if !meta.is_file() {
-        return Err(StartError::NotAFile {
-            path: path.to_path_buf(),
-            kind: kind(meta.file_type()),
-        });
-    }
-    Ok(file)
-}
-
-/// The whole file, or one byte more than [`MAX_STATE_FILE_LEN`] (which no
-/// parser accepts) if it is larger.
-fn read_bounded(file: &File, path: &Path) -> Result<Vec<u8>, StartError> {
-    let mut bytes = Vec::new();
-    let reader: &File = file;
-    reader.take(MAX_STATE_FILE_LEN + 1).read_to_end(&mut bytes).map_err(io_err(path))?;
-    Ok(bytes)
-}
-
 /// Tells temporary lock files of concurrent openers in one process apart.
 static LOCK_TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -499,29 +423,6 @@ fn write_record(lock: &File, slot: &[u8]) -> io::Result<()> {
 /// Writes a new state file holding `slot` twice.
 fn create(dir: &Path, slot: &[u8]) -> io::Result<()> {
     create_two_slots(dir, STATE_TMP_FILE, STATE_FILE, slot)
-}
-
-/// Writes the file `name` in `dir` holding `slot` twice (the state file,
-/// the incarnation file): temporary file `tmp`, fsync, rename, directory
-/// fsync (the file's creation is metadata, so the full dance is needed).
-fn create_two_slots(dir: &Path, tmp: &str, name: &str, slot: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(tmp);
-    {
-        let mut f = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&tmp)?;
-        if !f.metadata()?.is_file() {
-            return Err(io::Error::other(format!("{} is not a regular file", tmp.display())));
-        }
-        f.write_all(slot)?;
-        f.write_all(slot)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, dir.join(name))?;
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

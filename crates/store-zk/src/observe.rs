@@ -9,9 +9,9 @@
 //! differences between the two lists explain), or a new reader session.
 
 use crate::errors::{bounded, bounded_opt};
+use crate::options::ZkOptions;
 use crate::queue::{queue, Child};
 use crate::session::is_terminal;
-use crate::ZkOptions;
 use futures_util::stream::BoxStream;
 use std::collections::VecDeque;
 use std::sync::Arc;

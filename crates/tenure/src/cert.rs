@@ -1,13 +1,13 @@
 //! `tenure cert`: a CA and node certificates for a cluster, ready for
 //! `tenure server --tls-cert/--tls-key/--tls-ca` and the clients' `--cacert`.
 
-use crate::config::DEFAULT_CLUSTER_ID;
 use anyhow::Context;
 use clap::Args;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use tenure::config::DEFAULT_CLUSTER_ID;
 use tenure_core::NodeId;
 use tenure_node::tls::certgen::{self, CertRequest, DEFAULT_HOSTS, DEFAULT_NODE_DAYS};
 

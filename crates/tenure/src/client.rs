@@ -1,14 +1,14 @@
 //! `tenure status`, `tenure watch` and `tenure transfer`: CLI clients of the HTTP API.
 
-use crate::api::{LeadershipBody, StatusBody, TransferBody};
 use crate::rest::{parse_endpoints, AuthRefused, Client, ClientOptions};
-use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
+use tenure::tokens::TokenArgs;
+use tenure_api::{LeadershipBody, StatusBody, TransferBody};
 use tokio::time::Instant;
 
 /// The HTTP APIs of the default local three-node cluster (https with

@@ -6,7 +6,6 @@
 //! `LocalCluster` guard (`tenure-launch`) kills the children and deletes their data directories
 //! when it is dropped: on success, on error, on Ctrl-C and on panic.
 
-use crate::api::{StatusBody, TransferBody};
 use crate::rest::Client;
 use anyhow::bail;
 use anyhow::Context;
@@ -14,6 +13,7 @@ use clap::Args;
 use nix::sys::signal::Signal;
 use std::process::ExitCode;
 use std::time::Duration;
+use tenure_api::{StatusBody, TransferBody};
 use tenure_launch::cluster::TOKEN_FILE;
 use tenure_launch::{poll, LocalCluster, Settings};
 use tokio::time::{sleep, Instant};

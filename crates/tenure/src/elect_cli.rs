@@ -5,7 +5,6 @@ use crate::client::{timestamp, CACERT_ENV, DEFAULT_ENDPOINTS, ENDPOINTS_ENV};
 use crate::store_url::{
     StoreAuth, StoreUrl, STORE_CACERT_ENV, STORE_ENV, STORE_MIN_TTL_ENV, STORE_USER_ENV,
 };
-use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use clap::Args;
 use futures_util::StreamExt;
@@ -15,6 +14,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tenure::tokens::TokenArgs;
 use tenure_client::{
     Candidacy, Cluster, Election, Observed, Session, Store, StoreError, TenureStore,
 };

@@ -9,12 +9,8 @@
 //! is not sent again: its outcome is unknown (exit status 3), as when the
 //! server answers so (504).
 
-use crate::api::{
-    ErrorBody, KvBody, KvDeleteBody, KvEventBody, KvGetBody, KvListBody, KvPutBody, TxnBody,
-};
 use crate::client::{connect, timestamp, CACERT_ENV, DEFAULT_ENDPOINTS, ENDPOINTS_ENV};
 use crate::rest::{error_body, AuthRefused, Client, NoAnswer, RawAnswer, Refused, SseEvent};
-use crate::tokens::TokenArgs;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
 use hyper::{Method, StatusCode};
@@ -23,6 +19,10 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use tenure::tokens::TokenArgs;
+use tenure_api::{
+    ErrorBody, KvBody, KvDeleteBody, KvEventBody, KvGetBody, KvListBody, KvPutBody, TxnBody,
+};
 use tenure_kv::{MAX_RANGE, MAX_VALUE_BYTES};
 use tenure_server::http::MAX_TXN_BODY_BYTES;
 use tokio::time::Instant;

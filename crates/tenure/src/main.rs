@@ -20,13 +20,11 @@ mod store_settings;
 mod store_url;
 mod supervise;
 
-// The JSON bodies, shared with the server (it writes them, the clients,
-// demo and benchmarks here read them).
-use tenure_api as api;
-// The server's settings from flags and the config file, the CLI's tokens and
-// the log output: this package's library (the fuzz targets parse config files
-// with it).
-use tenure::{config, logging, tokens};
+// The server's settings from flags and the config file and the log output:
+// this package's library (the fuzz targets parse config files with it). The
+// modules here name it (`tenure::tokens`) and the API's bodies
+// (`tenure_api`) directly, so none of them imports this file.
+use tenure::{config, logging};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

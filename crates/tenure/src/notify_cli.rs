@@ -2,14 +2,14 @@
 //! dead (`POST /v1/peers/{id}/dead` on every endpoint given), so that they
 //! stop waiting for the election timeout when it was their leader.
 
-use crate::api::DeadNoticeBody;
 use crate::client::{connect, CACERT_ENV, DEFAULT_ENDPOINTS, ENDPOINTS_ENV};
 use crate::rest::{AuthRefused, Client};
-use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Args};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tenure::tokens::TokenArgs;
+use tenure_api::DeadNoticeBody;
 use tenure_node::storage::dead_incarnation;
 
 /// `--help` after the flags: the exit status, the trust it asks for, and

@@ -6,12 +6,12 @@
 //! ([`AuthRefused`], [`NoAnswer`], [`Refused`]), so callers can tell them
 //! apart with `downcast_ref`.
 
-use crate::api::{ErrorBody, LeadershipBody, StatusBody};
 use anyhow::Context;
 use hyper::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use std::time::Duration;
+use tenure_api::{ErrorBody, LeadershipBody, StatusBody};
 use tokio_rustls::rustls;
 
 pub use tenure_client::http::{parse_endpoints, RawAnswer, SseEvent, REQUEST_TIMEOUT};
@@ -89,10 +89,7 @@ impl Client {
         self.inner.https()
     }
 
-    /// Sends `method url` with `body` (its content type and bytes) and
-    /// reads the whole answer, at most `timeout`. Errors: [`AuthRefused`]
-    /// for 401 and 403, [`NoAnswer`] when no answer came (saying whether
-    /// the request may have reached the server).
+    /// [`tenure_client::Client::send`], its error lifted.
     pub async fn send(
         &self,
         method: Method,

@@ -426,7 +426,7 @@ async fn lead(
         .env(ELECTION_ENV, &args.election)
         .env(TOKEN_ENV, token.to_string())
         .env(SESSION_ENV, session.id().to_string())
-        .env_remove(crate::tokens::TOKEN_ENV)
+        .env_remove(tenure::tokens::TOKEN_ENV)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .kill_on_drop(false)
         .spawn()

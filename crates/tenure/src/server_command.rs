@@ -1,7 +1,6 @@
 //! `tenure server`: reads the settings, binds the listeners and runs the
 //! server (the library's [`tenure_server::server::run`]) until SIGTERM or Ctrl-C.
 
-use crate::config::ServerArgs;
 use crate::logging;
 use crate::store_url;
 use crate::supervise::{self, Supervision};
@@ -9,6 +8,7 @@ use anyhow::{bail, Context};
 use std::future::Future;
 use std::net::TcpListener;
 use std::process::ExitCode;
+use tenure::config::ServerArgs;
 use tenure_node::tls::TlsIdentity;
 use tenure_node::{ResetOutcome, Security};
 use tenure_server::http::HttpLimits;

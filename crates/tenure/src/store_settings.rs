@@ -1,14 +1,14 @@
 //! `tenure server --store URL`: the settings of a server whose leadership
 //! comes from a store ([`tenure_server::store_server`]). The flags are
-//! [`crate::config::StoreArgs`] (beside the others of `tenure server`);
+//! [`tenure::config::StoreArgs`] (beside the others of `tenure server`);
 //! what a store-led server shares with a node is resolved there too.
 
-use crate::config::{ServerArgs, StoreBase};
 use crate::elect_cli::DEFAULT_TTL_MS;
 use crate::store_url::{self, StoreAuth, StoreUrl};
-use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use std::time::Duration;
+use tenure::config::{ServerArgs, StoreBase};
+use tenure::tokens::TokenArgs;
 
 /// Everything `tenure server --store` needs, resolved and checked.
 #[derive(Debug)]

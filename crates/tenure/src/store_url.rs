@@ -7,11 +7,11 @@
 //! * `zk://HOST:PORT,…`: a ZooKeeper ensemble.
 
 use crate::client::connect;
-use crate::tokens::TokenArgs;
 use anyhow::{bail, Context};
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
+use tenure::tokens::TokenArgs;
 use tenure_client::{Cluster, Store, TenureStore};
 
 /// Environment variable that sets `--store`.

@@ -21,7 +21,6 @@
 //! [`bind_to_supervisor`]), so a killed supervisor costs a graceful handover,
 //! not an orphan that holds the data directory.
 
-use crate::config::ServerArgs;
 use crate::notify_cli::{ask, Answered};
 use crate::rest::{parse_endpoints, AuthRefused, Client, ClientOptions};
 use anyhow::{bail, Context};
@@ -32,6 +31,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
+use tenure::config::ServerArgs;
 use tenure_core::NodeId;
 use tenure_node::storage::dead_incarnation;
 use tenure_node::Security;
@@ -91,7 +91,7 @@ impl Supervision {
     /// refused.
     pub fn new(
         args: &ServerArgs,
-        settings: &crate::config::ServerSettings,
+        settings: &tenure::config::ServerSettings,
     ) -> anyhow::Result<Self> {
         let node = settings.node.id;
         let others: Vec<String> = settings

@@ -1,8 +1,11 @@
 //! A node's clock: global (virtual, true) time mapped to what the node reads.
 
-use super::START;
 use crate::time::Instant;
 use std::time::Duration;
+
+/// The global time at which every cluster starts (an arbitrary origin, away
+/// from zero so that nothing relies on `Instant::ZERO`).
+pub const START: Instant = Instant::from_nanos(1_000_000_000);
 
 /// Parts per million in one.
 const PPM: i128 = 1_000_000;

@@ -27,7 +27,7 @@ mod cluster;
 pub mod script;
 mod trace;
 
-pub use clock::Clock;
+pub use clock::{Clock, START};
 pub use cluster::{
     Cluster, LeaderRecord, Liveness, Recorded, Sent, MAX_RECORDS, MAX_STEPS_PER_RUN,
 };
@@ -50,9 +50,6 @@ pub const HEARTBEAT: Duration = Duration::from_millis(100);
 pub const TIMEOUT: Duration = Duration::from_millis(1000);
 /// The default one-way latency of every link.
 pub const LATENCY: Duration = Duration::from_millis(1);
-/// The global time at which every cluster starts (an arbitrary origin, away
-/// from zero so that nothing relies on `Instant::ZERO`).
-pub const START: Instant = Instant::from_nanos(1_000_000_000);
 /// The default seed of the nodes' and the network's generators.
 pub const DEFAULT_SEED: u64 = 0xC0FFEE;
 /// The largest clock offset [`Setup::random_clocks`] draws.

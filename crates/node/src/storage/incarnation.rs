@@ -66,9 +66,11 @@
 //! number from the wall clock, as for a missing file. A file of another node
 //! or cluster, or of a newer format, is refused, with or without a reset.
 
+use super::files::{
+    create_two_slots, exists_regular, io_err, open_regular, read_bounded, LOCK_FILE,
+};
 use super::format::{decode_body, ParseError, SlotLayout};
 use super::recovery::Identity;
-use super::{create_two_slots, exists_regular, io_err, open_regular, read_bounded};
 use crate::error::StartError;
 use serde::{Deserialize, Serialize};
 use std::fs;
@@ -405,7 +407,7 @@ pub enum DeadIncarnationError {
 /// moment would see as held (it then refuses to start, and its supervisor
 /// starts it again).
 pub fn dead_incarnation(dir: &Path) -> Result<DeadIncarnation, DeadIncarnationError> {
-    let lock_path = dir.join(super::LOCK_FILE);
+    let lock_path = dir.join(LOCK_FILE);
     if exists_regular(&lock_path)? {
         let lock = open_regular(&lock_path, false)?;
         match lock.try_lock_shared() {
