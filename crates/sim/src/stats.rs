@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::HashSet;
 
 /// What one run measured.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunStats {
     /// Simulated time covered, in nanoseconds.
     pub sim_ns: u64,

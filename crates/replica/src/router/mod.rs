@@ -27,6 +27,15 @@
 
 mod errors;
 mod forward;
+
+/// Removes the entries of `map` for which `pred` holds and returns their
+/// values in key order: what the router answers, it answers in an order
+/// that depends on nothing but its inputs (a seed replays exactly).
+fn take_where<K: Ord + Copy, V>(map: &mut BTreeMap<K, V>, pred: impl Fn(&V) -> bool) -> Vec<V> {
+    let keys: Vec<K> = map.iter().filter(|(_, v)| pred(v)).map(|(k, _)| *k).collect();
+    keys.into_iter().filter_map(|k| map.remove(&k)).collect()
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -36,7 +45,7 @@ pub use forward::{Forward, ForwardRefusal};
 use crate::output::{Completion, ProposalError, ProposalId, ReadError, ReadId};
 use crate::replica::{ProposeError, ReadStart};
 use crate::{Index, Position};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant, NodeId};
 
@@ -220,13 +229,13 @@ pub struct Router {
     /// Reads to start on the replica.
     to_read: Vec<(Asker, Instant)>,
     /// Accepted as leader, waiting for the commit.
-    proposals: HashMap<ProposalId, (Asker, Instant)>,
+    proposals: BTreeMap<ProposalId, (Asker, Instant)>,
     /// Accepted as leader, waiting for a confirmation round.
-    reads: HashMap<ReadId, (Asker, Instant)>,
+    reads: BTreeMap<ReadId, (Asker, Instant)>,
     /// Waiting for a leader: (request, began, not to be sent before).
     parked: VecDeque<(Parked, Instant, Instant)>,
     /// Sent to the leader: by id, (the leader, the request, began).
-    forwarded: HashMap<u64, (NodeId, Forwarded, Instant)>,
+    forwarded: BTreeMap<u64, (NodeId, Forwarded, Instant)>,
     /// Reads with a confirmed index, waiting for this node to apply it.
     applying: Vec<(Index, CallerId, Instant)>,
     next_id: u64,
@@ -244,10 +253,10 @@ impl Router {
             batch: Vec::new(),
             proposing: Vec::new(),
             to_read: Vec::new(),
-            proposals: HashMap::new(),
-            reads: HashMap::new(),
+            proposals: BTreeMap::new(),
+            reads: BTreeMap::new(),
             parked: VecDeque::new(),
-            forwarded: HashMap::new(),
+            forwarded: BTreeMap::new(),
             applying: Vec::new(),
             next_id: 0,
             out: RouterOutput::default(),
@@ -790,13 +799,13 @@ impl Router {
         let wait = self.cfg.no_leader_wait;
         let late = |since: Instant, bound: Duration| now.saturating_since(since) >= bound;
         let mut answers = Vec::new();
-        for (_, (asker, _)) in self.proposals.extract_if(|_, (_, s)| late(*s, timeout)) {
+        for (asker, _) in take_where(&mut self.proposals, |(_, s)| late(*s, timeout)) {
             if let Asker::Local(c) | Asker::Bound(c, _) = asker {
                 let e = WriteError::Unknown("no commit within the request timeout");
                 answers.push((c, Answer::Write(Err(e))));
             }
         }
-        for (_, (asker, _)) in self.reads.extract_if(|_, (_, s)| late(*s, timeout)) {
+        for (asker, _) in take_where(&mut self.reads, |(_, s)| late(*s, timeout)) {
             if let Asker::Local(c) | Asker::Bound(c, _) = asker {
                 answers.push((c, Answer::Read(Err(ReadFailure::Timeout(timeout)))));
             }
@@ -812,7 +821,7 @@ impl Router {
                 Parked::Ask(c, _) => (c, Answer::Ask(Err(AskError::NoLeader { waited }))),
             });
         }
-        for (_, (_, f, _)) in self.forwarded.extract_if(|_, (_, _, s)| late(*s, timeout)) {
+        for (_, f, _) in take_where(&mut self.forwarded, |(_, _, s)| late(*s, timeout)) {
             answers.push(match f {
                 Forwarded::Propose(c, _) => {
                     let e = WriteError::Unknown("the leader did not answer in time");
@@ -838,13 +847,13 @@ impl Router {
                 answers.push(stopped_write(c));
             }
         }
-        for (asker, _) in self.proposing.drain(..).chain(self.proposals.drain().map(|(_, v)| v)) {
+        for (asker, _) in self.proposing.drain(..).chain(std::mem::take(&mut self.proposals).into_values()) {
             if let Asker::Local(c) | Asker::Bound(c, _) = asker {
                 let e = WriteError::Unknown("the node stopped before the commit");
                 answers.push((c, Answer::Write(Err(e))));
             }
         }
-        for (asker, _) in self.to_read.drain(..).chain(self.reads.drain().map(|(_, v)| v)) {
+        for (asker, _) in self.to_read.drain(..).chain(std::mem::take(&mut self.reads).into_values()) {
             if let Asker::Local(c) | Asker::Bound(c, _) = asker {
                 answers.push((c, Answer::Read(Err(ReadFailure::Stopped))));
             }
@@ -856,7 +865,7 @@ impl Router {
                 Parked::Ask(c, _) => (c, Answer::Ask(Err(AskError::Stopped))),
             });
         }
-        for (_, (_, f, _)) in self.forwarded.drain() {
+        for (_, f, _) in std::mem::take(&mut self.forwarded).into_values() {
             answers.push(match f {
                 Forwarded::Propose(c, _) => {
                     let e = WriteError::Unknown("the node stopped before the answer");
