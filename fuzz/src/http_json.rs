@@ -62,7 +62,8 @@ use tenure_client::observer::parse_event;
 use tenure_client::Observed;
 use tenure_client::SseEvent;
 use tenure_kv::{
-    parse_candidate_key, validate_name, Command, LeaseId, TxnOp, MAX_TTL_MS, MAX_VALUE, MIN_TTL_MS,
+    parse_candidate_key, validate_name, Command, Compare, CompareOp, LeaseId, Target, TxnOp,
+    MAX_TTL_MS, MAX_VALUE, MIN_TTL_MS,
 };
 use tenure_server::http::{
     campaign_command, dead_notice, grant_command, proclaim_request, resign_command,
@@ -216,10 +217,23 @@ fn resign(name: &str, body: &[u8]) {
         Ok((session, command)) => {
             let parsed = serde_json::from_slice::<ResignRequest>(body).ok();
             accepted(name, session, parsed.map(|r| r.session));
-            let Command::Delete { key, if_mod_revision: None } = &command else {
-                panic!("{command:?}")
-            };
-            candidate_key_of(key, name, session);
+            match (parsed.and_then(|r| r.token), &command) {
+                (None, Command::Delete { key, if_mod_revision: None }) => {
+                    candidate_key_of(key, name, session)
+                }
+                (Some(token), Command::Txn { compare, success, failure }) => {
+                    let [Compare { key, target: Target::CreateRevision(t), op: CompareOp::Equal }] =
+                        compare.as_slice()
+                    else {
+                        panic!("{command:?}")
+                    };
+                    assert_eq!(*t, token);
+                    assert_eq!(success.as_slice(), [TxnOp::Delete { key: key.clone() }]);
+                    assert!(failure.is_empty());
+                    candidate_key_of(key, name, session);
+                }
+                _ => panic!("{command:?}"),
+            }
             encodes(&command);
         }
         Err(e) => refused(e),

@@ -651,6 +651,12 @@ pub struct ProclaimRequest {
 pub struct ResignRequest {
     /// The session whose candidacy ends.
     pub session: u64,
+    /// The candidacy's fencing token (its key's `create_revision`, as the
+    /// campaign answered it): only that candidacy ends, so a resignation
+    /// that arrives late cannot end a later campaign of the same session.
+    /// Absent: whatever candidacy the session holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
 }
 
 /// Where a candidacy stands: the answer to a campaign and to a wait.

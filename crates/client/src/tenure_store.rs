@@ -272,7 +272,11 @@ impl Store for TenureStore {
 
     fn resign<'a>(&'a self, candidacy: &'a Candidacy) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let body = serde_json::json!(ResignRequest { session: candidacy.session.0 });
+            // The token guards it: a retry that lands late ends this
+            // candidacy or nothing, never a later one of the session.
+            let request =
+                ResignRequest { session: candidacy.session.0, token: Some(candidacy.token) };
+            let body = serde_json::json!(request);
             let path = format!("/v1/elections/{}/resign", candidacy.election);
             self.delete_like(Method::POST, &path, Some(&body)).await
         })

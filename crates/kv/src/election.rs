@@ -176,18 +176,37 @@ fn other_outcome(response: &Response) -> Outcome {
     }
 }
 
-/// Resigning: deletes the candidate key if present (a resignation is a
-/// plain delete; the session lives on). Read the answer with
-/// [`resign_outcome`].
-pub fn resign(name: &str, session: LeaseId) -> Command {
-    Command::Delete { key: candidate_key(name, session), if_mod_revision: None }
+/// Resigning: deletes the candidate key (the session lives on). With
+/// `token`, the candidacy's `create_revision`, only that candidacy: a
+/// resignation that reaches the log late (held by a follower's router while
+/// no leader was known, or sent again after a lost answer) then cannot end
+/// a later candidacy of the same session, which campaigned again in
+/// between; without, whatever candidacy the session holds. Read the answer
+/// with [`resign_outcome`].
+pub fn resign(name: &str, session: LeaseId, token: Option<u64>) -> Command {
+    let key = candidate_key(name, session);
+    match token {
+        None => Command::Delete { key, if_mod_revision: None },
+        Some(token) => Command::Txn {
+            compare: vec![Compare {
+                key: key.clone(),
+                target: Target::CreateRevision(token),
+                op: CompareOp::Equal,
+            }],
+            success: vec![TxnOp::Delete { key }],
+            failure: vec![],
+        },
+    }
 }
 
-/// The revision of the resignation, or [`Outcome::NotCandidate`].
+/// The revision of the resignation, or [`Outcome::NotCandidate`] (no
+/// candidacy, or another one than the token named).
 pub fn resign_outcome(response: &Response) -> Result<u64, Outcome> {
     match response {
         Response::Delete { revision, prev: Some(_) } => Ok(*revision),
         Response::Delete { prev: None, .. } => Err(Outcome::NotCandidate),
+        Response::Txn { succeeded: true, revision, .. } => Ok(*revision),
+        Response::Txn { succeeded: false, .. } => Err(Outcome::NotCandidate),
         other => Err(other_outcome(other)),
     }
 }
@@ -446,6 +465,30 @@ mod tests {
     }
 
     #[test]
+    fn a_resignation_guarded_by_its_token_ends_that_candidacy_only() {
+        let mut store = Store::new();
+        let (a, b) = (grant(&mut store), grant(&mut store));
+        let t1 = campaign_outcome(&store.execute(&campaign("e", a, b"A").unwrap())).unwrap();
+        campaign_outcome(&store.execute(&campaign("e", b, b"B").unwrap())).unwrap();
+        let late = resign("e", a, Some(t1));
+        assert!(resign_outcome(&store.execute(&late)).is_ok());
+        // a campaigns again; the first resignation arrives a second time
+        // (a retry, or held by a router): it ends nothing.
+        let t2 = campaign_outcome(&store.execute(&campaign("e", a, b"A").unwrap())).unwrap();
+        let revision = store.revision();
+        assert_eq!(resign_outcome(&store.execute(&late)), Err(Outcome::NotCandidate));
+        assert_eq!(store.revision(), revision, "a refused resignation writes nothing");
+        assert_eq!(standing(&store, "e").position(a), Some(1));
+        // Unguarded, the same late arrival would have ended the new candidacy.
+        let mut unguarded = store.clone();
+        assert!(resign_outcome(&unguarded.execute(&resign("e", a, None))).is_ok());
+        assert_eq!(standing(&unguarded, "e").position(a), None);
+        // Its own token ends it.
+        assert!(resign_outcome(&store.execute(&resign("e", a, Some(t2)))).is_ok());
+        assert_eq!(standing(&store, "e").position(a), None);
+    }
+
+    #[test]
     fn the_lowest_create_revision_leads_and_resigning_hands_over_in_order() {
         let mut store = Store::new();
         let (a, b, c) = (grant(&mut store), grant(&mut store), grant(&mut store));
@@ -461,8 +504,11 @@ mod tests {
         assert_eq!(s.predecessor(b), None);
         assert_eq!(s.position(LeaseId(99)), None);
 
-        assert!(resign_outcome(&store.execute(&resign("e", b))).is_ok());
-        assert_eq!(resign_outcome(&store.execute(&resign("e", b))), Err(Outcome::NotCandidate));
+        assert!(resign_outcome(&store.execute(&resign("e", b, None))).is_ok());
+        assert_eq!(
+            resign_outcome(&store.execute(&resign("e", b, None))),
+            Err(Outcome::NotCandidate)
+        );
         let s = standing(&store, "e");
         assert_eq!(s.leader().map(|l| (l.session, l.create_revision)), Some((a, ta)));
         // b campaigns again: at the back, with a larger token than anyone's.
@@ -518,7 +564,7 @@ mod tests {
         assert_eq!((c.create_revision, c.mod_revision), (t, r), "a proclaim moves mod_revision");
         assert_eq!(Candidate::from_kv(store.get(&candidate_key("e", a)).unwrap()), Some(c));
         // Resigned and back: the old token no longer proclaims.
-        store.execute(&resign("e", a));
+        store.execute(&resign("e", a, None));
         store.execute(&campaign("e", a, b"v3").unwrap());
         let stale = store.execute(&proclaim("e", a, t, b"v4").unwrap());
         assert_eq!(proclaim_outcome(&stale), Err(Outcome::NotCandidate));

@@ -59,7 +59,16 @@ fn command(rng: &mut Pcg64Mcg, store: &Store) -> Command {
             Command::Grant { ttl_ms: 1_000, owner: owner.map(str::to_string) }
         }
         2 | 3 => campaign(name, session(rng, store), b"v").expect("a valid campaign"),
-        4 => resign(name, session(rng, store)),
+        4 => {
+            // Unguarded, guarded by the candidacy's token, or by a stale one.
+            let s = session(rng, store);
+            let token = store.get(&candidate_key(name, s)).map_or(0, |kv| kv.create_revision);
+            match below(rng, 3) {
+                0 => resign(name, s, None),
+                1 => resign(name, s, Some(token)),
+                _ => resign(name, s, Some(token.saturating_sub(1))),
+            }
+        }
         5 => {
             let s = session(rng, store);
             let token = store.get(&candidate_key(name, s)).map_or(0, |kv| kv.create_revision);

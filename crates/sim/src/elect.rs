@@ -534,7 +534,9 @@ impl Elections {
                     .expect("the workload's names and values are valid"),
             ),
             Kind::Read => RequestBody::Range { prefix: tenure_kv::prefix(&name) },
-            Kind::Resign => RequestBody::Write(resign(&name, session)),
+            // Guarded by the candidacy's token, as tenure's client sends it:
+            // an attempt that lands after the app campaigned again ends nothing.
+            Kind::Resign => RequestBody::Write(resign(&name, session, out.candidacy)),
             Kind::Revoke => RequestBody::Write(Command::Revoke { lease: session }),
             Kind::Renew => RequestBody::Renew { lease: session },
         };

@@ -137,6 +137,26 @@ fn a_late_resignation_leaves_a_later_candidacy_alone() {
     assert!(r.passed(), "{}", explain(&p, &r));
 }
 
+/// Raft seed 1720 (5 nodes), found by a 2,000-seed sweep once the router
+/// answered in a deterministic order: two resignations of an app, sent to a
+/// node cut off from the leader, waited in its router; the app timed them
+/// out, resigned through another node with a definite answer, and
+/// campaigned again (token 161). The held resignations then reached the
+/// new leader and deleted the new candidacy's key; the next candidate led
+/// for 364 ms beside the app, which still held its session. A resignation
+/// now names the candidacy it ends (its token: the key's create revision),
+/// as tenure's client sends it, so a late one ends nothing else. Ranked
+/// seed 1268 of the same sweep: the same late deletion, 26 ms of overlap.
+#[test]
+fn a_resignation_held_by_a_router_ends_only_its_own_candidacy() {
+    for (protocol, seed) in [(ProtocolKind::Raft, 1720), (ProtocolKind::Ranked, 1268)] {
+        let mut p = params(protocol, seed, 5, 20);
+        p.sim_seconds = None;
+        let r = run(&p);
+        assert!(r.passed(), "{}", explain(&p, &r));
+    }
+}
+
 /// Runs seeds 1..=`seeds` of raft with a planted bug; returns how many
 /// runs the checker `check` caught it in.
 fn caught(bug: ElectBug, check: Check, seeds: u64) -> u64 {

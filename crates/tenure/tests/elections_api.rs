@@ -339,6 +339,21 @@ async fn the_next_candidate_leads_when_the_leader_resigns_or_its_session_ends() 
     // The waits that won are counted where they waited.
     assert_eq!(metric(f2, "tenure_election_waits_won_total").await, 1);
     assert_eq!(metric(f1, "tenure_election_waits_won_total").await, 1);
+
+    // A resignation that names its candidacy's token ends that candidacy
+    // only: arriving again after the session campaigned anew (a retry, or
+    // one a follower's router held), it ends nothing.
+    let resign_with = |t: u64| json!({"session": a, "token": t}).to_string();
+    let ta = campaign(f1, "late", a, "x").await.json()["token"].as_u64().unwrap();
+    let first = call(f1, "POST", "/v1/elections/late/resign", resign_with(ta).as_bytes()).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    let ta2 = campaign(f2, "late", a, "x").await.json()["token"].as_u64().unwrap();
+    let late = call(f2, "POST", "/v1/elections/late/resign", resign_with(ta).as_bytes()).await;
+    assert_eq!(late.status, 404, "{late:?}");
+    let e = call(servers[l].http, "GET", "/v1/elections/late", b"").await.json();
+    assert_eq!(e["leader"]["token"].as_u64(), Some(ta2), "the new candidacy stands: {e}");
+    let own = call(f1, "POST", "/v1/elections/late/resign", resign_with(ta2).as_bytes()).await;
+    assert_eq!(own.status, 200, "{own:?}");
     stop_all(&mut servers).await;
 }
 

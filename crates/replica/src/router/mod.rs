@@ -847,13 +847,17 @@ impl Router {
                 answers.push(stopped_write(c));
             }
         }
-        for (asker, _) in self.proposing.drain(..).chain(std::mem::take(&mut self.proposals).into_values()) {
+        for (asker, _) in
+            self.proposing.drain(..).chain(std::mem::take(&mut self.proposals).into_values())
+        {
             if let Asker::Local(c) | Asker::Bound(c, _) = asker {
                 let e = WriteError::Unknown("the node stopped before the commit");
                 answers.push((c, Answer::Write(Err(e))));
             }
         }
-        for (asker, _) in self.to_read.drain(..).chain(std::mem::take(&mut self.reads).into_values()) {
+        for (asker, _) in
+            self.to_read.drain(..).chain(std::mem::take(&mut self.reads).into_values())
+        {
             if let Asker::Local(c) | Asker::Bound(c, _) = asker {
                 answers.push((c, Answer::Read(Err(ReadFailure::Stopped))));
             }

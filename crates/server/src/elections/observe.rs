@@ -453,7 +453,7 @@ mod tests {
                     let Some(l) = Standing::read(&store, name).leader().cloned() else { continue };
                     proclaim(name, l.session, l.create_revision, &value).unwrap()
                 }
-                4 => resign(name, pick(&mut rng, &sessions)),
+                4 => resign(name, pick(&mut rng, &sessions), None),
                 5 => Command::Revoke { lease: pick(&mut rng, &sessions) },
                 6 => Command::Expire { lease: pick(&mut rng, &sessions) },
                 _ => Command::Put {
@@ -532,7 +532,7 @@ mod tests {
         assert!(Observed::at(&store, "db", resume_at).is_ok(), "nothing changed since");
         // A resigns (B leads with the value of its campaign), then B proclaims:
         // B's value at `resume_at` is in its campaign only, compacted.
-        store.execute(&tenure_kv::resign("db", a));
+        store.execute(&tenure_kv::resign("db", a, None));
         let token = Standing::read(&store, "db").leader().unwrap().create_revision;
         assert_eq!(token, b_joined);
         store.execute(&proclaim("db", b, token, b"b2").unwrap());
@@ -575,7 +575,7 @@ mod tests {
         // L proclaims (its older value is never told: the proclaim's is),
         // resigns (W leads with its value at `resume_at`), W proclaims.
         store.execute(&proclaim("db", l, l_token, b"l2").unwrap());
-        store.execute(&resign("db", l));
+        store.execute(&resign("db", l, None));
         store.execute(&proclaim("db", w, w_token, b"w2").unwrap());
         let mut resumed = Observed::at(&store, "db", resume_at)
             .unwrap_or_else(|e| panic!("L's older value is not needed: {e}"));
@@ -610,8 +610,8 @@ mod tests {
         // Every campaign leaves the history.
         filler(&mut store, MAX_HISTORY);
         let resume_at = store.revision();
-        store.execute(&resign("db", a)); // B leads, with its value at `resume_at`
-        store.execute(&resign("db", b)); // which only this removal reports
+        store.execute(&resign("db", a, None)); // B leads, with its value at `resume_at`
+        store.execute(&resign("db", b, None)); // which only this removal reports
         let rebuilt = Resume::read(&store, "db", resume_at).unwrap().rebuild();
         assert_eq!(
             rebuilt.needed.values().copied().collect::<Vec<_>>(),
@@ -644,7 +644,7 @@ mod tests {
         for i in 0..9_000 {
             let l = Standing::read(&store, "db").leader().cloned().unwrap();
             if i % 10 == 9 {
-                store.execute(&resign("db", l.session));
+                store.execute(&resign("db", l.session, None));
             } else {
                 store.execute(&proclaim("db", l.session, l.create_revision, &value).unwrap());
             }

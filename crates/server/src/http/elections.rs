@@ -44,7 +44,7 @@ pub const DEFAULT_ELECTION_LIST: usize = 1_000;
 
 const CAMPAIGN_SHAPE: &str = r#"{"session": L, "value": "v"}"#;
 const PROCLAIM_SHAPE: &str = r#"{"session": L, "value": "v"}"#;
-const RESIGN_SHAPE: &str = r#"{"session": L}"#;
+const RESIGN_SHAPE: &str = r#"{"session": L} or {"session": L, "token": T}"#;
 
 /// The query of `GET /v1/elections/{name}/wait`.
 #[derive(Deserialize, Debug, Default)]
@@ -369,14 +369,16 @@ pub fn campaign_command(name: &str, body: &[u8]) -> Result<(LeaseId, Command), A
 }
 
 /// A resignation body for the election `name`, as `POST .../resign` reads
-/// it: the session and the command to propose; 400 for a body that is not
-/// `{"session": L}`, a session 0 or a bad name. Public for the fuzz target.
+/// it: the session and the command to propose (guarded by the candidacy's
+/// token when the body gives one); 400 for a body that is not
+/// `{"session": L}` or `{"session": L, "token": T}`, a session 0 or a bad
+/// name. Public for the fuzz target.
 #[doc(hidden)]
 pub fn resign_command(name: &str, body: &[u8]) -> Result<(LeaseId, Command), ApiError> {
     validate_name(name).map_err(|e| refused(name, &e))?;
     let request: ResignRequest = json_body(body, RESIGN_SHAPE)?;
     let session = session_from(request.session)?;
-    Ok((session, tenure_kv::resign(name, session)))
+    Ok((session, tenure_kv::resign(name, session, request.token)))
 }
 
 /// A proclaim body for the election `name`, as `POST .../proclaim` reads
