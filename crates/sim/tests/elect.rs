@@ -193,3 +193,19 @@ fn a_token_that_wraps_is_caught() {
 fn a_leader_that_never_expires_starves_the_waiters_and_is_caught() {
     assert!(caught(ElectBug::NoExpiries, Check::ElectionStarvation, 20) > 0);
 }
+
+/// A seed replays exactly, with the applications' sessions and elections
+/// too: two runs of one seed in one process count the same messages,
+/// leaderships, renewals and expiries (see `a_kv_seed_replays_exactly`).
+#[test]
+fn an_elect_seed_replays_exactly() {
+    for protocol in ProtocolKind::ALL {
+        for seed in [5, 17] {
+            let p = params(protocol, seed, 5, 20);
+            let (a, b) = (run(&p), run(&p));
+            assert!(a.stats.elect.is_some_and(|e| e.renewals > 0), "{protocol} seed {seed}");
+            assert_eq!(a.stats, b.stats, "{protocol} seed {seed}: two runs differ");
+            assert_eq!(a.violation_count, b.violation_count, "{protocol} seed {seed}");
+        }
+    }
+}
