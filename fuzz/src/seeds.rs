@@ -48,6 +48,7 @@ fn hello_from(cluster_id: &str, protocol: ProtocolKind) -> Frame {
         incarnation: 2,
         voters: vec![NodeId(1), NodeId(2), NodeId(3)],
         api_address: Some("127.0.0.1:8002".into()),
+        directory: tenure_core::DirectoryId(0xd2),
     }
 }
 
@@ -127,6 +128,7 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             incarnation: 1_750_000_000_000_000,
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],
             api_address: Some("0.0.0.0:8002".into()),
+            directory: tenure_core::DirectoryId(0xd2),
         },
         Frame::Reject { reason: "no".into() },
         Frame::Pong { nonce: 7 },

@@ -43,6 +43,7 @@ fn net(protocol: ProtocolKind) -> Net {
         CLUSTER.into(),
         ME,
         1,
+        tenure_core::DirectoryId(0xd1),
         protocol,
         &peers,
         Clock::new(),
@@ -169,6 +170,7 @@ fn dialer_side(frame: &Frame) {
         incarnation,
         voters,
         api_address,
+        directory,
     } = frame
     {
         let net = net(*protocol);
@@ -181,6 +183,7 @@ fn dialer_side(frame: &Frame) {
             incarnation: *incarnation,
             voters,
             api_address: api_address.as_deref(),
+            directory: *directory,
         };
         let verdict = check_hello_ack(&net, link, &ack);
         let expected_ok = *version == wire::WIRE_VERSION
@@ -188,6 +191,7 @@ fn dialer_side(frame: &Frame) {
             && *node == link.id
             && (1..=tenure_node::storage::MAX_INCARNATION).contains(incarnation)
             && *voters == net.voters
+            && directory.0 != 0
             && api_address
                 .as_ref()
                 .is_none_or(|a| (1..=wire::MAX_API_ADDRESS_LEN).contains(&a.len()));
@@ -230,6 +234,7 @@ mod tests {
             incarnation: 5,
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],
             api_address: Some("0.0.0.0:8002".into()),
+            directory: tenure_core::DirectoryId(0xd2),
         }
     }
 

@@ -19,6 +19,11 @@ pub struct StatusBody {
     /// from servers without one: store-led, or of an earlier tenure).
     #[serde(default)]
     pub incarnation: Option<u64>,
+    /// This node's data-directory identity, 32 hex digits: the same at
+    /// every start of its data directory, new when the directory is new
+    /// (absent from servers without one: store-led, or of an earlier tenure).
+    #[serde(default)]
+    pub directory: Option<String>,
     /// The election protocol: "raft", "ranked" or "paxos".
     #[serde(default)]
     pub protocol: String,
@@ -199,6 +204,10 @@ pub struct PeerBody {
     /// answering node started (null before the first).
     #[serde(default)]
     pub incarnation: Option<u64>,
+    /// Its data-directory identity, as its last accepted handshake showed
+    /// it (null before the first).
+    #[serde(default)]
+    pub directory: Option<String>,
     /// Why the last handshake with it failed, either way (say, the voter
     /// sets differ), until one succeeds.
     #[serde(default)]

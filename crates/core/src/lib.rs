@@ -74,4 +74,4 @@ pub use raft::RaftElector;
 pub use ranked::{RankedElector, RankedMessage};
 pub use seat::{majority_value, MAX_TERM_STEP, NOTICE_REASK_DIVISOR, STALL_GRACE_HEARTBEATS};
 pub use time::Instant;
-pub use types::{FencingToken, Lsn, NodeId, Role, Term};
+pub use types::{BadDirectoryId, DirectoryId, FencingToken, Lsn, NodeId, Role, Term};

@@ -126,3 +126,67 @@ impl fmt::Display for Role {
         f.write_str(self.as_str())
     }
 }
+
+/// The identity of a node's data directory: a random 128-bit number written
+/// when the directory is first used and kept for its life (as Kafka's
+/// directory id, KIP-853). A node whose directory was wiped comes back under
+/// its old id with a new identity, so a cluster can tell it from the voter
+/// whose data it no longer holds. Never zero. Shown as 32 hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DirectoryId(pub u128);
+
+impl fmt::Display for DirectoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for DirectoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "dir-{:032x}", self.0)
+    }
+}
+
+/// A text that is not a [`DirectoryId`]: 32 hex digits, not all zero.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a data-directory identity (32 hex digits, not all zero)")]
+pub struct BadDirectoryId(pub String);
+
+impl std::str::FromStr for DirectoryId {
+    type Err = BadDirectoryId;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadDirectoryId(s.to_string());
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        match u128::from_str_radix(s, 16) {
+            Ok(0) | Err(_) => Err(bad()),
+            Ok(v) => Ok(DirectoryId(v)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_id_reads_back_from_its_32_hex_digits() {
+        let id = DirectoryId(0x0123_4567_89ab_cdef_0011_2233_4455_6677);
+        let text = id.to_string();
+        assert_eq!(text, "0123456789abcdef0011223344556677");
+        assert_eq!(text.parse::<DirectoryId>(), Ok(id));
+        assert_eq!(format!("{id:?}"), "dir-0123456789abcdef0011223344556677");
+        for bad in [
+            "",
+            "0123",
+            "00000000000000000000000000000000",
+            "+123456789abcdef0011223344556677",
+            "0123456789abcdef00112233445566778",
+            "0123456789abcdef001122334455667g",
+        ] {
+            assert_eq!(bad.parse::<DirectoryId>(), Err(BadDirectoryId(bad.to_string())), "{bad}");
+        }
+    }
+}

@@ -20,7 +20,7 @@ use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use tenure_core::{NodeId, Protocol, Role, Term};
+use tenure_core::{DirectoryId, NodeId, Protocol, Role, Term};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -149,6 +149,7 @@ async fn start_valid(
     // the transport dials or accepts any peer.
     let (data, hard_state) = DataDir::open(&config.data_dir, identity(&config))?;
     let incarnation = data.incarnation();
+    let directory = data.directory_id();
     let clock = Clock::new();
     // The core only needs a seed; take it from OS entropy once, and log it so
     // a run can be replayed in the simulator.
@@ -165,6 +166,7 @@ async fn start_valid(
             config.cluster_id.clone(),
             config.id,
             incarnation,
+            directory,
             config.protocol,
             &config.peers,
             clock,
@@ -201,6 +203,7 @@ async fn start_valid(
         tls = tls.as_ref().map_or("off (insecure)", |t| t.name()),
         data_dir = %shared.config.data_dir.display(),
         incarnation,
+        %directory,
         term = %hard_state.term,
         voted_for = ?hard_state.voted_for,
         seed,
@@ -301,6 +304,7 @@ impl NodeHandle {
         NodeStatus {
             id: s.id,
             incarnation: self.shared.incarnation,
+            directory: self.shared.net.directory,
             protocol: self.shared.config.protocol,
             role: if lapsed { Role::Follower } else { s.role },
             term: s.term,
@@ -323,6 +327,7 @@ impl NodeHandle {
                     rtt_ms: l.rtt_ms(),
                     incarnation: l.incarnation(),
                     api_address: l.api_address(),
+                    directory: l.directory(),
                     handshake_error: l.handshake_error(),
                 })
                 .collect(),
@@ -342,6 +347,12 @@ impl NodeHandle {
     /// to its data directory before it talked to any peer.
     pub fn incarnation(&self) -> u64 {
         self.shared.incarnation
+    }
+
+    /// This node's data-directory identity: the same at every start of its
+    /// directory, new when the directory is new.
+    pub fn directory(&self) -> DirectoryId {
+        self.shared.net.directory
     }
 
     /// The current leadership; the receiver sees every change.

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 use std::net::SocketAddr;
-use tenure_core::{Counters, FencingToken, Lsn, NodeId, ProtocolKind, Role, Term};
+use tenure_core::{Counters, DirectoryId, FencingToken, Lsn, NodeId, ProtocolKind, Role, Term};
 
 /// Who leads, as this node knows it. Published on a watch channel on every change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -56,6 +56,8 @@ pub struct NodeStatus {
     /// Its incarnation: larger at every start of the node (see
     /// [`crate::storage::incarnation`]).
     pub incarnation: u64,
+    /// Its data directory's identity (see [`crate::storage::incarnation`]).
+    pub directory: DirectoryId,
     /// The election protocol it runs.
     pub protocol: ProtocolKind,
     /// Its role.
@@ -103,6 +105,9 @@ pub struct PeerInfo {
     /// Where its embedding service (tenure: its HTTP API) answers, as its
     /// handshake advertised it ([`crate::transport::PeerLink::api_address`]).
     pub api_address: Option<String>,
+    /// Its data directory's identity, as its last accepted handshake showed
+    /// it (none before the first).
+    pub directory: Option<DirectoryId>,
     /// Why the last handshake with it failed, either way, until one
     /// succeeds (say, the voter sets differ).
     pub handshake_error: Option<String>,

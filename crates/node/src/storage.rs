@@ -92,7 +92,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use tenure_core::{HardState, Term};
+use tenure_core::{DirectoryId, HardState, Term};
 
 /// The state file's name inside the data directory.
 pub const STATE_FILE: &str = "state";
@@ -122,6 +122,8 @@ pub struct DataDir {
     id: Identity,
     /// The incarnation this opening took (see [`incarnation`]).
     incarnation: u64,
+    /// The directory's identity (see [`incarnation`]).
+    directory: DirectoryId,
     slots: Mutex<Slots>,
 }
 
@@ -189,7 +191,8 @@ impl DataDir {
         let found = incarnation::read(dir)?;
         let inc_path = dir.join(INCARNATION_FILE);
         let now_us = incarnation::wall_clock_us();
-        let next = incarnation::decide(&id, &inc_path, &found, reset.is_some(), now_us)?;
+        let fresh = incarnation::random_directory_id();
+        let next = incarnation::decide(&id, &inc_path, &found, reset.is_some(), now_us, fresh)?;
         let slot = format::encode_slot(plan.seq, &id.record(plan.state));
         if plan.rewrite_state {
             // State first, then the record: a crash between them leaves a
@@ -210,6 +213,7 @@ impl DataDir {
             dir: dir.to_path_buf(),
             id,
             incarnation: next.incarnation,
+            directory: next.directory,
             slots: Mutex::new(slots),
         };
         Ok(Opened { data, plan, incarnation: next })
@@ -219,6 +223,12 @@ impl DataDir {
     /// opening of the directory, and durable (see [`incarnation`]).
     pub fn incarnation(&self) -> u64 {
         self.incarnation
+    }
+
+    /// The directory's identity: taken when its incarnation file was first
+    /// written, the same at every opening since (see [`incarnation`]).
+    pub fn directory_id(&self) -> DirectoryId {
+        self.directory
     }
 
     /// The state file's path.

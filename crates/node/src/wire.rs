@@ -17,19 +17,20 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
-use tenure_core::{Message, NodeId, ProtocolKind};
+use tenure_core::{DirectoryId, Message, NodeId, ProtocolKind};
 use tenure_replica::ReplicaMessage;
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks (6: the replicated log may
+/// The wire protocol version this build speaks (7: the handshake carries the
+/// sender's data-directory identity; 6: the replicated log may
 /// carry sessions with owners, and answers the per-owner refusals, which a
 /// build of version 5 cannot decode; 5 added the sender's voter set and API
 /// address in [`Frame::Hello`] and [`Frame::HelloAck`]; 4 the sender's
 /// incarnation; 3 the replicated log's frames). A node of another version
 /// is refused at the handshake, by name: the answer and the log say
-/// "unsupported wire version 5 (this build speaks 6)", so a cluster never
+/// "unsupported wire version 6 (this build speaks 7)", so a cluster never
 /// runs builds that would apply its log differently.
-pub const WIRE_VERSION: u8 = 6;
+pub const WIRE_VERSION: u8 = 7;
 
 /// The longest API address a handshake may carry ([`Frame::Hello`]'s
 /// `api_address`): a DNS name (at most 253 bytes) and a port.
@@ -75,6 +76,10 @@ pub enum Frame {
         /// at this port": the receiver puts the dialer's configured peer
         /// address's IP in its place ([`crate::PeerInfo::api_address`]).
         api_address: Option<String>,
+        /// The dialer's data-directory identity (never zero): the same at
+        /// every start of its directory, new when the directory is new
+        /// (see [`crate::storage::incarnation`]).
+        directory: DirectoryId,
     },
     /// Acceptor -> dialer: handshake accepted.
     HelloAck {
@@ -94,6 +99,8 @@ pub enum Frame {
         /// Where the acceptor's embedding service answers (as in
         /// [`Frame::Hello`]).
         api_address: Option<String>,
+        /// The acceptor's data-directory identity (as in [`Frame::Hello`]).
+        directory: DirectoryId,
     },
     /// Acceptor -> dialer: handshake refused; the connection is closed after it.
     Reject {
@@ -182,6 +189,7 @@ mod tests {
                 incarnation: crate::storage::MAX_INCARNATION,
                 voters: (1..=15).map(NodeId).collect(),
                 api_address: Some("x".repeat(MAX_API_ADDRESS_LEN)),
+                directory: DirectoryId(u128::MAX),
             },
             Frame::HelloAck {
                 version: WIRE_VERSION,
@@ -191,6 +199,7 @@ mod tests {
                 incarnation: 1,
                 voters: vec![NodeId(2)],
                 api_address: None,
+                directory: DirectoryId(1),
             },
             Frame::Message(Message::Heartbeat { term: Term(3), counter: 9, sent_at_nanos: 12345 }),
             Frame::Message(Message::Resign { term: Term(3), successor: Some(NodeId(2)) }),
@@ -217,9 +226,10 @@ mod tests {
     }
 
     /// The handshake's layout: the voter set and the API address follow
-    /// the incarnation, so a version 5 or 6 hello is a version 4 hello
-    /// (version byte aside) with them appended; a hello of an older
-    /// version is refused by its version, which the error names.
+    /// the incarnation, and the data-directory identity follows them, so a
+    /// version 7 hello is a version 6 hello (version byte aside) with the
+    /// identity appended; a hello of an older version is refused by its
+    /// version, which the error names.
     #[test]
     fn the_hello_carries_the_voters_and_older_versions_are_refused_by_name() {
         let hello = Frame::Hello {
@@ -231,13 +241,14 @@ mod tests {
             incarnation: 300,
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],
             api_address: Some("h:1".into()),
+            directory: DirectoryId(0x81),
         };
-        // Frame 0 (Hello), version 6, "c", node 2, node 1, raft (0), 300 as a
-        // varint, three voters 1, 2, 3, Some("h:1").
+        // Frame 0 (Hello), version 7, "c", node 2, node 1, raft (0), 300 as a
+        // varint, three voters 1, 2, 3, Some("h:1"), identity 0x81 as a varint.
         let bytes = encode(&hello);
         assert_eq!(
             &bytes[..],
-            [6, 0, 6, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 1, 3, b'h', b':', b'1']
+            [7, 0, 7, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 1, 3, b'h', b':', b'1', 0x81, 0x01]
         );
         let ack = Frame::HelloAck {
             version: WIRE_VERSION,
@@ -247,15 +258,18 @@ mod tests {
             incarnation: 7,
             voters: vec![NodeId(1)],
             api_address: None,
+            directory: DirectoryId(5),
         };
-        assert_eq!(&encode(&ack)[..], [6, 1, 6, 1, b'c', 1, 0, 7, 1, 1, 0]);
-        // What a node of version 5 sends, which cannot decode owned
-        // sessions: refused by name.
-        let mut v5 = bytes.to_vec();
-        (v5[0], v5[2]) = (5, 5);
-        let e = decode(&v5).unwrap_err();
-        assert!(matches!(e, FrameError::Version(5)), "{e:?}");
-        assert_eq!(e.to_string(), "unsupported wire version 5 (this build speaks 6)");
+        assert_eq!(&encode(&ack)[..], [7, 1, 7, 1, b'c', 1, 0, 7, 1, 1, 0, 5]);
+        // What a node of version 6 sends, without an identity: refused by name.
+        let mut v6 = bytes[..bytes.len() - 2].to_vec();
+        (v6[0], v6[2]) = (6, 6);
+        let e = decode(&v6).unwrap_err();
+        assert!(matches!(e, FrameError::Version(6)), "{e:?}");
+        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 7)");
+        // Without the identity, a hello of this version is cut short.
+        (v6[0], v6[2]) = (WIRE_VERSION, WIRE_VERSION);
+        assert!(matches!(decode(&v6), Err(FrameError::Malformed(_))));
         // What a node of version 4 sends: its hello without voters and address.
         let v4 = [4, 0, 4, 1, b'c', 2, 1, 0, 0xac, 0x02];
         let e = decode(&v4).unwrap_err();

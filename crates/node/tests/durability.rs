@@ -72,6 +72,7 @@ impl FakePeer {
                 v
             },
             api_address: None,
+            directory: tenure_core::DirectoryId(0xd0),
         };
         c.send(wire::encode(&ack)).await.ok()?;
         loop {

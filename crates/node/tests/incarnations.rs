@@ -45,18 +45,24 @@ async fn a_restart_takes_a_higher_incarnation_and_the_peers_take_it_as_the_old_o
         assert_eq!(h.status().incarnation, h.incarnation());
     }
     let old = c.handle(2).incarnation();
+    let directory = c.handle(2).directory();
+    assert_eq!(c.handle(2).status().directory, directory);
+    let directories: Vec<_> = c.running().iter().map(|h| h.directory()).collect();
+    assert!(directories.iter().all(|d| directories.iter().filter(|e| *e == d).count() == 1));
     c.stop(2).await;
     c.restart(2).await;
     let new = c.handle(2).incarnation();
     assert_eq!(new, old + 1);
+    assert_eq!(c.handle(2).directory(), directory, "a restart keeps the directory's identity");
     incarnations_known(&c).await;
     // Each other node saw the new incarnation (on its dial, or on the
-    // restarted node's) and gave its core one notice of the old one's death.
+    // restarted node's) and gave its core one notice of the old one's death;
+    // its handshake showed the same directory.
     for i in [0, 1] {
         let h = c.handle(i);
         wait_for("the death notice", || (deaths(&h) == 1).then_some(())).await;
         let p = h.status().peers.into_iter().find(|p| p.id == NodeId(3)).unwrap();
-        assert_eq!(p.incarnation, Some(new));
+        assert_eq!((p.incarnation, p.directory), (Some(new), Some(directory)));
     }
     // The restarted node saw its peers for the first time: no notice.
     assert_eq!(deaths(&c.handle(2)), 0);
@@ -174,6 +180,7 @@ async fn a_forged_higher_incarnation_is_no_death_notice() {
         incarnation: MAX_INCARNATION,
         voters: c.configs[0].peers.iter().map(|&(id, _)| id).collect(),
         api_address: None,
+        directory: tenure_core::DirectoryId(0xd0),
     };
     let mut conn = dial_tls(&identity(&c.configs[2]), &c.configs[0]).await.unwrap();
     let answer = handshake(&mut conn, forged).await;

@@ -250,20 +250,34 @@ fn opt(v: Option<u64>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
 
-/// The status table, one row per endpoint. The incarnation comes last: a
-/// wall-clock reading in microseconds at the node's first start, counted up
-/// by one at each restart (crates/node/src/storage/incarnation.rs), so 16
-/// digits wide.
+/// How many hex digits of a data-directory identity the table shows (the
+/// JSON output has all 32).
+const DIRECTORY_DIGITS: usize = 8;
+
+/// The status table, one row per endpoint. The incarnation and the data
+/// directory's identity come last: the incarnation is a wall-clock reading
+/// in microseconds at the node's first start, counted up by one at each
+/// restart (crates/node/src/storage/incarnation.rs), so 16 digits wide; the
+/// identity is shown by its first [`DIRECTORY_DIGITS`] hex digits.
 fn table(rows: &[Row]) -> String {
     let width = rows.iter().map(|r| r.endpoint.len()).max().unwrap_or(8).max(8);
     let mut out = format!(
-        "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}  {:>16}\n",
-        "ENDPOINT", "ID", "PROTOCOL", "ROLE", "TERM", "LEADER", "FENCING", "PEERS", "INCARNATION"
+        "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}  {:>16}  {}\n",
+        "ENDPOINT",
+        "ID",
+        "PROTOCOL",
+        "ROLE",
+        "TERM",
+        "LEADER",
+        "FENCING",
+        "PEERS",
+        "INCARNATION",
+        "DIRECTORY"
     );
     for r in rows {
         match &r.status {
             Some(s) => out.push_str(&format!(
-                "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}  {:>16}\n",
+                "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}  {:>16}  {}\n",
                 r.endpoint,
                 s.id,
                 s.protocol,
@@ -273,6 +287,7 @@ fn table(rows: &[Row]) -> String {
                 opt(s.fencing_token),
                 format!("{}/{}", s.connected_peers(), s.peers.len()),
                 opt(s.incarnation),
+                s.directory.as_deref().map_or("-", |d| d.get(..DIRECTORY_DIGITS).unwrap_or(d)),
             )),
             None => out.push_str(&format!(
                 "{:<width$}  {} ({})\n",
@@ -453,6 +468,7 @@ mod tests {
         let status = StatusBody {
             id,
             incarnation,
+            directory: incarnation.map(|i| format!("{:032x}", u128::from(i) << 64)),
             protocol: "raft".into(),
             role: if id == 1 { "leader" } else { "follower" }.into(),
             term: 7,
@@ -526,7 +542,7 @@ mod tests {
     }
 
     #[test]
-    fn the_table_shows_each_nodes_incarnation_in_its_own_column() {
+    fn the_table_shows_each_nodes_incarnation_and_directory_in_their_own_columns() {
         let rows = [
             answered("https://127.0.0.1:8001", 1, Some(1_735_689_600_123_456)),
             answered("https://127.0.0.1:8002", 2, Some(1_735_689_600_987_001)),
@@ -536,11 +552,12 @@ mod tests {
         let text = table(&rows);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
-        assert!(lines[0].ends_with("INCARNATION"), "{text}");
-        assert!(lines[1].ends_with("  1735689600123456"), "{text}");
-        assert!(lines[2].ends_with("  1735689600987001"), "{text}");
-        assert!(lines[3].ends_with("  -"), "{text}");
-        // One column: every line ends at the same place.
-        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{text}");
+        assert!(lines[0].ends_with("INCARNATION  DIRECTORY"), "{text}");
+        assert!(lines[1].ends_with("  1735689600123456  00062a99"), "{text}");
+        assert!(lines[2].ends_with("  1735689600987001  00062a99"), "{text}");
+        assert!(lines[3].ends_with("  -  -"), "{text}");
+        // The incarnation is one column: it ends at the same place on every line.
+        let end = |l: &str| l.rfind("  ").expect("columns");
+        assert!(lines.iter().all(|l| end(l) == end(lines[0])), "{text}");
     }
 }

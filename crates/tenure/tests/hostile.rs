@@ -381,6 +381,7 @@ fn hello(from: u64, to: u64, protocol: ProtocolKind) -> Frame {
             v
         },
         api_address: None,
+        directory: tenure_core::DirectoryId(0xd0),
     }
 }
 
@@ -1340,6 +1341,7 @@ fn answer_everything_as_node_3(
                     incarnation: 1,
                     voters: vec![NodeId(1), NodeId(2), NodeId(3)],
                     api_address: None,
+                    directory: tenure_core::DirectoryId(0xd3),
                 };
                 if send_frame(&mut tls, &ack).await.is_err() {
                     return;

@@ -22,7 +22,17 @@
 //! * each failure is told apart: a damaged state file says nothing of the
 //!   incarnations, and the reverse.
 //!
-//! # Format (version 1)
+//! # The data directory's identity
+//!
+//! The file also holds the directory's identity ([`DirectoryId`]): 128
+//! random bits taken when the file is first written, and kept by every
+//! later start. A directory whose file is gone (wiped, or new) gets a new
+//! one, so a node that comes back under its old id with none of its data
+//! is told apart from the member it was: membership changes name a voter by
+//! id *and* identity. A file of format 1 (before identities) gets one at its
+//! next start.
+//!
+//! # Format (version 2)
 //!
 //! Two slots of [`INCARNATION_SLOT_LEN`] bytes, each a complete copy:
 //!
@@ -31,7 +41,7 @@
 //! | 8     | magic `TENURE-I`                                               |
 //! | 4     | format version, little endian                                  |
 //! | 4     | body length `n`, little endian                                 |
-//! | n     | body: postcard of cluster id, node id, incarnation             |
+//! | n     | body: postcard of cluster id, node id, incarnation, identity   |
 //! | 4     | CRC32 (IEEE) of everything before it in the slot, little endian |
 //! | ...   | zeros up to [`INCARNATION_SLOT_LEN`]                           |
 //!
@@ -61,6 +71,8 @@
 //! ([`MAX_INCARNATION`]), which a JavaScript client reads exactly; the clock
 //! reaches that in the year 2255.
 //!
+//! Format 1 had no identity; its slots are read, and rewritten as format 2.
+//!
 //! Both slots damaged is refused at start ([`StartError::CorruptIncarnation`]):
 //! nothing tells which numbers were used. `--reset-state` then takes a
 //! number from the wall clock, as for a missing file. A file of another node
@@ -77,7 +89,7 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
-use tenure_core::NodeId;
+use tenure_core::{DirectoryId, NodeId};
 use tracing::{info, warn};
 
 /// The incarnation file's name inside the data directory.
@@ -86,8 +98,10 @@ pub const INCARNATION_FILE: &str = "incarnation";
 pub const INCARNATION_TMP_FILE: &str = "incarnation.tmp";
 /// The size of one slot of the incarnation file; the file holds two.
 pub const INCARNATION_SLOT_LEN: usize = 256;
-/// The incarnation file format this build writes and reads.
-pub const INCARNATION_FORMAT_VERSION: u32 = 1;
+/// The incarnation file format this build writes (it reads format 1 too).
+pub const INCARNATION_FORMAT_VERSION: u32 = 2;
+/// The format before data-directory identities, still read.
+const FORMAT_WITHOUT_IDENTITY: u32 = 1;
 /// The largest incarnation: 2^53, the largest integer every JSON reader
 /// (JavaScript's numbers included) reads exactly.
 pub const MAX_INCARNATION: u64 = 1 << 53;
@@ -101,9 +115,8 @@ pub const MIN_CLOCK_US: u64 = 1_577_836_800_000_000;
 const SLOT: SlotLayout =
     SlotLayout { magic: b"TENURE-I", file: "incarnation", len: INCARNATION_SLOT_LEN, extra: 0 };
 
-/// What one slot holds. (The field order is the postcard layout of the slot
-/// body: never reorder it.)
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+/// What one slot holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IncarnationRecord {
     /// The cluster the node belongs to.
     pub cluster_id: String,
@@ -111,6 +124,26 @@ pub struct IncarnationRecord {
     pub node_id: NodeId,
     /// The incarnation the last start took.
     pub incarnation: u64,
+    /// The data directory's identity (None in a slot of format 1).
+    pub directory: Option<DirectoryId>,
+}
+
+/// A slot body of format 2. (The field order is the postcard layout: never
+/// reorder it.)
+#[derive(Serialize, Deserialize)]
+struct SlotBody {
+    cluster_id: String,
+    node_id: NodeId,
+    incarnation: u64,
+    directory: DirectoryId,
+}
+
+/// A slot body of format 1: format 2's without the identity.
+#[derive(Deserialize)]
+struct SlotBodyV1 {
+    cluster_id: String,
+    node_id: NodeId,
+    incarnation: u64,
 }
 
 /// An incarnation file, decoded.
@@ -134,15 +167,45 @@ impl IncarnationFile {
     }
 }
 
-/// Encodes one slot holding `record`.
+/// Encodes one slot (format 2) holding `record`, whose identity is given.
 pub(crate) fn encode_slot(record: &IncarnationRecord) -> Vec<u8> {
-    SLOT.encode(INCARNATION_FORMAT_VERSION, &[], record)
+    let body = SlotBody {
+        cluster_id: record.cluster_id.clone(),
+        node_id: record.node_id,
+        incarnation: record.incarnation,
+        directory: record.directory.expect("a slot of format 2 holds an identity"),
+    };
+    SLOT.encode(INCARNATION_FORMAT_VERSION, &[], &body)
 }
 
-/// Decodes one slot (exactly [`INCARNATION_SLOT_LEN`] bytes).
+/// Decodes one slot (exactly [`INCARNATION_SLOT_LEN`] bytes) of format 2
+/// or 1.
 fn decode_slot(slot: &[u8]) -> Result<IncarnationRecord, ParseError> {
-    let (_, body) = SLOT.open(slot, INCARNATION_FORMAT_VERSION)?;
-    let record: IncarnationRecord = decode_body(body)?;
+    let record = match SLOT.open(slot, INCARNATION_FORMAT_VERSION) {
+        Ok((_, body)) => {
+            let b: SlotBody = decode_body(body)?;
+            if b.directory == DirectoryId(0) {
+                return Err(ParseError::Corrupt("data-directory identity 0".into()));
+            }
+            IncarnationRecord {
+                cluster_id: b.cluster_id,
+                node_id: b.node_id,
+                incarnation: b.incarnation,
+                directory: Some(b.directory),
+            }
+        }
+        Err(ParseError::Version(FORMAT_WITHOUT_IDENTITY)) => {
+            let (_, body) = SLOT.open(slot, FORMAT_WITHOUT_IDENTITY)?;
+            let b: SlotBodyV1 = decode_body(body)?;
+            IncarnationRecord {
+                cluster_id: b.cluster_id,
+                node_id: b.node_id,
+                incarnation: b.incarnation,
+                directory: None,
+            }
+        }
+        Err(e) => return Err(e),
+    };
     if record.node_id == NodeId(0) {
         return Err(ParseError::Corrupt("node id 0 (node ids are positive)".into()));
     }
@@ -192,7 +255,21 @@ pub fn parse_incarnation_file(bytes: &[u8]) -> Result<IncarnationFile, ParseErro
                 a.node_id, a.cluster_id, b.node_id, b.cluster_id
             )));
         }
-        rs => rs.iter().max_by_key(|r| r.incarnation).map(|r| (*r).clone()).expect("one or two"),
+        [a, b] if a.directory.is_some() && b.directory.is_some() && a.directory != b.directory => {
+            return Err(ParseError::Corrupt(format!(
+                "the two copies hold different data-directory identities ({} and {})",
+                a.directory.unwrap_or(DirectoryId(0)),
+                b.directory.unwrap_or(DirectoryId(0))
+            )));
+        }
+        rs => {
+            let mut record =
+                rs.iter().max_by_key(|r| r.incarnation).map(|r| (*r).clone()).expect("one or two");
+            // A start that upgraded one slot of a format-1 file and crashed:
+            // the identity it took is in the upgraded slot.
+            record.directory = rs.iter().find_map(|r| r.directory);
+            record
+        }
     };
     let slots = decoded.map(|d| d.map(|r| r.incarnation).map_err(|e| e.to_string()));
     Ok(IncarnationFile { record, slots })
@@ -225,6 +302,11 @@ impl IncarnationRead {
 pub struct NextIncarnation {
     /// The number this start takes.
     pub incarnation: u64,
+    /// The data directory's identity: the file's, or a new one.
+    pub directory: DirectoryId,
+    /// True when the identity is new (no file, a file of format 1, or a
+    /// damaged file replaced by a reset).
+    pub new_directory: bool,
     /// How it is written: in place over the slots of a good file (first
     /// the slot given), or as a new file.
     pub(crate) write: WriteMode,
@@ -246,15 +328,16 @@ pub(crate) enum WriteMode {
 }
 
 /// Decides the incarnation of a start, from what the file holds, for `id`,
-/// at wall clock `now_us` (microseconds since the Unix epoch). With
-/// `reset`, a damaged file is replaced by a clock reading instead of being
-/// refused. Pure.
+/// at wall clock `now_us` (microseconds since the Unix epoch); `fresh` is
+/// the identity a directory without one takes. With `reset`, a damaged file
+/// is replaced by a clock reading instead of being refused. Pure.
 pub(crate) fn decide(
     id: &Identity,
     path: &Path,
     found: &IncarnationRead,
     reset: bool,
     now_us: u64,
+    fresh: DirectoryId,
 ) -> Result<NextIncarnation, StartError> {
     match found {
         IncarnationRead::Found(f) => {
@@ -276,6 +359,8 @@ pub(crate) fn decide(
             }
             Ok(NextIncarnation {
                 incarnation: r.incarnation + 1,
+                directory: r.directory.unwrap_or(fresh),
+                new_directory: r.directory.is_none(),
                 write: WriteMode::InPlace { first: f.first_to_write() },
                 reset: None,
             })
@@ -292,11 +377,15 @@ pub(crate) fn decide(
         }
         IncarnationRead::Unreadable(ParseError::Corrupt(detail)) => Ok(NextIncarnation {
             incarnation: from_clock(path, now_us)?,
+            directory: fresh,
+            new_directory: true,
             write: WriteMode::Create,
             reset: Some(format!("the incarnation file {} is corrupted ({detail})", path.display())),
         }),
         IncarnationRead::Missing => Ok(NextIncarnation {
             incarnation: from_clock(path, now_us)?,
+            directory: fresh,
+            new_directory: true,
             write: WriteMode::Create,
             reset: None,
         }),
@@ -309,6 +398,20 @@ fn from_clock(path: &Path, now_us: u64) -> Result<u64, StartError> {
         return Err(StartError::IncarnationClock { path: path.to_path_buf(), now_us });
     }
     Ok(now_us)
+}
+
+/// A new data-directory identity: 128 bits from the operating system's
+/// random source (never zero).
+pub(crate) fn random_directory_id() -> DirectoryId {
+    use rand_core::{OsRng, RngCore};
+    loop {
+        let mut bytes = [0u8; 16];
+        OsRng.fill_bytes(&mut bytes);
+        let id = u128::from_le_bytes(bytes);
+        if id != 0 {
+            return DirectoryId(id);
+        }
+    }
 }
 
 /// The wall clock in microseconds since the Unix epoch (0 if it reads
@@ -338,6 +441,7 @@ pub(crate) fn write(dir: &Path, id: &Identity, next: &NextIncarnation) -> Result
         cluster_id: id.cluster_id.clone(),
         node_id: id.node_id,
         incarnation: next.incarnation,
+        directory: Some(next.directory),
     });
     match next.write {
         WriteMode::InPlace { first } => {
@@ -364,6 +468,14 @@ pub(crate) fn write(dir: &Path, id: &Identity, next: &NextIncarnation) -> Result
              count starts at the wall clock"
         ),
         None => {}
+    }
+    if next.new_directory {
+        info!(
+            directory = %next.directory,
+            path = %path.display(),
+            "this data directory's identity (new: a first start, a directory of an earlier tenure, \
+             or a replaced incarnation file)"
+        );
     }
     Ok(())
 }

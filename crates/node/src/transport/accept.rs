@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure_core::NodeId;
+use tenure_core::{DirectoryId, NodeId};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 use tokio::task::{AbortHandle, JoinSet};
@@ -261,7 +261,7 @@ async fn serve_inbound(
         // Before any frame of the new incarnation is read: the driver learns
         // of the old one's death before it hears the new one.
         net.learned_incarnation(link, incarnation, &inbound.deaths);
-        link.handshake_accepted(hello.api_address.clone());
+        link.handshake_accepted(hello.api_address.clone(), hello.directory);
     }
     let (_live, replaced, last_frame) = Live::take(&net, &slots, &hello, remote, n);
     serve_peer(&net, conn, from, remote, inbound, &replaced, &last_frame).await;
@@ -350,6 +350,7 @@ async fn admit(
         incarnation: net.incarnation,
         voters: net.voters.clone(),
         api_address: net.api_address.clone(),
+        directory: net.directory,
     };
     conn.send(wire::encode(&ack)).await.ok()?;
     debug!(peer = %hello.from, incarnation = hello.incarnation, %remote, "accepted a peer connection");
@@ -366,6 +367,8 @@ pub struct Hello {
     pub incarnation: u64,
     /// The API address it advertised.
     pub api_address: Option<String>,
+    /// Its data-directory identity.
+    pub directory: DirectoryId,
 }
 
 /// Logs and counts a refusal, and tells the dialer why.
@@ -387,6 +390,7 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
             incarnation,
             voters,
             api_address,
+            directory,
         }) => {
             if version != WIRE_VERSION {
                 Err(format!("unsupported wire version {version} (we speak {WIRE_VERSION})"))
@@ -418,8 +422,10 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                 ))
             } else if let Some(why) = bad_api_address(from, api_address.as_deref()) {
                 Err(why)
+            } else if directory == DirectoryId(0) {
+                Err(format!("peer {from} shows data-directory identity 0"))
             } else {
-                Ok(Hello { from, incarnation, api_address })
+                Ok(Hello { from, incarnation, api_address, directory })
             }
         }
         Ok(other) => Err(format!("expected a hello, got {other:?}")),

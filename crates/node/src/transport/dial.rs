@@ -13,7 +13,7 @@ use futures_util::{SinkExt, StreamExt};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_core::{NodeId, ProtocolKind};
+use tenure_core::{DirectoryId, NodeId, ProtocolKind};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep, timeout, Instant, MissedTickBehavior};
@@ -164,6 +164,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         incarnation: net.incarnation,
         voters: net.voters.clone(),
         api_address: net.api_address.clone(),
+        directory: net.directory,
     };
     conn.send(wire::encode(&hello)).await.map_err(|e| e.to_string())?;
     let reply = match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
@@ -180,7 +181,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         Ok(Some(Ok(bytes))) => wire::decode(&bytes),
     };
     let addr = link.addr;
-    let (problem, incarnation, api_address) = match reply {
+    let (problem, incarnation, api_address, directory) = match reply {
         Ok(Frame::HelloAck {
             version,
             cluster_id,
@@ -189,6 +190,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
             incarnation,
             voters,
             api_address,
+            directory,
         }) => {
             let ack = HelloAck {
                 version,
@@ -198,16 +200,19 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
                 incarnation,
                 voters: &voters,
                 api_address: api_address.as_deref(),
+                directory,
             };
-            (check_hello_ack(net, link, &ack), incarnation, api_address)
+            (check_hello_ack(net, link, &ack), incarnation, api_address, directory)
         }
         Ok(Frame::Reject { reason }) => {
             warn!(peer = %link.id, %addr, %reason, "peer refused our handshake");
             link.handshake_failed(&format!("node {} refused our handshake: {reason}", link.id));
             return Err(reason);
         }
-        Ok(other) => (Some(format!("unexpected handshake reply {other:?}")), 0, None),
-        Err(e) => (Some(format!("bad handshake reply: {e}")), 0, None),
+        Ok(other) => {
+            (Some(format!("unexpected handshake reply {other:?}")), 0, None, DirectoryId(0))
+        }
+        Err(e) => (Some(format!("bad handshake reply: {e}")), 0, None, DirectoryId(0)),
     };
     match problem {
         Some(reason) => {
@@ -216,7 +221,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
             Err(reason)
         }
         None => {
-            link.handshake_accepted(api_address);
+            link.handshake_accepted(api_address, directory);
             Ok(incarnation)
         }
     }
@@ -239,12 +244,23 @@ pub struct HelloAck<'a> {
     pub voters: &'a [NodeId],
     /// Where its API answers.
     pub api_address: Option<&'a str>,
+    /// Its data-directory identity.
+    pub directory: DirectoryId,
 }
 
 /// Checks the acceptor's hello acknowledgement; returns the reason to drop
 /// the connection, if any. Pure, so the handshake can be fuzzed.
 pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option<String> {
-    let &HelloAck { version, cluster_id, node, protocol, incarnation, voters, api_address } = ack;
+    let &HelloAck {
+        version,
+        cluster_id,
+        node,
+        protocol,
+        incarnation,
+        voters,
+        api_address,
+        directory,
+    } = ack;
     if version != WIRE_VERSION {
         Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
     } else if cluster_id != net.cluster_id {
@@ -261,6 +277,8 @@ pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option
         Some(format!("node {node} shows incarnation {incarnation}, outside 1..={MAX_INCARNATION}"))
     } else if let Some(why) = net.voter_mismatch(node, voters) {
         Some(why)
+    } else if directory == DirectoryId(0) {
+        Some(format!("node {node} shows data-directory identity 0"))
     } else {
         bad_api_address(node, api_address)
     }

@@ -147,6 +147,7 @@ mod tests {
             "c".into(),
             NodeId(1),
             7,
+            tenure_core::DirectoryId(0xd1),
             ProtocolKind::Raft,
             &[
                 (NodeId(1), "127.0.0.1:1".parse().unwrap()),
@@ -157,7 +158,8 @@ mod tests {
             RECONNECT_MIN,
             None,
         );
-        let hello = |incarnation| {
+        let peer = tenure_core::DirectoryId(0xd2);
+        let hello_of = |incarnation, directory| {
             Ok(crate::wire::Frame::Hello {
                 version: crate::wire::WIRE_VERSION,
                 cluster_id: "c".into(),
@@ -167,22 +169,26 @@ mod tests {
                 incarnation,
                 voters: vec![NodeId(1), NodeId(2)],
                 api_address: None,
+                directory,
             })
         };
+        let hello = |incarnation| hello_of(incarnation, peer);
         let max = crate::storage::MAX_INCARNATION;
         for ok in [1, 12, max] {
             assert_eq!(
                 check_hello(&net, hello(ok)),
-                Ok(Hello { from: NodeId(2), incarnation: ok, api_address: None })
+                Ok(Hello { from: NodeId(2), incarnation: ok, api_address: None, directory: peer })
             );
         }
+        let e = check_hello(&net, hello_of(1, tenure_core::DirectoryId(0))).unwrap_err();
+        assert!(e.contains("data-directory identity 0"), "{e}");
         for bad in [0, max + 1, u64::MAX] {
             let e = check_hello(&net, hello(bad)).unwrap_err();
             assert!(e.contains(&format!("incarnation {bad}")), "{e}");
         }
         let link = &net.links[0];
         let voters = [NodeId(1), NodeId(2)];
-        let ack = |incarnation| {
+        let ack_of = |incarnation, directory| {
             let ack = HelloAck {
                 version: crate::wire::WIRE_VERSION,
                 cluster_id: "c",
@@ -191,11 +197,15 @@ mod tests {
                 incarnation,
                 voters: &voters,
                 api_address: None,
+                directory,
             };
             check_hello_ack(&net, link, &ack)
         };
+        let ack = |incarnation| ack_of(incarnation, peer);
         assert_eq!(ack(max), None);
         assert!(ack(0).is_some() && ack(max + 1).is_some());
+        let zero = ack_of(1, tenure_core::DirectoryId(0)).expect("identity 0 is refused");
+        assert!(zero.contains("data-directory identity 0"), "{zero}");
     }
 
     /// Nodes that count their majorities over different voter sets refuse
@@ -208,6 +218,7 @@ mod tests {
             "c".into(),
             NodeId(1),
             7,
+            tenure_core::DirectoryId(0xd1),
             ProtocolKind::Raft,
             &[(NodeId(1), addr(1)), (NodeId(2), addr(2)), (NodeId(3), addr(3))],
             Clock::new(),
@@ -226,6 +237,7 @@ mod tests {
                 incarnation: 5,
                 voters: voters.into_iter().map(NodeId).collect(),
                 api_address: Some("0.0.0.0:8002".into()),
+                directory: tenure_core::DirectoryId(0xd2),
             })
         };
         assert!(check_hello(&net, hello(vec![1, 2, 3])).is_ok());
@@ -253,14 +265,18 @@ mod tests {
             incarnation: 3,
             voters: &voters,
             api_address: None,
+            directory: tenure_core::DirectoryId(0xd2),
         };
         let e = check_hello_ack(&net, link, &ack).expect("refused");
         assert!(e.contains("over voters {1,2}") && e.contains("over {1,2,3}"), "{e}");
         // The advertised API address of an unspecified IP takes the peer's.
-        link.handshake_accepted(Some("0.0.0.0:8002".into()));
+        assert_eq!(link.directory(), None, "no identity before a handshake");
+        link.handshake_accepted(Some("0.0.0.0:8002".into()), tenure_core::DirectoryId(0xd2));
         assert_eq!(link.api_address().as_deref(), Some("127.0.0.1:8002"));
-        link.handshake_accepted(Some("db2.example:8002".into()));
+        assert_eq!(link.directory(), Some(tenure_core::DirectoryId(0xd2)));
+        link.handshake_accepted(Some("db2.example:8002".into()), tenure_core::DirectoryId(0xd3));
         assert_eq!(link.api_address().as_deref(), Some("db2.example:8002"));
+        assert_eq!(link.directory(), Some(tenure_core::DirectoryId(0xd3)));
     }
 
     #[test]
@@ -269,6 +285,7 @@ mod tests {
             "c".into(),
             NodeId(1),
             1,
+            tenure_core::DirectoryId(0xd1),
             ProtocolKind::Raft,
             &[
                 (NodeId(1), "127.0.0.1:1".parse().unwrap()),

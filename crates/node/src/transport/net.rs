@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tenure_core::{Message, NodeId, ProtocolKind};
+use tenure_core::{DirectoryId, Message, NodeId, ProtocolKind};
 use tokio::sync::{mpsc, Notify};
 use tracing::{debug, info, warn};
 
@@ -70,6 +70,8 @@ pub struct PeerLink {
     incarnation: Mutex<Known>,
     /// The API address the peer's last accepted handshake advertised.
     api_address: Mutex<Option<String>>,
+    /// The data-directory identity the peer's last accepted handshake showed.
+    directory: Mutex<Option<DirectoryId>>,
     /// Why the last handshake with the peer failed, either way (refused by
     /// it or by us); cleared by an accepted one.
     handshake_error: Mutex<Option<String>>,
@@ -89,6 +91,7 @@ impl PeerLink {
             rtt_ms: Mutex::new(None),
             incarnation: Mutex::new(Known::default()),
             api_address: Mutex::new(None),
+            directory: Mutex::new(None),
             handshake_error: Mutex::new(None),
         }
     }
@@ -115,9 +118,16 @@ impl PeerLink {
         lock(&self.handshake_error).clone()
     }
 
+    /// The data-directory identity the peer's last accepted handshake
+    /// showed; `None` before one.
+    pub fn directory(&self) -> Option<DirectoryId> {
+        *lock(&self.directory)
+    }
+
     /// Records an accepted handshake: what the peer advertised, and no error.
-    pub(super) fn handshake_accepted(&self, api_address: Option<String>) {
+    pub(super) fn handshake_accepted(&self, api_address: Option<String>, directory: DirectoryId) {
         *lock(&self.api_address) = api_address;
+        *lock(&self.directory) = Some(directory);
         *lock(&self.handshake_error) = None;
     }
 
@@ -256,17 +266,21 @@ pub struct Net {
     pub voters: Vec<NodeId>,
     /// Where this node's embedding service answers, shown at every handshake.
     pub api_address: Option<String>,
+    /// This node's data-directory identity, shown at every handshake.
+    pub directory: DirectoryId,
     reject_log: Mutex<RejectLog>,
 }
 
 impl Net {
     /// The shared transport state for `peers` (this node's own entry is
-    /// skipped), for node `me` in its incarnation `incarnation`.
+    /// skipped), for node `me` in its incarnation `incarnation`, from the
+    /// data directory of identity `directory`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         cluster_id: String,
         me: NodeId,
         incarnation: u64,
+        directory: DirectoryId,
         protocol: ProtocolKind,
         peers: &[(NodeId, SocketAddr)],
         clock: Clock,
@@ -295,6 +309,7 @@ impl Net {
             tls,
             voters,
             api_address: None,
+            directory,
             reject_log: Mutex::new(RejectLog::default()),
         }
     }

@@ -77,18 +77,27 @@ pub async fn dial_tls(as_identity: &TlsIdentity, target: &NodeConfig) -> std::io
 /// own (another would be refused as a second process claiming its id).
 pub fn hello_in(from: NodeId, target: &NodeConfig, incarnation: u64) -> Frame {
     match hello(from, target) {
-        Frame::Hello { version, cluster_id, from, to, protocol, voters, api_address, .. } => {
-            Frame::Hello {
-                version,
-                cluster_id,
-                from,
-                to,
-                protocol,
-                incarnation,
-                voters,
-                api_address,
-            }
-        }
+        Frame::Hello {
+            version,
+            cluster_id,
+            from,
+            to,
+            protocol,
+            voters,
+            api_address,
+            directory,
+            ..
+        } => Frame::Hello {
+            version,
+            cluster_id,
+            from,
+            to,
+            protocol,
+            incarnation,
+            voters,
+            api_address,
+            directory,
+        },
         other => other,
     }
 }
@@ -108,6 +117,7 @@ pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
             v
         },
         api_address: None,
+        directory: tenure_core::DirectoryId(0xd0),
     }
 }
 

@@ -27,6 +27,7 @@ pub fn status_body(s: &NodeStatus) -> StatusBody {
     StatusBody {
         id: s.id.0,
         incarnation: Some(s.incarnation),
+        directory: Some(s.directory.to_string()),
         protocol: s.protocol.to_string(),
         role: s.role.as_str().to_string(),
         term: s.term.0,
@@ -48,6 +49,7 @@ pub fn status_body(s: &NodeStatus) -> StatusBody {
                 // Until add_http_addresses: what the handshake advertised.
                 http_address: p.api_address.clone(),
                 incarnation: p.incarnation,
+                directory: p.directory.map(|d| d.to_string()),
                 handshake_error: p.handshake_error.clone(),
             })
             .collect(),

@@ -94,6 +94,7 @@ async fn status(State(st): State<StoreState>) -> Json<StatusBody> {
     Json(StatusBody {
         id: st.id.0,
         incarnation: None,
+        directory: None,
         protocol: st.protocol.to_string(),
         role: l.role.as_str().to_string(),
         term: l.term.0,

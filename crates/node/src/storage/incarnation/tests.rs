@@ -10,8 +10,30 @@ fn id() -> Identity {
     Identity { cluster_id: "c".into(), node_id: NodeId(1), protocol: ProtocolKind::Raft }
 }
 
+/// The identity in the records these tests write.
+const DIR: DirectoryId = DirectoryId(0xd1);
+/// The identity a directory without one takes in these tests.
+const FRESH: DirectoryId = DirectoryId(0xf7);
+
 fn record(incarnation: u64) -> IncarnationRecord {
-    IncarnationRecord { cluster_id: "c".into(), node_id: NodeId(1), incarnation }
+    IncarnationRecord {
+        cluster_id: "c".into(),
+        node_id: NodeId(1),
+        incarnation,
+        directory: Some(DIR),
+    }
+}
+
+/// A slot of format 1 (no identity), as tenure wrote it before identities.
+fn slot_v1(incarnation: u64) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct V1 {
+        cluster_id: String,
+        node_id: NodeId,
+        incarnation: u64,
+    }
+    let body = V1 { cluster_id: "c".into(), node_id: NodeId(1), incarnation };
+    SLOT.encode(FORMAT_WITHOUT_IDENTITY, &[], &body)
 }
 
 fn file(a: u64, b: u64) -> Vec<u8> {
@@ -24,7 +46,7 @@ const NOW: u64 = 1_750_000_000_000_000;
 const PATH: &str = "/d/incarnation";
 
 fn next(bytes: Option<&[u8]>, reset: bool) -> Result<NextIncarnation, StartError> {
-    decide(&id(), Path::new(PATH), &IncarnationRead::from_bytes(bytes), reset, NOW)
+    decide(&id(), Path::new(PATH), &IncarnationRead::from_bytes(bytes), reset, NOW, FRESH)
 }
 
 /// The slot's bytes with the checksum recomputed (for values a checksum
@@ -47,7 +69,13 @@ fn the_larger_slot_wins_and_the_next_start_adds_one() {
     let n = next(Some(&file(7, 8)), false).unwrap();
     assert_eq!(
         n,
-        NextIncarnation { incarnation: 9, write: WriteMode::InPlace { first: 0 }, reset: None }
+        NextIncarnation {
+            incarnation: 9,
+            directory: DIR,
+            new_directory: false,
+            write: WriteMode::InPlace { first: 0 },
+            reset: None
+        }
     );
     let biggest = IncarnationRecord { cluster_id: "x".repeat(128), ..record(MAX_INCARNATION) };
     let slot = encode_slot(&biggest);
@@ -60,7 +88,7 @@ fn the_larger_slot_wins_and_the_next_start_adds_one() {
 #[test]
 fn one_damaged_slot_is_survived_and_written_first() {
     let good = file(5, 5);
-    let used = HEADER_LEN + postcard::to_allocvec(&record(5)).unwrap().len() + CRC_LEN;
+    let used = HEADER_LEN + le_u32(&good[12..16]) as usize + CRC_LEN;
     for i in 0..good.len() {
         let mut bad = good.clone();
         bad[i] ^= 0x40;
@@ -102,26 +130,35 @@ fn values_no_node_writes_are_corrupt_and_newer_formats_refused() {
         IncarnationRecord { incarnation: 0, ..record(1) },
         IncarnationRecord { incarnation: MAX_INCARNATION + 1, ..record(1) },
         IncarnationRecord { node_id: NodeId(0), ..record(1) },
+        IncarnationRecord { directory: Some(DirectoryId(0)), ..record(1) },
     ] {
         let e = decode_slot(&encode_slot(&bad)).unwrap_err();
         assert!(matches!(e, ParseError::Corrupt(_)), "{bad:?}: {e:?}");
     }
-    let newer = slot_with(|s| s[8] = 2);
+    let newer = slot_with(|s| s[8] = 3);
     let mut f = newer.clone();
     f.extend(encode_slot(&record(5)));
-    assert_eq!(parse_incarnation_file(&f), Err(ParseError::Version(2)));
+    assert_eq!(parse_incarnation_file(&f), Err(ParseError::Version(3)));
     for reset in [false, true] {
         let e = next(Some(&f), reset).unwrap_err();
-        assert!(matches!(e, StartError::UnsupportedStateFormat { version: 2, .. }), "{e:?}");
+        assert!(matches!(e, StartError::UnsupportedStateFormat { version: 3, .. }), "{e:?}");
     }
 }
 
 #[test]
 fn a_missing_file_starts_at_the_clock_and_a_wrong_clock_is_refused() {
     let n = next(None, false).unwrap();
-    assert_eq!(n, NextIncarnation { incarnation: NOW, write: WriteMode::Create, reset: None });
+    let expected = NextIncarnation {
+        incarnation: NOW,
+        directory: FRESH,
+        new_directory: true,
+        write: WriteMode::Create,
+        reset: None,
+    };
+    assert_eq!(n, expected);
     for bad in [0, MIN_CLOCK_US - 1, MAX_INCARNATION + 1] {
-        let e = decide(&id(), Path::new(PATH), &IncarnationRead::Missing, false, bad).unwrap_err();
+        let missing = IncarnationRead::Missing;
+        let e = decide(&id(), Path::new(PATH), &missing, false, bad, FRESH).unwrap_err();
         assert!(matches!(e, StartError::IncarnationClock { now_us, .. } if now_us == bad), "{e:?}");
         assert!(e.to_string().contains("Set the system clock"), "{e}");
     }
@@ -134,6 +171,7 @@ fn a_corrupt_file_is_refused_and_a_reset_takes_the_clock() {
     assert!(e.to_string().contains("--reset-state"), "{e}");
     let n = next(Some(b"junk"), true).unwrap();
     assert_eq!((n.incarnation, n.write), (NOW, WriteMode::Create));
+    assert_eq!((n.directory, n.new_directory), (FRESH, true), "a replaced file is a new identity");
     assert!(n.reset.unwrap().contains("corrupted"));
     // A good file is not touched by a reset: it just counts on.
     assert_eq!(next(Some(&file(3, 3)), true).unwrap().incarnation, 4);
@@ -153,6 +191,30 @@ fn another_nodes_file_is_refused_even_by_a_reset() {
             r => panic!("{r:?}"),
         }
     }
+}
+
+#[test]
+fn a_file_of_format_1_is_read_and_takes_an_identity() {
+    let mut v1 = slot_v1(7);
+    v1.extend(slot_v1(7));
+    let f = parse_incarnation_file(&v1).unwrap();
+    assert_eq!((f.record.incarnation, f.record.directory), (7, None));
+    let n = next(Some(&v1), false).unwrap();
+    assert_eq!((n.incarnation, n.directory, n.new_directory), (8, FRESH, true));
+    // A start that upgraded one slot and crashed: the identity it took stays,
+    // whichever slot it is in.
+    for mixed in [[encode_slot(&record(8)), slot_v1(7)], [slot_v1(7), encode_slot(&record(8))]] {
+        let n = next(Some(&mixed.concat()), false).unwrap();
+        assert_eq!((n.incarnation, n.directory, n.new_directory), (9, DIR, false));
+    }
+}
+
+#[test]
+fn two_copies_with_different_identities_are_corrupt() {
+    let other = IncarnationRecord { directory: Some(DirectoryId(0xd2)), ..record(5) };
+    let both = [encode_slot(&record(5)), encode_slot(&other)].concat();
+    let e = parse_incarnation_file(&both).unwrap_err();
+    assert!(matches!(&e, ParseError::Corrupt(d) if d.contains("identities")), "{e:?}");
 }
 
 // The files, through `DataDir`.
@@ -232,6 +294,29 @@ fn a_corrupted_file_stops_the_start_untouched_and_a_reset_passes_every_used_numb
     }
     let after = open(dir.path()).unwrap().incarnation();
     assert!(after > used, "{after} after {used}");
+}
+
+#[test]
+fn the_identity_survives_restarts_and_a_wiped_directory_or_lost_file_gets_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path()).unwrap().directory_id();
+    for _ in 0..3 {
+        assert_eq!(open(dir.path()).unwrap().directory_id(), first);
+    }
+    assert_eq!(on_disk(dir.path()).record.directory, Some(first));
+    fs::remove_file(dir.path().join(INCARNATION_FILE)).unwrap();
+    let second = open(dir.path()).unwrap().directory_id();
+    assert_ne!(second, first, "a lost incarnation file is a new identity");
+    let wiped = tempfile::tempdir().unwrap();
+    assert_ne!(open(wiped.path()).unwrap().directory_id(), second);
+    // A directory of format 1 is upgraded in place, keeping its numbers.
+    let path = dir.path().join(INCARNATION_FILE);
+    let before = open(dir.path()).unwrap().incarnation();
+    fs::write(&path, [slot_v1(before), slot_v1(before)].concat()).unwrap();
+    let upgraded = open(dir.path()).unwrap();
+    assert_eq!(upgraded.incarnation(), before + 1);
+    assert_eq!(on_disk(dir.path()).record.directory, Some(upgraded.directory_id()));
+    assert_eq!(on_disk(dir.path()).slots, [Ok(before + 1), Ok(before + 1)]);
 }
 
 #[test]
