@@ -137,11 +137,14 @@ async fn every_restart_raises_the_incarnation_and_the_peers_learn_it() {
         eprintln!("after {how}: node {id} runs incarnation {now}");
         last = now;
     }
-    // `tenure status` shows it in the node's row, last column.
+    // `tenure status` shows it in the node's row, before the first 8 hex
+    // digits of the data directory's identity (the same at every restart).
+    let directory = c.status(i).await.unwrap()["directory"].as_str().unwrap().to_string();
     let out = cli(&c, &["status", "--endpoints", &endpoints(&c, &all())]);
     let table = text(&out);
     let row = table.lines().find(|l| l.starts_with(&format!("{} ", c.endpoint(i))));
-    assert!(row.is_some_and(|r| r.ends_with(&format!("  {last}"))), "{table}");
+    let end = format!("  {last}  {}", &directory[..8]);
+    assert!(row.is_some_and(|r| r.ends_with(&end)), "{table}");
 }
 
 /// Notices are checked against what each node saw, need an admin token,
