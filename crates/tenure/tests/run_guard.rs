@@ -215,13 +215,27 @@ fn a_signal_to_the_commands_group_reaches_the_command_and_stops_nothing() {
         .map(|(_, name)| format!("trap 'echo {name} >> {}' {name}; ", file.display()))
         .collect();
     let script = format!("{traps}while :; do sleep 0.005; done");
-    let mut guard = Command::new(env!("CARGO_BIN_EXE_tenure"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tenure"));
+    command
         .args(["run-guard", "--grace-ms", "100", "--deadline-ns"])
         .arg(monotonic_in(Duration::from_secs(60)).to_string())
         .args(["--", "bash", "-c", &script])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stdin(Stdio::piped());
+    // A test run from a background job of a shell without job control
+    // inherits SIGINT and SIGQUIT ignored (bash does that), dispositions
+    // pass on through exec, and bash cannot trap a signal ignored when it
+    // started: the chain gets default dispositions for the signals sent.
+    let numbers: Vec<i32> = signals.iter().map(|(n, _)| *n).collect();
+    // SAFETY: only sigaction, which is async-signal-safe, between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+            for &n in &numbers {
+                libc::signal(n, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    let mut guard = command.spawn().unwrap();
     let stdin = guard.stdin.take();
     let until = Instant::now() + Duration::from_secs(10);
     let (keeper, shell) = loop {
