@@ -8,7 +8,9 @@ use tenure_core::{
 };
 use tenure_node::storage::{DataDir, Identity, LOCK_FILE, STATE_FILE};
 use tenure_node::wire::{self, Forward, Frame, WIRE_VERSION};
-use tenure_replica::{Entry, Payload, Position, ReplicaMessage, SnapshotChunk};
+use tenure_replica::{
+    Entry, Member, Members, Membership, Payload, Position, ReplicaMessage, SnapshotChunk,
+};
 
 /// One seed: its target, its file name (without the `seed-` prefix) and its bytes.
 pub type Seed = (&'static str, String, Vec<u8>);
@@ -155,7 +157,33 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
         }),
         Frame::Replica(ReplicaMessage::InstallSnapshot {
             token,
-            chunk: SnapshotChunk { last: first, total: 4, offset: 0, data: vec![0, 1, 2, 3] },
+            chunk: SnapshotChunk {
+                last: first,
+                total: 4,
+                offset: 0,
+                data: vec![0, 1, 2, 3],
+                membership: Membership {
+                    at: Position::ZERO,
+                    members: Members::bootstrap(&[NodeId(1), NodeId(2), NodeId(3)]),
+                },
+            },
+        }),
+        Frame::Replica(ReplicaMessage::Append {
+            token,
+            prev: first,
+            entries: vec![Entry {
+                pos: Position { token, index: 2 },
+                payload: Payload::Members(Members {
+                    voters: vec![Member::bare(NodeId(1)), Member::bare(NodeId(2))],
+                    learners: vec![Member {
+                        id: NodeId(4),
+                        address: "10.0.0.4:7000".into(),
+                        directory: Some(tenure_core::DirectoryId(0xd4)),
+                    }],
+                }),
+            }],
+            commit: 1,
+            round: 2,
         }),
         Frame::Replica(ReplicaMessage::Fetch { token, after: 0, offset: 0 }),
         Frame::Forward(Forward::Propose { id: 1, command: put.encode() }),

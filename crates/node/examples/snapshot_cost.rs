@@ -74,7 +74,11 @@ fn main() {
     );
     let last = Position { token, index: next - 1 };
     let t = Instant::now();
-    store.write(vec![LogOp::Compact { last, data }]).expect("compact");
+    let membership = tenure_replica::Membership {
+        at: Position::ZERO,
+        members: tenure_replica::Members::bootstrap(&[tenure_core::NodeId(1)]),
+    };
+    store.write(vec![LogOp::Compact { last, membership, data }]).expect("compact");
     println!("LogStore::write(Compact): {:.1} ms", ms(t));
     // Appends while the compaction is written in the background.
     let (mut n, mut worst) = (0, 0.0f64);

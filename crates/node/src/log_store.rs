@@ -8,6 +8,10 @@
 //!   `fdatasync`).
 //! * `log/snapshot` holds `[magic][length u64][crc32 u32][postcard snapshot]`,
 //!   replaced atomically (temporary file, fsync, rename, directory fsync).
+//!   The snapshot is its last entry's position, the configuration in force
+//!   there and the state machine's bytes (`TNRSNAP2`; a `TNRSNAP1` file,
+//!   written before configurations were in the log, has no configuration
+//!   and is read as the bootstrap one).
 //! * A compaction ([`LogOp::Compact`]) is not needed for safety: the journal
 //!   still holds every entry since the snapshot on disk. So
 //!   [`LogStore::write`] hands it to a thread of its own and returns, and
@@ -60,7 +64,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tenure_core::FencingToken;
-use tenure_replica::{Entry, Index, LogOp, Position, Restored};
+use tenure_replica::{Entry, Index, LogOp, Membership, Position, Restored};
 use tracing::{debug, error};
 
 /// The largest record accepted on replay (an entry with its command, or a
@@ -78,7 +82,10 @@ pub const MAX_CATCH_UP_ROUNDS: usize = 4;
 pub const LOCKED_COPY_BYTES: u64 = 256 * 1024;
 
 /// The snapshot file's first bytes.
-const SNAPSHOT_MAGIC: &[u8; 8] = b"TNRSNAP1";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"TNRSNAP2";
+/// The first bytes of a snapshot file written before the configuration was
+/// part of it (read, never written).
+const SNAPSHOT_MAGIC_V1: &[u8; 8] = b"TNRSNAP1";
 const JOURNAL: &str = "journal";
 const SNAPSHOT: &str = "snapshot";
 
@@ -205,6 +212,7 @@ struct Queue {
 
 struct Compaction {
     last: Position,
+    membership: Membership,
     data: Vec<u8>,
 }
 
@@ -246,10 +254,14 @@ impl LogStore {
             move |source| LogStoreError::Io { path, source }
         };
         fs::create_dir_all(dir).map_err(io(dir))?;
-        let snapshot = read_snapshot(&dir.join(SNAPSHOT))?;
+        let (snapshot, membership) = match read_snapshot(&dir.join(SNAPSHOT))? {
+            Some((last, membership, data)) => (Some((last, data)), membership),
+            None => (None, None),
+        };
         let journal_path = dir.join(JOURNAL);
         let base = snapshot.as_ref().map_or(Position::ZERO, |(p, _)| *p);
-        let mut restored = Restored { promised: FencingToken(0), snapshot, entries: Vec::new() };
+        let mut restored =
+            Restored { promised: FencingToken(0), snapshot, entries: Vec::new(), membership };
         let mut report = OpenReport::default();
         let bytes = match fs::read(&journal_path) {
             Ok(b) => b,
@@ -306,8 +318,10 @@ impl LogStore {
                         frame(&mut buf, &Record::Entry(e));
                     }
                 }
-                LogOp::Compact { last, data } => compaction = Some(Compaction { last, data }),
-                LogOp::InstallSnapshot { last, data } => {
+                LogOp::Compact { last, membership, data } => {
+                    compaction = Some(Compaction { last, membership, data })
+                }
+                LogOp::InstallSnapshot { last, membership, data } => {
                     // It replaces everything, earlier compactions included.
                     compaction = None;
                     self.settle_compactions();
@@ -318,7 +332,7 @@ impl LogStore {
                     frame(&mut buf, &Record::TruncateAfter(last.index));
                     self.inner.append(&buf)?;
                     buf.clear();
-                    self.inner.write_snapshot(last, &data)?;
+                    self.inner.write_snapshot(last, &membership, &data)?;
                     self.inner.swap_journal(last, false)?;
                 }
             }
@@ -414,7 +428,7 @@ impl Inner {
         while let Some(c) = self.next_compaction() {
             let _running = Running(self);
             let start = Instant::now();
-            match self.compact(c.last, &c.data) {
+            match self.compact(&c) {
                 Ok(None) => {}
                 Ok(Some(timing)) => {
                     self.stats.written.fetch_add(1, Ordering::Relaxed);
@@ -458,7 +472,8 @@ impl Inner {
 
     /// Writes the snapshot up to `last` and starts the journal from it,
     /// unless the journal starts there or later already.
-    fn compact(&self, last: Position, data: &[u8]) -> io::Result<Option<Timing>> {
+    fn compact(&self, c: &Compaction) -> io::Result<Option<Timing>> {
+        let (last, data) = (c.last, &c.data);
         let base = {
             let j = lock(&self.journal);
             j.usable()?;
@@ -468,7 +483,7 @@ impl Inner {
             return Ok(None);
         }
         let start = Instant::now();
-        self.write_snapshot(last, data)?;
+        self.write_snapshot(last, &c.membership, data)?;
         let snapshot = start.elapsed();
         let locked = self.swap_journal(last, true)?;
         Ok(Some(Timing { snapshot, journal: start.elapsed() - snapshot, locked }))
@@ -490,10 +505,16 @@ impl Inner {
     }
 
     /// Replaces the snapshot file with the snapshot up to `last`.
-    fn write_snapshot(&self, last: Position, data: &[u8]) -> io::Result<()> {
-        // The body is the postcard encoding of (last, data), written without
-        // copying the data.
+    fn write_snapshot(
+        &self,
+        last: Position,
+        membership: &Membership,
+        data: &[u8],
+    ) -> io::Result<()> {
+        // The body is the postcard encoding of (last, membership, data),
+        // written without copying the data.
         let mut head = postcard::to_allocvec(&last).map_err(io::Error::other)?;
+        head.extend(postcard::to_allocvec(membership).map_err(io::Error::other)?);
         head.extend(postcard::to_allocvec(&(data.len() as u64)).map_err(io::Error::other)?);
         let mut crc = crc32fast::Hasher::new();
         crc.update(&head);
@@ -535,6 +556,7 @@ impl Inner {
             // The new snapshot is the base (its data is not needed here).
             snapshot: Some((base, Vec::new())),
             entries: Vec::new(),
+            membership: None,
         };
         let good = replay(&path, &prefix, &mut state, &mut OpenReport::default())
             .map_err(io::Error::other)?;
@@ -724,8 +746,11 @@ fn apply_record(r: &mut Restored, record: Record) -> Result<(), String> {
     Ok(())
 }
 
-/// The snapshot file's position and data, if there is one.
-fn read_snapshot(path: &Path) -> Result<Option<(Position, Vec<u8>)>, LogStoreError> {
+/// The snapshot file's position, configuration (none in a file of the
+/// first format) and data, if there is one.
+type SnapshotFile = (Position, Option<Membership>, Vec<u8>);
+
+fn read_snapshot(path: &Path) -> Result<Option<SnapshotFile>, LogStoreError> {
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut f) => f
@@ -739,7 +764,12 @@ fn read_snapshot(path: &Path) -> Result<Option<(Position, Vec<u8>)>, LogStoreErr
         offset: 0,
         what: what.to_string(),
     };
-    if bytes.len() < 20 || &bytes[..8] != SNAPSHOT_MAGIC {
+    let with_membership = match &bytes.get(..8) {
+        Some(m) if *m == SNAPSHOT_MAGIC => true,
+        Some(m) if *m == SNAPSHOT_MAGIC_V1 => false,
+        _ => return Err(damaged("not a snapshot file")),
+    };
+    if bytes.len() < 20 {
         return Err(damaged("not a snapshot file"));
     }
     let len = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
@@ -748,14 +778,22 @@ fn read_snapshot(path: &Path) -> Result<Option<(Position, Vec<u8>)>, LogStoreErr
     if body.len() as u64 != len || crc32fast::hash(body) != crc {
         return Err(damaged("a length or checksum mismatch"));
     }
-    // The postcard encoding of (last, data): the data's length, then it.
+    // The postcard encoding of (last, membership, data): the data's
+    // length, then it.
     let (last, rest) =
         postcard::take_from_bytes::<Position>(body).map_err(|e| damaged(&e.to_string()))?;
+    let (membership, rest) = if with_membership {
+        let (m, rest) =
+            postcard::take_from_bytes::<Membership>(rest).map_err(|e| damaged(&e.to_string()))?;
+        (Some(m), rest)
+    } else {
+        (None, rest)
+    };
     let (n, data) = postcard::take_from_bytes::<u64>(rest).map_err(|e| damaged(&e.to_string()))?;
     if data.len() as u64 != n {
         return Err(damaged("the snapshot's length does not match its data"));
     }
-    Ok(Some((last, data.to_vec())))
+    Ok(Some((last, membership, data.to_vec())))
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {

@@ -21,16 +21,18 @@ use tenure_core::{DirectoryId, Message, NodeId, ProtocolKind};
 use tenure_replica::ReplicaMessage;
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks (7: the handshake carries the
+/// The wire protocol version this build speaks (8: log entries may carry a
+/// configuration, and a snapshot piece the configuration in force at its
+/// last entry; 7: the handshake carries the
 /// sender's data-directory identity; 6: the replicated log may
 /// carry sessions with owners, and answers the per-owner refusals, which a
 /// build of version 5 cannot decode; 5 added the sender's voter set and API
 /// address in [`Frame::Hello`] and [`Frame::HelloAck`]; 4 the sender's
 /// incarnation; 3 the replicated log's frames). A node of another version
 /// is refused at the handshake, by name: the answer and the log say
-/// "unsupported wire version 6 (this build speaks 7)", so a cluster never
+/// "unsupported wire version 7 (this build speaks 8)", so a cluster never
 /// runs builds that would apply its log differently.
-pub const WIRE_VERSION: u8 = 7;
+pub const WIRE_VERSION: u8 = 8;
 
 /// The longest API address a handshake may carry ([`Frame::Hello`]'s
 /// `api_address`): a DNS name (at most 253 bytes) and a port.
@@ -227,7 +229,7 @@ mod tests {
 
     /// The handshake's layout: the voter set and the API address follow
     /// the incarnation, and the data-directory identity follows them, so a
-    /// version 7 hello is a version 6 hello (version byte aside) with the
+    /// version 7 or 8 hello is a version 6 hello (version byte aside) with the
     /// identity appended; a hello of an older version is refused by its
     /// version, which the error names.
     #[test]
@@ -243,12 +245,12 @@ mod tests {
             api_address: Some("h:1".into()),
             directory: DirectoryId(0x81),
         };
-        // Frame 0 (Hello), version 7, "c", node 2, node 1, raft (0), 300 as a
+        // Frame 0 (Hello), version 8, "c", node 2, node 1, raft (0), 300 as a
         // varint, three voters 1, 2, 3, Some("h:1"), identity 0x81 as a varint.
         let bytes = encode(&hello);
         assert_eq!(
             &bytes[..],
-            [7, 0, 7, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 1, 3, b'h', b':', b'1', 0x81, 0x01]
+            [8, 0, 8, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 1, 3, b'h', b':', b'1', 0x81, 0x01]
         );
         let ack = Frame::HelloAck {
             version: WIRE_VERSION,
@@ -260,13 +262,19 @@ mod tests {
             api_address: None,
             directory: DirectoryId(5),
         };
-        assert_eq!(&encode(&ack)[..], [7, 1, 7, 1, b'c', 1, 0, 7, 1, 1, 0, 5]);
+        assert_eq!(&encode(&ack)[..], [8, 1, 8, 1, b'c', 1, 0, 7, 1, 1, 0, 5]);
+        // What a node of version 7 sends (the same hello; its log entries
+        // cannot carry a configuration): refused by name.
+        let mut v7 = bytes.to_vec();
+        (v7[0], v7[2]) = (7, 7);
+        let e = decode(&v7).unwrap_err();
+        assert_eq!(e.to_string(), "unsupported wire version 7 (this build speaks 8)");
         // What a node of version 6 sends, without an identity: refused by name.
         let mut v6 = bytes[..bytes.len() - 2].to_vec();
         (v6[0], v6[2]) = (6, 6);
         let e = decode(&v6).unwrap_err();
         assert!(matches!(e, FrameError::Version(6)), "{e:?}");
-        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 7)");
+        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 8)");
         // Without the identity, a hello of this version is cut short.
         (v6[0], v6[2]) = (WIRE_VERSION, WIRE_VERSION);
         assert!(matches!(decode(&v6), Err(FrameError::Malformed(_))));

@@ -1,5 +1,6 @@
 //! Log entries and their positions.
 
+use crate::membership::Members;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use tenure_core::FencingToken;
@@ -36,6 +37,9 @@ pub enum Payload {
     Noop,
     /// A command for the state machine, opaque to the log.
     Command(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// A new configuration: who votes and who learns from here on. Every
+    /// node uses it from the moment it holds the entry (`docs/MEMBERSHIP.md`).
+    Members(Members),
 }
 
 impl Payload {
@@ -44,6 +48,7 @@ impl Payload {
         match self {
             Payload::Noop => 0,
             Payload::Command(c) => c.len(),
+            Payload::Members(m) => m.all().map(|m| 24 + m.address.len()).sum(),
         }
     }
 }

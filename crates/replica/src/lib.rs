@@ -22,6 +22,7 @@
 pub mod entry;
 mod log;
 pub mod machine;
+pub mod membership;
 pub mod message;
 pub mod output;
 pub mod replica;
@@ -31,6 +32,7 @@ pub mod testkit;
 
 pub use entry::{Entry, Index, Payload, Position};
 pub use machine::StateMachine;
+pub use membership::{Change, ChangeError, Member, Members, Membership};
 pub use message::{ReplicaMessage, SnapshotChunk};
 pub use output::{Completion, LogOp, Output, ProposalError, ProposalId, ReadError, ReadId};
 pub use replica::{

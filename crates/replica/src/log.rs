@@ -1,16 +1,20 @@
 //! The log as a replica holds it in memory: a base (the last entry a snapshot
 //! covers) and the entries after it.
 
-use crate::entry::{Entry, Index, Position};
+use crate::entry::{Entry, Index, Payload, Position};
+use crate::membership::Membership;
 use tenure_core::FencingToken;
 
 /// Entries `base.index + 1 ..= last().index`, after the snapshot up to `base`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Log {
     base: Position,
     entries: Vec<Entry>,
-    /// Command bytes of `entries`.
     bytes: u64,
+    /// The configuration in force at the base.
+    base_membership: Membership,
+    /// The configuration entries among `entries`, in order.
+    changes: Vec<Membership>,
 }
 
 fn size(e: &Entry) -> u64 {
@@ -20,16 +24,43 @@ fn size(e: &Entry) -> u64 {
 impl Log {
     /// A log after the snapshot up to `base`, holding `entries` (which must
     /// follow it consecutively).
-    pub(crate) fn new(base: Position, entries: Vec<Entry>) -> Result<Log, String> {
-        let mut log = Log { base, entries: Vec::with_capacity(entries.len()), bytes: 0 };
+    /// A log from its base (with the configuration in force there) and the
+    /// entries after it.
+    pub(crate) fn new(
+        base: Position,
+        base_membership: Membership,
+        entries: Vec<Entry>,
+    ) -> Result<Log, String> {
+        if base_membership.at.index > base.index {
+            return Err(format!(
+                "the configuration at {:?} is after the snapshot's last entry {base:?}",
+                base_membership.at
+            ));
+        }
+        let mut log = Log {
+            base,
+            entries: Vec::with_capacity(entries.len()),
+            bytes: 0,
+            base_membership,
+            changes: Vec::new(),
+        };
         for e in entries {
             if e.pos.index != log.last().index + 1 || e.pos.token < log.last().token {
                 return Err(format!("entry {:?} does not follow {:?}", e.pos, log.last()));
             }
-            log.bytes += size(&e);
-            log.entries.push(e);
+            log.push(e);
         }
         Ok(log)
+    }
+
+    /// The configuration in force: the newest the log holds.
+    pub(crate) fn membership(&self) -> &Membership {
+        self.changes.last().unwrap_or(&self.base_membership)
+    }
+
+    /// The configuration in force at `index` (at or after the base).
+    pub(crate) fn membership_at(&self, index: Index) -> &Membership {
+        self.changes.iter().rev().find(|m| m.at.index <= index).unwrap_or(&self.base_membership)
     }
 
     /// The last entry a snapshot covers (index 0 if none).
@@ -65,6 +96,9 @@ impl Log {
     pub(crate) fn push(&mut self, entry: Entry) {
         debug_assert_eq!(entry.pos.index, self.last().index + 1);
         self.bytes += size(&entry);
+        if let Payload::Members(members) = &entry.payload {
+            self.changes.push(Membership { at: entry.pos, members: members.clone() });
+        }
         self.entries.push(entry);
     }
 
@@ -74,6 +108,7 @@ impl Log {
         if keep < self.entries.len() {
             self.bytes -= self.entries[keep..].iter().map(size).sum::<u64>();
             self.entries.truncate(keep);
+            self.changes.retain(|m| m.at.index <= index);
         }
     }
 
@@ -102,13 +137,20 @@ impl Log {
         let drop = usize::try_from(drop).unwrap_or(usize::MAX).min(self.entries.len());
         self.bytes -= self.entries.drain(..drop).map(|e| size(&e)).sum::<u64>();
         self.base = last;
+        let folded = self.changes.iter().take_while(|m| m.at.index <= last.index).count();
+        if let Some(m) = self.changes.drain(..folded).next_back() {
+            self.base_membership = m;
+        }
     }
 
-    /// Replaces everything with the snapshot base `last` and no entries.
-    pub(crate) fn reset(&mut self, last: Position) {
+    /// Replaces everything with the snapshot base `last`, under
+    /// `membership`, and no entries.
+    pub(crate) fn reset(&mut self, last: Position, membership: Membership) {
         self.entries.clear();
         self.bytes = 0;
         self.base = last;
+        self.base_membership = membership;
+        self.changes.clear();
     }
 
     /// Command bytes of the entries held.
@@ -127,6 +169,46 @@ impl Log {
 mod tests {
     use super::*;
     use crate::entry::Payload;
+    use crate::membership::Members;
+    use tenure_core::NodeId;
+
+    fn boot() -> Membership {
+        Membership { at: Position::ZERO, members: Members::bootstrap(&[NodeId(1)]) }
+    }
+
+    #[test]
+    fn the_configuration_in_force_is_the_newest_held() {
+        let members =
+            |ids: &[u64]| Members::bootstrap(&ids.iter().map(|&i| NodeId(i)).collect::<Vec<_>>());
+        let conf = |index: Index, ids: &[u64]| Entry {
+            pos: Position { token: FencingToken(1), index },
+            payload: Payload::Members(members(ids)),
+        };
+        let mut log = Log::new(Position::ZERO, boot(), vec![e(1, 1), conf(2, &[1, 2])]).unwrap();
+        assert_eq!(log.membership().members, members(&[1, 2]), "used once held, before any commit");
+        assert_eq!(log.membership_at(1), &boot());
+        log.push(conf(3, &[1, 2, 3]));
+        log.push(e(4, 1));
+        assert_eq!(log.membership().at.index, 3);
+        log.truncate_after(2);
+        assert_eq!(log.membership().members, members(&[1, 2]), "a removed entry no longer counts");
+        log.push(conf(3, &[1, 2, 4]));
+        log.push(e(4, 1));
+        log.compact(Position { token: FencingToken(1), index: 4 });
+        assert_eq!(log.membership().members, members(&[1, 2, 4]), "a compaction keeps it");
+        assert_eq!(log.membership_at(4).at.index, 3);
+        log.reset(Position { token: FencingToken(2), index: 9 }, boot());
+        assert_eq!(log.membership(), &boot());
+        assert!(
+            Log::new(
+                Position::ZERO,
+                Membership { at: Position { token: FencingToken(1), index: 1 }, ..boot() },
+                vec![]
+            )
+            .is_err(),
+            "a snapshot's configuration cannot come after its last entry"
+        );
+    }
 
     fn e(index: Index, token: u64) -> Entry {
         Entry { pos: Position { token: FencingToken(token), index }, payload: Payload::Noop }
@@ -135,7 +217,7 @@ mod tests {
     #[test]
     fn positions_follow_the_base() {
         let base = Position { token: FencingToken(2), index: 10 };
-        let mut log = Log::new(base, vec![e(11, 2), e(12, 3)]).unwrap();
+        let mut log = Log::new(base, boot(), vec![e(11, 2), e(12, 3)]).unwrap();
         assert_eq!(log.last(), Position { token: FencingToken(3), index: 12 });
         assert_eq!(log.token_at(10), Some(FencingToken(2)));
         assert_eq!(log.token_at(9), None, "compacted");
@@ -158,7 +240,7 @@ mod tests {
             pos: Position { token: FencingToken(1), index },
             payload: Payload::Command(vec![0; n]),
         };
-        let mut log = Log::new(Position::ZERO, vec![c(1, 10), c(2, 20)]).unwrap();
+        let mut log = Log::new(Position::ZERO, boot(), vec![c(1, 10), c(2, 20)]).unwrap();
         assert_eq!(log.bytes(), 30);
         log.push(c(3, 5));
         log.push(c(4, 7));
@@ -167,14 +249,14 @@ mod tests {
         assert_eq!(log.bytes(), 35);
         log.compact(Position { token: FencingToken(1), index: 2 });
         assert_eq!(log.bytes(), 5);
-        log.reset(Position { token: FencingToken(1), index: 9 });
+        log.reset(Position { token: FencingToken(1), index: 9 }, boot());
         assert_eq!(log.bytes(), 0);
     }
 
     #[test]
     fn a_log_that_skips_an_index_or_goes_back_in_token_is_refused() {
-        assert!(Log::new(Position::ZERO, vec![e(2, 1)]).is_err());
-        assert!(Log::new(Position::ZERO, vec![e(1, 3), e(2, 2)]).is_err());
+        assert!(Log::new(Position::ZERO, boot(), vec![e(2, 1)]).is_err());
+        assert!(Log::new(Position::ZERO, boot(), vec![e(1, 3), e(2, 2)]).is_err());
     }
 
     #[test]
@@ -183,7 +265,7 @@ mod tests {
             pos: Position { token: FencingToken(1), index: i },
             payload: Payload::Command(vec![0; 100]),
         };
-        let log = Log::new(Position::ZERO, (1..=5).map(big).collect()).unwrap();
+        let log = Log::new(Position::ZERO, boot(), (1..=5).map(big).collect()).unwrap();
         assert_eq!(log.slice(1, 10, 250).len(), 2);
         assert_eq!(log.slice(1, 10, 50).len(), 1, "one entry even if larger than the bound");
         assert_eq!(log.slice(4, 10, 10_000).len(), 2);

@@ -1,6 +1,7 @@
 //! Messages between replicas.
 
 use crate::entry::{Entry, Index, Position};
+use crate::membership::Membership;
 use serde::{Deserialize, Serialize};
 use tenure_core::FencingToken;
 
@@ -17,6 +18,8 @@ pub struct SnapshotChunk {
     /// The bytes from `offset` on (at most the configured chunk size).
     #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
+    /// The configuration in force at `last`.
+    pub membership: Membership,
 }
 
 /// A replication message. Every message carries the fencing token of the

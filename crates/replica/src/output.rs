@@ -1,6 +1,7 @@
 //! What one input of a replica produced.
 
 use crate::entry::{Entry, Index, Position};
+use crate::membership::Membership;
 use crate::message::ReplicaMessage;
 use serde::{Deserialize, Serialize};
 use tenure_core::{FencingToken, NodeId};
@@ -21,6 +22,8 @@ pub enum LogOp {
     InstallSnapshot {
         /// The last entry the snapshot covers.
         last: Position,
+        /// The configuration in force at `last`.
+        membership: Membership,
         /// The state machine's snapshot.
         #[serde(with = "serde_bytes")]
         data: Vec<u8>,
@@ -30,6 +33,8 @@ pub enum LogOp {
     Compact {
         /// The last entry the snapshot covers.
         last: Position,
+        /// The configuration in force at `last`.
+        membership: Membership,
         /// The state machine's snapshot.
         #[serde(with = "serde_bytes")]
         data: Vec<u8>,
@@ -111,6 +116,10 @@ pub struct Output {
     pub applied: Vec<Position>,
     /// Outcomes of proposals and reads.
     pub completions: Vec<Completion>,
+    /// The configuration in force, when these inputs changed it (an entry
+    /// appended or removed, a snapshot installed): the driver tells the
+    /// elector and the transport.
+    pub membership: Option<Membership>,
 }
 
 impl Output {
@@ -120,5 +129,6 @@ impl Output {
             && self.messages.is_empty()
             && self.applied.is_empty()
             && self.completions.is_empty()
+            && self.membership.is_none()
     }
 }

@@ -5,18 +5,21 @@
 use crate::entry::{Entry, Index, Payload, Position};
 use crate::log::Log;
 use crate::machine::StateMachine;
+use crate::membership::{Change, ChangeError, Members, Membership};
 use crate::message::{ReplicaMessage, SnapshotChunk};
 use crate::output::{Completion, LogOp, Output, ProposalError, ProposalId, ReadError, ReadId};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tenure_core::{majority_value, quorum, FencingToken, Instant, NodeId};
+use tenure_core::{FencingToken, Instant, NodeId};
 
-/// Settings of one node's replica. Every node of a cluster uses the same voters.
+/// Settings of one node's replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     /// This node.
     pub id: NodeId,
-    /// Every voter, this node included (the elector's voters).
+    /// The bootstrap voters: the configuration until the log (or its
+    /// snapshot) holds one of its own ([`crate::Membership`]). Every node of a
+    /// cluster bootstraps with the same list.
     pub voters: Vec<NodeId>,
     /// How often the leader repeats what is unanswered (synchronisation,
     /// fetches, appends) and confirms its followers: the elector's heartbeat.
@@ -46,6 +49,10 @@ pub struct Config {
     /// an `Append` without entries, instead of with the next entries or
     /// heartbeat (on by default; see `notify_commit`).
     pub commit_notices: bool,
+    /// A planted bug, for the model checker only (it must find what the
+    /// bug breaks): a leader may change members before it has committed an
+    /// entry of its own leadership. Never set elsewhere.
+    pub planted_bug_ungated_changes: bool,
 }
 
 impl Config {
@@ -67,6 +74,7 @@ impl Config {
             snapshot_chunk_bytes: 256 * 1024,
             max_snapshot_bytes: 1 << 30,
             commit_notices: true,
+            planted_bug_ungated_changes: false,
         }
     }
 }
@@ -80,6 +88,10 @@ pub struct Restored {
     pub snapshot: Option<(Position, Vec<u8>)>,
     /// The entries after the snapshot, in order.
     pub entries: Vec<Entry>,
+    /// The configuration in force at the snapshot's last entry; `None` for
+    /// the bootstrap list (no snapshot, or one written before the log held a
+    /// configuration).
+    pub membership: Option<Membership>,
 }
 
 /// Why a replica could not start from what was restored.
@@ -136,13 +148,17 @@ struct Peer {
     sent_commit: Index,
 }
 
+/// A voter is healthy for a change of members if it answered the leader
+/// within this many heartbeat intervals.
+pub const HEALTHY_WITHIN: u32 = 3;
+
 /// Where a leader is in taking office (see `docs/REPLICATION.md`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     /// Waiting for a majority's promises and last positions.
-    Syncing { answers: Vec<Option<Position>> },
+    Syncing { answers: BTreeMap<NodeId, Position> },
     /// Fetching the freshest log from voter `from`, which ends at `until`.
-    Fetching { from: usize, until: Position, asked_after: Index, deadline: Instant },
+    Fetching { from: NodeId, until: Position, asked_after: Index, deadline: Instant },
     /// Its no-op at `noop` is not committed yet.
     Replicating { noop: Index },
     /// Accepting writes and reads.
@@ -162,7 +178,15 @@ struct PendingRead {
 struct Lead {
     token: FencingToken,
     phase: Phase,
-    peers: Vec<Peer>,
+    /// The configuration the last synchronisation counted a majority of: a
+    /// fetched log that changes it means synchronising again.
+    synced: Position,
+    /// Every other member (voters and learners), by id.
+    peers: BTreeMap<NodeId, Peer>,
+    /// When each node last answered this leadership (a voter that answered
+    /// within [`HEALTHY_WITHIN`] heartbeats counts as healthy for a change
+    /// of members).
+    heard: BTreeMap<NodeId, Instant>,
     /// Proposals written and not yet committed, by index.
     proposals: BTreeMap<Index, ProposalId>,
     reads: Vec<PendingRead>,
@@ -175,6 +199,7 @@ struct Lead {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Incoming {
     last: Position,
+    membership: Membership,
     total: u64,
     data: Vec<u8>,
 }
@@ -196,8 +221,10 @@ pub struct ReplicaStatus {
     pub applied: Index,
     /// The last entry the latest snapshot covers.
     pub snapshot: Position,
-    /// As leader: per follower, the last index it holds.
+    /// As leader: per other member, the last index it holds.
     pub followers: Vec<(NodeId, Index)>,
+    /// The configuration in force.
+    pub membership: Membership,
     /// Messages refused as impossible from a correct peer.
     pub refused: u64,
 }
@@ -213,12 +240,14 @@ pub struct ReplicaStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Replica<S> {
     cfg: Config,
-    me: usize,
     sm: S,
     promised: FencingToken,
     log: Log,
     /// The latest snapshot, kept to send to followers far behind.
     snapshot: Option<(Position, Vec<u8>)>,
+    /// The configuration in force when the last input began (to tell the
+    /// driver of a change).
+    reported: Position,
     /// The elector's view: the leader and its token.
     view: Option<(NodeId, FencingToken)>,
     lead: Option<Lead>,
@@ -242,20 +271,21 @@ impl<S: StateMachine> Replica<S> {
     /// A replica from what the durable log held, applying its snapshot (if
     /// any) to `sm`. It starts as a follower of nobody.
     pub fn new(cfg: Config, restored: Restored, mut sm: S) -> Result<Self, RestoreError> {
-        let me = cfg.voters.iter().position(|&v| v == cfg.id).expect("this node is a voter");
         let base = restored.snapshot.as_ref().map_or(Position::ZERO, |(p, _)| *p);
         if let Some((_, data)) = &restored.snapshot {
             sm.restore(data).map_err(RestoreError::Snapshot)?;
         }
-        let log = Log::new(base, restored.entries).map_err(RestoreError::Gap)?;
+        let membership = restored.membership.unwrap_or_else(|| Membership::bootstrap(&cfg.voters));
+        let log = Log::new(base, membership, restored.entries).map_err(RestoreError::Gap)?;
         let durable_last = log.last().index;
+        let reported = log.membership().at;
         Ok(Replica {
             cfg,
-            me,
             sm,
             promised: restored.promised,
             log,
             snapshot: restored.snapshot,
+            reported,
             view: None,
             lead: None,
             commit: base.index,
@@ -321,6 +351,11 @@ impl<S: StateMachine> Replica<S> {
         self.applied
     }
 
+    /// The token this node leads the log with, ready or not yet.
+    pub fn leading(&self) -> Option<FencingToken> {
+        self.lead.as_ref().map(|l| l.token)
+    }
+
     /// True while this node leads the log and accepts writes.
     pub fn is_ready_leader(&self) -> bool {
         self.lead.as_ref().is_some_and(|l| l.phase == Phase::Ready)
@@ -337,14 +372,9 @@ impl<S: StateMachine> Replica<S> {
             applied: self.applied,
             snapshot: self.log.base(),
             followers: self.lead.as_ref().map_or_else(Vec::new, |l| {
-                self.cfg
-                    .voters
-                    .iter()
-                    .enumerate()
-                    .filter(|&(i, _)| i != self.me)
-                    .map(|(i, &v)| (v, l.peers[i].matched))
-                    .collect()
+                l.peers.iter().map(|(&id, p)| (id, p.matched)).collect()
             }),
+            membership: self.log.membership().clone(),
             refused: self.refused,
         }
     }
@@ -374,14 +404,21 @@ impl<S: StateMachine> Replica<S> {
         self.finish_input(now);
     }
 
-    /// A message from voter `from`.
+    /// The configuration in force: the newest this node's log holds.
+    pub fn membership(&self) -> &Membership {
+        self.log.membership()
+    }
+
+    /// A message from node `from`. Leader messages are taken from the node
+    /// the elector names; answers only from the members this node leads.
     pub fn handle_message(&mut self, now: Instant, from: NodeId, msg: ReplicaMessage) {
         if !self.start_input() {
             return;
         }
-        match self.cfg.voters.iter().position(|&v| v == from).filter(|&i| i != self.me) {
-            Some(i) => self.on_message(now, i, from, msg),
-            None => self.refused += 1,
+        if from == self.cfg.id {
+            self.refused += 1;
+        } else {
+            self.on_message(now, from, msg);
         }
         self.finish_input(now);
     }
@@ -422,6 +459,87 @@ impl<S: StateMachine> Replica<S> {
         results
     }
 
+    /// Proposes a change of members: one configuration entry, used by every
+    /// node from the moment it holds it. Refused, with nothing changed, unless
+    /// this node is a ready leader (it has committed an entry of its own
+    /// leadership: a change appended before that could overlap with one of an
+    /// earlier leader it has not seen), no other change is uncommitted, the
+    /// change itself is valid ([`Members::after`]), a learner to promote holds
+    /// everything committed, and a majority of the new configuration's voters
+    /// answered lately (etcd's strict reconfiguration check). The id's
+    /// [`Completion::Proposal`] comes once the entry commits.
+    pub fn propose_change(
+        &mut self,
+        now: Instant,
+        change: &Change,
+    ) -> Result<ProposalId, ChangeError> {
+        if !self.start_input() {
+            return Err(ChangeError::NotLeader { leader: None });
+        }
+        let result = self.propose_change_entry(now, change);
+        if result.is_ok() {
+            self.send_appends(now, false);
+        }
+        self.finish_input(now);
+        result
+    }
+
+    fn propose_change_entry(
+        &mut self,
+        now: Instant,
+        change: &Change,
+    ) -> Result<ProposalId, ChangeError> {
+        let leader = self.known_leader();
+        let ungated = self.cfg.planted_bug_ungated_changes;
+        let Some(lead) = self.lead.as_ref().filter(|l| {
+            l.phase == Phase::Ready || (ungated && matches!(l.phase, Phase::Replicating { .. }))
+        }) else {
+            return Err(ChangeError::NotLeader { leader });
+        };
+        let current = self.log.membership();
+        if current.at.index > self.commit {
+            return Err(ChangeError::Pending(format!("to {}", current.members)));
+        }
+        let next = current.members.after(change)?;
+        if let Change::Promote(id) = change {
+            if lead.peers.get(id).map_or(0, |p| p.matched) < self.commit {
+                return Err(ChangeError::Behind(*id));
+            }
+        }
+        let within = self.cfg.heartbeat_interval * HEALTHY_WITHIN;
+        let healthy: Vec<NodeId> = next
+            .voter_ids()
+            .filter(|&v| {
+                v == self.cfg.id
+                    || lead.heard.get(&v).is_some_and(|&t| now.saturating_since(t) <= within)
+            })
+            .collect();
+        if healthy.len() < next.quorum() {
+            return Err(ChangeError::Unhealthy {
+                healthy: healthy.len(),
+                voters: next.voters.len(),
+                quorum: next.quorum(),
+                names: healthy.iter().map(|v| format!("node {v}")).collect::<Vec<_>>().join(", "),
+            });
+        }
+        let token = lead.token;
+        let pos = Position { token, index: self.log.last().index + 1 };
+        let id = self.next_id;
+        self.next_id += 1;
+        let entry = Entry { pos, payload: Payload::Members(next) };
+        self.log.push(entry.clone());
+        match self.out.write.last_mut() {
+            Some(LogOp::Append(batch)) => batch.push(entry),
+            _ => self.write(LogOp::Append(vec![entry])),
+        }
+        if let Some(lead) = self.lead.as_mut() {
+            lead.proposals.insert(pos.index, id);
+        }
+        self.refresh_peers(pos.index);
+        self.kick = true;
+        Ok(id)
+    }
+
     /// Starts a linearizable read. `lease` is the fencing token whose
     /// election lease is valid now, if any (the elector's `is_leader(now)`
     /// and its token). A lease of the token this replica leads serves the
@@ -459,10 +577,12 @@ impl<S: StateMachine> Replica<S> {
         if !self.start_input() {
             return;
         }
-        let ready = self.lead.as_ref().is_some_and(|l| l.phase == Phase::Ready);
-        let peer = self.cfg.voters.iter().position(|&v| v == to).filter(|&i| i != self.me);
-        if let (true, Some(i)) = (ready, peer) {
-            self.send_to(now, i);
+        let ready = self
+            .lead
+            .as_ref()
+            .is_some_and(|l| l.phase == Phase::Ready && l.peers.contains_key(&to));
+        if ready {
+            self.send_to(now, to);
         }
         self.finish_input(now);
     }
@@ -498,22 +618,51 @@ impl<S: StateMachine> Replica<S> {
         }
         self.advance_commit(now);
         self.complete_reads();
+        let membership = self.log.membership();
+        if membership.at != self.reported {
+            self.reported = membership.at;
+            self.out.membership = Some(membership.clone());
+        }
     }
 
     fn write(&mut self, op: LogOp) {
         self.out.write.push(op);
     }
 
-    fn send(&mut self, to: usize, msg: ReplicaMessage) {
-        self.out.messages.push((self.cfg.voters[to], msg));
+    fn send(&mut self, to: NodeId, msg: ReplicaMessage) {
+        self.out.messages.push((to, msg));
     }
 
-    fn others(&self) -> Vec<usize> {
-        (0..self.cfg.voters.len()).filter(|&i| i != self.me).collect()
+    fn members(&self) -> &Members {
+        &self.log.membership().members
     }
 
-    fn quorum(&self) -> usize {
-        quorum(self.cfg.voters.len())
+    /// The other voters of the configuration in force.
+    fn other_voters(&self) -> Vec<NodeId> {
+        self.members().voter_ids().filter(|&v| v != self.cfg.id).collect()
+    }
+
+    /// The value a majority of the voters in force has reached: the
+    /// quorum-th greatest of `own` (if this node votes) and the others'
+    /// values (0 for one not heard of).
+    fn majority_of<T: Ord + Copy + Default>(&self, own: T, value: impl Fn(NodeId) -> T) -> T {
+        let members = self.members();
+        let mut values: Vec<T> =
+            members.voter_ids().map(|v| if v == self.cfg.id { own } else { value(v) }).collect();
+        values.sort_unstable_by(|a, b| b.cmp(a));
+        values.get(members.quorum() - 1).copied().unwrap_or_default()
+    }
+
+    /// Gives the leader a peer for every other member in force, keeping
+    /// what it knows of those it had; a new one starts at `next`.
+    fn refresh_peers(&mut self, next: Index) {
+        let me = self.cfg.id;
+        let ids: Vec<NodeId> = self.members().all().map(|m| m.id).filter(|&id| id != me).collect();
+        let Some(lead) = self.lead.as_mut() else { return };
+        lead.peers.retain(|id, _| ids.contains(id));
+        for id in ids {
+            lead.peers.entry(id).or_insert(Peer { next, ..Peer::default() });
+        }
     }
 
     fn promise(&mut self, token: FencingToken) {
@@ -551,11 +700,12 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         self.promise(token);
-        let n = self.cfg.voters.len();
         self.lead = Some(Lead {
             token,
-            phase: Phase::Syncing { answers: vec![None; n] },
-            peers: vec![Peer::default(); n],
+            phase: Phase::Syncing { answers: BTreeMap::new() },
+            synced: self.log.membership().at,
+            peers: BTreeMap::new(),
+            heard: BTreeMap::new(),
             proposals: BTreeMap::new(),
             reads: Vec::new(),
             round: 0,
@@ -564,42 +714,48 @@ impl<S: StateMachine> Replica<S> {
         self.start_sync(now);
     }
 
-    /// Asks every voter for its promise and last position.
+    /// Asks every voter in force for its promise and last position.
     fn start_sync(&mut self, now: Instant) {
-        let n = self.cfg.voters.len();
+        let others = self.other_voters();
+        let synced = self.log.membership().at;
         let Some(lead) = self.lead.as_mut() else { return };
-        lead.phase = Phase::Syncing { answers: vec![None; n] };
+        lead.phase = Phase::Syncing { answers: BTreeMap::new() };
+        lead.synced = synced;
         lead.next_heartbeat = now + self.cfg.heartbeat_interval;
         let token = lead.token;
-        for i in self.others() {
-            self.send(i, ReplicaMessage::Sync { token });
+        for id in others {
+            self.send(id, ReplicaMessage::Sync { token });
         }
         self.kick = true;
     }
 
     /// Once a majority promised: replicate from here, or fetch the freshest log first.
     fn check_sync(&mut self, now: Instant) {
-        let me = self.me;
-        let quorum = self.quorum();
+        let me = self.cfg.id;
+        let members = self.log.membership().members.clone();
         let own = self.log.last();
         let durable_promise = self.durable_promise;
         let Some(lead) = self.lead.as_mut() else { return };
         let token = lead.token;
         let Phase::Syncing { answers } = &mut lead.phase else { return };
-        if durable_promise >= token {
-            answers[me] = Some(own);
-        }
-        if answers.iter().flatten().count() < quorum {
+        // Only the voters in force count (this node's own log decides
+        // which: a fetched log that changes them means synchronising again),
+        // this node once its promise is durable.
+        answers.retain(|id, _| members.is_voter(*id));
+        let counted = answers.len() + usize::from(members.is_voter(me) && durable_promise >= token);
+        if counted < members.quorum() {
             return;
         }
-        // The freshest log; this node's own on a tie.
+        // The freshest log, this node's own among them even when it does not
+        // vote (so that each synchronisation only moves to a fresher log,
+        // and ends); its own on a tie.
         let best = answers
             .iter()
-            .enumerate()
-            .filter_map(|(i, a)| a.map(|p| (p, i == me, i)))
+            .map(|(&id, &p)| (p, false, id))
+            .chain([(own, true, me)])
             .max()
-            .map(|(p, _, i)| (p, i))
-            .expect("a majority answered");
+            .map(|(p, _, id)| (p, id))
+            .expect("this node's own log is a candidate");
         if best.1 == me {
             self.start_replicating(now);
         } else {
@@ -614,16 +770,21 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    /// Writes the no-op of this leadership and starts replicating.
+    /// Writes the no-op of this leadership and starts replicating, unless
+    /// the log now holds another configuration than the one synchronised
+    /// with: then a majority of that one must promise first.
     fn start_replicating(&mut self, now: Instant) {
         let last = self.log.last();
+        let membership = self.log.membership().at;
         let Some(lead) = self.lead.as_mut() else { return };
+        if lead.synced != membership {
+            return self.start_sync(now);
+        }
         let pos = Position { token: lead.token, index: last.index + 1 };
         let noop = Entry { pos, payload: Payload::Noop };
         lead.phase = Phase::Replicating { noop: pos.index };
-        for p in lead.peers.iter_mut() {
-            *p = Peer { next: pos.index, ..Peer::default() };
-        }
+        lead.peers.clear();
+        self.refresh_peers(pos.index);
         self.log.push(noop.clone());
         self.write(LogOp::Append(vec![noop]));
         self.kick = true;
@@ -666,32 +827,31 @@ impl<S: StateMachine> Replica<S> {
         if !matches!(lead.phase, Phase::Replicating { .. } | Phase::Ready) {
             return;
         }
-        let due: Vec<usize> = self
-            .others()
-            .into_iter()
-            .filter(|&i| {
-                all || (lead.peers[i].next <= last && lead.peers[i].snapshot_received.is_none())
-            })
+        let due: Vec<NodeId> = lead
+            .peers
+            .iter()
+            .filter(|(_, p)| all || (p.next <= last && p.snapshot_received.is_none()))
+            .map(|(&id, _)| id)
             .collect();
-        for i in due {
-            self.send_to(now, i);
+        for id in due {
+            self.send_to(now, id);
         }
     }
 
-    /// Sends follower `i` its next entries (or snapshot piece), advancing its
+    /// Sends member `to` its next entries (or snapshot piece), advancing its
     /// next index optimistically.
-    fn send_to(&mut self, _now: Instant, i: usize) {
+    fn send_to(&mut self, _now: Instant, to: NodeId) {
         let base = self.log.base();
         let commit = self.commit;
         let Some(lead) = self.lead.as_mut() else { return };
         let token = lead.token;
         let round = lead.round;
-        let peer = &mut lead.peers[i];
+        let Some(peer) = lead.peers.get_mut(&to) else { return };
         if peer.next <= base.index {
             let offset = peer.snapshot_received.unwrap_or(0);
             peer.snapshot_received = Some(offset);
             let Some(chunk) = self.snapshot_chunk(offset) else { return };
-            return self.send(i, ReplicaMessage::InstallSnapshot { token, chunk });
+            return self.send(to, ReplicaMessage::InstallSnapshot { token, chunk });
         }
         let prev_index = peer.next - 1;
         let prev = Position {
@@ -702,7 +862,7 @@ impl<S: StateMachine> Replica<S> {
             self.log.slice(peer.next, self.cfg.max_append_entries, self.cfg.max_append_bytes);
         peer.next += entries.len() as u64;
         peer.sent_commit = commit;
-        self.send(i, ReplicaMessage::Append { token, prev, entries, commit, round });
+        self.send(to, ReplicaMessage::Append { token, prev, entries, commit, round });
     }
 
     /// Tells every follower that holds the whole log, and was sent an older
@@ -721,16 +881,16 @@ impl<S: StateMachine> Replica<S> {
         {
             return;
         }
-        let due: Vec<usize> = self
-            .others()
-            .into_iter()
-            .filter(|&i| {
-                let p = &lead.peers[i];
+        let due: Vec<NodeId> = lead
+            .peers
+            .iter()
+            .filter(|(_, p)| {
                 p.next > last && p.snapshot_received.is_none() && p.sent_commit < commit
             })
+            .map(|(&id, _)| id)
             .collect();
-        for i in due {
-            self.send_to(now, i);
+        for id in due {
+            self.send_to(now, id);
         }
     }
 
@@ -744,22 +904,23 @@ impl<S: StateMachine> Replica<S> {
             total: data.len() as u64,
             offset,
             data: data[start..end].to_vec(),
+            membership: self.log.membership_at(last.index).clone(),
         })
     }
 
     /// The periodic round: repeat what is unanswered, confirm followers.
     fn heartbeat(&mut self, now: Instant) {
-        let others = self.others();
+        let others = self.other_voters();
         let Some(lead) = self.lead.as_mut() else { return };
         lead.next_heartbeat = now + self.cfg.heartbeat_interval;
         lead.round += 1;
         let token = lead.token;
         match &lead.phase {
             Phase::Syncing { answers } => {
-                let missing: Vec<usize> =
-                    others.into_iter().filter(|&i| answers[i].is_none()).collect();
-                for i in missing {
-                    self.send(i, ReplicaMessage::Sync { token });
+                let missing: Vec<NodeId> =
+                    others.into_iter().filter(|id| !answers.contains_key(id)).collect();
+                for id in missing {
+                    self.send(id, ReplicaMessage::Sync { token });
                 }
             }
             Phase::Fetching { from, asked_after, .. } => {
@@ -769,7 +930,7 @@ impl<S: StateMachine> Replica<S> {
             }
             Phase::Replicating { .. } | Phase::Ready => {
                 // Everything unacknowledged is sent again from the last match.
-                for p in lead.peers.iter_mut() {
+                for p in lead.peers.values_mut() {
                     if p.snapshot_received.is_none() {
                         p.next = p.matched + 1;
                     }
@@ -779,27 +940,30 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    /// Commits what a majority holds durably, counting only entries of this
-    /// leadership's token, and applies it.
+    /// Commits what a majority of the voters in force holds durably,
+    /// counting only entries of this leadership's token, and applies it. A
+    /// leader that is no voter once the configuration that says so has
+    /// committed stops leading the log.
     fn advance_commit(&mut self, now: Instant) {
         if let Some(lead) = self.lead.as_ref() {
             if matches!(lead.phase, Phase::Replicating { .. } | Phase::Ready) {
-                let others = lead
-                    .peers
-                    .iter()
-                    .enumerate()
-                    .filter(|&(i, _)| i != self.me)
-                    .map(|(_, p)| Some(p.matched));
-                let majority = majority_value(self.durable_last, others, self.quorum());
-                if let Some(c) = majority.filter(|&c| c > self.commit) {
-                    if self.log.token_at(c) == Some(lead.token) {
-                        self.commit = c;
-                        self.notify_commit(now);
-                    }
+                let peers = &lead.peers;
+                let c =
+                    self.majority_of(self.durable_last, |v| peers.get(&v).map_or(0, |p| p.matched));
+                if c > self.commit && self.log.token_at(c) == Some(lead.token) {
+                    self.commit = c;
+                    self.notify_commit(now);
                 }
             }
         }
         self.apply(now);
+        let membership = self.log.membership();
+        if self.lead.is_some()
+            && membership.at.index <= self.commit
+            && !membership.members.is_voter(self.cfg.id)
+        {
+            self.step_down();
+        }
     }
 
     /// Applies every committed entry not yet applied, in order.
@@ -808,7 +972,7 @@ impl<S: StateMachine> Replica<S> {
             let Some(entry) = self.log.get(self.applied + 1) else { break };
             let pos = entry.pos;
             let result = match &entry.payload {
-                Payload::Noop => Vec::new(),
+                Payload::Noop | Payload::Members(_) => Vec::new(),
                 Payload::Command(c) => self.sm.apply(pos, c),
             };
             self.applied = pos.index;
@@ -839,9 +1003,10 @@ impl<S: StateMachine> Replica<S> {
             token: self.log.token_at(self.applied).expect("applied entries are held"),
         };
         let data = self.sm.snapshot();
+        let membership = self.log.membership_at(last.index).clone();
         self.log.compact(last);
         self.snapshot = Some((last, data.clone()));
-        self.write(LogOp::Compact { last, data });
+        self.write(LogOp::Compact { last, membership, data });
     }
 
     // ---- Reads ----
@@ -872,18 +1037,11 @@ impl<S: StateMachine> Replica<S> {
 
     /// Serves the reads whose round a majority confirmed.
     fn complete_reads(&mut self) {
-        let quorum = self.quorum();
-        let me = self.me;
         let applied = self.applied;
+        let Some(lead) = self.lead.as_ref() else { return };
+        let confirmed =
+            self.majority_of(u64::MAX, |v| lead.peers.get(&v).map_or(0, |p| p.acked_round));
         let Some(lead) = self.lead.as_mut() else { return };
-        let rounds: Vec<u64> = lead
-            .peers
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != me)
-            .map(|(_, p)| p.acked_round)
-            .collect();
-        let confirmed = majority_value(u64::MAX, rounds.into_iter().map(Some), quorum).unwrap_or(0);
         let mut done = Vec::new();
         lead.reads.retain(|r| {
             let ready = r.round <= confirmed && applied >= r.index;
@@ -899,9 +1057,10 @@ impl<S: StateMachine> Replica<S> {
 
     // ---- Messages ----
 
-    fn on_message(&mut self, now: Instant, i: usize, from: NodeId, msg: ReplicaMessage) {
+    fn on_message(&mut self, now: Instant, from: NodeId, msg: ReplicaMessage) {
         let token = msg.token();
         let from_leader = self.view == Some((from, token));
+        let i = from;
         match msg {
             ReplicaMessage::Sync { .. } if from_leader => self.on_sync(i, token),
             ReplicaMessage::Append { prev, entries, commit, round, .. } if from_leader => {
@@ -943,7 +1102,7 @@ impl<S: StateMachine> Replica<S> {
         true
     }
 
-    fn on_sync(&mut self, i: usize, token: FencingToken) {
+    fn on_sync(&mut self, i: NodeId, token: FencingToken) {
         let last = self.accept_leader_token(token).then(|| self.log.last());
         let promised = self.promised;
         self.send(i, ReplicaMessage::SyncReply { token, last, promised });
@@ -953,7 +1112,7 @@ impl<S: StateMachine> Replica<S> {
     fn on_append(
         &mut self,
         now: Instant,
-        i: usize,
+        i: NodeId,
         token: FencingToken,
         prev: Position,
         entries: Vec<Entry>,
@@ -1036,7 +1195,7 @@ impl<S: StateMachine> Replica<S> {
         i.max(self.commit + 1)
     }
 
-    fn on_install(&mut self, now: Instant, i: usize, token: FencingToken, chunk: SnapshotChunk) {
+    fn on_install(&mut self, now: Instant, i: NodeId, token: FencingToken, chunk: SnapshotChunk) {
         if !self.accept_leader_token(token) {
             return;
         }
@@ -1063,6 +1222,7 @@ impl<S: StateMachine> Replica<S> {
         if chunk.offset == 0 {
             self.incoming = Some(Incoming {
                 last: chunk.last,
+                membership: chunk.membership.clone(),
                 total: chunk.total,
                 data: Vec::with_capacity(usize::try_from(chunk.total).unwrap_or(0).min(1 << 20)),
             });
@@ -1072,7 +1232,8 @@ impl<S: StateMachine> Replica<S> {
             // restarted midway): ask for the whole snapshot again.
             return Some(0);
         };
-        if inc.last != chunk.last || inc.total != chunk.total {
+        if inc.last != chunk.last || inc.total != chunk.total || inc.membership != chunk.membership
+        {
             return Some(0);
         }
         if chunk.offset == inc.data.len() as u64 {
@@ -1082,7 +1243,7 @@ impl<S: StateMachine> Replica<S> {
         if held < inc.total {
             return Some(held);
         }
-        let Incoming { last, data, .. } = self.incoming.take()?;
+        let Incoming { last, data, membership, .. } = self.incoming.take()?;
         if let Err(_why) = self.sm.restore(&data) {
             self.refused += 1;
             return Some(0);
@@ -1096,16 +1257,16 @@ impl<S: StateMachine> Replica<S> {
             // node may have acknowledged them before it restarted and forgot
             // its commit index): keep them, as Raft does.
             self.log.compact(last);
-            self.write(LogOp::Compact { last, data });
+            self.write(LogOp::Compact { last, membership, data });
         } else {
-            self.log.reset(last);
-            self.write(LogOp::InstallSnapshot { last, data });
+            self.log.reset(last, membership.clone());
+            self.write(LogOp::InstallSnapshot { last, membership, data });
         }
         self.apply(now);
         Some(held)
     }
 
-    fn on_fetch(&mut self, i: usize, token: FencingToken, after: Index, offset: u64) {
+    fn on_fetch(&mut self, i: NodeId, token: FencingToken, after: Index, offset: u64) {
         let last = self.log.last();
         let (entries, snapshot) = if after >= self.log.base().index {
             let entries =
@@ -1126,21 +1287,21 @@ impl<S: StateMachine> Replica<S> {
     fn on_sync_reply(
         &mut self,
         now: Instant,
-        i: usize,
+        i: NodeId,
         token: FencingToken,
         last: Option<Position>,
     ) {
         let Some(lead) = self.lead_of(token) else { return };
-        if let Phase::Syncing { answers } = &mut lead.phase {
-            answers[i] = last;
+        lead.heard.insert(i, now);
+        if let (Phase::Syncing { answers }, Some(last)) = (&mut lead.phase, last) {
+            answers.insert(i, last);
         }
-        let _ = now;
     }
 
     fn on_append_reply(
         &mut self,
         now: Instant,
-        i: usize,
+        i: NodeId,
         token: FencingToken,
         round: u64,
         result: Result<Index, Index>,
@@ -1152,7 +1313,11 @@ impl<S: StateMachine> Replica<S> {
             self.refused += 1;
             return;
         }
-        let peer = &mut lead.peers[i];
+        lead.heard.insert(i, now);
+        let Some(peer) = lead.peers.get_mut(&i) else {
+            // Not a member this leader replicates to (any more).
+            return;
+        };
         peer.acked_round = peer.acked_round.max(round);
         match result {
             Ok(matched) if matched <= last => {
@@ -1184,14 +1349,15 @@ impl<S: StateMachine> Replica<S> {
     fn on_snapshot_reply(
         &mut self,
         now: Instant,
-        i: usize,
+        i: NodeId,
         token: FencingToken,
         last: Position,
         received: u64,
     ) {
         let current = self.snapshot.as_ref().map(|(p, d)| (*p, d.len() as u64));
         let Some(lead) = self.lead_of(token) else { return };
-        let peer = &mut lead.peers[i];
+        lead.heard.insert(i, now);
+        let Some(peer) = lead.peers.get_mut(&i) else { return };
         let Some((snap, total)) = current.filter(|&(p, _)| p == last) else {
             // A reply about an older snapshot: start over with the current one.
             peer.snapshot_received = None;
@@ -1214,7 +1380,7 @@ impl<S: StateMachine> Replica<S> {
     fn on_fetch_reply(
         &mut self,
         now: Instant,
-        i: usize,
+        i: NodeId,
         token: FencingToken,
         after: Index,
         entries: Vec<Entry>,

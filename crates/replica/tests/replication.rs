@@ -94,7 +94,7 @@ fn failover_keeps_every_committed_entry_and_reports_the_rest_as_unknown() {
     c.tell(n(1), Some((n(2), t)));
     c.run_for(HEARTBEAT * 5);
     c.check_converged();
-    for ((node, _), (cmd, fate)) in &c.proposals {
+    for ((node, _, _), (cmd, fate)) in &c.proposals {
         let i: u64 = String::from_utf8_lossy(&cmd[1..]).parse().unwrap();
         match (node.0, i) {
             (1, 0..=19) | (2, _) => {
@@ -332,7 +332,6 @@ fn random_run(seed: u64, size: u64) {
     let mut next_cmd = 0u64;
     for _step in 0..200 {
         let r = c.rng.next_u64() % 100;
-        let pick = |c: &mut Cluster| ids[(c.rng.next_u64() % size) as usize];
         match r {
             0..=39 => {
                 if let Some(l) = c.ready_leader() {
@@ -343,46 +342,15 @@ fn random_run(seed: u64, size: u64) {
                 }
             }
             40..=54 => {
-                let l = pick(&mut c);
+                let l = c.pick();
                 if c.up(l) {
-                    let told: Vec<_> = ids
-                        .iter()
-                        .copied()
-                        .filter(|_| !c.rng.next_u64().is_multiple_of(3))
-                        .collect();
-                    let mut told = told;
-                    if !told.contains(&l) {
-                        told.push(l);
-                    }
-                    c.elect(l, &told);
+                    c.elect_told_to_some(l);
                 }
             }
-            55..=59 => {
-                let v = pick(&mut c);
-                if c.up(v) {
-                    c.crash(v);
-                } else {
-                    c.restart(v);
-                }
-            }
-            60..=64 => {
-                let (a, b) = (pick(&mut c), pick(&mut c));
-                if a != b {
-                    c.cut.insert((a, b));
-                }
-            }
-            65..=67 => c.heal(),
-            68..=70 => c.loss_percent = c.rng.next_u64() % 30,
+            55..=70 => c.random_fault(r - 55),
             _ => {}
         }
-        // Nodes learn the latest leadership at their own pace.
-        if c.rng.next_u64().is_multiple_of(4) && c.token > 0 {
-            let latest = c.ids.iter().filter_map(|&i| c.nodes[&i].view).max_by_key(|v| v.1);
-            if let Some(v) = latest {
-                let who = pick(&mut c);
-                c.tell(who, Some(v));
-            }
-        }
+        c.maybe_spread_view();
         let pause = Duration::from_millis(1 + c.rng.next_u64() % 20);
         c.run_for(pause);
         c.check_safety();

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use tenure_core::FencingToken;
-use tenure_replica::{Entry, Index, LogOp, Position, Restored};
+use tenure_replica::{Entry, Index, LogOp, Membership, Position, Restored};
 
 /// One record of the journal: the unit a torn write keeps or loses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +28,8 @@ pub enum Record {
     Snapshot {
         /// The last entry it covers.
         last: Position,
+        /// The configuration in force at `last`.
+        membership: Membership,
         /// The state machine's bytes.
         data: Vec<u8>,
         /// Entries after `last` stay.
@@ -44,12 +46,18 @@ impl Record {
                 LogOp::Promise(t) => out.push(Record::Promise(*t)),
                 LogOp::TruncateAfter(i) => out.push(Record::TruncateAfter(*i)),
                 LogOp::Append(entries) => out.extend(entries.iter().cloned().map(Record::Entry)),
-                LogOp::InstallSnapshot { last, data } => {
-                    out.push(Record::Snapshot { last: *last, data: data.clone(), keep: false })
-                }
-                LogOp::Compact { last, data } => {
-                    out.push(Record::Snapshot { last: *last, data: data.clone(), keep: true })
-                }
+                LogOp::InstallSnapshot { last, membership, data } => out.push(Record::Snapshot {
+                    last: *last,
+                    membership: membership.clone(),
+                    data: data.clone(),
+                    keep: false,
+                }),
+                LogOp::Compact { last, membership, data } => out.push(Record::Snapshot {
+                    last: *last,
+                    membership: membership.clone(),
+                    data: data.clone(),
+                    keep: true,
+                }),
             }
         }
         out
@@ -63,6 +71,8 @@ pub struct Image {
     pub promised: FencingToken,
     /// The latest snapshot.
     pub snapshot: Option<(Position, Vec<u8>)>,
+    /// The configuration in force at the snapshot's last entry.
+    pub membership: Option<Membership>,
     /// The entries after the snapshot.
     pub entries: Vec<Entry>,
 }
@@ -74,8 +84,9 @@ impl Image {
             Record::Promise(t) => self.promised = self.promised.max(*t),
             Record::TruncateAfter(i) => self.entries.retain(|e| e.pos.index <= *i),
             Record::Entry(e) => self.entries.push(e.clone()),
-            Record::Snapshot { last, data, keep } => {
+            Record::Snapshot { last, membership, data, keep } => {
                 self.snapshot = Some((*last, data.clone()));
+                self.membership = Some(membership.clone());
                 if *keep {
                     self.entries.retain(|e| e.pos.index > last.index);
                 } else {
@@ -91,6 +102,7 @@ impl Image {
             promised: self.promised,
             snapshot: self.snapshot.clone(),
             entries: self.entries.clone(),
+            membership: self.membership.clone(),
         }
     }
 }
@@ -181,7 +193,11 @@ mod tests {
         let ops = vec![
             LogOp::Promise(FencingToken(2)),
             LogOp::Append(vec![e(1, 2), e(2, 2)]),
-            LogOp::Compact { last: e(1, 2).pos, data: vec![1] },
+            LogOp::Compact {
+                last: e(1, 2).pos,
+                membership: tenure_replica::Membership::bootstrap(&[tenure_core::NodeId(1)]),
+                data: vec![1],
+            },
         ];
         assert_eq!(Record::of(&ops).len(), 4);
     }
@@ -200,7 +216,14 @@ mod tests {
         d.write(30, Record::of(&[LogOp::TruncateAfter(0), LogOp::Append(vec![e(1, 4)])]));
         d.crash(25, 0);
         assert_eq!(d.synced().entries.len(), 2, "a write torn before its first record");
-        d.write(40, Record::of(&[LogOp::InstallSnapshot { last: e(9, 4).pos, data: vec![] }]));
+        d.write(
+            40,
+            Record::of(&[LogOp::InstallSnapshot {
+                last: e(9, 4).pos,
+                membership: tenure_replica::Membership::bootstrap(&[tenure_core::NodeId(1)]),
+                data: vec![],
+            }]),
+        );
         d.settle(40);
         assert!(d.synced().entries.is_empty());
         assert_eq!(d.synced().snapshot.as_ref().map(|s| s.0.index), Some(9));

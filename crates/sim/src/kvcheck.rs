@@ -755,7 +755,11 @@ mod tests {
         let bad = c.on_output(0, &[], &[p(4, 1)]);
         assert_eq!(bad[0].0, Check::ReplicaInvariant, "index 3 skipped");
         // An installed snapshot may skip ahead.
-        let snap = LogOp::InstallSnapshot { last: p(9, 1), data: vec![] };
+        let snap = LogOp::InstallSnapshot {
+            last: p(9, 1),
+            membership: tenure_replica::Membership::bootstrap(&[tenure_core::NodeId(1)]),
+            data: vec![],
+        };
         assert!(c.on_output(1, &[snap], &[p(10, 1)]).is_empty());
         assert!(c.on_state(0, 10, 77).is_none());
         assert_eq!(c.on_state(1, 10, 78).map(|b| b.0), Some(Check::SameStatePerIndex));

@@ -3,7 +3,7 @@
 
 use tenure_core::FencingToken;
 pub use tenure_replica::testkit::Recorder;
-use tenure_replica::{Entry, LogOp, Payload, Position, Restored};
+use tenure_replica::{Entry, LogOp, Membership, Payload, Position, Restored};
 
 /// A node's log as the replica's writes built it: the promise, the latest
 /// snapshot and the entries after it. It is all that survives a restart.
@@ -13,6 +13,8 @@ pub struct Disk {
     pub promised: FencingToken,
     /// The latest snapshot: its last entry and the state machine's bytes.
     pub snapshot: Option<(Position, Vec<u8>)>,
+    /// The configuration in force at the snapshot's last entry.
+    pub membership: Option<Membership>,
     /// The entries after the snapshot, in order.
     pub entries: Vec<Entry>,
 }
@@ -35,12 +37,14 @@ impl Disk {
                     self.entries.push(e.clone());
                 }
             }
-            LogOp::InstallSnapshot { last, data } => {
+            LogOp::InstallSnapshot { last, membership, data } => {
                 self.snapshot = Some((*last, data.clone()));
+                self.membership = Some(membership.clone());
                 self.entries.clear();
             }
-            LogOp::Compact { last, data } => {
+            LogOp::Compact { last, membership, data } => {
                 self.snapshot = Some((*last, data.clone()));
+                self.membership = Some(membership.clone());
                 self.entries.retain(|e| e.pos.index > last.index);
             }
         }
@@ -66,7 +70,7 @@ impl Disk {
             let at = usize::try_from(pos.index - base.index - 1).unwrap_or(usize::MAX);
             return self.entries.get(at).is_some_and(|e| {
                 let held = match &e.payload {
-                    Payload::Noop => None,
+                    Payload::Noop | Payload::Members(_) => None,
                     Payload::Command(c) => Some(c.as_slice()),
                 };
                 e.pos == pos && held == command
@@ -91,6 +95,7 @@ impl Disk {
             promised: self.promised,
             snapshot: self.snapshot.clone(),
             entries: self.entries.clone(),
+            membership: self.membership.clone(),
         }
     }
 }
@@ -123,7 +128,11 @@ mod tests {
         let mut r = Recorder::default();
         r.apply(pos(1, 2), &[7]);
         d.apply(&LogOp::Append(vec![e(1, 2, Some(7)), e(2, 3, None)])).unwrap();
-        d.apply(&LogOp::Compact { last: pos(1, 2), data: r.snapshot() }).unwrap();
+        let membership = Membership {
+            at: Position::ZERO,
+            members: tenure_replica::Members::bootstrap(&[tenure_core::NodeId(1)]),
+        };
+        d.apply(&LogOp::Compact { last: pos(1, 2), membership, data: r.snapshot() }).unwrap();
         assert_eq!(d.entries.len(), 1);
         assert!(d.holds(pos(1, 2), Some(&[7])), "in the snapshot");
         assert!(d.holds(pos(1, 1), None), "a no-op the snapshot covers");

@@ -1,6 +1,15 @@
 use super::*;
 use std::sync::mpsc;
-use tenure_replica::Payload;
+use tenure_core::NodeId;
+use tenure_replica::{Member, Members, Payload};
+
+/// The configuration the snapshots of these tests carry.
+fn boot() -> Membership {
+    Membership {
+        at: Position::ZERO,
+        members: Members::bootstrap(&[NodeId(1), NodeId(2), NodeId(3)]),
+    }
+}
 
 fn e(index: Index, token: u64, c: &str) -> Entry {
     Entry {
@@ -71,13 +80,16 @@ fn a_compaction_keeps_the_snapshot_and_the_entries_after_it() {
     let entries: Vec<Entry> = (1..=10).map(|i| e(i, 1, "x")).collect();
     store.write(vec![LogOp::Promise(FencingToken(1)), LogOp::Append(entries)]).unwrap();
     let last = Position { token: FencingToken(1), index: 7 };
-    store.write(vec![LogOp::Compact { last, data: b"state@7".to_vec() }]).unwrap();
+    store
+        .write(vec![LogOp::Compact { last, membership: boot(), data: b"state@7".to_vec() }])
+        .unwrap();
     store.write(vec![LogOp::Append(vec![e(11, 2, "y")])]).unwrap();
     store.wait_for_compactions();
     assert_eq!((store.compactions(), store.compaction_failures()), (1, 0));
     drop(store);
     let (_, r, _) = LogStore::open(dir.path()).unwrap();
     assert_eq!(r.snapshot, Some((last, b"state@7".to_vec())));
+    assert_eq!(r.membership, Some(boot()));
     assert_eq!(r.entries.iter().map(|e| e.pos.index).collect::<Vec<_>>(), [8, 9, 10, 11]);
     assert_eq!(r.promised, FencingToken(1));
     let journal = fs::metadata(dir.path().join("journal")).unwrap().len();
@@ -94,7 +106,7 @@ fn a_crash_between_an_installed_snapshot_and_the_journal_brings_back_no_other_hi
     // crash there would leave it): its temporary file cannot be created.
     fs::create_dir(dir.path().join("journal.tmp")).unwrap();
     let last = Position { token: FencingToken(2), index: 3 };
-    let install = LogOp::InstallSnapshot { last, data: b"state@3".to_vec() };
+    let install = LogOp::InstallSnapshot { last, membership: boot(), data: b"state@3".to_vec() };
     assert!(store.write(vec![install]).is_err());
     drop(store);
     fs::remove_dir(dir.path().join("journal.tmp")).unwrap();
@@ -108,7 +120,9 @@ fn a_damaged_snapshot_stops_the_node() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _, _) = LogStore::open(dir.path()).unwrap();
     let last = Position { token: FencingToken(1), index: 1 };
-    store.write(vec![LogOp::InstallSnapshot { last, data: vec![7; 100] }]).unwrap();
+    store
+        .write(vec![LogOp::InstallSnapshot { last, membership: boot(), data: vec![7; 100] }])
+        .unwrap();
     drop(store);
     let path = dir.path().join("snapshot");
     let mut bytes = fs::read(&path).unwrap();
@@ -202,7 +216,9 @@ fn append(store: &LogStore, from: Index, to: Index, token: u64, bytes: usize) {
 
 fn compact(store: &LogStore, index: Index, token: u64) {
     let data = format!("state@{index}").into_bytes();
-    store.write(vec![LogOp::Compact { last: pos(index, token), data }]).unwrap();
+    store
+        .write(vec![LogOp::Compact { last: pos(index, token), membership: boot(), data }])
+        .unwrap();
 }
 
 fn indexes(r: &Restored) -> Vec<Index> {
@@ -263,22 +279,28 @@ fn the_snapshot_file_keeps_its_format() {
     #[derive(Serialize)]
     struct SnapshotFile {
         last: Position,
+        membership: Membership,
         data: Vec<u8>,
     }
     let dir = tempfile::tempdir().unwrap();
     let (store, _, _) = LogStore::open(dir.path()).unwrap();
     let last = pos(300, 2);
     let data: Vec<u8> = (0..1000).map(|i| i as u8).collect();
-    store.write(vec![LogOp::InstallSnapshot { last, data: data.clone() }]).unwrap();
+    store
+        .write(vec![LogOp::InstallSnapshot { last, membership: boot(), data: data.clone() }])
+        .unwrap();
     drop(store);
     let bytes = fs::read(dir.path().join("snapshot")).unwrap();
-    let body = postcard::to_allocvec(&SnapshotFile { last, data: data.clone() }).unwrap();
+    let body =
+        postcard::to_allocvec(&SnapshotFile { last, membership: boot(), data: data.clone() })
+            .unwrap();
     assert_eq!(&bytes[..8], SNAPSHOT_MAGIC);
     assert_eq!(bytes[8..16], (body.len() as u64).to_le_bytes());
     assert_eq!(bytes[16..20], crc32fast::hash(&body).to_le_bytes());
     assert_eq!(&bytes[20..], &body[..]);
     let (_, r, _) = LogStore::open(dir.path()).unwrap();
     assert_eq!(r.snapshot, Some((last, data)));
+    assert_eq!(r.membership, Some(boot()));
 }
 
 #[test]
@@ -384,7 +406,8 @@ fn an_install_waits_for_the_compaction_in_flight_and_drops_the_waiting_one() {
     let last = pos(6, 2);
     std::thread::scope(|s| {
         let (done_tx, done) = mpsc::channel();
-        let install = LogOp::InstallSnapshot { last, data: b"installed@6".to_vec() };
+        let install =
+            LogOp::InstallSnapshot { last, membership: boot(), data: b"installed@6".to_vec() };
         let store = &store;
         s.spawn(move || done_tx.send(store.write(vec![install])));
         assert!(
@@ -438,7 +461,11 @@ fn a_crash_at_any_step_of_a_compaction_or_an_install_replays_a_state_written() {
     store.wait_for_compactions();
     // An install of another history up to 25 (on this thread: not held).
     let installed = pos(25, 2);
-    let install = LogOp::InstallSnapshot { last: installed, data: b"installed@25".to_vec() };
+    let install = LogOp::InstallSnapshot {
+        last: installed,
+        membership: boot(),
+        data: b"installed@25".to_vec(),
+    };
     store.write(vec![install]).unwrap();
     assert_eq!(taken.load(Ordering::SeqCst), 12, "six steps each");
     drop(store);
@@ -532,4 +559,42 @@ fn a_compaction_the_file_system_refuses_is_reported_and_the_next_one_is_written(
     let (_, r, _) = LogStore::open(dir.path()).unwrap();
     assert_eq!(r.snapshot, Some((pos(11, 1), b"state@11".to_vec())));
     assert_eq!(indexes(&r), [12]);
+}
+
+#[test]
+fn a_snapshot_keeps_its_configuration_and_one_of_the_first_format_reads_as_the_bootstrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, _) = LogStore::open(dir.path()).unwrap();
+    store.write(vec![LogOp::Append((1..=4).map(|i| e(i, 1, "x")).collect())]).unwrap();
+    let members = Members {
+        voters: vec![Member::bare(NodeId(1)), Member::bare(NodeId(2))],
+        learners: vec![Member {
+            id: NodeId(4),
+            address: "10.0.0.4:7000".into(),
+            directory: Some(tenure_core::DirectoryId(0xd4)),
+        }],
+    };
+    let membership = Membership { at: Position { token: FencingToken(1), index: 2 }, members };
+    let last = Position { token: FencingToken(1), index: 3 };
+    let install =
+        LogOp::InstallSnapshot { last, membership: membership.clone(), data: b"s".to_vec() };
+    store.write(vec![install]).unwrap();
+    drop(store);
+    let (_, r, _) = LogStore::open(dir.path()).unwrap();
+    assert_eq!(r.membership, Some(membership));
+    assert_eq!(r.snapshot, Some((last, b"s".to_vec())));
+
+    // The same snapshot as a build of the first format wrote it: no
+    // configuration, read as none (the bootstrap list).
+    let mut head = postcard::to_allocvec(&last).unwrap();
+    head.extend(postcard::to_allocvec(&1u64).unwrap());
+    head.push(b's');
+    let mut file = SNAPSHOT_MAGIC_V1.to_vec();
+    file.extend_from_slice(&(head.len() as u64).to_le_bytes());
+    file.extend_from_slice(&crc32fast::hash(&head).to_le_bytes());
+    file.extend_from_slice(&head);
+    fs::write(dir.path().join(SNAPSHOT), file).unwrap();
+    let (_, r, _) = LogStore::open(dir.path()).unwrap();
+    assert_eq!(r.membership, None);
+    assert_eq!(r.snapshot, Some((last, b"s".to_vec())));
 }

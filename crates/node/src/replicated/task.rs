@@ -367,12 +367,18 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
 
     /// Write and sync the log first; only then send; then answer.
     async fn process(&mut self, out: Output) {
-        let Output { write, messages, applied, completions } = out;
+        let Output { write, messages, applied, completions, membership } = out;
         if !write.is_empty() {
             if let Err(e) = self.write(write).await {
                 self.write_failed(&e, completions).await;
                 return;
             }
+        }
+        if let Some(m) = membership {
+            // Only the bootstrap configuration exists until membership
+            // changes are offered (docs/MEMBERSHIP.md): this reports one
+            // held by the log, should it ever differ.
+            tracing::info!(at = ?m.at, members = %m.members, "the log holds a new configuration");
         }
         for (to, msg) in messages {
             self.send(to, Frame::Replica(msg));

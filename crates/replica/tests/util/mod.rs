@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant, NodeId};
 use tenure_replica::{
-    Completion, Config, Entry, LogOp, Output, Position, ProposalError, ProposalId, Replica,
-    ReplicaMessage, Restored,
+    Change, ChangeError, Completion, Config, Entry, LogOp, Membership, Output, Position,
+    ProposalError, ProposalId, Replica, ReplicaMessage, Restored,
 };
 
 pub const HEARTBEAT: Duration = Duration::from_millis(10);
@@ -29,6 +29,7 @@ pub use tenure_replica::testkit::Recorder;
 pub struct Disk {
     pub promised: FencingToken,
     pub snapshot: Option<(Position, Vec<u8>)>,
+    pub membership: Option<Membership>,
     pub entries: Vec<Entry>,
 }
 
@@ -47,12 +48,14 @@ impl Disk {
                     self.entries.push(e.clone());
                 }
             }
-            LogOp::InstallSnapshot { last, data } => {
+            LogOp::InstallSnapshot { last, membership, data } => {
                 self.snapshot = Some((*last, data.clone()));
+                self.membership = Some(membership.clone());
                 self.entries.clear();
             }
-            LogOp::Compact { last, data } => {
+            LogOp::Compact { last, membership, data } => {
                 self.snapshot = Some((*last, data.clone()));
+                self.membership = Some(membership.clone());
                 self.entries.retain(|e| e.pos.index > last.index);
             }
         }
@@ -71,6 +74,7 @@ impl Disk {
             promised: self.promised,
             snapshot: self.snapshot.clone(),
             entries: self.entries.clone(),
+            membership: self.membership.clone(),
         }
     }
 }
@@ -90,6 +94,8 @@ pub struct Node {
     pub view: Option<(NodeId, FencingToken)>,
     /// Commands of the current incarnation already recorded.
     pub seen: usize,
+    /// How many times it started (proposal ids start over at each).
+    pub incarnation: u64,
 }
 
 /// A proposal's fate as the client saw it.
@@ -114,8 +120,10 @@ pub struct Cluster {
     pub max_delay_ms: u64,
     /// The token of the latest leadership named.
     pub token: u64,
-    /// (node, proposal id) -> (command, fate).
-    pub proposals: BTreeMap<(NodeId, ProposalId), (Vec<u8>, Fate)>,
+    /// (node, incarnation, proposal id) -> (command, fate).
+    pub proposals: BTreeMap<(NodeId, u64, ProposalId), (Vec<u8>, Fate)>,
+    /// (node, incarnation, proposal id) -> fate, of changes of members.
+    pub changes: BTreeMap<(NodeId, u64, ProposalId), Fate>,
     /// Every (node, position, command) applied, in order per node, across restarts.
     pub applied: Vec<(NodeId, Position, Vec<u8>)>,
     /// Every (node, position) applied, no-ops included.
@@ -146,11 +154,15 @@ impl Cluster {
             max_delay_ms: 1,
             token: 0,
             proposals: BTreeMap::new(),
+            changes: BTreeMap::new(),
             applied: Vec::new(),
             applied_positions: Vec::new(),
         };
         for id in ids {
-            c.nodes.insert(id, Node { replica: None, disk: Disk::default(), view: None, seen: 0 });
+            c.nodes.insert(
+                id,
+                Node { replica: None, disk: Disk::default(), view: None, seen: 0, incarnation: 0 },
+            );
             c.boot(id);
         }
         c
@@ -166,6 +178,7 @@ impl Cluster {
         let replica =
             Replica::new(cfg, node.disk.restored(), Recorder::default()).expect("restores");
         node.seen = replica.state_machine().applied.len();
+        node.incarnation += 1;
         node.replica = Some(replica);
         node.view = None;
     }
@@ -232,8 +245,11 @@ impl Cluster {
                         Err(ProposalError::Unknown) => Fate::Unknown,
                         Err(_) => Fate::Failed,
                     };
-                    if let Some(p) = self.proposals.get_mut(&(id, pid)) {
+                    let key = (id, self.nodes[&id].incarnation, pid);
+                    if let Some(p) = self.proposals.get_mut(&key) {
                         p.1 = fate;
+                    } else if let Some(c) = self.changes.get_mut(&key) {
+                        *c = fate;
                     }
                 }
             }
@@ -267,12 +283,93 @@ impl Cluster {
         let mut accepted = 0;
         for (cmd, r) in commands.into_iter().zip(results) {
             if let Ok(pid) = r {
-                self.proposals.insert((id, pid), (cmd, Fate::Pending));
+                let key = (id, self.nodes[&id].incarnation, pid);
+                self.proposals.insert(key, (cmd, Fate::Pending));
                 accepted += 1;
             }
         }
         self.drain(id);
         accepted
+    }
+
+    /// A node that was not in the bootstrap list, started with an empty
+    /// log (as a node that joins: it learns the configuration from the log).
+    pub fn add_node(&mut self, id: NodeId) {
+        self.ids.push(id);
+        self.nodes.insert(
+            id,
+            Node { replica: None, disk: Disk::default(), view: None, seen: 0, incarnation: 0 },
+        );
+        self.boot(id);
+        if let Some((l, t)) = self.ready_leader().and_then(|l| self.nodes[&l].view) {
+            self.tell(id, Some((l, t)));
+        }
+    }
+
+    /// Proposes a change of members at `id`.
+    pub fn change(&mut self, id: NodeId, change: &Change) -> Result<ProposalId, ChangeError> {
+        let now = self.now;
+        let r = self.replica_mut(id).propose_change(now, change);
+        if let Ok(pid) = r {
+            let key = (id, self.nodes[&id].incarnation, pid);
+            self.changes.insert(key, Fate::Pending);
+        }
+        self.drain(id);
+        r
+    }
+
+    /// A node picked at random.
+    pub fn pick(&mut self) -> NodeId {
+        self.ids[(self.rng.next_u64() % self.ids.len() as u64) as usize]
+    }
+
+    /// The elector names `leader`, told to itself and about two thirds of
+    /// the others.
+    pub fn elect_told_to_some(&mut self, leader: NodeId) {
+        let ids = self.ids.clone();
+        let mut told: Vec<_> =
+            ids.into_iter().filter(|_| !self.rng.next_u64().is_multiple_of(3)).collect();
+        if !told.contains(&leader) {
+            told.push(leader);
+        }
+        self.elect(leader, &told);
+    }
+
+    /// One fault chosen by `roll` (0 to 15): a random node crashes or
+    /// restarts (0-4), a random link is cut one way (5-9), every cut heals
+    /// (10-12), messages are lost at a random rate below 30 % (13-15).
+    pub fn random_fault(&mut self, roll: u64) {
+        match roll {
+            0..=4 => {
+                let v = self.pick();
+                if self.up(v) {
+                    self.crash(v);
+                } else {
+                    self.restart(v);
+                }
+            }
+            5..=9 => {
+                let (a, b) = (self.pick(), self.pick());
+                if a != b {
+                    self.cut.insert((a, b));
+                }
+            }
+            10..=12 => self.heal(),
+            13..=15 => self.loss_percent = self.rng.next_u64() % 30,
+            _ => {}
+        }
+    }
+
+    /// One time in four, a random node learns the latest leadership (nodes
+    /// learn it at their own pace).
+    pub fn maybe_spread_view(&mut self) {
+        if self.rng.next_u64().is_multiple_of(4) && self.token > 0 {
+            let latest = self.ids.iter().filter_map(|&i| self.nodes[&i].view).max_by_key(|v| v.1);
+            if let Some(v) = latest {
+                let who = self.pick();
+                self.tell(who, Some(v));
+            }
+        }
     }
 
     pub fn crash(&mut self, id: NodeId) {
@@ -369,7 +466,7 @@ impl Cluster {
                 }
             }
         }
-        for ((node, pid), (cmd, fate)) in &self.proposals {
+        for ((node, _, pid), (cmd, fate)) in &self.proposals {
             if let Fate::Committed(pos) = fate {
                 let (p, c, _) = at.get(&pos.index).unwrap_or_else(|| {
                     panic!("{node:?} proposal {pid} committed at {pos:?} but nobody applied it")
@@ -389,7 +486,7 @@ impl Cluster {
             assert_eq!(s.applied, commit, "{id:?} applied {} of {commit}", s.applied);
         }
         self.check_safety();
-        for ((node, pid), (_, fate)) in &self.proposals {
+        for ((node, _, pid), (_, fate)) in &self.proposals {
             if let Fate::Committed(pos) = fate {
                 assert!(pos.index <= commit, "{node:?} {pid}: committed beyond the cluster");
             }
