@@ -2,26 +2,32 @@
 //! ([`tenure_model::replica`]).
 //!
 //! ```text
-//! cargo run --release -p tenure-model -- --replica [--ci] [--threads N] [--hunt]
-//!     [--driver faithful|send-before-persist|forget-promise|blind-sync]
-//!     [--fresh] [--forgotten-views] [--leaderships N] [--proposals N] [--steps N]
-//!     [--restarts N] [--duplicates N] [--snapshot-every N] [--append-entries N] [--depth N]
+//! cargo run --release -p tenure-model -- --replica [--ci] [--threads N] [--hunt | --deep-hunt]
+//!     [--driver faithful|send-before-persist|forget-promise|blind-sync|ungated-changes]
+//!     [--fresh | --four-voters] [--forgotten-views] [--leaderships N] [--proposals N]
+//!     [--steps N] [--restarts N] [--duplicates N] [--snapshot-every N] [--append-entries N]
+//!     [--changes N] [--depth N]
 //! ```
+//! `--four-voters` starts from a ready leader whose cluster grew to four
+//! voters by two changes of members (they count against `--changes`).
 //! Without a bound flag it runs the suite [`DEEP_CHECKS`] (`--ci`:
 //! [`CI_CHECKS`]). With one, it runs one check from a ready leader
 //! (`--fresh`: from the fresh cluster) within [`ReplicaBounds::QUICK`] with
 //! those bounds changed. The exit status is non-zero if a check violates a
 //! safety property, does not complete, or (except with `--hunt`, which stops
-//! at the first violation) misses a witness.
+//! at the first violation breadth-first, the shortest counterexample, and
+//! `--deep-hunt`, depth-first, one found sooner) misses a witness.
 
 use std::error::Error;
 use std::time::Duration;
 use tenure_model::check::{Progress, Snapshot};
 use tenure_model::replica::check::{
-    check_replica, ReplicaCheck, ReplicaReport, ReplicaStart, CI_CHECKS, DEEP_CHECKS,
+    check_replica, hunt_replica_depth_first, ReplicaCheck, ReplicaReport, ReplicaStart, CI_CHECKS,
+    DEEP_CHECKS,
 };
 use tenure_model::replica::{
-    Driver, ReplicaBounds, Views, REPLICA_SAFETY, REPLICA_WITNESSES, SNAPSHOT_INSTALLED,
+    Driver, ReplicaBounds, Views, CHANGE_COMMITS, READY_AFTER_CHANGE, REPLICA_SAFETY,
+    REPLICA_WITNESSES, SNAPSHOT_INSTALLED,
 };
 
 /// How often a running check reports its progress (on standard error).
@@ -33,11 +39,13 @@ struct Args {
     driver: Driver,
     threads: usize,
     hunt: bool,
+    deep_hunt: bool,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, Box<dyn Error>> {
     let mut args = args.peekable();
     let (mut ci, mut fresh, mut forgotten, mut hunt) = (false, false, false, false);
+    let (mut four, mut deep_hunt) = (false, false);
     let mut driver = Driver::Faithful;
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut set: Vec<(String, u64)> = Vec::new();
@@ -45,8 +53,10 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, Box<dyn Error>> {
         match flag.as_str() {
             "--ci" => ci = true,
             "--fresh" => fresh = true,
+            "--four-voters" => four = true,
             "--forgotten-views" => forgotten = true,
             "--hunt" => hunt = true,
+            "--deep-hunt" => (hunt, deep_hunt) = (true, true),
             _ => {
                 let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
                 match flag.as_str() {
@@ -57,7 +67,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, Box<dyn Error>> {
             }
         }
     }
-    let single = fresh || forgotten || !set.is_empty();
+    let single = fresh || four || forgotten || !set.is_empty();
     if ci && single {
         return Err("--ci runs its own suite: leave out the bound flags".into());
     }
@@ -66,12 +76,17 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, Box<dyn Error>> {
         (false, false) => DEEP_CHECKS.to_vec(),
         (false, true) => vec![ReplicaCheck {
             name: "as given",
-            start: if fresh { ReplicaStart::Fresh } else { ReplicaStart::Ready },
+            start: match (fresh, four) {
+                (true, true) => return Err("--fresh and --four-voters: choose one".into()),
+                (true, false) => ReplicaStart::Fresh,
+                (false, true) => ReplicaStart::FourVoters,
+                (false, false) => ReplicaStart::Ready,
+            },
             bounds: bounds_from(&set)?,
             views: if forgotten { Views::ForgottenOnRestart } else { Views::Monotone },
         }],
     };
-    Ok(Args { checks, driver, threads, hunt })
+    Ok(Args { checks, driver, threads, hunt, deep_hunt })
 }
 
 /// [`ReplicaBounds::QUICK`] with the bound flags applied.
@@ -89,6 +104,7 @@ fn bounds_from(set: &[(String, u64)]) -> Result<ReplicaBounds, Box<dyn Error>> {
             "--snapshot-every" => bounds.snapshot_every = Some(value),
             "--append-entries" => bounds.append_entries = Some(usize::try_from(value)?),
             "--depth" => bounds.max_depth = Some(usize::try_from(value)?),
+            "--changes" => bounds.changes = small()?,
             other => return Err(format!("unknown flag {other:?}").into()),
         }
     }
@@ -122,7 +138,7 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<(), Box<dyn Error>> {
 fn run(args: &Args, check: &ReplicaCheck) -> Result<(ReplicaReport, Vec<String>), Box<dyn Error>> {
     let ReplicaCheck { name, start, bounds, views } = check;
     println!(
-        "\nchecking 3 replicas, {name}: from {start:?}, {bounds:?}, views {views:?}, \
+        "\nchecking replicas, {name}: from {start:?}, {bounds:?}, views {views:?}, \
          driver {:?}, {} thread(s)",
         args.driver, args.threads
     );
@@ -134,7 +150,11 @@ fn run(args: &Args, check: &ReplicaCheck) -> Result<(ReplicaReport, Vec<String>)
         );
     };
     let progress = Progress { every: PROGRESS_EVERY, report: &mut report_progress };
-    let report = check_replica(model, args.threads, args.hunt, Some(progress));
+    let report = if args.deep_hunt {
+        hunt_replica_depth_first(model, args.threads, Some(progress))
+    } else {
+        check_replica(model, args.threads, args.hunt, Some(progress))
+    };
     println!(
         "explored {} unique states ({} generated, max depth {}) in {:.2?}; complete: {}",
         report.unique_states,
@@ -153,7 +173,8 @@ fn run(args: &Args, check: &ReplicaCheck) -> Result<(ReplicaReport, Vec<String>)
         }
     }
     let missed = report.missed(bounds);
-    for name in REPLICA_WITNESSES.into_iter().chain([SNAPSHOT_INSTALLED]) {
+    let optional = [SNAPSHOT_INSTALLED, CHANGE_COMMITS, READY_AFTER_CHANGE];
+    for name in REPLICA_WITNESSES.into_iter().chain(optional) {
         match report.discoveries.get(name) {
             Some(path) => println!("  sometimes {name}: reached, example:\n{path}"),
             None if missed.contains(&name) => {
@@ -181,6 +202,7 @@ fn parse_driver(value: &str) -> Result<Driver, Box<dyn Error>> {
         "send-before-persist" => Ok(Driver::SendBeforePersist),
         "forget-promise" => Ok(Driver::ForgetPromise),
         "blind-sync" => Ok(Driver::BlindSync),
+        "ungated-changes" => Ok(Driver::UngatedChanges),
         other => Err(format!("unknown driver {other:?}").into()),
     }
 }

@@ -9,12 +9,13 @@
 //! time: proposals, failover, fetching.
 
 use super::{
-    ReplicaAction, ReplicaBounds, ReplicaModel, ReplicaState, Views, REPLICA_SAFETY,
-    REPLICA_WITNESSES, SNAPSHOT_INSTALLED,
+    ReplicaAction, ReplicaBounds, ReplicaModel, ReplicaState, Views, CHANGE_COMMITS,
+    READY_AFTER_CHANGE, REPLICA_SAFETY, REPLICA_WITNESSES, SNAPSHOT_INSTALLED,
 };
 use crate::check::{run_checker, Order, Progress, Report};
 use stateright::{HasDiscoveries, Model};
 use tenure_core::NodeId;
+use tenure_replica::Change;
 
 /// The outcome of one run of the replica model.
 pub type ReplicaReport = Report<ReplicaState, ReplicaAction>;
@@ -29,7 +30,9 @@ impl Report<ReplicaState, ReplicaAction> {
     /// [`SNAPSHOT_INSTALLED`] when `bounds` take snapshots.
     pub fn missed(&self, bounds: &ReplicaBounds) -> Vec<&'static str> {
         let snapshots = bounds.snapshot_every.map(|_| SNAPSHOT_INSTALLED);
-        let required = REPLICA_WITNESSES.into_iter().chain(snapshots);
+        let changes = (bounds.changes > 0).then_some([CHANGE_COMMITS, READY_AFTER_CHANGE]);
+        let required =
+            REPLICA_WITNESSES.into_iter().chain(snapshots).chain(changes.into_iter().flatten());
         required.filter(|p| !self.discoveries.contains_key(p)).collect()
     }
 }
@@ -41,6 +44,11 @@ pub enum ReplicaStart {
     Fresh,
     /// `n1` is the ready leader of token 1 ([`ready_prefix`]).
     Ready,
+    /// As [`ReplicaStart::Ready`], after which `n1` added [`super::SPARE`] as a
+    /// learner, promoted it and committed a command, each step settled
+    /// everywhere: four voters ([`four_voters_prefix`]). Needs two of
+    /// [`ReplicaBounds::changes`] and one of [`ReplicaBounds::proposals`].
+    FourVoters,
 }
 
 impl ReplicaBounds {
@@ -55,6 +63,7 @@ impl ReplicaBounds {
         snapshot_every: None,
         append_entries: None,
         max_depth: None,
+        changes: 0,
     };
 
     /// The debug-profile tests' bounds from the fresh cluster: two
@@ -82,9 +91,9 @@ const fn ready(name: &'static str, bounds: ReplicaBounds) -> ReplicaCheck {
 
 const Q: ReplicaBounds = ReplicaBounds::QUICK;
 
-/// What CI runs (`tenure-model --replica --ci`): seven small checks, each
+/// What CI runs (`tenure-model --replica --ci`): eight small checks, each
 /// of which must be safe and reach every witness, a minute in all.
-pub const CI_CHECKS: [ReplicaCheck; 7] = [
+pub const CI_CHECKS: [ReplicaCheck; 8] = [
     ready("failover and a restart", Q),
     ready(
         "three leaderships, entries one by one",
@@ -97,6 +106,12 @@ pub const CI_CHECKS: [ReplicaCheck; 7] = [
         name: "from the fresh cluster",
         start: ReplicaStart::Fresh,
         bounds: ReplicaBounds::FRESH_QUICK,
+        views: Views::Monotone,
+    },
+    ReplicaCheck {
+        name: "a change of members and a failover, four voters",
+        start: ReplicaStart::FourVoters,
+        bounds: ReplicaBounds { changes: 3, restarts: 0, ..Q },
         views: Views::Monotone,
     },
     ReplicaCheck {
@@ -169,6 +184,60 @@ pub fn ready_prefix(bounds: ReplicaBounds) -> Option<Vec<ReplicaAction>> {
     }
 }
 
+/// [`ready_prefix`], then `n1` adds [`super::SPARE`] as a learner,
+/// promotes it and proposes a command, and after each step the run settles
+/// the same greedy way (the spare is told of token 1 first). `None` if that
+/// cannot be reached (fewer than two changes or no proposal allowed, or it
+/// does not settle).
+pub fn four_voters_prefix(bounds: ReplicaBounds) -> Option<Vec<ReplicaAction>> {
+    if bounds.changes < 2 || bounds.proposals < 1 {
+        return None;
+    }
+    let mut prefix = ready_prefix(bounds)?;
+    let unbounded = ReplicaBounds { restarts: 0, duplicates: 0, max_depth: None, ..bounds };
+    let model = ReplicaModel::new(unbounded, super::Driver::Faithful).exact();
+    let mut state = model.init_states().remove(0);
+    for action in &prefix {
+        state = model.next_state(&state, action.clone())?;
+    }
+    let steps = [
+        ReplicaAction::Tell { node: super::SPARE, token: 1 },
+        ReplicaAction::Change { node: NodeId(1), change: Change::AddLearner(super::spare()) },
+        ReplicaAction::Change { node: NodeId(1), change: Change::Promote(super::SPARE) },
+        ReplicaAction::Propose(NodeId(1)),
+    ];
+    for step in steps {
+        state = model.next_state(&state, step.clone())?;
+        prefix.push(step);
+        settle(&model, &mut state, &mut prefix)?;
+    }
+    Some(prefix)
+}
+
+/// Takes the greedy steps of [`ready_prefix`] until nothing is in flight and
+/// no replica asks to be called.
+fn settle(
+    model: &ReplicaModel,
+    state: &mut ReplicaState,
+    prefix: &mut Vec<ReplicaAction>,
+) -> Option<()> {
+    for _ in 0..READY_PREFIX_MAX_STEPS {
+        let settled = state.network.is_empty()
+            && state.nodes.iter().all(|n| n.replica.poll_timeout() > n.now);
+        if settled {
+            return Some(());
+        }
+        let mut enabled = Vec::new();
+        model.actions(state, &mut enabled);
+        let kick = enabled.iter().find(|a| matches!(a, ReplicaAction::Kick(_)));
+        let delivery = || enabled.iter().find(|a| matches!(a, ReplicaAction::Deliver(_)));
+        let action = kick.or_else(delivery)?.clone();
+        *state = model.next_state(state, action.clone())?;
+        prefix.push(action);
+    }
+    None
+}
+
 impl ReplicaCheck {
     /// Its model, with `driver`. `None` if the ready leader cannot be reached.
     pub fn model(&self, driver: super::Driver) -> Option<ReplicaModel> {
@@ -187,7 +256,20 @@ pub fn replica_model(
     match start {
         ReplicaStart::Fresh => Some(model),
         ReplicaStart::Ready => Some(model.starting_after(ready_prefix(bounds)?)),
+        ReplicaStart::FourVoters => Some(model.starting_after(four_voters_prefix(bounds)?)),
     }
+}
+
+/// Explores `model` depth-first until the first safety violation: not the
+/// shortest counterexample, but one deep in the bounds is reached long before
+/// a breadth-first hunt gets there (`--deep-hunt`).
+pub fn hunt_replica_depth_first(
+    model: ReplicaModel,
+    threads: usize,
+    progress: Option<Progress<'_>>,
+) -> ReplicaReport {
+    let depth = model.bounds.max_depth;
+    run_checker(model, depth, threads, Some(HasDiscoveries::AnyFailures), Order::Depth, progress)
 }
 
 /// Explores every state of `model` within its bounds: depth-first without a

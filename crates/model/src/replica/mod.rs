@@ -48,6 +48,16 @@
 //! * **Planted bugs** ([`Driver`]): sending before persisting, a promise lost
 //!   in a crash, and a driver that answers `Sync` itself (the synchronisation
 //!   skipped); the faithful driver is the contract.
+//! * **Changes of members** ([`ReplicaAction::Change`], within
+//!   [`ReplicaBounds::changes`]): a leader proposes adding the spare node
+//!   [`SPARE`] (`n4`, empty log, in no configuration) as a learner,
+//!   promoting it, or removing any member; the replica takes or refuses it
+//!   (one change at a time, only once the leadership has committed an entry
+//!   of its own, health). Leadership then follows the electors' freshness
+//!   check, taken as given: a node may be elected only if it votes in the
+//!   configuration its log holds and a majority of those voters hold no
+//!   newer one. [`ReplicaStart::FourVoters`](check::ReplicaStart) starts
+//!   from a cluster grown to four voters.
 //! * **Crash and restart** ([`ReplicaAction::Restart`]): the replica is
 //!   rebuilt with `Replica::new` from the node's [`Disk`] and an empty
 //!   [`Recorder`]; it forgets its leadership view (it must be told again),
@@ -70,7 +80,9 @@
 //!   commits ([`PROPOSAL_COMMITS`]); a later leadership is ready after a
 //!   command committed under an earlier one ([`LATER_LEADER_READY`]); a new
 //!   leader merges entries it fetched from another node
-//!   ([`LEADER_FETCHES`], the `Fetching` phase).
+//!   ([`LEADER_FETCHES`], the `Fetching` phase); with changes, a change
+//!   commits ([`CHANGE_COMMITS`]) and a later leader is ready under a
+//!   changed configuration ([`READY_AFTER_CHANGE`]).
 //!
 //! ## Abstractions
 //! * A state's identity is the replica's own `Eq + Hash` (its whole state,
@@ -96,14 +108,15 @@
 //!
 //! | check | bounds beyond one proposal, no heartbeat | unique states | depth | time |
 //! |---|---|---:|---:|---:|
-//! | **CI** (`tenure-model --replica --ci`, [`check::CI_CHECKS`], 2 threads) | | | | 28 s in all |
-//! | failover and a restart ([`ReplicaBounds::QUICK`]) | 2 leaderships, 1 restart | 81,577 | 23 | 0.8 s |
-//! | three leaderships, entries one by one | 3 leaderships, `append_entries` 1 | 1,311,489 | 43 | 11.3 s |
-//! | heartbeats | 2 leaderships, 1 heartbeat per node | 1,060,822 | 28 | 7.8 s |
-//! | two proposals | 2 leaderships, 2 proposals | 775,502 | 30 | 5.9 s |
-//! | a snapshot after every entry | 2 leaderships, 1 restart, `snapshot_every` 1 | 87,122 | 26 | 0.8 s |
-//! | from the fresh cluster | 2 leaderships | 437,488 | 32 | 2.6 s |
-//! | views forgotten on restart | 2 leaderships, 1 restart, every state within 14 steps | about 365,000 | 16 | 3.0 s |
+//! | **CI** (`tenure-model --replica --ci`, [`check::CI_CHECKS`], 1 thread, 2026-11-25) | | | | 36 s in all |
+//! | failover and a restart ([`ReplicaBounds::QUICK`]) | 2 leaderships, 1 restart | 85,030 | 24 | 0.5 s |
+//! | three leaderships, entries one by one | 3 leaderships, `append_entries` 1 | 1,412,025 | 44 | 9.6 s |
+//! | heartbeats | 2 leaderships, 1 heartbeat per node | 1,197,323 | 29 | 8.2 s |
+//! | two proposals | 2 leaderships, 2 proposals | 793,647 | 30 | 5.6 s |
+//! | a snapshot after every entry | 2 leaderships, 1 restart, `snapshot_every` 1 | 88,501 | 26 | 0.6 s |
+//! | from the fresh cluster | 2 leaderships | 473,671 | 35 | 3.2 s |
+//! | a change of members and a failover (from four voters, `--four-voters`) | 2 leaderships, 3 changes (2 in the start) | 310,093 | 30 | 5.1 s |
+//! | views forgotten on restart | 2 leaderships, 1 restart, every state within 14 steps | 401,429 | 16 | 3.3 s |
 //! | **deep** (`tenure-model --replica`, [`check::DEEP_CHECKS`], 1 thread) | | | | 7 min in all |
 //! | three leaderships and a restart | 3 leaderships, 1 restart | 6,279,011 | 35 | 70 s |
 //! | three leaderships and a duplicate | 3 leaderships, 1 duplicate | 11,037,440 | 38 | 141 s |
@@ -119,10 +132,10 @@
 //! (11 s), and the planted bugs (2 to 17 s each).
 //!
 //! (Breadth-first to a depth bound with two threads, the count of states at
-//! the bound varies a little from run to run. The figures below and the
-//! deep suite's were measured on the replica as of commit 62df693; the
-//! later changes to the replica moved the CI counts above only for entries
-//! sent one by one and snapshots.) Three leaderships and two
+//! the bound varies a little from run to run. The CI figures are of the
+//! replica with changes of members (which added the time each node last
+//! answered a leader to its state); the deep suite's and those below were
+//! measured on the replica as of commit 62df693.) Three leaderships and two
 //! proposals without a restart, `--replica --leaderships 3 --proposals 2
 //! --restarts 0 --threads 1`: 35,404,454 states, depth 42, 741 s, 630 MB, no
 //! counterexample.
@@ -156,6 +169,21 @@
 //!   leadership again, takes its entry and lets it commit at the index where
 //!   the new leader committed its no-op), and the faithful replica has none:
 //!   the promise is what keeps the rule then.
+//! * Changes of members: the check from four voters (`--four-voters
+//!   --changes 3 --restarts 0`, in CI) is 310,093 states, depth 30, 5.1 s,
+//!   no counterexample. Its first version never ended: a new leader that
+//!   fetched a log whose configuration removed it stopped counting its own
+//!   log, took an older one, got its configuration back, and went round
+//!   (the depth grew past 29,000); a leader's own log is now always a
+//!   candidate. With the gate removed ([`Driver::UngatedChanges`]), Raft's
+//!   single-server change bug of 2015 follows in 29 steps
+//!   (`tests/replica.rs`, the scripted run
+//!   `a_change_before_the_new_leaders_first_commit_loses_a_committed_entry`):
+//!   two leaders of different configurations commit different entries at
+//!   one index. The checker does not find it unaided yet: a depth-first
+//!   hunt (`--deep-hunt --driver ungated-changes --four-voters --changes 4
+//!   --leaderships 3 --restarts 0`) had not reached it after 21.5 million
+//!   states (10 minutes, one thread).
 //! * The planted bugs [`Driver::SendBeforePersist`] (a follower acknowledges
 //!   an entry, crashes before it is durable, and a new leader commits a
 //!   no-op at its index: 11 steps) and [`Driver::BlindSync`] (a new leader
@@ -189,12 +217,16 @@ use std::time::Duration;
 use storage::{Disk, Recorder};
 use tenure_core::{FencingToken, Instant, NodeId};
 use tenure_replica::{
-    Completion, Config, Index, LogOp, Output, Position, ProposalId, Replica, ReplicaMessage,
-    Restored,
+    Change, Completion, Config, Index, LogOp, Member, Output, Position, ProposalId, Replica,
+    ReplicaMessage, Restored,
 };
 
-/// Nodes in the modelled cluster.
+/// Nodes in the modelled cluster's bootstrap configuration.
 pub const REPLICA_COUNT: usize = 3;
+
+/// The node that changes of members may add ([`ReplicaBounds::changes`]):
+/// `n4`, which starts with an empty log and is in no configuration.
+pub const SPARE: NodeId = NodeId(REPLICA_COUNT as u64 + 1);
 
 /// Every replica's heartbeat interval (only the order of instants matters).
 pub const REPLICA_HEARTBEAT: Duration = Duration::from_millis(100);
@@ -266,6 +298,10 @@ pub enum Driver {
     /// handing it to the node. The leader goes on as if a majority had
     /// promised and held nothing it lacks.
     BlindSync,
+    /// Planted bug in the replica: a new leader may change members before
+    /// it has committed an entry of its own leadership (the gate that fixed
+    /// Raft's single-server change bug of 2015 removed).
+    UngatedChanges,
 }
 
 /// How a node's leadership view may move ([`ReplicaAction::Tell`]).
@@ -304,6 +340,9 @@ pub struct ReplicaBounds {
     pub append_entries: Option<usize>,
     /// stateright's depth bound (`None`: none; see [`crate::Bounds::max_depth`]).
     pub max_depth: Option<usize>,
+    /// Changes of members proposed, in all ([`ReplicaAction::Change`]). With
+    /// any, the model holds a fourth node, [`SPARE`], that they may add.
+    pub changes: u8,
 }
 
 /// One node: its live replica, its disk, its clock and what it was told.
@@ -353,6 +392,11 @@ pub struct ReplicaGhost {
     pub inconsistent: Option<String>,
     /// Set when the replica panicked (a failed debug assertion).
     pub panic: Option<String>,
+    /// Set when a change of members committed (its proposal completed).
+    pub change_committed: bool,
+    /// Set when a leader became ready under a configuration of the log's
+    /// own (not the bootstrap list).
+    pub ready_after_change: bool,
 }
 
 /// A state of the whole system.
@@ -366,6 +410,8 @@ pub struct ReplicaState {
     pub leaders: Vec<NodeId>,
     /// Commands proposed so far.
     pub proposals: u8,
+    /// Changes of members proposed so far.
+    pub changes: u8,
     /// Restarts so far.
     pub restarts: u8,
     /// Duplicates so far.
@@ -389,6 +435,14 @@ pub enum ReplicaAction {
     },
     /// The node, a ready leader, proposes the next command.
     Propose(NodeId),
+    /// The node, a ready leader, proposes a change of members (a step only
+    /// if its replica accepts it).
+    Change {
+        /// The node asked.
+        node: NodeId,
+        /// The change.
+        change: Change,
+    },
     /// The node's heartbeat timer fires: its clock moves to `poll_timeout()`.
     Timeout(NodeId),
     /// The node's replica asked to be called at once (`poll_timeout() <= now`).
@@ -444,9 +498,10 @@ impl ReplicaModel {
     /// A model from the fresh cluster (no leadership named yet).
     pub fn new(bounds: ReplicaBounds, driver: Driver) -> Self {
         let voters: Vec<NodeId> = (0..REPLICA_COUNT).map(id_of).collect();
-        let configs = voters
-            .iter()
-            .map(|&id| {
+        let nodes = REPLICA_COUNT + usize::from(bounds.changes > 0);
+        let configs = (0..nodes)
+            .map(id_of)
+            .map(|id| {
                 let mut cfg = Config::new(id, voters.clone(), REPLICA_HEARTBEAT);
                 cfg.snapshot_every = bounds.snapshot_every.unwrap_or(NO_SNAPSHOTS);
                 cfg.max_append_entries = bounds.append_entries.unwrap_or(cfg.max_append_entries);
@@ -455,6 +510,7 @@ impl ReplicaModel {
                 // and the explored states (the CI bounds took minutes instead
                 // of seconds). The simulator runs them (its kv workload).
                 cfg.commit_notices = false;
+                cfg.planted_bug_ungated_changes = driver == Driver::UngatedChanges;
                 cfg
             })
             .collect();
@@ -495,8 +551,13 @@ impl ReplicaModel {
         state
     }
 
+    /// Nodes in the model: the bootstrap voters and, with changes, the spare.
+    pub fn node_count(&self) -> usize {
+        self.configs.len()
+    }
+
     fn fresh_state(&self) -> ReplicaState {
-        let nodes = (0..REPLICA_COUNT)
+        let nodes = (0..self.node_count())
             .map(|i| {
                 let replica = self.start_replica(i, Restored::default());
                 ReplicaNode {
@@ -517,6 +578,7 @@ impl ReplicaModel {
             network: Network::default(),
             leaders: Vec::new(),
             proposals: 0,
+            changes: 0,
             restarts: 0,
             duplicates: 0,
             ghost: Arc::default(),
@@ -579,10 +641,18 @@ impl ReplicaModel {
                 node.unsynced = output.write.clone();
                 Ok(())
             }
-            Driver::Faithful | Driver::ForgetPromise | Driver::BlindSync if wrote => {
+            Driver::Faithful
+            | Driver::ForgetPromise
+            | Driver::BlindSync
+            | Driver::UngatedChanges
+                if wrote =>
+            {
                 apply_all(Arc::make_mut(&mut node.durable), &output.write)
             }
-            Driver::Faithful | Driver::ForgetPromise | Driver::BlindSync => Ok(()),
+            Driver::Faithful
+            | Driver::ForgetPromise
+            | Driver::BlindSync
+            | Driver::UngatedChanges => Ok(()),
         };
         if let Err(e) = disk_error {
             inconsistent(&mut state.ghost, format!("{:?}: {e}", id_of(i)));
@@ -793,6 +863,17 @@ fn observe(state: &mut ReplicaState, i: usize, replica: &Replica<Recorder>, outp
         let (_, cmd) = node.pending.remove(at);
         let Ok((pos, _)) = result else { continue };
         let applied = state.ghost.committed.get(&pos.index);
+        if cmd.is_empty() {
+            // A change of members: applied as an entry without a command.
+            if applied != Some(&(pos.token, None)) {
+                let what = format!("{id:?}: a change completed at {pos:?}, {applied:?} applied");
+                inconsistent(&mut state.ghost, what);
+            }
+            if !state.ghost.change_committed {
+                Arc::make_mut(&mut state.ghost).change_committed = true;
+            }
+            continue;
+        }
         if applied != Some(&(pos.token, Some(cmd.clone()))) {
             let what =
                 format!("{id:?}: proposal {cmd:?} completed at {pos:?}, {applied:?} applied");
@@ -808,6 +889,7 @@ fn observe(state: &mut ReplicaState, i: usize, replica: &Replica<Recorder>, outp
         ghost.ready.insert(token);
         let earlier = ghost.committed.values().any(|(t, c)| *t < token && c.is_some());
         ghost.ready_after_commit |= earlier;
+        ghost.ready_after_change |= replica.membership().at != Position::ZERO;
     }
     // The writes describe the log the replica holds.
     let Some(disk) = written(&state.nodes[i]) else {
@@ -847,19 +929,29 @@ impl Model for ReplicaModel {
             if node.ready.is_some() && state.proposals < b.proposals {
                 actions.push(ReplicaAction::Propose(id));
             }
+            // Offered to any leader, ready or not: the replica refuses a
+            // change before its leadership's first commit (not a step then),
+            // unless that gate is the planted bug.
+            if node.replica.leading().is_some() && state.changes < b.changes {
+                let changes = [Change::AddLearner(spare()), Change::Promote(SPARE)]
+                    .into_iter()
+                    .chain((0..self.node_count()).map(|j| Change::Remove(id_of(j))));
+                actions.extend(changes.map(|change| ReplicaAction::Change { node: id, change }));
+            }
             for token in self.tellable(state, i) {
                 actions.push(ReplicaAction::Tell { node: id, token });
             }
         }
         if state.leaders.len() < usize::from(b.leaderships) {
-            actions.extend((0..REPLICA_COUNT).map(|i| ReplicaAction::Elect(id_of(i))));
+            let electable = (0..self.node_count()).filter(|&i| electable(state, i));
+            actions.extend(electable.map(|i| ReplicaAction::Elect(id_of(i))));
         }
         actions.extend(state.network.distinct().cloned().map(ReplicaAction::Deliver));
         if state.duplicates < b.duplicates {
             actions.extend(state.network.distinct().cloned().map(ReplicaAction::Duplicate));
         }
         if state.restarts < b.restarts {
-            actions.extend((0..REPLICA_COUNT).map(|i| ReplicaAction::Restart(id_of(i))));
+            actions.extend((0..self.node_count()).map(|i| ReplicaAction::Restart(id_of(i))));
         }
     }
 
@@ -888,6 +980,16 @@ impl Model for ReplicaModel {
                         Some(Ok(pid)) => Ok(Some(pid)),
                         _ => Err(()),
                     }
+                });
+                if stepped == Stepped::Refused {
+                    return None;
+                }
+            }
+            ReplicaAction::Change { node, change } => {
+                next.changes += 1;
+                // An empty command marks a change among the pending proposals.
+                let stepped = self.step(&mut next, index_of(node), Some(Vec::new()), |r, now| {
+                    r.propose_change(now, &change).map(Some).map_err(|_| ())
                 });
                 if stepped == Stepped::Refused {
                     return None;
@@ -943,8 +1045,42 @@ impl Model for ReplicaModel {
             Property::sometimes(SNAPSHOT_INSTALLED, |_, s: &ReplicaState| {
                 s.ghost.snapshot_installed
             }),
+            Property::sometimes(CHANGE_COMMITS, |_, s: &ReplicaState| s.ghost.change_committed),
+            Property::sometimes(READY_AFTER_CHANGE, |_, s: &ReplicaState| {
+                s.ghost.ready_after_change
+            }),
         ]
     }
+}
+
+/// The member a change adds: [`SPARE`].
+pub fn spare() -> Member {
+    Member {
+        id: SPARE,
+        address: format!("{SPARE:?}"),
+        directory: Some(tenure_core::DirectoryId(u128::from(SPARE.0))),
+    }
+}
+
+/// True if the electors may elect node `i`: it is a voter of the
+/// configuration its log holds, and a majority of those voters hold no
+/// newer configuration (the freshness check every elector makes before it
+/// votes, `docs/MEMBERSHIP.md`; the electors themselves are modelled by
+/// [`crate::ElectionModel`], here the check is taken as given, as one
+/// leader per token is).
+fn electable(state: &ReplicaState, i: usize) -> bool {
+    let own = state.nodes[i].replica.membership();
+    if !own.members.is_voter(id_of(i)) {
+        return false;
+    }
+    let not_newer = own
+        .members
+        .voter_ids()
+        .filter(|&v| {
+            state.nodes.get(index_of(v)).is_some_and(|n| n.replica.membership().at <= own.at)
+        })
+        .count();
+    not_newer >= own.members.quorum()
 }
 
 /// True if every ready leader's log holds every committed entry of a lower token.
@@ -983,6 +1119,14 @@ pub const LEADER_FETCHES: &str = "a new leader fetches the freshest log from ano
 /// Reachability: a node installs a snapshot another node sent (required
 /// only of checks with snapshots, [`ReplicaBounds::snapshot_every`]).
 pub const SNAPSHOT_INSTALLED: &str = "a node installs a snapshot sent by another";
+
+/// Reachability: a change of members commits (required only of checks with
+/// changes, [`ReplicaBounds::changes`]).
+pub const CHANGE_COMMITS: &str = "a change of members commits";
+
+/// Reachability: a leader is ready under a configuration the log holds (not
+/// the bootstrap list); required only of checks with changes.
+pub const READY_AFTER_CHANGE: &str = "a leader is ready under a changed configuration";
 
 /// The safety properties, whose discovery is a counterexample.
 pub const REPLICA_SAFETY: [&str; 4] = [
