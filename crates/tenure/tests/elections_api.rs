@@ -833,16 +833,19 @@ async fn a_resignation_wakes_only_the_next_waiter() {
             tokio::time::timeout(HANDOVER_BOUND, next).await.expect("the next leads").unwrap();
         assert_eq!(won.json()["session"].as_u64(), Some(sessions[round + 1]), "{won:?}");
         assert_eq!(won.json()["leader"], true);
-        // The others stay asleep: one wake-up per resignation, not one per waiter.
+        // The others stay asleep: at most one wake-up per resignation, not
+        // one per waiter. (None when the next waiter had not subscribed yet:
+        // the waiters' gauge counts a long poll from its arrival, before its
+        // read index and its subscription, so under load the resignation can
+        // apply first and the waiter finds itself leading at its first look.)
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(
-            metric(f, "tenure_election_waiter_wakeups_total").await,
-            woken + round as u64 + 1,
-            "round {round}"
-        );
+        let wakeups = metric(f, "tenure_election_waiter_wakeups_total").await;
+        assert!(wakeups <= woken + round as u64 + 1, "round {round}: {wakeups} wake-ups");
         assert!(waiters.iter().all(|w| !w.is_finished()), "round {round}: a later waiter answered");
         assert_eq!(metric(f, "tenure_election_waiters").await, (N - 2 - round) as u64);
     }
+    // The second resignation's waiter had subscribed long before: it was woken.
+    assert!(metric(f, "tenure_election_waiter_wakeups_total").await > woken);
     for w in waiters {
         w.abort();
     }
