@@ -66,8 +66,12 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
     let raft = vec![
         hello(ProtocolKind::Raft),
         LATER,
-        msg(Message::PreVote { term: t(1) }),
-        msg(Message::Vote { term: t(1), transfer: false }),
+        msg(Message::PreVote { term: t(1), config: tenure_core::ConfigId::BOOTSTRAP }),
+        msg(Message::Vote {
+            term: t(1),
+            transfer: false,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
         msg(Message::Heartbeat { term: t(1), counter: 1, sent_at_nanos: 5 }),
         msg(Message::HeartbeatResponse { term: t(1), ok: true, echo_sent_at_nanos: 5 }),
         msg(Message::PreVoteResponse {
@@ -78,7 +82,7 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
         }),
         msg(Message::VoteResponse { term: t(2), granted: true }),
         msg(Message::Resign { term: t(1), successor: Some(NodeId(1)) }),
-        msg(Message::Vote { term: t(2), transfer: true }),
+        msg(Message::Vote { term: t(2), transfer: true, config: tenure_core::ConfigId::BOOTSTRAP }),
     ];
     let ranked = vec![
         hello(ProtocolKind::Ranked),
@@ -89,6 +93,7 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             sent_at_nanos: 9,
             transfer: None,
             vote_in_nanos: 1000,
+            config: tenure_core::ConfigId::BOOTSTRAP,
         }),
         msg(RankedMessage::Vote { term: t(1), echo_sent_at_nanos: 9 }),
         msg(RankedMessage::Lead { term: t(1), counter: 1, sent_at_nanos: 11 }),
@@ -98,9 +103,23 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
     let paxos = vec![
         hello(ProtocolKind::Paxos),
         LATER,
-        msg(PaxosMessage::Prepare { ballot: t(0), attempt: 1, handover: None }),
-        msg(PaxosMessage::Prepare { ballot: t(17), attempt: 2, handover: None }),
-        msg(PaxosMessage::Accept { ballot: t(17), slot: 1 }),
+        msg(PaxosMessage::Prepare {
+            ballot: t(0),
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
+        msg(PaxosMessage::Prepare {
+            ballot: t(17),
+            attempt: 2,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
+        msg(PaxosMessage::Accept {
+            ballot: t(17),
+            slot: 1,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
         msg(PaxosMessage::Commit { ballot: t(17), slot: 1, heartbeat: 1, sent_at_nanos: 3 }),
         msg(PaxosMessage::PrepareAck { ballot: t(33), attempt: 1, committed: 1, accepted_slot: 1 }),
         msg(PaxosMessage::PrepareNack {

@@ -242,7 +242,11 @@ mod tests {
     /// moved the clock past the startup lease, the vote is granted.
     #[test]
     fn a_hello_then_a_vote_reaches_the_core() {
-        let vote = Frame::Message(Message::Vote { term: Term(3), transfer: false });
+        let vote = Frame::Message(Message::Vote {
+            term: Term(3),
+            transfer: false,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        });
         let ours = stream(&[hello(CLUSTER), Frame::Ping { nonce: 1500 }, vote.clone()]);
         assert_eq!(frames(&ours).len(), 3);
         let core = session(&ours).expect("the handshake passes");

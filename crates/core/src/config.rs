@@ -10,6 +10,10 @@ use std::time::Duration;
 /// message cost grows with the square of the cluster size.
 pub const MAX_VOTERS: usize = 15;
 
+/// The largest node id: ids are 1 to 65,535, so that a Paxos ballot can
+/// name its proposer by id in any configuration of members.
+pub const MAX_NODE_ID: u64 = 65_535;
+
 /// The largest clock-drift bound accepted: 10%.
 pub const MAX_CLOCK_DRIFT_PPM: u32 = 100_000;
 
@@ -62,6 +66,9 @@ pub enum ConfigError {
     /// Node id 0 is reserved.
     #[error("node id 0 is not allowed: node ids are positive integers")]
     ZeroId,
+    /// A node id above [`MAX_NODE_ID`].
+    #[error("node id {0} is too large: node ids are 1 to {MAX_NODE_ID}")]
+    IdTooLarge(NodeId),
     /// A node id appears twice.
     #[error("node id {0} is listed more than once among the voters")]
     DuplicateId(NodeId),
@@ -132,6 +139,9 @@ impl Config {
         for &v in &self.voters {
             if v.0 == 0 {
                 return Err(ConfigError::ZeroId);
+            }
+            if v.0 > MAX_NODE_ID {
+                return Err(ConfigError::IdTooLarge(v));
             }
             if !seen.insert(v) {
                 return Err(ConfigError::DuplicateId(v));

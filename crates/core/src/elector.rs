@@ -1,6 +1,7 @@
 //! [`Elector`]: any of tenure's protocols behind one concrete type.
 
 use crate::config::{Config, ConfigError};
+use crate::electorate::Electorate;
 use crate::kind::ProtocolKind;
 use crate::message::Message;
 use crate::paxos::PaxosElector;
@@ -95,6 +96,12 @@ impl<R: RngCore + Send> Protocol for Elector<R> {
     }
     fn handle_peer_dead(&mut self, now: Instant, peer: NodeId) {
         self.inner_mut().handle_peer_dead(now, peer)
+    }
+    fn handle_electorate(&mut self, now: Instant, electorate: Electorate) {
+        self.inner_mut().handle_electorate(now, electorate)
+    }
+    fn electorate(&self) -> &Electorate {
+        self.inner().electorate()
     }
     fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError> {
         self.inner_mut().transfer_leadership(now, to)

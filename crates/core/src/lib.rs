@@ -48,6 +48,7 @@ pub mod config;
 pub mod contract;
 pub mod drift;
 pub mod elector;
+pub mod electorate;
 pub mod failover;
 mod handover;
 pub mod kind;
@@ -62,8 +63,9 @@ pub mod testkit;
 pub mod time;
 pub mod types;
 
-pub use config::{quorum, Config, ConfigError, MAX_VOTERS};
+pub use config::{quorum, Config, ConfigError, MAX_NODE_ID, MAX_VOTERS};
 pub use elector::Elector;
+pub use electorate::{ConfigId, Electorate};
 pub use kind::{ProtocolKind, UnknownProtocol};
 pub use message::Message;
 pub use paxos::{PaxosElector, PaxosMessage};

@@ -22,26 +22,28 @@
 //! [`HardState::term`] is the highest ballot this node promised (its own
 //! included) and [`HardState::voted_for`] the proposer of that ballot. A
 //! ballot `(counter, node)` is encoded into one [`Term`] as
-//! `counter * 16 + rank`, `rank` being the node's index among the voter ids in
-//! ascending order, so that `Term` order is ballot order and each ballot names
-//! exactly one proposer. Accepted and committed slots are volatile: they carry
-//! no user data, and safety does not depend on them.
+//! `counter * 65536 + id` ([`BALLOT_NODES`]), so that `Term` order is ballot
+//! order and each ballot names exactly one proposer, whatever the
+//! configuration of members (node ids are at most [`crate::MAX_NODE_ID`]).
+//! Accepted and committed slots are volatile: they carry no user data, and
+//! safety does not depend on them.
 
 use crate::config::{Config, ConfigError, MAX_VOTERS};
 use crate::drift;
+use crate::electorate::ConfigId;
 use crate::kind::ProtocolKind;
 pub use crate::message::paxos::{PaxosMessage, LOW_BALL};
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{hold_left, release_lease, take_named, FollowerLease, Rules, Seat};
+use crate::seat::{hold_left, release_lease, remap, take_named, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
 use std::time::Duration;
 
-/// Ballot numbers per counter value: a ballot is `counter * BALLOT_RANKS + rank`.
-/// Ranks must stay below it, which [`validate`] checks (at most 15 voters).
-pub const BALLOT_RANKS: u64 = 16;
+/// Ballot numbers per counter value: a ballot is `counter * BALLOT_NODES +
+/// id`, the proposer's node id, below it ([`crate::MAX_NODE_ID`]).
+pub const BALLOT_NODES: u64 = crate::config::MAX_NODE_ID + 1;
 
 /// The election cycle of the seed (poll, Prepare, Accept, Commit), in half
 /// round trips: the election timeout must exceed 3.5 round trips.
@@ -70,19 +72,15 @@ pub const POLL_HOLD_ROUND_TRIPS: u32 = 2;
 /// share of the timeout spread is added.
 pub const RETRY_ROUND_TRIPS: u32 = 4;
 
-/// Protocol-specific configuration checks: at most 15 voters (ranks fit in a
-/// ballot) and an election timeout above 3.5 round trips (the seed's minimum:
+/// Protocol-specific configuration checks: an election timeout above 3.5
+/// round trips (the seed's minimum:
 /// a poll, a Prepare and an Accept with their fsyncs must fit in it, and a
 /// leader's lease must outlast its own election).
 pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
     let fail =
         |reason: String| Err(ConfigError::Protocol { protocol: ProtocolKind::Paxos, reason });
-    if cfg.voters.len() as u64 >= BALLOT_RANKS || cfg.voters.len() > MAX_VOTERS {
-        return fail(format!(
-            "{} voters do not fit in a ballot number; at most {} are supported",
-            cfg.voters.len(),
-            BALLOT_RANKS - 1
-        ));
+    if cfg.voters.len() > MAX_VOTERS {
+        return fail(format!("{} voters; at most {MAX_VOTERS} are supported", cfg.voters.len()));
     }
     if cfg.election_timeout * 2 <= cfg.round_trip * MIN_TIMEOUT_HALF_ROUND_TRIPS {
         return fail(format!(
@@ -156,7 +154,7 @@ struct PollAnswer {
 struct Poll {
     attempt: u64,
     deadline: Instant,
-    /// Per voter index.
+    /// Per member index.
     answers: Vec<Option<PollAnswer>>,
 }
 
@@ -224,9 +222,6 @@ enum PollOutcome {
 pub struct PaxosElector<R> {
     seat: Seat,
     rng: R,
-    /// Voter ids in ascending order: a node's rank is its index here.
-    ranked: Vec<NodeId>,
-    my_rank: usize,
     spread: Duration,
     lease: Option<Lease>,
     /// A lease granted before `lease` that may still run (see the raft
@@ -274,18 +269,14 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// [`ProtocolKind::Paxos`].
     pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
         debug_assert_eq!(cfg.validate().and_then(|()| validate(&cfg)), Ok(()));
-        let mut ranked = cfg.voters.clone();
-        ranked.sort_unstable();
-        let my_rank = ranked.iter().position(|&v| v == cfg.id).unwrap_or(0);
         let spread = timeout_spread(&cfg);
         let lease = Lease { holder: None, ballot: state.term, until: now + cfg.election_timeout };
         let lease_length = leader_lease(&cfg);
-        let voters = cfg.voters.len();
+        let seat = Seat::new(cfg, state, lease_length, now);
+        let slots = seat.slots();
         let mut elector = PaxosElector {
-            seat: Seat::new(cfg, state, lease_length, now),
+            seat,
             rng,
-            my_rank,
-            ranked,
             spread,
             lease: Some(lease),
             prior_lease: None,
@@ -297,7 +288,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             committed: 0,
             accepted_slot: 0,
             hb_baseline: None,
-            early_handovers: vec![None; voters],
+            early_handovers: vec![None; slots],
         };
         elector.election_deadline = now + elector.timeout();
         elector
@@ -305,24 +296,34 @@ impl<R: RngCore + Send> PaxosElector<R> {
 
     // ---- Helpers ----
 
-    fn rank_of(&self, id: NodeId) -> Option<usize> {
-        self.ranked.iter().position(|&v| v == id)
-    }
-
     /// The node that may propose `ballot` (none for the low ball).
     fn proposer_of(&self, ballot: Term) -> Option<NodeId> {
         if ballot == LOW_BALL {
             return None;
         }
-        let rank = usize::try_from(ballot.0 % BALLOT_RANKS).ok()?;
-        self.ranked.get(rank).copied()
+        Some(NodeId(ballot.0 % BALLOT_NODES)).filter(|id| id.0 != 0)
+    }
+
+    /// The configuration this node holds, carried by its requests.
+    fn config(&self) -> ConfigId {
+        self.seat.electorate.id
+    }
+
+    /// Whether a proposer holding configuration `config` is older than this
+    /// node's (the freshness rule, [`crate::electorate`]): refused.
+    fn stale(&mut self, config: ConfigId) -> bool {
+        let stale = config < self.config();
+        if stale {
+            self.seat.counters().messages_ignored += 1;
+        }
+        stale
     }
 
     /// This node's smallest ballot above `above`, unless it would pass
     /// [`Term::MAX_VALID`].
     fn next_ballot(&self, above: Term) -> Option<Term> {
-        let counter = (above.0 / BALLOT_RANKS).checked_add(1)?;
-        let ballot = counter.checked_mul(BALLOT_RANKS)?.checked_add(self.my_rank as u64)?;
+        let counter = (above.0 / BALLOT_NODES).checked_add(1)?;
+        let ballot = counter.checked_mul(BALLOT_NODES)?.checked_add(self.seat.cfg.id.0)?;
         Some(Term(ballot)).filter(|b| b.is_valid())
     }
 
@@ -410,9 +411,9 @@ impl<R: RngCore + Send> PaxosElector<R> {
         match &self.round {
             Some(Round::Candidacy(c)) => Some(c.deadline.saturating_since(now)),
             Some(Round::Poll(p)) => {
-                // Two simultaneous polls: the lower-ranked poller wins, the
-                // other yields (see `on_poll`).
-                let asker_first = self.rank_of(asker).is_some_and(|r| r < self.my_rank);
+                // Two simultaneous polls: the lower id wins, the other
+                // yields (see `on_poll`).
+                let asker_first = asker < self.seat.cfg.id;
                 (!asker_first).then(|| p.deadline.saturating_since(now))
             }
             None => None,
@@ -449,8 +450,10 @@ impl<R: RngCore + Send> PaxosElector<R> {
     // ---- Polling (low ball) ----
 
     fn start_poll(&mut self, now: Instant) {
-        if self.seat.storage_failed {
-            // A node that cannot persist cannot promise itself: no candidacy.
+        if self.seat.storage_failed || !self.seat.stands() {
+            // A node that cannot persist cannot promise itself, and one that
+            // may not stand (a learner, a removed node) must not: no
+            // candidacy.
             self.election_deadline = now + self.timeout();
             return;
         }
@@ -461,7 +464,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
         }
         self.lease = None;
         self.seat.renew_stall_grace();
-        if self.seat.cfg.voters.len() == 1 {
+        if self.seat.others().next().is_none() {
+            // The only voter: nobody to poll.
             self.start_candidacy(now, None, Reason::PreVoteWon);
             return;
         }
@@ -469,26 +473,32 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.attempt += 1;
         let attempt = self.attempt;
         let deadline = now + self.seat.cfg.round_trip * POLL_WINDOW_ROUND_TRIPS;
-        self.round = Some(Round::Poll(Poll {
-            attempt,
-            deadline,
-            answers: vec![None; self.seat.cfg.voters.len()],
-        }));
+        self.round =
+            Some(Round::Poll(Poll { attempt, deadline, answers: vec![None; self.seat.slots()] }));
         self.seat.set_role(Role::PreCandidate, Reason::ElectionTimeout);
-        self.seat.broadcast(PaxosMessage::Prepare { ballot: LOW_BALL, attempt, handover: None });
+        let config = self.config();
+        self.seat.broadcast(PaxosMessage::Prepare {
+            ballot: LOW_BALL,
+            attempt,
+            handover: None,
+            config,
+        });
     }
 
     /// Concludes the poll if its outcome is known (or its window closed).
     fn check_poll(&mut self, now: Instant) {
         let Some(Round::Poll(poll)) = &self.round else { return };
         let quorum = self.seat.cfg.quorum();
-        let n = self.seat.cfg.voters.len();
-        let answers: Vec<PollAnswer> = poll.answers.iter().flatten().copied().collect();
+        let n = self.seat.voter_count();
+        let voters = poll.answers[..n].iter();
+        let answers: Vec<PollAnswer> =
+            voters.enumerate().filter(|&(i, _)| i != self.seat.me).flat_map(|(_, a)| *a).collect();
+        let own = usize::from(self.seat.votes());
         let strong = answers.iter().any(|a| a.committed > self.committed);
         let higher = answers.iter().filter(|a| a.heartbeat > self.hb_baseline).count();
         let weak = quorum >= 2 && higher >= quorum - 1;
-        let free = 1 + answers.iter().filter(|a| a.busy.is_none()).count();
-        let all = answers.len() + 1 == n;
+        let free = own + answers.iter().filter(|a| a.busy.is_none()).count();
+        let all = answers.len() + own == n;
         let expired = now >= poll.deadline;
         let outcome = if strong || weak {
             PollOutcome::Evidence
@@ -574,8 +584,10 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// majority, a handover, a death notice about the leader).
     fn start_candidacy(&mut self, now: Instant, handover: Option<Term>, reason: Reason) {
         let above = self.seat.term.max(self.highest_seen);
-        let Some(ballot) = self.next_ballot(above).filter(|_| !self.seat.storage_failed) else {
-            // A node that cannot persist, or has no valid ballot left, cannot stand.
+        let ballot = self.next_ballot(above).filter(|_| self.seat.stands());
+        let Some(ballot) = ballot.filter(|_| !self.seat.storage_failed) else {
+            // A node that cannot persist, or has no valid ballot left, or
+            // that may not stand, cannot stand.
             let reason =
                 if self.seat.storage_failed { Reason::StorageFailed } else { Reason::RoundFailed };
             self.become_follower(reason);
@@ -589,13 +601,12 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.poll_hold = None;
         self.seat.set_leader(None);
         self.attempt += 1;
-        let n = self.seat.cfg.voters.len();
+        let n = self.seat.slots();
         let mut promises = vec![None; n];
-        if let Some(i) = self.seat.index_of(self.seat.cfg.id) {
-            // Our own promise counts from the next input on: by then the
-            // driver has persisted it or reported the failure.
-            promises[i] = Some(true);
-        }
+        // Our own promise counts from the next input on (by then the driver
+        // has persisted it or reported the failure), and only if this node
+        // votes (see `Seat::count`).
+        promises[self.seat.me] = Some(true);
         self.round = Some(Round::Candidacy(Candidacy {
             attempt: self.attempt,
             ballot,
@@ -611,14 +622,17 @@ impl<R: RngCore + Send> PaxosElector<R> {
         }));
         self.seat.set_role(Role::Candidate, reason);
         let attempt = self.attempt;
-        self.seat.broadcast(PaxosMessage::Prepare { ballot, attempt, handover });
+        let config = self.config();
+        self.seat.broadcast(PaxosMessage::Prepare { ballot, attempt, handover, config });
     }
 
     /// Advances or concludes the candidacy if its outcome is known.
     fn check_candidacy(&mut self, now: Instant) {
         let quorum = self.seat.cfg.quorum();
-        let n = self.seat.cfg.voters.len();
-        let me = self.seat.index_of(self.seat.cfg.id);
+        let n = self.seat.voter_count();
+        let me = self.seat.me;
+        let voters =
+            |a: &[Option<bool>], yes: bool| a[..n].iter().filter(|&&x| x == Some(yes)).count();
         let Some(Round::Candidacy(c)) = self.round.as_mut() else { return };
         if now >= c.deadline {
             // Checked first: answers that arrive after the deadline (say, to a
@@ -626,8 +640,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
             return self.candidacy_failed(now);
         }
         if c.phase == Phase::Prepare {
-            let granted = c.promises.iter().filter(|a| **a == Some(true)).count();
-            let refused = c.promises.iter().filter(|a| **a == Some(false)).count();
+            let granted = voters(&c.promises, true);
+            let refused = voters(&c.promises, false);
             if n - refused < quorum {
                 return self.candidacy_failed(now);
             }
@@ -639,16 +653,15 @@ impl<R: RngCore + Send> PaxosElector<R> {
             c.phase = Phase::Accept { slot, sent_at: now };
             // Promises are no longer asked for.
             c.reask_at.iter_mut().for_each(|r| *r = None);
-            if let Some(i) = me {
-                c.accepts[i] = Some(true);
-            }
+            c.accepts[me] = Some(true);
             let ballot = c.ballot;
             self.accepted_slot = self.accepted_slot.max(slot);
-            self.seat.broadcast(PaxosMessage::Accept { ballot, slot });
+            let config = self.seat.electorate.id;
+            self.seat.broadcast(PaxosMessage::Accept { ballot, slot, config });
         }
         let Some(Round::Candidacy(c)) = self.round.as_ref() else { return };
-        let granted = c.accepts.iter().filter(|a| **a == Some(true)).count();
-        let refused = c.accepts.iter().filter(|a| **a == Some(false)).count();
+        let granted = voters(&c.accepts, true);
+        let refused = voters(&c.accepts, false);
         if n - refused < quorum {
             self.candidacy_failed(now);
         } else if granted >= quorum {
@@ -666,7 +679,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         let Phase::Accept { slot, sent_at } = c.phase else { return };
         // Acceptors took a lease on us when they promised (after `started`)
         // or accepted (after `sent_at`).
-        for i in 0..self.seat.cfg.voters.len() {
+        for i in 0..self.seat.slots() {
             self.seat.acked_sent_at[i] = if c.accepts[i] == Some(true) {
                 Some(sent_at)
             } else if c.promises[i] == Some(true) && c.accepts[i].is_none() {
@@ -681,7 +694,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
             return;
         }
         self.committed = self.committed.max(slot);
-        let backers = c.accepts.iter().filter(|a| **a == Some(true)).count();
+        let backers = self.seat.count(&c.accepts, true);
         self.seat.take_office(backers);
         self.broadcast_commit(now);
     }
@@ -690,7 +703,12 @@ impl<R: RngCore + Send> PaxosElector<R> {
         let (heartbeat, sent_at_nanos) = self.seat.next_heartbeat_at(now);
         let ballot = self.seat.term;
         let slot = self.committed;
-        self.seat.broadcast(PaxosMessage::Commit { ballot, slot, heartbeat, sent_at_nanos });
+        self.seat.broadcast_members(PaxosMessage::Commit {
+            ballot,
+            slot,
+            heartbeat,
+            sent_at_nanos,
+        });
     }
 
     // ---- Acceptor ----
@@ -702,6 +720,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         ballot: Term,
         attempt: u64,
         handover: Option<Term>,
+        config: ConfigId,
     ) {
         if self.proposer_of(ballot) != Some(from) {
             self.seat.counters().messages_ignored += 1;
@@ -716,7 +735,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         let repeat = ballot == self.seat.term && self.seat.voted_for == Some(from);
         let busy = if self.seat.storage_failed {
             Some(Some(self.seat.cfg.election_timeout))
-        } else if !fresh && !repeat {
+        } else if (!fresh && !repeat) || self.stale(config) {
             Some(None)
         } else {
             let blocked = self.lease_blocks(now, from, handover);
@@ -758,7 +777,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.seat.send(from, msg);
     }
 
-    fn on_accept(&mut self, now: Instant, from: NodeId, ballot: Term, slot: u64) {
+    fn on_accept(&mut self, now: Instant, from: NodeId, ballot: Term, slot: u64, config: ConfigId) {
         if self.proposer_of(ballot) != Some(from) {
             self.seat.counters().messages_ignored += 1;
             return;
@@ -766,6 +785,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.highest_seen = self.highest_seen.max(ballot);
         if ballot < self.seat.term
             || self.seat.storage_failed
+            || self.stale(config)
             || self.lease_blocks(now, from, None).is_some()
         {
             let promised = self.seat.term;
@@ -913,11 +933,12 @@ impl<R: RngCore + Send> PaxosElector<R> {
         for (i, at) in c.reask_at.iter_mut().enumerate() {
             if at.is_some_and(|at| at <= now) {
                 *at = None;
-                due.push(self.seat.cfg.voters[i]);
+                due.push(self.seat.members[i]);
             }
         }
+        let config = self.config();
         for to in due {
-            self.seat.send(to, PaxosMessage::Prepare { ballot, attempt, handover });
+            self.seat.send(to, PaxosMessage::Prepare { ballot, attempt, handover, config });
         }
     }
 
@@ -1010,8 +1031,10 @@ impl<R: RngCore + Send> PaxosElector<R> {
             if let Some((from, e)) = named.filter(|(_, e)| e.handover == ballot) {
                 // The successor's Prepare came first: answer it now, as if
                 // it had come after (the same checks, now that the
-                // resignation named it).
-                self.on_prepare(now, from, e.ballot, e.attempt, Some(e.handover));
+                // resignation named it; its configuration was checked when
+                // it came).
+                let config = self.config();
+                self.on_prepare(now, from, e.ballot, e.attempt, Some(e.handover), config);
             }
         }
     }
@@ -1060,8 +1083,8 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
             PaxosMessage::Prepare { ballot, attempt, .. } if ballot == LOW_BALL => {
                 self.on_poll(now, from, attempt)
             }
-            PaxosMessage::Prepare { ballot, attempt, handover } => {
-                self.on_prepare(now, from, ballot, attempt, handover)
+            PaxosMessage::Prepare { ballot, attempt, handover, config } => {
+                self.on_prepare(now, from, ballot, attempt, handover, config)
             }
             PaxosMessage::PrepareAck { ballot, attempt, committed, accepted_slot } => {
                 self.on_prepare_ack(now, i, ballot, attempt, committed, accepted_slot)
@@ -1075,7 +1098,9 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
                 busy_ms,
             } => self
                 .on_prepare_nack(now, i, ballot, attempt, promised, committed, heartbeat, busy_ms),
-            PaxosMessage::Accept { ballot, slot } => self.on_accept(now, from, ballot, slot),
+            PaxosMessage::Accept { ballot, slot, config } => {
+                self.on_accept(now, from, ballot, slot, config)
+            }
             PaxosMessage::AcceptAck { ballot, slot } => {
                 self.on_accept_answer(now, i, ballot, Some(slot))
             }
@@ -1163,12 +1188,21 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
         self.hb_baseline = self.hb_baseline.max(own);
         self.become_follower(Reason::Resigned);
         self.seat.set_leader(None);
-        self.seat.broadcast(PaxosMessage::Resign { ballot, successor });
+        self.seat.broadcast_members(PaxosMessage::Resign { ballot, successor });
         // Back the successor: help nobody else before it could win.
         if let Some(s) = successor {
             self.grant_lease(now, s, ballot);
         }
         self.election_deadline = now + self.timeout();
+    }
+
+    fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {
+        self.early_handovers = remap(old, &self.seat.members, &self.early_handovers, None);
+        if self.round.is_some() {
+            // Its answers were counted over the old voters: ask again.
+            self.become_follower(Reason::RoundFailed);
+            self.election_deadline = now + self.retry_delay();
+        }
     }
 
     fn become_follower(&mut self, reason: Reason) {
@@ -1187,7 +1221,7 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
                     Phase::Prepare => &c.promises,
                     Phase::Accept { .. } => &c.accepts,
                 };
-                if votes.iter().filter(|a| **a == Some(true)).count() >= quorum {
+                if self.seat.count(votes, true) >= quorum {
                     // Already decided (a single-node cluster): conclude at once.
                     return c.started;
                 }
@@ -1215,18 +1249,18 @@ mod tests {
     }
 
     #[test]
-    fn ballots_order_by_counter_then_rank_and_name_their_proposer() {
+    fn ballots_order_by_counter_then_id_and_name_their_proposer() {
         let c = cfg(3);
         let e =
             PaxosElector::new(c, HardState::default(), rand_pcg::Pcg64Mcg::new(1), Instant::ZERO);
         let b = e.next_ballot(LOW_BALL).expect("valid");
-        assert_eq!(b, Term(16), "counter 1, rank 0");
+        assert_eq!(b, Term(BALLOT_NODES + 1), "counter 1, node 1");
         assert_eq!(e.proposer_of(b), Some(NodeId(1)));
-        assert_eq!(e.proposer_of(Term(18)), Some(NodeId(3)));
-        assert_eq!(e.proposer_of(Term(19)), None, "rank 3 is no voter of three");
+        assert_eq!(e.proposer_of(Term(BALLOT_NODES + 3)), Some(NodeId(3)));
+        assert_eq!(e.proposer_of(Term(2 * BALLOT_NODES)), None, "node id 0 proposes nothing");
         assert_eq!(e.proposer_of(LOW_BALL), None);
-        // Above node 3's first ballot (18) node 1 goes to counter 2.
-        assert_eq!(e.next_ballot(Term(18)), Some(Term(32)));
+        // Above node 3's first ballot node 1 goes to counter 2.
+        assert_eq!(e.next_ballot(Term(BALLOT_NODES + 3)), Some(Term(2 * BALLOT_NODES + 1)));
         assert!(e.next_ballot(Term(32)) > Some(Term(32)));
         // No ballot above the highest valid term.
         assert_eq!(e.next_ballot(Term::MAX_VALID), None);

@@ -1,6 +1,7 @@
 //! The interface every election protocol offers to drivers (the tokio runtime,
 //! the simulator, the model checker).
 
+use crate::electorate::Electorate;
 use crate::message::Message;
 use crate::time::Instant;
 use crate::types::{FencingToken, Lsn, NodeId, Role, Term};
@@ -285,6 +286,22 @@ pub trait Protocol: Send {
     /// false notice (a spy that guesses) would allow two leaders for up to
     /// one lease, which is why only knowing, authenticated spies may call it.
     fn handle_peer_dead(&mut self, now: Instant, peer: NodeId);
+    /// The configuration this node's log holds changed (see
+    /// [`crate::electorate`]): count majorities over its voters from now on,
+    /// send a leader's messages to every member, and stand only as
+    /// [`Electorate::stands`] allows. Give it before the node acknowledges
+    /// the entry that holds it to anyone, and at start, before the first
+    /// timer (an elector starts with the bootstrap list of its `Config`).
+    ///
+    /// Records of members that stay are kept; a round in progress ends (it
+    /// is asked again under the new voters); a leader keeps leading and
+    /// counts its lease over the new voters, except one whose removal
+    /// committed (`stands` false), which resigns in favour of the most
+    /// responsive voter left. An impossible configuration (no voters, an id
+    /// twice) halts the node ([`Event::Halted`]).
+    fn handle_electorate(&mut self, now: Instant, electorate: Electorate);
+    /// The configuration this node counts over.
+    fn electorate(&self) -> &Electorate;
     /// Hands leadership to `to`. The leader steps down at once and `to` campaigns
     /// without waiting for a timeout.
     fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError>;

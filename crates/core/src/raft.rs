@@ -5,9 +5,10 @@
 
 use crate::config::Config;
 use crate::drift;
+use crate::electorate::ConfigId;
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{hold_left, release_lease, take_named, FollowerLease, Rules, Seat};
+use crate::seat::{hold_left, release_lease, remap, take_named, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
@@ -100,16 +101,17 @@ impl<R: RngCore + Send> RaftElector<R> {
         debug_assert_eq!(cfg.validate(), Ok(()));
         let lease = Some(Lease { holder: None, until: now + cfg.election_timeout });
         let lease_length = cfg.leader_lease();
-        let voters = cfg.voters.len();
+        let seat = Seat::new(cfg, state, lease_length, now);
+        let slots = seat.slots();
         let mut elector = RaftElector {
-            seat: Seat::new(cfg, state, lease_length, now),
+            seat,
             rng,
             lease,
             prior_lease: None,
             pre_vote_hold: None,
             election_deadline: Instant::MAX,
             round: None,
-            early_transfer_votes: vec![None; voters],
+            early_transfer_votes: vec![None; slots],
         };
         elector.election_deadline = now + elector.seat.cfg.election_timeout + elector.stagger();
         elector
@@ -213,9 +215,11 @@ impl<R: RngCore + Send> RaftElector<R> {
     // ---- Candidacy ----
 
     fn start_pre_vote(&mut self, now: Instant, reason: Reason) {
-        let Some(proposed) = self.seat.next_term().filter(|_| !self.seat.storage_failed) else {
-            // A node that cannot persist, or whose term cannot grow, cannot
-            // campaign: no point in polling.
+        let proposed = self.seat.next_term().filter(|_| self.seat.stands());
+        let Some(proposed) = proposed.filter(|_| !self.seat.storage_failed) else {
+            // A node that cannot persist, or whose term cannot grow, or that
+            // may not stand (a learner, a removed node), cannot campaign: no
+            // point in polling.
             self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
         };
@@ -224,7 +228,8 @@ impl<R: RngCore + Send> RaftElector<R> {
         self.lease = None;
         self.seat.renew_stall_grace();
         self.seat.set_leader(None);
-        if self.seat.cfg.voters.len() == 1 {
+        if self.seat.others().next().is_none() {
+            // The only voter: nobody to ask.
             self.start_vote(now, false);
             return;
         }
@@ -233,14 +238,30 @@ impl<R: RngCore + Send> RaftElector<R> {
         round.after_notice = reason == Reason::PeerDead;
         self.round = Some(round);
         self.seat.set_role(Role::PreCandidate, reason);
-        self.seat.broadcast(Message::PreVote { term: proposed });
+        let config = self.config();
+        self.seat.broadcast(Message::PreVote { term: proposed, config });
+    }
+
+    /// The configuration this node holds, carried by its requests.
+    fn config(&self) -> ConfigId {
+        self.seat.electorate.id
+    }
+
+    /// Whether a candidate holding configuration `config` is older than
+    /// this node's (the freshness rule, [`crate::electorate`]): refused.
+    fn stale(&mut self, config: ConfigId) -> bool {
+        let stale = config < self.config();
+        if stale {
+            self.seat.counters().messages_ignored += 1;
+        }
+        stale
     }
 
     fn new_round(&self, kind: RoundKind, term: Term, now: Instant) -> Round {
-        let mut answers = vec![None; self.seat.cfg.voters.len()];
-        if let Some(i) = self.seat.index_of(self.seat.cfg.id) {
-            answers[i] = Some(true);
-        }
+        let slots = self.seat.slots();
+        let mut answers = vec![None; slots];
+        // Counts only if this node votes (see `Seat::count`).
+        answers[self.seat.me] = Some(true);
         // A vote round must end while the lease it would start is still valid
         // (the lease counts from the round's start).
         // Pre-vote rounds change nothing, so a lost one is retried soon.
@@ -248,22 +269,24 @@ impl<R: RngCore + Send> RaftElector<R> {
             RoundKind::PreVote => self.seat.cfg.election_timeout / 2,
             RoundKind::Vote => self.seat.cfg.leader_lease(),
         };
-        let reask_at = vec![None; self.seat.cfg.voters.len()];
+        let reask_at = vec![None; slots];
         Round {
             kind,
             term,
             started: now,
             deadline: now + length,
             answers,
-            lease_waits: vec![None; self.seat.cfg.voters.len()],
+            lease_waits: vec![None; slots],
             reask_at,
             after_notice: false,
         }
     }
 
     fn start_vote(&mut self, now: Instant, transfer: bool) {
-        let Some(term) = self.seat.next_term().filter(|_| !self.seat.storage_failed) else {
-            // A node that cannot persist, or whose term cannot grow, cannot stand.
+        let term = self.seat.next_term().filter(|_| self.seat.stands());
+        let Some(term) = term.filter(|_| !self.seat.storage_failed) else {
+            // A node that cannot persist, or whose term cannot grow, or that
+            // may not stand, cannot stand.
             let reason =
                 if self.seat.storage_failed { Reason::StorageFailed } else { Reason::RoundFailed };
             self.become_follower(reason);
@@ -283,7 +306,8 @@ impl<R: RngCore + Send> RaftElector<R> {
             if transfer { Reason::TransferRequested } else { Reason::PreVoteWon },
         );
         let term = self.seat.term;
-        self.seat.broadcast(Message::Vote { term, transfer });
+        let config = self.config();
+        self.seat.broadcast(Message::Vote { term, transfer, config });
         // Our own vote counts only from the next input on: by then the driver
         // has either persisted it or reported the failure. (With peers, their
         // answers can only come after our request left, i.e. after the write.)
@@ -296,7 +320,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         for (i, a) in round.answers.iter().enumerate() {
             self.seat.acked_sent_at[i] = (*a == Some(true)).then_some(round.started);
         }
-        let backers = round.answers.iter().filter(|a| **a == Some(true)).count();
+        let backers = self.seat.count(&round.answers, true);
         self.seat.take_office(backers);
         self.seat.recompute_leader_lease();
         self.broadcast_heartbeat(now);
@@ -305,16 +329,16 @@ impl<R: RngCore + Send> RaftElector<R> {
     fn broadcast_heartbeat(&mut self, now: Instant) {
         let (counter, sent_at_nanos) = self.seat.next_heartbeat_at(now);
         let term = self.seat.term;
-        self.seat.broadcast(Message::Heartbeat { term, counter, sent_at_nanos });
+        self.seat.broadcast_members(Message::Heartbeat { term, counter, sent_at_nanos });
     }
 
     /// Concludes the current round if its outcome is known.
     fn check_round(&mut self, now: Instant) {
         let Some(round) = self.round.as_ref() else { return };
-        let granted = round.answers.iter().filter(|a| **a == Some(true)).count();
-        let refused = round.answers.iter().filter(|a| **a == Some(false)).count();
+        let granted = self.seat.count(&round.answers, true);
+        let refused = self.seat.count(&round.answers, false);
         let quorum = self.seat.cfg.quorum();
-        let n = self.seat.cfg.voters.len();
+        let n = self.seat.voter_count();
         if now >= round.deadline || n - refused < quorum {
             // Checked first: answers that arrive after the deadline (say, to a
             // candidate resumed from a pause) are stale and must not count.
@@ -345,7 +369,7 @@ impl<R: RngCore + Send> RaftElector<R> {
 
     // ---- Message handlers ----
 
-    fn on_pre_vote(&mut self, now: Instant, from: NodeId, proposed: Term) {
+    fn on_pre_vote(&mut self, now: Instant, from: NodeId, proposed: Term, config: ConfigId) {
         let refuse = |me: &mut Self, lease: Option<Duration>| {
             let term = me.seat.term;
             me.seat.send(
@@ -358,7 +382,7 @@ impl<R: RngCore + Send> RaftElector<R> {
                 },
             );
         };
-        if self.seat.storage_failed || proposed <= self.seat.term {
+        if self.seat.storage_failed || proposed <= self.seat.term || self.stale(config) {
             return refuse(self, None);
         }
         if let Some(left) = self.lease_blocks(now, from) {
@@ -378,7 +402,10 @@ impl<R: RngCore + Send> RaftElector<R> {
                 else {
                     return refuse(self, None);
                 };
-                if theirs > mine {
+                // A pre-candidate holding a newer configuration ranks first
+                // whatever its place: this node's own candidacy cannot win
+                // where that configuration is known.
+                if theirs > mine && config == self.config() {
                     return refuse(self, None);
                 }
                 self.become_follower(Reason::RoundFailed);
@@ -466,20 +493,30 @@ impl<R: RngCore + Send> RaftElector<R> {
         for (i, at) in round.reask_at.iter_mut().enumerate() {
             if at.is_some_and(|at| at <= now) {
                 *at = None;
-                due.push(self.seat.cfg.voters[i]);
+                due.push(self.seat.members[i]);
             }
         }
+        let config = self.config();
         for to in due {
-            self.seat.send(to, Message::PreVote { term });
+            self.seat.send(to, Message::PreVote { term, config });
         }
     }
 
-    fn on_vote(&mut self, now: Instant, from: NodeId, term: Term, asked_transfer: bool) {
+    fn on_vote(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        term: Term,
+        asked_transfer: bool,
+        config: ConfigId,
+    ) {
         // A transfer passes a lease only if the leader that resigned named
         // `from` to this node, for the term before this one.
         let transfer = asked_transfer
             && term.0.checked_sub(1).is_some_and(|t| self.seat.named_successor(Term(t), from));
-        if self.seat.storage_failed {
+        if self.seat.storage_failed || self.stale(config) {
+            // A candidate of an older configuration is refused without
+            // taking its term: it may be a removed node.
             let my = self.seat.term;
             return self.seat.send(from, Message::VoteResponse { term: my, granted: false });
         }
@@ -603,6 +640,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         // Whatever the resignation says, the kept requests were for the
         // term after it or are stale: the named successor's is taken.
         let named = take_named(&mut self.early_transfer_votes, &self.seat, successor);
+        let config = self.config();
         if successor == Some(self.seat.cfg.id) {
             self.start_vote(now, true);
         } else {
@@ -614,7 +652,9 @@ impl<R: RngCore + Send> RaftElector<R> {
                 // The successor's vote request came first: answer it now, as
                 // if it had come after (the same checks, now that the
                 // resignation named it).
-                self.on_vote(now, candidate, asked, true);
+                // The kept request's configuration was checked when it came;
+                // the one it holds now is at least as new as this node's.
+                self.on_vote(now, candidate, asked, true, config);
             }
         }
     }
@@ -645,11 +685,13 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
 
     fn on_message(&mut self, now: Instant, _i: usize, from: NodeId, msg: Message) {
         match msg {
-            Message::PreVote { term } => self.on_pre_vote(now, from, term),
+            Message::PreVote { term, config } => self.on_pre_vote(now, from, term, config),
             Message::PreVoteResponse { term, proposed, granted, lease_remaining_ms } => {
                 self.on_pre_vote_response(now, from, term, proposed, granted, lease_remaining_ms)
             }
-            Message::Vote { term, transfer } => self.on_vote(now, from, term, transfer),
+            Message::Vote { term, transfer, config } => {
+                self.on_vote(now, from, term, transfer, config)
+            }
             Message::VoteResponse { term, granted } => {
                 self.on_vote_response(now, from, term, granted)
             }
@@ -722,12 +764,22 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
         self.become_follower(Reason::Resigned);
         self.seat.set_leader(None);
         let term = self.seat.term;
-        self.seat.broadcast(Message::Resign { term, successor });
+        self.seat.broadcast_members(Message::Resign { term, successor });
         // Support the successor: do not stand ourselves before it could win.
         if let Some(s) = successor {
             self.grant_lease(now, s);
         }
         self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
+    }
+
+    fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {
+        self.early_transfer_votes =
+            remap(old, &self.seat.members, &self.early_transfer_votes, None);
+        if self.round.is_some() {
+            // Its answers were counted over the old voters: ask again.
+            self.become_follower(Reason::RoundFailed);
+            self.election_deadline = now + self.stagger() + self.seat.cfg.candidacy_stagger;
+        }
     }
 
     fn become_follower(&mut self, reason: Reason) {
@@ -742,8 +794,7 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
             Role::Follower => self.election_deadline,
             Role::PreCandidate | Role::Candidate => {
                 self.round.as_ref().map_or(self.election_deadline, |r| {
-                    if r.answers.iter().filter(|a| **a == Some(true)).count() >= self.seat.quorum()
-                    {
+                    if self.seat.count(&r.answers, true) >= self.seat.quorum() {
                         // Already decided (a single-node cluster): conclude at once.
                         return r.started;
                     }

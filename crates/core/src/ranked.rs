@@ -26,11 +26,12 @@
 
 use crate::config::{Config, ConfigError};
 use crate::drift;
+use crate::electorate::ConfigId;
 use crate::kind::ProtocolKind;
 pub use crate::message::ranked::RankedMessage;
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
-use crate::seat::{majority_value, release_lease, FollowerLease, Rules, Seat};
+use crate::seat::{majority_value, release_lease, remap, FollowerLease, Rules, Seat};
 use crate::time::Instant;
 use crate::types::{Lsn, NodeId, Role, Term};
 use rand_core::RngCore;
@@ -129,6 +130,10 @@ struct Claim {
     asked_transfer: Option<Term>,
     /// When (own clock) the claimant said it would vote.
     votes_at: Instant,
+    /// The configuration the claimant holds: a claim of an older one than
+    /// this node's is never voted for (the freshness rule,
+    /// [`crate::electorate`]).
+    config: ConfigId,
 }
 
 /// The VOTING state.
@@ -163,9 +168,9 @@ pub struct RankedElector<R> {
     /// WATCHING: when to start VOTING.
     election_deadline: Instant,
     poll: Option<Poll>,
-    /// The voting slate: per voter index, its latest claim.
+    /// The voting slate: per member index, its latest claim.
     claims: Vec<Option<Claim>>,
-    /// The tally board: per voter index, the term of its vote for this node and
+    /// The tally board: per member index, the term of its vote for this node and
     /// the `Elect` send time it echoed.
     tally: Vec<Option<(Term, u64)>>,
     /// True between casting a vote for itself (or recording that it was
@@ -187,7 +192,7 @@ pub struct RankedElector<R> {
     my_elects: Vec<u64>,
     /// Set when a resigning leader of this term named this node successor.
     transfer: Option<Term>,
-    /// Leader: per voter index, the newest `Lead` counter it acknowledged.
+    /// Leader: per member index, the newest `Lead` counter it acknowledged.
     acked_counter: Vec<u64>,
 }
 
@@ -198,12 +203,13 @@ impl<R: RngCore + Send> RankedElector<R> {
     /// [`Config::validate_for`]).
     pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
         debug_assert_eq!(cfg.validate().and_then(|()| validate(&cfg)), Ok(()));
-        let n = cfg.voters.len();
         let t = cfg.election_timeout;
         let quiet_until = now + drift::stretch(t, cfg.clock_drift_ppm);
         let lease_length = cfg.leader_lease();
+        let seat = Seat::new(cfg, state, lease_length, now);
+        let n = seat.slots();
         RankedElector {
-            seat: Seat::new(cfg, state, lease_length, now),
+            seat,
             rng,
             lease: Some(Lease { support: Support::Anonymous, until: now + t }),
             prior: None,
@@ -308,11 +314,26 @@ impl<R: RngCore + Send> RankedElector<R> {
         self.seat.next_heartbeat = Instant::MAX;
     }
 
-    /// The newest `Lead` counter acknowledged by a majority (this node included).
+    /// The newest `Lead` counter acknowledged by a majority of the voters
+    /// (this node included if it votes).
     fn majority_acked_counter(&self) -> u64 {
-        let others = self.acked_counter.iter().enumerate().filter(|&(i, _)| i != self.me());
+        let me = self.me();
+        let voters = self.seat.voter_count();
+        let others = self.acked_counter[..voters].iter().enumerate().filter(|&(i, _)| i != me);
         let counters = others.map(|(_, &c)| Some(c));
-        majority_value(self.seat.lsn_counter, counters, self.seat.quorum()).unwrap_or(0)
+        if self.seat.votes() {
+            majority_value(self.seat.lsn_counter, counters, self.seat.quorum()).unwrap_or(0)
+        } else {
+            let mut values: Vec<u64> = counters.flatten().collect();
+            values.sort_unstable_by(|a, b| b.cmp(a));
+            values.get(self.seat.quorum() - 1).copied().unwrap_or(0)
+        }
+    }
+
+    /// The votes of voters in `term` on the tally board.
+    fn votes_in(&self, term: Term) -> usize {
+        let voters = self.seat.voter_count();
+        self.tally[..voters].iter().flatten().filter(|&&(t, _)| t == term).count()
     }
 
     /// Steps down a leader whose lease ran out.
@@ -334,8 +355,10 @@ impl<R: RngCore + Send> RankedElector<R> {
 
     /// Enters VOTING: broadcasts this node's claim and starts collecting others'.
     fn start_poll(&mut self, now: Instant, reason: Reason) {
-        if self.seat.storage_failed {
-            // A node that cannot persist cannot vote: no point in polling.
+        if self.seat.storage_failed || !self.seat.stands() {
+            // A node that cannot persist cannot vote, and one that may not
+            // stand (a learner, a removed node) takes no part: no point in
+            // polling.
             self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
         }
@@ -354,6 +377,7 @@ impl<R: RngCore + Send> RankedElector<R> {
             transfer,
             asked_transfer: transfer,
             votes_at: now + vote_in,
+            config: self.seat.electorate.id,
         });
         if self.my_elects.len() >= MAX_REMEMBERED_ELECTS {
             self.my_elects.remove(0);
@@ -364,12 +388,14 @@ impl<R: RngCore + Send> RankedElector<R> {
         let term = self.seat.term;
         let claim = self.seat.last_lsn;
         let vote_in_nanos = u64::try_from(vote_in.as_nanos()).unwrap_or(u64::MAX);
+        let config = self.seat.electorate.id;
         self.seat.broadcast(RankedMessage::Elect {
             term,
             claim,
             sent_at_nanos,
             transfer,
             vote_in_nanos,
+            config,
         });
         self.try_vote(now);
     }
@@ -396,6 +422,13 @@ impl<R: RngCore + Send> RankedElector<R> {
             .filter_map(move |(i, c)| c.filter(|c| c.received >= since).map(|c| (i, c)))
     }
 
+    /// The fresh claims this node may vote for: of a configuration no older
+    /// than its own (the freshness rule, [`crate::electorate`]).
+    fn eligible_claims(&self) -> impl Iterator<Item = (usize, Claim)> + '_ {
+        let mine = self.seat.electorate.id;
+        self.fresh_claims().filter(move |(_, c)| c.config >= mine)
+    }
+
     /// The claim this node must vote for, if it is bound: the holder of its
     /// running lease (the old leader, still alive), else a claimant a
     /// resigning leader named. `Err(())` when a running lease forbids voting
@@ -406,11 +439,11 @@ impl<R: RngCore + Send> RankedElector<R> {
             let prior = self.prior.filter(|p| now < p.until);
             return match held {
                 Some(_) if prior.is_some_and(|p| p.holder() != lease.holder()) => Err(()),
-                Some(i) if self.fresh_claims().any(|(j, _)| j == i) => Ok(Some(i)),
+                Some(i) if self.eligible_claims().any(|(j, _)| j == i) => Ok(Some(i)),
                 _ => Err(()),
             };
         }
-        Ok(self.fresh_claims().find(|(_, c)| c.transfer.is_some()).map(|(i, _)| i))
+        Ok(self.eligible_claims().find(|(_, c)| c.transfer.is_some()).map(|(i, _)| i))
     }
 
     /// Per voter index: whether it takes part in `poll`: its fresh claim is
@@ -418,7 +451,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     /// ranked that claim first; a `Lead` of the old leader that was still
     /// on its way may have cleared its own claim from this node's slate).
     fn participants(&self, poll: Poll) -> Vec<bool> {
-        let mut taking_part = vec![false; self.seat.cfg.voters.len()];
+        let mut taking_part = vec![false; self.seat.slots()];
         for (i, _) in self.fresh_claims() {
             taking_part[i] = true;
         }
@@ -444,14 +477,22 @@ impl<R: RngCore + Send> RankedElector<R> {
         };
         let mut taking_part = self.participants(poll);
         taking_part[dead] = true;
-        taking_part.iter().all(|&p| p)
+        taking_part[..self.seat.voter_count()].iter().all(|&p| p)
     }
 
-    /// The best claim by the ELECT/VOTE paper's ranking: a named successor first, then the
-    /// latest `(term, msg)`, ties to the earliest voter in the configuration.
+    /// How many voters take part in `poll`.
+    fn voters_taking_part(&self, poll: Poll) -> usize {
+        let voters = self.seat.voter_count();
+        self.participants(poll)[..voters].iter().filter(|&&p| p).count()
+    }
+
+    /// The best claim by the ELECT/VOTE paper's ranking: a named successor
+    /// first, then the newest configuration (a claimant of an older one
+    /// cannot win where the newer one is known), the latest `(term, msg)`,
+    /// ties to the earliest voter in the configuration.
     fn best_claim(&self) -> Option<usize> {
-        self.fresh_claims()
-            .max_by_key(|&(i, c)| (c.transfer.is_some(), c.lsn, Reverse(i)))
+        self.eligible_claims()
+            .max_by_key(|&(i, c)| (c.transfer.is_some(), c.config, c.lsn, Reverse(i)))
             .map(|(i, _)| i)
     }
 
@@ -474,8 +515,7 @@ impl<R: RngCore + Send> RankedElector<R> {
             _ if self.slate_complete_but_the_dead(poll) => poll.started,
             _ => self.fresh_claims().map(|(_, c)| c.votes_at).fold(poll.started, Instant::max),
         };
-        let majority =
-            self.participants(poll).iter().filter(|&&p| p).count() >= self.seat.cfg.quorum();
+        let majority = self.voters_taking_part(poll) >= self.seat.cfg.quorum();
         let rallying = poll.started < self.rally_until;
         let mut give_up_at = if rallying {
             poll.started + self.seat.cfg.round_trip
@@ -546,7 +586,7 @@ impl<R: RngCore + Send> RankedElector<R> {
             self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
         };
-        let target = self.seat.cfg.voters[i];
+        let target = self.seat.members[i];
         self.seat.term = term;
         self.seat.voted_for = Some(target);
         self.seat.persist();
@@ -602,7 +642,7 @@ impl<R: RngCore + Send> RankedElector<R> {
         terms.dedup();
         let me = self.me();
         for term in terms {
-            let votes = self.tally.iter().flatten().filter(|&&(t, _)| t == term).count();
+            let votes = self.votes_in(term);
             if votes < quorum {
                 continue;
             }
@@ -648,7 +688,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     fn broadcast_lead(&mut self, now: Instant) {
         let (counter, sent_at_nanos) = self.seat.next_heartbeat_at(now);
         let term = self.seat.term;
-        self.seat.broadcast(RankedMessage::Lead { term, counter, sent_at_nanos });
+        self.seat.broadcast_members(RankedMessage::Lead { term, counter, sent_at_nanos });
     }
 
     // ---- Message handlers ----
@@ -749,6 +789,7 @@ impl<R: RngCore + Send> RankedElector<R> {
         if term < self.seat.term
             || !self.my_elects.contains(&echo)
             || self.seat.role == Role::Leader
+            || !self.seat.stands()
         {
             self.seat.counters().messages_ignored += 1;
             return;
@@ -953,7 +994,14 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
 
     fn on_message(&mut self, now: Instant, i: usize, from: NodeId, msg: RankedMessage) {
         match msg {
-            RankedMessage::Elect { term, claim, sent_at_nanos, transfer, vote_in_nanos } => {
+            RankedMessage::Elect {
+                term,
+                claim,
+                sent_at_nanos,
+                transfer,
+                vote_in_nanos,
+                config,
+            } => {
                 // The announced vote delay is capped at the longest a correct
                 // elector announces.
                 let cap = collection_window(&self.seat.cfg) + self.seat.cfg.round_trip;
@@ -970,6 +1018,7 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
                     transfer,
                     asked_transfer,
                     votes_at,
+                    config,
                 };
                 self.on_elect(now, i, from, claim)
             }
@@ -1065,8 +1114,26 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
         self.become_follower(Reason::Resigned);
         self.seat.set_leader(None);
         let term = self.seat.term;
-        self.seat.broadcast(RankedMessage::Resign { term, successor });
+        self.seat.broadcast_members(RankedMessage::Resign { term, successor });
         self.election_deadline = now + self.seat.cfg.election_timeout;
+    }
+
+    fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {
+        let members = &self.seat.members;
+        self.claims = remap(old, members, &self.claims, None);
+        self.tally = remap(old, members, &self.tally, None);
+        self.acked_counter = remap(old, members, &self.acked_counter, 0);
+        if self.seat.role != Role::Leader && (self.poll.is_some() || self.candidate_term.is_some())
+        {
+            // Its claims and votes were counted over the old voters: claim
+            // again. A self-vote already taken counts no more either.
+            let me = self.me();
+            self.tally.iter_mut().for_each(|v| *v = None);
+            self.claims[me] = None;
+            self.self_vote_pending = false;
+            self.become_follower(Reason::RoundFailed);
+            self.election_deadline = now + self.retry_delay();
+        }
     }
 
     fn become_follower(&mut self, reason: Reason) {
@@ -1082,14 +1149,10 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
             Role::Follower => self.election_deadline,
             Role::PreCandidate => self.poll.map_or(self.election_deadline, |p| p.next_check),
             Role::Candidate => {
-                if self.self_vote_pending {
-                    let term = self.seat.term;
-                    let votes = self.tally.iter().flatten().filter(|&&(t, _)| t == term).count();
-                    if votes >= self.seat.quorum() {
-                        // Already decided (a single-node cluster, or elected
-                        // in a term above its own): conclude once written.
-                        return Instant::ZERO;
-                    }
+                if self.self_vote_pending && self.votes_in(self.seat.term) >= self.seat.quorum() {
+                    // Already decided (a single-node cluster, or elected in a
+                    // term above its own): conclude once written.
+                    return Instant::ZERO;
                 }
                 let next = self.poll.map_or(self.election_deadline, |p| p.next_check);
                 self.candidacy_until.min(next)

@@ -8,6 +8,7 @@
 //! invariants — is written once, here.
 
 use crate::config::Config;
+use crate::electorate::Electorate;
 use crate::handover;
 use crate::message::Message;
 use crate::protocol::{
@@ -102,13 +103,42 @@ pub fn majority_value<T: Ord + Copy>(
     values.get(quorum.checked_sub(1)?).copied()
 }
 
+/// The index space of an electorate as seen by `me`: the voters in order,
+/// then the learners, the departing members, and `me` if it is none of them.
+fn index_space(me: NodeId, electorate: &Electorate) -> Vec<NodeId> {
+    let mut members: Vec<NodeId> = electorate
+        .voters
+        .iter()
+        .chain(&electorate.learners)
+        .chain(&electorate.departing)
+        .copied()
+        .collect();
+    if !members.contains(&me) {
+        members.push(me);
+    }
+    members
+}
+
+/// The per-node records `values`, indexed by `old`, moved to the indexes of
+/// `new`: a node in both keeps its value, a new one gets `fill`.
+pub(crate) fn remap<T: Clone>(old: &[NodeId], new: &[NodeId], values: &[T], fill: T) -> Vec<T> {
+    new.iter()
+        .map(|id| {
+            old.iter()
+                .position(|o| o == id)
+                .and_then(|i| values.get(i).cloned())
+                .unwrap_or_else(|| fill.clone())
+        })
+        .collect()
+}
+
 /// What a node records only to report it: per-peer contact times, event
 /// counters and the time of its last input. No decision reads these, so
 /// they are left out of an elector's equality and hash: two electors that
 /// differ only here behave identically (the model checker relies on it).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Observed {
-    /// Per voter index: when a message from it last arrived.
+    /// Per member index: when a message from it last arrived.
     pub(crate) last_heard: Vec<Option<Instant>>,
     /// Event counters for metrics.
     pub(crate) counters: Counters,
@@ -133,8 +163,15 @@ impl Hash for Observed {
 /// leader lease, and the output of the current input.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Seat {
+    /// The settings; `cfg.voters` is kept equal to the electorate's voters.
     pub(crate) cfg: Config,
-    /// This node's index in `cfg.voters`.
+    /// The configuration this node counts over (see [`Electorate`]).
+    pub(crate) electorate: Electorate,
+    /// The index space of every per-node record: the voters in preference
+    /// order, then the learners, the departing members, and this node if it
+    /// is none of them. An index below `cfg.voters.len()` is a voter's.
+    pub(crate) members: Vec<NodeId>,
+    /// This node's index in `members`.
     pub(crate) me: usize,
     // Durable.
     /// The term (for Paxos: the highest ballot promised).
@@ -157,8 +194,8 @@ pub(crate) struct Seat {
     /// Leader: the send time of its newest heartbeat; acknowledgements echo
     /// no later one.
     last_heartbeat_sent: Instant,
-    /// Leader: per voter index, the send time (own clock) of the newest
-    /// heartbeat (or election message) that voter acknowledged.
+    /// Leader: per member index, the send time (own clock) of the newest
+    /// heartbeat (or election message) that member acknowledged.
     pub(crate) acked_sent_at: Vec<Option<Instant>>,
     /// How long a leader may lead after the send time of the heartbeats a
     /// majority acknowledged.
@@ -190,14 +227,15 @@ impl Seat {
     /// A follower seat from the durable `state`, announcing its start. A
     /// leader's lease lasts `lease_length` after the acknowledged send times.
     pub(crate) fn new(cfg: Config, state: HardState, lease_length: Duration, now: Instant) -> Self {
-        let n = cfg.voters.len();
-        let me = cfg
-            .voters
-            .iter()
-            .position(|&v| v == cfg.id)
-            .expect("a validated config lists this node");
+        let electorate = Electorate::bootstrap(cfg.id, &cfg.voters);
+        let members = index_space(cfg.id, &electorate);
+        let n = members.len();
+        let me =
+            members.iter().position(|&v| v == cfg.id).expect("the index space holds this node");
         let mut seat = Seat {
             cfg,
+            electorate,
+            members,
             me,
             term: state.term,
             voted_for: state.voted_for,
@@ -235,20 +273,84 @@ impl Seat {
 
     // ---- Who is who ----
 
-    /// The index of voter `id`.
+    /// The index of member `id` (or of this node).
     pub(crate) fn index_of(&self, id: NodeId) -> Option<usize> {
-        self.cfg.voters.iter().position(|&v| v == id)
+        self.members.iter().position(|&v| v == id)
     }
 
-    /// The other voters, in configuration order.
+    /// How many per-node records there are: the members, and this node.
+    pub(crate) fn slots(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether index `i` is a voter's.
+    pub(crate) fn is_voter_index(&self, i: usize) -> bool {
+        i < self.cfg.voters.len()
+    }
+
+    /// Whether this node votes in its configuration.
+    pub(crate) fn votes(&self) -> bool {
+        self.is_voter_index(self.me)
+    }
+
+    /// Whether this node may stand for election (see [`Electorate::stands`]).
+    pub(crate) fn stands(&self) -> bool {
+        self.electorate.stands
+    }
+
+    /// The other voters, in configuration order: those an election message
+    /// asks.
     pub(crate) fn others(&self) -> impl Iterator<Item = NodeId> + '_ {
         let me = self.cfg.id;
         self.cfg.voters.iter().copied().filter(move |&v| v != me)
     }
 
+    /// Every other member, learners included: those a leader's messages
+    /// reach.
+    pub(crate) fn followers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        let me = self.cfg.id;
+        self.members.iter().copied().filter(move |&v| v != me)
+    }
+
     /// Votes needed to win.
     pub(crate) fn quorum(&self) -> usize {
         self.cfg.quorum()
+    }
+
+    /// How many voters' entries of `answers` (per member index) are
+    /// `Some(yes)`: only voters count, whatever else answered.
+    pub(crate) fn count(&self, answers: &[Option<bool>], yes: bool) -> usize {
+        answers
+            .iter()
+            .enumerate()
+            .filter(|&(i, a)| self.is_voter_index(i) && *a == Some(yes))
+            .count()
+    }
+
+    /// How many voters there are.
+    pub(crate) fn voter_count(&self) -> usize {
+        self.cfg.voters.len()
+    }
+
+    /// Takes `electorate` as the configuration to count over, and returns
+    /// the index space it replaces: records of members that stay keep their
+    /// values under their new index, new ones start empty, and the protocol
+    /// moves its own per-node records with [`remap`].
+    pub(crate) fn set_electorate(&mut self, electorate: Electorate) -> Vec<NodeId> {
+        let members = index_space(self.cfg.id, &electorate);
+        let old = std::mem::replace(&mut self.members, members);
+        self.acked_sent_at = remap(&old, &self.members, &self.acked_sent_at, None);
+        self.observed.last_heard = remap(&old, &self.members, &self.observed.last_heard, None);
+        self.cfg.voters = electorate.voters.clone();
+        self.me = self.index_of(self.cfg.id).expect("the index space holds this node");
+        self.electorate = electorate;
+        if self.handover.is_some_and(|(_, s)| !self.cfg.voters.contains(&s)) {
+            self.handover = None;
+        }
+        if self.role == Role::Leader {
+            self.recompute_leader_lease();
+        }
+        old
     }
 
     pub(crate) fn counters(&mut self) -> &mut Counters {
@@ -322,7 +424,7 @@ impl Seat {
 
     // ---- Death notices ----
 
-    /// Whether a death notice about `peer` can be taken: `peer` is a voter
+    /// Whether a death notice about `peer` can be taken: `peer` is a member
     /// other than this node. A refused one is counted.
     fn accept_notice(&mut self, peer: NodeId) -> bool {
         let ok = peer != self.cfg.id && self.index_of(peer).is_some();
@@ -425,11 +527,21 @@ impl Seat {
         self.out.messages.push((to, msg.into()));
     }
 
-    /// Queues `msg` for every other voter.
+    /// Queues `msg` for every other voter (a request for support).
     pub(crate) fn broadcast(&mut self, msg: impl Into<Message>) {
         let msg = msg.into();
         let others: Vec<NodeId> = self.others().collect();
         for to in others {
+            self.send(to, msg.clone());
+        }
+    }
+
+    /// Queues `msg` for every other member, learners included (a leader's
+    /// heartbeat or resignation).
+    pub(crate) fn broadcast_members(&mut self, msg: impl Into<Message>) {
+        let msg = msg.into();
+        let followers: Vec<NodeId> = self.followers().collect();
+        for to in followers {
             self.send(to, msg.clone());
         }
     }
@@ -515,17 +627,28 @@ impl Seat {
     /// returns its counter and send time for the protocol's message.
     pub(crate) fn next_heartbeat_at(&mut self, now: Instant) -> (u64, u64) {
         self.lsn_counter = self.lsn_counter.saturating_add(1);
-        self.observed.counters.heartbeats_sent += (self.cfg.voters.len() - 1) as u64;
+        self.observed.counters.heartbeats_sent += (self.members.len() - 1) as u64;
         self.next_heartbeat = now + self.cfg.heartbeat_interval;
         self.last_heartbeat_sent = now;
         (self.lsn_counter, now.as_nanos())
     }
 
     /// The leader's lease ends `lease_length` after the send time of the
-    /// newest heartbeat acknowledged by a majority (counting itself).
+    /// newest heartbeat acknowledged by a majority of the voters (counting
+    /// itself if it votes: a leader that is committing its own removal
+    /// counts only the others).
     pub(crate) fn recompute_leader_lease(&mut self) {
-        let others = self.acked_sent_at.iter().enumerate().filter(|&(i, _)| i != self.me);
-        let from = majority_value(Instant::MAX, others.map(|(_, s)| *s), self.quorum());
+        let voters = self.voter_count();
+        let values = self.acked_sent_at[..voters].iter().enumerate().map(|(i, s)| {
+            if i == self.me {
+                Some(Instant::MAX)
+            } else {
+                *s
+            }
+        });
+        let mut values: Vec<Instant> = values.flatten().collect();
+        values.sort_unstable_by(|a, b| b.cmp(a));
+        let from = values.get(self.quorum() - 1).copied();
         self.leader_lease_until = match from {
             Some(Instant::MAX) => Instant::MAX,
             Some(sent) => sent + self.lease_length,
@@ -533,7 +656,7 @@ impl Seat {
         };
     }
 
-    /// Records that voter `i` acknowledged the heartbeat this leader sent at
+    /// Records that member `i` acknowledged the heartbeat this leader sent at
     /// `sent`. An echo later than the newest heartbeat sent acknowledges
     /// nothing this node sent: it is refused (it would stretch the lease), and
     /// the answer is false.
@@ -670,8 +793,7 @@ impl Seat {
             lease_until: leading.then_some(self.leader_lease_until),
             storage_failed: self.storage_failed,
             peers: self
-                .cfg
-                .voters
+                .members
                 .iter()
                 .enumerate()
                 .filter(|&(i, _)| i != self.me)
@@ -765,8 +887,14 @@ pub(crate) trait Rules {
         self.check_lease(now);
     }
 
-    /// A message `msg` from voter `from` (index `i`, not this node).
+    /// A message `msg` from member `from` (index `i`, not this node).
     fn on_message(&mut self, now: Instant, i: usize, from: NodeId, msg: Self::Msg);
+
+    /// The seat took a new electorate ([`Seat::set_electorate`]) in place of
+    /// the index space `old`: move the protocol's own per-node records
+    /// ([`remap`]) and end a round whose majority was counted over the old
+    /// voters (a candidacy is asked again under the new ones).
+    fn on_electorate(&mut self, now: Instant, old: &[NodeId]);
 
     /// The timer fired.
     fn on_timeout(&mut self, now: Instant);
@@ -828,6 +956,37 @@ impl<P: Rules + Send> Protocol for P {
         self.prepare_input(now);
         self.on_timeout(now);
         self.seat_mut().finish_input();
+    }
+
+    fn handle_electorate(&mut self, now: Instant, electorate: Electorate) {
+        if self.seat().stopped || !self.seat_mut().start_input(now) {
+            return;
+        }
+        if let Err(why) = electorate.check() {
+            // The driver passes what the log holds, and the log checks every
+            // change: this is a bug, and counting over it could elect two
+            // leaders.
+            return self.seat_mut().halt(format!("an impossible configuration: {why}"));
+        }
+        self.prepare_input(now);
+        if electorate != self.seat().electorate {
+            let old = self.seat_mut().set_electorate(electorate);
+            self.on_electorate(now, &old);
+            let seat = self.seat();
+            if seat.role == Role::Leader && !seat.stands() {
+                // Its removal committed: hand over to the most responsive
+                // voter left.
+                let successor = handover::best_successor(&seat.cfg, &seat.acked_sent_at, now);
+                let seat = self.seat_mut();
+                seat.note_handover(seat.term, successor);
+                self.resign(now, successor);
+            }
+        }
+        self.seat_mut().finish_input();
+    }
+
+    fn electorate(&self) -> &Electorate {
+        &self.seat().electorate
     }
 
     fn handle_peer_dead(&mut self, now: Instant, peer: NodeId) {
@@ -1014,7 +1173,7 @@ mod tests {
     #[test]
     fn a_term_going_back_halts_before_anything_is_written_or_sent() {
         let mut seat = three_node_seat();
-        seat.broadcast(Message::PreVote { term: Term(6) });
+        seat.broadcast(Message::PreVote { term: Term(6), config: crate::ConfigId::BOOTSTRAP });
         seat.term = Term(4);
         seat.persist();
         assert!(seat.stopped);
@@ -1085,7 +1244,11 @@ mod tests {
         let mut e = RaftElector::new(cfg, HardState::default(), rand_pcg::Pcg64Mcg::new(1), at(10));
         e.handle_timeout(at(20));
         let _ = e.take_output();
-        e.handle_message(at(15), NodeId(2), Message::PreVote { term: Term(1) });
+        e.handle_message(
+            at(15),
+            NodeId(2),
+            Message::PreVote { term: Term(1), config: crate::ConfigId::BOOTSTRAP },
+        );
         let out = e.take_output();
         assert!(out.messages.is_empty());
         assert!(out.events.iter().any(
@@ -1094,7 +1257,11 @@ mod tests {
         assert_eq!(e.poll_timeout(), Instant::MAX);
         // Nothing moves it again.
         e.handle_timeout(at(5000));
-        e.handle_message(at(5001), NodeId(2), Message::Vote { term: Term(1), transfer: false });
+        e.handle_message(
+            at(5001),
+            NodeId(2),
+            Message::Vote { term: Term(1), transfer: false, config: crate::ConfigId::BOOTSTRAP },
+        );
         assert!(e.take_output().is_empty());
         assert!(!e.is_leader(at(5002)));
     }

@@ -5,7 +5,7 @@
 
 use rand_pcg::Pcg64Mcg;
 use std::time::Duration;
-use tenure_core::paxos::{follower_lease, timeout_spread, LOW_BALL};
+use tenure_core::paxos::{follower_lease, timeout_spread, BALLOT_NODES, LOW_BALL};
 use tenure_core::testkit::{n, Cluster, Setup, HEARTBEAT, LATENCY, TIMEOUT};
 use tenure_core::{
     Config, ConfigError, Elector, HardState, Instant, Lsn, Message, NodeId, PaxosElector,
@@ -32,7 +32,7 @@ fn paxos_sent(c: &C, since: usize, from: NodeId, to: NodeId) -> Vec<PaxosMessage
 }
 
 fn proposer(ballot: Term) -> NodeId {
-    NodeId(ballot.0 % 16 + 1)
+    NodeId(ballot.0 % BALLOT_NODES)
 }
 
 fn elected(size: u64) -> (C, NodeId) {
@@ -158,12 +158,17 @@ fn single_node_cluster_leads_alone_after_its_promise_is_saved() {
 #[test]
 fn an_acceptor_promises_once_per_ballot_and_persists_before_answering() {
     let (mut e, now) = lone(3);
-    // Node 3's ballot (rank 2, counter 1) = 18.
-    let b = Term(18);
+    // Node 3's ballot (counter 1) = 65536 + 3.
+    let b = Term(BALLOT_NODES + 3);
     e.handle_message(
         now,
         n(3),
-        Message::Paxos(PaxosMessage::Prepare { ballot: b, attempt: 1, handover: None }),
+        Message::Paxos(PaxosMessage::Prepare {
+            ballot: b,
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
     );
     let out = e.take_output();
     // The anonymous lease of a fresh start blocks it first.
@@ -176,7 +181,12 @@ fn an_acceptor_promises_once_per_ballot_and_persists_before_answering() {
     e.handle_message(
         later,
         n(3),
-        Message::Paxos(PaxosMessage::Prepare { ballot: b, attempt: 1, handover: None }),
+        Message::Paxos(PaxosMessage::Prepare {
+            ballot: b,
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
     );
     let out = e.take_output();
     assert_eq!(out.persist, Some(HardState { term: b, voted_for: Some(n(3)) }));
@@ -188,7 +198,12 @@ fn an_acceptor_promises_once_per_ballot_and_persists_before_answering() {
     e.handle_message(
         later,
         n(1),
-        Message::Paxos(PaxosMessage::Prepare { ballot: Term(16), attempt: 1, handover: None }),
+        Message::Paxos(PaxosMessage::Prepare {
+            ballot: Term(BALLOT_NODES + 1),
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
     );
     let out = e.take_output();
     assert_eq!(out.persist, None);
@@ -196,12 +211,17 @@ fn an_acceptor_promises_once_per_ballot_and_persists_before_answering() {
         out.messages[..],
         [(_, Message::Paxos(PaxosMessage::PrepareNack { promised, .. }))] if promised == b
     ));
-    // A ballot that does not name its sender is ignored.
+    // A ballot that does not name its sender (node 2's, from node 1) is ignored.
     let ignored = e.counters().messages_ignored;
     e.handle_message(
         later,
         n(1),
-        Message::Paxos(PaxosMessage::Prepare { ballot: Term(34), attempt: 1, handover: None }),
+        Message::Paxos(PaxosMessage::Prepare {
+            ballot: Term(2 * BALLOT_NODES + 2),
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
     );
     assert!(e.take_output().messages.is_empty());
     assert_eq!(e.counters().messages_ignored, ignored + 1);
@@ -215,7 +235,12 @@ fn a_failed_write_of_a_promise_sends_nothing() {
     e.handle_message(
         later,
         n(3),
-        Message::Paxos(PaxosMessage::Prepare { ballot: Term(18), attempt: 1, handover: None }),
+        Message::Paxos(PaxosMessage::Prepare {
+            ballot: Term(BALLOT_NODES + 3),
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
     );
     let out = e.take_output();
     assert!(out.persist.is_some());
@@ -226,7 +251,12 @@ fn a_failed_write_of_a_promise_sends_nothing() {
     e.handle_message(
         later,
         n(3),
-        Message::Paxos(PaxosMessage::Prepare { ballot: Term(18), attempt: 2, handover: None }),
+        Message::Paxos(PaxosMessage::Prepare {
+            ballot: Term(BALLOT_NODES + 3),
+            attempt: 2,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
     );
     let out = e.take_output();
     assert!(out.messages.iter().all(|(_, m)| m.vote_grant().is_none()), "{out:?}");
@@ -245,9 +275,19 @@ fn restart_keeps_the_promise_and_an_anonymous_lease() {
     assert_eq!(c.node(f).hard_state(), promised, "the promise survives the restart");
     // Right after the restart, a higher Prepare from the other follower is
     // refused: the node may have granted a lease it no longer remembers.
-    let ballot = Term((promised.term.0 / 16 + 1) * 16 + (other.0 - 1));
+    let ballot = Term((promised.term.0 / BALLOT_NODES + 1) * BALLOT_NODES + other.0);
     let since = c.sent().len();
-    inject(&mut c, other, f, PaxosMessage::Prepare { ballot, attempt: 7, handover: None });
+    inject(
+        &mut c,
+        other,
+        f,
+        PaxosMessage::Prepare {
+            ballot,
+            attempt: 7,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
+    );
     let answer = paxos_sent(&c, since, f, other);
     assert!(
         matches!(answer[..], [PaxosMessage::PrepareNack { busy_ms: Some(ms), .. }] if ms > 0),
@@ -255,15 +295,20 @@ fn restart_keeps_the_promise_and_an_anonymous_lease() {
     );
     assert_eq!(c.term(f), promised.term, "the refused ballot is not adopted");
     // A ballot below the durable promise is refused after the anonymous lease
-    // too (counter 0 of a node of rank > 0: below every real ballot).
+    // too (counter 0 of another node: below every real ballot).
     c.run_for(TIMEOUT);
-    let x = c.ids().iter().copied().find(|&i| i != f && i.0 > 1).expect("a node of rank > 0");
+    let x = c.ids().iter().copied().find(|&i| i != f).expect("another node");
     let since = c.sent().len();
     inject(
         &mut c,
         x,
         f,
-        PaxosMessage::Prepare { ballot: Term(x.0 - 1), attempt: 8, handover: None },
+        PaxosMessage::Prepare {
+            ballot: Term(x.0),
+            attempt: 8,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
     );
     let answer = paxos_sent(&c, since, f, x);
     assert!(
@@ -280,9 +325,19 @@ fn follower_in_lease_refuses_a_high_prepare_without_adopting_it() {
     let f = c.ids().iter().copied().find(|&i| i != leader).expect("a follower");
     let other = c.ids().iter().copied().find(|&i| i != leader && i != f).expect("another");
     let before = c.term(f);
-    let ballot = Term((before.0 / 16 + 5) * 16 + (other.0 - 1));
+    let ballot = Term((before.0 / BALLOT_NODES + 5) * BALLOT_NODES + other.0);
     let since = c.sent().len();
-    inject(&mut c, other, f, PaxosMessage::Prepare { ballot, attempt: 1, handover: None });
+    inject(
+        &mut c,
+        other,
+        f,
+        PaxosMessage::Prepare {
+            ballot,
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
+    );
     let answer = paxos_sent(&c, since, f, other);
     match &answer[..] {
         [PaxosMessage::PrepareNack { busy_ms: Some(ms), promised, .. }] => {
@@ -297,7 +352,12 @@ fn follower_in_lease_refuses_a_high_prepare_without_adopting_it() {
     assert_eq!(c.status(f).leader, Some(leader));
     // Nor is an Accept of it.
     let since = c.sent().len();
-    inject(&mut c, other, f, PaxosMessage::Accept { ballot, slot: 99 });
+    inject(
+        &mut c,
+        other,
+        f,
+        PaxosMessage::Accept { ballot, slot: 99, config: tenure_core::ConfigId::BOOTSTRAP },
+    );
     assert!(matches!(paxos_sent(&c, since, f, other)[..], [PaxosMessage::AcceptNack { .. }]));
     assert_eq!(c.term(f), before);
 }
@@ -308,8 +368,8 @@ fn stale_leader_commit_is_refused_and_the_stale_leader_learns_the_promise() {
     let f = c.ids().iter().copied().find(|&i| i != leader).expect("a follower");
     let ballot = c.term(leader);
     // A ballot of counter 0 from some node other than `f`: below any real one.
-    let x = c.ids().iter().copied().find(|&i| i != f && i.0 > 1).expect("a node of rank > 0");
-    let stale = Term(x.0 - 1);
+    let x = c.ids().iter().copied().find(|&i| i != f).expect("another node");
+    let stale = Term(x.0);
     assert!(stale < ballot && proposer(stale) == x);
     let since = c.sent().len();
     inject(
@@ -363,7 +423,7 @@ fn leader_told_of_a_higher_promise_reestablishes_itself_above_it() {
     let other = c.ids().iter().copied().find(|&i| i != leader && i != f).expect("another");
     let ballot = c.term(leader);
     // `f` promised a candidacy of `other` that could not win (forced here).
-    let higher = Term((ballot.0 / 16 + 3) * 16 + (other.0 - 1));
+    let higher = Term((ballot.0 / BALLOT_NODES + 3) * BALLOT_NODES + other.0);
     inject(
         &mut c,
         f,
@@ -388,14 +448,19 @@ fn a_stale_resign_does_not_let_its_successor_override_a_newer_lease() {
     let f = c.ids().iter().copied().find(|&i| i != leader).expect("a follower");
     let other = c.ids().iter().copied().find(|&i| i != leader && i != f).expect("another");
     let current = c.term(leader);
-    let stale_handover = Term(current.0 - 16);
-    let ballot = Term((current.0 / 16 + 1) * 16 + (other.0 - 1));
+    let stale_handover = Term(current.0 - BALLOT_NODES);
+    let ballot = Term((current.0 / BALLOT_NODES + 1) * BALLOT_NODES + other.0);
     let since = c.sent().len();
     inject(
         &mut c,
         other,
         f,
-        PaxosMessage::Prepare { ballot, attempt: 1, handover: Some(stale_handover) },
+        PaxosMessage::Prepare {
+            ballot,
+            attempt: 1,
+            handover: Some(stale_handover),
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
     );
     assert!(matches!(
         paxos_sent(&c, since, f, other)[..],
@@ -404,7 +469,17 @@ fn a_stale_resign_does_not_let_its_successor_override_a_newer_lease() {
     // A handover naming the current leadership that its leader never
     // announced to this acceptor does not pass either (a forged transfer).
     let since = c.sent().len();
-    inject(&mut c, other, f, PaxosMessage::Prepare { ballot, attempt: 2, handover: Some(current) });
+    inject(
+        &mut c,
+        other,
+        f,
+        PaxosMessage::Prepare {
+            ballot,
+            attempt: 2,
+            handover: Some(current),
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
+    );
     assert!(matches!(
         paxos_sent(&c, since, f, other)[..],
         [PaxosMessage::PrepareNack { busy_ms: Some(_), .. }]
@@ -413,7 +488,17 @@ fn a_stale_resign_does_not_let_its_successor_override_a_newer_lease() {
     let resign = PaxosMessage::Resign { ballot: current, successor: Some(other) };
     inject(&mut c, leader, f, resign);
     let since = c.sent().len();
-    inject(&mut c, other, f, PaxosMessage::Prepare { ballot, attempt: 3, handover: Some(current) });
+    inject(
+        &mut c,
+        other,
+        f,
+        PaxosMessage::Prepare {
+            ballot,
+            attempt: 3,
+            handover: Some(current),
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
+    );
     assert!(matches!(paxos_sent(&c, since, f, other)[..], [PaxosMessage::PrepareAck { .. }]));
 }
 
@@ -429,14 +514,24 @@ fn a_low_ball_poll_changes_no_durable_state_anywhere() {
         &mut c,
         f,
         leader,
-        PaxosMessage::Prepare { ballot: LOW_BALL, attempt: 1, handover: None },
+        PaxosMessage::Prepare {
+            ballot: LOW_BALL,
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
     );
     let other = c.ids().iter().copied().find(|&i| i != leader && i != f).expect("another");
     inject(
         &mut c,
         f,
         other,
-        PaxosMessage::Prepare { ballot: LOW_BALL, attempt: 1, handover: None },
+        PaxosMessage::Prepare {
+            ballot: LOW_BALL,
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
     );
     let now: Vec<HardState> = c.ids().iter().map(|&i| c.durable(i)).collect();
     assert_eq!(now, durable);
@@ -475,7 +570,7 @@ fn strong_evidence_a_higher_committed_slot_stops_the_high_prepare() {
 
 #[test]
 fn weak_evidence_needs_quorum_minus_one_higher_heartbeats() {
-    let hb = |counter| Some(Lsn { term: Term(16), counter });
+    let hb = |counter| Some(Lsn { term: Term(BALLOT_NODES + 1), counter });
     // Three nodes: one higher heartbeat (quorum - 1 = 1) is evidence.
     let (mut e, _) = lone(3);
     let (attempt, at) = poll_now(&mut e);

@@ -39,7 +39,11 @@ fn follower_in_lease_refuses_pre_vote_and_reports_remaining_lease() {
     let follower = n(3);
     c.run_for(HEARTBEAT / 2);
     let before = c.sent().len();
-    c.inject(n(2), follower, Message::PreVote { term: Term(2) });
+    c.inject(
+        n(2),
+        follower,
+        Message::PreVote { term: Term(2), config: tenure_core::ConfigId::BOOTSTRAP },
+    );
     match &c.sent_since(before, follower, n(2))[..] {
         [Message::PreVoteResponse { granted: false, lease_remaining_ms: Some(ms), .. }] => {
             assert!(*ms > 0 && *ms <= TIMEOUT.as_millis() as u64);
@@ -53,7 +57,11 @@ fn follower_in_lease_refuses_pre_vote_and_reports_remaining_lease() {
 fn vote_request_in_lease_is_ignored_without_adopting_the_term() {
     let (mut c, leader) = elected(3);
     let follower = n(3);
-    c.inject(n(2), follower, Message::Vote { term: Term(5), transfer: false });
+    c.inject(
+        n(2),
+        follower,
+        Message::Vote { term: Term(5), transfer: false, config: tenure_core::ConfigId::BOOTSTRAP },
+    );
     assert_eq!(c.term(follower), Term(1), "sticky: the disruptive term is not adopted");
     assert_eq!(c.status(follower).voted_for, Some(leader));
 }
@@ -62,13 +70,21 @@ fn vote_request_in_lease_is_ignored_without_adopting_the_term() {
 fn restart_keeps_the_vote_so_no_double_vote() {
     let mut c = quiet(3);
     let voter = n(3);
-    c.inject(n(1), voter, Message::Vote { term: Term(1), transfer: false });
+    c.inject(
+        n(1),
+        voter,
+        Message::Vote { term: Term(1), transfer: false, config: tenure_core::ConfigId::BOOTSTRAP },
+    );
     assert_eq!(c.durable(voter), HardState { term: Term(1), voted_for: Some(n(1)) });
     c.crash(voter);
     c.restart(voter);
     c.run_for(TIMEOUT + HEARTBEAT);
     let before = c.sent().len();
-    c.inject(n(2), voter, Message::Vote { term: Term(1), transfer: true });
+    c.inject(
+        n(2),
+        voter,
+        Message::Vote { term: Term(1), transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
+    );
     let granted = sent_by(&c, before, voter)
         .iter()
         .any(|(_, m)| matches!(m, Message::VoteResponse { granted: true, .. }));
@@ -81,7 +97,11 @@ fn vote_is_handed_out_for_persistence_with_the_response() {
     let mut c = quiet(3);
     let voter = n(2);
     let step = c.steps().len();
-    c.inject(n(1), voter, Message::Vote { term: Term(1), transfer: false });
+    c.inject(
+        n(1),
+        voter,
+        Message::Vote { term: Term(1), transfer: false, config: tenure_core::ConfigId::BOOTSTRAP },
+    );
     let outputs = &c.steps()[step].outputs;
     assert_eq!(outputs.len(), 1);
     let out = &outputs[0].output;
@@ -184,7 +204,11 @@ fn a_transfer_vote_that_overtook_the_resignation_is_granted_when_it_arrives() {
     let (successor, voter) = (others[0], others[1]);
     let before = c.sent().len();
     let asked = Term(term.0 + 1);
-    c.inject(successor, voter, Message::Vote { term: asked, transfer: true });
+    c.inject(
+        successor,
+        voter,
+        Message::Vote { term: asked, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
+    );
     assert_eq!(c.term(voter), term, "refused for the lease, the term not adopted");
     assert!(
         !c.sent_since(before, voter, successor)
@@ -220,7 +244,11 @@ fn an_early_transfer_vote_is_granted_only_for_the_resignation_naming_it() {
             _ => (Term(term.0 + 2), Some(claimant)),
         };
         let before = c.sent().len();
-        c.inject(claimant, voter, Message::Vote { term: asked, transfer: true });
+        c.inject(
+            claimant,
+            voter,
+            Message::Vote { term: asked, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
+        );
         c.inject(leader, voter, Message::Resign { term, successor });
         assert!(
             !c.sent_since(before, voter, claimant)

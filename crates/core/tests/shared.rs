@@ -7,7 +7,7 @@
 
 use rand_pcg::Pcg64Mcg;
 use std::time::Duration;
-use tenure_core::paxos::{leader_lease as paxos_leader_lease, timeout_spread, BALLOT_RANKS};
+use tenure_core::paxos::{leader_lease as paxos_leader_lease, timeout_spread, BALLOT_NODES};
 use tenure_core::testkit::{fmt_time, n, Cluster, Setup, HEARTBEAT, LATENCY, TIMEOUT};
 use tenure_core::STALL_GRACE_HEARTBEATS;
 use tenure_core::{
@@ -80,12 +80,8 @@ fn cold_start_elects_one_leader_in_one_round(kind: ProtocolKind) {
             assert_eq!(c.elections(), 1, "{size} nodes: one candidacy, no split vote");
             assert_eq!(term, Term(1));
         } else {
-            // A ballot names its proposer: rank = ballot mod 16.
-            assert_eq!(
-                NodeId(term.0 % BALLOT_RANKS + 1),
-                leader,
-                "the ballot encodes its proposer"
-            );
+            // A ballot names its proposer: id = ballot mod 65536.
+            assert_eq!(NodeId(term.0 % BALLOT_NODES), leader, "the ballot encodes its proposer");
             let promise = HardState { term, voted_for: Some(leader) };
             assert_eq!(c.durable(leader), promise, "the self-promise is durable");
             assert!(c.elections() <= 2, "{size} nodes: {} candidacies", c.elections());
@@ -436,7 +432,14 @@ fn ask_for_vote(kind: ProtocolKind, c: &C, from: NodeId, to: NodeId) -> Vec<Mess
     match kind {
         Raft => {
             let t = c.term(to).checked_next().expect("a valid term");
-            vec![Message::PreVote { term: t }, Message::Vote { term: t, transfer: false }]
+            vec![
+                Message::PreVote { term: t, config: tenure_core::ConfigId::BOOTSTRAP },
+                Message::Vote {
+                    term: t,
+                    transfer: false,
+                    config: tenure_core::ConfigId::BOOTSTRAP,
+                },
+            ]
         }
         Ranked => vec![Message::Ranked(RankedMessage::Elect {
             term: Term(5),
@@ -444,11 +447,17 @@ fn ask_for_vote(kind: ProtocolKind, c: &C, from: NodeId, to: NodeId) -> Vec<Mess
             sent_at_nanos: 42,
             transfer: None,
             vote_in_nanos: 0,
+            config: tenure_core::ConfigId::BOOTSTRAP,
         })],
         Paxos => {
             let promised = c.durable(to).term.0;
-            let ballot = Term((promised / BALLOT_RANKS + 1) * BALLOT_RANKS + (from.0 - 1));
-            vec![Message::Paxos(PaxosMessage::Prepare { ballot, attempt: 7, handover: None })]
+            let ballot = Term((promised / BALLOT_NODES + 1) * BALLOT_NODES + from.0);
+            vec![Message::Paxos(PaxosMessage::Prepare {
+                ballot,
+                attempt: 7,
+                handover: None,
+                config: tenure_core::ConfigId::BOOTSTRAP,
+            })]
         }
     }
 }
@@ -634,8 +643,8 @@ fn duplicated_or_reordered_heartbeats_are_dropped_by_lsn(kind: ProtocolKind) {
 fn foreign(kind: ProtocolKind, f: NodeId) -> Vec<Message> {
     let t = Term(99);
     let raft = vec![
-        Message::PreVote { term: t },
-        Message::Vote { term: t, transfer: true },
+        Message::PreVote { term: t, config: tenure_core::ConfigId::BOOTSTRAP },
+        Message::Vote { term: t, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
         Message::Heartbeat { term: t, counter: 1, sent_at_nanos: 1 },
         Message::Resign { term: t, successor: Some(f) },
     ];
@@ -646,11 +655,17 @@ fn foreign(kind: ProtocolKind, f: NodeId) -> Vec<Message> {
             sent_at_nanos: 1,
             transfer: None,
             vote_in_nanos: 0,
+            config: tenure_core::ConfigId::BOOTSTRAP,
         }),
         Message::Ranked(RankedMessage::Lead { term: t, counter: 1, sent_at_nanos: 1 }),
     ];
     let paxos = vec![
-        Message::Paxos(PaxosMessage::Prepare { ballot: Term(99 * 16), attempt: 1, handover: None }),
+        Message::Paxos(PaxosMessage::Prepare {
+            ballot: Term(99 * 16),
+            attempt: 1,
+            handover: None,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        }),
         Message::Paxos(PaxosMessage::Commit {
             ballot: Term(99 * 16),
             slot: 1,
@@ -884,14 +899,14 @@ fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
     let lsn = Lsn { term: t, counter: u64::MAX };
     match kind {
         Raft => vec![
-            Message::PreVote { term: t },
+            Message::PreVote { term: t, config: tenure_core::ConfigId::BOOTSTRAP },
             Message::PreVoteResponse {
                 term: t,
                 proposed: t,
                 granted: true,
                 lease_remaining_ms: None,
             },
-            Message::Vote { term: t, transfer: true },
+            Message::Vote { term: t, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
             Message::VoteResponse { term: t, granted: true },
             Message::Heartbeat { term: t, counter: u64::MAX, sent_at_nanos: u64::MAX },
             Message::HeartbeatResponse { term: t, ok: false, echo_sent_at_nanos: u64::MAX },
@@ -904,6 +919,7 @@ fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
                 sent_at_nanos: u64::MAX,
                 transfer: Some(t),
                 vote_in_nanos: u64::MAX,
+                config: tenure_core::ConfigId::BOOTSTRAP,
             },
             RankedMessage::Vote { term: t, echo_sent_at_nanos: u64::MAX },
             RankedMessage::Lead { term: t, counter: u64::MAX, sent_at_nanos: u64::MAX },
@@ -914,7 +930,12 @@ fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
         .map(Message::Ranked)
         .collect(),
         Paxos => vec![
-            PaxosMessage::Prepare { ballot: t, attempt: 1, handover: Some(t) },
+            PaxosMessage::Prepare {
+                ballot: t,
+                attempt: 1,
+                handover: Some(t),
+                config: tenure_core::ConfigId::BOOTSTRAP,
+            },
             PaxosMessage::PrepareAck {
                 ballot: t,
                 attempt: 1,
@@ -929,7 +950,11 @@ fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
                 heartbeat: Some(lsn),
                 busy_ms: None,
             },
-            PaxosMessage::Accept { ballot: t, slot: u64::MAX },
+            PaxosMessage::Accept {
+                ballot: t,
+                slot: u64::MAX,
+                config: tenure_core::ConfigId::BOOTSTRAP,
+            },
             PaxosMessage::AcceptAck { ballot: t, slot: 1 },
             PaxosMessage::AcceptNack { ballot: t, promised: t },
             PaxosMessage::Commit {
@@ -1078,7 +1103,7 @@ fn a_resignation_from_a_node_that_does_not_lead_is_refused(kind: ProtocolKind) {
     c.inject(f, g, resign(kind, term, g));
     c.inject(f, g, resign(kind, term, f));
     let above = match kind {
-        Paxos => Term(term.0 + BALLOT_RANKS),
+        Paxos => Term(term.0 + BALLOT_NODES),
         _ => term.checked_next().expect("a valid term"),
     };
     c.inject(leader, g, resign(kind, above, g));
@@ -1092,18 +1117,27 @@ fn a_resignation_from_a_node_that_does_not_lead_is_refused(kind: ProtocolKind) {
 /// `kind`'s transfer request from the successor of the leader of `term`.
 fn transfer_request(kind: ProtocolKind, c: &C, from: NodeId, term: Term) -> Message {
     match kind {
-        Raft => Message::Vote { term: term.checked_next().expect("valid"), transfer: true },
+        Raft => Message::Vote {
+            term: term.checked_next().expect("valid"),
+            transfer: true,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
         Ranked => Message::Ranked(RankedMessage::Elect {
             term,
             claim: None,
             sent_at_nanos: c.local_now(from).as_nanos(),
             transfer: Some(term),
             vote_in_nanos: 0,
+            config: tenure_core::ConfigId::BOOTSTRAP,
         }),
         Paxos => {
-            let rank = c.ids().iter().position(|&i| i == from).expect("a voter") as u64;
-            let ballot = Term((term.0 / BALLOT_RANKS + 1) * BALLOT_RANKS + rank);
-            Message::Paxos(PaxosMessage::Prepare { ballot, attempt: 1, handover: Some(term) })
+            let ballot = Term((term.0 / BALLOT_NODES + 1) * BALLOT_NODES + from.0);
+            Message::Paxos(PaxosMessage::Prepare {
+                ballot,
+                attempt: 1,
+                handover: Some(term),
+                config: tenure_core::ConfigId::BOOTSTRAP,
+            })
         }
     }
 }

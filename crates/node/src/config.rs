@@ -115,7 +115,7 @@ fn election_fields(e: &ConfigError) -> &'static [&'static str] {
         | ConfigError::TooManyVoters(_)
         | ConfigError::DuplicateId(_)
         | ConfigError::SelfNotVoter(..) => &["peers", "id"],
-        ConfigError::ZeroId => &["id", "peers"],
+        ConfigError::ZeroId | ConfigError::IdTooLarge(_) => &["id", "peers"],
         ConfigError::ZeroHeartbeat | ConfigError::BadStagger(_) => &["heartbeat_interval"],
         ConfigError::TimeoutTooShort { .. } => &["election_timeout", "heartbeat_interval"],
         ConfigError::DriftTooLarge(_) => &[],

@@ -132,7 +132,11 @@ async fn no_second_vote_in_a_term_after(damage: Damage) {
     // interrupt behind (see `storage::recovery`).
     let mut to_node = fake2.dial(&cfg).await;
     for term in [6, 7] {
-        let vote = Message::Vote { term: Term(term), transfer: false };
+        let vote = Message::Vote {
+            term: Term(term),
+            transfer: false,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        };
         to_node.send(wire::encode(&Frame::Message(vote))).await.unwrap();
     }
     let answer = tokio::time::timeout(Duration::from_secs(5), fake2.vote_response(&cfg, Term(7)))
@@ -188,7 +192,11 @@ async fn no_second_vote_in_a_term_after(damage: Damage) {
     tokio::time::sleep(STARTUP_LEASE + STARTUP_LEASE / 4).await;
     let mut to_node = fake3.dial(&cfg).await;
     to_node
-        .send(wire::encode(&Frame::Message(Message::Vote { term: Term(7), transfer: false })))
+        .send(wire::encode(&Frame::Message(Message::Vote {
+            term: Term(7),
+            transfer: false,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        })))
         .await
         .unwrap();
     let answer = tokio::time::timeout(Duration::from_secs(5), fake3.vote_response(&cfg, Term(7)))

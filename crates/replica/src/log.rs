@@ -59,6 +59,17 @@ impl Log {
     }
 
     /// The configuration in force at `index` (at or after the base).
+    /// The configuration before the newest, while the log still holds the
+    /// newest as an entry (not when a snapshot carries it).
+    pub(crate) fn previous_membership(&self) -> Option<&Membership> {
+        let n = self.changes.len();
+        match n {
+            0 => None,
+            1 => Some(&self.base_membership),
+            _ => self.changes.get(n - 2),
+        }
+    }
+
     pub(crate) fn membership_at(&self, index: Index) -> &Membership {
         self.changes.iter().rev().find(|m| m.at.index <= index).unwrap_or(&self.base_membership)
     }

@@ -7,10 +7,10 @@
 //! bootstrap list of [`crate::Config::voters`]. `docs/MEMBERSHIP.md` states
 //! the rules and why they keep every committed entry.
 
-use crate::entry::Position;
+use crate::entry::{Index, Position};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use tenure_core::{DirectoryId, NodeId};
+use tenure_core::{ConfigId, DirectoryId, Electorate, NodeId};
 
 /// One member of the cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -163,6 +163,26 @@ impl Membership {
     pub fn bootstrap(voters: &[NodeId]) -> Membership {
         Membership { at: Position::ZERO, members: Members::bootstrap(voters) }
     }
+
+    /// What node `me`'s elector counts over while this configuration is in
+    /// force: its voters and learners, the member of `previous` (the
+    /// configuration before it, when the log still knows it) that it
+    /// removes, and whether `me` stands: as a voter, or as the removed
+    /// member while the entry is not known to be committed (`commit`, this
+    /// node's commit index), to commit its own removal.
+    pub fn electorate(&self, me: NodeId, previous: Option<&Members>, commit: Index) -> Electorate {
+        let departing: Vec<NodeId> = previous
+            .map(|p| p.all().map(|m| m.id).filter(|&id| self.members.get(id).is_none()).collect())
+            .unwrap_or_default();
+        let committed = self.at.index <= commit;
+        Electorate {
+            id: ConfigId { token: self.at.token, index: self.at.index },
+            voters: self.members.voter_ids().collect(),
+            learners: self.members.learners.iter().map(|m| m.id).collect(),
+            stands: self.members.is_voter(me) || (departing.contains(&me) && !committed),
+            departing,
+        }
+    }
 }
 
 /// One change of the members: a configuration entry differs from the one
@@ -286,6 +306,31 @@ mod tests {
         assert_eq!(m.after(&Change::Remove(NodeId(9))), Err(ChangeError::NotMember(NodeId(9))));
         let one = Members { voters: vec![member(1, "a:1")], learners: vec![] };
         assert_eq!(one.after(&Change::Remove(NodeId(1))), Err(ChangeError::LastVoter(NodeId(1))));
+    }
+
+    #[test]
+    fn the_electorate_names_who_counts_who_follows_and_who_stands() {
+        let three = Members::bootstrap(&[NodeId(1), NodeId(2), NodeId(3)]);
+        let boot = Membership::bootstrap(&[NodeId(1), NodeId(2), NodeId(3)]);
+        let e = boot.electorate(NodeId(2), None, 0);
+        assert_eq!(e.id, ConfigId::BOOTSTRAP);
+        assert!(e.stands && e.departing.is_empty() && e.learners.is_empty());
+        let with_four = three.after(&Change::AddLearner(member(4, "d:1"))).unwrap();
+        let at = |index| Position { token: tenure_core::FencingToken(2), index };
+        let m = Membership { at: at(7), members: with_four.clone() };
+        let e = m.electorate(NodeId(4), Some(&three), 0);
+        assert_eq!(e.learners, [NodeId(4)]);
+        assert!(!e.stands, "a learner never stands");
+        assert_eq!(e.id, ConfigId { token: tenure_core::FencingToken(2), index: 7 });
+        // Node 1 removed: it stands until it knows the removal committed.
+        let without_one = with_four.after(&Change::Remove(NodeId(1))).unwrap();
+        let m = Membership { at: at(9), members: without_one };
+        let e = m.electorate(NodeId(1), Some(&with_four), 8);
+        assert_eq!(e.departing, [NodeId(1)]);
+        assert!(e.stands && !e.is_voter(NodeId(1)));
+        assert!(!m.electorate(NodeId(1), Some(&with_four), 9).stands);
+        assert!(m.electorate(NodeId(2), Some(&with_four), 9).stands);
+        assert!(m.electorate(NodeId(2), None, 9).departing.is_empty());
     }
 
     #[test]

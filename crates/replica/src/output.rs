@@ -4,7 +4,7 @@ use crate::entry::{Entry, Index, Position};
 use crate::membership::Membership;
 use crate::message::ReplicaMessage;
 use serde::{Deserialize, Serialize};
-use tenure_core::{FencingToken, NodeId};
+use tenure_core::{Electorate, FencingToken, NodeId};
 
 /// A change to the durable log, applied by the driver in order.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -118,8 +118,15 @@ pub struct Output {
     pub completions: Vec<Completion>,
     /// The configuration in force, when these inputs changed it (an entry
     /// appended or removed, a snapshot installed): the driver tells the
-    /// elector and the transport.
+    /// transport.
     pub membership: Option<Membership>,
+    /// What this node's elector counts over, when these inputs changed it
+    /// (the configuration in force, or whether its entry is known to be
+    /// committed): the driver hands it to the elector
+    /// (`Protocol::handle_electorate`) once `write` is durable and before
+    /// any of `messages` leaves, so that no node acknowledges a
+    /// configuration entry that its elector does not count by yet.
+    pub electorate: Option<Electorate>,
 }
 
 impl Output {
@@ -130,5 +137,6 @@ impl Output {
             && self.applied.is_empty()
             && self.completions.is_empty()
             && self.membership.is_none()
+            && self.electorate.is_none()
     }
 }

@@ -10,7 +10,7 @@ use crate::message::{ReplicaMessage, SnapshotChunk};
 use crate::output::{Completion, LogOp, Output, ProposalError, ProposalId, ReadError, ReadId};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tenure_core::{FencingToken, Instant, NodeId};
+use tenure_core::{Electorate, FencingToken, Instant, NodeId};
 
 /// Settings of one node's replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -248,6 +248,8 @@ pub struct Replica<S> {
     /// The configuration in force when the last input began (to tell the
     /// driver of a change).
     reported: Position,
+    /// The electorate last reported to the driver.
+    reported_electorate: Electorate,
     /// The elector's view: the leader and its token.
     view: Option<(NodeId, FencingToken)>,
     lead: Option<Lead>,
@@ -279,7 +281,8 @@ impl<S: StateMachine> Replica<S> {
         let log = Log::new(base, membership, restored.entries).map_err(RestoreError::Gap)?;
         let durable_last = log.last().index;
         let reported = log.membership().at;
-        Ok(Replica {
+        let mut replica = Replica {
+            reported_electorate: Electorate::bootstrap(cfg.id, &[]),
             cfg,
             sm,
             promised: restored.promised,
@@ -298,7 +301,9 @@ impl<S: StateMachine> Replica<S> {
             next_id: 1,
             refused: 0,
             out: Output::default(),
-        })
+        };
+        replica.reported_electorate = replica.electorate();
+        Ok(replica)
     }
 
     /// The state machine (read it for queries: everything up to
@@ -407,6 +412,14 @@ impl<S: StateMachine> Replica<S> {
     /// The configuration in force: the newest this node's log holds.
     pub fn membership(&self) -> &Membership {
         self.log.membership()
+    }
+
+    /// What this node's elector counts over now
+    /// ([`Membership::electorate`]): give it to the elector at start, and
+    /// again whenever an output carries a new one.
+    pub fn electorate(&self) -> Electorate {
+        let previous = self.log.previous_membership().map(|p| &p.members);
+        self.log.membership().electorate(self.cfg.id, previous, self.commit)
     }
 
     /// A message from node `from`. Leader messages are taken from the node
@@ -622,6 +635,11 @@ impl<S: StateMachine> Replica<S> {
         if membership.at != self.reported {
             self.reported = membership.at;
             self.out.membership = Some(membership.clone());
+        }
+        let electorate = self.electorate();
+        if electorate != self.reported_electorate {
+            self.reported_electorate = electorate.clone();
+            self.out.electorate = Some(electorate);
         }
     }
 

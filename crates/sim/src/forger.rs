@@ -55,7 +55,7 @@ use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
-use tenure_core::paxos::{BALLOT_RANKS, LOW_BALL};
+use tenure_core::paxos::{BALLOT_NODES, LOW_BALL};
 use tenure_core::{Instant, Lsn, Message, NodeId, PaxosMessage, ProtocolKind, RankedMessage};
 use tenure_core::{Role, Term};
 
@@ -387,7 +387,7 @@ impl Forger {
     pub fn sniff(&mut self, from: usize, msg: &Message) {
         let Some(s) = self.sniffed.get_mut(from) else { return };
         match msg {
-            Message::PreVote { term } => s.pre_vote = Some(*term),
+            Message::PreVote { term, .. } => s.pre_vote = Some(*term),
             Message::Ranked(RankedMessage::Elect { sent_at_nanos, .. }) => {
                 s.elect_sent_at = Some(*sent_at_nanos)
             }
@@ -448,16 +448,16 @@ impl Forger {
     }
 }
 
-/// The simulator numbers voters `1..=n`, so a voter's Paxos rank (its index
-/// among the voter ids in ascending order) is its id minus one.
-fn rank(id: NodeId) -> u64 {
-    id.0 - 1
+/// The simulator numbers voters `1..=n`: a voter's index in per-node
+/// tables is its id minus one.
+fn index(id: NodeId) -> usize {
+    usize::try_from(id.0 - 1).expect("a small id")
 }
 
 /// `id`'s smallest Paxos ballot above `above`, if there is one.
 fn ballot_above(above: Term, id: NodeId) -> Option<Term> {
-    let counter = (above.0 / BALLOT_RANKS).checked_add(1)?;
-    counter.checked_mul(BALLOT_RANKS)?.checked_add(rank(id)).map(Term)
+    let counter = (above.0 / BALLOT_NODES).checked_add(1)?;
+    counter.checked_mul(BALLOT_NODES)?.checked_add(id.0).map(Term)
 }
 
 /// The random parts of one max-term frame to node `y`: the huge term `t`, a
@@ -473,14 +473,14 @@ struct Draw {
 fn huge_raft(kind: u32, d: &Draw) -> Message {
     let Draw { t, r, flag, y } = *d;
     match kind {
-        0 => Message::PreVote { term: t },
+        0 => Message::PreVote { term: t, config: tenure_core::ConfigId::BOOTSTRAP },
         1 => Message::PreVoteResponse {
             term: t,
             proposed: Term(y.term.0.saturating_add(1)),
             granted: flag,
             lease_remaining_ms: None,
         },
-        2 => Message::Vote { term: t, transfer: flag },
+        2 => Message::Vote { term: t, transfer: flag, config: tenure_core::ConfigId::BOOTSTRAP },
         3 => Message::VoteResponse { term: t, granted: flag },
         4 => Message::Heartbeat { term: t, counter: r % 1000, sent_at_nanos: r },
         5 => Message::HeartbeatResponse { term: t, ok: flag, echo_sent_at_nanos: r },
@@ -498,6 +498,7 @@ fn huge_ranked(kind: u32, d: &Draw, echo: u64) -> RankedMessage {
             sent_at_nanos: y.local_now.as_nanos(),
             transfer: (r % 2 == 0).then_some(t),
             vote_in_nanos: r % 1_000_000_000,
+            config: tenure_core::ConfigId::BOOTSTRAP,
         },
         1 => RankedMessage::Vote { term: t, echo_sent_at_nanos: echo },
         2 => RankedMessage::Lead { term: t, counter: r % 1000, sent_at_nanos: r },
@@ -512,7 +513,12 @@ fn huge_paxos(kind: u32, d: &Draw, b: Term) -> PaxosMessage {
     let Draw { t, r, flag, y } = *d;
     let slot = r % 10;
     match kind {
-        0 => PaxosMessage::Prepare { ballot: b, attempt: r % 100, handover: flag.then_some(b) },
+        0 => PaxosMessage::Prepare {
+            ballot: b,
+            attempt: r % 100,
+            handover: flag.then_some(b),
+            config: tenure_core::ConfigId::BOOTSTRAP,
+        },
         1 => PaxosMessage::PrepareAck {
             ballot: t,
             attempt: r % 100,
@@ -527,7 +533,7 @@ fn huge_paxos(kind: u32, d: &Draw, b: Term) -> PaxosMessage {
             heartbeat: None,
             busy_ms: None,
         },
-        3 => PaxosMessage::Accept { ballot: b, slot },
+        3 => PaxosMessage::Accept { ballot: b, slot, config: tenure_core::ConfigId::BOOTSTRAP },
         4 => PaxosMessage::AcceptAck { ballot: t, slot },
         5 => PaxosMessage::AcceptNack { ballot: y.term, promised: t },
         6 => PaxosMessage::Commit { ballot: b, slot, heartbeat: r % 1000, sent_at_nanos: r },
@@ -620,10 +626,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// A huge Paxos ballot of `from`'s rank (at least [`FORGED_TERM_FLOOR`],
-    /// a multiple of the rank count).
+    /// A huge Paxos ballot of `from` (at least [`FORGED_TERM_FLOOR`], its
+    /// counter part a multiple of [`BALLOT_NODES`]).
     fn huge_ballot(&mut self, from: NodeId) -> Term {
-        Term((self.huge() & !(BALLOT_RANKS - 1)) | rank(from))
+        Term((self.huge() & !(BALLOT_NODES - 1)) | from.0)
     }
 
     // ---- Attacks ----
@@ -672,7 +678,7 @@ impl Ctx<'_> {
             }
         };
         *rising = Some((from, term, counter));
-        let sent_at_nanos = self.view[rank(from) as usize].local_now.as_nanos();
+        let sent_at_nanos = self.view[index(from)].local_now.as_nanos();
         let msg = match self.protocol {
             ProtocolKind::Raft => Message::Heartbeat { term, counter, sent_at_nanos },
             ProtocolKind::Ranked => RankedMessage::Lead { term, counter, sent_at_nanos }.into(),
@@ -684,7 +690,7 @@ impl Ctx<'_> {
         for to in (0..self.n()).filter(|&i| self.view[i].id != from) {
             self.send(to, from, msg.clone());
         }
-        Some(rank(from) as usize)
+        Some(index(from))
     }
 
     /// Acknowledgements of a leader's heartbeats, in its term, from some of
@@ -765,13 +771,17 @@ impl Ctx<'_> {
         let Some(from) = self.bystander() else { return };
         let max = self.highest_term();
         let attempt = self.rng.gen_range(1..1000);
-        let sent_at_nanos = self.view[rank(from) as usize].local_now.as_nanos();
+        let sent_at_nanos = self.view[index(from)].local_now.as_nanos();
         for to in (0..self.n()).filter(|&i| self.view[i].id != from) {
             let y = self.view[to];
             let msg = match self.protocol {
                 ProtocolKind::Raft => {
                     let Some(term) = max.0.checked_add(1) else { continue };
-                    Message::Vote { term: Term(term), transfer: true }
+                    Message::Vote {
+                        term: Term(term),
+                        transfer: true,
+                        config: tenure_core::ConfigId::BOOTSTRAP,
+                    }
                 }
                 ProtocolKind::Ranked => RankedMessage::Elect {
                     term: y.term,
@@ -779,11 +789,18 @@ impl Ctx<'_> {
                     sent_at_nanos,
                     transfer: Some(y.term),
                     vote_in_nanos: 0,
+                    config: tenure_core::ConfigId::BOOTSTRAP,
                 }
                 .into(),
                 ProtocolKind::Paxos => {
                     let Some(ballot) = ballot_above(max, from) else { continue };
-                    PaxosMessage::Prepare { ballot, attempt, handover: Some(y.term) }.into()
+                    PaxosMessage::Prepare {
+                        ballot,
+                        attempt,
+                        handover: Some(y.term),
+                        config: tenure_core::ConfigId::BOOTSTRAP,
+                    }
+                    .into()
                 }
             };
             self.send(to, from, msg);
@@ -814,6 +831,7 @@ impl Ctx<'_> {
                         sent_at_nanos: self.rng.gen(),
                         transfer: None,
                         vote_in_nanos: if self.rng.gen_bool(0.5) { huge(self.rng) } else { 0 },
+                        config: tenure_core::ConfigId::BOOTSTRAP,
                     }
                     .into()
                 }
@@ -896,11 +914,7 @@ mod tests {
                         | PaxosMessage::Resign { ballot, .. },
                     ) = fr.msg
                     {
-                        assert_eq!(
-                            ballot.0 % BALLOT_RANKS,
-                            rank(fr.from),
-                            "ballot of the sender's rank"
-                        );
+                        assert_eq!(ballot.0 % BALLOT_NODES, fr.from.0, "ballot of the sender");
                     }
                 }
             }

@@ -488,11 +488,11 @@ fn cold_start(p: &Params) -> Report {
         // the candidacy stagger, so ranks do not always hold; that costs a
         // second candidacy in the same term but no extra term. Raft and
         // ranked number the first round's term 1; a Paxos ballot is
-        // `counter * BALLOT_RANKS + rank`, and every first ballot has counter 1.
+        // `counter * BALLOT_NODES + id`, and every first ballot has counter 1.
         let first_round = match p.protocol {
             ProtocolKind::Raft | ProtocolKind::Ranked => 1..2,
             ProtocolKind::Paxos => {
-                tenure_core::paxos::BALLOT_RANKS..2 * tenure_core::paxos::BALLOT_RANKS
+                tenure_core::paxos::BALLOT_NODES..2 * tenure_core::paxos::BALLOT_NODES
             }
         };
         e.that(first_round.contains(&sim.max_term().0), || {

@@ -28,7 +28,7 @@
 //! stable leader; forged Paxos poll answers overflowed slot numbers.
 
 use std::time::Duration;
-use tenure_core::paxos::BALLOT_RANKS;
+use tenure_core::paxos::BALLOT_NODES;
 use tenure_core::{Message, NodeId, PaxosMessage, ProtocolKind, RankedMessage, Term};
 use tenure_sim::expect::{Expect, Standing};
 use tenure_sim::forger::{Attack, ForgerSpec, DEFAULT_FORGED_FRAMES_PER_SECOND, FORGED_TERM_FLOOR};
@@ -183,7 +183,7 @@ fn max_heartbeat(protocol: ProtocolKind, from: usize) -> Message {
         ProtocolKind::Raft => Message::Heartbeat { term, counter, sent_at_nanos },
         ProtocolKind::Ranked => RankedMessage::Lead { term, counter, sent_at_nanos }.into(),
         ProtocolKind::Paxos => {
-            let ballot = Term(u64::MAX - (BALLOT_RANKS - 1) + from as u64);
+            let ballot = Term(u64::MAX - (BALLOT_NODES - 1) + from as u64 + 1);
             PaxosMessage::Commit { ballot, slot: 1, heartbeat: counter, sent_at_nanos }.into()
         }
     }
@@ -275,7 +275,7 @@ fn a_forged_resign_and_transfer_depose_no_leader() {
                     RankedMessage::Resign { term, successor: Some(id(s)) }.into()
                 }
                 ProtocolKind::Paxos => {
-                    let ballot = Term((term.0 / BALLOT_RANKS + 1) * BALLOT_RANKS + f as u64);
+                    let ballot = Term((term.0 / BALLOT_NODES + 1) * BALLOT_NODES + f as u64 + 1);
                     PaxosMessage::Resign { ballot, successor: Some(id(s)) }.into()
                 }
             };
@@ -283,7 +283,11 @@ fn a_forged_resign_and_transfer_depose_no_leader() {
         }
         for to in (0..5).filter(|&i| i != s) {
             let msg = match protocol {
-                ProtocolKind::Raft => Message::Vote { term: Term(term.0 + 1), transfer: true },
+                ProtocolKind::Raft => Message::Vote {
+                    term: Term(term.0 + 1),
+                    transfer: true,
+                    config: tenure_core::ConfigId::BOOTSTRAP,
+                },
                 ProtocolKind::Ranked => {
                     let t = sim.term_of(to);
                     RankedMessage::Elect {
@@ -292,13 +296,19 @@ fn a_forged_resign_and_transfer_depose_no_leader() {
                         sent_at_nanos: 1,
                         transfer: Some(t),
                         vote_in_nanos: 0,
+                        config: tenure_core::ConfigId::BOOTSTRAP,
                     }
                     .into()
                 }
                 ProtocolKind::Paxos => {
-                    let ballot = Term((term.0 / BALLOT_RANKS + 1) * BALLOT_RANKS + s as u64);
-                    PaxosMessage::Prepare { ballot, attempt: 1, handover: Some(sim.term_of(to)) }
-                        .into()
+                    let ballot = Term((term.0 / BALLOT_NODES + 1) * BALLOT_NODES + s as u64 + 1);
+                    PaxosMessage::Prepare {
+                        ballot,
+                        attempt: 1,
+                        handover: Some(sim.term_of(to)),
+                        config: tenure_core::ConfigId::BOOTSTRAP,
+                    }
+                    .into()
                 }
             };
             sim.forge(to, id(s), msg);
@@ -327,7 +337,9 @@ fn a_forged_higher_term_heartbeat_does_not_elect_its_sender_under_a_live_lease()
             sim.pause(l);
             let max = sim.max_term();
             let term = match protocol {
-                ProtocolKind::Paxos => Term((max.0 / BALLOT_RANKS + 1) * BALLOT_RANKS + x as u64),
+                ProtocolKind::Paxos => {
+                    Term((max.0 / BALLOT_NODES + 1) * BALLOT_NODES + x as u64 + 1)
+                }
                 ProtocolKind::Raft | ProtocolKind::Ranked => Term(max.0 + 1),
             };
             let sent_at_nanos = sim.host(x).local_at(sim.now_ns()).as_nanos();

@@ -425,18 +425,25 @@ impl Forge {
         use tenure_core::{PaxosMessage, RankedMessage};
         let term = Term(term);
         match self.0 {
-            ProtocolKind::Raft => Message::Vote { term, transfer: true },
+            ProtocolKind::Raft => {
+                Message::Vote { term, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP }
+            }
             ProtocolKind::Ranked => RankedMessage::Elect {
                 term,
                 claim: None,
                 sent_at_nanos: u64::MAX,
                 transfer: Some(term),
                 vote_in_nanos: 0,
+                config: tenure_core::ConfigId::BOOTSTRAP,
             }
             .into(),
-            ProtocolKind::Paxos => {
-                PaxosMessage::Prepare { ballot: term, attempt: 1, handover: Some(term) }.into()
+            ProtocolKind::Paxos => PaxosMessage::Prepare {
+                ballot: term,
+                attempt: 1,
+                handover: Some(term),
+                config: tenure_core::ConfigId::BOOTSTRAP,
             }
+            .into(),
         }
     }
 

@@ -6,6 +6,7 @@
 pub mod paxos;
 pub mod ranked;
 
+use crate::electorate::ConfigId;
 use crate::types::{NodeId, Term};
 pub use paxos::PaxosMessage;
 pub use ranked::RankedMessage;
@@ -22,6 +23,9 @@ pub enum Message {
     PreVote {
         /// The term the sender would campaign in.
         term: Term,
+        /// The configuration the sender holds: a node whose own is newer
+        /// refuses (the freshness rule, [`crate::electorate`]).
+        config: ConfigId,
     },
     /// Answer to [`Message::PreVote`].
     PreVoteResponse {
@@ -44,6 +48,9 @@ pub enum Message {
         /// or graceful stop): voters grant it even while their lease on that
         /// leader still runs.
         transfer: bool,
+        /// The configuration the sender holds: a node whose own is newer
+        /// refuses (the freshness rule, [`crate::electorate`]).
+        config: ConfigId,
     },
     /// Answer to [`Message::Vote`].
     VoteResponse {
@@ -101,7 +108,7 @@ impl Message {
     /// The term the message carries.
     pub fn term(&self) -> Term {
         match self {
-            Message::PreVote { term }
+            Message::PreVote { term, .. }
             | Message::PreVoteResponse { term, .. }
             | Message::Vote { term, .. }
             | Message::VoteResponse { term, .. }

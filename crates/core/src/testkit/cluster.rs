@@ -4,6 +4,7 @@ use super::trace::{Handled, Input, Step};
 use super::{Clock, Factory, Setup, START};
 use crate::config::Config;
 use crate::contract::{self, Driver, WriteFailed};
+use crate::electorate::{ConfigId, Electorate};
 use crate::message::Message;
 use crate::protocol::{Event, HardState, Output, Protocol, Status, TransferError};
 use crate::time::Instant;
@@ -76,6 +77,9 @@ struct Host<P> {
     storage_failing: bool,
     /// Elections started by the earlier incarnations.
     earlier_elections: u64,
+    /// The configuration its log holds, given again at every boot; `None`:
+    /// the bootstrap list of its `Config`.
+    electorate: Option<Electorate>,
 }
 
 struct InFlight {
@@ -137,13 +141,14 @@ impl<P: Protocol> Cluster<P> {
         let cfg = self.setup.config(id);
         let clock = self.setup.clocks.get(&id).copied().unwrap_or_default();
         let local = clock.local(self.now);
-        let (durable, storage_failing, earlier) = match self.hosts.get(&id) {
+        let (durable, storage_failing, earlier, electorate) = match self.hosts.get(&id) {
             Some(h) => (
                 h.durable,
                 h.storage_failing,
                 h.earlier_elections + h.protocol.counters().elections_started,
+                h.electorate.clone(),
             ),
-            None => (HardState::default(), false, 0),
+            None => (HardState::default(), false, 0, None),
         };
         let protocol = (self.factory)(&cfg, durable, local, self.boots);
         let host = Host {
@@ -153,10 +158,15 @@ impl<P: Protocol> Cluster<P> {
             liveness: Liveness::Up,
             storage_failing,
             earlier_elections: earlier,
+            electorate: electorate.clone(),
         };
         self.hosts.insert(id, host);
         self.record_step(id, Input::Boot(self.boots));
         self.handle_output(id);
+        if let Some(e) = electorate {
+            // As a node does at start: the configuration its log holds.
+            self.input(id, Input::Electorate(e.clone()), |p, now| p.handle_electorate(now, e));
+        }
     }
 
     // ---- Reading ----
@@ -429,6 +439,43 @@ impl<P: Protocol> Cluster<P> {
             if to != dead {
                 self.notify_dead(to, dead);
             }
+        }
+    }
+
+    /// Gives node `id` the configuration its log now holds (kept across its
+    /// restarts), as its driver would: [`Protocol::handle_electorate`]. A
+    /// node that does not run gets it at its next boot.
+    pub fn set_electorate(&mut self, id: NodeId, electorate: Electorate) {
+        self.host_mut(id).electorate = Some(electorate.clone());
+        if self.liveness(id) == Liveness::Up {
+            self.input(id, Input::Electorate(electorate.clone()), |p, now| {
+                p.handle_electorate(now, electorate)
+            });
+        }
+    }
+
+    /// Gives every node (running or not) the configuration of `voters` and
+    /// `learners` written at `id`, removing `departing`, `committed` or not:
+    /// each stands if it votes, or if it departs and the change is not
+    /// committed.
+    pub fn set_electorate_all(
+        &mut self,
+        id: ConfigId,
+        voters: &[NodeId],
+        learners: &[NodeId],
+        departing: &[NodeId],
+        committed: bool,
+    ) {
+        for node in self.ids.clone() {
+            let stands = voters.contains(&node) || (departing.contains(&node) && !committed);
+            let e = Electorate {
+                id,
+                voters: voters.to_vec(),
+                learners: learners.to_vec(),
+                departing: departing.to_vec(),
+                stands,
+            };
+            self.set_electorate(node, e);
         }
     }
 

@@ -1,6 +1,7 @@
 //! What a [`super::Cluster`] records, and its stable text form.
 
 use super::START;
+use crate::electorate::Electorate;
 use crate::message::Message;
 use crate::protocol::{Event, HardState, Output, Reason, TransferError};
 use crate::time::Instant;
@@ -66,6 +67,8 @@ pub enum Input {
         /// The node reported dead.
         peer: NodeId,
     },
+    /// It was given the configuration its log holds.
+    Electorate(Electorate),
 }
 
 /// One output as the driver handled it.
@@ -167,6 +170,7 @@ fn fmt_input(input: &Input) -> Option<String> {
         Input::Resume => "resume".to_string(),
         Input::StorageFailing => "storage failing".to_string(),
         Input::PeerDead { peer } => format!("told: {peer:?} is dead"),
+        Input::Electorate(e) => format!("told: {e}"),
     })
 }
 

@@ -1,0 +1,166 @@
+//! Who an elector counts: the voters of the configuration its node's log
+//! holds, the learners that follow without counting, and where that
+//! configuration was written.
+//!
+//! The members of a cluster live in its replicated log
+//! (`docs/MEMBERSHIP.md`): each configuration is an entry, and a node uses
+//! the newest one its log holds, committed or not. The driver hands the
+//! elector that configuration as an [`Electorate`] every time it changes
+//! ([`crate::Protocol::handle_electorate`]), before the node acknowledges the
+//! entry that holds it to anyone. The elector then counts majorities over
+//! its voters, sends its heartbeats to every member, and stands only as
+//! [`Electorate::stands`] allows.
+//!
+//! **The freshness rule.** Every request for support (a pre-vote or vote, a
+//! ranked claim, a Paxos Prepare or Accept) carries the position of the
+//! configuration its sender holds ([`ConfigId`]); a node supports no
+//! candidate whose configuration is older than its own. Consecutive
+//! configurations differ by one voter, so a majority of one and a majority
+//! of the next share a node; a configuration is appended only once the one
+//! before it committed, so once configuration `k + 1` committed, a majority
+//! of its voters holds it (or a newer one) and refuses every candidate of
+//! configuration `k` or older, each of whose majorities meets theirs. Two
+//! candidates that can both win a term therefore hold the same configuration
+//! or two consecutive ones, whose majorities share a node that votes once.
+
+use crate::types::{FencingToken, NodeId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Where a configuration of members was written: the position of its entry
+/// in the replicated log (the fencing token that wrote it, then its index),
+/// [`ConfigId::BOOTSTRAP`] for the bootstrap list. Ordered as log positions
+/// are: a later position is a newer configuration.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct ConfigId {
+    /// The token of the leadership that wrote the entry.
+    pub token: FencingToken,
+    /// The entry's index in the log.
+    pub index: u64,
+}
+
+impl ConfigId {
+    /// The bootstrap list's position, before any configuration entry.
+    pub const BOOTSTRAP: ConfigId = ConfigId { token: FencingToken(0), index: 0 };
+}
+
+impl fmt::Display for ConfigId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.index, self.token)
+    }
+}
+
+/// The members an elector counts over (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Electorate {
+    /// Where the configuration was written.
+    pub id: ConfigId,
+    /// The voters, in preference order: when the leader fails, the earliest
+    /// surviving voter stands first.
+    pub voters: Vec<NodeId>,
+    /// The members that follow the leader without counting.
+    pub learners: Vec<NodeId>,
+    /// Members of the configuration before this one that this one removes
+    /// (one at most: changes are one at a time). They count for nothing,
+    /// but their messages are still heard: a leader that is committing its
+    /// own removal leads the others until the change commits.
+    pub departing: Vec<NodeId>,
+    /// Whether this node may stand for election: it is a voter, or the
+    /// configuration removes it and is not known to be committed (it may be
+    /// needed to commit its own removal: Raft's rule for a server outside
+    /// its newest configuration, which then counts only the others). A
+    /// learner, and a node whose removal committed, never stand.
+    pub stands: bool,
+}
+
+impl Electorate {
+    /// The bootstrap configuration: these voters, in this order, no
+    /// learners; `me` stands if it is one of them.
+    pub fn bootstrap(me: NodeId, voters: &[NodeId]) -> Electorate {
+        Electorate {
+            id: ConfigId::BOOTSTRAP,
+            voters: voters.to_vec(),
+            learners: Vec::new(),
+            departing: Vec::new(),
+            stands: voters.contains(&me),
+        }
+    }
+
+    /// True if `id` votes.
+    pub fn is_voter(&self, id: NodeId) -> bool {
+        self.voters.contains(&id)
+    }
+
+    /// True if `id` is a voter or a learner.
+    pub fn is_member(&self, id: NodeId) -> bool {
+        self.voters.contains(&id) || self.learners.contains(&id)
+    }
+
+    /// Why this cannot be an electorate, if it cannot: no voters, more than
+    /// [`crate::MAX_VOTERS`], node id 0, or an id listed twice.
+    pub fn check(&self) -> Result<(), String> {
+        if self.voters.is_empty() {
+            return Err("a configuration without voters".into());
+        }
+        if self.voters.len() > crate::MAX_VOTERS {
+            return Err(format!("{} voters, above {}", self.voters.len(), crate::MAX_VOTERS));
+        }
+        let mut all: Vec<NodeId> =
+            self.voters.iter().chain(&self.learners).chain(&self.departing).copied().collect();
+        if let Some(v) = all.iter().find(|v| v.0 == 0 || v.0 > crate::MAX_NODE_ID) {
+            return Err(format!(
+                "node id {v} in a configuration (ids are 1 to {})",
+                crate::MAX_NODE_ID
+            ));
+        }
+        all.sort_unstable();
+        if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("node {} listed twice in a configuration", w[0]));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Electorate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids = |v: &[NodeId]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",");
+        write!(
+            f,
+            "voters [{}] learners [{}] at {}",
+            ids(&self.voters),
+            ids(&self.learners),
+            self.id
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configurations_order_as_log_positions() {
+        let at = |token, index| ConfigId { token: FencingToken(token), index };
+        assert!(ConfigId::BOOTSTRAP < at(1, 1));
+        assert!(at(1, 9) < at(2, 3), "a later token is newer whatever the index");
+        assert!(at(2, 3) < at(2, 4));
+    }
+
+    #[test]
+    fn a_bad_electorate_says_why() {
+        let e = Electorate::bootstrap(NodeId(1), &[NodeId(1), NodeId(2)]);
+        assert_eq!(e.check(), Ok(()));
+        assert!(e.stands && e.is_voter(NodeId(2)) && !e.is_voter(NodeId(3)));
+        let mut twice = e.clone();
+        twice.learners.push(NodeId(2));
+        assert!(twice.check().unwrap_err().contains("node 2 listed twice"));
+        let mut back = e.clone();
+        back.departing.push(NodeId(1));
+        assert!(back.check().unwrap_err().contains("node 1 listed twice"));
+        let none = Electorate { voters: vec![], ..e.clone() };
+        assert!(none.check().is_err());
+        assert!(!Electorate::bootstrap(NodeId(9), &[NodeId(1)]).stands);
+    }
+}

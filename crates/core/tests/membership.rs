@@ -1,0 +1,221 @@
+//! The electors under changes of members (`docs/MEMBERSHIP.md`): each test
+//! runs for every protocol. The driver hands each node the configuration
+//! its log holds ([`Cluster::set_electorate`]); these tests play the log's
+//! part by hand: which configuration each node holds, and whether it is
+//! known to be committed.
+
+use rand_pcg::Pcg64Mcg;
+use tenure_core::testkit::{n, Cluster, TIMEOUT};
+use tenure_core::{
+    ConfigId, Elector, Electorate, Event, FencingToken, Message, NodeId, PaxosMessage, Protocol,
+    ProtocolKind, RankedMessage, Reason, Role,
+};
+
+type C = Cluster<Elector<Pcg64Mcg>>;
+
+/// One test per protocol, each calling the function of the same name.
+macro_rules! shared {
+    ($test:ident) => {
+        mod $test {
+            #[test]
+            fn raft() {
+                super::$test(tenure_core::ProtocolKind::Raft);
+            }
+            #[test]
+            fn ranked() {
+                super::$test(tenure_core::ProtocolKind::Ranked);
+            }
+            #[test]
+            fn paxos() {
+                super::$test(tenure_core::ProtocolKind::Paxos);
+            }
+        }
+    };
+}
+
+/// The configuration entry at `index`, written under token 1.
+fn at(index: u64) -> ConfigId {
+    ConfigId { token: FencingToken(1), index }
+}
+
+/// Whether `id` ever took `role` from `since` (a global instant) on.
+fn took_role(c: &C, id: NodeId, role: Role) -> bool {
+    c.events().iter().any(|r| {
+        r.node == id && matches!(r.event, Event::RoleChanged { role: ro, .. } if ro == role)
+    })
+}
+
+/// Whether `id` asked anyone for support (a pre-vote or vote, a claim, a
+/// Prepare) after the first `since` messages.
+fn asked_for_support(c: &C, since: usize, id: NodeId) -> bool {
+    c.sent()[since..].iter().any(|s| {
+        s.from == id
+            && matches!(
+                s.msg,
+                Message::PreVote { .. }
+                    | Message::Vote { .. }
+                    | Message::Ranked(RankedMessage::Elect { .. })
+                    | Message::Paxos(PaxosMessage::Prepare { .. })
+            )
+    })
+}
+
+/// Four nodes, voters 1 to 3 and the learner 4 (configuration 1), after
+/// three election timeouts.
+fn with_learner(kind: ProtocolKind) -> C {
+    let mut c = Cluster::of(kind, 4);
+    c.set_electorate_all(at(1), &[n(1), n(2), n(3)], &[n(4)], &[], true);
+    c.run_for(TIMEOUT * 3);
+    c
+}
+
+fn a_learner_follows_the_leader_and_never_stands(kind: ProtocolKind) {
+    let mut c = with_learner(kind);
+    let leader = c.leader();
+    assert_ne!(leader, n(4));
+    assert_eq!(c.status(n(4)).leader, Some(leader), "the learner hears the leader's heartbeats");
+    let since = c.sent().len();
+    c.crash(leader);
+    c.run_for(TIMEOUT * 4);
+    let next = c.leader();
+    assert!(next != n(4) && next != leader, "{next:?}");
+    assert_eq!(c.status(n(4)).leader, Some(next));
+    assert!(!asked_for_support(&c, since, n(4)), "a learner asks nobody for support");
+    assert!(!took_role(&c, n(4), Role::Candidate) && !took_role(&c, n(4), Role::Leader));
+}
+shared!(a_learner_follows_the_leader_and_never_stands);
+
+fn a_promoted_learner_counts_and_a_removed_voter_does_not(kind: ProtocolKind) {
+    let mut c = with_learner(kind);
+    let leader = c.leader();
+    // Promote 4, then remove a voter that is not the leader; it is stopped.
+    c.set_electorate_all(at(2), &[n(1), n(2), n(3), n(4)], &[], &[], true);
+    c.run_for(TIMEOUT);
+    assert_eq!(c.leaders(), vec![leader], "a promotion does not disturb the leader");
+    let gone = [n(1), n(2), n(3)].into_iter().find(|&v| v != leader).expect("a follower");
+    let voters: Vec<NodeId> = [n(1), n(2), n(3), n(4)].into_iter().filter(|&v| v != gone).collect();
+    c.set_electorate_all(at(3), &voters, &[], &[gone], true);
+    c.crash(gone);
+    c.run_for(TIMEOUT);
+    assert_eq!(c.leaders(), vec![leader], "a removal does not disturb the leader");
+    // The leader dies: the two voters left, 4 among them, are a majority
+    // of the three.
+    c.crash(leader);
+    c.run_for(TIMEOUT * 4);
+    let next = c.leader();
+    assert!(voters.contains(&next) && next != leader, "{next:?} of {voters:?}");
+}
+shared!(a_promoted_learner_counts_and_a_removed_voter_does_not);
+
+fn a_candidate_of_an_older_configuration_is_refused(kind: ProtocolKind) {
+    // Voters 1, 2, 3 in every configuration; node 2 missed configuration 2,
+    // which 1 and 3 hold (it promoted nothing here: only its position
+    // matters). Node 2 ranks before 3: without the rule it would win.
+    let mut c = Cluster::of(kind, 3);
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), n(1), "the first voter leads");
+    let voters = [n(1), n(2), n(3)];
+    let e = |id: ConfigId| Electorate {
+        id,
+        voters: voters.to_vec(),
+        learners: vec![],
+        departing: vec![],
+        stands: true,
+    };
+    c.set_electorate(n(1), e(at(2)));
+    c.set_electorate(n(3), e(at(2)));
+    c.set_electorate(n(2), e(at(1)));
+    c.crash(n(1));
+    c.run_for(TIMEOUT * 6);
+    assert_eq!(c.leader(), n(3), "only the node holding the newest configuration wins");
+    assert!(!took_role(&c, n(2), Role::Leader));
+    // Once 2 holds it too, it may lead again.
+    c.set_electorate(n(2), e(at(2)));
+    c.crash(n(3));
+    c.restart(n(1));
+    c.run_for(TIMEOUT * 6);
+    assert!(c.leader() == n(1) || c.leader() == n(2));
+}
+shared!(a_candidate_of_an_older_configuration_is_refused);
+
+fn a_leader_whose_removal_committed_hands_over(kind: ProtocolKind) {
+    let mut c = Cluster::of(kind, 3);
+    c.run_for(TIMEOUT * 3);
+    let leader = c.leader();
+    let rest: Vec<NodeId> = [n(1), n(2), n(3)].into_iter().filter(|&v| v != leader).collect();
+    // Its removal is appended: it still leads, counting the others only.
+    c.set_electorate_all(at(2), &rest, &[], &[leader], false);
+    c.run_for(TIMEOUT);
+    assert_eq!(c.leaders(), vec![leader], "a leader leads until its removal commits");
+    // It commits: the leader resigns, naming a successor.
+    let resigned_at = c.now();
+    c.set_electorate_all(at(2), &rest, &[], &[leader], true);
+    assert!(c.events().iter().any(|r| r.node == leader
+        && matches!(r.event, Event::RoleChanged { reason: Reason::Resigned, .. })));
+    c.run_for(TIMEOUT);
+    let next = c.leader();
+    assert!(rest.contains(&next), "{next:?}");
+    let took = c.leader_history().last().expect("a leader").at;
+    assert!(took.saturating_since(resigned_at) < TIMEOUT / 2, "a handover, not a timeout");
+    // The removed node never stands again, even alone with a stale view.
+    let since = c.sent().len();
+    c.crash(next);
+    c.run_for(TIMEOUT * 4);
+    assert!(!asked_for_support(&c, since, leader), "a removed node asks for nothing");
+}
+shared!(a_leader_whose_removal_committed_hands_over);
+
+fn a_node_holding_its_own_uncommitted_removal_can_commit_it(kind: ProtocolKind) {
+    // Two voters; node 1 led and appended its own removal, and lost office
+    // before node 2 received it. Node 2 (older configuration) can win only
+    // with node 1's vote, which the freshness rule withholds; node 1 may
+    // stand, counting node 2 alone (Raft's rule), and so the cluster is
+    // not stuck.
+    let mut c = Cluster::of(kind, 2);
+    c.run_for(TIMEOUT * 3);
+    let one = c.leader();
+    let two = if one == n(1) { n(2) } else { n(1) };
+    c.set_electorate(
+        one,
+        Electorate {
+            id: at(2),
+            voters: vec![two],
+            learners: vec![],
+            departing: vec![one],
+            stands: true,
+        },
+    );
+    c.restart(one);
+    c.run_for(TIMEOUT * 8);
+    assert_eq!(c.leader(), one, "the node holding the newest configuration leads");
+    assert!(!c.node(one).electorate().is_voter(one));
+}
+shared!(a_node_holding_its_own_uncommitted_removal_can_commit_it);
+
+fn an_impossible_configuration_halts_the_node(kind: ProtocolKind) {
+    let mut c = Cluster::of(kind, 3);
+    c.run_for(TIMEOUT * 3);
+    c.set_electorate(
+        n(2),
+        Electorate {
+            id: at(2),
+            voters: vec![],
+            learners: vec![],
+            departing: vec![],
+            stands: false,
+        },
+    );
+    assert!(c.events().iter().any(|r| r.node == n(2)
+        && matches!(&r.event, Event::Halted { reason } if reason.contains("without voters"))));
+    let twice = Electorate {
+        id: at(3),
+        voters: vec![n(1), n(3)],
+        learners: vec![n(3)],
+        departing: vec![],
+        stands: true,
+    };
+    c.set_electorate(n(3), twice);
+    assert!(c.events().iter().any(|r| r.node == n(3)
+        && matches!(&r.event, Event::Halted { reason } if reason.contains("listed twice"))));
+}
+shared!(an_impossible_configuration_halts_the_node);
