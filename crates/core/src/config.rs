@@ -127,8 +127,21 @@ impl Config {
         }
     }
 
-    /// Checks that the configuration can work; returns the first problem found.
+    /// Checks that the configuration can work, this node among the voters;
+    /// returns the first problem found.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_settings()?;
+        if !self.voters.contains(&self.id) {
+            return Err(ConfigError::SelfNotVoter(self.id, self.voters.clone()));
+        }
+        Ok(())
+    }
+
+    /// [`Config::validate`] without requiring this node among the voters:
+    /// for a node that joins a running cluster, which is no voter of its
+    /// configuration (its electorate then says whether it stands, see
+    /// [`crate::Electorate`]).
+    pub fn validate_settings(&self) -> Result<(), ConfigError> {
         if self.voters.is_empty() {
             return Err(ConfigError::NoVoters);
         }
@@ -150,8 +163,8 @@ impl Config {
         if self.id.0 == 0 {
             return Err(ConfigError::ZeroId);
         }
-        if !seen.contains(&self.id) {
-            return Err(ConfigError::SelfNotVoter(self.id, self.voters.clone()));
+        if self.id.0 > MAX_NODE_ID {
+            return Err(ConfigError::IdTooLarge(self.id));
         }
         if self.heartbeat_interval.is_zero() {
             return Err(ConfigError::ZeroHeartbeat);

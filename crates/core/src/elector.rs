@@ -36,6 +36,17 @@ impl Config {
     /// [`Config::validate`] plus the requirements of protocol `kind`.
     pub fn validate_for(&self, kind: ProtocolKind) -> Result<(), ConfigError> {
         self.validate()?;
+        self.validate_protocol(kind)
+    }
+
+    /// [`Config::validate_settings`] plus the requirements of protocol
+    /// `kind`: for a node that joins a running cluster.
+    pub fn validate_settings_for(&self, kind: ProtocolKind) -> Result<(), ConfigError> {
+        self.validate_settings()?;
+        self.validate_protocol(kind)
+    }
+
+    fn validate_protocol(&self, kind: ProtocolKind) -> Result<(), ConfigError> {
         match kind {
             ProtocolKind::Raft => Ok(()),
             ProtocolKind::Ranked => crate::ranked::validate(self),

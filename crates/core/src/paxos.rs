@@ -268,7 +268,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// timeout. `cfg` must pass [`Config::validate_for`] for
     /// [`ProtocolKind::Paxos`].
     pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
-        debug_assert_eq!(cfg.validate().and_then(|()| validate(&cfg)), Ok(()));
+        debug_assert_eq!(cfg.validate_settings().and_then(|()| validate(&cfg)), Ok(()));
         let spread = timeout_spread(&cfg);
         let lease = Lease { holder: None, ballot: state.term, until: now + cfg.election_timeout };
         let lease_length = leader_lease(&cfg);

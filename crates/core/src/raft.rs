@@ -98,7 +98,7 @@ impl<R: RngCore + Send> RaftElector<R> {
     /// for a fresh node). It waits an election timeout to discover a leader before
     /// polling for an election. `cfg` must be valid (see [`Config::validate`]).
     pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
-        debug_assert_eq!(cfg.validate(), Ok(()));
+        debug_assert_eq!(cfg.validate_settings(), Ok(()));
         let lease = Some(Lease { holder: None, until: now + cfg.election_timeout });
         let lease_length = cfg.leader_lease();
         let seat = Seat::new(cfg, state, lease_length, now);

@@ -202,7 +202,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     /// it may have supported someone before a crash. `cfg` must be valid (see
     /// [`Config::validate_for`]).
     pub fn new(cfg: Config, state: HardState, rng: R, now: Instant) -> Self {
-        debug_assert_eq!(cfg.validate().and_then(|()| validate(&cfg)), Ok(()));
+        debug_assert_eq!(cfg.validate_settings().and_then(|()| validate(&cfg)), Ok(()));
         let t = cfg.election_timeout;
         let quiet_until = now + drift::stretch(t, cfg.clock_drift_ppm);
         let lease_length = cfg.leader_lease();
