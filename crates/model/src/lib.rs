@@ -116,8 +116,8 @@
 //!   ran out; one clock step per node never elects, two elect at depth 10.
 //! * **paxos** ([`Bounds::PAXOS_QUICK`], [`Bounds::PAXOS_DEEP`]): a poll, a
 //!   Prepare and an Accept round; one clock step per node elects at depth 10.
-//!   Terms are ballots (`counter * 16 + rank`), so `max_term` is 63: three
-//!   ballot counters.
+//!   Terms are ballots (`counter * 65536 + id`), so `max_term` is
+//!   [`model::PAXOS_THREE_COUNTERS`]: three ballot counters.
 //!
 //! A fresh cluster elects once: within those bounds no second election and
 //! no contested one happens. Re-election is checked from an elected, settled

@@ -58,6 +58,10 @@ impl Durability {
     }
 }
 
+/// The highest Paxos ballot of counter 3 (`counter * 65536 + id`): a term
+/// bound of three ballot counters.
+pub const PAXOS_THREE_COUNTERS: u64 = 4 * tenure_core::paxos::BALLOT_NODES - 1;
+
 /// The depth of [`Bounds::reelection`] (see [`Bounds::max_depth`]: every
 /// state within ten steps of the elected leader is checked): the deepest
 /// whose breadth-first frontier fits in 16 GB for every protocol (one more
@@ -196,14 +200,14 @@ impl Bounds {
     /// clock steps, the old leader one (one more heartbeat round, or one
     /// late timer), any node may crash and restart once, and terms may rise
     /// two above the leader's (raft: it leads term 1; ranked: term 2; Paxos:
-    /// ballot 17, counter 1 of `counter * 16 + rank`). Breadth-first: a few
+    /// the ballot of counter 1, `counter * 65536 + id`). Breadth-first: a few
     /// million states and a few minutes per protocol, 4 to 12 GB.
     pub const fn reelection(protocol: ProtocolKind) -> Bounds {
         Bounds {
             max_term: match protocol {
                 ProtocolKind::Raft => 3,
                 ProtocolKind::Ranked => 4,
-                ProtocolKind::Paxos => 63,
+                ProtocolKind::Paxos => PAXOS_THREE_COUNTERS,
             },
             clock_steps_per_node: 3,
             leader_clock_steps: Some(1),
@@ -303,10 +307,11 @@ impl Bounds {
     /// Paxos, fresh cluster, debug-profile tests: a poll that meets the
     /// start-up lease of the other nodes, then a second node's poll, Prepare
     /// and Accept elect at depth 10 with one clock step per node. Ballots
-    /// are `counter * 16 + rank`, so a term bound of 63 is three ballot
-    /// counters, as `max_term: 3` is three Raft terms.
+    /// are `counter * 65536 + id`, so a term bound of
+    /// [`PAXOS_THREE_COUNTERS`] is three ballot counters, as `max_term: 3` is
+    /// three Raft terms.
     pub const PAXOS_QUICK: Bounds = Bounds {
-        max_term: 63,
+        max_term: PAXOS_THREE_COUNTERS,
         clock_steps_per_node: 1,
         leader_clock_steps: None,
         restarts: 1,
