@@ -51,6 +51,7 @@ fn hello_from(cluster_id: &str, protocol: ProtocolKind) -> Frame {
         voters: vec![NodeId(1), NodeId(2), NodeId(3)],
         api_address: Some("127.0.0.1:8002".into()),
         directory: tenure_core::DirectoryId(0xd2),
+        config: tenure_core::ConfigId::BOOTSTRAP,
     }
 }
 
@@ -150,6 +151,7 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],
             api_address: Some("0.0.0.0:8002".into()),
             directory: tenure_core::DirectoryId(0xd2),
+            config: tenure_core::ConfigId::BOOTSTRAP,
         },
         Frame::Reject { reason: "no".into() },
         Frame::Pong { nonce: 7 },
@@ -198,6 +200,7 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
                         id: NodeId(4),
                         address: "10.0.0.4:7000".into(),
                         directory: Some(tenure_core::DirectoryId(0xd4)),
+                        auto_promote: false,
                     }],
                 }),
             }],

@@ -169,12 +169,13 @@ fn dialer_side(frame: &Frame) {
         protocol,
         incarnation,
         voters,
+        config,
         api_address,
         directory,
     } = frame
     {
         let net = net(*protocol);
-        let link = &net.links[0];
+        let link = &net.links()[0];
         let ack = HelloAck {
             version: *version,
             cluster_id,
@@ -182,15 +183,24 @@ fn dialer_side(frame: &Frame) {
             protocol: *protocol,
             incarnation: *incarnation,
             voters,
+            config: *config,
             api_address: api_address.as_deref(),
             directory: *directory,
         };
         let verdict = check_hello_ack(&net, link, &ack);
+        let well_formed = !voters.is_empty()
+            && voters.len() <= tenure_core::MAX_VOTERS
+            && voters.windows(2).all(|w| w[0] < w[1])
+            && voters[0].0 > 0;
+        // While both count by their bootstrap lists (this side always
+        // does), the lists must be the same, the peer among them.
+        let same_bootstrap = *voters == net.roster().voters && voters.contains(node);
         let expected_ok = *version == wire::WIRE_VERSION
             && cluster_id == CLUSTER
             && *node == link.id
             && (1..=tenure_node::storage::MAX_INCARNATION).contains(incarnation)
-            && *voters == net.voters
+            && well_formed
+            && (*config != tenure_core::ConfigId::BOOTSTRAP || same_bootstrap)
             && directory.0 != 0
             && api_address
                 .as_ref()
@@ -235,6 +245,7 @@ mod tests {
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],
             api_address: Some("0.0.0.0:8002".into()),
             directory: tenure_core::DirectoryId(0xd2),
+            config: tenure_core::ConfigId::BOOTSTRAP,
         }
     }
 

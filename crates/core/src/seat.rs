@@ -969,6 +969,23 @@ impl<P: Rules + Send> Protocol for P {
             return self.seat_mut().halt(format!("an impossible configuration: {why}"));
         }
         self.prepare_input(now);
+        let written_in = Term(electorate.id.token.0);
+        if written_in > self.seat().term && written_in.is_valid() {
+            // The log holds an entry of a leadership of a later term than
+            // any this node knows (it was away, or its directory is new):
+            // it moves to that term, so that a term it stands in, and the
+            // fencing token it would lead with, is above every token the
+            // log already holds.
+            if self.seat().role != Role::Follower {
+                self.become_follower(Reason::HigherTerm);
+            }
+            let seat = self.seat_mut();
+            seat.term = written_in;
+            seat.voted_for = None;
+            seat.last_lsn = None;
+            seat.persist();
+            seat.set_leader(None);
+        }
         if electorate != self.seat().electorate {
             let old = self.seat_mut().set_electorate(electorate);
             self.on_electorate(now, &old);

@@ -219,3 +219,21 @@ fn an_impossible_configuration_halts_the_node(kind: ProtocolKind) {
         && matches!(&r.event, Event::Halted { reason } if reason.contains("listed twice"))));
 }
 shared!(an_impossible_configuration_halts_the_node);
+
+fn a_configuration_of_a_later_term_moves_a_node_to_it(kind: ProtocolKind) {
+    // A node added with a new disk (term 0) must never stand, nor lead with
+    // a fencing token, below a token its log holds: the configuration
+    // written under token 70 moves it to term 70 at least.
+    let mut c = Cluster::of(kind, 2);
+    c.run_for(TIMEOUT * 3);
+    let token = FencingToken(70);
+    let id = ConfigId { token, index: 5 };
+    c.set_electorate_all(id, &[n(1), n(2)], &[], &[], true);
+    for node in [n(1), n(2)] {
+        assert!(c.durable(node).term.0 >= 70, "{node:?}: {:?}", c.durable(node));
+    }
+    c.run_for(TIMEOUT * 4);
+    let leader = c.leader();
+    assert!(c.status(leader).fencing_token > Some(token), "{:?}", c.status(leader));
+}
+shared!(a_configuration_of_a_later_term_moves_a_node_to_it);

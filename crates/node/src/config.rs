@@ -12,7 +12,7 @@ pub const MAX_CLUSTER_ID_LEN: usize = 128;
 /// Everything a node needs to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeConfig {
-    /// This node's id; must appear in `peers`.
+    /// This node's id; must appear in `peers` (unless `joining`).
     pub id: NodeId,
     /// The cluster's name. Peers with another cluster id are refused, and a data
     /// directory written for another cluster is not used.
@@ -46,6 +46,11 @@ pub struct NodeConfig {
     /// ([`crate::wire::Frame::Hello`]); an unspecified IP means "this host, at
     /// this port" to the peers. `None`: nothing advertised.
     pub api_address: Option<String>,
+    /// True for a node that joins a running cluster, which has added it as a
+    /// learner (`tenure server --join`, `docs/MEMBERSHIP.md`): `peers` are
+    /// the cluster's members it knows of, where to reach them, and it is not
+    /// among them; it takes its configuration from the replicated log.
+    pub joining: bool,
 }
 
 /// A node configuration that cannot work.
@@ -145,6 +150,11 @@ impl NodeConfig {
                 return Err(NodeConfigError::DuplicateAddress(*a, *b, *addr_a));
             }
         }
+        if self.joining {
+            // A learner of a running cluster: the log names the voters.
+            self.core_config().validate_settings_for(self.protocol)?;
+            return self.validate_api_address();
+        }
         self.core_config().validate_for(self.protocol)?;
         let alone = self.peers.iter().all(|&(id, _)| id == self.id);
         if alone && !self.single_node {
@@ -153,6 +163,10 @@ impl NodeConfig {
         if !alone && self.single_node {
             return Err(NodeConfigError::NotSingleVoter(self.peers.len()));
         }
+        self.validate_api_address()
+    }
+
+    fn validate_api_address(&self) -> Result<(), NodeConfigError> {
         if let Some(a) = &self.api_address {
             if a.is_empty() || a.len() > crate::wire::MAX_API_ADDRESS_LEN {
                 return Err(NodeConfigError::BadApiAddress(a.len()));
@@ -203,6 +217,7 @@ mod tests {
             security: Security::InsecureNoTls,
             single_node: false,
             api_address: None,
+            joining: false,
         }
     }
 

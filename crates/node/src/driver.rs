@@ -76,6 +76,12 @@ pub struct Driver {
     mirrors: JoinSet<()>,
     /// When a late wake was last logged.
     lag_warned: Option<tenure_core::Instant>,
+    /// Waiting for the replicated log's configuration
+    /// ([`Command::Electorate`]): until it comes, no message, timer or
+    /// death notice reaches the core, which would otherwise count by its
+    /// bootstrap list and might support a candidate the log's
+    /// configuration refuses.
+    gated: bool,
 }
 
 impl Driver {
@@ -85,6 +91,7 @@ impl Driver {
         data: Arc<DataDir>,
         transport: Transport,
         channels: Channels,
+        gated: bool,
     ) -> Self {
         let stop = shared.stop.subscribe();
         let Channels { inbound, commands, deaths } = channels;
@@ -100,6 +107,7 @@ impl Driver {
             retry: None,
             mirrors: JoinSet::new(),
             lag_warned: None,
+            gated,
         }
     }
 
@@ -112,15 +120,16 @@ impl Driver {
             let deadline = lock(&self.shared.core).poll_timeout();
             let timer = sleep_until_core(&self.shared, deadline);
             let retry_at = self.retry.as_ref().map(|r| r.at);
+            let open = !self.gated;
             let wake = tokio::select! {
                 biased;
                 _ = self.stop.wait_for(|&stop| stop) => Wake::Stop,
                 Some(cmd) = self.commands.recv() => Wake::Command(cmd),
                 // Before messages: a notice queued before the new
                 // incarnation's first message is taken before it.
-                Some(notice) = self.deaths.recv() => Wake::Dead(notice),
-                Some((from, msg)) = self.inbound.recv() => Wake::Message(from, msg),
-                _ = timer => Wake::Timer,
+                Some(notice) = self.deaths.recv(), if open => Wake::Dead(notice),
+                Some((from, msg)) = self.inbound.recv(), if open => Wake::Message(from, msg),
+                _ = timer, if open => Wake::Timer,
                 _ = sleep_opt(retry_at), if retry_at.is_some() => Wake::RetryPersist,
             };
             match wake {
@@ -166,6 +175,17 @@ impl Driver {
             Command::NotifyDead { peer, incarnation, reply } => {
                 let result = self.external_notice(peer, incarnation).await;
                 let _ = reply.send(result);
+            }
+            Command::Electorate { electorate, roster, peers, reply } => {
+                let id = self.shared.config.id;
+                info!(node = %id, configuration = %electorate, "counting by the log's configuration");
+                // Links first: the elector's next heartbeat reaches a new
+                // member.
+                self.transport.set_peers(&peers);
+                self.shared.net.set_roster(roster);
+                self.input(|core, now| core.handle_electorate(now, electorate)).await;
+                self.gated = false;
+                let _ = reply.send(());
             }
         }
     }

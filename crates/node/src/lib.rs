@@ -72,7 +72,9 @@ pub use driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN, SHUTDOWN_FLUSH_TIMEOUT};
 pub use error::{Recovery, StartError, TransferError};
 pub use node::{reset_state, start, start_with_listener, Node, NodeHandle};
 pub use ratelog::RateLimitedLog;
-pub use replicated::{start_replicated, Committed, ReadFailure, Replicated, WriteError};
+pub use replicated::{
+    start_replicated, ChangeFailure, Committed, ReadFailure, Replicated, WriteError,
+};
 pub use spy::{NoticeError, NoticeOutcome};
 pub use status::{DriverLagStats, Leadership, LeadershipEvent, NodeMetrics, NodeStatus, PeerInfo};
 pub use storage::ResetOutcome;

@@ -179,6 +179,9 @@ async fn start_valid(
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
     let (deaths_tx, deaths_rx) = mpsc::channel(DEATH_QUEUE_CAPACITY);
+    // A node with a replicated log counts by the log's configuration: its
+    // driver waits for the log task to give it (`Command::Electorate`).
+    let gated = peer_data.is_some();
     let inbound = Inbound { election: inbound_tx, data: peer_data, deaths: deaths_tx };
     let transport = Transport::spawn(net.clone(), listener, inbound);
     let shared = Arc::new(Shared {
@@ -211,7 +214,7 @@ async fn start_valid(
     );
     let channels =
         crate::driver::Channels { inbound: inbound_rx, commands: commands_rx, deaths: deaths_rx };
-    let driver = Driver::new(shared.clone(), Arc::new(data), transport, channels);
+    let driver = Driver::new(shared.clone(), Arc::new(data), transport, channels, gated);
     let task = tokio::spawn(driver.run());
     Ok(Node { handle: NodeHandle { shared }, peer_addr, tls, driver: Some(task), log: None })
 }
@@ -317,7 +320,7 @@ impl NodeHandle {
             peers: self
                 .shared
                 .net
-                .links
+                .links()
                 .iter()
                 .map(|l| PeerInfo {
                     id: l.id,
@@ -332,7 +335,7 @@ impl NodeHandle {
                 })
                 .collect(),
             cluster_id: self.shared.config.cluster_id.clone(),
-            voters: self.shared.net.voters.clone(),
+            voters: self.shared.net.roster().voters,
         }
     }
 
@@ -447,7 +450,7 @@ impl NodeHandle {
             counters,
             leader_changes,
             failover_durations_ms,
-            peer_rtt_ms: net.links.iter().map(|l| (l.id, l.rtt_ms())).collect(),
+            peer_rtt_ms: net.links().iter().map(|l| (l.id, l.rtt_ms())).collect(),
             messages_sent: net.stats.sent.load(Ordering::Relaxed),
             messages_received: net.stats.received.load(Ordering::Relaxed),
             frames_rejected: net.stats.rejected.load(Ordering::Relaxed),

@@ -10,10 +10,11 @@ use crate::spy::{NoticeError, NoticeOutcome};
 use crate::status::{Leadership, LeadershipEvent};
 use crate::sync::lock;
 use crate::timeline::Timeline;
-use crate::transport::Net;
+use crate::transport::{Net, Roster};
 use rand_pcg::Pcg64Mcg;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use tenure_core::{NodeId, Protocol};
+use tenure_core::{Electorate, NodeId, Protocol};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 /// The election core as this crate instantiates it.
@@ -36,6 +37,22 @@ pub(crate) enum Command {
         incarnation: u64,
         /// Where the answer goes.
         reply: oneshot::Sender<Result<NoticeOutcome, NoticeError>>,
+    },
+    /// The replicated log's configuration of members changed, or the node
+    /// starts (the driver takes no other input before the first one): the
+    /// elector counts by `electorate`, the handshakes show `roster`, and
+    /// `peers` (every other member, with the address to dial) become the
+    /// transport's. `reply` answers once the elector counts by it: the log
+    /// task acknowledges the entry to no one before.
+    Electorate {
+        /// What the elector counts by.
+        electorate: Electorate,
+        /// What the handshakes show and check.
+        roster: Roster,
+        /// The other members and where to dial them.
+        peers: Vec<(NodeId, SocketAddr)>,
+        /// Answered once done.
+        reply: oneshot::Sender<()>,
     },
 }
 

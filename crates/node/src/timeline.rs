@@ -308,7 +308,7 @@ impl Timeline {
 
 /// The links of `net` as the timeline sees them at `now`.
 pub(crate) fn link_view(net: &Net, now: Instant, peer: NodeId) -> Option<LinkView> {
-    let link = net.links.iter().find(|l| l.id == peer)?;
+    let link = net.link(peer)?;
     Some(LinkView {
         connected: link.connected(),
         refused: link.refused(),

@@ -17,7 +17,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
-use tenure_core::{DirectoryId, Message, NodeId, ProtocolKind};
+use tenure_core::{ConfigId, DirectoryId, Message, NodeId, ProtocolKind};
 use tenure_replica::ReplicaMessage;
 use tokio_util::codec::LengthDelimitedCodec;
 
@@ -32,7 +32,7 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// is refused at the handshake, by name: the answer and the log say
 /// "unsupported wire version 7 (this build speaks 8)", so a cluster never
 /// runs builds that would apply its log differently.
-pub const WIRE_VERSION: u8 = 8;
+pub const WIRE_VERSION: u8 = 9;
 
 /// The longest API address a handshake may carry ([`Frame::Hello`]'s
 /// `api_address`): a DNS name (at most 253 bytes) and a port.
@@ -67,11 +67,15 @@ pub enum Frame {
         /// The dialer's incarnation: its process's number, larger at every
         /// start of the node (see [`crate::storage::incarnation`]).
         incarnation: u64,
-        /// The voters the dialer counts its majorities over, itself
-        /// included: their ids, ascending, each once. The acceptor refuses
-        /// a dialer whose set is not its own (see [`crate::transport`]:
-        /// ids only, since addresses may differ from host to host).
+        /// The voters the dialer counts its majorities over: their ids,
+        /// ascending, each once. While both sides count by their bootstrap
+        /// lists, the acceptor refuses a dialer whose set is not its own
+        /// (see [`crate::transport`]: ids only, since addresses may differ
+        /// from host to host).
         voters: Vec<NodeId>,
+        /// Where the dialer's configuration was written in its log
+        /// ([`ConfigId::BOOTSTRAP`]: its bootstrap list).
+        config: ConfigId,
         /// Where the dialer's embedding service (tenure: its HTTP API)
         /// answers, HOST:PORT, at most [`MAX_API_ADDRESS_LEN`] bytes; opaque
         /// to the node. An unspecified IP (`0.0.0.0:8001`) means "my host,
@@ -98,6 +102,9 @@ pub enum Frame {
         /// The voters the acceptor counts its majorities over (as in
         /// [`Frame::Hello`]).
         voters: Vec<NodeId>,
+        /// Where the acceptor's configuration was written (as in
+        /// [`Frame::Hello`]).
+        config: ConfigId,
         /// Where the acceptor's embedding service answers (as in
         /// [`Frame::Hello`]).
         api_address: Option<String>,
@@ -190,6 +197,7 @@ mod tests {
                 protocol: ProtocolKind::Paxos,
                 incarnation: crate::storage::MAX_INCARNATION,
                 voters: (1..=15).map(NodeId).collect(),
+                config: ConfigId { token: tenure_core::FencingToken(u64::MAX), index: u64::MAX },
                 api_address: Some("x".repeat(MAX_API_ADDRESS_LEN)),
                 directory: DirectoryId(u128::MAX),
             },
@@ -200,6 +208,7 @@ mod tests {
                 protocol: ProtocolKind::Raft,
                 incarnation: 1,
                 voters: vec![NodeId(2)],
+                config: ConfigId::BOOTSTRAP,
                 api_address: None,
                 directory: DirectoryId(1),
             },
@@ -227,11 +236,10 @@ mod tests {
         assert_eq!(&encode(&Frame::Forward(refused))[..], [WIRE_VERSION, 7, 3, 5, 1, 3]);
     }
 
-    /// The handshake's layout: the voter set and the API address follow
-    /// the incarnation, and the data-directory identity follows them, so a
-    /// version 7 or 8 hello is a version 6 hello (version byte aside) with the
-    /// identity appended; a hello of an older version is refused by its
-    /// version, which the error names.
+    /// The handshake's layout: the voter set, the configuration's position
+    /// (version 9) and the API address follow the incarnation, and the
+    /// data-directory identity follows them; a hello of an older version is
+    /// refused by its version, which the error names.
     #[test]
     fn the_hello_carries_the_voters_and_older_versions_are_refused_by_name() {
         let hello = Frame::Hello {
@@ -242,15 +250,20 @@ mod tests {
             protocol: ProtocolKind::Raft,
             incarnation: 300,
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+            config: ConfigId { token: tenure_core::FencingToken(4), index: 9 },
             api_address: Some("h:1".into()),
             directory: DirectoryId(0x81),
         };
-        // Frame 0 (Hello), version 8, "c", node 2, node 1, raft (0), 300 as a
-        // varint, three voters 1, 2, 3, Some("h:1"), identity 0x81 as a varint.
+        // Frame 0 (Hello), version 9, "c", node 2, node 1, raft (0), 300 as a
+        // varint, three voters 1, 2, 3, the configuration 9@4, Some("h:1"),
+        // identity 0x81 as a varint.
         let bytes = encode(&hello);
         assert_eq!(
             &bytes[..],
-            [8, 0, 8, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 1, 3, b'h', b':', b'1', 0x81, 0x01]
+            [
+                9, 0, 9, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
+                0x81, 0x01
+            ]
         );
         let ack = Frame::HelloAck {
             version: WIRE_VERSION,
@@ -259,22 +272,23 @@ mod tests {
             protocol: ProtocolKind::Raft,
             incarnation: 7,
             voters: vec![NodeId(1)],
+            config: ConfigId::BOOTSTRAP,
             api_address: None,
             directory: DirectoryId(5),
         };
-        assert_eq!(&encode(&ack)[..], [8, 1, 8, 1, b'c', 1, 0, 7, 1, 1, 0, 5]);
-        // What a node of version 7 sends (the same hello; its log entries
-        // cannot carry a configuration): refused by name.
-        let mut v7 = bytes.to_vec();
-        (v7[0], v7[2]) = (7, 7);
-        let e = decode(&v7).unwrap_err();
-        assert_eq!(e.to_string(), "unsupported wire version 7 (this build speaks 8)");
+        assert_eq!(&encode(&ack)[..], [9, 1, 9, 1, b'c', 1, 0, 7, 1, 1, 0, 0, 0, 5]);
+        // What a node of version 8 sends (its elections carry no
+        // configuration): refused by name.
+        let mut v8 = bytes.to_vec();
+        (v8[0], v8[2]) = (8, 8);
+        let e = decode(&v8).unwrap_err();
+        assert_eq!(e.to_string(), "unsupported wire version 8 (this build speaks 9)");
         // What a node of version 6 sends, without an identity: refused by name.
         let mut v6 = bytes[..bytes.len() - 2].to_vec();
         (v6[0], v6[2]) = (6, 6);
         let e = decode(&v6).unwrap_err();
         assert!(matches!(e, FrameError::Version(6)), "{e:?}");
-        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 8)");
+        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 9)");
         // Without the identity, a hello of this version is cut short.
         (v6[0], v6[2]) = (WIRE_VERSION, WIRE_VERSION);
         assert!(matches!(decode(&v6), Err(FrameError::Malformed(_))));
@@ -292,7 +306,7 @@ mod tests {
     #[test]
     fn bad_frames_are_errors_not_panics() {
         assert!(matches!(decode(&[]), Err(FrameError::Empty)));
-        assert!(matches!(decode(&[9, 0]), Err(FrameError::Version(9))));
+        assert!(matches!(decode(&[10, 0]), Err(FrameError::Version(10))));
         assert!(matches!(decode(&[WIRE_VERSION, 0xff, 0xff, 0xff]), Err(FrameError::Malformed(_))));
         let mut ok = encode(&Frame::Ping { nonce: 1 }).to_vec();
         ok.push(0);

@@ -73,6 +73,7 @@ impl FakePeer {
             },
             api_address: None,
             directory: tenure_core::DirectoryId(0xd0),
+            config: tenure_core::ConfigId::BOOTSTRAP,
         };
         c.send(wire::encode(&ack)).await.ok()?;
         loop {

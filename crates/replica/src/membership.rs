@@ -24,12 +24,16 @@ pub struct Member {
     /// comes back with another directory is not this member. `None` for the
     /// members of the bootstrap list, named before anyone saw their disks.
     pub directory: Option<DirectoryId>,
+    /// For a learner: the leader promotes it once it has caught up and
+    /// stayed caught up ([`crate::Config::auto_promote_after`]); false: it
+    /// waits for an operator's promotion.
+    pub auto_promote: bool,
 }
 
 impl Member {
     /// A member known only by its id (the bootstrap list).
     pub fn bare(id: NodeId) -> Member {
-        Member { id, address: String::new(), directory: None }
+        Member { id, address: String::new(), directory: None, auto_promote: false }
     }
 }
 
@@ -281,7 +285,12 @@ mod tests {
     use super::*;
 
     fn member(id: u64, address: &str) -> Member {
-        Member { id: NodeId(id), address: address.into(), directory: Some(DirectoryId(id as u128)) }
+        Member {
+            id: NodeId(id),
+            address: address.into(),
+            directory: Some(DirectoryId(id as u128)),
+            auto_promote: false,
+        }
     }
 
     #[test]

@@ -21,6 +21,17 @@ pub struct Config {
     /// snapshot) holds one of its own ([`crate::Membership`]). Every node of a
     /// cluster bootstraps with the same list.
     pub voters: Vec<NodeId>,
+    /// Where this node reaches the members of the bootstrap list (`host:port`,
+    /// its `--peers`): a configuration entry this node writes as leader names
+    /// them with these addresses (the bootstrap list itself has none), so
+    /// that a node that joins later learns where every member is from the
+    /// log.
+    pub addresses: Vec<(NodeId, String)>,
+    /// A learner added to be promoted by the leader ([`crate::Member`]'s
+    /// `auto_promote`) is, once it has held every entry committed a
+    /// heartbeat earlier at every heartbeat for this long (`None`: never,
+    /// every promotion is an operator's). See `docs/MEMBERSHIP.md`.
+    pub auto_promote_after: Option<Duration>,
     /// How often the leader repeats what is unanswered (synchronisation,
     /// fetches, appends) and confirms its followers: the elector's heartbeat.
     pub heartbeat_interval: Duration,
@@ -61,6 +72,8 @@ impl Config {
         Config {
             id,
             voters,
+            addresses: Vec::new(),
+            auto_promote_after: None,
             heartbeat_interval,
             max_append_entries: 256,
             max_append_bytes: 256 * 1024,
@@ -146,6 +159,9 @@ struct Peer {
     snapshot_received: Option<u64>,
     /// The commit index last sent to it.
     sent_commit: Index,
+    /// Since when it has held, at every heartbeat, every entry committed a
+    /// heartbeat earlier (a learner's stability, for its promotion).
+    caught_up_since: Option<Instant>,
 }
 
 /// A voter is healthy for a change of members if it answered the leader
@@ -192,6 +208,9 @@ struct Lead {
     reads: Vec<PendingRead>,
     round: u64,
     next_heartbeat: Instant,
+    /// The commit index at the previous heartbeat: a member holding it is
+    /// caught up within a heartbeat of writes.
+    commit_a_round_ago: Index,
 }
 
 /// A snapshot being received, from the leader or (by a leader) from the
@@ -227,6 +246,8 @@ pub struct ReplicaStatus {
     pub membership: Membership,
     /// Messages refused as impossible from a correct peer.
     pub refused: u64,
+    /// Learners this node promoted as leader on its own.
+    pub auto_promotions: u64,
 }
 
 /// A node's replica of the log, generic over its state machine. Drive it
@@ -266,6 +287,8 @@ pub struct Replica<S> {
     stalled: bool,
     next_id: u64,
     refused: u64,
+    /// Learners this node promoted as leader on its own.
+    auto_promotions: u64,
     out: Output,
 }
 
@@ -300,6 +323,7 @@ impl<S: StateMachine> Replica<S> {
             stalled: false,
             next_id: 1,
             refused: 0,
+            auto_promotions: 0,
             out: Output::default(),
         };
         replica.reported_electorate = replica.electorate();
@@ -381,6 +405,7 @@ impl<S: StateMachine> Replica<S> {
             }),
             membership: self.log.membership().clone(),
             refused: self.refused,
+            auto_promotions: self.auto_promotions,
         }
     }
 
@@ -412,6 +437,14 @@ impl<S: StateMachine> Replica<S> {
     /// The configuration in force: the newest this node's log holds.
     pub fn membership(&self) -> &Membership {
         self.log.membership()
+    }
+
+    /// The configuration before the one in force, while the log holds the
+    /// entry of the one in force (not when its snapshot carries it): its
+    /// member that the change removed still takes part until the change
+    /// commits.
+    pub fn previous_membership(&self) -> Option<&Membership> {
+        self.log.previous_membership()
     }
 
     /// What this node's elector counts over now
@@ -513,9 +546,23 @@ impl<S: StateMachine> Replica<S> {
         if current.at.index > self.commit {
             return Err(ChangeError::Pending(format!("to {}", current.members)));
         }
-        let next = current.members.after(change)?;
+        // The members of the bootstrap list get the addresses this node
+        // knows them by (before the checks: a new member's address must not
+        // be one of theirs).
+        let mut base = current.members.clone();
+        for m in base.voters.iter_mut().chain(base.learners.iter_mut()) {
+            if m.address.is_empty() {
+                if let Some((_, a)) = self.cfg.addresses.iter().find(|(id, _)| *id == m.id) {
+                    m.address = a.clone();
+                }
+            }
+        }
+        let next = base.after(change)?;
         if let Change::Promote(id) = change {
-            if lead.peers.get(id).map_or(0, |p| p.matched) < self.commit {
+            // Within a heartbeat of writes: under a steady stream of them a
+            // learner is always a few entries behind the newest commit.
+            let wanted = lead.commit_a_round_ago.min(self.commit);
+            if lead.peers.get(id).map_or(0, |p| p.matched) < wanted {
                 return Err(ChangeError::Behind(*id));
             }
         }
@@ -728,6 +775,7 @@ impl<S: StateMachine> Replica<S> {
             reads: Vec::new(),
             round: 0,
             next_heartbeat: now + self.cfg.heartbeat_interval,
+            commit_a_round_ago: self.commit,
         });
         self.start_sync(now);
     }
@@ -948,13 +996,51 @@ impl<S: StateMachine> Replica<S> {
             }
             Phase::Replicating { .. } | Phase::Ready => {
                 // Everything unacknowledged is sent again from the last match.
+                let wanted = lead.commit_a_round_ago;
                 for p in lead.peers.values_mut() {
                     if p.snapshot_received.is_none() {
                         p.next = p.matched + 1;
                     }
+                    if p.matched < wanted {
+                        p.caught_up_since = None;
+                    } else if p.caught_up_since.is_none() {
+                        p.caught_up_since = Some(now);
+                    }
                 }
+                lead.commit_a_round_ago = self.commit;
                 self.send_appends(now, true);
+                self.auto_promote(now);
             }
+        }
+    }
+
+    /// As a ready leader with no change in progress: promotes the first
+    /// learner added for it ([`crate::Member`]'s `auto_promote`) that has
+    /// been caught up for [`Config::auto_promote_after`], if the change
+    /// passes every check of [`Replica::propose_change`] (health among
+    /// them; a refused one is tried again at a later heartbeat).
+    fn auto_promote(&mut self, now: Instant) {
+        let Some(after) = self.cfg.auto_promote_after else { return };
+        let Some(lead) = self.lead.as_ref().filter(|l| l.phase == Phase::Ready) else { return };
+        if self.log.membership().at.index > self.commit {
+            return;
+        }
+        let ready = self.log.membership().members.learners.iter().find(|m| {
+            m.auto_promote
+                && lead
+                    .peers
+                    .get(&m.id)
+                    .and_then(|p| p.caught_up_since)
+                    .is_some_and(|since| now.saturating_since(since) >= after)
+        });
+        let Some(id) = ready.map(|m| m.id) else { return };
+        if let Ok(proposal) = self.propose_change_entry(now, &Change::Promote(id)) {
+            // Nobody waits for it: its completion is not reported.
+            if let Some(lead) = self.lead.as_mut() {
+                lead.proposals.retain(|_, p| *p != proposal);
+            }
+            self.auto_promotions += 1;
+            self.send_appends(now, false);
         }
     }
 

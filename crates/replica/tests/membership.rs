@@ -17,6 +17,7 @@ fn member(id: u64) -> Member {
         id: n(id),
         address: format!("10.0.0.{id}:7000"),
         directory: Some(tenure_core::DirectoryId(u128::from(id))),
+        auto_promote: false,
     }
 }
 
@@ -403,4 +404,53 @@ fn random_changes_lose_no_committed_entry() {
         stuck.len() <= 15,
         "more runs than the known gap explains end with no leader: {stuck:?}"
     );
+}
+
+#[test]
+fn a_learner_added_to_be_promoted_is_promoted_once_it_kept_up() {
+    let after = HEARTBEAT * 20;
+    let mut c = led(|cfg| cfg.auto_promote_after = Some(after));
+    for i in 0..20 {
+        c.propose(n(1), vec![cmd(i)]);
+    }
+    c.add_node(n(4));
+    c.add_node(n(5));
+    c.change(n(1), &Change::AddLearner(Member { auto_promote: true, ..member(4) })).expect("added");
+    c.run_for(HEARTBEAT * 3);
+    c.change(n(1), &Change::AddLearner(member(5))).expect("added, to be promoted by hand");
+    // Writes go on meanwhile: a learner a few entries behind the newest
+    // commit still keeps up.
+    for i in 20..40 {
+        c.propose(n(1), vec![cmd(i)]);
+        c.run_for(HEARTBEAT / 2);
+    }
+    assert!(c.replica(n(1)).membership().members.is_learner(n(4)), "not before it kept up");
+    c.run_for(after + HEARTBEAT * 5);
+    let members = c.replica(n(1)).membership().members.clone();
+    assert!(members.is_voter(n(4)), "promoted on its own: {members}");
+    assert!(members.is_learner(n(5)), "waits for an operator: {members}");
+    assert_eq!(c.replica(n(1)).status().auto_promotions, 1);
+    c.check_converged();
+}
+
+#[test]
+fn a_learner_that_does_not_keep_up_is_not_promoted() {
+    let after = HEARTBEAT * 10;
+    let mut c = led(|cfg| cfg.auto_promote_after = Some(after));
+    c.add_node(n(4));
+    c.change(n(1), &Change::AddLearner(Member { auto_promote: true, ..member(4) })).expect("added");
+    c.run_for(HEARTBEAT * 2);
+    // Cut off from the leader while writes go on: never caught up.
+    c.isolate(n(4));
+    for i in 0..30 {
+        c.propose(n(1), vec![cmd(i)]);
+        c.run_for(HEARTBEAT);
+    }
+    assert!(c.replica(n(1)).membership().members.is_learner(n(4)));
+    assert_eq!(c.replica(n(1)).status().auto_promotions, 0);
+    // Back, it catches up, keeps up, and is promoted.
+    c.heal();
+    c.run_for(after + HEARTBEAT * 5);
+    assert!(c.replica(n(1)).membership().members.is_voter(n(4)));
+    c.check_converged();
 }

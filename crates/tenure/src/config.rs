@@ -473,6 +473,7 @@ impl ServerArgs {
             security,
             single_node,
             api_address: advertise_http,
+            joining: false,
         };
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();

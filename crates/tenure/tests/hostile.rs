@@ -382,6 +382,7 @@ fn hello(from: u64, to: u64, protocol: ProtocolKind) -> Frame {
         },
         api_address: None,
         directory: tenure_core::DirectoryId(0xd0),
+        config: tenure_core::ConfigId::BOOTSTRAP,
     }
 }
 
@@ -1349,6 +1350,7 @@ fn answer_everything_as_node_3(
                     voters: vec![NodeId(1), NodeId(2), NodeId(3)],
                     api_address: None,
                     directory: tenure_core::DirectoryId(0xd3),
+                    config: tenure_core::ConfigId::BOOTSTRAP,
                 };
                 if send_frame(&mut tls, &ack).await.is_err() {
                     return;

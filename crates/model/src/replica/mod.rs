@@ -1059,6 +1059,7 @@ pub fn spare() -> Member {
         id: SPARE,
         address: format!("{SPARE:?}"),
         directory: Some(tenure_core::DirectoryId(u128::from(SPARE.0))),
+        auto_promote: false,
     }
 }
 

@@ -572,6 +572,7 @@ fn a_snapshot_keeps_its_configuration_and_one_of_the_first_format_reads_as_the_b
             id: NodeId(4),
             address: "10.0.0.4:7000".into(),
             directory: Some(tenure_core::DirectoryId(0xd4)),
+            auto_promote: false,
         }],
     };
     let membership = Membership { at: Position { token: FencingToken(1), index: 2 }, members };

@@ -59,8 +59,10 @@ use crate::NodeConfig;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure_core::FencingToken;
-use tenure_replica::{Index, Replica, ReplicaStatus, StateMachine};
+use tenure_core::{Electorate, FencingToken};
+use tenure_replica::{
+    Change, ChangeError, Index, Membership, Replica, ReplicaStatus, StateMachine,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
@@ -120,6 +122,34 @@ pub(crate) enum Request {
         request: Vec<u8>,
         reply: oneshot::Sender<Result<Vec<u8>, AskError>>,
     },
+    Change {
+        change: Change,
+        reply: oneshot::Sender<Result<Membership, ChangeFailure>>,
+    },
+}
+
+/// Why a change of members did not happen, or may not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChangeFailure {
+    /// Refused with nothing written: this node does not lead, another
+    /// change is in progress, the change itself is wrong, or it would
+    /// leave too few healthy voters ([`ChangeError`] says which).
+    #[error(transparent)]
+    Refused(#[from] ChangeError),
+    /// The entry was written, but the leadership was lost (or the node
+    /// stopped) before it committed: a later leader may still commit it.
+    /// Look at the members again before retrying.
+    #[error(
+        "the change was written but leadership was lost before it committed: its outcome is \
+         unknown; look at the members before retrying"
+    )]
+    Unknown,
+    /// The log failed otherwise.
+    #[error("the change failed: {0}")]
+    Failed(String),
+    /// The node is stopping.
+    #[error("the node is stopping")]
+    Stopped,
 }
 
 /// What the log task and every [`Replicated`] handle share.
@@ -314,6 +344,25 @@ impl<S: StateMachine + Send + 'static> Replicated<S> {
     /// The replica's state: log, commit, applied, snapshot, followers.
     pub fn status(&self) -> ReplicaStatus {
         lock(&self.log.replica).status()
+    }
+
+    /// The configuration of members this node's log holds now (committed
+    /// or not), and what its elector counts by.
+    pub fn membership(&self) -> (Membership, Electorate) {
+        let r = lock(&self.log.replica);
+        (r.membership().clone(), r.electorate())
+    }
+
+    /// Changes the members, one change at a time (`docs/MEMBERSHIP.md`):
+    /// only on the ready leader (anywhere else it is refused with
+    /// [`ChangeError::NotLeader`] naming the leader, and nothing written:
+    /// send it there), only once the change before it committed, and only
+    /// if a majority of the new configuration's voters answered the leader
+    /// lately. Returns the configuration once the change committed.
+    pub async fn change_members(&self, change: Change) -> Result<Membership, ChangeFailure> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Change { change, reply }).await.map_err(|()| ChangeFailure::Stopped)?;
+        answer.await.unwrap_or(Err(ChangeFailure::Stopped))
     }
 
     /// The log task's counters.

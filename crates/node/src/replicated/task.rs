@@ -7,28 +7,46 @@
 
 use super::ask::AskReply;
 use super::replies::{Replies, Reply};
-use super::{bump, warn_open, LogShared, Request, MAX_BATCH};
+use super::{bump, warn_open, ChangeFailure, LogShared, Request, MAX_BATCH};
 use crate::driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN};
 use crate::error::StartError;
 use crate::log_store::{CompactionStats, LogStore};
-use crate::shared::Shared;
+use crate::shared::{Command, Shared};
 use crate::status::Leadership;
 use crate::sync::lock;
-use crate::transport::PeerData;
+use crate::transport::{PeerData, Roster};
 use crate::wire::{Forward, Frame};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_core::{FencingToken, Instant as CoreInstant, NodeId, Protocol};
+use tenure_core::{Electorate, FencingToken, Instant as CoreInstant, NodeId, Protocol};
 use tenure_replica::router::{AskFrom, Call, Router, RouterConfig, RouterOutput};
-use tenure_replica::{Completion, LogOp, Output, Replica, StateMachine};
-use tokio::sync::{mpsc, watch};
+use tenure_replica::{
+    Change, Completion, LogOp, Membership, Output, ProposalError, ProposalId, Replica, StateMachine,
+};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{error, info, trace, warn};
 
 /// How often the task looks for requests that waited too long, while it
 /// holds any.
 const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(20);
+
+/// How many election timeouts a learner added to be promoted must have kept
+/// up with the log (at every heartbeat, every entry committed a heartbeat
+/// earlier) before the leader promotes it: long enough that a learner
+/// that just caught up, or keeps falling behind, does not count in the
+/// quorum yet (Consul's autopilot waits 10 s of health; etcd promotes by
+/// hand once a learner holds 90 % of the leader's log).
+pub const AUTO_PROMOTE_TIMEOUTS: u32 = 3;
+
+/// How long the address of a new member may take to resolve (a host name).
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The answer to a change of members.
+type ChangeReply = oneshot::Sender<Result<Membership, ChangeFailure>>;
 
 /// Opens the log in `dir` and builds a replica of `S` from it.
 pub(super) fn open<S: StateMachine + Default>(
@@ -47,7 +65,11 @@ pub(super) fn open<S: StateMachine + Default>(
     }
     let c = &node.config;
     let voters = c.peers.iter().map(|&(id, _)| id).collect();
-    let cfg = tenure_replica::Config::new(c.id, voters, c.heartbeat_interval);
+    let mut cfg = tenure_replica::Config::new(c.id, voters, c.heartbeat_interval);
+    cfg.addresses = c.peers.iter().map(|&(id, addr)| (id, addr.to_string())).collect();
+    // A learner added to be promoted is, once it has kept up for three
+    // election timeouts (docs/MEMBERSHIP.md).
+    cfg.auto_promote_after = Some(c.election_timeout * AUTO_PROMOTE_TIMEOUTS);
     let replica = Replica::new(cfg, restored, S::default())
         .map_err(|source| StartError::LogRestore { path: dir.to_path_buf(), source })?;
     Ok((Arc::new(store), replica))
@@ -77,6 +99,10 @@ pub(super) struct LogTask<S> {
     replies: Replies,
     /// The log could not be written: when to reopen it, and the backoff.
     rebuild: Option<(Instant, Duration)>,
+    /// Changes of members asked of this node, not taken yet.
+    change_requests: Vec<(Change, ChangeReply)>,
+    /// Changes of members proposed here, waiting for their commit.
+    changes: BTreeMap<ProposalId, ChangeReply>,
 }
 
 impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
@@ -103,6 +129,8 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             router: Router::new(cfg),
             replies: Replies::default(),
             rebuild: None,
+            change_requests: Vec::new(),
+            changes: BTreeMap::new(),
         }
     }
 
@@ -116,6 +144,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
 
     /// Runs until the node stops.
     pub(super) async fn run(mut self) {
+        // Before anything else: the elector counts by the log's
+        // configuration (its driver waits for it).
+        self.announce(None).await;
         self.on_leadership().await;
         let mut expiry = tokio::time::interval(EXPIRY_CHECK_INTERVAL);
         expiry.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -155,6 +186,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             self.settle().await;
         }
         self.close_store().await;
+        for (_, reply) in std::mem::take(&mut self.changes) {
+            let _ = reply.send(Err(ChangeFailure::Unknown));
+        }
         warn_open(self.replies.len());
         self.router.stop();
         let out = self.router.take_output();
@@ -181,6 +215,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     async fn settle(&mut self) {
         // Twice: the requests that waited for a leader, routed by the first
         // pass's `settle`, are proposed or started by the second.
+        for (change, reply) in std::mem::take(&mut self.change_requests) {
+            self.change(change, reply).await;
+        }
         for _ in 0..2 {
             self.flush_batch().await;
             self.start_reads().await;
@@ -248,6 +285,11 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             Request::Read { reply } => (Call::Read, Reply::Read(reply)),
             Request::Confirm { token, reply } => (Call::Confirm(token), Reply::Read(reply)),
             Request::Ask { request, reply } => (Call::Ask(request), Reply::Ask(reply)),
+            Request::Change { change, reply } => {
+                // Taken by `settle`, after this wake-up's other requests.
+                self.change_requests.push((change, reply));
+                return;
+            }
         };
         let caller = self.replies.add(reply);
         let now = self.now();
@@ -262,6 +304,97 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     }
 
     // ---- As leader ----
+
+    /// Proposes a change of members (the ready leader only, one at a time:
+    /// [`Replica::propose_change`]); its caller is answered once it commits.
+    async fn change(&mut self, change: Change, reply: ChangeReply) {
+        if self.rebuild.is_some() {
+            let _ =
+                reply.send(Err(ChangeFailure::Refused(tenure_replica::ChangeError::NotLeader {
+                    leader: None,
+                })));
+            return;
+        }
+        let now = self.now();
+        let (result, out) = {
+            let mut r = lock(&self.log.replica);
+            let result = r.propose_change(now, &change);
+            (result, r.take_output())
+        };
+        match result {
+            Ok(id) => {
+                info!(node = %self.me(), %change, "proposed a change of members");
+                self.changes.insert(id, reply);
+            }
+            Err(e) => {
+                info!(node = %self.me(), %change, error = %e, "a change of members was refused");
+                let _ = reply.send(Err(ChangeFailure::Refused(e)));
+            }
+        }
+        self.process(out).await;
+    }
+
+    /// Gives the driver the configuration the log holds now (its elector
+    /// counts by it, its transport dials its members), and waits until it
+    /// took it: called before the output that changed it sends anything.
+    async fn announce(&mut self, electorate: Option<Electorate>) {
+        let (electorate, membership, previous) = {
+            let r = lock(&self.log.replica);
+            let e = electorate.unwrap_or_else(|| r.electorate());
+            (e, r.membership().clone(), r.previous_membership().cloned())
+        };
+        let me = self.me();
+        let mut peers = Vec::new();
+        let members = membership.members.all().chain(
+            previous
+                .iter()
+                .flat_map(|p| p.members.all())
+                .filter(|m| electorate.departing.contains(&m.id)),
+        );
+        for m in members.filter(|m| m.id != me) {
+            match self.resolve(m.id, &m.address).await {
+                Some(addr) => peers.push((m.id, addr)),
+                None => warn!(
+                    node = %me,
+                    peer = %m.id,
+                    address = %m.address,
+                    "cannot resolve a member's address: it is not dialled until the next change \
+                     of members or restart"
+                ),
+            }
+        }
+        let roster = Roster {
+            config: electorate.id,
+            voters: electorate.voters.clone(),
+            directories: membership
+                .members
+                .all()
+                .filter_map(|m| Some((m.id, m.directory?)))
+                .collect(),
+        };
+        let (reply, done) = oneshot::channel();
+        let cmd = Command::Electorate { electorate, roster, peers, reply };
+        if self.log.node.commands.send(cmd).await.is_ok() {
+            // The driver stopped if this fails: nothing more to wait for.
+            let _ = done.await;
+        }
+    }
+
+    /// Where to dial member `id`: `address` (an IP and port, or a host name
+    /// and port), or, for a member of the bootstrap list (no address in the
+    /// log), the node's own `--peers` entry.
+    async fn resolve(&self, id: NodeId, address: &str) -> Option<SocketAddr> {
+        if address.is_empty() {
+            return self.log.node.config.peer_addr(id);
+        }
+        if let Ok(addr) = address.parse() {
+            return Some(addr);
+        }
+        match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(address)).await {
+            Ok(Ok(mut addrs)) => addrs.next(),
+            _ => None,
+        }
+    }
 
     /// Proposes the router's batch as one input: one log write for all of
     /// it.
@@ -365,20 +498,21 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         self.process(out).await;
     }
 
-    /// Write and sync the log first; only then send; then answer.
+    /// Write and sync the log first; then give the elector a configuration
+    /// the output changed; only then send; then answer.
     async fn process(&mut self, out: Output) {
-        let Output { write, messages, applied, completions, membership } = out;
+        let Output { write, messages, applied, completions, membership, electorate } = out;
         if !write.is_empty() {
             if let Err(e) = self.write(write).await {
                 self.write_failed(&e, completions).await;
                 return;
             }
         }
-        if let Some(m) = membership {
-            // Only the bootstrap configuration exists until membership
-            // changes are offered (docs/MEMBERSHIP.md): this reports one
-            // held by the log, should it ever differ.
-            tracing::info!(at = ?m.at, members = %m.members, "the log holds a new configuration");
+        if let Some(m) = &membership {
+            info!(node = %self.me(), at = ?m.at, members = %m.members, "the log holds a new configuration");
+        }
+        if electorate.is_some() || membership.is_some() {
+            self.announce(electorate).await;
         }
         for (to, msg) in messages {
             self.send(to, Frame::Replica(msg));
@@ -395,10 +529,22 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         }
     }
 
-    /// Hands the replica's completions to the router.
+    /// Hands the replica's completions to the router, and answers the
+    /// changes of members among them.
     fn complete(&mut self, completions: Vec<Completion>) {
         let now = self.now();
         for c in completions {
+            if let Completion::Proposal { id, result } = &c {
+                if let Some(reply) = self.changes.remove(id) {
+                    let answer = match result {
+                        Ok(_) => Ok(lock(&self.log.replica).membership().clone()),
+                        Err(ProposalError::Unknown) => Err(ChangeFailure::Unknown),
+                        Err(e) => Err(ChangeFailure::Failed(e.to_string())),
+                    };
+                    let _ = reply.send(answer);
+                    continue;
+                }
+            }
             self.router.complete(now, c);
         }
     }
@@ -456,6 +602,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 *lock(&self.log.replica) = replica;
                 self.rebuild = None;
                 self.router.set_rebuilding(false);
+                self.announce(None).await;
                 let view = self.router.view();
                 self.input(move |r, now| r.set_leadership(now, view.0, view.1)).await;
             }

@@ -260,7 +260,7 @@ async fn serve_inbound(
     if let Some(link) = net.link(from) {
         // Before any frame of the new incarnation is read: the driver learns
         // of the old one's death before it hears the new one.
-        net.learned_incarnation(link, incarnation, &inbound.deaths);
+        net.learned_incarnation(&link, incarnation, &inbound.deaths);
         link.handshake_accepted(hello.api_address.clone(), hello.directory);
     }
     let (_live, replaced, last_frame) = Live::take(&net, &slots, &hello, remote, n);
@@ -326,7 +326,7 @@ async fn admit(
         Some(Ok(bytes)) => wire::decode(&bytes),
     };
     let claimed = match &hello {
-        Ok(Frame::Hello { from, .. }) => net.link(*from).cloned(),
+        Ok(Frame::Hello { from, .. }) => net.link(*from),
         _ => None,
     };
     let checked = check_hello(net, hello)
@@ -342,13 +342,15 @@ async fn admit(
             return None;
         }
     };
+    let roster = net.roster();
     let ack = Frame::HelloAck {
         version: WIRE_VERSION,
         cluster_id: net.cluster_id.clone(),
         node: net.me,
         protocol: net.protocol,
         incarnation: net.incarnation,
-        voters: net.voters.clone(),
+        voters: roster.voters,
+        config: roster.config,
         api_address: net.api_address.clone(),
         directory: net.directory,
     };
@@ -389,6 +391,7 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
             protocol,
             incarnation,
             voters,
+            config,
             api_address,
             directory,
         }) => {
@@ -407,13 +410,17 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                     "peer claims our own node id {from}: two nodes run with id {from} (a \
                      duplicate node id); give each node its own --id"
                 ))
-            } else if let Some(why) = net.voter_mismatch(from, &voters) {
-                match net.link(from) {
-                    Some(_) => Err(why),
-                    None => Err(format!("node {from} is not a voter of this cluster: {why}")),
-                }
             } else if net.link(from).is_none() {
-                Err(format!("node {from} is not a voter of this cluster"))
+                let why = net
+                    .voter_mismatch(from, &voters, config)
+                    .filter(|_| voters != net.roster().voters)
+                    .map_or(String::new(), |why| format!(": {why}"));
+                Err(format!(
+                    "node {from} is not a member of this cluster (never added, not added yet, or \
+                     removed: `tenure member list` shows the members){why}"
+                ))
+            } else if let Some(why) = net.voter_mismatch(from, &voters, config) {
+                Err(why)
             } else if to != net.me {
                 Err(format!("peer {from} meant to reach node {to}, but this is node {}", net.me))
             } else if !(1..=MAX_INCARNATION).contains(&incarnation) {
@@ -424,6 +431,8 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                 Err(why)
             } else if directory == DirectoryId(0) {
                 Err(format!("peer {from} shows data-directory identity 0"))
+            } else if let Some(why) = net.directory_mismatch(from, directory) {
+                Err(why)
             } else {
                 Ok(Hello { from, incarnation, api_address, directory })
             }
@@ -482,7 +491,7 @@ async fn serve_peer(
     replaced: &Notify,
     last_frame: &AtomicU64,
 ) {
-    let Some(link) = net.link(from).cloned() else { return };
+    let Some(link) = net.link(from) else { return };
     let idle = net.ping_interval * PEER_IDLE_PINGS;
     let mut deadline = Instant::now() + idle;
     loop {

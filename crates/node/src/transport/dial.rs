@@ -13,7 +13,7 @@ use futures_util::{SinkExt, StreamExt};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure_core::{DirectoryId, NodeId, ProtocolKind};
+use tenure_core::{ConfigId, DirectoryId, NodeId, ProtocolKind};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep, timeout, Instant, MissedTickBehavior};
@@ -155,6 +155,7 @@ async fn secure(net: &Net, link: &PeerLink, tcp: TcpStream) -> Result<PeerStream
 /// incarnation, or the reason the connection cannot be used (already logged
 /// and counted where it is the peer's fault).
 async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, String> {
+    let roster = net.roster();
     let hello = Frame::Hello {
         version: WIRE_VERSION,
         cluster_id: net.cluster_id.clone(),
@@ -162,7 +163,8 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         to: link.id,
         protocol: net.protocol,
         incarnation: net.incarnation,
-        voters: net.voters.clone(),
+        voters: roster.voters,
+        config: roster.config,
         api_address: net.api_address.clone(),
         directory: net.directory,
     };
@@ -189,6 +191,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
             protocol,
             incarnation,
             voters,
+            config,
             api_address,
             directory,
         }) => {
@@ -199,6 +202,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
                 protocol,
                 incarnation,
                 voters: &voters,
+                config,
                 api_address: api_address.as_deref(),
                 directory,
             };
@@ -242,6 +246,8 @@ pub struct HelloAck<'a> {
     pub incarnation: u64,
     /// The voters it counts its majorities over.
     pub voters: &'a [NodeId],
+    /// Where its configuration was written.
+    pub config: ConfigId,
     /// Where its API answers.
     pub api_address: Option<&'a str>,
     /// Its data-directory identity.
@@ -258,6 +264,7 @@ pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option
         protocol,
         incarnation,
         voters,
+        config,
         api_address,
         directory,
     } = ack;
@@ -275,10 +282,12 @@ pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option
         Some(format!("expected node {} at {} but node {node} answered", link.id, link.addr))
     } else if !(1..=MAX_INCARNATION).contains(&incarnation) {
         Some(format!("node {node} shows incarnation {incarnation}, outside 1..={MAX_INCARNATION}"))
-    } else if let Some(why) = net.voter_mismatch(node, voters) {
+    } else if let Some(why) = net.voter_mismatch(node, voters, config) {
         Some(why)
     } else if directory == DirectoryId(0) {
         Some(format!("node {node} shows data-directory identity 0"))
+    } else if let Some(why) = net.directory_mismatch(node, directory) {
+        Some(why)
     } else {
         bad_api_address(node, api_address)
     }

@@ -36,45 +36,90 @@ pub use dial::{
 };
 pub use inbound::{Inbound, PeerData};
 pub use net::{
-    show_voters, Net, PeerLink, WireStats, HANDSHAKE_TIMEOUT, PEER_DATA_QUEUE_CAPACITY,
+    show_voters, Net, PeerLink, Roster, WireStats, HANDSHAKE_TIMEOUT, PEER_DATA_QUEUE_CAPACITY,
     PEER_QUEUE_CAPACITY,
 };
 pub use reject_log::{REJECT_LOG_BURST, REJECT_LOG_INTERVAL};
 
+use crate::spy::DeathNotice;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{Message, NodeId};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// The running transport: queues messages and owns the network tasks.
 pub struct Transport {
     net: Arc<Net>,
     closing: watch::Sender<bool>,
-    dialers: Vec<JoinHandle<()>>,
+    /// One dialer per other member, by id.
+    dialers: BTreeMap<NodeId, JoinHandle<()>>,
     acceptor: JoinHandle<()>,
+    /// What a new dialer needs: the death notices' channel.
+    deaths: mpsc::Sender<DeathNotice>,
 }
 
 impl Transport {
     /// Spawns the accept loop on `listener` and one dialer per peer; what
     /// peers send is passed to `inbound`.
     pub fn spawn(net: Arc<Net>, listener: TcpListener, inbound: Inbound) -> Self {
-        let (closing, closing_rx) = watch::channel(false);
-        let dialers = net
-            .links
-            .iter()
-            .map(|link| {
-                let deaths = inbound.deaths.clone();
-                tokio::spawn(dial::dial_loop(net.clone(), link.clone(), deaths, closing_rx.clone()))
-            })
-            .collect();
+        let (closing, _) = watch::channel(false);
+        let deaths = inbound.deaths.clone();
         let acceptor =
-            tokio::spawn(accept::accept_loop(net.clone(), listener, inbound, closing_rx));
-        Transport { net, closing, dialers, acceptor }
+            tokio::spawn(accept::accept_loop(net.clone(), listener, inbound, closing.subscribe()));
+        let mut transport = Transport { net, closing, dialers: BTreeMap::new(), acceptor, deaths };
+        for link in transport.net.links() {
+            transport.spawn_dialer(link);
+        }
+        transport
+    }
+
+    fn spawn_dialer(&mut self, link: Arc<PeerLink>) {
+        let (net, deaths, closing) =
+            (self.net.clone(), self.deaths.clone(), self.closing.subscribe());
+        let id = link.id;
+        if let Some(old) =
+            self.dialers.insert(id, tokio::spawn(dial::dial_loop(net, link, deaths, closing)))
+        {
+            old.abort();
+        }
+    }
+
+    /// Makes `peers` (every other member of the configuration in force, with
+    /// the address to dial) this node's peers: a new member gets a link and
+    /// a dialer, one that left loses them (its connections close), one
+    /// whose address changed is dialled there. Messages for a node that is
+    /// no peer are dropped.
+    pub fn set_peers(&mut self, peers: &[(NodeId, SocketAddr)]) {
+        let me = self.net.me;
+        let wanted: BTreeMap<NodeId, SocketAddr> =
+            peers.iter().copied().filter(|&(id, _)| id != me).collect();
+        for link in self.net.links() {
+            if wanted.get(&link.id) != Some(&link.addr) {
+                if let Some(dialer) = self.dialers.remove(&link.id) {
+                    dialer.abort();
+                }
+                self.net.remove_link(link.id);
+                link.connected.store(false, Ordering::Relaxed);
+                if !wanted.contains_key(&link.id) {
+                    info!(node = %me, peer = %link.id, "no longer a member: its link is closed");
+                }
+            }
+        }
+        for (id, addr) in wanted {
+            if self.net.link(id).is_none() {
+                info!(node = %me, peer = %id, %addr, "a member to dial");
+                let link = Arc::new(PeerLink::new(id, addr));
+                self.net.add_link(link.clone());
+                self.spawn_dialer(link);
+            }
+        }
     }
 
     /// Queues `msg` for peer `to`, dropping that peer's oldest queued message if
@@ -93,7 +138,8 @@ impl Transport {
     /// waiting at most `bound`; then stops every task.
     pub async fn close(mut self, bound: Duration) {
         let _ = self.closing.send(true);
-        let mut dialers = std::mem::take(&mut self.dialers);
+        let mut dialers: Vec<JoinHandle<()>> =
+            std::mem::take(&mut self.dialers).into_values().collect();
         let acceptor = &mut self.acceptor;
         let flush = async {
             for d in &mut dialers {
@@ -110,7 +156,7 @@ impl Transport {
             d.abort();
         }
         self.acceptor.abort();
-        for link in &self.net.links {
+        for link in self.net.links() {
             link.connected.store(false, Ordering::Relaxed);
         }
     }
@@ -120,7 +166,7 @@ impl Drop for Transport {
     /// Stops every task (the listener closes with the accept loop); used when
     /// the node is dropped without a graceful shutdown.
     fn drop(&mut self) {
-        for d in &self.dialers {
+        for d in self.dialers.values() {
             d.abort();
         }
         self.acceptor.abort();
@@ -170,6 +216,7 @@ mod tests {
                 voters: vec![NodeId(1), NodeId(2)],
                 api_address: None,
                 directory,
+                config: tenure_core::ConfigId::BOOTSTRAP,
             })
         };
         let hello = |incarnation| hello_of(incarnation, peer);
@@ -186,7 +233,7 @@ mod tests {
             let e = check_hello(&net, hello(bad)).unwrap_err();
             assert!(e.contains(&format!("incarnation {bad}")), "{e}");
         }
-        let link = &net.links[0];
+        let link = &net.links()[0];
         let voters = [NodeId(1), NodeId(2)];
         let ack_of = |incarnation, directory| {
             let ack = HelloAck {
@@ -198,6 +245,7 @@ mod tests {
                 voters: &voters,
                 api_address: None,
                 directory,
+                config: tenure_core::ConfigId::BOOTSTRAP,
             };
             check_hello_ack(&net, link, &ack)
         };
@@ -226,8 +274,8 @@ mod tests {
             RECONNECT_MIN,
             None,
         );
-        assert_eq!(net.voters, [NodeId(1), NodeId(2), NodeId(3)]);
-        let hello = |voters: Vec<u64>| {
+        assert_eq!(net.roster().voters, [NodeId(1), NodeId(2), NodeId(3)]);
+        let hello_at = |voters: Vec<u64>, config: tenure_core::ConfigId| {
             Ok(crate::wire::Frame::Hello {
                 version: crate::wire::WIRE_VERSION,
                 cluster_id: "c".into(),
@@ -238,12 +286,17 @@ mod tests {
                 voters: voters.into_iter().map(NodeId).collect(),
                 api_address: Some("0.0.0.0:8002".into()),
                 directory: tenure_core::DirectoryId(0xd2),
+                config,
             })
         };
+        let hello = |voters: Vec<u64>| hello_at(voters, tenure_core::ConfigId::BOOTSTRAP);
         assert!(check_hello(&net, hello(vec![1, 2, 3])).is_ok());
-        for (theirs, shown) in
-            [(vec![2], "{2}"), (vec![1, 2], "{1,2}"), (vec![1, 2, 3, 4], "{1,2,3,4}")]
-        {
+        for (theirs, shown) in [
+            (vec![2], "{2}"),
+            (vec![1, 2], "{1,2}"),
+            (vec![1, 2, 3, 4], "{1,2,3,4}"),
+            (vec![1, 3], "{1,3}"),
+        ] {
             let e = check_hello(&net, hello(theirs)).unwrap_err();
             assert!(
                 e.contains(&format!("node 2 counts its majorities over voters {shown}")),
@@ -251,11 +304,29 @@ mod tests {
             );
             assert!(e.contains("node 1 over {1,2,3}") && e.contains("--peers"), "{e}");
         }
-        for malformed in [vec![], vec![2, 1, 3], vec![1, 1, 2], vec![0, 2], vec![1, 3]] {
+        for malformed in [vec![], vec![2, 1, 3], vec![1, 1, 2], vec![0, 2]] {
             let e = check_hello(&net, hello(malformed.clone())).unwrap_err();
             assert!(e.contains("malformed voter set"), "{malformed:?}: {e}");
         }
-        let link = &net.links[0];
+        // Once either side counts by a configuration of the log, the log
+        // decides: a peer behind or ahead by a change is a peer.
+        let written = tenure_core::ConfigId { token: tenure_core::FencingToken(3), index: 8 };
+        assert!(check_hello(&net, hello_at(vec![1, 2], written)).is_ok());
+        // A member whose data directory is not the one it was added with is
+        // refused, naming both.
+        net.set_roster(Roster {
+            config: written,
+            voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+            directories: [(NodeId(2), tenure_core::DirectoryId(0xd9))].into_iter().collect(),
+        });
+        let e = check_hello(&net, hello(vec![1, 2, 3])).unwrap_err();
+        assert!(e.contains("data directory") && e.contains("remove node 2"), "{e}");
+        net.set_roster(Roster {
+            config: tenure_core::ConfigId::BOOTSTRAP,
+            voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+            directories: Default::default(),
+        });
+        let link = &net.links()[0];
         let voters = [NodeId(1), NodeId(2)];
         let ack = HelloAck {
             version: crate::wire::WIRE_VERSION,
@@ -266,6 +337,7 @@ mod tests {
             voters: &voters,
             api_address: None,
             directory: tenure_core::DirectoryId(0xd2),
+            config: tenure_core::ConfigId::BOOTSTRAP,
         };
         let e = check_hello_ack(&net, link, &ack).expect("refused");
         assert!(e.contains("over voters {1,2}") && e.contains("over {1,2,3}"), "{e}");
@@ -296,7 +368,7 @@ mod tests {
             RECONNECT_MIN,
             None,
         ));
-        let link = net.links[0].clone();
+        let link = net.links()[0].clone();
         for counter in 0..(PEER_QUEUE_CAPACITY as u64 + 5) {
             let msg = Message::Heartbeat { term: tenure_core::Term(1), counter, sent_at_nanos: 0 };
             assert_eq!(link.enqueue(msg), counter >= PEER_QUEUE_CAPACITY as u64);

@@ -8,12 +8,12 @@ use crate::spy::{DeathNotice, Known, NoticeError, NoticeOutcome, Seen, Spy};
 use crate::sync::lock;
 use crate::tls::TlsIdentity;
 use crate::wire::Frame;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use tenure_core::{DirectoryId, Message, NodeId, ProtocolKind};
+use tenure_core::{ConfigId, DirectoryId, Message, NodeId, ProtocolKind};
 use tokio::sync::{mpsc, Notify};
 use tracing::{debug, info, warn};
 
@@ -78,7 +78,7 @@ pub struct PeerLink {
 }
 
 impl PeerLink {
-    fn new(id: NodeId, addr: SocketAddr) -> Self {
+    pub(super) fn new(id: NodeId, addr: SocketAddr) -> Self {
         PeerLink {
             id,
             addr,
@@ -250,8 +250,8 @@ pub struct Net {
     pub protocol: ProtocolKind,
     /// The clock shared with the driver.
     pub clock: Clock,
-    /// The other voters.
-    pub links: Vec<Arc<PeerLink>>,
+    /// The other members: one link each (see [`Net::links`]).
+    links: RwLock<Vec<Arc<PeerLink>>>,
     /// Counters.
     pub stats: WireStats,
     /// Ping period.
@@ -260,10 +260,10 @@ pub struct Net {
     pub reconnect_cap: Duration,
     /// Mutual TLS on every peer connection; `None`: plain TCP (insecure mode).
     pub tls: Option<Arc<TlsIdentity>>,
-    /// The voters this node counts its majorities over, itself included:
-    /// ids ascending. Shown at every handshake; a peer that shows another
-    /// set is refused ([`Net::voter_mismatch`]).
-    pub voters: Vec<NodeId>,
+    /// The configuration this node counts by: shown at every handshake
+    /// and checked against the peer's ([`Net::voter_mismatch`],
+    /// [`Net::directory_mismatch`]).
+    roster: Mutex<Roster>,
     /// Where this node's embedding service answers, shown at every handshake.
     pub api_address: Option<String>,
     /// This node's data-directory identity, shown at every handshake.
@@ -292,22 +292,25 @@ impl Net {
         voters.push(me);
         voters.sort_unstable();
         voters.dedup();
+        let roster = Roster { config: ConfigId::BOOTSTRAP, voters, directories: BTreeMap::new() };
         Net {
             cluster_id,
             me,
             incarnation,
             protocol,
             clock,
-            links: peers
-                .iter()
-                .filter(|&&(id, _)| id != me)
-                .map(|&(id, addr)| Arc::new(PeerLink::new(id, addr)))
-                .collect(),
+            links: RwLock::new(
+                peers
+                    .iter()
+                    .filter(|&&(id, _)| id != me)
+                    .map(|&(id, addr)| Arc::new(PeerLink::new(id, addr)))
+                    .collect(),
+            ),
             stats: WireStats::default(),
             ping_interval,
             reconnect_cap,
             tls,
-            voters,
+            roster: Mutex::new(roster),
             api_address: None,
             directory,
             reject_log: Mutex::new(RejectLog::default()),
@@ -321,29 +324,41 @@ impl Net {
         self
     }
 
-    /// Why node `peer`, which counts its majorities over `theirs`, cannot be
-    /// this node's peer, if it cannot: a malformed list, or a voter set not
-    /// this node's own. Two nodes that count over different sets could each
-    /// find a majority of its own (a node alone in its set is its own
-    /// majority), so they never talk; the reason names both sets, and the
-    /// fix. Ids only: a peer's address may legitimately differ from host to
-    /// host (NAT, containers), and a wrong address cannot make a majority
-    /// (the node that answers there must prove the id it is dialled for).
-    pub fn voter_mismatch(&self, peer: NodeId, theirs: &[NodeId]) -> Option<String> {
+    /// Why node `peer`, which counts its majorities over `theirs` (its
+    /// configuration at `config`), cannot be this node's peer, if it cannot:
+    /// a malformed list, or, while both still count by the bootstrap list
+    /// (`--peers`, before the log holds any configuration of its own), a
+    /// voter set not this node's own. Two nodes that bootstrap with
+    /// different sets could each find a majority of its own (a node alone in
+    /// its set is its own majority), so they never talk; the reason names
+    /// both sets, and the fix. Once either holds a configuration of the log,
+    /// the log decides who votes (the freshness rule keeps a node behind
+    /// from winning), so nodes whose configurations differ (one is behind
+    /// the other by a change) talk. Ids only: a peer's address may
+    /// legitimately differ from host to host (NAT, containers), and a wrong
+    /// address cannot make a majority (the node that answers there must
+    /// prove the id it is dialled for).
+    pub fn voter_mismatch(
+        &self,
+        peer: NodeId,
+        theirs: &[NodeId],
+        config: ConfigId,
+    ) -> Option<String> {
         let well_formed = !theirs.is_empty()
             && theirs.len() <= tenure_core::MAX_VOTERS
             && theirs.windows(2).all(|w| w[0] < w[1])
-            && theirs.first().is_some_and(|f| f.0 > 0)
-            && theirs.contains(&peer);
+            && theirs.first().is_some_and(|f| f.0 > 0);
         if !well_formed {
             return Some(format!(
                 "node {peer} sent a malformed voter set {}: it must list 1 to {} positive ids, \
-                 ascending, each once, node {peer} among them",
+                 ascending, each once",
                 show_voters(theirs),
                 tenure_core::MAX_VOTERS
             ));
         }
-        (theirs != self.voters).then(|| {
+        let roster = lock(&self.roster);
+        let bootstrap = config == ConfigId::BOOTSTRAP && roster.config == ConfigId::BOOTSTRAP;
+        (bootstrap && (theirs != roster.voters || !theirs.contains(&peer))).then(|| {
             format!(
                 "the voter sets differ: node {peer} counts its majorities over voters {}, node \
                  {} over {}; every node of a cluster must list the same voter ids (--peers, or \
@@ -351,13 +366,62 @@ impl Net {
                  the node that is wrong and restart it",
                 show_voters(theirs),
                 self.me,
-                show_voters(&self.voters)
+                show_voters(&roster.voters)
             )
         })
     }
 
-    pub(crate) fn link(&self, id: NodeId) -> Option<&Arc<PeerLink>> {
-        self.links.iter().find(|l| l.id == id)
+    /// Why node `peer`, showing the data directory `theirs`, is not the
+    /// member the configuration names, if it is not: the configuration
+    /// added it with another directory (its disk was wiped or replaced
+    /// since). It must be removed and added again: a node that lost what it
+    /// acknowledged must not count as the voter that acknowledged it.
+    pub fn directory_mismatch(&self, peer: NodeId, theirs: DirectoryId) -> Option<String> {
+        let known = lock(&self.roster).directories.get(&peer).copied()?;
+        (known != theirs).then(|| {
+            format!(
+                "node {peer} shows data directory {theirs}, but the cluster added node {peer} \
+                 with data directory {known}: its disk was wiped or replaced, and it no longer \
+                 holds what node {peer} acknowledged; remove node {peer} and add it again \
+                 (`tenure member replace`, docs/MEMBERSHIP.md)"
+            )
+        })
+    }
+
+    /// The configuration this node counts by, as its handshakes show it.
+    pub fn roster(&self) -> Roster {
+        lock(&self.roster).clone()
+    }
+
+    /// Counts by `roster` from now on (the log's configuration changed).
+    pub(crate) fn set_roster(&self, mut roster: Roster) {
+        roster.voters.sort_unstable();
+        roster.voters.dedup();
+        *lock(&self.roster) = roster;
+    }
+
+    /// Every other member's link (a snapshot: the set changes with the
+    /// configuration).
+    pub fn links(&self) -> Vec<Arc<PeerLink>> {
+        read(&self.links).clone()
+    }
+
+    /// The link to member `id`, if it is one.
+    pub(crate) fn link(&self, id: NodeId) -> Option<Arc<PeerLink>> {
+        read(&self.links).iter().find(|l| l.id == id).cloned()
+    }
+
+    /// Adds a link to a new member.
+    pub(super) fn add_link(&self, link: Arc<PeerLink>) {
+        let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
+        links.retain(|l| l.id != link.id);
+        links.push(link);
+    }
+
+    /// Removes the link to a member that left.
+    pub(super) fn remove_link(&self, id: NodeId) {
+        let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
+        links.retain(|l| l.id != id);
     }
 
     /// Records the incarnation a handshake of `link`'s peer showed. One
@@ -446,6 +510,25 @@ impl Net {
             s.log();
         }
     }
+}
+
+/// Reads a lock that a panicking writer cannot have left half-written
+/// (the vector is replaced whole).
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The configuration a node counts by, as its handshakes show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Roster {
+    /// Where the configuration was written ([`ConfigId::BOOTSTRAP`]: the
+    /// bootstrap list).
+    pub config: ConfigId,
+    /// Its voters, ids ascending.
+    pub voters: Vec<NodeId>,
+    /// The data directory each member was added with, where the
+    /// configuration names one (not the bootstrap members).
+    pub directories: BTreeMap<NodeId, DirectoryId>,
 }
 
 /// A voter set as `{1,2,3}`.

@@ -97,6 +97,7 @@ pub fn hello_in(from: NodeId, target: &NodeConfig, incarnation: u64) -> Frame {
             voters,
             api_address,
             directory,
+            config: tenure_core::ConfigId::BOOTSTRAP,
         },
         other => other,
     }
@@ -118,6 +119,7 @@ pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
         },
         api_address: None,
         directory: tenure_core::DirectoryId(0xd0),
+        config: tenure_core::ConfigId::BOOTSTRAP,
     }
 }
 
@@ -183,6 +185,7 @@ impl Cluster {
                 },
                 single_node: n == 1,
                 api_address: None,
+                joining: false,
             })
             .collect();
         (configs, listeners, dir)
