@@ -561,8 +561,11 @@ impl<S: StateMachine> Replica<S> {
         if let Change::Promote(id) = change {
             // Within a heartbeat of writes: under a steady stream of them a
             // learner is always a few entries behind the newest commit.
+            // A learner that never answered this leader holds nothing it
+            // knows of.
             let wanted = lead.commit_a_round_ago.min(self.commit);
-            if lead.peers.get(id).map_or(0, |p| p.matched) < wanted {
+            if lead.peers.get(id).map_or(0, |p| p.matched) < wanted || !lead.heard.contains_key(id)
+            {
                 return Err(ChangeError::Behind(*id));
             }
         }
@@ -997,11 +1000,11 @@ impl<S: StateMachine> Replica<S> {
             Phase::Replicating { .. } | Phase::Ready => {
                 // Everything unacknowledged is sent again from the last match.
                 let wanted = lead.commit_a_round_ago;
-                for p in lead.peers.values_mut() {
+                for (id, p) in lead.peers.iter_mut() {
                     if p.snapshot_received.is_none() {
                         p.next = p.matched + 1;
                     }
-                    if p.matched < wanted {
+                    if p.matched < wanted || !lead.heard.contains_key(id) {
                         p.caught_up_since = None;
                     } else if p.caught_up_since.is_none() {
                         p.caught_up_since = Some(now);
