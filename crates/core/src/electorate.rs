@@ -64,8 +64,11 @@ pub struct Electorate {
     pub learners: Vec<NodeId>,
     /// Members of the configuration before this one that this one removes
     /// (one at most: changes are one at a time). They count for nothing,
-    /// but their messages are still heard: a leader that is committing its
-    /// own removal leads the others until the change commits.
+    /// but their messages are still heard and a leader's heartbeats reach
+    /// them, until the next configuration: a leader that is committing its
+    /// own removal leads the others until the change commits, and then its
+    /// resignation (a handover) is heard; a removed node that follows the
+    /// leader stays quiet.
     pub departing: Vec<NodeId>,
     /// Whether this node may stand for election: it is a voter, or the
     /// configuration removes it and is not known to be committed (it may be

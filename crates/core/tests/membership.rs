@@ -237,3 +237,39 @@ fn a_configuration_of_a_later_term_moves_a_node_to_it(kind: ProtocolKind) {
     assert!(c.status(leader).fencing_token > Some(token), "{:?}", c.status(leader));
 }
 shared!(a_configuration_of_a_later_term_moves_a_node_to_it);
+
+fn a_removed_node_that_missed_its_removal_disturbs_no_one(kind: ProtocolKind) {
+    // Node 3 was removed (the change committed on 1 and 2) but never heard
+    // of it: it still counts by the bootstrap list, where it is a voter,
+    // and the leader no longer sends it anything. It times out again and
+    // again and asks for support with its old configuration: refused for
+    // freshness (and the followers' leases), it changes no one's term.
+    let mut c = Cluster::of(kind, 3);
+    c.run_for(TIMEOUT * 3);
+    let leader = c.leader();
+    let removed = [n(1), n(2), n(3)].into_iter().find(|&v| v != leader).expect("a follower");
+    let rest: Vec<NodeId> = [n(1), n(2), n(3)].into_iter().filter(|&v| v != removed).collect();
+    for &node in &rest {
+        // A later configuration (without the removed node as departing):
+        // the leader's heartbeats no longer reach it.
+        let e = Electorate {
+            id: at(3),
+            voters: rest.clone(),
+            learners: vec![],
+            departing: vec![],
+            stands: true,
+        };
+        c.set_electorate(node, e);
+    }
+    c.run_for(TIMEOUT);
+    let terms: Vec<_> = rest.iter().map(|&v| c.term(v)).collect();
+    let since = c.sent().len();
+    c.run_for(TIMEOUT * 20);
+    assert!(asked_for_support(&c, since, removed), "the removed node keeps trying");
+    assert_eq!(c.leaders(), vec![leader], "the leader stays");
+    let after: Vec<_> = rest.iter().map(|&v| c.term(v)).collect();
+    assert_eq!(after, terms, "no term of the members moved");
+    assert_eq!(c.status(rest[0]).leader, Some(leader));
+    assert_eq!(c.status(rest[1]).leader, Some(leader));
+}
+shared!(a_removed_node_that_missed_its_removal_disturbs_no_one);
