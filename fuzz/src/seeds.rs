@@ -67,11 +67,11 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
     let raft = vec![
         hello(ProtocolKind::Raft),
         LATER,
-        msg(Message::PreVote { term: t(1), config: tenure_core::ConfigId::BOOTSTRAP }),
+        msg(Message::PreVote { term: t(1), freshness: tenure_core::Freshness::BOOTSTRAP }),
         msg(Message::Vote {
             term: t(1),
             transfer: false,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
         msg(Message::Heartbeat { term: t(1), counter: 1, sent_at_nanos: 5 }),
         msg(Message::HeartbeatResponse { term: t(1), ok: true, echo_sent_at_nanos: 5 }),
@@ -83,7 +83,11 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
         }),
         msg(Message::VoteResponse { term: t(2), granted: true }),
         msg(Message::Resign { term: t(1), successor: Some(NodeId(1)) }),
-        msg(Message::Vote { term: t(2), transfer: true, config: tenure_core::ConfigId::BOOTSTRAP }),
+        msg(Message::Vote {
+            term: t(2),
+            transfer: true,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
+        }),
     ];
     let ranked = vec![
         hello(ProtocolKind::Ranked),
@@ -94,7 +98,7 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             sent_at_nanos: 9,
             transfer: None,
             vote_in_nanos: 1000,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
         msg(RankedMessage::Vote { term: t(1), echo_sent_at_nanos: 9 }),
         msg(RankedMessage::Lead { term: t(1), counter: 1, sent_at_nanos: 11 }),
@@ -108,18 +112,18 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             ballot: t(0),
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
         msg(PaxosMessage::Prepare {
             ballot: t(17),
             attempt: 2,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
         msg(PaxosMessage::Accept {
             ballot: t(17),
             slot: 1,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
         msg(PaxosMessage::Commit { ballot: t(17), slot: 1, heartbeat: 1, sent_at_nanos: 3 }),
         msg(PaxosMessage::PrepareAck { ballot: t(33), attempt: 1, committed: 1, accepted_slot: 1 }),

@@ -256,7 +256,7 @@ mod tests {
         let vote = Frame::Message(Message::Vote {
             term: Term(3),
             transfer: false,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         });
         let ours = stream(&[hello(CLUSTER), Frame::Ping { nonce: 1500 }, vote.clone()]);
         assert_eq!(frames(&ours).len(), 3);

@@ -12,16 +12,40 @@
 //! [`Electorate::stands`] allows.
 //!
 //! **The freshness rule.** Every request for support (a pre-vote or vote, a
-//! ranked claim, a Paxos Prepare or Accept) carries the position of the
-//! configuration its sender holds ([`ConfigId`]); a node supports no
-//! candidate whose configuration is older than its own. Consecutive
-//! configurations differ by one voter, so a majority of one and a majority
-//! of the next share a node; a configuration is appended only once the one
-//! before it committed, so once configuration `k + 1` committed, a majority
-//! of its voters holds it (or a newer one) and refuses every candidate of
-//! configuration `k` or older, each of whose majorities meets theirs. Two
-//! candidates that can both win a term therefore hold the same configuration
-//! or two consecutive ones, whose majorities share a node that votes once.
+//! ranked claim, a Paxos Prepare or Accept) carries its sender's
+//! [`Freshness`]: the fencing token of the last entry its log holds, then
+//! the position of the configuration it holds ([`ConfigId`]); a node
+//! supports no candidate less fresh than itself. Why it is enough (the
+//! argument of Raft's single-server changes, with the token of the last
+//! entry in place of Raft's whole-log comparison):
+//!
+//! * A configuration is appended by a leader only once the configuration
+//!   before it committed and the leader committed an entry of its own token
+//!   (its no-op): so every configuration committed after a configuration
+//!   `C` was appended by a leader that held `C`, and consecutive committed
+//!   configurations differ by one voter.
+//! * Say `D` committed, appended by the leader of token `T` after its no-op
+//!   committed on a majority of the configuration before it, `C`. Every
+//!   node of that majority holds an entry of token `T` (or later) and
+//!   refuses a candidate whose last entry is older than `T`. A candidate
+//!   whose last entry is of token `T` or later holds `D` (the leader of `T`
+//!   wrote `D` before any later leader took office, and every later leader
+//!   held it), unless its last entry is of token `T` itself and it missed
+//!   `D`: then a majority of `D`'s voters, which hold `D`, refuse it by the
+//!   configuration's position. A candidate needs a majority of its own
+//!   configuration, which is `C` or older (then its majority meets `C`'s
+//!   majority of holders of `T`: single changes, and configurations older
+//!   than `C` are refused by `C`'s majority the same way) or `D`.
+//! * So a winner holds every committed configuration, and two candidates
+//!   that can both win one term hold the same configuration or two
+//!   consecutive ones, whose majorities share a node that votes once.
+//!
+//! Comparing the configurations' positions alone is not enough: two
+//! leaders of different tokens may each append a change to the same
+//! committed configuration ("siblings", differing by two voters); a node
+//! that holds neither, but an entry of the later leader, must refuse the
+//! holder of the earlier sibling. The model checker found that run
+//! (`crates/model/tests/membership.rs`: two leaders at once).
 
 use crate::types::{FencingToken, NodeId};
 use serde::{Deserialize, Serialize};
@@ -52,11 +76,39 @@ impl fmt::Display for ConfigId {
     }
 }
 
+/// How fresh a node's log is, for the freshness rule (see the module
+/// documentation): the fencing token of its last entry, then the position
+/// of its configuration; ordered in that order.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Freshness {
+    /// The token of the last entry the log holds (0: none).
+    pub last_token: FencingToken,
+    /// Where its configuration was written.
+    pub config: ConfigId,
+}
+
+impl Freshness {
+    /// An empty log that counts by the bootstrap list.
+    pub const BOOTSTRAP: Freshness =
+        Freshness { last_token: FencingToken(0), config: ConfigId::BOOTSTRAP };
+}
+
+impl fmt::Display for Freshness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "last entry of token {}, configuration {}", self.last_token, self.config)
+    }
+}
+
 /// The members an elector counts over (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Electorate {
     /// Where the configuration was written.
     pub id: ConfigId,
+    /// The fencing token of the last entry the node's log holds (at least
+    /// `id.token`).
+    pub last_token: FencingToken,
     /// The voters, in preference order: when the leader fails, the earliest
     /// surviving voter stands first.
     pub voters: Vec<NodeId>,
@@ -84,11 +136,17 @@ impl Electorate {
     pub fn bootstrap(me: NodeId, voters: &[NodeId]) -> Electorate {
         Electorate {
             id: ConfigId::BOOTSTRAP,
+            last_token: FencingToken(0),
             voters: voters.to_vec(),
             learners: Vec::new(),
             departing: Vec::new(),
             stands: voters.contains(&me),
         }
+    }
+
+    /// How fresh the node's log is, for the freshness rule.
+    pub fn freshness(&self) -> Freshness {
+        Freshness { last_token: self.last_token, config: self.id }
     }
 
     /// True if `id` votes.
@@ -106,6 +164,12 @@ impl Electorate {
     pub fn check(&self) -> Result<(), String> {
         if self.voters.is_empty() {
             return Err("a configuration without voters".into());
+        }
+        if self.last_token < self.id.token {
+            return Err(format!(
+                "a log whose last entry (token {}) is older than its configuration ({})",
+                self.last_token, self.id
+            ));
         }
         if self.voters.len() > crate::MAX_VOTERS {
             return Err(format!("{} voters, above {}", self.voters.len(), crate::MAX_VOTERS));
@@ -131,10 +195,11 @@ impl fmt::Display for Electorate {
         let ids = |v: &[NodeId]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",");
         write!(
             f,
-            "voters [{}] learners [{}] at {}",
+            "voters [{}] learners [{}] at {} (last entry of token {})",
             ids(&self.voters),
             ids(&self.learners),
-            self.id
+            self.id,
+            self.last_token
         )
     }
 }
@@ -149,6 +214,9 @@ mod tests {
         assert!(ConfigId::BOOTSTRAP < at(1, 1));
         assert!(at(1, 9) < at(2, 3), "a later token is newer whatever the index");
         assert!(at(2, 3) < at(2, 4));
+        let fresh = |t, c| Freshness { last_token: FencingToken(t), config: c };
+        assert!(fresh(1, at(1, 3)) < fresh(2, at(1, 2)), "a later last entry first");
+        assert!(fresh(2, at(1, 2)) < fresh(2, at(2, 4)));
     }
 
     #[test]

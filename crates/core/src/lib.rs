@@ -65,7 +65,7 @@ pub mod types;
 
 pub use config::{quorum, Config, ConfigError, MAX_NODE_ID, MAX_VOTERS};
 pub use elector::Elector;
-pub use electorate::{ConfigId, Electorate};
+pub use electorate::{ConfigId, Electorate, Freshness};
 pub use kind::{ProtocolKind, UnknownProtocol};
 pub use message::Message;
 pub use paxos::{PaxosElector, PaxosMessage};

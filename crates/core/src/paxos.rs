@@ -30,7 +30,7 @@
 
 use crate::config::{Config, ConfigError, MAX_VOTERS};
 use crate::drift;
-use crate::electorate::ConfigId;
+use crate::electorate::Freshness;
 use crate::kind::ProtocolKind;
 pub use crate::message::paxos::{PaxosMessage, LOW_BALL};
 use crate::message::Message;
@@ -305,14 +305,14 @@ impl<R: RngCore + Send> PaxosElector<R> {
     }
 
     /// The configuration this node holds, carried by its requests.
-    fn config(&self) -> ConfigId {
-        self.seat.electorate.id
+    fn freshness(&self) -> Freshness {
+        self.seat.electorate.freshness()
     }
 
-    /// Whether a proposer holding configuration `config` is older than this
+    /// Whether a proposer whose log is as fresh as `freshness` is less fresh than this
     /// node's (the freshness rule, [`crate::electorate`]): refused.
-    fn stale(&mut self, config: ConfigId) -> bool {
-        let stale = config < self.config();
+    fn stale(&mut self, freshness: Freshness) -> bool {
+        let stale = freshness < self.freshness();
         if stale {
             self.seat.counters().messages_ignored += 1;
         }
@@ -476,12 +476,12 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.round =
             Some(Round::Poll(Poll { attempt, deadline, answers: vec![None; self.seat.slots()] }));
         self.seat.set_role(Role::PreCandidate, Reason::ElectionTimeout);
-        let config = self.config();
+        let freshness = self.freshness();
         self.seat.broadcast(PaxosMessage::Prepare {
             ballot: LOW_BALL,
             attempt,
             handover: None,
-            config,
+            freshness,
         });
     }
 
@@ -622,8 +622,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
         }));
         self.seat.set_role(Role::Candidate, reason);
         let attempt = self.attempt;
-        let config = self.config();
-        self.seat.broadcast(PaxosMessage::Prepare { ballot, attempt, handover, config });
+        let freshness = self.freshness();
+        self.seat.broadcast(PaxosMessage::Prepare { ballot, attempt, handover, freshness });
     }
 
     /// Advances or concludes the candidacy if its outcome is known.
@@ -656,8 +656,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
             c.accepts[me] = Some(true);
             let ballot = c.ballot;
             self.accepted_slot = self.accepted_slot.max(slot);
-            let config = self.seat.electorate.id;
-            self.seat.broadcast(PaxosMessage::Accept { ballot, slot, config });
+            let freshness = self.seat.electorate.freshness();
+            self.seat.broadcast(PaxosMessage::Accept { ballot, slot, freshness });
         }
         let Some(Round::Candidacy(c)) = self.round.as_ref() else { return };
         let granted = voters(&c.accepts, true);
@@ -720,7 +720,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         ballot: Term,
         attempt: u64,
         handover: Option<Term>,
-        config: ConfigId,
+        freshness: Freshness,
     ) {
         if self.proposer_of(ballot) != Some(from) {
             self.seat.counters().messages_ignored += 1;
@@ -735,7 +735,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         let repeat = ballot == self.seat.term && self.seat.voted_for == Some(from);
         let busy = if self.seat.storage_failed {
             Some(Some(self.seat.cfg.election_timeout))
-        } else if (!fresh && !repeat) || self.stale(config) {
+        } else if (!fresh && !repeat) || self.stale(freshness) {
             Some(None)
         } else {
             let blocked = self.lease_blocks(now, from, handover);
@@ -777,7 +777,14 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.seat.send(from, msg);
     }
 
-    fn on_accept(&mut self, now: Instant, from: NodeId, ballot: Term, slot: u64, config: ConfigId) {
+    fn on_accept(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        ballot: Term,
+        slot: u64,
+        freshness: Freshness,
+    ) {
         if self.proposer_of(ballot) != Some(from) {
             self.seat.counters().messages_ignored += 1;
             return;
@@ -785,7 +792,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         self.highest_seen = self.highest_seen.max(ballot);
         if ballot < self.seat.term
             || self.seat.storage_failed
-            || self.stale(config)
+            || self.stale(freshness)
             || self.lease_blocks(now, from, None).is_some()
         {
             let promised = self.seat.term;
@@ -936,9 +943,9 @@ impl<R: RngCore + Send> PaxosElector<R> {
                 due.push(self.seat.members[i]);
             }
         }
-        let config = self.config();
+        let freshness = self.freshness();
         for to in due {
-            self.seat.send(to, PaxosMessage::Prepare { ballot, attempt, handover, config });
+            self.seat.send(to, PaxosMessage::Prepare { ballot, attempt, handover, freshness });
         }
     }
 
@@ -1033,8 +1040,8 @@ impl<R: RngCore + Send> PaxosElector<R> {
                 // it had come after (the same checks, now that the
                 // resignation named it; its configuration was checked when
                 // it came).
-                let config = self.config();
-                self.on_prepare(now, from, e.ballot, e.attempt, Some(e.handover), config);
+                let freshness = self.freshness();
+                self.on_prepare(now, from, e.ballot, e.attempt, Some(e.handover), freshness);
             }
         }
     }
@@ -1083,8 +1090,8 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
             PaxosMessage::Prepare { ballot, attempt, .. } if ballot == LOW_BALL => {
                 self.on_poll(now, from, attempt)
             }
-            PaxosMessage::Prepare { ballot, attempt, handover, config } => {
-                self.on_prepare(now, from, ballot, attempt, handover, config)
+            PaxosMessage::Prepare { ballot, attempt, handover, freshness } => {
+                self.on_prepare(now, from, ballot, attempt, handover, freshness)
             }
             PaxosMessage::PrepareAck { ballot, attempt, committed, accepted_slot } => {
                 self.on_prepare_ack(now, i, ballot, attempt, committed, accepted_slot)
@@ -1098,8 +1105,8 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
                 busy_ms,
             } => self
                 .on_prepare_nack(now, i, ballot, attempt, promised, committed, heartbeat, busy_ms),
-            PaxosMessage::Accept { ballot, slot, config } => {
-                self.on_accept(now, from, ballot, slot, config)
+            PaxosMessage::Accept { ballot, slot, freshness } => {
+                self.on_accept(now, from, ballot, slot, freshness)
             }
             PaxosMessage::AcceptAck { ballot, slot } => {
                 self.on_accept_answer(now, i, ballot, Some(slot))

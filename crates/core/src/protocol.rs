@@ -298,10 +298,12 @@ pub trait Protocol: Send {
     /// counts its lease over the new voters, except one whose removal
     /// committed (`stands` false), which resigns in favour of the most
     /// responsive voter left. An impossible configuration (no voters, an id
-    /// twice) halts the node ([`Event::Halted`]). A configuration written
-    /// under a fencing token above this node's term moves the node to that
-    /// term (persisted): a node whose disk is new, or that was away, never
-    /// stands in a term, nor leads with a token, below one its log holds.
+    /// twice) halts the node ([`Event::Halted`]). A log whose last entry was
+    /// written under a fencing token above this node's term moves the node
+    /// to that term (persisted): a node whose disk is new, or that was away,
+    /// never stands in a term, nor leads with a token, below one its log
+    /// holds. Give it again whenever the token of the log's last entry
+    /// grows (a new leadership's first entry), before acknowledging it.
     fn handle_electorate(&mut self, now: Instant, electorate: Electorate);
     /// The configuration this node counts over.
     fn electorate(&self) -> &Electorate;

@@ -5,7 +5,7 @@
 
 use crate::config::Config;
 use crate::drift;
-use crate::electorate::ConfigId;
+use crate::electorate::Freshness;
 use crate::message::Message;
 use crate::protocol::{HardState, Reason};
 use crate::seat::{hold_left, release_lease, remap, take_named, FollowerLease, Rules, Seat};
@@ -238,19 +238,19 @@ impl<R: RngCore + Send> RaftElector<R> {
         round.after_notice = reason == Reason::PeerDead;
         self.round = Some(round);
         self.seat.set_role(Role::PreCandidate, reason);
-        let config = self.config();
-        self.seat.broadcast(Message::PreVote { term: proposed, config });
+        let freshness = self.freshness();
+        self.seat.broadcast(Message::PreVote { term: proposed, freshness });
     }
 
     /// The configuration this node holds, carried by its requests.
-    fn config(&self) -> ConfigId {
-        self.seat.electorate.id
+    fn freshness(&self) -> Freshness {
+        self.seat.electorate.freshness()
     }
 
-    /// Whether a candidate holding configuration `config` is older than
+    /// Whether a candidate whose log is as fresh as `freshness` is less fresh than
     /// this node's (the freshness rule, [`crate::electorate`]): refused.
-    fn stale(&mut self, config: ConfigId) -> bool {
-        let stale = config < self.config();
+    fn stale(&mut self, freshness: Freshness) -> bool {
+        let stale = freshness < self.freshness();
         if stale {
             self.seat.counters().messages_ignored += 1;
         }
@@ -306,8 +306,8 @@ impl<R: RngCore + Send> RaftElector<R> {
             if transfer { Reason::TransferRequested } else { Reason::PreVoteWon },
         );
         let term = self.seat.term;
-        let config = self.config();
-        self.seat.broadcast(Message::Vote { term, transfer, config });
+        let freshness = self.freshness();
+        self.seat.broadcast(Message::Vote { term, transfer, freshness });
         // Our own vote counts only from the next input on: by then the driver
         // has either persisted it or reported the failure. (With peers, their
         // answers can only come after our request left, i.e. after the write.)
@@ -369,7 +369,7 @@ impl<R: RngCore + Send> RaftElector<R> {
 
     // ---- Message handlers ----
 
-    fn on_pre_vote(&mut self, now: Instant, from: NodeId, proposed: Term, config: ConfigId) {
+    fn on_pre_vote(&mut self, now: Instant, from: NodeId, proposed: Term, freshness: Freshness) {
         let refuse = |me: &mut Self, lease: Option<Duration>| {
             let term = me.seat.term;
             me.seat.send(
@@ -382,7 +382,7 @@ impl<R: RngCore + Send> RaftElector<R> {
                 },
             );
         };
-        if self.seat.storage_failed || proposed <= self.seat.term || self.stale(config) {
+        if self.seat.storage_failed || proposed <= self.seat.term || self.stale(freshness) {
             return refuse(self, None);
         }
         if let Some(left) = self.lease_blocks(now, from) {
@@ -405,7 +405,7 @@ impl<R: RngCore + Send> RaftElector<R> {
                 // A pre-candidate holding a newer configuration ranks first
                 // whatever its place: this node's own candidacy cannot win
                 // where that configuration is known.
-                if theirs > mine && config == self.config() {
+                if theirs > mine && freshness == self.freshness() {
                     return refuse(self, None);
                 }
                 self.become_follower(Reason::RoundFailed);
@@ -496,9 +496,9 @@ impl<R: RngCore + Send> RaftElector<R> {
                 due.push(self.seat.members[i]);
             }
         }
-        let config = self.config();
+        let freshness = self.freshness();
         for to in due {
-            self.seat.send(to, Message::PreVote { term, config });
+            self.seat.send(to, Message::PreVote { term, freshness });
         }
     }
 
@@ -508,13 +508,13 @@ impl<R: RngCore + Send> RaftElector<R> {
         from: NodeId,
         term: Term,
         asked_transfer: bool,
-        config: ConfigId,
+        freshness: Freshness,
     ) {
         // A transfer passes a lease only if the leader that resigned named
         // `from` to this node, for the term before this one.
         let transfer = asked_transfer
             && term.0.checked_sub(1).is_some_and(|t| self.seat.named_successor(Term(t), from));
-        if self.seat.storage_failed || self.stale(config) {
+        if self.seat.storage_failed || self.stale(freshness) {
             // A candidate of an older configuration is refused without
             // taking its term: it may be a removed node.
             let my = self.seat.term;
@@ -640,7 +640,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         // Whatever the resignation says, the kept requests were for the
         // term after it or are stale: the named successor's is taken.
         let named = take_named(&mut self.early_transfer_votes, &self.seat, successor);
-        let config = self.config();
+        let freshness = self.freshness();
         if successor == Some(self.seat.cfg.id) {
             self.start_vote(now, true);
         } else {
@@ -654,7 +654,7 @@ impl<R: RngCore + Send> RaftElector<R> {
                 // resignation named it).
                 // The kept request's configuration was checked when it came;
                 // the one it holds now is at least as new as this node's.
-                self.on_vote(now, candidate, asked, true, config);
+                self.on_vote(now, candidate, asked, true, freshness);
             }
         }
     }
@@ -685,12 +685,12 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
 
     fn on_message(&mut self, now: Instant, _i: usize, from: NodeId, msg: Message) {
         match msg {
-            Message::PreVote { term, config } => self.on_pre_vote(now, from, term, config),
+            Message::PreVote { term, freshness } => self.on_pre_vote(now, from, term, freshness),
             Message::PreVoteResponse { term, proposed, granted, lease_remaining_ms } => {
                 self.on_pre_vote_response(now, from, term, proposed, granted, lease_remaining_ms)
             }
-            Message::Vote { term, transfer, config } => {
-                self.on_vote(now, from, term, transfer, config)
+            Message::Vote { term, transfer, freshness } => {
+                self.on_vote(now, from, term, transfer, freshness)
             }
             Message::VoteResponse { term, granted } => {
                 self.on_vote_response(now, from, term, granted)

@@ -26,7 +26,7 @@
 
 use crate::config::{Config, ConfigError};
 use crate::drift;
-use crate::electorate::ConfigId;
+use crate::electorate::Freshness;
 use crate::kind::ProtocolKind;
 pub use crate::message::ranked::RankedMessage;
 use crate::message::Message;
@@ -133,7 +133,7 @@ struct Claim {
     /// The configuration the claimant holds: a claim of an older one than
     /// this node's is never voted for (the freshness rule,
     /// [`crate::electorate`]).
-    config: ConfigId,
+    freshness: Freshness,
 }
 
 /// The VOTING state.
@@ -377,7 +377,7 @@ impl<R: RngCore + Send> RankedElector<R> {
             transfer,
             asked_transfer: transfer,
             votes_at: now + vote_in,
-            config: self.seat.electorate.id,
+            freshness: self.seat.electorate.freshness(),
         });
         if self.my_elects.len() >= MAX_REMEMBERED_ELECTS {
             self.my_elects.remove(0);
@@ -388,14 +388,14 @@ impl<R: RngCore + Send> RankedElector<R> {
         let term = self.seat.term;
         let claim = self.seat.last_lsn;
         let vote_in_nanos = u64::try_from(vote_in.as_nanos()).unwrap_or(u64::MAX);
-        let config = self.seat.electorate.id;
+        let freshness = self.seat.electorate.freshness();
         self.seat.broadcast(RankedMessage::Elect {
             term,
             claim,
             sent_at_nanos,
             transfer,
             vote_in_nanos,
-            config,
+            freshness,
         });
         self.try_vote(now);
     }
@@ -425,8 +425,8 @@ impl<R: RngCore + Send> RankedElector<R> {
     /// The fresh claims this node may vote for: of a configuration no older
     /// than its own (the freshness rule, [`crate::electorate`]).
     fn eligible_claims(&self) -> impl Iterator<Item = (usize, Claim)> + '_ {
-        let mine = self.seat.electorate.id;
-        self.fresh_claims().filter(move |(_, c)| c.config >= mine)
+        let mine = self.seat.electorate.freshness();
+        self.fresh_claims().filter(move |(_, c)| c.freshness >= mine)
     }
 
     /// The claim this node must vote for, if it is bound: the holder of its
@@ -492,7 +492,7 @@ impl<R: RngCore + Send> RankedElector<R> {
     /// ties to the earliest voter in the configuration.
     fn best_claim(&self) -> Option<usize> {
         self.eligible_claims()
-            .max_by_key(|&(i, c)| (c.transfer.is_some(), c.config, c.lsn, Reverse(i)))
+            .max_by_key(|&(i, c)| (c.transfer.is_some(), c.freshness, c.lsn, Reverse(i)))
             .map(|(i, _)| i)
     }
 
@@ -1000,7 +1000,7 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
                 sent_at_nanos,
                 transfer,
                 vote_in_nanos,
-                config,
+                freshness,
             } => {
                 // The announced vote delay is capped at the longest a correct
                 // elector announces.
@@ -1018,7 +1018,7 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
                     transfer,
                     asked_transfer,
                     votes_at,
-                    config,
+                    freshness,
                 };
                 self.on_elect(now, i, from, claim)
             }

@@ -969,7 +969,7 @@ impl<P: Rules + Send> Protocol for P {
             return self.seat_mut().halt(format!("an impossible configuration: {why}"));
         }
         self.prepare_input(now);
-        let written_in = Term(electorate.id.token.0);
+        let written_in = Term(electorate.last_token.0);
         if written_in > self.seat().term && written_in.is_valid() {
             // The log holds an entry of a leadership of a later term than
             // any this node knows (it was away, or its directory is new):
@@ -1190,7 +1190,7 @@ mod tests {
     #[test]
     fn a_term_going_back_halts_before_anything_is_written_or_sent() {
         let mut seat = three_node_seat();
-        seat.broadcast(Message::PreVote { term: Term(6), config: crate::ConfigId::BOOTSTRAP });
+        seat.broadcast(Message::PreVote { term: Term(6), freshness: crate::Freshness::BOOTSTRAP });
         seat.term = Term(4);
         seat.persist();
         assert!(seat.stopped);
@@ -1264,7 +1264,7 @@ mod tests {
         e.handle_message(
             at(15),
             NodeId(2),
-            Message::PreVote { term: Term(1), config: crate::ConfigId::BOOTSTRAP },
+            Message::PreVote { term: Term(1), freshness: crate::Freshness::BOOTSTRAP },
         );
         let out = e.take_output();
         assert!(out.messages.is_empty());
@@ -1277,7 +1277,11 @@ mod tests {
         e.handle_message(
             at(5001),
             NodeId(2),
-            Message::Vote { term: Term(1), transfer: false, config: crate::ConfigId::BOOTSTRAP },
+            Message::Vote {
+                term: Term(1),
+                transfer: false,
+                freshness: crate::Freshness::BOOTSTRAP,
+            },
         );
         assert!(e.take_output().is_empty());
         assert!(!e.is_leader(at(5002)));

@@ -121,6 +121,7 @@ fn a_candidate_of_an_older_configuration_is_refused(kind: ProtocolKind) {
         learners: vec![],
         departing: vec![],
         stands: true,
+        last_token: tenure_core::FencingToken(1),
     };
     c.set_electorate(n(1), e(at(2)));
     c.set_electorate(n(3), e(at(2)));
@@ -183,6 +184,7 @@ fn a_node_holding_its_own_uncommitted_removal_can_commit_it(kind: ProtocolKind) 
             learners: vec![],
             departing: vec![one],
             stands: true,
+            last_token: tenure_core::FencingToken(1),
         },
     );
     c.restart(one);
@@ -203,6 +205,7 @@ fn an_impossible_configuration_halts_the_node(kind: ProtocolKind) {
             learners: vec![],
             departing: vec![],
             stands: false,
+            last_token: tenure_core::FencingToken(1),
         },
     );
     assert!(c.events().iter().any(|r| r.node == n(2)
@@ -213,6 +216,7 @@ fn an_impossible_configuration_halts_the_node(kind: ProtocolKind) {
         learners: vec![n(3)],
         departing: vec![],
         stands: true,
+        last_token: tenure_core::FencingToken(1),
     };
     c.set_electorate(n(3), twice);
     assert!(c.events().iter().any(|r| r.node == n(3)
@@ -258,6 +262,7 @@ fn a_removed_node_that_missed_its_removal_disturbs_no_one(kind: ProtocolKind) {
             learners: vec![],
             departing: vec![],
             stands: true,
+            last_token: tenure_core::FencingToken(1),
         };
         c.set_electorate(node, e);
     }
@@ -273,3 +278,35 @@ fn a_removed_node_that_missed_its_removal_disturbs_no_one(kind: ProtocolKind) {
     assert_eq!(c.status(rest[1]).leader, Some(leader));
 }
 shared!(a_removed_node_that_missed_its_removal_disturbs_no_one);
+
+fn a_candidate_holding_a_sibling_configuration_of_an_older_leadership_is_refused(
+    kind: ProtocolKind,
+) {
+    // The model checker's run (crates/model/tests/membership.rs): four
+    // voters in configuration 2. Node 2 led token 1 and appended "remove 4"
+    // (configuration 3a, at index 3 under token 1) that no one else holds;
+    // node 1 then led token 2, committed its no-op on 1, 3 and 4, appended
+    // "remove 2" (3b) and committed it with node 4. Node 3 holds
+    // configuration 2 and node 1's no-op. Configuration 3a is newer than
+    // node 3's by position, but node 3 holds an entry of a later
+    // leadership: it must refuse node 2, or node 2 would lead beside node 1.
+    let mut c = Cluster::of(kind, 4);
+    c.run_for(TIMEOUT * 3);
+    let four = [n(1), n(2), n(3), n(4)];
+    let e = |id: ConfigId, last: u64, voters: &[NodeId]| Electorate {
+        id,
+        last_token: FencingToken(last),
+        voters: voters.to_vec(),
+        learners: vec![],
+        departing: vec![],
+        stands: true,
+    };
+    c.crash(n(1));
+    c.crash(n(4));
+    c.set_electorate(n(2), e(at(3), 1, &[n(1), n(2), n(3)]));
+    c.set_electorate(n(3), e(at(2), 2, &four));
+    c.run_for(TIMEOUT * 10);
+    assert!(!took_role(&c, n(2), Role::Leader), "node 2 led without configuration 3b");
+    assert!(c.leaders().is_empty(), "{:?}", c.leaders());
+}
+shared!(a_candidate_holding_a_sibling_configuration_of_an_older_leadership_is_refused);

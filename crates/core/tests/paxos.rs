@@ -167,7 +167,7 @@ fn an_acceptor_promises_once_per_ballot_and_persists_before_answering() {
             ballot: b,
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
     );
     let out = e.take_output();
@@ -185,7 +185,7 @@ fn an_acceptor_promises_once_per_ballot_and_persists_before_answering() {
             ballot: b,
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
     );
     let out = e.take_output();
@@ -202,7 +202,7 @@ fn an_acceptor_promises_once_per_ballot_and_persists_before_answering() {
             ballot: Term(BALLOT_NODES + 1),
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
     );
     let out = e.take_output();
@@ -220,7 +220,7 @@ fn an_acceptor_promises_once_per_ballot_and_persists_before_answering() {
             ballot: Term(2 * BALLOT_NODES + 2),
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
     );
     assert!(e.take_output().messages.is_empty());
@@ -239,7 +239,7 @@ fn a_failed_write_of_a_promise_sends_nothing() {
             ballot: Term(BALLOT_NODES + 3),
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
     );
     let out = e.take_output();
@@ -255,7 +255,7 @@ fn a_failed_write_of_a_promise_sends_nothing() {
             ballot: Term(BALLOT_NODES + 3),
             attempt: 2,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
     );
     let out = e.take_output();
@@ -285,7 +285,7 @@ fn restart_keeps_the_promise_and_an_anonymous_lease() {
             ballot,
             attempt: 7,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
     );
     let answer = paxos_sent(&c, since, f, other);
@@ -307,7 +307,7 @@ fn restart_keeps_the_promise_and_an_anonymous_lease() {
             ballot: Term(x.0),
             attempt: 8,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
     );
     let answer = paxos_sent(&c, since, f, x);
@@ -335,7 +335,7 @@ fn follower_in_lease_refuses_a_high_prepare_without_adopting_it() {
             ballot,
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
     );
     let answer = paxos_sent(&c, since, f, other);
@@ -356,7 +356,7 @@ fn follower_in_lease_refuses_a_high_prepare_without_adopting_it() {
         &mut c,
         other,
         f,
-        PaxosMessage::Accept { ballot, slot: 99, config: tenure_core::ConfigId::BOOTSTRAP },
+        PaxosMessage::Accept { ballot, slot: 99, freshness: tenure_core::Freshness::BOOTSTRAP },
     );
     assert!(matches!(paxos_sent(&c, since, f, other)[..], [PaxosMessage::AcceptNack { .. }]));
     assert_eq!(c.term(f), before);
@@ -459,7 +459,7 @@ fn a_stale_resign_does_not_let_its_successor_override_a_newer_lease() {
             ballot,
             attempt: 1,
             handover: Some(stale_handover),
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
     );
     assert!(matches!(
@@ -477,7 +477,7 @@ fn a_stale_resign_does_not_let_its_successor_override_a_newer_lease() {
             ballot,
             attempt: 2,
             handover: Some(current),
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
     );
     assert!(matches!(
@@ -496,7 +496,7 @@ fn a_stale_resign_does_not_let_its_successor_override_a_newer_lease() {
             ballot,
             attempt: 3,
             handover: Some(current),
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
     );
     assert!(matches!(paxos_sent(&c, since, f, other)[..], [PaxosMessage::PrepareAck { .. }]));
@@ -518,7 +518,7 @@ fn a_low_ball_poll_changes_no_durable_state_anywhere() {
             ballot: LOW_BALL,
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
     );
     let other = c.ids().iter().copied().find(|&i| i != leader && i != f).expect("another");
@@ -530,7 +530,7 @@ fn a_low_ball_poll_changes_no_durable_state_anywhere() {
             ballot: LOW_BALL,
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
     );
     let now: Vec<HardState> = c.ids().iter().map(|&i| c.durable(i)).collect();

@@ -42,7 +42,7 @@ fn follower_in_lease_refuses_pre_vote_and_reports_remaining_lease() {
     c.inject(
         n(2),
         follower,
-        Message::PreVote { term: Term(2), config: tenure_core::ConfigId::BOOTSTRAP },
+        Message::PreVote { term: Term(2), freshness: tenure_core::Freshness::BOOTSTRAP },
     );
     match &c.sent_since(before, follower, n(2))[..] {
         [Message::PreVoteResponse { granted: false, lease_remaining_ms: Some(ms), .. }] => {
@@ -60,7 +60,11 @@ fn vote_request_in_lease_is_ignored_without_adopting_the_term() {
     c.inject(
         n(2),
         follower,
-        Message::Vote { term: Term(5), transfer: false, config: tenure_core::ConfigId::BOOTSTRAP },
+        Message::Vote {
+            term: Term(5),
+            transfer: false,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
+        },
     );
     assert_eq!(c.term(follower), Term(1), "sticky: the disruptive term is not adopted");
     assert_eq!(c.status(follower).voted_for, Some(leader));
@@ -73,7 +77,11 @@ fn restart_keeps_the_vote_so_no_double_vote() {
     c.inject(
         n(1),
         voter,
-        Message::Vote { term: Term(1), transfer: false, config: tenure_core::ConfigId::BOOTSTRAP },
+        Message::Vote {
+            term: Term(1),
+            transfer: false,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
+        },
     );
     assert_eq!(c.durable(voter), HardState { term: Term(1), voted_for: Some(n(1)) });
     c.crash(voter);
@@ -83,7 +91,11 @@ fn restart_keeps_the_vote_so_no_double_vote() {
     c.inject(
         n(2),
         voter,
-        Message::Vote { term: Term(1), transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
+        Message::Vote {
+            term: Term(1),
+            transfer: true,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
+        },
     );
     let granted = sent_by(&c, before, voter)
         .iter()
@@ -100,7 +112,11 @@ fn vote_is_handed_out_for_persistence_with_the_response() {
     c.inject(
         n(1),
         voter,
-        Message::Vote { term: Term(1), transfer: false, config: tenure_core::ConfigId::BOOTSTRAP },
+        Message::Vote {
+            term: Term(1),
+            transfer: false,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
+        },
     );
     let outputs = &c.steps()[step].outputs;
     assert_eq!(outputs.len(), 1);
@@ -207,7 +223,7 @@ fn a_transfer_vote_that_overtook_the_resignation_is_granted_when_it_arrives() {
     c.inject(
         successor,
         voter,
-        Message::Vote { term: asked, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
+        Message::Vote { term: asked, transfer: true, freshness: tenure_core::Freshness::BOOTSTRAP },
     );
     assert_eq!(c.term(voter), term, "refused for the lease, the term not adopted");
     assert!(
@@ -247,7 +263,11 @@ fn an_early_transfer_vote_is_granted_only_for_the_resignation_naming_it() {
         c.inject(
             claimant,
             voter,
-            Message::Vote { term: asked, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
+            Message::Vote {
+                term: asked,
+                transfer: true,
+                freshness: tenure_core::Freshness::BOOTSTRAP,
+            },
         );
         c.inject(leader, voter, Message::Resign { term, successor });
         assert!(

@@ -53,7 +53,7 @@ fn elect_msg(term: u64, claim: Option<(u64, u64)>, sent_at_nanos: u64) -> Ranked
         sent_at_nanos,
         transfer: None,
         vote_in_nanos: 0,
-        config: tenure_core::ConfigId::BOOTSTRAP,
+        freshness: tenure_core::Freshness::BOOTSTRAP,
     }
 }
 

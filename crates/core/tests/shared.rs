@@ -433,11 +433,11 @@ fn ask_for_vote(kind: ProtocolKind, c: &C, from: NodeId, to: NodeId) -> Vec<Mess
         Raft => {
             let t = c.term(to).checked_next().expect("a valid term");
             vec![
-                Message::PreVote { term: t, config: tenure_core::ConfigId::BOOTSTRAP },
+                Message::PreVote { term: t, freshness: tenure_core::Freshness::BOOTSTRAP },
                 Message::Vote {
                     term: t,
                     transfer: false,
-                    config: tenure_core::ConfigId::BOOTSTRAP,
+                    freshness: tenure_core::Freshness::BOOTSTRAP,
                 },
             ]
         }
@@ -447,7 +447,7 @@ fn ask_for_vote(kind: ProtocolKind, c: &C, from: NodeId, to: NodeId) -> Vec<Mess
             sent_at_nanos: 42,
             transfer: None,
             vote_in_nanos: 0,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         })],
         Paxos => {
             let promised = c.durable(to).term.0;
@@ -456,7 +456,7 @@ fn ask_for_vote(kind: ProtocolKind, c: &C, from: NodeId, to: NodeId) -> Vec<Mess
                 ballot,
                 attempt: 7,
                 handover: None,
-                config: tenure_core::ConfigId::BOOTSTRAP,
+                freshness: tenure_core::Freshness::BOOTSTRAP,
             })]
         }
     }
@@ -643,8 +643,8 @@ fn duplicated_or_reordered_heartbeats_are_dropped_by_lsn(kind: ProtocolKind) {
 fn foreign(kind: ProtocolKind, f: NodeId) -> Vec<Message> {
     let t = Term(99);
     let raft = vec![
-        Message::PreVote { term: t, config: tenure_core::ConfigId::BOOTSTRAP },
-        Message::Vote { term: t, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
+        Message::PreVote { term: t, freshness: tenure_core::Freshness::BOOTSTRAP },
+        Message::Vote { term: t, transfer: true, freshness: tenure_core::Freshness::BOOTSTRAP },
         Message::Heartbeat { term: t, counter: 1, sent_at_nanos: 1 },
         Message::Resign { term: t, successor: Some(f) },
     ];
@@ -655,7 +655,7 @@ fn foreign(kind: ProtocolKind, f: NodeId) -> Vec<Message> {
             sent_at_nanos: 1,
             transfer: None,
             vote_in_nanos: 0,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
         Message::Ranked(RankedMessage::Lead { term: t, counter: 1, sent_at_nanos: 1 }),
     ];
@@ -664,7 +664,7 @@ fn foreign(kind: ProtocolKind, f: NodeId) -> Vec<Message> {
             ballot: Term(99 * 16),
             attempt: 1,
             handover: None,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
         Message::Paxos(PaxosMessage::Commit {
             ballot: Term(99 * 16),
@@ -899,14 +899,14 @@ fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
     let lsn = Lsn { term: t, counter: u64::MAX };
     match kind {
         Raft => vec![
-            Message::PreVote { term: t, config: tenure_core::ConfigId::BOOTSTRAP },
+            Message::PreVote { term: t, freshness: tenure_core::Freshness::BOOTSTRAP },
             Message::PreVoteResponse {
                 term: t,
                 proposed: t,
                 granted: true,
                 lease_remaining_ms: None,
             },
-            Message::Vote { term: t, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP },
+            Message::Vote { term: t, transfer: true, freshness: tenure_core::Freshness::BOOTSTRAP },
             Message::VoteResponse { term: t, granted: true },
             Message::Heartbeat { term: t, counter: u64::MAX, sent_at_nanos: u64::MAX },
             Message::HeartbeatResponse { term: t, ok: false, echo_sent_at_nanos: u64::MAX },
@@ -919,7 +919,7 @@ fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
                 sent_at_nanos: u64::MAX,
                 transfer: Some(t),
                 vote_in_nanos: u64::MAX,
-                config: tenure_core::ConfigId::BOOTSTRAP,
+                freshness: tenure_core::Freshness::BOOTSTRAP,
             },
             RankedMessage::Vote { term: t, echo_sent_at_nanos: u64::MAX },
             RankedMessage::Lead { term: t, counter: u64::MAX, sent_at_nanos: u64::MAX },
@@ -934,7 +934,7 @@ fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
                 ballot: t,
                 attempt: 1,
                 handover: Some(t),
-                config: tenure_core::ConfigId::BOOTSTRAP,
+                freshness: tenure_core::Freshness::BOOTSTRAP,
             },
             PaxosMessage::PrepareAck {
                 ballot: t,
@@ -953,7 +953,7 @@ fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
             PaxosMessage::Accept {
                 ballot: t,
                 slot: u64::MAX,
-                config: tenure_core::ConfigId::BOOTSTRAP,
+                freshness: tenure_core::Freshness::BOOTSTRAP,
             },
             PaxosMessage::AcceptAck { ballot: t, slot: 1 },
             PaxosMessage::AcceptNack { ballot: t, promised: t },
@@ -1120,7 +1120,7 @@ fn transfer_request(kind: ProtocolKind, c: &C, from: NodeId, term: Term) -> Mess
         Raft => Message::Vote {
             term: term.checked_next().expect("valid"),
             transfer: true,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
         Ranked => Message::Ranked(RankedMessage::Elect {
             term,
@@ -1128,7 +1128,7 @@ fn transfer_request(kind: ProtocolKind, c: &C, from: NodeId, term: Term) -> Mess
             sent_at_nanos: c.local_now(from).as_nanos(),
             transfer: Some(term),
             vote_in_nanos: 0,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         }),
         Paxos => {
             let ballot = Term((term.0 / BALLOT_NODES + 1) * BALLOT_NODES + from.0);
@@ -1136,7 +1136,7 @@ fn transfer_request(kind: ProtocolKind, c: &C, from: NodeId, term: Term) -> Mess
                 ballot,
                 attempt: 1,
                 handover: Some(term),
-                config: tenure_core::ConfigId::BOOTSTRAP,
+                freshness: tenure_core::Freshness::BOOTSTRAP,
             })
         }
     }

@@ -136,7 +136,7 @@ async fn no_second_vote_in_a_term_after(damage: Damage) {
         let vote = Message::Vote {
             term: Term(term),
             transfer: false,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         };
         to_node.send(wire::encode(&Frame::Message(vote))).await.unwrap();
     }
@@ -196,7 +196,7 @@ async fn no_second_vote_in_a_term_after(damage: Damage) {
         .send(wire::encode(&Frame::Message(Message::Vote {
             term: Term(7),
             transfer: false,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         })))
         .await
         .unwrap();

@@ -181,6 +181,9 @@ impl Membership {
         let committed = self.at.index <= commit;
         Electorate {
             id: ConfigId { token: self.at.token, index: self.at.index },
+            // At least the configuration's own; the replica gives the token
+            // of its log's last entry.
+            last_token: self.at.token,
             voters: self.members.voter_ids().collect(),
             learners: self.members.learners.iter().map(|m| m.id).collect(),
             stands: self.members.is_voter(me) || (departing.contains(&me) && !committed),

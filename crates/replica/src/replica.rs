@@ -452,7 +452,9 @@ impl<S: StateMachine> Replica<S> {
     /// again whenever an output carries a new one.
     pub fn electorate(&self) -> Electorate {
         let previous = self.log.previous_membership().map(|p| &p.members);
-        self.log.membership().electorate(self.cfg.id, previous, self.commit)
+        let mut e = self.log.membership().electorate(self.cfg.id, previous, self.commit);
+        e.last_token = self.log.last().token;
+        e
     }
 
     /// A message from node `from`. Leader messages are taken from the node

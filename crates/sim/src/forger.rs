@@ -473,14 +473,16 @@ struct Draw {
 fn huge_raft(kind: u32, d: &Draw) -> Message {
     let Draw { t, r, flag, y } = *d;
     match kind {
-        0 => Message::PreVote { term: t, config: tenure_core::ConfigId::BOOTSTRAP },
+        0 => Message::PreVote { term: t, freshness: tenure_core::Freshness::BOOTSTRAP },
         1 => Message::PreVoteResponse {
             term: t,
             proposed: Term(y.term.0.saturating_add(1)),
             granted: flag,
             lease_remaining_ms: None,
         },
-        2 => Message::Vote { term: t, transfer: flag, config: tenure_core::ConfigId::BOOTSTRAP },
+        2 => {
+            Message::Vote { term: t, transfer: flag, freshness: tenure_core::Freshness::BOOTSTRAP }
+        }
         3 => Message::VoteResponse { term: t, granted: flag },
         4 => Message::Heartbeat { term: t, counter: r % 1000, sent_at_nanos: r },
         5 => Message::HeartbeatResponse { term: t, ok: flag, echo_sent_at_nanos: r },
@@ -498,7 +500,7 @@ fn huge_ranked(kind: u32, d: &Draw, echo: u64) -> RankedMessage {
             sent_at_nanos: y.local_now.as_nanos(),
             transfer: (r % 2 == 0).then_some(t),
             vote_in_nanos: r % 1_000_000_000,
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
         1 => RankedMessage::Vote { term: t, echo_sent_at_nanos: echo },
         2 => RankedMessage::Lead { term: t, counter: r % 1000, sent_at_nanos: r },
@@ -517,7 +519,7 @@ fn huge_paxos(kind: u32, d: &Draw, b: Term) -> PaxosMessage {
             ballot: b,
             attempt: r % 100,
             handover: flag.then_some(b),
-            config: tenure_core::ConfigId::BOOTSTRAP,
+            freshness: tenure_core::Freshness::BOOTSTRAP,
         },
         1 => PaxosMessage::PrepareAck {
             ballot: t,
@@ -533,7 +535,7 @@ fn huge_paxos(kind: u32, d: &Draw, b: Term) -> PaxosMessage {
             heartbeat: None,
             busy_ms: None,
         },
-        3 => PaxosMessage::Accept { ballot: b, slot, config: tenure_core::ConfigId::BOOTSTRAP },
+        3 => PaxosMessage::Accept { ballot: b, slot, freshness: tenure_core::Freshness::BOOTSTRAP },
         4 => PaxosMessage::AcceptAck { ballot: t, slot },
         5 => PaxosMessage::AcceptNack { ballot: y.term, promised: t },
         6 => PaxosMessage::Commit { ballot: b, slot, heartbeat: r % 1000, sent_at_nanos: r },
@@ -780,7 +782,7 @@ impl Ctx<'_> {
                     Message::Vote {
                         term: Term(term),
                         transfer: true,
-                        config: tenure_core::ConfigId::BOOTSTRAP,
+                        freshness: tenure_core::Freshness::BOOTSTRAP,
                     }
                 }
                 ProtocolKind::Ranked => RankedMessage::Elect {
@@ -789,7 +791,7 @@ impl Ctx<'_> {
                     sent_at_nanos,
                     transfer: Some(y.term),
                     vote_in_nanos: 0,
-                    config: tenure_core::ConfigId::BOOTSTRAP,
+                    freshness: tenure_core::Freshness::BOOTSTRAP,
                 }
                 .into(),
                 ProtocolKind::Paxos => {
@@ -798,7 +800,7 @@ impl Ctx<'_> {
                         ballot,
                         attempt,
                         handover: Some(y.term),
-                        config: tenure_core::ConfigId::BOOTSTRAP,
+                        freshness: tenure_core::Freshness::BOOTSTRAP,
                     }
                     .into()
                 }
@@ -831,7 +833,7 @@ impl Ctx<'_> {
                         sent_at_nanos: self.rng.gen(),
                         transfer: None,
                         vote_in_nanos: if self.rng.gen_bool(0.5) { huge(self.rng) } else { 0 },
-                        config: tenure_core::ConfigId::BOOTSTRAP,
+                        freshness: tenure_core::Freshness::BOOTSTRAP,
                     }
                     .into()
                 }

@@ -286,7 +286,7 @@ fn a_forged_resign_and_transfer_depose_no_leader() {
                 ProtocolKind::Raft => Message::Vote {
                     term: Term(term.0 + 1),
                     transfer: true,
-                    config: tenure_core::ConfigId::BOOTSTRAP,
+                    freshness: tenure_core::Freshness::BOOTSTRAP,
                 },
                 ProtocolKind::Ranked => {
                     let t = sim.term_of(to);
@@ -296,7 +296,7 @@ fn a_forged_resign_and_transfer_depose_no_leader() {
                         sent_at_nanos: 1,
                         transfer: Some(t),
                         vote_in_nanos: 0,
-                        config: tenure_core::ConfigId::BOOTSTRAP,
+                        freshness: tenure_core::Freshness::BOOTSTRAP,
                     }
                     .into()
                 }
@@ -306,7 +306,7 @@ fn a_forged_resign_and_transfer_depose_no_leader() {
                         ballot,
                         attempt: 1,
                         handover: Some(sim.term_of(to)),
-                        config: tenure_core::ConfigId::BOOTSTRAP,
+                        freshness: tenure_core::Freshness::BOOTSTRAP,
                     }
                     .into()
                 }

@@ -430,7 +430,7 @@ impl Forge {
         let term = Term(term);
         match self.0 {
             ProtocolKind::Raft => {
-                Message::Vote { term, transfer: true, config: tenure_core::ConfigId::BOOTSTRAP }
+                Message::Vote { term, transfer: true, freshness: tenure_core::Freshness::BOOTSTRAP }
             }
             ProtocolKind::Ranked => RankedMessage::Elect {
                 term,
@@ -438,14 +438,14 @@ impl Forge {
                 sent_at_nanos: u64::MAX,
                 transfer: Some(term),
                 vote_in_nanos: 0,
-                config: tenure_core::ConfigId::BOOTSTRAP,
+                freshness: tenure_core::Freshness::BOOTSTRAP,
             }
             .into(),
             ProtocolKind::Paxos => PaxosMessage::Prepare {
                 ballot: term,
                 attempt: 1,
                 handover: Some(term),
-                config: tenure_core::ConfigId::BOOTSTRAP,
+                freshness: tenure_core::Freshness::BOOTSTRAP,
             }
             .into(),
         }

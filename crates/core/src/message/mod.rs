@@ -6,7 +6,7 @@
 pub mod paxos;
 pub mod ranked;
 
-use crate::electorate::ConfigId;
+use crate::electorate::Freshness;
 use crate::types::{NodeId, Term};
 pub use paxos::PaxosMessage;
 pub use ranked::RankedMessage;
@@ -23,9 +23,9 @@ pub enum Message {
     PreVote {
         /// The term the sender would campaign in.
         term: Term,
-        /// The configuration the sender holds: a node whose own is newer
-        /// refuses (the freshness rule, [`crate::electorate`]).
-        config: ConfigId,
+        /// How fresh the sender's log is: a node whose own is fresher refuses
+        /// (the freshness rule, [`crate::electorate`]).
+        freshness: Freshness,
     },
     /// Answer to [`Message::PreVote`].
     PreVoteResponse {
@@ -48,9 +48,9 @@ pub enum Message {
         /// or graceful stop): voters grant it even while their lease on that
         /// leader still runs.
         transfer: bool,
-        /// The configuration the sender holds: a node whose own is newer
-        /// refuses (the freshness rule, [`crate::electorate`]).
-        config: ConfigId,
+        /// How fresh the sender's log is: a node whose own is fresher refuses
+        /// (the freshness rule, [`crate::electorate`]).
+        freshness: Freshness,
     },
     /// Answer to [`Message::Vote`].
     VoteResponse {

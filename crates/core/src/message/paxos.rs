@@ -1,6 +1,6 @@
 //! Messages of Paxos leader election with low-ball polling (`protocol = "paxos"`, TRex).
 
-use crate::electorate::ConfigId;
+use crate::electorate::Freshness;
 use crate::types::{Lsn, NodeId, Term};
 use serde::{Deserialize, Serialize};
 
@@ -22,9 +22,9 @@ pub enum PaxosMessage {
         /// (transfer or graceful stop): acceptors whose lease is on that
         /// leadership promise anyway.
         handover: Option<Term>,
-        /// The configuration the sender holds: an acceptor whose own is
-        /// newer does not promise (the freshness rule, [`crate::electorate`]).
-        config: ConfigId,
+        /// How fresh the sender's log is: a node whose own is fresher refuses
+        /// (the freshness rule, [`crate::electorate`]).
+        freshness: Freshness,
     },
     /// Phase 1b: the sender promised `ballot` to the destination.
     PrepareAck {
@@ -62,9 +62,9 @@ pub enum PaxosMessage {
         ballot: Term,
         /// The slot of the no-op.
         slot: u64,
-        /// The configuration the proposer holds: an acceptor whose own is
-        /// newer does not accept (the freshness rule, [`crate::electorate`]).
-        config: ConfigId,
+        /// How fresh the sender's log is: a node whose own is fresher refuses
+        /// (the freshness rule, [`crate::electorate`]).
+        freshness: Freshness,
     },
     /// Phase 2b: the sender accepted `slot` in `ballot`.
     AcceptAck {

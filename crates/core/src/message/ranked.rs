@@ -1,6 +1,6 @@
 //! Messages of the two-phase ranked election (`protocol = "ranked"`, the ELECT/VOTE paper).
 
-use crate::electorate::ConfigId;
+use crate::electorate::Freshness;
 use crate::types::{Lsn, NodeId, Term};
 use serde::{Deserialize, Serialize};
 
@@ -28,10 +28,9 @@ pub enum RankedMessage {
         /// leases on the old leader ended at different times) vote no earlier
         /// than every claimant they know of, so they rank the same slate.
         vote_in_nanos: u64,
-        /// The configuration the sender holds: a node whose own is newer
-        /// never votes for this claim (the freshness rule,
-        /// [`crate::electorate`]).
-        config: ConfigId,
+        /// How fresh the sender's log is: a node whose own is fresher refuses
+        /// (the freshness rule, [`crate::electorate`]).
+        freshness: Freshness,
     },
     /// The ELECT/VOTE paper's VOTE(term, msg): the sender votes for the destination in `term`.
     Vote {

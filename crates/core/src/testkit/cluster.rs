@@ -470,6 +470,7 @@ impl<P: Protocol> Cluster<P> {
             let stands = voters.contains(&node) || (departing.contains(&node) && !committed);
             let e = Electorate {
                 id,
+                last_token: id.token,
                 voters: voters.to_vec(),
                 learners: learners.to_vec(),
                 departing: departing.to_vec(),
