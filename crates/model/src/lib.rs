@@ -116,7 +116,8 @@
 //!   ran out; one clock step per node never elects, two elect at depth 10.
 //! * **paxos** ([`Bounds::PAXOS_QUICK`], [`Bounds::PAXOS_DEEP`]): a poll, a
 //!   Prepare and an Accept round; one clock step per node elects at depth 10.
-//!   Terms are ballots (`counter * 16 + rank`), so `max_term` is 63: three
+//!   Terms are ballots (`counter * 65536 + id`), so `max_term` is
+//!   [`model::PAXOS_MAX_TERM`]: three
 //!   ballot counters.
 //!
 //! A fresh cluster elects once: within those bounds no second election and

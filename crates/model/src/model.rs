@@ -68,6 +68,12 @@ pub const REELECTION_DEPTH: usize = 12;
 /// checked): each re-election witness is reached within it in every protocol.
 pub const REELECTION_CI_DEPTH: usize = 10;
 
+/// The term bound of the Paxos checks: ballots are `counter * 65536 + id`
+/// ([`tenure_core::paxos::BALLOT_NODES`]), and this is the highest ballot of
+/// counter 3, so three ballot counters above the start, as `max_term: 3` is
+/// three Raft terms.
+pub const PAXOS_MAX_TERM: u64 = 4 * tenure_core::paxos::BALLOT_NODES - 1;
+
 /// Limits that keep the state space finite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Bounds {
@@ -196,14 +202,14 @@ impl Bounds {
     /// clock steps, the old leader one (one more heartbeat round, or one
     /// late timer), any node may crash and restart once, and terms may rise
     /// two above the leader's (raft: it leads term 1; ranked: term 2; Paxos:
-    /// ballot 17, counter 1 of `counter * 16 + rank`). Breadth-first: a few
+    /// ballot 65,537, counter 1 of `counter * 65536 + id`). Breadth-first: a few
     /// million states and a few minutes per protocol, 4 to 12 GB.
     pub const fn reelection(protocol: ProtocolKind) -> Bounds {
         Bounds {
             max_term: match protocol {
                 ProtocolKind::Raft => 3,
                 ProtocolKind::Ranked => 4,
-                ProtocolKind::Paxos => 63,
+                ProtocolKind::Paxos => PAXOS_MAX_TERM,
             },
             clock_steps_per_node: 3,
             leader_clock_steps: Some(1),
@@ -303,10 +309,10 @@ impl Bounds {
     /// Paxos, fresh cluster, debug-profile tests: a poll that meets the
     /// start-up lease of the other nodes, then a second node's poll, Prepare
     /// and Accept elect at depth 10 with one clock step per node. Ballots
-    /// are `counter * 16 + rank`, so a term bound of 63 is three ballot
+    /// are `counter * 65536 + id`, so a term bound of [`PAXOS_MAX_TERM`] is three ballot
     /// counters, as `max_term: 3` is three Raft terms.
     pub const PAXOS_QUICK: Bounds = Bounds {
-        max_term: 63,
+        max_term: PAXOS_MAX_TERM,
         clock_steps_per_node: 1,
         leader_clock_steps: None,
         restarts: 1,

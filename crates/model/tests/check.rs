@@ -144,7 +144,7 @@ fn a_vote_lost_on_restart_is_caught(protocol: ProtocolKind) {
         // * ranked casts every VOTE in a term above every term it knows, its
         //   own durable term included (`cast_vote`: `max(known) + 1`), and a
         //   restart that forgets the vote keeps the term;
-        // * a Paxos ballot names its one proposer (`counter * 16 + rank`), and
+        // * a Paxos ballot names its one proposer (`counter * 65536 + id`), and
         //   every promise of ballot `b` (persisted or `PrepareAck`/`AcceptAck`
         //   on the wire) goes to `proposer(b)`: two grants in one ballot are
         //   grants to one node, whatever the storage forgets.
