@@ -190,6 +190,7 @@
 
 pub mod check;
 pub mod elector;
+pub mod membership;
 pub mod model;
 pub mod network;
 pub mod replica;
