@@ -575,13 +575,6 @@ pub fn member_prefix(
                 .min()
                 .map(|(_, id)| Action::Timeout(id))?
         };
-        if std::env::var_os("PREFIX_DEBUG").is_some() {
-            eprintln!(
-                "{} {action:?} roles {:?}",
-                prefix.len(),
-                state.nodes.iter().map(|n| (n.role, n.follows, n.now)).collect::<Vec<_>>()
-            );
-        }
         state = model.next_state(&state, action.clone())?;
         prefix.push(action);
     }

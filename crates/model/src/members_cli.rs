@@ -38,11 +38,13 @@ pub struct MemberCheck {
     pub depth: usize,
 }
 
-/// The CI suite, for every protocol (see the crate documentation's table).
-pub const CI_CHECKS: [MemberCheck; 2] = [
-    MemberCheck { name: "grow", start: MemberStart::Grow, removable: &[1], depth: 12 },
-    MemberCheck { name: "four voters", start: MemberStart::FourVoters, removable: &[1], depth: 12 },
-];
+/// The CI suite, for every protocol (see the crate documentation's table):
+/// from the bootstrap voters, `n4` joins as a learner, and a failover
+/// follows, every state within ten steps. (From four voters, where any
+/// re-election is in a changed configuration, depth 10 is already 3
+/// million states for Raft: not CI-sized.)
+pub const CI_CHECKS: [MemberCheck; 1] =
+    [MemberCheck { name: "grow", start: MemberStart::Grow, removable: &[1], depth: 12 }];
 
 struct Args {
     protocols: Vec<ProtocolKind>,

@@ -272,12 +272,13 @@ impl Bounds {
     /// The check of changes of members ([`crate::check::member_model`],
     /// `--membership`): from a settled leader whose gate passed, one
     /// change beyond the start's (`start_changes` configurations the start
-    /// appended), each follower two clock steps, the old leader one, terms
-    /// two above the leader's, every state within `depth - 2` steps.
+    /// appended), each follower two clock steps, the old leader none (it
+    /// goes silent: a failover), terms two above the leader's, every state
+    /// within `depth - 2` steps.
     pub const fn members(protocol: ProtocolKind, start_changes: u8, depth: usize) -> Bounds {
         Bounds {
             clock_steps_per_node: 2,
-            leader_clock_steps: Some(1),
+            leader_clock_steps: Some(0),
             restarts: 0,
             changes: start_changes + 1,
             max_depth: Some(depth),
@@ -428,8 +429,8 @@ pub struct Ghost {
     /// With changes of members: two different configurations committed
     /// at one index.
     pub forked_commit: Option<(ConfigId, ConfigId)>,
-    /// Set when a leader took office holding a configuration that a leader
-    /// appended in the exploration (above every one held at its start).
+    /// Set when a leader took office in the exploration holding a
+    /// configuration a change made (not the bootstrap's).
     pub leader_in_new_config: bool,
 }
 
@@ -568,9 +569,6 @@ pub struct ElectionModel {
     configs: Vec<Config>,
     /// Changes of members ([`ElectionModel::with_members`]).
     pub membership: Option<MembershipSpec>,
-    /// With changes of members: the most configuration entries any node
-    /// held when the exploration starts.
-    base_config_len: usize,
     /// With changes of members: configurations committed when the
     /// exploration starts.
     base_committed: usize,
@@ -636,7 +634,6 @@ impl ElectionModel {
             spies_speak: true,
             configs,
             membership,
-            base_config_len: 0,
             base_committed: 1,
         }
     }
@@ -658,8 +655,7 @@ impl ElectionModel {
         self.prefix = prefix;
         let start = self.replay_prefix();
         self.base_term = start.ghost.max_term.iter().copied().max().unwrap_or_default();
-        if let Some(m) = &start.members {
-            self.base_config_len = m.logs.iter().map(|l| l.configs.len()).max().unwrap_or(0);
+        if start.members.is_some() {
             self.base_committed = start.ghost.committed.len();
         }
         self
@@ -957,7 +953,7 @@ impl ElectionModel {
             return;
         }
         let log = members.logs[i].clone();
-        let new_config = log.configs.len() > self.base_config_len;
+        let new_config = !log.configs.is_empty();
         let missing = missing_commit(&state.ghost.committed, token, &log);
         let n = members.logs.len();
         Arc::make_mut(members).leaderships.push(Leadership {
@@ -1375,8 +1371,10 @@ pub const COMMITTED_CONFIGS_FORM_A_CHAIN: &str = "committed configurations form 
 /// Reachability, with changes of members: a configuration commits that was
 /// not committed when the exploration started.
 pub const CHANGE_COMMITTED: &str = "a change of members commits";
-/// Reachability, with changes of members: a leader takes office holding a
-/// configuration appended in the exploration.
+/// Reachability, with changes of members: a leader takes office in the
+/// exploration holding a configuration that a change made (from the
+/// bootstrap voters: after a change appended in the exploration; from four
+/// voters: after `n4` was promoted, or a voter removed).
 pub const LEADER_IN_NEW_CONFIG: &str = "a leader is elected in a changed configuration";
 
 /// The safety properties, whose discovery is a counterexample.
