@@ -1,8 +1,10 @@
 //! Running the checker and summarising what it found.
 
+use crate::membership::MembershipSpec;
 use crate::model::{
-    ElectionModel, CONTESTED_TERM, LEADERS_IN_TWO_TERMS, LEADER_ELECTED, LEADER_ON_NOTICE,
-    REACHABILITY_PROPERTIES, RIVAL_CANDIDATES, SAFETY_PROPERTIES,
+    ElectionModel, CHANGE_COMMITTED, CONTESTED_TERM, LEADERS_IN_TWO_TERMS, LEADER_ELECTED,
+    LEADER_IN_NEW_CONFIG, LEADER_ON_NOTICE, REACHABILITY_PROPERTIES, RIVAL_CANDIDATES,
+    SAFETY_PROPERTIES,
 };
 use crate::{Action, Bounds, Durability, ElectionState};
 use stateright::{Checker, HasDiscoveries, Model, Path};
@@ -427,4 +429,168 @@ pub fn spy_model(
 ) -> Option<ElectionModel> {
     let prefix = spy_prefix(protocol, bounds)?;
     Some(ElectionModel::of(protocol, bounds, durability).resuming_after(prefix))
+}
+
+/// Where an exploration of changes of members starts
+/// ([`member_prefix`]): a settled leader whose own-term gate passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberStart {
+    /// The bootstrap configuration (voters `n1, n2, n3`; the spare `n4` no
+    /// member): the chain of changes adds `n4` as a learner, promotes it,
+    /// and removes a voter.
+    Grow,
+    /// The cluster grown to four voters (`n4` added and promoted, both
+    /// committed and held by every node): what is left of the chain is
+    /// the removal of a voter.
+    FourVoters,
+}
+
+impl MemberStart {
+    /// The witnesses a check of changes of members must reach, or it
+    /// checked less than it claims: a change commits, and a leader is
+    /// elected holding a configuration appended in the exploration (so
+    /// that safety is checked across an election in a changed
+    /// configuration).
+    pub fn witnesses(self) -> Vec<&'static str> {
+        vec![CHANGE_COMMITTED, LEADER_IN_NEW_CONFIG]
+    }
+
+    /// Configurations the prefix appends (and commits everywhere).
+    pub fn changes_in_prefix(self) -> u8 {
+        match self {
+            MemberStart::Grow => 0,
+            MemberStart::FourVoters => 2,
+        }
+    }
+}
+
+/// Greedy steps [`member_prefix`] takes at most before giving up.
+pub const MEMBER_PREFIX_MAX_STEPS: usize = 400;
+
+/// A deterministic run, on the model with changes of members under
+/// `spec`, from the bootstrap to a settled leader of `start`: a leader is
+/// elected as in [`elected_prefix`] (deliveries first, then the timer of
+/// the node with the fewest clock steps), writes its no-op and replicates
+/// its log to every node that follows it; for [`MemberStart::FourVoters`]
+/// it then appends the two changes that make `n4` a voter, each
+/// replicated to every member (its heartbeats reach `n4` once `n4` is a
+/// learner) and committed. Then heartbeat rounds, each after every
+/// follower's clock moved on, until every node's clock is past one
+/// election timeout (the start-up leases ran out, as in [`spy_prefix`]).
+/// The driver's own steps ([`Action::Tell`]) are taken as soon as they
+/// are enabled. `None` if that does not end within
+/// [`MEMBER_PREFIX_MAX_STEPS`] steps or the leader is lost.
+pub fn member_prefix(
+    protocol: ProtocolKind,
+    bounds: Bounds,
+    spec: &MembershipSpec,
+    start: MemberStart,
+) -> Option<Vec<Action>> {
+    let quiet = Bounds {
+        clock_steps_per_node: u8::MAX,
+        leader_clock_steps: None,
+        restarts: 0,
+        kills: 0,
+        duplicates: 0,
+        transfers: 0,
+        changes: start.changes_in_prefix(),
+        max_depth: None,
+        ..bounds
+    };
+    let model = ElectionModel::with_members(protocol, quiet, spec.clone()).exact();
+    let mut state = model.init_states().remove(0);
+    let mut prefix = Vec::new();
+    let started = tenure_core::Instant::ZERO + crate::model::ELECTION_TIMEOUT;
+    let mut settling = false;
+    loop {
+        if prefix.len() >= MEMBER_PREFIX_MAX_STEPS || !model.within_boundary(&state) {
+            return None;
+        }
+        let mut enabled = Vec::new();
+        model.actions(&state, &mut enabled);
+        let first = |pick: &dyn Fn(&Action) -> bool| enabled.iter().find(|a| pick(a)).cloned();
+        let leader = state.nodes.iter().position(|n| n.role == tenure_core::Role::Leader);
+        let changes_done = state.members.as_ref().map_or(0, |m| m.changes);
+        let log_done = !enabled.iter().any(|a| {
+            matches!(a, Action::Sync { .. } | Action::WriteNoop(_) | Action::Replicate { .. })
+        }) && leader.is_some_and(|l| {
+            let m = state.members.as_ref().expect("with members");
+            let token = state.nodes[l].follows.map(|(_, t)| t);
+            let led = token.and_then(|t| m.leadership(t));
+            led.is_some_and(|led| led.gate_passed())
+                && state.ghost.committed.contains(&m.logs[l].config_id())
+        });
+        let action = if let Some(a) = first(&|a| matches!(a, Action::Tell(_))) {
+            a
+        } else if let Some(a) = first(&|a| matches!(a, Action::Deliver(_))) {
+            a
+        } else if let Some(a) = first(&|a| {
+            matches!(a, Action::Sync { .. } | Action::WriteNoop(_) | Action::Replicate { .. })
+        }) {
+            a
+        } else if let Some(a) = first(&|a| matches!(a, Action::Append { .. }))
+            .filter(|_| log_done && changes_done < start.changes_in_prefix())
+        {
+            a
+        } else if let Some(l) = leader {
+            let members_told = state.nodes.iter().enumerate().all(|(i, n)| {
+                let m = state.members.as_ref().expect("with members");
+                let member = m.logs[l].members();
+                let id = tenure_core::NodeId(i as u64 + 1);
+                let is_member = member.is_voter(id) || member.learners.contains(&id);
+                i == l || !is_member || n.follows == state.nodes[l].follows
+            });
+            let done = log_done && changes_done == start.changes_in_prefix() && members_told;
+            let settled = state.nodes.iter().enumerate().all(|(i, n)| i == l || n.now > started);
+            if done && settled && state.network.is_empty() {
+                return Some(prefix);
+            }
+            settling |= done;
+            if settling {
+                // A heartbeat round after every follower's clock moved on.
+                let mut round: Vec<Action> = Vec::new();
+                for (i, node) in state.nodes.iter().enumerate() {
+                    let deadline = tenure_core::Protocol::poll_timeout(node.elector.as_ref());
+                    let idle = deadline - crate::model::IDLE_MARGIN > node.now;
+                    let id = tenure_core::NodeId(i as u64 + 1);
+                    if i != l && node.now <= started {
+                        // A node that is no member does not stand: its
+                        // timer only moves its clock.
+                        round.push(if idle { Action::Idle(id) } else { Action::Timeout(id) });
+                    }
+                }
+                for step in round {
+                    state = model.next_state(&state, step.clone())?;
+                    prefix.push(step);
+                }
+            }
+            Action::Timeout(tenure_core::NodeId(l as u64 + 1))
+        } else {
+            enabled
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Timeout(id) => Some((state.nodes[index(*id)].clock_steps, *id)),
+                    _ => None,
+                })
+                .min()
+                .map(|(_, id)| Action::Timeout(id))?
+        };
+        state = model.next_state(&state, action.clone())?;
+        prefix.push(action);
+    }
+}
+
+/// The model with changes of members of `protocol` under `spec`, started
+/// after [`member_prefix`] (resuming: each node's clock budget counts from
+/// there, the leader's is [`Bounds::leader_clock_steps`]), with `bounds`
+/// (its [`Bounds::changes`] counts the prefix's too). `None` if the prefix
+/// elects nobody.
+pub fn member_model(
+    protocol: ProtocolKind,
+    bounds: Bounds,
+    spec: MembershipSpec,
+    start: MemberStart,
+) -> Option<ElectionModel> {
+    let prefix = member_prefix(protocol, bounds, &spec, start)?;
+    Some(ElectionModel::with_members(protocol, bounds, spec).resuming_after(prefix))
 }

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p tenure-model -- --replica ...   (see src/replica_cli.rs)
+//! cargo run --release -p tenure-model -- --membership ...   (see src/members_cli.rs)
 //! cargo run --release -p tenure-model -- [--protocol raft|ranked|paxos|all]
 //!     [--fresh | --elected | --contested | --spy | --ci] [--quick] [--steps N] [--leader-steps N]
 //!     [--restarts N] [--kills N] [--transfers N] [--duplicates N] [--rng-period N] [--max-term N]
@@ -32,6 +33,7 @@
 //! term and a contested election from an elected leader; a leader elected on
 //! death notices, no timer fired, with a spy).
 
+mod members_cli;
 mod replica_cli;
 
 use std::error::Error;
@@ -193,6 +195,9 @@ struct Outcome {
 fn main() -> Result<(), Box<dyn Error>> {
     if std::env::args().nth(1).as_deref() == Some("--replica") {
         return replica_cli::main(std::env::args().skip(2));
+    }
+    if std::env::args().nth(1).as_deref() == Some("--membership") {
+        return members_cli::main(std::env::args().skip(2));
     }
     let args = parse_args()?;
     let starts = match args.start {

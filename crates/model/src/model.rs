@@ -3,6 +3,10 @@
 //! records for the properties.
 
 use crate::elector::Elector;
+use crate::membership::{
+    missing_commit, next_changes, Change, Entry, Leadership, MemberDriver, MembershipSpec,
+    MembershipState,
+};
 use crate::network::{Envelope, Network};
 use crate::rng::ModelRng;
 use stateright::{Model, Property};
@@ -11,10 +15,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{
-    Config, Event, HardState, Instant, NodeId, Output, Protocol, ProtocolKind, Role, Term,
+    Config, ConfigId, Event, HardState, Instant, NodeId, Output, Protocol, ProtocolKind, Role, Term,
 };
 
-/// Nodes in the modelled cluster.
+/// Nodes in the modelled cluster (with changes of members, one more: the
+/// spare [`crate::membership::SPARE`]).
 pub const NODE_COUNT: usize = 3;
 
 /// Heartbeat interval of every node.
@@ -58,10 +63,6 @@ impl Durability {
     }
 }
 
-/// The highest Paxos ballot of counter 3 (`counter * 65536 + id`): a term
-/// bound of three ballot counters.
-pub const PAXOS_THREE_COUNTERS: u64 = 4 * tenure_core::paxos::BALLOT_NODES - 1;
-
 /// The depth of [`Bounds::reelection`] (see [`Bounds::max_depth`]: every
 /// state within ten steps of the elected leader is checked): the deepest
 /// whose breadth-first frontier fits in 16 GB for every protocol (one more
@@ -71,6 +72,12 @@ pub const REELECTION_DEPTH: usize = 12;
 /// The depth of [`Bounds::reelection_ci`] (every state within eight steps is
 /// checked): each re-election witness is reached within it in every protocol.
 pub const REELECTION_CI_DEPTH: usize = 10;
+
+/// The term bound of the Paxos checks: ballots are `counter * 65536 + id`
+/// ([`tenure_core::paxos::BALLOT_NODES`]), and this is the highest ballot of
+/// counter 3, so three ballot counters above the start, as `max_term: 3` is
+/// three Raft terms.
+pub const PAXOS_MAX_TERM: u64 = 4 * tenure_core::paxos::BALLOT_NODES - 1;
 
 /// Limits that keep the state space finite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -99,6 +106,9 @@ pub struct Bounds {
     pub duplicates: u8,
     /// Period of each node's [`ModelRng`] (distinct candidacy jitters).
     pub rng_period: u8,
+    /// Configurations leaders may append, in total ([`Action::Append`];
+    /// only with changes of members, [`ElectionModel::with_members`]).
+    pub changes: u8,
     /// The depth, in stateright's terms, beyond which the checker does not
     /// go (`None`: until every reachable state is visited). The initial state
     /// has depth 1, and the breadth-first checker checks and expands states
@@ -119,6 +129,7 @@ impl Bounds {
         transfers: 0,
         duplicates: 1,
         rng_period: 1,
+        changes: 0,
         max_depth: Some(8),
     };
 
@@ -135,6 +146,7 @@ impl Bounds {
         transfers: 0,
         duplicates: 0,
         rng_period: 1,
+        changes: 0,
         max_depth: None,
     };
 }
@@ -200,14 +212,14 @@ impl Bounds {
     /// clock steps, the old leader one (one more heartbeat round, or one
     /// late timer), any node may crash and restart once, and terms may rise
     /// two above the leader's (raft: it leads term 1; ranked: term 2; Paxos:
-    /// the ballot of counter 1, `counter * 65536 + id`). Breadth-first: a few
+    /// ballot 65,537, counter 1 of `counter * 65536 + id`). Breadth-first: a few
     /// million states and a few minutes per protocol, 4 to 12 GB.
     pub const fn reelection(protocol: ProtocolKind) -> Bounds {
         Bounds {
             max_term: match protocol {
                 ProtocolKind::Raft => 3,
                 ProtocolKind::Ranked => 4,
-                ProtocolKind::Paxos => PAXOS_THREE_COUNTERS,
+                ProtocolKind::Paxos => PAXOS_MAX_TERM,
             },
             clock_steps_per_node: 3,
             leader_clock_steps: Some(1),
@@ -216,6 +228,7 @@ impl Bounds {
             transfers: 0,
             duplicates: 0,
             rng_period: 1,
+            changes: 0,
             max_depth: Some(REELECTION_DEPTH),
         }
     }
@@ -256,6 +269,23 @@ impl Bounds {
         Bounds { max_depth: Some(REELECTION_CI_DEPTH), ..Bounds::spy(protocol) }
     }
 
+    /// The check of changes of members ([`crate::check::member_model`],
+    /// `--membership`): from a settled leader whose gate passed, one
+    /// change beyond the start's (`start_changes` configurations the start
+    /// appended), each follower two clock steps, the old leader none (it
+    /// goes silent: a failover), terms two above the leader's, every state
+    /// within `depth - 2` steps.
+    pub const fn members(protocol: ProtocolKind, start_changes: u8, depth: usize) -> Bounds {
+        Bounds {
+            clock_steps_per_node: 2,
+            leader_clock_steps: Some(0),
+            restarts: 0,
+            changes: start_changes + 1,
+            max_depth: Some(depth),
+            ..Bounds::reelection(protocol)
+        }
+    }
+
     /// [`Bounds::spy`] for the debug-profile tests: one death, every state
     /// within eight steps (a failover on notices needs seven).
     pub const fn spy_quick(protocol: ProtocolKind) -> Bounds {
@@ -287,6 +317,7 @@ impl Bounds {
         transfers: 0,
         duplicates: 0,
         rng_period: 1,
+        changes: 0,
         max_depth: Some(10),
     };
 
@@ -301,17 +332,17 @@ impl Bounds {
         transfers: 0,
         duplicates: 0,
         rng_period: 1,
+        changes: 0,
         max_depth: None,
     };
 
     /// Paxos, fresh cluster, debug-profile tests: a poll that meets the
     /// start-up lease of the other nodes, then a second node's poll, Prepare
     /// and Accept elect at depth 10 with one clock step per node. Ballots
-    /// are `counter * 65536 + id`, so a term bound of
-    /// [`PAXOS_THREE_COUNTERS`] is three ballot counters, as `max_term: 3` is
-    /// three Raft terms.
+    /// are `counter * 65536 + id`, so a term bound of [`PAXOS_MAX_TERM`] is three ballot
+    /// counters, as `max_term: 3` is three Raft terms.
     pub const PAXOS_QUICK: Bounds = Bounds {
-        max_term: PAXOS_THREE_COUNTERS,
+        max_term: PAXOS_MAX_TERM,
         clock_steps_per_node: 1,
         leader_clock_steps: None,
         restarts: 1,
@@ -319,6 +350,7 @@ impl Bounds {
         transfers: 0,
         duplicates: 0,
         rng_period: 1,
+        changes: 0,
         max_depth: Some(10),
     };
 
@@ -340,6 +372,10 @@ pub struct Node {
     /// The elector's role (`status().role`, which allocates), kept current
     /// after every step.
     pub role: Role,
+    /// The leader the elector follows (itself too) and that leader's
+    /// fencing token, when it knows both: whose log the node's replica
+    /// takes. Kept current after every step.
+    pub follows: Option<(NodeId, u64)>,
     /// The last [`HardState`] written to storage.
     pub durable: HardState,
     /// The node's clock. It advances only when the node's timer fires.
@@ -374,7 +410,7 @@ pub struct Ghost {
     /// (including self-votes) and from vote grants on the wire ([`tenure_core::Message::vote_grant`]).
     pub votes: BTreeSet<(NodeId, Term, NodeId)>,
     /// The highest term each node has had.
-    pub max_term: [Term; NODE_COUNT],
+    pub max_term: Vec<Term>,
     /// Set when a node's term went below its `max_term`.
     pub term_regressed: Option<(NodeId, Term, Term)>,
     /// Set when the core panicked (a failed debug assertion) during a step.
@@ -385,6 +421,17 @@ pub struct Ghost {
     /// timer having fired in the exploration (no clock step taken): only a
     /// notice can have made it stand.
     pub leader_on_notice: bool,
+    /// With changes of members: every configuration committed so far.
+    pub committed: BTreeSet<ConfigId>,
+    /// With changes of members: a leader elected (its token, itself)
+    /// whose log lacked a configuration committed under a lower token.
+    pub stale_leader: Option<(u64, NodeId, ConfigId)>,
+    /// With changes of members: two different configurations committed
+    /// at one index.
+    pub forked_commit: Option<(ConfigId, ConfigId)>,
+    /// Set when a leader took office in the exploration holding a
+    /// configuration a change made (not the bootstrap's).
+    pub leader_in_new_config: bool,
 }
 
 /// A state of the whole system.
@@ -406,6 +453,8 @@ pub struct ElectionState {
     pub duplicates: u8,
     /// What the properties are checked against.
     pub ghost: Arc<Ghost>,
+    /// With changes of members: every node's log and the leaderships.
+    pub members: Option<Arc<MembershipState>>,
 }
 
 /// A step of the system.
@@ -442,6 +491,36 @@ pub enum Action {
         /// The designated successor.
         to: NodeId,
     },
+    /// A new leader, synchronising, takes the fresher log of `from`, a
+    /// voter that follows it (see [`crate::membership`]).
+    Sync {
+        /// The new leader.
+        leader: NodeId,
+        /// The node whose log it takes.
+        from: NodeId,
+    },
+    /// A new leader ends its synchronisation and writes its no-op.
+    WriteNoop(NodeId),
+    /// A node that follows the leadership of `token` takes its log.
+    Replicate {
+        /// The leadership's fencing token.
+        token: u64,
+        /// The node.
+        to: NodeId,
+    },
+    /// A leader appends a configuration.
+    Append {
+        /// The leader.
+        leader: NodeId,
+        /// The change.
+        change: Change,
+    },
+    /// The member a committed configuration removes learns that it
+    /// committed: it no longer stands.
+    LearnCommit(NodeId),
+    /// The elector is told the configuration its node's log holds (only
+    /// with [`MemberDriver::LateElectorate`]; otherwise it is told at once).
+    Tell(NodeId),
 }
 
 /// What one input did to a node ([`ElectionModel`]'s `step`).
@@ -488,9 +567,14 @@ pub struct ElectionModel {
     /// ([`ElectionModel::silent_spies`]).
     spies_speak: bool,
     configs: Vec<Config>,
+    /// Changes of members ([`ElectionModel::with_members`]).
+    pub membership: Option<MembershipSpec>,
+    /// With changes of members: configurations committed when the
+    /// exploration starts.
+    base_committed: usize,
 }
 
-/// The voters, in preference order.
+/// The bootstrap voters, in preference order.
 fn voters() -> Vec<NodeId> {
     (1..=NODE_COUNT as u64).map(NodeId).collect()
 }
@@ -507,12 +591,34 @@ impl ElectionModel {
 
     /// A model of `protocol` with the given bounds and storage behaviour.
     pub fn of(protocol: ProtocolKind, bounds: Bounds, durability: Durability) -> Self {
-        let configs = voters()
-            .into_iter()
+        Self::build(protocol, bounds, durability, None)
+    }
+
+    /// A model of `protocol` with changes of members: the three bootstrap
+    /// voters and the spare `n4`, whose logs hold configurations as
+    /// [`crate::membership`] says, explored as `spec` says (storage faithful).
+    pub fn with_members(protocol: ProtocolKind, bounds: Bounds, spec: MembershipSpec) -> Self {
+        Self::build(protocol, bounds, Durability::Faithful, Some(spec))
+    }
+
+    fn build(
+        protocol: ProtocolKind,
+        bounds: Bounds,
+        durability: Durability,
+        membership: Option<MembershipSpec>,
+    ) -> Self {
+        let nodes = NODE_COUNT + usize::from(membership.is_some());
+        let configs = (1..=nodes as u64)
             .map(|id| {
-                let mut cfg = Config::new(id, voters(), HEARTBEAT_INTERVAL, ELECTION_TIMEOUT);
+                let mut cfg =
+                    Config::new(NodeId(id), voters(), HEARTBEAT_INTERVAL, ELECTION_TIMEOUT);
                 cfg.clock_drift_ppm = CLOCK_DRIFT_PPM;
-                assert_eq!(cfg.validate_for(protocol), Ok(()), "the model's configuration");
+                // The spare is no bootstrap voter: it joins a running cluster.
+                assert_eq!(
+                    cfg.validate_settings_for(protocol),
+                    Ok(()),
+                    "the model's configuration"
+                );
                 cfg
             })
             .collect();
@@ -527,7 +633,19 @@ impl ElectionModel {
             base_term: Term(0),
             spies_speak: true,
             configs,
+            membership,
+            base_committed: 1,
         }
+    }
+
+    /// The ids of the modelled nodes.
+    pub(crate) fn ids(&self) -> Vec<NodeId> {
+        (1..=self.configs.len() as u64).map(NodeId).collect()
+    }
+
+    /// The driver of changes of members, if there are any.
+    pub(crate) fn member_driver(&self) -> Option<MemberDriver> {
+        self.membership.as_ref().map(|m| m.driver)
     }
 
     /// The same model, exploring from the state that `prefix` leads to from the
@@ -537,6 +655,9 @@ impl ElectionModel {
         self.prefix = prefix;
         let start = self.replay_prefix();
         self.base_term = start.ghost.max_term.iter().copied().max().unwrap_or_default();
+        if start.members.is_some() {
+            self.base_committed = start.ghost.committed.len();
+        }
         self
     }
 
@@ -611,10 +732,11 @@ impl ElectionModel {
 
     /// The fresh cluster: every node a follower in term 0 at time zero.
     fn fresh_state(&self) -> ElectionState {
-        let nodes = (0..NODE_COUNT)
+        let nodes = (0..self.configs.len())
             .map(|i| Node {
                 elector: Arc::new(self.start_node(i, HardState::default(), Instant::ZERO)),
                 role: Role::Follower,
+                follows: None,
                 durable: HardState::default(),
                 now: Instant::ZERO,
                 clock_steps: 0,
@@ -630,12 +752,23 @@ impl ElectionModel {
             notices: BTreeSet::new(),
             transfers: 0,
             duplicates: 0,
-            ghost: Arc::default(),
+            ghost: Arc::new(Ghost {
+                max_term: vec![Term(0); self.configs.len()],
+                committed: match self.membership {
+                    Some(_) => [ConfigId::BOOTSTRAP].into_iter().collect(),
+                    None => BTreeSet::new(),
+                },
+                ..Ghost::default()
+            }),
+            members: self
+                .membership
+                .as_ref()
+                .map(|_| Arc::new(MembershipState::new(self.configs.len()))),
         };
         // Each new elector's startup output (events only) is drained, as a
         // restart drains it: the first input of a node is then ignored if
         // it changes nothing.
-        for i in 0..NODE_COUNT {
+        for i in 0..self.configs.len() {
             self.step(&mut state, i, |_, _| true);
         }
         state
@@ -738,6 +871,13 @@ impl ElectionModel {
         node.elector = Arc::new(self.start_node(i, loaded, node.now));
         // The new elector's startup output (events only) is drained by a no-op step.
         self.step(state, i, |_, _| true);
+        if let Some(members) = &mut state.members {
+            // The replica forgets its commit index: the node learns again
+            // what committed. The driver tells the new elector the
+            // configuration its log holds before its first timer.
+            Arc::make_mut(members).knows_committed[i] = false;
+            self.tell(state, i);
+        }
     }
 
     /// Updates the ghost records from node `i`'s new state.
@@ -745,8 +885,10 @@ impl ElectionModel {
         let id = NodeId(i as u64 + 1);
         let elector = &state.nodes[i].elector;
         let term = elector.hard_state().term;
-        let role = elector.status().role;
+        let status = elector.status();
+        let role = status.role;
         state.nodes[i].role = role;
+        state.nodes[i].follows = status.leader.zip(status.fencing_token.map(|t| t.0));
         // The ghost is shared between states: copied only when it changes.
         let ghost = &state.ghost;
         let max = ghost.max_term[i];
@@ -767,6 +909,228 @@ impl ElectionModel {
                 ghost.leader_on_notice = true;
             }
         }
+        if led && state.members.is_some() {
+            self.took_office(state, i);
+        }
+    }
+}
+
+/// The driver's part in changes of members (see [`crate::membership`]).
+impl ElectionModel {
+    /// Hands node `i`'s elector the configuration its log holds (a no-op
+    /// for the elector if it already counts over it).
+    fn tell(&self, state: &mut ElectionState, i: usize) {
+        let Some(members) = &state.members else { return };
+        let id = NodeId(i as u64 + 1);
+        let withhold = self.member_driver() == Some(MemberDriver::NoPosition);
+        let electorate = members.logs[i].electorate(id, members.knows_committed[i], withhold);
+        if *state.nodes[i].elector.electorate() != electorate {
+            self.step(state, i, |e, now| {
+                e.handle_electorate(now, electorate);
+                true
+            });
+        }
+    }
+
+    /// Node `i`'s log changed: its elector is told now, unless the planted
+    /// bug [`MemberDriver::LateElectorate`] tells it later ([`Action::Tell`]).
+    fn log_changed(&self, state: &mut ElectionState, i: usize) {
+        if self.member_driver() != Some(MemberDriver::LateElectorate) {
+            self.tell(state, i);
+        }
+    }
+
+    /// Node `i`'s elector just took office: its leadership is recorded with
+    /// the log it holds, which must hold every configuration committed
+    /// under a lower token.
+    fn took_office(&self, state: &mut ElectionState, i: usize) {
+        let id = NodeId(i as u64 + 1);
+        let Some((leader, token)) = state.nodes[i].follows.filter(|&(l, _)| l == id) else {
+            return;
+        };
+        let members = state.members.as_mut().expect("with members");
+        if members.leadership(token).is_some() {
+            return;
+        }
+        let log = members.logs[i].clone();
+        let new_config = !log.configs.is_empty();
+        let missing = missing_commit(&state.ghost.committed, token, &log);
+        let n = members.logs.len();
+        Arc::make_mut(members).leaderships.push(Leadership {
+            token,
+            leader,
+            elected_with: log.clone(),
+            log,
+            noop_at: None,
+            acked: vec![None; n],
+            committed: None,
+        });
+        if new_config || missing.is_some() {
+            let ghost = Arc::make_mut(&mut state.ghost);
+            ghost.leader_in_new_config |= new_config;
+            if let Some(c) = missing.filter(|_| ghost.stale_leader.is_none()) {
+                ghost.stale_leader = Some((token, leader, c));
+            }
+        }
+    }
+
+    /// Recounts the acknowledgements of the leadership of `token` and
+    /// records what committed.
+    fn recount(&self, state: &mut ElectionState, token: u64) {
+        let members = Arc::make_mut(state.members.as_mut().expect("with members"));
+        let Some(l) = members.leadership_mut(token) else { return };
+        let newly = l.recount();
+        if newly.is_empty() {
+            return;
+        }
+        let ghost = Arc::make_mut(&mut state.ghost);
+        for c in newly {
+            if let Some(other) = ghost.committed.iter().find(|o| o.index == c.index && **o != c) {
+                ghost.forked_commit.get_or_insert((*other, c));
+            }
+            ghost.committed.insert(c);
+            let stale = members
+                .leaderships
+                .iter()
+                .find(|l| l.token > c.token.0 && !l.elected_with.holds(c))
+                .map(|l| (l.token, l.leader, c));
+            if ghost.stale_leader.is_none() {
+                ghost.stale_leader = stale;
+            }
+        }
+    }
+
+    /// The membership actions enabled in `state`.
+    fn member_actions(&self, state: &ElectionState, actions: &mut Vec<Action>) {
+        let (Some(members), Some(spec)) = (&state.members, &self.membership) else { return };
+        let up = |i: usize| !state.nodes[i].down;
+        let follows = |i: usize, leader: NodeId, token: u64| {
+            up(i) && state.nodes[i].follows == Some((leader, token))
+        };
+        for (i, node) in state.nodes.iter().enumerate() {
+            let id = NodeId(i as u64 + 1);
+            if !up(i) {
+                continue;
+            }
+            let log = &members.logs[i];
+            // A leader of its own token, with its leadership recorded.
+            let leading = node.role == Role::Leader;
+            let own = node.follows.filter(|&(l, _)| leading && l == id);
+            if let Some(l) = own.and_then(|(_, token)| members.leadership(token)) {
+                let cfg = log.members();
+                if l.noop_at.is_none() {
+                    let mut promised = 0;
+                    for &v in &cfg.voters {
+                        let j = index(v);
+                        if v == id {
+                            promised += 1;
+                        } else if follows(j, id, l.token) {
+                            if members.logs[j].freshness() > log.freshness() {
+                                actions.push(Action::Sync { leader: id, from: v });
+                            } else {
+                                promised += 1;
+                            }
+                        }
+                    }
+                    if promised >= cfg.quorum() {
+                        actions.push(Action::WriteNoop(id));
+                    }
+                } else {
+                    let gated = spec.driver != MemberDriver::UngatedChanges;
+                    let may_change = (l.gate_passed() || !gated)
+                        && members.changes < self.bounds.changes
+                        && state.ghost.committed.contains(&log.config_id());
+                    if may_change {
+                        for change in next_changes(&cfg, &spec.removable) {
+                            actions.push(Action::Append { leader: id, change });
+                        }
+                    }
+                }
+            }
+            let m = log.members();
+            let committed = state.ghost.committed.contains(&log.config_id());
+            if m.departing == Some(id) && committed && !members.knows_committed[i] {
+                actions.push(Action::LearnCommit(id));
+            }
+            if spec.driver == MemberDriver::LateElectorate {
+                let told = log.electorate(id, members.knows_committed[i], false);
+                if *node.elector.electorate() != told {
+                    actions.push(Action::Tell(id));
+                }
+            }
+        }
+        for l in &members.leaderships {
+            let Some(_) = l.noop_at else { continue };
+            let len = l.log.configs.len();
+            for (j, log) in members.logs.iter().enumerate() {
+                let to = NodeId(j as u64 + 1);
+                let stale = *log != l.log || l.acked[j] != Some(len);
+                if to != l.leader && stale && follows(j, l.leader, l.token) {
+                    actions.push(Action::Replicate { token: l.token, to });
+                }
+            }
+        }
+    }
+
+    /// Takes a membership action; `None` if it is not enabled.
+    fn member_step(&self, next: &mut ElectionState, action: Action) -> Option<()> {
+        let mut enabled = Vec::new();
+        self.member_actions(next, &mut enabled);
+        if !enabled.contains(&action) {
+            return None;
+        }
+        match action {
+            Action::Sync { leader, from } => {
+                let (i, token) = (index(leader), next.nodes[index(leader)].follows?.1);
+                let m = members(next);
+                let log = m.logs[index(from)].clone();
+                m.logs[i] = log.clone();
+                m.leadership_mut(token)?.log = log;
+                self.log_changed(next, i);
+            }
+            Action::WriteNoop(leader) => {
+                let (i, token) = (index(leader), next.nodes[index(leader)].follows?.1);
+                let m = members(next);
+                m.logs[i].last_token = token;
+                let log = m.logs[i].clone();
+                let l = m.leadership_mut(token)?;
+                l.noop_at = Some(log.configs.len());
+                l.acked[i] = Some(log.configs.len());
+                l.log = log;
+                self.recount(next, token);
+            }
+            Action::Replicate { token, to } => {
+                let j = index(to);
+                let m = members(next);
+                let log = m.leadership(token)?.log.clone();
+                let len = log.configs.len();
+                m.logs[j] = log;
+                // Told first, then counted (the contract); the planted bug
+                // counts first and tells later.
+                self.log_changed(next, j);
+                members(next).leadership_mut(token)?.acked[j] = Some(len);
+                self.recount(next, token);
+            }
+            Action::Append { leader, change } => {
+                let (i, token) = (index(leader), next.nodes[index(leader)].follows?.1);
+                let m = members(next);
+                m.changes += 1;
+                m.logs[i].configs.push(Entry { token, change });
+                let log = m.logs[i].clone();
+                let len = log.configs.len();
+                m.leadership_mut(token)?.log = log;
+                self.log_changed(next, i);
+                members(next).leadership_mut(token)?.acked[i] = Some(len);
+                self.recount(next, token);
+            }
+            Action::LearnCommit(id) => {
+                members(next).knows_committed[index(id)] = true;
+                self.tell(next, index(id));
+            }
+            Action::Tell(id) => self.tell(next, index(id)),
+            _ => return None,
+        }
+        Some(())
     }
 }
 
@@ -811,17 +1175,20 @@ impl Model for ElectionModel {
             actions.extend(state.network.distinct().cloned().map(Action::Duplicate));
         }
         if state.restarts < self.bounds.restarts {
-            actions.extend(voters().into_iter().filter(|&id| up(id)).map(Action::Restart));
+            actions.extend(self.ids().into_iter().filter(|&id| up(id)).map(Action::Restart));
         }
         if state.transfers < self.bounds.transfers {
             for (i, node) in state.nodes.iter().enumerate() {
                 if node.role == Role::Leader && !node.down {
                     let from = NodeId(i as u64 + 1);
-                    for to in voters().into_iter().filter(|&to| to != from) {
+                    for to in self.ids().into_iter().filter(|&to| to != from) {
                         actions.push(Action::Transfer { from, to });
                     }
                 }
             }
+        }
+        if state.members.is_some() {
+            self.member_actions(state, actions);
         }
     }
 
@@ -890,6 +1257,12 @@ impl Model for ElectionModel {
                     return None;
                 }
             }
+            Action::Sync { .. }
+            | Action::WriteNoop(_)
+            | Action::Replicate { .. }
+            | Action::Append { .. }
+            | Action::LearnCommit(_)
+            | Action::Tell(_) => self.member_step(&mut next, action)?,
         }
         Some(next)
     }
@@ -923,8 +1296,25 @@ impl Model for ElectionModel {
                 terms.len() >= 2
             }),
             Property::sometimes(LEADER_ON_NOTICE, |_, s: &ElectionState| s.ghost.leader_on_notice),
+            Property::always(LEADER_HOLDS_COMMITTED_CONFIGS, |_, s: &ElectionState| {
+                s.ghost.stale_leader.is_none()
+            }),
+            Property::always(COMMITTED_CONFIGS_FORM_A_CHAIN, |_, s: &ElectionState| {
+                s.ghost.forked_commit.is_none()
+            }),
+            Property::sometimes(CHANGE_COMMITTED, |m: &Self, s: &ElectionState| {
+                s.members.is_some() && s.ghost.committed.len() > m.base_committed
+            }),
+            Property::sometimes(LEADER_IN_NEW_CONFIG, |_, s: &ElectionState| {
+                s.ghost.leader_in_new_config
+            }),
         ]
     }
+}
+
+/// The membership part of `state`, for a change.
+fn members(state: &mut ElectionState) -> &mut MembershipState {
+    Arc::make_mut(state.members.as_mut().expect("with members"))
 }
 
 /// Node `id` dies: it is down until revived, and a spy's notice about its
@@ -934,7 +1324,8 @@ fn kill(state: &mut ElectionState, id: NodeId) {
     state.kills += 1;
     state.nodes[i].down = true;
     let incarnation = state.nodes[i].incarnation;
-    for to in voters().into_iter().filter(|&to| to != id) {
+    let ids = (1..=state.nodes.len() as u64).map(NodeId);
+    for to in ids.filter(|&to| to != id) {
         state.notices.insert(Notice { about: id, incarnation, to });
     }
 }
@@ -966,13 +1357,46 @@ pub const LEADERS_IN_TWO_TERMS: &str = "leaders are elected in two terms";
 /// ([`ElectionModel::resuming_after`]) can reach it.
 pub const LEADER_ON_NOTICE: &str = "a leader is elected on a death notice, no timer fired";
 
+/// Safety, with changes of members: every leader took office holding (in
+/// its log) every configuration committed under a token below its own, and
+/// no configuration commits under a lower token after a leader that lacks
+/// it was elected. This is what the electors' freshness rule is for
+/// (`docs/MEMBERSHIP.md`: the electors elect only a node whose
+/// configuration is at least the newest committed one).
+pub const LEADER_HOLDS_COMMITTED_CONFIGS: &str =
+    "every leader holds every configuration committed under a lower token";
+/// Safety, with changes of members: no two different configurations
+/// commit at one index.
+pub const COMMITTED_CONFIGS_FORM_A_CHAIN: &str = "committed configurations form a chain";
+/// Reachability, with changes of members: a configuration commits that was
+/// not committed when the exploration started.
+pub const CHANGE_COMMITTED: &str = "a change of members commits";
+/// Reachability, with changes of members: a leader takes office in the
+/// exploration holding a configuration that a change made (from the
+/// bootstrap voters: after a change appended in the exploration; from four
+/// voters: after `n4` was promoted, or a voter removed).
+pub const LEADER_IN_NEW_CONFIG: &str = "a leader is elected in a changed configuration";
+
 /// The safety properties, whose discovery is a counterexample.
-pub const SAFETY_PROPERTIES: [&str; 4] =
-    [ONE_LEADER_PER_TERM, ONE_VOTE_PER_TERM, TERMS_NEVER_DECREASE, CORE_ASSERTIONS_HOLD];
+pub const SAFETY_PROPERTIES: [&str; 6] = [
+    ONE_LEADER_PER_TERM,
+    ONE_VOTE_PER_TERM,
+    TERMS_NEVER_DECREASE,
+    CORE_ASSERTIONS_HOLD,
+    LEADER_HOLDS_COMMITTED_CONFIGS,
+    COMMITTED_CONFIGS_FORM_A_CHAIN,
+];
 
 /// The reachability properties, whose discovery is an example.
-pub const REACHABILITY_PROPERTIES: [&str; 5] =
-    [LEADER_ELECTED, CONTESTED_TERM, RIVAL_CANDIDATES, LEADERS_IN_TWO_TERMS, LEADER_ON_NOTICE];
+pub const REACHABILITY_PROPERTIES: [&str; 7] = [
+    LEADER_ELECTED,
+    CONTESTED_TERM,
+    RIVAL_CANDIDATES,
+    LEADERS_IN_TWO_TERMS,
+    LEADER_ON_NOTICE,
+    CHANGE_COMMITTED,
+    LEADER_IN_NEW_CONFIG,
+];
 
 /// Adds `vote` to the ghost's votes, copying the ghost only if it is new.
 fn record_vote(ghost: &mut Arc<Ghost>, vote: (NodeId, Term, NodeId)) {

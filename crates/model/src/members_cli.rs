@@ -1,0 +1,236 @@
+//! `tenure-model --membership`: changes of members interleaved with
+//! elections ([`tenure_model::membership`]).
+//!
+//! ```text
+//! cargo run --release -p tenure-model -- --membership [--ci] [--protocol raft|ranked|paxos|all]
+//!     [--grow | --four-voters] [--removable 1,2,3,4]
+//!     [--driver faithful|ungated-changes|late-electorate|no-position]
+//!     [--steps N] [--leader-steps N] [--restarts N] [--changes N] [--duplicates N]
+//!     [--max-term N] [--depth N] [--unbounded-depth] [--threads N] [--hunt]
+//! ```
+//! Without `--ci`, one check per protocol from the start given (`--grow`,
+//! the default: the bootstrap voters; `--four-voters`: `n4` added and
+//! promoted) within [`Bounds::members`] to depth 12, changed by the bound
+//! flags (`--changes` counts the start's). `--ci` runs [`CI_CHECKS`] for
+//! every protocol. The exit status is non-zero if a check violates a safety
+//! property, does not complete, or (except with `--hunt`, which stops at the
+//! first violation) misses a witness ([`MemberStart::witnesses`]).
+
+use std::error::Error;
+use tenure_core::{NodeId, ProtocolKind};
+use tenure_model::check::{
+    check_reporting, member_model, member_prefix, MemberStart, Progress, Snapshot,
+};
+use tenure_model::membership::{MemberDriver, MembershipSpec};
+use tenure_model::model::{REACHABILITY_PROPERTIES, SAFETY_PROPERTIES};
+use tenure_model::Bounds;
+
+/// One check of the CI suite.
+#[derive(Clone, Copy, Debug)]
+pub struct MemberCheck {
+    /// What it is called in the summary.
+    pub name: &'static str,
+    /// Where it starts.
+    pub start: MemberStart,
+    /// The voters the removal may take.
+    pub removable: &'static [u64],
+    /// Its depth (stateright's).
+    pub depth: usize,
+}
+
+/// The CI suite, for every protocol (see the crate documentation's table):
+/// from the bootstrap voters, `n4` joins as a learner, and a failover
+/// follows, every state within ten steps. (From four voters, where any
+/// re-election is in a changed configuration, depth 10 is already 3
+/// million states for Raft: not CI-sized.)
+pub const CI_CHECKS: [MemberCheck; 1] =
+    [MemberCheck { name: "grow", start: MemberStart::Grow, removable: &[1], depth: 12 }];
+
+struct Args {
+    protocols: Vec<ProtocolKind>,
+    ci: bool,
+    start: MemberStart,
+    removable: Vec<NodeId>,
+    driver: MemberDriver,
+    threads: usize,
+    hunt: bool,
+    set: Vec<(String, String)>,
+}
+
+fn parse(args: impl Iterator<Item = String>) -> Result<Args, Box<dyn Error>> {
+    let mut a = Args {
+        protocols: ProtocolKind::ALL.to_vec(),
+        ci: false,
+        start: MemberStart::Grow,
+        removable: vec![NodeId(1)],
+        driver: MemberDriver::Faithful,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        hunt: false,
+        set: Vec::new(),
+    };
+    let mut args = args.peekable();
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--ci" => a.ci = true,
+            "--grow" => a.start = MemberStart::Grow,
+            "--four-voters" => a.start = MemberStart::FourVoters,
+            "--hunt" => a.hunt = true,
+            "--unbounded-depth" => a.set.push(("--depth".into(), "none".into())),
+            _ => {
+                let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+                match flag.as_str() {
+                    "--protocol" if value == "all" => a.protocols = ProtocolKind::ALL.to_vec(),
+                    "--protocol" => a.protocols = vec![value.parse()?],
+                    "--threads" => a.threads = value.parse()?,
+                    "--driver" => a.driver = parse_driver(&value)?,
+                    "--removable" => {
+                        a.removable = value
+                            .split(',')
+                            .map(|v| v.trim().parse().map(NodeId))
+                            .collect::<Result<_, _>>()?
+                    }
+                    _ => a.set.push((flag, value)),
+                }
+            }
+        }
+    }
+    if a.ci && !a.set.is_empty() {
+        return Err("--membership --ci runs its own suite: leave out the bound flags".into());
+    }
+    Ok(a)
+}
+
+fn parse_driver(value: &str) -> Result<MemberDriver, Box<dyn Error>> {
+    match value {
+        "faithful" => Ok(MemberDriver::Faithful),
+        "ungated-changes" => Ok(MemberDriver::UngatedChanges),
+        "late-electorate" => Ok(MemberDriver::LateElectorate),
+        "no-position" => Ok(MemberDriver::NoPosition),
+        other => Err(format!("unknown driver {other:?}").into()),
+    }
+}
+
+fn bounds_of(
+    protocol: ProtocolKind,
+    start: MemberStart,
+    depth: usize,
+    set: &[(String, String)],
+) -> Result<Bounds, Box<dyn Error>> {
+    let mut b = Bounds::members(protocol, start.changes_in_prefix(), depth);
+    for (flag, value) in set {
+        match flag.as_str() {
+            "--steps" => b.clock_steps_per_node = value.parse()?,
+            "--leader-steps" => b.leader_clock_steps = Some(value.parse()?),
+            "--restarts" => b.restarts = value.parse()?,
+            "--changes" => b.changes = value.parse()?,
+            "--duplicates" => b.duplicates = value.parse()?,
+            "--kills" => b.kills = value.parse()?,
+            "--max-term" => b.max_term = value.parse()?,
+            "--depth" if value == "none" => b.max_depth = None,
+            "--depth" => b.max_depth = Some(value.parse()?),
+            other => return Err(format!("unknown flag {other:?}").into()),
+        }
+    }
+    Ok(b)
+}
+
+/// Runs `tenure-model --membership` with the arguments after that flag.
+pub fn main(args: impl Iterator<Item = String>) -> Result<(), Box<dyn Error>> {
+    let a = parse(args)?;
+    let checks: Vec<MemberCheck> = if a.ci {
+        CI_CHECKS.to_vec()
+    } else {
+        vec![MemberCheck { name: "as given", start: a.start, removable: &[], depth: 12 }]
+    };
+    let mut lines = Vec::new();
+    let mut failed = 0;
+    for &protocol in &a.protocols {
+        for check in &checks {
+            let removable = if a.ci {
+                check.removable.iter().map(|&id| NodeId(id)).collect()
+            } else {
+                a.removable.clone()
+            };
+            let spec = MembershipSpec { driver: a.driver, removable };
+            let bounds = bounds_of(protocol, check.start, check.depth, &a.set)?;
+            println!(
+                "\nchecking {protocol} with changes of members from {:?}, removable {:?}, \
+                 driver {:?}, {bounds:?}, {} thread(s)",
+                check.start, spec.removable, spec.driver, a.threads
+            );
+            let prefix = member_prefix(protocol, bounds, &spec, check.start)
+                .ok_or("the greedy run reaches no settled leader")?;
+            println!("settled leader after {} steps: {prefix:?}", prefix.len());
+            let model = member_model(protocol, bounds, spec, check.start)
+                .ok_or("the greedy run reaches no settled leader")?;
+            let mut report_progress = |s: Snapshot| {
+                eprintln!(
+                    "  ... {} unique states ({} generated, max depth {}) after {:.0?}",
+                    s.unique_states, s.total_states, s.max_depth, s.elapsed
+                );
+            };
+            let progress = Progress {
+                every: crate::replica_cli::PROGRESS_EVERY,
+                report: &mut report_progress,
+            };
+            let report = check_reporting(model, a.threads, a.hunt, progress);
+            println!(
+                "explored {} unique states ({} generated, max depth {}) in {:.2?}; complete: {}",
+                report.unique_states,
+                report.total_states,
+                report.max_depth,
+                report.elapsed,
+                report.complete
+            );
+            let mut failures = Vec::new();
+            for name in SAFETY_PROPERTIES {
+                match report.discoveries.get(name) {
+                    None => println!("  always    {name}: holds"),
+                    Some(path) => {
+                        println!(
+                            "  always    {name}: VIOLATED, counterexample of {} steps:\n{path}",
+                            path.clone().into_actions().len()
+                        );
+                        println!("  last state ghost: {:?}", path.last_state().ghost);
+                        failures.push(format!("VIOLATED: {name}"));
+                    }
+                }
+            }
+            let witnesses = check.start.witnesses();
+            for name in REACHABILITY_PROPERTIES {
+                match report.discoveries.get(name) {
+                    Some(path) if witnesses.contains(&name) => {
+                        println!("  sometimes {name}: reached, example:\n{path}")
+                    }
+                    Some(_) => println!("  sometimes {name}: reached"),
+                    None if witnesses.contains(&name) => {
+                        println!(
+                            "  sometimes {name}: NOT REACHED: the check claims more than it did"
+                        );
+                        if !a.hunt {
+                            failures.push(format!("MISSED WITNESS: {name}"));
+                        }
+                    }
+                    None => println!("  sometimes {name}: not reached"),
+                }
+            }
+            if !report.complete {
+                failures.push("INCOMPLETE".into());
+            }
+            let verdict = if failures.is_empty() { "ok".to_string() } else { failures.join("; ") };
+            failed += usize::from(!failures.is_empty());
+            lines.push(format!(
+                "  {protocol} {}: {} unique states, depth {}, {:.1?}: {verdict}",
+                check.name, report.unique_states, report.max_depth, report.elapsed
+            ));
+        }
+    }
+    println!("\nsummary:");
+    for line in &lines {
+        println!("{line}");
+    }
+    if failed > 0 {
+        return Err(format!("{failed} of {} checks failed (see above)", lines.len()).into());
+    }
+    Ok(())
+}
