@@ -181,7 +181,9 @@ impl Driver {
                 info!(node = %id, configuration = %electorate, "counting by the log's configuration");
                 // Links first: the elector's next heartbeat reaches a new
                 // member.
-                self.transport.set_peers(&peers);
+                if let Some(peers) = peers {
+                    self.transport.set_peers(&peers);
+                }
                 self.shared.net.set_roster(roster);
                 self.input(|core, now| core.handle_electorate(now, electorate)).await;
                 self.gated = false;

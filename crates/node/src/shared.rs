@@ -49,8 +49,9 @@ pub(crate) enum Command {
         electorate: Electorate,
         /// What the handshakes show and check.
         roster: Roster,
-        /// The other members and where to dial them.
-        peers: Vec<(NodeId, SocketAddr)>,
+        /// The other members and where to dial them; `None`: unchanged
+        /// (only the log's last entry or a commit changed).
+        peers: Option<Vec<(NodeId, SocketAddr)>>,
         /// Answered once done.
         reply: oneshot::Sender<()>,
     },

@@ -45,6 +45,10 @@ pub const AUTO_PROMOTE_TIMEOUTS: u32 = 3;
 /// How long the address of a new member may take to resolve (a host name).
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Most host names of members remembered once looked up (a cluster has at
+/// most 30 members; forgotten all at once beyond).
+const MAX_RESOLVED: usize = 64;
+
 /// The answer to a change of members.
 type ChangeReply = oneshot::Sender<Result<Membership, ChangeFailure>>;
 
@@ -103,6 +107,8 @@ pub(super) struct LogTask<S> {
     change_requests: Vec<(Change, ChangeReply)>,
     /// Changes of members proposed here, waiting for their commit.
     changes: BTreeMap<ProposalId, ChangeReply>,
+    /// Members' host names already looked up (at most [`MAX_RESOLVED`]).
+    resolved: BTreeMap<String, SocketAddr>,
 }
 
 impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
@@ -131,6 +137,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             rebuild: None,
             change_requests: Vec::new(),
             changes: BTreeMap::new(),
+            resolved: BTreeMap::new(),
         }
     }
 
@@ -146,7 +153,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     pub(super) async fn run(mut self) {
         // Before anything else: the elector counts by the log's
         // configuration (its driver waits for it).
-        self.announce(None).await;
+        self.announce(None, true).await;
         self.on_leadership().await;
         let mut expiry = tokio::time::interval(EXPIRY_CHECK_INTERVAL);
         expiry.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -335,34 +342,45 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     }
 
     /// Gives the driver the configuration the log holds now (its elector
-    /// counts by it, its transport dials its members), and waits until it
-    /// took it: called before the output that changed it sends anything.
-    async fn announce(&mut self, electorate: Option<Electorate>) {
+    /// counts by it; with `members_changed`, its transport dials the
+    /// members), and waits until it took it: called before the output that
+    /// changed it sends anything.
+    async fn announce(&mut self, electorate: Option<Electorate>, members_changed: bool) {
         let (electorate, membership, previous) = {
             let r = lock(&self.log.replica);
             let e = electorate.unwrap_or_else(|| r.electorate());
             (e, r.membership().clone(), r.previous_membership().cloned())
         };
         let me = self.me();
-        let mut peers = Vec::new();
-        let members = membership.members.all().chain(
-            previous
+        let peers = if members_changed {
+            let departing = previous
                 .iter()
                 .flat_map(|p| p.members.all())
-                .filter(|m| electorate.departing.contains(&m.id)),
-        );
-        for m in members.filter(|m| m.id != me) {
-            match self.resolve(m.id, &m.address).await {
-                Some(addr) => peers.push((m.id, addr)),
-                None => warn!(
-                    node = %me,
-                    peer = %m.id,
-                    address = %m.address,
-                    "cannot resolve a member's address: it is not dialled until the next change \
-                     of members or restart"
-                ),
+                .filter(|m| electorate.departing.contains(&m.id));
+            let members: Vec<(NodeId, String)> = membership
+                .members
+                .all()
+                .chain(departing)
+                .filter(|m| m.id != me)
+                .map(|m| (m.id, m.address.clone()))
+                .collect();
+            let mut peers = Vec::new();
+            for (id, address) in members {
+                match self.resolve(id, &address).await {
+                    Some(addr) => peers.push((id, addr)),
+                    None => warn!(
+                        node = %me,
+                        peer = %id,
+                        %address,
+                        "cannot resolve a member's address: it is not dialled until the next \
+                         change of members or restart"
+                    ),
+                }
             }
-        }
+            Some(peers)
+        } else {
+            None
+        };
         let roster = Roster {
             config: electorate.id,
             voters: electorate.voters.clone(),
@@ -381,19 +399,31 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     }
 
     /// Where to dial member `id`: `address` (an IP and port, or a host name
-    /// and port), or, for a member of the bootstrap list (no address in the
-    /// log), the node's own `--peers` entry.
-    async fn resolve(&self, id: NodeId, address: &str) -> Option<SocketAddr> {
+    /// and port, looked up once and remembered), or, for a member of the
+    /// bootstrap list (no address in the log), the node's own `--peers`
+    /// entry.
+    async fn resolve(&mut self, id: NodeId, address: &str) -> Option<SocketAddr> {
         if address.is_empty() {
             return self.log.node.config.peer_addr(id);
         }
         if let Ok(addr) = address.parse() {
             return Some(addr);
         }
-        match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(address)).await {
+        if let Some(&addr) = self.resolved.get(address) {
+            return Some(addr);
+        }
+        let lookup = tokio::net::lookup_host(address);
+        let found = match tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await {
             Ok(Ok(mut addrs)) => addrs.next(),
             _ => None,
+        };
+        if let Some(addr) = found {
+            if self.resolved.len() >= MAX_RESOLVED {
+                self.resolved.clear();
+            }
+            self.resolved.insert(address.to_string(), addr);
         }
+        found
     }
 
     /// Proposes the router's batch as one input: one log write for all of
@@ -512,7 +542,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             info!(node = %self.me(), at = ?m.at, members = %m.members, "the log holds a new configuration");
         }
         if electorate.is_some() || membership.is_some() {
-            self.announce(electorate).await;
+            self.announce(electorate, membership.is_some()).await;
         }
         for (to, msg) in messages {
             self.send(to, Frame::Replica(msg));
@@ -602,7 +632,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                 *lock(&self.log.replica) = replica;
                 self.rebuild = None;
                 self.router.set_rebuilding(false);
-                self.announce(None).await;
+                self.announce(None, true).await;
                 let view = self.router.view();
                 self.input(move |r, now| r.set_leadership(now, view.0, view.1)).await;
             }
