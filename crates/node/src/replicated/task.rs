@@ -352,6 +352,17 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             (e, r.membership().clone(), r.previous_membership().cloned())
         };
         let me = self.me();
+        let gone = !electorate.is_member(me) && !electorate.departing.contains(&me);
+        if gone && membership.at != tenure_replica::Position::ZERO && members_changed {
+            // Once per change that leaves this node out: it serves no one now.
+            warn!(
+                node = %me,
+                configuration = %electorate,
+                "this node is not a member of the cluster's configuration (removed, or not \
+                 added yet): it neither votes nor receives the log; stop it, or add it again \
+                 (tenure member add)"
+            );
+        }
         let peers = if members_changed {
             let departing = previous
                 .iter()
