@@ -8,10 +8,16 @@ use anyhow::{bail, Context};
 use std::future::Future;
 use std::net::TcpListener;
 use std::process::ExitCode;
-use tenure::config::ServerArgs;
+use std::sync::Arc;
+use tenure::config::{JoinSettings, ServerArgs, ServerSettings};
+use tenure::joined;
+use tenure_api::PromoteMode;
+use tenure_client::ClientOptions;
 use tenure_node::tls::TlsIdentity;
 use tenure_node::{ResetOutcome, Security};
+use tenure_server::http::auth::read_token_file;
 use tenure_server::http::HttpLimits;
+use tenure_server::join::{self, Join};
 use tenure_server::server::{self, ServerConfig};
 use tenure_server::store_server::{self, StoreServerConfig};
 use tokio::signal::unix::{signal, SignalKind};
@@ -26,7 +32,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         }
         return run_store_led(args).await;
     }
-    let settings = args.resolve()?;
+    let mut settings = args.resolve()?;
     logging::init(settings.log_format);
     // The TLS files are checked before anything is bound: a certificate that
     // cannot work takes no port (the node reads them again when it starts),
@@ -44,6 +50,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     if args.reset_state {
         reset_state(&settings.node, args.reset_term)?;
     }
+    let join = match settings.join.take() {
+        Some(join) => Some(prepare_join(&mut settings, join).await?),
+        None => None,
+    };
     // Bind the API first: a port clash is then reported before the node joins
     // the cluster and starts voting.
     let http = TcpListener::bind(settings.http)
@@ -54,10 +64,49 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let config = ServerConfig {
         api: settings.api,
         http_addresses: settings.http_addresses,
+        join,
         ..ServerConfig::new(settings.node)
     };
     server::run(config, peers, http, stop).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--join`: the cluster's members, from the record of an earlier join in
+/// the data directory, else asked of the cluster (and recorded); returns
+/// how the server asks to be added once it runs.
+async fn prepare_join(settings: &mut ServerSettings, join: JoinSettings) -> anyhow::Result<Join> {
+    let token = match &join.token_file {
+        Some(path) => Some(
+            read_token_file(path)
+                .with_context(|| format!("--join-token-file {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let cacert = join.cacert.as_deref();
+    let client = tenure_client::Client::new(ClientOptions { cacert, token: token.as_deref() })
+        .context("--join")?;
+    let endpoints = tenure_client::parse_endpoints(&join.endpoints, client.https())
+        .with_context(|| format!("--join {}", join.endpoints))?;
+    let cluster = Arc::new(tenure_client::Cluster::new(client, endpoints)?);
+    let node = &settings.node;
+    let peers = match joined::read(&node.data_dir, node.id, &node.cluster_id)? {
+        Some(peers) => {
+            info!(node = %node.id, "joined before: starting from the members recorded then");
+            peers
+        }
+        None => {
+            let members = join::cluster_members(&cluster)
+                .await
+                .with_context(|| format!("--join {}: cannot read the members", join.endpoints))?;
+            info!(node = %node.id, config = %members.config, voters = members.voters.len(),
+                learners = members.learners.len(), "the cluster's members");
+            let peers = join::peers_of(&members, node.id).await?;
+            joined::write(&node.data_dir, node.id, &node.cluster_id, &peers)?;
+            peers
+        }
+    };
+    settings.with_members(peers)?;
+    Ok(Join { cluster, address: join.address, promote: PromoteMode::Auto })
 }
 
 /// `tenure server --store`: a server whose leadership comes from the store
