@@ -127,7 +127,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
         path: "/v1/cluster",
         methods: &[Method::GET],
         access: Access::Read,
-        description: "every voter's status, read through this node ({\"served_by\",\"nodes\": \
+        description: "every member's status (voters and learners), read through this node ({\"served_by\",\"nodes\": \
                       [{\"id\",\"http_address\",\"status\",\"error\"}]}); the others at \
                       their --peer-http address, with the caller's token",
         handlers: |m| on(m, cluster::get),
