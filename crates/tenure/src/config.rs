@@ -171,7 +171,8 @@ pub struct ServerArgs {
     pub reset_state: bool,
     /// With --reset-state, when no record is left (the start's error says so): start in term N
     /// with no vote. N must be above every term this node may have voted in: above the terms a
-    /// majority of the other nodes report.
+    /// majority of the other nodes report. Never needed: a node may instead be wiped and
+    /// replaced by a new one (`tenure member replace OLD NEW HOST:PORT`, docs/OPERATIONS.md).
     #[arg(long, value_name = "N", requires = "reset_state")]
     pub reset_term: Option<u64>,
     /// Run the node as a child process and watch it: when it dies (crash, kill -9, OOM), tell

@@ -18,7 +18,7 @@ use tenure_node::{ResetOutcome, Security};
 use tenure_server::http::auth::read_token_file;
 use tenure_server::http::HttpLimits;
 use tenure_server::join::{self, Join};
-use tenure_server::server::{self, ServerConfig};
+use tenure_server::server::{self, ServerConfig, ServerError};
 use tenure_server::store_server::{self, StoreServerConfig};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_rustls::TlsAcceptor;
@@ -67,8 +67,31 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         join,
         ..ServerConfig::new(settings.node)
     };
-    server::run(config, peers, http, stop).await?;
+    let id = config.node.id;
+    if let Err(e) = server::run(config, peers, http, stop).await {
+        return match needs_a_term(&e) {
+            true => Err(anyhow::anyhow!(
+                "{:#}. Instead, node {id} can be given up and replaced, which needs no term: \
+                 wipe its data directory, start a new node (a new id) with --join, and run \
+                 `tenure member replace {id} NEW HOST:PORT` (docs/OPERATIONS.md)",
+                anyhow::Error::new(e)
+            )),
+            false => Err(e.into()),
+        };
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the node refused to start from a state that only
+/// `--reset-term` recovers (no record of its votes is left).
+fn needs_a_term(e: &ServerError) -> bool {
+    use tenure_node::{Recovery, StartError};
+    let ServerError::Node { source, .. } = e else { return false };
+    matches!(
+        source,
+        StartError::CorruptState { recovery: Recovery::NeedsTerm { .. }, .. }
+            | StartError::StateMissing { recovery: Recovery::NeedsTerm { .. }, .. }
+    )
 }
 
 /// `--join`: the cluster's members, from the record of an earlier join in
