@@ -105,6 +105,7 @@ pub async fn run(
         node_config.peers.iter().map(|(p, a)| format!("{p}={a}")).collect::<Vec<_>>().join(",");
     let data_dir = node_config.data_dir.clone();
     let own_peers = node_config.peers.clone();
+    let cluster_id = node_config.cluster_id.clone();
     let peer_roots = match &node_config.security {
         Security::MutualTls(files) => Some(
             tenure_node::tls::read_roots(&files.ca)
@@ -154,7 +155,10 @@ pub async fn run(
     // The lease clock of sessions, on the ready leader; renewals from every node.
     let sessions =
         tokio::spawn(crate::sessions::run(kv.clone(), metrics.clone(), stopping.clone()));
-    let joining = join.map(|j| tokio::spawn(crate::join::run(j, handle.clone(), kv.clone())));
+    let joining = join.map(|j| {
+        let (dir, cluster) = (data_dir.clone(), cluster_id.clone());
+        tokio::spawn(crate::join::run(j, handle.clone(), kv.clone(), dir, cluster))
+    });
     let stop_joining = joining.as_ref().map(|task| task.abort_handle());
     let state =
         AppState::new(handle.clone(), kv, metrics, api, rejections.clone(), stopping.clone())

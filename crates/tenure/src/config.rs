@@ -12,6 +12,7 @@ use std::time::Duration;
 use tenure_core::{NodeId, ProtocolKind};
 use tenure_node::{NodeConfig, NodeConfigError, Security, TlsFiles};
 use tenure_server::http::{ApiAuth, TokenSpec};
+use tenure_server::join::record;
 
 /// The voters when neither `--peers` nor the file names them: a local three-node cluster.
 pub const DEFAULT_PEERS: &str = "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003";
@@ -194,7 +195,8 @@ pub struct ServerArgs {
     /// data directory's identity; the leader promotes it to voter once it has caught up. If the
     /// cluster holds this id already with the same data directory, nothing is added; with
     /// another one (a wiped disk), the node stops and says so. It keeps the members it joined
-    /// with in its data directory (joined.json): later starts need neither --join nor --peers.
+    /// with in its data directory (joined.json): later starts need neither --join nor --peers,
+    /// and a node added once is not added again (it may have been removed since).
     /// See docs/MEMBERSHIP.md.
     #[arg(long, value_name = "URL,...", conflicts_with_all = ["peers", "single_node"])]
     pub join: Option<String>,
@@ -487,8 +489,8 @@ impl ServerArgs {
         if !named {
             let id = self.id(&file)?;
             let data_dir = self.data_dir(id, &file);
-            if let Some(peers) = crate::joined::read(&data_dir, id, &self.cluster_id(&file))? {
-                return self.resolve_from(file, Some(peers));
+            if let Some(record) = record::read(&data_dir, id, &self.cluster_id(&file))? {
+                return self.resolve_from(file, Some(record.peers(&data_dir)?));
             }
         }
         self.resolve_from(file, None)
@@ -1327,7 +1329,8 @@ mod tests {
         a.data_dir = Some(dir.path().join("node-4"));
         a.listen = Some("127.0.0.1:7004".into());
         let peers = vec![(NodeId(1), "127.0.0.1:7001".parse().unwrap())];
-        crate::joined::write(&dir.path().join("node-4"), NodeId(4), "tenure", &peers).unwrap();
+        let joined = record::JoinRecord::new(NodeId(4), "tenure", &peers);
+        record::write(&dir.path().join("node-4"), &joined).unwrap();
         let s = a.resolve().unwrap();
         assert!(s.node.joining && s.join.is_none());
         assert_eq!(s.node.peers, peers);

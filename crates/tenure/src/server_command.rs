@@ -10,14 +10,13 @@ use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tenure::config::{JoinSettings, ServerArgs, ServerSettings};
-use tenure::joined;
 use tenure_api::PromoteMode;
 use tenure_client::ClientOptions;
 use tenure_node::tls::TlsIdentity;
 use tenure_node::{ResetOutcome, Security};
 use tenure_server::http::auth::read_token_file;
 use tenure_server::http::HttpLimits;
-use tenure_server::join::{self, Join};
+use tenure_server::join::{self, record, Join};
 use tenure_server::server::{self, ServerConfig, ServerError};
 use tenure_server::store_server::{self, StoreServerConfig};
 use tokio::signal::unix::{signal, SignalKind};
@@ -51,7 +50,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         reset_state(&settings.node, args.reset_term)?;
     }
     let join = match settings.join.take() {
-        Some(join) => Some(prepare_join(&mut settings, join).await?),
+        Some(join) => prepare_join(&mut settings, join).await?,
         None => None,
     };
     // Bind the API first: a port clash is then reported before the node joins
@@ -96,8 +95,12 @@ fn needs_a_term(e: &ServerError) -> bool {
 
 /// `--join`: the cluster's members, from the record of an earlier join in
 /// the data directory, else asked of the cluster (and recorded); returns
-/// how the server asks to be added once it runs.
-async fn prepare_join(settings: &mut ServerSettings, join: JoinSettings) -> anyhow::Result<Join> {
+/// how the server asks to be added once it runs, unless it was added by an
+/// earlier start.
+async fn prepare_join(
+    settings: &mut ServerSettings,
+    join: JoinSettings,
+) -> anyhow::Result<Option<Join>> {
     let token = match &join.token_file {
         Some(path) => Some(
             read_token_file(path)
@@ -112,10 +115,11 @@ async fn prepare_join(settings: &mut ServerSettings, join: JoinSettings) -> anyh
         .with_context(|| format!("--join {}", join.endpoints))?;
     let cluster = Arc::new(tenure_client::Cluster::new(client, endpoints)?);
     let node = &settings.node;
-    let peers = match joined::read(&node.data_dir, node.id, &node.cluster_id)? {
-        Some(peers) => {
-            info!(node = %node.id, "joined before: starting from the members recorded then");
-            peers
+    let (peers, added) = match record::read(&node.data_dir, node.id, &node.cluster_id)? {
+        Some(joined) => {
+            info!(node = %node.id, added = joined.added,
+                "joined before: starting from the members recorded then");
+            (joined.peers(&node.data_dir)?, joined.added)
         }
         None => {
             let members = join::cluster_members(&cluster)
@@ -124,12 +128,14 @@ async fn prepare_join(settings: &mut ServerSettings, join: JoinSettings) -> anyh
             info!(node = %node.id, config = %members.config, voters = members.voters.len(),
                 learners = members.learners.len(), "the cluster's members");
             let peers = join::peers_of(&members, node.id).await?;
-            joined::write(&node.data_dir, node.id, &node.cluster_id, &peers)?;
-            peers
+            let joined = record::JoinRecord::new(node.id, &node.cluster_id, &peers);
+            record::write(&node.data_dir, &joined)?;
+            (peers, false)
         }
     };
     settings.with_members(peers)?;
-    Ok(Join { cluster, address: join.address, promote: PromoteMode::Auto })
+    // Added once, a node is not added again: it may have been removed since.
+    Ok((!added).then(|| Join { cluster, address: join.address, promote: PromoteMode::Auto }))
 }
 
 /// `tenure server --store`: a server whose leadership comes from the store

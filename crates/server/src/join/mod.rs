@@ -18,8 +18,16 @@
 //! * anything that may pass (no leader, a change in progress, a node that
 //!   does not answer, an outcome unknown): asked again, from
 //!   [`JOIN_RETRY_MIN`] doubling to [`JOIN_RETRY_MAX`], until it is added.
+//!
+//! The node keeps the members it joined with, and whether it was added, in
+//! its data directory ([`record`]): it restarts from them, and a node that
+//! was added once is never added again by a restart (it may have been
+//! removed since).
+
+pub mod record;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_api::{MemberAddRequest, MembersBody, PromoteMode};
@@ -165,8 +173,28 @@ enum Attempt {
 }
 
 /// Asks the cluster to add the started node `node` (its log `kv`) until it
-/// is a member, or it is refused for good.
-pub async fn run(join: Join, node: NodeHandle, kv: Replicated<Store>) -> Result<(), JoinError> {
+/// is a member, or it is refused for good; then marks the record of
+/// `cluster_id` in `data_dir` ([`record`]) as added.
+pub async fn run(
+    join: Join,
+    node: NodeHandle,
+    kv: Replicated<Store>,
+    data_dir: PathBuf,
+    cluster_id: String,
+) -> Result<(), JoinError> {
+    let me = node.id();
+    ask_until_added(&join, &node, &kv).await?;
+    if let Err(e) = record::mark_added(&data_dir, me, &cluster_id) {
+        warn!(node = %me, error = %e, "cannot record that this node was added");
+    }
+    Ok(())
+}
+
+async fn ask_until_added(
+    join: &Join,
+    node: &NodeHandle,
+    kv: &Replicated<Store>,
+) -> Result<(), JoinError> {
     let (me, directory) = (node.id(), node.directory());
     let mut pause = JOIN_RETRY_MIN;
     loop {
@@ -178,7 +206,7 @@ pub async fn run(join: Join, node: NodeHandle, kv: Replicated<Store>) -> Result<
                 return Ok(());
             }
         }
-        match attempt(&join, me, directory).await? {
+        match attempt(join, me, directory).await? {
             Attempt::Member => return Ok(()),
             Attempt::Again(why) => {
                 warn!(node = %me, retry_in = ?pause, "not added to the cluster yet: {why}");
