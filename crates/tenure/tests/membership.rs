@@ -5,9 +5,11 @@
 //! whose process was killed and whose data directory was wiped by a new
 //! node (`tenure member replace`, run twice: it continues where it
 //! stopped). Joins with a wrong token, a wrong CA, a read token or a wiped
-//! directory are refused, saying why; two `tenure member add` at once: one
-//! wins, the other is refused. After each step every acknowledged write is
-//! read back. `docs/MEMBERSHIP.md`.
+//! directory are refused, saying why; a joined node restarts without
+//! `--join`, and a removed one started again with `--join` does not add
+//! itself back; two `tenure member add` at once: one wins, the other is
+//! refused. After each step every acknowledged write is read back.
+//! `docs/MEMBERSHIP.md`.
 
 mod harness;
 
@@ -303,27 +305,44 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    // Shrink: nodes 1 and 2 removed through a follower's endpoint (the CLI
-    // takes the change to the leader), then stopped.
-    for (id, i) in [(1, 0), (2, 1)] {
-        let m = members_when(&c, &[2, 3, 4], "a leader", |_| true).await;
-        let via = [2, 3, 4].into_iter().find(|&j| j != m.leader.unwrap() as usize - 1).unwrap();
+    // Shrink: nodes 2 and 5 (one of the first three, one that joined)
+    // removed through a follower's endpoint (the CLI takes the change to
+    // the leader), then stopped.
+    let kept = [0, 2, 3];
+    for (id, i) in [(2, 1), (5, 4)] {
+        let m = members_when(&c, &kept, "a leader", |_| true).await;
+        let via = kept.into_iter().find(|&j| j != m.leader.unwrap() as usize - 1).unwrap();
         let out = cli(&c, &["member", "remove", &id.to_string(), "-e", &c.endpoint(via)]).await;
         assert_eq!(code(&out), 0, "remove {id} via node {}: {}", via + 1, text(&out));
         assert!(text(&out).contains(&format!("node {id} removed")), "{}", text(&out));
         c.signal(i, nix::sys::signal::Signal::SIGTERM);
         c.wait_exit(i, BOUND);
     }
-    let m = members_when(&c, &[2, 3, 4], "three voters again", |m| voters(m) == [3, 4, 5]).await;
+    let m = members_when(&c, &kept, "three voters again", |m| voters(m) == [1, 3, 4]).await;
     assert!(m.learners.is_empty());
-    let n = writer.check(&c, &[2, 3, 4], "shrunk to three").await;
+    let n = writer.check(&c, &kept, "shrunk to three").await;
     eprintln!("shrunk to three after {:?}: {n} writes", began.elapsed());
+
+    // Node 5, removed, starts again with --join: it was added once, so it
+    // does not add itself again.
+    std::fs::write(&c.servers[4].log, "").unwrap();
+    join(&mut c, 4, &kept, &[]);
+    let since = Instant::now();
+    while !c.servers[4].proc.log_text().contains("joined before") || c.status(4).await.is_none() {
+        assert!(since.elapsed() < BOUND, "node 5 did not start\n{}", c.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(TIMEOUT_MS * 2)).await;
+    let m = members_when(&c, &kept, "node 5 still removed", |_| true).await;
+    assert_eq!((voters(&m), m.learners.len()), (vec![1, 3, 4], 0), "{m:?}");
+    c.signal(4, nix::sys::signal::Signal::SIGTERM);
+    c.wait_exit(4, BOUND);
 
     // Node 4 dies (SIGKILL) and its disk is wiped. Started again under its
     // id with --join, it is refused: it is not the member it was.
     c.crash(3);
     std::fs::remove_dir_all(&c.servers[3].data_dir).unwrap();
-    join(&mut c, 3, &[2, 4], &[]);
+    join(&mut c, 3, &[0, 2], &[]);
     let log = refused(&mut c, 3, "a wiped node").await;
     assert!(log.contains("tenure member replace 4"), "{log}");
 
@@ -332,24 +351,32 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
     // already); the second run continues: waits for the promotion, then
     // removes node 4.
     let six = addr(&c, 5);
-    let survivors = endpoints(&c, &[2, 4]);
+    let survivors = endpoints(&c, &[0, 2]);
     let out =
         cli(&c, &["member", "replace", "4", "6", &six, "-e", &survivors, "--wait-ms", "800"]).await;
     assert_eq!(code(&out), 4, "{}", text(&out));
     assert!(
         text(&out).contains("adding node 6") && text(&out).contains("run the same command again")
     );
-    join(&mut c, 5, &[2, 4], &[]);
+    join(&mut c, 5, &[0, 2], &[]);
     let out = cli(&c, &["member", "replace", "4", "6", &six, "-e", &survivors]).await;
     assert_eq!(code(&out), 0, "{}", text(&out));
     let said = text(&out);
     assert!(!said.contains("adding node 6") && said.contains("removing node 4"), "{said}");
     assert!(said.contains("node 4 is replaced by node 6"), "{said}");
-    let m =
-        members_when(&c, &[2, 4, 5], "node 6 in node 4's place", |m| voters(m) == [3, 5, 6]).await;
+    let last = [0, 2, 5];
+    let m = members_when(&c, &last, "node 6 in node 4's place", |m| voters(m) == [1, 3, 6]).await;
     assert!(m.learners.is_empty(), "{m:?}");
-    let n = writer.check(&c, &[2, 4, 5], "node 4 replaced").await;
+    let n = writer.check(&c, &last, "node 4 replaced").await;
     eprintln!("node 4 replaced after {:?}: {n} writes", began.elapsed());
+
+    // Every node names the leader and its peer address, a joined one too.
+    let leader = m.leader.unwrap();
+    for i in last {
+        let (status, json, _) = c.request(i, Method::GET, "/v1/leader", None).await.unwrap();
+        assert_eq!((status, &json["id"]), (200, &serde_json::json!(leader)), "{json}");
+        assert_eq!(json["address"], addr(&c, leader as usize - 1), "{json}");
+    }
 
     // Two `tenure member add` of one node at once: one wins, the other is
     // refused (a change in progress, or a member already); then removed.
@@ -369,7 +396,7 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
     assert_eq!(code(&out), 0, "{}", text(&out));
 
     let acked = writer.stop().await;
-    let n = check(&c, &[2, 4, 5], &acked, "at the end").await;
+    let n = check(&c, &last, &acked, "at the end").await;
     assert!(grown > 0 && n > grown, "the writer wrote all along: {grown}, then {n} writes");
     eprintln!("done after {:?}: {n} writes", began.elapsed());
 }

@@ -337,6 +337,14 @@ pub(crate) fn members_body(st: &AppState, membership: &Membership, committed: bo
     }
 }
 
+/// The peer address of member `id`: its entry's in the log's
+/// configuration, else this node's own configuration's (`--peers`).
+pub(crate) fn peer_address(st: &AppState, id: NodeId) -> Option<String> {
+    let (membership, _) = st.kv.membership();
+    let listed = membership.members.get(id).map(|m| m.address.clone()).filter(|a| !a.is_empty());
+    listed.or_else(|| st.cluster.peer_address(id))
+}
+
 /// The configuration in `/v1/status`: voters, learners, position.
 pub(crate) fn membership_body(membership: &Membership, commit: u64) -> MembershipBody {
     MembershipBody {

@@ -17,6 +17,11 @@ pub async fn get(State(st): State<AppState>) -> Json<StatusBody> {
 pub(crate) fn node_status(st: &AppState) -> StatusBody {
     let mut body = status_body(&st.node.status());
     add_http_addresses(&mut body, &st.cluster);
+    // A leader that joined is not in this node's --peers: its entry says.
+    if body.leader_address.is_none() {
+        let leader = body.leader.map(tenure_core::NodeId);
+        body.leader_address = leader.and_then(|l| super::members::peer_address(st, l));
+    }
     body.replication = Some(replication(&st.kv));
     body.timings = Some(timings(&st.node));
     let (membership, _) = st.kv.membership();
