@@ -3,9 +3,11 @@
 //!
 //! A change goes to the leader: the endpoints in turn, following a "not
 //! the leader" answer (409) to the leader it names
-//! ([`tenure_client::members::change`]). While no leader is known (503:
-//! nothing changed) the change is asked again until `--wait-ms`. A refusal
-//! (409, 404, 400) changes nothing and is printed with the server's reason;
+//! ([`tenure_client::members::change`]). While a refusal may pass (no
+//! leader known, another change in progress, voters that did not answer
+//! the leader lately: nothing changed) the change is asked again until
+//! `--wait-ms`. A refusal (409, 404, 400) changes nothing and is printed
+//! with the server's reason;
 //! an unknown outcome (504, or a connection lost after the request was
 //! sent) says to look at the members before asking again.
 //!
@@ -31,9 +33,9 @@ use tokio::time::Instant;
 /// The exit statuses, for `--help`.
 pub const EXIT_STATUS: &str = "\
 Exit status: 0 done; 1 error (no endpoint answered, no leader within --wait-ms, a bad argument, \
-a refused token); 2 refused: the cluster said no (a change in progress, a duplicate id, address \
-or directory, not a member, a learner that has not caught up, too few healthy voters after it) \
-and nothing changed; 3 outcome unknown: leadership was lost mid-change (or the connection broke \
+a refused token); 2 refused: the cluster said no (a duplicate id, address or directory, not a \
+member, a learner that has not caught up; a change in progress or too few healthy voters after \
+it, still so after --wait-ms) and nothing changed; 3 outcome unknown: leadership was lost mid-change (or the connection broke \
 after the request was sent), the change may or may not happen: look with `tenure member list` \
 before asking again; 4 (replace) the new node was not a voter within --wait-ms: run the same \
 command again, it continues where it stopped.";
@@ -121,8 +123,7 @@ Exit status: 0 done; 1 error; 2 refused (not caught up yet, a voter already, not
 change in progress); 3 outcome unknown.";
 
 const REPLACE_HELP: &str = "\
-Example: node 3's disk died; node 6 takes its place (start node 6 with --join, or now with the \
-cluster as its --peers):
+Example: node 3's disk died; node 6 takes its place (start node 6 with --join, before or after):
   $ tenure member replace 3 6 10.0.0.6:7001
   adding node 6 at 10.0.0.6:7001 as a learner
   waiting for node 6 to be promoted: a learner, 120 entries behind
@@ -146,8 +147,9 @@ struct ClusterArgs {
     /// are then https://, and the servers' certificates are checked against it.
     #[arg(long, env = CACERT_ENV, value_name = "FILE")]
     cacert: Option<PathBuf>,
-    /// How long to keep asking while no leader is known (or, for replace, until the new node
-    /// votes), in milliseconds [default: 5000; replace: 60000].
+    /// How long to keep asking while no leader is known, another change is in progress or
+    /// voters did not answer the leader lately (and, for replace, until the new node votes),
+    /// in milliseconds [default: 5000; replace: 60000].
     #[arg(long, value_name = "MS")]
     wait_ms: Option<u64>,
     /// `list` needs a token of role read; changes role admin.
@@ -335,8 +337,10 @@ fn roster(m: &MembersBody) -> String {
     format!("voters {}; learners {}", ids(&m.voters), ids(&m.learners))
 }
 
-/// Asks for `change`, again while no leader is known (503: nothing
-/// changed), until `wait` has passed.
+/// Asks for `change`, again while a refusal may pass (nothing changed):
+/// no leader is known (503), another change is in progress (an automatic
+/// promotion), or voters did not answer the leader lately (a loaded
+/// cluster), until `wait` has passed.
 async fn ask(
     cluster: &Cluster,
     wait: Duration,
@@ -351,7 +355,8 @@ async fn ask(
         let again = match &failure {
             Failure::Refused(status, _) => *status == StatusCode::SERVICE_UNAVAILABLE,
             _ => false,
-        };
+        } || failure.is("in_progress")
+            || failure.is("unhealthy");
         if !again || Instant::now() >= deadline {
             return Err(match failure {
                 Failure::Refused(StatusCode::SERVICE_UNAVAILABLE, body) => Failure::Error(
@@ -527,19 +532,10 @@ fn behind(n: &MemberBody) -> String {
     }
 }
 
-/// One change of `replace`: asked while no leader is known or another
-/// change is in progress (an automatic promotion), until `deadline`.
+/// One change of `replace`, asked until `deadline` while it may pass.
 async fn step(cluster: &Cluster, deadline: Instant, change: &MemberChange) -> Result<(), Failure> {
-    loop {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match ask(cluster, wait, change).await {
-            Ok(_) => return Ok(()),
-            Err(f) if f.is("in_progress") && Instant::now() < deadline => {
-                tokio::time::sleep(POLL).await;
-            }
-            Err(f) => return Err(f),
-        }
-    }
+    let wait = deadline.saturating_duration_since(Instant::now());
+    ask(cluster, wait, change).await.map(|_| ())
 }
 
 #[cfg(test)]

@@ -15,8 +15,9 @@
 //!   replaced by a node of another id;
 //! * refused for good (a duplicate address, a token without the admin
 //!   role): [`JoinError`], and the server stops;
-//! * anything that may pass (no leader, a change in progress, a node that
-//!   does not answer, an outcome unknown): asked again, from
+//! * anything that may pass (no leader, a change in progress, voters that
+//!   did not answer the leader lately, a node that does not answer, an
+//!   outcome unknown): asked again, from
 //!   [`JOIN_RETRY_MIN`] doubling to [`JOIN_RETRY_MAX`], until it is added.
 //!
 //! The node keeps the members it joined with, and whether it was added, in
@@ -234,6 +235,11 @@ async fn attempt(join: &Join, me: NodeId, directory: DirectoryId) -> Result<Atte
             _ => {
                 let role = if voter { "a voter" } else { "a learner" };
                 info!(node = %me, config = %current.config, "this node is {role} of the cluster already");
+                if m.address != join.address {
+                    warn!(node = %me, listed = %m.address, advertised = %join.address,
+                        "the cluster dials this node at the address it was added with, not at \
+                         this one: replace the member if that address is wrong");
+                }
                 Ok(Attempt::Member)
             }
         };
@@ -262,11 +268,12 @@ async fn attempt(join: &Join, me: NodeId, directory: DirectoryId) -> Result<Atte
 }
 
 /// Whether a refused addition may pass when asked again: no leader yet, a
-/// change in progress, an outcome unknown, or this id added meanwhile
-/// (the next attempt reads the members again).
+/// change in progress, voters that did not answer the leader lately (a
+/// loaded or restarting cluster), an outcome unknown, or this id added
+/// meanwhile (the next attempt reads the members again).
 fn retried(status: hyper::StatusCode, reason: Option<&str>) -> bool {
-    status.is_server_error()
-        || matches!(reason, Some("not_leader" | "in_progress" | "duplicate_id" | "unknown"))
+    let again = ["not_leader", "in_progress", "unhealthy", "duplicate_id", "unknown"];
+    status.is_server_error() || reason.is_some_and(|r| again.contains(&r))
 }
 
 #[cfg(test)]
@@ -322,7 +329,7 @@ mod tests {
 
     #[test]
     fn only_refusals_that_may_pass_are_asked_again() {
-        for reason in ["not_leader", "in_progress", "duplicate_id", "unknown"] {
+        for reason in ["not_leader", "in_progress", "unhealthy", "duplicate_id", "unknown"] {
             assert!(retried(StatusCode::CONFLICT, Some(reason)), "{reason}");
         }
         assert!(retried(StatusCode::SERVICE_UNAVAILABLE, None));
