@@ -70,6 +70,135 @@ pub struct StatusBody {
     /// client plans a session's TTL with (docs/ELECTIONS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<TimingsBody>,
+    /// The configuration of members this node's log holds (absent from
+    /// servers of an earlier tenure, and from store-led ones): its voters
+    /// and learners and the entry that names them. `GET /v1/members` has
+    /// every member's details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership: Option<MembershipBody>,
+}
+
+/// Where a configuration of members is in the replicated log: the entry
+/// that holds it (index 0, token 0: the bootstrap list of `--peers`, before
+/// any configuration entry).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConfigPositionBody {
+    /// The entry's index.
+    pub index: u64,
+    /// The fencing token of the leadership that wrote it.
+    pub token: u64,
+}
+
+impl std::fmt::Display for ConfigPositionBody {
+    /// `index@token`, as the CLI prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.index, self.token)
+    }
+}
+
+/// The configuration of members in `GET /v1/status`: who votes, who
+/// learns, and where it is in the log.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MembershipBody {
+    /// The entry that names it.
+    pub config: ConfigPositionBody,
+    /// Whether this node knows that entry committed.
+    pub committed: bool,
+    /// The voters' ids, in preference order.
+    pub voters: Vec<u64>,
+    /// The learners' ids.
+    pub learners: Vec<u64>,
+}
+
+/// `GET /v1/members`, and the answer to a change of members: the
+/// configuration the answering node's log holds.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MembersBody {
+    /// The node that answered.
+    pub served_by: u64,
+    /// The leader it knows of.
+    pub leader: Option<u64>,
+    /// That leader's HTTP API address, if known (changes go there).
+    #[serde(default)]
+    pub leader_http_address: Option<String>,
+    /// The entry that names this configuration.
+    pub config: ConfigPositionBody,
+    /// Whether the answering node knows that entry committed (the answer
+    /// to a change is given once it has).
+    pub committed: bool,
+    /// The answering node's commit index: what `lag_entries` counts from.
+    pub commit_index: u64,
+    /// The voters, in preference order.
+    pub voters: Vec<MemberBody>,
+    /// The learners: they receive the log and do not count.
+    pub learners: Vec<MemberBody>,
+}
+
+impl MembersBody {
+    /// Member `id`, voter or learner, and whether it votes.
+    pub fn get(&self, id: u64) -> Option<(&MemberBody, bool)> {
+        let voter = self.voters.iter().find(|m| m.id == id).map(|m| (m, true));
+        voter.or_else(|| self.learners.iter().find(|m| m.id == id).map(|m| (m, false)))
+    }
+}
+
+/// One member in `GET /v1/members`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MemberBody {
+    /// Its node id.
+    pub id: u64,
+    /// Its peer address, HOST:PORT (empty: not known to the answering node).
+    pub address: String,
+    /// The data-directory identity it was added with, 32 hex digits (null
+    /// for a member of the bootstrap list, named before anyone saw its disk):
+    /// a node that comes back with another directory is not this member.
+    pub directory: Option<String>,
+    /// For a learner: the leader promotes it once it has caught up and
+    /// stayed caught up; false: it waits for `POST /v1/members/{id}/promote`.
+    pub auto_promote: bool,
+    /// Its HTTP API address, as the answering node knows it (`--peer-http`,
+    /// or what its peer handshake advertised).
+    #[serde(default)]
+    pub http_address: Option<String>,
+    /// On the leader: the last log index this member holds (the leader's
+    /// own last index for itself); null elsewhere.
+    #[serde(default)]
+    pub match_index: Option<u64>,
+    /// On the leader: how many committed entries it lacks (`commit_index`
+    /// minus `match_index`, at least 0); null elsewhere.
+    #[serde(default)]
+    pub lag_entries: Option<u64>,
+}
+
+/// How a learner added by `POST /v1/members` becomes a voter.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PromoteMode {
+    /// The leader promotes it once it has caught up and stayed caught up
+    /// for three election timeouts.
+    #[default]
+    Auto,
+    /// It stays a learner until `POST /v1/members/{id}/promote`.
+    Manual,
+}
+
+/// `POST /v1/members` request: add a node as a learner.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MemberAddRequest {
+    /// Its node id (1 to 65535), not a member's.
+    pub id: u64,
+    /// Its peer address, HOST:PORT (an IP address or a host name): where the
+    /// other members dial it.
+    pub address: String,
+    /// Its data directory's identity (32 hex digits, `directory` of its
+    /// `GET /v1/status`): it is refused at the peer handshake with any
+    /// other. Absent: any directory is taken as this member's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
+    /// How it becomes a voter (default `auto`).
+    #[serde(default)]
+    pub promote: PromoteMode,
 }
 
 /// A node's elector timings, as `GET /v1/status` reports them in `timings`,
@@ -308,6 +437,16 @@ pub struct ErrorBody {
     /// answering node knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_incarnation: Option<u64>,
+    /// For "not the leader" of a change of members: the leader's HTTP API
+    /// address, if the answering node knows it (send the change there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_http_address: Option<String>,
+    /// A refused change of members: why, as a word a program can match
+    /// (`not_leader`, `in_progress`, `duplicate_id`, `duplicate_address`,
+    /// `duplicate_directory`, `not_member`, `already_voter`, `last_voter`,
+    /// `too_many`, `unhealthy`, `behind`, `invalid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// One Server-Sent Event of `GET /v1/watch`: the node's view of leadership.

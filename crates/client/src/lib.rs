@@ -9,6 +9,8 @@
 //!   [`Election`], [`LeaderElector`], [`LeaderLatch`]), plus what only
 //!   tenure has: proclaim, the whole queue, an [`Observer`] that resumes
 //!   across nodes.
+//! * [`members`]: the cluster's members, and changes of them sent to the
+//!   leader.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), tenure_client::Error> {
@@ -35,6 +37,7 @@
 pub mod cluster;
 pub mod error;
 pub mod http;
+pub mod members;
 pub mod observer;
 pub mod tenure_store;
 

@@ -354,6 +354,7 @@ impl Cluster {
             http: format!("{addr}:{HTTP_PORT}"),
             peers: self.peers.clone(),
             peer_http: (self.spies != Spies::NextIncarnation).then(|| self.peer_http()),
+            join: None,
             data_dir: s.data_dir.clone(),
             heartbeat_ms: self.timings.heartbeat_ms,
             election_timeout_ms: self.timings.election_timeout_ms,

@@ -109,6 +109,7 @@ impl LocalCluster {
                     http: addr(http_port),
                     peers: peers.clone(),
                     peer_http: Some(peer_http.clone()),
+                    join: None,
                     data_dir: dir.path().join(format!("node-{id}")),
                     heartbeat_ms: settings.heartbeat_ms,
                     election_timeout_ms: settings.election_timeout_ms,

@@ -31,8 +31,13 @@ pub struct ServerArgs {
     pub listen: String,
     /// `--http`: the API's `HOST:PORT`.
     pub http: String,
-    /// `--peers`: `ID=HOST:PORT,...` ([`address_list`]).
+    /// `--peers`: `ID=HOST:PORT,...` ([`address_list`]); not given with
+    /// `join`, nor when empty (a node that joined before restarts from the
+    /// members it recorded).
     pub peers: String,
+    /// `--join`: the HTTP API endpoints of a running cluster to join,
+    /// comma-separated, instead of `--peers` (None: not given).
+    pub join: Option<String>,
     /// `--peer-http`: every node's API, `ID=HOST:PORT,...` (None: not given).
     pub peer_http: Option<String>,
     /// `--data-dir`.
@@ -63,7 +68,11 @@ impl ServerArgs {
         flag("--id", self.id.to_string());
         flag("--listen", self.listen.clone());
         flag("--http", self.http.clone());
-        flag("--peers", self.peers.clone());
+        match &self.join {
+            Some(join) => flag("--join", join.clone()),
+            None if self.peers.is_empty() => {}
+            None => flag("--peers", self.peers.clone()),
+        }
         if let Some(peer_http) = &self.peer_http {
             flag("--peer-http", peer_http.clone());
         }
@@ -106,6 +115,7 @@ mod tests {
             http: "127.0.0.1:8002".into(),
             peers: address_list([(1, "127.0.0.1:7001".into()), (2, "127.0.0.1:7002".into())]),
             peer_http: None,
+            join: None,
             data_dir: "/c/node-2".into(),
             heartbeat_ms: 50,
             election_timeout_ms: 500,
@@ -141,5 +151,8 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("insecure"), "{t}");
+        a.join = Some("https://127.0.0.1:8001".into());
+        let t = text(&a);
+        assert!(t.contains(" --join https://127.0.0.1:8001 ") && !t.contains("--peers"), "{t}");
     }
 }

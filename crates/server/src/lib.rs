@@ -26,6 +26,7 @@
 
 pub mod elections;
 pub mod http;
+pub mod join;
 pub mod metrics;
 mod replication;
 pub mod server;

@@ -6,6 +6,7 @@
 //! any future (a oneshot receiver, say).
 
 use crate::http::{self, router, ApiAuth, AppState, HttpLimits, REJECTION_LOG_INTERVAL};
+use crate::join::{Join, JoinError};
 use crate::metrics::Metrics;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -32,6 +33,10 @@ pub struct ServerConfig {
     /// where known: `GET /v1/cluster` and the dashboard read the others'
     /// status there, `GET /v1/leader` names the leader's.
     pub http_addresses: BTreeMap<NodeId, String>,
+    /// For a node that joins a running cluster (`node.joining`): how it
+    /// asks the cluster to add it once it runs ([`crate::join`]); `None`
+    /// for a member of the bootstrap list.
+    pub join: Option<Join>,
 }
 
 impl ServerConfig {
@@ -44,6 +49,7 @@ impl ServerConfig {
             http: HttpLimits::default(),
             api: ApiAuth::default(),
             http_addresses: BTreeMap::new(),
+            join: None,
         }
     }
 }
@@ -57,6 +63,15 @@ pub enum ServerError {
     /// The node's own threads could not be started.
     #[error("cannot start the node's threads")]
     NodeRuntime(#[source] std::io::Error),
+    /// The node could not join the cluster (`--join`); it stopped again.
+    #[error("node {id} cannot join the cluster")]
+    Join {
+        /// The node's id.
+        id: NodeId,
+        /// Why.
+        #[source]
+        source: JoinError,
+    },
     /// The node did not start (invalid configuration, data directory, state file).
     #[error("node {id} cannot start")]
     Node {
@@ -79,7 +94,7 @@ pub async fn run(
     http_listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let ServerConfig { node: mut node_config, http: limits, api, http_addresses } = config;
+    let ServerConfig { node: mut node_config, http: limits, api, http_addresses, join } = config;
     let http_listener = async_listener(http_listener).map_err(ServerError::HttpListener)?;
     let http_addr = http_listener.local_addr().map_err(ServerError::HttpListener)?;
     // Told to the peers at every handshake; an unspecified IP (0.0.0.0:8001)
@@ -89,6 +104,8 @@ pub async fn run(
     let peers =
         node_config.peers.iter().map(|(p, a)| format!("{p}={a}")).collect::<Vec<_>>().join(",");
     let data_dir = node_config.data_dir.clone();
+    let own_peers = node_config.peers.clone();
+    let cluster_id = node_config.cluster_id.clone();
     let peer_roots = match &node_config.security {
         Security::MutualTls(files) => Some(
             tenure_node::tls::read_roots(&files.ca)
@@ -138,9 +155,15 @@ pub async fn run(
     // The lease clock of sessions, on the ready leader; renewals from every node.
     let sessions =
         tokio::spawn(crate::sessions::run(kv.clone(), metrics.clone(), stopping.clone()));
+    let joining = join.map(|j| {
+        let (dir, cluster) = (data_dir.clone(), cluster_id.clone());
+        tokio::spawn(crate::join::run(j, handle.clone(), kv.clone(), dir, cluster))
+    });
+    let stop_joining = joining.as_ref().map(|task| task.abort_handle());
     let state =
         AppState::new(handle.clone(), kv, metrics, api, rejections.clone(), stopping.clone())
-            .with_cluster(http_addresses, peer_roots);
+            .with_cluster(http_addresses, peer_roots)
+            .with_peer_addresses(&own_peers);
     let app = router(state);
     let mut http_stop = stopping;
     let serving = http::serve(http_listener, app, limits, tls, rejections.clone(), async move {
@@ -148,10 +171,14 @@ pub async fn run(
     });
     let http = tokio::spawn(serving);
 
-    let reason = tokio::select! {
-        () = shutdown => "shutdown signal",
-        () = handle.stop_requested() => "stop requested",
+    let (reason, refused) = tokio::select! {
+        () = shutdown => ("shutdown signal", None),
+        () = handle.stop_requested() => ("stop requested", None),
+        refused = join_refused(joining) => ("the cluster did not add this node", Some(refused)),
     };
+    if let Some(task) = stop_joining {
+        task.abort();
+    }
     info!(node = %id, reason, "shutting down: ceding leadership first");
     node.shutdown().await;
     let _ = stopping_tx.send(true);
@@ -163,7 +190,22 @@ pub async fn run(
     rejection_summaries.abort();
     rejections.flush();
     info!(node = %id, "stopped");
-    Ok(())
+    match refused {
+        Some(source) => Err(ServerError::Join { id, source }),
+        None => Ok(()),
+    }
+}
+
+/// Completes with the reason the join task gave up, if it does; never
+/// while it runs, once it succeeded, or without one.
+async fn join_refused(task: Option<tokio::task::JoinHandle<Result<(), JoinError>>>) -> JoinError {
+    if let Some(task) = task {
+        if let Ok(Err(e)) = task.await {
+            tracing::error!(error = %e, "the cluster did not add this node: stopping");
+            return e;
+        }
+    }
+    std::future::pending().await
 }
 
 /// Says at start who may call the API (token names and roles, never values).

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 use tenure::tokens::TokenArgs;
-use tenure_api::{LeadershipBody, StatusBody, TransferBody};
+use tenure_api::{ConfigPositionBody, LeadershipBody, StatusBody, TransferBody};
 use tokio::time::Instant;
 
 /// The HTTP APIs of the default local three-node cluster (https with
@@ -206,31 +206,50 @@ pub fn disagreements(answered: &[(&str, &StatusBody)]) -> Vec<String> {
             ));
         }
     }
-    let differ = |what: &str, of: &dyn Fn(&StatusBody) -> Option<String>| {
-        let mut seen: Vec<(String, Vec<String>)> = Vec::new();
-        for (_, s) in answered {
-            let Some(v) = of(s) else { continue };
-            match seen.iter_mut().find(|(x, _)| *x == v) {
-                Some((_, nodes)) => nodes.push(s.id.to_string()),
-                None => seen.push((v, vec![s.id.to_string()])),
-            }
-        }
-        (seen.len() > 1).then(|| {
-            let each: Vec<String> = seen
-                .iter()
-                .map(|(v, nodes)| format!("node {} {v}", nodes.join(", node ")))
-                .collect();
-            format!("the endpoints disagree on the {what}: {}", each.join("; "))
-        })
-    };
-    out.extend(differ("cluster id (--cluster-id)", &|s| {
+    let all: Vec<&StatusBody> = answered.iter().map(|(_, s)| *s).collect();
+    out.extend(differ(&all, "cluster id (--cluster-id)", &|s| {
         s.cluster_id.as_ref().map(|c| format!("in cluster {c:?}"))
     }));
-    out.extend(differ("voters (the ids of --peers)", &|s| {
-        let ids: Vec<String> = s.voters.as_ref()?.iter().map(u64::to_string).collect();
-        Some(format!("counts voters {{{}}}", ids.join(",")))
-    }));
+    // Nodes holding different configurations are a change of members on
+    // its way, not a disagreement: only those that hold the same one (the
+    // bootstrap lists of --peers, position 0@0, among them) must agree.
+    let position = |s: &StatusBody| s.membership.as_ref().map(|m| m.config);
+    let mut positions: Vec<Option<ConfigPositionBody>> = Vec::new();
+    for s in &all {
+        if !positions.contains(&position(s)) {
+            positions.push(position(s));
+        }
+    }
+    for p in positions {
+        let same: Vec<&StatusBody> = all.iter().copied().filter(|s| position(s) == p).collect();
+        out.extend(differ(&same, "voters (the ids of --peers)", &|s| {
+            let ids: Vec<String> = s.voters.as_ref()?.iter().map(u64::to_string).collect();
+            Some(format!("counts voters {{{}}}", ids.join(",")))
+        }));
+    }
     out
+}
+
+/// A line naming which of `nodes` report which value of `what` (as `of`
+/// words it), if they do not all report the same.
+fn differ(
+    nodes: &[&StatusBody],
+    what: &str,
+    of: &dyn Fn(&StatusBody) -> Option<String>,
+) -> Option<String> {
+    let mut seen: Vec<(String, Vec<String>)> = Vec::new();
+    for s in nodes {
+        let Some(v) = of(s) else { continue };
+        match seen.iter_mut().find(|(x, _)| *x == v) {
+            Some((_, ids)) => ids.push(s.id.to_string()),
+            None => seen.push((v, vec![s.id.to_string()])),
+        }
+    }
+    (seen.len() > 1).then(|| {
+        let each: Vec<String> =
+            seen.iter().map(|(v, ids)| format!("node {} {v}", ids.join(", node "))).collect();
+        format!("the endpoints disagree on the {what}: {}", each.join("; "))
+    })
 }
 
 /// The peers whose handshake with an answering node failed, and why.
@@ -254,7 +273,11 @@ fn opt(v: Option<u64>) -> String {
 /// JSON output has all 32).
 const DIRECTORY_DIGITS: usize = 8;
 
-/// The status table, one row per endpoint. The incarnation and the data
+/// The status table, one row per endpoint. `MEMBER` is the node's place in
+/// the configuration its own log holds (voter, learner, or `-` when it is
+/// not in it), `CONFIG` that configuration's position (`index@token`, `*`
+/// while this node has not seen it commit), `LAG` the committed entries it
+/// lacks as the leader among the rows sees it. The incarnation and the data
 /// directory's identity come last: the incarnation is a wall-clock reading
 /// in microseconds at the node's first start, counted up by one at each
 /// restart (crates/node/src/storage/incarnation.rs), so 16 digits wide; the
@@ -262,7 +285,8 @@ const DIRECTORY_DIGITS: usize = 8;
 fn table(rows: &[Row]) -> String {
     let width = rows.iter().map(|r| r.endpoint.len()).max().unwrap_or(8).max(8);
     let mut out = format!(
-        "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}  {:>16}  {}\n",
+        "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}  {:<7}  {:>8}  {:>5}  \
+         {:>16}  {}\n",
         "ENDPOINT",
         "ID",
         "PROTOCOL",
@@ -271,13 +295,18 @@ fn table(rows: &[Row]) -> String {
         "LEADER",
         "FENCING",
         "PEERS",
+        "MEMBER",
+        "CONFIG",
+        "LAG",
         "INCARNATION",
         "DIRECTORY"
     );
+    let leader = rows.iter().filter_map(|r| r.status.as_ref()).find(|s| s.role == "leader");
     for r in rows {
         match &r.status {
             Some(s) => out.push_str(&format!(
-                "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}  {:>16}  {}\n",
+                "{:<width$}  {:>3}  {:<8}  {:<13}  {:>5}  {:>6}  {:>7}  {:>5}  {:<7}  {:>8}  \
+                 {:>5}  {:>16}  {}\n",
                 r.endpoint,
                 s.id,
                 s.protocol,
@@ -286,6 +315,11 @@ fn table(rows: &[Row]) -> String {
                 opt(s.leader),
                 opt(s.fencing_token),
                 format!("{}/{}", s.connected_peers(), s.peers.len()),
+                member_kind(s),
+                s.membership.as_ref().map_or("-".to_string(), |m| {
+                    format!("{}{}", m.config, if m.committed { "" } else { "*" })
+                }),
+                opt(lag(leader, s)),
                 opt(s.incarnation),
                 s.directory.as_deref().map_or("-", |d| d.get(..DIRECTORY_DIGITS).unwrap_or(d)),
             )),
@@ -298,6 +332,27 @@ fn table(rows: &[Row]) -> String {
         }
     }
     out
+}
+
+/// What node `s` is in the configuration its own log holds.
+fn member_kind(s: &StatusBody) -> &'static str {
+    match &s.membership {
+        Some(m) if m.voters.contains(&s.id) => "voter",
+        Some(m) if m.learners.contains(&s.id) => "learner",
+        Some(_) => "-",
+        None => "?",
+    }
+}
+
+/// The committed entries node `s` lacks, as `leader` sees it (0 for the
+/// leader itself); None without a leader's view of it.
+fn lag(leader: Option<&StatusBody>, s: &StatusBody) -> Option<u64> {
+    let log = leader?.replication.as_ref()?;
+    if leader?.id == s.id {
+        return Some(0);
+    }
+    let matched = log.followers.iter().find(|f| f.id == s.id)?.match_index;
+    Some(log.commit_index.saturating_sub(matched))
 }
 
 /// Wall-clock time for output lines, to the millisecond, UTC.
@@ -485,6 +540,7 @@ mod tests {
             cluster_id: None,
             voters: None,
             timings: None,
+            membership: None,
         };
         Row {
             endpoint: endpoint.into(),
@@ -539,6 +595,61 @@ mod tests {
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].contains("node 2 answers at b (incarnation 20) and at c (incarnation 21)"));
         assert!(lines[1].contains("cluster id") && lines[1].contains("node 3 in cluster \"d\""));
+
+        // A change of members on its way: node 3 holds the new configuration
+        // (4 voters), the others the one before it. No disagreement; two
+        // nodes of one configuration that count differently are one.
+        let at = |mut s: StatusBody, index: u64, voters: &[u64]| {
+            s.membership = Some(tenure_api::MembershipBody {
+                config: ConfigPositionBody { index, token: 1 },
+                committed: true,
+                voters: voters.to_vec(),
+                learners: Vec::new(),
+            });
+            s.voters = Some(voters.to_vec());
+            s
+        };
+        let changing = [
+            at(node(1, "leader", &[], 10), 5, &[1, 2, 3]),
+            at(node(2, "follower", &[], 20), 5, &[1, 2, 3]),
+            at(node(3, "follower", &[], 30), 7, &[1, 2, 3, 4]),
+        ];
+        let rows: Vec<(&str, &StatusBody)> = changing.iter().map(|s| ("e", s)).collect();
+        assert!(disagreements(&rows).is_empty(), "{:?}", disagreements(&rows));
+        let broken = [changing[0].clone(), at(node(2, "follower", &[], 20), 5, &[1, 2])];
+        let rows: Vec<(&str, &StatusBody)> = broken.iter().map(|s| ("e", s)).collect();
+        assert_eq!(disagreements(&rows).len(), 1, "{:?}", disagreements(&rows));
+    }
+
+    #[test]
+    fn the_table_shows_each_nodes_place_in_the_configuration_and_its_lag() {
+        let mut rows = [
+            answered("https://127.0.0.1:8001", 1, Some(1_735_689_600_123_456)),
+            answered("https://127.0.0.1:8004", 4, Some(1_735_689_600_987_001)),
+            answered("https://127.0.0.1:8005", 5, Some(1_735_689_600_987_002)),
+        ];
+        for r in &mut rows {
+            let s = r.status.as_mut().unwrap();
+            s.membership = Some(tenure_api::MembershipBody {
+                config: ConfigPositionBody { index: 9, token: 2 },
+                committed: s.id != 5,
+                voters: vec![1, 2, 4],
+                learners: vec![5],
+            });
+        }
+        rows[0].status.as_mut().unwrap().replication = Some(tenure_api::ReplicationBody {
+            last_index: 50,
+            commit_index: 48,
+            applied_index: 48,
+            revision: 30,
+            followers: vec![tenure_api::FollowerBody { id: 5, match_index: 36, lag_entries: 14 }],
+        });
+        let text = table(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].contains("  PEERS  MEMBER     CONFIG    LAG  "), "{text}");
+        assert!(lines[1].contains("  voter         9@2      0  "), "{text}");
+        assert!(lines[2].contains("  voter         9@2      -  "), "{text}");
+        assert!(lines[3].contains("  learner      9@2*     12  "), "{text}");
     }
 
     #[test]

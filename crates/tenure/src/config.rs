@@ -12,6 +12,7 @@ use std::time::Duration;
 use tenure_core::{NodeId, ProtocolKind};
 use tenure_node::{NodeConfig, NodeConfigError, Security, TlsFiles};
 use tenure_server::http::{ApiAuth, TokenSpec};
+use tenure_server::join::record;
 
 /// The voters when neither `--peers` nor the file names them: a local three-node cluster.
 pub const DEFAULT_PEERS: &str = "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003";
@@ -41,6 +42,8 @@ Config file (TOML; every key optional, unknown keys are errors):
   listen = \"0.0.0.0:7001\"
   http = \"0.0.0.0:8001\"
   peers = [\"1=10.0.0.1:7001\", \"2=10.0.0.2:7001\", \"3=10.0.0.3:7001\"]
+  # join = [\"10.0.0.1:8001\", \"10.0.0.2:8001\"]  # instead of peers: join a running cluster
+  # join_token_file = \"/etc/tenure/ops.token\"     # (--join and its flags, docs/MEMBERSHIP.md)
   # single_node = true     # only for a one-node cluster: peers lists this node alone
   # peer_http = [\"1=10.0.0.1:8001\", \"2=10.0.0.2:8001\"]  # their HTTP APIs, if not as advertised
   data_dir = \"/var/lib/tenure\"
@@ -169,7 +172,8 @@ pub struct ServerArgs {
     pub reset_state: bool,
     /// With --reset-state, when no record is left (the start's error says so): start in term N
     /// with no vote. N must be above every term this node may have voted in: above the terms a
-    /// majority of the other nodes report.
+    /// majority of the other nodes report. Never needed: a node may instead be wiped and
+    /// replaced by a new one (`tenure member replace OLD NEW HOST:PORT`, docs/OPERATIONS.md).
     #[arg(long, value_name = "N", requires = "reset_state")]
     pub reset_term: Option<u64>,
     /// Run the node as a child process and watch it: when it dies (crash, kill -9, OOM), tell
@@ -184,6 +188,29 @@ pub struct ServerArgs {
     /// notices (not needed with --insecure-open-api).
     #[arg(long, value_name = "FILE", requires = "supervised")]
     pub notify_token_file: Option<PathBuf>,
+    /// Join a running cluster instead of naming its voters in --peers: the HTTP API endpoints
+    /// of some of its nodes, comma-separated (https:// with --join-cacert, else --tls-ca). The
+    /// node asks them for the members, starts as a learner that follows them, then asks the
+    /// leader to add it with its id, its peer address (--advertise-peer, else --listen) and its
+    /// data directory's identity; the leader promotes it to voter once it has caught up. If the
+    /// cluster holds this id already with the same data directory, nothing is added; with
+    /// another one (a wiped disk), the node stops and says so. It keeps the members it joined
+    /// with in its data directory (joined.json): later starts need neither --join nor --peers,
+    /// and a node added once is not added again (it may have been removed since).
+    /// See docs/MEMBERSHIP.md.
+    #[arg(long, value_name = "URL,...", conflicts_with_all = ["peers", "single_node"])]
+    pub join: Option<String>,
+    /// With --join: the CA certificate (PEM) of the cluster's HTTPS [default: --tls-ca].
+    #[arg(long, value_name = "FILE")]
+    pub join_cacert: Option<PathBuf>,
+    /// With --join: file holding an API token of role admin of the cluster (chmod 600); not
+    /// needed when its API is open (--insecure-open-api).
+    #[arg(long, value_name = "FILE")]
+    pub join_token_file: Option<PathBuf>,
+    /// With --join: this node's peer address as the other members dial it; its certificate
+    /// names the node as usual [default: --listen; required when that is 0.0.0.0 or ::].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise_peer: Option<String>,
     /// `--store` and its flags: leadership from a store instead.
     #[command(flatten)]
     pub store_mode: StoreArgs,
@@ -273,6 +300,10 @@ pub struct FileConfig {
     store_token_file: Option<PathBuf>,
     store_user: Option<String>,
     store_min_ttl_ms: Option<u64>,
+    join: Option<Vec<String>>,
+    join_cacert: Option<PathBuf>,
+    join_token_file: Option<PathBuf>,
+    advertise_peer: Option<String>,
 }
 
 impl StoreArgs {
@@ -329,6 +360,33 @@ pub struct ServerSettings {
     pub api: ApiAuth,
     /// The HTTP API addresses (HOST:PORT) of the nodes known, this one included.
     pub http_addresses: BTreeMap<NodeId, String>,
+    /// `--join`: how to ask the cluster for its members and to add this
+    /// node; `node.peers` holds only this node until
+    /// [`ServerSettings::with_members`] gives them.
+    pub join: Option<JoinSettings>,
+}
+
+/// How a node joins a running cluster (`--join`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinSettings {
+    /// The cluster's HTTP API endpoints, comma-separated, as given.
+    pub endpoints: String,
+    /// The CA of the cluster's HTTPS: `--join-cacert`, else `--tls-ca`.
+    pub cacert: Option<PathBuf>,
+    /// The file holding an admin token of the cluster.
+    pub token_file: Option<PathBuf>,
+    /// This node's peer address as the others dial it.
+    pub address: String,
+}
+
+impl ServerSettings {
+    /// Gives a joining node the cluster's members (every voter but itself,
+    /// and where to reach it), and checks the node's configuration again.
+    pub fn with_members(&mut self, peers: Vec<(NodeId, SocketAddr)>) -> anyhow::Result<()> {
+        self.node.peers = peers;
+        self.node.joining = true;
+        self.node.validate().map_err(explain)
+    }
 }
 
 /// What a server with `--store` shares with a node, resolved and checked.
@@ -396,7 +454,9 @@ impl ServerArgs {
         ];
         let named = |f: &str| setting(f).expect("a setting of the node");
         let mut flags: Vec<&str> = node.iter().filter(|n| n.1).map(|n| named(n.0).0).collect();
-        let keys: Vec<&str> = node.iter().filter(|n| n.2).map(|n| named(n.0).1).collect();
+        let mut keys: Vec<&str> = node.iter().filter(|n| n.2).map(|n| named(n.0).1).collect();
+        flags.extend(self.join.is_some().then_some("--join"));
+        keys.extend(file.join.is_some().then_some("join"));
         flags.extend(self.reset_state.then_some("--reset-state"));
         flags.extend(self.reset_term.is_some().then_some("--reset-term"));
         if flags.is_empty() && keys.is_empty() {
@@ -421,7 +481,19 @@ impl ServerArgs {
     /// ([`NodeConfig::validate`] passes them to it); an error names the flags
     /// and file keys to change.
     pub fn resolve(&self) -> anyhow::Result<ServerSettings> {
-        self.resolve_with(self.file()?)
+        let file = self.file()?;
+        // A node that joined keeps its members in its data directory: it
+        // restarts from them without --join or --peers.
+        let named = self.join.is_some() || file.join.is_some();
+        let named = named || self.peers.is_some() || file.peers.is_some();
+        if !named {
+            let id = self.id(&file)?;
+            let data_dir = self.data_dir(id, &file);
+            if let Some(record) = record::read(&data_dir, id, &self.cluster_id(&file))? {
+                return self.resolve_from(file, Some(record.peers(&data_dir)?));
+            }
+        }
+        self.resolve_from(file, None)
     }
 
     /// The config file's settings (none without `--config`).
@@ -435,9 +507,29 @@ impl ServerArgs {
     /// [`ServerArgs::resolve`] with the config file already parsed (reads no
     /// file: the fuzz target's entry, with [`parse_file`]).
     pub fn resolve_with(&self, file: FileConfig) -> anyhow::Result<ServerSettings> {
+        self.resolve_from(file, None)
+    }
+
+    /// [`ServerArgs::resolve_with`], the peers of a node that joined
+    /// (`joined`, from its data directory) in place of `--peers`.
+    fn resolve_from(
+        &self,
+        file: FileConfig,
+        joined: Option<Vec<(NodeId, SocketAddr)>>,
+    ) -> anyhow::Result<ServerSettings> {
         self.store_mode.over(&file).check_unused()?;
+        self.check_join_flags(&file)?;
         let id = self.id(&file)?;
-        let (listen, peers) = self.listen_and_peers(id, &file)?;
+        let join_urls = self.join.clone().or(file.join.as_ref().map(|j| j.join(",")));
+        let learner = join_urls.is_some() || joined.is_some();
+        let (listen, peers) = match (&join_urls, joined) {
+            (Some(_), _) => {
+                let listen = self.joining_listen(&file)?;
+                (listen, vec![(id, listen)])
+            }
+            (None, Some(peers)) => (self.joining_listen(&file)?, peers),
+            (None, None) => self.listen_and_peers(id, &file)?,
+        };
         let http = self.http(id, &file)?;
         let heartbeat_ms = self.heartbeat_ms.or(file.heartbeat_ms).unwrap_or(DEFAULT_HEARTBEAT_MS);
         let election_timeout_ms = self
@@ -456,16 +548,24 @@ impl ServerArgs {
                 bail!("--advertise-http (advertise_http): `{a}` is not HOST:PORT (for example 10.0.0.1:8001)");
             }
         }
+        let join = match join_urls {
+            Some(endpoints) => Some(JoinSettings {
+                endpoints,
+                cacert: self.join_cacert.clone().or(file.join_cacert.clone()).or(match &security {
+                    Security::MutualTls(files) => Some(files.ca.clone()),
+                    Security::InsecureNoTls => None,
+                }),
+                token_file: self.join_token_file.clone().or(file.join_token_file.clone()),
+                address: self.advertised_peer(listen, &file)?,
+            }),
+            None => None,
+        };
         let node = NodeConfig {
             id,
             cluster_id,
             listen,
             peers,
-            data_dir: self
-                .data_dir
-                .clone()
-                .or(file.data_dir.clone())
-                .unwrap_or_else(|| Path::new(DEFAULT_DATA_ROOT).join(format!("node-{id}"))),
+            data_dir: self.data_dir(id, &file),
             heartbeat_interval: Duration::from_millis(heartbeat_ms),
             election_timeout: Duration::from_millis(election_timeout_ms),
             protocol: self.protocol.or(file.protocol).unwrap_or_default(),
@@ -473,13 +573,92 @@ impl ServerArgs {
             security,
             single_node,
             api_address: advertise_http,
-            joining: false,
+            joining: learner,
         };
         node.validate().map_err(explain)?;
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
         let api = self.api(&file)?;
         let http_addresses = self.http_addresses(&node, http, &file)?;
-        Ok(ServerSettings { node, http, log_format, api, http_addresses })
+        Ok(ServerSettings { node, http, log_format, api, http_addresses, join })
+    }
+
+    /// The data directory: `--data-dir`, the file's, or the default.
+    fn data_dir(&self, id: NodeId, file: &FileConfig) -> PathBuf {
+        self.data_dir
+            .clone()
+            .or(file.data_dir.clone())
+            .unwrap_or_else(|| Path::new(DEFAULT_DATA_ROOT).join(format!("node-{id}")))
+    }
+
+    /// An error for settings of `--join` given without it, or with
+    /// `--peers` or `--single-node` (flags or config-file keys).
+    fn check_join_flags(&self, file: &FileConfig) -> anyhow::Result<()> {
+        let join = self.join.is_some() || file.join.is_some();
+        let given: Vec<&str> = [
+            ("--join-cacert", self.join_cacert.is_some() || file.join_cacert.is_some()),
+            ("--join-token-file", self.join_token_file.is_some() || file.join_token_file.is_some()),
+            ("--advertise-peer", self.advertise_peer.is_some() || file.advertise_peer.is_some()),
+        ]
+        .iter()
+        .filter_map(|(flag, on)| on.then_some(*flag))
+        .collect();
+        if !join && !given.is_empty() {
+            bail!(
+                "{} (or the config-file keys of the same name) apply only with --join URL \
+                 (`join` in the config file)",
+                given.join(", ")
+            );
+        }
+        if join && (self.peers.is_some() || file.peers.is_some()) {
+            bail!(
+                "--join (join) and --peers (peers) are both given: a node either names the \
+                 voters of a new cluster (--peers) or joins a running one (--join), which tells \
+                 it its members"
+            );
+        }
+        if join && (self.single_node || file.single_node == Some(true)) {
+            bail!("--join (join) and --single-node (single_node) are both given: choose one");
+        }
+        Ok(())
+    }
+
+    /// The peer listener's address of a node that joins: `--listen` (or
+    /// the file's), which is then required.
+    fn joining_listen(&self, file: &FileConfig) -> anyhow::Result<SocketAddr> {
+        match self.listen.as_ref().or(file.listen.as_ref()) {
+            Some(s) => resolve_addr(s).context("bad --listen"),
+            None => bail!(
+                "a node that joins a cluster (--join, or one that joined before) needs --listen \
+                 ADDR:PORT (`listen` in the config file): where its peers reach it"
+            ),
+        }
+    }
+
+    /// The peer address a joining node asks to be added with:
+    /// `--advertise-peer`, else `listen` unless it is an unspecified IP.
+    fn advertised_peer(&self, listen: SocketAddr, file: &FileConfig) -> anyhow::Result<String> {
+        if let Some(a) = self.advertise_peer.as_ref().or(file.advertise_peer.as_ref()) {
+            let ok = a.rsplit_once(':').is_some_and(|(host, port)| {
+                let ip = host.trim_start_matches('[').trim_end_matches(']');
+                !host.is_empty()
+                    && matches!(port.parse::<u16>(), Ok(p) if p > 0)
+                    && !ip.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified())
+            });
+            if !ok {
+                bail!(
+                    "--advertise-peer (advertise_peer): `{a}` is not a HOST:PORT other nodes can \
+                     dial (for example 10.0.0.4:7001)"
+                );
+            }
+            return Ok(a.clone());
+        }
+        if listen.ip().is_unspecified() {
+            bail!(
+                "--listen {listen} is not an address the other nodes can dial: give \
+                 --advertise-peer HOST:PORT (advertise_peer), the address they reach this node at"
+            );
+        }
+        Ok(listen.to_string())
     }
 
     /// The cluster id, from `--cluster-id`, the file or the default.
@@ -598,7 +777,7 @@ impl ServerArgs {
             (Some(flag), _) => parse_http_addresses(flag).context("bad --peer-http")?,
             (None, Some(list)) => parse_http_addresses(&list.join(","))
                 .context("bad `peer_http` in the config file")?,
-            (None, None) if self.peers.is_none() && file.peers.is_none() => node
+            (None, None) if self.peers.is_none() && file.peers.is_none() && !node.joining => node
                 .peers
                 .iter()
                 .filter_map(|(id, _)| {
@@ -608,9 +787,9 @@ impl ServerArgs {
                 .collect(),
             (None, None) => BTreeMap::new(),
         };
-        if let Some(stranger) =
-            addresses.keys().find(|id| !node.peers.iter().any(|(p, _)| p == *id))
-        {
+        // A joining node's members come later: it may name any of them.
+        let stranger = addresses.keys().find(|id| !node.peers.iter().any(|(p, _)| p == *id));
+        if let Some(stranger) = stranger.filter(|_| !node.joining) {
             bail!(
                 "--peer-http (peer_http) names node {stranger}, which is not a voter; the voters \
                  are {}",
@@ -1086,6 +1265,80 @@ mod tests {
         c.single_node = true;
         let err = refused(&c);
         assert!(err.contains("single_node is set") && err.contains("--single-node"), "{err}");
+    }
+
+    /// --join: no --peers, --listen required, the advertised peer address
+    /// from --listen or --advertise-peer, the CA from --tls-ca by default;
+    /// its flags only with it.
+    #[test]
+    fn join_takes_its_members_from_the_cluster() {
+        let mut a = args(4);
+        a.join = Some("127.0.0.1:8001,127.0.0.1:8002".into());
+        let err = refused(&a);
+        assert!(err.contains("needs --listen"), "{err}");
+        a.listen = Some("127.0.0.1:7004".into());
+        let s = a.resolve_with(FileConfig::default()).unwrap();
+        assert!(s.node.joining);
+        let join = s.join.clone().expect("join settings");
+        assert_eq!(join.address, "127.0.0.1:7004");
+        assert_eq!(join.endpoints, "127.0.0.1:8001,127.0.0.1:8002");
+        assert_eq!(join.cacert, None, "no TLS, no CA");
+        let mut s = s;
+        s.with_members(vec![(NodeId(1), "127.0.0.1:7001".parse().unwrap())]).unwrap();
+        assert_eq!(s.node.peers.len(), 1);
+
+        a.peers = Some("1=127.0.0.1:7001".into());
+        assert!(refused(&a).contains("--join (join) and --peers (peers) are both given"));
+        a.peers = None;
+        a.listen = Some("0.0.0.0:7004".into());
+        assert!(refused(&a).contains("--advertise-peer"));
+        a.advertise_peer = Some("db4.example:7004".into());
+        assert_eq!(
+            a.resolve_with(FileConfig::default()).unwrap().join.unwrap().address,
+            "db4.example:7004"
+        );
+        a.advertise_peer = Some("0.0.0.0:7004".into());
+        assert!(refused(&a).contains("not a HOST:PORT other nodes can dial"));
+        a.advertise_peer = None;
+        a.listen = Some("127.0.0.1:7004".into());
+        // The other nodes' HTTP addresses may be named before they are known.
+        a.peer_http = Some("1=127.0.0.1:8001".into());
+        assert!(a.resolve_with(FileConfig::default()).is_ok());
+
+        let mut b = args(4);
+        b.join_token_file = Some("admin.token".into());
+        assert!(refused(&b).contains("apply only with --join"));
+        let file = parse_file(
+            "join = [\"10.0.0.1:8001\"]\nlisten = \"10.0.0.4:7001\"\njoin_cacert = \"ca.pem\"",
+        )
+        .unwrap();
+        let s = args(4).resolve_with(file).unwrap();
+        let join = s.join.unwrap();
+        assert_eq!(
+            (join.endpoints.as_str(), join.cacert),
+            ("10.0.0.1:8001", Some("ca.pem".into()))
+        );
+    }
+
+    /// A node that joined restarts from the members it recorded, without
+    /// --join or --peers.
+    #[test]
+    fn a_joined_node_restarts_from_its_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = args(4);
+        a.data_dir = Some(dir.path().join("node-4"));
+        a.listen = Some("127.0.0.1:7004".into());
+        let peers = vec![(NodeId(1), "127.0.0.1:7001".parse().unwrap())];
+        let joined = record::JoinRecord::new(NodeId(4), "tenure", &peers);
+        record::write(&dir.path().join("node-4"), &joined).unwrap();
+        let s = a.resolve().unwrap();
+        assert!(s.node.joining && s.join.is_none());
+        assert_eq!(s.node.peers, peers);
+        assert_eq!(s.http_addresses.keys().copied().collect::<Vec<_>>(), [NodeId(4)]);
+        // --peers given: the record is not read.
+        a.peers = Some("1=127.0.0.1:7001,2=127.0.0.1:7002,4=127.0.0.1:7004".into());
+        let s = a.resolve().unwrap();
+        assert!(!s.node.joining && s.node.peers.len() == 3);
     }
 
     /// --advertise-http applies to a node too (what it tells its peers at

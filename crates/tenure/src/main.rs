@@ -11,6 +11,7 @@ mod client;
 mod demo;
 mod elect_cli;
 mod kv_cli;
+mod member_cli;
 mod notify_cli;
 mod rest;
 mod run_cli;
@@ -47,6 +48,9 @@ enum Command {
     Watch(client::WatchArgs),
     /// Hand leadership to another node.
     Transfer(client::TransferArgs),
+    /// List, add, remove, promote or replace the cluster's members (voters and learners).
+    #[command(after_help = member_cli::EXIT_STATUS)]
+    Member(member_cli::MemberArgs),
     /// Tell the nodes that a node's process is dead (systemd's ExecStopPost, a supervisor),
     /// so that they elect a new leader at once instead of after the election timeout.
     #[command(after_help = notify_cli::NOTIFY_HELP)]
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
         Command::Status(args) => block_on(client::status(args)),
         Command::Watch(args) => block_on(client::watch(args)),
         Command::Transfer(args) => block_on(client::transfer(args)),
+        Command::Member(args) => block_on(member_cli::run(args)),
         Command::NotifyDead(args) => block_on(notify_cli::run(args)),
         Command::Kv(args) => block_on(kv_cli::run(args)),
         Command::Elect(args) => block_on(elect_cli::run(args)),
@@ -124,6 +129,7 @@ fn reports_only(command: &Command) -> bool {
         Command::Status(_)
         | Command::Watch(_)
         | Command::Transfer(_)
+        | Command::Member(_)
         | Command::NotifyDead(_)
         | Command::Kv(_)
         | Command::Cert(_)

@@ -8,11 +8,16 @@ use anyhow::{bail, Context};
 use std::future::Future;
 use std::net::TcpListener;
 use std::process::ExitCode;
-use tenure::config::ServerArgs;
+use std::sync::Arc;
+use tenure::config::{JoinSettings, ServerArgs, ServerSettings};
+use tenure_api::PromoteMode;
+use tenure_client::ClientOptions;
 use tenure_node::tls::TlsIdentity;
 use tenure_node::{ResetOutcome, Security};
+use tenure_server::http::auth::read_token_file;
 use tenure_server::http::HttpLimits;
-use tenure_server::server::{self, ServerConfig};
+use tenure_server::join::{self, record, Join};
+use tenure_server::server::{self, ServerConfig, ServerError};
 use tenure_server::store_server::{self, StoreServerConfig};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_rustls::TlsAcceptor;
@@ -26,7 +31,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         }
         return run_store_led(args).await;
     }
-    let settings = args.resolve()?;
+    let mut settings = args.resolve()?;
     logging::init(settings.log_format);
     // The TLS files are checked before anything is bound: a certificate that
     // cannot work takes no port (the node reads them again when it starts),
@@ -44,6 +49,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     if args.reset_state {
         reset_state(&settings.node, args.reset_term)?;
     }
+    let join = match settings.join.take() {
+        Some(join) => prepare_join(&mut settings, join).await?,
+        None => None,
+    };
     // Bind the API first: a port clash is then reported before the node joins
     // the cluster and starts voting.
     let http = TcpListener::bind(settings.http)
@@ -54,10 +63,79 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let config = ServerConfig {
         api: settings.api,
         http_addresses: settings.http_addresses,
+        join,
         ..ServerConfig::new(settings.node)
     };
-    server::run(config, peers, http, stop).await?;
+    let id = config.node.id;
+    if let Err(e) = server::run(config, peers, http, stop).await {
+        return match needs_a_term(&e) {
+            true => Err(anyhow::anyhow!(
+                "{:#}. Instead, node {id} can be given up and replaced, which needs no term: \
+                 wipe its data directory, start a new node (a new id) with --join, and run \
+                 `tenure member replace {id} NEW HOST:PORT` (docs/OPERATIONS.md)",
+                anyhow::Error::new(e)
+            )),
+            false => Err(e.into()),
+        };
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the node refused to start from a state that only
+/// `--reset-term` recovers (no record of its votes is left).
+fn needs_a_term(e: &ServerError) -> bool {
+    use tenure_node::{Recovery, StartError};
+    let ServerError::Node { source, .. } = e else { return false };
+    matches!(
+        source,
+        StartError::CorruptState { recovery: Recovery::NeedsTerm { .. }, .. }
+            | StartError::StateMissing { recovery: Recovery::NeedsTerm { .. }, .. }
+    )
+}
+
+/// `--join`: the cluster's members, from the record of an earlier join in
+/// the data directory, else asked of the cluster (and recorded); returns
+/// how the server asks to be added once it runs, unless it was added by an
+/// earlier start.
+async fn prepare_join(
+    settings: &mut ServerSettings,
+    join: JoinSettings,
+) -> anyhow::Result<Option<Join>> {
+    let token = match &join.token_file {
+        Some(path) => Some(
+            read_token_file(path)
+                .with_context(|| format!("--join-token-file {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let cacert = join.cacert.as_deref();
+    let client = tenure_client::Client::new(ClientOptions { cacert, token: token.as_deref() })
+        .context("--join")?;
+    let endpoints = tenure_client::parse_endpoints(&join.endpoints, client.https())
+        .with_context(|| format!("--join {}", join.endpoints))?;
+    let cluster = Arc::new(tenure_client::Cluster::new(client, endpoints)?);
+    let node = &settings.node;
+    let (peers, added) = match record::read(&node.data_dir, node.id, &node.cluster_id)? {
+        Some(joined) => {
+            info!(node = %node.id, added = joined.added,
+                "joined before: starting from the members recorded then");
+            (joined.peers(&node.data_dir)?, joined.added)
+        }
+        None => {
+            let members = join::cluster_members(&cluster)
+                .await
+                .with_context(|| format!("--join {}: cannot read the members", join.endpoints))?;
+            info!(node = %node.id, config = %members.config, voters = members.voters.len(),
+                learners = members.learners.len(), "the cluster's members");
+            let peers = join::peers_of(&members, node.id).await?;
+            let joined = record::JoinRecord::new(node.id, &node.cluster_id, &peers);
+            record::write(&node.data_dir, &joined)?;
+            (peers, false)
+        }
+    };
+    settings.with_members(peers)?;
+    // Added once, a node is not added again: it may have been removed since.
+    Ok((!added).then(|| Join { cluster, address: join.address, promote: PromoteMode::Auto }))
 }
 
 /// `tenure server --store`: a server whose leadership comes from the store

@@ -401,7 +401,35 @@
     setStale("replication", e.message);
   }
 
+  /** The configuration of members the serving node's log holds, in a line. */
+  function renderMembership() {
+    const p = $("#membership");
+    const nodes = (state.cluster && state.cluster.nodes) || [];
+    const self = nodes.find((n) => n.id === state.cluster.served_by);
+    const m = self && self.status ? val(self.status, "membership") : null;
+    if (!m || !m.config) {
+      setText(p, "");
+      p.dataset.config = "";
+      return;
+    }
+    const ids = (xs) => (Array.isArray(xs) && xs.length ? xs.map((x) => `node ${x}`).join(", ") : "none");
+    const position = `${m.config.index}@${m.config.token}`;
+    const committed = m.committed ? "committed" : "not committed yet";
+    setText(p, `Members (configuration ${position}, ${committed}): voters ${ids(m.voters)}; learners ${ids(m.learners)}`);
+    p.dataset.config = position;
+  }
+
+  /** What node `s` is in the configuration its own log holds. */
+  function memberKind(s) {
+    const m = val(s, "membership");
+    if (!m) return null;
+    if (Array.isArray(m.voters) && m.voters.includes(s.id)) return "voter";
+    if (Array.isArray(m.learners) && m.learners.includes(s.id)) return "learner";
+    return "not a member";
+  }
+
   function renderCluster() {
+    renderMembership();
     const section = $("#cluster");
     for (const old of section.querySelectorAll("article.node")) old.remove();
     const nodes = [...(state.cluster.nodes || [])].sort((a, b) => a.id - b.id);
@@ -457,6 +485,9 @@
         fact("Voted for", val(s, "voted_for") === null ? "nobody" : `node ${s.voted_for}`),
         fact("LSN", lsn ? `${lsn.term}.${lsn.counter}` : "—"),
         fact("HTTP address", orDash(val(s, "http_address") || n.http_address)),
+        fact("Member", orDash(memberKind(s))),
+        fact("Configuration", configText(val(s, "membership"))),
+        fact("Data directory", directoryText(val(s, "directory"))),
       ),
     );
     const peers = Array.isArray(s.peers) ? [...s.peers].sort((a, b) => a.id - b.id) : [];
@@ -476,6 +507,18 @@
       );
     }
     return article;
+  }
+
+  /** `index@token` of a configuration, marked while not known committed. */
+  function configText(m) {
+    if (!m || !m.config) return "—";
+    return `${m.config.index}@${m.config.token}${m.committed ? "" : " (not committed yet)"}`;
+  }
+
+  /** The first 8 hex digits of a data directory's identity, the rest on hover. */
+  function directoryText(d) {
+    if (typeof d !== "string" || !d) return "—";
+    return el("span", { class: "directory", title: d }, d.slice(0, 8));
   }
 
   function fact(term, value) {
@@ -521,24 +564,32 @@
     const followers = leader && val(val(leader.status, "replication"), "followers");
     let rows = null;
     let caption = null;
+    const membership = leader && val(leader.status, "membership");
+    const kind = (id) => {
+      if (!membership) return null;
+      if (Array.isArray(membership.voters) && membership.voters.includes(id)) return "voter";
+      if (Array.isArray(membership.learners) && membership.learners.includes(id)) return "learner";
+      return "leaving";
+    };
     if (Array.isArray(followers) && followers.length) {
       caption = `Follower lag, reported by the leader (node ${leader.id})`;
       rows = [...followers]
         .sort((a, b) => a.id - b.id)
-        .map((f) => ({ id: f.id, match: val(f, "match_index"), lag: val(f, "lag_entries") }));
+        .map((f) => ({ id: f.id, match: val(f, "match_index"), lag: val(f, "lag_entries"), kind: kind(f.id) }));
     } else if (state.metrics && state.metrics.lag.size) {
       caption = `Follower lag, from this node's /metrics`;
       rows = [...state.metrics.lag.entries()]
         .sort((a, b) => Number(a[0]) - Number(b[0]))
-        .map(([id, lag]) => ({ id, match: state.metrics.match.has(id) ? state.metrics.match.get(id) : null, lag }));
+        .map(([id, lag]) => ({ id, match: state.metrics.match.has(id) ? state.metrics.match.get(id) : null, lag, kind: null }));
     }
     if (!rows) return null;
     const maxLag = Math.max(1, ...rows.map((r) => r.lag || 0));
     return table(
       caption,
-      ["Follower", "Match index", "Lag (entries)"],
+      ["Follower", "Member", "Match index", "Lag (entries)"],
       rows.map((r) => [
         `node ${r.id}`,
+        orDash(r.kind),
         orDash(r.match),
         el("span", { class: "lag" }, lagBar(r.lag, maxLag), el("span", null, orDash(r.lag))),
       ]),

@@ -16,7 +16,11 @@ pub async fn get(State(st): State<AppState>) -> Result<Json<LeaderBody>, ApiErro
     leader_answer(
         s.leader.map(|id| LeaderBody {
             id: id.0,
-            address: s.leader_addr.map(|a| a.to_string()),
+            // A leader that joined is not in this node's --peers: its entry says.
+            address: s
+                .leader_addr
+                .map(|a| a.to_string())
+                .or_else(|| super::members::peer_address(&st, id)),
             http_address: st.cluster.http_address(id).or_else(|| advertised(id)),
             term: s.term.0,
             fencing_token: s.fencing_token.map(|t| t.0),

@@ -39,6 +39,7 @@ mod kv_body;
 mod kv_watch;
 pub(crate) mod leader;
 mod limits;
+pub(crate) mod members;
 pub(crate) mod metrics;
 mod owner;
 mod serve;
@@ -64,6 +65,7 @@ pub use limits::{
     MAX_CONNECTIONS, MAX_UNPROVEN_CONNECTIONS, REJECTION_LOG_INTERVAL, SHUTDOWN_GRACE,
     UNPROVEN_TIMEOUT,
 };
+pub use members::{member_to_add, CHANGE_TIMEOUT};
 pub use serve::serve;
 pub use sessions::grant_command;
 pub use state::AppState;
@@ -125,7 +127,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
         path: "/v1/cluster",
         methods: &[Method::GET],
         access: Access::Read,
-        description: "every voter's status, read through this node ({\"served_by\",\"nodes\": \
+        description: "every member's status (voters and learners), read through this node ({\"served_by\",\"nodes\": \
                       [{\"id\",\"http_address\",\"status\",\"error\"}]}); the others at \
                       their --peer-http address, with the caller's token",
         handlers: |m| on(m, cluster::get),
@@ -315,6 +317,43 @@ pub const ENDPOINTS: &[Endpoint] = &[
         access: Access::Admin,
         description: "hand leadership to the node in the body {\"to\": N}",
         handlers: |m| on(m, transfer::post),
+    },
+    Endpoint {
+        path: "/v1/members",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "the configuration of members this node's log holds ({\"served_by\",\
+                      \"leader\",\"leader_http_address\",\"config\":{\"index\",\"token\"},\
+                      \"committed\",\"commit_index\",\"voters\",\"learners\"}: each \
+                      {\"id\",\"address\",\"directory\",\"auto_promote\",\"http_address\",\
+                      \"match_index\",\"lag_entries\"}, the last two on the leader)",
+        handlers: |m| on(m, members::get),
+    },
+    Endpoint {
+        path: "/v1/members",
+        methods: &[Method::POST],
+        access: Access::Admin,
+        description: "adds a learner {\"id\",\"address\",\"directory\",\"promote\": \
+                      \"auto\"|\"manual\"}, answered once committed with the new \
+                      configuration; 409 on a follower (\"leader\", \"leader_http_address\") \
+                      or a change in progress, a duplicate; 504 outcome unknown",
+        handlers: |m| on(m, members::add),
+    },
+    Endpoint {
+        path: "/v1/members/{id}",
+        methods: &[Method::DELETE],
+        access: Access::Admin,
+        description: "removes a voter or a learner, answered once committed; 404 for a \
+                      non-member, 409 as for POST",
+        handlers: |m| on(m, members::remove),
+    },
+    Endpoint {
+        path: "/v1/members/{id}/promote",
+        methods: &[Method::POST],
+        access: Access::Admin,
+        description: "makes a learner a voter, answered once committed; 409 when it has not \
+                      caught up, is a voter already, or as for POST /v1/members",
+        handlers: |m| on(m, members::promote),
     },
     Endpoint {
         path: "/v1/peers/{id}/dead",

@@ -50,12 +50,21 @@ pub(crate) struct ClusterLinks {
     pub(crate) http_addresses: BTreeMap<NodeId, String>,
     /// HTTPS with the cluster's CA, or plain HTTP when the node runs without TLS.
     pub(crate) client: tenure_client::Client,
+    /// The peer addresses of the node's own configuration (its `--peers`):
+    /// where the members of the bootstrap list, which the log names without
+    /// an address until the first change of members, are reached.
+    pub(crate) peer_addresses: BTreeMap<NodeId, String>,
 }
 
 impl ClusterLinks {
     /// The HTTP address of `node`, if known.
     pub(crate) fn http_address(&self, node: NodeId) -> Option<String> {
         self.http_addresses.get(&node).cloned()
+    }
+
+    /// The peer address of `node` in this node's own configuration, if any.
+    pub(crate) fn peer_address(&self, node: NodeId) -> Option<String> {
+        self.peer_addresses.get(&node).cloned()
     }
 }
 
@@ -96,7 +105,21 @@ impl AppState {
     ) -> Self {
         let client = tenure_client::Client::with_roots(roots, None)
             .expect("a client without a token is always valid");
-        self.cluster = Arc::new(ClusterLinks { http_addresses, client });
+        let peer_addresses = self.cluster.peer_addresses.clone();
+        self.cluster = Arc::new(ClusterLinks { http_addresses, client, peer_addresses });
+        self
+    }
+
+    /// The same state, knowing the peer addresses of the node's own
+    /// configuration (`--peers`): `GET /v1/members` names the members of
+    /// the bootstrap list by them until the log gives them addresses.
+    pub fn with_peer_addresses(mut self, peers: &[(NodeId, std::net::SocketAddr)]) -> Self {
+        let links = ClusterLinks {
+            http_addresses: self.cluster.http_addresses.clone(),
+            client: self.cluster.client.clone(),
+            peer_addresses: peers.iter().map(|(id, a)| (*id, a.to_string())).collect(),
+        };
+        self.cluster = Arc::new(links);
         self
     }
 }

@@ -17,8 +17,16 @@ pub async fn get(State(st): State<AppState>) -> Json<StatusBody> {
 pub(crate) fn node_status(st: &AppState) -> StatusBody {
     let mut body = status_body(&st.node.status());
     add_http_addresses(&mut body, &st.cluster);
+    // A leader that joined is not in this node's --peers: its entry says.
+    if body.leader_address.is_none() {
+        let leader = body.leader.map(tenure_core::NodeId);
+        body.leader_address = leader.and_then(|l| super::members::peer_address(st, l));
+    }
     body.replication = Some(replication(&st.kv));
     body.timings = Some(timings(&st.node));
+    let (membership, _) = st.kv.membership();
+    let commit = body.replication.as_ref().map_or(0, |r| r.commit_index);
+    body.membership = Some(super::members::membership_body(&membership, commit));
     body
 }
 
@@ -59,6 +67,7 @@ pub fn status_body(s: &NodeStatus) -> StatusBody {
         cluster_id: Some(s.cluster_id.clone()),
         voters: Some(s.voters.iter().map(|v| v.0).collect()),
         timings: None,
+        membership: None,
     }
 }
 
@@ -80,7 +89,7 @@ fn timings(node: &tenure_node::NodeHandle) -> tenure_api::TimingsBody {
 /// Fills in the HTTP API addresses: those `cluster` was configured with
 /// (`--peer-http`) first, else those the peers advertised at their
 /// handshakes (already in `body.peers`).
-fn add_http_addresses(body: &mut StatusBody, cluster: &ClusterLinks) {
+pub(crate) fn add_http_addresses(body: &mut StatusBody, cluster: &ClusterLinks) {
     let known = |id: u64| cluster.http_address(tenure_core::NodeId(id));
     body.http_address = known(body.id);
     for p in &mut body.peers {

@@ -112,6 +112,7 @@ async fn status(State(st): State<StoreState>) -> Json<StatusBody> {
         voters: None,
         // A store-led server's failovers are the store's (see STORES.md).
         timings: None,
+        membership: None,
     })
 }
 

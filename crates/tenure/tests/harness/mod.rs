@@ -97,6 +97,9 @@ pub struct TestServer {
     pub tls: bool,
     /// Its own `--peers`, instead of the cluster's (a typo's test).
     pub peers: Option<String>,
+    /// `--join` with these endpoints instead of `--peers` (a node that joins
+    /// a running cluster).
+    pub join: Option<String>,
     /// The process (in the test's process group: a killed test runner takes it along).
     pub proc: Proc,
 }
@@ -114,6 +117,7 @@ impl TestServer {
             protocol: "raft".to_string(),
             tls: true,
             peers: None,
+            join: None,
         }
     }
 }
@@ -307,6 +311,7 @@ impl TestCluster {
             http: format!("127.0.0.1:{}", s.http_port),
             peers: s.peers.clone().unwrap_or_else(|| self.peers.clone()),
             peer_http: (!self.peer_http.is_empty()).then(|| self.peer_http.clone()),
+            join: s.join.clone(),
             data_dir: s.data_dir.clone(),
             heartbeat_ms: self.heartbeat_ms,
             election_timeout_ms: self.election_timeout_ms,
