@@ -313,7 +313,11 @@ impl NodeHandle {
             term: s.term,
             voted_for: s.voted_for,
             leader,
-            leader_addr: leader.and_then(|l| self.shared.config.peer_addr(l)),
+            // A member added through the log has no `--peers` entry: its
+            // link (from the log's configuration) knows where it is.
+            leader_addr: leader.and_then(|l| {
+                self.shared.net.link(l).map(|k| k.addr).or_else(|| self.shared.config.peer_addr(l))
+            }),
             fencing_token: if lapsed { None } else { s.fencing_token },
             lsn: s.lsn,
             storage_failed: s.storage_failed,

@@ -32,6 +32,10 @@ pub struct Config {
     /// heartbeat earlier at every heartbeat for this long (`None`: never,
     /// every promotion is an operator's). See `docs/MEMBERSHIP.md`.
     pub auto_promote_after: Option<Duration>,
+    /// A voter counts as healthy for a change of members (etcd's strict
+    /// reconfiguration check) if it answered the leader within this long;
+    /// [`HEALTHY_WITHIN`] heartbeats by default.
+    pub healthy_within: Duration,
     /// How often the leader repeats what is unanswered (synchronisation,
     /// fetches, appends) and confirms its followers: the elector's heartbeat.
     pub heartbeat_interval: Duration,
@@ -74,6 +78,7 @@ impl Config {
             voters,
             addresses: Vec::new(),
             auto_promote_after: None,
+            healthy_within: heartbeat_interval * HEALTHY_WITHIN,
             heartbeat_interval,
             max_append_entries: 256,
             max_append_bytes: 256 * 1024,
@@ -571,7 +576,7 @@ impl<S: StateMachine> Replica<S> {
                 return Err(ChangeError::Behind(*id));
             }
         }
-        let within = self.cfg.heartbeat_interval * HEALTHY_WITHIN;
+        let within = self.cfg.healthy_within;
         let healthy: Vec<NodeId> = next
             .voter_ids()
             .filter(|&v| {
@@ -579,7 +584,10 @@ impl<S: StateMachine> Replica<S> {
                     || lead.heard.get(&v).is_some_and(|&t| now.saturating_since(t) <= within)
             })
             .collect();
-        if healthy.len() < next.quorum() {
+        // Adding a learner changes no voter: the check is for changes that
+        // move the quorum.
+        let moves_voters = !matches!(change, Change::AddLearner(_));
+        if moves_voters && healthy.len() < next.quorum() {
             return Err(ChangeError::Unhealthy {
                 healthy: healthy.len(),
                 voters: next.voters.len(),

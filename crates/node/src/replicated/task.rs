@@ -74,6 +74,9 @@ pub(super) fn open<S: StateMachine + Default>(
     // A learner added to be promoted is, once it has kept up for three
     // election timeouts (docs/MEMBERSHIP.md).
     cfg.auto_promote_after = Some(c.election_timeout * AUTO_PROMOTE_TIMEOUTS);
+    // A voter that answered the leader within an election timeout is
+    // healthy for a change (a loaded machine answers late, not never).
+    cfg.healthy_within = c.election_timeout;
     let replica = Replica::new(cfg, restored, S::default())
         .map_err(|source| StartError::LogRestore { path: dir.to_path_buf(), source })?;
     Ok((Arc::new(store), replica))
