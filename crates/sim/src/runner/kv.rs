@@ -10,6 +10,12 @@
 //!   answers of an output leave once every write before them is synced. A
 //!   crash tears what is still pending at a record boundary (a random
 //!   prefix survives) and drops every message and answer not yet left.
+//!   The replica counts an output's write durable from its next input on
+//!   (its calling contract): when the next output is handled, every
+//!   earlier write is made durable, so a crash tears only writes no later
+//!   input counted on (before, a single voter committed an entry at its
+//!   next input, a crash then tore it, and it committed another one at the
+//!   same index: `same-entry-per-index` with `--nodes 1`).
 //! * A crash during a write (the `crash_at_next_write` fault) keeps a
 //!   random prefix of that write's records, and nothing of its output
 //!   leaves. A write while storage fails keeps a random prefix too; the
@@ -665,6 +671,9 @@ impl Sim {
             let host = &mut self.hosts[i];
             let failing = host.storage_failing;
             let Some(kv) = host.kv.as_mut() else { return true };
+            // This output came from an input that counted every earlier
+            // write durable: it is, whatever its fsync time.
+            kv.disk.sync_all();
             let mut written = true;
             let departs = if records.is_empty() {
                 kv.synced_at.max(now)
