@@ -6,6 +6,7 @@ use crate::forger::{
     ForgedCounts, ForgerSpec, Promise, DEFAULT_FORGED_FRAMES_PER_SECOND,
     MAX_FORGED_FRAMES_PER_SECOND,
 };
+use crate::membership::MembershipStats;
 use crate::params::Params;
 use crate::report::Report;
 use crate::scenario::{self, ForgerUse, Scenario, SpyUse, WorkloadUse, SCENARIOS};
@@ -27,7 +28,8 @@ pub struct SimArgs {
     /// `compare`: every protocol through every scenario, one table.
     #[command(subcommand)]
     pub command: Option<SimCommand>,
-    /// Cluster size (scenarios that fix their size ignore it).
+    /// Cluster size (scenarios that fix their size ignore it; `membership`:
+    /// every node, a majority of them the first voters, the rest spares).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=15))]
     pub nodes: u64,
     /// Number of runs (seeds start-seed, start-seed + 1, ...).
@@ -72,7 +74,8 @@ pub struct SimArgs {
     /// key-value store written and read by clients, its history checked
     /// for linearizability; `elect`, application sessions and named
     /// elections over that store (and one key-value client), checked for
-    /// overlapping holders, fencing tokens and starved candidates.
+    /// overlapping holders, fencing tokens and starved candidates. The
+    /// `membership` scenario changes members under either (kv unless given).
     #[arg(long, value_name = "WORKLOAD")]
     pub workload: Option<WorkloadSpec>,
     /// Spies that report crashed nodes dead (death notices), for `spy`
@@ -128,6 +131,9 @@ struct JsonReport {
     /// What the application elections did, when they ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     app_elections: Option<ElectStats>,
+    /// What the changes of members did, when they ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    membership: Option<MembershipStats>,
     /// What the spies did, when they watched.
     #[serde(skip_serializing_if = "Option::is_none")]
     spies: Option<SpyStats>,
@@ -385,6 +391,7 @@ fn run_seeds(
         forger: params.forger.as_ref().map(|spec| ForgerReport::new(spec, &agg.forged)),
         workload: agg.workload.clone(),
         app_elections: agg.elect,
+        membership: agg.membership,
         spies: agg.spy,
         sim_seconds: sim_s,
         wall_seconds: wall_s,
@@ -419,6 +426,31 @@ fn print_elections(e: &ElectStats) {
         e.app_cutoffs,
         e.max_overlap_ns,
         e.starved_names
+    );
+}
+
+/// The changes of members' line of the summary.
+fn print_membership(m: &MembershipStats) {
+    println!(
+        "membership in {} runs: {} changes proposed, refused {} behind, {} unhealthy, {} other; \
+         {} committed: {} learners added, {} promotions, {} learners removed, {} voters removed; \
+         {} replacements, {} nodes retired (wiped), {} joined again; \
+         {} messages from wiped directories dropped; at most {} voters",
+        m.runs,
+        m.proposed,
+        m.refused_behind,
+        m.refused_unhealthy,
+        m.refused_other,
+        m.committed,
+        m.learners_added,
+        m.promotions,
+        m.learners_removed,
+        m.voters_removed,
+        m.replacements,
+        m.retirements,
+        m.rejoins,
+        m.stale_directory_drops,
+        m.max_voters
     );
 }
 
@@ -557,6 +589,9 @@ fn print_summary(o: &JsonReport) {
     }
     if let Some(e) = &o.app_elections {
         print_elections(e);
+    }
+    if let Some(m) = &o.membership {
+        print_membership(m);
     }
     if let Some(s) = &o.spies {
         print_spies(s, &o.failover_on_notice_ms);
