@@ -563,15 +563,27 @@ impl Sim {
                 return;
             };
             router.set_ready(ready_token(r, stalled));
-            if !stalled {
-                if router.has_batch() {
-                    let leading = if r.is_ready_leader() { r.status().leading } else { None };
-                    let commands = router.take_batch(local, leading);
-                    if !commands.is_empty() {
-                        let results = r.propose(local, commands);
-                        router.batch_proposed(local, results);
-                    }
+            let mut proposed = false;
+            if !stalled && router.has_batch() {
+                let leading = if r.is_ready_leader() { r.status().leading } else { None };
+                let commands = router.take_batch(local, leading);
+                if !commands.is_empty() {
+                    let results = r.propose(local, commands);
+                    router.batch_proposed(local, results);
+                    proposed = true;
                 }
+            }
+            // The batch's write is handled before the replica's next input,
+            // which counts it durable (a single voter commits it then).
+            if proposed && !self.drain_replica(i) {
+                return;
+            }
+            let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+            let stalled = kv.stalled;
+            let (Some(r), Some(router)) = (kv.replica.as_mut(), kv.router.as_mut()) else {
+                return;
+            };
+            if !stalled {
                 for ticket in router.take_reads() {
                     let result = r.read(local, lease);
                     router.read_started(local, ticket, result);
