@@ -75,6 +75,10 @@ pub enum Check {
     /// the configuration in force, or a running member whose replica holds
     /// another configuration.
     MembershipConvergence,
+    /// Changes of members: a leader elected with the vote of a node whose
+    /// data was wiped since its configuration named it (the node that came
+    /// back counted as the voter it was).
+    MistakenIdentity,
 }
 
 impl fmt::Display for Check {
@@ -98,6 +102,7 @@ impl fmt::Display for Check {
             Check::ConfigChain => "config-chain",
             Check::SameConfigPerIndex => "same-config-per-index",
             Check::MembershipConvergence => "membership-convergence",
+            Check::MistakenIdentity => "mistaken-identity",
         })
     }
 }
@@ -272,6 +277,19 @@ impl Checker {
         }
         // Volatile terms that were never written may be lost with the crash.
         self.live_term[idx] = term;
+    }
+
+    /// The votes granted for `candidate` in `term`: each voter with the
+    /// identity it had (how many times its data had been wiped), in order.
+    pub fn votes_for(&self, term: Term, candidate: NodeId) -> Vec<(NodeId, u64)> {
+        let mut v: Vec<(NodeId, u64)> = self
+            .votes
+            .iter()
+            .filter(|(&(_, _, t), &c)| t == term.0 && c == candidate)
+            .map(|(&(voter, identity, _), _)| (voter, identity))
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// Node `idx` (id `id`), down, lost its data for good (its disk was

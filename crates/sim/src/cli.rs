@@ -6,7 +6,7 @@ use crate::forger::{
     ForgedCounts, ForgerSpec, Promise, DEFAULT_FORGED_FRAMES_PER_SECOND,
     MAX_FORGED_FRAMES_PER_SECOND,
 };
-use crate::membership::MembershipStats;
+use crate::membership::{MembershipSpec, MembershipStats};
 use crate::params::Params;
 use crate::report::Report;
 use crate::scenario::{self, ForgerUse, Scenario, SpyUse, WorkloadUse, SCENARIOS};
@@ -85,6 +85,10 @@ pub struct SimArgs {
     /// likely) or `off`.
     #[arg(long, value_name = "SPIES")]
     pub spies: Option<SpyChoice>,
+    /// `membership` only: wiped nodes stay down for good (by default most
+    /// come back under their ids, as joining spares).
+    #[arg(long)]
+    pub no_rejoin: bool,
 }
 
 /// Subcommands of `tenure sim`.
@@ -235,6 +239,14 @@ pub fn run(args: SimArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.no_rejoin {
+        if scenario.name != "membership" {
+            eprintln!("--no-rejoin goes with the membership scenario");
+            return ExitCode::from(2);
+        }
+        let w = params.workload.get_or_insert_with(WorkloadSpec::kv);
+        w.membership = Some(MembershipSpec { rejoin: false });
+    }
     params.spies = match spies_for(&args, scenario) {
         Ok(s) => s,
         Err(e) => {
@@ -492,6 +504,9 @@ fn replay_command(args: &SimArgs, r: &Report) -> String {
     }
     if let Some(w) = &args.workload {
         cmd.push_str(&format!(" --workload {w}"));
+    }
+    if args.no_rejoin {
+        cmd.push_str(" --no-rejoin");
     }
     if let Some(s) = &args.spies {
         cmd.push_str(&format!(" --spies {s}"));

@@ -60,6 +60,22 @@ const GROW_UNTIL: usize = 5;
 /// Voters above which the operator removes voters more often.
 const MANY_VOTERS: usize = 3;
 
+/// What the changes of members of a run do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MembershipSpec {
+    /// Wiped nodes come back under their ids, as joining spares (most of
+    /// them; the operator may add them again). Off, a retired node stays
+    /// down for good.
+    pub rejoin: bool,
+}
+
+impl Default for MembershipSpec {
+    /// Wiped nodes come back.
+    fn default() -> Self {
+        MembershipSpec { rejoin: true }
+    }
+}
+
 /// The bootstrap voters of a run of `nodes` nodes with changes of members:
 /// a majority of them (3 of 5, 2 of 3, 4 of 7); the rest are spares.
 pub fn initial_voters(nodes: usize) -> usize {
@@ -418,6 +434,7 @@ impl MembershipStats {
 /// logic with its own random stream; the runner carries it out.
 #[derive(Debug)]
 pub struct Operator {
+    spec: MembershipSpec,
     rng: Pcg64Mcg,
     election_timeout_ns: u64,
     next_tick_ns: u64,
@@ -432,9 +449,11 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// An operator for the run `seed`, with the cluster's election timeout.
-    pub fn new(seed: u64, election_timeout_ns: u64) -> Self {
+    /// An operator of `spec` for the run `seed`, with the cluster's
+    /// election timeout.
+    pub fn new(spec: MembershipSpec, seed: u64, election_timeout_ns: u64) -> Self {
         Operator {
+            spec,
             rng: Pcg64Mcg::seed_from_u64(seed ^ 0x6d65_6d62_6572_7321),
             election_timeout_ns,
             next_tick_ns: 0,
@@ -505,7 +524,7 @@ impl Operator {
     pub fn retired(&mut self, now_ns: u64, id: NodeId) {
         self.lingering.remove(&id);
         self.stats.retirements += 1;
-        if self.rng.gen_bool(REJOIN_SHARE) {
+        if self.spec.rejoin && self.rng.gen_bool(REJOIN_SHARE) {
             let et = self.election_timeout_ns;
             let at = now_ns + self.rng.gen_range(et / 2..=4 * et);
             self.timed.push((at, Timed::Rejoin(id)));
@@ -716,7 +735,7 @@ mod tests {
 
     #[test]
     fn the_operator_replaces_a_voter_in_three_changes_and_retires_it() {
-        let mut op = Operator::new(3, 1_000_000_000);
+        let mut op = Operator::new(MembershipSpec::default(), 3, 1_000_000_000);
         let boot = Members::bootstrap(&[NodeId(1), NodeId(2), NodeId(3)]);
         op.observe(0, &boot);
         op.plan = Some(Replace { new: NodeId(4), old: NodeId(2) });

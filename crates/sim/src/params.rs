@@ -63,7 +63,7 @@ impl Params {
         c.trace = self.trace;
         c.protocol = self.protocol;
         c.workload = self.workload.clone();
-        if self.workload.as_ref().is_some_and(|w| w.membership) {
+        if self.workload.as_ref().is_some_and(|w| w.membership.is_some()) {
             c.voters = crate::membership::initial_voters(nodes);
         }
         c

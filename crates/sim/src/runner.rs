@@ -757,6 +757,9 @@ impl Sim {
             .collect();
         let token = self.hosts[i].elector().and_then(|e| e.status().fencing_token).map(|t| t.0);
         self.checker.on_become_leader(now, id, term, token, &still_leading);
+        for what in self.mistaken_votes(i, term) {
+            self.checker.fail(now, Check::MistakenIdentity, what);
+        }
         self.stats.leader_terms.insert(term.0);
         if self.leader_log.len() < MAX_LEADER_LOG {
             self.leader_log.push(LeaderRecord { time_ns: now, node: id, term });

@@ -20,6 +20,7 @@
 
 use crate::checker::Check;
 use crate::expect::Expect;
+use crate::membership::MembershipSpec;
 use crate::network::{LinkParams, NS_PER_MS};
 use crate::params::Params;
 use crate::report::Report;
@@ -83,7 +84,8 @@ pub fn run_elect(p: &Params) -> Report {
 /// unless `p` names one): scenario `membership` (see [`crate::membership`]).
 pub fn run_membership(p: &Params) -> Report {
     let mut p = p.clone();
-    p.workload.get_or_insert_with(WorkloadSpec::kv).membership = true;
+    let w = p.workload.get_or_insert_with(WorkloadSpec::kv);
+    w.membership.get_or_insert_with(MembershipSpec::default);
     run_named(&p, "membership")
 }
 

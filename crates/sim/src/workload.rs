@@ -21,6 +21,7 @@
 //! wake me at) that the simulator turns into events.
 
 use crate::elect_spec::ElectSpec;
+use crate::membership::MembershipSpec;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
@@ -130,7 +131,7 @@ pub struct WorkloadSpec {
     /// Changes of members during the run (scenario `membership`, see
     /// [`crate::membership`]): spare nodes beside the initial voters, and a
     /// driver that adds, promotes, removes and replaces members.
-    pub membership: bool,
+    pub membership: Option<MembershipSpec>,
 }
 
 impl WorkloadSpec {
@@ -142,7 +143,7 @@ impl WorkloadSpec {
             planted: None,
             snapshot_chunk_bytes: DEFAULT_SNAPSHOT_CHUNK_BYTES,
             elect: None,
-            membership: false,
+            membership: None,
         }
     }
 

@@ -128,9 +128,9 @@ impl Sim {
             let drift = self.hosts[0].cfg.clock_drift_ppm;
             Elections::new(e, spec.clients, n, WorkloadSpec::op_timeout(et), drift, self.seed)
         });
-        let members = spec.membership.then(|| {
+        let members = spec.membership.map(|m| {
             Box::new(MembersWorld {
-                operator: Operator::new(self.seed, et),
+                operator: Operator::new(m, self.seed, et),
                 checks: MembershipChecks::new(n, &voters),
             })
         });

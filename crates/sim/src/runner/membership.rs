@@ -5,9 +5,10 @@
 
 use super::Sim;
 use crate::checker::Check;
+use crate::host::directory_of;
 use crate::membership::{joining_voters, member_address, ChangeKind, MembershipStats, Timed};
 use crate::workload::PlantedBug;
-use tenure_core::{Config, Electorate, NodeId};
+use tenure_core::{Config, Electorate, NodeId, Term};
 use tenure_replica::{Change, ChangeError, Completion, Member, Members, Membership};
 
 impl Sim {
@@ -321,6 +322,53 @@ impl Sim {
     pub fn replica_electorate(&self, i: usize) -> Option<Electorate> {
         let kv = self.hosts[i].kv.as_ref().filter(|kv| !kv.stalled)?;
         kv.replica.as_ref().map(|r| r.electorate())
+    }
+
+    /// What made node `i` leader of `term` under another node's identity:
+    /// itself, or a vote of a node, whose data was wiped since the
+    /// configuration its log holds named it as a voter: the node that came
+    /// back counted as the voter it was (what the identity of a data
+    /// directory is for, `docs/MEMBERSHIP.md`). A bootstrap member, named
+    /// without a directory, is the node's first directory.
+    pub(super) fn mistaken_votes(&self, i: usize, term: Term) -> Vec<String> {
+        if !self.membership_runs() {
+            return Vec::new();
+        }
+        let lid = self.hosts[i].id;
+        let Some(r) = self.hosts[i].kv.as_ref().and_then(|kv| kv.replica.as_ref()) else {
+            return Vec::new();
+        };
+        let m = r.membership();
+        let mut out = Vec::new();
+        let own = (lid, self.hosts[i].wipes.len() as u64);
+        let votes = self.checker.votes_for(term, lid).into_iter().filter(|v| v.0 != lid);
+        for (voter, identity) in std::iter::once(own).chain(votes) {
+            let Some(member) = m.members.voters.iter().find(|v| v.id == voter) else {
+                continue;
+            };
+            let named = match member.directory {
+                None => Some(0),
+                Some(d) => self.index_of(voter).and_then(|x| {
+                    let wipes = self.hosts[x].wipes.len() as u64;
+                    (0..=wipes).find(|&k| directory_of(self.seed, voter, k) == d)
+                }),
+            };
+            if named != Some(identity) {
+                let how = if voter == lid {
+                    "on its own standing".to_string()
+                } else {
+                    format!("with the vote of {voter}")
+                };
+                out.push(format!(
+                    "{lid} took office in {term:?} {how}: {voter}, its data wiped {identity} \
+                     times, counted as the voter its log's configuration {} at {:?} names ({})",
+                    m.members,
+                    m.at,
+                    member.directory.map_or("the bootstrap list's".into(), |d| d.to_string())
+                ));
+            }
+        }
+        out
     }
 
     /// The changes of members' figures of the run, if it changes members:
