@@ -635,6 +635,7 @@ mod tests {
             id: NodeId(id),
             address: member_address(NodeId(id)),
             directory: Some(DirectoryId(u128::from(id))),
+            auto_promote: false,
         }
     }
 

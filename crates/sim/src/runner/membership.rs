@@ -92,6 +92,7 @@ impl Sim {
                 id: h.id,
                 address: member_address(h.id),
                 directory: Some(h.directory),
+                auto_promote: false,
             })
             .collect()
     }
