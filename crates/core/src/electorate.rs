@@ -51,6 +51,9 @@ use crate::types::{FencingToken, NodeId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The most members (voters and learners) a configuration holds.
+pub const MAX_MEMBERS: usize = 2 * crate::MAX_VOTERS;
+
 /// Where a configuration of members was written: the position of its entry
 /// in the replicated log (the fencing token that wrote it, then its index),
 /// [`ConfigId::BOOTSTRAP`] for the bootstrap list. Ordered as log positions
@@ -170,6 +173,9 @@ impl Electorate {
                 "a log whose last entry (token {}) is older than its configuration ({})",
                 self.last_token, self.id
             ));
+        }
+        if self.voters.len() + self.learners.len() > MAX_MEMBERS {
+            return Err(format!("more than {MAX_MEMBERS} members"));
         }
         if self.voters.len() > crate::MAX_VOTERS {
             return Err(format!("{} voters, above {}", self.voters.len(), crate::MAX_VOTERS));

@@ -1203,6 +1203,19 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
         self.election_deadline = now + self.timeout();
     }
 
+    fn grow(&mut self) {
+        self.early_handovers.push(None);
+        match self.round.as_mut() {
+            Some(Round::Poll(p)) => p.answers.push(None),
+            Some(Round::Candidacy(c)) => {
+                c.promises.push(None);
+                c.accepts.push(None);
+                c.reask_at.push(None);
+            }
+            None => {}
+        }
+    }
+
     fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {
         self.early_handovers = remap(old, &self.seat.members, &self.early_handovers, None);
         if self.round.is_some() {

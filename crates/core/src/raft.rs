@@ -772,6 +772,15 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
         self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
     }
 
+    fn grow(&mut self) {
+        self.early_transfer_votes.push(None);
+        if let Some(r) = self.round.as_mut() {
+            r.answers.push(None);
+            r.lease_waits.push(None);
+            r.reask_at.push(None);
+        }
+    }
+
     fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {
         self.early_transfer_votes =
             remap(old, &self.seat.members, &self.early_transfer_votes, None);

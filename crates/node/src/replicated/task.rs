@@ -16,6 +16,7 @@ use crate::status::Leadership;
 use crate::sync::lock;
 use crate::transport::{PeerData, Roster};
 use crate::wire::{Forward, Frame};
+use rand_core::{OsRng, RngCore};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -126,6 +127,8 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         let stop = log.node.stop.subscribe();
         let c = &log.node.config;
         let mut cfg = RouterConfig::new(c.id, c.heartbeat_interval, c.election_timeout);
+        // Numbers of forwarded requests no earlier life of this node used.
+        cfg.first_id = OsRng.next_u64();
         cfg.no_leader_wait = log.no_leader_wait;
         LogTask {
             log,

@@ -935,13 +935,18 @@ impl Sim {
     /// or once storage works again after a failed write).
     pub(super) fn rebuild_replica(&mut self, i: usize) {
         let id = self.hosts[i].id;
+        let incarnation = self.hosts[i].incarnation;
         // A node that joins bootstraps with the voters its elector has.
         let voters = self.hosts[i].cfg.voters.clone();
         let (Some(world), Some(kv)) = (self.kv.as_mut(), self.hosts[i].kv.as_mut()) else {
             return;
         };
         let cfg = Config { id, voters, ..world.template.clone() };
-        let router_cfg = RouterConfig::new(id, self.cfg.heartbeat, self.cfg.election_timeout);
+        let mut router_cfg = RouterConfig::new(id, self.cfg.heartbeat, self.cfg.election_timeout);
+        // Each life numbers its forwarded requests from its own place (as a
+        // node's random start): an answer of an earlier life's request
+        // cannot answer this one's.
+        router_cfg.first_id = incarnation << 40;
         let store = SimStore::new(id, world.workload.spec.planted);
         if kv.stalled {
             world.stats.rebuilds += 1;
