@@ -125,6 +125,14 @@ pub struct Electorate {
     /// resignation (a handover) is heard; a removed node that follows the
     /// leader stays quiet.
     pub departing: Vec<NodeId>,
+    /// Whether this node belongs to the configuration by its own identity
+    /// (a voter, a learner or the departing member, and, for a node that
+    /// was added by a change, named with its own data directory). A node
+    /// that does not grants no support (no vote, no promise): a node whose
+    /// disk was wiped and that came back under its id must not be counted
+    /// as the voter it was, by a stale candidate or while it replays the
+    /// old configurations that named that voter.
+    pub member: bool,
     /// Whether this node may stand for election: it is a voter, or the
     /// configuration removes it and is not known to be committed (it may be
     /// needed to commit its own removal: Raft's rule for a server outside
@@ -144,6 +152,7 @@ impl Electorate {
             learners: Vec::new(),
             departing: Vec::new(),
             stands: voters.contains(&me),
+            member: voters.contains(&me),
         }
     }
 

@@ -382,7 +382,11 @@ impl<R: RngCore + Send> RaftElector<R> {
                 },
             );
         };
-        if self.seat.storage_failed || proposed <= self.seat.term || self.stale(freshness) {
+        if self.seat.storage_failed
+            || proposed <= self.seat.term
+            || self.stale(freshness)
+            || !self.seat.grants()
+        {
             return refuse(self, None);
         }
         if let Some(left) = self.lease_blocks(now, from) {
@@ -514,7 +518,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         // `from` to this node, for the term before this one.
         let transfer = asked_transfer
             && term.0.checked_sub(1).is_some_and(|t| self.seat.named_successor(Term(t), from));
-        if self.seat.storage_failed || self.stale(freshness) {
+        if self.seat.storage_failed || self.stale(freshness) || !self.seat.grants() {
             // A candidate of an older configuration is refused without
             // taking its term: it may be a removed node.
             let my = self.seat.term;

@@ -355,8 +355,9 @@ impl<R: RngCore + Send> RankedElector<R> {
 
     /// Enters VOTING: broadcasts this node's claim and starts collecting others'.
     fn start_poll(&mut self, now: Instant, reason: Reason) {
-        if self.seat.storage_failed {
-            // A node that cannot persist cannot vote: no point in polling.
+        if self.seat.storage_failed || !self.seat.grants() {
+            // A node that cannot persist cannot vote, nor one that does not
+            // belong to its configuration: no point in polling.
             self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
         }

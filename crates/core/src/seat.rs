@@ -319,6 +319,11 @@ impl Seat {
         self.electorate.stands
     }
 
+    /// Whether this node grants support (see [`Electorate::member`]).
+    pub(crate) fn grants(&self) -> bool {
+        self.electorate.member
+    }
+
     /// The other voters, in configuration order: those an election message
     /// asks.
     pub(crate) fn others(&self) -> impl Iterator<Item = NodeId> + '_ {

@@ -122,6 +122,7 @@ fn a_candidate_of_an_older_configuration_is_refused(kind: ProtocolKind) {
         departing: vec![],
         stands: true,
         last_token: tenure_core::FencingToken(1),
+        member: true,
     };
     c.set_electorate(n(1), e(at(2)));
     c.set_electorate(n(3), e(at(2)));
@@ -185,6 +186,7 @@ fn a_node_holding_its_own_uncommitted_removal_can_commit_it(kind: ProtocolKind) 
             departing: vec![one],
             stands: true,
             last_token: tenure_core::FencingToken(1),
+            member: true,
         },
     );
     c.restart(one);
@@ -206,6 +208,7 @@ fn an_impossible_configuration_halts_the_node(kind: ProtocolKind) {
             departing: vec![],
             stands: false,
             last_token: tenure_core::FencingToken(1),
+            member: true,
         },
     );
     assert!(c.events().iter().any(|r| r.node == n(2)
@@ -217,6 +220,7 @@ fn an_impossible_configuration_halts_the_node(kind: ProtocolKind) {
         departing: vec![],
         stands: true,
         last_token: tenure_core::FencingToken(1),
+        member: true,
     };
     c.set_electorate(n(3), twice);
     assert!(c.events().iter().any(|r| r.node == n(3)
@@ -263,6 +267,7 @@ fn a_removed_node_that_missed_its_removal_disturbs_no_one(kind: ProtocolKind) {
             departing: vec![],
             stands: true,
             last_token: tenure_core::FencingToken(1),
+            member: true,
         };
         c.set_electorate(node, e);
     }
@@ -302,6 +307,7 @@ fn a_candidate_holding_a_sibling_configuration_of_an_older_leadership_is_refused
         learners: vec![],
         departing: vec![],
         stands: true,
+        member: true,
     };
     c.crash(n(1));
     c.crash(n(4));
@@ -328,6 +334,7 @@ fn a_node_whose_log_does_not_name_the_leader_follows_it(kind: ProtocolKind) {
         learners: vec![],
         departing: vec![],
         stands: true,
+        member: true,
     };
     for node in [n(1), n(2), n(4)] {
         c.set_electorate(node, e(2, &four));

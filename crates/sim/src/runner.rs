@@ -462,7 +462,7 @@ impl Sim {
                 if self.hosts[from].last_crash_ns.is_some_and(|c| c >= sent_ns && c < departs_ns) {
                     return;
                 }
-                if self.sender_wiped(from, sent_ns) {
+                if self.sender_wiped(from, sent_ns) || self.identity_refused(from, to) {
                     return;
                 }
                 let from_id = self.hosts[from].id;
@@ -717,6 +717,26 @@ impl Sim {
             }
         }
         wiped
+    }
+
+    /// True if the connection from node index `from` to `to` would be
+    /// refused at its handshake for the data directories: the configuration
+    /// either one's log holds names the other with another directory than
+    /// the one it has now (a wiped node is not the member it was; a real
+    /// node checks it at the peer handshake, both ways).
+    pub(super) fn identity_refused(&self, from: usize, to: usize) -> bool {
+        let names_another = |r: usize, x: usize| {
+            let Some(rep) = self.hosts[r].kv.as_ref().and_then(|kv| kv.replica.as_ref()) else {
+                return false;
+            };
+            let x = &self.hosts[x];
+            rep.membership()
+                .members
+                .get(x.id)
+                .and_then(|m| m.directory)
+                .is_some_and(|d| d != x.directory)
+        };
+        names_another(to, from) || names_another(from, to)
     }
 
     fn index_of(&self, id: NodeId) -> Option<usize> {

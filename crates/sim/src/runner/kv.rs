@@ -383,7 +383,7 @@ impl Sim {
         if self.net.is_blocked(from, to) || self.hosts[from].crashed_within(sent_ns, departs_ns) {
             return;
         }
-        if self.sender_wiped(from, sent_ns) {
+        if self.sender_wiped(from, sent_ns) || self.identity_refused(from, to) {
             return;
         }
         let from_id = self.hosts[from].id;
@@ -521,7 +521,7 @@ impl Sim {
         if self.net.is_blocked(from, to) || self.hosts[from].crashed_within(sent_ns, departs_ns) {
             return;
         }
-        if self.sender_wiped(from, sent_ns) {
+        if self.sender_wiped(from, sent_ns) || self.identity_refused(from, to) {
             return;
         }
         let from_id = self.hosts[from].id;
@@ -936,12 +936,13 @@ impl Sim {
     pub(super) fn rebuild_replica(&mut self, i: usize) {
         let id = self.hosts[i].id;
         let incarnation = self.hosts[i].incarnation;
+        let directory = Some(self.hosts[i].directory);
         // A node that joins bootstraps with the voters its elector has.
         let voters = self.hosts[i].cfg.voters.clone();
         let (Some(world), Some(kv)) = (self.kv.as_mut(), self.hosts[i].kv.as_mut()) else {
             return;
         };
-        let cfg = Config { id, voters, ..world.template.clone() };
+        let cfg = Config { id, voters, directory, ..world.template.clone() };
         let mut router_cfg = RouterConfig::new(id, self.cfg.heartbeat, self.cfg.election_timeout);
         // Each life numbers its forwarded requests from its own place (as a
         // node's random start): an answer of an earlier life's request

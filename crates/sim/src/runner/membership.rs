@@ -102,11 +102,16 @@ impl Sim {
     pub fn propose_change(&mut self, i: usize, change: &Change) -> Result<u64, ChangeError> {
         let now = self.now;
         let trace = self.cfg.trace;
+        // The directories the leader knows: those of the nodes up now (a
+        // real node knows its peers' from their handshakes).
+        let known: Vec<(NodeId, tenure_core::DirectoryId)> =
+            self.hosts.iter().filter(|h| h.is_up()).map(|h| (h.id, h.directory)).collect();
         let host = &mut self.hosts[i];
         let id = host.id;
         let local = host.local_now(now);
         let r = host.kv.as_mut().filter(|kv| !kv.stalled).and_then(|kv| kv.replica.as_mut());
         let Some(r) = r else { return Err(ChangeError::NotLeader { leader: None }) };
+        r.note_directories(known);
         let result = r.propose_change(local, change);
         if let (Ok(p), Some(kv)) = (&result, host.kv.as_mut()) {
             kv.changes.insert(*p, change.clone());
