@@ -113,8 +113,22 @@ pub enum ChangeKind {
 }
 
 /// The one change that turns `prev` into `next` (by the replica's own rules,
-/// [`Members::after`]), if there is one.
+/// [`Members::after`]), if there is one. A leader fills in what it learned
+/// of the members it keeps (the address of a bootstrap member, the data
+/// directory of one its handshake showed): that is no change; altering what
+/// `prev` knew is.
 pub fn single_change(prev: &Members, next: &Members) -> Option<ChangeKind> {
+    let mut prev = prev.clone();
+    for m in prev.voters.iter_mut().chain(prev.learners.iter_mut()) {
+        let Some(later) = next.get(m.id) else { continue };
+        if m.address.is_empty() {
+            m.address = later.address.clone();
+        }
+        if m.directory.is_none() {
+            m.directory = later.directory;
+        }
+    }
+    let prev = &prev;
     let added = next.learners.iter().filter(|m| prev.get(m.id).is_none());
     let candidates: Vec<Change> = added
         .map(|m| Change::AddLearner(m.clone()))
@@ -671,6 +685,16 @@ mod tests {
         let mut other = add.clone();
         other.learners[0].directory = Some(DirectoryId(99));
         assert_eq!(single_change(&add, &other), None);
+        // A leader that learned a bootstrap member's directory and address
+        // names them in the change it writes: still one change...
+        let mut pinned = boot.after(&Change::AddLearner(member(4))).unwrap();
+        pinned.voters[0].directory = Some(DirectoryId(7));
+        pinned.voters[0].address = "n1.sim:2380".into();
+        assert_eq!(single_change(&boot, &pinned), Some(ChangeKind::AddLearner));
+        // ...but one that alters a directory its log already named is not.
+        let mut moved = pinned.after(&Change::Promote(NodeId(4))).unwrap();
+        moved.voters[0].directory = Some(DirectoryId(8));
+        assert_eq!(single_change(&pinned, &moved), None);
     }
 
     fn members_entry(p: Position, m: &Members) -> Entry {
