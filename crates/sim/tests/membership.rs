@@ -222,7 +222,8 @@ fn a_membership_seed_replays_exactly() {
     }
 }
 
-/// Found here, open in tenure-core (liveness): an elector ignores every
+/// Found here, fixed in tenure-core (guests: an elector hears a node
+/// outside its configuration; see `docs/MEMBERSHIP.md`). Was: an elector ignores every
 /// message of a node outside the configuration it counts over
 /// (`Seat::index_of` in `handle_message`), and the replica takes the
 /// leader's messages only from the leader its elector names. A node whose
@@ -236,7 +237,6 @@ fn a_membership_seed_replays_exactly() {
 /// that made n2 leader. Ranked seed 4 and Paxos seeds 1 and 183 fail the
 /// same way; 45% of the first 300 raft seeds (35% ranked, 41% paxos).
 #[test]
-#[ignore = "fails until the elector hears the leader of a configuration its log does not hold yet"]
 fn a_node_whose_log_does_not_name_the_leader_catches_up() {
     for (protocol, seed) in [
         (ProtocolKind::Raft, 1),
@@ -251,8 +251,10 @@ fn a_node_whose_log_does_not_name_the_leader_catches_up() {
     }
 }
 
-/// Found here, open (the identity of a data directory is not built into
-/// the electors): a node whose data was wiped and that comes back under its
+/// Found here, fixed (`Electorate::member`: a node whose directory its
+/// configuration does not name grants nothing and does not stand; the
+/// simulator, as the handshake, refuses messages across a directory
+/// mismatch). Was: a node whose data was wiped and that comes back under its
 /// id, as a joining node (its elector and replica on the bootstrap voters
 /// without itself, an empty log), is counted as the voter it was. Raft
 /// seed 5757: n3, whose log holds only the bootstrap configuration 1-3
@@ -267,7 +269,6 @@ fn a_node_whose_log_does_not_name_the_leader_catches_up() {
 /// (18 runs) follows a `mistaken-identity`; none with wiped nodes staying
 /// down (10,000 seeds).
 #[test]
-#[ignore = "fails until a wiped node is never counted as the voter it was"]
 fn a_wiped_node_that_comes_back_is_never_the_voter_it_was() {
     for seed in [5757, 3076] {
         let p = params(ProtocolKind::Raft, seed, 5, 20);
@@ -276,7 +277,8 @@ fn a_wiped_node_that_comes_back_is_never_the_voter_it_was() {
     }
 }
 
-/// Found here, open in tenure-core (a busy loop): a leader that was paused
+/// Found here, fixed in tenure-core (`lease_lost` clears a stale wait).
+/// Was a busy loop: a leader that was paused
 /// past its lease waits for fresh acknowledgements
 /// (`Seat::lease_renewal_until`, set by `lease_lost`); an electorate that
 /// renews its lease (`set_electorate` recomputes it over the new voters)
@@ -288,7 +290,6 @@ fn a_wiped_node_that_comes_back_is_never_the_voter_it_was() {
 /// (`liveness: n1's timer keeps firing at the same instant`); ranked seed
 /// 146 the same way at 7276 ms.
 #[test]
-#[ignore = "fails until an electorate that renews a leader's lease ends its wait for renewal"]
 fn a_leader_whose_lease_a_new_electorate_renews_does_not_spin() {
     for protocol in [ProtocolKind::Raft, ProtocolKind::Ranked] {
         let p = params(protocol, 146, 5, 20);
@@ -298,8 +299,9 @@ fn a_leader_whose_lease_a_new_electorate_renews_does_not_spin() {
     }
 }
 
-/// Found here, open in tenure-core (liveness, ranked only): a learner
-/// takes no part in a ranked election (`start_poll` returns when the node
+/// Found here, fixed in tenure-core (a ranked node that may not stand
+/// still votes, silently). Was (liveness, ranked only): a learner
+/// took no part in a ranked election (`start_poll` returns when the node
 /// may not stand), also when a configuration it does not hold yet made it
 /// a voter. A leader that appended that promotion and restarted (its
 /// configuration: both voters) needs the learner's claim, which never
@@ -309,7 +311,6 @@ fn a_leader_whose_lease_a_new_electorate_renews_does_not_spin() {
 /// answers the candidate's vote request from a learner: n3 would vote).
 /// Seeds 37 and 105 the same way.
 #[test]
-#[ignore = "fails until a ranked learner answers the claims of a configuration that made it a voter"]
 fn ranked_a_learner_promoted_by_an_entry_it_lacks_takes_part() {
     for seed in [15, 37, 105] {
         let p = params(ProtocolKind::Ranked, seed, 5, 20);
@@ -318,8 +319,9 @@ fn ranked_a_learner_promoted_by_an_entry_it_lacks_takes_part() {
     }
 }
 
-/// Found here, open in tenure-replica's router (safety: an acknowledged
-/// answer to another request): a router numbers the requests it forwards
+/// Found here, fixed in tenure-replica's router (`RouterConfig::first_id`:
+/// each life numbers its requests from a random place of its own). Was
+/// (safety: an acknowledged answer to another request): a router numbered the requests it forwards
 /// to the leader from 1 in every life of its node, and the leader answers
 /// by that number. A node that forwards a request and restarts before the
 /// answer gets the answer of its previous life's request in its new one,
@@ -333,7 +335,6 @@ fn ranked_a_learner_promoted_by_an_entry_it_lacks_takes_part() {
 /// immediate restart while a forwarded write is pending); the membership
 /// scenario's young routers (nodes that joined again) make it likelier.
 #[test]
-#[ignore = "fails until a router's answers cannot reach a later life of the node that asked"]
 fn a_forwarded_request_of_a_previous_life_never_answers_a_new_one() {
     for seed in [3010, 5025] {
         let p = params(ProtocolKind::Ranked, seed, 5, 20);
@@ -342,9 +343,12 @@ fn a_forwarded_request_of_a_previous_life_never_answers_a_new_one() {
     }
 }
 
-/// Found here, open in tenure-core (liveness): the gap of
-/// `docs/MEMBERSHIP.md`, "a removal that did not commit", is still open
-/// when the voter its removal needs is down. Raft seed 9636 with wiped
+/// Found here, blocked then; kept as regression seeds. Since the fixes
+/// above and the freshness rule (`tenure_core::electorate::Freshness`: the
+/// last token first, then the configuration) these seeds elect a leader
+/// again, and must go on doing so; the case they once reached, a removal that did not commit while
+/// the voter its new configuration needs is down, is shared with Raft and
+/// documented in `docs/MEMBERSHIP.md` ("who stands"). Was: Raft seed 9636 with wiped
 /// nodes staying down: n1 appended its own removal (voters 3 and 5 at
 /// 139@4), which never committed; n5 went on under voters 1, 3 and 5
 /// (78@1) without it; healing leaves n3 down (a minority of 1, 3, 5). n1
@@ -355,8 +359,7 @@ fn a_forwarded_request_of_a_previous_life_never_answers_a_new_one() {
 /// leader, though n1 and n5 are a majority of the committed voters. Raft
 /// seed 2377 (wiped nodes coming back) the same way.
 #[test]
-#[ignore = "fails until a node outside its own uncommitted configuration supports the committed one's candidates"]
-fn a_removal_that_did_not_commit_does_not_block_the_voters_left() {
+fn seeds_once_blocked_by_a_removal_that_did_not_commit_elect_a_leader() {
     for (seed, rejoin) in [(9636, false), (2377, true)] {
         let mut p = params(ProtocolKind::Raft, seed, 5, 20);
         if !rejoin {
