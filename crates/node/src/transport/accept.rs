@@ -263,11 +263,12 @@ async fn serve_inbound(
     if let Some(at) = hello.guest_at.filter(|_| net.link(from).is_none()) {
         // A node this node's configuration does not name yet, ahead of it
         // (see `Hello::guest_at`): a link (this connection's frames need
-        // one) and a dialer (to answer it), until the next configuration.
+        // one) and a dialer (to answer it), while this connection lasts or
+        // until a configuration names it.
         let at =
             if at.ip().is_unspecified() { SocketAddr::new(remote.ip(), at.port()) } else { at };
         info!(peer = %from, %at, "a node this node's configuration does not name yet: heard as a guest");
-        let link = Arc::new(PeerLink::new(from, at));
+        let link = Arc::new(PeerLink::guest(from, at));
         net.add_link(link.clone());
         let dialer = super::dial::dial_loop(net.clone(), link, inbound.deaths.clone(), closing);
         tokio::spawn(dialer);
@@ -534,6 +535,26 @@ async fn serve_peer(
     last_frame: &AtomicU64,
 ) {
     let Some(link) = net.link(from) else { return };
+    serve_frames(net, &mut conn, &link, remote, inbound, replaced, last_frame).await;
+    if link.is_guest() {
+        // The guest's connection ended: so does its link (and its dialer),
+        // unless a configuration named it meanwhile.
+        info!(peer = %from, %remote, "a guest's connection ended: its link is closed");
+        net.remove_exact(&link);
+    }
+}
+
+/// The loop of [`serve_peer`].
+async fn serve_frames(
+    net: &Net,
+    conn: &mut Conn,
+    link: &Arc<PeerLink>,
+    remote: SocketAddr,
+    inbound: Inbound,
+    replaced: &Notify,
+    last_frame: &AtomicU64,
+) {
+    let from = link.id;
     let idle = net.ping_interval * PEER_IDLE_PINGS;
     let mut deadline = Instant::now() + idle;
     loop {
@@ -555,6 +576,12 @@ async fn serve_peer(
             }
             frame = conn.next() => frame,
         };
+        if link.is_closed() {
+            // Its member left this node's configuration (or moved): the
+            // peer dials again and is admitted by what this node holds now.
+            info!(peer = %from, %remote, "closed a peer connection: its link left the configuration");
+            return;
+        }
         deadline = Instant::now() + idle;
         last_frame.store(net.clock.now().as_nanos(), Ordering::Relaxed);
         let bytes: Bytes = match frame {

@@ -101,15 +101,26 @@ impl Transport {
         let wanted: BTreeMap<NodeId, SocketAddr> =
             peers.iter().copied().filter(|&(id, _)| id != me).collect();
         for link in self.net.links() {
-            if wanted.get(&link.id) != Some(&link.addr) {
-                if let Some(dialer) = self.dialers.remove(&link.id) {
-                    dialer.abort();
+            match wanted.get(&link.id) {
+                Some(addr) if *addr == link.addr => {
+                    link.make_member();
+                    continue;
                 }
-                self.net.remove_link(link.id);
-                link.connected.store(false, Ordering::Relaxed);
-                if !wanted.contains_key(&link.id) {
-                    info!(node = %me, peer = %link.id, "no longer a member: its link is closed");
-                }
+                // A guest stays while its connection lasts: a node that
+                // replays old configurations that do not name the leader
+                // it follows must keep hearing it, and answering it.
+                None if link.is_guest() => continue,
+                _ => {}
+            }
+            if let Some(dialer) = self.dialers.remove(&link.id) {
+                dialer.abort();
+            }
+            // Its inbound connection closes too (at its next frame): a peer
+            // whose pings this node answered on a connection it no longer
+            // answers messages on never dialled again.
+            self.net.remove_exact(&link);
+            if !wanted.contains_key(&link.id) {
+                info!(node = %me, peer = %link.id, "no longer a member: its link is closed");
             }
         }
         for (id, addr) in wanted {
@@ -412,5 +423,117 @@ mod tests {
         let q = link.take_queued();
         assert_eq!(q.len(), PEER_QUEUE_CAPACITY);
         assert!(matches!(q.front(), Some(Message::Heartbeat { counter: 5, .. })));
+    }
+
+    /// A node whose configuration does not name a peer ahead of it (the
+    /// leader it follows, while it replays older configurations) keeps the
+    /// guest's link through every configuration that does not name it,
+    /// and answers it; a member that leaves the configuration is hung up
+    /// on both ways, so that it dials again and is admitted by what this
+    /// node holds now. (A joining node replaying configurations older than
+    /// its leader closed its link to it, while the leader's own connection,
+    /// whose pings it still answered, kept it from ever dialling again: the
+    /// node never caught up; the network-namespace replacement test found
+    /// it.)
+    #[tokio::test]
+    async fn a_guest_outlives_configurations_that_do_not_name_it() {
+        let listen = || std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (la, lb) = (listen(), listen());
+        let (aa, ab) = (la.local_addr().unwrap(), lb.local_addr().unwrap());
+        let net = |me: u64, peers: &[(NodeId, SocketAddr)], addr: SocketAddr| {
+            Arc::new(
+                Net::new(
+                    "c".into(),
+                    NodeId(me),
+                    1,
+                    tenure_core::DirectoryId(0xd0 + me as u128),
+                    ProtocolKind::Raft,
+                    peers,
+                    Clock::new(),
+                    Duration::from_millis(20),
+                    RECONNECT_MIN,
+                    None,
+                )
+                .with_peer_address(Some(addr.to_string())),
+            )
+        };
+        // Node 1 counts by a newer configuration that names node 2; node 2
+        // by the bootstrap list, which names node 3 (never started) only.
+        let unused: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let (na, nb) = (net(1, &[(NodeId(2), ab)], aa), net(2, &[(NodeId(3), unused)], ab));
+        let newer = tenure_core::ConfigId { token: tenure_core::FencingToken(5), index: 40 };
+        na.set_roster(Roster {
+            config: newer,
+            voters: vec![NodeId(1), NodeId(2)],
+            directories: Default::default(),
+        });
+        let inbound = || {
+            let (election, rx) = mpsc::channel(64);
+            let (deaths, drx) = mpsc::channel(64);
+            (Inbound { election, data: None, deaths }, rx, drx)
+        };
+        let (ia, mut ra, _da) = inbound();
+        let (ib, mut rb, _db) = inbound();
+        let tokio_listener = |l: std::net::TcpListener| {
+            l.set_nonblocking(true).unwrap();
+            TcpListener::from_std(l).unwrap()
+        };
+        let ta = Transport::spawn(na.clone(), tokio_listener(la), ia);
+        let mut tb = Transport::spawn(nb.clone(), tokio_listener(lb), ib);
+        let heartbeat = |n: u64| Message::Heartbeat {
+            term: tenure_core::Term(1),
+            counter: n,
+            sent_at_nanos: 0,
+        };
+        // What arrives from `from` within 5 s, sent again every 50 ms (a
+        // message sent before a connection is up is queued or dropped).
+        async fn deliver(
+            send: impl Fn(),
+            rx: &mut mpsc::Receiver<(NodeId, Message)>,
+            from: NodeId,
+        ) -> bool {
+            let until = tokio::time::Instant::now() + Duration::from_secs(5);
+            while tokio::time::Instant::now() < until {
+                send();
+                if let Ok(Some((f, _))) = timeout(Duration::from_millis(50), rx.recv()).await {
+                    if f == from {
+                        return true;
+                    }
+                }
+            }
+            false
+        }
+        // Node 1 is heard as a guest and answered on the link dialled back.
+        assert!(deliver(|| ta.send(NodeId(2), heartbeat(1)), &mut rb, NodeId(1)).await);
+        let guest = nb.link(NodeId(1)).expect("a guest's link");
+        assert!(guest.is_guest());
+        assert!(deliver(|| tb.send(NodeId(1), heartbeat(2)), &mut ra, NodeId(2)).await);
+        // Node 2 goes through a configuration that does not name node 1
+        // either: still heard, still answered.
+        tb.set_peers(&[(NodeId(3), "127.0.0.1:10".parse().unwrap())]);
+        assert!(nb.link(NodeId(1)).is_some_and(|l| Arc::ptr_eq(&l, &guest)));
+        assert!(deliver(|| ta.send(NodeId(2), heartbeat(3)), &mut rb, NodeId(1)).await);
+        assert!(deliver(|| tb.send(NodeId(1), heartbeat(4)), &mut ra, NodeId(2)).await);
+        // A configuration names node 1 at the address it was dialled at:
+        // the same link, a member's now.
+        tb.set_peers(&[(NodeId(1), aa)]);
+        assert!(nb.link(NodeId(1)).is_some_and(|l| Arc::ptr_eq(&l, &guest) && !l.is_guest()));
+        // Then one removes it: node 2 hangs up on node 1's connection too,
+        // node 1 dials again and, still ahead, is admitted as a guest anew.
+        tb.set_peers(&[(NodeId(3), unused)]);
+        assert!(guest.is_closed());
+        // Within a few ping intervals (20 ms): not by a timeout of some
+        // other kind.
+        let until = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            ta.send(NodeId(2), heartbeat(5));
+            if nb.link(NodeId(1)).is_some_and(|l| !Arc::ptr_eq(&l, &guest) && l.is_guest()) {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < until, "node 1 never dialled node 2 again");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        ta.close(Duration::from_secs(1)).await;
+        tb.close(Duration::from_secs(1)).await;
     }
 }

@@ -75,6 +75,14 @@ pub struct PeerLink {
     /// Why the last handshake with the peer failed, either way (refused by
     /// it or by us); cleared by an accepted one.
     handshake_error: Mutex<Option<String>>,
+    /// A guest's link (a node this node's configuration does not name, heard
+    /// because its configuration is newer): it lives as long as the guest's
+    /// connection, whatever configurations this node goes through meanwhile.
+    guest: AtomicBool,
+    /// The link left the links (its member left the configuration, or its
+    /// address changed): the peer's inbound connection that was served with
+    /// it closes, so that the peer dials again and is admitted afresh.
+    closed: AtomicBool,
 }
 
 impl PeerLink {
@@ -92,8 +100,42 @@ impl PeerLink {
             incarnation: Mutex::new(Known::default()),
             api_address: Mutex::new(None),
             directory: Mutex::new(None),
+            guest: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             handshake_error: Mutex::new(None),
         }
+    }
+
+    /// The link of a guest (see [`PeerLink::is_guest`]).
+    pub(super) fn guest(id: NodeId, addr: SocketAddr) -> Self {
+        let link = PeerLink::new(id, addr);
+        link.guest.store(true, Ordering::Relaxed);
+        link
+    }
+
+    /// Whether this is a guest's link, which lives as long as the guest's
+    /// connection, not as long as a configuration.
+    pub(super) fn is_guest(&self) -> bool {
+        self.guest.load(Ordering::Relaxed)
+    }
+
+    /// A configuration names the guest now, at the address it was dialled
+    /// at: its link is a member's, kept as long as configurations name it.
+    pub(super) fn make_member(&self) {
+        self.guest.store(false, Ordering::Relaxed);
+    }
+
+    /// The link left the links: the inbound connection served with it ends
+    /// at its next frame (see [`PeerLink::is_closed`]).
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        self.connected.store(false, Ordering::Relaxed);
+        self.wake.notify_waiters();
+    }
+
+    /// Whether the link left the links.
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
     }
 
     /// Where the peer's embedding service (tenure: its HTTP API) answers,
@@ -429,10 +471,12 @@ impl Net {
         links.push(link);
     }
 
-    /// Removes the link to a member that left.
-    pub(super) fn remove_link(&self, id: NodeId) {
+    /// Removes `link` if it is still the link to its peer (a guest's, when
+    /// its connection ended), and closes it.
+    pub(super) fn remove_exact(&self, link: &Arc<PeerLink>) {
         let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
-        links.retain(|l| l.id != id);
+        links.retain(|l| !Arc::ptr_eq(l, link));
+        link.close();
     }
 
     /// Records the incarnation a handshake of `link`'s peer showed. One
