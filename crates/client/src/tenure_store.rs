@@ -46,6 +46,12 @@ impl From<Error> for StoreError {
             Error::Refused(r) if r.status == StatusCode::SERVICE_UNAVAILABLE => {
                 StoreError::Unavailable { endpoint: r.url, message: r.message }
             }
+            // The server's own "outcome unknown" (a write it proposed did
+            // not commit in time, at a failover): as a request whose answer
+            // was lost.
+            Error::Refused(r) if r.status == StatusCode::GATEWAY_TIMEOUT => {
+                StoreError::NoAnswer { endpoint: r.url.clone(), sent: true, source: Box::new(r) }
+            }
             Error::Refused(r) if r.status == StatusCode::NOT_FOUND => {
                 StoreError::Gone(format!("{}: {}", r.url, r.message))
             }
@@ -366,6 +372,8 @@ mod tests {
         }));
         assert!(matches!(lost, StoreError::NoAnswer { sent: true, .. }), "{lost:?}");
         assert!(lost.is_retryable());
+        let unknown = StoreError::from(refused(StatusCode::GATEWAY_TIMEOUT));
+        assert!(matches!(unknown, StoreError::NoAnswer { sent: true, .. }), "{unknown:?}");
         assert!(matches!(StoreError::from(Error::Invalid("x".into())), StoreError::Invalid(_)));
     }
 

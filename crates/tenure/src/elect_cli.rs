@@ -262,8 +262,10 @@ const GRANT_RETRY_PAUSE: Duration = Duration::from_millis(100);
 static TTL_TOLD: AtomicBool = AtomicBool::new(false);
 
 /// Grants a session, trying again for up to [`GRANT_WAIT`] while no node
-/// can grant one (during a tenure election); a grant that may have been
-/// received is not sent again.
+/// can grant one (during a tenure election), also after a grant whose
+/// outcome is unknown (no answer, or the server's 504 at a failover): a
+/// session granted then is never renewed and expires within its TTL,
+/// holding nothing, while giving up would end `tenure run --keep-trying`.
 pub async fn grant(store: &Arc<dyn Store>, ttl: Duration) -> anyhow::Result<Session> {
     let until = tokio::time::Instant::now() + GRANT_WAIT;
     loop {
@@ -293,7 +295,7 @@ pub async fn grant(store: &Arc<dyn Store>, ttl: Duration) -> anyhow::Result<Sess
         let retry = matches!(
             &e,
             tenure_client::elect::Error::Store(
-                StoreError::Unavailable { .. } | StoreError::NoAnswer { sent: false, .. }
+                StoreError::Unavailable { .. } | StoreError::NoAnswer { .. }
             )
         );
         if !retry || tokio::time::Instant::now() + GRANT_RETRY_PAUSE > until {
