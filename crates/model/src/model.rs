@@ -443,6 +443,10 @@ pub struct Ghost {
     /// (pre-candidate or candidate) holding a configuration at an index
     /// where a different one committed: the loser of two siblings.
     pub sibling_stood: bool,
+    /// With changes of members: set when a node restarted holding a
+    /// configuration a change made (not the bootstrap's), so that its new
+    /// elector was handed a changed electorate.
+    pub restarted_in_new_config: bool,
 }
 
 /// A state of the whole system.
@@ -902,7 +906,11 @@ impl ElectionModel {
             // what committed. The driver tells the new elector the
             // configuration its log holds before its first timer.
             Arc::make_mut(members).knows_committed[i] = false;
+            let changed = !members.logs[i].configs.is_empty();
             self.tell(state, i);
+            if changed && !state.ghost.restarted_in_new_config {
+                Arc::make_mut(&mut state.ghost).restarted_in_new_config = true;
+            }
         }
     }
 
@@ -1369,6 +1377,9 @@ impl Model for ElectionModel {
             }),
             Property::sometimes(SIBLING_CONFIGS, |_, s: &ElectionState| s.ghost.siblings),
             Property::sometimes(SIBLING_STOOD, |_, s: &ElectionState| s.ghost.sibling_stood),
+            Property::sometimes(RESTARTED_IN_NEW_CONFIG, |_, s: &ElectionState| {
+                s.ghost.restarted_in_new_config
+            }),
         ]
     }
 }
@@ -1449,6 +1460,10 @@ pub const SIBLING_CONFIGS: &str = "two leaders append different changes to one c
 /// which comparing configuration positions alone elected a second leader
 /// (see [`tenure_core::Freshness`]).
 pub const SIBLING_STOOD: &str = "a node stands holding a sibling of a committed configuration";
+/// Reachability, with changes of members: a node restarts holding a
+/// configuration a change made (from the bootstrap voters: one appended in
+/// the exploration), and its new elector is handed that electorate.
+pub const RESTARTED_IN_NEW_CONFIG: &str = "a node restarts holding a changed configuration";
 
 /// The safety properties, whose discovery is a counterexample.
 pub const SAFETY_PROPERTIES: [&str; 6] = [
@@ -1461,7 +1476,7 @@ pub const SAFETY_PROPERTIES: [&str; 6] = [
 ];
 
 /// The reachability properties, whose discovery is an example.
-pub const REACHABILITY_PROPERTIES: [&str; 9] = [
+pub const REACHABILITY_PROPERTIES: [&str; 10] = [
     LEADER_ELECTED,
     CONTESTED_TERM,
     RIVAL_CANDIDATES,
@@ -1471,6 +1486,7 @@ pub const REACHABILITY_PROPERTIES: [&str; 9] = [
     LEADER_IN_NEW_CONFIG,
     SIBLING_CONFIGS,
     SIBLING_STOOD,
+    RESTARTED_IN_NEW_CONFIG,
 ];
 
 /// Adds `vote` to the ghost's votes, copying the ghost only if it is new.
