@@ -214,7 +214,7 @@
 //! | CI: the same with one crash and restart | second check | 250,466; 141,502; 329,063 | 10 (≤ 8) | 12 s; 7 s; 14 s |
 //! | CI: from a deposed leader, each node one clock step | third check | 439,684; 201,974; 292,085 | 11 (≤ 9) | 22 s; 13 s; 19 s |
 //! | CI in all | `cargo run --release -p tenure-model -- --membership --ci --threads 2` | safe, every witness reached | | 127 s wall at load 13 (37 s user, 7 s system), 1.0 GB |
-//! | planted: the own-term gate dropped | `... --membership --ci --driver ungated-changes` (third check) | raft: a counterexample of 9 steps (1,029,331 states); ranked, paxos: none within these bounds (451,991; 685,466) | 11 (≤ 9) | 81 s wall in all |
+//! | planted: the own-term gate dropped | `... --membership --ci --driver ungated-changes` (third check) | raft: a counterexample of 9 steps (1,029,331 states); ranked, paxos: none within these bounds (451,991; 685,466) | 11 (≤ 9) | raft 57 s (152 s wall for the whole suite at load 14, 64 s user, 2.5 GB) |
 //! | planted: elector told after the ack | `--membership --hunt --driver late-electorate` | counterexamples of 8 (raft), 9 (ranked), 10 (paxos) steps | | 9 s wall in all |
 //! | planted: position withheld | `... --driver no-position` | 8, 9, 10 steps | | 10 s wall in all |
 //!
