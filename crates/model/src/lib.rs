@@ -204,16 +204,16 @@
 //! elected a new leader among themselves, whose heartbeats to the deposed
 //! one are in flight (every other message to it was lost). There the sibling runs (two removals appended at one
 //! index by two leaders, two voters apart) are a few steps deep, within
-//! the CI bounds. Measured on the shared 2-core machine (load 8 to 13),
+//! the CI bounds. Measured on the shared 2-core machine (load 10 to 14),
 //! release, 2 threads, 2026-11-25 (`/usr/bin/time -v`; the time is the
 //! checker's own, per protocol):
 //!
 //! | check | command | unique states (raft; ranked; paxos) | depth (steps) | time |
 //! |---|---|---:|---:|---:|
-//! | CI: from the bootstrap voters, a change and a failover (old leader silent, each follower two clock steps) | `tenure-model --membership --ci` (first check) | 211,567; 27,355; 321,099 | 12 (≤ 10) | 11 s; 1 s; 15 s |
-//! | CI: the same with one crash and restart | second check | 250,466; 141,502; 329,063 | 10 (≤ 8) | 12 s; 7 s; 14 s |
-//! | CI: from a deposed leader, each node one clock step | third check | 439,684; 201,974; 292,085 | 11 (≤ 9) | 22 s; 13 s; 19 s |
-//! | CI in all | `cargo run --release -p tenure-model -- --membership --ci --threads 2` | safe, every witness reached | | 127 s wall at load 13 (37 s user, 7 s system), 1.0 GB |
+//! | CI: from the bootstrap voters, a change and a failover (old leader silent, each follower two clock steps) | `tenure-model --membership --ci` (first check) | 211,567; 27,355; 321,099 | 12 (≤ 10) | 3.8 s; 0.6 s; 4.9 s |
+//! | CI: the same with one crash and restart | second check | 250,466; 141,502; 329,063 | 10 (≤ 8) | 7.6 s; 2.4 s; 4.5 s |
+//! | CI: from a deposed leader, each node one clock step | third check | 439,684; 201,974; 292,085 | 11 (≤ 9) | 19.0 s; 4.5 s; 8.6 s |
+//! | CI in all | `cargo run --release -p tenure-model -- --membership --ci --threads 2` | safe, every witness reached | | 67 s wall at load 10 (34 s user, 6 s system), 0.97 GB |
 //! | planted: the own-term gate dropped | `... --membership --ci --driver ungated-changes` (third check) | raft: a counterexample of 9 steps (1,029,331 states); ranked, paxos: none within these bounds (451,991; 685,466) | 11 (≤ 9) | raft 57 s (152 s wall for the whole suite at load 14, 64 s user, 2.5 GB) |
 //! | planted: elector told after the ack | `--membership --hunt --driver late-electorate` | counterexamples of 8 (raft), 9 (ranked), 10 (paxos) steps | | 9 s wall in all |
 //! | planted: position withheld | `... --driver no-position` | 8, 9, 10 steps | | 10 s wall in all |
