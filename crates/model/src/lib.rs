@@ -202,11 +202,12 @@
 //! deposed leader (`--deposed`, [`check::deposed_prefix`]): of four voters,
 //! the leader appended a removal that only it holds, and the three others
 //! elected a new leader among themselves, whose heartbeats to the deposed
-//! one are in flight (every other message to it was lost). There the sibling runs (two removals appended at one
-//! index by two leaders, two voters apart) are a few steps deep, within
-//! the CI bounds. Measured on the shared 2-core machine (load 10 to 14),
-//! release, 2 threads, 2026-11-25 (`/usr/bin/time -v`; the time is the
-//! checker's own, per protocol):
+//! one are in flight (every other message to it was lost). There the
+//! sibling runs (two removals appended at one index by two leaders, two
+//! voters apart) are a few steps deep, within the CI bounds. Measured on
+//! the shared 2-core machine (load 10 to 14), release, 2 threads,
+//! 2026-11-25 (`/usr/bin/time -v`; the time is the checker's own, per
+//! protocol):
 //!
 //! | check | command | unique states (raft; ranked; paxos) | depth (steps) | time |
 //! |---|---|---:|---:|---:|
