@@ -1,17 +1,18 @@
 //! Running the checker and summarising what it found.
 
-use crate::membership::MembershipSpec;
+use crate::membership::{Change, MembershipSpec};
 use crate::model::{
     ElectionModel, CHANGE_COMMITTED, CONTESTED_TERM, LEADERS_IN_TWO_TERMS, LEADER_ELECTED,
     LEADER_IN_NEW_CONFIG, LEADER_ON_NOTICE, REACHABILITY_PROPERTIES, RIVAL_CANDIDATES,
-    SAFETY_PROPERTIES,
+    SAFETY_PROPERTIES, SIBLING_CONFIGS, SIBLING_STOOD,
 };
+use crate::network::Envelope;
 use crate::{Action, Bounds, Durability, ElectionState};
 use stateright::{Checker, HasDiscoveries, Model, Path};
 use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
-use tenure_core::ProtocolKind;
+use tenure_core::{NodeId, ProtocolKind, Role};
 
 /// The outcome of one exhaustive run of a model whose states are `S` and
 /// actions `A`.
@@ -443,6 +444,15 @@ pub enum MemberStart {
     /// committed and held by every node): what is left of the chain is
     /// the removal of a voter.
     FourVoters,
+    /// From four voters, a deposed leader and its pending removal
+    /// ([`deposed_prefix`]): the leader appended the removal of a voter
+    /// that only it holds, and the three others elected a new leader among
+    /// themselves, which has written nothing yet. Any other removal the
+    /// new leader appends is a sibling of the deposed leader's (two voters
+    /// apart), and the deposed leader, which still believes it leads, may
+    /// stand again with it: the start from which the runs that need
+    /// siblings are a few steps deep.
+    Deposed,
 }
 
 impl MemberStart {
@@ -451,15 +461,30 @@ impl MemberStart {
     /// elected holding a configuration appended in the exploration (so
     /// that safety is checked across an election in a changed
     /// configuration).
+    ///
+    /// From [`MemberStart::Deposed`], besides these: two leaders
+    /// append different changes to one configuration
+    /// ([`SIBLING_CONFIGS`]), and a node stands for election holding the
+    /// sibling that lost to a committed one ([`SIBLING_STOOD`]): the run
+    /// that comparing configuration positions alone let through.
     pub fn witnesses(self) -> Vec<&'static str> {
-        vec![CHANGE_COMMITTED, LEADER_IN_NEW_CONFIG]
+        match self {
+            MemberStart::Grow | MemberStart::FourVoters => {
+                vec![CHANGE_COMMITTED, LEADER_IN_NEW_CONFIG]
+            }
+            MemberStart::Deposed => {
+                vec![CHANGE_COMMITTED, LEADER_IN_NEW_CONFIG, SIBLING_CONFIGS, SIBLING_STOOD]
+            }
+        }
     }
 
-    /// Configurations the prefix appends (and commits everywhere).
+    /// Configurations the prefix appends (committed everywhere, except the
+    /// deposed leader's removal, which only it holds).
     pub fn changes_in_prefix(self) -> u8 {
         match self {
             MemberStart::Grow => 0,
             MemberStart::FourVoters => 2,
+            MemberStart::Deposed => 3,
         }
     }
 }
@@ -486,6 +511,9 @@ pub fn member_prefix(
     spec: &MembershipSpec,
     start: MemberStart,
 ) -> Option<Vec<Action>> {
+    if start == MemberStart::Deposed {
+        return deposed_prefix(protocol, bounds, spec);
+    }
     let quiet = Bounds {
         clock_steps_per_node: u8::MAX,
         leader_clock_steps: None,
@@ -518,7 +546,7 @@ pub fn member_prefix(
             let token = state.nodes[l].follows.map(|(_, t)| t);
             let led = token.and_then(|t| m.leadership(t));
             led.is_some_and(|led| led.gate_passed())
-                && state.ghost.committed.contains(&m.logs[l].config_id())
+                && state.ghost.committed.contains_key(&m.logs[l].config_id())
         });
         let action = if let Some(a) = first(&|a| matches!(a, Action::Tell(_))) {
             a
@@ -578,6 +606,217 @@ pub fn member_prefix(
         state = model.next_state(&state, action.clone())?;
         prefix.push(action);
     }
+}
+
+/// Greedy steps [`deposed_prefix`] takes at most after the start from four
+/// voters.
+pub const DEPOSED_PREFIX_MAX_STEPS: usize = 200;
+
+/// The start [`MemberStart::Deposed`]: [`member_prefix`] to a settled
+/// leader `l` of four voters, then `l` appends the removal of the last
+/// voter of [`MembershipSpec::removable`] other than itself (`n4`, or `n3`
+/// if `l` is `n4`), and a deterministic run in which `l` takes no step and
+/// no message to or from it is delivered: the other nodes' messages are
+/// delivered first (in the network's order), else the timer of the one
+/// with the fewest clock steps fires, until one of them leads a higher
+/// term and the other two follow it with nothing left in flight among the
+/// three (while a leader waits for that, its timer fires: a heartbeat
+/// round). What was sent to `l` stays in flight. `None` if `spec` removes
+/// no other voter, or that does not end within [`DEPOSED_PREFIX_MAX_STEPS`]
+/// steps.
+pub fn deposed_prefix(
+    protocol: ProtocolKind,
+    bounds: Bounds,
+    spec: &MembershipSpec,
+) -> Option<Vec<Action>> {
+    let mut prefix = member_prefix(protocol, bounds, spec, MemberStart::FourVoters)?;
+    let quiet = Bounds {
+        clock_steps_per_node: u8::MAX,
+        leader_clock_steps: None,
+        restarts: 0,
+        kills: 0,
+        duplicates: 0,
+        transfers: 0,
+        changes: MemberStart::Deposed.changes_in_prefix(),
+        max_depth: None,
+        ..bounds
+    };
+    let model = ElectionModel::with_members(protocol, quiet, spec.clone()).exact();
+    let mut state = model.clone().starting_after(prefix.clone()).init_states().remove(0);
+    let l = state.nodes.iter().position(|n| n.role == Role::Leader)?;
+    let old = NodeId(l as u64 + 1);
+    let voters = state.members.as_ref()?.logs[l].members().voters;
+    let x = spec.removable.iter().rev().copied().find(|&v| v != old && voters.contains(&v))?;
+    let step = |state: &mut ElectionState, prefix: &mut Vec<Action>, action: Action| {
+        *state = model.next_state(state, action.clone())?;
+        prefix.push(action);
+        Some(())
+    };
+    step(&mut state, &mut prefix, Action::Append { leader: old, change: Change::Remove(x) })?;
+    let others = |id: NodeId| id != old;
+    // Another node leads, and every node but `l` follows it.
+    let new_leader = |s: &ElectionState| {
+        (0..s.nodes.len())
+            .find(|&i| i != l && s.nodes[i].role == Role::Leader && s.nodes[i].follows.is_some())
+    };
+    let settled = |s: &ElectionState| {
+        new_leader(s).is_some_and(|m| {
+            (0..s.nodes.len()).all(|i| i == l || s.nodes[i].follows == s.nodes[m].follows)
+        })
+    };
+    let greedy = |mut state: ElectionState, mut prefix: Vec<Action>| {
+        for _ in 0..DEPOSED_PREFIX_MAX_STEPS {
+            let mut enabled = Vec::new();
+            model.actions(&state, &mut enabled);
+            let action = enabled.iter().find(|a| match a {
+                Action::Tell(id) => others(*id),
+                Action::Deliver(e) => others(e.from) && others(e.to),
+                _ => false,
+            });
+            if let Some(action) = action {
+                step(&mut state, &mut prefix, action.clone())?;
+                continue;
+            }
+            if let Some(m) = new_leader(&state) {
+                if settled(&state) {
+                    lose_all_but_news(&model, &mut state, &mut prefix, l, m)?;
+                    return Some((state, prefix));
+                }
+                step(&mut state, &mut prefix, Action::Timeout(NodeId(m as u64 + 1)))?;
+                continue;
+            }
+            let timer = enabled
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Timeout(id) if others(*id) => {
+                        Some((state.nodes[index(*id)].clock_steps, *id))
+                    }
+                    _ => None,
+                })
+                .min()
+                .map(|(_, id)| Action::Timeout(id))?;
+            step(&mut state, &mut prefix, timer)?;
+        }
+        None
+    };
+    if let Some((_, prefix)) = greedy(state.clone(), prefix.clone()) {
+        return Some(prefix);
+    }
+    // The greedy run splits the vote for ever (ranked: each of the three
+    // needs the other two): the shortest run among the three to a leader,
+    // then greedy again.
+    let keep = |_: &ElectionState, a: &Action| match a {
+        Action::Timeout(id) | Action::Idle(id) | Action::Tell(id) => others(*id),
+        Action::Deliver(e) => others(e.from) && others(e.to),
+        _ => false,
+    };
+    let goal = |s: &ElectionState| new_leader(s).is_some();
+    // Two clock steps each from here, as in the exploration.
+    let bounded = Bounds { clock_steps_per_node: 2, leader_clock_steps: Some(0), ..quiet };
+    let search =
+        ElectionModel::with_members(protocol, bounded, spec.clone()).resuming_after(prefix.clone());
+    let from = search.init_states().remove(0);
+    let Search::Found(run) = shortest_run(&search, &from, keep, goal, DEPOSED_SEARCH_LIMIT) else {
+        return None;
+    };
+    for action in run {
+        step(&mut state, &mut prefix, action)?;
+    }
+    greedy(state, prefix).map(|(_, prefix)| prefix)
+}
+
+/// The end of [`deposed_prefix`]: every message to the deposed leader
+/// (node `l`) is lost ([`Action::Lose`]: it was cut off during the
+/// election), but the new leader's (node `m`) heartbeats of its own term:
+/// the news, which the exploration may deliver at any time, or never.
+fn lose_all_but_news(
+    model: &ElectionModel,
+    state: &mut ElectionState,
+    prefix: &mut Vec<Action>,
+    l: usize,
+    m: usize,
+) -> Option<()> {
+    let (old, new) = (NodeId(l as u64 + 1), NodeId(m as u64 + 1));
+    let term = tenure_core::Protocol::hard_state(state.nodes[m].elector.as_ref()).term;
+    let news = |e: &Envelope| e.from == new && e.msg.heartbeat_term() == Some(term);
+    let lost: Vec<Envelope> =
+        state.network.distinct().filter(|e| e.to == old && !news(e)).cloned().collect();
+    for env in lost {
+        for _ in 0..state.network.count(&env) {
+            *state = model.next_state(state, Action::Lose(env.clone()))?;
+            prefix.push(Action::Lose(env.clone()));
+        }
+    }
+    Some(())
+}
+
+/// States [`deposed_prefix`]'s search for a new leader visits at most.
+pub const DEPOSED_SEARCH_LIMIT: usize = 500_000;
+
+/// What [`shortest_run`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Search {
+    /// A shortest run to the goal, as the actions from the start.
+    Found(Vec<Action>),
+    /// Every state reachable through the kept actions (within the model's
+    /// boundary) was visited, this many, and none is a goal.
+    Exhausted(usize),
+    /// The limit of states was reached first: nothing is known.
+    Limit,
+}
+
+/// Breadth-first from `start` on `model`, through the enabled actions
+/// that `keep` allows, to the first state in which `goal` holds (checked
+/// on every state, the start's too; states outside the model's boundary
+/// are checked, not expanded), visiting at most `limit` states.
+pub fn shortest_run(
+    model: &ElectionModel,
+    start: &ElectionState,
+    keep: impl Fn(&ElectionState, &Action) -> bool,
+    goal: impl Fn(&ElectionState) -> bool,
+    limit: usize,
+) -> Search {
+    use std::collections::{HashSet, VecDeque};
+    use std::hash::{BuildHasher, RandomState};
+    let hasher = RandomState::new();
+    let mut seen: HashSet<u64> = HashSet::from([hasher.hash_one(start)]);
+    // Every state visited, with its parent's place and the action from it.
+    let mut visited: Vec<(ElectionState, usize, Option<Action>)> = vec![(start.clone(), 0, None)];
+    let mut queue = VecDeque::from([0usize]);
+    while let Some(at) = queue.pop_front() {
+        let state = &visited[at].0;
+        if goal(state) {
+            let mut run = Vec::new();
+            let mut cur = at;
+            while let (_, parent, Some(action)) = &visited[cur] {
+                run.push(action.clone());
+                cur = *parent;
+            }
+            run.reverse();
+            return Search::Found(run);
+        }
+        if !model.within_boundary(state) {
+            continue;
+        }
+        let mut actions = Vec::new();
+        model.actions(state, &mut actions);
+        let mut next = Vec::new();
+        for action in actions.into_iter().filter(|a| keep(state, a)) {
+            if let Some(s) = model.next_state(state, action.clone()) {
+                if seen.insert(hasher.hash_one(&s)) {
+                    next.push((s, at, Some(action)));
+                }
+            }
+        }
+        for n in next {
+            if visited.len() >= limit {
+                return Search::Limit;
+            }
+            visited.push(n);
+            queue.push_back(visited.len() - 1);
+        }
+    }
+    Search::Exhausted(visited.len())
 }
 
 /// The model with changes of members of `protocol` under `spec`, started

@@ -178,45 +178,83 @@
 //! this model (`tenure-model --membership`, [`ElectionModel::with_members`]):
 //! each node's log holds configurations with the token that wrote them,
 //! leaders synchronise, write a no-op, replicate and commit by Raft's
-//! own-token rule, append one change at a time behind the own-term gate,
-//! and the driver hands each elector its log's [`tenure_core::Electorate`]
-//! before the node's copy counts (on restart too). Always: every leader
-//! took office holding every configuration committed under a lower token
-//! ([`model::LEADER_HOLDS_COMMITTED_CONFIGS`], the freshness rule's claim),
+//! own-token rule, append one change at a time behind the own-term gate
+//! (add `n4` as a learner, promote it, remove any voter), and the driver
+//! hands each elector its log's [`tenure_core::Electorate`] before the
+//! node's copy counts (on restart too). Elections, restarts and message
+//! loss (a message never delivered) interleave with the changes. Always:
+//! at most one leader per term, every leader took office holding every
+//! configuration committed under a lower token (Raft's leader
+//! completeness: under the token of the leadership that committed it;
+//! [`model::LEADER_HOLDS_COMMITTED_CONFIGS`], the freshness rule's claim),
 //! and committed configurations form a chain; sometimes: a change commits,
-//! and a leader is elected holding a changed configuration. Why abstract,
-//! and not the real replica: the replica is checked on its own
-//! ([`replica`], electors taken as given), and running both would multiply
-//! two state spaces; what the electors read of the log (which
-//! configuration, where written, committed or not) is all that is kept.
-//! Measured on the shared 2-core machine, release, 2 threads, 2026-11-25
-//! (`/usr/bin/time`):
+//! a leader is elected holding a changed configuration, a node restarts
+//! holding one, two leaders append different changes to one configuration
+//! (siblings), and a node stands holding the sibling that lost to a
+//! committed one. Why abstract, and not the real replica: the replica is
+//! checked on its own ([`replica`], electors taken as given), and running
+//! both would multiply two state spaces; what the electors read of the log
+//! (which configuration, where written, the token of its last entry,
+//! committed or not) is all that is kept.
 //!
-//! | check | command | unique states | depth | time |
+//! Three starts ([`check::MemberStart`]): from the bootstrap voters
+//! (`--grow`, the default); from four voters (`--four-voters`); and from a
+//! deposed leader (`--deposed`, [`check::deposed_prefix`]): of four voters,
+//! the leader appended a removal that only it holds, and the three others
+//! elected a new leader among themselves, whose heartbeats to the deposed
+//! one are in flight (every other message to it was lost). There the
+//! sibling runs (two removals appended at one index by two leaders, two
+//! voters apart) are a few steps deep, within the CI bounds. Measured on
+//! the shared 2-core machine (load 10 to 14), release, 2 threads,
+//! 2026-11-25 (`/usr/bin/time -v`; the time is the checker's own, per
+//! protocol):
+//!
+//! | check | command | unique states (raft; ranked; paxos) | depth (steps) | time |
 //! |---|---|---:|---:|---:|
-//! | CI: from the bootstrap voters, `n4` joins, a failover (old leader silent, each follower two clock steps) | `tenure-model --membership --ci` | raft 211,522; ranked 27,355; paxos 321,099 | 12 (≤ 10) | 6.5 s; 0.7 s; 7.6 s (15 s in all, 0.5 GB) |
-//! | planted: elector told after the ack | `--membership --protocol P --hunt --driver late-electorate` | counterexample of 8 (raft), 9 (ranked), 10 (paxos) steps | | < 10 s |
-//! | planted: position withheld | `... --driver no-position` | 8, 9, 10 steps | | < 10 s |
-//! | from four voters, one removal | `--membership --four-voters --threads 2 --depth 10 --protocol raft` | 3,121,230 (safe) | 10 | 98 s |
+//! | CI: from the bootstrap voters, a change and a failover (old leader silent, each follower two clock steps) | `tenure-model --membership --ci` (first check) | 211,567; 27,355; 321,099 | 12 (≤ 10) | 3.8 s; 0.6 s; 4.9 s |
+//! | CI: the same with one crash and restart | second check | 250,466; 141,502; 329,063 | 10 (≤ 8) | 7.6 s; 2.4 s; 4.5 s |
+//! | CI: from a deposed leader, each node one clock step | third check | 439,684; 201,974; 292,085 | 11 (≤ 9) | 19.0 s; 4.5 s; 8.6 s |
+//! | CI in all | `cargo run --release -p tenure-model -- --membership --ci --threads 2` | safe, every witness reached | | 67 s wall at load 10 (34 s user, 6 s system), 0.97 GB |
+//! | planted: the own-term gate dropped | `... --membership --ci --driver ungated-changes` (third check) | raft: a counterexample of 9 steps (1,029,331 states); ranked, paxos: none within these bounds (451,991; 685,466) | 11 (≤ 9) | raft 57 s (152 s wall for the whole suite at load 14, 64 s user, 2.5 GB) |
+//! | planted: elector told after the ack | `--membership --hunt --driver late-electorate` | counterexamples of 8 (raft), 9 (ranked), 10 (paxos) steps | | 9 s wall in all |
+//! | planted: position withheld | `... --driver no-position` | 8, 9, 10 steps | | 10 s wall in all |
 //!
-//! **A counterexample in the electors** (faithful driver, found stage by
-//! stage, `tests/membership.rs`, 25 steps from four voters under Raft, kept
-//! as an ignored test): two leaders whose gates passed append *different*
-//! removals at one index (siblings, children of the same committed
-//! configuration: "remove n4" by `n2`, uncommitted; "remove n2" by `n1`,
-//! committed by `n1` and `n4`). `n3` holds the parent configuration and
-//! `n1`'s no-op; the freshness rule compares configuration positions only,
-//! so `n3` votes for `n2` (its sibling is newer than `n3`'s parent), and
-//! `n2` leads with `n2, n3`, a majority of its sibling, disjoint from `n1,
-//! n4`: two leaders at once, and a leader without a committed
-//! configuration. The electorate's argument ("majorities of consecutive
-//! configurations meet") does not cover siblings; Raft closes it with the
-//! up-to-date check of the vote (`n3`'s log holds a later token), which
-//! tenure's electors do not make. Hence the CI check keeps to one chain of
-//! changes (the removal of `n1` only), where siblings name the same
-//! members; with the gate dropped (`--driver ungated-changes`) the bug
-//! needs siblings too, so it is not told apart from this one until the
-//! electors are fixed.
+//! **Sibling configurations.** Found stage by stage under Raft
+//! (`tests/membership.rs`, `find_sibling_configurations`, 25 steps from
+//! four voters, before the deposed start existed): two leaders whose gates
+//! passed append *different* removals at one index ("remove n4" by `n2`,
+//! uncommitted; "remove n2" by `n1`, committed by `n1` and `n4`); `n3`
+//! holds the parent configuration and `n1`'s no-op. When the freshness
+//! rule compared configuration positions only, `n3` voted for `n2` (its
+//! sibling is newer than `n3`'s parent), and `n2` led with `n2, n3`, a
+//! majority of its sibling disjoint from `n1, n4`: two leaders at once, and
+//! a leader without a committed configuration. The electors now compare
+//! the token of the log's last entry first ([`tenure_core::Freshness`]),
+//! as Raft's up-to-date check does: `n3` refuses `n2`. The run is replayed
+//! and refused (`sibling_configurations_elect_a_leader_without_a_committed_one`),
+//! and from the deposed start the checker reaches both sibling witnesses
+//! with the faithful driver and finds no violation.
+//!
+//! **The gate dropped** (`--driver ungated-changes`, Raft's single-server
+//! change bug of 2015) is found as its own counterexample from the deposed
+//! start under Raft, 9 steps: the new leader `n3` (term 2) writes its
+//! no-op, appends "remove n1" before the no-op committed and replicates it
+//! to `n4`, where it commits (voters `n2, n3, n4`); the deposed `n2`, whose
+//! removal of `n4` left voters `n1, n2, n3`, is elected in term 3 by `n1`,
+//! which holds no entry of token 2: two leaders at once, of terms 2 and 3,
+//! and `n2` lacks the committed removal. With the gate, the no-op commits
+//! on three of the four voters first, so `n1` or `n2` holds token 2 and
+//! refuses. Tests: `raft_deposed_leader_returns_without_the_gate` (a
+//! guided search, debug profile); the checker itself within the CI bounds,
+//! `the_checker_catches_ungated_changes` (ignored, release, about 20 s); and
+//! `deposed_leader_returns_only_without_the_gate` (ignored, release, 220 s):
+//! wider searches of the deposed leader's return, which end without a
+//! violation under every protocol with the gate (720,468; 215,319; 415,944
+//! states) and find one without it under Raft (9 steps) and Paxos (11, past
+//! the CI depth); under ranked none (280,738 states, and 763,715 from the
+//! ungated commit itself): a ranked vote needs the claims of a majority of
+//! the voter's own configuration, and a complete slate holds a claim of
+//! the new leader's token.
 //!
 //! ## The replica model
 //! [`replica`] checks the replication core the same way: three real

@@ -51,8 +51,7 @@
 //! configuration's position withheld from the elector (every electorate
 //! carries [`ConfigId::BOOTSTRAP`], so the freshness rule never refuses).
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use tenure_core::{ConfigId, Electorate, FencingToken, NodeId};
 
 /// The bootstrap voters.
@@ -334,31 +333,15 @@ impl MembershipState {
     }
 }
 
-/// The configurations committed, with the first leadership found that was
-/// elected without one it should hold.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CommitRecord {
-    /// Every configuration committed so far (the bootstrap's included).
-    pub committed: BTreeSet<ConfigId>,
-    /// A leader elected (token, node) whose log lacked a configuration
-    /// committed under a lower token (the configuration).
-    pub stale_leader: Option<(u64, NodeId, ConfigId)>,
-}
-
-impl CommitRecord {
-    /// The record at bootstrap: its configuration is committed.
-    pub fn new() -> Arc<Self> {
-        Arc::new(CommitRecord {
-            committed: [ConfigId::BOOTSTRAP].into_iter().collect(),
-            stale_leader: None,
-        })
-    }
-}
-
-/// The first configuration committed under a token below `token` that
-/// `log` does not hold.
-pub fn missing_commit(committed: &BTreeSet<ConfigId>, token: u64, log: &Log) -> Option<ConfigId> {
-    committed.iter().copied().find(|c| c.token.0 < token && !log.holds(*c))
+/// The first configuration committed under a token below `token` (by a
+/// leadership of a lower token: `committed` maps each configuration to the
+/// lowest token under which it committed) that `log` does not hold.
+pub fn missing_commit(
+    committed: &BTreeMap<ConfigId, u64>,
+    token: u64,
+    log: &Log,
+) -> Option<ConfigId> {
+    committed.iter().find(|&(c, &under)| under < token && !log.holds(*c)).map(|(c, _)| *c)
 }
 
 fn index(id: NodeId) -> usize {
@@ -424,8 +407,14 @@ mod tests {
         l.acked[3] = Some(2);
         assert_eq!(l.recount(), vec![at(3, 2)]);
         assert_eq!(l.recount(), vec![], "once");
-        let committed: BTreeSet<ConfigId> = [at(1, 1), at(3, 2)].into_iter().collect();
+        let mut committed: BTreeMap<ConfigId, u64> = [(at(1, 1), 1), (at(3, 2), 3)].into();
         assert_eq!(missing_commit(&committed, 4, &base), Some(at(3, 2)));
         assert_eq!(missing_commit(&committed, 3, &base), None, "only lower tokens");
+        committed.insert(at(3, 2), 4);
+        assert_eq!(
+            missing_commit(&committed, 4, &base),
+            None,
+            "an entry of token 3 that committed under token 4 binds leaders after 4 only"
+        );
     }
 }

@@ -10,7 +10,7 @@ use crate::membership::{
 use crate::network::{Envelope, Network};
 use crate::rng::ModelRng;
 use stateright::{Model, Property};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,9 +90,9 @@ pub struct Bounds {
     pub clock_steps_per_node: u8,
     /// Clock steps the node that leads when the exploration starts may take
     /// (a model [resuming](ElectionModel::resuming_after) from an elected
-    /// leader), instead of [`Bounds::clock_steps_per_node`]: with few, the
-    /// old leader stalls or crashes soon after it was elected. `None`: as
-    /// every other node.
+    /// leader; of two leaders, the one of the higher term), instead of
+    /// [`Bounds::clock_steps_per_node`]: with few, the old leader stalls or
+    /// crashes soon after it was elected. `None`: as every other node.
     pub leader_clock_steps: Option<u8>,
     /// Crash-and-restart actions, in total.
     pub restarts: u8,
@@ -421,8 +421,11 @@ pub struct Ghost {
     /// timer having fired in the exploration (no clock step taken): only a
     /// notice can have made it stand.
     pub leader_on_notice: bool,
-    /// With changes of members: every configuration committed so far.
-    pub committed: BTreeSet<ConfigId>,
+    /// With changes of members: every configuration committed so far,
+    /// with the lowest fencing token of a leadership under which it
+    /// committed (which may be above the token that wrote it: a leader
+    /// commits what it synchronised from an earlier one).
+    pub committed: BTreeMap<ConfigId, u64>,
     /// With changes of members: a leader elected (its token, itself)
     /// whose log lacked a configuration committed under a lower token.
     pub stale_leader: Option<(u64, NodeId, ConfigId)>,
@@ -432,6 +435,18 @@ pub struct Ghost {
     /// Set when a leader took office in the exploration holding a
     /// configuration a change made (not the bootstrap's).
     pub leader_in_new_config: bool,
+    /// With changes of members: set when a leader appended a change to a
+    /// configuration to which another leader had appended a different
+    /// change (sibling configurations, see [`crate::membership`]).
+    pub siblings: bool,
+    /// With changes of members: set when a node stood for election
+    /// (pre-candidate or candidate) holding a configuration at an index
+    /// where a different one committed: the loser of two siblings.
+    pub sibling_stood: bool,
+    /// With changes of members: set when a node restarted holding a
+    /// configuration a change made (not the bootstrap's), so that its new
+    /// elector was handed a changed electorate.
+    pub restarted_in_new_config: bool,
 }
 
 /// A state of the whole system.
@@ -471,6 +486,10 @@ pub enum Action {
     Deliver(Envelope),
     /// The network makes one more copy of a message in flight.
     Duplicate(Envelope),
+    /// A message in flight is lost. Only a prefix takes this step (see
+    /// [`crate::check::deposed_prefix`]): an exploration never does, since
+    /// a message never delivered is a message lost.
+    Lose(Envelope),
     /// The node crashes and restarts from its durable state (atomically: a node
     /// that is down simply takes no steps, which any interleaving already covers).
     Restart(NodeId),
@@ -679,7 +698,15 @@ impl ElectionModel {
         self.fresh_clock_budget = true;
         self = self.starting_after(prefix);
         let start = self.replay_prefix();
-        self.leader_at_start = start.nodes.iter().position(|n| n.role == Role::Leader);
+        // The leader of the highest term, if a deposed one has not heard of
+        // it yet.
+        self.leader_at_start = start
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.role == Role::Leader)
+            .max_by_key(|(_, n)| n.elector.hard_state().term)
+            .map(|(i, _)| i);
         self
     }
 
@@ -718,7 +745,10 @@ impl ElectionModel {
         for action in &self.prefix {
             let mut enabled = Vec::new();
             replayer.actions(&state, &mut enabled);
-            assert!(enabled.contains(action), "prefix step {action:?} is not enabled");
+            // A loss is never offered (see `Action::Lose`), but a prefix may
+            // take one of a message in flight.
+            let lost = matches!(action, Action::Lose(_));
+            assert!(lost || enabled.contains(action), "prefix step {action:?} is not enabled");
             state =
                 replayer.next_state(&state, action.clone()).expect("prefix step changes the state");
         }
@@ -755,8 +785,8 @@ impl ElectionModel {
             ghost: Arc::new(Ghost {
                 max_term: vec![Term(0); self.configs.len()],
                 committed: match self.membership {
-                    Some(_) => [ConfigId::BOOTSTRAP].into_iter().collect(),
-                    None => BTreeSet::new(),
+                    Some(_) => [(ConfigId::BOOTSTRAP, 0)].into(),
+                    None => BTreeMap::new(),
                 },
                 ..Ghost::default()
             }),
@@ -876,7 +906,11 @@ impl ElectionModel {
             // what committed. The driver tells the new elector the
             // configuration its log holds before its first timer.
             Arc::make_mut(members).knows_committed[i] = false;
+            let changed = !members.logs[i].configs.is_empty();
             self.tell(state, i);
+            if changed && !state.ghost.restarted_in_new_config {
+                Arc::make_mut(&mut state.ghost).restarted_in_new_config = true;
+            }
         }
     }
 
@@ -911,6 +945,18 @@ impl ElectionModel {
         }
         if led && state.members.is_some() {
             self.took_office(state, i);
+        }
+        if matches!(role, Role::PreCandidate | Role::Candidate) && !state.ghost.sibling_stood {
+            let lost = state.members.as_ref().is_some_and(|m| {
+                let log = &m.logs[i];
+                state.ghost.committed.keys().any(|c| {
+                    let at = usize::try_from(c.index).expect("small");
+                    at >= 1 && log.configs.len() >= at && log.id_at(at) != *c
+                })
+            });
+            if lost {
+                Arc::make_mut(&mut state.ghost).sibling_stood = true;
+            }
         }
     }
 }
@@ -985,14 +1031,19 @@ impl ElectionModel {
         }
         let ghost = Arc::make_mut(&mut state.ghost);
         for c in newly {
-            if let Some(other) = ghost.committed.iter().find(|o| o.index == c.index && **o != c) {
+            if let Some(other) = ghost.committed.keys().find(|o| o.index == c.index && **o != c) {
                 ghost.forked_commit.get_or_insert((*other, c));
             }
-            ghost.committed.insert(c);
+            let under = ghost.committed.entry(c).or_insert(token);
+            *under = (*under).min(token);
+            let under = *under;
+            // Raft's leader completeness: an entry committed under `under`
+            // is held by every leader of a later token, those elected
+            // before it committed too.
             let stale = members
                 .leaderships
                 .iter()
-                .find(|l| l.token > c.token.0 && !l.elected_with.holds(c))
+                .find(|l| l.token > under && !l.elected_with.holds(c))
                 .map(|l| (l.token, l.leader, c));
             if ghost.stale_leader.is_none() {
                 ghost.stale_leader = stale;
@@ -1039,7 +1090,7 @@ impl ElectionModel {
                     let gated = spec.driver != MemberDriver::UngatedChanges;
                     let may_change = (l.gate_passed() || !gated)
                         && members.changes < self.bounds.changes
-                        && state.ghost.committed.contains(&log.config_id());
+                        && state.ghost.committed.contains_key(&log.config_id());
                     if may_change {
                         for change in next_changes(&cfg, &spec.removable) {
                             actions.push(Action::Append { leader: id, change });
@@ -1048,7 +1099,7 @@ impl ElectionModel {
                 }
             }
             let m = log.members();
-            let committed = state.ghost.committed.contains(&log.config_id());
+            let committed = state.ghost.committed.contains_key(&log.config_id());
             if m.departing == Some(id) && committed && !members.knows_committed[i] {
                 actions.push(Action::LearnCommit(id));
             }
@@ -1115,6 +1166,14 @@ impl ElectionModel {
                 let (i, token) = (index(leader), next.nodes[index(leader)].follows?.1);
                 let m = members(next);
                 m.changes += 1;
+                let parent = m.logs[i].configs.clone();
+                let sibling = |log: &crate::membership::Log| {
+                    log.configs.len() > parent.len()
+                        && log.configs[..parent.len()] == parent[..]
+                        && log.configs[parent.len()].change != change
+                };
+                let siblings =
+                    m.logs.iter().chain(m.leaderships.iter().map(|l| &l.log)).any(sibling);
                 m.logs[i].configs.push(Entry { token, change });
                 let log = m.logs[i].clone();
                 let len = log.configs.len();
@@ -1122,6 +1181,9 @@ impl ElectionModel {
                 self.log_changed(next, i);
                 members(next).leadership_mut(token)?.acked[i] = Some(len);
                 self.recount(next, token);
+                if siblings && !next.ghost.siblings {
+                    Arc::make_mut(&mut next.ghost).siblings = true;
+                }
             }
             Action::LearnCommit(id) => {
                 members(next).knows_committed[index(id)] = true;
@@ -1233,6 +1295,11 @@ impl Model for ElectionModel {
                 next.duplicates += 1;
                 next.network.send(env);
             }
+            Action::Lose(env) => {
+                if !next.network.take(&env) {
+                    return None;
+                }
+            }
             Action::Restart(id) => {
                 next.restarts += 1;
                 self.start_again(&mut next, index(id));
@@ -1308,6 +1375,11 @@ impl Model for ElectionModel {
             Property::sometimes(LEADER_IN_NEW_CONFIG, |_, s: &ElectionState| {
                 s.ghost.leader_in_new_config
             }),
+            Property::sometimes(SIBLING_CONFIGS, |_, s: &ElectionState| s.ghost.siblings),
+            Property::sometimes(SIBLING_STOOD, |_, s: &ElectionState| s.ghost.sibling_stood),
+            Property::sometimes(RESTARTED_IN_NEW_CONFIG, |_, s: &ElectionState| {
+                s.ghost.restarted_in_new_config
+            }),
         ]
     }
 }
@@ -1360,7 +1432,9 @@ pub const LEADER_ON_NOTICE: &str = "a leader is elected on a death notice, no ti
 /// Safety, with changes of members: every leader took office holding (in
 /// its log) every configuration committed under a token below its own, and
 /// no configuration commits under a lower token after a leader that lacks
-/// it was elected. This is what the electors' freshness rule is for
+/// it was elected (Raft's leader completeness: "committed under" a token
+/// is committed by the leadership of that token, which may be later than
+/// the token that wrote the entry). This is what the electors' freshness rule is for
 /// (`docs/MEMBERSHIP.md`: the electors elect only a node whose
 /// configuration is at least the newest committed one).
 pub const LEADER_HOLDS_COMMITTED_CONFIGS: &str =
@@ -1376,6 +1450,20 @@ pub const CHANGE_COMMITTED: &str = "a change of members commits";
 /// bootstrap voters: after a change appended in the exploration; from four
 /// voters: after `n4` was promoted, or a voter removed).
 pub const LEADER_IN_NEW_CONFIG: &str = "a leader is elected in a changed configuration";
+/// Reachability, with changes of members: two leaders appended different
+/// changes to one configuration (sibling configurations: they name
+/// different members, and each leader's gate may have passed).
+pub const SIBLING_CONFIGS: &str = "two leaders append different changes to one configuration";
+/// Reachability, with changes of members: a node stands for election
+/// (pre-candidate or candidate) holding a configuration at an index where
+/// a different one committed (it holds the sibling that lost): the run in
+/// which comparing configuration positions alone elected a second leader
+/// (see [`tenure_core::Freshness`]).
+pub const SIBLING_STOOD: &str = "a node stands holding a sibling of a committed configuration";
+/// Reachability, with changes of members: a node restarts holding a
+/// configuration a change made (from the bootstrap voters: one appended in
+/// the exploration), and its new elector is handed that electorate.
+pub const RESTARTED_IN_NEW_CONFIG: &str = "a node restarts holding a changed configuration";
 
 /// The safety properties, whose discovery is a counterexample.
 pub const SAFETY_PROPERTIES: [&str; 6] = [
@@ -1388,7 +1476,7 @@ pub const SAFETY_PROPERTIES: [&str; 6] = [
 ];
 
 /// The reachability properties, whose discovery is an example.
-pub const REACHABILITY_PROPERTIES: [&str; 7] = [
+pub const REACHABILITY_PROPERTIES: [&str; 10] = [
     LEADER_ELECTED,
     CONTESTED_TERM,
     RIVAL_CANDIDATES,
@@ -1396,6 +1484,9 @@ pub const REACHABILITY_PROPERTIES: [&str; 7] = [
     LEADER_ON_NOTICE,
     CHANGE_COMMITTED,
     LEADER_IN_NEW_CONFIG,
+    SIBLING_CONFIGS,
+    SIBLING_STOOD,
+    RESTARTED_IN_NEW_CONFIG,
 ];
 
 /// Adds `vote` to the ghost's votes, copying the ghost only if it is new.

@@ -84,6 +84,11 @@ impl<E: Ord> Network<E> {
         }
     }
 
+    /// How many copies of `env` are in flight.
+    pub fn count(&self, env: &E) -> usize {
+        self.in_flight.iter().filter(|e| e.as_ref() == env).count()
+    }
+
     /// The distinct envelopes in flight, in order.
     pub fn distinct(&self) -> impl Iterator<Item = &E> {
         self.in_flight
@@ -141,6 +146,7 @@ mod tests {
         net.send(a.clone());
         assert_eq!(net.len(), 3);
         assert_eq!(net.distinct().count(), 2);
+        assert_eq!((net.count(&a), net.count(&b)), (2, 1));
         assert!(net.take(&a));
         assert!(net.take(&a));
         assert!(!net.take(&a));
