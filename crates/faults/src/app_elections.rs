@@ -981,7 +981,20 @@ pub async fn fenced_handovers_on(held: Held, handovers: usize) -> Result<Outcome
 /// ends `tenure run --keep-trying`: crates/faults/README.md).
 pub struct Background {
     stop: Arc<AtomicBool>,
-    task: Option<tokio::task::JoinHandle<Result<Outcome, String>>>,
+    task: Option<tokio::task::JoinHandle<Result<Finished, String>>>,
+}
+
+/// What the background elections measured ([`Background::finish`]).
+pub struct Finished {
+    /// What was measured, in words.
+    pub outcome: Outcome,
+    /// Handovers of the fenced resource (each judged by the ledger).
+    pub handovers: usize,
+    /// Writes to the fenced resource, all judged.
+    pub writes: u64,
+    /// Times a `tenure run --keep-trying` exited on its own and was
+    /// started again, with its last line.
+    pub exits: Vec<String>,
 }
 
 /// Bound on the background elections stopping: a settling and a handover
@@ -1010,7 +1023,7 @@ impl Background {
     /// Stops the handovers once the current one is done, lets the last
     /// leader settle, stops the applications, and checks the ledger: what
     /// was measured, or what went wrong.
-    pub async fn finish(mut self) -> Result<Outcome, String> {
+    pub async fn finish(mut self) -> Result<Finished, String> {
         self.stop.store(true, Ordering::Relaxed);
         let task = self.task.take().ok_or("the elections were finished already")?;
         match tokio::time::timeout(BACKGROUND_STOP_BOUND, task).await {
@@ -1035,7 +1048,7 @@ impl Drop for Background {
 impl Fenced {
     /// Hands over (the faults in turn) until `stop`, then settles, stops
     /// the applications and reports.
-    async fn hand_over_until(mut self, stop: Arc<AtomicBool>) -> Result<Outcome, String> {
+    async fn hand_over_until(mut self, stop: Arc<AtomicBool>) -> Result<Finished, String> {
         let began = Instant::now();
         let mut times: BTreeMap<Fault, Vec<Duration>> = BTreeMap::new();
         let mut ended = Vec::new();
@@ -1061,15 +1074,18 @@ impl Fenced {
             ended.len(),
             began.elapsed()
         );
-        let mut out = report(&self, what, &times, &ended, &[])?;
-        out.note(match self.restarts.len() {
+        let mut outcome = report(&self, what, &times, &ended, &[])?;
+        outcome.note(match self.restarts.len() {
             0 => "no `tenure run` exited on its own".to_string(),
             n => format!(
-                "`tenure run --keep-trying` exited on its own {n} times, started again: {}",
+                "`tenure run --keep-trying` exited on its own {n} times, started again (a \
+                 supervisor's work: `--keep-trying` does not campaign again after a session \
+                 grant that failed, e.g. a 504 whose outcome is unknown at a tenure failover): {}",
                 self.restarts.join("; ")
             ),
         });
-        Ok(out)
+        let writes = self.resource.ledger().writes;
+        Ok(Finished { outcome, handovers: ended.len(), writes, exits: self.restarts.clone() })
     }
 }
 

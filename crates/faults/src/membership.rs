@@ -64,6 +64,14 @@ pub const PARTITION_HOLD: Duration = Duration::from_secs(2);
 pub const ROUNDS_ENV: &str = "TENURE_FAULT_MEMBERSHIP_ROUNDS";
 /// Most rounds.
 pub const MAX_ROUNDS: usize = 100;
+/// Environment variable: `1` fails the run when a `tenure run
+/// --keep-trying` of the application elections exited on its own (by
+/// default it is started again, as a supervisor would, and reported).
+pub const STRICT_RUN_ENV: &str = "TENURE_FAULT_MEMBERSHIP_STRICT_RUN";
+/// Bound on one round of a scenario, start and final checks included: the
+/// scenario is dropped after it (every process and namespace with it).
+/// One round takes 10 to 15 s in a debug build.
+pub const ROUND_BOUND: Duration = Duration::from_secs(90);
 /// Concurrent clients on the few keys of the linearizability check.
 const CLIENTS: usize = 5;
 /// Their keys.
@@ -108,6 +116,25 @@ pub fn rounds_from_env() -> Result<usize, String> {
             _ => Err(format!("{ROUNDS_ENV}={v:?}: a number of rounds, 1 to {MAX_ROUNDS}")),
         },
     }
+}
+
+/// Whether [`STRICT_RUN_ENV`] is `1`.
+fn strict_run() -> bool {
+    std::env::var(STRICT_RUN_ENV).is_ok_and(|v| v == "1")
+}
+
+/// Runs `scenario` of `rounds` rounds within `rounds` × [`ROUND_BOUND`]; on
+/// timeout it is dropped, and with it its processes and namespaces.
+async fn bounded(
+    rounds: usize,
+    scenario: impl std::future::Future<Output = Result<Outcome, String>>,
+) -> Result<Outcome, String> {
+    let bound = ROUND_BOUND * rounds as u32;
+    tokio::time::timeout(bound, scenario).await.unwrap_or_else(|_| {
+        Err(format!(
+            "the scenario did not end within {bound:?} (its steps so far are printed above)"
+        ))
+    })
 }
 
 fn ms(d: Duration) -> String {
@@ -733,7 +760,7 @@ impl Scene {
         let step = self.judge(what, began, failover, read_back, notes)?;
         self.voters = now;
         self.free.push_back(old);
-        self.steps.push(step);
+        self.done(step);
         Ok(())
     }
 
@@ -825,7 +852,7 @@ impl Scene {
         let step = self.judge(what, began, None, read_back, notes)?;
         self.voters = now;
         self.free.push_back(old);
-        self.steps.push(step);
+        self.done(step);
         Ok(())
     }
 
@@ -941,8 +968,15 @@ impl Scene {
         let step = self.judge(what, began, Some((cut, first)), read_back, notes)?;
         self.voters = rest;
         self.free.push_back(old);
-        self.steps.push(step);
+        self.done(step);
         Ok(())
+    }
+
+    /// Records a step done, and prints it at once (a run that fails or
+    /// times out later shows how far it went).
+    fn done(&mut self, step: Step) {
+        eprintln!("  step {} done: {step}", self.steps.len() + 1);
+        self.steps.push(step);
     }
 
     /// Which of `nodes` (voters) to replace next: the leader when `leader`
@@ -961,6 +995,14 @@ impl Scene {
     async fn finish(mut self, title: String) -> Result<Outcome, String> {
         let elections = self.elections.take().ok_or("no elections")?;
         let elections = elections.finish().await.map_err(|e| self.fail(e))?;
+        if strict_run() && !elections.exits.is_empty() {
+            return Err(self.fail(format!(
+                "{STRICT_RUN_ENV}: `tenure run --keep-trying` exited on its own {} times (it \
+                 should have campaigned again): {}",
+                elections.exits.len(),
+                elections.exits.join("; ")
+            )));
+        }
         let voters = self.voters.clone();
         let (history, keys, acked) = self.writes.finish(&voters).await.map_err(|e| self.fail(e))?;
         self.run.check_safety().map_err(|e| self.fail(e))?;
@@ -1001,10 +1043,38 @@ impl Scene {
              one key)",
             verdict.steps, verdict.max_steps
         ));
-        for l in elections.lines {
+        for l in &elections.outcome.lines {
             out.note(format!("application elections: {l}"));
         }
         out.note(self.run.traffic());
+        let quiet = self.steps.iter().map(|s| s.longest.0).max().unwrap_or_default();
+        let failovers: Vec<(Duration, Duration)> =
+            self.steps.iter().filter_map(|s| s.failover).collect();
+        let gap = failovers.iter().map(|f| f.0).max();
+        let first = failovers.iter().map(|f| f.1).max();
+        out.note(format!(
+            "FIGURES: {} steps; longest time without a leader outside a failover {} (bound {}); \
+             failovers {}: longest gap {}, new leader at most {} after the fault (bound {}); \
+             kv writes acknowledged {} (+ {} conflicts, {} unknown), reads answered {}, {} \
+             operations checked linearizable, the writer's {acked} acknowledged writes all read \
+             back; application handovers {}, {} fenced writes judged, 0 overlaps, `tenure run` \
+             exits on its own {}",
+            self.steps.len(),
+            ms(quiet),
+            ms(TIMINGS.election_timeout() + GAP_SLACK),
+            failovers.len(),
+            gap.map_or("-".into(), ms),
+            first.map_or("-".into(), ms),
+            ms(heal_bound(TIMINGS) + GAP_SLACK),
+            tally.acked,
+            tally.conflicts,
+            tally.unknown,
+            tally.answered_reads,
+            tally.ops,
+            elections.handovers,
+            elections.writes,
+            elections.exits.len()
+        ));
         Ok(out)
     }
 }
@@ -1017,6 +1087,10 @@ impl Scene {
 /// namespace of its own, `tenure member replace` run; while the key-value
 /// clients and the application elections go on.
 pub async fn replace_every_node(rounds: usize) -> Result<Outcome, String> {
+    bounded(rounds, replace_every_node_unbounded(rounds)).await
+}
+
+async fn replace_every_node_unbounded(rounds: usize) -> Result<Outcome, String> {
     let mut scene = Scene::start().await?;
     for _ in 0..rounds {
         let mut left = scene.voters.clone();
@@ -1039,6 +1113,10 @@ pub async fn replace_every_node(rounds: usize) -> Result<Outcome, String> {
 /// then a live follower replaced with the leader cut off as the removal
 /// reaches it.
 pub async fn partition_during_changes(rounds: usize) -> Result<Outcome, String> {
+    bounded(rounds, partition_during_changes_unbounded(rounds)).await
+}
+
+async fn partition_during_changes_unbounded(rounds: usize) -> Result<Outcome, String> {
     let mut scene = Scene::start().await?;
     for _ in 0..rounds {
         scene.replace_cutting_the_joiner().await?;
