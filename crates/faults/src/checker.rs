@@ -529,8 +529,22 @@ pub async fn get_once(
     path: &str,
     timeout: Duration,
 ) -> Option<(u16, String)> {
+    request_once(api, hyper::Method::GET, addr, path, timeout).await
+}
+
+/// One `{method} {addr}{path}` without a body, as [`get_once`] (a `DELETE
+/// /v1/members/{id}` with an admin [`Api`], for instance).
+pub async fn request_once(
+    api: Api,
+    method: hyper::Method,
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> Option<(u16, String)> {
     let client = api.caller();
-    let req = Request::get(api.url(addr, path))
+    let req = Request::builder()
+        .method(method)
+        .uri(api.url(addr, path))
         .header("authorization", &client.authorization)
         .body(Empty::new())
         .ok()?;

@@ -389,6 +389,20 @@ impl Cluster {
         }
     }
 
+    /// The servers' API with the `admin` token (growable and supervised
+    /// clusters only): for a change of members sent by this process.
+    pub fn admin_api(&self) -> Result<crate::checker::Api> {
+        let file = self
+            .admin_token_file()
+            .ok_or_else(|| Error::Config("this cluster has no admin token".into()))?;
+        let token = std::fs::read_to_string(file)?;
+        let token = token.trim();
+        match &self.certs {
+            Some(dir) => crate::checker::Api::https(&dir.join("ca.pem"), token),
+            None => Ok(crate::checker::Api::http(token)),
+        }
+    }
+
     /// How the key-value clients reach the servers' API: as [`Cluster::api`],
     /// with the `write` token.
     pub fn kv_api(&self) -> Result<crate::checker::Api> {

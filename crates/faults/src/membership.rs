@@ -29,11 +29,12 @@
 //! scheduling on a shared machine) plus the same slack.
 
 use crate::app_elections::{Background, APPS};
-use crate::checker::{get_once, Api};
+use crate::checker::{get_once, request_once, Api};
 use crate::cluster::Cluster;
 use crate::kv::{self, Causes, Clock, KvClient, Session, Spec, Tally, Values, Workload};
 use crate::kv_scenarios::{final_values, missing};
 use crate::scenarios::{heal_bound, Outcome, Run, FIRST_ELECTION_BOUND, TIMINGS};
+use hyper::Method;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -98,8 +99,9 @@ const MEMBERS_POLL: Duration = Duration::from_millis(20);
 const MEMBERS_TIMEOUT: Duration = Duration::from_secs(2);
 /// `--wait-ms` of `tenure member replace`.
 const REPLACE_WAIT_MS: u64 = 30_000;
-/// `--wait-ms` of the removal sent to a leader just cut off.
-const CUT_REMOVE_WAIT_MS: u64 = 1_000;
+/// Bound on the answer to the removal sent to a leader just cut off (the
+/// server answers 504 after 10 s at most: `CHANGE_TIMEOUT`).
+const CUT_REMOVE_BOUND: Duration = Duration::from_secs(12);
 /// Bound on one `tenure member` run (it is killed after).
 const CLI_BOUND: Duration = Duration::from_secs(60);
 /// Runs of one `tenure member` change before the step fails.
@@ -857,19 +859,18 @@ impl Scene {
     }
 
     /// A live follower replaced: a new node joins and is promoted (four
-    /// voters); then the leader is cut off from every other node and, at
-    /// once, `tenure member remove` of the follower is sent to it alone
-    /// (the change reaches a leader that can no longer commit it). Held
-    /// [`PARTITION_HOLD`], healed. The change either completed (through
-    /// the majority's new leader) or was reported unknown (exit 3) or
-    /// refused (exit 2: nothing changed); then it is asked again through
-    /// the other nodes and completes. The removed follower is stopped.
+    /// voters); then the leader is cut off from every other node and at
+    /// once (before its lease can run out) the removal of a follower,
+    /// `DELETE /v1/members/{id}`, is sent to it alone: the change reaches a
+    /// leader that can no longer commit it. Held [`PARTITION_HOLD`],
+    /// healed. The answer must not be 200 (a change committed by a node cut
+    /// off from every other); a refusal (nothing changed) must leave the
+    /// follower a member; a 504 (outcome unknown) may go either way. Then
+    /// `tenure member remove` is asked again through the other nodes until
+    /// it completes; the removed follower is stopped.
     async fn replace_cutting_the_leader(&mut self) -> Result<(), String> {
         self.elections_running().await?;
         let began = Instant::now();
-        let (leader, _) = self.leader(&self.voters).await?;
-        let old = *self.voters.iter().find(|&&i| i != leader).ok_or("no follower")?;
-        let old_id = self.id(old);
         let (new, new_id) = self.take_slot()?;
         let (_, joined_in) = self.join(new, new_id, &self.voters.clone()).await?;
         let four: Vec<usize> = self.voters.iter().copied().chain([new]).collect();
@@ -880,41 +881,63 @@ impl Scene {
         let promoted_in = promoted.elapsed();
         let (leader, term) = self.leader(&four).await?;
         let leader_id = self.id(leader);
+        // A follower of the three before (never the new node).
+        let old = *self.voters.iter().find(|&&i| i != leader).ok_or("no follower")?;
+        let old_id = self.id(old);
+        let admin = self.c().admin_api().map_err(|e| self.fail(format!("admin API: {e}")))?;
+        let addr = self.c().http_addr(leader);
+        let path = format!("/v1/members/{old_id}");
         let cut = Instant::now();
         self.c()
             .isolate(leader)
             .map_err(|e| self.fail(format!("cut off node {leader_id}: {e}")))?;
-        let args: Vec<String> = [
-            "remove".to_string(),
-            old_id.to_string(),
-            "-e".into(),
-            self.c().endpoints_of(&[leader]),
-            "--wait-ms".into(),
-            CUT_REMOVE_WAIT_MS.to_string(),
-        ]
-        .into();
+        let ask = async {
+            let sent = cut.elapsed();
+            let answer = request_once(admin, Method::DELETE, addr, &path, CUT_REMOVE_BOUND).await;
+            (answer, sent, cut.elapsed())
+        };
         let heal = async {
             tokio::time::sleep_until((cut + PARTITION_HOLD).into()).await;
             (self.c().heal_node(leader), Instant::now())
         };
-        let (cli, (healed, healed_at)) = tokio::join!(member_cli(self.c(), &args), heal);
+        let ((answer, sent, answered), (healed, healed_at)) = tokio::join!(ask, heal);
         healed.map_err(|e| self.fail(format!("heal node {leader_id}: {e}")))?;
-        let (code, text) = cli.map_err(|e| self.fail(e))?;
         let first = self.new_leader_after(cut, term, "the leader's cut").await?;
+        let (code, body) = answer.unwrap_or((0, "no answer".into()));
+        if code == 200 {
+            return Err(self.fail(format!(
+                "DEFECT: node {leader_id}, cut off from every other node {} before `DELETE \
+                 /v1/members/{old_id}` was sent to it, answered 200 (committed) {} after the \
+                 cut: {body}",
+                ms(sent),
+                ms(answered)
+            )));
+        }
+        let unknown = code == 504;
         let outcome = match code {
-            0 => "done (through the leader the others elected)",
-            2 => "refused: nothing changed",
-            3 => "outcome unknown",
-            _ => "no answer in time (no leader within --wait-ms)",
+            504 => "outcome unknown (written, leadership lost before it committed)",
+            503 => "refused, no leader (nothing changed)",
+            409 => "refused (nothing changed)",
+            0 => "no answer",
+            _ => "unexpected",
         };
+        if !matches!(code, 409 | 503 | 504) {
+            return Err(self.fail(format!(
+                "`DELETE /v1/members/{old_id}` sent to node {leader_id} {} after it was cut off: \
+                 {outcome} {code} after {}: {body}",
+                ms(sent),
+                ms(answered)
+            )));
+        }
         let mut notes = vec![
             format!("node {new_id} added by its --join {} after its start", ms(joined_in)),
             format!("promoted {} later", ms(promoted_in)),
             format!(
-                "leader node {leader_id} cut off for {}; `tenure member remove {old_id}` sent \
-                 to it alone: exit {code}, {outcome}: {:?}",
+                "leader node {leader_id} cut off for {}; `DELETE /v1/members/{old_id}` sent to \
+                 it alone {} after the cut: {code} after {}, {outcome}",
                 ms(healed_at - cut),
-                text.lines().last().unwrap_or("")
+                ms(sent),
+                ms(answered)
             ),
         ];
         let rest: Vec<usize> = four.iter().copied().filter(|&i| i != old).collect();
@@ -923,11 +946,19 @@ impl Scene {
         let m = self
             .members_when(&four, PROMOTION_BOUND, "the members after the heal", |_| true)
             .await?;
-        if code == 0 && m.get(old_id).is_some() {
+        if !unknown && m.get(old_id).is_none() {
             return Err(self.fail(format!(
-                "`tenure member remove {old_id}` said done, and node {old_id} is a member: {m:?}"
+                "DEFECT: node {leader_id}, cut off, refused `DELETE /v1/members/{old_id}` ({code}, \
+                 nothing changed) and node {old_id} is not a member after the heal: voters {:?}, \
+                 learners {:?}",
+                voter_ids(&m),
+                learner_ids(&m)
             )));
         }
+        notes.push(format!(
+            "after the heal node {old_id} is {}",
+            if m.get(old_id).is_some() { "still a member" } else { "removed" }
+        ));
         if m.get(old_id).is_some() {
             let again: Vec<String> = [
                 "remove".to_string(),
