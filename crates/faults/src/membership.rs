@@ -69,6 +69,8 @@ pub const MAX_ROUNDS: usize = 100;
 /// --keep-trying` of the application elections exited on its own (by
 /// default it is started again, as a supervisor would, and reported).
 pub const STRICT_RUN_ENV: &str = "TENURE_FAULT_MEMBERSHIP_STRICT_RUN";
+/// Environment variable: a directory where a failed run's logs are kept.
+pub const LOGS_ENV: &str = "TENURE_FAULT_MEMBERSHIP_LOGS";
 /// Bound on one round of a scenario, start and final checks included: the
 /// scenario is dropped after it (every process and namespace with it).
 /// One round takes 10 to 15 s in a debug build.
@@ -104,6 +106,12 @@ const REPLACE_WAIT_MS: u64 = 30_000;
 const CUT_REMOVE_BOUND: Duration = Duration::from_secs(12);
 /// Bound on one `tenure member` run (it is killed after).
 const CLI_BOUND: Duration = Duration::from_secs(60);
+/// A learner whose commit index has not moved for this long while the
+/// leader counts it behind is stuck ([`Scene::stuck_learner`]): catching up
+/// takes 1 to 2 s here.
+const STUCK_AFTER: Duration = Duration::from_secs(10);
+/// How often a learner's progress is read while it catches up.
+const STUCK_POLL: Duration = Duration::from_millis(500);
 /// Runs of one `tenure member` change before the step fails.
 const TRIES: usize = 3;
 /// Bound on reading back every acknowledged write.
@@ -117,6 +125,31 @@ pub fn rounds_from_env() -> Result<usize, String> {
             Ok(n) if (1..=MAX_ROUNDS).contains(&n) => Ok(n),
             _ => Err(format!("{ROUNDS_ENV}={v:?}: a number of rounds, 1 to {MAX_ROUNDS}")),
         },
+    }
+}
+
+/// Copies every log of the run's directory `dir` (servers, applications,
+/// observer) into a new directory under `$TENURE_FAULT_MEMBERSHIP_LOGS`,
+/// when set (the run's directory is deleted with it): where, in words.
+fn keep_logs(dir: &std::path::Path) -> String {
+    let Ok(to) = std::env::var(LOGS_ENV) else { return String::new() };
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let to = std::path::Path::new(&to).join(name);
+    let copy = || -> std::io::Result<usize> {
+        std::fs::create_dir_all(&to)?;
+        let mut n = 0;
+        for e in std::fs::read_dir(dir)? {
+            let path = e?.path();
+            if path.extension().is_some_and(|x| x == "log") {
+                std::fs::copy(&path, to.join(path.file_name().unwrap_or_default()))?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    };
+    match copy() {
+        Ok(n) => format!("\n{n} logs kept in {}", to.display()),
+        Err(e) => format!("\nthe logs could not be kept in {}: {e}", to.display()),
     }
 }
 
@@ -514,7 +547,8 @@ impl Scene {
     /// A failure: `what`, the steps so far, and the run's report.
     fn fail(&self, what: impl std::fmt::Display) -> String {
         let steps: Vec<String> = self.steps.iter().map(|s| format!("  {s}")).collect();
-        self.run.fail(format!("{what}\nsteps done:\n{}", steps.join("\n")))
+        let kept = keep_logs(self.c().dir());
+        self.run.fail(format!("{what}\nsteps done:\n{}{kept}", steps.join("\n")))
     }
 
     /// Fails at once if the application elections stopped on their own.
@@ -623,7 +657,13 @@ impl Scene {
         let mut said = Vec::new();
         for _ in 0..TRIES {
             let started = Instant::now();
-            let (code, text) = member_cli(self.c(), &args).await.map_err(|e| self.fail(e))?;
+            let cli = tokio::select! {
+                cli = member_cli(self.c(), &args) => cli,
+                stuck = self.stuck_learner(new, new_id, via) => {
+                    return Err(self.fail(stuck))
+                }
+            };
+            let (code, text) = cli.map_err(|e| self.fail(e))?;
             said.push(format!("replace exit {code} after {}", ms(started.elapsed())));
             match code {
                 0 if text.contains(&format!("node {old_id} is replaced by node {new_id}")) => {
@@ -640,6 +680,55 @@ impl Scene {
         Err(self.fail(format!(
             "tenure member replace {old_id} {new_id}: not done in {TRIES} runs: {said:?}"
         )))
+    }
+
+    /// Watches learner `id` in slot `new` while it catches up: returns (a
+    /// finding, in words) once its commit index has not moved for
+    /// [`STUCK_AFTER`] while the leader (among `via`) counts it behind;
+    /// never returns while it progresses or is caught up.
+    async fn stuck_learner(&self, new: usize, id: u64, via: &[usize]) -> String {
+        let addr = self.c().http_addr(new);
+        let mut last: Option<(u64, Instant)> = None;
+        loop {
+            tokio::time::sleep(STUCK_POLL).await;
+            let own = match get_once(self.api.clone(), addr, "/v1/members", MEMBERS_TIMEOUT).await {
+                Some((200, body)) => serde_json::from_str::<MembersBody>(&body).ok(),
+                _ => None,
+            };
+            let Some(own) = own else { continue };
+            let Ok(leader) = leader_members(&self.api, self.c(), via).await else { continue };
+            let lag = leader.get(id).and_then(|(m, _)| m.lag_entries).unwrap_or(0);
+            let since = match last {
+                Some((commit, since)) if commit == own.commit_index => since,
+                _ => Instant::now(),
+            };
+            last = Some((own.commit_index, since));
+            if lag == 0 || since.elapsed() < STUCK_AFTER {
+                continue;
+            }
+            let match_index = leader.get(id).and_then(|(m, _)| m.match_index);
+            let names_leader = own.get(leader.served_by).is_some();
+            return format!(
+                "DEFECT: learner node {id} (slot {}, {}) stopped catching up: its commit index \
+                 {} has not moved for {}; it holds configuration {} (voters {:?}, learners \
+                 {:?}), which {} the leader, node {}; the leader holds configuration {} \
+                 (voters {:?}, learners {:?}), commit index {}, and counts node {id} at match \
+                 index {match_index:?}, {lag} entries behind",
+                new + 1,
+                self.c().peer_addr(new),
+                own.commit_index,
+                ms(since.elapsed()),
+                own.config,
+                voter_ids(&own),
+                learner_ids(&own),
+                if names_leader { "names" } else { "does not name" },
+                leader.served_by,
+                leader.config,
+                voter_ids(&leader),
+                learner_ids(&leader),
+                leader.commit_index,
+            );
+        }
     }
 
     /// Judges the time without a leader between `began` and now, and makes

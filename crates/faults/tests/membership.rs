@@ -28,3 +28,14 @@ fn membership_partition_during_changes() {
     let rounds = rounds();
     run("membership-partition-during-changes", || membership::partition_during_changes(rounds));
 }
+
+/// Five rounds (fifteen replacements, slots and addresses used again): a
+/// joining learner that replays configurations of the log which do not
+/// name the current leader stops catching up and is never promoted (seen
+/// in rounds 3 to 5 of every run; README "Findings"). Pinned until fixed:
+/// `cargo test -p tenure-faults --test membership -- --ignored`.
+#[test]
+#[ignore = "defect: a joining learner stops catching up (crates/faults/README.md, Findings)"]
+fn membership_replace_every_node_five_rounds() {
+    run("membership-replace-every-node-5-rounds", || membership::replace_every_node(5));
+}
