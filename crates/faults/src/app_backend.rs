@@ -53,12 +53,16 @@ impl Held {
     }
 }
 
-/// The running store (and, for tenure, its cluster checker).
+/// The running store (and, for tenure, its cluster checker). One per run:
+/// the size of its variants does not matter (tenure's cluster is shared,
+/// behind an `Arc`; an external store's is held here).
+#[allow(clippy::large_enum_variant)]
 pub enum Backend {
     /// tenure's cluster, its checker, and its API for the candidate count.
     Tenure {
-        /// The servers and their checker.
-        run: Run,
+        /// The servers and their checker (shared with whoever else drives
+        /// them: [`Backend::shared`]).
+        run: Arc<Run>,
         /// The read API.
         api: Api,
         /// Every node's API address.
@@ -88,9 +92,7 @@ impl Backend {
                 let run = Run::start_with_hosts(nodes, hosts, timings).await?;
                 let all: Vec<usize> = (0..nodes).collect();
                 run.agreement(&all, Instant::now(), FIRST_ELECTION_BOUND).await?;
-                let api = run.cluster.api().map_err(|e| run.fail(e))?;
-                let nodes = run.cluster.http_addrs();
-                Ok(Backend::Tenure { run, api, nodes })
+                Self::shared(Arc::new(run))
             }
             Held::External(kind) => {
                 let cluster = Cluster::network_only(nodes, hosts, timings)
@@ -105,6 +107,16 @@ impl Backend {
                 Ok(Backend::External { store, cluster })
             }
         }
+    }
+
+    /// An election held by `run`'s tenure cluster, which someone else keeps
+    /// driving as well (a membership scenario changes its members while the
+    /// applications run). The applications run on its application hosts and
+    /// reach it through every slot's API ([`Cluster::endpoints`]).
+    pub fn shared(run: Arc<Run>) -> Result<Self, String> {
+        let api = run.cluster.api().map_err(|e| run.fail(e))?;
+        let nodes = run.cluster.http_addrs();
+        Ok(Backend::Tenure { run, api, nodes })
     }
 
     /// The namespaces and application hosts.

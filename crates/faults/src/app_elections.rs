@@ -48,6 +48,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
@@ -59,7 +60,7 @@ pub const TIMINGS: Timings = Timings { heartbeat_ms: 20, election_timeout_ms: 20
 /// Tenure servers.
 const NODES: usize = 3;
 /// Application hosts, one `tenure run` on each.
-const APPS: usize = 3;
+pub const APPS: usize = 3;
 /// The election the applications share.
 const ELECTION: &str = "fenced-job";
 /// The applications' session TTL, ms. A crashed leader is replaced about
@@ -364,6 +365,22 @@ impl App {
         let lines: Vec<&str> = text.lines().collect();
         format!("--- {} ---\n{}\n", self.tag, lines[lines.len().saturating_sub(15)..].join("\n"))
     }
+
+    /// The last line of its log.
+    fn last_line(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines().last().unwrap_or_default().to_string()
+    }
+
+    /// Its exit status if `tenure run` has exited (then it is reaped).
+    fn exited(&mut self) -> Result<Option<std::process::ExitStatus>, String> {
+        let Some(child) = self.child.as_mut() else { return Ok(None) };
+        let status = child.try_wait().map_err(|e| format!("{}: {e}", self.tag))?;
+        if status.is_some() {
+            self.child = None;
+        }
+        Ok(status)
+    }
 }
 
 /// The pids whose parent is `ppid` (`/proc/PID/stat`'s fourth field).
@@ -451,6 +468,16 @@ struct Fenced {
     observer: Observer,
     resource: Resource,
     profile: Profile,
+    /// Whether a `tenure run` that exits on its own is started again (the
+    /// background elections, [`Background`]), as a supervisor would; else
+    /// it is a failure (no successor, no waiter, in time).
+    supervised: bool,
+    /// The application a handover is acting on (not started again while
+    /// the fault lasts: the handover does that itself).
+    under_fault: Option<usize>,
+    /// Each start again of a `tenure run` that exited on its own: when, who,
+    /// its exit status and its last line.
+    restarts: Vec<String>,
     backend: Backend,
 }
 
@@ -495,9 +522,34 @@ impl Fenced {
         self.apps[h].spawn(self.backend.cluster(), &args, ttl, addr)
     }
 
-    /// The leader the observer saw last.
+    /// The leader the observer saw last (first, if supervised, starting
+    /// again any application that exited on its own).
     fn leader(&mut self) -> Result<Option<(u64, String)>, String> {
+        if self.supervised {
+            self.restart_exited()?;
+        }
         self.observer.leader().map_err(|e| self.backend.fail(e))
+    }
+
+    /// Starts again every `tenure run` that exited on its own (one a fault
+    /// is acting on excepted), and records why it exited.
+    fn restart_exited(&mut self) -> Result<(), String> {
+        for h in 0..APPS {
+            if self.under_fault == Some(h) {
+                continue;
+            }
+            if let Some(status) = self.apps[h].exited()? {
+                let what = format!(
+                    "{} exited on its own ({status}): {}",
+                    self.apps[h].tag,
+                    self.apps[h].last_line()
+                );
+                self.event(format!("{what}; started again"));
+                self.restarts.push(format!("{}  {what}", time_of_day()));
+                self.spawn(h)?;
+            }
+        }
+        Ok(())
     }
 
     /// Waits until the observer saw a leader for which `want` holds, within
@@ -563,6 +615,7 @@ impl Fenced {
         h: usize,
     ) -> Result<(Fault, Duration), String> {
         self.event(format!("{fault:?} of {} (token {token})", self.apps[h].tag));
+        self.under_fault = Some(h);
         let guard = match fault {
             Fault::GuardKill | Fault::BothKill => self.apps[h].guard().map_err(|e| self.fail(e))?,
             _ => None,
@@ -621,6 +674,7 @@ impl Fenced {
                 self.backend.cluster().heal_host(host).map_err(|e| e.to_string())?
             }
         }
+        self.under_fault = None;
         match moved {
             Ok((_, took)) => Ok((fault, took)),
             Err(last) => Err(self.fail(format!(
@@ -837,6 +891,12 @@ pub async fn fenced_handovers(handovers: usize) -> Result<Outcome, String> {
 /// applications.
 async fn start(held: Held) -> Result<Fenced, String> {
     let backend = Backend::start(held, NODES, APPS, TIMINGS).await?;
+    start_on(backend, Profile::of(held)).await
+}
+
+/// Starts the fenced resource, the observer and the applications (on
+/// `backend`'s application hosts).
+async fn start_on(backend: Backend, profile: Profile) -> Result<Fenced, String> {
     let resource = Resource::start(backend.cluster().net().host_addr()).await?;
     let dir = backend.cluster().dir().to_path_buf();
     let observer = Observer::start(&backend, ELECTION, &dir).map_err(|e| backend.fail(e))?;
@@ -846,7 +906,10 @@ async fn start(held: Held) -> Result<Fenced, String> {
         events: Vec::new(),
         observer,
         resource,
-        profile: Profile::of(held),
+        profile,
+        supervised: false,
+        under_fault: None,
+        restarts: Vec::new(),
         backend,
     };
     let start = Instant::now();
@@ -900,7 +963,130 @@ pub async fn fenced_handovers_on(held: Held, handovers: usize) -> Result<Outcome
         f.apps[h].reap().await.map_err(|e| f.fail(e))?;
     }
     f.backend.check_safety()?;
-    report(&f, held, handovers, &times, &ended, &store_kills)
+    let what =
+        format!("{handovers} handovers of {ELECTION} held in {} ({NODES} members)", held.name());
+    report(&f, what, &times, &ended, &store_kills)
+}
+
+/// Application elections that run beside another scenario on its tenure
+/// cluster ([`crate::membership`]): three `tenure run` on the cluster's
+/// application hosts, reaching it through every slot's API, hand over the
+/// fenced resource again and again (the leader made to go by each fault of
+/// [`FAULTS`] in turn; never a fault of tenure's own nodes: that is the
+/// other scenario's) until [`Background::finish`]. The ledger judges every
+/// write, as in [`fenced_handovers`]. The applications run as under a
+/// supervisor: a `tenure run` that exits on its own is started again, and
+/// each such exit is reported with its last line (a session grant whose
+/// outcome is unknown, when a tenure leader loses office as it commits it,
+/// ends `tenure run --keep-trying`: crates/faults/README.md).
+pub struct Background {
+    stop: Arc<AtomicBool>,
+    task: Option<tokio::task::JoinHandle<Result<Finished, String>>>,
+}
+
+/// What the background elections measured ([`Background::finish`]).
+pub struct Finished {
+    /// What was measured, in words.
+    pub outcome: Outcome,
+    /// Handovers of the fenced resource (each judged by the ledger).
+    pub handovers: usize,
+    /// Writes to the fenced resource, all judged.
+    pub writes: u64,
+    /// Times a `tenure run --keep-trying` exited on its own and was
+    /// started again, with its last line.
+    pub exits: Vec<String>,
+}
+
+/// Bound on the background elections stopping: a settling and a handover
+/// under way, the final settling and the applications' exits.
+const BACKGROUND_STOP_BOUND: Duration = Duration::from_secs(60);
+
+impl Background {
+    /// Starts the resource, the observer and the applications of an
+    /// election held by `run`'s cluster (it must have
+    /// [`APPS`] application hosts), and the handovers.
+    pub async fn start(run: Arc<crate::scenarios::Run>) -> Result<Self, String> {
+        let mut f = start_on(Backend::shared(run)?, Profile::of(Held::Tenure)).await?;
+        f.supervised = true;
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(f.hand_over_until(stop.clone()));
+        Ok(Background { stop, task: Some(task) })
+    }
+
+    /// Whether the handovers ended already: a failure (the ledger saw an
+    /// anomaly, a handover did not happen); [`Background::finish`] says
+    /// which.
+    pub fn failed(&self) -> bool {
+        self.task.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Stops the handovers once the current one is done, lets the last
+    /// leader settle, stops the applications, and checks the ledger: what
+    /// was measured, or what went wrong.
+    pub async fn finish(mut self) -> Result<Finished, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let task = self.task.take().ok_or("the elections were finished already")?;
+        match tokio::time::timeout(BACKGROUND_STOP_BOUND, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(format!("the application elections' task failed: {e}")),
+            Err(_) => Err(format!(
+                "the application elections did not stop within {BACKGROUND_STOP_BOUND:?}"
+            )),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        // Its applications and observer die with the task's future.
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+impl Fenced {
+    /// Hands over (the faults in turn) until `stop`, then settles, stops
+    /// the applications and reports.
+    async fn hand_over_until(mut self, stop: Arc<AtomicBool>) -> Result<Finished, String> {
+        let began = Instant::now();
+        let mut times: BTreeMap<Fault, Vec<Duration>> = BTreeMap::new();
+        let mut ended = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let (token, h) = self.settled().await?;
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let fault = FAULTS[ended.len() % FAULTS.len()];
+            let (fault, took) = self.hand_over(fault, token, h).await?;
+            times.entry(fault).or_default().push(took);
+            ended.push((fault, token));
+        }
+        self.settled().await?;
+        for app in &mut self.apps {
+            app.signal(Signal::SIGTERM)?;
+        }
+        for h in 0..APPS {
+            self.apps[h].reap().await.map_err(|e| self.fail(e))?;
+        }
+        let what = format!(
+            "{} handovers in {:?} of {ELECTION} held in tenure while its members changed",
+            ended.len(),
+            began.elapsed()
+        );
+        let mut outcome = report(&self, what, &times, &ended, &[])?;
+        outcome.note(match self.restarts.len() {
+            0 => "no `tenure run` exited on its own".to_string(),
+            n => format!(
+                "`tenure run --keep-trying` exited on its own {n} times, started again (a \
+                 supervisor's work: `--keep-trying` does not campaign again after a session \
+                 grant that failed, e.g. a 504 whose outcome is unknown at a tenure failover): {}",
+                self.restarts.join("; ")
+            ),
+        });
+        let writes = self.resource.ledger().writes;
+        Ok(Finished { outcome, handovers: ended.len(), writes, exits: self.restarts.clone() })
+    }
 }
 
 /// What a store member's SIGKILL did.
@@ -915,8 +1101,7 @@ enum StoreKill {
 /// Checks the ledger once more and states what was measured.
 fn report(
     f: &Fenced,
-    held: Held,
-    handovers: usize,
+    what: String,
     times: &BTreeMap<Fault, Vec<Duration>>,
     ended: &[(Fault, u64)],
     store_kills: &[StoreKill],
@@ -938,9 +1123,7 @@ fn report(
     }
     let mut out = Outcome::default();
     out.note(format!(
-        "{handovers} handovers of {ELECTION} held in {} ({NODES} members) among {APPS} \
-         `tenure run` on their own hosts (TTL {} ms, grace {APP_GRACE_MS} ms)",
-        held.name(),
+        "{what} among {APPS} `tenure run` on their own hosts (TTL {} ms, grace {APP_GRACE_MS} ms)",
         f.profile.ttl_ms
     ));
     for (kind, t) in times {

@@ -68,8 +68,11 @@ pub type View = tenure_api::LeadershipBody;
 /// An observation with its timing.
 #[derive(Debug, Clone)]
 pub struct Observation {
-    /// Index of the node observed.
+    /// Index of the node observed (its slot: see [`Checker::renamed`]).
     pub node: usize,
+    /// The id of the node in that slot when it was observed (set by the
+    /// checker's state; whatever the caller gives is replaced).
+    pub id: u64,
     /// Where from.
     pub source: Source,
     /// When the request was sent (the watch stream's connect time for events).
@@ -161,8 +164,9 @@ pub struct ClaimSpan {
 }
 
 impl State {
-    fn observe(&mut self, o: Observation) {
+    fn observe(&mut self, mut o: Observation) {
         let id = self.ids[o.node];
+        o.id = id;
         let observer = format!("node {id} {:?}", o.source);
         self.check_one_leader_per_term(&o, id, &observer);
         self.check_token_not_decreasing(&o, observer);
@@ -277,6 +281,45 @@ impl State {
         self.spans.get(&(id, term)).copied()
     }
 
+    /// The times in `[from, to]` when no node was seen leading, longest
+    /// first: (start, length) of each gap between the leaderships that the
+    /// leaders themselves claimed (status `role=leader`, or a watch event
+    /// saying so). A leadership counts from the first answer that claimed
+    /// it to the last; a gap runs from the last claim of one to the first
+    /// of the next, so it overstates the time without a leader by up to one
+    /// poll interval ([`POLL_INTERVAL`]) and the time a claim takes to
+    /// arrive, and understates it by no more than the latter.
+    pub fn leaderless(&self, from: Instant, to: Instant) -> Vec<(Instant, Duration)> {
+        let mut spans: Vec<(Instant, Instant)> = self
+            .spans
+            .values()
+            .filter(|s| s.last_received >= from && s.first_received <= to)
+            .map(|s| (s.first_received, s.last_received))
+            .collect();
+        spans.sort();
+        let mut gaps = Vec::new();
+        let mut covered = from;
+        for (start, end) in spans {
+            if start > covered {
+                gaps.push((covered, start - covered));
+            }
+            covered = covered.max(end);
+        }
+        if to > covered {
+            gaps.push((covered, to - covered));
+        }
+        gaps.sort_by_key(|&(_, length)| std::cmp::Reverse(length));
+        gaps
+    }
+
+    /// Slot `i` holds node `id` from now on ([`Checker::renamed`]).
+    fn rename(&mut self, i: usize, id: u64) {
+        self.ids[i] = id;
+        self.latest[i] = None;
+        self.last_token.retain(|(node, _), _| *node != i);
+        self.previous.retain(|(node, _), _| *node != i);
+    }
+
     /// The highest term any node reported at or after `since`.
     pub fn max_term_since(&self, since: Instant) -> u64 {
         let logged = self.log.iter().filter(|o| o.received >= since).map(|o| o.view.term);
@@ -291,7 +334,7 @@ impl State {
         self.log
             .iter()
             .filter(|o| o.received >= since && o.view.role == "leader" && o.view.term > term)
-            .map(|o| (self.ids[o.node], o.view.term, o.received))
+            .map(|o| (o.id, o.view.term, o.received))
             .next()
     }
 
@@ -437,6 +480,13 @@ impl Checker {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Slot `i` holds node `id` from now on (its previous node was killed
+    /// and its data wiped; a new node joins there): later observations are
+    /// of `id`, a new observer whose tokens start afresh.
+    pub fn renamed(&self, i: usize, id: u64) {
+        self.state().rename(i, id);
+    }
+
     /// The violations so far.
     pub fn violations(&self) -> Vec<Violation> {
         self.state().violations.clone()
@@ -479,8 +529,22 @@ pub async fn get_once(
     path: &str,
     timeout: Duration,
 ) -> Option<(u16, String)> {
+    request_once(api, hyper::Method::GET, addr, path, timeout).await
+}
+
+/// One `{method} {addr}{path}` without a body, as [`get_once`] (a `DELETE
+/// /v1/members/{id}` with an admin [`Api`], for instance).
+pub async fn request_once(
+    api: Api,
+    method: hyper::Method,
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> Option<(u16, String)> {
     let client = api.caller();
-    let req = Request::get(api.url(addr, path))
+    let req = Request::builder()
+        .method(method)
+        .uri(api.url(addr, path))
         .header("authorization", &client.authorization)
         .body(Empty::new())
         .ok()?;
@@ -532,6 +596,7 @@ async fn poll(i: usize, url: String, client: Caller, state: Arc<Mutex<State>>) {
             let received = Instant::now();
             lock(&state).observe(Observation {
                 node: i,
+                id: 0,
                 source: Source::Status,
                 sent,
                 received,
@@ -562,6 +627,7 @@ async fn watch(i: usize, url: String, client: Caller, state: Arc<Mutex<State>>) 
                     if let Some(view) = parse_event(&event) {
                         lock(&state).observe(Observation {
                             node: i,
+                            id: 0,
                             source: Source::Watch,
                             sent,
                             received: Instant::now(),
@@ -607,6 +673,7 @@ mod tests {
     ) -> Observation {
         Observation {
             node,
+            id: 0,
             source,
             sent: at,
             received: at,
@@ -671,6 +738,27 @@ mod tests {
         assert_eq!(s.agreement(&[0, 1, 2], t0), Some((1, 4)));
         assert_eq!(s.agreement(&[0, 1, 2], t0 + Duration::from_millis(1)), None, "stale");
         assert_eq!(s.leaderships_since(t0), vec![(1, 4)]);
+    }
+
+    #[test]
+    fn leaderless_gaps_lie_between_the_claims_of_leaders() {
+        let mut s = state(3);
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        for k in 0..=10 {
+            s.observe(obs(0, Source::Status, t0 + ms(10 * k), ("leader", 1, Some(1))));
+        }
+        // Node 2 leads term 2 from 400 ms: a gap of 300 ms after node 1's last claim.
+        for k in 40..=50 {
+            s.observe(obs(1, Source::Status, t0 + ms(10 * k), ("leader", 2, Some(2))));
+        }
+        let gaps = s.leaderless(t0, t0 + ms(520));
+        assert_eq!(gaps, vec![(t0 + ms(100), ms(300)), (t0 + ms(500), ms(20))]);
+        assert_eq!(s.leaderless(t0 + ms(420), t0 + ms(480)), vec![]);
+        s.rename(1, 7);
+        s.observe(obs(1, Source::Status, t0 + ms(600), ("leader", 3, Some(7))));
+        assert_eq!(s.leaderships_since(t0 + ms(550)), vec![(7, 3)]);
+        assert!(s.violations.is_empty(), "{:?}", s.violations);
     }
 
     #[test]

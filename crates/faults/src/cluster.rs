@@ -8,9 +8,12 @@ use crate::firewall;
 use crate::net::{self, Network};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tenure_launch::{address_list, random_secret, ApiToken, Proc, ServerArgs, Tls};
 
@@ -121,16 +124,40 @@ pub fn tenure_binary() -> Result<PathBuf> {
     )
 }
 
-/// One server.
+/// One server: a slot with its namespace, started or not. The process is
+/// behind a lock so that a cluster shared between tasks (a membership
+/// scenario and the application elections that run on it) can be driven
+/// through `&self`.
 #[derive(Debug)]
 struct Server {
-    id: u64,
-    data_dir: PathBuf,
-    proc: Proc,
-    paused: bool,
+    /// The node in this slot now: slot `i` starts with id `i + 1`; a node
+    /// of another id may take a slot whose node was killed and wiped
+    /// ([`Cluster::spawn_joining`]).
+    id: AtomicU64,
+    proc: Mutex<Proc>,
+    paused: AtomicBool,
+    /// Started with `--join` ([`Cluster::spawn_joining`]): it restarts from
+    /// the members it recorded, without `--peers`.
+    joined: AtomicBool,
 }
 
-/// The file of the `admin` token a supervisor sends its death notices with.
+impl Server {
+    fn proc(&self) -> MutexGuard<'_, Proc> {
+        self.proc.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn id(&self) -> u64 {
+        self.id.load(Ordering::Relaxed)
+    }
+}
+
+/// A node's process slot: named after it, logging to `dir/node-<id>.log`.
+fn node_proc(dir: &Path, id: u64) -> Proc {
+    Proc::in_parent_group(format!("node {id}"), dir.join(format!("node-{id}.log")))
+}
+
+/// The file of the `admin` token: a supervisor's death notices, a joining
+/// node's request to be added, `tenure member`.
 const ADMIN_TOKEN_FILE: &str = "admin.token";
 
 /// Writes a random `read` API token to `dir/api.token` and a random `write`
@@ -138,9 +165,10 @@ const ADMIN_TOKEN_FILE: &str = "admin.token";
 /// that names them; returns (read token, write token, config file). The
 /// checker only reads, so it holds no more than the read token; the
 /// key-value clients hold the write token (they cannot move leadership).
-/// With `admin`, also an `admin` token in `dir/admin.token` for the
-/// servers' supervisors (death notices need it); nothing in this process
-/// reads it.
+/// With `admin`, also an `admin` token in `dir/admin.token`: for the
+/// servers' supervisors (death notices need it), for a node that joins
+/// (it asks the leader to add it) and for `tenure member`; this process
+/// only passes its file on.
 fn write_tokens(dir: &Path, admin: bool) -> Result<(String, String, PathBuf)> {
     let (read, write, supervisor) = (random_secret(), random_secret(), random_secret());
     let mut tokens = vec![
@@ -172,7 +200,11 @@ impl std::fmt::Debug for Redacted {
 /// A cluster of servers in namespaces.
 #[derive(Debug)]
 pub struct Cluster {
+    /// Every slot: the first members, then the spare slots of nodes that
+    /// may join later ([`Cluster::start_growable`]).
     servers: Vec<Server>,
+    /// How many of the slots are the first members (`--peers`).
+    first: usize,
     net: Network,
     timings: Timings,
     binary: PathBuf,
@@ -208,8 +240,29 @@ impl Cluster {
     /// As [`Cluster::start_with_hosts`], with the servers launched with
     /// `spies`.
     pub fn start_with(n: usize, hosts: usize, timings: Timings, spies: Spies) -> Result<Self> {
-        let mut cluster = Self::prepare(n, hosts, timings, spies)?;
+        let cluster = Self::prepare(n, 0, hosts, timings, spies)?;
         for i in 0..n {
+            cluster.spawn(i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// A cluster that can grow: `first` members started with `--peers`
+    /// naming them, and `spare` more slots (ids `first + 1` on, each with a
+    /// namespace and address of its own, on the same bridge) where nothing
+    /// runs until [`Cluster::spawn_joining`] starts a node there that joins
+    /// the running cluster; then `hosts` application hosts. Every slot's
+    /// API is in [`Cluster::http_addrs`] and [`Cluster::endpoints`] (a slot
+    /// where nothing runs refuses connections at once), and faults that
+    /// name "every peer" name the spare slots too.
+    pub fn start_growable(
+        first: usize,
+        spare: usize,
+        hosts: usize,
+        timings: Timings,
+    ) -> Result<Self> {
+        let cluster = Self::prepare(first, spare, hosts, timings, Spies::default())?;
+        for i in 0..first {
             cluster.spawn(i)?;
         }
         Ok(cluster)
@@ -220,29 +273,34 @@ impl Cluster {
     /// members, [`crate::stores`]), and [`Cluster::cut_host`] still cuts an
     /// application host off from all of them.
     pub fn network_only(n: usize, hosts: usize, timings: Timings) -> Result<Self> {
-        Self::prepare(n, hosts, timings, Spies::default())
+        Self::prepare(n, 0, hosts, timings, Spies::default())
     }
 
-    /// The network, directory, certificates and tokens of a cluster.
-    fn prepare(n: usize, hosts: usize, timings: Timings, spies: Spies) -> Result<Self> {
+    /// The network, directory, certificates and tokens of a cluster of `n`
+    /// first members and `spare` slots.
+    fn prepare(
+        n: usize,
+        spare: usize,
+        hosts: usize,
+        timings: Timings,
+        spies: Spies,
+    ) -> Result<Self> {
         let binary = tenure_binary()?;
-        let net = Network::create(n + hosts)?;
-        for i in 0..n + hosts {
+        let slots = n + spare;
+        let net = Network::create(slots + hosts)?;
+        for i in 0..slots + hosts {
             firewall::install(&net, i)?;
         }
         remove_stale_temp_dirs();
         let dir = tempfile::Builder::new()
             .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
             .tempdir()?;
-        let servers = (0..n)
+        let servers = (0..slots)
             .map(|i| Server {
-                id: i as u64 + 1,
-                data_dir: dir.path().join(format!("node-{}", i + 1)),
-                proc: Proc::in_parent_group(
-                    format!("node {}", i + 1),
-                    dir.path().join(format!("node-{}.log", i + 1)),
-                ),
-                paused: false,
+                id: AtomicU64::new(i as u64 + 1),
+                proc: Mutex::new(node_proc(dir.path(), i as u64 + 1)),
+                paused: AtomicBool::new(false),
+                joined: AtomicBool::new(false),
             })
             .collect();
         let peers = address_list(
@@ -252,10 +310,12 @@ impl Cluster {
             true => Some(make_certs(&binary, dir.path(), &net, n)?),
             false => None,
         };
-        let (token, kv_token, config) = write_tokens(dir.path(), spies == Spies::Supervised)?;
+        let admin = spies == Spies::Supervised || spare > 0;
+        let (token, kv_token, config) = write_tokens(dir.path(), admin)?;
         let (token, kv_token) = (Redacted(token), Redacted(kv_token));
         Ok(Cluster {
             servers,
+            first: n,
             net,
             timings,
             binary,
@@ -274,9 +334,15 @@ impl Cluster {
         &self.token.0
     }
 
-    /// Number of nodes.
+    /// Number of nodes: every slot, spare slots included.
     pub fn len(&self) -> usize {
         self.servers.len()
+    }
+
+    /// The first members' indexes (those of `--peers`): every slot but the
+    /// spare ones of [`Cluster::start_growable`].
+    pub fn first_members(&self) -> Vec<usize> {
+        (0..self.first).collect()
     }
 
     /// True when there is no node (never).
@@ -296,12 +362,12 @@ impl Cluster {
 
     /// The node id of index `i`.
     pub fn id(&self, i: usize) -> u64 {
-        self.servers[i].id
+        self.servers[i].id()
     }
 
     /// The index of node id `id`.
     pub fn index(&self, id: u64) -> Option<usize> {
-        self.servers.iter().position(|s| s.id == id)
+        self.servers.iter().position(|s| s.id() == id)
     }
 
     /// Where node `i`'s HTTP API listens (its namespace address).
@@ -323,6 +389,20 @@ impl Cluster {
         }
     }
 
+    /// The servers' API with the `admin` token (growable and supervised
+    /// clusters only): for a change of members sent by this process.
+    pub fn admin_api(&self) -> Result<crate::checker::Api> {
+        let file = self
+            .admin_token_file()
+            .ok_or_else(|| Error::Config("this cluster has no admin token".into()))?;
+        let token = std::fs::read_to_string(file)?;
+        let token = token.trim();
+        match &self.certs {
+            Some(dir) => crate::checker::Api::https(&dir.join("ca.pem"), token),
+            None => Ok(crate::checker::Api::http(token)),
+        }
+    }
+
     /// How the key-value clients reach the servers' API: as [`Cluster::api`],
     /// with the `write` token.
     pub fn kv_api(&self) -> Result<crate::checker::Api> {
@@ -334,46 +414,108 @@ impl Cluster {
 
     /// True while server `i` runs (possibly paused).
     pub fn is_running(&self, i: usize) -> bool {
-        self.servers[i].proc.is_running()
+        self.servers[i].proc().is_running()
     }
 
     /// True while server `i` is stopped by SIGSTOP.
     pub fn is_paused(&self, i: usize) -> bool {
-        self.servers[i].paused
+        self.servers[i].paused.load(Ordering::Relaxed)
     }
 
     /// Starts (or restarts) server `i` in its namespace; output is appended
-    /// to its log file.
-    pub fn spawn(&mut self, i: usize) -> Result<()> {
+    /// to its log file. A first member starts with `--peers`; a node that
+    /// joined restarts from the members it recorded (no `--peers`, no
+    /// `--join`); a spare slot that never joined is an error.
+    pub fn spawn(&self, i: usize) -> Result<()> {
+        let joined = self.servers[i].joined.load(Ordering::Relaxed);
+        if i >= self.first && !joined {
+            return Err(Error::Config(format!(
+                "slot {} is a spare one: start a node there with spawn_joining",
+                i + 1
+            )));
+        }
+        let peers = if joined { String::new() } else { self.peers.clone() };
+        self.launch(i, self.server_args(i, peers, None)?, &[])
+    }
+
+    /// Starts node `id`, new to the cluster, in slot `i` (a spare one, or
+    /// one whose node is stopped and wiped: its namespace and address are
+    /// reused, the old node's data directory is gone) with `--join`
+    /// through the APIs of the nodes `via`, the run's `admin` token
+    /// (`--join-token-file`) and a certificate made for it now with the
+    /// run's CA (`tenure cert`, naming its namespace address), as
+    /// docs/OPERATIONS.md adds a node. Later [`Cluster::spawn`]s restart it
+    /// from the members it recorded. Whoever watches slot `i` must be told
+    /// it holds `id` now ([`crate::checker::Checker::renamed`]).
+    pub fn spawn_joining(&self, i: usize, id: u64, via: &[usize]) -> Result<()> {
         let s = &self.servers[i];
+        if s.id() != id {
+            if self.is_running(i) || self.data_dir(i).exists() {
+                return Err(Error::Config(format!(
+                    "slot {} holds node {}, running or with data: kill and wipe it first",
+                    i + 1,
+                    s.id()
+                )));
+            }
+            if self.index(id).is_some() {
+                return Err(Error::Config(format!("node {id} has a slot already")));
+            }
+            s.id.store(id, Ordering::Relaxed);
+            *s.proc() = node_proc(self.dir.path(), id);
+            s.joined.store(false, Ordering::Relaxed);
+        }
+        if let Some(certs) = &self.certs {
+            if !certs.join(format!("node-{id}.pem")).exists() {
+                let host = self.net.node_addr(i).to_string();
+                tenure_launch::make_certs(&self.binary, certs, &[id], CLUSTER_ID, Some(&host))?;
+            }
+        }
+        let scheme = if self.certs.is_some() { "https" } else { "http" };
+        let join: Vec<String> =
+            via.iter().map(|&j| format!("{scheme}://{}", self.http_addr(j))).collect();
+        let args = self.server_args(i, String::new(), Some(join.join(",")))?;
+        let token = self.dir.path().join(ADMIN_TOKEN_FILE);
+        let extra = [OsString::from("--join-token-file"), token.into_os_string()];
+        self.launch(i, args, &extra)?;
+        self.servers[i].joined.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The command line of server `i` with `peers` and `join`.
+    fn server_args(&self, i: usize, peers: String, join: Option<String>) -> Result<ServerArgs> {
+        let id = self.servers[i].id();
         let addr = self.net.node_addr(i);
-        let args = ServerArgs {
+        Ok(ServerArgs {
             config: self.config.clone(),
-            id: s.id,
+            id,
             listen: format!("{addr}:{PEER_PORT}"),
             http: format!("{addr}:{HTTP_PORT}"),
-            peers: self.peers.clone(),
+            peers,
             peer_http: (self.spies != Spies::NextIncarnation).then(|| self.peer_http()),
-            join: None,
-            data_dir: s.data_dir.clone(),
+            join,
+            data_dir: self.data_dir(i),
             heartbeat_ms: self.timings.heartbeat_ms,
             election_timeout_ms: self.timings.election_timeout_ms,
             cluster_id: CLUSTER_ID.to_string(),
             protocol: protocol()?,
-            tls: self.tls(s.id),
+            tls: self.tls(id),
             single_node: false,
-        };
+        })
+    }
+
+    /// Runs `args` and then `extra` as server `i`, in its namespace.
+    fn launch(&self, i: usize, args: ServerArgs, extra: &[OsString]) -> Result<()> {
         // `ip netns exec` execs the server in place (no fork), so the child's
         // pid is the server's and signals reach it directly.
         let mut command = Command::new("ip");
         command.args(["netns", "exec", self.net.namespace(i)]).arg(&self.binary);
-        command.args(args.args());
+        command.args(args.args()).args(extra);
         if self.spies == Spies::Supervised {
             command.arg("--supervised").arg("--notify-token-file");
             command.arg(self.dir.path().join(ADMIN_TOKEN_FILE));
         }
-        self.servers[i].proc.spawn(command)?;
-        self.servers[i].paused = false;
+        self.servers[i].proc().spawn(command)?;
+        self.servers[i].paused.store(false, Ordering::Relaxed);
         Ok(())
     }
 
@@ -400,12 +542,12 @@ impl Cluster {
     }
 
     fn signal(&self, i: usize, sig: Signal) -> Result<()> {
-        Ok(self.servers[i].proc.signal(sig)?)
+        Ok(self.servers[i].proc().signal(sig)?)
     }
 
     /// SIGKILLs server `i` and reaps it; a supervised server's elector
     /// too, and waits for it to die.
-    pub fn kill(&mut self, i: usize) -> Result<()> {
+    pub fn kill(&self, i: usize) -> Result<()> {
         let electors = match self.spies {
             Spies::Supervised => children(self.pid(i)?),
             _ => Vec::new(),
@@ -423,7 +565,7 @@ impl Cluster {
 
     /// The pid of server `i`'s process (a supervised server's supervisor).
     fn pid(&self, i: usize) -> Result<u32> {
-        let pid = self.servers[i].proc.pid();
+        let pid = self.servers[i].proc().pid();
         pid.ok_or_else(|| Error::Config(format!("node {} is not running", i + 1)))
     }
 
@@ -446,7 +588,7 @@ impl Cluster {
     /// SIGKILLs node `i`'s elector and waits until it is reaped: by this
     /// process, or by a supervised server's supervisor (which then does
     /// what it does on a death: notices, a restart). Returns its pid.
-    pub fn kill_elector(&mut self, i: usize) -> Result<u32> {
+    pub fn kill_elector(&self, i: usize) -> Result<u32> {
         let pid = self.elector_pid(i)?;
         if self.spies != Spies::Supervised {
             self.kill(i)?;
@@ -465,7 +607,7 @@ impl Cluster {
     /// SIGKILLs every running server, all signals sent before any is
     /// reaped (so none outlives another by more than the signal loop), then
     /// reaps them.
-    pub fn kill_all(&mut self) -> Result<()> {
+    pub fn kill_all(&self) -> Result<()> {
         let running: Vec<usize> = (0..self.len()).filter(|&i| self.is_running(i)).collect();
         for &i in &running {
             self.signal(i, Signal::SIGKILL)?;
@@ -477,39 +619,39 @@ impl Cluster {
     }
 
     /// Waits for killed server `i` to exit.
-    fn reap(&mut self, i: usize) -> Result<()> {
-        self.servers[i].paused = false;
-        self.servers[i].proc.wait_exit_blocking(REAP_TIMEOUT)?;
+    fn reap(&self, i: usize) -> Result<()> {
+        self.servers[i].paused.store(false, Ordering::Relaxed);
+        self.servers[i].proc().wait_exit_blocking(REAP_TIMEOUT)?;
         Ok(())
     }
 
     /// Server `i`'s data directory (state file, log, snapshot).
-    pub fn data_dir(&self, i: usize) -> &Path {
-        &self.servers[i].data_dir
+    pub fn data_dir(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("node-{}", self.servers[i].id()))
     }
 
     /// Deletes the data directory of stopped server `i` (its state file and
     /// log); its certificate and the config stay. It starts again as a
     /// brand-new node.
-    pub fn wipe(&mut self, i: usize) -> Result<()> {
+    pub fn wipe(&self, i: usize) -> Result<()> {
         if self.is_running(i) {
             return Err(Error::Config(format!("node {} runs: stop it before wiping", i + 1)));
         }
-        std::fs::remove_dir_all(&self.servers[i].data_dir)?;
+        std::fs::remove_dir_all(self.data_dir(i))?;
         Ok(())
     }
 
     /// SIGSTOPs server `i`.
-    pub fn pause(&mut self, i: usize) -> Result<()> {
+    pub fn pause(&self, i: usize) -> Result<()> {
         self.signal(i, Signal::SIGSTOP)?;
-        self.servers[i].paused = true;
+        self.servers[i].paused.store(true, Ordering::Relaxed);
         Ok(())
     }
 
     /// SIGCONTs server `i`.
-    pub fn resume(&mut self, i: usize) -> Result<()> {
+    pub fn resume(&self, i: usize) -> Result<()> {
         self.signal(i, Signal::SIGCONT)?;
-        self.servers[i].paused = false;
+        self.servers[i].paused.store(false, Ordering::Relaxed);
         Ok(())
     }
 
@@ -548,6 +690,13 @@ impl Cluster {
     /// Node `i` loses `percent`% of its packets to and from every peer.
     pub fn lose(&self, i: usize, percent: u32) -> Result<()> {
         firewall::lose(&self.net, i, &self.others(i), percent)
+    }
+
+    /// Removes node `i`'s network faults (the rules in its namespace: those
+    /// of [`Cluster::isolate`], [`Cluster::cut`] from `i`, ...), and no
+    /// other's: an application host cut off at the same time stays cut off.
+    pub fn heal_node(&self, i: usize) -> Result<()> {
+        firewall::heal(&self.net, i)
     }
 
     /// Removes every network fault (of the application hosts too).
@@ -597,10 +746,7 @@ impl Cluster {
 
     /// Every server's API endpoint as a CLI's `--endpoints` takes it.
     pub fn endpoints(&self) -> String {
-        let scheme = if self.certs.is_some() { "https" } else { "http" };
-        let urls: Vec<String> =
-            self.http_addrs().iter().map(|a| format!("{scheme}://{a}")).collect();
-        urls.join(",")
+        self.endpoints_of(&(0..self.len()).collect::<Vec<_>>())
     }
 
     /// The run's CA certificate, when the servers run with TLS.
@@ -613,14 +759,37 @@ impl Cluster {
         self.dir.path().join("kv.token")
     }
 
-    /// The last lines of every server's log, for failure reports.
+    /// The file holding the `admin` token (mode 600), for `tenure member
+    /// --token-file`; made for supervised and growable clusters only.
+    pub fn admin_token_file(&self) -> Option<PathBuf> {
+        let file = self.dir.path().join(ADMIN_TOKEN_FILE);
+        file.is_file().then_some(file)
+    }
+
+    /// The API endpoints of the nodes `among`, comma-separated, as a CLI's
+    /// `--endpoints` takes them.
+    pub fn endpoints_of(&self, among: &[usize]) -> String {
+        let scheme = if self.certs.is_some() { "https" } else { "http" };
+        let urls: Vec<String> =
+            among.iter().map(|&i| format!("{scheme}://{}", self.http_addr(i))).collect();
+        urls.join(",")
+    }
+
+    /// Node `i`'s peer address (`--listen`), as the members dial it.
+    pub fn peer_addr(&self, i: usize) -> SocketAddr {
+        SocketAddr::from((self.net.node_addr(i), PEER_PORT))
+    }
+
+    /// The last lines of the log of every server that was ever started,
+    /// for failure reports.
     pub fn logs(&self) -> String {
-        self.servers.iter().map(|s| s.proc.log_tail(tenure_launch::LOG_TAIL_LINES)).collect()
+        let started = self.servers.iter().map(|s| s.proc()).filter(|p| p.log.exists());
+        started.map(|p| p.log_tail(tenure_launch::LOG_TAIL_LINES)).collect()
     }
 
     /// The whole log of node `i`.
     pub fn log(&self, i: usize) -> String {
-        self.servers[i].proc.log_text()
+        self.servers[i].proc().log_text()
     }
 
     /// The run's temporary directory (data directories and logs).
@@ -698,8 +867,8 @@ impl Drop for Cluster {
         // Every server first (a stopped one too: `Proc` sends SIGCONT, then
         // SIGKILL, and reaps it); then `net` (namespaces, bridge, rules) and
         // `dir` drop, in field order.
-        for s in &mut self.servers {
-            s.proc.kill();
+        for s in &self.servers {
+            s.proc().kill();
         }
     }
 }

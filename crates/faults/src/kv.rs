@@ -39,7 +39,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tenure_api::{ErrorBody, KvGetBody, KvPutBody};
+use tenure_api::{ErrorBody, KvGetBody, KvListBody, KvPutBody};
 use tenure_kv::{KeyValue, Response};
 use tenure_sim::kvcheck::{self, HistoryVerdict};
 use tenure_sim::workload::{key_name, value_bytes, Expected, Fate, KvInput, KvOutput, Record};
@@ -54,6 +54,8 @@ pub const OP_TIMEOUT: Duration = Duration::from_secs(4);
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// Largest answer body read; a longer one is a finding.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// Largest list answer read: a page is at most 4 MiB of JSON.
+const MAX_LIST_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 /// Longest pause of a client between two operations.
 const MAX_THINK: Duration = Duration::from_millis(5);
 /// How long the final read of one key is retried before the run fails.
@@ -132,7 +134,45 @@ impl KvClient {
         self.call(Method::GET, url, Bytes::new()).await
     }
 
+    /// Every key starting with `prefix` that node `addr` holds, read
+    /// linearizably (`GET /v1/kv?prefix=P`, page after page): key ->
+    /// (value, `mod_revision`). `Err` with the answer when a page was not
+    /// served (try another node).
+    pub async fn list(
+        &self,
+        addr: SocketAddr,
+        prefix: &str,
+    ) -> Result<std::collections::BTreeMap<String, (Vec<u8>, u64)>, String> {
+        let mut all = std::collections::BTreeMap::new();
+        let mut after = String::new();
+        loop {
+            let mut query = format!("/v1/kv?prefix={prefix}");
+            if !after.is_empty() {
+                query.push_str(&format!("&after={after}"));
+            }
+            let url = self.api.url(addr, &query);
+            let answer =
+                self.call_limited(Method::GET, url, Bytes::new(), MAX_LIST_ANSWER_BYTES).await;
+            let Answer::Http { status: 200, body, .. } = &answer else {
+                return Err(answer.short());
+            };
+            let page: KvListBody = parse(body, 200)?;
+            for kv in page.kvs {
+                let (kv, _) = key_value(KvGetBody { kv, revision: page.revision });
+                all.insert(kv.key.clone(), (kv.value, kv.mod_revision));
+            }
+            match (page.more, all.keys().next_back()) {
+                (true, Some(last)) => after = last.clone(),
+                _ => return Ok(all),
+            }
+        }
+    }
+
     async fn call(&self, method: Method, url: String, body: Bytes) -> Answer {
+        self.call_limited(method, url, body, MAX_ANSWER_BYTES).await
+    }
+
+    async fn call_limited(&self, method: Method, url: String, body: Bytes, max: usize) -> Answer {
         let req = match Request::builder()
             .method(method)
             .uri(url)
@@ -149,7 +189,7 @@ impl KvClient {
             })?;
             let status = resp.status().as_u16();
             let retry_after = resp.headers().contains_key("retry-after");
-            let bytes = Limited::new(resp.into_body(), MAX_ANSWER_BYTES)
+            let bytes = Limited::new(resp.into_body(), max)
                 .collect()
                 .await
                 .map_err(|e| Answer::Nothing(format!("reading the body: {e}")))?

@@ -348,7 +348,9 @@ impl Clients {
 }
 
 /// The final read of each key in `finals` (the answered one), by key.
-fn final_values(finals: &[Record]) -> std::collections::BTreeMap<usize, Option<(Vec<u8>, u64)>> {
+pub(crate) fn final_values(
+    finals: &[Record],
+) -> std::collections::BTreeMap<usize, Option<(Vec<u8>, u64)>> {
     finals
         .iter()
         .filter_map(|r| match &r.fate {
@@ -362,7 +364,7 @@ fn final_values(finals: &[Record]) -> std::collections::BTreeMap<usize, Option<(
 
 /// The acknowledged writes that `read` (key -> value and mod_revision, as
 /// read) does not show.
-fn missing(
+pub(crate) fn missing(
     acked: &[(usize, u32, u64)],
     read: &std::collections::BTreeMap<usize, Option<(Vec<u8>, u64)>>,
 ) -> Vec<String> {
@@ -394,7 +396,7 @@ fn missing(
 /// included, is linearizable.
 pub async fn kill_all() -> Result<Outcome, String> {
     let mut out = Outcome::default();
-    let mut run = Run::start(NODES, TIMINGS).await?;
+    let run = Run::start(NODES, TIMINGS).await?;
     let (l, term) = run.elected().await?;
     let kv = Clients::new(&run)?;
     let all: Vec<usize> = (0..NODES).collect();
@@ -556,7 +558,7 @@ async fn leader_held(
 /// snapshot before the restart (so the node catches up from it).
 pub async fn wiped_follower(w: Wipe) -> Result<Outcome, String> {
     let mut out = Outcome::default();
-    let mut run = Run::start(NODES, TIMINGS).await?;
+    let run = Run::start(NODES, TIMINGS).await?;
     let (l, term) = run.elected().await?;
     let kv = Clients::new(&run)?;
     let all: Vec<usize> = (0..NODES).collect();

@@ -16,6 +16,7 @@ pub mod error;
 pub mod firewall;
 pub mod kv;
 pub mod kv_scenarios;
+pub mod membership;
 pub mod net;
 pub mod random;
 pub mod scenarios;

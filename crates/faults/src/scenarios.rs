@@ -121,7 +121,26 @@ impl Run {
     ) -> Result<Self, String> {
         let cluster = Cluster::start_with(n, hosts, timings, spies)
             .map_err(|e| format!("cluster start: {e}"))?;
-        let ids = (0..n).map(|i| cluster.id(i)).collect();
+        Self::watch(cluster)
+    }
+
+    /// A cluster of `first` members with `spare` slots where nodes can join
+    /// later and `hosts` application hosts ([`Cluster::start_growable`]);
+    /// the checker watches every slot from the start.
+    pub async fn start_growable(
+        first: usize,
+        spare: usize,
+        hosts: usize,
+        timings: Timings,
+    ) -> Result<Self, String> {
+        let cluster = Cluster::start_growable(first, spare, hosts, timings)
+            .map_err(|e| format!("cluster start: {e}"))?;
+        Self::watch(cluster)
+    }
+
+    /// `cluster` with a checker of every node of it.
+    fn watch(cluster: Cluster) -> Result<Self, String> {
+        let ids = (0..cluster.len()).map(|i| cluster.id(i)).collect();
         let api = cluster.api().map_err(|e| format!("cluster start: {e}"))?;
         let checker = Checker::start(cluster.http_addrs(), ids, api);
         Ok(Run { checker, cluster })
@@ -144,11 +163,7 @@ impl Run {
             .map(|o| {
                 format!(
                     "  node {} {:?}: {} t{} leader {:?}",
-                    self.cluster.id(o.node),
-                    o.source,
-                    o.view.role,
-                    o.view.term,
-                    o.view.leader
+                    o.id, o.source, o.view.role, o.view.term, o.view.leader
                 )
             })
             .collect();
@@ -396,7 +411,7 @@ pub async fn one_link_failure() -> Result<Outcome, String> {
 pub async fn leader_crash() -> Result<Outcome, String> {
     let mut out = Outcome::default();
     let n = 3;
-    let mut run = Run::start(n, TIMINGS).await?;
+    let run = Run::start(n, TIMINGS).await?;
     let t = run.t();
     let (l, term) = run.elected().await?;
     let killed = Instant::now();
@@ -441,7 +456,7 @@ pub async fn leader_crash() -> Result<Outcome, String> {
 pub async fn leader_pause() -> Result<Outcome, String> {
     let mut out = Outcome::default();
     let n = 3;
-    let mut run = Run::start(n, TIMINGS).await?;
+    let run = Run::start(n, TIMINGS).await?;
     let t = run.t();
     let (l, term) = run.elected().await?;
     let bound = heal_bound(t);
