@@ -44,7 +44,7 @@ pub const MAX_API_ADDRESS_LEN: usize = 260;
 pub const MAX_FRAME_LEN: usize = 1024;
 
 /// The largest frame accepted or sent once a peer passed the handshake: an
-/// `Append` of at most 256 KiB of commands, a 256 KiB snapshot piece, or a
+/// `Append` of at most 256 KiB of commands, a 2 MiB snapshot piece, or a
 /// forwarded command's answer (a transaction reads at most
 /// `tenure_kv::MAX_TXN_OPS` keys of at most 64 KiB each, 8 MiB and change).
 pub const MAX_DATA_FRAME_LEN: usize = 16 * 1024 * 1024;
