@@ -392,7 +392,7 @@ fn write_plot(
         .iter()
         .map(|s| (s.system.to_string(), s.trials.iter().map(|t| t.failover_ms).collect()))
         .collect();
-    plot::write_cdf(path, &title, &series)
+    plot::write_cdf(path, &title, plot::FAILOVER_AXES, &series)
 }
 
 fn with_logs<S: System>(e: anyhow::Error, sys: &S) -> anyhow::Error {
