@@ -52,6 +52,7 @@ fn hello_from(cluster_id: &str, protocol: ProtocolKind) -> Frame {
         api_address: Some("127.0.0.1:8002".into()),
         directory: tenure_core::DirectoryId(0xd2),
         config: tenure_core::ConfigId::BOOTSTRAP,
+        peer_address: None,
     }
 }
 

@@ -246,6 +246,7 @@ mod tests {
             api_address: Some("0.0.0.0:8002".into()),
             directory: tenure_core::DirectoryId(0xd2),
             config: tenure_core::ConfigId::BOOTSTRAP,
+            peer_address: None,
         }
     }
 

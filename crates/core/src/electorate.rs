@@ -51,6 +51,9 @@ use crate::types::{FencingToken, NodeId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The most members (voters and learners) a configuration holds.
+pub const MAX_MEMBERS: usize = 2 * crate::MAX_VOTERS;
+
 /// Where a configuration of members was written: the position of its entry
 /// in the replicated log (the fencing token that wrote it, then its index),
 /// [`ConfigId::BOOTSTRAP`] for the bootstrap list. Ordered as log positions
@@ -122,6 +125,14 @@ pub struct Electorate {
     /// resignation (a handover) is heard; a removed node that follows the
     /// leader stays quiet.
     pub departing: Vec<NodeId>,
+    /// Whether this node belongs to the configuration by its own identity
+    /// (a voter, a learner or the departing member, and, for a node that
+    /// was added by a change, named with its own data directory). A node
+    /// that does not grants no support (no vote, no promise): a node whose
+    /// disk was wiped and that came back under its id must not be counted
+    /// as the voter it was, by a stale candidate or while it replays the
+    /// old configurations that named that voter.
+    pub member: bool,
     /// Whether this node may stand for election: it is a voter, or the
     /// configuration removes it and is not known to be committed (it may be
     /// needed to commit its own removal: Raft's rule for a server outside
@@ -141,6 +152,7 @@ impl Electorate {
             learners: Vec::new(),
             departing: Vec::new(),
             stands: voters.contains(&me),
+            member: voters.contains(&me),
         }
     }
 
@@ -170,6 +182,9 @@ impl Electorate {
                 "a log whose last entry (token {}) is older than its configuration ({})",
                 self.last_token, self.id
             ));
+        }
+        if self.voters.len() + self.learners.len() > MAX_MEMBERS {
+            return Err(format!("more than {MAX_MEMBERS} members"));
         }
         if self.voters.len() > crate::MAX_VOTERS {
             return Err(format!("{} voters, above {}", self.voters.len(), crate::MAX_VOTERS));

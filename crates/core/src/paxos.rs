@@ -399,7 +399,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
     /// Whether, and for how long, this node would refuse to promise `asker`
     /// now; `None` means free.
     fn busy_for(&self, now: Instant, asker: NodeId) -> Option<Duration> {
-        if self.seat.storage_failed {
+        if self.seat.storage_failed || !self.seat.grants() {
             return Some(self.seat.cfg.election_timeout);
         }
         if let Some(d) = self.lease_blocks(now, asker, None) {
@@ -735,7 +735,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         let repeat = ballot == self.seat.term && self.seat.voted_for == Some(from);
         let busy = if self.seat.storage_failed {
             Some(Some(self.seat.cfg.election_timeout))
-        } else if (!fresh && !repeat) || self.stale(freshness) {
+        } else if (!fresh && !repeat) || self.stale(freshness) || !self.seat.grants() {
             Some(None)
         } else {
             let blocked = self.lease_blocks(now, from, handover);
@@ -793,6 +793,7 @@ impl<R: RngCore + Send> PaxosElector<R> {
         if ballot < self.seat.term
             || self.seat.storage_failed
             || self.stale(freshness)
+            || !self.seat.grants()
             || self.lease_blocks(now, from, None).is_some()
         {
             let promised = self.seat.term;
@@ -1201,6 +1202,19 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
             self.grant_lease(now, s, ballot);
         }
         self.election_deadline = now + self.timeout();
+    }
+
+    fn grow(&mut self) {
+        self.early_handovers.push(None);
+        match self.round.as_mut() {
+            Some(Round::Poll(p)) => p.answers.push(None),
+            Some(Round::Candidacy(c)) => {
+                c.promises.push(None);
+                c.accepts.push(None);
+                c.reask_at.push(None);
+            }
+            None => {}
+        }
     }
 
     fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {

@@ -382,7 +382,11 @@ impl<R: RngCore + Send> RaftElector<R> {
                 },
             );
         };
-        if self.seat.storage_failed || proposed <= self.seat.term || self.stale(freshness) {
+        if self.seat.storage_failed
+            || proposed <= self.seat.term
+            || self.stale(freshness)
+            || !self.seat.grants()
+        {
             return refuse(self, None);
         }
         if let Some(left) = self.lease_blocks(now, from) {
@@ -514,7 +518,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         // `from` to this node, for the term before this one.
         let transfer = asked_transfer
             && term.0.checked_sub(1).is_some_and(|t| self.seat.named_successor(Term(t), from));
-        if self.seat.storage_failed || self.stale(freshness) {
+        if self.seat.storage_failed || self.stale(freshness) || !self.seat.grants() {
             // A candidate of an older configuration is refused without
             // taking its term: it may be a removed node.
             let my = self.seat.term;
@@ -770,6 +774,15 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
             self.grant_lease(now, s);
         }
         self.election_deadline = now + self.seat.cfg.election_timeout + self.stagger();
+    }
+
+    fn grow(&mut self) {
+        self.early_transfer_votes.push(None);
+        if let Some(r) = self.round.as_mut() {
+            r.answers.push(None);
+            r.lease_waits.push(None);
+            r.reask_at.push(None);
+        }
     }
 
     fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {

@@ -355,11 +355,24 @@ impl<R: RngCore + Send> RankedElector<R> {
 
     /// Enters VOTING: broadcasts this node's claim and starts collecting others'.
     fn start_poll(&mut self, now: Instant, reason: Reason) {
-        if self.seat.storage_failed || !self.seat.stands() {
-            // A node that cannot persist cannot vote, and one that may not
-            // stand (a learner, a removed node) takes no part: no point in
-            // polling.
+        if self.seat.storage_failed || !self.seat.grants() {
+            // A node that cannot persist cannot vote, nor one that does not
+            // belong to its configuration: no point in polling.
             self.election_deadline = now + self.seat.cfg.election_timeout;
+            return;
+        }
+        if !self.seat.stands() {
+            // A node that may not stand (a learner, a removed node) votes
+            // without a claim of its own: a configuration it does not hold
+            // yet may count it as a voter, and its candidate needs its vote
+            // (raft and Paxos answer a request whatever the node's
+            // standing; here voting is the poll's).
+            self.seat.set_leader(None);
+            let me = self.me();
+            self.claims[me] = None;
+            self.poll = Some(Poll { started: now, next_check: now });
+            self.settle_role(now, reason);
+            self.try_vote(now);
             return;
         }
         self.seat.counters().pre_votes_started += 1;
@@ -1116,6 +1129,12 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
         let term = self.seat.term;
         self.seat.broadcast_members(RankedMessage::Resign { term, successor });
         self.election_deadline = now + self.seat.cfg.election_timeout;
+    }
+
+    fn grow(&mut self) {
+        self.claims.push(None);
+        self.tally.push(None);
+        self.acked_counter.push(0);
     }
 
     fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {

@@ -104,7 +104,8 @@ pub fn majority_value<T: Ord + Copy>(
 }
 
 /// The index space of an electorate as seen by `me`: the voters in order,
-/// then the learners, the departing members, and `me` if it is none of them.
+/// then the learners, the departing members, and `me` if it is none of them
+/// (guests come after, [`Seat::admit_guest`]).
 fn index_space(me: NodeId, electorate: &Electorate) -> Vec<NodeId> {
     let mut members: Vec<NodeId> = electorate
         .voters
@@ -131,6 +132,11 @@ pub(crate) fn remap<T: Clone>(old: &[NodeId], new: &[NodeId], values: &[T], fill
         })
         .collect()
 }
+
+/// Most per-node records an elector keeps: every member of the largest
+/// configuration, this node, and as many guests (nodes outside the
+/// configuration that it hears from) again.
+pub const MAX_SLOTS: usize = 2 * crate::electorate::MAX_MEMBERS + 2;
 
 /// What a node records only to report it: per-peer contact times, event
 /// counters and the time of its last input. No decision reads these, so
@@ -278,9 +284,24 @@ impl Seat {
         self.members.iter().position(|&v| v == id)
     }
 
-    /// How many per-node records there are: the members, and this node.
+    /// How many per-node records there are: the members, this node, and
+    /// the guests.
     pub(crate) fn slots(&self) -> usize {
         self.members.len()
+    }
+
+    /// Gives node `id`, outside the configuration, a slot at the end of the
+    /// index space (a guest: heard, counted for nothing) until the next
+    /// electorate; `None` when the index space is full
+    /// ([`MAX_SLOTS`]).
+    pub(crate) fn admit_guest(&mut self, id: NodeId) -> Option<usize> {
+        if self.members.len() >= MAX_SLOTS || id.0 == 0 {
+            return None;
+        }
+        self.members.push(id);
+        self.acked_sent_at.push(None);
+        self.observed.last_heard.push(None);
+        Some(self.members.len() - 1)
     }
 
     /// Whether index `i` is a voter's.
@@ -296,6 +317,11 @@ impl Seat {
     /// Whether this node may stand for election (see [`Electorate::stands`]).
     pub(crate) fn stands(&self) -> bool {
         self.electorate.stands
+    }
+
+    /// Whether this node grants support (see [`Electorate::member`]).
+    pub(crate) fn grants(&self) -> bool {
+        self.electorate.member
     }
 
     /// The other voters, in configuration order: those an election message
@@ -689,6 +715,12 @@ impl Seat {
     /// by the usual rule, which does not depend on having led without a break.
     pub(crate) fn lease_lost(&mut self, now: Instant) -> bool {
         if self.role != Role::Leader || now < self.leader_lease_until {
+            if now < self.leader_lease_until {
+                // Renewed, by acknowledgements or by a new electorate whose
+                // voters acknowledged lately: no renewal is pending (its
+                // deadline would otherwise stay the timer's, in the past).
+                self.lease_renewal_until = None;
+            }
             return false;
         }
         if self.lease_renewal_until.is_none() && self.stalled_past(self.next_heartbeat, now) {
@@ -890,6 +922,11 @@ pub(crate) trait Rules {
     /// A message `msg` from member `from` (index `i`, not this node).
     fn on_message(&mut self, now: Instant, i: usize, from: NodeId, msg: Self::Msg);
 
+    /// The seat admitted a guest ([`Seat::admit_guest`]): one more node at
+    /// the end of the index space; every per-node record of the protocol
+    /// (rounds in progress included) takes one more empty slot.
+    fn grow(&mut self);
+
     /// The seat took a new electorate ([`Seat::set_electorate`]) in place of
     /// the index space `old`: move the protocol's own per-node records
     /// ([`remap`]) and end a round whose majority was counted over the old
@@ -925,9 +962,27 @@ impl<P: Rules + Send> Protocol for P {
             return;
         }
         let seat = self.seat();
-        let Some(i) = seat.index_of(from).filter(|&i| i != seat.me) else {
-            self.seat_mut().counters().messages_ignored += 1;
-            return;
+        let i = match seat.index_of(from) {
+            Some(i) if i == seat.me => {
+                self.seat_mut().counters().messages_ignored += 1;
+                return;
+            }
+            Some(i) => i,
+            // A node outside this node's configuration: one added by a
+            // change this node's log does not hold yet (it lags behind, or
+            // it just joined), perhaps the leader. It is heard as a guest:
+            // it counts for nothing, but a leader among them is followed,
+            // so that this node receives the log that names it.
+            None => match self.seat_mut().admit_guest(from) {
+                Some(i) => {
+                    self.grow();
+                    i
+                }
+                None => {
+                    self.seat_mut().counters().messages_ignored += 1;
+                    return;
+                }
+            },
         };
         let term = msg.term();
         if !term.is_valid() || term.0 > self.seat().term.0.saturating_add(MAX_TERM_STEP) {

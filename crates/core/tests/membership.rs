@@ -122,6 +122,7 @@ fn a_candidate_of_an_older_configuration_is_refused(kind: ProtocolKind) {
         departing: vec![],
         stands: true,
         last_token: tenure_core::FencingToken(1),
+        member: true,
     };
     c.set_electorate(n(1), e(at(2)));
     c.set_electorate(n(3), e(at(2)));
@@ -185,6 +186,7 @@ fn a_node_holding_its_own_uncommitted_removal_can_commit_it(kind: ProtocolKind) 
             departing: vec![one],
             stands: true,
             last_token: tenure_core::FencingToken(1),
+            member: true,
         },
     );
     c.restart(one);
@@ -206,6 +208,7 @@ fn an_impossible_configuration_halts_the_node(kind: ProtocolKind) {
             departing: vec![],
             stands: false,
             last_token: tenure_core::FencingToken(1),
+            member: true,
         },
     );
     assert!(c.events().iter().any(|r| r.node == n(2)
@@ -217,6 +220,7 @@ fn an_impossible_configuration_halts_the_node(kind: ProtocolKind) {
         departing: vec![],
         stands: true,
         last_token: tenure_core::FencingToken(1),
+        member: true,
     };
     c.set_electorate(n(3), twice);
     assert!(c.events().iter().any(|r| r.node == n(3)
@@ -263,14 +267,17 @@ fn a_removed_node_that_missed_its_removal_disturbs_no_one(kind: ProtocolKind) {
             departing: vec![],
             stands: true,
             last_token: tenure_core::FencingToken(1),
+            member: true,
         };
         c.set_electorate(node, e);
     }
+    let since = c.sent().len();
     c.run_for(TIMEOUT);
     let terms: Vec<_> = rest.iter().map(|&v| c.term(v)).collect();
-    let since = c.sent().len();
     c.run_for(TIMEOUT * 20);
-    assert!(asked_for_support(&c, since, removed), "the removed node keeps trying");
+    // It tried (then, heard as a guest, the leader's heartbeats reach it
+    // and it follows, quiet).
+    assert!(asked_for_support(&c, since, removed), "the removed node tried");
     assert_eq!(c.leaders(), vec![leader], "the leader stays");
     let after: Vec<_> = rest.iter().map(|&v| c.term(v)).collect();
     assert_eq!(after, terms, "no term of the members moved");
@@ -300,6 +307,7 @@ fn a_candidate_holding_a_sibling_configuration_of_an_older_leadership_is_refused
         learners: vec![],
         departing: vec![],
         stands: true,
+        member: true,
     };
     c.crash(n(1));
     c.crash(n(4));
@@ -310,3 +318,41 @@ fn a_candidate_holding_a_sibling_configuration_of_an_older_leadership_is_refused
     assert!(c.leaders().is_empty(), "{:?}", c.leaders());
 }
 shared!(a_candidate_holding_a_sibling_configuration_of_an_older_leadership_is_refused);
+
+fn a_node_whose_log_does_not_name_the_leader_follows_it(kind: ProtocolKind) {
+    // Node 4 was added and promoted by configuration 2, which node 3's log
+    // does not hold yet (it lags behind): node 4 leads. Node 3 hears it as
+    // a guest and follows it, so its replica learns who leads and receives
+    // the log that names node 4. (The simulator found nodes that never
+    // caught up this way: 35% to 45% of its membership runs.)
+    let mut c = Cluster::of(kind, 4);
+    let four = [n(1), n(2), n(3), n(4)];
+    let e = |index: u64, voters: &[NodeId]| Electorate {
+        id: at(index),
+        last_token: FencingToken(1),
+        voters: voters.to_vec(),
+        learners: vec![],
+        departing: vec![],
+        stands: true,
+        member: true,
+    };
+    for node in [n(1), n(2), n(4)] {
+        c.set_electorate(node, e(2, &four));
+    }
+    c.set_electorate(n(3), e(1, &[n(1), n(2), n(3)]));
+    c.run_for(TIMEOUT * 3);
+    let leader = c.leader();
+    if leader != n(4) {
+        c.transfer(leader, n(4)).expect("node 4 answers the leader");
+        c.run_for(TIMEOUT);
+    }
+    assert_eq!(c.leader(), n(4));
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(
+        c.status(n(3)).leader,
+        Some(n(4)),
+        "node 3 follows the leader its log does not name"
+    );
+    assert!(!took_role(&c, n(3), Role::Leader));
+}
+shared!(a_node_whose_log_does_not_name_the_leader_follows_it);

@@ -184,6 +184,8 @@ impl Log {
     ) -> Electorate {
         let m = self.members();
         let stands = m.is_voter(me) || (m.departing == Some(me) && !knows_committed);
+        // The model wipes no disk: a node belongs by its id.
+        let member = m.is_voter(me) || m.learners.contains(&me) || m.departing == Some(me);
         let id = if withhold_position { ConfigId::BOOTSTRAP } else { self.config_id() };
         let last = if withhold_position { 0 } else { self.last_token.max(id.token.0) };
         Electorate {
@@ -193,6 +195,7 @@ impl Log {
             learners: m.learners,
             departing: m.departing.into_iter().collect(),
             stands,
+            member,
         }
     }
 }

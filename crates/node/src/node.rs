@@ -174,7 +174,8 @@ async fn start_valid(
             reconnect_cap(config.election_timeout),
             tls.clone(),
         )
-        .with_api_address(config.api_address.clone()),
+        .with_api_address(config.api_address.clone())
+        .with_peer_address(Some(peer_addr.to_string())),
     );
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE_CAPACITY);

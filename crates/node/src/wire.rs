@@ -86,6 +86,12 @@ pub enum Frame {
         /// every start of its directory, new when the directory is new
         /// (see [`crate::storage::incarnation`]).
         directory: DirectoryId,
+        /// Where the dialer's peers reach it, HOST:PORT (its peer listener,
+        /// at most [`MAX_API_ADDRESS_LEN`] bytes; an unspecified IP means
+        /// the IP it connects from). An acceptor whose configuration does
+        /// not name the dialer yet dials it back there when it admits it as
+        /// a guest (see [`crate::transport`]).
+        peer_address: Option<String>,
     },
     /// Acceptor -> dialer: handshake accepted.
     HelloAck {
@@ -200,6 +206,7 @@ mod tests {
                 config: ConfigId { token: tenure_core::FencingToken(u64::MAX), index: u64::MAX },
                 api_address: Some("x".repeat(MAX_API_ADDRESS_LEN)),
                 directory: DirectoryId(u128::MAX),
+                peer_address: None,
             },
             Frame::HelloAck {
                 version: WIRE_VERSION,
@@ -253,16 +260,17 @@ mod tests {
             config: ConfigId { token: tenure_core::FencingToken(4), index: 9 },
             api_address: Some("h:1".into()),
             directory: DirectoryId(0x81),
+            peer_address: None,
         };
         // Frame 0 (Hello), version 9, "c", node 2, node 1, raft (0), 300 as a
         // varint, three voters 1, 2, 3, the configuration 9@4, Some("h:1"),
-        // identity 0x81 as a varint.
+        // identity 0x81 as a varint, no peer address.
         let bytes = encode(&hello);
         assert_eq!(
             &bytes[..],
             [
                 9, 0, 9, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
-                0x81, 0x01
+                0x81, 0x01, 0
             ]
         );
         let ack = Frame::HelloAck {
@@ -284,7 +292,7 @@ mod tests {
         let e = decode(&v8).unwrap_err();
         assert_eq!(e.to_string(), "unsupported wire version 8 (this build speaks 9)");
         // What a node of version 6 sends, without an identity: refused by name.
-        let mut v6 = bytes[..bytes.len() - 2].to_vec();
+        let mut v6 = bytes[..bytes.len() - 3].to_vec();
         (v6[0], v6[2]) = (6, 6);
         let e = decode(&v6).unwrap_err();
         assert!(matches!(e, FrameError::Version(6)), "{e:?}");

@@ -182,6 +182,7 @@ async fn a_forged_higher_incarnation_is_no_death_notice() {
         api_address: None,
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
+        peer_address: None,
     };
     let mut conn = dial_tls(&identity(&c.configs[2]), &c.configs[0]).await.unwrap();
     let answer = handshake(&mut conn, forged).await;

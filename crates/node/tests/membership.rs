@@ -264,3 +264,46 @@ async fn a_wiped_node_is_not_the_member_it_was() {
         .unwrap_or_default();
     assert!(why.contains("data directory"), "{why:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_missed_the_change_that_added_the_leader_catches_up() {
+    let mut m = Members::start().await;
+    m.ready_leader().await;
+    // Node 3 is away while node 4 is added and promoted.
+    m.stop(2).await;
+    m.start_node(3).await;
+    let directory = m.node(3).handle().status().directory;
+    m.change(Change::AddLearner(m.member(3, Some(directory)))).await.unwrap();
+    loop {
+        match m.change(Change::Promote(id(3))).await {
+            Err(ChangeFailure::Refused(ChangeError::Behind(_))) => {
+                tokio::time::sleep(HEARTBEAT).await
+            }
+            other => {
+                other.unwrap();
+                break;
+            }
+        }
+    }
+    // Node 4 leads.
+    let leader = m.ready_leader().await;
+    if leader != 3 {
+        m.node(leader).handle().transfer_leadership(id(3)).await.unwrap();
+    }
+    wait_for("node 4 leads", || (m.leader() == Some(3)).then_some(())).await;
+    m.log(3).propose(b"under node 4".to_vec()).await.unwrap();
+    // Node 3 comes back: its log names neither node 4 nor the change that
+    // added it, yet it hears node 4 (a guest, ahead of it) and catches up.
+    m.start_node(2).await;
+    wait_for("node 3 holds the configuration that names node 4", || {
+        m.log(2).membership().0.members.is_voter(id(3)).then_some(())
+    })
+    .await;
+    wait_for("node 3 follows node 4", || {
+        (m.node(2).handle().status().leader == Some(id(3))).then_some(())
+    })
+    .await;
+    let commit = m.log(3).status().commit;
+    wait_for("node 3 applied everything", || (m.log(2).status().applied >= commit).then_some(()))
+        .await;
+}

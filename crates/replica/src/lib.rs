@@ -32,7 +32,7 @@ pub mod testkit;
 
 pub use entry::{Entry, Index, Payload, Position};
 pub use machine::StateMachine;
-pub use membership::{Change, ChangeError, Member, Members, Membership};
+pub use membership::{Change, ChangeError, Identity, Member, Members, Membership};
 pub use message::{ReplicaMessage, SnapshotChunk};
 pub use output::{Completion, LogOp, Output, ProposalError, ProposalId, ReadError, ReadId};
 pub use replica::{

@@ -174,11 +174,25 @@ impl Membership {
     /// removes, and whether `me` stands: as a voter, or as the removed
     /// member while the entry is not known to be committed (`commit`, this
     /// node's commit index), to commit its own removal.
-    pub fn electorate(&self, me: NodeId, previous: Option<&Members>, commit: Index) -> Electorate {
+    ///
+    /// `me` is this node as an identity ([`Identity`]): a node whose disk
+    /// was wiped and that came back under its id is not the member an entry
+    /// naming its old directory names, even while it replays the old
+    /// configurations: it does not stand and grants no support
+    /// ([`Electorate::member`]).
+    pub fn electorate(
+        &self,
+        me: Identity,
+        previous: Option<&Members>,
+        commit: Index,
+    ) -> Electorate {
         let departing: Vec<NodeId> = previous
             .map(|p| p.all().map(|m| m.id).filter(|&id| self.members.get(id).is_none()).collect())
             .unwrap_or_default();
         let committed = self.at.index <= commit;
+        let named = |ms: &Members| ms.get(me.id).is_some_and(|m| me.is(m));
+        let voter = self.members.voters.iter().any(|m| m.id == me.id && me.is(m));
+        let leaving = departing.contains(&me.id) && previous.is_some_and(named);
         Electorate {
             id: ConfigId { token: self.at.token, index: self.at.index },
             // At least the configuration's own; the replica gives the token
@@ -186,9 +200,39 @@ impl Membership {
             last_token: self.at.token,
             voters: self.members.voter_ids().collect(),
             learners: self.members.learners.iter().map(|m| m.id).collect(),
-            stands: self.members.is_voter(me) || (departing.contains(&me) && !committed),
+            stands: voter || (leaving && !committed),
+            member: named(&self.members) || leaving,
             departing,
         }
+    }
+}
+
+/// A node as a configuration names it: its id and its data directory's
+/// identity. An entry of its id names it if the entry names no directory
+/// (the bootstrap list, or a member added before its directory was known;
+/// a leader names every member's directory it knows when it writes a
+/// configuration) or names this one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Identity {
+    /// The node id.
+    pub id: NodeId,
+    /// Its data directory's identity, when known.
+    pub directory: Option<DirectoryId>,
+}
+
+impl Identity {
+    /// A node known by its id alone.
+    pub fn of(id: NodeId) -> Identity {
+        Identity { id, directory: None }
+    }
+
+    /// Whether `member` (an entry of this node's id) names this node.
+    pub fn is(&self, member: &Member) -> bool {
+        member.id == self.id
+            && match (member.directory, self.directory) {
+                (Some(named), Some(mine)) => named == mine,
+                _ => true,
+            }
     }
 }
 
@@ -324,25 +368,33 @@ mod tests {
     fn the_electorate_names_who_counts_who_follows_and_who_stands() {
         let three = Members::bootstrap(&[NodeId(1), NodeId(2), NodeId(3)]);
         let boot = Membership::bootstrap(&[NodeId(1), NodeId(2), NodeId(3)]);
-        let e = boot.electorate(NodeId(2), None, 0);
+        let e = boot.electorate(Identity::of(NodeId(2)), None, 0);
         assert_eq!(e.id, ConfigId::BOOTSTRAP);
         assert!(e.stands && e.departing.is_empty() && e.learners.is_empty());
         let with_four = three.after(&Change::AddLearner(member(4, "d:1"))).unwrap();
         let at = |index| Position { token: tenure_core::FencingToken(2), index };
         let m = Membership { at: at(7), members: with_four.clone() };
-        let e = m.electorate(NodeId(4), Some(&three), 0);
+        let e = m.electorate(Identity::of(NodeId(4)), Some(&three), 0);
         assert_eq!(e.learners, [NodeId(4)]);
         assert!(!e.stands, "a learner never stands");
         assert_eq!(e.id, ConfigId { token: tenure_core::FencingToken(2), index: 7 });
         // Node 1 removed: it stands until it knows the removal committed.
         let without_one = with_four.after(&Change::Remove(NodeId(1))).unwrap();
         let m = Membership { at: at(9), members: without_one };
-        let e = m.electorate(NodeId(1), Some(&with_four), 8);
+        let e = m.electorate(Identity::of(NodeId(1)), Some(&with_four), 8);
         assert_eq!(e.departing, [NodeId(1)]);
         assert!(e.stands && !e.is_voter(NodeId(1)));
-        assert!(!m.electorate(NodeId(1), Some(&with_four), 9).stands);
-        assert!(m.electorate(NodeId(2), Some(&with_four), 9).stands);
-        assert!(m.electorate(NodeId(2), None, 9).departing.is_empty());
+        assert!(!m.electorate(Identity::of(NodeId(1)), Some(&with_four), 9).stands);
+        assert!(m.electorate(Identity::of(NodeId(2)), Some(&with_four), 9).stands);
+        assert!(m.electorate(Identity::of(NodeId(2)), None, 9).departing.is_empty());
+        // Node 4 wiped and back under its id (another directory): not the
+        // learner the entry names.
+        let m = Membership { at: at(7), members: with_four };
+        let wiped = Identity { id: NodeId(4), directory: Some(DirectoryId(40)) };
+        let e = m.electorate(wiped, Some(&three), 0);
+        assert!(!e.member && !e.stands);
+        let same = Identity { id: NodeId(4), directory: Some(DirectoryId(4)) };
+        assert!(m.electorate(same, Some(&three), 0).member);
     }
 
     #[test]

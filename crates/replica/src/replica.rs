@@ -5,18 +5,22 @@
 use crate::entry::{Entry, Index, Payload, Position};
 use crate::log::Log;
 use crate::machine::StateMachine;
-use crate::membership::{Change, ChangeError, Members, Membership};
+use crate::membership::{Change, ChangeError, Identity, Members, Membership};
 use crate::message::{ReplicaMessage, SnapshotChunk};
 use crate::output::{Completion, LogOp, Output, ProposalError, ProposalId, ReadError, ReadId};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tenure_core::{Electorate, FencingToken, Instant, NodeId};
+use tenure_core::{DirectoryId, Electorate, FencingToken, Instant, NodeId};
 
 /// Settings of one node's replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     /// This node.
     pub id: NodeId,
+    /// This node's data directory's identity, when known: an entry of this
+    /// node's id that names another directory does not name this node
+    /// ([`crate::Identity`]).
+    pub directory: Option<DirectoryId>,
     /// The bootstrap voters: the configuration until the log (or its
     /// snapshot) holds one of its own ([`crate::Membership`]). Every node of a
     /// cluster bootstraps with the same list.
@@ -75,6 +79,7 @@ impl Config {
     pub fn new(id: NodeId, voters: Vec<NodeId>, heartbeat_interval: Duration) -> Self {
         Config {
             id,
+            directory: None,
             voters,
             addresses: Vec::new(),
             auto_promote_after: None,
@@ -294,6 +299,10 @@ pub struct Replica<S> {
     refused: u64,
     /// Learners this node promoted as leader on its own.
     auto_promotions: u64,
+    /// The data directories of members this node knows (its own, its
+    /// peers' from their handshakes), named in the configurations it
+    /// writes as leader ([`Replica::note_directories`]).
+    known_directories: BTreeMap<NodeId, DirectoryId>,
     out: Output,
 }
 
@@ -301,6 +310,7 @@ impl<S: StateMachine> Replica<S> {
     /// A replica from what the durable log held, applying its snapshot (if
     /// any) to `sm`. It starts as a follower of nobody.
     pub fn new(cfg: Config, restored: Restored, mut sm: S) -> Result<Self, RestoreError> {
+        let cfg_directory = cfg.directory.map(|d| (cfg.id, d));
         let base = restored.snapshot.as_ref().map_or(Position::ZERO, |(p, _)| *p);
         if let Some((_, data)) = &restored.snapshot {
             sm.restore(data).map_err(RestoreError::Snapshot)?;
@@ -329,6 +339,7 @@ impl<S: StateMachine> Replica<S> {
             next_id: 1,
             refused: 0,
             auto_promotions: 0,
+            known_directories: cfg_directory.into_iter().collect(),
             out: Output::default(),
         };
         replica.reported_electorate = replica.electorate();
@@ -452,12 +463,24 @@ impl<S: StateMachine> Replica<S> {
         self.log.previous_membership()
     }
 
+    /// Notes the data directories of members as this node knows them (its
+    /// peers', from their handshakes): a configuration this node writes as
+    /// leader names them for the members whose entries name none yet. Not
+    /// an input: nothing is output.
+    pub fn note_directories(&mut self, known: impl IntoIterator<Item = (NodeId, DirectoryId)>) {
+        self.known_directories.extend(known);
+        if let Some(d) = self.cfg.directory {
+            self.known_directories.insert(self.cfg.id, d);
+        }
+    }
+
     /// What this node's elector counts over now
     /// ([`Membership::electorate`]): give it to the elector at start, and
     /// again whenever an output carries a new one.
     pub fn electorate(&self) -> Electorate {
         let previous = self.log.previous_membership().map(|p| &p.members);
-        let mut e = self.log.membership().electorate(self.cfg.id, previous, self.commit);
+        let me = Identity { id: self.cfg.id, directory: self.cfg.directory };
+        let mut e = self.log.membership().electorate(me, previous, self.commit);
         e.last_token = self.log.last().token;
         e
     }
@@ -564,7 +587,15 @@ impl<S: StateMachine> Replica<S> {
                 }
             }
         }
-        let next = base.after(change)?;
+        // And every member's data directory this node knows (its peers'
+        // from their handshakes), so that a node whose disk is wiped later
+        // is refused as the member it was.
+        let mut next = base.after(change)?;
+        for m in next.voters.iter_mut().chain(next.learners.iter_mut()) {
+            if m.directory.is_none() {
+                m.directory = self.known_directories.get(&m.id).copied();
+            }
+        }
         if let Change::Promote(id) = change {
             // Within a heartbeat of writes: under a steady stream of them a
             // learner is always a few entries behind the newest commit.

@@ -12,6 +12,10 @@
 //!    leads by its own clock, and a node that handles an input while leading
 //!    holds the highest leader term seen so far;
 //! 6. `liveness`: after healing, a stable leader within the stated bound.
+//!
+//! Changes of members (`--scenario membership`) add three checks, made by
+//! [`crate::membership::MembershipChecks`] and reported here: `config-chain`,
+//! `same-config-per-index` and `membership-convergence`.
 
 use serde::Serialize;
 use std::collections::HashMap;
@@ -60,6 +64,21 @@ pub enum Check {
     /// Application elections: after healing, a name with a live candidate
     /// and no holder.
     ElectionStarvation,
+    /// Changes of members: a committed configuration that does not differ
+    /// from the one before it in the log by exactly one change.
+    ConfigChain,
+    /// Changes of members: two nodes committed the same log index under
+    /// different configurations (or one configuration entry with two
+    /// contents).
+    SameConfigPerIndex,
+    /// Changes of members: after healing, no leader among the voters of
+    /// the configuration in force, or a running member whose replica holds
+    /// another configuration.
+    MembershipConvergence,
+    /// Changes of members: a leader elected with the vote of a node whose
+    /// data was wiped since its configuration named it (the node that came
+    /// back counted as the voter it was).
+    MistakenIdentity,
 }
 
 impl fmt::Display for Check {
@@ -80,6 +99,10 @@ impl fmt::Display for Check {
             Check::ElectionOverlap => "election-overlap",
             Check::ElectionToken => "election-token",
             Check::ElectionStarvation => "election-starvation",
+            Check::ConfigChain => "config-chain",
+            Check::SameConfigPerIndex => "same-config-per-index",
+            Check::MembershipConvergence => "membership-convergence",
+            Check::MistakenIdentity => "mistaken-identity",
         })
     }
 }
@@ -116,8 +139,11 @@ pub struct Checker {
     seed: u64,
     /// Term -> the node that became leader in it.
     leader_of_term: HashMap<u64, NodeId>,
-    /// (voter, term) -> the candidate it voted for.
-    votes: HashMap<(NodeId, u64), NodeId>,
+    /// (voter, its identity, term) -> the candidate it voted for.
+    votes: HashMap<(NodeId, u64, u64), NodeId>,
+    /// Per node id: how many times its data was wiped (a wiped node that
+    /// comes back is another voter, whose votes are its own).
+    identity: HashMap<NodeId, u64>,
     /// Per node (index): the highest durable term written.
     durable_term: Vec<Term>,
     /// Per node: the highest term seen in memory during the current incarnation.
@@ -139,6 +165,7 @@ impl Checker {
             seed,
             leader_of_term: HashMap::new(),
             votes: HashMap::new(),
+            identity: HashMap::new(),
             durable_term: vec![Term(0); n],
             live_term: vec![Term(0); n],
             last_token: None,
@@ -190,7 +217,8 @@ impl Checker {
         candidate: NodeId,
         how: &str,
     ) {
-        match self.votes.insert((voter, term.0), candidate) {
+        let identity = self.identity.get(&voter).copied().unwrap_or(0);
+        match self.votes.insert((voter, identity, term.0), candidate) {
             Some(prev) if prev != candidate => self.fail(
                 now_ns,
                 Check::OneVotePerTerm,
@@ -249,6 +277,29 @@ impl Checker {
         }
         // Volatile terms that were never written may be lost with the crash.
         self.live_term[idx] = term;
+    }
+
+    /// The votes granted for `candidate` in `term`: each voter with the
+    /// identity it had (how many times its data had been wiped), in order.
+    pub fn votes_for(&self, term: Term, candidate: NodeId) -> Vec<(NodeId, u64)> {
+        let mut v: Vec<(NodeId, u64)> = self
+            .votes
+            .iter()
+            .filter(|(&(_, _, t), &c)| t == term.0 && c == candidate)
+            .map(|(&(voter, identity, _), _)| (voter, identity))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Node `idx` (id `id`), down, lost its data for good (its disk was
+    /// wiped): when it comes back it is a new node that remembers no term
+    /// and no vote, so its terms start again from zero and its votes are
+    /// counted apart from the old node's.
+    pub fn on_wipe(&mut self, idx: usize, id: NodeId) {
+        self.durable_term[idx] = Term(0);
+        self.live_term[idx] = Term(0);
+        *self.identity.entry(id).or_insert(0) += 1;
     }
 
     /// Node `id` became leader of `term` with `token`; `still_leading` lists the
@@ -373,6 +424,20 @@ mod tests {
         c.on_input_as_leader(3, NodeId(1), Term(1));
         assert_eq!(c.violation_count(), 2);
         assert!(c.violations().iter().all(|v| v.check == Check::LeaseOverlap));
+    }
+
+    #[test]
+    fn a_wiped_node_starts_a_new_identity() {
+        let mut c = Checker::new(1, 3);
+        c.on_persist(1, 1, NodeId(2), hs(4, Some(1)));
+        c.on_wipe(1, NodeId(2));
+        c.on_restart(2, 1, NodeId(2), Term(0));
+        c.on_vote_granted(3, NodeId(2), Term(4), NodeId(3));
+        assert_eq!(c.violation_count(), 0, "{:?}", c.violations());
+        // The new identity's own second vote in the term is caught.
+        c.on_vote_granted(4, NodeId(2), Term(4), NodeId(1));
+        assert_eq!(c.violation_count(), 1);
+        assert_eq!(c.violations()[0].check, Check::OneVotePerTerm);
     }
 
     #[test]

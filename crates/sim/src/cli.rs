@@ -6,6 +6,7 @@ use crate::forger::{
     ForgedCounts, ForgerSpec, Promise, DEFAULT_FORGED_FRAMES_PER_SECOND,
     MAX_FORGED_FRAMES_PER_SECOND,
 };
+use crate::membership::{MembershipSpec, MembershipStats};
 use crate::params::Params;
 use crate::report::Report;
 use crate::scenario::{self, ForgerUse, Scenario, SpyUse, WorkloadUse, SCENARIOS};
@@ -27,7 +28,8 @@ pub struct SimArgs {
     /// `compare`: every protocol through every scenario, one table.
     #[command(subcommand)]
     pub command: Option<SimCommand>,
-    /// Cluster size (scenarios that fix their size ignore it).
+    /// Cluster size (scenarios that fix their size ignore it; `membership`:
+    /// every node, a majority of them the first voters, the rest spares).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=15))]
     pub nodes: u64,
     /// Number of runs (seeds start-seed, start-seed + 1, ...).
@@ -72,7 +74,8 @@ pub struct SimArgs {
     /// key-value store written and read by clients, its history checked
     /// for linearizability; `elect`, application sessions and named
     /// elections over that store (and one key-value client), checked for
-    /// overlapping holders, fencing tokens and starved candidates.
+    /// overlapping holders, fencing tokens and starved candidates. The
+    /// `membership` scenario changes members under either (kv unless given).
     #[arg(long, value_name = "WORKLOAD")]
     pub workload: Option<WorkloadSpec>,
     /// Spies that report crashed nodes dead (death notices), for `spy`
@@ -82,6 +85,10 @@ pub struct SimArgs {
     /// likely) or `off`.
     #[arg(long, value_name = "SPIES")]
     pub spies: Option<SpyChoice>,
+    /// `membership` only: wiped nodes stay down for good (by default most
+    /// come back under their ids, as joining spares).
+    #[arg(long)]
+    pub no_rejoin: bool,
 }
 
 /// Subcommands of `tenure sim`.
@@ -128,6 +135,9 @@ struct JsonReport {
     /// What the application elections did, when they ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     app_elections: Option<ElectStats>,
+    /// What the changes of members did, when they ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    membership: Option<MembershipStats>,
     /// What the spies did, when they watched.
     #[serde(skip_serializing_if = "Option::is_none")]
     spies: Option<SpyStats>,
@@ -229,6 +239,14 @@ pub fn run(args: SimArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.no_rejoin {
+        if scenario.name != "membership" {
+            eprintln!("--no-rejoin goes with the membership scenario");
+            return ExitCode::from(2);
+        }
+        let w = params.workload.get_or_insert_with(WorkloadSpec::kv);
+        w.membership = Some(MembershipSpec { rejoin: false });
+    }
     params.spies = match spies_for(&args, scenario) {
         Ok(s) => s,
         Err(e) => {
@@ -385,6 +403,7 @@ fn run_seeds(
         forger: params.forger.as_ref().map(|spec| ForgerReport::new(spec, &agg.forged)),
         workload: agg.workload.clone(),
         app_elections: agg.elect,
+        membership: agg.membership,
         spies: agg.spy,
         sim_seconds: sim_s,
         wall_seconds: wall_s,
@@ -419,6 +438,31 @@ fn print_elections(e: &ElectStats) {
         e.app_cutoffs,
         e.max_overlap_ns,
         e.starved_names
+    );
+}
+
+/// The changes of members' line of the summary.
+fn print_membership(m: &MembershipStats) {
+    println!(
+        "membership in {} runs: {} changes proposed, refused {} behind, {} unhealthy, {} other; \
+         {} committed: {} learners added, {} promotions, {} learners removed, {} voters removed; \
+         {} replacements, {} nodes retired (wiped), {} joined again; \
+         {} messages from wiped directories dropped; at most {} voters",
+        m.runs,
+        m.proposed,
+        m.refused_behind,
+        m.refused_unhealthy,
+        m.refused_other,
+        m.committed,
+        m.learners_added,
+        m.promotions,
+        m.learners_removed,
+        m.voters_removed,
+        m.replacements,
+        m.retirements,
+        m.rejoins,
+        m.stale_directory_drops,
+        m.max_voters
     );
 }
 
@@ -460,6 +504,9 @@ fn replay_command(args: &SimArgs, r: &Report) -> String {
     }
     if let Some(w) = &args.workload {
         cmd.push_str(&format!(" --workload {w}"));
+    }
+    if args.no_rejoin {
+        cmd.push_str(" --no-rejoin");
     }
     if let Some(s) = &args.spies {
         cmd.push_str(&format!(" --spies {s}"));
@@ -557,6 +604,9 @@ fn print_summary(o: &JsonReport) {
     }
     if let Some(e) = &o.app_elections {
         print_elections(e);
+    }
+    if let Some(m) = &o.membership {
+        print_membership(m);
     }
     if let Some(s) = &o.spies {
         print_spies(s, &o.failover_on_notice_ms);

@@ -238,12 +238,12 @@ mod tests {
         let cells: Vec<Cell> =
             compare(&args).into_iter().filter(|c| c.protocol == ProtocolKind::Raft).collect();
         // Every scenario but those that always run a forger or a workload
-        // (hostile, kv, elect).
+        // (hostile, kv, elect, membership).
         let benign = SCENARIOS
             .iter()
             .filter(|s| s.forger != ForgerUse::Always && s.workload != WorkloadUse::Always)
             .count();
-        assert_eq!(benign, SCENARIOS.len() - 3);
+        assert_eq!(benign, SCENARIOS.len() - 4);
         assert_eq!(cells.len(), benign);
         let md = markdown(&cells);
         assert_eq!(md.lines().count(), 2 + benign);

@@ -8,7 +8,10 @@
 //! during a write leaves a prefix of its records on disk. The simulated disk
 //! does the same: each write is pending until its fsync is done; a crash
 //! before then keeps a prefix of the pending records (of every write still
-//! pending, in order), chosen by the caller.
+//! pending, in order), chosen by the caller. A write counts as durable at
+//! the latest when the replica's next output is handled ([`SimDisk::sync_all`]):
+//! the replica took another input by then, and counts every earlier write
+//! durable from then on (its calling contract), so a crash must not tear it.
 
 use std::collections::VecDeque;
 use tenure_core::FencingToken;
@@ -138,6 +141,13 @@ impl SimDisk {
                 self.synced.apply(r);
             }
         }
+    }
+
+    /// Makes every write made so far durable, whatever its fsync time: the
+    /// replica took another input, and its calling contract is that every
+    /// write of its earlier outputs is durable by then.
+    pub fn sync_all(&mut self) {
+        self.settle(u64::MAX);
     }
 
     /// Records still syncing at `now_ns`.

@@ -11,7 +11,8 @@ use crate::workload::Request;
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
 use tenure_core::{
-    Config, Counters, Elector, HardState, Instant, Message, NodeId, Protocol, ProtocolKind,
+    Config, Counters, DirectoryId, Elector, HardState, Instant, Message, NodeId, Protocol,
+    ProtocolKind,
 };
 use tenure_replica::router::Forward;
 use tenure_replica::ReplicaMessage;
@@ -79,6 +80,15 @@ pub struct Host {
     pub kv: Option<KvHost>,
     /// Global times of every crash.
     pub crashes: Vec<u64>,
+    /// The identity of the node's data directory: new after every wipe
+    /// ([`Host::wipe`]).
+    pub directory: DirectoryId,
+    /// Global times the node's data was wiped: what it sent before is from
+    /// another directory, which its peers no longer accept.
+    pub wipes: Vec<u64>,
+    /// Down for good (changes of members: removed, crashed and wiped):
+    /// restarts and healing leave it down until it joins again.
+    pub retired: bool,
 }
 
 /// Mixes the run seed, the node id and its incarnation into one RNG seed
@@ -93,6 +103,13 @@ pub fn node_seed(run_seed: u64, id: NodeId, incarnation: u64) -> u128 {
     (u128::from(z) << 64) | u128::from(z ^ 0x5851_F42D_4C95_7F2D)
 }
 
+/// The identity of node `id`'s data directory after `wipes` wipes: drawn
+/// from the run's seed, never zero (a zero identity is not one).
+pub fn directory_of(run_seed: u64, id: NodeId, wipes: u64) -> DirectoryId {
+    let bits = node_seed(run_seed ^ 0x6469_7265_6374_6f72, id, wipes);
+    DirectoryId(bits.max(1))
+}
+
 impl Host {
     /// A fresh node, running from global time `now_ns`.
     pub fn new(
@@ -102,6 +119,7 @@ impl Host {
         run_seed: u64,
         now_ns: u64,
     ) -> Self {
+        let cfg_id = cfg.id;
         let mut host = Host {
             id: cfg.id,
             protocol,
@@ -121,6 +139,9 @@ impl Host {
             run_seed,
             kv: None,
             crashes: Vec::new(),
+            directory: directory_of(run_seed, cfg_id, 0),
+            wipes: Vec::new(),
+            retired: false,
         };
         host.start(now_ns);
         host
@@ -192,6 +213,28 @@ impl Host {
         debug_assert!(!self.is_up());
         self.incarnation += 1;
         self.start(now_ns);
+    }
+
+    /// True if the node's data was wiped at some time in `[from_ns, until_ns]`.
+    pub fn wiped_within(&self, from_ns: u64, until_ns: u64) -> bool {
+        self.wipes.iter().rev().take_while(|&&w| w >= from_ns).any(|&w| w <= until_ns)
+    }
+
+    /// The node, down, loses its data for good: its durable state and its
+    /// log are gone and its data directory gets a new identity. It stays
+    /// down ([`Host::retired`]) until it joins again with `cfg` (the
+    /// settings of a node that joins a running cluster).
+    pub fn wipe(&mut self, now_ns: u64, cfg: Config) {
+        debug_assert!(!self.is_up());
+        self.durable = HardState::default();
+        self.wipes.push(now_ns);
+        self.directory = directory_of(self.run_seed, self.id, self.wipes.len() as u64);
+        self.retired = true;
+        self.cfg = cfg;
+        if let Some(kv) = self.kv.as_mut() {
+            kv.disk = Default::default();
+            kv.synced_at = 0;
+        }
     }
 
     /// Counters summed over every incarnation.

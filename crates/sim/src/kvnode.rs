@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use tenure_core::{FencingToken, NodeId};
 use tenure_kv::{Command, LeaseId, LeaseKeeper, Response, Store};
 use tenure_replica::router::{CallerId, Router};
-use tenure_replica::{Position, ProposalId, ReadId, Replica, StateMachine};
+use tenure_replica::{Change, Position, ProposalId, ReadId, Replica, StateMachine};
 
 /// The store as the simulator runs it: the real one, unless a test plants
 /// a bug ([`PlantedBug`]).
@@ -93,6 +93,16 @@ pub struct KvHost {
     pub elect_reads: BTreeMap<ReadId, (Tag, ElectRead)>,
     /// Expiries this node proposed as leader, in flight.
     pub expiries: BTreeMap<ProposalId, LeaseId>,
+    /// Changes of members this node proposed as leader, in flight.
+    pub changes: BTreeMap<ProposalId, Change>,
+    /// Bumped whenever the replica is (re)built: an electorate of an
+    /// earlier replica, still on its way to the elector, is dropped.
+    pub electorate_epoch: u64,
+    /// The last electorate the replica's outputs carried, numbered.
+    pub electorate_seq: u64,
+    /// The number of the last electorate handed to the elector: an older
+    /// one arriving later is dropped (a newer one was handed).
+    pub electorate_handed: u64,
 }
 
 /// What an application-election request waiting for a read round asks.
@@ -123,5 +133,6 @@ impl KvHost {
         self.keeper.follow();
         self.elect_reads.clear();
         self.expiries.clear();
+        self.changes.clear();
     }
 }

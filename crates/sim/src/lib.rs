@@ -26,7 +26,11 @@
 //! * the application elections (`--workload elect`, scenario `elect`):
 //!   sessions and named elections of app clients over that store, the
 //!   nodes' lease keepers, and their checkers ([`elect`]), and what
-//!   became of the stale expiries ([`elect_stale`]).
+//!   became of the stale expiries ([`elect_stale`]);
+//! * the changes of members (scenario `membership`): spare nodes, a driver
+//!   that adds, promotes, removes and replaces members under every fault,
+//!   the electorate handed from each replica to its elector, and the
+//!   checks of the configurations the logs commit ([`membership`]).
 #![warn(missing_docs)]
 
 pub mod bounds;
@@ -45,6 +49,7 @@ pub mod hostile;
 pub mod kvcheck;
 pub mod kvnode;
 pub mod linearizability;
+pub mod membership;
 pub mod network;
 pub mod params;
 pub mod report;

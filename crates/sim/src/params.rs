@@ -53,7 +53,9 @@ impl Params {
         }
     }
 
-    /// The simulator configuration for `nodes` nodes.
+    /// The simulator configuration for `nodes` nodes (with changes of
+    /// members, a majority of them are the bootstrap voters, the rest
+    /// spares: [`crate::membership::initial_voters`]).
     pub fn sim_config(&self, nodes: usize) -> SimConfig {
         let mut c = SimConfig::new(nodes);
         c.heartbeat = self.heartbeat;
@@ -61,6 +63,9 @@ impl Params {
         c.trace = self.trace;
         c.protocol = self.protocol;
         c.workload = self.workload.clone();
+        if self.workload.as_ref().is_some_and(|w| w.membership.is_some()) {
+            c.voters = crate::membership::initial_voters(nodes);
+        }
         c
     }
 }

@@ -21,13 +21,15 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 use tenure_core::contract::{self, Driver, WriteFailed};
 use tenure_core::{
-    Config, Event, HardState, Instant, Message, NodeId, Output, Protocol, ProtocolKind, Role, Term,
+    Config, Electorate, Event, HardState, Instant, Message, NodeId, Output, Protocol, ProtocolKind,
+    Role, Term,
 };
 use tenure_replica::router::Forward;
 use tenure_replica::ReplicaMessage;
 
 mod elect;
 mod kv;
+mod membership;
 pub use kv::KvStats;
 
 /// Events the queue may hold at once; more means a runaway feedback loop.
@@ -45,8 +47,12 @@ const MAX_CLOCK_OFFSET_NS: u64 = 1_000_000_000_000;
 /// How to build a simulated cluster.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
-    /// Cluster size.
+    /// Cluster size: the nodes (machines) of the run.
     pub nodes: usize,
+    /// The bootstrap voters: nodes 1 to `voters` (all of them unless the
+    /// run changes members; the others are spares, see
+    /// [`crate::membership`]).
+    pub voters: usize,
     /// Leader heartbeat interval.
     pub heartbeat: Duration,
     /// Election timeout.
@@ -71,6 +77,7 @@ impl SimConfig {
     pub fn new(nodes: usize) -> Self {
         SimConfig {
             nodes,
+            voters: nodes,
             heartbeat: Duration::from_millis(100),
             election_timeout: Duration::from_millis(1000),
             clock_drift: true,
@@ -82,10 +89,15 @@ impl SimConfig {
         }
     }
 
-    /// The core configuration of node `id`.
+    /// The core configuration of node `id`: the bootstrap voters, which
+    /// do not hold `id` when it is a spare.
     pub fn core_config(&self, id: NodeId) -> Config {
-        let voters = (1..=self.nodes as u64).map(NodeId).collect();
-        Config::new(id, voters, self.heartbeat, self.election_timeout)
+        Config::new(id, self.bootstrap(), self.heartbeat, self.election_timeout)
+    }
+
+    /// The bootstrap voters, in order.
+    pub fn bootstrap(&self) -> Vec<NodeId> {
+        (1..=self.voters.clamp(1, self.nodes) as u64).map(NodeId).collect()
     }
 }
 
@@ -152,6 +164,16 @@ enum SimEvent {
         from: NodeId,
         msg: Message,
         from_bystander: bool,
+    },
+    /// The log write of a replica output of node index `node` is durable:
+    /// the electorate it carried goes to the elector before its messages
+    /// leave (stale unless `epoch` is still the replica's, and dropped if
+    /// a newer one, `seq` higher, was handed already).
+    Electorate {
+        node: usize,
+        epoch: u64,
+        seq: u64,
+        electorate: Electorate,
     },
 }
 
@@ -274,6 +296,9 @@ pub struct Sim {
     spies: Option<Spies>,
     /// How the spies reported the latest crash.
     last_spy_report: Option<SpyReport>,
+    /// The configuration the liveness and failover bounds are computed
+    /// from: every node a voter.
+    bound_cfg: Config,
 }
 
 impl Sim {
@@ -286,8 +311,12 @@ impl Sim {
         for i in 0..cfg.nodes {
             let id = NodeId(i as u64 + 1);
             let core = cfg.core_config(id);
-            core.validate_for(cfg.protocol)
-                .expect("the simulator's core configuration must be valid");
+            let valid = if core.voters.contains(&id) {
+                core.validate_for(cfg.protocol)
+            } else {
+                core.validate_settings_for(cfg.protocol)
+            };
+            valid.expect("the simulator's core configuration must be valid");
             let clock = if cfg.clock_drift {
                 NodeClock::new(rng.gen_range(0..MAX_CLOCK_OFFSET_NS), rng.gen_range(-drift..=drift))
             } else {
@@ -295,8 +324,15 @@ impl Sim {
             };
             hosts.push(Host::new(cfg.protocol, core, clock, seed, 0));
         }
+        // The bounds count every node as a voter: with changes of members
+        // any of them may be one.
+        let bound_cfg = Config {
+            voters: (1..=cfg.nodes as u64).map(NodeId).collect(),
+            ..cfg.core_config(NodeId(1))
+        };
         let mut sim = Sim {
             seed,
+            bound_cfg,
             net: Network::new(cfg.nodes, cfg.link),
             cfg,
             now: 0,
@@ -426,6 +462,9 @@ impl Sim {
                 if self.hosts[from].last_crash_ns.is_some_and(|c| c >= sent_ns && c < departs_ns) {
                     return;
                 }
+                if self.sender_wiped(from, sent_ns) || self.identity_refused(from, to) {
+                    return;
+                }
                 let from_id = self.hosts[from].id;
                 self.arrive(to, Inbound::Elector(from_id, msg));
             }
@@ -465,6 +504,9 @@ impl Sim {
                 self.deliver_forged(to, from, msg, from_bystander)
             }
             SimEvent::SpyReport { about, incarnation } => self.spy_reports(about, incarnation),
+            SimEvent::Electorate { node, epoch, seq, electorate } => {
+                self.electorate_arrives(node, epoch, seq, electorate)
+            }
             SimEvent::Notice { about, incarnation, to } => {
                 if self.net.is_blocked(about, to) {
                     return;
@@ -544,6 +586,16 @@ impl Sim {
 
     /// Handles the node's output per the calling contract, then re-arms its timer.
     fn drain(&mut self, i: usize) {
+        self.drain_elector(i);
+        if self.hosts[i].kv.is_some() {
+            self.drive_replica(i);
+        }
+        self.rearm(i);
+    }
+
+    /// Handles the elector's output per the calling contract (persist, then
+    /// send, then events), and nothing else.
+    fn drain_elector(&mut self, i: usize) {
         /// The simulator's side of the calling contract for host `i`.
         struct Io<'a> {
             sim: &'a mut Sim,
@@ -596,10 +648,6 @@ impl Sim {
         contract::drain(&mut Io { sim: self, i, id, now, departs: now }, local);
         let term = self.hosts[i].elector().expect("running").hard_state().term;
         self.checker.on_term(now, i, id, term);
-        if self.hosts[i].kv.is_some() {
-            self.drive_replica(i);
-        }
-        self.rearm(i);
     }
 
     fn rearm(&mut self, i: usize) {
@@ -657,6 +705,40 @@ impl Sim {
         }
     }
 
+    /// True if node index `from` lost its data since `sent_ns`: what it
+    /// sent before came from a data directory that is no more, which its
+    /// peers no longer accept (a real node names its directory at the
+    /// peer handshake).
+    fn sender_wiped(&mut self, from: usize, sent_ns: u64) -> bool {
+        let wiped = self.hosts[from].wiped_within(sent_ns, self.now);
+        if wiped {
+            if let Some(m) = self.kv.as_mut().and_then(|k| k.members.as_mut()) {
+                m.operator.stats.stale_directory_drops += 1;
+            }
+        }
+        wiped
+    }
+
+    /// True if the connection from node index `from` to `to` would be
+    /// refused at its handshake for the data directories: the configuration
+    /// either one's log holds names the other with another directory than
+    /// the one it has now (a wiped node is not the member it was; a real
+    /// node checks it at the peer handshake, both ways).
+    pub(super) fn identity_refused(&self, from: usize, to: usize) -> bool {
+        let names_another = |r: usize, x: usize| {
+            let Some(rep) = self.hosts[r].kv.as_ref().and_then(|kv| kv.replica.as_ref()) else {
+                return false;
+            };
+            let x = &self.hosts[x];
+            rep.membership()
+                .members
+                .get(x.id)
+                .and_then(|m| m.directory)
+                .is_some_and(|d| d != x.directory)
+        };
+        names_another(to, from) || names_another(from, to)
+    }
+
     fn index_of(&self, id: NodeId) -> Option<usize> {
         let i = usize::try_from(id.0).ok()?.checked_sub(1)?;
         (i < self.hosts.len()).then_some(i)
@@ -695,6 +777,9 @@ impl Sim {
             .collect();
         let token = self.hosts[i].elector().and_then(|e| e.status().fencing_token).map(|t| t.0);
         self.checker.on_become_leader(now, id, term, token, &still_leading);
+        for what in self.mistaken_votes(i, term) {
+            self.checker.fail(now, Check::MistakenIdentity, what);
+        }
         self.stats.leader_terms.insert(term.0);
         if self.leader_log.len() < MAX_LEADER_LOG {
             self.leader_log.push(LeaderRecord { time_ns: now, node: id, term });
@@ -958,8 +1043,14 @@ impl Sim {
             return None;
         }
         let lid = self.hosts[l].id;
+        let electorate = self.hosts[l].elector().map(|e| e.electorate())?;
+        // Only the members of the leader's configuration follow it (all
+        // nodes, unless the run changes members).
         let agree = (0..self.hosts.len()).filter(|&y| y != l).all(|y| {
             let h = &self.hosts[y];
+            if !electorate.is_member(h.id) {
+                return true;
+            }
             let connected = !self.net.is_blocked(l, y) && !self.net.is_blocked(y, l);
             match h.elector() {
                 Some(e) if connected && !h.paused => e.status().leader == Some(lid),
@@ -1029,7 +1120,7 @@ impl Sim {
     fn bound_inputs(&self) -> BoundInputs<'_> {
         BoundInputs {
             protocol: self.cfg.protocol,
-            cfg: &self.hosts[0].cfg,
+            cfg: &self.bound_cfg,
             max_rtt_ns: self.max_rtt_ns(),
         }
     }
@@ -1052,12 +1143,12 @@ impl Sim {
 
     /// How long a stable leader must stay for the liveness check to pass.
     pub fn stability_window(&self) -> Duration {
-        self.hosts[0].cfg.election_timeout * 5
+        self.bound_cfg.election_timeout * 5
     }
 
     // ---- Faults ----
 
-    fn trace_fault(&self, what: &str) {
+    pub(crate) fn trace_fault(&self, what: &str) {
         if self.cfg.trace {
             eprintln!("{:>12.3} FAULT {what}", self.now as f64 / 1e6);
         }
@@ -1089,9 +1180,10 @@ impl Sim {
         self.spy_on_crash(i);
     }
 
-    /// Restarts node `i` from its durable state (no-op if it is up).
+    /// Restarts node `i` from its durable state (no-op if it is up, or
+    /// retired: removed and wiped, see [`crate::membership`]).
     pub fn restart(&mut self, i: usize) {
-        if self.hosts[i].is_up() {
+        if self.hosts[i].is_up() || self.hosts[i].retired {
             return;
         }
         self.trace_fault(&format!("restart n{}", i + 1));

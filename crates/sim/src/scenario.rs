@@ -274,6 +274,16 @@ pub const SCENARIOS: &[Scenario] = &[
         spies: SpyUse::Optional,
         run: vopr::run_elect,
     },
+    Scenario {
+        name: "membership",
+        description: "random faults under a key-value workload (or --workload elect) while members are added, promoted, removed and replaced, removed nodes wiped and brought back (--nodes: all nodes, a majority of them the first voters): linearizable history, one change per committed configuration, the same configuration at each committed index, convergence after healing",
+        fixed_nodes: None,
+        not_promised: &[],
+        forger: ForgerUse::Never,
+        workload: WorkloadUse::Always,
+        spies: SpyUse::Optional,
+        run: vopr::run_membership,
+    },
 ];
 
 /// The scenario called `name`.

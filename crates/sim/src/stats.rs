@@ -1,6 +1,7 @@
 //! Per-run statistics and their aggregate over many runs (the `--json` report).
 
 use crate::forger::ForgedCounts;
+use crate::membership::MembershipStats;
 use crate::spy::SpyStats;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -39,6 +40,8 @@ pub struct RunStats {
     pub workload: Option<WorkloadStats>,
     /// The application elections' figures, when they ran.
     pub elect: Option<ElectStats>,
+    /// The changes of members' figures, when they ran.
+    pub membership: Option<MembershipStats>,
 }
 
 /// What the application elections did (`--workload elect`; summed over
@@ -246,6 +249,8 @@ pub struct Aggregate {
     pub workload: Option<WorkloadStats>,
     /// The application elections' figures summed over runs, when they ran.
     pub elect: Option<ElectStats>,
+    /// The changes of members' figures summed over runs, when they ran.
+    pub membership: Option<MembershipStats>,
 }
 
 impl Aggregate {
@@ -271,6 +276,9 @@ impl Aggregate {
         }
         if let Some(e) = &s.elect {
             self.elect.get_or_insert_with(ElectStats::default).add(e);
+        }
+        if let Some(m) = &s.membership {
+            self.membership.get_or_insert_with(MembershipStats::default).add(m);
         }
     }
 

@@ -20,6 +20,7 @@
 
 use crate::checker::Check;
 use crate::expect::Expect;
+use crate::membership::MembershipSpec;
 use crate::network::{LinkParams, NS_PER_MS};
 use crate::params::Params;
 use crate::report::Report;
@@ -79,6 +80,15 @@ pub fn run_elect(p: &Params) -> Report {
     run_named(&p, "elect")
 }
 
+/// Runs one random run with changes of members (the key-value workload
+/// unless `p` names one): scenario `membership` (see [`crate::membership`]).
+pub fn run_membership(p: &Params) -> Report {
+    let mut p = p.clone();
+    let w = p.workload.get_or_insert_with(WorkloadSpec::kv);
+    w.membership.get_or_insert_with(MembershipSpec::default);
+    run_named(&p, "membership")
+}
+
 fn run_named(p: &Params, name: &'static str) -> Report {
     let mut cfg = p.sim_config(p.nodes);
     // Fsync from instant to 5 ms, drawn from the seed like everything else.
@@ -121,11 +131,11 @@ fn safety_phase(sim: &mut Sim, p: &Params, end_ns: u64) {
         // Undo what is due on the way, in time order.
         undos.sort_by_key(|u| u.0);
         while let Some(&(t, undo)) = undos.first().filter(|u| u.0 <= next) {
-            sim.run_until(t);
+            advance(sim, t);
             apply_undo(sim, undo);
             undos.remove(0);
         }
-        sim.run_until(next);
+        advance(sim, next);
         if sim.now_ns() >= end_ns {
             break;
         }
@@ -137,6 +147,16 @@ fn safety_phase(sim: &mut Sim, p: &Params, end_ns: u64) {
             }
         }
     }
+}
+
+/// Runs `sim` until `t_ns`; when the run changes members, the operator
+/// looks at the cluster on the way, at its own times.
+fn advance(sim: &mut Sim, t_ns: u64) {
+    while let Some(tick) = sim.next_operator_tick().filter(|&k| k <= t_ns) {
+        sim.run_until(tick);
+        sim.operate();
+    }
+    sim.run_until(t_ns);
 }
 
 fn apply_undo(sim: &mut Sim, undo: Undo) {
@@ -299,6 +319,15 @@ fn random_link(sim: &mut Sim, p: &Params) -> LinkParams {
     }
 }
 
+/// The indices of the voters: every node, unless the run changes members;
+/// then the voters of the newest configuration a replica knows committed.
+fn voter_indices(sim: &Sim) -> Vec<usize> {
+    match sim.converging_voters() {
+        None => (0..sim.len()).collect(),
+        Some(voters) => (0..sim.len()).filter(|&i| voters.contains(&sim.host(i).id)).collect(),
+    }
+}
+
 /// Heals everything, then requires convergence: by `healed + liveness_bound`
 /// a stable leader must appear that then stays — same node, same term, still
 /// stable, nobody else elected — for the stability window. A leadership that
@@ -307,13 +336,19 @@ fn random_link(sim: &mut Sim, p: &Params) -> LinkParams {
 pub(crate) fn liveness_phase(sim: &mut Sim) {
     sim.heal_all();
     if sim.rng().gen_bool(HEAL_MAJORITY_ONLY) {
-        // Heal only a majority: a random minority stays down.
-        let n = sim.len();
-        let down = sim.rng().gen_range(0..=(n - 1) / 2);
-        let mut order: Vec<usize> = (0..n).collect();
-        order.shuffle(sim.rng());
-        for &i in &order[..down] {
-            sim.crash(i);
+        // Heal only a majority: a random minority of the voters stays down.
+        let mut order = voter_indices(sim);
+        let n = order.len();
+        if n > 0 {
+            let down = sim.rng().gen_range(0..=(n - 1) / 2);
+            order.shuffle(sim.rng());
+            sim.trace_fault(&format!(
+                "heal only a majority of the voters {:?}: {down} stay down",
+                order.iter().map(|i| i + 1).collect::<Vec<_>>()
+            ));
+            for &i in &order[..down] {
+                sim.crash(i);
+            }
         }
     }
     let healed_at = sim.now_ns();
@@ -325,10 +360,11 @@ pub(crate) fn liveness_phase(sim: &mut Sim) {
         let remaining = Duration::from_nanos(deadline.saturating_sub(sim.now_ns()));
         let Some((l, since)) = sim.wait_for_stable_leader(remaining) else {
             let desc = format!(
-                "no stable leader within {:.0} ms of healing (leaders {:?}, terms {:?})",
+                "no stable leader within {:.0} ms of healing (leaders {:?}, terms {:?}){}",
                 bound.as_secs_f64() * 1e3,
                 sim.leaders().iter().map(|i| i + 1).collect::<Vec<_>>(),
-                (0..sim.len()).map(|i| sim.term_of(i).0).collect::<Vec<_>>()
+                (0..sim.len()).map(|i| sim.term_of(i).0).collect::<Vec<_>>(),
+                if sim.membership_runs() { sim.unfollowed() } else { String::new() }
             );
             sim.checker.fail(sim.now_ns(), Check::Liveness, desc);
             return;

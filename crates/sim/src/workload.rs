@@ -21,6 +21,7 @@
 //! wake me at) that the simulator turns into events.
 
 use crate::elect_spec::ElectSpec;
+use crate::membership::MembershipSpec;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
@@ -67,6 +68,45 @@ pub enum PlantedBug {
     /// leader commits it, with the answer its own store would give (the
     /// write still goes to the leader).
     EarlyForwardAck,
+    /// Changes of members: the driver never hands the log's configuration
+    /// to the elector (`Protocol::handle_electorate`), which counts over
+    /// the bootstrap voters for ever.
+    ElectorateNever,
+    /// Changes of members: the driver hands an output's configuration to
+    /// the elector only an election timeout after the output's messages
+    /// left (an acknowledgement of the entry precedes the elector's use of
+    /// it).
+    ElectorateLate,
+    /// Changes of members: the log store writes a snapshot without the
+    /// configuration in force at its last entry, which a restart then
+    /// reads back as the bootstrap list (as a snapshot file of the format
+    /// before configurations, `TNRSNAP1`, is read).
+    SnapshotForgetsMembers,
+    /// Changes of members: the log store's replay reads configuration
+    /// entries back as no-ops (a replay that knows only the entries of the
+    /// format before configurations).
+    ReplayDropsMembers,
+    /// Changes of members: the replica's own planted bug
+    /// (`tenure_replica::Config::planted_bug_ungated_changes`): a new
+    /// leader may change members before it has committed an entry of its
+    /// own leadership (Raft's single-server change bug of 2015), and the
+    /// driver of changes proposes on a leader that is not ready yet.
+    UngatedChanges,
+}
+
+impl PlantedBug {
+    /// True for the bugs of the changes of members (they need the
+    /// `membership` scenario's driver of changes to show).
+    pub fn is_membership(self) -> bool {
+        matches!(
+            self,
+            PlantedBug::ElectorateNever
+                | PlantedBug::ElectorateLate
+                | PlantedBug::SnapshotForgetsMembers
+                | PlantedBug::ReplayDropsMembers
+                | PlantedBug::UngatedChanges
+        )
+    }
 }
 
 /// The workload of a run.
@@ -88,6 +128,10 @@ pub struct WorkloadSpec {
     /// Application elections beside the key-value clients
     /// ([`crate::elect`]), as clients after them.
     pub elect: Option<ElectSpec>,
+    /// Changes of members during the run (scenario `membership`, see
+    /// [`crate::membership`]): spare nodes beside the initial voters, and a
+    /// driver that adds, promotes, removes and replaces members.
+    pub membership: Option<MembershipSpec>,
 }
 
 impl WorkloadSpec {
@@ -99,6 +143,7 @@ impl WorkloadSpec {
             planted: None,
             snapshot_chunk_bytes: DEFAULT_SNAPSHOT_CHUNK_BYTES,
             elect: None,
+            membership: None,
         }
     }
 

@@ -386,6 +386,7 @@ fn hello(from: u64, to: u64, protocol: ProtocolKind) -> Frame {
         api_address: None,
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
+        peer_address: None,
     }
 }
 

@@ -468,6 +468,8 @@ impl<P: Protocol> Cluster<P> {
     ) {
         for node in self.ids.clone() {
             let stands = voters.contains(&node) || (departing.contains(&node) && !committed);
+            let member =
+                voters.contains(&node) || learners.contains(&node) || departing.contains(&node);
             let e = Electorate {
                 id,
                 last_token: id.token,
@@ -475,6 +477,7 @@ impl<P: Protocol> Cluster<P> {
                 learners: learners.to_vec(),
                 departing: departing.to_vec(),
                 stands,
+                member,
             };
             self.set_electorate(node, e);
         }

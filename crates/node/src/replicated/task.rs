@@ -16,6 +16,7 @@ use crate::status::Leadership;
 use crate::sync::lock;
 use crate::transport::{PeerData, Roster};
 use crate::wire::{Forward, Frame};
+use rand_core::{OsRng, RngCore};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,7 @@ pub(super) fn open<S: StateMachine + Default>(
     let c = &node.config;
     let voters = c.peers.iter().map(|&(id, _)| id).collect();
     let mut cfg = tenure_replica::Config::new(c.id, voters, c.heartbeat_interval);
+    cfg.directory = Some(node.net.directory);
     cfg.addresses = c.peers.iter().map(|&(id, addr)| (id, addr.to_string())).collect();
     // A learner added to be promoted is, once it has kept up for three
     // election timeouts (docs/MEMBERSHIP.md).
@@ -126,6 +128,8 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         let stop = log.node.stop.subscribe();
         let c = &log.node.config;
         let mut cfg = RouterConfig::new(c.id, c.heartbeat_interval, c.election_timeout);
+        // Numbers of forwarded requests no earlier life of this node used.
+        cfg.first_id = OsRng.next_u64();
         cfg.no_leader_wait = log.no_leader_wait;
         LogTask {
             log,
@@ -326,8 +330,14 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             return;
         }
         let now = self.now();
+        // The members' data directories as the handshakes showed them: the
+        // configuration names them (a wiped node is then refused as the
+        // member it was).
+        let known: Vec<(NodeId, tenure_core::DirectoryId)> =
+            self.log.node.net.links().iter().filter_map(|l| Some((l.id, l.directory()?))).collect();
         let (result, out) = {
             let mut r = lock(&self.log.replica);
+            r.note_directories(known);
             let result = r.propose_change(now, &change);
             (result, r.take_output())
         };

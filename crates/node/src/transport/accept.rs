@@ -14,7 +14,7 @@
 //! [`PEER_IDLE_PINGS`] ping intervals is closed.
 
 use super::inbound::{Inbound, PeerData};
-use super::net::{Net, HANDSHAKE_TIMEOUT};
+use super::net::{Net, PeerLink, HANDSHAKE_TIMEOUT};
 use super::reject_log::REJECT_LOG_INTERVAL;
 use super::stream::{Conn, PeerStream, TLS_HANDSHAKE_RECORD};
 use crate::storage::MAX_INCARNATION;
@@ -109,7 +109,9 @@ pub(super) async fn accept_loop(
                 Ok((stream, remote)) => {
                     let (to_net, to_driver) = (net.clone(), inbound.clone());
                     let in_slots = slots.clone();
-                    let task = |n| serve_inbound(to_net, stream, remote, to_driver, in_slots, n);
+                    let closed = closing.clone();
+                    let task =
+                        |n| serve_inbound(to_net, stream, remote, to_driver, in_slots, n, closed);
                     admit_pending(&net, &slots, &mut conns, remote, task);
                 }
                 Err(e) => {
@@ -245,6 +247,7 @@ async fn serve_inbound(
     inbound: Inbound,
     slots: SharedSlots,
     n: u64,
+    closing: watch::Receiver<bool>,
 ) {
     let admitted = {
         let _pending = Pending { slots: &slots, n };
@@ -257,6 +260,18 @@ async fn serve_inbound(
     let (from, incarnation) = (hello.from, hello.incarnation);
     // The peer proved who it is: the replicated log's larger frames may pass.
     conn.codec_mut().set_max_frame_length(wire::MAX_DATA_FRAME_LEN);
+    if let Some(at) = hello.guest_at.filter(|_| net.link(from).is_none()) {
+        // A node this node's configuration does not name yet, ahead of it
+        // (see `Hello::guest_at`): a link (this connection's frames need
+        // one) and a dialer (to answer it), until the next configuration.
+        let at =
+            if at.ip().is_unspecified() { SocketAddr::new(remote.ip(), at.port()) } else { at };
+        info!(peer = %from, %at, "a node this node's configuration does not name yet: heard as a guest");
+        let link = Arc::new(PeerLink::new(from, at));
+        net.add_link(link.clone());
+        let dialer = super::dial::dial_loop(net.clone(), link, inbound.deaths.clone(), closing);
+        tokio::spawn(dialer);
+    }
     if let Some(link) = net.link(from) {
         // Before any frame of the new incarnation is read: the driver learns
         // of the old one's death before it hears the new one.
@@ -371,6 +386,31 @@ pub struct Hello {
     pub api_address: Option<String>,
     /// Its data-directory identity.
     pub directory: DirectoryId,
+    /// Where to dial it back, when it is no member of this node's
+    /// configuration and was admitted as a guest: its configuration is
+    /// newer than this node's (this node's log lags behind the change that
+    /// added it, or this node just joined), so it may be the leader this
+    /// node must follow to catch up. An unspecified IP stands for the IP
+    /// the connection comes from.
+    pub guest_at: Option<SocketAddr>,
+}
+
+/// Where to dial back node `from`, whose hello shows configuration `config`
+/// and peer address `advertised`, if it is no member of this node's
+/// configuration but may be admitted as a guest: its configuration is
+/// newer than this node's, and it says where it listens (an IP and a port).
+/// A node whose configuration is not newer (a removed node, one never
+/// added) is not a guest. With TLS its certificate must still name it.
+fn guest_address(
+    net: &Net,
+    from: NodeId,
+    config: tenure_core::ConfigId,
+    advertised: Option<&str>,
+) -> Option<SocketAddr> {
+    if net.link(from).is_some() || config <= net.roster().config {
+        return None;
+    }
+    advertised?.parse::<SocketAddr>().ok().filter(|a| a.port() != 0)
 }
 
 /// Logs and counts a refusal, and tells the dialer why.
@@ -394,7 +434,9 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
             config,
             api_address,
             directory,
+            peer_address,
         }) => {
+            let guest_at = guest_address(net, from, config, peer_address.as_deref());
             if version != WIRE_VERSION {
                 Err(format!("unsupported wire version {version} (we speak {WIRE_VERSION})"))
             } else if cluster_id != net.cluster_id {
@@ -410,7 +452,7 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                     "peer claims our own node id {from}: two nodes run with id {from} (a \
                      duplicate node id); give each node its own --id"
                 ))
-            } else if net.link(from).is_none() {
+            } else if net.link(from).is_none() && guest_at.is_none() {
                 let why = net
                     .voter_mismatch(from, &voters, config)
                     .filter(|_| voters != net.roster().voters)
@@ -434,7 +476,7 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
             } else if let Some(why) = net.directory_mismatch(from, directory) {
                 Err(why)
             } else {
-                Ok(Hello { from, incarnation, api_address, directory })
+                Ok(Hello { from, incarnation, api_address, directory, guest_at })
             }
         }
         Ok(other) => Err(format!("expected a hello, got {other:?}")),

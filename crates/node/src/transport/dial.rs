@@ -62,6 +62,10 @@ pub(super) async fn dial_loop(
         if *closing.borrow() {
             return;
         }
+        if !net.link(link.id).is_some_and(|l| Arc::ptr_eq(&l, &link)) {
+            // The peer left the configuration (or is dialled elsewhere now).
+            return;
+        }
         // The kernel retries a lost SYN only after a second: give up sooner and
         // redial on our own backoff, so a healed link is used again quickly.
         let connect_timeout = net.reconnect_cap.clamp(MIN_CONNECT_TIMEOUT, CONNECT_TIMEOUT);
@@ -167,6 +171,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         config: roster.config,
         api_address: net.api_address.clone(),
         directory: net.directory,
+        peer_address: net.peer_address.clone(),
     };
     conn.send(wire::encode(&hello)).await.map_err(|e| e.to_string())?;
     let reply = match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {

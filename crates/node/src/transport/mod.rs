@@ -217,6 +217,7 @@ mod tests {
                 api_address: None,
                 directory,
                 config: tenure_core::ConfigId::BOOTSTRAP,
+                peer_address: None,
             })
         };
         let hello = |incarnation| hello_of(incarnation, peer);
@@ -224,7 +225,13 @@ mod tests {
         for ok in [1, 12, max] {
             assert_eq!(
                 check_hello(&net, hello(ok)),
-                Ok(Hello { from: NodeId(2), incarnation: ok, api_address: None, directory: peer })
+                Ok(Hello {
+                    from: NodeId(2),
+                    incarnation: ok,
+                    api_address: None,
+                    directory: peer,
+                    guest_at: None
+                })
             );
         }
         let e = check_hello(&net, hello_of(1, tenure_core::DirectoryId(0))).unwrap_err();
@@ -287,6 +294,7 @@ mod tests {
                 api_address: Some("0.0.0.0:8002".into()),
                 directory: tenure_core::DirectoryId(0xd2),
                 config,
+                peer_address: None,
             })
         };
         let hello = |voters: Vec<u64>| hello_at(voters, tenure_core::ConfigId::BOOTSTRAP);
@@ -321,6 +329,34 @@ mod tests {
         });
         let e = check_hello(&net, hello(vec![1, 2, 3])).unwrap_err();
         assert!(e.contains("data directory") && e.contains("remove node 2"), "{e}");
+        // A node this configuration does not name (node 5), with a newer
+        // configuration and a peer address, is heard as a guest, dialled
+        // back there; with an older or the same configuration, or no
+        // address, it is no member.
+        let newer = tenure_core::ConfigId { token: tenure_core::FencingToken(4), index: 9 };
+        let stranger = |config, peer_address: Option<&str>| {
+            Ok(crate::wire::Frame::Hello {
+                version: crate::wire::WIRE_VERSION,
+                cluster_id: "c".into(),
+                from: NodeId(5),
+                to: NodeId(1),
+                protocol: ProtocolKind::Raft,
+                incarnation: 5,
+                voters: vec![NodeId(1), NodeId(2), NodeId(5)],
+                api_address: None,
+                directory: tenure_core::DirectoryId(0xd5),
+                config,
+                peer_address: peer_address.map(String::from),
+            })
+        };
+        let guest = check_hello(&net, stranger(newer, Some("0.0.0.0:7005"))).expect("a guest");
+        assert_eq!(guest.guest_at, Some("0.0.0.0:7005".parse().unwrap()));
+        for (config, address) in
+            [(written, Some("10.0.0.5:7005")), (newer, None), (newer, Some("h:1"))]
+        {
+            let e = check_hello(&net, stranger(config, address)).unwrap_err();
+            assert!(e.contains("node 5 is not a member"), "{config:?} {address:?}: {e}");
+        }
         net.set_roster(Roster {
             config: tenure_core::ConfigId::BOOTSTRAP,
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],

@@ -266,6 +266,9 @@ pub struct Net {
     roster: Mutex<Roster>,
     /// Where this node's embedding service answers, shown at every handshake.
     pub api_address: Option<String>,
+    /// Where this node's peers reach it (its peer listener), shown at every
+    /// handshake.
+    pub peer_address: Option<String>,
     /// This node's data-directory identity, shown at every handshake.
     pub directory: DirectoryId,
     reject_log: Mutex<RejectLog>,
@@ -312,6 +315,7 @@ impl Net {
             tls,
             roster: Mutex::new(roster),
             api_address: None,
+            peer_address: None,
             directory,
             reject_log: Mutex::new(RejectLog::default()),
         }
@@ -321,6 +325,13 @@ impl Net {
     /// [`Frame::Hello`]'s `api_address`).
     pub fn with_api_address(mut self, api_address: Option<String>) -> Self {
         self.api_address = api_address;
+        self
+    }
+
+    /// The same, advertising `peer_address` (where peers reach this node)
+    /// at every handshake.
+    pub fn with_peer_address(mut self, peer_address: Option<String>) -> Self {
+        self.peer_address = peer_address;
         self
     }
 

@@ -98,6 +98,7 @@ pub fn hello_in(from: NodeId, target: &NodeConfig, incarnation: u64) -> Frame {
             api_address,
             directory,
             config: tenure_core::ConfigId::BOOTSTRAP,
+            peer_address: None,
         },
         other => other,
     }
@@ -120,6 +121,7 @@ pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
         api_address: None,
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
+        peer_address: None,
     }
 }
 

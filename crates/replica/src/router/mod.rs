@@ -83,6 +83,14 @@ pub struct RouterConfig {
     pub request_timeout: Duration,
     /// [`MAX_WAITING`], or smaller in tests.
     pub max_waiting: usize,
+    /// The number the first forwarded request gets (the others count up
+    /// from it). The leader answers a forwarded request by its number, and
+    /// an answer may reach a later life of this node (queued for the link,
+    /// or in the inbox of a paused leader): every life must number from
+    /// its own place, or an answer of the previous life answers a request
+    /// of this one. A node starts from a random number; the simulator from
+    /// one per incarnation.
+    pub first_id: u64,
 }
 
 impl RouterConfig {
@@ -94,6 +102,7 @@ impl RouterConfig {
             retry_after_refusal: heartbeat_interval,
             request_timeout: REQUEST_TIMEOUT,
             max_waiting: MAX_WAITING,
+            first_id: 0,
         }
     }
 }
@@ -258,7 +267,7 @@ impl Router {
             parked: VecDeque::new(),
             forwarded: BTreeMap::new(),
             applying: Vec::new(),
-            next_id: 0,
+            next_id: cfg.first_id,
             out: RouterOutput::default(),
         }
     }
@@ -370,7 +379,7 @@ impl Router {
     }
 
     fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
+        self.next_id = self.next_id.wrapping_add(1);
         self.next_id
     }
 

@@ -206,18 +206,25 @@ impl Sim {
             return;
         }
         let due = kv.keeper.due(local, &r.state_machine().store);
-        let mut proposed = Vec::new();
         for (k, lease) in due.into_iter().enumerate() {
+            let Some(kv) = self.hosts[i].kv.as_mut() else { return };
             if k >= room {
                 kv.keeper.retry(local, lease);
                 continue;
             }
+            let Some(r) = kv.replica.as_mut().filter(|_| !kv.stalled) else {
+                kv.keeper.follow();
+                break;
+            };
             let cmd = Command::Expire { lease }.encode();
             match r.propose(local, vec![cmd]).pop() {
                 Some(Ok(id)) => {
                     kv.expiries.insert(id, lease);
                     // The entry just appended: the last of the log.
-                    proposed.push(r.status().last);
+                    let pos = r.status().last;
+                    if let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) {
+                        e.expiry_proposed(pos);
+                    }
                 }
                 Some(Err(_)) | None if r.is_ready_leader() => {
                     kv.keeper.retry(local, lease);
@@ -227,10 +234,10 @@ impl Sim {
                     break;
                 }
             }
-        }
-        if let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) {
-            for pos in proposed {
-                e.expiry_proposed(pos);
+            // Each proposal's write is handled before the replica's next
+            // input, which counts it durable (a single voter commits it then).
+            if !self.drain_replica(i) {
+                return;
             }
         }
         self.drain_replica(i);

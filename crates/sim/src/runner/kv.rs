@@ -10,12 +10,31 @@
 //!   answers of an output leave once every write before them is synced. A
 //!   crash tears what is still pending at a record boundary (a random
 //!   prefix survives) and drops every message and answer not yet left.
+//!   The replica counts an output's write durable from its next input on
+//!   (its calling contract): when the next output is handled, every
+//!   earlier write is made durable, so a crash tears only writes no later
+//!   input counted on (before, a single voter committed an entry at its
+//!   next input, a crash then tore it, and it committed another one at the
+//!   same index: `same-entry-per-index` with `--nodes 1`).
 //! * A crash during a write (the `crash_at_next_write` fault) keeps a
 //!   random prefix of that write's records, and nothing of its output
 //!   leaves. A write while storage fails keeps a random prefix too; the
 //!   replica stalls, and is rebuilt from its disk once storage works.
 //! * Every output's applied entries and the store's state are checked as
-//!   they happen ([`crate::kvcheck::ReplicaChecks`]).
+//!   they happen ([`crate::kvcheck::ReplicaChecks`]), and, when members
+//!   change, the configurations committed
+//!   ([`crate::membership::MembershipChecks`]).
+//! * **The electorate.** An output's `electorate` (the configuration the
+//!   node's log holds changed, or its entry is known to be committed) goes
+//!   to the elector (`Protocol::handle_electorate`) once the output's write
+//!   is durable and before its messages leave: at once when nothing is
+//!   syncing, else by an event at the time the write is synced, which
+//!   comes before the messages, sent then, reach anyone. An output whose
+//!   write failed or was cut by a crash hands nothing: the replica rebuilt
+//!   from its disk hands its own electorate to the elector before the
+//!   elector takes any other input (at start, after a restart, after a
+//!   storage failure). An electorate equal to the elector's is not handed
+//!   (nothing would change); so a run that changes no members hands none.
 
 use super::{dur_ns, Envelope, Sim, SimEvent};
 use crate::checker::Check;
@@ -24,6 +43,7 @@ use crate::elect::Elections;
 use crate::host::Inbound;
 use crate::kvcheck::{check_history, digest, ReplicaChecks, MAX_SEARCH_STEPS};
 use crate::kvnode::{KvHost, SimStore};
+use crate::membership::{MembershipChecks, Operator};
 use crate::network::NS_PER_MS;
 use crate::stats::WorkloadStats;
 use crate::workload::{
@@ -32,14 +52,20 @@ use crate::workload::{
 };
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
-use tenure_core::{Instant, NodeId};
+use tenure_core::{Electorate, Instant, NodeId};
 use tenure_replica::router::{
     Answer, Call, Forward, Route, Router, RouterConfig, RouterOutput, WriteError,
 };
-use tenure_replica::{Completion, Config, Position, Replica, ReplicaMessage, StateMachine};
+use tenure_replica::{
+    Completion, Config, Payload, Position, Replica, ReplicaMessage, Restored, StateMachine,
+};
 
 /// Outputs one replica input may produce before the driver calls it a loop.
 const MAX_REPLICA_ROUNDS: usize = 16;
+/// How long after the messages of its output left the planted
+/// [`PlantedBug::ElectorateLate`] hands an electorate to the elector, in
+/// election timeouts.
+const LATE_ELECTORATE_TIMEOUTS: u64 = 1;
 /// Heartbeat rounds the running replicas have, after the final reads and
 /// beyond those needed to send what the furthest behind lacks, to apply
 /// everything in their logs (a snapshot, a lost message or two).
@@ -68,9 +94,19 @@ pub(crate) struct KvWorld {
     pub(crate) elect: Option<Elections>,
     pub(crate) checks: ReplicaChecks,
     pub(crate) stats: KvStats,
-    /// The replicas' settings (for node 1; the id is set per node).
+    /// The replicas' settings (for node 1; the id and the bootstrap voters
+    /// are set per node).
     template: Config,
     rng: Pcg64Mcg,
+    /// The changes of members, when they run.
+    pub(crate) members: Option<Box<MembersWorld>>,
+}
+
+/// The changes of members in the simulator: the driver of changes and the
+/// checks of what the logs commit.
+pub(crate) struct MembersWorld {
+    pub(crate) operator: Operator,
+    pub(crate) checks: MembershipChecks,
 }
 
 impl Sim {
@@ -79,8 +115,9 @@ impl Sim {
     pub(super) fn kv_init(&mut self, spec: WorkloadSpec) {
         let n = self.hosts.len();
         let mut rng = Pcg64Mcg::seed_from_u64(self.seed ^ 0x7265_706c_6963_6173);
-        let voters: Vec<NodeId> = self.hosts.iter().map(|h| h.id).collect();
-        let mut template = Config::new(voters[0], voters, self.cfg.heartbeat);
+        let voters = self.cfg.bootstrap();
+        let mut template = Config::new(voters[0], voters.clone(), self.cfg.heartbeat);
+        template.planted_bug_ungated_changes = spec.planted == Some(PlantedBug::UngatedChanges);
         // Small batches and frequent snapshots, so that catching up,
         // compaction and snapshot transfer all happen.
         template.max_append_entries = rng.gen_range(1..=16);
@@ -91,6 +128,12 @@ impl Sim {
             let drift = self.hosts[0].cfg.clock_drift_ppm;
             Elections::new(e, spec.clients, n, WorkloadSpec::op_timeout(et), drift, self.seed)
         });
+        let members = spec.membership.map(|m| {
+            Box::new(MembersWorld {
+                operator: Operator::new(m, self.seed, et),
+                checks: MembershipChecks::new(n, &voters),
+            })
+        });
         let workload = Workload::new(spec, n, WorkloadSpec::op_timeout(et), self.seed);
         self.kv = Some(Box::new(KvWorld {
             workload,
@@ -99,6 +142,7 @@ impl Sim {
             stats: KvStats::default(),
             template,
             rng,
+            members,
         }));
         for i in 0..n {
             self.hosts[i].kv = Some(KvHost::default());
@@ -124,9 +168,19 @@ impl Sim {
 
     /// True when every running replica has applied its whole log and all
     /// of them are at the same entry.
+    /// With changes of members, only the members of the newest committed
+    /// configuration count (a removed node, a spare, is left alone).
     pub fn replicas_converged(&self) -> bool {
+        let members = match self.membership_runs() {
+            true => match self.committed_configuration() {
+                Some(m) => Some(m.members),
+                None => return false,
+            },
+            false => None,
+        };
         let mut at = None;
-        for h in self.hosts.iter().filter(|h| h.is_up()) {
+        let counts = |id: NodeId| members.as_ref().is_none_or(|m| m.get(id).is_some());
+        for h in self.hosts.iter().filter(|h| h.is_up() && counts(h.id)) {
             let Some(kv) = h.kv.as_ref() else { continue };
             let Some(r) = kv.replica.as_ref().filter(|_| !kv.stalled) else { return false };
             let st = r.status();
@@ -202,6 +256,8 @@ impl Sim {
                 at.join(", ")
             ));
         }
+        self.check_membership_converged();
+        self.stats.membership = self.membership_stats();
         let Some(world) = self.kv.as_ref() else { return failures };
         let w = &world.workload;
         let verdict = check_history(&w.history, w.spec.keys, MAX_SEARCH_STEPS);
@@ -325,6 +381,9 @@ impl Sim {
         departs_ns: u64,
     ) {
         if self.net.is_blocked(from, to) || self.hosts[from].crashed_within(sent_ns, departs_ns) {
+            return;
+        }
+        if self.sender_wiped(from, sent_ns) || self.identity_refused(from, to) {
             return;
         }
         let from_id = self.hosts[from].id;
@@ -462,6 +521,9 @@ impl Sim {
         if self.net.is_blocked(from, to) || self.hosts[from].crashed_within(sent_ns, departs_ns) {
             return;
         }
+        if self.sender_wiped(from, sent_ns) || self.identity_refused(from, to) {
+            return;
+        }
         let from_id = self.hosts[from].id;
         self.arrive(to, Inbound::Forward(from_id, frame));
     }
@@ -501,15 +563,27 @@ impl Sim {
                 return;
             };
             router.set_ready(ready_token(r, stalled));
-            if !stalled {
-                if router.has_batch() {
-                    let leading = if r.is_ready_leader() { r.status().leading } else { None };
-                    let commands = router.take_batch(local, leading);
-                    if !commands.is_empty() {
-                        let results = r.propose(local, commands);
-                        router.batch_proposed(local, results);
-                    }
+            let mut proposed = false;
+            if !stalled && router.has_batch() {
+                let leading = if r.is_ready_leader() { r.status().leading } else { None };
+                let commands = router.take_batch(local, leading);
+                if !commands.is_empty() {
+                    let results = r.propose(local, commands);
+                    router.batch_proposed(local, results);
+                    proposed = true;
                 }
+            }
+            // The batch's write is handled before the replica's next input,
+            // which counts it durable (a single voter commits it then).
+            if proposed && !self.drain_replica(i) {
+                return;
+            }
+            let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+            let stalled = kv.stalled;
+            let (Some(r), Some(router)) = (kv.replica.as_mut(), kv.router.as_mut()) else {
+                return;
+            };
+            if !stalled {
                 for ticket in router.take_reads() {
                     let result = r.read(local, lease);
                     router.read_started(local, ticket, result);
@@ -584,11 +658,27 @@ impl Sim {
     /// After node `i`'s elector was drained: tells the replica of the
     /// leaderships the elector announced, fires its timer if due, and
     /// handles its output.
+    ///
+    /// An electorate handed to the elector on the way may make it announce
+    /// another leadership (a leader whose removal committed resigns): the
+    /// replica is then driven again, a bounded number of times.
     pub(super) fn drive_replica(&mut self, i: usize) {
+        for _ in 0..MAX_REPLICA_ROUNDS {
+            if !self.drive_replica_once(i) {
+                return;
+            }
+            if self.hosts[i].kv.as_ref().is_none_or(|kv| kv.views.is_empty()) {
+                return;
+            }
+        }
+    }
+
+    /// One pass of [`Sim::drive_replica`]; false if the node crashed.
+    fn drive_replica_once(&mut self, i: usize) -> bool {
         let local = self.hosts[i].local_now(self.now);
         let views = self.hosts[i].kv.as_mut().map(|kv| std::mem::take(&mut kv.views));
         for (leader, token) in views.unwrap_or_default() {
-            let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+            let Some(kv) = self.hosts[i].kv.as_mut() else { return false };
             kv.view = (leader, token);
             if let Some(router) = kv.router.as_mut() {
                 router.set_view(leader, token);
@@ -597,7 +687,7 @@ impl Sim {
                 r.set_leadership(local, leader, token);
             }
             if !self.drain_replica(i) {
-                return;
+                return false;
             }
         }
         for _ in 0..MAX_REPLICA_ROUNDS {
@@ -605,14 +695,16 @@ impl Sim {
             let Some(r) = r.filter(|r| r.poll_timeout() <= local) else { break };
             r.handle_timeout(local);
             if !self.drain_replica(i) {
-                return;
+                return false;
             }
         }
-        if self.drain_replica(i) {
-            self.check_state(i);
-            self.elect_step(i);
-            self.drive_router(i);
+        if !self.drain_replica(i) {
+            return false;
         }
+        self.check_state(i);
+        self.elect_step(i);
+        self.drive_router(i);
+        self.hosts[i].is_up()
     }
 
     /// Compares node `i`'s store with any other store at the same applied
@@ -655,7 +747,11 @@ impl Sim {
                 );
             }
             if let Some(world) = self.kv.as_mut() {
-                for (check, what) in world.checks.on_output(i, &out.write, &out.applied) {
+                let mut bad = world.checks.on_output(i, &out.write, &out.applied);
+                if let Some(m) = world.members.as_mut() {
+                    bad.extend(m.checks.on_output(i, &out.write, &out.applied));
+                }
+                for (check, what) in bad {
                     self.checker.fail(now, check, what);
                 }
             }
@@ -665,6 +761,9 @@ impl Sim {
             let host = &mut self.hosts[i];
             let failing = host.storage_failing;
             let Some(kv) = host.kv.as_mut() else { return true };
+            // This output came from an input that counted every earlier
+            // write durable: it is, whatever its fsync time.
+            kv.disk.sync_all();
             let mut written = true;
             let departs = if records.is_empty() {
                 kv.synced_at.max(now)
@@ -687,6 +786,14 @@ impl Sim {
                 at
             };
             if written {
+                if let Some(e) = out.electorate {
+                    // Durable at `departs`: to the elector before the
+                    // messages leave.
+                    self.pass_electorate(i, e, departs);
+                    if !self.hosts[i].is_up() {
+                        return false;
+                    }
+                }
                 for (to, msg) in out.messages {
                     self.send_replica(i, to, msg, departs);
                 }
@@ -717,6 +824,7 @@ impl Sim {
     /// Hands a completion of node `i`'s replica to the application
     /// elections, or else to its router.
     fn complete(&mut self, i: usize, c: Completion, departs: u64) {
+        let Some(c) = self.change_complete(i, c) else { return };
         let Some(c) = self.elect_complete(i, c, departs) else { return };
         let local = self.hosts[i].local_at(self.now);
         if let Some(router) = self.hosts[i].kv.as_mut().and_then(|kv| kv.router.as_mut()) {
@@ -747,15 +855,99 @@ impl Sim {
         }
     }
 
+    /// An output of node `i`'s replica carried `e`; its write is durable at
+    /// `durable_ns` (now or later), when `e` goes to the elector, before
+    /// the output's messages leave (unless a planted bug hands it late, or
+    /// never).
+    fn pass_electorate(&mut self, i: usize, e: Electorate, durable_ns: u64) {
+        let at = match world_planted(self) {
+            Some(PlantedBug::ElectorateNever) => return,
+            Some(PlantedBug::ElectorateLate) => {
+                // After the messages left: they arrive within the longest
+                // delay of the network.
+                let et = dur_ns(self.cfg.election_timeout);
+                durable_ns + self.net.max_delay_ns() + LATE_ELECTORATE_TIMEOUTS * et
+            }
+            _ => durable_ns,
+        };
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+        kv.electorate_seq += 1;
+        let (epoch, seq) = (kv.electorate_epoch, kv.electorate_seq);
+        if at <= self.now {
+            self.electorate_due(i, epoch, seq, e);
+        } else {
+            self.schedule(at, SimEvent::Electorate { node: i, epoch, seq, electorate: e });
+        }
+    }
+
+    /// An electorate of node `i`'s replica is due at the elector: handed
+    /// unless the replica was rebuilt since (`epoch`) or a newer one was
+    /// handed already (`seq`). True if it was handed.
+    fn electorate_due(&mut self, i: usize, epoch: u64, seq: u64, e: Electorate) -> bool {
+        if !self.hosts[i].is_up() {
+            return false;
+        }
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return false };
+        if kv.electorate_epoch != epoch || seq <= kv.electorate_handed {
+            return false;
+        }
+        kv.electorate_handed = seq;
+        self.hand_electorate(i, e)
+    }
+
+    /// The event of an electorate whose write became durable: handed, then
+    /// the node's replica and timer go on as after any input (a paused
+    /// node's resume does that: the output's handling had begun before the
+    /// pause, as its messages, already on their way, show).
+    pub(super) fn electorate_arrives(&mut self, i: usize, epoch: u64, seq: u64, e: Electorate) {
+        if self.electorate_due(i, epoch, seq, e) && !self.hosts[i].paused {
+            self.drive_replica(i);
+            self.rearm(i);
+        }
+    }
+
+    /// Hands `e` to node `i`'s elector and handles the elector's output.
+    /// Nothing is handed when the elector counts over `e` already. True if
+    /// it was handed.
+    pub(super) fn hand_electorate(&mut self, i: usize, e: Electorate) -> bool {
+        let now = self.now;
+        let host = &mut self.hosts[i];
+        let id = host.id;
+        let local = host.local_now(now);
+        let Some(el) = host.elector_mut() else { return false };
+        if *el.electorate() == e {
+            return false;
+        }
+        if el.is_leader(local) {
+            let term = el.hard_state().term;
+            self.checker.on_input_as_leader(now, id, term);
+        }
+        if self.cfg.trace {
+            eprintln!("{:>12.3} {id:?} local {local:?} <- electorate {e}", now as f64 / 1e6);
+        }
+        let Some(el) = self.hosts[i].elector_mut() else { return false };
+        el.handle_electorate(local, e);
+        self.drain_elector(i);
+        true
+    }
+
     /// Builds node `i`'s replica from its disk (at start, after a restart,
     /// or once storage works again after a failed write).
     pub(super) fn rebuild_replica(&mut self, i: usize) {
         let id = self.hosts[i].id;
+        let incarnation = self.hosts[i].incarnation;
+        let directory = Some(self.hosts[i].directory);
+        // A node that joins bootstraps with the voters its elector has.
+        let voters = self.hosts[i].cfg.voters.clone();
         let (Some(world), Some(kv)) = (self.kv.as_mut(), self.hosts[i].kv.as_mut()) else {
             return;
         };
-        let cfg = Config { id, ..world.template.clone() };
-        let router_cfg = RouterConfig::new(id, self.cfg.heartbeat, self.cfg.election_timeout);
+        let cfg = Config { id, voters, directory, ..world.template.clone() };
+        let mut router_cfg = RouterConfig::new(id, self.cfg.heartbeat, self.cfg.election_timeout);
+        // Each life numbers its forwarded requests from its own place (as a
+        // node's random start): an answer of an earlier life's request
+        // cannot answer this one's.
+        router_cfg.first_id = incarnation << 40;
         let store = SimStore::new(id, world.workload.spec.planted);
         if kv.stalled {
             world.stats.rebuilds += 1;
@@ -764,14 +956,29 @@ impl Sim {
         let router = kv.router.get_or_insert_with(|| Router::new(router_cfg));
         router.set_rebuilding(false);
         kv.forget_leadership();
-        match Replica::new(cfg, kv.disk.image().restored(), store) {
+        let restored = log_store_replay(kv.disk.image().restored(), world.workload.spec.planted);
+        kv.electorate_epoch += 1;
+        kv.electorate_handed = kv.electorate_seq;
+        match Replica::new(cfg, restored.clone(), store) {
             Ok(r) => {
                 world.checks.on_start(i, r.applied());
+                let mut bad = Vec::new();
+                if let Some(m) = world.members.as_mut() {
+                    bad = m.checks.on_start(i, &restored, r.applied());
+                }
+                let electorate = r.electorate();
                 kv.replica = Some(r);
                 // Tell the new replica the elector's current view.
                 let view = kv.view;
                 if view != (None, None) {
                     kv.views.push(view);
+                }
+                for (check, what) in bad {
+                    self.checker.fail(self.now, check, what);
+                }
+                // Before the elector takes any other input.
+                if world_planted(self) != Some(PlantedBug::ElectorateNever) {
+                    self.hand_electorate(i, electorate);
                 }
                 self.check_state(i);
             }
@@ -782,6 +989,30 @@ impl Sim {
             }
         }
     }
+}
+
+/// The planted bug of the run, if any.
+fn world_planted(sim: &Sim) -> Option<PlantedBug> {
+    sim.kv.as_ref().and_then(|k| k.workload.spec.planted)
+}
+
+/// What the log store gives back at a (re)start: the disk's image, unless a
+/// planted bug of the log store changes it.
+fn log_store_replay(mut restored: Restored, planted: Option<PlantedBug>) -> Restored {
+    match planted {
+        Some(PlantedBug::SnapshotForgetsMembers) if restored.snapshot.is_some() => {
+            restored.membership = None;
+        }
+        Some(PlantedBug::ReplayDropsMembers) => {
+            for e in &mut restored.entries {
+                if matches!(e.payload, Payload::Members(_)) {
+                    e.payload = Payload::Noop;
+                }
+            }
+        }
+        _ => {}
+    }
+    restored
 }
 
 /// The token the replica leads ready under, as the router is told after
