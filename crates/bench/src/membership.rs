@@ -15,7 +15,7 @@ use super::cluster_args::ClusterArgs;
 use super::etcd::Etcd;
 use super::failover::wait_stable;
 use super::kv_load::{fill, Api, FILL_VALUE_BYTES};
-use super::membership_flow::{replace_one, Latencies, Replacement, Timeline, POLL};
+use super::membership_flow::{replace_one, Latencies, Replacement, Timeline, POLL, WARMUP};
 use super::membership_systems::{EtcdReplacement, TenureReplacement};
 use super::steady_load::{SteadySpec, WindowReport, MAX_RATE};
 use super::system::{keep_logs, System, Tenure};
@@ -45,6 +45,8 @@ const TENURE_AUTO_PROMOTE_TIMEOUTS: u64 = 3;
 /// first answered, so that a short run does not count etcd's start-up in
 /// its add.
 const ETCD_HEALTHY_AFTER: Duration = Duration::from_secs(6);
+/// Slowest writes of the change printed per system (--json has more).
+const SLOWEST_PRINTED: usize = 5;
 /// The goal: tenure's time to voter at most this share of etcd's.
 const GOAL_VOTER_RATIO: f64 = 0.5;
 /// The goal: tenure's write p99 during the change at most this many times
@@ -53,6 +55,20 @@ const GOAL_P99_RATIO: f64 = 2.0;
 
 /// Flags of `tenure bench membership`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Steps, each system in turn (tenure first, then etcd with --compare etcd), each cluster alone:
+start a cluster, fill it with --data-mib of 60 KiB values, start the steady writer (2 s of
+warm-up, then the --baseline-seconds window), add the new node as a learner and start it
+(tenure: POST /v1/members, promoted by the leader once it kept up for 3 election timeouts;
+etcd: `etcdctl member add --learner`, then `etcdctl member promote` run again until etcd takes
+it), and once it votes remove the follower it replaces. The time to voter runs from the add's
+request; the writes' latency runs from when each was due (open loop).
+
+Example, the figures of docs/BENCHMARKS.md (about a minute on 2 cores, 100 MiB per cluster in
+temporary directories):
+  tenure bench membership --compare etcd --plot membership.svg
+A quick look, tenure alone:
+  tenure bench membership --data-mib 8 --baseline-seconds 3")]
 pub struct MembershipArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
@@ -234,7 +250,7 @@ async fn etcd_side(args: &MembershipArgs) -> anyhow::Result<(SideReport, Latenci
     let (leader, _) = wait_stable(&etcd, &nodes, c.timing()).await?;
     let mut r = EtcdReplacement::new(etcd, c.nodes, leader)?;
     // The baseline window runs first: the add comes after it.
-    if let Some(writer_start) = healthy.checked_sub(baseline(args)) {
+    if let Some(writer_start) = healthy.checked_sub(baseline(args) + WARMUP) {
         tokio::time::sleep_until(writer_start).await;
     }
     let outcome = replace_one(&mut r, load(args), baseline(args)).await;
@@ -247,7 +263,8 @@ fn baseline(args: &MembershipArgs) -> Duration {
 }
 
 /// Writes `mib` MiB of values to `sys` through `api`, bounded by
-/// [`FILL_BOUND`]: the bytes written and the seconds it took.
+/// [`FILL_BOUND`], then flushes the page cache (`sync`): the bytes
+/// written and the seconds the writes took.
 async fn fill_store<S: System>(
     sys: &S,
     fetch: &super::fetch::Fetch,
@@ -258,7 +275,13 @@ async fn fill_store<S: System>(
     let filled = tokio::time::timeout(FILL_BOUND, fill(fetch, api, mib * 1024 * 1024)).await;
     let logs = || format!("the servers' last lines:\n{}", sys.log_tails());
     match filled {
-        Ok(Ok(bytes)) => Ok((bytes, started.elapsed().as_secs_f64())),
+        Ok(Ok(bytes)) => {
+            let seconds = started.elapsed().as_secs_f64();
+            // The fill leaves every server's writes in the page cache; their
+            // writeback would slow the fsyncs of the baseline window.
+            tokio::task::spawn_blocking(nix::unistd::sync).await.context("sync(2)")?;
+            Ok((bytes, seconds))
+        }
         Ok(Err(e)) => Err(e.context(format!("{}: filling the store; {}", sys.name(), logs()))),
         Err(_) => bail!("{}: the fill took over {FILL_BOUND:?}; {}", sys.name(), logs()),
     }
@@ -483,6 +506,21 @@ fn print_windows(r: &MembershipReport) {
         }
         if let Some(x) = s.p99_ratio {
             println!("{:<7} write p99 during / before: {x:.2}x", s.system);
+        }
+        let t = &s.timeline;
+        for (window, slow) in [("before", &t.slowest_before), ("during", &t.slowest_during)] {
+            let slowest: Vec<String> = slow
+                .iter()
+                .take(SLOWEST_PRINTED)
+                .map(|w| format!("{:.1} ms at +{:.2} s", w.ms, w.due_s))
+                .collect();
+            if !slowest.is_empty() {
+                println!(
+                    "{:<7} slowest writes {window} (due after the window opened): {}",
+                    s.system,
+                    slowest.join(", ")
+                );
+            }
         }
     }
 }

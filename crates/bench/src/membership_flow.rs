@@ -6,7 +6,7 @@
 
 use super::fetch::Fetch;
 use super::kv_load::Api;
-use super::steady_load::{SteadySpec, SteadyWriter, WindowReport};
+use super::steady_load::{SlowWrite, SteadySpec, SteadyWriter, WindowReport};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use std::time::Duration;
@@ -15,6 +15,11 @@ use tokio::time::{sleep, Instant};
 /// Pause between two looks at the new node (tenure: `GET /v1/members` on
 /// the leader; etcd: `etcdctl member promote`, whose run takes longer).
 pub(super) const POLL: Duration = Duration::from_millis(20);
+/// How long the writer runs before the baseline window opens (its
+/// connections and TLS sessions are made then), not measured.
+pub(super) const WARMUP: Duration = Duration::from_secs(2);
+/// Slow writes listed per window.
+const SLOWEST: usize = 10;
 /// Longest wait for the new node to vote: the catch-up of a large store on
 /// a loaded machine, with room.
 pub(super) const VOTER_BOUND: Duration = Duration::from_secs(300);
@@ -89,6 +94,11 @@ pub(super) struct Timeline {
     pub before: WindowReport,
     /// The writes due from the add to the removal's commit.
     pub during: WindowReport,
+    /// The slowest writes of the baseline window (due s after its start).
+    pub slowest_before: Vec<SlowWrite>,
+    /// The slowest writes from the add on (due s after the add): which step
+    /// they waited on.
+    pub slowest_during: Vec<SlowWrite>,
     /// How it ended.
     pub finish: Finish,
 }
@@ -101,13 +111,16 @@ pub(super) struct Latencies {
     pub during: Vec<f64>,
 }
 
-/// Writes steadily to `r`'s leader for `baseline`, then replaces the node.
+/// Writes steadily to `r`'s leader for [`WARMUP`] and then the `baseline`
+/// window, then replaces the node.
 pub(super) async fn replace_one<R: Replacement>(
     r: &mut R,
     load: SteadySpec,
     baseline: Duration,
 ) -> anyhow::Result<(Timeline, Latencies)> {
     let writer = SteadyWriter::start(r.fetch(), r.api(), load);
+    // The writer's connections open during the warm-up, outside both windows.
+    sleep(WARMUP).await;
     let began = Instant::now();
     sleep(baseline).await;
     let add = Instant::now();
@@ -131,6 +144,8 @@ pub(super) async fn replace_one<R: Replacement>(
         remove_s: removed.duration_since(remove).as_secs_f64(),
         before: recorded.window(began, add),
         during: recorded.window(add, removed),
+        slowest_before: recorded.slowest(began, add, SLOWEST),
+        slowest_during: recorded.slowest(add, removed, SLOWEST),
         finish,
     };
     let latencies = Latencies {

@@ -78,6 +78,15 @@ pub(super) struct WindowReport {
     pub latency_ms: Option<Summary>,
 }
 
+/// One slow write: when it was due and how long it took.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(super) struct SlowWrite {
+    /// When it was due, s from the window's start.
+    pub due_s: f64,
+    /// Its latency from then, ms.
+    pub ms: f64,
+}
+
 impl WindowReport {
     /// Writes that were not acknowledged.
     pub fn not_ok(&self) -> u64 {
@@ -108,6 +117,25 @@ impl Recorded {
         w.ok = ms.len() as u64;
         w.latency_ms = summarize(&ms);
         w
+    }
+
+    /// The `n` slowest acknowledged writes due in a window, slowest first:
+    /// when each was due, s after `from`, and its latency, ms.
+    pub fn slowest(&self, from: Instant, to: Instant, n: usize) -> Vec<SlowWrite> {
+        let mut slow: Vec<SlowWrite> = self
+            .writes
+            .iter()
+            .filter(|(at, _)| (from..to).contains(at))
+            .filter_map(|(at, o)| match o {
+                Outcome::Ok(ms) => {
+                    Some(SlowWrite { due_s: at.duration_since(from).as_secs_f64(), ms: *ms })
+                }
+                _ => None,
+            })
+            .collect();
+        slow.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        slow.truncate(n);
+        slow
     }
 
     /// The latencies (ms) of the writes due in a window, acknowledged ones.
@@ -224,6 +252,11 @@ mod tests {
         assert_eq!((during.ok, during.refused, during.unknown, during.failed), (1, 1, 1, 1));
         assert_eq!(during.latency_ms.unwrap().p99, 100.0);
         assert_eq!(r.latencies(at(0), at(60)), vec![2.0, 4.0, 100.0]);
+        let slow = r.slowest(at(10), at(60), 2);
+        assert_eq!(
+            slow,
+            vec![SlowWrite { due_s: 0.02, ms: 100.0 }, SlowWrite { due_s: 0.0, ms: 4.0 }]
+        );
         let empty = r.window(at(60), at(70));
         assert_eq!((empty.ok, empty.latency_ms), (0, None));
     }
