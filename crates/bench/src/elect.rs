@@ -641,6 +641,11 @@ fn etcd_cli(etcd: &Etcd, leader: usize) -> Cli {
     Cli::Etcd { endpoints: endpoints.join(","), gateway: etcd.client_url(leader) }
 }
 
+/// Whether `etcdctl` is on the PATH.
+pub(super) fn etcdctl_available() -> bool {
+    which_etcdctl().is_some()
+}
+
 fn which_etcdctl() -> Option<()> {
     std::process::Command::new("etcdctl")
         .arg("version")

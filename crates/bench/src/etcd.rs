@@ -74,15 +74,27 @@ pub fn available() -> bool {
 /// One etcd member.
 struct Member {
     name: String,
+    peer_port: u16,
     client_port: u16,
     data_dir: PathBuf,
+    /// `--initial-cluster`: the first members, or for a member added to the
+    /// running cluster ([`Etcd::new_member`]) the members then and itself.
+    initial_cluster: String,
+    /// `--initial-cluster-state existing` (added to a running cluster)
+    /// instead of `new`.
+    existing: bool,
     proc: Proc,
+}
+
+impl Member {
+    fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.peer_port)
+    }
 }
 
 /// A local etcd cluster; dropping it kills the members and removes their data.
 pub struct Etcd {
     members: Vec<Member>,
-    initial_cluster: String,
     heartbeat_ms: u64,
     election_timeout_ms: u64,
     pre_vote: bool,
@@ -104,24 +116,26 @@ impl Etcd {
     ) -> anyhow::Result<Self> {
         let dir = temp_dir("tenure-bench-etcd-")?;
         let ports = free_ports(2 * nodes)?;
+        let initial_cluster = (0..nodes)
+            .map(|i| format!("n{}=http://127.0.0.1:{}", i + 1, ports[2 * i]))
+            .collect::<Vec<_>>()
+            .join(",");
         let members: Vec<Member> = (0..nodes)
             .map(|i| Member {
                 name: format!("n{}", i + 1),
+                peer_port: ports[2 * i],
                 client_port: ports[2 * i + 1],
                 data_dir: dir.path().join(format!("n{}", i + 1)),
+                initial_cluster: initial_cluster.clone(),
+                existing: false,
                 proc: Proc::new(
                     format!("etcd n{}", i + 1),
                     dir.path().join(format!("n{}.log", i + 1)),
                 ),
             })
             .collect();
-        let initial_cluster = (0..nodes)
-            .map(|i| format!("n{}=http://127.0.0.1:{}", i + 1, ports[2 * i]))
-            .collect::<Vec<_>>()
-            .join(",");
         let mut etcd = Etcd {
             members,
-            initial_cluster,
             heartbeat_ms,
             election_timeout_ms,
             pre_vote,
@@ -152,10 +166,52 @@ impl Etcd {
         Ok(etcd)
     }
 
-    fn peer_url(&self, i: usize) -> String {
-        // The peer URL is the i-th entry of the initial cluster.
-        let entry = self.initial_cluster.split(',').nth(i).unwrap_or_default();
-        entry.split_once('=').map(|(_, u)| u.to_string()).unwrap_or_default()
+    /// Prepares member `n{len + 1}` on free ports, not started: to be
+    /// added to the running cluster (`etcdctl member add`), then started
+    /// with `--initial-cluster-state existing` and every member so far in
+    /// its `--initial-cluster`. Returns its index.
+    pub fn new_member(&mut self) -> anyhow::Result<usize> {
+        let i = self.members.len();
+        let ports = free_ports(2)?;
+        let name = format!("n{}", i + 1);
+        let mut initial: Vec<String> =
+            self.members.iter().map(|m| format!("{}={}", m.name, m.peer_url())).collect();
+        initial.push(format!("{name}=http://127.0.0.1:{}", ports[0]));
+        self.members.push(Member {
+            peer_port: ports[0],
+            client_port: ports[1],
+            data_dir: self.dir.path().join(&name),
+            initial_cluster: initial.join(","),
+            existing: true,
+            proc: Proc::new(format!("etcd {name}"), self.dir.path().join(format!("{name}.log"))),
+            name,
+        });
+        Ok(i)
+    }
+
+    /// Records the id etcd gave member `i` (a member added to the running
+    /// cluster: `etcdctl member add` says it).
+    pub fn set_member_id(&mut self, i: usize, id: u64) -> anyhow::Result<()> {
+        if i != self.ids.len() {
+            bail!("etcd member {} is not the next one to learn its id", i + 1);
+        }
+        self.ids.push(id);
+        Ok(())
+    }
+
+    /// Member `i`'s id, once known.
+    pub fn member_id(&self, i: usize) -> Option<u64> {
+        self.ids.get(i).copied()
+    }
+
+    /// Member `i`'s name (`n1`, ...).
+    pub fn member_name(&self, i: usize) -> &str {
+        &self.members[i].name
+    }
+
+    /// Member `i`'s peer URL.
+    pub fn peer_url(&self, i: usize) -> String {
+        self.members[i].peer_url()
     }
 
     /// Member `i`'s client URL (its JSON gateway).
@@ -195,8 +251,9 @@ impl System for Etcd {
 
     fn start(&mut self, i: usize) -> anyhow::Result<()> {
         let m = &self.members[i];
-        let peer = self.peer_url(i);
+        let peer = m.peer_url();
         let client = self.client_url(i);
+        let state = if m.existing { "existing" } else { "new" };
         let mut c = Command::new("etcd");
         c.args(["--name", &m.name])
             .arg("--data-dir")
@@ -205,8 +262,8 @@ impl System for Etcd {
             .args(["--initial-advertise-peer-urls", &peer])
             .args(["--listen-client-urls", &client])
             .args(["--advertise-client-urls", &client])
-            .args(["--initial-cluster", &self.initial_cluster])
-            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster", &m.initial_cluster])
+            .args(["--initial-cluster-state", state])
             .args(["--initial-cluster-token", "tenure-bench"])
             .args(["--heartbeat-interval", &self.heartbeat_ms.to_string()])
             .args(["--election-timeout", &self.election_timeout_ms.to_string()]);

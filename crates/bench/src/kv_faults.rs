@@ -4,11 +4,10 @@
 
 use super::failover::{trial, wait_stable, Stop, Timing};
 use super::fetch::metric_value;
-use super::kv_load::{run_load, Api, Load, LoadSpec};
+use super::kv_load::{fill, run_load, Api, Load, LoadSpec};
 use super::stats::{summarize, Summary};
 use super::system::{System, Tenure};
 use anyhow::{bail, Context};
-use hyper::Method;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,16 +15,11 @@ use std::time::{Duration, Instant};
 
 /// Connections writing during the failovers, spread over every node.
 const FAILOVER_LOAD_CONNECTIONS: usize = 16;
-/// Bytes per value when filling the store for the catch-up (a command must
-/// stay under the log's 64 KiB limit with its key).
-const CATCH_UP_VALUE_BYTES: usize = 60 * 1024;
-/// Writers filling the store for the catch-up.
-const CATCH_UP_WRITERS: usize = 8;
 /// How long a wiped node may take to catch up before the run fails.
 const CATCH_UP_BOUND: Duration = Duration::from_secs(300);
 /// How often the catch-up is polled.
 const CATCH_UP_POLL: Duration = Duration::from_millis(50);
-/// Timeout of one metrics scrape or write while filling.
+/// Timeout of one metrics scrape.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Crash failovers measured while clients write.
@@ -106,7 +100,8 @@ pub struct CatchUp {
 pub async fn catch_up(tenure: &mut Tenure, mb: u64, timing: Timing) -> anyhow::Result<CatchUp> {
     let all: Vec<usize> = (0..tenure.len()).collect();
     let (leader, term) = wait_stable(tenure, &all, timing).await?;
-    let bytes_written = match fill(tenure, leader, mb * 1024 * 1024).await {
+    let api = Api::Tenure { base: tenure.endpoint(leader).to_string() };
+    let bytes_written = match fill(tenure.fetch(), &api, mb * 1024 * 1024).await {
         Ok(b) => b,
         Err(e) => {
             return Err(e.context(format!("the servers' last lines:\n{}", tenure.log_tails())))
@@ -138,33 +133,6 @@ pub async fn catch_up(tenure: &mut Tenure, mb: u64, timing: Timing) -> anyhow::R
         seconds,
         leader_changed: (now_leader, now_term) != (leader, term),
     })
-}
-
-/// Writes `bytes` of values in [`CATCH_UP_VALUE_BYTES`] pieces to the leader.
-async fn fill(tenure: &Tenure, leader: usize, bytes: u64) -> anyhow::Result<u64> {
-    let keys = bytes.div_ceil(CATCH_UP_VALUE_BYTES as u64);
-    let value: Arc<str> = "f".repeat(CATCH_UP_VALUE_BYTES).into();
-    let base = tenure.endpoint(leader).to_string();
-    let writers = (0..CATCH_UP_WRITERS as u64).map(|w| {
-        let (fetch, value, base) = (tenure.fetch().clone(), value.clone(), base.clone());
-        tokio::spawn(async move {
-            let mut k = w;
-            while k < keys {
-                let url = format!("{base}/v1/kv/fill-{k:07}");
-                let (status, _) =
-                    fetch.send(Method::PUT, &url, Some(&*value), REQUEST_TIMEOUT).await?;
-                if !status.is_success() {
-                    bail!("filling the store: {url} answered {status}");
-                }
-                k += CATCH_UP_WRITERS as u64;
-            }
-            anyhow::Ok(())
-        })
-    });
-    for w in futures_util::future::join_all(writers).await {
-        w.context("a writer failed")??;
-    }
-    Ok(keys * CATCH_UP_VALUE_BYTES as u64)
 }
 
 async fn applied(tenure: &Tenure, i: usize) -> anyhow::Result<u64> {

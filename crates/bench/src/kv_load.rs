@@ -1,8 +1,11 @@
 //! The load generator of `tenure bench kv`: tasks, one keep-alive
 //! connection each, sending puts or linearizable gets back to back to
-//! tenure's `/v1/kv` or etcd's JSON gateway, and what they saw.
+//! tenure's `/v1/kv` or etcd's JSON gateway, and what they saw; and
+//! [`fill`], which writes a store full of large values before a catch-up
+//! is measured.
 
 use super::fetch::Fetch;
+use anyhow::{bail, Context};
 use base64::Engine;
 use hyper::{Method, StatusCode};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +19,11 @@ const ERROR_BACKOFF: Duration = Duration::from_millis(10);
 /// Step between the keys one task sends (a prime, so the tasks spread over
 /// the keys).
 const KEY_STRIDE: usize = 7919;
+/// Bytes per value when filling a store (a tenure command must stay under
+/// the log's 64 KiB limit with its key).
+pub(super) const FILL_VALUE_BYTES: usize = 60 * 1024;
+/// Writers filling a store.
+const FILL_WRITERS: u64 = 8;
 
 /// The requests of one system.
 #[derive(Clone)]
@@ -140,4 +148,34 @@ pub(super) async fn run_load(
     all.seconds = started.elapsed().as_secs_f64();
     all.latencies_ms.sort_by(f64::total_cmp);
     all
+}
+
+/// Writes at least `bytes` of [`FILL_VALUE_BYTES`]-byte values (keys
+/// `fill-NNNNNNN`) through `api`, [`FILL_WRITERS`] at a time, each write
+/// bounded by [`REQUEST_TIMEOUT`]; any write that fails fails the fill.
+/// Returns the bytes of values written.
+pub(super) async fn fill(fetch: &Fetch, api: &Api, bytes: u64) -> anyhow::Result<u64> {
+    let keys = bytes.div_ceil(FILL_VALUE_BYTES as u64);
+    let value: Arc<str> = "f".repeat(FILL_VALUE_BYTES).into();
+    let writers = (0..FILL_WRITERS).map(|w| {
+        let (fetch, value, api) = (fetch.clone(), value.clone(), api.clone());
+        tokio::spawn(async move {
+            let mut k = w;
+            while k < keys {
+                let (method, url, body) = api.put(&format!("fill-{k:07}"), &value);
+                let (status, answer) =
+                    fetch.send(method, &url, Some(&body), REQUEST_TIMEOUT).await?;
+                if !status.is_success() {
+                    let answer = String::from_utf8_lossy(&answer);
+                    bail!("filling the store: {url} answered {status}: {answer}");
+                }
+                k += FILL_WRITERS;
+            }
+            anyhow::Ok(())
+        })
+    });
+    for w in futures_util::future::join_all(writers).await {
+        w.context("a writer failed")??;
+    }
+    Ok(keys * FILL_VALUE_BYTES as u64)
 }

@@ -12,7 +12,10 @@
 //! - `elect`: application-election handover with the stock CLIs;
 //! - `kv`: the key-value benchmark, with its load generator
 //!   (`kv_load`) and its fault phases (`kv_faults`: failovers under
-//!   load, a wiped node's catch-up).
+//!   load, a wiped node's catch-up);
+//! - `membership`: one node of a cluster full of data replaced through
+//!   the log under a steady writer (`steady_load`), the same steps timed
+//!   alike (`membership_flow`) in tenure and etcd (`membership_systems`).
 //!
 //! Errors are `anyhow`'s: this crate is the body of a command, and each
 //! error ends as a message to the person who ran it.
@@ -26,9 +29,13 @@ mod fetch;
 pub mod kv;
 mod kv_faults;
 mod kv_load;
+pub mod membership;
+mod membership_flow;
+mod membership_systems;
 mod plot;
 pub mod soak;
 mod stats;
+mod steady_load;
 mod system;
 mod zookeeper;
 
@@ -77,6 +84,11 @@ enum BenchCommand {
     /// one stopped (SIGTERM, then SIGKILL trials), timed until the other prints
     /// its election; with --compare etcd, the same with `etcdctl elect`.
     Elect(elect::ElectArgs),
+    /// Replace one node of a cluster holding --data-mib of data through the log
+    /// (add a learner, wait until it votes, remove the old node) under a steady
+    /// writer: the time to the new voter and the write latency before and
+    /// during; with --compare etcd, the same with etcd's learners.
+    Membership(membership::MembershipArgs),
 }
 
 /// Flags of `tenure bench failover`.
@@ -122,6 +134,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCommand::Soak(a) => soak::run(a).await,
         BenchCommand::Kv(a) => kv::run(a).await,
         BenchCommand::Elect(a) => elect::run(a).await,
+        BenchCommand::Membership(a) => membership::run(a).await,
     }
 }
 
@@ -392,7 +405,7 @@ fn write_plot(
         .iter()
         .map(|s| (s.system.to_string(), s.trials.iter().map(|t| t.failover_ms).collect()))
         .collect();
-    plot::write_cdf(path, &title, &series)
+    plot::write_cdf(path, &title, plot::FAILOVER_AXES, &series)
 }
 
 fn with_logs<S: System>(e: anyhow::Error, sys: &S) -> anyhow::Error {

@@ -1,4 +1,5 @@
-//! `--plot FILE.svg`: the failover latency CDF of each system, one line each.
+//! `--plot FILE.svg`: latency CDFs, one line per series (each system's
+//! failovers; each system's writes before and during a change of members).
 
 use super::stats::cdf;
 use anyhow::{anyhow, Context};
@@ -9,18 +10,65 @@ use std::path::Path;
 const SIZE: (u32, u32) = (800, 500);
 /// The x axis starts at this share of the fastest sample.
 const X_MIN_SHARE: f64 = 0.9;
+/// Labels on a linear x axis (plotters' default).
+const X_LABELS: usize = 10;
 /// Line colours, one per system in order.
 const COLOURS: [RGBColor; 4] = [RGBColor(31, 119, 180), RGBColor(214, 39, 40), GREEN, BLACK];
 
+/// What a chart's axes and legend say.
+#[derive(Debug, Clone, Copy)]
+pub struct Axes<'a> {
+    /// The x axis ("failover (ms)").
+    pub x: &'a str,
+    /// The y axis ("fraction of failovers").
+    pub y: &'a str,
+    /// What a sample is, in the legend ("trials").
+    pub samples: &'a str,
+    /// A logarithmic x axis (latencies from 1 ms to seconds on one chart).
+    pub log_x: bool,
+}
+
+/// The axes of the failover charts.
+pub const FAILOVER_AXES: Axes<'static> =
+    Axes { x: "failover (ms)", y: "fraction of failovers", samples: "trials", log_x: false };
+
 /// Writes an SVG with one CDF line per (name, samples in ms).
-pub fn write_cdf(path: &Path, title: &str, series: &[(String, Vec<f64>)]) -> anyhow::Result<()> {
+pub fn write_cdf(
+    path: &Path,
+    title: &str,
+    axes: Axes<'_>,
+    series: &[(String, Vec<f64>)],
+) -> anyhow::Result<()> {
+    // A log axis is drawn as a linear one over log10 of the samples, its
+    // labels turned back into ms.
+    let series: Vec<(String, Vec<f64>)> = match axes.log_x {
+        false => series.to_vec(),
+        true => series
+            .iter()
+            .map(|(name, s)| (name.clone(), s.iter().map(|v| v.max(0.001).log10()).collect()))
+            .collect(),
+    };
     let all = || series.iter().flat_map(|(_, s)| s.iter().copied());
-    let max = all().fold(0.0_f64, f64::max);
+    let max = all().fold(f64::NEG_INFINITY, f64::max);
     let min = all().fold(f64::INFINITY, f64::min);
-    let x_max = (max * 1.05).max(1.0);
-    // Start near the fastest failover: crash failovers all sit above the
-    // election timeout, and an axis from 0 would squeeze them into a corner.
-    let x_min = if min.is_finite() { (min * X_MIN_SHARE).floor() } else { 0.0 };
+    let (x_min, x_max) = match axes.log_x {
+        // Whole decades around the samples.
+        true if min.is_finite() => (min.floor(), max.ceil().max(min.floor() + 1.0)),
+        true => (0.0, 1.0),
+        // Start near the fastest failover: crash failovers all sit above the
+        // election timeout, and an axis from 0 would squeeze them into a corner.
+        false if min.is_finite() => ((min * X_MIN_SHARE).floor(), (max * 1.05).max(1.0)),
+        false => (0.0, 1.0),
+    };
+    let label = |v: &f64| match axes.log_x {
+        true => ms_label(10f64.powf(*v)),
+        false => format!("{v:.0}"),
+    };
+    // A log axis is labelled at each decade.
+    let x_labels = match axes.log_x {
+        true => (x_max - x_min) as usize + 1,
+        false => X_LABELS,
+    };
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     let err = |e: DrawingAreaErrorKind<_>| anyhow!("drawing {}: {e:?}", path.display());
     root.fill(&WHITE).map_err(err)?;
@@ -33,9 +81,10 @@ pub fn write_cdf(path: &Path, title: &str, series: &[(String, Vec<f64>)]) -> any
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("failover (ms)")
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_desc("fraction of failovers")
+        .x_labels(x_labels)
+        .x_desc(axes.x)
+        .x_label_formatter(&label)
+        .y_desc(axes.y)
         .draw()
         .map_err(err)?;
     for (k, (name, samples)) in series.iter().enumerate() {
@@ -52,7 +101,7 @@ pub fn write_cdf(path: &Path, title: &str, series: &[(String, Vec<f64>)]) -> any
         chart
             .draw_series(LineSeries::new(points, colour.stroke_width(2)))
             .map_err(err)?
-            .label(format!("{name} ({} trials)", samples.len()))
+            .label(format!("{name} ({} {})", samples.len(), axes.samples))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
             });
@@ -68,6 +117,22 @@ pub fn write_cdf(path: &Path, title: &str, series: &[(String, Vec<f64>)]) -> any
     Ok(())
 }
 
+/// `ms` in as few digits as say it: 1000, 25, 2.5, 0.25.
+fn ms_label(ms: f64) -> String {
+    let digits = if ms >= 10.0 {
+        0
+    } else if ms >= 1.0 {
+        1
+    } else {
+        2
+    };
+    let text = format!("{ms:.digits$}");
+    match text.contains('.') {
+        true => text.trim_end_matches('0').trim_end_matches('.').to_string(),
+        false => text,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,11 +145,36 @@ mod tests {
             ("tenure".to_string(), vec![950.0, 960.0, 1010.0]),
             ("etcd".to_string(), vec![1100.0, 1500.0, 4100.0]),
         ];
-        write_cdf(&path, "failover", &series).unwrap();
+        write_cdf(&path, "failover", FAILOVER_AXES, &series).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..50.min(svg.len())]);
         assert!(svg.contains("tenure (3 trials)") && svg.contains("etcd (3 trials)"));
         assert!(svg.contains("failover (ms)"));
         assert!(svg.matches("<polyline").count() >= 2, "one line per system");
+    }
+
+    #[test]
+    fn a_log_axis_spans_whole_decades_labelled_in_ms() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("writes.svg");
+        let axes = Axes {
+            x: "write latency (ms)",
+            y: "fraction of writes",
+            samples: "writes",
+            log_x: true,
+        };
+        let series = vec![("tenure before".to_string(), vec![1.5, 3.0, 250.0])];
+        write_cdf(&path, "writes", axes, &series).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("tenure before (3 writes)") && svg.contains("write latency (ms)"));
+        // The axis runs from 10^0 to 10^3 ms, labelled at each decade.
+        let labels: Vec<&str> = svg.lines().map(str::trim).collect();
+        for decade in ["1", "10", "100", "1000"] {
+            assert!(labels.contains(&decade), "no label {decade} ms");
+        }
+        assert_eq!(
+            [ms_label(1.0), ms_label(2.5), ms_label(0.25), ms_label(316.2)],
+            ["1", "2.5", "0.25", "316"]
+        );
     }
 }

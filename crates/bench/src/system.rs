@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tenure_client::http::{error_message, REQUEST_TIMEOUT};
 use tenure_client::{Client, ClientOptions};
-use tenure_launch::{LocalCluster, Proc, Settings};
+use tenure_launch::{address_list, LocalCluster, Proc, Settings};
 
 /// Timeout of one `/metrics` scrape.
 const METRICS_TIMEOUT: Duration = Duration::from_millis(500);
@@ -108,10 +108,36 @@ impl Tenure {
         protocol: tenure_core::ProtocolKind,
         tls: bool,
     ) -> anyhow::Result<Self> {
+        Tenure::launch(nodes, false, heartbeat_ms, election_timeout_ms, protocol, tls)
+    }
+
+    /// Starts `nodes` servers as [`Tenure::start_all`] does, and prepares
+    /// node `nodes + 1` (index `nodes`: ports, certificates, a data
+    /// directory) without starting it or naming it to the others. Started
+    /// ([`System::start`]), it joins the running cluster: `--join` through
+    /// the first `nodes` servers' APIs, with the cluster's admin token.
+    pub fn start_with_spare(
+        nodes: usize,
+        heartbeat_ms: u64,
+        election_timeout_ms: u64,
+        protocol: tenure_core::ProtocolKind,
+        tls: bool,
+    ) -> anyhow::Result<Self> {
+        Tenure::launch(nodes, true, heartbeat_ms, election_timeout_ms, protocol, tls)
+    }
+
+    fn launch(
+        nodes: usize,
+        spare: bool,
+        heartbeat_ms: u64,
+        election_timeout_ms: u64,
+        protocol: tenure_core::ProtocolKind,
+        tls: bool,
+    ) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find the tenure executable")?;
         let mut cluster = LocalCluster::new(&Settings {
             exe,
-            nodes,
+            nodes: nodes + usize::from(spare),
             heartbeat_ms,
             election_timeout_ms,
             dir_prefix: "tenure-bench-",
@@ -119,6 +145,9 @@ impl Tenure {
             protocol: protocol.as_str().to_string(),
             tls,
         })?;
+        if spare {
+            prepare_joiners(&mut cluster, nodes)?;
+        }
         for i in 0..nodes {
             cluster.start(i)?;
         }
@@ -158,6 +187,50 @@ impl Tenure {
     pub fn data_dir(&self, i: usize) -> &Path {
         &self.cluster.servers[i].args.data_dir
     }
+
+    /// Node `i`'s id.
+    pub fn id(&self, i: usize) -> u64 {
+        self.cluster.servers[i].args.id
+    }
+
+    /// Node `i`'s peer address (`--listen`, HOST:PORT).
+    pub fn peer_address(&self, i: usize) -> &str {
+        &self.cluster.servers[i].args.listen
+    }
+}
+
+/// The config file of a node that joins (`join.toml` in the cluster's
+/// directory): the cluster's, with `join_token_file` naming the admin token.
+const JOIN_CONFIG: &str = "join.toml";
+
+/// Makes the servers of `cluster` from index `first` on nodes that join the
+/// first `first` ones: `--join` with their APIs instead of `--peers`, and
+/// [`JOIN_CONFIG`]. The first ones name only each other (`--peers`,
+/// `--peer-http`: a node named there is a voter of the first configuration).
+fn prepare_joiners(cluster: &mut LocalCluster, first: usize) -> anyhow::Result<()> {
+    let members = &cluster.servers[..first];
+    let peers = address_list(members.iter().map(|s| (s.args.id, s.args.listen.clone())));
+    let peer_http = address_list(members.iter().map(|s| (s.args.id, s.args.http.clone())));
+    let join = cluster.endpoints()[..first].join(",");
+    let base = &cluster.servers[0].args.config;
+    let text =
+        std::fs::read_to_string(base).with_context(|| format!("cannot read {}", base.display()))?;
+    let token = cluster.token_file();
+    let token = token.to_str().context("the token file's path is not UTF-8")?;
+    // Top-level keys come before the `[[api_tokens]]` tables.
+    let text = format!("join_token_file = {}\n{text}", serde_json::to_string(token)?);
+    let config = cluster.dir.path().join(JOIN_CONFIG);
+    std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
+    for (i, server) in cluster.servers.iter_mut().enumerate() {
+        server.args.peer_http = Some(peer_http.clone());
+        if i < first {
+            server.args.peers = peers.clone();
+        } else {
+            server.args.join = Some(join.clone());
+            server.args.config = config.clone();
+        }
+    }
+    Ok(())
 }
 
 impl System for Tenure {
