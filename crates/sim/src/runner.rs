@@ -723,18 +723,26 @@ impl Sim {
     /// refused at its handshake for the data directories: the configuration
     /// either one's log holds names the other with another directory than
     /// the one it has now (a wiped node is not the member it was; a real
-    /// node checks it at the peer handshake, both ways).
+    /// node checks it at the peer handshake, both ways), unless the other's
+    /// configuration is newer (`Net::directory_mismatch`: it may have been
+    /// added again under its id since).
     pub(super) fn identity_refused(&self, from: usize, to: usize) -> bool {
+        let replica = |r: usize| self.hosts[r].kv.as_ref().and_then(|kv| kv.replica.as_ref());
         let names_another = |r: usize, x: usize| {
-            let Some(rep) = self.hosts[r].kv.as_ref().and_then(|kv| kv.replica.as_ref()) else {
-                return false;
+            let Some(rep) = replica(r) else { return false };
+            let config = |r: &tenure_replica::Replica<_>| {
+                let at = r.membership().at;
+                tenure_core::ConfigId { token: at.token, index: at.index }
             };
+            let newer = replica(x).is_some_and(|other| config(other) > config(rep));
             let x = &self.hosts[x];
-            rep.membership()
-                .members
-                .get(x.id)
-                .and_then(|m| m.directory)
-                .is_some_and(|d| d != x.directory)
+            !newer
+                && rep
+                    .membership()
+                    .members
+                    .get(x.id)
+                    .and_then(|m| m.directory)
+                    .is_some_and(|d| d != x.directory)
         };
         names_another(to, from) || names_another(from, to)
     }

@@ -474,7 +474,7 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                 Err(why)
             } else if directory == DirectoryId(0) {
                 Err(format!("peer {from} shows data-directory identity 0"))
-            } else if let Some(why) = net.directory_mismatch(from, directory) {
+            } else if let Some(why) = net.directory_mismatch(from, directory, config) {
                 Err(why)
             } else {
                 Ok(Hello { from, incarnation, api_address, directory, guest_at })

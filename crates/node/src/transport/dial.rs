@@ -291,7 +291,7 @@ pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option
         Some(why)
     } else if directory == DirectoryId(0) {
         Some(format!("node {node} shows data-directory identity 0"))
-    } else if let Some(why) = net.directory_mismatch(node, directory) {
+    } else if let Some(why) = net.directory_mismatch(node, directory, config) {
         Some(why)
     } else {
         bad_api_address(node, api_address)

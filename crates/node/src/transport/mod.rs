@@ -340,6 +340,12 @@ mod tests {
         });
         let e = check_hello(&net, hello(vec![1, 2, 3])).unwrap_err();
         assert!(e.contains("data directory") && e.contains("remove node 2"), "{e}");
+        let e = check_hello(&net, hello_at(vec![1, 2, 3], written)).unwrap_err();
+        assert!(e.contains("data directory"), "{e}");
+        // Unless its configuration is newer: this node's log may lag behind
+        // the change that added node 2 again with the directory it has now.
+        let later = tenure_core::ConfigId { token: tenure_core::FencingToken(3), index: 12 };
+        assert!(check_hello(&net, hello_at(vec![1, 2, 3], later)).is_ok());
         // A node this configuration does not name (node 5), with a newer
         // configuration and a peer address, is heard as a guest, dialled
         // back there; with an older or the same configuration, or no

@@ -428,9 +428,27 @@ impl Net {
     /// member the configuration names, if it is not: the configuration
     /// added it with another directory (its disk was wiped or replaced
     /// since). It must be removed and added again: a node that lost what it
-    /// acknowledged must not count as the voter that acknowledged it.
-    pub fn directory_mismatch(&self, peer: NodeId, theirs: DirectoryId) -> Option<String> {
-        let known = lock(&self.roster).directories.get(&peer).copied()?;
+    /// acknowledged must not count as the voter that acknowledged it. Not
+    /// while `their_config` is newer than this node's.
+    pub fn directory_mismatch(
+        &self,
+        peer: NodeId,
+        theirs: DirectoryId,
+        their_config: ConfigId,
+    ) -> Option<String> {
+        let roster = lock(&self.roster);
+        let known = roster.directories.get(&peer).copied()?;
+        // A peer whose configuration is newer may be the member a later
+        // change added again under this id, with the directory it has now
+        // (this node's log lags behind that change): it is heard, so that
+        // this node catches up. It is no danger: it votes only once its own
+        // configuration names it with its new directory, so holding the
+        // committed removal of its old self, and grants no vote to a
+        // candidate whose log lacks that removal, the only candidates that
+        // would count it as its old self (docs/MEMBERSHIP.md, "The identity of a data directory").
+        if their_config > roster.config {
+            return None;
+        }
         (known != theirs).then(|| {
             format!(
                 "node {peer} shows data directory {theirs}, but the cluster added node {peer} \
