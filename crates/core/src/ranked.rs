@@ -512,6 +512,11 @@ impl<R: RngCore + Send> RankedElector<R> {
     /// VOTING: votes once the slate is complete enough, or gives up.
     fn try_vote(&mut self, now: Instant) {
         let Some(poll) = self.poll else { return };
+        if self.self_vote_pending {
+            // Elected (our vote for ourselves is being written): no other
+            // vote of ours may follow it.
+            return;
+        }
         if self.seat.storage_failed {
             self.become_follower(Reason::StorageFailed);
             self.election_deadline = now + self.seat.cfg.election_timeout;
@@ -654,8 +659,17 @@ impl<R: RngCore + Send> RankedElector<R> {
         terms.sort_unstable_by(|a, b| b.cmp(a));
         terms.dedup();
         let me = self.me();
+        // Our own vote went to ourselves in a term below the others': it may
+        // go to ourselves again in theirs, where we never voted (every term
+        // we voted in is at most ours). A voter that takes part without a
+        // claim of its own (one that may not stand) shows no term before it
+        // votes, so its vote can land a term above ours at every round.
+        let own = (me < self.seat.voter_count() && self.seat.voted_for == Some(self.seat.cfg.id))
+            .then_some(self.tally[me])
+            .flatten();
         for term in terms {
-            let votes = self.votes_in(term);
+            let moved = own.filter(|&(t, _)| t < term && term > self.seat.term);
+            let votes = self.votes_in(term) + usize::from(moved.is_some());
             if votes < quorum {
                 continue;
             }
@@ -677,6 +691,9 @@ impl<R: RngCore + Send> RankedElector<R> {
                 self.seat.term = term;
                 self.seat.voted_for = Some(self.seat.cfg.id);
                 self.seat.persist();
+                if let Some((_, echo)) = moved {
+                    self.tally[me] = Some((term, echo));
+                }
                 self.self_vote_pending = true;
                 return;
             }
