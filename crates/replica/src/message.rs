@@ -125,6 +125,21 @@ impl ReplicaMessage {
         }
     }
 
+    /// About how many bytes of entries or snapshot the message carries (0
+    /// for the others): what a driver that holds several bounds.
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            ReplicaMessage::Append { entries, .. } | ReplicaMessage::FetchReply { entries, .. }
+                if !entries.is_empty() =>
+            {
+                entries.iter().map(|e| e.payload.size()).sum()
+            }
+            ReplicaMessage::InstallSnapshot { chunk, .. } => chunk.data.len(),
+            ReplicaMessage::FetchReply { snapshot: Some(chunk), .. } => chunk.data.len(),
+            _ => 0,
+        }
+    }
+
     /// A short name for logs and metrics.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -8,7 +8,7 @@ use crate::machine::StateMachine;
 use crate::membership::{Change, ChangeError, Identity, Members, Membership};
 use crate::message::{ReplicaMessage, SnapshotChunk};
 use crate::output::{Completion, LogOp, Output, ProposalError, ProposalId, ReadError, ReadId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 use tenure_core::{DirectoryId, Electorate, FencingToken, Instant, NodeId};
 
@@ -32,9 +32,10 @@ pub struct Config {
     /// log.
     pub addresses: Vec<(NodeId, String)>,
     /// A learner added to be promoted by the leader ([`crate::Member`]'s
-    /// `auto_promote`) is, once it has held every entry committed a
-    /// heartbeat earlier at every heartbeat for this long (`None`: never,
-    /// every promotion is an operator's). See `docs/MEMBERSHIP.md`.
+    /// `auto_promote`) is, once it has answered the leader at every
+    /// heartbeat for this long and held every entry committed a heartbeat
+    /// earlier at two heartbeats in a row (`None`: never, every promotion
+    /// is an operator's). See `docs/MEMBERSHIP.md`.
     pub auto_promote_after: Option<Duration>,
     /// A voter counts as healthy for a change of members (etcd's strict
     /// reconfiguration check) if it answered the leader within this long;
@@ -60,14 +61,19 @@ pub struct Config {
     /// ...or once the entries held carry this many bytes of commands (and
     /// some were applied): memory and the journal stay bounded in bytes too.
     pub snapshot_every_bytes: u64,
-    /// Bytes of a snapshot per message (and the largest piece accepted).
-    /// The leader sends the next piece when the last is acknowledged, so a
-    /// transfer takes a round trip per piece: 2 MiB moves a 64 MiB
-    /// snapshot in 32 of them (256 KiB took 256, 3.2 to 4.9 s of a
-    /// replacement's time in `tenure bench membership` on a loaded
-    /// machine), while a piece still leaves the connection it shares with
-    /// the heartbeats within milliseconds.
+    /// Bytes of a snapshot per message (and the largest piece accepted):
+    /// a piece still leaves the connection it shares with the heartbeats
+    /// within milliseconds.
     pub snapshot_chunk_bytes: usize,
+    /// Most bytes the leader has sent a follower and not heard acknowledged
+    /// while it catches up (entries, or snapshot pieces): the next batch
+    /// goes out while earlier ones are on the wire and being written, so a
+    /// follower far behind is not held to one batch per round trip and
+    /// fsync (a 64 MiB snapshot in 2 MiB pieces took 32 round trips, 0.6 s
+    /// of a replacement in `tenure bench membership`), and what waits in a
+    /// peer's send queue stays bounded in bytes. At least one batch or piece
+    /// is always in flight.
+    pub max_in_flight_bytes: usize,
     /// The largest snapshot accepted from another node.
     pub max_snapshot_bytes: u64,
     /// Whether a leader tells followers of a new commit index at once, in
@@ -101,6 +107,7 @@ impl Config {
             snapshot_every: 10_000,
             snapshot_every_bytes: 64 * 1024 * 1024,
             snapshot_chunk_bytes: 2 * 1024 * 1024,
+            max_in_flight_bytes: 8 * 1024 * 1024,
             max_snapshot_bytes: 1 << 30,
             commit_notices: true,
             planted_bug_ungated_changes: false,
@@ -173,12 +180,36 @@ struct Peer {
     acked_round: u64,
     /// Bytes of the leader's snapshot it holds, while one is in transfer.
     snapshot_received: Option<u64>,
+    /// While a snapshot is in transfer: the end of the pieces sent.
+    snapshot_sent: u64,
+    /// Batches of entries sent and not acknowledged: the last index of each
+    /// and its bytes ([`Config::max_in_flight_bytes`]).
+    in_flight: VecDeque<(Index, usize)>,
     /// The commit index last sent to it.
     sent_commit: Index,
     /// Since when it has held, at every heartbeat, every entry committed a
-    /// heartbeat earlier (a learner's stability, for its promotion).
+    /// heartbeat earlier (caught up, for a learner's promotion).
     caught_up_since: Option<Instant>,
+    /// Since when it has answered the leader within
+    /// [`Config::healthy_within`] at every heartbeat (a learner's
+    /// stability, for its promotion).
+    healthy_since: Option<Instant>,
 }
+
+impl Peer {
+    fn in_flight_bytes(&self) -> usize {
+        self.in_flight.iter().map(|&(_, b)| b).sum()
+    }
+}
+
+/// Most batches of entries a leader has sent one follower and not heard
+/// acknowledged while it catches up (beside [`Config::max_in_flight_bytes`]):
+/// batches of small entries stay far below the transport's queue of a peer.
+pub const MAX_IN_FLIGHT_BATCHES: usize = 64;
+
+/// Most snapshot pieces a leader has sent one follower beyond what it
+/// acknowledged (beside [`Config::max_in_flight_bytes`]).
+pub const MAX_IN_FLIGHT_PIECES: u64 = 4;
 
 /// A voter is healthy for a change of members if it answered the leader
 /// within this many heartbeat intervals.
@@ -954,20 +985,49 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// Sends member `to` what it lacks while its window has room
+    /// ([`Config::max_in_flight_bytes`]): one batch of entries or snapshot
+    /// piece at least, more while it catches up.
+    fn send_window(&mut self, now: Instant, to: NodeId) {
+        for _ in 0..MAX_IN_FLIGHT_BATCHES {
+            if !self.send_to(now, to) {
+                break;
+            }
+        }
+    }
+
     /// Sends member `to` its next entries (or snapshot piece), advancing its
-    /// next index optimistically.
-    fn send_to(&mut self, _now: Instant, to: NodeId) {
+    /// next index optimistically. True if more is due and the window
+    /// ([`Config::max_in_flight_bytes`]) has room for it.
+    fn send_to(&mut self, _now: Instant, to: NodeId) -> bool {
         let base = self.log.base();
+        let last = self.log.last().index;
         let commit = self.commit;
-        let Some(lead) = self.lead.as_mut() else { return };
+        let window = self.cfg.max_in_flight_bytes as u64;
+        // Snapshot pieces: as many as fit the window, and at most
+        // MAX_IN_FLIGHT_PIECES of them.
+        let piece_window =
+            window.min(self.cfg.snapshot_chunk_bytes as u64 * MAX_IN_FLIGHT_PIECES).max(1);
+        let total = self.snapshot.as_ref().map_or(0, |(_, d)| d.len() as u64);
+        let Some(lead) = self.lead.as_mut() else { return false };
         let token = lead.token;
         let round = lead.round;
-        let Some(peer) = lead.peers.get_mut(&to) else { return };
+        let Some(peer) = lead.peers.get_mut(&to) else { return false };
         if peer.next <= base.index {
-            let offset = peer.snapshot_received.unwrap_or(0);
-            peer.snapshot_received = Some(offset);
-            let Some(chunk) = self.snapshot_chunk(offset) else { return };
-            return self.send(to, ReplicaMessage::InstallSnapshot { token, chunk });
+            let received = *peer.snapshot_received.get_or_insert(0);
+            let offset = peer.snapshot_sent.max(received);
+            let started = peer.snapshot_sent > 0 || offset > 0;
+            if started && (offset >= total || offset - received >= piece_window) {
+                // All of it sent, or the window is full: the answers send more.
+                return false;
+            }
+            let Some(chunk) = self.snapshot_chunk(offset) else { return false };
+            let end = offset + (chunk.data.len() as u64).max(1);
+            if let Some(peer) = self.lead.as_mut().and_then(|l| l.peers.get_mut(&to)) {
+                peer.snapshot_sent = end;
+            }
+            self.send(to, ReplicaMessage::InstallSnapshot { token, chunk });
+            return end < total && end - received < piece_window;
         }
         let prev_index = peer.next - 1;
         let prev = Position {
@@ -976,9 +1036,18 @@ impl<S: StateMachine> Replica<S> {
         };
         let entries =
             self.log.slice(peer.next, self.cfg.max_append_entries, self.cfg.max_append_bytes);
+        if let Some(e) = entries.last() {
+            let bytes: usize = entries.iter().map(|e| e.payload.size().max(1)).sum();
+            peer.in_flight.push_back((e.pos.index, bytes));
+        }
         peer.next += entries.len() as u64;
         peer.sent_commit = commit;
+        let more = !entries.is_empty()
+            && peer.next <= last
+            && (peer.in_flight_bytes() as u64) < window
+            && peer.in_flight.len() < MAX_IN_FLIGHT_BATCHES;
         self.send(to, ReplicaMessage::Append { token, prev, entries, commit, round });
+        more
     }
 
     /// Tells every follower that holds the whole log, and was sent an older
@@ -1047,14 +1116,24 @@ impl<S: StateMachine> Replica<S> {
             Phase::Replicating { .. } | Phase::Ready => {
                 // Everything unacknowledged is sent again from the last match.
                 let wanted = lead.commit_a_round_ago;
+                let healthy_within = self.cfg.healthy_within;
                 for (id, p) in lead.peers.iter_mut() {
-                    if p.snapshot_received.is_none() {
-                        p.next = p.matched + 1;
+                    match p.snapshot_received {
+                        None => p.next = p.matched + 1,
+                        // The pieces not acknowledged are sent again.
+                        Some(received) => p.snapshot_sent = received,
                     }
-                    if p.matched < wanted || !lead.heard.contains_key(id) {
+                    p.in_flight.clear();
+                    let heard = lead.heard.get(id);
+                    if p.matched < wanted || heard.is_none() {
                         p.caught_up_since = None;
                     } else if p.caught_up_since.is_none() {
                         p.caught_up_since = Some(now);
+                    }
+                    if heard.is_some_and(|&at| now.saturating_since(at) <= healthy_within) {
+                        p.healthy_since.get_or_insert(now);
+                    } else {
+                        p.healthy_since = None;
                     }
                 }
                 lead.commit_a_round_ago = self.commit;
@@ -1066,7 +1145,8 @@ impl<S: StateMachine> Replica<S> {
 
     /// As a ready leader with no change in progress: promotes the first
     /// learner added for it ([`crate::Member`]'s `auto_promote`) that has
-    /// been caught up for [`Config::auto_promote_after`], if the change
+    /// answered at every heartbeat for [`Config::auto_promote_after`] and
+    /// held everything committed at two heartbeats in a row, if the change
     /// passes every check of [`Replica::propose_change`] (health among
     /// them; a refused one is tried again at a later heartbeat).
     fn auto_promote(&mut self, now: Instant) {
@@ -1075,13 +1155,18 @@ impl<S: StateMachine> Replica<S> {
         if self.log.membership().at.index > self.commit {
             return;
         }
+        // Stable: it answered at every heartbeat for `after` (counted from
+        // its first answers, so the time it took to catch up counts);
+        // caught up: it held every entry committed a heartbeat earlier at
+        // this heartbeat and the one before (it keeps pace with the writes).
         let ready = self.log.membership().members.learners.iter().find(|m| {
             m.auto_promote
-                && lead
-                    .peers
-                    .get(&m.id)
-                    .and_then(|p| p.caught_up_since)
-                    .is_some_and(|since| now.saturating_since(since) >= after)
+                && lead.peers.get(&m.id).is_some_and(|p| {
+                    let stable =
+                        p.healthy_since.is_some_and(|since| now.saturating_since(since) >= after);
+                    let caught_up = p.caught_up_since.is_some_and(|since| now > since);
+                    stable && caught_up
+                })
         });
         let Some(id) = ready.map(|m| m.id) else { return };
         if let Ok(proposal) = self.propose_change_entry(now, &Change::Promote(id)) {
@@ -1138,6 +1223,13 @@ impl<S: StateMachine> Replica<S> {
                 }
                 if lead.phase == (Phase::Replicating { noop: pos.index }) {
                     lead.phase = Phase::Ready;
+                    // What a learner must hold to be promoted starts here:
+                    // the commit index this leader took office with may be
+                    // far behind (a restarted node's starts at its
+                    // snapshot), and a learner that held nothing passed
+                    // for caught up until the next heartbeat (raft
+                    // membership seed 8727: an empty voter promoted).
+                    lead.commit_a_round_ago = lead.commit_a_round_ago.max(pos.index);
                 }
             }
         }
@@ -1477,10 +1569,13 @@ impl<S: StateMachine> Replica<S> {
             Ok(matched) if matched <= last => {
                 peer.matched = peer.matched.max(matched);
                 peer.next = peer.next.max(matched + 1);
+                while peer.in_flight.front().is_some_and(|&(end, _)| end <= peer.matched) {
+                    peer.in_flight.pop_front();
+                }
                 if peer.next <= last && peer.snapshot_received.is_none() {
-                    // Catching up: the next batch goes on the answer, not
+                    // Catching up: the next batches go on the answer, not
                     // at the next heartbeat.
-                    self.send_to(now, i);
+                    self.send_window(now, i);
                 }
             }
             // Claims entries this leader never wrote.
@@ -1495,6 +1590,7 @@ impl<S: StateMachine> Replica<S> {
                     peer.matched = hint.saturating_sub(1);
                 }
                 peer.next = hint.clamp(peer.matched + 1, last + 1);
+                peer.in_flight.clear();
                 self.send_to(now, i);
             }
         }
@@ -1515,6 +1611,7 @@ impl<S: StateMachine> Replica<S> {
         let Some((snap, total)) = current.filter(|&(p, _)| p == last) else {
             // A reply about an older snapshot: start over with the current one.
             peer.snapshot_received = None;
+            peer.snapshot_sent = 0;
             return;
         };
         if peer.snapshot_received.is_none() {
@@ -1522,12 +1619,20 @@ impl<S: StateMachine> Replica<S> {
         }
         if received >= total {
             peer.snapshot_received = None;
+            peer.snapshot_sent = 0;
+            peer.in_flight.clear();
             peer.matched = peer.matched.max(snap.index);
             peer.next = snap.index + 1;
+            self.send_window(now, i);
         } else {
+            // What it holds (less than before if it restarted the
+            // transfer). A piece refused after a lost one is sent again
+            // from here at the next heartbeat: resending on every answer
+            // that does not advance would answer each duplicate with a
+            // window of duplicates.
             peer.snapshot_received = Some(received);
+            self.send_window(now, i);
         }
-        self.send_to(now, i);
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -454,3 +454,49 @@ fn a_learner_that_does_not_keep_up_is_not_promoted() {
     assert!(c.replica(n(1)).membership().members.is_voter(n(4)));
     c.check_converged();
 }
+
+/// Found by the simulator (raft membership seed 8727): a leader that had
+/// just taken office after a restart (its commit index starts at its
+/// snapshot's, here nothing) counted a learner that held nothing as caught
+/// up until its first heartbeat, and promoted it: an empty voter that the
+/// quorum then needed. The learner must hold what committed before the new
+/// leader's first entry.
+#[test]
+fn a_new_leader_does_not_promote_a_learner_that_holds_nothing() {
+    let mut c = led(|_| {});
+    for i in 0..20 {
+        c.propose(n(1), vec![cmd(i)]);
+    }
+    c.run_for(HEARTBEAT * 3);
+    c.add_node(n(4));
+    c.isolate(n(4));
+    c.change(n(1), &Change::AddLearner(member(4))).expect("a learner is added");
+    c.run_for(HEARTBEAT * 3);
+    assert!(c.applied_by(n(4)).is_empty(), "cut off: it holds nothing");
+    // Node 2 restarts (its commit index starts from nothing) and leads.
+    c.crash(n(1));
+    c.crash(n(2));
+    c.restart(n(2));
+    c.heal();
+    c.isolate(n(1));
+    let ids = [n(2), n(3), n(4)];
+    c.elect(n(2), &ids);
+    // The first moment it is ready, before its first heartbeat round.
+    for _ in 0..200 {
+        if c.ready_leader() == Some(n(2)) {
+            break;
+        }
+        c.run_for(HEARTBEAT / 20);
+    }
+    assert_eq!(c.ready_leader(), Some(n(2)));
+    let held = c.applied_by(n(4)).len();
+    let promoted = c.change(n(2), &Change::Promote(n(4)));
+    assert!(
+        held >= 20 || matches!(promoted, Err(ChangeError::Behind(_))),
+        "a learner holding {held} entries was promoted: {promoted:?}"
+    );
+    c.run_for(HEARTBEAT * 10);
+    c.change(n(2), &Change::Promote(n(4))).expect("caught up now, it is promoted");
+    c.run_for(HEARTBEAT * 3);
+    assert!(voters(&c, 2).contains(&4));
+}

@@ -177,7 +177,7 @@ struct AddArgs {
     #[arg(long, value_name = "HEX")]
     directory: Option<String>,
     /// Leave it a learner until `tenure member promote` (default: the leader promotes it once
-    /// it has caught up and kept up for three election timeouts).
+    /// it has caught up and answered it for an election timeout).
     #[arg(long)]
     manual_promote: bool,
     #[command(flatten)]
@@ -526,7 +526,7 @@ fn directory_differs(n: &MemberBody, given: Option<&str>) -> bool {
 /// How far behind member `n` is, in words.
 fn behind(n: &MemberBody) -> String {
     match n.lag_entries {
-        Some(0) => "caught up (the leader promotes it after three election timeouts)".into(),
+        Some(0) => "caught up (the leader promotes it once it has kept up for two heartbeats and answered for an election timeout)".into(),
         Some(l) => format!("{l} entries behind"),
         None => "its lag unknown (the leader did not answer)".into(),
     }

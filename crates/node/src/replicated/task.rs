@@ -25,7 +25,8 @@ use std::time::Duration;
 use tenure_core::{Electorate, FencingToken, Instant as CoreInstant, NodeId, Protocol};
 use tenure_replica::router::{AskFrom, Call, Router, RouterConfig, RouterOutput};
 use tenure_replica::{
-    Change, Completion, LogOp, Membership, Output, ProposalError, ProposalId, Replica, StateMachine,
+    Change, Completion, LogOp, Membership, Output, ProposalError, ProposalId, Replica,
+    ReplicaMessage, StateMachine,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, MissedTickBehavior};
@@ -35,13 +36,14 @@ use tracing::{error, info, trace, warn};
 /// holds any.
 const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
-/// How many election timeouts a learner added to be promoted must have kept
-/// up with the log (at every heartbeat, every entry committed a heartbeat
-/// earlier) before the leader promotes it: long enough that a learner
-/// that just caught up, or keeps falling behind, does not count in the
-/// quorum yet (Consul's autopilot waits 10 s of health; etcd promotes by
-/// hand once a learner holds 90 % of the leader's log).
-pub const AUTO_PROMOTE_TIMEOUTS: u32 = 3;
+/// How many election timeouts a learner added to be promoted must have
+/// answered the leader at every heartbeat (counted from its first answers,
+/// its catch-up included) before the leader promotes it, once it also holds
+/// every entry committed a heartbeat earlier at two heartbeats in a row:
+/// the cluster's own measure of a live member (docs/MEMBERSHIP.md says why;
+/// Consul's autopilot waits 10 s of health, etcd promotes by hand once a
+/// learner holds 90 % of the leader's log).
+pub const AUTO_PROMOTE_TIMEOUTS: u32 = 1;
 
 /// How long the address of a new member may take to resolve (a host name).
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -73,8 +75,8 @@ pub(super) fn open<S: StateMachine + Default>(
     let mut cfg = tenure_replica::Config::new(c.id, voters, c.heartbeat_interval);
     cfg.directory = Some(node.net.directory);
     cfg.addresses = c.peers.iter().map(|&(id, addr)| (id, addr.to_string())).collect();
-    // A learner added to be promoted is, once it has kept up for three
-    // election timeouts (docs/MEMBERSHIP.md).
+    // A learner added to be promoted is, once it has been live for an
+    // election timeout and caught up (docs/MEMBERSHIP.md).
     cfg.auto_promote_after = Some(c.election_timeout * AUTO_PROMOTE_TIMEOUTS);
     // A voter that answered the leader within an election timeout is
     // healthy for a change (a loaded machine answers late, not never).
@@ -187,8 +189,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                     self.drain().await;
                 }
                 Wake::Peer(from, data) => {
-                    self.on_peer(from, data).await;
-                    self.drain().await;
+                    let mut held = Vec::new();
+                    self.on_peer_batched(from, data, &mut held).await;
+                    self.drain_into(held).await;
                 }
                 Wake::Timer => self.input(move |r, now| r.handle_timeout(now)).await,
                 Wake::Reopen => self.reopen().await,
@@ -212,15 +215,67 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     /// Takes what else is queued, up to [`MAX_BATCH`] items, so that the
     /// commands among them are proposed as one write.
     async fn drain(&mut self) {
+        self.drain_into(Vec::new()).await;
+    }
+
+    /// [`Self::drain`], after the replica messages in `held`: the replica
+    /// messages queued one after another are handed to the replica as one
+    /// input, so that what they append is written with one `fdatasync` and
+    /// their answers leave together (a follower that catches up gets
+    /// several batches at once), at most [`MAX_BATCH`] items or
+    /// [`MAX_HELD_BYTES`] of them.
+    async fn drain_into(&mut self, mut held: Vec<(NodeId, ReplicaMessage)>) {
         for _ in 0..MAX_BATCH {
+            if held_bytes(&held) >= MAX_HELD_BYTES {
+                break;
+            }
             if let Ok(req) = self.requests.try_recv() {
                 self.on_request(req);
             } else if let Ok((from, data)) = self.peers.try_recv() {
-                self.on_peer(from, data).await;
+                self.on_peer_batched(from, data, &mut held).await;
             } else {
-                return;
+                break;
             }
         }
+        self.replica_messages(held).await;
+    }
+
+    /// Holds a replica message for the batch; anything else is handled
+    /// now, after the messages held before it.
+    async fn on_peer_batched(
+        &mut self,
+        from: NodeId,
+        data: PeerData,
+        held: &mut Vec<(NodeId, ReplicaMessage)>,
+    ) {
+        match data {
+            PeerData::Replica(msg) => {
+                trace!(node = %self.me(), %from, ?msg, "replica message in");
+                if self.rebuild.is_none() {
+                    held.push((from, msg));
+                }
+            }
+            other => {
+                self.replica_messages(std::mem::take(held)).await;
+                self.on_peer(from, other).await;
+            }
+        }
+    }
+
+    /// Hands `msgs` to the replica as one input (off the async workers when
+    /// there are several: together they may append enough to compact, or
+    /// hold a whole snapshot).
+    async fn replica_messages(&mut self, msgs: Vec<(NodeId, ReplicaMessage)>) {
+        if msgs.is_empty() || self.rebuild.is_some() {
+            return;
+        }
+        let block = msgs.len() > 1;
+        self.input_with(block, move |r, now| {
+            for (from, msg) in msgs {
+                r.handle_message(now, from, msg);
+            }
+        })
+        .await;
     }
 
     /// After every wake-up, the router's contract: propose the batch, start
@@ -472,7 +527,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         }
         let n = commands.len() as u64;
         let log = self.log.clone();
-        let ran = run_input(&self.log, move || {
+        let ran = run_input(&self.log, false, move || {
             let mut r = lock(&log.replica);
             let results = r.propose(now, commands);
             (results, r.take_output())
@@ -540,9 +595,19 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
 
     /// Feeds one input to the replica and carries out what it produced.
     async fn input(&mut self, f: impl FnOnce(&mut Replica<S>, CoreInstant) + Send + 'static) {
+        self.input_with(false, f).await;
+    }
+
+    /// [`Self::input`], on a blocking thread if `block` (or if the replica
+    /// says it may take long).
+    async fn input_with(
+        &mut self,
+        block: bool,
+        f: impl FnOnce(&mut Replica<S>, CoreInstant) + Send + 'static,
+    ) {
         let now = self.now();
         let log = self.log.clone();
-        let ran = run_input(&self.log, move || {
+        let ran = run_input(&self.log, block, move || {
             let mut r = lock(&log.replica);
             f(&mut r, now);
             r.take_output()
@@ -698,9 +763,10 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
 /// before it ran `f`.
 async fn run_input<S: StateMachine, R: Send + 'static>(
     log: &LogShared<S>,
+    block: bool,
     f: impl FnOnce() -> R + Send + 'static,
 ) -> Option<R> {
-    if !lock(&log.replica).may_block() {
+    if !block && !lock(&log.replica).may_block() {
         return Some(f());
     }
     match tokio::task::spawn_blocking(f).await {
@@ -710,6 +776,15 @@ async fn run_input<S: StateMachine, R: Send + 'static>(
             Err(_) => None,
         },
     }
+}
+
+/// Most bytes of replica messages handed to the replica as one input (a
+/// few snapshot pieces, or many batches of entries).
+const MAX_HELD_BYTES: usize = 16 * 1024 * 1024;
+
+/// About how many bytes the replica messages `held` carry.
+fn held_bytes(held: &[(NodeId, ReplicaMessage)]) -> usize {
+    held.iter().map(|(_, m)| m.payload_bytes()).sum()
 }
 
 /// The fencing token of this node's leadership while its election lease
