@@ -1004,7 +1004,17 @@ impl<R: RngCore + Send> PaxosElector<R> {
             return;
         }
         if !ok {
-            if promised > self.seat.term && !self.seat.storage_failed && self.seat.is_leader(now) {
+            // Only a voter's promise counts: a member the configuration
+            // removes still gets our heartbeats until the next one, and one
+            // that missed its removal, counting over its old voters, may
+            // promise itself ever higher ballots (paxos membership seed
+            // 6527: the leader re-established itself above every one).
+            let voter = i < self.seat.voter_count();
+            if voter
+                && promised > self.seat.term
+                && !self.seat.storage_failed
+                && self.seat.is_leader(now)
+            {
                 // An acceptor promised a higher ballot (a candidacy that could
                 // not win while our lease runs). A majority still backs us, so
                 // re-establish leadership above it at once; skipping the poll

@@ -81,6 +81,9 @@ pub struct RaftElector<R = Box<dyn RngCore + Send>> {
     prior_lease: Option<Lease>,
     /// The pre-candidate this node last backed, and until when it backs no other.
     pre_vote_hold: Option<Lease>,
+    /// How fresh that pre-candidate's log was: a fresher one is backed
+    /// despite the hold.
+    pre_vote_hold_freshness: Freshness,
     /// Follower: when to start a pre-vote.
     election_deadline: Instant,
     round: Option<Round>,
@@ -109,6 +112,7 @@ impl<R: RngCore + Send> RaftElector<R> {
             lease,
             prior_lease: None,
             pre_vote_hold: None,
+            pre_vote_hold_freshness: Freshness::BOOTSTRAP,
             election_deadline: Instant::MAX,
             round: None,
             early_transfer_votes: vec![None; slots],
@@ -392,7 +396,15 @@ impl<R: RngCore + Send> RaftElector<R> {
         if let Some(left) = self.lease_blocks(now, from) {
             return refuse(self, Some(left));
         }
-        if let Some(h) = self.pre_vote_hold.filter(|h| h.holder != Some(from) && now < h.until) {
+        // A pre-candidate whose log is fresher than the one backed is backed
+        // too: the one backed may be unable to win (those of the newer
+        // configuration refuse it), and a hold renewed by its every retry
+        // kept the one that can win from a majority (raft membership seed
+        // 2609: a stale pre-candidate asked every 50 ms).
+        let fresher = freshness > self.pre_vote_hold_freshness;
+        if let Some(h) =
+            self.pre_vote_hold.filter(|h| h.holder != Some(from) && now < h.until && !fresher)
+        {
             // We just backed another pre-candidate: give it time to win before
             // backing a second one (two passing pre-votes cost an extra round).
             return refuse(self, Some(h.until.saturating_since(now)));
@@ -425,6 +437,7 @@ impl<R: RngCore + Send> RaftElector<R> {
         // Only liveness depends on this hold, never safety: it is not a lease.
         self.pre_vote_hold =
             Some(Lease { holder: Some(from), until: now + self.seat.cfg.heartbeat_interval });
+        self.pre_vote_hold_freshness = freshness;
 
         let term = self.seat.term;
         self.seat.send(
@@ -614,6 +627,15 @@ impl<R: RngCore + Send> RaftElector<R> {
         ok: bool,
         echo: u64,
     ) {
+        let voter = self.seat.electorate.is_voter(from);
+        if term > self.seat.term && self.seat.role == Role::Leader && !voter {
+            // A leader takes a higher term from its voters only: a member
+            // its configuration removes still gets its heartbeats, and one
+            // that missed its removal may have raised its term among the old
+            // voters (see the paxos elector's `on_commit_ack`).
+            self.seat.counters().messages_ignored += 1;
+            return;
+        }
         if term > self.seat.term {
             let had_quorum = self.seat.role == Role::Leader && now < self.seat.leader_lease_until;
             self.adopt_term(term);

@@ -117,6 +117,8 @@ struct Out {
     session: Option<LeaseId>,
     /// A resignation: the candidacy it ends (its key's `create_revision`).
     candidacy: Option<u64>,
+    /// The node its latest attempt went to.
+    node: usize,
 }
 
 /// One application process.
@@ -515,6 +517,7 @@ impl Elections {
             sent_local: Instant::ZERO,
             session,
             candidacy: None,
+            node: 0,
         }
     }
 
@@ -523,6 +526,7 @@ impl Elections {
         out.attempt += 1;
         out.resend_ns = None;
         out.sent_local = self.apps[a].clock.local(now_ns);
+        out.node = self.apps[a].target;
         let name = election_name(self.apps[a].name);
         let session = out.session.unwrap_or_default();
         let body = match out.kind {
@@ -733,9 +737,16 @@ impl Elections {
         }
     }
 
-    /// Op `op` of app `a` got no answer in time.
+    /// Op `op` of app `a` got no answer in time: the app tries the node after
+    /// the one it asked (not after its target now, which its renewals may
+    /// have moved to the leader meanwhile: raft membership seed 10's app
+    /// went from the leader to the next node, a spare outside the cluster
+    /// that held its resignation silently, every time, while its renewals
+    /// kept its session and candidacy alive).
     fn op_failed(&mut self, a: usize, op: Out, now_ns: u64) {
-        self.apps[a].target = (self.apps[a].target + 1) % self.nodes;
+        if self.apps[a].target == op.node {
+            self.apps[a].target = (op.node + 1) % self.nodes;
+        }
         self.finish_out(a, op, now_ns, None);
     }
 

@@ -354,6 +354,20 @@ impl MembershipChecks {
         }
     }
 
+    /// The newest configuration any node committed so far, as the checks
+    /// saw it (the bootstrap list before the first): the truth, whatever
+    /// the running replicas know of it.
+    pub fn newest_committed(&self) -> Membership {
+        self.committed
+            .keys()
+            .next_back()
+            .and_then(|at| self.members_of.get(at).map(|(m, _)| (*at, m)))
+            .map_or_else(
+                || Membership { at: Position::ZERO, members: self.bootstrap.clone() },
+                |(at, members)| Membership { at, members: members.clone() },
+            )
+    }
+
     /// How many committed changes of each kind the run saw.
     pub fn committed_counts(&self) -> BTreeMap<ChangeKind, u64> {
         let mut counts = BTreeMap::new();
@@ -453,8 +467,8 @@ pub struct Operator {
     election_timeout_ns: u64,
     next_tick_ns: u64,
     plan: Option<Replace>,
-    /// The committed configuration seen last.
-    seen: Option<Members>,
+    /// The newest committed configuration seen.
+    seen: Option<Membership>,
     /// Removed nodes still running, until retired.
     lingering: BTreeSet<NodeId>,
     timed: Vec<(u64, Timed)>,
@@ -511,11 +525,18 @@ impl Operator {
     /// The ready leader's log holds `committed`, committed: members that
     /// left since the last look keep running for a while, then are retired
     /// (the old voter of a replacement soon).
-    pub fn observe(&mut self, now_ns: u64, committed: &Members) {
+    pub fn observe(&mut self, now_ns: u64, newest: &Membership) {
+        if self.seen.as_ref().is_some_and(|seen| newest.at < seen.at) {
+            // A leader of an older token that does not know it was deposed
+            // yet: the members its log names are no news (a member added
+            // since would look removed, and be retired while it votes).
+            return;
+        }
+        let committed = &newest.members;
         self.stats.max_voters = self.stats.max_voters.max(committed.voters.len() as u64);
         let et = self.election_timeout_ns;
         if let Some(seen) = self.seen.take() {
-            for m in seen.all().filter(|m| committed.get(m.id).is_none()) {
+            for m in seen.members.all().filter(|m| committed.get(m.id).is_none()) {
                 if !self.lingering.insert(m.id) {
                     continue;
                 }
@@ -531,7 +552,7 @@ impl Operator {
             }
             self.plan = None;
         }
-        self.seen = Some(committed.clone());
+        self.seen = Some(newest.clone());
     }
 
     /// Node `id` was retired at `now_ns`: most come back later.
@@ -762,21 +783,28 @@ mod tests {
     fn the_operator_replaces_a_voter_in_three_changes_and_retires_it() {
         let mut op = Operator::new(MembershipSpec::default(), 3, 1_000_000_000);
         let boot = Members::bootstrap(&[NodeId(1), NodeId(2), NodeId(3)]);
-        op.observe(0, &boot);
+        let at = |index| Membership { at: pos(1, index), members: Members::default() };
+        let seen = |index, members: &Members| Membership { members: members.clone(), ..at(index) };
+        op.observe(0, &seen(0, &boot));
         op.plan = Some(Replace { new: NodeId(4), old: NodeId(2) });
         let spares = [member(4)];
         let c = op.choose(&boot, &spares).expect("a change");
         assert_eq!(c, Change::AddLearner(member(4)));
         let m = boot.after(&c).unwrap();
-        op.observe(1, &m);
+        op.observe(1, &seen(1, &m));
         let c = op.choose(&m, &[]).expect("a change");
         assert_eq!(c, Change::Promote(NodeId(4)));
         let m = m.after(&c).unwrap();
-        op.observe(2, &m);
+        op.observe(2, &seen(2, &m));
         let c = op.choose(&m, &[]).expect("a change");
         assert_eq!(c, Change::Remove(NodeId(2)));
+        let stale = m.clone();
         let m = m.after(&c).unwrap();
-        op.observe(3, &m);
+        op.observe(3, &seen(3, &m));
+        // A deposed leader's older view afterwards changes nothing.
+        op.observe(4, &seen(1, &boot));
+        op.observe(5, &seen(2, &stale));
+        assert!(!op.is_lingering(NodeId(4)), "the new voter is not taken for removed");
         assert_eq!(op.stats.replacements, 1);
         assert!(op.plan().is_none() && op.is_lingering(NodeId(2)));
         // Retired within half an election timeout.

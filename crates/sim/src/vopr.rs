@@ -337,16 +337,43 @@ pub(crate) fn liveness_phase(sim: &mut Sim) {
     sim.heal_all();
     if sim.rng().gen_bool(HEAL_MAJORITY_ONLY) {
         // Heal only a majority: a random minority of the voters stays down.
+        // With changes of members, a minority of every configuration that
+        // may be in force: a configuration appended and not committed
+        // binds the nodes that hold it, and one that removes a voter cannot
+        // commit, nor be abandoned, while a majority of its own voters is
+        // down, even if the committed one has a majority up (as in Raft;
+        // docs/MEMBERSHIP.md, "who stands").
         let mut order = voter_indices(sim);
         let n = order.len();
         if n > 0 {
             let down = sim.rng().gen_range(0..=(n - 1) / 2);
             order.shuffle(sim.rng());
+            let configs = sim.configurations_in_play().unwrap_or_default();
+            let mut kept_down: Vec<usize> = Vec::new();
+            for &i in &order {
+                if kept_down.len() == down {
+                    break;
+                }
+                let id = sim.host(i).id;
+                let minority_everywhere = configs.iter().all(|voters| {
+                    let down_here = kept_down
+                        .iter()
+                        .chain(std::iter::once(&i))
+                        .filter(|&&x| voters.contains(&sim.host(x).id))
+                        .count();
+                    !voters.contains(&id) || 2 * down_here < voters.len()
+                });
+                if minority_everywhere {
+                    kept_down.push(i);
+                }
+            }
             sim.trace_fault(&format!(
-                "heal only a majority of the voters {:?}: {down} stay down",
-                order.iter().map(|i| i + 1).collect::<Vec<_>>()
+                "heal only a majority of the voters {:?}: {} stay down {:?}",
+                order.iter().map(|i| i + 1).collect::<Vec<_>>(),
+                kept_down.len(),
+                kept_down.iter().map(|i| i + 1).collect::<Vec<_>>()
             ));
-            for &i in &order[..down] {
+            for &i in &kept_down {
                 sim.crash(i);
             }
         }

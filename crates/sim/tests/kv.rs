@@ -170,7 +170,11 @@ fn a_lost_acknowledged_write_is_caught() {
 /// Followers that serve reads from their own state: stale reads.
 #[test]
 fn stale_reads_from_followers_are_caught() {
-    assert!(caught(PlantedBug::StaleFollowerReads, Check::Linearizability, 5) >= 4);
+    // 6 of 10 seeds when this was written (4 of 5 before followers caught
+    // up with several batches in flight: they lag less, and read less
+    // that is stale).
+    let n = caught(PlantedBug::StaleFollowerReads, Check::Linearizability, 10);
+    assert!(n >= 4, "caught in {n} of 10 seeds");
 }
 
 /// One node's state machine ignores deletes: its store departs from the

@@ -43,10 +43,10 @@ impl Sim {
             // One change at a time: the last one has not committed.
             return;
         }
-        let committed = st.membership.members;
         if let Some(m) = self.kv.as_mut().and_then(|k| k.members.as_mut()) {
-            m.operator.observe(now, &committed);
+            m.operator.observe(now, &st.membership);
         }
+        let committed = st.membership.members;
         // After the look: a member that just left is no spare.
         let spares = self.spares(&committed);
         let Some(m) = self.kv.as_mut().and_then(|k| k.members.as_mut()) else { return };
@@ -185,29 +185,46 @@ impl Sim {
         Config { voters, ..self.cfg.core_config(id) }
     }
 
-    /// The newest configuration a running replica knows committed, if any
-    /// does (the members the running replicas must converge on).
+    /// The newest configuration committed in the run (what the checks saw
+    /// committed on any node, the bootstrap list before the first change),
+    /// if the run changes members: the members the running replicas must
+    /// converge on, and the voters a majority of which healing keeps up.
+    /// (What the running replicas know committed may be older: a node's
+    /// commit index starts from its snapshot after a restart, and healing
+    /// that kept a majority of such a stale list up could keep the only
+    /// voter of the newest configuration down.)
     pub fn committed_configuration(&self) -> Option<Membership> {
-        self.hosts
-            .iter()
-            .filter(|h| h.is_up())
-            .filter_map(|h| {
-                let kv = h.kv.as_ref().filter(|kv| !kv.stalled)?;
-                let st = kv.replica.as_ref()?.status();
-                (st.membership.at.index <= st.commit).then_some(st.membership)
-            })
-            .max_by_key(|m| m.at)
+        Some(self.kv.as_ref()?.members.as_ref()?.checks.newest_committed())
     }
 
-    /// The voters of the newest configuration a running replica knows
-    /// committed: `None` unless the run changes members (every node votes
-    /// then), empty when no running replica knows one.
+    /// The voters of the newest configuration committed in the run: `None`
+    /// unless the run changes members (every node votes then).
     pub fn converging_voters(&self) -> Option<Vec<NodeId>> {
-        if !self.membership_runs() {
-            return None;
+        let m = self.committed_configuration()?;
+        Some(m.members.voter_ids().collect())
+    }
+
+    /// The voter lists of every configuration that may be in force: the
+    /// newest committed one and each newer one a running node's log holds
+    /// (appended, not committed: it may still commit, and the nodes that
+    /// hold it count by it). `None` unless the run changes members.
+    pub fn configurations_in_play(&self) -> Option<Vec<Vec<NodeId>>> {
+        let committed = self.committed_configuration()?;
+        let mut out = vec![committed.members.voter_ids().collect::<Vec<_>>()];
+        for h in self.hosts.iter().filter(|h| h.is_up()) {
+            let Some(r) = h.kv.as_ref().filter(|kv| !kv.stalled).and_then(|kv| kv.replica.as_ref())
+            else {
+                continue;
+            };
+            let m = r.membership();
+            if m.at > committed.at {
+                let voters: Vec<NodeId> = m.members.voter_ids().collect();
+                if !out.contains(&voters) {
+                    out.push(voters);
+                }
+            }
         }
-        let m = self.committed_configuration();
-        Some(m.map_or_else(Vec::new, |m| m.members.voter_ids().collect()))
+        Some(out)
     }
 
     /// After healing and the final reads (see [`Sim::finish_workload`]):
