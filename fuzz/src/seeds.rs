@@ -100,6 +100,8 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             transfer: None,
             vote_in_nanos: 1000,
             freshness: tenure_core::Freshness::BOOTSTRAP,
+            leaving: false,
+            stands: true,
         }),
         msg(RankedMessage::Vote { term: t(1), echo_sent_at_nanos: 9 }),
         msg(RankedMessage::Lead { term: t(1), counter: 1, sent_at_nanos: 11 }),

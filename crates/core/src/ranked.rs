@@ -134,6 +134,11 @@ struct Claim {
     /// this node's is never voted for (the freshness rule,
     /// [`crate::electorate`]).
     freshness: Freshness,
+    /// The claimant's configuration removes it (see [`RankedMessage::Elect`]).
+    leaving: bool,
+    /// The claimant may stand: false for a node that only takes part (see
+    /// [`RankedMessage::Elect`]), never voted for.
+    stands: bool,
 }
 
 /// The VOTING state.
@@ -194,22 +199,7 @@ pub struct RankedElector<R> {
     transfer: Option<Term>,
     /// Leader: per member index, the newest `Lead` counter it acknowledged.
     acked_counter: Vec<u64>,
-    /// Polls without a claim of its own since it last followed a leader,
-    /// while it stands only to commit its own removal (see
-    /// [`LEAVING_SILENT_POLLS`]).
-    leaving_silent_polls: u32,
 }
-
-/// How many polls a node that stands only to commit its own removal (its
-/// newest configuration, not committed, removes it: Raft's rule) takes part
-/// in without a claim of its own, voting, before it claims. The voters of
-/// that configuration hold the same log and can win where it can; voters of
-/// the older one rank it by its place in their list, often first, and
-/// split their votes between it and a voter that can win for as long as
-/// both claim (10,000-seed ranked membership sweep: 9 runs without a
-/// leader). It still claims when they cannot win: the case its standing is
-/// for.
-pub const LEAVING_SILENT_POLLS: u32 = 3;
 
 impl<R: RngCore + Send> RankedElector<R> {
     /// A new elector, WATCHING, from the durable `state` (all-default for a
@@ -240,7 +230,6 @@ impl<R: RngCore + Send> RankedElector<R> {
             my_elects: Vec::new(),
             transfer: None,
             acked_counter: vec![0; n],
-            leaving_silent_polls: 0,
         }
     }
 
@@ -377,22 +366,32 @@ impl<R: RngCore + Send> RankedElector<R> {
             self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
         }
-        let leaving = self.seat.stands() && !self.seat.electorate.is_voter(self.seat.cfg.id);
-        let defer = leaving && self.leaving_silent_polls < LEAVING_SILENT_POLLS;
-        if defer {
-            self.leaving_silent_polls += 1;
-        }
-        if !self.seat.stands() || defer {
+        if !self.seat.stands() {
             // A node that may not stand (a learner, a removed node) votes
             // without a claim of its own: a configuration it does not hold
             // yet may count it as a voter, and its candidate needs its vote
             // (raft and Paxos answer a request whatever the node's
-            // standing; here voting is the poll's).
+            // standing; here voting is the poll's). It says that it takes
+            // part, so that those voters count it (ranked membership seed
+            // 9202: a learner of an older configuration, a voter of the
+            // newer one, voted for one of the two others up, which counted
+            // it, while the other never did and never voted).
             self.seat.set_leader(None);
             let me = self.me();
             self.claims[me] = None;
             self.poll = Some(Poll { started: now, next_check: now });
             self.settle_role(now, reason);
+            let vote_in = self.own_vote_delay(now);
+            self.seat.broadcast(RankedMessage::Elect {
+                term: self.seat.term,
+                claim: self.seat.last_lsn,
+                sent_at_nanos: now.as_nanos(),
+                transfer: None,
+                vote_in_nanos: u64::try_from(vote_in.as_nanos()).unwrap_or(u64::MAX),
+                freshness: self.seat.electorate.freshness(),
+                leaving: false,
+                stands: false,
+            });
             self.try_vote(now);
             return;
         }
@@ -403,6 +402,7 @@ impl<R: RngCore + Send> RankedElector<R> {
         let me = self.me();
         let transfer = self.transfer;
         let vote_in = self.own_vote_delay(now);
+        let leaving = !self.seat.electorate.is_voter(self.seat.cfg.id);
         self.claims[me] = Some(Claim {
             term: self.seat.term,
             lsn: self.seat.last_lsn,
@@ -412,6 +412,8 @@ impl<R: RngCore + Send> RankedElector<R> {
             asked_transfer: transfer,
             votes_at: now + vote_in,
             freshness: self.seat.electorate.freshness(),
+            leaving,
+            stands: true,
         });
         if self.my_elects.len() >= MAX_REMEMBERED_ELECTS {
             self.my_elects.remove(0);
@@ -423,18 +425,34 @@ impl<R: RngCore + Send> RankedElector<R> {
         let claim = self.seat.last_lsn;
         let vote_in_nanos = u64::try_from(vote_in.as_nanos()).unwrap_or(u64::MAX);
         let freshness = self.seat.electorate.freshness();
-        // To every member, learners too: a learner of this node's
-        // configuration may be a voter of a newer one that another node
-        // holds, and counts the claimants of its poll over that (it does
-        // not start polling on a claim, see `on_elect`).
-        self.seat.broadcast_members(RankedMessage::Elect {
+        let elect = RankedMessage::Elect {
             term,
             claim,
             sent_at_nanos,
             transfer,
             vote_in_nanos,
             freshness,
-        });
+            leaving,
+            stands: true,
+        };
+        // Also to the claimants of a newer configuration that this one does
+        // not count (a learner here, or a guest: a node added after this
+        // node's configuration): that one may count this node as a voter and
+        // needs this claim to see a majority take part (ranked membership
+        // seed 1583: a voter of the newer configuration missing the
+        // snapshot that holds it never reached the rejoined voter there, and
+        // each of the two waited for the third).
+        let newer: Vec<NodeId> = self
+            .fresh_claims()
+            .filter(|&(i, c)| {
+                i != me && !self.seat.is_voter_index(i) && c.freshness.config > freshness.config
+            })
+            .map(|(i, _)| self.seat.members[i])
+            .collect();
+        self.seat.broadcast(elect.clone());
+        for to in newer {
+            self.seat.send(to, elect.clone());
+        }
         self.try_vote(now);
     }
 
@@ -460,11 +478,12 @@ impl<R: RngCore + Send> RankedElector<R> {
             .filter_map(move |(i, c)| c.filter(|c| c.received >= since).map(|c| (i, c)))
     }
 
-    /// The fresh claims this node may vote for: of a configuration no older
-    /// than its own (the freshness rule, [`crate::electorate`]).
+    /// The fresh claims this node may vote for: of claimants that stand, of
+    /// a configuration no older than its own (the freshness rule,
+    /// [`crate::electorate`]).
     fn eligible_claims(&self) -> impl Iterator<Item = (usize, Claim)> + '_ {
         let mine = self.seat.electorate.freshness();
-        self.fresh_claims().filter(move |(_, c)| c.freshness >= mine)
+        self.fresh_claims().filter(move |(_, c)| c.stands && c.freshness >= mine)
     }
 
     /// The claim this node must vote for, if it is bound: the holder of its
@@ -535,10 +554,16 @@ impl<R: RngCore + Send> RankedElector<R> {
     /// The best claim by the ELECT/VOTE paper's ranking: a named successor
     /// first, then the newest configuration (a claimant of an older one
     /// cannot win where the newer one is known), the latest `(term, msg)`,
-    /// ties to the earliest voter in the configuration.
+    /// then a claimant its own configuration keeps (one that stands only to
+    /// commit its own removal ranks after the voters that hold the same log:
+    /// voters of an older configuration rank it by its place there, often
+    /// first, and split their votes with those of the newer one, which do
+    /// not count it), ties to the earliest voter in the configuration.
     fn best_claim(&self) -> Option<usize> {
         self.eligible_claims()
-            .max_by_key(|&(i, c)| (c.transfer.is_some(), c.freshness, c.lsn, Reverse(i)))
+            .max_by_key(|&(i, c)| {
+                (c.transfer.is_some(), c.freshness, c.lsn, !c.leaving, Reverse(i))
+            })
             .map(|(i, _)| i)
     }
 
@@ -814,15 +839,11 @@ impl<R: RngCore + Send> RankedElector<R> {
         // synchronize the servers"). Here only if no lease binds this node, or
         // the ELECT comes from the leader it follows (a leader re-establishing
         // itself in a higher term).
-        // A node that may not stand polls on its own timer only: claims
-        // reach learners too (see `start_poll`), and learners joining every
-        // poll would vote at every claim.
-        let join = self.seat.stands()
-            && match self.running_lease(now).map(|l| l.support) {
-                None => true,
-                Some(Support::Leader { id, .. }) => id == from,
-                Some(Support::Vote { .. } | Support::Anonymous) => false,
-            };
+        let join = match self.running_lease(now).map(|l| l.support) {
+            None => true,
+            Some(Support::Leader { id, .. }) => id == from,
+            Some(Support::Vote { .. } | Support::Anonymous) => false,
+        };
         if join {
             self.start_poll(now, Reason::ElectionTimeout);
         }
@@ -919,7 +940,6 @@ impl<R: RngCore + Send> RankedElector<R> {
         if self.seat.role != Role::Follower {
             self.become_follower(Reason::LeaderHeartbeat);
         }
-        self.leaving_silent_polls = 0;
         self.seat.follow(from, lsn);
         let t = self.seat.cfg.election_timeout;
         // A running lease on another node (or the anonymous one) is kept
@@ -1085,6 +1105,8 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
                 transfer,
                 vote_in_nanos,
                 freshness,
+                leaving,
+                stands,
             } => {
                 // The announced vote delay is capped at the longest a correct
                 // elector announces.
@@ -1103,6 +1125,8 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
                     asked_transfer,
                     votes_at,
                     freshness,
+                    leaving,
+                    stands,
                 };
                 self.on_elect(now, i, from, claim)
             }

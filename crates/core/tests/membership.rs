@@ -54,7 +54,9 @@ fn asked_for_support(c: &C, since: usize, id: NodeId) -> bool {
                 s.msg,
                 Message::PreVote { .. }
                     | Message::Vote { .. }
-                    | Message::Ranked(RankedMessage::Elect { .. })
+                    // A ranked node that may not stand still says that it
+                    // takes part, asking nothing for itself.
+                    | Message::Ranked(RankedMessage::Elect { stands: true, .. })
                     | Message::Paxos(PaxosMessage::Prepare { .. })
             )
     })

@@ -54,6 +54,8 @@ fn elect_msg(term: u64, claim: Option<(u64, u64)>, sent_at_nanos: u64) -> Ranked
         transfer: None,
         vote_in_nanos: 0,
         freshness: tenure_core::Freshness::BOOTSTRAP,
+        leaving: false,
+        stands: true,
     }
 }
 

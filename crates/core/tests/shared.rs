@@ -448,6 +448,8 @@ fn ask_for_vote(kind: ProtocolKind, c: &C, from: NodeId, to: NodeId) -> Vec<Mess
             transfer: None,
             vote_in_nanos: 0,
             freshness: tenure_core::Freshness::BOOTSTRAP,
+            leaving: false,
+            stands: true,
         })],
         Paxos => {
             let promised = c.durable(to).term.0;
@@ -656,6 +658,8 @@ fn foreign(kind: ProtocolKind, f: NodeId) -> Vec<Message> {
             transfer: None,
             vote_in_nanos: 0,
             freshness: tenure_core::Freshness::BOOTSTRAP,
+            leaving: false,
+            stands: true,
         }),
         Message::Ranked(RankedMessage::Lead { term: t, counter: 1, sent_at_nanos: 1 }),
     ];
@@ -925,6 +929,8 @@ fn every_kind_with_term(kind: ProtocolKind, t: Term) -> Vec<Message> {
                 transfer: Some(t),
                 vote_in_nanos: u64::MAX,
                 freshness: tenure_core::Freshness::BOOTSTRAP,
+                leaving: false,
+                stands: true,
             },
             RankedMessage::Vote { term: t, echo_sent_at_nanos: u64::MAX },
             RankedMessage::Lead { term: t, counter: u64::MAX, sent_at_nanos: u64::MAX },
@@ -1134,6 +1140,8 @@ fn transfer_request(kind: ProtocolKind, c: &C, from: NodeId, term: Term) -> Mess
             transfer: Some(term),
             vote_in_nanos: 0,
             freshness: tenure_core::Freshness::BOOTSTRAP,
+            leaving: false,
+            stands: true,
         }),
         Paxos => {
             let ballot = Term((term.0 / BALLOT_NODES + 1) * BALLOT_NODES + from.0);

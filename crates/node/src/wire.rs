@@ -21,7 +21,9 @@ use tenure_core::{ConfigId, DirectoryId, Message, NodeId, ProtocolKind};
 use tenure_replica::ReplicaMessage;
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks (8: log entries may carry a
+/// The wire protocol version this build speaks (10: a ranked claim says
+/// whether its sender stands and whether its configuration removes it; 9:
+/// the handshake carries the sender's peer address; 8: log entries may carry a
 /// configuration, and a snapshot piece the configuration in force at its
 /// last entry; 7: the handshake carries the
 /// sender's data-directory identity; 6: the replicated log may
@@ -32,7 +34,7 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// is refused at the handshake, by name: the answer and the log say
 /// "unsupported wire version 7 (this build speaks 8)", so a cluster never
 /// runs builds that would apply its log differently.
-pub const WIRE_VERSION: u8 = 9;
+pub const WIRE_VERSION: u8 = 10;
 
 /// The longest API address a handshake may carry ([`Frame::Hello`]'s
 /// `api_address`): a DNS name (at most 253 bytes) and a port.

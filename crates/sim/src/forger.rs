@@ -501,6 +501,8 @@ fn huge_ranked(kind: u32, d: &Draw, echo: u64) -> RankedMessage {
             transfer: (r % 2 == 0).then_some(t),
             vote_in_nanos: r % 1_000_000_000,
             freshness: tenure_core::Freshness::BOOTSTRAP,
+            leaving: false,
+            stands: true,
         },
         1 => RankedMessage::Vote { term: t, echo_sent_at_nanos: echo },
         2 => RankedMessage::Lead { term: t, counter: r % 1000, sent_at_nanos: r },
@@ -792,6 +794,8 @@ impl Ctx<'_> {
                     transfer: Some(y.term),
                     vote_in_nanos: 0,
                     freshness: tenure_core::Freshness::BOOTSTRAP,
+                    leaving: false,
+                    stands: true,
                 }
                 .into(),
                 ProtocolKind::Paxos => {
@@ -834,6 +838,8 @@ impl Ctx<'_> {
                         transfer: None,
                         vote_in_nanos: if self.rng.gen_bool(0.5) { huge(self.rng) } else { 0 },
                         freshness: tenure_core::Freshness::BOOTSTRAP,
+                        leaving: false,
+                        stands: true,
                     }
                     .into()
                 }

@@ -297,6 +297,8 @@ fn a_forged_resign_and_transfer_depose_no_leader() {
                         transfer: Some(t),
                         vote_in_nanos: 0,
                         freshness: tenure_core::Freshness::BOOTSTRAP,
+                        leaving: false,
+                        stands: true,
                     }
                     .into()
                 }

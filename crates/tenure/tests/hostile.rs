@@ -440,6 +440,8 @@ impl Forge {
                 transfer: Some(term),
                 vote_in_nanos: 0,
                 freshness: tenure_core::Freshness::BOOTSTRAP,
+                leaving: false,
+                stands: true,
             }
             .into(),
             ProtocolKind::Paxos => PaxosMessage::Prepare {

@@ -31,6 +31,13 @@ pub enum RankedMessage {
         /// How fresh the sender's log is: a node whose own is fresher refuses
         /// (the freshness rule, [`crate::electorate`]).
         freshness: Freshness,
+        /// Set when the sender's configuration removes it (it stands only to
+        /// commit its own removal): among equal claims, voters rank it last.
+        leaving: bool,
+        /// False when the sender may not stand (a learner, a removed node):
+        /// it takes part in the poll and votes, but nobody votes for it.
+        /// Voters of a newer configuration that count it see it take part.
+        stands: bool,
     },
     /// The ELECT/VOTE paper's VOTE(term, msg): the sender votes for the destination in `term`.
     Vote {
