@@ -80,6 +80,32 @@ pub enum Command {
         /// The lease.
         lease: LeaseId,
     },
+    /// Removes every key from `from` (included) to `to` (excluded; empty:
+    /// every key from `from` on), all at one revision, answered as a
+    /// transaction that succeeded with one [`crate::OpResponse::Delete`]
+    /// per key removed, in key order. Refused whole
+    /// ([`crate::Refusal::RangeTooLarge`]) above
+    /// [`crate::MAX_CHANGES_PER_REVISION`] keys. The bounds are bytes (etcd's
+    /// range ends need not be UTF-8).
+    DeleteRange {
+        /// The first key (not empty).
+        #[serde(with = "serde_bytes")]
+        from: Vec<u8>,
+        /// The end, excluded; empty: no end.
+        #[serde(with = "serde_bytes")]
+        to: Vec<u8>,
+    },
+    /// Forgets the change history up to `revision` (etcd's compaction):
+    /// reads at an earlier revision and watches from one are refused from
+    /// then on; the revision does not move. Refused at or before the
+    /// compacted revision and after the store's. Answered as an empty
+    /// transaction that succeeded: the store's [`crate::Response`] has no
+    /// variant of its own for it, since the simulator's checker matches
+    /// every variant (frozen while this was written).
+    Compact {
+        /// The revision compacted up to, included.
+        revision: u64,
+    },
 }
 
 /// A condition on one key.
@@ -106,6 +132,8 @@ pub enum Target {
     Version(u64),
     /// The key's value.
     Value(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// The id of the lease the key is attached to (0: none, or absent).
+    Lease(u64),
 }
 
 /// A comparison operator.
@@ -242,7 +270,18 @@ impl Command {
                 }
                 owner.as_deref().map_or(Ok(()), check_owner)
             }
-            Command::Revoke { .. } | Command::Expire { .. } => Ok(()),
+            Command::Revoke { .. } | Command::Expire { .. } | Command::Compact { .. } => Ok(()),
+            Command::DeleteRange { from, to } => {
+                if from.is_empty() {
+                    return Err(InvalidCommand::EmptyKey);
+                }
+                for bound in [from, to] {
+                    if bound.len() > MAX_KEY_BYTES {
+                        return Err(InvalidCommand::KeyTooLong(bound.len()));
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -336,6 +375,15 @@ mod wire {
             ttl_ms: u64,
             owner: String,
         },
+        DeleteRange {
+            #[serde(with = "serde_bytes")]
+            from: Vec<u8>,
+            #[serde(with = "serde_bytes")]
+            to: Vec<u8>,
+        },
+        Compact {
+            revision: u64,
+        },
     }
 
     /// A command as it is encoded (borrowed: a transaction is not copied).
@@ -376,6 +424,15 @@ mod wire {
         OwnedGrant {
             ttl_ms: u64,
             owner: &'a str,
+        },
+        DeleteRange {
+            #[serde(with = "serde_bytes")]
+            from: &'a [u8],
+            #[serde(with = "serde_bytes")]
+            to: &'a [u8],
+        },
+        Compact {
+            revision: u64,
         },
     }
 
@@ -444,6 +501,8 @@ mod wire {
                 }
                 Command::Revoke { lease } => super::Command::Revoke { lease },
                 Command::Expire { lease } => super::Command::Expire { lease },
+                Command::DeleteRange { from, to } => super::Command::DeleteRange { from, to },
+                Command::Compact { revision } => super::Command::Compact { revision },
             }
         }
     }
@@ -476,6 +535,8 @@ mod wire {
                 }
                 super::Command::Revoke { lease } => CommandRef::Revoke { lease: *lease },
                 super::Command::Expire { lease } => CommandRef::Expire { lease: *lease },
+                super::Command::DeleteRange { from, to } => CommandRef::DeleteRange { from, to },
+                super::Command::Compact { revision } => CommandRef::Compact { revision: *revision },
             }
         }
     }

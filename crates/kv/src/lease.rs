@@ -112,4 +112,30 @@ pub enum Refusal {
     /// an id is never reused, so the store says so rather than wrap).
     #[error("every lease id was granted once; ids are never reused")]
     LeaseIdsExhausted,
+    /// A range delete of more keys than one revision holds
+    /// ([`crate::MAX_CHANGES_PER_REVISION`]).
+    #[error(
+        "the range holds {keys} keys; one delete removes at most {} (delete it in parts)",
+        crate::MAX_CHANGES_PER_REVISION
+    )]
+    RangeTooLarge {
+        /// The keys in the range.
+        keys: usize,
+    },
+    /// A compaction at or before the compacted revision.
+    #[error("revision {requested} is already compacted (up to {compacted})")]
+    Compacted {
+        /// The revision asked for.
+        requested: u64,
+        /// The compacted revision.
+        compacted: u64,
+    },
+    /// A compaction after the store's revision.
+    #[error("revision {requested} is in the future (the store is at {current})")]
+    FutureRevision {
+        /// The revision asked for.
+        requested: u64,
+        /// The store's revision.
+        current: u64,
+    },
 }

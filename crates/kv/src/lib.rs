@@ -53,6 +53,6 @@ pub use lease_clock::{
 };
 pub use lease_keeper::LeaseKeeper;
 pub use store::{
-    Change, ChangeKind, Compacted, KeyValue, OpResponse, Response, Store, MAX_CHANGES_PER_REVISION,
-    MAX_HISTORY, MAX_RANGE,
+    Change, ChangeKind, Compacted, KeyRange, KeyValue, OpResponse, ReadError, Response, Store,
+    MAX_CHANGES_PER_REVISION, MAX_HISTORY, MAX_RANGE,
 };

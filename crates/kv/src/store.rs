@@ -85,6 +85,11 @@ pub struct Change {
     /// was (its lease included), with `mod_revision` the revision of the
     /// removal and version 0.
     pub kv: KeyValue,
+    /// The key as it was just before the change (`None`: it was absent),
+    /// whole: what a read at an earlier revision and a watch's previous
+    /// key show. Costs the history up to twice its values' bytes, still
+    /// bounded by [`MAX_HISTORY`] changes.
+    pub prev: Option<KeyValue>,
 }
 
 /// A watch asked for changes the store no longer keeps.
@@ -95,6 +100,62 @@ pub struct Compacted {
     pub compacted: u64,
     /// The store's revision.
     pub current: u64,
+}
+
+/// A range of keys, by the bytes of the keys (as etcd's ranges are: a
+/// bound need not be UTF-8, though every key is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyRange<'a> {
+    /// Exactly this key.
+    Key(&'a [u8]),
+    /// Every key from this one on (etcd's range end `"\0"`).
+    From(&'a [u8]),
+    /// The keys from the first (included) to the second (excluded).
+    Between(&'a [u8], &'a [u8]),
+}
+
+impl<'a> KeyRange<'a> {
+    /// The first key the range may hold.
+    pub fn start(&self) -> &'a [u8] {
+        match self {
+            KeyRange::Key(k) | KeyRange::From(k) | KeyRange::Between(k, _) => k,
+        }
+    }
+
+    /// True if `key` is in the range.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        key >= self.start() && !self.is_past(key)
+    }
+
+    /// True if `key` sorts after every key of the range.
+    fn is_past(&self, key: &[u8]) -> bool {
+        match self {
+            KeyRange::Key(k) => key > *k,
+            KeyRange::From(_) => false,
+            KeyRange::Between(_, end) => key >= *end,
+        }
+    }
+}
+
+/// Why a read at a revision cannot be served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// The revision is before the compacted one.
+    #[error("revision {requested} was compacted (the store keeps revisions from {compacted} on)")]
+    Compacted {
+        /// The revision asked for.
+        requested: u64,
+        /// The compacted revision.
+        compacted: u64,
+    },
+    /// The revision is after the store's.
+    #[error("revision {requested} is in the future (the store is at {current})")]
+    Future {
+        /// The revision asked for.
+        requested: u64,
+        /// The store's revision.
+        current: u64,
+    },
 }
 
 /// The result of one transaction operation.
@@ -510,7 +571,98 @@ impl Store {
             Command::Grant { ttl_ms, owner } => self.grant(*ttl_ms, owner.as_deref()),
             Command::Revoke { lease } => self.end_lease(*lease, LeaseEnd::Revoked),
             Command::Expire { lease } => self.end_lease(*lease, LeaseEnd::Expired),
+            Command::DeleteRange { from, to } => self.delete_range(from, to),
+            Command::Compact { revision } => self.compact(*revision),
         }
+    }
+
+    /// Deletes every key of the range at one revision; refused whole if
+    /// the range holds more than [`MAX_CHANGES_PER_REVISION`] keys.
+    fn delete_range(&mut self, from: &[u8], to: &[u8]) -> Response {
+        let range = if to.is_empty() { KeyRange::From(from) } else { KeyRange::Between(from, to) };
+        let keys: Vec<String> = self.keys_in(&range).map(|kv| kv.key.clone()).collect();
+        if keys.len() > MAX_CHANGES_PER_REVISION {
+            return Response::Refused(Refusal::RangeTooLarge { keys: keys.len() });
+        }
+        let revision = self.revision + 1;
+        let responses: Vec<OpResponse> = keys
+            .iter()
+            .map(|k| OpResponse::Delete { prev: self.delete(k, revision, ChangeKind::Delete) })
+            .collect();
+        if !responses.is_empty() {
+            self.revision = revision;
+        }
+        Response::Txn { succeeded: true, revision: self.revision, responses }
+    }
+
+    /// Forgets the changes up to `revision` (reads at an earlier revision
+    /// and watches from one are refused from now on). The revision does
+    /// not move. Answered as an empty transaction that succeeded (see
+    /// [`Command::Compact`]).
+    fn compact(&mut self, revision: u64) -> Response {
+        if revision > self.revision {
+            return Response::Refused(Refusal::FutureRevision {
+                requested: revision,
+                current: self.revision,
+            });
+        }
+        if revision <= self.compacted {
+            return Response::Refused(Refusal::Compacted {
+                requested: revision,
+                compacted: self.compacted,
+            });
+        }
+        while self.history.front().is_some_and(|c| c.revision <= revision) {
+            self.history.pop_front();
+        }
+        self.compacted = revision;
+        Response::Txn { succeeded: true, revision: self.revision, responses: Vec::new() }
+    }
+
+    /// The keys of `range` now, in order, borrowed.
+    fn keys_in<'a>(&'a self, range: &KeyRange<'a>) -> impl Iterator<Item = &'a KeyValue> + 'a {
+        let start = range.start();
+        // The longest UTF-8 prefix of the start sorts at or before it:
+        // every key of the range is at or after it.
+        let floor = match std::str::from_utf8(start) {
+            Ok(s) => s,
+            Err(e) => std::str::from_utf8(&start[..e.valid_up_to()]).unwrap_or_default(),
+        };
+        let range = *range;
+        self.keys_from(floor)
+            .skip_while(move |kv| kv.key.as_bytes() < start)
+            .take_while(move |kv| !range.is_past(kv.key.as_bytes()))
+    }
+
+    /// The keys of `range` as they were at `revision` (0: now), in key
+    /// order, borrowed from the store and its history: [`ReadError`] if
+    /// that revision is compacted or not reached yet. Costs the keys of
+    /// the range now plus the changes after `revision`.
+    pub fn range_at<'a>(
+        &'a self,
+        range: &KeyRange<'a>,
+        revision: u64,
+    ) -> Result<Vec<&'a KeyValue>, ReadError> {
+        if revision > self.revision {
+            return Err(ReadError::Future { requested: revision, current: self.revision });
+        }
+        if revision == 0 || revision == self.revision {
+            return Ok(self.keys_in(range).collect());
+        }
+        if revision < self.compacted {
+            return Err(ReadError::Compacted { requested: revision, compacted: self.compacted });
+        }
+        let mut at: BTreeMap<&str, Option<&KeyValue>> =
+            self.keys_in(range).map(|kv| (kv.key.as_str(), Some(kv))).collect();
+        // From the newest change back to the first after `revision`: the
+        // last one seen of a key is its first after, and its `prev` is the
+        // key as it was then.
+        for change in self.history.iter().rev().take_while(|c| c.revision > revision) {
+            if range.contains(change.kv.key.as_bytes()) {
+                at.insert(change.kv.key.as_str(), change.prev.as_ref());
+            }
+        }
+        Ok(at.into_values().flatten().collect())
     }
 
     /// The branch the comparisons choose, at one revision; refused whole if
@@ -646,6 +798,7 @@ impl Store {
             Target::ModRevision(r) => kv.map_or(0, |kv| kv.mod_revision).cmp(r),
             Target::CreateRevision(r) => kv.map_or(0, |kv| kv.create_revision).cmp(r),
             Target::Version(v) => kv.map_or(0, |kv| kv.version).cmp(v),
+            Target::Lease(l) => kv.and_then(|kv| kv.lease).map_or(0, |l| l.0).cmp(l),
             Target::Value(v) => match kv {
                 Some(kv) => kv.value.as_slice().cmp(v.as_slice()),
                 None => return false,
@@ -695,7 +848,7 @@ impl Store {
             lease,
         };
         self.keys.insert(key.to_string(), kv.clone());
-        self.record(Change { revision, kind: ChangeKind::Put, kv });
+        self.record(Change { revision, kind: ChangeKind::Put, kv, prev: prev.clone() });
         prev
     }
 
@@ -705,7 +858,7 @@ impl Store {
         self.detach(key, prev.lease);
         self.count_candidate(key, false);
         let kv = KeyValue { mod_revision: revision, version: 0, ..prev.clone() };
-        self.record(Change { revision, kind, kv });
+        self.record(Change { revision, kind, kv, prev: Some(prev.clone()) });
         Some(prev)
     }
 
@@ -1280,5 +1433,111 @@ mod tests {
         let at = other_format.len() - 3; // format, last lease, no lease
         other_format[at] = 3;
         assert!(t.restore(&other_format).unwrap_err().contains("format 3"));
+    }
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::*;
+
+    fn put(s: &mut Store, key: &str, value: &str) {
+        let c = Command::Put {
+            key: key.into(),
+            value: value.into(),
+            if_mod_revision: None,
+            lease: None,
+        };
+        assert!(matches!(s.execute(&c), Response::Put { .. }));
+    }
+
+    fn keys_at(s: &Store, range: KeyRange<'_>, rev: u64) -> Vec<(String, String, u64)> {
+        s.range_at(&range, rev)
+            .unwrap()
+            .into_iter()
+            .map(|kv| (kv.key.clone(), String::from_utf8(kv.value.clone()).unwrap(), kv.version))
+            .collect()
+    }
+
+    #[test]
+    fn reads_at_past_revisions_see_the_keys_as_they_were() {
+        let mut s = Store::new();
+        put(&mut s, "a", "1"); // 1
+        put(&mut s, "b", "1"); // 2
+        put(&mut s, "a", "2"); // 3
+        s.execute(&Command::Delete { key: "b".into(), if_mod_revision: None }); // 4
+        put(&mut s, "c", "1"); // 5
+        let all = KeyRange::From(b"a");
+        assert_eq!(keys_at(&s, all, 1), [("a".into(), "1".into(), 1)]);
+        assert_eq!(keys_at(&s, all, 2), [("a".into(), "1".into(), 1), ("b".into(), "1".into(), 1)]);
+        assert_eq!(keys_at(&s, all, 3), [("a".into(), "2".into(), 2), ("b".into(), "1".into(), 1)]);
+        assert_eq!(keys_at(&s, all, 4), [("a".into(), "2".into(), 2)]);
+        assert_eq!(keys_at(&s, all, 0).len(), 2);
+        assert_eq!(keys_at(&s, KeyRange::Key(b"b"), 2).len(), 1);
+        assert_eq!(keys_at(&s, KeyRange::Between(b"b", b"c"), 5).len(), 0);
+        assert_eq!(keys_at(&s, KeyRange::Between(b"a", b"c"), 3).len(), 2);
+        // A bound that is not UTF-8 is a bound all the same.
+        assert_eq!(keys_at(&s, KeyRange::Between(b"a\xff", b"c\xff"), 5).len(), 1);
+        assert_eq!(s.range_at(&all, 6), Err(ReadError::Future { requested: 6, current: 5 }));
+    }
+
+    #[test]
+    fn compaction_refuses_older_reads_and_moves_no_revision() {
+        let mut s = Store::new();
+        for v in ["1", "2", "3"] {
+            put(&mut s, "k", v);
+        }
+        let ok = s.execute(&Command::Compact { revision: 2 });
+        assert_eq!(ok, Response::Txn { succeeded: true, revision: 3, responses: vec![] });
+        assert_eq!(s.compacted(), 2);
+        assert_eq!(keys_at(&s, KeyRange::Key(b"k"), 2), [("k".into(), "2".into(), 2)]);
+        assert_eq!(
+            s.range_at(&KeyRange::Key(b"k"), 1),
+            Err(ReadError::Compacted { requested: 1, compacted: 2 })
+        );
+        assert_eq!(
+            s.execute(&Command::Compact { revision: 2 }),
+            Response::Refused(Refusal::Compacted { requested: 2, compacted: 2 })
+        );
+        assert_eq!(
+            s.execute(&Command::Compact { revision: 4 }),
+            Response::Refused(Refusal::FutureRevision { requested: 4, current: 3 })
+        );
+        assert!(s.changes_since("", 2, 10).is_err());
+        assert_eq!(s.changes_since("", 3, 10).unwrap().len(), 1);
+        let c = Command::Compact { revision: 9 };
+        assert_eq!(Command::decode(&c.encode()), Ok(c));
+    }
+
+    #[test]
+    fn a_range_delete_removes_its_keys_at_one_revision_within_the_bound() {
+        let mut s = Store::new();
+        for k in ["p/a", "p/b", "q"] {
+            put(&mut s, k, "v");
+        }
+        let del = Command::DeleteRange { from: b"p/".to_vec(), to: b"p0".to_vec() };
+        assert_eq!(Command::decode(&del.encode()), Ok(del.clone()));
+        match s.execute(&del) {
+            Response::Txn { succeeded: true, revision: 4, responses } => {
+                assert_eq!(responses.len(), 2);
+                assert!(
+                    matches!(&responses[0], OpResponse::Delete { prev: Some(kv) } if kv.key == "p/a")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.len(), 1);
+        // Nothing in range: nothing changes, not even the revision.
+        assert_eq!(
+            s.execute(&del),
+            Response::Txn { succeeded: true, revision: 4, responses: vec![] }
+        );
+        for i in 0..=MAX_CHANGES_PER_REVISION {
+            put(&mut s, &format!("r/{i:05}"), "v");
+        }
+        let big = Command::DeleteRange { from: b"r/".to_vec(), to: vec![] };
+        assert!(matches!(s.execute(&big), Response::Refused(Refusal::RangeTooLarge { .. })));
+        assert_eq!(s.len(), MAX_CHANGES_PER_REVISION + 2);
+        let empty = Command::DeleteRange { from: vec![], to: vec![] };
+        assert_eq!(s.execute(&empty), Response::Invalid(InvalidCommand::EmptyKey));
     }
 }

@@ -37,6 +37,10 @@ pub struct ServerConfig {
     /// asks the cluster to add it once it runs ([`crate::join`]); `None`
     /// for a member of the bootstrap list.
     pub join: Option<Join>,
+    /// Where to serve etcd's v3 gRPC API over the node's store
+    /// (`--etcd-listen`; [`tenure_etcd_server`]), if anywhere: bound before
+    /// the node starts.
+    pub etcd_listen: Option<std::net::SocketAddr>,
 }
 
 impl ServerConfig {
@@ -50,6 +54,7 @@ impl ServerConfig {
             api: ApiAuth::default(),
             http_addresses: BTreeMap::new(),
             join: None,
+            etcd_listen: None,
         }
     }
 }
@@ -63,6 +68,15 @@ pub enum ServerError {
     /// The node's own threads could not be started.
     #[error("cannot start the node's threads")]
     NodeRuntime(#[source] std::io::Error),
+    /// The etcd listener (`--etcd-listen`) could not be bound.
+    #[error("cannot listen for etcd's API on {address}")]
+    EtcdListener {
+        /// The address.
+        address: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The node could not join the cluster (`--join`); it stopped again.
     #[error("node {id} cannot join the cluster")]
     Join {
@@ -94,8 +108,26 @@ pub async fn run(
     http_listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let ServerConfig { node: mut node_config, http: limits, api, http_addresses, join } = config;
+    let ServerConfig {
+        node: mut node_config,
+        http: limits,
+        api,
+        http_addresses,
+        join,
+        etcd_listen,
+    } = config;
     let http_listener = async_listener(http_listener).map_err(ServerError::HttpListener)?;
+    let etcd_listener = match etcd_listen {
+        Some(address) => Some(
+            TcpListener::bind(address)
+                .map_err(|source| ServerError::EtcdListener { address, source })?,
+        ),
+        None => None,
+    };
+    let etcd_tls = match &node_config.security {
+        Security::MutualTls(files) => Some(files.clone()),
+        Security::InsecureNoTls => None,
+    };
     let http_addr = http_listener.local_addr().map_err(ServerError::HttpListener)?;
     // Told to the peers at every handshake; an unspecified IP (0.0.0.0:8001)
     // as it is: each peer puts in the IP it dials this node at.
@@ -160,6 +192,25 @@ pub async fn run(
         tokio::spawn(crate::join::run(j, handle.clone(), kv.clone(), dir, cluster))
     });
     let stop_joining = joining.as_ref().map(|task| task.abort_handle());
+    let etcd = etcd_listener.map(|listener| {
+        let ctx = tenure_etcd_server::Context {
+            node: handle.clone(),
+            kv: kv.clone(),
+            peer_addresses: own_peers.iter().map(|(id, a)| (*id, a.to_string())).collect(),
+            tls: etcd_tls.is_some(),
+        };
+        let mut stop = stopping.clone();
+        tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) =
+                tenure_etcd_server::serve(ctx, listener, etcd_tls.as_ref(), shutdown).await
+            {
+                tracing::error!(error = %e, source = ?std::error::Error::source(&e), "the etcd API stopped");
+            }
+        })
+    });
     let state =
         AppState::new(handle.clone(), kv, metrics, api, rejections.clone(), stopping.clone())
             .with_cluster(http_addresses, peer_roots)
@@ -184,6 +235,11 @@ pub async fn run(
     let _ = stopping_tx.send(true);
     if let Err(e) = http.await {
         warn!(error = %e, "the HTTP server task failed");
+    }
+    if let Some(etcd) = etcd {
+        if let Err(e) = etcd.await {
+            warn!(error = %e, "the etcd API task failed");
+        }
     }
     failovers.abort();
     sessions.abort();

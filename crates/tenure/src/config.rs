@@ -46,6 +46,7 @@ Config file (TOML; every key optional, unknown keys are errors):
   # join_token_file = \"/etc/tenure/ops.token\"     # (--join and its flags, docs/MEMBERSHIP.md)
   # single_node = true     # only for a one-node cluster: peers lists this node alone
   # peer_http = [\"1=10.0.0.1:8001\", \"2=10.0.0.2:8001\"]  # their HTTP APIs, if not as advertised
+  # etcd_listen = \"0.0.0.0:2379\"  # also serve etcd's v3 gRPC API (docs/ETCD.md)
   data_dir = \"/var/lib/tenure\"
   heartbeat_ms = 100
   election_timeout_ms = 1000
@@ -108,6 +109,14 @@ pub struct ServerArgs {
     /// [default: with the default --peers, 127.0.0.1:8000+id; otherwise the advertised ones].
     #[arg(long, value_name = "ID=HOST:PORT,...")]
     pub peer_http: Option<String>,
+    /// Also serve etcd's v3 gRPC API (KV, endpoint status, member list) on this address, over
+    /// this node's store: stock etcd clients work unchanged, e.g.
+    /// `--etcd-listen 127.0.0.1:2379`, then `etcdctl --endpoints https://127.0.0.1:2379
+    /// --cacert certs/ca.pem --cert certs/node-1.pem --key certs/node-1-key.pem put k v`.
+    /// With TLS it serves the node's certificate and requires a client certificate of the
+    /// cluster's CA (docs/ETCD.md) [default: off].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub etcd_listen: Option<String>,
     /// All voters as ID=HOST:PORT, comma-separated, in preference order (earlier ones stand
     /// first when the leader fails); this node is added with --listen if absent
     /// [default: 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003].
@@ -278,6 +287,7 @@ pub struct FileConfig {
     http: Option<String>,
     peers: Option<Vec<String>>,
     peer_http: Option<Vec<String>>,
+    etcd_listen: Option<String>,
     single_node: Option<bool>,
     data_dir: Option<PathBuf>,
     heartbeat_ms: Option<u64>,
@@ -360,6 +370,8 @@ pub struct ServerSettings {
     pub api: ApiAuth,
     /// The HTTP API addresses (HOST:PORT) of the nodes known, this one included.
     pub http_addresses: BTreeMap<NodeId, String>,
+    /// Where etcd's API listens (`--etcd-listen`), if anywhere.
+    pub etcd_listen: Option<SocketAddr>,
     /// `--join`: how to ask the cluster for its members and to add this
     /// node; `node.peers` holds only this node until
     /// [`ServerSettings::with_members`] gives them.
@@ -441,6 +453,7 @@ impl ServerArgs {
             ("listen", self.listen.is_some(), file.listen.is_some()),
             ("peers", self.peers.is_some(), file.peers.is_some()),
             ("peer_http", self.peer_http.is_some(), file.peer_http.is_some()),
+            ("etcd_listen", self.etcd_listen.is_some(), file.etcd_listen.is_some()),
             ("single_node", self.single_node, file.single_node.is_some()),
             ("data_dir", self.data_dir.is_some(), file.data_dir.is_some()),
             ("heartbeat_interval", self.heartbeat_ms.is_some(), file.heartbeat_ms.is_some()),
@@ -579,7 +592,11 @@ impl ServerArgs {
         let log_format = self.log_format.or(file.log_format).unwrap_or_default();
         let api = self.api(&file)?;
         let http_addresses = self.http_addresses(&node, http, &file)?;
-        Ok(ServerSettings { node, http, log_format, api, http_addresses, join })
+        let etcd_listen = match self.etcd_listen.as_ref().or(file.etcd_listen.as_ref()) {
+            Some(a) => Some(resolve_addr(a).context("bad --etcd-listen (etcd_listen)")?),
+            None => None,
+        };
+        Ok(ServerSettings { node, http, log_format, api, http_addresses, etcd_listen, join })
     }
 
     /// The data directory: `--data-dir`, the file's, or the default.
@@ -825,6 +842,7 @@ fn setting(field: &str) -> Option<(&'static str, &'static str)> {
         "listen" => ("--listen", "listen"),
         "peers" => ("--peers", "peers"),
         "peer_http" => ("--peer-http", "peer_http"),
+        "etcd_listen" => ("--etcd-listen", "etcd_listen"),
         "single_node" => ("--single-node", "single_node"),
         "api_address" => ("--advertise-http", "advertise_http"),
         "data_dir" => ("--data-dir", "data_dir"),

@@ -63,6 +63,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let config = ServerConfig {
         api: settings.api,
         http_addresses: settings.http_addresses,
+        etcd_listen: settings.etcd_listen,
         join,
         ..ServerConfig::new(settings.node)
     };

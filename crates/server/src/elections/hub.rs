@@ -177,7 +177,7 @@ mod tests {
             version: 0,
             lease: None,
         };
-        Change { revision: 2, kind, kv }
+        Change { revision: 2, kind, kv, prev: None }
     }
 
     #[test]

@@ -76,6 +76,7 @@ mod tests {
                 version: 1,
                 lease: None,
             },
+            prev: None,
         };
         let mut some = vec![change(3), change(4), change(4)];
         assert_eq!(whole_revisions(&mut some, 3), 5);

@@ -270,6 +270,7 @@ impl Resume {
                     version: 0,
                     lease: Some(s.session),
                 },
+                prev: None,
             })
             .collect();
         let mut trial = then.clone();
@@ -367,7 +368,7 @@ mod tests {
             version: 1,
             lease: Some(LeaseId(session)),
         };
-        Change { revision, kind, kv }
+        Change { revision, kind, kv, prev: None }
     }
 
     fn summary(o: &Observation) -> (u64, Option<(u64, String, u64)>) {

@@ -241,7 +241,12 @@ pub(crate) fn refuse_reserved(command: &Command) -> Result<(), ApiError> {
                 TxnOp::Get { .. } => None,
             })
             .collect(),
-        Command::Grant { .. } | Command::Revoke { .. } | Command::Expire { .. } => vec![],
+        // The HTTP API builds neither a range delete nor a compaction.
+        Command::Grant { .. }
+        | Command::Revoke { .. }
+        | Command::Expire { .. }
+        | Command::DeleteRange { .. }
+        | Command::Compact { .. } => vec![],
     };
     match written.into_iter().find(|k| is_reserved(k)) {
         None => Ok(()),

@@ -303,7 +303,7 @@ mod tests {
             version: 1,
             lease: None,
         };
-        Change { revision, kind: ChangeKind::Put, kv }
+        Change { revision, kind: ChangeKind::Put, kv, prev: None }
     }
 
     #[test]

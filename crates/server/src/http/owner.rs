@@ -82,7 +82,11 @@ pub(crate) fn leases_used(command: &Command) -> Vec<LeaseId> {
             })
             .collect(),
         Command::Revoke { lease } => vec![*lease],
-        Command::Delete { .. } | Command::Grant { .. } | Command::Expire { .. } => vec![],
+        Command::Delete { .. }
+        | Command::Grant { .. }
+        | Command::Expire { .. }
+        | Command::DeleteRange { .. }
+        | Command::Compact { .. } => vec![],
     };
     leases.sort_unstable();
     leases.dedup();

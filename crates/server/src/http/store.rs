@@ -129,7 +129,10 @@ pub(crate) fn refused(r: &Refusal) -> ApiError {
         Refusal::TooManyLeases | Refusal::TooManyOwnerLeases(_) | Refusal::TooManyKeys { .. } => {
             StatusCode::TOO_MANY_REQUESTS
         }
-        Refusal::LeaseIdsExhausted => StatusCode::CONFLICT,
+        Refusal::LeaseIdsExhausted
+        | Refusal::RangeTooLarge { .. }
+        | Refusal::Compacted { .. }
+        | Refusal::FutureRevision { .. } => StatusCode::CONFLICT,
     };
     ApiError::new(status, format!("{r}; nothing was written"))
 }

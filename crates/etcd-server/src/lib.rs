@@ -1,0 +1,206 @@
+//! # tenure-etcd-server: etcd's v3 gRPC API over tenure's store
+//!
+//! One job: serve etcd's API on a listener of its own (`tenure server
+//! --etcd-listen`), over the node's one replicated store, so that stock
+//! etcd clients (etcdctl, clientv3, ...) work unchanged. Writes go through
+//! the replicated log as the HTTP API's do ([`tenure_node::Replicated::propose`],
+//! forwarded to the leader from a follower), linearizable reads through the
+//! read index ([`tenure_node::Replicated::read`]), serializable reads from
+//! the node's applied state: one store, one revision counter, whichever
+//! API wrote.
+//!
+//! Served: `KV` (Range, Put, DeleteRange, Txn, Compact),
+//! `Maintenance.Status` and `Cluster.MemberList`. Watch, Lease and Auth
+//! answer Unimplemented with what tenure offers instead; so does every
+//! etcd method the generated services do not know. What differs from etcd
+//! and why: docs/ETCD.md.
+//!
+//! Access: with TLS (the node's certificate), a client certificate issued
+//! by the cluster's CA is required (`etcdctl --cacert --cert --key`), and
+//! such a client acts as an administrator of the store.
+
+#![warn(missing_docs)]
+
+pub mod errors;
+mod kv;
+mod maintenance;
+pub mod range;
+mod txn;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tenure_etcd_api::etcdserverpb::{
+    auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
+    lease_server::LeaseServer, maintenance_server::MaintenanceServer, watch_server::WatchServer,
+    ResponseHeader,
+};
+use tenure_kv::Store;
+use tenure_node::{NodeHandle, NodeId, Replicated, TlsFiles};
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic::{Request, Status};
+use tracing::{info, warn};
+
+/// The largest request accepted, in bytes: etcd's 1.5 MiB plus its 512
+/// KiB of gRPC overhead. tenure's own limits on a key (1 KiB) and a value
+/// (64 KiB) are checked after.
+pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
+
+/// Concurrent calls (HTTP/2 streams) on one connection; etcd's clients
+/// multiplex every call of a client over one connection.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
+
+/// How long a call may take before it is answered with DeadlineExceeded
+/// (a write waits for a leader at most a few election timeouts).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The etcd version `Maintenance.Status` reports: the etcd API tenure
+/// follows (3.4, the version Debian ships and the tests run), with tenure's
+/// version as build metadata.
+pub const VERSION: &str = concat!("3.4.23+tenure.", env!("CARGO_PKG_VERSION"));
+
+/// What the services need of the node.
+#[derive(Clone)]
+pub struct Context {
+    /// The node (its leadership, id and cluster).
+    pub node: NodeHandle,
+    /// The node's replicated store, shared with the HTTP API.
+    pub kv: Replicated<Store>,
+    /// The peer addresses of the node's own configuration (`--peers`): the
+    /// members of the bootstrap list, which the log names without one.
+    pub peer_addresses: BTreeMap<NodeId, String>,
+    /// Whether the node's peers and this listener speak TLS (the URLs'
+    /// scheme).
+    pub tls: bool,
+}
+
+/// Why the etcd listener cannot serve.
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdServeError {
+    /// A TLS file cannot be read.
+    #[error("cannot read {path} for the etcd listener")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The listener cannot be used.
+    #[error("the etcd listener cannot be used")]
+    Listener(#[source] std::io::Error),
+    /// The gRPC server failed.
+    #[error("the etcd gRPC server failed")]
+    Transport(#[source] tonic::transport::Error),
+}
+
+/// The shared part of the services.
+pub(crate) struct Shared {
+    pub(crate) ctx: Context,
+    /// etcd's cluster id: a hash of tenure's cluster id (FNV-1a, stable).
+    pub(crate) cluster_id: u64,
+    pub(crate) member_id: u64,
+    /// This listener's client URL.
+    pub(crate) client_url: String,
+}
+
+impl Shared {
+    /// A header at `revision`, with the node's term.
+    pub(crate) fn header(&self, revision: u64) -> ResponseHeader {
+        let term = self.ctx.node.leadership().borrow().term.0;
+        ResponseHeader {
+            cluster_id: self.cluster_id,
+            member_id: self.member_id,
+            revision: revision as i64,
+            raft_term: term,
+        }
+    }
+
+    /// etcd's require-leader check: a request with the metadata
+    /// `hasleader: true` fails with "etcdserver: no leader" (Unavailable)
+    /// while the node knows no leader.
+    pub(crate) fn check_leader<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let wants = request.metadata().get("hasleader").is_some_and(|v| v == "true");
+        if wants && self.ctx.node.leadership().borrow().leader.is_none() {
+            return Err(Status::unavailable(errors::NO_LEADER));
+        }
+        Ok(())
+    }
+}
+
+/// FNV-1a of `s`: etcd's cluster id is a number, tenure's a name.
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Serves etcd's API on `listener` until `shutdown` completes: with TLS
+/// (`tls`: the node's certificate, and client certificates of its CA
+/// required), or plain when the node runs without TLS.
+pub async fn serve(
+    ctx: Context,
+    listener: std::net::TcpListener,
+    tls: Option<&TlsFiles>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), EtcdServeError> {
+    listener.set_nonblocking(true).map_err(EtcdServeError::Listener)?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(EtcdServeError::Listener)?;
+    let addr: SocketAddr = listener.local_addr().map_err(EtcdServeError::Listener)?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let status = ctx.node.status();
+    let shared = Arc::new(Shared {
+        cluster_id: fnv1a(&status.cluster_id),
+        member_id: status.id.0,
+        client_url: format!("{scheme}://{addr}"),
+        ctx,
+    });
+    let mut server = Server::builder()
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        .timeout(CALL_TIMEOUT)
+        .tcp_nodelay(true);
+    match tls {
+        Some(files) => {
+            let read = |path: &PathBuf| {
+                std::fs::read(path)
+                    .map_err(|source| EtcdServeError::Read { path: path.clone(), source })
+            };
+            let identity = Identity::from_pem(read(&files.cert)?, read(&files.key)?);
+            let config = ServerTlsConfig::new()
+                .identity(identity)
+                .client_ca_root(Certificate::from_pem(read(&files.ca)?));
+            server = server.tls_config(config).map_err(EtcdServeError::Transport)?;
+        }
+        None => warn!(
+            etcd = %addr,
+            "INSECURE: the etcd API runs without TLS (insecure_no_tls): anyone who reaches it \
+             reads and writes the store"
+        ),
+    }
+    info!(etcd = %addr, tls = tls.is_some(), "serving etcd's v3 API");
+    let kv =
+        KvServer::new(kv::KvService(shared.clone())).max_decoding_message_size(MAX_REQUEST_BYTES);
+    let maintenance = MaintenanceServer::new(maintenance::MaintenanceService(shared.clone()));
+    let cluster = ClusterServer::new(maintenance::ClusterService(shared.clone()));
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    server
+        .add_service(kv)
+        .add_service(maintenance)
+        .add_service(cluster)
+        .add_service(WatchServer::new(maintenance::NotServed))
+        .add_service(LeaseServer::new(maintenance::NotServed))
+        .add_service(AuthServer::new(maintenance::NotServed))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+        .map_err(EtcdServeError::Transport)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_cluster_id_hash_is_stable() {
+        assert_eq!(super::fnv1a(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(super::fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

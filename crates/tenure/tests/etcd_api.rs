@@ -1,0 +1,353 @@
+//! etcd's v3 API on a cluster of real `tenure server` processes
+//! (`--etcd-listen`, TLS with client certificates), driven by the real
+//! `etcdctl` (Debian's etcd-client 3.4): the KV script's output compared
+//! with the same script against a real etcd, writes through a follower
+//! seen by the HTTP API at the same revision, endpoint status and health,
+//! member list, and bad input that changes nothing.
+//!
+//! Skipped (with a message) when `etcdctl` or `etcd` is not on PATH; CI
+//! installs both (`.ci/run`).
+
+mod harness;
+
+use harness::{free_ports, serial, TestCluster};
+use hyper::Method;
+use serde_json::Value;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStringExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tenure_testkit::etcd::EtcdCluster;
+
+const HEARTBEAT_MS: u64 = 50;
+const TIMEOUT_MS: u64 = 500;
+/// Bound on a first election and the etcd listeners' start on a busy machine.
+const START_BOUND: Duration = Duration::from_secs(15);
+
+/// True if `program` runs (`--version`, or `version` for etcdctl).
+fn installed(program: &str, arg: &str) -> bool {
+    Command::new(program)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// How etcdctl reaches one server.
+struct Endpoint {
+    url: String,
+    tls: Vec<OsString>,
+}
+
+impl Endpoint {
+    /// Runs etcdctl with `args` (and `stdin`); returns its exit success,
+    /// stdout and the `Error:` and health lines of its stderr (its JSON
+    /// warnings, which carry times and ids, are left out).
+    fn run(&self, args: &[OsString], stdin: Option<&str>) -> (bool, String, String) {
+        let mut cmd = Command::new("etcdctl");
+        cmd.env("ETCDCTL_API", "3")
+            .arg("--endpoints")
+            .arg(&self.url)
+            .args(&self.tls)
+            .args(["--dial-timeout", "5s", "--command-timeout", "10s"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("run etcdctl");
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        drop(input);
+        let out = child.wait_with_output().expect("etcdctl's output");
+        let err = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| {
+                l.starts_with("Error") || l.contains(" is healthy") || l.contains("unhealthy")
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), err)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(&os(args), None);
+        assert!(ok, "etcdctl {args:?} failed: {out}{err}");
+        out
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.extend(["-w", "json"]);
+        serde_json::from_str(&self.ok(&a)).expect("etcdctl's JSON")
+    }
+}
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+/// A tenure cluster of three with etcd listeners, and how to reach each.
+fn tenure_cluster() -> (TestCluster, Vec<Endpoint>) {
+    let mut c = TestCluster::new(3, HEARTBEAT_MS, TIMEOUT_MS);
+    let ports = free_ports(3);
+    let certs = c.dir.path().join("certs");
+    let mut endpoints = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let listen = format!("127.0.0.1:{port}");
+        c.spawn_with(i, &["--etcd-listen", &listen]);
+        let id = i + 1;
+        let tls = [
+            ("--cacert", "ca.pem".to_string()),
+            ("--cert", format!("node-{id}.pem")),
+            ("--key", format!("node-{id}-key.pem")),
+        ]
+        .into_iter()
+        .flat_map(|(flag, file)| [OsString::from(flag), certs.join(file).into_os_string()])
+        .collect();
+        endpoints.push(Endpoint { url: format!("https://{listen}"), tls });
+    }
+    (c, endpoints)
+}
+
+/// Waits until `e` answers a linearizable get (a leader is known).
+fn wait_serving(e: &Endpoint, c: &TestCluster) {
+    let since = Instant::now();
+    while !e.run(&os(&["get", "health"]), None).0 {
+        assert!(since.elapsed() < START_BOUND, "{} never served a get\n{}", e.url, c.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The KV script: etcdctl arguments (`{N}` is the revision N writes after
+/// the store's first) and stdin.
+fn script() -> Vec<(Vec<&'static str>, Option<&'static str>)> {
+    let mut s: Vec<(Vec<&str>, Option<&str>)> = vec![];
+    let mut cmd = |args: &[&'static str]| s.push((args.to_vec(), None));
+    for (k, v) in [("a", "1"), ("b", "2"), ("c", "3"), ("a", "11"), ("d/x", "4"), ("d/y", "5")] {
+        cmd(&["put", k, v]);
+    }
+    cmd(&["put", "b", "22", "--prev-kv"]);
+    cmd(&["get", "a"]);
+    cmd(&["get", "a", "-w", "json"]);
+    cmd(&["get", "", "--prefix"]);
+    cmd(&["get", "d/", "--prefix", "-w", "json"]);
+    cmd(&["get", "b", "--from-key"]);
+    cmd(&["get", "a", "c"]);
+    cmd(&["get", "", "--prefix", "--limit", "2", "-w", "json"]);
+    cmd(&["get", "", "--prefix", "--sort-by", "MODIFY", "--order", "DESCEND"]);
+    cmd(&[
+        "get",
+        "",
+        "--prefix",
+        "--sort-by",
+        "MODIFY",
+        "--order",
+        "DESCEND",
+        "--limit",
+        "2",
+        "-w",
+        "json",
+    ]);
+    cmd(&["get", "", "--prefix", "--sort-by", "CREATE", "--order", "ASCEND", "--limit", "1"]);
+    cmd(&["get", "", "--prefix", "--sort-by", "VALUE", "--order", "DESCEND"]);
+    cmd(&["get", "", "--prefix", "--keys-only"]);
+    cmd(&["get", "", "--prefix", "--count-only", "-w", "json"]);
+    cmd(&["get", "a", "--rev", "{1}", "-w", "json"]);
+    cmd(&["get", "", "--prefix", "--rev", "{3}"]);
+    cmd(&["del", "b", "--prev-kv"]);
+    cmd(&["del", "nosuch"]);
+    cmd(&["del", "d/", "--prefix", "--prev-kv", "-w", "json"]);
+    s.push((
+        vec!["txn"],
+        Some("mod(\"a\") > \"0\"\nval(\"c\") = \"3\"\n\nput x yes\nget a\n\nput x no\n\n"),
+    ));
+    s.push((
+        vec!["txn", "-w", "json"],
+        Some("ver(\"a\") = \"7\"\n\nput y 1\n\nput y 2\nget y\ndel c\n\n"),
+    ));
+    s.push((vec!["txn"], Some("create(\"nosuch\") = \"0\"\n\nget a\nget y\n\n\n")));
+    let mut cmd = |args: &[&'static str]| s.push((args.to_vec(), None));
+    cmd(&["get", "", "--prefix", "-w", "json"]);
+    cmd(&["compact", "{4}"]);
+    cmd(&["get", "a", "--rev", "{3}"]);
+    cmd(&["get", "a", "--rev", "{4}"]);
+    cmd(&["get", "a", "--rev", "{1000}"]);
+    cmd(&["compact", "{2}"]);
+    cmd(&["put", "", "v"]);
+    cmd(&["put", "a", "v", "--ignore-value"]);
+    cmd(&["put", "a", "--ignore-value"]);
+    cmd(&["put", "nosuch", "--ignore-value"]);
+    cmd(&["get", "", "--prefix", "-w", "json"]);
+    s
+}
+
+/// Runs the script on `e`, whose store's revision before it is `base`;
+/// returns the outputs with revisions made relative to `base` and the
+/// ids and terms of the headers left out.
+fn run_script(e: &Endpoint, base: i64) -> Vec<String> {
+    let mut outputs = Vec::new();
+    for (template, stdin) in script() {
+        let args: Vec<OsString> = template
+            .iter()
+            .map(|a| match a.strip_prefix('{').and_then(|a| a.strip_suffix('}')) {
+                Some(n) => OsString::from((base + n.parse::<i64>().unwrap()).to_string()),
+                None => OsString::from(a),
+            })
+            .collect();
+        let (ok, out, err) = e.run(&args, stdin);
+        let out = match serde_json::from_str::<Value>(&out) {
+            Ok(mut v) => {
+                relative(&mut v, base);
+                v.to_string()
+            }
+            Err(_) => match out.strip_prefix("compacted revision ") {
+                Some(n) => {
+                    format!("compacted revision +{}", n.trim().parse::<i64>().unwrap() - base)
+                }
+                None => out,
+            },
+        };
+        outputs.push(format!("$ etcdctl {template:?} -> {ok}\n{out}{err}"));
+    }
+    outputs
+}
+
+/// Revisions relative to `base`, ids and terms out.
+fn relative(v: &mut Value, base: i64) {
+    match v {
+        Value::Object(map) => {
+            for k in ["cluster_id", "member_id", "raft_term"] {
+                map.remove(k);
+            }
+            for (k, x) in map.iter_mut() {
+                match (k.as_str(), x.as_i64()) {
+                    ("revision" | "create_revision" | "mod_revision", Some(n)) if n > 0 => {
+                        *x = Value::from(n - base)
+                    }
+                    _ => relative(x, base),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| relative(x, base)),
+        _ => {}
+    }
+}
+
+/// The same etcdctl script against a real etcd 3.4 and against tenure:
+/// the same output, revisions counted from each store's start (etcd starts
+/// at revision 1, tenure at 0).
+#[tokio::test(flavor = "multi_thread")]
+async fn etcdctl_sees_the_same_kv_on_tenure_as_on_etcd() {
+    if !installed("etcdctl", "version") || !installed("etcd", "--version") {
+        eprintln!("SKIPPED: etcdctl or etcd is not on PATH (Debian: etcd-client, etcd-server)");
+        return;
+    }
+    let _serial = serial().await;
+    let etcd = EtcdCluster::start(1);
+    let real = Endpoint { url: etcd.endpoints()[0].clone(), tls: Vec::new() };
+    let expected = run_script(&real, 1);
+    drop(etcd);
+
+    let (c, endpoints) = tenure_cluster();
+    wait_serving(&endpoints[0], &c);
+    let got = run_script(&endpoints[0], 0);
+    for (want, got) in expected.iter().zip(&got) {
+        assert_eq!(got, want, "tenure's output differs from etcd's\n{}", c.logs());
+    }
+    assert_eq!(got.len(), expected.len());
+}
+
+/// Writes through a follower's etcd listener are the HTTP API's, at the
+/// same revision, and the other way round; status, health and the members.
+#[tokio::test(flavor = "multi_thread")]
+async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
+    if !installed("etcdctl", "version") {
+        eprintln!("SKIPPED: etcdctl is not on PATH (Debian: etcd-client)");
+        return;
+    }
+    let _serial = serial().await;
+    let (c, endpoints) = tenure_cluster();
+    let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
+    for e in &endpoints {
+        wait_serving(e, &c);
+    }
+    let follower = (leader + 1) % 3;
+
+    // A put through a follower's listener, read by the HTTP API.
+    let put = endpoints[follower].json(&["put", "shared/k", "from-etcdctl"]);
+    let revision = put["header"]["revision"].as_i64().unwrap();
+    let (status, body, _) = c.request(leader, Method::GET, "/v1/kv/shared/k", None).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["value"], "from-etcdctl");
+    assert_eq!(body["mod_revision"].as_i64(), Some(revision));
+    // A put through the HTTP API, read through another follower's listener.
+    let (status, body, _) = c
+        .request(leader, Method::PUT, "/v1/kv/shared/h", Some(("text/plain", "from-http")))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let http_revision = body["revision"].as_i64().unwrap();
+    let got = endpoints[(leader + 2) % 3].json(&["get", "shared/", "--prefix"]);
+    assert_eq!(got["header"]["revision"].as_i64(), Some(http_revision));
+    assert_eq!(got["kvs"][0]["mod_revision"].as_i64(), Some(http_revision));
+    assert_eq!(got["count"], 2);
+
+    // Status from every node: one leader, the same term; health; members.
+    let mut leaders = Vec::new();
+    for e in &endpoints {
+        let s = e.json(&["endpoint", "status"]);
+        let s = &s[0]["Status"];
+        assert!(s["version"].as_str().unwrap().starts_with("3.4"), "{s}");
+        leaders.push(s["leader"].as_u64().unwrap());
+        assert!(s["raftIndex"].as_u64().unwrap() > 0, "{s}");
+        let health = e.run(&os(&["endpoint", "health"]), None);
+        assert!(health.0 && !health.2.contains("Error"), "{health:?}");
+        assert!(health.2.contains(&format!("{} is healthy", e.url)), "{health:?}");
+    }
+    assert!(leaders.iter().all(|l| *l == leader as u64 + 1), "{leaders:?}");
+    let members = endpoints[follower].ok(&["member", "list"]);
+    for id in 1..=3 {
+        let line = members.lines().find(|l| l.starts_with(&format!("{id}, started, node-{id}, ")));
+        assert!(line.is_some(), "{members}");
+    }
+    assert!(members.contains(&endpoints[follower].url), "{members}");
+
+    // Bad input: etcd's error, and nothing changes.
+    let before = endpoints[0].json(&["get", "shared/k"])["header"]["revision"].as_i64();
+    let e = &endpoints[follower];
+    let many: String = (0..129).map(|i| format!("put k{i} v\n")).collect();
+    let cases: Vec<(Vec<OsString>, Option<String>, &str)> = vec![
+        (os(&["put", "", "v"]), None, "etcdserver: key is not provided"),
+        // (etcdctl itself refuses --ignore-value with a value: the server's check is not reached.)
+        (
+            os(&["txn"]),
+            Some(format!("\n{many}\n\n")),
+            "etcdserver: too many operations in txn request",
+        ),
+        (
+            os(&["txn"]),
+            Some("\nput k 1\nput k 2\n\n\n".into()),
+            "etcdserver: duplicate key given in txn request",
+        ),
+        (
+            vec!["put".into(), OsString::from_vec(b"bad\xff".to_vec()), "v".into()],
+            None,
+            "tenure: keys are UTF-8 text",
+        ),
+        (
+            os(&["get", "k", "--rev", "100000"]),
+            None,
+            "etcdserver: mvcc: required revision is a future revision",
+        ),
+        (os(&["put", "_tenure/x", "v"]), None, "tenure: keys under _tenure/"),
+        (os(&["put", "k", "v", "--lease", "7777"]), None, "etcdserver: requested lease not found"),
+    ];
+    for (args, stdin, want) in cases {
+        let (ok, out, err) = e.run(&args, stdin.as_deref());
+        assert!(!ok && err.contains(want), "{args:?}: {out}{err} (wanted {want:?})");
+    }
+    let after = endpoints[0].json(&["get", "shared/k"])["header"]["revision"].as_i64();
+    assert_eq!(before, after, "a refused request changed the store");
+}
