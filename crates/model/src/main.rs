@@ -192,7 +192,31 @@ struct Outcome {
     failures: Vec<String>,
 }
 
+/// What `--help` prints.
+const USAGE: &str = "\
+Exhaustive model checking of tenure's election core, replica and changes of members.
+
+Usage:
+  tenure-model [--protocol raft|ranked|paxos|all] [--fresh | --elected | --contested | --spy | --ci]
+      [--quick] [--steps N] [--leader-steps N] [--restarts N] [--kills N] [--transfers N]
+      [--duplicates N] [--rng-period N] [--max-term N] [--depth N] [--unbounded-depth]
+      [--durability faithful|forget-vote|forget-all] [--threads N] [--hunt]
+  tenure-model --replica ...      the replication core (flags: crates/model/src/replica_cli.rs)
+  tenure-model --membership ...   changes of members (flags: crates/model/src/members_cli.rs)
+
+Without a start flag: from a fresh cluster, then from an elected leader. Bound flags need a
+start flag. The exit status is non-zero on a safety violation, an incomplete check or a
+missed witness.
+
+Example (what CI runs):
+  cargo run --release -p tenure-model -- --ci
+";
+
 fn main() -> Result<(), Box<dyn Error>> {
+    if matches!(std::env::args().nth(1).as_deref(), Some("-h" | "--help")) {
+        print!("{USAGE}");
+        return Ok(());
+    }
     if std::env::args().nth(1).as_deref() == Some("--replica") {
         return replica_cli::main(std::env::args().skip(2));
     }
