@@ -264,14 +264,14 @@ mod tests {
             directory: DirectoryId(0x81),
             peer_address: None,
         };
-        // Frame 0 (Hello), version 9, "c", node 2, node 1, raft (0), 300 as a
+        // Frame 0 (Hello), version 10, "c", node 2, node 1, raft (0), 300 as a
         // varint, three voters 1, 2, 3, the configuration 9@4, Some("h:1"),
         // identity 0x81 as a varint, no peer address.
         let bytes = encode(&hello);
         assert_eq!(
             &bytes[..],
             [
-                9, 0, 9, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
+                10, 0, 10, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
                 0x81, 0x01, 0
             ]
         );
@@ -286,19 +286,19 @@ mod tests {
             api_address: None,
             directory: DirectoryId(5),
         };
-        assert_eq!(&encode(&ack)[..], [9, 1, 9, 1, b'c', 1, 0, 7, 1, 1, 0, 0, 0, 5]);
-        // What a node of version 8 sends (its elections carry no
-        // configuration): refused by name.
-        let mut v8 = bytes.to_vec();
-        (v8[0], v8[2]) = (8, 8);
-        let e = decode(&v8).unwrap_err();
-        assert_eq!(e.to_string(), "unsupported wire version 8 (this build speaks 9)");
+        assert_eq!(&encode(&ack)[..], [10, 1, 10, 1, b'c', 1, 0, 7, 1, 1, 0, 0, 0, 5]);
+        // What a node of version 9 sends (its ranked claims lack whether it
+        // stands and leaves): refused by name.
+        let mut v9 = bytes.to_vec();
+        (v9[0], v9[2]) = (9, 9);
+        let e = decode(&v9).unwrap_err();
+        assert_eq!(e.to_string(), "unsupported wire version 9 (this build speaks 10)");
         // What a node of version 6 sends, without an identity: refused by name.
         let mut v6 = bytes[..bytes.len() - 3].to_vec();
         (v6[0], v6[2]) = (6, 6);
         let e = decode(&v6).unwrap_err();
         assert!(matches!(e, FrameError::Version(6)), "{e:?}");
-        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 9)");
+        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 10)");
         // Without the identity, a hello of this version is cut short.
         (v6[0], v6[2]) = (WIRE_VERSION, WIRE_VERSION);
         assert!(matches!(decode(&v6), Err(FrameError::Malformed(_))));
@@ -316,7 +316,7 @@ mod tests {
     #[test]
     fn bad_frames_are_errors_not_panics() {
         assert!(matches!(decode(&[]), Err(FrameError::Empty)));
-        assert!(matches!(decode(&[10, 0]), Err(FrameError::Version(10))));
+        assert!(matches!(decode(&[11, 0]), Err(FrameError::Version(11))));
         assert!(matches!(decode(&[WIRE_VERSION, 0xff, 0xff, 0xff]), Err(FrameError::Malformed(_))));
         let mut ok = encode(&Frame::Ping { nonce: 1 }).to_vec();
         ok.push(0);
