@@ -9,8 +9,9 @@
 //! the node's applied state: one store, one revision counter, whichever
 //! API wrote.
 //!
-//! Served: `KV` (Range, Put, DeleteRange, Txn, Compact),
-//! `Maintenance.Status` and `Cluster.MemberList`. Watch, Lease and Auth
+//! Served: `KV` (Range, Put, DeleteRange, Txn, Compact), `Lease` (over
+//! tenure's sessions: [`lease`]), `Maintenance.Status` and
+//! `Cluster.MemberList`. Watch and Auth
 //! answer Unimplemented with what tenure offers instead; so does every
 //! etcd method the generated services do not know. What differs from etcd
 //! and why: docs/ETCD.md.
@@ -23,6 +24,7 @@
 
 pub mod errors;
 mod kv;
+pub mod lease;
 mod maintenance;
 pub mod range;
 mod txn;
@@ -75,6 +77,9 @@ pub struct Context {
     /// Whether the node's peers and this listener speak TLS (the URLs'
     /// scheme).
     pub tls: bool,
+    /// The leader's lease clock (tenure's sessions service), for the Lease
+    /// service's renewals and time left.
+    pub sessions: Arc<dyn lease::SessionClock>,
 }
 
 /// Why the etcd listener cannot serve.
@@ -189,7 +194,7 @@ pub async fn serve(
         .add_service(maintenance)
         .add_service(cluster)
         .add_service(WatchServer::new(maintenance::NotServed))
-        .add_service(LeaseServer::new(maintenance::NotServed))
+        .add_service(LeaseServer::new(lease::LeaseService::new(shared.clone())))
         .add_service(AuthServer::new(maintenance::NotServed))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
