@@ -236,11 +236,22 @@ async fn etcdctl_sees_the_same_leases_on_tenure_as_on_etcd() {
     let etcd = EtcdCluster::start(1);
     let real = Endpoint { url: etcd.endpoints()[0].clone(), tls: Vec::new() };
     let expected = run_script(&real, 1);
+    let expected_stream = stream_script(&real).await;
+    let unknown = 0x1234abcd.to_string();
+    let want: Vec<(String, i64)> =
+        [("ID", 7), (unknown.as_str(), 0), ("ID", 7), ("0", 0), ("-5", 0)]
+            .into_iter()
+            .map(|(id, ttl)| (id.to_string(), ttl))
+            .collect();
+    assert_eq!(expected_stream, (want, Ok(())), "etcd's own keepalive answers");
     drop(etcd);
 
     let (c, endpoints) = tenure_cluster();
     wait_serving(&endpoints[0], &c);
     let got = run_script(&endpoints[0], 0);
+    wait_serving(&endpoints[1], &c);
+    let got_stream = stream_script(&endpoints[1]).await;
+    assert_eq!(got_stream, expected_stream, "tenure's keepalive stream differs from etcd's");
     for (want, got) in expected.iter().zip(&got) {
         assert_eq!(got, want, "tenure's output differs from etcd's\n{}", c.logs());
     }
@@ -269,7 +280,7 @@ async fn a_lease_lives_while_any_node_keeps_it_alive() {
         return;
     }
     let _serial = serial().await;
-    let (c, endpoints) = tenure_cluster();
+    let (mut c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for e in &endpoints {
         wait_serving(e, &c);
@@ -334,4 +345,87 @@ async fn a_lease_lives_while_any_node_keeps_it_alive() {
     assert_eq!(e.ok(&["lease", "revoke", &max]), format!("lease {max} revoked\n"));
     let min = e.json(&["lease", "grant", "0"]);
     assert_eq!(min["TTL"].as_i64(), Some(1), "{min}");
+
+    // `hasleader: true` on a stream's open: refused with etcd's answer once
+    // the node knows no leader (the other two stopped).
+    assert_eq!(keepalive_stream(e, &[], true).await, (vec![], Ok(())));
+    for i in [granter, reader] {
+        c.crash(i);
+    }
+    let since = Instant::now();
+    loop {
+        let (_, end) = keepalive_stream(e, &[], true).await;
+        if end == Err((tonic::Code::Unavailable, "etcdserver: no leader".to_string())) {
+            break;
+        }
+        assert!(since.elapsed() < Duration::from_secs(10), "{end:?}\n{}", c.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A gRPC channel to `e` (with its client certificate, if any).
+async fn channel(e: &Endpoint) -> tonic::transport::Channel {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let mut endpoint = tonic::transport::Endpoint::from_shared(e.url.clone()).unwrap();
+    if !e.tls.is_empty() {
+        let file = |flag: &str| {
+            let at = e.tls.iter().position(|a| a == flag).unwrap();
+            std::fs::read(&e.tls[at + 1]).unwrap()
+        };
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(file("--cacert")))
+            .identity(Identity::from_pem(file("--cert"), file("--key")))
+            .domain_name("127.0.0.1");
+        endpoint = endpoint.tls_config(tls).unwrap();
+    }
+    endpoint.connect().await.expect("a gRPC connection")
+}
+
+/// One LeaseKeepAlive stream as python-etcd3 and clientv3 use it: the
+/// requests sent, the stream half-closed, every answer read to the end.
+/// Returns (id, TTL) per answer, and how the stream ended.
+async fn keepalive_stream(
+    e: &Endpoint,
+    ids: &[i64],
+    has_leader: bool,
+) -> (Vec<(i64, i64)>, Result<(), (tonic::Code, String)>) {
+    use tenure_etcd_api::etcdserverpb::{lease_client::LeaseClient, LeaseKeepAliveRequest};
+    let mut client = LeaseClient::new(channel(e).await);
+    let requests: Vec<LeaseKeepAliveRequest> =
+        ids.iter().map(|&id| LeaseKeepAliveRequest { id }).collect();
+    let mut request = tonic::Request::new(tokio_stream::iter(requests));
+    if has_leader {
+        request.metadata_mut().insert("hasleader", "true".parse().unwrap());
+    }
+    let mut answers = Vec::new();
+    let mut stream = match client.lease_keep_alive(request).await {
+        Ok(s) => s.into_inner(),
+        Err(s) => return (answers, Err((s.code(), s.message().to_string()))),
+    };
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.message()).await {
+            Ok(Ok(Some(a))) => answers.push((a.id, a.ttl)),
+            Ok(Ok(None)) => return (answers, Ok(())),
+            Ok(Err(s)) => return (answers, Err((s.code(), s.message().to_string()))),
+            Err(_) => {
+                panic!("the keepalive stream neither answered nor ended in 10 s: {answers:?}")
+            }
+        }
+    }
+}
+
+/// A keepalive stream of a live lease, an unknown one, the live one again
+/// and two ids that cannot be leases, half-closed after the last: one
+/// answer per request, in order (the granted TTL; 0 for the others), then
+/// a clean end; the live lease is revoked after. Ids masked as in the script.
+async fn stream_script(e: &Endpoint) -> (Vec<(String, i64)>, Result<(), (tonic::Code, String)>) {
+    let hex = e.grant("7");
+    let id = i64::from_str_radix(&hex, 16).unwrap();
+    let (answers, end) = keepalive_stream(e, &[id, 0x1234abcd, id, 0, -5], true).await;
+    e.ok(&["lease", "revoke", &hex]);
+    let masked = answers
+        .into_iter()
+        .map(|(got, ttl)| (if got == id { "ID".to_string() } else { got.to_string() }, ttl))
+        .collect();
+    (masked, end)
 }
