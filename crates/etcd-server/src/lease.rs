@@ -119,45 +119,53 @@ pub(crate) fn ttl_secs(ttl_ms: u64) -> i64 {
 /// The Lease service.
 pub(crate) struct LeaseService {
     shared: Arc<Shared>,
-    /// Keepalive streams open per connection (its peer address).
-    streams: Arc<Mutex<HashMap<SocketAddr, usize>>>,
+    streams: StreamCounts,
 }
 
 impl LeaseService {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        LeaseService { shared, streams: Arc::default() }
+        LeaseService { shared, streams: StreamCounts::default() }
+    }
+}
+
+/// Keepalive streams open per connection (its peer address).
+#[derive(Clone, Default)]
+struct StreamCounts(Arc<Mutex<HashMap<SocketAddr, usize>>>);
+
+impl StreamCounts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A slot for one more keepalive stream of the connection at `peer`,
-    /// or ResourceExhausted.
-    fn stream_slot(&self, peer: Option<SocketAddr>) -> Result<StreamSlot, Status> {
+    /// or ResourceExhausted when it has
+    /// [`MAX_KEEPALIVE_STREAMS_PER_CONNECTION`] open. (A connection whose
+    /// address tonic does not know is not counted: every TCP one is known.)
+    fn slot(&self, peer: Option<SocketAddr>) -> Result<StreamSlot, Status> {
         let Some(peer) = peer else {
-            return Ok(StreamSlot { streams: None, peer: None });
+            return Ok(StreamSlot(None));
         };
-        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        let mut streams = self.lock();
         let open = streams.entry(peer).or_default();
         if *open >= MAX_KEEPALIVE_STREAMS_PER_CONNECTION {
             return Err(Status::resource_exhausted(TOO_MANY_REQUESTS));
         }
         *open += 1;
-        Ok(StreamSlot { streams: Some(self.streams.clone()), peer: Some(peer) })
+        Ok(StreamSlot(Some((self.clone(), peer))))
     }
 }
 
 /// One keepalive stream counted against its connection until dropped.
-struct StreamSlot {
-    streams: Option<Arc<Mutex<HashMap<SocketAddr, usize>>>>,
-    peer: Option<SocketAddr>,
-}
+struct StreamSlot(Option<(StreamCounts, SocketAddr)>);
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        let (Some(streams), Some(peer)) = (&self.streams, self.peer) else { return };
-        let mut streams = streams.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(open) = streams.get_mut(&peer) {
+        let Some((counts, peer)) = &self.0 else { return };
+        let mut streams = counts.lock();
+        if let Some(open) = streams.get_mut(peer) {
             *open -= 1;
             if *open == 0 {
-                streams.remove(&peer);
+                streams.remove(peer);
             }
         }
     }
@@ -294,7 +302,7 @@ impl Lease for LeaseService {
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
         self.shared.check_leader(&request)?;
         let wants_leader = request.metadata().get("hasleader").is_some_and(|v| v == "true");
-        let slot = self.stream_slot(request.remote_addr())?;
+        let slot = self.streams.slot(request.remote_addr())?;
         let mut requests = request.into_inner();
         let (tx, rx) = mpsc::channel(KEEPALIVE_QUEUE);
         let shared = self.shared.clone();
@@ -458,6 +466,43 @@ mod tests {
         assert_eq!(ttl_secs(10_000), 10);
         assert_eq!(ttl_secs(1_500), 1);
         assert_eq!(ttl_secs(500), 1);
+    }
+
+    #[test]
+    fn keepalive_streams_are_bounded_per_connection() {
+        let counts = StreamCounts::default();
+        let (a, b) = ("127.0.0.1:1".parse().unwrap(), "127.0.0.1:2".parse().unwrap());
+        let mut slots: Vec<StreamSlot> = (0..MAX_KEEPALIVE_STREAMS_PER_CONNECTION)
+            .map(|_| counts.slot(Some(a)).unwrap())
+            .collect();
+        let refused = counts.slot(Some(a)).err().unwrap();
+        assert_eq!(
+            (refused.code(), refused.message()),
+            (Code::ResourceExhausted, TOO_MANY_REQUESTS)
+        );
+        let other = counts.slot(Some(b)).unwrap();
+        slots.pop();
+        slots.push(counts.slot(Some(a)).unwrap());
+        drop((slots, other));
+        assert!(counts.lock().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_is_paced_to_its_rate_after_a_burst() {
+        let mut pace = Pace::new();
+        let start = Instant::now();
+        for _ in 0..MAX_KEEPALIVES_PER_SECOND {
+            pace.take().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "a second's worth passes at once");
+        for _ in 0..MAX_KEEPALIVES_PER_SECOND {
+            pace.take().await;
+        }
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(990) && took <= Duration::from_millis(1010),
+            "{took:?}"
+        );
     }
 
     #[test]
