@@ -310,6 +310,7 @@ impl Lease for LeaseService {
             let _slot = slot;
             let mut pace = Pace::new();
             let mut leadership = shared.ctx.node.leadership();
+            let mut stopping = shared.stopping.clone();
             let mut leaderless_since =
                 leadership.borrow_and_update().leader.is_none().then(Instant::now);
             loop {
@@ -342,6 +343,10 @@ impl Lease for LeaseService {
                         return;
                     }
                     () = tx.closed() => return,
+                    () = stopped(&mut stopping) => {
+                        let _ = tx.send(Err(Status::unavailable(errors::SERVER_STOPPED))).await;
+                        return;
+                    }
                 };
                 // The client half-closed (Ok(None)) or the stream broke:
                 // done, as etcd returns on io.EOF.
@@ -435,6 +440,11 @@ impl Lease for LeaseService {
             leases,
         }))
     }
+}
+
+/// Returns once the server stops (at once if it has).
+async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|s| *s).await;
 }
 
 /// An answer of the store that does not fit the command (a node of

@@ -110,6 +110,9 @@ pub(crate) struct Shared {
     pub(crate) member_id: u64,
     /// This listener's client URL.
     pub(crate) client_url: String,
+    /// True once the server stops: long-lived streams end then (the
+    /// server's graceful shutdown waits for every open stream).
+    pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Shared {
@@ -155,11 +158,17 @@ pub async fn serve(
     let addr: SocketAddr = listener.local_addr().map_err(EtcdServeError::Listener)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let status = ctx.node.status();
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
     let shared = Arc::new(Shared {
         cluster_id: fnv1a(&status.cluster_id),
         member_id: status.id.0,
         client_url: format!("{scheme}://{addr}"),
         ctx,
+        stopping,
     });
     let mut server = Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)

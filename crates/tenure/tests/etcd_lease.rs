@@ -361,6 +361,18 @@ async fn a_lease_lives_while_any_node_keeps_it_alive() {
         assert!(since.elapsed() < Duration::from_secs(10), "{end:?}\n{}", c.logs());
         std::thread::sleep(Duration::from_millis(100));
     }
+
+    // A keepalive stream the client keeps open does not hold up the node's
+    // shutdown: it ends with etcd's "server stopped".
+    use tenure_etcd_api::etcdserverpb::{lease_client::LeaseClient, LeaseKeepAliveRequest};
+    let mut client = LeaseClient::new(channel(e).await);
+    let requests = tokio_stream::pending::<LeaseKeepAliveRequest>();
+    let mut open = client.lease_keep_alive(requests).await.expect("a stream").into_inner();
+    c.signal(keeper, nix::sys::signal::Signal::SIGTERM);
+    let exit = c.wait_exit(keeper, Duration::from_secs(10));
+    assert!(exit.success(), "{exit:?}\n{}", c.logs());
+    let end = tokio::time::timeout(Duration::from_secs(5), open.message()).await.unwrap();
+    assert!(matches!(&end, Err(s) if s.message() == "etcdserver: server stopped"), "{end:?}");
 }
 
 /// A gRPC channel to `e` (with its client certificate, if any).
