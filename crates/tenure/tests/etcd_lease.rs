@@ -6,9 +6,10 @@
 //! with its keys, and etcd's answers to bad input.
 //!
 //! Skipped (with a message) when `etcdctl` or `etcd` is not on PATH; CI
-//! installs both (`.ci/run`). python-etcd3 is not installed on the CI
-//! machine (Debian's python3-etcd3 is not in its image), so no Python
-//! client runs here.
+//! installs both (`.ci/run`). No Python client runs here: python-etcd3
+//! (Debian's python3-etcd3) was not installed where these were written;
+//! the raw keepalive stream below is what it sends (one request, then a
+//! half-close).
 
 mod harness;
 
