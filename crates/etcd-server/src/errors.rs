@@ -25,6 +25,13 @@ pub const COMPACTED: &str = "etcdserver: mvcc: required revision has been compac
 pub const FUTURE_REV: &str = "etcdserver: mvcc: required revision is a future revision";
 /// A lease (tenure session) that does not exist.
 pub const LEASE_NOT_FOUND: &str = "etcdserver: requested lease not found";
+/// A grant naming a lease id that exists.
+pub const LEASE_EXISTS: &str = "etcdserver: lease already exists";
+/// A grant over the longest TTL (etcd's 9,000,000,000 s; tenure's one day).
+pub const LEASE_TTL_TOO_LARGE: &str = "etcdserver: too large lease TTL";
+/// A grant naming an id of its own (tenure's come from the store's counter).
+pub const LEASE_ID_CHOSEN: &str = "tenure: lease ids are chosen by tenure (from a counter, never \
+     reused): grant with ID 0 and use the id answered (see docs/ETCD.md)";
 /// `hasleader: true` while the node knows no leader, or a request that
 /// found none in time.
 pub const NO_LEADER: &str = "etcdserver: no leader";

@@ -9,8 +9,9 @@
 //! the node's applied state: one store, one revision counter, whichever
 //! API wrote.
 //!
-//! Served: `KV` (Range, Put, DeleteRange, Txn, Compact),
-//! `Maintenance.Status` and `Cluster.MemberList`. Watch, Lease and Auth
+//! Served: `KV` (Range, Put, DeleteRange, Txn, Compact), `Lease` (over
+//! tenure's sessions: [`lease`]), `Maintenance.Status` and
+//! `Cluster.MemberList`. Watch and Auth
 //! answer Unimplemented with what tenure offers instead; so does every
 //! etcd method the generated services do not know. What differs from etcd
 //! and why: docs/ETCD.md.
@@ -23,6 +24,7 @@
 
 pub mod errors;
 mod kv;
+pub mod lease;
 mod maintenance;
 pub mod range;
 mod txn;
@@ -75,6 +77,9 @@ pub struct Context {
     /// Whether the node's peers and this listener speak TLS (the URLs'
     /// scheme).
     pub tls: bool,
+    /// The leader's lease clock (tenure's sessions service), for the Lease
+    /// service's renewals and time left.
+    pub sessions: Arc<dyn lease::SessionClock>,
 }
 
 /// Why the etcd listener cannot serve.
@@ -105,6 +110,9 @@ pub(crate) struct Shared {
     pub(crate) member_id: u64,
     /// This listener's client URL.
     pub(crate) client_url: String,
+    /// True once the server stops: long-lived streams end then (the
+    /// server's graceful shutdown waits for every open stream).
+    pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Shared {
@@ -150,11 +158,17 @@ pub async fn serve(
     let addr: SocketAddr = listener.local_addr().map_err(EtcdServeError::Listener)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let status = ctx.node.status();
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
     let shared = Arc::new(Shared {
         cluster_id: fnv1a(&status.cluster_id),
         member_id: status.id.0,
         client_url: format!("{scheme}://{addr}"),
         ctx,
+        stopping,
     });
     let mut server = Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
@@ -189,7 +203,7 @@ pub async fn serve(
         .add_service(maintenance)
         .add_service(cluster)
         .add_service(WatchServer::new(maintenance::NotServed))
-        .add_service(LeaseServer::new(maintenance::NotServed))
+        .add_service(LeaseServer::new(lease::LeaseService::new(shared.clone())))
         .add_service(AuthServer::new(maintenance::NotServed))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await

@@ -1,5 +1,5 @@
 //! Maintenance.Status, Cluster.MemberList, and the services this slice
-//! does not serve (Watch, Lease, Auth), which say what tenure offers
+//! does not serve (Watch, Auth), which say what tenure offers
 //! instead.
 
 use crate::errors::unimplemented;
@@ -7,15 +7,11 @@ use crate::{Shared, VERSION};
 use std::sync::Arc;
 use tenure_etcd_api::etcdserverpb::auth_server::Auth;
 use tenure_etcd_api::etcdserverpb::cluster_server::Cluster;
-use tenure_etcd_api::etcdserverpb::lease_server::Lease;
 use tenure_etcd_api::etcdserverpb::maintenance_server::Maintenance;
 use tenure_etcd_api::etcdserverpb::watch_server::Watch;
 use tenure_etcd_api::etcdserverpb::{
-    AuthenticateRequest, AuthenticateResponse, LeaseGrantRequest, LeaseGrantResponse,
-    LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest, LeaseLeasesResponse,
-    LeaseRevokeRequest, LeaseRevokeResponse, LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
-    Member, MemberListRequest, MemberListResponse, StatusRequest, StatusResponse, WatchRequest,
-    WatchResponse,
+    AuthenticateRequest, AuthenticateResponse, Member, MemberListRequest, MemberListResponse,
+    StatusRequest, StatusResponse, WatchRequest, WatchResponse,
 };
 use tenure_kv::Store;
 use tonic::{Request, Response, Status, Streaming};
@@ -111,9 +107,6 @@ pub(crate) struct NotServed;
 
 const WATCH: &str = "etcd's Watch is not served yet; tenure's own watch is GET /v1/kv-watch \
                      (`tenure kv watch`)";
-const LEASE: &str = "etcd's Lease service is not served yet; tenure's leases are its sessions: \
-                     POST /v1/sessions and its keepalive (`tenure session`), whose id a Put \
-                     may name as its lease";
 
 #[tonic::async_trait]
 impl Watch for NotServed {
@@ -124,46 +117,6 @@ impl Watch for NotServed {
         _: Request<Streaming<WatchRequest>>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         Err(unimplemented(WATCH))
-    }
-}
-
-#[tonic::async_trait]
-impl Lease for NotServed {
-    type LeaseKeepAliveStream = tokio_stream::Empty<Result<LeaseKeepAliveResponse, Status>>;
-
-    async fn lease_grant(
-        &self,
-        _: Request<LeaseGrantRequest>,
-    ) -> Result<Response<LeaseGrantResponse>, Status> {
-        Err(unimplemented(LEASE))
-    }
-
-    async fn lease_revoke(
-        &self,
-        _: Request<LeaseRevokeRequest>,
-    ) -> Result<Response<LeaseRevokeResponse>, Status> {
-        Err(unimplemented(LEASE))
-    }
-
-    async fn lease_keep_alive(
-        &self,
-        _: Request<Streaming<LeaseKeepAliveRequest>>,
-    ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
-        Err(unimplemented(LEASE))
-    }
-
-    async fn lease_time_to_live(
-        &self,
-        _: Request<LeaseTimeToLiveRequest>,
-    ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
-        Err(unimplemented(LEASE))
-    }
-
-    async fn lease_leases(
-        &self,
-        _: Request<LeaseLeasesRequest>,
-    ) -> Result<Response<LeaseLeasesResponse>, Status> {
-        Err(unimplemented(LEASE))
     }
 }
 

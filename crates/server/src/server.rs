@@ -198,6 +198,7 @@ pub async fn run(
             kv: kv.clone(),
             peer_addresses: own_peers.iter().map(|(id, a)| (*id, a.to_string())).collect(),
             tls: etcd_tls.is_some(),
+            sessions: Arc::new(crate::sessions::EtcdSessionClock(kv.clone())),
         };
         let mut stop = stopping.clone();
         tokio::spawn(async move {

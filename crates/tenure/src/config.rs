@@ -109,8 +109,8 @@ pub struct ServerArgs {
     /// [default: with the default --peers, 127.0.0.1:8000+id; otherwise the advertised ones].
     #[arg(long, value_name = "ID=HOST:PORT,...")]
     pub peer_http: Option<String>,
-    /// Also serve etcd's v3 gRPC API (KV, endpoint status, member list) on this address, over
-    /// this node's store: stock etcd clients work unchanged, e.g.
+    /// Also serve etcd's v3 gRPC API (KV, leases, endpoint status, member list) on this
+    /// address, over this node's store: stock etcd clients work unchanged, e.g.
     /// `--etcd-listen 127.0.0.1:2379`, then `etcdctl --endpoints https://127.0.0.1:2379
     /// --cacert certs/ca.pem --cert certs/node-1.pem --key certs/node-1-key.pem put k v`.
     /// With TLS it serves the node's certificate and requires a client certificate of the

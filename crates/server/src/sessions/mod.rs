@@ -15,10 +15,13 @@
 //!   [`MAX_EXPIRIES_IN_FLIGHT`] at once;
 //! * renewals, which any node receives (`POST /v1/sessions/{id}/keepalive`)
 //!   and sends to the leader as a leader ask ([`protocol`]), answered only
-//!   under R1–R3 of docs/ELECTIONS.md.
+//!   under R1–R3 of docs/ELECTIONS.md; etcd's Lease service renews
+//!   through the same asks ([`etcd`]).
 
+pub mod etcd;
 pub mod protocol;
 pub mod service;
 
+pub use etcd::EtcdSessionClock;
 pub use protocol::{ask, remaining_ms, SessionAnswer, SessionAsk, SessionAskError};
 pub use service::{run, MAX_EXPIRIES_IN_FLIGHT, MAX_RENEWALS_IN_FLIGHT};
