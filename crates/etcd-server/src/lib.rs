@@ -9,8 +9,8 @@
 //! the node's applied state: one store, one revision counter, whichever
 //! API wrote.
 //!
-//! Served: `KV` (Range, Put, DeleteRange, Txn, Compact),
-//! `Maintenance.Status` and `Cluster.MemberList`. Watch, Lease and Auth
+//! Served: `KV` (Range, Put, DeleteRange, Txn, Compact), `Watch`,
+//! `Maintenance.Status` and `Cluster.MemberList`. Lease and Auth
 //! answer Unimplemented with what tenure offers instead; so does every
 //! etcd method the generated services do not know. What differs from etcd
 //! and why: docs/ETCD.md.
@@ -26,6 +26,7 @@ mod kv;
 mod maintenance;
 pub mod range;
 mod txn;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -184,11 +185,19 @@ pub async fn serve(
     let maintenance = MaintenanceServer::new(maintenance::MaintenanceService(shared.clone()));
     let cluster = ClusterServer::new(maintenance::ClusterService(shared.clone()));
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Watch streams never end by themselves: they are ended when the
+    // listener stops, so that its graceful shutdown does not wait for them.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
+    let watch = WatchServer::new(watch::WatchService::new(shared.clone(), stopping));
     server
         .add_service(kv)
         .add_service(maintenance)
         .add_service(cluster)
-        .add_service(WatchServer::new(maintenance::NotServed))
+        .add_service(watch)
         .add_service(LeaseServer::new(maintenance::NotServed))
         .add_service(AuthServer::new(maintenance::NotServed))
         .serve_with_incoming_shutdown(incoming, shutdown)
