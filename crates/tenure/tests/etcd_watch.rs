@@ -1,0 +1,452 @@
+//! etcd's Watch on a cluster of real `tenure server` processes
+//! (`--etcd-listen`, TLS with client certificates), driven by the real
+//! `etcdctl watch` (Debian's etcd-client 3.4) running in the background:
+//! a live watch on one node seeing writes made through another (and
+//! through the HTTP API) in order; the same watches (`--prefix`,
+//! `--prev-kv`, `--rev` into the past, from a compacted revision) over the
+//! same script of puts, deletes and transactions give the same output on a
+//! real etcd 3.4 as on tenure.
+//!
+//! Skipped (with a message) when `etcdctl` or `etcd` is not on PATH; CI
+//! installs both (`.ci/run`). python3-etcd3 is not exercised here (not
+//! installed on the machines this runs on).
+
+mod harness;
+
+use harness::{free_ports, serial, TestCluster};
+use hyper::Method;
+use serde_json::Value;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tenure_testkit::etcd::EtcdCluster;
+
+const HEARTBEAT_MS: u64 = 50;
+const TIMEOUT_MS: u64 = 500;
+/// Bound on a first election and the etcd listeners' start on a busy machine.
+const START_BOUND: Duration = Duration::from_secs(15);
+/// Bound on a watch showing what it should (a busy machine's).
+const SEE_BOUND: Duration = Duration::from_secs(15);
+
+/// True if `program` runs (`--version`, or `version` for etcdctl).
+fn installed(program: &str, arg: &str) -> bool {
+    Command::new(program)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// How etcdctl reaches one server.
+struct Endpoint {
+    url: String,
+    tls: Vec<OsString>,
+}
+
+impl Endpoint {
+    fn command(&self, args: &[String]) -> Command {
+        let mut cmd = Command::new("etcdctl");
+        cmd.env("ETCDCTL_API", "3")
+            .arg("--endpoints")
+            .arg(&self.url)
+            .args(&self.tls)
+            .args(["--dial-timeout", "5s", "--command-timeout", "10s"])
+            .args(args);
+        cmd
+    }
+
+    /// Runs etcdctl to its end: success, stdout, and its `Error` lines.
+    fn run(&self, args: &[String], stdin: Option<&str>) -> (bool, String, String) {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run etcdctl");
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        drop(input);
+        let out = child.wait_with_output().expect("etcdctl's output");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            errors(&out.stderr),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(&strings(args), None);
+        assert!(ok, "etcdctl {args:?} failed: {out}{err}");
+        out
+    }
+
+    /// The store's revision now.
+    fn revision(&self) -> i64 {
+        let out = self.ok(&["get", "nosuch-probe", "-w", "json"]);
+        let v: Value = serde_json::from_str(&out).expect("etcdctl's JSON");
+        // (etcdctl leaves out a revision of 0: tenure's empty store.)
+        v["header"]["revision"].as_i64().unwrap_or(0)
+    }
+
+    /// `etcdctl watch <args>` in the background.
+    fn watch(&self, args: &[String]) -> Watching {
+        let mut full = vec!["watch".to_string()];
+        full.extend(args.iter().cloned());
+        let mut child = self
+            .command(&full)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run etcdctl watch");
+        let pump = |mut from: Box<dyn Read + Send>| {
+            let into = Arc::new(Mutex::new(Vec::new()));
+            let sink = into.clone();
+            let thread = std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = from.read(&mut buf) {
+                    sink.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            });
+            (into, thread)
+        };
+        let (out, out_thread) = pump(Box::new(child.stdout.take().unwrap()));
+        let (err, err_thread) = pump(Box::new(child.stderr.take().unwrap()));
+        Watching { child, args: full, out, err, threads: vec![out_thread, err_thread] }
+    }
+}
+
+/// The `Error` and `watch was canceled` lines of etcdctl's stderr (its
+/// JSON warnings carry times).
+fn errors(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .filter(|l| l.starts_with("Error") || l.starts_with("watch was canceled"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// A running `etcdctl watch`; killed when dropped, whatever happened.
+struct Watching {
+    child: Child,
+    args: Vec<String>,
+    out: Arc<Mutex<Vec<u8>>>,
+    err: Arc<Mutex<Vec<u8>>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Watching {
+    fn output(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until the output satisfies `done`; panics with it after
+    /// [`SEE_BOUND`].
+    fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let since = Instant::now();
+        loop {
+            let out = self.output();
+            if done(&out) {
+                return out;
+            }
+            assert!(
+                since.elapsed() < SEE_BOUND,
+                "etcdctl {:?} never showed {what}: {out:?}, stderr {:?}",
+                self.args,
+                String::from_utf8_lossy(&self.err.lock().unwrap())
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until the process ends by itself (bounded), then its stdout
+    /// and `Error` lines.
+    fn wait_exit(mut self) -> (String, String) {
+        let since = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(since.elapsed() < SEE_BOUND, "etcdctl {:?} did not end", self.args);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.finish()
+    }
+
+    /// Kills the process: its stdout and `Error` lines.
+    fn stop(mut self) -> (String, String) {
+        let _ = self.child.kill();
+        self.finish()
+    }
+
+    fn finish(&mut self) -> (String, String) {
+        let _ = self.child.wait();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        (self.output(), errors(&self.err.lock().unwrap()))
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A tenure cluster of three with etcd listeners, and how to reach each.
+fn tenure_cluster() -> (TestCluster, Vec<Endpoint>) {
+    let mut c = TestCluster::new(3, HEARTBEAT_MS, TIMEOUT_MS);
+    let ports = free_ports(3);
+    let certs = c.dir.path().join("certs");
+    let mut endpoints = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let listen = format!("127.0.0.1:{port}");
+        c.spawn_with(i, &["--etcd-listen", &listen]);
+        let id = i + 1;
+        let tls = [
+            ("--cacert", "ca.pem".to_string()),
+            ("--cert", format!("node-{id}.pem")),
+            ("--key", format!("node-{id}-key.pem")),
+        ]
+        .into_iter()
+        .flat_map(|(flag, file)| [OsString::from(flag), certs.join(file).into_os_string()])
+        .collect();
+        endpoints.push(Endpoint { url: format!("https://{listen}"), tls });
+    }
+    (c, endpoints)
+}
+
+/// Waits until `e` answers a linearizable get (a leader is known).
+fn wait_serving(e: &Endpoint, c: &TestCluster) {
+    let since = Instant::now();
+    while !e.run(&strings(&["get", "health"]), None).0 {
+        assert!(since.elapsed() < START_BOUND, "{} never served a get\n{}", e.url, c.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `{N}` in `arg` is revision `base + N`.
+fn at(arg: &str, base: i64) -> String {
+    match arg.strip_prefix('{').and_then(|a| a.strip_suffix('}')) {
+        Some(n) => (base + n.parse::<i64>().unwrap()).to_string(),
+        None => arg.to_string(),
+    }
+}
+
+fn args_at(args: &[&str], base: i64) -> Vec<String> {
+    args.iter().map(|a| at(a, base)).collect()
+}
+
+/// The writes of the script: etcdctl arguments and stdin. `{N}` after the
+/// line is the revision it makes, counted from the store's before it.
+fn writes() -> Vec<(Vec<&'static str>, Option<&'static str>)> {
+    vec![
+        (vec!["put", "a", "1"], None),   // {1}
+        (vec!["put", "b", "2"], None),   // {2}
+        (vec!["put", "a", "11"], None),  // {3}
+        (vec!["put", "d/x", "4"], None), // {4}
+        (vec!["del", "b"], None),        // {5}
+        // {6}: two puts in one revision.
+        (vec!["txn"], Some("\nput x yes\nput d/y 5\n\n\n")),
+        (vec!["del", "d/", "--prefix"], None), // {7}: two deletes in one revision
+        (vec!["del", "nosuch"], None),         // no revision
+        // {8}: a put and a delete in one revision.
+        (vec!["txn"], Some("val(\"a\") = \"11\"\n\nput a 111\ndel x\n\nput a no\n\n")),
+        (vec!["put", "end", "."], None), // {9}
+    ]
+}
+
+/// The watches compared, started before the writes (from their first
+/// revision, so that when they connect does not matter) and after them.
+const WATCHES: &[&[&str]] = &[
+    &["--prefix", "", "--rev", "{1}"],
+    &["a", "--prev-kv", "--rev", "{1}"],
+    &["d/", "--prefix", "--rev", "{1}"],
+    &["a", "z", "--rev", "{1}"],
+    &["x", "--prev-kv", "--rev", "{1}"],
+];
+
+/// Runs the script with watches on `watch` and writes through `write`;
+/// returns each watch's output (live, then replayed from the past), then
+/// what a watch from a compacted revision shows.
+fn run_watch_script(
+    watch: &Endpoint,
+    write: &Endpoint,
+    expected: Option<&[String]>,
+) -> Vec<String> {
+    let base = write.revision();
+    let live: Vec<Watching> = WATCHES.iter().map(|w| watch.watch(&args_at(w, base))).collect();
+    for (args, stdin) in writes() {
+        let (ok, out, err) = write.run(&strings(&args), stdin);
+        assert!(ok, "etcdctl {args:?}: {out}{err}");
+    }
+    let replayed: Vec<Watching> = WATCHES.iter().map(|w| watch.watch(&args_at(w, base))).collect();
+    let mut outputs = Vec::new();
+    for (i, w) in live.into_iter().chain(replayed).enumerate() {
+        let header = format!("watch {:?}\n", WATCHES[i % WATCHES.len()]);
+        // Until the output is as long as etcd's (or, for etcd, shows the
+        // last revision's write), then a little more for anything extra.
+        match expected {
+            Some(e) => {
+                let want = e[i].len() - header.len();
+                w.wait_for("etcd's output", |o| o.len() >= want);
+            }
+            None if i == 0 => {
+                w.wait_for("the last write", |o| o.contains("end\n.\n"));
+            }
+            None => {
+                w.wait_for("an event", |o| !o.is_empty());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let (out, err) = w.stop();
+        outputs.push(format!("{header}{out}{err}"));
+    }
+    // A watch from a compacted revision: etcd's error, and etcdctl ends.
+    write.ok(&["compact", &at("{3}", base)]);
+    let compacted = watch.watch(&args_at(&["a", "--rev", "{2}"], base));
+    let (out, err) = compacted.wait_exit();
+    outputs.push(format!("watch a --rev 2 after compact 3\n{out}{err}"));
+    outputs
+}
+
+/// The same etcdctl watches over the same writes against a real etcd 3.4
+/// and against tenure (watches on one node, writes through another): the
+/// same output.
+#[tokio::test(flavor = "multi_thread")]
+async fn etcdctl_watch_sees_the_same_events_on_tenure_as_on_etcd() {
+    if !installed("etcdctl", "version") || !installed("etcd", "--version") {
+        eprintln!("SKIPPED: etcdctl or etcd is not on PATH (Debian: etcd-client, etcd-server)");
+        return;
+    }
+    let _serial = serial().await;
+    let etcd = EtcdCluster::start(1);
+    let real = Endpoint { url: etcd.endpoints()[0].clone(), tls: Vec::new() };
+    let expected = run_watch_script(&real, &real, None);
+    drop(etcd);
+    // etcd's output is what the script means: spot-check it.
+    assert!(expected[0].contains("PUT\nx\nyes\nPUT\nd/y\n5\nDELETE\nd/x\n\nDELETE\nd/y\n\n"));
+    assert!(
+        expected.last().unwrap().contains("required revision has been compacted"),
+        "{expected:#?}"
+    );
+
+    let (c, endpoints) = tenure_cluster();
+    let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
+    for e in &endpoints {
+        wait_serving(e, &c);
+    }
+    let follower = (leader + 1) % 3;
+    let got = run_watch_script(&endpoints[follower], &endpoints[leader], Some(&expected));
+    for (want, got) in expected.iter().zip(&got) {
+        assert_eq!(got, want, "tenure's watch output differs from etcd's\n{}", c.logs());
+    }
+    assert_eq!(got.len(), expected.len());
+}
+
+/// A live watch (no start revision) on a follower sees, in order, writes
+/// made through another node's etcd listener and through the HTTP API;
+/// `-w json` shows etcd's event fields and each revision once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_etcdctl_watch_on_a_follower_sees_every_write_in_order() {
+    if !installed("etcdctl", "version") {
+        eprintln!("SKIPPED: etcdctl is not on PATH (Debian: etcd-client)");
+        return;
+    }
+    let _serial = serial().await;
+    let (c, endpoints) = tenure_cluster();
+    let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
+    for e in &endpoints {
+        wait_serving(e, &c);
+    }
+    let follower = (leader + 1) % 3;
+    let other = (leader + 2) % 3;
+    let watch = endpoints[follower].watch(&strings(&["live/", "--prefix", "-w", "json"]));
+    // The watch starts after the store's revision when it is created: put
+    // a marker until it is seen, then the writes.
+    let mut n = 0;
+    loop {
+        n += 1;
+        let marker = format!("ready-{n}");
+        endpoints[other].ok(&["put", "live/ready", &marker]);
+        std::thread::sleep(Duration::from_millis(200));
+        if watch.output().contains(&marker_json(&marker)) {
+            break;
+        }
+        assert!(n < 50, "the watch never saw a write: {:?}", watch.output());
+    }
+    let last = marker_json(&format!("ready-{n}"));
+    let before = endpoints[other].revision();
+    endpoints[other].ok(&["put", "live/a", "1"]);
+    let (status, body, _) =
+        c.request(leader, Method::PUT, "/v1/kv/live/b", Some(("text/plain", "2"))).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    endpoints[leader].ok(&["del", "live/a"]);
+    endpoints[other].ok(&["put", "live/b", "3", "--lease", "0"]);
+    watch.wait_for("the last write", |o| o.contains(&marker_json("3")));
+    let (out, _) = watch.stop();
+    let after = out.split(&last).nth(1).expect("the marker").to_string();
+    let responses: Vec<Value> = after
+        .lines()
+        .skip(1)
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("etcdctl's JSON"))
+        .collect();
+    let events: Vec<(i64, String, i64, i64)> = responses
+        .iter()
+        .flat_map(|r| r["Events"].as_array().cloned().unwrap_or_default())
+        .map(|e| {
+            let kv = &e["kv"];
+            (
+                e["type"].as_i64().unwrap_or(0),
+                kv["key"].as_str().unwrap_or("").to_string(),
+                kv["mod_revision"].as_i64().unwrap(),
+                kv["version"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    // Keys are base64 in etcdctl's JSON: "live/a" and "live/b".
+    let (a, b) = ("bGl2ZS9h".to_string(), "bGl2ZS9i".to_string());
+    assert_eq!(
+        events,
+        vec![
+            (0, a.clone(), before + 1, 1),
+            (0, b.clone(), before + 2, 1),
+            (1, a, before + 3, 0),
+            (0, b, before + 4, 2),
+        ],
+        "{after}"
+    );
+    for r in &responses {
+        assert!(r["Header"]["revision"].as_i64().unwrap() > before, "{r}");
+    }
+}
+
+/// How etcdctl's JSON shows `value` (base64).
+fn marker_json(value: &str) -> String {
+    format!("\"value\":\"{}\"", base64(value.as_bytes()))
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                s.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
