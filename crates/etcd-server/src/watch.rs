@@ -376,7 +376,7 @@ impl WatchStream {
         let current = self.revision();
         let header = Some(self.shared.header(current));
         let refuse = |reason: &str| WatchResponse {
-            header: header.clone(),
+            header,
             watch_id: -1,
             created: true,
             canceled: true,
