@@ -65,6 +65,11 @@ pub const STREAM_BUFFER: usize = 64;
 /// other watches and requests their turn.
 pub const SCAN_PER_ROUND: usize = 1024;
 
+/// Bytes of events (keys and values, previous ones included) one watch
+/// reads per round, besides its last revision (which is never cut): what
+/// a stream holds in memory beyond its queue while it sends them.
+pub const ROUND_BYTES: usize = 4 * 1024 * 1024;
+
 /// The size from which an answer of a watch created with `fragment` is
 /// split: etcd's default `--max-request-bytes` (1.5 MiB), which etcd uses
 /// for this.
@@ -160,9 +165,10 @@ impl Watcher {
 /// [`Compacted`] when the history no longer reaches back to it.
 type Batch = (Vec<(u64, Vec<mvccpb::Event>)>, u64);
 
-/// Reads `w`'s events from `store`, at most about `max_scan` changes of the
-/// history (never part of a revision).
-fn read(store: &Store, w: &Watcher, max_scan: usize) -> Result<Batch, Compacted> {
+/// Reads `w`'s events from `store`: up to about `max_scan` changes of the
+/// history or `max_bytes` of events, whichever comes first (never part of
+/// a revision).
+fn read(store: &Store, w: &Watcher, max_scan: usize, max_bytes: usize) -> Result<Batch, Compacted> {
     let current = store.revision();
     if w.next > current {
         return Ok((Vec::new(), w.next - 1));
@@ -170,8 +176,9 @@ fn read(store: &Store, w: &Watcher, max_scan: usize) -> Result<Batch, Compacted>
     let mut out: Vec<(u64, Vec<mvccpb::Event>)> = Vec::new();
     let mut through = current;
     let mut last = 0;
+    let mut bytes = 0;
     for (scanned, change) in store.history_between(w.next, current)?.enumerate() {
-        if scanned >= max_scan && change.revision != last {
+        if (scanned >= max_scan || bytes >= max_bytes) && change.revision != last {
             through = last;
             break;
         }
@@ -180,6 +187,11 @@ fn read(store: &Store, w: &Watcher, max_scan: usize) -> Result<Batch, Compacted>
             continue;
         }
         let event = event(change, w.prev_kv);
+        bytes += [event.kv.as_ref(), event.prev_kv.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|kv| kv.key.len() + kv.value.len())
+            .sum::<usize>();
         match out.last_mut() {
             Some((revision, events)) if *revision == change.revision => events.push(event),
             _ => out.push((change.revision, vec![event])),
@@ -260,7 +272,8 @@ impl WatchStream {
         let mut applied = self.shared.ctx.kv.applied();
         let mut leadership = self.shared.ctx.node.leadership();
         let mut stopping = self.stopping.clone();
-        let mut no_leader_since: Option<Instant> = None;
+        let mut no_leader_since =
+            leadership.borrow_and_update().leader.is_none().then(Instant::now);
         let mut progress = tokio::time::interval_at(
             Instant::now() + PROGRESS_NOTIFY_INTERVAL,
             PROGRESS_NOTIFY_INTERVAL,
@@ -438,8 +451,12 @@ impl WatchStream {
         let ids: Vec<i64> = self.watchers.keys().copied().collect();
         for id in ids {
             let Some(w) = self.watchers.get(&id) else { continue };
-            let (batch, current) =
-                self.shared.ctx.kv.read_stale(|s| (read(s, w, SCAN_PER_ROUND), s.revision())).0;
+            let (batch, current) = self
+                .shared
+                .ctx
+                .kv
+                .read_stale(|s| (read(s, w, SCAN_PER_ROUND, ROUND_BYTES), s.revision()))
+                .0;
             match batch {
                 Err(c) => {
                     self.watchers.remove(&id);
@@ -570,12 +587,12 @@ mod tests {
             put(&mut s, k, v);
         }
         s.execute(&Command::Delete { key: "a".into(), if_mod_revision: None });
-        let all = read(&s, &watcher("a", "\0", 1), 100).unwrap();
+        let all = read(&s, &watcher("a", "\0", 1), 100, usize::MAX).unwrap();
         assert_eq!(all.1, 5);
         assert_eq!(keys(&all).len(), 5);
-        let a = read(&s, &watcher("a", "", 2), 100).unwrap();
+        let a = read(&s, &watcher("a", "", 2), 100, usize::MAX).unwrap();
         assert_eq!(keys(&a), [(3, vec![(0, "a".into())]), (5, vec![(1, "a".into())])]);
-        let between = read(&s, &watcher("b", "c", 1), 100).unwrap();
+        let between = read(&s, &watcher("b", "c", 1), 100, usize::MAX).unwrap();
         assert_eq!(keys(&between), [(2, vec![(0, "b".into())])]);
         // A removal carries only the key and its revision.
         let del = &a.0[1].1[0];
@@ -586,23 +603,25 @@ mod tests {
         let mut w = watcher("a", "", 1);
         w.prev_kv = true;
         w.no_delete = true;
-        let puts = read(&s, &w, 100).unwrap();
+        let puts = read(&s, &w, 100, usize::MAX).unwrap();
         assert_eq!(keys(&puts).len(), 2);
         assert_eq!(puts.0[1].1[0].prev_kv.as_ref().unwrap().value, b"1");
         w.no_delete = false;
         w.no_put = true;
-        let dels = read(&s, &w, 100).unwrap();
+        let dels = read(&s, &w, 100, usize::MAX).unwrap();
         assert_eq!(dels.0[0].1[0].prev_kv.as_ref().unwrap().value, b"3");
         // A bounded round stops between revisions, then goes on.
-        let first = read(&s, &watcher("a", "\0", 1), 2).unwrap();
+        let first = read(&s, &watcher("a", "\0", 1), 2, usize::MAX).unwrap();
         assert_eq!(first.1, 2);
+        let small = read(&s, &watcher("a", "\0", 1), 100, 1).unwrap();
+        assert_eq!(small.1, 1, "one revision at least");
         // Nothing new, or a future revision: nothing, through where it was.
-        assert_eq!(read(&s, &watcher("a", "", 6), 100).unwrap(), (vec![], 5));
-        assert_eq!(read(&s, &watcher("a", "", 9), 100).unwrap(), (vec![], 8));
+        assert_eq!(read(&s, &watcher("a", "", 6), 100, usize::MAX).unwrap(), (vec![], 5));
+        assert_eq!(read(&s, &watcher("a", "", 9), 100, usize::MAX).unwrap(), (vec![], 8));
         // Compacted.
         s.execute(&Command::Compact { revision: 3 });
-        assert_eq!(read(&s, &watcher("a", "", 3), 100).unwrap_err().compacted, 3);
-        assert!(read(&s, &watcher("a", "", 4), 100).is_ok());
+        assert_eq!(read(&s, &watcher("a", "", 3), 100, usize::MAX).unwrap_err().compacted, 3);
+        assert!(read(&s, &watcher("a", "", 4), 100, usize::MAX).is_ok());
     }
 
     #[test]

@@ -95,11 +95,20 @@ impl Endpoint {
 
     /// `etcdctl watch <args>` in the background.
     fn watch(&self, args: &[String]) -> Watching {
+        self.watch_with(args, false)
+    }
+
+    /// `etcdctl watch -i` (commands on its stdin: `watch ...`, `progress`).
+    fn interactive(&self) -> Watching {
+        self.watch_with(&["-i".to_string()], true)
+    }
+
+    fn watch_with(&self, args: &[String], interactive: bool) -> Watching {
         let mut full = vec!["watch".to_string()];
         full.extend(args.iter().cloned());
         let mut child = self
             .command(&full)
-            .stdin(Stdio::null())
+            .stdin(if interactive { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -117,7 +126,8 @@ impl Endpoint {
         };
         let (out, out_thread) = pump(Box::new(child.stdout.take().unwrap()));
         let (err, err_thread) = pump(Box::new(child.stderr.take().unwrap()));
-        Watching { child, args: full, out, err, threads: vec![out_thread, err_thread] }
+        let stdin = child.stdin.take();
+        Watching { child, args: full, stdin, out, err, threads: vec![out_thread, err_thread] }
     }
 }
 
@@ -139,12 +149,19 @@ fn strings(args: &[&str]) -> Vec<String> {
 struct Watching {
     child: Child,
     args: Vec<String>,
+    stdin: Option<std::process::ChildStdin>,
     out: Arc<Mutex<Vec<u8>>>,
     err: Arc<Mutex<Vec<u8>>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Watching {
+    /// Sends a line to an interactive watch.
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("an interactive watch");
+        stdin.write_all(format!("{line}\n").as_bytes()).expect("etcdctl's stdin");
+    }
+
     fn output(&self) -> String {
         String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
     }
@@ -310,6 +327,27 @@ fn run_watch_script(
         let (out, err) = w.stop();
         outputs.push(format!("{header}{out}{err}"));
     }
+    // Two watches on one stream (created one after the other), then a
+    // progress request once their events are shown: every watch is told
+    // the store's revision.
+    let mut interactive = watch.interactive();
+    interactive.send(&format!("watch d/ --prefix --rev {}", at("{1}", base)));
+    interactive.wait_for("the deletes of d/", |o| o.contains("DELETE\nd/y\n"));
+    interactive.send(&format!("watch x --rev {}", at("{1}", base)));
+    interactive.wait_for("the delete of x", |o| o.contains("DELETE\nx\n"));
+    interactive.send("progress");
+    interactive
+        .wait_for("two progress notifications", |o| o.matches("progress notify").count() == 2);
+    std::thread::sleep(Duration::from_millis(300));
+    let (out, err) = interactive.stop();
+    let out: String = out
+        .lines()
+        .map(|l| match l.strip_prefix("progress notify: ") {
+            Some(n) => format!("progress notify: +{}\n", n.parse::<i64>().unwrap() - base),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    outputs.push(format!("watch -i\n{out}{err}"));
     // A watch from a compacted revision: etcd's error, and etcdctl ends.
     write.ok(&["compact", &at("{3}", base)]);
     let compacted = watch.watch(&args_at(&["a", "--rev", "{2}"], base));
@@ -449,4 +487,36 @@ fn base64(bytes: &[u8]) -> String {
         }
     }
     s
+}
+
+/// A watch on a follower keeps working when the leader dies: the
+/// follower's store keeps applying what the next leader commits, and the
+/// stream (opened by etcdctl with `hasleader`) outlives an election shorter
+/// than its grace.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_etcdctl_watch_outlives_the_leaders_death() {
+    if !installed("etcdctl", "version") {
+        eprintln!("SKIPPED: etcdctl is not on PATH (Debian: etcd-client)");
+        return;
+    }
+    let _serial = serial().await;
+    let (mut c, endpoints) = tenure_cluster();
+    let (leader, term, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
+    for e in &endpoints {
+        wait_serving(e, &c);
+    }
+    let follower = (leader + 1) % 3;
+    let other = (leader + 2) % 3;
+    let base = endpoints[other].revision();
+    let watch = endpoints[follower].watch(&args_at(&["f/", "--prefix", "--rev", "{1}"], base));
+    endpoints[other].ok(&["put", "f/1", "before"]);
+    watch.wait_for("the write before", |o| o.contains("f/1\nbefore\n"));
+    c.crash(leader);
+    c.wait_leader(&[follower, other], term, Instant::now(), START_BOUND).await;
+    wait_serving(&endpoints[other], &c);
+    endpoints[other].ok(&["put", "f/2", "after"]);
+    let out = watch.wait_for("the write after", |o| o.contains("f/2\nafter\n"));
+    assert_eq!(out, "PUT\nf/1\nbefore\nPUT\nf/2\nafter\n");
+    let (_, err) = watch.stop();
+    assert_eq!(err, "", "the watch ended");
 }
