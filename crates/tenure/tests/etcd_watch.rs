@@ -348,6 +348,9 @@ fn run_watch_script(
         })
         .collect();
     outputs.push(format!("watch -i\n{out}{err}"));
+    // An empty range: etcd's reason, and etcdctl ends.
+    let (out, err) = watch.watch(&strings(&["b", "a"])).wait_exit();
+    outputs.push(format!("watch b a\n{out}{err}"));
     // A watch from a compacted revision: etcd's error, and etcdctl ends.
     write.ok(&["compact", &at("{3}", base)]);
     let compacted = watch.watch(&args_at(&["a", "--rev", "{2}"], base));
@@ -376,6 +379,8 @@ async fn etcdctl_watch_sees_the_same_events_on_tenure_as_on_etcd() {
         expected.last().unwrap().contains("required revision has been compacted"),
         "{expected:#?}"
     );
+    let empty = &expected[expected.len() - 2];
+    assert!(empty.contains("mvcc: watcher range is empty"), "{expected:#?}");
 
     let (c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
