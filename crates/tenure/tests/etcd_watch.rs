@@ -525,3 +525,72 @@ async fn an_etcdctl_watch_outlives_the_leaders_death() {
     let (_, err) = watch.stop();
     assert_eq!(err, "", "the watch ended");
 }
+
+/// A client that stops reading (etcdctl stopped with SIGSTOP): its stream
+/// waits, and once the store's history has moved past its watch, the watch
+/// is cancelled as a compacted one when the client reads again; the events
+/// it got before are whole and in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_watch_that_falls_behind_the_history_is_cancelled_as_compacted() {
+    if !installed("etcdctl", "version") {
+        eprintln!("SKIPPED: etcdctl is not on PATH (Debian: etcd-client)");
+        return;
+    }
+    /// Watched puts of 60,000 bytes: 36 MB, more than the stream's queue,
+    /// a round of reading, the HTTP/2 windows and the sockets' buffers hold.
+    const BIG: usize = 600;
+    let _serial = serial().await;
+    let (c, endpoints) = tenure_cluster();
+    let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
+    for e in &endpoints {
+        wait_serving(e, &c);
+    }
+    let follower = (leader + 1) % 3;
+    let base = endpoints[leader].revision();
+    let mut watch =
+        endpoints[follower].watch(&args_at(&["slow/", "--prefix", "--rev", "{1}"], base));
+    endpoints[leader].ok(&["put", "slow/first", "1"]);
+    watch.wait_for("the first event", |o| o.contains("slow/first\n"));
+    let pid = nix::unistd::Pid::from_raw(watch.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let value = "v".repeat(60_000);
+    for n in 0..BIG {
+        let path = format!("/v1/kv/slow/{n:04}");
+        let (status, body, _) =
+            c.request(leader, Method::PUT, &path, Some(("text/plain", &value))).await.unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    // Then more changes than the store keeps, which the watch does not
+    // follow.
+    for t in 0..80 {
+        let ops: Vec<Value> = (0..128)
+            .map(|n| serde_json::json!({"put": {"key": format!("other/{t}/{n}"), "value": "1"}}))
+            .collect();
+        let body = serde_json::json!({ "success": ops }).to_string();
+        let (status, body, _) = c
+            .request(leader, Method::POST, "/v1/txn", Some(("application/json", &body)))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let since = Instant::now();
+    while watch.child.try_wait().unwrap().is_none() {
+        assert!(since.elapsed() < Duration::from_secs(60), "the slow watch went on");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (out, err) = watch.finish();
+    assert!(
+        err.contains("watch was canceled (etcdserver: mvcc: required revision has been compacted)"),
+        "{err}"
+    );
+    // In order from the first, cut before the last.
+    let keys: Vec<&str> = out.lines().filter(|l| l.starts_with("slow/")).collect();
+    assert_eq!(keys[0], "slow/first");
+    let seen = keys.len() - 1;
+    eprintln!("the stopped client got {seen} of the {BIG} big puts, then the compaction");
+    assert!(seen < BIG, "{seen} of the {BIG} big puts were seen");
+    for (n, k) in keys[1..].iter().enumerate() {
+        assert_eq!(*k, format!("slow/{n:04}"));
+    }
+}
