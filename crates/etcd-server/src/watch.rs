@@ -463,9 +463,10 @@ impl WatchStream {
                     debug!(watch_id = id, compacted = c.compacted, "an etcd watch is compacted");
                     // etcd's compact_revision is the oldest revision a watch
                     // may start from; tenure's history starts after its
-                    // compacted revision.
+                    // compacted revision. The header's revision is 0, as
+                    // etcd's is in this answer.
                     let response = WatchResponse {
-                        header: Some(self.shared.header(current)),
+                        header: Some(self.shared.header(0)),
                         watch_id: id,
                         canceled: true,
                         compact_revision: c.compacted as i64 + 1,
