@@ -124,7 +124,7 @@ pub fn reserved() -> Status {
     )
 }
 
-/// What this slice of the API does not serve yet, and what to use.
+/// A call tenure does not serve, and what to use instead.
 pub fn unimplemented(what: &str) -> Status {
     Status::unimplemented(format!("tenure: {what} (see docs/ETCD.md)"))
 }

@@ -9,9 +9,9 @@
 //! the node's applied state: one store, one revision counter, whichever
 //! API wrote.
 //!
-//! Served: `KV` (Range, Put, DeleteRange, Txn, Compact), `Lease` (over
-//! tenure's sessions: [`lease`]), `Maintenance.Status` and
-//! `Cluster.MemberList`. Watch and Auth
+//! Served: `KV` (Range, Put, DeleteRange, Txn, Compact), `Watch`, `Lease`
+//! (over tenure's sessions: [`lease`]), `Maintenance.Status` and
+//! `Cluster.MemberList`. Auth
 //! answer Unimplemented with what tenure offers instead; so does every
 //! etcd method the generated services do not know. What differs from etcd
 //! and why: docs/ETCD.md.
@@ -28,6 +28,7 @@ pub mod lease;
 mod maintenance;
 pub mod range;
 mod txn;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -198,11 +199,15 @@ pub async fn serve(
     let maintenance = MaintenanceServer::new(maintenance::MaintenanceService(shared.clone()));
     let cluster = ClusterServer::new(maintenance::ClusterService(shared.clone()));
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Watch streams never end by themselves: they are ended when the
+    // listener stops (`Shared::stopping`), so that its graceful shutdown
+    // does not wait for them.
+    let watch = WatchServer::new(watch::WatchService::new(shared.clone(), shared.stopping.clone()));
     server
         .add_service(kv)
         .add_service(maintenance)
         .add_service(cluster)
-        .add_service(WatchServer::new(maintenance::NotServed))
+        .add_service(watch)
         .add_service(LeaseServer::new(lease::LeaseService::new(shared.clone())))
         .add_service(AuthServer::new(maintenance::NotServed))
         .serve_with_incoming_shutdown(incoming, shutdown)

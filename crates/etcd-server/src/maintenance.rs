@@ -1,20 +1,17 @@
-//! Maintenance.Status, Cluster.MemberList, and the services this slice
-//! does not serve (Watch, Auth), which say what tenure offers
-//! instead.
+//! Maintenance.Status, Cluster.MemberList, and Auth, which tenure does
+//! not serve beyond Authenticate (it says what tenure offers instead).
 
-use crate::errors::unimplemented;
 use crate::{Shared, VERSION};
 use std::sync::Arc;
 use tenure_etcd_api::etcdserverpb::auth_server::Auth;
 use tenure_etcd_api::etcdserverpb::cluster_server::Cluster;
 use tenure_etcd_api::etcdserverpb::maintenance_server::Maintenance;
-use tenure_etcd_api::etcdserverpb::watch_server::Watch;
 use tenure_etcd_api::etcdserverpb::{
     AuthenticateRequest, AuthenticateResponse, Member, MemberListRequest, MemberListResponse,
-    StatusRequest, StatusResponse, WatchRequest, WatchResponse,
+    StatusRequest, StatusResponse,
 };
 use tenure_kv::Store;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Response, Status};
 
 /// Maintenance: Status.
 pub(crate) struct MaintenanceService(pub(crate) Arc<Shared>);
@@ -102,23 +99,9 @@ impl Cluster for ClusterService {
     }
 }
 
-/// The services of etcd's API this slice does not serve.
+/// The services of etcd's API tenure does not serve (Auth beyond its
+/// answer to Authenticate).
 pub(crate) struct NotServed;
-
-const WATCH: &str = "etcd's Watch is not served yet; tenure's own watch is GET /v1/kv-watch \
-                     (`tenure kv watch`)";
-
-#[tonic::async_trait]
-impl Watch for NotServed {
-    type WatchStream = tokio_stream::Empty<Result<WatchResponse, Status>>;
-
-    async fn watch(
-        &self,
-        _: Request<Streaming<WatchRequest>>,
-    ) -> Result<Response<Self::WatchStream>, Status> {
-        Err(unimplemented(WATCH))
-    }
-}
 
 #[tonic::async_trait]
 impl Auth for NotServed {

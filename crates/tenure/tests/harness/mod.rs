@@ -78,9 +78,15 @@ pub struct Reply {
     pub headers: HeaderMap,
 }
 
-/// The `tenure` binary under test.
+/// The `tenure` binary under test: the one cargo built, or
+/// `$TENURE_TEST_EXE` (for a target directory that several worktrees
+/// share, whose `tenure` is whichever was built last).
 pub fn exe() -> &'static str {
-    env!("CARGO_BIN_EXE_tenure")
+    static EXE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        std::env::var("TENURE_TEST_EXE")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_tenure").to_string())
+    })
 }
 
 /// One server process.
