@@ -5,10 +5,11 @@
 //!   with every option, comparisons over ranges, nesting;
 //! * one that writes becomes one tenure transaction through the log, at
 //!   one revision: comparisons of single keys (every target and result),
-//!   puts (with a lease), deletes of single keys and reads of single keys.
-//!   Comparisons over a range, range reads and deletes, nested
-//!   transactions and `ignore_value`/`ignore_lease` inside a transaction
-//!   that writes answer Unimplemented (docs/ETCD.md).
+//!   puts (with a lease), deletes of single keys and reads of single keys;
+//!   range reads and reads at a revision are answered after it commits,
+//!   at its revision (see `deferred_reads`). Comparisons over a range,
+//!   range deletes, nested transactions and `ignore_value`/`ignore_lease`
+//!   inside a transaction that writes answer Unimplemented (docs/ETCD.md).
 
 use crate::errors::{
     invalid, unimplemented, DUPLICATE_KEY, KEY_NOT_FOUND, KEY_NOT_PROVIDED, TOO_MANY_OPS,
@@ -42,20 +43,87 @@ pub(crate) async fn txn(shared: &Shared, t: TxnRequest) -> Result<TxnResponse, S
     let compare = t.compare.iter().map(compare_of).collect::<Result<Vec<_>, _>>()?;
     let success = t.success.iter().map(op_of).collect::<Result<Vec<_>, _>>()?;
     let failure = t.failure.iter().map(op_of).collect::<Result<Vec<_>, _>>()?;
+    let deferred_success = deferred_reads(&t.success)?;
+    let deferred_failure = deferred_reads(&t.failure)?;
     let command = Command::Txn { compare, success, failure };
     match shared.propose(&command).await? {
         KvResponse::Txn { succeeded, revision, responses } => {
             let ops = if succeeded { &t.success } else { &t.failure };
             let nested = ResponseHeader { revision: revision as i64, ..Default::default() };
-            let responses = ops
+            let mut responses: Vec<ResponseOp> = ops
                 .iter()
                 .zip(responses)
                 .map(|(op, answer)| answer_of(op, answer, &nested))
                 .collect();
+            let deferred = if succeeded { deferred_success } else { deferred_failure };
+            if !deferred.is_empty() {
+                // One linearizable read, after the transaction committed:
+                // this node's store holds its revision by then.
+                let answers = shared
+                    .read(false, |s| {
+                        deferred
+                            .iter()
+                            .map(|&i| read_after(s, &ops[i], revision))
+                            .collect::<Vec<_>>()
+                    })
+                    .await?;
+                for (&i, answer) in deferred.iter().zip(answers) {
+                    let mut answer = answer?;
+                    answer.header = Some(nested);
+                    responses[i] = ResponseOp { response: Some(OpAnswer::ResponseRange(answer)) };
+                }
+            }
             Ok(TxnResponse { header: Some(shared.header(revision)), succeeded, responses })
         }
         other => Err(unexpected(&other)),
     }
+}
+
+/// The range reads of a branch that writes which are answered after the
+/// transaction (indices into the branch): ranges, and reads at a
+/// revision. A range is read at the transaction's revision, which is what
+/// it sees in the transaction when no later operation of the branch writes
+/// inside it (clientv3's `Mutex`: put its key, then read the prefix); if
+/// one does, Unimplemented. A read at a past revision is the same either
+/// way.
+fn deferred_reads(branch: &[RequestOp]) -> Result<Vec<usize>, Status> {
+    let mut deferred = Vec::new();
+    for (i, op) in branch.iter().enumerate() {
+        let Some(Op::RequestRange(r)) = &op.request else { continue };
+        if r.range_end.is_empty() && r.revision <= 0 {
+            continue;
+        }
+        if r.revision <= 0 {
+            let range = key_range(&r.key, &r.range_end);
+            let written_after = branch[i + 1..].iter().any(|later| match &later.request {
+                Some(Op::RequestPut(p)) => range.contains(&p.key),
+                Some(Op::RequestDeleteRange(d)) => range.contains(&d.key),
+                _ => false,
+            });
+            if written_after {
+                return Err(unimplemented(
+                    "a range read followed by a write inside that range, in one transaction \
+                     that writes, is not served yet; read the range after the write, or in a \
+                     transaction of its own",
+                ));
+            }
+        }
+        deferred.push(i);
+    }
+    Ok(deferred)
+}
+
+/// A deferred range read of a transaction that committed at `revision`:
+/// at that revision, or at the one it names.
+fn read_after(store: &Store, op: &RequestOp, revision: u64) -> Result<RangeResponse, Status> {
+    let Some(Op::RequestRange(r)) = &op.request else {
+        return Ok(RangeResponse::default());
+    };
+    let mut r = r.clone();
+    if r.revision <= 0 {
+        r.revision = revision as i64;
+    }
+    range(store, &r)
 }
 
 /// etcd's checks before anything runs: counts, empty keys, empty
@@ -216,13 +284,12 @@ fn op_of(op: &RequestOp) -> Result<TxnOp, Status> {
         Some(Op::RequestRange(r)) if r.range_end.is_empty() && r.revision <= 0 => {
             Ok(TxnOp::Get { key: utf8_key(&r.key)? })
         }
+        // Answered after the transaction ([`deferred_reads`]); in it, a
+        // read of the first key holds its place.
+        Some(Op::RequestRange(r)) => Ok(TxnOp::Get { key: utf8_key(&r.key)? }),
         Some(Op::RequestDeleteRange(_)) => Err(unimplemented(
             "a range delete inside a transaction that writes is not served yet; delete single \
              keys, or send the range delete on its own",
-        )),
-        Some(Op::RequestRange(_)) => Err(unimplemented(
-            "a range read or a read at a revision inside a transaction that writes is not \
-             served yet; read single keys, or read in a transaction of its own",
         )),
         Some(Op::RequestTxn(_)) => Err(unimplemented(
             "a nested transaction inside a transaction that writes is not served yet",

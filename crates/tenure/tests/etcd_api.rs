@@ -351,3 +351,77 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     let after = endpoints[0].json(&["get", "shared/k"])["header"]["revision"].as_i64();
     assert_eq!(before, after, "a refused request changed the store");
 }
+
+/// An `etcdctl lock` child, killed if the test ends first.
+struct Locker(std::process::Child);
+
+impl Drop for Locker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// clientv3's `Mutex` (through `etcdctl lock`) on tenure: its transaction
+/// puts the locker's key and reads the prefix in one step. Two lockers on
+/// different nodes, each holding the lock for 1 s while it records when it
+/// held it: the second waits for the first, the holds never overlap, and
+/// the second's lock revision (its fencing token) is the higher.
+#[tokio::test(flavor = "multi_thread")]
+async fn etcdctl_lock_holders_on_two_nodes_never_overlap() {
+    if !installed("etcdctl", "version") {
+        eprintln!("SKIPPED: etcdctl is not on PATH (Debian: etcd-client)");
+        return;
+    }
+    let _serial = serial().await;
+    let (c, endpoints) = tenure_cluster();
+    let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
+    for e in &endpoints {
+        wait_serving(e, &c);
+    }
+    let record = c.dir.path().join("held");
+    let hold = format!(
+        "echo \"$(date +%s%N) start $ETCD_LOCK_REV\" >> {0}; sleep 1; echo \"$(date +%s%N) end\" >> {0}",
+        record.display()
+    );
+    let spawn = |e: &Endpoint| {
+        let mut cmd = Command::new("etcdctl");
+        cmd.env("ETCDCTL_API", "3")
+            .arg("--endpoints")
+            .arg(&e.url)
+            .args(&e.tls)
+            .args(["--dial-timeout", "5s", "lock", "tenure-test-lock", "--", "sh", "-c", &hold])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        Locker(cmd.spawn().expect("run etcdctl lock"))
+    };
+    let mut first = spawn(&endpoints[(leader + 1) % 3]);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut second = spawn(&endpoints[(leader + 2) % 3]);
+    let since = Instant::now();
+    for locker in [&mut first, &mut second] {
+        loop {
+            if let Some(status) = locker.0.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(locker.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+                assert!(status.success(), "etcdctl lock failed: {err}");
+                break;
+            }
+            assert!(since.elapsed() < Duration::from_secs(30), "etcdctl lock never ended");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let lines: Vec<Vec<String>> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let kinds: Vec<&str> = lines.iter().map(|l| l[1].as_str()).collect();
+    assert_eq!(kinds, ["start", "end", "start", "end"], "the holds overlap: {lines:?}");
+    let time = |i: usize| lines[i][0].parse::<u128>().unwrap();
+    assert!(time(1) <= time(2), "the second held the lock before the first let go: {lines:?}");
+    let rev = |i: usize| lines[i][2].parse::<i64>().unwrap();
+    assert!(rev(2) > rev(0), "the fencing tokens do not rise: {lines:?}");
+}
