@@ -6,10 +6,9 @@
 //! with its keys, and etcd's answers to bad input.
 //!
 //! Skipped (with a message) when `etcdctl` or `etcd` is not on PATH; CI
-//! installs both (`.ci/run`). No Python client runs here: python-etcd3
-//! (Debian's python3-etcd3) was not installed where these were written;
-//! the raw keepalive stream below is what it sends (one request, then a
-//! half-close).
+//! installs both (`.ci/run`). The raw keepalive stream below is what
+//! python-etcd3 sends (one request, then a half-close); the client itself
+//! runs in `etcd_api.rs` (`python_etcd3_works_through_a_follower`).
 
 mod harness;
 
