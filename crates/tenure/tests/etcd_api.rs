@@ -10,7 +10,7 @@
 
 mod harness;
 
-use harness::{free_ports, serial, TestCluster};
+use harness::{serial, TestCluster};
 use hyper::Method;
 use serde_json::Value;
 use std::ffi::OsString;
@@ -20,8 +20,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tenure_testkit::etcd::EtcdCluster;
 
-const HEARTBEAT_MS: u64 = 50;
-const TIMEOUT_MS: u64 = 500;
 /// Bound on a first election and the etcd listeners' start on a busy machine.
 const START_BOUND: Duration = Duration::from_secs(15);
 
@@ -90,25 +88,8 @@ fn os(args: &[&str]) -> Vec<OsString> {
 
 /// A tenure cluster of three with etcd listeners, and how to reach each.
 fn tenure_cluster() -> (TestCluster, Vec<Endpoint>) {
-    let mut c = TestCluster::new(3, HEARTBEAT_MS, TIMEOUT_MS);
-    let ports = free_ports(3);
-    let certs = c.dir.path().join("certs");
-    let mut endpoints = Vec::new();
-    for (i, port) in ports.iter().enumerate() {
-        let listen = format!("127.0.0.1:{port}");
-        c.spawn_with(i, &["--etcd-listen", &listen]);
-        let id = i + 1;
-        let tls = [
-            ("--cacert", "ca.pem".to_string()),
-            ("--cert", format!("node-{id}.pem")),
-            ("--key", format!("node-{id}-key.pem")),
-        ]
-        .into_iter()
-        .flat_map(|(flag, file)| [OsString::from(flag), certs.join(file).into_os_string()])
-        .collect();
-        endpoints.push(Endpoint { url: format!("https://{listen}"), tls });
-    }
-    (c, endpoints)
+    let (c, endpoints) = harness::etcd_cluster();
+    (c, endpoints.into_iter().map(|(url, tls)| Endpoint { url, tls }).collect())
 }
 
 /// Waits until `e` answers a linearizable get (a leader is known).
@@ -484,4 +465,46 @@ async fn python_etcd3_works_through_a_follower() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// What a stranger can send to the etcd listener: a client without a
+/// certificate of the cluster's CA is refused; bytes that are neither TLS
+/// nor gRPC, and a value of 1.5 MiB (under gRPC's limit, far over tenure's
+/// value limit), are refused; nothing is written and the listener keeps
+/// serving.
+#[tokio::test(flavor = "multi_thread")]
+async fn strangers_and_huge_values_change_nothing() {
+    if !installed("etcdctl", "version") {
+        eprintln!("SKIPPED: etcdctl is not on PATH (Debian: etcd-client)");
+        return;
+    }
+    let _serial = serial().await;
+    let (c, endpoints) = tenure_cluster();
+    c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
+    let e = &endpoints[0];
+    wait_serving(e, &c);
+    let before = e.json(&["get", "health"])["header"]["revision"].as_i64().unwrap_or(0);
+
+    // No client certificate: only the CA to check the server.
+    let ca_only = Endpoint { url: e.url.clone(), tls: e.tls[..2].to_vec() };
+    let (ok, out, err) = ca_only.run(&os(&["put", "stranger", "x"]), None);
+    assert!(!ok, "a client without a certificate wrote: {out}{err}");
+
+    // Garbage on the port.
+    let addr = e.url.trim_start_matches("https://").to_string();
+    let mut raw = std::net::TcpStream::connect(&addr).unwrap();
+    raw.write_all(&[0x16, 0x03, 0x01, 0xff, 0xff]).unwrap();
+    raw.write_all(&vec![0xab; 64 * 1024]).unwrap_or(());
+    drop(raw);
+
+    // A value far over tenure's limit.
+    let huge = "v".repeat(1536 * 1024);
+    let (ok, out, err) = e.run(&os(&["put", "huge"]), Some(&huge));
+    assert!(!ok, "a 1.5 MiB value was accepted: {out}");
+    assert!(err.contains("Error"), "no error for a 1.5 MiB value: {err}");
+
+    let after = e.json(&["get", "health"])["header"]["revision"].as_i64().unwrap_or(0);
+    assert_eq!(before, after, "a refused request changed the store");
+    assert_eq!(e.json(&["get", "stranger"])["count"], Value::Null);
+    e.ok(&["put", "still", "serving"]);
 }

@@ -12,7 +12,7 @@
 
 mod harness;
 
-use harness::{free_ports, serial, TestCluster};
+use harness::{serial, TestCluster};
 use hyper::Method;
 use serde_json::Value;
 use std::ffi::OsString;
@@ -20,8 +20,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tenure_testkit::etcd::EtcdCluster;
 
-const HEARTBEAT_MS: u64 = 50;
-const TIMEOUT_MS: u64 = 500;
 /// Bound on a first election and the etcd listeners' start on a busy machine.
 const START_BOUND: Duration = Duration::from_secs(15);
 
@@ -89,25 +87,8 @@ impl Endpoint {
 
 /// A tenure cluster of three with etcd listeners, and how to reach each.
 fn tenure_cluster() -> (TestCluster, Vec<Endpoint>) {
-    let mut c = TestCluster::new(3, HEARTBEAT_MS, TIMEOUT_MS);
-    let ports = free_ports(3);
-    let certs = c.dir.path().join("certs");
-    let mut endpoints = Vec::new();
-    for (i, port) in ports.iter().enumerate() {
-        let listen = format!("127.0.0.1:{port}");
-        c.spawn_with(i, &["--etcd-listen", &listen]);
-        let id = i + 1;
-        let tls = [
-            ("--cacert", "ca.pem".to_string()),
-            ("--cert", format!("node-{id}.pem")),
-            ("--key", format!("node-{id}-key.pem")),
-        ]
-        .into_iter()
-        .flat_map(|(flag, file)| [OsString::from(flag), certs.join(file).into_os_string()])
-        .collect();
-        endpoints.push(Endpoint { url: format!("https://{listen}"), tls });
-    }
-    (c, endpoints)
+    let (c, endpoints) = harness::etcd_cluster();
+    (c, endpoints.into_iter().map(|(url, tls)| Endpoint { url, tls }).collect())
 }
 
 /// Waits until `e` answers a linearizable get (a leader is known).

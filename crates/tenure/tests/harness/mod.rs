@@ -532,3 +532,30 @@ impl TestCluster {
         }
     }
 }
+
+/// A cluster of three with etcd listeners (`--etcd-listen`, heartbeat 50 ms,
+/// election timeout 500 ms), and how etcdctl reaches each node: its URL and
+/// its TLS flags (`--cacert`, `--cert`, `--key`: the node's certificate).
+pub fn etcd_cluster() -> (TestCluster, Vec<(String, Vec<std::ffi::OsString>)>) {
+    let mut c = TestCluster::new(3, 50, 500);
+    let ports = free_ports(3);
+    let certs = c.dir.path().join("certs");
+    let mut endpoints = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let listen = format!("127.0.0.1:{port}");
+        c.spawn_with(i, &["--etcd-listen", &listen]);
+        let id = i + 1;
+        let tls = [
+            ("--cacert", "ca.pem".to_string()),
+            ("--cert", format!("node-{id}.pem")),
+            ("--key", format!("node-{id}-key.pem")),
+        ]
+        .into_iter()
+        .flat_map(|(flag, file)| {
+            [std::ffi::OsString::from(flag), certs.join(file).into_os_string()]
+        })
+        .collect();
+        endpoints.push((format!("https://{listen}"), tls));
+    }
+    (c, endpoints)
+}
