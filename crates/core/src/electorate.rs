@@ -171,6 +171,23 @@ impl Electorate {
         self.voters.contains(&id) || self.learners.contains(&id)
     }
 
+    /// True if `newer` only says that the log grew (a later last entry, the
+    /// same configuration): the votes and claims counted over this one
+    /// still count over it. A candidate whose log grows while it stands is
+    /// fresher than the freshness it asked support with, which the voters
+    /// checked against their own: its round goes on (aborting it cost a
+    /// transfer whose target received the leader's no-op after it had
+    /// voted for itself a whole election timeout).
+    pub fn only_grew(&self, newer: &Electorate) -> bool {
+        self.id == newer.id
+            && self.voters == newer.voters
+            && self.learners == newer.learners
+            && self.departing == newer.departing
+            && self.member == newer.member
+            && self.stands == newer.stands
+            && self.last_token <= newer.last_token
+    }
+
     /// Why this cannot be an electorate, if it cannot: no voters, more than
     /// [`crate::MAX_VOTERS`], node id 0, or an id listed twice.
     pub fn check(&self) -> Result<(), String> {

@@ -930,7 +930,8 @@ pub(crate) trait Rules {
     /// The seat took a new electorate ([`Seat::set_electorate`]) in place of
     /// the index space `old`: move the protocol's own per-node records
     /// ([`remap`]) and end a round whose majority was counted over the old
-    /// voters (a candidacy is asked again under the new ones).
+    /// voters (a candidacy is asked again under the new ones). Not called
+    /// when only the log grew ([`Electorate::only_grew`]).
     fn on_electorate(&mut self, now: Instant, old: &[NodeId]);
 
     /// The timer fired.
@@ -1042,8 +1043,11 @@ impl<P: Rules + Send> Protocol for P {
             seat.set_leader(None);
         }
         if electorate != self.seat().electorate {
+            let recount = !self.seat().electorate.only_grew(&electorate);
             let old = self.seat_mut().set_electorate(electorate);
-            self.on_electorate(now, &old);
+            if recount {
+                self.on_electorate(now, &old);
+            }
             let seat = self.seat();
             if seat.role == Role::Leader && !seat.stands() {
                 // Its removal committed: hand over to the most responsive
