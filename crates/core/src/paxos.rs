@@ -1227,9 +1227,9 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
         }
     }
 
-    fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {
+    fn on_electorate(&mut self, now: Instant, old: &[NodeId], recount: bool) {
         self.early_handovers = remap(old, &self.seat.members, &self.early_handovers, None);
-        if self.round.is_some() {
+        if recount && self.round.is_some() {
             // Its answers were counted over the old voters: ask again.
             self.become_follower(Reason::RoundFailed);
             self.election_deadline = now + self.retry_delay();

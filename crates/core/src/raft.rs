@@ -807,10 +807,10 @@ impl<R: RngCore + Send> Rules for RaftElector<R> {
         }
     }
 
-    fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {
+    fn on_electorate(&mut self, now: Instant, old: &[NodeId], recount: bool) {
         self.early_transfer_votes =
             remap(old, &self.seat.members, &self.early_transfer_votes, None);
-        if self.round.is_some() {
+        if recount && self.round.is_some() {
             // Its answers were counted over the old voters: ask again.
             self.become_follower(Reason::RoundFailed);
             self.election_deadline = now + self.stagger() + self.seat.cfg.candidacy_stagger;

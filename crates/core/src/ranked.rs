@@ -1232,12 +1232,14 @@ impl<R: RngCore + Send> Rules for RankedElector<R> {
         self.acked_counter.push(0);
     }
 
-    fn on_electorate(&mut self, now: Instant, old: &[NodeId]) {
+    fn on_electorate(&mut self, now: Instant, old: &[NodeId], recount: bool) {
         let members = &self.seat.members;
         self.claims = remap(old, members, &self.claims, None);
         self.tally = remap(old, members, &self.tally, None);
         self.acked_counter = remap(old, members, &self.acked_counter, 0);
-        if self.seat.role != Role::Leader && (self.poll.is_some() || self.candidate_term.is_some())
+        if recount
+            && self.seat.role != Role::Leader
+            && (self.poll.is_some() || self.candidate_term.is_some())
         {
             // Its claims and votes were counted over the old voters: claim
             // again. A self-vote already taken counts no more either.

@@ -930,9 +930,10 @@ pub(crate) trait Rules {
     /// The seat took a new electorate ([`Seat::set_electorate`]) in place of
     /// the index space `old`: move the protocol's own per-node records
     /// ([`remap`]) and end a round whose majority was counted over the old
-    /// voters (a candidacy is asked again under the new ones). Not called
-    /// when only the log grew ([`Electorate::only_grew`]).
-    fn on_electorate(&mut self, now: Instant, old: &[NodeId]);
+    /// voters (a candidacy is asked again under the new ones) if `recount`:
+    /// false when only the log grew ([`Electorate::only_grew`]), whose
+    /// counts stand (the index space may still have lost a guest).
+    fn on_electorate(&mut self, now: Instant, old: &[NodeId], recount: bool);
 
     /// The timer fired.
     fn on_timeout(&mut self, now: Instant);
@@ -1045,9 +1046,7 @@ impl<P: Rules + Send> Protocol for P {
         if electorate != self.seat().electorate {
             let recount = !self.seat().electorate.only_grew(&electorate);
             let old = self.seat_mut().set_electorate(electorate);
-            if recount {
-                self.on_electorate(now, &old);
-            }
+            self.on_electorate(now, &old, recount);
             let seat = self.seat();
             if seat.role == Role::Leader && !seat.stands() {
                 // Its removal committed: hand over to the most responsive
