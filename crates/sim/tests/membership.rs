@@ -452,3 +452,16 @@ fn seeds_once_blocked_by_a_removal_that_did_not_commit_elect_a_leader() {
         assert!(r.passed(), "{}", explain(&p, &r));
     }
 }
+
+/// Found here: a new electorate that only says the log grew leaves a
+/// round going on (`tenure_core::Electorate::only_grew`), but the index
+/// space may still lose a guest (a node outside the configuration that had
+/// sent a claim). When the per-node records were not remapped then, the
+/// ranked tally was one longer than the seat's and a count panicked
+/// (ranked seed 1, 5 nodes, 20 s).
+#[test]
+fn a_guest_leaves_the_index_space_while_a_round_goes_on() {
+    let p = params(ProtocolKind::Ranked, 1, 5, 20);
+    let r = run(&p);
+    assert!(r.violations.iter().all(|v| liveness(v.check)), "{}", explain(&p, &r));
+}
