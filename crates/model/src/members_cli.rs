@@ -174,9 +174,34 @@ fn bounds_of(
     Ok(b)
 }
 
+/// What `--membership --help` prints.
+const USAGE: &str = "\
+Changes of members (add a learner, promote, remove) interleaved with elections, restarts and
+message loss, for every protocol.
+
+Usage:
+  tenure-model --membership [--ci] [--protocol raft|ranked|paxos|all]
+      [--grow | --four-voters | --deposed] [--removable 1,2,3,4]
+      [--driver faithful|ungated-changes|late-electorate|no-position]
+      [--steps N] [--leader-steps N] [--restarts N] [--changes N] [--duplicates N]
+      [--max-term N] [--depth N] [--unbounded-depth] [--threads N] [--hunt]
+
+--ci runs the CI suite for every protocol; otherwise one check per protocol from the start
+given (--grow by default) to depth 12. A planted driver bug (--driver) must be caught. The
+exit status is non-zero on a safety violation, an incomplete check or a missed witness.
+
+Example (what CI runs):
+  cargo run --release -p tenure-model -- --membership --ci
+";
+
 /// Runs `tenure-model --membership` with the arguments after that flag.
 pub fn main(args: impl Iterator<Item = String>) -> Result<(), Box<dyn Error>> {
-    let a = parse(args)?;
+    let args: Vec<String> = args.collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let a = parse(args.into_iter())?;
     let checks: Vec<MemberCheck> = if a.ci {
         CI_CHECKS.to_vec()
     } else {

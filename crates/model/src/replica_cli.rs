@@ -111,9 +111,35 @@ fn bounds_from(set: &[(String, u64)]) -> Result<ReplicaBounds, Box<dyn Error>> {
     Ok(bounds)
 }
 
+/// What `--replica --help` prints.
+const USAGE: &str = "\
+The replica's synchronisation rule: leaderships, proposals, restarts, snapshots and changes of
+members, every interleaving within the bounds.
+
+Usage:
+  tenure-model --replica [--ci] [--threads N] [--hunt | --deep-hunt]
+      [--driver faithful|send-before-persist|forget-promise|blind-sync|ungated-changes]
+      [--fresh | --four-voters] [--forgotten-views] [--leaderships N] [--proposals N]
+      [--steps N] [--restarts N] [--duplicates N] [--snapshot-every N] [--append-entries N]
+      [--changes N] [--depth N]
+
+Without a bound flag: the deep suite (--ci: the CI suite). With one: one check from a ready
+leader (--fresh: from the fresh cluster) with those bounds. A planted driver bug (--driver)
+must be caught. The exit status is non-zero on a safety violation, an incomplete check or a
+missed witness.
+
+Example (what CI runs):
+  cargo run --release -p tenure-model -- --replica --ci
+";
+
 /// Runs the checks the command line asks for (`args` without `--replica`).
 pub fn main(args: impl Iterator<Item = String>) -> Result<(), Box<dyn Error>> {
-    let args = parse(args)?;
+    let args: Vec<String> = args.collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let args = parse(args.into_iter())?;
     let mut outcomes = Vec::new();
     for check in &args.checks {
         let (report, failures) = run(&args, check)?;
