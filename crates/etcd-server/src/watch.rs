@@ -588,17 +588,18 @@ mod tests {
             put(&mut s, k, v);
         }
         s.execute(&Command::Delete { key: "a".into(), if_mod_revision: None });
+        // The writes are revisions 2 to 5 (an empty store is at 1), the delete 6.
         let all = read(&s, &watcher("a", "\0", 1), 100, usize::MAX).unwrap();
-        assert_eq!(all.1, 5);
+        assert_eq!(all.1, 6);
         assert_eq!(keys(&all).len(), 5);
-        let a = read(&s, &watcher("a", "", 2), 100, usize::MAX).unwrap();
-        assert_eq!(keys(&a), [(3, vec![(0, "a".into())]), (5, vec![(1, "a".into())])]);
+        let a = read(&s, &watcher("a", "", 3), 100, usize::MAX).unwrap();
+        assert_eq!(keys(&a), [(4, vec![(0, "a".into())]), (6, vec![(1, "a".into())])]);
         let between = read(&s, &watcher("b", "c", 1), 100, usize::MAX).unwrap();
-        assert_eq!(keys(&between), [(2, vec![(0, "b".into())])]);
+        assert_eq!(keys(&between), [(3, vec![(0, "b".into())])]);
         // A removal carries only the key and its revision.
         let del = &a.0[1].1[0];
         let kv = del.kv.as_ref().unwrap();
-        assert_eq!((kv.mod_revision, kv.create_revision, kv.version), (5, 0, 0));
+        assert_eq!((kv.mod_revision, kv.create_revision, kv.version), (6, 0, 0));
         assert!(kv.value.is_empty() && del.prev_kv.is_none());
         // prev_kv and the filters.
         let mut w = watcher("a", "", 1);
@@ -613,16 +614,16 @@ mod tests {
         assert_eq!(dels.0[0].1[0].prev_kv.as_ref().unwrap().value, b"3");
         // A bounded round stops between revisions, then goes on.
         let first = read(&s, &watcher("a", "\0", 1), 2, usize::MAX).unwrap();
-        assert_eq!(first.1, 2);
+        assert_eq!(first.1, 3);
         let small = read(&s, &watcher("a", "\0", 1), 100, 1).unwrap();
-        assert_eq!(small.1, 1, "one revision at least");
+        assert_eq!(small.1, 2, "one revision at least");
         // Nothing new, or a future revision: nothing, through where it was.
-        assert_eq!(read(&s, &watcher("a", "", 6), 100, usize::MAX).unwrap(), (vec![], 5));
-        assert_eq!(read(&s, &watcher("a", "", 9), 100, usize::MAX).unwrap(), (vec![], 8));
+        assert_eq!(read(&s, &watcher("a", "", 7), 100, usize::MAX).unwrap(), (vec![], 6));
+        assert_eq!(read(&s, &watcher("a", "", 10), 100, usize::MAX).unwrap(), (vec![], 9));
         // Compacted.
-        s.execute(&Command::Compact { revision: 3 });
-        assert_eq!(read(&s, &watcher("a", "", 3), 100, usize::MAX).unwrap_err().compacted, 3);
-        assert!(read(&s, &watcher("a", "", 4), 100, usize::MAX).is_ok());
+        s.execute(&Command::Compact { revision: 4 });
+        assert_eq!(read(&s, &watcher("a", "", 4), 100, usize::MAX).unwrap_err().compacted, 4);
+        assert!(read(&s, &watcher("a", "", 5), 100, usize::MAX).is_ok());
     }
 
     #[test]

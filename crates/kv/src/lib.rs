@@ -54,5 +54,5 @@ pub use lease_clock::{
 pub use lease_keeper::LeaseKeeper;
 pub use store::{
     Change, ChangeKind, Compacted, KeyRange, KeyValue, OpResponse, ReadError, Response, Store,
-    MAX_CHANGES_PER_REVISION, MAX_HISTORY, MAX_RANGE,
+    EMPTY_REVISION, MAX_CHANGES_PER_REVISION, MAX_HISTORY, MAX_RANGE,
 };

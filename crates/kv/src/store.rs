@@ -361,8 +361,15 @@ struct OwnedImageLease {
     owner: Option<String>,
 }
 
+/// The revision of an empty store, as etcd's: its first write is revision
+/// 2. Clients count on it: clientv3's election and mutex recipes wait for
+/// the keys created before their own with `max_create_revision` = their
+/// key's revision - 1, where 0 means "no bound"; with a store that started
+/// at 0, two campaigners of a first election each waited for the other.
+pub const EMPTY_REVISION: u64 = 1;
+
 /// Versioned key-value metadata with leases, a [`StateMachine`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Store {
     revision: u64,
     keys: BTreeMap<String, KeyValue>,
@@ -394,8 +401,23 @@ struct OwnerCounts {
     candidacies: usize,
 }
 
+impl Default for Store {
+    fn default() -> Self {
+        Store {
+            revision: EMPTY_REVISION,
+            keys: BTreeMap::new(),
+            history: VecDeque::new(),
+            compacted: 0,
+            leases: BTreeMap::new(),
+            last_lease: 0,
+            candidates: HashMap::new(),
+            owners: HashMap::new(),
+        }
+    }
+}
+
 impl Store {
-    /// An empty store at revision 0.
+    /// An empty store at [`EMPTY_REVISION`].
     pub fn new() -> Self {
         Store::default()
     }
@@ -1109,42 +1131,42 @@ mod tests {
     #[test]
     fn revisions_and_versions_follow_etcds_model() {
         let mut s = Store::new();
-        assert_eq!(s.execute(&put("a", "1")), Response::Put { revision: 1, prev: None });
-        assert_eq!(s.execute(&put("b", "1")), Response::Put { revision: 2, prev: None });
-        let Response::Put { revision: 3, prev: Some(prev) } = s.execute(&put("a", "2")) else {
+        assert_eq!(s.execute(&put("a", "1")), Response::Put { revision: 2, prev: None });
+        assert_eq!(s.execute(&put("b", "1")), Response::Put { revision: 3, prev: None });
+        let Response::Put { revision: 4, prev: Some(prev) } = s.execute(&put("a", "2")) else {
             panic!("a put")
         };
-        assert_eq!((prev.mod_revision, prev.version), (1, 1));
+        assert_eq!((prev.mod_revision, prev.version), (2, 1));
         let a = s.get("a").unwrap();
-        assert_eq!((a.create_revision, a.mod_revision, a.version), (1, 3, 2));
+        assert_eq!((a.create_revision, a.mod_revision, a.version), (2, 4, 2));
         // A delete bumps the revision; deleting nothing does not.
         assert!(matches!(
             s.execute(&Command::Delete { key: "a".into(), if_mod_revision: None }),
-            Response::Delete { revision: 4, prev: Some(_) }
+            Response::Delete { revision: 5, prev: Some(_) }
         ));
         assert_eq!(
             s.execute(&Command::Delete { key: "a".into(), if_mod_revision: None }),
-            Response::Delete { revision: 4, prev: None }
+            Response::Delete { revision: 5, prev: None }
         );
         // Created again: a new create revision, version 1.
         s.execute(&put("a", "3"));
         let a = s.get("a").unwrap();
-        assert_eq!((a.create_revision, a.mod_revision, a.version), (5, 5, 1));
+        assert_eq!((a.create_revision, a.mod_revision, a.version), (6, 6, 1));
     }
 
     #[test]
     fn compare_and_set_on_the_mod_revision() {
         let mut s = Store::new();
-        assert_eq!(s.execute(&cas("k", "x", 0)), Response::Put { revision: 1, prev: None });
+        assert_eq!(s.execute(&cas("k", "x", 0)), Response::Put { revision: 2, prev: None });
         assert_eq!(
             s.execute(&cas("k", "y", 0)),
-            Response::Conflict { mod_revision: 1, revision: 1 },
+            Response::Conflict { mod_revision: 2, revision: 2 },
             "0 means absent"
         );
-        assert!(matches!(s.execute(&cas("k", "y", 1)), Response::Put { revision: 2, .. }));
+        assert!(matches!(s.execute(&cas("k", "y", 2)), Response::Put { revision: 3, .. }));
         assert_eq!(
-            s.execute(&cas("k", "z", 1)),
-            Response::Conflict { mod_revision: 2, revision: 2 }
+            s.execute(&cas("k", "z", 2)),
+            Response::Conflict { mod_revision: 3, revision: 3 }
         );
         assert_eq!(s.get("k").unwrap().value, b"y");
     }
@@ -1166,13 +1188,13 @@ mod tests {
             ],
             failure: vec![TxnOp::Get { key: "lock".into() }],
         };
-        let Response::Txn { succeeded: true, revision: 2, responses } = s.execute(&txn(1)) else {
+        let Response::Txn { succeeded: true, revision: 3, responses } = s.execute(&txn(2)) else {
             panic!("the success branch")
         };
         assert_eq!(responses.len(), 3);
-        assert_eq!(s.get("lock").unwrap().mod_revision, 2);
-        assert_eq!(s.get("owner").unwrap().mod_revision, 2, "one revision for the whole branch");
-        let Response::Txn { succeeded: false, revision: 2, responses } = s.execute(&txn(1)) else {
+        assert_eq!(s.get("lock").unwrap().mod_revision, 3);
+        assert_eq!(s.get("owner").unwrap().mod_revision, 3, "one revision for the whole branch");
+        let Response::Txn { succeeded: false, revision: 3, responses } = s.execute(&txn(2)) else {
             panic!("the failure branch")
         };
         assert!(matches!(&responses[0], OpResponse::Get { kv: Some(kv) } if kv.value == b"b"));
@@ -1224,12 +1246,12 @@ mod tests {
         for i in 0..10 {
             s.execute(&put(&format!("k{}", i % 3), &i.to_string()));
         }
-        let all = s.changes_since("", 1, 100).unwrap();
+        let all = s.changes_since("", 2, 100).unwrap();
         assert_eq!(all.len(), 10);
         assert!(all.windows(2).all(|w| w[0].revision < w[1].revision));
-        let k0 = s.changes_since("k0", 5, 100).unwrap();
-        assert_eq!(k0.iter().map(|c| c.revision).collect::<Vec<_>>(), [7, 10]);
-        assert!(s.changes_since("", 11, 100).unwrap().is_empty(), "the future: nothing yet");
+        let k0 = s.changes_since("k0", 6, 100).unwrap();
+        assert_eq!(k0.iter().map(|c| c.revision).collect::<Vec<_>>(), [8, 11]);
+        assert!(s.changes_since("", 12, 100).unwrap().is_empty(), "the future: nothing yet");
         for i in 0..MAX_HISTORY {
             s.execute(&put("x", &i.to_string()));
         }
@@ -1251,15 +1273,15 @@ mod tests {
         assert_eq!(revisions(5, 8), [5, 6, 7, 8]);
         let back: Vec<u64> = s.history_between(5, 8).unwrap().rev().map(|c| c.revision).collect();
         assert_eq!(back, [8, 7, 6, 5]);
-        assert!(revisions(9, 8).is_empty() && revisions(31, 40).is_empty());
+        assert!(revisions(9, 8).is_empty() && revisions(32, 40).is_empty());
         assert_eq!(s.compacted(), 0);
         let image = s.snapshot();
         let mut t = Store::new();
         t.restore(&image).unwrap();
-        assert_eq!(t.compacted(), 30);
+        assert_eq!(t.compacted(), 31);
         let err = t.history_between(5, 8).unwrap_err();
-        assert_eq!((err.compacted, err.current), (30, 30));
-        assert_eq!(t.history_between(31, 40).unwrap().count(), 0, "none after the store's");
+        assert_eq!((err.compacted, err.current), (31, 31));
+        assert_eq!(t.history_between(32, 40).unwrap().count(), 0, "none after the store's");
     }
 
     #[test]
@@ -1271,10 +1293,10 @@ mod tests {
         let image = s.snapshot();
         let mut t = Store::new();
         t.restore(&image).unwrap();
-        assert_eq!(t.revision(), 20);
+        assert_eq!(t.revision(), 21);
         assert_eq!(t.range("", 100), s.range("", 100));
         assert!(t.changes_since("", 5, 10).is_err(), "the history starts at the snapshot");
-        assert!(t.changes_since("", 21, 10).is_ok());
+        assert!(t.changes_since("", 22, 10).is_ok());
         let before = t.clone();
         assert!(t.restore(&[1, 2, 3]).is_err());
         assert_eq!(t, before, "a bad snapshot changes nothing");
@@ -1291,7 +1313,7 @@ mod tests {
             Response::decode(&r).unwrap(),
             Response::Invalid(InvalidCommand::ValueTooLarge(_))
         ));
-        assert_eq!(s.revision(), 0, "nothing changed");
+        assert_eq!(s.revision(), EMPTY_REVISION, "nothing changed");
     }
 
     /// The image as it was before leases, with serde's derived encoding:
@@ -1318,7 +1340,7 @@ mod tests {
         s.execute(&put("b", "2"));
         s.execute(&put("a", "3"));
         let legacy = LegacyImage {
-            revision: 3,
+            revision: 4,
             keys: ["a", "b"]
                 .iter()
                 .map(|k| {
@@ -1461,23 +1483,24 @@ mod range_tests {
     #[test]
     fn reads_at_past_revisions_see_the_keys_as_they_were() {
         let mut s = Store::new();
-        put(&mut s, "a", "1"); // 1
-        put(&mut s, "b", "1"); // 2
-        put(&mut s, "a", "2"); // 3
-        s.execute(&Command::Delete { key: "b".into(), if_mod_revision: None }); // 4
-        put(&mut s, "c", "1"); // 5
+        put(&mut s, "a", "1"); // 2 (the empty store is at 1)
+        put(&mut s, "b", "1"); // 3
+        put(&mut s, "a", "2"); // 4
+        s.execute(&Command::Delete { key: "b".into(), if_mod_revision: None }); // 5
+        put(&mut s, "c", "1"); // 6
         let all = KeyRange::From(b"a");
-        assert_eq!(keys_at(&s, all, 1), [("a".into(), "1".into(), 1)]);
-        assert_eq!(keys_at(&s, all, 2), [("a".into(), "1".into(), 1), ("b".into(), "1".into(), 1)]);
-        assert_eq!(keys_at(&s, all, 3), [("a".into(), "2".into(), 2), ("b".into(), "1".into(), 1)]);
-        assert_eq!(keys_at(&s, all, 4), [("a".into(), "2".into(), 2)]);
+        assert_eq!(keys_at(&s, all, 1), []);
+        assert_eq!(keys_at(&s, all, 2), [("a".into(), "1".into(), 1)]);
+        assert_eq!(keys_at(&s, all, 3), [("a".into(), "1".into(), 1), ("b".into(), "1".into(), 1)]);
+        assert_eq!(keys_at(&s, all, 4), [("a".into(), "2".into(), 2), ("b".into(), "1".into(), 1)]);
+        assert_eq!(keys_at(&s, all, 5), [("a".into(), "2".into(), 2)]);
         assert_eq!(keys_at(&s, all, 0).len(), 2);
-        assert_eq!(keys_at(&s, KeyRange::Key(b"b"), 2).len(), 1);
-        assert_eq!(keys_at(&s, KeyRange::Between(b"b", b"c"), 5).len(), 0);
-        assert_eq!(keys_at(&s, KeyRange::Between(b"a", b"c"), 3).len(), 2);
+        assert_eq!(keys_at(&s, KeyRange::Key(b"b"), 3).len(), 1);
+        assert_eq!(keys_at(&s, KeyRange::Between(b"b", b"c"), 6).len(), 0);
+        assert_eq!(keys_at(&s, KeyRange::Between(b"a", b"c"), 4).len(), 2);
         // A bound that is not UTF-8 is a bound all the same.
-        assert_eq!(keys_at(&s, KeyRange::Between(b"a\xff", b"c\xff"), 5).len(), 1);
-        assert_eq!(s.range_at(&all, 6), Err(ReadError::Future { requested: 6, current: 5 }));
+        assert_eq!(keys_at(&s, KeyRange::Between(b"a\xff", b"c\xff"), 6).len(), 1);
+        assert_eq!(s.range_at(&all, 7), Err(ReadError::Future { requested: 7, current: 6 }));
     }
 
     #[test]
@@ -1486,24 +1509,24 @@ mod range_tests {
         for v in ["1", "2", "3"] {
             put(&mut s, "k", v);
         }
-        let ok = s.execute(&Command::Compact { revision: 2 });
-        assert_eq!(ok, Response::Txn { succeeded: true, revision: 3, responses: vec![] });
-        assert_eq!(s.compacted(), 2);
-        assert_eq!(keys_at(&s, KeyRange::Key(b"k"), 2), [("k".into(), "2".into(), 2)]);
+        let ok = s.execute(&Command::Compact { revision: 3 });
+        assert_eq!(ok, Response::Txn { succeeded: true, revision: 4, responses: vec![] });
+        assert_eq!(s.compacted(), 3);
+        assert_eq!(keys_at(&s, KeyRange::Key(b"k"), 3), [("k".into(), "2".into(), 2)]);
         assert_eq!(
-            s.range_at(&KeyRange::Key(b"k"), 1),
-            Err(ReadError::Compacted { requested: 1, compacted: 2 })
+            s.range_at(&KeyRange::Key(b"k"), 2),
+            Err(ReadError::Compacted { requested: 2, compacted: 3 })
         );
         assert_eq!(
-            s.execute(&Command::Compact { revision: 2 }),
-            Response::Refused(Refusal::Compacted { requested: 2, compacted: 2 })
+            s.execute(&Command::Compact { revision: 3 }),
+            Response::Refused(Refusal::Compacted { requested: 3, compacted: 3 })
         );
         assert_eq!(
-            s.execute(&Command::Compact { revision: 4 }),
-            Response::Refused(Refusal::FutureRevision { requested: 4, current: 3 })
+            s.execute(&Command::Compact { revision: 5 }),
+            Response::Refused(Refusal::FutureRevision { requested: 5, current: 4 })
         );
-        assert!(s.changes_since("", 2, 10).is_err());
-        assert_eq!(s.changes_since("", 3, 10).unwrap().len(), 1);
+        assert!(s.changes_since("", 3, 10).is_err());
+        assert_eq!(s.changes_since("", 4, 10).unwrap().len(), 1);
         let c = Command::Compact { revision: 9 };
         assert_eq!(Command::decode(&c.encode()), Ok(c));
     }
@@ -1517,7 +1540,7 @@ mod range_tests {
         let del = Command::DeleteRange { from: b"p/".to_vec(), to: b"p0".to_vec() };
         assert_eq!(Command::decode(&del.encode()), Ok(del.clone()));
         match s.execute(&del) {
-            Response::Txn { succeeded: true, revision: 4, responses } => {
+            Response::Txn { succeeded: true, revision: 5, responses } => {
                 assert_eq!(responses.len(), 2);
                 assert!(
                     matches!(&responses[0], OpResponse::Delete { prev: Some(kv) } if kv.key == "p/a")
@@ -1529,7 +1552,7 @@ mod range_tests {
         // Nothing in range: nothing changes, not even the revision.
         assert_eq!(
             s.execute(&del),
-            Response::Txn { succeeded: true, revision: 4, responses: vec![] }
+            Response::Txn { succeeded: true, revision: 5, responses: vec![] }
         );
         for i in 0..=MAX_CHANGES_PER_REVISION {
             put(&mut s, &format!("r/{i:05}"), "v");

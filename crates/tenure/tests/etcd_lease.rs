@@ -227,7 +227,7 @@ async fn etcdctl_sees_the_same_leases_on_tenure_as_on_etcd() {
 
     let (c, endpoints) = tenure_cluster();
     wait_serving(&endpoints[0], &c);
-    let got = run_script(&endpoints[0], 0);
+    let got = run_script(&endpoints[0], 1);
     wait_serving(&endpoints[1], &c);
     let got_stream = stream_script(&endpoints[1]).await;
     assert_eq!(got_stream, expected_stream, "tenure's keepalive stream differs from etcd's");
