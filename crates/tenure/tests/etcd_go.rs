@@ -125,7 +125,7 @@ fn start(exe: &Path, mode: &str, name: &str, endpoints: &[String], tls: &[OsStri
 
 /// Runs two clients of `mode` against the cluster, the first on one
 /// follower, the second on the other; SIGKILLs the leader once the first
-/// hold was reported. Returns every hold, and the index of the killed node.
+/// hold was reported. Returns every hold.
 fn two_clients_through_a_kill(
     c: &mut TestCluster,
     exe: &Path,
