@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod elections;
+mod handover;
 pub mod http;
 pub mod join;
 pub mod metrics;

@@ -212,6 +212,7 @@ pub async fn run(
             }
         })
     });
+    let log = kv.clone();
     let state =
         AppState::new(handle.clone(), kv, metrics, api, rejections.clone(), stopping.clone())
             .with_cluster(http_addresses, peer_roots)
@@ -232,6 +233,7 @@ pub async fn run(
         task.abort();
     }
     info!(node = %id, reason, "shutting down: ceding leadership first");
+    crate::handover::before_stop(&handle, &log).await;
     node.shutdown().await;
     let _ = stopping_tx.send(true);
     if let Err(e) = http.await {

@@ -168,6 +168,16 @@ async fn sigterm_hands_over(protocol: &str) {
     eprintln!("{protocol}: SIGTERM handover: {took:?} (timeout {timeout_ms} ms)");
     let status = c.wait_exit(leader, Duration::from_secs(5));
     assert!(status.success(), "graceful stop exits 0, got {status}");
+    // The signal came right after the election, while the leader's no-op
+    // may still be on its way to one follower: a successor that lacked it
+    // would be refused by the other and the cluster would wait an election
+    // timeout (CI once saw it). The leader named one that holds its log.
+    let log = c.servers[leader].proc.log_tail(tenure_launch::LOG_TAIL_LINES);
+    assert!(
+        log.contains("handed leadership to a voter that holds the log"),
+        "the stopping leader named no successor that holds its log:\n{}",
+        c.logs()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,6 @@ use axum::Json;
 use tenure_api::{TransferBody, TransferRequest};
 use tenure_core::NodeId;
 use tenure_node::TransferError;
-use tokio::time::{Duration, Instant};
 
 /// Asks this node to hand over; 409 names the leader when it does not lead.
 pub async fn post(
@@ -25,42 +24,23 @@ pub async fn post(
     }
 }
 
-/// How often a transfer looks again whether its target holds the log.
-const CATCH_UP_POLL: Duration = Duration::from_millis(5);
-
-/// On the leader of the log: waits, at most an election timeout, until
-/// `to` holds every entry this node held when the transfer was asked
-/// (Raft's leadership transfer does the same). The voters that hold the
-/// leader's entries refuse a successor whose log lacks them (the freshness
-/// rule), so a transfer to a target a few milliseconds behind (the
-/// leader's no-op of a new term still on its way) would fail and wait for
-/// an election timeout instead. Elsewhere, and for a node that is not a
-/// member, the elector's own checks answer.
+/// On the leader of the log, waits (bounded) until `to` holds the log; 409
+/// with both indexes if it does not catch up (see [`crate::handover`]).
 async fn wait_for_log(st: &AppState, to: NodeId) -> Result<(), ApiError> {
-    let (timings, _) = st.node.timings();
-    let give_up = Instant::now() + timings.election_timeout;
-    let wanted = st.kv.status().last.index;
-    loop {
-        let log = st.kv.status();
-        let held = log.followers.iter().find(|(id, _)| *id == to).map(|&(_, index)| index);
-        let Some(held) = held.filter(|_| log.leading.is_some()) else { return Ok(()) };
-        if held >= wanted {
-            return Ok(());
-        }
-        if Instant::now() >= give_up {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "node {to} holds the log up to index {held}, this leader up to {wanted}: \
-                     it has not caught up within an election timeout ({} ms); a successor \
-                     that lacks entries would be refused by the voters that hold them, so \
-                     nothing was handed over (see `tenure status` for its lag)",
-                    timings.election_timeout.as_millis()
-                ),
-            ));
-        }
-        tokio::time::sleep(CATCH_UP_POLL).await;
-    }
+    crate::handover::wait_for_log(&st.node, &st.kv, to).await.map_err(|b| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "node {to} holds the log up to index {}, this leader up to {}: it has not \
+                 caught up within an election timeout ({} ms); a successor that lacks \
+                 entries would be refused by the voters that hold them, so nothing was \
+                 handed over (see `tenure status` for its lag)",
+                b.held,
+                b.wanted,
+                b.waited.as_millis()
+            ),
+        )
+    })
 }
 
 /// The node a transfer request names, or the error answer for a body that

@@ -1,0 +1,95 @@
+//! Handing leadership to a node that holds the log: for `POST /v1/transfer`
+//! and for a leader's graceful stop.
+//!
+//! The voters that hold a leader's entries refuse a candidate whose log
+//! lacks them (every protocol's freshness rule). A successor named a few
+//! milliseconds after an election, before the leader's no-op reached it,
+//! would stand, be refused, and leave the cluster leaderless for an election
+//! timeout: so the leader of the log first waits, bounded, until its
+//! successor holds every entry it held when the handover was asked (Raft's
+//! leadership transfer does the same), and a stopping leader names a voter
+//! that holds them.
+
+use tenure_core::NodeId;
+use tenure_kv::Store;
+use tenure_node::{NodeHandle, Replicated};
+use tokio::time::{Duration, Instant};
+use tracing::info;
+
+/// How often a handover looks again whether its target holds the log.
+const CATCH_UP_POLL: Duration = Duration::from_millis(5);
+
+/// A successor that did not catch up in time.
+#[derive(Debug)]
+pub(crate) struct Behind {
+    /// The last index the successor holds.
+    pub held: u64,
+    /// The last index the leader held when the handover was asked.
+    pub wanted: u64,
+    /// How long the handover waited.
+    pub waited: Duration,
+}
+
+/// On the leader of the log: waits, at most an election timeout, until
+/// `to` holds every entry this node held at the call. Returns at once where
+/// this node does not lead the log or `to` is not one of its followers (the
+/// elector's own checks answer those).
+pub(crate) async fn wait_for_log(
+    node: &NodeHandle,
+    kv: &Replicated<Store>,
+    to: NodeId,
+) -> Result<(), Behind> {
+    let (timings, _) = node.timings();
+    let waited = timings.election_timeout;
+    let give_up = Instant::now() + waited;
+    let wanted = kv.status().last.index;
+    loop {
+        let log = kv.status();
+        let held = log.followers.iter().find(|(id, _)| *id == to).map(|&(_, index)| index);
+        let Some(held) = held.filter(|_| log.leading.is_some()) else { return Ok(()) };
+        if held >= wanted {
+            return Ok(());
+        }
+        if Instant::now() >= give_up {
+            return Err(Behind { held, wanted, waited });
+        }
+        tokio::time::sleep(CATCH_UP_POLL).await;
+    }
+}
+
+/// Before a graceful stop: if this node leads, hands leadership to a voter
+/// that holds every entry this node holds, waiting at most an election
+/// timeout for one to. Voters that hold more come first; one the elector
+/// finds unreachable is passed over. Where none is found, the stop goes on
+/// and the elector names the most responsive voter itself.
+pub(crate) async fn before_stop(node: &NodeHandle, kv: &Replicated<Store>) {
+    if !node.is_leader() {
+        return;
+    }
+    let (timings, _) = node.timings();
+    let give_up = Instant::now() + timings.election_timeout;
+    let wanted = kv.status().last.index;
+    loop {
+        let log = kv.status();
+        if log.leading.is_none() {
+            return;
+        }
+        let mut ready: Vec<(u64, NodeId)> = log
+            .followers
+            .iter()
+            .filter(|&&(id, held)| held >= wanted && log.membership.members.is_voter(id))
+            .map(|&(id, held)| (held, id))
+            .collect();
+        ready.sort_by(|a, b| b.cmp(a));
+        for (held, to) in ready {
+            if node.transfer_leadership(to).await.is_ok() {
+                info!(node = %node.id(), successor = %to, held, "stopping: handed leadership to a voter that holds the log");
+                return;
+            }
+        }
+        if Instant::now() >= give_up {
+            return;
+        }
+        tokio::time::sleep(CATCH_UP_POLL).await;
+    }
+}
