@@ -1,8 +1,9 @@
 //! etcd's v3 gRPC API, the part tenure uses as a client
 //! (crates/store-etcd) and will serve: `KV` (Range, Put, DeleteRange, Txn,
 //! Compact), `Watch`, `Lease` (Grant, Revoke, KeepAlive, TimeToLive,
-//! Leases), `Cluster.MemberList`, `Maintenance.Status` and
-//! `Auth.Authenticate`.
+//! Leases), `Cluster.MemberList`, `Maintenance.Status`,
+//! `Auth.Authenticate`, and the `Election` and `Lock` services
+//! ([`v3electionpb`], [`v3lockpb`]).
 //!
 //! The messages and services are written in our own `.proto` files
 //! (`proto/`), with etcd's package, message and field names and numbers,
@@ -25,4 +26,19 @@ pub mod mvccpb {
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod etcdserverpb {
     include!("generated/etcdserverpb.rs");
+}
+
+/// etcd's Election service (Campaign, Proclaim, Leader, Observe, Resign):
+/// its messages, a client (`election_client::ElectionClient`) and a server
+/// (`election_server::ElectionServer`).
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod v3electionpb {
+    include!("generated/v3electionpb.rs");
+}
+
+/// etcd's Lock service (Lock, Unlock): its messages, a client
+/// (`lock_client::LockClient`) and a server (`lock_server::LockServer`).
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod v3lockpb {
+    include!("generated/v3lockpb.rs");
 }
