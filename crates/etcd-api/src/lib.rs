@@ -42,3 +42,31 @@ pub mod v3electionpb {
 pub mod v3lockpb {
     include!("generated/v3lockpb.rs");
 }
+
+/// The end of the range of the keys that start with `prefix`, as etcd
+/// computes it (clientv3's `GetPrefixRangeEnd`): the prefix with its last
+/// byte below 0xff incremented and the bytes after it dropped; `"\0"` (every
+/// key from the prefix on) if every byte is 0xff.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    match prefix.iter().rposition(|b| *b < 0xff) {
+        Some(i) => {
+            let mut end = prefix[..=i].to_vec();
+            end[i] += 1;
+            end
+        }
+        None => vec![0],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn a_prefix_ends_where_etcd_says() {
+        assert_eq!(prefix_end(b"/a/b/"), b"/a/b0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"a\xfe\xff\xff"), b"a\xff");
+        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
+    }
+}

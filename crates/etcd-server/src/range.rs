@@ -32,20 +32,7 @@ pub fn key_range<'a>(key: &'a [u8], range_end: &'a [u8]) -> KeyRange<'a> {
     }
 }
 
-/// The end of the range of the keys that start with `prefix`, as etcd
-/// computes it (clientv3's `GetPrefixRangeEnd`): the prefix with its last
-/// byte below 0xff incremented and the bytes after it dropped; `"\0"` (every
-/// key from the prefix on) if every byte is 0xff.
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    match prefix.iter().rposition(|b| *b < 0xff) {
-        Some(i) => {
-            let mut end = prefix[..=i].to_vec();
-            end[i] += 1;
-            end
-        }
-        None => vec![0],
-    }
-}
+pub use tenure_etcd_api::prefix_end;
 
 /// A tenure key as etcd's.
 pub fn to_etcd(kv: &KeyValue) -> mvccpb::KeyValue {
