@@ -456,7 +456,8 @@ async fn a_lock_contended_on_three_nodes_is_never_held_twice() {
     let _serial = serial().await;
     let (c, e) = tenure_cluster().await;
     let mut lockers = Vec::new();
-    for node in e.iter().cloned() {
+    for node in &e {
+        let node = node.clone();
         lockers.push(tokio::spawn(async move {
             let lease = node.grant(60).await;
             let mut holds = Vec::new();
