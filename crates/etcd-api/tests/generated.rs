@@ -8,9 +8,14 @@ use std::path::{Path, PathBuf};
 /// The command that brings src/generated/ up to date.
 const UPDATE: &str = "TENURE_REGENERATE=1 cargo test -p tenure-etcd-api --test generated";
 /// The .proto files, relative to proto/ (the include directory).
-const PROTOS: [&str; 2] = ["mvccpb/kv.proto", "etcdserverpb/rpc.proto"];
+const PROTOS: [&str; 4] = [
+    "mvccpb/kv.proto",
+    "etcdserverpb/rpc.proto",
+    "v3electionpb/v3election.proto",
+    "v3lockpb/v3lock.proto",
+];
 /// The files generated, one per protobuf package.
-const GENERATED: [&str; 2] = ["mvccpb.rs", "etcdserverpb.rs"];
+const GENERATED: [&str; 4] = ["mvccpb.rs", "etcdserverpb.rs", "v3electionpb.rs", "v3lockpb.rs"];
 
 /// Writes the generated code of proto/ into `out`.
 fn generate(crate_dir: &Path, out: &Path) {

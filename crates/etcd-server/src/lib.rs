@@ -10,8 +10,9 @@
 //! API wrote.
 //!
 //! Served: `KV` (Range, Put, DeleteRange, Txn, Compact), `Watch`, `Lease`
-//! (over tenure's sessions: [`lease`]), `Maintenance.Status` and
-//! `Cluster.MemberList`. Auth
+//! (over tenure's sessions: [`lease`]), `Maintenance.Status`,
+//! `Cluster.MemberList`, and etcd's `Election` ([`election`]) and `Lock`
+//! ([`lock`]) services, which wait in line under a name ([`queue`]). Auth
 //! answer Unimplemented with what tenure offers instead; so does every
 //! etcd method the generated services do not know. What differs from etcd
 //! and why: docs/ETCD.md.
@@ -22,10 +23,13 @@
 
 #![warn(missing_docs)]
 
+pub mod election;
 pub mod errors;
 mod kv;
 pub mod lease;
+pub mod lock;
 mod maintenance;
+pub mod queue;
 pub mod range;
 mod txn;
 pub mod watch;
@@ -34,15 +38,20 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 use tenure_etcd_api::etcdserverpb::{
     auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
     lease_server::LeaseServer, maintenance_server::MaintenanceServer, watch_server::WatchServer,
     ResponseHeader,
 };
+use tenure_etcd_api::v3electionpb::election_server::ElectionServer;
+use tenure_etcd_api::v3lockpb::lock_server::LockServer;
 use tenure_kv::Store;
 use tenure_node::{NodeHandle, NodeId, Replicated, TlsFiles};
+use tonic::codegen::{http, Service, StdError};
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Status};
 use tracing::{info, warn};
@@ -56,9 +65,16 @@ pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
 /// multiplex every call of a client over one connection.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
 
-/// How long a call may take before it is answered with DeadlineExceeded
-/// (a write waits for a leader at most a few election timeouts).
+/// How long a call may take before it is cut (tonic's answer: Cancelled,
+/// "Timeout expired"); a write waits for a leader at most a few election
+/// timeouts. Not the calls that wait for their turn ([`WAITING_CALLS`]):
+/// those wait as long as their client lets them.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The gRPC paths of the calls that wait as long as their client lets them
+/// (bounded in number instead: [`queue::MAX_WAITING_CALLS`]). Observe is
+/// a stream, whose start is not waited for.
+pub const WAITING_CALLS: [&str; 2] = ["/v3electionpb.Election/Campaign", "/v3lockpb.Lock/Lock"];
 
 /// The etcd version `Maintenance.Status` reports: the etcd API tenure
 /// follows (3.4, the version Debian ships and the tests run), with tenure's
@@ -114,6 +130,8 @@ pub(crate) struct Shared {
     /// True once the server stops: long-lived streams end then (the
     /// server's graceful shutdown waits for every open stream).
     pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
+    /// The slots of the calls waiting for their turn or a new leader.
+    pub(crate) waiting: queue::WaitSlots,
 }
 
 impl Shared {
@@ -170,11 +188,12 @@ pub async fn serve(
         client_url: format!("{scheme}://{addr}"),
         ctx,
         stopping,
+        waiting: queue::WaitSlots::new(),
     });
     let mut server = Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-        .timeout(CALL_TIMEOUT)
-        .tcp_nodelay(true);
+        .tcp_nodelay(true)
+        .layer(tower_layer::layer_fn(CallTimeout));
     match tls {
         Some(files) => {
             let read = |path: &PathBuf| {
@@ -210,9 +229,47 @@ pub async fn serve(
         .add_service(watch)
         .add_service(LeaseServer::new(lease::LeaseService::new(shared.clone())))
         .add_service(AuthServer::new(maintenance::NotServed))
+        .add_service(ElectionServer::new(election::ElectionService(shared.clone())))
+        .add_service(LockServer::new(lock::LockService(shared.clone())))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(EtcdServeError::Transport)
+}
+
+/// [`CALL_TIMEOUT`] on every call but the [`WAITING_CALLS`] (tonic's own
+/// timeout would cut those too). A client's `grpc-timeout` still bounds
+/// every call (tonic applies it).
+#[derive(Clone)]
+struct CallTimeout<S>(S);
+
+impl<S, B> Service<http::Request<B>> for CallTimeout<S>
+where
+    S: Service<http::Request<B>>,
+    S::Error: Into<StdError>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = StdError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, StdError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), StdError>> {
+        self.0.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let waits = WAITING_CALLS.contains(&request.uri().path());
+        let call = self.0.call(request);
+        Box::pin(async move {
+            if waits {
+                return call.await.map_err(Into::into);
+            }
+            match tokio::time::timeout(CALL_TIMEOUT, call).await {
+                Ok(answer) => answer.map_err(Into::into),
+                Err(_) => Err(tonic::TimeoutExpired(()).into()),
+            }
+        })
+    }
 }
 
 #[cfg(test)]

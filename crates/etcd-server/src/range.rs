@@ -32,6 +32,8 @@ pub fn key_range<'a>(key: &'a [u8], range_end: &'a [u8]) -> KeyRange<'a> {
     }
 }
 
+pub use tenure_etcd_api::prefix_end;
+
 /// A tenure key as etcd's.
 pub fn to_etcd(kv: &KeyValue) -> mvccpb::KeyValue {
     mvccpb::KeyValue {

@@ -133,15 +133,16 @@ impl Watch for WatchService {
     }
 }
 
-/// One watch of a stream.
+/// One watch of a stream (and the Election service's watch on a leader's
+/// key).
 #[derive(Clone, Debug)]
-struct Watcher {
+pub(crate) struct Watcher {
     /// The first key (etcd's: an empty key is `"\0"`).
     key: Vec<u8>,
     /// The range end: empty for one key, `"\0"` for every key from `key`.
     end: Vec<u8>,
     /// The next revision to read.
-    next: u64,
+    pub(crate) next: u64,
     prev_kv: bool,
     no_put: bool,
     no_delete: bool,
@@ -152,6 +153,21 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// A watch of the puts and deletes of one key from revision `next`.
+    pub(crate) fn on_key(key: Vec<u8>, next: u64) -> Watcher {
+        Watcher {
+            key,
+            end: Vec::new(),
+            next,
+            prev_kv: false,
+            no_put: false,
+            no_delete: false,
+            fragment: false,
+            progress_notify: false,
+            quiet: true,
+        }
+    }
+
     /// Whether `change` is one of this watch's events.
     fn wants(&self, change: &Change) -> bool {
         let removal = change.kind.is_removal();
@@ -163,12 +179,17 @@ impl Watcher {
 /// The events of one watch from its next revision on: whole revisions in
 /// order, each with its events, and the revision read through; or
 /// [`Compacted`] when the history no longer reaches back to it.
-type Batch = (Vec<(u64, Vec<mvccpb::Event>)>, u64);
+pub(crate) type Batch = (Vec<(u64, Vec<mvccpb::Event>)>, u64);
 
 /// Reads `w`'s events from `store`: up to about `max_scan` changes of the
 /// history or `max_bytes` of events, whichever comes first (never part of
 /// a revision).
-fn read(store: &Store, w: &Watcher, max_scan: usize, max_bytes: usize) -> Result<Batch, Compacted> {
+pub(crate) fn read(
+    store: &Store,
+    w: &Watcher,
+    max_scan: usize,
+    max_bytes: usize,
+) -> Result<Batch, Compacted> {
     let current = store.revision();
     if w.next > current {
         return Ok((Vec::new(), w.next - 1));
@@ -552,17 +573,7 @@ mod tests {
     }
 
     fn watcher(key: &str, end: &str, next: u64) -> Watcher {
-        Watcher {
-            key: key.as_bytes().to_vec(),
-            end: end.as_bytes().to_vec(),
-            next,
-            prev_kv: false,
-            no_put: false,
-            no_delete: false,
-            fragment: false,
-            progress_notify: false,
-            quiet: true,
-        }
+        Watcher { end: end.as_bytes().to_vec(), ..Watcher::on_key(key.as_bytes().to_vec(), next) }
     }
 
     fn keys(batch: &Batch) -> Vec<(u64, Vec<(i32, String)>)> {

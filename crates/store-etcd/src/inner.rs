@@ -88,20 +88,8 @@ pub(crate) fn txn_get<'a>(
     }
 }
 
-/// The end of the range of the keys that start with `prefix`, as etcd
-/// computes it (clientv3's `GetPrefixRangeEnd`): the prefix with its last
-/// byte below 0xff incremented and the bytes after it dropped; `"\0"` (every
-/// key from the prefix on) if every byte is 0xff.
-pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    match prefix.iter().rposition(|b| *b < 0xff) {
-        Some(i) => {
-            let mut end = prefix[..=i].to_vec();
-            end[i] += 1;
-            end
-        }
-        None => vec![0],
-    }
-}
+/// etcd's end of a prefix's range (shared with tenure's etcd server).
+pub(crate) use tenure_etcd_api::prefix_end;
 
 /// A read of the keys under `prefix`, oldest first.
 pub(crate) fn prefix_by_creation(prefix: &str) -> RangeRequest {
@@ -129,11 +117,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_prefix_ends_where_etcd_says() {
-        assert_eq!(prefix_end(b"/a/b/"), b"/a/b0");
-        assert_eq!(prefix_end(b"a\xff"), b"b");
-        assert_eq!(prefix_end(b"a\xfe\xff\xff"), b"a\xff");
-        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
+    fn the_first_created_key_is_read_by_its_prefix_range() {
         let first = first_created("/p/e/");
         assert_eq!((first.limit, first.keys_only, &first.range_end[..]), (1, true, &b"/p/e0"[..]));
     }

@@ -578,20 +578,7 @@ async fn a_watch_that_falls_behind_the_history_is_cancelled_as_compacted() {
 
 /// A gRPC channel to `e` (with its client certificate, if any).
 async fn channel(e: &Endpoint) -> tonic::transport::Channel {
-    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-    let mut endpoint = tonic::transport::Endpoint::from_shared(e.url.clone()).unwrap();
-    if !e.tls.is_empty() {
-        let file = |flag: &str| {
-            let at = e.tls.iter().position(|a| a == flag).unwrap();
-            std::fs::read(&e.tls[at + 1]).unwrap()
-        };
-        let tls = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(file("--cacert")))
-            .identity(Identity::from_pem(file("--cert"), file("--key")))
-            .domain_name("127.0.0.1");
-        endpoint = endpoint.tls_config(tls).unwrap();
-    }
-    endpoint.connect().await.expect("a gRPC connection")
+    harness::etcd_channel(&e.url, &e.tls).await
 }
 
 /// One step of the raw Watch script: a request on the stream, or a write.

@@ -559,3 +559,22 @@ pub fn etcd_cluster() -> (TestCluster, Vec<(String, Vec<std::ffi::OsString>)>) {
     }
     (c, endpoints)
 }
+
+/// A gRPC channel to an etcd listener at `url`, with the TLS flags of
+/// [`etcd_cluster`] (none: plain, as a test etcd serves).
+pub async fn etcd_channel(url: &str, tls: &[std::ffi::OsString]) -> tonic::transport::Channel {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_string()).unwrap();
+    if !tls.is_empty() {
+        let file = |flag: &str| {
+            let at = tls.iter().position(|a| a == flag).unwrap();
+            std::fs::read(&tls[at + 1]).unwrap()
+        };
+        let config = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(file("--cacert")))
+            .identity(Identity::from_pem(file("--cert"), file("--key")))
+            .domain_name("127.0.0.1");
+        endpoint = endpoint.tls_config(config).unwrap();
+    }
+    endpoint.connect().await.expect("a gRPC connection")
+}
