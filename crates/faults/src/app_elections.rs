@@ -77,8 +77,9 @@ const HANDOVER_MARGIN: Duration = Duration::from_secs(4);
 const STEP_BOUND: Duration = Duration::from_secs(10);
 /// How often the election is polled.
 const POLL: Duration = Duration::from_millis(10);
-/// The *tenure* leader is SIGKILLed after every this many handovers.
-pub const TENURE_KILL_EVERY: usize = 20;
+/// The *tenure* leader is SIGKILLed after every this many handovers (once
+/// in the 13 handovers CI runs).
+pub const TENURE_KILL_EVERY: usize = 12;
 /// How long an application leadership is watched across a tenure failover:
 /// two TTLs (the old tenure leader's expiry clock is gone, the new one
 /// granted a fresh TTL, and the holder kept renewing through it).
@@ -92,8 +93,9 @@ pub const EXTERNAL_TTL_MS: u64 = 2000;
 /// change (500 ms); ZooKeeper's tick rounding (200 ms) and close commit.
 const EXTERNAL_EXPIRY_SLACK: Duration = Duration::from_secs(1);
 /// A store fault ([`StoreFault`], in turn) is applied to an external store
-/// after every this many handovers.
-pub const EXTERNAL_KILL_EVERY: usize = 5;
+/// after every this many handovers (each of the four once in the 13
+/// handovers CI runs).
+pub const EXTERNAL_KILL_EVERY: usize = 3;
 /// The longest line the resource accepts (`<token> <tag>\n`).
 const MAX_LINE: u64 = 64;
 /// Ledger anomalies kept in full (more are only counted).
@@ -126,7 +128,7 @@ enum Fault {
 }
 
 /// The faults, in the order they are applied (then again): every one in
-/// the 21 handovers CI runs.
+/// the 13 handovers CI runs.
 const FAULTS: [Fault; 8] = [
     Fault::CommandExits,
     Fault::Sigterm,
