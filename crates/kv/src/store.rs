@@ -361,6 +361,26 @@ struct OwnedImageLease {
     owner: Option<String>,
 }
 
+/// The format byte of the [`NumberingImage`].
+const NUMBERING_IMAGE_FORMAT: u8 = 3;
+
+/// The last section of an image, from the build on which an empty store is
+/// at [`EMPTY_REVISION`] (1): says how its revisions are numbered. An image
+/// without it was written by an earlier build, whose empty store was at
+/// revision 0: every revision in it is one lower than a replay of the same
+/// log numbers today, and restoring raises each by one, so that a node
+/// that restores such a snapshot and one that replays its log from the
+/// start agree on every revision. An earlier build refuses an image with
+/// it (an unknown lease format, or bytes after the leases) instead of
+/// numbering it wrong.
+#[derive(Serialize, Deserialize)]
+struct NumberingImage {
+    /// [`NUMBERING_IMAGE_FORMAT`].
+    format: u8,
+    /// The revision of an empty store: [`EMPTY_REVISION`].
+    empty_revision: u64,
+}
+
 /// The revision of an empty store, as etcd's: its first write is revision
 /// 2. Clients count on it: clientv3's election and mutex recipes wait for
 /// the keys created before their own with `max_create_revision` = their
@@ -958,7 +978,9 @@ impl Store {
             };
             bytes = postcard::to_extend(&leases, bytes).expect("a lease image always serializes");
         }
-        bytes
+        let numbering =
+            NumberingImage { format: NUMBERING_IMAGE_FORMAT, empty_revision: EMPTY_REVISION };
+        postcard::to_extend(&numbering, bytes).expect("a numbering section always serializes")
     }
 
     /// The store an image describes, checked for consistency.
@@ -989,8 +1011,28 @@ impl Store {
             candidates: HashMap::new(),
             owners: HashMap::new(),
         };
-        if !rest.is_empty() {
-            store.restore_leases(rest)?;
+        let rest = match rest.first() {
+            Some(&(LEASE_IMAGE_FORMAT | OWNED_LEASE_IMAGE_FORMAT)) => store.restore_leases(rest)?,
+            _ => rest,
+        };
+        match rest {
+            [] => store.renumber_from_zero(),
+            [NUMBERING_IMAGE_FORMAT, ..] => {
+                let numbering = match postcard::take_from_bytes::<NumberingImage>(rest) {
+                    Ok((numbering, [])) => numbering,
+                    Ok((_, extra)) => {
+                        return Err(format!("{} bytes after the numbering", extra.len()))
+                    }
+                    Err(e) => return Err(format!("the numbering: {e}")),
+                };
+                if numbering.empty_revision != EMPTY_REVISION {
+                    return Err(format!(
+                        "revisions numbered from {}, this build numbers from {EMPTY_REVISION}",
+                        numbering.empty_revision
+                    ));
+                }
+            }
+            [format, ..] => return Err(format!("image section format {format} is not known")),
         }
         // The counts are the keys' and the leases': rebuilt, never read
         // from the image.
@@ -999,23 +1041,30 @@ impl Store {
         Ok(store)
     }
 
-    /// Reads the [`LeaseImage`] (or [`OwnedLeaseImage`], by its first
-    /// byte, the format) and attaches its keys.
-    fn restore_leases(&mut self, bytes: &[u8]) -> Result<(), String> {
-        fn whole<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-            match postcard::take_from_bytes(bytes) {
-                Ok((image, [])) => Ok(image),
-                Ok((_, rest)) => Err(format!("{} bytes after the leases", rest.len())),
-                Err(e) => Err(format!("the leases: {e}")),
-            }
+    /// An image of a build whose empty store was at revision 0 (see
+    /// [`NumberingImage`]): every revision one higher.
+    fn renumber_from_zero(&mut self) {
+        self.revision += 1;
+        self.compacted = self.revision;
+        for kv in self.keys.values_mut() {
+            kv.create_revision += 1;
+            kv.mod_revision += 1;
         }
-        let (last_lease, leases) = match bytes.first() {
+    }
+
+    /// Reads the [`LeaseImage`] (or [`OwnedLeaseImage`], by its first
+    /// byte, the format), attaches its keys and returns the bytes after it.
+    fn restore_leases<'b>(&mut self, bytes: &'b [u8]) -> Result<&'b [u8], String> {
+        fn section<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<(T, &[u8]), String> {
+            postcard::take_from_bytes(bytes).map_err(|e| format!("the leases: {e}"))
+        }
+        let (last_lease, leases, rest) = match bytes.first() {
             Some(&OWNED_LEASE_IMAGE_FORMAT) => {
-                let image: OwnedLeaseImage = whole(bytes)?;
-                (image.last_lease, image.leases)
+                let (image, rest): (OwnedLeaseImage, _) = section(bytes)?;
+                (image.last_lease, image.leases, rest)
             }
             _ => {
-                let image: LeaseImage = whole(bytes)?;
+                let (image, rest): (LeaseImage, _) = section(bytes)?;
                 if image.format != LEASE_IMAGE_FORMAT {
                     return Err(format!("lease image format {} is not known", image.format));
                 }
@@ -1029,7 +1078,7 @@ impl Store {
                         owner: None,
                     })
                     .collect();
-                (image.last_lease, leases)
+                (image.last_lease, leases, rest)
             }
         };
         self.last_lease = last_lease;
@@ -1057,7 +1106,7 @@ impl Store {
                 return Err(format!("lease {} is in the image twice", l.id));
             }
         }
-        Ok(())
+        Ok(rest)
     }
 }
 
@@ -1333,8 +1382,40 @@ mod tests {
         version: u64,
     }
 
+    /// The keys' section of `s`'s image: all an image held before leases.
+    fn keys_image(s: &Store) -> Vec<u8> {
+        postcard::to_allocvec(&ImageRef { revision: s.revision, keys: &s.keys }).unwrap()
+    }
+
+    /// `bytes` with the numbering section this build writes last.
+    fn numbered(bytes: Vec<u8>) -> Vec<u8> {
+        let numbering =
+            NumberingImage { format: NUMBERING_IMAGE_FORMAT, empty_revision: EMPTY_REVISION };
+        postcard::to_extend(&numbering, bytes).unwrap()
+    }
+
+    /// The image an earlier build (empty store at revision 0) wrote for the
+    /// keys of `s`: every revision one lower, no numbering section.
+    fn earlier_build_image(s: &Store) -> Vec<u8> {
+        let legacy = LegacyImage {
+            revision: s.revision - 1,
+            keys: s
+                .keys
+                .values()
+                .map(|kv| LegacyKey {
+                    key: kv.key.clone(),
+                    value: kv.value.clone(),
+                    create_revision: kv.create_revision - 1,
+                    mod_revision: kv.mod_revision - 1,
+                    version: kv.version,
+                })
+                .collect(),
+        };
+        postcard::to_allocvec(&legacy).unwrap()
+    }
+
     #[test]
-    fn a_store_that_never_granted_a_lease_keeps_the_old_image_both_ways() {
+    fn a_store_without_leases_writes_the_old_image_then_its_numbering() {
         let mut s = Store::new();
         s.execute(&put("a", "1"));
         s.execute(&put("b", "2"));
@@ -1355,12 +1436,65 @@ mod tests {
                 })
                 .collect(),
         };
-        let old = postcard::to_allocvec(&legacy).unwrap();
-        assert_eq!(s.snapshot(), old);
+        let image = numbered(postcard::to_allocvec(&legacy).unwrap());
+        assert_eq!(s.snapshot(), image);
+        let mut t = Store::new();
+        t.restore(&image).unwrap();
+        assert_eq!(t.range("", 10), s.range("", 10));
+        assert_eq!(t.revision(), 4);
+        assert_eq!((t.leases().len(), t.last_lease()), (0, LeaseId(0)));
+    }
+
+    #[test]
+    fn an_image_of_an_earlier_build_restores_as_a_replay_of_its_log_numbers() {
+        // An earlier build numbered an empty store 0: the same three writes
+        // were revisions 1 to 3. Restored here, each is one higher, as on a
+        // node of this build that replays the log from its first entry.
+        let mut s = Store::new();
+        s.execute(&put("a", "1"));
+        s.execute(&put("b", "2"));
+        s.execute(&put("a", "3"));
+        let mut t = Store::new();
+        t.restore(&earlier_build_image(&s)).unwrap();
+        assert_eq!(t.revision(), s.revision());
+        assert_eq!(t.range("", 10), s.range("", 10), "create and mod revisions too");
+        assert_eq!(t.snapshot(), s.snapshot(), "and written back in this build's numbering");
+        // An empty store of an earlier build (revision 0) is an empty one here.
+        let mut e = Store::new();
+        e.restore(&earlier_build_image(&Store::new())).unwrap();
+        assert_eq!(e.revision(), EMPTY_REVISION);
+        // With leases (owned), the same.
+        let mut s = Store::new();
+        let lease = match s.execute(&Command::Grant { ttl_ms: 1_000, owner: Some("app".into()) }) {
+            Response::Granted { lease, .. } => lease,
+            other => panic!("{other:?}"),
+        };
+        s.execute(&Command::Put {
+            key: "k".into(),
+            value: vec![],
+            if_mod_revision: None,
+            lease: Some(lease),
+        });
+        let section = OwnedLeaseImage {
+            format: OWNED_LEASE_IMAGE_FORMAT,
+            last_lease: lease.0,
+            leases: vec![OwnedImageLease {
+                id: lease,
+                ttl_ms: 1_000,
+                keys: vec!["k".into()],
+                owner: Some("app".into()),
+            }],
+        };
+        let old = postcard::to_extend(&section, earlier_build_image(&s)).unwrap();
         let mut t = Store::new();
         t.restore(&old).unwrap();
-        assert_eq!(t.range("", 10), s.range("", 10));
-        assert_eq!((t.leases().len(), t.last_lease()), (0, LeaseId(0)));
+        assert_eq!(t.snapshot(), s.snapshot());
+        // A numbering this build does not know is refused.
+        let other = NumberingImage { format: NUMBERING_IMAGE_FORMAT, empty_revision: 0 };
+        let bytes = postcard::to_extend(&other, keys_image(&s)).unwrap();
+        let before = t.clone();
+        assert!(t.restore(&bytes).unwrap_err().contains("numbered from 0"));
+        assert_eq!(t, before);
     }
 
     fn with_leases(keys: &[&str], leases: Vec<ImageLease>, last_lease: u64) -> Vec<u8> {
@@ -1369,7 +1503,7 @@ mod tests {
             s.execute(&put(k, "v"));
         }
         let section = LeaseImage { format: LEASE_IMAGE_FORMAT, last_lease, leases };
-        postcard::to_extend(&section, s.snapshot()).unwrap()
+        numbered(postcard::to_extend(&section, keys_image(&s)).unwrap())
     }
 
     fn lease(id: u64, keys: &[&str]) -> ImageLease {
@@ -1407,8 +1541,7 @@ mod tests {
             lease: Some(app),
         });
         let image = s.snapshot();
-        let keys =
-            postcard::to_allocvec(&ImageRef { revision: s.revision, keys: &s.keys }).unwrap();
+        let keys = keys_image(&s);
         assert_eq!(image[keys.len()], OWNED_LEASE_IMAGE_FORMAT, "after the keys, the format");
         t.restore(&image).unwrap();
         assert_eq!(t.snapshot(), image);
@@ -1426,7 +1559,7 @@ mod tests {
                 owner: Some("a\u{7}".into()),
             }],
         };
-        let bytes = postcard::to_extend(&bad, Store::new().snapshot()).unwrap();
+        let bytes = numbered(postcard::to_extend(&bad, keys_image(&Store::new())).unwrap());
         assert!(t.restore(&bytes).unwrap_err().contains("invalid owner"));
     }
 
@@ -1442,8 +1575,8 @@ mod tests {
             (with_leases(&["a"], vec![lease(2, &[])], 1), "beyond the last granted"),
             (with_leases(&["a"], vec![lease(0, &[])], 1), "beyond the last granted"),
             (with_leases(&["a"], vec![lease(1, &[]), lease(1, &[])], 1), "twice"),
-            ([good.as_slice(), &[0]].concat(), "1 bytes after the leases"),
-            ([t.snapshot().as_slice(), &[0xff, 0xff]].concat(), "the leases"),
+            ([good.as_slice(), &[0]].concat(), "1 bytes after the numbering"),
+            ([keys_image(&t).as_slice(), &[LEASE_IMAGE_FORMAT, 0xff, 0xff]].concat(), "the leases"),
         ];
         for (bytes, why) in bad {
             let before = t.clone();
@@ -1452,9 +1585,10 @@ mod tests {
             assert_eq!(t, before);
         }
         let mut other_format = with_leases(&[], vec![], 1);
-        let at = other_format.len() - 3; // format, last lease, no lease
-        other_format[at] = 3;
-        assert!(t.restore(&other_format).unwrap_err().contains("format 3"));
+        // format, last lease, no lease; then the numbering (format, 1)
+        let at = other_format.len() - 5;
+        other_format[at] = 4;
+        assert!(t.restore(&other_format).unwrap_err().contains("format 4 is not known"));
     }
 }
 
