@@ -336,6 +336,18 @@ mod tests {
     }
 
     #[test]
+    fn a_member_refuses_the_waiting_call_past_its_limit_until_one_ends() {
+        let slots = WaitSlots::new();
+        let mut held: Vec<_> = (0..MAX_WAITING_CALLS).map(|_| slots.take().unwrap()).collect();
+        let refused = slots.take().unwrap_err();
+        assert_eq!(refused.code(), Code::ResourceExhausted, "a code clients retry on");
+        assert!(refused.message().contains("1024 waiting"), "{}", refused.message());
+        held.pop();
+        let _again = slots.take().expect("a slot frees when its call ends");
+        assert!(slots.take().is_err());
+    }
+
+    #[test]
     fn candidate_keys_are_the_name_a_slash_and_the_lease_in_lowercase_hex() {
         assert_eq!(candidate_key(b"e", 0x694d7c5e2d1d5a0b), b"e/694d7c5e2d1d5a0b");
         assert_eq!(candidate_key(b"", 255), b"/ff");
@@ -349,16 +361,17 @@ mod tests {
     #[test]
     fn a_candidate_waits_for_every_key_of_its_line_created_before_it() {
         let mut s = Store::new();
-        put(&mut s, "e/1"); // 1
-        put(&mut s, "e0"); // 2: not in the line (after "e/" in order, outside the prefix)
-        put(&mut s, "e/3"); // 3
-        put(&mut s, "f/0"); // 4: another line
-        assert_eq!(look(&s, b"e/", b"e/1", 1), Seen::Turn);
-        assert_eq!(look(&s, b"e/", b"e/3", 3), Seen::Behind);
-        assert_eq!(look(&s, b"e/", b"e/3", 2), Seen::Gone, "another incarnation of the key");
+        // An empty store is at revision 1 (as etcd's): the first put is 2.
+        put(&mut s, "e/1"); // 2
+        put(&mut s, "e0"); // 3: not in the line (after "e/" in order, outside the prefix)
+        put(&mut s, "e/3"); // 4
+        put(&mut s, "f/0"); // 5: another line
+        assert_eq!(look(&s, b"e/", b"e/1", 2), Seen::Turn);
+        assert_eq!(look(&s, b"e/", b"e/3", 4), Seen::Behind);
+        assert_eq!(look(&s, b"e/", b"e/3", 3), Seen::Gone, "another incarnation of the key");
         assert_eq!(look(&s, b"e/", b"e/9", 9), Seen::Gone);
         s.execute(&Command::Delete { key: "e/1".into(), if_mod_revision: None });
-        assert_eq!(look(&s, b"e/", b"e/3", 3), Seen::Turn);
-        assert_eq!(look(&s, b"f/", b"f/0", 4), Seen::Turn);
+        assert_eq!(look(&s, b"e/", b"e/3", 4), Seen::Turn);
+        assert_eq!(look(&s, b"f/", b"f/0", 5), Seen::Turn);
     }
 }
