@@ -23,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+pub mod connections;
 pub mod election;
 pub mod errors;
 mod kv;
@@ -70,6 +71,17 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
 /// timeouts. Not the calls that wait for their turn ([`WAITING_CALLS`]):
 /// those wait as long as their client lets them.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a client may take to finish its TLS handshake: a connection
+/// that opens and sends nothing is closed after it, not held.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often a connection without traffic is asked for an HTTP/2 ping, and
+/// how long its answer may take: a client that vanished without closing
+/// (its host powered off, a dropped route) frees its connection.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// See [`KEEPALIVE_INTERVAL`].
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The gRPC paths of the calls that wait as long as their client lets them
 /// (bounded in number instead: [`queue::MAX_WAITING_CALLS`]). Observe is
@@ -192,7 +204,8 @@ pub async fn serve(
     });
     let mut server = Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .layer(tower_layer::layer_fn(CallTimeout));
     match tls {
         Some(files) => {
@@ -203,7 +216,8 @@ pub async fn serve(
             let identity = Identity::from_pem(read(&files.cert)?, read(&files.key)?);
             let config = ServerTlsConfig::new()
                 .identity(identity)
-                .client_ca_root(Certificate::from_pem(read(&files.ca)?));
+                .client_ca_root(Certificate::from_pem(read(&files.ca)?))
+                .timeout(TLS_HANDSHAKE_TIMEOUT);
             server = server.tls_config(config).map_err(EtcdServeError::Transport)?;
         }
         None => warn!(
@@ -217,7 +231,7 @@ pub async fn serve(
         KvServer::new(kv::KvService(shared.clone())).max_decoding_message_size(MAX_REQUEST_BYTES);
     let maintenance = MaintenanceServer::new(maintenance::MaintenanceService(shared.clone()));
     let cluster = ClusterServer::new(maintenance::ClusterService(shared.clone()));
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = connections::Admitted::new(listener, connections::MAX_CONNECTIONS);
     // Watch streams never end by themselves: they are ended when the
     // listener stops (`Shared::stopping`), so that its graceful shutdown
     // does not wait for them.

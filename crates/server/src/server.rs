@@ -145,7 +145,7 @@ pub async fn run(
         ),
         Security::InsecureNoTls => None,
     };
-    raise_open_file_limit(id, &limits);
+    raise_open_file_limit(id, &limits, etcd_listener.is_some());
     let node_runtime = NodeRuntime::new().map_err(ServerError::NodeRuntime)?;
     let started = node_runtime
         .spawn(tenure_node::start_replicated::<Store>(node_config, Some(peer_listener)));
@@ -342,13 +342,15 @@ fn async_listener(listener: TcpListener) -> std::io::Result<tokio::net::TcpListe
 const OTHER_OPEN_FILES: u64 = 128;
 
 /// Raises the soft limit of open files to the hard one (as Go's runtime
-/// does; the usual soft limit of 1,024 is below what the HTTP pools may
-/// hold), and warns when it is still below what they need: the server then
-/// fails to accept at the limit, and strangers' connections could hold
-/// files the proven ones need.
-fn raise_open_file_limit(id: NodeId, limits: &HttpLimits) {
+/// does; the usual soft limit of 1,024 is below what the HTTP pools and the
+/// etcd listener may hold), and warns when it is still below what they
+/// need: the server then fails to accept at the limit, and strangers'
+/// connections could hold files the proven ones need.
+fn raise_open_file_limit(id: NodeId, limits: &HttpLimits, etcd: bool) {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let needed = (limits.max_connections + limits.max_unproven) as u64 + OTHER_OPEN_FILES;
+    let etcd_connections = if etcd { tenure_etcd_server::connections::MAX_CONNECTIONS } else { 0 };
+    let needed =
+        (limits.max_connections + limits.max_unproven + etcd_connections) as u64 + OTHER_OPEN_FILES;
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
     let soft = if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
         hard
@@ -360,7 +362,8 @@ fn raise_open_file_limit(id: NodeId, limits: &HttpLimits) {
             node = %id,
             open_files = soft,
             needed,
-            "the limit of open files is below what the HTTP connection pools may hold; raise it \
+            "the limit of open files is below what the HTTP connection pools and the etcd \
+             listener may hold; raise it \
              (ulimit -n, or LimitNOFILE= in the systemd unit)"
         );
     }

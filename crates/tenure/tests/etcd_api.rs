@@ -14,7 +14,7 @@ use harness::{serial, TestCluster};
 use hyper::Method;
 use serde_json::Value;
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -483,6 +483,20 @@ async fn strangers_and_huge_values_change_nothing() {
     let e = &endpoints[0];
     wait_serving(e, &c);
     let before = e.json(&["get", "health"])["header"]["revision"].as_i64().unwrap_or(0);
+    let addr = e.url.trim_start_matches("https://").to_string();
+
+    // A connection that never starts its TLS handshake is closed (after
+    // the listener's 5 s TLS_HANDSHAKE_TIMEOUT), not held: watched while
+    // the rest runs.
+    let silent = std::net::TcpStream::connect(&addr).unwrap();
+    let opened = Instant::now();
+    let silent = std::thread::spawn(move || {
+        let mut silent = silent;
+        silent.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut byte = [0u8; 1];
+        let read = silent.read(&mut byte);
+        (read.map_err(|e| e.kind()), opened.elapsed())
+    });
 
     // No client certificate: only the CA to check the server.
     let ca_only = Endpoint { url: e.url.clone(), tls: e.tls[..2].to_vec() };
@@ -490,7 +504,6 @@ async fn strangers_and_huge_values_change_nothing() {
     assert!(!ok, "a client without a certificate wrote: {out}{err}");
 
     // Garbage on the port.
-    let addr = e.url.trim_start_matches("https://").to_string();
     let mut raw = std::net::TcpStream::connect(&addr).unwrap();
     raw.write_all(&[0x16, 0x03, 0x01, 0xff, 0xff]).unwrap();
     raw.write_all(&vec![0xab; 64 * 1024]).unwrap_or(());
@@ -506,4 +519,11 @@ async fn strangers_and_huge_values_change_nothing() {
     assert_eq!(before, after, "a refused request changed the store");
     assert_eq!(e.json(&["get", "stranger"])["count"], Value::Null);
     e.ok(&["put", "still", "serving"]);
+
+    let (read, after) = silent.join().unwrap();
+    assert!(
+        matches!(read, Ok(0) | Err(std::io::ErrorKind::ConnectionReset)),
+        "a silent connection was held: {read:?} after {after:?}"
+    );
+    assert!(after < Duration::from_secs(10), "closed only after {after:?}");
 }
