@@ -6,8 +6,8 @@
 //! stay available. A failed accept (out of files, say) pauses accepting for
 //! [`ACCEPT_PAUSE`] instead of trying again at once in a loop.
 
-use std::io;
 use std::future::Future;
+use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
