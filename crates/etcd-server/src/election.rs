@@ -11,6 +11,7 @@
 //! at its `rev`, Leader reads the first key, and Observe streams the
 //! leader's key at every change. What differs from etcd: docs/ETCD.md.
 
+use crate::auth::Caller;
 use crate::errors::SERVER_STOPPED;
 use crate::queue::{self, as_etcd, Withdrawal};
 use crate::range::{prefix_end, range};
@@ -67,9 +68,11 @@ impl Election for ElectionService {
         request: Request<CampaignRequest>,
     ) -> Result<Response<CampaignResponse>, Status> {
         self.0.check_leader(&request)?;
+        let caller = Caller::of(&request);
         let _slot = self.0.waiting.take()?;
         let r = request.into_inner();
         let lease = queue::candidate_lease(r.lease)?;
+        self.0.check_attach(&caller, tenure_kv::LeaseId(lease as u64)).await.map_err(as_etcd)?;
         let key = queue::candidate_key(&r.name, lease);
         let place = queue::join(&self.0, &key, lease, &r.value).await?;
         // Withdrawn unless it wins: a failure, or a client gone.

@@ -2,6 +2,7 @@
 //! node's replicated store, through the same log and read index as the
 //! HTTP API.
 
+use crate::auth::Caller;
 use crate::errors::{
     self, invalid, not_utf8, reserved, KEY_NOT_FOUND, KEY_NOT_PROVIDED, LEASE_PROVIDED,
     VALUE_PROVIDED,
@@ -107,6 +108,7 @@ impl Kv for KvService {
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
         self.0.check_leader(&request)?;
+        let caller = Caller::of(&request);
         let r = request.into_inner();
         if r.key.is_empty() {
             return Err(invalid(KEY_NOT_PROVIDED));
@@ -120,6 +122,9 @@ impl Kv for KvService {
         let key = utf8_key(&r.key)?;
         check_writable(&KeyRange::Key(&r.key))?;
         let lease = lease_of(r.lease)?;
+        if let Some(lease) = lease {
+            self.0.check_attach(&caller, lease).await?;
+        }
         let mut tries = 0;
         loop {
             // With ignore_value or ignore_lease, the key's current value or
@@ -207,7 +212,8 @@ impl Kv for KvService {
 
     async fn txn(&self, request: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
         self.0.check_leader(&request)?;
-        crate::txn::txn(&self.0, request.into_inner()).await.map(Response::new)
+        let caller = Caller::of(&request);
+        crate::txn::txn(&self.0, &caller, request.into_inner()).await.map(Response::new)
     }
 
     async fn compact(

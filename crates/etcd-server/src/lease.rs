@@ -10,6 +10,7 @@
 //! keepalive makes, forwarded over the peer connection from a follower).
 //! There is no second lease machinery here.
 
+use crate::auth::{self, Caller, Permission};
 use crate::errors::{self, LEASE_NOT_FOUND, NO_LEADER, TOO_MANY_REQUESTS};
 use crate::Shared;
 use std::collections::HashMap;
@@ -24,7 +25,9 @@ use tenure_etcd_api::etcdserverpb::{
     LeaseLeasesRequest, LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus,
     LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
 };
-use tenure_kv::{Command, LeaseEnd, LeaseId, Response as KvResponse, MAX_TTL_MS, MIN_TTL_MS};
+use tenure_kv::{
+    Command, LeaseEnd, LeaseId, Response as KvResponse, Store, MAX_TTL_MS, MIN_TTL_MS,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
@@ -242,6 +245,34 @@ impl Shared {
     fn applied_revision(&self) -> u64 {
         self.ctx.kv.read_stale(|s| s.revision()).0
     }
+
+    /// Whether `caller` may renew or revoke `lease` (its owner's token or an
+    /// administrator: [`Caller::may_use`]); `Ok(None)` when the lease does
+    /// not exist. An owner never changes and ids are never reused, so an
+    /// owner read once holds; a lease this node has not applied yet is
+    /// looked up again after a linearizable read.
+    async fn may_use(&self, caller: &Caller, lease: LeaseId) -> Result<Option<bool>, Status> {
+        if caller.permission == Permission::Admin {
+            return Ok(Some(true));
+        }
+        let owner = |s: &Store| s.lease(lease).map(|l| l.owner.clone());
+        let found = match self.ctx.kv.read_stale(owner).0 {
+            Some(found) => Some(found),
+            None => self.read(false, owner).await?,
+        };
+        Ok(found.map(|owner| caller.may_use(owner.as_deref())))
+    }
+
+    /// PermissionDenied unless `caller` may attach keys to `lease` (a put,
+    /// a campaign or a lock with it): the lease's owner or an administrator.
+    /// A lease that does not exist passes: the write then answers etcd's
+    /// "requested lease not found".
+    pub(crate) async fn check_attach(&self, caller: &Caller, lease: LeaseId) -> Result<(), Status> {
+        match self.may_use(caller, lease).await? {
+            Some(false) => Err(Status::permission_denied(auth::PERMISSION_DENIED)),
+            Some(true) | None => Ok(()),
+        }
+    }
 }
 
 #[tonic::async_trait]
@@ -253,6 +284,7 @@ impl Lease for LeaseService {
         request: Request<LeaseGrantRequest>,
     ) -> Result<Response<LeaseGrantResponse>, Status> {
         self.shared.check_leader(&request)?;
+        let owner = Caller::of(&request).grant_owner();
         let r = request.into_inner();
         let ttl_ms = granted_ttl_ms(r.ttl)?;
         if r.id != 0 {
@@ -267,7 +299,7 @@ impl Lease for LeaseService {
             }
             return Err(errors::invalid(errors::LEASE_ID_CHOSEN));
         }
-        match self.shared.propose(&Command::Grant { ttl_ms, owner: None }).await? {
+        match self.shared.propose(&Command::Grant { ttl_ms, owner }).await? {
             KvResponse::Granted { lease, ttl_ms, revision } => {
                 Ok(Response::new(LeaseGrantResponse {
                     header: Some(self.shared.header(revision)),
@@ -285,7 +317,13 @@ impl Lease for LeaseService {
         request: Request<LeaseRevokeRequest>,
     ) -> Result<Response<LeaseRevokeResponse>, Status> {
         self.shared.check_leader(&request)?;
+        let caller = Caller::of(&request);
         let lease = lease_id(request.into_inner().id)?;
+        match self.shared.may_use(&caller, lease).await? {
+            Some(true) => {}
+            Some(false) => return Err(Status::permission_denied(auth::PERMISSION_DENIED)),
+            None => return Err(Status::not_found(errors::LEASE_NOT_FOUND)),
+        }
         match self.shared.propose(&Command::Revoke { lease }).await? {
             KvResponse::LeaseEnded { reason: LeaseEnd::Revoked, revision, .. } => {
                 Ok(Response::new(LeaseRevokeResponse {
@@ -302,6 +340,7 @@ impl Lease for LeaseService {
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
         self.shared.check_leader(&request)?;
         let wants_leader = request.metadata().get("hasleader").is_some_and(|v| v == "true");
+        let caller = Caller::of(&request);
         let slot = self.streams.slot(request.remote_addr())?;
         let mut requests = request.into_inner();
         let (tx, rx) = mpsc::channel(KEEPALIVE_QUEUE);
@@ -356,7 +395,13 @@ impl Lease for LeaseService {
                 let header = shared.header(shared.applied_revision());
                 let answer = match lease_id(r.id) {
                     Err(_) => Ok(0),
-                    Ok(lease) => shared.renew(lease).await,
+                    Ok(lease) => match shared.may_use(&caller, lease).await {
+                        Ok(Some(true)) => shared.renew(lease).await,
+                        // etcd's answer to a lease it does not have.
+                        Ok(None) => Ok(0),
+                        Ok(Some(false)) => Err(Status::permission_denied(auth::PERMISSION_DENIED)),
+                        Err(e) => Err(e),
+                    },
                 };
                 let failed = answer.is_err();
                 let answer = answer.map(|ttl| LeaseKeepAliveResponse {

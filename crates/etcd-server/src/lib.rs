@@ -23,9 +23,11 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod connections;
 pub mod election;
 pub mod errors;
+mod gate;
 mod kv;
 pub mod lease;
 pub mod lock;
@@ -39,9 +41,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 use tenure_etcd_api::etcdserverpb::{
     auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
@@ -52,7 +52,6 @@ use tenure_etcd_api::v3electionpb::election_server::ElectionServer;
 use tenure_etcd_api::v3lockpb::lock_server::LockServer;
 use tenure_kv::Store;
 use tenure_node::{NodeHandle, NodeId, Replicated, TlsFiles};
-use tonic::codegen::{http, Service, StdError};
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Status};
 use tracing::{info, warn};
@@ -109,6 +108,8 @@ pub struct Context {
     /// The leader's lease clock (tenure's sessions service), for the Lease
     /// service's renewals and time left.
     pub sessions: Arc<dyn lease::SessionClock>,
+    /// Who may call what: tenure's API tokens as etcd's users.
+    pub auth: auth::Auth,
 }
 
 /// Why the etcd listener cannot serve.
@@ -206,7 +207,10 @@ pub async fn serve(
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-        .layer(tower_layer::layer_fn(CallTimeout));
+        .layer(tower_layer::layer_fn({
+            let auth = Arc::new(shared.ctx.auth.clone());
+            move |inner| gate::Gate { auth: auth.clone(), inner }
+        }));
     match tls {
         Some(files) => {
             let read = |path: &PathBuf| {
@@ -242,48 +246,12 @@ pub async fn serve(
         .add_service(cluster)
         .add_service(watch)
         .add_service(LeaseServer::new(lease::LeaseService::new(shared.clone())))
-        .add_service(AuthServer::new(maintenance::NotServed))
+        .add_service(AuthServer::new(maintenance::AuthService(shared.clone())))
         .add_service(ElectionServer::new(election::ElectionService(shared.clone())))
         .add_service(LockServer::new(lock::LockService(shared.clone())))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(EtcdServeError::Transport)
-}
-
-/// [`CALL_TIMEOUT`] on every call but the [`WAITING_CALLS`] (tonic's own
-/// timeout would cut those too). A client's `grpc-timeout` still bounds
-/// every call (tonic applies it).
-#[derive(Clone)]
-struct CallTimeout<S>(S);
-
-impl<S, B> Service<http::Request<B>> for CallTimeout<S>
-where
-    S: Service<http::Request<B>>,
-    S::Error: Into<StdError>,
-    S::Future: Send + 'static,
-    S::Response: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = StdError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, StdError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), StdError>> {
-        self.0.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let waits = WAITING_CALLS.contains(&request.uri().path());
-        let call = self.0.call(request);
-        Box::pin(async move {
-            if waits {
-                return call.await.map_err(Into::into);
-            }
-            match tokio::time::timeout(CALL_TIMEOUT, call).await {
-                Ok(answer) => answer.map_err(Into::into),
-                Err(_) => Err(tonic::TimeoutExpired(()).into()),
-            }
-        })
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! Lock answers once the caller holds it; Unlock deletes the key it is
 //! given (any key, as etcd's does). What differs from etcd: docs/ETCD.md.
 
+use crate::auth::Caller;
 use crate::kv::KvService;
 use crate::queue::{self, as_etcd, Withdrawal};
 use crate::Shared;
@@ -29,9 +30,11 @@ pub(crate) struct LockService(pub(crate) Arc<Shared>);
 impl Lock for LockService {
     async fn lock(&self, request: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
         self.0.check_leader(&request)?;
+        let caller = Caller::of(&request);
         let _slot = self.0.waiting.take()?;
         let r = request.into_inner();
         let lease = queue::candidate_lease(r.lease)?;
+        self.0.check_attach(&caller, tenure_kv::LeaseId(lease as u64)).await.map_err(as_etcd)?;
         let key = queue::candidate_key(&r.name, lease);
         let place = queue::join(&self.0, &key, lease, b"").await?;
         // Withdrawn unless it gets the lock: a failure, or a client gone.

@@ -99,19 +99,21 @@ impl Cluster for ClusterService {
     }
 }
 
-/// The services of etcd's API tenure does not serve (Auth beyond its
-/// answer to Authenticate).
-pub(crate) struct NotServed;
+/// etcd's Auth service: Authenticate maps tenure's API tokens onto etcd's
+/// users ([`crate::auth`]); the rest of etcd's user and role administration
+/// is not served (tenure's roles are its token configuration).
+pub(crate) struct AuthService(pub(crate) Arc<Shared>);
 
 #[tonic::async_trait]
-impl Auth for NotServed {
-    /// etcd's answer while its auth is off, which clients take as "carry
-    /// on without a token": access to this listener is by client
-    /// certificate.
+impl Auth for AuthService {
+    /// A token's name and secret answer the token to send with each call;
+    /// without tokens, etcd's "not enabled", which clients take as "carry
+    /// on without a token".
     async fn authenticate(
         &self,
-        _: Request<AuthenticateRequest>,
+        request: Request<AuthenticateRequest>,
     ) -> Result<Response<AuthenticateResponse>, Status> {
-        Err(Status::failed_precondition("etcdserver: authentication is not enabled"))
+        let revision = self.0.ctx.kv.read_stale(|s| s.revision()).0;
+        self.0.ctx.auth.authenticate(request, self.0.header(revision))
     }
 }

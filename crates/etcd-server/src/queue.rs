@@ -19,6 +19,7 @@
 //! same key), as etcd's recipes do when their wait fails.
 //! [`MAX_WAITING_CALLS`] bounds how many calls wait at once on a member.
 
+use crate::auth::Caller;
 use crate::errors::{LEASE_NOT_FOUND, SERVER_STOPPED};
 use crate::range::{key_range, prefix_end};
 use crate::Shared;
@@ -139,7 +140,8 @@ pub(crate) async fn if_created_at(
     op: RequestOp,
 ) -> Result<(bool, ResponseHeader), Status> {
     let t = TxnRequest { compare: vec![created_at(key, rev)], success: vec![op], failure: vec![] };
-    let answer = crate::txn::txn(shared, t).await.map_err(as_etcd)?;
+    // The recipe's own transaction: its call was admitted, its lease checked.
+    let answer = crate::txn::txn(shared, &Caller::certificate(), t).await.map_err(as_etcd)?;
     Ok((answer.succeeded, answer.header.unwrap_or_default()))
 }
 
@@ -168,7 +170,8 @@ pub(crate) async fn join(
         success: vec![put(key, value, lease)],
         failure: vec![RequestOp { request: Some(Op::RequestRange(get)) }],
     };
-    let answer = crate::txn::txn(shared, t).await.map_err(as_etcd)?;
+    // The recipe's own transaction: its call was admitted, its lease checked.
+    let answer = crate::txn::txn(shared, &Caller::certificate(), t).await.map_err(as_etcd)?;
     let header = answer.header.unwrap_or_default();
     if answer.succeeded {
         return Ok(Place { rev: header.revision, header, standing: None });

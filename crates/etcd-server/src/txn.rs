@@ -11,6 +11,7 @@
 //!   range deletes, nested transactions and `ignore_value`/`ignore_lease`
 //!   inside a transaction that writes answer Unimplemented (docs/ETCD.md).
 
+use crate::auth::{self, Caller, Permission};
 use crate::errors::{
     invalid, unimplemented, DUPLICATE_KEY, KEY_NOT_FOUND, KEY_NOT_PROVIDED, TOO_MANY_OPS,
 };
@@ -32,8 +33,26 @@ use tenure_kv::{
 use tonic::Status;
 
 /// Runs a transaction.
-pub(crate) async fn txn(shared: &Shared, t: TxnRequest) -> Result<TxnResponse, Status> {
+pub(crate) async fn txn(
+    shared: &Shared,
+    caller: &Caller,
+    t: TxnRequest,
+) -> Result<TxnResponse, Status> {
     check(&t)?;
+    if !read_only(&t) {
+        // A read token may run a transaction that only reads (the auth
+        // layer lets every Txn through with `read`).
+        if caller.permission < Permission::Write {
+            return Err(Status::permission_denied(auth::PERMISSION_DENIED));
+        }
+        for op in t.success.iter().chain(&t.failure) {
+            if let Some(Op::RequestPut(p)) = &op.request {
+                if let Some(lease) = lease_of(p.lease)? {
+                    shared.check_attach(caller, lease).await?;
+                }
+            }
+        }
+    }
     if read_only(&t) {
         let (answer, revision) = shared.read(false, |s| (evaluate(s, &t), s.revision())).await?;
         let mut answer = answer?;

@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod elections;
+mod etcd_auth;
 mod handover;
 pub mod http;
 pub mod join;

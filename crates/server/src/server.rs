@@ -41,6 +41,10 @@ pub struct ServerConfig {
     /// (`--etcd-listen`; [`tenure_etcd_server`]), if anywhere: bound before
     /// the node starts.
     pub etcd_listen: Option<std::net::SocketAddr>,
+    /// Whether every etcd call but Authenticate must carry an API token
+    /// (`--etcd-require-token`); otherwise a call without one is the client
+    /// certificate's, an administrator's (docs/ETCD.md).
+    pub etcd_require_token: bool,
 }
 
 impl ServerConfig {
@@ -55,6 +59,7 @@ impl ServerConfig {
             http_addresses: BTreeMap::new(),
             join: None,
             etcd_listen: None,
+            etcd_require_token: false,
         }
     }
 }
@@ -115,6 +120,7 @@ pub async fn run(
         http_addresses,
         join,
         etcd_listen,
+        etcd_require_token,
     } = config;
     let http_listener = async_listener(http_listener).map_err(ServerError::HttpListener)?;
     let etcd_listener = match etcd_listen {
@@ -199,6 +205,7 @@ pub async fn run(
             peer_addresses: own_peers.iter().map(|(id, a)| (*id, a.to_string())).collect(),
             tls: etcd_tls.is_some(),
             sessions: Arc::new(crate::sessions::EtcdSessionClock(kv.clone())),
+            auth: crate::etcd_auth::etcd_auth(&api, etcd_require_token),
         };
         let mut stop = stopping.clone();
         tokio::spawn(async move {

@@ -47,6 +47,7 @@ Config file (TOML; every key optional, unknown keys are errors):
   # single_node = true     # only for a one-node cluster: peers lists this node alone
   # peer_http = [\"1=10.0.0.1:8001\", \"2=10.0.0.2:8001\"]  # their HTTP APIs, if not as advertised
   # etcd_listen = \"0.0.0.0:2379\"  # also serve etcd's v3 gRPC API (docs/ETCD.md)
+  # etcd_require_token = true     # every etcd call needs an API token (etcdctl --user NAME:SECRET)
   data_dir = \"/var/lib/tenure\"
   heartbeat_ms = 100
   election_timeout_ms = 1000
@@ -117,6 +118,11 @@ pub struct ServerArgs {
     /// cluster's CA (docs/ETCD.md) [default: off].
     #[arg(long, value_name = "HOST:PORT")]
     pub etcd_listen: Option<String>,
+    /// Every etcd call must carry an API token (`etcdctl --user NAME:SECRET`: a token's name
+    /// and secret) and gets the token's role; without it, a call by client certificate alone
+    /// is an administrator's (docs/ETCD.md) [default: off].
+    #[arg(long)]
+    pub etcd_require_token: bool,
     /// All voters as ID=HOST:PORT, comma-separated, in preference order (earlier ones stand
     /// first when the leader fails); this node is added with --listen if absent
     /// [default: 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003].
@@ -288,6 +294,7 @@ pub struct FileConfig {
     peers: Option<Vec<String>>,
     peer_http: Option<Vec<String>>,
     etcd_listen: Option<String>,
+    etcd_require_token: Option<bool>,
     single_node: Option<bool>,
     data_dir: Option<PathBuf>,
     heartbeat_ms: Option<u64>,
@@ -372,6 +379,8 @@ pub struct ServerSettings {
     pub http_addresses: BTreeMap<NodeId, String>,
     /// Where etcd's API listens (`--etcd-listen`), if anywhere.
     pub etcd_listen: Option<SocketAddr>,
+    /// `--etcd-require-token`: every etcd call needs an API token.
+    pub etcd_require_token: bool,
     /// `--join`: how to ask the cluster for its members and to add this
     /// node; `node.peers` holds only this node until
     /// [`ServerSettings::with_members`] gives them.
@@ -454,6 +463,7 @@ impl ServerArgs {
             ("peers", self.peers.is_some(), file.peers.is_some()),
             ("peer_http", self.peer_http.is_some(), file.peer_http.is_some()),
             ("etcd_listen", self.etcd_listen.is_some(), file.etcd_listen.is_some()),
+            ("etcd_require_token", self.etcd_require_token, file.etcd_require_token.is_some()),
             ("single_node", self.single_node, file.single_node.is_some()),
             ("data_dir", self.data_dir.is_some(), file.data_dir.is_some()),
             ("heartbeat_interval", self.heartbeat_ms.is_some(), file.heartbeat_ms.is_some()),
@@ -596,7 +606,29 @@ impl ServerArgs {
             Some(a) => Some(resolve_addr(a).context("bad --etcd-listen (etcd_listen)")?),
             None => None,
         };
-        Ok(ServerSettings { node, http, log_format, api, http_addresses, etcd_listen, join })
+        let etcd_require_token = self.etcd_require_token || file.etcd_require_token == Some(true);
+        if etcd_require_token && etcd_listen.is_none() {
+            bail!(
+                "--etcd-require-token (etcd_require_token) without --etcd-listen (etcd_listen): \
+                 there is no etcd listener to require tokens on"
+            );
+        }
+        if etcd_require_token && api.is_insecure_open() {
+            bail!(
+                "--etcd-require-token (etcd_require_token) with an API open to anyone \
+                 (--insecure-open-api): there are no tokens to require; configure API tokens"
+            );
+        }
+        Ok(ServerSettings {
+            node,
+            http,
+            log_format,
+            api,
+            http_addresses,
+            etcd_listen,
+            etcd_require_token,
+            join,
+        })
     }
 
     /// The data directory: `--data-dir`, the file's, or the default.
@@ -843,6 +875,7 @@ fn setting(field: &str) -> Option<(&'static str, &'static str)> {
         "peers" => ("--peers", "peers"),
         "peer_http" => ("--peer-http", "peer_http"),
         "etcd_listen" => ("--etcd-listen", "etcd_listen"),
+        "etcd_require_token" => ("--etcd-require-token", "etcd_require_token"),
         "single_node" => ("--single-node", "single_node"),
         "api_address" => ("--advertise-http", "advertise_http"),
         "data_dir" => ("--data-dir", "data_dir"),

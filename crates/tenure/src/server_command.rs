@@ -64,6 +64,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         api: settings.api,
         http_addresses: settings.http_addresses,
         etcd_listen: settings.etcd_listen,
+        etcd_require_token: settings.etcd_require_token,
         join,
         ..ServerConfig::new(settings.node)
     };

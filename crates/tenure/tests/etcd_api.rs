@@ -10,7 +10,7 @@
 
 mod harness;
 
-use harness::{serial, TestCluster};
+use harness::{serial, TestCluster, ADMIN_TOKEN, APP_TOKEN, OTHER_TOKEN, READ_TOKEN};
 use hyper::Method;
 use serde_json::Value;
 use std::ffi::OsString;
@@ -526,4 +526,85 @@ async fn strangers_and_huge_values_change_nothing() {
         "a silent connection was held: {read:?} after {after:?}"
     );
     assert!(after < Duration::from_secs(10), "closed only after {after:?}");
+}
+
+impl Endpoint {
+    /// This endpoint as the etcd user `name` (an API token's name) with
+    /// `secret` (its secret): `etcdctl --user NAME:SECRET`.
+    fn as_user(&self, name: &str, secret: &str) -> Endpoint {
+        let mut tls = self.tls.clone();
+        tls.extend(os(&["--user", &format!("{name}:{secret}")]));
+        Endpoint { url: self.url.clone(), tls }
+    }
+
+    /// Runs `args`, which must fail; returns the error lines.
+    fn fails(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(&os(args), None);
+        assert!(!ok, "etcdctl {args:?} succeeded: {out}");
+        err
+    }
+}
+
+/// etcd's users are tenure's API tokens: `etcdctl --user NAME:SECRET` with
+/// a token's name and secret gets the token's role; with
+/// `--etcd-require-token` a call without one is refused; a lease belongs to
+/// the token that granted it.
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_users_are_api_tokens_with_their_roles_and_leases() {
+    if !installed("etcdctl", "version") {
+        eprintln!("SKIPPED: etcdctl is not on PATH (Debian: etcd-client)");
+        return;
+    }
+    let _serial = serial().await;
+    let (c, endpoints) = harness::etcd_cluster_with(&["--etcd-require-token"]);
+    let (c, endpoints) =
+        (c, endpoints.into_iter().map(|(url, tls)| Endpoint { url, tls }).collect::<Vec<_>>());
+    c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
+    let e = &endpoints[1];
+    let admin = e.as_user("test-admin", ADMIN_TOKEN);
+    wait_serving(&admin, &c);
+    let reader = e.as_user("test-read", READ_TOKEN);
+    let app = e.as_user("test-app", APP_TOKEN);
+    let other = e.as_user("test-other", OTHER_TOKEN);
+
+    // Without a token, a client certificate is not enough here.
+    let err = e.fails(&["get", "k"]);
+    assert!(err.contains("user name is empty"), "{err}");
+    // A wrong secret, or a right secret under another token's name.
+    for (name, secret) in [("test-app", "not-the-secret-0000"), ("test-read", APP_TOKEN)] {
+        let err = e.as_user(name, secret).fails(&["get", "k"]);
+        assert!(err.contains("authentication failed"), "{name}: {err}");
+    }
+
+    // Roles: read reads; write writes; only admin compacts.
+    app.ok(&["put", "k", "v"]);
+    assert!(reader.ok(&["get", "k"]).contains('v'));
+    let err = reader.fails(&["put", "k", "w"]);
+    assert!(err.contains("permission denied"), "{err}");
+    // A transaction that only reads is a read; one that writes is not.
+    let (ok, out, err) = reader.run(&os(&["txn"]), Some("\nget k\n\n\n"));
+    assert!(ok && out.contains("SUCCESS"), "a read-only txn by a reader: {out}{err}");
+    let (ok, out, err) = reader.run(&os(&["txn"]), Some("\nput k w\n\n\n"));
+    assert!(!ok && err.contains("permission denied"), "a reader's txn wrote: {out}{err}");
+    let revision = admin.json(&["get", "k"])["header"]["revision"].as_i64().unwrap();
+    let err = app.fails(&["compact", &revision.to_string()]);
+    assert!(err.contains("permission denied"), "{err}");
+    admin.ok(&["compact", &revision.to_string()]);
+
+    // A lease is its grantor's: another write token can neither renew nor
+    // revoke it; its owner and an administrator can.
+    let id = app.json(&["lease", "grant", "60"])["ID"].as_i64().unwrap();
+    let hex = format!("{id:x}");
+    let err = other.fails(&["lease", "revoke", &hex]);
+    assert!(err.contains("permission denied"), "{err}");
+    let err = other.fails(&["put", "k2", "v", &format!("--lease={hex}")]);
+    assert!(err.contains("permission denied"), "keys attached to another's lease: {err}");
+    app.ok(&["put", "k2", "v", &format!("--lease={hex}")]);
+    let (ok, out, err) = other.run(&os(&["lease", "keep-alive", "--once", &hex]), None);
+    assert!(!ok || !out.contains("keepalived"), "another token renewed the lease: {out}{err}");
+    assert!(app.ok(&["lease", "keep-alive", "--once", &hex]).contains("keepalived"));
+    assert!(admin.ok(&["lease", "timetolive", &hex]).contains("remaining"));
+    app.ok(&["lease", "revoke", &hex]);
+    let mine = other.json(&["lease", "grant", "60"])["ID"].as_i64().unwrap();
+    admin.ok(&["lease", "revoke", &format!("{mine:x}")]);
 }

@@ -417,6 +417,14 @@ impl ApiAuth {
         &self.tokens
     }
 
+    /// The configured token whose secret is `secret`, if any (every token
+    /// compared in constant time): the etcd listener's check of the token
+    /// its clients send.
+    pub fn token_of(&self, secret: &str) -> Option<&ApiToken> {
+        let header = format!("Bearer {}", secret.trim());
+        self.authenticate(std::iter::once(header.as_bytes())).ok()
+    }
+
     /// The role of the configured token whose secret is `token`, if any
     /// (`tenure server --supervised` checks its notice token at start).
     pub fn role_of(&self, token: &str) -> Option<Role> {

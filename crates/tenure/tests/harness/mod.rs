@@ -537,13 +537,20 @@ impl TestCluster {
 /// election timeout 500 ms), and how etcdctl reaches each node: its URL and
 /// its TLS flags (`--cacert`, `--cert`, `--key`: the node's certificate).
 pub fn etcd_cluster() -> (TestCluster, Vec<(String, Vec<std::ffi::OsString>)>) {
+    etcd_cluster_with(&[])
+}
+
+/// [`etcd_cluster`], each server also given `extra` flags.
+pub fn etcd_cluster_with(extra: &[&str]) -> (TestCluster, Vec<(String, Vec<std::ffi::OsString>)>) {
     let mut c = TestCluster::new(3, 50, 500);
     let ports = free_ports(3);
     let certs = c.dir.path().join("certs");
     let mut endpoints = Vec::new();
     for (i, port) in ports.iter().enumerate() {
         let listen = format!("127.0.0.1:{port}");
-        c.spawn_with(i, &["--etcd-listen", &listen]);
+        let mut flags = vec!["--etcd-listen", listen.as_str()];
+        flags.extend_from_slice(extra);
+        c.spawn_with(i, &flags);
         let id = i + 1;
         let tls = [
             ("--cacert", "ca.pem".to_string()),

@@ -1,0 +1,273 @@
+//! Who may call what on the etcd listener: tenure's API tokens as etcd's
+//! users (docs/ETCD.md, "Users and roles").
+//!
+//! `Authenticate{name, password}` with a token's name and its secret answers
+//! a token that the client then sends with every call (gRPC metadata
+//! `token`, as etcd's clients do): the call gets the token's role. A call
+//! without one is the client certificate's: an administrator's, unless the
+//! listener requires tokens ([`Policy::TokenRequired`]). Each method needs a
+//! role ([`needed`]); a call below it is refused with etcd's `permission
+//! denied` before the service sees it (`crate::gate`). The caller rides in
+//! the request's extensions ([`Caller`]) for the checks that depend on what
+//! the call touches: a lease's owner (renewing, revoking, attaching keys,
+//! campaigning or locking with it) and whether a Txn writes.
+
+use std::sync::Arc;
+use tenure_etcd_api::etcdserverpb::{AuthenticateRequest, AuthenticateResponse};
+use tonic::{Request, Response, Status};
+
+/// A caller's role on the etcd API, in increasing order of power: tenure's
+/// token roles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Permission {
+    /// Reads, watches, leader and member lists, status.
+    Read,
+    /// Writes, leases, campaigns and locks; and all of `Read`.
+    Write,
+    /// Compaction, and every lease whoever owns it; and all of `Write`.
+    Admin,
+}
+
+/// The caller of one request, as the auth layer found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The name of its token; none for a call by client certificate.
+    pub token: Option<Arc<str>>,
+    /// What it may do.
+    pub permission: Permission,
+}
+
+impl Caller {
+    /// A call by client certificate alone (or on a plain listener): an
+    /// administrator, as before tokens.
+    pub fn certificate() -> Caller {
+        Caller { token: None, permission: Permission::Admin }
+    }
+
+    /// The caller a request carries (a request the layer did not see, in
+    /// unit tests, is the certificate's).
+    pub fn of<T>(request: &Request<T>) -> Caller {
+        request.extensions().get::<Caller>().cloned().unwrap_or_else(Caller::certificate)
+    }
+
+    /// The owner a lease this caller grants records: its token's name
+    /// (none for a certificate: the administrators').
+    pub fn grant_owner(&self) -> Option<String> {
+        self.token.as_deref().map(str::to_string)
+    }
+
+    /// Whether it may renew or revoke a lease owned by `owner`: an
+    /// administrator always, else only the token named `owner`.
+    pub fn may_use(&self, owner: Option<&str>) -> bool {
+        self.permission == Permission::Admin
+            || owner.is_some_and(|o| self.token.as_deref() == Some(o))
+    }
+}
+
+/// tenure's API tokens, as the etcd listener checks them (implemented by
+/// the server over its token configuration).
+pub trait Tokens: Send + Sync + 'static {
+    /// The role of the token named `name` whose secret is `secret`.
+    fn login(&self, name: &str, secret: &str) -> Option<Permission>;
+    /// The name and role of the token whose secret is `secret`.
+    fn bearer(&self, secret: &str) -> Option<(Arc<str>, Permission)>;
+}
+
+/// What a call without a token is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// The client certificate's call: an administrator's.
+    CertificateIsAdmin,
+    /// Refused: every call but Authenticate needs a token.
+    TokenRequired,
+}
+
+/// The auth of one listener: the tokens (none: Authenticate answers that
+/// auth is off) and the policy for calls without one.
+#[derive(Clone)]
+pub struct Auth {
+    /// The tokens, if the server has any.
+    pub tokens: Option<Arc<dyn Tokens>>,
+    /// Calls without a token.
+    pub policy: Policy,
+}
+
+/// etcd's answer to Authenticate while its auth is off, which clients take
+/// as "carry on without a token".
+pub const AUTH_NOT_ENABLED: &str = "etcdserver: authentication is not enabled";
+/// etcd's answer to a bad name or password.
+pub const AUTH_FAILED: &str = "etcdserver: authentication failed, invalid user ID or password";
+/// etcd's answer to a token it does not know; clientv3 authenticates again.
+pub const INVALID_TOKEN: &str = "etcdserver: invalid auth token";
+/// etcd's answer to a call without a token where one is required.
+pub const USER_EMPTY: &str = "etcdserver: user name is empty";
+/// etcd's answer to a call the caller's role does not allow.
+pub const PERMISSION_DENIED: &str = "etcdserver: permission denied";
+
+/// The longest name or password Authenticate reads.
+const MAX_CREDENTIAL_BYTES: usize = 1024;
+
+/// The role a method needs; `None` for Authenticate, which anyone may
+/// call. Methods not listed (compaction, the Auth administration, member
+/// changes, maintenance beyond Status) need `Admin`.
+pub fn needed(path: &str) -> Option<Permission> {
+    use Permission::*;
+    Some(match path {
+        "/etcdserverpb.Auth/Authenticate" => return None,
+        // A Txn that writes needs `write`: checked by the KV service, which
+        // sees whether it does.
+        "/etcdserverpb.KV/Range"
+        | "/etcdserverpb.KV/Txn"
+        | "/etcdserverpb.Watch/Watch"
+        | "/etcdserverpb.Lease/LeaseTimeToLive"
+        | "/etcdserverpb.Lease/LeaseLeases"
+        | "/etcdserverpb.Cluster/MemberList"
+        | "/etcdserverpb.Maintenance/Status"
+        | "/etcdserverpb.Maintenance/Alarm"
+        | "/v3electionpb.Election/Leader"
+        | "/v3electionpb.Election/Observe" => Read,
+        "/etcdserverpb.KV/Put"
+        | "/etcdserverpb.KV/DeleteRange"
+        | "/etcdserverpb.Lease/LeaseGrant"
+        | "/etcdserverpb.Lease/LeaseRevoke"
+        | "/etcdserverpb.Lease/LeaseKeepAlive"
+        | "/v3electionpb.Election/Campaign"
+        | "/v3electionpb.Election/Proclaim"
+        | "/v3electionpb.Election/Resign"
+        | "/v3lockpb.Lock/Lock"
+        | "/v3lockpb.Lock/Unlock" => Write,
+        _ => Admin,
+    })
+}
+
+impl Auth {
+    /// The caller of a call to `path` presenting `token` (the `token`
+    /// metadata), or the refusal etcd would answer.
+    pub fn admit(&self, path: &str, token: Option<&[u8]>) -> Result<Caller, Status> {
+        let Some(needed) = needed(path) else { return Ok(Caller::certificate()) };
+        let caller = match token {
+            None => match self.policy {
+                Policy::CertificateIsAdmin => Caller::certificate(),
+                Policy::TokenRequired => return Err(Status::invalid_argument(USER_EMPTY)),
+            },
+            Some(token) => {
+                let found = self.tokens.as_ref().and_then(|tokens| {
+                    let secret = std::str::from_utf8(token).ok()?;
+                    tokens.bearer(secret.trim())
+                });
+                let Some((name, permission)) = found else {
+                    return Err(Status::unauthenticated(INVALID_TOKEN));
+                };
+                Caller { token: Some(name), permission }
+            }
+        };
+        if caller.permission < needed {
+            return Err(Status::permission_denied(PERMISSION_DENIED));
+        }
+        Ok(caller)
+    }
+
+    /// etcd's Authenticate: a token's name and secret answer the secret as
+    /// the token to send with every call (any node takes it, as every node
+    /// has the same tokens); without tokens, etcd's "not enabled".
+    pub fn authenticate(
+        &self,
+        request: Request<AuthenticateRequest>,
+        header: tenure_etcd_api::etcdserverpb::ResponseHeader,
+    ) -> Result<Response<AuthenticateResponse>, Status> {
+        let Some(tokens) = &self.tokens else {
+            return Err(Status::failed_precondition(AUTH_NOT_ENABLED));
+        };
+        let r = request.into_inner();
+        if r.name.len() > MAX_CREDENTIAL_BYTES || r.password.len() > MAX_CREDENTIAL_BYTES {
+            return Err(Status::invalid_argument(AUTH_FAILED));
+        }
+        match tokens.login(&r.name, &r.password) {
+            Some(_) => {
+                Ok(Response::new(AuthenticateResponse { header: Some(header), token: r.password }))
+            }
+            None => Err(Status::invalid_argument(AUTH_FAILED)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Two;
+    impl Tokens for Two {
+        fn login(&self, name: &str, secret: &str) -> Option<Permission> {
+            self.bearer(secret).filter(|(n, _)| &**n == name).map(|(_, p)| p)
+        }
+        fn bearer(&self, secret: &str) -> Option<(Arc<str>, Permission)> {
+            match secret {
+                "r-secret" => Some(("reader".into(), Permission::Read)),
+                "w-secret" => Some(("app".into(), Permission::Write)),
+                _ => None,
+            }
+        }
+    }
+
+    fn auth(policy: Policy) -> Auth {
+        Auth { tokens: Some(Arc::new(Two)), policy }
+    }
+
+    #[test]
+    fn a_token_gets_its_role_and_nothing_above_it() {
+        let a = auth(Policy::CertificateIsAdmin);
+        let reader = a.admit("/etcdserverpb.KV/Range", Some(b"r-secret")).unwrap();
+        assert_eq!(
+            (reader.token.as_deref(), reader.permission),
+            (Some("reader"), Permission::Read)
+        );
+        let put = a.admit("/etcdserverpb.KV/Put", Some(b"r-secret")).unwrap_err();
+        assert_eq!((put.code(), put.message()), (tonic::Code::PermissionDenied, PERMISSION_DENIED));
+        assert!(a.admit("/etcdserverpb.KV/Put", Some(b"w-secret")).is_ok());
+        let compact = a.admit("/etcdserverpb.KV/Compact", Some(b"w-secret")).unwrap_err();
+        assert_eq!(compact.code(), tonic::Code::PermissionDenied);
+        // An unknown method needs an administrator.
+        assert!(a.admit("/etcdserverpb.Auth/UserAdd", Some(b"w-secret")).is_err());
+        let bad = a.admit("/etcdserverpb.KV/Range", Some(b"guess")).unwrap_err();
+        assert_eq!((bad.code(), bad.message()), (tonic::Code::Unauthenticated, INVALID_TOKEN));
+    }
+
+    #[test]
+    fn without_a_token_the_policy_decides() {
+        let open = auth(Policy::CertificateIsAdmin);
+        assert_eq!(open.admit("/etcdserverpb.KV/Compact", None).unwrap(), Caller::certificate());
+        let strict = auth(Policy::TokenRequired);
+        let e = strict.admit("/etcdserverpb.KV/Range", None).unwrap_err();
+        assert_eq!((e.code(), e.message()), (tonic::Code::InvalidArgument, USER_EMPTY));
+        assert!(strict.admit("/etcdserverpb.Auth/Authenticate", None).is_ok(), "to get one");
+    }
+
+    #[test]
+    fn authenticate_answers_the_token_for_a_name_and_its_secret_only() {
+        let a = auth(Policy::TokenRequired);
+        let login = |name: &str, password: &str| {
+            let r = AuthenticateRequest { name: name.into(), password: password.into() };
+            a.authenticate(Request::new(r), Default::default())
+        };
+        assert_eq!(login("app", "w-secret").unwrap().into_inner().token, "w-secret");
+        for (name, password) in [("reader", "w-secret"), ("app", "nope"), ("", "")] {
+            let e = login(name, password).unwrap_err();
+            assert_eq!((e.code(), e.message()), (tonic::Code::InvalidArgument, AUTH_FAILED));
+        }
+        let off = Auth { tokens: None, policy: Policy::CertificateIsAdmin };
+        let r = AuthenticateRequest { name: "app".into(), password: "w-secret".into() };
+        let e = off.authenticate(Request::new(r), Default::default()).unwrap_err();
+        assert_eq!(e.message(), AUTH_NOT_ENABLED);
+    }
+
+    #[test]
+    fn a_lease_is_its_owners_and_the_administrators() {
+        let app = Caller { token: Some("app".into()), permission: Permission::Write };
+        assert!(app.may_use(Some("app")));
+        assert!(!app.may_use(Some("other")));
+        assert!(!app.may_use(None), "a lease without owner is the administrators'");
+        assert!(Caller::certificate().may_use(Some("app")));
+        assert_eq!(app.grant_owner().as_deref(), Some("app"));
+        assert_eq!(Caller::certificate().grant_owner(), None);
+    }
+}
