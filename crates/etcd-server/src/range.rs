@@ -69,6 +69,13 @@ pub fn range(store: &Store, r: &RangeRequest) -> Result<RangeResponse, Status> {
     });
     let target = SortTarget::try_from(r.sort_target).unwrap_or(SortTarget::Key);
     let mut order = SortOrder::try_from(r.sort_order).unwrap_or(SortOrder::None);
+    let filtered = min_mod != 0 || max_mod != 0 || min_create != 0 || max_create != 0;
+    if let (SortOrder::None, false, Ok(limit @ 1..)) = (order, filtered, usize::try_from(r.limit)) {
+        // As etcd: without a sort order or filters it reads only the first
+        // limit + 1 keys (in key order), then sorts those by a target other
+        // than the key (below): not the whole range.
+        kvs.truncate(limit + 1);
+    }
     if target != SortTarget::Key && order == SortOrder::None {
         order = SortOrder::Ascend;
     }
@@ -82,11 +89,13 @@ pub fn range(store: &Store, r: &RangeRequest) -> Result<RangeResponse, Status> {
                 SortTarget::Value => a.value.cmp(&b.value),
             }
         };
-        // Stable, by key among equals (etcd's sort is not stable: its
-        // order among equals is unspecified).
-        kvs.sort_by(by);
-        if order == SortOrder::Descend {
-            kvs.reverse();
+        // Stable: equals stay in key order, in either direction. etcd sorts
+        // with Go's sort.Sort (sort.Reverse for descending), an insertion
+        // sort up to 12 items, so the same order there; beyond, its order
+        // among equals is unspecified.
+        match order {
+            SortOrder::Descend => kvs.sort_by(|a, b| by(b, a)),
+            _ => kvs.sort_by(by),
         }
     }
     let mut more = false;
