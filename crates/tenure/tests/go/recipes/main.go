@@ -5,12 +5,18 @@
 //
 //	HOLD <start unix ns> <end unix ns> <revision of its key>
 //
-// then DONE. A call that fails (the node it talks to was killed, no leader
+// then DONE. In stm mode it instead increments the counter key NAME
+// ROUNDS times, each in a software transaction (concurrency.NewSTM, its
+// default serializable-snapshot isolation), printing the value it wrote:
+//
+//	INCR <value> <times the transaction ran: more than 1 after a conflict>
+//
+// A call that fails (the node it talks to was killed, no leader
 // for a moment) is retried, as an application would; the session's lease
 // running out ends the program with an error, since whatever it held may
 // then be held by another.
 //
-// Usage: recipes elect|lock NAME ROUNDS HOLD_MS ENDPOINTS CACERT CERT KEY
+// Usage: recipes elect|lock|stm NAME ROUNDS HOLD_MS ENDPOINTS CACERT CERT KEY
 package main
 
 import (
@@ -59,7 +65,7 @@ func retry(what string, call func(ctx context.Context) error) {
 func main() {
 	fmt.Printf("START %d\n", time.Now().UnixNano())
 	if len(os.Args) != 9 {
-		fail("usage: recipes elect|lock NAME ROUNDS HOLD_MS ENDPOINTS CACERT CERT KEY")
+		fail("usage: recipes elect|lock|stm NAME ROUNDS HOLD_MS ENDPOINTS CACERT CERT KEY")
 	}
 	mode, name := os.Args[1], os.Args[2]
 	rounds, err := strconv.Atoi(os.Args[3])
@@ -102,6 +108,27 @@ func main() {
 		var rev int64
 		var release func(ctx context.Context) error
 		switch mode {
+		case "stm":
+			// A failed commit is retried by NewSTM itself (a conflict);
+			// an error here is a call that failed, tried again.
+			var wrote, runs int
+			retry("stm", func(ctx context.Context) error {
+				_, err := concurrency.NewSTM(cli, func(s concurrency.STM) error {
+					runs++
+					n := 0
+					if v := s.Get(name); v != "" {
+						if n, err = strconv.Atoi(v); err != nil {
+							return err
+						}
+					}
+					wrote = n + 1
+					s.Put(name, strconv.Itoa(wrote))
+					return nil
+				}, concurrency.WithAbortContext(ctx))
+				return err
+			})
+			fmt.Printf("INCR %d %d\n", wrote, runs)
+			continue
 		case "elect":
 			e := concurrency.NewElection(session, name)
 			retry("campaign", func(ctx context.Context) error { return e.Campaign(ctx, me) })
