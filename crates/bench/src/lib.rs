@@ -26,6 +26,7 @@ mod elect_observe;
 mod etcd;
 mod failover;
 mod fetch;
+pub mod grpc;
 pub mod kv;
 mod kv_faults;
 mod kv_load;
@@ -89,6 +90,10 @@ enum BenchCommand {
     /// writer: the time to the new voter and the write latency before and
     /// during; with --compare etcd, the same with etcd's learners.
     Membership(membership::MembershipArgs),
+    /// etcd's v3 gRPC API under load, tenure's etcd listener (and etcd with
+    /// --compare etcd) through one client: put, range (linearizable and
+    /// serializable), txn-put, lease-keepalive.
+    Grpc(grpc::GrpcArgs),
 }
 
 /// Flags of `tenure bench failover`.
@@ -135,6 +140,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCommand::Kv(a) => kv::run(a).await,
         BenchCommand::Elect(a) => elect::run(a).await,
         BenchCommand::Membership(a) => membership::run(a).await,
+        BenchCommand::Grpc(a) => grpc::run(a).await,
     }
 }
 

@@ -94,6 +94,8 @@ pub fn keep_logs<S: System>(sys: &S, dir: &Path) -> anyhow::Result<()> {
 pub struct Tenure {
     cluster: LocalCluster,
     endpoints: Vec<String>,
+    /// The nodes' etcd gRPC URLs, when they serve etcd's API.
+    etcd: Vec<String>,
     client: Client,
     fetch: Fetch,
 }
@@ -108,7 +110,19 @@ impl Tenure {
         protocol: tenure_core::ProtocolKind,
         tls: bool,
     ) -> anyhow::Result<Self> {
-        Tenure::launch(nodes, false, heartbeat_ms, election_timeout_ms, protocol, tls)
+        Tenure::launch(nodes, false, false, heartbeat_ms, election_timeout_ms, protocol, tls)
+    }
+
+    /// [`Tenure::start_all`], every node also serving etcd's v3 gRPC API
+    /// (`--etcd-listen`, [`Tenure::etcd_urls`]).
+    pub fn start_serving_etcd(
+        nodes: usize,
+        heartbeat_ms: u64,
+        election_timeout_ms: u64,
+        protocol: tenure_core::ProtocolKind,
+        tls: bool,
+    ) -> anyhow::Result<Self> {
+        Tenure::launch(nodes, false, true, heartbeat_ms, election_timeout_ms, protocol, tls)
     }
 
     /// Starts `nodes` servers as [`Tenure::start_all`] does, and prepares
@@ -123,12 +137,13 @@ impl Tenure {
         protocol: tenure_core::ProtocolKind,
         tls: bool,
     ) -> anyhow::Result<Self> {
-        Tenure::launch(nodes, true, heartbeat_ms, election_timeout_ms, protocol, tls)
+        Tenure::launch(nodes, true, false, heartbeat_ms, election_timeout_ms, protocol, tls)
     }
 
     fn launch(
         nodes: usize,
         spare: bool,
+        etcd: bool,
         heartbeat_ms: u64,
         election_timeout_ms: u64,
         protocol: tenure_core::ProtocolKind,
@@ -148,6 +163,7 @@ impl Tenure {
         if spare {
             prepare_joiners(&mut cluster, nodes)?;
         }
+        let etcd = if etcd { cluster.serve_etcd()? } else { Vec::new() };
         for i in 0..nodes {
             cluster.start(i)?;
         }
@@ -155,7 +171,24 @@ impl Tenure {
         let ca = cluster.ca();
         let options = ClientOptions { cacert: ca.as_deref(), token: Some(cluster.token()) };
         let (client, fetch) = (cluster.client()?, Fetch::new(options)?);
-        Ok(Tenure { cluster, endpoints, client, fetch })
+        Ok(Tenure { cluster, endpoints, etcd, client, fetch })
+    }
+
+    /// The nodes' etcd gRPC URLs (empty unless started by
+    /// [`Tenure::start_serving_etcd`]).
+    pub fn etcd_urls(&self) -> &[String] {
+        &self.etcd
+    }
+
+    /// Node `i`'s certificate and key (with TLS): a client certificate of
+    /// the cluster's CA, which the etcd listener asks for.
+    pub fn tls_files(&self, i: usize) -> Option<(PathBuf, PathBuf)> {
+        match &self.cluster.servers[i].args.tls {
+            tenure_launch::server::Tls::Files { cert, key, .. } => {
+                Some((cert.clone(), key.clone()))
+            }
+            tenure_launch::server::Tls::Off => None,
+        }
     }
 
     /// An API client trusting the servers' CA, with the cluster's token.

@@ -500,6 +500,7 @@ impl Cluster {
             protocol: protocol()?,
             tls: self.tls(id),
             single_node: false,
+            etcd_listen: None,
         })
     }
 

@@ -117,6 +117,7 @@ impl LocalCluster {
                     protocol: settings.protocol.clone(),
                     tls,
                     single_node: settings.nodes == 1,
+                    etcd_listen: None,
                 };
                 let proc =
                     Proc::new(format!("node {id}"), dir.path().join(format!("node-{id}.log")));
@@ -124,6 +125,20 @@ impl LocalCluster {
             })
             .collect();
         Ok(LocalCluster { exe: settings.exe.clone(), token, tls: settings.tls, servers, dir })
+    }
+
+    /// Has every server (started from now on) serve etcd's v3 gRPC API on
+    /// a free port of its own; their URLs, in order (https with TLS: the
+    /// servers then ask for a client certificate of their CA).
+    pub fn serve_etcd(&mut self) -> Result<Vec<String>, Error> {
+        let ports = free_ports(self.servers.len())?;
+        let scheme = if self.tls { "https" } else { "http" };
+        let mut urls = Vec::new();
+        for (server, port) in self.servers.iter_mut().zip(ports) {
+            server.args.etcd_listen = Some(format!("127.0.0.1:{port}"));
+            urls.push(format!("{scheme}://127.0.0.1:{port}"));
+        }
+        Ok(urls)
     }
 
     /// The CA of the servers' certificates (None without TLS).

@@ -54,6 +54,8 @@ pub struct ServerArgs {
     pub tls: Tls,
     /// `--single-node`: a one-node cluster, asked for.
     pub single_node: bool,
+    /// `--etcd-listen HOST:PORT`: also serve etcd's v3 gRPC API there.
+    pub etcd_listen: Option<String>,
 }
 
 impl ServerArgs {
@@ -94,6 +96,10 @@ impl ServerArgs {
         if self.single_node {
             args.push("--single-node".into());
         }
+        if let Some(listen) = &self.etcd_listen {
+            args.push("--etcd-listen".into());
+            args.push(listen.into());
+        }
         args
     }
 }
@@ -123,6 +129,7 @@ mod tests {
             protocol: "raft".into(),
             tls: Tls::Off,
             single_node: false,
+            etcd_listen: None,
         }
     }
 

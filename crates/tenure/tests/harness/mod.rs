@@ -325,6 +325,7 @@ impl TestCluster {
             protocol: s.protocol.clone(),
             tls,
             single_node: self.servers.len() == 1,
+            etcd_listen: None,
         };
         let mut command = Command::new(exe());
         command.args(args.args()).envs(self.env.iter().map(|(k, v)| (k, v))).args(extra);
