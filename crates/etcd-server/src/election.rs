@@ -100,8 +100,15 @@ impl Election for ElectionService {
         request: Request<ProclaimRequest>,
     ) -> Result<Response<ProclaimResponse>, Status> {
         self.0.check_leader(&request)?;
+        let caller = Caller::of(&request);
         let r = request.into_inner();
         let leader = r.leader.ok_or_else(|| Status::unknown(MISSING_LEADER_KEY))?;
+        // The put attaches the key to the leader key's lease: the caller's
+        // to use, as for a campaign.
+        if leader.lease > 0 {
+            let lease = tenure_kv::LeaseId(leader.lease as u64);
+            self.0.check_attach(&caller, lease).await.map_err(as_etcd)?;
+        }
         let put = queue::put(&leader.key, &r.value, leader.lease);
         let (proclaimed, header) =
             queue::if_created_at(&self.0, &leader.key, leader.rev, put).await?;
@@ -136,7 +143,7 @@ impl Election for ElectionService {
         request: Request<LeaderRequest>,
     ) -> Result<Response<Self::ObserveStream>, Status> {
         self.0.check_leader(&request)?;
-        let slot = self.0.waiting.take()?;
+        let slot = self.0.observing.take()?;
         let name = request.into_inner().name;
         let (tx, rx) = mpsc::channel(OBSERVE_QUEUE);
         tokio::spawn(observe(self.0.clone(), name, tx, slot));

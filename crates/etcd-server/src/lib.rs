@@ -143,8 +143,11 @@ pub(crate) struct Shared {
     /// True once the server stops: long-lived streams end then (the
     /// server's graceful shutdown waits for every open stream).
     pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
-    /// The slots of the calls waiting for their turn or a new leader.
+    /// The slots of the calls waiting for their turn (Campaign, Lock).
     pub(crate) waiting: queue::WaitSlots,
+    /// The slots of the Observe streams: their own, so that readers
+    /// cannot take those of the candidates.
+    pub(crate) observing: queue::WaitSlots,
 }
 
 impl Shared {
@@ -201,7 +204,8 @@ pub async fn serve(
         client_url: format!("{scheme}://{addr}"),
         ctx,
         stopping,
-        waiting: queue::WaitSlots::new(),
+        waiting: queue::WaitSlots::new("Campaign and Lock"),
+        observing: queue::WaitSlots::new("Observe"),
     });
     let mut server = Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)

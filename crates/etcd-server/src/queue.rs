@@ -49,21 +49,26 @@ pub const WITHDRAW_BOUND: Duration = Duration::from_secs(10);
 /// found no leader.
 const CONFIRM_RETRY: Duration = Duration::from_millis(100);
 
-/// The slots of the waiting calls of one member.
-pub(crate) struct WaitSlots(Arc<Semaphore>);
+/// The slots of one kind of waiting call of one member.
+pub(crate) struct WaitSlots {
+    slots: Arc<Semaphore>,
+    /// The calls, for the refusal: "Campaign and Lock", "Observe".
+    calls: &'static str,
+}
 
 impl WaitSlots {
-    pub(crate) fn new() -> Self {
-        WaitSlots(Arc::new(Semaphore::new(MAX_WAITING_CALLS)))
+    pub(crate) fn new(calls: &'static str) -> Self {
+        WaitSlots { slots: Arc::new(Semaphore::new(MAX_WAITING_CALLS)), calls }
     }
 
     /// A slot for one waiting call (held until dropped), or
     /// ResourceExhausted when [`MAX_WAITING_CALLS`] are waiting.
     pub(crate) fn take(&self) -> Result<OwnedSemaphorePermit, Status> {
-        self.0.clone().try_acquire_owned().map_err(|_| {
+        self.slots.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
-                "tenure: this member already serves {MAX_WAITING_CALLS} waiting Campaign, Lock \
-                 and Observe calls, its most; try again later or through another member"
+                "tenure: this member already serves {MAX_WAITING_CALLS} waiting {} calls, its \
+                 most; try again later or through another member",
+                self.calls
             ))
         })
     }
@@ -340,11 +345,15 @@ mod tests {
 
     #[test]
     fn a_member_refuses_the_waiting_call_past_its_limit_until_one_ends() {
-        let slots = WaitSlots::new();
+        let slots = WaitSlots::new("Campaign and Lock");
         let mut held: Vec<_> = (0..MAX_WAITING_CALLS).map(|_| slots.take().unwrap()).collect();
         let refused = slots.take().unwrap_err();
         assert_eq!(refused.code(), Code::ResourceExhausted, "a code clients retry on");
-        assert!(refused.message().contains("1024 waiting"), "{}", refused.message());
+        assert!(
+            refused.message().contains("1024 waiting Campaign and Lock"),
+            "{}",
+            refused.message()
+        );
         held.pop();
         let _again = slots.take().expect("a slot frees when its call ends");
         assert!(slots.take().is_err());

@@ -69,6 +69,8 @@ pub(crate) async fn before_stop(node: &NodeHandle, kv: &Replicated<Store>) {
     let (timings, _) = node.timings();
     let give_up = Instant::now() + timings.election_timeout;
     let wanted = kv.status().last.index;
+    // Voters the elector refused (unreachable): asked once.
+    let mut refused = Vec::new();
     loop {
         let log = kv.status();
         if log.leading.is_none() {
@@ -78,10 +80,14 @@ pub(crate) async fn before_stop(node: &NodeHandle, kv: &Replicated<Store>) {
             .followers
             .iter()
             .filter(|&&(id, held)| held >= wanted && log.membership.members.is_voter(id))
+            .filter(|(id, _)| !refused.contains(id))
             .map(|&(id, held)| (held, id))
             .collect();
+        // The one that holds the most first: writes go on meanwhile, and a
+        // voter that holds entries the successor lacks would refuse it.
         ready.sort_by(|a, b| b.cmp(a));
         for (held, to) in ready {
+            refused.push(to);
             if node.transfer_leadership(to).await.is_ok() {
                 info!(node = %node.id(), successor = %to, held, "stopping: handed leadership to a voter that holds the log");
                 return;

@@ -600,6 +600,12 @@ async fn etcd_users_are_api_tokens_with_their_roles_and_leases() {
     let err = other.fails(&["put", "k2", "v", &format!("--lease={hex}")]);
     assert!(err.contains("permission denied"), "keys attached to another's lease: {err}");
     app.ok(&["put", "k2", "v", &format!("--lease={hex}")]);
+    // A lease not granted yet is refused, not checked later: ids count up,
+    // and another token's grant could take the id before the write applied.
+    let err = other.fails(&["put", "k3", "v", &format!("--lease={:x}", id + 1000)]);
+    assert!(err.contains("requested lease not found"), "{err}");
+    // Proclaim puts with the leader key's lease: another token's is refused.
+    proclaim_with_anothers_lease_is_refused(e, id).await;
     let (ok, out, err) = other.run(&os(&["lease", "keep-alive", "--once", &hex]), None);
     assert!(!ok || !out.contains("keepalived"), "another token renewed the lease: {out}{err}");
     assert!(app.ok(&["lease", "keep-alive", "--once", &hex]).contains("keepalived"));
@@ -607,4 +613,32 @@ async fn etcd_users_are_api_tokens_with_their_roles_and_leases() {
     app.ok(&["lease", "revoke", &hex]);
     let mine = other.json(&["lease", "grant", "60"])["ID"].as_i64().unwrap();
     admin.ok(&["lease", "revoke", &format!("{mine:x}")]);
+}
+
+/// `test-other` campaigns with a lease of its own, then proclaims with the
+/// leader key naming `victim` (a lease of `test-app`): refused, and the
+/// value is not written.
+async fn proclaim_with_anothers_lease_is_refused(e: &Endpoint, victim: i64) {
+    use tenure_etcd_api::etcdserverpb::lease_client::LeaseClient;
+    use tenure_etcd_api::etcdserverpb::LeaseGrantRequest;
+    use tenure_etcd_api::v3electionpb::election_client::ElectionClient;
+    use tenure_etcd_api::v3electionpb::{CampaignRequest, LeaderKey, ProclaimRequest};
+    let channel = harness::etcd_channel(&e.url, &e.tls).await;
+    let token = |mut r: tonic::Request<()>| {
+        r.metadata_mut().insert("token", OTHER_TOKEN.parse().unwrap());
+        Ok(r)
+    };
+    let mut lease = LeaseClient::with_interceptor(channel.clone(), token);
+    let mine = lease.lease_grant(LeaseGrantRequest { ttl: 60, id: 0 }).await.unwrap();
+    let mine = mine.into_inner().id;
+    let mut election = ElectionClient::with_interceptor(channel, token);
+    let campaign = CampaignRequest { name: b"owned".to_vec(), lease: mine, value: b"a".to_vec() };
+    let leader = election.campaign(campaign).await.expect("a campaign").into_inner().leader;
+    let leader = leader.expect("a leader key");
+    let forged = LeaderKey { lease: victim, ..leader.clone() };
+    let proclaim = ProclaimRequest { leader: Some(forged), value: b"b".to_vec() };
+    let refused = election.proclaim(proclaim).await.expect_err("a proclaim with another's lease");
+    assert!(refused.message().contains("permission denied"), "{refused:?}");
+    let own = ProclaimRequest { leader: Some(leader), value: b"c".to_vec() };
+    election.proclaim(own).await.expect("a proclaim with its own lease");
 }
