@@ -1016,7 +1016,7 @@ impl Store {
             _ => rest,
         };
         match rest {
-            [] => store.renumber_from_zero(),
+            [] => store.renumber_from_zero()?,
             [NUMBERING_IMAGE_FORMAT, ..] => {
                 let numbering = match postcard::take_from_bytes::<NumberingImage>(rest) {
                     Ok((numbering, [])) => numbering,
@@ -1043,13 +1043,20 @@ impl Store {
 
     /// An image of a build whose empty store was at revision 0 (see
     /// [`NumberingImage`]): every revision one higher.
-    fn renumber_from_zero(&mut self) {
-        self.revision += 1;
+    /// An image at the last revision there is cannot be raised: refused.
+    fn renumber_from_zero(&mut self) -> Result<(), String> {
+        // Every key's revisions are at most the store's (checked on
+        // reading), so theirs cannot overflow once the store's does not.
+        self.revision = self
+            .revision
+            .checked_add(1)
+            .ok_or("an image of an earlier build at the last revision there is")?;
         self.compacted = self.revision;
         for kv in self.keys.values_mut() {
             kv.create_revision += 1;
             kv.mod_revision += 1;
         }
+        Ok(())
     }
 
     /// Reads the [`LeaseImage`] (or [`OwnedLeaseImage`], by its first
@@ -1459,6 +1466,10 @@ mod tests {
         assert_eq!(t.revision(), s.revision());
         assert_eq!(t.range("", 10), s.range("", 10), "create and mod revisions too");
         assert_eq!(t.snapshot(), s.snapshot(), "and written back in this build's numbering");
+        // An image at the last revision there is cannot be raised.
+        let last =
+            postcard::to_allocvec(&LegacyImage { revision: u64::MAX, keys: vec![] }).unwrap();
+        assert!(Store::new().restore(&last).unwrap_err().contains("last revision"));
         // An empty store of an earlier build (revision 0) is an empty one here.
         let mut e = Store::new();
         e.restore(&earlier_build_image(&Store::new())).unwrap();
