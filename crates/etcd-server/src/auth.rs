@@ -253,6 +253,16 @@ mod tests {
             let e = login(name, password).unwrap_err();
             assert_eq!((e.code(), e.message()), (tonic::Code::InvalidArgument, AUTH_FAILED));
         }
+        // A stranger's huge or malformed credentials: refused, as a wrong one.
+        let huge = "x".repeat(MAX_CREDENTIAL_BYTES + 1);
+        for (name, password) in [(huge.as_str(), "w-secret"), ("app", huge.as_str())] {
+            let e = login(name, password).unwrap_err();
+            assert_eq!((e.code(), e.message()), (tonic::Code::InvalidArgument, AUTH_FAILED));
+        }
+        for token in [&[0xff, 0xfe][..], &[b'x'; 70_000][..], b""] {
+            let e = a.admit("/etcdserverpb.KV/Range", Some(token)).unwrap_err();
+            assert_eq!((e.code(), e.message()), (tonic::Code::Unauthenticated, INVALID_TOKEN));
+        }
         let off = Auth { tokens: None, policy: Policy::CertificateIsAdmin };
         let r = AuthenticateRequest { name: "app".into(), password: "w-secret".into() };
         let e = off.authenticate(Request::new(r), Default::default()).unwrap_err();
