@@ -77,7 +77,10 @@ pub fn refused(r: &Refusal) -> Status {
         Refusal::LeaseNotFound(_) => Status::not_found(LEASE_NOT_FOUND),
         Refusal::Compacted { .. } => Status::out_of_range(COMPACTED),
         Refusal::FutureRevision { .. } => Status::out_of_range(FUTURE_REV),
-        Refusal::RangeTooLarge { .. } => Status::invalid_argument(format!("tenure: {r}")),
+        Refusal::KeyNotFound(_) => invalid(KEY_NOT_FOUND),
+        Refusal::RangeTooLarge { .. } | Refusal::ReadTooLarge { .. } => {
+            Status::invalid_argument(format!("tenure: {r}"))
+        }
         other => Status::resource_exhausted(format!("tenure: {other}")),
     }
 }

@@ -4,8 +4,7 @@
 
 use crate::auth::Caller;
 use crate::errors::{
-    self, invalid, not_utf8, reserved, KEY_NOT_FOUND, KEY_NOT_PROVIDED, LEASE_PROVIDED,
-    VALUE_PROVIDED,
+    self, invalid, not_utf8, reserved, KEY_NOT_PROVIDED, LEASE_PROVIDED, VALUE_PROVIDED,
 };
 use crate::range::{key_range, range, to_etcd};
 use crate::Shared;
@@ -15,15 +14,14 @@ use tenure_etcd_api::etcdserverpb::{
     CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
     PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
 };
-use tenure_kv::{Command, KeyRange, LeaseId, OpResponse, Response as KvResponse, Store};
+use tenure_kv::{
+    Command, KeyRange, LeaseId, OpResponse, RangeOp, RangeOpResponse, RangeTxn,
+    Response as KvResponse, Store,
+};
 use tonic::{Request, Response, Status};
 
 /// Keys tenure keeps for its sessions and elections: not written here.
 pub(crate) const RESERVED_PREFIX: &[u8] = b"_tenure/";
-
-/// How often a Put with `ignore_value` or `ignore_lease` retries its
-/// compare-and-set when another write changed the key in between.
-const MAX_IGNORE_RETRIES: usize = 16;
 
 /// The KV service.
 pub(crate) struct KvService(pub(crate) Arc<Shared>);
@@ -125,35 +123,37 @@ impl Kv for KvService {
         if let Some(lease) = lease {
             self.0.check_attach(&caller, lease).await?;
         }
-        let mut tries = 0;
-        loop {
-            // With ignore_value or ignore_lease, the key's current value or
-            // lease is kept: a compare-and-set on its mod_revision.
-            let (value, lease, if_mod_revision) = if r.ignore_value || r.ignore_lease {
-                let current = self.0.read(false, |s| s.get(&key).cloned()).await?;
-                let Some(current) = current else { return Err(invalid(KEY_NOT_FOUND)) };
-                let value = if r.ignore_value { current.value } else { r.value.clone() };
-                let lease = if r.ignore_lease { current.lease } else { lease };
-                (value, lease, Some(current.mod_revision))
-            } else {
-                (r.value.clone(), lease, None)
+        if r.ignore_value || r.ignore_lease {
+            // The key's current value or lease is kept: read and written in
+            // one step of the store (etcd's transaction of one put).
+            let put = RangeOp::Put {
+                key,
+                value: Vec::new(),
+                lease,
+                ignore_value: r.ignore_value,
+                ignore_lease: r.ignore_lease,
             };
-            let command = Command::Put { key: key.clone(), value, if_mod_revision, lease };
-            match self.0.propose(&command).await? {
-                KvResponse::Put { revision, prev } => {
-                    let prev_kv = prev.as_ref().filter(|_| r.prev_kv).map(to_etcd);
-                    let header = Some(self.0.header(revision));
-                    return Ok(Response::new(PutResponse { header, prev_kv }));
-                }
-                KvResponse::Conflict { .. } if tries < MAX_IGNORE_RETRIES => tries += 1,
-                KvResponse::Conflict { .. } => {
-                    return Err(Status::aborted(
-                        "tenure: the key kept changing during a put with ignore_value or \
-                         ignore_lease; nothing was written",
-                    ))
-                }
-                other => return Err(unexpected(&other)),
+            let txn = RangeTxn { compare: Vec::new(), success: vec![put], failure: Vec::new() };
+            return match self.0.propose(&Command::RangeTxn(txn)).await? {
+                KvResponse::RangeTxn { revision, mut responses, .. } => match responses.pop() {
+                    Some(RangeOpResponse::Put { prev }) => {
+                        let prev_kv = prev.as_ref().filter(|_| r.prev_kv).map(to_etcd);
+                        let header = Some(self.0.header(revision));
+                        Ok(Response::new(PutResponse { header, prev_kv }))
+                    }
+                    _ => Err(Status::internal("tenure: a put answered as something else")),
+                },
+                other => Err(unexpected(&other)),
+            };
+        }
+        let command = Command::Put { key, value: r.value.clone(), if_mod_revision: None, lease };
+        match self.0.propose(&command).await? {
+            KvResponse::Put { revision, prev } => {
+                let prev_kv = prev.as_ref().filter(|_| r.prev_kv).map(to_etcd);
+                let header = Some(self.0.header(revision));
+                Ok(Response::new(PutResponse { header, prev_kv }))
             }
+            other => Err(unexpected(&other)),
         }
     }
 

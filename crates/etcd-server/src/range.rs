@@ -25,11 +25,7 @@ const KV_OVERHEAD: usize = 48;
 /// etcd's range of `key` to `range_end`: one key when the end is empty,
 /// every key from `key` on when it is `"\0"`.
 pub fn key_range<'a>(key: &'a [u8], range_end: &'a [u8]) -> KeyRange<'a> {
-    match range_end {
-        [] => KeyRange::Key(key),
-        [0] => KeyRange::From(key),
-        end => KeyRange::Between(key, end),
-    }
+    KeyRange::of(key, range_end)
 }
 
 pub use tenure_etcd_api::prefix_end;
@@ -53,8 +49,20 @@ pub fn range(store: &Store, r: &RangeRequest) -> Result<RangeResponse, Status> {
     }
     let at = u64::try_from(r.revision).unwrap_or(0);
     let found = store.range_at(&key_range(&r.key, &r.range_end), at);
-    let mut kvs = found.map_err(|e| errors::read_error(&e))?;
+    let kvs = found.map_err(|e| errors::read_error(&e))?;
     let count = kvs.len() as i64;
+    shape(kvs, count, r)
+}
+
+/// The answer to `r` from the keys of its range in key order (all of
+/// them, or the first ones its options need) and how many the range
+/// holds: filters, sort, limit, `keys_only`, `count_only` (the header is
+/// the caller's).
+pub fn shape(
+    mut kvs: Vec<&KeyValue>,
+    count: i64,
+    r: &RangeRequest,
+) -> Result<RangeResponse, Status> {
     if r.count_only {
         return Ok(RangeResponse { header: None, kvs: Vec::new(), more: false, count });
     }

@@ -3,23 +3,21 @@
 //! * a transaction that only reads (ranges, nested read-only transactions)
 //!   is evaluated on the store at one linearizable read, in full: ranges
 //!   with every option, comparisons over ranges, nesting;
-//! * one that writes becomes one tenure transaction through the log, at
-//!   one revision: comparisons of single keys (every target and result),
-//!   puts (with a lease), deletes of single keys and reads of single keys;
-//!   range reads and reads at a revision are answered after it commits,
-//!   at its revision (see `deferred_reads`). Comparisons over a range,
-//!   range deletes, nested transactions and `ignore_value`/`ignore_lease`
-//!   inside a transaction that writes answer Unimplemented (docs/ETCD.md).
+//! * one that writes becomes one command through the log,
+//!   [`tenure_kv::Command::RangeTxn`], which the store runs as etcd does:
+//!   every comparison and operation, nested transactions, at one revision;
+//!   the answers of its range reads are shaped here, with the options of
+//!   their requests ([`shape`]).
 
 use crate::auth::{self, Caller, Permission};
 use crate::errors::{
-    invalid, unimplemented, DUPLICATE_KEY, KEY_NOT_FOUND, KEY_NOT_PROVIDED, TOO_MANY_OPS,
+    self, invalid, KEY_NOT_FOUND, KEY_NOT_PROVIDED, LEASE_PROVIDED, TOO_MANY_OPS, VALUE_PROVIDED,
 };
 use crate::kv::{check_writable, lease_of, unexpected, utf8_key};
-use crate::range::{holds, key_range, range, to_etcd};
+use crate::range::{holds, range, shape, to_etcd};
 use crate::Shared;
-use std::collections::BTreeSet;
 use tenure_etcd_api::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use tenure_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
 use tenure_etcd_api::etcdserverpb::request_op::Request as Op;
 use tenure_etcd_api::etcdserverpb::response_op::Response as OpAnswer;
 use tenure_etcd_api::etcdserverpb::{
@@ -27,8 +25,8 @@ use tenure_etcd_api::etcdserverpb::{
     RequestOp, ResponseHeader, ResponseOp, TxnRequest, TxnResponse,
 };
 use tenure_kv::{
-    Command, Compare, CompareOp, OpResponse, Response as KvResponse, Store, Target, TxnOp,
-    MAX_TXN_OPS,
+    Command, CompareOp, KeyRange, RangeCompare, RangeOp, RangeOpResponse, RangeTxn,
+    Response as KvResponse, Span, Store, Target, MAX_TXN_OPS,
 };
 use tonic::Status;
 
@@ -45,11 +43,11 @@ pub(crate) async fn txn(
         if caller.permission < Permission::Write {
             return Err(Status::permission_denied(auth::PERMISSION_DENIED));
         }
-        for op in t.success.iter().chain(&t.failure) {
-            if let Some(Op::RequestPut(p)) = &op.request {
-                if let Some(lease) = lease_of(p.lease)? {
-                    shared.check_attach(caller, lease).await?;
-                }
+        let mut leases = Vec::new();
+        put_leases(&t, &mut leases);
+        for lease in leases {
+            if let Some(lease) = lease_of(lease)? {
+                shared.check_attach(caller, lease).await?;
             }
         }
     }
@@ -59,94 +57,22 @@ pub(crate) async fn txn(
         answer.header = Some(shared.header(revision));
         return Ok(answer);
     }
-    let compare = t.compare.iter().map(compare_of).collect::<Result<Vec<_>, _>>()?;
-    let success = t.success.iter().map(op_of).collect::<Result<Vec<_>, _>>()?;
-    let failure = t.failure.iter().map(op_of).collect::<Result<Vec<_>, _>>()?;
-    let deferred_success = deferred_reads(&t.success)?;
-    let deferred_failure = deferred_reads(&t.failure)?;
-    let command = Command::Txn { compare, success, failure };
-    match shared.propose(&command).await? {
-        KvResponse::Txn { succeeded, revision, responses } => {
+    let txn = range_txn_of(&t)?;
+    txn.validate().map_err(|e| errors::invalid_command(&e))?;
+    match shared.propose(&Command::RangeTxn(txn)).await? {
+        KvResponse::RangeTxn { succeeded, revision, responses } => {
+            let changed = responses.iter().any(RangeOpResponse::changed);
+            let mut at = Revisions { before: revision - u64::from(changed), changed: false };
             let ops = if succeeded { &t.success } else { &t.failure };
-            let nested = ResponseHeader { revision: revision as i64, ..Default::default() };
-            let mut responses: Vec<ResponseOp> = ops
-                .iter()
-                .zip(responses)
-                .map(|(op, answer)| answer_of(op, answer, &nested))
-                .collect();
-            let deferred = if succeeded { deferred_success } else { deferred_failure };
-            if !deferred.is_empty() {
-                // One linearizable read, after the transaction committed:
-                // this node's store holds its revision by then.
-                let answers = shared
-                    .read(false, |s| {
-                        deferred
-                            .iter()
-                            .map(|&i| read_after(s, &ops[i], revision))
-                            .collect::<Vec<_>>()
-                    })
-                    .await?;
-                for (&i, answer) in deferred.iter().zip(answers) {
-                    let mut answer = answer?;
-                    answer.header = Some(nested);
-                    responses[i] = ResponseOp { response: Some(OpAnswer::ResponseRange(answer)) };
-                }
-            }
+            let responses = answers(ops, responses, &mut at);
             Ok(TxnResponse { header: Some(shared.header(revision)), succeeded, responses })
         }
         other => Err(unexpected(&other)),
     }
 }
 
-/// The range reads of a branch that writes which are answered after the
-/// transaction (indices into the branch): ranges, and reads at a
-/// revision. A range is read at the transaction's revision, which is what
-/// it sees in the transaction when no later operation of the branch writes
-/// inside it (clientv3's `Mutex`: put its key, then read the prefix); if
-/// one does, Unimplemented. A read at a past revision is the same either
-/// way.
-fn deferred_reads(branch: &[RequestOp]) -> Result<Vec<usize>, Status> {
-    let mut deferred = Vec::new();
-    for (i, op) in branch.iter().enumerate() {
-        let Some(Op::RequestRange(r)) = &op.request else { continue };
-        if r.range_end.is_empty() && r.revision <= 0 {
-            continue;
-        }
-        if r.revision <= 0 {
-            let range = key_range(&r.key, &r.range_end);
-            let written_after = branch[i + 1..].iter().any(|later| match &later.request {
-                Some(Op::RequestPut(p)) => range.contains(&p.key),
-                Some(Op::RequestDeleteRange(d)) => range.contains(&d.key),
-                _ => false,
-            });
-            if written_after {
-                return Err(unimplemented(
-                    "a range read followed by a write inside that range, in one transaction \
-                     that writes, is not served yet; read the range after the write, or in a \
-                     transaction of its own",
-                ));
-            }
-        }
-        deferred.push(i);
-    }
-    Ok(deferred)
-}
-
-/// A deferred range read of a transaction that committed at `revision`:
-/// at that revision, or at the one it names.
-fn read_after(store: &Store, op: &RequestOp, revision: u64) -> Result<RangeResponse, Status> {
-    let Some(Op::RequestRange(r)) = &op.request else {
-        return Ok(RangeResponse::default());
-    };
-    let mut r = r.clone();
-    if r.revision <= 0 {
-        r.revision = revision as i64;
-    }
-    range(store, &r)
-}
-
 /// etcd's checks before anything runs: counts, empty keys, empty
-/// operations, keys written twice in one branch.
+/// operations (keys written twice on one path: [`RangeTxn::validate`]).
 fn check(t: &TxnRequest) -> Result<(), Status> {
     if [t.compare.len(), t.success.len(), t.failure.len()].iter().any(|&n| n > MAX_TXN_OPS) {
         return Err(invalid(TOO_MANY_OPS));
@@ -154,35 +80,16 @@ fn check(t: &TxnRequest) -> Result<(), Status> {
     if t.compare.iter().any(|c| c.key.is_empty()) {
         return Err(invalid(KEY_NOT_PROVIDED));
     }
-    for branch in [&t.success, &t.failure] {
-        let mut puts = BTreeSet::new();
-        let mut deletes = Vec::new();
-        for op in branch {
-            match &op.request {
-                None => return Err(invalid(KEY_NOT_FOUND)),
-                Some(Op::RequestRange(r)) if r.key.is_empty() => {
-                    return Err(invalid(KEY_NOT_PROVIDED))
-                }
-                Some(Op::RequestPut(p)) => {
-                    if p.key.is_empty() {
-                        return Err(invalid(KEY_NOT_PROVIDED));
-                    }
-                    if !puts.insert(p.key.as_slice()) {
-                        return Err(invalid(DUPLICATE_KEY));
-                    }
-                }
-                Some(Op::RequestDeleteRange(d)) => {
-                    if d.key.is_empty() {
-                        return Err(invalid(KEY_NOT_PROVIDED));
-                    }
-                    deletes.push(key_range(&d.key, &d.range_end));
-                }
-                Some(Op::RequestTxn(nested)) => check(nested)?,
-                Some(Op::RequestRange(_)) => {}
+    for op in t.success.iter().chain(&t.failure) {
+        match &op.request {
+            None => return Err(invalid(KEY_NOT_FOUND)),
+            Some(Op::RequestRange(r)) if r.key.is_empty() => return Err(invalid(KEY_NOT_PROVIDED)),
+            Some(Op::RequestPut(p)) if p.key.is_empty() => return Err(invalid(KEY_NOT_PROVIDED)),
+            Some(Op::RequestDeleteRange(d)) if d.key.is_empty() => {
+                return Err(invalid(KEY_NOT_PROVIDED))
             }
-        }
-        if puts.iter().any(|k| deletes.iter().any(|d| d.contains(k))) {
-            return Err(invalid(DUPLICATE_KEY));
+            Some(Op::RequestTxn(nested)) => check(nested)?,
+            Some(_) => {}
         }
     }
     Ok(())
@@ -197,8 +104,8 @@ fn read_only(t: &TxnRequest) -> bool {
     })
 }
 
-/// A read-only transaction on `store` (headers of nested answers carry the
-/// revision only, as etcd's do).
+/// A read-only transaction on `store` (headers of nested ranges carry the
+/// revision only, those of nested transactions nothing, as etcd's).
 fn evaluate(store: &Store, t: &TxnRequest) -> Result<TxnResponse, Status> {
     let mut succeeded = true;
     for c in &t.compare {
@@ -215,8 +122,9 @@ fn evaluate(store: &Store, t: &TxnRequest) -> Result<TxnResponse, Status> {
                 OpAnswer::ResponseRange(a)
             }
             Some(Op::RequestTxn(inner)) => {
+                // A nested transaction's header is empty, as etcd's.
                 let mut a = evaluate(store, inner)?;
-                a.header = Some(nested);
+                a.header = Some(ResponseHeader::default());
                 OpAnswer::ResponseTxn(a)
             }
             _ => return Err(invalid(KEY_NOT_FOUND)),
@@ -226,22 +134,39 @@ fn evaluate(store: &Store, t: &TxnRequest) -> Result<TxnResponse, Status> {
     Ok(TxnResponse { header: None, succeeded, responses })
 }
 
-/// A comparison that always holds or never does, on `key` (no key has
-/// version `u64::MAX`).
-fn constant(key: String, holds: bool) -> Compare {
-    let op = if holds { CompareOp::Less } else { CompareOp::Equal };
-    Compare { key, target: Target::Version(u64::MAX), op }
+/// The leases the puts of `t` name, nested transactions included.
+fn put_leases(t: &TxnRequest, leases: &mut Vec<i64>) {
+    for op in t.success.iter().chain(&t.failure) {
+        match &op.request {
+            Some(Op::RequestPut(p)) if p.lease != 0 => leases.push(p.lease),
+            Some(Op::RequestTxn(nested)) => put_leases(nested, leases),
+            _ => {}
+        }
+    }
 }
 
-/// An etcd comparison of one key as tenure's.
-fn compare_of(c: &EtcdCompare) -> Result<Compare, Status> {
-    if !c.range_end.is_empty() {
-        return Err(unimplemented(
-            "a comparison over a range (range_end) in a transaction that writes is not served \
-             yet; compare single keys",
-        ));
+/// A comparison that always holds or never does, over `span` (no key has
+/// version `u64::MAX`).
+fn constant(span: Span, holds: bool) -> RangeCompare {
+    let op = if holds { CompareOp::Less } else { CompareOp::Equal };
+    RangeCompare { span, target: Target::Version(u64::MAX), op }
+}
+
+/// An etcd transaction that writes, as tenure's command.
+fn range_txn_of(t: &TxnRequest) -> Result<RangeTxn, Status> {
+    Ok(RangeTxn {
+        compare: t.compare.iter().map(compare_of).collect::<Result<_, _>>()?,
+        success: t.success.iter().map(op_of).collect::<Result<_, _>>()?,
+        failure: t.failure.iter().map(op_of).collect::<Result<_, _>>()?,
+    })
+}
+
+/// An etcd comparison as tenure's.
+fn compare_of(c: &EtcdCompare) -> Result<RangeCompare, Status> {
+    if c.key.is_empty() {
+        return Err(invalid(KEY_NOT_PROVIDED));
     }
-    let key = utf8_key(&c.key)?;
+    let span = Span { key: c.key.clone(), end: c.range_end.clone() };
     let op = match CompareResult::try_from(c.result).unwrap_or(CompareResult::Equal) {
         CompareResult::Equal => CompareOp::Equal,
         CompareResult::NotEqual => CompareOp::NotEqual,
@@ -254,7 +179,7 @@ fn compare_of(c: &EtcdCompare) -> Result<Compare, Status> {
             Some(TargetUnion::Value(v)) => v.clone(),
             _ => Vec::new(),
         };
-        return Ok(Compare { key, target: Target::Value(value), op });
+        return Ok(RangeCompare { span, target: Target::Value(value), op });
     }
     let number = match &c.target_union {
         Some(
@@ -268,7 +193,7 @@ fn compare_of(c: &EtcdCompare) -> Result<Compare, Status> {
     // Every key's number is at least 0: above a negative one.
     let Ok(n) = u64::try_from(number) else {
         let holds = matches!(op, CompareOp::NotEqual | CompareOp::Greater);
-        return Ok(constant(key, holds));
+        return Ok(constant(span, holds));
     };
     let target = match target {
         CompareTarget::Create => Target::CreateRevision(n),
@@ -276,98 +201,133 @@ fn compare_of(c: &EtcdCompare) -> Result<Compare, Status> {
         CompareTarget::Lease => Target::Lease(n),
         _ => Target::Version(n),
     };
-    Ok(Compare { key, target, op })
+    Ok(RangeCompare { span, target, op })
 }
 
-/// An etcd operation of a transaction that writes as tenure's.
-fn op_of(op: &RequestOp) -> Result<TxnOp, Status> {
+/// An etcd operation of a transaction that writes as tenure's, with
+/// etcd's checks of a put and tenure's own keys kept out of reach.
+fn op_of(op: &RequestOp) -> Result<RangeOp, Status> {
     match &op.request {
         Some(Op::RequestPut(p)) => {
-            if p.ignore_value || p.ignore_lease {
-                return Err(unimplemented(
-                    "ignore_value and ignore_lease inside a transaction are not served yet; \
-                     use them in a plain Put",
-                ));
+            if p.ignore_value && !p.value.is_empty() {
+                return Err(invalid(VALUE_PROVIDED));
             }
-            check_writable(&key_range(&p.key, &[]))?;
-            Ok(TxnOp::Put {
+            if p.ignore_lease && p.lease != 0 {
+                return Err(invalid(LEASE_PROVIDED));
+            }
+            check_writable(&KeyRange::Key(&p.key))?;
+            Ok(RangeOp::Put {
                 key: utf8_key(&p.key)?,
                 value: p.value.clone(),
                 lease: lease_of(p.lease)?,
+                ignore_value: p.ignore_value,
+                ignore_lease: p.ignore_lease,
             })
         }
-        Some(Op::RequestDeleteRange(d)) if d.range_end.is_empty() => {
-            check_writable(&key_range(&d.key, &[]))?;
-            Ok(TxnOp::Delete { key: utf8_key(&d.key)? })
+        Some(Op::RequestDeleteRange(d)) => {
+            if d.key.is_empty() {
+                return Err(invalid(KEY_NOT_PROVIDED));
+            }
+            check_writable(&KeyRange::of(&d.key, &d.range_end))?;
+            Ok(RangeOp::DeleteRange(Span { key: d.key.clone(), end: d.range_end.clone() }))
         }
-        Some(Op::RequestRange(r)) if r.range_end.is_empty() && r.revision <= 0 => {
-            Ok(TxnOp::Get { key: utf8_key(&r.key)? })
-        }
-        // Answered after the transaction ([`deferred_reads`]); in it, a
-        // read of the first key holds its place.
-        Some(Op::RequestRange(r)) => Ok(TxnOp::Get { key: utf8_key(&r.key)? }),
-        Some(Op::RequestDeleteRange(_)) => Err(unimplemented(
-            "a range delete inside a transaction that writes is not served yet; delete single \
-             keys, or send the range delete on its own",
-        )),
-        Some(Op::RequestTxn(_)) => Err(unimplemented(
-            "a nested transaction inside a transaction that writes is not served yet",
-        )),
+        Some(Op::RequestRange(r)) => Ok(RangeOp::Range {
+            span: Span { key: r.key.clone(), end: r.range_end.clone() },
+            revision: u64::try_from(r.revision).unwrap_or(0),
+            max_keys: max_keys(r),
+        }),
+        Some(Op::RequestTxn(nested)) => Ok(RangeOp::Txn(range_txn_of(nested)?)),
         None => Err(invalid(KEY_NOT_FOUND)),
     }
 }
 
-/// The answer to one operation, shaped by what it asked.
-fn answer_of(op: &RequestOp, answer: OpResponse, header: &ResponseHeader) -> ResponseOp {
-    let header = Some(*header);
-    let response = match (&op.request, answer) {
-        (Some(Op::RequestPut(p)), OpResponse::Put { prev }) => OpAnswer::ResponsePut(PutResponse {
-            header,
-            prev_kv: prev.as_ref().filter(|_| p.prev_kv).map(to_etcd),
-        }),
-        (Some(Op::RequestDeleteRange(d)), OpResponse::Delete { prev }) => {
-            OpAnswer::ResponseDeleteRange(DeleteRangeResponse {
-                header,
-                deleted: i64::from(prev.is_some()),
-                prev_kvs: prev.iter().filter(|_| d.prev_kv).map(to_etcd).collect(),
-            })
-        }
-        (Some(Op::RequestRange(r)), OpResponse::Get { kv }) => {
-            OpAnswer::ResponseRange(single(r, kv.as_ref(), header))
-        }
-        // Built from the same operations: a mismatch is a bug, shown empty.
-        _ => OpAnswer::ResponseRange(RangeResponse { header, ..Default::default() }),
-    };
-    ResponseOp { response: Some(response) }
+/// The keys a Range needs from the store, in key order, when fewer than
+/// all will do: none to count; the first limit + 1 when the answer is
+/// those in key order ([`range::shape`] reads no more either).
+fn max_keys(r: &RangeRequest) -> Option<u64> {
+    if r.count_only {
+        return Some(0);
+    }
+    let filtered = r.min_mod_revision != 0
+        || r.max_mod_revision != 0
+        || r.min_create_revision != 0
+        || r.max_create_revision != 0;
+    let order = SortOrder::try_from(r.sort_order).unwrap_or(SortOrder::None);
+    let target = SortTarget::try_from(r.sort_target).unwrap_or(SortTarget::Key);
+    let key_order =
+        order == SortOrder::None || order == SortOrder::Ascend && target == SortTarget::Key;
+    match u64::try_from(r.limit) {
+        Ok(limit @ 1..) if key_order && !filtered => Some(limit + 1),
+        _ => None,
+    }
 }
 
-/// A single-key Range's answer from the key read in the transaction,
-/// with the request's filters and options.
-fn single(
-    r: &RangeRequest,
-    kv: Option<&tenure_kv::KeyValue>,
-    header: Option<ResponseHeader>,
-) -> RangeResponse {
-    let count = i64::from(kv.is_some());
-    let rev = |v: i64| u64::try_from(v).unwrap_or(0);
-    let kept = kv.filter(|kv| {
-        !(rev(r.max_mod_revision) != 0 && kv.mod_revision > rev(r.max_mod_revision)
-            || rev(r.min_mod_revision) != 0 && kv.mod_revision < rev(r.min_mod_revision)
-            || rev(r.max_create_revision) != 0 && kv.create_revision > rev(r.max_create_revision)
-            || rev(r.min_create_revision) != 0 && kv.create_revision < rev(r.min_create_revision))
-    });
-    let kvs = match r.count_only {
-        true => Vec::new(),
-        false => kept
-            .map(|kv| {
-                let mut e = to_etcd(kv);
-                if r.keys_only {
-                    e.value.clear();
+/// The revision each answer of a transaction shows, as etcd's: the one
+/// before the transaction until its first change, the transaction's own
+/// from then on.
+struct Revisions {
+    /// The store's revision before the transaction.
+    before: u64,
+    /// Whether an operation before this one changed a key.
+    changed: bool,
+}
+
+impl Revisions {
+    fn header(&self, changes: bool) -> Option<ResponseHeader> {
+        let revision = self.before + u64::from(self.changed || changes);
+        Some(ResponseHeader { revision: revision as i64, ..Default::default() })
+    }
+}
+
+/// The answers to the operations of a branch that ran, shaped by what
+/// each asked.
+fn answers(
+    ops: &[RequestOp],
+    responses: Vec<RangeOpResponse>,
+    at: &mut Revisions,
+) -> Vec<ResponseOp> {
+    ops.iter()
+        .zip(responses)
+        .map(|(op, answer)| {
+            let changes = answer.changed();
+            let response = match (&op.request, answer) {
+                (Some(Op::RequestPut(p)), RangeOpResponse::Put { prev }) => {
+                    OpAnswer::ResponsePut(PutResponse {
+                        header: at.header(true),
+                        prev_kv: prev.as_ref().filter(|_| p.prev_kv).map(to_etcd),
+                    })
                 }
-                e
-            })
-            .into_iter()
-            .collect(),
-    };
-    RangeResponse { header, kvs, more: false, count }
+                (Some(Op::RequestDeleteRange(d)), RangeOpResponse::DeleteRange { prev }) => {
+                    OpAnswer::ResponseDeleteRange(DeleteRangeResponse {
+                        header: at.header(changes),
+                        deleted: prev.len() as i64,
+                        prev_kvs: if d.prev_kv {
+                            prev.iter().map(to_etcd).collect()
+                        } else {
+                            vec![]
+                        },
+                    })
+                }
+                (Some(Op::RequestRange(r)), RangeOpResponse::Range { kvs, count }) => {
+                    let mut answer = shape(kvs.iter().collect(), count as i64, r)
+                        .unwrap_or_else(|_| RangeResponse::default());
+                    answer.header = at.header(false);
+                    OpAnswer::ResponseRange(answer)
+                }
+                (Some(Op::RequestTxn(t)), RangeOpResponse::Txn { succeeded, responses }) => {
+                    let ops = if succeeded { &t.success } else { &t.failure };
+                    OpAnswer::ResponseTxn(TxnResponse {
+                        header: Some(ResponseHeader::default()),
+                        succeeded,
+                        responses: answers(ops, responses, at),
+                    })
+                }
+                // Built from the same operations: a mismatch is a bug,
+                // shown as an empty answer.
+                _ => OpAnswer::ResponseRange(RangeResponse::default()),
+            };
+            at.changed |= changes;
+            ResponseOp { response: Some(response) }
+        })
+        .collect()
 }

@@ -1,6 +1,7 @@
 //! What a write asks of the store, and the limits it must keep.
 
 use crate::lease::{LeaseId, MAX_TTL_MS, MIN_TTL_MS};
+use crate::range_txn::RangeTxn;
 use serde::{Deserialize, Serialize, Serializer};
 
 /// The longest key, in bytes.
@@ -106,6 +107,10 @@ pub enum Command {
         /// The revision compacted up to, included.
         revision: u64,
     },
+    /// etcd's whole transaction: comparisons over ranges, range deletes,
+    /// range reads that see the writes before them, nested transactions
+    /// (see [`RangeTxn`]); answered as [`crate::Response::RangeTxn`].
+    RangeTxn(RangeTxn),
 }
 
 /// A condition on one key.
@@ -208,6 +213,17 @@ pub enum InvalidCommand {
     /// control character.
     #[error("a lease owner has 1 to {MAX_OWNER_BYTES} bytes and no control character")]
     BadOwner,
+    /// Transactions nested deeper than [`crate::MAX_TXN_DEPTH`].
+    #[error("the transactions nest {0} deep; at most {max} are accepted", max = crate::MAX_TXN_DEPTH)]
+    TooDeep(usize),
+    /// More than [`crate::MAX_TXN_TOTAL_OPS`] comparisons and operations in
+    /// one transaction, nested ones included.
+    #[error(
+        "the transaction holds {0} comparisons and operations, nested ones included; at most {max} \
+         are accepted",
+        max = crate::MAX_TXN_TOTAL_OPS
+    )]
+    TooManyOpsInAll(usize),
 }
 
 impl Command {
@@ -271,6 +287,7 @@ impl Command {
                 owner.as_deref().map_or(Ok(()), check_owner)
             }
             Command::Revoke { .. } | Command::Expire { .. } | Command::Compact { .. } => Ok(()),
+            Command::RangeTxn(txn) => txn.validate(),
             Command::DeleteRange { from, to } => {
                 if from.is_empty() {
                     return Err(InvalidCommand::EmptyKey);
@@ -308,7 +325,7 @@ pub(crate) fn check_owner(owner: &str) -> Result<(), InvalidCommand> {
     Ok(())
 }
 
-fn check_value(value: &[u8]) -> Result<(), InvalidCommand> {
+pub(crate) fn check_value(value: &[u8]) -> Result<(), InvalidCommand> {
     if value.len() > MAX_VALUE_BYTES {
         return Err(InvalidCommand::ValueTooLarge(value.len()));
     }
@@ -334,7 +351,7 @@ impl Serialize for TxnOp {
 /// grant logs held before owners existed; a grant with one is
 /// `OwnedGrant`.
 mod wire {
-    use super::{Compare, LeaseId};
+    use super::{Compare, LeaseId, RangeTxn};
     use serde::{Deserialize, Serialize};
 
     /// A command as it is decoded.
@@ -384,6 +401,7 @@ mod wire {
         Compact {
             revision: u64,
         },
+        RangeTxn(RangeTxn),
     }
 
     /// A command as it is encoded (borrowed: a transaction is not copied).
@@ -434,6 +452,7 @@ mod wire {
         Compact {
             revision: u64,
         },
+        RangeTxn(&'a RangeTxn),
     }
 
     /// A transaction operation as it is decoded.
@@ -503,6 +522,7 @@ mod wire {
                 Command::Expire { lease } => super::Command::Expire { lease },
                 Command::DeleteRange { from, to } => super::Command::DeleteRange { from, to },
                 Command::Compact { revision } => super::Command::Compact { revision },
+                Command::RangeTxn(txn) => super::Command::RangeTxn(txn),
             }
         }
     }
@@ -537,6 +557,7 @@ mod wire {
                 super::Command::Expire { lease } => CommandRef::Expire { lease: *lease },
                 super::Command::DeleteRange { from, to } => CommandRef::DeleteRange { from, to },
                 super::Command::Compact { revision } => CommandRef::Compact { revision: *revision },
+                super::Command::RangeTxn(txn) => CommandRef::RangeTxn(txn),
             }
         }
     }

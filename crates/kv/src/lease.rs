@@ -138,4 +138,19 @@ pub enum Refusal {
         /// The store's revision.
         current: u64,
     },
+    /// A put keeping the value or lease (`ignore_value`, `ignore_lease`) of
+    /// a key that does not exist.
+    #[error("key {0:?} does not exist, so its value or lease cannot be kept")]
+    KeyNotFound(String),
+    /// A range read inside a transaction that writes that might return more
+    /// than [`crate::MAX_TXN_RANGE_KEYS`] keys.
+    #[error(
+        "a range read in this transaction may return {keys} keys; one inside a transaction \
+         that writes returns at most {} (give a limit, or read it in a transaction of its own)",
+        crate::MAX_TXN_RANGE_KEYS
+    )]
+    ReadTooLarge {
+        /// The keys it might return.
+        keys: usize,
+    },
 }

@@ -29,6 +29,7 @@ mod election_key;
 mod lease;
 mod lease_clock;
 mod lease_keeper;
+mod range_txn;
 mod store;
 
 pub use command::{
@@ -52,6 +53,10 @@ pub use lease_clock::{
     LeaseClock, RenewError, TrackError, EXPIRY_RETRY_DELAY, MAX_EXPIRIES_PER_CALL,
 };
 pub use lease_keeper::LeaseKeeper;
+pub use range_txn::{
+    RangeCompare, RangeOp, RangeOpResponse, RangeTxn, Span, MAX_TXN_DEPTH, MAX_TXN_RANGE_KEYS,
+    MAX_TXN_TOTAL_OPS,
+};
 pub use store::{
     Change, ChangeKind, Compacted, KeyRange, KeyValue, OpResponse, ReadError, Response, Store,
     EMPTY_REVISION, MAX_CHANGES_PER_REVISION, MAX_HISTORY, MAX_RANGE,

@@ -9,9 +9,12 @@ use crate::election_key::{parse_candidate_key, ELECTIONS_PREFIX};
 use crate::lease::{
     Lease, LeaseEnd, LeaseId, Refusal, MAX_KEYS_PER_LEASE, MAX_LEASES, MAX_LEASES_PER_OWNER,
 };
+use crate::range_txn::RangeOpResponse;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use tenure_replica::{Position, StateMachine};
+
+mod range_txn;
 
 /// Changes kept for watches; older ones are compacted (a watch that asks for
 /// them is told to read again).
@@ -85,9 +88,13 @@ pub struct Change {
     /// was (its lease included), with `mod_revision` the revision of the
     /// removal and version 0.
     pub kv: KeyValue,
-    /// The key as it was just before the change (`None`: it was absent),
-    /// whole: what a read at an earlier revision and a watch's previous
-    /// key show. Costs the history up to twice its values' bytes, still
+    /// The key as it was before the change's revision (`None`: it was
+    /// absent, or this put created it), whole: what a read at an earlier
+    /// revision and a watch's previous key show. When a transaction changes
+    /// a key twice (etcd lets a delete of every key from one on and a put
+    /// of one of them share a branch), both changes show the key as it was
+    /// before the transaction, as etcd's watch does (it reads the revision
+    /// before), but a put that created the key shows none. Costs the history up to twice its values' bytes, still
     /// bounded by [`MAX_HISTORY`] changes.
     pub prev: Option<KeyValue>,
 }
@@ -115,6 +122,16 @@ pub enum KeyRange<'a> {
 }
 
 impl<'a> KeyRange<'a> {
+    /// etcd's range of `key` to `end` (its `range_end`): `key` alone when
+    /// `end` is empty, every key from `key` on when it is `"\0"`.
+    pub fn of(key: &'a [u8], end: &'a [u8]) -> KeyRange<'a> {
+        match end {
+            [] => KeyRange::Key(key),
+            [0] => KeyRange::From(key),
+            end => KeyRange::Between(key, end),
+        }
+    }
+
     /// The first key the range may hold.
     pub fn start(&self) -> &'a [u8] {
         match self {
@@ -237,6 +254,15 @@ pub enum Response {
     /// The command was refused because of what the store holds (an unknown
     /// lease, a lease limit): nothing changed.
     Refused(Refusal),
+    /// etcd's transaction ([`Command::RangeTxn`]).
+    RangeTxn {
+        /// Whether the comparisons held (the success branch ran).
+        succeeded: bool,
+        /// The store's revision after it.
+        revision: u64,
+        /// One response per operation of the branch that ran.
+        responses: Vec<RangeOpResponse>,
+    },
 }
 
 impl Response {
@@ -248,6 +274,28 @@ impl Response {
     /// A response from [`Response::encode`].
     pub fn decode(bytes: &[u8]) -> Result<Response, String> {
         postcard::from_bytes(bytes).map_err(|e| e.to_string())
+    }
+}
+
+/// Whether a key (`None`: absent, with revisions and version 0 and no
+/// value) compares with `target` as `op` says (a value comparison with an
+/// absent key fails, whatever the operator).
+fn compare_kv(kv: Option<&KeyValue>, target: &Target, op: CompareOp) -> bool {
+    let ordering = match target {
+        Target::ModRevision(r) => kv.map_or(0, |kv| kv.mod_revision).cmp(r),
+        Target::CreateRevision(r) => kv.map_or(0, |kv| kv.create_revision).cmp(r),
+        Target::Version(v) => kv.map_or(0, |kv| kv.version).cmp(v),
+        Target::Lease(l) => kv.and_then(|kv| kv.lease).map_or(0, |l| l.0).cmp(l),
+        Target::Value(v) => match kv {
+            Some(kv) => kv.value.as_slice().cmp(v.as_slice()),
+            None => return false,
+        },
+    };
+    match op {
+        CompareOp::Equal => ordering.is_eq(),
+        CompareOp::NotEqual => ordering.is_ne(),
+        CompareOp::Less => ordering.is_lt(),
+        CompareOp::Greater => ordering.is_gt(),
     }
 }
 
@@ -615,6 +663,7 @@ impl Store {
             Command::Expire { lease } => self.end_lease(*lease, LeaseEnd::Expired),
             Command::DeleteRange { from, to } => self.delete_range(from, to),
             Command::Compact { revision } => self.compact(*revision),
+            Command::RangeTxn(txn) => self.range_txn(txn),
         }
     }
 
@@ -835,23 +884,7 @@ impl Store {
 
     /// Whether comparison `c` holds now.
     fn holds(&self, c: &Compare) -> bool {
-        let kv = self.keys.get(&c.key);
-        let ordering = match &c.target {
-            Target::ModRevision(r) => kv.map_or(0, |kv| kv.mod_revision).cmp(r),
-            Target::CreateRevision(r) => kv.map_or(0, |kv| kv.create_revision).cmp(r),
-            Target::Version(v) => kv.map_or(0, |kv| kv.version).cmp(v),
-            Target::Lease(l) => kv.and_then(|kv| kv.lease).map_or(0, |l| l.0).cmp(l),
-            Target::Value(v) => match kv {
-                Some(kv) => kv.value.as_slice().cmp(v.as_slice()),
-                None => return false,
-            },
-        };
-        match c.op {
-            CompareOp::Equal => ordering.is_eq(),
-            CompareOp::NotEqual => ordering.is_ne(),
-            CompareOp::Less => ordering.is_lt(),
-            CompareOp::Greater => ordering.is_gt(),
-        }
+        compare_kv(self.keys.get(&c.key), &c.target, c.op)
     }
 
     /// Sets the key, attached to `lease` (which exists: checked before) or
@@ -890,8 +923,22 @@ impl Store {
             lease,
         };
         self.keys.insert(key.to_string(), kv.clone());
-        self.record(Change { revision, kind: ChangeKind::Put, kv, prev: prev.clone() });
+        // A put that creates the key shows no previous key, as etcd's watch
+        // (even after a delete of the key in the same transaction).
+        let before = if prev.is_none() { None } else { self.before(key, revision, &prev) };
+        self.record(Change { revision, kind: ChangeKind::Put, kv, prev: before });
         prev
+    }
+
+    /// The key as it was before `revision` (a watch's previous key, as
+    /// etcd reads it: at the revision before): `now`, unless an earlier
+    /// change of the same transaction already changed it.
+    fn before(&self, key: &str, revision: u64, now: &Option<KeyValue>) -> Option<KeyValue> {
+        let same = self.history.iter().rev().take_while(|c| c.revision == revision);
+        match same.filter(|c| c.kv.key == key).last() {
+            Some(earlier) => earlier.prev.clone(),
+            None => now.clone(),
+        }
     }
 
     /// Removes the key (and its attachment), recording the change as `kind`.
@@ -900,7 +947,8 @@ impl Store {
         self.detach(key, prev.lease);
         self.count_candidate(key, false);
         let kv = KeyValue { mod_revision: revision, version: 0, ..prev.clone() };
-        self.record(Change { revision, kind, kv, prev: Some(prev.clone()) });
+        let before = self.before(key, revision, &Some(prev.clone()));
+        self.record(Change { revision, kind, kv, prev: before });
         Some(prev)
     }
 

@@ -27,7 +27,7 @@ use crate::workload::{value_id, Expected, Fate, KvInput, KvOutput, Record};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use tenure_kv::{KeyValue, OpResponse, Response, Store, MAX_RANGE};
+use tenure_kv::{KeyValue, OpResponse, RangeOpResponse, Response, Store, MAX_RANGE};
 use tenure_replica::{LogOp, Position};
 
 /// Search steps allowed per key before the verdict is "undecided".
@@ -202,6 +202,7 @@ fn shown(output: &KvOutput) -> Vec<&KeyValue> {
                     }
                 }
             }
+            Response::RangeTxn { responses, .. } => shown_by(responses, &mut out),
             // The workload takes no lease: these show no key.
             Response::Conflict { .. }
             | Response::Invalid(_)
@@ -211,6 +212,19 @@ fn shown(output: &KvOutput) -> Vec<&KeyValue> {
         },
     }
     out
+}
+
+/// The key-values the answers of etcd's transaction show, nested ones
+/// included.
+fn shown_by<'a>(responses: &'a [RangeOpResponse], out: &mut Vec<&'a KeyValue>) {
+    for op in responses {
+        match op {
+            RangeOpResponse::Put { prev } => out.extend(prev.as_ref()),
+            RangeOpResponse::DeleteRange { prev } => out.extend(prev),
+            RangeOpResponse::Range { kvs, .. } => out.extend(kvs),
+            RangeOpResponse::Txn { responses, .. } => shown_by(responses, out),
+        }
+    }
 }
 
 /// The revision a write's own response gives it, if it took effect.
@@ -250,6 +264,9 @@ fn store_revision(output: &KvOutput) -> Option<(u64, bool)> {
                 Some((*revision, false))
             }
             Response::LeaseEnded { revision, deleted, .. } => Some((*revision, *deleted > 0)),
+            Response::RangeTxn { revision, responses, .. } => {
+                Some((*revision, responses.iter().any(RangeOpResponse::changed)))
+            }
             Response::Invalid(_) | Response::Refused(_) => None,
         },
     }

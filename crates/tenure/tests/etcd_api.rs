@@ -149,6 +149,11 @@ fn script() -> Vec<(Vec<&'static str>, Option<&'static str>)> {
         Some("ver(\"a\") = \"7\"\n\nput y 1\n\nput y 2\nget y\ndel c\n\n"),
     ));
     s.push((vec!["txn"], Some("create(\"nosuch\") = \"0\"\n\nget a\nget y\n\n\n")));
+    // A range delete, and a read of a prefix after a put inside it.
+    s.push((
+        vec!["txn", "-w", "json"],
+        Some("ver(\"a\") > \"0\"\n\nput d/9 n\nget d/ --prefix\ndel y --prefix --prev-kv\n\n\n"),
+    ));
     let mut cmd = |args: &[&'static str]| s.push((args.to_vec(), None));
     cmd(&["get", "", "--prefix", "-w", "json"]);
     cmd(&["compact", "{4}"]);

@@ -241,12 +241,14 @@ pub(crate) fn refuse_reserved(command: &Command) -> Result<(), ApiError> {
                 TxnOp::Get { .. } => None,
             })
             .collect(),
-        // The HTTP API builds neither a range delete nor a compaction.
+        // The HTTP API builds no range delete, compaction or etcd
+        // transaction.
         Command::Grant { .. }
         | Command::Revoke { .. }
         | Command::Expire { .. }
         | Command::DeleteRange { .. }
-        | Command::Compact { .. } => vec![],
+        | Command::Compact { .. }
+        | Command::RangeTxn(_) => vec![],
     };
     match written.into_iter().find(|k| is_reserved(k)) {
         None => Ok(()),

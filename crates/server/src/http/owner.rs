@@ -23,7 +23,7 @@ use super::auth::{Caller, Role};
 use super::error::ApiError;
 use super::state::AppState;
 use axum::http::StatusCode;
-use tenure_kv::{Command, LeaseId, Store, TxnOp};
+use tenure_kv::{Command, LeaseId, RangeOp, RangeTxn, Store, TxnOp};
 
 /// What a refused caller asked to do with the session, for the message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +82,11 @@ pub(crate) fn leases_used(command: &Command) -> Vec<LeaseId> {
             })
             .collect(),
         Command::Revoke { lease } => vec![*lease],
+        Command::RangeTxn(txn) => {
+            let mut leases = Vec::new();
+            range_txn_leases(txn, &mut leases);
+            leases
+        }
         Command::Delete { .. }
         | Command::Grant { .. }
         | Command::Expire { .. }
@@ -91,6 +96,18 @@ pub(crate) fn leases_used(command: &Command) -> Vec<LeaseId> {
     leases.sort_unstable();
     leases.dedup();
     leases
+}
+
+/// The leases the puts of etcd's transaction attach keys to, nested ones
+/// included.
+fn range_txn_leases(txn: &RangeTxn, leases: &mut Vec<LeaseId>) {
+    for op in txn.success.iter().chain(&txn.failure) {
+        match op {
+            RangeOp::Put { lease: Some(lease), .. } => leases.push(*lease),
+            RangeOp::Txn(nested) => range_txn_leases(nested, leases),
+            _ => {}
+        }
+    }
 }
 
 /// Why a session may not be used.

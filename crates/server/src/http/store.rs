@@ -130,6 +130,8 @@ pub(crate) fn refused(r: &Refusal) -> ApiError {
             StatusCode::TOO_MANY_REQUESTS
         }
         Refusal::LeaseIdsExhausted
+        | Refusal::KeyNotFound(_)
+        | Refusal::ReadTooLarge { .. }
         | Refusal::RangeTooLarge { .. }
         | Refusal::Compacted { .. }
         | Refusal::FutureRevision { .. } => StatusCode::CONFLICT,
