@@ -3,7 +3,12 @@
 //! tonic clients of `tenure-etcd-api`) in the same run: the phases of etcd's
 //! own `benchmark` tool (put, range linearizable and serializable,
 //! txn-put, lease-keepalive), each `--seconds` long, `--clients`
-//! concurrent callers sharing `--conns` HTTP/2 connections to the leader.
+//! concurrent callers sharing `--conns` HTTP/2 connections to the leader;
+//! then watch-latency ([`watch_latency`]) and the handover of the Election
+//! service after a resignation and after a kill ([`election`]).
+
+mod election;
+mod watch_latency;
 
 use super::cluster_args::ClusterArgs;
 use super::failover::wait_stable;
@@ -55,6 +60,22 @@ pub struct GrpcArgs {
     /// Distinct keys written and read.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     keys: usize,
+    /// Watchers of one key in watch-latency (over --conns streams).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    watchers: usize,
+    /// Puts per second of the watched key in watch-latency.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    put_rate: u64,
+    /// Election handovers timed after the leader's resignation.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    election_trials: usize,
+    /// Election handovers timed after the leader's kill (each waits about
+    /// a session TTL).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    kill_trials: usize,
+    /// The candidates' session (lease) TTL.
+    #[arg(long, default_value_t = 2, value_name = "S")]
+    session_ttl: i64,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -103,6 +124,8 @@ struct PhaseReport {
 struct SystemReport {
     system: &'static str,
     phases: Vec<PhaseReport>,
+    watch_latency: watch_latency::WatchLatencyReport,
+    handovers: Vec<election::HandoverReport>,
 }
 
 /// The whole run, as printed with --json.
@@ -115,33 +138,37 @@ struct GrpcReport {
     seconds: u64,
     value_bytes: usize,
     keys: usize,
+    session_ttl: i64,
     systems: Vec<SystemReport>,
 }
 
-/// How to reach one system's leader.
+/// How to reach one system: its leader, and a follower.
 struct Target {
     url: String,
+    follower_url: String,
     /// CA, client certificate and key (tenure with TLS).
     tls: Option<(Vec<u8>, Vec<u8>, Vec<u8>)>,
 }
 
 impl Target {
+    /// A connection to `url`.
+    async fn connect(&self, url: &str) -> anyhow::Result<Channel> {
+        let mut endpoint = Channel::from_shared(url.to_string())?;
+        if let Some((ca, cert, key)) = &self.tls {
+            let config = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .identity(Identity::from_pem(cert, key))
+                .domain_name("127.0.0.1");
+            endpoint = endpoint.tls_config(config)?;
+        }
+        endpoint.connect().await.with_context(|| format!("cannot connect to {url}"))
+    }
+
+    /// `n` connections to the leader.
     async fn channels(&self, n: usize) -> anyhow::Result<Vec<Channel>> {
         let mut channels = Vec::new();
         for _ in 0..n {
-            let mut endpoint = Channel::from_shared(self.url.clone())?;
-            if let Some((ca, cert, key)) = &self.tls {
-                let config = ClientTlsConfig::new()
-                    .ca_certificate(Certificate::from_pem(ca))
-                    .identity(Identity::from_pem(cert, key))
-                    .domain_name("127.0.0.1");
-                endpoint = endpoint.tls_config(config)?;
-            }
-            let channel = endpoint
-                .connect()
-                .await
-                .with_context(|| format!("cannot connect to {}", self.url))?;
-            channels.push(channel);
+            channels.push(self.connect(&self.url).await?);
         }
         Ok(channels)
     }
@@ -155,6 +182,18 @@ pub async fn run(args: GrpcArgs) -> anyhow::Result<ExitCode> {
         "--clients must be 1..={MAX_CLIENTS} and --conns 1..=--clients"
     );
     anyhow::ensure!(args.seconds > 0 && args.keys > 0, "--seconds and --keys must be positive");
+    anyhow::ensure!(
+        (1..=MAX_CLIENTS).contains(&args.watchers) && (1..=10_000).contains(&args.put_rate),
+        "--watchers must be 1..={MAX_CLIENTS} and --put-rate 1..=10000"
+    );
+    anyhow::ensure!(
+        args.election_trials <= 1_000 && args.kill_trials <= 100,
+        "--election-trials must be at most 1000 and --kill-trials at most 100"
+    );
+    anyhow::ensure!(
+        (2..=60).contains(&args.session_ttl),
+        "--session-ttl must be 2..=60 s (etcd raises shorter TTLs to its minimum)"
+    );
     let with_etcd = match args.cluster.with_etcd() {
         Ok(w) => w,
         Err(code) => return Ok(code),
@@ -178,13 +217,16 @@ pub async fn run(args: GrpcArgs) -> anyhow::Result<ExitCode> {
             }
             _ => None,
         };
-        let target = Target { url: tenure.etcd_urls()[leader].clone(), tls };
+        let urls = tenure.etcd_urls();
+        let follower_url = urls[(leader + 1) % urls.len()].clone();
+        let target = Target { url: urls[leader].clone(), follower_url, tls };
         systems.push(measure("tenure", &args, &target).await?);
     }
     if with_etcd {
         let etcd = args.cluster.start_etcd(false).await?;
         let (leader, _) = wait_stable(&etcd, &nodes, timing).await?;
-        let target = Target { url: etcd.client_url(leader), tls: None };
+        let follower_url = etcd.client_url((leader + 1) % args.cluster.nodes);
+        let target = Target { url: etcd.client_url(leader), follower_url, tls: None };
         systems.push(measure("etcd", &args, &target).await?);
     }
     let report = GrpcReport {
@@ -195,6 +237,7 @@ pub async fn run(args: GrpcArgs) -> anyhow::Result<ExitCode> {
         seconds: args.seconds,
         value_bytes: args.value_bytes,
         keys: args.keys,
+        session_ttl: args.session_ttl,
         systems,
     };
     if args.json {
@@ -205,7 +248,7 @@ pub async fn run(args: GrpcArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Every phase against `target`.
+/// Every phase and measure against `target`.
 async fn measure(
     system: &'static str,
     args: &GrpcArgs,
@@ -226,7 +269,21 @@ async fn measure(
         eprintln!("{system}: {} for {} s ...", phase.name(), args.seconds);
         phases.push(run_phase(phase, args, &channels, &value).await?);
     }
-    Ok(SystemReport { system, phases })
+    eprintln!(
+        "{system}: watch-latency, {} watchers, {} puts/s for {} s ...",
+        args.watchers, args.put_rate, args.seconds
+    );
+    let watch_latency =
+        watch_latency::watch_latency(&channels, args.watchers, args.put_rate, args.seconds).await?;
+    let handovers = election::handovers(
+        system,
+        target,
+        args.election_trials,
+        args.kill_trials,
+        args.session_ttl,
+    )
+    .await?;
+    Ok(SystemReport { system, phases, watch_latency, handovers })
 }
 
 fn key(k: usize) -> String {
@@ -369,8 +426,8 @@ async fn timed<T>(
 fn print_report(r: &GrpcReport) {
     println!(
         "{} nodes, TLS {} (tenure; etcd plain), {} clients over {} connections to the leader, \
-         {} s per phase, {}-byte values, {} keys",
-        r.nodes, r.tls, r.clients, r.conns, r.seconds, r.value_bytes, r.keys
+         {} s per phase, {}-byte values, {} keys; election sessions of {} s",
+        r.nodes, r.tls, r.clients, r.conns, r.seconds, r.value_bytes, r.keys, r.session_ttl
     );
     println!(
         "{:<8} {:<20} {:>10} {:>8} {:>9} {:>9} {:>9}",
@@ -388,7 +445,41 @@ fn print_report(r: &GrpcReport) {
             );
         }
     }
+    println!(
+        "{:<8} {:<20} {:>10} {:>8} {:>9} {:>9} {:>9}",
+        "SYSTEM", "MEASURE", "SAMPLES", "MISSED", "P50 MS", "P99 MS", "MAX MS"
+    );
+    for s in &r.systems {
+        let w = &s.watch_latency;
+        let rows = std::iter::once(("watch-latency".to_string(), w.missing, w.latency_ms.as_ref()))
+            .chain(
+                s.handovers
+                    .iter()
+                    .map(|h| (format!("election-{}", h.stop), h.failed, h.latency_ms.as_ref())),
+            );
+        for (name, missed, l) in rows {
+            let (n, p50, p99, max) =
+                l.map_or((0, f64::NAN, f64::NAN, f64::NAN), |l| (l.count, l.p50, l.p99, l.max));
+            println!(
+                "{:<8} {:<20} {:>10} {:>8} {:>9.2} {:>9.2} {:>9.2}",
+                s.system, name, n, missed, p50, p99, max
+            );
+        }
+    }
     let [tenure, etcd] = &r.systems[..] else { return };
+    let handover_p99 = |s: &SystemReport, stop: &str| {
+        s.handovers.iter().find(|h| h.stop == stop).and_then(|h| h.latency_ms).map(|l| l.p99)
+    };
+    for stop in ["resign", "kill"] {
+        if let (Some(t), Some(e)) = (handover_p99(tenure, stop), handover_p99(etcd, stop)) {
+            let met = if t <= 0.5 * e { "MET" } else { "NOT MET" };
+            println!(
+                "goal: election handover after {stop} p99 <= 0.5x etcd's — measured {:.2}x \
+                 ({t:.2} ms against {e:.2} ms) — {met}",
+                t / e
+            );
+        }
+    }
     for (phase, goal) in GOALS {
         let rate = |s: &SystemReport| {
             s.phases.iter().find(|p| p.phase == phase).map_or(0.0, |p| p.per_second)

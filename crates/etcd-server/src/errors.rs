@@ -78,9 +78,9 @@ pub fn refused(r: &Refusal) -> Status {
         Refusal::Compacted { .. } => Status::out_of_range(COMPACTED),
         Refusal::FutureRevision { .. } => Status::out_of_range(FUTURE_REV),
         Refusal::KeyNotFound(_) => invalid(KEY_NOT_FOUND),
-        Refusal::RangeTooLarge { .. } | Refusal::ReadTooLarge { .. } => {
-            Status::invalid_argument(format!("tenure: {r}"))
-        }
+        Refusal::RangeTooLarge { .. }
+        | Refusal::ReadTooLarge { .. }
+        | Refusal::TooManyKeysVisited => Status::invalid_argument(format!("tenure: {r}")),
         other => Status::resource_exhausted(format!("tenure: {other}")),
     }
 }

@@ -4,7 +4,8 @@
 
 use crate::auth::Caller;
 use crate::errors::{
-    self, invalid, not_utf8, reserved, KEY_NOT_PROVIDED, LEASE_PROVIDED, VALUE_PROVIDED,
+    self, invalid, not_utf8, reserved, KEY_NOT_FOUND, KEY_NOT_PROVIDED, LEASE_PROVIDED,
+    VALUE_PROVIDED,
 };
 use crate::range::{key_range, range, to_etcd};
 use crate::Shared;
@@ -128,13 +129,27 @@ impl Kv for KvService {
             // one step of the store (etcd's transaction of one put).
             let put = RangeOp::Put {
                 key,
-                value: Vec::new(),
+                value: r.value.clone(),
                 lease,
                 ignore_value: r.ignore_value,
                 ignore_lease: r.ignore_lease,
             };
             let txn = RangeTxn { compare: Vec::new(), success: vec![put], failure: Vec::new() };
-            return match self.0.propose(&Command::RangeTxn(txn)).await? {
+            let answer = match self.0.propose(&Command::RangeTxn(txn)).await {
+                // A plain Put checks its lease before the key (a
+                // transaction's put the other way round): with both
+                // missing, etcd names the lease.
+                Err(e) if e.message() == KEY_NOT_FOUND => {
+                    if let Some(id) = lease {
+                        if self.0.read(false, |s| s.lease(id).is_none()).await? {
+                            return Err(Status::not_found(errors::LEASE_NOT_FOUND));
+                        }
+                    }
+                    return Err(e);
+                }
+                answer => answer?,
+            };
+            return match answer {
                 KvResponse::RangeTxn { revision, mut responses, .. } => match responses.pop() {
                     Some(RangeOpResponse::Put { prev }) => {
                         let prev_kv = prev.as_ref().filter(|_| r.prev_kv).map(to_etcd);

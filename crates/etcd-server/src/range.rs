@@ -152,6 +152,20 @@ pub fn holds(store: &Store, c: &Compare) -> Result<bool, Status> {
     Ok(kvs.into_iter().all(|kv| compare_one(Some(kv), c)))
 }
 
+/// The number comparison `c` compares with: its union's when the union is
+/// of its target, else 0 (as etcd's `compareKV`: a MOD comparison given a
+/// version compares with 0).
+pub fn target_number(c: &Compare) -> i64 {
+    let target = CompareTarget::try_from(c.target).unwrap_or(CompareTarget::Version);
+    match (target, &c.target_union) {
+        (CompareTarget::Version, Some(TargetUnion::Version(v)))
+        | (CompareTarget::Create, Some(TargetUnion::CreateRevision(v)))
+        | (CompareTarget::Mod, Some(TargetUnion::ModRevision(v)))
+        | (CompareTarget::Lease, Some(TargetUnion::Lease(v))) => *v,
+        _ => 0,
+    }
+}
+
 /// One key (or an absent one) against `c`.
 fn compare_one(kv: Option<&KeyValue>, c: &Compare) -> bool {
     let num = |n: u64, v: i64| -> Ordering {
@@ -171,15 +185,7 @@ fn compare_one(kv: Option<&KeyValue>, c: &Compare) -> bool {
             kv.value.as_slice().cmp(v)
         }
         number => {
-            let v = match &c.target_union {
-                Some(
-                    TargetUnion::Version(v)
-                    | TargetUnion::CreateRevision(v)
-                    | TargetUnion::ModRevision(v)
-                    | TargetUnion::Lease(v),
-                ) => *v,
-                _ => 0,
-            };
+            let v = target_number(c);
             let n = kv.map_or(0, |kv| match number {
                 CompareTarget::Create => kv.create_revision,
                 CompareTarget::Mod => kv.mod_revision,

@@ -14,7 +14,7 @@ use crate::errors::{
     self, invalid, KEY_NOT_FOUND, KEY_NOT_PROVIDED, LEASE_PROVIDED, TOO_MANY_OPS, VALUE_PROVIDED,
 };
 use crate::kv::{check_writable, lease_of, unexpected, utf8_key};
-use crate::range::{holds, range, shape, to_etcd};
+use crate::range::{holds, range, shape, target_number, to_etcd};
 use crate::Shared;
 use tenure_etcd_api::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use tenure_etcd_api::etcdserverpb::range_request::{SortOrder, SortTarget};
@@ -52,6 +52,8 @@ pub(crate) async fn txn(
         }
     }
     if read_only(&t) {
+        // The same bounds of depth and size as a transaction that writes.
+        range_txn_of(&t)?.validate().map_err(|e| errors::invalid_command(&e))?;
         let (answer, revision) = shared.read(false, |s| (evaluate(s, &t), s.revision())).await?;
         let mut answer = answer?;
         answer.header = Some(shared.header(revision));
@@ -181,15 +183,7 @@ fn compare_of(c: &EtcdCompare) -> Result<RangeCompare, Status> {
         };
         return Ok(RangeCompare { span, target: Target::Value(value), op });
     }
-    let number = match &c.target_union {
-        Some(
-            TargetUnion::Version(v)
-            | TargetUnion::CreateRevision(v)
-            | TargetUnion::ModRevision(v)
-            | TargetUnion::Lease(v),
-        ) => *v,
-        _ => 0,
-    };
+    let number = target_number(c);
     // Every key's number is at least 0: above a negative one.
     let Ok(n) = u64::try_from(number) else {
         let holds = matches!(op, CompareOp::NotEqual | CompareOp::Greater);

@@ -142,15 +142,24 @@ pub enum Refusal {
     /// a key that does not exist.
     #[error("key {0:?} does not exist, so its value or lease cannot be kept")]
     KeyNotFound(String),
-    /// A range read inside a transaction that writes that might return more
-    /// than [`crate::MAX_TXN_RANGE_KEYS`] keys.
+    /// The reads of a transaction that writes would return more than
+    /// [`crate::MAX_TXN_READ_BYTES`].
     #[error(
-        "a range read in this transaction may return {keys} keys; one inside a transaction \
-         that writes returns at most {} (give a limit, or read it in a transaction of its own)",
-        crate::MAX_TXN_RANGE_KEYS
+        "the reads of this transaction would return {bytes} bytes; those of a transaction that \
+         writes return at most {max} in all (give limits, or read in a transaction of its own)",
+        max = crate::MAX_TXN_READ_BYTES
     )]
     ReadTooLarge {
-        /// The keys it might return.
-        keys: usize,
+        /// The bytes they would return (counted up to the first read over
+        /// the bound).
+        bytes: usize,
     },
+    /// A transaction that writes would visit more than
+    /// [`crate::MAX_TXN_VISITED_KEYS`] keys.
+    #[error(
+        "this transaction would visit more than {max} keys (comparisons, reads and deletes \
+         together); compare and read smaller ranges, or read in a transaction of its own",
+        max = crate::MAX_TXN_VISITED_KEYS
+    )]
+    TooManyKeysVisited,
 }

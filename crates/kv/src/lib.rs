@@ -54,8 +54,8 @@ pub use lease_clock::{
 };
 pub use lease_keeper::LeaseKeeper;
 pub use range_txn::{
-    RangeCompare, RangeOp, RangeOpResponse, RangeTxn, Span, MAX_TXN_DEPTH, MAX_TXN_RANGE_KEYS,
-    MAX_TXN_TOTAL_OPS,
+    RangeCompare, RangeOp, RangeOpResponse, RangeTxn, Span, MAX_TXN_DEPTH, MAX_TXN_READ_BYTES,
+    MAX_TXN_TOTAL_OPS, MAX_TXN_VISITED_KEYS, READ_OVERHEAD,
 };
 pub use store::{
     Change, ChangeKind, Compacted, KeyRange, KeyValue, OpResponse, ReadError, Response, Store,

@@ -32,11 +32,20 @@ pub const MAX_TXN_DEPTH: usize = 8;
 /// [`MAX_TXN_OPS`]): a bound on the work one command costs every node.
 pub const MAX_TXN_TOTAL_OPS: usize = 4 * MAX_TXN_OPS;
 
-/// Most keys a range read inside a transaction that writes returns (after
-/// its `max_keys`): the answer is built on every node, so it is bounded
-/// (64 MiB with the largest values). A transaction whose reads might
-/// return more is refused whole ([`crate::Refusal::ReadTooLarge`]).
-pub const MAX_TXN_RANGE_KEYS: usize = 1_000;
+/// Most keys one transaction that writes may visit, on every node:
+/// comparisons, reads (counted in full) and deletes together. A transaction
+/// that would visit more is refused whole ([`crate::Refusal::TooManyKeysVisited`]):
+/// a bound on the time one command holds every node's apply loop.
+pub const MAX_TXN_VISITED_KEYS: usize = 100_000;
+
+/// Most bytes the reads of one transaction that writes return in all (keys,
+/// values, and [`READ_OVERHEAD`] per key): the answer is built on every
+/// node. A transaction whose reads would return more is refused whole
+/// ([`crate::Refusal::ReadTooLarge`]).
+pub const MAX_TXN_READ_BYTES: usize = 16 * 1024 * 1024;
+
+/// Bytes counted per key read besides its key and value.
+pub const READ_OVERHEAD: usize = 48;
 
 /// Keys named as etcd names them: `key` alone when `end` is empty, every
 /// key from `key` on when `end` is `"\0"`, else the keys from `key`

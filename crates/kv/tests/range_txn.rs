@@ -6,7 +6,8 @@
 
 use tenure_kv::{
     ChangeKind, Command, CompareOp, KeyValue, LeaseId, RangeCompare, RangeOp, RangeOpResponse,
-    RangeTxn, Refusal, Response, Span, Store, Target, MAX_CHANGES_PER_REVISION, MAX_TXN_RANGE_KEYS,
+    RangeTxn, Refusal, Response, Span, Store, Target, MAX_CHANGES_PER_REVISION, MAX_TXN_READ_BYTES,
+    MAX_TXN_VISITED_KEYS, READ_OVERHEAD,
 };
 
 fn span(key: &str, end: &str) -> Span {
@@ -225,25 +226,83 @@ fn reads_at_a_past_revision_see_the_past_and_bad_revisions_refuse_the_whole_tran
     assert_eq!((s.revision(), s.get("x")), (revision, None));
 }
 
+fn puts(prefix: &str, n: usize) -> Vec<RangeOp> {
+    (0..n).map(|i| put(&format!("{prefix}{i:05}"), "v")).collect()
+}
+
 #[test]
-fn reads_and_deletes_are_bounded_and_a_transaction_over_a_bound_changes_nothing() {
+fn the_changes_of_a_transaction_are_bounded_counting_keys_it_puts_then_deletes() {
     let mut s = Store::new();
-    for i in 0..=MAX_CHANGES_PER_REVISION.max(MAX_TXN_RANGE_KEYS) {
-        plain_put(&mut s, &format!("p/{i:05}"), "v");
+    for i in 0..400 {
+        plain_put(&mut s, &format!("a/{i:05}"), "v");
     }
-    let revision = s.revision();
-    let answer = run(&mut s, vec![], vec![put("x", "1"), read("p/", "p0")]);
-    assert!(matches!(answer, Response::Refused(Refusal::ReadTooLarge { .. })), "{answer:?}");
-    let answer = run(&mut s, vec![], vec![put("x", "1"), RangeOp::DeleteRange(span("p/", "p0"))]);
-    assert!(matches!(answer, Response::Refused(Refusal::RangeTooLarge { .. })), "{answer:?}");
-    assert_eq!((s.revision(), s.get("x")), (revision, None));
-    // With a limit, the same range is read: the first keys, all counted.
-    let first = RangeOp::Range { span: span("p/", "p0"), revision: 0, max_keys: Some(2) };
-    let Response::RangeTxn { responses, .. } = run(&mut s, vec![], vec![put("x", "1"), first])
-    else {
-        panic!()
+    // 384 new keys, then a delete of every key from "a/" on (which etcd's
+    // duplicate check does not see): 384 + 784 changes in one revision.
+    let nested = |prefix: &str| {
+        RangeOp::Txn(RangeTxn { compare: vec![], success: puts(prefix, 128), failure: vec![] })
     };
+    let ops =
+        vec![nested("a/x"), nested("a/y"), nested("a/z"), RangeOp::DeleteRange(span("a/", "\0"))];
+    let revision = s.revision();
+    assert_eq!(
+        run(&mut s, vec![], ops),
+        Response::Refused(Refusal::RangeTooLarge { keys: 384 + 784 })
+    );
+    assert_eq!((s.revision(), s.len()), (revision, 400));
+    const { assert!(MAX_CHANGES_PER_REVISION < 384 + 784) };
+    // Overlapping deletes count each key once.
+    let twice =
+        vec![RangeOp::DeleteRange(span("a/", "\0")), RangeOp::DeleteRange(span("a/", "a0"))];
+    let Response::RangeTxn { responses, .. } = run(&mut s, vec![], twice) else { panic!() };
+    let removed: Vec<usize> = responses
+        .iter()
+        .map(|r| match r {
+            RangeOpResponse::DeleteRange { prev } => prev.len(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(removed, [400, 0]);
+}
+
+#[test]
+fn the_reads_of_a_transaction_are_bounded_in_all_and_one_over_changes_nothing() {
+    let mut s = Store::new();
+    let kib = "v".repeat(1024);
+    for i in 0..200 {
+        plain_put(&mut s, &format!("p/{i:05}"), &kib);
+    }
+    // 127 reads of about 210 kB each: each alone is small, all together
+    // over the bound.
+    let reads: Vec<RangeOp> = (0..127).map(|_| read("p/", "p0")).collect();
+    let per_read = 200 * (7 + 1024 + READ_OVERHEAD);
+    assert!(per_read * 127 > MAX_TXN_READ_BYTES && per_read < MAX_TXN_READ_BYTES);
+    let revision = s.revision();
+    let mut ops = vec![put("x", "1")];
+    ops.extend(reads);
+    let answer = run(&mut s, vec![], ops);
+    assert!(matches!(answer, Response::Refused(Refusal::ReadTooLarge { .. })), "{answer:?}");
+    assert_eq!((s.revision(), s.get("x")), (revision, None));
+    // With a limit, the same reads: the first key of each, all counted.
+    let first = || RangeOp::Range { span: span("p/", "p0"), revision: 0, max_keys: Some(1) };
+    let mut ops = vec![put("x", "1")];
+    ops.extend((0..127).map(|_| first()));
+    let Response::RangeTxn { responses, .. } = run(&mut s, vec![], ops) else { panic!() };
     let RangeOpResponse::Range { kvs, count } = &responses[1] else { panic!("{responses:?}") };
-    assert_eq!(kvs.len(), 2);
-    assert_eq!(*count as usize, MAX_CHANGES_PER_REVISION.max(MAX_TXN_RANGE_KEYS) + 1);
+    assert_eq!((kvs.len(), *count), (1, 200));
+}
+
+#[test]
+fn a_transaction_that_would_visit_too_many_keys_is_refused() {
+    let mut s = Store::new();
+    for i in 0..=MAX_TXN_VISITED_KEYS {
+        plain_put(&mut s, &format!("k/{i:06}"), "");
+    }
+    // Every key's version is below 2: the comparison visits them all.
+    let all =
+        RangeCompare { span: span("k/", "k0"), target: Target::Version(2), op: CompareOp::Less };
+    assert_eq!(
+        run(&mut s, vec![all], vec![put("x", "1")]),
+        Response::Refused(Refusal::TooManyKeysVisited)
+    );
+    assert_eq!(s.get("x"), None);
 }

@@ -1,5 +1,6 @@
 //! Revision-exact parity with etcd: one seeded random workload of KV and
-//! Lease calls (puts with and without leases and prev_kv, ranges with every
+//! Lease calls (puts with and without leases, prev_kv, `ignore_value` and
+//! `ignore_lease`, ranges with every
 //! read option and at past revisions, single and prefix deletes,
 //! transactions over every compare target and result, over one key or a
 //! range, with puts (leases, `ignore_value`, `ignore_lease`), reads with
@@ -84,6 +85,8 @@ enum Step {
         value: String,
         prev_kv: bool,
         lease: Option<usize>,
+        ignore_value: bool,
+        ignore_lease: bool,
     },
     Range(RangeRequest),
     Delete {
@@ -245,12 +248,18 @@ fn workload(seed: u64, ops: u64) -> Vec<Step> {
     let mut steps = Vec::new();
     for _ in 0..ops {
         let step = match rng.below(100) {
-            0..=29 => Step::Put {
-                key: key(&mut rng),
-                value: format!("v{}", rng.below(4)),
-                prev_kv: rng.chance(50),
-                lease: (grants > 0 && rng.chance(25)).then(|| rng.below(grants) as usize),
-            },
+            0..=29 => {
+                let (ignore_value, ignore_lease) = (rng.chance(8), rng.chance(8));
+                Step::Put {
+                    key: key(&mut rng),
+                    value: if ignore_value { String::new() } else { format!("v{}", rng.below(4)) },
+                    prev_kv: rng.chance(50),
+                    lease: (grants > 0 && !ignore_lease && rng.chance(25))
+                        .then(|| rng.below(grants) as usize),
+                    ignore_value,
+                    ignore_lease,
+                }
+            }
             30..=54 => Step::Range(range_request(&mut rng)),
             55..=64 => Step::Delete {
                 key: if rng.chance(30) { "p/".to_string() } else { key(&mut rng) },
@@ -341,14 +350,15 @@ impl System {
     /// Runs `step`; the masked answer or error.
     async fn run(&mut self, step: &Step) -> String {
         let text = match step.clone() {
-            Step::Put { key, value, prev_kv, lease } => {
+            Step::Put { key, value, prev_kv, lease, ignore_value, ignore_lease } => {
                 let lease = lease.map_or(0, |i| self.lease_id(i));
                 let r = PutRequest {
                     key: key.into_bytes(),
                     value: value.into_bytes(),
                     lease,
                     prev_kv,
-                    ..Default::default()
+                    ignore_value,
+                    ignore_lease,
                 };
                 format!("{:?}", self.kv.put(r).await.map(|a| a.into_inner()))
             }

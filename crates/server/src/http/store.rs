@@ -132,6 +132,7 @@ pub(crate) fn refused(r: &Refusal) -> ApiError {
         Refusal::LeaseIdsExhausted
         | Refusal::KeyNotFound(_)
         | Refusal::ReadTooLarge { .. }
+        | Refusal::TooManyKeysVisited
         | Refusal::RangeTooLarge { .. }
         | Refusal::Compacted { .. }
         | Refusal::FutureRevision { .. } => StatusCode::CONFLICT,
