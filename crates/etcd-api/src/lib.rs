@@ -21,6 +21,12 @@ pub mod mvccpb {
     include!("generated/mvccpb.rs");
 }
 
+/// The messages of etcd's `authpb` that the Auth service carries.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod authpb {
+    include!("generated/authpb.rs");
+}
+
 /// etcd's v3 requests and answers, with a client (`kv_client::KvClient`,
 /// ...) and a server (`kv_server::KvServer`, ...) per service.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -8,14 +8,16 @@ use std::path::{Path, PathBuf};
 /// The command that brings src/generated/ up to date.
 const UPDATE: &str = "TENURE_REGENERATE=1 cargo test -p tenure-etcd-api --test generated";
 /// The .proto files, relative to proto/ (the include directory).
-const PROTOS: [&str; 4] = [
+const PROTOS: [&str; 5] = [
     "mvccpb/kv.proto",
+    "authpb/auth.proto",
     "etcdserverpb/rpc.proto",
     "v3electionpb/v3election.proto",
     "v3lockpb/v3lock.proto",
 ];
 /// The files generated, one per protobuf package.
-const GENERATED: [&str; 4] = ["mvccpb.rs", "etcdserverpb.rs", "v3electionpb.rs", "v3lockpb.rs"];
+const GENERATED: [&str; 5] =
+    ["mvccpb.rs", "authpb.rs", "etcdserverpb.rs", "v3electionpb.rs", "v3lockpb.rs"];
 
 /// Writes the generated code of proto/ into `out`.
 fn generate(crate_dir: &Path, out: &Path) {

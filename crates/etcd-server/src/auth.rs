@@ -123,6 +123,7 @@ pub fn needed(path: &str) -> Option<Permission> {
         | "/etcdserverpb.Lease/LeaseLeases"
         | "/etcdserverpb.Cluster/MemberList"
         | "/etcdserverpb.Maintenance/Status"
+        | "/etcdserverpb.Maintenance/Alarm"
         | "/v3electionpb.Election/Leader"
         | "/v3electionpb.Election/Observe" => Read,
         "/etcdserverpb.KV/Put"

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+mod cluster;
 pub mod connections;
 pub mod election;
 pub mod errors;
@@ -238,7 +239,7 @@ pub async fn serve(
     let kv =
         KvServer::new(kv::KvService(shared.clone())).max_decoding_message_size(MAX_REQUEST_BYTES);
     let maintenance = MaintenanceServer::new(maintenance::MaintenanceService(shared.clone()));
-    let cluster = ClusterServer::new(maintenance::ClusterService(shared.clone()));
+    let cluster = ClusterServer::new(cluster::ClusterService(shared.clone()));
     let incoming = connections::Admitted::new(listener, connections::MAX_CONNECTIONS);
     // Watch streams never end by themselves: they are ended when the
     // listener stops (`Shared::stopping`), so that its graceful shutdown

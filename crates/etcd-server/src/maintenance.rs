@@ -1,23 +1,43 @@
-//! Maintenance.Status, Cluster.MemberList, and Auth, which tenure does
-//! not serve beyond Authenticate (it says what tenure offers instead).
+//! Maintenance (Status, Alarm, Defragment; the rest answers what tenure
+//! offers instead) and Auth, which tenure serves no further than
+//! Authenticate (the rest says what tenure offers instead).
 
+use crate::errors::unimplemented;
 use crate::{Shared, VERSION};
 use std::sync::Arc;
+use tenure_etcd_api::etcdserverpb::alarm_request::AlarmAction;
 use tenure_etcd_api::etcdserverpb::auth_server::Auth;
-use tenure_etcd_api::etcdserverpb::cluster_server::Cluster;
 use tenure_etcd_api::etcdserverpb::maintenance_server::Maintenance;
 use tenure_etcd_api::etcdserverpb::{
-    AuthenticateRequest, AuthenticateResponse, Member, MemberListRequest, MemberListResponse,
-    StatusRequest, StatusResponse,
+    AlarmRequest, AlarmResponse, AuthDisableRequest, AuthDisableResponse, AuthEnableRequest,
+    AuthEnableResponse, AuthRoleAddRequest, AuthRoleAddResponse, AuthRoleDeleteRequest,
+    AuthRoleDeleteResponse, AuthRoleGetRequest, AuthRoleGetResponse,
+    AuthRoleGrantPermissionRequest, AuthRoleGrantPermissionResponse, AuthRoleListRequest,
+    AuthRoleListResponse, AuthRoleRevokePermissionRequest, AuthRoleRevokePermissionResponse,
+    AuthUserAddRequest, AuthUserAddResponse, AuthUserChangePasswordRequest,
+    AuthUserChangePasswordResponse, AuthUserDeleteRequest, AuthUserDeleteResponse,
+    AuthUserGetRequest, AuthUserGetResponse, AuthUserGrantRoleRequest, AuthUserGrantRoleResponse,
+    AuthUserListRequest, AuthUserListResponse, AuthUserRevokeRoleRequest,
+    AuthUserRevokeRoleResponse, AuthenticateRequest, AuthenticateResponse, DefragmentRequest,
+    DefragmentResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse,
+    MoveLeaderRequest, MoveLeaderResponse, SnapshotRequest, SnapshotResponse, StatusRequest,
+    StatusResponse,
 };
+
+/// What tenure offers instead of etcd's user and role administration.
+const NO_RBAC: &str = "etcd's users are tenure's API tokens (the user name is a token's name, \
+     the password its secret) with their roles read, write or admin; they are written in the \
+     nodes' configuration ([[api_tokens]]), not through the etcd API";
+
+/// What tenure offers instead of etcd's store hashes.
+const NO_HASH: &str = "tenure does not hash its store: compare the members' applied index and \
+     revision (Status, or GET /v1/status); the store's checks are its simulator and \
+     linearizability tests (docs/VERIFICATION.md)";
 use tenure_kv::Store;
 use tonic::{Request, Response, Status};
 
-/// Maintenance: Status.
+/// Maintenance: Status, Alarm, Defragment.
 pub(crate) struct MaintenanceService(pub(crate) Arc<Shared>);
-
-/// Cluster: MemberList.
-pub(crate) struct ClusterService(pub(crate) Arc<Shared>);
 
 /// Bytes of the store's keys and values, with a few bytes per key: what
 /// Status reports as the database size (tenure keeps its store in memory;
@@ -53,49 +73,72 @@ impl Maintenance for MaintenanceService {
             ..Default::default()
         }))
     }
-}
 
-#[tonic::async_trait]
-impl Cluster for ClusterService {
-    async fn member_list(
+    /// No alarm: tenure raises none (a full disk stops writes with an
+    /// error, not an alarm). Listing answers none; clearing one has
+    /// nothing to clear; raising one by hand is refused.
+    async fn alarm(
         &self,
-        request: Request<MemberListRequest>,
-    ) -> Result<Response<MemberListResponse>, Status> {
+        request: Request<AlarmRequest>,
+    ) -> Result<Response<AlarmResponse>, Status> {
         self.0.check_leader(&request)?;
-        let ctx = &self.0.ctx;
-        let (membership, _) = ctx.kv.membership();
-        let scheme = if ctx.tls { "https" } else { "http" };
-        let me = ctx.node.id();
-        let member = |m: &tenure_replica::Member, is_learner: bool| {
-            let address = match m.address.is_empty() {
-                true => ctx.peer_addresses.get(&m.id).cloned().unwrap_or_default(),
-                false => m.address.clone(),
-            };
-            Member {
-                id: m.id.0,
-                name: format!("node-{}", m.id.0),
-                peer_ur_ls: (!address.is_empty())
-                    .then(|| format!("{scheme}://{address}"))
-                    .into_iter()
-                    .collect(),
-                // Only this node's etcd address is known here (each node
-                // has its own --etcd-listen).
-                client_ur_ls: (m.id == me).then(|| self.0.client_url.clone()).into_iter().collect(),
-                is_learner,
-            }
-        };
-        let members = membership.members;
-        let list = members
-            .voters
-            .iter()
-            .map(|m| member(m, false))
-            .chain(members.learners.iter().map(|m| member(m, true)))
-            .collect();
-        let revision = ctx.kv.read_stale(|s| s.revision()).0;
-        Ok(Response::new(MemberListResponse {
+        if request.get_ref().action == AlarmAction::Activate as i32 {
+            return Err(unimplemented(
+                "tenure raises no alarms, and none is raised by hand: a node whose disk is \
+                 full refuses writes with an error",
+            ));
+        }
+        let revision = self.0.ctx.kv.read_stale(|s| s.revision()).0;
+        Ok(Response::new(AlarmResponse {
             header: Some(self.0.header(revision)),
-            members: list,
+            alarms: Vec::new(),
         }))
+    }
+
+    /// Nothing to give back: the store is in memory, and the log's files
+    /// are compacted by the node itself (a snapshot, then the entries
+    /// before it are dropped). Answered as done.
+    async fn defragment(
+        &self,
+        request: Request<DefragmentRequest>,
+    ) -> Result<Response<DefragmentResponse>, Status> {
+        self.0.check_leader(&request)?;
+        let revision = self.0.ctx.kv.read_stale(|s| s.revision()).0;
+        Ok(Response::new(DefragmentResponse { header: Some(self.0.header(revision)) }))
+    }
+
+    async fn hash(&self, _request: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
+        Err(unimplemented(NO_HASH))
+    }
+
+    async fn hash_kv(
+        &self,
+        _request: Request<HashKvRequest>,
+    ) -> Result<Response<HashKvResponse>, Status> {
+        Err(unimplemented(NO_HASH))
+    }
+
+    type SnapshotStream = tokio_stream::Empty<Result<SnapshotResponse, Status>>;
+
+    async fn snapshot(
+        &self,
+        _request: Request<SnapshotRequest>,
+    ) -> Result<Response<Self::SnapshotStream>, Status> {
+        Err(unimplemented(
+            "there is no backup of the store to take: every node holds all of it, and a node \
+             whose disk is lost catches up from the others (docs/OPERATIONS.md, backups); a copy \
+             can be read with a Range over every key",
+        ))
+    }
+
+    async fn move_leader(
+        &self,
+        _request: Request<MoveLeaderRequest>,
+    ) -> Result<Response<MoveLeaderResponse>, Status> {
+        Err(unimplemented(
+            "leadership is moved with tenure transfer NODE (POST /v1/transfer), which waits \
+             until the node holds the log",
+        ))
     }
 }
 
@@ -115,5 +158,110 @@ impl Auth for AuthService {
     ) -> Result<Response<AuthenticateResponse>, Status> {
         let revision = self.0.ctx.kv.read_stale(|s| s.revision()).0;
         self.0.ctx.auth.authenticate(request, self.0.header(revision))
+    }
+
+    async fn auth_enable(
+        &self,
+        _request: Request<AuthEnableRequest>,
+    ) -> Result<Response<AuthEnableResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn auth_disable(
+        &self,
+        _request: Request<AuthDisableRequest>,
+    ) -> Result<Response<AuthDisableResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn user_add(
+        &self,
+        _request: Request<AuthUserAddRequest>,
+    ) -> Result<Response<AuthUserAddResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn user_get(
+        &self,
+        _request: Request<AuthUserGetRequest>,
+    ) -> Result<Response<AuthUserGetResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn user_list(
+        &self,
+        _request: Request<AuthUserListRequest>,
+    ) -> Result<Response<AuthUserListResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn user_delete(
+        &self,
+        _request: Request<AuthUserDeleteRequest>,
+    ) -> Result<Response<AuthUserDeleteResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn user_change_password(
+        &self,
+        _request: Request<AuthUserChangePasswordRequest>,
+    ) -> Result<Response<AuthUserChangePasswordResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn user_grant_role(
+        &self,
+        _request: Request<AuthUserGrantRoleRequest>,
+    ) -> Result<Response<AuthUserGrantRoleResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn user_revoke_role(
+        &self,
+        _request: Request<AuthUserRevokeRoleRequest>,
+    ) -> Result<Response<AuthUserRevokeRoleResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn role_add(
+        &self,
+        _request: Request<AuthRoleAddRequest>,
+    ) -> Result<Response<AuthRoleAddResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn role_get(
+        &self,
+        _request: Request<AuthRoleGetRequest>,
+    ) -> Result<Response<AuthRoleGetResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn role_list(
+        &self,
+        _request: Request<AuthRoleListRequest>,
+    ) -> Result<Response<AuthRoleListResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn role_delete(
+        &self,
+        _request: Request<AuthRoleDeleteRequest>,
+    ) -> Result<Response<AuthRoleDeleteResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn role_grant_permission(
+        &self,
+        _request: Request<AuthRoleGrantPermissionRequest>,
+    ) -> Result<Response<AuthRoleGrantPermissionResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
+    }
+
+    async fn role_revoke_permission(
+        &self,
+        _request: Request<AuthRoleRevokePermissionRequest>,
+    ) -> Result<Response<AuthRoleRevokePermissionResponse>, Status> {
+        Err(unimplemented(NO_RBAC))
     }
 }

@@ -299,6 +299,42 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     }
     assert!(members.contains(&endpoints[follower].url), "{members}");
 
+    // Member changes, on the leader: a learner added by its peer URL (an
+    // id drawn by tenure), listed, refused promotion while it has not
+    // caught up, then removed; a follower sends them to the leader.
+    let l = &endpoints[leader];
+    let added = l.json(&["member", "add", "new", "--learner", "--peer-urls=https://127.0.0.1:9"]);
+    let id = added["member"]["ID"].as_u64().expect("the new member's id");
+    assert!((4..=65_535).contains(&id), "{added}");
+    assert_eq!(added["member"]["isLearner"], true, "{added}");
+    assert_eq!(added["members"].as_array().map(Vec::len), Some(4), "{added}");
+    let hex = format!("{id:x}");
+    let listed = l.ok(&["member", "list"]);
+    assert!(listed.contains("https://127.0.0.1:9, , true"), "{listed}");
+    let err = l.fails(&["member", "promote", &hex]);
+    assert!(
+        err.contains("can only promote a learner member which is in sync with leader"),
+        "{err}"
+    );
+    let err = endpoints[follower].fails(&["member", "remove", &hex]);
+    assert!(err.contains("etcdserver: not leader"), "{err}");
+    let err = l.fails(&["member", "update", &hex, "--peer-urls=https://127.0.0.1:10"]);
+    assert!(err.contains("tenure member replace"), "{err}");
+    let removed = l.ok(&["member", "remove", &hex]);
+    assert!(removed.contains("removed"), "{removed}");
+    assert!(!l.ok(&["member", "list"]).contains("127.0.0.1:9,"));
+    let err = l.fails(&["member", "remove", &hex]);
+    assert!(err.contains("etcdserver: member not found"), "{err}");
+    let err = l.fails(&["member", "add", "bad", "--peer-urls=unix://127.0.0.1:9"]);
+    assert!(err.contains("HOST:PORT"), "{err}");
+    // Maintenance: no alarm, nothing to defragment; what tenure does not
+    // serve says what it offers instead.
+    assert_eq!(l.ok(&["alarm", "list"]).trim(), "");
+    assert!(l.ok(&["defrag"]).contains("Finished defragmenting"));
+    assert!(l.fails(&["user", "list"]).contains("[[api_tokens]]"));
+    assert!(l.fails(&["role", "add", "r"]).contains("[[api_tokens]]"));
+    assert!(l.fails(&["move-leader", "2"]).contains("tenure transfer"));
+
     // Bad input: etcd's error, and nothing changes.
     let before = endpoints[0].json(&["get", "shared/k"])["header"]["revision"].as_i64();
     let e = &endpoints[follower];

@@ -667,6 +667,373 @@ pub struct AuthenticateResponse {
     #[prost(string, tag = "2")]
     pub token: ::prost::alloc::string::String,
 }
+/// Membership changes.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemberAddRequest {
+    #[prost(string, repeated, tag = "1")]
+    pub peer_ur_ls: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(bool, tag = "2")]
+    pub is_learner: bool,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct MemberAddResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    /// The member added.
+    #[prost(message, optional, tag = "2")]
+    pub member: ::core::option::Option<Member>,
+    /// Every member after the change.
+    #[prost(message, repeated, tag = "3")]
+    pub members: ::prost::alloc::vec::Vec<Member>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemberRemoveRequest {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct MemberRemoveResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(message, repeated, tag = "2")]
+    pub members: ::prost::alloc::vec::Vec<Member>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemberUpdateRequest {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(string, repeated, tag = "2")]
+    pub peer_ur_ls: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct MemberUpdateResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(message, repeated, tag = "2")]
+    pub members: ::prost::alloc::vec::Vec<Member>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemberPromoteRequest {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct MemberPromoteResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(message, repeated, tag = "2")]
+    pub members: ::prost::alloc::vec::Vec<Member>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AlarmRequest {
+    #[prost(enumeration = "alarm_request::AlarmAction", tag = "1")]
+    pub action: i32,
+    /// 0: every member.
+    #[prost(uint64, tag = "2")]
+    pub member_id: u64,
+    #[prost(enumeration = "AlarmType", tag = "3")]
+    pub alarm: i32,
+}
+/// Nested message and enum types in `AlarmRequest`.
+pub mod alarm_request {
+    #[derive(
+        Clone,
+        Copy,
+        Debug,
+        PartialEq,
+        Eq,
+        Hash,
+        PartialOrd,
+        Ord,
+        ::prost::Enumeration
+    )]
+    #[repr(i32)]
+    pub enum AlarmAction {
+        Get = 0,
+        Activate = 1,
+        Deactivate = 2,
+    }
+    impl AlarmAction {
+        /// String value of the enum field names used in the ProtoBuf definition.
+        ///
+        /// The values are not transformed in any way and thus are considered stable
+        /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+        pub fn as_str_name(&self) -> &'static str {
+            match self {
+                Self::Get => "GET",
+                Self::Activate => "ACTIVATE",
+                Self::Deactivate => "DEACTIVATE",
+            }
+        }
+        /// Creates an enum from field names used in the ProtoBuf definition.
+        pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+            match value {
+                "GET" => Some(Self::Get),
+                "ACTIVATE" => Some(Self::Activate),
+                "DEACTIVATE" => Some(Self::Deactivate),
+                _ => None,
+            }
+        }
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AlarmMember {
+    #[prost(uint64, tag = "1")]
+    pub member_id: u64,
+    #[prost(enumeration = "AlarmType", tag = "2")]
+    pub alarm: i32,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AlarmResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(message, repeated, tag = "2")]
+    pub alarms: ::prost::alloc::vec::Vec<AlarmMember>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DefragmentRequest {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DefragmentResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct HashRequest {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct HashResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(uint32, tag = "2")]
+    pub hash: u32,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct HashKvRequest {
+    #[prost(int64, tag = "1")]
+    pub revision: i64,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct HashKvResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(uint32, tag = "2")]
+    pub hash: u32,
+    #[prost(int64, tag = "3")]
+    pub compact_revision: i64,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SnapshotRequest {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SnapshotResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(uint64, tag = "2")]
+    pub remaining_bytes: u64,
+    #[prost(bytes = "vec", tag = "3")]
+    pub blob: ::prost::alloc::vec::Vec<u8>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MoveLeaderRequest {
+    #[prost(uint64, tag = "1")]
+    pub target_id: u64,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MoveLeaderResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+/// Users and roles.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthEnableRequest {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthEnableResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthDisableRequest {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthDisableResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserAddRequest {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub password: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "3")]
+    pub options: ::core::option::Option<super::authpb::UserAddOptions>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserAddResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserGetRequest {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserGetResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(string, repeated, tag = "2")]
+    pub roles: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserListRequest {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserListResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(string, repeated, tag = "2")]
+    pub users: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserDeleteRequest {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserDeleteResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserChangePasswordRequest {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub password: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserChangePasswordResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserGrantRoleRequest {
+    #[prost(string, tag = "1")]
+    pub user: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub role: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserGrantRoleResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserRevokeRoleRequest {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub role: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthUserRevokeRoleResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleAddRequest {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleAddResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleGetRequest {
+    #[prost(string, tag = "1")]
+    pub role: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AuthRoleGetResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(message, repeated, tag = "2")]
+    pub perm: ::prost::alloc::vec::Vec<super::authpb::Permission>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleListRequest {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleListResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(string, repeated, tag = "2")]
+    pub roles: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleDeleteRequest {
+    #[prost(string, tag = "1")]
+    pub role: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleDeleteResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleGrantPermissionRequest {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub perm: ::core::option::Option<super::authpb::Permission>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleGrantPermissionResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleRevokePermissionRequest {
+    #[prost(string, tag = "1")]
+    pub role: ::prost::alloc::string::String,
+    #[prost(bytes = "vec", tag = "2")]
+    pub key: ::prost::alloc::vec::Vec<u8>,
+    #[prost(bytes = "vec", tag = "3")]
+    pub range_end: ::prost::alloc::vec::Vec<u8>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AuthRoleRevokePermissionResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
+/// Maintenance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum AlarmType {
+    None = 0,
+    Nospace = 1,
+    Corrupt = 2,
+}
+impl AlarmType {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::None => "NONE",
+            Self::Nospace => "NOSPACE",
+            Self::Corrupt => "CORRUPT",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "NONE" => Some(Self::None),
+            "NOSPACE" => Some(Self::Nospace),
+            "CORRUPT" => Some(Self::Corrupt),
+            _ => None,
+        }
+    }
+}
 /// Generated client implementations.
 pub mod kv_client {
     #![allow(
@@ -2146,7 +2513,7 @@ pub mod cluster_client {
     )]
     use tonic::codegen::*;
     use tonic::codegen::http::Uri;
-    /// Cluster membership (the list only).
+    /// Cluster membership.
     #[derive(Debug, Clone)]
     pub struct ClusterClient<T> {
         inner: tonic::client::Grpc<T>,
@@ -2216,6 +2583,81 @@ pub mod cluster_client {
             self.inner = self.inner.max_encoding_message_size(limit);
             self
         }
+        /// Adds a member (a learner with is_learner) by its peer URLs.
+        pub async fn member_add(
+            &mut self,
+            request: impl tonic::IntoRequest<super::MemberAddRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MemberAddResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Cluster/MemberAdd",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Cluster", "MemberAdd"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Removes a member.
+        pub async fn member_remove(
+            &mut self,
+            request: impl tonic::IntoRequest<super::MemberRemoveRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MemberRemoveResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Cluster/MemberRemove",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Cluster", "MemberRemove"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Changes a member's peer URLs.
+        pub async fn member_update(
+            &mut self,
+            request: impl tonic::IntoRequest<super::MemberUpdateRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MemberUpdateResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Cluster/MemberUpdate",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Cluster", "MemberUpdate"));
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn member_list(
             &mut self,
             request: impl tonic::IntoRequest<super::MemberListRequest>,
@@ -2240,6 +2682,31 @@ pub mod cluster_client {
                 .insert(GrpcMethod::new("etcdserverpb.Cluster", "MemberList"));
             self.inner.unary(req, path, codec).await
         }
+        /// Makes a learner a voting member.
+        pub async fn member_promote(
+            &mut self,
+            request: impl tonic::IntoRequest<super::MemberPromoteRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MemberPromoteResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Cluster/MemberPromote",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Cluster", "MemberPromote"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2255,6 +2722,30 @@ pub mod cluster_server {
     /// Generated trait containing gRPC methods that should be implemented for use with ClusterServer.
     #[async_trait]
     pub trait Cluster: std::marker::Send + std::marker::Sync + 'static {
+        /// Adds a member (a learner with is_learner) by its peer URLs.
+        async fn member_add(
+            &self,
+            request: tonic::Request<super::MemberAddRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MemberAddResponse>,
+            tonic::Status,
+        >;
+        /// Removes a member.
+        async fn member_remove(
+            &self,
+            request: tonic::Request<super::MemberRemoveRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MemberRemoveResponse>,
+            tonic::Status,
+        >;
+        /// Changes a member's peer URLs.
+        async fn member_update(
+            &self,
+            request: tonic::Request<super::MemberUpdateRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MemberUpdateResponse>,
+            tonic::Status,
+        >;
         async fn member_list(
             &self,
             request: tonic::Request<super::MemberListRequest>,
@@ -2262,8 +2753,16 @@ pub mod cluster_server {
             tonic::Response<super::MemberListResponse>,
             tonic::Status,
         >;
+        /// Makes a learner a voting member.
+        async fn member_promote(
+            &self,
+            request: tonic::Request<super::MemberPromoteRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MemberPromoteResponse>,
+            tonic::Status,
+        >;
     }
-    /// Cluster membership (the list only).
+    /// Cluster membership.
     #[derive(Debug)]
     pub struct ClusterServer<T> {
         inner: Arc<T>,
@@ -2340,6 +2839,139 @@ pub mod cluster_server {
         }
         fn call(&mut self, req: http::Request<B>) -> Self::Future {
             match req.uri().path() {
+                "/etcdserverpb.Cluster/MemberAdd" => {
+                    #[allow(non_camel_case_types)]
+                    struct MemberAddSvc<T: Cluster>(pub Arc<T>);
+                    impl<T: Cluster> tonic::server::UnaryService<super::MemberAddRequest>
+                    for MemberAddSvc<T> {
+                        type Response = super::MemberAddResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::MemberAddRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Cluster>::member_add(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = MemberAddSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Cluster/MemberRemove" => {
+                    #[allow(non_camel_case_types)]
+                    struct MemberRemoveSvc<T: Cluster>(pub Arc<T>);
+                    impl<
+                        T: Cluster,
+                    > tonic::server::UnaryService<super::MemberRemoveRequest>
+                    for MemberRemoveSvc<T> {
+                        type Response = super::MemberRemoveResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::MemberRemoveRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Cluster>::member_remove(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = MemberRemoveSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Cluster/MemberUpdate" => {
+                    #[allow(non_camel_case_types)]
+                    struct MemberUpdateSvc<T: Cluster>(pub Arc<T>);
+                    impl<
+                        T: Cluster,
+                    > tonic::server::UnaryService<super::MemberUpdateRequest>
+                    for MemberUpdateSvc<T> {
+                        type Response = super::MemberUpdateResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::MemberUpdateRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Cluster>::member_update(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = MemberUpdateSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
                 "/etcdserverpb.Cluster/MemberList" => {
                     #[allow(non_camel_case_types)]
                     struct MemberListSvc<T: Cluster>(pub Arc<T>);
@@ -2370,6 +3002,51 @@ pub mod cluster_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = MemberListSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Cluster/MemberPromote" => {
+                    #[allow(non_camel_case_types)]
+                    struct MemberPromoteSvc<T: Cluster>(pub Arc<T>);
+                    impl<
+                        T: Cluster,
+                    > tonic::server::UnaryService<super::MemberPromoteRequest>
+                    for MemberPromoteSvc<T> {
+                        type Response = super::MemberPromoteResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::MemberPromoteRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Cluster>::member_promote(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = MemberPromoteSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
@@ -2436,7 +3113,7 @@ pub mod maintenance_client {
     )]
     use tonic::codegen::*;
     use tonic::codegen::http::Uri;
-    /// A member's own state.
+    /// A member's own state, and its upkeep.
     #[derive(Debug, Clone)]
     pub struct MaintenanceClient<T> {
         inner: tonic::client::Grpc<T>,
@@ -2506,6 +3183,28 @@ pub mod maintenance_client {
             self.inner = self.inner.max_encoding_message_size(limit);
             self
         }
+        /// Lists, raises or clears alarms (out of space, corruption).
+        pub async fn alarm(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AlarmRequest>,
+        ) -> std::result::Result<tonic::Response<super::AlarmResponse>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Maintenance/Alarm",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Maintenance", "Alarm"));
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn status(
             &mut self,
             request: impl tonic::IntoRequest<super::StatusRequest>,
@@ -2527,6 +3226,125 @@ pub mod maintenance_client {
                 .insert(GrpcMethod::new("etcdserverpb.Maintenance", "Status"));
             self.inner.unary(req, path, codec).await
         }
+        /// Gives a member's unused disk space back.
+        pub async fn defragment(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DefragmentRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DefragmentResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Maintenance/Defragment",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Maintenance", "Defragment"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A hash of a member's whole store.
+        pub async fn hash(
+            &mut self,
+            request: impl tonic::IntoRequest<super::HashRequest>,
+        ) -> std::result::Result<tonic::Response<super::HashResponse>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Maintenance/Hash",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Maintenance", "Hash"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A hash of a member's keys up to a revision.
+        pub async fn hash_kv(
+            &mut self,
+            request: impl tonic::IntoRequest<super::HashKvRequest>,
+        ) -> std::result::Result<tonic::Response<super::HashKvResponse>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Maintenance/HashKV",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Maintenance", "HashKV"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A copy of a member's store, in chunks.
+        pub async fn snapshot(
+            &mut self,
+            request: impl tonic::IntoRequest<super::SnapshotRequest>,
+        ) -> std::result::Result<
+            tonic::Response<tonic::codec::Streaming<super::SnapshotResponse>>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Maintenance/Snapshot",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Maintenance", "Snapshot"));
+            self.inner.server_streaming(req, path, codec).await
+        }
+        /// Hands leadership to another member.
+        pub async fn move_leader(
+            &mut self,
+            request: impl tonic::IntoRequest<super::MoveLeaderRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MoveLeaderResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Maintenance/MoveLeader",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Maintenance", "MoveLeader"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2542,12 +3360,54 @@ pub mod maintenance_server {
     /// Generated trait containing gRPC methods that should be implemented for use with MaintenanceServer.
     #[async_trait]
     pub trait Maintenance: std::marker::Send + std::marker::Sync + 'static {
+        /// Lists, raises or clears alarms (out of space, corruption).
+        async fn alarm(
+            &self,
+            request: tonic::Request<super::AlarmRequest>,
+        ) -> std::result::Result<tonic::Response<super::AlarmResponse>, tonic::Status>;
         async fn status(
             &self,
             request: tonic::Request<super::StatusRequest>,
         ) -> std::result::Result<tonic::Response<super::StatusResponse>, tonic::Status>;
+        /// Gives a member's unused disk space back.
+        async fn defragment(
+            &self,
+            request: tonic::Request<super::DefragmentRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DefragmentResponse>,
+            tonic::Status,
+        >;
+        /// A hash of a member's whole store.
+        async fn hash(
+            &self,
+            request: tonic::Request<super::HashRequest>,
+        ) -> std::result::Result<tonic::Response<super::HashResponse>, tonic::Status>;
+        /// A hash of a member's keys up to a revision.
+        async fn hash_kv(
+            &self,
+            request: tonic::Request<super::HashKvRequest>,
+        ) -> std::result::Result<tonic::Response<super::HashKvResponse>, tonic::Status>;
+        /// Server streaming response type for the Snapshot method.
+        type SnapshotStream: tonic::codegen::tokio_stream::Stream<
+                Item = std::result::Result<super::SnapshotResponse, tonic::Status>,
+            >
+            + std::marker::Send
+            + 'static;
+        /// A copy of a member's store, in chunks.
+        async fn snapshot(
+            &self,
+            request: tonic::Request<super::SnapshotRequest>,
+        ) -> std::result::Result<tonic::Response<Self::SnapshotStream>, tonic::Status>;
+        /// Hands leadership to another member.
+        async fn move_leader(
+            &self,
+            request: tonic::Request<super::MoveLeaderRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::MoveLeaderResponse>,
+            tonic::Status,
+        >;
     }
-    /// A member's own state.
+    /// A member's own state, and its upkeep.
     #[derive(Debug)]
     pub struct MaintenanceServer<T> {
         inner: Arc<T>,
@@ -2624,6 +3484,49 @@ pub mod maintenance_server {
         }
         fn call(&mut self, req: http::Request<B>) -> Self::Future {
             match req.uri().path() {
+                "/etcdserverpb.Maintenance/Alarm" => {
+                    #[allow(non_camel_case_types)]
+                    struct AlarmSvc<T: Maintenance>(pub Arc<T>);
+                    impl<T: Maintenance> tonic::server::UnaryService<super::AlarmRequest>
+                    for AlarmSvc<T> {
+                        type Response = super::AlarmResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AlarmRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Maintenance>::alarm(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AlarmSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
                 "/etcdserverpb.Maintenance/Status" => {
                     #[allow(non_camel_case_types)]
                     struct StatusSvc<T: Maintenance>(pub Arc<T>);
@@ -2654,6 +3557,230 @@ pub mod maintenance_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = StatusSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Maintenance/Defragment" => {
+                    #[allow(non_camel_case_types)]
+                    struct DefragmentSvc<T: Maintenance>(pub Arc<T>);
+                    impl<
+                        T: Maintenance,
+                    > tonic::server::UnaryService<super::DefragmentRequest>
+                    for DefragmentSvc<T> {
+                        type Response = super::DefragmentResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DefragmentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Maintenance>::defragment(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DefragmentSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Maintenance/Hash" => {
+                    #[allow(non_camel_case_types)]
+                    struct HashSvc<T: Maintenance>(pub Arc<T>);
+                    impl<T: Maintenance> tonic::server::UnaryService<super::HashRequest>
+                    for HashSvc<T> {
+                        type Response = super::HashResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::HashRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Maintenance>::hash(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = HashSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Maintenance/HashKV" => {
+                    #[allow(non_camel_case_types)]
+                    struct HashKVSvc<T: Maintenance>(pub Arc<T>);
+                    impl<
+                        T: Maintenance,
+                    > tonic::server::UnaryService<super::HashKvRequest>
+                    for HashKVSvc<T> {
+                        type Response = super::HashKvResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::HashKvRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Maintenance>::hash_kv(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = HashKVSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Maintenance/Snapshot" => {
+                    #[allow(non_camel_case_types)]
+                    struct SnapshotSvc<T: Maintenance>(pub Arc<T>);
+                    impl<
+                        T: Maintenance,
+                    > tonic::server::ServerStreamingService<super::SnapshotRequest>
+                    for SnapshotSvc<T> {
+                        type Response = super::SnapshotResponse;
+                        type ResponseStream = T::SnapshotStream;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::ResponseStream>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::SnapshotRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Maintenance>::snapshot(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SnapshotSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.server_streaming(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Maintenance/MoveLeader" => {
+                    #[allow(non_camel_case_types)]
+                    struct MoveLeaderSvc<T: Maintenance>(pub Arc<T>);
+                    impl<
+                        T: Maintenance,
+                    > tonic::server::UnaryService<super::MoveLeaderRequest>
+                    for MoveLeaderSvc<T> {
+                        type Response = super::MoveLeaderResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::MoveLeaderRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Maintenance>::move_leader(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = MoveLeaderSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
@@ -2720,8 +3847,8 @@ pub mod auth_client {
     )]
     use tonic::codegen::*;
     use tonic::codegen::http::Uri;
-    /// Authentication (logging in only): the token answered goes in every later
-    /// request's `token` metadata.
+    /// Authentication: logging in (the token answered goes in every later
+    /// request's `token` metadata), and the administration of users and roles.
     #[derive(Debug, Clone)]
     pub struct AuthClient<T> {
         inner: tonic::client::Grpc<T>,
@@ -2791,6 +3918,54 @@ pub mod auth_client {
             self.inner = self.inner.max_encoding_message_size(limit);
             self
         }
+        pub async fn auth_enable(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthEnableRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthEnableResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/AuthEnable",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "AuthEnable"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn auth_disable(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthDisableRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthDisableResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/AuthDisable",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "AuthDisable"));
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn authenticate(
             &mut self,
             request: impl tonic::IntoRequest<super::AuthenticateRequest>,
@@ -2815,6 +3990,314 @@ pub mod auth_client {
                 .insert(GrpcMethod::new("etcdserverpb.Auth", "Authenticate"));
             self.inner.unary(req, path, codec).await
         }
+        pub async fn user_add(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthUserAddRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserAddResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/UserAdd",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("etcdserverpb.Auth", "UserAdd"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn user_get(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthUserGetRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserGetResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/UserGet",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("etcdserverpb.Auth", "UserGet"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn user_list(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthUserListRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserListResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/UserList",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "UserList"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn user_delete(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthUserDeleteRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserDeleteResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/UserDelete",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "UserDelete"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn user_change_password(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthUserChangePasswordRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserChangePasswordResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/UserChangePassword",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "UserChangePassword"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn user_grant_role(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthUserGrantRoleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserGrantRoleResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/UserGrantRole",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "UserGrantRole"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn user_revoke_role(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthUserRevokeRoleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserRevokeRoleResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/UserRevokeRole",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "UserRevokeRole"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn role_add(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthRoleAddRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleAddResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/RoleAdd",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("etcdserverpb.Auth", "RoleAdd"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn role_get(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthRoleGetRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleGetResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/RoleGet",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("etcdserverpb.Auth", "RoleGet"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn role_list(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthRoleListRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleListResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/RoleList",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "RoleList"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn role_delete(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthRoleDeleteRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleDeleteResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/RoleDelete",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "RoleDelete"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn role_grant_permission(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthRoleGrantPermissionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleGrantPermissionResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/RoleGrantPermission",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "RoleGrantPermission"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn role_revoke_permission(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AuthRoleRevokePermissionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleRevokePermissionResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Auth/RoleRevokePermission",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Auth", "RoleRevokePermission"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2830,6 +4313,20 @@ pub mod auth_server {
     /// Generated trait containing gRPC methods that should be implemented for use with AuthServer.
     #[async_trait]
     pub trait Auth: std::marker::Send + std::marker::Sync + 'static {
+        async fn auth_enable(
+            &self,
+            request: tonic::Request<super::AuthEnableRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthEnableResponse>,
+            tonic::Status,
+        >;
+        async fn auth_disable(
+            &self,
+            request: tonic::Request<super::AuthDisableRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthDisableResponse>,
+            tonic::Status,
+        >;
         async fn authenticate(
             &self,
             request: tonic::Request<super::AuthenticateRequest>,
@@ -2837,9 +4334,100 @@ pub mod auth_server {
             tonic::Response<super::AuthenticateResponse>,
             tonic::Status,
         >;
+        async fn user_add(
+            &self,
+            request: tonic::Request<super::AuthUserAddRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserAddResponse>,
+            tonic::Status,
+        >;
+        async fn user_get(
+            &self,
+            request: tonic::Request<super::AuthUserGetRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserGetResponse>,
+            tonic::Status,
+        >;
+        async fn user_list(
+            &self,
+            request: tonic::Request<super::AuthUserListRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserListResponse>,
+            tonic::Status,
+        >;
+        async fn user_delete(
+            &self,
+            request: tonic::Request<super::AuthUserDeleteRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserDeleteResponse>,
+            tonic::Status,
+        >;
+        async fn user_change_password(
+            &self,
+            request: tonic::Request<super::AuthUserChangePasswordRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserChangePasswordResponse>,
+            tonic::Status,
+        >;
+        async fn user_grant_role(
+            &self,
+            request: tonic::Request<super::AuthUserGrantRoleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserGrantRoleResponse>,
+            tonic::Status,
+        >;
+        async fn user_revoke_role(
+            &self,
+            request: tonic::Request<super::AuthUserRevokeRoleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthUserRevokeRoleResponse>,
+            tonic::Status,
+        >;
+        async fn role_add(
+            &self,
+            request: tonic::Request<super::AuthRoleAddRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleAddResponse>,
+            tonic::Status,
+        >;
+        async fn role_get(
+            &self,
+            request: tonic::Request<super::AuthRoleGetRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleGetResponse>,
+            tonic::Status,
+        >;
+        async fn role_list(
+            &self,
+            request: tonic::Request<super::AuthRoleListRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleListResponse>,
+            tonic::Status,
+        >;
+        async fn role_delete(
+            &self,
+            request: tonic::Request<super::AuthRoleDeleteRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleDeleteResponse>,
+            tonic::Status,
+        >;
+        async fn role_grant_permission(
+            &self,
+            request: tonic::Request<super::AuthRoleGrantPermissionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleGrantPermissionResponse>,
+            tonic::Status,
+        >;
+        async fn role_revoke_permission(
+            &self,
+            request: tonic::Request<super::AuthRoleRevokePermissionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AuthRoleRevokePermissionResponse>,
+            tonic::Status,
+        >;
     }
-    /// Authentication (logging in only): the token answered goes in every later
-    /// request's `token` metadata.
+    /// Authentication: logging in (the token answered goes in every later
+    /// request's `token` metadata), and the administration of users and roles.
     #[derive(Debug)]
     pub struct AuthServer<T> {
         inner: Arc<T>,
@@ -2916,6 +4504,92 @@ pub mod auth_server {
         }
         fn call(&mut self, req: http::Request<B>) -> Self::Future {
             match req.uri().path() {
+                "/etcdserverpb.Auth/AuthEnable" => {
+                    #[allow(non_camel_case_types)]
+                    struct AuthEnableSvc<T: Auth>(pub Arc<T>);
+                    impl<T: Auth> tonic::server::UnaryService<super::AuthEnableRequest>
+                    for AuthEnableSvc<T> {
+                        type Response = super::AuthEnableResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthEnableRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::auth_enable(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AuthEnableSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/AuthDisable" => {
+                    #[allow(non_camel_case_types)]
+                    struct AuthDisableSvc<T: Auth>(pub Arc<T>);
+                    impl<T: Auth> tonic::server::UnaryService<super::AuthDisableRequest>
+                    for AuthDisableSvc<T> {
+                        type Response = super::AuthDisableResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthDisableRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::auth_disable(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AuthDisableSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
                 "/etcdserverpb.Auth/Authenticate" => {
                     #[allow(non_camel_case_types)]
                     struct AuthenticateSvc<T: Auth>(pub Arc<T>);
@@ -2944,6 +4618,583 @@ pub mod auth_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AuthenticateSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/UserAdd" => {
+                    #[allow(non_camel_case_types)]
+                    struct UserAddSvc<T: Auth>(pub Arc<T>);
+                    impl<T: Auth> tonic::server::UnaryService<super::AuthUserAddRequest>
+                    for UserAddSvc<T> {
+                        type Response = super::AuthUserAddResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthUserAddRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::user_add(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UserAddSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/UserGet" => {
+                    #[allow(non_camel_case_types)]
+                    struct UserGetSvc<T: Auth>(pub Arc<T>);
+                    impl<T: Auth> tonic::server::UnaryService<super::AuthUserGetRequest>
+                    for UserGetSvc<T> {
+                        type Response = super::AuthUserGetResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthUserGetRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::user_get(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UserGetSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/UserList" => {
+                    #[allow(non_camel_case_types)]
+                    struct UserListSvc<T: Auth>(pub Arc<T>);
+                    impl<T: Auth> tonic::server::UnaryService<super::AuthUserListRequest>
+                    for UserListSvc<T> {
+                        type Response = super::AuthUserListResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthUserListRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::user_list(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UserListSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/UserDelete" => {
+                    #[allow(non_camel_case_types)]
+                    struct UserDeleteSvc<T: Auth>(pub Arc<T>);
+                    impl<
+                        T: Auth,
+                    > tonic::server::UnaryService<super::AuthUserDeleteRequest>
+                    for UserDeleteSvc<T> {
+                        type Response = super::AuthUserDeleteResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthUserDeleteRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::user_delete(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UserDeleteSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/UserChangePassword" => {
+                    #[allow(non_camel_case_types)]
+                    struct UserChangePasswordSvc<T: Auth>(pub Arc<T>);
+                    impl<
+                        T: Auth,
+                    > tonic::server::UnaryService<super::AuthUserChangePasswordRequest>
+                    for UserChangePasswordSvc<T> {
+                        type Response = super::AuthUserChangePasswordResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthUserChangePasswordRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::user_change_password(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UserChangePasswordSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/UserGrantRole" => {
+                    #[allow(non_camel_case_types)]
+                    struct UserGrantRoleSvc<T: Auth>(pub Arc<T>);
+                    impl<
+                        T: Auth,
+                    > tonic::server::UnaryService<super::AuthUserGrantRoleRequest>
+                    for UserGrantRoleSvc<T> {
+                        type Response = super::AuthUserGrantRoleResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthUserGrantRoleRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::user_grant_role(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UserGrantRoleSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/UserRevokeRole" => {
+                    #[allow(non_camel_case_types)]
+                    struct UserRevokeRoleSvc<T: Auth>(pub Arc<T>);
+                    impl<
+                        T: Auth,
+                    > tonic::server::UnaryService<super::AuthUserRevokeRoleRequest>
+                    for UserRevokeRoleSvc<T> {
+                        type Response = super::AuthUserRevokeRoleResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthUserRevokeRoleRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::user_revoke_role(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UserRevokeRoleSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/RoleAdd" => {
+                    #[allow(non_camel_case_types)]
+                    struct RoleAddSvc<T: Auth>(pub Arc<T>);
+                    impl<T: Auth> tonic::server::UnaryService<super::AuthRoleAddRequest>
+                    for RoleAddSvc<T> {
+                        type Response = super::AuthRoleAddResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthRoleAddRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::role_add(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RoleAddSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/RoleGet" => {
+                    #[allow(non_camel_case_types)]
+                    struct RoleGetSvc<T: Auth>(pub Arc<T>);
+                    impl<T: Auth> tonic::server::UnaryService<super::AuthRoleGetRequest>
+                    for RoleGetSvc<T> {
+                        type Response = super::AuthRoleGetResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthRoleGetRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::role_get(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RoleGetSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/RoleList" => {
+                    #[allow(non_camel_case_types)]
+                    struct RoleListSvc<T: Auth>(pub Arc<T>);
+                    impl<T: Auth> tonic::server::UnaryService<super::AuthRoleListRequest>
+                    for RoleListSvc<T> {
+                        type Response = super::AuthRoleListResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthRoleListRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::role_list(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RoleListSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/RoleDelete" => {
+                    #[allow(non_camel_case_types)]
+                    struct RoleDeleteSvc<T: Auth>(pub Arc<T>);
+                    impl<
+                        T: Auth,
+                    > tonic::server::UnaryService<super::AuthRoleDeleteRequest>
+                    for RoleDeleteSvc<T> {
+                        type Response = super::AuthRoleDeleteResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AuthRoleDeleteRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::role_delete(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RoleDeleteSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/RoleGrantPermission" => {
+                    #[allow(non_camel_case_types)]
+                    struct RoleGrantPermissionSvc<T: Auth>(pub Arc<T>);
+                    impl<
+                        T: Auth,
+                    > tonic::server::UnaryService<super::AuthRoleGrantPermissionRequest>
+                    for RoleGrantPermissionSvc<T> {
+                        type Response = super::AuthRoleGrantPermissionResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<
+                                super::AuthRoleGrantPermissionRequest,
+                            >,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::role_grant_permission(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RoleGrantPermissionSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/etcdserverpb.Auth/RoleRevokePermission" => {
+                    #[allow(non_camel_case_types)]
+                    struct RoleRevokePermissionSvc<T: Auth>(pub Arc<T>);
+                    impl<
+                        T: Auth,
+                    > tonic::server::UnaryService<super::AuthRoleRevokePermissionRequest>
+                    for RoleRevokePermissionSvc<T> {
+                        type Response = super::AuthRoleRevokePermissionResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<
+                                super::AuthRoleRevokePermissionRequest,
+                            >,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Auth>::role_revoke_permission(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RoleRevokePermissionSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
