@@ -153,7 +153,7 @@ struct Target {
 impl Target {
     /// A connection to `url`.
     async fn connect(&self, url: &str) -> anyhow::Result<Channel> {
-        let mut endpoint = Channel::from_shared(url.to_string())?;
+        let mut endpoint = Channel::from_shared(url.to_string())?.connect_timeout(CALL_TIMEOUT);
         if let Some((ca, cert, key)) = &self.tls {
             let config = ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(ca))

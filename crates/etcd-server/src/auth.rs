@@ -109,7 +109,7 @@ const MAX_CREDENTIAL_BYTES: usize = 1024;
 
 /// The role a method needs; `None` for Authenticate, which anyone may
 /// call. Methods not listed (compaction, the Auth administration, member
-/// changes, maintenance beyond Status) need `Admin`.
+/// changes, maintenance beyond Status and Alarm) need `Admin`.
 pub fn needed(path: &str) -> Option<Permission> {
     use Permission::*;
     Some(match path {
@@ -140,12 +140,29 @@ pub fn needed(path: &str) -> Option<Permission> {
     })
 }
 
+/// Methods that need an admin token even where a client certificate alone
+/// is an administrator: the member changes, which can take the cluster
+/// apart (the HTTP API's `/v1/members` asks the same).
+const TOKEN_ONLY: [&str; 3] = [
+    "/etcdserverpb.Cluster/MemberAdd",
+    "/etcdserverpb.Cluster/MemberRemove",
+    "/etcdserverpb.Cluster/MemberPromote",
+];
+
+/// The answer to a member change without a token.
+pub const MEMBERS_NEED_A_TOKEN: &str = "tenure: member changes need an admin token \
+     (etcdctl --user NAME:SECRET with an admin token's name and secret); a client certificate \
+     alone does not make them";
+
 impl Auth {
     /// The caller of a call to `path` presenting `token` (the `token`
     /// metadata), or the refusal etcd would answer.
     pub fn admit(&self, path: &str, token: Option<&[u8]>) -> Result<Caller, Status> {
         let Some(needed) = needed(path) else { return Ok(Caller::certificate()) };
         let caller = match token {
+            None if self.tokens.is_some() && TOKEN_ONLY.contains(&path) => {
+                return Err(Status::permission_denied(MEMBERS_NEED_A_TOKEN))
+            }
             None => match self.policy {
                 Policy::CertificateIsAdmin => Caller::certificate(),
                 Policy::TokenRequired => return Err(Status::invalid_argument(USER_EMPTY)),
@@ -240,6 +257,19 @@ mod tests {
         let e = strict.admit("/etcdserverpb.KV/Range", None).unwrap_err();
         assert_eq!((e.code(), e.message()), (tonic::Code::InvalidArgument, USER_EMPTY));
         assert!(strict.admit("/etcdserverpb.Auth/Authenticate", None).is_ok(), "to get one");
+        // Member changes need an admin token even where a certificate is an
+        // administrator; without tokens (an open API) anyone is.
+        for path in TOKEN_ONLY {
+            let e = open.admit(path, None).unwrap_err();
+            assert_eq!(
+                (e.code(), e.message()),
+                (tonic::Code::PermissionDenied, MEMBERS_NEED_A_TOKEN)
+            );
+            assert!(open.admit(path, Some(b"w-secret")).is_err(), "{path}");
+            let no_tokens = Auth { tokens: None, policy: Policy::CertificateIsAdmin };
+            assert!(no_tokens.admit(path, None).is_ok(), "{path}");
+        }
+        assert!(open.admit("/etcdserverpb.Cluster/MemberList", None).is_ok());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use crate::errors::{self, unimplemented};
 use crate::Shared;
 use std::collections::hash_map::RandomState;
+use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,16 +33,13 @@ const MAX_NODE_ID: u64 = 65_535;
 /// drawn at random: only a change that raced it can take one first).
 const ID_DRAWS: usize = 8;
 
-/// The longest peer address accepted (a DNS name, a colon and a port).
-const MAX_ADDRESS_LEN: usize = 260;
-
 /// Cluster: the members, and changes of them.
 pub(crate) struct ClusterService(pub(crate) Arc<Shared>);
 
 impl ClusterService {
-    /// Runs `change` through the log: the members after it, or etcd's
-    /// answer to why not.
-    async fn change(&self, change: Change) -> Result<Membership, Status> {
+    /// Runs `change` through the log: the members after it, or why not
+    /// (`None`: not committed in time, its outcome unknown).
+    async fn change(&self, change: Change) -> Result<Membership, Option<ChangeFailure>> {
         let ctx = &self.0.ctx;
         match tokio::time::timeout(CHANGE_TIMEOUT, ctx.kv.change_members(change.clone())).await {
             Ok(Ok(membership)) => {
@@ -49,8 +47,8 @@ impl ClusterService {
                     "a change of members (etcd API) committed");
                 Ok(membership)
             }
-            Ok(Err(e)) => Err(change_status(&e)),
-            Err(_) => Err(Status::unavailable(errors::TIMEOUT)),
+            Ok(Err(e)) => Err(Some(e)),
+            Err(_) => Err(None),
         }
     }
 
@@ -64,9 +62,13 @@ impl ClusterService {
                 true => ctx.peer_addresses.get(&m.id).cloned().unwrap_or_default(),
                 false => m.address.clone(),
             };
+            // A member added (by MemberAdd, or tenure member add) whose
+            // node has not joined yet: no name, which etcdctl shows as
+            // "unstarted".
+            let unstarted = m.directory.is_none() && !ctx.peer_addresses.contains_key(&m.id);
             Member {
                 id: m.id.0,
-                name: format!("node-{}", m.id.0),
+                name: if unstarted { String::new() } else { format!("node-{}", m.id.0) },
                 peer_ur_ls: (!address.is_empty())
                     .then(|| format!("{scheme}://{address}"))
                     .into_iter()
@@ -114,7 +116,7 @@ impl Cluster for ClusterService {
         let address = peer_address(url)?;
         for _ in 0..ID_DRAWS {
             let (membership, _) = self.0.ctx.kv.membership();
-            let id = free_id(&membership.members, &address);
+            let id = free_id(&membership.members, &self.0.ctx.peer_addresses, &address);
             let member = tenure_replica::Member {
                 id,
                 address: address.clone(),
@@ -122,6 +124,9 @@ impl Cluster for ClusterService {
                 auto_promote: !r.is_learner,
             };
             match self.change(Change::AddLearner(member)).await {
+                // Another change took the id first: draw again.
+                Err(Some(ChangeFailure::Refused(ChangeError::DuplicateId(_)))) => continue,
+                Err(e) => return Err(change_status(e.as_ref())),
                 Ok(membership) => {
                     let members = self.members(&membership);
                     let added = members.iter().find(|m| m.id == id.0).cloned();
@@ -131,9 +136,6 @@ impl Cluster for ClusterService {
                         members,
                     }));
                 }
-                // Another change took the id first: draw again.
-                Err(e) if e.message().contains("is a member already") => continue,
-                Err(e) => return Err(e),
             }
         }
         Err(Status::unavailable("tenure: no free node id was found; retry"))
@@ -145,7 +147,8 @@ impl Cluster for ClusterService {
     ) -> Result<Response<MemberRemoveResponse>, Status> {
         self.0.check_leader(&request)?;
         let id = node_id(request.into_inner().id)?;
-        let membership = self.change(Change::Remove(id)).await?;
+        let membership =
+            self.change(Change::Remove(id)).await.map_err(|e| change_status(e.as_ref()))?;
         let members = self.members(&membership);
         Ok(Response::new(MemberRemoveResponse { header: self.header(), members }))
     }
@@ -176,7 +179,8 @@ impl Cluster for ClusterService {
     ) -> Result<Response<MemberPromoteResponse>, Status> {
         self.0.check_leader(&request)?;
         let id = node_id(request.into_inner().id)?;
-        let membership = self.change(Change::Promote(id)).await?;
+        let membership =
+            self.change(Change::Promote(id)).await.map_err(|e| change_status(e.as_ref()))?;
         let members = self.members(&membership);
         Ok(Response::new(MemberPromoteResponse { header: self.header(), members }))
     }
@@ -194,7 +198,8 @@ fn node_id(id: u64) -> Result<NodeId, Status> {
 const MEMBER_NOT_FOUND: &str = "etcdserver: member not found";
 
 /// HOST:PORT of a peer URL (`http://HOST:PORT` or `https://HOST:PORT`, a
-/// trailing `/` allowed), or InvalidArgument.
+/// trailing `/` allowed) that the members can dial
+/// ([`tenure_replica::address_problem`]), or InvalidArgument.
 fn peer_address(url: &str) -> Result<String, Status> {
     let bad = |why: &str| {
         let shown: String = url.chars().take(80).collect();
@@ -203,32 +208,26 @@ fn peer_address(url: &str) -> Result<String, Status> {
              the new node's peer address"
         ))
     };
-    if url.len() > MAX_ADDRESS_LEN + 9 {
-        return Err(bad("is too long"));
-    }
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
         .ok_or_else(|| bad("has no http:// or https://"))?;
     let address = rest.strip_suffix('/').unwrap_or(rest);
-    if address.is_empty()
-        || address.contains(['/', '@', '?', '#'])
-        || address.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(bad("is not a scheme and HOST:PORT"));
+    match tenure_replica::address_problem(address) {
+        Some(why) => Err(bad(&why)),
+        None => Ok(address.to_string()),
     }
-    let Some((host, port)) = address.rsplit_once(':') else { return Err(bad("has no port")) };
-    if host.is_empty() || !matches!(port.parse::<u16>(), Ok(1..)) {
-        return Err(bad("has no host, or no port from 1 to 65535"));
-    }
-    Ok(address.to_string())
 }
 
-/// A node id no member has, drawn at random (no id is reused on purpose:
-/// a removed node that comes back with its old data under a reused id would
-/// pass for the new member).
-fn free_id(members: &Members, address: &str) -> NodeId {
-    let taken = |id: u64| members.voters.iter().chain(&members.learners).any(|m| m.id.0 == id);
+/// A node id that no member and no node of the bootstrap list has, drawn
+/// at random: a removed node that came back with its old data under a
+/// reused id would pass for the new member, and a draw among 65,535 ids
+/// makes that unlikely (a smallest free id would make it certain).
+fn free_id(members: &Members, bootstrap: &BTreeMap<NodeId, String>, address: &str) -> NodeId {
+    let taken = |id: u64| {
+        bootstrap.contains_key(&NodeId(id))
+            || members.voters.iter().chain(&members.learners).any(|m| m.id.0 == id)
+    };
     let mut hasher = RandomState::new().build_hasher();
     hasher.write(address.as_bytes());
     loop {
@@ -241,22 +240,23 @@ fn free_id(members: &Members, address: &str) -> NodeId {
 }
 
 /// etcd's answer (code and text, which clients match) to a change tenure's
-/// log refused or could not make.
-fn change_status(e: &ChangeFailure) -> Status {
+/// log refused or could not make (`None`: not committed in time). Texts
+/// that are not etcd's go with a code clientv3 3.4 passes on as it is (it
+/// turns a FailedPrecondition it does not know into "the client connection
+/// is closing").
+fn change_status(e: Option<&ChangeFailure>) -> Status {
     let refused = match e {
-        ChangeFailure::Refused(r) => r,
-        ChangeFailure::Unknown => return Status::unavailable(errors::TIMEOUT_LEADER_FAIL),
-        ChangeFailure::Failed(why) => {
+        None => return Status::unavailable(errors::TIMEOUT),
+        Some(ChangeFailure::Refused(r)) => r,
+        Some(ChangeFailure::Unknown) => return Status::unavailable(errors::TIMEOUT_LEADER_FAIL),
+        Some(ChangeFailure::Failed(why)) => {
             return Status::unavailable(format!("tenure: the log failed ({why}); retry"))
         }
-        ChangeFailure::Stopped => return Status::unavailable(errors::SERVER_STOPPED),
+        Some(ChangeFailure::Stopped) => return Status::unavailable(errors::SERVER_STOPPED),
     };
     let precondition = |text: &str| Status::failed_precondition(text);
     match refused {
-        ChangeError::NotLeader { .. } => Status::unavailable(
-            "etcdserver: not leader (tenure changes members on the leader only: send it to the \
-             leader's endpoint, Status names it)",
-        ),
+        ChangeError::NotLeader { .. } => Status::unavailable(NOT_LEADER),
         ChangeError::NotMember(_) => Status::not_found(MEMBER_NOT_FOUND),
         ChangeError::DuplicateAddress(..) => precondition("etcdserver: Peer URLs already exists"),
         ChangeError::DuplicateId(_) => precondition("etcdserver: member ID already exist"),
@@ -270,9 +270,18 @@ fn change_status(e: &ChangeFailure) -> Status {
             precondition("etcdserver: re-configuration failed due to not enough started members")
         }
         ChangeError::Pending(_) => Status::unavailable(format!("tenure: {refused}")),
-        other => precondition(&format!("tenure: {other}")),
+        ChangeError::TooMany(_) | ChangeError::TooManyVoters(_) => {
+            Status::resource_exhausted(format!("tenure: {refused}"))
+        }
+        ChangeError::LastVoter(_) | ChangeError::ZeroId | ChangeError::DuplicateDirectory(..) => {
+            Status::invalid_argument(format!("tenure: {refused}"))
+        }
     }
 }
+
+/// etcd's answer when a member change reaches a node that does not lead
+/// (tenure changes members on the leader only).
+const NOT_LEADER: &str = "etcdserver: not leader";
 
 #[cfg(test)]
 mod tests {
@@ -292,6 +301,10 @@ mod tests {
             "http://a@b:1",
             "http://h:1/path",
             "unix:///x",
+            "http://::1:7001",
+            "http://0.0.0.0:7001",
+            "http://[::]:7001",
+            "http://[::1:7001",
         ] {
             let e = peer_address(bad).unwrap_err();
             assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad}");
@@ -311,8 +324,9 @@ mod tests {
             });
         }
         for _ in 0..1_000 {
-            let id = free_id(&members, "h:9").0;
-            assert!((4..=MAX_NODE_ID).contains(&id), "{id}");
+            let id = free_id(&members, &BTreeMap::from([(NodeId(4), "h:4".into())]), "h:9").0;
+            assert_ne!(id, 4, "a node of the bootstrap list");
+            assert!((5..=MAX_NODE_ID).contains(&id), "{id}");
         }
     }
 }

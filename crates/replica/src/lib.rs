@@ -32,7 +32,9 @@ pub mod testkit;
 
 pub use entry::{Entry, Index, Payload, Position};
 pub use machine::StateMachine;
-pub use membership::{Change, ChangeError, Identity, Member, Members, Membership};
+pub use membership::{
+    address_problem, Change, ChangeError, Identity, Member, Members, Membership, MAX_ADDRESS_LEN,
+};
 pub use message::{ReplicaMessage, SnapshotChunk};
 pub use output::{Completion, LogOp, Output, ProposalError, ProposalId, ReadError, ReadId};
 pub use replica::{

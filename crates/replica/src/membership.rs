@@ -320,6 +320,40 @@ pub enum ChangeError {
     Behind(NodeId),
 }
 
+/// The longest peer address a member may have: a DNS name (253 bytes), a
+/// colon and a port.
+pub const MAX_ADDRESS_LEN: usize = 260;
+
+/// Why `address` cannot be a member's peer address, if it cannot: it must
+/// be HOST:PORT that the other members can dial, a host (a name, an IP
+/// address, `[IPv6]`) that is not an unspecified IP, and a port from 1 to
+/// 65535. The answer completes "the address ...".
+pub fn address_problem(address: &str) -> Option<String> {
+    if address.len() > MAX_ADDRESS_LEN {
+        return Some(format!("is longer than {MAX_ADDRESS_LEN} bytes"));
+    }
+    if address.is_empty() || address.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("is empty or holds spaces".into());
+    }
+    if address.contains('/') || address.contains('@') {
+        return Some("is not HOST:PORT (no scheme or path)".into());
+    }
+    let Some((host, port)) = address.rsplit_once(':') else {
+        return Some("has no port".into());
+    };
+    if !matches!(port.parse::<u16>(), Ok(p) if p > 0) {
+        return Some("has no port from 1 to 65535".into());
+    }
+    let ip = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    if host.is_empty() || (host.contains(':') && ip == host) || ip.contains(['[', ']']) {
+        return Some("has no host (an IPv6 address goes in brackets: [::1]:7001)".into());
+    }
+    if ip.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified()) {
+        return Some("is an unspecified address, which no node can dial".into());
+    }
+    None
+}
+
 fn leader_text(leader: Option<NodeId>) -> String {
     match leader {
         Some(l) => format!("the leader is node {l}"),

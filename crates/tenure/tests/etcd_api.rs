@@ -299,10 +299,13 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     }
     assert!(members.contains(&endpoints[follower].url), "{members}");
 
-    // Member changes, on the leader: a learner added by its peer URL (an
-    // id drawn by tenure), listed, refused promotion while it has not
-    // caught up, then removed; a follower sends them to the leader.
-    let l = &endpoints[leader];
+    // Member changes, on the leader, with an admin token (a certificate
+    // alone is refused): a learner added by its peer URL (an id drawn by
+    // tenure), listed unstarted, refused promotion while it has not caught
+    // up, then removed; a follower refuses them.
+    let err = endpoints[leader].fails(&["member", "add", "x", "--peer-urls=https://127.0.0.1:9"]);
+    assert!(err.contains("member changes need an admin token"), "{err}");
+    let l = &endpoints[leader].as_user("test-admin", ADMIN_TOKEN);
     let added = l.json(&["member", "add", "new", "--learner", "--peer-urls=https://127.0.0.1:9"]);
     let id = added["member"]["ID"].as_u64().expect("the new member's id");
     assert!((4..=65_535).contains(&id), "{added}");
@@ -310,13 +313,14 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     assert_eq!(added["members"].as_array().map(Vec::len), Some(4), "{added}");
     let hex = format!("{id:x}");
     let listed = l.ok(&["member", "list"]);
-    assert!(listed.contains("https://127.0.0.1:9, , true"), "{listed}");
+    assert!(listed.contains("unstarted, , https://127.0.0.1:9, , true"), "{listed}");
     let err = l.fails(&["member", "promote", &hex]);
     assert!(
         err.contains("can only promote a learner member which is in sync with leader"),
         "{err}"
     );
-    let err = endpoints[follower].fails(&["member", "remove", &hex]);
+    let err =
+        endpoints[follower].as_user("test-admin", ADMIN_TOKEN).fails(&["member", "remove", &hex]);
     assert!(err.contains("etcdserver: not leader"), "{err}");
     let err = l.fails(&["member", "update", &hex, "--peer-urls=https://127.0.0.1:10"]);
     assert!(err.contains("tenure member replace"), "{err}");

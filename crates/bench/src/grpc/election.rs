@@ -39,10 +39,28 @@ pub(super) struct HandoverReport {
     pub latency_ms: Option<Summary>,
 }
 
-/// A session: a lease and the task renewing it.
+/// A session: a lease and the task renewing it, stopped when the session
+/// is dropped (on every path, errors included).
 struct Session {
     lease: i64,
     keepalive: JoinHandle<()>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.keepalive.abort();
+    }
+}
+
+/// `call`, or an error once [`CALL_TIMEOUT`] has passed.
+async fn bounded<T>(
+    what: &str,
+    call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> anyhow::Result<T> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(answer) => Ok(answer.with_context(|| what.to_string())?.into_inner()),
+        Err(_) => anyhow::bail!("{what}: no answer within {CALL_TIMEOUT:?}"),
+    }
 }
 
 impl Session {
@@ -50,7 +68,7 @@ impl Session {
     async fn open(channel: &Channel, ttl: i64) -> anyhow::Result<Session> {
         let mut leases = LeaseClient::new(channel.clone());
         let grant = LeaseGrantRequest { ttl, id: 0 };
-        let lease = leases.lease_grant(grant).await.context("a lease grant")?.into_inner().id;
+        let lease = bounded("a lease grant", leases.lease_grant(grant)).await?.id;
         let keepalive = tokio::spawn(async move {
             // The first renewal goes with the call: etcd (grpc-go) sends the
             // stream's headers with its first answer.
@@ -66,8 +84,11 @@ impl Session {
             let mut stream = stream.into_inner();
             let every = Duration::from_millis(ttl as u64 * 1000 / 3);
             loop {
-                if !matches!(stream.message().await, Ok(Some(_))) {
-                    return;
+                // Stops at the end of the stream, and at a lease gone (TTL
+                // 0), as clientv3's session does.
+                match tokio::time::timeout(CALL_TIMEOUT, stream.message()).await {
+                    Ok(Ok(Some(answer))) if answer.ttl > 0 => {}
+                    _ => return,
                 }
                 tokio::time::sleep(every).await;
                 if tx.send(LeaseKeepAliveRequest { id: lease }).await.is_err() {
@@ -126,11 +147,8 @@ async fn handover(
         value: value.as_bytes().to_vec(),
     };
     let mut elections = ElectionClient::new(first_channel.clone());
-    let leader = elections
-        .campaign(campaign(first.lease, "first"))
-        .await
-        .context("the first campaign")?
-        .into_inner()
+    let leader = bounded("the first campaign", elections.campaign(campaign(first.lease, "first")))
+        .await?
         .leader
         .context("a campaign answer without its key")?;
     let mut waiting = ElectionClient::new(second_channel.clone());
@@ -141,16 +159,19 @@ async fn handover(
     });
     wait_for_candidates(&first_channel, name, 2).await?;
     let stopped = Instant::now();
+    let first_lease = first.lease;
     if kill {
-        first.keepalive.abort();
+        drop(first);
         drop(elections);
         drop(first_channel);
     } else {
         let resign = ResignRequest { leader: Some(leader) };
-        elections.resign(resign).await.context("the resignation")?;
+        bounded("the resignation", elections.resign(resign)).await?;
     }
     let bound = CALL_TIMEOUT + Duration::from_secs(3 * ttl as u64);
-    let outcome = tokio::time::timeout(bound, successor).await;
+    let mut successor = successor;
+    let outcome = tokio::time::timeout(bound, &mut successor).await;
+    successor.abort();
     let latency = match &outcome {
         Ok(Ok((at, Ok(Some(_))))) => Some(at.duration_since(stopped).as_secs_f64() * 1e3),
         _ => None,
@@ -158,12 +179,14 @@ async fn handover(
     // Leave nothing behind: the successor resigns, both leases go.
     if let Ok(Ok((_, Ok(Some(key))))) = outcome {
         let mut elections = ElectionClient::new(second_channel.clone());
-        let _ = elections.resign(ResignRequest { leader: Some(key) }).await;
+        let _ =
+            bounded("a resignation", elections.resign(ResignRequest { leader: Some(key) })).await;
     }
-    second.keepalive.abort();
+    let second_lease = second.lease;
+    drop(second);
     let mut leases = LeaseClient::new(second_channel);
-    for lease in [first.lease, second.lease] {
-        let _ = leases.lease_revoke(LeaseRevokeRequest { id: lease }).await;
+    for lease in [first_lease, second_lease] {
+        let _ = bounded("a revoke", leases.lease_revoke(LeaseRevokeRequest { id: lease })).await;
     }
     Ok(latency)
 }
@@ -180,7 +203,7 @@ async fn wait_for_candidates(channel: &Channel, name: &str, n: i64) -> anyhow::R
             count_only: true,
             ..Default::default()
         };
-        if kv.range(range).await.context("counting candidates")?.into_inner().count >= n {
+        if bounded("counting candidates", kv.range(range)).await?.count >= n {
             return Ok(());
         }
         anyhow::ensure!(Instant::now() < deadline, "the second candidate never queued on {name}");

@@ -31,7 +31,6 @@ use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use std::net::IpAddr;
 use std::time::Duration;
 use tenure_api::{
     ConfigPositionBody, MemberAddRequest, MemberBody, MembersBody, MembershipBody, PromoteMode,
@@ -44,10 +43,6 @@ use tenure_replica::{Change, ChangeError, Member, Membership};
 /// How long a change may take to commit before it is answered as unknown
 /// (504): a healthy cluster commits one in a few milliseconds.
 pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The longest peer address accepted: a DNS name (253 bytes), a colon and a
-/// port.
-pub const MAX_ADDRESS_LEN: usize = 260;
 
 /// `GET /v1/members`: the configuration this node's log holds now.
 pub async fn get(State(st): State<AppState>) -> Json<MembersBody> {
@@ -129,40 +124,19 @@ fn node_id(n: u64) -> Result<NodeId, ApiError> {
     Ok(NodeId(n))
 }
 
-/// 400 unless `address` is HOST:PORT that the other members can dial: a
-/// host (a name, an IP address, `[IPv6]`) that is not an unspecified IP, and
-/// a port from 1 to 65535.
+/// 400 unless `address` is HOST:PORT that the other members can dial
+/// ([`tenure_replica::address_problem`]).
 fn check_address(address: &str) -> Result<(), ApiError> {
-    let bad = |why: &str| {
-        let shown: String = address.chars().take(80).collect();
-        invalid(format!(
-            "\"address\": {shown:?} {why}; write HOST:PORT, the node's peer address, for \
-             example 10.0.0.4:7001"
-        ))
-    };
-    if address.len() > MAX_ADDRESS_LEN {
-        return Err(bad(&format!("is longer than {MAX_ADDRESS_LEN} bytes")));
+    match tenure_replica::address_problem(address) {
+        None => Ok(()),
+        Some(why) => {
+            let shown: String = address.chars().take(80).collect();
+            Err(invalid(format!(
+                "\"address\": {shown:?} {why}; write HOST:PORT, the node's peer address, for \
+                 example 10.0.0.4:7001"
+            )))
+        }
     }
-    if address.is_empty() || address.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad("is empty or holds spaces"));
-    }
-    if address.contains('/') || address.contains('@') {
-        return Err(bad("is not HOST:PORT (no scheme or path)"));
-    }
-    let Some((host, port)) = address.rsplit_once(':') else {
-        return Err(bad("has no port"));
-    };
-    if !matches!(port.parse::<u16>(), Ok(p) if p > 0) {
-        return Err(bad("has no port from 1 to 65535"));
-    }
-    let ip = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
-    if host.is_empty() || (host.contains(':') && ip == host) {
-        return Err(bad("has no host (an IPv6 address goes in brackets: [::1]:7001)"));
-    }
-    if ip.parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified()) {
-        return Err(bad("is an unspecified address, which no node can dial"));
-    }
-    Ok(())
 }
 
 /// A 400 answer, reason `invalid`.
