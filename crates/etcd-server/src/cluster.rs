@@ -256,7 +256,7 @@ fn change_status(e: Option<&ChangeFailure>) -> Status {
     };
     let precondition = |text: &str| Status::failed_precondition(text);
     match refused {
-        ChangeError::NotLeader { .. } => Status::unavailable(NOT_LEADER),
+        ChangeError::NotLeader { .. } => Status::failed_precondition(NOT_LEADER),
         ChangeError::NotMember(_) => Status::not_found(MEMBER_NOT_FOUND),
         ChangeError::DuplicateAddress(..) => precondition("etcdserver: Peer URLs already exists"),
         ChangeError::DuplicateId(_) => precondition("etcdserver: member ID already exist"),

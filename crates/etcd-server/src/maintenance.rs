@@ -1,5 +1,5 @@
-//! Maintenance (Status, Alarm, Defragment; the rest answers what tenure
-//! offers instead) and Auth, which tenure serves no further than
+//! Maintenance (Status, Alarm, Defragment, MoveLeader; the rest answers
+//! what tenure offers instead) and Auth, which tenure serves no further than
 //! Authenticate (the rest says what tenure offers instead).
 
 use crate::errors::unimplemented;
@@ -23,6 +23,15 @@ use tenure_etcd_api::etcdserverpb::{
     MoveLeaderRequest, MoveLeaderResponse, SnapshotRequest, SnapshotResponse, StatusRequest,
     StatusResponse,
 };
+use tenure_node::replicated::handover::wait_for_log;
+use tenure_node::NodeId;
+
+/// etcd's answer to a MoveLeader sent to a member that does not lead.
+const NOT_LEADER: &str = "etcdserver: not leader";
+/// etcd's answer to a MoveLeader naming no voter (or the leader itself).
+const BAD_TRANSFEREE: &str = "etcdserver: bad leader transferee";
+/// etcd's answer to a MoveLeader whose transferee did not catch up in time.
+const TRANSFER_TIMEOUT: &str = "etcdserver: request timed out, leader transfer took too long";
 
 /// What tenure offers instead of etcd's user and role administration.
 const NO_RBAC: &str = "etcd's users are tenure's API tokens (the user name is a token's name, \
@@ -36,7 +45,7 @@ const NO_HASH: &str = "tenure does not hash its store: compare the members' appl
 use tenure_kv::Store;
 use tonic::{Request, Response, Status};
 
-/// Maintenance: Status, Alarm, Defragment.
+/// Maintenance: Status, Alarm, Defragment, MoveLeader.
 pub(crate) struct MaintenanceService(pub(crate) Arc<Shared>);
 
 /// Bytes of the store's keys and values, with a few bytes per key: what
@@ -131,14 +140,33 @@ impl Maintenance for MaintenanceService {
         ))
     }
 
+    /// Hands leadership to the voter `target_id` once it holds the log (as
+    /// `tenure transfer` does): on the leader only, as etcd.
     async fn move_leader(
         &self,
-        _request: Request<MoveLeaderRequest>,
+        request: Request<MoveLeaderRequest>,
     ) -> Result<Response<MoveLeaderResponse>, Status> {
-        Err(unimplemented(
-            "leadership is moved with tenure transfer NODE (POST /v1/transfer), which waits \
-             until the node holds the log",
-        ))
+        self.0.check_leader(&request)?;
+        let ctx = &self.0.ctx;
+        let target = request.into_inner().target_id;
+        if !ctx.node.is_leader() {
+            return Err(Status::failed_precondition(NOT_LEADER));
+        }
+        let (membership, _) = ctx.kv.membership();
+        let to = NodeId(target);
+        if target == ctx.node.id().0 || !membership.members.is_voter(to) {
+            return Err(Status::failed_precondition(BAD_TRANSFEREE));
+        }
+        if let Err(behind) = wait_for_log(&ctx.node, &ctx.kv, to).await {
+            tracing::info!(?behind, %to, "etcd MoveLeader: the transferee did not catch up");
+            return Err(Status::unavailable(TRANSFER_TIMEOUT));
+        }
+        if let Err(e) = ctx.node.transfer_leadership(to).await {
+            tracing::info!(%e, %to, "etcd MoveLeader refused");
+            return Err(Status::failed_precondition(BAD_TRANSFEREE));
+        }
+        let revision = ctx.kv.read_stale(|s| s.revision()).0;
+        Ok(Response::new(MoveLeaderResponse { header: Some(self.0.header(revision)) }))
     }
 }
 

@@ -26,7 +26,6 @@
 
 pub mod elections;
 mod etcd_auth;
-mod handover;
 pub mod http;
 pub mod join;
 pub mod metrics;

@@ -240,7 +240,7 @@ pub async fn run(
         task.abort();
     }
     info!(node = %id, reason, "shutting down: ceding leadership first");
-    crate::handover::before_stop(&handle, &log).await;
+    tenure_node::replicated::handover::before_stop(&handle, &log).await;
     node.shutdown().await;
     let _ = stopping_tx.send(true);
     if let Err(e) = http.await {

@@ -47,6 +47,7 @@
 //! every entry, and the next compaction tries again.
 
 pub mod ask;
+pub mod handover;
 mod replies;
 mod task;
 

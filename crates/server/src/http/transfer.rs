@@ -27,7 +27,7 @@ pub async fn post(
 /// On the leader of the log, waits (bounded) until `to` holds the log; 409
 /// with both indexes if it does not catch up (see [`crate::handover`]).
 async fn wait_for_log(st: &AppState, to: NodeId) -> Result<(), ApiError> {
-    crate::handover::wait_for_log(&st.node, &st.kv, to).await.map_err(|b| {
+    tenure_node::replicated::handover::wait_for_log(&st.node, &st.kv, to).await.map_err(|b| {
         ApiError::new(
             StatusCode::CONFLICT,
             format!(

@@ -1,5 +1,5 @@
-//! Handing leadership to a node that holds the log: for `POST /v1/transfer`
-//! and for a leader's graceful stop.
+//! Handing leadership to a node that holds the log: for `POST /v1/transfer`,
+//! etcd's MoveLeader, and a leader's graceful stop.
 //!
 //! The voters that hold a leader's entries refuse a candidate whose log
 //! lacks them (every protocol's freshness rule). A successor named a few
@@ -10,9 +10,10 @@
 //! leadership transfer does the same), and a stopping leader names a voter
 //! that holds them.
 
+use super::Replicated;
+use crate::NodeHandle;
 use tenure_core::NodeId;
-use tenure_kv::Store;
-use tenure_node::{NodeHandle, Replicated};
+use tenure_replica::StateMachine;
 use tokio::time::{Duration, Instant};
 use tracing::info;
 
@@ -21,7 +22,7 @@ const CATCH_UP_POLL: Duration = Duration::from_millis(5);
 
 /// A successor that did not catch up in time.
 #[derive(Debug)]
-pub(crate) struct Behind {
+pub struct Behind {
     /// The last index the successor holds.
     pub held: u64,
     /// The last index the leader held when the handover was asked.
@@ -34,9 +35,9 @@ pub(crate) struct Behind {
 /// `to` holds every entry this node held at the call. Returns at once where
 /// this node does not lead the log or `to` is not one of its followers (the
 /// elector's own checks answer those).
-pub(crate) async fn wait_for_log(
+pub async fn wait_for_log<S: StateMachine + Send + 'static>(
     node: &NodeHandle,
-    kv: &Replicated<Store>,
+    kv: &Replicated<S>,
     to: NodeId,
 ) -> Result<(), Behind> {
     let (timings, _) = node.timings();
@@ -62,7 +63,7 @@ pub(crate) async fn wait_for_log(
 /// timeout for one to. Voters that hold more come first; one the elector
 /// finds unreachable is passed over. Where none is found, the stop goes on
 /// and the elector names the most responsive voter itself.
-pub(crate) async fn before_stop(node: &NodeHandle, kv: &Replicated<Store>) {
+pub async fn before_stop<S: StateMachine + Send + 'static>(node: &NodeHandle, kv: &Replicated<S>) {
     if !node.is_leader() {
         return;
     }
