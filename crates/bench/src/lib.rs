@@ -40,7 +40,7 @@ mod steady_load;
 mod system;
 mod zookeeper;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use cluster_args::ClusterArgs;
 use failover::{trial, Stop, Trial, DETECT_POLL};
@@ -132,16 +132,31 @@ pub struct FailoverArgs {
     json: bool,
 }
 
-/// Runs `tenure bench`.
+/// Runs `tenure bench`. A SIGINT or SIGTERM stops it: the benchmark is
+/// dropped, and with it every cluster it started (their servers lead
+/// process groups of their own, so a Ctrl-C in the terminal reaches only
+/// this process; without this, they would outlive it).
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    match args.command {
-        BenchCommand::Failover(a) => run_failover(a).await,
-        BenchCommand::Soak(a) => soak::run(a).await,
-        BenchCommand::Kv(a) => kv::run(a).await,
-        BenchCommand::Elect(a) => elect::run(a).await,
-        BenchCommand::Membership(a) => membership::run(a).await,
-        BenchCommand::Grpc(a) => grpc::run(a).await,
-    }
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let bench = async move {
+        match args.command {
+            BenchCommand::Failover(a) => run_failover(a).await,
+            BenchCommand::Soak(a) => soak::run(a).await,
+            BenchCommand::Kv(a) => kv::run(a).await,
+            BenchCommand::Elect(a) => elect::run(a).await,
+            BenchCommand::Membership(a) => membership::run(a).await,
+            BenchCommand::Grpc(a) => grpc::run(a).await,
+        }
+    };
+    let (signal, code) = tokio::select! {
+        result = bench => return result,
+        _ = term.recv() => ("SIGTERM", 143),
+        _ = int.recv() => ("SIGINT", 130),
+    };
+    eprintln!("{signal}: the benchmark stopped, and the clusters it started with it");
+    Ok(ExitCode::from(code))
 }
 
 /// One system's results.
