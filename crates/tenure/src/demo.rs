@@ -149,7 +149,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                     println!("==> {s} s duration reached; stopping");
                     Ok(ExitCode::SUCCESS)
                 }
-                _ = tokio::signal::ctrl_c() => {
+                _ = interrupted() => {
                     println!("==> interrupted; stopping the servers");
                     Ok(ExitCode::from(EXIT_INTERRUPTED))
                 }
@@ -157,7 +157,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }
         None => tokio::select! {
             r = script => r.map(|()| ExitCode::SUCCESS),
-            _ = tokio::signal::ctrl_c() => {
+            _ = interrupted() => {
                 println!("==> interrupted; stopping the servers");
                 Ok(ExitCode::from(EXIT_INTERRUPTED))
             }
@@ -456,5 +456,23 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Resolves at the first SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`):
+/// the servers lead process groups of their own and would outlive the demo
+/// if either ended it unhandled.
+async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
