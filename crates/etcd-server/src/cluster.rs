@@ -256,7 +256,7 @@ fn change_status(e: Option<&ChangeFailure>) -> Status {
     };
     let precondition = |text: &str| Status::failed_precondition(text);
     match refused {
-        ChangeError::NotLeader { .. } => Status::failed_precondition(NOT_LEADER),
+        ChangeError::NotLeader { .. } => Status::failed_precondition(errors::NOT_LEADER),
         ChangeError::NotMember(_) => Status::not_found(MEMBER_NOT_FOUND),
         ChangeError::DuplicateAddress(..) => precondition("etcdserver: Peer URLs already exists"),
         ChangeError::DuplicateId(_) => precondition("etcdserver: member ID already exist"),
@@ -278,10 +278,6 @@ fn change_status(e: Option<&ChangeFailure>) -> Status {
         }
     }
 }
-
-/// etcd's answer when a member change reaches a node that does not lead
-/// (tenure changes members on the leader only).
-const NOT_LEADER: &str = "etcdserver: not leader";
 
 #[cfg(test)]
 mod tests {

@@ -35,6 +35,9 @@ pub const LEASE_ID_CHOSEN: &str = "tenure: lease ids are chosen by tenure (from 
 /// `hasleader: true` while the node knows no leader, or a request that
 /// found none in time.
 pub const NO_LEADER: &str = "etcdserver: no leader";
+/// A call only the leader takes (member changes, MoveLeader) sent to
+/// another member.
+pub const NOT_LEADER: &str = "etcdserver: not leader";
 /// A request over a limit.
 pub const REQUEST_TOO_LARGE: &str = "etcdserver: request is too large";
 /// A write whose outcome is unknown: its leader lost office before it

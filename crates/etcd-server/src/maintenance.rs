@@ -23,11 +23,11 @@ use tenure_etcd_api::etcdserverpb::{
     MoveLeaderRequest, MoveLeaderResponse, SnapshotRequest, SnapshotResponse, StatusRequest,
     StatusResponse,
 };
+use tenure_kv::Store;
 use tenure_node::replicated::handover::wait_for_log;
 use tenure_node::NodeId;
+use tonic::{Request, Response, Status};
 
-/// etcd's answer to a MoveLeader sent to a member that does not lead.
-const NOT_LEADER: &str = "etcdserver: not leader";
 /// etcd's answer to a MoveLeader naming no voter (or the leader itself).
 const BAD_TRANSFEREE: &str = "etcdserver: bad leader transferee";
 /// etcd's answer to a MoveLeader whose transferee did not catch up in time.
@@ -42,8 +42,6 @@ const NO_RBAC: &str = "etcd's users are tenure's API tokens (the user name is a 
 const NO_HASH: &str = "tenure does not hash its store: compare the members' applied index and \
      revision (Status, or GET /v1/status); the store's checks are its simulator and \
      linearizability tests (docs/VERIFICATION.md)";
-use tenure_kv::Store;
-use tonic::{Request, Response, Status};
 
 /// Maintenance: Status, Alarm, Defragment, MoveLeader.
 pub(crate) struct MaintenanceService(pub(crate) Arc<Shared>);
@@ -150,7 +148,7 @@ impl Maintenance for MaintenanceService {
         let ctx = &self.0.ctx;
         let target = request.into_inner().target_id;
         if !ctx.node.is_leader() {
-            return Err(Status::failed_precondition(NOT_LEADER));
+            return Err(Status::failed_precondition(crate::errors::NOT_LEADER));
         }
         let (membership, _) = ctx.kv.membership();
         let to = NodeId(target);
