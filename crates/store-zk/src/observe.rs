@@ -206,7 +206,15 @@ impl Observer {
                 Err(e) => {
                     let pause = self.pause.map_or(OBSERVE_BACKOFF_MIN, |p| p * 2);
                     self.pause = Some(pause.min(OBSERVE_BACKOFF_MAX));
-                    return Err(self.reader.on_error(e));
+                    let e = self.reader.on_error(e);
+                    // A lost connection or member is the ensemble's
+                    // business: the client moves to another member and
+                    // the next read (after the pause) reports whatever
+                    // changed meanwhile, `Missed` included.
+                    if !e.is_retryable() {
+                        return Err(e);
+                    }
+                    tracing::debug!(error = %e, "ZooKeeper observe: trying again");
                 }
             }
         }
@@ -214,7 +222,9 @@ impl Observer {
 }
 
 /// The observer stream of the election directory `dir`: its state, then
-/// each change; errors are items, and the stream goes on after them.
+/// each change. It tries again on its own after a lost connection or
+/// member; only errors that trying again cannot cure are items, and the
+/// stream goes on after them too.
 pub(crate) fn stream(
     reader: Arc<Reader>,
     dir: String,
