@@ -28,6 +28,29 @@ pub struct Proc {
     child: Option<Child>,
 }
 
+/// The child gets SIGKILL when the parent dies, whatever killed it: a
+/// child of its own process group is out of reach of the terminal's and a
+/// test runner's signals, and the parent's drop guards do not run at a
+/// SIGKILL. (Linux sends it when the thread that started the child ends:
+/// `tenure demo` and `tenure bench` start their servers from the
+/// runtime's threads, which live as long as the process.)
+fn die_with_parent(command: &mut Command) {
+    let parent = Pid::this();
+    // SAFETY: between fork and exec the closure makes only system calls
+    // (prctl, getppid), both async-signal-safe; it allocates nothing and
+    // takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // The parent died before the prctl: no signal will come.
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::other("the parent died"));
+            }
+            Ok(())
+        });
+    }
+}
+
 impl Proc {
     /// A process slot that is not running yet. Its child will lead a process
     /// group of its own: the terminal's Ctrl-C then reaches only the parent,
@@ -57,6 +80,7 @@ impl Proc {
         command.stdin(Stdio::null()).stdout(log).stderr(err);
         if self.own_group {
             command.process_group(0);
+            die_with_parent(&mut command);
         }
         let child =
             command.spawn().map_err(|source| Error::Spawn { name: self.name.clone(), source })?;
