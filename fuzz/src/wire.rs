@@ -172,6 +172,7 @@ fn dialer_side(frame: &Frame) {
         config,
         api_address,
         directory,
+        etcd_address,
     } = frame
     {
         let net = net(*protocol);
@@ -186,6 +187,7 @@ fn dialer_side(frame: &Frame) {
             config: *config,
             api_address: api_address.as_deref(),
             directory: *directory,
+            etcd_address: etcd_address.as_deref(),
         };
         let verdict = check_hello_ack(&net, link, &ack);
         let well_formed = !voters.is_empty()
@@ -202,9 +204,9 @@ fn dialer_side(frame: &Frame) {
             && well_formed
             && (*config != tenure_core::ConfigId::BOOTSTRAP || same_bootstrap)
             && directory.0 != 0
-            && api_address
-                .as_ref()
-                .is_none_or(|a| (1..=wire::MAX_API_ADDRESS_LEN).contains(&a.len()));
+            && [api_address, etcd_address].iter().all(|a| {
+                a.as_ref().is_none_or(|a| (1..=wire::MAX_API_ADDRESS_LEN).contains(&a.len()))
+            });
         assert_eq!(verdict.is_none(), expected_ok, "{frame:?}: {verdict:?}");
     }
 }
@@ -247,6 +249,7 @@ mod tests {
             directory: tenure_core::DirectoryId(0xd2),
             config: tenure_core::ConfigId::BOOTSTRAP,
             peer_address: None,
+            etcd_address: None,
         }
     }
 

@@ -1,16 +1,19 @@
 //! etcd's Cluster service over tenure's membership (docs/MEMBERSHIP.md):
 //! MemberList is the log's configuration; MemberAdd, MemberRemove and
 //! MemberPromote are tenure's changes, one at a time through the log
-//! (`Replicated::change_members`), taken by the leader only. MemberUpdate
-//! is not served: tenure replaces a node instead.
+//! (`Replicated::change_members`), made by the leader: a follower passes
+//! them on to it ([`crate::forward`]). MemberUpdate is not served: tenure
+//! replaces a node instead.
 
 use crate::errors::{self, unimplemented};
+use crate::forward::{self, Target};
 use crate::Shared;
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
+use tenure_etcd_api::etcdserverpb::cluster_client::ClusterClient;
 use tenure_etcd_api::etcdserverpb::cluster_server::Cluster;
 use tenure_etcd_api::etcdserverpb::{
     Member, MemberAddRequest, MemberAddResponse, MemberListRequest, MemberListResponse,
@@ -19,6 +22,7 @@ use tenure_etcd_api::etcdserverpb::{
 };
 use tenure_node::{ChangeFailure, NodeId};
 use tenure_replica::{Change, ChangeError, Members, Membership};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 /// How long a change may take to commit before it is answered as timed
@@ -57,6 +61,14 @@ impl ClusterService {
         let ctx = &self.0.ctx;
         let scheme = if ctx.tls { "https" } else { "http" };
         let me = ctx.node.id();
+        // The others' etcd addresses, as their handshakes advertised them.
+        let etcd: BTreeMap<NodeId, String> = ctx
+            .node
+            .status()
+            .peers
+            .into_iter()
+            .filter_map(|p| Some((p.id, p.etcd_address?)))
+            .collect();
         let member = |m: &tenure_replica::Member, is_learner: bool| {
             let address = match m.address.is_empty() {
                 true => ctx.peer_addresses.get(&m.id).cloned().unwrap_or_default(),
@@ -73,9 +85,14 @@ impl ClusterService {
                     .then(|| format!("{scheme}://{address}"))
                     .into_iter()
                     .collect(),
-                // Only this node's etcd address is known here (each node
-                // has its own --etcd-listen).
-                client_ur_ls: (m.id == me).then(|| self.0.client_url.clone()).into_iter().collect(),
+                // A member's etcd API, if it serves one and this node has
+                // heard from it: what clients sync their endpoints to.
+                client_ur_ls: match m.id == me {
+                    true => Some(own_url(&self.0.client_url, &address)),
+                    false => etcd.get(&m.id).map(|a| format!("{scheme}://{a}")),
+                }
+                .into_iter()
+                .collect(),
                 is_learner,
             }
         };
@@ -106,6 +123,12 @@ impl Cluster for ClusterService {
         request: Request<MemberAddRequest>,
     ) -> Result<Response<MemberAddResponse>, Status> {
         self.0.check_leader(&request)?;
+        if let Target::Leader(leader) = forward::target(&self.0, &request)? {
+            let call = |mut c: ClusterClient<Channel>, r| async move { c.member_add(r).await };
+            let mut answer = forward::to_leader(&self.0, leader, request, call).await?;
+            answer.get_mut().header = self.header();
+            return Ok(answer);
+        }
         let r = request.into_inner();
         let [url] = r.peer_ur_ls.as_slice() else {
             return Err(Status::invalid_argument(
@@ -146,6 +169,12 @@ impl Cluster for ClusterService {
         request: Request<MemberRemoveRequest>,
     ) -> Result<Response<MemberRemoveResponse>, Status> {
         self.0.check_leader(&request)?;
+        if let Target::Leader(leader) = forward::target(&self.0, &request)? {
+            let call = |mut c: ClusterClient<Channel>, r| async move { c.member_remove(r).await };
+            let mut answer = forward::to_leader(&self.0, leader, request, call).await?;
+            answer.get_mut().header = self.header();
+            return Ok(answer);
+        }
         let id = node_id(request.into_inner().id)?;
         let membership =
             self.change(Change::Remove(id)).await.map_err(|e| change_status(e.as_ref()))?;
@@ -178,11 +207,30 @@ impl Cluster for ClusterService {
         request: Request<MemberPromoteRequest>,
     ) -> Result<Response<MemberPromoteResponse>, Status> {
         self.0.check_leader(&request)?;
+        if let Target::Leader(leader) = forward::target(&self.0, &request)? {
+            let call = |mut c: ClusterClient<Channel>, r| async move { c.member_promote(r).await };
+            let mut answer = forward::to_leader(&self.0, leader, request, call).await?;
+            answer.get_mut().header = self.header();
+            return Ok(answer);
+        }
         let id = node_id(request.into_inner().id)?;
         let membership =
             self.change(Change::Promote(id)).await.map_err(|e| change_status(e.as_ref()))?;
         let members = self.members(&membership);
         Ok(Response::new(MemberPromoteResponse { header: self.header(), members }))
+    }
+}
+
+/// This node's client URL for clients: an unspecified IP (the listener
+/// binds every interface) replaced by the host of its peer address, as its
+/// peers do ([`tenure_node::PeerInfo::etcd_address`]).
+fn own_url(url: &str, peer_address: &str) -> String {
+    let Some((scheme, address)) = url.split_once("://") else { return url.to_string() };
+    match (address.parse::<std::net::SocketAddr>(), peer_address.rsplit_once(':')) {
+        (Ok(a), Some((host, _))) if a.ip().is_unspecified() && !host.is_empty() => {
+            format!("{scheme}://{host}:{}", a.port())
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -306,6 +354,15 @@ mod tests {
             assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad}");
             assert!(e.message().contains("HOST:PORT"), "{bad}: {}", e.message());
         }
+    }
+
+    #[test]
+    fn the_own_client_url_names_a_host_clients_can_reach() {
+        assert_eq!(own_url("https://0.0.0.0:2379", "10.0.0.1:7001"), "https://10.0.0.1:2379");
+        assert_eq!(own_url("http://[::]:2379", "[fd00::1]:7001"), "http://[fd00::1]:2379");
+        assert_eq!(own_url("https://0.0.0.0:2379", "db1.example:7001"), "https://db1.example:2379");
+        assert_eq!(own_url("https://127.0.0.1:2379", "10.0.0.1:7001"), "https://127.0.0.1:2379");
+        assert_eq!(own_url("https://0.0.0.0:2379", ""), "https://0.0.0.0:2379");
     }
 
     #[test]

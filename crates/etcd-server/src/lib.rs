@@ -28,6 +28,7 @@ mod cluster;
 pub mod connections;
 pub mod election;
 pub mod errors;
+pub mod forward;
 mod gate;
 mod kv;
 pub mod lease;
@@ -138,6 +139,10 @@ pub(crate) struct Shared {
     pub(crate) ctx: Context,
     /// etcd's cluster id: a hash of tenure's cluster id (FNV-1a, stable).
     pub(crate) cluster_id: u64,
+    /// tenure's cluster id, which the node certificates name.
+    pub(crate) cluster_name: String,
+    /// TLS to the leader's etcd API ([`forward`]); `None` without TLS.
+    pub(crate) forward_tls: Option<tonic::transport::ClientTlsConfig>,
     pub(crate) member_id: u64,
     /// This listener's client URL.
     pub(crate) client_url: String,
@@ -194,6 +199,18 @@ pub async fn serve(
     let addr: SocketAddr = listener.local_addr().map_err(EtcdServeError::Listener)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let status = ctx.node.status();
+    // The node's certificate, key and CA: the listener's TLS, and the
+    // client's of the changes passed on to the leader.
+    let pems = match tls {
+        Some(files) => {
+            let read = |path: &PathBuf| {
+                std::fs::read(path)
+                    .map_err(|source| EtcdServeError::Read { path: path.clone(), source })
+            };
+            Some((read(&files.cert)?, read(&files.key)?, read(&files.ca)?))
+        }
+        None => None,
+    };
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let shutdown = async move {
         shutdown.await;
@@ -201,6 +218,8 @@ pub async fn serve(
     };
     let shared = Arc::new(Shared {
         cluster_id: fnv1a(&status.cluster_id),
+        cluster_name: status.cluster_id.clone(),
+        forward_tls: pems.as_ref().map(|(cert, key, ca)| forward::client_tls(ca, cert, key)),
         member_id: status.id.0,
         client_url: format!("{scheme}://{addr}"),
         ctx,
@@ -216,16 +235,11 @@ pub async fn serve(
             let auth = Arc::new(shared.ctx.auth.clone());
             move |inner| gate::Gate { auth: auth.clone(), inner }
         }));
-    match tls {
-        Some(files) => {
-            let read = |path: &PathBuf| {
-                std::fs::read(path)
-                    .map_err(|source| EtcdServeError::Read { path: path.clone(), source })
-            };
-            let identity = Identity::from_pem(read(&files.cert)?, read(&files.key)?);
+    match &pems {
+        Some((cert, key, ca)) => {
             let config = ServerTlsConfig::new()
-                .identity(identity)
-                .client_ca_root(Certificate::from_pem(read(&files.ca)?))
+                .identity(Identity::from_pem(cert, key))
+                .client_ca_root(Certificate::from_pem(ca))
                 .timeout(TLS_HANDSHAKE_TIMEOUT);
             server = server.tls_config(config).map_err(EtcdServeError::Transport)?;
         }

@@ -36,6 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }),
         single_node: false, // true only for a one-node cluster on purpose
         api_address: Some("10.0.0.1:8080".into()), // told to the peers (optional)
+        etcd_address: None, // where an etcd API of yours answers (optional)
         joining: false,     // true for a node that joins a running cluster (tenure server --join)
     })
     .await?;

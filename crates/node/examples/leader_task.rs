@@ -103,6 +103,7 @@ fn config() -> Result<NodeConfig> {
         security: security(&args, id)?,
         single_node: false,
         api_address: None,
+        etcd_address: None,
         joining: false,
     })
 }

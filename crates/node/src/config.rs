@@ -46,6 +46,10 @@ pub struct NodeConfig {
     /// ([`crate::wire::Frame::Hello`]); an unspecified IP means "this host, at
     /// this port" to the peers. `None`: nothing advertised.
     pub api_address: Option<String>,
+    /// Where the node's etcd API answers (tenure: `--etcd-listen`),
+    /// advertised as `api_address` is; the peers list it as this node's
+    /// client URL (etcd's MemberList) and send member changes there.
+    pub etcd_address: Option<String>,
     /// True for a node that joins a running cluster, which has added it as a
     /// learner (`tenure server --join`, `docs/MEMBERSHIP.md`): `peers` are
     /// the cluster's members it knows of, where to reach them, and it is not
@@ -91,6 +95,9 @@ pub enum NodeConfigError {
     /// The advertised API address is empty or too long for a handshake.
     #[error("the API address must be 1 to {max} bytes long (got {0} bytes)", max = crate::wire::MAX_API_ADDRESS_LEN)]
     BadApiAddress(usize),
+    /// The advertised etcd API address is empty or too long for a handshake.
+    #[error("the etcd API address must be 1 to {max} bytes long (got {0} bytes)", max = crate::wire::MAX_API_ADDRESS_LEN)]
+    BadEtcdAddress(usize),
 }
 
 impl NodeConfigError {
@@ -107,6 +114,7 @@ impl NodeConfigError {
             NodeConfigError::SingleVoter(_) => &["peers", "single_node"],
             NodeConfigError::NotSingleVoter(_) => &["single_node", "peers"],
             NodeConfigError::BadApiAddress(_) => &["api_address"],
+            NodeConfigError::BadEtcdAddress(_) => &["etcd_listen"],
         }
     }
 }
@@ -167,10 +175,12 @@ impl NodeConfig {
     }
 
     fn validate_api_address(&self) -> Result<(), NodeConfigError> {
-        if let Some(a) = &self.api_address {
-            if a.is_empty() || a.len() > crate::wire::MAX_API_ADDRESS_LEN {
-                return Err(NodeConfigError::BadApiAddress(a.len()));
-            }
+        let bad = |a: &String| a.is_empty() || a.len() > crate::wire::MAX_API_ADDRESS_LEN;
+        if let Some(a) = self.api_address.as_ref().filter(|a| bad(a)) {
+            return Err(NodeConfigError::BadApiAddress(a.len()));
+        }
+        if let Some(a) = self.etcd_address.as_ref().filter(|a| bad(a)) {
+            return Err(NodeConfigError::BadEtcdAddress(a.len()));
         }
         Ok(())
     }
@@ -217,6 +227,7 @@ mod tests {
             security: Security::InsecureNoTls,
             single_node: false,
             api_address: None,
+            etcd_address: None,
             joining: false,
         }
     }

@@ -175,6 +175,7 @@ async fn start_valid(
             tls.clone(),
         )
         .with_api_address(config.api_address.clone())
+        .with_etcd_address(config.etcd_address.clone())
         .with_peer_address(Some(peer_addr.to_string())),
     );
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
@@ -335,6 +336,7 @@ impl NodeHandle {
                     rtt_ms: l.rtt_ms(),
                     incarnation: l.incarnation(),
                     api_address: l.api_address(),
+                    etcd_address: l.etcd_address(),
                     directory: l.directory(),
                     handshake_error: l.handshake_error(),
                 })

@@ -105,6 +105,9 @@ pub struct PeerInfo {
     /// Where its embedding service (tenure: its HTTP API) answers, as its
     /// handshake advertised it ([`crate::transport::PeerLink::api_address`]).
     pub api_address: Option<String>,
+    /// Where its etcd API answers, as its handshake advertised it
+    /// ([`crate::transport::PeerLink::etcd_address`]).
+    pub etcd_address: Option<String>,
     /// Its data directory's identity, as its last accepted handshake showed
     /// it (none before the first).
     pub directory: Option<DirectoryId>,

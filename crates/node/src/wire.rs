@@ -21,7 +21,8 @@ use tenure_core::{ConfigId, DirectoryId, Message, NodeId, ProtocolKind};
 use tenure_replica::ReplicaMessage;
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks (10: a ranked claim says
+/// The wire protocol version this build speaks (11: the handshake carries
+/// the sender's etcd API address; 10: a ranked claim says
 /// whether its sender stands and whether its configuration removes it; 9:
 /// the handshake carries the sender's peer address; 8: log entries may carry a
 /// configuration, and a snapshot piece the configuration in force at its
@@ -34,7 +35,7 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// is refused at the handshake, by name: the answer and the log say
 /// "unsupported wire version 7 (this build speaks 8)", so a cluster never
 /// runs builds that would apply its log differently.
-pub const WIRE_VERSION: u8 = 10;
+pub const WIRE_VERSION: u8 = 11;
 
 /// The longest API address a handshake may carry ([`Frame::Hello`]'s
 /// `api_address`): a DNS name (at most 253 bytes) and a port.
@@ -94,6 +95,11 @@ pub enum Frame {
         /// not name the dialer yet dials it back there when it admits it as
         /// a guest (see [`crate::transport`]).
         peer_address: Option<String>,
+        /// Where the dialer's etcd API answers, HOST:PORT (tenure: its
+        /// `--etcd-listen`), as `api_address`: opaque to the node, at most
+        /// [`MAX_API_ADDRESS_LEN`] bytes, an unspecified IP for the
+        /// dialer's own ([`crate::PeerInfo::etcd_address`]).
+        etcd_address: Option<String>,
     },
     /// Acceptor -> dialer: handshake accepted.
     HelloAck {
@@ -118,6 +124,8 @@ pub enum Frame {
         api_address: Option<String>,
         /// The acceptor's data-directory identity (as in [`Frame::Hello`]).
         directory: DirectoryId,
+        /// Where the acceptor's etcd API answers (as in [`Frame::Hello`]).
+        etcd_address: Option<String>,
     },
     /// Acceptor -> dialer: handshake refused; the connection is closed after it.
     Reject {
@@ -209,6 +217,7 @@ mod tests {
                 api_address: Some("x".repeat(MAX_API_ADDRESS_LEN)),
                 directory: DirectoryId(u128::MAX),
                 peer_address: None,
+                etcd_address: Some("x".repeat(MAX_API_ADDRESS_LEN)),
             },
             Frame::HelloAck {
                 version: WIRE_VERSION,
@@ -220,6 +229,7 @@ mod tests {
                 config: ConfigId::BOOTSTRAP,
                 api_address: None,
                 directory: DirectoryId(1),
+                etcd_address: None,
             },
             Frame::Message(Message::Heartbeat { term: Term(3), counter: 9, sent_at_nanos: 12345 }),
             Frame::Message(Message::Resign { term: Term(3), successor: Some(NodeId(2)) }),
@@ -263,16 +273,17 @@ mod tests {
             api_address: Some("h:1".into()),
             directory: DirectoryId(0x81),
             peer_address: None,
+            etcd_address: Some("h:2".into()),
         };
-        // Frame 0 (Hello), version 10, "c", node 2, node 1, raft (0), 300 as a
+        // Frame 0 (Hello), version 11, "c", node 2, node 1, raft (0), 300 as a
         // varint, three voters 1, 2, 3, the configuration 9@4, Some("h:1"),
-        // identity 0x81 as a varint, no peer address.
+        // identity 0x81 as a varint, no peer address, Some("h:2").
         let bytes = encode(&hello);
         assert_eq!(
             &bytes[..],
             [
-                10, 0, 10, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
-                0x81, 0x01, 0
+                11, 0, 11, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
+                0x81, 0x01, 0, 1, 3, b'h', b':', b'2'
             ]
         );
         let ack = Frame::HelloAck {
@@ -285,20 +296,20 @@ mod tests {
             config: ConfigId::BOOTSTRAP,
             api_address: None,
             directory: DirectoryId(5),
+            etcd_address: None,
         };
-        assert_eq!(&encode(&ack)[..], [10, 1, 10, 1, b'c', 1, 0, 7, 1, 1, 0, 0, 0, 5]);
-        // What a node of version 9 sends (its ranked claims lack whether it
-        // stands and leaves): refused by name.
-        let mut v9 = bytes.to_vec();
-        (v9[0], v9[2]) = (9, 9);
-        let e = decode(&v9).unwrap_err();
-        assert_eq!(e.to_string(), "unsupported wire version 9 (this build speaks 10)");
+        assert_eq!(&encode(&ack)[..], [11, 1, 11, 1, b'c', 1, 0, 7, 1, 1, 0, 0, 0, 5, 0]);
+        // What a node of version 10 sends (no etcd address): refused by name.
+        let mut v10 = bytes[..bytes.len() - 5].to_vec();
+        (v10[0], v10[2]) = (10, 10);
+        let e = decode(&v10).unwrap_err();
+        assert_eq!(e.to_string(), "unsupported wire version 10 (this build speaks 11)");
         // What a node of version 6 sends, without an identity: refused by name.
-        let mut v6 = bytes[..bytes.len() - 3].to_vec();
+        let mut v6 = bytes[..bytes.len() - 8].to_vec();
         (v6[0], v6[2]) = (6, 6);
         let e = decode(&v6).unwrap_err();
         assert!(matches!(e, FrameError::Version(6)), "{e:?}");
-        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 10)");
+        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 11)");
         // Without the identity, a hello of this version is cut short.
         (v6[0], v6[2]) = (WIRE_VERSION, WIRE_VERSION);
         assert!(matches!(decode(&v6), Err(FrameError::Malformed(_))));
@@ -316,7 +327,7 @@ mod tests {
     #[test]
     fn bad_frames_are_errors_not_panics() {
         assert!(matches!(decode(&[]), Err(FrameError::Empty)));
-        assert!(matches!(decode(&[11, 0]), Err(FrameError::Version(11))));
+        assert!(matches!(decode(&[99, 0]), Err(FrameError::Version(99))));
         assert!(matches!(decode(&[WIRE_VERSION, 0xff, 0xff, 0xff]), Err(FrameError::Malformed(_))));
         let mut ok = encode(&Frame::Ping { nonce: 1 }).to_vec();
         ok.push(0);

@@ -222,6 +222,7 @@ async fn garbage_frames_close_the_connection_but_not_the_node() {
         incarnation: 1,
         voters: vec![leader],
         api_address: None,
+        etcd_address: None,
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
         peer_address: None,

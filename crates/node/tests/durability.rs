@@ -72,6 +72,7 @@ impl FakePeer {
                 v
             },
             api_address: None,
+            etcd_address: None,
             directory: tenure_core::DirectoryId(0xd0),
             config: tenure_core::ConfigId::BOOTSTRAP,
         };

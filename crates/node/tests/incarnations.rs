@@ -180,6 +180,7 @@ async fn a_forged_higher_incarnation_is_no_death_notice() {
         incarnation: MAX_INCARNATION,
         voters: c.configs[0].peers.iter().map(|&(id, _)| id).collect(),
         api_address: None,
+        etcd_address: None,
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
         peer_address: None,

@@ -596,6 +596,8 @@ impl ServerArgs {
             security,
             single_node,
             api_address: advertise_http,
+            // The etcd listener's address, once bound (tenure-server).
+            etcd_address: None,
             joining: learner,
         };
         node.validate().map_err(explain)?;

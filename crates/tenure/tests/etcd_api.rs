@@ -292,21 +292,33 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
         assert!(health.2.contains(&format!("{} is healthy", e.url)), "{health:?}");
     }
     assert!(leaders.iter().all(|l| *l == leader as u64 + 1), "{leaders:?}");
+    // Every member with its own etcd URL, from any node: what clients
+    // sync their endpoints to (`endpoint status --cluster` asks each).
     let members = endpoints[follower].ok(&["member", "list"]);
     for id in 1..=3 {
         let line = members.lines().find(|l| l.starts_with(&format!("{id}, started, node-{id}, ")));
-        assert!(line.is_some(), "{members}");
+        let line = line.unwrap_or_else(|| panic!("no member {id}: {members}"));
+        assert!(line.ends_with(&format!(", {}, false", endpoints[id - 1].url)), "{members}");
     }
-    assert!(members.contains(&endpoints[follower].url), "{members}");
+    let all = endpoints[follower].json(&["endpoint", "status", "--cluster"]);
+    let mut reached: Vec<&str> =
+        all.as_array().unwrap().iter().map(|s| s["Endpoint"].as_str().unwrap()).collect();
+    reached.sort_unstable();
+    let mut urls: Vec<&str> = endpoints.iter().map(|e| e.url.as_str()).collect();
+    urls.sort_unstable();
+    assert_eq!(reached, urls, "{all}");
 
-    // Member changes, on the leader, with an admin token (a certificate
-    // alone is refused): a learner added by its peer URL (an id drawn by
-    // tenure), listed unstarted, refused promotion while it has not caught
-    // up, then removed; a follower refuses them.
+    // Member changes with an admin token (a certificate alone is refused),
+    // through a follower, which passes them on to the leader: a learner
+    // added by its peer URL (an id drawn by tenure), listed unstarted,
+    // refused promotion while it has not caught up, then removed.
     let err = endpoints[leader].fails(&["member", "add", "x", "--peer-urls=https://127.0.0.1:9"]);
     assert!(err.contains("member changes need an admin token"), "{err}");
+    let err = endpoints[follower].fails(&["member", "add", "x", "--peer-urls=https://127.0.0.1:9"]);
+    assert!(err.contains("member changes need an admin token"), "{err}");
     let l = &endpoints[leader].as_user("test-admin", ADMIN_TOKEN);
-    let added = l.json(&["member", "add", "new", "--learner", "--peer-urls=https://127.0.0.1:9"]);
+    let f = &endpoints[follower].as_user("test-admin", ADMIN_TOKEN);
+    let added = f.json(&["member", "add", "new", "--learner", "--peer-urls=https://127.0.0.1:9"]);
     let id = added["member"]["ID"].as_u64().expect("the new member's id");
     assert!((4..=65_535).contains(&id), "{added}");
     assert_eq!(added["member"]["isLearner"], true, "{added}");
@@ -314,17 +326,20 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     let hex = format!("{id:x}");
     let listed = l.ok(&["member", "list"]);
     assert!(listed.contains("unstarted, , https://127.0.0.1:9, , true"), "{listed}");
-    let err = l.fails(&["member", "promote", &hex]);
-    assert!(
-        err.contains("can only promote a learner member which is in sync with leader"),
-        "{err}"
-    );
-    let err =
-        endpoints[follower].as_user("test-admin", ADMIN_TOKEN).fails(&["member", "remove", &hex]);
-    assert!(err.contains("etcdserver: not leader"), "{err}");
+    for e in [l, f] {
+        let err = e.fails(&["member", "promote", &hex]);
+        assert!(
+            err.contains("can only promote a learner member which is in sync with leader"),
+            "{err}"
+        );
+    }
+    // A token of another role is refused before anything is passed on.
+    let app = endpoints[follower].as_user("test-app", APP_TOKEN);
+    let err = app.fails(&["member", "remove", &hex]);
+    assert!(err.contains("permission denied"), "{err}");
     let err = l.fails(&["member", "update", &hex, "--peer-urls=https://127.0.0.1:10"]);
     assert!(err.contains("tenure member replace"), "{err}");
-    let removed = l.ok(&["member", "remove", &hex]);
+    let removed = f.ok(&["member", "remove", &hex]);
     assert!(removed.contains("removed"), "{removed}");
     assert!(!l.ok(&["member", "list"]).contains("127.0.0.1:9,"));
     let err = l.fails(&["member", "remove", &hex]);
@@ -334,7 +349,15 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     // Maintenance: no alarm, nothing to defragment; what tenure does not
     // serve says what it offers instead.
     assert_eq!(l.ok(&["alarm", "list"]).trim(), "");
+    assert_eq!(l.ok(&["alarm", "disarm"]).trim(), "");
     assert!(l.ok(&["defrag"]).contains("Finished defragmenting"));
+    assert!(l.fails(&["endpoint", "hashkv"]).contains("Unimplemented"));
+    let backup = c.dir.path().join("etcd-backup.db");
+    let err = l.fails(&["snapshot", "save", backup.to_str().unwrap()]);
+    assert!(err.contains("every node holds all of it"), "{err}");
+    assert!(!backup.exists(), "a snapshot file was left behind");
+    let two = "--peer-urls=https://127.0.0.1:9,https://127.0.0.1:10";
+    assert!(f.fails(&["member", "add", "two", two]).contains("give one peer URL"));
     assert!(l.fails(&["user", "list"]).contains("[[api_tokens]]"));
     assert!(l.fails(&["role", "add", "r"]).contains("[[api_tokens]]"));
 

@@ -384,6 +384,7 @@ fn hello(from: u64, to: u64, protocol: ProtocolKind) -> Frame {
             v
         },
         api_address: None,
+        etcd_address: None,
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
         peer_address: None,
@@ -1364,6 +1365,7 @@ fn answer_everything_as_node_3(
                     incarnation: 1,
                     voters: vec![NodeId(1), NodeId(2), NodeId(3)],
                     api_address: None,
+                    etcd_address: None,
                     directory: tenure_core::DirectoryId(0xd3),
                     config: tenure_core::ConfigId::BOOTSTRAP,
                 };

@@ -14,7 +14,7 @@
 //! [`PEER_IDLE_PINGS`] ping intervals is closed.
 
 use super::inbound::{Inbound, PeerData};
-use super::net::{Net, PeerLink, HANDSHAKE_TIMEOUT};
+use super::net::{Advertised, Net, PeerLink, HANDSHAKE_TIMEOUT};
 use super::reject_log::REJECT_LOG_INTERVAL;
 use super::stream::{Conn, PeerStream, TLS_HANDSHAKE_RECORD};
 use crate::storage::MAX_INCARNATION;
@@ -277,7 +277,7 @@ async fn serve_inbound(
         // Before any frame of the new incarnation is read: the driver learns
         // of the old one's death before it hears the new one.
         net.learned_incarnation(&link, incarnation, &inbound.deaths);
-        link.handshake_accepted(hello.api_address.clone(), hello.directory);
+        link.handshake_accepted(hello.advertised.clone(), hello.directory);
     }
     let (_live, replaced, last_frame) = Live::take(&net, &slots, &hello, remote, n);
     serve_peer(&net, conn, from, remote, inbound, &replaced, &last_frame).await;
@@ -369,6 +369,7 @@ async fn admit(
         config: roster.config,
         api_address: net.api_address.clone(),
         directory: net.directory,
+        etcd_address: net.etcd_address.clone(),
     };
     conn.send(wire::encode(&ack)).await.ok()?;
     debug!(peer = %hello.from, incarnation = hello.incarnation, %remote, "accepted a peer connection");
@@ -383,8 +384,8 @@ pub struct Hello {
     pub from: NodeId,
     /// Its incarnation.
     pub incarnation: u64,
-    /// The API address it advertised.
-    pub api_address: Option<String>,
+    /// Where its API and etcd API answer, as it advertised them.
+    pub advertised: Advertised,
     /// Its data-directory identity.
     pub directory: DirectoryId,
     /// Where to dial it back, when it is no member of this node's
@@ -436,6 +437,7 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
             api_address,
             directory,
             peer_address,
+            etcd_address,
         }) => {
             let guest_at = guest_address(net, from, config, peer_address.as_deref());
             if version != WIRE_VERSION {
@@ -470,14 +472,17 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                 Err(format!(
                     "peer {from} shows incarnation {incarnation}, outside 1..={MAX_INCARNATION}"
                 ))
-            } else if let Some(why) = bad_api_address(from, api_address.as_deref()) {
+            } else if let Some(why) = bad_api_address(from, "API", api_address.as_deref()) {
+                Err(why)
+            } else if let Some(why) = bad_api_address(from, "etcd API", etcd_address.as_deref()) {
                 Err(why)
             } else if directory == DirectoryId(0) {
                 Err(format!("peer {from} shows data-directory identity 0"))
             } else if let Some(why) = net.directory_mismatch(from, directory, config) {
                 Err(why)
             } else {
-                Ok(Hello { from, incarnation, api_address, directory, guest_at })
+                let advertised = Advertised { api: api_address, etcd: etcd_address };
+                Ok(Hello { from, incarnation, advertised, directory, guest_at })
             }
         }
         Ok(other) => Err(format!("expected a hello, got {other:?}")),
@@ -497,13 +502,13 @@ pub(super) fn cluster_mismatch(peer: NodeId, theirs: &str, net: &Net) -> String 
     )
 }
 
-/// Why an advertised API address is refused, if it is: empty, or longer
-/// than [`wire::MAX_API_ADDRESS_LEN`].
-pub(super) fn bad_api_address(peer: NodeId, address: Option<&str>) -> Option<String> {
+/// Why the advertised address of a service (`what`: "API", "etcd API") is
+/// refused, if it is: empty, or longer than [`wire::MAX_API_ADDRESS_LEN`].
+pub(super) fn bad_api_address(peer: NodeId, what: &str, address: Option<&str>) -> Option<String> {
     let a = address?;
     (a.is_empty() || a.len() > wire::MAX_API_ADDRESS_LEN).then(|| {
         format!(
-            "node {peer} advertises an API address of {} bytes; 1 to {} are allowed",
+            "node {peer} advertises an {what} address of {} bytes; 1 to {} are allowed",
             a.len(),
             wire::MAX_API_ADDRESS_LEN
         )

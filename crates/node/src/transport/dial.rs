@@ -2,7 +2,7 @@
 //! carrying our election messages and pings, redialled with a backoff.
 
 use super::accept::{bad_api_address, cluster_mismatch};
-use super::net::{Net, PeerLink, HANDSHAKE_TIMEOUT};
+use super::net::{Advertised, Net, PeerLink, HANDSHAKE_TIMEOUT};
 use super::stream::{Conn, PeerStream};
 use crate::spy::DeathNotice;
 use crate::storage::MAX_INCARNATION;
@@ -172,6 +172,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         api_address: net.api_address.clone(),
         directory: net.directory,
         peer_address: net.peer_address.clone(),
+        etcd_address: net.etcd_address.clone(),
     };
     conn.send(wire::encode(&hello)).await.map_err(|e| e.to_string())?;
     let reply = match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
@@ -188,7 +189,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         Ok(Some(Ok(bytes))) => wire::decode(&bytes),
     };
     let addr = link.addr;
-    let (problem, incarnation, api_address, directory) = match reply {
+    let (problem, incarnation, advertised, directory) = match reply {
         Ok(Frame::HelloAck {
             version,
             cluster_id,
@@ -199,6 +200,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
             config,
             api_address,
             directory,
+            etcd_address,
         }) => {
             let ack = HelloAck {
                 version,
@@ -210,8 +212,11 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
                 config,
                 api_address: api_address.as_deref(),
                 directory,
+                etcd_address: etcd_address.as_deref(),
             };
-            (check_hello_ack(net, link, &ack), incarnation, api_address, directory)
+            let problem = check_hello_ack(net, link, &ack);
+            let advertised = Advertised { api: api_address, etcd: etcd_address };
+            (problem, incarnation, advertised, directory)
         }
         Ok(Frame::Reject { reason }) => {
             warn!(peer = %link.id, %addr, %reason, "peer refused our handshake");
@@ -219,9 +224,12 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
             return Err(reason);
         }
         Ok(other) => {
-            (Some(format!("unexpected handshake reply {other:?}")), 0, None, DirectoryId(0))
+            let problem = format!("unexpected handshake reply {other:?}");
+            (Some(problem), 0, Advertised::default(), DirectoryId(0))
         }
-        Err(e) => (Some(format!("bad handshake reply: {e}")), 0, None, DirectoryId(0)),
+        Err(e) => {
+            (Some(format!("bad handshake reply: {e}")), 0, Advertised::default(), DirectoryId(0))
+        }
     };
     match problem {
         Some(reason) => {
@@ -230,7 +238,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
             Err(reason)
         }
         None => {
-            link.handshake_accepted(api_address, directory);
+            link.handshake_accepted(advertised, directory);
             Ok(incarnation)
         }
     }
@@ -257,6 +265,8 @@ pub struct HelloAck<'a> {
     pub api_address: Option<&'a str>,
     /// Its data-directory identity.
     pub directory: DirectoryId,
+    /// Where its etcd API answers.
+    pub etcd_address: Option<&'a str>,
 }
 
 /// Checks the acceptor's hello acknowledgement; returns the reason to drop
@@ -272,6 +282,7 @@ pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option
         config,
         api_address,
         directory,
+        etcd_address,
     } = ack;
     if version != WIRE_VERSION {
         Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
@@ -294,7 +305,8 @@ pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option
     } else if let Some(why) = net.directory_mismatch(node, directory, config) {
         Some(why)
     } else {
-        bad_api_address(node, api_address)
+        bad_api_address(node, "API", api_address)
+            .or_else(|| bad_api_address(node, "etcd API", etcd_address))
     }
 }
 

@@ -36,8 +36,8 @@ pub use dial::{
 };
 pub use inbound::{Inbound, PeerData};
 pub use net::{
-    show_voters, Net, PeerLink, Roster, WireStats, HANDSHAKE_TIMEOUT, PEER_DATA_QUEUE_CAPACITY,
-    PEER_QUEUE_CAPACITY,
+    show_voters, Advertised, Net, PeerLink, Roster, WireStats, HANDSHAKE_TIMEOUT,
+    PEER_DATA_QUEUE_CAPACITY, PEER_QUEUE_CAPACITY,
 };
 pub use reject_log::{REJECT_LOG_BURST, REJECT_LOG_INTERVAL};
 
@@ -229,6 +229,7 @@ mod tests {
                 directory,
                 config: tenure_core::ConfigId::BOOTSTRAP,
                 peer_address: None,
+                etcd_address: Some("h:2379".into()),
             })
         };
         let hello = |incarnation| hello_of(incarnation, peer);
@@ -239,12 +240,18 @@ mod tests {
                 Ok(Hello {
                     from: NodeId(2),
                     incarnation: ok,
-                    api_address: None,
+                    advertised: Advertised { api: None, etcd: Some("h:2379".into()) },
                     directory: peer,
                     guest_at: None
                 })
             );
         }
+        let mut long = hello(1);
+        if let Ok(crate::wire::Frame::Hello { etcd_address, .. }) = &mut long {
+            *etcd_address = Some("x".repeat(crate::wire::MAX_API_ADDRESS_LEN + 1));
+        }
+        let e = check_hello(&net, long).unwrap_err();
+        assert!(e.contains("an etcd API address of 261 bytes"), "{e}");
         let e = check_hello(&net, hello_of(1, tenure_core::DirectoryId(0))).unwrap_err();
         assert!(e.contains("data-directory identity 0"), "{e}");
         for bad in [0, max + 1, u64::MAX] {
@@ -264,6 +271,7 @@ mod tests {
                 api_address: None,
                 directory,
                 config: tenure_core::ConfigId::BOOTSTRAP,
+                etcd_address: None,
             };
             check_hello_ack(&net, link, &ack)
         };
@@ -306,6 +314,7 @@ mod tests {
                 directory: tenure_core::DirectoryId(0xd2),
                 config,
                 peer_address: None,
+                etcd_address: None,
             })
         };
         let hello = |voters: Vec<u64>| hello_at(voters, tenure_core::ConfigId::BOOTSTRAP);
@@ -364,6 +373,7 @@ mod tests {
                 directory: tenure_core::DirectoryId(0xd5),
                 config,
                 peer_address: peer_address.map(String::from),
+                etcd_address: None,
             })
         };
         let guest = check_hello(&net, stranger(newer, Some("0.0.0.0:7005"))).expect("a guest");
@@ -391,16 +401,29 @@ mod tests {
             api_address: None,
             directory: tenure_core::DirectoryId(0xd2),
             config: tenure_core::ConfigId::BOOTSTRAP,
+            etcd_address: None,
         };
         let e = check_hello_ack(&net, link, &ack).expect("refused");
         assert!(e.contains("over voters {1,2}") && e.contains("over {1,2,3}"), "{e}");
         // The advertised API address of an unspecified IP takes the peer's.
         assert_eq!(link.directory(), None, "no identity before a handshake");
-        link.handshake_accepted(Some("0.0.0.0:8002".into()), tenure_core::DirectoryId(0xd2));
+        let advertised = |api: &str, etcd: Option<&str>| Advertised {
+            api: Some(api.into()),
+            etcd: etcd.map(String::from),
+        };
+        link.handshake_accepted(
+            advertised("0.0.0.0:8002", Some("0.0.0.0:2379")),
+            tenure_core::DirectoryId(0xd2),
+        );
         assert_eq!(link.api_address().as_deref(), Some("127.0.0.1:8002"));
+        assert_eq!(link.etcd_address().as_deref(), Some("127.0.0.1:2379"));
         assert_eq!(link.directory(), Some(tenure_core::DirectoryId(0xd2)));
-        link.handshake_accepted(Some("db2.example:8002".into()), tenure_core::DirectoryId(0xd3));
+        link.handshake_accepted(
+            advertised("db2.example:8002", None),
+            tenure_core::DirectoryId(0xd3),
+        );
         assert_eq!(link.api_address().as_deref(), Some("db2.example:8002"));
+        assert_eq!(link.etcd_address(), None, "a node without an etcd API");
         assert_eq!(link.directory(), Some(tenure_core::DirectoryId(0xd3)));
     }
 

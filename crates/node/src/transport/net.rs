@@ -49,6 +49,16 @@ pub struct WireStats {
     pub data_dropped: AtomicU64,
 }
 
+/// What a peer's handshake advertised of the services it embeds: where
+/// its API and its etcd API answer (HOST:PORT each, opaque to the node).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Advertised {
+    /// Its API (tenure: the HTTP API).
+    pub api: Option<String>,
+    /// Its etcd API.
+    pub etcd: Option<String>,
+}
+
 /// One peer: its send queue and what the transport knows about it.
 #[derive(Debug)]
 pub struct PeerLink {
@@ -70,6 +80,8 @@ pub struct PeerLink {
     incarnation: Mutex<Known>,
     /// The API address the peer's last accepted handshake advertised.
     api_address: Mutex<Option<String>>,
+    /// The etcd API address the peer's last accepted handshake advertised.
+    etcd_address: Mutex<Option<String>>,
     /// The data-directory identity the peer's last accepted handshake showed.
     directory: Mutex<Option<DirectoryId>>,
     /// Why the last handshake with the peer failed, either way (refused by
@@ -99,6 +111,7 @@ impl PeerLink {
             rtt_ms: Mutex::new(None),
             incarnation: Mutex::new(Known::default()),
             api_address: Mutex::new(None),
+            etcd_address: Mutex::new(None),
             directory: Mutex::new(None),
             guest: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -145,7 +158,20 @@ impl PeerLink {
     /// node dials. `None` before a handshake, or when the peer advertises
     /// none.
     pub fn api_address(&self) -> Option<String> {
-        let advertised = lock(&self.api_address).clone()?;
+        self.resolve(lock(&self.api_address).clone()?)
+    }
+
+    /// Where the peer's etcd API answers, as its last accepted handshake
+    /// advertised it (the unspecified IP replaced as for
+    /// [`PeerLink::api_address`]); `None` before a handshake, or when the
+    /// peer serves none.
+    pub fn etcd_address(&self) -> Option<String> {
+        self.resolve(lock(&self.etcd_address).clone()?)
+    }
+
+    /// An advertised HOST:PORT with an unspecified IP replaced by the IP of
+    /// the peer's configured address.
+    fn resolve(&self, advertised: String) -> Option<String> {
         match advertised.parse::<SocketAddr>() {
             Ok(a) if a.ip().is_unspecified() => {
                 Some(SocketAddr::new(self.addr.ip(), a.port()).to_string())
@@ -167,8 +193,9 @@ impl PeerLink {
     }
 
     /// Records an accepted handshake: what the peer advertised, and no error.
-    pub(super) fn handshake_accepted(&self, api_address: Option<String>, directory: DirectoryId) {
-        *lock(&self.api_address) = api_address;
+    pub(super) fn handshake_accepted(&self, advertised: Advertised, directory: DirectoryId) {
+        *lock(&self.api_address) = advertised.api;
+        *lock(&self.etcd_address) = advertised.etcd;
         *lock(&self.directory) = Some(directory);
         *lock(&self.handshake_error) = None;
     }
@@ -308,6 +335,8 @@ pub struct Net {
     roster: Mutex<Roster>,
     /// Where this node's embedding service answers, shown at every handshake.
     pub api_address: Option<String>,
+    /// Where this node's etcd API answers, shown at every handshake.
+    pub etcd_address: Option<String>,
     /// Where this node's peers reach it (its peer listener), shown at every
     /// handshake.
     pub peer_address: Option<String>,
@@ -357,6 +386,7 @@ impl Net {
             tls,
             roster: Mutex::new(roster),
             api_address: None,
+            etcd_address: None,
             peer_address: None,
             directory,
             reject_log: Mutex::new(RejectLog::default()),
@@ -367,6 +397,13 @@ impl Net {
     /// [`Frame::Hello`]'s `api_address`).
     pub fn with_api_address(mut self, api_address: Option<String>) -> Self {
         self.api_address = api_address;
+        self
+    }
+
+    /// The same, advertising `etcd_address` at every handshake (see
+    /// [`Frame::Hello`]'s `etcd_address`).
+    pub fn with_etcd_address(mut self, etcd_address: Option<String>) -> Self {
+        self.etcd_address = etcd_address;
         self
     }
 

@@ -86,6 +86,7 @@ pub fn hello_in(from: NodeId, target: &NodeConfig, incarnation: u64) -> Frame {
             voters,
             api_address,
             directory,
+            etcd_address,
             ..
         } => Frame::Hello {
             version,
@@ -99,6 +100,7 @@ pub fn hello_in(from: NodeId, target: &NodeConfig, incarnation: u64) -> Frame {
             directory,
             config: tenure_core::ConfigId::BOOTSTRAP,
             peer_address: None,
+            etcd_address,
         },
         other => other,
     }
@@ -119,6 +121,7 @@ pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
             v
         },
         api_address: None,
+        etcd_address: None,
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
         peer_address: None,
@@ -187,6 +190,7 @@ impl Cluster {
                 },
                 single_node: n == 1,
                 api_address: None,
+                etcd_address: None,
                 joining: false,
             })
             .collect();

@@ -155,6 +155,7 @@ pub fn start_cluster_with(
                 },
                 single_node: n == 1,
                 api_address: None,
+                etcd_address: None,
                 joining: false,
             };
             let http_listener = bind();
