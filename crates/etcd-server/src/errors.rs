@@ -46,6 +46,10 @@ pub const TIMEOUT_LEADER_FAIL: &str =
     "etcdserver: request timed out, possibly due to previous leader failure";
 /// A read or write that did not finish in time.
 pub const TIMEOUT: &str = "etcdserver: request timed out";
+/// A request whose connection broke after it was sent: its outcome is
+/// unknown.
+pub const TIMEOUT_CONNECTION_LOST: &str =
+    "etcdserver: request timed out, possibly due to connection lost";
 /// The node is stopping.
 pub const SERVER_STOPPED: &str = "etcdserver: server stopped";
 /// Too many requests in flight.

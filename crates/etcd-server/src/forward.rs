@@ -11,7 +11,7 @@
 //! is passed on once: a node that gets a forwarded change and no longer
 //! leads answers etcd's "not leader".
 
-use crate::errors::{NOT_LEADER, NO_LEADER};
+use crate::errors::{NOT_LEADER, NO_LEADER, TIMEOUT_CONNECTION_LOST};
 use crate::Shared;
 use std::future::Future;
 use std::time::Duration;
@@ -23,8 +23,14 @@ use tonic::{Request, Response, Status};
 /// The metadata key that marks a change passed on by another node.
 pub const FORWARDED: &str = "tenure-forwarded";
 
-/// How long connecting to the leader's etcd API may take.
+/// How long connecting to the leader's etcd API may take (TCP, TLS and
+/// HTTP/2 handshakes together).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long the leader may take to answer a change passed on to it: its
+/// own bound on a change, and a second for the way there and back.
+pub const CALL_TIMEOUT: Duration =
+    Duration::from_secs(crate::cluster::CHANGE_TIMEOUT.as_secs() + 1);
 
 /// Where a member change is made.
 pub(crate) enum Target {
@@ -50,7 +56,10 @@ pub(crate) fn target<T>(shared: &Shared, request: &Request<T>) -> Result<Target,
 }
 
 /// Makes `call` with `request`'s message on the leader's Cluster service,
-/// with the caller's token, and answers the leader's answer.
+/// with the caller's token, and answers the leader's answer; bounded: a
+/// leader that does not answer within [`CALL_TIMEOUT`], or a connection
+/// that breaks, gives etcd's "request timed out, possibly due to connection
+/// lost" (the change may or may not have been made).
 pub(crate) async fn to_leader<Req, Resp, F, Fut>(
     shared: &Shared,
     leader: NodeId,
@@ -64,13 +73,28 @@ where
     let channel = connect(shared, leader).await?;
     let token = request.metadata().get("token").cloned();
     let mut passed = Request::new(request.into_inner());
-    passed.set_timeout(crate::cluster::CHANGE_TIMEOUT + CONNECT_TIMEOUT);
+    passed.set_timeout(CALL_TIMEOUT);
     if let Some(token) = token {
         passed.metadata_mut().insert("token", token);
     }
     passed.metadata_mut().insert(FORWARDED, tonic::metadata::MetadataValue::from_static("1"));
     tracing::debug!(%leader, "a member change asked of this follower: passed on to the leader");
-    call(ClusterClient::new(channel), passed).await
+    match tokio::time::timeout(CALL_TIMEOUT, call(ClusterClient::new(channel), passed)).await {
+        // The leader's own answer, refusals included.
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(status)) if !is_transport_error(&status) => Err(status),
+        Ok(Err(status)) => {
+            tracing::warn!(%leader, error = %status, "a member change passed on to the leader: the connection broke");
+            Err(Status::unavailable(TIMEOUT_CONNECTION_LOST))
+        }
+        Err(_) => Err(Status::unavailable(TIMEOUT_CONNECTION_LOST)),
+    }
+}
+
+/// Whether `status` is the connection's failure rather than the leader's
+/// answer (tonic gives the transport's error as the status's source).
+fn is_transport_error(status: &Status) -> bool {
+    std::error::Error::source(status).is_some()
 }
 
 /// A connection to the leader's etcd API.
@@ -94,14 +118,21 @@ async fn connect(shared: &Shared, leader: NodeId) -> Result<Channel, Status> {
     let url = format!("{scheme}://{address}");
     let mut endpoint = Endpoint::from_shared(url.clone())
         .map_err(|e| unreachable(format!("advertises a bad etcd address {url}: {e}")))?
-        .connect_timeout(CONNECT_TIMEOUT);
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(CALL_TIMEOUT);
     if let Some(tls) = &shared.forward_tls {
         let name = tenure_node::tls::node_name(&shared.cluster_name, leader);
         endpoint = endpoint
-            .tls_config(tls.clone().domain_name(name))
+            .tls_config(tls.clone().domain_name(name).timeout(CONNECT_TIMEOUT))
             .map_err(|e| unreachable(format!("cannot be reached over TLS: {e}")))?;
     }
-    endpoint.connect().await.map_err(|e| unreachable(format!("cannot be reached at {url}: {e}")))
+    match tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect()).await {
+        Ok(Ok(channel)) => Ok(channel),
+        Ok(Err(e)) => Err(unreachable(format!("cannot be reached at {url}: {e}"))),
+        Err(_) => Err(unreachable(format!(
+            "did not finish connecting at {url} within {CONNECT_TIMEOUT:?}"
+        ))),
+    }
 }
 
 /// The TLS settings of the connections to the leader: the cluster's CA,

@@ -424,6 +424,26 @@ mod tests {
         );
         assert_eq!(link.api_address().as_deref(), Some("db2.example:8002"));
         assert_eq!(link.etcd_address(), None, "a node without an etcd API");
+        // A loopback address is the peer's own only when it is reached at
+        // a loopback address too (the links here are at 127.0.0.1).
+        link.handshake_accepted(
+            advertised("127.0.0.1:8002", Some("[::1]:2379")),
+            tenure_core::DirectoryId(0xd3),
+        );
+        assert_eq!(link.api_address().as_deref(), Some("127.0.0.1:8002"));
+        assert_eq!(link.etcd_address().as_deref(), Some("[::1]:2379"));
+        let far = PeerLink::new(NodeId(9), "10.0.0.9:7009".parse().unwrap());
+        far.handshake_accepted(
+            advertised("127.0.0.1:8002", Some("127.0.0.1:2379")),
+            tenure_core::DirectoryId(0xd9),
+        );
+        assert_eq!((far.api_address(), far.etcd_address()), (None, None));
+        far.handshake_accepted(
+            advertised("0.0.0.0:8002", Some("db9.example:2379")),
+            tenure_core::DirectoryId(0xd9),
+        );
+        assert_eq!(far.api_address().as_deref(), Some("10.0.0.9:8002"));
+        assert_eq!(far.etcd_address().as_deref(), Some("db9.example:2379"));
         assert_eq!(link.directory(), Some(tenure_core::DirectoryId(0xd3)));
     }
 

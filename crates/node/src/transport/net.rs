@@ -155,8 +155,8 @@ impl PeerLink {
     /// as its last accepted handshake advertised it, HOST:PORT; an
     /// unspecified IP there (the peer's API binds every interface) is
     /// replaced by the IP of the peer's configured address, the one this
-    /// node dials. `None` before a handshake, or when the peer advertises
-    /// none.
+    /// node dials. `None` before a handshake, when the peer advertises
+    /// none, or a loopback address while it is reached at another one.
     pub fn api_address(&self) -> Option<String> {
         self.resolve(lock(&self.api_address).clone()?)
     }
@@ -170,12 +170,15 @@ impl PeerLink {
     }
 
     /// An advertised HOST:PORT with an unspecified IP replaced by the IP of
-    /// the peer's configured address.
+    /// the peer's configured address; none for a loopback IP of a peer
+    /// reached at another address (a service that listens on the peer's
+    /// loopback only answers on that host: here it would be this host's).
     fn resolve(&self, advertised: String) -> Option<String> {
         match advertised.parse::<SocketAddr>() {
             Ok(a) if a.ip().is_unspecified() => {
                 Some(SocketAddr::new(self.addr.ip(), a.port()).to_string())
             }
+            Ok(a) if a.ip().is_loopback() && !self.addr.ip().is_loopback() => None,
             _ => Some(advertised),
         }
     }
