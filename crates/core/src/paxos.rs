@@ -453,7 +453,10 @@ impl<R: RngCore + Send> PaxosElector<R> {
         if self.seat.storage_failed || !self.seat.stands() {
             // A node that cannot persist cannot promise itself, and one that
             // may not stand (a learner, a removed node) must not: no
-            // candidacy.
+            // candidacy. An election timeout without a word from its
+            // leader: it knows none (a removed node told its clients of a
+            // leader dead for seconds).
+            self.seat.set_leader(None);
             self.election_deadline = now + self.timeout();
             return;
         }

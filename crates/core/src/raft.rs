@@ -223,7 +223,10 @@ impl<R: RngCore + Send> RaftElector<R> {
         let Some(proposed) = proposed.filter(|_| !self.seat.storage_failed) else {
             // A node that cannot persist, or whose term cannot grow, or that
             // may not stand (a learner, a removed node), cannot campaign: no
-            // point in polling.
+            // point in polling. An election timeout without a word from its
+            // leader: it knows none (a removed node told its clients of a
+            // leader dead for seconds).
+            self.seat.set_leader(None);
             self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
         };

@@ -362,7 +362,10 @@ impl<R: RngCore + Send> RankedElector<R> {
     fn start_poll(&mut self, now: Instant, reason: Reason) {
         if self.seat.storage_failed || !self.seat.grants() {
             // A node that cannot persist cannot vote, nor one that does not
-            // belong to its configuration: no point in polling.
+            // belong to its configuration: no point in polling. An election
+            // timeout without a word from its leader: it knows none (a
+            // removed node told its clients of a leader dead for seconds).
+            self.seat.set_leader(None);
             self.election_deadline = now + self.seat.cfg.election_timeout;
             return;
         }

@@ -288,6 +288,37 @@ fn a_removed_node_that_missed_its_removal_disturbs_no_one(kind: ProtocolKind) {
 }
 shared!(a_removed_node_that_missed_its_removal_disturbs_no_one);
 
+fn a_removed_node_forgets_its_leader_after_an_election_timeout(kind: ProtocolKind) {
+    // Node 4, a learner, is removed and knows it (its configuration names
+    // it no more: it grants nothing and may not stand). Nobody sends it
+    // anything: after an election timeout of silence it knows no leader,
+    // rather than naming the last one it heard for ever (its clients
+    // followed that name to a dead node: membership seeds 395 and 874 of
+    // `--workload elect`).
+    let mut c = with_learner(kind);
+    let leader = c.leader();
+    assert_eq!(c.status(n(4)).leader, Some(leader));
+    let voters = [n(1), n(2), n(3)];
+    c.set_electorate_all(at(2), &voters, &[], &[], true);
+    c.set_electorate(
+        n(4),
+        Electorate {
+            id: at(2),
+            voters: voters.to_vec(),
+            learners: vec![],
+            departing: vec![],
+            stands: false,
+            last_token: tenure_core::FencingToken(1),
+            member: false,
+        },
+    );
+    c.crash(leader);
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.status(n(4)).leader, None, "a removed node named a dead leader");
+    assert!(!took_role(&c, n(4), Role::Candidate) && !took_role(&c, n(4), Role::Leader));
+}
+shared!(a_removed_node_forgets_its_leader_after_an_election_timeout);
+
 fn a_candidate_holding_a_sibling_configuration_of_an_older_leadership_is_refused(
     kind: ProtocolKind,
 ) {
