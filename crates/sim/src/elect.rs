@@ -604,7 +604,12 @@ impl Elections {
                 let named = leader
                     .and_then(|l: NodeId| usize::try_from(l.0).ok()?.checked_sub(1))
                     .filter(|&l| l < self.nodes);
-                let target = named.unwrap_or_else(|| self.rng.gen_range(0..self.nodes));
+                // No leader named: the node after the one that answered, as
+                // tenure's client moves to its next endpoint
+                // (crates/client/src/cluster.rs). A random node kept apps
+                // among nodes that are no members (wiped, not added again)
+                // for seconds: raft membership seed 498.
+                let target = named.unwrap_or((out.node + 1) % self.nodes);
                 self.apps[a].target = target;
                 let pause = if named.is_some() && target != asked {
                     0

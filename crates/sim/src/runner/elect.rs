@@ -277,15 +277,33 @@ impl Sim {
     /// How long after healing every name with a live candidate must have a
     /// holder: the protocol's liveness bound (a ready tenure leader), a TTL
     /// stretched by the drift bound both ways (the dead holder's session
-    /// expires on the new leader's clock), and two request timeouts (the
+    /// expires on the new leader's clock), two request timeouts (the
     /// expiry commits, a waiter's poll and read, or a restarted app's grant
-    /// and campaign behind it).
+    /// and campaign behind it), and one more for each node that cannot
+    /// serve (see [`Sim::unserving_nodes`]): an app walks its nodes in
+    /// turn, as tenure's client walks its endpoints, and waits a request
+    /// timeout at each such node before it tries the next.
     pub fn election_liveness_bound(&self) -> u64 {
         let Some(e) = self.kv.as_ref().and_then(|k| k.elect.as_ref()) else { return 0 };
         let drift = u64::from(self.hosts[0].cfg.clock_drift_ppm);
         let ttl = e.spec.ttl_ns() * (1_000_000 + drift) / (1_000_000 - drift);
         let op_timeout = WorkloadSpec::op_timeout(dur_ns(self.cfg.election_timeout));
-        dur_ns(self.liveness_bound()) + ttl + 2 * op_timeout
+        let walk = self.unserving_nodes() as u64;
+        dur_ns(self.liveness_bound()) + ttl + (2 + walk) * op_timeout
+    }
+
+    /// Nodes that answer no request after healing: down (a node retired for
+    /// good stays down), or up but no member of the newest committed
+    /// configuration (a wiped node back as a spare knows no leader and
+    /// holds what it gets). Without member changes every node serves.
+    pub fn unserving_nodes(&self) -> usize {
+        let members = self.committed_configuration().map(|m| {
+            m.members.voter_ids().chain(m.members.learners.iter().map(|l| l.id)).collect::<Vec<_>>()
+        });
+        self.hosts
+            .iter()
+            .filter(|h| !h.is_up() || members.as_ref().is_some_and(|m| !m.contains(&h.id)))
+            .count()
     }
 
     /// Runs until the election liveness bound after healing and checks that
