@@ -115,7 +115,10 @@ pub struct ServerArgs {
     /// `--etcd-listen 127.0.0.1:2379`, then `etcdctl --endpoints https://127.0.0.1:2379
     /// --cacert certs/ca.pem --cert certs/node-1.pem --key certs/node-1-key.pem put k v`.
     /// With TLS it serves the node's certificate and requires a client certificate of the
-    /// cluster's CA (docs/ETCD.md) [default: off].
+    /// cluster's CA (docs/ETCD.md). The peers learn the address and list it in the member
+    /// list (0.0.0.0 as the IP they reach this node at; a loopback address is not listed to
+    /// other hosts); give every node one, since followers pass member changes on to the
+    /// leader's [default: off].
     #[arg(long, value_name = "HOST:PORT")]
     pub etcd_listen: Option<String>,
     /// Every etcd call must carry an API token (`etcdctl --user NAME:SECRET`: a token's name
