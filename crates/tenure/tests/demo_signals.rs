@@ -20,10 +20,12 @@ const START_BOUND: Duration = Duration::from_secs(60);
 /// How long the servers may outlive the demo.
 const STOP_BOUND: Duration = Duration::from_secs(10);
 
-/// A demo process, killed (with whatever it left) if the test fails.
+/// A demo process, killed (with whatever it left, its directory too) if
+/// the test fails.
 struct Demo {
     child: Child,
     servers: Vec<i32>,
+    dir: Option<PathBuf>,
 }
 
 impl Drop for Demo {
@@ -32,6 +34,9 @@ impl Drop for Demo {
         let _ = self.child.wait();
         for &pid in &self.servers {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -78,7 +83,7 @@ fn start_demo() -> (Demo, PathBuf) {
         .stderr(Stdio::null())
         .spawn()
         .expect("tenure demo starts");
-    let mut demo = Demo { child, servers: Vec::new() };
+    let mut demo = Demo { child, servers: Vec::new(), dir: None };
     let since = Instant::now();
     loop {
         let servers: Vec<(i32, String)> = children(demo.child.id() as i32)
@@ -99,6 +104,7 @@ fn start_demo() -> (Demo, PathBuf) {
                         .map(PathBuf::from)
                 })
                 .unwrap_or_else(|| panic!("no data directory in {cmd}"));
+            demo.dir = Some(dir.clone());
             return (demo, dir);
         }
         if let Ok(Some(status)) = demo.child.try_wait() {
@@ -147,6 +153,6 @@ fn sigkill_of_the_demo_takes_its_servers_with_it() {
     let status = demo.child.wait().unwrap();
     assert_eq!(status.signal(), Some(9), "{status:?}");
     wait_servers_gone(&demo, "the demo's SIGKILL");
-    // No handler ran: the directory is left, and removed here.
-    let _ = std::fs::remove_dir_all(&dir);
+    // No handler ran: the directory is left (removed on drop).
+    assert!(dir.exists(), "{}", dir.display());
 }
