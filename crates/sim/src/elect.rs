@@ -49,9 +49,9 @@ use tenure_replica::Position;
 
 /// Shortest and longest pause between two reads of a waiting or leading
 /// client, ns.
-const POLL_NS: (u64, u64) = (30_000_000, 80_000_000);
+pub(crate) const POLL_NS: (u64, u64) = (30_000_000, 80_000_000);
 /// Shortest and longest one-way delay between an app and a node, ns.
-const LATENCY_NS: (u64, u64) = (1_000_000, 5_000_000);
+pub(crate) const LATENCY_NS: (u64, u64) = (1_000_000, 5_000_000);
 /// Longest wait before a client retries after a redirect to no new leader.
 const MAX_BACKOFF_NS: u64 = 20_000_000;
 /// Answers a paused app keeps for when it resumes (its socket buffer).
@@ -609,7 +609,13 @@ impl Elections {
                 // (crates/client/src/cluster.rs). A random node kept apps
                 // among nodes that are no members (wiped, not added again)
                 // for seconds: raft membership seed 498.
-                let target = named.unwrap_or((out.node + 1) % self.nodes);
+                // (Unless another request moved it meanwhile, as
+                // `op_failed` and tenure's client do.)
+                let target = match named {
+                    Some(leader) => leader,
+                    None if asked == out.node => (out.node + 1) % self.nodes,
+                    None => asked,
+                };
                 self.apps[a].target = target;
                 let pause = if named.is_some() && target != asked {
                     0

@@ -279,8 +279,9 @@ impl Sim {
     /// stretched by the drift bound both ways (the dead holder's session
     /// expires on the new leader's clock), two request timeouts (the
     /// expiry commits, a waiter's poll and read, or a restarted app's grant
-    /// and campaign behind it), and one more for each node that cannot
-    /// serve (see [`Sim::unserving_nodes`]): an app walks its nodes in
+    /// and campaign behind it), and for each node that cannot serve (see
+    /// [`Sim::unserving_nodes`]) a request timeout, the longest pause
+    /// between two requests and a round trip: an app walks its nodes in
     /// turn, as tenure's client walks its endpoints, and waits a request
     /// timeout at each such node before it tries the next.
     pub fn election_liveness_bound(&self) -> u64 {
@@ -288,8 +289,9 @@ impl Sim {
         let drift = u64::from(self.hosts[0].cfg.clock_drift_ppm);
         let ttl = e.spec.ttl_ns() * (1_000_000 + drift) / (1_000_000 - drift);
         let op_timeout = WorkloadSpec::op_timeout(dur_ns(self.cfg.election_timeout));
+        let hop = op_timeout + crate::elect::POLL_NS.1 + 2 * crate::elect::LATENCY_NS.1;
         let walk = self.unserving_nodes() as u64;
-        dur_ns(self.liveness_bound()) + ttl + (2 + walk) * op_timeout
+        dur_ns(self.liveness_bound()) + ttl + 2 * op_timeout + walk * hop
     }
 
     /// Nodes that answer no request after healing: down (a node retired for
