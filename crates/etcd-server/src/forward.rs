@@ -118,8 +118,7 @@ async fn connect(shared: &Shared, leader: NodeId) -> Result<Channel, Status> {
     let url = format!("{scheme}://{address}");
     let mut endpoint = Endpoint::from_shared(url.clone())
         .map_err(|e| unreachable(format!("advertises a bad etcd address {url}: {e}")))?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(CALL_TIMEOUT);
+        .connect_timeout(CONNECT_TIMEOUT);
     if let Some(tls) = &shared.forward_tls {
         let name = tenure_node::tls::node_name(&shared.cluster_name, leader);
         endpoint = endpoint

@@ -161,7 +161,7 @@ impl NodeConfig {
         if self.joining {
             // A learner of a running cluster: the log names the voters.
             self.core_config().validate_settings_for(self.protocol)?;
-            return self.validate_api_address();
+            return self.validate_advertised();
         }
         self.core_config().validate_for(self.protocol)?;
         let alone = self.peers.iter().all(|&(id, _)| id == self.id);
@@ -171,10 +171,11 @@ impl NodeConfig {
         if !alone && self.single_node {
             return Err(NodeConfigError::NotSingleVoter(self.peers.len()));
         }
-        self.validate_api_address()
+        self.validate_advertised()
     }
 
-    fn validate_api_address(&self) -> Result<(), NodeConfigError> {
+    /// The addresses advertised at every handshake fit in one.
+    fn validate_advertised(&self) -> Result<(), NodeConfigError> {
         let bad = |a: &String| a.is_empty() || a.len() > crate::wire::MAX_API_ADDRESS_LEN;
         if let Some(a) = self.api_address.as_ref().filter(|a| bad(a)) {
             return Err(NodeConfigError::BadApiAddress(a.len()));

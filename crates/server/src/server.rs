@@ -124,10 +124,15 @@ pub async fn run(
     } = config;
     let http_listener = async_listener(http_listener).map_err(ServerError::HttpListener)?;
     let etcd_listener = match etcd_listen {
-        Some(address) => Some(
-            TcpListener::bind(address)
-                .map_err(|source| ServerError::EtcdListener { address, source })?,
-        ),
+        Some(address) => {
+            let failed = |source| ServerError::EtcdListener { address, source };
+            let listener = TcpListener::bind(address).map_err(failed)?;
+            // Told to the peers at every handshake, as the API address
+            // below: they list it in etcd's MemberList and send it the
+            // member changes asked of them.
+            node_config.etcd_address = Some(listener.local_addr().map_err(failed)?.to_string());
+            Some(listener)
+        }
         None => None,
     };
     let etcd_tls = match &node_config.security {
@@ -138,15 +143,6 @@ pub async fn run(
     // Told to the peers at every handshake; an unspecified IP (0.0.0.0:8001)
     // as it is: each peer puts in the IP it dials this node at.
     node_config.api_address.get_or_insert_with(|| http_addr.to_string());
-    // The same for the etcd API: the peers list it in etcd's MemberList
-    // and send it the member changes asked of them.
-    if let Some(l) = &etcd_listener {
-        let address = l.local_addr().map_err(|source| ServerError::EtcdListener {
-            address: etcd_listen.expect("a listener was bound"),
-            source,
-        })?;
-        node_config.etcd_address = Some(address.to_string());
-    }
     let id = node_config.id;
     let peers =
         node_config.peers.iter().map(|(p, a)| format!("{p}={a}")).collect::<Vec<_>>().join(",");

@@ -122,6 +122,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         bail!("--nodes must be between {MIN_NODES} and {}", tenure_core::MAX_VOTERS);
     }
     let exe = std::env::current_exe().context("cannot find the tenure executable")?;
+    // Caught before the servers start: they lead process groups of their
+    // own and would outlive a demo that either ended unhandled.
+    let mut signals = crate::elect_cli::StopSignals::new()?;
     let mut cluster = LocalCluster::new(&Settings {
         exe,
         nodes: args.nodes,
@@ -149,7 +152,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                     println!("==> {s} s duration reached; stopping");
                     Ok(ExitCode::SUCCESS)
                 }
-                _ = interrupted() => {
+                _ = signals.recv() => {
                     println!("==> interrupted; stopping the servers");
                     Ok(ExitCode::from(EXIT_INTERRUPTED))
                 }
@@ -157,7 +160,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }
         None => tokio::select! {
             r = script => r.map(|()| ExitCode::SUCCESS),
-            _ = interrupted() => {
+            _ = signals.recv() => {
                 println!("==> interrupted; stopping the servers");
                 Ok(ExitCode::from(EXIT_INTERRUPTED))
             }
@@ -456,23 +459,5 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// Resolves at the first SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`):
-/// the servers lead process groups of their own and would outlive the demo
-/// if either ended it unhandled.
-async fn interrupted() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-        (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
     }
 }
