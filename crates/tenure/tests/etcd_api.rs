@@ -344,6 +344,7 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     assert!(!l.ok(&["member", "list"]).contains("127.0.0.1:9,"));
     let err = l.fails(&["member", "remove", &hex]);
     assert!(err.contains("etcdserver: member not found"), "{err}");
+    forged_forward_markers_change_nothing(&endpoints[follower], &endpoints[leader]).await;
     let err = l.fails(&["member", "add", "bad", "--peer-urls=unix://127.0.0.1:9"]);
     assert!(err.contains("HOST:PORT"), "{err}");
     // Maintenance: no alarm, nothing to defragment; what tenure does not
@@ -697,6 +698,40 @@ async fn etcd_users_are_api_tokens_with_their_roles_and_leases() {
     app.ok(&["lease", "revoke", &hex]);
     let mine = other.json(&["lease", "grant", "60"])["ID"].as_i64().unwrap();
     admin.ok(&["lease", "revoke", &format!("{mine:x}")]);
+}
+
+/// A stranger's `tenure-forwarded` marker (the one a follower puts on a
+/// member change it passes on to the leader), with an admin token: a
+/// follower answers "not leader" and passes nothing on, whatever the
+/// marker's value; the leader ignores it (the token decides).
+async fn forged_forward_markers_change_nothing(follower: &Endpoint, leader: &Endpoint) {
+    use tenure_etcd_api::etcdserverpb::cluster_client::ClusterClient;
+    use tenure_etcd_api::etcdserverpb::{MemberAddRequest, MemberListRequest, MemberRemoveRequest};
+    let marked = |value: &str| {
+        let value = value.to_string();
+        move |mut r: tonic::Request<()>| {
+            r.metadata_mut().insert("token", ADMIN_TOKEN.parse().unwrap());
+            r.metadata_mut().insert("tenure-forwarded", value.parse().unwrap());
+            Ok(r)
+        }
+    };
+    let add =
+        || MemberAddRequest { peer_ur_ls: vec!["https://127.0.0.1:11".into()], is_learner: true };
+    let huge = "x".repeat(8 * 1024);
+    let channel = harness::etcd_channel(&follower.url, &follower.tls).await;
+    for value in ["1", "", &huge] {
+        let mut c = ClusterClient::with_interceptor(channel.clone(), marked(value));
+        let refused = c.member_add(add()).await.expect_err("a forged marker on a follower");
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+        assert_eq!(refused.message(), "etcdserver: not leader");
+        let members = c.member_list(MemberListRequest::default()).await.unwrap().into_inner();
+        assert_eq!(members.members.len(), 3, "a forged change was made: {members:?}");
+    }
+    let channel = harness::etcd_channel(&leader.url, &leader.tls).await;
+    let mut c = ClusterClient::with_interceptor(channel, marked("1"));
+    let added = c.member_add(add()).await.expect("the leader ignores the marker").into_inner();
+    let id = added.member.expect("the new member").id;
+    c.member_remove(MemberRemoveRequest { id }).await.expect("and removes the learner");
 }
 
 /// `test-other` campaigns with a lease of its own, then proclaims with the
