@@ -555,8 +555,18 @@ impl<R: RngCore + Send> PaxosElector<R> {
         }
     }
 
-    fn on_poll(&mut self, now: Instant, from: NodeId, attempt: u64) {
-        let busy = self.busy_for(now, from);
+    fn on_poll(&mut self, now: Instant, from: NodeId, attempt: u64, freshness: Freshness) {
+        // A poller whose log is older than ours could not win our promise
+        // (`on_prepare` refuses it as stale): it is told we are busy for an
+        // election timeout and given no hold, so that it neither wins the
+        // poll on our answer nor keeps the acceptors it holds from a
+        // fresher node that can win (Raft's PreVote refuses such a
+        // candidate too).
+        let busy = if freshness < self.freshness() {
+            Some(self.seat.cfg.election_timeout)
+        } else {
+            self.busy_for(now, from)
+        };
         if busy.is_none() {
             if self.seat.role == Role::PreCandidate {
                 // A lower-ranked poller asked while we poll too: yield to it.
@@ -1101,8 +1111,8 @@ impl<R: RngCore + Send> Rules for PaxosElector<R> {
 
     fn on_message(&mut self, now: Instant, i: usize, from: NodeId, msg: PaxosMessage) {
         match msg {
-            PaxosMessage::Prepare { ballot, attempt, .. } if ballot == LOW_BALL => {
-                self.on_poll(now, from, attempt)
+            PaxosMessage::Prepare { ballot, attempt, freshness, .. } if ballot == LOW_BALL => {
+                self.on_poll(now, from, attempt, freshness)
             }
             PaxosMessage::Prepare { ballot, attempt, handover, freshness } => {
                 self.on_prepare(now, from, ballot, attempt, handover, freshness)

@@ -551,6 +551,58 @@ fn a_low_ball_poll_changes_no_durable_state_anywhere() {
 }
 
 #[test]
+fn a_poller_with_an_older_log_is_answered_busy_and_holds_no_one() {
+    // Node 2 holds an entry of token 3 in configuration 3@2; node 1 polls
+    // with a log that ends at token 2 (it stands only to commit its own
+    // removal, say). Node 2 would refuse its Prepare as stale, so it answers
+    // the poll busy for an election timeout and takes no hold for it: node
+    // 3, as fresh as node 2, finds it free at once (membership seed 2524 of
+    // `--workload elect`: the stale poller won polls on such answers and
+    // held the voter the freshest one needed, round after round).
+    let (mut e, start) = lone(3);
+    let config = tenure_core::ConfigId { token: tenure_core::FencingToken(3), index: 2 };
+    let fresh = tenure_core::Freshness { last_token: tenure_core::FencingToken(3), config };
+    let stale = tenure_core::Freshness { last_token: tenure_core::FencingToken(2), config };
+    e.handle_electorate(
+        start,
+        tenure_core::Electorate {
+            id: config,
+            last_token: tenure_core::FencingToken(3),
+            voters: vec![n(1), n(2), n(3)],
+            learners: vec![],
+            departing: vec![],
+            stands: true,
+            member: true,
+        },
+    );
+    let _ = e.take_output();
+    // Past the anonymous lease a fresh node starts with.
+    let now = start + TIMEOUT * 2;
+    let poll = |freshness| {
+        Message::Paxos(PaxosMessage::Prepare {
+            ballot: LOW_BALL,
+            attempt: 1,
+            handover: None,
+            freshness,
+        })
+    };
+    let busy = |out: tenure_core::Output, to: NodeId| {
+        out.messages.iter().find_map(|(t, m)| match m {
+            Message::Paxos(PaxosMessage::PrepareNack { busy_ms, .. }) if *t == to => Some(*busy_ms),
+            _ => None,
+        })
+    };
+    e.handle_message(now, n(1), poll(stale));
+    let ms = busy(e.take_output(), n(1)).expect("node 2 answered node 1");
+    assert_eq!(ms, Some(TIMEOUT.as_millis() as u64), "a stale poller is told to wait a timeout");
+    e.handle_message(now, n(3), poll(fresh));
+    assert_eq!(busy(e.take_output(), n(3)), Some(None), "no hold for the stale poller");
+    // Node 2 now holds itself for node 3; node 1 is refused still.
+    e.handle_message(now, n(1), poll(stale));
+    assert!(busy(e.take_output(), n(1)).expect("answered").is_some());
+}
+
+#[test]
 fn strong_evidence_a_higher_committed_slot_stops_the_high_prepare() {
     let (mut e, _) = lone(3);
     let (attempt, at) = poll_now(&mut e);
