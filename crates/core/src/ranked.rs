@@ -243,9 +243,17 @@ impl<R: RngCore + Send> RankedElector<R> {
 
     /// A retry delay: half an election timeout plus a seeded jitter below a
     /// quarter of the round trip, so that failed polls do not stay in lockstep.
+    /// A node that stands only to commit its own removal waits an election
+    /// timeout more: the voters that stay poll first, and its claim, which
+    /// those of an older configuration may rank first, does not draw their
+    /// votes round after round from a staying voter that can win (ranked
+    /// membership seed 5012).
     fn retry_delay(&mut self) -> Duration {
         let jitter_max = (self.seat.cfg.round_trip / 4).as_nanos().max(1) as u64;
-        self.seat.cfg.election_timeout / 2 + Duration::from_nanos(self.rng.next_u64() % jitter_max)
+        let jitter = Duration::from_nanos(self.rng.next_u64() % jitter_max);
+        let leaving = !self.seat.electorate.is_voter(self.seat.cfg.id);
+        let wait = if leaving { self.seat.cfg.election_timeout } else { Duration::ZERO };
+        self.seat.cfg.election_timeout / 2 + wait + jitter
     }
 
     /// The lease, if it still runs at `now`.
@@ -796,6 +804,7 @@ impl<R: RngCore + Send> RankedElector<R> {
         // The ELECT/VOTE paper: "rcv ELECT: record claim" (in every state).
         let transfer = claim.transfer;
         let sent_at = claim.sent_at_nanos;
+        let stale_claim = claim.freshness < self.seat.electorate.freshness();
         self.claims[i] = Some(claim);
         if self.seat.role == Role::Leader {
             // A leader with a valid lease stays; the poller finds no majority.
@@ -842,7 +851,19 @@ impl<R: RngCore + Send> RankedElector<R> {
         // synchronize the servers"). Here only if no lease binds this node, or
         // the ELECT comes from the leader it follows (a leader re-establishing
         // itself in a higher term).
+        //
+        // A node that stands only to commit its own removal does not join
+        // the poll of a claimant staler than itself: it would never vote for
+        // that claimant, and its own claim on the stale slate draws a vote
+        // of the older configuration away from the voters that stay, which
+        // need it (ranked membership seed 1631: the stale voter voted for
+        // the leaving node round after round, which the staying voter never
+        // backs, while the staying voter's own claim, bound by its vote for
+        // itself, always came a little later). Its own polls, which the
+        // others join, still let it win where only it can.
+        let leaving = !self.seat.electorate.is_voter(self.seat.cfg.id);
         let join = match self.running_lease(now).map(|l| l.support) {
+            _ if leaving && stale_claim => false,
             None => true,
             Some(Support::Leader { id, .. }) => id == from,
             Some(Support::Vote { .. } | Support::Anonymous) => false,

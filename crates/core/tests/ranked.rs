@@ -511,3 +511,70 @@ fn a_vote_for_this_polls_claim_counts_its_voter_as_taking_part() {
     assert_eq!(new, n(2), "the claim of the later LEAD wins");
     assert!(took < HEARTBEAT / 10, "failover took {took:?}");
 }
+
+#[test]
+fn a_leaving_node_joins_no_staler_poll_and_polls_after_the_voters_that_stay() {
+    // Node 3 holds configuration 2, which removes it (voters 1 and 2): it
+    // stands only to commit its own removal. A claim of an older log (the
+    // bootstrap one) does not draw it into VOTING: it would never vote for
+    // that claimant, and its claim there drew the stale voter's vote away
+    // from the voter that stays (membership seed 1631). A claim as fresh as
+    // its own does. Its own polls come an election timeout later than a
+    // staying voter's would (seed 5012).
+    let mut c = quiet(3);
+    let config = tenure_core::ConfigId { token: tenure_core::FencingToken(1), index: 2 };
+    let electorate = tenure_core::Electorate {
+        id: config,
+        last_token: tenure_core::FencingToken(1),
+        voters: vec![n(1), n(2)],
+        learners: vec![],
+        departing: vec![n(3)],
+        stands: true,
+        member: true,
+    };
+    c.set_electorate(n(3), electorate.clone());
+    c.set_electorate(n(2), electorate);
+    // Between two of its own polls (it is isolated: they fail).
+    let elects_of = |c: &C, since: usize, from: NodeId| -> Vec<Instant> {
+        ranked_sent(c, since)
+            .into_iter()
+            .filter(|(_, f, _, m)| *f == from && matches!(m, RankedMessage::Elect { .. }))
+            .map(|(at, ..)| at)
+            .fold(Vec::new(), |mut polls, at| {
+                // One poll sends a claim to each voter at once.
+                if polls.last() != Some(&at) {
+                    polls.push(at);
+                }
+                polls
+            })
+    };
+    let since = c.sent().len();
+    c.run_for(TIMEOUT * 12);
+    let (three, two) = (elects_of(&c, since, n(3)), elects_of(&c, since, n(2)));
+    let min_gap = |at: &[Instant]| {
+        at.windows(2).map(|w| w[1].saturating_since(w[0])).min().expect("two polls at least")
+    };
+    assert!(min_gap(&three) >= TIMEOUT * 2, "the leaving node polled at {three:?}");
+    assert!(min_gap(&two) < TIMEOUT * 3 / 2, "a staying voter polls sooner: {two:?}");
+    // Right after one of its failed polls (so that it is not VOTING).
+    while c.role(n(3)) != Role::Follower {
+        c.run_for(Duration::from_millis(1));
+    }
+    let stale = elect_msg(0, Some((1, 5)), 42);
+    let before = c.sent().len();
+    inject(&mut c, n(1), n(3), stale);
+    assert!(elects_of(&c, before, n(3)).is_empty(), "it joined a staler poll");
+    assert_eq!(c.role(n(3)), Role::Follower);
+    let fresh = RankedMessage::Elect {
+        term: Term(1),
+        claim: Some(Lsn { term: Term(1), counter: 5 }),
+        sent_at_nanos: 43,
+        transfer: None,
+        vote_in_nanos: 0,
+        freshness: tenure_core::Freshness { last_token: tenure_core::FencingToken(1), config },
+        leaving: false,
+        stands: true,
+    };
+    inject(&mut c, n(2), n(3), fresh);
+    assert_eq!(elects_of(&c, before, n(3)).len(), 1, "it joins a poll as fresh as its log");
+}
