@@ -402,6 +402,34 @@ fn ranked_elections_find_a_majority_across_configurations() {
     all_pass(ProtocolKind::Ranked, &[318, 8716, 1709, 1583, 9202, 3915, 1096]);
 }
 
+/// Found here, fixed in tenure-core, each a way a node that stands only to
+/// commit its own removal kept every election from finishing:
+/// * paxos: a poller whose log is older than the acceptor's is answered
+///   busy for an election timeout and given no hold. Was: seed 2524 of
+///   `--workload elect`: n2, leaving with log 55, polled every ~570 ms;
+///   n4 (log 50) answered free and held itself for n2, then promised n2's
+///   prepare, which n5 (log 58, the voter n2 needed) refused as stale, so
+///   n4 was never free when n5 polled: no leader for 50 s.
+/// * ranked: a leaving node does not join the poll of a claimant staler
+///   than itself (seed 1631 of `--workload elect`: the stale voter n4
+///   voted for the leaving n1, which the staying voter n2 never backs,
+///   round after round), and retries an election timeout after the voters
+///   that stay (seed 5012: the leaving n2 polled on the stale voter's
+///   rhythm and took its vote from n3, the freshest voter, every round).
+#[test]
+fn a_leaving_node_does_not_hold_the_voters_that_stay() {
+    for (protocol, seed, workload) in [
+        (ProtocolKind::Paxos, 2524, WorkloadSpec::elect()),
+        (ProtocolKind::Ranked, 1631, WorkloadSpec::elect()),
+        (ProtocolKind::Ranked, 5012, WorkloadSpec::kv()),
+    ] {
+        let mut p = params(protocol, seed, 5, 20);
+        p.workload = Some(workload);
+        let r = run(&p);
+        assert!(r.passed(), "{}", explain(&p, &r));
+    }
+}
+
 /// Found here, fixed in tenure-replica's router (`RouterConfig::first_id`:
 /// each life numbers its requests from a random place of its own). Was
 /// (safety: an acknowledged answer to another request): a router numbered the requests it forwards
