@@ -7,8 +7,10 @@
 //! inputs, so every replica of tenure's state machine computes the same
 //! result: no clock, no randomness, no hash-map iteration order, and the
 //! order in which the members are listed does not matter (they are sorted by
-//! id first). Epochs, fencing and the state machine itself are not part of
-//! this crate.
+//! id first). Where a group lives in tenure's key-value store is
+//! [`group`]; the leader's keeper that turns the assignment into
+//! transactions, with a fencing epoch per grant, is [`keeper`]
+//! (docs/PARTITIONS.md).
 //!
 //! ```
 //! use tenure_partitions::{assign, Member};
@@ -135,10 +137,14 @@
 
 mod assign;
 mod flow;
+pub mod group;
+pub mod keeper;
 mod model;
 mod tiers;
 
 pub use assign::assign;
+pub use group::{Group, GroupError, GroupSpec, MemberSpec, Ownership};
+pub use keeper::{GroupKeeper, Plan};
 pub use model::{
     AssignError, Assignment, Member, MemberId, MemberLoad, Move, Tier, MAX_MEMBERS, MAX_PARTITIONS,
 };
