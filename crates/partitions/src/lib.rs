@@ -140,6 +140,7 @@ mod flow;
 pub mod group;
 pub mod keeper;
 mod model;
+pub mod recipe;
 mod tiers;
 
 pub use assign::assign;
@@ -148,3 +149,4 @@ pub use keeper::{GroupKeeper, Plan};
 pub use model::{
     AssignError, Assignment, Member, MemberId, MemberLoad, Move, Tier, MAX_MEMBERS, MAX_PARTITIONS,
 };
+pub use recipe::RecipeError;

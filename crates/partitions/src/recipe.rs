@@ -1,0 +1,275 @@
+//! What a member asks of a group, as transactions on the store: join (or
+//! update what it says about itself), leave, and release one partition.
+//! Each function reads the group from a store (any node's applied state:
+//! the transaction's comparisons make a stale read harmless) and returns
+//! the [`Command`] to propose, or why the request is refused with nothing
+//! changed. [`outcome`] reads the store's answer.
+//!
+//! The caller (the HTTP API, the simulator's members) checks that the
+//! caller owns the session it names; these functions check everything
+//! about the group.
+
+use crate::group::{
+    member_key, owner_key, spec_key, validate_group_name, Group, GroupError, GroupSpec, MemberSpec,
+};
+use crate::model::MemberId;
+use tenure_kv::{Command, Compare, CompareOp, LeaseId, Response, Store, Target, TxnOp};
+
+/// Why a member's request is refused (nothing changed).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecipeError {
+    /// A bad name, spec or member spec.
+    #[error(transparent)]
+    Invalid(#[from] GroupError),
+    /// The group does not exist and the request did not say how many
+    /// partitions it has.
+    #[error("group {0} does not exist: the first member says how many partitions it has")]
+    NoGroup(String),
+    /// The group exists with another partition count.
+    #[error("group {name} has {has} partitions, not {asked}")]
+    OtherPartitions {
+        /// The group.
+        name: String,
+        /// Its partition count.
+        has: u32,
+        /// The count asked for.
+        asked: u32,
+    },
+    /// The session is not a member of the group.
+    #[error("session {0:016x} is not a member of the group")]
+    NotMember(MemberId),
+    /// The member does not own the partition with that epoch (it was
+    /// released or expired, or the epoch is an older grant's).
+    #[error("session {member:016x} does not own partition {partition} at epoch {epoch}")]
+    NotOwner {
+        /// The member.
+        member: MemberId,
+        /// The partition.
+        partition: u32,
+        /// The epoch named.
+        epoch: u64,
+    },
+    /// The session does not exist.
+    #[error("session {0:016x} does not exist (expired or revoked)")]
+    NoSession(MemberId),
+}
+
+/// Joins group `name` as member `id` (its session's lease), or updates
+/// what a member says about itself. `spec`: the group's, required when the
+/// group does not exist yet (the first member creates it); when it exists,
+/// a spec with another partition count is refused.
+pub fn join(
+    store: &Store,
+    name: &str,
+    spec: Option<&GroupSpec>,
+    id: MemberId,
+    member: &MemberSpec,
+) -> Result<Command, RecipeError> {
+    validate_group_name(name)?;
+    if let Some(s) = spec {
+        s.validate()?;
+    }
+    if store.lease(LeaseId(id)).is_none() {
+        return Err(RecipeError::NoSession(id));
+    }
+    let value = serde_json::to_vec(member).expect("a member spec encodes");
+    let put_member = TxnOp::Put { key: member_key(name, id), value, lease: Some(LeaseId(id)) };
+    match store.get(&spec_key(name)) {
+        Some(kv) => {
+            let existing = Group::read(store, name).map(|g| g.spec);
+            let Some(existing) = existing else {
+                return Err(RecipeError::NoGroup(name.to_string()));
+            };
+            if let Some(s) = spec.filter(|s| s.partitions != existing.partitions) {
+                return Err(RecipeError::OtherPartitions {
+                    name: name.to_string(),
+                    has: existing.partitions,
+                    asked: s.partitions,
+                });
+            }
+            member.validate(&existing)?;
+            let compare = vec![Compare {
+                key: spec_key(name),
+                target: Target::ModRevision(kv.mod_revision),
+                op: CompareOp::Equal,
+            }];
+            Ok(Command::Txn { compare, success: vec![put_member], failure: Vec::new() })
+        }
+        None => {
+            let Some(spec) = spec else { return Err(RecipeError::NoGroup(name.to_string())) };
+            member.validate(spec)?;
+            let value = serde_json::to_vec(spec).expect("a group spec encodes");
+            let compare = vec![Compare {
+                key: spec_key(name),
+                target: Target::CreateRevision(0),
+                op: CompareOp::Equal,
+            }];
+            let put_spec = TxnOp::Put { key: spec_key(name), value, lease: None };
+            Ok(Command::Txn { compare, success: vec![put_spec, put_member], failure: Vec::new() })
+        }
+    }
+}
+
+/// Leaves group `name`: deletes member `id`'s key and every partition it
+/// owns, at one revision. The member must have stopped its work on all of
+/// them first (a graceful leave: its partitions are granted again at once,
+/// not at its session's end).
+pub fn leave(store: &Store, name: &str, id: MemberId) -> Result<Command, RecipeError> {
+    validate_group_name(name)?;
+    let group = Group::read(store, name).ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
+    let Some(m) = group.members.get(&id) else { return Err(RecipeError::NotMember(id)) };
+    let mut compare = vec![Compare {
+        key: member_key(name, id),
+        target: Target::ModRevision(m.mod_revision),
+        op: CompareOp::Equal,
+    }];
+    let mut success = vec![TxnOp::Delete { key: member_key(name, id) }];
+    for (p, o) in group.owners.iter().filter(|(_, o)| o.ownership.member == id) {
+        let key = owner_key(name, *p);
+        compare.push(Compare {
+            key: key.clone(),
+            target: Target::CreateRevision(o.epoch),
+            op: CompareOp::Equal,
+        });
+        success.push(TxnOp::Delete { key });
+    }
+    // Partitions granted after the read are not deleted here: they stay
+    // the member's until it releases them or its session ends. The
+    // comparisons above make the leave fail instead if one it read changed.
+    Ok(Command::Txn { compare, success, failure: Vec::new() })
+}
+
+/// Releases partition `p` of group `name`, granted to member `id` at
+/// `epoch`: the member has stopped its work on it.
+pub fn release(
+    store: &Store,
+    name: &str,
+    id: MemberId,
+    p: u32,
+    epoch: u64,
+) -> Result<Command, RecipeError> {
+    validate_group_name(name)?;
+    let group = Group::read(store, name).ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
+    let owned = group.owners.get(&p).filter(|o| o.ownership.member == id && o.epoch == epoch);
+    if owned.is_none() {
+        return Err(RecipeError::NotOwner { member: id, partition: p, epoch });
+    }
+    let key = owner_key(name, p);
+    let compare = vec![
+        Compare { key: key.clone(), target: Target::CreateRevision(epoch), op: CompareOp::Equal },
+        Compare { key: key.clone(), target: Target::Lease(id), op: CompareOp::Equal },
+    ];
+    Ok(Command::Txn { compare, success: vec![TxnOp::Delete { key }], failure: Vec::new() })
+}
+
+/// What the store's answer to a recipe's command says: `Some(revision)`
+/// when it took effect, `None` when the group changed between the read and
+/// the write (read again and retry).
+pub fn outcome(response: &Response) -> Option<u64> {
+    match response {
+        Response::Txn { succeeded: true, revision, .. } => Some(*revision),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_with_session() -> (Store, MemberId) {
+        let mut store = Store::new();
+        let Response::Granted { lease, .. } =
+            store.execute(&Command::Grant { ttl_ms: 5_000, owner: None })
+        else {
+            panic!("no grant")
+        };
+        (store, lease.0)
+    }
+
+    fn run(
+        store: &mut Store,
+        recipe: impl FnOnce(&Store) -> Result<Command, RecipeError>,
+    ) -> Option<u64> {
+        let c = recipe(store).expect("a command");
+        outcome(&store.execute(&c))
+    }
+
+    #[test]
+    fn the_first_member_creates_the_group_and_a_later_one_must_agree() {
+        let (mut store, a) = store_with_session();
+        let m = MemberSpec::default();
+        let spec = GroupSpec { partitions: 8, stabilise_ms: 0 };
+        assert_eq!(join(&store, "g", None, a, &m), Err(RecipeError::NoGroup("g".into())));
+        assert!(run(&mut store, |s| join(s, "g", Some(&spec), a, &m)).is_some());
+        let other = GroupSpec { partitions: 9, stabilise_ms: 0 };
+        let e = join(&store, "g", Some(&other), a, &m).unwrap_err();
+        assert_eq!(e.to_string(), "group g has 8 partitions, not 9");
+        // Without a spec, or with the same count: joined (again).
+        assert!(run(&mut store, |s| join(s, "g", None, a, &m)).is_some());
+        assert!(run(&mut store, |s| join(s, "g", Some(&spec), a, &m)).is_some());
+        assert_eq!(Group::read(&store, "g").unwrap().members.len(), 1);
+    }
+
+    #[test]
+    fn bad_requests_are_refused_before_anything_is_proposed() {
+        let (store, a) = store_with_session();
+        let m = MemberSpec::default();
+        let huge = GroupSpec { partitions: 1_000_000_000, stabilise_ms: 0 };
+        assert_eq!(
+            join(&store, "g", Some(&huge), a, &m),
+            Err(RecipeError::Invalid(GroupError::Partitions(1_000_000_000)))
+        );
+        let spec = GroupSpec { partitions: 2, stabilise_ms: 0 };
+        let zero = MemberSpec { weight: 0, ..MemberSpec::default() };
+        assert_eq!(
+            join(&store, "g", Some(&spec), a, &zero),
+            Err(RecipeError::Invalid(GroupError::ZeroWeight))
+        );
+        let all = MemberSpec { excluded: [0, 1].into(), ..MemberSpec::default() };
+        assert!(join(&store, "g", Some(&spec), a, &all).is_err());
+        assert_eq!(join(&store, "g", Some(&spec), 77, &m), Err(RecipeError::NoSession(77)));
+        assert!(join(&store, "a/b", Some(&spec), a, &m).is_err());
+    }
+
+    #[test]
+    fn a_release_names_the_epoch_of_the_grant_it_gives_up() {
+        let (mut store, a) = store_with_session();
+        let spec = GroupSpec { partitions: 1, stabilise_ms: 0 };
+        run(&mut store, |s| join(s, "g", Some(&spec), a, &MemberSpec::default()));
+        let mut keeper = crate::GroupKeeper::new();
+        let now = tenure_core::Instant::from_nanos(1);
+        for c in keeper.plan(now, &store).commands {
+            store.execute(&c);
+        }
+        let epoch = store.get(&owner_key("g", 0)).expect("granted").create_revision;
+        let stale = release(&store, "g", a, 0, epoch - 1).unwrap_err();
+        assert_eq!(
+            stale.to_string(),
+            format!("session {a:016x} does not own partition 0 at epoch {}", epoch - 1)
+        );
+        assert!(release(&store, "g", a + 1, 0, epoch).is_err());
+        assert!(release(&store, "g", a, 1, epoch).is_err());
+        assert!(run(&mut store, |s| release(s, "g", a, 0, epoch)).is_some());
+        assert!(store.get(&owner_key("g", 0)).is_none());
+        // Released twice: refused, nothing changed.
+        assert!(release(&store, "g", a, 0, epoch).is_err());
+    }
+
+    #[test]
+    fn a_leave_deletes_the_member_and_what_it_owns_at_one_revision() {
+        let (mut store, a) = store_with_session();
+        let spec = GroupSpec { partitions: 3, stabilise_ms: 0 };
+        run(&mut store, |s| join(s, "g", Some(&spec), a, &MemberSpec::default()));
+        let mut keeper = crate::GroupKeeper::new();
+        let now = tenure_core::Instant::from_nanos(1);
+        for c in keeper.plan(now, &store).commands {
+            store.execute(&c);
+        }
+        assert_eq!(Group::read(&store, "g").unwrap().owners.len(), 3);
+        let before = store.revision();
+        assert_eq!(run(&mut store, |s| leave(s, "g", a)), Some(before + 1));
+        let g = Group::read(&store, "g").unwrap();
+        assert!(g.members.is_empty() && g.owners.is_empty());
+        assert_eq!(leave(&store, "g", a), Err(RecipeError::NotMember(a)));
+    }
+}
