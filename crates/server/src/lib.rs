@@ -26,6 +26,7 @@
 
 pub mod elections;
 mod etcd_auth;
+pub mod groups;
 pub mod http;
 pub mod join;
 pub mod metrics;

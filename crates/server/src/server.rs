@@ -198,6 +198,8 @@ pub async fn run(
     // The lease clock of sessions, on the ready leader; renewals from every node.
     let sessions =
         tokio::spawn(crate::sessions::run(kv.clone(), metrics.clone(), stopping.clone()));
+    // The groups keeper, on the ready leader.
+    let groups = tokio::spawn(crate::groups::run(kv.clone(), stopping.clone()));
     let joining = join.map(|j| {
         let (dir, cluster) = (data_dir.clone(), cluster_id.clone());
         tokio::spawn(crate::join::run(j, handle.clone(), kv.clone(), dir, cluster))
@@ -258,6 +260,7 @@ pub async fn run(
     }
     failovers.abort();
     sessions.abort();
+    groups.abort();
     rejection_summaries.abort();
     rejections.flush();
     info!(node = %id, "stopped");
