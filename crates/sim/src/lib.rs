@@ -33,6 +33,7 @@
 //!   checks of the configurations the logs commit ([`membership`]).
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod bounds;
 pub mod checker;
 pub mod cli;
