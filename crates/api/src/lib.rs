@@ -10,6 +10,13 @@
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
+mod groups;
+pub use groups::{
+    AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupMemberBody,
+    GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody, GroupWriteBody,
+    OwnedPartitionBody,
+};
+
 /// `GET /v1/status`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct StatusBody {

@@ -1,0 +1,227 @@
+//! The bodies of the groups of partitions (`/v1/groups/{name}/...`,
+//! docs/API.md "Groups", docs/PARTITIONS.md): a member joins, updates
+//! itself, releases a partition and leaves with one transaction each; it
+//! learns what it owns from the assignment long poll.
+//!
+//! A member is known by its session: its id is the session's lease id,
+//! which the answers give both as a number (`session`, as everywhere in the
+//! API) and as the 16 hex digits of its key (`id`).
+
+use serde::{Deserialize, Serialize};
+
+fn one() -> u32 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /v1/groups/{name}/join` request: session `session` joins the
+/// group (creating it when it does not exist yet), or, already a member,
+/// replaces what it says about itself (every field it leaves out takes its
+/// default again).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupJoinRequest {
+    /// The member's session (from `POST /v1/sessions`): the member key is
+    /// attached to it, and so is every partition it is granted.
+    pub session: u64,
+    /// The group's partition count, 1 to 10,000: required when the join
+    /// creates the group; when the group exists, another count is refused
+    /// (409) and the same count, or none, joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<u64>,
+    /// How long a member stays ready before it receives partitions, in
+    /// milliseconds (default 2,000, at most 600,000): used when the join
+    /// creates the group; when the group exists, another value is refused
+    /// (409).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stabilise_ms: Option<u64>,
+    /// The member's weight, at least 1 (default 1): members own partitions
+    /// in proportion.
+    #[serde(default = "one")]
+    pub weight: u32,
+    /// The member's zone, 1 to 64 bytes, if any: the members of a zone
+    /// together own the zone's share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Whether it takes partitions (default true). A member that is not
+    /// ready is asked to release what it owns.
+    #[serde(default = "yes")]
+    pub ready: bool,
+    /// Partitions it would rather own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred: Vec<u32>,
+    /// Partitions it must never own (not all of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<u32>,
+}
+
+impl GroupJoinRequest {
+    /// A request of `session` with every member field at its default.
+    pub fn new(session: u64) -> Self {
+        GroupJoinRequest {
+            session,
+            partitions: None,
+            stabilise_ms: None,
+            weight: 1,
+            zone: None,
+            ready: true,
+            preferred: Vec::new(),
+            excluded: Vec::new(),
+        }
+    }
+}
+
+/// `POST /v1/groups/{name}/leave` request: the member has stopped its work
+/// on every partition it owns; its key and theirs are deleted at one
+/// revision.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupLeaveRequest {
+    /// The member's session.
+    pub session: u64,
+}
+
+/// `POST /v1/groups/{name}/release` request: the member has stopped its
+/// work on `partition`, granted to it at `epoch`.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupReleaseRequest {
+    /// The member's session.
+    pub session: u64,
+    /// The partition.
+    pub partition: u32,
+    /// The epoch of the grant it gives up (from the assignment): a grant
+    /// of another epoch is not released.
+    pub epoch: u64,
+}
+
+/// The answer of a join, a leave and a release.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupWriteBody {
+    /// The store's revision of the change.
+    pub revision: u64,
+}
+
+/// A group's spec.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupSpecBody {
+    /// Its partition count: partitions 0 to `partitions - 1`.
+    pub partitions: u32,
+    /// How long a member stays ready before it receives partitions, in
+    /// milliseconds.
+    pub stabilise_ms: u64,
+}
+
+/// What a member says about itself (as its join gave it).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GroupMemberSpecBody {
+    /// Its weight.
+    pub weight: u32,
+    /// Its zone, or null.
+    pub zone: Option<String>,
+    /// Whether it takes partitions.
+    pub ready: bool,
+    /// The partitions it would rather own, ascending.
+    pub preferred: Vec<u32>,
+    /// The partitions it must never own, ascending.
+    pub excluded: Vec<u32>,
+}
+
+/// A member of a group.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GroupMemberBody {
+    /// Its id: its session's lease id as 16 hex digits (as in its key).
+    pub id: String,
+    /// The same id as a number: its session.
+    pub session: u64,
+    /// What it says about itself.
+    pub spec: GroupMemberSpecBody,
+    /// When it joined: its key's `create_revision`.
+    pub joined_revision: u64,
+    /// How many partitions it owns now (those being released included).
+    pub owned: usize,
+}
+
+/// The owner of a partition.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GroupOwnerBody {
+    /// The partition.
+    pub partition: u32,
+    /// The owner's id, 16 hex digits.
+    pub member: String,
+    /// The owner's session.
+    pub session: u64,
+    /// The grant's epoch, its fencing token: the owner key's
+    /// `create_revision`. Larger at every grant of the partition.
+    pub epoch: u64,
+    /// Whether the owner is asked to give it up (stop its work, then
+    /// release it).
+    pub release: bool,
+}
+
+/// `GET /v1/groups/{name}` success.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GroupBody {
+    /// The group.
+    pub name: String,
+    /// Its spec.
+    pub spec: GroupSpecBody,
+    /// Its members by id, after `?after=ID`: a page of at most 4 MiB of
+    /// JSON.
+    pub members: Vec<GroupMemberBody>,
+    /// Whether more members follow (ask again with `after=` the last id).
+    pub more: bool,
+    /// Every owned partition, by partition.
+    pub owners: Vec<GroupOwnerBody>,
+    /// Keys under the group's prefix that do not parse (only a bug or a
+    /// hand-made store writes them; the keeper leaves them alone).
+    pub unreadable: usize,
+    /// The store's revision when it was read.
+    pub revision: u64,
+}
+
+/// A partition the session owns, in an assignment.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnedPartitionBody {
+    /// The partition.
+    pub partition: u32,
+    /// The grant's epoch, its fencing token: tag the partition's writes
+    /// with it, and name it in the release.
+    pub epoch: u64,
+    /// Whether the member is asked to give the partition up: stop its work
+    /// on it, then release it.
+    pub release: bool,
+}
+
+/// `GET /v1/groups/{name}/assignment` success.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct AssignmentBody {
+    /// The group.
+    pub name: String,
+    /// The member's session.
+    pub session: u64,
+    /// The partitions it owns, ascending.
+    pub owned: Vec<OwnedPartitionBody>,
+    /// The store's revision when it was read: poll again with `after=` it
+    /// to wait for the next change of the group.
+    pub revision: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_join_takes_the_member_defaults_and_refuses_unknown_fields() {
+        let join: GroupJoinRequest = serde_json::from_str(r#"{"session": 7}"#).unwrap();
+        assert_eq!(join, GroupJoinRequest::new(7));
+        let back: GroupJoinRequest =
+            serde_json::from_str(&serde_json::to_string(&join).unwrap()).unwrap();
+        assert_eq!(back, join);
+        let typo = serde_json::from_str::<GroupJoinRequest>(r#"{"session": 7, "stabilize_ms": 1}"#);
+        assert!(typo.unwrap_err().to_string().contains("stabilize_ms"));
+    }
+}
