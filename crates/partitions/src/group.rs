@@ -116,8 +116,8 @@ pub struct Ownership {
 /// What is wrong with a group's name, spec or member spec.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GroupError {
-    /// The name is empty or too long.
-    #[error("a group name has 1 to {MAX_GROUP_NAME_BYTES} characters, not {0}")]
+    /// The name is empty or too long (its length in bytes).
+    #[error("a group name has 1 to {MAX_GROUP_NAME_BYTES} bytes, not {0}")]
     NameLength(usize),
     /// The name holds a character outside `A-Z a-z 0-9 . _ -`.
     #[error("a group name is made of A-Z a-z 0-9 . _ -, not {0:?}")]
@@ -153,7 +153,7 @@ pub enum GroupError {
 /// Checks a group name: 1 to [`MAX_GROUP_NAME_BYTES`] of `A-Z a-z 0-9 . _ -`.
 pub fn validate_group_name(name: &str) -> Result<(), GroupError> {
     if name.is_empty() || name.len() > MAX_GROUP_NAME_BYTES {
-        return Err(GroupError::NameLength(name.chars().count()));
+        return Err(GroupError::NameLength(name.len()));
     }
     match name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
         Some(c) => Err(GroupError::NameCharacter(c)),
@@ -282,6 +282,9 @@ pub struct Group {
     pub owners: BTreeMap<u32, StoredOwner>,
     /// Keys that did not parse (left alone).
     pub unreadable: Vec<Unreadable>,
+    /// Partitions whose owner key did not parse: nobody is granted them
+    /// while that key stays (it may name a live owner).
+    pub blocked: std::collections::BTreeSet<u32>,
 }
 
 impl Group {
@@ -298,6 +301,7 @@ impl Group {
             members: BTreeMap::new(),
             owners: BTreeMap::new(),
             unreadable: Vec::new(),
+            blocked: std::collections::BTreeSet::new(),
         };
         let prefix = group_prefix(name);
         for kv in store.keys_from(&prefix).take_while(|kv| kv.key.starts_with(&prefix)) {
@@ -305,7 +309,13 @@ impl Group {
             let outcome = if let Some(id) = rest.strip_prefix("members/") {
                 group.read_member(store, id, kv)
             } else if let Some(p) = rest.strip_prefix("owners/") {
-                group.read_owner(p, kv)
+                let read = group.read_owner(p, kv);
+                if read.is_err() {
+                    if let Some(p) = parse_hex(p, 8).and_then(|p| u32::try_from(p).ok()) {
+                        group.blocked.insert(p);
+                    }
+                }
+                read
             } else if rest == "spec" {
                 Ok(())
             } else {
@@ -351,6 +361,34 @@ impl Group {
             StoredOwner { ownership, epoch: kv.create_revision, mod_revision: kv.mod_revision };
         self.owners.insert(p, owner);
         Ok(())
+    }
+
+    /// A digest of group `name`'s keys as the store holds them (each key,
+    /// its revisions, and for a member the room left on its session),
+    /// computed without parsing any value: unchanged exactly when nothing
+    /// the keeper decides from changed (up to a 64-bit collision).
+    pub fn fingerprint(store: &Store, name: &str) -> u64 {
+        // FNV-1a.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut mix = |bytes: &[u8]| {
+            for &b in bytes {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        let prefix = group_prefix(name);
+        for kv in store.keys_from(&prefix).take_while(|kv| kv.key.starts_with(&prefix)) {
+            mix(kv.key.as_bytes());
+            mix(&kv.create_revision.to_le_bytes());
+            mix(&kv.mod_revision.to_le_bytes());
+            if let Some(id) = kv.key[prefix.len()..].strip_prefix("members/") {
+                let used = parse_hex(id, 16)
+                    .and_then(|id| store.lease(LeaseId(id)))
+                    .map_or(0, |l| l.keys.len());
+                mix(&used.to_le_bytes());
+            }
+        }
+        h
     }
 
     /// The names of every group in `store`, in order (at most `limit`).

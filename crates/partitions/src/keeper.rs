@@ -12,7 +12,18 @@
 //!   key attached to the member's session, if the key is still absent and
 //!   the member's key still the one read; and
 //! * mark `release` on each owned partition whose target is another member
-//!   (or none), if the owner key is still the one read.
+//!   (or none), if the owner key is still the one read; and
+//! * delete the owner key of a member that left (its member key is gone:
+//!   a leaving member works on nothing, so this frees what a leave could
+//!   not delete at once, or what was granted while it left), if the key
+//!   is still that grant's and the member key still absent.
+//!
+//! A member's session holds at most [`tenure_kv::MAX_KEYS_PER_LEASE`]
+//! keys: the target is fitted to the room each session has (partitions a
+//! full member would take go to members with room), and a plan that left
+//! a partition without an owner for lack of room is made again after
+//! [`REPLAN_AFTER`]. A partition whose owner key cannot be read is granted
+//! to nobody.
 //!
 //! Every transaction also compares the spec key, so a changed spec voids
 //! it. A transaction whose comparisons fail changes nothing, and the next
@@ -35,12 +46,13 @@ use std::time::Duration;
 use tenure_core::Instant;
 use tenure_kv::{Command, Compare, CompareOp, LeaseId, Store, Target, TxnOp, MAX_TXN_OPS};
 
-/// Most groups the keeper looks after.
+/// Most groups the keeper looks after (the member recipes create no more).
 pub const MAX_GROUPS: usize = 1_000;
 
 /// How long the keeper waits for a planned transaction to show in the
 /// store before it plans the same group again (a proposal lost with no
-/// change of leader).
+/// change of leader), and how often it looks again at a group left with
+/// partitions it could not grant for lack of room on the members' sessions.
 pub const REPLAN_AFTER: Duration = Duration::from_millis(500);
 
 /// What the keeper wants done now.
@@ -56,22 +68,17 @@ pub struct Plan {
 /// What the keeper last did for a group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Planned {
-    /// The group's keys (and their revisions) when it planned.
+    /// [`Group::fingerprint`] when it planned.
     fingerprint: u64,
-    /// The members that could receive partitions then.
-    eligible: BTreeSet<MemberId>,
-    /// When.
-    at: Instant,
-    /// Whether it proposed anything (if not, nothing is awaited).
-    proposed: bool,
+    /// When to plan it again even if the fingerprint is the same.
+    wake: Option<Instant>,
 }
 
 /// The leader's group logic. See the module documentation.
 #[derive(Clone, Debug, Default)]
 pub struct GroupKeeper {
-    /// When this leader first saw each (group, member) ready and not yet
-    /// eligible.
-    ready_since: BTreeMap<(String, MemberId), Instant>,
+    /// Per group, when this leader first saw each ready member.
+    ready_since: BTreeMap<String, BTreeMap<MemberId, Instant>>,
     /// Per group, the last plan.
     planned: BTreeMap<String, Planned>,
 }
@@ -89,137 +96,199 @@ impl GroupKeeper {
     }
 
     /// The transactions that move every group toward its assignment now.
+    /// A group whose keys did not change since its last plan is not read
+    /// again (its fingerprint is computed without parsing a value) unless a
+    /// time it asked for has come.
     pub fn plan(&mut self, now: Instant, store: &Store) -> Plan {
         let mut plan = Plan::default();
-        let names = Group::names(store, MAX_GROUPS);
+        let names: BTreeSet<String> = Group::names(store, MAX_GROUPS).into_iter().collect();
         self.planned.retain(|name, _| names.contains(name));
-        self.ready_since.retain(|(name, _), _| names.contains(name));
+        self.ready_since.retain(|name, _| names.contains(name));
         for name in names {
-            let Some(group) = Group::read(store, &name) else { continue };
-            let fingerprint = fingerprint(&group);
-            let due = self.stabilisation_due(now, &group);
-            if let Some(at) = due {
-                plan.next_check = earliest(plan.next_check, at);
-            }
-            let eligible: BTreeSet<MemberId> = group
-                .members
-                .keys()
-                .copied()
-                .filter(|&id| self.eligible(now, &group, id))
-                .collect();
-            let same = self
-                .planned
-                .get(&name)
-                .filter(|p| p.fingerprint == fingerprint && p.eligible == eligible);
-            if let Some(p) = same {
-                let waited = now.saturating_since(p.at) >= REPLAN_AFTER;
-                if !(p.proposed && waited) {
-                    if p.proposed {
-                        plan.next_check = earliest(plan.next_check, p.at + REPLAN_AFTER);
+            let fingerprint = Group::fingerprint(store, &name);
+            if let Some(p) = self.planned.get(&name) {
+                if p.fingerprint == fingerprint && p.wake.is_none_or(|w| now < w) {
+                    if let Some(w) = p.wake {
+                        plan.next_check = earliest(plan.next_check, w);
                     }
                     continue;
                 }
             }
-            let commands = self.decide(&group, &eligible);
-            let proposed = !commands.is_empty();
-            if proposed {
-                plan.next_check = earliest(plan.next_check, now + REPLAN_AFTER);
+            let Some(group) = Group::read(store, &name) else {
+                self.planned.insert(name, Planned { fingerprint, wake: None });
+                continue;
+            };
+            let (eligible, due) = self.eligible(now, &group);
+            let (commands, starved) = decide(&group, &eligible);
+            let retry = (starved || !commands.is_empty()).then(|| now + REPLAN_AFTER);
+            let wake = [due, retry].into_iter().flatten().min();
+            if let Some(w) = wake {
+                plan.next_check = earliest(plan.next_check, w);
             }
             plan.commands.extend(commands);
-            self.planned.insert(name, Planned { fingerprint, eligible, at: now, proposed });
+            self.planned.insert(name, Planned { fingerprint, wake });
         }
         plan
     }
 
-    /// Records when each ready member was first seen and returns when the
-    /// next one becomes eligible, if one is waiting.
-    fn stabilisation_due(&mut self, now: Instant, group: &Group) -> Option<Instant> {
+    /// The members of `group` that may receive partitions now: ready, and
+    /// owning a partition it keeps or ready for the group's stabilisation
+    /// time on this leader's clock; and when the next one waiting becomes
+    /// eligible.
+    fn eligible(&mut self, now: Instant, group: &Group) -> (BTreeSet<MemberId>, Option<Instant>) {
         let wait = Duration::from_millis(group.spec.stabilise_ms);
-        let mut next = None;
-        self.ready_since.retain(|(name, id), _| {
-            name != &group.name || group.members.get(id).is_some_and(|m| m.spec.ready)
-        });
+        let keeps: BTreeSet<MemberId> = group
+            .owners
+            .values()
+            .filter(|o| !o.ownership.release)
+            .map(|o| o.ownership.member)
+            .collect();
+        let since = self.ready_since.entry(group.name.clone()).or_default();
+        since.retain(|id, _| group.members.get(id).is_some_and(|m| m.spec.ready));
+        let mut eligible = BTreeSet::new();
+        let mut due = None;
         for (id, m) in &group.members {
             if !m.spec.ready {
                 continue;
             }
-            let since = *self.ready_since.entry((group.name.clone(), *id)).or_insert(now);
-            let owns = group.owners.values().any(|o| o.ownership.member == *id);
-            if !owns && now < since + wait {
-                next = earliest(next, since + wait);
+            let ready_at = *since.entry(*id).or_insert(now) + wait;
+            if keeps.contains(id) || now >= ready_at {
+                eligible.insert(*id);
+            } else {
+                due = earliest(due, ready_at);
             }
         }
-        next
+        (eligible, due)
     }
+}
 
-    /// Whether member `id` of `group` may receive partitions now.
-    fn eligible(&self, now: Instant, group: &Group, id: MemberId) -> bool {
-        let Some(m) = group.members.get(&id) else { return false };
-        if !m.spec.ready {
-            return false;
+/// The transactions for one group, and whether a partition was left
+/// without an owner for lack of room on the members' sessions.
+fn decide(group: &Group, eligible: &BTreeSet<MemberId>) -> (Vec<Command>, bool) {
+    let n = group.spec.partitions;
+    debug_assert!(n <= MAX_GROUP_PARTITIONS);
+    let members: Vec<Member> =
+        eligible.iter().map(|id| group.members[id].spec.member(*id)).collect();
+    // A partition being released still has its owner until it is gone.
+    let current: Vec<Option<MemberId>> = (0..n)
+        .map(|p| {
+            group.owners.get(&p).map(|o| o.ownership.member).filter(|id| eligible.contains(id))
+        })
+        .collect();
+    let mut target = match assign(n, &members, &current) {
+        Ok(a) => a.owners,
+        // Every member was validated against the spec: only a bug gets
+        // here. Leave the group as it is rather than guess.
+        Err(_) => return (Vec::new(), false),
+    };
+    let starved = fit_to_room(group, &members, &current, &mut target);
+    let mut room: BTreeMap<MemberId, usize> =
+        group.members.values().map(|m| (m.id, m.room)).collect();
+    let mut batch = Batch::new(group);
+    for p in 0..n {
+        let want = target[p as usize];
+        match group.owners.get(&p) {
+            Some(o) if !group.members.contains_key(&o.ownership.member) => {
+                // Its member left: it works on nothing.
+                let key = owner_key(&group.name, p);
+                let member = member_key(&group.name, o.ownership.member);
+                batch.push(
+                    [
+                        (key.clone(), Target::CreateRevision(o.epoch)),
+                        (member, Target::CreateRevision(0)),
+                    ],
+                    TxnOp::Delete { key },
+                );
+            }
+            Some(o) if want == Some(o.ownership.member) || o.ownership.release => {}
+            Some(o) => {
+                let key = owner_key(&group.name, p);
+                let released = Ownership { release: true, ..o.ownership.clone() };
+                let value = serde_json::to_vec(&released).expect("an ownership encodes");
+                let lease = Some(LeaseId(o.ownership.member));
+                batch.push(
+                    [(key.clone(), Target::ModRevision(o.mod_revision))],
+                    TxnOp::Put { key, value, lease },
+                );
+            }
+            None if group.blocked.contains(&p) => {}
+            None => {
+                let Some(id) = want else { continue };
+                let Some(left) = room.get_mut(&id).filter(|r| **r > 0) else { continue };
+                *left -= 1;
+                let member = &group.members[&id];
+                let key = owner_key(&group.name, p);
+                let ownership = Ownership { member: id, release: false };
+                let value = serde_json::to_vec(&ownership).expect("an ownership encodes");
+                batch.push(
+                    [
+                        (key.clone(), Target::CreateRevision(0)),
+                        (member_key(&group.name, id), Target::ModRevision(member.mod_revision)),
+                    ],
+                    TxnOp::Put { key, value, lease: Some(LeaseId(id)) },
+                );
+            }
         }
-        if group.owners.values().any(|o| o.ownership.member == id && !o.ownership.release) {
-            return true;
-        }
-        let wait = Duration::from_millis(group.spec.stabilise_ms);
-        self.ready_since.get(&(group.name.clone(), id)).is_some_and(|&since| now >= since + wait)
     }
+    (batch.finish(), starved)
+}
 
-    /// The transactions for one group.
-    fn decide(&self, group: &Group, eligible: &BTreeSet<MemberId>) -> Vec<Command> {
-        let n = group.spec.partitions;
-        debug_assert!(n <= MAX_GROUP_PARTITIONS);
-        let members: Vec<Member> =
-            eligible.iter().map(|id| group.members[id].spec.member(*id)).collect();
-        // A partition being released still has its owner until it is gone.
-        let current: Vec<Option<MemberId>> = (0..n)
-            .map(|p| {
-                group.owners.get(&p).map(|o| o.ownership.member).filter(|id| eligible.contains(id))
+/// Moves the partitions the target gives a member beyond the room its
+/// session has (the partitions it already holds, plus the keys it may
+/// still attach) to members with room, each to the one with the fewest
+/// partitions per unit of weight that does not exclude it (ties to the
+/// lowest id). Returns whether a partition was left without a target for
+/// lack of room anywhere.
+fn fit_to_room(
+    group: &Group,
+    members: &[Member],
+    current: &[Option<MemberId>],
+    target: &mut [Option<MemberId>],
+) -> bool {
+    let mut count: BTreeMap<MemberId, usize> = members.iter().map(|m| (m.id, 0)).collect();
+    for id in target.iter().flatten() {
+        *count.entry(*id).or_default() += 1;
+    }
+    // Room for new grants: what the session may still attach.
+    let mut room: BTreeMap<MemberId, usize> =
+        members.iter().map(|m| (m.id, group.members[&m.id].room)).collect();
+    let mut excess = Vec::new();
+    for (p, want) in target.iter().enumerate() {
+        let Some(id) = *want else { continue };
+        if current[p] == Some(id) {
+            continue;
+        }
+        let r = room.get_mut(&id).expect("a target is a member");
+        if *r > 0 {
+            *r -= 1;
+        } else {
+            excess.push(p);
+        }
+    }
+    let mut starved = false;
+    for p in excess {
+        let from = target[p].expect("an excess partition has a target");
+        *count.get_mut(&from).expect("counted") -= 1;
+        let to = members
+            .iter()
+            .filter(|m| room[&m.id] > 0 && !m.excluded.contains(&(p as u32)))
+            .min_by(|a, b| {
+                // count_a / weight_a against count_b / weight_b.
+                let l = count[&a.id] as u128 * u128::from(b.weight);
+                let r = count[&b.id] as u128 * u128::from(a.weight);
+                l.cmp(&r).then(a.id.cmp(&b.id))
             })
-            .collect();
-        let target = match assign(n, &members, &current) {
-            Ok(a) => a.owners,
-            // Every member was validated against the spec: only a bug gets
-            // here. Leave the group as it is rather than guess.
-            Err(_) => return Vec::new(),
-        };
-        let mut room: BTreeMap<MemberId, usize> =
-            group.members.values().map(|m| (m.id, m.room)).collect();
-        let mut batch = Batch::new(group);
-        for p in 0..n {
-            let want = target[p as usize];
-            match group.owners.get(&p) {
-                Some(o) if want == Some(o.ownership.member) || o.ownership.release => {}
-                Some(o) => {
-                    let key = owner_key(&group.name, p);
-                    let released = Ownership { release: true, ..o.ownership.clone() };
-                    let value = serde_json::to_vec(&released).expect("an ownership encodes");
-                    let lease = Some(LeaseId(o.ownership.member));
-                    batch.push(
-                        [(key.clone(), Target::ModRevision(o.mod_revision))],
-                        TxnOp::Put { key, value, lease },
-                    );
-                }
-                None => {
-                    let Some(id) = want else { continue };
-                    let Some(left) = room.get_mut(&id).filter(|r| **r > 0) else { continue };
-                    *left -= 1;
-                    let member = &group.members[&id];
-                    let key = owner_key(&group.name, p);
-                    let ownership = Ownership { member: id, release: false };
-                    let value = serde_json::to_vec(&ownership).expect("an ownership encodes");
-                    batch.push(
-                        [
-                            (key.clone(), Target::CreateRevision(0)),
-                            (member_key(&group.name, id), Target::ModRevision(member.mod_revision)),
-                        ],
-                        TxnOp::Put { key, value, lease: Some(LeaseId(id)) },
-                    );
-                }
+            .map(|m| m.id);
+        target[p] = to;
+        match to {
+            Some(id) => {
+                *count.get_mut(&id).expect("counted") += 1;
+                *room.get_mut(&id).expect("a member") -= 1;
             }
+            None => starved = true,
         }
-        batch.finish()
     }
+    starved
 }
 
 /// Transactions of at most [`MAX_TXN_OPS`] comparisons and operations,
@@ -275,32 +344,6 @@ impl Batch {
         self.flush();
         self.done
     }
-}
-
-/// A digest of a group's keys and their revisions: unchanged exactly when
-/// no key of the group was created, changed or deleted (up to a 64-bit
-/// collision).
-fn fingerprint(group: &Group) -> u64 {
-    // FNV-1a over the revisions, in key order.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut mix = |x: u64| {
-        for b in x.to_le_bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    mix(group.spec_revision);
-    for m in group.members.values() {
-        mix(m.id);
-        mix(m.mod_revision);
-    }
-    mix(u64::MAX);
-    for (p, o) in &group.owners {
-        mix(u64::from(*p));
-        mix(o.mod_revision);
-    }
-    mix(group.unreadable.len() as u64);
-    h
 }
 
 fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {

@@ -12,8 +12,12 @@
 use crate::group::{
     member_key, owner_key, spec_key, validate_group_name, Group, GroupError, GroupSpec, MemberSpec,
 };
+use crate::keeper::MAX_GROUPS;
 use crate::model::MemberId;
-use tenure_kv::{Command, Compare, CompareOp, LeaseId, Response, Store, Target, TxnOp};
+use tenure_kv::{
+    Command, Compare, CompareOp, LeaseId, Response, Store, Target, TxnOp, MAX_KEYS_PER_LEASE,
+    MAX_TXN_OPS,
+};
 
 /// Why a member's request is refused (nothing changed).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +56,12 @@ pub enum RecipeError {
     /// The session does not exist.
     #[error("session {0:016x} does not exist (expired or revoked)")]
     NoSession(MemberId),
+    /// The session holds as many keys as a session may.
+    #[error("session {0:016x} holds {MAX_KEYS_PER_LEASE} keys, as many as a session may: it has no room to join")]
+    SessionFull(MemberId),
+    /// Creating the group would pass the limit on groups.
+    #[error("there are {MAX_GROUPS} groups already, the most tenure keeps: join one of them")]
+    TooManyGroups,
 }
 
 /// Joins group `name` as member `id` (its session's lease), or updates
@@ -69,8 +79,12 @@ pub fn join(
     if let Some(s) = spec {
         s.validate()?;
     }
-    if store.lease(LeaseId(id)).is_none() {
+    let Some(lease) = store.lease(LeaseId(id)) else {
         return Err(RecipeError::NoSession(id));
+    };
+    let key = member_key(name, id);
+    if !lease.keys.contains(&key) && lease.keys.len() >= MAX_KEYS_PER_LEASE {
+        return Err(RecipeError::SessionFull(id));
     }
     let value = serde_json::to_vec(member).expect("a member spec encodes");
     let put_member = TxnOp::Put { key: member_key(name, id), value, lease: Some(LeaseId(id)) };
@@ -97,6 +111,9 @@ pub fn join(
         }
         None => {
             let Some(spec) = spec else { return Err(RecipeError::NoGroup(name.to_string())) };
+            if Group::names(store, MAX_GROUPS).len() >= MAX_GROUPS {
+                return Err(RecipeError::TooManyGroups);
+            }
             member.validate(spec)?;
             let value = serde_json::to_vec(spec).expect("a group spec encodes");
             let compare = vec![Compare {
@@ -110,10 +127,12 @@ pub fn join(
     }
 }
 
-/// Leaves group `name`: deletes member `id`'s key and every partition it
+/// Leaves group `name`: deletes member `id`'s key and the partitions it
 /// owns, at one revision. The member must have stopped its work on all of
-/// them first (a graceful leave: its partitions are granted again at once,
-/// not at its session's end).
+/// them first, and starts none after (a graceful leave: its partitions are
+/// granted again at once, not at its session's end). A transaction holds at
+/// most [`MAX_TXN_OPS`] operations: the owner keys beyond, and any granted
+/// while the member left, the keeper deletes once the member key is gone.
 pub fn leave(store: &Store, name: &str, id: MemberId) -> Result<Command, RecipeError> {
     validate_group_name(name)?;
     let group = Group::read(store, name).ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
@@ -124,7 +143,8 @@ pub fn leave(store: &Store, name: &str, id: MemberId) -> Result<Command, RecipeE
         op: CompareOp::Equal,
     }];
     let mut success = vec![TxnOp::Delete { key: member_key(name, id) }];
-    for (p, o) in group.owners.iter().filter(|(_, o)| o.ownership.member == id) {
+    let owned = group.owners.iter().filter(|(_, o)| o.ownership.member == id);
+    for (p, o) in owned.take(MAX_TXN_OPS - 1) {
         let key = owner_key(name, *p);
         compare.push(Compare {
             key: key.clone(),
@@ -133,9 +153,7 @@ pub fn leave(store: &Store, name: &str, id: MemberId) -> Result<Command, RecipeE
         });
         success.push(TxnOp::Delete { key });
     }
-    // Partitions granted after the read are not deleted here: they stay
-    // the member's until it releases them or its session ends. The
-    // comparisons above make the leave fail instead if one it read changed.
+    // The comparisons make the leave fail if a key it read changed.
     Ok(Command::Txn { compare, success, failure: Vec::new() })
 }
 

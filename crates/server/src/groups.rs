@@ -5,19 +5,21 @@
 //! * **When it plans.** When this node becomes the ready leader of a token
 //!   (the keeper starts afresh: members' stabilisation waits restart); after
 //!   an applied advance that changed a key under `_tenure/groups/` (read
-//!   from the store's change history from the revision it last planned
-//!   at, `O(changes)`, so a busy store without group changes costs a
-//!   bisection per advance); at the keeper's [`Plan::next_check`] (a
-//!   stabilisation that ends, a transaction overdue); and when its last
-//!   proposals are done.
+//!   from the store's change history since the revision it last looked at,
+//!   `O(changes since)`, each change looked at once); at the keeper's
+//!   [`Plan::next_check`] (a stabilisation that ends, a transaction overdue,
+//!   a partition waiting for room on a session); and when its last
+//!   proposals are done. A group whose keys did not change is not read
+//!   again (the keeper compares fingerprints).
 //! * **How it proposes.** Each transaction through
 //!   [`Replicated::propose_as`] under the token it was planned under,
 //!   never forwarded: a decision read from one leader's state is not
 //!   committed by a later one (it would be harmless, its comparisons would
 //!   fail, but it would be a wasted entry). At most
 //!   [`MAX_PROPOSALS_IN_FLIGHT`]; it plans again only once they are done.
-//! * **Stopping leading** drops the keeper's memory; proposals in flight
-//!   fail with `NotLeader` or commit, both harmless.
+//! * **A change of leadership** drops the keeper's memory and the
+//!   proposals in flight (they fail with `NotLeader` or commit, both
+//!   harmless), so a new leadership plans at once.
 
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant as CoreInstant};
@@ -42,7 +44,7 @@ pub async fn run(kv: Replicated<Store>, mut stop: watch::Receiver<bool>) {
         leading: None,
         keeper: GroupKeeper::new(),
         base: std::time::Instant::now(),
-        planned_at: 0,
+        checked_through: 0,
         next_check: None,
         proposals: JoinSet::new(),
     };
@@ -62,6 +64,7 @@ pub async fn run(kv: Replicated<Store>, mut stop: watch::Receiver<bool>) {
             Some(done) = s.proposals.join_next() => {
                 match done {
                     Ok(result) => s.proposal_done(result),
+                    Err(e) if e.is_cancelled() => {}
                     Err(e) => warn!(error = %e, "groups: a proposal task failed"),
                 }
                 if s.proposals.is_empty() {
@@ -85,8 +88,8 @@ struct Service {
     keeper: GroupKeeper,
     /// The keeper's clock's origin on this process's monotonic clock.
     base: std::time::Instant,
-    /// The store's revision at the last plan.
-    planned_at: u64,
+    /// The store's revision up to which changes were looked at.
+    checked_through: u64,
     /// When the keeper asked to plan again.
     next_check: Option<CoreInstant>,
     proposals: JoinSet<Result<Committed, WriteError>>,
@@ -98,35 +101,47 @@ impl Service {
     }
 
     fn sync_leadership(&mut self) {
-        let now_leading = *self.ready.borrow_and_update();
-        if now_leading == self.leading {
-            return;
-        }
-        self.keeper.follow();
-        self.next_check = None;
-        self.leading = now_leading;
-        if let Some(token) = now_leading {
-            info!(token = token.0, "groups: ready leader; the keeper starts");
-            self.plan();
+        if self.follow_leadership() {
+            if let Some(token) = self.leading {
+                info!(token = token.0, "groups: ready leader; the keeper starts");
+                self.plan();
+            }
         }
     }
 
-    /// Whether a key under `_tenure/groups/` changed since the last plan
-    /// (a compacted history counts as a change).
-    fn groups_changed(&self) -> bool {
+    /// Reads the ready-leader watch; on a change, starts the keeper afresh
+    /// and drops the proposals of the leadership before. Returns whether it
+    /// changed.
+    fn follow_leadership(&mut self) -> bool {
+        let now_leading = *self.ready.borrow_and_update();
+        if now_leading == self.leading {
+            return false;
+        }
+        self.keeper.follow();
+        self.next_check = None;
+        self.proposals.abort_all();
+        self.leading = now_leading;
+        true
+    }
+
+    /// Whether a key under `_tenure/groups/` changed since the revision last
+    /// looked at (a compacted history counts as a change).
+    fn groups_changed(&mut self) -> bool {
         if self.leading.is_none() {
             return false;
         }
-        let from = self.planned_at + 1;
-        let (changed, _) = self.kv.read_stale(|s| {
-            from <= s.revision()
-                && s.changes_since(GROUPS_PREFIX, from, 1).map_or(true, |c| !c.is_empty())
+        let from = self.checked_through + 1;
+        let ((changed, revision), _) = self.kv.read_stale(|s| {
+            let changed = from <= s.revision()
+                && s.changes_since(GROUPS_PREFIX, from, 1).map_or(true, |c| !c.is_empty());
+            (changed, s.revision())
         });
+        self.checked_through = revision;
         changed
     }
 
     fn plan(&mut self) {
-        self.sync_leadership_quietly();
+        self.follow_leadership();
         let Some(token) = self.leading else { return };
         if !self.proposals.is_empty() {
             // Planned again when they are done.
@@ -136,7 +151,7 @@ impl Service {
         let keeper = &mut self.keeper;
         let ((plan, revision), _) = self.kv.read_stale(|s| (keeper.plan(now, s), s.revision()));
         let Plan { commands, next_check } = plan;
-        self.planned_at = revision;
+        self.checked_through = revision;
         self.next_check = next_check;
         if !commands.is_empty() {
             debug!(transactions = commands.len(), revision, "groups: proposing the keeper's plan");
@@ -145,16 +160,6 @@ impl Service {
             let kv = self.kv.clone();
             let bytes = command.encode();
             self.proposals.spawn(async move { kv.propose_as(token, bytes).await });
-        }
-    }
-
-    /// Reads the ready-leader watch without planning (`plan` is the caller).
-    fn sync_leadership_quietly(&mut self) {
-        let now_leading = *self.ready.borrow_and_update();
-        if now_leading != self.leading {
-            self.keeper.follow();
-            self.next_check = None;
-            self.leading = now_leading;
         }
     }
 
