@@ -31,6 +31,7 @@ mod election_observe;
 mod elections;
 mod error;
 mod gate;
+mod groups;
 pub(crate) mod health;
 mod keepalive;
 mod keepalive_stream;
@@ -310,6 +311,49 @@ pub const ENDPOINTS: &[Endpoint] = &[
         description: "?token=T: whether T is the election's current fencing token \
                       ({\"current\",\"token\",\"revision\"})",
         handlers: |m| on(m, elections::check),
+    },
+    Endpoint {
+        path: "/v1/groups/{name}",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "a group of partitions: {\"name\",\"spec\",\"members\",\"more\",\"owners\",\
+                      \"unreadable\",\"revision\"}, 404 when it does not exist; ?after=ID, \
+                      &consistency=stale",
+        handlers: |m| on(m, groups::get),
+    },
+    Endpoint {
+        path: "/v1/groups/{name}/join",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "joins (or updates) a member, creating the group: {\"session\": L, \
+                      \"partitions\": N, \"weight\", \"ready\", ...} -> {\"revision\"}; 404 \
+                      no such group or session, 409 another partition count",
+        handlers: |m| on(m, groups::join).layer(DefaultBodyLimit::max(groups::MAX_GROUP_BODY_BYTES)),
+    },
+    Endpoint {
+        path: "/v1/groups/{name}/leave",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "the member and its partitions go at one revision: {\"session\": L} -> \
+                      {\"revision\"}; 404 not a member",
+        handlers: |m| on(m, groups::leave),
+    },
+    Endpoint {
+        path: "/v1/groups/{name}/release",
+        methods: &[Method::POST],
+        access: Access::Write,
+        description: "gives a partition up: {\"session\": L, \"partition\": P, \"epoch\": E} -> \
+                      {\"revision\"}; 409 when it does not own P at epoch E",
+        handlers: |m| on(m, groups::release),
+    },
+    Endpoint {
+        path: "/v1/groups/{name}/assignment",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "?session=L: the partitions it owns ({\"owned\": [{\"partition\",\"epoch\",\
+                      \"release\"}],\"revision\"}); &after=R&timeout_ms=N: long poll until the \
+                      group changed after R",
+        handlers: |m| on(m, groups::assignment),
     },
     Endpoint {
         path: "/v1/transfer",

@@ -40,6 +40,12 @@ pub(crate) enum Use {
     Proclaim,
     /// Attach keys to it (a put or a transaction with `lease`).
     Attach,
+    /// Join a group of partitions with it (or update the member).
+    JoinGroup,
+    /// Leave a group with it.
+    LeaveGroup,
+    /// Release a partition it owns.
+    ReleasePartition,
 }
 
 impl Use {
@@ -51,6 +57,9 @@ impl Use {
             Use::Resign => "resign with",
             Use::Proclaim => "proclaim with",
             Use::Attach => "attach keys to",
+            Use::JoinGroup => "join a group with",
+            Use::LeaveGroup => "leave a group with",
+            Use::ReleasePartition => "release a partition with",
         }
     }
 }

@@ -110,19 +110,16 @@ pub const WATCH_LIMITS: StreamLimits = StreamLimits {
     ],
 };
 
-/// The caps of the `wait` long polls: each holds a connection, so at most
+/// The caps of the long polls, the elections' `wait` and the groups'
+/// `assignment` together: each holds a connection, so at most
 /// half of [`MAX_CONNECTIONS`] in all (the rest stay for other
 /// calls), a quarter of those per client address and half per token.
 pub const WAITER_LIMITS: StreamLimits = StreamLimits {
     total: MAX_CONNECTIONS / 2,
     per_address: MAX_CONNECTIONS / 8,
     per_token: MAX_CONNECTIONS / 4,
-    what: "election waits",
-    reasons: [
-        "503 election waits full",
-        "429 election waits per address",
-        "429 election waits per token",
-    ],
+    what: "long polls (election waits and group assignments)",
+    reasons: ["503 long polls full", "429 long polls per address", "429 long polls per token"],
 };
 
 /// The caps of the keepalive streams (`GET /v1/sessions/{id}/keepalive`),

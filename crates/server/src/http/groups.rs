@@ -1,0 +1,662 @@
+//! Groups of partitions for applications (docs/API.md "Groups",
+//! docs/PARTITIONS.md): `POST /v1/groups/{name}/join`, `leave` and
+//! `release` are the member recipes of `tenure_partitions::recipe`, each
+//! one guarded transaction through the log (nothing is ever half done), the
+//! caller owning the session it names; `GET /v1/groups/{name}` reads the
+//! group, and `GET /v1/groups/{name}/assignment` is a member's long poll
+//! for what it owns. The leader's keeper grants and moves the partitions
+//! (`tenure_partitions::keeper`); nothing here decides who owns what.
+//!
+//! A recipe reads the group (linearizably), builds its transaction and
+//! proposes it; the transaction compares what it read, so a group that
+//! changed in between (the keeper granting, a member joining) changes
+//! nothing, and the recipe reads and tries again, at most
+//! [`WRITE_ATTEMPTS`] times, then answers 409.
+
+use super::auth::Caller;
+use super::budget::{json_answer, json_str_len, MAX_LIST_BYTES};
+use super::error::ApiError;
+use super::owner::{require_owner, Use};
+use super::state::AppState;
+use super::store::{propose, query_from, read, read_error, unexpected, Consistency};
+use super::watch::stream_slot;
+use crate::elections::{DEFAULT_WAIT, MAX_WAIT};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tenure_api::{
+    AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupMemberBody,
+    GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody, GroupWriteBody,
+    OwnedPartitionBody,
+};
+use tenure_kv::{Command, LeaseId, Response, Store, MAX_KEYS_PER_LEASE, MAX_VALUE_BYTES};
+use tenure_partitions::group::{
+    group_prefix, member_key, spec_key, validate_group_name, Group, GroupError, GroupSpec,
+    MemberSpec, StoredMember, DEFAULT_STABILISE_MS,
+};
+use tenure_partitions::recipe::{self, RecipeError};
+use tenure_partitions::MemberId;
+use tokio::time::Instant;
+
+/// Largest body of a join: a member spec as large as the store keeps in a
+/// value ([`MAX_VALUE_BYTES`]: preferred and excluded partitions by the
+/// thousand), and room for the rest. Leaves and releases are a few bytes
+/// (the server's [`super::MAX_BODY_BYTES`]).
+pub const MAX_GROUP_BODY_BYTES: usize = MAX_VALUE_BYTES + 1024;
+
+/// How many times a join, leave or release reads the group and proposes
+/// its transaction when the group changed in between (the keeper granting
+/// or moving partitions, another member joining) before it answers 409:
+/// each try takes a read and a commit, milliseconds, and the keeper
+/// proposes once per change, so a third failure in a row means a group
+/// that changes faster than a member can write; the client tries again.
+pub const WRITE_ATTEMPTS: usize = 3;
+
+/// The longest an assignment long poll lasts (`timeout_ms`), as the
+/// elections' `wait`.
+pub const MAX_ASSIGNMENT_WAIT: Duration = MAX_WAIT;
+
+/// How long an assignment long poll lasts without `timeout_ms`.
+pub const DEFAULT_ASSIGNMENT_WAIT: Duration = DEFAULT_WAIT;
+
+const JOIN_SHAPE: &str = r#"{"session": L, "partitions": N, "stabilise_ms": ms, "weight": w, "zone": "z", "ready": true, "preferred": [..], "excluded": [..]} (all but "session" optional)"#;
+const LEAVE_SHAPE: &str = r#"{"session": L}"#;
+const RELEASE_SHAPE: &str = r#"{"session": L, "partition": P, "epoch": E}"#;
+
+/// The query of `GET /v1/groups/{name}`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct GroupQuery {
+    /// Continue the members after this id (16 hex digits, excluded).
+    after: Option<String>,
+    #[serde(default)]
+    consistency: Consistency,
+}
+
+/// The query of `GET /v1/groups/{name}/assignment`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AssignmentQuery {
+    session: u64,
+    /// Answer once the group's keys changed after this revision.
+    after: Option<u64>,
+    timeout_ms: Option<u64>,
+}
+
+/// `POST /v1/groups/{name}/join`: joins (creating the group), or updates
+/// what the member says about itself.
+pub async fn join(
+    State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<GroupWriteBody>, ApiError> {
+    let name = name_from(name)?;
+    let body = body.map_err(|r| super::store::body_error(r, MAX_GROUP_BODY_BYTES, "body"))?;
+    let request: GroupJoinRequest = json_body(&body, JOIN_SHAPE)?;
+    let session = session_from(request.session)?;
+    let (spec, member) = join_specs(&name, &request)?;
+    require_owner(&st, &caller, &[session], Use::JoinGroup).await?;
+    let revision = write(&st, &name, |s| {
+        if let Some(ms) = request.stabilise_ms {
+            other_stabilisation(s, &name, ms)?;
+        }
+        recipe::join(s, &name, spec.as_ref(), session.0, &member).map_err(|e| refused(&name, &e))
+    })
+    .await?;
+    Ok(Json(GroupWriteBody { revision }))
+}
+
+/// `POST /v1/groups/{name}/leave`: the member and what it owns go at one
+/// revision (it says it stopped its work on all of it; beyond what one
+/// transaction holds, the keeper deletes the rest right after).
+pub async fn leave(
+    State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<GroupWriteBody>, ApiError> {
+    let name = name_from(name)?;
+    let body = body.map_err(|r| super::store::body_error(r, super::MAX_BODY_BYTES, "body"))?;
+    let request: GroupLeaveRequest = json_body(&body, LEAVE_SHAPE)?;
+    let session = session_from(request.session)?;
+    require_owner(&st, &caller, &[session], Use::LeaveGroup).await?;
+    let revision =
+        write(&st, &name, |s| recipe::leave(s, &name, session.0).map_err(|e| refused(&name, &e)))
+            .await?;
+    Ok(Json(GroupWriteBody { revision }))
+}
+
+/// `POST /v1/groups/{name}/release`: the member gives up one partition,
+/// named with the epoch of its grant.
+pub async fn release(
+    State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<GroupWriteBody>, ApiError> {
+    let name = name_from(name)?;
+    let body = body.map_err(|r| super::store::body_error(r, super::MAX_BODY_BYTES, "body"))?;
+    let request: GroupReleaseRequest = json_body(&body, RELEASE_SHAPE)?;
+    let session = session_from(request.session)?;
+    require_owner(&st, &caller, &[session], Use::ReleasePartition).await?;
+    let (p, epoch) = (request.partition, request.epoch);
+    let revision = write(&st, &name, |s| {
+        recipe::release(s, &name, session.0, p, epoch).map_err(|e| refused(&name, &e))
+    })
+    .await?;
+    Ok(Json(GroupWriteBody { revision }))
+}
+
+/// `GET /v1/groups/{name}[?after=ID][&consistency=stale]`: the spec, the
+/// members (a page of at most [`MAX_LIST_BYTES`] of JSON, `more` when
+/// some are left: continue with `after=` the last id), every owner.
+pub async fn get(
+    State(st): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+    query: Result<Query<GroupQuery>, QueryRejection>,
+) -> Result<axum::response::Response, ApiError> {
+    let name = name_from(name)?;
+    let q = query_from(query, "after=ID (16 hex digits) and consistency=stale")?;
+    let after = q.after.as_deref().map(member_id_from).transpose()?;
+    let permit = st.lists.permit().await?;
+    let body = read(&st, q.consistency, |s| group_body(s, &name, after)).await??;
+    Ok(json_answer(permit, move || body).await)
+}
+
+/// `GET /v1/groups/{name}/assignment?session=L[&after=R][&timeout_ms=N]`:
+/// the partitions the session owns. With `after`, a long poll: it answers
+/// once the group's keys changed after revision R, or at the timeout with
+/// the state then; without, at once. 404 when the group does not exist or
+/// the session is not (or no longer) a member.
+pub async fn assignment(
+    State(st): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    name: Result<Path<String>, PathRejection>,
+    query: Result<Query<AssignmentQuery>, QueryRejection>,
+) -> Result<Json<AssignmentBody>, ApiError> {
+    let name = name_from(name)?;
+    let q = query_from(query, "session=L, after=R and timeout_ms=N")?;
+    let session = session_from(q.session)?.0;
+    let timeout = wait_timeout(q.timeout_ms)?;
+    let deadline = Instant::now() + timeout;
+    // At least as fresh as the call; then this node's state, which only moves on.
+    st.kv.read_index().await.map_err(|e| read_error(&e))?;
+    let revision = st.kv.read_stale(|s| is_member(s, &name, session).map(|()| s.revision())).0?;
+    if let Some(after) = q.after {
+        if after > revision {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "after={after} is beyond the store's revision {revision}: give the \
+                     revision of an earlier answer (was the cluster restored from an older \
+                     state?)"
+                ),
+            ));
+        }
+        wait_for_change(&st, &caller, &name, after, deadline).await?;
+    }
+    st.kv.read_stale(|s| assignment_body(s, &name, session)).0.map(Json)
+}
+
+/// Returns once the keys of group `name` changed after revision `after`
+/// (or the changes after it are no longer kept), or at `deadline`. Wakes
+/// at every apply of this node and looks at the changes applied since the
+/// last look; the poll holds a long poll's slot while it sleeps.
+async fn wait_for_change(
+    st: &AppState,
+    caller: &Caller,
+    name: &str,
+    after: u64,
+    deadline: Instant,
+) -> Result<(), ApiError> {
+    let prefix = group_prefix(name);
+    let mut applied = st.kv.applied();
+    let mut stopping = st.stopping.clone();
+    let mut slot = None;
+    let mut from = after + 1;
+    loop {
+        // Seen before the look, so that an apply after it wakes the sleep.
+        applied.borrow_and_update();
+        let Some(through) = st.kv.read_stale(|s| unchanged_through(s, &prefix, from)).0 else {
+            return Ok(());
+        };
+        from = through + 1;
+        if Instant::now() >= deadline {
+            return Ok(());
+        }
+        if slot.is_none() {
+            slot = Some(stream_slot(&st.waiters, &st.rejections, caller)?);
+        }
+        tokio::select! {
+            changed = applied.changed() => if changed.is_err() { return Err(stopping_error()) },
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = stopping.wait_for(|s| *s) => return Err(stopping_error()),
+        }
+    }
+}
+
+/// `Some(revision)` when no key under `prefix` changed from revision
+/// `from` through the store's revision; `None` when one did, or when the
+/// changes from `from` on are no longer all kept (the caller answers with
+/// the state now).
+fn unchanged_through(s: &Store, prefix: &str, from: u64) -> Option<u64> {
+    match s.changes_since(prefix, from, 1) {
+        Ok(changes) if changes.is_empty() => Some(s.revision().max(from - 1)),
+        _ => None,
+    }
+}
+
+fn stopping_error() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the server is stopping; poll again on another node",
+    )
+    .retry_after(1)
+}
+
+/// Reads the group and proposes `recipe`'s transaction, again while the
+/// group changed in between, at most [`WRITE_ATTEMPTS`] times; the
+/// revision of the change, or the refusal (nothing changed).
+async fn write(
+    st: &AppState,
+    name: &str,
+    recipe: impl Fn(&Store) -> Result<Command, ApiError>,
+) -> Result<u64, ApiError> {
+    for _ in 0..WRITE_ATTEMPTS {
+        let command = read(st, Consistency::Linearizable, &recipe).await??;
+        let response = propose(st, &command).await?.0;
+        if let Some(revision) = recipe::outcome(&response) {
+            return Ok(revision);
+        }
+        if !matches!(response, Response::Txn { .. }) {
+            return Err(unexpected(&response));
+        }
+    }
+    Err(ApiError::new(
+        StatusCode::CONFLICT,
+        format!(
+            "group {name:?} changed between the read and the write {WRITE_ATTEMPTS} times in a \
+             row (partitions granted or moved, members coming and going); nothing was written: \
+             retry"
+        ),
+    ))
+}
+
+/// The group's spec (when the join may create it) and the member's, from
+/// a join's body; 400 for a partition count beyond any group's.
+fn join_specs(
+    name: &str,
+    request: &GroupJoinRequest,
+) -> Result<(Option<GroupSpec>, MemberSpec), ApiError> {
+    let spec = match request.partitions {
+        None => None,
+        Some(n) => {
+            let partitions = u32::try_from(n)
+                .map_err(|_| refused(name, &RecipeError::Invalid(GroupError::Partitions(n))))?;
+            let stabilise_ms = request.stabilise_ms.unwrap_or(DEFAULT_STABILISE_MS);
+            Some(GroupSpec { partitions, stabilise_ms })
+        }
+    };
+    let member = MemberSpec {
+        weight: request.weight,
+        zone: request.zone.clone(),
+        ready: request.ready,
+        preferred: request.preferred.iter().copied().collect(),
+        excluded: request.excluded.iter().copied().collect(),
+    };
+    Ok((spec, member))
+}
+
+/// 409 when group `name` exists with a stabilisation time other than `ms`
+/// (a join does not change a group's spec).
+fn other_stabilisation(s: &Store, name: &str, ms: u64) -> Result<(), ApiError> {
+    let existing = s.get(&spec_key(name)).and_then(|kv| {
+        serde_json::from_slice::<GroupSpec>(&kv.value).ok().map(|spec| spec.stabilise_ms)
+    });
+    match existing {
+        Some(has) if has != ms => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "group {name:?} has stabilise_ms {has}, not {ms} (a join does not change a \
+                 group's spec); nothing was written"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Ok when group `name` exists and `session` is one of its members (its
+/// key is there); else 404.
+fn is_member(s: &Store, name: &str, session: MemberId) -> Result<(), ApiError> {
+    if s.get(&spec_key(name)).is_none() {
+        return Err(no_group(name));
+    }
+    if s.get(&member_key(name, session)).is_none() {
+        return Err(refused(name, &RecipeError::NotMember(session)));
+    }
+    Ok(())
+}
+
+/// The group as read from `s`, or 404 (500 for a spec that does not parse).
+fn read_group(s: &Store, name: &str) -> Result<Group, ApiError> {
+    match Group::read(s, name) {
+        Some(group) => Ok(group),
+        None if s.get(&spec_key(name)).is_some() => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the spec of group {name:?} cannot be read (only a bug writes one)"),
+        )),
+        None => Err(no_group(name)),
+    }
+}
+
+/// What `session` owns in group `name` now.
+fn assignment_body(s: &Store, name: &str, session: MemberId) -> Result<AssignmentBody, ApiError> {
+    let group = read_group(s, name)?;
+    if !group.members.contains_key(&session) {
+        return Err(refused(name, &RecipeError::NotMember(session)));
+    }
+    let owned = group
+        .owners
+        .iter()
+        .filter(|(_, o)| o.ownership.member == session)
+        .map(|(&partition, o)| OwnedPartitionBody {
+            partition,
+            epoch: o.epoch,
+            release: o.ownership.release,
+        })
+        .collect();
+    Ok(AssignmentBody { name: name.to_string(), session, owned, revision: s.revision() })
+}
+
+/// The answer of `GET /v1/groups/{name}`: the members after `after`, a
+/// page of at most [`MAX_LIST_BYTES`] of JSON.
+fn group_body(s: &Store, name: &str, after: Option<MemberId>) -> Result<GroupBody, ApiError> {
+    let group = read_group(s, name)?;
+    let mut owned: BTreeMap<MemberId, usize> = BTreeMap::new();
+    for o in group.owners.values() {
+        *owned.entry(o.ownership.member).or_default() += 1;
+    }
+    let owners = group
+        .owners
+        .iter()
+        .map(|(&partition, o)| GroupOwnerBody {
+            partition,
+            member: format!("{:016x}", o.ownership.member),
+            session: o.ownership.member,
+            epoch: o.epoch,
+            release: o.ownership.release,
+        })
+        .collect();
+    let mut members = Vec::new();
+    let mut bytes = 0;
+    let mut more = false;
+    for m in group.members.values().filter(|m| after.is_none_or(|a| m.id > a)) {
+        let size = member_json_len(m);
+        if !members.is_empty() && bytes + size > MAX_LIST_BYTES {
+            more = true;
+            break;
+        }
+        bytes += size;
+        members.push(member_body(m, owned.get(&m.id).copied().unwrap_or(0)));
+    }
+    Ok(GroupBody {
+        name: name.to_string(),
+        spec: GroupSpecBody {
+            partitions: group.spec.partitions,
+            stabilise_ms: group.spec.stabilise_ms,
+        },
+        members,
+        more,
+        owners,
+        unreadable: group.unreadable.len(),
+        revision: s.revision(),
+    })
+}
+
+fn member_body(m: &StoredMember, owned: usize) -> GroupMemberBody {
+    GroupMemberBody {
+        id: format!("{:016x}", m.id),
+        session: m.id,
+        spec: GroupMemberSpecBody {
+            weight: m.spec.weight,
+            zone: m.spec.zone.clone(),
+            ready: m.spec.ready,
+            preferred: m.spec.preferred.iter().copied().collect(),
+            excluded: m.spec.excluded.iter().copied().collect(),
+        },
+        joined_revision: m.create_revision,
+        owned,
+    }
+}
+
+/// At least the length of a member's JSON in the answer: its fixed
+/// fields, its zone, and up to 11 bytes per listed partition.
+fn member_json_len(m: &StoredMember) -> usize {
+    let zone = m.spec.zone.as_deref().map_or(4, |z| json_str_len(z.as_bytes()) + 2);
+    200 + zone + 11 * (m.spec.preferred.len() + m.spec.excluded.len())
+}
+
+/// 404: no group of that name.
+fn no_group(name: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "group {name:?} does not exist (a join with \"partitions\": N creates it); nothing \
+             was written"
+        ),
+    )
+}
+
+/// A recipe's refusal: 400 bad input, 404 no such group, member or
+/// session, 409 a join that disagrees with the group or a release of a
+/// grant the member does not hold, 429 a full session or too many groups;
+/// nothing written.
+fn refused(name: &str, e: &RecipeError) -> ApiError {
+    let (status, text) = match e {
+        RecipeError::Invalid(e) => (StatusCode::BAD_REQUEST, format!("{e} (group {name:?})")),
+        RecipeError::NoGroup(_) => return no_group(name),
+        RecipeError::OtherPartitions { .. } => (StatusCode::CONFLICT, e.to_string()),
+        RecipeError::NotMember(id) => (
+            StatusCode::NOT_FOUND,
+            format!(
+                "session {id} is not a member of group {name:?} (it left, its session ended, or \
+                 it never joined)"
+            ),
+        ),
+        RecipeError::NotOwner { partition, epoch, member } => (
+            StatusCode::CONFLICT,
+            format!(
+                "session {member} does not own partition {partition} at epoch {epoch} in group \
+                 {name:?} (released already, its session ended, or the epoch is an older \
+                 grant's)"
+            ),
+        ),
+        RecipeError::NoSession(id) => (
+            StatusCode::NOT_FOUND,
+            format!("session {id} does not exist (never granted, or revoked or expired)"),
+        ),
+        // Caps that others leaving may lift.
+        RecipeError::SessionFull(id) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "session {id} holds {MAX_KEYS_PER_LEASE} keys, as many as a session may: it has \
+                 no room to join group {name:?}"
+            ),
+        ),
+        RecipeError::TooManyGroups => (StatusCode::TOO_MANY_REQUESTS, e.to_string()),
+    };
+    ApiError::new(status, format!("{text}; nothing was written"))
+}
+
+/// The group name of the path, checked: 400 if malformed.
+fn name_from(name: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let Path(name) = name.map_err(|r| ApiError::new(StatusCode::BAD_REQUEST, r.body_text()))?;
+    validate_group_name(&name)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    Ok(name)
+}
+
+fn session_from(id: u64) -> Result<LeaseId, ApiError> {
+    match id {
+        0 => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "session 0 is not a session id: ids are positive integers, from POST /v1/sessions",
+        )),
+        n => Ok(LeaseId(n)),
+    }
+}
+
+/// A member id as the answers write it: 16 hex digits.
+fn member_id_from(text: &str) -> Result<MemberId, ApiError> {
+    let hex = text.len() == 16 && text.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| MemberId::from_str_radix(text, 16).ok()).flatten().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "after={text:?}: give a member id, 16 hex digits (the last of the page before)"
+            ),
+        )
+    })
+}
+
+/// The long poll's timeout: [`DEFAULT_ASSIGNMENT_WAIT`] when absent, 400
+/// beyond [`MAX_ASSIGNMENT_WAIT`].
+fn wait_timeout(timeout_ms: Option<u64>) -> Result<Duration, ApiError> {
+    match timeout_ms.map(Duration::from_millis) {
+        None => Ok(DEFAULT_ASSIGNMENT_WAIT),
+        Some(t) if t <= MAX_ASSIGNMENT_WAIT => Ok(t),
+        Some(t) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "timeout_ms={}: give at most {} (default {})",
+                t.as_millis(),
+                MAX_ASSIGNMENT_WAIT.as_millis(),
+                DEFAULT_ASSIGNMENT_WAIT.as_millis()
+            ),
+        )),
+    }
+}
+
+/// The JSON body, or 400 naming the expected shape.
+fn json_body<T: DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
+    Json::<T>::from_bytes(body).map(|Json(t)| t).map_err(|r| {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {shape}", r.body_text()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tenure_partitions::group::GroupError;
+
+    #[test]
+    fn refusals_map_to_statuses_with_clear_messages() {
+        let bad = refused("g", &RecipeError::Invalid(GroupError::ZeroWeight));
+        assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+        assert!(bad.body().error.contains("weight is at least 1"), "{}", bad.body().error);
+        assert!(bad.body().error.ends_with("nothing was written"));
+        assert_eq!(refused("g", &RecipeError::NoGroup("g".into())).status(), StatusCode::NOT_FOUND);
+        assert_eq!(refused("g", &RecipeError::NotMember(5)).status(), StatusCode::NOT_FOUND);
+        assert_eq!(refused("g", &RecipeError::NoSession(5)).status(), StatusCode::NOT_FOUND);
+        let other = RecipeError::OtherPartitions { name: "g".into(), has: 8, asked: 9 };
+        let other = refused("g", &other);
+        assert_eq!(other.status(), StatusCode::CONFLICT);
+        assert!(other.body().error.contains("has 8 partitions, not 9"), "{}", other.body().error);
+        let full = refused("g", &RecipeError::SessionFull(5));
+        assert_eq!(full.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(full.body().error.contains("session 5 holds 1000 keys"), "{}", full.body().error);
+        assert_eq!(
+            refused("g", &RecipeError::TooManyGroups).status(),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        let stale = refused("g", &RecipeError::NotOwner { member: 5, partition: 3, epoch: 9 });
+        assert_eq!(stale.status(), StatusCode::CONFLICT);
+        assert!(
+            stale.body().error.contains("does not own partition 3 at epoch 9"),
+            "{}",
+            stale.body().error
+        );
+    }
+
+    #[test]
+    fn join_bodies_become_specs_and_bad_counts_are_refused() {
+        let mut request = GroupJoinRequest::new(7);
+        let (spec, member) = join_specs("g", &request).unwrap();
+        assert_eq!((spec, member), (None, MemberSpec::default()));
+        request.partitions = Some(8);
+        let spec = join_specs("g", &request).unwrap().0.unwrap();
+        assert_eq!(spec, GroupSpec { partitions: 8, stabilise_ms: DEFAULT_STABILISE_MS });
+        request.partitions = Some(1 << 40);
+        let e = join_specs("g", &request).unwrap_err();
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert!(e.body().error.contains("1 to 10000 partitions"), "{}", e.body().error);
+    }
+
+    #[test]
+    fn queries_are_checked() {
+        assert_eq!(member_id_from("000000000000002a").unwrap(), 42);
+        for bad in ["2a", "00000000000000zz", "+00000000000002a", ""] {
+            assert_eq!(member_id_from(bad).unwrap_err().status(), StatusCode::BAD_REQUEST, "{bad}");
+        }
+        assert_eq!(wait_timeout(None).unwrap(), DEFAULT_ASSIGNMENT_WAIT);
+        assert_eq!(wait_timeout(Some(0)).unwrap(), Duration::ZERO);
+        let long = wait_timeout(Some(60_001)).unwrap_err();
+        assert!(long.body().error.contains("at most 60000"), "{}", long.body().error);
+        assert_eq!(session_from(0).unwrap_err().status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn a_group_reads_as_its_members_after_an_id_and_its_owners() {
+        let mut s = Store::new();
+        let mut grant = || match s.execute(&Command::Grant { ttl_ms: 5_000, owner: None }) {
+            Response::Granted { lease, .. } => lease.0,
+            r => panic!("{r:?}"),
+        };
+        let (a, b) = (grant(), grant());
+        assert_eq!(group_body(&s, "g", None).unwrap_err().status(), StatusCode::NOT_FOUND);
+        let spec = GroupSpec { partitions: 2, stabilise_ms: 0 };
+        for (id, spec) in [(a, Some(&spec)), (b, None)] {
+            let c = recipe::join(&s, "g", spec, id, &MemberSpec::default()).unwrap();
+            assert!(recipe::outcome(&s.execute(&c)).is_some());
+        }
+        let body = group_body(&s, "g", None).unwrap();
+        let ids: Vec<u64> = body.members.iter().map(|m| m.session).collect();
+        assert_eq!((ids, body.more, body.owners.len()), (vec![a, b], false, 0));
+        assert_eq!(body.members[0].id, format!("{a:016x}"));
+        let rest = group_body(&s, "g", Some(a)).unwrap();
+        assert_eq!(rest.members.iter().map(|m| m.session).collect::<Vec<_>>(), [b]);
+        assert_eq!(assignment_body(&s, "g", b).unwrap().owned, []);
+        assert_eq!(assignment_body(&s, "g", b + 1).unwrap_err().status(), StatusCode::NOT_FOUND);
+        assert!(is_member(&s, "g", a).is_ok() && is_member(&s, "h", a).is_err());
+        assert_eq!(other_stabilisation(&s, "g", 1).unwrap_err().status(), StatusCode::CONFLICT);
+        assert!(other_stabilisation(&s, "g", 0).is_ok() && other_stabilisation(&s, "h", 1).is_ok());
+    }
+
+    #[test]
+    fn a_poll_sees_every_change_of_its_group_after_its_revision() {
+        let mut s = Store::new();
+        let put = |key: &str| Command::Put {
+            key: key.into(),
+            value: b"v".to_vec(),
+            if_mod_revision: None,
+            lease: None,
+        };
+        s.execute(&put("other"));
+        let prefix = group_prefix("g");
+        let at = s.revision();
+        assert_eq!(unchanged_through(&s, &prefix, at + 1), Some(at));
+        s.execute(&put("_tenure/groups/g2/spec"));
+        let now = s.revision();
+        assert_eq!(unchanged_through(&s, &prefix, at + 1), Some(now), "another group's key");
+        s.execute(&put("_tenure/groups/g/spec"));
+        assert_eq!(unchanged_through(&s, &prefix, now + 1), None);
+        assert_eq!(unchanged_through(&s, &prefix, s.revision() + 1), Some(s.revision()));
+    }
+}
