@@ -11,6 +11,9 @@
 //!   across nodes.
 //! * [`members`]: the cluster's members, and changes of them sent to the
 //!   leader.
+//! * [`partitions`]: a member of a group of partitions
+//!   ([`partitions::PartitionMember`]): the partitions the leader assigns
+//!   it, each with its epoch and a cancellation token.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), tenure_client::Error> {
@@ -39,6 +42,7 @@ pub mod error;
 pub mod http;
 pub mod members;
 pub mod observer;
+pub mod partitions;
 pub mod tenure_store;
 
 /// The environment variable tenure's command-line clients (and the

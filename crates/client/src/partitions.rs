@@ -1,0 +1,375 @@
+//! A member of a group of partitions (docs/PARTITIONS.md): it joins with its
+//! session, is told which partitions it owns, each with its epoch (the
+//! fencing token to tag the partition's writes with) and a
+//! [`CancellationToken`], and gives partitions back when the leader asks.
+//!
+//! ```no_run
+//! # async fn example(store: std::sync::Arc<tenure_client::TenureStore>) -> Result<(), tenure_client::Error> {
+//! use std::time::Duration;
+//! use tenure_client::partitions::{Event, JoinOptions, PartitionMember};
+//! use tenure_client::{Session, TenureStore};
+//! let session = Session::start(store.clone(), Duration::from_secs(10)).await?;
+//! let options = JoinOptions { partitions: Some(64), ..JoinOptions::default() };
+//! let mut member = PartitionMember::join(store.cluster().clone(), &session, "shards", options).await?;
+//! loop {
+//!     match member.next().await? {
+//!         Event::Assigned { partition, epoch, stop } => {
+//!             // Work on `partition` until `stop` is cancelled, tagging
+//!             // writes with `epoch`.
+//!             # let _ = (partition, epoch, stop);
+//!         }
+//!         Event::Revoked { partition, .. } => {
+//!             // Its `stop` was cancelled: make sure its work is over, then:
+//!             member.release(partition).await?;
+//!         }
+//!         Event::Lost { .. } => break,
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! **The rule that keeps owners apart.** Work on a partition only while its
+//! `stop` token is not cancelled. The member cancels it when the leader
+//! asks for the partition back ([`Event::Revoked`]; then stop, and only
+//! then [`PartitionMember::release`]), when the partition is gone (its
+//! session ended there), and at the session's deadline less
+//! [`JoinOptions::stop_margin`] ([`Event::Lost`]: the cluster may give the
+//! partitions to others from the deadline on). [`PartitionMember::leave`]
+//! cancels every token; call it once the work has stopped.
+
+use crate::cluster::Cluster;
+use crate::error::Error;
+use crate::http::REQUEST_TIMEOUT;
+use hyper::{Method, StatusCode};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tenure_api::{
+    AssignmentBody, GroupJoinRequest, GroupLeaveRequest, GroupReleaseRequest, GroupWriteBody,
+};
+use tenure_elect::store::MAX_WAIT;
+use tenure_elect::{CancellationToken, Loss, Retry, Session, SessionWatch};
+
+/// How long one long poll of the assignment waits on the server.
+pub const POLL_WAIT: Duration = Duration::from_secs(10);
+
+/// Pause before polling again after a failed poll.
+pub const POLL_RETRY: Duration = Duration::from_millis(200);
+
+/// What a member says when it joins (see `POST /v1/groups/{name}/join` in
+/// docs/API.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinOptions {
+    /// The group's partition count: required to create the group; when it
+    /// exists, another count is refused.
+    pub partitions: Option<u32>,
+    /// The group's stabilisation time in milliseconds, when the join
+    /// creates it.
+    pub stabilise_ms: Option<u64>,
+    /// The member's weight (at least 1).
+    pub weight: u32,
+    /// Its zone.
+    pub zone: Option<String>,
+    /// Partitions it would rather own.
+    pub preferred: Vec<u32>,
+    /// Partitions it must never own.
+    pub excluded: Vec<u32>,
+    /// How long before the session's deadline the member cancels every
+    /// partition's token when no renewal moved the deadline on: the time
+    /// the work needs to stop. Default: a tenth of the session's TTL.
+    pub stop_margin: Option<Duration>,
+}
+
+impl Default for JoinOptions {
+    fn default() -> Self {
+        JoinOptions {
+            partitions: None,
+            stabilise_ms: None,
+            weight: 1,
+            zone: None,
+            preferred: Vec::new(),
+            excluded: Vec::new(),
+            stop_margin: None,
+        }
+    }
+}
+
+/// What happened to the member's partitions.
+#[derive(Debug)]
+pub enum Event {
+    /// `partition` is the member's, granted at `epoch` (larger than every
+    /// earlier grant's): work on it until `stop` is cancelled.
+    Assigned {
+        /// The partition.
+        partition: u32,
+        /// The grant's epoch, the fencing token.
+        epoch: u64,
+        /// Cancelled when the work must stop.
+        stop: CancellationToken,
+    },
+    /// `partition`'s `stop` was cancelled. If `release` is true the leader
+    /// asked for it back: once its work is over, call
+    /// [`PartitionMember::release`]. If false it is gone already (the
+    /// cluster ended its grant).
+    Revoked {
+        /// The partition.
+        partition: u32,
+        /// The epoch of the grant that ended.
+        epoch: u64,
+        /// Whether the member must release it.
+        release: bool,
+    },
+    /// The session ended or its deadline came without a renewal: every
+    /// token was cancelled, and the member owns nothing from now on.
+    Lost {
+        /// Why.
+        loss: Loss,
+    },
+}
+
+/// A partition the member owns, as it knows it.
+#[derive(Debug)]
+struct Owned {
+    epoch: u64,
+    stop: CancellationToken,
+    /// Asked back: its `Revoked` went out, the release is the caller's.
+    revoked: bool,
+}
+
+/// A member of one group. See the module documentation.
+pub struct PartitionMember {
+    cluster: Arc<Cluster>,
+    group: String,
+    session: u64,
+    watch: SessionWatch,
+    margin: Duration,
+    owned: BTreeMap<u32, Owned>,
+    /// Events found and not yet returned.
+    pending: std::collections::VecDeque<Event>,
+    /// The revision of the last assignment read.
+    after: Option<u64>,
+    lost: bool,
+}
+
+impl PartitionMember {
+    /// Joins group `group` with `session` (creating the group when
+    /// `options.partitions` says how many partitions it has and it does not
+    /// exist yet).
+    pub async fn join(
+        cluster: Arc<Cluster>,
+        session: &Session,
+        group: &str,
+        options: JoinOptions,
+    ) -> Result<PartitionMember, Error> {
+        let mut request = GroupJoinRequest::new(session.id());
+        request.partitions = options.partitions.map(u64::from);
+        request.stabilise_ms = options.stabilise_ms;
+        request.weight = options.weight;
+        request.zone = options.zone.clone();
+        request.preferred = options.preferred.clone();
+        request.excluded = options.excluded.clone();
+        let body = serde_json::json!(request);
+        let path = format!("/v1/groups/{group}/join");
+        let _: GroupWriteBody = cluster
+            .json(Method::POST, &path, Some(&body), REQUEST_TIMEOUT, Retry::Idempotent)
+            .await?;
+        let margin = options.stop_margin.unwrap_or(session.ttl() / 10);
+        Ok(PartitionMember {
+            cluster,
+            group: group.to_string(),
+            session: session.id(),
+            watch: session.watch(),
+            margin,
+            owned: BTreeMap::new(),
+            pending: Default::default(),
+            after: None,
+            lost: false,
+        })
+    }
+
+    /// The group's name.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// The partitions the member owns now, with their epochs, ascending
+    /// (those asked back and not yet released included).
+    pub fn owned(&self) -> Vec<(u32, u64)> {
+        self.owned.iter().map(|(p, o)| (*p, o.epoch)).collect()
+    }
+
+    /// The next event: waits for the assignment to change, or for the
+    /// session's deadline less the stop margin. After [`Event::Lost`] it
+    /// returns `Lost` again.
+    pub async fn next(&mut self) -> Result<Event, Error> {
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Ok(e);
+            }
+            if self.lost {
+                return Ok(Event::Lost { loss: Loss::Gone });
+            }
+            let mut watch = self.watch.clone();
+            let margin = self.margin;
+            let poll = self.poll();
+            tokio::select! {
+                loss = watch.stale(margin) => {
+                    self.lose(loss);
+                }
+                read = poll => match read {
+                    Ok(Some(a)) => self.apply(a),
+                    Ok(None) => self.lose(Loss::Gone),
+                    Err(e) => {
+                        tracing::debug!(group = %self.group, error = %e, "an assignment poll failed; polling again");
+                        tokio::time::sleep(POLL_RETRY).await;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Gives `partition` back: call it once its work is over, after its
+    /// [`Event::Revoked`] (or to give up a partition of one's own accord).
+    /// A partition the member no longer owns is not an error.
+    pub async fn release(&mut self, partition: u32) -> Result<(), Error> {
+        let Some(o) = self.owned.remove(&partition) else { return Ok(()) };
+        o.stop.cancel();
+        let body = serde_json::json!(GroupReleaseRequest {
+            session: self.session,
+            partition,
+            epoch: o.epoch
+        });
+        let path = format!("/v1/groups/{}/release", self.group);
+        match self
+            .cluster
+            .json::<GroupWriteBody>(
+                Method::POST,
+                &path,
+                Some(&body),
+                REQUEST_TIMEOUT,
+                Retry::Idempotent,
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Released already (a retry that landed), or gone with the session.
+            Err(Error::Refused(r))
+                if r.status == StatusCode::CONFLICT || r.status == StatusCode::NOT_FOUND =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Leaves the group: cancels every partition's token and deletes the
+    /// member and its partitions on the cluster, which grants them to
+    /// others at once. Call it once the work on every partition is over.
+    pub async fn leave(mut self) -> Result<(), Error> {
+        for o in std::mem::take(&mut self.owned).into_values() {
+            o.stop.cancel();
+        }
+        let body = serde_json::json!(GroupLeaveRequest { session: self.session });
+        let path = format!("/v1/groups/{}/leave", self.group);
+        match self
+            .cluster
+            .json::<GroupWriteBody>(
+                Method::POST,
+                &path,
+                Some(&body),
+                REQUEST_TIMEOUT,
+                Retry::Idempotent,
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Not a member any more (a retry that landed, or its session ended).
+            Err(Error::Refused(r)) if r.status == StatusCode::NOT_FOUND => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One long poll; `None` when the session is not a member any more.
+    async fn poll(&self) -> Result<Option<AssignmentBody>, Error> {
+        let wait = POLL_WAIT.min(MAX_WAIT);
+        let after = self.after.map(|a| format!("&after={a}")).unwrap_or_default();
+        let path = format!(
+            "/v1/groups/{}/assignment?session={}&timeout_ms={}{after}",
+            self.group,
+            self.session,
+            wait.as_millis()
+        );
+        let read = self
+            .cluster
+            .json::<AssignmentBody>(
+                Method::GET,
+                &path,
+                None,
+                wait + REQUEST_TIMEOUT,
+                Retry::Idempotent,
+            )
+            .await;
+        match read {
+            Ok(a) => Ok(Some(a)),
+            Err(Error::Refused(r)) if r.status == StatusCode::NOT_FOUND => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Turns an assignment into events.
+    fn apply(&mut self, a: AssignmentBody) {
+        self.after = Some(a.revision);
+        let now: BTreeMap<u32, (u64, bool)> =
+            a.owned.iter().map(|o| (o.partition, (o.epoch, o.release))).collect();
+        // Gone, or granted again under another epoch.
+        let ended: Vec<u32> = self
+            .owned
+            .iter()
+            .filter(|(p, o)| now.get(p).is_none_or(|(epoch, _)| *epoch != o.epoch))
+            .map(|(p, _)| *p)
+            .collect();
+        for p in ended {
+            let o = self.owned.remove(&p).expect("listed");
+            o.stop.cancel();
+            if !o.revoked {
+                self.pending.push_back(Event::Revoked {
+                    partition: p,
+                    epoch: o.epoch,
+                    release: false,
+                });
+            }
+        }
+        for (&p, &(epoch, release)) in &now {
+            match self.owned.get_mut(&p) {
+                Some(o) if release && !o.revoked => {
+                    o.stop.cancel();
+                    o.revoked = true;
+                    self.pending.push_back(Event::Revoked { partition: p, epoch, release: true });
+                }
+                Some(_) => {}
+                None if release => {
+                    // Asked back before this member knew it had it: nothing
+                    // of it ran; give it back at once.
+                    let stop = CancellationToken::new();
+                    stop.cancel();
+                    self.owned.insert(p, Owned { epoch, stop, revoked: true });
+                    self.pending.push_back(Event::Revoked { partition: p, epoch, release: true });
+                }
+                None => {
+                    let stop = CancellationToken::new();
+                    self.owned.insert(p, Owned { epoch, stop: stop.clone(), revoked: false });
+                    self.pending.push_back(Event::Assigned { partition: p, epoch, stop });
+                }
+            }
+        }
+    }
+
+    /// The session can no longer be trusted: every token is cancelled.
+    fn lose(&mut self, loss: Loss) {
+        for o in std::mem::take(&mut self.owned).into_values() {
+            o.stop.cancel();
+        }
+        self.lost = true;
+        self.pending.push_back(Event::Lost { loss });
+    }
+}
