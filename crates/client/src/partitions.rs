@@ -45,7 +45,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_api::{
-    AssignmentBody, GroupJoinRequest, GroupLeaveRequest, GroupReleaseRequest, GroupWriteBody,
+    AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupReleaseRequest,
+    GroupWriteBody,
 };
 use tenure_elect::store::MAX_WAIT;
 use tenure_elect::{CancellationToken, Loss, Retry, Session, SessionWatch};
@@ -372,4 +373,12 @@ impl PartitionMember {
         self.lost = true;
         self.pending.push_back(Event::Lost { loss });
     }
+}
+
+/// Group `name` as the cluster holds it now (`GET /v1/groups/{name}`,
+/// linearizable): its spec, members (the first page: [`GroupBody::more`]
+/// says whether more follow) and owners.
+pub async fn group(cluster: &Cluster, name: &str) -> Result<GroupBody, Error> {
+    let path = format!("/v1/groups/{name}");
+    cluster.json(Method::GET, &path, None, REQUEST_TIMEOUT, Retry::Idempotent).await
 }

@@ -13,6 +13,7 @@ mod elect_cli;
 mod kv_cli;
 mod member_cli;
 mod notify_cli;
+mod partitions_cli;
 mod rest;
 mod run_cli;
 mod run_keeper;
@@ -51,6 +52,8 @@ enum Command {
     /// List, add, remove, promote or replace the cluster's members (voters and learners).
     #[command(after_help = member_cli::EXIT_STATUS)]
     Member(member_cli::MemberArgs),
+    /// Show a group of partitions: its members, every partition's owner and epoch, the balance.
+    Partitions(partitions_cli::PartitionsArgs),
     /// Tell the nodes that a node's process is dead (systemd's ExecStopPost, a supervisor),
     /// so that they elect a new leader at once instead of after the election timeout.
     #[command(after_help = notify_cli::NOTIFY_HELP)]
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Watch(args) => block_on(client::watch(args)),
         Command::Transfer(args) => block_on(client::transfer(args)),
         Command::Member(args) => block_on(member_cli::run(args)),
+        Command::Partitions(args) => block_on(partitions_cli::run(args)),
         Command::NotifyDead(args) => block_on(notify_cli::run(args)),
         Command::Kv(args) => block_on(kv_cli::run(args)),
         Command::Elect(args) => block_on(elect_cli::run(args)),
@@ -130,6 +134,7 @@ fn reports_only(command: &Command) -> bool {
         | Command::Watch(_)
         | Command::Transfer(_)
         | Command::Member(_)
+        | Command::Partitions(_)
         | Command::NotifyDead(_)
         | Command::Kv(_)
         | Command::Cert(_)

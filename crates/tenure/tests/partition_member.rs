@@ -1,0 +1,127 @@
+//! The client's `PartitionMember` against a real three-node cluster in this
+//! process: a member alone takes all eight partitions; a second member
+//! joins, the first is asked back four (their tokens cancelled first),
+//! releases them, and the second receives them with higher epochs; the
+//! second leaves and the first gets them back; a closed session cancels
+//! every token and ends in `Lost`.
+
+mod inproc;
+
+use inproc::{agreement, eventually, start_cluster, Server, WRITE_TOKEN};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tenure_client::partitions::{Event, JoinOptions, PartitionMember};
+use tenure_client::{
+    parse_endpoints, CancellationToken, Client, ClientOptions, Cluster, Session, TenureStore,
+};
+use tenure_server::http::HttpLimits;
+
+/// Bound on a first election and a first session, on a busy machine.
+const START_BOUND: Duration = Duration::from_secs(10);
+/// Bound on one event of a member (a grant or a revocation: a few commits).
+const EVENT_BOUND: Duration = Duration::from_secs(10);
+/// Bound on a server's clean stop.
+const STOP_BOUND: Duration = Duration::from_secs(5);
+
+/// The partitions a member holds, with their epochs and tokens.
+type Held = BTreeMap<u32, (u64, CancellationToken)>;
+
+fn cluster_of(servers: &[Server]) -> Arc<Cluster> {
+    let client = Client::new(ClientOptions { cacert: None, token: Some(WRITE_TOKEN) }).unwrap();
+    let list: Vec<String> = servers.iter().map(|s| s.http.to_string()).collect();
+    let endpoints = parse_endpoints(&list.join(","), client.https()).unwrap();
+    Arc::new(Cluster::new(client, endpoints).unwrap())
+}
+
+/// The next event of `m`, within [`EVENT_BOUND`].
+async fn next(m: &mut PartitionMember) -> Event {
+    match tokio::time::timeout(EVENT_BOUND, m.next()).await {
+        Ok(e) => e.expect("an event"),
+        Err(_) => {
+            panic!("no event of {:?} within {EVENT_BOUND:?}; owns {:?}", m.group(), m.owned())
+        }
+    }
+}
+
+/// Takes events until `m` holds `want` partitions and nothing is asked
+/// back; releases what is asked back (its token must be cancelled first).
+async fn settle(m: &mut PartitionMember, held: &mut Held, want: usize) {
+    while held.len() != want || m.owned().len() != want {
+        match next(m).await {
+            Event::Assigned { partition, epoch, stop } => {
+                assert!(!stop.is_cancelled());
+                if let Some((old, _)) = held.insert(partition, (epoch, stop)) {
+                    assert!(epoch > old, "partition {partition}: epoch {epoch} after {old}");
+                }
+            }
+            Event::Revoked { partition, release, .. } => {
+                let (_, stop) = held.remove(&partition).expect("revoked what it held");
+                assert!(stop.is_cancelled(), "revoked before its token was cancelled");
+                if release {
+                    m.release(partition).await.expect("released");
+                }
+            }
+            Event::Lost { loss } => panic!("lost: {loss}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn members_share_partitions_hand_them_over_and_lose_them_with_their_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let heartbeat = Duration::from_millis(50);
+    let mut servers =
+        start_cluster(3, heartbeat, heartbeat * 10, HttpLimits::default(), dir.path());
+    agreement(&servers).await;
+    let cluster = cluster_of(&servers);
+    let store: Arc<dyn tenure_client::Store> = TenureStore::shared(cluster.clone());
+    let session_a = eventually("a session", START_BOUND, || async {
+        Session::start(store.clone(), Duration::from_secs(5)).await.ok()
+    })
+    .await;
+    let options = JoinOptions { partitions: Some(8), stabilise_ms: Some(0), ..Default::default() };
+    let mut a = PartitionMember::join(cluster.clone(), &session_a, "shards", options.clone())
+        .await
+        .expect("the first member creates the group");
+    let mut held_a = Held::new();
+    settle(&mut a, &mut held_a, 8).await;
+    let first: BTreeMap<u32, u64> = held_a.iter().map(|(p, (e, _))| (*p, *e)).collect();
+
+    // A second member: four partitions move, each after its release.
+    let session_b = Session::start(store.clone(), Duration::from_secs(5)).await.unwrap();
+    let mut b =
+        PartitionMember::join(cluster.clone(), &session_b, "shards", JoinOptions::default())
+            .await
+            .expect("a second member joins");
+    let mut held_b = Held::new();
+    let (ra, rb) = tokio::join!(settle(&mut a, &mut held_a, 4), settle(&mut b, &mut held_b, 4));
+    let _ = (ra, rb);
+    for (p, (epoch, _)) in &held_b {
+        assert!(*epoch > first[p], "partition {p} moved without a higher epoch");
+        assert!(!held_a.contains_key(p));
+    }
+
+    // The second leaves (its work over): the first gets everything back.
+    let tokens_b: Vec<CancellationToken> = held_b.values().map(|(_, t)| t.clone()).collect();
+    b.leave().await.expect("leaves");
+    assert!(tokens_b.iter().all(CancellationToken::is_cancelled));
+    settle(&mut a, &mut held_a, 8).await;
+
+    // The first's session closes: every token is cancelled, then Lost.
+    let tokens_a: Vec<CancellationToken> = held_a.values().map(|(_, t)| t.clone()).collect();
+    session_a.close().await.expect("closed");
+    loop {
+        match next(&mut a).await {
+            Event::Lost { .. } => break,
+            Event::Revoked { .. } => {}
+            Event::Assigned { partition, .. } => panic!("granted {partition} after the close"),
+        }
+    }
+    assert!(tokens_a.iter().all(CancellationToken::is_cancelled));
+    assert!(a.owned().is_empty());
+    drop(session_b);
+    for s in &mut servers {
+        s.stop(STOP_BOUND).await.expect("stops");
+    }
+}
