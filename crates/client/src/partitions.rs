@@ -199,6 +199,13 @@ impl PartitionMember {
         self.owned.iter().map(|(p, o)| (*p, o.epoch)).collect()
     }
 
+    /// The token of `partition` if the member owns it and was not asked to
+    /// give it up: for work started again on it (it is cancelled when the
+    /// work must stop, as the one [`Event::Assigned`] gave).
+    pub fn stop_token(&self, partition: u32) -> Option<CancellationToken> {
+        self.owned.get(&partition).filter(|o| !o.revoked).map(|o| o.stop.clone())
+    }
+
     /// The next event: waits for the assignment to change, or for the
     /// session's deadline less the stop margin. After [`Event::Lost`] it
     /// returns `Lost` again.

@@ -16,6 +16,7 @@ mod notify_cli;
 mod partitions_cli;
 mod rest;
 mod run_cli;
+mod run_group;
 mod run_keeper;
 mod server_command;
 mod store_settings;

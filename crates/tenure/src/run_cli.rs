@@ -109,14 +109,43 @@ When the command exits, the candidacy is resigned at once and tenure run exits w
 command's status (128+N if a signal N ended it). On Ctrl-C or SIGTERM, the command gets \
 SIGTERM (SIGKILL after the grace), then tenure run resigns, says so, and exits with the \
 command's status. \
-On loss it exits 2, or with --keep-trying campaigns again, as it does after the command exits.";
+On loss it exits 2, or with --keep-trying campaigns again, as it does after the command exits.
+
+With --group NAME instead of --election: a member of a group of partitions, running one copy \
+of the command per partition the leader assigns it, with TENURE_GROUP, TENURE_PARTITION and \
+TENURE_FENCING_TOKEN (the grant's epoch), each under its own guard as above. A copy stops when \
+the leader asks for its partition back (released once the copy's group is gone), at the \
+deadline as above, and on Ctrl-C or SIGTERM (the member then leaves the group and exits 0); a \
+copy that exits while its partition is still the member's starts again after 500 ms. Example:
+  $ tenure run --group shards --partitions 64 --stabilise-ms 5000 -- ./worker";
 
 /// Flags of `tenure run`.
 #[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["election", "group"]))]
 pub struct RunArgs {
     /// The election to lead while the command runs (1 to 128 characters of A-Z a-z 0-9 . _ -).
     #[arg(long, value_name = "NAME")]
-    pub election: String,
+    pub election: Option<String>,
+    /// Instead of an election: a group of partitions to be a member of; one copy of the
+    /// command runs per partition the leader assigns this member, with TENURE_GROUP,
+    /// TENURE_PARTITION and TENURE_FENCING_TOKEN (the grant's epoch) in its environment,
+    /// stopped before its partition can be granted elsewhere (docs/PARTITIONS.md).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["election", "value"])]
+    pub group: Option<String>,
+    /// With --group: the group's partition count (1 to 10000), needed to create the group;
+    /// when it exists, another count is refused.
+    #[arg(long, value_name = "N", requires = "group")]
+    pub partitions: Option<u32>,
+    /// With --group: this member's weight (members own partitions in proportion).
+    #[arg(long, value_name = "W", default_value_t = 1, requires = "group")]
+    pub weight: u32,
+    /// With --group: this member's zone (the members of a zone own the zone's share).
+    #[arg(long, value_name = "Z", requires = "group")]
+    pub zone: Option<String>,
+    /// With --group, when it creates the group: how long a member is ready before it
+    /// receives partitions, in milliseconds [default: 2000].
+    #[arg(long, value_name = "MS", requires = "group")]
+    pub stabilise_ms: Option<u64>,
     /// The value this candidate publishes while it leads [default: "pid <PID>"].
     #[arg(long, value_name = "V")]
     pub value: Option<String>,
@@ -210,7 +239,7 @@ fn from_monotonic_ns(ns: u64) -> anyhow::Result<Instant> {
 }
 
 /// How one term ended.
-enum Term {
+pub(crate) enum Term {
     /// The command exited with this status.
     Exited(u8),
     /// Leadership was lost (the command was stopped).
@@ -224,7 +253,10 @@ enum Term {
 
 /// `tenure run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    tenure_client::election::check_name(&args.election)?;
+    let Some(name) = args.election.clone() else {
+        return crate::run_group::run(args).await;
+    };
+    tenure_client::election::check_name(&name)?;
     let ttl = ttl_of(args.ttl_ms)?;
     let grace = grace_of(args.grace_ms, ttl)?;
     let value = value_or_pid(args.value.as_deref());
@@ -232,7 +264,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let store = args.conn.store()?;
     let grace_for = |t| grace_of(args.grace_ms, t).unwrap_or(grace);
     crate::elect_cli::warn_failover(&store, ttl, grace_for).await;
-    let election = Election::new(store.clone(), &args.election)?;
+    let election = Election::new(store.clone(), &name)?;
     let mut signals = StopSignals::new()?;
     loop {
         // No leadership, no fencing token for a command that cannot start.
@@ -275,12 +307,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "{}  leading {} with fencing token {token} (session {}); starting {}",
             timestamp(),
-            args.election,
+            name,
             session.id(),
             args.command[0]
         );
-        let deposed = election.deposed(&session, &candidacy);
-        let term = lead(&args, &session, token, grace, &mut signals, deposed).await;
+        let deposed =
+            async { format!("deposed ({})", election.deposed(&session, &candidacy).await) };
+        let env = [(ELECTION_ENV, name.clone()), (TOKEN_ENV, token.to_string())];
+        let term = lead(&args.command, &env, &session, grace, signals.recv(), deposed).await;
         if let Ok(Term::GuardDied { why, gone }) = &term {
             // Never read as the command's exit: someone killed the guard.
             eprintln!("{}  {why}", timestamp());
@@ -296,7 +330,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         match term? {
             Term::GuardDied { .. } => {
                 resigned.context("resigning")?;
-                eprintln!("{}  resigned {}", timestamp(), args.election);
+                eprintln!("{}  resigned {name}", timestamp());
                 return Ok(ExitCode::FAILURE);
             }
             Term::Interrupted(code) => {
@@ -304,7 +338,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 eprintln!(
                     "{}  resigned {} ({} stopped with {code})",
                     timestamp(),
-                    args.election,
+                    name,
                     args.command[0]
                 );
                 return Ok(ExitCode::from(code));
@@ -321,7 +355,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             Term::Lost(why) => {
-                eprintln!("{}  lost leadership of {}: {why}", timestamp(), args.election);
+                eprintln!("{}  lost leadership of {name}: {why}", timestamp());
                 if !args.keep_trying {
                     return Ok(ExitCode::from(EXIT_LOST));
                 }
@@ -391,16 +425,19 @@ async fn guard_died(status: Option<ExitStatus>, report: GuardReport) -> Term {
     Term::GuardDied { why, gone }
 }
 
-/// Runs the command under a guard while `session` leads; how it ended.
-async fn lead(
-    args: &RunArgs,
+/// Runs `command` under a guard, with `env` added to its environment,
+/// while `session` lasts; stops it when `deposed` returns (with why) or
+/// `interrupt` does (Ctrl-C); how it ended.
+pub(crate) async fn lead(
+    command: &[String],
+    env: &[(&str, String)],
     session: &Session,
-    token: u64,
     grace: Duration,
-    signals: &mut StopSignals,
+    interrupt: impl std::future::Future<Output = ()>,
     deposed: impl std::future::Future<Output = String>,
 ) -> anyhow::Result<Term> {
     tokio::pin!(deposed);
+    tokio::pin!(interrupt);
     // Watch before reading the first deadline: no renewal falls in between.
     let mut deadlines = session.watch();
     let mut stale = session.watch();
@@ -422,15 +459,14 @@ async fn lead(
         .arg("--deadline-ns")
         .arg(to_monotonic_ns(session.deadline())?.to_string())
         .arg("--")
-        .args(&args.command)
-        .env(ELECTION_ENV, &args.election)
-        .env(TOKEN_ENV, token.to_string())
+        .args(command)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env(SESSION_ENV, session.id().to_string())
         .env_remove(tenure::tokens::TOKEN_ENV)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .kill_on_drop(false)
         .spawn()
-        .with_context(|| format!("starting the guard of {}", args.command[0]))?;
+        .with_context(|| format!("starting the guard of {}", command[0]))?;
     // Every report, once the guard's end is closed (at its exit).
     let final_report = |reader: tokio::task::JoinHandle<()>| {
         let reports = reports.clone();
@@ -461,8 +497,8 @@ async fn lead(
         }
         _ = relay_deadlines(&mut deadlines, &mut control) => unreachable!("relays until cancelled"),
         loss = stale.stale(grace) => Err(loss.to_string()),
-        why = &mut deposed => Err(format!("deposed ({why})")),
-        _ = signals.recv() => Ok(()),
+        why = &mut deposed => Err(why),
+        () = &mut interrupt => Ok(()),
     };
     // Stop the command: the guard sends SIGTERM now and SIGKILL after the
     // grace, at the deadline at the latest (it takes no later deadline now).
@@ -741,6 +777,12 @@ mod tests {
         assert_eq!((w.run.ttl_ms, w.run.command.len()), (10_000, 3));
         assert!(Wrap::try_parse_from(["t", "--election", "j"]).is_err(), "no command");
         assert!(Wrap::try_parse_from(["t", "--", "cmd"]).is_err(), "no election");
+        let both = Wrap::try_parse_from(["t", "--election", "j", "--group", "g", "--", "cmd"]);
+        assert!(both.is_err(), "an election and a group");
+        let g = Wrap::try_parse_from(["t", "--group", "g", "--partitions", "8", "--", "cmd"]);
+        assert_eq!(g.unwrap().run.partitions, Some(8));
+        let stray = Wrap::try_parse_from(["t", "--election", "j", "--partitions", "8", "--", "c"]);
+        assert!(stray.is_err(), "--partitions without --group");
     }
 
     #[tokio::test]

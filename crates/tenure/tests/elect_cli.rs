@@ -297,3 +297,129 @@ async fn a_paused_run_has_its_command_stopped_before_the_successor_starts() {
     b.signal(Signal::SIGTERM);
     b.exit(STEP_BOUND).await;
 }
+
+/// The lines of a group's copies in `log`: (`start` or `stop`, partition,
+/// fencing token, session), in the order they were written.
+fn group_log(log: &Path) -> Vec<(String, u32, u64, u64)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                f.first()?.to_string(),
+                f.get(1)?.parse().ok()?,
+                f.get(2)?.parse().ok()?,
+                f.get(3)?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// The partitions whose latest copy started and did not stop, by session.
+fn live_copies(log: &Path) -> std::collections::BTreeMap<u32, (u64, u64)> {
+    let mut live = std::collections::BTreeMap::new();
+    for (what, p, token, session) in group_log(log) {
+        match what.as_str() {
+            "start" => {
+                live.insert(p, (token, session));
+            }
+            _ => {
+                if live.get(&p) == Some(&(token, session)) {
+                    live.remove(&p);
+                }
+            }
+        }
+    }
+    live
+}
+
+/// Checks that every start of a partition came after the stop of the copy
+/// before it, with a higher fencing token.
+fn no_overlap(log: &Path) {
+    let mut holder: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
+    let mut last_token: std::collections::BTreeMap<u32, u64> = Default::default();
+    for (what, p, token, session) in group_log(log) {
+        if what == "start" {
+            assert!(
+                !holder.contains_key(&p),
+                "partition {p} started by {session} while {:?} ran",
+                holder[&p]
+            );
+            assert!(
+                token > last_token.get(&p).copied().unwrap_or(0),
+                "partition {p}: token {token} not above the last"
+            );
+            last_token.insert(p, token);
+            holder.insert(p, (token, session));
+        } else if holder.get(&p) == Some(&(token, session)) {
+            holder.remove(&p);
+        }
+    }
+}
+
+async fn eventually_copies(
+    log: &Path,
+    what: &str,
+    bound: Duration,
+    f: impl Fn(&std::collections::BTreeMap<u32, (u64, u64)>) -> bool,
+) {
+    let until = Instant::now() + bound;
+    while !f(&live_copies(log)) {
+        assert!(Instant::now() < until, "{what} within {bound:?}: {:?}", group_log(log));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_group_runs_a_copy_per_partition_and_hands_them_over_without_overlap() {
+    let _serial = serial().await;
+    let c = cluster().await;
+    let log = c.dir.path().join("group.log");
+    // Each copy says when it starts and when it stops (on SIGTERM, after
+    // half a second of cleaning up: a partition released before its copy
+    // stopped would be started elsewhere meanwhile).
+    let script = format!(
+        "echo \"start $TENURE_PARTITION $TENURE_FENCING_TOKEN $TENURE_SESSION $TENURE_GROUP\" >> {0}; \
+         trap 'sleep 0.5; echo \"stop $TENURE_PARTITION $TENURE_FENCING_TOKEN $TENURE_SESSION\" >> {0}; exit 0' TERM; \
+         while :; do sleep 0.02; done",
+        log.display()
+    );
+    let flags = ["--group", "jobs", "--ttl-ms", "2000"];
+    let a_flags = [
+        &["run"][..],
+        &flags,
+        &["--partitions", "4", "--stabilise-ms", "0", "--", "sh", "-c", &script],
+    ]
+    .concat();
+    let mut a = Cli::start(&c, &a_flags);
+    eventually_copies(&log, "A runs all 4", STEP_BOUND, |l| l.len() == 4).await;
+    let a_session = live_copies(&log).values().next().unwrap().1;
+    assert!(std::fs::read_to_string(&log).unwrap().contains(" jobs\n"), "TENURE_GROUP");
+
+    // B joins: two partitions move, each started by B only after A's copy stopped.
+    let b_flags = [&["run"][..], &flags, &["--", "sh", "-c", &script]].concat();
+    let mut b = Cli::start(&c, &b_flags);
+    eventually_copies(&log, "B runs 2, A 2", STEP_BOUND, |l| {
+        l.len() == 4 && l.values().filter(|(_, s)| *s == a_session).count() == 2
+    })
+    .await;
+    no_overlap(&log);
+
+    // B's `tenure run` is killed: its guards stop its copies by the deadline,
+    // and A takes them over only after that (the session's TTL).
+    b.signal(Signal::SIGKILL);
+    let _ = b.exit(STEP_BOUND).await;
+    eventually_copies(&log, "A runs all 4 again", STEP_BOUND, |l| {
+        l.len() == 4 && l.values().all(|(_, s)| *s == a_session)
+    })
+    .await;
+    no_overlap(&log);
+
+    // Ctrl-C: A stops every copy, leaves the group and exits 0.
+    a.signal(Signal::SIGINT);
+    a.err_line("left group jobs", STEP_BOUND).await;
+    assert_eq!(a.exit(STEP_BOUND).await.code(), Some(0));
+    assert!(live_copies(&log).is_empty(), "copies still running: {:?}", live_copies(&log));
+    no_overlap(&log);
+}
