@@ -134,17 +134,17 @@ pub struct RunArgs {
     pub group: Option<String>,
     /// With --group: the group's partition count (1 to 10000), needed to create the group;
     /// when it exists, another count is refused.
-    #[arg(long, value_name = "N", requires = "group")]
+    #[arg(long, value_name = "N")]
     pub partitions: Option<u32>,
     /// With --group: this member's weight (members own partitions in proportion).
-    #[arg(long, value_name = "W", default_value_t = 1, requires = "group")]
+    #[arg(long, value_name = "W", default_value_t = 1)]
     pub weight: u32,
     /// With --group: this member's zone (the members of a zone own the zone's share).
-    #[arg(long, value_name = "Z", requires = "group")]
+    #[arg(long, value_name = "Z")]
     pub zone: Option<String>,
     /// With --group, when it creates the group: how long a member is ready before it
     /// receives partitions, in milliseconds [default: 2000].
-    #[arg(long, value_name = "MS", requires = "group")]
+    #[arg(long, value_name = "MS")]
     pub stabilise_ms: Option<u64>,
     /// The value this candidate publishes while it leads [default: "pid <PID>"].
     #[arg(long, value_name = "V")]
@@ -238,6 +238,20 @@ fn from_monotonic_ns(ns: u64) -> anyhow::Result<Instant> {
     Ok(now + left)
 }
 
+/// Refuses the flags of `--group` given with `--election`.
+fn check_no_group_flags(args: &RunArgs) -> anyhow::Result<()> {
+    let given = [
+        ("--partitions", args.partitions.is_some()),
+        ("--weight", args.weight != 1),
+        ("--zone", args.zone.is_some()),
+        ("--stabilise-ms", args.stabilise_ms.is_some()),
+    ];
+    if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+        bail!("{flag} goes with --group (a group of partitions), not with --election");
+    }
+    Ok(())
+}
+
 /// How one term ended.
 pub(crate) enum Term {
     /// The command exited with this status.
@@ -256,6 +270,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let Some(name) = args.election.clone() else {
         return crate::run_group::run(args).await;
     };
+    check_no_group_flags(&args)?;
     tenure_client::election::check_name(&name)?;
     let ttl = ttl_of(args.ttl_ms)?;
     let grace = grace_of(args.grace_ms, ttl)?;
@@ -782,7 +797,11 @@ mod tests {
         let g = Wrap::try_parse_from(["t", "--group", "g", "--partitions", "8", "--", "cmd"]);
         assert_eq!(g.unwrap().run.partitions, Some(8));
         let stray = Wrap::try_parse_from(["t", "--election", "j", "--partitions", "8", "--", "c"]);
-        assert!(stray.is_err(), "--partitions without --group");
+        let e = check_no_group_flags(&stray.unwrap().run).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--partitions goes with --group (a group of partitions), not with --election"
+        );
     }
 
     #[tokio::test]
