@@ -229,7 +229,8 @@ impl<K: Copy> Apps<K> {
         client.checked_sub(self.base).filter(|&a| a < self.procs.len())
     }
 
-    fn milli_ttl(&mut self, range: (u64, u64)) -> u64 {
+    /// A random stretch of `range` thousandths of the session TTL, ns.
+    pub(crate) fn milli_ttl(&mut self, range: (u64, u64)) -> u64 {
         self.ttl_ns / 1_000 * self.rng.gen_range(range.0..=range.1)
     }
 
@@ -598,4 +599,197 @@ impl<K: Copy> Apps<K> {
         app.gen += 1;
         Action::Wake { client, at_ns: at, gen: app.gen }
     }
+}
+
+/// The workload's side of its apps ([`crate::elect`],
+/// [`crate::partitions`]): what their sessions guard and what they ask.
+/// The steps every app takes are [`step`], [`on_wake`], [`on_reply`] and
+/// [`settle`].
+pub(crate) trait Role {
+    /// What an operation is, in the workload's terms.
+    type Kind: Copy;
+    /// The apps.
+    fn apps(&self) -> &Apps<Self::Kind>;
+    /// The apps, to change.
+    fn apps_mut(&mut self) -> &mut Apps<Self::Kind>;
+    /// Stops what app `a`'s session guards if its deadline passed.
+    fn check_deadline(&mut self, a: usize, now_ns: u64);
+    /// `fault` hit app `a` ([`Apps::fault`] did the process's part).
+    fn faulted(&mut self, a: usize, fault: Fault, now_ns: u64);
+    /// A request of app `a` ended.
+    fn ended(&mut self, a: usize, ended: Ended<Self::Kind>, now_ns: u64);
+    /// App `a`'s next operation (its last one is done and the next due).
+    fn next_op(&mut self, a: usize, now_ns: u64) -> Self::Kind;
+    /// What operation `out` of app `a` asks.
+    fn body(&self, a: usize, out: Out<Self::Kind>) -> RequestBody;
+    /// Whether app `a` must wake at its deadline (its session guards
+    /// something now).
+    fn watches_deadline(&self, a: usize) -> bool;
+}
+
+/// App client `client`'s timer of generation `gen` fired.
+pub(crate) fn on_wake<R: Role>(r: &mut R, client: usize, gen: u64, now_ns: u64) -> Vec<Action> {
+    match r.apps().woken(client, gen) {
+        Some(a) => step(r, a, now_ns),
+        None => Vec::new(),
+    }
+}
+
+/// An answer reached app client `reply.tag.client`.
+pub(crate) fn on_reply<R: Role>(r: &mut R, reply: Reply, now_ns: u64) -> Vec<Action> {
+    let Some(a) = r.apps().of(reply.tag.client) else { return Vec::new() };
+    let Some(reply) = r.apps_mut().accept(a, reply, now_ns) else { return Vec::new() };
+    handle_reply(r, a, reply, now_ns);
+    step(r, a, now_ns)
+}
+
+/// The faults healed: no app has faults of its own any more; crashed apps
+/// restart, paused and cut-off ones resume.
+pub(crate) fn settle<R: Role>(r: &mut R, now_ns: u64) -> Vec<Action> {
+    let mut actions = Vec::new();
+    for a in 0..r.apps().len() {
+        r.apps_mut().settle(a, now_ns);
+        actions.extend(step(r, a, now_ns));
+    }
+    actions
+}
+
+/// Everything due for app `a` at `now_ns`, then its next wake.
+pub(crate) fn step<R: Role>(r: &mut R, a: usize, now_ns: u64) -> Vec<Action> {
+    let mut actions = Vec::new();
+    if let Some(inbox) = r.apps_mut().wake_up(a, now_ns) {
+        // First its clock, then what queued up.
+        r.check_deadline(a, now_ns);
+        for reply in inbox {
+            handle_reply(r, a, reply, now_ns);
+        }
+    }
+    if !r.apps().proc(a).running() {
+        actions.push(wake_at(r, a));
+        return actions;
+    }
+    r.check_deadline(a, now_ns);
+    if r.apps().fault_due(a, now_ns) {
+        let fault = r.apps_mut().fault(a, now_ns);
+        r.faulted(a, fault, now_ns);
+        if fault != Fault::CutOff {
+            actions.push(wake_at(r, a));
+            return actions;
+        }
+    }
+    r.apps_mut().step_renewal(a, now_ns, &mut actions);
+    step_op(r, a, now_ns, &mut actions);
+    actions.push(wake_at(r, a));
+    actions
+}
+
+fn handle_reply<R: Role>(r: &mut R, a: usize, reply: Reply, now_ns: u64) {
+    if let Some(ended) = r.apps_mut().reply(a, reply, now_ns) {
+        r.ended(a, ended, now_ns);
+    }
+}
+
+/// App `a`'s operation: given up at its timeout, sent again after a
+/// redirect, or, once done and the next one due, the next one.
+fn step_op<R: Role>(r: &mut R, a: usize, now_ns: u64, actions: &mut Vec<Action>) {
+    match r.apps().proc(a).op {
+        Some(op) if now_ns >= op.timeout_ns => {
+            let ended = r.apps_mut().op_failed(a, op, now_ns);
+            r.ended(a, ended, now_ns);
+        }
+        Some(op) if op.resend_ns.is_some_and(|t| now_ns >= t) => {
+            let body = r.body(a, op);
+            return r.apps_mut().send_op(a, op, body, now_ns, actions);
+        }
+        Some(_) => return,
+        None => {}
+    }
+    if now_ns < r.apps().proc(a).next_op_ns {
+        return;
+    }
+    // The session it holds now (an operation may end it, a revocation).
+    let session = r.apps().proc(a).session;
+    let kind = r.next_op(a, now_ns);
+    let timeout = now_ns + r.apps().op_timeout_ns;
+    let out = r.apps_mut().new_out(kind, session, timeout);
+    let body = r.body(a, out);
+    r.apps_mut().send_op(a, out, body, now_ns, actions);
+}
+
+fn wake_at<R: Role>(r: &mut R, a: usize) -> Action {
+    let watch = r.watches_deadline(a);
+    r.apps_mut().wake_at(a, watch)
+}
+
+/// One holder's stretch of holding something (an election's name, a
+/// partition) on the global timeline, as the checkers see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// The holder's session.
+    pub(crate) session: LeaseId,
+    /// Its fencing token (a name's) or epoch (a partition's).
+    pub(crate) token: u64,
+    /// When it began (global ns).
+    pub(crate) start_ns: u64,
+    /// When it ended (global ns); `None`: it still holds.
+    pub(crate) end_ns: Option<u64>,
+}
+
+/// A rule broken between two stretches of one thing (indices into the
+/// stretches given to [`clashes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Clash {
+    /// `later` began while `earlier`, another session's, still held (until
+    /// `earlier_end_ns`): they overlap by `overlap_ns`.
+    Overlap {
+        /// The stretch that held.
+        earlier: usize,
+        /// The stretch that began.
+        later: usize,
+        /// When `earlier` ended (or now).
+        earlier_end_ns: u64,
+        /// How long both held.
+        overlap_ns: u64,
+    },
+    /// `later`'s token is not above `earlier`'s, the stretch before it (and
+    /// it is not the same session going on with the same token).
+    Token {
+        /// The stretch before.
+        earlier: usize,
+        /// The stretch after.
+        later: usize,
+    },
+}
+
+/// The broken rules among the stretches of one thing, sorted by start
+/// (those still open end at `now_ns`): no two sessions hold at once, and
+/// tokens strictly increase from one holder to the next.
+pub(crate) fn clashes(spans: &[Span], now_ns: u64) -> Vec<Clash> {
+    let mut found = Vec::new();
+    let end = |s: &Span| s.end_ns.unwrap_or(now_ns);
+    // The stretch that ends last so far.
+    let mut latest: Option<usize> = None;
+    for (k, l) in spans.iter().enumerate() {
+        if let Some(e) = latest {
+            let p = &spans[e];
+            if p.session != l.session && l.start_ns < end(p) {
+                let overlap_ns = end(p).min(end(l)) - l.start_ns;
+                found.push(Clash::Overlap {
+                    earlier: e,
+                    later: k,
+                    earlier_end_ns: end(p),
+                    overlap_ns,
+                });
+            }
+        }
+        if let Some(p) = k.checked_sub(1).map(|p| &spans[p]) {
+            if !(l.token > p.token || (l.token == p.token && l.session == p.session)) {
+                found.push(Clash::Token { earlier: k - 1, later: k });
+            }
+        }
+        if latest.is_none_or(|e| end(&spans[e]) < end(l)) {
+            latest = Some(k);
+        }
+    }
+    found
 }

@@ -33,7 +33,7 @@
 //! liveness bound plus a TTL (and the client's own delays), every name
 //! with a live candidate has a holder ([`Elections::names_without_holder`]).
 
-use crate::app::{Apps, Ended, Fault, Out};
+use crate::app::{self, clashes, Apps, Clash, Ended, Fault, Out, Role, Span};
 pub(crate) use crate::app::{LATENCY_NS, POLL_NS};
 use crate::checker::Check;
 pub use crate::elect_spec::{ElectBug, ElectSpec, DEFAULT_APPS, DEFAULT_NAMES, DEFAULT_TTL_MS};
@@ -79,7 +79,7 @@ pub struct Leadership {
 
 /// What an app's operation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Grant,
     Campaign,
     Read,
@@ -204,64 +204,17 @@ impl Elections {
     /// revocation; crashed apps restart and paused or cut-off ones resume.
     pub fn settle(&mut self, now_ns: u64) -> Vec<Action> {
         self.settled_at.get_or_insert(now_ns);
-        let mut actions = Vec::new();
-        for a in 0..self.apps.len() {
-            self.apps.settle(a, now_ns);
-            actions.extend(self.step(a, now_ns));
-        }
-        actions
+        app::settle(self, now_ns)
     }
 
     /// App client `client`'s timer fired.
     pub fn on_wake(&mut self, client: usize, gen: u64, now_ns: u64) -> Vec<Action> {
-        match self.apps.woken(client, gen) {
-            Some(a) => self.step(a, now_ns),
-            None => Vec::new(),
-        }
+        app::on_wake(self, client, gen, now_ns)
     }
 
     /// An answer reached app client `reply.tag.client`.
     pub fn on_reply(&mut self, reply: Reply, now_ns: u64) -> Vec<Action> {
-        let Some(a) = self.app_of(reply.tag.client) else { return Vec::new() };
-        let Some(reply) = self.apps.accept(a, reply, now_ns) else { return Vec::new() };
-        self.handle_reply(a, reply, now_ns);
-        self.step(a, now_ns)
-    }
-
-    /// Everything due for app `a` at `now_ns`, then its next wake.
-    fn step(&mut self, a: usize, now_ns: u64) -> Vec<Action> {
-        let mut actions = Vec::new();
-        if let Some(inbox) = self.apps.wake_up(a, now_ns) {
-            // First its clock, then what queued up.
-            self.check_deadline(a, now_ns);
-            for reply in inbox {
-                self.handle_reply(a, reply, now_ns);
-            }
-        }
-        if !self.apps.proc(a).running() {
-            actions.push(self.wake_at(a));
-            return actions;
-        }
-        self.check_deadline(a, now_ns);
-        if self.apps.fault_due(a, now_ns) && self.inject_fault(a, now_ns) {
-            actions.push(self.wake_at(a));
-            return actions;
-        }
-        self.apps.step_renewal(a, now_ns, &mut actions);
-        self.step_op(a, now_ns, &mut actions);
-        actions.push(self.wake_at(a));
-        actions
-    }
-
-    /// Ends app `a`'s leadership once its deadline passed on its clock.
-    fn check_deadline(&mut self, a: usize, now_ns: u64) {
-        if self.spec.planted == Some(ElectBug::IgnoreDeadline) || self.roles[a].leading.is_none() {
-            return;
-        }
-        if let Some(at) = self.apps.lapsed(a, now_ns) {
-            self.stats.deadline_stops += 1;
-            self.end_leading(a, at, "its deadline passed");
-        }
+        app::on_reply(self, reply, now_ns)
     }
 
     /// Whether app `a` may start (or resume) leading now by its deadline.
@@ -295,163 +248,6 @@ impl Elections {
             let rec = &mut self.leaderships[l];
             rec.end_ns = Some(at_ns.max(rec.start_ns));
             rec.why = why;
-        }
-    }
-
-    /// Draws a fault for app `a`; true if it stopped (crashed or paused).
-    fn inject_fault(&mut self, a: usize, now_ns: u64) -> bool {
-        match self.apps.fault(a, now_ns) {
-            Fault::Crash => {
-                self.stats.app_crashes += 1;
-                self.end_leading(a, now_ns, "it crashed");
-                self.roles[a].forget_session();
-                true
-            }
-            Fault::Pause => {
-                self.stats.app_pauses += 1;
-                true
-            }
-            Fault::CutOff => {
-                self.stats.app_cutoffs += 1;
-                false
-            }
-        }
-    }
-
-    fn step_op(&mut self, a: usize, now_ns: u64, actions: &mut Vec<Action>) {
-        match self.apps.proc(a).op {
-            Some(op) if now_ns >= op.timeout_ns => {
-                let ended = self.apps.op_failed(a, op, now_ns);
-                self.ended(a, ended, now_ns);
-            }
-            Some(op) if op.resend_ns.is_some_and(|t| now_ns >= t) => {
-                let body = self.body(a, op);
-                return self.apps.send_op(a, op, body, now_ns, actions);
-            }
-            Some(_) => return,
-            None => {}
-        }
-        if now_ns < self.apps.proc(a).next_op_ns {
-            return;
-        }
-        let settled = self.settled_at.is_some();
-        let role = &self.roles[a];
-        let session = self.apps.proc(a).session;
-        // Only a candidacy it knows the revision of (see `resigning`).
-        let candidacy = role.resigning.or(role.created);
-        let kind = match session {
-            None => Kind::Grant,
-            Some(_) if role.resigning.is_some() => Kind::Resign(candidacy),
-            Some(_) if !role.candidate => Kind::Campaign,
-            Some(_)
-                if !settled && role.created.is_some() && self.apps.rng.gen_bool(RESIGN_CHANCE) =>
-            {
-                // It stops leading before it asks: its key may go at once.
-                self.stats.resignations += 1;
-                self.end_leading(a, now_ns, "it resigned");
-                let role = &mut self.roles[a];
-                role.candidate = false;
-                role.first = None;
-                role.created = None;
-                role.resigning = candidacy;
-                Kind::Resign(candidacy)
-            }
-            Some(_) if !settled && self.apps.rng.gen_bool(REVOKE_CHANCE) => {
-                self.stats.revocations += 1;
-                self.end_leading(a, now_ns, "it revoked its session");
-                self.roles[a].forget_session();
-                self.apps.proc_mut(a).forget_session();
-                Kind::Revoke
-            }
-            Some(_) => Kind::Read,
-        };
-        let timeout = now_ns + self.apps.op_timeout_ns;
-        let out = self.apps.new_out(kind, session, timeout);
-        let body = self.body(a, out);
-        self.apps.send_op(a, out, body, now_ns, actions);
-    }
-
-    /// What operation `out` of app `a` asks.
-    fn body(&self, a: usize, out: Out<Kind>) -> RequestBody {
-        let name = election_name(self.roles[a].name);
-        let session = out.session.unwrap_or_default();
-        match out.kind {
-            Kind::Grant => {
-                RequestBody::Write(Command::Grant { ttl_ms: self.spec.ttl_ms, owner: None })
-            }
-            Kind::Campaign => RequestBody::Write(
-                campaign(&name, session, format!("app{a}").as_bytes())
-                    .expect("the workload's names and values are valid"),
-            ),
-            Kind::Read => RequestBody::Range { prefix: tenure_kv::prefix(&name) },
-            // Guarded by the candidacy's token, as tenure's client sends it:
-            // an attempt that lands after the app campaigned again ends nothing.
-            Kind::Resign(candidacy) => RequestBody::Write(resign(&name, session, candidacy)),
-            Kind::Revoke => RequestBody::Write(Command::Revoke { lease: session }),
-        }
-    }
-
-    /// The next time app `a` has something to do.
-    fn wake_at(&mut self, a: usize) -> Action {
-        let obeys = self.spec.planted != Some(ElectBug::IgnoreDeadline);
-        self.apps.wake_at(a, obeys && self.roles[a].leading.is_some())
-    }
-
-    fn handle_reply(&mut self, a: usize, reply: Reply, now_ns: u64) {
-        if let Some(ended) = self.apps.reply(a, reply, now_ns) {
-            self.ended(a, ended, now_ns);
-        }
-    }
-
-    /// A request of app `a` ended.
-    fn ended(&mut self, a: usize, ended: Ended<Kind>, now_ns: u64) {
-        let (out, body, current) = match ended {
-            Ended::Renewed => return self.renewed(a, now_ns),
-            Ended::SessionGone => {
-                self.stats.sessions_lost += 1;
-                self.end_leading(a, now_ns, "its session was reported gone");
-                self.roles[a].forget_session();
-                return;
-            }
-            Ended::Nothing => return,
-            Ended::Op { out, body, current } => (out, body, current),
-        };
-        match (out.kind, body) {
-            (Kind::Grant, Some(ReplyBody::Done(bytes))) => {
-                if let Ok(Response::Granted { lease, .. }) = Response::decode(&bytes) {
-                    self.granted(a, lease, out.sent_local, now_ns);
-                }
-            }
-            // Resigned, or not that candidacy (any more): definite.
-            (Kind::Resign(c), Some(ReplyBody::Done(_)))
-                if current && self.roles[a].resigning == c =>
-            {
-                self.roles[a].resigning = None
-            }
-            (Kind::Campaign, Some(ReplyBody::Done(bytes))) if current => {
-                match Response::decode(&bytes).map(|r| campaign_outcome(&r)) {
-                    Ok(Err(Outcome::AlreadyCandidate(created)))
-                        if self.roles[a].resigning == Some(created) => {}
-                    Ok(Ok(created) | Err(Outcome::AlreadyCandidate(created))) => {
-                        self.roles[a].candidate = true;
-                        self.roles[a].created = Some(created);
-                        self.apps.proc_mut(a).next_op_ns = now_ns;
-                    }
-                    Ok(Err(Outcome::NoSession(_))) => {
-                        self.stats.sessions_lost += 1;
-                        self.roles[a].forget_session();
-                        self.apps.proc_mut(a).forget_session();
-                        self.apps.proc_mut(a).next_op_ns = now_ns;
-                    }
-                    _ => {}
-                }
-            }
-            // Unknown: it may have committed; the next read tells.
-            (Kind::Campaign, None) if current => self.roles[a].candidate = true,
-            (Kind::Read, Some(ReplyBody::Range { kvs, .. })) if current => {
-                self.read(a, &kvs, now_ns)
-            }
-            _ => {}
         }
     }
 
@@ -529,45 +325,186 @@ impl Elections {
             let mut held: Vec<&Leadership> =
                 self.leaderships.iter().filter(|l| l.name == n).collect();
             held.sort_by_key(|l| l.start_ns);
-            // The leadership that ends last so far.
-            let mut latest: Option<&Leadership> = None;
-            let mut prev: Option<&Leadership> = None;
-            for &l in &held {
-                let end = l.end_ns.unwrap_or(now_ns);
-                if let Some(p) = latest {
-                    let p_end = p.end_ns.unwrap_or(now_ns);
-                    if p.session != l.session && l.start_ns < p_end {
-                        let overlap = p_end.min(end) - l.start_ns;
-                        self.stats.max_overlap_ns = self.stats.max_overlap_ns.max(overlap);
-                        violations.push((
+            let spans: Vec<Span> = held
+                .iter()
+                .map(|l| Span {
+                    session: l.session,
+                    token: l.token,
+                    start_ns: l.start_ns,
+                    end_ns: l.end_ns,
+                })
+                .collect();
+            for clash in clashes(&spans, now_ns) {
+                violations.push(match clash {
+                    Clash::Overlap { earlier, later, earlier_end_ns, overlap_ns } => {
+                        let (p, l) = (held[earlier], held[later]);
+                        self.stats.max_overlap_ns = self.stats.max_overlap_ns.max(overlap_ns);
+                        (
                             Check::ElectionOverlap,
                             format!(
                                 "{}: app{} (session {}, token {}) led from {:.3} ms while app{} (session {}, token {}) led {:.3}..{:.3} ms ({}): {:.3} ms of overlap",
                                 election_name(n), l.app, l.session, l.token, ms(l.start_ns),
-                                p.app, p.session, p.token, ms(p.start_ns), ms(p_end), p.why, ms(overlap)
+                                p.app, p.session, p.token, ms(p.start_ns), ms(earlier_end_ns), p.why, ms(overlap_ns)
                             ),
-                        ));
+                        )
                     }
-                }
-                if let Some(p) = prev {
-                    let ok = l.token > p.token || (l.token == p.token && l.session == p.session);
-                    if !ok {
-                        violations.push((
+                    Clash::Token { earlier, later } => {
+                        let (p, l) = (held[earlier], held[later]);
+                        (
                             Check::ElectionToken,
                             format!(
                                 "{}: app{} (session {}) led with token {} at {:.3} ms after app{} (session {}) led with token {}",
                                 election_name(n), l.app, l.session, l.token, ms(l.start_ns), p.app, p.session, p.token
                             ),
-                        ));
+                        )
                     }
-                }
-                prev = Some(l);
-                if latest.is_none_or(|p| p.end_ns.unwrap_or(now_ns) < end) {
-                    latest = Some(l);
-                }
+                });
             }
         }
         violations
+    }
+}
+
+impl Role for Elections {
+    type Kind = Kind;
+
+    fn apps(&self) -> &Apps<Kind> {
+        &self.apps
+    }
+
+    fn apps_mut(&mut self) -> &mut Apps<Kind> {
+        &mut self.apps
+    }
+
+    /// Ends app `a`'s leadership once its deadline passed on its clock.
+    fn check_deadline(&mut self, a: usize, now_ns: u64) {
+        if self.spec.planted == Some(ElectBug::IgnoreDeadline) || self.roles[a].leading.is_none() {
+            return;
+        }
+        if let Some(at) = self.apps.lapsed(a, now_ns) {
+            self.stats.deadline_stops += 1;
+            self.end_leading(a, at, "its deadline passed");
+        }
+    }
+
+    fn faulted(&mut self, a: usize, fault: Fault, now_ns: u64) {
+        match fault {
+            Fault::Crash => {
+                self.stats.app_crashes += 1;
+                self.end_leading(a, now_ns, "it crashed");
+                self.roles[a].forget_session();
+            }
+            Fault::Pause => self.stats.app_pauses += 1,
+            Fault::CutOff => self.stats.app_cutoffs += 1,
+        }
+    }
+
+    fn next_op(&mut self, a: usize, now_ns: u64) -> Kind {
+        let settled = self.settled_at.is_some();
+        let role = &self.roles[a];
+        // Only a candidacy it knows the revision of (see `resigning`).
+        let candidacy = role.resigning.or(role.created);
+        let session = self.apps.proc(a).session;
+        match session {
+            None => Kind::Grant,
+            Some(_) if role.resigning.is_some() => Kind::Resign(candidacy),
+            Some(_) if !role.candidate => Kind::Campaign,
+            Some(_)
+                if !settled && role.created.is_some() && self.apps.rng.gen_bool(RESIGN_CHANCE) =>
+            {
+                // It stops leading before it asks: its key may go at once.
+                self.stats.resignations += 1;
+                self.end_leading(a, now_ns, "it resigned");
+                let role = &mut self.roles[a];
+                role.candidate = false;
+                role.first = None;
+                role.created = None;
+                role.resigning = candidacy;
+                Kind::Resign(candidacy)
+            }
+            Some(_) if !settled && self.apps.rng.gen_bool(REVOKE_CHANCE) => {
+                self.stats.revocations += 1;
+                self.end_leading(a, now_ns, "it revoked its session");
+                self.roles[a].forget_session();
+                self.apps.proc_mut(a).forget_session();
+                Kind::Revoke
+            }
+            Some(_) => Kind::Read,
+        }
+    }
+
+    fn body(&self, a: usize, out: Out<Kind>) -> RequestBody {
+        let name = election_name(self.roles[a].name);
+        let session = out.session.unwrap_or_default();
+        match out.kind {
+            Kind::Grant => {
+                RequestBody::Write(Command::Grant { ttl_ms: self.spec.ttl_ms, owner: None })
+            }
+            Kind::Campaign => RequestBody::Write(
+                campaign(&name, session, format!("app{a}").as_bytes())
+                    .expect("the workload's names and values are valid"),
+            ),
+            Kind::Read => RequestBody::Range { prefix: tenure_kv::prefix(&name) },
+            // Guarded by the candidacy's token, as tenure's client sends it:
+            // an attempt that lands after the app campaigned again ends nothing.
+            Kind::Resign(candidacy) => RequestBody::Write(resign(&name, session, candidacy)),
+            Kind::Revoke => RequestBody::Write(Command::Revoke { lease: session }),
+        }
+    }
+
+    fn watches_deadline(&self, a: usize) -> bool {
+        self.spec.planted != Some(ElectBug::IgnoreDeadline) && self.roles[a].leading.is_some()
+    }
+
+    fn ended(&mut self, a: usize, ended: Ended<Kind>, now_ns: u64) {
+        let (out, body, current) = match ended {
+            Ended::Renewed => return self.renewed(a, now_ns),
+            Ended::SessionGone => {
+                self.stats.sessions_lost += 1;
+                self.end_leading(a, now_ns, "its session was reported gone");
+                self.roles[a].forget_session();
+                return;
+            }
+            Ended::Nothing => return,
+            Ended::Op { out, body, current } => (out, body, current),
+        };
+        match (out.kind, body) {
+            (Kind::Grant, Some(ReplyBody::Done(bytes))) => {
+                if let Ok(Response::Granted { lease, .. }) = Response::decode(&bytes) {
+                    self.granted(a, lease, out.sent_local, now_ns);
+                }
+            }
+            // Resigned, or not that candidacy (any more): definite.
+            (Kind::Resign(c), Some(ReplyBody::Done(_)))
+                if current && self.roles[a].resigning == c =>
+            {
+                self.roles[a].resigning = None
+            }
+            (Kind::Campaign, Some(ReplyBody::Done(bytes))) if current => {
+                match Response::decode(&bytes).map(|r| campaign_outcome(&r)) {
+                    Ok(Err(Outcome::AlreadyCandidate(created)))
+                        if self.roles[a].resigning == Some(created) => {}
+                    Ok(Ok(created) | Err(Outcome::AlreadyCandidate(created))) => {
+                        self.roles[a].candidate = true;
+                        self.roles[a].created = Some(created);
+                        self.apps.proc_mut(a).next_op_ns = now_ns;
+                    }
+                    Ok(Err(Outcome::NoSession(_))) => {
+                        self.stats.sessions_lost += 1;
+                        self.roles[a].forget_session();
+                        self.apps.proc_mut(a).forget_session();
+                        self.apps.proc_mut(a).next_op_ns = now_ns;
+                    }
+                    _ => {}
+                }
+            }
+            // Unknown: it may have committed; the next read tells.
+            (Kind::Campaign, None) if current => self.roles[a].candidate = true,
+            (Kind::Read, Some(ReplyBody::Range { kvs, .. })) if current => {
+                self.read(a, &kvs, now_ns)
+            }
+            _ => {}
+        }
     }
 }
 
