@@ -13,6 +13,11 @@
 //!    holds the highest leader term seen so far;
 //! 6. `liveness`: after healing, a stable leader within the stated bound.
 //!
+//! Groups of partitions (`--workload partitions`) add five, made by
+//! [`crate::partitions`] and its runner: `partition-overlap`,
+//! `partition-epoch`, `partition-coverage`, `partition-balance` and
+//! `partition-moves`.
+//!
 //! Changes of members (`--scenario membership`) add three checks, made by
 //! [`crate::membership::MembershipChecks`] and reported here: `config-chain`,
 //! `same-config-per-index` and `membership-convergence`.
@@ -64,6 +69,20 @@ pub enum Check {
     /// Application elections: after healing, a name with a live candidate
     /// and no holder.
     ElectionStarvation,
+    /// Groups of partitions: two members working on one partition at
+    /// overlapping moments of the global timeline.
+    PartitionOverlap,
+    /// Groups of partitions: an owner's epoch not above its predecessor's.
+    PartitionEpoch,
+    /// Groups of partitions: after healing, a partition of a group with a
+    /// live ready member without one live ready owner.
+    PartitionCoverage,
+    /// Groups of partitions: after healing, a member (or a zone) owning
+    /// fewer or more partitions than its share's floor and ceiling.
+    PartitionBalance,
+    /// Groups of partitions: a change of members after healing moved more
+    /// partitions than the fewest it needed.
+    PartitionMoves,
     /// Changes of members: a committed configuration that does not differ
     /// from the one before it in the log by exactly one change.
     ConfigChain,
@@ -99,6 +118,11 @@ impl fmt::Display for Check {
             Check::ElectionOverlap => "election-overlap",
             Check::ElectionToken => "election-token",
             Check::ElectionStarvation => "election-starvation",
+            Check::PartitionOverlap => "partition-overlap",
+            Check::PartitionEpoch => "partition-epoch",
+            Check::PartitionCoverage => "partition-coverage",
+            Check::PartitionBalance => "partition-balance",
+            Check::PartitionMoves => "partition-moves",
             Check::ConfigChain => "config-chain",
             Check::SameConfigPerIndex => "same-config-per-index",
             Check::MembershipConvergence => "membership-convergence",

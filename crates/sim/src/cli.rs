@@ -11,7 +11,7 @@ use crate::params::Params;
 use crate::report::Report;
 use crate::scenario::{self, ForgerUse, Scenario, SpyUse, WorkloadUse, SCENARIOS};
 use crate::spy::{SpyChoice, SpyStats};
-use crate::stats::{Aggregate, ElectStats, Percentiles, WorkloadStats};
+use crate::stats::{Aggregate, ElectStats, PartitionsStats, Percentiles, WorkloadStats};
 use crate::workload::WorkloadSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -74,8 +74,12 @@ pub struct SimArgs {
     /// key-value store written and read by clients, its history checked
     /// for linearizability; `elect`, application sessions and named
     /// elections over that store (and one key-value client), checked for
-    /// overlapping holders, fencing tokens and starved candidates. The
-    /// `membership` scenario changes members under either (kv unless given).
+    /// overlapping holders, fencing tokens and starved candidates;
+    /// `partitions`, members with sessions sharing groups of partitions
+    /// that the leader's keeper assigns (and one key-value client), checked
+    /// for overlapping owners, epochs, coverage, balance and moves. The
+    /// `membership` scenario changes members under any of them (kv unless
+    /// given).
     #[arg(long, value_name = "WORKLOAD")]
     pub workload: Option<WorkloadSpec>,
     /// Spies that report crashed nodes dead (death notices), for `spy`
@@ -138,6 +142,9 @@ struct JsonReport {
     /// What the changes of members did, when they ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     membership: Option<MembershipStats>,
+    /// What the groups of partitions did, when they ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partitions: Option<PartitionsReport>,
     /// What the spies did, when they watched.
     #[serde(skip_serializing_if = "Option::is_none")]
     spies: Option<SpyStats>,
@@ -145,6 +152,28 @@ struct JsonReport {
     wall_seconds: f64,
     sim_seconds_per_wall_second: f64,
     replay: Vec<String>,
+}
+
+/// The groups of partitions' part of the `--json` report.
+#[derive(Debug, Serialize)]
+struct PartitionsReport {
+    #[serde(flatten)]
+    counts: PartitionsStats,
+    /// Each time a partition was without an owner after healing.
+    without_owner_ms: Percentiles,
+    /// From healing to the last change of owner before every group was at
+    /// rest (runs that came to rest).
+    at_rest_after_healing_ms: Percentiles,
+}
+
+impl PartitionsReport {
+    fn new(counts: &PartitionsStats) -> Self {
+        PartitionsReport {
+            without_owner_ms: Percentiles::of_ns(&counts.without_owner_ns),
+            at_rest_after_healing_ms: Percentiles::of_ns(&counts.at_rest_ns),
+            counts: counts.clone(),
+        }
+    }
 }
 
 /// The forger's part of the `--json` report.
@@ -404,6 +433,7 @@ fn run_seeds(
         workload: agg.workload.clone(),
         app_elections: agg.elect,
         membership: agg.membership,
+        partitions: agg.partitions.as_ref().map(PartitionsReport::new),
         spies: agg.spy,
         sim_seconds: sim_s,
         wall_seconds: wall_s,
@@ -438,6 +468,62 @@ fn print_elections(e: &ElectStats) {
         e.app_cutoffs,
         e.max_overlap_ns,
         e.starved_names
+    );
+}
+
+/// The groups of partitions' lines of the summary.
+fn print_partitions(r: &PartitionsReport) {
+    let p = &r.counts;
+    println!(
+        "partitions in {} runs ({} with weights and zones): {} sessions granted, {} renewals \
+         ({} refused), {} expiries, {} deadline stops, {} sessions lost; {} joins ({} changes \
+         of spec), {} leaves, {} revocations; {} ownerships, {} moves, {} releases; keeper: {} \
+         plans, {} transactions ({} applied, {} voided); member faults: {} crashes, {} pauses, \
+         {} cut-offs; max overlap {} ns",
+        p.runs,
+        p.weighted_runs,
+        p.grants,
+        p.renewals,
+        p.renewals_refused,
+        p.expiries,
+        p.deadline_stops,
+        p.sessions_lost,
+        p.joins,
+        p.flips,
+        p.leaves,
+        p.revocations,
+        p.holdings,
+        p.moves,
+        p.releases,
+        p.keeper_plans,
+        p.keeper_transactions,
+        p.keeper_applied,
+        p.keeper_voided,
+        p.app_crashes,
+        p.app_pauses,
+        p.app_cutoffs,
+        p.max_overlap_ns
+    );
+    let (gap, rest) = (&r.without_owner_ms, &r.at_rest_after_healing_ms);
+    println!(
+        "partitions after healing: {} of {} runs at rest (last move p50 {:.0} ms, p99 {:.0} ms), \
+         {} partitions without an owner and {} members or zones off their share at the checks; \
+         time without owner p50 {:.0} ms p99 {:.0} ms max {:.0} ms ({} samples); {} changes of \
+         members measured: {} moves, the fewest {}, at most {} beyond",
+        p.at_rest_runs,
+        p.runs,
+        rest.p50,
+        rest.p99,
+        p.unowned,
+        p.unbalanced,
+        gap.p50,
+        gap.p99,
+        gap.max,
+        gap.samples,
+        p.changes_measured,
+        p.change_moves,
+        p.change_min_moves,
+        p.max_excess_moves
     );
 }
 
@@ -608,6 +694,9 @@ fn print_summary(o: &JsonReport) {
     if let Some(m) = &o.membership {
         print_membership(m);
     }
+    if let Some(p) = &o.partitions {
+        print_partitions(p);
+    }
     if let Some(s) = &o.spies {
         print_spies(s, &o.failover_on_notice_ms);
     }
@@ -702,6 +791,25 @@ mod tests {
         let out = run_seeds(&a, scenario::find("random").expect("exists"), &mut Params::new(3), 3);
         let json: serde_json::Value = serde_json::to_value(&out).expect("serializable");
         assert!(json.get("forger").is_none());
+    }
+
+    #[test]
+    fn the_partitions_workload_reports_its_figures_and_replays() {
+        let a = args("--seeds 2 --start-seed 3 --workload partitions --sim-seconds 3 --json");
+        let scenario = scenario::find(&a.scenario).expect("exists");
+        let mut params = Params::new(3);
+        params.sim_seconds = a.sim_seconds;
+        params.workload = workload_for(&a, scenario).expect("accepted");
+        let out = run_seeds(&a, scenario, &mut params, 3);
+        assert_eq!((out.runs, out.failed), (2, 0), "{:?}", out.violations.details);
+        let json: serde_json::Value = serde_json::to_value(&out).expect("serializable");
+        let p = &json["partitions"];
+        assert_eq!(p["runs"], 2);
+        assert!(p["holdings"].as_u64().is_some_and(|n| n > 0), "{p}");
+        assert!(p["without_owner_ms"]["samples"].as_u64().is_some_and(|n| n > 0), "{p}");
+        assert!(p.get("without_owner_ns").is_none(), "the samples are summarised");
+        let r = scenario.run(&params);
+        assert!(replay_command(&a, &r).ends_with("--sim-seconds 3 --workload partitions"));
     }
 
     #[test]

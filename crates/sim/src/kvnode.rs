@@ -5,8 +5,11 @@
 use crate::disk::SimDisk;
 use crate::workload::{value_id, PlantedBug, Tag};
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use tenure_core::Instant;
 use tenure_core::{FencingToken, NodeId};
 use tenure_kv::{Command, LeaseId, LeaseKeeper, Response, Store};
+use tenure_partitions::GroupKeeper;
 use tenure_replica::router::{CallerId, Router};
 use tenure_replica::{Change, Position, ProposalId, ReadId, Replica, StateMachine};
 
@@ -95,6 +98,21 @@ pub struct KvHost {
     pub expiries: BTreeMap<ProposalId, LeaseId>,
     /// Changes of members this node proposed as leader, in flight.
     pub changes: BTreeMap<ProposalId, Change>,
+    /// The leader's side of groups of partitions (the partitions workload
+    /// only; `runner/partitions.rs`).
+    pub groups: GroupKeeper,
+    /// The leadership the group keeper plans for (the replica's ready
+    /// leadership when last looked at).
+    pub groups_token: Option<FencingToken>,
+    /// The group keeper's transactions in flight.
+    pub group_proposals: BTreeSet<ProposalId>,
+    /// The store's revision at the group keeper's last plan.
+    pub groups_planned_at: u64,
+    /// When the group keeper asked to plan again.
+    pub groups_next_check: Option<Instant>,
+    /// A plan is due: a new leadership, or the transactions in flight are
+    /// all done.
+    pub groups_due: bool,
     /// Bumped whenever the replica is (re)built: an electorate of an
     /// earlier replica, still on its way to the elector, is dropped.
     pub electorate_epoch: u64,
@@ -134,5 +152,11 @@ impl KvHost {
         self.elect_reads.clear();
         self.expiries.clear();
         self.changes.clear();
+        self.groups.follow();
+        self.groups_token = None;
+        self.group_proposals.clear();
+        self.groups_planned_at = 0;
+        self.groups_next_check = None;
+        self.groups_due = false;
     }
 }

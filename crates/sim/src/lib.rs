@@ -27,6 +27,10 @@
 //!   sessions and named elections of app clients over that store, the
 //!   nodes' lease keepers, and their checkers ([`elect`]), and what
 //!   became of the stale expiries ([`elect_stale`]);
+//! * the groups of partitions (`--workload partitions`): members with
+//!   sessions sharing the partitions of a group, the ready leader's
+//!   `GroupKeeper` (`tenure-partitions`), and their checkers
+//!   ([`partitions`]);
 //! * the changes of members (scenario `membership`): spare nodes, a driver
 //!   that adds, promotes, removes and replaces members under every fault,
 //!   the electorate handed from each replica to its elector, and the
@@ -53,6 +57,8 @@ pub mod linearizability;
 pub mod membership;
 pub mod network;
 pub mod params;
+pub mod partitions;
+pub mod partitions_spec;
 pub mod report;
 pub mod runner;
 pub mod scenario;

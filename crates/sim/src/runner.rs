@@ -30,7 +30,9 @@ use tenure_replica::ReplicaMessage;
 mod elect;
 mod kv;
 mod membership;
+mod partitions;
 pub use kv::KvStats;
+pub use partitions::{MAX_GROUP_PROPOSALS_IN_FLIGHT, MOVES_SLACK};
 
 /// Events the queue may hold at once; more means a runaway feedback loop.
 pub const MAX_QUEUED_EVENTS: usize = 1_000_000;
@@ -653,13 +655,14 @@ impl Sim {
     fn rearm(&mut self, i: usize) {
         let now = self.now;
         let keeper = self.keeper_deadline(i);
+        let groups = self.groups_deadline(i);
         let host = &mut self.hosts[i];
         let Some(el) = host.elector() else { return };
         let mut deadline = el.poll_timeout();
         if let Some(r) = host.kv.as_ref().and_then(|kv| kv.replica.as_ref()) {
             deadline = deadline.min(r.poll_timeout());
         }
-        if let Some(at) = keeper {
+        for at in [keeper, groups].into_iter().flatten() {
             deadline = deadline.min(at);
         }
         if deadline == Instant::MAX {
@@ -1336,6 +1339,7 @@ impl Sim {
     /// for the next log write; restarts crashed nodes and resumes paused ones.
     pub fn heal_all(&mut self) {
         self.settle_elections();
+        self.settle_partitions();
         self.heal_partitions();
         self.set_links(self.cfg.link);
         for i in 0..self.hosts.len() {

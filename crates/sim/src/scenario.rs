@@ -276,7 +276,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "membership",
-        description: "random faults under a key-value workload (or --workload elect) while members are added, promoted, removed and replaced, removed nodes wiped and brought back (--nodes: all nodes, a majority of them the first voters): linearizable history, one change per committed configuration, the same configuration at each committed index, convergence after healing",
+        description: "random faults under a key-value workload (or --workload elect or partitions) while members are added, promoted, removed and replaced, removed nodes wiped and brought back (--nodes: all nodes, a majority of them the first voters): linearizable history, one change per committed configuration, the same configuration at each committed index, convergence after healing",
         fixed_nodes: None,
         not_promised: &[],
         forger: ForgerUse::Never,

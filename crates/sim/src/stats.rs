@@ -42,6 +42,121 @@ pub struct RunStats {
     pub elect: Option<ElectStats>,
     /// The changes of members' figures, when they ran.
     pub membership: Option<MembershipStats>,
+    /// The groups of partitions' figures, when they ran.
+    pub partitions: Option<PartitionsStats>,
+}
+
+/// What the groups of partitions did (`--workload partitions`; summed over
+/// runs in an [`Aggregate`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct PartitionsStats {
+    /// Runs with groups of partitions.
+    pub runs: u64,
+    /// Runs whose members had weights and zones (the others: weight 1, no zone).
+    pub weighted_runs: u64,
+    /// Sessions granted.
+    pub grants: u64,
+    /// Renewals answered as renewed.
+    pub renewals: u64,
+    /// Renewals refused by the ready leader (the session does not exist or
+    /// its expiry was proposed).
+    pub renewals_refused: u64,
+    /// Expiries proposed by a leader's lease keeper and applied.
+    pub expiries: u64,
+    /// Joins that took effect (first joins and changes of what a member says).
+    pub joins: u64,
+    /// Changes of what a member says (weight, zone, ready) it asked for.
+    pub flips: u64,
+    /// Graceful leaves that took effect.
+    pub leaves: u64,
+    /// Sessions revoked by their member.
+    pub revocations: u64,
+    /// Partitions a member released (deleted its owner key) after stopping.
+    pub releases: u64,
+    /// Ownerships begun: a member starting work on a partition.
+    pub holdings: u64,
+    /// Ownerships of a partition by another session than its previous owner's.
+    pub moves: u64,
+    /// Members whose deadline passed while they worked.
+    pub deadline_stops: u64,
+    /// Sessions a member learnt were gone.
+    pub sessions_lost: u64,
+    /// Member crashes.
+    pub app_crashes: u64,
+    /// Member pauses.
+    pub app_pauses: u64,
+    /// Members cut off from every node for a while.
+    pub app_cutoffs: u64,
+    /// Plans the ready leaders' keepers made.
+    pub keeper_plans: u64,
+    /// Transactions the keepers proposed.
+    pub keeper_transactions: u64,
+    /// Of those, committed and applied with their comparisons holding.
+    pub keeper_applied: u64,
+    /// Of those, committed with a comparison failing (the group had
+    /// changed since the plan): nothing changed.
+    pub keeper_voided: u64,
+    /// The longest overlap of two owners of a partition, ns (0 in a run that passes).
+    pub max_overlap_ns: u64,
+    /// Partitions without one live ready owner at a check after healing.
+    pub unowned: u64,
+    /// Members or zones outside their share at a check after healing.
+    pub unbalanced: u64,
+    /// Runs whose groups came to rest after healing, within the bound.
+    pub at_rest_runs: u64,
+    /// Membership changes after healing whose moves were counted.
+    pub changes_measured: u64,
+    /// Partitions moved by those changes.
+    pub change_moves: u64,
+    /// The fewest moves those changes needed (by the assignment).
+    pub change_min_moves: u64,
+    /// The most moves of one change beyond its fewest.
+    pub max_excess_moves: u64,
+    /// Each time a partition was without an owner after healing, ns.
+    #[serde(skip)]
+    pub without_owner_ns: Vec<u64>,
+    /// From healing to the last change of owner before every group was at
+    /// rest, per run that came to rest, ns.
+    #[serde(skip)]
+    pub at_rest_ns: Vec<u64>,
+}
+
+impl PartitionsStats {
+    /// Adds another run's figures.
+    pub fn add(&mut self, o: &PartitionsStats) {
+        self.runs += o.runs;
+        self.weighted_runs += o.weighted_runs;
+        self.grants += o.grants;
+        self.renewals += o.renewals;
+        self.renewals_refused += o.renewals_refused;
+        self.expiries += o.expiries;
+        self.joins += o.joins;
+        self.flips += o.flips;
+        self.leaves += o.leaves;
+        self.revocations += o.revocations;
+        self.releases += o.releases;
+        self.holdings += o.holdings;
+        self.moves += o.moves;
+        self.deadline_stops += o.deadline_stops;
+        self.sessions_lost += o.sessions_lost;
+        self.app_crashes += o.app_crashes;
+        self.app_pauses += o.app_pauses;
+        self.app_cutoffs += o.app_cutoffs;
+        self.keeper_plans += o.keeper_plans;
+        self.keeper_transactions += o.keeper_transactions;
+        self.keeper_applied += o.keeper_applied;
+        self.keeper_voided += o.keeper_voided;
+        self.max_overlap_ns = self.max_overlap_ns.max(o.max_overlap_ns);
+        self.unowned += o.unowned;
+        self.unbalanced += o.unbalanced;
+        self.at_rest_runs += o.at_rest_runs;
+        self.changes_measured += o.changes_measured;
+        self.change_moves += o.change_moves;
+        self.change_min_moves += o.change_min_moves;
+        self.max_excess_moves = self.max_excess_moves.max(o.max_excess_moves);
+        self.without_owner_ns.extend_from_slice(&o.without_owner_ns);
+        self.at_rest_ns.extend_from_slice(&o.at_rest_ns);
+    }
 }
 
 /// What the application elections did (`--workload elect`; summed over
@@ -251,6 +366,8 @@ pub struct Aggregate {
     pub elect: Option<ElectStats>,
     /// The changes of members' figures summed over runs, when they ran.
     pub membership: Option<MembershipStats>,
+    /// The groups of partitions' figures summed over runs, when they ran.
+    pub partitions: Option<PartitionsStats>,
 }
 
 impl Aggregate {
@@ -279,6 +396,9 @@ impl Aggregate {
         }
         if let Some(m) = &s.membership {
             self.membership.get_or_insert_with(MembershipStats::default).add(m);
+        }
+        if let Some(p) = &s.partitions {
+            self.partitions.get_or_insert_with(PartitionsStats::default).add(p);
         }
     }
 

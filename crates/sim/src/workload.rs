@@ -22,6 +22,7 @@
 
 use crate::elect_spec::ElectSpec;
 use crate::membership::MembershipSpec;
+use crate::partitions_spec::PartitionsSpec;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
@@ -30,6 +31,8 @@ use tenure_core::NodeId;
 use tenure_kv::{
     Command, Compare, CompareOp, KeyValue, LeaseId, OpResponse, Response, Target, TxnOp,
 };
+use tenure_partitions::group::{GroupSpec, MemberSpec};
+use tenure_partitions::{MemberId, RecipeError};
 
 /// Clients of the default workload.
 pub const DEFAULT_CLIENTS: usize = 3;
@@ -132,6 +135,10 @@ pub struct WorkloadSpec {
     /// [`crate::membership`]): spare nodes beside the initial voters, and a
     /// driver that adds, promotes, removes and replaces members.
     pub membership: Option<MembershipSpec>,
+    /// Groups of partitions beside the key-value clients
+    /// ([`crate::partitions`]), as clients after them (and after the
+    /// election apps).
+    pub partitions: Option<PartitionsSpec>,
 }
 
 impl WorkloadSpec {
@@ -144,6 +151,7 @@ impl WorkloadSpec {
             snapshot_chunk_bytes: DEFAULT_SNAPSHOT_CHUNK_BYTES,
             elect: None,
             membership: None,
+            partitions: None,
         }
     }
 
@@ -154,6 +162,17 @@ impl WorkloadSpec {
             clients: 1,
             keys: 2,
             elect: Some(ElectSpec::default()),
+            ..WorkloadSpec::kv()
+        }
+    }
+
+    /// The partitions workload: the default groups
+    /// ([`PartitionsSpec::default`]) beside one key-value client on two keys.
+    pub fn partitions() -> Self {
+        WorkloadSpec {
+            clients: 1,
+            keys: 2,
+            partitions: Some(PartitionsSpec::default()),
             ..WorkloadSpec::kv()
         }
     }
@@ -171,14 +190,21 @@ impl FromStr for WorkloadSpec {
         match s {
             "kv" => Ok(WorkloadSpec::kv()),
             "elect" => Ok(WorkloadSpec::elect()),
-            other => Err(format!("unknown workload {other:?}; the workloads are kv and elect")),
+            "partitions" => Ok(WorkloadSpec::partitions()),
+            other => Err(format!(
+                "unknown workload {other:?}; the workloads are kv, elect and partitions"
+            )),
         }
     }
 }
 
 impl std::fmt::Display for WorkloadSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.elect.is_some() { "elect" } else { "kv" })
+        f.write_str(match (&self.elect, &self.partitions) {
+            (Some(_), _) => "elect",
+            (None, Some(_)) => "partitions",
+            (None, None) => "kv",
+        })
     }
 }
 
@@ -385,6 +411,44 @@ pub enum RequestBody {
         /// The session.
         lease: LeaseId,
     },
+    /// A member's request to its group, turned into a command by the node
+    /// it reaches (`tenure_partitions::recipe`, on that node's applied
+    /// store), then proposed or forwarded as a write.
+    Group(GroupCall),
+}
+
+/// What a member asks of its group ([`RequestBody::Group`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupCall {
+    /// Join (or say anew what it is): `recipe::join`.
+    Join {
+        /// The group.
+        group: String,
+        /// The group's spec (the first member creates the group).
+        spec: GroupSpec,
+        /// The member (its session's lease id).
+        member: MemberId,
+        /// What it says about itself.
+        me: MemberSpec,
+    },
+    /// Leave: `recipe::leave`.
+    Leave {
+        /// The group.
+        group: String,
+        /// The member.
+        member: MemberId,
+    },
+    /// Give up a partition it stopped working on: `recipe::release`.
+    Release {
+        /// The group.
+        group: String,
+        /// The member.
+        member: MemberId,
+        /// The partition.
+        partition: u32,
+        /// The grant's epoch.
+        epoch: u64,
+    },
 }
 
 /// An answer on the wire, node to client.
@@ -426,6 +490,8 @@ pub enum ReplyBody {
     },
     /// The session does not exist, or its expiry was proposed.
     SessionGone(LeaseId),
+    /// A member's request refused by the recipe, nothing proposed.
+    GroupRefused(RecipeError),
 }
 
 /// What became of an operation.
@@ -728,9 +794,10 @@ impl Workload {
             }
             // Answers to the app clients' requests; a key-value client
             // sends none.
-            ReplyBody::Range { .. } | ReplyBody::Renewed { .. } | ReplyBody::SessionGone(_) => {
-                Vec::new()
-            }
+            ReplyBody::Range { .. }
+            | ReplyBody::Renewed { .. }
+            | ReplyBody::SessionGone(_)
+            | ReplyBody::GroupRefused(_) => Vec::new(),
         }
     }
 

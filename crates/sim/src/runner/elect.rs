@@ -25,9 +25,11 @@ use super::{dur_ns, Sim};
 use crate::checker::Check;
 use crate::elect::ElectBug;
 use crate::kvnode::ElectRead;
+use crate::partitions::PartitionsBug;
 use crate::workload::{ReplyBody, RequestBody, Tag, WorkloadSpec};
 use tenure_core::{FencingToken, Instant, NodeId};
 use tenure_kv::{Command, RenewError, Response, ELECTIONS_PREFIX};
+use tenure_partitions::group::GROUPS_PREFIX;
 use tenure_replica::{Completion, Position, ProposalError, ReadError, ReadStart};
 
 /// Expiries one leader has in flight at most; more due wait (still refused
@@ -39,8 +41,10 @@ impl Sim {
         self.kv.as_ref()?.elect.as_ref()?.spec.planted
     }
 
-    fn elect_runs(&self) -> bool {
-        self.kv.as_ref().is_some_and(|k| k.elect.is_some())
+    /// Whether app sessions run (application elections or groups of
+    /// partitions): the lease keepers then answer renewals and expire.
+    fn sessions_run(&self) -> bool {
+        self.kv.as_ref().is_some_and(|k| k.elect.is_some() || k.parts.is_some())
     }
 
     /// Brings node `i`'s lease keeper in step with its replica: it leads
@@ -79,7 +83,9 @@ impl Sim {
         let what = match body {
             RequestBody::Range { prefix } => ElectRead::Range(prefix),
             RequestBody::Renew { lease } => ElectRead::Renew(lease),
-            RequestBody::Write(_) | RequestBody::Read { .. } => return None,
+            RequestBody::Write(_) | RequestBody::Read { .. } | RequestBody::Group(_) => {
+                return None
+            }
         };
         let kv = self.hosts[i].kv.as_mut()?;
         let r = kv.replica.as_mut()?;
@@ -103,6 +109,7 @@ impl Sim {
         known: Option<NodeId>,
     ) -> ReplyBody {
         let bug = self.elect_bug();
+        let wrapping_epochs = self.partitions_bug() == Some(PartitionsBug::WrappingEpochs);
         self.sync_keeper(i, local);
         let Some(kv) = self.hosts[i].kv.as_mut() else { return ReplyBody::Redirect(known) };
         let Some(r) = kv.replica.as_ref() else { return ReplyBody::Redirect(known) };
@@ -115,11 +122,16 @@ impl Sim {
                         kv.create_revision %= 8;
                     }
                 }
+                if wrapping_epochs {
+                    let owners = |k: &str| k.starts_with(GROUPS_PREFIX) && k.contains("/owners/");
+                    for kv in kvs.iter_mut().filter(|kv| owners(&kv.key)) {
+                        kv.create_revision %= 8;
+                    }
+                }
                 ReplyBody::Range { kvs, revision: store.revision() }
             }
             ElectRead::Renew(id) => {
                 let answer = kv.keeper.renew(local, id, store);
-                let world = self.kv.as_mut().and_then(|k| k.elect.as_mut());
                 match answer {
                     Ok(ttl) => ReplyBody::Renewed { ttl_ms: ttl.as_millis() as u64 },
                     Err(RenewError::NotLeader) => ReplyBody::Redirect(known),
@@ -129,8 +141,13 @@ impl Sim {
                         ReplyBody::Renewed { ttl_ms: 0 }
                     }
                     Err(RenewError::NotFound(id) | RenewError::Expiring(id)) => {
-                        if let Some(w) = world {
-                            w.stats.renewals_refused += 1;
+                        if let Some(w) = self.kv.as_mut() {
+                            if let Some(e) = w.elect.as_mut() {
+                                e.stats.renewals_refused += 1;
+                            }
+                            if let Some(p) = w.parts.as_mut() {
+                                p.stats.renewals_refused += 1;
+                            }
                         }
                         ReplyBody::SessionGone(id)
                     }
@@ -158,8 +175,13 @@ impl Sim {
                     Ok((_, bytes)) => {
                         let ended =
                             matches!(Response::decode(&bytes), Ok(Response::LeaseEnded { .. }));
-                        if let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) {
-                            e.stats.expiries += u64::from(ended);
+                        if let Some(w) = self.kv.as_mut() {
+                            if let Some(e) = w.elect.as_mut() {
+                                e.stats.expiries += u64::from(ended);
+                            }
+                            if let Some(p) = w.parts.as_mut() {
+                                p.stats.expiries += u64::from(ended);
+                            }
                         }
                     }
                     // Leadership lost: the keeper follows at its next sync.
@@ -188,7 +210,7 @@ impl Sim {
     /// After node `i`'s replica output was handled: as the ready leader,
     /// proposes the expiries its keeper finds due, within the bound.
     pub(super) fn elect_step(&mut self, i: usize) {
-        if !self.elect_runs() {
+        if !self.sessions_run() {
             return;
         }
         let local = self.hosts[i].local_at(self.now);

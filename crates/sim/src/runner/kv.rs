@@ -45,6 +45,7 @@ use crate::kvcheck::{check_history, digest, ReplicaChecks, MAX_SEARCH_STEPS};
 use crate::kvnode::{KvHost, SimStore};
 use crate::membership::{MembershipChecks, Operator};
 use crate::network::NS_PER_MS;
+use crate::partitions::Partitions;
 use crate::stats::WorkloadStats;
 use crate::workload::{
     key_name, Action, PlantedBug, Reply, ReplyBody, Request, RequestBody, Tag, Workload,
@@ -92,6 +93,8 @@ pub(crate) struct KvWorld {
     pub(crate) workload: Workload,
     /// The application elections, when they run.
     pub(crate) elect: Option<Elections>,
+    /// The groups of partitions, when they run.
+    pub(crate) parts: Option<Partitions>,
     pub(crate) checks: ReplicaChecks,
     pub(crate) stats: KvStats,
     /// The replicas' settings (for node 1; the id and the bootstrap voters
@@ -128,6 +131,12 @@ impl Sim {
             let drift = self.hosts[0].cfg.clock_drift_ppm;
             Elections::new(e, spec.clients, n, WorkloadSpec::op_timeout(et), drift, self.seed)
         });
+        let parts = spec.partitions.clone().map(|p| {
+            let drift = self.hosts[0].cfg.clock_drift_ppm;
+            let base = spec.clients + spec.elect.as_ref().map_or(0, |e| e.apps);
+            let op_timeout = WorkloadSpec::op_timeout(et);
+            Partitions::new(p, base, n, op_timeout, drift, self.seed, self.cfg.trace)
+        });
         let members = spec.membership.map(|m| {
             Box::new(MembersWorld {
                 operator: Operator::new(m, self.seed, et),
@@ -138,6 +147,7 @@ impl Sim {
         self.kv = Some(Box::new(KvWorld {
             workload,
             elect,
+            parts,
             checks: ReplicaChecks::new(n),
             stats: KvStats::default(),
             template,
@@ -229,6 +239,7 @@ impl Sim {
         }
         let op_timeout = WorkloadSpec::op_timeout(dur_ns(self.cfg.election_timeout));
         self.elect_liveness();
+        self.partitions_liveness();
         self.stop_workload();
         let deadline = self.now + op_timeout + NS_PER_MS;
         self.run_until_cond(deadline, |s| s.workload().is_some_and(Workload::idle));
@@ -284,6 +295,7 @@ impl Sim {
             self.checker.fail(self.now, check, what);
         }
         self.elect_check();
+        self.partitions_check();
         failures.extend(verdict.undecided.into_iter().map(|u| format!("linearizability {u}")));
         self.stats.workload = Some(stats);
         failures
@@ -296,6 +308,9 @@ impl Sim {
         let mut actions = kv.workload.start(now);
         if let Some(e) = kv.elect.as_mut() {
             actions.extend(e.start(now));
+        }
+        if let Some(p) = kv.parts.as_mut() {
+            actions.extend(p.start(now));
         }
         self.do_actions(actions);
     }
@@ -348,9 +363,12 @@ impl Sim {
     pub(super) fn client_wake(&mut self, client: usize, gen: u64) {
         let now = self.now;
         let Some(kv) = self.kv.as_mut() else { return };
-        let actions = match kv.elect.as_mut().filter(|e| e.app_of(client).is_some()) {
-            Some(e) => e.on_wake(client, gen, now),
-            None => kv.workload.on_wake(client, gen, now),
+        let actions = if let Some(e) = kv.elect.as_mut().filter(|e| e.app_of(client).is_some()) {
+            e.on_wake(client, gen, now)
+        } else if let Some(p) = kv.parts.as_mut().filter(|p| p.app_of(client).is_some()) {
+            p.on_wake(client, gen, now)
+        } else {
+            kv.workload.on_wake(client, gen, now)
         };
         self.do_actions(actions);
     }
@@ -365,9 +383,13 @@ impl Sim {
         }
         let now = self.now;
         let Some(kv) = self.kv.as_mut() else { return };
-        let actions = match kv.elect.as_mut().filter(|e| e.app_of(reply.tag.client).is_some()) {
-            Some(e) => e.on_reply(reply, now),
-            None => kv.workload.on_reply(reply, now),
+        let client = reply.tag.client;
+        let actions = if let Some(e) = kv.elect.as_mut().filter(|e| e.app_of(client).is_some()) {
+            e.on_reply(reply, now)
+        } else if let Some(p) = kv.parts.as_mut().filter(|p| p.app_of(client).is_some()) {
+            p.on_reply(reply, now)
+        } else {
+            kv.workload.on_reply(reply, now)
         };
         self.do_actions(actions);
     }
@@ -451,13 +473,28 @@ impl Sim {
             .and_then(|e| e.is_leader(local).then(|| e.status().fencing_token).flatten());
         let planted = self.kv.as_ref().and_then(|k| k.workload.spec.planted);
         let tag = req.tag;
+        // A member's request: the recipe's command from this node's store,
+        // then a write like any other (or refused at once).
+        let body = match req.body {
+            RequestBody::Group(call) => match self.group_command(i, &call) {
+                Some(Ok(command)) => RequestBody::Write(command),
+                Some(Err(refused)) => {
+                    let departs = self.departs(i);
+                    return self.answer(i, tag, ReplyBody::GroupRefused(refused), departs);
+                }
+                None => RequestBody::Group(call),
+            },
+            body => body,
+        };
         let Some(kv) = self.hosts[i].kv.as_mut() else { return };
         let (Some(r), Some(router)) = (kv.replica.as_mut(), kv.router.as_mut()) else {
             let departs = self.departs(i);
             return self.answer(i, tag, ReplyBody::Redirect(known), departs);
         };
         router.set_ready(ready_token(r, kv.stalled));
-        let answer = match req.body {
+        let answer = match body {
+            // No replica serving (see `group_command`).
+            RequestBody::Group(_) => Some(ReplyBody::Redirect(known)),
             body @ (RequestBody::Range { .. } | RequestBody::Renew { .. }) => {
                 if kv.stalled {
                     Some(ReplyBody::Redirect(known))
@@ -704,6 +741,7 @@ impl Sim {
         self.check_state(i);
         self.elect_step(i);
         self.drive_router(i);
+        self.groups_step(i);
         self.hosts[i].is_up()
     }
 
@@ -826,6 +864,7 @@ impl Sim {
     fn complete(&mut self, i: usize, c: Completion, departs: u64) {
         let Some(c) = self.change_complete(i, c) else { return };
         let Some(c) = self.elect_complete(i, c, departs) else { return };
+        let Some(c) = self.group_complete(i, c) else { return };
         let local = self.hosts[i].local_at(self.now);
         if let Some(router) = self.hosts[i].kv.as_mut().and_then(|kv| kv.router.as_mut()) {
             router.complete(local, c);

@@ -1,0 +1,217 @@
+//! Groups of partitions in the simulator: members with sessions share the
+//! partitions of two groups that the ready leader's `GroupKeeper` assigns,
+//! under every fault of the random run and faults of the members
+//! themselves, with the partition checkers (no overlapping owners, epochs
+//! increasing, every partition owned and the members balanced after
+//! healing, no more moves than a change of members needs).
+//!
+//! Replay a failing seed with
+//! `tenure sim --protocol P --nodes N --seeds 1 --start-seed SEED --scenario random
+//! --workload partitions --sim-seconds S --trace` (the explanation prints it).
+
+use tenure_core::ProtocolKind;
+use tenure_sim::checker::Check;
+use tenure_sim::membership::MembershipSpec;
+use tenure_sim::partitions::PartitionsBug;
+use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::stats::PartitionsStats;
+use tenure_sim::workload::WorkloadSpec;
+
+fn params(protocol: ProtocolKind, seed: u64, nodes: usize, sim_seconds: u64) -> Params {
+    let mut p = Params::new(seed);
+    p.protocol = protocol;
+    p.nodes = nodes;
+    p.sim_seconds = Some(sim_seconds);
+    p.workload = Some(WorkloadSpec::partitions());
+    p
+}
+
+fn scenario_of(p: &Params) -> &'static str {
+    match p.workload.as_ref().is_some_and(|w| w.membership.is_some()) {
+        true => "membership",
+        false => "random",
+    }
+}
+
+fn run(p: &Params) -> Report {
+    scenario::find(scenario_of(p)).expect("the scenario exists").run(p)
+}
+
+fn explain(p: &Params, r: &Report) -> String {
+    format!(
+        "{} seed {} ({} nodes, {} s): failures {:#?}, violations {:#?}; replay: tenure sim --protocol {} \
+         --nodes {} --seeds 1 --start-seed {} --scenario {} --workload partitions --sim-seconds {} --trace",
+        p.protocol,
+        p.seed,
+        p.nodes,
+        p.sim_seconds.unwrap_or(20),
+        r.failures,
+        r.violations,
+        p.protocol,
+        p.nodes,
+        p.seed,
+        scenario_of(p),
+        p.sim_seconds.unwrap_or(20)
+    )
+}
+
+/// Runs seeds `seeds` of every protocol; every run must pass. Returns the
+/// summed counts.
+fn sweep(
+    seeds: std::ops::RangeInclusive<u64>,
+    nodes: &[usize],
+    sim_seconds: u64,
+) -> PartitionsStats {
+    let mut total = PartitionsStats::default();
+    for protocol in ProtocolKind::ALL {
+        for seed in seeds.clone() {
+            let p = params(protocol, seed, nodes[seed as usize % nodes.len()], sim_seconds);
+            let r = run(&p);
+            assert!(r.passed(), "{}", explain(&p, &r));
+            total.add(r.stats.partitions.as_ref().expect("the partitions ran"));
+        }
+    }
+    total
+}
+
+/// A light sweep for every test run: 40 seeds per protocol (120 runs),
+/// short fault phases, 3 and 5 nodes. The sweeps of the docs run 2,000
+/// seeds per protocol through `tenure sim`.
+#[test]
+fn every_protocol_keeps_partitions_safe_and_live_under_faults() {
+    let t = sweep(1..=40, &[3, 5], 5);
+    eprintln!("{t:?}");
+    assert!(t.moves > 1_000 && t.releases > 500 && t.expiries > 50, "little got done: {t:?}");
+    assert!(t.leaves > 0 && t.flips > 0 && t.revocations > 0 && t.joins > t.grants, "{t:?}");
+    assert!(t.app_crashes > 0 && t.app_pauses > 0 && t.app_cutoffs > 0, "{t:?}");
+    assert!(t.deadline_stops > 0 && t.sessions_lost > 0 && t.renewals_refused > 0, "{t:?}");
+    assert!(t.keeper_voided > 0, "no keeper transaction ever found the group changed: {t:?}");
+    assert!(t.weighted_runs > 0 && t.weighted_runs < t.runs, "{t:?}");
+    // Every run came to rest and measured a leave and a join, each moving
+    // exactly the fewest partitions it needed.
+    assert_eq!(t.at_rest_runs, t.runs, "{t:?}");
+    assert_eq!(t.changes_measured, 2 * t.runs, "{t:?}");
+    assert_eq!(t.change_moves, t.change_min_moves, "{t:?}");
+    assert_eq!((t.max_overlap_ns, t.unowned, t.unbalanced), (0, 0, 0));
+}
+
+/// The heavy sweep: `cargo test -p tenure-sim --release --test partitions -- --ignored`.
+#[test]
+#[ignore = "minutes; the CLI sweeps of the docs run 2,000 seeds per protocol"]
+fn every_protocol_keeps_partitions_safe_and_live_heavy() {
+    sweep(1..=1000, &[3, 5, 7], 20);
+}
+
+/// The groups of partitions under changes of tenure's own members (nodes
+/// added, promoted, removed, replaced, wiped and brought back): a few
+/// seeds per protocol.
+#[test]
+fn partitions_stay_safe_and_live_while_tenure_changes_members() {
+    for protocol in ProtocolKind::ALL {
+        for seed in 1..=4 {
+            let mut p = params(protocol, seed, 5, 10);
+            if let Some(w) = p.workload.as_mut() {
+                w.membership = Some(MembershipSpec::default());
+            }
+            let r = run(&p);
+            assert!(r.passed(), "{}", explain(&p, &r));
+        }
+    }
+}
+
+/// A seed replays exactly, with the members' sessions and the keepers'
+/// plans too: two runs of one seed in one process count the same
+/// messages, ownerships, moves and gaps.
+#[test]
+fn a_partitions_seed_replays_exactly() {
+    for protocol in ProtocolKind::ALL {
+        for seed in [5, 17] {
+            let p = params(protocol, seed, 5, 5);
+            let (a, b) = (run(&p), run(&p));
+            let moves = a.stats.partitions.as_ref().map_or(0, |s| s.moves);
+            assert!(moves > 0, "{protocol} seed {seed}: nothing moved");
+            assert_eq!(a.stats, b.stats, "{protocol} seed {seed}: two runs differ");
+            assert_eq!(a.violation_count, b.violation_count, "{protocol} seed {seed}");
+        }
+    }
+}
+
+/// Seeds of the planted bugs' runs (raft, 5 nodes, 10 s of faults).
+const PLANTED_SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
+
+/// The faithful code passes every planted bug's seed (checked once per
+/// test process).
+fn faithful_seeds_pass() {
+    static PASSED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    PASSED.get_or_init(|| {
+        for seed in PLANTED_SEEDS {
+            let p = params(ProtocolKind::Raft, seed, 5, 10);
+            let r = run(&p);
+            assert!(r.passed(), "{}", explain(&p, &r));
+        }
+    });
+}
+
+/// Runs the planted bug's seeds with `bug`; returns, per check, how many
+/// runs it caught the bug in.
+fn caught(bug: PartitionsBug) -> impl Fn(Check) -> usize {
+    faithful_seeds_pass();
+    let runs: Vec<Vec<Check>> = PLANTED_SEEDS
+        .map(|seed| {
+            let mut p = params(ProtocolKind::Raft, seed, 5, 10);
+            if let Some(s) = p.workload.as_mut().and_then(|w| w.partitions.as_mut()) {
+                s.planted = Some(bug);
+            }
+            run(&p).violations.iter().map(|v| v.check).collect()
+        })
+        .collect();
+    move |check| runs.iter().filter(|checks| checks.contains(&check)).count()
+}
+
+/// `partition-overlap`: a member that works past its deadline (cut off,
+/// it cannot learn that its session expired and its partitions moved; 6
+/// of 8 runs when this was written).
+#[test]
+fn a_member_that_ignores_its_deadline_is_caught() {
+    assert!(caught(PartitionsBug::IgnoreDeadline)(Check::PartitionOverlap) >= 3);
+}
+
+/// `partition-overlap` and `partition-epoch`: a keeper that grants a
+/// partition while the owner key is still there, marked `release`, before
+/// the owner stopped and deleted it (8 of 8).
+#[test]
+fn a_keeper_that_hands_over_without_the_release_is_caught() {
+    let caught = caught(PartitionsBug::GrantOverOwner);
+    assert!(caught(Check::PartitionOverlap) >= 3);
+    assert!(caught(Check::PartitionEpoch) >= 3);
+}
+
+/// `partition-epoch`: epochs that wrap (an owner key's `create_revision`
+/// reported modulo 8), so a later owner has a lower or equal epoch (4 of
+/// 8).
+#[test]
+fn an_epoch_that_wraps_is_caught() {
+    assert!(caught(PartitionsBug::WrappingEpochs)(Check::PartitionEpoch) >= 3);
+}
+
+/// `partition-coverage`: members that stop on `release` but never delete
+/// the key: the partition is granted to nobody while they live (8 of 8).
+#[test]
+fn a_member_that_never_releases_is_caught() {
+    assert!(caught(PartitionsBug::NoRelease)(Check::PartitionCoverage) >= 3);
+}
+
+/// `partition-balance`: a keeper that only grants what nobody owns: a
+/// member that joins a group whose partitions are all owned gets none (8
+/// of 8).
+#[test]
+fn a_keeper_that_never_balances_is_caught() {
+    assert!(caught(PartitionsBug::NeverBalance)(Check::PartitionBalance) >= 3);
+}
+
+/// `partition-moves`: a member asked to release one partition that
+/// releases all of them: a join moves more than it needs (8 of 8).
+#[test]
+fn a_member_that_releases_everything_is_caught() {
+    assert!(caught(PartitionsBug::ReleaseAll)(Check::PartitionMoves) >= 3);
+}
