@@ -142,8 +142,12 @@ pub struct PartitionMember {
     cluster: Arc<Cluster>,
     group: String,
     session: u64,
-    watch: SessionWatch,
-    margin: Duration,
+    /// Cancelled at the session's end or its deadline less the margin, by
+    /// a task of its own (whatever the caller is awaiting then); every
+    /// partition's token is a child of it.
+    expired: CancellationToken,
+    /// That task: why the session ended, once it did.
+    watcher: tokio::task::JoinHandle<Loss>,
     owned: BTreeMap<u32, Owned>,
     /// Events found and not yet returned.
     pending: std::collections::VecDeque<Event>,
@@ -175,12 +179,14 @@ impl PartitionMember {
             .json(Method::POST, &path, Some(&body), REQUEST_TIMEOUT, Retry::Idempotent)
             .await?;
         let margin = options.stop_margin.unwrap_or(session.ttl() / 10);
+        let expired = CancellationToken::new();
+        let watcher = tokio::spawn(watch_deadline(session.watch(), margin, expired.clone()));
         Ok(PartitionMember {
             cluster,
             group: group.to_string(),
             session: session.id(),
-            watch: session.watch(),
-            margin,
+            expired,
+            watcher,
             owned: BTreeMap::new(),
             pending: Default::default(),
             after: None,
@@ -217,19 +223,33 @@ impl PartitionMember {
             if self.lost {
                 return Ok(Event::Lost { loss: Loss::Gone });
             }
-            let mut watch = self.watch.clone();
-            let margin = self.margin;
-            let poll = self.poll();
-            tokio::select! {
-                loss = watch.stale(margin) => {
-                    self.lose(loss);
+            if self.expired.is_cancelled() {
+                let loss = (&mut self.watcher).await.unwrap_or(Loss::DeadlinePassed);
+                self.lose(loss);
+                continue;
+            }
+            let expired = self.expired.clone();
+            let poll = async {
+                let read = self.poll().await;
+                if read.is_err() {
+                    tokio::time::sleep(POLL_RETRY).await;
                 }
+                read
+            };
+            tokio::select! {
+                biased;
+                () = expired.cancelled() => {}
                 read = poll => match read {
                     Ok(Some(a)) => self.apply(a),
                     Ok(None) => self.lose(Loss::Gone),
+                    Err(Error::Refused(r)) if r.status == StatusCode::BAD_REQUEST => {
+                        // `after` beyond the store's revision (a restored
+                        // cluster): read the assignment afresh.
+                        tracing::warn!(group = %self.group, error = %r, "the assignment poll was refused; reading it afresh");
+                        self.after = None;
+                    }
                     Err(e) => {
-                        tracing::debug!(group = %self.group, error = %e, "an assignment poll failed; polling again");
-                        tokio::time::sleep(POLL_RETRY).await;
+                        tracing::warn!(group = %self.group, error = %e, "an assignment poll failed; polling again");
                     }
                 },
             }
@@ -237,37 +257,28 @@ impl PartitionMember {
     }
 
     /// Gives `partition` back: call it once its work is over, after its
-    /// [`Event::Revoked`] (or to give up a partition of one's own accord).
-    /// A partition the member no longer owns is not an error.
+    /// [`Event::Revoked`] (or to give up a partition of one's own accord,
+    /// once its work is over). A partition the member no longer owns is not
+    /// an error. The same as [`PartitionMember::release_later`] sent at once.
     pub async fn release(&mut self, partition: u32) -> Result<(), Error> {
-        let Some(o) = self.owned.remove(&partition) else { return Ok(()) };
-        o.stop.cancel();
-        let body = serde_json::json!(GroupReleaseRequest {
-            session: self.session,
-            partition,
-            epoch: o.epoch
-        });
-        let path = format!("/v1/groups/{}/release", self.group);
-        match self
-            .cluster
-            .json::<GroupWriteBody>(
-                Method::POST,
-                &path,
-                Some(&body),
-                REQUEST_TIMEOUT,
-                Retry::Idempotent,
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            // Released already (a retry that landed), or gone with the session.
-            Err(Error::Refused(r))
-                if r.status == StatusCode::CONFLICT || r.status == StatusCode::NOT_FOUND =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e),
+        match self.release_later(partition) {
+            Some(r) => r.send().await,
+            None => Ok(()),
         }
+    }
+
+    /// Forgets `partition` (cancelling its token) and returns the release to
+    /// send, which borrows nothing of the member: a caller that keeps
+    /// calling [`PartitionMember::next`] while it is sent (and sends it
+    /// again after an error). `None` if the member does not own it.
+    pub fn release_later(&mut self, partition: u32) -> Option<Release> {
+        let o = self.owned.remove(&partition)?;
+        o.stop.cancel();
+        Some(Release {
+            cluster: self.cluster.clone(),
+            path: format!("/v1/groups/{}/release", self.group),
+            request: GroupReleaseRequest { session: self.session, partition, epoch: o.epoch },
+        })
     }
 
     /// Leaves the group: cancels every partition's token and deletes the
@@ -358,13 +369,13 @@ impl PartitionMember {
                 None if release => {
                     // Asked back before this member knew it had it: nothing
                     // of it ran; give it back at once.
-                    let stop = CancellationToken::new();
+                    let stop = self.expired.child_token();
                     stop.cancel();
                     self.owned.insert(p, Owned { epoch, stop, revoked: true });
                     self.pending.push_back(Event::Revoked { partition: p, epoch, release: true });
                 }
                 None => {
-                    let stop = CancellationToken::new();
+                    let stop = self.expired.child_token();
                     self.owned.insert(p, Owned { epoch, stop: stop.clone(), revoked: false });
                     self.pending.push_back(Event::Assigned { partition: p, epoch, stop });
                 }
@@ -374,11 +385,71 @@ impl PartitionMember {
 
     /// The session can no longer be trusted: every token is cancelled.
     fn lose(&mut self, loss: Loss) {
+        self.expired.cancel();
         for o in std::mem::take(&mut self.owned).into_values() {
             o.stop.cancel();
         }
         self.lost = true;
         self.pending.push_back(Event::Lost { loss });
+    }
+}
+
+impl Drop for PartitionMember {
+    /// Stops the deadline's task (the tokens stay as they are).
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+/// Cancels `expired` when the session ends or `margin` before its deadline
+/// with no renewal; returns why.
+async fn watch_deadline(
+    mut watch: SessionWatch,
+    margin: Duration,
+    expired: CancellationToken,
+) -> Loss {
+    let loss = watch.stale(margin).await;
+    expired.cancel();
+    loss
+}
+
+/// A release to send (see [`PartitionMember::release_later`]).
+#[derive(Debug, Clone)]
+pub struct Release {
+    cluster: Arc<Cluster>,
+    path: String,
+    request: GroupReleaseRequest,
+}
+
+impl Release {
+    /// The partition released.
+    pub fn partition(&self) -> u32 {
+        self.request.partition
+    }
+
+    /// Sends it. Released already (a retry that landed) or gone with the
+    /// session is not an error; an error may be sent again.
+    pub async fn send(self) -> Result<(), Error> {
+        let body = serde_json::json!(self.request);
+        let answer = self
+            .cluster
+            .json::<GroupWriteBody>(
+                Method::POST,
+                &self.path,
+                Some(&body),
+                REQUEST_TIMEOUT,
+                Retry::Idempotent,
+            )
+            .await;
+        match answer {
+            Ok(_) => Ok(()),
+            Err(Error::Refused(r))
+                if r.status == StatusCode::CONFLICT || r.status == StatusCode::NOT_FOUND =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -134,6 +134,9 @@ pub enum GroupError {
     /// A zone name too long or empty.
     #[error("a zone name has 1 to {MAX_ZONE_BYTES} bytes, not {0}")]
     ZoneLength(usize),
+    /// A control character in a zone name (it would garble what shows it).
+    #[error("a zone name holds no control character, not {0:?}")]
+    ZoneCharacter(char),
     /// A preferred or excluded partition that the group does not have.
     #[error("partition {partition} is not one of the group's {partitions} (0 to {})", partitions - 1)]
     NoSuchPartition {
@@ -183,6 +186,9 @@ impl MemberSpec {
         if let Some(zone) = &self.zone {
             if zone.is_empty() || zone.len() > MAX_ZONE_BYTES {
                 return Err(GroupError::ZoneLength(zone.len()));
+            }
+            if let Some(c) = zone.chars().find(|c| c.is_control()) {
+                return Err(GroupError::ZoneCharacter(c));
             }
         }
         let n = group.partitions;
@@ -456,6 +462,10 @@ mod tests {
             Err(GroupError::PreferredAndExcluded(1))
         );
         assert!(m(|m| m.zone = Some(String::new())).is_err());
+        assert_eq!(
+            m(|m| m.zone = Some("eu\u{1b}[2J".into())),
+            Err(GroupError::ZoneCharacter('\u{1b}'))
+        );
         let text = GroupError::NoSuchPartition { partition: 9, partitions: 4 }.to_string();
         assert_eq!(text, "partition 9 is not one of the group's 4 (0 to 3)");
     }

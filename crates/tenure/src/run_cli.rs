@@ -453,6 +453,14 @@ pub(crate) async fn lead(
 ) -> anyhow::Result<Term> {
     tokio::pin!(deposed);
     tokio::pin!(interrupt);
+    // Nothing starts that would have to stop at once: a session that ended,
+    // or whose stop point (deadline - grace) passed without a renewal.
+    if let Some(loss) = session.ended() {
+        return Ok(Term::Lost(format!("{loss}; not started")));
+    }
+    if session.deadline().checked_sub(grace + TIMER_SLACK).is_none_or(|at| Instant::now() >= at) {
+        return Ok(Term::Lost("no renewal by deadline - grace; not started".into()));
+    }
     // Watch before reading the first deadline: no renewal falls in between.
     let mut deadlines = session.watch();
     let mut stale = session.watch();

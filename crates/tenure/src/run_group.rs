@@ -11,9 +11,15 @@
 //! the partition is released, once the copy's whole group is gone), when
 //! its partition's grant ends, at the session's deadline less the grace
 //! without a renewal, and on Ctrl-C or SIGTERM (then the member leaves the
-//! group, which grants its partitions to others at once). A copy that
-//! exits on its own while its partition is still this member's is started
-//! again after a pause.
+//! group, which grants its partitions to others at once).
+//!
+//! At most one copy of a partition runs at a time: a partition granted
+//! again while its earlier copy still stops starts once that copy is gone.
+//! A copy that ends while its partition is still this member's (it exited,
+//! or could not start) starts again after a pause that doubles, from
+//! [`KEEP_TRYING_PAUSE`] to [`MAX_RESTART_PAUSE`], while copies keep ending
+//! within [`HEALTHY_RUN`]. Releases are sent beside the copies (their
+//! deadlines keep being relayed) and sent again after an error.
 
 use crate::client::timestamp;
 use crate::elect_cli::{grant, ttl_of, StopSignals, EXIT_LOST};
@@ -21,18 +27,24 @@ use crate::run_cli::{grace_of, lead, RunArgs, Term, KEEP_TRYING_PAUSE, TOKEN_ENV
 use crate::run_keeper::check_command;
 use anyhow::{bail, Context};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
-use tenure_client::partitions::{Event, JoinOptions, PartitionMember};
+use std::time::Duration;
+use tenure_client::partitions::{Event, JoinOptions, PartitionMember, Release};
 use tenure_client::{CancellationToken, Session, Store, TenureStore};
+use tokio::time::Instant;
 
 /// Environment variable naming the group, in each copy's environment.
 pub const GROUP_ENV: &str = "TENURE_GROUP";
 /// Environment variable holding the partition, in each copy's environment.
 pub const PARTITION_ENV: &str = "TENURE_PARTITION";
+/// Longest pause before a copy that keeps ending starts again.
+pub const MAX_RESTART_PAUSE: Duration = Duration::from_secs(30);
+/// A copy that ran this long resets its partition's restart pause.
+pub const HEALTHY_RUN: Duration = Duration::from_secs(10);
 
 /// How a membership ended.
 enum End {
@@ -45,11 +57,14 @@ enum End {
     Abandoned,
 }
 
-/// What a copy returns: its partition, epoch and how it ended.
-type Done = (u32, u64, anyhow::Result<Term>);
+/// What a copy returns: its partition, epoch, when it started and how it ended.
+type Done = (u32, u64, Instant, anyhow::Result<Term>);
 
 /// A running copy (it borrows the session).
 type Copy<'a> = Pin<Box<dyn Future<Output = Done> + 'a>>;
+
+/// A release being sent: the partition and its outcome.
+type Sending = Pin<Box<dyn Future<Output = (Release, Result<(), tenure_client::Error>)>>>;
 
 /// `tenure run --group`.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -76,17 +91,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let joined = PartitionMember::join(cluster.clone(), &session, &group, options).await;
         let mut member = match joined {
             Ok(m) => m,
+            Err(e) if args.keep_trying && !matches!(e, tenure_client::Error::Refused(_)) => {
+                eprintln!("{}  joining group {group}: {e}; trying again", timestamp());
+                let _ = session.close().await;
+                tokio::time::sleep(KEEP_TRYING_PAUSE).await;
+                continue;
+            }
             Err(e) => {
                 let _ = session.close().await;
                 return Err(anyhow::Error::new(e).context(format!("joining group {group}")));
             }
         };
         eprintln!("{}  joined group {group} as member {:016x}", timestamp(), session.id());
-        let end = serve(&args, &group, &session, grace, &mut member, &mut signals).await?;
+        let end = serve(&args, &group, &session, grace, &mut member, &mut signals).await;
         match end {
             End::Interrupted => {
-                member.leave().await.context("leaving the group")?;
+                let left = member.leave().await;
                 let _ = session.close().await;
+                left.context("leaving the group (its partitions move when the session ends)")?;
                 eprintln!("{}  left group {group}", timestamp());
                 return Ok(ExitCode::SUCCESS);
             }
@@ -106,37 +128,61 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A partition's copy, as `serve` tracks it.
+struct Slot {
+    /// The epoch of the copy that runs (or waits to start again), if any.
+    running: Option<u64>,
+    /// A grant to start once the running copy is gone.
+    next: Option<(u64, CancellationToken)>,
+    /// The leader asked the partition back: release it once no copy runs.
+    release: bool,
+    /// The pause before the copy starts again after it ended early.
+    pause: Duration,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot { running: None, next: None, release: false, pause: KEEP_TRYING_PAUSE }
+    }
+}
+
 /// Runs the copies until the membership ends; every copy has stopped when
 /// it returns.
 async fn serve(
     args: &RunArgs,
     group: &str,
     session: &Session,
-    grace: std::time::Duration,
+    grace: Duration,
     member: &mut PartitionMember,
     signals: &mut StopSignals,
-) -> anyhow::Result<End> {
+) -> End {
     let interrupt = CancellationToken::new();
-    let mut copies: FuturesUnordered<Copy<'_>> = FuturesUnordered::new();
-    // Partitions whose copy runs (or waits to start again), and those the
-    // leader asked back whose copy has not stopped yet.
-    let mut running = BTreeSet::new();
-    let mut to_release = BTreeSet::new();
-    let mut abandoned = false;
     let interrupted = &interrupt;
-    let start = |p: u32, epoch: u64, stop: CancellationToken, pause: bool| -> Copy<'_> {
+    let mut copies: FuturesUnordered<Copy<'_>> = FuturesUnordered::new();
+    let mut sending: FuturesUnordered<Sending> = FuturesUnordered::new();
+    let mut slots: BTreeMap<u32, Slot> = BTreeMap::new();
+    let mut abandoned = false;
+    let start = |p: u32,
+                 epoch: u64,
+                 stop: CancellationToken,
+                 pause: Option<Duration>|
+     -> Copy<'_> {
         let env = [
             (GROUP_ENV, group.to_string()),
             (PARTITION_ENV, p.to_string()),
             (TOKEN_ENV, epoch.to_string()),
         ];
         Box::pin(async move {
-            if pause {
+            if let Some(pause) = pause {
                 tokio::select! {
-                    () = tokio::time::sleep(KEEP_TRYING_PAUSE) => {}
-                    () = stop.cancelled() => return (p, epoch, Ok(Term::Lost("revoked".into()))),
-                    () = interrupted.cancelled() => return (p, epoch, Ok(Term::Interrupted(0))),
+                    () = tokio::time::sleep(pause) => {}
+                    () = stop.cancelled() => return (p, epoch, Instant::now(), Ok(Term::Lost("revoked".into()))),
+                    () = interrupted.cancelled() => return (p, epoch, Instant::now(), Ok(Term::Interrupted(0))),
                 }
+            }
+            let started = Instant::now();
+            if stop.is_cancelled() || interrupted.is_cancelled() {
+                return (p, epoch, started, Ok(Term::Lost("stopped before it started".into())));
             }
             let deposed = async {
                 stop.cancelled().await;
@@ -144,67 +190,123 @@ async fn serve(
             };
             let term =
                 lead(&args.command, &env, session, grace, interrupted.cancelled(), deposed).await;
-            (p, epoch, term)
+            (p, epoch, started, term)
+        })
+    };
+    let send = |r: Release, pause: Option<Duration>| -> Sending {
+        Box::pin(async move {
+            if let Some(pause) = pause {
+                tokio::time::sleep(pause).await;
+            }
+            let sent = r.clone().send().await;
+            (r, sent)
         })
     };
     let end = loop {
         tokio::select! {
             () = signals.recv() => break End::Interrupted,
-            event = member.next() => match event.context("following the assignment")? {
-                Event::Assigned { partition, epoch, stop } => {
-                    eprintln!("{}  partition {partition} assigned (fencing token {epoch}); starting {}", timestamp(), args.command[0]);
-                    running.insert(partition);
-                    copies.push(start(partition, epoch, stop, false));
-                }
-                Event::Revoked { partition, release, .. } => {
-                    if release && running.contains(&partition) {
-                        to_release.insert(partition);
-                    } else if release {
-                        member.release(partition).await.context("releasing")?;
+            event = member.next() => match event {
+                Err(e) => eprintln!("{}  following the assignment: {e}", timestamp()),
+                Ok(Event::Assigned { partition: p, epoch, stop }) => {
+                    let slot = slots.entry(p).or_default();
+                    slot.release = false;
+                    if slot.running.is_some() {
+                        // The earlier copy is still stopping.
+                        slot.next = Some((epoch, stop));
+                    } else {
+                        eprintln!("{}  partition {p} assigned (fencing token {epoch}); starting {}", timestamp(), args.command[0]);
+                        slot.running = Some(epoch);
+                        copies.push(start(p, epoch, stop, None));
                     }
                 }
-                Event::Lost { loss } => break End::Lost(loss.to_string()),
+                Ok(Event::Revoked { partition: p, epoch, release }) => {
+                    let slot = slots.entry(p).or_default();
+                    if slot.next.as_ref().is_some_and(|(e, _)| *e == epoch) {
+                        // Granted while the earlier copy stopped: never started.
+                        slot.next = None;
+                    }
+                    if release && slot.running.is_some() {
+                        slot.release = true;
+                    } else if release {
+                        if let Some(r) = member.release_later(p) {
+                            sending.push(send(r, None));
+                        }
+                    }
+                }
+                Ok(Event::Lost { loss }) => break End::Lost(loss.to_string()),
             },
-            Some((p, epoch, term)) = copies.next() => {
-                running.remove(&p);
-                let owned = member.owned().contains(&(p, epoch)) && !to_release.contains(&p);
-                match term {
+            Some((p, epoch, started, term)) = copies.next() => {
+                let slot = slots.entry(p).or_default();
+                if slot.running == Some(epoch) {
+                    slot.running = None;
+                }
+                let still_mine = member.stop_token(p).filter(|_| member.owned().contains(&(p, epoch)));
+                let restart = match term {
                     Ok(Term::GuardDied { why, gone }) => {
                         eprintln!("{}  partition {p}: {why}", timestamp());
                         if !gone {
                             abandoned = true;
                             break End::Abandoned;
                         }
-                        to_release.insert(p);
+                        true
                     }
-                    Ok(Term::Exited(code)) if owned => {
-                        eprintln!("{}  partition {p}: {} exited with {code}; starting it again", timestamp(), args.command[0]);
-                        if let Some(stop) = member.stop_token(p) {
-                            running.insert(p);
-                            copies.push(start(p, epoch, stop, true));
-                        }
+                    Ok(Term::Exited(code)) => {
+                        eprintln!("{}  partition {p}: {} exited with {code}", timestamp(), args.command[0]);
+                        true
                     }
-                    Ok(Term::Lost(why)) => eprintln!("{}  partition {p} stopped: {why}", timestamp()),
-                    Ok(_) => {}
+                    Ok(Term::Lost(why)) => {
+                        eprintln!("{}  partition {p} stopped: {why}", timestamp());
+                        true
+                    }
+                    Ok(Term::Interrupted(_)) => false,
                     Err(e) => {
-                        eprintln!("{}  partition {p}: {e:#}; giving it back", timestamp());
-                        to_release.insert(p);
+                        eprintln!("{}  partition {p}: {e:#}", timestamp());
+                        true
                     }
+                };
+                if let Some((next_epoch, stop)) = slot.next.take() {
+                    slot.running = Some(next_epoch);
+                    copies.push(start(p, next_epoch, stop, None));
+                } else if slot.release {
+                    slot.release = false;
+                    if let Some(r) = member.release_later(p) {
+                        sending.push(send(r, None));
+                        eprintln!("{}  partition {p} stopped; releasing it", timestamp());
+                    }
+                } else if let (true, Some(stop)) = (restart, still_mine) {
+                    // Still this member's: start it again, after a pause
+                    // that grows while copies keep ending early.
+                    slot.pause = if started.elapsed() >= HEALTHY_RUN {
+                        KEEP_TRYING_PAUSE
+                    } else {
+                        (slot.pause * 2).min(MAX_RESTART_PAUSE)
+                    };
+                    eprintln!("{}  partition {p}: starting it again in {:?}", timestamp(), slot.pause);
+                    slot.running = Some(epoch);
+                    copies.push(start(p, epoch, stop, Some(slot.pause)));
                 }
-                if to_release.remove(&p) {
-                    member.release(p).await.context("releasing")?;
-                    eprintln!("{}  partition {p} released", timestamp());
+            }
+            Some((r, sent)) = sending.next() => {
+                if let Err(e) = sent {
+                    eprintln!("{}  releasing partition {}: {e}; sending it again", timestamp(), r.partition());
+                    sending.push(send(r, Some(KEEP_TRYING_PAUSE)));
+                } else {
+                    eprintln!("{}  partition {} released", timestamp(), r.partition());
                 }
             }
         }
     };
     // Stop every copy (a lost session's tokens are cancelled already).
     interrupt.cancel();
-    while let Some(done) = copies.next().await {
-        if let (p, _, Ok(Term::GuardDied { why, gone })) = done {
+    while let Some((p, _, _, term)) = copies.next().await {
+        if let Ok(Term::GuardDied { why, gone }) = term {
             eprintln!("{}  partition {p}: {why}", timestamp());
             abandoned |= !gone;
         }
     }
-    Ok(if abandoned { End::Abandoned } else { end })
+    if abandoned {
+        End::Abandoned
+    } else {
+        end
+    }
 }

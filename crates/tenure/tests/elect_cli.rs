@@ -406,11 +406,29 @@ async fn run_group_runs_a_copy_per_partition_and_hands_them_over_without_overlap
     .await;
     no_overlap(&log);
 
-    // B's `tenure run` is killed: its guards stop its copies by the deadline,
-    // and A takes them over only after that (the session's TTL).
-    b.signal(Signal::SIGKILL);
-    let _ = b.exit(STEP_BOUND).await;
+    // B's `tenure run` is paused past its TTL: its guards alone stop its
+    // copies by the deadline, and A takes them over only after the session
+    // expired. Resumed, B finds its membership lost and exits 2.
+    b.signal(Signal::SIGSTOP);
     eventually_copies(&log, "A runs all 4 again", STEP_BOUND, |l| {
+        l.len() == 4 && l.values().all(|(_, s)| *s == a_session)
+    })
+    .await;
+    no_overlap(&log);
+    b.signal(Signal::SIGCONT);
+    b.err_line("lost membership of jobs", STEP_BOUND).await;
+    assert_eq!(b.exit(STEP_BOUND).await.code(), Some(2));
+
+    // A third member is SIGKILLed: its guards see their socket close and
+    // stop its copies at once; the partitions move at its session's end.
+    let mut c3 = Cli::start(&c, &b_flags);
+    eventually_copies(&log, "C runs 2", STEP_BOUND, |l| {
+        l.values().filter(|(_, s)| *s != a_session).count() == 2
+    })
+    .await;
+    c3.signal(Signal::SIGKILL);
+    let _ = c3.exit(STEP_BOUND).await;
+    eventually_copies(&log, "A runs all 4 once more", STEP_BOUND, |l| {
         l.len() == 4 && l.values().all(|(_, s)| *s == a_session)
     })
     .await;

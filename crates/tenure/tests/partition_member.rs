@@ -125,3 +125,37 @@ async fn members_share_partitions_hand_them_over_and_lose_them_with_their_sessio
         s.stop(STOP_BOUND).await.expect("stops");
     }
 }
+
+/// With the cluster gone, every partition's token is cancelled by the
+/// session's deadline less the stop margin, even while the caller is not
+/// inside `next()` (it may be doing its work, or waiting for a release).
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_are_cancelled_by_the_deadline_whatever_the_caller_awaits() {
+    let dir = tempfile::tempdir().unwrap();
+    let heartbeat = Duration::from_millis(50);
+    let mut servers =
+        start_cluster(3, heartbeat, heartbeat * 10, HttpLimits::default(), dir.path());
+    agreement(&servers).await;
+    let cluster = cluster_of(&servers);
+    let store: Arc<dyn tenure_client::Store> = TenureStore::shared(cluster.clone());
+    let ttl = Duration::from_millis(1_500);
+    let session = eventually("a session", START_BOUND, || async {
+        Session::start(store.clone(), ttl).await.ok()
+    })
+    .await;
+    let options = JoinOptions { partitions: Some(2), stabilise_ms: Some(0), ..Default::default() };
+    let mut m = PartitionMember::join(cluster.clone(), &session, "jobs", options).await.unwrap();
+    let mut held = Held::new();
+    settle(&mut m, &mut held, 2).await;
+    for s in &mut servers {
+        s.stop(STOP_BOUND).await.expect("stops");
+    }
+    // Not in `next()`: the tokens must be cancelled by the deadline anyway.
+    let deadline = session.deadline();
+    let margin = ttl / 10;
+    tokio::time::sleep_until(deadline - margin + Duration::from_millis(50)).await;
+    for (p, (_, stop)) in &held {
+        assert!(stop.is_cancelled(), "partition {p}'s token still valid at deadline - margin");
+    }
+    assert!(matches!(next(&mut m).await, Event::Lost { .. }));
+}
