@@ -38,7 +38,7 @@ pub struct GroupJoinRequest {
     /// (409).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stabilise_ms: Option<u64>,
-    /// The member's weight, at least 1 (default 1): members own partitions
+    /// The member's weight, 1 to 1,000 (default 1): members own partitions
     /// in proportion.
     #[serde(default = "one")]
     pub weight: u32,

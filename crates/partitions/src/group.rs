@@ -35,6 +35,9 @@ pub const MAX_GROUP_PARTITIONS: u32 = 10_000;
 /// Longest zone name, in bytes.
 pub const MAX_ZONE_BYTES: usize = 64;
 
+/// Largest weight a member may give itself.
+pub const MAX_WEIGHT: u32 = 1_000;
+
 /// The default stabilisation time: how long a member is ready before it
 /// receives partitions.
 pub const DEFAULT_STABILISE_MS: u64 = 2_000;
@@ -131,6 +134,9 @@ pub enum GroupError {
     /// A weight of 0.
     #[error("a member's weight is at least 1 (0 would take no partition: say ready = false)")]
     ZeroWeight,
+    /// A weight above [`MAX_WEIGHT`].
+    #[error("a member's weight is at most {MAX_WEIGHT}, not {0}")]
+    Weight(u32),
     /// A zone name too long or empty.
     #[error("a zone name has 1 to {MAX_ZONE_BYTES} bytes, not {0}")]
     ZoneLength(usize),
@@ -182,6 +188,9 @@ impl MemberSpec {
     pub fn validate(&self, group: &GroupSpec) -> Result<(), GroupError> {
         if self.weight == 0 {
             return Err(GroupError::ZeroWeight);
+        }
+        if self.weight > MAX_WEIGHT {
+            return Err(GroupError::Weight(self.weight));
         }
         if let Some(zone) = &self.zone {
             if zone.is_empty() || zone.len() > MAX_ZONE_BYTES {
@@ -449,6 +458,7 @@ mod tests {
             m.validate(&g)
         };
         assert_eq!(m(|m| m.weight = 0), Err(GroupError::ZeroWeight));
+        assert_eq!(m(|m| m.weight = u32::MAX), Err(GroupError::Weight(u32::MAX)));
         assert_eq!(m(|m| m.excluded = [0, 1, 2, 3].into()), Err(GroupError::ExcludesEverything(4)));
         assert_eq!(
             m(|m| m.preferred = [4].into()),
