@@ -215,3 +215,17 @@ fn a_keeper_that_never_balances_is_caught() {
 fn a_member_that_releases_everything_is_caught() {
     assert!(caught(PartitionsBug::ReleaseAll)(Check::PartitionMoves) >= 3);
 }
+
+/// The bounds the docs state (crates/sim/README.md), with the defaults: 5
+/// nodes, 1–5 ms links, 1 ms fsync, 5% drift.
+#[test]
+fn the_bounds_are_the_documented_ones() {
+    let mut cfg = tenure_sim::runner::SimConfig::new(5);
+    cfg.workload = Some(WorkloadSpec::partitions());
+    let sim = tenure_sim::runner::Sim::new(cfg, 1);
+    // 500 ms of stabilisation stretched, three 2 s request timeouts, two
+    // 80 ms polls and the keeper's 500 ms.
+    assert_eq!(sim.change_bound() / 1_000_000, 7_212);
+    // The liveness bound (2,717 ms), a 2 s TTL stretched, the above.
+    assert_eq!(sim.partitions_bound() / 1_000_000, 12_140);
+}
