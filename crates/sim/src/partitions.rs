@@ -550,8 +550,8 @@ impl Partitions {
     }
 
     /// The assignment's input for group `g` now: its live ready members and
-    /// the owner of each partition (by the members' own view), with member
-    /// `plus` added or `minus` left out.
+    /// the owner of each partition (by the members' own view), as `change`
+    /// leaves them (the member who leaves left out, the one who joins in).
     fn assignment_input(
         &self,
         g: usize,
