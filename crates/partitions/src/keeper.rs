@@ -55,6 +55,12 @@ pub const MAX_GROUPS: usize = 1_000;
 /// partitions it could not grant for lack of room on the members' sessions.
 pub const REPLAN_AFTER: Duration = Duration::from_millis(500);
 
+/// How long a group stays without members (and without owned partitions)
+/// before the keeper deletes it: its name is free again, with any
+/// partition count. A join in the instant of the deletion finds the group
+/// gone at its next read and joins again.
+pub const EMPTY_GROUP_GRACE: Duration = Duration::from_secs(60);
+
 /// What the keeper wants done now.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -81,6 +87,8 @@ pub struct GroupKeeper {
     ready_since: BTreeMap<String, BTreeMap<MemberId, Instant>>,
     /// Per group, the last plan.
     planned: BTreeMap<String, Planned>,
+    /// Since when each group without members nor owners was seen empty.
+    empty_since: BTreeMap<String, Instant>,
 }
 
 impl GroupKeeper {
@@ -104,6 +112,7 @@ impl GroupKeeper {
         let names: BTreeSet<String> = Group::names(store, MAX_GROUPS).into_iter().collect();
         self.planned.retain(|name, _| names.contains(name));
         self.ready_since.retain(|name, _| names.contains(name));
+        self.empty_since.retain(|name, _| names.contains(name));
         for name in names {
             let fingerprint = Group::fingerprint(store, &name);
             if let Some(p) = self.planned.get(&name) {
@@ -119,9 +128,14 @@ impl GroupKeeper {
                 continue;
             };
             let (eligible, due) = self.eligible(now, &group);
-            let (commands, starved) = decide(&group, &eligible);
+            let (mut commands, starved) = decide(&group, &eligible);
+            let empty = self.empty_for(now, &group);
+            let gone_at = empty.map(|since| since + EMPTY_GROUP_GRACE);
+            if gone_at.is_some_and(|at| now >= at) {
+                commands.push(delete_group(&group));
+            }
             let retry = (starved || !commands.is_empty()).then(|| now + REPLAN_AFTER);
-            let wake = [due, retry].into_iter().flatten().min();
+            let wake = [due, retry, gone_at].into_iter().flatten().min();
             if let Some(w) = wake {
                 plan.next_check = earliest(plan.next_check, w);
             }
@@ -129,6 +143,16 @@ impl GroupKeeper {
             self.planned.insert(name, Planned { fingerprint, wake });
         }
         plan
+    }
+
+    /// Since when `group` has had neither members nor owned partitions on
+    /// this leader's watch, if it has none now.
+    fn empty_for(&mut self, now: Instant, group: &Group) -> Option<Instant> {
+        if !group.members.is_empty() || !group.owners.is_empty() || !group.blocked.is_empty() {
+            self.empty_since.remove(&group.name);
+            return None;
+        }
+        Some(*self.empty_since.entry(group.name.clone()).or_insert(now))
     }
 
     /// The members of `group` that may receive partitions now: ready, and
@@ -231,6 +255,17 @@ fn decide(group: &Group, eligible: &BTreeSet<MemberId>) -> (Vec<Command>, bool) 
         }
     }
     (batch.finish(), starved)
+}
+
+/// Deletes an empty group's spec, if it is still the one read.
+fn delete_group(group: &Group) -> Command {
+    let key = spec_key(&group.name);
+    let compare = vec![Compare {
+        key: key.clone(),
+        target: Target::ModRevision(group.spec_revision),
+        op: CompareOp::Equal,
+    }];
+    Command::Txn { compare, success: vec![TxnOp::Delete { key }], failure: Vec::new() }
 }
 
 /// Moves the partitions the target gives a member beyond the room its

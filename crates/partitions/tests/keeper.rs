@@ -557,3 +557,34 @@ fn a_join_with_no_room_or_past_the_group_limit_is_refused() {
     let e = recipe::join(&w.store, "one-more", Some(&spec), s, &MemberSpec::default());
     assert_eq!(e.unwrap_err(), tenure_partitions::RecipeError::TooManyGroups);
 }
+
+/// A group whose last member left is deleted after EMPTY_GROUP_GRACE
+/// (a group left behind does not hold its name, or a place among the
+/// MAX_GROUPS, for ever); one with a member is not.
+#[test]
+fn an_empty_group_is_deleted_after_its_grace() {
+    let mut w = World::new(3, 0);
+    let a = w.join(MemberSpec::default());
+    w.settle();
+    let c = recipe::leave(&w.store, G, a).unwrap();
+    assert!(recipe::outcome(&w.apply(&c)).is_some());
+    w.settle();
+    let plan = w.keeper.plan(w.now, &w.store);
+    assert!(plan.commands.is_empty(), "not before the grace");
+    assert!(plan
+        .next_check
+        .is_some_and(|at| at <= w.now + tenure_partitions::keeper::EMPTY_GROUP_GRACE));
+    w.now = w.now + tenure_partitions::keeper::EMPTY_GROUP_GRACE;
+    w.settle();
+    assert!(Group::read(&w.store, G).is_none(), "deleted");
+    assert!(Group::names(&w.store, 10).is_empty());
+    // The name is free: a group of another size may take it.
+    w.spec = GroupSpec { partitions: 5, stabilise_ms: 0 };
+    let b = w.join(MemberSpec::default());
+    w.settle();
+    assert_eq!(w.owned()[&b].len(), 5);
+    // With a member, it stays however long.
+    w.now = w.now + tenure_partitions::keeper::EMPTY_GROUP_GRACE * 2;
+    w.settle();
+    assert!(Group::read(&w.store, G).is_some());
+}
