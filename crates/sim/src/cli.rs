@@ -479,7 +479,8 @@ fn print_partitions(r: &PartitionsReport) {
          ({} refused), {} expiries, {} deadline stops, {} sessions lost; {} joins ({} changes \
          of spec), {} leaves, {} revocations; {} ownerships, {} moves, {} releases; keeper: {} \
          plans, {} transactions ({} applied, {} voided); member faults: {} crashes, {} pauses, \
-         {} cut-offs; max overlap {} ns",
+         {} cut-offs; max overlap {} ns; member keys back after a leave (a late join) {}, \
+         partitions granted on them {}",
         p.runs,
         p.weighted_runs,
         p.grants,
@@ -502,7 +503,9 @@ fn print_partitions(r: &PartitionsReport) {
         p.app_crashes,
         p.app_pauses,
         p.app_cutoffs,
-        p.max_overlap_ns
+        p.max_overlap_ns,
+        p.stray_members,
+        p.stray_grants
     );
     let (gap, rest) = (&r.without_owner_ms, &r.at_rest_after_healing_ms);
     println!(

@@ -338,11 +338,19 @@ impl Partitions {
         self.members[a].leaving = true;
     }
 
-    /// Member `a`'s leave took effect (or it was no member already).
-    fn left(&mut self, a: usize, now_ns: u64) {
+    /// Member `a`'s leave took effect (`took`), or it was no member
+    /// already.
+    fn left(&mut self, a: usize, took: bool, now_ns: u64) {
         let gap = self.apps.milli_ttl(OUT_MILLI_TTL);
         let m = &mut self.members[a];
         m.joined = None;
+        // A member key back after its leave: a join that landed late.
+        if took && !m.leaving {
+            self.stats.stray_members += 1;
+            if self.trace {
+                eprintln!("{:>12.3} member{a} left again: its key was back", ms(now_ns));
+            }
+        }
         if m.leaving {
             self.stats.leaves += 1;
             m.leaving = false;
@@ -405,7 +413,9 @@ impl Partitions {
                 }
             } else if !m.inside {
                 // Granted while it is no member: never worked on, given back.
-                self.members[a].to_release.insert((p, epoch));
+                if self.members[a].to_release.insert((p, epoch)) {
+                    self.stats.stray_grants += 1;
+                }
             } else if !m.leaving && trusts && !m.working.contains_key(&p) {
                 self.start_holding(a, p, epoch, now_ns);
             }
@@ -842,12 +852,12 @@ impl Role for Partitions {
                 m.joined = Some(m.want.clone());
             }
             (Kind::Leave, Some(ReplyBody::Done(bytes))) if current && took(&bytes).is_some() => {
-                self.left(a, now_ns)
+                self.left(a, true, now_ns)
             }
             (
                 Kind::Leave,
                 Some(ReplyBody::GroupRefused(RecipeError::NotMember(_) | RecipeError::NoGroup(_))),
-            ) if current => self.left(a, now_ns),
+            ) if current => self.left(a, false, now_ns),
             (Kind::Release(p, epoch), Some(body)) if current => {
                 if let ReplyBody::Done(bytes) = &body {
                     self.stats.releases += u64::from(took(bytes).is_some());

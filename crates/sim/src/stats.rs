@@ -73,6 +73,12 @@ pub struct PartitionsStats {
     pub revocations: u64,
     /// Partitions a member released (deleted its owner key) after stopping.
     pub releases: u64,
+    /// Member keys a member found after its leave had taken effect (a join
+    /// of its, held on the way, landed later) and left again.
+    pub stray_members: u64,
+    /// Partitions granted to a member while it was out of its group (on
+    /// such a member key), released without being worked on.
+    pub stray_grants: u64,
     /// Ownerships begun: a member starting work on a partition.
     pub holdings: u64,
     /// Ownerships of a partition by another session than its previous owner's.
@@ -135,6 +141,8 @@ impl PartitionsStats {
         self.leaves += o.leaves;
         self.revocations += o.revocations;
         self.releases += o.releases;
+        self.stray_members += o.stray_members;
+        self.stray_grants += o.stray_grants;
         self.holdings += o.holdings;
         self.moves += o.moves;
         self.deadline_stops += o.deadline_stops;

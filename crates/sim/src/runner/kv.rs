@@ -493,7 +493,7 @@ impl Sim {
         };
         router.set_ready(ready_token(r, kv.stalled));
         let answer = match body {
-            // No replica serving (see `group_command`).
+            // No replica (see `group_command`).
             RequestBody::Group(_) => Some(ReplyBody::Redirect(known)),
             body @ (RequestBody::Range { .. } | RequestBody::Renew { .. }) => {
                 if kv.stalled {

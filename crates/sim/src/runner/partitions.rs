@@ -67,15 +67,19 @@ impl Sim {
     }
 
     /// The command node `i` makes of a member's request, from its applied
-    /// store: `None` when it has no replica serving (the request is
-    /// redirected), a refusal when the recipe refuses.
+    /// store: `None` when it has no replica (the request is redirected), a
+    /// refusal when the recipe refuses. (A replica rebuilding after a
+    /// failed write still has its applied store; its router holds the
+    /// command as any write. Redirected instead, with the node's own name
+    /// when its elector leads, a member asked the same node again and
+    /// again: raft seed 42.)
     pub(super) fn group_command(
         &self,
         i: usize,
         call: &GroupCall,
     ) -> Option<Result<Command, RecipeError>> {
         let kv = self.hosts[i].kv.as_ref()?;
-        let store = &kv.replica.as_ref().filter(|_| !kv.stalled)?.state_machine().store;
+        let store = &kv.replica.as_ref()?.state_machine().store;
         Some(match call {
             GroupCall::Join { group, spec, member, me } => {
                 recipe::join(store, group, Some(spec), *member, me)
@@ -354,7 +358,7 @@ fn plan(keeper: &mut GroupKeeper, now: Instant, store: &Store, bug: Option<Parti
     match bug {
         Some(PartitionsBug::GrantOverOwner) => {
             // It plans as if every key marked `release` were gone, and
-            // grants without comparing the key's absence.
+            // grants without comparing the owner key's absence.
             let mut view = store.clone();
             let marked: Vec<String> = store
                 .keys_from(GROUPS_PREFIX)
@@ -371,7 +375,9 @@ fn plan(keeper: &mut GroupKeeper, now: Instant, store: &Store, bug: Option<Parti
             let mut plan = keeper.plan(now, &view);
             for c in &mut plan.commands {
                 if let Command::Txn { compare, .. } = c {
-                    compare.retain(|c| c.target != Target::CreateRevision(0));
+                    compare.retain(|c| {
+                        !(c.key.contains("/owners/") && c.target == Target::CreateRevision(0))
+                    });
                 }
             }
             plan
