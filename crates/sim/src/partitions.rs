@@ -342,6 +342,8 @@ impl Partitions {
     /// already.
     fn left(&mut self, a: usize, took: bool, now_ns: u64) {
         let gap = self.apps.milli_ttl(OUT_MILLI_TTL);
+        // After healing a member that left (before) joins again at once.
+        let gap = if self.settled_at.is_some() { 0 } else { gap };
         let m = &mut self.members[a];
         m.joined = None;
         // A member key back after its leave: a join that landed late.
@@ -493,8 +495,9 @@ impl Partitions {
             .collect()
     }
 
-    /// What is wrong with group `g` now: a member that runs and wants to
-    /// be in the group without a session it trusts or without its member
+    /// What is wrong with group `g` now: a member that runs and is out of
+    /// the group or leaving it (unless the runner's scripted change holds it
+    /// out), or in it without a session it trusts or without its member
     /// key as it wants it; if the group has a live ready member, a
     /// partition without exactly one owner, an owner that is not a live
     /// ready member; a member owning fewer than the floor or more than the
@@ -506,10 +509,12 @@ impl Partitions {
         let name = group_name(g);
         for (a, m) in self.members.iter().enumerate() {
             let p = self.apps.proc(a);
-            if m.group != g || !p.running() || !m.inside || m.leaving {
+            if m.group != g || !p.running() || m.held_out {
                 continue;
             }
-            if p.session.is_none() || !self.apps.trusts(a, now_ns) {
+            if !m.inside || m.leaving {
+                out.coverage.push(format!("member{a} of {name} is out of the group or leaving it"));
+            } else if p.session.is_none() || !self.apps.trusts(a, now_ns) {
                 out.coverage.push(format!("member{a} of {name} runs without a session it trusts"));
             } else if m.joined.as_ref() != Some(&m.want) {
                 out.coverage.push(format!("member{a} of {name} has not joined as {:?}", m.want));
