@@ -54,8 +54,13 @@ use tenure_elect::{CancellationToken, Loss, Retry, Session, SessionWatch};
 /// How long one long poll of the assignment waits on the server.
 pub const POLL_WAIT: Duration = Duration::from_secs(10);
 
-/// Pause before polling again after a failed poll.
+/// Pause before polling again after a failed poll; it doubles with each
+/// failure in a row, up to [`POLL_RETRY_MAX`] (a cluster refusing long polls
+/// with 429, or unreachable, is not polled in a tight loop).
 pub const POLL_RETRY: Duration = Duration::from_millis(200);
+
+/// The longest pause between failed polls.
+pub const POLL_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// What a member says when it joins (see `POST /v1/groups/{name}/join` in
 /// docs/API.md).
@@ -153,6 +158,8 @@ pub struct PartitionMember {
     pending: std::collections::VecDeque<Event>,
     /// The revision of the last assignment read.
     after: Option<u64>,
+    /// The pause after the next failed poll.
+    retry: Duration,
     lost: bool,
 }
 
@@ -190,6 +197,7 @@ impl PartitionMember {
             owned: BTreeMap::new(),
             pending: Default::default(),
             after: None,
+            retry: POLL_RETRY,
             lost: false,
         })
     }
@@ -215,6 +223,13 @@ impl PartitionMember {
     /// The next event: waits for the assignment to change, or for the
     /// session's deadline less the stop margin. After [`Event::Lost`] it
     /// returns `Lost` again.
+    ///
+    /// Polls that fail for a reason that may pass (no answer, a 5xx, 429)
+    /// are retried here, after a pause that doubles up to
+    /// [`POLL_RETRY_MAX`]. A refusal that asking again cannot change (a
+    /// token refused, a 4xx) is returned after that pause: calling `next`
+    /// again polls again. Either way the deadline keeps running: without a
+    /// renewal, every token is cancelled at the deadline less the margin.
     pub async fn next(&mut self) -> Result<Event, Error> {
         loop {
             if let Some(e) = self.pending.pop_front() {
@@ -229,10 +244,11 @@ impl PartitionMember {
                 continue;
             }
             let expired = self.expired.clone();
+            let pause = self.retry;
             let poll = async {
                 let read = self.poll().await;
                 if read.is_err() {
-                    tokio::time::sleep(POLL_RETRY).await;
+                    tokio::time::sleep(pause).await;
                 }
                 read
             };
@@ -240,15 +256,24 @@ impl PartitionMember {
                 biased;
                 () = expired.cancelled() => {}
                 read = poll => match read {
-                    Ok(Some(a)) => self.apply(a),
-                    Ok(None) => self.lose(Loss::Gone),
-                    Err(Error::Refused(r)) if r.status == StatusCode::BAD_REQUEST => {
+                    Ok(read) => {
+                        self.retry = POLL_RETRY;
+                        match read {
+                            Some(a) => self.apply(a),
+                            None => self.lose(Loss::Gone),
+                        }
+                    }
+                    Err(Error::Refused(r)) if r.status == StatusCode::BAD_REQUEST && self.after.is_some() => {
                         // `after` beyond the store's revision (a restored
                         // cluster): read the assignment afresh.
                         tracing::warn!(group = %self.group, error = %r, "the assignment poll was refused; reading it afresh");
                         self.after = None;
                     }
                     Err(e) => {
+                        self.retry = (self.retry * 2).min(POLL_RETRY_MAX);
+                        if final_refusal(&e) {
+                            return Err(e);
+                        }
                         tracing::warn!(group = %self.group, error = %e, "an assignment poll failed; polling again");
                     }
                 },
@@ -413,6 +438,19 @@ async fn watch_deadline(
     loss
 }
 
+/// Whether a failed poll is a refusal that asking again cannot change: a
+/// token refused, or a 4xx other than 429 (a limit on long polls held at
+/// once, which frees up).
+fn final_refusal(e: &Error) -> bool {
+    match e {
+        Error::AuthRefused(_) | Error::Config(_) | Error::Invalid(_) => true,
+        Error::Refused(r) => {
+            r.status.is_client_error() && r.status != StatusCode::TOO_MANY_REQUESTS
+        }
+        _ => false,
+    }
+}
+
 /// A release to send (see [`PartitionMember::release_later`]).
 #[derive(Debug, Clone)]
 pub struct Release {
@@ -459,4 +497,30 @@ impl Release {
 pub async fn group(cluster: &Cluster, name: &str) -> Result<GroupBody, Error> {
     let path = format!("/v1/groups/{name}");
     cluster.json(Method::GET, &path, None, REQUEST_TIMEOUT, Retry::Idempotent).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Refused;
+
+    fn refusal(status: StatusCode) -> Error {
+        Error::Refused(Refused {
+            url: "https://n1/v1/groups/g/assignment".into(),
+            status,
+            message: "no".into(),
+            body: Default::default(),
+        })
+    }
+
+    #[test]
+    fn only_refusals_that_asking_again_cannot_change_end_a_poll() {
+        assert!(final_refusal(&refusal(StatusCode::FORBIDDEN)));
+        assert!(final_refusal(&refusal(StatusCode::UNPROCESSABLE_ENTITY)));
+        assert!(final_refusal(&Error::Invalid("bad group name".into())));
+        // A limit on long polls frees up; a server error or no answer passes.
+        assert!(!final_refusal(&refusal(StatusCode::TOO_MANY_REQUESTS)));
+        assert!(!final_refusal(&refusal(StatusCode::SERVICE_UNAVAILABLE)));
+        assert!(!final_refusal(&refusal(StatusCode::INTERNAL_SERVER_ERROR)));
+    }
 }
