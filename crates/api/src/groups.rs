@@ -163,7 +163,7 @@ pub struct GroupOwnerBody {
 }
 
 /// `GET /v1/groups/{name}` success.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct GroupBody {
     /// The group.
     pub name: String,
@@ -181,6 +181,68 @@ pub struct GroupBody {
     pub unreadable: usize,
     /// The store's revision when it was read.
     pub revision: u64,
+    /// What the leader measured of the group (docs/PARTITIONS.md,
+    /// "Observing a group"): absent when no leader answered (then
+    /// `stats_error` says why). A follower asks the leader for the whole
+    /// answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<GroupStatsBody>,
+    /// Why `stats` is absent: no leader known, the leader not reached, or
+    /// the answering node not (yet) measuring as the leader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats_error: Option<String>,
+}
+
+/// What the leader measured of a group while it led (docs/PARTITIONS.md,
+/// "Observing a group"). Its clocks start when it began to lead, or when
+/// the group was created if later: a spell without an owner that began
+/// under an earlier leader is counted from this leader's start.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct GroupStatsBody {
+    /// The node that measured: the leader.
+    pub node: u64,
+    /// How long it has watched the group, in milliseconds.
+    pub watched_ms: u64,
+    /// Partitions granted to a member other than their previous owner while
+    /// it watched (a partition's first grant, or one to the same member
+    /// again, is no move).
+    pub moves: u64,
+    /// How far the ready members' counts are from their weighted shares:
+    /// the largest `owned - share` less the smallest, where a member's share
+    /// is the partitions the ready members own times its weight over their
+    /// total weight. With equal weights, the largest count less the
+    /// smallest; a balanced group reads below 2 (0 or 1 with equal
+    /// weights). 0 without ready members.
+    pub imbalance: f64,
+    /// Partitions without an owner now.
+    pub unowned: u32,
+    /// Every partition that is without an owner now or was at some time
+    /// while it watched, by partition (the others have had an owner all
+    /// along).
+    pub partitions: Vec<PartitionStatsBody>,
+}
+
+/// A partition's time without an owner, as the leader measured it: from
+/// the first look that saw its owner key absent to the first that saw it
+/// granted (the leader looks after every apply that changes the group).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionStatsBody {
+    /// The partition.
+    pub partition: u32,
+    /// How long it has been without an owner, in milliseconds, if it has
+    /// none now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unowned_ms: Option<u64>,
+    /// How long its last spell without an owner lasted, in milliseconds, if
+    /// one ended (with a grant) while the leader watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_unowned_ms: Option<u64>,
+    /// Its time without an owner in all while the leader watched, the
+    /// current spell included, in milliseconds.
+    pub total_unowned_ms: u64,
+    /// The spells without an owner that ended with a grant while the
+    /// leader watched.
+    pub spells: u32,
 }
 
 /// A partition the session owns, in an assignment.
@@ -223,5 +285,27 @@ mod tests {
         assert_eq!(back, join);
         let typo = serde_json::from_str::<GroupJoinRequest>(r#"{"session": 7, "stabilize_ms": 1}"#);
         assert!(typo.unwrap_err().to_string().contains("stabilize_ms"));
+    }
+
+    #[test]
+    fn a_group_body_without_the_leaders_figures_reads_as_before() {
+        let old = r#"{"name": "g", "spec": {"partitions": 2, "stabilise_ms": 0},
+            "members": [], "more": false, "owners": [], "unreadable": 0, "revision": 5}"#;
+        let body: GroupBody = serde_json::from_str(old).unwrap();
+        assert_eq!((&body.stats, &body.stats_error), (&None, &None));
+        let text = serde_json::to_string(&body).unwrap();
+        assert!(!text.contains("stats"), "absent figures are left out: {text}");
+        let p = PartitionStatsBody {
+            partition: 1,
+            unowned_ms: None,
+            last_unowned_ms: Some(12),
+            total_unowned_ms: 12,
+            spells: 1,
+        };
+        let text = serde_json::to_string(&p).unwrap();
+        assert_eq!(
+            text,
+            r#"{"partition":1,"last_unowned_ms":12,"total_unowned_ms":12,"spells":1}"#
+        );
     }
 }

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 mod groups;
 pub use groups::{
     AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupMemberBody,
-    GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody, GroupWriteBody,
-    OwnedPartitionBody,
+    GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody, GroupStatsBody,
+    GroupWriteBody, OwnedPartitionBody, PartitionStatsBody,
 };
 
 /// `GET /v1/status`.
