@@ -20,7 +20,16 @@
 //! * **A change of leadership** drops the keeper's memory and the
 //!   proposals in flight (they fail with `NotLeader` or commit, both
 //!   harmless), so a new leadership plans at once.
+//! * **What it measures** ([`stats`]): at each look (an apply that changed
+//!   a group, each plan, in the keeper's own read) the leader's figures of
+//!   every group: spells without an owner, moves, imbalance; shared with
+//!   `GET /v1/groups/{name}` and `/metrics`, and dropped with the
+//!   leadership.
 
+pub mod stats;
+
+use stats::GroupsWatch;
+use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant as CoreInstant};
 use tenure_kv::Store;
@@ -40,6 +49,7 @@ pub const MAX_PROPOSALS_IN_FLIGHT: usize = 64;
 pub async fn run(kv: Replicated<Store>, mut stop: watch::Receiver<bool>) {
     let mut s = Service {
         ready: kv.ready_leader(),
+        watch: stats::for_node(&kv),
         kv,
         leading: None,
         keeper: GroupKeeper::new(),
@@ -86,6 +96,8 @@ struct Service {
     /// The leadership the keeper plans for.
     leading: Option<FencingToken>,
     keeper: GroupKeeper,
+    /// What the leader measures, shared with the API and the metrics.
+    watch: Arc<GroupsWatch>,
     /// The keeper's clock's origin on this process's monotonic clock.
     base: std::time::Instant,
     /// The store's revision up to which changes were looked at.
@@ -118,6 +130,7 @@ impl Service {
             return false;
         }
         self.keeper.follow();
+        self.watch.follow(now_leading);
         self.next_check = None;
         self.proposals.abort_all();
         self.leading = now_leading;
@@ -131,9 +144,13 @@ impl Service {
             return false;
         }
         let from = self.checked_through + 1;
+        let watch = &self.watch;
         let ((changed, revision), _) = self.kv.read_stale(|s| {
             let changed = from <= s.revision()
                 && s.changes_since(GROUPS_PREFIX, from, 1).map_or(true, |c| !c.is_empty());
+            if changed {
+                watch.observe(s);
+            }
             (changed, s.revision())
         });
         self.checked_through = revision;
@@ -148,8 +165,12 @@ impl Service {
             return;
         }
         let now = self.now();
-        let keeper = &mut self.keeper;
-        let ((plan, revision), _) = self.kv.read_stale(|s| (keeper.plan(now, s), s.revision()));
+        let (keeper, watch) = (&mut self.keeper, &self.watch);
+        let ((plan, revision), _) = self.kv.read_stale(|s| {
+            // Every state the keeper grants from is looked at first.
+            watch.observe(s);
+            (keeper.plan(now, s), s.revision())
+        });
         let Plan { commands, next_check } = plan;
         self.checked_through = revision;
         self.next_check = next_check;

@@ -7,7 +7,11 @@
 //! failovers itself from the leadership watch channel into a histogram that
 //! lives as long as the server. So do the key-value API's commit-latency
 //! histogram and its count of writes with an unknown outcome, measured by
-//! the handlers.
+//! the handlers. The groups' figures (`tenure_partitions_*`) are the groups
+//! service's ([`crate::groups::stats`]): its histogram of spells without
+//! an owner and its count of moves are cumulative for the process (what it
+//! measured while it led); the per-group gauges are exported only while it
+//! measures as the leader.
 
 use crate::replication::replication;
 use prometheus_client::encoding::text::encode;
@@ -221,6 +225,7 @@ impl Metrics {
         );
         register_sessions(&mut r, self, kv);
         register_elections(&mut r, &self.elections);
+        crate::groups::stats::for_node(kv).register(&mut r);
         encoded(&r)
     }
 
