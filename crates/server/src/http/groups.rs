@@ -3,8 +3,12 @@
 //! `release` are the member recipes of `tenure_partitions::recipe`, each
 //! one guarded transaction through the log (nothing is ever half done), the
 //! caller owning the session it names; `GET /v1/groups/{name}` reads the
-//! group, and `GET /v1/groups/{name}/assignment` is a member's long poll
-//! for what it owns. The leader's keeper grants and moves the partitions
+//! group, with what the leader measured of it (`stats`, from the leader's
+//! [`crate::groups::stats`]: a follower passes the request on to the
+//! leader, with the caller's `Authorization`, and answers with the
+//! leader's answer; when no leader answers, it answers from its own store
+//! with `stats_error` saying why), and `GET /v1/groups/{name}/assignment`
+//! is a member's long poll for what it owns. The leader's keeper grants and moves the partitions
 //! (`tenure_partitions::keeper`); nothing here decides who owns what.
 //!
 //! A recipe reads the group (linearizably), builds its transaction and
@@ -23,8 +27,9 @@ use super::watch::stream_slot;
 use crate::elections::{DEFAULT_WAIT, MAX_WAIT};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -35,6 +40,7 @@ use tenure_api::{
     GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody, GroupWriteBody,
     OwnedPartitionBody,
 };
+use tenure_client::error::with_causes;
 use tenure_kv::{Command, LeaseId, Response, Store, MAX_KEYS_PER_LEASE, MAX_VALUE_BYTES};
 use tenure_partitions::group::{
     group_prefix, member_key, spec_key, validate_group_name, Group, GroupError, GroupSpec,
@@ -69,6 +75,11 @@ const JOIN_SHAPE: &str = r#"{"session": L, "partitions": N, "stabilise_ms": ms, 
 const LEAVE_SHAPE: &str = r#"{"session": L}"#;
 const RELEASE_SHAPE: &str = r#"{"session": L, "partition": P, "epoch": E}"#;
 
+/// How long a follower waits for the leader's answer to a group read it
+/// passes on before it answers from its own store without the leader's
+/// figures.
+pub const LEADER_ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The query of `GET /v1/groups/{name}`.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +88,11 @@ pub struct GroupQuery {
     after: Option<String>,
     #[serde(default)]
     consistency: Consistency,
+    /// Answer from this node, without asking the leader (the leader's
+    /// figures only if this node measures them). A node passing a request
+    /// on sets it, so that a request is passed on once at most.
+    #[serde(default)]
+    local: bool,
 }
 
 /// The query of `GET /v1/groups/{name}/assignment`.
@@ -154,20 +170,99 @@ pub async fn release(
     Ok(Json(GroupWriteBody { revision }))
 }
 
-/// `GET /v1/groups/{name}[?after=ID][&consistency=stale]`: the spec, the
-/// members (a page of at most [`MAX_LIST_BYTES`] of JSON, `more` when
-/// some are left: continue with `after=` the last id), every owner.
+/// `GET /v1/groups/{name}[?after=ID][&consistency=stale][&local=true]`:
+/// the spec, the members (a page of at most [`MAX_LIST_BYTES`] of JSON,
+/// `more` when some are left: continue with `after=` the last id), every
+/// owner, and what the leader measured (`stats`). A node that does not
+/// measure as the leader passes the request on to the leader (unless
+/// `local`) and answers with its answer; when none comes within
+/// [`LEADER_ANSWER_TIMEOUT`] (or the leader answers 5xx), it answers
+/// itself without `stats`, and `stats_error` says why.
 pub async fn get(
     State(st): State<AppState>,
+    headers: HeaderMap,
     name: Result<Path<String>, PathRejection>,
     query: Result<Query<GroupQuery>, QueryRejection>,
+    RawQuery(raw_query): RawQuery,
 ) -> Result<axum::response::Response, ApiError> {
     let name = name_from(name)?;
-    let q = query_from(query, "after=ID (16 hex digits) and consistency=stale")?;
+    let q = query_from(query, "after=ID (16 hex digits), consistency=stale and local=true")?;
     let after = q.after.as_deref().map(member_id_from).transpose()?;
+    let watch = crate::groups::stats::for_node(&st.kv);
+    let measuring = watch.leading().is_some_and(|t| *st.kv.ready_leader().borrow() == Some(t));
+    let mut not_measured = None;
+    if !measuring {
+        let why = if q.local {
+            "this node does not measure as the leader (local=true: the leader was not asked)"
+                .to_string()
+        } else {
+            let authorization = headers.get(header::AUTHORIZATION).cloned();
+            match from_leader(&st, authorization, &name, raw_query.as_deref()).await {
+                Ok(answer) => return Ok(answer),
+                Err(why) => why,
+            }
+        };
+        not_measured = Some(why);
+    }
     let permit = st.lists.permit().await?;
-    let body = read(&st, q.consistency, |s| group_body(s, &name, after)).await??;
+    let node = st.node.status().id.0;
+    let body = read(&st, q.consistency, |s| {
+        let mut body = group_body(s, &name, after)?;
+        body.stats = watch.group_body(node, s, &name);
+        if body.stats.is_none() {
+            body.stats_error = Some(not_measured.unwrap_or_else(|| {
+                format!("node {node} leads but has not measured group {name:?} yet")
+            }));
+        }
+        Ok::<_, ApiError>(body)
+    })
+    .await??;
     Ok(json_answer(permit, move || body).await)
+}
+
+/// The leader's answer to `GET /v1/groups/{name}?{query}&local=true`, asked
+/// with the caller's `authorization`, as it came (but a 5xx); or why there
+/// is none.
+async fn from_leader(
+    st: &AppState,
+    authorization: Option<HeaderValue>,
+    name: &str,
+    query: Option<&str>,
+) -> Result<axum::response::Response, String> {
+    let mut status = super::status::status_body(&st.node.status());
+    super::status::add_http_addresses(&mut status, &st.cluster);
+    let Some(leader) = status.leader else {
+        return Err("no leader is known, and the leader measures".to_string());
+    };
+    if leader == status.id {
+        return Err(format!("node {leader} leads but does not measure yet (it just began)"));
+    }
+    let Some(address) = status.leader_http_address else {
+        return Err(format!(
+            "the leader, node {leader}, has not told this node its HTTP address (see \
+             --peer-http)"
+        ));
+    };
+    let scheme = if st.cluster.client.https() { "https" } else { "http" };
+    let query = match query {
+        Some(q) if !q.is_empty() => format!("{q}&local=true"),
+        _ => "local=true".to_string(),
+    };
+    let url = format!("{scheme}://{address}/v1/groups/{name}?{query}");
+    let client = st.cluster.client.with_authorization(authorization);
+    match client.send(Method::GET, &url, None, LEADER_ANSWER_TIMEOUT).await {
+        Ok(a) if a.status.is_server_error() => {
+            Err(format!("the leader, node {leader}, answered HTTP {}", a.status))
+        }
+        Ok(a) => {
+            let json = HeaderValue::from_static("application/json");
+            Ok((a.status, [(header::CONTENT_TYPE, json)], a.body).into_response())
+        }
+        Err(e) => Err(format!(
+            "the leader, node {leader}, did not answer at {address}: {}",
+            with_causes(&e)
+        )),
+    }
 }
 
 /// `GET /v1/groups/{name}/assignment?session=L[&after=R][&timeout_ms=N]`:
@@ -417,6 +512,8 @@ fn group_body(s: &Store, name: &str, after: Option<MemberId>) -> Result<GroupBod
         owners,
         unreadable: group.unreadable.len(),
         revision: s.revision(),
+        stats: None,
+        stats_error: None,
     })
 }
 
