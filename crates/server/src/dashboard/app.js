@@ -16,6 +16,13 @@
   const LIST_LIMIT = 100; // elections and sessions shown
   const VALUE_SHOWN_CHARS = 60; // an election value longer than this is cut (full text in a tooltip)
   const TOKEN_KEY = "tenure-token";
+  const POLL_GROUP_LIST_MS = 5000; // the names of the groups
+  const GROUPS_PREFIX = "_tenure/groups/"; // where groups keep their keys
+  const GROUP_LIST_PAGE = 200; // keys per read of the groups' keys
+  const GROUP_LIST_MAX = 50; // groups listed
+  const GROUP_LIST_READS = 20; // reads of the groups' keys per refresh of the list
+  const MAP_CELLS_MAX = 1024; // a cell per partition up to this; runs of one owner beyond
+  const UNOWNED_ROWS = 20; // partitions listed with their time without an owner
 
   const URLS = {
     cluster: "/v1/cluster",
@@ -264,7 +271,7 @@
       const startedAt = performance.now();
       this.busy = (async () => {
         try {
-          const data = await request(this.url, this.asText);
+          const data = typeof this.url === "function" ? await this.url() : await request(this.url, this.asText);
           if (generation === page.generation) this.onData(data, startedAt);
         } catch (e) {
           if (generation !== page.generation) return;
@@ -291,7 +298,8 @@
     metrics: null,
     elections: null,
     sessions: null,
-    errors: { elections: null, sessions: null },
+    errors: { elections: null, sessions: null, groupList: null, group: null },
+    groups: { names: [], more: false, selected: null, body: null, listKey: "", mapKey: "" },
     updated: {}, // section -> Date.now() of its last good answer
   };
 
@@ -790,6 +798,262 @@
     box.replaceChildren(table(caption, ["Session", "TTL", "Remaining", "Keys"], rows, "sessions-table"));
   }
 
+  // ----------------------------------------------------- groups of partitions
+  /**
+   * The names of the groups, from their keys (`/v1/kv?prefix=_tenure/groups/`):
+   * a page holds the keys of the small groups; a group whose keys fill the
+   * rest of a page is skipped past (`after` its name and '0', which sorts
+   * after '/'), so a read costs a page whatever a group's size.
+   */
+  async function listGroups() {
+    const names = [];
+    let after = null;
+    let more = false;
+    for (let read = 0; read < GROUP_LIST_READS; read++) {
+      let url = `/v1/kv?prefix=${encodeURIComponent(GROUPS_PREFIX)}&limit=${GROUP_LIST_PAGE}&consistency=stale`;
+      if (after !== null) url += `&after=${encodeURIComponent(after)}`;
+      const body = await request(url);
+      let last = null;
+      for (const kv of Array.isArray(body.kvs) ? body.kvs : []) {
+        const rest = String(kv.key).slice(GROUPS_PREFIX.length);
+        const slash = rest.indexOf("/");
+        if (slash <= 0) continue;
+        last = rest.slice(0, slash);
+        if (names[names.length - 1] !== last) names.push(last);
+      }
+      more = !!body.more;
+      if (!more || last === null) break;
+      after = `${GROUPS_PREFIX}${last}0`;
+      if (names.length > GROUP_LIST_MAX) break;
+    }
+    return { names: names.slice(0, GROUP_LIST_MAX), more: more || names.length > GROUP_LIST_MAX };
+  }
+
+  function groupUrl() {
+    return `/v1/groups/${encodeURIComponent(state.groups.selected)}?consistency=stale`;
+  }
+
+  function groupReadable() {
+    return storeReadable() && state.groups.selected !== null;
+  }
+
+  function onGroupList(data) {
+    const g = state.groups;
+    g.names = data.names;
+    g.more = data.more;
+    state.errors.groupList = null;
+    renderGroupsNote();
+    if (g.selected === null || !g.names.includes(g.selected)) {
+      selectGroup(g.names.length ? g.names[0] : null);
+    }
+    renderGroupList();
+  }
+
+  function onGroupsError(which) {
+    return (e, skipped) => {
+      if (which === "group" && skipped && state.groups.selected === null) {
+        state.errors.group = null;
+      } else {
+        state.errors[which] = skipped ? "waiting for a leader (groups are read through it)" : e.message;
+      }
+      renderGroupsNote();
+    };
+  }
+
+  function renderGroupsNote() {
+    setStale("groups", state.errors.groupList || state.errors.group);
+  }
+
+  function selectGroup(name) {
+    const g = state.groups;
+    if (g.selected === name) return;
+    g.selected = name;
+    g.body = null;
+    g.mapKey = "";
+    renderGroupList();
+    renderGroup();
+    if (name !== null) pollers.group.poll(true);
+  }
+
+  function renderGroupList() {
+    const g = state.groups;
+    const key = JSON.stringify([g.names, g.more, g.selected]);
+    if (key === g.listKey) return;
+    g.listKey = key;
+    const box = $("#groups .group-list");
+    if (!g.names.length) {
+      box.replaceChildren(el("p", { class: "empty-state" }, "No group of partitions exists."));
+      return;
+    }
+    const buttons = g.names.map((name) => {
+      const b = el(
+        "button",
+        { type: "button", class: "group-choice", "data-group": name, "aria-pressed": name === g.selected ? "true" : "false" },
+        name,
+      );
+      b.addEventListener("click", () => selectGroup(name));
+      return b;
+    });
+    const more = g.more ? el("span", { class: "muted" }, ` (the first ${GROUP_LIST_MAX}; more exist)`) : null;
+    box.replaceChildren(el("span", { class: "sub" }, "Group: "), ...buttons, ...(more ? [more] : []));
+  }
+
+  function onGroup(body) {
+    if (!body || body.name !== state.groups.selected) return;
+    state.groups.body = body;
+    state.errors.group = null;
+    renderGroupsNote();
+    renderGroup();
+  }
+
+  /** A member's label on the map: A to Z, then M27, M28, … */
+  function ownerLabel(i) {
+    return i < 26 ? String.fromCharCode(65 + i) : `M${i + 1}`;
+  }
+
+  function renderGroup() {
+    const detail = $("#group-detail");
+    const b = state.groups.body;
+    if (!b) {
+      detail.dataset.group = "";
+      detail.replaceChildren();
+      return;
+    }
+    const key = JSON.stringify(b);
+    if (key === state.groups.mapKey) return;
+    state.groups.mapKey = key;
+    detail.dataset.group = b.name;
+    const n = b.spec.partitions;
+    const members = Array.isArray(b.members) ? b.members : [];
+    const owners = Array.isArray(b.owners) ? b.owners : [];
+    // Labels: the members in id order, then owners not on the members' page.
+    const labels = new Map();
+    for (const m of members) labels.set(m.id, labels.size);
+    for (const o of owners) if (!labels.has(o.member)) labels.set(o.member, labels.size);
+    const byPartition = new Map(owners.map((o) => [o.partition, o]));
+    const s = val(b, "stats");
+    const spells = new Map((s && Array.isArray(s.partitions) ? s.partitions : []).map((p) => [p.partition, p]));
+
+    const summary = el(
+      "p",
+      { id: "group-summary" },
+      `${b.name}: ${n} partition${n === 1 ? "" : "s"}, ${members.length}${b.more ? "+" : ""} member${members.length === 1 ? "" : "s"}, ` +
+        `${owners.length} owned, stabilise ${duration(b.spec.stabilise_ms)}, store revision ${b.revision}`,
+    );
+    const statsAttrs = s
+      ? { id: "group-stats", "data-measured": "true", "data-moves": s.moves, "data-imbalance": s.imbalance, "data-unowned": s.unowned }
+      : { id: "group-stats", "data-measured": "false" };
+    const stats = s
+      ? el(
+          "p",
+          statsAttrs,
+          el("strong", null, `${s.moves} move${s.moves === 1 ? "" : "s"}`),
+          ` · imbalance ${s.imbalance} (by weight) · `,
+          el("strong", null, `${s.unowned} without an owner`),
+          el("span", { class: "sub" }, ` — measured by the leader, node ${s.node}, for ${duration(s.watched_ms)}`),
+        )
+      : el("p", statsAttrs, `The leader's figures are not available: ${orDash(val(b, "stats_error"))}`);
+
+    const ownerRows = [...labels.entries()].map(([id, i]) => {
+      const m = members.find((x) => x.id === id);
+      const held = owners.filter((o) => o.member === id);
+      const epochs = held.map((o) => o.epoch);
+      const [lo, hi] = [Math.min(...epochs), Math.max(...epochs)];
+      const range = !epochs.length ? "—" : lo === hi ? String(lo) : `${lo}–${hi}`;
+      const tr = el(
+        "tr",
+        { "data-member": id, "data-owned": held.length },
+        el("th", { scope: "row" }, el("span", { class: `swatch owner-${i % 8}`, "aria-hidden": "true" }), ownerLabel(i)),
+        el("td", null, el("code", null, id)),
+        el("td", null, m ? String(m.spec.weight) : "—"),
+        el("td", null, m && m.spec.zone ? m.spec.zone : "—"),
+        el("td", null, m ? (m.spec.ready ? "ready" : "not ready") : "(not on this page)"),
+        el("td", null, String(held.length)),
+        el("td", null, range),
+      );
+      return tr;
+    });
+    const ownersTable = el(
+      "div",
+      { class: "table-wrap" },
+      el(
+        "table",
+        { id: "group-owners" },
+        el("caption", null, "Members and what they own"),
+        el(
+          "thead",
+          null,
+          el("tr", null, ["Label", "Member", "Weight", "Zone", "Ready", "Owns", "Epochs"].map((h) => el("th", { scope: "col" }, h))),
+        ),
+        el("tbody", null, ownerRows),
+      ),
+    );
+
+    const cellTitle = (p, o, sp) => {
+      const spell = sp && sp.unowned_ms !== undefined && sp.unowned_ms !== null ? `, no owner for ${duration(sp.unowned_ms)}` : "";
+      if (!o) return `partition ${p}: no owner${spell}`;
+      return `partition ${p}: ${ownerLabel(labels.get(o.member))} (${o.member}), epoch ${o.epoch}${o.release ? ", asked to release" : ""}`;
+    };
+    let map;
+    if (n <= MAP_CELLS_MAX) {
+      const cells = [];
+      for (let p = 0; p < n; p++) {
+        const o = byPartition.get(p);
+        const sp = spells.get(p);
+        const i = o ? labels.get(o.member) : null;
+        cells.push(
+          el(
+            "li",
+            {
+              class: o ? `cell owner-${i % 8}${o.release ? " releasing" : ""}` : "cell unowned",
+              "data-partition": p,
+              "data-owner": o ? o.member : "",
+              title: cellTitle(p, o, sp),
+            },
+            el("span", { class: "cell-p" }, String(p)),
+            el("span", { class: "cell-o" }, o ? `${ownerLabel(i)}${o.release ? "↻" : ""}` : "—"),
+          ),
+        );
+      }
+      map = el("ol", { id: "group-map", class: "map", "aria-label": `The ${n} partitions and their owners (label; ↻ asked to release; — no owner)` }, cells);
+    } else {
+      const runs = [];
+      for (let p = 0; p < n; p++) {
+        const o = byPartition.get(p);
+        const who = o ? o.member : "";
+        const last = runs[runs.length - 1];
+        if (last && last.who === who && last.to === p - 1) last.to = p;
+        else runs.push({ from: p, to: p, who });
+      }
+      map = table(
+        `The ${n} partitions as runs of one owner`,
+        ["Partitions", "Owner"],
+        runs.map((r) => [r.from === r.to ? String(r.from) : `${r.from}–${r.to}`, r.who ? `${ownerLabel(labels.get(r.who))} (${r.who})` : "no owner"]),
+        "runs-table",
+      );
+      map.id = "group-map";
+    }
+
+    const listed = [...spells.values()]
+      .sort((x, y) => (y.unowned_ms ?? -1) - (x.unowned_ms ?? -1) || y.total_unowned_ms - x.total_unowned_ms || x.partition - y.partition)
+      .slice(0, UNOWNED_ROWS);
+    const unowned = listed.length
+      ? table(
+          `Time without an owner (${spells.size} partition${spells.size === 1 ? "" : "s"} had some; longest first)`,
+          ["Partition", "Now", "Last spell", "In all", "Spells"],
+          listed.map((p) => [
+            String(p.partition),
+            p.unowned_ms === undefined || p.unowned_ms === null ? "owned" : `no owner for ${duration(p.unowned_ms)}`,
+            p.last_unowned_ms === undefined || p.last_unowned_ms === null ? "—" : duration(p.last_unowned_ms),
+            duration(p.total_unowned_ms),
+            String(p.spells),
+          ]),
+          "unowned-table",
+        )
+      : el("p", { class: "empty-state" }, s ? "No partition has been without an owner since the leader began to watch." : "");
+    detail.replaceChildren(summary, stats, map, ownersTable, unowned);
+  }
+
   // ---------------------------------------------------------------- metrics
   /** The samples of a Prometheus text exposition: [{name, labels, value}]. */
   function parsePrometheus(text) {
@@ -1098,6 +1362,8 @@
       // The store is readable again: do not wait for the next slow poll.
       pollers.elections.poll(true);
       pollers.sessions.poll(true);
+      pollers.groupList.poll(true);
+      pollers.group.poll(true);
     }
   }
 
@@ -1108,6 +1374,8 @@
     elections: new Poller(URLS.elections, POLL_SLOW_MS, false, onElections, onStoreError("elections"), storeReadable),
     sessions: new Poller(URLS.sessions, POLL_SLOW_MS, false, onSessions, onStoreError("sessions"), storeReadable),
     metrics: new Poller(URLS.metrics, POLL_SLOW_MS, true, onMetrics, (e) => setStale("failovers", e.message)),
+    groupList: new Poller(listGroups, POLL_GROUP_LIST_MS, false, onGroupList, onGroupsError("groupList"), storeReadable),
+    group: new Poller(() => request(groupUrl()), POLL_SLOW_MS, false, onGroup, onGroupsError("group"), groupReadable),
   };
 
   let ticker = null;
@@ -1126,6 +1394,8 @@
     pollers.metrics.start();
     pollers.elections.start();
     pollers.sessions.start();
+    pollers.groupList.start();
+    pollers.group.start();
     ticker = setInterval(() => {
       updateAgo();
       renderHeadlineDetail();
