@@ -28,6 +28,7 @@
 
 pub mod stats;
 
+use crate::metrics::Metrics;
 use stats::GroupsWatch;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,10 +47,10 @@ use tracing::{debug, info, warn};
 pub const MAX_PROPOSALS_IN_FLIGHT: usize = 64;
 
 /// Runs the groups keeper until `stop` becomes true.
-pub async fn run(kv: Replicated<Store>, mut stop: watch::Receiver<bool>) {
+pub async fn run(kv: Replicated<Store>, metrics: Metrics, mut stop: watch::Receiver<bool>) {
     let mut s = Service {
         ready: kv.ready_leader(),
-        watch: stats::for_node(&kv),
+        watch: metrics.groups().clone(),
         kv,
         leading: None,
         keeper: GroupKeeper::new(),

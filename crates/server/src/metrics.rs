@@ -48,6 +48,9 @@ pub struct Metrics {
     session_renewals_refused: Counter,
     session_expiries_proposed: Counter,
     elections: ElectionMetrics,
+    /// The groups' figures, measured by the groups service on the leader
+    /// and read by `GET /v1/groups/{name}`.
+    groups: std::sync::Arc<crate::groups::stats::GroupsWatch>,
 }
 
 /// The counters and gauges of the elections API, measured by its handlers.
@@ -81,11 +84,18 @@ impl Default for Metrics {
             session_renewals_refused: Counter::default(),
             session_expiries_proposed: Counter::default(),
             elections: ElectionMetrics::default(),
+            groups: Default::default(),
         }
     }
 }
 
 impl Metrics {
+    /// The groups' figures of this node (docs/PARTITIONS.md, "Observing a
+    /// group").
+    pub fn groups(&self) -> &std::sync::Arc<crate::groups::stats::GroupsWatch> {
+        &self.groups
+    }
+
     /// Counts a key-value write through the API that committed after `took`.
     pub fn kv_write_committed(&self, took: Duration) {
         self.kv_commit_seconds.observe(took.as_secs_f64());
@@ -225,7 +235,7 @@ impl Metrics {
         );
         register_sessions(&mut r, self, kv);
         register_elections(&mut r, &self.elections);
-        crate::groups::stats::for_node(kv).register(&mut r);
+        self.groups.register(&mut r);
         encoded(&r)
     }
 

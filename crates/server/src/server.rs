@@ -199,7 +199,7 @@ pub async fn run(
     let sessions =
         tokio::spawn(crate::sessions::run(kv.clone(), metrics.clone(), stopping.clone()));
     // The groups keeper, on the ready leader.
-    let groups = tokio::spawn(crate::groups::run(kv.clone(), stopping.clone()));
+    let groups = tokio::spawn(crate::groups::run(kv.clone(), metrics.clone(), stopping.clone()));
     let joining = join.map(|j| {
         let (dir, cluster) = (data_dir.clone(), cluster_id.clone());
         tokio::spawn(crate::join::run(j, handle.clone(), kv.clone(), dir, cluster))

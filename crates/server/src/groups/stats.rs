@@ -15,8 +15,8 @@
 //! look that saw the owner key absent to the first that saw it again.
 //!
 //! [`GroupsWatch`] is that state shared by one node's groups service, its
-//! HTTP API (`GET /v1/groups/{name}`) and its `/metrics`, found by the
-//! node's replicated store ([`for_node`]).
+//! HTTP API (`GET /v1/groups/{name}`) and its `/metrics`: the node's
+//! [`crate::metrics::Metrics`] carries it to all three.
 //!
 //! **Memory.** Per partition of every group 32 bytes ([`PartitionStats`]):
 //! at most [`MAX_GROUPS`] × [`MAX_GROUP_PARTITIONS`] = 10 million
@@ -37,15 +37,13 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Mutex, MutexGuard};
 use tenure_api::{GroupStatsBody, PartitionStatsBody};
 use tenure_core::FencingToken;
 use tenure_kv::Store;
-use tenure_node::Replicated;
 use tenure_partitions::group::{Group, GROUPS_PREFIX, MAX_GROUP_PARTITIONS};
 use tenure_partitions::keeper::MAX_GROUPS;
 use tenure_partitions::MemberId;
-use tokio::sync::watch;
 
 /// Upper bounds of the histogram of spells without an owner, in seconds:
 /// from a release granted again at once (milliseconds) to an owner whose
@@ -449,30 +447,6 @@ impl GroupsWatch {
             imbalance,
         );
     }
-}
-
-/// The nodes of this process, by their replicated store's apply channel.
-type Nodes = Vec<(watch::Receiver<u64>, Weak<GroupsWatch>)>;
-
-static NODES: Mutex<Nodes> = Mutex::new(Vec::new());
-
-/// The [`GroupsWatch`] of the node whose replicated store is `kv` (created
-/// at the first call; kept while anyone holds it: its groups service does
-/// for its life). The groups service, the HTTP API and `/metrics` each
-/// find it so, by the store's apply channel (several nodes may run in one
-/// process).
-pub fn for_node(kv: &Replicated<Store>) -> Arc<GroupsWatch> {
-    let applied = kv.applied();
-    let mut nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
-    nodes.retain(|(_, w)| w.strong_count() > 0);
-    let found =
-        nodes.iter().find(|(rx, _)| rx.same_channel(&applied)).and_then(|(_, w)| w.upgrade());
-    if let Some(found) = found {
-        return found;
-    }
-    let new = Arc::new(GroupsWatch::default());
-    nodes.push((applied, Arc::downgrade(&new)));
-    new
 }
 
 #[cfg(test)]

@@ -188,7 +188,7 @@ pub async fn get(
     let name = name_from(name)?;
     let q = query_from(query, "after=ID (16 hex digits), consistency=stale and local=true")?;
     let after = q.after.as_deref().map(member_id_from).transpose()?;
-    let watch = crate::groups::stats::for_node(&st.kv);
+    let watch = st.metrics.groups();
     let measuring = watch.leading().is_some_and(|t| *st.kv.ready_leader().borrow() == Some(t));
     let mut not_measured = None;
     if !measuring {
