@@ -162,6 +162,31 @@ pub struct GroupOwnerBody {
     pub release: bool,
 }
 
+/// `GET /v1/groups` success: a page of the groups, by name.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GroupListBody {
+    /// The groups after `?after=NAME`, in the store's key order.
+    pub groups: Vec<GroupListEntry>,
+    /// Whether more follow (ask again with `after=` the last name).
+    pub more: bool,
+    /// The store's revision when it was read.
+    pub revision: u64,
+}
+
+/// One group of a [`GroupListBody`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GroupListEntry {
+    /// Its name.
+    pub name: String,
+    /// Its spec; `None` when the spec key does not parse (only a bug
+    /// writes one).
+    pub spec: Option<GroupSpecBody>,
+    /// How many members it has.
+    pub members: usize,
+    /// How many of its partitions are owned.
+    pub owned: usize,
+}
+
 /// `GET /v1/groups/{name}` success.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct GroupBody {

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 
 mod groups;
 pub use groups::{
-    AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupMemberBody,
-    GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody, GroupStatsBody,
-    GroupWriteBody, OwnedPartitionBody, PartitionStatsBody,
+    AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupListBody, GroupListEntry,
+    GroupMemberBody, GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody,
+    GroupStatsBody, GroupWriteBody, OwnedPartitionBody, PartitionStatsBody,
 };
 
 /// `GET /v1/status`.

@@ -408,8 +408,18 @@ impl Group {
 
     /// The names of every group in `store`, in order (at most `limit`).
     pub fn names(store: &Store, limit: usize) -> Vec<String> {
+        Group::names_after(store, None, limit)
+    }
+
+    /// The names of the groups in `store` after `after` (excluded), in
+    /// order (at most `limit`): a page of [`Group::names`].
+    pub fn names_after(store: &Store, after: Option<&str>, limit: usize) -> Vec<String> {
         let mut names = Vec::new();
-        let mut from = GROUPS_PREFIX.to_string();
+        let mut from = match after {
+            // Past every key of that group: '/' + 1 is '0'.
+            Some(name) => format!("{GROUPS_PREFIX}{name}0"),
+            None => GROUPS_PREFIX.to_string(),
+        };
         while names.len() < limit {
             let Some(kv) = store.keys_from(&from).next() else { break };
             let Some(rest) = kv.key.strip_prefix(GROUPS_PREFIX) else { break };

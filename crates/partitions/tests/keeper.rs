@@ -530,6 +530,11 @@ fn groups_are_kept_apart() {
     assert_eq!(other.owners.len(), 3);
     assert!(other.owners.values().all(|o| o.ownership.member == b));
     assert_eq!(Group::names(&w.store, 10), ["orders", "other"]);
+    // Pages: after a name, its keys (spec, members, owners) are skipped.
+    assert_eq!(Group::names_after(&w.store, None, 1), ["orders"]);
+    assert_eq!(Group::names_after(&w.store, Some("orders"), 10), ["other"]);
+    assert_eq!(Group::names_after(&w.store, Some("ord"), 10), ["orders", "other"]);
+    assert!(Group::names_after(&w.store, Some("other"), 10).is_empty());
 }
 
 #[test]

@@ -272,6 +272,38 @@ async fn joins_leaves_and_refusals_that_change_nothing() {
     assert_eq!(bm["spec"]["excluded"], json!([]), "a join replaces the member's spec: {bm}");
     assert_eq!(bm["joined_revision"].as_u64(), second.json()["revision"].as_u64());
 
+    // The list of groups: pages by name, members and owned counted.
+    let other = json!({"session": c, "ready": false, "partitions": 2, "stabilise_ms": 0});
+    assert_eq!(post(f1, "alpha", "join", other).await.status, 200);
+    let page = call(f2, "GET", "/v1/groups?limit=1", b"").await;
+    assert_eq!(page.status, 200, "{page:?}");
+    let page = page.json();
+    assert_eq!(
+        (page["groups"].clone(), page["more"].clone()),
+        (
+            json!([{"name": "alpha", "spec": {"partitions": 2, "stabilise_ms": 0}, "members": 1, "owned": 0}]),
+            json!(true)
+        ),
+        "{page}"
+    );
+    let page = call(f1, "GET", "/v1/groups?after=alpha", b"").await.json();
+    assert_eq!(page["groups"].as_array().map(|g| g.len()), Some(1), "{page}");
+    assert_eq!(
+        (page["groups"][0]["name"].clone(), page["groups"][0]["members"].clone()),
+        (json!("jobs"), json!(2))
+    );
+    assert_eq!(page["more"], json!(false), "{page}");
+    for bad in [
+        "/v1/groups?limit=0",
+        "/v1/groups?limit=101",
+        "/v1/groups?after=no!such",
+        "/v1/groups?page=2",
+    ] {
+        let refused = call(f1, "GET", bad, b"").await;
+        assert_eq!(refused.status, 400, "{bad}: {refused:?}");
+    }
+    assert_eq!(post(f1, "alpha", "leave", json!({"session": c})).await.status, 200);
+
     // Refusals against the group: nothing changes.
     let before = revision(f1).await;
     let other = post(f1, "jobs", "join", json!({"session": c, "partitions": 9})).await;

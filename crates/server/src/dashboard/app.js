@@ -17,10 +17,7 @@
   const VALUE_SHOWN_CHARS = 60; // an election value longer than this is cut (full text in a tooltip)
   const TOKEN_KEY = "tenure-token";
   const POLL_GROUP_LIST_MS = 5000; // the names of the groups
-  const GROUPS_PREFIX = "_tenure/groups/"; // where groups keep their keys
-  const GROUP_LIST_PAGE = 200; // keys per read of the groups' keys
   const GROUP_LIST_MAX = 50; // groups listed
-  const GROUP_LIST_READS = 20; // reads of the groups' keys per refresh of the list
   const MAP_CELLS_MAX = 1024; // a cell per partition up to this; runs of one owner beyond
   const UNOWNED_ROWS = 20; // partitions listed with their time without an owner
 
@@ -799,34 +796,11 @@
   }
 
   // ----------------------------------------------------- groups of partitions
-  /**
-   * The names of the groups, from their keys (`/v1/kv?prefix=_tenure/groups/`):
-   * a page holds the keys of the small groups; a group whose keys fill the
-   * rest of a page is skipped past (`after` its name and '0', which sorts
-   * after '/'), so a read costs a page whatever a group's size.
-   */
+  /** The names of the first groups (`GET /v1/groups`, one page). */
   async function listGroups() {
-    const names = [];
-    let after = null;
-    let more = false;
-    for (let read = 0; read < GROUP_LIST_READS; read++) {
-      let url = `/v1/kv?prefix=${encodeURIComponent(GROUPS_PREFIX)}&limit=${GROUP_LIST_PAGE}&consistency=stale`;
-      if (after !== null) url += `&after=${encodeURIComponent(after)}`;
-      const body = await request(url);
-      let last = null;
-      for (const kv of Array.isArray(body.kvs) ? body.kvs : []) {
-        const rest = String(kv.key).slice(GROUPS_PREFIX.length);
-        const slash = rest.indexOf("/");
-        if (slash <= 0) continue;
-        last = rest.slice(0, slash);
-        if (names[names.length - 1] !== last) names.push(last);
-      }
-      more = !!body.more;
-      if (!more || last === null) break;
-      after = `${GROUPS_PREFIX}${last}0`;
-      if (names.length > GROUP_LIST_MAX) break;
-    }
-    return { names: names.slice(0, GROUP_LIST_MAX), more: more || names.length > GROUP_LIST_MAX };
+    const body = await request(`/v1/groups?limit=${GROUP_LIST_MAX}&consistency=stale`);
+    const groups = Array.isArray(body.groups) ? body.groups : [];
+    return { names: groups.map((g) => String(g.name)), more: !!body.more };
   }
 
   function groupUrl() {

@@ -36,9 +36,9 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tenure_api::{
-    AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupMemberBody,
-    GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody, GroupWriteBody,
-    OwnedPartitionBody,
+    AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupListBody, GroupListEntry,
+    GroupMemberBody, GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody,
+    GroupWriteBody, OwnedPartitionBody,
 };
 use tenure_client::error::with_causes;
 use tenure_kv::{Command, LeaseId, Response, Store, MAX_KEYS_PER_LEASE, MAX_VALUE_BYTES};
@@ -79,6 +79,77 @@ const RELEASE_SHAPE: &str = r#"{"session": L, "partition": P, "epoch": E}"#;
 /// passes on before it answers from its own store without the leader's
 /// figures.
 pub const LEADER_ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Most groups in one page of `GET /v1/groups` (and the default): counting
+/// a group's members and owners walks its keys, up to 11,000 each.
+pub const MAX_GROUPS_PER_PAGE: usize = 100;
+
+/// The query of `GET /v1/groups`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct GroupListQuery {
+    /// Continue after this group's name (excluded).
+    after: Option<String>,
+    /// At most this many groups (1 to [`MAX_GROUPS_PER_PAGE`]).
+    limit: Option<usize>,
+    #[serde(default)]
+    consistency: Consistency,
+}
+
+/// `GET /v1/groups[?after=NAME][&limit=N][&consistency=stale]`: the
+/// groups by name, each with its spec and how many members and owned
+/// partitions it has; a page at a time.
+pub async fn list(
+    State(st): State<AppState>,
+    query: Result<Query<GroupListQuery>, QueryRejection>,
+) -> Result<Json<GroupListBody>, ApiError> {
+    let q = query_from(query, "after=NAME, limit=N and consistency=stale")?;
+    if let Some(after) = q.after.as_deref() {
+        validate_group_name(after)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("after: {e}")))?;
+    }
+    let limit = match q.limit {
+        None => MAX_GROUPS_PER_PAGE,
+        Some(n @ 1..=MAX_GROUPS_PER_PAGE) => n,
+        Some(n) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("limit={n}: give 1 to {MAX_GROUPS_PER_PAGE}"),
+            ))
+        }
+    };
+    let permit = st.lists.permit().await?;
+    let body = read(&st, q.consistency, |s| {
+        let mut names = Group::names_after(s, q.after.as_deref(), limit + 1);
+        let more = names.len() > limit;
+        names.truncate(limit);
+        let groups = names.into_iter().map(|name| list_entry(s, name)).collect();
+        GroupListBody { groups, more, revision: s.revision() }
+    })
+    .await?;
+    drop(permit);
+    Ok(Json(body))
+}
+
+/// One group as `GET /v1/groups` lists it: its keys counted, not parsed
+/// (but the spec's).
+fn list_entry(s: &Store, name: String) -> GroupListEntry {
+    let spec = s
+        .get(&spec_key(&name))
+        .and_then(|kv| serde_json::from_slice::<GroupSpec>(&kv.value).ok())
+        .map(|g| GroupSpecBody { partitions: g.partitions, stabilise_ms: g.stabilise_ms });
+    let prefix = group_prefix(&name);
+    let (mut members, mut owned) = (0, 0);
+    for kv in s.keys_from(&prefix).take_while(|kv| kv.key.starts_with(&prefix)) {
+        let rest = &kv.key[prefix.len()..];
+        if rest.starts_with("members/") {
+            members += 1;
+        } else if rest.starts_with("owners/") {
+            owned += 1;
+        }
+    }
+    GroupListEntry { name, spec, members, owned }
+}
 
 /// The query of `GET /v1/groups/{name}`.
 #[derive(Deserialize, Debug, Default)]

@@ -313,12 +313,21 @@ pub const ENDPOINTS: &[Endpoint] = &[
         handlers: |m| on(m, elections::check),
     },
     Endpoint {
+        path: "/v1/groups",
+        methods: &[Method::GET],
+        access: Access::Read,
+        description: "the groups of partitions by name: {\"groups\": [{\"name\",\"spec\",\
+                      \"members\",\"owned\"}],\"more\",\"revision\"}; ?after=NAME, &limit=N \
+                      (at most 100), &consistency=stale",
+        handlers: |m| on(m, groups::list),
+    },
+    Endpoint {
         path: "/v1/groups/{name}",
         methods: &[Method::GET],
         access: Access::Read,
         description: "a group of partitions: {\"name\",\"spec\",\"members\",\"more\",\"owners\",\
-                      \"unreadable\",\"revision\"}, 404 when it does not exist; ?after=ID, \
-                      &consistency=stale",
+                      \"unreadable\",\"revision\",\"stats\"}, 404 when it does not exist; \
+                      ?after=ID, &consistency=stale, &local=true (no leader's stats)",
         handlers: |m| on(m, groups::get),
     },
     Endpoint {
