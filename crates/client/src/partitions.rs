@@ -45,8 +45,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_api::{
-    AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupReleaseRequest,
-    GroupWriteBody,
+    AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupListBody,
+    GroupReleaseRequest, GroupWriteBody,
 };
 use tenure_elect::store::MAX_WAIT;
 use tenure_elect::{CancellationToken, Loss, Retry, Session, SessionWatch};
@@ -489,6 +489,21 @@ impl Release {
             Err(e) => Err(e),
         }
     }
+}
+
+/// A page of the groups the cluster holds now (`GET /v1/groups`,
+/// linearizable): at most `limit` (1 to 100) after the name `after`, by
+/// name; [`GroupListBody::more`] says whether others follow.
+pub async fn groups(
+    cluster: &Cluster,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<GroupListBody, Error> {
+    let mut path = format!("/v1/groups?limit={limit}");
+    if let Some(after) = after {
+        path.push_str(&format!("&after={after}"));
+    }
+    cluster.json(Method::GET, &path, None, REQUEST_TIMEOUT, Retry::Idempotent).await
 }
 
 /// Group `name` as the cluster holds it now (`GET /v1/groups/{name}`,

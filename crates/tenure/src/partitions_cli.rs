@@ -1,5 +1,6 @@
-//! `tenure partitions show NAME`: a group of partitions from the command
-//! line (docs/PARTITIONS.md), a client of `GET /v1/groups/{name}`: its
+//! `tenure partitions list` and `tenure partitions show NAME`: groups of
+//! partitions from the command line (docs/PARTITIONS.md). `list` is a
+//! client of `GET /v1/groups`; `show` of `GET /v1/groups/{name}`: its
 //! members and what each owns, every partition's owner and epoch, the
 //! balance, and what the leader measured: time without an owner per
 //! partition, moves, imbalance.
@@ -12,8 +13,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tenure::tokens::TokenArgs;
-use tenure_api::{GroupBody, GroupOwnerBody, PartitionStatsBody};
-use tenure_client::partitions::group;
+use tenure_api::{GroupBody, GroupListEntry, GroupOwnerBody, PartitionStatsBody};
+use tenure_client::partitions::{group, groups};
 use tenure_client::Cluster;
 
 /// `tenure partitions`.
@@ -25,9 +26,45 @@ pub struct PartitionsArgs {
 
 #[derive(Subcommand, Debug)]
 enum PartitionsCommand {
+    /// List the groups: each one's partitions, members and owned partitions.
+    #[command(after_help = LIST_HELP)]
+    List(ListArgs),
     /// Show a group: its members, every partition's owner and epoch, the balance.
     #[command(after_help = SHOW_HELP)]
     Show(ShowArgs),
+}
+
+const LIST_HELP: &str = "\
+Example:
+  $ tenure partitions list
+  GROUP   PARTITIONS  MEMBERS  OWNED
+  orders          64        3     64
+  shards           8        2      7
+
+Exit status: 0 done (no groups is not an error); 1 error (no endpoint answered, a refused \
+token).";
+
+/// Groups asked for per request by `list` (the API's page limit).
+const LIST_PAGE: usize = 100;
+
+/// Most pages `list` reads.
+const MAX_LIST_PAGES: usize = 100;
+
+#[derive(Args, Debug)]
+struct ListArgs {
+    /// Print the groups as a JSON array (each as GET /v1/groups lists it).
+    #[arg(long)]
+    json: bool,
+    /// HTTP API endpoints of the nodes, comma-separated.
+    #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
+    endpoints: String,
+    /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
+    /// are then https://, and the servers' certificates are checked against it.
+    #[arg(long, env = CACERT_ENV, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// A token of role read.
+    #[command(flatten)]
+    auth: TokenArgs,
 }
 
 const SHOW_HELP: &str = "\
@@ -83,8 +120,47 @@ struct ShowArgs {
 /// Runs `tenure partitions`.
 pub async fn run(args: PartitionsArgs) -> anyhow::Result<ExitCode> {
     match args.command {
+        PartitionsCommand::List(a) => list(a).await,
         PartitionsCommand::Show(a) => show(a).await,
     }
+}
+
+async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
+    let (client, endpoints) = connect(args.cacert.as_deref(), &args.auth, &args.endpoints)?;
+    let cluster = Cluster::new(client.inner().clone(), endpoints)?;
+    let mut all: Vec<GroupListEntry> = Vec::new();
+    // A cluster holds at most 1,000 groups (docs/PARTITIONS.md, "Limits"):
+    // ten pages; the bound only stops a server that never says "no more".
+    for _ in 0..MAX_LIST_PAGES {
+        let after = all.last().map(|g| g.name.clone());
+        let page =
+            groups(&cluster, after.as_deref(), LIST_PAGE).await.context("listing the groups")?;
+        all.extend(page.groups);
+        if !page.more {
+            break;
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    } else {
+        print!("{}", list_table(&all));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The groups as `list` prints them.
+fn list_table(groups: &[GroupListEntry]) -> String {
+    if groups.is_empty() {
+        return "no groups\n".to_string();
+    }
+    let width = groups.iter().map(|g| g.name.len()).max().unwrap_or(0).max("GROUP".len());
+    let mut out = format!("{:<width$}  PARTITIONS  MEMBERS  OWNED\n", "GROUP");
+    for g in groups {
+        let partitions = g.spec.map_or("unreadable".to_string(), |s| s.partitions.to_string());
+        let _ =
+            writeln!(out, "{:<width$}  {partitions:>10}  {:>7}  {:>5}", g.name, g.members, g.owned);
+    }
+    out
 }
 
 async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
@@ -335,6 +411,24 @@ fn table(g: &GroupBody, each: bool) -> String {
 mod tests {
     use super::*;
     use tenure_api::{GroupMemberBody, GroupMemberSpecBody, GroupSpecBody, GroupStatsBody};
+
+    #[test]
+    fn list_has_a_row_per_group() {
+        let entry = |name: &str, partitions: Option<u32>, members, owned| GroupListEntry {
+            name: name.into(),
+            spec: partitions.map(|partitions| GroupSpecBody { partitions, stabilise_ms: 0 }),
+            members,
+            owned,
+        };
+        assert_eq!(list_table(&[]), "no groups\n");
+        let groups = [entry("orders", Some(64), 3, 64), entry("x", None, 0, 0)];
+        assert_eq!(
+            list_table(&groups),
+            "GROUP   PARTITIONS  MEMBERS  OWNED\n\
+             orders          64        3     64\n\
+             x       unreadable        0      0\n"
+        );
+    }
 
     fn member(id: &str, owned: usize) -> GroupMemberBody {
         GroupMemberBody {

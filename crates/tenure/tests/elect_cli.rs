@@ -37,17 +37,19 @@ struct Cli {
 impl Cli {
     fn start(c: &TestCluster, args: &[&str]) -> Cli {
         let endpoints = (0..c.servers.len()).map(|i| c.endpoint(i)).collect::<Vec<_>>().join(",");
-        // The cluster's flags right after the subcommand: after `--` they
-        // would be the command's.
+        // The cluster's flags right after the subcommand (`partitions`
+        // has subcommands of its own): after `--` they would be the
+        // command's.
+        let head = if args[0] == "partitions" { 2 } else { 1 };
         let mut child = Command::new(harness::exe())
-            .arg(args[0])
+            .args(&args[..head])
             .arg("--endpoints")
             .arg(endpoints)
             .arg("--cacert")
             .arg(c.ca())
             .arg("--token-file")
             .arg(c.token_file("admin"))
-            .args(&args[1..])
+            .args(&args[head..])
             .env_remove("TENURE_TOKEN")
             .env_remove("TENURE_CACERT")
             .stdin(Stdio::null())
@@ -405,6 +407,35 @@ async fn run_group_runs_a_copy_per_partition_and_hands_them_over_without_overlap
     })
     .await;
     no_overlap(&log);
+
+    // What `tenure partitions` shows of it: one group, both members with 2
+    // partitions each, every partition's owner and epoch as the copies got.
+    let mut list = Cli::start(&c, &["partitions", "list"]);
+    assert_eq!(
+        list.line(STEP_BOUND).await.split_whitespace().collect::<Vec<_>>(),
+        ["GROUP", "PARTITIONS", "MEMBERS", "OWNED"]
+    );
+    assert_eq!(
+        list.line(STEP_BOUND).await.split_whitespace().collect::<Vec<_>>(),
+        ["jobs", "4", "2", "4"]
+    );
+    assert_eq!(list.exit(STEP_BOUND).await.code(), Some(0));
+    let mut show = Cli::start(&c, &["partitions", "show", "jobs"]);
+    let mut shown = Vec::new();
+    while let Ok(Ok(Some(line))) = tokio::time::timeout(STEP_BOUND, show.out.next_line()).await {
+        shown.push(line);
+    }
+    assert_eq!(show.exit(STEP_BOUND).await.code(), Some(0));
+    for (p, (epoch, session)) in live_copies(&log) {
+        let row = format!("{p} {session:016x} {epoch}");
+        assert!(
+            shown.iter().any(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ") == row),
+            "no row {row:?} in {shown:#?}"
+        );
+    }
+    let mut missing = Cli::start(&c, &["partitions", "show", "nosuch"]);
+    assert!(missing.err_line("does not exist", STEP_BOUND).await.contains("nosuch"));
+    assert_eq!(missing.exit(STEP_BOUND).await.code(), Some(1));
 
     // B's `tenure run` is paused past its TTL: its guards alone stop its
     // copies by the deadline, and A takes them over only after the session
