@@ -142,22 +142,23 @@ const FAULTS: [Fault; 8] = [
 
 /// One token's tenancy as the resource saw it.
 #[derive(Debug, Clone)]
-struct Tenancy {
-    holder: String,
-    first: Instant,
-    last: Instant,
-    writes: u64,
+pub(crate) struct Tenancy {
+    pub(crate) holder: String,
+    pub(crate) first: Instant,
+    pub(crate) last: Instant,
+    pub(crate) writes: u64,
 }
 
-/// The resource's record of every write.
+/// The resource's record of every write (also one partition's, in
+/// [`crate::partitions`]).
 #[derive(Debug, Default)]
-struct Ledger {
-    tenancies: BTreeMap<u64, Tenancy>,
-    writes: u64,
+pub(crate) struct Ledger {
+    pub(crate) tenancies: BTreeMap<u64, Tenancy>,
+    pub(crate) writes: u64,
     /// Writes whose token was below the highest seen (refused: a fence
     /// would), or that named a second holder for a token, or unreadable.
-    anomalies: Vec<String>,
-    anomaly_count: u64,
+    pub(crate) anomalies: Vec<String>,
+    pub(crate) anomaly_count: u64,
 }
 
 impl Ledger {
@@ -168,8 +169,8 @@ impl Ledger {
         }
     }
 
-    /// Records a write of `line` at `at`.
-    fn write(&mut self, line: &str, at: Instant) {
+    /// Records a write of `line` (`<token> <holder>`) at `at`.
+    pub(crate) fn write(&mut self, line: &str, at: Instant) {
         let mut parts = line.split_whitespace();
         let (Some(token), Some(holder), None) = (parts.next(), parts.next(), parts.next()) else {
             return self.anomaly(format!("unreadable write {line:?}"));
@@ -203,18 +204,31 @@ impl Ledger {
     }
 }
 
-/// The fenced resource: a TCP server that records `<token> <holder>` lines.
-struct Resource {
-    addr: SocketAddr,
-    ledger: Arc<Mutex<Ledger>>,
+/// What the fenced resource keeps of the lines it receives.
+pub(crate) trait Record: Default + Send + 'static {
+    /// Records `line` (without its newline), received at `at`.
+    fn record(&mut self, line: &str, at: Instant);
+}
+
+impl Record for Ledger {
+    fn record(&mut self, line: &str, at: Instant) {
+        self.write(line, at);
+    }
+}
+
+/// The fenced resource: a TCP server that records `<token> <holder>` lines
+/// (the record `L` says what a line is).
+pub(crate) struct Resource<L = Ledger> {
+    pub(crate) addr: SocketAddr,
+    ledger: Arc<Mutex<L>>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Resource {
-    async fn start(ip: Ipv4Addr) -> Result<Self, String> {
+impl<L: Record> Resource<L> {
+    pub(crate) async fn start(ip: Ipv4Addr) -> Result<Self, String> {
         let listener = TcpListener::bind((ip, 0)).await.map_err(|e| format!("resource: {e}"))?;
         let addr = listener.local_addr().map_err(|e| format!("resource: {e}"))?;
-        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let ledger = Arc::new(Mutex::new(L::default()));
         let shared = ledger.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -225,7 +239,7 @@ impl Resource {
                         let mut line = String::new();
                         match (&mut reader).take(MAX_LINE).read_line(&mut line).await {
                             Ok(0) | Err(_) => return,
-                            Ok(_) => lock(&ledger).write(line.trim_end(), Instant::now()),
+                            Ok(_) => lock(&ledger).record(line.trim_end(), Instant::now()),
                         }
                     }
                 });
@@ -234,32 +248,33 @@ impl Resource {
         Ok(Resource { addr, ledger, task })
     }
 
-    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+    pub(crate) fn ledger(&self) -> MutexGuard<'_, L> {
         lock(&self.ledger)
     }
 }
 
-impl Drop for Resource {
+impl<L> Drop for Resource<L> {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-fn lock(m: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
+fn lock<L>(m: &Mutex<L>) -> MutexGuard<'_, L> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// One application: a `tenure run --keep-trying` on host `host`.
-struct App {
-    host: usize,
-    tag: String,
+/// One application: a `tenure run --keep-trying` on host `host` (also a
+/// member of a group of partitions, in [`crate::partitions`]).
+pub(crate) struct App {
+    pub(crate) host: usize,
+    pub(crate) tag: String,
     stop_file: PathBuf,
     log: PathBuf,
     child: Option<Child>,
 }
 
 impl App {
-    fn new(host: usize, dir: &Path) -> Self {
+    pub(crate) fn new(host: usize, dir: &Path) -> Self {
         let tag = format!("app{}", host + 1);
         App {
             host,
@@ -296,6 +311,16 @@ impl App {
         ttl_ms: u64,
         resource: SocketAddr,
     ) -> Result<(), String> {
+        let (tag, script) = (self.tag.clone(), self.script(resource));
+        let (ttl, grace) = (ttl_ms.to_string(), APP_GRACE_MS.to_string());
+        let mut args: Vec<&str> = store.iter().map(String::as_str).collect();
+        args.extend(["--election", ELECTION, "--value", &tag, "--keep-trying"]);
+        args.extend(["--ttl-ms", &ttl, "--grace-ms", &grace, "--", "bash", "-c", &script]);
+        self.spawn_run(cluster, &args)
+    }
+
+    /// Starts `tenure run ARGS` on its host, its output to its log.
+    pub(crate) fn spawn_run(&mut self, cluster: &Cluster, args: &[&str]) -> Result<(), String> {
         let log = File::options()
             .create(true)
             .append(true)
@@ -305,10 +330,7 @@ impl App {
         let mut command = cluster.host_command(self.host, cluster.binary());
         command
             .arg("run")
-            .args(store)
-            .args(["--election", ELECTION, "--value", &self.tag, "--keep-trying"])
-            .args(["--ttl-ms", &ttl_ms.to_string(), "--grace-ms", &APP_GRACE_MS.to_string()])
-            .args(["--", "bash", "-c", &self.script(resource)])
+            .args(args)
             .env_remove("TENURE_TOKEN")
             .env_remove("TENURE_CACERT")
             .env_remove("TENURE_STORE")
@@ -323,12 +345,12 @@ impl App {
         Ok(())
     }
 
-    fn signal(&self, sig: Signal) -> Result<(), String> {
+    pub(crate) fn signal(&self, sig: Signal) -> Result<(), String> {
         let child = self.child.as_ref().ok_or_else(|| format!("{} is not running", self.tag))?;
         kill(Pid::from_raw(child.id() as i32), sig).map_err(|e| format!("{sig} {}: {e}", self.tag))
     }
 
-    fn pid(&self) -> Result<Pid, String> {
+    pub(crate) fn pid(&self) -> Result<Pid, String> {
         let child = self.child.as_ref().ok_or_else(|| format!("{} is not running", self.tag))?;
         Ok(Pid::from_raw(child.id() as i32))
     }
@@ -347,7 +369,7 @@ impl App {
     }
 
     /// Waits for `tenure run` to exit (it was told to).
-    async fn reap(&mut self) -> Result<(), String> {
+    pub(crate) async fn reap(&mut self) -> Result<(), String> {
         let until = Instant::now() + STEP_BOUND;
         while let Some(child) = self.child.as_mut() {
             if child.try_wait().map_err(|e| e.to_string())?.is_some() {
@@ -362,20 +384,20 @@ impl App {
         Ok(())
     }
 
-    fn tail(&self) -> String {
+    pub(crate) fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         format!("--- {} ---\n{}\n", self.tag, lines[lines.len().saturating_sub(15)..].join("\n"))
     }
 
     /// The last line of its log.
-    fn last_line(&self) -> String {
+    pub(crate) fn last_line(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         text.lines().last().unwrap_or_default().to_string()
     }
 
     /// Its exit status if `tenure run` has exited (then it is reaped).
-    fn exited(&mut self) -> Result<Option<std::process::ExitStatus>, String> {
+    pub(crate) fn exited(&mut self) -> Result<Option<std::process::ExitStatus>, String> {
         let Some(child) = self.child.as_mut() else { return Ok(None) };
         let status = child.try_wait().map_err(|e| format!("{}: {e}", self.tag))?;
         if status.is_some() {
@@ -422,7 +444,7 @@ struct Standing {
 }
 
 /// The UTC time of day, `HH:MM:SS.mmm`, as the applications' logs show it.
-fn time_of_day() -> String {
+pub(crate) fn time_of_day() -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     let ms = now.map_or(0, |d| d.as_millis()) % 86_400_000;
     let (h, m, s) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60);
@@ -430,12 +452,12 @@ fn time_of_day() -> String {
 }
 
 /// Milliseconds of `d`, one decimal.
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
 }
 
 /// "p50 X ms, max Y ms" of `times` (none: "-").
-fn p50_max(times: &[Duration]) -> String {
+pub(crate) fn p50_max(times: &[Duration]) -> String {
     let mut t = times.to_vec();
     t.sort();
     match (t.get(t.len() / 2), t.last()) {

@@ -129,10 +129,11 @@ pub fn rounds_from_env() -> Result<usize, String> {
 }
 
 /// Copies every log of the run's directory `dir` (servers, applications,
-/// observer) into a new directory under `$TENURE_FAULT_MEMBERSHIP_LOGS`,
-/// when set (the run's directory is deleted with it): where, in words.
-fn keep_logs(dir: &std::path::Path) -> String {
-    let Ok(to) = std::env::var(LOGS_ENV) else { return String::new() };
+/// observer) into a new directory under `$env` ([`LOGS_ENV`] here,
+/// [`crate::partitions::LOGS_ENV`] for groups), when set (the run's
+/// directory is deleted with it): where, in words.
+pub(crate) fn keep_logs(env: &str, dir: &std::path::Path) -> String {
+    let Ok(to) = std::env::var(env) else { return String::new() };
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let to = std::path::Path::new(&to).join(name);
     let copy = || -> std::io::Result<usize> {
@@ -547,7 +548,7 @@ impl Scene {
     /// A failure: `what`, the steps so far, and the run's report.
     fn fail(&self, what: impl std::fmt::Display) -> String {
         let steps: Vec<String> = self.steps.iter().map(|s| format!("  {s}")).collect();
-        let kept = keep_logs(self.c().dir());
+        let kept = keep_logs(LOGS_ENV, self.c().dir());
         self.run.fail(format!("{what}\nsteps done:\n{}{kept}", steps.join("\n")))
     }
 
