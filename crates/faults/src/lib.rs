@@ -18,6 +18,7 @@ pub mod kv;
 pub mod kv_scenarios;
 pub mod membership;
 pub mod net;
+pub mod partitions;
 pub mod random;
 pub mod scenarios;
 pub mod skip;
