@@ -33,6 +33,10 @@ mod kv_load;
 pub mod membership;
 mod membership_flow;
 mod membership_systems;
+pub mod partitions;
+mod partitions_etcd;
+mod partitions_fleet;
+mod partitions_member;
 mod plot;
 pub mod soak;
 mod stats;
@@ -94,6 +98,11 @@ enum BenchCommand {
     /// --compare etcd) through one client: put, range (linearizable and
     /// serializable), txn-put, lease-keepalive.
     Grpc(grpc::GrpcArgs),
+    /// A group of partitions with real member processes (issue #31): each partition's time
+    /// without an owner after a member's kill -9 (with and without a death notice), its
+    /// SIGTERM and a join, fencing checked; with --compare etcd, one etcd election per
+    /// partition.
+    Partitions(partitions::PartitionsArgs),
 }
 
 /// Flags of `tenure bench failover`.
@@ -148,6 +157,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             BenchCommand::Elect(a) => elect::run(a).await,
             BenchCommand::Membership(a) => membership::run(a).await,
             BenchCommand::Grpc(a) => grpc::run(a).await,
+            BenchCommand::Partitions(a) => partitions::run(a).await,
         }
     };
     let (signal, code) = tokio::select! {

@@ -86,6 +86,9 @@ enum Command {
     /// CPU burner for `tenure bench soak` (internal).
     #[command(hide = true)]
     Burn(tenure_bench::soak::BurnArgs),
+    /// A member process of `tenure bench partitions` (internal).
+    #[command(hide = true)]
+    BenchPartitionsMember(tenure_bench::partitions::MemberArgs),
 }
 
 fn main() -> ExitCode {
@@ -111,6 +114,11 @@ fn main() -> ExitCode {
         Command::Demo(args) => block_on(demo::run(args)),
         Command::Bench(args) => block_on(tenure_bench::run(args)),
         Command::Burn(args) => return tenure_bench::soak::burn(args),
+        Command::BenchPartitionsMember(args) => {
+            block_on(tenure_bench::partitions::member(args, |url| {
+                store_url::open_external(&store_url::parse(url)?, &Default::default())
+            }))
+        }
         Command::Cert(args) => cert::run(args),
     };
     match result {
@@ -147,7 +155,8 @@ fn reports_only(command: &Command) -> bool {
         | Command::RunKeeper(_)
         | Command::Demo(_)
         | Command::Bench(_)
-        | Command::Burn(_) => false,
+        | Command::Burn(_)
+        | Command::BenchPartitionsMember(_) => false,
     }
 }
 
