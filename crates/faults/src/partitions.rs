@@ -80,10 +80,6 @@ const READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// Set to a directory to keep the logs of a failed run (members, servers)
 /// there.
 pub const LOGS_ENV: &str = "TENURE_FAULT_PARTITION_LOGS";
-/// Set to `1` to fail on a member that exited on its own after its join
-/// was refused for a session gone (crates/faults/README.md, "Findings");
-/// by default it is started again, and counted.
-pub const STRICT_RUN_ENV: &str = "TENURE_FAULT_PARTITION_STRICT_RUN";
 /// Most rounds of one run.
 pub const MAX_ROUNDS: usize = 100;
 /// Faults listed in a failure report.
@@ -330,9 +326,6 @@ struct Group {
     under_fault: Option<usize>,
     /// With [`Copies::Escaping`]: the file of the escaped writers' pids.
     escaped: Option<PathBuf>,
-    /// Each start again of a member that exited on its own (the finding of
-    /// [`known_exit`]): when, who, and its last line.
-    restarts: Vec<String>,
     backend: Backend,
 }
 
@@ -350,18 +343,6 @@ impl Drop for Group {
             }
         }
     }
-}
-
-/// Whether `last`, the last line of a member that exited, is the known
-/// exit of `tenure run --group --keep-trying` (crates/faults/README.md,
-/// "Findings"): its join refused with 404 because the session it had just
-/// been granted was gone (a grant sent while cut off and answered after
-/// the heal is already past its deadline; the lease may expire before the
-/// join), which `--keep-trying` does not try again.
-fn known_exit(last: &str) -> bool {
-    last.starts_with("error: joining group")
-        && last.contains("404 Not Found")
-        && last.contains("does not exist")
 }
 
 /// What the copies of the command are.
@@ -435,9 +416,8 @@ impl Group {
         self.members[m].spawn_run(cluster, &args)
     }
 
-    /// Fails if a member exited that no fault acts on, but for the known
-    /// exit of [`known_exit`] (unless [`STRICT_RUN_ENV`]): that member is
-    /// started again, and the exit counted.
+    /// Fails if a member exited that no fault acts on (`--keep-trying`
+    /// keeps a member running through every fault).
     fn check_running(&mut self) -> Result<(), String> {
         for m in 0..MEMBERS {
             if self.under_fault == Some(m) {
@@ -446,13 +426,8 @@ impl Group {
             if let Some(status) = self.members[m].exited()? {
                 let (tag, last) = (self.members[m].tag.clone(), self.members[m].last_line());
                 let after = self.events.last().map_or("", |e| e.trim());
-                let what = format!("{tag} exited on its own ({status}) after [{after}]: {last}");
-                if !known_exit(&last) || std::env::var(STRICT_RUN_ENV).is_ok_and(|v| v == "1") {
-                    return Err(self.fail(what));
-                }
-                self.event(format!("{what}; started again"));
-                self.restarts.push(format!("{}  {what}", time_of_day()));
-                self.spawn(m)?;
+                return Err(self
+                    .fail(format!("{tag} exited on its own ({status}) after [{after}]: {last}")));
             }
         }
         Ok(())
@@ -808,7 +783,6 @@ impl Group {
             epochs: Epochs::default(),
             under_fault: None,
             escaped,
-            restarts: Vec::new(),
             backend,
         };
         for m in 0..MEMBERS {
@@ -917,14 +891,6 @@ fn report(
             p50_max(&series(|m| m.to_rest)),
         ));
     }
-    out.note(match g.restarts.len() {
-        0 => "no member exited on its own".to_string(),
-        n => format!(
-            "`tenure run --group --keep-trying` exited on its own {n} times, its join refused \
-             for a session gone (crates/faults/README.md, Findings), started again: {}",
-            g.restarts.join("; ")
-        ),
-    });
     out.note(format!(
         "fenced resource: {} writes by {} grants ({} handovers in all), 0 behind the fence \
          (overlaps), 0 tokens with two holders; {} group reads, 0 epoch regressions; no write \
@@ -996,23 +962,6 @@ mod tests {
         let garbage = fed(&[("3 12", t0), ("x 1 app1/1", t0), ("8 1 app1/1", t0), ("", t0)]);
         assert_eq!((garbage.unreadable, garbage.writes), (4, 0));
         assert_eq!(garbage.anomalies().len(), 4);
-    }
-
-    #[test]
-    fn only_a_join_refused_for_a_session_gone_is_the_known_exit() {
-        let url = "https://10.213.95.1:8000/v1/groups/fenced-shards/join";
-        for gone in [
-            "lease 14 does not exist (never granted, or revoked or expired); nothing was written",
-            "session 19 does not exist (never granted, or revoked or expired); nothing was written",
-        ] {
-            let line =
-                format!("error: joining group fenced-shards: {url}: HTTP 404 Not Found: {gone}");
-            assert!(known_exit(&line), "{line}");
-        }
-        let other = format!("error: joining group fenced-shards: {url}: HTTP 409 Conflict: no");
-        assert!(!known_exit(&other));
-        assert!(!known_exit("error: granting a session: no node answered"));
-        assert!(!known_exit("thread 'main' panicked at crates/tenure/src/run_group.rs:1:1"));
     }
 
     fn read(revision: u64, owners: &[(u32, u64)]) -> GroupBody {

@@ -91,7 +91,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let joined = PartitionMember::join(cluster.clone(), &session, &group, options).await;
         let mut member = match joined {
             Ok(m) => m,
-            Err(e) if args.keep_trying && !matches!(e, tenure_client::Error::Refused(_)) => {
+            // No answer; or the session ended before the join reached the
+            // leader (404: its grant answered past its own deadline, so its
+            // keepalive revoked it, as after a long network cut): a new
+            // session may join. Other refusals are final.
+            Err(e) if args.keep_trying && (!is_refusal(&e) || session_gone(&e, &session)) => {
                 eprintln!("{}  joining group {group}: {e}; trying again", timestamp());
                 let _ = session.close().await;
                 tokio::time::sleep(KEEP_TRYING_PAUSE).await;
@@ -126,6 +130,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         tokio::time::sleep(KEEP_TRYING_PAUSE).await;
     }
+}
+
+/// Whether `e` is the cluster refusing the request (an answer, not its
+/// absence).
+fn is_refusal(e: &tenure_client::Error) -> bool {
+    matches!(e, tenure_client::Error::Refused(_))
+}
+
+/// Whether a join refused with `e` was refused because `session` is gone:
+/// a 404 for a session the client no longer trusts (ended, or past its
+/// deadline: [`Session::ended`] counts both).
+fn session_gone(e: &tenure_client::Error, session: &Session) -> bool {
+    let not_found =
+        matches!(e, tenure_client::Error::Refused(r) if r.status == hyper::StatusCode::NOT_FOUND);
+    not_found && session.ended().is_some()
 }
 
 /// A partition's copy, as `serve` tracks it.
