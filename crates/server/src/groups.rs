@@ -151,6 +151,8 @@ impl Service {
                 && s.changes_since(GROUPS_PREFIX, from, 1).map_or(true, |c| !c.is_empty());
             if changed {
                 watch.observe(s);
+            } else {
+                watch.unchanged(from, s.revision());
             }
             (changed, s.revision())
         });

@@ -79,7 +79,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut signals = StopSignals::new()?;
     loop {
         check_command(&args.command[0])?;
-        let session = grant(&store, ttl).await?;
+        // Ctrl-C or SIGTERM before the member runs anything: nothing to stop.
+        let session = tokio::select! {
+            _ = signals.recv() => return Ok(ExitCode::SUCCESS),
+            s = grant(&store, ttl) => s?,
+        };
         let options = JoinOptions {
             partitions: args.partitions,
             stabilise_ms: args.stabilise_ms,
@@ -88,7 +92,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             stop_margin: Some(grace),
             ..JoinOptions::default()
         };
-        let joined = PartitionMember::join(cluster.clone(), &session, &group, options).await;
+        let joined = tokio::select! {
+            _ = signals.recv() => {
+                let _ = session.close().await;
+                return Ok(ExitCode::SUCCESS);
+            }
+            j = PartitionMember::join(cluster.clone(), &session, &group, options) => j,
+        };
         let mut member = match joined {
             Ok(m) => m,
             // No answer; or the session ended before the join reached the
@@ -98,7 +108,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Err(e) if args.keep_trying && (!is_refusal(&e) || session_gone(&e, &session)) => {
                 eprintln!("{}  joining group {group}: {e}; trying again", timestamp());
                 let _ = session.close().await;
-                tokio::time::sleep(KEEP_TRYING_PAUSE).await;
+                if pause_or_stop(&mut signals).await {
+                    return Ok(ExitCode::SUCCESS);
+                }
                 continue;
             }
             Err(e) => {
@@ -128,7 +140,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        tokio::time::sleep(KEEP_TRYING_PAUSE).await;
+        if pause_or_stop(&mut signals).await {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
+
+/// Pauses [`KEEP_TRYING_PAUSE`] before the next try; true if Ctrl-C or
+/// SIGTERM came meanwhile (between tries the member runs nothing).
+async fn pause_or_stop(signals: &mut StopSignals) -> bool {
+    tokio::select! {
+        _ = signals.recv() => true,
+        () = tokio::time::sleep(KEEP_TRYING_PAUSE) => false,
     }
 }
 

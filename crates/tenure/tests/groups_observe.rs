@@ -170,6 +170,10 @@ async fn a_move_and_a_spell_without_an_owner_show_in_the_api_and_the_metrics() {
     assert!(local.get("stats").is_none(), "{local}");
     assert!(local["stats_error"].as_str().unwrap().contains("local=true"), "{local}");
     assert_eq!(local["owners"].as_array().unwrap().len(), 3, "{local}");
+    // The query the follower passes on is its own (local=false is no
+    // duplicate field for the leader), with the reader's consistency.
+    let passed = get_json(f1, "/v1/groups/g?local=false&consistency=stale").await;
+    assert!(passed["stats"].is_object(), "the leader's figures: {passed}");
 
     // B joins: it takes 3 (no previous owner: no move) and one of A's (a move).
     post(f2, "/v1/groups/g/join", json!({"session": b})).await;

@@ -176,6 +176,19 @@ impl GroupsStats {
         Self::default()
     }
 
+    /// Takes note that no key of any group changed from revision `from`
+    /// through `revision`: if the last look was at `from - 1` or later,
+    /// the next look starts after `revision`. (Without it, a busy store's
+    /// other writes would push the last look out of the kept history, and
+    /// the next look would read every group.)
+    pub fn unchanged(&mut self, from: u64, revision: u64) {
+        if let Some(t) = self.through {
+            if t + 1 >= from && t < revision {
+                self.through = Some(revision);
+            }
+        }
+    }
+
     /// Group `name` as last seen.
     pub fn group(&self, name: &str) -> Option<&GroupStats> {
         self.groups.get(name)
@@ -395,6 +408,14 @@ impl GroupsWatch {
         self.moves.inc_by(seen.moves);
     }
 
+    /// See [`GroupsStats::unchanged`] (nothing while not measuring).
+    pub fn unchanged(&self, from: u64, revision: u64) {
+        let mut w = self.lock();
+        if w.leading.is_some() {
+            w.stats.unchanged(from, revision);
+        }
+    }
+
     /// Group `name`'s figures as the API gives them, looking at `store`
     /// first; `None` when not measuring for a leadership or the group is
     /// not known.
@@ -543,6 +564,30 @@ mod tests {
         };
         assert_eq!(body.partitions, [ended(0, 20), ended(1, 300)]);
         assert_eq!(body.unowned, 0);
+    }
+
+    #[test]
+    fn a_span_without_group_changes_moves_the_last_look_on() {
+        let (mut f, _) = Fixture::new(2);
+        let mut stats = GroupsStats::new();
+        stats.unchanged(1, 5);
+        assert_eq!(stats.through, None, "no look yet: the first reads every group");
+        stats.observe(100, &f.s);
+        let looked = f.s.revision();
+        let put = |k: &str| Command::Put {
+            key: k.to_string(),
+            value: vec![1],
+            if_mod_revision: None,
+            lease: None,
+        };
+        f.s.execute(&put("other"));
+        let now = f.s.revision();
+        // A gap between the last look and `from`: unknown changes, kept.
+        stats.unchanged(looked + 2, now);
+        assert_eq!(stats.through, Some(looked));
+        stats.unchanged(looked + 1, now);
+        assert_eq!(stats.through, Some(now));
+        assert_eq!(stats.observe(200, &f.s), Observed::default());
     }
 
     #[test]

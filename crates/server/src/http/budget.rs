@@ -122,6 +122,18 @@ where
     }
 }
 
+/// `data`, a JSON answer with `status` built elsewhere (another node's),
+/// sent holding a list answer's `permit`.
+pub(crate) fn held_json(permit: OwnedSemaphorePermit, status: StatusCode, data: Bytes) -> Response {
+    let body = Body::new(Held { data: Some(data), _permit: permit });
+    let mut response = body.into_response();
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
 /// A body sent in one frame, holding a list answer's permit until it is
 /// dropped.
 struct Held {

@@ -2,8 +2,8 @@
 //! `/ui/app.css` its script and style, all compiled into the binary (no CDN;
 //! it works offline). They hold no data, so they are open to anyone; the
 //! page reads the API (`/v1/cluster`, `/v1/timeline`, `/v1/watch`,
-//! `/v1/elections`, `/v1/sessions`, `/metrics`, the groups' keys through
-//! `/v1/kv` and `/v1/groups/{name}`) with the bearer token the person types
+//! `/v1/elections`, `/v1/sessions`, `/metrics`, `/v1/groups` and
+//! `/v1/groups/{name}`) with the bearer token the person types
 //! in when the API needs one. See `src/dashboard/README.md`.
 
 use super::state::AppState;

@@ -18,7 +18,7 @@
 //! [`WRITE_ATTEMPTS`] times, then answers 409.
 
 use super::auth::Caller;
-use super::budget::{json_answer, json_str_len, MAX_LIST_BYTES};
+use super::budget::{held_json, json_answer, json_str_len, MAX_LIST_BYTES};
 use super::error::ApiError;
 use super::owner::{require_owner, Use};
 use super::state::AppState;
@@ -27,9 +27,8 @@ use super::watch::stream_slot;
 use crate::elections::{DEFAULT_WAIT, MAX_WAIT};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, RawQuery, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -77,11 +76,14 @@ const RELEASE_SHAPE: &str = r#"{"session": L, "partition": P, "epoch": E}"#;
 
 /// How long a follower waits for the leader's answer to a group read it
 /// passes on before it answers from its own store without the leader's
-/// figures.
-pub const LEADER_ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
+/// figures. With the wait for a list answer's permit (at most
+/// [`super::budget::LIST_ANSWER_WAIT`], 1 s) it stays below the clients'
+/// 2 s request timeout, so a slow leader costs a figure, not the read.
+pub const LEADER_ANSWER_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Most groups in one page of `GET /v1/groups` (and the default): counting
-/// a group's members and owners walks its keys, up to 11,000 each.
+/// a group's members and owners walks all its keys (a key per member, up
+/// to 10,000 owner keys).
 pub const MAX_GROUPS_PER_PAGE: usize = 100;
 
 /// The query of `GET /v1/groups`.
@@ -97,7 +99,7 @@ pub struct GroupListQuery {
 }
 
 /// `GET /v1/groups[?after=NAME][&limit=N][&consistency=stale]`: the
-/// groups by name, each with its spec and how many members and owned
+/// groups in key order, each with its spec and how many members and owned
 /// partitions it has; a page at a time.
 pub async fn list(
     State(st): State<AppState>,
@@ -254,28 +256,28 @@ pub async fn get(
     headers: HeaderMap,
     name: Result<Path<String>, PathRejection>,
     query: Result<Query<GroupQuery>, QueryRejection>,
-    RawQuery(raw_query): RawQuery,
 ) -> Result<axum::response::Response, ApiError> {
     let name = name_from(name)?;
     let q = query_from(query, "after=ID (16 hex digits), consistency=stale and local=true")?;
     let after = q.after.as_deref().map(member_id_from).transpose()?;
     let watch = st.metrics.groups();
+    // Taken before the leader is asked: its answer, as large as this
+    // node's, is held and sent under the same budget.
+    let permit = st.lists.permit().await?;
     let measuring = watch.leading().is_some_and(|t| *st.kv.ready_leader().borrow() == Some(t));
     let mut not_measured = None;
     if !measuring {
         let why = if q.local {
-            "this node does not measure as the leader (local=true: the leader was not asked)"
-                .to_string()
+            "this node does not measure as the leader (local=true: not passed on)".to_string()
         } else {
             let authorization = headers.get(header::AUTHORIZATION).cloned();
-            match from_leader(&st, authorization, &name, raw_query.as_deref()).await {
-                Ok(answer) => return Ok(answer),
+            match from_leader(&st, authorization, &name, &q).await {
+                Ok((status, body)) => return Ok(held_json(permit, status, body)),
                 Err(why) => why,
             }
         };
         not_measured = Some(why);
     }
-    let permit = st.lists.permit().await?;
     let node = st.node.status().id.0;
     let body = read(&st, q.consistency, |s| {
         let mut body = group_body(s, &name, after)?;
@@ -291,15 +293,17 @@ pub async fn get(
     Ok(json_answer(permit, move || body).await)
 }
 
-/// The leader's answer to `GET /v1/groups/{name}?{query}&local=true`, asked
-/// with the caller's `authorization`, as it came (but a 5xx); or why there
-/// is none.
+/// The leader's answer to `GET /v1/groups/{name}?...&local=true` (the
+/// query rebuilt from what this node parsed), asked with the caller's
+/// `authorization`: its status and body when it is a 200 or a 404 (no such
+/// group); otherwise why there is none (no leader known or reached, a
+/// refusal or a 5xx from it: this node then answers from its own store).
 async fn from_leader(
     st: &AppState,
     authorization: Option<HeaderValue>,
     name: &str,
-    query: Option<&str>,
-) -> Result<axum::response::Response, String> {
+    q: &GroupQuery,
+) -> Result<(StatusCode, Bytes), String> {
     let mut status = super::status::status_body(&st.node.status());
     super::status::add_http_addresses(&mut status, &st.cluster);
     let Some(leader) = status.leader else {
@@ -315,22 +319,24 @@ async fn from_leader(
         ));
     };
     let scheme = if st.cluster.client.https() { "https" } else { "http" };
-    let query = match query {
-        Some(q) if !q.is_empty() => format!("{q}&local=true"),
-        _ => "local=true".to_string(),
-    };
+    // Checked already: `after` is 16 hex digits, the name plain.
+    let mut query = String::from("local=true");
+    if let Some(after) = &q.after {
+        query.push_str(&format!("&after={after}"));
+    }
+    if q.consistency == Consistency::Stale {
+        query.push_str("&consistency=stale");
+    }
     let url = format!("{scheme}://{address}/v1/groups/{name}?{query}");
     let client = st.cluster.client.with_authorization(authorization);
     match client.send(Method::GET, &url, None, LEADER_ANSWER_TIMEOUT).await {
-        Ok(a) if a.status.is_server_error() => {
-            Err(format!("the leader, node {leader}, answered HTTP {}", a.status))
+        Ok(a) if a.status == StatusCode::OK || a.status == StatusCode::NOT_FOUND => {
+            Ok((a.status, a.body))
         }
-        Ok(a) => {
-            let json = HeaderValue::from_static("application/json");
-            Ok((a.status, [(header::CONTENT_TYPE, json)], a.body).into_response())
-        }
+        Ok(a) => Err(format!("the leader, node {leader}, answered HTTP {}", a.status)),
         Err(e) => Err(format!(
-            "the leader, node {leader}, did not answer at {address}: {}",
+            "the leader, node {leader}, did not answer at {address}, or refused the caller's \
+             token: {}",
             with_causes(&e)
         )),
     }

@@ -316,7 +316,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
         path: "/v1/groups",
         methods: &[Method::GET],
         access: Access::Read,
-        description: "the groups of partitions by name: {\"groups\": [{\"name\",\"spec\",\
+        description: "the groups of partitions in key order: {\"groups\": [{\"name\",\"spec\",\
                       \"members\",\"owned\"}],\"more\",\"revision\"}; ?after=NAME, &limit=N \
                       (at most 100), &consistency=stale",
         handlers: |m| on(m, groups::list),
@@ -327,7 +327,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
         access: Access::Read,
         description: "a group of partitions: {\"name\",\"spec\",\"members\",\"more\",\"owners\",\
                       \"unreadable\",\"revision\",\"stats\"}, 404 when it does not exist; \
-                      ?after=ID, &consistency=stale, &local=true (no leader's stats)",
+                      ?after=ID, &consistency=stale, &local=true (answered by this node, not passed on \
+                      to the leader)",
         handlers: |m| on(m, groups::get),
     },
     Endpoint {
