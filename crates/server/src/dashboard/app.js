@@ -19,6 +19,7 @@
   const POLL_GROUP_LIST_MS = 5000; // the names of the groups
   const GROUP_LIST_MAX = 50; // groups listed
   const MAP_CELLS_MAX = 1024; // a cell per partition up to this; runs of one owner beyond
+  const GROUP_ROWS_MAX = 200; // members, and runs of one owner, listed for a group
   const UNOWNED_ROWS = 20; // partitions listed with their time without an owner
 
   const URLS = {
@@ -893,7 +894,9 @@
       detail.replaceChildren();
       return;
     }
-    const key = JSON.stringify(b);
+    // The revision says whether the store's view changed; the leader's
+    // figures (smaller than the group) say the rest.
+    const key = JSON.stringify([b.name, b.revision, b.more, val(b, "stats"), val(b, "stats_error")]);
     if (key === state.groups.mapKey) return;
     state.groups.mapKey = key;
     detail.dataset.group = b.name;
@@ -928,9 +931,16 @@
         )
       : el("p", statsAttrs, `The leader's figures are not available: ${orDash(val(b, "stats_error"))}`);
 
-    const ownerRows = [...labels.entries()].map(([id, i]) => {
-      const m = members.find((x) => x.id === id);
-      const held = owners.filter((o) => o.member === id);
+    const memberById = new Map(members.map((m) => [m.id, m]));
+    const heldBy = new Map();
+    for (const o of owners) {
+      if (!heldBy.has(o.member)) heldBy.set(o.member, []);
+      heldBy.get(o.member).push(o);
+    }
+    const shownLabels = [...labels.entries()].slice(0, GROUP_ROWS_MAX);
+    const ownerRows = shownLabels.map(([id, i]) => {
+      const m = memberById.get(id);
+      const held = heldBy.get(id) || [];
       const epochs = held.map((o) => o.epoch);
       const [lo, hi] = [Math.min(...epochs), Math.max(...epochs)];
       const range = !epochs.length ? "—" : lo === hi ? String(lo) : `${lo}–${hi}`;
@@ -953,7 +963,11 @@
       el(
         "table",
         { id: "group-owners" },
-        el("caption", null, "Members and what they own"),
+        el(
+          "caption",
+          null,
+          labels.size > GROUP_ROWS_MAX ? `Members and what they own (the first ${GROUP_ROWS_MAX} of ${labels.size})` : "Members and what they own",
+        ),
         el(
           "thead",
           null,
@@ -999,10 +1013,14 @@
         if (last && last.who === who && last.to === p - 1) last.to = p;
         else runs.push({ from: p, to: p, who });
       }
+      const caption =
+        runs.length > GROUP_ROWS_MAX
+          ? `The ${n} partitions as runs of one owner (the first ${GROUP_ROWS_MAX} of ${runs.length} runs)`
+          : `The ${n} partitions as runs of one owner`;
       map = table(
-        `The ${n} partitions as runs of one owner`,
+        caption,
         ["Partitions", "Owner"],
-        runs.map((r) => [r.from === r.to ? String(r.from) : `${r.from}–${r.to}`, r.who ? `${ownerLabel(labels.get(r.who))} (${r.who})` : "no owner"]),
+        runs.slice(0, GROUP_ROWS_MAX).map((r) => [r.from === r.to ? String(r.from) : `${r.from}–${r.to}`, r.who ? `${ownerLabel(labels.get(r.who))} (${r.who})` : "no owner"]),
         "runs-table",
       );
       map.id = "group-map";
