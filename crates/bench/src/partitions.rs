@@ -228,6 +228,7 @@ pub async fn run(args: PartitionsArgs) -> anyhow::Result<ExitCode> {
         let etcd = super::partitions_etcd::measure(
             &args.cluster,
             args.etcd_partitions.unwrap_or(args.partitions),
+            args.partitions,
             args.members,
             args.ttl_ms,
             args.etcd_trials.unwrap_or(args.trials),

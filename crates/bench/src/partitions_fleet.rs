@@ -289,6 +289,8 @@ pub(crate) struct Fleet {
     pub(crate) errors: Vec<(String, String)>,
     /// Releases the cluster accepted.
     pub(crate) releases: usize,
+    /// Members whose session was lost (the bench fails when one is), with why.
+    pub(crate) lost: Vec<(String, String)>,
     // Declared last: the members' stderr files, removed after they are gone.
     dir: tempfile::TempDir,
 }
@@ -317,6 +319,7 @@ impl Fleet {
             book: Book::new(partitions),
             errors: Vec::new(),
             releases: 0,
+            lost: Vec::new(),
             dir,
         })
     }
@@ -528,6 +531,7 @@ impl Fleet {
             What::Lost(why) => {
                 self.book.end_all(i, at);
                 if self.members[i].stopped_at.is_none() {
+                    self.lost.push((self.name(i), why.clone()));
                     bail!("member {} lost its session: {why}\n{}", self.name(i), self.tail(i));
                 }
             }

@@ -86,7 +86,7 @@ pub struct MemberArgs {
     #[arg(long, value_name = "MS")]
     stabilise_ms: Option<u64>,
     /// Most campaigns in flight at once (etcd).
-    #[arg(long, default_value_t = 64, value_name = "N")]
+    #[arg(long, default_value_t = 8, value_name = "N")]
     campaigns_in_flight: usize,
     /// The member's name (its candidate value in etcd).
     #[arg(long, value_name = "NAME")]
