@@ -160,6 +160,10 @@ pub struct PartitionMember {
     after: Option<u64>,
     /// The pause after the next failed poll.
     retry: Duration,
+    /// Grants given back ([`PartitionMember::release_later`]) whose keys
+    /// may still show: partition -> epoch. Not told again as `Revoked`;
+    /// forgotten once the key is gone or shows another grant.
+    given_back: BTreeMap<u32, u64>,
     lost: bool,
 }
 
@@ -198,6 +202,7 @@ impl PartitionMember {
             pending: Default::default(),
             after: None,
             retry: POLL_RETRY,
+            given_back: BTreeMap::new(),
             lost: false,
         })
     }
@@ -295,10 +300,13 @@ impl PartitionMember {
     /// Forgets `partition` (cancelling its token) and returns the release to
     /// send, which borrows nothing of the member: a caller that keeps
     /// calling [`PartitionMember::next`] while it is sent (and sends it
-    /// again after an error). `None` if the member does not own it.
+    /// again after an error: the member does not tell the partition again
+    /// as [`Event::Revoked`] while its key still shows that grant). `None`
+    /// if the member does not own it.
     pub fn release_later(&mut self, partition: u32) -> Option<Release> {
         let o = self.owned.remove(&partition)?;
         o.stop.cancel();
+        self.given_back.insert(partition, o.epoch);
         Some(Release {
             cluster: self.cluster.clone(),
             path: format!("/v1/groups/{}/release", self.group),
@@ -365,6 +373,14 @@ impl PartitionMember {
         self.after = Some(a.revision);
         let now: BTreeMap<u32, (u64, bool)> =
             a.owned.iter().map(|o| (o.partition, (o.epoch, o.release))).collect();
+        // A release on its way (or lost: sent again by whoever holds it)
+        // is not news; once its key is gone or shows another grant, it is
+        // over.
+        self.given_back.retain(|p, epoch| now.get(p).is_some_and(|(e, _)| e == epoch));
+        let now: BTreeMap<u32, (u64, bool)> = now
+            .into_iter()
+            .filter(|(p, (epoch, _))| self.given_back.get(p) != Some(epoch))
+            .collect();
         // Gone, or granted again under another epoch.
         let ended: Vec<u32> = self
             .owned

@@ -108,6 +108,38 @@ async fn members_share_partitions_hand_them_over_and_lose_them_with_their_sessio
     assert!(tokens_b.iter().all(CancellationToken::is_cancelled));
     settle(&mut a, &mut held_a, 8).await;
 
+    // A third member: the first is asked for four back. It gives one back
+    // and holds the other three releases: the group changing (the one
+    // given back granted to the third) tells it nothing again of those.
+    let session_c = Session::start(store.clone(), Duration::from_secs(5)).await.unwrap();
+    let mut c =
+        PartitionMember::join(cluster.clone(), &session_c, "shards", JoinOptions::default())
+            .await
+            .expect("a third member joins");
+    let mut releases = Vec::new();
+    while releases.len() < 4 {
+        match next(&mut a).await {
+            Event::Revoked { partition, release: true, .. } => {
+                let (_, stop) = held_a.remove(&partition).expect("revoked what it held");
+                assert!(stop.is_cancelled());
+                releases.push(a.release_later(partition).expect("owned"));
+            }
+            e => panic!("expected a partition asked back: {e:?}"),
+        }
+    }
+    releases.pop().unwrap().send().await.expect("released");
+    let mut held_c = Held::new();
+    settle(&mut c, &mut held_c, 1).await;
+    if let Ok(e) = tokio::time::timeout(Duration::from_millis(500), a.next()).await {
+        panic!("a release on its way was told again: {e:?}");
+    }
+    for r in releases {
+        r.send().await.expect("released");
+    }
+    settle(&mut c, &mut held_c, 4).await;
+    assert_eq!(a.owned().len(), 4);
+    drop(c);
+
     // The first's session closes: every token is cancelled, then Lost.
     let tokens_a: Vec<CancellationToken> = held_a.values().map(|(_, t)| t.clone()).collect();
     session_a.close().await.expect("closed");
@@ -120,7 +152,7 @@ async fn members_share_partitions_hand_them_over_and_lose_them_with_their_sessio
     }
     assert!(tokens_a.iter().all(CancellationToken::is_cancelled));
     assert!(a.owned().is_empty());
-    drop(session_b);
+    drop((session_b, session_c));
     for s in &mut servers {
         s.stop(STOP_BOUND).await.expect("stops");
     }
