@@ -15,7 +15,12 @@
 //!   load, a wiped node's catch-up);
 //! - `membership`: one node of a cluster full of data replaced through
 //!   the log under a steady writer (`steady_load`), the same steps timed
-//!   alike (`membership_flow`) in tenure and etcd (`membership_systems`).
+//!   alike (`membership_flow`) in tenure and etcd (`membership_systems`);
+//! - `grpc`: etcd's v3 gRPC API under load, tenure's and etcd's;
+//! - `partitions`: a group of partitions with real member processes
+//!   (`partitions_member`, `partitions_fleet`): kill -9, death notices,
+//!   SIGTERM and joins timed; one etcd election per partition beside it
+//!   (`partitions_etcd`).
 //!
 //! Errors are `anyhow`'s: this crate is the body of a command, and each
 //! error ends as a message to the person who ran it.

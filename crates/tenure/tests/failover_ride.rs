@@ -5,7 +5,7 @@
 //! Default timings (heartbeat 100 ms, election timeout 1000 ms), three
 //! real `tenure server` processes. One test of about two and a half
 //! minutes (20 trials of a failover, each watched until the session's
-//! deadline after the crash); CI runs 10 with the workspace's tests.
+//! deadline after the crash); CI runs 4 with the workspace's tests.
 
 mod harness;
 
@@ -19,7 +19,7 @@ use tokio::process::Command;
 const HEARTBEAT_MS: u64 = 100;
 const TIMEOUT_MS: u64 = 1000;
 /// Trials: one SIGKILL of the tenure leader each (`TENURE_RIDE_TRIALS`
-/// sets another count; CI runs 10: the phases, in golden-ratio order,
+/// sets another count; CI runs 4: the phases, in golden-ratio order,
 /// spread over the cycle for any count).
 const TRIALS: usize = 20;
 

@@ -14,7 +14,7 @@
 //! `TENURE_LARGE_READS_VALUES=N` changes the store's size, and
 //! `TENURE_LARGE_READS_CONTROL=1` fills the values with a control byte
 //! (six bytes of JSON each: the answers swell sixfold and the test takes
-//! minutes; CI runs 5,000 printable values).
+//! minutes; CI runs 2,000 printable values).
 
 mod harness;
 
