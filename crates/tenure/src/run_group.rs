@@ -27,7 +27,7 @@ use crate::run_cli::{grace_of, lead, RunArgs, Term, KEEP_TRYING_PAUSE, TOKEN_ENV
 use crate::run_keeper::check_command;
 use anyhow::{bail, Context};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::process::ExitCode;
@@ -56,6 +56,11 @@ enum End {
     /// leave nor close (the session expires by its TTL, its partitions with it).
     Abandoned,
 }
+
+/// Most releases sent at once: each holds a connection to a node while it
+/// is sent (a node serves 256), and a member may give back hundreds at
+/// once; the rest wait their turn.
+const MAX_RELEASES_IN_FLIGHT: usize = 16;
 
 /// What a copy returns: its partition, epoch, when it started and how it ended.
 type Done = (u32, u64, Instant, anyhow::Result<Term>);
@@ -202,6 +207,8 @@ async fn serve(
     let interrupted = &interrupt;
     let mut copies: FuturesUnordered<Copy<'_>> = FuturesUnordered::new();
     let mut sending: FuturesUnordered<Sending> = FuturesUnordered::new();
+    // Releases beyond MAX_RELEASES_IN_FLIGHT, sent as others finish.
+    let mut queued: VecDeque<Release> = VecDeque::new();
     let mut slots: BTreeMap<u32, Slot> = BTreeMap::new();
     let mut abandoned = false;
     let start = |p: u32,
@@ -271,7 +278,11 @@ async fn serve(
                         slot.release = true;
                     } else if release {
                         if let Some(r) = member.release_later(p) {
-                            sending.push(send(r, None));
+                            if sending.len() < MAX_RELEASES_IN_FLIGHT {
+                                sending.push(send(r, None));
+                            } else {
+                                queued.push_back(r);
+                            }
                         }
                     }
                 }
@@ -312,7 +323,11 @@ async fn serve(
                 } else if slot.release {
                     slot.release = false;
                     if let Some(r) = member.release_later(p) {
-                        sending.push(send(r, None));
+                        if sending.len() < MAX_RELEASES_IN_FLIGHT {
+                            sending.push(send(r, None));
+                        } else {
+                            queued.push_back(r);
+                        }
                         eprintln!("{}  partition {p} stopped; releasing it", timestamp());
                     }
                 } else if let (true, Some(stop)) = (restart, still_mine) {
@@ -334,6 +349,9 @@ async fn serve(
                     sending.push(send(r, Some(KEEP_TRYING_PAUSE)));
                 } else {
                     eprintln!("{}  partition {} released", timestamp(), r.partition());
+                    if let Some(next) = queued.pop_front() {
+                        sending.push(send(next, None));
+                    }
                 }
             }
         }
