@@ -321,6 +321,10 @@ async fn metrics_lists_every_family() {
         "election_observe_events",
         "election_waiters",
         "election_observers",
+        "partitions_unowned_seconds",
+        "partitions_moves",
+        "partitions_unowned",
+        "partitions_imbalance",
     ];
     assert_eq!(families, expected, "{}", answer.body);
     assert!(answer.body.contains("tenure_is_leader 1\n"), "{}", answer.body);
