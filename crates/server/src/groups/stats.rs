@@ -444,13 +444,13 @@ impl GroupsWatch {
              led",
             self.moves.clone(),
         );
+        // The gauge families are always listed (a scrape sees the same
+        // families on every node); their samples only while leading.
         let w = self.lock();
-        if w.leading.is_none() {
-            return;
-        }
         let unowned = Family::<Vec<(String, String)>, Gauge>::default();
         let imbalance = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
-        for (name, g) in w.stats.groups() {
+        let groups = if w.leading.is_some() { Some(w.stats.groups()) } else { None };
+        for (name, g) in groups.into_iter().flatten() {
             let label = vec![("group".to_string(), name.clone())];
             unowned.get_or_create(&label).set(i64::from(g.unowned()));
             imbalance.get_or_create(&label).set(g.imbalance());
