@@ -103,7 +103,7 @@ enum BenchCommand {
     /// --compare etcd) through one client: put, range (linearizable and
     /// serializable), txn-put, lease-keepalive.
     Grpc(grpc::GrpcArgs),
-    /// A group of partitions with real member processes (issue #31): each partition's time
+    /// A group of partitions with real member processes: each partition's time
     /// without an owner after a member's kill -9 (with and without a death notice), its
     /// SIGTERM and a join, fencing checked; with --compare etcd, one etcd election per
     /// partition.

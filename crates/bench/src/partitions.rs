@@ -1,4 +1,4 @@
-//! `tenure bench partitions` (issue #31): how long partitions of a group
+//! `tenure bench partitions`: how long partitions of a group
 //! go without an owner when members come and go, with real processes.
 //!
 //! A local tenure cluster (`ClusterArgs`) and `--members` member processes

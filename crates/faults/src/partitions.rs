@@ -1,4 +1,4 @@
-//! Groups of partitions on real processes (issue 31): four `tenure run
+//! Groups of partitions on real processes: four `tenure run
 //! --group` members, each on an application host of its own (a network
 //! namespace, [`crate::cluster::Cluster::start_with_hosts`]), share the
 //! [`PARTITIONS`] partitions of one group held by a three-node tenure

@@ -1,7 +1,7 @@
-//! Groups of partitions on real processes in network namespaces (issue
-//! 31): four `tenure run --group` members share eight partitions, each copy
-//! writing to a fenced resource; a member is SIGKILLed, SIGSTOPped past its
-//! TTL, SIGTERMed and cut off from the cluster past its TTL, and the tenure
+//! Groups of partitions on real processes in network namespaces: four
+//! `tenure run --group` members share eight partitions, each copy writing
+//! to a fenced resource; a member is SIGKILLed, SIGSTOPped past its TTL,
+//! SIGTERMed and cut off from the cluster past its TTL, and the tenure
 //! leader is SIGKILLed with a member, in turn; no two copies of a partition
 //! overlap, epochs never go back, and every fault moved partitions
 //! (`tenure_faults::partitions`). Root, `ip netns`, `nft` and bash needed
