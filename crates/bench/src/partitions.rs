@@ -56,11 +56,11 @@ use tokio::time::Instant;
 
 pub use super::partitions_member::{run as member, MemberArgs, OpenStore};
 
-/// Most partitions of a group (`MAX_GROUP_PARTITIONS`).
-const MAX_PARTITIONS: u32 = 10_000;
-/// Most partitions one member can own (a session holds 1,000 keys, its
-/// member key included).
-const MAX_PER_MEMBER: u32 = 999;
+/// Most partitions of a group.
+const MAX_PARTITIONS: u32 = tenure_partitions::group::MAX_GROUP_PARTITIONS;
+/// Most partitions one member can own: its session holds its member key
+/// and its owner keys.
+const MAX_PER_MEMBER: u32 = tenure_kv::MAX_KEYS_PER_LEASE as u32 - 1;
 /// Most member processes: their assignment polls go to one node, which
 /// holds at most 32 waits per client address (docs/API.md#groups).
 const MAX_MEMBERS: usize = 30;

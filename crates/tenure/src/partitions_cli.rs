@@ -55,16 +55,8 @@ struct ListArgs {
     /// Print the groups as a JSON array (each as GET /v1/groups lists it).
     #[arg(long)]
     json: bool,
-    /// HTTP API endpoints of the nodes, comma-separated.
-    #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
-    endpoints: String,
-    /// The cluster's CA certificate (PEM, from `tenure cert`): endpoints without a scheme
-    /// are then https://, and the servers' certificates are checked against it.
-    #[arg(long, env = CACERT_ENV, value_name = "FILE")]
-    cacert: Option<PathBuf>,
-    /// A token of role read.
     #[command(flatten)]
-    auth: TokenArgs,
+    cluster: ClusterArgs,
 }
 
 const SHOW_HELP: &str = "\
@@ -105,6 +97,13 @@ struct ShowArgs {
     /// row per run of partitions with the same owner).
     #[arg(long)]
     each: bool,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// Where the cluster is and how to reach it (both subcommands).
+#[derive(Args, Debug)]
+struct ClusterArgs {
     /// HTTP API endpoints of the nodes, comma-separated.
     #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
     endpoints: String,
@@ -117,6 +116,13 @@ struct ShowArgs {
     auth: TokenArgs,
 }
 
+impl ClusterArgs {
+    fn connect(&self) -> anyhow::Result<Cluster> {
+        let (client, endpoints) = connect(self.cacert.as_deref(), &self.auth, &self.endpoints)?;
+        Ok(Cluster::new(client.inner().clone(), endpoints)?)
+    }
+}
+
 /// Runs `tenure partitions`.
 pub async fn run(args: PartitionsArgs) -> anyhow::Result<ExitCode> {
     match args.command {
@@ -126,8 +132,7 @@ pub async fn run(args: PartitionsArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
-    let (client, endpoints) = connect(args.cacert.as_deref(), &args.auth, &args.endpoints)?;
-    let cluster = Cluster::new(client.inner().clone(), endpoints)?;
+    let cluster = args.cluster.connect()?;
     let mut all: Vec<GroupListEntry> = Vec::new();
     // A cluster holds at most 1,000 groups (docs/PARTITIONS.md, "Limits"):
     // ten pages; the bound only stops a server that never says "no more".
@@ -164,8 +169,7 @@ fn list_table(groups: &[GroupListEntry]) -> String {
 }
 
 async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let (client, endpoints) = connect(args.cacert.as_deref(), &args.auth, &args.endpoints)?;
-    let cluster = Cluster::new(client.inner().clone(), endpoints)?;
+    let cluster = args.cluster.connect()?;
     let g = group(&cluster, &args.name)
         .await
         .with_context(|| format!("reading group {}", args.name))?;

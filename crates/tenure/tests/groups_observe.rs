@@ -10,72 +10,37 @@
 
 mod inproc;
 
-use inproc::{
-    agreement, authorization, eventually, start_cluster, Server, READ_TOKEN, WRITE_TOKEN,
-};
+use inproc::{agreement, call_as, eventually, start_cluster, Server, READ_TOKEN, WRITE_TOKEN};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tenure_server::http::HttpLimits;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-/// Bound on one answer.
-const ANSWER_BOUND: Duration = Duration::from_secs(5);
 /// Bound on the keeper settling a group (grants, a release asked and
 /// served, a grant again), on a loaded two-core machine.
 const SETTLE_BOUND: Duration = Duration::from_secs(15);
 /// How long the excluded partition is watched without an owner.
 const WATCHED: Duration = Duration::from_millis(300);
 
-/// `method path` with `token` and `body` on a fresh connection: status and body.
-async fn call_as(
-    addr: SocketAddr,
-    token: &str,
-    method: &str,
-    path: &str,
-    body: &[u8],
-) -> (u16, String) {
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\n{}Content-Length: {}\r\nConnection: close\r\n\r\n",
-        authorization(Some(token)),
-        body.len()
-    );
-    let exchange = async {
-        let mut conn = TcpStream::connect(addr).await.unwrap();
-        conn.write_all(head.as_bytes()).await.unwrap();
-        conn.write_all(body).await.unwrap();
-        let mut got = Vec::new();
-        conn.read_to_end(&mut got).await.unwrap();
-        got
-    };
-    let got = tokio::time::timeout(ANSWER_BOUND, exchange)
-        .await
-        .unwrap_or_else(|_| panic!("{method} {path}: no answer within {ANSWER_BOUND:?}"));
-    let end = got.windows(4).position(|w| w == b"\r\n\r\n").expect("headers") + 4;
-    let status = String::from_utf8_lossy(&got[..end]).split(' ').nth(1).unwrap().parse().unwrap();
-    (status, String::from_utf8_lossy(&got[end..]).into_owned())
-}
-
 async fn post(addr: SocketAddr, path: &str, body: Value) -> Value {
-    let (status, text) =
-        call_as(addr, WRITE_TOKEN, "POST", path, body.to_string().as_bytes()).await;
-    assert_eq!(status, 200, "POST {path} {body}: {text}");
-    serde_json::from_str(&text).unwrap()
+    let a = call_as(addr, WRITE_TOKEN, "POST", path, &body.to_string()).await;
+    assert_eq!(a.status, 200, "POST {path} {body}: {}", a.body);
+    serde_json::from_str(&a.body).unwrap()
 }
 
 async fn get_json(addr: SocketAddr, path: &str) -> Value {
-    let (status, text) = call_as(addr, READ_TOKEN, "GET", path, b"").await;
-    assert_eq!(status, 200, "GET {path}: {text}");
-    serde_json::from_str(&text).unwrap()
+    let a = call_as(addr, READ_TOKEN, "GET", path, "").await;
+    assert_eq!(a.status, 200, "GET {path}: {}", a.body);
+    serde_json::from_str(&a.body).unwrap()
 }
 
 /// `/metrics` of `addr`: each sample line's name (with labels) and value.
 async fn metrics(addr: SocketAddr) -> BTreeMap<String, f64> {
-    let (status, text) = call_as(addr, READ_TOKEN, "GET", "/metrics", b"").await;
-    assert_eq!(status, 200, "{text}");
-    text.lines()
+    let a = call_as(addr, READ_TOKEN, "GET", "/metrics", "").await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.body
+        .lines()
         .filter(|l| l.starts_with("tenure_partitions_"))
         .filter_map(|l| l.rsplit_once(' '))
         .map(|(name, v)| (name.to_string(), v.parse().unwrap()))
@@ -92,15 +57,9 @@ async fn serve_releases(addr: SocketAddr, session: u64) -> BTreeMap<u64, bool> {
             (o["partition"].as_u64().unwrap(), o["epoch"].as_u64().unwrap(), o["release"] == true);
         if release {
             let body = json!({"session": session, "partition": p, "epoch": epoch});
-            let (status, text) = call_as(
-                addr,
-                WRITE_TOKEN,
-                "POST",
-                "/v1/groups/g/release",
-                body.to_string().as_bytes(),
-            )
-            .await;
-            assert!([200, 409].contains(&status), "{text}");
+            let a =
+                call_as(addr, WRITE_TOKEN, "POST", "/v1/groups/g/release", &body.to_string()).await;
+            assert!([200, 409].contains(&a.status), "{}", a.body);
         }
         owned.insert(p, release);
     }

@@ -266,6 +266,23 @@ pub async fn request(addr: SocketAddr, request: &str) -> Option<Answer> {
     exchange(&mut conn, request).await
 }
 
+/// `method path` with `token` and `body` on a fresh connection, closed
+/// after the answer.
+pub async fn call_as(
+    addr: SocketAddr,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Answer {
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\n{}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        authorization(Some(token)),
+        body.len()
+    );
+    request(addr, &head).await.unwrap_or_else(|| panic!("{method} {path}: no answer"))
+}
+
 /// `GET /v1/status` as JSON, if the server answers 200.
 pub async fn status(addr: SocketAddr) -> Option<serde_json::Value> {
     let answer = request(addr, &get("/v1/status")).await?;
