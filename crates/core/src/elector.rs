@@ -117,6 +117,9 @@ impl<R: RngCore + Send> Protocol for Elector<R> {
     fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError> {
         self.inner_mut().transfer_leadership(now, to)
     }
+    fn give_up_leadership(&mut self, now: Instant, token: crate::FencingToken) {
+        self.inner_mut().give_up_leadership(now, token)
+    }
     fn shutdown(&mut self, now: Instant) {
         self.inner_mut().shutdown(now)
     }

@@ -310,6 +310,14 @@ pub trait Protocol: Send {
     /// Hands leadership to `to`. The leader steps down at once and `to` campaigns
     /// without waiting for a timeout.
     fn transfer_leadership(&mut self, now: Instant, to: NodeId) -> Result<(), TransferError>;
+    /// This node's replicated log gave up the leadership of fencing token
+    /// `token`: a log write failed after entries of it may have left early
+    /// (`tenure_replica::Replica::handle_persist_failed`), and the log never
+    /// leads under it again. If this node still leads under `token`, it
+    /// resigns, naming the most responsive follower as a shutdown does, so
+    /// that a later term elects a leader whose log works. It keeps voting
+    /// and may stand again in a later term. Anything else: no effect.
+    fn give_up_leadership(&mut self, now: Instant, token: FencingToken);
     /// Graceful stop: a leader cedes leadership to the most responsive follower.
     /// The node ignores every later input.
     fn shutdown(&mut self, now: Instant);

@@ -1098,6 +1098,20 @@ impl<P: Rules + Send> Protocol for P {
         Ok(())
     }
 
+    fn give_up_leadership(&mut self, now: Instant, token: FencingToken) {
+        if self.seat().stopped {
+            return;
+        }
+        self.check_lease(now);
+        let seat = self.seat();
+        if seat.role == Role::Leader && FencingToken::for_term(seat.term) == token {
+            let successor = handover::best_successor(&seat.cfg, &seat.acked_sent_at, now);
+            let seat = self.seat_mut();
+            seat.note_handover(seat.term, successor);
+            self.resign(now, successor);
+        }
+    }
+
     fn shutdown(&mut self, now: Instant) {
         if self.seat().stopped {
             return;

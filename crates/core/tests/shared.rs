@@ -836,6 +836,28 @@ fn graceful_shutdown_cedes_leadership_quickly(kind: ProtocolKind) {
     assert_eq!(c.leader(), new);
 }
 
+shared!(a_leadership_its_log_gave_up_is_resigned_and_a_later_term_elects);
+fn a_leadership_its_log_gave_up_is_resigned_and_a_later_term_elects(kind: ProtocolKind) {
+    let (mut c, leader) = elected(kind, 3);
+    let token = c.status(leader).fencing_token.expect("a leader has a token");
+    // A token it does not lead under changes nothing.
+    c.give_up(leader, FencingToken(token.0 + 1));
+    c.give_up(leader, FencingToken(token.0 - 1));
+    assert!(c.is_leader(leader), "only the token it leads under is given up");
+    c.give_up(leader, token);
+    assert!(!c.is_leader(leader), "it resigns at once");
+    let (new, took) = c.run_until_leader_other_than(Some(leader), TIMEOUT * 2);
+    assert!(took < TIMEOUT, "a successor within an election timeout: {took:?}");
+    let new_token = c.status(new).fencing_token.expect("a token");
+    assert!(new_token > token, "a later term: {new_token} after {token}");
+    // The node that gave its leadership up still votes: with the new
+    // leader's other follower down, a majority remains.
+    let third = others(&c, &[leader, new])[0];
+    c.crash(third);
+    c.run_for(TIMEOUT * 3);
+    assert_eq!(c.leader(), new, "the node that gave up keeps the new leader's quorum");
+}
+
 shared!(cession_falls_back_when_the_successor_is_dead);
 fn cession_falls_back_when_the_successor_is_dead(kind: ProtocolKind) {
     let (mut c, leader) = elected(kind, 3);

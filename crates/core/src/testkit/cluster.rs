@@ -483,6 +483,12 @@ impl<P: Protocol> Cluster<P> {
         }
     }
 
+    /// Tells node `id` that its replicated log gave up the leadership of
+    /// `token` ([`Protocol::give_up_leadership`]).
+    pub fn give_up(&mut self, id: NodeId, token: crate::FencingToken) {
+        self.input(id, Input::GiveUp(token), |p, now| p.give_up_leadership(now, token));
+    }
+
     /// Stops node `id` gracefully (a leader cedes); it ignores later inputs.
     pub fn shutdown(&mut self, id: NodeId) {
         self.input(id, Input::Shutdown, |p, now| p.shutdown(now));

@@ -47,6 +47,8 @@ pub enum Input {
     },
     /// Graceful stop.
     Shutdown,
+    /// Its replicated log gave up the leadership of this token.
+    GiveUp(crate::FencingToken),
     /// It was told that durable state could not be written.
     PersistFailed,
     /// It was told that durable state is written again.
@@ -162,6 +164,7 @@ fn fmt_input(input: &Input) -> Option<String> {
         Input::Transfer { to, result: Ok(()) } => format!("transfer to {to:?}"),
         Input::Transfer { to, result: Err(e) } => format!("transfer to {to:?} refused: {e}"),
         Input::Shutdown => "shutdown".to_string(),
+        Input::GiveUp(t) => format!("told: the log gave up token {t}"),
         Input::PersistFailed => "told: persist failed".to_string(),
         Input::PersistRecovered => "told: persist recovered".to_string(),
         Input::Direct => "driven directly".to_string(),
