@@ -168,6 +168,9 @@ struct Inner {
     /// Signalled when a compaction is queued, ends, or the thread must stop.
     queue_changed: Condvar,
     stats: Arc<CompactionStats>,
+    /// Added to every append's sync ([`FSYNC_DELAY_ENV`]): a slow disk, for
+    /// benchmarks.
+    sync_delay: Duration,
     /// Called at each step of a snapshot's and a journal's replacement: it
     /// may stop there (an error, as a crash would) or wait.
     #[cfg(test)]
@@ -237,6 +240,29 @@ enum Step {
     JournalRenamed,
 }
 
+/// Environment variable: milliseconds (at most [`MAX_FSYNC_DELAY_MS`]) added
+/// to every sync of an append to the journal, as a slow disk adds them (on
+/// a leader and on its followers alike). For benchmarks of the write path
+/// (docs/BENCHMARKS.md, "The key-value store"); unset or 0 in service.
+pub const FSYNC_DELAY_ENV: &str = "TENURE_FSYNC_DELAY_MS";
+/// Largest accepted [`FSYNC_DELAY_ENV`].
+pub const MAX_FSYNC_DELAY_MS: u64 = 1000;
+
+/// The delay [`FSYNC_DELAY_ENV`] asks for; an unreadable or too large value
+/// is an error, not ignored.
+fn sync_delay_from_env() -> io::Result<Duration> {
+    let Ok(value) = std::env::var(FSYNC_DELAY_ENV) else { return Ok(Duration::ZERO) };
+    match value.trim().parse::<u64>() {
+        Ok(ms) if ms <= MAX_FSYNC_DELAY_MS => Ok(Duration::from_millis(ms)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{FSYNC_DELAY_ENV}={value:?}: expected milliseconds from 0 to {MAX_FSYNC_DELAY_MS}"
+            ),
+        )),
+    }
+}
+
 impl LogStore {
     /// Opens (creating if missing) the log in `dir` and replays it.
     pub fn open(dir: &Path) -> Result<(LogStore, Restored, OpenReport), LogStoreError> {
@@ -253,6 +279,7 @@ impl LogStore {
             let path = path.to_path_buf();
             move |source| LogStoreError::Io { path, source }
         };
+        let sync_delay = sync_delay_from_env().map_err(io(dir))?;
         fs::create_dir_all(dir).map_err(io(dir))?;
         let (snapshot, membership) = match read_snapshot(&dir.join(SNAPSHOT))? {
             Some((last, membership, data)) => (Some((last, data)), membership),
@@ -289,6 +316,7 @@ impl LogStore {
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             stats,
+            sync_delay,
             #[cfg(test)]
             hook: Mutex::new(None),
         });
@@ -497,6 +525,10 @@ impl Inner {
         let j = &mut *guard;
         j.usable()?;
         let result = j.file.write_all(buf).and_then(|()| j.file.sync_data());
+        if result.is_ok() && !self.sync_delay.is_zero() {
+            // A slow disk holds the journal as long.
+            std::thread::sleep(self.sync_delay);
+        }
         match &result {
             Ok(()) => j.len += buf.len() as u64,
             Err(e) => j.broken = Some(format!("a write failed: {e}")),
