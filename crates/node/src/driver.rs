@@ -172,6 +172,10 @@ impl Driver {
                 }
                 let _ = reply.send(result.map_err(TransferError::from));
             }
+            Command::GiveUp { token } => {
+                warn!(node = %self.shared.config.id, %token, "the replicated log gave up this node's leadership: resigning it");
+                self.input(|core, now| core.give_up_leadership(now, token)).await;
+            }
             Command::NotifyDead { peer, incarnation, reply } => {
                 let result = self.external_notice(peer, incarnation).await;
                 let _ = reply.send(result);

@@ -38,6 +38,13 @@ pub(crate) enum Command {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<NoticeOutcome, NoticeError>>,
     },
+    /// The replicated log gave up the leadership of `token` (a write failed
+    /// after its entries may have left early): the elector resigns it if it
+    /// still holds it (`Protocol::give_up_leadership`).
+    GiveUp {
+        /// The token given up.
+        token: tenure_core::FencingToken,
+    },
     /// The replicated log's configuration of members changed, or the node
     /// starts (the driver takes no other input before the first one): the
     /// elector counts by `electorate`, the handshakes show `roster`, and

@@ -8,9 +8,11 @@
 //!
 //! Like the elector it performs no I/O: the caller feeds it the elector's view
 //! of the leader ([`Replica::set_leadership`]), peer messages, timer expiries,
-//! proposals and reads, each with `now`, and drains an [`Output`]: log changes
-//! to make durable (fsync) *before* the messages of the same output are sent,
-//! then the messages, then what was applied and completed.
+//! proposals and reads, each with `now`, and drains an [`Output`]: a ready
+//! leader's new entries for its followers, which leave first
+//! ([`Output::early`]), log changes to make durable (fsync) *before* the other
+//! messages of the same output are sent, then those messages, then what was
+//! applied and completed.
 //!
 //! A new leader takes office in two steps before it accepts a write: it
 //! collects promises and last positions from a majority and takes the freshest

@@ -103,12 +103,21 @@ pub enum Completion {
     },
 }
 
-/// What the last inputs produced. Handle it in field order: persist `write`
-/// (with fsync), then send `messages`, then deliver `completions`.
+/// What the last inputs produced. Handle it in field order: send `early`,
+/// persist `write` (with fsync), then send `messages`, then deliver
+/// `completions`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[must_use = "the output carries log writes and messages"]
 pub struct Output {
-    /// Changes to the durable log, in order, to make durable before sending.
+    /// Messages that may leave before `write` is durable: a ready leader's
+    /// new entries for its followers, so that their writes run while the
+    /// leader writes its own copy (Raft thesis §10.2.1). The leader counts
+    /// its own copy toward a commit only from its next input, once `write`
+    /// is durable. A leader whose `write` then fails must never lead under
+    /// that token again: see [`crate::Replica::handle_persist_failed`].
+    pub early: Vec<(NodeId, ReplicaMessage)>,
+    /// Changes to the durable log, in order, to make durable before sending
+    /// `messages`.
     pub write: Vec<LogOp>,
     /// Messages to send.
     pub messages: Vec<(NodeId, ReplicaMessage)>,
@@ -132,7 +141,8 @@ pub struct Output {
 impl Output {
     /// True when there is nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.write.is_empty()
+        self.early.is_empty()
+            && self.write.is_empty()
             && self.messages.is_empty()
             && self.applied.is_empty()
             && self.completions.is_empty()

@@ -332,6 +332,14 @@ pub struct Replica<S> {
     incoming: Option<Incoming>,
     /// The log could not be written: the replica takes no part until rebuilt.
     stalled: bool,
+    /// The messages of this input go to [`Output::early`].
+    sending_early: bool,
+    /// This replica never leads under this token or a lower one: a write
+    /// failed while it led under it, after entries it may not hold had
+    /// left early ([`Replica::handle_persist_failed`]).
+    lead_fence: FencingToken,
+    /// The leadership the last failed write gave up, if it led.
+    gave_up: Option<FencingToken>,
     next_id: u64,
     refused: u64,
     /// Learners this node promoted as leader on its own.
@@ -373,6 +381,9 @@ impl<S: StateMachine> Replica<S> {
             kick: false,
             incoming: None,
             stalled: false,
+            sending_early: false,
+            lead_fence: FencingToken(0),
+            gave_up: None,
             next_id: 1,
             refused: 0,
             auto_promotions: 0,
@@ -567,7 +578,11 @@ impl<S: StateMachine> Replica<S> {
             return commands.iter().map(|_| Err(e.clone())).collect();
         }
         let results = commands.into_iter().map(|c| self.propose_one(c)).collect();
+        // The new entries leave while this node writes them: a follower's
+        // write runs beside the leader's, not after it.
+        self.sending_early = true;
         self.send_appends(now, false);
+        self.sending_early = false;
         self.finish_input(now);
         results
     }
@@ -729,13 +744,52 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// The last write of the log failed: this replica stops taking part
-    /// (nothing of that output was sent). Rebuild it from the durable log
-    /// ([`Replica::new`]) once storage works again. Proposals written and not
-    /// committed get [`ProposalError::Unknown`]: part of the write may have
-    /// reached the disk.
+    /// (nothing of that output but its [`Output::early`] messages was sent).
+    /// Rebuild it from the durable log ([`Replica::new`]) once storage works
+    /// again, and hand the rebuilt replica this one's
+    /// [`Replica::lead_fence`]. Proposals written and not committed get
+    /// [`ProposalError::Unknown`]: part of the write may have reached the
+    /// disk.
+    ///
+    /// A leader's entries may have left early and reached followers while
+    /// its own copy is lost: were it to lead under the same token again, it
+    /// could write other entries at the same positions, and a follower
+    /// holding the first ones would take them for the same (two logs that
+    /// agree on a position would then differ before it). So a leader gives
+    /// up its token here: the replica never leads under it again
+    /// ([`Replica::lead_fence`]), and the driver tells its elector to step
+    /// down ([`Replica::gave_up_leadership`] names the token), so that the
+    /// cluster elects a leader of a later term rather than wait for a log
+    /// leader that cannot come.
     pub fn handle_persist_failed(&mut self) {
+        self.gave_up = self.lead.as_ref().map(|l| l.token);
+        if let Some(token) = self.gave_up {
+            self.lead_fence = self.lead_fence.max(token);
+        }
         self.step_down();
         self.stalled = true;
+    }
+
+    /// The highest token this replica gave up because a write failed while
+    /// it led under it ([`Replica::handle_persist_failed`]); 0 if none. It
+    /// never leads under this token or a lower one.
+    pub fn lead_fence(&self) -> FencingToken {
+        self.lead_fence
+    }
+
+    /// Carries a replica's [`Replica::lead_fence`] over to its rebuilt
+    /// successor: the rebuilt replica leads under no token up to `fence`
+    /// (it only rises). Call it before the first
+    /// [`Replica::set_leadership`].
+    pub fn set_lead_fence(&mut self, fence: FencingToken) {
+        self.lead_fence = self.lead_fence.max(fence);
+    }
+
+    /// The token of the leadership given up by the last failed write
+    /// ([`Replica::handle_persist_failed`]), while this replica has not been
+    /// rebuilt: its driver must tell the elector to step down from it.
+    pub fn gave_up_leadership(&self) -> Option<FencingToken> {
+        self.gave_up.filter(|_| self.stalled)
     }
 
     // ---- Bookkeeping ----
@@ -776,6 +830,10 @@ impl<S: StateMachine> Replica<S> {
     }
 
     fn send(&mut self, to: NodeId, msg: ReplicaMessage) {
+        if self.sending_early {
+            self.out.early.push((to, msg));
+            return;
+        }
         self.out.messages.push((to, msg));
     }
 
@@ -843,6 +901,11 @@ impl<S: StateMachine> Replica<S> {
         if token < self.promised {
             // A later leadership was promised already: this one cannot lead
             // the log (its elector will learn of the later term).
+            return;
+        }
+        if token <= self.lead_fence {
+            // Given up after a failed write (entries of it may have left
+            // that this log no longer holds): its elector steps down.
             return;
         }
         self.promise(token);

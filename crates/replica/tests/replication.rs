@@ -385,3 +385,80 @@ fn random_faults_lose_no_committed_entry() {
         }
     }
 }
+
+/// A ready leader's new entries leave before its own write is durable
+/// (`Output::early`): the followers write while it writes. Nothing else
+/// of the output leaves early, and the leader's own copy counts toward a
+/// commit only from its next input.
+#[test]
+fn a_leaders_new_entries_leave_while_it_writes_them() {
+    let mut c = led(3);
+    let now = c.now;
+    let leader = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap();
+    let commit = leader.status().commit;
+    let ids = leader.propose(now, vec![cmd(1), cmd(2)]);
+    assert!(ids.iter().all(Result::is_ok));
+    let out = leader.take_output();
+    assert_eq!(out.write.len(), 1, "one write: {out:?}");
+    let mut to: Vec<_> = out
+        .early
+        .iter()
+        .map(|(to, m)| {
+            let ReplicaMessage::Append { entries, .. } = m else { panic!("not an append: {m:?}") };
+            assert_eq!(entries.len(), 2, "the new entries: {m:?}");
+            *to
+        })
+        .collect();
+    to.sort();
+    assert_eq!(to, vec![n(2), n(3)], "one append per follower, early");
+    assert!(
+        !out.messages.iter().any(|(_, m)| matches!(m, ReplicaMessage::Append { .. })),
+        "no append waits for the write: {out:?}"
+    );
+    assert_eq!(leader.status().commit, commit, "nothing commits before the write is durable");
+}
+
+/// A leader whose write fails after its entries left early gives its token
+/// up: a follower may hold entries at positions its log has lost, and
+/// leading under that token again could write others there. The replica
+/// rebuilt from the disk never leads under it (the fence is carried over),
+/// and leads again under a later one, keeping every committed entry.
+#[test]
+fn a_leader_whose_write_failed_never_leads_under_its_token_again() {
+    let mut c = led(3);
+    let token = FencingToken(c.token);
+    let now = c.now;
+    let leader = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap();
+    let ids = leader.propose(now, vec![cmd(7)]);
+    assert!(ids[0].is_ok());
+    let out = leader.take_output();
+    // The append reaches node 2; the leader's write fails.
+    let (_, append) =
+        out.early.iter().find(|(to, _)| *to == n(2)).expect("an early append").clone();
+    leader.handle_persist_failed();
+    assert_eq!(leader.gave_up_leadership(), Some(token), "the elector must step down");
+    assert_eq!(leader.lead_fence(), token);
+    let fence = leader.lead_fence();
+    let _ = leader.take_output();
+    c.inject(n(1), n(2), append);
+    assert_eq!(c.nodes[&n(2)].disk.last().token, token, "node 2 holds the lost entry");
+
+    // Rebuilt from its disk, which lacks the entry: the fence holds.
+    c.boot(n(1));
+    c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().set_lead_fence(fence);
+    assert_eq!(c.replica(n(1)).gave_up_leadership(), None);
+    c.tell(n(1), Some((n(1), token)));
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(c.replica(n(1)).status().leading, None, "no leadership under the token given up");
+    assert_eq!(c.propose(n(1), vec![cmd(8)]), 0);
+
+    // A later leadership works, and the stores agree.
+    let ids = c.ids.clone();
+    c.elect(n(1), &ids);
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(c.ready_leader(), Some(n(1)));
+    assert_eq!(c.propose(n(1), vec![cmd(9)]), 1);
+    c.run_for(HEARTBEAT * 5);
+    c.check_safety();
+    c.check_converged();
+}

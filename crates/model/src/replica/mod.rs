@@ -353,9 +353,14 @@ pub struct ReplicaNode {
     pub replica: Arc<Replica<Recorder>>,
     /// What survives a restart.
     pub durable: Arc<Disk>,
-    /// Writes sent about but not yet durable ([`Driver::SendBeforePersist`]
-    /// only; empty otherwise).
+    /// Writes sent about but not yet durable: a leader's writes whose new
+    /// entries left early ([`tenure_replica::Output::early`]), durable at
+    /// the node's next step unless it restarts first; every write with
+    /// [`Driver::SendBeforePersist`].
     pub unsynced: Vec<LogOp>,
+    /// The messages of an output whose early messages left: they leave
+    /// once its write is durable (at the node's next step), or never.
+    pub held: Vec<(NodeId, ReplicaMessage)>,
     /// The node's clock.
     pub now: Instant,
     /// Heartbeat timeouts taken.
@@ -564,6 +569,7 @@ impl ReplicaModel {
                     replica: Arc::new(replica.expect("an empty log restores")),
                     durable: Arc::default(),
                     unsynced: Vec::new(),
+                    held: Vec::new(),
                     now: Instant::ZERO,
                     clock_steps: 0,
                     view: None,
@@ -605,10 +611,14 @@ impl ReplicaModel {
     ) -> Stepped {
         let node = &mut state.nodes[i];
         if !node.unsynced.is_empty() {
-            // Send-before-persist: the previous step's writes are durable by now.
+            // The previous step's writes are durable by now (and the
+            // messages that waited for them leave).
             let ops = std::mem::take(&mut node.unsynced);
             if let Err(e) = apply_all(Arc::make_mut(&mut node.durable), &ops) {
                 inconsistent(&mut state.ghost, format!("{:?}: {e}", id_of(i)));
+            }
+            for (to, msg) in std::mem::take(&mut node.held) {
+                state.network.send(ReplicaEnvelope::new(id_of(i), to, msg));
             }
         }
         let node = &mut state.nodes[i];
@@ -636,9 +646,22 @@ impl ReplicaModel {
         if let (Some(id), Some(command)) = (proposed, command) {
             node.pending.push((id, command));
         }
+        // A leader's new entries leave before its write; the write is then
+        // under way until the node's next step, and a restart before it
+        // loses it (with the output's other messages): the case of a
+        // leader that crashes while its followers write what it sent.
+        for (to, msg) in &output.early {
+            state.network.send(ReplicaEnvelope::new(id_of(i), *to, msg.clone()));
+        }
+        let held = !output.early.is_empty() && self.driver != Driver::SendBeforePersist;
         let disk_error = match self.driver {
             Driver::SendBeforePersist => {
                 node.unsynced = output.write.clone();
+                Ok(())
+            }
+            _ if held => {
+                node.unsynced = output.write.clone();
+                node.held = output.messages.clone();
                 Ok(())
             }
             Driver::Faithful
@@ -657,8 +680,10 @@ impl ReplicaModel {
         if let Err(e) = disk_error {
             inconsistent(&mut state.ghost, format!("{:?}: {e}", id_of(i)));
         }
-        for (to, msg) in &output.messages {
-            state.network.send(ReplicaEnvelope::new(id_of(i), *to, msg.clone()));
+        if !held {
+            for (to, msg) in &output.messages {
+                state.network.send(ReplicaEnvelope::new(id_of(i), *to, msg.clone()));
+            }
         }
         observe(state, i, &replica, &output);
         state.nodes[i].replica = Arc::new(replica);
@@ -684,6 +709,7 @@ impl ReplicaModel {
             }
         }
         node.unsynced.clear();
+        node.held.clear();
         node.view = None;
         if self.views == Views::ForgottenOnRestart {
             node.told = None;

@@ -620,7 +620,12 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     /// Write and sync the log first; then give the elector a configuration
     /// the output changed; only then send; then answer.
     async fn process(&mut self, out: Output) {
-        let Output { write, messages, applied, completions, membership, electorate } = out;
+        let Output { early, write, messages, applied, completions, membership, electorate } = out;
+        // A leader's new entries leave before its own write: the followers
+        // write them while it does.
+        for (to, msg) in early {
+            self.send(to, Frame::Replica(msg));
+        }
         if !write.is_empty() {
             if let Err(e) = self.write(write).await {
                 self.write_failed(&e, completions).await;
@@ -697,11 +702,16 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             retry_in = ?PERSIST_RETRY_MIN,
             "cannot write the replicated log: this node takes no part in it until it can"
         );
-        let more = {
+        let (more, gave_up) = {
             let mut r = lock(&self.log.replica);
             r.handle_persist_failed();
-            r.take_output()
+            (r.take_output(), r.gave_up_leadership())
         };
+        if let Some(token) = gave_up {
+            // Its entries may have left early: the log never leads under
+            // this token again, so the elector must not hold on to it.
+            let _ = self.log.node.commands.send(Command::GiveUp { token }).await;
+        }
         // Commits learnt before the failure stand (a majority holds them).
         self.complete(completions.into_iter().chain(more.completions).collect());
         self.set_ready(None);
@@ -715,10 +725,14 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         // The old store's compaction ends before the directory is reopened.
         self.close_store().await;
         match open::<S>(&self.log.node, &self.dir, self.log.counters.compactions.clone()) {
-            Ok((store, replica)) => {
+            Ok((store, mut replica)) => {
                 info!(node = %self.me(), dir = %self.dir.display(), "the replicated log is writable again: rejoining");
                 self.store = store;
-                *lock(&self.log.replica) = replica;
+                {
+                    let mut old = lock(&self.log.replica);
+                    replica.set_lead_fence(old.lead_fence());
+                    *old = replica;
+                }
                 self.rebuild = None;
                 self.router.set_rebuilding(false);
                 self.announce(None, true).await;

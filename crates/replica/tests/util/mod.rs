@@ -206,7 +206,9 @@ impl Cluster {
             for op in &out.write {
                 node.disk.apply(op);
             }
-            for (to, msg) in out.messages {
+            // Early messages leave before the write; here the write is done
+            // at once, so they go with the others.
+            for (to, msg) in out.early.into_iter().chain(out.messages) {
                 self.seq += 1;
                 let delay = 1 + self.rng.next_u64() % self.max_delay_ms.max(1);
                 self.in_flight.push(InFlight {

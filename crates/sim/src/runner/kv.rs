@@ -794,6 +794,10 @@ impl Sim {
                 }
             }
             self.elect_applied(i, &out.applied);
+            // A leader's new entries leave before its own write begins.
+            for (to, msg) in out.early {
+                self.send_replica(i, to, msg, now);
+            }
             let records = Record::of(&out.write);
             let Some(world) = self.kv.as_mut() else { return true };
             let host = &mut self.hosts[i];
@@ -842,11 +846,29 @@ impl Sim {
             if !written {
                 let kv = self.hosts[i].kv.as_mut().expect("checked above");
                 kv.stalled = true;
+                let mut gave_up = None;
                 if let Some(r) = kv.replica.as_mut() {
                     r.handle_persist_failed();
+                    gave_up = r.gave_up_leadership();
                 }
                 if let Some(router) = kv.router.as_mut() {
                     router.set_rebuilding(true);
+                }
+                if world_planted(self) == Some(PlantedBug::LeadAgainAfterFailedWrite) {
+                    gave_up = None;
+                }
+                if let Some(token) = gave_up {
+                    // The log never leads under this token again: the
+                    // elector gives it up (the node's log task sends it
+                    // `Command::GiveUp`).
+                    let local = self.hosts[i].local_now(now);
+                    if let Some(el) = self.hosts[i].elector_mut() {
+                        el.give_up_leadership(local, token);
+                    }
+                    self.drain_elector(i);
+                    if !self.hosts[i].is_up() {
+                        return false;
+                    }
                 }
             }
         }
@@ -988,6 +1010,8 @@ impl Sim {
         // cannot answer this one's.
         router_cfg.first_id = incarnation << 40;
         let store = SimStore::new(id, world.workload.spec.planted);
+        let rebuilt_after_failure = kv.stalled;
+        let planted = world.workload.spec.planted;
         if kv.stalled {
             world.stats.rebuilds += 1;
         }
@@ -998,8 +1022,17 @@ impl Sim {
         let restored = log_store_replay(kv.disk.image().restored(), world.workload.spec.planted);
         kv.electorate_epoch += 1;
         kv.electorate_handed = kv.electorate_seq;
+        // A replica rebuilt after a failed write (not after a crash: that
+        // forgets everything) keeps its predecessor's fence.
+        let fence = match (&kv.replica, rebuilt_after_failure) {
+            (Some(old), true) if planted != Some(PlantedBug::LeadAgainAfterFailedWrite) => {
+                old.lead_fence()
+            }
+            _ => tenure_core::FencingToken(0),
+        };
         match Replica::new(cfg, restored.clone(), store) {
-            Ok(r) => {
+            Ok(mut r) => {
+                r.set_lead_fence(fence);
                 world.checks.on_start(i, r.applied());
                 let mut bad = Vec::new();
                 if let Some(m) = world.members.as_mut() {
