@@ -65,7 +65,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tenure_core::FencingToken;
 use tenure_replica::{Entry, Index, LogOp, Membership, Position, Restored};
-use tracing::{debug, error};
+use tracing::{debug, error, warn};
 
 /// The largest record accepted on replay (an entry with its command, or a
 /// marker): larger lengths are damage.
@@ -280,6 +280,14 @@ impl LogStore {
             move |source| LogStoreError::Io { path, source }
         };
         let sync_delay = sync_delay_from_env().map_err(io(dir))?;
+        if !sync_delay.is_zero() {
+            warn!(
+                dir = %dir.display(),
+                delay = ?sync_delay,
+                "{FSYNC_DELAY_ENV} is set: every log sync waits this much longer (a slow disk \
+                 for benchmarks; unset it in service)"
+            );
+        }
         fs::create_dir_all(dir).map_err(io(dir))?;
         let (snapshot, membership) = match read_snapshot(&dir.join(SNAPSHOT))? {
             Some((last, membership, data)) => (Some((last, data)), membership),
