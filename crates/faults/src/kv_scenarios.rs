@@ -665,3 +665,86 @@ pub async fn stale_reads_are_caught() -> Result<Outcome, String> {
     ));
     Ok(out)
 }
+
+/// Sets the soft file size limit of process `pid` (`prlimit --fsize=N:`):
+/// `"1"` makes every write past a file's first byte fail with EFBIG (the
+/// server ignores SIGXFSZ), `"unlimited"` lifts it (the hard limit stays
+/// unlimited, so lifting needs no privilege beyond the first call's).
+fn set_file_size_limit(pid: u32, limit: &str) -> Result<(), String> {
+    let status = std::process::Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--fsize={limit}:")])
+        .status()
+        .map_err(|e| format!("prlimit: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("prlimit --pid {pid} --fsize={limit}: {status}"))
+    }
+}
+
+/// 3 nodes under writes through every node; the leader's log writes start
+/// failing (its file size limit lowered to one byte: every append fails,
+/// and so do its state file's writes and its own log lines, as on a full
+/// disk). Its entries may
+/// have left before its own write (docs/REPLICATION.md): it must give its
+/// leadership up, and another node must lead within [`heal_bound`] of the
+/// next write, whose clients go on. Then the limit is lifted: the node
+/// reopens its log and catches up. Every acknowledged write is read back
+/// linearizably, and the history is linearizable.
+pub async fn leader_write_fails() -> Result<Outcome, String> {
+    let mut out = Outcome::default();
+    let run = Run::start(NODES, TIMINGS).await?;
+    let (l, term) = run.elected().await?;
+    let kv = Clients::new(&run)?;
+    let all: Vec<usize> = (0..NODES).collect();
+    let mut history = Vec::new();
+    let writers = kv.sessions(0, WRITERS, &all);
+    let mut acked = write_acknowledged(&writers, 0..40, 1, &kv.values, &mut history)
+        .await
+        .map_err(|m| run.fail(m))?;
+    let pid = run.cluster.elector_pid(l).map_err(|e| run.fail(format!("n{} pid: {e}", l + 1)))?;
+    set_file_size_limit(pid, "1").map_err(|m| run.fail(m))?;
+    let mark = Instant::now();
+    let writers = kv.sessions(WRITERS, WRITERS, &all);
+    let while_failing = write_acknowledged(&writers, 40..80, 1, &kv.values, &mut history).await;
+    let took = mark.elapsed();
+    let lifted = set_file_size_limit(pid, "unlimited");
+    acked.extend(while_failing.map_err(|m| run.fail(m))?);
+    lifted.map_err(|m| run.fail(m))?;
+    let changes = run.checker.state().leaderships_since(mark);
+    let others: Vec<(u64, u64)> = changes.iter().copied().filter(|&(_, t)| t > term).collect();
+    let Some(&(new_id, new_term)) = others.first() else {
+        return Err(run.fail(format!(
+            "the leader n{} t{term} whose log writes failed kept its leadership: leaderships since {changes:?}",
+            l + 1
+        )));
+    };
+    let caught = caught_up(&run, &kv, l, &acked).await?;
+    let (_, agreed) = run.agreement(&all, Instant::now(), heal_bound(TIMINGS)).await?;
+    let reader = &kv.sessions(2 * WRITERS, 1, &[l])[0];
+    let finals = reader.final_reads(0..80).await.map_err(|m| run.fail(m))?;
+    let lost = missing(&acked, &final_values(&finals));
+    history.extend(finals);
+    run.check_safety()?;
+    if !lost.is_empty() {
+        return Err(run.fail(format!(
+            "reads miss acknowledged writes after n{}'s log writes failed:\n  {}",
+            l + 1,
+            lost.join("\n  ")
+        )));
+    }
+    let tally = Tally::of(&history);
+    let verdict = kv::check_linearizable(&history, 80)
+        .map_err(|m| run.fail(format!("the history is not linearizable ({tally}):\n{m}")))?;
+    out.note(format!(
+        "{NODES} nodes, leader n{} t{term}; its file size limit set to 1 byte (its log appends fail): 40 keys acknowledged through every node in {took:?}; leaderships since: {changes:?} (n{new_id} t{new_term} first after it)",
+        l + 1
+    ));
+    out.note(format!(
+        "limit lifted: n{} served every acknowledged write with consistency=stale after {caught:?}; all agreed after {agreed:?}",
+        l + 1
+    ));
+    out.note(format!("history: {tally}; linearizable ({} search steps)", verdict.steps));
+    out.note(run.traffic());
+    Ok(out)
+}

@@ -39,3 +39,11 @@ fn kv_wiped_follower_catches_up_by_snapshot() {
 fn kv_stale_reads_are_caught() {
     run("kv-stale-reads-caught", kv_scenarios::stale_reads_are_caught);
 }
+
+/// The leader's log writes fail (its file size limit lowered): it gives
+/// its leadership up, another node leads, writes go on and none is lost;
+/// lifted, it catches up.
+#[test]
+fn kv_leader_whose_log_writes_fail_gives_up_its_leadership() {
+    run("kv-leader-write-fails", kv_scenarios::leader_write_fails);
+}

@@ -22,6 +22,12 @@ pub fn init(format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (a full disk under a redirected
+        // stderr, a file size limit) is dropped. By default the subscriber
+        // reports it with `eprintln!`, which panics when stderr fails: the
+        // task that logged (the replicated log's, reporting that very
+        // failure) died, and the node stopped serving.
+        .log_internal_errors(false)
         // Colours only for people at a terminal, not in log files.
         .with_ansi(std::io::stderr().is_terminal());
     // `try_init` so that a second call (never expected) is not a panic.

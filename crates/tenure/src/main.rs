@@ -96,6 +96,9 @@ fn main() -> ExitCode {
     if reports_only(&command) {
         die_on_broken_pipe();
     }
+    if matches!(command, Command::Server(_)) {
+        survive_file_size_limit();
+    }
     let result = match command {
         Command::Sim(args) => return tenure_sim::cli::run(args),
         Command::Server(args) => block_on(server_command::run(*args)),
@@ -168,6 +171,19 @@ fn die_on_broken_pipe() {
     // handler code.
     if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
         eprintln!("warning: cannot restore SIGPIPE's default action: {e}");
+    }
+}
+
+/// Ignores SIGXFSZ, whose default action kills the process at a write
+/// past its file size limit (`ulimit -f`, RLIMIT_FSIZE): the write fails
+/// with EFBIG instead, and the server handles it as any failed write of its
+/// log (docs/REPLICATION.md: it stops taking part, a leader gives its
+/// leadership up, and it reopens the log once writes work again).
+fn survive_file_size_limit() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: no other thread runs yet and ignoring installs no handler code.
+    if let Err(e) = unsafe { signal(Signal::SIGXFSZ, SigHandler::SigIgn) } {
+        eprintln!("warning: cannot ignore SIGXFSZ: {e}");
     }
 }
 
