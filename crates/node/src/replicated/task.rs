@@ -110,6 +110,10 @@ pub(super) struct LogTask<S> {
     replies: Replies,
     /// The log could not be written: when to reopen it, and the backoff.
     rebuild: Option<(Instant, Duration)>,
+    /// When the log was last reopened after a failed write, and the backoff
+    /// that reopening waited: a write that fails again soon after waits
+    /// longer (a full disk reopens fine and fails at the first append).
+    reopened: Option<(Instant, Duration)>,
     /// Changes of members asked of this node, not taken yet.
     change_requests: Vec<(Change, ChangeReply)>,
     /// Changes of members proposed here, waiting for their commit.
@@ -144,6 +148,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             router: Router::new(cfg),
             replies: Replies::default(),
             rebuild: None,
+            reopened: None,
             change_requests: Vec::new(),
             changes: BTreeMap::new(),
             resolved: BTreeMap::new(),
@@ -695,13 +700,19 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     /// replica stops, and the log is reopened from disk after a backoff.
     async fn write_failed(&mut self, e: &std::io::Error, completions: Vec<Completion>) {
         bump(&self.log.counters.write_failures, 1);
-        error!(
-            node = %self.me(),
-            dir = %self.dir.display(),
-            error = %e,
-            retry_in = ?PERSIST_RETRY_MIN,
-            "cannot write the replicated log: this node takes no part in it until it can"
-        );
+        let again = self.reopened.filter(|(at, _)| at.elapsed() < PERSIST_RETRY_MAX);
+        let backoff = again.map_or(PERSIST_RETRY_MIN, |(_, b)| (b * 2).min(PERSIST_RETRY_MAX));
+        if again.is_some() {
+            warn!(node = %self.me(), dir = %self.dir.display(), error = %e, retry_in = ?backoff, "the replicated log still cannot be written");
+        } else {
+            error!(
+                node = %self.me(),
+                dir = %self.dir.display(),
+                error = %e,
+                retry_in = ?backoff,
+                "cannot write the replicated log: this node takes no part in it until it can"
+            );
+        }
         let (more, gave_up) = {
             let mut r = lock(&self.log.replica);
             r.handle_persist_failed();
@@ -716,7 +727,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         self.complete(completions.into_iter().chain(more.completions).collect());
         self.set_ready(None);
         self.router.set_rebuilding(true);
-        self.rebuild = Some((Instant::now() + PERSIST_RETRY_MIN, PERSIST_RETRY_MIN));
+        self.rebuild = Some((Instant::now() + backoff, backoff));
     }
 
     /// Reopens the log after a failed write and rebuilds the replica from it.
@@ -734,6 +745,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                     *old = replica;
                 }
                 self.rebuild = None;
+                self.reopened = Some((Instant::now(), backoff));
                 self.router.set_rebuilding(false);
                 self.announce(None, true).await;
                 let view = self.router.view();
