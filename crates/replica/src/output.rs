@@ -136,6 +136,12 @@ pub struct Output {
     /// any of `messages` leaves, so that no node acknowledges a
     /// configuration entry that its elector does not count by yet.
     pub electorate: Option<Electorate>,
+    /// A leadership of this node that the log will not lead (a write failed
+    /// under it, or it is at or below the replica's
+    /// [`crate::Replica::lead_fence`]): the driver tells the elector to give
+    /// it up (`Protocol::give_up_leadership`), so that a later term elects a
+    /// leader whose log works.
+    pub give_up: Option<FencingToken>,
 }
 
 impl Output {
@@ -148,5 +154,6 @@ impl Output {
             && self.completions.is_empty()
             && self.membership.is_none()
             && self.electorate.is_none()
+            && self.give_up.is_none()
     }
 }

@@ -84,6 +84,10 @@ pub struct Config {
     /// bug breaks): a leader may change members before it has committed an
     /// entry of its own leadership. Never set elsewhere.
     pub planted_bug_ungated_changes: bool,
+    /// A planted bug, for the simulator only: the replica keeps no fence
+    /// ([`Replica::lead_fence`]), so a leader whose write failed, or that
+    /// restarted, may lead under its token again. Never set elsewhere.
+    pub planted_bug_no_lead_fence: bool,
 }
 
 impl Config {
@@ -111,6 +115,7 @@ impl Config {
             max_snapshot_bytes: 1 << 30,
             commit_notices: true,
             planted_bug_ungated_changes: false,
+            planted_bug_no_lead_fence: false,
         }
     }
 }
@@ -334,12 +339,11 @@ pub struct Replica<S> {
     stalled: bool,
     /// The messages of this input go to [`Output::early`].
     sending_early: bool,
-    /// This replica never leads under this token or a lower one: a write
-    /// failed while it led under it, after entries it may not hold had
-    /// left early ([`Replica::handle_persist_failed`]).
+    /// This replica never leads under this token or a lower one: the
+    /// promise its disk held when it was built (its own leadership among
+    /// them, whose entries may have left before they reached the disk), or
+    /// one it led when a write failed ([`Replica::handle_persist_failed`]).
     lead_fence: FencingToken,
-    /// The leadership the last failed write gave up, if it led.
-    gave_up: Option<FencingToken>,
     next_id: u64,
     refused: u64,
     /// Learners this node promoted as leader on its own.
@@ -382,8 +386,10 @@ impl<S: StateMachine> Replica<S> {
             incoming: None,
             stalled: false,
             sending_early: false,
-            lead_fence: FencingToken(0),
-            gave_up: None,
+            // Whatever this node promised before, it may not lead under:
+            // the leadership of another node, or its own, whose entries may
+            // have left before they reached this disk.
+            lead_fence: restored.promised,
             next_id: 1,
             refused: 0,
             auto_promotions: 0,
@@ -758,22 +764,27 @@ impl<S: StateMachine> Replica<S> {
     /// agree on a position would then differ before it). So a leader gives
     /// up its token here: the replica never leads under it again
     /// ([`Replica::lead_fence`]), and the driver tells its elector to step
-    /// down ([`Replica::gave_up_leadership`] names the token), so that the
+    /// down ([`Output::give_up`] names the token), so that the
     /// cluster elects a leader of a later term rather than wait for a log
     /// leader that cannot come.
     pub fn handle_persist_failed(&mut self) {
-        self.gave_up = self.lead.as_ref().map(|l| l.token);
-        if let Some(token) = self.gave_up {
+        if let Some(token) = self.lead.as_ref().map(|l| l.token) {
             self.lead_fence = self.lead_fence.max(token);
+            self.out.give_up = Some(token);
         }
         self.step_down();
         self.stalled = true;
     }
 
-    /// The highest token this replica gave up because a write failed while
-    /// it led under it ([`Replica::handle_persist_failed`]); 0 if none. It
-    /// never leads under this token or a lower one.
+    /// The highest token this replica may not lead under: the promise its
+    /// disk held when it was built, or a token it led when a write failed
+    /// ([`Replica::handle_persist_failed`]). It never leads under this
+    /// token or a lower one; the elector's leaderships of such a token are
+    /// reported in [`Output::give_up`].
     pub fn lead_fence(&self) -> FencingToken {
+        if self.cfg.planted_bug_no_lead_fence {
+            return FencingToken(0);
+        }
         self.lead_fence
     }
 
@@ -783,13 +794,6 @@ impl<S: StateMachine> Replica<S> {
     /// [`Replica::set_leadership`].
     pub fn set_lead_fence(&mut self, fence: FencingToken) {
         self.lead_fence = self.lead_fence.max(fence);
-    }
-
-    /// The token of the leadership given up by the last failed write
-    /// ([`Replica::handle_persist_failed`]), while this replica has not been
-    /// rebuilt: its driver must tell the elector to step down from it.
-    pub fn gave_up_leadership(&self) -> Option<FencingToken> {
-        self.gave_up.filter(|_| self.stalled)
     }
 
     // ---- Bookkeeping ----
@@ -903,9 +907,11 @@ impl<S: StateMachine> Replica<S> {
             // the log (its elector will learn of the later term).
             return;
         }
-        if token <= self.lead_fence {
-            // Given up after a failed write (entries of it may have left
-            // that this log no longer holds): its elector steps down.
+        if token <= self.lead_fence() {
+            // Promised before this replica was built, or given up after a
+            // failed write (entries of it may have left that this log no
+            // longer holds): its elector must step down.
+            self.out.give_up = Some(token);
             return;
         }
         self.promise(token);

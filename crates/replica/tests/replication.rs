@@ -418,6 +418,27 @@ fn a_leaders_new_entries_leave_while_it_writes_them() {
     assert_eq!(leader.status().commit, commit, "nothing commits before the write is durable");
 }
 
+/// A replica built from its disk never leads under a token it promised
+/// before: its own leadership's entries may have left before they reached
+/// the disk. (Electors never lead a term again after a restart; the
+/// replica does not rely on it.)
+#[test]
+fn a_replica_built_from_its_disk_never_leads_under_a_token_it_promised() {
+    let mut c = led(3);
+    let token = FencingToken(c.token);
+    // The leader crashes and restarts (its elector would stand in a later
+    // term): told of its old leadership again, it does not lead it.
+    c.crash(n(1));
+    c.restart(n(1));
+    assert_eq!(c.replica(n(1)).lead_fence(), token, "the durable promise");
+    c.tell(n(1), Some((n(1), token)));
+    assert_eq!(c.replica(n(1)).status().leading, None);
+    let ids = c.ids.clone();
+    c.elect(n(1), &ids);
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(c.ready_leader(), Some(n(1)), "a later token leads");
+}
+
 /// A leader whose write fails after its entries left early gives its token
 /// up: a follower may hold entries at positions its log has lost, and
 /// leading under that token again could write others there. The replica
@@ -436,18 +457,21 @@ fn a_leader_whose_write_failed_never_leads_under_its_token_again() {
     let (_, append) =
         out.early.iter().find(|(to, _)| *to == n(2)).expect("an early append").clone();
     leader.handle_persist_failed();
-    assert_eq!(leader.gave_up_leadership(), Some(token), "the elector must step down");
     assert_eq!(leader.lead_fence(), token);
     let fence = leader.lead_fence();
-    let _ = leader.take_output();
+    let out = leader.take_output();
+    assert_eq!(out.give_up, Some(token), "the elector must step down");
     c.inject(n(1), n(2), append);
     assert_eq!(c.nodes[&n(2)].disk.last().token, token, "node 2 holds the lost entry");
 
-    // Rebuilt from its disk, which lacks the entry: the fence holds.
+    // Rebuilt from its disk, which lacks the entry: the fence holds, and
+    // the leadership is reported given up again.
     c.boot(n(1));
-    c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap().set_lead_fence(fence);
-    assert_eq!(c.replica(n(1)).gave_up_leadership(), None);
-    c.tell(n(1), Some((n(1), token)));
+    let rebuilt = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap();
+    rebuilt.set_lead_fence(fence);
+    rebuilt.set_leadership(c.now, Some(n(1)), Some(token));
+    let out = rebuilt.take_output();
+    assert_eq!(out.give_up, Some(token), "{out:?}");
     c.run_for(HEARTBEAT * 3);
     assert_eq!(c.replica(n(1)).status().leading, None, "no leadership under the token given up");
     assert_eq!(c.propose(n(1), vec![cmd(8)]), 0);

@@ -96,11 +96,11 @@ pub enum PlantedBug {
     /// driver of changes proposes on a leader that is not ready yet.
     UngatedChanges,
     /// A leader whose log write failed after its new entries left early
-    /// (`tenure_replica::Output::early`) keeps its token: the rebuilt
-    /// replica is not handed its predecessor's fence
-    /// (`Replica::set_lead_fence`) and the elector is not told to give the
-    /// leadership up, so the rebuilt replica leads under the same token and
-    /// may write other entries at positions a follower already holds.
+    /// (`tenure_replica::Output::early`) keeps its token: the replica keeps
+    /// no fence (`Config::planted_bug_no_lead_fence`) and the elector is
+    /// not told to give the leadership up, so the rebuilt replica leads
+    /// under the same token and may write other entries at positions a
+    /// follower already holds.
     LeadAgainAfterFailedWrite,
 }
 

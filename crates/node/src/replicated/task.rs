@@ -36,6 +36,10 @@ use tracing::{error, info, trace, warn};
 /// holds any.
 const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
+/// At most one line per this long about writes of the log that keep
+/// failing after it was reopened.
+const REPEATED_FAILURE_LOG: Duration = Duration::from_secs(10);
+
 /// How many election timeouts a learner added to be promoted must have
 /// answered the leader at every heartbeat (counted from its first answers,
 /// its catch-up included) before the leader promotes it, once it also holds
@@ -110,10 +114,14 @@ pub(super) struct LogTask<S> {
     replies: Replies,
     /// The log could not be written: when to reopen it, and the backoff.
     rebuild: Option<(Instant, Duration)>,
-    /// When the log was last reopened after a failed write, and the backoff
-    /// that reopening waited: a write that fails again soon after waits
-    /// longer (a full disk reopens fine and fails at the first append).
-    reopened: Option<(Instant, Duration)>,
+    /// When the log was last reopened after a failed write: a write that
+    /// fails again within [`PERSIST_RETRY_MAX`] of it is the same failure
+    /// (a full disk reopens fine and fails at its first append), counted
+    /// and logged at most once per [`REPEATED_FAILURE_LOG`].
+    reopened: Option<Instant>,
+    /// Such repeated failures not logged yet, and when the last line about
+    /// them was.
+    repeated_failures: (u64, Option<Instant>),
     /// Changes of members asked of this node, not taken yet.
     change_requests: Vec<(Change, ChangeReply)>,
     /// Changes of members proposed here, waiting for their commit.
@@ -149,6 +157,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             replies: Replies::default(),
             rebuild: None,
             reopened: None,
+            repeated_failures: (0, None),
             change_requests: Vec::new(),
             changes: BTreeMap::new(),
             resolved: BTreeMap::new(),
@@ -625,7 +634,19 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     /// Write and sync the log first; then give the elector a configuration
     /// the output changed; only then send; then answer.
     async fn process(&mut self, out: Output) {
-        let Output { early, write, messages, applied, completions, membership, electorate } = out;
+        let Output {
+            early,
+            write,
+            messages,
+            applied,
+            completions,
+            membership,
+            electorate,
+            give_up,
+        } = out;
+        if let Some(token) = give_up {
+            self.give_up(token).await;
+        }
         // A leader's new entries leave before its own write: the followers
         // write them while it does.
         for (to, msg) in early {
@@ -700,34 +721,45 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     /// replica stops, and the log is reopened from disk after a backoff.
     async fn write_failed(&mut self, e: &std::io::Error, completions: Vec<Completion>) {
         bump(&self.log.counters.write_failures, 1);
-        let again = self.reopened.filter(|(at, _)| at.elapsed() < PERSIST_RETRY_MAX);
-        let backoff = again.map_or(PERSIST_RETRY_MIN, |(_, b)| (b * 2).min(PERSIST_RETRY_MAX));
-        if again.is_some() {
-            warn!(node = %self.me(), dir = %self.dir.display(), error = %e, retry_in = ?backoff, "the replicated log still cannot be written");
+        let again = self.reopened.is_some_and(|at| at.elapsed() < PERSIST_RETRY_MAX);
+        if again {
+            let me = self.me();
+            let (count, logged) = &mut self.repeated_failures;
+            *count += 1;
+            if logged.is_none_or(|at| at.elapsed() >= REPEATED_FAILURE_LOG) {
+                warn!(node = %me, dir = %self.dir.display(), error = %e, failures = *count, "the replicated log still cannot be written (it is reopened every {PERSIST_RETRY_MIN:?})");
+                *count = 0;
+                *logged = Some(Instant::now());
+            }
         } else {
+            self.repeated_failures = (0, None);
             error!(
                 node = %self.me(),
                 dir = %self.dir.display(),
                 error = %e,
-                retry_in = ?backoff,
+                retry_in = ?PERSIST_RETRY_MIN,
                 "cannot write the replicated log: this node takes no part in it until it can"
             );
         }
-        let (more, gave_up) = {
+        let more = {
             let mut r = lock(&self.log.replica);
             r.handle_persist_failed();
-            (r.take_output(), r.gave_up_leadership())
+            r.take_output()
         };
-        if let Some(token) = gave_up {
-            // Its entries may have left early: the log never leads under
-            // this token again, so the elector must not hold on to it.
-            let _ = self.log.node.commands.send(Command::GiveUp { token }).await;
+        if let Some(token) = more.give_up {
+            self.give_up(token).await;
         }
         // Commits learnt before the failure stand (a majority holds them).
         self.complete(completions.into_iter().chain(more.completions).collect());
         self.set_ready(None);
         self.router.set_rebuilding(true);
-        self.rebuild = Some((Instant::now() + backoff, backoff));
+        self.rebuild = Some((Instant::now() + PERSIST_RETRY_MIN, PERSIST_RETRY_MIN));
+    }
+
+    /// The log will not lead under `token` (a write failed under it, or the
+    /// replica's fence refused it): the elector must not hold on to it.
+    async fn give_up(&self, token: FencingToken) {
+        let _ = self.log.node.commands.send(Command::GiveUp { token }).await;
     }
 
     /// Reopens the log after a failed write and rebuilds the replica from it.
@@ -737,7 +769,6 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         self.close_store().await;
         match open::<S>(&self.log.node, &self.dir, self.log.counters.compactions.clone()) {
             Ok((store, mut replica)) => {
-                info!(node = %self.me(), dir = %self.dir.display(), "the replicated log is writable again: rejoining");
                 self.store = store;
                 {
                     let mut old = lock(&self.log.replica);
@@ -745,7 +776,10 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                     *old = replica;
                 }
                 self.rebuild = None;
-                self.reopened = Some((Instant::now(), backoff));
+                if self.reopened.is_none_or(|at| at.elapsed() >= PERSIST_RETRY_MAX) {
+                    info!(node = %self.me(), dir = %self.dir.display(), "the replicated log is writable again: rejoining");
+                }
+                self.reopened = Some(Instant::now());
                 self.router.set_rebuilding(false);
                 self.announce(None, true).await;
                 let view = self.router.view();

@@ -121,6 +121,8 @@ impl Sim {
         let voters = self.cfg.bootstrap();
         let mut template = Config::new(voters[0], voters.clone(), self.cfg.heartbeat);
         template.planted_bug_ungated_changes = spec.planted == Some(PlantedBug::UngatedChanges);
+        template.planted_bug_no_lead_fence =
+            spec.planted == Some(PlantedBug::LeadAgainAfterFailedWrite);
         // Small batches and frequent snapshots, so that catching up,
         // compaction and snapshot transfer all happen.
         template.max_append_entries = rng.gen_range(1..=16);
@@ -794,6 +796,20 @@ impl Sim {
                 }
             }
             self.elect_applied(i, &out.applied);
+            if let Some(token) = out.give_up {
+                // The log will not lead under this token: the elector gives
+                // it up (the node's log task sends it `Command::GiveUp`).
+                if world_planted(self) != Some(PlantedBug::LeadAgainAfterFailedWrite) {
+                    let local = self.hosts[i].local_now(now);
+                    if let Some(el) = self.hosts[i].elector_mut() {
+                        el.give_up_leadership(local, token);
+                    }
+                    self.drain_elector(i);
+                    if !self.hosts[i].is_up() {
+                        return false;
+                    }
+                }
+            }
             // A leader's new entries leave before its own write begins.
             for (to, msg) in out.early {
                 self.send_replica(i, to, msg, now);
@@ -846,29 +862,11 @@ impl Sim {
             if !written {
                 let kv = self.hosts[i].kv.as_mut().expect("checked above");
                 kv.stalled = true;
-                let mut gave_up = None;
                 if let Some(r) = kv.replica.as_mut() {
                     r.handle_persist_failed();
-                    gave_up = r.gave_up_leadership();
                 }
                 if let Some(router) = kv.router.as_mut() {
                     router.set_rebuilding(true);
-                }
-                if world_planted(self) == Some(PlantedBug::LeadAgainAfterFailedWrite) {
-                    gave_up = None;
-                }
-                if let Some(token) = gave_up {
-                    // The log never leads under this token again: the
-                    // elector gives it up (the node's log task sends it
-                    // `Command::GiveUp`).
-                    let local = self.hosts[i].local_now(now);
-                    if let Some(el) = self.hosts[i].elector_mut() {
-                        el.give_up_leadership(local, token);
-                    }
-                    self.drain_elector(i);
-                    if !self.hosts[i].is_up() {
-                        return false;
-                    }
                 }
             }
         }
@@ -1011,7 +1009,6 @@ impl Sim {
         router_cfg.first_id = incarnation << 40;
         let store = SimStore::new(id, world.workload.spec.planted);
         let rebuilt_after_failure = kv.stalled;
-        let planted = world.workload.spec.planted;
         if kv.stalled {
             world.stats.rebuilds += 1;
         }
@@ -1025,9 +1022,7 @@ impl Sim {
         // A replica rebuilt after a failed write (not after a crash: that
         // forgets everything) keeps its predecessor's fence.
         let fence = match (&kv.replica, rebuilt_after_failure) {
-            (Some(old), true) if planted != Some(PlantedBug::LeadAgainAfterFailedWrite) => {
-                old.lead_fence()
-            }
+            (Some(old), true) => old.lead_fence(),
             _ => tenure_core::FencingToken(0),
         };
         match Replica::new(cfg, restored.clone(), store) {
