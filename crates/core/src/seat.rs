@@ -958,6 +958,19 @@ pub(crate) trait Rules {
     fn deadline(&self) -> Instant;
 }
 
+/// A leader resigns, naming the most responsive follower as its successor
+/// (a shutdown, a leadership the log gave up); anyone else: nothing.
+fn cede<P: Rules>(p: &mut P, now: Instant) {
+    let seat = p.seat();
+    if seat.role != Role::Leader {
+        return;
+    }
+    let successor = handover::best_successor(&seat.cfg, &seat.acked_sent_at, now);
+    let seat = p.seat_mut();
+    seat.note_handover(seat.term, successor);
+    p.resign(now, successor);
+}
+
 impl<P: Rules + Send> Protocol for P {
     fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message) {
         if self.seat().stopped || !self.seat_mut().start_input(now) {
@@ -1103,12 +1116,8 @@ impl<P: Rules + Send> Protocol for P {
             return;
         }
         self.check_lease(now);
-        let seat = self.seat();
-        if seat.role == Role::Leader && FencingToken::for_term(seat.term) == token {
-            let successor = handover::best_successor(&seat.cfg, &seat.acked_sent_at, now);
-            let seat = self.seat_mut();
-            seat.note_handover(seat.term, successor);
-            self.resign(now, successor);
+        if FencingToken::for_term(self.seat().term) == token {
+            cede(self, now);
         }
     }
 
@@ -1117,13 +1126,7 @@ impl<P: Rules + Send> Protocol for P {
             return;
         }
         self.check_lease(now);
-        if self.seat().role == Role::Leader {
-            let seat = self.seat();
-            let successor = handover::best_successor(&seat.cfg, &seat.acked_sent_at, now);
-            let seat = self.seat_mut();
-            seat.note_handover(seat.term, successor);
-            self.resign(now, successor);
-        }
+        cede(self, now);
         self.become_follower(Reason::Shutdown);
         let seat = self.seat_mut();
         seat.set_leader(None);

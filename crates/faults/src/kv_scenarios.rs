@@ -548,6 +548,34 @@ async fn leader_held(
     ))
 }
 
+/// Reads keys `0..keys` linearizably with `reader` into `history`; fails
+/// unless every write of `acked` is seen (`what` says where the reads went),
+/// the checker saw no violation and the history is linearizable. The
+/// history's tally and the search's verdict.
+async fn read_back(
+    run: &Run,
+    reader: &Session,
+    keys: usize,
+    acked: &[(usize, u32, u64)],
+    history: &mut Vec<Record>,
+    what: &str,
+) -> Result<(Tally, tenure_sim::kvcheck::HistoryVerdict), String> {
+    let finals = reader.final_reads(0..keys).await.map_err(|m| run.fail(m))?;
+    let lost = missing(acked, &final_values(&finals));
+    history.extend(finals);
+    run.check_safety()?;
+    if !lost.is_empty() {
+        return Err(run.fail(format!(
+            "linearizable reads {what} miss acknowledged writes:\n  {}",
+            lost.join("\n  ")
+        )));
+    }
+    let tally = Tally::of(history);
+    let verdict = kv::check_linearizable(history, keys)
+        .map_err(|m| run.fail(format!("the history is not linearizable ({tally}):\n{m}")))?;
+    Ok((tally, verdict))
+}
+
 /// 3 nodes: `w.keys` keys written `w.times` times each (acknowledged); a
 /// follower is killed and its data directory deleted (its certificate and
 /// config stay); `w.while_down` more keys acknowledged while it is down; it
@@ -594,20 +622,8 @@ pub async fn wiped_follower(w: Wipe) -> Result<Outcome, String> {
     let held =
         leader_held(&run, mark, l, term, "while the follower was wiped and caught up").await?;
     let reader = &kv.sessions(2 * w.writers, 1, &[f])[0];
-    let finals = reader.final_reads(0..more.end).await.map_err(|m| run.fail(m))?;
-    let lost = missing(&acked, &final_values(&finals));
-    history.extend(finals);
-    run.check_safety()?;
-    if !lost.is_empty() {
-        return Err(run.fail(format!(
-            "linearizable reads through the wiped node n{} miss acknowledged writes:\n  {}",
-            f + 1,
-            lost.join("\n  ")
-        )));
-    }
-    let tally = Tally::of(&history);
-    let verdict = kv::check_linearizable(&history, more.end)
-        .map_err(|m| run.fail(format!("the history is not linearizable ({tally}):\n{m}")))?;
+    let what = format!("through the wiped node n{}", f + 1);
+    let (tally, verdict) = read_back(&run, reader, more.end, &acked, &mut history, &what).await?;
     out.note(format!(
         "{NODES} nodes, leader n{} t{term}: {} keys x {} writes acknowledged by {} writers in {write_took:?}; SIGKILL of follower n{f1}, its data directory deleted; {} more keys acknowledged while it was down; leader's snapshot file: {leader_snapshot:?} bytes",
         l + 1,
@@ -722,20 +738,8 @@ pub async fn leader_write_fails() -> Result<Outcome, String> {
     let caught = caught_up(&run, &kv, l, &acked).await?;
     let (_, agreed) = run.agreement(&all, Instant::now(), heal_bound(TIMINGS)).await?;
     let reader = &kv.sessions(2 * WRITERS, 1, &[l])[0];
-    let finals = reader.final_reads(0..80).await.map_err(|m| run.fail(m))?;
-    let lost = missing(&acked, &final_values(&finals));
-    history.extend(finals);
-    run.check_safety()?;
-    if !lost.is_empty() {
-        return Err(run.fail(format!(
-            "reads miss acknowledged writes after n{}'s log writes failed:\n  {}",
-            l + 1,
-            lost.join("\n  ")
-        )));
-    }
-    let tally = Tally::of(&history);
-    let verdict = kv::check_linearizable(&history, 80)
-        .map_err(|m| run.fail(format!("the history is not linearizable ({tally}):\n{m}")))?;
+    let what = format!("after n{}'s log writes failed", l + 1);
+    let (tally, verdict) = read_back(&run, reader, 80, &acked, &mut history, &what).await?;
     out.note(format!(
         "{NODES} nodes, leader n{} t{term}; its file size limit set to 1 byte (its log appends fail): 40 keys acknowledged through every node in {took:?}; leaderships since: {changes:?} (n{new_id} t{new_term} first after it)",
         l + 1

@@ -251,7 +251,14 @@ pub const MAX_FSYNC_DELAY_MS: u64 = 1000;
 /// The delay [`FSYNC_DELAY_ENV`] asks for; an unreadable or too large value
 /// is an error, not ignored.
 fn sync_delay_from_env() -> io::Result<Duration> {
-    let Ok(value) = std::env::var(FSYNC_DELAY_ENV) else { return Ok(Duration::ZERO) };
+    match std::env::var(FSYNC_DELAY_ENV) {
+        Ok(value) => parse_sync_delay(&value),
+        Err(_) => Ok(Duration::ZERO),
+    }
+}
+
+/// [`FSYNC_DELAY_ENV`]'s value read.
+fn parse_sync_delay(value: &str) -> io::Result<Duration> {
     match value.trim().parse::<u64>() {
         Ok(ms) if ms <= MAX_FSYNC_DELAY_MS => Ok(Duration::from_millis(ms)),
         _ => Err(io::Error::new(

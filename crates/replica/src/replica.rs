@@ -337,8 +337,6 @@ pub struct Replica<S> {
     incoming: Option<Incoming>,
     /// The log could not be written: the replica takes no part until rebuilt.
     stalled: bool,
-    /// The messages of this input go to [`Output::early`].
-    sending_early: bool,
     /// This replica never leads under this token or a lower one: the
     /// promise its disk held when it was built (its own leadership among
     /// them, whose entries may have left before they reached the disk), or
@@ -385,7 +383,6 @@ impl<S: StateMachine> Replica<S> {
             kick: false,
             incoming: None,
             stalled: false,
-            sending_early: false,
             // Whatever this node promised before, it may not lead under:
             // the leadership of another node, or its own, whose entries may
             // have left before they reached this disk.
@@ -586,9 +583,10 @@ impl<S: StateMachine> Replica<S> {
         let results = commands.into_iter().map(|c| self.propose_one(c)).collect();
         // The new entries leave while this node writes them: a follower's
         // write runs beside the leader's, not after it.
-        self.sending_early = true;
+        let mark = self.out.messages.len();
         self.send_appends(now, false);
-        self.sending_early = false;
+        let early = self.out.messages.split_off(mark);
+        self.out.early.extend(early);
         self.finish_input(now);
         results
     }
@@ -834,10 +832,6 @@ impl<S: StateMachine> Replica<S> {
     }
 
     fn send(&mut self, to: NodeId, msg: ReplicaMessage) {
-        if self.sending_early {
-            self.out.early.push((to, msg));
-            return;
-        }
         self.out.messages.push((to, msg));
     }
 

@@ -599,3 +599,17 @@ fn a_snapshot_keeps_its_configuration_and_one_of_the_first_format_reads_as_the_b
     assert_eq!(r.membership, None);
     assert_eq!(r.snapshot, Some((last, b"s".to_vec())));
 }
+
+/// TENURE_FSYNC_DELAY_MS: milliseconds up to the limit; anything else (a
+/// typo, a unit, a negative or huge number) is an error naming the variable
+/// and the range, never ignored.
+#[test]
+fn the_sync_delay_is_milliseconds_within_bounds() {
+    assert_eq!(parse_sync_delay("0").unwrap(), Duration::ZERO);
+    assert_eq!(parse_sync_delay(" 4\n").unwrap(), Duration::from_millis(4));
+    assert_eq!(parse_sync_delay("1000").unwrap(), Duration::from_secs(1));
+    for bad in ["", "4ms", "-1", "1001", "99999999999999999999999", "x"] {
+        let e = parse_sync_delay(bad).expect_err(bad).to_string();
+        assert!(e.contains(FSYNC_DELAY_ENV) && e.contains("0 to 1000"), "{bad:?}: {e}");
+    }
+}
