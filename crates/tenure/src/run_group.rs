@@ -175,6 +175,22 @@ fn session_gone(e: &tenure_client::Error, session: &Session) -> bool {
     not_found && session.ended().is_some()
 }
 
+/// Sends release `r` (through `send`) if fewer than
+/// [`MAX_RELEASES_IN_FLIGHT`] are on their way; else queues it, to be sent
+/// as one of them finishes.
+fn send_or_queue(
+    sending: &mut FuturesUnordered<Sending>,
+    queued: &mut VecDeque<Release>,
+    r: Release,
+    send: &impl Fn(Release, Option<Duration>) -> Sending,
+) {
+    if sending.len() < MAX_RELEASES_IN_FLIGHT {
+        sending.push(send(r, None));
+    } else {
+        queued.push_back(r);
+    }
+}
+
 /// A partition's copy, as `serve` tracks it.
 struct Slot {
     /// The epoch of the copy that runs (or waits to start again), if any.
@@ -278,11 +294,7 @@ async fn serve(
                         slot.release = true;
                     } else if release {
                         if let Some(r) = member.release_later(p) {
-                            if sending.len() < MAX_RELEASES_IN_FLIGHT {
-                                sending.push(send(r, None));
-                            } else {
-                                queued.push_back(r);
-                            }
+                            send_or_queue(&mut sending, &mut queued, r, &send);
                         }
                     }
                 }
@@ -323,11 +335,7 @@ async fn serve(
                 } else if slot.release {
                     slot.release = false;
                     if let Some(r) = member.release_later(p) {
-                        if sending.len() < MAX_RELEASES_IN_FLIGHT {
-                            sending.push(send(r, None));
-                        } else {
-                            queued.push_back(r);
-                        }
+                        send_or_queue(&mut sending, &mut queued, r, &send);
                         eprintln!("{}  partition {p} stopped; releasing it", timestamp());
                     }
                 } else if let (true, Some(stop)) = (restart, still_mine) {
