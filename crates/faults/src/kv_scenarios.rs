@@ -66,7 +66,7 @@ pub const CATCH_UP_BOUND: Duration = Duration::from_secs(15);
 /// How often the wiped node is asked.
 const CATCH_UP_POLL: Duration = Duration::from_millis(50);
 /// How long the negative control's clients run.
-pub const CONTROL_RUN: Duration = Duration::from_secs(3);
+pub const CONTROL_RUN: Duration = Duration::from_secs(8);
 
 /// The linearizability run's length: `$TENURE_FAULT_KV_SECONDS`, else
 /// [`DEFAULT_SECONDS`].
