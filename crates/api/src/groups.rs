@@ -85,17 +85,80 @@ pub struct GroupLeaveRequest {
 }
 
 /// `POST /v1/groups/{name}/release` request: the member has stopped its
-/// work on `partition`, granted to it at `epoch`.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+/// work on `partition`, granted to it at `epoch`; or, with `partitions`
+/// instead, on each of those grants (released at one revision).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct GroupReleaseRequest {
     /// The member's session.
     pub session: u64,
-    /// The partition.
-    pub partition: u32,
+    /// The partition, when one is released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<u32>,
     /// The epoch of the grant it gives up (from the assignment): a grant
     /// of another epoch is not released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    /// The grants given up, when several are (instead of `partition` and
+    /// `epoch`): at most [`MAX_RELEASE_PARTITIONS`], each partition once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<ReleasedGrant>,
+}
+
+/// Most grants one release names (the server refuses more: each costs two
+/// comparisons of the one transaction that releases them).
+pub const MAX_RELEASE_PARTITIONS: usize = 64;
+
+/// A grant given up, in a release of several.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReleasedGrant {
+    /// The partition.
+    pub partition: u32,
+    /// The epoch of its grant.
     pub epoch: u64,
+}
+
+impl GroupReleaseRequest {
+    /// A release of `session`'s grants, `(partition, epoch)` each: the
+    /// one-partition form for one, `partitions` for more.
+    pub fn new(session: u64, grants: &[(u32, u64)]) -> Self {
+        match grants {
+            [(partition, epoch)] => GroupReleaseRequest {
+                session,
+                partition: Some(*partition),
+                epoch: Some(*epoch),
+                partitions: Vec::new(),
+            },
+            _ => GroupReleaseRequest {
+                session,
+                partition: None,
+                epoch: None,
+                partitions: grants
+                    .iter()
+                    .map(|&(partition, epoch)| ReleasedGrant { partition, epoch })
+                    .collect(),
+            },
+        }
+    }
+
+    /// The grants released, `(partition, epoch)` each, or why the request
+    /// is malformed: `partition` and `epoch` go together, and either they
+    /// or a non-empty `partitions`, not both (the server checks the
+    /// count).
+    pub fn grants(&self) -> Result<Vec<(u32, u64)>, String> {
+        match (self.partition, self.epoch, self.partitions.is_empty()) {
+            (Some(p), Some(e), true) => Ok(vec![(p, e)]),
+            (None, None, false) => {
+                Ok(self.partitions.iter().map(|g| (g.partition, g.epoch)).collect())
+            }
+            (None, None, true) => Err("the release names no partition".to_string()),
+            (Some(_), None, true) => Err("`partition` needs its grant's `epoch`".to_string()),
+            (None, Some(_), true) => Err("`epoch` needs its `partition`".to_string()),
+            _ => Err("name one grant with `partition` and `epoch`, or several with `partitions`, not both"
+                .to_string()),
+        }
+    }
 }
 
 /// The answer of a join, a leave and a release.
@@ -300,6 +363,44 @@ pub struct AssignmentBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_release_names_one_grant_or_several_never_both() {
+        let one: GroupReleaseRequest =
+            serde_json::from_str(r#"{"session": 7, "partition": 3, "epoch": 40}"#).unwrap();
+        assert_eq!(one, GroupReleaseRequest::new(7, &[(3, 40)]));
+        assert_eq!(one.grants(), Ok(vec![(3, 40)]));
+        let many: GroupReleaseRequest = serde_json::from_str(
+            r#"{"session": 7, "partitions": [{"partition": 3, "epoch": 40}, {"partition": 4, "epoch": 41}]}"#,
+        )
+        .unwrap();
+        assert_eq!(many, GroupReleaseRequest::new(7, &[(3, 40), (4, 41)]));
+        assert_eq!(many.grants(), Ok(vec![(3, 40), (4, 41)]));
+        for (body, why) in [
+            (r#"{"session": 7}"#, "names no partition"),
+            (r#"{"session": 7, "partitions": []}"#, "names no partition"),
+            (r#"{"session": 7, "partition": 3}"#, "needs its grant's `epoch`"),
+            (r#"{"session": 7, "epoch": 3}"#, "needs its `partition`"),
+            (
+                r#"{"session": 7, "partition": 3, "epoch": 4, "partitions": [{"partition": 5, "epoch": 6}]}"#,
+                "not both",
+            ),
+        ] {
+            let r: GroupReleaseRequest = serde_json::from_str(body).unwrap();
+            let e = r.grants().unwrap_err();
+            assert!(e.contains(why), "{body}: {e}");
+        }
+        // Each form round-trips, and a typo is refused.
+        for r in [one, many] {
+            let back: GroupReleaseRequest =
+                serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+            assert_eq!(back, r);
+        }
+        let typo = serde_json::from_str::<GroupReleaseRequest>(
+            r#"{"session": 7, "partitions": [{"partition": 3, "epoc": 40}]}"#,
+        );
+        assert!(typo.unwrap_err().to_string().contains("epoc"));
+    }
 
     #[test]
     fn a_join_takes_the_member_defaults_and_refuses_unknown_fields() {

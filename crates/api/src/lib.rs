@@ -14,7 +14,8 @@ mod groups;
 pub use groups::{
     AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupListBody, GroupListEntry,
     GroupMemberBody, GroupMemberSpecBody, GroupOwnerBody, GroupReleaseRequest, GroupSpecBody,
-    GroupStatsBody, GroupWriteBody, OwnedPartitionBody, PartitionStatsBody,
+    GroupStatsBody, GroupWriteBody, OwnedPartitionBody, PartitionStatsBody, ReleasedGrant,
+    MAX_RELEASE_PARTITIONS,
 };
 
 /// `GET /v1/status`.

@@ -48,12 +48,11 @@ const EXIT_LOST: u8 = 2;
 const RELEASE_TRIES: usize = 20;
 /// Pause between two tries of a release.
 const RELEASE_RETRY: Duration = Duration::from_millis(100);
-/// Most releases a member sends at once. Each request in flight takes an
-/// HTTP/1.1 connection of its own, and a node serves at most 256: a first
-/// member asked to give back 900 of its 999 partitions at once would take
-/// them all. 16 each keeps 30 members (with their long polls and
-/// keepalive streams) within one node's connections, and every release of
-/// a join (100 partitions from 9 members: 11 or 12 each) in flight at once.
+/// Most releases a member sends at once (each gives up to 64 partitions
+/// back). Each request in flight takes an HTTP/1.1 connection of its own,
+/// and a node serves at most 256: 16 each keeps 30 members (with their
+/// long polls and keepalive streams) within one node's connections; a first
+/// member asked to give back 900 of its 999 partitions at once sends 15.
 const RELEASES_IN_FLIGHT: usize = 16;
 
 /// Opens an etcd store from an `etcd://HOST:PORT,...` URL: the `tenure`
@@ -255,49 +254,66 @@ async fn on_tenure(args: &MemberArgs, endpoints: &str, ttl: Duration) -> anyhow:
     // in flight, and with it the poll's connection. The partitions' work
     // and the releases run in tasks of their own.
     loop {
-        let event = tokio::select! {
+        let first = tokio::select! {
             _ = term.recv() => break,
             event = member.next() => event,
         };
-        match event {
-            Ok(Event::Assigned { partition, epoch, stop }) => {
-                say(What::Assigned(partition, epoch));
-                // The work: none, but it ends when the token says so.
-                tokio::spawn(async move {
-                    stop.cancelled().await;
-                    say(What::Stopped(partition, epoch));
-                });
-            }
-            Ok(Event::Revoked { partition, epoch, release }) => {
-                if release && !lock(&sending).insert((partition, epoch)) {
-                    // Its release is on its way: one is enough.
-                    continue;
-                }
-                say(What::Revoked(partition, epoch, release));
-                // Its token is cancelled: the work has stopped.
-                if let Some(r) = release.then(|| member.release_later(partition)).flatten() {
-                    let (releasing, sending) = (releasing.clone(), sending.clone());
+        // One assignment often brings many events (a join asks ~100
+        // partitions back from 9 members): those asked back go in one
+        // release per member, one commit.
+        let mut to_release = Vec::new();
+        let mut event = Some(first);
+        while let Some(e) = event.take() {
+            match e {
+                Ok(Event::Assigned { partition, epoch, stop }) => {
+                    say(What::Assigned(partition, epoch));
+                    // The work: none, but it ends when the token says so.
                     tokio::spawn(async move {
-                        let Ok(_permit) = releasing.acquire().await else { return };
-                        for _ in 0..RELEASE_TRIES {
-                            match r.clone().send().await {
-                                Ok(()) => {
-                                    say(What::Released(partition, epoch));
-                                    break;
-                                }
-                                Err(e) => say(What::Error(format!("release {partition}: {e}"))),
-                            }
-                            tokio::time::sleep(RELEASE_RETRY).await;
-                        }
-                        lock(&sending).remove(&(partition, epoch));
+                        stop.cancelled().await;
+                        say(What::Stopped(partition, epoch));
                     });
                 }
+                Ok(Event::Revoked { partition, epoch, release }) => {
+                    if release && !lock(&sending).insert((partition, epoch)) {
+                        // Its release is on its way: one is enough.
+                    } else {
+                        say(What::Revoked(partition, epoch, release));
+                        // Its token is cancelled: the work has stopped.
+                        if release {
+                            to_release.push(partition);
+                        }
+                    }
+                }
+                Ok(Event::Lost { loss }) => {
+                    say(What::Lost(loss.to_string()));
+                    return Ok(ExitCode::from(EXIT_LOST));
+                }
+                Err(e) => say(What::Error(format!("assignment: {e}"))),
             }
-            Ok(Event::Lost { loss }) => {
-                say(What::Lost(loss.to_string()));
-                return Ok(ExitCode::from(EXIT_LOST));
-            }
-            Err(e) => say(What::Error(format!("assignment: {e}"))),
+            event = member.try_next().map(Ok);
+        }
+        for r in member.release_all_later(&to_release) {
+            let (releasing, sending) = (releasing.clone(), sending.clone());
+            tokio::spawn(async move {
+                let Ok(_permit) = releasing.acquire().await else { return };
+                let grants = r.grants();
+                for _ in 0..RELEASE_TRIES {
+                    match r.clone().send().await {
+                        Ok(()) => {
+                            for &(p, e) in &grants {
+                                say(What::Released(p, e));
+                            }
+                            break;
+                        }
+                        Err(e) => say(What::Error(format!("release {grants:?}: {e}"))),
+                    }
+                    tokio::time::sleep(RELEASE_RETRY).await;
+                }
+                let mut sending = lock(&sending);
+                for g in &grants {
+                    sending.remove(g);
+                }
+            });
         }
     }
     // SIGTERM: stop every partition's work, then leave.

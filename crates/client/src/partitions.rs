@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tenure_api::{
     AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupListBody,
-    GroupReleaseRequest, GroupWriteBody,
+    GroupReleaseRequest, GroupWriteBody, MAX_RELEASE_PARTITIONS,
 };
 use tenure_elect::store::MAX_WAIT;
 use tenure_elect::{CancellationToken, Loss, Retry, Session, SessionWatch};
@@ -304,14 +304,38 @@ impl PartitionMember {
     /// as [`Event::Revoked`] while its key still shows that grant). `None`
     /// if the member does not own it.
     pub fn release_later(&mut self, partition: u32) -> Option<Release> {
-        let o = self.owned.remove(&partition)?;
-        o.stop.cancel();
-        self.given_back.insert(partition, o.epoch);
-        Some(Release {
-            cluster: self.cluster.clone(),
-            path: format!("/v1/groups/{}/release", self.group),
-            request: GroupReleaseRequest { session: self.session, partition, epoch: o.epoch },
-        })
+        self.release_all_later(&[partition]).pop()
+    }
+
+    /// [`PartitionMember::release_later`] for several partitions: the
+    /// releases to send, one per [`MAX_RELEASE_PARTITIONS`] of those the
+    /// member owns (each gives its partitions up at one revision: one
+    /// request and one commit for many, where a join or a rebalance asks
+    /// for many back at once). Partitions it does not own are left out.
+    pub fn release_all_later(&mut self, partitions: &[u32]) -> Vec<Release> {
+        let mut grants = Vec::new();
+        for p in partitions {
+            let Some(o) = self.owned.remove(p) else { continue };
+            o.stop.cancel();
+            self.given_back.insert(*p, o.epoch);
+            grants.push((*p, o.epoch));
+        }
+        grants
+            .chunks(MAX_RELEASE_PARTITIONS)
+            .map(|chunk| Release {
+                cluster: self.cluster.clone(),
+                path: format!("/v1/groups/{}/release", self.group),
+                request: GroupReleaseRequest::new(self.session, chunk),
+            })
+            .collect()
+    }
+
+    /// The next event if one is known already, without asking the cluster:
+    /// one assignment often brings several (a join asks many partitions
+    /// back at once), and a caller that gathers them sends one release for
+    /// all.
+    pub fn try_next(&mut self) -> Option<Event> {
+        self.pending.pop_front()
     }
 
     /// Leaves the group: cancels every partition's token and deletes the
@@ -476,9 +500,9 @@ pub struct Release {
 }
 
 impl Release {
-    /// The partition released.
-    pub fn partition(&self) -> u32 {
-        self.request.partition
+    /// The grants released, `(partition, epoch)` each.
+    pub fn grants(&self) -> Vec<(u32, u64)> {
+        self.request.grants().unwrap_or_default()
     }
 
     /// Sends it. Released already (a retry that landed) or gone with the

@@ -1,5 +1,5 @@
 //! What a member asks of a group, as transactions on the store: join (or
-//! update what it says about itself), leave, and release one partition.
+//! update what it says about itself), leave, and release partitions.
 //! Each function reads the group from a store (any node's applied state:
 //! the transaction's comparisons make a stale read harmless) and returns
 //! the [`Command`] to propose, or why the request is refused with nothing
@@ -53,6 +53,17 @@ pub enum RecipeError {
         /// The epoch named.
         epoch: u64,
     },
+    /// A release that names no grant.
+    #[error("the release names no partition")]
+    NoGrants,
+    /// A release that names more grants than one transaction holds.
+    #[error(
+        "the release names {0} partitions; at most {MAX_RELEASE_PARTITIONS} are accepted at once"
+    )]
+    TooManyGrants(usize),
+    /// A release that names a partition twice.
+    #[error("the release names partition {0} twice")]
+    DuplicateGrant(u32),
     /// The session does not exist.
     #[error("session {0:016x} does not exist (expired or revoked)")]
     NoSession(MemberId),
@@ -157,6 +168,10 @@ pub fn leave(store: &Store, name: &str, id: MemberId) -> Result<Command, RecipeE
     Ok(Command::Txn { compare, success, failure: Vec::new() })
 }
 
+/// Most grants one release names ([`release_many`]): each costs two
+/// comparisons of the transaction's [`MAX_TXN_OPS`].
+pub const MAX_RELEASE_PARTITIONS: usize = MAX_TXN_OPS / 2;
+
 /// Releases partition `p` of group `name`, granted to member `id` at
 /// `epoch`: the member has stopped its work on it.
 pub fn release(
@@ -166,18 +181,54 @@ pub fn release(
     p: u32,
     epoch: u64,
 ) -> Result<Command, RecipeError> {
+    release_many(store, name, id, &[(p, epoch)])
+}
+
+/// Releases, at one revision, each grant `(partition, epoch)` of `grants`
+/// that member `id` of group `name` still holds: the member has stopped
+/// its work on all of them. A grant it no longer holds (released already,
+/// ended with its session, or an older epoch) is left out; when none is
+/// left the release is refused with the first of them. At most
+/// [`MAX_RELEASE_PARTITIONS`] grants, each partition once.
+pub fn release_many(
+    store: &Store,
+    name: &str,
+    id: MemberId,
+    grants: &[(u32, u64)],
+) -> Result<Command, RecipeError> {
     validate_group_name(name)?;
-    let group = Group::read(store, name).ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
-    let owned = group.owners.get(&p).filter(|o| o.ownership.member == id && o.epoch == epoch);
-    if owned.is_none() {
-        return Err(RecipeError::NotOwner { member: id, partition: p, epoch });
+    let Some(&(first, first_epoch)) = grants.first() else {
+        return Err(RecipeError::NoGrants);
+    };
+    if grants.len() > MAX_RELEASE_PARTITIONS {
+        return Err(RecipeError::TooManyGrants(grants.len()));
     }
-    let key = owner_key(name, p);
-    let compare = vec![
-        Compare { key: key.clone(), target: Target::CreateRevision(epoch), op: CompareOp::Equal },
-        Compare { key: key.clone(), target: Target::Lease(id), op: CompareOp::Equal },
-    ];
-    Ok(Command::Txn { compare, success: vec![TxnOp::Delete { key }], failure: Vec::new() })
+    let mut named = std::collections::BTreeSet::new();
+    if let Some(&(p, _)) = grants.iter().find(|(p, _)| !named.insert(*p)) {
+        return Err(RecipeError::DuplicateGrant(p));
+    }
+    let group = Group::read(store, name).ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
+    let mut compare = Vec::new();
+    let mut success = Vec::new();
+    for &(p, epoch) in grants {
+        let held =
+            group.owners.get(&p).is_some_and(|o| o.ownership.member == id && o.epoch == epoch);
+        if !held {
+            continue;
+        }
+        let key = owner_key(name, p);
+        compare.push(Compare {
+            key: key.clone(),
+            target: Target::CreateRevision(epoch),
+            op: CompareOp::Equal,
+        });
+        compare.push(Compare { key: key.clone(), target: Target::Lease(id), op: CompareOp::Equal });
+        success.push(TxnOp::Delete { key });
+    }
+    if success.is_empty() {
+        return Err(RecipeError::NotOwner { member: id, partition: first, epoch: first_epoch });
+    }
+    Ok(Command::Txn { compare, success, failure: Vec::new() })
 }
 
 /// What the store's answer to a recipe's command says: `Some(revision)`
@@ -271,6 +322,44 @@ mod tests {
         assert!(store.get(&owner_key("g", 0)).is_none());
         // Released twice: refused, nothing changed.
         assert!(release(&store, "g", a, 0, epoch).is_err());
+    }
+
+    #[test]
+    fn a_release_of_many_gives_up_those_still_held_at_one_revision() {
+        let (mut store, a) = store_with_session();
+        let spec = GroupSpec { partitions: 4, stabilise_ms: 0 };
+        run(&mut store, |s| join(s, "g", Some(&spec), a, &MemberSpec::default()));
+        let mut keeper = crate::GroupKeeper::new();
+        for c in keeper.plan(tenure_core::Instant::from_nanos(1), &store).commands {
+            store.execute(&c);
+        }
+        let epoch = |s: &Store, p| s.get(&owner_key("g", p)).expect("granted").create_revision;
+        let e: Vec<u64> = (0..4).map(|p| epoch(&store, p)).collect();
+        // Bad requests: refused before the group is read.
+        assert_eq!(release_many(&store, "g", a, &[]), Err(RecipeError::NoGrants));
+        assert_eq!(
+            release_many(&store, "g", a, &[(1, e[1]), (2, e[2]), (1, e[1])]),
+            Err(RecipeError::DuplicateGrant(1))
+        );
+        let too_many: Vec<(u32, u64)> =
+            (0..=MAX_RELEASE_PARTITIONS as u32).map(|p| (p, 1)).collect();
+        assert_eq!(
+            release_many(&store, "g", a, &too_many),
+            Err(RecipeError::TooManyGrants(MAX_RELEASE_PARTITIONS + 1))
+        );
+        // Partition 0 released alone first; then 0 (gone), 1 at an old
+        // epoch, 2 and 3: only 2 and 3 go, at one revision.
+        assert!(run(&mut store, |s| release(s, "g", a, 0, e[0])).is_some());
+        let before = store.revision();
+        let grants = [(0, e[0]), (1, e[1] - 1), (2, e[2]), (3, e[3])];
+        assert_eq!(run(&mut store, |s| release_many(s, "g", a, &grants)), Some(before + 1));
+        let owners = Group::read(&store, "g").unwrap().owners;
+        assert_eq!(owners.keys().copied().collect::<Vec<_>>(), vec![1]);
+        // Nothing named is held any more: refused with the first.
+        assert_eq!(
+            release_many(&store, "g", a, &[(2, e[2]), (3, e[3])]),
+            Err(RecipeError::NotOwner { member: a, partition: 2, epoch: e[2] })
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //!   it (its epoch: the key's `create_revision`) while its session's
 //!   deadline ([`crate::app`]) has not passed, until a read shows the key
 //!   marked `release` (it stops, then deletes the key with
-//!   `recipe::release`), shows it gone or another owner's, its deadline
+//!   `recipe::release_many`), shows it gone or another owner's, its deadline
 //!   passes, its session is reported gone, it leaves (gracefully: it stops
 //!   every partition, then `recipe::leave`), revokes its session (after
 //!   stopping), or crashes (its partitions move when its session expires);
@@ -89,8 +89,8 @@ pub(crate) enum Kind {
     Read,
     Join,
     Leave,
-    /// Releases that partition, granted at that epoch.
-    Release(u32, u64),
+    /// Releases the member's `releasing` grants.
+    Release,
     Revoke,
 }
 
@@ -116,6 +116,10 @@ struct Member {
     /// epoch: a read showed them marked `release`, or naming it while it
     /// is no member.
     to_release: BTreeSet<(u32, u64)>,
+    /// The grants of its release in flight (at most
+    /// [`recipe::MAX_RELEASE_PARTITIONS`] of `to_release`, in one request,
+    /// as the client's `release_all_later` sends them).
+    releasing: Vec<(u32, u64)>,
 }
 
 impl Member {
@@ -213,6 +217,7 @@ impl Partitions {
                 joined: None,
                 working: BTreeMap::new(),
                 to_release: BTreeSet::new(),
+                releasing: Vec::new(),
             });
         }
         Partitions {
@@ -758,8 +763,11 @@ impl Role for Partitions {
         if m.leaving || (!m.inside && m.joined.is_some()) {
             return Kind::Leave;
         }
-        if let Some(&(p, epoch)) = m.to_release.iter().next() {
-            return Kind::Release(p, epoch);
+        if !m.to_release.is_empty() {
+            let m = &mut self.members[a];
+            m.releasing =
+                m.to_release.iter().take(recipe::MAX_RELEASE_PARTITIONS).copied().collect();
+            return Kind::Release;
         }
         if m.inside && m.joined.as_ref() != Some(&m.want) {
             return Kind::Join;
@@ -814,9 +822,11 @@ impl Role for Partitions {
                 me: m.want.clone(),
             }),
             Kind::Leave => RequestBody::Group(GroupCall::Leave { group, member }),
-            Kind::Release(partition, epoch) => {
-                RequestBody::Group(GroupCall::Release { group, member, partition, epoch })
-            }
+            Kind::Release => RequestBody::Group(GroupCall::Release {
+                group,
+                member,
+                grants: m.releasing.clone(),
+            }),
             Kind::Revoke => RequestBody::Write(Command::Revoke { lease: session }),
         }
     }
@@ -863,13 +873,16 @@ impl Role for Partitions {
                 Kind::Leave,
                 Some(ReplyBody::GroupRefused(RecipeError::NotMember(_) | RecipeError::NoGroup(_))),
             ) if current => self.left(a, false, now_ns),
-            (Kind::Release(p, epoch), Some(body)) if current => {
+            (Kind::Release, Some(body)) if current => {
                 if let ReplyBody::Done(bytes) = &body {
                     self.stats.releases += u64::from(took(bytes).is_some());
                 }
-                // Definite either way: the next read shows the key if it
-                // is still there.
-                self.members[a].to_release.remove(&(p, epoch));
+                // Definite either way: the next read shows the keys still
+                // there.
+                let m = &mut self.members[a];
+                for g in std::mem::take(&mut m.releasing) {
+                    m.to_release.remove(&g);
+                }
             }
             (Kind::Read, Some(ReplyBody::Range { kvs, .. })) if current => {
                 self.read(a, &kvs, now_ns)

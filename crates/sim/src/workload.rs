@@ -445,16 +445,14 @@ pub enum GroupCall {
         /// The member.
         member: MemberId,
     },
-    /// Give up a partition it stopped working on: `recipe::release`.
+    /// Give up partitions it stopped working on: `recipe::release_many`.
     Release {
         /// The group.
         group: String,
         /// The member.
         member: MemberId,
-        /// The partition.
-        partition: u32,
-        /// The grant's epoch.
-        epoch: u64,
+        /// The grants, `(partition, epoch)` each.
+        grants: Vec<(u32, u64)>,
     },
 }
 

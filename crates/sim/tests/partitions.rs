@@ -136,29 +136,41 @@ fn a_partitions_seed_replays_exactly() {
     }
 }
 
-/// Seeds of the planted bugs' runs (raft, 5 nodes, 10 s of faults).
+/// Seeds of the planted bugs' runs (raft, 5 nodes, [`PLANTED_SECONDS`] of
+/// faults).
 const PLANTED_SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
 
-/// The faithful code passes every planted bug's seed (checked once per
-/// test process).
-fn faithful_seeds_pass() {
-    static PASSED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    PASSED.get_or_init(|| {
-        for seed in PLANTED_SEEDS {
-            let p = params(ProtocolKind::Raft, seed, 5, 10);
-            let r = run(&p);
-            assert!(r.passed(), "{}", explain(&p, &r));
-        }
-    });
+/// Simulated seconds of the planted bugs' runs.
+const PLANTED_SECONDS: u64 = 10;
+
+/// The faithful code passes every planted bug's seed, run for `seconds`
+/// (checked once per test process and length).
+fn faithful_seeds_pass(seconds: u64) {
+    static PASSED: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+    let mut passed = PASSED.lock().unwrap_or_else(|e| e.into_inner());
+    if passed.contains(&seconds) {
+        return;
+    }
+    for seed in PLANTED_SEEDS {
+        let p = params(ProtocolKind::Raft, seed, 5, seconds);
+        let r = run(&p);
+        assert!(r.passed(), "{}", explain(&p, &r));
+    }
+    passed.push(seconds);
 }
 
 /// Runs the planted bug's seeds with `bug`; returns, per check, how many
 /// runs it caught the bug in.
 fn caught(bug: PartitionsBug) -> impl Fn(Check) -> usize {
-    faithful_seeds_pass();
+    caught_in(bug, PLANTED_SECONDS)
+}
+
+/// [`caught`] with runs of `seconds`.
+fn caught_in(bug: PartitionsBug, seconds: u64) -> impl Fn(Check) -> usize {
+    faithful_seeds_pass(seconds);
     let runs: Vec<Vec<Check>> = PLANTED_SEEDS
         .map(|seed| {
-            let mut p = params(ProtocolKind::Raft, seed, 5, 10);
+            let mut p = params(ProtocolKind::Raft, seed, 5, seconds);
             if let Some(s) = p.workload.as_mut().and_then(|w| w.partitions.as_mut()) {
                 s.planted = Some(bug);
             }
@@ -169,11 +181,13 @@ fn caught(bug: PartitionsBug) -> impl Fn(Check) -> usize {
 }
 
 /// `partition-overlap`: a member that works past its deadline (cut off,
-/// it cannot learn that its session expired and its partitions moved; 6
-/// of 8 runs when this was written).
+/// it cannot learn that its session expired and its partitions moved).
+/// It needs a member cut off while it owns partitions and a move of them:
+/// with 20 s of faults, 6 of 8 runs when this was written (2 of 8 in 10 s,
+/// since members give back all they are asked for in one release).
 #[test]
 fn a_member_that_ignores_its_deadline_is_caught() {
-    assert!(caught(PartitionsBug::IgnoreDeadline)(Check::PartitionOverlap) >= 3);
+    assert!(caught_in(PartitionsBug::IgnoreDeadline, 20)(Check::PartitionOverlap) >= 3);
 }
 
 /// `partition-overlap` and `partition-epoch`: a keeper that grants a

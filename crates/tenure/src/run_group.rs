@@ -353,10 +353,10 @@ async fn serve(
             }
             Some((r, sent)) = sending.next() => {
                 if let Err(e) = sent {
-                    eprintln!("{}  releasing partition {}: {e}; sending it again", timestamp(), r.partition());
+                    eprintln!("{}  releasing partition {}: {e}; sending it again", timestamp(), listed(&r.grants()));
                     sending.push(send(r, Some(KEEP_TRYING_PAUSE)));
                 } else {
-                    eprintln!("{}  partition {} released", timestamp(), r.partition());
+                    eprintln!("{}  partition {} released", timestamp(), listed(&r.grants()));
                     if let Some(next) = queued.pop_front() {
                         sending.push(send(next, None));
                     }
@@ -377,4 +377,9 @@ async fn serve(
     } else {
         end
     }
+}
+
+/// The partitions of grants as `3` or `3, 4, 7`.
+fn listed(grants: &[(u32, u64)]) -> String {
+    grants.iter().map(|(p, _)| p.to_string()).collect::<Vec<_>>().join(", ")
 }

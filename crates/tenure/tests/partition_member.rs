@@ -3,11 +3,12 @@
 //! joins, the first is asked back four (their tokens cancelled first),
 //! releases them, and the second receives them with higher epochs; the
 //! second leaves and the first gets them back; a closed session cancels
-//! every token and ends in `Lost`.
+//! every token and ends in `Lost`. Partitions asked back at once go back in
+//! one release, and malformed releases change nothing.
 
 mod inproc;
 
-use inproc::{agreement, eventually, start_cluster, Server, WRITE_TOKEN};
+use inproc::{agreement, call_as, eventually, start_cluster, Server, WRITE_TOKEN};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -190,4 +191,92 @@ async fn tokens_are_cancelled_by_the_deadline_whatever_the_caller_awaits() {
         assert!(stop.is_cancelled(), "partition {p}'s token still valid at deadline - margin");
     }
     assert!(matches!(next(&mut m).await, Event::Lost { .. }));
+}
+
+/// A member asked for several partitions at once learns of them from one
+/// assignment (`next`, then `try_next` without asking the cluster) and
+/// gives them back in one release: one revision, so the keeper grants them
+/// to the joiner in one transaction, at one epoch. Malformed releases are
+/// refused and change nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn partitions_asked_back_at_once_go_back_in_one_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let heartbeat = Duration::from_millis(50);
+    let mut servers =
+        start_cluster(3, heartbeat, heartbeat * 10, HttpLimits::default(), dir.path());
+    agreement(&servers).await;
+    let cluster = cluster_of(&servers);
+    let store: Arc<dyn tenure_client::Store> = TenureStore::shared(cluster.clone());
+    let session_a = eventually("a session", START_BOUND, || async {
+        Session::start(store.clone(), Duration::from_secs(5)).await.ok()
+    })
+    .await;
+    let options = JoinOptions { partitions: Some(8), stabilise_ms: Some(0), ..Default::default() };
+    let mut a = PartitionMember::join(cluster.clone(), &session_a, "batch", options)
+        .await
+        .expect("the first member creates the group");
+    let mut held_a = Held::new();
+    settle(&mut a, &mut held_a, 8).await;
+    let addr = servers[0].http;
+    let release = |body: serde_json::Value| async move {
+        call_as(addr, WRITE_TOKEN, "POST", "/v1/groups/batch/release", &body.to_string()).await
+    };
+    let id = session_a.id();
+    let (p0, (e0, _)) = held_a.iter().next().map(|(p, (e, t))| (*p, (*e, t.clone()))).unwrap();
+    for (body, why) in [
+        (serde_json::json!({"session": id, "partitions": []}), "names no partition"),
+        (
+            serde_json::json!({"session": id, "partitions": [{"partition": p0, "epoch": e0}, {"partition": p0, "epoch": e0}]}),
+            "twice",
+        ),
+        (
+            serde_json::json!({"session": id, "partition": p0, "epoch": e0, "partitions": [{"partition": p0, "epoch": e0}]}),
+            "not both",
+        ),
+        (
+            serde_json::json!({"session": id, "partitions": (0..65).map(|p| serde_json::json!({"partition": p, "epoch": 1})).collect::<Vec<_>>()}),
+            "at most 64",
+        ),
+    ] {
+        let answer = release(body.clone()).await;
+        assert_eq!(answer.status, 400, "{body}: {}", answer.body);
+        assert!(answer.body.contains(why), "{body}: {}", answer.body);
+    }
+    // None of those changed anything: a list of grants not held is a 409.
+    let stale =
+        serde_json::json!({"session": id, "partitions": [{"partition": p0, "epoch": e0 - 1}]});
+    assert_eq!(release(stale).await.status, 409);
+    assert_eq!(a.owned().len(), 8);
+
+    let session_b = Session::start(store.clone(), Duration::from_secs(5)).await.unwrap();
+    let mut b = PartitionMember::join(cluster.clone(), &session_b, "batch", JoinOptions::default())
+        .await
+        .expect("a second member joins");
+    let mut asked = Vec::new();
+    let mut event = Some(next(&mut a).await);
+    while let Some(e) = event.take() {
+        match e {
+            Event::Revoked { partition, release: true, .. } => {
+                let (_, stop) = held_a.remove(&partition).expect("revoked what it held");
+                assert!(stop.is_cancelled());
+                asked.push(partition);
+            }
+            e => panic!("expected a partition asked back: {e:?}"),
+        }
+        event = a.try_next();
+    }
+    assert_eq!(asked.len(), 4, "the keeper asks for the four back in one transaction");
+    let releases = a.release_all_later(&asked);
+    assert_eq!(releases.len(), 1, "four grants go in one release");
+    assert_eq!(releases[0].grants().len(), 4);
+    releases.into_iter().next().unwrap().send().await.expect("released");
+    let mut held_b = Held::new();
+    settle(&mut b, &mut held_b, 4).await;
+    let epochs: std::collections::BTreeSet<u64> = held_b.values().map(|(e, _)| *e).collect();
+    assert_eq!(epochs.len(), 1, "granted in one transaction: {held_b:?}");
+    assert_eq!(a.owned().len(), 4);
+    drop((a, b, session_a, session_b));
+    for s in &mut servers {
+        s.stop(STOP_BOUND).await.expect("stops");
+    }
 }

@@ -72,7 +72,10 @@ pub const DEFAULT_ASSIGNMENT_WAIT: Duration = DEFAULT_WAIT;
 
 const JOIN_SHAPE: &str = r#"{"session": L, "partitions": N, "stabilise_ms": ms, "weight": w, "zone": "z", "ready": true, "preferred": [..], "excluded": [..]} (all but "session" optional)"#;
 const LEAVE_SHAPE: &str = r#"{"session": L}"#;
-const RELEASE_SHAPE: &str = r#"{"session": L, "partition": P, "epoch": E}"#;
+const RELEASE_SHAPE: &str = r#"{"session": L, "partition": P, "epoch": E} or {"session": L, "partitions": [{"partition": P, "epoch": E}, ...]} (at most 64)"#;
+
+// The API's limit is the recipe's: one transaction's comparisons.
+const _: () = assert!(tenure_api::MAX_RELEASE_PARTITIONS == recipe::MAX_RELEASE_PARTITIONS);
 
 /// How long a follower waits for the leader's answer to a group read it
 /// passes on before it answers from its own store without the leader's
@@ -223,7 +226,7 @@ pub async fn leave(
 }
 
 /// `POST /v1/groups/{name}/release`: the member gives up one partition,
-/// named with the epoch of its grant.
+/// named with the epoch of its grant, or several at one revision.
 pub async fn release(
     State(st): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -233,11 +236,24 @@ pub async fn release(
     let name = name_from(name)?;
     let body = body.map_err(|r| super::store::body_error(r, super::MAX_BODY_BYTES, "body"))?;
     let request: GroupReleaseRequest = json_body(&body, RELEASE_SHAPE)?;
+    let grants = request.grants().map_err(|e| {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("{e}; expected {RELEASE_SHAPE}"))
+    })?;
     let session = session_from(request.session)?;
     require_owner(&st, &caller, &[session], Use::ReleasePartition).await?;
-    let (p, epoch) = (request.partition, request.epoch);
     let revision = write(&st, &name, |s| {
-        recipe::release(s, &name, session.0, p, epoch).map_err(|e| refused(&name, &e))
+        recipe::release_many(s, &name, session.0, &grants).map_err(|e| match e {
+            RecipeError::NotOwner { member, .. } if grants.len() > 1 => ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "session {member} owns none of the {} grants named in group {name:?} \
+                     (released already, its session ended, or older grants' epochs); nothing \
+                     was written",
+                    grants.len()
+                ),
+            ),
+            e => refused(&name, &e),
+        })
     })
     .await?;
     Ok(Json(GroupWriteBody { revision }))
@@ -665,6 +681,9 @@ fn refused(name: &str, e: &RecipeError) -> ApiError {
             ),
         ),
         RecipeError::TooManyGroups => (StatusCode::TOO_MANY_REQUESTS, e.to_string()),
+        RecipeError::NoGrants | RecipeError::TooManyGrants(_) | RecipeError::DuplicateGrant(_) => {
+            (StatusCode::BAD_REQUEST, format!("{e} (group {name:?})"))
+        }
     };
     ApiError::new(status, format!("{text}; nothing was written"))
 }
@@ -757,6 +776,13 @@ mod tests {
             "{}",
             stale.body().error
         );
+        for bad in
+            [RecipeError::NoGrants, RecipeError::TooManyGrants(65), RecipeError::DuplicateGrant(4)]
+        {
+            let answer = refused("g", &bad);
+            assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{bad}");
+            assert!(answer.body().error.contains(&bad.to_string()), "{}", answer.body().error);
+        }
     }
 
     #[test]

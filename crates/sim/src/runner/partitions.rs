@@ -85,8 +85,8 @@ impl Sim {
                 recipe::join(store, group, Some(spec), *member, me)
             }
             GroupCall::Leave { group, member } => recipe::leave(store, group, *member),
-            GroupCall::Release { group, member, partition, epoch } => {
-                recipe::release(store, group, *member, *partition, *epoch)
+            GroupCall::Release { group, member, grants } => {
+                recipe::release_many(store, group, *member, grants)
             }
         })
     }
