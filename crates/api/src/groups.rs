@@ -107,7 +107,7 @@ pub struct GroupReleaseRequest {
 
 /// Most grants one release names (the server refuses more: each costs two
 /// comparisons of the one transaction that releases them).
-pub const MAX_RELEASE_PARTITIONS: usize = 64;
+pub const MAX_RELEASE_PARTITIONS: usize = 63;
 
 /// A grant given up, in a release of several.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -48,7 +48,7 @@ const EXIT_LOST: u8 = 2;
 const RELEASE_TRIES: usize = 20;
 /// Pause between two tries of a release.
 const RELEASE_RETRY: Duration = Duration::from_millis(100);
-/// Most releases a member sends at once (each gives up to 64 partitions
+/// Most releases a member sends at once (each gives up to 63 partitions
 /// back). Each request in flight takes an HTTP/1.1 connection of its own,
 /// and a node serves at most 256: 16 each keeps 30 members (with their
 /// long polls and keepalive streams) within one node's connections; a first

@@ -200,7 +200,8 @@ pub enum InvalidCommand {
     /// A transaction part over [`MAX_TXN_OPS`].
     #[error("the transaction has {0} comparisons or operations in one part; at most {MAX_TXN_OPS} are accepted")]
     TooManyOps(usize),
-    /// A transaction that writes one key twice.
+    /// A transaction that writes one key twice (a delete then a put of it,
+    /// which creates it again, is the one pair allowed).
     #[error("the transaction writes key {0:?} twice in one branch")]
     DuplicateWrite(String),
     /// Bytes that are not a command.
@@ -258,19 +259,26 @@ impl Command {
                     }
                 }
                 for branch in [success, failure] {
-                    let mut written = std::collections::BTreeSet::new();
+                    // Each key written once, but for a delete followed by a
+                    // put: the key created again, with a new create revision
+                    // (a partition handed from one owner to the next).
+                    let mut written: std::collections::BTreeMap<&String, bool> =
+                        std::collections::BTreeMap::new();
                     for op in branch {
                         match op {
                             TxnOp::Put { key, value, .. } => {
                                 check_key(key)?;
                                 check_value(value)?;
-                                if !written.insert(key) {
-                                    return Err(InvalidCommand::DuplicateWrite(key.clone()));
+                                match written.insert(key, true) {
+                                    None | Some(false) => {}
+                                    Some(true) => {
+                                        return Err(InvalidCommand::DuplicateWrite(key.clone()))
+                                    }
                                 }
                             }
                             TxnOp::Delete { key } => {
                                 check_key(key)?;
-                                if !written.insert(key) {
+                                if written.insert(key, false).is_some() {
                                     return Err(InvalidCommand::DuplicateWrite(key.clone()));
                                 }
                             }
@@ -635,6 +643,23 @@ mod tests {
             failure: vec![],
         };
         assert_eq!(twice.validate(), Err(InvalidCommand::DuplicateWrite("a".into())));
+        // A delete then a put creates the key again: allowed, once.
+        let put_a = TxnOp::Put { key: "a".into(), value: vec![], lease: None };
+        let del_a = TxnOp::Delete { key: "a".into() };
+        let txn = |success: Vec<TxnOp>| Command::Txn { compare: vec![], success, failure: vec![] };
+        assert_eq!(txn(vec![del_a.clone(), put_a.clone()]).validate(), Ok(()));
+        for refused in [
+            vec![put_a.clone(), put_a.clone()],
+            vec![del_a.clone(), del_a.clone()],
+            vec![del_a.clone(), put_a.clone(), put_a.clone()],
+            vec![del_a.clone(), put_a.clone(), del_a.clone()],
+        ] {
+            assert_eq!(
+                txn(refused.clone()).validate(),
+                Err(InvalidCommand::DuplicateWrite("a".into())),
+                "{refused:?}"
+            );
+        }
         let many = Command::Txn {
             compare: vec![],
             success: (0..=MAX_TXN_OPS).map(|i| TxnOp::Get { key: format!("k{i}") }).collect(),

@@ -761,11 +761,15 @@ impl Store {
     fn txn(&mut self, compare: &[Compare], success: &[TxnOp], failure: &[TxnOp]) -> Response {
         let succeeded = compare.iter().all(|c| self.holds(c));
         let ops = if succeeded { success } else { failure };
-        let writes = ops.iter().filter_map(|op| match op {
-            TxnOp::Put { key, lease, .. } => Some((key.as_str(), *lease)),
-            TxnOp::Delete { key } => Some((key.as_str(), None)),
-            TxnOp::Get { .. } => None,
-        });
+        // Each key's last write (a key deleted and put again ends put).
+        let writes: BTreeMap<&str, Option<LeaseId>> = ops
+            .iter()
+            .filter_map(|op| match op {
+                TxnOp::Put { key, lease, .. } => Some((key.as_str(), *lease)),
+                TxnOp::Delete { key } => Some((key.as_str(), None)),
+                TxnOp::Get { .. } => None,
+            })
+            .collect();
         if let Err(refusal) = self.check_attach(writes) {
             return Response::Refused(refusal);
         }
@@ -1755,5 +1759,45 @@ mod range_tests {
         assert_eq!(s.len(), MAX_CHANGES_PER_REVISION + 2);
         let empty = Command::DeleteRange { from: vec![], to: vec![] };
         assert_eq!(s.execute(&empty), Response::Invalid(InvalidCommand::EmptyKey));
+    }
+
+    #[test]
+    fn a_key_deleted_and_put_in_one_transaction_is_created_again_on_its_new_lease() {
+        let mut s = Store::new();
+        let lease = |s: &mut Store| match s.execute(&Command::Grant { ttl_ms: 5_000, owner: None })
+        {
+            Response::Granted { lease, .. } => lease,
+            other => panic!("{other:?}"),
+        };
+        let (a, b) = (lease(&mut s), lease(&mut s));
+        let first = Command::Txn {
+            compare: vec![],
+            success: vec![TxnOp::Put { key: "o".into(), value: b"a".to_vec(), lease: Some(a) }],
+            failure: vec![],
+        };
+        s.execute(&first);
+        let born = s.get("o").unwrap().create_revision;
+        let handoff = Command::Txn {
+            compare: vec![],
+            success: vec![
+                TxnOp::Delete { key: "o".into() },
+                TxnOp::Put { key: "o".into(), value: b"b".to_vec(), lease: Some(b) },
+            ],
+            failure: vec![],
+        };
+        assert_eq!(handoff.validate(), Ok(()));
+        let Response::Txn { succeeded: true, revision, .. } = s.execute(&handoff) else {
+            panic!("the handoff applies")
+        };
+        let o = s.get("o").unwrap();
+        assert_eq!((o.create_revision, o.mod_revision, o.version), (revision, revision, 1));
+        assert!(o.create_revision > born);
+        assert_eq!(o.lease, Some(b));
+        // The key left the first lease: revoking it deletes nothing.
+        s.execute(&Command::Revoke { lease: a });
+        assert_eq!(s.get("o").map(|kv| kv.value.clone()), Some(b"b".to_vec()));
+        // Watchers see the delete and the creation at one revision.
+        let changes = s.changes_since("o", revision, 10).unwrap();
+        assert_eq!(changes.len(), 2, "{changes:?}");
     }
 }

@@ -114,6 +114,13 @@ pub struct Ownership {
     /// its work on it, then deletes the key.
     #[serde(default)]
     pub release: bool,
+    /// With `release`: the member the keeper means the partition for. The
+    /// owner's release hands it over at once (the key deleted and created
+    /// again for it, at one revision: a higher epoch) if that member is
+    /// still there, ready, willing and with room; otherwise the keeper
+    /// grants it afterwards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<MemberId>,
 }
 
 /// What is wrong with a group's name, spec or member spec.

@@ -12,7 +12,9 @@
 //!   key attached to the member's session, if the key is still absent and
 //!   the member's key still the one read; and
 //! * mark `release` on each owned partition whose target is another member
-//!   (or none), if the owner key is still the one read; and
+//!   (or none), naming that member (`to`), if the owner key is still the
+//!   one read (the owner's release then hands the partition over in the
+//!   same transaction: [`crate::recipe::release_many`]); and
 //! * delete the owner key of a member that left (its member key is gone:
 //!   a leaving member works on nothing, so this frees what a leave could
 //!   not delete at once, or what was granted while it left), if the key
@@ -224,10 +226,14 @@ fn decide(group: &Group, eligible: &BTreeSet<MemberId>) -> (Vec<Command>, bool) 
                     TxnOp::Delete { key },
                 );
             }
-            Some(o) if want == Some(o.ownership.member) || o.ownership.release => {}
+            Some(o) if want == Some(o.ownership.member) => {}
+            // Asked back already, for the member the target names now.
+            Some(o) if o.ownership.release && o.ownership.to == want => {}
             Some(o) => {
+                // Asked back (or asked again, for the member the target
+                // names now): the owner's release hands it to `to`.
                 let key = owner_key(&group.name, p);
-                let released = Ownership { release: true, ..o.ownership.clone() };
+                let released = Ownership { release: true, to: want, ..o.ownership.clone() };
                 let value = serde_json::to_vec(&released).expect("an ownership encodes");
                 let lease = Some(LeaseId(o.ownership.member));
                 batch.push(
@@ -242,7 +248,7 @@ fn decide(group: &Group, eligible: &BTreeSet<MemberId>) -> (Vec<Command>, bool) 
                 *left -= 1;
                 let member = &group.members[&id];
                 let key = owner_key(&group.name, p);
-                let ownership = Ownership { member: id, release: false };
+                let ownership = Ownership { member: id, release: false, to: None };
                 let value = serde_json::to_vec(&ownership).expect("an ownership encodes");
                 batch.push(
                     [

@@ -11,6 +11,7 @@
 
 use crate::group::{
     member_key, owner_key, spec_key, validate_group_name, Group, GroupError, GroupSpec, MemberSpec,
+    Ownership,
 };
 use crate::keeper::MAX_GROUPS;
 use crate::model::MemberId;
@@ -168,9 +169,10 @@ pub fn leave(store: &Store, name: &str, id: MemberId) -> Result<Command, RecipeE
     Ok(Command::Txn { compare, success, failure: Vec::new() })
 }
 
-/// Most grants one release names ([`release_many`]): each costs two
-/// comparisons of the transaction's [`MAX_TXN_OPS`].
-pub const MAX_RELEASE_PARTITIONS: usize = MAX_TXN_OPS / 2;
+/// Most grants one release names ([`release_many`]): each costs at most two
+/// comparisons of the transaction's [`MAX_TXN_OPS`], and a handover one
+/// more for the group's spec.
+pub const MAX_RELEASE_PARTITIONS: usize = (MAX_TXN_OPS - 1) / 2;
 
 /// Releases partition `p` of group `name`, granted to member `id` at
 /// `epoch`: the member has stopped its work on it.
@@ -190,6 +192,16 @@ pub fn release(
 /// ended with its session, or an older epoch) is left out; when none is
 /// left the release is refused with the first of them. At most
 /// [`MAX_RELEASE_PARTITIONS`] grants, each partition once.
+///
+/// A partition the keeper asked back for another member (`to`) is handed
+/// to it in the same transaction, if that member is still there, ready,
+/// does not exclude it and has room on its session: its key deleted and
+/// created again, attached to the new owner's session, so the new grant's
+/// epoch is this transaction's revision. The handover compares the owner
+/// key's `mod_revision` (the `to` read is the keeper's latest), the new
+/// owner's member key and the group's spec, as the keeper's own grant
+/// would; a comparison that fails voids the whole release, and the caller
+/// reads again.
 pub fn release_many(
     store: &Store,
     name: &str,
@@ -210,23 +222,68 @@ pub fn release_many(
     let group = Group::read(store, name).ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
     let mut compare = Vec::new();
     let mut success = Vec::new();
+    // Successors' member keys compared, and the room each has left.
+    let mut room: std::collections::BTreeMap<MemberId, usize> = Default::default();
     for &(p, epoch) in grants {
-        let held =
-            group.owners.get(&p).is_some_and(|o| o.ownership.member == id && o.epoch == epoch);
-        if !held {
+        let Some(o) = group.owners.get(&p) else { continue };
+        if o.ownership.member != id || o.epoch != epoch {
             continue;
         }
         let key = owner_key(name, p);
-        compare.push(Compare {
-            key: key.clone(),
-            target: Target::CreateRevision(epoch),
-            op: CompareOp::Equal,
+        let to = o.ownership.to.filter(|_| o.ownership.release).and_then(|t| {
+            let m = group
+                .members
+                .get(&t)
+                .filter(|m| t != id && m.spec.ready && !m.spec.excluded.contains(&p))?;
+            let left = room.entry(t).or_insert_with(|| {
+                compare.push(Compare {
+                    key: member_key(name, t),
+                    target: Target::ModRevision(m.mod_revision),
+                    op: CompareOp::Equal,
+                });
+                m.room
+            });
+            (*left > 0).then(|| {
+                *left -= 1;
+                t
+            })
         });
-        compare.push(Compare { key: key.clone(), target: Target::Lease(id), op: CompareOp::Equal });
-        success.push(TxnOp::Delete { key });
+        match to {
+            Some(t) => {
+                compare.push(Compare {
+                    key: key.clone(),
+                    target: Target::ModRevision(o.mod_revision),
+                    op: CompareOp::Equal,
+                });
+                let ownership = Ownership { member: t, release: false, to: None };
+                let value = serde_json::to_vec(&ownership).expect("an ownership encodes");
+                success.push(TxnOp::Delete { key: key.clone() });
+                success.push(TxnOp::Put { key, value, lease: Some(LeaseId(t)) });
+            }
+            None => {
+                compare.push(Compare {
+                    key: key.clone(),
+                    target: Target::CreateRevision(epoch),
+                    op: CompareOp::Equal,
+                });
+                compare.push(Compare {
+                    key: key.clone(),
+                    target: Target::Lease(id),
+                    op: CompareOp::Equal,
+                });
+                success.push(TxnOp::Delete { key });
+            }
+        }
     }
     if success.is_empty() {
         return Err(RecipeError::NotOwner { member: id, partition: first, epoch: first_epoch });
+    }
+    if !room.is_empty() {
+        compare.push(Compare {
+            key: spec_key(name),
+            target: Target::ModRevision(group.spec_revision),
+            op: CompareOp::Equal,
+        });
     }
     Ok(Command::Txn { compare, success, failure: Vec::new() })
 }
@@ -360,6 +417,75 @@ mod tests {
             release_many(&store, "g", a, &[(2, e[2]), (3, e[3])]),
             Err(RecipeError::NotOwner { member: a, partition: 2, epoch: e[2] })
         );
+    }
+
+    #[test]
+    fn a_release_hands_the_partition_to_the_member_it_was_asked_back_for() {
+        let (mut store, a) = store_with_session();
+        let Response::Granted { lease, .. } =
+            store.execute(&Command::Grant { ttl_ms: 5_000, owner: None })
+        else {
+            panic!("no grant")
+        };
+        let b = lease.0;
+        let spec = GroupSpec { partitions: 4, stabilise_ms: 0 };
+        run(&mut store, |s| join(s, "g", Some(&spec), a, &MemberSpec::default()));
+        let mut keeper = crate::GroupKeeper::new();
+        let mut plan = |store: &mut Store, at: u64| {
+            for c in keeper.plan(tenure_core::Instant::from_nanos(at), store).commands {
+                store.execute(&c);
+            }
+        };
+        plan(&mut store, 1);
+        // b joins: the keeper asks two back from a, for b.
+        run(&mut store, |s| join(s, "g", Some(&spec), b, &MemberSpec::default()));
+        plan(&mut store, 2);
+        let g = Group::read(&store, "g").unwrap();
+        let asked: Vec<(u32, u64)> = g
+            .owners
+            .iter()
+            .filter(|(_, o)| o.ownership.release)
+            .map(|(p, o)| (*p, o.epoch))
+            .collect();
+        assert_eq!(asked.len(), 2);
+        assert!(g
+            .owners
+            .values()
+            .filter(|o| o.ownership.release)
+            .all(|o| o.ownership.to == Some(b)));
+        // A release read before the keeper marked it again (for nobody:
+        // b not ready) is void; read again, it is a plain release.
+        let stale = release_many(&store, "g", a, &asked[..1]).unwrap();
+        let not_ready = MemberSpec { ready: false, ..MemberSpec::default() };
+        run(&mut store, |s| join(s, "g", Some(&spec), b, &not_ready));
+        plan(&mut store, 3);
+        assert_eq!(outcome(&store.execute(&stale)), None, "the handover read an older b");
+        // Read again: b is not ready, so a plain release.
+        assert!(run(&mut store, |s| release_many(s, "g", a, &asked[..1])).is_some());
+        assert!(store.get(&owner_key("g", asked[0].0)).is_none(), "released to nobody");
+        // b ready again: the keeper grants it the released one and asks
+        // for one more back for b; a's release hands it over at once, at
+        // the release's revision, on b's session.
+        run(&mut store, |s| join(s, "g", Some(&spec), b, &MemberSpec::default()));
+        plan(&mut store, 4);
+        let g = Group::read(&store, "g").unwrap();
+        let for_b: Vec<(u32, u64)> = g
+            .owners
+            .iter()
+            .filter(|(_, o)| o.ownership.release && o.ownership.to == Some(b))
+            .map(|(p, o)| (*p, o.epoch))
+            .collect();
+        assert_eq!(for_b.len(), 1, "{g:?}");
+        let revision = run(&mut store, |s| release_many(s, "g", a, &for_b)).unwrap();
+        let kv = store.get(&owner_key("g", for_b[0].0)).expect("handed over");
+        assert_eq!((kv.create_revision, kv.lease), (revision, Some(LeaseId(b))));
+        assert!(kv.create_revision > for_b[0].1);
+        let g = Group::read(&store, "g").unwrap();
+        let owned = |m| g.owners.values().filter(|o| o.ownership.member == m).count();
+        assert_eq!((owned(a), owned(b)), (2, 2));
+        assert!(g.owners.values().all(|o| !o.ownership.release));
+        // Nothing left for the keeper to do.
+        assert!(keeper.plan(tenure_core::Instant::from_nanos(5), &store).commands.is_empty());
     }
 
     #[test]

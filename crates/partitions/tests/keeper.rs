@@ -288,7 +288,7 @@ fn owner_values_read_back_as_json() {
     w.settle();
     let kv = w.store.get(&owner_key(G, 0)).expect("owned");
     let o: Ownership = serde_json::from_slice(&kv.value).unwrap();
-    assert_eq!(o, Ownership { member: a, release: false });
+    assert_eq!(o, Ownership { member: a, release: false, to: None });
     assert_eq!(kv.lease, Some(LeaseId(a)));
     assert!(w.store.range(&group_prefix(G), 10).0.len() == 3);
 }
@@ -378,7 +378,7 @@ fn the_check_catches_a_partition_that_changes_hands_without_a_release() {
     let b = w.join(MemberSpec::default());
     w.settle();
     let p = w.owned()[&a][0];
-    let value = serde_json::to_vec(&Ownership { member: b, release: false }).unwrap();
+    let value = serde_json::to_vec(&Ownership { member: b, release: false, to: None }).unwrap();
     w.apply(&Command::Put {
         key: owner_key(G, p),
         value,
@@ -397,7 +397,8 @@ fn the_check_catches_a_grant_to_a_session_that_is_not_a_member() {
         Response::Granted { lease, .. } => lease.0,
         other => panic!("{other:?}"),
     };
-    let value = serde_json::to_vec(&Ownership { member: stranger, release: false }).unwrap();
+    let value =
+        serde_json::to_vec(&Ownership { member: stranger, release: false, to: None }).unwrap();
     let lease = Some(LeaseId(stranger));
     w.apply(&Command::Put { key: owner_key(G, 0), value, if_mod_revision: None, lease });
 }

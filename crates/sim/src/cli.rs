@@ -477,7 +477,8 @@ fn print_partitions(r: &PartitionsReport) {
     println!(
         "partitions in {} runs ({} with weights and zones): {} sessions granted, {} renewals \
          ({} refused), {} expiries, {} deadline stops, {} sessions lost; {} joins ({} changes \
-         of spec), {} leaves, {} revocations; {} ownerships, {} moves, {} releases; keeper: {} \
+         of spec), {} leaves, {} revocations; {} ownerships, {} moves, {} releases ({} partitions \
+         handed over in them); keeper: {} \
          plans, {} transactions ({} applied, {} voided); member faults: {} crashes, {} pauses, \
          {} cut-offs; max overlap {} ns; member keys back after a leave (a late join) {}, \
          partitions granted on them {}",
@@ -496,6 +497,7 @@ fn print_partitions(r: &PartitionsReport) {
         p.holdings,
         p.moves,
         p.releases,
+        p.handovers,
         p.keeper_plans,
         p.keeper_transactions,
         p.keeper_applied,

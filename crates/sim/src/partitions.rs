@@ -43,7 +43,7 @@ use crate::stats::PartitionsStats;
 use crate::workload::{Action, GroupCall, Reply, ReplyBody, RequestBody};
 use rand::Rng;
 use std::collections::{BTreeMap, BTreeSet};
-use tenure_kv::{Command, KeyValue, LeaseId, Response};
+use tenure_kv::{Command, KeyValue, LeaseId, OpResponse, Response};
 use tenure_partitions::group::{group_prefix, member_key, GroupSpec, MemberSpec, Ownership};
 use tenure_partitions::{assign, recipe, MemberId, RecipeError};
 
@@ -875,7 +875,16 @@ impl Role for Partitions {
             ) if current => self.left(a, false, now_ns),
             (Kind::Release, Some(body)) if current => {
                 if let ReplyBody::Done(bytes) = &body {
-                    self.stats.releases += u64::from(took(bytes).is_some());
+                    if let Ok(Response::Txn { succeeded: true, responses, .. }) =
+                        Response::decode(bytes)
+                    {
+                        self.stats.releases += 1;
+                        // A put in a release is a partition handed over.
+                        self.stats.handovers += responses
+                            .iter()
+                            .filter(|r| matches!(r, OpResponse::Put { .. }))
+                            .count() as u64;
+                    }
                 }
                 // Definite either way: the next read shows the keys still
                 // there.

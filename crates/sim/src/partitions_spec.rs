@@ -42,6 +42,10 @@ pub enum PartitionsBug {
     /// A member asked to release one partition stops and releases every
     /// partition it owns.
     ReleaseAll,
+    /// A release hands a partition over by overwriting its owner key in
+    /// place (the put without the delete before it): the new owner keeps
+    /// the old owner's epoch.
+    HandOverInPlace,
 }
 
 /// The partitions workload of a run.

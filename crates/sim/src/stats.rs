@@ -71,8 +71,12 @@ pub struct PartitionsStats {
     pub leaves: u64,
     /// Sessions revoked by their member.
     pub revocations: u64,
-    /// Partitions a member released (deleted its owner key) after stopping.
+    /// Releases that took effect (a member deleted owner keys after
+    /// stopping).
     pub releases: u64,
+    /// Partitions those releases handed to the member the keeper asked them
+    /// back for, in the same transaction.
+    pub handovers: u64,
     /// Member keys a member found after its leave had taken effect (a join
     /// of its, held on the way, landed later) and left again.
     pub stray_members: u64,
@@ -141,6 +145,7 @@ impl PartitionsStats {
         self.leaves += o.leaves;
         self.revocations += o.revocations;
         self.releases += o.releases;
+        self.handovers += o.handovers;
         self.stray_members += o.stray_members;
         self.stray_grants += o.stray_grants;
         self.holdings += o.holdings;

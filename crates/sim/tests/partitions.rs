@@ -230,6 +230,14 @@ fn a_member_that_releases_everything_is_caught() {
     assert!(caught(PartitionsBug::ReleaseAll)(Check::PartitionMoves) >= 3);
 }
 
+/// `partition-epoch`: a release that hands a partition over by putting
+/// the owner key in place instead of deleting and creating it again: the
+/// new owner works under the old owner's epoch (8 of 8).
+#[test]
+fn a_handover_that_keeps_the_epoch_is_caught() {
+    assert!(caught(PartitionsBug::HandOverInPlace)(Check::PartitionEpoch) >= 3);
+}
+
 /// The bounds the docs state (crates/sim/README.md), with the defaults: 5
 /// nodes, 1–5 ms links, 1 ms fsync, 5% drift.
 #[test]

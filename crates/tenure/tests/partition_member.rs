@@ -234,8 +234,8 @@ async fn partitions_asked_back_at_once_go_back_in_one_release() {
             "not both",
         ),
         (
-            serde_json::json!({"session": id, "partitions": (0..65).map(|p| serde_json::json!({"partition": p, "epoch": 1})).collect::<Vec<_>>()}),
-            "at most 64",
+            serde_json::json!({"session": id, "partitions": (0..64).map(|p| serde_json::json!({"partition": p, "epoch": 1})).collect::<Vec<_>>()}),
+            "at most 63",
         ),
     ] {
         let answer = release(body.clone()).await;

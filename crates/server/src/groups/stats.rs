@@ -506,7 +506,8 @@ mod tests {
         }
 
         fn grant(&mut self, p: u32, member: u64) {
-            let value = serde_json::to_vec(&Ownership { member, release: false }).unwrap();
+            let value =
+                serde_json::to_vec(&Ownership { member, release: false, to: None }).unwrap();
             let put = Command::Put {
                 key: owner_key("g", p),
                 value,

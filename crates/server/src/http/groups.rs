@@ -55,8 +55,9 @@ use tokio::time::Instant;
 /// (the server's [`super::MAX_BODY_BYTES`]).
 pub const MAX_GROUP_BODY_BYTES: usize = MAX_VALUE_BYTES + 1024;
 
-/// How many times a join, leave or release reads the group and proposes
-/// its transaction when the group changed in between (the keeper granting
+/// How many times a join, leave or release reads the group (linearizably,
+/// after a first try from the node's own applied state) and proposes its
+/// transaction when the group changed in between (the keeper granting
 /// or moving partitions, another member joining) before it answers 409:
 /// each try takes a read and a commit, milliseconds, and the keeper
 /// proposes once per change, so a third failure in a row means a group
@@ -72,7 +73,7 @@ pub const DEFAULT_ASSIGNMENT_WAIT: Duration = DEFAULT_WAIT;
 
 const JOIN_SHAPE: &str = r#"{"session": L, "partitions": N, "stabilise_ms": ms, "weight": w, "zone": "z", "ready": true, "preferred": [..], "excluded": [..]} (all but "session" optional)"#;
 const LEAVE_SHAPE: &str = r#"{"session": L}"#;
-const RELEASE_SHAPE: &str = r#"{"session": L, "partition": P, "epoch": E} or {"session": L, "partitions": [{"partition": P, "epoch": E}, ...]} (at most 64)"#;
+const RELEASE_SHAPE: &str = r#"{"session": L, "partition": P, "epoch": E} or {"session": L, "partitions": [{"partition": P, "epoch": E}, ...]} (at most 63)"#;
 
 // The API's limit is the recipe's: one transaction's comparisons.
 const _: () = assert!(tenure_api::MAX_RELEASE_PARTITIONS == recipe::MAX_RELEASE_PARTITIONS);
@@ -457,8 +458,18 @@ async fn write(
     name: &str,
     recipe: impl Fn(&Store) -> Result<Command, ApiError>,
 ) -> Result<u64, ApiError> {
-    for _ in 0..WRITE_ATTEMPTS {
-        let command = read(st, Consistency::Linearizable, &recipe).await??;
+    // First from this node's applied state, which costs no round to the
+    // voters (the transaction's comparisons make a stale read harmless);
+    // a refusal, or comparisons that failed, are checked on a
+    // linearizable read, [`WRITE_ATTEMPTS`] times at most.
+    let tries = std::iter::once(Consistency::Stale)
+        .chain(std::iter::repeat_n(Consistency::Linearizable, WRITE_ATTEMPTS));
+    for consistency in tries {
+        let command = match read(st, consistency, &recipe).await? {
+            Ok(command) => command,
+            Err(_) if consistency == Consistency::Stale => continue,
+            Err(refused) => return Err(refused),
+        };
         let response = propose(st, &command).await?.0;
         if let Some(revision) = recipe::outcome(&response) {
             return Ok(revision);
@@ -777,7 +788,7 @@ mod tests {
             stale.body().error
         );
         for bad in
-            [RecipeError::NoGrants, RecipeError::TooManyGrants(65), RecipeError::DuplicateGrant(4)]
+            [RecipeError::NoGrants, RecipeError::TooManyGrants(64), RecipeError::DuplicateGrant(4)]
         {
             let answer = refused("g", &bad);
             assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{bad}");

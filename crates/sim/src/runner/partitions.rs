@@ -86,7 +86,28 @@ impl Sim {
             }
             GroupCall::Leave { group, member } => recipe::leave(store, group, *member),
             GroupCall::Release { group, member, grants } => {
-                recipe::release_many(store, group, *member, grants)
+                let release = recipe::release_many(store, group, *member, grants);
+                match (release, self.partitions_bug()) {
+                    (
+                        Ok(Command::Txn { compare, success, failure }),
+                        Some(PartitionsBug::HandOverInPlace),
+                    ) => {
+                        // Each key put again is not deleted first.
+                        let put: Vec<String> = success
+                            .iter()
+                            .filter_map(|op| match op {
+                                TxnOp::Put { key, .. } => Some(key.clone()),
+                                _ => None,
+                            })
+                            .collect();
+                        let success = success
+                            .into_iter()
+                            .filter(|op| !matches!(op, TxnOp::Delete { key } if put.contains(key)))
+                            .collect();
+                        Ok(Command::Txn { compare, success, failure })
+                    }
+                    (release, _) => release,
+                }
             }
         })
     }
