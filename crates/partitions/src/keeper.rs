@@ -41,7 +41,9 @@
 //! call [`GroupKeeper::follow`] when it stops leading.
 
 use crate::assign::assign;
-use crate::group::{member_key, owner_key, spec_key, Group, Ownership, MAX_GROUP_PARTITIONS};
+use crate::group::{
+    member_key, owner_key, spec_key, Group, Ownership, StoredOwner, MAX_GROUP_PARTITIONS,
+};
 use crate::model::{Member, MemberId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -226,14 +228,17 @@ fn decide(group: &Group, eligible: &BTreeSet<MemberId>) -> (Vec<Command>, bool) 
                     TxnOp::Delete { key },
                 );
             }
-            Some(o) if want == Some(o.ownership.member) => {}
-            // Asked back already, for the member the target names now.
-            Some(o) if o.ownership.release && o.ownership.to == want => {}
+            Some(o) if want == Some(o.ownership.member) && !o.ownership.release => {}
+            // Asked back already, for the member the target names now (none
+            // when the target is its owner again: it may have stopped, so
+            // the mark stays, and the keeper grants it again after).
+            Some(o) if o.ownership.release && o.ownership.to == successor(want, o) => {}
             Some(o) => {
                 // Asked back (or asked again, for the member the target
                 // names now): the owner's release hands it to `to`.
                 let key = owner_key(&group.name, p);
-                let released = Ownership { release: true, to: want, ..o.ownership.clone() };
+                let to = successor(want, o);
+                let released = Ownership { release: true, to, ..o.ownership.clone() };
                 let value = serde_json::to_vec(&released).expect("an ownership encodes");
                 let lease = Some(LeaseId(o.ownership.member));
                 batch.push(
@@ -261,6 +266,12 @@ fn decide(group: &Group, eligible: &BTreeSet<MemberId>) -> (Vec<Command>, bool) 
         }
     }
     (batch.finish(), starved)
+}
+
+/// The member a partition owned as `o` is asked back for when the target
+/// names `want`: none when that is its owner.
+fn successor(want: Option<MemberId>, o: &StoredOwner) -> Option<MemberId> {
+    want.filter(|w| *w != o.ownership.member)
 }
 
 /// Deletes an empty group's spec, if it is still the one read.

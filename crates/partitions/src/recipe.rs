@@ -186,15 +186,48 @@ pub fn release(
     release_many(store, name, id, &[(p, epoch)])
 }
 
+/// How [`release_with`] reads the store it is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReleaseRead {
+    /// Every grant named must show as held, or the release is refused: for
+    /// a store that may lag (a grant it does not show may be one it has not
+    /// applied yet, which a release that left it out would never give
+    /// back).
+    pub all_held: bool,
+    /// Hand each partition to the member the keeper asked it back for,
+    /// when it can take it. Without, a plain release: its comparisons fail
+    /// only if a grant is gone.
+    pub hand_over: bool,
+}
+
+impl Default for ReleaseRead {
+    /// What [`release_many`] does: grants not held are left out, and
+    /// partitions are handed over.
+    fn default() -> Self {
+        ReleaseRead { all_held: false, hand_over: true }
+    }
+}
+
+/// [`release_with`] the default [`ReleaseRead`].
+pub fn release_many(
+    store: &Store,
+    name: &str,
+    id: MemberId,
+    grants: &[(u32, u64)],
+) -> Result<Command, RecipeError> {
+    release_with(store, name, id, grants, ReleaseRead::default())
+}
+
 /// Releases, at one revision, each grant `(partition, epoch)` of `grants`
-/// that member `id` of group `name` still holds: the member has stopped
+/// that member `id` of group `name` still holds (every one of them, or
+/// none, with [`ReleaseRead::all_held`]): the member has stopped
 /// its work on all of them. A grant it no longer holds (released already,
 /// ended with its session, or an older epoch) is left out; when none is
 /// left the release is refused with the first of them. At most
 /// [`MAX_RELEASE_PARTITIONS`] grants, each partition once.
 ///
-/// A partition the keeper asked back for another member (`to`) is handed
-/// to it in the same transaction, if that member is still there, ready,
+/// With [`ReleaseRead::hand_over`], a partition the keeper asked back for
+/// another member (`to`) is handed to it in the same transaction, if that member is still there, ready,
 /// does not exclude it and has room on its session: its key deleted and
 /// created again, attached to the new owner's session, so the new grant's
 /// epoch is this transaction's revision. The handover compares the owner
@@ -202,11 +235,12 @@ pub fn release(
 /// owner's member key and the group's spec, as the keeper's own grant
 /// would; a comparison that fails voids the whole release, and the caller
 /// reads again.
-pub fn release_many(
+pub fn release_with(
     store: &Store,
     name: &str,
     id: MemberId,
     grants: &[(u32, u64)],
+    read: ReleaseRead,
 ) -> Result<Command, RecipeError> {
     validate_group_name(name)?;
     let Some(&(first, first_epoch)) = grants.first() else {
@@ -219,22 +253,30 @@ pub fn release_many(
     if let Some(&(p, _)) = grants.iter().find(|(p, _)| !named.insert(*p)) {
         return Err(RecipeError::DuplicateGrant(p));
     }
-    let group = Group::read(store, name).ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
+    // Only the keys it touches: a group may hold thousands.
+    let named = || grants.iter().map(|(p, _)| *p);
+    let owners = Group::read_some(store, name, named(), [])
+        .ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
+    let successors = owners.owners.values().filter_map(|o| o.ownership.to);
+    let group = Group::read_some(store, name, named(), successors)
+        .ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
     let mut compare = Vec::new();
     let mut success = Vec::new();
     // Successors' member keys compared, and the room each has left.
     let mut room: std::collections::BTreeMap<MemberId, usize> = Default::default();
     for &(p, epoch) in grants {
-        let Some(o) = group.owners.get(&p) else { continue };
-        if o.ownership.member != id || o.epoch != epoch {
+        let held = group.owners.get(&p).filter(|o| o.ownership.member == id && o.epoch == epoch);
+        let Some(o) = held else {
+            if read.all_held {
+                return Err(RecipeError::NotOwner { member: id, partition: p, epoch });
+            }
             continue;
-        }
+        };
         let key = owner_key(name, p);
-        let to = o.ownership.to.filter(|_| o.ownership.release).and_then(|t| {
-            let m = group
-                .members
-                .get(&t)
-                .filter(|m| t != id && m.spec.ready && !m.spec.excluded.contains(&p))?;
+        let to = o.ownership.to.filter(|_| o.ownership.release && read.hand_over).and_then(|t| {
+            let m = group.members.get(&t).filter(|m| {
+                t != id && m.spec.ready && !m.spec.excluded.contains(&p) && m.room > 0
+            })?;
             let left = room.entry(t).or_insert_with(|| {
                 compare.push(Compare {
                     key: member_key(name, t),
@@ -460,6 +502,12 @@ mod tests {
         run(&mut store, |s| join(s, "g", Some(&spec), b, &not_ready));
         plan(&mut store, 3);
         assert_eq!(outcome(&store.execute(&stale)), None, "the handover read an older b");
+        // The target is a again: the marks stay (a may have stopped) but
+        // name nobody, so no release hands them to b.
+        let g = Group::read(&store, "g").unwrap();
+        let marked: Vec<_> = g.owners.values().filter(|o| o.ownership.release).collect();
+        assert_eq!(marked.len(), 2);
+        assert!(marked.iter().all(|o| o.ownership.to.is_none()), "{marked:?}");
         // Read again: b is not ready, so a plain release.
         assert!(run(&mut store, |s| release_many(s, "g", a, &asked[..1])).is_some());
         assert!(store.get(&owner_key("g", asked[0].0)).is_none(), "released to nobody");
@@ -476,6 +524,21 @@ mod tests {
             .map(|(p, o)| (*p, o.epoch))
             .collect();
         assert_eq!(for_b.len(), 1, "{g:?}");
+        // A store that may lag must show every grant: one it does not (the
+        // one released above) refuses the whole release.
+        let lagging = ReleaseRead { all_held: true, hand_over: true };
+        let with_gone = [for_b[0], asked[0]];
+        assert_eq!(
+            release_with(&store, "g", a, &with_gone, lagging),
+            Err(RecipeError::NotOwner { member: a, partition: asked[0].0, epoch: asked[0].1 })
+        );
+        // Without the handover, a plain release (not built on the mark).
+        let plain = ReleaseRead { all_held: false, hand_over: false };
+        let Command::Txn { success, .. } = release_with(&store, "g", a, &for_b, plain).unwrap()
+        else {
+            panic!("a transaction")
+        };
+        assert!(matches!(&success[..], [TxnOp::Delete { .. }]), "{success:?}");
         let revision = run(&mut store, |s| release_many(s, "g", a, &for_b)).unwrap();
         let kv = store.get(&owner_key("g", for_b[0].0)).expect("handed over");
         assert_eq!((kv.create_revision, kv.lease), (revision, Some(LeaseId(b))));

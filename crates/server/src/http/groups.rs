@@ -45,7 +45,7 @@ use tenure_partitions::group::{
     group_prefix, member_key, spec_key, validate_group_name, Group, GroupError, GroupSpec,
     MemberSpec, StoredMember, DEFAULT_STABILISE_MS,
 };
-use tenure_partitions::recipe::{self, RecipeError};
+use tenure_partitions::recipe::{self, RecipeError, ReleaseRead};
 use tenure_partitions::MemberId;
 use tokio::time::Instant;
 
@@ -196,7 +196,7 @@ pub async fn join(
     let session = session_from(request.session)?;
     let (spec, member) = join_specs(&name, &request)?;
     require_owner(&st, &caller, &[session], Use::JoinGroup).await?;
-    let revision = write(&st, &name, |s| {
+    let revision = write(&st, &name, |s, _| {
         if let Some(ms) = request.stabilise_ms {
             other_stabilisation(s, &name, ms)?;
         }
@@ -220,9 +220,10 @@ pub async fn leave(
     let request: GroupLeaveRequest = json_body(&body, LEAVE_SHAPE)?;
     let session = session_from(request.session)?;
     require_owner(&st, &caller, &[session], Use::LeaveGroup).await?;
-    let revision =
-        write(&st, &name, |s| recipe::leave(s, &name, session.0).map_err(|e| refused(&name, &e)))
-            .await?;
+    let revision = write(&st, &name, |s, _| {
+        recipe::leave(s, &name, session.0).map_err(|e| refused(&name, &e))
+    })
+    .await?;
     Ok(Json(GroupWriteBody { revision }))
 }
 
@@ -242,8 +243,13 @@ pub async fn release(
     })?;
     let session = session_from(request.session)?;
     require_owner(&st, &caller, &[session], Use::ReleasePartition).await?;
-    let revision = write(&st, &name, |s| {
-        recipe::release_many(s, &name, session.0, &grants).map_err(|e| match e {
+    let revision = write(&st, &name, |s, attempt| {
+        // A store that may lag must show every grant held (one it has not
+        // applied yet would be left out and never given back); the last
+        // try is a plain release, which only a grant gone can void (a
+        // handover compares keys the keeper may change meanwhile).
+        let read = ReleaseRead { all_held: attempt.stale, hand_over: !attempt.last };
+        recipe::release_with(s, &name, session.0, &grants, read).map_err(|e| match e {
             RecipeError::NotOwner { member, .. } if grants.len() > 1 => ApiError::new(
                 StatusCode::CONFLICT,
                 format!(
@@ -456,18 +462,20 @@ fn stopping_error() -> ApiError {
 async fn write(
     st: &AppState,
     name: &str,
-    recipe: impl Fn(&Store) -> Result<Command, ApiError>,
+    recipe: impl Fn(&Store, Attempt) -> Result<Command, ApiError>,
 ) -> Result<u64, ApiError> {
     // First from this node's applied state, which costs no round to the
     // voters (the transaction's comparisons make a stale read harmless);
     // a refusal, or comparisons that failed, are checked on a
     // linearizable read, [`WRITE_ATTEMPTS`] times at most.
-    let tries = std::iter::once(Consistency::Stale)
-        .chain(std::iter::repeat_n(Consistency::Linearizable, WRITE_ATTEMPTS));
-    for consistency in tries {
-        let command = match read(st, consistency, &recipe).await? {
+    let tries = std::iter::once(Attempt { stale: true, last: false })
+        .chain((1..=WRITE_ATTEMPTS).map(|n| Attempt { stale: false, last: n == WRITE_ATTEMPTS }));
+    for attempt in tries {
+        let consistency =
+            if attempt.stale { Consistency::Stale } else { Consistency::Linearizable };
+        let command = match read(st, consistency, |s| recipe(s, attempt)).await? {
             Ok(command) => command,
-            Err(_) if consistency == Consistency::Stale => continue,
+            Err(_) if attempt.stale => continue,
             Err(refused) => return Err(refused),
         };
         let response = propose(st, &command).await?.0;
@@ -486,6 +494,15 @@ async fn write(
              retry"
         ),
     ))
+}
+
+/// Which try of a member's write a recipe is asked for.
+#[derive(Clone, Copy, Debug)]
+struct Attempt {
+    /// From this node's applied state, which may lag the cluster's.
+    stale: bool,
+    /// The last try.
+    last: bool,
 }
 
 /// The group's spec (when the join may create it) and the member's, from
@@ -545,7 +562,13 @@ fn is_member(s: &Store, name: &str, session: MemberId) -> Result<(), ApiError> {
 
 /// The group as read from `s`, or 404 (500 for a spec that does not parse).
 fn read_group(s: &Store, name: &str) -> Result<Group, ApiError> {
-    match Group::read(s, name) {
+    found_group(s, name, Group::read(s, name))
+}
+
+/// `read`, the group read from `s`, or 404 (500 for a spec that does not
+/// parse).
+fn found_group(s: &Store, name: &str, read: Option<Group>) -> Result<Group, ApiError> {
+    match read {
         Some(group) => Ok(group),
         None if s.get(&spec_key(name)).is_some() => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -557,7 +580,22 @@ fn read_group(s: &Store, name: &str) -> Result<Group, ApiError> {
 
 /// What `session` owns in group `name` now.
 fn assignment_body(s: &Store, name: &str, session: MemberId) -> Result<AssignmentBody, ApiError> {
-    let group = read_group(s, name)?;
+    // Only the owner keys on the member's session (at most
+    // MAX_KEYS_PER_LEASE), not the group's every partition: every member
+    // polls at every change of the group.
+    let owners = format!("{}owners/", group_prefix(name));
+    let partitions: Vec<u32> = s
+        .lease(LeaseId(session))
+        .map(|l| {
+            l.keys
+                .iter()
+                .filter_map(|k| k.strip_prefix(&owners))
+                .filter(|p| p.len() == 8)
+                .filter_map(|p| u32::from_str_radix(p, 16).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let group = found_group(s, name, Group::read_some(s, name, partitions, [session]))?;
     if !group.members.contains_key(&session) {
         return Err(refused(name, &RecipeError::NotMember(session)));
     }
