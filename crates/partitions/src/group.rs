@@ -313,18 +313,7 @@ impl Group {
     /// Reads group `name` from `store`; `None` if it has no spec, or an
     /// unreadable one (then the keeper leaves the group alone).
     pub fn read(store: &Store, name: &str) -> Option<Group> {
-        let spec_kv = store.get(&spec_key(name))?;
-        let spec: GroupSpec = serde_json::from_slice(&spec_kv.value).ok()?;
-        spec.validate().ok()?;
-        let mut group = Group {
-            name: name.to_string(),
-            spec,
-            spec_revision: spec_kv.mod_revision,
-            members: BTreeMap::new(),
-            owners: BTreeMap::new(),
-            unreadable: Vec::new(),
-            blocked: std::collections::BTreeSet::new(),
-        };
+        let mut group = Group::spec_only(store, name)?;
         let prefix = group_prefix(name);
         for kv in store.keys_from(&prefix).take_while(|kv| kv.key.starts_with(&prefix)) {
             let rest = &kv.key[prefix.len()..];
@@ -360,18 +349,7 @@ impl Group {
         partitions: impl IntoIterator<Item = u32>,
         members: impl IntoIterator<Item = MemberId>,
     ) -> Option<Group> {
-        let spec_kv = store.get(&spec_key(name))?;
-        let spec: GroupSpec = serde_json::from_slice(&spec_kv.value).ok()?;
-        spec.validate().ok()?;
-        let mut group = Group {
-            name: name.to_string(),
-            spec,
-            spec_revision: spec_kv.mod_revision,
-            members: BTreeMap::new(),
-            owners: BTreeMap::new(),
-            unreadable: Vec::new(),
-            blocked: std::collections::BTreeSet::new(),
-        };
+        let mut group = Group::spec_only(store, name)?;
         let owners = group_prefix(name) + "owners/";
         for p in partitions {
             if let Some(kv) = store.get(&owner_key(name, p)) {
@@ -385,6 +363,41 @@ impl Group {
             }
         }
         Some(group)
+    }
+
+    /// Group `name` with only the owner keys on member `id`'s session (at
+    /// most the keys a session holds, not the group's every partition) and
+    /// its member key. `None` as [`Group::read`].
+    pub fn read_member_view(store: &Store, name: &str, id: MemberId) -> Option<Group> {
+        let owners = group_prefix(name) + "owners/";
+        let partitions: Vec<u32> = store
+            .lease(LeaseId(id))
+            .map(|l| {
+                l.keys
+                    .iter()
+                    .filter_map(|k| parse_hex(k.strip_prefix(&owners)?, 8))
+                    .filter_map(|p| u32::try_from(p).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Group::read_some(store, name, partitions, [id])
+    }
+
+    /// Group `name`'s spec, with no member or owner read: `None` if it has
+    /// no spec, or an unreadable one.
+    fn spec_only(store: &Store, name: &str) -> Option<Group> {
+        let spec_kv = store.get(&spec_key(name))?;
+        let spec: GroupSpec = serde_json::from_slice(&spec_kv.value).ok()?;
+        spec.validate().ok()?;
+        Some(Group {
+            name: name.to_string(),
+            spec,
+            spec_revision: spec_kv.mod_revision,
+            members: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            unreadable: Vec::new(),
+            blocked: std::collections::BTreeSet::new(),
+        })
     }
 
     fn read_member(&mut self, store: &Store, id: &str, kv: &KeyValue) -> Result<(), String> {

@@ -346,12 +346,26 @@ mod tests {
 
     fn store_with_session() -> (Store, MemberId) {
         let mut store = Store::new();
+        let id = session(&mut store);
+        (store, id)
+    }
+
+    /// A new session on `store`.
+    fn session(store: &mut Store) -> MemberId {
         let Response::Granted { lease, .. } =
             store.execute(&Command::Grant { ttl_ms: 5_000, owner: None })
         else {
             panic!("no grant")
         };
-        (store, lease.0)
+        lease.0
+    }
+
+    /// Applies what a new keeper plans at time 1 (the partitions granted).
+    fn grant_all(store: &mut Store) {
+        let mut keeper = crate::GroupKeeper::new();
+        for c in keeper.plan(tenure_core::Instant::from_nanos(1), store).commands {
+            store.execute(&c);
+        }
     }
 
     fn run(
@@ -404,11 +418,7 @@ mod tests {
         let (mut store, a) = store_with_session();
         let spec = GroupSpec { partitions: 1, stabilise_ms: 0 };
         run(&mut store, |s| join(s, "g", Some(&spec), a, &MemberSpec::default()));
-        let mut keeper = crate::GroupKeeper::new();
-        let now = tenure_core::Instant::from_nanos(1);
-        for c in keeper.plan(now, &store).commands {
-            store.execute(&c);
-        }
+        grant_all(&mut store);
         let epoch = store.get(&owner_key("g", 0)).expect("granted").create_revision;
         let stale = release(&store, "g", a, 0, epoch - 1).unwrap_err();
         assert_eq!(
@@ -428,10 +438,7 @@ mod tests {
         let (mut store, a) = store_with_session();
         let spec = GroupSpec { partitions: 4, stabilise_ms: 0 };
         run(&mut store, |s| join(s, "g", Some(&spec), a, &MemberSpec::default()));
-        let mut keeper = crate::GroupKeeper::new();
-        for c in keeper.plan(tenure_core::Instant::from_nanos(1), &store).commands {
-            store.execute(&c);
-        }
+        grant_all(&mut store);
         let epoch = |s: &Store, p| s.get(&owner_key("g", p)).expect("granted").create_revision;
         let e: Vec<u64> = (0..4).map(|p| epoch(&store, p)).collect();
         // Bad requests: refused before the group is read.
@@ -464,12 +471,7 @@ mod tests {
     #[test]
     fn a_release_hands_the_partition_to_the_member_it_was_asked_back_for() {
         let (mut store, a) = store_with_session();
-        let Response::Granted { lease, .. } =
-            store.execute(&Command::Grant { ttl_ms: 5_000, owner: None })
-        else {
-            panic!("no grant")
-        };
-        let b = lease.0;
+        let b = session(&mut store);
         let spec = GroupSpec { partitions: 4, stabilise_ms: 0 };
         run(&mut store, |s| join(s, "g", Some(&spec), a, &MemberSpec::default()));
         let mut keeper = crate::GroupKeeper::new();
@@ -552,15 +554,35 @@ mod tests {
     }
 
     #[test]
+    fn a_member_view_reads_the_owner_keys_on_its_session_alone() {
+        let (mut store, a) = store_with_session();
+        let b = session(&mut store);
+        let spec = GroupSpec { partitions: 4, stabilise_ms: 0 };
+        run(&mut store, |s| join(s, "g", Some(&spec), a, &MemberSpec::default()));
+        grant_all(&mut store);
+        // A key of b's under the group's owners, by a hand that is not the
+        // keeper's (a partition beyond the group, uppercase hex): ignored.
+        for key in
+            [owner_key("g", 9), format!("{}owners/0000000A", crate::group::group_prefix("g"))]
+        {
+            let put = TxnOp::Put { key, value: b"{}".to_vec(), lease: Some(LeaseId(b)) };
+            store.execute(&Command::Txn { compare: vec![], success: vec![put], failure: vec![] });
+        }
+        let full = Group::read(&store, "g").unwrap();
+        let view = Group::read_member_view(&store, "g", a).unwrap();
+        assert_eq!(view.owners, full.owners);
+        assert_eq!(view.members.keys().collect::<Vec<_>>(), vec![&a]);
+        let other = Group::read_member_view(&store, "g", b).unwrap();
+        assert!(other.owners.is_empty() && other.members.is_empty(), "{other:?}");
+        assert!(Group::read_member_view(&store, "h", a).is_none());
+    }
+
+    #[test]
     fn a_leave_deletes_the_member_and_what_it_owns_at_one_revision() {
         let (mut store, a) = store_with_session();
         let spec = GroupSpec { partitions: 3, stabilise_ms: 0 };
         run(&mut store, |s| join(s, "g", Some(&spec), a, &MemberSpec::default()));
-        let mut keeper = crate::GroupKeeper::new();
-        let now = tenure_core::Instant::from_nanos(1);
-        for c in keeper.plan(now, &store).commands {
-            store.execute(&c);
-        }
+        grant_all(&mut store);
         assert_eq!(Group::read(&store, "g").unwrap().owners.len(), 3);
         let before = store.revision();
         assert_eq!(run(&mut store, |s| leave(s, "g", a)), Some(before + 1));

@@ -35,6 +35,39 @@ fn cluster_of(servers: &[Server]) -> Arc<Cluster> {
     Arc::new(Cluster::new(client, endpoints).unwrap())
 }
 
+/// A three-node cluster in this process (heartbeat 50 ms) that agrees on a
+/// leader, and a client of it.
+async fn start(
+    dir: &std::path::Path,
+) -> (Vec<Server>, Arc<Cluster>, Arc<dyn tenure_client::Store>) {
+    let heartbeat = Duration::from_millis(50);
+    let servers = start_cluster(3, heartbeat, heartbeat * 10, HttpLimits::default(), dir);
+    agreement(&servers).await;
+    let cluster = cluster_of(&servers);
+    let store: Arc<dyn tenure_client::Store> = TenureStore::shared(cluster.clone());
+    (servers, cluster, store)
+}
+
+/// A first member of a new group `group` of eight partitions (no
+/// stabilisation time), holding all eight.
+async fn first_member(
+    cluster: &Arc<Cluster>,
+    store: &Arc<dyn tenure_client::Store>,
+    group: &str,
+) -> (Session, PartitionMember, Held) {
+    let session = eventually("a session", START_BOUND, || async {
+        Session::start(store.clone(), Duration::from_secs(5)).await.ok()
+    })
+    .await;
+    let options = JoinOptions { partitions: Some(8), stabilise_ms: Some(0), ..Default::default() };
+    let mut member = PartitionMember::join(cluster.clone(), &session, group, options)
+        .await
+        .expect("the first member creates the group");
+    let mut held = Held::new();
+    settle(&mut member, &mut held, 8).await;
+    (session, member, held)
+}
+
 /// The next event of `m`, within [`EVENT_BOUND`].
 async fn next(m: &mut PartitionMember) -> Event {
     match tokio::time::timeout(EVENT_BOUND, m.next()).await {
@@ -71,22 +104,8 @@ async fn settle(m: &mut PartitionMember, held: &mut Held, want: usize) {
 #[tokio::test(flavor = "multi_thread")]
 async fn members_share_partitions_hand_them_over_and_lose_them_with_their_session() {
     let dir = tempfile::tempdir().unwrap();
-    let heartbeat = Duration::from_millis(50);
-    let mut servers =
-        start_cluster(3, heartbeat, heartbeat * 10, HttpLimits::default(), dir.path());
-    agreement(&servers).await;
-    let cluster = cluster_of(&servers);
-    let store: Arc<dyn tenure_client::Store> = TenureStore::shared(cluster.clone());
-    let session_a = eventually("a session", START_BOUND, || async {
-        Session::start(store.clone(), Duration::from_secs(5)).await.ok()
-    })
-    .await;
-    let options = JoinOptions { partitions: Some(8), stabilise_ms: Some(0), ..Default::default() };
-    let mut a = PartitionMember::join(cluster.clone(), &session_a, "shards", options.clone())
-        .await
-        .expect("the first member creates the group");
-    let mut held_a = Held::new();
-    settle(&mut a, &mut held_a, 8).await;
+    let (mut servers, cluster, store) = start(dir.path()).await;
+    let (session_a, mut a, mut held_a) = first_member(&cluster, &store, "shards").await;
     let first: BTreeMap<u32, u64> = held_a.iter().map(|(p, (e, _))| (*p, *e)).collect();
 
     // A second member: four partitions move, each after its release.
@@ -165,12 +184,7 @@ async fn members_share_partitions_hand_them_over_and_lose_them_with_their_sessio
 #[tokio::test(flavor = "multi_thread")]
 async fn tokens_are_cancelled_by_the_deadline_whatever_the_caller_awaits() {
     let dir = tempfile::tempdir().unwrap();
-    let heartbeat = Duration::from_millis(50);
-    let mut servers =
-        start_cluster(3, heartbeat, heartbeat * 10, HttpLimits::default(), dir.path());
-    agreement(&servers).await;
-    let cluster = cluster_of(&servers);
-    let store: Arc<dyn tenure_client::Store> = TenureStore::shared(cluster.clone());
+    let (mut servers, cluster, store) = start(dir.path()).await;
     let ttl = Duration::from_millis(1_500);
     let session = eventually("a session", START_BOUND, || async {
         Session::start(store.clone(), ttl).await.ok()
@@ -201,22 +215,8 @@ async fn tokens_are_cancelled_by_the_deadline_whatever_the_caller_awaits() {
 #[tokio::test(flavor = "multi_thread")]
 async fn partitions_asked_back_at_once_go_back_in_one_release() {
     let dir = tempfile::tempdir().unwrap();
-    let heartbeat = Duration::from_millis(50);
-    let mut servers =
-        start_cluster(3, heartbeat, heartbeat * 10, HttpLimits::default(), dir.path());
-    agreement(&servers).await;
-    let cluster = cluster_of(&servers);
-    let store: Arc<dyn tenure_client::Store> = TenureStore::shared(cluster.clone());
-    let session_a = eventually("a session", START_BOUND, || async {
-        Session::start(store.clone(), Duration::from_secs(5)).await.ok()
-    })
-    .await;
-    let options = JoinOptions { partitions: Some(8), stabilise_ms: Some(0), ..Default::default() };
-    let mut a = PartitionMember::join(cluster.clone(), &session_a, "batch", options)
-        .await
-        .expect("the first member creates the group");
-    let mut held_a = Held::new();
-    settle(&mut a, &mut held_a, 8).await;
+    let (mut servers, cluster, store) = start(dir.path()).await;
+    let (session_a, mut a, mut held_a) = first_member(&cluster, &store, "batch").await;
     let addr = servers[0].http;
     let release = |body: serde_json::Value| async move {
         call_as(addr, WRITE_TOKEN, "POST", "/v1/groups/batch/release", &body.to_string()).await

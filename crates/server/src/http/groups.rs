@@ -580,22 +580,8 @@ fn found_group(s: &Store, name: &str, read: Option<Group>) -> Result<Group, ApiE
 
 /// What `session` owns in group `name` now.
 fn assignment_body(s: &Store, name: &str, session: MemberId) -> Result<AssignmentBody, ApiError> {
-    // Only the owner keys on the member's session (at most
-    // MAX_KEYS_PER_LEASE), not the group's every partition: every member
-    // polls at every change of the group.
-    let owners = format!("{}owners/", group_prefix(name));
-    let partitions: Vec<u32> = s
-        .lease(LeaseId(session))
-        .map(|l| {
-            l.keys
-                .iter()
-                .filter_map(|k| k.strip_prefix(&owners))
-                .filter(|p| p.len() == 8)
-                .filter_map(|p| u32::from_str_radix(p, 16).ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let group = found_group(s, name, Group::read_some(s, name, partitions, [session]))?;
+    // Every member polls at every change of the group: only its own keys.
+    let group = found_group(s, name, Group::read_member_view(s, name, session))?;
     if !group.members.contains_key(&session) {
         return Err(refused(name, &RecipeError::NotMember(session)));
     }
