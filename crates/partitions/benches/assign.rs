@@ -1,14 +1,25 @@
-//! Timings of `assign` on 10,000 partitions and 100 members.
+//! Timings of `assign` on 10,000 partitions and 100 members, and of the
+//! keeper's look at such a group in a store.
 //!
 //! `cargo bench -p tenure-partitions` runs every scenario 200 times and
 //! prints p50, p99 and max, then times a few inputs at the limits (one run
 //! each). Run without `--bench` (as `cargo test --all-targets` does), each
 //! scenario runs once and the limits are skipped, as a smoke test.
+//!
+//! The look: a node reads its store under the replica's lock, which its
+//! log waits for. What the keeper holds it for (`GroupKeeper::look`, which
+//! copies the group's keys) is timed beside what it then does without it
+//! (`plan_from`: parse and decide), beside `Group::read`, which parses the
+//! whole group where it lies, and beside `plan`, both in the store (what
+//! the node held the lock for before it copied).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use tenure_partitions::{assign, Member, MemberId};
+use tenure_core::Instant as CoreInstant;
+use tenure_kv::{Command, LeaseId, Response, Store};
+use tenure_partitions::group::{owner_key, GroupSpec, MemberSpec, Ownership};
+use tenure_partitions::{assign, recipe, Group, GroupKeeper, Member, MemberId};
 
 const PARTITIONS: u32 = 10_000;
 const MEMBERS: u64 = 100;
@@ -153,6 +164,77 @@ fn limits() {
     }
 }
 
+/// A store holding group `g` of [`PARTITIONS`] partitions, owned evenly
+/// by [`MEMBERS`] members.
+fn group_store() -> Store {
+    let mut s = Store::new();
+    let spec = GroupSpec { partitions: PARTITIONS, stabilise_ms: 0 };
+    let mut ids = Vec::new();
+    for i in 0..MEMBERS {
+        let Response::Granted { lease, .. } =
+            s.execute(&Command::Grant { ttl_ms: 60_000, owner: None })
+        else {
+            panic!("a grant")
+        };
+        let c = recipe::join(&s, "g", (i == 0).then_some(&spec), lease.0, &MemberSpec::default());
+        assert!(recipe::outcome(&s.execute(&c.expect("a join"))).is_some());
+        ids.push(lease.0);
+    }
+    for p in 0..PARTITIONS {
+        let member = ids[p as usize % ids.len()];
+        let value = serde_json::to_vec(&Ownership { member, release: false, to: None }).unwrap();
+        let put = Command::Put {
+            key: owner_key("g", p),
+            value,
+            if_mod_revision: None,
+            lease: Some(LeaseId(member)),
+        };
+        assert!(matches!(s.execute(&put), Response::Put { .. }));
+    }
+    s
+}
+
+/// The keeper's look at a changed group: under the lock, then after.
+fn look(runs: usize) {
+    let store = group_store();
+    let now = CoreInstant::ZERO;
+    let (mut held, mut after, mut read, mut whole) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        // A fresh keeper has planned nothing: the group counts as changed.
+        let mut keeper = GroupKeeper::new();
+        let start = Instant::now();
+        let look = keeper.look(now, black_box(&store));
+        held.push(start.elapsed());
+        let start = Instant::now();
+        let plan = keeper.plan_from(now, look);
+        after.push(start.elapsed());
+        assert!(plan.commands.is_empty(), "the group is balanced");
+        let start = Instant::now();
+        black_box(Group::read(black_box(&store), "g"));
+        read.push(start.elapsed());
+        let start = Instant::now();
+        black_box(GroupKeeper::new().plan(now, black_box(&store)));
+        whole.push(start.elapsed());
+    }
+    println!();
+    println!("the keeper's look at a changed group of {PARTITIONS} partitions, {MEMBERS} members:");
+    for (name, mut times) in [
+        ("look: the store held (copy)", held),
+        ("plan_from: after (parse, decide)", after),
+        ("Group::read (parse in the store)", read),
+        ("plan: look and plan_from in the store", whole),
+    ] {
+        times.sort();
+        println!(
+            "{name:<38} {:>10.2?} {:>10.2?} {:>10.2?}",
+            percentile(&times, 0.5),
+            percentile(&times, 0.99),
+            times[times.len() - 1]
+        );
+    }
+}
+
 fn main() {
     let benching = std::env::args().any(|a| a == "--bench");
     let runs = if benching { 200 } else { 1 };
@@ -178,6 +260,7 @@ fn main() {
             moves
         );
     }
+    look(runs.min(50));
     if benching {
         limits();
     }

@@ -42,7 +42,7 @@
 
 use crate::assign::assign;
 use crate::group::{
-    member_key, owner_key, spec_key, Group, Ownership, StoredOwner, MAX_GROUP_PARTITIONS,
+    member_key, owner_key, spec_key, Group, GroupKeys, Ownership, StoredOwner, MAX_GROUP_PARTITIONS,
 };
 use crate::model::{Member, MemberId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,6 +73,18 @@ pub struct Plan {
     /// When to plan again even if nothing is applied meanwhile (a member's
     /// stabilisation ends, or a planned transaction is overdue).
     pub next_check: Option<Instant>,
+}
+
+/// The store as [`GroupKeeper::plan_from`] needs it, copied by
+/// [`GroupKeeper::look`].
+#[derive(Clone, Debug, Default)]
+pub struct Look {
+    /// Every group's name.
+    names: BTreeSet<String>,
+    /// The groups to plan again: the fingerprint and the keys of each.
+    changed: Vec<(u64, GroupKeys)>,
+    /// The earliest time an unchanged group asked to be planned again.
+    next_check: Option<Instant>,
 }
 
 /// What the keeper last did for a group.
@@ -110,25 +122,44 @@ impl GroupKeeper {
     /// The transactions that move every group toward its assignment now.
     /// A group whose keys did not change since its last plan is not read
     /// again (its fingerprint is computed without parsing a value) unless a
-    /// time it asked for has come.
+    /// time it asked for has come. [`GroupKeeper::look`], then
+    /// [`GroupKeeper::plan_from`].
     pub fn plan(&mut self, now: Instant, store: &Store) -> Plan {
-        let mut plan = Plan::default();
+        let look = self.look(now, store);
+        self.plan_from(now, look)
+    }
+
+    /// What [`GroupKeeper::plan_from`] decides from, copied out of `store`:
+    /// the groups' names, and the keys of those to plan again (changed, or
+    /// a time they asked for has come). Parses nothing: a node calls it
+    /// under the replica's lock and plans after letting go.
+    pub fn look(&self, now: Instant, store: &Store) -> Look {
         let names: BTreeSet<String> = Group::names(store, MAX_GROUPS).into_iter().collect();
-        self.planned.retain(|name, _| names.contains(name));
-        self.ready_since.retain(|name, _| names.contains(name));
-        self.empty_since.retain(|name, _| names.contains(name));
-        for name in names {
-            let fingerprint = Group::fingerprint(store, &name);
-            if let Some(p) = self.planned.get(&name) {
+        let mut look = Look::default();
+        for name in &names {
+            let fingerprint = Group::fingerprint(store, name);
+            if let Some(p) = self.planned.get(name) {
                 if p.fingerprint == fingerprint && p.wake.is_none_or(|w| now < w) {
-                    if let Some(w) = p.wake {
-                        plan.next_check = earliest(plan.next_check, w);
-                    }
+                    look.next_check = p.wake.into_iter().chain(look.next_check).min();
                     continue;
                 }
             }
-            let Some(group) = Group::read(store, &name) else {
-                self.planned.insert(name, Planned { fingerprint, wake: None });
+            look.changed.push((fingerprint, GroupKeys::copy(store, name)));
+        }
+        look.names = names;
+        look
+    }
+
+    /// The plan from what [`GroupKeeper::look`] copied (the same `now`).
+    pub fn plan_from(&mut self, now: Instant, look: Look) -> Plan {
+        let Look { names, changed, next_check } = look;
+        let mut plan = Plan { commands: Vec::new(), next_check };
+        self.planned.retain(|name, _| names.contains(name));
+        self.ready_since.retain(|name, _| names.contains(name));
+        self.empty_since.retain(|name, _| names.contains(name));
+        for (fingerprint, keys) in changed {
+            let Some(group) = Group::parse(&keys) else {
+                self.planned.insert(keys.name().to_string(), Planned { fingerprint, wake: None });
                 continue;
             };
             let (eligible, due) = self.eligible(now, &group);
@@ -144,7 +175,7 @@ impl GroupKeeper {
                 plan.next_check = earliest(plan.next_check, w);
             }
             plan.commands.extend(commands);
-            self.planned.insert(name, Planned { fingerprint, wake });
+            self.planned.insert(group.name, Planned { fingerprint, wake });
         }
         plan
     }

@@ -144,8 +144,8 @@ pub mod recipe;
 mod tiers;
 
 pub use assign::assign;
-pub use group::{Group, GroupError, GroupSpec, MemberSpec, Ownership};
-pub use keeper::{GroupKeeper, Plan};
+pub use group::{Group, GroupError, GroupKeys, GroupSpec, MemberSpec, Ownership};
+pub use keeper::{GroupKeeper, Look, Plan};
 pub use model::{
     AssignError, Assignment, Member, MemberId, MemberLoad, Move, Tier, MAX_MEMBERS, MAX_PARTITIONS,
 };

@@ -41,7 +41,7 @@ use std::sync::{Mutex, MutexGuard};
 use tenure_api::{GroupStatsBody, PartitionStatsBody};
 use tenure_core::FencingToken;
 use tenure_kv::Store;
-use tenure_partitions::group::{Group, GROUPS_PREFIX, MAX_GROUP_PARTITIONS};
+use tenure_partitions::group::{Group, GroupKeys, GROUPS_PREFIX, MAX_GROUP_PARTITIONS};
 use tenure_partitions::keeper::MAX_GROUPS;
 use tenure_partitions::MemberId;
 
@@ -153,6 +153,19 @@ impl GroupStats {
     }
 }
 
+/// The groups one look compares, copied out of the store
+/// ([`GroupsStats::copy`]).
+#[derive(Clone, Debug)]
+pub struct Copied {
+    /// The store's revision.
+    revision: u64,
+    /// When every group is looked at (the first look, or the changes since
+    /// the last are no longer kept): their names; the others are forgotten.
+    every: Option<Vec<String>>,
+    /// The keys of each group looked at.
+    groups: Vec<GroupKeys>,
+}
+
 /// What one look saw end.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observed {
@@ -203,39 +216,64 @@ impl GroupsStats {
     /// every group whose keys changed since the last look (every group at
     /// the first look, or when the changes since are no longer kept) is
     /// compared with what was seen of it. Returns the spells that ended and
-    /// the moves seen.
+    /// the moves seen. [`GroupsStats::copy`], then
+    /// [`GroupsStats::observe_copied`].
     pub fn observe(&mut self, now_ms: u64, store: &Store) -> Observed {
+        match self.copy(store) {
+            Some(copied) => self.observe_copied(now_ms, copied),
+            None => Observed::default(),
+        }
+    }
+
+    /// The keys of the groups that changed since the last look, copied out
+    /// of `store` (nothing parsed: a node copies under the replica's lock
+    /// and compares after letting go); `None` when no group can have
+    /// changed.
+    pub fn copy(&self, store: &Store) -> Option<Copied> {
         let revision = store.revision();
         let changed: Option<BTreeSet<String>> = match self.through {
             None => None,
-            Some(through) if through >= revision => return Observed::default(),
+            Some(through) if through >= revision => return None,
             Some(through) => store.history_between(through + 1, revision).ok().map(|changes| {
                 changes.filter_map(|c| group_of(&c.kv.key)).map(str::to_string).collect()
             }),
         };
-        self.through = Some(revision);
+        let (every, names) = match changed {
+            Some(names) => (false, names.into_iter().collect()),
+            None => (true, Group::names(store, MAX_GROUPS)),
+        };
+        let groups = names.iter().map(|name| GroupKeys::copy(store, name)).collect();
+        Some(Copied { revision, every: every.then_some(names), groups })
+    }
+
+    /// Compares the groups `copied` holds with what was seen of them. A
+    /// copy older than the last look changes nothing, nor does one of only
+    /// some groups when nothing was seen yet (it was copied for figures
+    /// since forgotten).
+    pub fn observe_copied(&mut self, now_ms: u64, copied: Copied) -> Observed {
         let mut seen = Observed::default();
-        match changed {
-            Some(names) => {
-                for name in names {
-                    self.look(now_ms, store, &name, &mut seen);
-                }
-            }
-            None => {
-                let names = Group::names(store, MAX_GROUPS);
-                let kept: BTreeSet<&String> = names.iter().collect();
-                self.groups.retain(|name, _| kept.contains(name));
-                for name in &names {
-                    self.look(now_ms, store, name, &mut seen);
-                }
-            }
+        let stale = match self.through {
+            Some(t) => t >= copied.revision,
+            None => copied.every.is_none(),
+        };
+        if stale {
+            return seen;
+        }
+        self.through = Some(copied.revision);
+        if let Some(names) = copied.every {
+            let kept: BTreeSet<&String> = names.iter().collect();
+            self.groups.retain(|name, _| kept.contains(name));
+        }
+        for keys in &copied.groups {
+            self.look(now_ms, keys, &mut seen);
         }
         seen
     }
 
-    /// Compares group `name` in `store` with what was seen of it.
-    fn look(&mut self, now_ms: u64, store: &Store, name: &str, seen: &mut Observed) {
-        let Some(group) = Group::read(store, name) else {
+    /// Compares the group whose keys are `keys` with what was seen of it.
+    fn look(&mut self, now_ms: u64, keys: &GroupKeys, seen: &mut Observed) {
+        let name = keys.name();
+        let Some(group) = Group::parse(keys) else {
             self.groups.remove(name);
             return;
         };
@@ -395,12 +433,29 @@ impl GroupsWatch {
     /// Looks at `store` now, if measuring for a leadership (see
     /// [`GroupsStats::observe`]); counts what ended in the metrics.
     pub fn observe(&self, store: &Store) {
+        if let Some(copied) = self.copy(store) {
+            self.observe_copied(copied);
+        }
+    }
+
+    /// [`GroupsStats::copy`], if measuring for a leadership: a look's
+    /// first half, under the store's lock.
+    pub fn copy(&self, store: &Store) -> Option<Copied> {
+        let w = self.lock();
+        w.leading?;
+        w.stats.copy(store)
+    }
+
+    /// [`GroupsStats::observe_copied`] now, if still measuring: a look's
+    /// second half, after letting go of the store; counts what ended in the
+    /// metrics.
+    pub fn observe_copied(&self, copied: Copied) {
         let now = self.now_ms();
         let mut w = self.lock();
         if w.leading.is_none() {
             return;
         }
-        let seen = w.stats.observe(now, store);
+        let seen = w.stats.observe_copied(now, copied);
         drop(w);
         for ms in seen.spells_ms {
             self.unowned_seconds.observe(ms as f64 / 1000.0);
@@ -521,6 +576,36 @@ mod tests {
             let delete = Command::Delete { key: owner_key("g", p), if_mod_revision: None };
             self.s.execute(&delete);
         }
+    }
+
+    #[test]
+    fn a_copy_older_than_the_last_look_or_of_some_groups_before_any_look_changes_nothing() {
+        let (mut f, a) = Fixture::new(2);
+        let mut stats = GroupsStats::new();
+        f.grant(0, a);
+        stats.observe(0, &f.s);
+        f.drop_owner(0);
+        f.grant(0, a);
+        let old = stats.copy(&f.s).expect("group g changed");
+        f.drop_owner(0);
+        // A later look sees partition 0 without an owner since t=10 ...
+        stats.observe(10, &f.s);
+        f.grant(0, a);
+        // ... and the older copy, which shows it owned, is no grant.
+        assert_eq!(stats.observe_copied(20, old), Observed::default());
+        assert_eq!(stats.group("g").unwrap().unowned(), 2);
+        assert_eq!(stats.observe(30, &f.s), Observed { spells_ms: vec![20], moves: 0 });
+        // Figures forgotten (a new leadership): only a copy of every group counts.
+        let some = stats.copy(&f.s);
+        let mut fresh = GroupsStats::new();
+        f.grant(1, a);
+        let partial = stats.copy(&f.s).expect("group g changed");
+        assert_eq!(fresh.observe_copied(40, partial), Observed::default());
+        assert!(fresh.group("g").is_none());
+        assert!(some.is_none(), "nothing changed since the last look");
+        let every = fresh.copy(&f.s).expect("the first look copies every group");
+        fresh.observe_copied(50, every);
+        assert_eq!(fresh.group("g").unwrap().unowned(), 0);
     }
 
     #[test]

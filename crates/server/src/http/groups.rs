@@ -40,10 +40,12 @@ use tenure_api::{
     GroupWriteBody, OwnedPartitionBody,
 };
 use tenure_client::error::with_causes;
-use tenure_kv::{Command, LeaseId, Response, Store, MAX_KEYS_PER_LEASE, MAX_VALUE_BYTES};
+use tenure_kv::{
+    Change, Command, KeyValue, LeaseId, Response, Store, MAX_KEYS_PER_LEASE, MAX_VALUE_BYTES,
+};
 use tenure_partitions::group::{
-    group_prefix, member_key, spec_key, validate_group_name, Group, GroupError, GroupSpec,
-    MemberSpec, StoredMember, DEFAULT_STABILISE_MS,
+    group_prefix, member_key, spec_key, validate_group_name, Group, GroupError, GroupKeys,
+    GroupSpec, MemberSpec, StoredMember, DEFAULT_STABILISE_MS,
 };
 use tenure_partitions::recipe::{self, RecipeError, ReleaseRead};
 use tenure_partitions::MemberId;
@@ -395,23 +397,28 @@ pub async fn assignment(
                 ),
             ));
         }
-        wait_for_change(&st, &caller, &name, after, deadline).await?;
+        wait_for_change(&st, &caller, &name, session, after, deadline).await?;
     }
-    st.kv.read_stale(|s| assignment_body(s, &name, session)).0.map(Json)
+    // Copied under the store's lock, which the log waits for; parsed after.
+    let (keys, revision) =
+        st.kv.read_stale(|s| (GroupKeys::copy_member_view(s, &name, session), s.revision())).0;
+    assignment_body(&keys, session, revision).map(Json)
 }
 
-/// Returns once the keys of group `name` changed after revision `after`
-/// (or the changes after it are no longer kept), or at `deadline`. Wakes
-/// at every apply of this node and looks at the changes applied since the
-/// last look; the poll holds a long poll's slot while it sleeps.
+/// Returns once a key of group `name` that `session`'s assignment shows
+/// changed after revision `after` (or the changes after it are no longer
+/// kept), or at `deadline`. Wakes at every apply of this node and looks at
+/// the changes applied since the last look; the poll holds a long poll's
+/// slot while it sleeps.
 async fn wait_for_change(
     st: &AppState,
     caller: &Caller,
     name: &str,
+    session: MemberId,
     after: u64,
     deadline: Instant,
 ) -> Result<(), ApiError> {
-    let prefix = group_prefix(name);
+    let seen = Seen { prefix: group_prefix(name), spec: spec_key(name), session };
     let mut applied = st.kv.applied();
     let mut stopping = st.stopping.clone();
     let mut slot = None;
@@ -419,7 +426,7 @@ async fn wait_for_change(
     loop {
         // Seen before the look, so that an apply after it wakes the sleep.
         applied.borrow_and_update();
-        let Some(through) = st.kv.read_stale(|s| unchanged_through(s, &prefix, from)).0 else {
+        let Some(through) = st.kv.read_stale(|s| unchanged_through(s, &seen, from)).0 else {
             return Ok(());
         };
         from = through + 1;
@@ -437,15 +444,35 @@ async fn wait_for_change(
     }
 }
 
-/// `Some(revision)` when no key under `prefix` changed from revision
+/// The keys of a group that one member's assignment shows: the group's
+/// spec, and the keys on the member's session (its member key and the
+/// owner keys granted to it, also as they were before a change). A grant
+/// to another member, a release asked of another, or another member's
+/// coming and going does not wake the poll: at a join, each of the nine
+/// releases would otherwise answer every member's poll.
+struct Seen {
+    prefix: String,
+    spec: String,
+    session: MemberId,
+}
+
+impl Seen {
+    fn shows(&self, c: &Change) -> bool {
+        let on_session = |kv: &KeyValue| kv.lease == Some(LeaseId(self.session));
+        c.kv.key.starts_with(&self.prefix)
+            && (c.kv.key == self.spec
+                || on_session(&c.kv)
+                || c.prev.as_ref().is_some_and(on_session))
+    }
+}
+
+/// `Some(revision)` when no key that `seen` shows changed from revision
 /// `from` through the store's revision; `None` when one did, or when the
 /// changes from `from` on are no longer all kept (the caller answers with
 /// the state now).
-fn unchanged_through(s: &Store, prefix: &str, from: u64) -> Option<u64> {
-    match s.changes_since(prefix, from, 1) {
-        Ok(changes) if changes.is_empty() => Some(s.revision().max(from - 1)),
-        _ => None,
-    }
+fn unchanged_through(s: &Store, seen: &Seen, from: u64) -> Option<u64> {
+    let changed = s.history_between(from, s.revision()).map(|mut c| c.any(|c| seen.shows(c)));
+    (changed == Ok(false)).then(|| s.revision().max(from - 1))
 }
 
 fn stopping_error() -> ApiError {
@@ -568,20 +595,35 @@ fn read_group(s: &Store, name: &str) -> Result<Group, ApiError> {
 /// `read`, the group read from `s`, or 404 (500 for a spec that does not
 /// parse).
 fn found_group(s: &Store, name: &str, read: Option<Group>) -> Result<Group, ApiError> {
-    match read {
-        Some(group) => Ok(group),
-        None if s.get(&spec_key(name)).is_some() => Err(ApiError::new(
+    read.ok_or_else(|| unread_group(name, s.get(&spec_key(name)).is_some()))
+}
+
+/// [`found_group`] for a group's copied keys.
+fn found_copy(keys: &GroupKeys) -> Result<Group, ApiError> {
+    Group::parse(keys).ok_or_else(|| unread_group(keys.name(), keys.has_spec()))
+}
+
+/// 500 when group `name` has a spec no one can read, else 404.
+fn unread_group(name: &str, has_spec: bool) -> ApiError {
+    if has_spec {
+        ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("the spec of group {name:?} cannot be read (only a bug writes one)"),
-        )),
-        None => Err(no_group(name)),
+        )
+    } else {
+        no_group(name)
     }
 }
 
-/// What `session` owns in group `name` now.
-fn assignment_body(s: &Store, name: &str, session: MemberId) -> Result<AssignmentBody, ApiError> {
-    // Every member polls at every change of the group: only its own keys.
-    let group = found_group(s, name, Group::read_member_view(s, name, session))?;
+/// What `session` owns in the group whose member view
+/// ([`GroupKeys::copy_member_view`]) is `keys`, at `revision`.
+fn assignment_body(
+    keys: &GroupKeys,
+    session: MemberId,
+    revision: u64,
+) -> Result<AssignmentBody, ApiError> {
+    let name = keys.name();
+    let group = found_copy(keys)?;
     if !group.members.contains_key(&session) {
         return Err(refused(name, &RecipeError::NotMember(session)));
     }
@@ -595,7 +637,7 @@ fn assignment_body(s: &Store, name: &str, session: MemberId) -> Result<Assignmen
             release: o.ownership.release,
         })
         .collect();
-    Ok(AssignmentBody { name: name.to_string(), session, owned, revision: s.revision() })
+    Ok(AssignmentBody { name: name.to_string(), session, owned, revision })
 }
 
 /// The answer of `GET /v1/groups/{name}`: the members after `after`, a
@@ -850,11 +892,7 @@ mod tests {
     #[test]
     fn a_group_reads_as_its_members_after_an_id_and_its_owners() {
         let mut s = Store::new();
-        let mut grant = || match s.execute(&Command::Grant { ttl_ms: 5_000, owner: None }) {
-            Response::Granted { lease, .. } => lease.0,
-            r => panic!("{r:?}"),
-        };
-        let (a, b) = (grant(), grant());
+        let (a, b) = (grant(&mut s), grant(&mut s));
         assert_eq!(group_body(&s, "g", None).unwrap_err().status(), StatusCode::NOT_FOUND);
         let spec = GroupSpec { partitions: 2, stabilise_ms: 0 };
         for (id, spec) in [(a, Some(&spec)), (b, None)] {
@@ -867,31 +905,63 @@ mod tests {
         assert_eq!(body.members[0].id, format!("{a:016x}"));
         let rest = group_body(&s, "g", Some(a)).unwrap();
         assert_eq!(rest.members.iter().map(|m| m.session).collect::<Vec<_>>(), [b]);
-        assert_eq!(assignment_body(&s, "g", b).unwrap().owned, []);
-        assert_eq!(assignment_body(&s, "g", b + 1).unwrap_err().status(), StatusCode::NOT_FOUND);
+        let view = |id| GroupKeys::copy_member_view(&s, "g", id);
+        assert_eq!(assignment_body(&view(b), b, 1).unwrap().owned, []);
+        assert_eq!(
+            assignment_body(&view(b + 1), b + 1, 1).unwrap_err().status(),
+            StatusCode::NOT_FOUND
+        );
         assert!(is_member(&s, "g", a).is_ok() && is_member(&s, "h", a).is_err());
         assert_eq!(other_stabilisation(&s, "g", 1).unwrap_err().status(), StatusCode::CONFLICT);
         assert!(other_stabilisation(&s, "g", 0).is_ok() && other_stabilisation(&s, "h", 1).is_ok());
     }
 
+    fn grant(s: &mut Store) -> u64 {
+        match s.execute(&Command::Grant { ttl_ms: 5_000, owner: None }) {
+            Response::Granted { lease, .. } => lease.0,
+            r => panic!("{r:?}"),
+        }
+    }
+
     #[test]
-    fn a_poll_sees_every_change_of_its_group_after_its_revision() {
+    fn a_poll_sees_the_changes_its_member_is_shown_after_its_revision() {
         let mut s = Store::new();
-        let put = |key: &str| Command::Put {
+        let (a, b) = (grant(&mut s), grant(&mut s));
+        let put = |key: &str, lease: Option<u64>| Command::Put {
             key: key.into(),
             value: b"v".to_vec(),
             if_mod_revision: None,
-            lease: None,
+            lease: lease.map(LeaseId),
         };
-        s.execute(&put("other"));
-        let prefix = group_prefix("g");
+        let seen = Seen { prefix: group_prefix("g"), spec: spec_key("g"), session: a };
+        s.execute(&put("other", Some(a)));
         let at = s.revision();
-        assert_eq!(unchanged_through(&s, &prefix, at + 1), Some(at));
-        s.execute(&put("_tenure/groups/g2/spec"));
-        let now = s.revision();
-        assert_eq!(unchanged_through(&s, &prefix, at + 1), Some(now), "another group's key");
-        s.execute(&put("_tenure/groups/g/spec"));
-        assert_eq!(unchanged_through(&s, &prefix, now + 1), None);
-        assert_eq!(unchanged_through(&s, &prefix, s.revision() + 1), Some(s.revision()));
+        assert_eq!(unchanged_through(&s, &seen, at + 1), Some(at));
+        for (key, lease, what) in [
+            ("_tenure/groups/g2/owners/00000001", Some(a), "another group's key"),
+            ("_tenure/groups/g/owners/00000001", Some(b), "a grant to another member"),
+            ("_tenure/groups/g/members/x", None, "a key on no session"),
+        ] {
+            s.execute(&put(key, lease));
+            assert_eq!(unchanged_through(&s, &seen, at + 1), Some(s.revision()), "{what}");
+        }
+        let moved = s.revision() + 1;
+        // Handed over to `a`: the put is on its session.
+        s.execute(&put("_tenure/groups/g/owners/00000001", Some(a)));
+        assert_eq!(unchanged_through(&s, &seen, moved), None, "a grant to the member");
+        let taken = s.revision() + 1;
+        // Handed back to `b`: the key was on `a`'s session before.
+        s.execute(&put("_tenure/groups/g/owners/00000001", Some(b)));
+        assert_eq!(unchanged_through(&s, &seen, taken), None, "a grant taken from the member");
+        let ended = s.revision() + 1;
+        s.execute(&put("_tenure/groups/g/owners/00000002", Some(a)));
+        s.execute(&Command::Revoke { lease: LeaseId(a) });
+        assert_eq!(unchanged_through(&s, &Seen { session: b, ..seen }, ended), Some(s.revision()));
+        let seen = Seen { prefix: group_prefix("g"), spec: spec_key("g"), session: a };
+        assert_eq!(unchanged_through(&s, &seen, s.revision()), None, "the session's keys deleted");
+        let spec = s.revision() + 1;
+        s.execute(&put("_tenure/groups/g/spec", None));
+        assert_eq!(unchanged_through(&s, &seen, spec), None, "the spec");
+        assert_eq!(unchanged_through(&s, &seen, s.revision() + 1), Some(s.revision()));
     }
 }
