@@ -207,7 +207,7 @@ fn look(runs: usize) {
         let look = keeper.look(now, black_box(&store));
         held.push(start.elapsed());
         let start = Instant::now();
-        let plan = keeper.plan_from(now, look);
+        let plan = keeper.plan_from(look);
         after.push(start.elapsed());
         assert!(plan.commands.is_empty(), "the group is balanced");
         let start = Instant::now();

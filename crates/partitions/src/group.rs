@@ -352,9 +352,7 @@ impl GroupKeys {
         let used = sessions_used(store, members);
         GroupKeys { name: name.to_string(), kvs, used, whole: false }
     }
-}
 
-impl GroupKeys {
     /// Group `name`'s spec, member `id`'s key and the owner keys on its
     /// session (at most the keys a session holds, not the group's every
     /// partition): what [`Group::read_member_view`] reads.

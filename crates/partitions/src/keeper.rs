@@ -77,8 +77,10 @@ pub struct Plan {
 
 /// The store as [`GroupKeeper::plan_from`] needs it, copied by
 /// [`GroupKeeper::look`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Look {
+    /// The time of the look, which [`GroupKeeper::plan_from`] plans at.
+    now: Instant,
     /// Every group's name.
     names: BTreeSet<String>,
     /// The groups to plan again: the fingerprint and the keys of each.
@@ -126,7 +128,7 @@ impl GroupKeeper {
     /// [`GroupKeeper::plan_from`].
     pub fn plan(&mut self, now: Instant, store: &Store) -> Plan {
         let look = self.look(now, store);
-        self.plan_from(now, look)
+        self.plan_from(look)
     }
 
     /// What [`GroupKeeper::plan_from`] decides from, copied out of `store`:
@@ -135,7 +137,7 @@ impl GroupKeeper {
     /// under the replica's lock and plans after letting go.
     pub fn look(&self, now: Instant, store: &Store) -> Look {
         let names: BTreeSet<String> = Group::names(store, MAX_GROUPS).into_iter().collect();
-        let mut look = Look::default();
+        let mut look = Look { now, names: BTreeSet::new(), changed: Vec::new(), next_check: None };
         for name in &names {
             let fingerprint = Group::fingerprint(store, name);
             if let Some(p) = self.planned.get(name) {
@@ -150,9 +152,12 @@ impl GroupKeeper {
         look
     }
 
-    /// The plan from what [`GroupKeeper::look`] copied (the same `now`).
-    pub fn plan_from(&mut self, now: Instant, look: Look) -> Plan {
-        let Look { names, changed, next_check } = look;
+    /// The plan from what [`GroupKeeper::look`] copied, at the look's
+    /// time. Give it the keeper's latest look, before anything else changes
+    /// the keeper (a look taken before [`GroupKeeper::follow`] belongs to
+    /// the leadership that ended).
+    pub fn plan_from(&mut self, look: Look) -> Plan {
+        let Look { now, names, changed, next_check } = look;
         let mut plan = Plan { commands: Vec::new(), next_check };
         self.planned.retain(|name, _| names.contains(name));
         self.ready_since.retain(|name, _| names.contains(name));

@@ -181,7 +181,7 @@ impl Service {
         if let Some(copied) = copied {
             watch.observe_copied(copied);
         }
-        let Plan { commands, next_check } = self.keeper.plan_from(now, look);
+        let Plan { commands, next_check } = self.keeper.plan_from(look);
         self.checked_through = revision;
         self.next_check = next_check;
         if !commands.is_empty() {

@@ -166,6 +166,23 @@ pub struct Copied {
     groups: Vec<GroupKeys>,
 }
 
+impl Copied {
+    /// The groups parsed ([`Group::parse`]), by name.
+    pub fn parse(self) -> Parsed {
+        let groups = self.groups.iter().map(|k| (k.name().to_string(), Group::parse(k))).collect();
+        Parsed { revision: self.revision, every: self.every, groups }
+    }
+}
+
+/// A [`Copied`] parsed, for [`GroupsStats::observe_parsed`].
+#[derive(Clone, Debug)]
+pub struct Parsed {
+    revision: u64,
+    every: Option<Vec<String>>,
+    /// Each group looked at (`None`: gone, or unreadable).
+    groups: Vec<(String, Option<Group>)>,
+}
+
 /// What one look saw end.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observed {
@@ -251,29 +268,34 @@ impl GroupsStats {
     /// some groups when nothing was seen yet (it was copied for figures
     /// since forgotten).
     pub fn observe_copied(&mut self, now_ms: u64, copied: Copied) -> Observed {
+        self.observe_parsed(now_ms, copied.parse())
+    }
+
+    /// [`GroupsStats::observe_copied`] with the copy parsed already.
+    pub fn observe_parsed(&mut self, now_ms: u64, parsed: Parsed) -> Observed {
         let mut seen = Observed::default();
         let stale = match self.through {
-            Some(t) => t >= copied.revision,
-            None => copied.every.is_none(),
+            Some(t) => t >= parsed.revision,
+            None => parsed.every.is_none(),
         };
         if stale {
             return seen;
         }
-        self.through = Some(copied.revision);
-        if let Some(names) = copied.every {
+        self.through = Some(parsed.revision);
+        if let Some(names) = parsed.every {
             let kept: BTreeSet<&String> = names.iter().collect();
             self.groups.retain(|name, _| kept.contains(name));
         }
-        for keys in &copied.groups {
-            self.look(now_ms, keys, &mut seen);
+        for (name, group) in &parsed.groups {
+            self.look(now_ms, name, group.as_ref(), &mut seen);
         }
         seen
     }
 
-    /// Compares the group whose keys are `keys` with what was seen of it.
-    fn look(&mut self, now_ms: u64, keys: &GroupKeys, seen: &mut Observed) {
-        let name = keys.name();
-        let Some(group) = Group::parse(keys) else {
+    /// Compares group `name`, as parsed (`None`: gone, or unreadable),
+    /// with what was seen of it.
+    fn look(&mut self, now_ms: u64, name: &str, group: Option<&Group>, seen: &mut Observed) {
+        let Some(group) = group else {
             self.groups.remove(name);
             return;
         };
@@ -302,7 +324,7 @@ impl GroupsStats {
         }
         let stats = self.groups.get_mut(name).expect("seen just now");
         stats.unowned = (n - group.owners.len().min(n)) as u32;
-        stats.imbalance = imbalance(&group);
+        stats.imbalance = imbalance(group);
     }
 }
 
@@ -446,16 +468,18 @@ impl GroupsWatch {
         w.stats.copy(store)
     }
 
-    /// [`GroupsStats::observe_copied`] now, if still measuring: a look's
-    /// second half, after letting go of the store; counts what ended in the
-    /// metrics.
+    /// [`GroupsStats::observe_copied`], if still measuring: a look's
+    /// second half, after letting go of the store. The copy is parsed
+    /// before the figures are locked (a look under the store's lock may be
+    /// waiting for them), and the time read once they are; counts what
+    /// ended in the metrics.
     pub fn observe_copied(&self, copied: Copied) {
-        let now = self.now_ms();
+        let parsed = copied.parse();
         let mut w = self.lock();
         if w.leading.is_none() {
             return;
         }
-        let seen = w.stats.observe_copied(now, copied);
+        let seen = w.stats.observe_parsed(self.now_ms(), parsed);
         drop(w);
         for ms in seen.spells_ms {
             self.unowned_seconds.observe(ms as f64 / 1000.0);
@@ -471,15 +495,13 @@ impl GroupsWatch {
         }
     }
 
-    /// Group `name`'s figures as the API gives them, looking at `store`
-    /// first; `None` when not measuring for a leadership or the group is
-    /// not known.
-    pub fn group_body(&self, node: u64, store: &Store, name: &str) -> Option<GroupStatsBody> {
-        self.observe(store);
-        let now = self.now_ms();
+    /// Group `name`'s figures as the API gives them, as of the last look
+    /// ([`GroupsWatch::observe`], or a copy observed); `None` when not
+    /// measuring for a leadership or the group is not known.
+    pub fn group_body(&self, node: u64, name: &str) -> Option<GroupStatsBody> {
         let w = self.lock();
         w.leading?;
-        w.stats.group(name).map(|g| g.body(node, now))
+        w.stats.group(name).map(|g| g.body(node, self.now_ms()))
     }
 
     /// Registers the metrics: the histogram and the counter always (what
@@ -765,9 +787,11 @@ mod tests {
         let (mut f, a) = Fixture::new(2);
         let w = GroupsWatch::default();
         w.observe(&f.s);
-        assert_eq!(w.group_body(1, &f.s, "g"), None, "not leading: nothing measured");
+        assert_eq!(w.group_body(1, "g"), None, "not leading: nothing measured");
         w.follow(Some(FencingToken(3)));
-        let body = w.group_body(1, &f.s, "g").unwrap();
+        assert_eq!(w.group_body(1, "g"), None, "not looked at yet");
+        w.observe(&f.s);
+        let body = w.group_body(1, "g").unwrap();
         assert_eq!(body.unowned, 2);
         f.grant(0, a);
         f.grant(1, a);
@@ -780,7 +804,7 @@ mod tests {
         assert!(text.contains("partitions_unowned{group=\"g\"} 0"), "{text}");
         assert!(text.contains("partitions_imbalance{group=\"g\"} 0.0"), "{text}");
         w.follow(None);
-        assert_eq!(w.group_body(1, &f.s, "g"), None);
+        assert_eq!(w.group_body(1, "g"), None);
         let mut r = Registry::default();
         w.register(&mut r);
         let mut text = String::new();

@@ -179,7 +179,7 @@ pub struct GroupQuery {
 #[serde(deny_unknown_fields)]
 pub struct AssignmentQuery {
     session: u64,
-    /// Answer once the group's keys changed after this revision.
+    /// Answer once a key the answer is made of changed after this revision.
     after: Option<u64>,
     timeout_ms: Option<u64>,
 }
@@ -304,17 +304,20 @@ pub async fn get(
         not_measured = Some(why);
     }
     let node = st.node.status().id.0;
-    let body = read(&st, q.consistency, |s| {
-        let mut body = group_body(s, &name, after)?;
-        body.stats = watch.group_body(node, s, &name);
-        if body.stats.is_none() {
-            body.stats_error = Some(not_measured.unwrap_or_else(|| {
-                format!("node {node} leads but has not measured group {name:?} yet")
-            }));
-        }
-        Ok::<_, ApiError>(body)
-    })
-    .await??;
+    // Copied under the store's lock, which the log waits for; parsed after.
+    let (keys, copied, revision) =
+        read(&st, q.consistency, |s| (GroupKeys::copy(s, &name), watch.copy(s), s.revision()))
+            .await?;
+    if let Some(copied) = copied {
+        watch.observe_copied(copied);
+    }
+    let mut body = group_body(&keys, after, revision)?;
+    body.stats = watch.group_body(node, &name);
+    if body.stats.is_none() {
+        body.stats_error = Some(not_measured.unwrap_or_else(|| {
+            format!("node {node} leads but has not measured group {name:?} yet")
+        }));
+    }
     Ok(json_answer(permit, move || body).await)
 }
 
@@ -369,7 +372,8 @@ async fn from_leader(
 
 /// `GET /v1/groups/{name}/assignment?session=L[&after=R][&timeout_ms=N]`:
 /// the partitions the session owns. With `after`, a long poll: it answers
-/// once the group's keys changed after revision R, or at the timeout with
+/// once a key its answer is made of (the spec, the keys on the session)
+/// changed after revision R, or at the timeout with
 /// the state then; without, at once. 404 when the group does not exist or
 /// the session is not (or no longer) a member.
 pub async fn assignment(
@@ -587,18 +591,8 @@ fn is_member(s: &Store, name: &str, session: MemberId) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The group as read from `s`, or 404 (500 for a spec that does not parse).
-fn read_group(s: &Store, name: &str) -> Result<Group, ApiError> {
-    found_group(s, name, Group::read(s, name))
-}
-
-/// `read`, the group read from `s`, or 404 (500 for a spec that does not
-/// parse).
-fn found_group(s: &Store, name: &str, read: Option<Group>) -> Result<Group, ApiError> {
-    read.ok_or_else(|| unread_group(name, s.get(&spec_key(name)).is_some()))
-}
-
-/// [`found_group`] for a group's copied keys.
+/// The group read from its copied keys, or 404 (500 for a spec that does
+/// not parse).
 fn found_copy(keys: &GroupKeys) -> Result<Group, ApiError> {
     Group::parse(keys).ok_or_else(|| unread_group(keys.name(), keys.has_spec()))
 }
@@ -640,10 +634,16 @@ fn assignment_body(
     Ok(AssignmentBody { name: name.to_string(), session, owned, revision })
 }
 
-/// The answer of `GET /v1/groups/{name}`: the members after `after`, a
-/// page of at most [`MAX_LIST_BYTES`] of JSON.
-fn group_body(s: &Store, name: &str, after: Option<MemberId>) -> Result<GroupBody, ApiError> {
-    let group = read_group(s, name)?;
+/// The answer of `GET /v1/groups/{name}` from the group's keys copied at
+/// `revision`: the members after `after`, a page of at most
+/// [`MAX_LIST_BYTES`] of JSON.
+fn group_body(
+    keys: &GroupKeys,
+    after: Option<MemberId>,
+    revision: u64,
+) -> Result<GroupBody, ApiError> {
+    let name = keys.name();
+    let group = found_copy(keys)?;
     let mut owned: BTreeMap<MemberId, usize> = BTreeMap::new();
     for o in group.owners.values() {
         *owned.entry(o.ownership.member).or_default() += 1;
@@ -681,7 +681,7 @@ fn group_body(s: &Store, name: &str, after: Option<MemberId>) -> Result<GroupBod
         more,
         owners,
         unreadable: group.unreadable.len(),
-        revision: s.revision(),
+        revision,
         stats: None,
         stats_error: None,
     })
@@ -893,17 +893,18 @@ mod tests {
     fn a_group_reads_as_its_members_after_an_id_and_its_owners() {
         let mut s = Store::new();
         let (a, b) = (grant(&mut s), grant(&mut s));
-        assert_eq!(group_body(&s, "g", None).unwrap_err().status(), StatusCode::NOT_FOUND);
+        let body_of = |s: &Store, after| group_body(&GroupKeys::copy(s, "g"), after, s.revision());
+        assert_eq!(body_of(&s, None).unwrap_err().status(), StatusCode::NOT_FOUND);
         let spec = GroupSpec { partitions: 2, stabilise_ms: 0 };
         for (id, spec) in [(a, Some(&spec)), (b, None)] {
             let c = recipe::join(&s, "g", spec, id, &MemberSpec::default()).unwrap();
             assert!(recipe::outcome(&s.execute(&c)).is_some());
         }
-        let body = group_body(&s, "g", None).unwrap();
+        let body = body_of(&s, None).unwrap();
         let ids: Vec<u64> = body.members.iter().map(|m| m.session).collect();
         assert_eq!((ids, body.more, body.owners.len()), (vec![a, b], false, 0));
         assert_eq!(body.members[0].id, format!("{a:016x}"));
-        let rest = group_body(&s, "g", Some(a)).unwrap();
+        let rest = body_of(&s, Some(a)).unwrap();
         assert_eq!(rest.members.iter().map(|m| m.session).collect::<Vec<_>>(), [b]);
         let view = |id| GroupKeys::copy_member_view(&s, "g", id);
         assert_eq!(assignment_body(&view(b), b, 1).unwrap().owned, []);
