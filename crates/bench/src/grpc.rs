@@ -4,7 +4,8 @@
 //! own `benchmark` tool (put, range linearizable and serializable,
 //! txn-put, lease-keepalive), each `--seconds` long, `--clients`
 //! concurrent callers sharing `--conns` HTTP/2 connections to the leader;
-//! then watch-latency ([`watch_latency`]) and the handover of the Election
+//! lease-keepalive again with the connections to a follower (which sends
+//! the renewals on to its leader); then watch-latency ([`watch_latency`]) and the handover of the Election
 //! service after a resignation and after a kill ([`election`]).
 
 mod election;
@@ -89,10 +90,19 @@ enum Phase {
     RangeSerializable,
     TxnPut,
     LeaseKeepAlive,
+    /// lease-keepalive with every connection to a follower, which sends
+    /// the renewals on to the leader.
+    LeaseKeepAliveFollower,
 }
 
-const PHASES: [Phase; 5] =
-    [Phase::Put, Phase::Range, Phase::RangeSerializable, Phase::TxnPut, Phase::LeaseKeepAlive];
+const PHASES: [Phase; 6] = [
+    Phase::Put,
+    Phase::Range,
+    Phase::RangeSerializable,
+    Phase::TxnPut,
+    Phase::LeaseKeepAlive,
+    Phase::LeaseKeepAliveFollower,
+];
 
 impl Phase {
     fn name(self) -> &'static str {
@@ -102,7 +112,12 @@ impl Phase {
             Phase::RangeSerializable => "range-serializable",
             Phase::TxnPut => "txn-put",
             Phase::LeaseKeepAlive => "lease-keepalive",
+            Phase::LeaseKeepAliveFollower => "lease-keepalive-follower",
         }
+    }
+
+    fn keepalive(self) -> bool {
+        matches!(self, Phase::LeaseKeepAlive | Phase::LeaseKeepAliveFollower)
     }
 }
 
@@ -164,11 +179,11 @@ impl Target {
         endpoint.connect().await.with_context(|| format!("cannot connect to {url}"))
     }
 
-    /// `n` connections to the leader.
-    async fn channels(&self, n: usize) -> anyhow::Result<Vec<Channel>> {
+    /// `n` connections to `url`.
+    async fn channels(&self, url: &str, n: usize) -> anyhow::Result<Vec<Channel>> {
         let mut channels = Vec::new();
         for _ in 0..n {
-            channels.push(self.connect(&self.url).await?);
+            channels.push(self.connect(url).await?);
         }
         Ok(channels)
     }
@@ -254,7 +269,8 @@ async fn measure(
     args: &GrpcArgs,
     target: &Target,
 ) -> anyhow::Result<SystemReport> {
-    let channels = target.channels(args.conns).await?;
+    let channels = target.channels(&target.url, args.conns).await?;
+    let to_follower = target.channels(&target.follower_url, args.conns).await?;
     let value: Arc<Vec<u8>> = Arc::new(vec![b'v'; args.value_bytes]);
     // The keys exist before they are read.
     eprintln!("{system}: writing {} keys ...", args.keys);
@@ -267,7 +283,8 @@ async fn measure(
     let mut phases = Vec::new();
     for phase in PHASES {
         eprintln!("{system}: {} for {} s ...", phase.name(), args.seconds);
-        phases.push(run_phase(phase, args, &channels, &value).await?);
+        let on = if phase == Phase::LeaseKeepAliveFollower { &to_follower } else { &channels };
+        phases.push(run_phase(phase, args, on, &value).await?);
     }
     eprintln!(
         "{system}: watch-latency, {} watchers, {} puts/s for {} s ...",
@@ -349,7 +366,7 @@ async fn caller(
     let mut n = c;
     // lease-keepalive: a lease of its own and one stream, as etcd's tool.
     let mut keepalive = None;
-    if phase == Phase::LeaseKeepAlive {
+    if phase.keepalive() {
         let grant = lease.lease_grant(LeaseGrantRequest { ttl: 60, id: 0 }).await;
         let Ok(grant) = grant else { return (latencies, 1) };
         let id = grant.into_inner().id;
@@ -394,7 +411,7 @@ async fn caller(
                 };
                 timed(kv.txn(txn)).await
             }
-            Phase::LeaseKeepAlive => {
+            Phase::LeaseKeepAlive | Phase::LeaseKeepAliveFollower => {
                 let Some((id, tx, stream)) = keepalive.as_mut() else { break };
                 let sent_ok = tx.send(LeaseKeepAliveRequest { id: *id }).await.is_ok();
                 sent_ok
@@ -408,7 +425,7 @@ async fn caller(
             latencies.push(sent.elapsed().as_secs_f64() * 1e3);
         } else {
             errors += 1;
-            if phase == Phase::LeaseKeepAlive {
+            if phase.keepalive() {
                 break;
             }
         }

@@ -46,6 +46,7 @@ pub struct Metrics {
     kv_writes_unknown: Counter,
     session_renewals: Counter,
     session_renewals_refused: Counter,
+    session_renewal_asks: Counter,
     session_expiries_proposed: Counter,
     elections: ElectionMetrics,
     /// The groups' figures, measured by the groups service on the leader
@@ -82,6 +83,7 @@ impl Default for Metrics {
             kv_writes_unknown: Counter::default(),
             session_renewals: Counter::default(),
             session_renewals_refused: Counter::default(),
+            session_renewal_asks: Counter::default(),
             session_expiries_proposed: Counter::default(),
             elections: ElectionMetrics::default(),
             groups: Default::default(),
@@ -115,6 +117,12 @@ impl Metrics {
     /// no longer leads): unknown, expired or expiring lease, busy.
     pub fn session_renewal_refused(&self) {
         self.session_renewals_refused.inc();
+    }
+
+    /// Counts an ask of renewals (of one session or many) this node
+    /// answered as the leader (or as a node that no longer leads).
+    pub fn session_renewal_ask(&self) {
+        self.session_renewal_asks.inc();
     }
 
     /// Counts an expiry this node proposed as the leader.
@@ -505,6 +513,13 @@ fn register_sessions(r: &mut Registry, m: &Metrics, kv: &Replicated<Store>) {
         "Session renewals this node refused as the leader: unknown, expired or expiring \
          session, leadership not confirmed, too many waiting",
         m.session_renewals_refused.clone(),
+    );
+    r.register(
+        "session_renewal_asks",
+        "Asks of renewals this node answered as the leader: each from one node, renewing one \
+         session or many (renewals waiting on a node leave together); session_renewals + \
+         session_renewals_refused over this is the renewals per ask",
+        m.session_renewal_asks.clone(),
     );
     r.register(
         "session_expiries_proposed",

@@ -205,13 +205,18 @@ pub async fn run(
         tokio::spawn(crate::join::run(j, handle.clone(), kv.clone(), dir, cluster))
     });
     let stop_joining = joining.as_ref().map(|task| task.abort_handle());
+    // This node's renewals, gathered into asks to the leader.
+    let renewer = crate::sessions::Renewer::start(kv.clone());
     let etcd = etcd_listener.map(|listener| {
         let ctx = tenure_etcd_server::Context {
             node: handle.clone(),
             kv: kv.clone(),
             peer_addresses: own_peers.iter().map(|(id, a)| (*id, a.to_string())).collect(),
             tls: etcd_tls.is_some(),
-            sessions: Arc::new(crate::sessions::EtcdSessionClock(kv.clone())),
+            sessions: Arc::new(crate::sessions::EtcdSessionClock {
+                kv: kv.clone(),
+                renewer: renewer.clone(),
+            }),
             auth: crate::etcd_auth::etcd_auth(&api, etcd_require_token),
         };
         let mut stop = stopping.clone();
@@ -227,10 +232,17 @@ pub async fn run(
         })
     });
     let log = kv.clone();
-    let state =
-        AppState::new(handle.clone(), kv, metrics, api, rejections.clone(), stopping.clone())
-            .with_cluster(http_addresses, peer_roots)
-            .with_peer_addresses(&own_peers);
+    let state = AppState::new(
+        handle.clone(),
+        kv,
+        renewer,
+        metrics,
+        api,
+        rejections.clone(),
+        stopping.clone(),
+    )
+    .with_cluster(http_addresses, peer_roots)
+    .with_peer_addresses(&own_peers);
     let app = router(state);
     let mut http_stop = stopping;
     let serving = http::serve(http_listener, app, limits, tls, rejections.clone(), async move {

@@ -314,3 +314,48 @@ async fn a_keepalive_stream_keeps_the_session_and_its_deadlines_hold() {
     let read = c.request_as(follower, Some(harness::READ_TOKEN), Method::GET, &path, None);
     assert_eq!(read.await.unwrap().status, 403);
 }
+
+/// Many renewals at once through a follower, which sends the renewals that
+/// wait together in one ask (`crates/server/src/sessions/renewer.rs`):
+/// each is answered as its own session stands (renewed, or 404 for one
+/// that does not exist) and the leader counts every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_renewals_at_once_through_a_follower_are_each_answered() {
+    const SESSIONS: u64 = 64;
+    const ROUNDS: u64 = 5;
+    let _serial = serial().await;
+    let (c, leader) = cluster().await;
+    let follower = (leader + 1) % 3;
+    let ttl = Duration::from_secs(60);
+    let mut ids = Vec::new();
+    for _ in 0..SESSIONS {
+        ids.push(grant(&c, leader, ttl).await);
+    }
+    let missing = ids.iter().max().unwrap() + 1_000;
+    ids.push(missing);
+    let renewals_before = metric(&c, leader, "session_renewals_total").await;
+    let refused_before = metric(&c, leader, "session_renewals_refused_total").await;
+    let asks_before = metric(&c, leader, "session_renewal_asks_total").await;
+    for round in 0..ROUNDS {
+        let calls = ids.iter().map(|&id| keepalive(&c, follower, id));
+        let answers = futures_util::future::join_all(calls).await;
+        for (&id, answer) in ids.iter().zip(answers) {
+            let (status, body) = answer.unwrap_or_else(|| panic!("round {round}: no answer"));
+            if id == missing {
+                assert_eq!(status, 404, "round {round}, session {id}: {body}");
+            } else {
+                assert_eq!(status, 200, "round {round}, session {id}: {body}");
+                assert_eq!(
+                    (body["id"].as_u64(), body["ttl_ms"].as_u64()),
+                    (Some(id), Some(60_000))
+                );
+            }
+        }
+    }
+    let renewed = metric(&c, leader, "session_renewals_total").await - renewals_before;
+    let refused = metric(&c, leader, "session_renewals_refused_total").await - refused_before;
+    let asks = metric(&c, leader, "session_renewal_asks_total").await - asks_before;
+    assert_eq!((renewed, refused), (SESSIONS * ROUNDS, ROUNDS));
+    assert!((1..=(SESSIONS + 1) * ROUNDS).contains(&asks), "{asks} asks");
+    eprintln!("{} renewals through a follower in {asks} asks", (SESSIONS + 1) * ROUNDS);
+}

@@ -13,7 +13,7 @@ use super::owner::{require_owner, Use};
 use super::sessions::session_id;
 use super::state::AppState;
 use super::store::no_leader_retry;
-use crate::sessions::{self, SessionAnswer, SessionAsk, SessionAskError};
+use crate::sessions::{SessionAnswer, SessionAskError};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -33,7 +33,7 @@ pub async fn post(
 ) -> Result<Json<SessionBody>, ApiError> {
     let lease = session_id(id)?;
     require_owner(&st, &caller, &[lease], Use::Renew).await?;
-    match sessions::ask(&st.kv, SessionAsk::Renew(lease)).await.map_err(ask_error)? {
+    match st.renewer.renew(lease).await.map_err(ask_error)? {
         SessionAnswer::Renewed { ttl_ms } => Ok(Json(SessionBody { id: lease.0, ttl_ms })),
         other => Err(answer_error(lease, other)),
     }

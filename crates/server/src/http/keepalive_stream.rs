@@ -34,7 +34,7 @@ use super::sessions::session_id;
 use super::state::AppState;
 use super::watch::{stream_slot, SSE_KEEP_ALIVE};
 use super::watchers::WatchSlot;
-use crate::sessions::{self, SessionAnswer, SessionAsk};
+use crate::sessions::SessionAnswer;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -82,7 +82,7 @@ enum Renewal {
 }
 
 async fn renew(st: &AppState, lease: LeaseId) -> Renewal {
-    match sessions::ask(&st.kv, SessionAsk::Renew(lease)).await {
+    match st.renewer.renew(lease).await {
         Ok(SessionAnswer::Renewed { ttl_ms }) => Renewal::Renewed { ttl_ms },
         Ok(other) => {
             let e = answer_error(lease, other);
@@ -115,7 +115,7 @@ pub async fn get(
     require_owner(&st, &caller, &[lease], Use::Renew).await?;
     let slot = stream_slot(&st.keepalives, &st.rejections, &caller)?;
     let sent = opened.elapsed();
-    let ttl_ms = match sessions::ask(&st.kv, SessionAsk::Renew(lease)).await {
+    let ttl_ms = match st.renewer.renew(lease).await {
         Ok(SessionAnswer::Renewed { ttl_ms }) => ttl_ms,
         Ok(other) => return Err(answer_error(lease, other)),
         Err(e) => return Err(ask_error(e)),

@@ -18,6 +18,8 @@ pub struct AppState {
     pub(crate) node: NodeHandle,
     /// The node's replicated key-value store.
     pub(crate) kv: Replicated<Store>,
+    /// This node's renewals, gathered into asks to the leader.
+    pub(crate) renewer: crate::sessions::Renewer,
     pub(crate) metrics: Metrics,
     /// Who may call which endpoint.
     pub(crate) auth: Arc<ApiAuth>,
@@ -74,6 +76,7 @@ impl AppState {
     pub fn new(
         node: NodeHandle,
         kv: Replicated<Store>,
+        renewer: crate::sessions::Renewer,
         metrics: Metrics,
         auth: ApiAuth,
         rejections: Arc<RateLimitedLog>,
@@ -86,6 +89,7 @@ impl AppState {
             lists: super::budget::ListAnswers::default(),
             node,
             kv,
+            renewer,
             metrics,
             auth: Arc::new(auth),
             watchers: Watchers::default(),

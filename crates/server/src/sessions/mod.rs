@@ -13,15 +13,20 @@
 //!   TTL passed without a renewal, bound to the leadership that decided it
 //!   (`Replicated::propose_as`: never forwarded to a later leader), at most
 //!   [`MAX_EXPIRIES_IN_FLIGHT`] at once;
-//! * renewals, which any node receives (`POST /v1/sessions/{id}/keepalive`)
-//!   and sends to the leader as a leader ask ([`protocol`]), answered only
-//!   under R1–R3 of docs/ELECTIONS.md; etcd's Lease service renews
-//!   through the same asks ([`etcd`]).
+//! * renewals, which any node receives (`POST /v1/sessions/{id}/keepalive`,
+//!   keepalive streams, etcd's Lease service: [`etcd`]) and sends to the
+//!   leader as leader asks ([`protocol`]), gathered many to an ask
+//!   ([`renewer`]), answered only under R1–R3 of docs/ELECTIONS.md.
 
 pub mod etcd;
 pub mod protocol;
+pub mod renewer;
 pub mod service;
 
 pub use etcd::EtcdSessionClock;
-pub use protocol::{ask, remaining_ms, SessionAnswer, SessionAsk, SessionAskError};
+pub use protocol::{
+    ask, remaining_ms, RenewAnswers, SessionAnswer, SessionAsk, SessionAskError,
+    MAX_RENEWALS_PER_ASK,
+};
+pub use renewer::{Renewer, MAX_QUEUED_RENEWALS, RENEWAL_ASKS_IN_FLIGHT};
 pub use service::{run, MAX_EXPIRIES_IN_FLIGHT, MAX_RENEWALS_IN_FLIGHT};

@@ -6,14 +6,48 @@ use tenure_kv::{LeaseId, Store};
 use tenure_node::replicated::AskError;
 use tenure_node::Replicated;
 
+/// Most leases one [`SessionAsk::RenewMany`] names: its question (at most
+/// 21 bytes of JSON a lease) and its answer (at most 32) stay well under
+/// the node's ask size limit.
+pub const MAX_RENEWALS_PER_ASK: usize = 1024;
+
 /// A question for the leader's sessions service.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionAsk {
     /// Renew the lease: a full TTL from when the leader answers.
     Renew(LeaseId),
     /// How long the lease has left on the leader's clock.
     Remaining(LeaseId),
+    /// Renew each of these leases (1 to [`MAX_RENEWALS_PER_ASK`]), after
+    /// one leadership check: answered with [`RenewAnswers::Each`], in the
+    /// same order, or one answer for all ([`RenewAnswers::All`]). A node's
+    /// renewals travel this way ([`super::renewer`]); builds before it
+    /// answer [`SessionAnswer::BadRequest`].
+    RenewMany(Vec<LeaseId>),
+}
+
+/// The leader's answer to [`SessionAsk::RenewMany`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RenewAnswers {
+    /// One answer per lease, in the order asked.
+    Each(Vec<SessionAnswer>),
+    /// The same answer for every lease (the node is not the leader, or the
+    /// question could not be read).
+    All(SessionAnswer),
+}
+
+impl RenewAnswers {
+    /// The answers as bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("answers always serialize")
+    }
+
+    /// Reads the answers.
+    pub fn decode(bytes: &[u8]) -> Result<RenewAnswers, SessionAskError> {
+        serde_json::from_slice(bytes).map_err(|e| SessionAskError::Malformed(e.to_string()))
+    }
 }
 
 /// The leader's answer.
@@ -65,7 +99,7 @@ impl SessionAnswer {
 }
 
 /// Why a question got no answer from the sessions service.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum SessionAskError {
     /// The node could not deliver it, or the leader did not answer.
     #[error(transparent)]
@@ -99,12 +133,39 @@ mod tests {
 
     #[test]
     fn questions_and_answers_round_trip_and_garbage_is_refused() {
-        for q in [SessionAsk::Renew(LeaseId(3)), SessionAsk::Remaining(LeaseId(u64::MAX))] {
+        for q in [
+            SessionAsk::Renew(LeaseId(3)),
+            SessionAsk::Remaining(LeaseId(u64::MAX)),
+            SessionAsk::RenewMany(vec![LeaseId(1), LeaseId(u64::MAX)]),
+        ] {
             assert_eq!(SessionAsk::decode(&q.encode()), Some(q));
         }
+        for a in [
+            RenewAnswers::Each(vec![SessionAnswer::Renewed { ttl_ms: 5 }, SessionAnswer::NotFound]),
+            RenewAnswers::All(SessionAnswer::NotLeader),
+        ] {
+            assert_eq!(RenewAnswers::decode(&a.encode()).unwrap(), a);
+        }
+        // What a build before RenewMany answers reads as one answer for all.
+        let old = SessionAnswer::BadRequest.encode();
+        assert_eq!(
+            RenewAnswers::decode(&old).unwrap(),
+            RenewAnswers::All(SessionAnswer::BadRequest)
+        );
+        assert!(RenewAnswers::decode(b"[\"renewed\"]").is_err());
         assert_eq!(SessionAsk::decode(b"{\"renew\":-1}"), None);
         assert_eq!(SessionAsk::decode(b"\xff"), None);
         let a = SessionAnswer::Remaining { remaining_ms: 5, ttl_ms: 500 };
         assert_eq!(serde_json::from_slice::<SessionAnswer>(&a.encode()).unwrap(), a);
+    }
+
+    #[test]
+    fn the_largest_renewal_of_many_and_its_answer_fit_in_an_ask() {
+        let q = SessionAsk::RenewMany(vec![LeaseId(u64::MAX); MAX_RENEWALS_PER_ASK]);
+        let longest = SessionAnswer::Renewed { ttl_ms: tenure_kv::MAX_TTL_MS };
+        let a = RenewAnswers::Each(vec![longest; MAX_RENEWALS_PER_ASK]);
+        for len in [q.encode().len(), a.encode().len()] {
+            assert!(len <= tenure_node::replicated::MAX_ASK_LEN, "{len} bytes");
+        }
     }
 }

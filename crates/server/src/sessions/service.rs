@@ -28,7 +28,7 @@
 //!   [`MAX_RENEWALS_IN_FLIGHT`] waiting for it) and R3 (the clock refuses a
 //!   lease whose expiry was proposed).
 
-use super::protocol::{SessionAnswer, SessionAsk};
+use super::protocol::{RenewAnswers, SessionAnswer, SessionAsk, MAX_RENEWALS_PER_ASK};
 use crate::metrics::Metrics;
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant as CoreInstant};
@@ -46,9 +46,10 @@ use tracing::{debug, info, warn};
 /// through, never as one burst of up to `MAX_LEASES` proposals.
 pub const MAX_EXPIRIES_IN_FLIGHT: usize = 2 * MAX_EXPIRIES_PER_CALL;
 
-/// Most renewals waiting for the leadership check (R2) at once; more are
-/// answered [`SessionAnswer::Busy`]. Under a valid election lease the check
-/// is immediate; without one it waits for a round of acknowledgements.
+/// Most renewals (leases) waiting for the leadership check (R2) at once;
+/// more are answered [`SessionAnswer::Busy`]. Under a valid election lease
+/// the check is immediate; without one it waits for a round of
+/// acknowledgements. An ask of many renewals waits for one check.
 pub const MAX_RENEWALS_IN_FLIGHT: usize = 4096;
 
 /// Runs the sessions service until `stop` becomes true: the lease clock
@@ -79,7 +80,7 @@ pub async fn run(kv: Replicated<Store>, metrics: Metrics, mut stop: watch::Recei
                 Err(e) => warn!(error = %e, "an expiry proposal task failed"),
             },
             Some(done) = s.renewals.join_next() => match done {
-                Ok((ask, id, result)) => s.renewal_confirmed(ask, id, result),
+                Ok((ask, batch, result)) => s.renewal_confirmed(ask, batch, result),
                 Err(e) => warn!(error = %e, "a renewal task failed"),
             },
             Some(ask) = asks.recv() => s.on_ask(ask),
@@ -101,8 +102,31 @@ struct Service {
     base: std::time::Instant,
     /// Expiry proposals: (under token, lease, outcome).
     expiries: JoinSet<(FencingToken, LeaseId, Result<Committed, WriteError>)>,
-    /// Renewals waiting for the leadership check: (the ask, lease, outcome).
-    renewals: JoinSet<(Ask, LeaseId, Result<u64, ReadFailure>)>,
+    /// Renewals waiting for the leadership check: (the ask, its renewals,
+    /// outcome).
+    renewals: JoinSet<(Ask, Batch, Result<u64, ReadFailure>)>,
+    /// Leases of `renewals` waiting for their check, at most
+    /// [`MAX_RENEWALS_IN_FLIGHT`].
+    waiting: usize,
+}
+
+/// The renewals of one ask, waiting for one leadership check.
+struct Batch {
+    /// The leases, in the order asked.
+    leases: Vec<LeaseId>,
+    /// Each lease's answer when known before the check (`None`: renew it
+    /// once the check passed).
+    answers: Vec<Option<SessionAnswer>>,
+    /// Asked as [`SessionAsk::RenewMany`] (answered with [`RenewAnswers`]),
+    /// not as one [`SessionAsk::Renew`].
+    many: bool,
+}
+
+impl Batch {
+    /// Leases waiting for the check.
+    fn waiting(&self) -> usize {
+        self.answers.iter().filter(|a| a.is_none()).count()
+    }
 }
 
 impl Service {
@@ -117,6 +141,7 @@ impl Service {
             base: std::time::Instant::now(),
             expiries: JoinSet::new(),
             renewals: JoinSet::new(),
+            waiting: 0,
         };
         s.sync_leadership();
         s
@@ -231,26 +256,31 @@ impl Service {
         let Some(question) = SessionAsk::decode(ask.request()) else {
             return ask.answer(SessionAnswer::BadRequest.encode());
         };
-        if self.leading != Some(ask.token()) {
-            if matches!(question, SessionAsk::Renew(_)) {
-                self.refused();
-            }
-            return ask.answer(SessionAnswer::NotLeader.encode());
-        }
-        match question {
-            SessionAsk::Renew(id) => self.renew(ask, id),
+        let (leases, many) = match question {
             SessionAsk::Remaining(id) => {
-                let answer = self.remaining(id);
-                ask.answer(answer.encode())
+                let answer = match self.leading == Some(ask.token()) {
+                    true => self.remaining(id),
+                    false => SessionAnswer::NotLeader,
+                };
+                return ask.answer(answer.encode());
             }
+            SessionAsk::Renew(id) => (vec![id], false),
+            SessionAsk::RenewMany(ids) if (1..=MAX_RENEWALS_PER_ASK).contains(&ids.len()) => {
+                (ids, true)
+            }
+            SessionAsk::RenewMany(_) => return ask.answer(SessionAnswer::BadRequest.encode()),
+        };
+        let batch = Batch { answers: vec![None; leases.len()], leases, many };
+        if self.leading != Some(ask.token()) {
+            return self.answer(ask, batch, Some(SessionAnswer::NotLeader));
         }
+        self.renew(ask, batch);
     }
 
     /// Where lease `id` stands before the leadership check (R1's second
-    /// half and R3, as of the applied store): `None` when it may be renewed.
-    fn precheck(&mut self, id: LeaseId) -> Option<SessionAnswer> {
-        self.learn_grants();
-        let exists = self.kv.read_stale(|s| s.lease(id).is_some()).0;
+    /// half and R3, as of the applied store, which holds it if `exists`):
+    /// `None` when it may be renewed.
+    fn precheck(&self, id: LeaseId, exists: bool) -> Option<SessionAnswer> {
         if !exists {
             return Some(SessionAnswer::NotFound);
         }
@@ -262,51 +292,88 @@ impl Service {
         }
     }
 
-    fn renew(&mut self, ask: Ask, id: LeaseId) {
-        let answer = match self.precheck(id) {
-            Some(answer) => answer,
-            None if self.renewals.len() >= MAX_RENEWALS_IN_FLIGHT => SessionAnswer::Busy,
-            None => {
-                let kv = self.kv.clone();
-                let token = ask.token();
-                self.renewals.spawn(async move {
-                    let confirmed = kv.confirm_leader(token).await;
-                    (ask, id, confirmed)
-                });
-                return;
+    /// Checks each lease of `batch`, then the leadership once for those
+    /// that may be renewed (at most [`MAX_RENEWALS_IN_FLIGHT`] leases wait
+    /// for checks; the others are answered [`SessionAnswer::Busy`]).
+    fn renew(&mut self, ask: Ask, mut batch: Batch) {
+        self.learn_grants();
+        let leases = &batch.leases;
+        let exist: Vec<bool> =
+            self.kv.read_stale(|s| leases.iter().map(|&id| s.lease(id).is_some()).collect()).0;
+        for (i, (&id, exists)) in batch.leases.iter().zip(exist).enumerate() {
+            batch.answers[i] = self.precheck(id, exists);
+        }
+        for answer in batch.answers.iter_mut().filter(|a| a.is_none()) {
+            if self.waiting >= MAX_RENEWALS_IN_FLIGHT {
+                *answer = Some(SessionAnswer::Busy);
+            } else {
+                self.waiting += 1;
             }
-        };
-        self.refused();
-        ask.answer(answer.encode());
+        }
+        if batch.waiting() == 0 {
+            return self.answer(ask, batch, None);
+        }
+        let kv = self.kv.clone();
+        let token = ask.token();
+        self.renewals.spawn(async move {
+            let confirmed = kv.confirm_leader(token).await;
+            (ask, batch, confirmed)
+        });
     }
 
-    /// The leadership check of a renewal ended: renew (a full TTL from now)
-    /// if this node still is the ready leader it arrived under, the lease
-    /// still exists and its expiry was not proposed.
-    fn renewal_confirmed(&mut self, ask: Ask, id: LeaseId, confirmed: Result<u64, ReadFailure>) {
+    /// The leadership check of a batch ended: renew each lease waiting for
+    /// it (a full TTL from now) if this node still is the ready leader the
+    /// ask arrived under, the lease still exists and its expiry was not
+    /// proposed.
+    fn renewal_confirmed(&mut self, ask: Ask, batch: Batch, confirmed: Result<u64, ReadFailure>) {
+        self.waiting -= batch.waiting();
         self.sync_leadership();
-        let answer = if confirmed.is_err() || self.leading != Some(ask.token()) {
-            SessionAnswer::NotLeader
-        } else {
-            let now = self.now();
-            let keeper = &mut self.keeper;
-            match self.kv.read_stale(|s| keeper.renew(now, id, s)).0 {
-                Ok(ttl) => SessionAnswer::Renewed { ttl_ms: ttl.as_millis() as u64 },
-                Err(RenewError::NotFound(_)) => SessionAnswer::NotFound,
-                Err(RenewError::Expiring(_)) => SessionAnswer::Expiring,
-                Err(RenewError::NotLeader) => SessionAnswer::NotLeader,
-            }
-        };
-        if matches!(answer, SessionAnswer::Renewed { .. }) {
-            self.metrics.session_renewed();
-        } else {
-            self.refused();
+        if confirmed.is_err() || self.leading != Some(ask.token()) {
+            return self.answer(ask, batch, Some(SessionAnswer::NotLeader));
         }
-        ask.answer(answer.encode());
+        let now = self.now();
+        let mut batch = batch;
+        let keeper = &mut self.keeper;
+        let (leases, answers) = (&batch.leases, &mut batch.answers);
+        self.kv.read_stale(|s| {
+            for (answer, &id) in answers.iter_mut().zip(leases).filter(|(a, _)| a.is_none()) {
+                *answer = Some(match keeper.renew(now, id, s) {
+                    Ok(ttl) => SessionAnswer::Renewed { ttl_ms: ttl.as_millis() as u64 },
+                    Err(RenewError::NotFound(_)) => SessionAnswer::NotFound,
+                    Err(RenewError::Expiring(_)) => SessionAnswer::Expiring,
+                    Err(RenewError::NotLeader) => SessionAnswer::NotLeader,
+                });
+            }
+        });
+        self.answer(ask, batch, None);
+    }
+
+    /// Answers `batch`'s ask: `all` for every lease, or each lease's own
+    /// answer; counts the renewals and refusals.
+    fn answer(&self, ask: Ask, batch: Batch, all: Option<SessionAnswer>) {
+        let answers: Vec<SessionAnswer> = match all {
+            Some(a) => vec![a; batch.leases.len()],
+            None => batch.answers.iter().map(|a| a.unwrap_or(SessionAnswer::NotLeader)).collect(),
+        };
+        self.metrics.session_renewal_ask();
+        for a in &answers {
+            match a {
+                SessionAnswer::Renewed { .. } => self.metrics.session_renewed(),
+                _ => self.refused(),
+            }
+        }
+        let bytes = match (batch.many, all) {
+            (true, Some(a)) => RenewAnswers::All(a).encode(),
+            (true, None) => RenewAnswers::Each(answers).encode(),
+            (false, _) => answers[0].encode(),
+        };
+        ask.answer(bytes)
     }
 
     fn remaining(&mut self, id: LeaseId) -> SessionAnswer {
-        if let Some(answer) = self.precheck(id) {
+        self.learn_grants();
+        let exists = self.kv.read_stale(|s| s.lease(id).is_some()).0;
+        if let Some(answer) = self.precheck(id, exists) {
             return answer;
         }
         let ttl_ms = self.kv.read_stale(|s| s.lease(id).map(|l| l.ttl_ms)).0;
