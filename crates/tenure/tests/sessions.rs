@@ -326,10 +326,14 @@ async fn many_renewals_at_once_through_a_follower_are_each_answered() {
     let _serial = serial().await;
     let (c, leader) = cluster().await;
     let follower = (leader + 1) % 3;
-    let ttl = Duration::from_secs(60);
+    // Each its own TTL, so that an answer given to the wrong renewal shows.
+    let ttl_ms = |i: u64| 60_000 + i;
     let mut ids = Vec::new();
-    for _ in 0..SESSIONS {
-        ids.push(grant(&c, leader, ttl).await);
+    let mut ttls = std::collections::BTreeMap::new();
+    for i in 0..SESSIONS {
+        let id = grant(&c, leader, Duration::from_millis(ttl_ms(i))).await;
+        ttls.insert(id, ttl_ms(i));
+        ids.push(id);
     }
     let missing = ids.iter().max().unwrap() + 1_000;
     ids.push(missing);
@@ -347,7 +351,7 @@ async fn many_renewals_at_once_through_a_follower_are_each_answered() {
                 assert_eq!(status, 200, "round {round}, session {id}: {body}");
                 assert_eq!(
                     (body["id"].as_u64(), body["ttl_ms"].as_u64()),
-                    (Some(id), Some(60_000))
+                    (Some(id), Some(ttls[&id]))
                 );
             }
         }

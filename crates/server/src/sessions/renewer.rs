@@ -12,7 +12,10 @@
 //!
 //! Bounded: at most [`MAX_QUEUED_RENEWALS`] wait; beyond, a renewal is
 //! answered [`SessionAnswer::Busy`] at once, as the leader answers when
-//! too many wait for its check.
+//! too many wait for its check. An ask out for longer than
+//! [`SLOT_HELD_AT_MOST`] (a frame lost on the way fails only at the
+//! request timeout) lets the next one leave: a few stuck asks do not hold
+//! up every renewal of the node.
 //!
 //! A leader of an earlier build, which cannot read a renewal of many
 //! leases, answers [`SessionAnswer::BadRequest`]: each of them is then
@@ -31,8 +34,19 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 /// Renewals waiting for an ask to the leader, at most.
 pub const MAX_QUEUED_RENEWALS: usize = 16 * MAX_RENEWALS_PER_ASK;
 
-/// Asks of renewals on their way to the leader from one node, at most.
+/// Asks of renewals on their way to the leader from one node, at most
+/// (not counting those out for longer than [`SLOT_HELD_AT_MOST`]).
 pub const RENEWAL_ASKS_IN_FLIGHT: usize = 4;
+
+/// How long an ask of renewals holds its slot at most: far beyond a round
+/// trip to the leader, and well under the shortest TTL (500 ms). A slower
+/// ask goes on answering its renewals when it ends, but the next may
+/// leave.
+pub const SLOT_HELD_AT_MOST: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Single renewals in flight at once when a leader of an earlier build
+/// refused a renewal of many (its ask queue holds 1,024).
+const FALLBACK_IN_FLIGHT: usize = 32;
 
 type Reply = oneshot::Sender<Answer>;
 
@@ -92,19 +106,32 @@ where
     let slots = Arc::new(Semaphore::new(RENEWAL_ASKS_IN_FLIGHT));
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else { return };
-        let Some(first) = waiting.recv().await else { return };
-        let mut batch = vec![first];
-        while batch.len() < MAX_RENEWALS_PER_ASK {
-            match waiting.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
+        let mut batch = Vec::new();
+        while batch.is_empty() {
+            let Some(first) = waiting.recv().await else { return };
+            batch.push(first);
+            while batch.len() < MAX_RENEWALS_PER_ASK {
+                match waiting.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
             }
+            // Nobody waits for these any more (the caller went away).
+            batch.retain(|(_, reply)| !reply.is_closed());
         }
         let (leases, replies): (Vec<LeaseId>, Vec<Reply>) = batch.into_iter().unzip();
-        let asked = send(leases);
+        let mut asked = Box::pin(send(leases));
         tokio::spawn(async move {
-            let answers = asked.await;
-            drop(slot);
+            // An ask slower than this (a frame lost on the way: it fails
+            // only at the request timeout) frees its slot for the next, so
+            // a few stuck asks never hold up every renewal of the node.
+            let answers = tokio::select! {
+                answers = &mut asked => answers,
+                () = tokio::time::sleep(SLOT_HELD_AT_MOST) => {
+                    drop(slot);
+                    asked.await
+                }
+            };
             for (reply, answer) in replies.into_iter().zip(answers) {
                 let _ = reply.send(answer);
             }
@@ -123,10 +150,12 @@ async fn send(kv: &Replicated<Store>, leases: Vec<LeaseId>) -> Vec<Answer> {
     match answers_of(n, asked.map_err(SessionAskError::from).and_then(|b| RenewAnswers::decode(&b)))
     {
         Some(answers) => answers,
-        // A leader of an earlier build: each on its own.
+        // A leader of an earlier build: each on its own, a few at a time.
         None => {
-            let asks = leases.iter().map(|&l| ask(kv, SessionAsk::Renew(l)));
-            futures_util::future::join_all(asks).await
+            use futures_util::StreamExt;
+            let asks: Vec<_> =
+                leases.into_iter().map(|l| Box::pin(ask(kv, SessionAsk::Renew(l)))).collect();
+            futures_util::stream::iter(asks).buffered(FALLBACK_IN_FLIGHT).collect().await
         }
     }
 }
@@ -197,6 +226,38 @@ mod tests {
         for (p, l) in pending.into_iter().zip((0..4).chain(100..110)) {
             assert_eq!(p.await.unwrap().unwrap(), SessionAnswer::Renewed { ttl_ms: l });
         }
+    }
+
+    /// Asks that never end hold their slots only for a while: a renewal
+    /// after them is still answered.
+    #[tokio::test]
+    async fn stuck_asks_do_not_hold_up_the_next_renewals() {
+        let asked = Arc::new(Mutex::new(0));
+        let renewer = {
+            let asked = asked.clone();
+            Renewer::with(move |leases: Vec<LeaseId>| {
+                let n = {
+                    let mut a = asked.lock().unwrap();
+                    *a += 1;
+                    *a
+                };
+                async move {
+                    if n <= RENEWAL_ASKS_IN_FLIGHT {
+                        std::future::pending::<()>().await;
+                    }
+                    leases.iter().map(|_| Ok(SessionAnswer::Renewed { ttl_ms: 1 })).collect()
+                }
+            })
+        };
+        let mut stuck = Vec::new();
+        for l in 0..RENEWAL_ASKS_IN_FLIGHT {
+            let r = renewer.clone();
+            stuck.push(tokio::spawn(async move { r.renew(LeaseId(l as u64)).await }));
+            wait_until(|| *asked.lock().unwrap() == l + 1).await;
+        }
+        let next = tokio::time::timeout(4 * SLOT_HELD_AT_MOST, renewer.renew(LeaseId(99))).await;
+        assert_eq!(next.expect("answered").unwrap(), SessionAnswer::Renewed { ttl_ms: 1 });
+        stuck.iter().for_each(|h| h.abort());
     }
 
     #[tokio::test]

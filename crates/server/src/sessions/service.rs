@@ -21,15 +21,18 @@
 //!   commits an expiry decided on this one's clock), at most
 //!   [`MAX_EXPIRIES_IN_FLIGHT`] in flight; a proposal that failed while `T`
 //!   still leads is retried ([`LeaseKeeper::retry`]).
-//! * **Renewals** ([`SessionAsk::Renew`], a leader ask from any node),
-//!   answered only under R1 (this node is the ready leader `T` the ask
-//!   arrived under, and the lease is in its applied store), R2
-//!   ([`Replicated::confirm_leader`] of `T` first, at most
-//!   [`MAX_RENEWALS_IN_FLIGHT`] waiting for it) and R3 (the clock refuses a
-//!   lease whose expiry was proposed).
+//! * **Renewals** ([`SessionAsk::Renew`], or [`SessionAsk::RenewMany`] for
+//!   the renewals a node gathered: a leader ask from any node), answered
+//!   only under R1 (this node is the ready leader `T` the ask arrived
+//!   under, and the lease is in its applied store), R2
+//!   ([`Replicated::confirm_leader`] of `T` first, one check per ask begun
+//!   after it arrived, at most [`MAX_RENEWALS_IN_FLIGHT`] leases waiting
+//!   for checks) and R3 (the clock refuses a lease whose expiry was
+//!   proposed), each lease on its own.
 
 use super::protocol::{RenewAnswers, SessionAnswer, SessionAsk, MAX_RENEWALS_PER_ASK};
 use crate::metrics::Metrics;
+use std::collections::HashMap;
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant as CoreInstant};
 use tenure_kv::{Command, LeaseId, LeaseKeeper, RenewError, Store, MAX_EXPIRIES_PER_CALL};
@@ -79,9 +82,15 @@ pub async fn run(kv: Replicated<Store>, metrics: Metrics, mut stop: watch::Recei
                 Ok((token, id, result)) => s.expiry_done(token, id, result),
                 Err(e) => warn!(error = %e, "an expiry proposal task failed"),
             },
-            Some(done) = s.renewals.join_next() => match done {
-                Ok((ask, batch, result)) => s.renewal_confirmed(ask, batch, result),
-                Err(e) => warn!(error = %e, "a renewal task failed"),
+            Some(done) = s.renewals.join_next_with_id() => match done {
+                Ok((id, (ask, batch, result))) => {
+                    s.check_ended(id);
+                    s.renewal_confirmed(ask, batch, result)
+                }
+                Err(e) => {
+                    s.check_ended(e.id());
+                    warn!(error = %e, "a renewal task failed");
+                }
             },
             Some(ask) = asks.recv() => s.on_ask(ask),
             () = sleep_until(timer) => s.expire_due(),
@@ -106,8 +115,9 @@ struct Service {
     /// outcome).
     renewals: JoinSet<(Ask, Batch, Result<u64, ReadFailure>)>,
     /// Leases of `renewals` waiting for their check, at most
-    /// [`MAX_RENEWALS_IN_FLIGHT`].
-    waiting: usize,
+    /// [`MAX_RENEWALS_IN_FLIGHT`] in all: by task, so that a task that
+    /// failed gives its count back too.
+    waiting: HashMap<tokio::task::Id, usize>,
 }
 
 /// The renewals of one ask, waiting for one leadership check.
@@ -141,7 +151,7 @@ impl Service {
             base: std::time::Instant::now(),
             expiries: JoinSet::new(),
             renewals: JoinSet::new(),
-            waiting: 0,
+            waiting: HashMap::new(),
         };
         s.sync_leadership();
         s
@@ -303,22 +313,30 @@ impl Service {
         for (i, (&id, exists)) in batch.leases.iter().zip(exist).enumerate() {
             batch.answers[i] = self.precheck(id, exists);
         }
+        let mut room = MAX_RENEWALS_IN_FLIGHT.saturating_sub(self.waiting.values().sum());
         for answer in batch.answers.iter_mut().filter(|a| a.is_none()) {
-            if self.waiting >= MAX_RENEWALS_IN_FLIGHT {
-                *answer = Some(SessionAnswer::Busy);
-            } else {
-                self.waiting += 1;
+            match room.checked_sub(1) {
+                Some(left) => room = left,
+                None => *answer = Some(SessionAnswer::Busy),
             }
         }
-        if batch.waiting() == 0 {
+        let waiting = batch.waiting();
+        if waiting == 0 {
             return self.answer(ask, batch, None);
         }
         let kv = self.kv.clone();
         let token = ask.token();
-        self.renewals.spawn(async move {
+        let task = self.renewals.spawn(async move {
             let confirmed = kv.confirm_leader(token).await;
             (ask, batch, confirmed)
         });
+        self.waiting.insert(task.id(), waiting);
+    }
+
+    /// A leadership check's task ended (answered, or failed): its leases no
+    /// longer wait.
+    fn check_ended(&mut self, task: tokio::task::Id) {
+        self.waiting.remove(&task);
     }
 
     /// The leadership check of a batch ended: renew each lease waiting for
@@ -326,7 +344,6 @@ impl Service {
     /// ask arrived under, the lease still exists and its expiry was not
     /// proposed.
     fn renewal_confirmed(&mut self, ask: Ask, batch: Batch, confirmed: Result<u64, ReadFailure>) {
-        self.waiting -= batch.waiting();
         self.sync_leadership();
         if confirmed.is_err() || self.leading != Some(ask.token()) {
             return self.answer(ask, batch, Some(SessionAnswer::NotLeader));
