@@ -314,6 +314,7 @@ async fn metrics_lists_every_family() {
         "sessions_held",
         "session_renewals",
         "session_renewals_refused",
+        "session_renewal_asks",
         "session_expiries_proposed",
         "election_campaigns",
         "election_waiter_wakeups",
