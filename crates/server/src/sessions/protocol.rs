@@ -85,9 +85,14 @@ impl SessionAsk {
         serde_json::to_vec(self).expect("a question always serializes")
     }
 
-    /// Reads a question.
+    /// Reads a question; `None` for one that does not parse, or a renewal
+    /// of many that names none or more than [`MAX_RENEWALS_PER_ASK`].
     pub fn decode(bytes: &[u8]) -> Option<SessionAsk> {
-        serde_json::from_slice(bytes).ok()
+        let question: SessionAsk = serde_json::from_slice(bytes).ok()?;
+        match &question {
+            SessionAsk::RenewMany(ids) if !(1..=MAX_RENEWALS_PER_ASK).contains(&ids.len()) => None,
+            _ => Some(question),
+        }
     }
 }
 
@@ -157,6 +162,17 @@ mod tests {
         assert_eq!(SessionAsk::decode(b"\xff"), None);
         let a = SessionAnswer::Remaining { remaining_ms: 5, ttl_ms: 500 };
         assert_eq!(serde_json::from_slice::<SessionAnswer>(&a.encode()).unwrap(), a);
+    }
+
+    #[test]
+    fn a_renewal_of_no_lease_or_of_too_many_is_refused() {
+        assert_eq!(SessionAsk::decode(br#"{"renew_many":[]}"#), None);
+        let most = SessionAsk::RenewMany(vec![LeaseId(1); MAX_RENEWALS_PER_ASK]);
+        assert_eq!(SessionAsk::decode(&most.encode()), Some(most));
+        let over = SessionAsk::RenewMany(vec![LeaseId(1); MAX_RENEWALS_PER_ASK + 1]);
+        assert_eq!(SessionAsk::decode(&over.encode()), None);
+        assert_eq!(SessionAsk::decode(br#"{"renew_many":[-1]}"#), None);
+        assert_eq!(SessionAsk::decode(br#"{"renew_many":7}"#), None);
     }
 
     #[test]

@@ -30,7 +30,7 @@
 //!   for checks) and R3 (the clock refuses a lease whose expiry was
 //!   proposed), each lease on its own.
 
-use super::protocol::{RenewAnswers, SessionAnswer, SessionAsk, MAX_RENEWALS_PER_ASK};
+use super::protocol::{RenewAnswers, SessionAnswer, SessionAsk};
 use crate::metrics::Metrics;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -275,10 +275,8 @@ impl Service {
                 return ask.answer(answer.encode());
             }
             SessionAsk::Renew(id) => (vec![id], false),
-            SessionAsk::RenewMany(ids) if (1..=MAX_RENEWALS_PER_ASK).contains(&ids.len()) => {
-                (ids, true)
-            }
-            SessionAsk::RenewMany(_) => return ask.answer(SessionAnswer::BadRequest.encode()),
+            // Between 1 and MAX_RENEWALS_PER_ASK (`SessionAsk::decode`).
+            SessionAsk::RenewMany(ids) => (ids, true),
         };
         let batch = Batch { answers: vec![None; leases.len()], leases, many };
         if self.leading != Some(ask.token()) {
