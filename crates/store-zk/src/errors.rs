@@ -5,11 +5,33 @@ use std::time::Duration;
 use tenure_elect::StoreError;
 use zookeeper_client::Error as ZkError;
 
+/// Whether `e` was caused by an I/O error: the client reports a connection
+/// reset or broken pipe as its own `Custom` error with the `io::Error` as
+/// its source, not as `ConnectionLoss`.
+fn caused_by_io(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.is::<std::io::Error>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 /// Classifies `e`, an answer (or its absence) about `what` sent to `servers`.
 /// A session that expired or was closed is [`StoreError::Gone`]; a lost
-/// connection is [`StoreError::NoAnswer`] (sent: the request may have
-/// arrived); a throttled or read-only server is [`StoreError::Unavailable`].
+/// connection (a reset socket included) is [`StoreError::NoAnswer`] (sent:
+/// the request may have arrived); a throttled or read-only server is
+/// [`StoreError::Unavailable`].
 pub(crate) fn classify(servers: &str, what: &str, e: ZkError) -> StoreError {
+    if matches!(e, ZkError::Custom(_)) && caused_by_io(&e) {
+        return StoreError::NoAnswer {
+            endpoint: servers.to_string(),
+            sent: true,
+            source: Box::new(e),
+        };
+    }
     match e {
         ZkError::SessionExpired | ZkError::ClientClosed => {
             StoreError::Gone(format!("{what}: the ZooKeeper session is gone ({e})"))
@@ -89,6 +111,19 @@ mod tests {
         assert!(busy.is_retryable());
         let refused = classify("h:1", "x", ZkError::NoAuth);
         assert!(matches!(refused, StoreError::Refused(_)) && !refused.is_retryable());
+    }
+
+    /// An error that wraps another, as the client's `Custom` wraps I/O.
+    #[derive(Debug, thiserror::Error)]
+    #[error("session: {0}")]
+    struct Wrapped(#[source] std::io::Error);
+
+    #[test]
+    fn a_reset_connection_anywhere_in_the_chain_is_io() {
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(caused_by_io(&Wrapped(reset)));
+        assert!(!caused_by_io(&ZkError::NoAuth));
+        assert!(!caused_by_io(&ZkError::ConnectionLoss));
     }
 
     #[tokio::test]
