@@ -229,6 +229,45 @@ impl Etcd {
     }
 }
 
+/// The servers' slow-disk knob (`tenure-node`'s `TENURE_FSYNC_DELAY_MS`):
+/// milliseconds added to every sync of their logs. 0 when unset.
+pub(crate) const FSYNC_DELAY_ENV: &str = "TENURE_FSYNC_DELAY_MS";
+
+/// The delay [`FSYNC_DELAY_ENV`] asks for (an unreadable value is an error).
+fn fsync_delay_ms() -> anyhow::Result<u64> {
+    match std::env::var(FSYNC_DELAY_ENV) {
+        Ok(v) => v.trim().parse().with_context(|| {
+            format!("{FSYNC_DELAY_ENV}={v:?}: expected a whole number of milliseconds")
+        }),
+        Err(_) => Ok(0),
+    }
+}
+
+/// The command that starts an etcd member. With a sync delay, etcd gets the
+/// same slow disk as tenure's servers: `strace` adds `delay_ms` to each of
+/// its `fsync` and `fdatasync` calls (system-call injection: etcd is a
+/// static Go binary, out of reach of an `LD_PRELOAD`), and `setpriv`
+/// makes etcd die with strace, so that killing the member's process kills
+/// etcd rather than leave it running untraced.
+fn etcd_command(delay_ms: u64) -> anyhow::Result<Command> {
+    if delay_ms == 0 {
+        return Ok(Command::new("etcd"));
+    }
+    let found = |tool: &str| {
+        Command::new(tool).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
+    };
+    if !found("strace") || !found("setpriv") {
+        bail!(
+            "{FSYNC_DELAY_ENV} slows etcd's disk through strace and setpriv: apt-get install strace util-linux"
+        );
+    }
+    let mut c = Command::new("strace");
+    let inject = format!("inject=fsync,fdatasync:delay_exit={delay_ms}ms");
+    c.args(["-f", "--seccomp-bpf", "-qq", "-o", "/dev/null", "-e", "trace=fsync,fdatasync"])
+        .args(["-e", &inject, "setpriv", "--pdeathsig", "KILL", "etcd"]);
+    Ok(c)
+}
+
 impl System for Etcd {
     fn name(&self) -> &'static str {
         "etcd"
@@ -254,7 +293,7 @@ impl System for Etcd {
         let peer = m.peer_url();
         let client = self.client_url(i);
         let state = if m.existing { "existing" } else { "new" };
-        let mut c = Command::new("etcd");
+        let mut c = etcd_command(fsync_delay_ms()?)?;
         c.args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&m.data_dir)

@@ -105,16 +105,21 @@ pub enum Completion {
 
 /// What the last inputs produced. Handle it in field order: send `early`,
 /// persist `write` (with fsync), then send `messages`, then deliver
-/// `completions`.
+/// `completions`, and report the write durable
+/// ([`crate::Replica::handle_persisted`]). Outputs are handled in the order
+/// they were taken, but the driver need not wait for one's write before it
+/// feeds the next input: the later outputs' `early` messages may leave at
+/// once, the rest of each waits for its own write and every earlier one.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[must_use = "the output carries log writes and messages"]
 pub struct Output {
     /// Messages that may leave before `write` is durable: a ready leader's
     /// new entries for its followers, so that their writes run while the
     /// leader writes its own copy (Raft thesis §10.2.1). The leader counts
-    /// its own copy toward a commit only from its next input, once `write`
-    /// is durable. A leader whose `write` then fails must never lead under
-    /// that token again: see [`crate::Replica::handle_persist_failed`].
+    /// its own copy toward a commit only once the driver reports `write`
+    /// durable ([`crate::Replica::handle_persisted`]). A leader whose
+    /// `write` then fails must never lead under that token again: see
+    /// [`crate::Replica::handle_persist_failed`].
     pub early: Vec<(NodeId, ReplicaMessage)>,
     /// Changes to the durable log, in order, to make durable before sending
     /// `messages`.

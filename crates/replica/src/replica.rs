@@ -328,12 +328,14 @@ pub struct Replica<S> {
     lead: Option<Lead>,
     commit: Index,
     applied: Index,
-    /// The log is durable up to here (own entries count from the next input).
+    /// The log is durable up to here: the driver said so
+    /// ([`Replica::handle_persisted`]).
     durable_last: Index,
     /// The promise is durable up to here.
     durable_promise: FencingToken,
-    /// Something was written that the next input may count: fire at once.
-    kick: bool,
+    /// Outputs taken whose writes are not yet reported durable, oldest
+    /// first: the log's last index and the promise once each is.
+    unpersisted: VecDeque<(Index, FencingToken)>,
     incoming: Option<Incoming>,
     /// The log could not be written: the replica takes no part until rebuilt.
     stalled: bool,
@@ -380,7 +382,7 @@ impl<S: StateMachine> Replica<S> {
             applied: base.index,
             durable_last,
             durable_promise: restored.promised,
-            kick: false,
+            unpersisted: VecDeque::new(),
             incoming: None,
             stalled: false,
             // Whatever this node promised before, it may not lead under:
@@ -403,18 +405,45 @@ impl<S: StateMachine> Replica<S> {
         &self.sm
     }
 
-    /// Drains what the inputs produced.
+    /// Drains what the inputs produced. An output that carries a write is
+    /// counted durable only once the driver says so
+    /// ([`Replica::handle_persisted`]); until then the leader does not
+    /// count its own copy toward a commit, nor its promise toward a
+    /// synchronisation.
     pub fn take_output(&mut self) -> Output {
+        if !self.out.write.is_empty() {
+            self.unpersisted.push_back((self.log.last().index, self.promised));
+        }
         std::mem::take(&mut self.out)
+    }
+
+    /// The writes of the `outputs` oldest outputs taken with a write and not
+    /// yet reported are durable (writes are made durable in the order the
+    /// outputs were taken). The driver may go on feeding inputs while a
+    /// write is under way: what this node acknowledges waits in the
+    /// output's messages, which leave only after its write, and the leader
+    /// commits on a majority of durable copies, its own counted from here.
+    pub fn handle_persisted(&mut self, now: Instant, outputs: usize) {
+        if !self.start_input() {
+            return;
+        }
+        for _ in 0..outputs {
+            let Some((last, promise)) = self.unpersisted.pop_front() else { break };
+            self.durable_last = last;
+            self.durable_promise = self.durable_promise.max(promise);
+        }
+        self.finish_input(now);
+    }
+
+    /// How many outputs taken with a write are not yet reported durable.
+    pub fn unpersisted(&self) -> usize {
+        self.unpersisted.len()
     }
 
     /// When [`Replica::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Instant {
         if self.stalled {
             return Instant::MAX;
-        }
-        if self.kick {
-            return Instant::ZERO;
         }
         match &self.lead {
             Some(l) => match l.phase {
@@ -696,7 +725,6 @@ impl<S: StateMachine> Replica<S> {
             lead.proposals.insert(pos.index, id);
         }
         self.refresh_peers(pos.index);
-        self.kick = true;
         Ok(id)
     }
 
@@ -796,16 +824,9 @@ impl<S: StateMachine> Replica<S> {
 
     // ---- Bookkeeping ----
 
-    /// Every input starts here: what the previous output asked to write is
-    /// durable now. False if the replica stalled.
+    /// Every input starts here. False if the replica stalled.
     fn start_input(&mut self) -> bool {
-        if self.stalled {
-            return false;
-        }
-        self.durable_last = self.log.last().index;
-        self.durable_promise = self.promised;
-        self.kick = false;
-        true
+        !self.stalled
     }
 
     /// Every input ends here: count what became durable, advance the commit.
@@ -828,6 +849,20 @@ impl<S: StateMachine> Replica<S> {
     }
 
     fn write(&mut self, op: LogOp) {
+        // Entries removed from the log are no longer what the disk holds
+        // durably at their positions, nor what a write under way leaves
+        // there: what is durable (or will be) stops before them.
+        let kept = match &op {
+            LogOp::TruncateAfter(index) => Some(*index),
+            LogOp::InstallSnapshot { last, .. } => Some(last.index),
+            _ => None,
+        };
+        if let Some(kept) = kept {
+            self.durable_last = self.durable_last.min(kept);
+            for (last, _) in &mut self.unpersisted {
+                *last = (*last).min(kept);
+            }
+        }
         self.out.write.push(op);
     }
 
@@ -936,7 +971,6 @@ impl<S: StateMachine> Replica<S> {
         for id in others {
             self.send(id, ReplicaMessage::Sync { token });
         }
-        self.kick = true;
     }
 
     /// Once a majority promised: replicate from here, or fetch the freshest log first.
@@ -997,7 +1031,6 @@ impl<S: StateMachine> Replica<S> {
         self.refresh_peers(pos.index);
         self.log.push(noop.clone());
         self.write(LogOp::Append(vec![noop]));
-        self.kick = true;
         self.send_appends(now, true);
     }
 
@@ -1025,7 +1058,6 @@ impl<S: StateMachine> Replica<S> {
             Some(LogOp::Append(batch)) => batch.push(entry),
             _ => self.write(LogOp::Append(vec![entry])),
         }
-        self.kick = true;
         Ok(id)
     }
 

@@ -54,6 +54,29 @@ fn a_batch_is_one_write_and_one_message_per_follower() {
     c.check_converged();
 }
 
+/// The leader's own write is counted only once it is reported durable; a
+/// commit needs a majority of durable copies, with or without the leader's.
+#[test]
+fn a_leader_commits_on_durable_copies_with_or_without_its_own() {
+    let mut c = led(3);
+    c.slow.insert(n(1));
+    assert_eq!(c.propose(n(1), vec![cmd(1)]), 1);
+    c.run_for(HEARTBEAT / 2);
+    assert!(
+        c.proposals.values().all(|(_, f)| matches!(f, Fate::Committed(_))),
+        "both followers' copies commit it while the leader's is unreported"
+    );
+    // With one follower cut off, the leader's unreported copy does not count.
+    c.isolate(n(3));
+    assert_eq!(c.propose(n(1), vec![cmd(2)]), 1);
+    c.run_for(HEARTBEAT * 3);
+    let pending = |c: &Cluster| c.proposals.values().filter(|(_, f)| *f == Fate::Pending).count();
+    assert_eq!(pending(&c), 1, "one follower's copy is not a majority");
+    c.report_writes(n(1));
+    c.run_for(HEARTBEAT);
+    assert_eq!(pending(&c), 0, "the leader's copy, once durable, makes the majority");
+}
+
 #[test]
 fn a_follower_does_not_accept_writes() {
     let mut c = led(3);

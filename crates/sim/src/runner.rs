@@ -177,6 +177,12 @@ enum SimEvent {
         seq: u64,
         electorate: Electorate,
     },
+    /// The log write of a replica output of node index `node` is durable:
+    /// the replica hears so (stale unless `epoch` is still the replica's).
+    Persisted {
+        node: usize,
+        epoch: u64,
+    },
 }
 
 struct Scheduled {
@@ -509,6 +515,7 @@ impl Sim {
             SimEvent::Electorate { node, epoch, seq, electorate } => {
                 self.electorate_arrives(node, epoch, seq, electorate)
             }
+            SimEvent::Persisted { node, epoch } => self.persisted(node, epoch),
             SimEvent::Notice { about, incarnation, to } => {
                 if self.net.is_blocked(about, to) {
                     return;

@@ -102,6 +102,11 @@ pub enum PlantedBug {
     /// under the same token and may write other entries at positions a
     /// follower already holds.
     LeadAgainAfterFailedWrite,
+    /// The driver reports a log write durable as soon as it is issued, not
+    /// once it has synced (`tenure_replica::Replica::handle_persisted`): a
+    /// leader counts its own copy toward a commit while a crash may still
+    /// tear it away.
+    CountUnsyncedCopy,
 }
 
 impl PlantedBug {

@@ -624,7 +624,13 @@ impl ReplicaModel {
         let node = &mut state.nodes[i];
         let mut replica = Replica::clone(&node.replica);
         let now = node.now;
+        // Every earlier write is durable by now: the replica hears so before
+        // this step's input (its own copies count from here).
+        let persisted = replica.unpersisted();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
+            if persisted > 0 {
+                replica.handle_persisted(now, persisted);
+            }
             let accepted = input(&mut replica, now);
             (accepted, replica.take_output())
         }));

@@ -48,6 +48,7 @@
 
 pub mod ask;
 pub mod handover;
+mod pipeline;
 mod replies;
 mod task;
 

@@ -6,6 +6,7 @@
 //! the replies.
 
 use super::ask::AskReply;
+use super::pipeline::{Pipeline, Release, Written};
 use super::replies::{Replies, Reply};
 use super::{bump, warn_open, ChangeFailure, LogShared, Request, MAX_BATCH};
 use crate::driver::{PERSIST_RETRY_MAX, PERSIST_RETRY_MIN};
@@ -99,6 +100,7 @@ enum Wake {
     Timer,
     Reopen,
     Expiry,
+    Written(Written),
 }
 
 /// The log task's state.
@@ -128,6 +130,8 @@ pub(super) struct LogTask<S> {
     changes: BTreeMap<ProposalId, ChangeReply>,
     /// Members' host names already looked up (at most [`MAX_RESOLVED`]).
     resolved: BTreeMap<String, SocketAddr>,
+    /// Log writes under way, and the outputs that wait for them.
+    pipeline: Pipeline,
 }
 
 impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
@@ -161,6 +165,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             change_requests: Vec::new(),
             changes: BTreeMap::new(),
             resolved: BTreeMap::new(),
+            pipeline: Pipeline::default(),
         }
     }
 
@@ -185,12 +190,15 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             let timer = sleep_until_core(&self.log.node, deadline);
             let rebuild_at = self.rebuild.map(|(at, _)| at);
             let pending = self.router.has_deadlines();
+            // Too many outputs wait for the disk: it sets the pace.
+            let open = !self.pipeline.is_full();
             let wake = tokio::select! {
                 biased;
                 _ = self.stop.wait_for(|&s| s) => Wake::Stop,
+                written = self.pipeline.wait() => Wake::Written(written),
                 Ok(()) = self.leadership.changed() => Wake::Leadership,
-                Some(req) = self.requests.recv() => Wake::Request(req),
-                Some((from, data)) = self.peers.recv() => Wake::Peer(from, data),
+                Some(req) = self.requests.recv(), if open => Wake::Request(req),
+                Some((from, data)) = self.peers.recv(), if open => Wake::Peer(from, data),
                 _ = timer, if rebuild_at.is_none() => Wake::Timer,
                 _ = sleep_until_opt(rebuild_at), if rebuild_at.is_some() => Wake::Reopen,
                 _ = expiry.tick(), if pending => Wake::Expiry,
@@ -213,8 +221,13 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                     let now = self.now();
                     self.router.expire(now);
                 }
+                Wake::Written(written) => self.on_written(written).await,
             }
             self.settle().await;
+        }
+        // The store closes once no write of it is under way.
+        while self.pipeline.is_writing() {
+            let _ = self.pipeline.wait().await;
         }
         self.close_store().await;
         for (_, reply) in std::mem::take(&mut self.changes) {
@@ -631,8 +644,12 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         self.process(out).await;
     }
 
-    /// Write and sync the log first; then give the elector a configuration
-    /// the output changed; only then send; then answer.
+    /// Carries out an output: the write goes to the pipeline (it syncs while
+    /// the task goes on); once it and every earlier write are durable, the
+    /// elector gets a configuration the output changed, and only then its
+    /// messages leave ([`Self::release`]). A leader's new entries leave at
+    /// once, and the answers too (a commit rests on a majority's disks, a
+    /// read on a majority's answers, neither on this node's write).
     async fn process(&mut self, out: Output) {
         let Output {
             early,
@@ -652,12 +669,38 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         for (to, msg) in early {
             self.send(to, Frame::Replica(msg));
         }
-        if !write.is_empty() {
-            if let Err(e) = self.write(write).await {
-                self.write_failed(&e, completions).await;
-                return;
-            }
+        self.note_write(&write);
+        let release = Release { membership, electorate, messages };
+        let syncs = &self.log.counters.writes;
+        if let Some(release) = self.pipeline.push(write, release, &self.store, syncs) {
+            self.release(release).await;
         }
+        self.complete(completions);
+        self.after_output(!applied.is_empty());
+    }
+
+    /// A write of the pipeline ended: the outputs that waited for it go, and
+    /// the replica counts it; or it failed.
+    async fn on_written(&mut self, written: Written) {
+        let Written { outputs, result, released } = written;
+        if let Err(e) = result {
+            // Nothing that waited for the disk leaves.
+            drop(released);
+            self.write_failed(&e).await;
+            return;
+        }
+        // The next writes sync while these outputs go.
+        self.pipeline.start(&self.store, &self.log.counters.writes);
+        for release in released {
+            self.release(release).await;
+        }
+        self.input(move |r, now| r.handle_persisted(now, outputs)).await;
+    }
+
+    /// What waited for an output's write (and every earlier one): the
+    /// configuration it changed, to the elector, then its messages.
+    async fn release(&mut self, release: Release) {
+        let Release { membership, electorate, messages } = release;
         if let Some(m) = &membership {
             info!(node = %self.me(), at = ?m.at, members = %m.members, "the log holds a new configuration");
         }
@@ -667,14 +710,18 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         for (to, msg) in messages {
             self.send(to, Frame::Replica(msg));
         }
-        self.complete(completions);
+    }
+
+    /// After any output: whether this node is the ready leader, and how far
+    /// it applied.
+    fn after_output(&mut self, applied: bool) {
         let (ready, now_applied) = {
             let r = lock(&self.log.replica);
             let ready = if r.is_ready_leader() { r.status().leading } else { None };
             (ready, r.applied())
         };
         self.set_ready(ready);
-        if !applied.is_empty() || *self.log.applied.borrow() != now_applied {
+        if applied || *self.log.applied.borrow() != now_applied {
             self.log.applied.send_replace(now_applied);
         }
     }
@@ -699,8 +746,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         }
     }
 
-    async fn write(&self, ops: Vec<LogOp>) -> std::io::Result<()> {
-        for op in &ops {
+    /// Records the size of a snapshot among `ops`.
+    fn note_write(&self, ops: &[LogOp]) {
+        for op in ops {
             if let LogOp::Compact { data, .. } | LogOp::InstallSnapshot { data, .. } = op {
                 self.log
                     .counters
@@ -708,18 +756,12 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
                     .store(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        let store = self.store.clone();
-        bump(&self.log.counters.writes, 1);
-        // fsync blocks: keep it off the async workers. (A compaction among
-        // the ops is written in the background, by the store's own thread.)
-        tokio::task::spawn_blocking(move || store.write(ops))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
 
-    /// The log could not be written: nothing of the output is sent, the
-    /// replica stops, and the log is reopened from disk after a backoff.
-    async fn write_failed(&mut self, e: &std::io::Error, completions: Vec<Completion>) {
+    /// The log could not be written: nothing that waited for the write is
+    /// sent, the replica stops, and the log is reopened from disk after a
+    /// backoff.
+    async fn write_failed(&mut self, e: &std::io::Error) {
         bump(&self.log.counters.write_failures, 1);
         let again = self.reopened.is_some_and(|at| at.elapsed() < PERSIST_RETRY_MAX);
         if again {
@@ -750,7 +792,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             self.give_up(token).await;
         }
         // Commits learnt before the failure stand (a majority holds them).
-        self.complete(completions.into_iter().chain(more.completions).collect());
+        self.complete(more.completions);
         self.set_ready(None);
         self.router.set_rebuilding(true);
         self.rebuild = Some((Instant::now() + PERSIST_RETRY_MIN, PERSIST_RETRY_MIN));

@@ -128,6 +128,9 @@ pub struct Cluster {
     pub applied: Vec<(NodeId, Position, Vec<u8>)>,
     /// Every (node, position) applied, no-ops included.
     pub applied_positions: Vec<(NodeId, Position)>,
+    /// Nodes whose writes are not reported durable until
+    /// [`Cluster::report_writes`] (their disk is slow).
+    pub slow: BTreeSet<NodeId>,
 }
 
 impl Cluster {
@@ -157,6 +160,7 @@ impl Cluster {
             changes: BTreeMap::new(),
             applied: Vec::new(),
             applied_positions: Vec::new(),
+            slow: BTreeSet::new(),
         };
         for id in ids {
             c.nodes.insert(
@@ -195,6 +199,15 @@ impl Cluster {
         self.nodes[&id].replica.is_some()
     }
 
+    /// Reports every write of `id` durable (a slow disk caught up).
+    pub fn report_writes(&mut self, id: NodeId) {
+        let now = self.now;
+        let r = self.replica_mut(id);
+        let n = r.unpersisted();
+        r.handle_persisted(now, n);
+        self.drain(id);
+    }
+
     /// Persist, then send, then completions — the calling contract.
     pub fn drain(&mut self, id: NodeId) {
         loop {
@@ -205,6 +218,12 @@ impl Cluster {
             let node = self.nodes.get_mut(&id).expect("known");
             for op in &out.write {
                 node.disk.apply(op);
+            }
+            if !out.write.is_empty() && !self.slow.contains(&id) {
+                // Durable at once: the next round of this loop takes what
+                // counting it produced.
+                let now = self.now;
+                self.replica_mut(id).handle_persisted(now, 1);
             }
             // Early messages leave before the write; here the write is done
             // at once, so they go with the others.

@@ -818,10 +818,11 @@ impl Sim {
             let Some(world) = self.kv.as_mut() else { return true };
             let host = &mut self.hosts[i];
             let failing = host.storage_failing;
+            let local = host.local_now(now);
             let Some(kv) = host.kv.as_mut() else { return true };
-            // This output came from an input that counted every earlier
-            // write durable: it is, whatever its fsync time.
-            kv.disk.sync_all();
+            // The node goes on while its writes sync: the replica counts
+            // one durable when it hears so (`SimEvent::Persisted`).
+            kv.disk.settle(now);
             let mut written = true;
             let departs = if records.is_empty() {
                 kv.synced_at.max(now)
@@ -841,6 +842,13 @@ impl Sim {
                 let at = (now + self.cfg.fsync_ns).max(kv.synced_at);
                 kv.synced_at = at;
                 kv.disk.write(at, records);
+                let epoch = kv.electorate_epoch;
+                if world.workload.spec.planted == Some(PlantedBug::CountUnsyncedCopy) {
+                    if let Some(r) = kv.replica.as_mut() {
+                        r.handle_persisted(local, 1);
+                    }
+                }
+                self.schedule(at, SimEvent::Persisted { node: i, epoch });
                 at
             };
             if written {
@@ -856,8 +864,10 @@ impl Sim {
                     self.send_replica(i, to, msg, departs);
                 }
             }
+            // Answers need not wait for this node's write: a commit rests on
+            // a majority's durable copies, a read on a majority's answers.
             for c in out.completions {
-                self.complete(i, c, departs);
+                self.complete(i, c, now);
             }
             if !written {
                 let kv = self.hosts[i].kv.as_mut().expect("checked above");
@@ -960,6 +970,29 @@ impl Sim {
     /// pause, as its messages, already on their way, show).
     pub(super) fn electorate_arrives(&mut self, i: usize, epoch: u64, seq: u64, e: Electorate) {
         if self.electorate_due(i, epoch, seq, e) && !self.hosts[i].paused {
+            self.drive_replica(i);
+            self.rearm(i);
+        }
+    }
+
+    /// A log write of node `i` is durable: its replica hears so, unless it
+    /// was rebuilt since (`epoch`). A paused node's replica hears it now
+    /// and what that produces waits in it until the node resumes.
+    pub(super) fn persisted(&mut self, i: usize, epoch: u64) {
+        if !self.hosts[i].is_up() {
+            return;
+        }
+        if world_planted(self) == Some(PlantedBug::CountUnsyncedCopy) {
+            return; // Reported when issued.
+        }
+        let local = self.hosts[i].local_now(self.now);
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+        if kv.electorate_epoch != epoch {
+            return;
+        }
+        let Some(r) = kv.replica.as_mut() else { return };
+        r.handle_persisted(local, 1);
+        if !self.hosts[i].paused {
             self.drive_replica(i);
             self.rearm(i);
         }
