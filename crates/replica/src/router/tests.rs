@@ -37,9 +37,27 @@ fn a_follower_forwards_a_write_and_answers_with_the_leaders_answer() {
     assert_eq!((*to, command.as_slice()), (LEADER, &b"put"[..]));
     assert!(out.answers.is_empty(), "no answer before the leader's");
     r.forward_in(at(5), LEADER, Forward::Proposed { id: *id, result: committed(9) });
+    // Not before this node applied it: the caller's next read here sees it.
+    r.settle(at(5), 8);
+    assert!(r.take_output().answers.is_empty(), "answered before it was applied here");
+    r.settle(at(6), 9);
     let out = r.take_output();
     let [(7, Answer::Write(Ok(c)))] = out.answers.as_slice() else { panic!("{out:?}") };
     assert_eq!((c.position.index, c.result.as_slice()), (9, &b"done"[..]));
+    assert_eq!(r.held(), 0);
+}
+
+#[test]
+fn a_committed_write_not_applied_in_time_is_still_answered_done() {
+    let mut r = router();
+    r.set_view(Some(LEADER), Some(token(1)));
+    r.call(at(0), 7, Call::Propose(b"put".to_vec()));
+    let Forward::Propose { id, .. } = r.take_output().forwards[0].1.clone() else { panic!() };
+    r.forward_in(at(5), LEADER, Forward::Proposed { id, result: committed(9) });
+    r.expire(at(60_000));
+    let out = r.take_output();
+    let [(7, Answer::Write(Ok(c)))] = out.answers.as_slice() else { panic!("{out:?}") };
+    assert_eq!(c.position.index, 9, "it committed: done, whatever this node applied");
     assert_eq!(r.held(), 0);
 }
 
