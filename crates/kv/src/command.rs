@@ -111,7 +111,20 @@ pub enum Command {
     /// range reads that see the writes before them, nested transactions
     /// (see [`RangeTxn`]); answered as [`crate::Response::RangeTxn`].
     RangeTxn(RangeTxn),
+    /// Ends several leases whose TTL passed on the leader's clock, in order,
+    /// each as [`Command::Expire`] would (its keys deleted at a revision of
+    /// its own; one already gone is skipped): one log entry for a chunk of
+    /// expiries. Between 1 and [`MAX_EXPIRIES_PER_COMMAND`] leases, each
+    /// named once. Answered as [`crate::Response::LeasesExpired`].
+    ExpireMany {
+        /// The leases.
+        leases: Vec<LeaseId>,
+    },
 }
+
+/// Most leases one [`Command::ExpireMany`] ends: the leader's chunk of due
+/// leases ([`crate::MAX_EXPIRIES_PER_CALL`]).
+pub const MAX_EXPIRIES_PER_COMMAND: usize = crate::lease_clock::MAX_EXPIRIES_PER_CALL;
 
 /// A condition on one key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,6 +238,10 @@ pub enum InvalidCommand {
         max = crate::MAX_TXN_TOTAL_OPS
     )]
     TooManyOpsInAll(usize),
+    /// An expiry of no lease, of more than [`MAX_EXPIRIES_PER_COMMAND`], or
+    /// naming one twice.
+    #[error("an expiry names 1 to {MAX_EXPIRIES_PER_COMMAND} distinct leases, not {0}")]
+    BadExpiries(usize),
 }
 
 impl Command {
@@ -295,6 +312,16 @@ impl Command {
                 owner.as_deref().map_or(Ok(()), check_owner)
             }
             Command::Revoke { .. } | Command::Expire { .. } | Command::Compact { .. } => Ok(()),
+            Command::ExpireMany { leases } => {
+                let distinct = leases.iter().collect::<std::collections::BTreeSet<_>>().len();
+                if leases.is_empty()
+                    || leases.len() > MAX_EXPIRIES_PER_COMMAND
+                    || distinct != leases.len()
+                {
+                    return Err(InvalidCommand::BadExpiries(leases.len()));
+                }
+                Ok(())
+            }
             Command::RangeTxn(txn) => txn.validate(),
             Command::DeleteRange { from, to } => {
                 if from.is_empty() {
@@ -410,6 +437,9 @@ mod wire {
             revision: u64,
         },
         RangeTxn(RangeTxn),
+        ExpireMany {
+            leases: Vec<LeaseId>,
+        },
     }
 
     /// A command as it is encoded (borrowed: a transaction is not copied).
@@ -461,6 +491,9 @@ mod wire {
             revision: u64,
         },
         RangeTxn(&'a RangeTxn),
+        ExpireMany {
+            leases: &'a [LeaseId],
+        },
     }
 
     /// A transaction operation as it is decoded.
@@ -531,6 +564,7 @@ mod wire {
                 Command::DeleteRange { from, to } => super::Command::DeleteRange { from, to },
                 Command::Compact { revision } => super::Command::Compact { revision },
                 Command::RangeTxn(txn) => super::Command::RangeTxn(txn),
+                Command::ExpireMany { leases } => super::Command::ExpireMany { leases },
             }
         }
     }
@@ -566,6 +600,7 @@ mod wire {
                 super::Command::DeleteRange { from, to } => CommandRef::DeleteRange { from, to },
                 super::Command::Compact { revision } => CommandRef::Compact { revision: *revision },
                 super::Command::RangeTxn(txn) => CommandRef::RangeTxn(txn),
+                super::Command::ExpireMany { leases } => CommandRef::ExpireMany { leases },
             }
         }
     }

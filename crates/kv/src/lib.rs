@@ -33,8 +33,8 @@ mod range_txn;
 mod store;
 
 pub use command::{
-    Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_KEY_BYTES, MAX_TXN_OPS,
-    MAX_VALUE_BYTES,
+    Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_EXPIRIES_PER_COMMAND,
+    MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES,
 };
 pub use election::{
     campaign, campaign_outcome, candidate_count, check_caps, check_caps_in, proclaim,

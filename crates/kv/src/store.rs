@@ -263,6 +263,16 @@ pub enum Response {
         /// One response per operation of the branch that ran.
         responses: Vec<RangeOpResponse>,
     },
+    /// Leases expired by one [`crate::Command::ExpireMany`], each at a
+    /// revision of its own if it had keys: those that existed, in order.
+    LeasesExpired {
+        /// The leases that ended (those already gone are left out).
+        leases: Vec<LeaseId>,
+        /// The store's revision after the last of them.
+        revision: u64,
+        /// How many keys were deleted in all.
+        deleted: usize,
+    },
 }
 
 impl Response {
@@ -661,6 +671,18 @@ impl Store {
             Command::Grant { ttl_ms, owner } => self.grant(*ttl_ms, owner.as_deref()),
             Command::Revoke { lease } => self.end_lease(*lease, LeaseEnd::Revoked),
             Command::Expire { lease } => self.end_lease(*lease, LeaseEnd::Expired),
+            Command::ExpireMany { leases } => {
+                let (mut ended, mut deleted) = (Vec::new(), 0);
+                for &lease in leases {
+                    if let Response::LeaseEnded { deleted: d, .. } =
+                        self.end_lease(lease, LeaseEnd::Expired)
+                    {
+                        ended.push(lease);
+                        deleted += d;
+                    }
+                }
+                Response::LeasesExpired { leases: ended, revision: self.revision, deleted }
+            }
             Command::DeleteRange { from, to } => self.delete_range(from, to),
             Command::Compact { revision } => self.compact(*revision),
             Command::RangeTxn(txn) => self.range_txn(txn),

@@ -154,6 +154,46 @@ fn an_expiry_is_a_revocation_reported_as_an_expiry() {
     );
 }
 
+/// The leader's chunk of expiries in one entry: each lease as its own
+/// `Expire` would end it (its keys at a revision of its own, none for a
+/// lease without keys), one already gone skipped; a list that is empty,
+/// too long or names a lease twice is refused whole.
+#[test]
+fn many_expiries_in_one_command_end_each_lease_as_its_own_would() {
+    let mut s = Store::new();
+    let (a, empty, b, gone) =
+        (grant(&mut s, 5_000), grant(&mut s, 5_000), grant(&mut s, 5_000), grant(&mut s, 5_000));
+    s.execute(&txn(vec![txn_put("a1", Some(a)), txn_put("a2", Some(a))]));
+    s.execute(&put("b1", Some(b)));
+    s.execute(&Command::Revoke { lease: gone });
+    assert_eq!(s.revision(), 3);
+    let mut one_by_one = s.clone();
+    let before = s.clone();
+    for bad in [vec![], vec![a, a], vec![LeaseId(7); tenure_kv::MAX_EXPIRIES_PER_COMMAND + 1]] {
+        let n = bad.len();
+        assert_eq!(
+            s.execute(&Command::ExpireMany { leases: bad }),
+            Response::Invalid(InvalidCommand::BadExpiries(n))
+        );
+        assert_eq!(s, before, "a refused list changes nothing");
+    }
+    assert_eq!(
+        s.execute(&Command::ExpireMany { leases: vec![a, empty, gone, b] }),
+        Response::LeasesExpired { leases: vec![a, empty, b], revision: 5, deleted: 3 }
+    );
+    for lease in [a, empty, gone, b] {
+        one_by_one.execute(&Command::Expire { lease });
+    }
+    assert_eq!(s, one_by_one, "the same store as four expiries in a row");
+    let changes = s.changes_since("", 4, 10).unwrap();
+    let at: Vec<(String, u64)> = changes.iter().map(|c| (c.kv.key.clone(), c.revision)).collect();
+    assert_eq!(at, [("a1".into(), 4), ("a2".into(), 4), ("b1".into(), 5)]);
+    assert!(changes.iter().all(|c| c.kind == ChangeKind::Expired));
+    // It survives the log's encoding.
+    let c = Command::ExpireMany { leases: vec![a, b] };
+    assert_eq!(Command::decode(&c.encode()), Ok(c));
+}
+
 #[test]
 fn an_unknown_lease_fails_the_whole_command_and_changes_nothing() {
     let mut s = Store::new();

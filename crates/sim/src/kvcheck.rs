@@ -208,6 +208,7 @@ fn shown(output: &KvOutput) -> Vec<&KeyValue> {
             | Response::Invalid(_)
             | Response::Granted { .. }
             | Response::LeaseEnded { .. }
+            | Response::LeasesExpired { .. }
             | Response::Refused(_) => {}
         },
     }
@@ -263,7 +264,8 @@ fn store_revision(output: &KvOutput) -> Option<(u64, bool)> {
             Response::Conflict { revision, .. } | Response::Granted { revision, .. } => {
                 Some((*revision, false))
             }
-            Response::LeaseEnded { revision, deleted, .. } => Some((*revision, *deleted > 0)),
+            Response::LeaseEnded { revision, deleted, .. }
+            | Response::LeasesExpired { revision, deleted, .. } => Some((*revision, *deleted > 0)),
             Response::RangeTxn { revision, responses, .. } => {
                 Some((*revision, responses.iter().any(RangeOpResponse::changed)))
             }

@@ -95,7 +95,7 @@ pub struct KvHost {
     /// Range reads and renewals waiting for their confirmation round.
     pub elect_reads: BTreeMap<ReadId, (Tag, ElectRead)>,
     /// Expiries this node proposed as leader, in flight.
-    pub expiries: BTreeMap<ProposalId, LeaseId>,
+    pub expiries: BTreeMap<ProposalId, Vec<LeaseId>>,
     /// Changes of members this node proposed as leader, in flight.
     pub changes: BTreeMap<ProposalId, Change>,
     /// The leader's side of groups of partitions (the partitions workload

@@ -246,6 +246,7 @@ pub(crate) fn refuse_reserved(command: &Command) -> Result<(), ApiError> {
         Command::Grant { .. }
         | Command::Revoke { .. }
         | Command::Expire { .. }
+        | Command::ExpireMany { .. }
         | Command::DeleteRange { .. }
         | Command::Compact { .. }
         | Command::RangeTxn(_) => vec![],

@@ -99,6 +99,7 @@ pub(crate) fn leases_used(command: &Command) -> Vec<LeaseId> {
         Command::Delete { .. }
         | Command::Grant { .. }
         | Command::Expire { .. }
+        | Command::ExpireMany { .. }
         | Command::DeleteRange { .. }
         | Command::Compact { .. } => vec![],
     };

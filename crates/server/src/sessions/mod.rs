@@ -9,10 +9,11 @@
 //!   simulator checks, around `tenure_kv::LeaseClock`), started with a fresh,
 //!   full TTL for every lease when this node becomes the ready leader, and
 //!   stopped when it stops being one;
-//! * the expiry timer, which proposes `Command::Expire` for each lease whose
-//!   TTL passed without a renewal, bound to the leadership that decided it
+//! * the expiry timer, which proposes `Command::ExpireMany` for the leases
+//!   whose TTL passed without a renewal (a chunk of up to 64 in one log
+//!   entry), bound to the leadership that decided it
 //!   (`Replicated::propose_as`: never forwarded to a later leader), at most
-//!   [`MAX_EXPIRIES_IN_FLIGHT`] at once;
+//!   [`MAX_EXPIRIES_IN_FLIGHT`] leases at once;
 //! * renewals, which any node receives (`POST /v1/sessions/{id}/keepalive`,
 //!   keepalive streams, etcd's Lease service: [`etcd`]) and sends to the
 //!   leader as leader asks ([`protocol`]), gathered many to an ask

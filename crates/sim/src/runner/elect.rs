@@ -12,8 +12,9 @@
 //!   the token the replica leads, else after a confirmation round sent
 //!   after it arrived), then the keeper answers it (R1's second half, R3).
 //! * Expiries the keeper finds due are proposed on that replica only
-//!   (never forwarded; refused if it no longer leads), at most
-//!   [`MAX_EXPIRIES_IN_FLIGHT`] at once; one that fails while the node
+//!   (never forwarded; refused if it no longer leads), a chunk as one
+//!   `ExpireMany` entry, at most [`MAX_EXPIRIES_IN_FLIGHT`] leases at
+//!   once; one that fails while the node
 //!   still leads is given back to the keeper ([`LeaseKeeper::retry`]).
 //! * Every expiry proposed, and every entry applied, goes to the ledger of
 //!   stale expiries ([`crate::elect_stale`]), which counts those adopted by
@@ -168,19 +169,21 @@ impl Sim {
         let kv = self.hosts[i].kv.as_mut()?;
         match c {
             Completion::Proposal { id, result } => {
-                let Some(lease) = kv.expiries.remove(&id) else {
+                let Some(leases) = kv.expiries.remove(&id) else {
                     return Some(Completion::Proposal { id, result });
                 };
                 match result {
                     Ok((_, bytes)) => {
-                        let ended =
-                            matches!(Response::decode(&bytes), Ok(Response::LeaseEnded { .. }));
+                        let ended = match Response::decode(&bytes) {
+                            Ok(Response::LeasesExpired { leases, .. }) => leases.len() as u64,
+                            _ => 0,
+                        };
                         if let Some(w) = self.kv.as_mut() {
                             if let Some(e) = w.elect.as_mut() {
-                                e.stats.expiries += u64::from(ended);
+                                e.stats.expiries += ended;
                             }
                             if let Some(p) = w.parts.as_mut() {
-                                p.stats.expiries += u64::from(ended);
+                                p.stats.expiries += ended;
                             }
                         }
                     }
@@ -188,7 +191,9 @@ impl Sim {
                     Err(ProposalError::NotLeader { .. }) => {}
                     // It may still commit: due again later, still refused.
                     Err(ProposalError::Unknown | ProposalError::StorageFailed) => {
-                        kv.keeper.retry(local, lease);
+                        for lease in leases {
+                            kv.keeper.retry(local, lease);
+                        }
                     }
                 }
                 None
@@ -227,40 +232,35 @@ impl Sim {
         if room == 0 {
             return;
         }
-        let due = kv.keeper.due(local, &r.state_machine().store);
-        for (k, lease) in due.into_iter().enumerate() {
-            let Some(kv) = self.hosts[i].kv.as_mut() else { return };
-            if k >= room {
-                kv.keeper.retry(local, lease);
-                continue;
-            }
-            let Some(r) = kv.replica.as_mut().filter(|_| !kv.stalled) else {
-                kv.keeper.follow();
-                break;
-            };
-            let cmd = Command::Expire { lease }.encode();
-            match r.propose(local, vec![cmd]).pop() {
-                Some(Ok(id)) => {
-                    kv.expiries.insert(id, lease);
-                    // The entry just appended: the last of the log.
-                    let pos = r.status().last;
-                    if let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) {
-                        e.expiry_proposed(pos);
-                    }
+        let mut leases = kv.keeper.due(local, &r.state_machine().store);
+        // What does not fit waits, still refused to renewals.
+        for lease in leases.split_off(room.min(leases.len())) {
+            kv.keeper.retry(local, lease);
+        }
+        if leases.is_empty() {
+            return;
+        }
+        if kv.stalled {
+            kv.keeper.follow();
+            return;
+        }
+        // One log entry for the chunk, as the node's sessions service does.
+        let cmd = Command::ExpireMany { leases: leases.clone() }.encode();
+        match r.propose(local, vec![cmd]).pop() {
+            Some(Ok(id)) => {
+                kv.expiries.insert(id, leases);
+                // The entry just appended: the last of the log.
+                let pos = r.status().last;
+                if let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) {
+                    e.expiry_proposed(pos);
                 }
-                Some(Err(_)) | None if r.is_ready_leader() => {
+            }
+            Some(Err(_)) | None if r.is_ready_leader() => {
+                for lease in leases {
                     kv.keeper.retry(local, lease);
                 }
-                Some(Err(_)) | None => {
-                    kv.keeper.follow();
-                    break;
-                }
             }
-            // Each proposal's write is handled before the replica's next
-            // input, which counts it durable (a single voter commits it then).
-            if !self.drain_replica(i) {
-                return;
-            }
+            Some(Err(_)) | None => kv.keeper.follow(),
         }
         self.drain_replica(i);
     }
