@@ -104,12 +104,14 @@ pub enum Completion {
 }
 
 /// What the last inputs produced. Handle it in field order: send `early`,
-/// persist `write` (with fsync), then send `messages`, then deliver
-/// `completions`, and report the write durable
-/// ([`crate::Replica::handle_persisted`]). Outputs are handled in the order
-/// they were taken, but the driver need not wait for one's write before it
-/// feeds the next input: the later outputs' `early` messages may leave at
-/// once, the rest of each waits for its own write and every earlier one.
+/// persist `write` (with fsync), then send `messages`, and report the
+/// write durable ([`crate::Replica::handle_persisted`]); `completions` may
+/// be delivered at once (a commit rests on a majority's durable copies, a
+/// read index on a majority's answers, neither on this node's write).
+/// Outputs are handled in the order they were taken, but the driver need
+/// not wait for one's write before it feeds the next input: each later
+/// output's `early` messages may leave at once, its `messages` and
+/// `electorate` wait for its own write and every earlier one.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[must_use = "the output carries log writes and messages"]
 pub struct Output {

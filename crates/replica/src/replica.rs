@@ -334,8 +334,17 @@ pub struct Replica<S> {
     /// The promise is durable up to here.
     durable_promise: FencingToken,
     /// Outputs taken whose writes are not yet reported durable, oldest
-    /// first: the log's last index and the promise once each is.
-    unpersisted: VecDeque<(Index, FencingToken)>,
+    /// first: the output's number, the log's last index and the promise
+    /// once each is.
+    unpersisted: VecDeque<(u64, Index, FencingToken)>,
+    /// The number of the last output taken with a write.
+    taken: u64,
+    /// Peers some message to which waits for a write not yet reported: the
+    /// number of the output it waits for. A message may leave early (before
+    /// this node's writes) only to a peer not named here, so that it never
+    /// overtakes one sent before it (it would build on entries the peer
+    /// does not hold yet, and be refused).
+    held_for: BTreeMap<NodeId, u64>,
     incoming: Option<Incoming>,
     /// The log could not be written: the replica takes no part until rebuilt.
     stalled: bool,
@@ -383,6 +392,8 @@ impl<S: StateMachine> Replica<S> {
             durable_last,
             durable_promise: restored.promised,
             unpersisted: VecDeque::new(),
+            taken: 0,
+            held_for: BTreeMap::new(),
             incoming: None,
             stalled: false,
             // Whatever this node promised before, it may not lead under:
@@ -412,7 +423,15 @@ impl<S: StateMachine> Replica<S> {
     /// synchronisation.
     pub fn take_output(&mut self) -> Output {
         if !self.out.write.is_empty() {
-            self.unpersisted.push_back((self.log.last().index, self.promised));
+            self.taken += 1;
+            self.unpersisted.push_back((self.taken, self.log.last().index, self.promised));
+        }
+        // The messages wait for the writes not yet reported (this output's
+        // among them), the driver's contract.
+        if let Some(&(waits_for, _, _)) = self.unpersisted.back() {
+            for (to, _) in &self.out.messages {
+                self.held_for.insert(*to, waits_for);
+            }
         }
         std::mem::take(&mut self.out)
     }
@@ -427,10 +446,15 @@ impl<S: StateMachine> Replica<S> {
         if !self.start_input() {
             return;
         }
+        let mut through = None;
         for _ in 0..outputs {
-            let Some((last, promise)) = self.unpersisted.pop_front() else { break };
+            let Some((n, last, promise)) = self.unpersisted.pop_front() else { break };
             self.durable_last = last;
             self.durable_promise = self.durable_promise.max(promise);
+            through = Some(n);
+        }
+        if let Some(n) = through {
+            self.held_for.retain(|_, waits_for| *waits_for > n);
         }
         self.finish_input(now);
     }
@@ -614,8 +638,7 @@ impl<S: StateMachine> Replica<S> {
         // write runs beside the leader's, not after it.
         let mark = self.out.messages.len();
         self.send_appends(now, false);
-        let early = self.out.messages.split_off(mark);
-        self.out.early.extend(early);
+        self.send_early_from(mark);
         self.finish_input(now);
         results
     }
@@ -770,7 +793,11 @@ impl<S: StateMachine> Replica<S> {
             .as_ref()
             .is_some_and(|l| l.phase == Phase::Ready && l.peers.contains_key(&to));
         if ready {
+            // What a read index it answers waits for: early, as a commit
+            // notice, when nothing sent before it is held.
+            let mark = self.out.messages.len();
             self.send_to(now, to);
+            self.send_early_from(mark);
         }
         self.finish_input(now);
     }
@@ -859,7 +886,7 @@ impl<S: StateMachine> Replica<S> {
         };
         if let Some(kept) = kept {
             self.durable_last = self.durable_last.min(kept);
-            for (last, _) in &mut self.unpersisted {
+            for (_, last, _) in &mut self.unpersisted {
                 *last = (*last).min(kept);
             }
         }
@@ -1178,8 +1205,24 @@ impl<S: StateMachine> Replica<S> {
         for id in due {
             self.send_to(now, id);
         }
-        let notices = self.out.messages.split_off(mark);
-        self.out.early.extend(notices);
+        self.send_early_from(mark);
+    }
+
+    /// Makes the messages from `mark` on early ([`Output::early`]: they
+    /// leave before this node's writes end), each one whose peer has no
+    /// message before it still waiting: one held behind a write
+    /// (`held_for`) or one of this output. The others stay in order.
+    fn send_early_from(&mut self, mark: usize) {
+        let later = self.out.messages.split_off(mark);
+        for (to, msg) in later {
+            let waits =
+                self.held_for.contains_key(&to) || self.out.messages.iter().any(|(t, _)| *t == to);
+            if waits {
+                self.out.messages.push((to, msg));
+            } else {
+                self.out.early.push((to, msg));
+            }
+        }
     }
 
     /// The piece of the latest snapshot from `offset`.

@@ -77,6 +77,41 @@ fn a_leader_commits_on_durable_copies_with_or_without_its_own() {
     assert_eq!(pending(&c), 0, "the leader's copy, once durable, makes the majority");
 }
 
+/// A message leaves early (before this node's writes end) only if no
+/// message to the same peer waits for a write: it must not overtake one
+/// sent before it, which it builds on.
+#[test]
+fn an_early_append_never_overtakes_one_that_waits_for_a_write() {
+    let mut c = led(3);
+    let mut now = c.now;
+    let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap();
+    let peers = |m: &[(tenure_core::NodeId, ReplicaMessage)]| {
+        let mut to: Vec<_> = m.iter().map(|(t, _)| *t).collect();
+        to.sort();
+        to
+    };
+    r.propose(now, vec![cmd(1)]).into_iter().for_each(|p| assert!(p.is_ok()));
+    let first = r.take_output();
+    assert!(!first.write.is_empty());
+    assert_eq!(peers(&first.early), [n(2), n(3)], "new entries leave before the write");
+    // A heartbeat round while that write is under way: its appends wait.
+    now = now + HEARTBEAT;
+    r.handle_timeout(now);
+    let beat = r.take_output();
+    assert!(beat.early.is_empty());
+    assert_eq!(peers(&beat.messages), [n(2), n(3)]);
+    // The next entries would build on them: they wait too.
+    r.propose(now, vec![cmd(2)]).into_iter().for_each(|p| assert!(p.is_ok()));
+    let second = r.take_output();
+    assert!(second.early.is_empty(), "an append overtook a held one: {second:?}");
+    assert_eq!(peers(&second.messages), [n(2), n(3)]);
+    // Once the writes are reported, new entries leave early again.
+    r.handle_persisted(now, r.unpersisted());
+    let _ = r.take_output();
+    r.propose(now, vec![cmd(3)]).into_iter().for_each(|p| assert!(p.is_ok()));
+    assert_eq!(peers(&r.take_output().early), [n(2), n(3)]);
+}
+
 #[test]
 fn a_follower_does_not_accept_writes() {
     let mut c = led(3);
@@ -412,7 +447,7 @@ fn random_faults_lose_no_committed_entry() {
 /// A ready leader's new entries leave before its own write is durable
 /// (`Output::early`): the followers write while it writes. Nothing else
 /// of the output leaves early, and the leader's own copy counts toward a
-/// commit only from its next input.
+/// commit only once its write is reported durable.
 #[test]
 fn a_leaders_new_entries_leave_while_it_writes_them() {
     let mut c = led(3);

@@ -223,7 +223,9 @@ impl Cluster {
                 // Durable at once: the next round of this loop takes what
                 // counting it produced.
                 let now = self.now;
-                self.replica_mut(id).handle_persisted(now, 1);
+                let r = self.replica_mut(id);
+                let n = r.unpersisted();
+                r.handle_persisted(now, n);
             }
             // Early messages leave before the write; here the write is done
             // at once, so they go with the others.
