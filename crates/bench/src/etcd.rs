@@ -68,7 +68,12 @@ pub fn parse_status(body: &[u8]) -> anyhow::Result<EtcdStatus> {
 
 /// Whether `etcd` is on the PATH.
 pub fn available() -> bool {
-    Command::new("etcd").arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
+    runs("etcd")
+}
+
+/// Whether `tool --version` runs and succeeds.
+fn runs(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
 }
 
 /// One etcd member.
@@ -253,10 +258,7 @@ fn etcd_command(delay_ms: u64) -> anyhow::Result<Command> {
     if delay_ms == 0 {
         return Ok(Command::new("etcd"));
     }
-    let found = |tool: &str| {
-        Command::new(tool).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
-    };
-    if !found("strace") || !found("setpriv") {
+    if !runs("strace") || !runs("setpriv") {
         bail!(
             "{FSYNC_DELAY_ENV} slows etcd's disk through strace and setpriv: apt-get install strace util-linux"
         );

@@ -7,7 +7,7 @@
 //! wait and then go together, one `fdatasync` for all of them. What an
 //! output sends, answers or hands the elector waits for its own write and
 //! every earlier one (it may acknowledge what they hold): it is released in
-//! order once they are durable. Only a leader's new entries
+//! order once they are durable. Only the replica's early messages
 //! ([`tenure_replica::Output::early`]) leave before.
 
 use crate::log_store::LogStore;
@@ -53,8 +53,8 @@ pub(crate) struct Written {
     pub outputs: usize,
     /// Whether it did.
     pub result: std::io::Result<()>,
-    /// The outputs released by it, in order (on a failure: all of them,
-    /// whose messages must not leave).
+    /// The outputs released by it, in order (none on a failure: what was
+    /// held is dropped, its messages must not leave).
     pub released: Vec<Release>,
 }
 
@@ -122,7 +122,7 @@ impl Pipeline {
 
     /// Waits for the write under way to end (never, if none is): what it
     /// made durable, and the outputs that may now go. On a failure, every
-    /// held output comes back and nothing more is written.
+    /// held output is dropped and nothing more is written.
     pub(crate) async fn wait(&mut self) -> Written {
         let Some((_, write)) = self.in_flight.as_mut() else {
             return std::future::pending().await;
@@ -134,7 +134,8 @@ impl Pipeline {
         } else {
             self.queued.clear();
             self.queued_outputs = 0;
-            self.held.drain(..).map(|h| h.release).collect()
+            self.held.clear();
+            Vec::new()
         };
         Written { outputs, result, released }
     }

@@ -684,8 +684,8 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     async fn on_written(&mut self, written: Written) {
         let Written { outputs, result, released } = written;
         if let Err(e) = result {
-            // Nothing that waited for the disk leaves.
-            drop(released);
+            // Nothing that waited for the disk leaves (the pipeline
+            // dropped it).
             self.write_failed(&e).await;
             return;
         }
