@@ -5,42 +5,27 @@ use std::time::Duration;
 use tenure_elect::StoreError;
 use zookeeper_client::Error as ZkError;
 
-/// Whether `e` was caused by an I/O error: the client reports a connection
-/// reset or broken pipe as its own `Custom` error with the `io::Error` as
-/// its source, not as `ConnectionLoss`.
-fn caused_by_io(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(e);
-    while let Some(c) = cause {
-        if c.is::<std::io::Error>() {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
-}
-
 /// Classifies `e`, an answer (or its absence) about `what` sent to `servers`.
 /// A session that expired or was closed is [`StoreError::Gone`]; a lost
-/// connection (a reset socket included) is [`StoreError::NoAnswer`] (sent:
-/// the request may have arrived); a throttled or read-only server is
-/// [`StoreError::Unavailable`].
+/// connection is [`StoreError::NoAnswer`] (sent: the request may have
+/// arrived); a throttled or read-only server is [`StoreError::Unavailable`].
+/// The client reports a failure of its socket (a reset connection, a broken
+/// pipe) as its own `Custom` error, not as `ConnectionLoss`, and hides the
+/// `io::Error` behind an `Arc` that no source chain shows: every `Custom`
+/// error is taken for a lost connection (its others, TLS or SASL set-up,
+/// come at connect, which is bounded and retried the same way).
 pub(crate) fn classify(servers: &str, what: &str, e: ZkError) -> StoreError {
-    if matches!(e, ZkError::Custom(_)) && caused_by_io(&e) {
-        return StoreError::NoAnswer {
-            endpoint: servers.to_string(),
-            sent: true,
-            source: Box::new(e),
-        };
-    }
     match e {
         ZkError::SessionExpired | ZkError::ClientClosed => {
             StoreError::Gone(format!("{what}: the ZooKeeper session is gone ({e})"))
         }
-        ZkError::ConnectionLoss | ZkError::Timeout | ZkError::NoHosts => StoreError::NoAnswer {
-            endpoint: servers.to_string(),
-            sent: !matches!(e, ZkError::NoHosts),
-            source: Box::new(e),
-        },
+        ZkError::ConnectionLoss | ZkError::Timeout | ZkError::NoHosts | ZkError::Custom(_) => {
+            StoreError::NoAnswer {
+                endpoint: servers.to_string(),
+                sent: !matches!(e, ZkError::NoHosts),
+                source: Box::new(e),
+            }
+        }
         ZkError::Throttled | ZkError::NotReadOnly | ZkError::SessionMoved => {
             StoreError::Unavailable {
                 endpoint: servers.to_string(),
@@ -111,19 +96,6 @@ mod tests {
         assert!(busy.is_retryable());
         let refused = classify("h:1", "x", ZkError::NoAuth);
         assert!(matches!(refused, StoreError::Refused(_)) && !refused.is_retryable());
-    }
-
-    /// An error that wraps another, as the client's `Custom` wraps I/O.
-    #[derive(Debug, thiserror::Error)]
-    #[error("session: {0}")]
-    struct Wrapped(#[source] std::io::Error);
-
-    #[test]
-    fn a_reset_connection_anywhere_in_the_chain_is_io() {
-        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
-        assert!(caused_by_io(&Wrapped(reset)));
-        assert!(!caused_by_io(&ZkError::NoAuth));
-        assert!(!caused_by_io(&ZkError::ConnectionLoss));
     }
 
     #[tokio::test]
