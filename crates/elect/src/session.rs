@@ -6,8 +6,10 @@
 //! The tenure leader answers a renewal with a full TTL counted, on its own
 //! clock, from when it answered, which is after the client sent it; a new
 //! tenure leader grants every session a fresh TTL from when it became
-//! ready, which is also after every renewal an earlier leader answered
-//! (docs/ELECTIONS.md). So the session cannot expire on the servers before
+//! ready, which is also after every renewal an earlier leader answered, or
+//! for a session recorded silent what was left of its TTL, a silence that
+//! began after its last answered renewal (docs/ELECTIONS.md, "Deadlines
+//! across leader changes"). So the session cannot expire on the servers before
 //! `TTL` has passed on the server's clock since the send time of the last
 //! renewal that succeeded. Measured on the client's monotonic clock, that
 //! span may look shorter by the clocks' rate difference: with every clock

@@ -120,7 +120,39 @@ pub enum Command {
         /// The leases.
         leases: Vec<LeaseId>,
     },
+    /// The leader's record of the leases it saw go silent, so that a later
+    /// leader keeps their remaining time instead of a fresh TTL
+    /// (docs/ELECTIONS.md, "Deadlines across leader changes"). Spends no
+    /// revision. Answered as [`crate::Response::Checkpointed`].
+    Checkpoint(LeaseCheckpoint),
 }
+
+/// What one [`Command::Checkpoint`] records. The store keeps a lease time:
+/// the sum of every `elapsed_ms` since it last had no silent lease, which
+/// runs no faster than real time while a leader leads and stands still
+/// while none does. A silent lease is kept with the lease time at which its
+/// silence began; a later leader gives it what is left of its TTL from
+/// there, not a fresh one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseCheckpoint {
+    /// How long the leader's clock ran since its previous checkpoint (its
+    /// first: since it became the ready leader), in milliseconds, at most
+    /// [`MAX_TTL_MS`]: added to the lease time.
+    pub elapsed_ms: u64,
+    /// Leases that went without a renewal, each with for how long on the
+    /// leader's clock (milliseconds, at most [`MAX_TTL_MS`]): marked silent
+    /// since the lease time minus that. One that does not exist is skipped.
+    pub silent: Vec<(LeaseId, u64)>,
+    /// Silent leases renewed since: their mark is removed. The leader
+    /// answers such a renewal only once this committed.
+    pub renewed: Vec<LeaseId>,
+}
+
+/// Most leases one [`Command::Checkpoint`] names, silent and renewed
+/// together: a checkpoint entry stays under 64 KiB (each lease costs at
+/// most 20 bytes), and a mass silence (every client of a fleet cut off) is
+/// recorded in `MAX_LEASES / 2,048` entries.
+pub const MAX_CHECKPOINT_LEASES: usize = 2048;
 
 /// Most leases one [`Command::ExpireMany`] ends: the leader's chunk of due
 /// leases ([`crate::MAX_EXPIRIES_PER_CALL`]).
@@ -242,6 +274,13 @@ pub enum InvalidCommand {
     /// naming one twice.
     #[error("an expiry names 1 to {MAX_EXPIRIES_PER_COMMAND} distinct leases, not {0}")]
     BadExpiries(usize),
+    /// A checkpoint naming more than [`MAX_CHECKPOINT_LEASES`] leases, one
+    /// twice, or a duration over [`MAX_TTL_MS`].
+    #[error(
+        "a lease checkpoint names at most {MAX_CHECKPOINT_LEASES} distinct leases, with \
+         durations of at most {MAX_TTL_MS} ms"
+    )]
+    BadCheckpoint,
 }
 
 impl Command {
@@ -319,6 +358,16 @@ impl Command {
                     || distinct != leases.len()
                 {
                     return Err(InvalidCommand::BadExpiries(leases.len()));
+                }
+                Ok(())
+            }
+            Command::Checkpoint(c) => {
+                let named = c.silent.len() + c.renewed.len();
+                let ids = c.silent.iter().map(|(id, _)| id).chain(&c.renewed);
+                let distinct = ids.collect::<std::collections::BTreeSet<_>>().len();
+                let long = c.elapsed_ms > MAX_TTL_MS || c.silent.iter().any(|s| s.1 > MAX_TTL_MS);
+                if named > MAX_CHECKPOINT_LEASES || distinct != named || long {
+                    return Err(InvalidCommand::BadCheckpoint);
                 }
                 Ok(())
             }
@@ -440,6 +489,7 @@ mod wire {
         ExpireMany {
             leases: Vec<LeaseId>,
         },
+        Checkpoint(super::LeaseCheckpoint),
     }
 
     /// A command as it is encoded (borrowed: a transaction is not copied).
@@ -494,6 +544,7 @@ mod wire {
         ExpireMany {
             leases: &'a [LeaseId],
         },
+        Checkpoint(&'a super::LeaseCheckpoint),
     }
 
     /// A transaction operation as it is decoded.
@@ -565,6 +616,7 @@ mod wire {
                 Command::Compact { revision } => super::Command::Compact { revision },
                 Command::RangeTxn(txn) => super::Command::RangeTxn(txn),
                 Command::ExpireMany { leases } => super::Command::ExpireMany { leases },
+                Command::Checkpoint(c) => super::Command::Checkpoint(c),
             }
         }
     }
@@ -601,6 +653,7 @@ mod wire {
                 super::Command::Compact { revision } => CommandRef::Compact { revision: *revision },
                 super::Command::RangeTxn(txn) => CommandRef::RangeTxn(txn),
                 super::Command::ExpireMany { leases } => CommandRef::ExpireMany { leases },
+                super::Command::Checkpoint(c) => CommandRef::Checkpoint(c),
             }
         }
     }

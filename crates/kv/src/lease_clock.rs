@@ -11,11 +11,22 @@
 //!
 //! The rules it keeps:
 //!
-//! * **A fresh, full TTL when a leadership starts.** A new leader does not
-//!   know when its predecessor last renewed each lease, so
-//!   [`LeaseClock::start`] gives every lease in the store the deadline
-//!   `now + ttl`: no session expires because tenure changed leader (it may
-//!   live up to one TTL, plus the failover, longer than it would have).
+//! * **What is left of its TTL when a leadership starts.** A new leader
+//!   does not know when its predecessor last renewed each lease, but it
+//!   knows which ones went silent: a leader records, in a checkpoint
+//!   through the log ([`LeaseClock::checkpoint`], `Command::Checkpoint`),
+//!   every lease that went half its TTL without a renewal, with how long,
+//!   and how far its own clock ran. [`LeaseClock::start`] gives a lease
+//!   marked silent what is left of its TTL (its silence counted in the
+//!   store's lease time, which stands still while no leader leads), and
+//!   every other lease a fresh, full TTL: a live client renews every TTL/3
+//!   and is never marked, and no session expires because tenure changed
+//!   leader.
+//! * **(R4) A silent lease is renewed only once its mark is cleared.**
+//!   [`LeaseClock::renew`] refuses a marked lease ([`RenewError::Silent`])
+//!   until a checkpoint that clears it committed
+//!   ([`LeaseClock::cleared`]): otherwise a later leader would count its
+//!   silence from before a renewal that was answered.
 //! * **(R3) An expiry once proposed is never taken back by a renewal.**
 //!   Once [`LeaseClock::due`] returned a lease, [`LeaseClock::renew`]
 //!   refuses it for the rest of this leadership ([`RenewError::Expiring`]):
@@ -45,7 +56,8 @@
 //!
 //! [`Store::leases`]: crate::Store::leases
 
-use crate::lease::{LeaseId, MAX_LEASES};
+use crate::command::{LeaseCheckpoint, MAX_CHECKPOINT_LEASES};
+use crate::lease::{LeaseId, MAX_LEASES, MAX_TTL_MS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tenure_core::Instant;
@@ -73,6 +85,15 @@ pub const MAX_EXPIRIES_PER_CALL: usize = 64;
 /// a lease that is never expired would keep its election's leader forever.
 pub const EXPIRY_RETRY_DELAY: Duration = Duration::from_millis(100);
 
+/// How often, at most, a leader proposes a checkpoint of its silent leases
+/// ([`LeaseClock::checkpoint`]), and how often while a lease is marked
+/// silent (for its clock's progress, the lease time). It is what a leader
+/// change can add to a silent lease's life on top of the time without a
+/// leader: the time since the last checkpoint is not counted. Half a
+/// second: a tenth of a 5 s TTL, and two small log entries a second while
+/// some client is gone, none otherwise.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
+
 /// Why a renewal was refused: the caller answers the client with it and
 /// does not extend its session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
@@ -86,6 +107,10 @@ pub enum RenewError {
     /// Its expiry was proposed (R3): the session is over.
     #[error("lease {0} expired: its expiry was proposed and cannot be taken back")]
     Expiring(LeaseId),
+    /// It is marked silent (R4): the caller proposes a checkpoint that
+    /// clears it ([`LeaseClock::checkpoint`]) and renews once it committed.
+    #[error("lease {0} went silent: its renewal waits for a checkpoint that clears it")]
+    Silent(LeaseId),
 }
 
 /// Why the clock refused to track a lease: the caller is out of step with
@@ -112,6 +137,19 @@ struct Entry {
     at: Instant,
     /// [`LeaseClock::due`] returned it: never renewed again (R3).
     expiring: bool,
+    /// Marked silent: by a checkpoint of this leadership (proposed, whether
+    /// or not it committed) or of an earlier one (in the store at start).
+    /// Never renewed until cleared (R4).
+    marked: bool,
+    /// A checkpoint clearing its mark is in flight.
+    clearing: bool,
+}
+
+impl Entry {
+    /// When it goes silent: half its TTL after its last renewal.
+    fn silent_at(&self) -> Instant {
+        self.at - (self.ttl - self.ttl / 2)
+    }
 }
 
 /// The leader's lease clock: each lease's deadline on the caller's
@@ -137,6 +175,14 @@ pub struct LeaseClock {
     /// for another proposal; the first is the next thing due. An expiring
     /// lease whose proposal is in flight is not here.
     queue: BTreeSet<(Instant, LeaseId)>,
+    /// `(silent_at, id)` of every live lease not marked silent: the first
+    /// is the next to mark.
+    silence: BTreeSet<(Instant, LeaseId)>,
+    /// How many tracked leases are marked silent.
+    marked: usize,
+    /// When the last checkpoint was taken (or the clock started): the next
+    /// one's `elapsed_ms` counts from there.
+    checkpointed: Instant,
 }
 
 impl LeaseClock {
@@ -146,22 +192,25 @@ impl LeaseClock {
     }
 
     /// Starts the clock when this node becomes a ready leader, from every
-    /// lease of its applied store (`store.leases().map(|l| (l.id,
-    /// l.ttl_ms))`): each gets the deadline `now + ttl`, a fresh full TTL.
-    /// Whatever the clock held before is forgotten, as by
-    /// [`LeaseClock::stop`]: call it once per leadership.
+    /// lease of its applied store (`(id, ttl_ms, silence)`, with
+    /// `Store::silence`): a lease marked silent gets the deadline `now +
+    /// ttl - silence` (at once if its TTL is spent) and stays marked (R4);
+    /// any other gets `now + ttl`, a fresh full TTL. Whatever the clock held
+    /// before is forgotten, as by [`LeaseClock::stop`]: call it once per
+    /// leadership.
     ///
     /// A lease listed twice or more than [`MAX_LEASES`] leases (not what a
     /// store lists) is refused, and the clock stays stopped.
     pub fn start(
         &mut self,
         now: Instant,
-        leases: impl IntoIterator<Item = (LeaseId, u64)>,
+        leases: impl IntoIterator<Item = (LeaseId, u64, Option<u64>)>,
     ) -> Result<(), TrackError> {
         self.stop();
         self.running = true;
-        for (id, ttl_ms) in leases {
-            if let Err(e) = self.granted(now, id, ttl_ms) {
+        self.checkpointed = now;
+        for (id, ttl_ms, silence) in leases {
+            if let Err(e) = self.track(now, id, ttl_ms, silence) {
                 self.stop();
                 return Err(e);
             }
@@ -176,6 +225,8 @@ impl LeaseClock {
         self.running = false;
         self.leases.clear();
         self.queue.clear();
+        self.silence.clear();
+        self.marked = 0;
     }
 
     /// Whether the clock runs (this node is a ready leader).
@@ -190,6 +241,18 @@ impl LeaseClock {
         if !self.running {
             return Ok(());
         }
+        self.track(now, id, ttl_ms, None)
+    }
+
+    /// Tracks a lease: silent for `silence` ms of its TTL already (marked),
+    /// or not.
+    fn track(
+        &mut self,
+        now: Instant,
+        id: LeaseId,
+        ttl_ms: u64,
+        silence: Option<u64>,
+    ) -> Result<(), TrackError> {
         if self.leases.contains_key(&id) {
             return Err(TrackError::Duplicate(id));
         }
@@ -197,9 +260,16 @@ impl LeaseClock {
             return Err(TrackError::TooManyLeases);
         }
         let ttl = Duration::from_millis(ttl_ms);
-        let at = now + ttl;
-        self.leases.insert(id, Entry { ttl, at, expiring: false });
-        self.queue.insert((at, id));
+        let left = Duration::from_millis(ttl_ms.saturating_sub(silence.unwrap_or(0)));
+        let marked = silence.is_some();
+        let entry = Entry { ttl, at: now + left, expiring: false, marked, clearing: false };
+        self.leases.insert(id, entry);
+        self.queue.insert((entry.at, id));
+        if marked {
+            self.marked += 1;
+        } else {
+            self.silence.insert((entry.silent_at(), id));
+        }
         Ok(())
     }
 
@@ -210,13 +280,18 @@ impl LeaseClock {
     pub fn ended(&mut self, id: LeaseId) {
         if let Some(entry) = self.leases.remove(&id) {
             self.queue.remove(&(entry.at, id));
+            self.silence.remove(&(entry.silent_at(), id));
+            if entry.marked {
+                self.marked -= 1;
+            }
         }
     }
 
     /// Renews a lease: its deadline becomes `now + ttl` (never earlier than
     /// it was). Returns the TTL granted from `now`, what the answer tells
     /// the client. Refused when the clock is stopped, when the lease does
-    /// not exist, and once its expiry was proposed (R3).
+    /// not exist, once its expiry was proposed (R3), and while it is
+    /// marked silent (R4).
     pub fn renew(&mut self, now: Instant, id: LeaseId) -> Result<Duration, RenewError> {
         if !self.running {
             return Err(RenewError::NotLeader);
@@ -225,11 +300,125 @@ impl LeaseClock {
         if entry.expiring {
             return Err(RenewError::Expiring(id));
         }
+        if entry.marked {
+            return Err(RenewError::Silent(id));
+        }
         let at = entry.at.max(now + entry.ttl);
         self.queue.remove(&(entry.at, id));
-        self.queue.insert((at, id));
+        self.silence.remove(&(entry.silent_at(), id));
         entry.at = at;
+        self.queue.insert((at, id));
+        self.silence.insert((entry.silent_at(), id));
         Ok(entry.ttl)
+    }
+
+    /// The checkpoint to propose now (`Command::Checkpoint`), if any:
+    ///
+    /// * the marks of `renewed` leases (marked, not already being cleared:
+    ///   the others are left out) cleared, at once;
+    /// * once [`CHECKPOINT_INTERVAL`] passed since the last one, every live
+    ///   lease that went half its TTL without a renewal marked silent, with
+    ///   for how long (earliest first, the checkpoint holding at most
+    ///   [`MAX_CHECKPOINT_LEASES`] leases: the rest stays due);
+    /// * the time since the last checkpoint, also alone, once the interval
+    ///   passed while a lease is marked (a lease time that moves on).
+    ///
+    /// What it returns counts as proposed: marks hold from now whether or
+    /// not it commits (a failed checkpoint only loses time, which makes a
+    /// later leader's deadlines later, never earlier). Report a clearing
+    /// checkpoint's outcome with [`LeaseClock::cleared`] or
+    /// [`LeaseClock::clear_failed`]. `None` on a stopped clock.
+    pub fn checkpoint(&mut self, now: Instant, renewed: &[LeaseId]) -> Option<LeaseCheckpoint> {
+        if !self.running {
+            return None;
+        }
+        let mut c = LeaseCheckpoint::default();
+        for &id in renewed.iter().take(MAX_CHECKPOINT_LEASES) {
+            if let Some(e) = self.leases.get_mut(&id).filter(|e| e.marked && !e.clearing) {
+                e.clearing = true;
+                c.renewed.push(id);
+            }
+        }
+        let interval_passed = now >= self.checkpointed + CHECKPOINT_INTERVAL;
+        while interval_passed && c.silent.len() + c.renewed.len() < MAX_CHECKPOINT_LEASES {
+            let Some(&(silent_at, id)) = self.silence.first().filter(|(at, _)| *at <= now) else {
+                break;
+            };
+            self.silence.pop_first();
+            let Some(entry) = self.leases.get_mut(&id) else { continue };
+            entry.marked = true;
+            self.marked += 1;
+            // Since its last renewal: half its TTL before `silent_at`.
+            let since = silent_at - entry.ttl / 2;
+            let silent_ms = now.saturating_since(since).as_millis().min(MAX_TTL_MS as u128);
+            c.silent.push((id, silent_ms as u64));
+        }
+        let tick = interval_passed && self.marked > 0;
+        if c.silent.is_empty() && c.renewed.is_empty() && !tick {
+            return None;
+        }
+        // Whole milliseconds, the rest carried to the next one; at most a
+        // day (then the rest is dropped: time lost, never gained).
+        let elapsed = now.saturating_since(self.checkpointed).as_millis();
+        if elapsed > MAX_TTL_MS as u128 {
+            c.elapsed_ms = MAX_TTL_MS;
+            self.checkpointed = now;
+        } else {
+            c.elapsed_ms = elapsed as u64;
+            self.checkpointed = self.checkpointed + Duration::from_millis(c.elapsed_ms);
+        }
+        Some(c)
+    }
+
+    /// A checkpoint clearing these leases committed: they are no longer
+    /// marked silent and may be renewed (R4). Those not being cleared (or
+    /// gone) are left as they are.
+    pub fn cleared(&mut self, ids: &[LeaseId]) {
+        for id in ids {
+            let Some(e) = self.leases.get_mut(id).filter(|e| e.clearing) else { continue };
+            e.clearing = false;
+            e.marked = false;
+            self.marked -= 1;
+            if !e.expiring {
+                self.silence.insert((e.silent_at(), *id));
+            }
+        }
+    }
+
+    /// A checkpoint clearing these leases failed (or its outcome is
+    /// unknown): they stay marked silent, and a later checkpoint may clear
+    /// them.
+    pub fn clear_failed(&mut self, ids: &[LeaseId]) {
+        for id in ids {
+            if let Some(e) = self.leases.get_mut(id) {
+                e.clearing = false;
+            }
+        }
+    }
+
+    /// When [`LeaseClock::checkpoint`] next has something to say without a
+    /// renewal: once the interval passed, if a lease is marked (the lease
+    /// time moves on) or has gone silent. `None` on a stopped clock or
+    /// when no lease is tracked.
+    pub fn next_checkpoint(&self) -> Option<Instant> {
+        if !self.running {
+            return None;
+        }
+        let next = self.checkpointed + CHECKPOINT_INTERVAL;
+        if self.marked > 0 {
+            return Some(next);
+        }
+        self.silence.first().map(|&(at, _)| at.max(next))
+    }
+
+    /// Whether the lease is marked silent (R4: not renewed until cleared).
+    pub fn is_silent(&self, id: LeaseId) -> bool {
+        self.leases.get(&id).is_some_and(|e| e.marked)
+    }
+
+    /// How many tracked leases are marked silent.
+    pub fn silent_count(&self) -> usize {
+        self.marked
     }
 
     /// The leases to expire now, earliest deadline first, at most
@@ -246,6 +435,7 @@ impl LeaseClock {
                     self.queue.pop_first();
                     if let Some(entry) = self.leases.get_mut(&id) {
                         entry.expiring = true;
+                        self.silence.remove(&(entry.silent_at(), id));
                     }
                     due.push(id);
                 }
@@ -333,7 +523,7 @@ mod tests {
     /// A clock started at `now` with leases 1.. of the given TTLs.
     fn started(now: Instant, ttls: &[u64]) -> LeaseClock {
         let mut clock = LeaseClock::new();
-        let leases = ttls.iter().enumerate().map(|(i, &ttl)| (id(i as u64 + 1), ttl));
+        let leases = ttls.iter().enumerate().map(|(i, &ttl)| (id(i as u64 + 1), ttl, None));
         clock.start(now, leases).unwrap();
         clock
     }
@@ -435,7 +625,7 @@ mod tests {
         assert_eq!(clock.due(at(5_000)), Vec::<LeaseId>::new());
         // A new leadership: lease 1's expiry (proposed before) is forgotten,
         // as the argument allows; both get a fresh TTL.
-        clock.start(at(7_000), [(id(1), 500), (id(2), 1_000)]).unwrap();
+        clock.start(at(7_000), [(id(1), 500, None), (id(2), 1_000, None)]).unwrap();
         assert_eq!(clock.deadline(id(1)), Some(at(7_500)));
         assert_eq!(clock.renew(at(7_100), id(1)), Ok(MS * 500));
     }
@@ -443,7 +633,7 @@ mod tests {
     #[test]
     fn start_replaces_what_the_clock_held() {
         let mut clock = started(at(0), &[500, 1_000]);
-        clock.start(at(100), [(id(3), 800)]).unwrap();
+        clock.start(at(100), [(id(3), 800, None)]).unwrap();
         assert_eq!(clock.len(), 1);
         assert_eq!(clock.deadline(id(3)), Some(at(900)));
         assert_eq!(clock.renew(at(100), id(1)), Err(RenewError::NotFound(id(1))));
@@ -463,16 +653,16 @@ mod tests {
     #[test]
     fn the_clock_holds_at_most_max_leases() {
         let mut clock = LeaseClock::new();
-        let all = (1..=MAX_LEASES as u64).map(|n| (id(n), 500));
+        let all = (1..=MAX_LEASES as u64).map(|n| (id(n), 500, None));
         clock.start(at(0), all).unwrap();
         let next = id(MAX_LEASES as u64 + 1);
         assert_eq!(clock.granted(at(1), next, 500), Err(TrackError::TooManyLeases));
         assert_eq!(clock.len(), MAX_LEASES);
 
-        let too_many = (1..=MAX_LEASES as u64 + 1).map(|n| (id(n), 500));
+        let too_many = (1..=MAX_LEASES as u64 + 1).map(|n| (id(n), 500, None));
         assert_eq!(clock.start(at(0), too_many), Err(TrackError::TooManyLeases));
         assert!(!clock.is_running() && clock.is_empty(), "a refused start stays stopped");
-        let twice = [(id(1), 500), (id(1), 600)];
+        let twice = [(id(1), 500, None), (id(1), 600, None)];
         assert_eq!(clock.start(at(0), twice), Err(TrackError::Duplicate(id(1))));
         assert!(!clock.is_running() && clock.is_empty());
     }
@@ -505,5 +695,97 @@ mod tests {
         assert_eq!(clock.due(again - NS), Vec::<LeaseId>::new());
         assert_eq!(clock.due(again), vec![id(1)]);
         assert!(clock.is_expiring(id(1)));
+    }
+
+    fn marks(c: &LeaseCheckpoint) -> Vec<(LeaseId, u64)> {
+        c.silent.clone()
+    }
+
+    #[test]
+    fn a_lease_silent_for_half_its_ttl_is_marked_and_renewed_only_once_cleared() {
+        let mut clock = started(at(0), &[10_000, 10_000]);
+        assert_eq!(clock.next_checkpoint(), Some(at(5_000)), "half the TTL");
+        assert_eq!(clock.renew(at(2_000), id(2)), Ok(MS * 10_000));
+        assert_eq!(clock.checkpoint(at(4_999), &[]), None, "nothing silent yet");
+        let c = clock.checkpoint(at(5_200), &[]).expect("lease 1 went silent");
+        assert_eq!((c.elapsed_ms, marks(&c), c.renewed.len()), (5_200, vec![(id(1), 5_200)], 0));
+        assert!(clock.is_silent(id(1)) && !clock.is_silent(id(2)));
+        assert_eq!(clock.deadline(id(1)), Some(at(10_000)), "marking moves no deadline");
+        // R4: refused until a checkpoint clearing it committed.
+        assert_eq!(clock.renew(at(5_300), id(1)), Err(RenewError::Silent(id(1))));
+        let c = clock.checkpoint(at(5_300), &[id(1), id(2)]).expect("a clear at once");
+        assert_eq!((c.elapsed_ms, c.renewed.clone(), c.silent.len()), (100, vec![id(1)], 0));
+        assert_eq!(clock.checkpoint(at(5_301), &[id(1)]), None, "already being cleared");
+        assert_eq!(clock.renew(at(5_400), id(1)), Err(RenewError::Silent(id(1))));
+        clock.cleared(&[id(1)]);
+        assert!(!clock.is_silent(id(1)));
+        assert_eq!(clock.renew(at(5_400), id(1)), Ok(MS * 10_000));
+        assert_eq!(clock.deadline(id(1)), Some(at(15_400)));
+        // Lease 2 (renewed at 2 s) goes silent at 7 s.
+        assert_eq!(clock.next_checkpoint(), Some(at(7_000)));
+    }
+
+    #[test]
+    fn a_failed_clear_leaves_the_mark_and_a_later_checkpoint_clears_it() {
+        let mut clock = started(at(0), &[1_000]);
+        assert!(clock.checkpoint(at(600), &[]).is_some());
+        assert!(clock.checkpoint(at(650), &[id(1)]).is_some());
+        clock.clear_failed(&[id(1)]);
+        assert_eq!(clock.renew(at(700), id(1)), Err(RenewError::Silent(id(1))));
+        let again = clock.checkpoint(at(700), &[id(1)]).unwrap();
+        assert_eq!(again.renewed, vec![id(1)]);
+        clock.cleared(&[id(1)]);
+        assert_eq!(clock.renew(at(700), id(1)), Ok(MS * 1_000));
+    }
+
+    #[test]
+    fn marks_come_at_most_every_interval_and_time_ticks_while_a_lease_is_marked() {
+        let mut clock = started(at(0), &[1_000, 1_400]);
+        let c = clock.checkpoint(at(500), &[]).unwrap();
+        assert_eq!(marks(&c), vec![(id(1), 500)]);
+        // Lease 2 went silent at 700 ms, but the interval has not passed.
+        assert_eq!(clock.checkpoint(at(800), &[]), None);
+        assert_eq!(clock.next_checkpoint(), Some(at(500) + CHECKPOINT_INTERVAL));
+        let c = clock.checkpoint(at(1_000), &[]).unwrap();
+        assert_eq!((c.elapsed_ms, marks(&c)), (500, vec![(id(2), 1_000)]));
+        // Nothing new: the lease time still moves on while a lease is marked.
+        let c = clock.checkpoint(at(1_500), &[]).unwrap();
+        assert_eq!((c.elapsed_ms, c.silent.len(), c.renewed.len()), (500, 0, 0));
+        // Both gone: no more checkpoints.
+        clock.ended(id(1));
+        clock.ended(id(2));
+        assert_eq!((clock.silent_count(), clock.next_checkpoint()), (0, None));
+        assert_eq!(clock.checkpoint(at(9_000), &[]), None);
+    }
+
+    #[test]
+    fn elapsed_time_is_whole_milliseconds_carried_and_at_most_a_day() {
+        let mut clock = started(at(0), &[1_000]);
+        let c = clock.checkpoint(at(500) + MS / 2, &[]).unwrap();
+        assert_eq!(c.elapsed_ms, 500);
+        let c = clock.checkpoint(at(1_001), &[]).unwrap();
+        assert_eq!(c.elapsed_ms, 501, "the half millisecond carried");
+        let mut clock = started(at(0), &[MAX_TTL_MS]);
+        let late = at(0) + Duration::from_millis(3 * MAX_TTL_MS);
+        let c = clock.checkpoint(late, &[]).unwrap();
+        assert_eq!(c.elapsed_ms, MAX_TTL_MS, "time lost, never gained");
+    }
+
+    #[test]
+    fn start_gives_a_silent_lease_what_is_left_of_its_ttl_and_keeps_it_marked() {
+        let mut clock = LeaseClock::new();
+        let leases = [(id(1), 10_000, Some(4_000)), (id(2), 10_000, None), (id(3), 500, Some(900))];
+        clock.start(at(1_000), leases).unwrap();
+        assert_eq!(clock.deadline(id(1)), Some(at(7_000)));
+        assert_eq!(clock.deadline(id(2)), Some(at(11_000)));
+        assert_eq!(clock.deadline(id(3)), Some(at(1_000)), "its TTL spent: due at once");
+        assert_eq!(clock.silent_count(), 2);
+        assert_eq!(clock.renew(at(1_000), id(1)), Err(RenewError::Silent(id(1))));
+        assert_eq!(clock.due(at(1_000)), vec![id(3)]);
+        clock.ended(id(3));
+        assert_eq!(clock.silent_count(), 1);
+        // The lease time ticks from the start of this leadership.
+        assert_eq!(clock.checkpoint(at(1_499), &[]), None);
+        assert_eq!(clock.checkpoint(at(1_500), &[]).unwrap().elapsed_ms, 500);
     }
 }

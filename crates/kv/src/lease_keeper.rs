@@ -30,6 +30,7 @@
 //! The keeper keeps R1's second half (the lease exists in the applied
 //! store) and R3 (once due, never renewed again in this leadership).
 
+use crate::command::LeaseCheckpoint;
 use crate::lease::{LeaseId, MAX_LEASES};
 use crate::lease_clock::{LeaseClock, RenewError, TrackError};
 use crate::store::Store;
@@ -61,9 +62,10 @@ impl LeaseKeeper {
 
     /// Starts (or keeps) leading: called when this node is the replica's
     /// ready leader with leadership token `token`, with its applied store.
-    /// For a new token the clock restarts from every lease of the store,
-    /// each with a fresh full TTL from `now` (a tenure failover expires no
-    /// session); for the token it already leads with, it only picks up new
+    /// For a new token the clock restarts from every lease of the store:
+    /// one a checkpoint marked silent with what is left of its TTL
+    /// ([`Store::silence`]), any other with a fresh full TTL from `now` (a
+    /// tenure failover expires no session); for the token it already leads with, it only picks up new
     /// grants, as [`LeaseKeeper::applied`], so the caller may call it on
     /// every step.
     pub fn lead(&mut self, now: Instant, token: u64, store: &Store) -> Result<(), TrackError> {
@@ -71,7 +73,8 @@ impl LeaseKeeper {
             return self.applied(now, store);
         }
         self.follow();
-        self.clock.start(now, store.leases().map(|l| (l.id, l.ttl_ms)))?;
+        let leases = store.leases().map(|l| (l.id, l.ttl_ms, store.silence(l.id)));
+        self.clock.start(now, leases)?;
         self.token = Some(token);
         self.known = store.last_lease();
         Ok(())
@@ -174,6 +177,37 @@ impl LeaseKeeper {
         });
         self.expiring.extend(due.iter().copied());
         due
+    }
+
+    /// The checkpoint to propose now, if any, clearing the marks of the
+    /// `renewed` leases that are silent: see [`LeaseClock::checkpoint`].
+    /// Propose it through this node's log only, under the token it leads
+    /// with, and report a clearing one's outcome with
+    /// [`LeaseKeeper::cleared`] or [`LeaseKeeper::clear_failed`].
+    pub fn checkpoint(&mut self, now: Instant, renewed: &[LeaseId]) -> Option<LeaseCheckpoint> {
+        self.clock.checkpoint(now, renewed)
+    }
+
+    /// A checkpoint clearing `ids` committed: they may be renewed again.
+    pub fn cleared(&mut self, ids: &[LeaseId]) {
+        self.clock.cleared(ids);
+    }
+
+    /// A checkpoint clearing `ids` failed: they stay silent.
+    pub fn clear_failed(&mut self, ids: &[LeaseId]) {
+        self.clock.clear_failed(ids);
+    }
+
+    /// When [`LeaseKeeper::checkpoint`] next has something to say without a
+    /// renewal ([`LeaseClock::next_checkpoint`]).
+    pub fn next_checkpoint(&self) -> Option<Instant> {
+        self.clock.next_checkpoint()
+    }
+
+    /// Whether the lease is marked silent: a renewal waits for a checkpoint
+    /// that clears it.
+    pub fn is_silent(&self, id: LeaseId) -> bool {
+        self.clock.is_silent(id)
     }
 
     /// Gives back a lease whose expiry proposal failed while this node still

@@ -33,8 +33,8 @@ mod range_txn;
 mod store;
 
 pub use command::{
-    Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_EXPIRIES_PER_COMMAND,
-    MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES,
+    Command, Compare, CompareOp, InvalidCommand, LeaseCheckpoint, Target, TxnOp,
+    MAX_CHECKPOINT_LEASES, MAX_EXPIRIES_PER_COMMAND, MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES,
 };
 pub use election::{
     campaign, campaign_outcome, candidate_count, check_caps, check_caps_in, proclaim,
@@ -50,7 +50,8 @@ pub use lease::{
     MAX_TTL_MS, MIN_TTL_MS,
 };
 pub use lease_clock::{
-    LeaseClock, RenewError, TrackError, EXPIRY_RETRY_DELAY, MAX_EXPIRIES_PER_CALL,
+    LeaseClock, RenewError, TrackError, CHECKPOINT_INTERVAL, EXPIRY_RETRY_DELAY,
+    MAX_EXPIRIES_PER_CALL,
 };
 pub use lease_keeper::LeaseKeeper;
 pub use range_txn::{

@@ -3,7 +3,8 @@
 //! watches.
 
 use crate::command::{
-    check_owner, Command, Compare, CompareOp, InvalidCommand, Target, TxnOp, MAX_TXN_OPS,
+    check_owner, Command, Compare, CompareOp, InvalidCommand, LeaseCheckpoint, Target, TxnOp,
+    MAX_TXN_OPS,
 };
 use crate::election_key::{parse_candidate_key, ELECTIONS_PREFIX};
 use crate::lease::{
@@ -273,6 +274,15 @@ pub enum Response {
         /// How many keys were deleted in all.
         deleted: usize,
     },
+    /// A [`crate::Command::Checkpoint`] applied (no revision spent).
+    Checkpointed {
+        /// The store's revision (unchanged).
+        revision: u64,
+        /// How many leases were marked silent (those that exist).
+        marked: usize,
+        /// How many marks were removed (of leases that were marked).
+        cleared: usize,
+    },
 }
 
 impl Response {
@@ -419,6 +429,29 @@ struct OwnedImageLease {
     owner: Option<String>,
 }
 
+/// The lease time never goes beyond 2^62 ms (146 million years): it and
+/// every silence start fit an `i64`.
+const MAX_LEASE_TIME_MS: u64 = 1 << 62;
+
+/// The format byte of the [`SilenceImage`].
+const SILENCE_IMAGE_FORMAT: u8 = 4;
+
+/// The silent leases ([`crate::Command::Checkpoint`]), after the leases and
+/// before the numbering, only while a lease is marked silent: a store
+/// without one writes the image it wrote before checkpoints existed. An
+/// earlier build refuses an image with it (a section format it does not
+/// know) instead of giving those leases a fresh TTL.
+#[derive(Serialize, Deserialize)]
+struct SilenceImage {
+    /// [`SILENCE_IMAGE_FORMAT`].
+    format: u8,
+    /// The store's lease time, in milliseconds.
+    lease_time_ms: u64,
+    /// Each silent lease with the lease time its silence began at (before
+    /// 0 if it began before the lease time was last 0).
+    silent: Vec<(LeaseId, i64)>,
+}
+
 /// The format byte of the [`NumberingImage`].
 const NUMBERING_IMAGE_FORMAT: u8 = 3;
 
@@ -458,6 +491,14 @@ pub struct Store {
     leases: BTreeMap<LeaseId, Lease>,
     /// The last lease id granted (0: none yet); ids are never reused.
     last_lease: u64,
+    /// The lease time ([`crate::LeaseCheckpoint`]): milliseconds of
+    /// leaders' clocks recorded by checkpoints since the store last had no
+    /// silent lease (back to 0 then).
+    lease_time_ms: u64,
+    /// The leases marked silent, each with the lease time its silence began
+    /// at (negative: before the lease time was last 0); only leases of
+    /// `leases`.
+    silent: BTreeMap<LeaseId, i64>,
     /// How many candidate keys (keys [`parse_candidate_key`] reads) each
     /// election name has, only names with at least one: kept as keys are
     /// created and removed, so an election's caps are read without
@@ -488,6 +529,8 @@ impl Default for Store {
             compacted: 0,
             leases: BTreeMap::new(),
             last_lease: 0,
+            lease_time_ms: 0,
+            silent: BTreeMap::new(),
             candidates: HashMap::new(),
             owners: HashMap::new(),
         }
@@ -686,7 +729,43 @@ impl Store {
             Command::DeleteRange { from, to } => self.delete_range(from, to),
             Command::Compact { revision } => self.compact(*revision),
             Command::RangeTxn(txn) => self.range_txn(txn),
+            Command::Checkpoint(c) => self.checkpoint(c),
         }
+    }
+
+    /// Applies a lease checkpoint: the lease time moves on by its
+    /// `elapsed_ms`, renewed leases lose their mark, silent ones (that
+    /// exist) get one; with no silent lease left the lease time is 0 again.
+    fn checkpoint(&mut self, c: &LeaseCheckpoint) -> Response {
+        // Capped far beyond any real run (2^62 ms), so that it and every
+        // silence start fit an i64.
+        self.lease_time_ms = (self.lease_time_ms + c.elapsed_ms).min(MAX_LEASE_TIME_MS);
+        let cleared = c.renewed.iter().filter(|id| self.silent.remove(id).is_some()).count();
+        let mut marked = 0;
+        for &(id, silent_ms) in &c.silent {
+            if self.leases.contains_key(&id) {
+                // Both at most a day (`Command::validate`): no overflow.
+                let since = self.lease_time_ms as i64 - silent_ms as i64;
+                self.silent.insert(id, since);
+                marked += 1;
+            }
+        }
+        if self.silent.is_empty() {
+            self.lease_time_ms = 0;
+        }
+        Response::Checkpointed { revision: self.revision, marked, cleared }
+    }
+
+    /// How long lease `id` has been silent in lease time, if a checkpoint
+    /// marked it silent ([`crate::Command::Checkpoint`]): what a new
+    /// leader's clock takes off its TTL.
+    pub fn silence(&self, id: LeaseId) -> Option<u64> {
+        self.silent.get(&id).map(|&since| (self.lease_time_ms as i64 - since) as u64)
+    }
+
+    /// How many leases are marked silent.
+    pub fn silent_leases(&self) -> usize {
+        self.silent.len()
     }
 
     /// Deletes every key of the range at one revision; refused whole if
@@ -882,6 +961,9 @@ impl Store {
         let Some(lease) = self.leases.remove(&id) else {
             return Response::Refused(Refusal::LeaseNotFound(id));
         };
+        if self.silent.remove(&id).is_some() && self.silent.is_empty() {
+            self.lease_time_ms = 0;
+        }
         if let Some(owner) = &lease.owner {
             let candidacies = lease.keys.iter().filter(|k| parse_candidate_key(k).is_some());
             let candidacies = candidacies.count();
@@ -1052,6 +1134,15 @@ impl Store {
             };
             bytes = postcard::to_extend(&leases, bytes).expect("a lease image always serializes");
         }
+        if !self.silent.is_empty() {
+            let silence = SilenceImage {
+                format: SILENCE_IMAGE_FORMAT,
+                lease_time_ms: self.lease_time_ms,
+                silent: self.silent.iter().map(|(&id, &since)| (id, since)).collect(),
+            };
+            bytes =
+                postcard::to_extend(&silence, bytes).expect("a silence image always serializes");
+        }
         let numbering =
             NumberingImage { format: NUMBERING_IMAGE_FORMAT, empty_revision: EMPTY_REVISION };
         postcard::to_extend(&numbering, bytes).expect("a numbering section always serializes")
@@ -1082,11 +1173,17 @@ impl Store {
             compacted: image.revision,
             leases: BTreeMap::new(),
             last_lease: 0,
+            lease_time_ms: 0,
+            silent: BTreeMap::new(),
             candidates: HashMap::new(),
             owners: HashMap::new(),
         };
         let rest = match rest.first() {
             Some(&(LEASE_IMAGE_FORMAT | OWNED_LEASE_IMAGE_FORMAT)) => store.restore_leases(rest)?,
+            _ => rest,
+        };
+        let rest = match rest.first() {
+            Some(&SILENCE_IMAGE_FORMAT) => store.restore_silence(rest)?,
             _ => rest,
         };
         match rest {
@@ -1113,6 +1210,32 @@ impl Store {
         store.candidates = count_candidates(&store.keys);
         store.owners = count_owners(&store.leases);
         Ok(store)
+    }
+
+    /// Reads the [`SilenceImage`] (its first byte, the format), checks that
+    /// every silent lease exists, once, and returns the bytes after it.
+    fn restore_silence<'b>(&mut self, bytes: &'b [u8]) -> Result<&'b [u8], String> {
+        let (image, rest) = postcard::take_from_bytes::<SilenceImage>(bytes)
+            .map_err(|e| format!("the silent leases: {e}"))?;
+        for (id, since) in image.silent {
+            if !self.leases.contains_key(&id) {
+                return Err(format!("silent lease {id} is not in the store"));
+            }
+            if image.lease_time_ms > MAX_LEASE_TIME_MS {
+                return Err("the lease time is beyond its cap".into());
+            }
+            if since > image.lease_time_ms as i64 || since < -(crate::MAX_TTL_MS as i64) {
+                return Err(format!("silent lease {id} is silent since after the lease time or more than a day before"));
+            }
+            if self.silent.insert(id, since).is_some() {
+                return Err(format!("silent lease {id} is in the image twice"));
+            }
+        }
+        if self.silent.is_empty() {
+            return Err("a silence section without a silent lease".into());
+        }
+        self.lease_time_ms = image.lease_time_ms;
+        Ok(rest)
     }
 
     /// An image of a build whose empty store was at revision 0 (see
@@ -1672,8 +1795,118 @@ mod tests {
         let mut other_format = with_leases(&[], vec![], 1);
         // format, last lease, no lease; then the numbering (format, 1)
         let at = other_format.len() - 5;
-        other_format[at] = 4;
-        assert!(t.restore(&other_format).unwrap_err().contains("format 4 is not known"));
+        other_format[at] = 9;
+        assert!(t.restore(&other_format).unwrap_err().contains("format 9 is not known"));
+    }
+
+    fn checkpoint(elapsed_ms: u64, silent: &[(u64, u64)], renewed: &[u64]) -> Command {
+        Command::Checkpoint(LeaseCheckpoint {
+            elapsed_ms,
+            silent: silent.iter().map(|&(id, ms)| (LeaseId(id), ms)).collect(),
+            renewed: renewed.iter().copied().map(LeaseId).collect(),
+        })
+    }
+
+    fn granted(s: &mut Store, ttl_ms: u64) -> LeaseId {
+        match s.execute(&Command::Grant { ttl_ms, owner: None }) {
+            Response::Granted { lease, .. } => lease,
+            other => panic!("grant refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn checkpoints_keep_silences_in_lease_time_and_spend_no_revision() {
+        let mut s = Store::new();
+        let (a, b) = (granted(&mut s, 10_000), granted(&mut s, 10_000));
+        s.execute(&put("k", "v"));
+        let revision = s.revision();
+        // a went silent 5 s ago; an unknown lease is skipped.
+        let r = s.execute(&checkpoint(3_000, &[(a.0, 5_000), (99, 1)], &[]));
+        assert_eq!(r, Response::Checkpointed { revision, marked: 1, cleared: 0 });
+        assert_eq!(s.silence(a), Some(5_000));
+        assert_eq!(s.silence(b), None);
+        // The lease time moves on with each checkpoint, not while none comes.
+        s.execute(&checkpoint(500, &[(b.0, 6_000)], &[]));
+        assert_eq!((s.silence(a), s.silence(b)), (Some(5_500), Some(6_000)));
+        assert_eq!(s.revision(), revision, "no revision spent");
+        // A renewal clears the mark; the last one gone, the lease time is 0.
+        let r = s.execute(&checkpoint(0, &[], &[a.0, 42]));
+        assert_eq!(r, Response::Checkpointed { revision, marked: 0, cleared: 1 });
+        assert_eq!(s.silence(a), None);
+        assert!(matches!(s.execute(&Command::Revoke { lease: b }), Response::LeaseEnded { .. }));
+        assert_eq!((s.silence(b), s.silent_leases(), s.lease_time_ms), (None, 0, 0));
+        // A silence longer than the lease time is kept whole.
+        s.execute(&checkpoint(100, &[(a.0, 7_000)], &[]));
+        assert_eq!(s.silence(a), Some(7_000));
+    }
+
+    #[test]
+    fn a_bad_checkpoint_is_refused_whole() {
+        let mut s = Store::new();
+        let a = granted(&mut s, 10_000);
+        let before = s.clone();
+        let day = crate::MAX_TTL_MS;
+        for bad in [
+            checkpoint(day + 1, &[], &[]),
+            checkpoint(0, &[(a.0, day + 1)], &[]),
+            checkpoint(0, &[(a.0, 1), (a.0, 2)], &[]),
+            checkpoint(0, &[(a.0, 1)], &[a.0]),
+            checkpoint(0, &[], &[5; 2]),
+            checkpoint(0, &[], &(1..=crate::MAX_CHECKPOINT_LEASES as u64 + 1).collect::<Vec<_>>()),
+        ] {
+            assert_eq!(s.execute(&bad), Response::Invalid(InvalidCommand::BadCheckpoint));
+            assert_eq!(s, before);
+        }
+        let all: Vec<u64> = (1..=crate::MAX_CHECKPOINT_LEASES as u64).collect();
+        assert!(matches!(s.execute(&checkpoint(day, &[], &all)), Response::Checkpointed { .. }));
+    }
+
+    #[test]
+    fn silences_survive_a_snapshot_and_a_store_without_them_writes_what_it_wrote() {
+        let mut s = Store::new();
+        let (a, b) = (granted(&mut s, 10_000), granted(&mut s, 10_000));
+        let without = s.snapshot();
+        s.execute(&checkpoint(2_000, &[(a.0, 1_500)], &[]));
+        let with = s.snapshot();
+        let mut t = Store::new();
+        t.restore(&with).unwrap();
+        assert_eq!(
+            (t.lease_time_ms, &t.silent, &t.leases),
+            (s.lease_time_ms, &s.silent, &s.leases)
+        );
+        assert_eq!(t.silence(a), Some(1_500));
+        s.execute(&checkpoint(0, &[], &[a.0]));
+        assert_eq!(s.snapshot(), without, "no silent lease: the image of before");
+        // A silent lease the store lacks, or a silence after the lease time.
+        let keys = keys_image(&Store::new());
+        let leases = LeaseImage {
+            format: LEASE_IMAGE_FORMAT,
+            last_lease: 2,
+            leases: vec![lease(1, &[]), lease(2, &[])],
+        };
+        let numbering =
+            NumberingImage { format: NUMBERING_IMAGE_FORMAT, empty_revision: EMPTY_REVISION };
+        let image = |silent: Vec<(LeaseId, i64)>| {
+            let silence = SilenceImage { format: SILENCE_IMAGE_FORMAT, lease_time_ms: 10, silent };
+            let bytes = postcard::to_extend(&leases, keys.clone()).unwrap();
+            let bytes = postcard::to_extend(&silence, bytes).unwrap();
+            postcard::to_extend(&numbering, bytes).unwrap()
+        };
+        let mut u = Store::new();
+        u.restore(&image(vec![(b, 4)])).unwrap();
+        assert_eq!(u.silence(b), Some(6));
+        for (silent, why) in [
+            (vec![(LeaseId(3), 1)], "not in the store"),
+            (vec![(a, 11)], "after the lease time"),
+            (vec![(a, -(crate::MAX_TTL_MS as i64) - 1)], "more than a day before"),
+            (vec![(a, 1), (a, 2)], "twice"),
+            (vec![], "without a silent lease"),
+        ] {
+            let before = u.clone();
+            let err = u.restore(&image(silent)).unwrap_err();
+            assert!(err.contains(why), "{err:?} should say {why:?}");
+            assert_eq!(u, before);
+        }
     }
 }
 

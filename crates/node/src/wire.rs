@@ -21,7 +21,9 @@ use tenure_core::{ConfigId, DirectoryId, Message, NodeId, ProtocolKind};
 use tenure_replica::ReplicaMessage;
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks (13: the log may carry
+/// The wire protocol version this build speaks (14: the log may carry
+/// lease checkpoints, which a build of version 13 cannot decode; 13: the
+/// log may carry
 /// expiries of many leases in one entry, which a build of version 12 cannot
 /// decode; 12: a transaction in the
 /// log may delete a key and put it again, which a build of version 11
@@ -39,7 +41,7 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// is refused at the handshake, by name: the answer and the log say
 /// "unsupported wire version 7 (this build speaks 8)", so a cluster never
 /// runs builds that would apply its log differently.
-pub const WIRE_VERSION: u8 = 13;
+pub const WIRE_VERSION: u8 = 14;
 
 /// The longest API address a handshake may carry ([`Frame::Hello`]'s
 /// `api_address`): a DNS name (at most 253 bytes) and a port.
@@ -279,14 +281,14 @@ mod tests {
             peer_address: None,
             etcd_address: Some("h:2".into()),
         };
-        // Frame 0 (Hello), version 13, "c", node 2, node 1, raft (0), 300 as a
+        // Frame 0 (Hello), version 14, "c", node 2, node 1, raft (0), 300 as a
         // varint, three voters 1, 2, 3, the configuration 9@4, Some("h:1"),
         // identity 0x81 as a varint, no peer address, Some("h:2").
         let bytes = encode(&hello);
         assert_eq!(
             &bytes[..],
             [
-                13, 0, 13, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
+                14, 0, 14, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
                 0x81, 0x01, 0, 1, 3, b'h', b':', b'2'
             ]
         );
@@ -302,23 +304,23 @@ mod tests {
             directory: DirectoryId(5),
             etcd_address: None,
         };
-        assert_eq!(&encode(&ack)[..], [13, 1, 13, 1, b'c', 1, 0, 7, 1, 1, 0, 0, 0, 5, 0]);
+        assert_eq!(&encode(&ack)[..], [14, 1, 14, 1, b'c', 1, 0, 7, 1, 1, 0, 0, 0, 5, 0]);
         // What a node of version 11 sends (the same frame): refused by name.
         let mut v11 = bytes.to_vec();
         (v11[0], v11[2]) = (11, 11);
         let e = decode(&v11).unwrap_err();
-        assert_eq!(e.to_string(), "unsupported wire version 11 (this build speaks 13)");
+        assert_eq!(e.to_string(), "unsupported wire version 11 (this build speaks 14)");
         // What a node of version 10 sends (no etcd address): refused by name.
         let mut v10 = bytes[..bytes.len() - 5].to_vec();
         (v10[0], v10[2]) = (10, 10);
         let e = decode(&v10).unwrap_err();
-        assert_eq!(e.to_string(), "unsupported wire version 10 (this build speaks 13)");
+        assert_eq!(e.to_string(), "unsupported wire version 10 (this build speaks 14)");
         // What a node of version 6 sends, without an identity: refused by name.
         let mut v6 = bytes[..bytes.len() - 8].to_vec();
         (v6[0], v6[2]) = (6, 6);
         let e = decode(&v6).unwrap_err();
         assert!(matches!(e, FrameError::Version(6)), "{e:?}");
-        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 13)");
+        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 14)");
         // Without the identity, a hello of this version is cut short.
         (v6[0], v6[2]) = (WIRE_VERSION, WIRE_VERSION);
         assert!(matches!(decode(&v6), Err(FrameError::Malformed(_))));

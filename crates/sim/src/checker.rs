@@ -69,6 +69,9 @@ pub enum Check {
     /// Application elections: after healing, a name with a live candidate
     /// and no holder.
     ElectionStarvation,
+    /// Sessions: a lease expired later after its TTL than the bound of
+    /// docs/ELECTIONS.md ("Deadlines across leader changes") allows.
+    SessionOverrun,
     /// Groups of partitions: two members working on one partition at
     /// overlapping moments of the global timeline.
     PartitionOverlap,
@@ -118,6 +121,7 @@ impl fmt::Display for Check {
             Check::ElectionOverlap => "election-overlap",
             Check::ElectionToken => "election-token",
             Check::ElectionStarvation => "election-starvation",
+            Check::SessionOverrun => "session-overrun",
             Check::PartitionOverlap => "partition-overlap",
             Check::PartitionEpoch => "partition-epoch",
             Check::PartitionCoverage => "partition-coverage",

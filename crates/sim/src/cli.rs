@@ -449,7 +449,8 @@ fn print_elections(e: &ElectStats) {
          {} renewals ({} refused), {} expiries (stale ones: {} adopted by a new leader, {} lost), \
          {} deadline stops, {} sessions lost, \
          {} resignations, {} revocations; app faults: {} crashes, {} pauses, {} cut-offs; \
-         max overlap {} ns, {} starved names",
+         max overlap {} ns, {} starved names; {} lease checkpoints, {} expiries checked, \
+         largest overrun {}‰ of its bound",
         e.leaderships,
         e.handovers,
         e.resumed,
@@ -467,7 +468,10 @@ fn print_elections(e: &ElectStats) {
         e.app_pauses,
         e.app_cutoffs,
         e.max_overlap_ns,
-        e.starved_names
+        e.starved_names,
+        e.checkpoints,
+        e.expiries_checked,
+        e.max_overrun_permille
     );
 }
 

@@ -24,6 +24,13 @@ pub enum ElectBug {
     WrappingTokens,
     /// The nodes never propose an expiry: a dead holder keeps its name.
     NoExpiries,
+    /// The nodes never propose a lease checkpoint: every leader change
+    /// gives every session a fresh TTL, as before checkpoints existed.
+    NoCheckpoints,
+    /// The nodes answer a renewal of a lease marked silent as renewed
+    /// without renewing it (R4 broken: a later leader counts its silence
+    /// from before the renewal).
+    RenewSilent,
 }
 
 /// The application-election workload of a run.
@@ -63,7 +70,8 @@ impl ElectSpec {
     /// Why it suffices: the client sends a renewal at global time `s`; the
     /// leader answers at `a ≥ s` and (R2) was still the leader after `s`,
     /// so it, or any later leader (which starts a fresh TTL when it becomes
-    /// ready, after `s`), proposes the expiry no earlier than `TTL` on its
+    /// ready, after `s`, or the rest of a TTL whose silence began after
+    /// `s`, counted on leaders' clocks), proposes the expiry no earlier than `TTL` on its
     /// own clock after `s`: no earlier than global `s + TTL/(1+δ)`. Only
     /// then can the key go and a successor be elected. The client stops
     /// trusting at `TTL − margin` on its own clock after `s`: at global

@@ -209,6 +209,7 @@ fn shown(output: &KvOutput) -> Vec<&KeyValue> {
             | Response::Granted { .. }
             | Response::LeaseEnded { .. }
             | Response::LeasesExpired { .. }
+            | Response::Checkpointed { .. }
             | Response::Refused(_) => {}
         },
     }
@@ -261,9 +262,9 @@ fn store_revision(output: &KvOutput) -> Option<(u64, bool)> {
                     *succeeded && responses.iter().any(|o| !matches!(o, OpResponse::Get { .. }));
                 Some((*revision, wrote))
             }
-            Response::Conflict { revision, .. } | Response::Granted { revision, .. } => {
-                Some((*revision, false))
-            }
+            Response::Conflict { revision, .. }
+            | Response::Granted { revision, .. }
+            | Response::Checkpointed { revision, .. } => Some((*revision, false)),
             Response::LeaseEnded { revision, deleted, .. }
             | Response::LeasesExpired { revision, deleted, .. } => Some((*revision, *deleted > 0)),
             Response::RangeTxn { revision, responses, .. } => {

@@ -96,6 +96,11 @@ pub struct KvHost {
     pub elect_reads: BTreeMap<ReadId, (Tag, ElectRead)>,
     /// Expiries this node proposed as leader, in flight.
     pub expiries: BTreeMap<ProposalId, Vec<LeaseId>>,
+    /// Lease checkpoints this node proposed as leader, in flight, with the
+    /// silent leases each clears.
+    pub checkpoints: BTreeMap<ProposalId, Vec<LeaseId>>,
+    /// Silent leases whose renewal came: the next checkpoint clears them.
+    pub clears_wanted: Vec<LeaseId>,
     /// Changes of members this node proposed as leader, in flight.
     pub changes: BTreeMap<ProposalId, Change>,
     /// The leader's side of groups of partitions (the partitions workload
@@ -151,6 +156,8 @@ impl KvHost {
         self.keeper.follow();
         self.elect_reads.clear();
         self.expiries.clear();
+        self.checkpoints.clear();
+        self.clears_wanted.clear();
         self.changes.clear();
         self.groups.follow();
         self.groups_token = None;

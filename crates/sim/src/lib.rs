@@ -45,6 +45,7 @@ pub mod clock;
 pub mod compare;
 pub mod disk;
 pub mod elect;
+pub mod elect_deadlines;
 pub mod elect_spec;
 pub mod elect_stale;
 pub mod expect;

@@ -430,6 +430,7 @@ impl Sim {
         let Reverse(s) = self.queue.pop().expect("peeked");
         self.now = s.time;
         self.dispatch(s.event);
+        self.sample_leadership();
         true
     }
 

@@ -218,6 +218,14 @@ pub struct ElectStats {
     pub max_overlap_ns: u64,
     /// Names with a live candidate and no holder at the liveness check.
     pub starved_names: u64,
+    /// Lease checkpoints proposed by leaders.
+    pub checkpoints: u64,
+    /// Expiries checked against the bound on overruns (their first
+    /// proposal).
+    pub expiries_checked: u64,
+    /// The largest overrun of a TTL seen, in thousandths of its bound (at
+    /// most 1,000 in a run that passes).
+    pub max_overrun_permille: u64,
 }
 
 impl ElectStats {
@@ -242,6 +250,9 @@ impl ElectStats {
         self.app_cutoffs += o.app_cutoffs;
         self.max_overlap_ns = self.max_overlap_ns.max(o.max_overlap_ns);
         self.starved_names += o.starved_names;
+        self.checkpoints += o.checkpoints;
+        self.expiries_checked += o.expiries_checked;
+        self.max_overrun_permille = self.max_overrun_permille.max(o.max_overrun_permille);
     }
 }
 

@@ -222,6 +222,68 @@ async fn sigkill_of_the_tenure_leader_expires_no_renewed_session() {
     assert_eq!(metric(&c, new_leader, "session_expiries_proposed_total").await, 0);
 }
 
+/// A session abandoned before the tenure leader is SIGKILLed expires near
+/// its own deadline, not a fresh TTL after the failover: the old leader
+/// recorded it silent (docs/ELECTIONS.md, "Deadlines across leader
+/// changes"). A session that went silent and came back is renewed (its
+/// renewal held until a checkpoint cleared it) and lives on; one renewed
+/// all along lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_abandoned_before_a_leader_crash_expires_on_its_own_deadline() {
+    const LONG_TTL: Duration = Duration::from_millis(4_000);
+    let _serial = serial().await;
+    let (mut c, leader) = cluster().await;
+    let survivors: Vec<usize> = all(3).into_iter().filter(|&i| i != leader).collect();
+    let abandoned = grant(&c, survivors[0], LONG_TTL).await;
+    let abandoned_at = Instant::now();
+    let back = grant(&c, survivors[0], LONG_TTL).await;
+    let live = grant(&c, survivors[1], LONG_TTL).await;
+
+    // Past half the TTL (silent), then one checkpoint interval more: the
+    // leader recorded both silent sessions. The live one is renewed on
+    // time throughout, the one that comes back now.
+    while abandoned_at.elapsed() < Duration::from_millis(3_000) {
+        assert_eq!(keepalive(&c, survivors[1], live).await.unwrap().0, 200);
+        tokio::time::sleep(RENEW_EVERY).await;
+    }
+    let (status, body) = keepalive(&c, survivors[0], back).await.unwrap();
+    assert_eq!(status, 200, "a silent session's renewal: {body}\n{}", c.logs());
+    assert_eq!(body["ttl_ms"].as_u64(), Some(LONG_TTL.as_millis() as u64));
+    c.crash(leader);
+    let killed_at = Instant::now();
+
+    // Renew the live and the returned sessions through the survivors while
+    // watching the abandoned one end.
+    let mut expired_after = None;
+    let mut n = 0;
+    while killed_at.elapsed() < LONG_TTL + Duration::from_millis(1_500) {
+        for id in [live, back] {
+            match keepalive(&c, survivors[n % 2], id).await {
+                Some((200, _)) | Some((503, _)) | None => {}
+                Some((status, body)) => panic!("keepalive of {id}: {status} {body}\n{}", c.logs()),
+            }
+        }
+        if expired_after.is_none() {
+            let gone = get(&c, survivors[0], &format!("/v1/sessions/{abandoned}")).await;
+            if gone.is_some_and(|(status, _)| status == 404) {
+                expired_after = Some(abandoned_at.elapsed());
+            }
+        }
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its own deadline plus the failover and the slack; a fresh TTL from
+    // the new leader would have been 3 s + TTL after it was abandoned.
+    let bound = LONG_TTL + Duration::from_millis(1_500);
+    let expired = expired_after.unwrap_or_else(|| panic!("never expired\n{}", c.logs()));
+    eprintln!("abandoned session expired {expired:?} after its last renewal (TTL {LONG_TTL:?})");
+    assert!(expired <= bound, "expired after {expired:?}, bound {bound:?}\n{}", c.logs());
+    for id in [live, back] {
+        let (status, info) = get(&c, survivors[1], &format!("/v1/sessions/{id}")).await.unwrap();
+        assert_eq!(status, 200, "session {id} ended: {info}\n{}", c.logs());
+    }
+}
+
 /// The keepalive stream (`GET /v1/sessions/{id}/keepalive`, SSE) keeps a
 /// session through a follower for several TTLs with no request from the
 /// client; every `renewed` event gives a deadline (the client's clock at

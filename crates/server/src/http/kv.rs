@@ -247,6 +247,7 @@ pub(crate) fn refuse_reserved(command: &Command) -> Result<(), ApiError> {
         | Command::Revoke { .. }
         | Command::Expire { .. }
         | Command::ExpireMany { .. }
+        | Command::Checkpoint(_)
         | Command::DeleteRange { .. }
         | Command::Compact { .. }
         | Command::RangeTxn(_) => vec![],

@@ -100,6 +100,7 @@ pub(crate) fn leases_used(command: &Command) -> Vec<LeaseId> {
         | Command::Grant { .. }
         | Command::Expire { .. }
         | Command::ExpireMany { .. }
+        | Command::Checkpoint(_)
         | Command::DeleteRange { .. }
         | Command::Compact { .. } => vec![],
     };

@@ -6,9 +6,12 @@
 //! module adds runs on the ready leader only, in memory ([`service`]):
 //!
 //! * the lease keeper ([`tenure_kv::LeaseKeeper`], the sans-IO logic the
-//!   simulator checks, around `tenure_kv::LeaseClock`), started with a fresh,
-//!   full TTL for every lease when this node becomes the ready leader, and
-//!   stopped when it stops being one;
+//!   simulator checks, around `tenure_kv::LeaseClock`), started when this
+//!   node becomes the ready leader (a silent lease with what is left of its
+//!   TTL, any other with a fresh, full one), and stopped when it stops
+//!   being one;
+//! * the checkpoints, which record the leases gone silent through the log
+//!   (`Command::Checkpoint`), so that a successor keeps their deadlines;
 //! * the expiry timer, which proposes `Command::ExpireMany` for the leases
 //!   whose TTL passed without a renewal (a chunk of up to 64 in one log
 //!   entry), bound to the leadership that decided it

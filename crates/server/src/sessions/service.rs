@@ -6,9 +6,9 @@
 //! this node's leadership of the log ([`Replicated::ready_leader`]):
 //!
 //! * **Start and stop.** When this node becomes the ready leader of token
-//!   `T`, the clock starts from every lease of the store as applied then,
-//!   each with a fresh, full TTL (no session expires because tenure changed
-//!   leader); when it stops being that leader, the clock stops.
+//!   `T`, the clock starts from every lease of the store as applied then:
+//!   a silent one with what is left of its TTL, any other with a fresh,
+//!   full TTL (no session expires because tenure changed leader); when it stops being that leader, the clock stops.
 //! * **Grants and ends.** The store has no event hook. After each applied
 //!   advance the keeper looks at the lease ids above the highest it knows
 //!   (`Store::last_lease`, ids only grow): `O(grants)` per advance. A lease
@@ -30,6 +30,14 @@
 //!   after it arrived, at most [`MAX_RENEWALS_IN_FLIGHT`] leases waiting
 //!   for checks) and R3 (the clock refuses a lease whose expiry was
 //!   proposed), each lease on its own.
+//! * **Checkpoints** (docs/ELECTIONS.md, "Deadlines across leader
+//!   changes"): a timer at the keeper's next checkpoint; the leases gone
+//!   silent, the lease time and the clears wanted go in one
+//!   `Command::Checkpoint` proposed under `T`, one in flight at a time. A
+//!   renewal of a silent lease (R4) is held, at most
+//!   [`MAX_HELD_RENEWALS`] leases, until a checkpoint clearing it
+//!   committed, then renewed and answered; held ones are answered busy if
+//!   the checkpoint failed (the client asks again).
 
 use super::protocol::{RenewAnswers, SessionAnswer, SessionAsk};
 use crate::metrics::Metrics;
@@ -58,6 +66,12 @@ pub const MAX_EXPIRIES_IN_FLIGHT: usize = 2 * MAX_EXPIRIES_PER_CALL;
 /// acknowledgements. An ask of many renewals waits for one check.
 pub const MAX_RENEWALS_IN_FLIGHT: usize = 4096;
 
+/// Most renewals of silent leases held for a clearing checkpoint: what one
+/// checkpoint clears ([`tenure_kv::MAX_CHECKPOINT_LEASES`]). A client
+/// silent for half its TTL and back is rare; more at once are answered
+/// busy and ask again.
+pub const MAX_HELD_RENEWALS: usize = tenure_kv::MAX_CHECKPOINT_LEASES;
+
 /// Runs the sessions service until `stop` becomes true: the lease clock
 /// while this node is the ready leader, and the answers to the asks of
 /// every node. Returns at once (with a warning) if the asks were already
@@ -71,6 +85,7 @@ pub async fn run(kv: Replicated<Store>, metrics: Metrics, mut stop: watch::Recei
     let mut applied = s.kv.applied();
     loop {
         let timer = s.timer();
+        let checkpoint_timer = s.checkpoint_timer();
         // Not biased: a busy store (its applied index moving all the time)
         // must not starve the asks or the timer. Every handler first
         // follows the ready-leader watch itself.
@@ -95,8 +110,16 @@ pub async fn run(kv: Replicated<Store>, metrics: Metrics, mut stop: watch::Recei
                     warn!(error = %e, "a renewal task failed");
                 }
             },
+            Some(done) = s.checkpoints.join_next() => match done {
+                Ok((token, clears, result)) => s.checkpoint_done(token, clears, result),
+                Err(e) => {
+                    s.checkpoint_failed_task();
+                    warn!(error = %e, "a checkpoint proposal task failed");
+                }
+            },
             Some(ask) = asks.recv() => s.on_ask(ask),
             () = sleep_until(timer) => s.expire_due(),
+            () = sleep_until(checkpoint_timer) => s.checkpoint(),
         }
     }
     s.keeper.follow();
@@ -117,6 +140,14 @@ struct Service {
     /// Renewals waiting for the leadership check: (the ask, its renewals,
     /// outcome).
     renewals: JoinSet<(Ask, Batch, Result<u64, ReadFailure>)>,
+    /// The checkpoint proposal in flight (at most one): its token and the
+    /// leases it clears.
+    checkpoints: JoinSet<(FencingToken, Vec<LeaseId>, Result<Committed, WriteError>)>,
+    /// Silent leases whose renewal is held: the next checkpoint clears them.
+    clears_wanted: Vec<LeaseId>,
+    /// Renewal batches waiting for a clearing checkpoint (their silent
+    /// leases unanswered).
+    held: Vec<(Ask, Batch)>,
     /// Leases of `renewals` waiting for their check, at most
     /// [`MAX_RENEWALS_IN_FLIGHT`] in all: by task, so that a task that
     /// failed gives its count back too.
@@ -154,6 +185,9 @@ impl Service {
             base: std::time::Instant::now(),
             expiries: JoinSet::new(),
             renewals: JoinSet::new(),
+            checkpoints: JoinSet::new(),
+            clears_wanted: Vec::new(),
+            held: Vec::new(),
             waiting: HashMap::new(),
         };
         s.sync_leadership();
@@ -165,7 +199,8 @@ impl Service {
     }
 
     /// Follows the ready-leader watch: starts the clock for a new
-    /// leadership (a fresh, full TTL for every lease), stops it when this
+    /// leadership (what is left of a silent lease's TTL, a fresh, full TTL
+    /// for any other), stops it when this
     /// node no longer leads.
     fn sync_leadership(&mut self) {
         let now_leading = *self.ready.borrow_and_update();
@@ -187,7 +222,7 @@ impl Service {
                 info!(
                     token = token.0,
                     leases = self.keeper.len(),
-                    "sessions: ready leader; every lease gets a fresh TTL"
+                    "sessions: ready leader; every lease gets a fresh TTL but silent ones"
                 );
             }
             Err(e) => {
@@ -359,21 +394,132 @@ impl Service {
         if confirmed.is_err() || self.leading != Some(ask.token()) {
             return self.answer(ask, batch, Some(SessionAnswer::NotLeader));
         }
-        let now = self.now();
         let mut batch = batch;
+        let silent = self.renew_waiting(&mut batch);
+        if silent.is_empty() {
+            return self.answer(ask, batch, None);
+        }
+        // R4: held until a checkpoint clearing them committed.
+        let held: usize = self.held.iter().map(|(_, b)| b.waiting()).sum();
+        if held + silent.len() > MAX_HELD_RENEWALS {
+            return self.answer(ask, batch, Some(SessionAnswer::Busy));
+        }
+        for id in silent {
+            if !self.clears_wanted.contains(&id) {
+                self.clears_wanted.push(id);
+            }
+        }
+        self.held.push((ask, batch));
+        self.checkpoint();
+    }
+
+    /// Renews each lease of `batch` without an answer yet (its leadership
+    /// checked); returns the silent ones, left without one.
+    fn renew_waiting(&mut self, batch: &mut Batch) -> Vec<LeaseId> {
+        let now = self.now();
         let keeper = &mut self.keeper;
         let (leases, answers) = (&batch.leases, &mut batch.answers);
+        let mut silent = Vec::new();
         self.kv.read_stale(|s| {
             for (answer, &id) in answers.iter_mut().zip(leases).filter(|(a, _)| a.is_none()) {
-                *answer = Some(match keeper.renew(now, id, s) {
-                    Ok(ttl) => SessionAnswer::Renewed { ttl_ms: ttl.as_millis() as u64 },
-                    Err(RenewError::NotFound(_)) => SessionAnswer::NotFound,
-                    Err(RenewError::Expiring(_)) => SessionAnswer::Expiring,
-                    Err(RenewError::NotLeader) => SessionAnswer::NotLeader,
-                });
+                *answer = match keeper.renew(now, id, s) {
+                    Ok(ttl) => Some(SessionAnswer::Renewed { ttl_ms: ttl.as_millis() as u64 }),
+                    Err(RenewError::NotFound(_)) => Some(SessionAnswer::NotFound),
+                    Err(RenewError::Expiring(_)) => Some(SessionAnswer::Expiring),
+                    Err(RenewError::NotLeader) => Some(SessionAnswer::NotLeader),
+                    Err(RenewError::Silent(_)) => {
+                        silent.push(id);
+                        None
+                    }
+                };
             }
         });
-        self.answer(ask, batch, None);
+        silent
+    }
+
+    /// When the keeper next has a checkpoint to take: now if clears are
+    /// wanted; none while one is in flight or this node does not lead.
+    fn checkpoint_timer(&self) -> Option<tokio::time::Instant> {
+        self.leading?;
+        if !self.checkpoints.is_empty() {
+            return None;
+        }
+        let at = match self.clears_wanted.is_empty() {
+            true => self.keeper.next_checkpoint()?,
+            false => self.now(),
+        };
+        let since_base = Duration::from_nanos(at.as_nanos());
+        Some(tokio::time::Instant::from_std(self.base + since_base))
+    }
+
+    /// Proposes the checkpoint the keeper has to take now, if any and none
+    /// is in flight, under the token this node leads with.
+    fn checkpoint(&mut self) {
+        self.sync_leadership();
+        let Some(token) = self.leading else { return };
+        if !self.checkpoints.is_empty() {
+            return;
+        }
+        let wanted = std::mem::take(&mut self.clears_wanted);
+        let Some(c) = self.keeper.checkpoint(self.now(), &wanted) else { return };
+        let clears = c.renewed.clone();
+        let kv = self.kv.clone();
+        let command = Command::Checkpoint(c).encode();
+        self.checkpoints.spawn(async move { (token, clears, kv.propose_as(token, command).await) });
+    }
+
+    /// A checkpoint's proposal ended: its clears count if it committed, and
+    /// the held renewals are tried again (the ones still silent wait for
+    /// the next checkpoint, proposed at once).
+    fn checkpoint_done(
+        &mut self,
+        token: FencingToken,
+        clears: Vec<LeaseId>,
+        result: Result<Committed, WriteError>,
+    ) {
+        self.sync_leadership();
+        if self.leading != Some(token) {
+            return self.release_held(SessionAnswer::NotLeader);
+        }
+        match &result {
+            Ok(_) => self.keeper.cleared(&clears),
+            Err(e) => {
+                debug!(leases = clears.len(), error = %e, "sessions: a checkpoint failed");
+                self.keeper.clear_failed(&clears);
+                return self.release_held(SessionAnswer::Busy);
+            }
+        }
+        for (ask, mut batch) in std::mem::take(&mut self.held) {
+            let silent = self.renew_waiting(&mut batch);
+            if silent.is_empty() {
+                self.answer(ask, batch, None);
+                continue;
+            }
+            for id in silent {
+                if !self.clears_wanted.contains(&id) {
+                    self.clears_wanted.push(id);
+                }
+            }
+            self.held.push((ask, batch));
+        }
+        self.checkpoint();
+    }
+
+    /// The checkpoint task itself failed (it panicked): nothing it cleared
+    /// counts; held renewals are answered busy.
+    fn checkpoint_failed_task(&mut self) {
+        self.release_held(SessionAnswer::Busy);
+    }
+
+    /// Answers every held renewal's silent leases with `answer`.
+    fn release_held(&mut self, answer: SessionAnswer) {
+        self.clears_wanted.clear();
+        for (ask, mut batch) in std::mem::take(&mut self.held) {
+            for a in batch.answers.iter_mut().filter(|a| a.is_none()) {
+                *a = Some(answer);
+            }
+            self.answer(ask, batch, None);
+        }
     }
 
     /// Answers `batch`'s ask: `all` for every lease, or each lease's own

@@ -3,8 +3,13 @@
 //! served as linearizable reads, expiries proposed by the ready leader.
 //!
 //! * As the replica's ready leader of token `T` (R1, first half), the
-//!   keeper leads for `T` (a fresh TTL for every lease when `T` is new); as
-//!   anything else it follows. It is brought in step before every use.
+//!   keeper leads for `T` (when `T` is new: what is left of a silent
+//!   lease's TTL, a fresh TTL for any other); as anything else it follows.
+//!   It is brought in step before every use. As the ready leader it
+//!   proposes the checkpoints its keeper takes (silent leases, the lease
+//!   time, and the clears a renewal of a silent lease waits for: R4, the
+//!   client asks again meanwhile), and the deadline ledger
+//!   ([`crate::elect_deadlines`]) checks every expiry's first proposal.
 //! * A renewal reaching a node that is not the ready leader is answered
 //!   with the leader it knows (the client retries there: forwarding, as
 //!   the key-value workload models it). At the ready leader it waits as a
@@ -63,10 +68,16 @@ impl Sim {
             kv.keeper.follow();
             return;
         };
-        if let Err(e) = kv.keeper.lead(local, token.0, &r.state_machine().store) {
+        let store = &r.state_machine().store;
+        let before = kv.keeper.token();
+        if let Err(e) = kv.keeper.lead(local, token.0, store) {
             kv.keeper.follow();
             let what = format!("n{}'s lease keeper is out of step with its store: {e}", i + 1);
             self.checker.fail(now, Check::ReplicaInvariant, what);
+        } else if before != Some(token.0) {
+            if let Some(w) = self.kv.as_mut() {
+                w.deadlines.leader_started(|id| store.silence(id).is_some());
+            }
         }
     }
 
@@ -112,6 +123,7 @@ impl Sim {
         let bug = self.elect_bug();
         let wrapping_epochs = self.partitions_bug() == Some(PartitionsBug::WrappingEpochs);
         self.sync_keeper(i, local);
+        let me = self.hosts[i].id;
         let Some(kv) = self.hosts[i].kv.as_mut() else { return ReplyBody::Redirect(known) };
         let Some(r) = kv.replica.as_ref() else { return ReplyBody::Redirect(known) };
         let store = &r.state_machine().store;
@@ -134,7 +146,27 @@ impl Sim {
             ElectRead::Renew(id) => {
                 let answer = kv.keeper.renew(local, id, store);
                 match answer {
-                    Ok(ttl) => ReplyBody::Renewed { ttl_ms: ttl.as_millis() as u64 },
+                    Ok(ttl) => {
+                        if let Some(w) = self.kv.as_mut() {
+                            w.deadlines.renewed(id, self.now);
+                        }
+                        ReplyBody::Renewed { ttl_ms: ttl.as_millis() as u64 }
+                    }
+                    Err(RenewError::Silent(_)) if bug == Some(ElectBug::RenewSilent) => {
+                        let ttl_ms = store.lease(id).map_or(0, |l| l.ttl_ms);
+                        if let Some(w) = self.kv.as_mut() {
+                            w.deadlines.renewed(id, self.now);
+                        }
+                        ReplyBody::Renewed { ttl_ms }
+                    }
+                    // R4: the next checkpoint clears it; the client asks
+                    // again here (as a busy answer makes tenure's client).
+                    Err(RenewError::Silent(id)) => {
+                        if !kv.clears_wanted.contains(&id) {
+                            kv.clears_wanted.push(id);
+                        }
+                        ReplyBody::Redirect(Some(me))
+                    }
                     Err(RenewError::NotLeader) => ReplyBody::Redirect(known),
                     Err(RenewError::NotFound(_) | RenewError::Expiring(_))
                         if bug == Some(ElectBug::RenewEndedSessions) =>
@@ -169,6 +201,13 @@ impl Sim {
         let kv = self.hosts[i].kv.as_mut()?;
         match c {
             Completion::Proposal { id, result } => {
+                if let Some(clears) = kv.checkpoints.remove(&id) {
+                    match result {
+                        Ok(_) => kv.keeper.cleared(&clears),
+                        Err(_) => kv.keeper.clear_failed(&clears),
+                    }
+                    return None;
+                }
                 let Some(leases) = kv.expiries.remove(&id) else {
                     return Some(Completion::Proposal { id, result });
                 };
@@ -220,6 +259,10 @@ impl Sim {
         }
         let local = self.hosts[i].local_at(self.now);
         self.sync_keeper(i, local);
+        self.follow_deadlines(i);
+        if self.elect_bug() != Some(ElectBug::NoCheckpoints) {
+            self.propose_checkpoint(i, local);
+        }
         if self.elect_bug() == Some(ElectBug::NoExpiries) {
             return;
         }
@@ -248,6 +291,15 @@ impl Sim {
         let cmd = Command::ExpireMany { leases: leases.clone() }.encode();
         match r.propose(local, vec![cmd]).pop() {
             Some(Ok(id)) => {
+                if let Some(w) = self.kv.as_mut() {
+                    for what in w.deadlines.expiry_proposed(&leases, self.now) {
+                        self.checker.fail(self.now, Check::SessionOverrun, what);
+                    }
+                    if let Some(e) = w.elect.as_mut() {
+                        e.stats.expiries_checked = w.deadlines.checked;
+                        e.stats.max_overrun_permille = w.deadlines.worst_permille();
+                    }
+                }
                 kv.expiries.insert(id, leases);
                 // The entry just appended: the last of the log.
                 let pos = r.status().last;
@@ -261,6 +313,61 @@ impl Sim {
                 }
             }
             Some(Err(_)) | None => kv.keeper.follow(),
+        }
+        self.drain_replica(i);
+    }
+
+    /// After every event: whether some node is the ready leader, for the
+    /// deadline ledger's time without one (a paused leader proposes
+    /// nothing, so it does not count).
+    pub(super) fn sample_leadership(&mut self) {
+        if !self.sessions_run() {
+            return;
+        }
+        let leader = self.hosts.iter().any(|h| {
+            !h.paused
+                && h.kv.as_ref().is_some_and(|kv| {
+                    !kv.stalled && kv.replica.as_ref().is_some_and(|r| r.is_ready_leader())
+                })
+        });
+        let now = self.now;
+        if let Some(w) = self.kv.as_mut() {
+            w.deadlines.sample(now, leader);
+        }
+    }
+
+    /// The deadline ledger looks at node `i`'s store for new grants.
+    fn follow_deadlines(&mut self, i: usize) {
+        let now = self.now;
+        let Some(w) = self.kv.as_mut() else { return };
+        let Some(r) = self.hosts[i].kv.as_ref().and_then(|kv| kv.replica.as_ref()) else { return };
+        let store = &r.state_machine().store;
+        w.deadlines.granted(store.last_lease().0, now, |id| store.lease(id).map(|l| l.ttl_ms));
+    }
+
+    /// As the ready leader, node `i` proposes the lease checkpoint its
+    /// keeper has to take (the silent leases, the clears wanted, the lease
+    /// time), through its own log only.
+    fn propose_checkpoint(&mut self, i: usize, local: Instant) {
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+        let Some(r) = kv.replica.as_mut() else { return };
+        if kv.keeper.token().is_none() || kv.stalled {
+            return;
+        }
+        let wanted = std::mem::take(&mut kv.clears_wanted);
+        if wanted.is_empty() && kv.keeper.next_checkpoint().is_none_or(|at| at > local) {
+            return;
+        }
+        let Some(c) = kv.keeper.checkpoint(local, &wanted) else { return };
+        let clears = c.renewed.clone();
+        match r.propose(local, vec![Command::Checkpoint(c).encode()]).pop() {
+            Some(Ok(id)) => {
+                kv.checkpoints.insert(id, clears);
+                if let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) {
+                    e.stats.checkpoints += 1;
+                }
+            }
+            _ => kv.keeper.clear_failed(&clears),
         }
         self.drain_replica(i);
     }
@@ -285,7 +392,13 @@ impl Sim {
             return None;
         }
         let keeper = &self.hosts[i].kv.as_ref()?.keeper;
-        (keeper.in_flight() < MAX_EXPIRIES_IN_FLIGHT).then(|| keeper.next_deadline()).flatten()
+        let expiry =
+            (keeper.in_flight() < MAX_EXPIRIES_IN_FLIGHT).then(|| keeper.next_deadline()).flatten();
+        let checkpoint = match self.elect_bug() {
+            Some(ElectBug::NoCheckpoints) => None,
+            _ => keeper.next_checkpoint(),
+        };
+        expiry.into_iter().chain(checkpoint).min()
     }
 
     /// The faults healed: the apps' own faults end too.

@@ -40,6 +40,7 @@ use super::{dur_ns, Envelope, Sim, SimEvent};
 use crate::checker::Check;
 use crate::disk::Record;
 use crate::elect::Elections;
+use crate::elect_deadlines::DeadlineLedger;
 use crate::host::Inbound;
 use crate::kvcheck::{check_history, digest, ReplicaChecks, MAX_SEARCH_STEPS};
 use crate::kvnode::{KvHost, SimStore};
@@ -103,6 +104,8 @@ pub(crate) struct KvWorld {
     rng: Pcg64Mcg,
     /// The changes of members, when they run.
     pub(crate) members: Option<Box<MembersWorld>>,
+    /// Session deadlines across leader changes (sessions run).
+    pub(crate) deadlines: DeadlineLedger,
 }
 
 /// The changes of members in the simulator: the driver of changes and the
@@ -155,6 +158,7 @@ impl Sim {
             template,
             rng,
             members,
+            deadlines: DeadlineLedger::new(et, self.hosts[0].cfg.clock_drift_ppm),
         }));
         for i in 0..n {
             self.hosts[i].kv = Some(KvHost::default());

@@ -1,0 +1,192 @@
+//! Session deadlines across leader changes (docs/ELECTIONS.md, "Deadlines
+//! across leader changes"): no session outlives its TTL by more than the
+//! stated bound. The other direction, that no live session expires early,
+//! is the election checkers' (`election-overlap`): a session that ended
+//! before its holder's deadline lets a successor lead beside it.
+//!
+//! The ledger follows each lease on the global timeline: when its deadline
+//! was last set (its grant first applied, or a renewal answered), how many
+//! leaderships started since, whether each new leader found it marked
+//! silent, and how long no node was the ready leader. When an expiry of it
+//! is first proposed, it checks
+//!
+//! ```text
+//! proposed − (last set + TTL) ≤ slack + time without a ready leader
+//!     + Σ over leaderships started: CHECKPOINT_INTERVAL + grace
+//!                                   (+ TTL/2 if it was not marked silent)
+//! ```
+//!
+//! A new leader takes what is left of a silent lease's TTL from the
+//! store's lease time, which misses only the time since the previous
+//! leader's last checkpoint (at most the interval, plus the time that
+//! leader could no longer commit: the grace); a lease not marked silent
+//! went less than half its TTL without a renewal on the previous leader's
+//! clock at its last checkpoint, and gets a fresh TTL. The slack covers
+//! the clocks' drift over a TTL and the time a proposal waits behind
+//! others.
+
+use std::collections::HashMap;
+use tenure_kv::LeaseId;
+
+/// Slack of the check, ns, besides the drift: timer and apply delays.
+const SLACK_NS: u64 = 50_000_000;
+
+/// A lease, as the ledger follows it.
+#[derive(Clone, Copy, Debug)]
+struct Followed {
+    /// Global ns its deadline was last set.
+    set_ns: u64,
+    /// Its TTL, ns.
+    ttl_ns: u64,
+    /// The allowance gathered since `set_ns` by leaderships that started,
+    /// ns.
+    allowance_ns: u64,
+    /// The ledger's time without a leader when it was set.
+    leaderless_ns: u64,
+}
+
+/// The ledger of session deadlines; see the module documentation.
+#[derive(Clone, Debug, Default)]
+pub struct DeadlineLedger {
+    leases: HashMap<LeaseId, Followed>,
+    /// The highest lease id seen granted.
+    known: u64,
+    /// Global ns without a ready leader so far.
+    leaderless_ns: u64,
+    /// The last sample: its time, and whether a node was the ready leader.
+    sampled: Option<(u64, bool)>,
+    /// Per leadership start, on top of the checkpoint interval: the time a
+    /// leader may go on as the ready leader without committing (the
+    /// election timeout).
+    grace_ns: u64,
+    /// The clocks' drift, ppm.
+    drift_ppm: u32,
+    /// Expiries checked.
+    pub checked: u64,
+    /// The largest overrun seen, ns, and its allowance.
+    pub worst: Option<(u64, u64)>,
+}
+
+impl DeadlineLedger {
+    /// A ledger for clocks within `drift_ppm`, with the election timeout
+    /// as the grace of a leader change.
+    pub fn new(grace_ns: u64, drift_ppm: u32) -> Self {
+        DeadlineLedger { grace_ns, drift_ppm, ..Self::default() }
+    }
+
+    /// Whether some node is the ready leader at `now_ns`: the time without
+    /// one is counted between samples.
+    pub fn sample(&mut self, now_ns: u64, leader: bool) {
+        if let Some((at, false)) = self.sampled {
+            self.leaderless_ns += now_ns.saturating_sub(at);
+        }
+        self.sampled = Some((now_ns, leader));
+    }
+
+    /// Leases up to `last` (a store's last lease id) were granted: those
+    /// not seen yet are followed from `now_ns`, their TTL from `ttl_ms`.
+    pub fn granted(&mut self, last: u64, now_ns: u64, ttl_ms: impl Fn(LeaseId) -> Option<u64>) {
+        while self.known < last {
+            self.known += 1;
+            let id = LeaseId(self.known);
+            if let Some(ttl) = ttl_ms(id) {
+                self.set(id, ttl * 1_000_000, now_ns);
+            }
+        }
+    }
+
+    fn set(&mut self, id: LeaseId, ttl_ns: u64, now_ns: u64) {
+        let f =
+            Followed { set_ns: now_ns, ttl_ns, allowance_ns: 0, leaderless_ns: self.leaderless_ns };
+        self.leases.insert(id, f);
+    }
+
+    /// A renewal of `id` was answered at `now_ns`.
+    pub fn renewed(&mut self, id: LeaseId, now_ns: u64) {
+        if let Some(f) = self.leases.get(&id).copied() {
+            self.set(id, f.ttl_ns, now_ns);
+        }
+    }
+
+    /// A leadership started: `silent(id)` says whether its store marked
+    /// lease `id` silent.
+    pub fn leader_started(&mut self, silent: impl Fn(LeaseId) -> bool) {
+        let step = crate::runner::dur_ns(tenure_kv::CHECKPOINT_INTERVAL) + self.grace_ns;
+        for (&id, f) in self.leases.iter_mut() {
+            let fresh = if silent(id) { 0 } else { f.ttl_ns / 2 };
+            f.allowance_ns += step + fresh;
+        }
+    }
+
+    /// The largest overrun seen, in thousandths of its bound.
+    pub fn worst_permille(&self) -> u64 {
+        self.worst.map_or(0, |(o, a)| o.saturating_mul(1_000) / a.max(1))
+    }
+
+    /// Expiries of `ids` were proposed at `now_ns`: each lease is checked
+    /// once, at its first. Returns what broke the bound.
+    pub fn expiry_proposed(&mut self, ids: &[LeaseId], now_ns: u64) -> Vec<String> {
+        let mut broken = Vec::new();
+        for id in ids {
+            let Some(f) = self.leases.remove(id) else { continue };
+            self.checked += 1;
+            let deadline = f.set_ns + f.ttl_ns;
+            let overrun = now_ns.saturating_sub(deadline);
+            let drift = f.ttl_ns * 2 * u64::from(self.drift_ppm) / 1_000_000;
+            let leaderless = self.leaderless_ns - f.leaderless_ns;
+            let allowance = SLACK_NS + drift + leaderless + f.allowance_ns;
+            let ratio = |o: u64, a: u64| u128::from(o) * 1_000_000 / u128::from(a.max(1));
+            if self.worst.is_none_or(|(o, a)| ratio(overrun, allowance) > ratio(o, a)) {
+                self.worst = Some((overrun, allowance));
+            }
+            if overrun > allowance {
+                broken.push(format!(
+                    "lease {id} expired {:.1} ms after its TTL ({:.1} ms from its last renewal or \
+                     grant), beyond the bound of {:.1} ms ({:.1} ms without a leader)",
+                    overrun as f64 / 1e6,
+                    (now_ns - f.set_ns) as f64 / 1e6,
+                    allowance as f64 / 1e6,
+                    leaderless as f64 / 1e6,
+                ));
+            }
+        }
+        broken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn an_overrun_is_allowed_only_for_leader_changes_and_time_without_a_leader() {
+        let mut l = DeadlineLedger::new(1_000 * MS, 0);
+        l.granted(2, 0, |_| Some(2_000));
+        // Lease 1 expires on time; lease 2 100 ms late with no leader change.
+        assert!(l.expiry_proposed(&[LeaseId(1)], 2_000 * MS).is_empty());
+        assert_eq!(l.expiry_proposed(&[LeaseId(2)], 2_100 * MS).len(), 1);
+        assert_eq!(l.checked, 2);
+        // Lease 3: 300 ms without a leader, then a leader that found it
+        // silent: 300 + 500 + 1,000 ms allowed, besides the slack.
+        l.granted(3, 3_000 * MS, |_| Some(2_000));
+        l.sample(3_100 * MS, false);
+        l.sample(3_400 * MS, true);
+        l.leader_started(|_| true);
+        assert!(l.expiry_proposed(&[LeaseId(3)], 6_800 * MS).is_empty());
+        l.granted(4, 7_000 * MS, |_| Some(2_000));
+        l.leader_started(|_| true);
+        assert_eq!(l.expiry_proposed(&[LeaseId(4)], 10_600 * MS).len(), 1);
+        // Not silent: half the TTL more.
+        l.granted(5, 11_000 * MS, |_| Some(2_000));
+        l.leader_started(|_| false);
+        assert!(l.expiry_proposed(&[LeaseId(5)], 15_500 * MS).is_empty());
+        // A renewal sets the deadline again and forgets the allowance.
+        l.granted(6, 20_000 * MS, |_| Some(2_000));
+        l.leader_started(|_| false);
+        l.renewed(LeaseId(6), 21_000 * MS);
+        assert_eq!(l.expiry_proposed(&[LeaseId(6)], 23_200 * MS).len(), 1);
+        assert!(l.expiry_proposed(&[LeaseId(6)], 99_000 * MS).is_empty(), "checked once");
+    }
+}
