@@ -158,16 +158,16 @@ struct GrpcReport {
 }
 
 /// How to reach one system: its leader, and a follower.
-struct Target {
-    url: String,
-    follower_url: String,
+pub(crate) struct Target {
+    pub(crate) url: String,
+    pub(crate) follower_url: String,
     /// CA, client certificate and key (tenure with TLS).
-    tls: Option<(Vec<u8>, Vec<u8>, Vec<u8>)>,
+    pub(crate) tls: Option<(Vec<u8>, Vec<u8>, Vec<u8>)>,
 }
 
 impl Target {
     /// A connection to `url`.
-    async fn connect(&self, url: &str) -> anyhow::Result<Channel> {
+    pub(crate) async fn connect(&self, url: &str) -> anyhow::Result<Channel> {
         let mut endpoint = Channel::from_shared(url.to_string())?.connect_timeout(CALL_TIMEOUT);
         if let Some((ca, cert, key)) = &self.tls {
             let config = ClientTlsConfig::new()

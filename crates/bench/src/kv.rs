@@ -238,7 +238,7 @@ impl Tally {
 }
 
 /// Resident memory of process `pid`, MiB (Linux `/proc`).
-fn rss_mib(pid: u32) -> Option<f64> {
+pub(crate) fn rss_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: f64 = status
         .lines()

@@ -20,7 +20,9 @@
 //! - `partitions`: a group of partitions with real member processes
 //!   (`partitions_member`, `partitions_fleet`): kill -9, death notices,
 //!   SIGTERM and joins timed; one etcd election per partition beside it
-//!   (`partitions_etcd`).
+//!   (`partitions_etcd`);
+//! - `sessions`: many sessions granted, held and abandoned through etcd's
+//!   gRPC API, tenure's and etcd's.
 //!
 //! Errors are `anyhow`'s: this crate is the body of a command, and each
 //! error ends as a message to the person who ran it.
@@ -43,6 +45,7 @@ mod partitions_etcd;
 mod partitions_fleet;
 mod partitions_member;
 mod plot;
+pub mod sessions;
 pub mod soak;
 mod stats;
 mod steady_load;
@@ -103,6 +106,11 @@ enum BenchCommand {
     /// --compare etcd) through one client: put, range (linearizable and
     /// serializable), txn-put, lease-keepalive.
     Grpc(grpc::GrpcArgs),
+    /// Many sessions through etcd's gRPC API: granted, held (renewed every
+    /// TTL/3 over streams to every node, false expiries counted) and
+    /// abandoned at once while a writer runs (expiries per second, write
+    /// p99); with --compare etcd, the same with etcd.
+    Sessions(sessions::SessionsArgs),
     /// A group of partitions with real member processes: each partition's time
     /// without an owner after a member's kill -9 (with and without a death notice), its
     /// SIGTERM and a join, fencing checked; with --compare etcd, one etcd election per
@@ -163,6 +171,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             BenchCommand::Membership(a) => membership::run(a).await,
             BenchCommand::Grpc(a) => grpc::run(a).await,
             BenchCommand::Partitions(a) => partitions::run(a).await,
+            BenchCommand::Sessions(a) => sessions::run(a).await,
         }
     };
     let (signal, code) = tokio::select! {

@@ -178,11 +178,15 @@ pub struct LeaseClock {
     /// `(silent_at, id)` of every live lease not marked silent: the first
     /// is the next to mark.
     silence: BTreeSet<(Instant, LeaseId)>,
-    /// How many tracked leases are marked silent.
-    marked: usize,
+    /// The tracked leases marked silent.
+    marked: BTreeSet<LeaseId>,
     /// When the last checkpoint was taken (or the clock started): the next
     /// one's `elapsed_ms` counts from there.
     checkpointed: Instant,
+    /// When the last checkpoint that was taken for marks or time alone
+    /// (not for a clear) was taken: such checkpoints come at most every
+    /// [`CHECKPOINT_INTERVAL`].
+    paced: Instant,
 }
 
 impl LeaseClock {
@@ -209,6 +213,7 @@ impl LeaseClock {
         self.stop();
         self.running = true;
         self.checkpointed = now;
+        self.paced = now;
         for (id, ttl_ms, silence) in leases {
             if let Err(e) = self.track(now, id, ttl_ms, silence) {
                 self.stop();
@@ -226,7 +231,7 @@ impl LeaseClock {
         self.leases.clear();
         self.queue.clear();
         self.silence.clear();
-        self.marked = 0;
+        self.marked.clear();
     }
 
     /// Whether the clock runs (this node is a ready leader).
@@ -266,7 +271,7 @@ impl LeaseClock {
         self.leases.insert(id, entry);
         self.queue.insert((entry.at, id));
         if marked {
-            self.marked += 1;
+            self.marked.insert(id);
         } else {
             self.silence.insert((entry.silent_at(), id));
         }
@@ -281,9 +286,7 @@ impl LeaseClock {
         if let Some(entry) = self.leases.remove(&id) {
             self.queue.remove(&(entry.at, id));
             self.silence.remove(&(entry.silent_at(), id));
-            if entry.marked {
-                self.marked -= 1;
-            }
+            self.marked.remove(&id);
         }
     }
 
@@ -339,23 +342,30 @@ impl LeaseClock {
                 c.renewed.push(id);
             }
         }
-        let interval_passed = now >= self.checkpointed + CHECKPOINT_INTERVAL;
-        while interval_passed && c.silent.len() + c.renewed.len() < MAX_CHECKPOINT_LEASES {
+        // Marks go in every checkpoint written (a clear's too, so that
+        // clients coming back often cannot hold marks off); alone, at most
+        // every interval.
+        let interval_passed = now >= self.paced + CHECKPOINT_INTERVAL;
+        let may_mark = interval_passed || !c.renewed.is_empty();
+        while may_mark && c.silent.len() + c.renewed.len() < MAX_CHECKPOINT_LEASES {
             let Some(&(silent_at, id)) = self.silence.first().filter(|(at, _)| *at <= now) else {
                 break;
             };
             self.silence.pop_first();
             let Some(entry) = self.leases.get_mut(&id) else { continue };
             entry.marked = true;
-            self.marked += 1;
+            self.marked.insert(id);
             // Since its last renewal: half its TTL before `silent_at`.
             let since = silent_at - entry.ttl / 2;
             let silent_ms = now.saturating_since(since).as_millis().min(MAX_TTL_MS as u128);
             c.silent.push((id, silent_ms as u64));
         }
-        let tick = interval_passed && self.marked > 0;
+        let tick = interval_passed && !self.marked.is_empty();
         if c.silent.is_empty() && c.renewed.is_empty() && !tick {
             return None;
+        }
+        if c.renewed.is_empty() {
+            self.paced = now;
         }
         // Whole milliseconds, the rest carried to the next one; at most a
         // day (then the rest is dropped: time lost, never gained).
@@ -378,7 +388,7 @@ impl LeaseClock {
             let Some(e) = self.leases.get_mut(id).filter(|e| e.clearing) else { continue };
             e.clearing = false;
             e.marked = false;
-            self.marked -= 1;
+            self.marked.remove(id);
             if !e.expiring {
                 self.silence.insert((e.silent_at(), *id));
             }
@@ -404,8 +414,8 @@ impl LeaseClock {
         if !self.running {
             return None;
         }
-        let next = self.checkpointed + CHECKPOINT_INTERVAL;
-        if self.marked > 0 {
+        let next = self.paced + CHECKPOINT_INTERVAL;
+        if !self.marked.is_empty() {
             return Some(next);
         }
         self.silence.first().map(|&(at, _)| at.max(next))
@@ -418,7 +428,12 @@ impl LeaseClock {
 
     /// How many tracked leases are marked silent.
     pub fn silent_count(&self) -> usize {
-        self.marked
+        self.marked.len()
+    }
+
+    /// The tracked leases marked silent, in id order.
+    pub fn silent_ids(&self) -> impl Iterator<Item = LeaseId> + '_ {
+        self.marked.iter().copied()
     }
 
     /// The leases to expire now, earliest deadline first, at most
@@ -787,5 +802,20 @@ mod tests {
         // The lease time ticks from the start of this leadership.
         assert_eq!(clock.checkpoint(at(1_499), &[]), None);
         assert_eq!(clock.checkpoint(at(1_500), &[]).unwrap().elapsed_ms, 500);
+    }
+
+    #[test]
+    fn clients_coming_back_often_do_not_hold_marks_off() {
+        // Lease 2's holder comes back after going silent (a clear each
+        // time); lease 1 is abandoned. Its mark rides with the first clear
+        // after it went silent, and a clear does not push back the pace.
+        let mut clock = started(at(0), &[1_600, 1_000]);
+        assert_eq!(marks(&clock.checkpoint(at(500), &[]).unwrap()), vec![(id(2), 500)]);
+        let c = clock.checkpoint(at(900), &[id(2)]).unwrap();
+        assert_eq!((c.renewed.clone(), marks(&c)), (vec![id(2)], vec![(id(1), 900)]));
+        clock.cleared(&[id(2)]);
+        clock.renew(at(900), id(2)).unwrap();
+        assert_eq!(clock.next_checkpoint(), Some(at(1_000)), "paced from 500 ms, not 900");
+        assert_eq!(clock.checkpoint(at(1_000), &[]).unwrap().elapsed_ms, 100);
     }
 }

@@ -184,8 +184,34 @@ impl LeaseKeeper {
     /// Propose it through this node's log only, under the token it leads
     /// with, and report a clearing one's outcome with
     /// [`LeaseKeeper::cleared`] or [`LeaseKeeper::clear_failed`].
-    pub fn checkpoint(&mut self, now: Instant, renewed: &[LeaseId]) -> Option<LeaseCheckpoint> {
-        self.clock.checkpoint(now, renewed)
+    ///
+    /// Leases the store no longer has (revoked: the clock learns of an end
+    /// only when it matters) are forgotten first, so that a session closed
+    /// normally is never marked silent nor keeps the lease time ticking.
+    pub fn checkpoint(
+        &mut self,
+        now: Instant,
+        renewed: &[LeaseId],
+        store: &Store,
+    ) -> Option<LeaseCheckpoint> {
+        let gone: Vec<LeaseId> =
+            self.clock.silent_ids().filter(|id| store.lease(*id).is_none()).collect();
+        for id in gone {
+            self.clock.ended(id);
+        }
+        let mut c = self.clock.checkpoint(now, renewed)?;
+        let clock = &mut self.clock;
+        let mut keep = |id: LeaseId| {
+            let live = store.lease(id).is_some();
+            if !live {
+                clock.ended(id);
+            }
+            live
+        };
+        c.silent.retain(|&(id, _)| keep(id));
+        c.renewed.retain(|&id| keep(id));
+        let tick = self.clock.silent_ids().next().is_some();
+        (tick || !c.silent.is_empty() || !c.renewed.is_empty()).then_some(c)
     }
 
     /// A checkpoint clearing `ids` committed: they may be renewed again.
@@ -399,5 +425,22 @@ mod tests {
         keeper.applied(at(2), &store).unwrap();
         assert_eq!(keeper.len(), 1);
         assert_eq!(keeper.renew(at(3), fresh, &store), Ok(MS * 1_000));
+    }
+
+    #[test]
+    fn a_revoked_lease_is_never_marked_silent_nor_keeps_time_ticking() {
+        let mut store = Store::new();
+        let (a, b) = (grant(&mut store, 60_000), grant(&mut store, 60_000));
+        let mut keeper = LeaseKeeper::new();
+        keeper.lead(at(0), 1, &store).unwrap();
+        revoke(&mut store, a);
+        // Both went silent at 30 s; only b is marked.
+        let c = keeper.checkpoint(at(30_000), &[], &store).unwrap();
+        assert_eq!(c.silent, vec![(b, 30_000)]);
+        assert!(!keeper.is_silent(a) && keeper.is_silent(b));
+        // b revoked too: nothing left to tick for.
+        revoke(&mut store, b);
+        assert_eq!(keeper.checkpoint(at(31_000), &[], &store), None);
+        assert_eq!(keeper.next_checkpoint(), None);
     }
 }

@@ -1217,12 +1217,12 @@ impl Store {
     fn restore_silence<'b>(&mut self, bytes: &'b [u8]) -> Result<&'b [u8], String> {
         let (image, rest) = postcard::take_from_bytes::<SilenceImage>(bytes)
             .map_err(|e| format!("the silent leases: {e}"))?;
+        if image.lease_time_ms > MAX_LEASE_TIME_MS {
+            return Err("the lease time is beyond its cap".into());
+        }
         for (id, since) in image.silent {
             if !self.leases.contains_key(&id) {
                 return Err(format!("silent lease {id} is not in the store"));
-            }
-            if image.lease_time_ms > MAX_LEASE_TIME_MS {
-                return Err("the lease time is beyond its cap".into());
             }
             if since > image.lease_time_ms as i64 || since < -(crate::MAX_TTL_MS as i64) {
                 return Err(format!("silent lease {id} is silent since after the lease time or more than a day before"));

@@ -148,6 +148,8 @@ struct Service {
     /// Renewal batches waiting for a clearing checkpoint (their silent
     /// leases unanswered).
     held: Vec<(Ask, Batch)>,
+    /// The leases the checkpoint in flight clears.
+    clearing: Vec<LeaseId>,
     /// Leases of `renewals` waiting for their check, at most
     /// [`MAX_RENEWALS_IN_FLIGHT`] in all: by task, so that a task that
     /// failed gives its count back too.
@@ -188,6 +190,7 @@ impl Service {
             checkpoints: JoinSet::new(),
             clears_wanted: Vec::new(),
             held: Vec::new(),
+            clearing: Vec::new(),
             waiting: HashMap::new(),
         };
         s.sync_leadership();
@@ -212,6 +215,9 @@ impl Service {
         }
         self.keeper.follow();
         self.leading = None;
+        // Renewals held under the leadership that ended (R1: answered only
+        // under the token they arrived under).
+        self.release_held(SessionAnswer::NotLeader);
         let Some(token) = now_leading else { return };
         let now = self.now();
         let keeper = &mut self.keeper;
@@ -402,7 +408,10 @@ impl Service {
         // R4: held until a checkpoint clearing them committed.
         let held: usize = self.held.iter().map(|(_, b)| b.waiting()).sum();
         if held + silent.len() > MAX_HELD_RENEWALS {
-            return self.answer(ask, batch, Some(SessionAnswer::Busy));
+            for a in batch.answers.iter_mut().filter(|a| a.is_none()) {
+                *a = Some(SessionAnswer::Busy);
+            }
+            return self.answer(ask, batch, None);
         }
         for id in silent {
             if !self.clears_wanted.contains(&id) {
@@ -461,8 +470,13 @@ impl Service {
             return;
         }
         let wanted = std::mem::take(&mut self.clears_wanted);
-        let Some(c) = self.keeper.checkpoint(self.now(), &wanted) else { return };
+        let now = self.now();
+        let keeper = &mut self.keeper;
+        let Some(c) = self.kv.read_stale(|s| keeper.checkpoint(now, &wanted, s)).0 else {
+            return;
+        };
         let clears = c.renewed.clone();
+        self.clearing.clone_from(&clears);
         let kv = self.kv.clone();
         let command = Command::Checkpoint(c).encode();
         self.checkpoints.spawn(async move { (token, clears, kv.propose_as(token, command).await) });
@@ -477,9 +491,10 @@ impl Service {
         clears: Vec<LeaseId>,
         result: Result<Committed, WriteError>,
     ) {
+        self.clearing.clear();
         self.sync_leadership();
         if self.leading != Some(token) {
-            return self.release_held(SessionAnswer::NotLeader);
+            return;
         }
         match &result {
             Ok(_) => self.keeper.cleared(&clears),
@@ -508,6 +523,8 @@ impl Service {
     /// The checkpoint task itself failed (it panicked): nothing it cleared
     /// counts; held renewals are answered busy.
     fn checkpoint_failed_task(&mut self) {
+        let clears = std::mem::take(&mut self.clearing);
+        self.keeper.clear_failed(&clears);
         self.release_held(SessionAnswer::Busy);
     }
 

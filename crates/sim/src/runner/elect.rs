@@ -358,7 +358,9 @@ impl Sim {
         if wanted.is_empty() && kv.keeper.next_checkpoint().is_none_or(|at| at > local) {
             return;
         }
-        let Some(c) = kv.keeper.checkpoint(local, &wanted) else { return };
+        let Some(c) = kv.keeper.checkpoint(local, &wanted, &r.state_machine().store) else {
+            return;
+        };
         let clears = c.renewed.clone();
         match r.propose(local, vec![Command::Checkpoint(c).encode()]).pop() {
             Some(Ok(id)) => {
