@@ -23,10 +23,14 @@ use serde::Deserialize;
 use tenure_api::{
     SessionBody, SessionGrantRequest, SessionInfoBody, SessionListBody, SessionRevokedBody,
 };
-use tenure_kv::{Command, Lease, LeaseEnd, LeaseId, Response, Store, MAX_LEASES};
+use tenure_kv::{Command, Lease, LeaseEnd, LeaseId, Response, Store};
 
 /// Most sessions one `GET /v1/sessions` returns unless `limit` says fewer.
 pub const DEFAULT_SESSION_LIST: usize = 1_000;
+
+/// Most sessions one `GET /v1/sessions` returns (`limit`): a page of about
+/// a megabyte of JSON; the rest is read page by page (`after`).
+pub const MAX_SESSION_LIST: usize = 10_000;
 /// Sessions of a list whose remaining time is asked of the leader (the
 /// first ones; the rest answer `remaining_ms: null`).
 pub const MAX_REMAINING_ASKED: usize = 100;
@@ -115,11 +119,11 @@ pub async fn list(
     let q = query_from(query, "limit=N, after=ID, consistency=stale")?;
     let limit = match q.limit {
         None => DEFAULT_SESSION_LIST,
-        Some(n @ 1..=MAX_LEASES) => n,
+        Some(n @ 1..=MAX_SESSION_LIST) => n,
         Some(n) => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                format!("limit={n}: give 1 to {MAX_LEASES} (default {DEFAULT_SESSION_LIST})"),
+                format!("limit={n}: give 1 to {MAX_SESSION_LIST} (default {DEFAULT_SESSION_LIST})"),
             ))
         }
     };

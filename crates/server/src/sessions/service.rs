@@ -66,11 +66,12 @@ pub const MAX_EXPIRIES_IN_FLIGHT: usize = 2 * MAX_EXPIRIES_PER_CALL;
 /// acknowledgements. An ask of many renewals waits for one check.
 pub const MAX_RENEWALS_IN_FLIGHT: usize = 4096;
 
-/// Most renewals of silent leases held for a clearing checkpoint: what one
-/// checkpoint clears ([`tenure_kv::MAX_CHECKPOINT_LEASES`]). A client
-/// silent for half its TTL and back is rare; more at once are answered
-/// busy and ask again.
-pub const MAX_HELD_RENEWALS: usize = tenure_kv::MAX_CHECKPOINT_LEASES;
+/// Most renewals of silent leases held for a clearing checkpoint: what 16
+/// checkpoints clear ([`tenure_kv::MAX_CHECKPOINT_LEASES`] each, one after
+/// another, a commit round each), a few dozen bytes each. Clients coming
+/// back together after half their TTL (a healed partition) are cleared
+/// 2,048 per round; more at once are answered busy and ask again.
+pub const MAX_HELD_RENEWALS: usize = 16 * tenure_kv::MAX_CHECKPOINT_LEASES;
 
 /// Runs the sessions service until `stop` becomes true: the lease clock
 /// while this node is the ready leader, and the answers to the asks of
