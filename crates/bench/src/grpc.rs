@@ -217,24 +217,7 @@ pub async fn run(args: GrpcArgs) -> anyhow::Result<ExitCode> {
     let nodes: Vec<usize> = (0..args.cluster.nodes).collect();
     let mut systems = Vec::new();
     {
-        let c = &args.cluster;
-        let tenure = Tenure::start_serving_etcd(
-            c.nodes,
-            c.heartbeat_ms,
-            c.election_timeout_ms,
-            c.protocol,
-            !c.insecure_no_tls,
-        )?;
-        let (leader, _) = wait_stable(&tenure, &nodes, timing).await?;
-        let tls = match (tenure.ca(), tenure.tls_files(leader)) {
-            (Some(ca), Some((cert, key))) => {
-                Some((std::fs::read(ca)?, std::fs::read(cert)?, std::fs::read(key)?))
-            }
-            _ => None,
-        };
-        let urls = tenure.etcd_urls();
-        let follower_url = urls[(leader + 1) % urls.len()].clone();
-        let target = Target { url: urls[leader].clone(), follower_url, tls };
+        let (_tenure, _, target) = start_tenure(&args.cluster).await?;
         systems.push(measure("tenure", &args, &target).await?);
     }
     if with_etcd {
@@ -261,6 +244,31 @@ pub async fn run(args: GrpcArgs) -> anyhow::Result<ExitCode> {
         print_report(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A stable tenure cluster serving etcd's API as the flags say: the
+/// cluster (stopped when dropped), its leader, and how to reach it (with
+/// the leader's client certificate when it runs TLS).
+pub(crate) async fn start_tenure(c: &ClusterArgs) -> anyhow::Result<(Tenure, usize, Target)> {
+    let tenure = Tenure::start_serving_etcd(
+        c.nodes,
+        c.heartbeat_ms,
+        c.election_timeout_ms,
+        c.protocol,
+        !c.insecure_no_tls,
+    )?;
+    let nodes: Vec<usize> = (0..c.nodes).collect();
+    let (leader, _) = wait_stable(&tenure, &nodes, c.timing()).await?;
+    let tls = match (tenure.ca(), tenure.tls_files(leader)) {
+        (Some(ca), Some((cert, key))) => {
+            Some((std::fs::read(ca)?, std::fs::read(cert)?, std::fs::read(key)?))
+        }
+        _ => None,
+    };
+    let urls = tenure.etcd_urls();
+    let follower_url = urls[(leader + 1) % urls.len()].clone();
+    let target = Target { url: urls[leader].clone(), follower_url, tls };
+    Ok((tenure, leader, target))
 }
 
 /// Every phase and measure against `target`.

@@ -19,10 +19,10 @@
 
 use super::cluster_args::ClusterArgs;
 use super::failover::wait_stable;
-use super::grpc::Target;
+use super::grpc::{start_tenure, Target};
 use super::kv::rss_mib;
 use super::stats::{summarize, Summary};
-use super::system::{System, Tenure};
+use super::system::System;
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
@@ -138,23 +138,8 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
     let nodes: Vec<usize> = (0..args.cluster.nodes).collect();
     let mut systems = Vec::new();
     {
-        let c = &args.cluster;
-        let mut tenure = Tenure::start_serving_etcd(
-            c.nodes,
-            c.heartbeat_ms,
-            c.election_timeout_ms,
-            c.protocol,
-            !c.insecure_no_tls,
-        )?;
-        let (leader, _) = wait_stable(&tenure, &nodes, timing).await?;
-        let tls = match (tenure.ca(), tenure.tls_files(leader)) {
-            (Some(ca), Some((cert, key))) => {
-                Some((std::fs::read(ca)?, std::fs::read(cert)?, std::fs::read(key)?))
-            }
-            _ => None,
-        };
+        let (mut tenure, leader, target) = start_tenure(&args.cluster).await?;
         let urls = tenure.etcd_urls().to_vec();
-        let target = Target { url: urls[leader].clone(), follower_url: String::new(), tls };
         let pid = tenure.proc(leader).pid();
         systems.push(measure("tenure", &args, &target, &urls, pid).await?);
     }
