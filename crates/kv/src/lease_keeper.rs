@@ -443,4 +443,38 @@ mod tests {
         assert_eq!(keeper.checkpoint(at(31_000), &[], &store), None);
         assert_eq!(keeper.next_checkpoint(), None);
     }
+
+    /// A leader's checkpoints applied to the store, as the log would.
+    fn apply(store: &mut Store, c: Option<LeaseCheckpoint>) {
+        if let Some(c) = c {
+            let r = store.execute(&Command::Checkpoint(c));
+            assert!(matches!(r, Response::Checkpointed { .. }), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn a_new_leader_keeps_what_is_left_of_an_abandoned_lease_and_renews_a_live_one_fully() {
+        // Leader 1 from 0 s; lease a is abandoned at once, lease b renewed
+        // every 3 s; TTL 10 s. Leader 1 checkpoints every half second.
+        let mut store = Store::new();
+        let (a, b) = (grant(&mut store, 10_000), grant(&mut store, 10_000));
+        let mut one = LeaseKeeper::new();
+        one.lead(at(0), 1, &store).unwrap();
+        for t in (500..=8_000).step_by(500) {
+            if t % 3_000 == 0 {
+                one.renew(at(t), b, &store).unwrap();
+            }
+            let c = one.checkpoint(at(t), &[], &store);
+            apply(&mut store, c);
+        }
+        assert!(store.silence(a).is_some() && store.silence(b).is_none());
+        // Leader 1 dies at 8 s; leader 2 is ready 1.2 s later.
+        let mut two = LeaseKeeper::new();
+        two.lead(at(9_200), 2, &store).unwrap();
+        // a: 8 s of its TTL counted, 2 s left from 9.2 s (not 10 s).
+        assert_eq!(two.remaining(at(9_200), a), Some(MS * 2_000));
+        // b: never silent, a fresh TTL.
+        assert_eq!(two.remaining(at(9_200), b), Some(MS * 10_000));
+        assert_eq!(two.due(at(11_200), &store), vec![a]);
+    }
 }
