@@ -106,13 +106,7 @@ impl LeaseKeeper {
             return Ok(());
         }
         let clock = &mut self.clock;
-        self.expiring.retain(|id| {
-            let live = store.lease(*id).is_some();
-            if !live {
-                clock.ended(*id);
-            }
-            live
-        });
+        self.expiring.retain(|&id| held(clock, store, id));
         let last = store.last_lease();
         while self.known < last {
             let id = LeaseId(self.known.0 + 1);
@@ -168,13 +162,7 @@ impl LeaseKeeper {
     /// came due but already ended in the store is dropped, not returned.
     pub fn due(&mut self, now: Instant, store: &Store) -> Vec<LeaseId> {
         let mut due = self.clock.due(now);
-        due.retain(|id| {
-            let live = store.lease(*id).is_some();
-            if !live {
-                self.clock.ended(*id);
-            }
-            live
-        });
+        due.retain(|&id| held(&mut self.clock, store, id));
         self.expiring.extend(due.iter().copied());
         due
     }
@@ -194,22 +182,14 @@ impl LeaseKeeper {
         renewed: &[LeaseId],
         store: &Store,
     ) -> Option<LeaseCheckpoint> {
-        let gone: Vec<LeaseId> =
-            self.clock.silent_ids().filter(|id| store.lease(*id).is_none()).collect();
-        for id in gone {
-            self.clock.ended(id);
+        // Marked ones first (so neither a clear nor the tick is for a
+        // lease gone), then those this checkpoint would mark.
+        let marked: Vec<LeaseId> = self.clock.silent_ids().collect();
+        for id in marked {
+            held(&mut self.clock, store, id);
         }
         let mut c = self.clock.checkpoint(now, renewed)?;
-        let clock = &mut self.clock;
-        let mut keep = |id: LeaseId| {
-            let live = store.lease(id).is_some();
-            if !live {
-                clock.ended(id);
-            }
-            live
-        };
-        c.silent.retain(|&(id, _)| keep(id));
-        c.renewed.retain(|&id| keep(id));
+        c.silent.retain(|&(id, _)| held(&mut self.clock, store, id));
         let tick = self.clock.silent_ids().next().is_some();
         (tick || !c.silent.is_empty() || !c.renewed.is_empty()).then_some(c)
     }
@@ -276,6 +256,16 @@ impl LeaseKeeper {
     pub fn is_empty(&self) -> bool {
         self.clock.is_empty()
     }
+}
+
+/// Whether the store still holds lease `id`; if not, the clock forgets it
+/// (the clock learns of a lease's end only when the lease matters).
+fn held(clock: &mut LeaseClock, store: &Store, id: LeaseId) -> bool {
+    let live = store.lease(id).is_some();
+    if !live {
+        clock.ended(id);
+    }
+    live
 }
 
 #[cfg(test)]
