@@ -645,10 +645,11 @@ pub async fn wiped_follower(w: Wipe) -> Result<Outcome, String> {
     Ok(out)
 }
 
-/// The negative control: the clients of [`linearizable`], without faults,
-/// for [`CONTROL_RUN`], but reading with `consistency=stale` — a follower
-/// answers from what it has applied, which lags the leader's commits, so
-/// the history is not linearizable and the check must find a violation
+/// The negative control: the clients of [`linearizable`] for
+/// [`CONTROL_RUN`], but reading with `consistency=stale` — a follower
+/// answers from what it has applied, which lags the leader's commits (one
+/// follower is cut off from the leader for half the run, so that it lags
+/// by seconds, not by a round trip), so the history is not linearizable and the check must find a violation
 /// (no verdict is not enough). A check that passed this would pass
 /// anything the real runs recorded.
 pub async fn stale_reads_are_caught() -> Result<Outcome, String> {
@@ -659,14 +660,25 @@ pub async fn stale_reads_are_caught() -> Result<Outcome, String> {
     let spec =
         Spec { clients: CLIENTS, keys: 0..KEYS, first_client: 0, seed: 1, stale_reads: true };
     let workload = kv.workload(&spec);
-    tokio::time::sleep(CONTROL_RUN).await;
+    // Without help a follower lags its leader by a millisecond or two, and
+    // a run may show no read old enough to be caught: cut one follower off
+    // from the leader for the middle half of the run, so that what it
+    // serves is seconds old while the other two commit.
+    let lagging = (l + 1) % NODES;
+    tokio::time::sleep(CONTROL_RUN / 4).await;
+    run.cluster.cut(l, lagging).map_err(|e| run.fail(format!("cutting n{}: {e}", lagging + 1)))?;
+    tokio::time::sleep(CONTROL_RUN / 2).await;
+    run.cluster.heal().map_err(|e| run.fail(format!("healing: {e}")))?;
+    tokio::time::sleep(CONTROL_RUN / 4).await;
     let history = workload.stop().await.map_err(|m| run.fail(m))?;
     let tally = Tally::of(&history);
     let verdict =
         tenure_sim::kvcheck::check_history(&history, KEYS, tenure_sim::kvcheck::MAX_SEARCH_STEPS);
     out.note(format!(
-        "{NODES} nodes, leader n{} t{term}, no fault; {CLIENTS} clients reading with consistency=stale for {CONTROL_RUN:?}: {tally}",
-        l + 1
+        "{NODES} nodes, leader n{} t{term}, follower n{} cut off from it for the middle {:?}; {CLIENTS} clients reading with consistency=stale for {CONTROL_RUN:?}: {tally}",
+        l + 1,
+        lagging + 1,
+        CONTROL_RUN / 2
     ));
     let Some((check, what)) = verdict.violations.first() else {
         return Err(run.fail(format!(
