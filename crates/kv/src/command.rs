@@ -149,10 +149,11 @@ pub struct LeaseCheckpoint {
 }
 
 /// Most leases one [`Command::Checkpoint`] names, silent and renewed
-/// together: a checkpoint entry stays under 64 KiB (each lease costs at
+/// together: a checkpoint entry stays under 320 KiB (each lease costs at
 /// most 20 bytes), and a mass silence (every client of a fleet cut off) is
-/// recorded in `MAX_LEASES / 2,048` entries.
-pub const MAX_CHECKPOINT_LEASES: usize = 2048;
+/// recorded in `MAX_LEASES / 16,384` = 62 entries, 31 s at the leader's
+/// pace of one every 500 ms.
+pub const MAX_CHECKPOINT_LEASES: usize = 16_384;
 
 /// Most leases one [`Command::ExpireMany`] ends: the leader's chunk of due
 /// leases ([`crate::MAX_EXPIRIES_PER_CALL`]).

@@ -21,10 +21,10 @@ pub const MIN_TTL_MS: u64 = 500;
 pub const MAX_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// Most leases the store holds at once: a fleet's worth of sessions. A
-/// lease costs the leader about 600 bytes (measured: docs/ELECTIONS.md,
-/// "Limits"), so 100,000 cost it about 60 MiB; a snapshot about 30 bytes
-/// each plus its keys.
-pub const MAX_LEASES: usize = 100_000;
+/// lease costs the leader about 400 bytes of resident memory (measured:
+/// docs/ELECTIONS.md, "Limits"), so a million cost it about 400 MiB; a
+/// snapshot about 30 bytes each plus its keys.
+pub const MAX_LEASES: usize = 1_000_000;
 
 /// Most leases one owner (an API token) holds at once: a quarter of
 /// [`MAX_LEASES`], so that one application, or a leaked token, leaves at

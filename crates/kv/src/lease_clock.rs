@@ -66,12 +66,12 @@ use tenure_core::Instant;
 /// `Expire` proposal, and a lease may hold up to
 /// [`MAX_KEYS_PER_LEASE`](crate::MAX_KEYS_PER_LEASE) keys that its expiry
 /// deletes. Without a bound, every lease lapsing at once (all clients cut
-/// off from the leader: up to [`MAX_LEASES`], 100,000) would become one
+/// off from the leader: up to [`MAX_LEASES`], a million) would become one
 /// burst of proposals ahead of every client write and renewal, larger than
 /// the node's log batch (1,024 commands). With it, the caller proposes a
 /// chunk per call and handles its other inputs in between; the rest stays
 /// due ([`LeaseClock::next_deadline`] is then already past), so a mass
-/// expiry is spread over `MAX_LEASES / 64` = 1,563 calls and no lease is
+/// expiry is spread over `MAX_LEASES / 64` = 15,625 calls and no lease is
 /// forgotten. Capping how many expiries are in flight at once is the
 /// caller's choice, with [`LeaseClock::in_flight`].
 pub const MAX_EXPIRIES_PER_CALL: usize = 64;
@@ -434,6 +434,11 @@ impl LeaseClock {
     /// The tracked leases marked silent, in id order.
     pub fn silent_ids(&self) -> impl Iterator<Item = LeaseId> + '_ {
         self.marked.iter().copied()
+    }
+
+    /// The tracked leases marked silent from `from` on, in id order.
+    pub fn silent_ids_from(&self, from: LeaseId) -> impl Iterator<Item = LeaseId> + '_ {
+        self.marked.range(from..).copied()
     }
 
     /// The leases to expire now, earliest deadline first, at most

@@ -41,7 +41,7 @@
 
 use super::protocol::{RenewAnswers, SessionAnswer, SessionAsk};
 use crate::metrics::Metrics;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant as CoreInstant};
 use tenure_kv::{Command, LeaseId, LeaseKeeper, RenewError, Store, MAX_EXPIRIES_PER_CALL};
@@ -66,12 +66,12 @@ pub const MAX_EXPIRIES_IN_FLIGHT: usize = 2 * MAX_EXPIRIES_PER_CALL;
 /// acknowledgements. An ask of many renewals waits for one check.
 pub const MAX_RENEWALS_IN_FLIGHT: usize = 4096;
 
-/// Most renewals of silent leases held for a clearing checkpoint: what 16
+/// Most renewals of silent leases held for a clearing checkpoint: what two
 /// checkpoints clear ([`tenure_kv::MAX_CHECKPOINT_LEASES`] each, one after
 /// another, a commit round each), a few dozen bytes each. Clients coming
 /// back together after half their TTL (a healed partition) are cleared
-/// 2,048 per round; more at once are answered busy and ask again.
-pub const MAX_HELD_RENEWALS: usize = 16 * tenure_kv::MAX_CHECKPOINT_LEASES;
+/// 16,384 per round; more at once are answered busy and ask again.
+pub const MAX_HELD_RENEWALS: usize = 2 * tenure_kv::MAX_CHECKPOINT_LEASES;
 
 /// Runs the sessions service until `stop` becomes true: the lease clock
 /// while this node is the ready leader, and the answers to the asks of
@@ -144,11 +144,16 @@ struct Service {
     /// The checkpoint proposal in flight (at most one): its token and the
     /// leases it clears.
     checkpoints: JoinSet<(FencingToken, Vec<LeaseId>, Result<Committed, WriteError>)>,
-    /// Silent leases whose renewal is held: the next checkpoint clears them.
-    clears_wanted: Vec<LeaseId>,
+    /// Silent leases whose renewal is held: the next checkpoint clears them
+    /// (a set: a renewal of a lease already wanted costs a lookup, not a
+    /// scan of up to [`MAX_HELD_RENEWALS`]).
+    clears_wanted: BTreeSet<LeaseId>,
     /// Renewal batches waiting for a clearing checkpoint (their silent
     /// leases unanswered).
     held: Vec<(Ask, Batch)>,
+    /// The renewals `held` leaves unanswered, counted as batches are held
+    /// (compared with [`MAX_HELD_RENEWALS`] at every batch).
+    held_renewals: usize,
     /// The leases the checkpoint in flight clears.
     clearing: Vec<LeaseId>,
     /// Leases of `renewals` waiting for their check, at most
@@ -189,8 +194,9 @@ impl Service {
             expiries: JoinSet::new(),
             renewals: JoinSet::new(),
             checkpoints: JoinSet::new(),
-            clears_wanted: Vec::new(),
+            clears_wanted: BTreeSet::new(),
             held: Vec::new(),
+            held_renewals: 0,
             clearing: Vec::new(),
             waiting: HashMap::new(),
         };
@@ -407,19 +413,14 @@ impl Service {
             return self.answer(ask, batch, None);
         }
         // R4: held until a checkpoint clearing them committed.
-        let held: usize = self.held.iter().map(|(_, b)| b.waiting()).sum();
-        if held + silent.len() > MAX_HELD_RENEWALS {
+        if self.held_renewals + silent.len() > MAX_HELD_RENEWALS {
             for a in batch.answers.iter_mut().filter(|a| a.is_none()) {
                 *a = Some(SessionAnswer::Busy);
             }
             return self.answer(ask, batch, None);
         }
-        for id in silent {
-            if !self.clears_wanted.contains(&id) {
-                self.clears_wanted.push(id);
-            }
-        }
-        self.held.push((ask, batch));
+        self.clears_wanted.extend(silent);
+        self.hold(ask, batch);
         self.checkpoint();
     }
 
@@ -470,7 +471,7 @@ impl Service {
         if !self.checkpoints.is_empty() {
             return;
         }
-        let wanted = std::mem::take(&mut self.clears_wanted);
+        let wanted: Vec<LeaseId> = std::mem::take(&mut self.clears_wanted).into_iter().collect();
         let now = self.now();
         let keeper = &mut self.keeper;
         let Some(c) = self.kv.read_stale(|s| keeper.checkpoint(now, &wanted, s)).0 else {
@@ -505,18 +506,15 @@ impl Service {
                 return self.release_held(SessionAnswer::Busy);
             }
         }
+        self.held_renewals = 0;
         for (ask, mut batch) in std::mem::take(&mut self.held) {
             let silent = self.renew_waiting(&mut batch);
             if silent.is_empty() {
                 self.answer(ask, batch, None);
                 continue;
             }
-            for id in silent {
-                if !self.clears_wanted.contains(&id) {
-                    self.clears_wanted.push(id);
-                }
-            }
-            self.held.push((ask, batch));
+            self.clears_wanted.extend(silent);
+            self.hold(ask, batch);
         }
         self.checkpoint();
     }
@@ -529,9 +527,17 @@ impl Service {
         self.release_held(SessionAnswer::Busy);
     }
 
+    /// Holds `batch` (its silent leases unanswered) for a clearing
+    /// checkpoint.
+    fn hold(&mut self, ask: Ask, batch: Batch) {
+        self.held_renewals += batch.waiting();
+        self.held.push((ask, batch));
+    }
+
     /// Answers every held renewal's silent leases with `answer`.
     fn release_held(&mut self, answer: SessionAnswer) {
         self.clears_wanted.clear();
+        self.held_renewals = 0;
         for (ask, mut batch) in std::mem::take(&mut self.held) {
             for a in batch.answers.iter_mut().filter(|a| a.is_none()) {
                 *a = Some(answer);
