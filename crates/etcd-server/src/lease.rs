@@ -13,6 +13,7 @@
 use crate::auth::{self, Caller, Permission};
 use crate::errors::{self, LEASE_NOT_FOUND, NO_LEADER, TOO_MANY_REQUESTS};
 use crate::Shared;
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -23,7 +24,7 @@ use tenure_etcd_api::etcdserverpb::lease_server::Lease;
 use tenure_etcd_api::etcdserverpb::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
     LeaseLeasesRequest, LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus,
-    LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
+    LeaseTimeToLiveRequest, LeaseTimeToLiveResponse, ResponseHeader,
 };
 use tenure_kv::{
     Command, LeaseEnd, LeaseId, Response as KvResponse, Store, MAX_TTL_MS, MIN_TTL_MS,
@@ -75,6 +76,14 @@ pub const NO_LEADER_CUT: Duration = Duration::from_secs(3);
 /// Answers queued on a keepalive stream before its reader waits for the
 /// client to take them.
 const KEEPALIVE_QUEUE: usize = 16;
+
+/// Most renewals of one keepalive stream under way at once, answered in
+/// the order they came. clientv3 sends each of its leases' requests
+/// without waiting for the answers; taken one at a time, a stream would
+/// renew once per round trip to the leader (a few hundred a second through
+/// a follower), and its renewals would leave for the leader one by one
+/// instead of together.
+pub const MAX_KEEPALIVES_IN_FLIGHT: usize = 64;
 
 /// The leader's lease clock, which only tenure's sessions service knows.
 /// The node implements it with the sessions service's leader asks (the
@@ -351,6 +360,7 @@ impl Lease for LeaseService {
         tokio::spawn(async move {
             let _slot = slot;
             let mut pace = Pace::new();
+            let mut in_flight = FuturesOrdered::new();
             let mut leadership = shared.ctx.node.leadership();
             let mut stopping = shared.stopping.clone();
             let mut leaderless_since =
@@ -367,7 +377,15 @@ impl Lease for LeaseService {
                     }
                 };
                 let next = tokio::select! {
-                    next = requests.message() => next,
+                    Some(answer) = in_flight.next() => {
+                        let answer: Result<LeaseKeepAliveResponse, Status> = answer;
+                        let failed = answer.is_err();
+                        if tx.send(answer).await.is_err() || failed {
+                            return;
+                        }
+                        continue;
+                    }
+                    next = requests.message(), if in_flight.len() < MAX_KEEPALIVES_IN_FLIGHT => next,
                     changed = leadership.changed() => {
                         if changed.is_err() {
                             return;
@@ -391,32 +409,21 @@ impl Lease for LeaseService {
                     }
                 };
                 // The client half-closed (Ok(None)) or the stream broke:
-                // done, as etcd returns on io.EOF.
-                let Ok(Some(r)) = next else { return };
+                // done once the renewals under way are answered, as etcd
+                // returns on io.EOF.
+                let Ok(Some(r)) = next else {
+                    while let Some(answer) = in_flight.next().await {
+                        let failed = answer.is_err();
+                        if tx.send(answer).await.is_err() || failed {
+                            return;
+                        }
+                    }
+                    return;
+                };
                 pace.take().await;
                 // etcd takes the header before the renewal.
                 let header = shared.header(shared.applied_revision());
-                let answer = match lease_id(r.id) {
-                    Err(_) => Ok(0),
-                    Ok(lease) => match shared.may_use(&caller, lease).await {
-                        Ok(Some(true)) => shared.renew(lease).await,
-                        // etcd's answer to a lease it does not have, also
-                        // for another token's, which is not renewed: the
-                        // stream goes on for the caller's own leases
-                        // (clientv3 renews all of them on one stream).
-                        Ok(None | Some(false)) => Ok(0),
-                        Err(e) => Err(e),
-                    },
-                };
-                let failed = answer.is_err();
-                let answer = answer.map(|ttl| LeaseKeepAliveResponse {
-                    header: Some(header),
-                    id: r.id,
-                    ttl,
-                });
-                if tx.send(answer).await.is_err() || failed {
-                    return;
-                }
+                in_flight.push_back(keepalive(shared.clone(), caller.clone(), header, r.id));
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))
@@ -490,6 +497,27 @@ impl Lease for LeaseService {
             leases,
         }))
     }
+}
+
+/// The answer to one keepalive request for lease `id`, with `header`.
+async fn keepalive(
+    shared: Arc<Shared>,
+    caller: Caller,
+    header: ResponseHeader,
+    id: i64,
+) -> Result<LeaseKeepAliveResponse, Status> {
+    let ttl = match lease_id(id) {
+        Err(_) => 0,
+        Ok(lease) => match shared.may_use(&caller, lease).await? {
+            Some(true) => shared.renew(lease).await?,
+            // etcd's answer to a lease it does not have, also for another
+            // token's, which is not renewed: the stream goes on for the
+            // caller's own leases (clientv3 renews all of them on one
+            // stream).
+            None | Some(false) => 0,
+        },
+    };
+    Ok(LeaseKeepAliveResponse { header: Some(header), id, ttl })
 }
 
 /// Returns once the server stops (at once if it has).

@@ -290,6 +290,13 @@ async fn a_lease_lives_while_any_node_keeps_it_alive() {
     assert_eq!(endpoints[reader].ok(&["get", "held", "--print-value-only"]), "yes\n");
     let once = endpoints[reader].ok(&["lease", "keep-alive", "--once", &id]);
     assert_eq!(once, format!("lease {id} keepalived with TTL(2)\n"));
+    // Pipelined through the follower, as clientv3 sends (each request
+    // without waiting for an answer; the node has up to 64 under way per
+    // stream): one answer per request, in their order.
+    let live = decimal as i64;
+    let ids: Vec<i64> = (0..200).map(|i| if i % 3 == 2 { 0x1234abcd } else { live }).collect();
+    let want: Vec<(i64, i64)> = ids.iter().map(|&i| (i, if i == live { 2 } else { 0 })).collect();
+    assert_eq!(keepalive_stream(&endpoints[keeper], &ids, false).await, (want, Ok(())));
 
     // Nobody keeps it alive: it expires within its TTL (and the leader's
     // expiry proposal), and its key with it.
