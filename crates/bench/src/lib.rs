@@ -107,7 +107,7 @@ enum BenchCommand {
     /// serializable), txn-put, lease-keepalive.
     Grpc(grpc::GrpcArgs),
     /// Many sessions through etcd's gRPC API: granted, held (renewed every
-    /// TTL/3 over streams to every node, false expiries counted) and
+    /// TTL/3 by default, over streams to every node, false expiries counted) and
     /// abandoned at once while a writer runs (expiries per second, write
     /// p99); with --compare etcd, the same with etcd.
     Sessions(sessions::SessionsArgs),

@@ -4,7 +4,8 @@
 //! 1. **grant** `--sessions` leases of `--ttl` through every node in turn,
 //!    64 at a time; the leader's resident memory before and after gives the
 //!    bytes per session;
-//! 2. **hold** them for `--hold` seconds, each renewed every TTL/3 over
+//! 2. **hold** them for `--hold` seconds, each renewed every
+//!    TTL/`--renewals-per-ttl` (3, as etcd's Go client renews) over
 //!    `--streams` keepalive streams spread over every node (a follower
 //!    sends the renewals on to its leader), while one writer puts back to
 //!    back: renewals per second, their latency, and every renewal answered
@@ -25,7 +26,9 @@ use super::stats::{summarize, Summary};
 use super::system::System;
 use anyhow::Context;
 use clap::Args;
+use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,9 +36,13 @@ use std::time::{Duration, Instant};
 use tenure_etcd_api::etcdserverpb::kv_client::KvClient;
 use tenure_etcd_api::etcdserverpb::lease_client::LeaseClient;
 use tenure_etcd_api::etcdserverpb::{
-    LeaseGrantRequest, LeaseKeepAliveRequest, LeaseLeasesRequest, PutRequest,
+    LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest,
+    PutRequest,
 };
+use tokio::sync::{mpsc, watch};
+use tokio::time::error::Elapsed;
 use tonic::transport::Channel;
+use tonic::Status;
 
 /// The longest one call may take before it counts as an error.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,8 +54,20 @@ const MAX_STREAMS: usize = 4096;
 /// Keepalive streams per connection: half of what tenure's etcd API lets
 /// one connection open (`MAX_KEEPALIVE_STREAMS_PER_CONNECTION`, 16).
 const STREAMS_PER_CONNECTION: usize = 8;
-/// How often the leases are counted while they expire.
+/// How often the leases are counted while they expire: every 50 ms, or
+/// every [`COUNT_EVERY_MANY`] above [`MANY`] sessions, where one count
+/// copies megabytes out of the store (a million ids are 11 MB).
 const COUNT_EVERY: Duration = Duration::from_millis(50);
+const COUNT_EVERY_MANY: Duration = Duration::from_millis(250);
+const MANY: usize = 100_000;
+/// Renewals one keepalive stream has under way at once (tenure's server
+/// answers up to 64 of a stream at once: `MAX_KEEPALIVES_IN_FLIGHT`).
+const PIPELINE: usize = 32;
+/// The slowest renewal the histogram tells apart: a minute, in µs.
+const HISTOGRAM_MAX_US: u64 = 60_000_000;
+/// The largest answer the bench decodes: `LeaseLeases` of a million
+/// leases is about 11 MB, beyond tonic's 4 MiB default.
+const MAX_ANSWER_BYTES: usize = 64 << 20;
 /// How long after the last deadline the benchmark waits for the last
 /// expiry before it gives up (etcd revokes about 1,000 a second: 100,000
 /// take it 100 s).
@@ -62,16 +81,20 @@ const EXPIRY_PATIENCE: Duration = Duration::from_secs(150);
 pub struct SessionsArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
-    /// Sessions granted and held (tenure holds at most 100,000 at once:
+    /// Sessions granted and held (tenure holds at most 1,000,000 at once:
     /// MAX_LEASES).
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     sessions: usize,
     /// Their TTL, in seconds (etcd grants whole seconds).
     #[arg(long, default_value_t = 20, value_name = "S")]
     ttl: u64,
-    /// How long they are held, renewed every TTL/3.
+    /// How long they are held.
     #[arg(long, default_value_t = 30, value_name = "S")]
     hold: u64,
+    /// Renewals of each session per TTL: 3 is etcd's Go client's (every
+    /// TTL/3), 2 the fewest that leaves a renewal's worth of slack.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    renewals_per_ttl: u64,
     /// Keepalive streams carrying the renewals, spread over every node.
     #[arg(long, default_value_t = 64, value_name = "N")]
     streams: usize,
@@ -89,6 +112,7 @@ struct SystemReport {
     /// The leader's resident memory growth over the grants, per session.
     leader_bytes_per_session: Option<f64>,
     renewals: u64,
+    /// Renewals per second from the first grant to the end of the hold.
     renewals_per_second: f64,
     renewal_ms: Option<Summary>,
     /// Renewals that failed (a status, a timeout, a broken stream).
@@ -113,6 +137,7 @@ struct SessionsReport {
     tls: bool,
     ttl_s: u64,
     hold_s: u64,
+    renewals_per_ttl: u64,
     streams: usize,
     systems: Vec<SystemReport>,
 }
@@ -130,6 +155,7 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
     );
     anyhow::ensure!((2..=3_600).contains(&args.ttl), "--ttl must be 2..=3600 s");
     anyhow::ensure!((1..=3_600).contains(&args.hold), "--hold must be 1..=3600 s");
+    anyhow::ensure!((2..=10).contains(&args.renewals_per_ttl), "--renewals-per-ttl must be 2..=10");
     let with_etcd = match args.cluster.with_etcd() {
         Ok(w) => w,
         Err(code) => return Ok(code),
@@ -156,6 +182,7 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
         tls: !args.cluster.insecure_no_tls,
         ttl_s: args.ttl,
         hold_s: args.hold,
+        renewals_per_ttl: args.renewals_per_ttl,
         streams: args.streams,
         systems,
     };
@@ -179,10 +206,30 @@ async fn measure(
     for url in urls {
         channels.push(target.connect(url).await?);
     }
+    let mut keepalive = Vec::new();
+    for c in 0..args.streams.div_ceil(STREAMS_PER_CONNECTION) {
+        keepalive.push(target.connect(&urls[c % urls.len()]).await?);
+    }
+    // The keepalive streams start with the grants: each lease is renewed
+    // from its grant on, as a client does (a million grants take a minute,
+    // longer than a TTL).
+    let every = Duration::from_millis(args.ttl * 1000 / args.renewals_per_ttl);
+    let (until, until_known) = watch::channel(None);
+    let mut feeds = Vec::new();
+    let mut streams = Vec::new();
+    for s in 0..args.streams {
+        let (feed, granted) = mpsc::channel(args.sessions.div_ceil(args.streams));
+        feeds.push(feed);
+        let channel = keepalive[s % keepalive.len()].clone();
+        streams.push(tokio::spawn(keep(channel, granted, every, until_known.clone())));
+    }
     let rss_before = leader_pid.and_then(rss_mib);
-    eprintln!("{system}: granting {} sessions of {} s ...", args.sessions, args.ttl);
+    eprintln!(
+        "{system}: granting {} sessions of {} s, each renewed every {every:?} from its grant on ...",
+        args.sessions, args.ttl
+    );
     let granted = Instant::now();
-    let ids = grant_all(&channels, args.sessions, args.ttl as i64)
+    let ids = grant_all(&channels, args.sessions, args.ttl as i64, feeds)
         .await
         .with_context(|| format!("{system}: granting the sessions"))?;
     let grants_per_second = ids.len() as f64 / granted.elapsed().as_secs_f64();
@@ -200,18 +247,25 @@ async fn measure(
     let writes: Arc<Mutex<Vec<(Instant, f64)>>> = Arc::default();
     let writer = tokio::spawn(writer(channels[0].clone(), writing.clone(), writes.clone()));
     eprintln!("{system}: holding them for {} s over {} streams ...", args.hold, args.streams);
-    let mut keepalive = Vec::new();
-    for c in 0..args.streams.div_ceil(STREAMS_PER_CONNECTION) {
-        keepalive.push(target.connect(&urls[c % urls.len()]).await?);
+    let hold_started = Instant::now();
+    let _ = until.send(Some(hold_started + Duration::from_secs(args.hold)));
+    let mut held = Held::new(granted);
+    for s in streams {
+        match s.await {
+            Ok(k) => held.add(k),
+            Err(_) => held.errors += 1,
+        }
     }
-    let held = hold(&keepalive, &ids, args).await;
+    let renewing_for = granted.elapsed().as_secs_f64();
     let abandoned = Instant::now();
     // Each lease's deadline: its last renewal + TTL; the first and last.
     let ttl = Duration::from_secs(args.ttl);
     let first_deadline = held.first_last.0 + ttl;
     let last_deadline = held.first_last.1 + ttl;
     eprintln!("{system}: abandoned; counting them until none is left ...");
-    let mut lease = LeaseClient::new(channels[0].clone());
+    let mut lease =
+        LeaseClient::new(channels[0].clone()).max_decoding_message_size(MAX_ANSWER_BYTES);
+    let count_every = if ids.len() > MANY { COUNT_EVERY_MANY } else { COUNT_EVERY };
     let mut gone_at = None;
     let mut left_at_end = ids.len();
     while Instant::now() < last_deadline + EXPIRY_PATIENCE {
@@ -227,7 +281,7 @@ async fn measure(
             gone_at = Some(Instant::now());
             break;
         }
-        tokio::time::sleep(COUNT_EVERY).await;
+        tokio::time::sleep(count_every).await;
     }
     writing.store(false, Ordering::Relaxed);
     let _ = tokio::time::timeout(CALL_TIMEOUT, writer).await;
@@ -243,9 +297,9 @@ async fn measure(
         sessions: ids.len(),
         grants_per_second,
         leader_bytes_per_session,
-        renewals: held.latencies.len() as u64,
-        renewals_per_second: held.latencies.len() as f64 / args.hold as f64,
-        renewal_ms: summarize(&held.latencies),
+        renewals: held.latencies.len(),
+        renewals_per_second: held.latencies.len() as f64 / renewing_for,
+        renewal_ms: held.summary(),
         renewal_errors: held.errors,
         false_expiries: held.false_expiries,
         last_expiry_after_deadline_ms: gone_at
@@ -255,29 +309,43 @@ async fn measure(
                 / end.saturating_duration_since(first_deadline).as_secs_f64().max(1e-3),
         ),
         left_at_end,
-        write_p99_held_ms: p99_between(abandoned - Duration::from_secs(args.hold), abandoned),
+        write_p99_held_ms: p99_between(hold_started, abandoned),
         write_p99_expiring_ms: p99_between(first_deadline, end),
     })
 }
 
 /// Grants `n` leases of `ttl` seconds through every channel in turn,
-/// [`GRANTERS`] at a time; their ids.
-async fn grant_all(channels: &[Channel], n: usize, ttl: i64) -> anyhow::Result<Vec<i64>> {
+/// [`GRANTERS`] at a time, handing each to a keepalive stream's `feeds`
+/// in turn as it is granted; their ids.
+async fn grant_all(
+    channels: &[Channel],
+    n: usize,
+    ttl: i64,
+    feeds: Vec<mpsc::Sender<(Instant, i64)>>,
+) -> anyhow::Result<Vec<i64>> {
     let next = Arc::new(AtomicU64::new(0));
+    let feeds = Arc::new(feeds);
     let mut granters = Vec::new();
     for g in 0..GRANTERS.min(n) {
         let channel = channels[g % channels.len()].clone();
-        let next = next.clone();
+        let (next, feeds) = (next.clone(), feeds.clone());
         granters.push(tokio::spawn(async move {
             let mut lease = LeaseClient::new(channel);
             let mut ids = Vec::new();
-            while next.fetch_add(1, Ordering::Relaxed) < n as u64 {
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if k >= n {
+                    break;
+                }
                 let grant = lease.lease_grant(LeaseGrantRequest { ttl, id: 0 });
                 let answer = tokio::time::timeout(CALL_TIMEOUT, grant)
                     .await
                     .context("a grant took too long")?
                     .context("a grant was refused")?;
-                ids.push((Instant::now(), answer.into_inner().id));
+                let id = answer.into_inner().id;
+                // Each feed holds all its stream's leases: never full.
+                let _ = feeds[k % feeds.len()].send((Instant::now(), id)).await;
+                ids.push(id);
             }
             anyhow::Ok(ids)
         }));
@@ -286,64 +354,85 @@ async fn grant_all(channels: &[Channel], n: usize, ttl: i64) -> anyhow::Result<V
     for g in granters {
         ids.extend(g.await.context("a granter panicked")??);
     }
-    // In grant order: each stream renews its leases in that order, so the
-    // first granted are the first renewed.
-    ids.sort_unstable();
-    Ok(ids.into_iter().map(|(_, id)| id).collect())
+    Ok(ids)
 }
 
 /// What holding the sessions gave.
 struct Held {
-    latencies: Vec<f64>,
+    /// Renewal latencies, in microseconds (bounded memory: a million
+    /// sessions held ten minutes renew 90 million times).
+    latencies: Histogram<u64>,
     errors: u64,
     false_expiries: u64,
-    /// The earliest and the latest of the leases' last renewals.
+    /// The earliest and the latest of the leases' last renewals (sent).
     first_last: (Instant, Instant),
 }
 
-/// Renews every lease every TTL/3 for `args.hold` seconds over
-/// `args.streams` keepalive streams (stream `s` on connection `s %
-/// connections`, the connections spread over every node, with every
-/// `streams`-th lease).
-async fn hold(channels: &[Channel], ids: &[i64], args: &SessionsArgs) -> Held {
-    let started = Instant::now();
-    let until = started + Duration::from_secs(args.hold);
-    let every = Duration::from_millis(args.ttl * 1000 / 3);
-    let mut streams = Vec::new();
-    for s in 0..args.streams {
-        let channel = channels[s % channels.len()].clone();
-        let mine: Vec<i64> = ids.iter().skip(s).step_by(args.streams).copied().collect();
-        streams.push(tokio::spawn(keep(channel, mine, every, until)));
-    }
-    let mut held =
-        Held { latencies: Vec::new(), errors: 0, false_expiries: 0, first_last: (until, started) };
-    for s in streams {
-        match s.await {
-            Ok(k) => {
-                held.latencies.extend(k.latencies);
-                held.errors += k.errors;
-                held.false_expiries += k.false_expiries;
-                held.first_last.0 = held.first_last.0.min(k.first_last.0);
-                held.first_last.1 = held.first_last.1.max(k.first_last.1);
-            }
-            Err(_) => held.errors += 1,
+impl Held {
+    /// Nothing held yet; `start` stands for "no renewal" in `first_last`.
+    fn new(start: Instant) -> Held {
+        Held {
+            latencies: Histogram::new_with_bounds(1, HISTOGRAM_MAX_US, 3)
+                .expect("the histogram's bounds are valid"),
+            errors: 0,
+            false_expiries: 0,
+            first_last: (Instant::now() + Duration::from_secs(86_400), start),
         }
     }
-    held
+
+    /// One renewal's answer, sent at `sent`, with TTL `ttl`.
+    fn answered(&mut self, sent: Instant, ttl: i64) {
+        let us = sent.elapsed().as_micros().clamp(1, u128::from(HISTOGRAM_MAX_US)) as u64;
+        self.latencies.saturating_record(us);
+        if ttl <= 0 {
+            self.false_expiries += 1;
+        }
+    }
+
+    /// Adds another stream's.
+    fn add(&mut self, k: Held) {
+        let _ = self.latencies.add(&k.latencies);
+        self.errors += k.errors;
+        self.false_expiries += k.false_expiries;
+        self.first_last.0 = self.first_last.0.min(k.first_last.0);
+        self.first_last.1 = self.first_last.1.max(k.first_last.1);
+    }
+
+    /// The renewals' latencies in milliseconds.
+    fn summary(&self) -> Option<Summary> {
+        let h = &self.latencies;
+        let ms = |us: u64| us as f64 / 1e3;
+        (!h.is_empty()).then(|| Summary {
+            count: h.len() as usize,
+            p50: ms(h.value_at_quantile(0.50)),
+            p90: ms(h.value_at_quantile(0.90)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+            min: ms(h.min()),
+            mean: h.mean() / 1e3,
+        })
+    }
 }
 
-/// One stream: renews each of `leases` every `every`, spread evenly, one
-/// renewal in flight, until `until`.
-async fn keep(channel: Channel, leases: Vec<i64>, every: Duration, until: Instant) -> Held {
-    let start = Instant::now();
-    let mut held =
-        Held { latencies: Vec::new(), errors: 0, false_expiries: 0, first_last: (until, start) };
-    let mut last = vec![start; leases.len()];
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
+/// One stream, up to [`PIPELINE`] renewals in flight (clientv3 sends each
+/// lease's renewal without waiting for the last answer): each lease
+/// `granted` to it is renewed every `every` from its grant on, until the
+/// hold's end (`until`, known once the grants are done); then a last round
+/// of every lease back to back, one at a time, so that every deadline falls
+/// within the time it takes: the leases are abandoned together.
+async fn keep(
+    channel: Channel,
+    mut granted: mpsc::Receiver<(Instant, i64)>,
+    every: Duration,
+    mut until: watch::Receiver<Option<Instant>>,
+) -> Held {
+    let mut held = Held::new(Instant::now());
+    // The first lease opens the stream (etcd answers the headers with the
+    // first answer).
+    let Some((_, first)) = granted.recv().await else { return held };
+    let (tx, rx) = mpsc::channel(PIPELINE);
     let mut client = LeaseClient::new(channel);
-    let Some(&first) = leases.first() else { return held };
-    // The first request goes with the call (etcd answers the headers with
-    // the first answer).
+    let sent = Instant::now();
     if tx.send(LeaseKeepAliveRequest { id: first }).await.is_err() {
         held.errors += 1;
         return held;
@@ -354,66 +443,103 @@ async fn keep(channel: Channel, leases: Vec<i64>, every: Duration, until: Instan
         return held;
     };
     let mut stream = stream.into_inner();
-    let gap = every / leases.len() as u32;
-    let mut n = 0usize;
-    let mut pending = Some(Instant::now());
+    // When the renewals under way were sent: answers come in order.
+    let mut sent_at = VecDeque::from([sent]);
+    // (due, lease), in due order: every lease is pushed back
+    // `every` after its renewal, and grants come in time order.
+    let mut queue = VecDeque::from([(sent + every, first)]);
+    let mut feeding = true;
     loop {
-        if let Some(sent) = pending.take() {
-            match tokio::time::timeout(CALL_TIMEOUT, stream.message()).await {
-                Ok(Ok(Some(answer))) => {
-                    held.latencies.push(sent.elapsed().as_secs_f64() * 1e3);
-                    if answer.ttl <= 0 {
-                        held.false_expiries += 1;
-                    }
-                    last[n % leases.len()] = sent;
-                }
-                _ => {
-                    held.errors += 1;
+        let end = *until.borrow_and_update();
+        let next = queue.front().map(|&(due, _)| due);
+        if let (Some(end), Some(next)) = (end, next) {
+            if next >= end {
+                break;
+            }
+        }
+        let due = next.unwrap_or_else(|| Instant::now() + CALL_TIMEOUT);
+        let room = sent_at.len() < PIPELINE;
+        tokio::select! {
+            biased;
+            answer = tokio::time::timeout(CALL_TIMEOUT, stream.message()), if !sent_at.is_empty() => {
+                let sent = sent_at.pop_front().expect("a renewal is under way");
+                if !answered(answer, sent, &mut held) {
                     break;
                 }
             }
-            n += 1;
+            g = granted.recv(), if feeding => match g {
+                Some((at, id)) => queue.push_back((at + every, id)),
+                None => feeding = false,
+            },
+            changed = until.changed(), if end.is_none() => {
+                if changed.is_err() {
+                    break;
+                }
+            }
+            () = tokio::time::sleep_until(due.into()), if next.is_some() && room => {
+                let (_, id) = queue.pop_front().expect("a lease is due");
+                let sent = Instant::now();
+                if tx.send(LeaseKeepAliveRequest { id }).await.is_err() {
+                    held.errors += 1;
+                    break;
+                }
+                sent_at.push_back(sent);
+                queue.push_back((sent + every, id));
+            }
         }
-        // Lease n is renewed at start + its place in the round + rounds.
-        let due = start + every * (n / leases.len()) as u32 + gap * (n % leases.len()) as u32;
-        if due >= until {
+    }
+    // The renewals under way answered, a last round one at a time: a
+    // lease's deadline counts from when its renewal was sent, which is
+    // never after the leader renewed it (an expiry never looks early).
+    while let Some(sent) = sent_at.pop_front() {
+        if held.errors > 0 {
             break;
         }
-        tokio::time::sleep_until(due.into()).await;
+        let answer = tokio::time::timeout(CALL_TIMEOUT, stream.message()).await;
+        if !answered(answer, sent, &mut held) {
+            break;
+        }
+    }
+    let mut last = Vec::with_capacity(queue.len());
+    for &(_, id) in &queue {
+        if held.errors > 0 {
+            break;
+        }
         let sent = Instant::now();
-        if tx.send(LeaseKeepAliveRequest { id: leases[n % leases.len()] }).await.is_err() {
+        if tx.send(LeaseKeepAliveRequest { id }).await.is_err() {
             held.errors += 1;
             break;
         }
-        pending = Some(sent);
-    }
-    // A last round back to back, so that every deadline falls within the
-    // time it takes: the leases are abandoned together.
-    if held.errors == 0 {
-        for (i, &id) in leases.iter().enumerate() {
-            let sent = Instant::now();
-            if tx.send(LeaseKeepAliveRequest { id }).await.is_err() {
-                held.errors += 1;
-                break;
-            }
-            match tokio::time::timeout(CALL_TIMEOUT, stream.message()).await {
-                Ok(Ok(Some(answer))) => {
-                    held.latencies.push(sent.elapsed().as_secs_f64() * 1e3);
-                    if answer.ttl <= 0 {
-                        held.false_expiries += 1;
-                    }
-                    last[i] = sent;
-                }
-                _ => {
-                    held.errors += 1;
-                    break;
-                }
-            }
+        let answer = tokio::time::timeout(CALL_TIMEOUT, stream.message()).await;
+        if answered(answer, sent, &mut held) {
+            last.push(sent);
         }
     }
-    held.first_last =
-        (last.iter().copied().min().unwrap_or(start), last.iter().copied().max().unwrap_or(start));
+    held.first_last = (
+        last.iter().copied().min().unwrap_or(held.first_last.0),
+        last.iter().copied().max().unwrap_or(held.first_last.1),
+    );
     held
+}
+
+/// Counts the answer to the renewal sent at `sent` (an error if there is
+/// none: the stream broke or the answer took [`CALL_TIMEOUT`]; false
+/// then).
+fn answered(
+    answer: Result<Result<Option<LeaseKeepAliveResponse>, Status>, Elapsed>,
+    sent: Instant,
+    held: &mut Held,
+) -> bool {
+    match answer {
+        Ok(Ok(Some(a))) => {
+            held.answered(sent, a.ttl);
+            true
+        }
+        _ => {
+            held.errors += 1;
+            false
+        }
+    }
 }
 
 /// Puts back to back until `writing` is false, recording each answered
@@ -442,9 +568,9 @@ async fn writer(
 
 fn print_report(r: &SessionsReport) {
     println!(
-        "{} nodes, TLS {} (tenure; etcd plain), sessions of {} s held {} s, renewed every TTL/3 \
+        "{} nodes, TLS {} (tenure; etcd plain), sessions of {} s held {} s, renewed every TTL/{} \
          over {} streams spread over every node, one writer",
-        r.nodes, r.tls, r.ttl_s, r.hold_s, r.streams
+        r.nodes, r.tls, r.ttl_s, r.hold_s, r.renewals_per_ttl, r.streams
     );
     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     for s in &r.systems {
