@@ -1,8 +1,11 @@
 //! `--plot FILE.svg`: latency CDFs, one line per series (each system's
-//! failovers; each system's writes before and during a change of members).
+//! failovers; each system's writes before and during a change of members),
+//! and x–y lines (each system's renewal p99 against the sessions held).
 
 use super::stats::cdf;
 use anyhow::{anyhow, Context};
+use plotters::coord::ranged1d::Ranged;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -106,13 +109,93 @@ pub fn write_cdf(
                 PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
             });
     }
+    finish(&mut chart, &root, path)
+}
+
+/// One line of an x–y chart: its name and its points (x, y, whether the
+/// point failed: drawn as a cross instead of a dot).
+pub type Series = (String, Vec<(f64, f64, bool)>);
+
+/// What an x–y chart's axes and legend say.
+#[derive(Debug, Clone, Copy)]
+pub struct XyAxes<'a> {
+    /// The x axis ("sessions held"), linear from 0.
+    pub x: &'a str,
+    /// The y axis ("renewal p99 (ms)"), logarithmic.
+    pub y: &'a str,
+    /// What a cross means, in the legend ("false expiries").
+    pub failed: &'a str,
+}
+
+/// Writes an SVG with one line per series over a linear x axis from 0 and
+/// a logarithmic y axis (whole decades around the values).
+pub fn write_xy(
+    path: &Path,
+    title: &str,
+    axes: XyAxes<'_>,
+    series: &[Series],
+) -> anyhow::Result<()> {
+    let all = || series.iter().flat_map(|(_, p)| p.iter().copied());
+    let x_max = all().map(|p| p.0).fold(1.0, f64::max) * 1.05;
+    let logs = || all().map(|p| p.1.max(0.001).log10());
+    let (low, high) =
+        (logs().fold(f64::INFINITY, f64::min), logs().fold(f64::NEG_INFINITY, f64::max));
+    let (y_min, y_max) = match low.is_finite() {
+        true => (low.floor(), high.ceil().max(low.floor() + 1.0)),
+        false => (0.0, 1.0),
+    };
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let err = |e: DrawingAreaErrorKind<_>| anyhow!("drawing {}: {e:?}", path.display());
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..x_max, y_min..y_max)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_labels(X_LABELS)
+        .x_desc(axes.x)
+        .x_label_formatter(&|v: &f64| format!("{v:.0}"))
+        .y_labels((y_max - y_min) as usize + 1)
+        .y_desc(axes.y)
+        .y_label_formatter(&|v: &f64| ms_label(10f64.powf(*v)))
+        .draw()
+        .map_err(err)?;
+    for (k, (name, points)) in series.iter().enumerate() {
+        let colour = COLOURS[k % COLOURS.len()];
+        let at = |&(x, y, _): &(f64, f64, bool)| (x, y.max(0.001).log10());
+        chart
+            .draw_series(LineSeries::new(points.iter().map(at), colour.stroke_width(2)))
+            .map_err(err)?
+            .label(format!("{name} (cross: {})", axes.failed))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
+        let ok = points.iter().filter(|p| !p.2).map(|p| Circle::new(at(p), 4, colour.filled()));
+        chart.draw_series(ok).map_err(err)?;
+        let failed =
+            points.iter().filter(|p| p.2).map(|p| Cross::new(at(p), 7, colour.stroke_width(3)));
+        chart.draw_series(failed).map_err(err)?;
+    }
+    finish(&mut chart, &root, path)
+}
+
+/// Draws `chart`'s legend in its upper left corner and writes the SVG.
+fn finish<'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    root: &DrawingArea<SVGBackend<'a>, Shift>,
+    path: &Path,
+) -> anyhow::Result<()> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(err)?;
+        .map_err(|e| anyhow!("drawing {}: {e:?}", path.display()))?;
     root.present().with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
@@ -136,6 +219,32 @@ fn ms_label(ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_an_xy_svg_with_dots_crosses_and_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("xy.svg");
+        let series: Vec<Series> = vec![
+            ("tenure".into(), vec![(100_000.0, 3.4, false), (1_000_000.0, 700.0, true)]),
+            ("etcd".into(), vec![(100_000.0, 18.7, false)]),
+        ];
+        let axes = XyAxes { x: "sessions held", y: "renewal p99 (ms)", failed: "false expiries" };
+        write_xy(&path, "renewals", axes, &series).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for text in [
+            "renewals",
+            "sessions held",
+            "renewal p99 (ms)",
+            "tenure (cross: false expiries)",
+            "etcd",
+        ] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+        assert_eq!(svg.matches("<circle").count(), 2, "one dot per point that held");
+        // The decades 1 ms to 1000 ms are labelled.
+        let label = |t: &str| svg.lines().any(|l| l.trim() == t);
+        assert!(label("1") && label("1000") && label("1000000"), "{svg}");
+    }
 
     #[test]
     fn writes_an_svg_with_lines_and_labels() {

@@ -22,6 +22,7 @@ use super::cluster_args::ClusterArgs;
 use super::failover::wait_stable;
 use super::grpc::{start_tenure, Target};
 use super::kv::rss_mib;
+use super::plot;
 use super::stats::{summarize, Summary};
 use super::system::System;
 use anyhow::Context;
@@ -29,6 +30,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,8 +50,9 @@ use tonic::Status;
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Grants in flight at once.
 const GRANTERS: usize = 64;
-/// Most sessions and streams.
+/// Most sessions, counts of sessions and streams.
 const MAX_SESSIONS: usize = 1_000_000;
+const MAX_COUNTS: usize = 16;
 const MAX_STREAMS: usize = 4096;
 /// Keepalive streams per connection: half of what tenure's etcd API lets
 /// one connection open (`MAX_KEEPALIVE_STREAMS_PER_CONNECTION`, 16).
@@ -76,15 +79,17 @@ const EXPIRY_PATIENCE: Duration = Duration::from_secs(150);
 /// Flags of `tenure bench sessions`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example: tenure bench sessions --compare etcd --sessions 10000 --ttl 20 --hold 30"
+    after_help = "Examples:\n  tenure bench sessions --compare etcd --sessions 10000 --ttl 20 --hold 30\n  \
+                  tenure bench sessions --sessions 100000,300000,500000 --streams 512 --plot sessions.svg"
 )]
 pub struct SessionsArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
     /// Sessions granted and held (tenure holds at most 1,000,000 at once:
-    /// MAX_LEASES).
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
-    sessions: usize,
+    /// MAX_LEASES). Several counts, comma-separated, are measured in turn
+    /// on the same cluster (each once the last has expired): a curve.
+    #[arg(long, default_value = "10000", value_name = "N[,N...]", value_delimiter = ',')]
+    sessions: Vec<usize>,
     /// Their TTL, in seconds (etcd grants whole seconds).
     #[arg(long, default_value_t = 20, value_name = "S")]
     ttl: u64,
@@ -101,6 +106,11 @@ pub struct SessionsArgs {
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Also draw the renewals' p99 against the sessions held, one line per
+    /// system, as an SVG (a count with false expiries is marked with a
+    /// cross).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 /// One system's results.
@@ -146,12 +156,15 @@ struct SessionsReport {
 pub async fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
     args.cluster.check()?;
     anyhow::ensure!(
-        (1..=MAX_SESSIONS).contains(&args.sessions),
-        "--sessions must be 1..={MAX_SESSIONS}"
+        !args.sessions.is_empty()
+            && args.sessions.len() <= MAX_COUNTS
+            && args.sessions.iter().all(|n| (1..=MAX_SESSIONS).contains(n)),
+        "--sessions must be 1 to {MAX_COUNTS} counts, each 1..={MAX_SESSIONS}"
     );
     anyhow::ensure!(
-        (1..=MAX_STREAMS).contains(&args.streams) && args.streams <= args.sessions,
-        "--streams must be 1..={MAX_STREAMS} and at most --sessions"
+        (1..=MAX_STREAMS).contains(&args.streams)
+            && args.sessions.iter().all(|&n| args.streams <= n),
+        "--streams must be 1..={MAX_STREAMS} and at most each --sessions count"
     );
     anyhow::ensure!((2..=3_600).contains(&args.ttl), "--ttl must be 2..=3600 s");
     anyhow::ensure!((1..=3_600).contains(&args.hold), "--hold must be 1..=3600 s");
@@ -167,7 +180,9 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
         let (mut tenure, leader, target) = start_tenure(&args.cluster).await?;
         let urls = tenure.etcd_urls().to_vec();
         let pid = tenure.proc(leader).pid();
-        systems.push(measure("tenure", &args, &target, &urls, pid).await?);
+        for &n in &args.sessions {
+            systems.push(measure("tenure", n, &args, &target, &urls, pid).await?);
+        }
     }
     if with_etcd {
         let mut etcd = args.cluster.start_etcd(false).await?;
@@ -175,7 +190,9 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
         let urls: Vec<String> = nodes.iter().map(|&i| etcd.client_url(i)).collect();
         let target = Target { url: urls[leader].clone(), follower_url: String::new(), tls: None };
         let pid = etcd.proc(leader).pid();
-        systems.push(measure("etcd", &args, &target, &urls, pid).await?);
+        for &n in &args.sessions {
+            systems.push(measure("etcd", n, &args, &target, &urls, pid).await?);
+        }
     }
     let report = SessionsReport {
         nodes: args.cluster.nodes,
@@ -186,6 +203,9 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
         streams: args.streams,
         systems,
     };
+    if let Some(path) = &args.plot {
+        write_plot(path, &report)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -194,9 +214,10 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The three phases against one system.
+/// The three phases against one system, with `sessions` sessions.
 async fn measure(
     system: &'static str,
+    sessions: usize,
     args: &SessionsArgs,
     target: &Target,
     urls: &[String],
@@ -218,7 +239,7 @@ async fn measure(
     let mut feeds = Vec::new();
     let mut streams = Vec::new();
     for s in 0..args.streams {
-        let (feed, granted) = mpsc::channel(args.sessions.div_ceil(args.streams));
+        let (feed, granted) = mpsc::channel(sessions.div_ceil(args.streams));
         feeds.push(feed);
         let channel = keepalive[s % keepalive.len()].clone();
         streams.push(tokio::spawn(keep(channel, granted, every, until_known.clone())));
@@ -226,10 +247,10 @@ async fn measure(
     let rss_before = leader_pid.and_then(rss_mib);
     eprintln!(
         "{system}: granting {} sessions of {} s, each renewed every {every:?} from its grant on ...",
-        args.sessions, args.ttl
+        sessions, args.ttl
     );
     let granted = Instant::now();
-    let ids = grant_all(&channels, args.sessions, args.ttl as i64, feeds)
+    let ids = grant_all(&channels, sessions, args.ttl as i64, feeds)
         .await
         .with_context(|| format!("{system}: granting the sessions"))?;
     let grants_per_second = ids.len() as f64 / granted.elapsed().as_secs_f64();
@@ -597,10 +618,11 @@ fn print_report(r: &SessionsReport) {
             f(s.write_p99_expiring_ms),
         );
     }
-    if let Some(t) = r.systems.iter().find(|s| s.system == "tenure") {
+    for t in r.systems.iter().filter(|s| s.system == "tenure") {
         let zero = t.false_expiries == 0 && t.renewal_errors == 0;
         println!(
-            "goal: 0 false expiries while held — measured {} — {}",
+            "goal: 0 false expiries while {} sessions are held — measured {} — {}",
+            t.sessions,
             t.false_expiries,
             if zero { "MET" } else { "NOT MET" }
         );
@@ -622,4 +644,25 @@ fn print_report(r: &SessionsReport) {
             );
         }
     }
+}
+
+/// Draws the renewals' p99 (ms, log scale) against the sessions held, one
+/// line per system; a count with false expiries or failed renewals is
+/// marked with a cross, the others with a dot.
+fn write_plot(path: &Path, r: &SessionsReport) -> anyhow::Result<()> {
+    let mut series: Vec<plot::Series> = Vec::new();
+    for s in &r.systems {
+        let Some(l) = &s.renewal_ms else { continue };
+        let point = (s.sessions as f64, l.p99, s.false_expiries > 0 || s.renewal_errors > 0);
+        match series.iter_mut().find(|(name, _)| name == s.system) {
+            Some((_, points)) => points.push(point),
+            None => series.push((s.system.to_string(), vec![point])),
+        }
+    }
+    let title = format!(
+        "{} nodes: sessions of {} s renewed every TTL/{}, renewal p99",
+        r.nodes, r.ttl_s, r.renewals_per_ttl
+    );
+    let axes = plot::XyAxes { x: "sessions held", y: "renewal p99 (ms)", failed: "false expiries" };
+    plot::write_xy(path, &title, axes, &series).context("writing the plot")
 }
