@@ -663,6 +663,10 @@ fn write_plot(path: &Path, r: &SessionsReport) -> anyhow::Result<()> {
         "{} nodes: sessions of {} s renewed every TTL/{}, renewal p99",
         r.nodes, r.ttl_s, r.renewals_per_ttl
     );
-    let axes = plot::XyAxes { x: "sessions held", y: "renewal p99 (ms)", failed: "false expiries" };
+    let axes = plot::XyAxes {
+        x: "sessions held",
+        y: "renewal p99 (ms)",
+        failed: "false expiries or failed renewals",
+    };
     plot::write_xy(path, &title, axes, &series).context("writing the plot")
 }

@@ -149,11 +149,12 @@ pub struct LeaseCheckpoint {
 }
 
 /// Most leases one [`Command::Checkpoint`] names, silent and renewed
-/// together: a checkpoint entry stays under 320 KiB (each lease costs at
-/// most 20 bytes), and a mass silence (every client of a fleet cut off) is
-/// recorded in `MAX_LEASES / 16,384` = 62 entries, 31 s at the leader's
-/// pace of one every 500 ms.
-pub const MAX_CHECKPOINT_LEASES: usize = 16_384;
+/// together: a checkpoint entry stays under the replica's largest command
+/// (`tenure_replica::replica::Config::max_command_bytes`, 66 KiB; a lease
+/// costs at most 14 bytes: its id and its silence as variable-length
+/// integers), and a mass silence (every client of a fleet cut off) is
+/// recorded in `MAX_LEASES / 4,096` = 245 entries, two a second.
+pub const MAX_CHECKPOINT_LEASES: usize = 4096;
 
 /// Most leases one [`Command::ExpireMany`] ends: the leader's chunk of due
 /// leases ([`crate::MAX_EXPIRIES_PER_CALL`]).
@@ -689,6 +690,32 @@ mod wire {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_largest_checkpoint_fits_in_one_log_command() {
+        // The replica's default cap on one command.
+        let one = tenure_core::NodeId(1);
+        let cap = tenure_replica::replica::Config::new(
+            one,
+            vec![one],
+            std::time::Duration::from_millis(100),
+        )
+        .max_command_bytes;
+        let most = LeaseId(u64::MAX);
+        let c = LeaseCheckpoint {
+            elapsed_ms: MAX_TTL_MS,
+            silent: vec![(most, MAX_TTL_MS); MAX_CHECKPOINT_LEASES],
+            renewed: Vec::new(),
+        };
+        let bytes = Command::Checkpoint(c).encode().len();
+        assert!(bytes <= cap, "{bytes} bytes, over the log's {cap}");
+        let c = LeaseCheckpoint {
+            elapsed_ms: MAX_TTL_MS,
+            silent: Vec::new(),
+            renewed: vec![most; MAX_CHECKPOINT_LEASES],
+        };
+        assert!(Command::Checkpoint(c).encode().len() <= cap);
+    }
 
     #[test]
     fn commands_round_trip_and_garbage_is_refused() {

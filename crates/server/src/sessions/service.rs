@@ -66,12 +66,12 @@ pub const MAX_EXPIRIES_IN_FLIGHT: usize = 2 * MAX_EXPIRIES_PER_CALL;
 /// acknowledgements. An ask of many renewals waits for one check.
 pub const MAX_RENEWALS_IN_FLIGHT: usize = 4096;
 
-/// Most renewals of silent leases held for a clearing checkpoint: what two
-/// checkpoints clear ([`tenure_kv::MAX_CHECKPOINT_LEASES`] each, one after
-/// another, a commit round each), a few dozen bytes each. Clients coming
-/// back together after half their TTL (a healed partition) are cleared
-/// 16,384 per round; more at once are answered busy and ask again.
-pub const MAX_HELD_RENEWALS: usize = 2 * tenure_kv::MAX_CHECKPOINT_LEASES;
+/// Most renewals of silent leases held for a clearing checkpoint: what
+/// eight checkpoints clear ([`tenure_kv::MAX_CHECKPOINT_LEASES`] each, one
+/// after another, a commit round each), a few dozen bytes each. Clients
+/// coming back together after half their TTL (a healed partition) are
+/// cleared 4,096 per round; more at once are answered busy and ask again.
+pub const MAX_HELD_RENEWALS: usize = 8 * tenure_kv::MAX_CHECKPOINT_LEASES;
 
 /// Runs the sessions service until `stop` becomes true: the lease clock
 /// while this node is the ready leader, and the answers to the asks of
