@@ -55,9 +55,7 @@ pub fn write_cdf(
     let max = all().fold(f64::NEG_INFINITY, f64::max);
     let min = all().fold(f64::INFINITY, f64::min);
     let (x_min, x_max) = match axes.log_x {
-        // Whole decades around the samples.
-        true if min.is_finite() => (min.floor(), max.ceil().max(min.floor() + 1.0)),
-        true => (0.0, 1.0),
+        true => decades(min, max),
         // Start near the fastest failover: crash failovers all sit above the
         // election timeout, and an axis from 0 would squeeze them into a corner.
         false if min.is_finite() => ((min * X_MIN_SHARE).floor(), (max * 1.05).max(1.0)),
@@ -75,13 +73,8 @@ pub fn write_cdf(
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     let err = |e: DrawingAreaErrorKind<_>| anyhow!("drawing {}: {e:?}", path.display());
     root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(55)
-        .build_cartesian_2d(x_min..x_max, 0.0..1.0_f64)
-        .map_err(err)?;
+    let mut chart =
+        builder(&root, title).build_cartesian_2d(x_min..x_max, 0.0..1.0_f64).map_err(err)?;
     chart
         .configure_mesh()
         .x_labels(x_labels)
@@ -138,22 +131,13 @@ pub fn write_xy(
     let all = || series.iter().flat_map(|(_, p)| p.iter().copied());
     let x_max = all().map(|p| p.0).fold(1.0, f64::max) * 1.05;
     let logs = || all().map(|p| p.1.max(0.001).log10());
-    let (low, high) =
-        (logs().fold(f64::INFINITY, f64::min), logs().fold(f64::NEG_INFINITY, f64::max));
-    let (y_min, y_max) = match low.is_finite() {
-        true => (low.floor(), high.ceil().max(low.floor() + 1.0)),
-        false => (0.0, 1.0),
-    };
+    let (y_min, y_max) =
+        decades(logs().fold(f64::INFINITY, f64::min), logs().fold(f64::NEG_INFINITY, f64::max));
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     let err = |e: DrawingAreaErrorKind<_>| anyhow!("drawing {}: {e:?}", path.display());
     root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.0..x_max, y_min..y_max)
-        .map_err(err)?;
+    let mut chart =
+        builder(&root, title).build_cartesian_2d(0.0..x_max, y_min..y_max).map_err(err)?;
     chart
         .configure_mesh()
         .x_labels(X_LABELS)
@@ -181,6 +165,25 @@ pub fn write_xy(
         chart.draw_series(failed).map_err(err)?;
     }
     finish(&mut chart, &root, path)
+}
+
+/// The whole decades around log10 values from `low` to `high` (0 to 1
+/// when there are none).
+fn decades(low: f64, high: f64) -> (f64, f64) {
+    match low.is_finite() {
+        true => (low.floor(), high.ceil().max(low.floor() + 1.0)),
+        false => (0.0, 1.0),
+    }
+}
+
+/// A chart on `root` with `title` and room for both axes' labels.
+fn builder<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 20)).margin(15).x_label_area_size(45).y_label_area_size(55);
+    b
 }
 
 /// Draws `chart`'s legend in its upper left corner and writes the SVG.

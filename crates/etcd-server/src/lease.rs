@@ -361,11 +361,17 @@ impl Lease for LeaseService {
             let _slot = slot;
             let mut pace = Pace::new();
             let mut in_flight = FuturesOrdered::new();
+            // False once the client half-closed: the renewals under way are
+            // still answered, then the stream ends.
+            let mut reading = true;
             let mut leadership = shared.ctx.node.leadership();
             let mut stopping = shared.stopping.clone();
             let mut leaderless_since =
                 leadership.borrow_and_update().leader.is_none().then(Instant::now);
             loop {
+                if !reading && in_flight.is_empty() {
+                    return;
+                }
                 // etcd's monitorLeader: a stream that asked for a leader
                 // ends once the node has known none for NO_LEADER_CUT.
                 let cut = async {
@@ -385,7 +391,7 @@ impl Lease for LeaseService {
                         }
                         continue;
                     }
-                    next = requests.message(), if in_flight.len() < MAX_KEEPALIVES_IN_FLIGHT => next,
+                    next = requests.message(), if reading && in_flight.len() < MAX_KEEPALIVES_IN_FLIGHT => next,
                     changed = leadership.changed() => {
                         if changed.is_err() {
                             return;
@@ -412,13 +418,8 @@ impl Lease for LeaseService {
                 // done once the renewals under way are answered, as etcd
                 // returns on io.EOF.
                 let Ok(Some(r)) = next else {
-                    while let Some(answer) = in_flight.next().await {
-                        let failed = answer.is_err();
-                        if tx.send(answer).await.is_err() || failed {
-                            return;
-                        }
-                    }
-                    return;
+                    reading = false;
+                    continue;
                 };
                 pace.take().await;
                 // etcd takes the header before the renewal.
