@@ -57,6 +57,16 @@ pub struct LeaseKeeper {
     swept: LeaseId,
 }
 
+/// Most leases whose expiry is in flight at once, for every driver of a
+/// keeper (the server's sessions service, the simulator's nodes): two
+/// chunks of [`MAX_EXPIRIES_PER_CALL`](crate::MAX_EXPIRIES_PER_CALL), two
+/// `ExpireMany` entries ([`LeaseKeeper::room_for_expiries`]). A mass
+/// expiry (every client cut off) goes out in chunks behind which client
+/// writes and renewals still get through, never as one burst of up to
+/// `MAX_LEASES` expiries: at most 128 leases per commit round (a round of
+/// 2 ms ends 64,000 a second).
+pub const MAX_EXPIRIES_IN_FLIGHT: usize = 2 * crate::MAX_EXPIRIES_PER_CALL;
+
 /// Most silent leases [`LeaseKeeper::checkpoint`] looks up in the store per
 /// call, going on from where the last call stopped: a million leases gone
 /// silent (every client cut off) cost each checkpoint a thousand lookups,
@@ -262,6 +272,13 @@ impl LeaseKeeper {
     /// ([`LeaseKeeper::applied`]): the count to cap expiries in flight with.
     pub fn in_flight(&self) -> usize {
         self.expiring.len()
+    }
+
+    /// Whether another chunk of expiries ([`LeaseKeeper::due`], up to
+    /// [`MAX_EXPIRIES_PER_CALL`](crate::MAX_EXPIRIES_PER_CALL)) fits under
+    /// [`MAX_EXPIRIES_IN_FLIGHT`]: ask before each call.
+    pub fn room_for_expiries(&self) -> bool {
+        self.in_flight() + crate::MAX_EXPIRIES_PER_CALL <= MAX_EXPIRIES_IN_FLIGHT
     }
 
     /// How many leases the clock tracks (live and expiring).

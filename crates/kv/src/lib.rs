@@ -53,7 +53,7 @@ pub use lease_clock::{
     LeaseClock, RenewError, TrackError, CHECKPOINT_INTERVAL, EXPIRY_RETRY_DELAY,
     MAX_EXPIRIES_PER_CALL,
 };
-pub use lease_keeper::{LeaseKeeper, MARKS_CHECKED_PER_CHECKPOINT};
+pub use lease_keeper::{LeaseKeeper, MARKS_CHECKED_PER_CHECKPOINT, MAX_EXPIRIES_IN_FLIGHT};
 pub use range_txn::{
     RangeCompare, RangeOp, RangeOpResponse, RangeTxn, Span, MAX_TXN_DEPTH, MAX_TXN_READ_BYTES,
     MAX_TXN_TOTAL_OPS, MAX_TXN_VISITED_KEYS, READ_OVERHEAD,

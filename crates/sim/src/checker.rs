@@ -72,6 +72,11 @@ pub enum Check {
     /// Sessions: a lease expired later after its TTL than the bound of
     /// docs/ELECTIONS.md ("Deadlines across leader changes") allows.
     SessionOverrun,
+    /// Sessions: an expiry committed while the session's holder still
+    /// trusted it (its deadline, on its own clock, had not passed), or a
+    /// renewal answered after the expiry committed gave its holder a
+    /// deadline past that commit.
+    SessionEarlyExpiry,
     /// Groups of partitions: two members working on one partition at
     /// overlapping moments of the global timeline.
     PartitionOverlap,
@@ -122,6 +127,7 @@ impl fmt::Display for Check {
             Check::ElectionToken => "election-token",
             Check::ElectionStarvation => "election-starvation",
             Check::SessionOverrun => "session-overrun",
+            Check::SessionEarlyExpiry => "session-early-expiry",
             Check::PartitionOverlap => "partition-overlap",
             Check::PartitionEpoch => "partition-epoch",
             Check::PartitionCoverage => "partition-coverage",

@@ -18,6 +18,9 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Most sessions `--sessions` takes (each is an app process of the
+/// simulator, a few hundred bytes).
+const MAX_SIM_SESSIONS: u64 = 1_000_000;
 /// Failure details kept in the JSON report; the count covers the rest.
 const MAX_DETAILS: usize = 100;
 
@@ -75,6 +78,9 @@ pub struct SimArgs {
     /// for linearizability; `elect`, application sessions and named
     /// elections over that store (and one key-value client), checked for
     /// overlapping holders, fencing tokens and starved candidates;
+    /// `sessions`, app processes that only hold sessions (`--sessions`),
+    /// checked for sessions that expire while their holder trusts them or
+    /// outlive their TTL by more than the stated bound;
     /// `partitions`, members with sessions sharing groups of partitions
     /// that the leader's keeper assigns (and one key-value client), checked
     /// for overlapping owners, epochs, coverage, balance and moves. The
@@ -89,6 +95,11 @@ pub struct SimArgs {
     /// likely) or `off`.
     #[arg(long, value_name = "SPIES")]
     pub spies: Option<SpyChoice>,
+    /// `--workload sessions` only: how many app processes hold a session
+    /// each (default 1,000; `tenure sim --workload sessions --sessions
+    /// 100000 --seeds 3` runs a hundred thousand).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_SIM_SESSIONS))]
+    pub sessions: Option<u64>,
     /// `membership` only: wiped nodes stay down for good (by default most
     /// come back under their ids, as joining spares).
     #[arg(long)]
@@ -326,6 +337,10 @@ fn forger_for(args: &SimArgs, scenario: &Scenario) -> Result<Option<ForgerSpec>,
 
 /// The workload a run of `scenario` gets from `args`, or why it cannot have one.
 fn workload_for(args: &SimArgs, scenario: &Scenario) -> Result<Option<WorkloadSpec>, String> {
+    let sessions_named = args.workload.as_ref().is_some_and(|w| w.to_string() == "sessions");
+    if args.sessions.is_some() && !sessions_named {
+        return Err("--sessions goes with --workload sessions".into());
+    }
     let spec = match (scenario.workload, &args.workload) {
         (WorkloadUse::Never, Some(_)) => {
             return Err(format!(
@@ -337,6 +352,10 @@ fn workload_for(args: &SimArgs, scenario: &Scenario) -> Result<Option<WorkloadSp
         (_, Some(spec)) => spec.clone(),
         (WorkloadUse::Always, None) if scenario.name == "elect" => WorkloadSpec::elect(),
         (WorkloadUse::Always, None) => WorkloadSpec::kv(),
+    };
+    let spec = match args.sessions {
+        Some(n) => WorkloadSpec::sessions(n as usize),
+        None => spec,
     };
     if args.forger.is_some() {
         return Err("the forger and the key-value workload do not run together: the \
@@ -450,7 +469,8 @@ fn print_elections(e: &ElectStats) {
          {} deadline stops, {} sessions lost, \
          {} resignations, {} revocations; app faults: {} crashes, {} pauses, {} cut-offs; \
          max overlap {} ns, {} starved names; {} lease checkpoints, {} expiries checked, \
-         largest overrun {}‰ of its bound",
+         largest overrun {}‰ of its bound; {} expiries of sessions still held checked against \
+         their holders' deadlines",
         e.leaderships,
         e.handovers,
         e.resumed,
@@ -471,7 +491,8 @@ fn print_elections(e: &ElectStats) {
         e.starved_names,
         e.checkpoints,
         e.expiries_checked,
-        e.max_overrun_permille
+        e.max_overrun_permille,
+        e.held_expiries
     );
 }
 
@@ -599,6 +620,9 @@ fn replay_command(args: &SimArgs, r: &Report) -> String {
     }
     if let Some(w) = &args.workload {
         cmd.push_str(&format!(" --workload {w}"));
+    }
+    if let Some(n) = args.sessions {
+        cmd.push_str(&format!(" --sessions {n}"));
     }
     if args.no_rejoin {
         cmd.push_str(" --no-rejoin");
@@ -800,6 +824,27 @@ mod tests {
         let out = run_seeds(&a, scenario::find("random").expect("exists"), &mut Params::new(3), 3);
         let json: serde_json::Value = serde_json::to_value(&out).expect("serializable");
         assert!(json.get("forger").is_none());
+    }
+
+    #[test]
+    fn the_sessions_workload_takes_its_count_and_replays_with_it() {
+        let random = scenario::find("random").expect("random exists");
+        let refused = workload_for(&args("--sessions 10"), random);
+        assert!(refused.is_err_and(|e| e.contains("--workload sessions")));
+        let refused = workload_for(&args("--workload elect --sessions 10"), random);
+        assert!(refused.is_err());
+        let a = args("--workload sessions --sessions 50 --sim-seconds 2 --seeds 1 --start-seed 4");
+        let spec = workload_for(&a, random).expect("accepted").expect("a workload");
+        let elect = spec.elect.as_ref().expect("sessions are app processes");
+        assert_eq!((elect.apps, elect.names, spec.to_string().as_str()), (50, 0, "sessions"));
+        let mut params = Params::new(4);
+        params.sim_seconds = a.sim_seconds;
+        params.workload = Some(spec);
+        let r = random.run(&params);
+        assert!(r.passed(), "{:?} {:?}", r.failures, r.violations);
+        assert!(r.stats.elect.is_some_and(|e| e.grants >= 50 && e.leaderships == 0));
+        let replay = replay_command(&a, &r);
+        assert!(replay.ends_with("--sim-seconds 2 --workload sessions --sessions 50"), "{replay}");
     }
 
     #[test]

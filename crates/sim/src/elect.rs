@@ -41,6 +41,7 @@ use crate::elect_stale::{ExpiryLedger, Stale};
 use crate::stats::ElectStats;
 use crate::workload::{Action, Reply, ReplyBody, RequestBody};
 use rand::Rng;
+use std::collections::HashMap;
 use tenure_core::Instant;
 use tenure_kv::{
     campaign, campaign_outcome, resign, Command, LeaseId, Outcome, Response, Standing,
@@ -135,6 +136,15 @@ pub struct Elections {
     expiries: ExpiryLedger,
     apps: Apps<Kind>,
     roles: Vec<App>,
+    /// The app each lease was granted to (and taken by).
+    holders: HashMap<LeaseId, usize>,
+    /// When each lease's expiry committed (global ns), for leases an app
+    /// still holds: a renewal answered later must not stretch its holder's
+    /// deadline past it.
+    expired_at: HashMap<LeaseId, u64>,
+    /// Early expiries found when a renewal was answered, for
+    /// [`Elections::check`].
+    early: Vec<String>,
 }
 
 impl Elections {
@@ -176,18 +186,58 @@ impl Elections {
             expiries: ExpiryLedger::default(),
             apps,
             roles,
+            holders: HashMap::new(),
+            expired_at: HashMap::new(),
+            early: Vec::new(),
         }
     }
 
-    /// A ready leader proposed an expiry as entry `pos`.
-    pub fn expiry_proposed(&mut self, pos: Position) {
-        self.expiries.proposed(pos);
+    /// Whether the apps only hold sessions (no names: the `sessions`
+    /// workload).
+    fn sessions_only(&self) -> bool {
+        self.spec.names == 0
     }
 
-    /// A node applied `batch` (one output of its replica): counts the
-    /// stale expiries decided by it, and returns them.
-    pub fn entries_applied(&mut self, batch: &[Position]) -> Vec<Stale> {
-        self.expiries.applied(batch, &mut self.stats)
+    /// A ready leader proposed the expiry of `leases` as entry `pos`.
+    pub fn expiry_proposed(&mut self, pos: Position, leases: &[LeaseId]) {
+        self.expiries.proposed(pos, leases);
+    }
+
+    /// A node applied `batch` (one output of its replica) at `now_ns`:
+    /// counts the stale expiries decided by it and returns them, with what
+    /// is wrong about the expiries that committed: a session expired while
+    /// its holder still trusted it (`session-early-expiry`).
+    pub fn entries_applied(
+        &mut self,
+        batch: &[Position],
+        now_ns: u64,
+    ) -> (Vec<Stale>, Vec<String>) {
+        let decided = self.expiries.applied(batch, &mut self.stats);
+        let mut early = Vec::new();
+        for lease in decided.expired {
+            let Some(&a) = self.holders.get(&lease) else { continue };
+            if self.apps.proc(a).session != Some(lease) {
+                self.holders.remove(&lease);
+                continue;
+            }
+            self.stats.held_expiries += 1;
+            self.expired_at.insert(lease, now_ns);
+            if self.apps.trusts(a, now_ns) {
+                let until = self.trusted_until(a);
+                early.push(format!(
+                    "session {lease} of app{a} expired at {:.3} ms while its holder trusted it until {:.3} ms",
+                    ms(now_ns),
+                    ms(until)
+                ));
+            }
+        }
+        (decided.stale, early)
+    }
+
+    /// Until when app `a` trusts its session, global ns (0 without one).
+    fn trusted_until(&self, a: usize) -> u64 {
+        let p = self.apps.proc(a);
+        p.deadline.map_or(0, |d| p.clock.global_at(d))
     }
 
     /// The app of client index `client`, if it is one.
@@ -255,11 +305,25 @@ impl Elections {
         self.stats.grants += 1;
         if self.apps.granted(a, lease, sent_local, now_ns) {
             self.roles[a].forget_session();
+            self.holders.insert(lease, a);
         }
     }
 
     fn renewed(&mut self, a: usize, now_ns: u64) {
         self.stats.renewals += 1;
+        let session = self.apps.proc(a).session;
+        if let Some(&expired) = session.as_ref().and_then(|l| self.expired_at.get(l)) {
+            let until = self.trusted_until(a);
+            if until > expired {
+                self.early.push(format!(
+                    "session {} of app{a} renewed at {:.3} ms, trusted until {:.3} ms, but its expiry committed at {:.3} ms",
+                    session.unwrap_or_default(),
+                    ms(now_ns),
+                    ms(until),
+                    ms(expired)
+                ));
+            }
+        }
         if let (None, Some(token)) = (self.roles[a].leading, self.roles[a].first) {
             if self.trusts_session(a, now_ns) {
                 self.stats.resumed += 1;
@@ -320,7 +384,8 @@ impl Elections {
             self.check_deadline(a, now_ns);
             self.end_leading(a, now_ns, "the run ended");
         }
-        let mut violations = Vec::new();
+        let mut violations: Vec<(Check, String)> =
+            self.early.drain(..).map(|what| (Check::SessionEarlyExpiry, what)).collect();
         for n in 0..self.spec.names {
             let mut held: Vec<&Leadership> =
                 self.leaderships.iter().filter(|l| l.name == n).collect();
@@ -407,6 +472,9 @@ impl Role for Elections {
         let session = self.apps.proc(a).session;
         match session {
             None => Kind::Grant,
+            // Nothing to ask but its renewals (see `park`); a harmless read
+            // should a stray answer wake it.
+            Some(_) if self.spec.names == 0 => Kind::Read,
             Some(_) if role.resigning.is_some() => Kind::Resign(candidacy),
             Some(_) if !role.candidate => Kind::Campaign,
             Some(_)
@@ -457,6 +525,22 @@ impl Role for Elections {
     }
 
     fn ended(&mut self, a: usize, ended: Ended<Kind>, now_ns: u64) {
+        self.op_ended(a, ended, now_ns);
+        self.park(a);
+    }
+}
+
+impl Elections {
+    /// In the `sessions` workload an app that holds a session asks nothing
+    /// but its renewals: its next operation is due never (a lost session,
+    /// a crash's restart make it due again, to grant a new one).
+    fn park(&mut self, a: usize) {
+        if self.sessions_only() && self.apps.proc(a).session.is_some() {
+            self.apps.proc_mut(a).next_op_ns = u64::MAX;
+        }
+    }
+
+    fn op_ended(&mut self, a: usize, ended: Ended<Kind>, now_ns: u64) {
         let (out, body, current) = match ended {
             Ended::Renewed => return self.renewed(a, now_ns),
             Ended::SessionGone => {

@@ -226,6 +226,10 @@ pub struct ElectStats {
     /// The largest overrun of a TTL seen, in thousandths of its bound (at
     /// most 1,000 in a run that passes).
     pub max_overrun_permille: u64,
+    /// Expiries that committed while an app still held the session (it
+    /// had not learnt it was gone), each checked against its holder's
+    /// deadline (`session-early-expiry`).
+    pub held_expiries: u64,
 }
 
 impl ElectStats {
@@ -253,6 +257,7 @@ impl ElectStats {
         self.checkpoints += o.checkpoints;
         self.expiries_checked += o.expiries_checked;
         self.max_overrun_permille = self.max_overrun_permille.max(o.max_overrun_permille);
+        self.held_expiries += o.held_expiries;
     }
 }
 

@@ -38,6 +38,9 @@ use tenure_partitions::{MemberId, RecipeError};
 pub const DEFAULT_CLIENTS: usize = 3;
 /// Keys of the default workload.
 pub const DEFAULT_KEYS: usize = 5;
+/// Sessions of the `sessions` workload unless `tenure sim --sessions`
+/// says otherwise.
+pub const DEFAULT_SESSIONS: usize = 1_000;
 /// Bytes of a snapshot per replica message, by default.
 pub const DEFAULT_SNAPSHOT_CHUNK_BYTES: usize = 4096;
 /// Redirects one operation follows at most before it gives up.
@@ -178,6 +181,17 @@ impl WorkloadSpec {
         }
     }
 
+    /// The sessions workload: `sessions` app processes that only hold a
+    /// session each (granted through the log, renewed every TTL/3, the
+    /// apps' own crashes, pauses and cut-offs), with the default TTL
+    /// ([`crate::elect_spec::DEFAULT_TTL_MS`]), beside one key-value client
+    /// on two keys: the checkers of session deadlines at scale, both ways
+    /// (`session-early-expiry`, `session-overrun`).
+    pub fn sessions(sessions: usize) -> Self {
+        let elect = ElectSpec { apps: sessions, names: 0, ..ElectSpec::default() };
+        WorkloadSpec { elect: Some(elect), ..WorkloadSpec::elect() }
+    }
+
     /// The partitions workload: the default groups
     /// ([`PartitionsSpec::default`]) beside one key-value client on two keys.
     pub fn partitions() -> Self {
@@ -203,8 +217,9 @@ impl FromStr for WorkloadSpec {
             "kv" => Ok(WorkloadSpec::kv()),
             "elect" => Ok(WorkloadSpec::elect()),
             "partitions" => Ok(WorkloadSpec::partitions()),
+            "sessions" => Ok(WorkloadSpec::sessions(DEFAULT_SESSIONS)),
             other => Err(format!(
-                "unknown workload {other:?}; the workloads are kv, elect and partitions"
+                "unknown workload {other:?}; the workloads are kv, elect, sessions and partitions"
             )),
         }
     }
@@ -213,6 +228,7 @@ impl FromStr for WorkloadSpec {
 impl std::fmt::Display for WorkloadSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match (&self.elect, &self.partitions) {
+            (Some(e), _) if e.names == 0 => "sessions",
             (Some(_), _) => "elect",
             (None, Some(_)) => "partitions",
             (None, None) => "kv",

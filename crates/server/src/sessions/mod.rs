@@ -16,7 +16,7 @@
 //!   whose TTL passed without a renewal (a chunk of up to 64 in one log
 //!   entry), bound to the leadership that decided it
 //!   (`Replicated::propose_as`: never forwarded to a later leader), at most
-//!   [`MAX_EXPIRIES_IN_FLIGHT`] leases at once;
+//!   [`tenure_kv::MAX_EXPIRIES_IN_FLIGHT`] leases at once;
 //! * renewals, which any node receives (`POST /v1/sessions/{id}/keepalive`,
 //!   keepalive streams, etcd's Lease service: [`etcd`]) and sends to the
 //!   leader as leader asks ([`protocol`]), gathered many to an ask
@@ -33,4 +33,4 @@ pub use protocol::{
     MAX_RENEWALS_PER_ASK,
 };
 pub use renewer::{Renewer, MAX_QUEUED_RENEWALS, RENEWAL_ASKS_IN_FLIGHT};
-pub use service::{run, MAX_EXPIRIES_IN_FLIGHT, MAX_RENEWALS_IN_FLIGHT};
+pub use service::{run, MAX_RENEWALS_IN_FLIGHT};

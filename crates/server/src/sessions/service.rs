@@ -20,7 +20,7 @@
 //!   `Command::ExpireMany` proposed
 //!   by [`Replicated::propose_as`] under `T` only (a later leader never
 //!   commits an expiry decided on this one's clock), at most
-//!   [`MAX_EXPIRIES_IN_FLIGHT`] leases in flight; a proposal that failed while `T`
+//!   [`tenure_kv::MAX_EXPIRIES_IN_FLIGHT`] leases in flight; a proposal that failed while `T`
 //!   still leads is retried ([`LeaseKeeper::retry`]).
 //! * **Renewals** ([`SessionAsk::Renew`], or [`SessionAsk::RenewMany`] for
 //!   the renewals a node gathered: a leader ask from any node), answered
@@ -44,21 +44,12 @@ use crate::metrics::Metrics;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tenure_core::{FencingToken, Instant as CoreInstant};
-use tenure_kv::{Command, LeaseId, LeaseKeeper, RenewError, Store, MAX_EXPIRIES_PER_CALL};
+use tenure_kv::{Command, LeaseId, LeaseKeeper, RenewError, Store};
 use tenure_node::replicated::Ask;
 use tenure_node::{Committed, ReadFailure, Replicated, WriteError};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
-
-/// Most leases whose expiry is in flight at once. The clock hands out at
-/// most [`MAX_EXPIRIES_PER_CALL`] (64) per call, proposed as one
-/// `ExpireMany` entry; the next call waits until that many fit under this
-/// cap: two entries in flight. A mass expiry (every client cut off) goes
-/// out in chunks behind which client writes and renewals still get
-/// through, never as one burst of up to `MAX_LEASES` expiries: at most 128
-/// leases per commit round (a round of 2 ms ends 64,000 a second).
-pub const MAX_EXPIRIES_IN_FLIGHT: usize = 2 * MAX_EXPIRIES_PER_CALL;
 
 /// Most renewals (leases) waiting for the leadership check (R2) at once;
 /// more are answered [`SessionAnswer::Busy`]. Under a valid election lease
@@ -262,7 +253,7 @@ impl Service {
     /// is room for another chunk of proposals.
     fn timer(&self) -> Option<tokio::time::Instant> {
         self.leading?;
-        if self.keeper.in_flight() + MAX_EXPIRIES_PER_CALL > MAX_EXPIRIES_IN_FLIGHT {
+        if !self.keeper.room_for_expiries() {
             return None;
         }
         let at = self.keeper.next_deadline()?;

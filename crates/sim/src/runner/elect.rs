@@ -18,14 +18,18 @@
 //!   after it arrived), then the keeper answers it (R1's second half, R3).
 //! * Expiries the keeper finds due are proposed on that replica only
 //!   (never forwarded; refused if it no longer leads), a chunk as one
-//!   `ExpireMany` entry, at most [`MAX_EXPIRIES_IN_FLIGHT`] leases at
-//!   once; one that fails while the node
-//!   still leads is given back to the keeper ([`LeaseKeeper::retry`]).
+//!   `ExpireMany` entry, while another chunk fits under
+//!   [`MAX_EXPIRIES_IN_FLIGHT`] (as the server's sessions service does);
+//!   one that fails while the node still leads is given back to the keeper
+//!   ([`LeaseKeeper::retry`]).
 //! * Every expiry proposed, and every entry applied, goes to the ledger of
 //!   stale expiries ([`crate::elect_stale`]), which counts those adopted by
-//!   a later leadership and those lost.
+//!   a later leadership and those lost, and tells the apps which expiries
+//!   committed (the check that no session expired while its holder still
+//!   trusted it).
 //!
 //! [`LeaseKeeper::retry`]: tenure_kv::LeaseKeeper::retry
+//! [`MAX_EXPIRIES_IN_FLIGHT`]: tenure_kv::MAX_EXPIRIES_IN_FLIGHT
 
 use super::{dur_ns, Sim};
 use crate::checker::Check;
@@ -37,10 +41,6 @@ use tenure_core::{FencingToken, Instant, NodeId};
 use tenure_kv::{Command, RenewError, Response, ELECTIONS_PREFIX};
 use tenure_partitions::group::GROUPS_PREFIX;
 use tenure_replica::{Completion, Position, ProposalError, ReadError, ReadStart};
-
-/// Expiries one leader has in flight at most; more due wait (still refused
-/// to renewals) until some are applied.
-pub const MAX_EXPIRIES_IN_FLIGHT: usize = 8;
 
 impl Sim {
     fn elect_bug(&self) -> Option<ElectBug> {
@@ -271,15 +271,10 @@ impl Sim {
         if kv.keeper.token().is_none() || kv.keeper.next_deadline().is_none_or(|d| d > local) {
             return;
         }
-        let room = MAX_EXPIRIES_IN_FLIGHT.saturating_sub(kv.keeper.in_flight());
-        if room == 0 {
+        if !kv.keeper.room_for_expiries() {
             return;
         }
-        let mut leases = kv.keeper.due(local, &r.state_machine().store);
-        // What does not fit waits, still refused to renewals.
-        for lease in leases.split_off(room.min(leases.len())) {
-            kv.keeper.retry(local, lease);
-        }
+        let leases = kv.keeper.due(local, &r.state_machine().store);
         if leases.is_empty() {
             return;
         }
@@ -300,12 +295,12 @@ impl Sim {
                         e.stats.max_overrun_permille = w.deadlines.worst_permille();
                     }
                 }
-                kv.expiries.insert(id, leases);
                 // The entry just appended: the last of the log.
                 let pos = r.status().last;
                 if let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) {
-                    e.expiry_proposed(pos);
+                    e.expiry_proposed(pos, &leases);
                 }
+                kv.expiries.insert(id, leases);
             }
             Some(Err(_)) | None if r.is_ready_leader() => {
                 for lease in leases {
@@ -375,27 +370,32 @@ impl Sim {
     }
 
     /// Node `i` applied `batch` (one output of its replica): the stale
-    /// expiries it decides are counted (and traced).
+    /// expiries it decides are counted (and traced), and the expiries that
+    /// commit are checked against their holders' deadlines.
     pub(super) fn elect_applied(&mut self, i: usize, batch: &[Position]) {
+        let now = self.now;
         let Some(e) = self.kv.as_mut().and_then(|k| k.elect.as_mut()) else { return };
-        for stale in e.entries_applied(batch) {
+        let (stale, early) = e.entries_applied(batch, now);
+        for stale in stale {
             if self.cfg.trace {
-                let (now, id) = (self.now as f64 / 1e6, self.hosts[i].id);
+                let (now, id) = (now as f64 / 1e6, self.hosts[i].id);
                 eprintln!("{now:>12.3} {id:?} stale expiry {stale:?}");
             }
+        }
+        for what in early {
+            self.checker.fail(now, Check::SessionEarlyExpiry, what);
         }
     }
 
     /// When node `i`'s timer must fire for its lease keeper: its next
-    /// deadline, unless the expiries in flight are at the bound (an applied
-    /// one makes room, and [`Sim::elect_step`] runs after every output).
+    /// deadline, unless no more expiries fit in flight (an applied one
+    /// makes room, and [`Sim::elect_step`] runs after every output).
     pub(super) fn keeper_deadline(&self, i: usize) -> Option<Instant> {
         if self.elect_bug() == Some(ElectBug::NoExpiries) {
             return None;
         }
         let keeper = &self.hosts[i].kv.as_ref()?.keeper;
-        let expiry =
-            (keeper.in_flight() < MAX_EXPIRIES_IN_FLIGHT).then(|| keeper.next_deadline()).flatten();
+        let expiry = keeper.room_for_expiries().then(|| keeper.next_deadline()).flatten();
         let checkpoint = match self.elect_bug() {
             Some(ElectBug::NoCheckpoints) => None,
             _ => keeper.next_checkpoint(),
