@@ -41,4 +41,5 @@ pub use message::{ReplicaMessage, SnapshotChunk};
 pub use output::{Completion, LogOp, Output, ProposalError, ProposalId, ReadError, ReadId};
 pub use replica::{
     Config, ProposeError, ReadStart, Replica, ReplicaStatus, RestoreError, Restored,
+    MAX_IN_FLIGHT_BATCHES,
 };

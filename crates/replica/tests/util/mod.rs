@@ -418,6 +418,12 @@ impl Cluster {
     }
 
     /// Delivers `msg` from `from` to `to` right now.
+    /// Messages on their way from `from` to `to` that carry entries.
+    pub fn appends_in_flight(&self, from: NodeId, to: NodeId) -> usize {
+        let carries = |m: &ReplicaMessage| matches!(m, ReplicaMessage::Append { entries, .. } if !entries.is_empty());
+        self.in_flight.iter().filter(|m| m.from == from && m.to == to && carries(&m.msg)).count()
+    }
+
     pub fn inject(&mut self, from: NodeId, to: NodeId, msg: ReplicaMessage) {
         let now = self.now;
         self.replica_mut(to).handle_message(now, from, msg);
