@@ -26,6 +26,7 @@ use crate::clock::NodeClock;
 use crate::workload::{Action, Reply, ReplyBody, Request, RequestBody, Tag, MAX_ATTEMPTS};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+use std::collections::BTreeSet;
 use std::time::Duration;
 use tenure_core::{Instant, NodeId};
 use tenure_kv::LeaseId;
@@ -117,6 +118,8 @@ pub(crate) struct Proc<K> {
     /// The node it sends to.
     pub(crate) target: usize,
     gen: u64,
+    /// When its timers in the event queue fire (global ns).
+    wakes: BTreeSet<u64>,
     /// Crashed: restarts then (global ns).
     pub(crate) down_until: Option<u64>,
     /// Paused: resumes then (global ns).
@@ -193,6 +196,7 @@ impl<K: Copy> Apps<K> {
                 ),
                 target: rng.gen_range(0..nodes),
                 gen: 0,
+                wakes: BTreeSet::new(),
                 down_until: None,
                 paused_until: None,
                 inbox: Vec::new(),
@@ -240,7 +244,7 @@ impl<K: Copy> Apps<K> {
         for a in 0..self.procs.len() {
             self.procs[a].next_op_ns = now_ns + self.rng.gen_range(0..START_SPREAD_NS);
             self.procs[a].next_fault_ns = now_ns + self.milli_ttl(FAULT_GAP_MILLI_TTL);
-            actions.push(self.wake_at(a, false));
+            actions.extend(self.wake_at(a, false));
         }
         actions
     }
@@ -256,9 +260,13 @@ impl<K: Copy> Apps<K> {
         app.paused_until = app.paused_until.map(|t| t.min(now_ns));
     }
 
-    /// The app whose timer of generation `gen` fired, if it is current.
-    pub(crate) fn woken(&self, client: usize, gen: u64) -> Option<usize> {
-        self.of(client).filter(|&a| self.procs[a].gen == gen)
+    /// The app whose timer fired at `now_ns`. Every timer wakes it: a step
+    /// does only what is due, so one that fires early costs a look.
+    pub(crate) fn woken(&mut self, client: usize, now_ns: u64) -> Option<usize> {
+        let a = self.of(client)?;
+        let wakes = &mut self.procs[a].wakes;
+        *wakes = wakes.split_off(&now_ns.saturating_add(1));
+        Some(a)
     }
 
     /// An answer reaches app `a`: lost if it is down or cut off, queued if
@@ -573,7 +581,12 @@ impl<K: Copy> Apps<K> {
 
     /// The next time app `a` has something to do, as a wake of its timer;
     /// `watch_deadline`: its deadline too (it holds something it guards).
-    pub(crate) fn wake_at(&mut self, a: usize, watch_deadline: bool) -> Action {
+    /// None when a timer of its in the queue fires no later (its step then
+    /// sets the next one): a new timer per step, the older ones left stale,
+    /// overflowed the event queue with 100,000 apps (a million timers, ten
+    /// per app, mostly the same request's timeout again after each
+    /// redirect).
+    pub(crate) fn wake_at(&mut self, a: usize, watch_deadline: bool) -> Option<Action> {
         let app = &self.procs[a];
         let mut at = u64::MAX;
         if let Some(t) = app.down_until.or(app.paused_until) {
@@ -596,8 +609,12 @@ impl<K: Copy> Apps<K> {
         }
         let client = self.base + a;
         let app = &mut self.procs[a];
+        if app.wakes.first().is_some_and(|&w| w <= at) {
+            return None;
+        }
         app.gen += 1;
-        Action::Wake { client, at_ns: at, gen: app.gen }
+        app.wakes.insert(at);
+        Some(Action::Wake { client, at_ns: at, gen: app.gen })
     }
 }
 
@@ -627,9 +644,10 @@ pub(crate) trait Role {
     fn watches_deadline(&self, a: usize) -> bool;
 }
 
-/// App client `client`'s timer of generation `gen` fired.
-pub(crate) fn on_wake<R: Role>(r: &mut R, client: usize, gen: u64, now_ns: u64) -> Vec<Action> {
-    match r.apps().woken(client, gen) {
+/// A timer of app client `client` fired (any of them: see
+/// [`Apps::woken`]).
+pub(crate) fn on_wake<R: Role>(r: &mut R, client: usize, now_ns: u64) -> Vec<Action> {
+    match r.apps_mut().woken(client, now_ns) {
         Some(a) => step(r, a, now_ns),
         None => Vec::new(),
     }
@@ -665,7 +683,7 @@ pub(crate) fn step<R: Role>(r: &mut R, a: usize, now_ns: u64) -> Vec<Action> {
         }
     }
     if !r.apps().proc(a).running() {
-        actions.push(wake_at(r, a));
+        actions.extend(wake_at(r, a));
         return actions;
     }
     r.check_deadline(a, now_ns);
@@ -673,13 +691,13 @@ pub(crate) fn step<R: Role>(r: &mut R, a: usize, now_ns: u64) -> Vec<Action> {
         let fault = r.apps_mut().fault(a, now_ns);
         r.faulted(a, fault, now_ns);
         if fault != Fault::CutOff {
-            actions.push(wake_at(r, a));
+            actions.extend(wake_at(r, a));
             return actions;
         }
     }
     r.apps_mut().step_renewal(a, now_ns, &mut actions);
     step_op(r, a, now_ns, &mut actions);
-    actions.push(wake_at(r, a));
+    actions.extend(wake_at(r, a));
     actions
 }
 
@@ -716,7 +734,7 @@ fn step_op<R: Role>(r: &mut R, a: usize, now_ns: u64, actions: &mut Vec<Action>)
     r.apps_mut().send_op(a, out, body, now_ns, actions);
 }
 
-fn wake_at<R: Role>(r: &mut R, a: usize) -> Action {
+fn wake_at<R: Role>(r: &mut R, a: usize) -> Option<Action> {
     let watch = r.watches_deadline(a);
     r.apps_mut().wake_at(a, watch)
 }

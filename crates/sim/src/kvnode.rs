@@ -100,7 +100,7 @@ pub struct KvHost {
     /// silent leases each clears.
     pub checkpoints: BTreeMap<ProposalId, Vec<LeaseId>>,
     /// Silent leases whose renewal came: the next checkpoint clears them.
-    pub clears_wanted: Vec<LeaseId>,
+    pub clears_wanted: BTreeSet<LeaseId>,
     /// Changes of members this node proposed as leader, in flight.
     pub changes: BTreeMap<ProposalId, Change>,
     /// The leader's side of groups of partitions (the partitions workload

@@ -271,8 +271,8 @@ impl Partitions {
     }
 
     /// Member client `client`'s timer fired.
-    pub fn on_wake(&mut self, client: usize, gen: u64, now_ns: u64) -> Vec<Action> {
-        app::on_wake(self, client, gen, now_ns)
+    pub fn on_wake(&mut self, client: usize, now_ns: u64) -> Vec<Action> {
+        app::on_wake(self, client, now_ns)
     }
 
     /// An answer reached member client `reply.tag.client`.

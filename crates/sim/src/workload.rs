@@ -41,6 +41,8 @@ pub const DEFAULT_KEYS: usize = 5;
 /// Sessions of the `sessions` workload unless `tenure sim --sessions`
 /// says otherwise.
 pub const DEFAULT_SESSIONS: usize = 1_000;
+/// The TTL of the `sessions` workload's sessions, ms.
+pub const SESSIONS_TTL_MS: u64 = 10_000;
 /// Bytes of a snapshot per replica message, by default.
 pub const DEFAULT_SNAPSHOT_CHUNK_BYTES: usize = 4096;
 /// Redirects one operation follows at most before it gives up.
@@ -188,7 +190,8 @@ impl WorkloadSpec {
     /// on two keys: the checkers of session deadlines at scale, both ways
     /// (`session-early-expiry`, `session-overrun`).
     pub fn sessions(sessions: usize) -> Self {
-        let elect = ElectSpec { apps: sessions, names: 0, ..ElectSpec::default() };
+        let elect =
+            ElectSpec { apps: sessions, names: 0, ttl_ms: SESSIONS_TTL_MS, ..ElectSpec::default() };
         WorkloadSpec { elect: Some(elect), ..WorkloadSpec::elect() }
     }
 

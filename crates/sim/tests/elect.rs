@@ -304,7 +304,8 @@ fn a_silent_session_renewed_without_clearing_its_mark_is_caught() {
 }
 
 /// Runs seed `seed` of `protocol` with the `sessions` workload of
-/// `sessions` apps (5 nodes, 5 s of faults), `bug` planted (or none).
+/// `sessions` apps (5 nodes, 5 s of faults; the elections' TTL of 2 s, so
+/// that the short run spans several), `bug` planted (or none).
 fn sessions_run(
     protocol: ProtocolKind,
     seed: u64,
@@ -314,7 +315,7 @@ fn sessions_run(
     let mut p = params(protocol, seed, 5, 5);
     let mut spec = WorkloadSpec::sessions(sessions);
     if let Some(e) = spec.elect.as_mut() {
-        e.planted = bug;
+        (e.planted, e.ttl_ms) = (bug, tenure_sim::elect::DEFAULT_TTL_MS);
     }
     p.workload = Some(spec);
     run(&p)

@@ -370,9 +370,9 @@ impl Sim {
         let now = self.now;
         let Some(kv) = self.kv.as_mut() else { return };
         let actions = if let Some(e) = kv.elect.as_mut().filter(|e| e.app_of(client).is_some()) {
-            e.on_wake(client, gen, now)
+            e.on_wake(client, now)
         } else if let Some(p) = kv.parts.as_mut().filter(|p| p.app_of(client).is_some()) {
-            p.on_wake(client, gen, now)
+            p.on_wake(client, now)
         } else {
             kv.workload.on_wake(client, gen, now)
         };
