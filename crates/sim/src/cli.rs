@@ -97,7 +97,7 @@ pub struct SimArgs {
     pub spies: Option<SpyChoice>,
     /// `--workload sessions` only: how many app processes hold a session
     /// each (default 1,000; `tenure sim --workload sessions --sessions
-    /// 100000 --seeds 3` runs a hundred thousand).
+    /// 10000 --seeds 3` runs ten thousand).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_SIM_SESSIONS))]
     pub sessions: Option<u64>,
     /// `membership` only: wiped nodes stay down for good (by default most

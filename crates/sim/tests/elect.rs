@@ -326,7 +326,7 @@ fn sessions_run(
 /// holder still trusts the session (`session-early-expiry`, checked when
 /// the expiry first applies and when a renewal is answered after it), and
 /// none outlives the bound (`session-overrun`). The CLI runs it at scale:
-/// `tenure sim --workload sessions --sessions 100000` (docs/ELECTIONS.md).
+/// `tenure sim --workload sessions --sessions 10000` (docs/ELECTIONS.md).
 #[test]
 fn sessions_at_scale_expire_neither_early_nor_late() {
     let mut total = ElectStats::default();
