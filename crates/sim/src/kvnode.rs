@@ -80,6 +80,11 @@ pub struct KvHost {
     /// leader, or held. `None` until the replica first starts, and after a
     /// crash (it is volatile).
     pub router: Option<Router>,
+    /// When the router was last asked to end what waited too long (local
+    /// time): every [`EXPIRY_CHECK_INTERVAL`] at most, as a node does.
+    ///
+    /// [`EXPIRY_CHECK_INTERVAL`]: tenure_replica::router::EXPIRY_CHECK_INTERVAL
+    pub router_expired_at: Option<Instant>,
     /// The clients' requests the router holds, by the id it answers: the
     /// request's tag, and the key of a read.
     pub callers: BTreeMap<CallerId, (Tag, Option<String>)>,

@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::{Electorate, FencingToken, Instant as CoreInstant, NodeId, Protocol};
-use tenure_replica::router::{AskFrom, Call, Router, RouterConfig, RouterOutput};
+use tenure_replica::router::{
+    AskFrom, Call, Router, RouterConfig, RouterOutput, EXPIRY_CHECK_INTERVAL,
+};
 use tenure_replica::{
     Change, Completion, LogOp, Membership, Output, ProposalError, ProposalId, Replica,
     ReplicaMessage, StateMachine,
@@ -32,10 +34,6 @@ use tenure_replica::{
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{error, info, trace, warn};
-
-/// How often the task looks for requests that waited too long, while it
-/// holds any.
-const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
 /// At most one line per this long about writes of the log that keep
 /// failing after it was reopened.

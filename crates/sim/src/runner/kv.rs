@@ -637,10 +637,13 @@ impl Sim {
                 return;
             }
         }
-        let Some(router) = self.hosts[i].kv.as_mut().and_then(|kv| kv.router.as_mut()) else {
-            return;
-        };
-        router.expire(local);
+        let Some(kv) = self.hosts[i].kv.as_mut() else { return };
+        let Some(router) = kv.router.as_mut() else { return };
+        let due = |at: Instant| local >= at + tenure_replica::router::EXPIRY_CHECK_INTERVAL;
+        if kv.router_expired_at.is_none_or(due) {
+            router.expire(local);
+            kv.router_expired_at = Some(local);
+        }
         let out = router.take_output();
         self.router_output(i, local, out);
     }
