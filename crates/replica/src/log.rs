@@ -141,6 +141,19 @@ impl Log {
         out
     }
 
+    /// The position before `from` and the batch that follows it (as
+    /// [`Log::slice`]), or `None` if that position is compacted or unknown.
+    pub(crate) fn batch_from(
+        &self,
+        from: Index,
+        max_entries: usize,
+        max_bytes: usize,
+    ) -> Option<(Position, Vec<Entry>)> {
+        let prev_index = from.checked_sub(1)?;
+        let prev = Position { index: prev_index, token: self.token_at(prev_index)? };
+        Some((prev, self.slice(from, max_entries, max_bytes)))
+    }
+
     /// Drops the entries up to `last` (held), which a snapshot now covers.
     pub(crate) fn compact(&mut self, last: Position) {
         debug_assert!(self.holds(last));

@@ -1177,13 +1177,10 @@ impl<S: StateMachine> Replica<S> {
             self.send(to, ReplicaMessage::Append { token, prev, entries, commit, round });
             return false;
         }
-        let prev_index = peer.next - 1;
-        let prev = Position {
-            index: prev_index,
-            token: self.log.token_at(prev_index).expect("held: at or after the base"),
-        };
-        let entries =
-            self.log.slice(peer.next, self.cfg.max_append_entries, self.cfg.max_append_bytes);
+        let (prev, entries) = self
+            .log
+            .batch_from(peer.next, self.cfg.max_append_entries, self.cfg.max_append_bytes)
+            .expect("held: at or after the base");
         if let Some(e) = entries.last() {
             let bytes: usize = entries.iter().map(|e| e.payload.size().max(1)).sum();
             peer.in_flight.push_back((e.pos.index, bytes));
@@ -1203,17 +1200,16 @@ impl<S: StateMachine> Replica<S> {
     /// past the log or its predecessor is compacted (the next heartbeat
     /// sends what it lacks).
     fn send_batch_from(&mut self, to: NodeId, from: Index) {
-        let last = self.log.last().index;
-        let (Some(lead), Some(prev_token)) = (self.lead.as_ref(), self.log.token_at(from - 1))
-        else {
-            return;
-        };
-        if from > last {
+        let Some(lead) = self.lead.as_ref() else { return };
+        if from > self.log.last().index {
             return;
         }
         let (token, round) = (lead.token, lead.round);
-        let prev = Position { index: from - 1, token: prev_token };
-        let entries = self.log.slice(from, self.cfg.max_append_entries, self.cfg.max_append_bytes);
+        let Some((prev, entries)) =
+            self.log.batch_from(from, self.cfg.max_append_entries, self.cfg.max_append_bytes)
+        else {
+            return;
+        };
         let commit = self.commit;
         self.send(to, ReplicaMessage::Append { token, prev, entries, commit, round });
     }

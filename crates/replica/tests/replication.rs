@@ -573,9 +573,10 @@ fn a_lossy_link_to_a_lagging_follower_carries_a_bounded_number_of_batches() {
     // Each heartbeat, and each restart after a new gap, starts the window
     // again while batches sent within the last 20 ms are still on the
     // wire, and each refused batch is answered with one more: 500 to
-    // 1,075 batches with this seed, steady; without the rules, more than
-    // this bound within the first second, and growing.
-    let bound = 32 * tenure_replica::MAX_IN_FLIGHT_BATCHES;
+    // 1,075 batches with this seed, steady (the bound leaves a fifth more);
+    // without the rules, more than this bound within the first second, and
+    // growing (2,174 before the run was stopped).
+    let bound = 20 * tenure_replica::MAX_IN_FLIGHT_BATCHES;
     let mut most = 0;
     for _ in 0..2_000 {
         c.run_for(Duration::from_millis(1));
