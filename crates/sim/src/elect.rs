@@ -136,12 +136,14 @@ pub struct Elections {
     expiries: ExpiryLedger,
     apps: Apps<Kind>,
     roles: Vec<App>,
-    /// The app each lease was granted to (and taken by).
+    /// The app each lease was granted to (and taken by); pruned of leases
+    /// their apps no longer hold once it has twice as many as there are
+    /// apps.
     holders: HashMap<LeaseId, usize>,
-    /// When each lease's expiry committed (global ns), for leases an app
-    /// still holds: a renewal answered later must not stretch its holder's
+    /// Per app, the session it held when that session's expiry committed,
+    /// and when (global ns): a renewal answered later must not stretch its
     /// deadline past it.
-    expired_at: HashMap<LeaseId, u64>,
+    expired_at: Vec<Option<(LeaseId, u64)>>,
     /// Early expiries found when a renewal was answered, for
     /// [`Elections::check`].
     early: Vec<String>,
@@ -178,6 +180,7 @@ impl Elections {
                 leading: None,
             })
             .collect();
+        let expired_at = vec![None; spec.apps];
         Elections {
             spec,
             leaderships: Vec::new(),
@@ -187,7 +190,7 @@ impl Elections {
             apps,
             roles,
             holders: HashMap::new(),
-            expired_at: HashMap::new(),
+            expired_at,
             early: Vec::new(),
         }
     }
@@ -221,7 +224,7 @@ impl Elections {
                 continue;
             }
             self.stats.held_expiries += 1;
-            self.expired_at.insert(lease, now_ns);
+            self.expired_at[a] = Some((lease, now_ns));
             if self.apps.trusts(a, now_ns) {
                 let until = self.trusted_until(a);
                 early.push(format!(
@@ -305,6 +308,10 @@ impl Elections {
         self.stats.grants += 1;
         if self.apps.granted(a, lease, sent_local, now_ns) {
             self.roles[a].forget_session();
+            if self.holders.len() >= 2 * self.roles.len().max(1) {
+                let apps = &self.apps;
+                self.holders.retain(|&l, &mut a| apps.proc(a).session == Some(l));
+            }
             self.holders.insert(lease, a);
         }
     }
@@ -312,7 +319,7 @@ impl Elections {
     fn renewed(&mut self, a: usize, now_ns: u64) {
         self.stats.renewals += 1;
         let session = self.apps.proc(a).session;
-        if let Some(&expired) = session.as_ref().and_then(|l| self.expired_at.get(l)) {
+        if let Some((_, expired)) = self.expired_at[a].filter(|&(l, _)| session == Some(l)) {
             let until = self.trusted_until(a);
             if until > expired {
                 self.early.push(format!(
@@ -474,7 +481,7 @@ impl Role for Elections {
             None => Kind::Grant,
             // Nothing to ask but its renewals (see `park`); a harmless read
             // should a stray answer wake it.
-            Some(_) if self.spec.names == 0 => Kind::Read,
+            Some(_) if self.sessions_only() => Kind::Read,
             Some(_) if role.resigning.is_some() => Kind::Resign(candidacy),
             Some(_) if !role.candidate => Kind::Campaign,
             Some(_)
