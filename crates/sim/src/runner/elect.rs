@@ -317,15 +317,26 @@ impl Sim {
         if !self.sessions_run() {
             return;
         }
-        let leader = self.hosts.iter().any(|h| {
+        let now = self.now;
+        let leader = self.hosts.iter().find(|h| {
             !h.paused
                 && h.kv.as_ref().is_some_and(|kv| {
                     !kv.stalled && kv.replica.as_ref().is_some_and(|r| r.is_ready_leader())
                 })
         });
-        let now = self.now;
+        // It has leases due and its expiries in flight are at their bound.
+        let queueing = leader.is_some_and(|h| {
+            h.kv.as_ref().is_some_and(|kv| {
+                let k = &kv.keeper;
+                k.token().is_some()
+                    && !k.room_for_expiries()
+                    && k.next_deadline().is_some_and(|d| d <= h.local_at(now))
+            })
+        });
+        let leader = leader.is_some();
         if let Some(w) = self.kv.as_mut() {
             w.deadlines.sample(now, leader);
+            w.deadlines.sample_queueing(now, queueing);
         }
     }
 
