@@ -38,6 +38,8 @@ struct Model {
     /// Every lease id looked at in this leadership.
     seen: BTreeSet<LeaseId>,
     in_flight: BTreeSet<LeaseId>,
+    /// After a failed expiry proposal, nothing is due before then.
+    paused_until: Option<Instant>,
 }
 
 impl Model {
@@ -104,6 +106,9 @@ impl Model {
     }
 
     fn due(&mut self, now: Instant, store: &Store) -> Vec<LeaseId> {
+        if self.paused_until.is_some_and(|until| now < until) {
+            return Vec::new();
+        }
         let mut due: Vec<(Instant, LeaseId)> =
             self.entries.iter().filter(|e| e.queued && e.at <= now).map(|e| (e.at, e.id)).collect();
         due.sort();
@@ -124,6 +129,7 @@ impl Model {
     }
 
     fn retry(&mut self, now: Instant, id: LeaseId) -> bool {
+        self.paused_until = Some(now + EXPIRY_RETRY_DELAY);
         let queued = match self.find(id) {
             Some(e) if e.expiring && !e.queued => {
                 e.at = now + EXPIRY_RETRY_DELAY;
@@ -139,7 +145,8 @@ impl Model {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.entries.iter().filter(|e| e.queued).map(|e| e.at).min()
+        let at = self.entries.iter().filter(|e| e.queued).map(|e| e.at).min()?;
+        Some(self.paused_until.map_or(at, |until| at.max(until)))
     }
 
     fn remaining(&self, now: Instant, id: LeaseId) -> Option<Duration> {
