@@ -1177,6 +1177,10 @@ impl<S: StateMachine> Replica<S> {
             self.send(to, ReplicaMessage::Append { token, prev, entries, commit, round });
             return false;
         }
+        // It gets entries: a snapshot transfer begun while it was behind the
+        // base is over (it caught up through entries already on their way).
+        peer.snapshot_received = None;
+        peer.snapshot_sent = 0;
         let (prev, entries) = self
             .log
             .batch_from(peer.next, self.cfg.max_append_entries, self.cfg.max_append_bytes)
@@ -1741,6 +1745,7 @@ impl<S: StateMachine> Replica<S> {
         result: Result<Index, Index>,
     ) {
         let last = self.log.last().index;
+        let base = self.log.base().index;
         let window = self.cfg.max_in_flight_bytes;
         let Some(lead) = self.lead_of(token) else { return };
         if round > lead.round {
@@ -1758,6 +1763,15 @@ impl<S: StateMachine> Replica<S> {
             Ok(matched) if matched <= last => {
                 peer.matched = peer.matched.max(matched);
                 peer.next = peer.next.max(matched + 1);
+                if peer.next > base {
+                    // It holds the log from the base on: no snapshot is
+                    // due (one begun while it lagged ends here). Left
+                    // marked, it kept the window shut: one batch per
+                    // heartbeat, nine entries a round with 100,000
+                    // simulated sessions, and no commit without it.
+                    peer.snapshot_received = None;
+                    peer.snapshot_sent = 0;
+                }
                 while peer.in_flight.front().is_some_and(|&(end, _)| end <= peer.matched) {
                     peer.in_flight.pop_front();
                 }
