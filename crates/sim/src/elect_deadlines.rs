@@ -14,8 +14,10 @@
 //! proposed − (last set + TTL) ≤ slack + time without a ready leader
 //!     + Σ over leaderships started: CHECKPOINT_INTERVAL + grace
 //!                                   (+ TTL/2 if it was not marked silent)
-//!     + time since its deadline that the leader's expiries in flight were
-//!       at their bound with more leases due (queueing)
+//!     + queueing: the time since its deadline that the leader's expiries
+//!       in flight were at their bound with more leases due, at most one
+//!       commit round (QUEUE_ROUND_NS) per MAX_EXPIRIES_IN_FLIGHT leases
+//!       proposed ahead of it since its deadline, and one round more
 //! ```
 //!
 //! A new leader takes what is left of a silent lease's TTL from the
@@ -27,7 +29,10 @@
 //! the clocks' drift over a TTL and the time a proposal waits behind
 //! others. The queueing term is the price of the bound on expiries in
 //! flight (`tenure_kv::MAX_EXPIRIES_IN_FLIGHT`): when more leases fall due
-//! at once than a commit round ends, the last of them wait their turn.
+//! at once than a commit round ends, the last of them wait their turn. It
+//! is capped by the leases actually expired ahead of it, so that a leader
+//! whose expiries stop committing (the window stays full, nothing drains)
+//! earns no allowance for the wait.
 
 use std::collections::{HashMap, VecDeque};
 use tenure_kv::LeaseId;
@@ -38,6 +43,11 @@ const SLACK_NS: u64 = 50_000_000;
 /// How far back the queueing history goes, ns: beyond any TTL the
 /// simulator grants plus the bound.
 const QUEUE_HISTORY_NS: u64 = 120_000_000_000;
+
+/// The queueing allowed per `MAX_EXPIRIES_IN_FLIGHT` leases proposed ahead
+/// of a lease, ns: a commit round of the simulated cluster with room to
+/// spare (30,000 leases expiring at once took 10 ms a round).
+const QUEUE_ROUND_NS: u64 = 50_000_000;
 
 /// A lease, as the ledger follows it.
 #[derive(Clone, Copy, Debug)]
@@ -72,6 +82,11 @@ pub struct DeadlineLedger {
     /// moment, oldest first (for the queueing after a given deadline);
     /// pruned past [`QUEUE_HISTORY_NS`].
     queue_marks: VecDeque<(u64, u64, bool)>,
+    /// Leases proposed for expiry so far (each counted at every proposal).
+    proposed: u64,
+    /// After each proposal: its time and `proposed` then, oldest first;
+    /// pruned past [`QUEUE_HISTORY_NS`] as `queue_marks`.
+    proposed_marks: VecDeque<(u64, u64)>,
     /// Per leadership start, on top of the checkpoint interval: the time a
     /// leader may go on as the ready leader without committing (the
     /// election timeout).
@@ -115,7 +130,8 @@ impl DeadlineLedger {
             }
             _ => {}
         }
-        while self.queue_marks.front().is_some_and(|&(t, _, _)| t + QUEUE_HISTORY_NS < now_ns) {
+        // The newest mark past the history stays, as the baseline.
+        while self.queue_marks.get(1).is_some_and(|&(t, _, _)| t + QUEUE_HISTORY_NS < now_ns) {
             self.queue_marks.pop_front();
         }
     }
@@ -125,9 +141,21 @@ impl DeadlineLedger {
     fn queued_by(&self, t: u64) -> u64 {
         let i = self.queue_marks.partition_point(|&(at, _, _)| at <= t);
         match i.checked_sub(1).map(|i| self.queue_marks[i]) {
-            None => 0,
+            // Before the first mark: queueing ended there if it stopped there.
+            None => match self.queue_marks.front() {
+                Some(&(at, total, false)) => total.saturating_sub(at - t),
+                Some(&(_, total, true)) => total,
+                None => 0,
+            },
             Some((at, total, started)) => total + if started { t - at } else { 0 },
         }
+    }
+
+    /// Leases proposed for expiry by global ns `t` (before the proposals
+    /// at `t` itself).
+    fn proposed_before(&self, t: u64) -> u64 {
+        let i = self.proposed_marks.partition_point(|&(at, _)| at < t);
+        i.checked_sub(1).map_or(0, |i| self.proposed_marks[i].1)
     }
 
     /// Leases up to `last` (a store's last lease id) were granted: those
@@ -181,7 +209,10 @@ impl DeadlineLedger {
             let overrun = now_ns.saturating_sub(deadline);
             let drift = f.ttl_ns * 2 * u64::from(self.drift_ppm) / 1_000_000;
             let leaderless = self.leaderless_ns - f.leaderless_ns;
-            let queued = self.queued_by(now_ns).saturating_sub(self.queued_by(deadline));
+            let waited = self.queued_by(now_ns).saturating_sub(self.queued_by(deadline));
+            let ahead = self.proposed.saturating_sub(self.proposed_before(deadline));
+            let rounds = ahead.div_ceil(tenure_kv::MAX_EXPIRIES_IN_FLIGHT as u64) + 1;
+            let queued = waited.min(rounds * QUEUE_ROUND_NS);
             let allowance = SLACK_NS + drift + leaderless + f.allowance_ns + queued;
             let ratio = |o: u64, a: u64| u128::from(o) * 1_000_000 / u128::from(a.max(1));
             if self.worst.is_none_or(|(o, a)| ratio(overrun, allowance) > ratio(o, a)) {
@@ -199,6 +230,11 @@ impl DeadlineLedger {
                     queued as f64 / 1e6,
                 ));
             }
+        }
+        self.proposed += ids.len() as u64;
+        self.proposed_marks.push_back((now_ns, self.proposed));
+        while self.proposed_marks.get(1).is_some_and(|&(t, _)| t + QUEUE_HISTORY_NS < now_ns) {
+            self.proposed_marks.pop_front();
         }
         broken
     }
@@ -241,22 +277,33 @@ mod tests {
     }
 
     #[test]
-    fn queueing_is_allowed_only_after_the_deadline() {
+    fn queueing_is_allowed_only_after_the_deadline_and_behind_other_expiries() {
         let mut l = DeadlineLedger::new(1_000 * MS, 0);
-        l.granted(2, 0, |_| Some(2_000));
-        l.granted(3, 1_000 * MS, |_| Some(2_000));
-        // Queueing for 400 ms before the first deadlines and 300 ms after.
+        l.granted(400, 0, |_| Some(2_000));
+        // Queueing for 400 ms before the deadlines does not count.
         l.sample_queueing(1_000 * MS, true);
         l.sample_queueing(1_400 * MS, false);
+        // From the deadline on, the window is full while 384 leases go in
+        // chunks of 64 every 10 ms.
         l.sample_queueing(2_000 * MS, true);
-        l.sample_queueing(2_300 * MS, false);
-        // 300 ms of it after the deadline, and the slack: 340 ms late
-        // passes, 360 ms late does not (the 400 ms before do not count).
-        assert!(l.expiry_proposed(&[LeaseId(1)], 2_340 * MS).is_empty());
-        let broken = l.expiry_proposed(&[LeaseId(2)], 2_360 * MS);
+        for k in 0..6u64 {
+            let ids: Vec<LeaseId> = (k * 64 + 1..=k * 64 + 64).map(LeaseId).collect();
+            let broken = l.expiry_proposed(&ids, (2_010 + 10 * k) * MS);
+            assert!(broken.is_empty(), "{broken:?}");
+        }
+        // Lease 385, 150 ms late behind 384 others: its 150 ms of queueing
+        // allowed (3 rounds of 128 and one more, 200 ms, cap it), with the
+        // slack.
+        assert!(l.expiry_proposed(&[LeaseId(385)], 2_150 * MS).is_empty());
+        // A leader whose window stays full while nothing drains: lease 386
+        // waits 3 s with nothing proposed since lease 385 (the 385 ahead
+        // of it and one more: 5 rounds, 250 ms, not 3 s).
+        let broken = l.expiry_proposed(&[LeaseId(386)], 5_000 * MS);
         assert_eq!(broken.len(), 1, "{broken:?}");
-        // Queueing still going on counts up to now.
-        l.sample_queueing(3_000 * MS, true);
-        assert!(l.expiry_proposed(&[LeaseId(3)], 3_500 * MS).is_empty());
+        // Before its deadline only: lease 387's deadline is after the
+        // window emptied; 60 ms late is beyond the slack.
+        l.sample_queueing(5_000 * MS, false);
+        l.granted(401, 6_000 * MS, |_| Some(2_000));
+        assert_eq!(l.expiry_proposed(&[LeaseId(401)], 8_060 * MS).len(), 1);
     }
 }
