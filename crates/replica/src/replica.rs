@@ -215,6 +215,15 @@ impl Peer {
     fn has_room(&self, window: usize) -> bool {
         self.in_flight.len() < MAX_IN_FLIGHT_BATCHES && self.in_flight_bytes() < window
     }
+
+    /// Ends the transfer of a snapshot to it, if one is under way: it was
+    /// installed, or is no longer due (the follower holds the log from the
+    /// base on, or is sent entries), or was of an older snapshot. The next
+    /// transfer starts from offset 0.
+    fn end_snapshot(&mut self) {
+        self.snapshot_received = None;
+        self.snapshot_sent = 0;
+    }
 }
 
 /// Most batches of entries a leader has sent one follower and not heard
@@ -1179,8 +1188,7 @@ impl<S: StateMachine> Replica<S> {
         }
         // It gets entries: a snapshot transfer begun while it was behind the
         // base is over (it caught up through entries already on their way).
-        peer.snapshot_received = None;
-        peer.snapshot_sent = 0;
+        peer.end_snapshot();
         let (prev, entries) = self
             .log
             .batch_from(peer.next, self.cfg.max_append_entries, self.cfg.max_append_bytes)
@@ -1769,8 +1777,7 @@ impl<S: StateMachine> Replica<S> {
                     // marked, it kept the window shut: one batch per
                     // heartbeat, nine entries a round with 100,000
                     // simulated sessions, and no commit without it.
-                    peer.snapshot_received = None;
-                    peer.snapshot_sent = 0;
+                    peer.end_snapshot();
                 }
                 while peer.in_flight.front().is_some_and(|&(end, _)| end <= peer.matched) {
                     peer.in_flight.pop_front();
@@ -1837,16 +1844,14 @@ impl<S: StateMachine> Replica<S> {
         let Some(peer) = lead.peers.get_mut(&i) else { return };
         let Some((snap, total)) = current.filter(|&(p, _)| p == last) else {
             // A reply about an older snapshot: start over with the current one.
-            peer.snapshot_received = None;
-            peer.snapshot_sent = 0;
+            peer.end_snapshot();
             return;
         };
         if peer.snapshot_received.is_none() {
             return;
         }
         if received >= total {
-            peer.snapshot_received = None;
-            peer.snapshot_sent = 0;
+            peer.end_snapshot();
             peer.in_flight.clear();
             peer.matched = peer.matched.max(snap.index);
             peer.next = snap.index + 1;
