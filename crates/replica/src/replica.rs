@@ -1571,9 +1571,31 @@ impl<S: StateMachine> Replica<S> {
         let result = self.append_after(prev, entries);
         if let Ok(matched) = result {
             self.commit = self.commit.max(commit.min(matched));
+            self.drop_covered_snapshot(matched);
             self.apply(now);
         }
         self.send(i, ReplicaMessage::AppendReply { token, round, result });
+    }
+
+    /// Drops a snapshot partly received whose last entry this node's log
+    /// holds (it equals the leader's up to `matched`) or knows committed.
+    /// It adds nothing (installed, it would only compact the log), and no
+    /// leader goes on with it: the leader that sent it sends entries once
+    /// this node holds the log from its base on (a transfer begun while it
+    /// lagged, then overtaken by batches already on their way), and a
+    /// transfer starts from offset 0, which replaces it. Kept, it held up
+    /// to the snapshot's size in memory until the next transfer, and
+    /// [`Replica::may_block`] said true for every input. A later piece of
+    /// it still on its way is answered as after a restart (0 bytes held),
+    /// or as installed once this node knows it committed; the leader that
+    /// ended the transfer ignores either. Entries that stop short of its
+    /// last entry (batches sent before the transfer began) leave it: the
+    /// transfer goes on.
+    fn drop_covered_snapshot(&mut self, matched: Index) {
+        let held = matched.max(self.commit);
+        if self.incoming.as_ref().is_some_and(|inc| inc.last.index <= held) {
+            self.incoming = None;
+        }
     }
 
     /// Appends `entries` after `prev` if this log holds it; returns the index
@@ -1942,4 +1964,82 @@ fn consecutive(prev: Position, entries: &[Entry]) -> bool {
         at = e.pos;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::Recorder;
+
+    const LEADER: NodeId = NodeId(1);
+    const TOKEN: FencingToken = FencingToken(1);
+
+    /// Node 2 of three, following node 1 under token 1, with snapshot
+    /// pieces of 16 bytes.
+    fn follower() -> Replica<Recorder> {
+        let voters = vec![NodeId(1), NodeId(2), NodeId(3)];
+        let mut cfg = Config::new(NodeId(2), voters, Duration::from_millis(10));
+        cfg.snapshot_chunk_bytes = 16;
+        let mut r = Replica::new(cfg, Restored::default(), Recorder::default()).unwrap();
+        r.set_leadership(Instant::ZERO, Some(LEADER), Some(TOKEN));
+        r
+    }
+
+    /// The piece from `offset` of a 64-byte snapshot up to `last`.
+    fn piece(r: &Replica<Recorder>, last: Index, offset: u64) -> ReplicaMessage {
+        let chunk = SnapshotChunk {
+            last: Position { token: TOKEN, index: last },
+            total: 64,
+            offset,
+            data: vec![0; 16],
+            membership: r.membership().clone(),
+        };
+        ReplicaMessage::InstallSnapshot { token: TOKEN, chunk }
+    }
+
+    /// The leader's entries `from..=to` (of token 1), after `from - 1`.
+    fn append(from: Index, to: Index) -> ReplicaMessage {
+        let prev = match from {
+            1 => Position::ZERO,
+            _ => Position { token: TOKEN, index: from - 1 },
+        };
+        let entries = (from..=to)
+            .map(|index| Entry {
+                pos: Position { token: TOKEN, index },
+                payload: Payload::Command(vec![1]),
+            })
+            .collect();
+        ReplicaMessage::Append { token: TOKEN, prev, entries, commit: 0, round: 0 }
+    }
+
+    /// A follower sent the first piece of a snapshot up to 5 whose leader
+    /// then sends it entries instead (the follower caught up past the
+    /// leader's base through batches already on their way, and the leader
+    /// abandons the transfer): once its log holds entry 5, the partial
+    /// snapshot is dropped. Kept, it held up to the snapshot's size until
+    /// another transfer, and `may_block` said true for every input.
+    #[test]
+    fn a_partial_snapshot_is_dropped_once_the_log_holds_its_last_entry() {
+        let mut r = follower();
+        r.handle_message(Instant::ZERO, LEADER, piece(&r, 5, 0));
+        assert!(r.incoming.is_some(), "the first piece is held");
+        assert!(r.may_block(), "the last piece would restore the state machine");
+        r.handle_message(Instant::ZERO, LEADER, append(1, 6));
+        assert_eq!(r.status().last.index, 6);
+        assert!(r.incoming.is_none(), "the log holds the snapshot's last entry: it is dropped");
+        assert!(!r.may_block());
+    }
+
+    /// Entries that stop short of the snapshot's last entry (batches sent
+    /// before the transfer began) leave the transfer as it is: its next
+    /// piece is taken.
+    #[test]
+    fn a_partial_snapshot_is_kept_while_the_log_is_short_of_its_last_entry() {
+        let mut r = follower();
+        r.handle_message(Instant::ZERO, LEADER, piece(&r, 5, 0));
+        r.handle_message(Instant::ZERO, LEADER, append(1, 4));
+        assert_eq!(r.status().last.index, 4);
+        r.handle_message(Instant::ZERO, LEADER, piece(&r, 5, 16));
+        assert_eq!(r.incoming.as_ref().map(|inc| inc.data.len()), Some(32));
+    }
 }
