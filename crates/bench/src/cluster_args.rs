@@ -78,8 +78,31 @@ impl ClusterArgs {
 
     /// Starts the etcd cluster.
     pub(crate) async fn start_etcd(&self, pre_vote: bool) -> anyhow::Result<etcd::Etcd> {
-        etcd::Etcd::start_all(self.nodes, self.heartbeat_ms, self.election_timeout_ms, pre_vote)
-            .await
+        let (hb, et) = (self.heartbeat_ms, self.election_timeout_ms);
+        etcd::Etcd::start_all(self.nodes, hb, et, pre_vote, None).await
+    }
+
+    /// Starts the tenure cluster, its servers adding `delay_ms` to each
+    /// sync of their logs.
+    pub(crate) fn start_tenure_with_sync_delay(&self, delay_ms: u64) -> anyhow::Result<Tenure> {
+        Tenure::start_with_sync_delay(
+            self.nodes,
+            self.heartbeat_ms,
+            self.election_timeout_ms,
+            self.protocol,
+            !self.insecure_no_tls,
+            delay_ms,
+        )
+    }
+
+    /// Starts the etcd cluster, `strace` adding `delay_ms` to each of its
+    /// members' syncs.
+    pub(crate) async fn start_etcd_with_sync_delay(
+        &self,
+        delay_ms: u64,
+    ) -> anyhow::Result<etcd::Etcd> {
+        let (hb, et) = (self.heartbeat_ms, self.election_timeout_ms);
+        etcd::Etcd::start_all(self.nodes, hb, et, false, Some(delay_ms)).await
     }
 }
 

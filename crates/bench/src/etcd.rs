@@ -103,6 +103,9 @@ pub struct Etcd {
     heartbeat_ms: u64,
     election_timeout_ms: u64,
     pre_vote: bool,
+    /// Milliseconds added to each of the members' syncs (None: the
+    /// bench's [`FSYNC_DELAY_ENV`]).
+    sync_delay_ms: Option<u64>,
     /// Member ids by index, learnt once the members answer.
     ids: Vec<u64>,
     fetch: Fetch,
@@ -118,6 +121,7 @@ impl Etcd {
         heartbeat_ms: u64,
         election_timeout_ms: u64,
         pre_vote: bool,
+        sync_delay_ms: Option<u64>,
     ) -> anyhow::Result<Self> {
         let dir = temp_dir("tenure-bench-etcd-")?;
         let ports = free_ports(2 * nodes)?;
@@ -144,6 +148,7 @@ impl Etcd {
             heartbeat_ms,
             election_timeout_ms,
             pre_vote,
+            sync_delay_ms,
             ids: Vec::new(),
             fetch: Fetch::new(ClientOptions::default())?,
             dir,
@@ -295,7 +300,11 @@ impl System for Etcd {
         let peer = m.peer_url();
         let client = self.client_url(i);
         let state = if m.existing { "existing" } else { "new" };
-        let mut c = etcd_command(fsync_delay_ms()?)?;
+        let delay = match self.sync_delay_ms {
+            Some(ms) => ms,
+            None => fsync_delay_ms()?,
+        };
+        let mut c = etcd_command(delay)?;
         c.args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&m.data_dir)

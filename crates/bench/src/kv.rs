@@ -14,11 +14,13 @@ use super::failover::wait_stable;
 use super::fetch::Fetch;
 use super::kv_faults::{catch_up, failover_under_load, CatchUp, FailoverUnderLoad};
 use super::kv_load::{run_load, Api, Load, LoadSpec, Tally};
+use super::kv_sync;
 use super::stats::{summarize, Summary};
 use super::system::System;
 use anyhow::bail;
 use clap::Args;
 use serde::Serialize;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,7 +28,7 @@ use std::time::Duration;
 use tenure_client::ClientOptions;
 
 /// Unmeasured writes before the measured phases.
-const WARM_UP: Duration = Duration::from_secs(1);
+pub(crate) const WARM_UP: Duration = Duration::from_secs(1);
 /// Most connections (each one task of the load generator).
 const MAX_CONNECTIONS: usize = 1024;
 /// Longest phase.
@@ -37,29 +39,42 @@ const ANCHOR_ETCD: (f64, f64, f64, f64) = (4029.0, 32.1, 7333.0, 21.6);
 
 /// Flags of `tenure bench kv`.
 #[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  tenure bench kv --compare etcd\n  \
+                  TENURE_FSYNC_DELAY_MS=4 tenure bench kv --compare etcd   # a slow disk for both\n  \
+                  tenure bench kv --compare etcd --seconds 5 --sync-delays 0,1,2,4,8 --plot writes-sync.svg")]
 pub struct KvArgs {
     #[command(flatten)]
-    cluster: super::cluster_args::ClusterArgs,
+    pub(crate) cluster: super::cluster_args::ClusterArgs,
     /// Concurrent connections to the leader, each sending one request at a time.
     #[arg(long, default_value_t = 64, value_name = "N")]
-    connections: usize,
+    pub(crate) connections: usize,
     /// Length of each measured phase (writes, then reads).
     #[arg(long, default_value_t = 10, value_name = "S")]
-    seconds: u64,
+    pub(crate) seconds: u64,
     /// Bytes per value.
     #[arg(long, default_value_t = 128, value_name = "N")]
-    value_bytes: usize,
+    pub(crate) value_bytes: usize,
     /// Distinct keys written and read.
     #[arg(long, default_value_t = 1000, value_name = "N")]
-    keys: usize,
+    pub(crate) keys: usize,
     /// Then kill the leader this many times while 16 clients write through
     /// every node, and report the failover times and what the writes saw.
     #[arg(long, default_value_t = 0, value_name = "N")]
-    failovers: usize,
+    pub(crate) failovers: usize,
     /// Then write this many MiB of 60 KiB values, wipe a follower's data
     /// directory, restart it, and time its catch-up (the leader must stay).
     #[arg(long, default_value_t = 0, value_name = "MIB")]
-    catch_up_mib: u64,
+    pub(crate) catch_up_mib: u64,
+    /// Instead of the phases above, measure writes at each of these sync
+    /// delays: milliseconds added to every sync of each node's log (tenure:
+    /// `TENURE_FSYNC_DELAY_MS`; etcd: under `strace`), a fresh cluster of
+    /// each system per delay. Example: --sync-delays 0,1,2,4,8
+    #[arg(long, value_delimiter = ',', value_name = "MS,...")]
+    pub(crate) sync_delays: Vec<u64>,
+    /// With --sync-delays: draw writes/s against the sync's latency, one
+    /// line per system, as an SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<PathBuf>,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -67,15 +82,15 @@ pub struct KvArgs {
 
 /// One measured phase.
 #[derive(Debug, Serialize)]
-struct PhaseReport {
+pub(crate) struct PhaseReport {
     /// Requests answered 2xx.
-    ops: u64,
+    pub(crate) ops: u64,
     /// Requests that failed (non-2xx, timeout, connection error).
-    errors: u64,
+    pub(crate) errors: u64,
     /// Successful requests per second.
-    per_second: f64,
+    pub(crate) per_second: f64,
     /// Latency of the successful requests, ms.
-    latency_ms: Option<Summary>,
+    pub(crate) latency_ms: Option<Summary>,
 }
 
 /// One system's results.
@@ -114,6 +129,17 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         Ok(w) => w,
         Err(code) => return Ok(code),
     };
+    if !args.sync_delays.is_empty() {
+        let sweep = kv_sync::sweep(&args, with_etcd).await?;
+        if let Some(path) = &args.plot {
+            kv_sync::write_plot(path, &args, &sweep)?;
+        }
+        match args.json {
+            true => println!("{}", serde_json::to_string_pretty(&sweep)?),
+            false => kv_sync::print(&sweep, args.plot.as_deref()),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let timing = args.cluster.timing();
     let nodes: Vec<usize> = (0..args.cluster.nodes).collect();
     let mut systems = Vec::new();
@@ -174,7 +200,7 @@ fn check(args: &KvArgs) -> anyhow::Result<()> {
     if args.keys == 0 {
         bail!("--keys must be at least 1");
     }
-    Ok(())
+    kv_sync::check(args)
 }
 
 /// The warm-up, then the measured writes and reads.
@@ -204,7 +230,7 @@ async fn measure(
 
 /// One phase: `--connections` tasks sending requests back to back to the
 /// leader for `d`.
-async fn phase(
+pub(crate) async fn phase(
     args: &KvArgs,
     fetch: &Fetch,
     api: &Api,

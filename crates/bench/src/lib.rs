@@ -11,8 +11,9 @@
 //! - `fetch`: raw HTTP for `/metrics` and etcd's JSON gateway;
 //! - `elect`: application-election handover with the stock CLIs;
 //! - `kv`: the key-value benchmark, with its load generator
-//!   (`kv_load`) and its fault phases (`kv_faults`: failovers under
-//!   load, a wiped node's catch-up);
+//!   (`kv_load`), its fault phases (`kv_faults`: failovers under
+//!   load, a wiped node's catch-up) and its sweep of sync latencies
+//!   (`kv_sync`);
 //! - `membership`: one node of a cluster full of data replaced through
 //!   the log under a steady writer (`steady_load`), the same steps timed
 //!   alike (`membership_flow`) in tenure and etcd (`membership_systems`);
@@ -37,6 +38,7 @@ pub mod grpc;
 pub mod kv;
 mod kv_faults;
 mod kv_load;
+mod kv_sync;
 pub mod membership;
 mod membership_flow;
 mod membership_systems;

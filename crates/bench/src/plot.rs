@@ -1,6 +1,7 @@
 //! `--plot FILE.svg`: latency CDFs, one line per series (each system's
 //! failovers; each system's writes before and during a change of members),
-//! and x–y lines (each system's renewal p99 against the sessions held).
+//! and x–y lines (each system's renewal p99 against the sessions held, its
+//! writes a second against the disk's sync latency).
 
 use super::stats::cdf;
 use anyhow::{anyhow, Context};
@@ -15,6 +16,11 @@ const SIZE: (u32, u32) = (800, 500);
 const X_MIN_SHARE: f64 = 0.9;
 /// Labels on a linear x axis (plotters' default).
 const X_LABELS: usize = 10;
+/// Labels on a linear y axis.
+const Y_LABELS: usize = 10;
+/// A linear y axis ends this far above the highest point: room for the
+/// legend in the upper left corner.
+const LINEAR_HEADROOM: f64 = 1.35;
 /// Line colours, one per system in order.
 const COLOURS: [RGBColor; 4] = [RGBColor(31, 119, 180), RGBColor(214, 39, 40), GREEN, BLACK];
 
@@ -114,14 +120,17 @@ pub type Series = (String, Vec<(f64, f64, bool)>);
 pub struct XyAxes<'a> {
     /// The x axis ("sessions held"), linear from 0.
     pub x: &'a str,
-    /// The y axis ("renewal p99 (ms)"), logarithmic.
+    /// The y axis ("renewal p99 (ms)").
     pub y: &'a str,
+    /// A logarithmic y axis in milliseconds (whole decades around the
+    /// values); linear from 0 otherwise.
+    pub log_y: bool,
     /// What a cross means, in the legend ("false expiries").
     pub failed: &'a str,
 }
 
 /// Writes an SVG with one line per series over a linear x axis from 0 and
-/// a logarithmic y axis (whole decades around the values).
+/// a y axis as `axes` says.
 pub fn write_xy(
     path: &Path,
     title: &str,
@@ -130,9 +139,18 @@ pub fn write_xy(
 ) -> anyhow::Result<()> {
     let all = || series.iter().flat_map(|(_, p)| p.iter().copied());
     let x_max = all().map(|p| p.0).fold(1.0, f64::max) * 1.05;
-    let logs = || all().map(|p| p.1.max(0.001).log10());
-    let (y_min, y_max) =
-        decades(logs().fold(f64::INFINITY, f64::min), logs().fold(f64::NEG_INFINITY, f64::max));
+    // Where a y value is drawn: its log10 on a logarithmic axis.
+    let y_at = |y: f64| if axes.log_y { y.max(0.001).log10() } else { y };
+    let ys = || all().map(|p| y_at(p.1));
+    let (y_min, y_max) = match axes.log_y {
+        true => decades(ys().fold(f64::INFINITY, f64::min), ys().fold(f64::NEG_INFINITY, f64::max)),
+        // Headroom above the highest point for the legend.
+        false => (0.0, ys().fold(1.0, f64::max) * LINEAR_HEADROOM),
+    };
+    let (y_labels, y_label): (usize, &dyn Fn(&f64) -> String) = match axes.log_y {
+        true => ((y_max - y_min) as usize + 1, &|v| ms_label(10f64.powf(*v))),
+        false => (Y_LABELS, &|v| format!("{v:.0}")),
+    };
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     let err = |e: DrawingAreaErrorKind<_>| anyhow!("drawing {}: {e:?}", path.display());
     root.fill(&WHITE).map_err(err)?;
@@ -142,15 +160,18 @@ pub fn write_xy(
         .configure_mesh()
         .x_labels(X_LABELS)
         .x_desc(axes.x)
-        .x_label_formatter(&|v: &f64| format!("{v:.0}"))
-        .y_labels((y_max - y_min) as usize + 1)
+        .x_label_formatter(&|v: &f64| match x_max < 20.0 {
+            true => format!("{v:.1}"),
+            false => format!("{v:.0}"),
+        })
+        .y_labels(y_labels)
         .y_desc(axes.y)
-        .y_label_formatter(&|v: &f64| ms_label(10f64.powf(*v)))
+        .y_label_formatter(y_label)
         .draw()
         .map_err(err)?;
     for (k, (name, points)) in series.iter().enumerate() {
         let colour = COLOURS[k % COLOURS.len()];
-        let at = |&(x, y, _): &(f64, f64, bool)| (x, y.max(0.001).log10());
+        let at = |&(x, y, _): &(f64, f64, bool)| (x, y_at(y));
         chart
             .draw_series(LineSeries::new(points.iter().map(at), colour.stroke_width(2)))
             .map_err(err)?
@@ -231,7 +252,12 @@ mod tests {
             ("tenure".into(), vec![(100_000.0, 3.4, false), (1_000_000.0, 700.0, true)]),
             ("etcd".into(), vec![(100_000.0, 18.7, false)]),
         ];
-        let axes = XyAxes { x: "sessions held", y: "renewal p99 (ms)", failed: "false expiries" };
+        let axes = XyAxes {
+            x: "sessions held",
+            y: "renewal p99 (ms)",
+            log_y: true,
+            failed: "false expiries",
+        };
         write_xy(&path, "renewals", axes, &series).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         for text in [
@@ -247,6 +273,23 @@ mod tests {
         // The decades 1 ms to 1000 ms are labelled.
         let label = |t: &str| svg.lines().any(|l| l.trim() == t);
         assert!(label("1") && label("1000") && label("1000000"), "{svg}");
+    }
+
+    #[test]
+    fn a_linear_y_axis_starts_at_zero_and_a_short_x_axis_has_tenths() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sync.svg");
+        let series: Vec<Series> = vec![
+            ("tenure".into(), vec![(0.2, 14_000.0, false), (8.2, 3_700.0, false)]),
+            ("etcd".into(), vec![(0.2, 5_000.0, false), (8.2, 1_900.0, true)]),
+        ];
+        let axes = XyAxes { x: "sync (ms)", y: "writes/s", log_y: false, failed: "errors" };
+        write_xy(&path, "writes", axes, &series).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let label = |t: &str| svg.lines().any(|l| l.trim() == t);
+        assert!(label("0") && label("2000") && label("18000"), "whole writes/s from 0: {svg}");
+        assert!(label("0.5") || label("1.0"), "tenths on a short x axis: {svg}");
+        assert_eq!(svg.matches("<circle").count(), 3, "one dot per point without errors");
     }
 
     #[test]

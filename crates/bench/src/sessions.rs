@@ -666,6 +666,7 @@ fn write_plot(path: &Path, r: &SessionsReport) -> anyhow::Result<()> {
     let axes = plot::XyAxes {
         x: "sessions held",
         y: "renewal p99 (ms)",
+        log_y: true,
         failed: "false expiries or failed renewals",
     };
     plot::write_xy(path, &title, axes, &series).context("writing the plot")

@@ -100,6 +100,18 @@ pub struct Tenure {
     fetch: Fetch,
 }
 
+/// What a [`Tenure`] cluster starts with beyond its nodes and timings.
+#[derive(Debug, Default, Clone, Copy)]
+struct Extras {
+    /// One more node prepared, not started ([`Tenure::start_with_spare`]).
+    spare: bool,
+    /// Every node serves etcd's gRPC API ([`Tenure::start_serving_etcd`]).
+    etcd: bool,
+    /// Milliseconds added to each sync of the servers' logs (None: the
+    /// bench's own environment decides).
+    sync_delay_ms: Option<u64>,
+}
+
 impl Tenure {
     /// Starts `nodes` servers with the given timings (with mutual TLS and
     /// HTTPS unless `tls` is false).
@@ -110,7 +122,7 @@ impl Tenure {
         protocol: tenure_core::ProtocolKind,
         tls: bool,
     ) -> anyhow::Result<Self> {
-        Tenure::launch(nodes, false, false, heartbeat_ms, election_timeout_ms, protocol, tls)
+        Tenure::launch(nodes, Extras::default(), heartbeat_ms, election_timeout_ms, protocol, tls)
     }
 
     /// [`Tenure::start_all`], every node also serving etcd's v3 gRPC API
@@ -122,7 +134,8 @@ impl Tenure {
         protocol: tenure_core::ProtocolKind,
         tls: bool,
     ) -> anyhow::Result<Self> {
-        Tenure::launch(nodes, false, true, heartbeat_ms, election_timeout_ms, protocol, tls)
+        let extras = Extras { etcd: true, ..Extras::default() };
+        Tenure::launch(nodes, extras, heartbeat_ms, election_timeout_ms, protocol, tls)
     }
 
     /// Starts `nodes` servers as [`Tenure::start_all`] does, and prepares
@@ -137,13 +150,27 @@ impl Tenure {
         protocol: tenure_core::ProtocolKind,
         tls: bool,
     ) -> anyhow::Result<Self> {
-        Tenure::launch(nodes, true, false, heartbeat_ms, election_timeout_ms, protocol, tls)
+        let extras = Extras { spare: true, ..Extras::default() };
+        Tenure::launch(nodes, extras, heartbeat_ms, election_timeout_ms, protocol, tls)
+    }
+
+    /// [`Tenure::start_all`], every server adding `delay_ms` to each sync
+    /// of its log (`TENURE_FSYNC_DELAY_MS`: a slow disk).
+    pub fn start_with_sync_delay(
+        nodes: usize,
+        heartbeat_ms: u64,
+        election_timeout_ms: u64,
+        protocol: tenure_core::ProtocolKind,
+        tls: bool,
+        delay_ms: u64,
+    ) -> anyhow::Result<Self> {
+        let extras = Extras { sync_delay_ms: Some(delay_ms), ..Extras::default() };
+        Tenure::launch(nodes, extras, heartbeat_ms, election_timeout_ms, protocol, tls)
     }
 
     fn launch(
         nodes: usize,
-        spare: bool,
-        etcd: bool,
+        extras: Extras,
         heartbeat_ms: u64,
         election_timeout_ms: u64,
         protocol: tenure_core::ProtocolKind,
@@ -152,7 +179,7 @@ impl Tenure {
         let exe = std::env::current_exe().context("cannot find the tenure executable")?;
         let mut cluster = LocalCluster::new(&Settings {
             exe,
-            nodes: nodes + usize::from(spare),
+            nodes: nodes + usize::from(extras.spare),
             heartbeat_ms,
             election_timeout_ms,
             dir_prefix: "tenure-bench-",
@@ -160,10 +187,13 @@ impl Tenure {
             protocol: protocol.as_str().to_string(),
             tls,
         })?;
-        if spare {
+        if extras.spare {
             prepare_joiners(&mut cluster, nodes)?;
         }
-        let etcd = if etcd { cluster.serve_etcd()? } else { Vec::new() };
+        if let Some(ms) = extras.sync_delay_ms {
+            cluster.set_env(crate::etcd::FSYNC_DELAY_ENV, &ms.to_string());
+        }
+        let etcd = if extras.etcd { cluster.serve_etcd()? } else { Vec::new() };
         for i in 0..nodes {
             cluster.start(i)?;
         }

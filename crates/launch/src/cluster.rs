@@ -65,6 +65,9 @@ pub struct LocalCluster {
     token: String,
     /// Whether the servers run with TLS.
     tls: bool,
+    /// Environment variables set for every server started from now on
+    /// ([`LocalCluster::set_env`]).
+    env: Vec<(String, String)>,
     /// The servers, in peer-list order (node `i + 1` at index `i`).
     pub servers: Vec<Server>,
     /// Data directories and logs. Declared last: dropped after the children are dead.
@@ -124,7 +127,14 @@ impl LocalCluster {
                 Server { args, peer_port, http_port, proc }
             })
             .collect();
-        Ok(LocalCluster { exe: settings.exe.clone(), token, tls: settings.tls, servers, dir })
+        Ok(LocalCluster {
+            exe: settings.exe.clone(),
+            token,
+            tls: settings.tls,
+            env: Vec::new(),
+            servers,
+            dir,
+        })
     }
 
     /// Has every server (started from now on) serve etcd's v3 gRPC API on
@@ -175,10 +185,19 @@ impl LocalCluster {
         (0..self.servers.len()).map(|i| self.endpoint(i)).collect()
     }
 
+    /// Sets `key` to `value` in the environment of every server started
+    /// from now on (a knob such as the slow-disk emulation's
+    /// `TENURE_FSYNC_DELAY_MS`), replacing an earlier value of `key`.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_string(), value.to_string()));
+    }
+
     /// Starts server `i` (again); its output goes to its log file.
     pub fn start(&mut self, i: usize) -> Result<(), Error> {
         let mut command = Command::new(&self.exe);
         command.args(self.servers[i].args.args());
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
         self.servers[i].proc.spawn(command)
     }
 
