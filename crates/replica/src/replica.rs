@@ -1122,9 +1122,13 @@ impl<S: StateMachine> Replica<S> {
             |p: &Peer| p.next <= last && p.snapshot_received.is_none() && p.has_room(window);
         let due: Vec<NodeId> =
             lead.peers.iter().filter(|(_, p)| all || lacks(p)).map(|(&id, _)| id).collect();
+        // Entries, heartbeats and the commit index rest on nothing this
+        // node has yet to write: they leave early, beside its write.
+        let mark = self.out.messages.len();
         for id in due {
             self.send_to(now, id);
         }
+        self.send_early_from(mark);
     }
 
     /// Sends member `to` what it lacks while its window has room
@@ -1267,6 +1271,14 @@ impl<S: StateMachine> Replica<S> {
     /// message before it still waiting: one held behind a write
     /// (`held_for`) or one of this output. The others stay in order.
     fn send_early_from(&mut self, mark: usize) {
+        // Nothing leaves early before this leadership's promise is durable
+        // (a majority's promises may end the synchronisation first): a
+        // leader that crashed then would come back without it, and its
+        // fence against leading the token again rests on the promise its
+        // disk holds ([`Replica::lead_fence`]).
+        if self.lead.as_ref().is_none_or(|l| self.durable_promise < l.token) {
+            return;
+        }
         let later = self.out.messages.split_off(mark);
         for (to, msg) in later {
             let waits =
@@ -1528,7 +1540,14 @@ impl<S: StateMachine> Replica<S> {
             }
             ReplicaMessage::SyncReply { last, .. } => self.on_sync_reply(now, i, token, last),
             ReplicaMessage::AppendReply { round, result, .. } => {
-                self.on_append_reply(now, i, token, round, result)
+                // The batches an answer sends leave early, beside this
+                // node's write: held behind it (the disk is busy under a
+                // steady load), every batch to the follower waited for
+                // the leader's sync before the follower's began, and a
+                // write took three syncs instead of two.
+                let mark = self.out.messages.len();
+                self.on_append_reply(now, i, token, round, result);
+                self.send_early_from(mark);
             }
             ReplicaMessage::SnapshotReply { last, received, .. } => {
                 self.on_snapshot_reply(now, i, token, last, received)
