@@ -115,9 +115,11 @@ pub enum Completion {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[must_use = "the output carries log writes and messages"]
 pub struct Output {
-    /// Messages that may leave before `write` is durable: a ready leader's
-    /// new entries for its followers, so that their writes run while the
-    /// leader writes its own copy (Raft thesis §10.2.1). The leader counts
+    /// Messages that may leave before `write` is durable: once its
+    /// leadership's promise is durable, what a leader sends its followers
+    /// (entries, heartbeats, commit notices, snapshot pieces), so that their
+    /// writes run while the leader writes its own copy (Raft thesis
+    /// §10.2.1), except after a message to the same peer that waits. The leader counts
     /// its own copy toward a commit only once the driver reports `write`
     /// durable ([`crate::Replica::handle_persisted`]). A leader whose
     /// `write` then fails must never lead under that token again: see

@@ -1550,7 +1550,14 @@ impl<S: StateMachine> Replica<S> {
                 self.send_early_from(mark);
             }
             ReplicaMessage::SnapshotReply { last, received, .. } => {
-                self.on_snapshot_reply(now, i, token, last, received)
+                // Snapshot pieces hold committed state, and the log after
+                // the snapshot is what any batch holds: early too. (Held,
+                // the batch after a snapshot kept every later batch to that
+                // follower held behind it, for as long as writes followed
+                // each other.)
+                let mark = self.out.messages.len();
+                self.on_snapshot_reply(now, i, token, last, received);
+                self.send_early_from(mark);
             }
             ReplicaMessage::FetchReply { after, entries, snapshot, last, .. } => {
                 self.on_fetch_reply(now, i, token, after, entries, snapshot, last)

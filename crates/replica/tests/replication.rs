@@ -77,35 +77,16 @@ fn a_leader_commits_on_durable_copies_with_or_without_its_own() {
     assert_eq!(pending(&c), 0, "the leader's copy, once durable, makes the majority");
 }
 
-/// What a leader sends to its followers (entries, heartbeats, the batches
-/// an answer lets go) leaves early, beside its own write, but never
-/// overtakes a message to the same peer that waits for a write: it builds
-/// on it. Here the held one is the log after a snapshot, sent when the
-/// follower's answer says it holds the whole snapshot while the leader's
-/// write is under way.
+/// What a leader sends its followers leaves early, beside its own write,
+/// once its leadership's promise is durable, and never overtakes a message
+/// to the same peer that waits for a write: it builds on it. Here a new
+/// leader's promise is still being written when both followers' promises
+/// end the synchronisation: its no-op waits, and so does a heartbeat sent
+/// once the promise (but not the no-op) is durable.
 #[test]
 fn an_early_append_never_overtakes_one_that_waits_for_a_write() {
-    let mut c = Cluster::with_config(3, 1, |cfg| {
-        cfg.snapshot_every = 20;
-        cfg.snapshot_chunk_bytes = 16;
-    });
-    let ids = c.ids.clone();
-    let token = c.elect(n(1), &ids);
-    c.run_for(HEARTBEAT * 3);
-    c.crash(n(3));
-    for i in 0..40 {
-        c.propose(n(1), vec![cmd(i)]);
-        c.run_for(HEARTBEAT / 10);
-    }
-    c.run_for(HEARTBEAT * 2);
-    let snapshot = c.replica(n(1)).status().snapshot;
-    assert!(snapshot.index >= 20, "the leader compacted ({snapshot:?})");
-    // n3 comes back behind the compaction: a snapshot transfer begins, and
-    // its answers are lost.
-    c.restart(n(3));
-    c.tell(n(3), Some((n(1), token)));
-    c.cut.insert((n(3), n(1)));
-    c.run_for(HEARTBEAT * 2);
+    let mut c = Cluster::new(3, 1);
+    let token = c.elect(n(1), &[n(2), n(3)]);
     let peers = |m: &[(tenure_core::NodeId, ReplicaMessage)]| {
         let mut to: Vec<_> = m.iter().map(|(t, _)| *t).collect();
         to.sort();
@@ -113,35 +94,37 @@ fn an_early_append_never_overtakes_one_that_waits_for_a_write() {
     };
     let now = c.now;
     let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap();
-    // A write under way: the new entry leaves early, for n2 (n3 is being
-    // sent the snapshot).
-    r.propose(now, vec![cmd(100)]).into_iter().for_each(|p| assert!(p.is_ok()));
-    let first = r.take_output();
-    assert!(!first.write.is_empty());
-    assert_eq!(peers(&first.early), [n(2)], "new entries leave before the write");
-    // A heartbeat round while the write is under way leaves early too.
-    let beat_at = now + HEARTBEAT;
-    r.handle_timeout(beat_at);
+    r.set_leadership(now, Some(n(1)), Some(token));
+    let promise = r.take_output();
+    assert!(!promise.write.is_empty(), "the promise is written");
+    assert!(promise.early.is_empty(), "{promise:?}");
+    assert_eq!(peers(&promise.messages), [n(2), n(3)], "asked to promise, after the write");
+    // Both followers promise before the leader's own promise is durable.
+    for from in [n(2), n(3)] {
+        let reply =
+            ReplicaMessage::SyncReply { token, last: Some(Position::ZERO), promised: token };
+        r.handle_message(now, from, reply);
+    }
+    let noop = r.take_output();
+    assert!(!noop.write.is_empty(), "the no-op is written: {noop:?}");
+    assert!(noop.early.is_empty(), "nothing leaves before the promise is durable: {noop:?}");
+    assert_eq!(peers(&noop.messages), [n(2), n(3)]);
+    // The promise is durable, the no-op not yet: a heartbeat would build on
+    // the no-op's append, which waits, so it waits too.
+    r.handle_persisted(now, 1);
+    let at = now + HEARTBEAT;
+    r.handle_timeout(at);
     let beat = r.take_output();
-    assert_eq!(peers(&beat.early), [n(2), n(3)], "heartbeats leave beside the write");
-    assert!(beat.messages.is_empty(), "{beat:?}");
-    // n3 says it holds the whole snapshot: the log after it is sent, and
-    // waits for the write (the answers to a snapshot do not leave early).
-    let all = ReplicaMessage::SnapshotReply { token, last: snapshot, received: u64::MAX };
-    r.handle_message(beat_at, n(3), all);
-    let after = r.take_output();
-    assert_eq!(peers(&after.messages), [n(3)], "{after:?}");
-    assert!(after.early.is_empty(), "{after:?}");
-    // The next entries build on them: to n3 they wait too, to n2 they go.
-    r.propose(beat_at, vec![cmd(101)]).into_iter().for_each(|p| assert!(p.is_ok()));
-    let second = r.take_output();
-    assert_eq!(peers(&second.early), [n(2)], "an append overtook a held one: {second:?}");
-    assert_eq!(peers(&second.messages), [n(3)]);
-    // Once the writes are reported, new entries leave early for both.
-    r.handle_persisted(beat_at, r.unpersisted());
+    assert!(beat.early.is_empty(), "a heartbeat overtook a held append: {beat:?}");
+    assert_eq!(peers(&beat.messages), [n(2), n(3)]);
+    // Once every write is reported, heartbeats and new entries leave early.
+    r.handle_persisted(at, r.unpersisted());
     let _ = r.take_output();
-    r.propose(beat_at, vec![cmd(102)]).into_iter().for_each(|p| assert!(p.is_ok()));
-    assert_eq!(peers(&r.take_output().early), [n(2), n(3)]);
+    let at = at + HEARTBEAT;
+    r.handle_timeout(at);
+    let beat = r.take_output();
+    assert_eq!(peers(&beat.early), [n(2), n(3)], "{beat:?}");
+    assert!(beat.messages.is_empty(), "{beat:?}");
 }
 
 /// The batches a follower's answer lets go leave beside the leader's write
@@ -183,6 +166,52 @@ fn the_batches_an_answer_lets_go_leave_beside_the_leaders_write() {
         .collect();
     assert_eq!(sent, [last + 2, last + 3], "{next:?}");
     assert!(next.messages.iter().all(|(t, _)| *t != to), "held: {next:?}");
+}
+
+/// The log after a snapshot leaves beside the leader's write too, when the
+/// follower says it holds the whole snapshot. Held, it kept every later
+/// batch to that follower behind it (each moved the wait to the newest
+/// write) for as long as one write followed another.
+#[test]
+fn the_log_after_a_snapshot_leaves_beside_the_leaders_write() {
+    let mut c = Cluster::with_config(3, 1, |cfg| {
+        cfg.snapshot_every = 20;
+        cfg.snapshot_chunk_bytes = 16;
+    });
+    let ids = c.ids.clone();
+    let token = c.elect(n(1), &ids);
+    c.run_for(HEARTBEAT * 3);
+    c.crash(n(3));
+    for i in 0..40 {
+        c.propose(n(1), vec![cmd(i)]);
+        c.run_for(HEARTBEAT / 10);
+    }
+    c.run_for(HEARTBEAT * 2);
+    let snapshot = c.replica(n(1)).status().snapshot;
+    assert!(snapshot.index >= 20, "the leader compacted ({snapshot:?})");
+    // n3 comes back behind the compaction: a transfer begins, its answers
+    // are lost.
+    c.restart(n(3));
+    c.tell(n(3), Some((n(1), token)));
+    c.cut.insert((n(3), n(1)));
+    c.run_for(HEARTBEAT * 2);
+    let now = c.now;
+    let r = c.nodes.get_mut(&n(1)).unwrap().replica.as_mut().unwrap();
+    r.propose(now, vec![cmd(100)]).into_iter().for_each(|p| assert!(p.is_ok()));
+    let first = r.take_output();
+    assert!(!first.write.is_empty(), "a write under way");
+    // n3 holds the whole snapshot (u64::MAX: all of it): the log after it
+    // leaves at once.
+    let all = ReplicaMessage::SnapshotReply { token, last: snapshot, received: u64::MAX };
+    r.handle_message(now, n(3), all);
+    let after = r.take_output();
+    let to_n3 = |m: &[(tenure_core::NodeId, ReplicaMessage)]| {
+        m.iter().any(|(t, m)| {
+            *t == n(3) && matches!(m, ReplicaMessage::Append { entries, .. } if !entries.is_empty())
+        })
+    };
+    assert!(to_n3(&after.early), "{after:?}");
+    assert!(after.messages.is_empty(), "{after:?}");
 }
 
 #[test]
