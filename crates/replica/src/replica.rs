@@ -1077,6 +1077,11 @@ impl<S: StateMachine> Replica<S> {
         self.refresh_peers(pos.index);
         self.log.push(noop.clone());
         self.write(LogOp::Append(vec![noop]));
+        // A snapshot partly fetched from a fresher log that then fell
+        // silent is of no use once this log is the one replicated: kept, it
+        // held its bytes and made every input a blocking one until this
+        // leadership ended.
+        self.incoming = None;
         self.send_appends(now, true);
     }
 
@@ -2036,6 +2041,56 @@ mod tests {
             })
             .collect();
         ReplicaMessage::Append { token: TOKEN, prev, entries, commit: 0, round: 0 }
+    }
+
+    /// A leader that fetched part of a snapshot from a fresher log, whose
+    /// holder then fell silent, synchronises again and replicates its own
+    /// log: the partial snapshot is dropped.
+    #[test]
+    fn a_leader_that_replicates_its_own_log_drops_a_snapshot_partly_fetched() {
+        let voters = vec![NodeId(1), NodeId(2), NodeId(3)];
+        let heartbeat = Duration::from_millis(10);
+        let mut cfg = Config::new(NodeId(1), voters, heartbeat);
+        cfg.snapshot_chunk_bytes = 16;
+        let mut r = Replica::new(cfg, Restored::default(), Recorder::default()).unwrap();
+        let mut now = Instant::ZERO;
+        r.set_leadership(now, Some(NodeId(1)), Some(TOKEN));
+        let _ = r.take_output();
+        r.handle_persisted(now, r.unpersisted());
+        // Node 2 holds a fresher log (of an earlier token): the leader
+        // fetches it, and gets the first piece of its snapshot.
+        let fresher = Position { token: FencingToken(0), index: 50 };
+        let reply =
+            |last| ReplicaMessage::SyncReply { token: TOKEN, last: Some(last), promised: TOKEN };
+        r.handle_message(now, NodeId(2), reply(fresher));
+        r.handle_message(now, NodeId(3), reply(Position::ZERO));
+        let chunk = SnapshotChunk {
+            last: fresher,
+            total: 64,
+            offset: 0,
+            data: vec![0; 16],
+            membership: r.membership().clone(),
+        };
+        let piece = ReplicaMessage::FetchReply {
+            token: TOKEN,
+            after: 0,
+            entries: Vec::new(),
+            snapshot: Some(chunk),
+            last: fresher,
+        };
+        r.handle_message(now, NodeId(2), piece);
+        assert!(r.incoming.is_some(), "the first piece is held");
+        let _ = r.take_output();
+        // Node 2 falls silent: past the fetch's deadline the leader
+        // synchronises again, and node 3's promise with its own makes a
+        // majority whose freshest log is its own.
+        now = now + heartbeat * 5;
+        r.handle_timeout(now);
+        let _ = r.take_output();
+        r.handle_message(now, NodeId(3), reply(Position::ZERO));
+        assert_eq!(r.status().last.index, 1, "it replicates its own log, from its no-op");
+        assert!(r.incoming.is_none(), "the partial snapshot is dropped");
+        assert!(!r.may_block());
     }
 
     /// A follower sent the first piece of a snapshot up to 5 whose leader
