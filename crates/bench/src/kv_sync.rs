@@ -197,14 +197,9 @@ fn delays(s: &SyncSweep) -> Vec<u64> {
 /// Draws writes a second against the sync latency, one line per system;
 /// a delay at which some writes failed is marked with a cross.
 pub(crate) fn write_plot(path: &Path, args: &KvArgs, s: &SyncSweep) -> anyhow::Result<()> {
-    let mut series: Vec<plot::Series> = Vec::new();
-    for p in &s.points {
-        let point = (p.sync_ms, p.writes.per_second, p.writes.errors > 0);
-        match series.iter_mut().find(|(name, _)| name == p.system) {
-            Some((_, points)) => points.push(point),
-            None => series.push((p.system.to_string(), vec![point])),
-        }
-    }
+    let mut series = plot::series_by_name(
+        s.points.iter().map(|p| (p.system, (p.sync_ms, p.writes.per_second, p.writes.errors > 0))),
+    );
     for (_, points) in &mut series {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }

@@ -115,6 +115,21 @@ pub fn write_cdf(
 /// point failed: drawn as a cross instead of a dot).
 pub type Series = (String, Vec<(f64, f64, bool)>);
 
+/// Gathers `(name, point)` pairs into one series per name, in the order
+/// the names first come.
+pub fn series_by_name<'a>(
+    points: impl IntoIterator<Item = (&'a str, (f64, f64, bool))>,
+) -> Vec<Series> {
+    let mut series: Vec<Series> = Vec::new();
+    for (name, point) in points {
+        match series.iter_mut().find(|(n, _)| n == name) {
+            Some((_, points)) => points.push(point),
+            None => series.push((name.to_string(), vec![point])),
+        }
+    }
+    series
+}
+
 /// What an x–y chart's axes and legend say.
 #[derive(Debug, Clone, Copy)]
 pub struct XyAxes<'a> {

@@ -650,15 +650,10 @@ fn print_report(r: &SessionsReport) {
 /// line per system; a count with false expiries or failed renewals is
 /// marked with a cross, the others with a dot.
 fn write_plot(path: &Path, r: &SessionsReport) -> anyhow::Result<()> {
-    let mut series: Vec<plot::Series> = Vec::new();
-    for s in &r.systems {
-        let Some(l) = &s.renewal_ms else { continue };
-        let point = (s.sessions as f64, l.p99, s.false_expiries > 0 || s.renewal_errors > 0);
-        match series.iter_mut().find(|(name, _)| name == s.system) {
-            Some((_, points)) => points.push(point),
-            None => series.push((s.system.to_string(), vec![point])),
-        }
-    }
+    let series = plot::series_by_name(r.systems.iter().filter_map(|s| {
+        let l = s.renewal_ms.as_ref()?;
+        Some((s.system, (s.sessions as f64, l.p99, s.false_expiries > 0 || s.renewal_errors > 0)))
+    }));
     let title = format!(
         "{} nodes: sessions of {} s renewed every TTL/{}, renewal p99",
         r.nodes, r.ttl_s, r.renewals_per_ttl

@@ -13,6 +13,22 @@ fn cmd(i: u64) -> Vec<u8> {
     format!("c{i}").into_bytes()
 }
 
+/// Node 1 elected in `c`, node 3 crashed, then `entries` commands
+/// proposed one every tenth of a heartbeat: the leader's token and its
+/// latest snapshot (node 3 is behind it if the leader compacted).
+fn compacted_past_n3(c: &mut Cluster, entries: u64) -> (FencingToken, Position) {
+    let ids = c.ids.clone();
+    let token = c.elect(n(1), &ids);
+    c.run_for(HEARTBEAT * 3);
+    c.crash(n(3));
+    for i in 0..entries {
+        c.propose(n(1), vec![cmd(i)]);
+        c.run_for(HEARTBEAT / 10);
+    }
+    c.run_for(HEARTBEAT * 2);
+    (token, c.replica(n(1)).status().snapshot)
+}
+
 /// A cluster whose node 1 leads token 1, told to everyone, and is ready.
 fn led(size: u64) -> Cluster {
     let mut c = Cluster::new(size, 1);
@@ -178,16 +194,7 @@ fn the_log_after_a_snapshot_leaves_beside_the_leaders_write() {
         cfg.snapshot_every = 20;
         cfg.snapshot_chunk_bytes = 16;
     });
-    let ids = c.ids.clone();
-    let token = c.elect(n(1), &ids);
-    c.run_for(HEARTBEAT * 3);
-    c.crash(n(3));
-    for i in 0..40 {
-        c.propose(n(1), vec![cmd(i)]);
-        c.run_for(HEARTBEAT / 10);
-    }
-    c.run_for(HEARTBEAT * 2);
-    let snapshot = c.replica(n(1)).status().snapshot;
+    let (token, snapshot) = compacted_past_n3(&mut c, 40);
     assert!(snapshot.index >= 20, "the leader compacted ({snapshot:?})");
     // n3 comes back behind the compaction: a transfer begins, its answers
     // are lost.
@@ -709,16 +716,8 @@ fn a_follower_that_caught_up_past_an_abandoned_snapshot_gets_the_log_at_full_spe
         cfg.snapshot_every = 40;
         cfg.max_append_entries = 2;
     });
-    let ids = c.ids.clone();
-    let token = c.elect(n(1), &ids);
-    c.run_for(HEARTBEAT * 3);
-    c.crash(n(3));
-    for i in 0..100 {
-        c.propose(n(1), vec![cmd(i)]);
-        c.run_for(HEARTBEAT / 10);
-    }
-    c.run_for(HEARTBEAT * 2);
-    let base = c.replica(n(1)).status().snapshot.index;
+    let (token, snapshot) = compacted_past_n3(&mut c, 100);
+    let base = snapshot.index;
     assert!(base >= 80, "the leader compacted ({base})");
     // n3 comes back: the leader sends it the snapshot (one piece), and
     // n3's answers are lost.
