@@ -97,6 +97,23 @@ fn a_compaction_keeps_the_snapshot_and_the_entries_after_it() {
 }
 
 #[test]
+fn a_snapshot_written_in_several_synced_pieces_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, _) = LogStore::open(dir.path()).unwrap();
+    // Two whole pieces and a partial one, every byte telling where it is.
+    let data: Vec<u8> = (0..2 * SNAPSHOT_SYNC_BYTES + 12_345).map(|i| (i % 251) as u8).collect();
+    let last = Position { token: FencingToken(2), index: 9 };
+    store
+        .write(vec![LogOp::InstallSnapshot { last, membership: boot(), data: data.clone() }])
+        .unwrap();
+    drop(store);
+    let (_, r, _) = LogStore::open(dir.path()).unwrap();
+    let (at, read) = r.snapshot.expect("the snapshot is read back");
+    assert_eq!(at, last);
+    assert!(read == data, "{} bytes read back for {} written", read.len(), data.len());
+}
+
+#[test]
 fn a_crash_between_an_installed_snapshot_and_the_journal_brings_back_no_other_history() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _, _) = LogStore::open(dir.path()).unwrap();
