@@ -81,7 +81,6 @@ pub const MAX_CATCH_UP_ROUNDS: usize = 4;
 /// sync).
 pub const LOCKED_COPY_BYTES: u64 = 256 * 1024;
 
-/// The snapshot file's first bytes.
 /// A snapshot is written and synced this many bytes at a time. One sync of
 /// a whole 64 MiB snapshot held every other sync of the disk behind it (on
 /// ext4 a journal commit waits for the data it orders): the journal's
@@ -92,6 +91,7 @@ pub const LOCKED_COPY_BYTES: u64 = 256 * 1024;
 /// before to 4.8-7.3x (docs/BENCHMARKS.md, "Replacing a node").
 pub const SNAPSHOT_SYNC_BYTES: usize = 4 * 1024 * 1024;
 
+/// The snapshot file's first bytes.
 const SNAPSHOT_MAGIC: &[u8; 8] = b"TNRSNAP2";
 /// The first bytes of a snapshot file written before the configuration was
 /// part of it (read, never written).
