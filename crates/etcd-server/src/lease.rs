@@ -60,9 +60,11 @@ pub const MAX_KEEPALIVE_STREAMS_PER_CONNECTION: usize = 16;
 /// 1,000 leases of 3 s alive.
 pub const MAX_KEEPALIVES_PER_SECOND: u32 = 1_000;
 
-/// How long a renewal that no leader could answer is retried before the
-/// stream ends with "etcdserver: no leader" (clientv3 reopens it 500 ms
-/// later and asks again); under etcdctl's 3 s first-answer deadline.
+/// How long a renewal no leader answered is retried, or waits for an
+/// answer, before the stream ends with "etcdserver: no leader", or
+/// "etcdserver: request timed out" while this node knows a leader
+/// (clientv3 reopens it 500 ms later and asks again); under etcdctl's 3 s
+/// first-answer deadline.
 pub const RENEW_RETRY_FOR: Duration = Duration::from_secs(2);
 
 /// Pause between two tries of a renewal no leader answered.
@@ -228,13 +230,21 @@ impl Pace {
 }
 
 impl Shared {
-    /// Renews `lease`, retrying while no leader answers for at most
-    /// [`RENEW_RETRY_FOR`]: the TTL to answer (the granted TTL; 0 for a
-    /// lease that is gone), or "etcdserver: no leader".
+    /// Renews `lease`, retrying while no leader answers, for at most
+    /// [`RENEW_RETRY_FOR`] in all: the TTL to answer (the granted TTL; 0
+    /// for a lease that is gone), or [`Shared::unanswered`]'s error.
     async fn renew(&self, lease: LeaseId) -> Result<i64, Status> {
         let until = Instant::now() + RENEW_RETRY_FOR;
         loop {
-            match self.ctx.sessions.renew(lease).await {
+            // One try may wait far longer (a leader this node still knows
+            // that does not answer: a forwarded question's own bound is
+            // seconds): the stream ends on time instead, its renewal dropped.
+            let Ok(answer) = tokio::time::timeout_at(until, self.ctx.sessions.renew(lease)).await
+            else {
+                tracing::debug!(lease = lease.0, "etcd keepalive: no answer in time");
+                return Err(self.unanswered());
+            };
+            match answer {
                 ClockAnswer::Renewed { ttl_ms } | ClockAnswer::Remaining { ttl_ms, .. } => {
                     return Ok(ttl_secs(ttl_ms))
                 }
@@ -242,11 +252,24 @@ impl Shared {
                 ClockAnswer::Unavailable(why) => {
                     if Instant::now() + RENEW_RETRY_PAUSE >= until {
                         tracing::debug!(lease = lease.0, why, "etcd keepalive: no leader answered");
-                        return Err(Status::unavailable(NO_LEADER));
+                        return Err(self.unanswered());
                     }
                     tokio::time::sleep(RENEW_RETRY_PAUSE).await;
                 }
             }
+        }
+    }
+
+    /// The error for a question the leader's clock did not answer: "no
+    /// leader" only while this node knows none. clientv3 takes "no leader"
+    /// on a keepalive stream as the end of every keepalive of a context
+    /// that requires a leader, so a busy or slow leader answers etcd's
+    /// "request timed out" (also Unavailable: asked again).
+    fn unanswered(&self) -> Status {
+        if self.ctx.node.leadership().borrow().leader.is_none() {
+            Status::unavailable(NO_LEADER)
+        } else {
+            Status::unavailable(errors::TIMEOUT)
         }
     }
 
@@ -469,7 +492,7 @@ impl Lease for LeaseService {
             ClockAnswer::Remaining { remaining_ms, .. } => (remaining_ms / 1000) as i64,
             ClockAnswer::Renewed { .. } | ClockAnswer::Expiring => 0,
             ClockAnswer::NotFound => return Ok(Response::new(gone(revision))),
-            ClockAnswer::Unavailable(_) => return Err(Status::unavailable(NO_LEADER)),
+            ClockAnswer::Unavailable(_) => return Err(self.shared.unanswered()),
         };
         Ok(Response::new(LeaseTimeToLiveResponse {
             header: Some(self.shared.header(revision)),

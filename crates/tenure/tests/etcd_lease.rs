@@ -361,6 +361,45 @@ async fn a_lease_lives_while_any_node_keeps_it_alive() {
     assert!(matches!(&end, Err(s) if s.message() == "etcdserver: server stopped"), "{end:?}");
 }
 
+/// A renewal asked of a node that still knows a leader which does not
+/// answer (stopped, with the other follower, before this node's election
+/// timeout runs out): the stream ends with etcd's "request timed out", not
+/// "no leader", which clientv3 takes as the end of every keepalive of a
+/// context that requires a leader.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewal_the_known_leader_does_not_answer_times_out() {
+    if !installed("etcdctl", "version") {
+        eprintln!("SKIPPED: etcdctl is not on PATH (Debian: etcd-client)");
+        return;
+    }
+    let _serial = serial().await;
+    // An election timeout well beyond the 2 s a renewal is retried.
+    let (mut c, endpoints) = harness::etcd_cluster_timed(100, 6_000, &[]);
+    let endpoints: Vec<Endpoint> =
+        endpoints.into_iter().map(|(url, tls)| Endpoint { url, tls }).collect();
+    let (leader, _, _) =
+        c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND + Duration::from_secs(6)).await;
+    let (asked, other) = ((leader + 1) % 3, (leader + 2) % 3);
+    wait_serving(&endpoints[asked], &c);
+    let id = i64::from_str_radix(&endpoints[asked].grant("60"), 16).unwrap();
+    assert_eq!(keepalive_stream(&endpoints[asked], &[id], false).await, (vec![(id, 60)], Ok(())));
+
+    c.signal(leader, nix::sys::signal::Signal::SIGSTOP);
+    c.signal(other, nix::sys::signal::Signal::SIGSTOP);
+    let since = Instant::now();
+    let ended = keepalive_stream(&endpoints[asked], &[id], false).await;
+    let waited = since.elapsed();
+    c.signal(leader, nix::sys::signal::Signal::SIGCONT);
+    c.signal(other, nix::sys::signal::Signal::SIGCONT);
+    assert_eq!(
+        ended,
+        (vec![], Err((tonic::Code::Unavailable, "etcdserver: request timed out".to_string()))),
+        "after {waited:?}\n{}",
+        c.logs()
+    );
+    assert!(waited < Duration::from_secs(5), "answered after {waited:?}");
+}
+
 /// A gRPC channel to `e` (with its client certificate, if any).
 async fn channel(e: &Endpoint) -> tonic::transport::Channel {
     harness::etcd_channel(&e.url, &e.tls).await

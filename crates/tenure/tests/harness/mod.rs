@@ -543,7 +543,16 @@ pub fn etcd_cluster() -> (TestCluster, Vec<(String, Vec<std::ffi::OsString>)>) {
 
 /// [`etcd_cluster`], each server also given `extra` flags.
 pub fn etcd_cluster_with(extra: &[&str]) -> (TestCluster, Vec<(String, Vec<std::ffi::OsString>)>) {
-    let mut c = TestCluster::new(3, 50, 500);
+    etcd_cluster_timed(50, 500, extra)
+}
+
+/// [`etcd_cluster_with`], with this heartbeat and election timeout.
+pub fn etcd_cluster_timed(
+    heartbeat_ms: u64,
+    election_timeout_ms: u64,
+    extra: &[&str],
+) -> (TestCluster, Vec<(String, Vec<std::ffi::OsString>)>) {
+    let mut c = TestCluster::new(3, heartbeat_ms, election_timeout_ms);
     let ports = free_ports(3);
     let certs = c.dir.path().join("certs");
     let mut endpoints = Vec::new();
