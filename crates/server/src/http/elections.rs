@@ -8,7 +8,7 @@
 
 use super::auth::Caller;
 use super::budget::{json_answer, json_str_len, MAX_LIST_BYTES};
-use super::error::ApiError;
+use super::error::{json_body, ApiError};
 use super::owner::{require_owner, Use};
 use super::state::AppState;
 use super::store::{propose, query_from, read, read_error, unexpected, Consistency};
@@ -20,7 +20,6 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::time::Duration;
 use tenure_api::{
@@ -345,13 +344,6 @@ fn session_from(id: u64) -> Result<LeaseId, ApiError> {
 /// The body's bytes, or 413 if too large.
 fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|r| super::store::body_error(r, MAX_ELECTION_BODY_BYTES, "body"))
-}
-
-/// The JSON body, or 400 naming the expected shape.
-fn json_body<T: DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
-    Json::<T>::from_bytes(body).map(|Json(t)| t).map_err(|r| {
-        ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {shape}", r.body_text()))
-    })
 }
 
 /// A campaign body for the election `name`, as `POST .../campaign` reads

@@ -4,6 +4,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::de::DeserializeOwned;
 use tenure_api::ErrorBody;
 
 /// An error answer: `{"error": "..."}` (with `"leader"`, revisions or an
@@ -54,4 +55,11 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// The JSON body, or 400 naming the expected shape.
+pub(crate) fn json_body<T: DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
+    Json::<T>::from_bytes(body).map(|Json(t)| t).map_err(|r| {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {shape}", r.body_text()))
+    })
 }

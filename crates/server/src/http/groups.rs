@@ -19,7 +19,7 @@
 
 use super::auth::Caller;
 use super::budget::{held_json, json_answer, json_str_len, MAX_LIST_BYTES};
-use super::error::ApiError;
+use super::error::{json_body, ApiError};
 use super::owner::{require_owner, Use};
 use super::state::AppState;
 use super::store::{propose, query_from, read, read_error, unexpected, Consistency};
@@ -30,7 +30,6 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::{Extension, Json};
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -812,13 +811,6 @@ fn wait_timeout(timeout_ms: Option<u64>) -> Result<Duration, ApiError> {
             ),
         )),
     }
-}
-
-/// The JSON body, or 400 naming the expected shape.
-fn json_body<T: DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
-    Json::<T>::from_bytes(body).map(|Json(t)| t).map_err(|r| {
-        ApiError::new(StatusCode::BAD_REQUEST, format!("{}; expected {shape}", r.body_text()))
-    })
 }
 
 #[cfg(test)]
