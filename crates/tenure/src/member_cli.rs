@@ -435,9 +435,27 @@ async fn replace(a: ReplaceArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let deadline = started + wait;
     let mut told = started - PROGRESS_EVERY;
+    let mut first = true;
     loop {
         let m = members(&cluster).await.context("reading the members")?;
         let (old, new) = (m.get(a.old).is_some(), m.get(a.new));
+        if std::mem::take(&mut first) {
+            if let Some(refusal) = refuse_at_start(a.old, a.new, old, new.map(|(_, voter)| voter)) {
+                eprintln!("refused: {refusal}; nothing changed");
+                return Ok(ExitCode::from(REFUSED));
+            }
+            if !old && new.is_some_and(|(_, voter)| voter) {
+                println!(
+                    "node {} is a voter and node {} is not a member (configuration {}): nothing \
+                     to do (an earlier run of this command finished?): {}",
+                    a.new,
+                    a.old,
+                    m.config,
+                    roster(&m)
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
         match new {
             None if !old => bail!(
                 "node {} is not a member (and node {} is not either): nothing to replace; see \
@@ -515,6 +533,35 @@ async fn replace(a: ReplaceArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Why `replace OLD_ID NEW_ID` refuses to begin, when it does: what the
+/// members were at its first look (`old`: whether OLD is a member; `new`:
+/// NEW's place, a voter or not). It removes OLD only after a promotion of NEW it waited
+/// for, so a NEW that is a voter already beside OLD (a typo, or another
+/// node's replacement) is not taken for an earlier run that stopped in the
+/// milliseconds between the promotion and the removal: that run is finished
+/// by hand. A NEW that is a learner beside no OLD cannot come from a run of
+/// this command either.
+fn refuse_at_start(old_id: u64, new_id: u64, old: bool, new: Option<bool>) -> Option<String> {
+    match (old, new) {
+        (true, Some(true)) => Some(format!(
+            "node {new} is a voter already, beside node {old}: `replace` removes node {old} \
+             only once it has seen node {new} promoted, so that the number of voters never \
+             drops. If an earlier `tenure member replace {old} {new}` stopped right after the \
+             promotion, finish it with `tenure member remove {old}`; otherwise check both ids \
+             (`tenure member list`)",
+            old = old_id,
+            new = new_id
+        )),
+        (false, Some(false)) => Some(format!(
+            "node {old} is not a member: nothing to replace (node {new} is a learner; \
+             `tenure member promote {new}` makes it a voter); see `tenure member list`",
+            old = old_id,
+            new = new_id
+        )),
+        _ => None,
+    }
+}
+
 /// Whether member `n` was added with another data directory than `given`.
 fn directory_differs(n: &MemberBody, given: Option<&str>) -> bool {
     match (n.directory.as_deref(), given) {
@@ -588,5 +635,20 @@ mod tests {
         assert!(directory_differs(&m.voters[1], Some(&"0".repeat(32))));
         assert!(!directory_differs(&m.voters[1], Some(&"7D34BC30".repeat(4))));
         assert!(!directory_differs(&m.voters[0], Some(&"0".repeat(32))), "none recorded");
+    }
+
+    #[test]
+    fn replace_begins_only_where_its_own_steps_could_have_left_the_members() {
+        // NEW a voter beside OLD: a typo, not a run that stopped.
+        let typo = refuse_at_start(4, 6, true, Some(true)).expect("refused");
+        assert!(typo.contains("tenure member remove 4"), "{typo}");
+        // NEW a learner and no OLD: nothing to replace.
+        let gone = refuse_at_start(4, 6, false, Some(false)).expect("refused");
+        assert!(gone.contains("node 4 is not a member"), "{gone}");
+        // Where a run begins or stopped: NEW absent or a learner beside
+        // OLD, or a voter with OLD removed (nothing to do).
+        for (old, new) in [(true, None), (true, Some(false)), (false, Some(true)), (false, None)] {
+            assert_eq!(refuse_at_start(4, 6, old, new), None, "{old} {new:?}");
+        }
     }
 }

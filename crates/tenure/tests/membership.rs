@@ -367,6 +367,16 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
     let last = [0, 2, 5];
     let m = members_when(&c, &last, "node 6 in node 4's place", |m| voters(m) == [1, 3, 6]).await;
     assert!(m.learners.is_empty(), "{m:?}");
+    // Run again, it has nothing to do; with a typo in OLD (node 3, a live
+    // voter, beside node 6, a voter already) it refuses: removing node 3
+    // would leave two voters.
+    let out = cli(&c, &["member", "replace", "4", "6", &six, "-e", &survivors]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(text(&out).contains("nothing to do"), "{}", text(&out));
+    let out = cli(&c, &["member", "replace", "3", "6", &six, "-e", &survivors]).await;
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(text(&out).contains("tenure member remove 3"), "{}", text(&out));
+    assert_eq!(voters(&members_when(&c, &last, "unchanged", |_| true).await), [1, 3, 6]);
     let n = writer.check(&c, &last, "node 4 replaced").await;
     eprintln!("node 4 replaced after {:?}: {n} writes", began.elapsed());
 
