@@ -591,7 +591,9 @@ impl<S: StateMachine> Replica<S> {
     /// leader names them for the members whose entries name none yet. Not
     /// an input: nothing is output.
     pub fn note_directories(&mut self, known: impl IntoIterator<Item = (NodeId, DirectoryId)>) {
-        self.known_directories.extend(known);
+        // What the handshakes show now, nothing older: a member removed and
+        // added again under its id is another node.
+        self.known_directories = known.into_iter().collect();
         if let Some(d) = self.cfg.directory {
             self.known_directories.insert(self.cfg.id, d);
         }
@@ -716,10 +718,13 @@ impl<S: StateMachine> Replica<S> {
         }
         // And every member's data directory this node knows (its peers'
         // from their handshakes), so that a node whose disk is wiped later
-        // is refused as the member it was.
+        // is refused as the member it was. Not for a member this change
+        // adds: a directory known under its id is that of an earlier member
+        // (removed, perhaps wiped), and the node added now is another one,
+        // named by the change or by a later one.
         let mut next = base.after(change)?;
         for m in next.voters.iter_mut().chain(next.learners.iter_mut()) {
-            if m.directory.is_none() {
+            if m.directory.is_none() && base.get(m.id).is_some() {
                 m.directory = self.known_directories.get(&m.id).copied();
             }
         }

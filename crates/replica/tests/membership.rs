@@ -146,6 +146,39 @@ fn a_change_is_refused_with_a_reason_and_nothing_changes() {
     assert!(e.to_string().contains("1 of its 3 voters would be reachable (node 1)"), "{e}");
 }
 
+/// The data directories a leader learns from the handshakes go to the
+/// members already in the configuration, never to a node a change adds: a
+/// directory known under that id belongs to an earlier member (removed, its
+/// disk perhaps wiped), and the node added again under it is another one.
+#[test]
+fn a_member_added_again_after_its_removal_is_not_given_its_old_directory() {
+    let mut c = led(|_| {});
+    c.add_node(n(4));
+    let old = tenure_core::DirectoryId(0x44);
+    let directory =
+        |c: &Cluster| c.replica(n(1)).membership().members.get(n(4)).map(|m| m.directory);
+    let bare = Member { directory: None, ..member(4) };
+    c.replica_mut(n(1)).note_directories([(n(4), old)]);
+    c.change(n(1), &Change::AddLearner(bare.clone())).expect("added");
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(directory(&c), Some(None), "the add names none");
+    // A later change names it for the member it now is.
+    c.replica_mut(n(1)).note_directories([(n(4), old)]);
+    c.change(n(1), &Change::Promote(n(4))).expect("caught up");
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(directory(&c), Some(Some(old)));
+    c.change(n(1), &Change::Remove(n(4))).expect("removed");
+    c.run_for(HEARTBEAT * 3);
+    assert_eq!(directory(&c), None);
+    // Its old link still shows the old directory: the node added again
+    // under id 4 is not given it.
+    c.replica_mut(n(1)).note_directories([(n(4), old)]);
+    c.change(n(1), &Change::AddLearner(bare)).expect("added again");
+    c.run_for(HEARTBEAT * 3);
+    assert!(all_committed(&c));
+    assert_eq!(directory(&c), Some(None));
+}
+
 #[test]
 fn a_leader_that_removes_itself_stops_leading_once_the_removal_commits() {
     let mut c = led(|_| {});

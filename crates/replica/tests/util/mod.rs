@@ -191,7 +191,7 @@ impl Cluster {
         self.nodes[&id].replica.as_ref().expect("running")
     }
 
-    fn replica_mut(&mut self, id: NodeId) -> &mut Replica<Recorder> {
+    pub fn replica_mut(&mut self, id: NodeId) -> &mut Replica<Recorder> {
         self.nodes.get_mut(&id).expect("known").replica.as_mut().expect("running")
     }
 
