@@ -60,7 +60,9 @@ impl Cluster {
     /// endpoint is asked at most once. A request that may have been
     /// received without an answer is sent again only if `retry` is
     /// [`Retry::Idempotent`]. Returns the answer (any status but 503 while
-    /// endpoints remain) or the last error.
+    /// endpoints remain), else a 503 one endpoint answered (what a live
+    /// node said, "no leader", tells more than a dead node's silence),
+    /// else the last error.
     pub async fn call(
         &self,
         method: Method,
@@ -72,6 +74,7 @@ impl Cluster {
         let n = self.endpoints.len();
         let first = self.current.load(Ordering::Relaxed) % n;
         let mut last = None;
+        let mut unavailable = None;
         for k in 0..n {
             let i = (first + k) % n;
             let url = format!("{}{path}", self.endpoints[i]);
@@ -79,6 +82,7 @@ impl Cluster {
             match self.client.send(method.clone(), &url, body, timeout).await {
                 Ok(a) if a.status == StatusCode::SERVICE_UNAVAILABLE && k + 1 < n => {
                     tracing::debug!(%url, "no ready leader behind this endpoint; trying the next");
+                    unavailable = Some((url, a));
                 }
                 Ok(a) => {
                     self.current.store(i, Ordering::Relaxed);
@@ -90,6 +94,9 @@ impl Cluster {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if let Some(answer) = unavailable {
+            return Ok(answer);
         }
         Err(last.unwrap_or_else(|| Error::Config("no endpoint answered".into())))
     }
