@@ -30,6 +30,7 @@ pub async fn read_head(stream: &mut TcpStream) -> Option<String> {
 }
 
 /// The value of header `name` (any case) in `head`, trimmed.
+#[allow(dead_code)] // Not every test binary that includes this module uses it.
 pub fn header(head: &str, name: &str) -> Option<String> {
     head.lines().find_map(|l| {
         let (n, value) = l.split_once(':')?;
