@@ -492,9 +492,10 @@ impl Net {
         (known != theirs).then(|| {
             format!(
                 "node {peer} shows data directory {theirs}, but the cluster added node {peer} \
-                 with data directory {known}: its disk was wiped or replaced, and it no longer \
-                 holds what node {peer} acknowledged; remove node {peer} and add it again \
-                 (`tenure member replace`, docs/MEMBERSHIP.md)"
+                 with data directory {known}: either a node was started with another's --id \
+                 (a typo: give it its own id; the member node {peer} may be running fine), or \
+                 node {peer}'s disk was wiped or replaced and it no longer holds what it \
+                 acknowledged (then replace it: `tenure member replace`, docs/MEMBERSHIP.md)"
             )
         })
     }

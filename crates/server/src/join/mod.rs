@@ -81,10 +81,11 @@ pub enum JoinError {
     /// The cluster holds this node's id with another data directory.
     #[error(
         "node {id} is a member of the cluster already, added with data directory {theirs}, but \
-         this node's data directory is {ours} (a wiped or new directory): the members would \
-         refuse it. Remove the member first (`tenure member remove {id}`) and start this node \
-         again, or join under a new id and replace the old member (`tenure member replace {id} \
-         NEW HOST:PORT`)"
+         this node's data directory is {ours}: the members would refuse it. If --id {id} is a \
+         typo, start this node with its own id (the member node {id} may be running fine: \
+         `tenure member list` shows its lag). If node {id}'s disk was wiped or replaced, join \
+         under a new id and replace it (`tenure member replace {id} NEW HOST:PORT`), or remove \
+         it (`tenure member remove {id}`) and start this node again"
     )]
     OtherDirectory {
         /// This node's id.
