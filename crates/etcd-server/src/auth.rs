@@ -107,13 +107,21 @@ pub const PERMISSION_DENIED: &str = "etcdserver: permission denied";
 /// The longest name or password Authenticate reads.
 const MAX_CREDENTIAL_BYTES: usize = 1024;
 
-/// The role a method needs; `None` for Authenticate, which anyone may
-/// call. Methods not listed (compaction, the Auth administration, member
+/// gRPC's health check (`grpc.health.v1.Health`), served as etcd serves it.
+pub const HEALTH_CHECK: &str = "/grpc.health.v1.Health/Check";
+
+/// The health service's stream, not served: it would hold the listener's
+/// shutdown open (probes call Check).
+pub const HEALTH_WATCH: &str = "/grpc.health.v1.Health/Watch";
+
+/// The role a method needs; `None` for Authenticate and the health
+/// check, which anyone may call. Methods not listed (compaction, the Auth administration, member
 /// changes, maintenance beyond Status and Alarm) need `Admin`.
 pub fn needed(path: &str) -> Option<Permission> {
     use Permission::*;
     Some(match path {
-        "/etcdserverpb.Auth/Authenticate" => return None,
+        // Health probes, as etcd answers them: without credentials.
+        "/etcdserverpb.Auth/Authenticate" | HEALTH_CHECK => return None,
         // A Txn that writes needs `write`: checked by the KV service, which
         // sees whether it does.
         "/etcdserverpb.KV/Range"

@@ -35,6 +35,12 @@ where
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let path = request.uri().path();
+        if path == crate::auth::HEALTH_WATCH {
+            let status = tonic::Status::unimplemented(
+                "tenure: the health service answers Check; Watch is not served (call Check)",
+            );
+            return Box::pin(async move { Err(Box::new(status) as StdError) });
+        }
         let token = request.headers().get("token").map(|v| v.as_bytes());
         let caller = match self.auth.admit(path, token) {
             Ok(caller) => caller,

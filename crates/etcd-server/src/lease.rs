@@ -43,10 +43,10 @@ pub const ETCD_MAX_TTL_SECS: i64 = 9_000_000_000;
 /// ([`tenure_kv::MAX_TTL_MS`], one day).
 pub const MAX_TTL_SECS: i64 = (MAX_TTL_MS / 1000) as i64;
 
-/// The shortest TTL granted, in seconds: tenure's session minimum
+/// The shortest TTL ever granted, in seconds: tenure's session minimum
 /// ([`tenure_kv::MIN_TTL_MS`], half a second) rounded up to a whole
-/// second. A grant asking for less (0 or negative included) gets this,
-/// as etcd raises a TTL below its own minimum.
+/// second. A cluster's own minimum is [`min_ttl_secs`] of its election
+/// timeout, never less than this.
 pub const MIN_TTL_SECS: i64 = MIN_TTL_MS.div_ceil(1000) as i64;
 
 /// Most LeaseKeepAlive streams open at once on one connection (clientv3
@@ -193,13 +193,25 @@ fn lease_id(id: i64) -> Result<LeaseId, Status> {
     Ok(LeaseId(id as u64))
 }
 
+/// The shortest TTL a grant gets on a cluster of this election timeout,
+/// in seconds: etcd's rule, `ceil(1.5 × election timeout)` (2 s at the
+/// default 1 s), and never under [`MIN_TTL_SECS`]. A lease shorter than a
+/// failover (an election timeout and a round or two) would end at every
+/// leader change: clientv3 gives a lease up when no renewal was answered
+/// within its TTL.
+pub fn min_ttl_secs(election_timeout: Duration) -> i64 {
+    let ms = (election_timeout.as_millis() * 3).div_ceil(2);
+    (ms.div_ceil(1000) as i64).clamp(MIN_TTL_SECS, MAX_TTL_SECS)
+}
+
 /// The TTL a grant of `ttl` seconds gets, in milliseconds: raised to
-/// [`MIN_TTL_SECS`], refused above [`MAX_TTL_SECS`] with etcd's text.
-pub(crate) fn granted_ttl_ms(ttl: i64) -> Result<u64, Status> {
+/// `min_secs` ([`min_ttl_secs`]), refused above [`MAX_TTL_SECS`] with
+/// etcd's text.
+pub(crate) fn granted_ttl_ms(ttl: i64, min_secs: i64) -> Result<u64, Status> {
     if ttl > MAX_TTL_SECS {
         return Err(Status::out_of_range(errors::LEASE_TTL_TOO_LARGE));
     }
-    Ok(ttl.max(MIN_TTL_SECS) as u64 * 1000)
+    Ok(ttl.max(min_secs) as u64 * 1000)
 }
 
 /// A token bucket pacing one stream's requests.
@@ -321,7 +333,7 @@ impl Lease for LeaseService {
         self.shared.check_leader(&request)?;
         let owner = Caller::of(&request).grant_owner();
         let r = request.into_inner();
-        let ttl_ms = granted_ttl_ms(r.ttl)?;
+        let ttl_ms = granted_ttl_ms(r.ttl, min_ttl_secs(self.shared.ctx.node.election_timeout()))?;
         if r.id != 0 {
             // tenure's lease ids come from the store's counter (never
             // reused, which the leader's clock relies on): a client's own
@@ -508,9 +520,12 @@ impl Lease for LeaseService {
         request: Request<LeaseLeasesRequest>,
     ) -> Result<Response<LeaseLeasesResponse>, Status> {
         self.shared.check_leader(&request)?;
+        // This node's applied leases, without a read index, as etcd reads
+        // its local lessor: answered without a leader too (`etcdctl lease
+        // list` retries an Unavailable answer for ever).
         let (leases, revision) = self
             .shared
-            .read(false, |s| {
+            .read(true, |s| {
                 let leases: Vec<LeaseStatus> =
                     s.leases().map(|l| LeaseStatus { id: l.id.0 as i64 }).collect();
                 (leases, s.revision())
@@ -563,12 +578,21 @@ mod tests {
     #[test]
     fn ttls_are_raised_to_the_minimum_and_refused_above_the_maximum() {
         assert_eq!(MIN_TTL_SECS, 1);
-        assert_eq!(granted_ttl_ms(-5).unwrap(), 1000);
-        assert_eq!(granted_ttl_ms(0).unwrap(), 1000);
-        assert_eq!(granted_ttl_ms(10).unwrap(), 10_000);
-        assert_eq!(granted_ttl_ms(86_400).unwrap(), MAX_TTL_MS);
+        // etcd's rule: 1.5 election timeouts, in whole seconds up.
+        let ms = Duration::from_millis;
+        assert_eq!(min_ttl_secs(ms(1000)), 2);
+        assert_eq!(min_ttl_secs(ms(500)), 1);
+        assert_eq!(min_ttl_secs(ms(100)), 1, "never under tenure's own minimum");
+        assert_eq!(min_ttl_secs(ms(3000)), 5);
+        assert_eq!(min_ttl_secs(Duration::MAX / 4), MAX_TTL_SECS);
+        let min = min_ttl_secs(ms(1000));
+        assert_eq!(granted_ttl_ms(-5, min).unwrap(), 2000);
+        assert_eq!(granted_ttl_ms(0, min).unwrap(), 2000);
+        assert_eq!(granted_ttl_ms(1, min).unwrap(), 2000);
+        assert_eq!(granted_ttl_ms(10, min).unwrap(), 10_000);
+        assert_eq!(granted_ttl_ms(86_400, min).unwrap(), MAX_TTL_MS);
         for big in [86_401, ETCD_MAX_TTL_SECS + 1, i64::MAX] {
-            let e = granted_ttl_ms(big).unwrap_err();
+            let e = granted_ttl_ms(big, min).unwrap_err();
             assert_eq!((e.code(), e.message()), (Code::OutOfRange, errors::LEASE_TTL_TOO_LARGE));
         }
     }

@@ -259,7 +259,11 @@ pub async fn serve(
     // listener stops (`Shared::stopping`), so that its graceful shutdown
     // does not wait for them.
     let watch = WatchServer::new(watch::WatchService::new(shared.clone(), shared.stopping.clone()));
+    // gRPC's health service, as etcd registers it: the server is SERVING
+    // while it listens (a probe's Check; Watch is refused by the gate).
+    let (_health, health) = tonic_health::server::health_reporter();
     server
+        .add_service(health)
         .add_service(kv)
         .add_service(maintenance)
         .add_service(cluster)

@@ -152,7 +152,12 @@ impl Maintenance for MaintenanceService {
         }
         let (membership, _) = ctx.kv.membership();
         let to = NodeId(target);
-        if target == ctx.node.id().0 || !membership.members.is_voter(to) {
+        if target == ctx.node.id().0 {
+            // To itself: nothing to do, as etcd answers.
+            let revision = ctx.kv.read_stale(|s| s.revision()).0;
+            return Ok(Response::new(MoveLeaderResponse { header: Some(self.0.header(revision)) }));
+        }
+        if !membership.members.is_voter(to) {
             return Err(Status::failed_precondition(BAD_TRANSFEREE));
         }
         if let Err(behind) = wait_for_log(&ctx.node, &ctx.kv, to).await {

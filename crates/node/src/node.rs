@@ -289,6 +289,11 @@ impl NodeHandle {
         self.shared.config.id
     }
 
+    /// The election timeout this node runs with.
+    pub fn election_timeout(&self) -> std::time::Duration {
+        self.shared.config.election_timeout
+    }
+
     /// True if this node leads now: its role is leader and its lease, checked
     /// against the clock at this call, has not run out.
     pub fn is_leader(&self) -> bool {

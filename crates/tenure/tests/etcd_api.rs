@@ -400,9 +400,12 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     assert_eq!(before, after, "a refused request changed the store");
 
     // MoveLeader hands leadership to a voter once it holds the log; a
-    // member that is not a voter is refused.
+    // member that is not a voter is refused; to the leader itself, it is
+    // done at once (as etcd answers).
     let err = endpoints[leader].fails(&["move-leader", "ffff"]);
     assert!(err.contains("etcdserver: bad leader transferee"), "{err}");
+    let same = endpoints[leader].ok(&["move-leader", &format!("{:x}", leader + 1)]);
+    assert!(same.contains("Leadership transferred"), "{same}");
     let to = (leader + 1) % 3;
     let moved = endpoints[leader].ok(&["move-leader", &format!("{:x}", to + 1)]);
     assert!(moved.contains("Leadership transferred"), "{moved}");
@@ -652,9 +655,11 @@ async fn etcd_users_are_api_tokens_with_their_roles_and_leases() {
     let app = e.as_user("test-app", APP_TOKEN);
     let other = e.as_user("test-other", OTHER_TOKEN);
 
-    // Without a token, a client certificate is not enough here.
+    // Without a token, a client certificate is not enough here; a health
+    // probe's Check needs none (as on etcd).
     let err = e.fails(&["get", "k"]);
     assert!(err.contains("user name is empty"), "{err}");
+    health_is_checked_without_a_token(e).await;
     // A wrong secret, or a right secret under another token's name.
     for (name, secret) in [("test-app", "not-the-secret-0000"), ("test-read", APP_TOKEN)] {
         let err = e.as_user(name, secret).fails(&["get", "k"]);
@@ -698,6 +703,21 @@ async fn etcd_users_are_api_tokens_with_their_roles_and_leases() {
     app.ok(&["lease", "revoke", &hex]);
     let mine = other.json(&["lease", "grant", "60"])["ID"].as_i64().unwrap();
     admin.ok(&["lease", "revoke", &format!("{mine:x}")]);
+}
+
+/// gRPC's health service on `e`, as `grpc_health_probe` and Kubernetes
+/// call it, without a token: Check answers SERVING; Watch, which would hold
+/// the listener's shutdown open, is refused.
+async fn health_is_checked_without_a_token(e: &Endpoint) {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
+    let mut health = HealthClient::new(harness::etcd_channel(&e.url, &e.tls).await);
+    let answer = health.check(HealthCheckRequest { service: String::new() }).await;
+    let status = answer.expect("a health check without a token").into_inner().status;
+    assert_eq!(status, ServingStatus::Serving as i32);
+    let refused = health.watch(HealthCheckRequest { service: String::new() }).await;
+    let refused = refused.expect_err("Watch is not served");
+    assert_eq!(refused.code(), tonic::Code::Unimplemented, "{refused:?}");
 }
 
 /// A stranger's `tenure-forwarded` marker (the one a follower puts on a
