@@ -116,7 +116,8 @@ of the command per partition the leader assigns it, with TENURE_GROUP, TENURE_PA
 TENURE_FENCING_TOKEN (the grant's epoch), each under its own guard as above. A copy stops when \
 the leader asks for its partition back (released once the copy's group is gone), at the \
 deadline as above, and on Ctrl-C or SIGTERM (the member then leaves the group and exits 0); a \
-copy that exits while its partition is still the member's starts again after 500 ms. Example:
+copy that exits while its partition is still the member's starts again after 500 ms, doubling \
+up to 30 s while copies keep ending within 10 s (the member keeps the partition). Example:
   $ tenure run --group shards --partitions 64 --stabilise-ms 5000 -- ./worker";
 
 /// Flags of `tenure run`.
