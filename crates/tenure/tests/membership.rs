@@ -248,8 +248,21 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
     join(&mut c, 6, &first, &["--join-token-file", read.to_str().unwrap()]);
     let log = refused(&mut c, 6, "a read token").await;
     assert!(log.contains("POST /v1/members needs admin"), "{log}");
+    // Another cluster's id (its certificate from the same CA, the right
+    // token): the members read its hello and refuse it, so it does not ask
+    // to be added (it was added before, as a member that could never sync).
+    c.servers[6].cluster_id = "another".into();
+    let _ = std::fs::remove_dir_all(&c.servers[6].data_dir);
+    join(&mut c, 6, &first, &[]);
+    let since = Instant::now();
+    while !c.servers[6].proc.log_text().contains("not asking to be added") {
+        assert!(since.elapsed() < BOUND, "{}", c.servers[6].proc.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    c.crash(6);
     let m = members_when(&c, &first, "three voters", |m| voters(m) == [1, 2, 3]).await;
-    assert!(m.learners.is_empty(), "{m:?}");
+    assert!(m.learners.is_empty(), "another cluster's node was added: {m:?}");
 
     // Grow: nodes 4 and 5 join at once; the leader adds both (one waits for
     // the other's change) and promotes them once they caught up.

@@ -415,6 +415,12 @@ fn guest_address(
     advertised?.parse::<SocketAddr>().ok().filter(|a| a.port() != 0)
 }
 
+/// What a node refusing the handshake of a node its configuration does not
+/// name says, once that node's certificate, cluster id and protocol have
+/// passed: a node about to join can tell that its setup suits the cluster
+/// before it asks to be added (`tenure server --join`).
+pub const NOT_A_MEMBER: &str = "is not a member of this cluster";
+
 /// Logs and counts a refusal, and tells the dialer why.
 async fn refuse(net: &Net, mut conn: Conn, remote: SocketAddr, reason: &str) {
     net.reject(remote, reason);
@@ -461,8 +467,8 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                     .filter(|_| voters != net.roster().voters)
                     .map_or(String::new(), |why| format!(": {why}"));
                 Err(format!(
-                    "node {from} is not a member of this cluster (never added, not added yet, or \
-                     removed: `tenure member list` shows the members){why}"
+                    "node {from} {NOT_A_MEMBER} (never added, not added yet, or removed: \
+                     `tenure member list` shows the members){why}"
                 ))
             } else if let Some(why) = net.voter_mismatch(from, &voters, config) {
                 Err(why)

@@ -117,7 +117,10 @@ async fn outbound(
     let _ = stream.set_nodelay(true);
     let stream = match secure(net, link, stream).await {
         Ok(stream) => stream,
-        Err(reason) => return Ended::Failed(reason),
+        Err(reason) => {
+            link.handshake_failed(&reason);
+            return Ended::Failed(reason);
+        }
     };
     let mut conn = Framed::new(stream, wire::codec());
     let incarnation = match handshake(net, link, &mut conn).await {

@@ -28,7 +28,7 @@ mod stream;
 
 pub use accept::{
     check_hello, Hello, DUPLICATE_ID_MIN_WINDOW, DUPLICATE_ID_PINGS, MAX_PENDING_HANDSHAKES,
-    PEER_IDLE_PINGS,
+    NOT_A_MEMBER, PEER_IDLE_PINGS,
 };
 pub use dial::{
     check_hello_ack, reconnect_cap, HelloAck, CONNECT_TIMEOUT, RECONNECT_MAX, RECONNECT_MIN,

@@ -37,6 +37,8 @@ use tenure_client::members::{change, members, refusal, MemberChange, LIST_TIMEOU
 use tenure_client::{Cluster, Error};
 use tenure_core::{DirectoryId, NodeId};
 use tenure_kv::Store;
+use tenure_node::status::PeerInfo;
+use tenure_node::transport::NOT_A_MEMBER;
 use tenure_node::{NodeHandle, Replicated};
 use tracing::{info, warn};
 
@@ -208,7 +210,7 @@ async fn ask_until_added(
                 return Ok(());
             }
         }
-        match attempt(join, me, directory).await? {
+        match attempt(join, node, directory).await? {
             Attempt::Member => return Ok(()),
             Attempt::Again(why) => {
                 warn!(node = %me, retry_in = ?pause, "not added to the cluster yet: {why}");
@@ -219,8 +221,14 @@ async fn ask_until_added(
     }
 }
 
-/// One attempt: read the members; add this node unless it is one.
-async fn attempt(join: &Join, me: NodeId, directory: DirectoryId) -> Result<Attempt, JoinError> {
+/// One attempt: read the members; add this node unless it is one, once
+/// its handshakes show that it suits the cluster ([`suits_the_cluster`]).
+async fn attempt(
+    join: &Join,
+    node: &NodeHandle,
+    directory: DirectoryId,
+) -> Result<Attempt, JoinError> {
+    let me = node.id();
     let current = match members(&join.cluster).await {
         Ok(m) => m,
         Err(Error::AuthRefused(a)) => return Err(JoinError::Token(a.to_string())),
@@ -245,6 +253,9 @@ async fn attempt(join: &Join, me: NodeId, directory: DirectoryId) -> Result<Atte
             }
         };
     }
+    if let Err(why) = suits_the_cluster(&node.status().peers) {
+        return Ok(Attempt::Again(why));
+    }
     let request = MemberAddRequest {
         id: me.0,
         address: join.address.clone(),
@@ -266,6 +277,34 @@ async fn attempt(join: &Join, me: NodeId, directory: DirectoryId) -> Result<Atte
             None => Ok(Attempt::Again(with_causes(&e))),
         },
     }
+}
+
+/// Whether this node's handshakes with the members it dials (`peers`)
+/// show that it can take part once added: one accepted it, or refused it
+/// only as no member yet, which a member says after this node's
+/// certificate, cluster id and protocol passed. Before that, adding it
+/// would change the cluster for a node that cannot join it (another
+/// cluster's id, a CA the members do not trust, another protocol): `Err`
+/// gives what the handshakes said.
+fn suits_the_cluster(peers: &[PeerInfo]) -> Result<(), String> {
+    let heard = |p: &PeerInfo| {
+        p.connected || p.handshake_error.as_deref().is_some_and(|e| e.contains(NOT_A_MEMBER))
+    };
+    if peers.iter().any(heard) {
+        return Ok(());
+    }
+    let said: Vec<String> = peers
+        .iter()
+        .map(|p| {
+            let what = p.handshake_error.as_deref().unwrap_or("no handshake yet");
+            format!("node {}: {what}", p.id)
+        })
+        .collect();
+    Err(format!(
+        "not asking to be added before a member has checked this node's peer handshake (its \
+         certificate, CA and cluster id); so far {}",
+        said.join("; ")
+    ))
 }
 
 /// Whether a refused addition may pass when asked again: no leader yet, a
@@ -293,6 +332,40 @@ mod tests {
             match_index: None,
             lag_entries: None,
         }
+    }
+
+    fn peer(id: u64, connected: bool, error: Option<&str>) -> PeerInfo {
+        PeerInfo {
+            id: NodeId(id),
+            addr: "127.0.0.1:7001".parse().unwrap(),
+            connected,
+            last_heard_ms: None,
+            rtt_ms: None,
+            incarnation: None,
+            api_address: None,
+            etcd_address: None,
+            directory: None,
+            handshake_error: error.map(str::to_string),
+        }
+    }
+
+    /// A node asks to be added only once a member has checked its handshake:
+    /// accepted it, or refused it as no member yet; not while every member
+    /// refuses its certificate or cluster, or none was reached.
+    #[test]
+    fn a_node_asks_to_be_added_only_once_a_member_checked_its_handshake() {
+        let stranger = format!("node 1 refused our handshake: node 4 {NOT_A_MEMBER} (never added)");
+        let tls = "TLS handshake with node 2 failed: invalid peer certificate: UnknownIssuer";
+        let cluster = "node 3 refused our handshake: node 4 runs in cluster \"prod\"";
+        assert!(suits_the_cluster(&[peer(1, false, Some(&stranger)), peer(2, false, Some(tls))])
+            .is_ok());
+        assert!(suits_the_cluster(&[peer(1, true, None)]).is_ok());
+        let why = suits_the_cluster(&[peer(2, false, Some(tls)), peer(3, false, Some(cluster))])
+            .unwrap_err();
+        assert!(why.contains("UnknownIssuer") && why.contains("\"prod\""), "{why}");
+        let why = suits_the_cluster(&[peer(1, false, None)]).unwrap_err();
+        assert!(why.contains("node 1: no handshake yet"), "{why}");
+        assert!(suits_the_cluster(&[]).is_err());
     }
 
     fn body(voters: Vec<MemberBody>, learners: Vec<MemberBody>) -> MembersBody {
