@@ -200,8 +200,8 @@ fn lease_id(id: i64) -> Result<LeaseId, Status> {
 /// leader change: clientv3 gives a lease up when no renewal was answered
 /// within its TTL.
 pub fn min_ttl_secs(election_timeout: Duration) -> i64 {
-    let ms = (election_timeout.as_millis() * 3).div_ceil(2);
-    (ms.div_ceil(1000) as i64).clamp(MIN_TTL_SECS, MAX_TTL_SECS)
+    let secs = (election_timeout.as_millis() * 3).div_ceil(2).div_ceil(1000);
+    i64::try_from(secs).unwrap_or(i64::MAX).clamp(MIN_TTL_SECS, MAX_TTL_SECS)
 }
 
 /// The TTL a grant of `ttl` seconds gets, in milliseconds: raised to
@@ -584,7 +584,7 @@ mod tests {
         assert_eq!(min_ttl_secs(ms(500)), 1);
         assert_eq!(min_ttl_secs(ms(100)), 1, "never under tenure's own minimum");
         assert_eq!(min_ttl_secs(ms(3000)), 5);
-        assert_eq!(min_ttl_secs(Duration::MAX / 4), MAX_TTL_SECS);
+        assert_eq!(min_ttl_secs(Duration::MAX), MAX_TTL_SECS);
         let min = min_ttl_secs(ms(1000));
         assert_eq!(granted_ttl_ms(-5, min).unwrap(), 2000);
         assert_eq!(granted_ttl_ms(0, min).unwrap(), 2000);

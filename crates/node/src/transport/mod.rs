@@ -348,7 +348,12 @@ mod tests {
             directories: [(NodeId(2), tenure_core::DirectoryId(0xd9))].into_iter().collect(),
         });
         let e = check_hello(&net, hello(vec![1, 2, 3])).unwrap_err();
-        assert!(e.contains("data directory") && e.contains("remove node 2"), "{e}");
+        assert!(
+            e.contains("data directory")
+                && e.contains("another's --id")
+                && e.contains("tenure member replace"),
+            "{e}"
+        );
         let e = check_hello(&net, hello_at(vec![1, 2, 3], written)).unwrap_err();
         assert!(e.contains("data directory"), "{e}");
         // Unless its configuration is newer: this node's log may lag behind
