@@ -90,6 +90,11 @@ pub enum BenchStore {
 
 /// Flags of `tenure bench elect`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  tenure bench elect --compare etcd
+  tenure bench elect --store zk --python .venv/bin/python    # kazoo installed there
+  tenure bench elect --queued-ms 300 --observe-trials 0 --json")]
 pub struct ElectArgs {
     #[command(flatten)]
     cluster: super::cluster_args::ClusterArgs,

@@ -82,6 +82,11 @@ const GOAL_SPY_MS: f64 = 50.0;
 
 /// Flags of `tenure bench`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  tenure bench failover --compare etcd --trials 50
+  tenure bench soak --minutes 5
+  tenure bench kv --compare etcd")]
 pub struct BenchArgs {
     #[command(subcommand)]
     command: BenchCommand,
@@ -122,6 +127,11 @@ enum BenchCommand {
 
 /// Flags of `tenure bench failover`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  tenure bench failover --compare etcd --plot failover.svg
+  tenure bench failover --spy --trials 100
+  tenure bench failover --graceful --protocol ranked --json")]
 pub struct FailoverArgs {
     #[command(flatten)]
     cluster: ClusterArgs,

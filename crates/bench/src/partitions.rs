@@ -82,6 +82,11 @@ const GOAL_MOVE_MS: f64 = 10.0;
 
 /// Flags of `tenure bench partitions`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  tenure bench partitions
+  tenure bench partitions --partitions 64 --members 4 --trials 1 --json
+  tenure bench partitions --compare etcd --etcd-partitions 100 --etcd-trials 1")]
 pub struct PartitionsArgs {
     #[command(flatten)]
     cluster: ClusterArgs,

@@ -40,6 +40,10 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 /// Flags of `tenure bench soak`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  tenure bench soak --minutes 30 --keep-logs soak-logs
+  tenure bench soak --minutes 2 --burn-threads 0    # the same cluster without CPU load")]
 pub struct SoakArgs {
     /// How long to run, in minutes (fractions allowed).
     #[arg(long, default_value_t = 10.0, value_name = "M")]

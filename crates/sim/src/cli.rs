@@ -26,7 +26,14 @@ const MAX_DETAILS: usize = 100;
 
 /// Arguments of `tenure sim`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "\
+Examples:
+  tenure sim --seeds 2000 --scenario random
+  tenure sim --nodes 3 --start-seed 1002 --scenario leader-crash --trace   # replay one seed
+  tenure sim compare --seeds 20"
+)]
 pub struct SimArgs {
     /// `compare`: every protocol through every scenario, one table.
     #[command(subcommand)]
@@ -112,6 +119,10 @@ pub enum SimCommand {
     /// Run every protocol through every scenario on the same seeds and print one
     /// table: outcome, violations, leader changes, failover p50/p99, election
     /// rounds and messages per failover, split votes.
+    #[command(after_help = "\
+Examples:
+  tenure sim compare
+  tenure sim compare --seeds 1000 --nodes 3 --markdown")]
     Compare(crate::compare::CompareArgs),
 }
 

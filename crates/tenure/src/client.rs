@@ -31,6 +31,11 @@ pub const STATUS_DISAGREE_EXIT: u8 = 2;
 /// Flags of `tenure status`.
 #[derive(Args, Debug)]
 #[command(after_help = "\
+Examples:
+  tenure status
+  tenure status --endpoints https://10.0.0.1:8001,https://10.0.0.2:8001,https://10.0.0.3:8001 \\
+    --cacert /etc/tenure/ca.pem --token-file ~/.tenure/read.token --json
+
 Exit status: 0 when an endpoint answered and the answers agree; 1 when none answered; 2 when
 they disagree: two nodes report leading, or the endpoints report another cluster id or voter
 set (each disagreement is a line on standard error, starting with \"tenure status:\"; a node
@@ -52,6 +57,10 @@ pub struct StatusArgs {
 
 /// Flags of `tenure watch`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  tenure watch
+  tenure watch --endpoints 10.0.0.1:8001,10.0.0.2:8001 --cacert /etc/tenure/ca.pem --count 3")]
 pub struct WatchArgs {
     /// HTTP API endpoints of the nodes, comma-separated; the first that answers is followed.
     #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
@@ -69,6 +78,9 @@ pub struct WatchArgs {
 
 /// Flags of `tenure transfer`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Example: hand leadership to node 2 (the token needs role admin):
+  tenure transfer --to 2 --cacert certs/ca.pem --token-file certs/admin.token")]
 pub struct TransferArgs {
     /// The node to hand leadership to.
     #[arg(long, value_name = "N")]

@@ -30,6 +30,12 @@ pub const DEFAULT_DATA_ROOT: &str = "./tenure-data";
 /// Flags of `tenure server`. Every flag overrides the same setting of `--config`.
 #[derive(Args, Debug, Default)]
 #[command(after_help = "\
+Examples:
+  tenure server --config /etc/tenure/node-1.toml
+  tenure server --id 1 --insecure-no-tls --insecure-open-api   # and --id 2, --id 3: a local test cluster
+  tenure server --config /etc/tenure/node-4.toml --join 10.0.0.1:8001,10.0.0.2:8001 \\
+    --join-token-file /etc/tenure/ops.token
+
 With certificates from `tenure cert --out certs --nodes 1,2,3`, nodes 1, 2 and 3 form a
 local cluster with no flags but --id and their files (in three terminals; --insecure-open-api:
 a local test without API tokens, anyone on this machine may steer it):

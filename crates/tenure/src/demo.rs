@@ -40,6 +40,10 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 /// Flags of `tenure demo`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  tenure demo
+  tenure demo --nodes 5 --protocol paxos --duration 60")]
 pub struct DemoArgs {
     /// Number of servers to start (at least 3; at most 15).
     #[arg(long, default_value_t = 3, value_name = "N")]

@@ -26,8 +26,14 @@ pub const EXIT_LOST: u8 = 2;
 /// a 60 s lease); a crashed leader is replaced about one TTL later.
 pub const DEFAULT_TTL_MS: u64 = 10_000;
 
-/// What `tenure elect --help` says about exit statuses.
-pub const EXIT_STATUS: &str = "\
+/// What `tenure elect --help` says after the flags: examples, the exit statuses and
+/// when leadership is given up.
+pub const ELECT_HELP: &str = "\
+Examples:
+  tenure elect nightly-report --value host-a --token-file ~/.tenure/write.token
+  tenure elect nightly-report --observe
+  tenure elect nightly-report --store etcd://10.0.0.1:2379,10.0.0.2:2379 --ttl-ms 5000
+
 Exit status: 0 after Ctrl-C or SIGTERM (it resigned first, so the next candidate leads at \
 once), 2 when leadership was lost (the reason is printed: no renewal succeeded before the \
 session's deadline, or the cluster ended the session), 1 on other errors.

@@ -28,12 +28,22 @@ use tenure_server::http::MAX_TXN_BODY_BYTES;
 use tokio::time::Instant;
 
 /// The exit statuses, for `--help`.
-pub const EXIT_STATUS: &str = "\
+const EXIT_STATUS: &str = "\
 Exit status: 0 done; 1 error (no endpoint answered, a bad request, a refused token, an absent \
 key); 2 conflict: a compare-and-set did not match (put, del with --if-mod-revision), or a \
 transaction's comparisons failed (its failure branch ran); 3 unknown outcome: the write may or \
 may not have been applied (its leader failed mid-way, or the connection broke after it was \
 sent): read the key to find out.";
+
+/// `--help` after the flags: `examples`, then the exit statuses.
+fn with_exit_status(examples: &str) -> String {
+    format!("{examples}\n\n{EXIT_STATUS}")
+}
+
+/// `tenure kv --help` after the subcommands.
+pub fn kv_help() -> String {
+    with_exit_status(KV_EXAMPLES)
+}
 
 /// How long one request may take: above the server's own bounds on a
 /// request with the default election timeout (3 s waiting for a leader,
@@ -68,26 +78,61 @@ pub struct KvArgs {
 #[derive(Subcommand, Debug)]
 enum KvCommand {
     /// Set a key: `tenure kv put KEY VALUE` (VALUE `-`: read it from stdin).
-    #[command(after_help = EXIT_STATUS)]
+    #[command(after_help = with_exit_status(PUT_EXAMPLES))]
     Put(PutArgs),
     /// Print a key's value (linearizable unless --stale).
-    #[command(after_help = EXIT_STATUS)]
+    #[command(after_help = with_exit_status(GET_EXAMPLES))]
     Get(GetArgs),
     /// Delete a key.
-    #[command(after_help = EXIT_STATUS)]
+    #[command(after_help = with_exit_status(DEL_EXAMPLES))]
     Del(DelArgs),
     /// List the keys starting with a prefix, with their values.
-    #[command(after_help = EXIT_STATUS)]
+    #[command(after_help = with_exit_status(LIST_EXAMPLES))]
     List(ListArgs),
     /// Print each change of a key or prefix; resumes after a reconnection from the last revision.
-    #[command(after_help = EXIT_STATUS)]
+    #[command(after_help = with_exit_status(WATCH_EXAMPLES))]
     Watch(WatchArgs),
     /// Run a transaction from a JSON file (or stdin): compare, then success or failure.
     #[command(after_help = TXN_HELP)]
     Txn(TxnArgs),
 }
 
+const KV_EXAMPLES: &str = "\
+Examples:
+  tenure kv put config/db-url postgres://10.0.0.9/app
+  tenure kv get config/db-url --endpoints 10.0.0.1:8001,10.0.0.2:8001 --cacert /etc/tenure/ca.pem
+  tenure kv list --prefix config/";
+
+const PUT_EXAMPLES: &str = "\
+Examples:
+  tenure kv put config/db-url postgres://10.0.0.9/app
+  tenure kv put locks/nightly host-a --if-mod-revision 0     # only if the key is absent
+  tenure kv put config/motd - --token-file ~/.tenure/write.token   # the value from stdin";
+
+const GET_EXAMPLES: &str = "\
+Examples:
+  tenure kv get config/db-url
+  tenure kv get config/db-url --stale --json --endpoints 10.0.0.2:8001 --cacert /etc/tenure/ca.pem";
+
+const DEL_EXAMPLES: &str = "\
+Examples:
+  tenure kv del config/db-url
+  tenure kv del locks/nightly --if-mod-revision 42    # only if nobody wrote it since";
+
+const LIST_EXAMPLES: &str = "\
+Examples:
+  tenure kv list --prefix config/
+  tenure kv list -p jobs/ --limit 100 --json";
+
+const WATCH_EXAMPLES: &str = "\
+Examples:
+  tenure kv watch --prefix config/
+  tenure kv watch --key locks/nightly --from-revision 120 --count 1 --json";
+
 const TXN_HELP: &str = "\
+Example, lock.json as below:
+  tenure kv txn lock.json --token-file ~/.tenure/write.token
+
 The body, as POST /v1/txn takes it:
   {\"compare\": [{\"key\": \"lock\", \"target\": \"mod_revision\", \"op\": \"=\", \"value\": 0}],
    \"success\": [{\"put\": {\"key\": \"lock\", \"value\": \"me\"}}],

@@ -51,7 +51,7 @@ enum Command {
     /// Hand leadership to another node.
     Transfer(client::TransferArgs),
     /// List, add, remove, promote or replace the cluster's members (voters and learners).
-    #[command(after_help = member_cli::EXIT_STATUS)]
+    #[command(after_help = member_cli::MEMBER_HELP)]
     Member(member_cli::MemberArgs),
     /// Show a group of partitions: its members, every partition's owner and epoch, the balance.
     Partitions(partitions_cli::PartitionsArgs),
@@ -60,11 +60,11 @@ enum Command {
     #[command(after_help = notify_cli::NOTIFY_HELP)]
     NotifyDead(notify_cli::NotifyDeadArgs),
     /// Read and write the cluster's replicated key-value store (put, get, del, list, watch, txn).
-    #[command(after_help = kv_cli::EXIT_STATUS)]
+    #[command(after_help = kv_cli::kv_help())]
     Kv(kv_cli::KvArgs),
     /// Campaign in a named election: block until elected, print the fencing token, hold
     /// until Ctrl-C (resign) or loss; or, with --observe, print every change of an election.
-    #[command(after_help = elect_cli::EXIT_STATUS)]
+    #[command(after_help = elect_cli::ELECT_HELP)]
     Elect(elect_cli::ElectArgs),
     /// Run a command only while leading a named election; stop it before a successor can lead.
     #[command(after_help = run_cli::RUN_HELP)]
@@ -215,4 +215,152 @@ where
     let result = runtime.block_on(future);
     runtime.shutdown_background();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    /// Every command a user can see, with its path (`tenure kv put`).
+    fn visible(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+            let p = format!("{path} {}", sub.get_name());
+            out.push((p.clone(), sub.clone()));
+            visible(sub, p, out);
+        }
+    }
+
+    /// The command lines of the examples in `help`. An example block is the paragraph (up
+    /// to a blank line) from a line that says "Example" ("Example:", "Examples:", "Example,
+    /// three hosts:"); its commands are its indented lines and what follows the colon on
+    /// that line (`Example: tenure ...`). A trailing `\` joins the next line. Only lines
+    /// that are a `tenure` command, after a `$ ` prompt and `VAR=value` assignments, count:
+    /// the others are output or prose.
+    fn example_commands(help: &str) -> Vec<String> {
+        let mut commands = Vec::new();
+        let mut lines = help.lines();
+        let mut in_block = false;
+        while let Some(line) = lines.next() {
+            let text = if let Some(at) = line.find("Example") {
+                in_block = true;
+                line[at..].split_once(':').map_or("", |(_, rest)| rest)
+            } else if line.trim().is_empty() {
+                in_block = false;
+                continue;
+            } else if in_block && line.starts_with(char::is_whitespace) {
+                line
+            } else {
+                continue;
+            };
+            let mut text = text.trim().to_string();
+            while let Some(head) = text.strip_suffix('\\') {
+                text = format!("{} {}", head.trim_end(), lines.next().unwrap_or_default().trim());
+            }
+            let command = text
+                .split_whitespace()
+                .find(|word| *word != "$" && !is_assignment(word))
+                .is_some_and(|word| word == "tenure");
+            if command {
+                commands.push(text);
+            }
+        }
+        commands
+    }
+
+    /// Whether `word` is a shell variable assignment (`TENURE_FSYNC_DELAY_MS=4`).
+    fn is_assignment(word: &str) -> bool {
+        word.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty() && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
+        })
+    }
+
+    /// `line` split as a shell splits it, simply: at whitespace outside quotes, '...' and
+    /// "..." taken literally, an unquoted `#` at the start of a word beginning a comment;
+    /// without the leading `$ ` prompt and variable assignments.
+    fn shell_words(line: &str) -> Result<Vec<String>, String> {
+        let mut words = Vec::new();
+        let mut word: Option<String> = None;
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\'' | '"' => {
+                    let w = word.get_or_insert_with(String::new);
+                    loop {
+                        match chars.next() {
+                            Some(q) if q == c => break,
+                            Some(other) => w.push(other),
+                            None => return Err(format!("unbalanced {c}")),
+                        }
+                    }
+                }
+                '#' if word.is_none() => break,
+                c if c.is_whitespace() => words.extend(word.take()),
+                c => word.get_or_insert_with(String::new).push(c),
+            }
+        }
+        words.extend(word);
+        let start = words.iter().position(|w| w != "$" && !is_assignment(w)).unwrap_or(0);
+        Ok(words.split_off(start))
+    }
+
+    /// Every command's `--help` shows at least one example, and every example parses: the
+    /// flags it uses exist and take the values it gives (nothing is run).
+    #[test]
+    fn every_command_s_help_shows_an_example() {
+        let mut commands = Vec::new();
+        visible(&Cli::command(), "tenure".into(), &mut commands);
+        assert!(commands.len() > 20, "{} commands", commands.len());
+        let mut missing = Vec::new();
+        let mut broken = Vec::new();
+        for (path, cmd) in &mut commands {
+            let examples = example_commands(&cmd.render_long_help().to_string());
+            if examples.is_empty() {
+                missing.push(path.clone());
+            }
+            for line in examples {
+                let parsed = shell_words(&line)
+                    .and_then(|words| Cli::try_parse_from(words).map_err(|e| e.to_string()));
+                if let Err(e) = parsed {
+                    broken.push(format!("{path}: {line}\n{e}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "--help without an example: {missing:#?}");
+        assert!(broken.is_empty(), "examples that do not parse:\n\n{}", broken.join("\n"));
+    }
+
+    #[test]
+    fn examples_are_found_and_split_as_a_shell_would() {
+        let help = "\
+Usage: tenure x
+
+Examples, a few:
+  tenure kv put k 'a b' --json   # a comment
+  $ tenure kv get \"k\" \\
+      --stale
+  some output
+  TENURE_X=1 tenure status
+prose: tenure status is prose
+  tenure status --json
+
+  tenure status --not-an-example
+Example: tenure watch --count 1";
+        let found = example_commands(help);
+        assert_eq!(
+            found,
+            [
+                "tenure kv put k 'a b' --json   # a comment",
+                "$ tenure kv get \"k\" --stale",
+                "TENURE_X=1 tenure status",
+                "tenure status --json",
+                "tenure watch --count 1",
+            ]
+        );
+        let words: Vec<_> = found.iter().map(|l| shell_words(l).unwrap()).collect();
+        assert_eq!(words[0], ["tenure", "kv", "put", "k", "a b", "--json"]);
+        assert_eq!(words[1], ["tenure", "kv", "get", "k", "--stale"]);
+        assert_eq!(words[2], ["tenure", "status"]);
+        assert!(shell_words("tenure kv put k 'a").is_err());
+    }
 }

@@ -30,8 +30,13 @@ use tenure_client::members::{members, refusal, MemberChange};
 use tenure_client::{Cluster, Error};
 use tokio::time::Instant;
 
-/// The exit statuses, for `--help`.
-pub const EXIT_STATUS: &str = "\
+/// `tenure member --help` after the subcommands: examples and the exit statuses.
+pub const MEMBER_HELP: &str = "\
+Examples:
+  tenure member list --endpoints 10.0.0.1:8001,10.0.0.2:8001 --cacert /etc/tenure/ca.pem
+  tenure member add 4 10.0.0.4:7001 --token-file /etc/tenure/ops.token
+  tenure member replace 3 6 10.0.0.6:7001
+
 Exit status: 0 done; 1 error (no endpoint answered, no leader within --wait-ms, a bad argument, \
 a refused token); 2 refused: the cluster said no (a duplicate id, address or directory, not a \
 member, a learner that has not caught up; a change in progress or too few healthy voters after \

@@ -12,9 +12,14 @@ use tenure::tokens::TokenArgs;
 use tenure_api::DeadNoticeBody;
 use tenure_node::storage::dead_incarnation;
 
-/// `--help` after the flags: the exit status, the trust it asks for, and
-/// the systemd unit it is made for.
+/// `--help` after the flags: an example, the exit status, the trust it asks for,
+/// and the systemd unit it is made for.
 pub const NOTIFY_HELP: &str = "\
+Example: node 2's process is dead (incarnation 7, as `tenure status --json` showed); tell nodes 1
+and 3 (on node 2's host, --data-dir /var/lib/tenure/node-2 may replace --incarnation, see below):
+  tenure notify-dead --node 2 --incarnation 7 --endpoints 10.0.0.1:8001,10.0.0.3:8003 \\
+    --cacert /etc/tenure/ca.pem --token-file /etc/tenure/notify.token
+
 Exit status: 0 when at least one node accepted the notice, 1 otherwise (each endpoint's answer \
 is printed).
 

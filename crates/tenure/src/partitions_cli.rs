@@ -19,6 +19,11 @@ use tenure_client::Cluster;
 
 /// `tenure partitions`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  tenure partitions list
+  tenure partitions show shards --each
+  tenure partitions show orders --json --endpoints 10.0.0.1:8001,10.0.0.2:8001 --cacert ca.pem")]
 pub struct PartitionsArgs {
     #[command(subcommand)]
     command: PartitionsCommand,
