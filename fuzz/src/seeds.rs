@@ -163,6 +163,11 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             config: tenure_core::ConfigId::BOOTSTRAP,
         },
         Frame::Reject { reason: "no".into() },
+        Frame::Removed {
+            config: tenure_core::ConfigId { token: FencingToken(4), index: 9 },
+            voters: vec![NodeId(1), NodeId(2)],
+            reason: "node 3 is not a member".into(),
+        },
         Frame::Pong { nonce: 7 },
     ];
     let token = FencingToken::for_term(t(1));

@@ -176,7 +176,9 @@ async fn start_valid(
         )
         .with_api_address(config.api_address.clone())
         .with_etcd_address(config.etcd_address.clone())
-        .with_peer_address(Some(peer_addr.to_string())),
+        .with_peer_address(Some(peer_addr.to_string()))
+        .with_joining(config.joining)
+        .with_roster_from_log(peer_data.is_some()),
     );
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
@@ -480,5 +482,12 @@ impl NodeHandle {
     pub async fn stop_requested(&self) {
         let mut rx = self.shared.stop.subscribe();
         let _ = rx.wait_for(|&stop| stop).await;
+    }
+
+    /// Completes once a majority of this node's voters told it that it was
+    /// removed from the cluster while it was away
+    /// ([`crate::transport::Removal`]): the node should stop.
+    pub async fn removed(&self) -> crate::transport::Removal {
+        self.shared.net.removed().await
     }
 }

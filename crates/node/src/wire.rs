@@ -6,7 +6,7 @@
 //!
 //! A connection is one-way for election messages: the dialer sends
 //! [`Frame::Hello`], the acceptor answers [`Frame::HelloAck`] or
-//! [`Frame::Reject`] (and closes). Then the dialer sends [`Frame::Message`]s and
+//! [`Frame::Reject`] or [`Frame::Removed`] (and closes). Then the dialer sends [`Frame::Message`]s and
 //! [`Frame::Ping`]s, and the acceptor answers each ping with a [`Frame::Pong`].
 //!
 //! The same connection carries the replicated log's traffic
@@ -155,6 +155,20 @@ pub enum Frame {
     /// Dialer -> acceptor: a client request forwarded to the leader, or the
     /// leader's answer to one.
     Forward(Forward),
+    /// Acceptor -> dialer: handshake refused because the acceptor's
+    /// configuration, newer than the one the dialer's hello showed, no
+    /// longer names the dialer, which still counts itself a voter: it was
+    /// removed while it was away (see [`crate::transport`]). The connection
+    /// is closed after it. Last of the frames, so that a node of the build
+    /// before reads every other frame as it did.
+    Removed {
+        /// The acceptor's configuration.
+        config: ConfigId,
+        /// Its voters.
+        voters: Vec<NodeId>,
+        /// Why, for the dialer's log.
+        reason: String,
+    },
 }
 
 pub use tenure_replica::router::{Forward, ForwardRefusal};
@@ -243,6 +257,11 @@ mod tests {
             Frame::Forward(Forward::Ask { id: 7, request: b"renew 3".to_vec() }),
             Frame::Forward(Forward::Answered { id: 7, result: Ok(b"ok".to_vec().into()) }),
             Frame::Forward(Forward::Answered { id: 8, result: Err(ForwardRefusal::NoService) }),
+            Frame::Removed {
+                config: ConfigId { token: tenure_core::FencingToken(4), index: 9 },
+                voters: vec![NodeId(1), NodeId(2)],
+                reason: "node 3 is not a member".into(),
+            },
         ];
         for f in frames {
             let bytes = encode(&f);

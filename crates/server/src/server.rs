@@ -91,6 +91,10 @@ pub enum ServerError {
         #[source]
         source: JoinError,
     },
+    /// A majority of the node's voters told it that it was removed from the
+    /// cluster while it was away; it stopped.
+    #[error(transparent)]
+    Removed(tenure_node::transport::Removal),
     /// The node did not start (invalid configuration, data directory, state file).
     #[error("node {id} cannot start")]
     Node {
@@ -250,10 +254,14 @@ pub async fn run(
     });
     let http = tokio::spawn(serving);
 
-    let (reason, refused) = tokio::select! {
-        () = shutdown => ("shutdown signal", None),
-        () = handle.stop_requested() => ("stop requested", None),
-        refused = join_refused(joining) => ("the cluster did not add this node", Some(refused)),
+    let (reason, refused, removed) = tokio::select! {
+        () = shutdown => ("shutdown signal", None, None),
+        () = handle.stop_requested() => ("stop requested", None, None),
+        refused = join_refused(joining) => ("the cluster did not add this node", Some(refused), None),
+        removal = handle.removed() => {
+            tracing::error!(error = %removal, "removed from the cluster: stopping");
+            ("removed from the cluster", None, Some(removal))
+        }
     };
     if let Some(task) = stop_joining {
         task.abort();
@@ -276,9 +284,10 @@ pub async fn run(
     rejection_summaries.abort();
     rejections.flush();
     info!(node = %id, "stopped");
-    match refused {
-        Some(source) => Err(ServerError::Join { id, source }),
-        None => Ok(()),
+    match (refused, removed) {
+        (Some(source), _) => Err(ServerError::Join { id, source }),
+        (None, Some(removal)) => Err(ServerError::Removed(removal)),
+        (None, None) => Ok(()),
     }
 }
 

@@ -488,6 +488,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         let roster = Roster {
             config: electorate.id,
             voters: electorate.voters.clone(),
+            learners: electorate.learners.clone(),
             directories: membership
                 .members
                 .all()

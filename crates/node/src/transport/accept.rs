@@ -14,7 +14,7 @@
 //! [`PEER_IDLE_PINGS`] ping intervals is closed.
 
 use super::inbound::{Inbound, PeerData};
-use super::net::{Advertised, Net, PeerLink, HANDSHAKE_TIMEOUT};
+use super::net::{show_voters, Advertised, Net, PeerLink, HANDSHAKE_TIMEOUT};
 use super::reject_log::REJECT_LOG_INTERVAL;
 use super::stream::{Conn, PeerStream, TLS_HANDSHAKE_RECORD};
 use crate::storage::MAX_INCARNATION;
@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure_core::{DirectoryId, NodeId};
+use tenure_core::{ConfigId, DirectoryId, NodeId};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 use tokio::task::{AbortHandle, JoinSet};
@@ -345,7 +345,14 @@ async fn admit(
         Ok(Frame::Hello { from, .. }) => net.link(*from),
         _ => None,
     };
+    let removed = removed_voter(net, &hello);
     let checked = check_hello(net, hello)
+        .and_then(|h| match removed {
+            // A departing member (the last change removed it) passes the
+            // checks, but it is no more a member than a stranger.
+            Some(from) => Err(format!("node {from} {NOT_A_MEMBER} (removed)")),
+            None => Ok(h),
+        })
         .and_then(|h| check_certificate(net, &conn, h.from).map(|_| h))
         .and_then(|h| duplicate_id(net, slots, &h, remote).map_or(Ok(h), Err));
     let hello = match checked {
@@ -353,6 +360,23 @@ async fn admit(
         Err(reason) => {
             if let Some(link) = claimed {
                 link.handshake_failed(&format!("this node refused its handshake: {reason}"));
+            }
+            // A voter removed while it was away is told so, once its
+            // certificate shows it is the node it claims to be.
+            let removed = removed.filter(|&from| {
+                reason.contains(NOT_A_MEMBER) && check_certificate(net, &conn, from).is_ok()
+            });
+            if let Some(from) = removed {
+                let roster = net.roster();
+                let reason = format!(
+                    "node {from} {NOT_A_MEMBER}: configuration {} (voters {}) no longer names it",
+                    roster.config,
+                    show_voters(&roster.voters)
+                );
+                net.reject(remote, &reason);
+                let frame = Frame::Removed { config: roster.config, voters: roster.voters, reason };
+                let _ = conn.send(wire::encode(&frame)).await;
+                return None;
             }
             refuse(net, conn, remote, &reason).await;
             return None;
@@ -420,6 +444,26 @@ fn guest_address(
 /// passed: a node about to join can tell that its setup suits the cluster
 /// before it asks to be added (`tenure server --join`).
 pub const NOT_A_MEMBER: &str = "is not a member of this cluster";
+
+/// The dialer of `hello`, if it is a removed member: this node's
+/// configuration names it no more (it is no link of this node's, or the
+/// departing member of the last change), and its hello shows either an
+/// older configuration that counts it a voter (it was removed while it was
+/// away), or a configuration of the log, not newer than this node's, that
+/// does not name it (it was removed, and knows it). Neither is a node that
+/// joins (its hello shows the bootstrap list without itself), nor a guest
+/// (a newer configuration), nor a leader committing its own removal (the
+/// same configuration as this node's, or a newer one, naming it). Pure, as
+/// [`check_hello`].
+pub(super) fn removed_voter(net: &Net, hello: &Result<Frame, wire::FrameError>) -> Option<NodeId> {
+    let Ok(Frame::Hello { from, config, voters, .. }) = hello else { return None };
+    let roster = net.roster();
+    let named = roster.voters.contains(from) || roster.learners.contains(from);
+    let away = *config < roster.config && voters.contains(from);
+    let knows =
+        *config != ConfigId::BOOTSTRAP && *config <= roster.config && !voters.contains(from);
+    (*from != net.me && !named && (away || knows)).then_some(*from)
+}
 
 /// Logs and counts a refusal, and tells the dialer why.
 async fn refuse(net: &Net, mut conn: Conn, remote: SocketAddr, reason: &str) {

@@ -58,6 +58,12 @@ pub(super) async fn dial_loop(
     mut closing: watch::Receiver<bool>,
 ) {
     let mut backoff = RECONNECT_MIN;
+    // A hello shows the configuration this node counts by: a node with a
+    // replicated log knows it once its log task gave it.
+    tokio::select! {
+        () = net.roster_known() => {}
+        _ = closing.wait_for(|&c| c) => return,
+    }
     loop {
         if *closing.borrow() {
             return;
@@ -226,6 +232,17 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
             link.handshake_failed(&format!("node {} refused our handshake: {reason}", link.id));
             return Err(reason);
         }
+        Ok(Frame::Removed { config, voters, reason }) => {
+            let counted = net.note_removed(link.id, config, voters);
+            let reason = if counted {
+                format!("{reason}: this node was removed from the cluster")
+            } else {
+                reason
+            };
+            warn!(peer = %link.id, %addr, %reason, "peer refused our handshake");
+            link.handshake_failed(&format!("node {} refused our handshake: {reason}", link.id));
+            return Err(reason);
+        }
         Ok(other) => {
             let problem = format!("unexpected handshake reply {other:?}");
             (Some(problem), 0, Advertised::default(), DirectoryId(0))
@@ -242,6 +259,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         }
         None => {
             link.handshake_accepted(advertised, directory);
+            net.note_accepted(link.id);
             Ok(incarnation)
         }
     }

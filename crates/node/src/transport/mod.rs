@@ -36,7 +36,7 @@ pub use dial::{
 };
 pub use inbound::{Inbound, PeerData};
 pub use net::{
-    show_voters, Advertised, Net, PeerLink, Roster, WireStats, HANDSHAKE_TIMEOUT,
+    show_voters, Advertised, Net, PeerLink, Removal, Roster, WireStats, HANDSHAKE_TIMEOUT,
     PEER_DATA_QUEUE_CAPACITY, PEER_QUEUE_CAPACITY,
 };
 pub use reject_log::{REJECT_LOG_BURST, REJECT_LOG_INTERVAL};
@@ -282,6 +282,142 @@ mod tests {
         assert!(zero.contains("data-directory identity 0"), "{zero}");
     }
 
+    /// A voter removed while it was away (its hello shows an older
+    /// configuration naming it) is told so by each member; it counts the
+    /// members that said so, and learns it was removed once a majority of
+    /// its voters did. A joining node, a node the newer configuration names,
+    /// or a configuration not newer than its own count for nothing.
+    #[tokio::test]
+    async fn a_voter_removed_while_away_learns_it_from_a_majority() {
+        let addr = |p: u16| -> std::net::SocketAddr { ([127, 0, 0, 1], p).into() };
+        let id = |t: u64, index: u64| tenure_core::ConfigId {
+            token: tenure_core::FencingToken(t),
+            index,
+        };
+        let (old, new) = (id(3, 8), id(4, 20));
+        let two_of = || vec![NodeId(1), NodeId(2)];
+        let net_of = |me: u64, joining: bool, peers: &[u64]| {
+            let peers: Vec<_> = peers.iter().map(|&p| (NodeId(p), addr(p as u16))).collect();
+            Net::new(
+                "c".into(),
+                NodeId(me),
+                7,
+                tenure_core::DirectoryId(0xd0 + u128::from(me)),
+                ProtocolKind::Raft,
+                &peers,
+                Clock::new(),
+                Duration::from_millis(10),
+                RECONNECT_MIN,
+                None,
+            )
+            .with_joining(joining)
+        };
+        // Node 1, a member of configuration `new` of voters {1,2}: node 3's
+        // hello at `old` over {1,2,3} is a removed voter's.
+        let member = net_of(1, false, &[1, 2]);
+        member.set_roster(Roster {
+            config: new,
+            voters: vec![NodeId(1), NodeId(2)],
+            ..Roster::default()
+        });
+        let hello = |from: u64, voters: Vec<u64>, config| {
+            Ok(crate::wire::Frame::Hello {
+                version: crate::wire::WIRE_VERSION,
+                cluster_id: "c".into(),
+                from: NodeId(from),
+                to: NodeId(1),
+                protocol: ProtocolKind::Raft,
+                incarnation: 5,
+                voters: voters.into_iter().map(NodeId).collect(),
+                api_address: None,
+                directory: tenure_core::DirectoryId(0xd3),
+                config,
+                peer_address: None,
+                etcd_address: None,
+            })
+        };
+        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2, 3], old)), Some(NodeId(3)));
+        let e = check_hello(&member, hello(3, vec![1, 2, 3], old)).unwrap_err();
+        assert!(e.contains(NOT_A_MEMBER), "{e}");
+        // Not one: a hello that does not count itself a voter (a joiner),
+        // as new as this node's or newer (a guest), or from a member.
+        assert_eq!(
+            accept::removed_voter(&member, &hello(3, vec![1, 2], tenure_core::ConfigId::BOOTSTRAP)),
+            None
+        );
+        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2, 3], new)), None);
+        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2], id(5, 30))), None);
+        // A removed node that knows it: its configuration names it no more.
+        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2], new)), Some(NodeId(3)));
+        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2], old)), Some(NodeId(3)));
+        assert_eq!(accept::removed_voter(&member, &hello(2, vec![1, 2, 3], old)), None);
+        // The departing member of the last change (a link still) is one too.
+        let departing = net_of(1, false, &[1, 2, 3]);
+        departing.set_roster(Roster { config: new, voters: two_of(), ..Roster::default() });
+        assert_eq!(
+            accept::removed_voter(&departing, &hello(3, vec![1, 2, 3], old)),
+            Some(NodeId(3))
+        );
+        departing.set_roster(Roster {
+            config: new,
+            voters: two_of(),
+            learners: vec![NodeId(3)],
+            ..Roster::default()
+        });
+        assert_eq!(accept::removed_voter(&departing, &hello(3, vec![1, 2, 3], old)), None);
+
+        // Node 3, counting by `old` over {1,2,3}.
+        let removed = net_of(3, false, &[1, 2, 3]);
+        let own = Roster {
+            config: old,
+            voters: vec![NodeId(1), NodeId(2), NodeId(3)],
+            ..Roster::default()
+        };
+        removed.set_roster(own.clone());
+        let two = vec![NodeId(1), NodeId(2)];
+        // What does not count: an older configuration, one naming node 3,
+        // a peer that is not its voter.
+        assert!(!removed.note_removed(NodeId(1), id(2, 30), two.clone()));
+        assert!(!removed.note_removed(NodeId(1), new, vec![NodeId(1), NodeId(3)]));
+        assert!(!removed.note_removed(NodeId(5), new, two.clone()));
+        // One voter of three is no majority; an acceptance withdraws it.
+        assert!(removed.note_removed(NodeId(1), new, two.clone()));
+        assert_eq!(removed.removal(), None);
+        removed.note_accepted(NodeId(1));
+        assert!(removed.note_removed(NodeId(2), new, two.clone()));
+        assert_eq!(removed.removal(), None);
+        assert!(removed.note_removed(NodeId(1), new, two.clone()));
+        let removal = tokio::time::timeout(Duration::from_secs(1), removed.removed())
+            .await
+            .expect("a majority said so");
+        assert_eq!((removal.by, removal.config, removal.own), (two.clone(), new, old));
+        let said = removed.removal().expect("kept").to_string();
+        assert!(
+            said.contains("node 3 was removed from the cluster while it was away")
+                && said.contains("nodes 1, 2 count by configuration")
+                && said.contains("tenure member add 3"),
+            "{said}"
+        );
+
+        // A node whose own log removed it counts a configuration as new as
+        // its own.
+        let knew = net_of(3, false, &[1, 2, 3]);
+        knew.set_roster(Roster { config: new, voters: two.clone(), ..Roster::default() });
+        assert!(!knew.note_removed(NodeId(1), old, two.clone()));
+        assert!(knew.note_removed(NodeId(1), new, two.clone()));
+        assert!(knew.note_removed(NodeId(2), id(4, 21), two.clone()));
+        let said = knew.removal().expect("a majority").to_string();
+        assert!(said.contains("node 3 was removed from the cluster: nodes 1, 2"), "{said}");
+        // A node that joins, with no configuration from its log yet, shows
+        // itself as no voter and counts nothing; once its log names one, it
+        // counts as any member.
+        let joiner = net_of(3, true, &[1, 2]);
+        assert_eq!(joiner.roster().voters, two);
+        assert!(!joiner.note_removed(NodeId(1), new, two.clone()));
+        joiner.set_roster(own);
+        assert!(joiner.note_removed(NodeId(1), new, two));
+    }
+
     /// Nodes that count their majorities over different voter sets refuse
     /// each other, both ways, with a reason naming both sets; a malformed
     /// set is refused too. Addresses play no part.
@@ -346,6 +482,7 @@ mod tests {
             config: written,
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],
             directories: [(NodeId(2), tenure_core::DirectoryId(0xd9))].into_iter().collect(),
+            ..Roster::default()
         });
         let e = check_hello(&net, hello(vec![1, 2, 3])).unwrap_err();
         assert!(
@@ -392,7 +529,7 @@ mod tests {
         net.set_roster(Roster {
             config: tenure_core::ConfigId::BOOTSTRAP,
             voters: vec![NodeId(1), NodeId(2), NodeId(3)],
-            directories: Default::default(),
+            ..Roster::default()
         });
         let link = &net.links()[0];
         let voters = [NodeId(1), NodeId(2)];
@@ -519,7 +656,7 @@ mod tests {
         na.set_roster(Roster {
             config: newer,
             voters: vec![NodeId(1), NodeId(2)],
-            directories: Default::default(),
+            ..Roster::default()
         });
         let inbound = || {
             let (election, rx) = mpsc::channel(64);

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tenure_core::{ConfigId, DirectoryId, Message, NodeId, ProtocolKind};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, info, warn};
 
 /// Messages queued per peer before the oldest is dropped.
@@ -346,6 +346,55 @@ pub struct Net {
     /// This node's data-directory identity, shown at every handshake.
     pub directory: DirectoryId,
     reject_log: Mutex<RejectLog>,
+    /// The voters that told this node it was removed ([`Frame::Removed`]),
+    /// with their configurations.
+    removed_by: Mutex<BTreeMap<NodeId, (ConfigId, Vec<NodeId>)>>,
+    /// Set once a majority of this node's voters told it so.
+    removed: watch::Sender<Option<Removal>>,
+    /// Whether this node knows the configuration it counts by: a node with
+    /// a replicated log learns it from its log task ([`Net::set_roster`]),
+    /// and dials no one before (its hello would show the wrong one).
+    roster_known: watch::Sender<bool>,
+    /// This node joins a running cluster (`--join`): until its log names
+    /// a configuration, the voters it counts by are only whom it dials
+    /// first, and a refusal is no sign that it was removed.
+    joining: bool,
+}
+
+/// A majority of the voters this node counts by told it that their
+/// configuration no longer names it: it was removed from the cluster, while
+/// it was away (stopped, or cut off: its log does not know yet) or while it
+/// ran. It cannot serve again with this data directory.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "node {me} was removed from the cluster{while_}: node{s} {by} count{verb} by configuration \
+     {config} (voters {voters}), which no longer names it{own_}. It cannot serve again with \
+     this data directory; to bring it back, add it as a new member: `tenure member add {me} \
+     HOST:PORT` on a member, then start it with an empty --data-dir and --join",
+    while_ = if self.knew { "" } else { " while it was away" },
+    own_ = if self.knew {
+        String::new()
+    } else {
+        format!(", and this node's log still counts it a voter of configuration {}", self.own)
+    },
+    s = if self.by.len() == 1 { "" } else { "s" },
+    verb = if self.by.len() == 1 { "s" } else { "" },
+    by = self.by.iter().map(|n| n.0.to_string()).collect::<Vec<_>>().join(", "),
+    voters = show_voters(&self.voters),
+)]
+pub struct Removal {
+    /// This node.
+    pub me: NodeId,
+    /// The voters that said so.
+    pub by: Vec<NodeId>,
+    /// The newest configuration they showed.
+    pub config: ConfigId,
+    /// Its voters.
+    pub voters: Vec<NodeId>,
+    /// The configuration this node counts by.
+    pub own: ConfigId,
+    /// Whether this node's own log knew of its removal.
+    pub knew: bool,
 }
 
 impl Net {
@@ -369,7 +418,7 @@ impl Net {
         voters.push(me);
         voters.sort_unstable();
         voters.dedup();
-        let roster = Roster { config: ConfigId::BOOTSTRAP, voters, directories: BTreeMap::new() };
+        let roster = Roster { config: ConfigId::BOOTSTRAP, voters, ..Roster::default() };
         Net {
             cluster_id,
             me,
@@ -393,7 +442,99 @@ impl Net {
             peer_address: None,
             directory,
             reject_log: Mutex::new(RejectLog::default()),
+            removed_by: Mutex::new(BTreeMap::new()),
+            removed: watch::Sender::new(None),
+            roster_known: watch::Sender::new(true),
+            joining: false,
         }
+    }
+
+    /// The same, for a node whose replicated log gives it the configuration
+    /// it counts by: it dials no one until [`Net::set_roster`] was called.
+    pub fn with_roster_from_log(self, from_log: bool) -> Self {
+        self.roster_known.send_replace(!from_log);
+        self
+    }
+
+    /// Completes once this node knows the configuration it counts by.
+    pub(super) async fn roster_known(&self) {
+        let mut rx = self.roster_known.subscribe();
+        let _ = rx.wait_for(|&known| known).await;
+    }
+
+    /// The same, for a node that joins a running cluster (see
+    /// [`crate::NodeConfig::joining`]): until its log names a
+    /// configuration, its handshakes do not count it among the voters (it
+    /// is none), so that no member takes it for a removed voter.
+    pub fn with_joining(mut self, joining: bool) -> Self {
+        self.joining = joining;
+        if joining {
+            let me = self.me;
+            self.roster.get_mut().unwrap_or_else(|e| e.into_inner()).voters.retain(|&v| v != me);
+        }
+        self
+    }
+
+    /// Voter `peer` refused this node's handshake with [`Frame::Removed`]:
+    /// its configuration `config`, of `voters`, no longer names this node.
+    /// Counted if this node still counts itself a voter (of its log's
+    /// configuration, or of the bootstrap list unless it joins) and that
+    /// configuration is newer than this node's (it was removed while it
+    /// was away), or if this node's log's configuration names it no more
+    /// and the peer's is at least as new (it was removed, and runs on);
+    /// once a majority of the voters this node counts by said so,
+    /// [`Net::removed`] tells it. Returns whether it counted.
+    pub(crate) fn note_removed(&self, peer: NodeId, config: ConfigId, voters: Vec<NodeId>) -> bool {
+        let roster = self.roster();
+        let me = self.me;
+        let joining = self.joining && roster.config == ConfigId::BOOTSTRAP;
+        let away = roster.voters.contains(&me) && config > roster.config;
+        let named = roster.voters.contains(&me) || roster.learners.contains(&me);
+        let knows = !named && roster.config != ConfigId::BOOTSTRAP && config >= roster.config;
+        let counts = roster.voters.contains(&peer) && !voters.contains(&me) && !joining;
+        if !counts || !(away || knows) {
+            return false;
+        }
+        let mut by = lock(&self.removed_by);
+        by.insert(peer, (config, voters));
+        by.retain(|id, (c, _)| roster.voters.contains(id) && *c >= roster.config);
+        // A majority of the voters this node counts by, not counting itself.
+        if by.len() > roster.voters.len() / 2 {
+            let (config, voters) = by.values().max_by_key(|(c, _)| *c).cloned().expect("not empty");
+            let by = by.keys().copied().collect();
+            let removal = Removal { me, by, config, voters, own: roster.config, knew: knows };
+            self.removed.send_if_modified(|r| {
+                let changed = r.is_none();
+                if changed {
+                    *r = Some(removal);
+                }
+                changed
+            });
+        }
+        true
+    }
+
+    /// Voter `peer` accepted this node's handshake: whatever it said
+    /// before about a removal no longer stands.
+    pub(crate) fn note_accepted(&self, peer: NodeId) {
+        lock(&self.removed_by).remove(&peer);
+    }
+
+    /// Completes once a majority of this node's voters told it that it was
+    /// removed ([`Removal`]).
+    pub async fn removed(&self) -> Removal {
+        let mut rx = self.removed.subscribe();
+        let seen = rx.wait_for(|r| r.is_some()).await.ok().and_then(|r| r.clone());
+        match seen {
+            Some(removal) => removal,
+            // The sender lives as long as `self`.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The removal, if a majority of this node's voters told it so.
+    pub fn removal(&self) -> Option<Removal> {
+        self.removed.borrow().clone()
     }
 
     /// The same, advertising `api_address` at every handshake (see
@@ -510,6 +651,7 @@ impl Net {
         roster.voters.sort_unstable();
         roster.voters.dedup();
         *lock(&self.roster) = roster;
+        self.roster_known.send_replace(true);
     }
 
     /// Every other member's link (a snapshot: the set changes with the
@@ -633,13 +775,15 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 }
 
 /// The configuration a node counts by, as its handshakes show it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Roster {
     /// Where the configuration was written ([`ConfigId::BOOTSTRAP`]: the
     /// bootstrap list).
     pub config: ConfigId,
     /// Its voters, ids ascending.
     pub voters: Vec<NodeId>,
+    /// Its learners.
+    pub learners: Vec<NodeId>,
     /// The data directory each member was added with, where the
     /// configuration names one (not the bootstrap members).
     pub directories: BTreeMap<NodeId, DirectoryId>,
