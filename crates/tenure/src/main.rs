@@ -34,7 +34,18 @@ use std::process::ExitCode;
 
 /// tenure: leader election for a cluster of servers.
 #[derive(Parser)]
-#[command(name = "tenure", version, about)]
+#[command(
+    name = "tenure",
+    version,
+    about,
+    after_help = "Examples:
+  tenure demo
+  tenure server --config /etc/tenure/tenure.toml
+  tenure status --endpoints https://10.0.0.1:8001,https://10.0.0.2:8001
+
+Every command exits 64 on a usage error (an unknown flag, a missing or malformed argument: \
+nothing was done); its other exit statuses are in its --help."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -91,8 +102,25 @@ enum Command {
     BenchPartitionsMember(tenure_bench::partitions::MemberArgs),
 }
 
+/// Exit status of a usage error (an unknown flag, a missing or malformed
+/// argument: nothing was done), sysexits' `EX_USAGE`. clap's own 2 would
+/// read as a command's documented 2 (`tenure status`: the endpoints
+/// disagree; `tenure elect`: leadership lost; `tenure kv`: a conflict).
+const USAGE_ERROR: u8 = 64;
+
 fn main() -> ExitCode {
-    let command = Cli::parse().command;
+    let command = match Cli::try_parse() {
+        Ok(cli) => cli.command,
+        Err(e) => {
+            // Help and version go to stdout and exit 0, as with `parse`.
+            let _ = e.print();
+            return if e.exit_code() == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(USAGE_ERROR)
+            };
+        }
+    };
     if reports_only(&command) {
         die_on_broken_pipe();
     }

@@ -1,6 +1,7 @@
 //! The CLI as a shell uses it: a reporting command whose reader went away
 //! (`tenure status --json | head`) ends by SIGPIPE as `cat` does, not with
-//! a panic (exit 101); `TENURE_ENDPOINTS` stands for `--endpoints`.
+//! a panic (exit 101); `TENURE_ENDPOINTS` stands for `--endpoints`; a
+//! usage error exits 64, never a status a command documents.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
@@ -81,4 +82,27 @@ fn an_environment_endpoint_list_does_not_conflict_with_store() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--store and --endpoints both name the store"), "{err}");
+}
+
+/// A typo'd flag or a missing argument exits 64 with clap's message, so a
+/// script never reads it as `tenure status`'s 2 (the endpoints disagree),
+/// `tenure elect`'s 2 (leadership lost) or `tenure kv`'s 2 (a conflict);
+/// help exits 0.
+#[test]
+fn a_usage_error_exits_64_and_help_exits_0() {
+    for args in [
+        &["status", "--endpoint", "127.0.0.1:1"][..],
+        &["kv", "put", "only-a-key"][..],
+        &["elect"][..],
+        &["member", "remove", "two"][..],
+        &["no-such-command"][..],
+    ] {
+        let out = tenure().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && err.contains("--help"), "{args:?}: {err}");
+    }
+    let out = tenure().args(["status", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Example"));
 }
