@@ -77,6 +77,10 @@ Config file (TOML; every key optional, unknown keys are errors):
                             # read: status, leader, watch, metrics, kv reads and watches
   token_file = \"/etc/tenure/ops.token\"  # the secret, chmod 600; or token_sha256 = \"<hex>\"
 
+Exit status: 0 after SIGTERM or Ctrl-C (a leader hands over first); 78 when the node was removed
+from the cluster while it was away (--supervised and the systemd unit do not restart it); 64 a
+usage error; 1 any other error.
+
 Security: peer connections use mutual TLS and the HTTP API serves HTTPS, both with --tls-cert,
 --tls-key and --tls-ca; `tenure cert --out certs --nodes 1,2,3` makes a CA and the node
 certificates. API callers send a bearer token of api_tokens. Without the certificates the

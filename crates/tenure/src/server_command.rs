@@ -70,6 +70,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     };
     let id = config.node.id;
     if let Err(e) = server::run(config, peers, http, stop).await {
+        if let ServerError::Removed(removal) = &e {
+            eprintln!("error: {removal}");
+            return Ok(ExitCode::from(REMOVED_EXIT));
+        }
         return match needs_a_term(&e) {
             true => Err(anyhow::anyhow!(
                 "{:#}. Instead, node {id} can be given up and replaced, which needs no term: \
@@ -82,6 +86,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Exit status of a node removed from the cluster while it was away
+/// (sysexits' `EX_CONFIG`): the supervisor (`--supervised`) and the
+/// systemd unit do not restart it, since no restart can help.
+pub const REMOVED_EXIT: u8 = 78;
 
 /// Whether the node refused to start from a state that only
 /// `--reset-term` recovers (no record of its votes is left).

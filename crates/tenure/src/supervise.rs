@@ -203,10 +203,10 @@ pub async fn run(supervision: Supervision) -> anyhow::Result<ExitCode> {
             finish(notices).await;
             return Ok(exit_code(status));
         }
-        if status.success() {
-            info!(node = %supervision.node, "supervisor: node exited cleanly; exiting");
+        if let Some((code, why)) = final_exit(status) {
+            info!(node = %supervision.node, %status, "supervisor: {why}; exiting");
             finish(notices).await;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(code);
         }
         if started.elapsed() >= LONG_RUN {
             pause = RESTART_PAUSE_MIN;
@@ -220,6 +220,22 @@ pub async fn run(supervision: Supervision) -> anyhow::Result<ExitCode> {
             }
             pause = (pause * 2).min(RESTART_PAUSE_MAX);
         }
+    }
+}
+
+/// The supervisor's exit status, and why, if the node's exit `status` is
+/// final: it exited cleanly, or it was removed from the cluster
+/// ([`crate::server_command::REMOVED_EXIT`]: a restart cannot help).
+/// `None`: restart it.
+fn final_exit(status: std::process::ExitStatus) -> Option<(ExitCode, &'static str)> {
+    let removed = i32::from(crate::server_command::REMOVED_EXIT);
+    match status.code() {
+        Some(0) => Some((ExitCode::SUCCESS, "node exited cleanly")),
+        Some(c) if c == removed => Some((
+            ExitCode::from(crate::server_command::REMOVED_EXIT),
+            "the node was removed from the cluster, which no restart mends",
+        )),
+        _ => None,
     }
 }
 
@@ -347,6 +363,18 @@ mod tests {
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_clean_exit_and_a_removal_are_final_and_the_rest_restarts() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::ExitStatus;
+        let code = |c: i32| ExitStatus::from_raw(c << 8);
+        assert_eq!(final_exit(code(0)).map(|(c, _)| c), Some(ExitCode::SUCCESS));
+        assert_eq!(final_exit(code(78)).map(|(c, _)| c), Some(ExitCode::from(78)));
+        for restarted in [code(1), code(64), code(101), ExitStatus::from_raw(9)] {
+            assert!(final_exit(restarted).is_none(), "{restarted}");
+        }
     }
 
     #[test]

@@ -217,10 +217,20 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// Waits for server `i` to exit on its own (a refused join), and returns
 /// its log.
 async fn refused(c: &mut TestCluster, i: usize, what: &str) -> String {
+    stopped(c, i, what, 1).await
+}
+
+/// The exit status of a server removed from the cluster (`tenure server`'s
+/// `--help`).
+const REMOVED_EXIT: i32 = 78;
+
+/// Waits for server `i` to exit on its own with status `code`, and returns
+/// its log.
+async fn stopped(c: &mut TestCluster, i: usize, what: &str, code: i32) -> String {
     let exited = c.servers[i].proc.wait_exit(BOUND).await;
     let log = c.servers[i].proc.log_text();
     let status = exited.unwrap_or_else(|e| panic!("{what}: {e}\n{log}"));
-    assert_eq!(status.code(), Some(1), "{what}: {log}");
+    assert_eq!(status.code(), Some(code), "{what}: {log}");
     std::fs::write(&c.servers[i].log, "").unwrap();
     log
 }
@@ -334,32 +344,40 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
 
     // Shrink: nodes 2 and 5 (one of the first three, one that joined)
     // removed through a follower's endpoint (the CLI takes the change to
-    // the leader), then stopped.
+    // the leader); node 2 stopped after its removal, node 5 before it (it
+    // is away while it is removed).
     let kept = [0, 2, 3];
     for (id, i) in [(2, 1), (5, 4)] {
+        if id == 5 {
+            c.signal(i, nix::sys::signal::Signal::SIGTERM);
+            c.wait_exit(i, BOUND);
+        }
         let m = members_when(&c, &kept, "a leader", |_| true).await;
         let via = kept.into_iter().find(|&j| j != m.leader.unwrap() as usize - 1).unwrap();
         let out = cli(&c, &["member", "remove", &id.to_string(), "-e", &c.endpoint(via)]).await;
         assert_eq!(code(&out), 0, "remove {id} via node {}: {}", via + 1, text(&out));
         assert!(text(&out).contains(&format!("node {id} removed")), "{}", text(&out));
-        c.signal(i, nix::sys::signal::Signal::SIGTERM);
-        c.wait_exit(i, BOUND);
+        if id == 2 {
+            c.signal(i, nix::sys::signal::Signal::SIGTERM);
+            c.wait_exit(i, BOUND);
+        }
     }
     let m = members_when(&c, &kept, "three voters again", |m| voters(m) == [1, 3, 4]).await;
     assert!(m.learners.is_empty());
     let n = writer.check(&c, &kept, "shrunk to three").await;
     eprintln!("shrunk to three after {:?}: {n} writes", began.elapsed());
 
-    // Node 5, removed (its log may or may not hold its removal), starts
-    // again with --join: it was added once, so it does not add itself
-    // again; the members tell it that it was removed, and it stops with an
-    // error that says what to do.
+    // Node 5, removed while it was away, starts again with --join: it was
+    // added once, so it does not add itself again; the members tell it that
+    // it was removed, and it stops for good (exit status 78, which the
+    // supervisor and the systemd unit do not restart) with an error that
+    // says what to do.
     std::fs::write(&c.servers[4].log, "").unwrap();
     join(&mut c, 4, &kept, &[]);
-    let log = refused(&mut c, 4, "node 5, removed").await;
+    let log = stopped(&mut c, 4, "node 5, removed while away", REMOVED_EXIT).await;
     assert!(
         log.contains("joined before")
-            && log.contains("node 5 was removed from the cluster")
+            && log.contains("node 5 was removed from the cluster while it was away")
             && log.contains("tenure member add 5"),
         "{log}"
     );
@@ -415,7 +433,7 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
     std::fs::remove_dir_all(&c.servers[3].data_dir).unwrap();
     copy_dir(&before_wipe, &c.servers[3].data_dir);
     join(&mut c, 3, &[0, 2], &[]);
-    let log = refused(&mut c, 3, "node 4, removed while away").await;
+    let log = stopped(&mut c, 3, "node 4, removed while away", REMOVED_EXIT).await;
     assert!(
         log.contains("node 4 was removed from the cluster while it was away")
             && log.contains("tenure member add 4"),

@@ -445,24 +445,21 @@ fn guest_address(
 /// before it asks to be added (`tenure server --join`).
 pub const NOT_A_MEMBER: &str = "is not a member of this cluster";
 
-/// The dialer of `hello`, if it is a removed member: this node's
-/// configuration names it no more (it is no link of this node's, or the
-/// departing member of the last change), and its hello shows either an
-/// older configuration that counts it a voter (it was removed while it was
-/// away), or a configuration of the log, not newer than this node's, that
-/// does not name it (it was removed, and knows it). Neither is a node that
-/// joins (its hello shows the bootstrap list without itself), nor a guest
-/// (a newer configuration), nor a leader committing its own removal (the
-/// same configuration as this node's, or a newer one, naming it). Pure, as
-/// [`check_hello`].
+/// The dialer of `hello`, if it is a voter removed while it was away: this
+/// node's configuration names it no more (it is no link of this node's, or
+/// the departing member of the last change), and its hello shows an older
+/// configuration of the log that counts it a voter. Neither is a node that
+/// joins (its hello shows the bootstrap list, without itself), nor a guest
+/// (a newer configuration), nor a leader committing its own removal (its
+/// hello shows that newer configuration, without itself), nor a node of a
+/// build before `Frame::Removed` (a joiner of which shows the bootstrap
+/// list with itself). Pure, as [`check_hello`].
 pub(super) fn removed_voter(net: &Net, hello: &Result<Frame, wire::FrameError>) -> Option<NodeId> {
     let Ok(Frame::Hello { from, config, voters, .. }) = hello else { return None };
     let roster = net.roster();
     let named = roster.voters.contains(from) || roster.learners.contains(from);
-    let away = *config < roster.config && voters.contains(from);
-    let knows =
-        *config != ConfigId::BOOTSTRAP && *config <= roster.config && !voters.contains(from);
-    (*from != net.me && !named && (away || knows)).then_some(*from)
+    let older = *config != ConfigId::BOOTSTRAP && *config < roster.config;
+    (*from != net.me && !named && older && voters.contains(from)).then_some(*from)
 }
 
 /// Logs and counts a refusal, and tells the dialer why.

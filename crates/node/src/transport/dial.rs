@@ -235,7 +235,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         Ok(Frame::Removed { config, voters, reason }) => {
             let counted = net.note_removed(link.id, config, voters);
             let reason = if counted {
-                format!("{reason}: this node was removed from the cluster")
+                format!("{reason}: this node was removed from the cluster while it was away")
             } else {
                 reason
             };

@@ -283,26 +283,26 @@ mod tests {
     }
 
     /// A voter removed while it was away (its hello shows an older
-    /// configuration naming it) is told so by each member; it counts the
-    /// members that said so, and learns it was removed once a majority of
-    /// its voters did. A joining node, a node the newer configuration names,
-    /// or a configuration not newer than its own count for nothing.
+    /// configuration of the log naming it a voter) is told so by each
+    /// member; it counts the members that said so, and learns it was
+    /// removed once a majority of its voters did. A joining node, a leader
+    /// committing its own removal, a node the newer configuration names, a
+    /// node re-added under its id with a new data directory, or a
+    /// configuration not newer than its own count for nothing.
     #[tokio::test]
     async fn a_voter_removed_while_away_learns_it_from_a_majority() {
+        use tenure_core::{ConfigId, DirectoryId};
         let addr = |p: u16| -> std::net::SocketAddr { ([127, 0, 0, 1], p).into() };
-        let id = |t: u64, index: u64| tenure_core::ConfigId {
-            token: tenure_core::FencingToken(t),
-            index,
-        };
+        let id = |t: u64, index: u64| ConfigId { token: tenure_core::FencingToken(t), index };
         let (old, new) = (id(3, 8), id(4, 20));
-        let two_of = || vec![NodeId(1), NodeId(2)];
+        let two = || vec![NodeId(1), NodeId(2)];
         let net_of = |me: u64, joining: bool, peers: &[u64]| {
             let peers: Vec<_> = peers.iter().map(|&p| (NodeId(p), addr(p as u16))).collect();
             Net::new(
                 "c".into(),
                 NodeId(me),
                 7,
-                tenure_core::DirectoryId(0xd0 + u128::from(me)),
+                DirectoryId(0xd0 + u128::from(me)),
                 ProtocolKind::Raft,
                 &peers,
                 Clock::new(),
@@ -315,11 +315,7 @@ mod tests {
         // Node 1, a member of configuration `new` of voters {1,2}: node 3's
         // hello at `old` over {1,2,3} is a removed voter's.
         let member = net_of(1, false, &[1, 2]);
-        member.set_roster(Roster {
-            config: new,
-            voters: vec![NodeId(1), NodeId(2)],
-            ..Roster::default()
-        });
+        member.set_roster(Roster { config: new, voters: two(), ..Roster::default() });
         let hello = |from: u64, voters: Vec<u64>, config| {
             Ok(crate::wire::Frame::Hello {
                 version: crate::wire::WIRE_VERSION,
@@ -330,41 +326,41 @@ mod tests {
                 incarnation: 5,
                 voters: voters.into_iter().map(NodeId).collect(),
                 api_address: None,
-                directory: tenure_core::DirectoryId(0xd3),
+                directory: DirectoryId(0xd3),
                 config,
                 peer_address: None,
                 etcd_address: None,
             })
         };
-        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2, 3], old)), Some(NodeId(3)));
+        let removed_voter = |net: &Net, from, voters, config| {
+            accept::removed_voter(net, &hello(from, voters, config))
+        };
+        assert_eq!(removed_voter(&member, 3, vec![1, 2, 3], old), Some(NodeId(3)));
         let e = check_hello(&member, hello(3, vec![1, 2, 3], old)).unwrap_err();
         assert!(e.contains(NOT_A_MEMBER), "{e}");
-        // Not one: a hello that does not count itself a voter (a joiner),
-        // as new as this node's or newer (a guest), or from a member.
-        assert_eq!(
-            accept::removed_voter(&member, &hello(3, vec![1, 2], tenure_core::ConfigId::BOOTSTRAP)),
-            None
-        );
-        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2, 3], new)), None);
-        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2], id(5, 30))), None);
-        // A removed node that knows it: its configuration names it no more.
-        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2], new)), Some(NodeId(3)));
-        assert_eq!(accept::removed_voter(&member, &hello(3, vec![1, 2], old)), Some(NodeId(3)));
-        assert_eq!(accept::removed_voter(&member, &hello(2, vec![1, 2, 3], old)), None);
-        // The departing member of the last change (a link still) is one too.
+        // Not one: a joiner (the bootstrap list, with itself in a build
+        // before this frame, without in this one), a hello that does not
+        // count itself a voter (a leader committing its own removal), as
+        // new as this node's or newer (a guest), or from a member.
+        assert_eq!(removed_voter(&member, 3, vec![1, 2, 3], ConfigId::BOOTSTRAP), None);
+        assert_eq!(removed_voter(&member, 3, vec![1, 2], ConfigId::BOOTSTRAP), None);
+        assert_eq!(removed_voter(&member, 3, vec![1, 2], new), None);
+        assert_eq!(removed_voter(&member, 3, vec![1, 2], old), None);
+        assert_eq!(removed_voter(&member, 3, vec![1, 2, 3], new), None);
+        assert_eq!(removed_voter(&member, 3, vec![1, 2, 3], id(5, 30)), None);
+        assert_eq!(removed_voter(&member, 2, vec![1, 2, 3], old), None);
+        // The departing member of the last change (a link still) is one,
+        // unless the configuration names it (a learner).
         let departing = net_of(1, false, &[1, 2, 3]);
-        departing.set_roster(Roster { config: new, voters: two_of(), ..Roster::default() });
-        assert_eq!(
-            accept::removed_voter(&departing, &hello(3, vec![1, 2, 3], old)),
-            Some(NodeId(3))
-        );
+        departing.set_roster(Roster { config: new, voters: two(), ..Roster::default() });
+        assert_eq!(removed_voter(&departing, 3, vec![1, 2, 3], old), Some(NodeId(3)));
         departing.set_roster(Roster {
             config: new,
-            voters: two_of(),
+            voters: two(),
             learners: vec![NodeId(3)],
             ..Roster::default()
         });
-        assert_eq!(accept::removed_voter(&departing, &hello(3, vec![1, 2, 3], old)), None);
+        assert_eq!(removed_voter(&departing, 3, vec![1, 2, 3], old), None);
 
         // Node 3, counting by `old` over {1,2,3}.
         let removed = net_of(3, false, &[1, 2, 3]);
@@ -374,23 +370,22 @@ mod tests {
             ..Roster::default()
         };
         removed.set_roster(own.clone());
-        let two = vec![NodeId(1), NodeId(2)];
         // What does not count: an older configuration, one naming node 3,
         // a peer that is not its voter.
-        assert!(!removed.note_removed(NodeId(1), id(2, 30), two.clone()));
+        assert!(!removed.note_removed(NodeId(1), id(2, 30), two()));
         assert!(!removed.note_removed(NodeId(1), new, vec![NodeId(1), NodeId(3)]));
-        assert!(!removed.note_removed(NodeId(5), new, two.clone()));
+        assert!(!removed.note_removed(NodeId(5), new, two()));
         // One voter of three is no majority; an acceptance withdraws it.
-        assert!(removed.note_removed(NodeId(1), new, two.clone()));
+        assert!(removed.note_removed(NodeId(1), new, two()));
         assert_eq!(removed.removal(), None);
         removed.note_accepted(NodeId(1));
-        assert!(removed.note_removed(NodeId(2), new, two.clone()));
+        assert!(removed.note_removed(NodeId(2), new, two()));
         assert_eq!(removed.removal(), None);
-        assert!(removed.note_removed(NodeId(1), new, two.clone()));
+        assert!(removed.note_removed(NodeId(1), new, two()));
         let removal = tokio::time::timeout(Duration::from_secs(1), removed.removed())
             .await
             .expect("a majority said so");
-        assert_eq!((removal.by, removal.config, removal.own), (two.clone(), new, old));
+        assert_eq!((removal.by, removal.config, removal.own), (two(), new, old));
         let said = removed.removal().expect("kept").to_string();
         assert!(
             said.contains("node 3 was removed from the cluster while it was away")
@@ -399,23 +394,30 @@ mod tests {
             "{said}"
         );
 
-        // A node whose own log removed it counts a configuration as new as
-        // its own.
-        let knew = net_of(3, false, &[1, 2, 3]);
-        knew.set_roster(Roster { config: new, voters: two.clone(), ..Roster::default() });
-        assert!(!knew.note_removed(NodeId(1), old, two.clone()));
-        assert!(knew.note_removed(NodeId(1), new, two.clone()));
-        assert!(knew.note_removed(NodeId(2), id(4, 21), two.clone()));
-        let said = knew.removal().expect("a majority").to_string();
-        assert!(said.contains("node 3 was removed from the cluster: nodes 1, 2"), "{said}");
-        // A node that joins, with no configuration from its log yet, shows
-        // itself as no voter and counts nothing; once its log names one, it
-        // counts as any member.
+        // Counting nothing: a node whose log's configuration already left
+        // it out, one at the bootstrap list (a joiner; or a first member
+        // that missed the first change), and a node re-added under its id
+        // with a new data directory, replaying configurations that name
+        // its old one.
+        let left_out = net_of(3, false, &[1, 2, 3]);
+        left_out.set_roster(Roster { config: new, voters: two(), ..Roster::default() });
+        assert!(!left_out.note_removed(NodeId(1), id(4, 21), two()));
         let joiner = net_of(3, true, &[1, 2]);
-        assert_eq!(joiner.roster().voters, two);
-        assert!(!joiner.note_removed(NodeId(1), new, two.clone()));
-        joiner.set_roster(own);
-        assert!(joiner.note_removed(NodeId(1), new, two));
+        assert_eq!(joiner.roster().voters, two());
+        assert!(!joiner.note_removed(NodeId(1), new, two()));
+        let bootstrap = net_of(3, false, &[1, 2, 3]);
+        assert!(!bootstrap.note_removed(NodeId(1), new, two()));
+        let readded = net_of(3, true, &[1, 2]);
+        readded.set_roster(Roster {
+            directories: [(NodeId(3), DirectoryId(0xe3))].into_iter().collect(),
+            ..own.clone()
+        });
+        assert!(!readded.note_removed(NodeId(1), new, two()));
+        readded.set_roster(Roster {
+            directories: [(NodeId(3), DirectoryId(0xd3))].into_iter().collect(),
+            ..own
+        });
+        assert!(readded.note_removed(NodeId(1), new, two()));
     }
 
     /// Nodes that count their majorities over different voter sets refuse

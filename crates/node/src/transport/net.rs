@@ -348,35 +348,26 @@ pub struct Net {
     reject_log: Mutex<RejectLog>,
     /// The voters that told this node it was removed ([`Frame::Removed`]),
     /// with their configurations.
-    removed_by: Mutex<BTreeMap<NodeId, (ConfigId, Vec<NodeId>)>>,
+    removed_by: Mutex<BTreeMap<NodeId, RemovedNotice>>,
     /// Set once a majority of this node's voters told it so.
     removed: watch::Sender<Option<Removal>>,
     /// Whether this node knows the configuration it counts by: a node with
     /// a replicated log learns it from its log task ([`Net::set_roster`]),
     /// and dials no one before (its hello would show the wrong one).
     roster_known: watch::Sender<bool>,
-    /// This node joins a running cluster (`--join`): until its log names
-    /// a configuration, the voters it counts by are only whom it dials
-    /// first, and a refusal is no sign that it was removed.
-    joining: bool,
 }
 
-/// A majority of the voters this node counts by told it that their
-/// configuration no longer names it: it was removed from the cluster, while
-/// it was away (stopped, or cut off: its log does not know yet) or while it
-/// ran. It cannot serve again with this data directory.
+/// A majority of the voters this node counts by told it that their newer
+/// configuration no longer names it: it was removed from the cluster while
+/// it was away (stopped, or cut off), and its log does not know yet. It
+/// cannot serve again with this data directory.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "node {me} was removed from the cluster{while_}: node{s} {by} count{verb} by configuration \
-     {config} (voters {voters}), which no longer names it{own_}. It cannot serve again with \
-     this data directory; to bring it back, add it as a new member: `tenure member add {me} \
-     HOST:PORT` on a member, then start it with an empty --data-dir and --join",
-    while_ = if self.knew { "" } else { " while it was away" },
-    own_ = if self.knew {
-        String::new()
-    } else {
-        format!(", and this node's log still counts it a voter of configuration {}", self.own)
-    },
+    "node {me} was removed from the cluster while it was away: node{s} {by} count{verb} by \
+     configuration {config} (voters {voters}), which no longer names it, and this node's log \
+     still counts it a voter of configuration {own}. It cannot serve again with this data \
+     directory; to bring it back, add it as a new member: `tenure member add {me} HOST:PORT` \
+     on a member, then start it with an empty --data-dir and --join",
     s = if self.by.len() == 1 { "" } else { "s" },
     verb = if self.by.len() == 1 { "s" } else { "" },
     by = self.by.iter().map(|n| n.0.to_string()).collect::<Vec<_>>().join(", "),
@@ -393,9 +384,17 @@ pub struct Removal {
     pub voters: Vec<NodeId>,
     /// The configuration this node counts by.
     pub own: ConfigId,
-    /// Whether this node's own log knew of its removal.
-    pub knew: bool,
 }
+
+/// A member's word that this node was removed: its configuration, the
+/// voters of it, and when it said so.
+type RemovedNotice = (ConfigId, Vec<NodeId>, Instant);
+
+/// How long a member's word that this node was removed counts toward a
+/// majority: the members' refusals come at each redial (every
+/// [`crate::transport::RECONNECT_MAX`] at most), so a majority is the word
+/// of members that said so at about the same time.
+pub const REMOVED_NOTICE_AGE: Duration = Duration::from_secs(30);
 
 impl Net {
     /// The shared transport state for `peers` (this node's own entry is
@@ -445,7 +444,6 @@ impl Net {
             removed_by: Mutex::new(BTreeMap::new()),
             removed: watch::Sender::new(None),
             roster_known: watch::Sender::new(true),
-            joining: false,
         }
     }
 
@@ -467,7 +465,6 @@ impl Net {
     /// configuration, its handshakes do not count it among the voters (it
     /// is none), so that no member takes it for a removed voter.
     pub fn with_joining(mut self, joining: bool) -> Self {
-        self.joining = joining;
         if joining {
             let me = self.me;
             self.roster.get_mut().unwrap_or_else(|e| e.into_inner()).voters.retain(|&v| v != me);
@@ -477,32 +474,37 @@ impl Net {
 
     /// Voter `peer` refused this node's handshake with [`Frame::Removed`]:
     /// its configuration `config`, of `voters`, no longer names this node.
-    /// Counted if this node still counts itself a voter (of its log's
-    /// configuration, or of the bootstrap list unless it joins) and that
-    /// configuration is newer than this node's (it was removed while it
-    /// was away), or if this node's log's configuration names it no more
-    /// and the peer's is at least as new (it was removed, and runs on);
-    /// once a majority of the voters this node counts by said so,
-    /// [`Net::removed`] tells it. Returns whether it counted.
+    /// Counted if this node still counts itself a voter of its log's
+    /// configuration (with this data directory, where the configuration
+    /// names one: a node re-added under its id with a new directory that
+    /// replays the configurations naming its old one is not that voter)
+    /// and that configuration is newer than this node's. Entries older
+    /// than [`REMOVED_NOTICE_AGE`] are forgotten; once a majority of the
+    /// voters this node counts by said so within it, [`Net::removed`] tells
+    /// it. Returns whether it counted.
     pub(crate) fn note_removed(&self, peer: NodeId, config: ConfigId, voters: Vec<NodeId>) -> bool {
         let roster = self.roster();
         let me = self.me;
-        let joining = self.joining && roster.config == ConfigId::BOOTSTRAP;
-        let away = roster.voters.contains(&me) && config > roster.config;
-        let named = roster.voters.contains(&me) || roster.learners.contains(&me);
-        let knows = !named && roster.config != ConfigId::BOOTSTRAP && config >= roster.config;
-        let counts = roster.voters.contains(&peer) && !voters.contains(&me) && !joining;
-        if !counts || !(away || knows) {
+        let mine = roster.directories.get(&me).is_none_or(|d| *d == self.directory);
+        let voter = roster.config != ConfigId::BOOTSTRAP && roster.voters.contains(&me) && mine;
+        let counts = roster.voters.contains(&peer) && !voters.contains(&me);
+        if !voter || !counts || config <= roster.config {
             return false;
         }
+        let now = Instant::now();
         let mut by = lock(&self.removed_by);
-        by.insert(peer, (config, voters));
-        by.retain(|id, (c, _)| roster.voters.contains(id) && *c >= roster.config);
+        by.insert(peer, (config, voters, now));
+        by.retain(|id, (c, _, at)| {
+            roster.voters.contains(id)
+                && *c > roster.config
+                && now.duration_since(*at) <= REMOVED_NOTICE_AGE
+        });
         // A majority of the voters this node counts by, not counting itself.
         if by.len() > roster.voters.len() / 2 {
-            let (config, voters) = by.values().max_by_key(|(c, _)| *c).cloned().expect("not empty");
+            let (config, voters, _) =
+                by.values().max_by_key(|(c, _, _)| *c).cloned().expect("not empty");
             let by = by.keys().copied().collect();
-            let removal = Removal { me, by, config, voters, own: roster.config, knew: knows };
+            let removal = Removal { me, by, config, voters, own: roster.config };
             self.removed.send_if_modified(|r| {
                 let changed = r.is_none();
                 if changed {
