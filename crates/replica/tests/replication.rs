@@ -328,6 +328,37 @@ fn a_follower_far_behind_catches_up_by_snapshot() {
     assert_eq!(c.replica(n(3)).state_machine().applied, c.replica(n(1)).state_machine().applied);
 }
 
+/// A transfer that takes longer than the leader takes to apply
+/// `snapshot_every` entries: the leader keeps the snapshot under way until
+/// the follower has it (before, every compaction voided the transfer and
+/// the follower never caught up).
+#[test]
+fn a_follower_receiving_a_snapshot_catches_up_while_writes_go_on() {
+    let mut c = Cluster::with_config(3, 1, |cfg| {
+        cfg.snapshot_every = 5;
+        cfg.snapshot_chunk_bytes = 16;
+    });
+    let ids = c.ids.clone();
+    c.elect(n(1), &ids);
+    c.run_for(HEARTBEAT * 3);
+    c.crash(n(3));
+    for i in 0..100 {
+        c.propose(n(1), vec![cmd(i)]);
+        c.run_for(HEARTBEAT / 5);
+    }
+    c.restart(n(3));
+    c.tell(n(3), Some((n(1), FencingToken(1))));
+    for i in 100..400 {
+        c.propose(n(1), vec![cmd(i)]);
+        c.run_for(HEARTBEAT / 5);
+    }
+    let (s, leader) = (c.replica(n(3)).status(), c.replica(n(1)).status());
+    assert!(s.snapshot.index >= 100, "it installed a snapshot: {s:?}");
+    assert!(s.applied + 20 >= leader.commit, "it caught up: {s:?}, the leader {leader:?}");
+    c.run_for(HEARTBEAT * 5);
+    c.check_converged();
+}
+
 #[test]
 fn a_restarted_cluster_keeps_its_log() {
     let mut c = led(3);
