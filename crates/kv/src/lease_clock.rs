@@ -187,6 +187,10 @@ pub struct LeaseClock {
     /// (not for a clear) was taken: such checkpoints come at most every
     /// [`CHECKPOINT_INTERVAL`].
     paced: Instant,
+    /// The last checkpoint was full ([`MAX_CHECKPOINT_LEASES`]) and more
+    /// leases were already due to be marked: the next one marks at once,
+    /// without waiting for the interval.
+    behind: bool,
 }
 
 impl LeaseClock {
@@ -232,6 +236,7 @@ impl LeaseClock {
         self.queue.clear();
         self.silence.clear();
         self.marked.clear();
+        self.behind = false;
     }
 
     /// Whether the clock runs (this node is a ready leader).
@@ -322,7 +327,8 @@ impl LeaseClock {
     /// * once [`CHECKPOINT_INTERVAL`] passed since the last one, every live
     ///   lease that went half its TTL without a renewal marked silent, with
     ///   for how long (earliest first, the checkpoint holding at most
-    ///   [`MAX_CHECKPOINT_LEASES`] leases: the rest stays due);
+    ///   [`MAX_CHECKPOINT_LEASES`] leases: the rest stays due, and is
+    ///   marked by the next checkpoint without waiting for the interval);
     /// * the time since the last checkpoint, also alone, once the interval
     ///   passed while a lease is marked (a lease time that moves on).
     ///
@@ -346,7 +352,7 @@ impl LeaseClock {
         // clients coming back often cannot hold marks off); alone, at most
         // every interval.
         let interval_passed = now >= self.paced + CHECKPOINT_INTERVAL;
-        let may_mark = interval_passed || !c.renewed.is_empty();
+        let may_mark = interval_passed || !c.renewed.is_empty() || self.behind;
         while may_mark && c.silent.len() + c.renewed.len() < MAX_CHECKPOINT_LEASES {
             let Some(&(silent_at, id)) = self.silence.first().filter(|(at, _)| *at <= now) else {
                 break;
@@ -360,6 +366,8 @@ impl LeaseClock {
             let silent_ms = now.saturating_since(since).as_millis().min(MAX_TTL_MS as u128);
             c.silent.push((id, silent_ms as u64));
         }
+        self.behind = c.silent.len() + c.renewed.len() >= MAX_CHECKPOINT_LEASES
+            && self.silence.first().is_some_and(|(at, _)| *at <= now);
         let tick = interval_passed && !self.marked.is_empty();
         if c.silent.is_empty() && c.renewed.is_empty() && !tick {
             return None;
@@ -413,6 +421,9 @@ impl LeaseClock {
     pub fn next_checkpoint(&self) -> Option<Instant> {
         if !self.running {
             return None;
+        }
+        if self.behind {
+            return Some(self.paced.min(self.checkpointed));
         }
         let next = self.paced + CHECKPOINT_INTERVAL;
         if !self.marked.is_empty() {
@@ -807,6 +818,28 @@ mod tests {
         // The lease time ticks from the start of this leadership.
         assert_eq!(clock.checkpoint(at(1_499), &[]), None);
         assert_eq!(clock.checkpoint(at(1_500), &[]).unwrap().elapsed_ms, 500);
+    }
+
+    #[test]
+    fn a_backlog_of_silent_leases_is_marked_a_checkpoint_after_another() {
+        // More leases go silent at once than one checkpoint holds (every
+        // holder cut off): the next checkpoint is due at once, not an
+        // interval later, until the backlog is marked. (At 100,000
+        // simulated sessions a backlog marked 4,096 per interval let a
+        // leader change give unmarked, long silent leases a fresh TTL,
+        // beyond the stated bound.)
+        let n = MAX_CHECKPOINT_LEASES + 100;
+        let mut clock = started(at(0), &vec![1_000; n]);
+        assert_eq!(clock.next_checkpoint(), Some(at(500)));
+        let first = clock.checkpoint(at(500), &[]).unwrap();
+        assert_eq!(first.silent.len(), MAX_CHECKPOINT_LEASES);
+        assert_eq!(clock.next_checkpoint(), Some(at(500)), "due at once: more are silent");
+        let second = clock.checkpoint(at(510), &[]).unwrap();
+        assert_eq!(second.silent.len(), 100);
+        assert_eq!(second.elapsed_ms, 10);
+        assert_eq!(clock.silent_count(), n);
+        assert_eq!(clock.next_checkpoint(), Some(at(1_010)), "paced again");
+        assert_eq!(clock.checkpoint(at(600), &[]), None);
     }
 
     #[test]
