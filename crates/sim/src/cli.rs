@@ -51,7 +51,8 @@ pub struct SimArgs {
     /// Scenario name, `random`, or `list` to print the scenarios.
     #[arg(long, default_value = "random")]
     pub scenario: String,
-    /// Length of the main phase in simulated seconds (random faults, flaky network).
+    /// Length of the main phase in simulated seconds (random faults, flaky
+    /// network; `random`: 20 by default, 6 TTLs with `--workload sessions`).
     #[arg(long)]
     pub sim_seconds: Option<u64>,
     /// Leader heartbeat interval, in milliseconds.

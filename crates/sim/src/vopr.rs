@@ -33,6 +33,14 @@ use std::time::Duration;
 
 /// Default length of the safety phase, in simulated seconds.
 pub const DEFAULT_SAFETY_SECONDS: u64 = 20;
+/// Default length of the safety phase of the `sessions` workload, in TTLs
+/// of its sessions (at least [`DEFAULT_SAFETY_SECONDS`]): an app's faults
+/// come 1 to 6 TTLs apart and a pause lasts up to 3, so in 20 s of 10 s
+/// sessions the apps had their first faults only, and the heal resumed
+/// every paused app before its session could expire (100,000 sessions:
+/// not one expiry of a session its app still held, the early-expiry
+/// check had nothing to check).
+pub const SESSIONS_SAFETY_TTLS: u64 = 6;
 /// Faults undone later at most at once (bounds the undo list).
 const MAX_PENDING_UNDOS: usize = 64;
 /// Largest one-way latency of a degraded link.
@@ -103,8 +111,8 @@ fn run_named(p: &Params, name: &'static str) -> Report {
     sim.start_workload();
     let mut e = Expect::default();
     e.first_leader(&mut sim);
-    let end =
-        sim.now_ns() + dur_ns(Duration::from_secs(p.sim_seconds.unwrap_or(DEFAULT_SAFETY_SECONDS)));
+    let end = sim.now_ns()
+        + dur_ns(Duration::from_secs(p.sim_seconds.unwrap_or_else(|| safety_seconds(p))));
     if let Some(spec) = &p.forger {
         sim.start_forger(spec);
     }
@@ -120,6 +128,14 @@ fn run_named(p: &Params, name: &'static str) -> Report {
         e.fail(f);
     }
     e.report(name, sim)
+}
+
+/// The safety phase's default length for `p`'s workload.
+fn safety_seconds(p: &Params) -> u64 {
+    let sessions = p.workload.as_ref().and_then(|w| w.elect.as_ref()).filter(|e| e.names == 0);
+    sessions.map_or(DEFAULT_SAFETY_SECONDS, |e| {
+        (SESSIONS_SAFETY_TTLS * e.ttl_ms / 1000).max(DEFAULT_SAFETY_SECONDS)
+    })
 }
 
 fn safety_phase(sim: &mut Sim, p: &Params, end_ns: u64) {

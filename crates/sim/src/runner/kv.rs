@@ -130,6 +130,15 @@ impl Sim {
         // compaction and snapshot transfer all happen.
         template.max_append_entries = rng.gen_range(1..=16);
         template.snapshot_every = if rng.gen_bool(0.25) { 10_000 } else { rng.gen_range(4..=64) };
+        // ...scaled with the sessions of the `sessions` workload: a snapshot
+        // of N sessions costs O(N) to take and to send, and with 100,000 of
+        // them a compaction every few entries had the simulator spend its
+        // time serialising stores (a node's defaults: 256 and 10,000).
+        let scale = spec.elect.as_ref().filter(|e| e.names == 0).map_or(1, |e| e.apps / 1_000);
+        if scale > 1 {
+            template.max_append_entries = (template.max_append_entries * scale).min(256);
+            template.snapshot_every = (template.snapshot_every * scale as u64).min(10_000);
+        }
         template.snapshot_chunk_bytes = spec.snapshot_chunk_bytes;
         let et = dur_ns(self.cfg.election_timeout);
         let elect = spec.elect.clone().map(|e| {
