@@ -302,11 +302,13 @@ fn a_new_leader_with_a_shorter_log_fetches_the_freshest_one() {
     c.check_converged();
 }
 
-#[test]
-fn a_follower_far_behind_catches_up_by_snapshot() {
+/// Three nodes led by n1, snapshots taken every `snapshot_every` entries
+/// and sent in pieces of `chunk` bytes; n3 crashed while the leader
+/// committed 100 entries, one every fifth of a heartbeat.
+fn n3_down_for_100_entries(snapshot_every: u64, chunk: usize) -> Cluster {
     let mut c = Cluster::with_config(3, 1, |cfg| {
-        cfg.snapshot_every = 20;
-        cfg.snapshot_chunk_bytes = 64;
+        cfg.snapshot_every = snapshot_every;
+        cfg.snapshot_chunk_bytes = chunk;
     });
     let ids = c.ids.clone();
     c.elect(n(1), &ids);
@@ -316,6 +318,12 @@ fn a_follower_far_behind_catches_up_by_snapshot() {
         c.propose(n(1), vec![cmd(i)]);
         c.run_for(HEARTBEAT / 5);
     }
+    c
+}
+
+#[test]
+fn a_follower_far_behind_catches_up_by_snapshot() {
+    let mut c = n3_down_for_100_entries(20, 64);
     c.run_for(HEARTBEAT * 3);
     assert!(c.replica(n(1)).status().snapshot.index >= 80, "the leader compacted");
     c.restart(n(3));
@@ -334,18 +342,7 @@ fn a_follower_far_behind_catches_up_by_snapshot() {
 /// the follower never caught up).
 #[test]
 fn a_follower_receiving_a_snapshot_catches_up_while_writes_go_on() {
-    let mut c = Cluster::with_config(3, 1, |cfg| {
-        cfg.snapshot_every = 5;
-        cfg.snapshot_chunk_bytes = 16;
-    });
-    let ids = c.ids.clone();
-    c.elect(n(1), &ids);
-    c.run_for(HEARTBEAT * 3);
-    c.crash(n(3));
-    for i in 0..100 {
-        c.propose(n(1), vec![cmd(i)]);
-        c.run_for(HEARTBEAT / 5);
-    }
+    let mut c = n3_down_for_100_entries(5, 16);
     c.restart(n(3));
     c.tell(n(3), Some((n(1), FencingToken(1))));
     for i in 100..400 {

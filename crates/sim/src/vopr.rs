@@ -132,7 +132,7 @@ fn run_named(p: &Params, name: &'static str) -> Report {
 
 /// The safety phase's default length for `p`'s workload.
 fn safety_seconds(p: &Params) -> u64 {
-    let sessions = p.workload.as_ref().and_then(|w| w.elect.as_ref()).filter(|e| e.names == 0);
+    let sessions = p.workload.as_ref().and_then(WorkloadSpec::sessions_only);
     sessions.map_or(DEFAULT_SAFETY_SECONDS, |e| {
         (SESSIONS_SAFETY_TTLS * e.ttl_ms / 1000).max(DEFAULT_SAFETY_SECONDS)
     })

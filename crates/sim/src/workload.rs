@@ -228,10 +228,18 @@ impl FromStr for WorkloadSpec {
     }
 }
 
+impl WorkloadSpec {
+    /// The apps of the `sessions` workload (sessions held, no names), if
+    /// this is it.
+    pub fn sessions_only(&self) -> Option<&ElectSpec> {
+        self.elect.as_ref().filter(|e| e.names == 0)
+    }
+}
+
 impl std::fmt::Display for WorkloadSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match (&self.elect, &self.partitions) {
-            (Some(e), _) if e.names == 0 => "sessions",
+            _ if self.sessions_only().is_some() => "sessions",
             (Some(_), _) => "elect",
             (None, Some(_)) => "partitions",
             (None, None) => "kv",

@@ -134,7 +134,7 @@ impl Sim {
         // of N sessions costs O(N) to take and to send, and with 100,000 of
         // them a compaction every few entries had the simulator spend its
         // time serialising stores (a node's defaults: 256 and 10,000).
-        let scale = spec.elect.as_ref().filter(|e| e.names == 0).map_or(1, |e| e.apps / 1_000);
+        let scale = spec.sessions_only().map_or(1, |e| e.apps / 1_000);
         if scale > 1 {
             template.max_append_entries = (template.max_append_entries * scale).min(256);
             template.snapshot_every = (template.snapshot_every * scale as u64).min(10_000);
