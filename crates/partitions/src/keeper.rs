@@ -226,9 +226,15 @@ impl GroupKeeper {
     }
 }
 
-/// The transactions for one group, and whether a partition was left
-/// without an owner for lack of room on the members' sessions.
-fn decide(group: &Group, eligible: &BTreeSet<MemberId>) -> (Vec<Command>, bool) {
+/// The owner `group` should have for each partition (none: no member may
+/// take it), over the `eligible` members, fitted to the room on their
+/// sessions; and whether a partition was left without an owner for lack of
+/// room. `None` when the assignment refuses its input: every member was
+/// validated against the spec, so only a bug gets there.
+pub(crate) fn target(
+    group: &Group,
+    eligible: &BTreeSet<MemberId>,
+) -> Option<(Vec<Option<MemberId>>, bool)> {
     let n = group.spec.partitions;
     debug_assert!(n <= MAX_GROUP_PARTITIONS);
     let members: Vec<Member> =
@@ -239,13 +245,17 @@ fn decide(group: &Group, eligible: &BTreeSet<MemberId>) -> (Vec<Command>, bool) 
             group.owners.get(&p).map(|o| o.ownership.member).filter(|id| eligible.contains(id))
         })
         .collect();
-    let mut target = match assign(n, &members, &current) {
-        Ok(a) => a.owners,
-        // Every member was validated against the spec: only a bug gets
-        // here. Leave the group as it is rather than guess.
-        Err(_) => return (Vec::new(), false),
-    };
+    let mut target = assign(n, &members, &current).ok()?.owners;
     let starved = fit_to_room(group, &members, &current, &mut target);
+    Some((target, starved))
+}
+
+/// The transactions for one group, and whether a partition was left
+/// without an owner for lack of room on the members' sessions.
+fn decide(group: &Group, eligible: &BTreeSet<MemberId>) -> (Vec<Command>, bool) {
+    let n = group.spec.partitions;
+    // Leave the group as it is rather than guess (see `target`).
+    let Some((target, starved)) = target(group, eligible) else { return (Vec::new(), false) };
     let mut room: BTreeMap<MemberId, usize> =
         group.members.values().map(|m| (m.id, m.room)).collect();
     let mut batch = Batch::new(group);

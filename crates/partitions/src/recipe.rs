@@ -13,8 +13,9 @@ use crate::group::{
     member_key, owner_key, spec_key, validate_group_name, Group, GroupError, GroupSpec, MemberSpec,
     Ownership,
 };
-use crate::keeper::MAX_GROUPS;
+use crate::keeper::{self, MAX_GROUPS};
 use crate::model::MemberId;
+use std::collections::{BTreeMap, BTreeSet};
 use tenure_kv::{
     Command, Compare, CompareOp, LeaseId, Response, Store, Target, TxnOp, MAX_KEYS_PER_LEASE,
     MAX_TXN_OPS,
@@ -145,28 +146,155 @@ pub fn join(
 /// granted again at once, not at its session's end). A transaction holds at
 /// most [`MAX_TXN_OPS`] operations: the owner keys beyond, and any granted
 /// while the member left, the keeper deletes once the member key is gone.
+/// [`leave_with`] also hands the partitions over.
 pub fn leave(store: &Store, name: &str, id: MemberId) -> Result<Command, RecipeError> {
+    leave_with(store, name, id, false).map(|l| l.command)
+}
+
+/// A leave as [`leave_with`] plans it: propose `command`, then each of
+/// `then`, right behind it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leave {
+    /// Deletes the member key, and hands over (or deletes) as many of its
+    /// partitions as fit in one transaction. Its outcome is the leave's.
+    pub command: Command,
+    /// The handovers that did not fit: each changes nothing unless the
+    /// member key is gone (should one overtake the leave, the keeper grants
+    /// its partitions after), and each is safe alone.
+    pub then: Vec<Command>,
+}
+
+/// [`leave`], and with `hand_over`, each partition the member owns goes at
+/// the same revision to the member the keeper would grant it to once the
+/// member is gone (deleted and created again on that member's session, as
+/// a release's handover does), so the partitions are without an owner for
+/// the leave's commit only, not for the keeper's grant after it.
+///
+/// The keeper's choice depends on which members are eligible, which a
+/// store tells only for the members that own partitions (a ready member
+/// that owns none may or may not have waited its stabilisation time on the
+/// leader's clock). So the partitions are handed over only when every
+/// other ready member owns one, and none is being asked back (a group
+/// that is settling); otherwise this is the plain [`leave`], and the keeper
+/// grants after it. What does not fit in the leave's transaction goes in
+/// [`Leave::then`].
+pub fn leave_with(
+    store: &Store,
+    name: &str,
+    id: MemberId,
+    hand_over: bool,
+) -> Result<Leave, RecipeError> {
     validate_group_name(name)?;
     let group = Group::read(store, name).ok_or_else(|| RecipeError::NoGroup(name.to_string()))?;
     let Some(m) = group.members.get(&id) else { return Err(RecipeError::NotMember(id)) };
-    let mut compare = vec![Compare {
-        key: member_key(name, id),
-        target: Target::ModRevision(m.mod_revision),
-        op: CompareOp::Equal,
-    }];
-    let mut success = vec![TxnOp::Delete { key: member_key(name, id) }];
+    let mine = member_key(name, id);
+    let successors = if hand_over { successors(&group, id) } else { BTreeMap::new() };
+    // The leave first; the transactions after it need the member key gone.
+    let mut parts = vec![Part::new(
+        (mine.clone(), Target::ModRevision(m.mod_revision)),
+        TxnOp::Delete { key: mine.clone() },
+    )];
+    let spec = (spec_key(name), Target::ModRevision(group.spec_revision));
     let owned = group.owners.iter().filter(|(_, o)| o.ownership.member == id);
-    for (p, o) in owned.take(MAX_TXN_OPS - 1) {
+    for (p, o) in owned {
         let key = owner_key(name, *p);
-        compare.push(Compare {
-            key: key.clone(),
-            target: Target::CreateRevision(o.epoch),
-            op: CompareOp::Equal,
-        });
-        success.push(TxnOp::Delete { key });
+        let (compare, ops) = match successors.get(p) {
+            Some(&t) => {
+                let to = member_key(name, t);
+                let to_revision = Target::ModRevision(group.members[&t].mod_revision);
+                let ownership = Ownership { member: t, release: false, to: None };
+                let value = serde_json::to_vec(&ownership).expect("an ownership encodes");
+                (
+                    vec![
+                        (key.clone(), Target::ModRevision(o.mod_revision)),
+                        (to, to_revision),
+                        spec.clone(),
+                    ],
+                    vec![
+                        TxnOp::Delete { key: key.clone() },
+                        TxnOp::Put { key, value, lease: Some(LeaseId(t)) },
+                    ],
+                )
+            }
+            None => {
+                (vec![(key.clone(), Target::CreateRevision(o.epoch))], vec![TxnOp::Delete { key }])
+            }
+        };
+        let last = parts.last_mut().expect("the leave");
+        if last.fits(&compare, ops.len()) {
+            last.add(compare, ops);
+        } else if !successors.is_empty() {
+            let gone = (mine.clone(), Target::CreateRevision(0));
+            let mut next = Part { compare: BTreeMap::from([gone]), success: Vec::new() };
+            next.add(compare, ops);
+            parts.push(next);
+        }
+        // A plain leave leaves the rest to the keeper, as it always did.
     }
-    // The comparisons make the leave fail if a key it read changed.
-    Ok(Command::Txn { compare, success, failure: Vec::new() })
+    // The comparisons make each transaction fail if a key it read changed.
+    let mut commands = parts.into_iter().map(Part::finish);
+    let command = commands.next().expect("the leave");
+    Ok(Leave { command, then: commands.collect() })
+}
+
+/// The member the keeper would grant each of member `id`'s partitions to
+/// once `id` is gone, when the store tells (see [`leave_with`]); empty when
+/// it does not.
+fn successors(group: &Group, id: MemberId) -> BTreeMap<u32, MemberId> {
+    if !group.blocked.is_empty() || group.owners.values().any(|o| o.ownership.release) {
+        return BTreeMap::new();
+    }
+    let owning: BTreeSet<MemberId> = group.owners.values().map(|o| o.ownership.member).collect();
+    let mut eligible = BTreeSet::new();
+    for (&other, m) in &group.members {
+        if other == id || !m.spec.ready {
+            continue;
+        }
+        if !owning.contains(&other) {
+            return BTreeMap::new();
+        }
+        eligible.insert(other);
+    }
+    let Some((target, _)) = keeper::target(group, &eligible) else { return BTreeMap::new() };
+    group
+        .owners
+        .iter()
+        .filter(|(_, o)| o.ownership.member == id)
+        .filter_map(|(&p, _)| Some((p, target.get(p as usize).copied().flatten()?)))
+        .collect()
+}
+
+/// One transaction of a leave being built: its comparisons (each key
+/// once) and its operations, each at most [`MAX_TXN_OPS`].
+struct Part {
+    compare: BTreeMap<String, Target>,
+    success: Vec<TxnOp>,
+}
+
+impl Part {
+    fn new(compare: (String, Target), op: TxnOp) -> Part {
+        Part { compare: BTreeMap::from([compare]), success: vec![op] }
+    }
+
+    /// Whether `compare` (those not there yet) and `ops` more operations fit.
+    fn fits(&self, compare: &[(String, Target)], ops: usize) -> bool {
+        let new = compare.iter().filter(|(k, _)| !self.compare.contains_key(k)).count();
+        self.compare.len() + new <= MAX_TXN_OPS && self.success.len() + ops <= MAX_TXN_OPS
+    }
+
+    fn add(&mut self, compare: Vec<(String, Target)>, ops: Vec<TxnOp>) {
+        self.compare.extend(compare);
+        self.success.extend(ops);
+    }
+
+    fn finish(self) -> Command {
+        let compare = self
+            .compare
+            .into_iter()
+            .map(|(key, target)| Compare { key, target, op: CompareOp::Equal })
+            .collect();
+        Command::Txn { compare, success: self.success, failure: Vec::new() }
+    }
 }
 
 /// Most grants one release names ([`release_many`]): each costs at most two

@@ -300,9 +300,17 @@ fn owner_values_read_back_as_json() {
 /// partition owned.
 #[test]
 fn random_churn_keeps_the_invariants_and_settles_balanced() {
+    // Leaves that handed partitions over, and those that needed
+    // transactions after the leave's own.
+    let (mut handed, mut split) = (0, 0);
     for seed in 0..300u64 {
         let mut rng = Pcg64Mcg::new(u128::from(seed) + 1);
-        let partitions = 1 + (rng.next_u32() % 40);
+        // Every eighth group large enough for leaves whose handovers do
+        // not fit in one transaction.
+        let partitions = match seed % 8 {
+            0 => 130 + (rng.next_u32() % 200),
+            _ => 1 + (rng.next_u32() % 40),
+        };
         let mut w = World::new(partitions, u64::from(rng.next_u32() % 2) * 200);
         let mut live: Vec<u64> = Vec::new();
         let mut late: Vec<Command> = Vec::new();
@@ -316,8 +324,25 @@ fn random_churn_keeps_the_invariants_and_settles_balanced() {
                 }
                 3 if !live.is_empty() => {
                     let i = pick(&mut rng, live.len());
-                    let c = recipe::leave(&w.store, G, live[i]).expect("a member leaves");
-                    w.apply(&c);
+                    // Half the leaves hand their partitions over; some of
+                    // the handovers that did not fit in the leave arrive
+                    // before it (they must then change nothing), or late.
+                    let hand_over = rng.next_u32().is_multiple_of(2);
+                    let leave = recipe::leave_with(&w.store, G, live[i], hand_over)
+                        .expect("a member leaves");
+                    let plain = recipe::leave(&w.store, G, live[i]).expect("a member leaves");
+                    handed += usize::from(leave.command != plain);
+                    split += usize::from(!leave.then.is_empty());
+                    let early = rng.next_u32().is_multiple_of(4);
+                    if early {
+                        for c in &leave.then {
+                            w.apply(c);
+                        }
+                    }
+                    w.apply(&leave.command);
+                    if !early {
+                        late.extend(leave.then);
+                    }
                     // Its session lives on, outside the group.
                     live.swap_remove(i);
                 }
@@ -365,6 +390,7 @@ fn random_churn_keeps_the_invariants_and_settles_balanced() {
         let lo = if owned.len() < live.len() { 0 } else { c.first().copied().unwrap_or(0) };
         assert!(hi - lo <= 1, "seed {seed}: counts {c:?} over {} members", live.len());
     }
+    assert!(handed > 0 && split > 0, "leaves handing over: {handed}, in several: {split}");
 }
 
 /// The check above, shown failing: a partition handed from one member to
@@ -432,6 +458,81 @@ fn a_member_owning_hundreds_of_partitions_can_leave() {
     w.settle();
     assert_eq!(w.owned().keys().copied().collect::<Vec<_>>(), [b]);
     assert_eq!(w.owned()[&b].len(), 500);
+}
+
+/// A leave that hands over: its partitions go, at the leave's revision
+/// and with new epochs, to the members the keeper would have granted them
+/// to, so the keeper has nothing left to do and nothing else moved; what
+/// did not fit in the leave's transaction goes in the ones after it.
+#[test]
+fn a_leave_hands_its_partitions_to_the_keepers_choice_at_once() {
+    let mut w = World::new(1_000, 0);
+    let ids: Vec<u64> = (0..10).map(|_| w.join(MemberSpec::default())).collect();
+    w.settle();
+    assert_eq!(counts(&w.owned()), [100; 10]);
+    let leaver = ids[3];
+    let before = w.owned();
+    let leave = recipe::leave_with(&w.store, G, leaver, true).expect("a leave");
+    assert_eq!(leave.then.len(), 1, "100 handovers: 63 in the leave, 37 after");
+    let response = w.apply(&leave.command);
+    assert!(recipe::outcome(&response).is_some(), "the leave applies: {response:?}");
+    assert!(w.store.get(&member_key(G, leaver)).is_none());
+    let revision = w.store.revision();
+    for c in &leave.then {
+        assert!(matches!(w.apply(c), Response::Txn { succeeded: true, .. }));
+    }
+    let after = w.owned();
+    assert!(!after.contains_key(&leaver));
+    assert_eq!(counts(&after).iter().sum::<usize>(), 1_000, "every partition owned");
+    let c = counts(&after);
+    assert!(c[c.len() - 1] - c[0] <= 1, "balanced: {c:?}");
+    for (id, ps) in &before {
+        if *id != leaver {
+            for p in ps {
+                assert!(after[id].contains(p), "partition {p} of another member moved");
+            }
+        }
+    }
+    // New epochs: the leave's revision, or the one after it.
+    for p in &before[&leaver] {
+        let epoch = w.epoch(*p).expect("owned");
+        assert!(epoch == revision || epoch == revision + 1, "partition {p}: epoch {epoch}");
+    }
+    assert_eq!(w.step(), 0, "the keeper has nothing to change");
+    assert!(w.keeper.plan(w.now, &w.store).commands.is_empty());
+}
+
+/// A handover that did not fit in the leave changes nothing if it
+/// overtakes the leave (its member is still there); and the leave hands
+/// nothing over while another ready member owns nothing (its
+/// stabilisation, on the leader's clock, may or may not be over): the
+/// keeper grants then, as after a plain leave.
+#[test]
+fn a_leave_hands_over_only_what_the_keeper_would_and_only_after_it() {
+    let mut w = World::new(200, 0);
+    let a = w.join(MemberSpec::default());
+    w.join(MemberSpec::default());
+    w.settle();
+    let leave = recipe::leave_with(&w.store, G, a, true).expect("a leave");
+    assert_eq!(leave.then.len(), 1);
+    assert!(matches!(w.apply(&leave.then[0]), Response::Txn { succeeded: false, .. }));
+    assert_eq!(w.owned()[&a].len(), 100, "nothing changed");
+    // A member not eligible yet, which owns nothing: no handover.
+    let mut w = World::new(200, 60_000);
+    let a = w.join(MemberSpec::default());
+    w.step();
+    w.now = w.now + Duration::from_secs(61);
+    w.settle();
+    let b2 = w.join(MemberSpec::default());
+    w.step();
+    assert!(!w.owned().contains_key(&b2), "b2 waits for its stabilisation");
+    let leave = recipe::leave_with(&w.store, G, a, true).expect("a leave");
+    assert_eq!(
+        leave,
+        recipe::Leave { command: recipe::leave(&w.store, G, a).unwrap(), then: vec![] }
+    );
+    assert!(recipe::outcome(&w.apply(&leave.command)).is_some());
+    assert!(!w.owned().contains_key(&b2), "nothing handed to b2");
 }
 
 /// A grant applied between a leave's read and its write stays on the

@@ -208,8 +208,11 @@ pub async fn join(
 }
 
 /// `POST /v1/groups/{name}/leave`: the member and what it owns go at one
-/// revision (it says it stopped its work on all of it; beyond what one
-/// transaction holds, the keeper deletes the rest right after).
+/// revision (it says it stopped its work on all of it), handed to the
+/// members the keeper would grant them to when the store tells who they
+/// are (`recipe::leave_with`), those beyond what one transaction holds in
+/// transactions proposed right behind it; the last try is a plain leave,
+/// and the keeper grants after it.
 pub async fn leave(
     State(st): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -221,8 +224,9 @@ pub async fn leave(
     let request: GroupLeaveRequest = json_body(&body, LEAVE_SHAPE)?;
     let session = session_from(request.session)?;
     require_owner(&st, &caller, &[session], Use::LeaveGroup).await?;
-    let revision = write(&st, &name, |s, _| {
-        recipe::leave(s, &name, session.0).map_err(|e| refused(&name, &e))
+    let revision = write(&st, &name, |s, attempt| {
+        // A handover compares keys the keeper may change meanwhile.
+        recipe::leave_with(s, &name, session.0, !attempt.last).map_err(|e| refused(&name, &e))
     })
     .await?;
     Ok(Json(GroupWriteBody { revision }))
@@ -489,10 +493,15 @@ fn stopping_error() -> ApiError {
 /// Reads the group and proposes `recipe`'s transaction, again while the
 /// group changed in between, at most [`WRITE_ATTEMPTS`] times; the
 /// revision of the change, or the refusal (nothing changed).
-async fn write(
+///
+/// A recipe may return more commands, to propose right behind its own
+/// (a leave's handovers that did not fit in it): each must be safe alone
+/// and in any order; the write waits for them, and its outcome is the
+/// first command's.
+async fn write<W: Into<Writes>>(
     st: &AppState,
     name: &str,
-    recipe: impl Fn(&Store, Attempt) -> Result<Command, ApiError>,
+    recipe: impl Fn(&Store, Attempt) -> Result<W, ApiError>,
 ) -> Result<u64, ApiError> {
     // First from this node's applied state, which costs no round to the
     // voters (the transaction's comparisons make a stale read harmless);
@@ -503,12 +512,16 @@ async fn write(
     for attempt in tries {
         let consistency =
             if attempt.stale { Consistency::Stale } else { Consistency::Linearizable };
-        let command = match read(st, consistency, |s| recipe(s, attempt)).await? {
-            Ok(command) => command,
+        let Writes { first, then } = match read(st, consistency, |s| recipe(s, attempt)).await? {
+            Ok(w) => w.into(),
             Err(_) if attempt.stale => continue,
             Err(refused) => return Err(refused),
         };
-        let response = propose(st, &command).await?.0;
+        // Proposed in order (the log's queue keeps it); what comes after
+        // the first is the keeper's to do again should it fail.
+        let after = futures_util::future::join_all(then.iter().map(|c| propose(st, c)));
+        let (response, _) = tokio::join!(propose(st, &first), after);
+        let response = response?.0;
         if let Some(revision) = recipe::outcome(&response) {
             return Ok(revision);
         }
@@ -524,6 +537,25 @@ async fn write(
              retry"
         ),
     ))
+}
+
+/// The commands of one write: the one whose outcome is the write's, then
+/// those proposed right behind it.
+struct Writes {
+    first: Command,
+    then: Vec<Command>,
+}
+
+impl From<Command> for Writes {
+    fn from(first: Command) -> Writes {
+        Writes { first, then: Vec::new() }
+    }
+}
+
+impl From<recipe::Leave> for Writes {
+    fn from(l: recipe::Leave) -> Writes {
+        Writes { first: l.command, then: l.then }
+    }
 }
 
 /// Which try of a member's write a recipe is asked for.

@@ -489,10 +489,15 @@ impl Sim {
         let planted = self.kv.as_ref().and_then(|k| k.workload.spec.planted);
         let tag = req.tag;
         // A member's request: the recipe's command from this node's store,
-        // then a write like any other (or refused at once).
+        // then a write like any other (or refused at once); those after it
+        // are proposed right behind it, and answer nobody.
+        let mut then = Vec::new();
         let body = match req.body {
             RequestBody::Group(call) => match self.group_command(i, &call) {
-                Some(Ok(command)) => RequestBody::Write(command),
+                Some(Ok((command, after))) => {
+                    then = after;
+                    RequestBody::Write(command)
+                }
                 Some(Err(refused)) => {
                     let departs = self.departs(i);
                     return self.answer(i, tag, ReplyBody::GroupRefused(refused), departs);
@@ -533,6 +538,10 @@ impl Sim {
                 } else {
                     kv.callers.insert(caller, (tag, None));
                     router.call(local, caller, Call::Propose(command));
+                    for c in then {
+                        kv.next_caller += 1;
+                        router.call(local, kv.next_caller, Call::Propose(c.encode()));
+                    }
                     None
                 }
             }

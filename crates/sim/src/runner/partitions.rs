@@ -67,48 +67,36 @@ impl Sim {
     }
 
     /// The command node `i` makes of a member's request, from its applied
-    /// store: `None` when it has no replica (the request is redirected), a
-    /// refusal when the recipe refuses. (A replica rebuilding after a
-    /// failed write still has its applied store; its router holds the
-    /// command as any write. Redirected instead, with the node's own name
-    /// when its elector leads, a member asked the same node again and
-    /// again: raft seed 42.)
+    /// store, and those to propose right behind it (a leave's handovers
+    /// that did not fit in it): `None` when it has no replica (the request
+    /// is redirected), a refusal when the recipe refuses. (A replica
+    /// rebuilding after a failed write still has its applied store; its
+    /// router holds the command as any write. Redirected instead, with the
+    /// node's own name when its elector leads, a member asked the same node
+    /// again and again: raft seed 42.)
     pub(super) fn group_command(
         &self,
         i: usize,
         call: &GroupCall,
-    ) -> Option<Result<Command, RecipeError>> {
+    ) -> Option<Result<(Command, Vec<Command>), RecipeError>> {
         let kv = self.hosts[i].kv.as_ref()?;
         let store = &kv.replica.as_ref()?.state_machine().store;
-        Some(match call {
+        let commands = match call {
             GroupCall::Join { group, spec, member, me } => {
-                recipe::join(store, group, Some(spec), *member, me)
+                recipe::join(store, group, Some(spec), *member, me).map(|c| (c, Vec::new()))
             }
-            GroupCall::Leave { group, member } => recipe::leave(store, group, *member),
+            GroupCall::Leave { group, member } => {
+                recipe::leave_with(store, group, *member, true).map(|l| (l.command, l.then))
+            }
             GroupCall::Release { group, member, grants } => {
-                let release = recipe::release_many(store, group, *member, grants);
-                match (release, self.partitions_bug()) {
-                    (
-                        Ok(Command::Txn { compare, success, failure }),
-                        Some(PartitionsBug::HandOverInPlace),
-                    ) => {
-                        // Each key put again is not deleted first.
-                        let put: Vec<String> = success
-                            .iter()
-                            .filter_map(|op| match op {
-                                TxnOp::Put { key, .. } => Some(key.clone()),
-                                _ => None,
-                            })
-                            .collect();
-                        let success = success
-                            .into_iter()
-                            .filter(|op| !matches!(op, TxnOp::Delete { key } if put.contains(key)))
-                            .collect();
-                        Ok(Command::Txn { compare, success, failure })
-                    }
-                    (release, _) => release,
-                }
+                recipe::release_many(store, group, *member, grants).map(|c| (c, Vec::new()))
             }
+        };
+        Some(match (commands, self.partitions_bug()) {
+            (Ok((first, then)), Some(PartitionsBug::HandOverInPlace)) => {
+                Ok((in_place(first), then.into_iter().map(in_place).collect()))
+            }
+            (commands, _) => commands,
         })
     }
 
@@ -422,4 +410,22 @@ fn plan(keeper: &mut GroupKeeper, now: Instant, store: &Store, bug: Option<Parti
 fn marks_release(op: &TxnOp) -> bool {
     let TxnOp::Put { value, .. } = op else { return false };
     serde_json::from_slice::<Ownership>(value).is_ok_and(|o| o.release)
+}
+
+/// The planted `HandOverInPlace`: each key a transaction puts again is
+/// not deleted first (the partition changes hands under its old epoch).
+fn in_place(command: Command) -> Command {
+    let Command::Txn { compare, success, failure } = command else { return command };
+    let put: Vec<String> = success
+        .iter()
+        .filter_map(|op| match op {
+            TxnOp::Put { key, .. } => Some(key.clone()),
+            _ => None,
+        })
+        .collect();
+    let success = success
+        .into_iter()
+        .filter(|op| !matches!(op, TxnOp::Delete { key } if put.contains(key)))
+        .collect();
+    Command::Txn { compare, success, failure }
 }
