@@ -103,15 +103,22 @@ pub struct LogCounters {
 }
 
 /// A client request for the log task.
+/// Where a write's outcome goes.
+pub(crate) type WriteReply = oneshot::Sender<Result<Committed, WriteError>>;
+
 pub(crate) enum Request {
     Propose {
         command: Vec<u8>,
-        reply: oneshot::Sender<Result<Committed, WriteError>>,
+        reply: WriteReply,
+    },
+    /// Several commands, handed to the router one after the other.
+    ProposeTogether {
+        commands: Vec<(Vec<u8>, WriteReply)>,
     },
     ProposeAs {
         token: FencingToken,
         command: Vec<u8>,
-        reply: oneshot::Sender<Result<Committed, WriteError>>,
+        reply: WriteReply,
     },
     Read {
         reply: oneshot::Sender<Result<Index, ReadFailure>>,
@@ -239,6 +246,33 @@ impl<S: StateMachine + Send + 'static> Replicated<S> {
         let (reply, answer) = oneshot::channel();
         self.send(Request::Propose { command, reply }).await.map_err(|()| WriteError::Stopped)?;
         answer.await.unwrap_or(Err(WriteError::Stopped))
+    }
+
+    /// Proposes `commands` in one request, so that they reach the log (or
+    /// the leader, from a follower) together, in order, and are written in
+    /// one batch unless the batch is full; waits for each as
+    /// [`Replicated::propose`] does, and answers each.
+    pub async fn propose_together(
+        &self,
+        commands: Vec<Vec<u8>>,
+    ) -> Vec<Result<Committed, WriteError>> {
+        let (commands, answers): (Vec<_>, Vec<_>) = commands
+            .into_iter()
+            .map(|command| {
+                let (reply, answer) = oneshot::channel();
+                ((command, reply), answer)
+            })
+            .unzip();
+        let sent = self.send(Request::ProposeTogether { commands }).await;
+        let mut results = Vec::with_capacity(answers.len());
+        for answer in answers {
+            let result = match sent {
+                Ok(()) => answer.await.unwrap_or(Err(WriteError::Stopped)),
+                Err(()) => Err(WriteError::Stopped),
+            };
+            results.push(result);
+        }
+        results
     }
 
     /// Proposes `command` only if this node is the ready leader of `token`

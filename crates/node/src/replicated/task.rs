@@ -373,6 +373,12 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
     fn on_request(&mut self, req: Request) {
         let (call, reply) = match req {
             Request::Propose { command, reply } => (Call::Propose(command), Reply::Write(reply)),
+            Request::ProposeTogether { commands } => {
+                for (command, reply) in commands {
+                    self.on_request(Request::Propose { command, reply });
+                }
+                return;
+            }
             Request::ProposeAs { token, command, reply } => {
                 (Call::ProposeAs(token, command), Reply::Write(reply))
             }

@@ -22,7 +22,9 @@ use super::budget::{held_json, json_answer, json_str_len, MAX_LIST_BYTES};
 use super::error::{json_body, ApiError};
 use super::owner::{require_owner, Use};
 use super::state::AppState;
-use super::store::{propose, query_from, read, read_error, unexpected, Consistency};
+use super::store::{
+    propose, propose_together, query_from, read, read_error, unexpected, Consistency,
+};
 use super::watch::stream_slot;
 use crate::elections::{DEFAULT_WAIT, MAX_WAIT};
 use axum::body::Bytes;
@@ -517,11 +519,15 @@ async fn write<W: Into<Writes>>(
             Err(_) if attempt.stale => continue,
             Err(refused) => return Err(refused),
         };
-        // Proposed in order (the log's queue keeps it); what comes after
+        // Proposed together, so written in one batch: what comes after
         // the first is the keeper's to do again should it fail.
-        let after = futures_util::future::join_all(then.iter().map(|c| propose(st, c)));
-        let (response, _) = tokio::join!(propose(st, &first), after);
-        let response = response?.0;
+        let response = if then.is_empty() {
+            propose(st, &first).await?.0
+        } else {
+            let commands: Vec<Command> = std::iter::once(first).chain(then).collect();
+            let mut answers = propose_together(st, &commands).await.into_iter();
+            answers.next().expect("the first command's answer")?.0
+        };
         if let Some(revision) = recipe::outcome(&response) {
             return Ok(revision);
         }

@@ -22,7 +22,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use std::time::{Duration, Instant};
 use tenure_kv::{Command, Refusal, Response, Store};
-use tenure_node::{ReadFailure, WriteError};
+use tenure_node::{Committed, ReadFailure, WriteError};
 
 /// How a read is served.
 #[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,7 +41,49 @@ pub enum Consistency {
 pub(crate) async fn propose(st: &AppState, command: &Command) -> Result<(Response, u64), ApiError> {
     command.validate().map_err(|e| invalid(&e))?;
     let started = Instant::now();
-    let committed = match st.kv.propose(command.encode()).await {
+    let committed = st.kv.propose(command.encode()).await;
+    committed_answer(st, started, committed)
+}
+
+/// [`propose`] for several commands, which reach the log together and are
+/// written in one batch (unless it is full); each answered, in order. A
+/// command that fails its checks fails alone.
+pub(crate) async fn propose_together(
+    st: &AppState,
+    commands: &[Command],
+) -> Vec<Result<(Response, u64), ApiError>> {
+    let mut answers: Vec<Option<Result<(Response, u64), ApiError>>> = Vec::new();
+    let mut valid = Vec::new();
+    for command in commands {
+        match command.validate() {
+            Ok(()) => {
+                valid.push(command.encode());
+                answers.push(None);
+            }
+            Err(e) => answers.push(Some(Err(invalid(&e)))),
+        }
+    }
+    let started = Instant::now();
+    let mut committed = st.kv.propose_together(valid).await.into_iter();
+    answers
+        .into_iter()
+        .map(|a| {
+            a.unwrap_or_else(|| {
+                let c = committed.next().expect("an answer for each command proposed");
+                committed_answer(st, started, c)
+            })
+        })
+        .collect()
+}
+
+/// The answer to a write proposed at `started`: the store's response and
+/// the fencing token of the leadership that committed it, or the error.
+fn committed_answer(
+    st: &AppState,
+    started: Instant,
+    committed: Result<Committed, WriteError>,
+) -> Result<(Response, u64), ApiError> {
+    let committed = match committed {
         Ok(c) => c,
         Err(e) => {
             if matches!(e, WriteError::Unknown(_)) {
