@@ -45,10 +45,11 @@ use crate::group::{
     member_key, owner_key, spec_key, Group, GroupKeys, Ownership, StoredOwner, MAX_GROUP_PARTITIONS,
 };
 use crate::model::{Member, MemberId};
+use crate::txn::Txn;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tenure_core::Instant;
-use tenure_kv::{Command, Compare, CompareOp, LeaseId, Store, Target, TxnOp, MAX_TXN_OPS};
+use tenure_kv::{Command, Compare, CompareOp, LeaseId, Store, Target, TxnOp};
 
 /// Most groups the keeper looks after (the member recipes create no more).
 pub const MAX_GROUPS: usize = 1_000;
@@ -389,12 +390,11 @@ fn fit_to_room(
     starved
 }
 
-/// Transactions of at most [`MAX_TXN_OPS`] comparisons and operations,
+/// Transactions of at most [`tenure_kv::MAX_TXN_OPS`] comparisons and operations,
 /// each comparing the group's spec.
 struct Batch {
     spec: (String, Target),
-    compares: BTreeMap<String, Target>,
-    ops: Vec<TxnOp>,
+    txn: Txn,
     done: Vec<Command>,
 }
 
@@ -402,40 +402,24 @@ impl Batch {
     fn new(group: &Group) -> Batch {
         Batch {
             spec: (spec_key(&group.name), Target::ModRevision(group.spec_revision)),
-            compares: BTreeMap::new(),
-            ops: Vec::new(),
+            txn: Txn::default(),
             done: Vec::new(),
         }
     }
 
     fn push<const K: usize>(&mut self, compares: [(String, Target); K], op: TxnOp) {
-        let new = compares.iter().filter(|(k, _)| !self.compares.contains_key(k)).count();
-        // One more comparison for the spec.
-        if self.ops.len() + 1 > MAX_TXN_OPS || self.compares.len() + new + 1 > MAX_TXN_OPS {
+        let mut compares = compares.to_vec();
+        compares.push(self.spec.clone());
+        if !self.txn.fits(&compares, 1) {
             self.flush();
         }
-        self.compares.extend(compares);
-        self.ops.push(op);
+        self.txn.add(compares, vec![op]);
     }
 
     fn flush(&mut self) {
-        if self.ops.is_empty() {
-            return;
+        if !self.txn.is_empty() {
+            self.done.push(std::mem::take(&mut self.txn).finish());
         }
-        let mut compare = vec![Compare {
-            key: self.spec.0.clone(),
-            target: self.spec.1.clone(),
-            op: CompareOp::Equal,
-        }];
-        compare.extend(
-            std::mem::take(&mut self.compares).into_iter().map(|(key, target)| Compare {
-                key,
-                target,
-                op: CompareOp::Equal,
-            }),
-        );
-        let success = std::mem::take(&mut self.ops);
-        self.done.push(Command::Txn { compare, success, failure: Vec::new() });
     }
 
     fn finish(mut self) -> Vec<Command> {

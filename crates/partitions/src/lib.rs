@@ -142,6 +142,7 @@ pub mod keeper;
 mod model;
 pub mod recipe;
 mod tiers;
+mod txn;
 
 pub use assign::assign;
 pub use group::{Group, GroupError, GroupKeys, GroupSpec, MemberSpec, Ownership};

@@ -15,6 +15,7 @@ use crate::group::{
 };
 use crate::keeper::{self, MAX_GROUPS};
 use crate::model::MemberId;
+use crate::txn::Txn;
 use std::collections::{BTreeMap, BTreeSet};
 use tenure_kv::{
     Command, Compare, CompareOp, LeaseId, Response, Store, Target, TxnOp, MAX_KEYS_PER_LEASE,
@@ -190,10 +191,12 @@ pub fn leave_with(
     let mine = member_key(name, id);
     let successors = if hand_over { successors(&group, id) } else { BTreeMap::new() };
     // The leave first; the transactions after it need the member key gone.
-    let mut parts = vec![Part::new(
-        (mine.clone(), Target::ModRevision(m.mod_revision)),
-        TxnOp::Delete { key: mine.clone() },
-    )];
+    let mut first = Txn::default();
+    first.add(
+        vec![(mine.clone(), Target::ModRevision(m.mod_revision))],
+        vec![TxnOp::Delete { key: mine.clone() }],
+    );
+    let mut parts = vec![first];
     let spec = (spec_key(name), Target::ModRevision(group.spec_revision));
     let owned = group.owners.iter().filter(|(_, o)| o.ownership.member == id);
     for (p, o) in owned {
@@ -225,14 +228,15 @@ pub fn leave_with(
             last.add(compare, ops);
         } else if !successors.is_empty() {
             let gone = (mine.clone(), Target::CreateRevision(0));
-            let mut next = Part { compare: BTreeMap::from([gone]), success: Vec::new() };
+            let mut next = Txn::default();
+            next.add(vec![gone], Vec::new());
             next.add(compare, ops);
             parts.push(next);
         }
         // A plain leave leaves the rest to the keeper, as it always did.
     }
     // The comparisons make each transaction fail if a key it read changed.
-    let mut commands = parts.into_iter().map(Part::finish);
+    let mut commands = parts.into_iter().map(Txn::finish);
     let command = commands.next().expect("the leave");
     Ok(Leave { command, then: commands.collect() })
 }
@@ -262,39 +266,6 @@ fn successors(group: &Group, id: MemberId) -> BTreeMap<u32, MemberId> {
         .filter(|(_, o)| o.ownership.member == id)
         .filter_map(|(&p, _)| Some((p, target.get(p as usize).copied().flatten()?)))
         .collect()
-}
-
-/// One transaction of a leave being built: its comparisons (each key
-/// once) and its operations, each at most [`MAX_TXN_OPS`].
-struct Part {
-    compare: BTreeMap<String, Target>,
-    success: Vec<TxnOp>,
-}
-
-impl Part {
-    fn new(compare: (String, Target), op: TxnOp) -> Part {
-        Part { compare: BTreeMap::from([compare]), success: vec![op] }
-    }
-
-    /// Whether `compare` (those not there yet) and `ops` more operations fit.
-    fn fits(&self, compare: &[(String, Target)], ops: usize) -> bool {
-        let new = compare.iter().filter(|(k, _)| !self.compare.contains_key(k)).count();
-        self.compare.len() + new <= MAX_TXN_OPS && self.success.len() + ops <= MAX_TXN_OPS
-    }
-
-    fn add(&mut self, compare: Vec<(String, Target)>, ops: Vec<TxnOp>) {
-        self.compare.extend(compare);
-        self.success.extend(ops);
-    }
-
-    fn finish(self) -> Command {
-        let compare = self
-            .compare
-            .into_iter()
-            .map(|(key, target)| Compare { key, target, op: CompareOp::Equal })
-            .collect();
-        Command::Txn { compare, success: self.success, failure: Vec::new() }
-    }
 }
 
 /// Most grants one release names ([`release_many`]): each costs at most two
