@@ -46,7 +46,7 @@ use tenure_kv::{
 };
 use tenure_partitions::group::{
     group_prefix, member_key, spec_key, validate_group_name, Group, GroupError, GroupKeys,
-    GroupSpec, MemberSpec, StoredMember, DEFAULT_STABILISE_MS,
+    GroupSpec, MemberSpec, Ownership, StoredMember, DEFAULT_STABILISE_MS,
 };
 use tenure_partitions::recipe::{self, RecipeError, ReleaseRead};
 use tenure_partitions::MemberId;
@@ -458,7 +458,12 @@ async fn wait_for_change(
 /// owner keys granted to it, also as they were before a change). A grant
 /// to another member, a release asked of another, or another member's
 /// coming and going does not wake the poll: at a join, each of the nine
-/// releases would otherwise answer every member's poll.
+/// releases would otherwise answer every member's poll. Nor does a
+/// partition the member was asked to give back leaving its session (its
+/// own release, or the handover in it): the member stopped that work when
+/// it saw the request, and its next answer shows the key gone. At a join
+/// that spares each of the nine releasers an answer and a new poll at the
+/// moment its release commits, when the joiner's poll is answered.
 struct Seen {
     prefix: String,
     spec: String,
@@ -467,11 +472,27 @@ struct Seen {
 
 impl Seen {
     fn shows(&self, c: &Change) -> bool {
+        if !c.kv.key.starts_with(&self.prefix) {
+            return false;
+        }
+        if c.kv.key == self.spec {
+            return true;
+        }
         let on_session = |kv: &KeyValue| kv.lease == Some(LeaseId(self.session));
-        c.kv.key.starts_with(&self.prefix)
-            && (c.kv.key == self.spec
-                || on_session(&c.kv)
-                || c.prev.as_ref().is_some_and(on_session))
+        // After a removal `kv` is the key as it was.
+        let (before, after) =
+            if c.kind.is_removal() { (Some(&c.kv), None) } else { (c.prev.as_ref(), Some(&c.kv)) };
+        if after.is_some_and(on_session) {
+            return true;
+        }
+        before.is_some_and(|b| on_session(b) && !self.asked_back(b))
+    }
+
+    /// Whether `kv` (a key of the group) is an owner key whose owner was
+    /// asked to give it back.
+    fn asked_back(&self, kv: &KeyValue) -> bool {
+        kv.key[self.prefix.len()..].starts_with("owners/")
+            && serde_json::from_slice::<Ownership>(&kv.value).is_ok_and(|o| o.release)
     }
 }
 
@@ -854,6 +875,7 @@ fn wait_timeout(timeout_ms: Option<u64>) -> Result<Duration, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tenure_kv::TxnOp;
     use tenure_partitions::group::GroupError;
 
     #[test]
@@ -994,5 +1016,51 @@ mod tests {
         s.execute(&put("_tenure/groups/g/spec", None));
         assert_eq!(unchanged_through(&s, &seen, spec), None, "the spec");
         assert_eq!(unchanged_through(&s, &seen, s.revision() + 1), Some(s.revision()));
+    }
+
+    #[test]
+    fn a_poll_is_not_woken_when_what_its_member_was_asked_back_leaves() {
+        let mut s = Store::new();
+        let (a, b) = (grant(&mut s), grant(&mut s));
+        let seen = Seen { prefix: group_prefix("g"), spec: spec_key("g"), session: a };
+        let owner = |p: u32| format!("_tenure/groups/g/owners/{p:08x}");
+        let owned = |member, release| {
+            let o = Ownership { member, release, to: release.then_some(b) };
+            serde_json::to_vec(&o).unwrap()
+        };
+        let put = |key: String, value: Vec<u8>, lease: u64| Command::Put {
+            key,
+            value,
+            if_mod_revision: None,
+            lease: Some(LeaseId(lease)),
+        };
+        let delete = |key: String| Command::Delete { key, if_mod_revision: None };
+        for p in 1..=4 {
+            s.execute(&put(owner(p), owned(a, false), a));
+        }
+        let marked = s.revision() + 1;
+        s.execute(&put(owner(1), owned(a, true), a));
+        assert_eq!(unchanged_through(&s, &seen, marked), None, "the request to give it back");
+        s.execute(&put(owner(2), owned(a, true), a));
+        let released = s.revision() + 1;
+        s.execute(&delete(owner(1)));
+        assert_eq!(unchanged_through(&s, &seen, released), Some(s.revision()), "its release");
+        let handed = s.revision() + 1;
+        s.execute(&Command::Txn {
+            compare: Vec::new(),
+            success: vec![
+                TxnOp::Delete { key: owner(2) },
+                TxnOp::Put { key: owner(2), value: owned(b, false), lease: Some(LeaseId(b)) },
+            ],
+            failure: Vec::new(),
+        });
+        assert_eq!(unchanged_through(&s, &seen, handed), Some(s.revision()), "its handover");
+        // What it was not asked back still shows, removed or moved.
+        let removed = s.revision() + 1;
+        s.execute(&delete(owner(3)));
+        assert_eq!(unchanged_through(&s, &seen, removed), None, "a grant removed");
+        let moved = s.revision() + 1;
+        s.execute(&put(owner(4), owned(b, false), b));
+        assert_eq!(unchanged_through(&s, &seen, moved), None, "a grant moved");
     }
 }
