@@ -146,7 +146,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => block_on(tenure_bench::run(args)),
         Command::Burn(args) => return tenure_bench::soak::burn(args),
         Command::BenchPartitionsMember(args) => {
-            block_on(tenure_bench::partitions::member(args, |url| {
+            block_on_one_thread(tenure_bench::partitions::member(args, |url| {
                 store_url::open_external(&store_url::parse(url)?, &Default::default())
             }))
         }
@@ -221,6 +221,20 @@ where
     F: std::future::Future<Output = anyhow::Result<ExitCode>>,
 {
     runtime()?.block_on(future)
+}
+
+/// Runs a subcommand on a current-thread tokio runtime: a bench's member
+/// process, one of many sharing the machine with the servers it measures,
+/// whose wake-ups then stay on one thread.
+fn block_on_one_thread<F>(future: F) -> anyhow::Result<ExitCode>
+where
+    F: std::future::Future<Output = anyhow::Result<ExitCode>>,
+{
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?
+        .block_on(future)
 }
 
 /// A multi-threaded tokio runtime with every driver enabled.
