@@ -187,12 +187,56 @@ pub(crate) fn now_us() -> i64 {
     i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
 }
 
-/// Prints `what`, stamped now. A closed stdout means the bench is gone:
-/// exit.
+/// Lines stamped and not yet written: see [`say`].
+static HELD: Mutex<String> = Mutex::new(String::new());
+
+/// Wakes [`write_held`] when [`HELD`] stops being empty.
+static HELD_ADDED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Prints `what`, stamped now. The lines a member says by the hundred
+/// (a partition assigned, stopped, asked back, released) are held and
+/// written together by [`write_held`] once the tasks that run now have had
+/// their turn: one write, and one wake-up of the bench, for what one
+/// assignment brings, rather than one per line (the bench reads the
+/// stamps, so holding a line does not change what it measures). Any
+/// other line is written at once, after those held. A closed stdout means
+/// the bench is gone: exit.
 fn say(what: What) {
+    use std::fmt::Write as _;
+    let held = matches!(
+        what,
+        What::Assigned(..) | What::Stopped(..) | What::Revoked(..) | What::Released(..)
+    );
     let line = Line { at_us: now_us(), what };
+    let mut lines = lock(&HELD);
+    let was_empty = lines.is_empty();
+    let _ = writeln!(lines, "{line}");
+    if !held {
+        write_out(&std::mem::take(&mut *lines));
+    } else if was_empty {
+        HELD_ADDED.notify_one();
+    }
+}
+
+/// Writes the held lines, each time some are added, after letting every
+/// task that is ready run first (on the member's one thread, those that
+/// say more of the same burst).
+async fn write_held() {
+    loop {
+        HELD_ADDED.notified().await;
+        tokio::task::yield_now().await;
+        let lines = std::mem::take(&mut *lock(&HELD));
+        write_out(&lines);
+    }
+}
+
+/// Writes `lines` to stdout; exits when the bench is gone.
+fn write_out(lines: &str) {
+    if lines.is_empty() {
+        return;
+    }
     let mut out = std::io::stdout().lock();
-    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+    if out.write_all(lines.as_bytes()).and_then(|()| out.flush()).is_err() {
         std::process::exit(EXIT_ORPHANED);
     }
 }
@@ -216,6 +260,7 @@ async fn exit_when_orphaned() {
 /// `tenure bench-partitions-member`; `open_etcd` opens the etcd store.
 pub async fn run(args: MemberArgs, open_etcd: OpenStore) -> anyhow::Result<ExitCode> {
     tokio::spawn(exit_when_orphaned());
+    tokio::spawn(write_held());
     let ttl = Duration::from_millis(args.ttl_ms);
     match (&args.endpoints, &args.etcd) {
         (Some(endpoints), None) => on_tenure(&args, endpoints, ttl).await,
