@@ -194,6 +194,9 @@ struct Fencing {
 #[derive(Debug, Serialize)]
 struct PartitionsReport {
     nodes: usize,
+    /// The node that led when the members started (index from 0; every
+    /// member asks node 0 first).
+    leader: usize,
     protocol: tenure_core::ProtocolKind,
     tls: bool,
     heartbeat_ms: u64,
@@ -288,7 +291,7 @@ fn check(args: &PartitionsArgs) -> anyhow::Result<()> {
 async fn on_tenure(args: &PartitionsArgs) -> anyhow::Result<PartitionsReport> {
     let tenure = args.cluster.start_tenure()?;
     let nodes: Vec<usize> = (0..tenure.len()).collect();
-    wait_stable(&tenure, &nodes, args.cluster.timing()).await?;
+    let (leader, _) = wait_stable(&tenure, &nodes, args.cluster.timing()).await?;
     let endpoints: Vec<String> = nodes.iter().map(|&i| tenure.endpoint(i).to_string()).collect();
     let ca = tenure.ca();
     let client = Client::new(ClientOptions { cacert: ca.as_deref(), token: Some(tenure.token()) })?;
@@ -328,6 +331,7 @@ async fn on_tenure(args: &PartitionsArgs) -> anyhow::Result<PartitionsReport> {
     let fencing = Fencing { grants: fleet.book.grants(), violations: Vec::new() };
     Ok(PartitionsReport {
         nodes: args.cluster.nodes,
+        leader,
         protocol: args.cluster.protocol,
         tls: !args.cluster.insecure_no_tls,
         heartbeat_ms: args.cluster.heartbeat_ms,
@@ -615,12 +619,14 @@ fn goals(r: &PartitionsReport) -> Vec<Goal> {
 fn print_text(r: &PartitionsReport) {
     println!(
         "partitions: {} partitions, {} member processes, session TTL {} ms, stabilisation {} ms; \
-         tenure {} nodes, {}, {}, heartbeat {} ms, election timeout {} ms",
+         tenure {} nodes (node {} leading; the members ask node 0 first), {}, {}, heartbeat {} \
+         ms, election timeout {} ms",
         r.partitions,
         r.members,
         r.ttl_ms,
         r.stabilise_ms,
         r.nodes,
+        r.leader,
         r.protocol,
         if r.tls { "TLS" } else { "no TLS" },
         r.heartbeat_ms,
