@@ -157,8 +157,9 @@ pub enum Frame {
     Forward(Forward),
     /// Acceptor -> dialer: handshake refused because the acceptor's
     /// configuration, newer than the one of the log the dialer's hello
-    /// showed, no longer names the dialer, which still counts itself a
-    /// voter: it was removed while it was away (see [`crate::transport`]).
+    /// showed, no longer names the dialer, a voter or a learner of that
+    /// older one: it was removed while it was away (see
+    /// [`crate::transport`]).
     /// The connection is closed after it. Last of the frames, so that a
     /// node of the build before reads every other frame as it did; it is
     /// never sent a `Removed` when it joins (its hello shows the bootstrap

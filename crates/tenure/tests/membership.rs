@@ -443,6 +443,33 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
     let n = writer.check(&c, &last, "node 4 replaced").await;
     eprintln!("node 4 replaced after {:?}: {n} writes", began.elapsed());
 
+    // A learner removed while it was away: node 4 again, as a new member
+    // (an empty data directory) the leader leaves a learner, stopped, then
+    // removed; started again with the disk it had, it is told so by the
+    // voters and stops as a removed voter does, saying it was a learner.
+    std::fs::remove_dir_all(&c.servers[3].data_dir).unwrap();
+    let four = addr(&c, 3);
+    let add = ["member", "add", "4", &four, "--manual-promote", "-e", &survivors];
+    let out = cli(&c, &add).await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    join(&mut c, 3, &[0, 2], &[]);
+    members_when(&c, &last, "node 4 a learner", |m| {
+        m.learners.iter().any(|l| l.id == 4 && l.lag_entries == Some(0))
+    })
+    .await;
+    c.crash(3);
+    let out = cli(&c, &["member", "remove", "4", "-e", &survivors]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    members_when(&c, &last, "node 4 removed", |m| m.learners.is_empty()).await;
+    join(&mut c, 3, &[0, 2], &[]);
+    let log = stopped(&mut c, 3, "learner 4, removed while away", REMOVED_EXIT).await;
+    assert!(
+        log.contains("node 4 was removed from the cluster while it was away")
+            && log.contains("still counts it a learner"),
+        "{log}"
+    );
+    assert_eq!(voters(&members_when(&c, &last, "unchanged", |_| true).await), [1, 3, 6]);
+
     // Every node names the leader and its peer address, a joined one too.
     let leader = m.leader.unwrap();
     for i in last {

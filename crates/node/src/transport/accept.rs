@@ -345,7 +345,7 @@ async fn admit(
         Ok(Frame::Hello { from, .. }) => net.link(*from),
         _ => None,
     };
-    let removed = removed_voter(net, &hello);
+    let removed = removed_member(net, &hello);
     let checked = check_hello(net, hello)
         .and_then(|h| match removed {
             // A departing member (the last change removed it) passes the
@@ -361,7 +361,7 @@ async fn admit(
             if let Some(link) = claimed {
                 link.handshake_failed(&format!("this node refused its handshake: {reason}"));
             }
-            // A voter removed while it was away is told so, once its
+            // A member removed while it was away is told so, once its
             // certificate shows it is the node it claims to be.
             let removed = removed.filter(|&from| {
                 reason.contains(NOT_A_MEMBER) && check_certificate(net, &conn, from).is_ok()
@@ -445,21 +445,22 @@ fn guest_address(
 /// before it asks to be added (`tenure server --join`).
 pub const NOT_A_MEMBER: &str = "is not a member of this cluster";
 
-/// The dialer of `hello`, if it is a voter removed while it was away: this
-/// node's configuration names it no more (it is no link of this node's, or
-/// the departing member of the last change), and its hello shows an older
-/// configuration of the log that counts it a voter. Neither is a node that
-/// joins (its hello shows the bootstrap list, without itself), nor a guest
-/// (a newer configuration), nor a leader committing its own removal (its
-/// hello shows that newer configuration, without itself), nor a node of a
-/// build before `Frame::Removed` (a joiner of which shows the bootstrap
-/// list with itself). Pure, as [`check_hello`].
-pub(super) fn removed_voter(net: &Net, hello: &Result<Frame, wire::FrameError>) -> Option<NodeId> {
-    let Ok(Frame::Hello { from, config, voters, .. }) = hello else { return None };
+/// The dialer of `hello`, if it is a member (a voter or a learner) removed
+/// while it was away: this node's configuration names it no more (it is no
+/// link of this node's, or the departing member of the last change), and
+/// its hello shows an older configuration of the log. Neither is a node
+/// that joins (its hello shows the bootstrap list), nor a guest (a newer
+/// configuration), nor a leader committing its own removal (its hello
+/// shows that newer configuration, without itself), nor a node of a build
+/// before `Frame::Removed` (a joiner of which shows the bootstrap list with
+/// itself). The dialer decides whether it counts ([`Net::note_removed`]:
+/// only if its own configuration names it). Pure, as [`check_hello`].
+pub(super) fn removed_member(net: &Net, hello: &Result<Frame, wire::FrameError>) -> Option<NodeId> {
+    let Ok(Frame::Hello { from, config, .. }) = hello else { return None };
     let roster = net.roster();
     let named = roster.voters.contains(from) || roster.learners.contains(from);
     let older = *config != ConfigId::BOOTSTRAP && *config < roster.config;
-    (*from != net.me && !named && older && voters.contains(from)).then_some(*from)
+    (*from != net.me && !named && older).then_some(*from)
 }
 
 /// Logs and counts a refusal, and tells the dialer why.

@@ -282,15 +282,15 @@ mod tests {
         assert!(zero.contains("data-directory identity 0"), "{zero}");
     }
 
-    /// A voter removed while it was away (its hello shows an older
-    /// configuration of the log naming it a voter) is told so by each
-    /// member; it counts the members that said so, and learns it was
-    /// removed once a majority of its voters did. A joining node, a leader
+    /// A member (voter or learner) removed while it was away (its hello
+    /// shows an older configuration of the log) is told so by each member;
+    /// it counts the voters that said so, if its own configuration names
+    /// it, and learns it was removed once a majority of its voters did. A joining node, a leader
     /// committing its own removal, a node the newer configuration names, a
     /// node re-added under its id with a new data directory, or a
     /// configuration not newer than its own count for nothing.
     #[tokio::test]
-    async fn a_voter_removed_while_away_learns_it_from_a_majority() {
+    async fn a_member_removed_while_away_learns_it_from_a_majority() {
         use tenure_core::{ConfigId, DirectoryId};
         let addr = |p: u16| -> std::net::SocketAddr { ([127, 0, 0, 1], p).into() };
         let id = |t: u64, index: u64| ConfigId { token: tenure_core::FencingToken(t), index };
@@ -332,35 +332,38 @@ mod tests {
                 etcd_address: None,
             })
         };
-        let removed_voter = |net: &Net, from, voters, config| {
-            accept::removed_voter(net, &hello(from, voters, config))
+        let removed_member = |net: &Net, from, voters, config| {
+            accept::removed_member(net, &hello(from, voters, config))
         };
-        assert_eq!(removed_voter(&member, 3, vec![1, 2, 3], old), Some(NodeId(3)));
+        assert_eq!(removed_member(&member, 3, vec![1, 2, 3], old), Some(NodeId(3)));
         let e = check_hello(&member, hello(3, vec![1, 2, 3], old)).unwrap_err();
         assert!(e.contains(NOT_A_MEMBER), "{e}");
+        // So is a hello at `old` that does not count node 3 a voter: a
+        // learner of `old` (whether it counts is node 3's to tell, by its
+        // own configuration).
+        assert_eq!(removed_member(&member, 3, vec![1, 2], old), Some(NodeId(3)));
         // Not one: a joiner (the bootstrap list, with itself in a build
-        // before this frame, without in this one), a hello that does not
-        // count itself a voter (a leader committing its own removal), as
-        // new as this node's or newer (a guest), or from a member.
-        assert_eq!(removed_voter(&member, 3, vec![1, 2, 3], ConfigId::BOOTSTRAP), None);
-        assert_eq!(removed_voter(&member, 3, vec![1, 2], ConfigId::BOOTSTRAP), None);
-        assert_eq!(removed_voter(&member, 3, vec![1, 2], new), None);
-        assert_eq!(removed_voter(&member, 3, vec![1, 2], old), None);
-        assert_eq!(removed_voter(&member, 3, vec![1, 2, 3], new), None);
-        assert_eq!(removed_voter(&member, 3, vec![1, 2, 3], id(5, 30)), None);
-        assert_eq!(removed_voter(&member, 2, vec![1, 2, 3], old), None);
+        // before this frame, without in this one), a hello as new as this
+        // node's or newer (a guest; a leader committing its own removal),
+        // or from a member.
+        assert_eq!(removed_member(&member, 3, vec![1, 2, 3], ConfigId::BOOTSTRAP), None);
+        assert_eq!(removed_member(&member, 3, vec![1, 2], ConfigId::BOOTSTRAP), None);
+        assert_eq!(removed_member(&member, 3, vec![1, 2], new), None);
+        assert_eq!(removed_member(&member, 3, vec![1, 2, 3], new), None);
+        assert_eq!(removed_member(&member, 3, vec![1, 2, 3], id(5, 30)), None);
+        assert_eq!(removed_member(&member, 2, vec![1, 2, 3], old), None);
         // The departing member of the last change (a link still) is one,
         // unless the configuration names it (a learner).
         let departing = net_of(1, false, &[1, 2, 3]);
         departing.set_roster(Roster { config: new, voters: two(), ..Roster::default() });
-        assert_eq!(removed_voter(&departing, 3, vec![1, 2, 3], old), Some(NodeId(3)));
+        assert_eq!(removed_member(&departing, 3, vec![1, 2, 3], old), Some(NodeId(3)));
         departing.set_roster(Roster {
             config: new,
             voters: two(),
             learners: vec![NodeId(3)],
             ..Roster::default()
         });
-        assert_eq!(removed_voter(&departing, 3, vec![1, 2, 3], old), None);
+        assert_eq!(removed_member(&departing, 3, vec![1, 2, 3], old), None);
 
         // Node 3, counting by `old` over {1,2,3}.
         let removed = net_of(3, false, &[1, 2, 3]);
@@ -386,6 +389,7 @@ mod tests {
             .await
             .expect("a majority said so");
         assert_eq!((removal.by, removal.config, removal.own), (two(), new, old));
+        assert!(!removal.learner);
         let said = removed.removal().expect("kept").to_string();
         assert!(
             said.contains("node 3 was removed from the cluster while it was away")
@@ -393,6 +397,32 @@ mod tests {
                 && said.contains("tenure member add 3"),
             "{said}"
         );
+
+        // A learner of `old` (voters 1 and 2) is told so the same way, by
+        // both of them.
+        let learner = net_of(3, false, &[1, 2, 3]);
+        learner.set_roster(Roster {
+            config: old,
+            voters: two(),
+            learners: vec![NodeId(3)],
+            ..Roster::default()
+        });
+        assert!(learner.note_removed(NodeId(1), new, two()));
+        assert_eq!(learner.removal(), None);
+        assert!(learner.note_removed(NodeId(2), new, two()));
+        let removal = learner.removal().expect("a majority of its voters said so");
+        assert!(removal.learner);
+        assert!(removal.to_string().contains("still counts it a learner of configuration"));
+        // Not when their configuration names it (a learner still, or
+        // promoted).
+        let named = net_of(3, false, &[1, 2, 3]);
+        named.set_roster(Roster {
+            config: old,
+            voters: two(),
+            learners: vec![NodeId(3)],
+            ..Roster::default()
+        });
+        assert!(!named.note_removed(NodeId(1), new, vec![NodeId(1), NodeId(2), NodeId(3)]));
 
         // Counting nothing: a node whose log's configuration already left
         // it out, one at the bootstrap list (a joiner; or a first member

@@ -365,9 +365,10 @@ pub struct Net {
 #[error(
     "node {me} was removed from the cluster while it was away: node{s} {by} count{verb} by \
      configuration {config} (voters {voters}), which no longer names it, and this node's log \
-     still counts it a voter of configuration {own}. It cannot serve again with this data \
+     still counts it a {role} of configuration {own}. It cannot serve again with this data \
      directory; to bring it back, add it as a new member: `tenure member add {me} HOST:PORT` \
      on a member, then start it with an empty --data-dir and --join",
+    role = if self.learner { "learner" } else { "voter" },
     s = if self.by.len() == 1 { "" } else { "s" },
     verb = if self.by.len() == 1 { "s" } else { "" },
     by = self.by.iter().map(|n| n.0.to_string()).collect::<Vec<_>>().join(", "),
@@ -384,6 +385,8 @@ pub struct Removal {
     pub voters: Vec<NodeId>,
     /// The configuration this node counts by.
     pub own: ConfigId,
+    /// Whether that configuration names this node a learner (else a voter).
+    pub learner: bool,
 }
 
 /// A member's word that this node was removed: its configuration, the
@@ -474,10 +477,10 @@ impl Net {
 
     /// Voter `peer` refused this node's handshake with [`Frame::Removed`]:
     /// its configuration `config`, of `voters`, no longer names this node.
-    /// Counted if this node still counts itself a voter of its log's
-    /// configuration (with this data directory, where the configuration
+    /// Counted if this node's log's configuration still names it, a voter
+    /// or a learner (with this data directory, where the configuration
     /// names one: a node re-added under its id with a new directory that
-    /// replays the configurations naming its old one is not that voter)
+    /// replays the configurations naming its old one is not that member)
     /// and that configuration is newer than this node's. Entries older
     /// than [`REMOVED_NOTICE_AGE`] are forgotten; once a majority of the
     /// voters this node counts by said so within it, [`Net::removed`] tells
@@ -486,9 +489,12 @@ impl Net {
         let roster = self.roster();
         let me = self.me;
         let mine = roster.directories.get(&me).is_none_or(|d| *d == self.directory);
-        let voter = roster.config != ConfigId::BOOTSTRAP && roster.voters.contains(&me) && mine;
+        let learner = roster.learners.contains(&me);
+        let member = roster.config != ConfigId::BOOTSTRAP
+            && (roster.voters.contains(&me) || learner)
+            && mine;
         let counts = roster.voters.contains(&peer) && !voters.contains(&me);
-        if !voter || !counts || config <= roster.config {
+        if !member || !counts || config <= roster.config {
             return false;
         }
         let now = Instant::now();
@@ -504,7 +510,7 @@ impl Net {
             let (config, voters, _) =
                 by.values().max_by_key(|(c, _, _)| *c).cloned().expect("not empty");
             let by = by.keys().copied().collect();
-            let removal = Removal { me, by, config, voters, own: roster.config };
+            let removal = Removal { me, by, config, voters, own: roster.config, learner };
             self.removed.send_if_modified(|r| {
                 let changed = r.is_none();
                 if changed {
