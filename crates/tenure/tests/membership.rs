@@ -235,6 +235,20 @@ async fn stopped(c: &mut TestCluster, i: usize, what: &str, code: i32) -> String
     log
 }
 
+/// Node 4 (server 3) as a new member, from an empty data directory: added
+/// with `add` (a manual promotion, so it stays a learner), started with
+/// `--join`, and caught up, as the members `among` show.
+async fn add_learner_4(c: &mut TestCluster, add: &[&str], among: &[usize]) {
+    std::fs::remove_dir_all(&c.servers[3].data_dir).unwrap();
+    let out = cli(c, add).await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    join(c, 3, &[0, 2], &[]);
+    members_when(c, among, "node 4 a caught-up learner", |m| {
+        m.learners.iter().any(|l| l.id == 4 && l.lag_entries == Some(0))
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_writes_go_on() {
     let _serial = serial().await;
@@ -447,16 +461,9 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
     // (an empty data directory) the leader leaves a learner, stopped, then
     // removed; started again with the disk it had, it is told so by the
     // voters and stops as a removed voter does, saying it was a learner.
-    std::fs::remove_dir_all(&c.servers[3].data_dir).unwrap();
     let four = addr(&c, 3);
     let add = ["member", "add", "4", &four, "--manual-promote", "-e", &survivors];
-    let out = cli(&c, &add).await;
-    assert_eq!(code(&out), 0, "{}", text(&out));
-    join(&mut c, 3, &[0, 2], &[]);
-    members_when(&c, &last, "node 4 a learner", |m| {
-        m.learners.iter().any(|l| l.id == 4 && l.lag_entries == Some(0))
-    })
-    .await;
+    add_learner_4(&mut c, &add, &last).await;
     c.crash(3);
     let out = cli(&c, &["member", "remove", "4", "-e", &survivors]).await;
     assert_eq!(code(&out), 0, "{}", text(&out));
@@ -468,6 +475,15 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
             && log.contains("still counts it a learner"),
         "{log}"
     );
+    assert_eq!(voters(&members_when(&c, &last, "unchanged", |_| true).await), [1, 3, 6]);
+    // The same learner removed while it runs: the leader stops sending it
+    // the log at once, so it never hears of the change; the members drop
+    // its connections, and when it dials again they tell it.
+    add_learner_4(&mut c, &add, &last).await;
+    let out = cli(&c, &["member", "remove", "4", "-e", &survivors]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let log = stopped(&mut c, 3, "learner 4, removed while it runs", REMOVED_EXIT).await;
+    assert!(log.contains("still counts it a learner"), "{log}");
     assert_eq!(voters(&members_when(&c, &last, "unchanged", |_| true).await), [1, 3, 6]);
 
     // Every node names the leader and its peer address, a joined one too.

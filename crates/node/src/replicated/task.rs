@@ -463,10 +463,17 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             );
         }
         let peers = if members_changed {
-            let departing = previous
-                .iter()
-                .flat_map(|p| p.members.all())
-                .filter(|m| electorate.departing.contains(&m.id));
+            // A departing voter stays a peer until the next change (it may
+            // be the leader committing its own removal); a departing
+            // learner does not: its links close, and when it dials again
+            // the members tell it it was removed (it never received the
+            // change, which the leader no longer sends it).
+            let departing = previous.iter().flat_map(|p| {
+                p.members.all().filter(|m| {
+                    electorate.departing.contains(&m.id)
+                        && p.members.voters.iter().any(|v| v.id == m.id)
+                })
+            });
             let members: Vec<(NodeId, String)> = membership
                 .members
                 .all()
