@@ -192,6 +192,19 @@ pub fn free_ports(n: usize) -> Vec<u16> {
     tenure_launch::free_ports(n).expect("free loopback ports")
 }
 
+/// `n` free loopback ports that none of `c`'s servers was given: the
+/// kernel may hand out again a port [`free_ports`] let go of, and `c`'s
+/// servers bind theirs only when they start.
+pub fn ports_besides(c: &TestCluster, n: usize) -> Vec<u16> {
+    let taken: Vec<u16> = c.servers.iter().flat_map(|s| [s.peer_port, s.http_port]).collect();
+    loop {
+        let ports = free_ports(n);
+        if ports.iter().all(|p| !taken.contains(p)) {
+            return ports;
+        }
+    }
+}
+
 impl TestCluster {
     /// Prepares `n` servers without starting them.
     pub fn new(n: usize, heartbeat_ms: u64, election_timeout_ms: u64) -> Self {
@@ -553,7 +566,7 @@ pub fn etcd_cluster_timed(
     extra: &[&str],
 ) -> (TestCluster, Vec<(String, Vec<std::ffi::OsString>)>) {
     let mut c = TestCluster::new(3, heartbeat_ms, election_timeout_ms);
-    let ports = free_ports(3);
+    let ports = ports_besides(&c, 3);
     let certs = c.dir.path().join("certs");
     let mut endpoints = Vec::new();
     for (i, port) in ports.iter().enumerate() {
