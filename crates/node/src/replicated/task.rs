@@ -469,10 +469,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             // the members tell it it was removed (it never received the
             // change, which the leader no longer sends it).
             let departing = previous.iter().flat_map(|p| {
-                p.members.all().filter(|m| {
-                    electorate.departing.contains(&m.id)
-                        && p.members.voters.iter().any(|v| v.id == m.id)
-                })
+                p.members
+                    .all()
+                    .filter(|m| electorate.departing.contains(&m.id) && p.members.is_voter(m.id))
             });
             let members: Vec<(NodeId, String)> = membership
                 .members

@@ -400,28 +400,25 @@ mod tests {
 
         // A learner of `old` (voters 1 and 2) is told so the same way, by
         // both of them.
-        let learner = net_of(3, false, &[1, 2, 3]);
-        learner.set_roster(Roster {
-            config: old,
-            voters: two(),
-            learners: vec![NodeId(3)],
-            ..Roster::default()
-        });
+        let learner_of_old = || {
+            let net = net_of(3, false, &[1, 2, 3]);
+            net.set_roster(Roster {
+                config: old,
+                voters: two(),
+                learners: vec![NodeId(3)],
+                ..Roster::default()
+            });
+            net
+        };
+        let learner = learner_of_old();
         assert!(learner.note_removed(NodeId(1), new, two()));
         assert_eq!(learner.removal(), None);
         assert!(learner.note_removed(NodeId(2), new, two()));
         let removal = learner.removal().expect("a majority of its voters said so");
         assert!(removal.learner);
         assert!(removal.to_string().contains("still counts it a learner of configuration"));
-        // Not when their configuration names it (a learner still, or
-        // promoted).
-        let named = net_of(3, false, &[1, 2, 3]);
-        named.set_roster(Roster {
-            config: old,
-            voters: two(),
-            learners: vec![NodeId(3)],
-            ..Roster::default()
-        });
+        // Not when their configuration names it a voter (promoted).
+        let named = learner_of_old();
         assert!(!named.note_removed(NodeId(1), new, vec![NodeId(1), NodeId(2), NodeId(3)]));
 
         // Counting nothing: a node whose log's configuration already left
