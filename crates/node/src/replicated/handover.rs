@@ -60,38 +60,46 @@ pub async fn wait_for_log<S: StateMachine + Send + 'static>(
 
 /// Before a graceful stop: if this node leads, hands leadership to a voter
 /// that holds every entry this node holds, waiting at most an election
-/// timeout for one to. Voters that hold more come first; one the elector
-/// finds unreachable is passed over. Where none is found, the stop goes on
-/// and the elector names the most responsive voter itself.
+/// timeout for one to. The log takes office a moment after the elector wins
+/// and commits a no-op of its own: a stop that came in between waits for
+/// that commit, so the successor holds the no-op too. Voters that hold more
+/// come first; one the elector finds unreachable is passed over. Where none
+/// is found, the stop goes on and the elector names the most responsive
+/// voter itself.
 pub async fn before_stop<S: StateMachine + Send + 'static>(node: &NodeHandle, kv: &Replicated<S>) {
-    if !node.is_leader() {
-        return;
-    }
     let (timings, _) = node.timings();
     let give_up = Instant::now() + timings.election_timeout;
-    let wanted = kv.status().last.index;
+    // The last index when the log was first seen ready to lead.
+    let mut wanted = None;
     // Voters the elector refused (unreachable): asked once.
     let mut refused = Vec::new();
     loop {
-        let log = kv.status();
-        if log.leading.is_none() {
+        if !node.is_leader() {
             return;
         }
-        let mut ready: Vec<(u64, NodeId)> = log
-            .followers
-            .iter()
-            .filter(|&&(id, held)| held >= wanted && log.membership.members.is_voter(id))
-            .filter(|(id, _)| !refused.contains(id))
-            .map(|&(id, held)| (held, id))
-            .collect();
-        // The one that holds the most first: writes go on meanwhile, and a
-        // voter that holds entries the successor lacks would refuse it.
-        ready.sort_by(|a, b| b.cmp(a));
-        for (held, to) in ready {
-            refused.push(to);
-            if node.transfer_leadership(to).await.is_ok() {
-                info!(node = %node.id(), successor = %to, held, "stopping: handed leadership to a voter that holds the log");
-                return;
+        let log = kv.status();
+        if log.membership.members.voter_ids().all(|id| id == node.id()) {
+            // The only voter: nobody to hand over to.
+            return;
+        }
+        if log.ready_leader {
+            let wanted = *wanted.get_or_insert(log.last.index);
+            let mut ready: Vec<(u64, NodeId)> = log
+                .followers
+                .iter()
+                .filter(|&&(id, held)| held >= wanted && log.membership.members.is_voter(id))
+                .filter(|(id, _)| !refused.contains(id))
+                .map(|&(id, held)| (held, id))
+                .collect();
+            // The one that holds the most first: writes go on meanwhile, and a
+            // voter that holds entries the successor lacks would refuse it.
+            ready.sort_by(|a, b| b.cmp(a));
+            for (held, to) in ready {
+                refused.push(to);
+                if node.transfer_leadership(to).await.is_ok() {
+                    info!(node = %node.id(), successor = %to, held, "stopping: handed leadership to a voter that holds the log");
+                    return;
+                }
             }
         }
         if Instant::now() >= give_up {
