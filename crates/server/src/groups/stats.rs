@@ -8,10 +8,10 @@
 //! the applied store and the time, and compares each group that changed
 //! since its last look (from the store's change history; every group when
 //! that history is no longer kept) with what it saw then. The groups
-//! service calls it on the ready leader at every look it takes (each apply
-//! that changed a group, each plan of the keeper, in the same read as the
-//! keeper's), so every state the keeper grants from was seen: a partition's
-//! absence is seen before its grant. A spell is measured from the first
+//! service calls it on the ready leader at every plan of the keeper, in
+//! the same read as the keeper's (a burst of changes is looked at once,
+//! [`crate::groups::LOOK_QUIET`]), so every state the keeper grants from
+//! was seen: a partition's absence is seen before its grant. A spell is measured from the first
 //! look that saw the owner key absent to the first that saw it again.
 //!
 //! [`GroupsWatch`] is that state shared by one node's groups service, its
