@@ -162,53 +162,29 @@ fn check(events: Vec<Event>) {
 
 /// The checks a dialer makes of the acceptor's answer.
 fn dialer_side(frame: &Frame) {
-    if let Frame::HelloAck {
-        version,
-        cluster_id,
-        node,
-        protocol,
-        incarnation,
-        voters,
-        config,
-        api_address,
-        directory,
-        etcd_address,
-    } = frame
-    {
-        let net = net(*protocol);
-        let link = &net.links()[0];
-        let ack = HelloAck {
-            version: *version,
-            cluster_id,
-            node: *node,
-            protocol: *protocol,
-            incarnation: *incarnation,
-            voters,
-            config: *config,
-            api_address: api_address.as_deref(),
-            directory: *directory,
-            etcd_address: etcd_address.as_deref(),
-        };
-        let verdict = check_hello_ack(&net, link, &ack);
-        let well_formed = !voters.is_empty()
-            && voters.len() <= tenure_core::MAX_VOTERS
-            && voters.windows(2).all(|w| w[0] < w[1])
-            && voters[0].0 > 0;
-        // While both count by their bootstrap lists (this side always
-        // does), the lists must be the same, the peer among them.
-        let same_bootstrap = *voters == net.roster().voters && voters.contains(node);
-        let expected_ok = *version == wire::WIRE_VERSION
-            && cluster_id == CLUSTER
-            && *node == link.id
-            && (1..=tenure_node::storage::MAX_INCARNATION).contains(incarnation)
-            && well_formed
-            && (*config != tenure_core::ConfigId::BOOTSTRAP || same_bootstrap)
-            && directory.0 != 0
-            && [api_address, etcd_address].iter().all(|a| {
-                a.as_ref().is_none_or(|a| (1..=wire::MAX_API_ADDRESS_LEN).contains(&a.len()))
-            });
-        assert_eq!(verdict.is_none(), expected_ok, "{frame:?}: {verdict:?}");
-    }
+    let Some(ack) = HelloAck::of(frame) else { return };
+    let (node, voters) = (ack.node, ack.voters);
+    let net = net(ack.protocol);
+    let link = &net.links()[0];
+    let verdict = check_hello_ack(&net, link, &ack);
+    let well_formed = !voters.is_empty()
+        && voters.len() <= tenure_core::MAX_VOTERS
+        && voters.windows(2).all(|w| w[0] < w[1])
+        && voters[0].0 > 0;
+    // While both count by their bootstrap lists (this side always
+    // does), the lists must be the same, the peer among them.
+    let same_bootstrap = *voters == net.roster().voters && voters.contains(&node);
+    let expected_ok = ack.version == wire::WIRE_VERSION
+        && ack.cluster_id == CLUSTER
+        && node == link.id
+        && (1..=tenure_node::storage::MAX_INCARNATION).contains(&ack.incarnation)
+        && well_formed
+        && (ack.config != tenure_core::ConfigId::BOOTSTRAP || same_bootstrap)
+        && ack.directory.0 != 0
+        && [ack.api_address, ack.etcd_address]
+            .iter()
+            .all(|a| a.is_none_or(|a| (1..=wire::MAX_API_ADDRESS_LEN).contains(&a.len())));
+    assert_eq!(verdict.is_none(), expected_ok, "{frame:?}: {verdict:?}");
 }
 
 #[cfg(test)]

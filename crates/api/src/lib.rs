@@ -207,6 +207,14 @@ pub struct MemberAddRequest {
     /// How it becomes a voter (default `auto`).
     #[serde(default)]
     pub promote: PromoteMode,
+    /// When true, the leader first dials the node at `address` and adds it
+    /// only if node `id` answers the peer handshake there (with
+    /// `directory`, when given); otherwise the change is refused (409,
+    /// reason `unreachable`) and nothing changes. For a running node that
+    /// asks to be added (`tenure server --join` sets it): a typo in its
+    /// address would leave a learner the leader can never reach.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probe: bool,
 }
 
 /// A node's elector timings, as `GET /v1/status` reports them in `timings`,

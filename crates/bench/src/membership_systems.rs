@@ -128,6 +128,7 @@ impl Replacement for TenureReplacement {
             address: self.tenure.peer_address(self.new).to_string(),
             directory: None,
             promote: PromoteMode::Auto,
+            probe: false,
         };
         self.change(MemberChange::Add(add)).await.map(drop)
     }

@@ -147,6 +147,7 @@ mod tests {
             address: "10.0.0.4:7001".into(),
             directory: None,
             promote: PromoteMode::Manual,
+            probe: false,
         });
         let (method, path, body) = add.request();
         assert_eq!((method, path.as_str()), (Method::POST, "/v1/members"));

@@ -490,4 +490,25 @@ impl NodeHandle {
     pub async fn removed(&self) -> crate::transport::Removal {
         self.shared.net.removed().await
     }
+
+    /// Dials node `id` at peer address `address` (HOST:PORT) as a link to
+    /// it would, and returns once it answered the peer handshake there (with
+    /// data directory `directory`, where given); `Err` says what the dial
+    /// found ([`crate::transport::probe`]).
+    pub async fn probe_peer(
+        &self,
+        id: NodeId,
+        address: &str,
+        directory: Option<DirectoryId>,
+    ) -> Result<(), String> {
+        let addr = match address.parse::<std::net::SocketAddr>() {
+            Ok(addr) => addr,
+            Err(_) => tokio::net::lookup_host(address)
+                .await
+                .map_err(|e| format!("{address} does not resolve: {e}"))?
+                .next()
+                .ok_or_else(|| format!("{address} resolves to no address"))?,
+        };
+        crate::transport::probe(&self.shared.net, id, addr, directory).await
+    }
 }

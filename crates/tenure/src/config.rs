@@ -220,7 +220,8 @@ pub struct ServerArgs {
     /// of some of its nodes, comma-separated (https:// with --join-cacert, else --tls-ca). The
     /// node asks them for the members, starts as a learner that follows them, then asks the
     /// leader to add it with its id, its peer address (--advertise-peer, else --listen) and its
-    /// data directory's identity; the leader promotes it to voter once it has caught up. If the
+    /// data directory's identity; the leader adds it only once it reached it at that address,
+    /// and promotes it to voter once it has caught up. If the
     /// cluster holds this id already with the same data directory, nothing is added; with
     /// another one (a wiped disk), the node stops and says so. It keeps the members it joined
     /// with in its data directory (joined.json): later starts need neither --join nor --peers,

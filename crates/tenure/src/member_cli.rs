@@ -257,6 +257,8 @@ pub async fn run(args: MemberArgs) -> anyhow::Result<ExitCode> {
                 address: a.address,
                 directory: a.directory,
                 promote: if a.manual_promote { PromoteMode::Manual } else { PromoteMode::Auto },
+                // The node may start after it is added (etcd's order).
+                probe: false,
             };
             let cluster = cluster(&a.cluster)?;
             single(&cluster, wait(&a.cluster, 5000), MemberChange::Add(request)).await
@@ -475,6 +477,7 @@ async fn replace(a: ReplaceArgs) -> anyhow::Result<ExitCode> {
                     address: a.address.clone(),
                     directory: a.directory.clone(),
                     promote: PromoteMode::Auto,
+                    probe: false,
                 });
                 if let Err(f) = step(&cluster, deadline, &add).await {
                     return f.report();

@@ -286,6 +286,16 @@ async fn a_cluster_grows_shrinks_and_replaces_a_dead_node_through_the_log_while_
     join(&mut c, 6, &first, &["--join-token-file", read.to_str().unwrap()]);
     let log = refused(&mut c, 6, "a read token").await;
     assert!(log.contains("POST /v1/members needs admin"), "{log}");
+    // A peer address the members cannot dial (well formed, but nothing of
+    // node 7 listens there: a typo in --advertise-peer): the leader dials
+    // it before the change and refuses it, naming the address.
+    let typo = addr(&c, 5);
+    join(&mut c, 6, &first, &["--advertise-peer", &typo]);
+    let log = refused(&mut c, 6, "a wrong --advertise-peer").await;
+    assert!(
+        log.contains(&format!("cannot reach node 7 at {typo}")) && log.contains("--advertise-peer"),
+        "{log}"
+    );
     // Another cluster's id (its certificate from the same CA, the right
     // token): the members read its hello and refuse it, so it does not ask
     // to be added (it was added before, as a member that could never sync).

@@ -10,6 +10,7 @@ use crate::tls::{explain_io, is_tls_error};
 use crate::wire::{self, Frame, WIRE_VERSION};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,64 +169,17 @@ async fn secure(net: &Net, link: &PeerLink, tcp: TcpStream) -> Result<PeerStream
 /// incarnation, or the reason the connection cannot be used (already logged
 /// and counted where it is the peer's fault).
 async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, String> {
-    let roster = net.roster();
-    let hello = Frame::Hello {
-        version: WIRE_VERSION,
-        cluster_id: net.cluster_id.clone(),
-        from: net.me,
-        to: link.id,
-        protocol: net.protocol,
-        incarnation: net.incarnation,
-        voters: roster.voters,
-        config: roster.config,
-        api_address: net.api_address.clone(),
-        directory: net.directory,
-        peer_address: net.peer_address.clone(),
-        etcd_address: net.etcd_address.clone(),
-    };
-    conn.send(wire::encode(&hello)).await.map_err(|e| e.to_string())?;
-    let reply = match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
-        Err(_) => return Err("no handshake reply".into()),
-        Ok(None) => return Err("closed during the handshake".into()),
-        Ok(Some(Err(e))) if is_tls_error(&e) => {
-            // TLS 1.3: the acceptor checks our certificate after our side of
-            // the handshake ended, so its refusal arrives here.
-            let reason = format!("node {} refused the TLS connection: {}", link.id, explain_io(&e));
-            net.reject(link.addr, &reason);
-            return Err(reason);
-        }
-        Ok(Some(Err(e))) => return Err(e.to_string()),
-        Ok(Some(Ok(bytes))) => wire::decode(&bytes),
-    };
+    let reply = exchange_hellos(net, link, conn).await?;
     let addr = link.addr;
     let (problem, incarnation, advertised, directory) = match reply {
-        Ok(Frame::HelloAck {
-            version,
-            cluster_id,
-            node,
-            protocol,
-            incarnation,
-            voters,
-            config,
-            api_address,
-            directory,
-            etcd_address,
-        }) => {
-            let ack = HelloAck {
-                version,
-                cluster_id: &cluster_id,
-                node,
-                protocol,
-                incarnation,
-                voters: &voters,
-                config,
-                api_address: api_address.as_deref(),
-                directory,
-                etcd_address: etcd_address.as_deref(),
-            };
+        Ok(ref frame @ Frame::HelloAck { .. }) => {
+            let ack = HelloAck::of(frame).expect("a hello acknowledgement");
             let problem = check_hello_ack(net, link, &ack);
-            let advertised = Advertised { api: api_address, etcd: etcd_address };
-            (problem, incarnation, advertised, directory)
+            let advertised = Advertised {
+                api: ack.api_address.map(str::to_string),
+                etcd: ack.etcd_address.map(str::to_string),
+            };
+            (problem, ack.incarnation, advertised, ack.directory)
         }
         Ok(Frame::Reject { reason }) => {
             warn!(peer = %link.id, %addr, %reason, "peer refused our handshake");
@@ -265,6 +219,90 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
     }
 }
 
+/// Sends our hello to `link`'s node and reads its answer (undecoded where
+/// it is not a frame); `Err` where none came.
+async fn exchange_hellos(
+    net: &Net,
+    link: &PeerLink,
+    conn: &mut Conn,
+) -> Result<Result<Frame, wire::FrameError>, String> {
+    let roster = net.roster();
+    let hello = Frame::Hello {
+        version: WIRE_VERSION,
+        cluster_id: net.cluster_id.clone(),
+        from: net.me,
+        to: link.id,
+        protocol: net.protocol,
+        incarnation: net.incarnation,
+        voters: roster.voters,
+        config: roster.config,
+        api_address: net.api_address.clone(),
+        directory: net.directory,
+        peer_address: net.peer_address.clone(),
+        etcd_address: net.etcd_address.clone(),
+    };
+    conn.send(wire::encode(&hello)).await.map_err(|e| e.to_string())?;
+    match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
+        Err(_) => Err("no handshake reply".into()),
+        Ok(None) => Err("closed during the handshake".into()),
+        Ok(Some(Err(e))) if is_tls_error(&e) => {
+            // TLS 1.3: the acceptor checks our certificate after our side of
+            // the handshake ended, so its refusal arrives here.
+            let reason = format!("node {} refused the TLS connection: {}", link.id, explain_io(&e));
+            net.reject(link.addr, &reason);
+            Err(reason)
+        }
+        Ok(Some(Err(e))) => Err(e.to_string()),
+        Ok(Some(Ok(bytes))) => Ok(wire::decode(&bytes)),
+    }
+}
+
+/// Dials node `id` at `addr` as its link would once it is a member, and
+/// returns once it answered the handshake there as the links would accept
+/// it, and with `directory` where one is given; `Err` says what the dial
+/// found instead. Nothing of this node's links or counts changes, and the
+/// connection is closed: for the leader, before it adds a node that asks
+/// to be added at `addr` (a typo in its address would leave the cluster
+/// with a learner it can never reach).
+pub async fn probe(
+    net: &Net,
+    id: NodeId,
+    addr: SocketAddr,
+    directory: Option<DirectoryId>,
+) -> Result<(), String> {
+    let link = PeerLink::new(id, addr);
+    let tcp = match timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+        Err(_) => return Err(format!("no TCP connection within {CONNECT_TIMEOUT:?}")),
+        Ok(Err(e)) => return Err(explain_io(&e)),
+        Ok(Ok(tcp)) => tcp,
+    };
+    let stream = secure(net, &link, tcp).await?;
+    let mut conn = Framed::new(stream, wire::codec());
+    match exchange_hellos(net, &link, &mut conn).await? {
+        Ok(ref frame @ Frame::HelloAck { .. }) => {
+            let ack = HelloAck::of(frame).expect("a hello acknowledgement");
+            let theirs = ack.directory;
+            // Not the checks that compare configurations: the node is no
+            // member yet, and its link is checked in full once it is.
+            if let Some(problem) = identity_problem(net, &link, &ack) {
+                return Err(problem);
+            }
+            match directory {
+                Some(d) if d != theirs => Err(format!(
+                    "node {id} answered with data directory {theirs}, not {d}: another \
+                     process of node {id} listens there"
+                )),
+                _ => Ok(()),
+            }
+        }
+        Ok(Frame::Reject { reason } | Frame::Removed { reason, .. }) => {
+            Err(format!("node {id} refused the handshake: {reason}"))
+        }
+        Ok(other) => Err(format!("unexpected handshake reply {other:?}")),
+        Err(e) => Err(format!("bad handshake reply: {e}")),
+    }
+}
+
 /// The fields of an acceptor's [`Frame::HelloAck`], borrowed.
 #[derive(Clone, Copy, Debug)]
 pub struct HelloAck<'a> {
@@ -290,21 +328,63 @@ pub struct HelloAck<'a> {
     pub etcd_address: Option<&'a str>,
 }
 
+impl<'a> HelloAck<'a> {
+    /// The fields of `frame`, if it is a [`Frame::HelloAck`].
+    pub fn of(frame: &'a Frame) -> Option<HelloAck<'a>> {
+        let Frame::HelloAck {
+            version,
+            cluster_id,
+            node,
+            protocol,
+            incarnation,
+            voters,
+            config,
+            api_address,
+            directory,
+            etcd_address,
+        } = frame
+        else {
+            return None;
+        };
+        Some(HelloAck {
+            version: *version,
+            cluster_id,
+            node: *node,
+            protocol: *protocol,
+            incarnation: *incarnation,
+            voters,
+            config: *config,
+            api_address: api_address.as_deref(),
+            directory: *directory,
+            etcd_address: etcd_address.as_deref(),
+        })
+    }
+}
+
 /// Checks the acceptor's hello acknowledgement; returns the reason to drop
 /// the connection, if any. Pure, so the handshake can be fuzzed.
 pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option<String> {
-    let &HelloAck {
-        version,
-        cluster_id,
-        node,
-        protocol,
-        incarnation,
-        voters,
-        config,
-        api_address,
-        directory,
-        etcd_address,
-    } = ack;
+    let &HelloAck { node, voters, config, api_address, directory, etcd_address, .. } = ack;
+    if let Some(why) = identity_problem(net, link, ack) {
+        Some(why)
+    } else if let Some(why) = net.voter_mismatch(node, voters, config) {
+        Some(why)
+    } else if directory == DirectoryId(0) {
+        Some(format!("node {node} shows data-directory identity 0"))
+    } else if let Some(why) = net.directory_mismatch(node, directory, config) {
+        Some(why)
+    } else {
+        bad_api_address(node, "API", api_address)
+            .or_else(|| bad_api_address(node, "etcd API", etcd_address))
+    }
+}
+
+/// Whether the acceptor is the node `link` dials, of this cluster and
+/// protocol, at this wire version, in a sane incarnation: the checks of
+/// [`check_hello_ack`] that do not depend on the configurations either side
+/// holds.
+fn identity_problem(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option<String> {
+    let &HelloAck { version, cluster_id, node, protocol, incarnation, .. } = ack;
     if version != WIRE_VERSION {
         Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
     } else if cluster_id != net.cluster_id {
@@ -319,15 +399,8 @@ pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option
         Some(format!("expected node {} at {} but node {node} answered", link.id, link.addr))
     } else if !(1..=MAX_INCARNATION).contains(&incarnation) {
         Some(format!("node {node} shows incarnation {incarnation}, outside 1..={MAX_INCARNATION}"))
-    } else if let Some(why) = net.voter_mismatch(node, voters, config) {
-        Some(why)
-    } else if directory == DirectoryId(0) {
-        Some(format!("node {node} shows data-directory identity 0"))
-    } else if let Some(why) = net.directory_mismatch(node, directory, config) {
-        Some(why)
     } else {
-        bad_api_address(node, "API", api_address)
-            .or_else(|| bad_api_address(node, "etcd API", etcd_address))
+        None
     }
 }
 

@@ -31,7 +31,7 @@ pub use accept::{
     NOT_A_MEMBER, PEER_IDLE_PINGS,
 };
 pub use dial::{
-    check_hello_ack, reconnect_cap, HelloAck, CONNECT_TIMEOUT, RECONNECT_MAX, RECONNECT_MIN,
+    check_hello_ack, probe, reconnect_cap, HelloAck, CONNECT_TIMEOUT, RECONNECT_MAX, RECONNECT_MIN,
     SILENT_PINGS,
 };
 pub use inbound::{Inbound, PeerData};

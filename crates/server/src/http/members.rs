@@ -2,9 +2,10 @@
 //! holds (`GET`, role read), and changes of it (role admin), one at a time
 //! through the log (`docs/MEMBERSHIP.md`):
 //!
-//! * `POST /v1/members {"id", "address", "directory", "promote"}` adds a
-//!   learner; the leader promotes it once it has caught up (`"promote":
-//!   "auto"`, the default) or waits for
+//! * `POST /v1/members {"id", "address", "directory", "promote", "probe"}`
+//!   adds a learner (with `"probe": true`, only once the leader reached it
+//!   at its address); the leader promotes it once it has caught up
+//!   (`"promote": "auto"`, the default) or waits for
 //! * `POST /v1/members/{id}/promote`, which makes a learner a voter;
 //! * `DELETE /v1/members/{id}` removes a voter or a learner.
 //!
@@ -16,7 +17,7 @@
 //! |---|---|
 //! | asked of a follower | 409, `"leader"` and `"leader_http_address"` (send it there) |
 //! | no leader known, or the leader has not committed an entry of its term yet | 503 + `Retry-After` |
-//! | another change in progress, a duplicate id, address or directory, promoting a voter or a learner that has not caught up, removing the last voter, too many members, too few healthy voters after it | 409 |
+//! | another change in progress, a duplicate id, address or directory, a node asked with `"probe": true` that the leader cannot reach at its address (reason `unreachable`), promoting a voter or a learner that has not caught up, removing the last voter, too many members, too few healthy voters after it | 409 |
 //! | a member that does not exist | 404 |
 //! | a malformed body, id 0 or above 65535, an address that is not HOST:PORT, a directory that is not 32 hex digits | 400 |
 //! | the entry was written but leadership was lost before it committed (or it did not commit within [`CHANGE_TIMEOUT`]) | 504, `"outcome": "unknown"`: look at the members before retrying |
@@ -40,6 +41,10 @@ use tenure_core::{DirectoryId, NodeId, MAX_NODE_ID};
 use tenure_node::ChangeFailure;
 use tenure_replica::{Change, ChangeError, Member, Membership};
 
+/// The longest the leader tries to reach a node asked to be added with
+/// `"probe": true` (name resolution, TCP, TLS and the peer handshake).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long a change may take to commit before it is answered as unknown
 /// (504): a healthy cluster commits one in a few milliseconds.
 pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -56,8 +61,37 @@ pub async fn add(
     State(st): State<AppState>,
     body: Result<Json<MemberAddRequest>, JsonRejection>,
 ) -> Result<Json<MembersBody>, ApiError> {
-    let member = member_to_add(body)?;
+    let (member, probe) = member_to_add(body)?;
+    if probe && st.kv.status().leading.is_some() {
+        // Only the leader dials: anywhere else the change is refused anyway.
+        reachable(&st, &member).await?;
+    }
     change(&st, Change::AddLearner(member)).await
+}
+
+/// The 409 refusal (reason `unreachable`) unless node `member.id` answers
+/// the peer handshake at `member.address`, within [`PROBE_TIMEOUT`].
+async fn reachable(st: &AppState, member: &Member) -> Result<(), ApiError> {
+    let probe = st.node.probe_peer(member.id, &member.address, member.directory);
+    let why = match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(why)) => why,
+        Err(_) => format!("no answer within {} s", PROBE_TIMEOUT.as_secs()),
+    };
+    let mut e = ApiError::new(
+        StatusCode::CONFLICT,
+        format!(
+            "the leader (node {}) cannot reach node {} at {}, the peer address to add it with: \
+             {why}. Nothing changed. That address (the node's --advertise-peer, or its \
+             --listen) must be one the members can dial, and node {} must listen there",
+            st.node.id(),
+            member.id,
+            member.address,
+            member.id
+        ),
+    );
+    e.body.reason = Some("unreachable".into());
+    Err(e)
 }
 
 /// `POST /v1/members/{id}/promote`: makes the learner of the path a voter.
@@ -76,11 +110,12 @@ pub async fn remove(
     change(&st, Change::Remove(member_id(id)?)).await
 }
 
-/// The member a `POST /v1/members` body names, or the 400 answer for a body
-/// that names none. Pure.
+/// The member a `POST /v1/members` body names and whether the leader is
+/// asked to reach it first, or the 400 answer for a body that names none.
+/// Pure.
 pub fn member_to_add(
     body: Result<Json<MemberAddRequest>, JsonRejection>,
-) -> Result<Member, ApiError> {
+) -> Result<(Member, bool), ApiError> {
     let Json(req) = body.map_err(|r| {
         invalid(format!(
             "{}; expected a JSON body like {{\"id\": 4, \"address\": \"10.0.0.4:7001\", \
@@ -94,12 +129,13 @@ pub fn member_to_add(
         req.directory.as_deref().map(|d| d.parse::<DirectoryId>()).transpose().map_err(|e| {
             invalid(format!("\"directory\": {e}; `directory` of the node's /v1/status"))
         })?;
-    Ok(Member {
+    let member = Member {
         id,
         address: req.address,
         directory,
         auto_promote: req.promote == PromoteMode::Auto,
-    })
+    };
+    Ok((member, req.probe))
 }
 
 /// The node id of the path, or 400.
@@ -346,15 +382,19 @@ mod tests {
         let m = member_to_add(body(
             r#"{"id": 4, "address": "10.0.0.4:7001", "directory": "0123456789abcdef0011223344556677"}"#,
         ))
-        .unwrap();
+        .unwrap()
+        .0;
         assert_eq!(m.id, NodeId(4));
         assert_eq!(m.address, "10.0.0.4:7001");
         assert_eq!(m.directory, Some(DirectoryId(0x0123_4567_89ab_cdef_0011_2233_4455_6677)));
         assert!(m.auto_promote, "auto is the default");
-        let m =
+        let (m, probe) =
             member_to_add(body(r#"{"id": 5, "address": "db5.example:7001", "promote": "manual"}"#))
                 .unwrap();
-        assert!(!m.auto_promote && m.directory.is_none());
+        assert!(!m.auto_promote && m.directory.is_none() && !probe);
+        let (_, probe) =
+            member_to_add(body(r#"{"id": 5, "address": "h:7001", "probe": true}"#)).unwrap();
+        assert!(probe);
         assert!(member_to_add(body(r#"{"id": 6, "address": "[::1]:7001"}"#)).is_ok());
         for (json, says) in [
             (r#"{"id": 0, "address": "10.0.0.4:7001"}"#, "1 to 65535"),

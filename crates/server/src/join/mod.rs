@@ -261,6 +261,8 @@ async fn attempt(
         address: join.address.clone(),
         directory: Some(directory.to_string()),
         promote: join.promote,
+        // The leader adds this node only once it reached it at that address.
+        probe: true,
     };
     match change(&join.cluster, &MemberChange::Add(request)).await {
         Ok(added) => {
