@@ -31,10 +31,12 @@ pub struct Behind {
     pub waited: Duration,
 }
 
-/// On the leader of the log: waits, at most an election timeout, until
-/// `to` holds every entry this node held at the call. Returns at once where
-/// this node does not lead the log or `to` is not one of its followers (the
-/// elector's own checks answer those).
+/// On the leader: waits, at most an election timeout, until `to` holds
+/// every entry this node held when its log was first seen ready to lead
+/// (a node that won its election a moment ago waits for its log to take
+/// office and commit its no-op first). Returns at once where this node
+/// does not lead or `to` is not one of its log's followers (the elector's
+/// own checks answer those).
 pub async fn wait_for_log<S: StateMachine + Send + 'static>(
     node: &NodeHandle,
     kv: &Replicated<S>,
@@ -43,16 +45,23 @@ pub async fn wait_for_log<S: StateMachine + Send + 'static>(
     let (timings, _) = node.timings();
     let waited = timings.election_timeout;
     let give_up = Instant::now() + waited;
-    let wanted = kv.status().last.index;
+    let mut wanted = None;
     loop {
-        let log = kv.status();
-        let held = log.followers.iter().find(|(id, _)| *id == to).map(|&(_, index)| index);
-        let Some(held) = held.filter(|_| log.leading.is_some()) else { return Ok(()) };
-        if held >= wanted {
+        if !node.is_leader() {
             return Ok(());
         }
+        let log = kv.status();
+        let held = log.followers.iter().find(|(id, _)| *id == to).map(|&(_, index)| index);
+        if log.ready_leader {
+            let wanted = *wanted.get_or_insert(log.last.index);
+            let Some(held) = held else { return Ok(()) };
+            if held >= wanted {
+                return Ok(());
+            }
+        }
         if Instant::now() >= give_up {
-            return Err(Behind { held, wanted, waited });
+            let wanted = wanted.unwrap_or(log.last.index);
+            return Err(Behind { held: held.unwrap_or(0), wanted, waited });
         }
         tokio::time::sleep(CATCH_UP_POLL).await;
     }
