@@ -260,8 +260,9 @@ async fn exchange_hellos(
 /// Dials node `id` at `addr` as its link would once it is a member, and
 /// returns once it answered the handshake there as the links would accept
 /// it, and with `directory` where one is given; `Err` says what the dial
-/// found instead. Nothing of this node's links or counts changes, and the
-/// connection is closed: for the leader, before it adds a node that asks
+/// found instead. None of this node's links changes (a refused TLS
+/// handshake is logged and counted as any other), and the connection is
+/// closed: for the leader, before it adds a node that asks
 /// to be added at `addr` (a typo in its address would leave the cluster
 /// with a learner it can never reach).
 pub async fn probe(
