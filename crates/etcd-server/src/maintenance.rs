@@ -161,7 +161,7 @@ impl Maintenance for MaintenanceService {
             return Err(Status::failed_precondition(BAD_TRANSFEREE));
         }
         if let Err(behind) = wait_for_log(&ctx.node, &ctx.kv, to).await {
-            tracing::info!(?behind, %to, "etcd MoveLeader: the transferee did not catch up");
+            tracing::info!(%behind, %to, "etcd MoveLeader: no handover");
             return Err(Status::unavailable(TRANSFER_TIMEOUT));
         }
         if let Err(e) = ctx.node.transfer_leadership(to).await {

@@ -389,7 +389,7 @@ async fn transfer_moves_leadership(protocol: &str) {
 async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
     let _serial = serial().await;
     let n = 3;
-    let c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
+    let mut c = TestCluster::start(n, HEARTBEAT_MS, TIMEOUT_MS);
     let (leader, term) = c.wait_agreement(&all(n), FIRST_ELECTION_BOUND).await;
     let follower = (leader + 1) % n;
 
@@ -422,6 +422,24 @@ async fn http_api_answers_bad_requests_with_json_errors_and_transfers() {
         .unwrap();
     assert_eq!(code, 409, "{text}");
     assert_eq!(json["leader"], c.servers[leader].id, "{text}");
+
+    // A transferee that lacks committed entries (stopped while one was
+    // written): 409 with both indexes, after an election timeout, and the
+    // leader stays.
+    c.signal(follower, Signal::SIGSTOP);
+    let (code, _, text) = c
+        .request(leader, Method::PUT, "/v1/kv/transfer/lag", Some(("text/plain", "x")))
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{text}");
+    let (code, _, text) = c
+        .request(leader, Method::POST, "/v1/transfer", Some(("application/json", &body)))
+        .await
+        .unwrap();
+    c.signal(follower, Signal::SIGCONT);
+    assert_eq!(code, 409, "{text}");
+    assert!(text.contains("holds the log up to index"), "{text}");
+    assert!(c.status(leader).await.unwrap()["role"] == "leader", "{}", c.logs());
 
     // Healthz, metrics and the SSE stream's first event.
     let (code, _, _) = c.request(follower, Method::GET, "/healthz", None).await.unwrap();

@@ -409,6 +409,8 @@ mod tests {
             (r#"{"id": 4, "address": "h:1", "directory": "xyz"}"#, "32 hex digits"),
             (r#"{"id": 4, "address": "h:1", "promote": "later"}"#, "unknown variant"),
             (r#"{"id": 4, "address": "h:1", "role": "voter"}"#, "unknown field"),
+            (r#"{"id": 4, "address": "h:1", "probe": "yes"}"#, "expected a boolean"),
+            (r#"{"id": 4, "address": "h:1", "probe": 1}"#, "expected a boolean"),
             (r#"{"address": "h:1"}"#, "missing field `id`"),
             ("not json", "expected a JSON body like"),
         ] {

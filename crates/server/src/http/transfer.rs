@@ -25,19 +25,15 @@ pub async fn post(
 }
 
 /// On the leader of the log, waits (bounded) until `to` holds the log; 409
-/// with both indexes if it does not catch up (see [`crate::handover`]).
+/// saying why if it does not (see [`tenure_node::replicated::handover`]).
 async fn wait_for_log(st: &AppState, to: NodeId) -> Result<(), ApiError> {
     tenure_node::replicated::handover::wait_for_log(&st.node, &st.kv, to).await.map_err(|b| {
         ApiError::new(
             StatusCode::CONFLICT,
             format!(
-                "node {to} holds the log up to index {}, this leader up to {}: it has not \
-                 caught up within an election timeout ({} ms); a successor that lacks \
-                 entries would be refused by the voters that hold them, so nothing was \
-                 handed over (see `tenure status` for its lag)",
-                b.held,
-                b.wanted,
-                b.waited.as_millis()
+                "node {to} cannot take over yet: {b}; a successor that lacks entries would \
+                 be refused by the voters that hold them, so nothing was handed over (see \
+                 `tenure status` for its lag)"
             ),
         )
     })
