@@ -16,6 +16,8 @@
 use crate::model::{Member, MemberId, MAX_PARTITIONS};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::OnceLock;
 use tenure_kv::{KeyValue, LeaseId, Store, MAX_KEYS_PER_LEASE};
 
 /// Where every group's keys live.
@@ -307,12 +309,20 @@ pub struct GroupKeys {
     /// some ([`GroupKeys::copy_some`]): only then are keys that do not
     /// parse reported.
     whole: bool,
+    /// The keys parsed, once ([`GroupKeys::group`]).
+    parsed: OnceLock<Option<Group>>,
 }
 
 impl GroupKeys {
     /// The group's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The group these keys hold ([`Group::parse`]), parsed at the first
+    /// call only: the keeper and the leader's figures read one copy.
+    pub fn group(&self) -> Option<&Group> {
+        self.parsed.get_or_init(|| Group::parse(self)).as_ref()
     }
 
     /// Whether the group's spec key was copied (it exists): a group that
@@ -333,7 +343,7 @@ impl GroupKeys {
         let members = prefix + "members/";
         let ids = kvs.iter().filter_map(|kv| parse_hex(kv.key.strip_prefix(&members)?, 16));
         let used = sessions_used(store, ids);
-        GroupKeys { name: name.to_string(), kvs, used, whole: true }
+        GroupKeys { name: name.to_string(), kvs, used, whole: true, parsed: OnceLock::new() }
     }
 
     /// Group `name`'s spec, the owner keys of `partitions` and the member
@@ -350,7 +360,7 @@ impl GroupKeys {
             .chain(members.iter().map(|&id| member_key(name, id)));
         let kvs = keys.filter_map(|k| store.get(&k).cloned()).collect();
         let used = sessions_used(store, members);
-        GroupKeys { name: name.to_string(), kvs, used, whole: false }
+        GroupKeys { name: name.to_string(), kvs, used, whole: false, parsed: OnceLock::new() }
     }
 
     /// Group `name`'s spec, member `id`'s key and the owner keys on its
@@ -358,17 +368,17 @@ impl GroupKeys {
     /// partition): what [`Group::read_member_view`] reads.
     pub fn copy_member_view(store: &Store, name: &str, id: MemberId) -> GroupKeys {
         let owners = group_prefix(name) + "owners/";
-        let partitions: Vec<u32> = store
-            .lease(LeaseId(id))
-            .map(|l| {
-                l.keys
-                    .iter()
-                    .filter_map(|k| parse_hex(k.strip_prefix(&owners)?, 8))
-                    .filter_map(|p| u32::try_from(p).ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        GroupKeys::copy_some(store, name, partitions, [id])
+        let mut kvs: Vec<KeyValue> = store.get(&spec_key(name)).cloned().into_iter().collect();
+        if let Some(lease) = store.lease(LeaseId(id)) {
+            // The session's keys are in order: its owner keys of this group
+            // are one run of them, looked up as they are (no key rebuilt).
+            let from = (Bound::Included(owners.as_str()), Bound::Unbounded);
+            let owned = lease.keys.range::<str, _>(from).take_while(|k| k.starts_with(&owners));
+            kvs.extend(owned.filter_map(|k| store.get(k).cloned()));
+        }
+        kvs.extend(store.get(&member_key(name, id)).cloned());
+        let used = sessions_used(store, [id]);
+        GroupKeys { name: name.to_string(), kvs, used, whole: false, parsed: OnceLock::new() }
     }
 }
 

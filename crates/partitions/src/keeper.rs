@@ -47,6 +47,7 @@ use crate::group::{
 use crate::model::{Member, MemberId};
 use crate::txn::Txn;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 use tenure_core::Instant;
 use tenure_kv::{Command, Compare, CompareOp, LeaseId, Store, Target, TxnOp};
@@ -85,9 +86,18 @@ pub struct Look {
     /// Every group's name.
     names: BTreeSet<String>,
     /// The groups to plan again: the fingerprint and the keys of each.
-    changed: Vec<(u64, GroupKeys)>,
+    changed: Vec<(u64, Arc<GroupKeys>)>,
     /// The earliest time an unchanged group asked to be planned again.
     next_check: Option<Instant>,
+}
+
+impl Look {
+    /// The keys of the groups this look copied (to plan again), shared:
+    /// another reader of the same store at the same moment (the leader's
+    /// figures) takes them rather than copying the group again.
+    pub fn copied(&self) -> Vec<Arc<GroupKeys>> {
+        self.changed.iter().map(|(_, keys)| keys.clone()).collect()
+    }
 }
 
 /// What the keeper last did for a group.
@@ -147,7 +157,7 @@ impl GroupKeeper {
                     continue;
                 }
             }
-            look.changed.push((fingerprint, GroupKeys::copy(store, name)));
+            look.changed.push((fingerprint, Arc::new(GroupKeys::copy(store, name))));
         }
         look.names = names;
         look
@@ -164,16 +174,16 @@ impl GroupKeeper {
         self.ready_since.retain(|name, _| names.contains(name));
         self.empty_since.retain(|name, _| names.contains(name));
         for (fingerprint, keys) in changed {
-            let Some(group) = Group::parse(&keys) else {
+            let Some(group) = keys.group() else {
                 self.planned.insert(keys.name().to_string(), Planned { fingerprint, wake: None });
                 continue;
             };
-            let (eligible, due) = self.eligible(now, &group);
-            let (mut commands, starved) = decide(&group, &eligible);
-            let empty = self.empty_for(now, &group);
+            let (eligible, due) = self.eligible(now, group);
+            let (mut commands, starved) = decide(group, &eligible);
+            let empty = self.empty_for(now, group);
             let gone_at = empty.map(|since| since + EMPTY_GROUP_GRACE);
             if gone_at.is_some_and(|at| now >= at) {
-                commands.push(delete_group(&group));
+                commands.push(delete_group(group));
             }
             let retry = (starved || !commands.is_empty()).then(|| now + REPLAN_AFTER);
             let wake = [due, retry, gone_at].into_iter().flatten().min();
@@ -181,7 +191,7 @@ impl GroupKeeper {
                 plan.next_check = earliest(plan.next_check, w);
             }
             plan.commands.extend(commands);
-            self.planned.insert(group.name, Planned { fingerprint, wake });
+            self.planned.insert(group.name.clone(), Planned { fingerprint, wake });
         }
         plan
     }

@@ -37,7 +37,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use tenure_api::{GroupStatsBody, PartitionStatsBody};
 use tenure_core::FencingToken;
 use tenure_kv::Store;
@@ -163,14 +163,16 @@ pub struct Copied {
     /// the last are no longer kept): their names; the others are forgotten.
     every: Option<Vec<String>>,
     /// The keys of each group looked at.
-    groups: Vec<GroupKeys>,
+    groups: Vec<Arc<GroupKeys>>,
 }
 
 impl Copied {
     /// The groups parsed ([`Group::parse`]), by name.
     pub fn parse(self) -> Parsed {
-        let groups = self.groups.iter().map(|k| (k.name().to_string(), Group::parse(k))).collect();
-        Parsed { revision: self.revision, every: self.every, groups }
+        for keys in &self.groups {
+            keys.group();
+        }
+        Parsed { revision: self.revision, every: self.every, groups: self.groups }
     }
 }
 
@@ -179,8 +181,9 @@ impl Copied {
 pub struct Parsed {
     revision: u64,
     every: Option<Vec<String>>,
-    /// Each group looked at (`None`: gone, or unreadable).
-    groups: Vec<(String, Option<Group>)>,
+    /// Each group looked at, parsed ([`GroupKeys::group`] is `None`:
+    /// gone, or unreadable).
+    groups: Vec<Arc<GroupKeys>>,
 }
 
 /// What one look saw end.
@@ -247,6 +250,13 @@ impl GroupsStats {
     /// and compares after letting go); `None` when no group can have
     /// changed.
     pub fn copy(&self, store: &Store) -> Option<Copied> {
+        self.copy_reusing(store, &[])
+    }
+
+    /// [`GroupsStats::copy`], taking the keys of a group from `have` where
+    /// it holds them (copied from the same `store` at the same revision)
+    /// rather than copying them again.
+    pub fn copy_reusing(&self, store: &Store, have: &[Arc<GroupKeys>]) -> Option<Copied> {
         let revision = store.revision();
         let changed: Option<BTreeSet<String>> = match self.through {
             None => None,
@@ -259,7 +269,13 @@ impl GroupsStats {
             Some(names) => (false, names.into_iter().collect()),
             None => (true, Group::names(store, MAX_GROUPS)),
         };
-        let groups = names.iter().map(|name| GroupKeys::copy(store, name)).collect();
+        let groups = names
+            .iter()
+            .map(|name| match have.iter().find(|k| k.name() == name) {
+                Some(keys) => keys.clone(),
+                None => Arc::new(GroupKeys::copy(store, name)),
+            })
+            .collect();
         Some(Copied { revision, every: every.then_some(names), groups })
     }
 
@@ -286,8 +302,8 @@ impl GroupsStats {
             let kept: BTreeSet<&String> = names.iter().collect();
             self.groups.retain(|name, _| kept.contains(name));
         }
-        for (name, group) in &parsed.groups {
-            self.look(now_ms, name, group.as_ref(), &mut seen);
+        for keys in &parsed.groups {
+            self.look(now_ms, keys.name(), keys.group(), &mut seen);
         }
         seen
     }
@@ -463,9 +479,14 @@ impl GroupsWatch {
     /// [`GroupsStats::copy`], if measuring for a leadership: a look's
     /// first half, under the store's lock.
     pub fn copy(&self, store: &Store) -> Option<Copied> {
+        self.copy_reusing(store, &[])
+    }
+
+    /// [`GroupsStats::copy_reusing`], if measuring for a leadership.
+    pub fn copy_reusing(&self, store: &Store, have: &[Arc<GroupKeys>]) -> Option<Copied> {
         let w = self.lock();
         w.leading?;
-        w.stats.copy(store)
+        w.stats.copy_reusing(store, have)
     }
 
     /// [`GroupsStats::observe_copied`], if still measuring: a look's

@@ -34,6 +34,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tenure_api::{
     AssignmentBody, GroupBody, GroupJoinRequest, GroupLeaveRequest, GroupListBody, GroupListEntry,
@@ -310,9 +311,11 @@ pub async fn get(
     }
     let node = st.node.status().id.0;
     // Copied under the store's lock, which the log waits for; parsed after.
-    let (keys, copied, revision) =
-        read(&st, q.consistency, |s| (GroupKeys::copy(s, &name), watch.copy(s), s.revision()))
-            .await?;
+    let (keys, copied, revision) = read(&st, q.consistency, |s| {
+        let keys = Arc::new(GroupKeys::copy(s, &name));
+        (keys.clone(), watch.copy_reusing(s, &[keys]), s.revision())
+    })
+    .await?;
     if let Some(copied) = copied {
         watch.observe_copied(copied);
     }
@@ -651,8 +654,8 @@ fn is_member(s: &Store, name: &str, session: MemberId) -> Result<(), ApiError> {
 
 /// The group read from its copied keys, or 404 (500 for a spec that does
 /// not parse).
-fn found_copy(keys: &GroupKeys) -> Result<Group, ApiError> {
-    Group::parse(keys).ok_or_else(|| unread_group(keys.name(), keys.has_spec()))
+fn found_copy(keys: &GroupKeys) -> Result<&Group, ApiError> {
+    keys.group().ok_or_else(|| unread_group(keys.name(), keys.has_spec()))
 }
 
 /// 500 when group `name` has a spec no one can read, else 404.
