@@ -343,7 +343,7 @@ impl GroupKeys {
         let members = prefix + "members/";
         let ids = kvs.iter().filter_map(|kv| parse_hex(kv.key.strip_prefix(&members)?, 16));
         let used = sessions_used(store, ids);
-        GroupKeys { name: name.to_string(), kvs, used, whole: true, parsed: OnceLock::new() }
+        GroupKeys::new(name, kvs, used, true)
     }
 
     /// Group `name`'s spec, the owner keys of `partitions` and the member
@@ -354,13 +354,8 @@ impl GroupKeys {
         partitions: impl IntoIterator<Item = u32>,
         members: impl IntoIterator<Item = MemberId>,
     ) -> GroupKeys {
-        let members: Vec<MemberId> = members.into_iter().collect();
-        let keys = std::iter::once(spec_key(name))
-            .chain(partitions.into_iter().map(|p| owner_key(name, p)))
-            .chain(members.iter().map(|&id| member_key(name, id)));
-        let kvs = keys.filter_map(|k| store.get(&k).cloned()).collect();
-        let used = sessions_used(store, members);
-        GroupKeys { name: name.to_string(), kvs, used, whole: false, parsed: OnceLock::new() }
+        let owner_keys = partitions.into_iter().map(|p| owner_key(name, p));
+        GroupKeys::copy_named(store, name, owner_keys, members.into_iter().collect())
     }
 
     /// Group `name`'s spec, member `id`'s key and the owner keys on its
@@ -368,17 +363,39 @@ impl GroupKeys {
     /// partition): what [`Group::read_member_view`] reads.
     pub fn copy_member_view(store: &Store, name: &str, id: MemberId) -> GroupKeys {
         let owners = group_prefix(name) + "owners/";
+        // The session's keys are in order: its owner keys of this group are
+        // one run of them, looked up as they are (no key rebuilt).
+        let from = (Bound::Included(owners.as_str()), Bound::Unbounded);
+        let owned = store
+            .lease(LeaseId(id))
+            .into_iter()
+            .flat_map(|l| l.keys.range::<str, _>(from))
+            .take_while(|k| k.starts_with(&owners));
+        GroupKeys::copy_named(store, name, owned, vec![id])
+    }
+
+    /// Group `name`'s spec, the owner keys named and the member keys of
+    /// `members` (those that exist).
+    fn copy_named(
+        store: &Store,
+        name: &str,
+        owner_keys: impl IntoIterator<Item = impl AsRef<str>>,
+        members: Vec<MemberId>,
+    ) -> GroupKeys {
         let mut kvs: Vec<KeyValue> = store.get(&spec_key(name)).cloned().into_iter().collect();
-        if let Some(lease) = store.lease(LeaseId(id)) {
-            // The session's keys are in order: its owner keys of this group
-            // are one run of them, looked up as they are (no key rebuilt).
-            let from = (Bound::Included(owners.as_str()), Bound::Unbounded);
-            let owned = lease.keys.range::<str, _>(from).take_while(|k| k.starts_with(&owners));
-            kvs.extend(owned.filter_map(|k| store.get(k).cloned()));
-        }
-        kvs.extend(store.get(&member_key(name, id)).cloned());
-        let used = sessions_used(store, [id]);
-        GroupKeys { name: name.to_string(), kvs, used, whole: false, parsed: OnceLock::new() }
+        kvs.extend(owner_keys.into_iter().filter_map(|k| store.get(k.as_ref()).cloned()));
+        kvs.extend(members.iter().filter_map(|&id| store.get(&member_key(name, id)).cloned()));
+        let used = sessions_used(store, members);
+        GroupKeys::new(name, kvs, used, false)
+    }
+
+    fn new(
+        name: &str,
+        kvs: Vec<KeyValue>,
+        used: BTreeMap<MemberId, Option<usize>>,
+        whole: bool,
+    ) -> GroupKeys {
+        GroupKeys { name: name.to_string(), kvs, used, whole, parsed: OnceLock::new() }
     }
 }
 

@@ -167,23 +167,13 @@ pub struct Copied {
 }
 
 impl Copied {
-    /// The groups parsed ([`Group::parse`]), by name.
-    pub fn parse(self) -> Parsed {
+    /// Parses every group copied ([`GroupKeys::group`]), so that a later
+    /// look at them parses nothing.
+    pub fn parse(&self) {
         for keys in &self.groups {
             keys.group();
         }
-        Parsed { revision: self.revision, every: self.every, groups: self.groups }
     }
-}
-
-/// A [`Copied`] parsed, for [`GroupsStats::observe_parsed`].
-#[derive(Clone, Debug)]
-pub struct Parsed {
-    revision: u64,
-    every: Option<Vec<String>>,
-    /// Each group looked at, parsed ([`GroupKeys::group`] is `None`:
-    /// gone, or unreadable).
-    groups: Vec<Arc<GroupKeys>>,
 }
 
 /// What one look saw end.
@@ -284,25 +274,20 @@ impl GroupsStats {
     /// some groups when nothing was seen yet (it was copied for figures
     /// since forgotten).
     pub fn observe_copied(&mut self, now_ms: u64, copied: Copied) -> Observed {
-        self.observe_parsed(now_ms, copied.parse())
-    }
-
-    /// [`GroupsStats::observe_copied`] with the copy parsed already.
-    pub fn observe_parsed(&mut self, now_ms: u64, parsed: Parsed) -> Observed {
         let mut seen = Observed::default();
         let stale = match self.through {
-            Some(t) => t >= parsed.revision,
-            None => parsed.every.is_none(),
+            Some(t) => t >= copied.revision,
+            None => copied.every.is_none(),
         };
         if stale {
             return seen;
         }
-        self.through = Some(parsed.revision);
-        if let Some(names) = parsed.every {
+        self.through = Some(copied.revision);
+        if let Some(names) = copied.every {
             let kept: BTreeSet<&String> = names.iter().collect();
             self.groups.retain(|name, _| kept.contains(name));
         }
-        for keys in &parsed.groups {
+        for keys in &copied.groups {
             self.look(now_ms, keys.name(), keys.group(), &mut seen);
         }
         seen
@@ -495,12 +480,12 @@ impl GroupsWatch {
     /// waiting for them), and the time read once they are; counts what
     /// ended in the metrics.
     pub fn observe_copied(&self, copied: Copied) {
-        let parsed = copied.parse();
+        copied.parse();
         let mut w = self.lock();
         if w.leading.is_none() {
             return;
         }
-        let seen = w.stats.observe_parsed(self.now_ms(), parsed);
+        let seen = w.stats.observe_copied(self.now_ms(), copied);
         drop(w);
         for ms in seen.spells_ms {
             self.unowned_seconds.observe(ms as f64 / 1000.0);
