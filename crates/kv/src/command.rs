@@ -389,8 +389,9 @@ impl Command {
     }
 }
 
-/// Checks a key against the limits.
-pub(crate) fn check_key(key: &str) -> Result<(), InvalidCommand> {
+/// Checks a key against the limits: 1 to [`MAX_KEY_BYTES`] bytes, no
+/// control characters.
+pub fn check_key(key: &str) -> Result<(), InvalidCommand> {
     if key.is_empty() {
         return Err(InvalidCommand::EmptyKey);
     }

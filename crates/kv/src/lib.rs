@@ -33,7 +33,7 @@ mod range_txn;
 mod store;
 
 pub use command::{
-    Command, Compare, CompareOp, InvalidCommand, LeaseCheckpoint, Target, TxnOp,
+    check_key, Command, Compare, CompareOp, InvalidCommand, LeaseCheckpoint, Target, TxnOp,
     MAX_CHECKPOINT_LEASES, MAX_EXPIRIES_PER_COMMAND, MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES,
 };
 pub use election::{

@@ -25,7 +25,8 @@ const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(2);
 const TRANSFER_POLL: Duration = Duration::from_millis(5);
 
 /// `tenure status`'s exit code when the endpoints answer but disagree: two
-/// leaders, or another cluster id or voter set (see [`disagreements`]).
+/// leaders, or another cluster id or voter set (see [`disagreements`]), or
+/// a node cannot talk to a peer that refused its handshake.
 pub const STATUS_DISAGREE_EXIT: u8 = 2;
 
 /// Flags of `tenure status`.
@@ -37,9 +38,10 @@ Examples:
     --cacert /etc/tenure/ca.pem --token-file ~/.tenure/read.token --json
 
 Exit status: 0 when an endpoint answered and the answers agree; 1 when none answered; 2 when
-they disagree: two nodes report leading, or the endpoints report another cluster id or voter
-set (each disagreement is a line on standard error, starting with \"tenure status:\"; a node
-whose handshake with a peer failed is named there too).")]
+they disagree: two nodes report leading, the endpoints report another cluster id or voter set,
+or a node cannot talk to a peer that refused its handshake (another cluster id, protocol,
+election timings or voter set); each is a line on standard error, starting with
+\"tenure status:\".")]
 pub struct StatusArgs {
     /// HTTP API endpoints of the nodes, comma-separated.
     #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
@@ -83,7 +85,7 @@ Example: hand leadership to node 2 (the token needs role admin):
   tenure transfer --to 2 --cacert certs/ca.pem --token-file certs/admin.token")]
 pub struct TransferArgs {
     /// The node to hand leadership to.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::usage::node_id)]
     pub to: u64,
     /// HTTP API endpoints of the nodes, comma-separated; the leader is found among them.
     #[arg(long, short = 'e', env = ENDPOINTS_ENV, value_name = "URL,...", default_value = DEFAULT_ENDPOINTS)]
@@ -161,7 +163,8 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     let answered: Vec<(&str, &StatusBody)> =
         rows.iter().filter_map(|r| Some((r.endpoint.as_str(), r.status.as_ref()?))).collect();
-    for line in handshake_errors(&answered) {
+    let (refused, stale) = handshake_errors(&answered);
+    for line in refused.iter().chain(&stale) {
         eprintln!("tenure status: {line}");
     }
     let disagree = disagreements(&answered);
@@ -170,7 +173,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(if answered.is_empty() {
         ExitCode::FAILURE
-    } else if !disagree.is_empty() {
+    } else if !disagree.is_empty() || !refused.is_empty() {
         ExitCode::from(STATUS_DISAGREE_EXIT)
     } else {
         ExitCode::SUCCESS
@@ -264,17 +267,26 @@ fn differ(
     })
 }
 
-/// The peers whose handshake with an answering node failed, and why.
-fn handshake_errors(answered: &[(&str, &StatusBody)]) -> Vec<String> {
-    answered
-        .iter()
-        .flat_map(|(_, s)| {
-            s.peers.iter().filter_map(move |p| {
-                let e = p.handshake_error.as_ref()?;
-                Some(format!("node {} cannot talk to node {}: {e}", s.id, p.id))
-            })
-        })
-        .collect()
+/// The peers whose last handshake with an answering node failed, and why,
+/// a line each: first those it is not connected to (a refusal that keeps
+/// them apart: another cluster id, protocol, timings or voter set, a
+/// duplicate id), then those connected since (the refusal was of another
+/// connection, an impostor's or an earlier one).
+fn handshake_errors(answered: &[(&str, &StatusBody)]) -> (Vec<String>, Vec<String>) {
+    let mut apart = Vec::new();
+    let mut connected = Vec::new();
+    for (_, s) in answered {
+        for p in &s.peers {
+            let Some(e) = p.handshake_error.as_ref() else { continue };
+            if p.connected {
+                connected
+                    .push(format!("node {} (connected now) once refused node {}: {e}", s.id, p.id));
+            } else {
+                apart.push(format!("node {} cannot talk to node {}: {e}", s.id, p.id));
+            }
+        }
+    }
+    (apart, connected)
 }
 
 fn opt(v: Option<u64>) -> String {

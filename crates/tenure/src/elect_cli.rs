@@ -94,20 +94,20 @@ impl ConnArgs {
         // refused for a variable meant for other commands.
         let from_env = std::env::var(ENDPOINTS_ENV).ok();
         if self.endpoints != DEFAULT_ENDPOINTS && from_env.as_deref() != Some(&self.endpoints) {
-            bail!(
+            return Err(crate::usage::usage(format!(
                 "--store and --endpoints both name the store: give one (--store tenure://{} for \
                  tenure's cluster)",
                 self.endpoints
-            );
+            )));
         }
         let url = crate::store_url::parse(url)?;
         if matches!(url, StoreUrl::Tenure(_))
             && (self.store_cacert.is_some() || self.store_user.is_some())
         {
-            bail!(
+            return Err(crate::usage::usage(
                 "--store-cacert and --store-user are for etcd stores; tenure's cluster takes \
-                 --cacert and --token"
-            );
+                 --cacert and --token",
+            ));
         }
         let auth = StoreAuth {
             cacert: self.store_cacert.clone(),
@@ -153,7 +153,8 @@ pub fn value_or_pid(value: Option<&str>) -> String {
 /// The TTL flag as a duration, checked against the servers' range.
 pub fn ttl_of(ttl_ms: u64) -> anyhow::Result<Duration> {
     let ttl = Duration::from_millis(ttl_ms);
-    tenure_client::session::check_ttl(ttl).context("bad --ttl-ms")?;
+    tenure_client::session::check_ttl(ttl)
+        .map_err(|e| crate::usage::usage(format!("bad --ttl-ms: {e}")))?;
     Ok(ttl)
 }
 
@@ -183,7 +184,7 @@ impl StopSignals {
 
 /// `tenure elect`.
 pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
-    tenure_client::election::check_name(&args.name)?;
+    tenure_client::election::check_name(&args.name).map_err(crate::usage::usage)?;
     let store = args.conn.store()?;
     let election = Election::new(store.clone(), &args.name)?;
     let mut signals = StopSignals::new()?;
@@ -191,7 +192,8 @@ pub async fn run(args: ElectArgs) -> anyhow::Result<ExitCode> {
         return observe(&election, &mut signals).await;
     }
     let value = value_or_pid(args.value.as_deref());
-    tenure_client::election::check_value(&value).context("bad --value")?;
+    tenure_client::election::check_value(&value)
+        .map_err(|e| crate::usage::usage(format!("bad --value: {e}")))?;
     let ttl = ttl_of(args.ttl_ms)?;
     warn_failover(&store, ttl, |_| Duration::ZERO).await;
     let session = grant(&store, ttl).await?;

@@ -165,6 +165,7 @@ struct ClusterArgs {
 #[derive(Args, Debug)]
 struct PutArgs {
     /// The key (UTF-8, 1 to 1024 bytes, no control characters; `/` is an ordinary character).
+    #[arg(value_parser = crate::usage::key)]
     key: String,
     /// The value; `-` reads it from stdin (at most 64 KiB).
     #[arg(allow_hyphen_values = true)]
@@ -182,6 +183,7 @@ struct PutArgs {
 #[derive(Args, Debug)]
 struct GetArgs {
     /// The key.
+    #[arg(value_parser = crate::usage::key)]
     key: String,
     /// Read the answering node's state as applied so far, instead of a linearizable read.
     #[arg(long)]
@@ -196,6 +198,7 @@ struct GetArgs {
 #[derive(Args, Debug)]
 struct DelArgs {
     /// The key.
+    #[arg(value_parser = crate::usage::key)]
     key: String,
     /// Only if the key's mod_revision is R.
     #[arg(long, value_name = "R")]
@@ -505,7 +508,7 @@ const LIST_PAGE_TRIES: u32 = 10;
 
 async fn list(a: ListArgs) -> anyhow::Result<ExitCode> {
     if a.limit == Some(0) {
-        bail!("--limit 0: give at least 1 (or no --limit: every key)");
+        return Err(crate::usage::usage("--limit 0: give at least 1 (or no --limit: every key)"));
     }
     let cluster = Cluster::new(&a.cluster)?;
     let total = a.limit.unwrap_or(usize::MAX);

@@ -22,6 +22,7 @@ mod server_command;
 mod store_settings;
 mod store_url;
 mod supervise;
+mod usage;
 
 // The server's settings from flags and the config file and the log output:
 // this package's library (the fuzz targets parse config files with it). The
@@ -108,7 +109,31 @@ enum Command {
 /// disagree; `tenure elect`: leadership lost; `tenure kv`: a conflict).
 const USAGE_ERROR: u8 = 64;
 
+/// The environment variables that stand for flags (clap's `env`).
+const FLAG_VARIABLES: [&str; 6] = [
+    tenure_client::CACERT_ENV,
+    client::ENDPOINTS_ENV,
+    store_url::STORE_ENV,
+    store_url::STORE_CACERT_ENV,
+    store_url::STORE_USER_ENV,
+    store_url::STORE_MIN_TTL_ENV,
+];
+
+/// A variable of [`FLAG_VARIABLES`] set to nothing (`export
+/// TENURE_CACERT=`, or `TENURE_CACERT= tenure status`) means unset to a
+/// shell user; clap would read it as the flag given without its value.
+fn forget_empty_flag_variables() {
+    for var in FLAG_VARIABLES {
+        if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
+            // Before any other thread runs: nothing reads the environment
+            // meanwhile.
+            std::env::remove_var(var);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    forget_empty_flag_variables();
     let command = match Cli::try_parse() {
         Ok(cli) => cli.command,
         Err(e) => {
@@ -154,6 +179,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(e) if usage::is_usage(&e) => {
+            eprintln!("error: {e:#}\n\nFor more information, try '--help'.");
+            ExitCode::from(USAGE_ERROR)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

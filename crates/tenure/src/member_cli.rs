@@ -37,13 +37,13 @@ Examples:
   tenure member add 4 10.0.0.4:7001 --token-file /etc/tenure/ops.token
   tenure member replace 3 6 10.0.0.6:7001
 
-Exit status: 0 done; 1 error (no endpoint answered, no leader within --wait-ms, a bad argument, \
-a refused token); 2 refused: the cluster said no (a duplicate id, address or directory, not a \
+Exit status: 0 done; 1 error (no endpoint answered, no leader within --wait-ms, a refused \
+token); 2 refused: the cluster said no (a duplicate id, address or directory, not a \
 member, a learner that has not caught up; a change in progress or too few healthy voters after \
 it, still so after --wait-ms) and nothing changed; 3 outcome unknown: leadership was lost mid-change (or the connection broke \
 after the request was sent), the change may or may not happen: look with `tenure member list` \
 before asking again; 4 (replace) the new node was not a voter within --wait-ms: run the same \
-command again, it continues where it stopped.";
+command again, it continues where it stopped; 64 a malformed argument (nothing was asked).";
 
 /// Exit status of a refused change.
 const REFUSED: u8 = 2;
@@ -174,12 +174,14 @@ struct ListArgs {
 #[derive(Args, Debug)]
 struct AddArgs {
     /// The node's id (1 to 65535), not a member's.
+    #[arg(value_parser = crate::usage::node_id)]
     id: u64,
     /// Its peer address as the members dial it (HOST:PORT).
+    #[arg(value_parser = crate::usage::peer_address)]
     address: String,
     /// Its data directory's identity (32 hex digits, `directory` of its `tenure status
     /// --json`): with it, the members refuse that id with any other directory (a wiped disk).
-    #[arg(long, value_name = "HEX")]
+    #[arg(long, value_name = "HEX", value_parser = crate::usage::directory)]
     directory: Option<String>,
     /// Leave it a learner until `tenure member promote` (default: the leader promotes it once
     /// it has caught up and answered it for an election timeout).
@@ -192,6 +194,7 @@ struct AddArgs {
 #[derive(Args, Debug)]
 struct IdArgs {
     /// The member's id.
+    #[arg(value_parser = crate::usage::node_id)]
     id: u64,
     #[command(flatten)]
     cluster: ClusterArgs,
@@ -200,13 +203,16 @@ struct IdArgs {
 #[derive(Args, Debug)]
 struct ReplaceArgs {
     /// The member to replace (it may be down: its process killed, its disk gone).
+    #[arg(value_parser = crate::usage::node_id)]
     old: u64,
     /// The node that takes its place, a new id.
+    #[arg(value_parser = crate::usage::node_id)]
     new: u64,
     /// The new node's peer address as the members dial it (HOST:PORT).
+    #[arg(value_parser = crate::usage::peer_address)]
     address: String,
     /// The new node's data directory identity (32 hex digits), if it runs already.
-    #[arg(long, value_name = "HEX")]
+    #[arg(long, value_name = "HEX", value_parser = crate::usage::directory)]
     directory: Option<String>,
     #[command(flatten)]
     cluster: ClusterArgs,
@@ -214,7 +220,8 @@ struct ReplaceArgs {
 
 /// Why a change did not end in a new configuration.
 enum Failure {
-    /// Refused: nothing changed (409, 404, 400).
+    /// Refused: nothing changed (409, 404; 400, a malformed request, exits
+    /// as a usage error).
     Refused(StatusCode, ErrorBody),
     /// It may or may not happen.
     Unknown(String),
@@ -226,6 +233,10 @@ impl Failure {
     /// Prints it and returns the exit status.
     fn report(self) -> anyhow::Result<ExitCode> {
         match self {
+            Failure::Refused(StatusCode::BAD_REQUEST, body) => Err(crate::usage::usage(format!(
+                "the cluster refused the request as malformed (HTTP 400): {}",
+                body.error
+            ))),
             Failure::Refused(status, body) => {
                 eprintln!("refused (HTTP {}): {}", status.as_u16(), body.error);
                 Ok(ExitCode::from(REFUSED))

@@ -23,7 +23,7 @@ use crate::elect_cli::{
     campaign, grant, ttl_of, value_or_pid, ConnArgs, StopSignals, DEFAULT_TTL_MS, EXIT_LOST,
 };
 use crate::run_keeper::{check_command, kill_group_and_wait, status_code};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use nix::sys::signal::{killpg, Signal};
 use nix::time::{clock_gettime, ClockId};
@@ -203,7 +203,7 @@ fn grace_within(grace_ms: Option<u64>, ttl: Duration, max: Duration) -> anyhow::
     };
     let grace = Duration::from_millis(ms);
     if grace > max {
-        bail!(
+        return Err(crate::usage::usage(format!(
             "--grace-ms {ms} does not fit a TTL of {} ms: SIGKILL must come before the session's \
              deadline (at most {} ms after the last renewal's send time: TTL x 0.9/1.1) and \
              SIGTERM no earlier than half a renewal interval after the next renewal is due, so \
@@ -211,7 +211,7 @@ fn grace_within(grace_ms: Option<u64>, ttl: Duration, max: Duration) -> anyhow::
             ttl.as_millis(),
             trusted_span(ttl).as_millis(),
             max.as_millis()
-        );
+        )));
     }
     Ok(grace)
 }
@@ -248,7 +248,9 @@ fn check_no_group_flags(args: &RunArgs) -> anyhow::Result<()> {
         ("--stabilise-ms", args.stabilise_ms.is_some()),
     ];
     if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
-        bail!("{flag} goes with --group (a group of partitions), not with --election");
+        return Err(crate::usage::usage(format!(
+            "{flag} goes with --group (a group of partitions), not with --election"
+        )));
     }
     Ok(())
 }
@@ -272,11 +274,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         return crate::run_group::run(args).await;
     };
     check_no_group_flags(&args)?;
-    tenure_client::election::check_name(&name)?;
+    tenure_client::election::check_name(&name).map_err(crate::usage::usage)?;
     let ttl = ttl_of(args.ttl_ms)?;
     let grace = grace_of(args.grace_ms, ttl)?;
     let value = value_or_pid(args.value.as_deref());
-    tenure_client::election::check_value(&value).context("bad --value")?;
+    tenure_client::election::check_value(&value)
+        .map_err(|e| crate::usage::usage(format!("bad --value: {e}")))?;
     let store = args.conn.store()?;
     let grace_for = |t| grace_of(args.grace_ms, t).unwrap_or(grace);
     crate::elect_cli::warn_failover(&store, ttl, grace_for).await;

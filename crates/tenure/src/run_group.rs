@@ -25,7 +25,7 @@ use crate::client::timestamp;
 use crate::elect_cli::{grant, ttl_of, StopSignals, EXIT_LOST};
 use crate::run_cli::{grace_of, lead, RunArgs, Term, KEEP_TRYING_PAUSE, TOKEN_ENV};
 use crate::run_keeper::check_command;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -75,7 +75,9 @@ type Sending = Pin<Box<dyn Future<Output = (Release, Result<(), tenure_client::E
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let group = args.group.clone().context("--group or --election")?;
     if args.conn.store.is_some() {
-        bail!("--group works with tenure's own cluster (--endpoints), not with --store");
+        return Err(crate::usage::usage(
+            "--group works with tenure's own cluster (--endpoints), not with --store",
+        ));
     }
     let ttl = ttl_of(args.ttl_ms)?;
     let grace = grace_of(args.grace_ms, ttl)?;

@@ -82,11 +82,13 @@ fn an_environment_endpoint_list_does_not_conflict_with_store() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--store and --endpoints both name the store"), "{err}");
+    assert_eq!(out.status.code(), Some(64), "a usage error: {err}");
 }
 
-/// A typo'd flag or a missing argument exits 64 with clap's message, so a
-/// script never reads it as `tenure status`'s 2 (the endpoints disagree),
-/// `tenure elect`'s 2 (leadership lost) or `tenure kv`'s 2 (a conflict);
+/// A typo'd flag, a missing or a malformed argument exits 64 with a
+/// message and a pointer to --help, so a script never reads it as `tenure
+/// status`'s 2 (the endpoints disagree), `tenure elect`'s 2 (leadership
+/// lost), `tenure kv`'s 2 (a conflict) or `tenure member`'s 2 (refused);
 /// help exits 0.
 #[test]
 fn a_usage_error_exits_64_and_help_exits_0() {
@@ -96,6 +98,22 @@ fn a_usage_error_exits_64_and_help_exits_0() {
         &["elect"][..],
         &["member", "remove", "two"][..],
         &["no-such-command"][..],
+        // Malformed values, judged as the server would judge them, before
+        // anything is asked of a cluster (no cluster answers here).
+        &["member", "add", "5", "notanaddress"][..],
+        &["member", "add", "0", "10.0.0.5:7001"][..],
+        &["member", "add", "5", "10.0.0.5:7001", "--directory", "xyz"][..],
+        &["member", "replace", "3", "6", "0.0.0.0:7001"][..],
+        &["transfer", "--to", "0"][..],
+        &["kv", "get", ""][..],
+        &["kv", "put", "a\nb", "v"][..],
+        // Found wrong by the command itself, once parsed.
+        &["elect", "a b"][..],
+        &["elect", "x", "--ttl-ms", "10"][..],
+        &["run", "--election", "bad name", "--", "true"][..],
+        &["run", "--election", "x", "--grace-ms", "9000", "--", "true"][..],
+        &["run", "--election", "x", "--partitions", "4", "--", "true"][..],
+        &["elect", "x", "--store", "etcd://127.0.0.1:1", "--endpoints", "127.0.0.1:2"][..],
     ] {
         let out = tenure().args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

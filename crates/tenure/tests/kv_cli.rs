@@ -127,12 +127,13 @@ async fn every_kv_subcommand_with_its_exit_status() {
     let out = run(READ_TOKEN, &["get", "app/a b", "-e", e]).await;
     assert_eq!(out.stdout, [0xff, 0xfe, b'\n'], "binary values come back as they are");
 
-    // Absent keys, bad keys and a read token that writes: exit status 1.
+    // Absent keys and a read token that writes: exit status 1; a bad key
+    // is a usage error, 64, refused before anything is asked.
     let out = run(READ_TOKEN, &["get", "app/none", "-e", e]).await;
     assert_eq!(code(&out), 1);
     assert!(stderr(&out).contains("no key \"app/none\" (revision"), "{}", stderr(&out));
     let out = run(WRITE_TOKEN, &["put", "a\nb", "v", "-e", e]).await;
-    assert_eq!(code(&out), 1);
+    assert_eq!(code(&out), 64);
     assert!(stderr(&out).contains("control character"), "{}", stderr(&out));
     let out = run(READ_TOKEN, &["put", "app/x", "v", "-e", e]).await;
     assert_eq!(code(&out), 1);
@@ -211,7 +212,7 @@ async fn kv_list_follows_the_pages_of_a_large_prefix() {
     assert_eq!(listed, expected, "{}", stderr(&out));
     assert_eq!(body["more"], false);
     let out = run(READ_TOKEN, &["list", "--limit", "0", "-e", e]).await;
-    assert_eq!(code(&out), 1);
+    assert_eq!(code(&out), 64, "a usage error");
     assert!(stderr(&out).contains("--limit 0"), "{}", stderr(&out));
     for s in &mut servers {
         s.stop(STOP_BOUND).await.unwrap();
