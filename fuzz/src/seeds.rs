@@ -54,6 +54,7 @@ fn hello_from(cluster_id: &str, protocol: ProtocolKind) -> Frame {
         directory: tenure_core::DirectoryId(0xd2),
         config: tenure_core::ConfigId::BOOTSTRAP,
         peer_address: None,
+        timings: crate::wire::timings(),
     }
 }
 
@@ -161,6 +162,7 @@ fn wire_seeds() -> Vec<(String, Vec<u8>)> {
             etcd_address: None,
             directory: tenure_core::DirectoryId(0xd2),
             config: tenure_core::ConfigId::BOOTSTRAP,
+            timings: crate::wire::timings(),
         },
         Frame::Reject { reason: "no".into() },
         Frame::Removed {

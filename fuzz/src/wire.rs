@@ -51,12 +51,22 @@ fn net(protocol: ProtocolKind) -> Net {
         ELECTION_TIMEOUT,
         None,
     )
+    .with_timings(timings())
+}
+
+/// The election timings of the target's node, which the seeds' hellos show.
+pub fn timings() -> wire::Timings {
+    wire::Timings::of(&config())
 }
 
 /// An election core of `protocol` for node 1, fresh.
 pub fn core(protocol: ProtocolKind) -> Elector<Pcg64Mcg> {
-    let cfg = Config::new(ME, vec![NodeId(1), NodeId(2), NodeId(3)], HEARTBEAT, ELECTION_TIMEOUT);
-    Elector::new(protocol, cfg, Default::default(), Pcg64Mcg::new(7), Instant::ZERO)
+    Elector::new(protocol, config(), Default::default(), Pcg64Mcg::new(7), Instant::ZERO)
+}
+
+/// The election configuration of the target's node 1.
+fn config() -> Config {
+    Config::new(ME, vec![NodeId(1), NodeId(2), NodeId(3)], HEARTBEAT, ELECTION_TIMEOUT)
 }
 
 /// Cuts `data` into frames as the transport would (the first, the hello, at
@@ -226,6 +236,7 @@ mod tests {
             config: tenure_core::ConfigId::BOOTSTRAP,
             peer_address: None,
             etcd_address: None,
+            timings: timings(),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::sync::lock;
 use crate::timeline::{link_view, unix_ms, LeaderChange, Timeline};
 use crate::tls::{Security, TlsIdentity};
 use crate::transport::{reconnect_cap, Inbound, Net, PeerData, Transport};
+use crate::wire::Timings;
 use rand_core::{OsRng, RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::net::SocketAddr;
@@ -176,6 +177,7 @@ async fn start_valid(
         )
         .with_api_address(config.api_address.clone())
         .with_etcd_address(config.etcd_address.clone())
+        .with_timings(Timings::of(&config.core_config()))
         .with_peer_address(Some(peer_addr.to_string()))
         .with_joining(config.joining)
         .with_roster_from_log(peer_data.is_some()),

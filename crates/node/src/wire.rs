@@ -21,7 +21,8 @@ use tenure_core::{ConfigId, DirectoryId, Message, NodeId, ProtocolKind};
 use tenure_replica::ReplicaMessage;
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// The wire protocol version this build speaks (14: the log may carry
+/// The wire protocol version this build speaks (15: the handshake carries
+/// the sender's election timings; 14: the log may carry
 /// lease checkpoints, which a build of version 13 cannot decode; 13: the
 /// log may carry
 /// expiries of many leases in one entry, which a build of version 12 cannot
@@ -41,7 +42,7 @@ use tokio_util::codec::LengthDelimitedCodec;
 /// is refused at the handshake, by name: the answer and the log say
 /// "unsupported wire version 7 (this build speaks 8)", so a cluster never
 /// runs builds that would apply its log differently.
-pub const WIRE_VERSION: u8 = 14;
+pub const WIRE_VERSION: u8 = 15;
 
 /// The longest API address a handshake may carry ([`Frame::Hello`]'s
 /// `api_address`): a DNS name (at most 253 bytes) and a port.
@@ -106,6 +107,9 @@ pub enum Frame {
         /// [`MAX_API_ADDRESS_LEN`] bytes, an unspecified IP for the
         /// dialer's own ([`crate::PeerInfo::etcd_address`]).
         etcd_address: Option<String>,
+        /// The election timings the dialer runs with; peers running others
+        /// are refused (see [`Timings`]).
+        timings: Timings,
     },
     /// Acceptor -> dialer: handshake accepted.
     HelloAck {
@@ -132,6 +136,8 @@ pub enum Frame {
         directory: DirectoryId,
         /// Where the acceptor's etcd API answers (as in [`Frame::Hello`]).
         etcd_address: Option<String>,
+        /// The election timings the acceptor runs with (as in [`Frame::Hello`]).
+        timings: Timings,
     },
     /// Acceptor -> dialer: handshake refused; the connection is closed after it.
     Reject {
@@ -175,6 +181,54 @@ pub enum Frame {
 }
 
 pub use tenure_replica::router::{Forward, ForwardRefusal};
+
+/// The election timings a node runs with, shown at every handshake
+/// ([`Frame::Hello`], [`Frame::HelloAck`]). A leader's lease counts on every
+/// voter waiting a whole election timeout of silence before it helps elect
+/// another leader, and the ranked and Paxos protocols on every node bounding
+/// a round trip alike: a node started with a shorter timeout than its
+/// leader's could elect a second leader while the first still holds its
+/// lease. So a peer whose timings are not this node's is refused, by name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timings {
+    /// How often a leader sends heartbeats, in microseconds.
+    pub heartbeat_us: u64,
+    /// How long a follower waits for a silent leader, in microseconds.
+    pub election_timeout_us: u64,
+    /// The bound on one message round trip, in microseconds.
+    pub round_trip_us: u64,
+}
+
+impl Timings {
+    /// The timings of an election core's configuration.
+    pub fn of(config: &tenure_core::Config) -> Timings {
+        let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        Timings {
+            heartbeat_us: us(config.heartbeat_interval),
+            election_timeout_us: us(config.election_timeout),
+            round_trip_us: us(config.round_trip),
+        }
+    }
+}
+
+impl std::fmt::Display for Timings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |us: u64| {
+            if us.is_multiple_of(1000) {
+                format!("{} ms", us / 1000)
+            } else {
+                format!("{:.3} ms", us as f64 / 1000.0)
+            }
+        };
+        write!(
+            f,
+            "election timeout {}, heartbeat {}, round trip {}",
+            ms(self.election_timeout_us),
+            ms(self.heartbeat_us),
+            ms(self.round_trip_us)
+        )
+    }
+}
 
 /// Why a frame could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -241,6 +295,11 @@ mod tests {
                 directory: DirectoryId(u128::MAX),
                 peer_address: None,
                 etcd_address: Some("x".repeat(MAX_API_ADDRESS_LEN)),
+                timings: Timings {
+                    heartbeat_us: u64::MAX,
+                    election_timeout_us: u64::MAX,
+                    round_trip_us: u64::MAX,
+                },
             },
             Frame::HelloAck {
                 version: WIRE_VERSION,
@@ -253,6 +312,7 @@ mod tests {
                 api_address: None,
                 directory: DirectoryId(1),
                 etcd_address: None,
+                timings: Timings::default(),
             },
             Frame::Message(Message::Heartbeat { term: Term(3), counter: 9, sent_at_nanos: 12345 }),
             Frame::Message(Message::Resign { term: Term(3), successor: Some(NodeId(2)) }),
@@ -284,11 +344,17 @@ mod tests {
     }
 
     /// The handshake's layout: the voter set, the configuration's position
-    /// (version 9) and the API address follow the incarnation, and the
-    /// data-directory identity follows them; a hello of an older version is
+    /// (version 9) and the API address follow the incarnation, the
+    /// data-directory identity follows them, the timings (version 15) come
+    /// last; a hello of an older version is
     /// refused by its version, which the error names.
     #[test]
     fn the_hello_carries_the_voters_and_older_versions_are_refused_by_name() {
+        let timings = Timings {
+            heartbeat_us: 100_000,
+            election_timeout_us: 1_000_000,
+            round_trip_us: 50_000,
+        };
         let hello = Frame::Hello {
             version: WIRE_VERSION,
             cluster_id: "c".into(),
@@ -302,16 +368,20 @@ mod tests {
             directory: DirectoryId(0x81),
             peer_address: None,
             etcd_address: Some("h:2".into()),
+            timings,
         };
-        // Frame 0 (Hello), version 14, "c", node 2, node 1, raft (0), 300 as a
+        // Frame 0 (Hello), version 15, "c", node 2, node 1, raft (0), 300 as a
         // varint, three voters 1, 2, 3, the configuration 9@4, Some("h:1"),
-        // identity 0x81 as a varint, no peer address, Some("h:2").
+        // identity 0x81 as a varint, no peer address, Some("h:2"), then the
+        // timings in microseconds as varints: heartbeat 100,000, election
+        // timeout 1,000,000, round trip 50,000 (9 bytes).
         let bytes = encode(&hello);
         assert_eq!(
             &bytes[..],
             [
-                14, 0, 14, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
-                0x81, 0x01, 0, 1, 3, b'h', b':', b'2'
+                15, 0, 15, 1, b'c', 2, 1, 0, 0xac, 0x02, 3, 1, 2, 3, 4, 9, 1, 3, b'h', b':', b'1',
+                0x81, 0x01, 0, 1, 3, b'h', b':', b'2', 0xa0, 0x8d, 0x06, 0xc0, 0x84, 0x3d, 0xd0,
+                0x86, 0x03
             ]
         );
         let ack = Frame::HelloAck {
@@ -325,24 +395,34 @@ mod tests {
             api_address: None,
             directory: DirectoryId(5),
             etcd_address: None,
+            timings: Timings { heartbeat_us: 1, election_timeout_us: 2, round_trip_us: 3 },
         };
-        assert_eq!(&encode(&ack)[..], [14, 1, 14, 1, b'c', 1, 0, 7, 1, 1, 0, 0, 0, 5, 0]);
+        assert_eq!(&encode(&ack)[..], [15, 1, 15, 1, b'c', 1, 0, 7, 1, 1, 0, 0, 0, 5, 0, 1, 2, 3]);
+        // What a node of version 14 sends (no timings): refused by name.
+        let v14_len = bytes.len() - 9;
+        let mut v14 = bytes[..v14_len].to_vec();
+        (v14[0], v14[2]) = (14, 14);
+        let e = decode(&v14).unwrap_err();
+        assert_eq!(e.to_string(), "unsupported wire version 14 (this build speaks 15)");
+        // Without the timings, a hello of this version is cut short.
+        (v14[0], v14[2]) = (WIRE_VERSION, WIRE_VERSION);
+        assert!(matches!(decode(&v14), Err(FrameError::Malformed(_))));
         // What a node of version 11 sends (the same frame): refused by name.
-        let mut v11 = bytes.to_vec();
+        let mut v11 = bytes[..v14_len].to_vec();
         (v11[0], v11[2]) = (11, 11);
         let e = decode(&v11).unwrap_err();
-        assert_eq!(e.to_string(), "unsupported wire version 11 (this build speaks 14)");
+        assert_eq!(e.to_string(), "unsupported wire version 11 (this build speaks 15)");
         // What a node of version 10 sends (no etcd address): refused by name.
-        let mut v10 = bytes[..bytes.len() - 5].to_vec();
+        let mut v10 = bytes[..v14_len - 5].to_vec();
         (v10[0], v10[2]) = (10, 10);
         let e = decode(&v10).unwrap_err();
-        assert_eq!(e.to_string(), "unsupported wire version 10 (this build speaks 14)");
+        assert_eq!(e.to_string(), "unsupported wire version 10 (this build speaks 15)");
         // What a node of version 6 sends, without an identity: refused by name.
-        let mut v6 = bytes[..bytes.len() - 8].to_vec();
+        let mut v6 = bytes[..v14_len - 8].to_vec();
         (v6[0], v6[2]) = (6, 6);
         let e = decode(&v6).unwrap_err();
         assert!(matches!(e, FrameError::Version(6)), "{e:?}");
-        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 14)");
+        assert_eq!(e.to_string(), "unsupported wire version 6 (this build speaks 15)");
         // Without the identity, a hello of this version is cut short.
         (v6[0], v6[2]) = (WIRE_VERSION, WIRE_VERSION);
         assert!(matches!(decode(&v6), Err(FrameError::Malformed(_))));

@@ -226,6 +226,7 @@ async fn garbage_frames_close_the_connection_but_not_the_node() {
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
         peer_address: None,
+        timings: tenure_node::wire::Timings::of(&c.configs[li].core_config()),
     });
     let mut hello_as_own_id = (own_hello.len() as u32).to_be_bytes().to_vec();
     hello_as_own_id.extend_from_slice(&own_hello);

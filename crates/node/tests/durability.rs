@@ -75,6 +75,7 @@ impl FakePeer {
             etcd_address: None,
             directory: tenure_core::DirectoryId(0xd0),
             config: tenure_core::ConfigId::BOOTSTRAP,
+            timings: wire::Timings::of(&node.core_config()),
         };
         c.send(wire::encode(&ack)).await.ok()?;
         loop {

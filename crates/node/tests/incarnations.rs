@@ -184,6 +184,7 @@ async fn a_forged_higher_incarnation_is_no_death_notice() {
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
         peer_address: None,
+        timings: tenure_node::wire::Timings::of(&c.configs[0].core_config()),
     };
     let mut conn = dial_tls(&identity(&c.configs[2]), &c.configs[0]).await.unwrap();
     let answer = handshake(&mut conn, forged).await;

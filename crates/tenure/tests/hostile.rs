@@ -388,6 +388,18 @@ fn hello(from: u64, to: u64, protocol: ProtocolKind) -> Frame {
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
         peer_address: None,
+        timings: timings(),
+    }
+}
+
+/// The election timings of every cluster started here (the round trip: half
+/// the heartbeat, the default): a forged hello or ack passes on to the
+/// checks each attack means to meet.
+fn timings() -> tenure_node::wire::Timings {
+    tenure_node::wire::Timings {
+        heartbeat_us: HEARTBEAT_MS * 1000,
+        election_timeout_us: TIMEOUT_MS * 1000,
+        round_trip_us: HEARTBEAT_MS * 1000 / 2,
     }
 }
 
@@ -1368,6 +1380,7 @@ fn answer_everything_as_node_3(
                     etcd_address: None,
                     directory: tenure_core::DirectoryId(0xd3),
                     config: tenure_core::ConfigId::BOOTSTRAP,
+                    timings: timings(),
                 };
                 if send_frame(&mut tls, &ack).await.is_err() {
                     return;

@@ -1,5 +1,6 @@
 //! Misconfigured peers, with real `tenure server` processes: a voter list cut
-//! short by a typo, nodes that disagree on the voters, a one-node cluster,
+//! short by a typo, nodes that disagree on the voters or the election
+//! timings, a one-node cluster,
 //! two processes with one node id, and nodes that learn each other's HTTP
 //! API addresses at the peer handshake (no `--peer-http`).
 
@@ -122,6 +123,57 @@ async fn a_typo_in_peers_is_refused_and_never_makes_a_second_leader() {
         "{err}"
     );
     assert!(err.contains("node 2 cannot talk to node 1: "), "{err}");
+}
+
+/// A node restarted with a shorter election timeout than the cluster's
+/// could help elect a leader while the leader's lease still holds: its
+/// peers refuse it at the handshake, both ways, naming both timings (in
+/// `/v1/status`), it never leads, and `tenure status` exits 2. Restarted
+/// with the cluster's timings, it is a peer again and `status` exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_other_election_timings_is_refused() {
+    let _serial = serial().await;
+    let mut c = TestCluster::start(3, HEARTBEAT_MS, TIMEOUT_MS);
+    c.wait_agreement(&[0, 1, 2], FIRST_ELECTION_BOUND).await;
+    c.crash(2);
+    c.election_timeout_ms = 120;
+    c.spawn(2);
+    c.election_timeout_ms = TIMEOUT_MS;
+    let theirs = "node 3 runs with election timeout 120 ms, heartbeat 20 ms, round trip 10 ms, \
+                  node 1 with election timeout 200 ms,";
+    let e = handshake_error(&c, 0, 3).await;
+    assert!(e.contains(theirs) && e.contains("--election-timeout-ms"), "node 1's view: {e}");
+    let e = handshake_error(&c, 2, 1).await;
+    assert!(
+        e.contains("node 1 runs with election timeout 200 ms") || e.contains(theirs),
+        "node 3's view: {e}"
+    );
+    let until = Instant::now() + WATCH;
+    while Instant::now() < until {
+        let s = c.status(2).await.expect("node 3 runs");
+        assert_ne!(s["role"], "leader", "node 3 leads: {s}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = tenure_status(&c);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("node 1 cannot talk to node 3: ") && err.contains(theirs), "{err}");
+
+    c.crash(2);
+    c.spawn(2);
+    let since = Instant::now();
+    loop {
+        let out = tenure_status(&c);
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            since.elapsed() < FIRST_ELECTION_BOUND,
+            "status never agreed again: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A one-node cluster on purpose (`--single-node`) runs and leads; next to

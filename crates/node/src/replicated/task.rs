@@ -101,6 +101,12 @@ enum Wake {
     Written(Written),
 }
 
+/// What a node logs when the configuration its log holds does not name
+/// it: it serves no one.
+const NOT_A_MEMBER: &str = "this node is not a member of the cluster's configuration (removed, \
+     or not added yet): it neither votes nor receives the log; stop it, or add it again \
+     (tenure member add)";
+
 /// The log task's state.
 pub(super) struct LogTask<S> {
     log: Arc<LogShared<S>>,
@@ -180,6 +186,8 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         // Before anything else: the elector counts by the log's
         // configuration (its driver waits for it).
         self.announce(None, true).await;
+        self.warn_if_removed_by_own_log();
+        self.warn_if_peers_unused();
         self.on_leadership().await;
         let mut expiry = tokio::time::interval(EXPIRY_CHECK_INTERVAL);
         expiry.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -440,6 +448,58 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         self.process(out).await;
     }
 
+    /// At start, a node whose log ends with its own removal (it ran through
+    /// it: the leader that committed it, or a voter that applied it) says
+    /// so, as [`LogTask::announce`] does for a node the configuration does
+    /// not name: the departing voter of the last change is still counted a
+    /// peer there, for a leader committing its own removal, which a node
+    /// that just started is not.
+    fn warn_if_removed_by_own_log(&self) {
+        let r = lock(&self.log.replica);
+        let (electorate, at) = (r.electorate(), r.membership().at);
+        let me = self.me();
+        if at != tenure_replica::Position::ZERO
+            && !electorate.is_member(me)
+            && electorate.departing.contains(&me)
+        {
+            warn!(node = %me, configuration = %electorate, "{NOT_A_MEMBER}");
+        }
+    }
+
+    /// At start, a node whose log holds a configuration (the members are
+    /// the log's since its first change) says so when its bootstrap list
+    /// (`--peers`, `--single-node`) names other voters: that list is not
+    /// used, and an operator who edited it to change the members must use
+    /// `tenure member` instead. A joining node's list is only where to
+    /// reach the cluster.
+    fn warn_if_peers_unused(&self) {
+        let config = &self.log.node.config;
+        let r = lock(&self.log.replica);
+        let membership = r.membership();
+        if config.joining || membership.at == tenure_replica::Position::ZERO {
+            return;
+        }
+        let mut listed: Vec<NodeId> = config.peers.iter().map(|&(id, _)| id).collect();
+        listed.sort_unstable();
+        let mut voters: Vec<NodeId> = membership.members.voters.iter().map(|m| m.id).collect();
+        voters.sort_unstable();
+        if listed != voters {
+            let show = |ids: &[NodeId]| {
+                ids.iter().map(|id| id.0.to_string()).collect::<Vec<_>>().join(",")
+            };
+            warn!(
+                node = %self.me(),
+                "--peers (peers in the config file) lists voters {{{}}}, but this node's log \
+                 holds configuration {:?} with voters {{{}}}: after the first start the log \
+                 decides the members and the list is not used; change them with tenure member \
+                 add|remove|replace (docs/MEMBERSHIP.md)",
+                show(&listed),
+                membership.at,
+                show(&voters)
+            );
+        }
+    }
+
     /// Gives the driver the configuration the log holds now (its elector
     /// counts by it; with `members_changed`, its transport dials the
     /// members), and waits until it took it: called before the output that
@@ -454,13 +514,7 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
         let gone = !electorate.is_member(me) && !electorate.departing.contains(&me);
         if gone && membership.at != tenure_replica::Position::ZERO && members_changed {
             // Once per change that leaves this node out: it serves no one now.
-            warn!(
-                node = %me,
-                configuration = %electorate,
-                "this node is not a member of the cluster's configuration (removed, or not \
-                 added yet): it neither votes nor receives the log; stop it, or add it again \
-                 (tenure member add)"
-            );
+            warn!(node = %me, configuration = %electorate, "{NOT_A_MEMBER}");
         }
         let peers = if members_changed {
             // A departing voter stays a peer until the next change (it may

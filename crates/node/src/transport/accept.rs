@@ -20,7 +20,7 @@ use super::stream::{Conn, PeerStream, TLS_HANDSHAKE_RECORD};
 use crate::storage::MAX_INCARNATION;
 use crate::sync::lock;
 use crate::tls::explain_io;
-use crate::wire::{self, Frame, WIRE_VERSION};
+use crate::wire::{self, Frame, Timings, WIRE_VERSION};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::{HashMap, VecDeque};
@@ -394,6 +394,7 @@ async fn admit(
         api_address: net.api_address.clone(),
         directory: net.directory,
         etcd_address: net.etcd_address.clone(),
+        timings: net.timings,
     };
     conn.send(wire::encode(&ack)).await.ok()?;
     debug!(peer = %hello.from, incarnation = hello.incarnation, %remote, "accepted a peer connection");
@@ -486,6 +487,7 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
             directory,
             peer_address,
             etcd_address,
+            timings,
         }) => {
             let guest_at = guest_address(net, from, config, peer_address.as_deref());
             if version != WIRE_VERSION {
@@ -498,6 +500,8 @@ pub fn check_hello(net: &Net, frame: Result<Frame, wire::FrameError>) -> Result<
                      of a cluster must use the same protocol",
                     net.protocol
                 ))
+            } else if timings != net.timings {
+                Err(timings_mismatch(from, timings, net))
             } else if from == net.me {
                 Err(format!(
                     "peer claims our own node id {from}: two nodes run with id {from} (a \
@@ -547,6 +551,19 @@ pub(super) fn cluster_mismatch(peer: NodeId, theirs: &str, net: &Net) -> String 
          must run with the same --cluster-id (cluster_id in the config file); restart the \
          node whose cluster id is wrong with the right one",
         net.cluster_id
+    )
+}
+
+/// Why a peer running with election timings `theirs` is refused, and the
+/// fix: the same timings on every node ([`crate::wire::Timings`]).
+pub(super) fn timings_mismatch(peer: NodeId, theirs: Timings, net: &Net) -> String {
+    format!(
+        "node {peer} runs with {theirs}, node {} with {}: every node of a cluster must run \
+         with the same --election-timeout-ms, --heartbeat-ms and --round-trip-ms \
+         (election_timeout_ms, heartbeat_ms, round_trip_ms in the config file), since a \
+         leader's lease counts on every voter waiting as long as it does; restart the node \
+         whose timings are wrong with the cluster's",
+        net.me, net.timings
     )
 }
 

@@ -1,13 +1,13 @@
 //! The dialer: one task per peer holding our outbound connection to it,
 //! carrying our election messages and pings, redialled with a backoff.
 
-use super::accept::{bad_api_address, cluster_mismatch};
+use super::accept::{bad_api_address, cluster_mismatch, timings_mismatch};
 use super::net::{Advertised, Net, PeerLink, HANDSHAKE_TIMEOUT};
 use super::stream::{Conn, PeerStream};
 use crate::spy::DeathNotice;
 use crate::storage::MAX_INCARNATION;
 use crate::tls::{explain_io, is_tls_error};
-use crate::wire::{self, Frame, WIRE_VERSION};
+use crate::wire::{self, Frame, Timings, WIRE_VERSION};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use std::net::SocketAddr;
@@ -189,7 +189,7 @@ async fn handshake(net: &Net, link: &PeerLink, conn: &mut Conn) -> Result<u64, S
         Ok(Frame::Removed { config, voters, reason }) => {
             let counted = net.note_removed(link.id, config, voters);
             let reason = if counted {
-                format!("{reason}: this node was removed from the cluster while it was away")
+                format!("{reason}: this node was removed from the cluster, and its log does not know it")
             } else {
                 reason
             };
@@ -240,6 +240,7 @@ async fn exchange_hellos(
         directory: net.directory,
         peer_address: net.peer_address.clone(),
         etcd_address: net.etcd_address.clone(),
+        timings: net.timings,
     };
     conn.send(wire::encode(&hello)).await.map_err(|e| e.to_string())?;
     match timeout(HANDSHAKE_TIMEOUT, conn.next()).await {
@@ -327,6 +328,8 @@ pub struct HelloAck<'a> {
     pub directory: DirectoryId,
     /// Where its etcd API answers.
     pub etcd_address: Option<&'a str>,
+    /// Its election timings.
+    pub timings: Timings,
 }
 
 impl<'a> HelloAck<'a> {
@@ -343,6 +346,7 @@ impl<'a> HelloAck<'a> {
             api_address,
             directory,
             etcd_address,
+            timings,
         } = frame
         else {
             return None;
@@ -358,6 +362,7 @@ impl<'a> HelloAck<'a> {
             api_address: api_address.as_deref(),
             directory: *directory,
             etcd_address: etcd_address.as_deref(),
+            timings: *timings,
         })
     }
 }
@@ -385,7 +390,7 @@ pub fn check_hello_ack(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option
 /// [`check_hello_ack`] that do not depend on the configurations either side
 /// holds.
 fn identity_problem(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option<String> {
-    let &HelloAck { version, cluster_id, node, protocol, incarnation, .. } = ack;
+    let &HelloAck { version, cluster_id, node, protocol, incarnation, timings, .. } = ack;
     if version != WIRE_VERSION {
         Some(format!("peer speaks wire version {version}, we speak {WIRE_VERSION}"))
     } else if cluster_id != net.cluster_id {
@@ -396,6 +401,8 @@ fn identity_problem(net: &Net, link: &PeerLink, ack: &HelloAck<'_>) -> Option<St
              must use the same protocol",
             net.protocol
         ))
+    } else if timings != net.timings {
+        Some(timings_mismatch(node, timings, net))
     } else if node != link.id {
         Some(format!("expected node {} at {} but node {node} answered", link.id, link.addr))
     } else if !(1..=MAX_INCARNATION).contains(&incarnation) {

@@ -188,6 +188,7 @@ impl Drop for Transport {
 mod tests {
     use super::*;
     use crate::clock::Clock;
+    use crate::wire::Timings;
     use tenure_core::ProtocolKind;
 
     #[test]
@@ -214,7 +215,8 @@ mod tests {
             Duration::from_millis(10),
             RECONNECT_MIN,
             None,
-        );
+        )
+        .with_timings(TIMINGS);
         let peer = tenure_core::DirectoryId(0xd2);
         let hello_of = |incarnation, directory| {
             Ok(crate::wire::Frame::Hello {
@@ -230,6 +232,7 @@ mod tests {
                 config: tenure_core::ConfigId::BOOTSTRAP,
                 peer_address: None,
                 etcd_address: Some("h:2379".into()),
+                timings: TIMINGS,
             })
         };
         let hello = |incarnation| hello_of(incarnation, peer);
@@ -258,6 +261,22 @@ mod tests {
             let e = check_hello(&net, hello(bad)).unwrap_err();
             assert!(e.contains(&format!("incarnation {bad}")), "{e}");
         }
+        // A peer whose election timeout is shorter than this node's could
+        // elect a leader while this node's lease still holds: refused, by
+        // both values and the flags to fix.
+        let short = Timings { election_timeout_us: 400_000, ..TIMINGS };
+        let mut other = hello(1);
+        if let Ok(crate::wire::Frame::Hello { timings, .. }) = &mut other {
+            *timings = short;
+        }
+        let e = check_hello(&net, other).unwrap_err();
+        assert!(
+            e.contains(
+                "node 2 runs with election timeout 400 ms, heartbeat 100 ms, round trip 50 ms, \
+                 node 1 with election timeout 1000 ms,"
+            ) && e.contains("--election-timeout-ms"),
+            "{e}"
+        );
         let link = &net.links()[0];
         let voters = [NodeId(1), NodeId(2)];
         let ack_of = |incarnation, directory| {
@@ -272,6 +291,7 @@ mod tests {
                 directory,
                 config: tenure_core::ConfigId::BOOTSTRAP,
                 etcd_address: None,
+                timings: TIMINGS,
             };
             check_hello_ack(&net, link, &ack)
         };
@@ -280,7 +300,30 @@ mod tests {
         assert!(ack(0).is_some() && ack(max + 1).is_some());
         let zero = ack_of(1, tenure_core::DirectoryId(0)).expect("identity 0 is refused");
         assert!(zero.contains("data-directory identity 0"), "{zero}");
+        // The acceptor's timings are checked by the dialer too.
+        let ack = HelloAck {
+            version: crate::wire::WIRE_VERSION,
+            cluster_id: "c",
+            node: NodeId(2),
+            protocol: ProtocolKind::Raft,
+            incarnation: 1,
+            voters: &voters,
+            api_address: None,
+            directory: peer,
+            config: tenure_core::ConfigId::BOOTSTRAP,
+            etcd_address: None,
+            timings: Timings { heartbeat_us: 250_500, ..TIMINGS },
+        };
+        let e = check_hello_ack(&net, link, &ack).expect("other timings are refused");
+        assert!(
+            e.contains("node 2 runs with election timeout 1000 ms, heartbeat 250.500 ms"),
+            "{e}"
+        );
     }
+
+    /// The timings of the tests' nets: tenure's defaults.
+    const TIMINGS: Timings =
+        Timings { heartbeat_us: 100_000, election_timeout_us: 1_000_000, round_trip_us: 50_000 };
 
     /// A member (voter or learner) removed while it was away (its hello
     /// shows an older configuration of the log) is told so by each member;
@@ -330,6 +373,7 @@ mod tests {
                 config,
                 peer_address: None,
                 etcd_address: None,
+                timings: Timings::default(),
             })
         };
         let removed_member = |net: &Net, from, voters, config| {
@@ -392,8 +436,9 @@ mod tests {
         assert!(!removal.learner);
         let said = removed.removal().expect("kept").to_string();
         assert!(
-            said.contains("node 3 was removed from the cluster while it was away")
-                && said.contains("nodes 1, 2 count by configuration")
+            said.contains(
+                "node 3 was removed from the cluster and its log never received the change"
+            ) && said.contains("nodes 1, 2 count by configuration")
                 && said.contains("tenure member add 3"),
             "{said}"
         );
@@ -480,6 +525,7 @@ mod tests {
                 config,
                 peer_address: None,
                 etcd_address: None,
+                timings: Timings::default(),
             })
         };
         let hello = |voters: Vec<u64>| hello_at(voters, tenure_core::ConfigId::BOOTSTRAP);
@@ -545,6 +591,7 @@ mod tests {
                 config,
                 peer_address: peer_address.map(String::from),
                 etcd_address: None,
+                timings: Timings::default(),
             })
         };
         let guest = check_hello(&net, stranger(newer, Some("0.0.0.0:7005"))).expect("a guest");
@@ -573,6 +620,7 @@ mod tests {
             directory: tenure_core::DirectoryId(0xd2),
             config: tenure_core::ConfigId::BOOTSTRAP,
             etcd_address: None,
+            timings: Timings::default(),
         };
         let e = check_hello_ack(&net, link, &ack).expect("refused");
         assert!(e.contains("over voters {1,2}") && e.contains("over {1,2,3}"), "{e}");

@@ -7,7 +7,7 @@ use crate::clock::Clock;
 use crate::spy::{DeathNotice, Known, NoticeError, NoticeOutcome, Seen, Spy};
 use crate::sync::lock;
 use crate::tls::TlsIdentity;
-use crate::wire::Frame;
+use crate::wire::{Frame, Timings};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -345,6 +345,9 @@ pub struct Net {
     pub peer_address: Option<String>,
     /// This node's data-directory identity, shown at every handshake.
     pub directory: DirectoryId,
+    /// The election timings this node runs with, shown at every handshake;
+    /// a peer with others is refused ([`crate::wire::Timings`]).
+    pub timings: Timings,
     reject_log: Mutex<RejectLog>,
     /// The voters that told this node it was removed ([`Frame::Removed`]),
     /// with their configurations.
@@ -358,12 +361,15 @@ pub struct Net {
 }
 
 /// A majority of the voters this node counts by told it that their newer
-/// configuration no longer names it: it was removed from the cluster while
-/// it was away (stopped, or cut off), and its log does not know yet. It
-/// cannot serve again with this data directory.
+/// configuration no longer names it: it was removed from the cluster and
+/// its log never received the change (it was stopped or cut off during the
+/// removal, or it is a learner, which the leader stops sending the log at
+/// once). It cannot serve again with this data directory.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "node {me} was removed from the cluster while it was away: node{s} {by} count{verb} by \
+    "node {me} was removed from the cluster and its log never received the change (it was \
+     stopped or cut off during the removal, or it was a learner, which the leader stops \
+     sending the log at once): node{s} {by} count{verb} by \
      configuration {config} (voters {voters}), which no longer names it, and this node's log \
      still counts it a {role} of configuration {own}. It cannot serve again with this data \
      directory; to bring it back, add it as a new member: `tenure member add {me} HOST:PORT` \
@@ -443,6 +449,7 @@ impl Net {
             etcd_address: None,
             peer_address: None,
             directory,
+            timings: Timings::default(),
             reject_log: Mutex::new(RejectLog::default()),
             removed_by: Mutex::new(BTreeMap::new()),
             removed: watch::Sender::new(None),
@@ -556,6 +563,12 @@ impl Net {
     /// [`Frame::Hello`]'s `etcd_address`).
     pub fn with_etcd_address(mut self, etcd_address: Option<String>) -> Self {
         self.etcd_address = etcd_address;
+        self
+    }
+
+    /// The same, running with (and showing at every handshake) `timings`.
+    pub fn with_timings(mut self, timings: Timings) -> Self {
+        self.timings = timings;
         self
     }
 

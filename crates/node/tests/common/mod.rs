@@ -87,6 +87,7 @@ pub fn hello_in(from: NodeId, target: &NodeConfig, incarnation: u64) -> Frame {
             api_address,
             directory,
             etcd_address,
+            timings,
             ..
         } => Frame::Hello {
             version,
@@ -101,6 +102,7 @@ pub fn hello_in(from: NodeId, target: &NodeConfig, incarnation: u64) -> Frame {
             config: tenure_core::ConfigId::BOOTSTRAP,
             peer_address: None,
             etcd_address,
+            timings,
         },
         other => other,
     }
@@ -125,6 +127,7 @@ pub fn hello(from: NodeId, target: &NodeConfig) -> Frame {
         directory: tenure_core::DirectoryId(0xd0),
         config: tenure_core::ConfigId::BOOTSTRAP,
         peer_address: None,
+        timings: wire::Timings::of(&target.core_config()),
     }
 }
 
