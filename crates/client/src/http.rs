@@ -188,6 +188,60 @@ fn no_answer(url: &str, sent: bool, source: impl Into<BoxError>) -> NoAnswer {
     NoAnswer { url: url.to_string(), sent, source: source.into() }
 }
 
+/// A request to `url` that got no answer: sent or not, and why; a TLS
+/// failure says what it means for a client of the API ([`explain_tls`]).
+fn request_failed(url: &str, e: hyper_util::client::legacy::Error) -> NoAnswer {
+    let sent = !e.is_connect();
+    match tls_error(&e) {
+        Some(tls) => no_answer(url, sent, Message(explain_tls(tls))),
+        None => no_answer(url, sent, e),
+    }
+}
+
+/// The rustls error under `e`, if any. Each error of the chain may be it,
+/// or carry it as the payload of an I/O error (hyper-rustls: of an I/O
+/// error that is itself another's payload), which `source()` skips.
+fn tls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut next = Some(e);
+    while let Some(mut err) = next {
+        while let Some(payload) = err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            err = payload;
+        }
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// A TLS failure of a client of the API, said with what to do: the
+/// certificate is of another CA than `--cacert`'s, names another host, has
+/// expired; or the port is a peer port, which asks for a client
+/// certificate. Others as rustls says them.
+pub fn explain_tls(e: &rustls::Error) -> String {
+    use rustls::{AlertDescription, CertificateError as C, Error as E};
+    let hint = match e {
+        E::InvalidCertificate(C::BadSignature | C::UnknownIssuer) => {
+            "the server's certificate is not signed by the CA of --cacert (TENURE_CACERT): give \
+             this cluster's ca.pem (made by `tenure cert` with the servers' certificates)"
+        }
+        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "the server's certificate does not name this endpoint's host: use a name or an IP \
+             address its certificate was made for (`tenure cert --hosts`)"
+        }
+        E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
+            "the server's certificate has expired: make new ones (`tenure cert`)"
+        }
+        E::AlertReceived(AlertDescription::CertificateRequired) => {
+            "the server wants a client certificate: this is a node's peer port (--listen), not \
+             its API port (--http)"
+        }
+        _ => return format!("TLS: {e}"),
+    };
+    format!("{hint} (TLS: {e})")
+}
+
 impl Client {
     /// A client that trusts the CA certificate(s) of `options.cacert` for
     /// `https://` endpoints (the servers' TLS, made by `tenure cert`), or a
@@ -291,10 +345,7 @@ impl Client {
         };
         let req = req.body(Full::new(bytes)).map_err(|e| Error::Config(format!("{url}: {e}")))?;
         let fut = async {
-            let resp = self.inner.request(req).await.map_err(|e| {
-                let sent = !e.is_connect();
-                no_answer(url, sent, e)
-            })?;
+            let resp = self.inner.request(req).await.map_err(|e| request_failed(url, e))?;
             let status = resp.status();
             let retry_after = resp
                 .headers()
@@ -359,10 +410,7 @@ impl Client {
             .map_err(|_| {
                 no_answer(url, true, Message(format!("no answer within {REQUEST_TIMEOUT:?}")))
             })?
-            .map_err(|e| {
-                let sent = !e.is_connect();
-                no_answer(url, sent, e)
-            })?;
+            .map_err(|e| request_failed(url, e))?;
         let status = resp.status();
         if !status.is_success() {
             let limited = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES);
@@ -470,6 +518,35 @@ impl EventStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TLS failure, as hyper-rustls reports it (an I/O error carrying
+    /// the rustls error, under the client's error), is found and said
+    /// with what to do.
+    #[test]
+    fn tls_failures_say_what_to_do() {
+        use rustls::{AlertDescription, CertificateError};
+        assert!(tls_error(&std::io::Error::other("refused")).is_none());
+        let io = std::io::Error::other(rustls::Error::InvalidCertificate(
+            CertificateError::BadSignature,
+        ));
+        // As hyper's client holds its connector's error: an I/O error
+        // holding the one of TLS, boxed, as a source.
+        let boxed: BoxError = Box::new(std::io::Error::other(io));
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Client(#[source] BoxError);
+        let client = Client(boxed);
+        let found = tls_error(&client).expect("the payload is found");
+        let said = explain_tls(found);
+        assert!(said.contains("not signed by the CA of --cacert") && said.contains("BadSignature"));
+        let said =
+            explain_tls(&rustls::Error::AlertReceived(AlertDescription::CertificateRequired));
+        assert!(said.contains("peer port (--listen), not its API port"), "{said}");
+        let said =
+            explain_tls(&rustls::Error::InvalidCertificate(CertificateError::NotValidForName));
+        assert!(said.contains("--hosts"), "{said}");
+        assert!(explain_tls(&rustls::Error::HandshakeNotComplete).starts_with("TLS: "));
+    }
 
     #[test]
     fn endpoints_are_normalised() {

@@ -69,7 +69,16 @@ async fn the_cli_talks_https_with_the_cluster_ca() {
     let other_ca = other.join("ca.pem");
     let (ok, out, _) =
         tenure(&["status", "--endpoints", &endpoints, "--cacert", other_ca.to_str().unwrap()], &[]);
-    assert!(!ok && out.contains("unreachable"), "{out}");
+    assert!(!ok && out.contains("not signed by the CA of --cacert"), "{out}");
+    // A peer port instead of an API port: it asks for a client certificate.
+    let peer = format!("127.0.0.1:{}", c.servers[0].peer_port);
+    let (ok, out, _) =
+        tenure(&["status", "--endpoints", &peer, "--cacert", ca.to_str().unwrap()], &[]);
+    assert!(!ok && out.contains("peer port (--listen), not its API port"), "{out}");
+    // An empty TENURE_CACERT is no CA, as if unset (an `export TENURE_CACERT=`).
+    let (ok, out, err) =
+        tenure(&["status", "--endpoints", &endpoints], &[("TENURE_CACERT", "".as_ref())]);
+    assert!(!ok && out.contains("speaks HTTPS only"), "{out}{err}");
 
     // transfer over https.
     let to = c.servers[(leader + 1) % 3].id.to_string();
