@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::firewall;
-use crate::net::{self, Network};
+use crate::net::Network;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::ffi::OsString;
@@ -291,10 +291,10 @@ impl Cluster {
         for i in 0..slots + hosts {
             firewall::install(&net, i)?;
         }
-        remove_stale_temp_dirs();
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
-            .tempdir()?;
+        // Named by this process's id: the directories of runs whose
+        // process is gone (a test killed by a timeout runs no Drop) are
+        // removed first.
+        let dir = tenure_launch::temp_dir(TEMP_PREFIX)?;
         let servers = (0..slots)
             .map(|i| Server {
                 id: AtomicU64::new(i as u64 + 1),
@@ -846,21 +846,6 @@ fn make_certs(binary: &Path, dir: &Path, net: &Network, n: usize) -> Result<Path
     let hosts = (0..n).map(|i| net.node_addr(i).to_string()).collect::<Vec<_>>().join(",");
     tenure_launch::make_certs(binary, &certs, &ids, CLUSTER_ID, Some(&hosts))?;
     Ok(certs)
-}
-
-/// Removes the temporary directories of runs whose process is gone (a test
-/// killed by a timeout cannot run its Drop guards).
-fn remove_stale_temp_dirs() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(rest) = name.strip_prefix(TEMP_PREFIX) {
-            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-            if pid.is_some_and(|p| !net::alive(p)) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
 }
 
 impl Drop for Cluster {

@@ -175,8 +175,8 @@ pub(crate) fn alive(pid: u32) -> bool {
 
 /// Removes namespaces and bridges left by runs whose process is gone (a
 /// test killed by a timeout cannot run its Drop guards), with any server
-/// still running inside them. (Their temporary directories are the
-/// cluster's: [`crate::cluster`] removes those.)
+/// still running inside them. (Their temporary directories are removed by
+/// `tenure_launch::temp_dir`.)
 pub fn cleanup_leftovers() {
     if let Ok(list) = run("ip", &["netns", "list"]) {
         for ns in list.lines().filter_map(|l| l.split_whitespace().next()) {

@@ -7,7 +7,7 @@ use nix::unistd::Pid;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -199,17 +199,60 @@ pub fn free_ports(n: usize) -> Result<Vec<u16>, Error> {
         .map_err(Error::io("cannot find free loopback ports"))
 }
 
-/// A temporary directory named `prefix` + random suffix, removed on drop.
+/// A temporary directory named `prefix`, this process's id, `-` and a
+/// random suffix, removed on drop. A process killed by SIGKILL (or a test
+/// killed by a timeout) runs no drop and leaves its directory, with the
+/// CA key and the API token the demo keeps there: so first the directories
+/// of the same prefix whose process is gone are removed.
 pub fn temp_dir(prefix: &str) -> Result<tempfile::TempDir, Error> {
+    remove_stale_temp_dirs(&std::env::temp_dir(), prefix);
     tempfile::Builder::new()
-        .prefix(prefix)
+        .prefix(&format!("{prefix}{}-", std::process::id()))
         .tempdir()
         .map_err(Error::io("cannot create a temporary directory"))
+}
+
+/// Removes the directories in `parent` named `prefix`, a process id and
+/// `-`, whose process is gone (a directory of another name, or of a live
+/// process, is left alone).
+pub fn remove_stale_temp_dirs(parent: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(prefix) else { continue };
+        let Some((pid, _)) = rest.split_once('-') else { continue };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The directory of a process that is gone is removed at the next
+    /// `temp_dir` of its prefix; a live process's, and others, stay.
+    #[test]
+    fn a_dead_process_s_temporary_directory_is_removed_at_the_next() {
+        let parent = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let prefix = "tenure-stale-test-";
+        let name = |pid: u32| parent.path().join(format!("{prefix}{pid}-abc"));
+        for dir in [name(dead), name(std::process::id()), parent.path().join("other-1-x")] {
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("api.token"), "secret").unwrap();
+        }
+        remove_stale_temp_dirs(parent.path(), prefix);
+        assert!(!name(dead).exists(), "a dead process's directory stays");
+        assert!(name(std::process::id()).exists() && parent.path().join("other-1-x").exists());
+        let dir = temp_dir(prefix).unwrap();
+        let shown = dir.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(shown.starts_with(&format!("{prefix}{}-", std::process::id())), "{shown}");
+    }
 
     #[test]
     fn free_ports_are_distinct() {

@@ -267,13 +267,15 @@ impl<'a> Demo<'a> {
                 self.cluster.servers[i].peer_port,
             );
         }
+        // One line to paste into another shell, for every client command
+        // (`tenure status`, `kv`, `elect`, `member`, ...).
+        let ca = self.cluster.ca().map(|ca| format!(" TENURE_CACERT={}", ca.display()));
         println!(
-            "    API token (admin): TENURE_TOKEN=$(cat {})",
+            "    clients in another shell: export TENURE_ENDPOINTS={}{} TENURE_TOKEN=$(cat {})",
+            self.endpoints.join(","),
+            ca.unwrap_or_default(),
             self.cluster.dir.path().join(TOKEN_FILE).display()
         );
-        if let Some(ca) = self.cluster.ca() {
-            println!("    CA for the clients: TENURE_CACERT={}", ca.display());
-        }
         let dashboard = format!("{}/", self.endpoints[0]);
         match self.cluster.ca() {
             Some(ca) => println!(

@@ -153,6 +153,8 @@ fn sigkill_of_the_demo_takes_its_servers_with_it() {
     let status = demo.child.wait().unwrap();
     assert_eq!(status.signal(), Some(9), "{status:?}");
     wait_servers_gone(&demo, "the demo's SIGKILL");
-    // No handler ran: the directory is left (removed on drop).
+    // No handler ran: the directory is left (removed on drop here; by the
+    // next demo otherwise: `tenure_launch::temp_dir` removes those of
+    // processes that are gone).
     assert!(dir.exists(), "{}", dir.display());
 }
