@@ -487,7 +487,9 @@ impl<S: StateMachine + Default + Send + 'static> LogTask<S> {
             let show = |ids: &[NodeId]| {
                 ids.iter().map(|id| id.0.to_string()).collect::<Vec<_>>().join(",")
             };
-            warn!(
+            // Info, not a warning: the first nodes of a cluster that grew
+            // keep their first list, rightly, and say this at every start.
+            info!(
                 node = %self.me(),
                 "--peers (peers in the config file) lists voters {{{}}}, but this node's log \
                  holds configuration {:?} with voters {{{}}}: after the first start the log \
