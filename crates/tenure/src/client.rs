@@ -279,8 +279,10 @@ fn handshake_errors(answered: &[(&str, &StatusBody)]) -> (Vec<String>, Vec<Strin
         for p in &s.peers {
             let Some(e) = p.handshake_error.as_ref() else { continue };
             if p.connected {
-                connected
-                    .push(format!("node {} (connected now) once refused node {}: {e}", s.id, p.id));
+                connected.push(format!(
+                    "node {} (connected to node {} now) had a handshake refused: {e}",
+                    s.id, p.id
+                ));
             } else {
                 apart.push(format!("node {} cannot talk to node {}: {e}", s.id, p.id));
             }
