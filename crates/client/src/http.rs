@@ -35,8 +35,12 @@ const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 const MAX_SSE_LINE_BYTES: usize = 64 * 1024;
 
 /// The connector of every client: TCP with TCP_NODELAY and a connect
-/// timeout, TLS for `https://` URLs trusting `roots` only.
-pub fn connector(roots: rustls::RootCertStore) -> HttpsConnector<HttpConnector> {
+/// timeout, TLS for `https://` URLs trusting `roots` only, without a client
+/// certificate: a server that asks for one is remembered in `asked`.
+fn connector(
+    roots: rustls::RootCertStore,
+    asked: Arc<CertificateAsked>,
+) -> HttpsConnector<HttpConnector> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.set_connect_timeout(Some(REQUEST_TIMEOUT));
@@ -47,12 +51,42 @@ pub fn connector(roots: rustls::RootCertStore) -> HttpsConnector<HttpConnector> 
     .with_safe_default_protocol_versions()
     .expect("the ring provider supports the default TLS versions")
     .with_root_certificates(roots)
-    .with_no_client_auth();
+    .with_client_cert_resolver(asked);
     hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
         .wrap_connector(http)
+}
+
+/// The client's answer to a server that asks for a client certificate: it
+/// has none, and remembers that it was asked. In TLS 1.3 the server judges
+/// the client's (empty) certificate after the client has finished its
+/// handshake, so its refusal (an alert) may arrive after the connection was
+/// handed to HTTP and be lost with it: this flag is then how the client
+/// knows it knocked on a node's peer port.
+#[derive(Debug, Default)]
+struct CertificateAsked(std::sync::atomic::AtomicBool);
+
+impl CertificateAsked {
+    fn was_asked(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl rustls::client::ResolvesClientCert for CertificateAsked {
+    fn resolve(
+        &self,
+        _acceptable_issuers: &[&[u8]],
+        _schemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        None
+    }
+
+    fn has_certs(&self) -> bool {
+        false
+    }
 }
 
 /// The CA certificates of the PEM file `cacert` (none without a file: then
@@ -93,6 +127,8 @@ pub struct ClientOptions<'a> {
 pub struct Client {
     inner: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
     https: bool,
+    /// Set once a server asked this client for a client certificate.
+    asked: Arc<CertificateAsked>,
     /// `Bearer <token>`, marked sensitive.
     authorization: Option<Arc<hyper::header::HeaderValue>>,
 }
@@ -190,12 +226,44 @@ fn no_answer(url: &str, sent: bool, source: impl Into<BoxError>) -> NoAnswer {
 
 /// A request to `url` that got no answer: sent or not, and why; a TLS
 /// failure says what it means for a client of the API ([`explain_tls`]).
-fn request_failed(url: &str, e: hyper_util::client::legacy::Error) -> NoAnswer {
+/// `asked`: a server asked this client for a certificate, so a connection
+/// closed before the request was sent is the refusal of a peer port whose
+/// alert was lost ([`CertificateAsked`]).
+fn request_failed(url: &str, e: hyper_util::client::legacy::Error, asked: bool) -> NoAnswer {
     let sent = !e.is_connect();
     match tls_error(&e) {
         Some(tls) => no_answer(url, sent, Message(explain_tls(tls))),
+        None if asked && url.starts_with("https://") && hung_up(&e) => {
+            let alert = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
+            no_answer(url, false, Message(explain_tls(&alert)))
+        }
         None => no_answer(url, sent, e),
     }
+}
+
+/// True if `e` says the server closed the connection without an answer:
+/// before the request could be sent (hyper's "connection was not ready"),
+/// during it, or without TLS's close_notify.
+fn hung_up(e: &hyper_util::client::legacy::Error) -> bool {
+    use std::io::ErrorKind;
+    let mut next = std::error::Error::source(e);
+    while let Some(err) = next {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_canceled() || h.is_incomplete_message() {
+                return true;
+            }
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe
+            ) {
+                return true;
+            }
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// The rustls error under `e`, if any. Each error of the chain may be it,
@@ -273,9 +341,12 @@ impl Client {
             .transpose()?;
         let https = roots.is_some();
         let roots = roots.unwrap_or_else(rustls::RootCertStore::empty);
+        let asked = Arc::new(CertificateAsked::default());
         Ok(Client {
-            inner: HyperClient::builder(TokioExecutor::new()).build(connector(roots)),
+            inner: HyperClient::builder(TokioExecutor::new())
+                .build(connector(roots, asked.clone())),
             https,
+            asked,
             authorization,
         })
     }
@@ -294,7 +365,12 @@ impl Client {
             v.set_sensitive(true);
             Arc::new(v)
         });
-        Client { inner: self.inner.clone(), https: self.https, authorization }
+        Client {
+            inner: self.inner.clone(),
+            https: self.https,
+            asked: self.asked.clone(),
+            authorization,
+        }
     }
 
     /// A request to `uri` with the token, if any.
@@ -345,7 +421,11 @@ impl Client {
         };
         let req = req.body(Full::new(bytes)).map_err(|e| Error::Config(format!("{url}: {e}")))?;
         let fut = async {
-            let resp = self.inner.request(req).await.map_err(|e| request_failed(url, e))?;
+            let resp = self
+                .inner
+                .request(req)
+                .await
+                .map_err(|e| request_failed(url, e, self.asked.was_asked()))?;
             let status = resp.status();
             let retry_after = resp
                 .headers()
@@ -410,7 +490,7 @@ impl Client {
             .map_err(|_| {
                 no_answer(url, true, Message(format!("no answer within {REQUEST_TIMEOUT:?}")))
             })?
-            .map_err(|e| request_failed(url, e))?;
+            .map_err(|e| request_failed(url, e, self.asked.was_asked()))?;
         let status = resp.status();
         if !status.is_success() {
             let limited = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES);

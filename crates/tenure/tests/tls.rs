@@ -87,6 +87,56 @@ async fn the_cli_talks_https_with_the_cluster_ca() {
     assert!(ok && out.contains("leadership moved"), "{out}{err}");
 }
 
+/// A port that asks for a client certificate and closes the connection
+/// without a word once the handshake is done (as a peer port does when its
+/// TLS 1.3 alert comes too late to be read): the CLI still says it is a
+/// peer port, not "connection was not ready".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_that_asks_for_a_certificate_then_hangs_up_is_named_a_peer_port() {
+    use rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    harness::tenure_cert(&["--out", certs.to_str().unwrap(), "--nodes", "1"]);
+    let ca = certs.join("ca.pem");
+    let roots = std::sync::Arc::new(tenure_node::tls::read_roots(&ca).unwrap());
+    let provider = tenure_node::tls::provider();
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
+            .allow_unauthenticated()
+            .build()
+            .unwrap();
+    let chain = rustls::pki_types::CertificateDer::pem_file_iter(certs.join("node-1.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key =
+        rustls::pki_types::PrivateKeyDer::from_pem_file(certs.join("node-1-key.pem")).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            // Handshake, then hang up: no alert, no answer.
+            drop(acceptor.accept(tcp).await);
+        }
+    });
+    let endpoint = format!("127.0.0.1:{port}");
+    let cli = tokio::task::spawn_blocking(move || {
+        tenure(&["status", "--endpoints", &endpoint, "--cacert", ca.to_str().unwrap()], &[])
+    });
+    let (ok, out, err) = cli.await.unwrap();
+    server.abort();
+    assert!(!ok && out.contains("peer port (--listen), not its API port"), "{out}{err}");
+}
+
 #[test]
 fn without_certificates_or_the_opt_out_the_server_refuses_to_start() {
     let (ok, _, err) = tenure(&["server", "--id", "1"], &[]);
