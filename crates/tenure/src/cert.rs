@@ -16,7 +16,8 @@ use tenure_node::tls::certgen::{self, CertRequest, DEFAULT_HOSTS, DEFAULT_NODE_D
 #[command(after_help = "\
 Writes, in --out:
   ca.pem, ca-key.pem            the cluster's CA (made unless both are already there;
-                                an existing CA signs the new node certificates)
+                                an existing CA signs the new node certificates, of
+                                the --cluster-id its other nodes have)
   node-<id>.pem, node-<id>-key.pem   each node's certificate and key (keys: mode 0600;
                                 existing files are never overwritten)
   admin.token, tenure.toml      an API token of role admin (mode 0600) and a server config
@@ -32,7 +33,8 @@ pub struct CertArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// The nodes to make certificates for, comma-separated ids.
-    #[arg(long, value_name = "ID,...", value_delimiter = ',', required = true)]
+    #[arg(long, value_name = "ID,...", value_delimiter = ',', required = true,
+          value_parser = crate::usage::node_id)]
     pub nodes: Vec<u64>,
     /// The cluster id the servers run with (`--cluster-id`); it is part of each node's name.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_CLUSTER_ID)]
@@ -48,22 +50,18 @@ pub struct CertArgs {
 
 /// Runs `tenure cert`.
 pub fn run(args: CertArgs) -> anyhow::Result<ExitCode> {
-    let nodes = args
-        .nodes
-        .iter()
-        .map(|&n| {
-            if n == 0 {
-                anyhow::bail!("node id 0 is not allowed: ids are positive")
-            } else {
-                Ok(NodeId(n))
-            }
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let nodes = args.nodes.iter().map(|&n| NodeId(n)).collect();
     let hosts = args.hosts.unwrap_or_else(|| DEFAULT_HOSTS.iter().map(|h| h.to_string()).collect());
     let request =
         CertRequest { cluster_id: args.cluster_id.clone(), nodes, hosts, days: args.days };
-    let made = certgen::generate(&args.out, &request)
-        .with_context(|| format!("cannot make certificates in {}", args.out.display()))?;
+    let made = certgen::generate(&args.out, &request).map_err(|e| {
+        let said = format!("cannot make certificates in {}: {e}", args.out.display());
+        match e {
+            // What the flags asked for cannot be made: a usage error (64).
+            certgen::CertGenError::Invalid(_) => crate::usage::usage(said),
+            _ => anyhow::anyhow!(said),
+        }
+    })?;
     let ca_key = args.out.join(certgen::CA_KEY_FILE);
     if made.ca_created {
         println!(

@@ -77,3 +77,23 @@ fn the_printed_server_and_status_commands_work() {
     let _ = node.wait();
     assert!(answered.contains("\"id\": 1"), "{answered}");
 }
+
+/// A directory of another cluster's certificates: a node of the default
+/// cluster (a forgotten `--cluster-id`) is not signed beside them; the
+/// error names the cluster id to give, and exits 64.
+#[test]
+fn certificates_for_another_cluster_id_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = |args: &[&str]| {
+        Command::new(harness::exe()).arg("cert").arg("--out").arg(dir.path()).args(args).output()
+    };
+    let out = cert(&["--nodes", "1,2,3", "--cluster-id", "prod"]).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cert(&["--nodes", "4"]).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("cluster \"prod\"") && err.contains("--cluster-id prod"), "{err}");
+    assert!(!dir.path().join("node-4.pem").exists());
+    let out = cert(&["--nodes", "4", "--cluster-id", "prod"]).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -107,6 +107,7 @@ fn a_usage_error_exits_64_and_help_exits_0() {
         &["transfer", "--to", "0"][..],
         &["kv", "get", ""][..],
         &["kv", "put", "a\nb", "v"][..],
+        &["cert", "--out", "/nonexistent-tenure/certs", "--nodes", "1,0"][..],
         // Found wrong by the command itself, once parsed.
         &["elect", "a b"][..],
         &["elect", "x", "--ttl-ms", "10"][..],
@@ -114,6 +115,7 @@ fn a_usage_error_exits_64_and_help_exits_0() {
         &["run", "--election", "x", "--grace-ms", "9000", "--", "true"][..],
         &["run", "--election", "x", "--partitions", "4", "--", "true"][..],
         &["elect", "x", "--store", "etcd://127.0.0.1:1", "--endpoints", "127.0.0.1:2"][..],
+        &["cert", "--out", "/nonexistent-tenure/certs", "--nodes", "1", "--cluster-id", "a b"][..],
     ] {
         let out = tenure().args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

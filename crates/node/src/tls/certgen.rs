@@ -222,6 +222,21 @@ fn check(req: &CertRequest) -> Result<(), CertGenError> {
     Ok(())
 }
 
+/// A node certificate of `dir` (`node-<id>.pem`) made for another cluster
+/// than `cluster_id`: its file name and that cluster. A directory holds one
+/// cluster's files: a forgotten `--cluster-id` would otherwise sign a node
+/// of the default cluster beside them, found out only when it starts.
+fn other_cluster(dir: &Path, cluster_id: &str) -> Option<(String, String)> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    entries.flatten().find_map(|entry| {
+        let file = entry.file_name().into_string().ok()?;
+        let id = file.strip_prefix("node-")?.strip_suffix(".pem")?.parse().ok()?;
+        let certs = super::read_certs(super::FileRole::Certificate, &entry.path()).ok()?;
+        let named = super::named_cluster(certs.first()?, NodeId(id))?;
+        (named != cluster_id).then_some((file, named))
+    })
+}
+
 /// Makes the CA (unless `dir` holds one) and a certificate and key for every
 /// node of `req` in `dir` (created if missing). Each node's files are checked
 /// as a node would check them at start.
@@ -235,6 +250,15 @@ pub fn generate(dir: &Path, req: &CertRequest) -> Result<Generated, CertGenError
                 return Err(CertGenError::Exists(path));
             }
         }
+    }
+    if let Some((file, other)) = other_cluster(dir, &req.cluster_id) {
+        return Err(CertGenError::Invalid(format!(
+            "{} holds node certificates of cluster {other:?} ({file} among them), not of \
+             {:?}: give --cluster-id {other} to add nodes to that cluster, or another \
+             directory for another cluster",
+            dir.display(),
+            req.cluster_id
+        )));
     }
     let (issuer, ca_created) = ca(dir)?;
     let ca = dir.join(CA_CERT_FILE);
@@ -300,6 +324,17 @@ mod tests {
         TlsIdentity::load(&out.nodes[0].1, "test", NodeId(2)).unwrap();
         let err = generate(dir.path(), &CertRequest::new("test", ids(&[2]))).unwrap_err();
         assert!(matches!(err, CertGenError::Exists(_)), "{err}");
+    }
+
+    #[test]
+    fn a_directory_of_another_cluster_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        generate(dir.path(), &CertRequest::new("prod", ids(&[1, 2]))).unwrap();
+        let err = generate(dir.path(), &CertRequest::new("tenure", ids(&[3]))).unwrap_err();
+        let said = err.to_string();
+        assert!(said.contains("cluster \"prod\"") && said.contains("--cluster-id prod"), "{said}");
+        assert!(!dir.path().join(node_cert_file(NodeId(3))).exists());
+        generate(dir.path(), &CertRequest::new("prod", ids(&[3]))).unwrap();
     }
 
     #[test]
