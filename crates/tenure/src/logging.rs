@@ -16,9 +16,18 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber. `RUST_LOG` overrides the default level (info).
+/// The filter without `RUST_LOG`: info, but for rustls's warning that a
+/// client sent an IP address as the TLS server name (which TLS forbids):
+/// gRPC's C core (python-etcd3, grpc-java's netty on some versions) does it
+/// on every connection to an address, rustls ignores the name, and a line
+/// per connection buried the node's own.
+pub const DEFAULT_FILTER: &str = "info,rustls::msgs::handshake=error";
+
+/// Installs the global subscriber. `RUST_LOG` overrides the default filter
+/// ([`DEFAULT_FILTER`]).
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

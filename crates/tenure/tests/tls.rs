@@ -80,6 +80,19 @@ async fn the_cli_talks_https_with_the_cluster_ca() {
         tenure(&["status", "--endpoints", &endpoints], &[("TENURE_CACERT", "".as_ref())]);
     assert!(!ok && out.contains("speaks HTTPS only"), "{out}{err}");
 
+    // A client that sends the address as the TLS server name (TLS forbids
+    // it; gRPC's C core does it, here openssl): answered, and not logged.
+    let sni = Command::new("openssl")
+        .args(["s_client", "-connect", &plain[0], "-servername", "127.0.0.1", "-CAfile"])
+        .arg(&ca)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl runs");
+    let said = String::from_utf8_lossy(&sni.stdout);
+    assert!(said.contains("Verify return code: 0"), "{said}");
+    let log = std::fs::read_to_string(&c.servers[0].log).unwrap();
+    assert!(!log.contains("Illegal SNI"), "{log}");
+
     // transfer over https.
     let to = c.servers[(leader + 1) % 3].id.to_string();
     let (ok, out, err) =
