@@ -227,61 +227,53 @@ fn no_answer(url: &str, sent: bool, source: impl Into<BoxError>) -> NoAnswer {
 /// A request to `url` that got no answer: sent or not, and why; a TLS
 /// failure says what it means for a client of the API ([`explain_tls`]).
 /// `asked`: a server asked this client for a certificate, so a connection
-/// closed before the request was sent is the refusal of a peer port whose
-/// alert was lost ([`CertificateAsked`]).
+/// it closed without an answer is the refusal of a peer port whose alert
+/// was lost ([`CertificateAsked`]).
 fn request_failed(url: &str, e: hyper_util::client::legacy::Error, asked: bool) -> NoAnswer {
     let sent = !e.is_connect();
-    match tls_error(&e) {
+    let tls = causes(&e).find_map(|c| c.downcast_ref::<rustls::Error>());
+    match tls {
         Some(tls) => no_answer(url, sent, Message(explain_tls(tls))),
-        None if asked && url.starts_with("https://") && hung_up(&e) => {
-            let alert = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
-            no_answer(url, false, Message(explain_tls(&alert)))
-        }
+        None if asked && url.starts_with("https://") && causes(&e).any(hung_up) => no_answer(
+            url,
+            false,
+            Message(format!(
+                "{PEER_PORT} (it asked for a client certificate, then closed the connection)"
+            )),
+        ),
         None => no_answer(url, sent, e),
     }
+}
+
+/// Every error of `e`'s chain, `e` first, each I/O error followed by its
+/// payload: hyper-rustls carries a TLS error as the payload of an I/O error
+/// (itself another's payload), which `source()` skips.
+fn causes<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |err| match err.downcast_ref::<std::io::Error>() {
+        Some(io) => io.get_ref().map(|p| p as &(dyn std::error::Error + 'static)),
+        None => err.source(),
+    })
 }
 
 /// True if `e` says the server closed the connection without an answer:
 /// before the request could be sent (hyper's "connection was not ready"),
 /// during it, or without TLS's close_notify.
-fn hung_up(e: &hyper_util::client::legacy::Error) -> bool {
+fn hung_up(e: &(dyn std::error::Error + 'static)) -> bool {
     use std::io::ErrorKind;
-    let mut next = std::error::Error::source(e);
-    while let Some(err) = next {
-        if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            if h.is_canceled() || h.is_incomplete_message() {
-                return true;
-            }
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if matches!(
-                io.kind(),
-                ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe
-            ) {
-                return true;
-            }
-        }
-        next = err.source();
-    }
-    false
+    let hyper = e.downcast_ref::<hyper::Error>();
+    let io = e.downcast_ref::<std::io::Error>().map(|io| io.kind());
+    hyper.is_some_and(|h| h.is_canceled() || h.is_incomplete_message())
+        || matches!(
+            io,
+            Some(ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe)
+        )
 }
 
-/// The rustls error under `e`, if any. Each error of the chain may be it,
-/// or carry it as the payload of an I/O error (hyper-rustls: of an I/O
-/// error that is itself another's payload), which `source()` skips.
-fn tls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
-    let mut next = Some(e);
-    while let Some(mut err) = next {
-        while let Some(payload) = err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
-            err = payload;
-        }
-        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
-            return Some(tls);
-        }
-        next = err.source();
-    }
-    None
-}
+/// What to do when an endpoint is a node's peer port.
+const PEER_PORT: &str = "the server wants a client certificate: this is a node's peer port \
+                         (--listen), not its API port (--http)";
 
 /// A TLS failure of a client of the API, said with what to do: the
 /// certificate is of another CA than `--cacert`'s, names another host, has
@@ -301,10 +293,7 @@ pub fn explain_tls(e: &rustls::Error) -> String {
         E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
             "the server's certificate has expired: make new ones (`tenure cert`)"
         }
-        E::AlertReceived(AlertDescription::CertificateRequired) => {
-            "the server wants a client certificate: this is a node's peer port (--listen), not \
-             its API port (--http)"
-        }
+        E::AlertReceived(AlertDescription::CertificateRequired) => PEER_PORT,
         _ => return format!("TLS: {e}"),
     };
     format!("{hint} (TLS: {e})")
@@ -605,7 +594,8 @@ mod tests {
     #[test]
     fn tls_failures_say_what_to_do() {
         use rustls::{AlertDescription, CertificateError};
-        assert!(tls_error(&std::io::Error::other("refused")).is_none());
+        let refused = std::io::Error::other("refused");
+        assert!(causes(&refused).all(|c| c.downcast_ref::<rustls::Error>().is_none()));
         let io = std::io::Error::other(rustls::Error::InvalidCertificate(
             CertificateError::BadSignature,
         ));
@@ -616,7 +606,9 @@ mod tests {
         #[error("client error (Connect)")]
         struct Client(#[source] BoxError);
         let client = Client(boxed);
-        let found = tls_error(&client).expect("the payload is found");
+        let found = causes(&client)
+            .find_map(|c| c.downcast_ref::<rustls::Error>())
+            .expect("the payload is found");
         let said = explain_tls(found);
         assert!(said.contains("not signed by the CA of --cacert") && said.contains("BadSignature"));
         let said =

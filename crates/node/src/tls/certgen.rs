@@ -334,6 +334,10 @@ mod tests {
         let said = err.to_string();
         assert!(said.contains("cluster \"prod\"") && said.contains("--cluster-id prod"), "{said}");
         assert!(!dir.path().join(node_cert_file(NodeId(3))).exists());
+        // What is no node certificate of another cluster does not stand in
+        // the way: a file of that name that is not PEM, one that is empty.
+        std::fs::write(dir.path().join("node-9.pem"), b"\0\xffnot a certificate").unwrap();
+        std::fs::write(dir.path().join("node-8.pem"), b"").unwrap();
         generate(dir.path(), &CertRequest::new("prod", ids(&[3]))).unwrap();
     }
 
