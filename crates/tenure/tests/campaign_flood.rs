@@ -25,10 +25,14 @@ use std::time::{Duration, Instant};
 const CAMPAIGNS: usize = 10_000;
 /// Sessions they are spread over: 1,000 each, a session's key limit.
 const SESSIONS: usize = 10;
-/// Campaigns in flight at once (one connection each).
+/// Campaigns in flight at once, one connection of its own each (not the
+/// harness's pooled client: what is measured is the server).
 const CONNECTIONS: usize = 20;
-/// How long one campaign may take before it counts as unanswered.
-const ANSWER_BOUND: Duration = Duration::from_secs(10);
+/// How long one campaign may take before it counts as unanswered: longer
+/// than the server's own bound on a write (`REQUEST_TIMEOUT`, 10 s), so a
+/// write the server gave up on is seen as the server's answer (504,
+/// outcome unknown) and a silent server as this.
+const ANSWER_BOUND: Duration = Duration::from_secs(15);
 /// The cluster's timings: a heartbeat every 100 ms, elections after 1 s.
 const HEARTBEAT_MS: u64 = 100;
 const ELECTION_TIMEOUT_MS: u64 = 1_000;
@@ -80,6 +84,7 @@ async fn ten_thousand_campaigns_by_one_token_cost_no_leader() {
     let done = AtomicUsize::new(0);
     let flood = async {
         let worker = || async {
+            let mut connection = cluster.api_connection(leader).await;
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= CAMPAIGNS {
@@ -88,10 +93,9 @@ async fn ten_thousand_campaigns_by_one_token_cost_no_leader() {
                 let body = format!(r#"{{"session": {}, "value": "v{i}"}}"#, sessions[i % SESSIONS]);
                 let path = format!("/v1/elections/flood-{i}/campaign");
                 let sent = Instant::now();
-                let answer = cluster
-                    .request_within(
+                let answer = connection
+                    .request(
                         ANSWER_BOUND,
-                        leader,
                         Some(APP_TOKEN),
                         Method::POST,
                         &path,
@@ -100,14 +104,14 @@ async fn ten_thousand_campaigns_by_one_token_cost_no_leader() {
                     .await;
                 let took = sent.elapsed();
                 match answer {
-                    Some(a) if a.status == 200 => latencies.lock().unwrap().push(took),
-                    Some(a) => {
+                    Ok(a) if a.status == 200 => latencies.lock().unwrap().push(took),
+                    Ok(a) => {
                         failures.lock().unwrap().push(format!("{path}: {} {}", a.status, a.text))
                     }
-                    None => failures
-                        .lock()
-                        .unwrap()
-                        .push(format!("{path}: no answer in {ANSWER_BOUND:?}")),
+                    Err(e) => {
+                        failures.lock().unwrap().push(format!("{path}: {e}"));
+                        connection = cluster.api_connection(leader).await;
+                    }
                 }
                 done.fetch_add(1, Ordering::Relaxed);
             }
@@ -176,9 +180,10 @@ async fn ten_thousand_campaigns_by_one_token_cost_no_leader() {
     let mut all_sorted = latencies.clone();
     all_sorted.sort_unstable();
     let p99 = all_sorted[all_sorted.len() * 99 / 100];
+    let max = all_sorted[all_sorted.len() - 1];
     eprintln!(
         "{CAMPAIGNS} campaigns in {elapsed:.1?} ({:.0}/s); median per thousand: {deciles:.1?}; \
-         p99 {p99:.1?}; leader's driver woke at most {:.1} ms late",
+         p99 {p99:.1?}, max {max:.1?}; leader's driver woke at most {:.1} ms late",
         CAMPAIGNS as f64 / elapsed.as_secs_f64(),
         worst_lag * 1e3
     );

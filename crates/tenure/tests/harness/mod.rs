@@ -20,7 +20,7 @@ use hyper::{Method, Request};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -76,6 +76,54 @@ pub struct Reply {
     pub json: Value,
     pub text: String,
     pub headers: HeaderMap,
+}
+
+/// One HTTP/1.1 connection to a server's API ([`TestCluster::api_connection`]).
+pub struct ApiConnection {
+    send: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    authority: String,
+}
+
+impl ApiConnection {
+    /// Sends one request on this connection and waits at most `bound` for
+    /// the whole answer; else says why there is none (no answer in time,
+    /// or the connection's error and how long after sending it came).
+    pub async fn request(
+        &mut self,
+        bound: Duration,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<(&str, &str)>,
+    ) -> Result<Reply, String> {
+        let mut req = Request::builder().method(method).uri(path).header("host", &self.authority);
+        if let Some(token) = token {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        let mut payload = Bytes::new();
+        if let Some((content_type, text)) = body {
+            req = req.header("content-type", content_type);
+            payload = Bytes::from(text.to_string());
+        }
+        let req = req.body(Full::new(payload)).unwrap();
+        let sent = Instant::now();
+        let send = &mut self.send;
+        let fut = async move {
+            let failed =
+                |e: &dyn std::fmt::Debug| format!("failed after {:?}: {e:?}", sent.elapsed());
+            send.ready().await.map_err(|e| failed(&e))?;
+            let resp = send.send_request(req).await.map_err(|e| failed(&e))?;
+            let status = resp.status().as_u16();
+            let headers = resp.headers().clone();
+            let bytes = resp.into_body().collect().await.map_err(|e| failed(&e))?.to_bytes();
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+            Ok(Reply { status, json, text, headers })
+        };
+        tokio::time::timeout(bound, fut)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer in {bound:?}")))
+    }
 }
 
 /// The `tenure` binary under test: the one cargo built, or
@@ -400,6 +448,21 @@ impl TestCluster {
         self.tls_connector().connect(api_name(), tcp).await.expect("a TLS handshake with the API")
     }
 
+    /// One HTTP/1.1 connection of its own to server `i`'s API, outside the
+    /// shared client's pool: a test that means "N connections" holds N of
+    /// these, and what it measures is the server, not the pool's choices.
+    pub async fn api_connection(&self, i: usize) -> ApiConnection {
+        let stream = self.connect_https(i).await;
+        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("an HTTP/1.1 handshake with the API");
+        tokio::spawn(async move {
+            // Ends with the connection; an error is what the next request sees.
+            let _ = conn.await;
+        });
+        ApiConnection { send, authority: format!("127.0.0.1:{}", self.servers[i].http_port) }
+    }
+
     /// A TLS connector that trusts the cluster's CA, for raw connections
     /// (with [`api_name`]).
     pub fn tls_connector(&self) -> tokio_rustls::TlsConnector {
@@ -454,6 +517,21 @@ impl TestCluster {
         path: &str,
         body: Option<(&str, &str)>,
     ) -> Option<Reply> {
+        self.request_outcome(bound, i, token, method, path, body).await.ok()
+    }
+
+    /// Like [`TestCluster::request_within`], saying why there is no answer:
+    /// no answer within `bound`, or the connection's error (refused, closed
+    /// before the answer, ...) and how long after sending it came.
+    pub async fn request_outcome(
+        &self,
+        bound: Duration,
+        i: usize,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<(&str, &str)>,
+    ) -> Result<Reply, String> {
         let mut req = Request::builder().method(method).uri(format!("{}{path}", self.endpoint(i)));
         if let Some(token) = token {
             req = req.header("authorization", format!("Bearer {token}"));
@@ -464,16 +542,21 @@ impl TestCluster {
             payload = Bytes::from(text.to_string());
         }
         let req = req.body(Full::new(payload)).unwrap();
+        let sent = Instant::now();
         let fut = async {
-            let resp = self.client.request(req).await.ok()?;
+            let failed =
+                |e: &dyn std::fmt::Debug| format!("failed after {:?}: {e:?}", sent.elapsed());
+            let resp = self.client.request(req).await.map_err(|e| failed(&e))?;
             let status = resp.status().as_u16();
             let headers = resp.headers().clone();
-            let bytes = resp.into_body().collect().await.ok()?.to_bytes();
+            let bytes = resp.into_body().collect().await.map_err(|e| failed(&e))?.to_bytes();
             let text = String::from_utf8_lossy(&bytes).into_owned();
             let json = serde_json::from_str(&text).unwrap_or(Value::Null);
-            Some(Reply { status, json, text, headers })
+            Ok(Reply { status, json, text, headers })
         };
-        tokio::time::timeout(bound, fut).await.ok()?
+        tokio::time::timeout(bound, fut)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer in {bound:?}")))
     }
 
     /// `GET /v1/status` of server `i`, if it answers.
