@@ -147,7 +147,7 @@ fn main() -> ExitCode {
         }
     };
     if reports_only(&command) {
-        die_on_broken_pipe();
+        die_when_stdout_breaks();
     }
     if matches!(command, Command::Server(_)) {
         survive_file_size_limit();
@@ -192,11 +192,12 @@ fn main() -> ExitCode {
 
 /// Whether `command` only reports (prints to stdout, holds nothing): such
 /// a command ends as `cat` does when its reader goes away (`tenure kv list
-/// | head -1`), by SIGPIPE. The others keep Rust's default, SIGPIPE
-/// ignored, so that a write to a closed pipe is an error they handle: the
-/// server and `tenure run` write to sockets and to their guard's stdin (a
-/// guard that died must not kill `tenure run` before it stopped the
-/// command and resigned), and `tenure elect` must resign before it exits.
+/// | head -1`), by SIGPIPE ([`die_when_stdout_breaks`]). The others keep
+/// Rust's default, SIGPIPE ignored, so that a write to a closed pipe is an
+/// error they handle: the server and `tenure run` write to sockets and to
+/// their guard's stdin (a guard that died must not kill `tenure run` before
+/// it stopped the command and resigned), and `tenure elect` must resign
+/// before it exits.
 fn reports_only(command: &Command) -> bool {
     match command {
         Command::Status(_)
@@ -220,14 +221,41 @@ fn reports_only(command: &Command) -> bool {
     }
 }
 
-/// Restores SIGPIPE's default action (the Rust runtime ignores it, which
-/// makes `println!` panic, exit 101, when stdout is a closed pipe).
-fn die_on_broken_pipe() {
-    use nix::sys::signal::{signal, SigHandler, Signal};
-    // SAFETY: no other thread runs yet and the default action installs no
-    // handler code.
-    if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
-        eprintln!("warning: cannot restore SIGPIPE's default action: {e}");
+/// Ends the process by SIGPIPE when stdout's reader went away, as `cat`
+/// does (the Rust runtime ignores SIGPIPE, which makes `println!` panic,
+/// exit 101, on a closed pipe), and only then: a SIGPIPE raised by a write
+/// to a socket the server closed (TLS writes its records with `writev`,
+/// which has no `MSG_NOSIGNAL`) is ignored, so that write fails with
+/// `EPIPE` and the command says what happened. With SIGPIPE's default
+/// action, `tenure status` against a port that hung up after the TLS
+/// handshake died silently with exit 141.
+fn die_when_stdout_breaks() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let action =
+        SigAction::new(SigHandler::Handler(on_sigpipe), SaFlags::SA_RESTART, SigSet::empty());
+    // SAFETY: no other thread runs yet; the handler calls only
+    // async-signal-safe functions (poll, signal, raise).
+    if let Err(e) = unsafe { sigaction(Signal::SIGPIPE, &action) } {
+        eprintln!("warning: cannot handle SIGPIPE: {e}");
+    }
+}
+
+/// The SIGPIPE handler of [`die_when_stdout_breaks`]: if stdout is a pipe
+/// (or socket) whose reader is gone, SIGPIPE's default action ends the
+/// process once the handler returns (the signal is blocked until then);
+/// otherwise nothing, and the write that raised it fails with `EPIPE`.
+extern "C" fn on_sigpipe(_: nix::libc::c_int) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::signal::{raise, signal, SigHandler, Signal};
+    // SAFETY: descriptor 1 outlives this call (nothing here closes it).
+    let stdout = unsafe { std::os::fd::BorrowedFd::borrow_raw(1) };
+    let mut fds = [PollFd::new(stdout, PollFlags::empty())];
+    let broken = poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+        && fds[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP));
+    if broken {
+        // SAFETY: the default action installs no handler code.
+        let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+        let _ = raise(Signal::SIGPIPE);
     }
 }
 
