@@ -96,34 +96,62 @@ impl ApiConnection {
         path: &str,
         body: Option<(&str, &str)>,
     ) -> Result<Reply, String> {
-        let mut req = Request::builder().method(method).uri(path).header("host", &self.authority);
-        if let Some(token) = token {
-            req = req.header("authorization", format!("Bearer {token}"));
-        }
-        let mut payload = Bytes::new();
-        if let Some((content_type, text)) = body {
-            req = req.header("content-type", content_type);
-            payload = Bytes::from(text.to_string());
-        }
-        let req = req.body(Full::new(payload)).unwrap();
-        let sent = Instant::now();
+        let req = Request::builder().method(method).uri(path).header("host", &self.authority);
+        let req = api_request(req, token, body);
         let send = &mut self.send;
-        let fut = async move {
-            let failed =
-                |e: &dyn std::fmt::Debug| format!("failed after {:?}: {e:?}", sent.elapsed());
-            send.ready().await.map_err(|e| failed(&e))?;
-            let resp = send.send_request(req).await.map_err(|e| failed(&e))?;
-            let status = resp.status().as_u16();
-            let headers = resp.headers().clone();
-            let bytes = resp.into_body().collect().await.map_err(|e| failed(&e))?.to_bytes();
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            let json = serde_json::from_str(&text).unwrap_or(Value::Null);
-            Ok(Reply { status, json, text, headers })
+        let on_this_connection = |req| async move {
+            send.ready().await?;
+            send.send_request(req).await
         };
-        tokio::time::timeout(bound, fut)
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer in {bound:?}")))
+        answer_within(bound, on_this_connection, req).await
     }
+}
+
+/// A request of the API: `token` as a bearer token, `body` as (content
+/// type, text).
+fn api_request(
+    mut req: hyper::http::request::Builder,
+    token: Option<&str>,
+    body: Option<(&str, &str)>,
+) -> Request<Full<Bytes>> {
+    if let Some(token) = token {
+        req = req.header("authorization", format!("Bearer {token}"));
+    }
+    let mut payload = Bytes::new();
+    if let Some((content_type, text)) = body {
+        req = req.header("content-type", content_type);
+        payload = Bytes::from(text.to_string());
+    }
+    req.body(Full::new(payload)).unwrap()
+}
+
+/// Sends `req` with `send` and reads the whole answer within `bound`; else
+/// says why there is none: no answer in time, or the connection's error and
+/// how long after sending it came.
+async fn answer_within<F, Fut, E>(
+    bound: Duration,
+    send: F,
+    req: Request<Full<Bytes>>,
+) -> Result<Reply, String>
+where
+    F: FnOnce(Request<Full<Bytes>>) -> Fut,
+    Fut: std::future::Future<Output = Result<hyper::Response<hyper::body::Incoming>, E>>,
+    E: std::fmt::Debug,
+{
+    let sent = Instant::now();
+    let failed = |e: &dyn std::fmt::Debug| format!("failed after {:?}: {e:?}", sent.elapsed());
+    let fut = async {
+        let resp = send(req).await.map_err(|e| failed(&e))?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.into_body().collect().await.map_err(|e| failed(&e))?.to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Ok(Reply { status, json, text, headers })
+    };
+    tokio::time::timeout(bound, fut)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer in {bound:?}")))
 }
 
 /// The `tenure` binary under test: the one cargo built, or
@@ -532,31 +560,9 @@ impl TestCluster {
         path: &str,
         body: Option<(&str, &str)>,
     ) -> Result<Reply, String> {
-        let mut req = Request::builder().method(method).uri(format!("{}{path}", self.endpoint(i)));
-        if let Some(token) = token {
-            req = req.header("authorization", format!("Bearer {token}"));
-        }
-        let mut payload = Bytes::new();
-        if let Some((content_type, text)) = body {
-            req = req.header("content-type", content_type);
-            payload = Bytes::from(text.to_string());
-        }
-        let req = req.body(Full::new(payload)).unwrap();
-        let sent = Instant::now();
-        let fut = async {
-            let failed =
-                |e: &dyn std::fmt::Debug| format!("failed after {:?}: {e:?}", sent.elapsed());
-            let resp = self.client.request(req).await.map_err(|e| failed(&e))?;
-            let status = resp.status().as_u16();
-            let headers = resp.headers().clone();
-            let bytes = resp.into_body().collect().await.map_err(|e| failed(&e))?.to_bytes();
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            let json = serde_json::from_str(&text).unwrap_or(Value::Null);
-            Ok(Reply { status, json, text, headers })
-        };
-        tokio::time::timeout(bound, fut)
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer in {bound:?}")))
+        let uri = format!("{}{path}", self.endpoint(i));
+        let req = api_request(Request::builder().method(method).uri(uri), token, body);
+        answer_within(bound, |req| self.client.request(req), req).await
     }
 
     /// `GET /v1/status` of server `i`, if it answers.
