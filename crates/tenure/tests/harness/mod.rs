@@ -545,24 +545,9 @@ impl TestCluster {
         path: &str,
         body: Option<(&str, &str)>,
     ) -> Option<Reply> {
-        self.request_outcome(bound, i, token, method, path, body).await.ok()
-    }
-
-    /// Like [`TestCluster::request_within`], saying why there is no answer:
-    /// no answer within `bound`, or the connection's error (refused, closed
-    /// before the answer, ...) and how long after sending it came.
-    pub async fn request_outcome(
-        &self,
-        bound: Duration,
-        i: usize,
-        token: Option<&str>,
-        method: Method,
-        path: &str,
-        body: Option<(&str, &str)>,
-    ) -> Result<Reply, String> {
         let uri = format!("{}{path}", self.endpoint(i));
         let req = api_request(Request::builder().method(method).uri(uri), token, body);
-        answer_within(bound, |req| self.client.request(req), req).await
+        answer_within(bound, |req| self.client.request(req), req).await.ok()
     }
 
     /// `GET /v1/status` of server `i`, if it answers.
