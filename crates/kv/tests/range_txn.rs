@@ -2,7 +2,7 @@
 //! comparisons of the chosen path read before any write, reads that see
 //! the writes before them, range deletes, `ignore_value`/`ignore_lease`,
 //! and refusals that change nothing. Byte-for-byte agreement with a real
-//! etcd is checked by crates/tenure/tests/etcd_parity.rs.
+//! etcd is checked by crates/tenure/tests/serial/etcd_parity.rs.
 
 use tenure_kv::{
     ChangeKind, Command, CompareOp, KeyValue, LeaseId, RangeCompare, RangeOp, RangeOpResponse,

@@ -1,6 +1,6 @@
 """python-etcd3 (Debian's python3-etcd3) against one tenure node's etcd listener.
 
-Run by crates/tenure/tests/etcd_api.rs: argv = host port ca cert key.
+Run by crates/tenure/tests/serial/etcd_api.rs: argv = host port ca cert key.
 Exits non-zero with a message on the first thing that differs from etcd.
 """
 import sys

@@ -1,5 +1,5 @@
 // A client of etcd's clientv3/concurrency recipes, built offline from
-// Debian's golang-etcd-server-dev (etcd 3.4) by crates/tenure/tests/etcd_go.rs:
+// Debian's golang-etcd-server-dev (etcd 3.4) by crates/tenure/tests/serial/etcd_go.rs:
 // it takes an Election or a Mutex ROUNDS times, holds it HOLD_MS each time,
 // and prints one line per hold for the test to check:
 //
