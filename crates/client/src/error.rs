@@ -143,6 +143,16 @@ pub struct NoAnswer {
     pub source: BoxError,
 }
 
+impl NoAnswer {
+    /// True if asking again cannot help: the endpoint's TLS does not fit
+    /// this client's (a certificate of another CA than the client trusts,
+    /// for another host name, or expired), or the endpoint is a node's
+    /// peer port, not its API port. The source says which, and what to do.
+    pub fn is_misconfigured(&self) -> bool {
+        self.source.downcast_ref::<Misconfigured>().is_some()
+    }
+}
+
 /// The server answered with an error status (other than 401 and 403).
 #[derive(Debug, thiserror::Error)]
 #[error("{url}: HTTP {status}: {message}")]
@@ -158,16 +168,15 @@ pub struct Refused {
 }
 
 /// A message as an error source.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub(crate) struct Message(pub String);
 
-impl fmt::Display for Message {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Message {}
+/// Why a connection cannot succeed however often it is tried, said with
+/// what to do ([`NoAnswer::is_misconfigured`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Misconfigured(pub String);
 
 /// `e` and each of its sources, joined by ": ". A [`NoAnswer`] alone says
 /// "unreachable"; its sources say whether the server was down, slow, or

@@ -9,7 +9,7 @@
 //! request; a 401 or 403 answer becomes an [`AuthRefused`] error that says
 //! what to do.
 
-use crate::error::{AuthRefused, BoxError, Error, Message, NoAnswer, Refused};
+use crate::error::{AuthRefused, BoxError, Error, Message, Misconfigured, NoAnswer, Refused};
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, BodyStream, Full};
 use hyper::body::{Bytes, Incoming};
@@ -233,11 +233,14 @@ fn request_failed(url: &str, e: hyper_util::client::legacy::Error, asked: bool) 
     let sent = !e.is_connect();
     let tls = causes(&e).find_map(|c| c.downcast_ref::<rustls::Error>());
     match tls {
+        Some(tls) if tls_hint(tls).is_some() => {
+            no_answer(url, sent, Misconfigured(explain_tls(tls)))
+        }
         Some(tls) => no_answer(url, sent, Message(explain_tls(tls))),
         None if asked && url.starts_with("https://") && causes(&e).any(hung_up) => no_answer(
             url,
             false,
-            Message(format!(
+            Misconfigured(format!(
                 "{PEER_PORT} (it asked for a client certificate, then closed the connection)"
             )),
         ),
@@ -280,6 +283,15 @@ const PEER_PORT: &str = "the server wants a client certificate: this is a node's
 /// expired; or the port is a peer port, which asks for a client
 /// certificate. Others as rustls says them.
 pub fn explain_tls(e: &rustls::Error) -> String {
+    match tls_hint(e) {
+        Some(hint) => format!("{hint} (TLS: {e})"),
+        None => format!("TLS: {e}"),
+    }
+}
+
+/// What to do about a TLS failure that trying again cannot mend (a
+/// certificate that does not fit, a peer port); None for others.
+fn tls_hint(e: &rustls::Error) -> Option<&'static str> {
     use rustls::{AlertDescription, CertificateError as C, Error as E};
     let hint = match e {
         E::InvalidCertificate(C::BadSignature | C::UnknownIssuer) => {
@@ -294,9 +306,9 @@ pub fn explain_tls(e: &rustls::Error) -> String {
             "the server's certificate has expired: make new ones (`tenure cert`)"
         }
         E::AlertReceived(AlertDescription::CertificateRequired) => PEER_PORT,
-        _ => return format!("TLS: {e}"),
+        _ => return None,
     };
-    format!("{hint} (TLS: {e})")
+    Some(hint)
 }
 
 impl Client {

@@ -5,7 +5,8 @@
 //! Requests go to the endpoints in order: an endpoint that cannot be
 //! reached, or answers 503 (no leader, busy, stopping: nothing was done),
 //! passes the request to the next, and the list is tried again until
-//! `--wait-ms` runs out. A write whose connection fails after it was sent
+//! `--wait-ms` runs out, unless every endpoint failed in a way no retry
+//! mends (a certificate of another CA or host, a peer port). A write whose connection fails after it was sent
 //! is not sent again: its outcome is unknown (exit status 3), as when the
 //! server answers so (504).
 
@@ -349,6 +350,9 @@ impl Cluster {
         let mut last: Option<anyhow::Error> = None;
         loop {
             let mut retry_after: Option<u64> = None;
+            // Endpoints of this round that no retry can mend (a certificate
+            // that does not fit, a peer port): if all are, say so now.
+            let mut misconfigured = 0;
             for endpoint in &self.endpoints {
                 let url = format!("{endpoint}{path}");
                 match self.client.send(method.clone(), &url, body.clone(), KV_REQUEST_TIMEOUT).await
@@ -363,13 +367,23 @@ impl Cluster {
                     Ok(a) => return Ok(a),
                     Err(e) => match e.downcast_ref::<NoAnswer>() {
                         Some(n) if write && n.sent => return Err(UnknownOutcome(e).into()),
-                        Some(_) => last = Some(e),
+                        Some(n) => {
+                            misconfigured += usize::from(n.is_misconfigured());
+                            last = Some(e);
+                        }
                         None => return Err(e),
                     },
                 }
                 if Instant::now() >= deadline {
                     break;
                 }
+            }
+            if misconfigured == self.endpoints.len() {
+                let last = last.unwrap_or_else(|| anyhow!("no endpoint answered"));
+                return Err(last.context(format!(
+                    "no endpoint of {} can answer: asking again would not help",
+                    self.endpoints.join(",")
+                )));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {

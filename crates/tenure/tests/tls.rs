@@ -75,6 +75,22 @@ async fn the_cli_talks_https_with_the_cluster_ca() {
     let (ok, out, _) =
         tenure(&["status", "--endpoints", &peer, "--cacert", ca.to_str().unwrap()], &[]);
     assert!(!ok && out.contains("peer port (--listen), not its API port"), "{out}");
+    // `tenure kv`, which asks every endpoint again until --wait-ms runs
+    // out, gives up at once on a peer port and on a CA that does not fit:
+    // no retry mends them. (It waited out the whole --wait-ms before.)
+    for (endpoints, cacert, said) in [
+        (&peer, &ca, "peer port (--listen), not its API port"),
+        (&endpoints, &other_ca, "not signed by the CA of --cacert"),
+    ] {
+        let started = Instant::now();
+        let args = ["kv", "get", "k", "--endpoints", endpoints, "--wait-ms", "60000", "--cacert"];
+        let (ok, out, err) = tenure(&[&args[..], &[cacert.to_str().unwrap()]].concat(), &[]);
+        assert!(
+            !ok && err.contains(said) && err.contains("asking again would not help"),
+            "{out}{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(30), "{:?}: {err}", started.elapsed());
+    }
     // An empty TENURE_CACERT is no CA, as if unset (an `export TENURE_CACERT=`).
     let (ok, out, err) =
         tenure(&["status", "--endpoints", &endpoints], &[("TENURE_CACERT", "".as_ref())]);
