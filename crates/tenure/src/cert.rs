@@ -1,5 +1,6 @@
 //! `tenure cert`: a CA and node certificates for a cluster, ready for
-//! `tenure server --tls-cert/--tls-key/--tls-ca` and the clients' `--cacert`.
+//! `tenure server --tls-cert/--tls-key/--tls-ca` and the clients' `--cacert`;
+//! and certificates for applications that reach the etcd listener.
 
 use anyhow::Context;
 use clap::Args;
@@ -13,6 +14,7 @@ use tenure_node::tls::certgen::{self, CertRequest, DEFAULT_HOSTS, DEFAULT_NODE_D
 
 /// Flags of `tenure cert`.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("made").required(true).multiple(true).args(["nodes", "clients"])))]
 #[command(after_help = "\
 Writes, in --out:
   ca.pem, ca-key.pem            the cluster's CA (made unless both are already there;
@@ -20,22 +22,32 @@ Writes, in --out:
                                 the --cluster-id its other nodes have)
   node-<id>.pem, node-<id>-key.pem   each node's certificate and key (keys: mode 0600;
                                 existing files are never overwritten)
+  client-<name>.pem, client-<name>-key.pem   each --clients name's certificate and key
   admin.token, tenure.toml      an API token of role admin (mode 0600) and a server config
                                 file naming it (kept if already there), so that the
                                 commands printed at the end work as printed
 
 A node certificate names node-<id>.<cluster-id> (peers check it against the id a node
 claims) and the --hosts (clients of the HTTP API check the address they connect to).
-Keys are ECDSA P-256. Example, three hosts:
-  tenure cert --out certs --nodes 1,2,3 --cluster-id prod --hosts localhost,10.0.0.1,10.0.0.2,10.0.0.3")]
+A client certificate is for an application of the etcd listener (--etcd-listen asks
+for a certificate of the cluster's CA: etcdctl --cert/--key); it names no node, so a
+peer port refuses it: give it to applications instead of a node's. A call it makes
+without a token is an administrator's unless the servers run with --etcd-require-token
+(docs/ETCD.md). Keys are ECDSA P-256. Examples:
+  tenure cert --out certs --nodes 1,2,3 --cluster-id prod --hosts localhost,10.0.0.1,10.0.0.2,10.0.0.3
+  tenure cert --out certs --cluster-id prod --clients billing-api   # later, with the same CA")]
 pub struct CertArgs {
     /// Directory to write the files to (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// The nodes to make certificates for, comma-separated ids.
-    #[arg(long, value_name = "ID,...", value_delimiter = ',', required = true,
+    #[arg(long, value_name = "ID,...", value_delimiter = ',',
           value_parser = crate::usage::node_id)]
     pub nodes: Vec<u64>,
+    /// Applications to make client certificates for, comma-separated names (lowercase
+    /// letters, digits and '-'): for the etcd listener, instead of a node's certificate.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub clients: Vec<String>,
     /// The cluster id the servers run with (`--cluster-id`); it is part of each node's name.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_CLUSTER_ID)]
     pub cluster_id: String,
@@ -52,8 +64,13 @@ pub struct CertArgs {
 pub fn run(args: CertArgs) -> anyhow::Result<ExitCode> {
     let nodes = args.nodes.iter().map(|&n| NodeId(n)).collect();
     let hosts = args.hosts.unwrap_or_else(|| DEFAULT_HOSTS.iter().map(|h| h.to_string()).collect());
-    let request =
-        CertRequest { cluster_id: args.cluster_id.clone(), nodes, hosts, days: args.days };
+    let request = CertRequest {
+        cluster_id: args.cluster_id.clone(),
+        nodes,
+        clients: args.clients.clone(),
+        hosts,
+        days: args.days,
+    };
     let made = certgen::generate(&args.out, &request).map_err(|e| {
         let said = format!("cannot make certificates in {}: {e}", args.out.display());
         match e {
@@ -75,19 +92,32 @@ pub fn run(args: CertArgs) -> anyhow::Result<ExitCode> {
     for (id, files) in &made.nodes {
         println!("node {id}: {} and {}", files.cert.display(), files.key.display());
     }
+    for (name, files) in &made.clients {
+        println!("client {name}: {} and {}", files.cert.display(), files.key.display());
+    }
     let (token, config) = api_token(&args.out)?;
     println!("API token (role admin): {} in {}", token.display(), config.display());
-    println!("\nstart each node with its own files, e.g. node {}:", made.nodes[0].0);
-    let (id, files) = &made.nodes[0];
-    println!(
-        "  tenure server --config {} --id {id} --cluster-id {} --tls-cert {} --tls-key {} \
-         --tls-ca {}",
-        config.display(),
-        args.cluster_id,
-        files.cert.display(),
-        files.key.display(),
-        made.ca.display()
-    );
+    if let Some((id, files)) = made.nodes.first() {
+        println!("\nstart each node with its own files, e.g. node {id}:");
+        println!(
+            "  tenure server --config {} --id {id} --cluster-id {} --tls-cert {} --tls-key {} \
+             --tls-ca {}",
+            config.display(),
+            args.cluster_id,
+            files.cert.display(),
+            files.key.display(),
+            made.ca.display()
+        );
+    }
+    if let Some((_, files)) = made.clients.first() {
+        println!(
+            "an etcd client (servers started with --etcd-listen HOST:PORT):\n  etcdctl \
+             --endpoints https://HOST:PORT --cacert {} --cert {} --key {} get --prefix ''",
+            made.ca.display(),
+            files.cert.display(),
+            files.key.display()
+        );
+    }
     println!(
         "and point the clients at the CA and the token:\n  tenure status --cacert {} --token-file {}",
         made.ca.display(),

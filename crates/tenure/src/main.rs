@@ -87,7 +87,8 @@ enum Command {
     /// The keeper of `tenure run`'s command, in the command's process group (internal).
     #[command(hide = true)]
     RunKeeper(run_keeper::KeeperArgs),
-    /// Make a CA and node certificates for a cluster (TLS for peers and the HTTP API).
+    /// Make a CA and node certificates for a cluster (TLS for peers and the HTTP API), and
+    /// client certificates for applications of the etcd listener.
     Cert(cert::CertArgs),
     /// Start a local cluster, kill its leader, and show the failover.
     Demo(demo::DemoArgs),

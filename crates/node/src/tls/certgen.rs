@@ -1,5 +1,5 @@
-//! Makes a CA and node certificates for a cluster: what `tenure cert` writes,
-//! and what the tests and the demo use.
+//! Makes a CA, node certificates and client certificates for a cluster:
+//! what `tenure cert` writes, and what the tests and the demo use.
 //!
 //! Files in the output directory:
 //!
@@ -7,12 +7,16 @@
 //! |---|---|
 //! | `ca.pem`, `ca-key.pem` | the cluster's CA certificate and key (reused when present) |
 //! | `node-<id>.pem`, `node-<id>-key.pem` | node `id`'s certificate and key |
+//! | `client-<name>.pem`, `client-<name>-key.pem` | an application's certificate and key, for the etcd listener |
 //!
 //! Keys are written with mode 0600 and never overwritten. A node certificate
 //! names the node (`node-<id>.<cluster id>`, see [`super::node_name`]) and
 //! the extra hosts asked for (DNS names or IP addresses, for the HTTP API's
-//! clients), and allows server and client authentication. Keys are ECDSA
-//! P-256.
+//! clients), and allows server and client authentication. A client
+//! certificate allows client authentication only and names no host (its
+//! subject is `client-<name>.<cluster id>`): it opens the connections that
+//! ask for a certificate of the cluster's CA (the etcd listener), and a peer
+//! port refuses it, as it names no node. Keys are ECDSA P-256.
 
 use super::{node_name, node_server_name, TlsFiles, TlsIdentity};
 use rcgen::{
@@ -54,6 +58,19 @@ pub fn node_key_file(id: NodeId) -> String {
     format!("node-{}-key.pem", id.0)
 }
 
+/// The certificate file name of the client `name`.
+pub fn client_cert_file(name: &str) -> String {
+    format!("client-{name}.pem")
+}
+
+/// The key file name of the client `name`.
+pub fn client_key_file(name: &str) -> String {
+    format!("client-{name}-key.pem")
+}
+
+/// The longest client name: it is part of a DNS-like subject.
+pub const MAX_CLIENT_NAME: usize = 63;
+
 /// What to make.
 #[derive(Clone, Debug)]
 pub struct CertRequest {
@@ -61,6 +78,8 @@ pub struct CertRequest {
     pub cluster_id: String,
     /// The nodes to make certificates for.
     pub nodes: Vec<NodeId>,
+    /// The clients (applications) to make certificates for, by name.
+    pub clients: Vec<String>,
     /// Extra names in every node certificate: DNS names or IP addresses.
     pub hosts: Vec<String>,
     /// Validity of the node certificates, in days.
@@ -74,6 +93,7 @@ impl CertRequest {
         CertRequest {
             cluster_id: cluster_id.into(),
             nodes: nodes.into_iter().collect(),
+            clients: Vec::new(),
             hosts: DEFAULT_HOSTS.iter().map(|h| h.to_string()).collect(),
             days: DEFAULT_NODE_DAYS,
         }
@@ -89,6 +109,8 @@ pub struct Generated {
     pub ca_created: bool,
     /// Each node's files, in the order asked for.
     pub nodes: Vec<(NodeId, TlsFiles)>,
+    /// Each client's files, in the order asked for.
+    pub clients: Vec<(String, TlsFiles)>,
 }
 
 /// Why certificates could not be made.
@@ -201,9 +223,47 @@ fn node_params(req: &CertRequest, id: NodeId) -> Result<CertificateParams, CertG
     Ok(params)
 }
 
+/// The parameters of the certificate of the client `name`.
+fn client_params(req: &CertRequest, name: &str) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, format!("client-{name}.{}", req.cluster_id));
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.use_authority_key_identifier_extension = true;
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - BACKDATE;
+    params.not_after = now + Duration::days(req.days.into());
+    params
+}
+
+/// What is wrong with a client name, if anything: 1 to
+/// [`MAX_CLIENT_NAME`] lowercase letters, digits and inner '-'.
+fn client_name_problem(name: &str) -> Option<String> {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    if name.is_empty() || name.len() > MAX_CLIENT_NAME {
+        Some(format!("a client name has 1 to {MAX_CLIENT_NAME} characters: {name:?}"))
+    } else if !name.chars().all(ok) || name.starts_with('-') || name.ends_with('-') {
+        Some(format!(
+            "the client name {name:?} is not allowed: use lowercase letters, digits and '-' \
+             (not first or last), e.g. billing-api"
+        ))
+    } else {
+        None
+    }
+}
+
 fn check(req: &CertRequest) -> Result<(), CertGenError> {
-    if req.nodes.is_empty() {
-        return Err(CertGenError::Invalid("no nodes to make certificates for".into()));
+    if req.nodes.is_empty() && req.clients.is_empty() {
+        return Err(CertGenError::Invalid("no nodes or clients to make certificates for".into()));
+    }
+    if let Some(problem) = req.clients.iter().find_map(|n| client_name_problem(n)) {
+        return Err(CertGenError::Invalid(problem));
+    }
+    for (i, name) in req.clients.iter().enumerate() {
+        if req.clients[..i].contains(name) {
+            return Err(CertGenError::Invalid(format!("the client {name:?} is named twice")));
+        }
     }
     if let Some(id) = req.nodes.iter().find(|id| id.0 == 0) {
         return Err(CertGenError::Invalid(format!(
@@ -243,12 +303,12 @@ fn other_cluster(dir: &Path, cluster_id: &str) -> Option<(String, String)> {
 pub fn generate(dir: &Path, req: &CertRequest) -> Result<Generated, CertGenError> {
     check(req)?;
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
-    for id in &req.nodes {
-        for file in [node_cert_file(*id), node_key_file(*id)] {
-            let path = dir.join(file);
-            if path.exists() {
-                return Err(CertGenError::Exists(path));
-            }
+    let node_files = req.nodes.iter().flat_map(|id| [node_cert_file(*id), node_key_file(*id)]);
+    let client_files = req.clients.iter().flat_map(|n| [client_cert_file(n), client_key_file(n)]);
+    for file in node_files.chain(client_files) {
+        let path = dir.join(file);
+        if path.exists() {
+            return Err(CertGenError::Exists(path));
         }
     }
     if let Some((file, other)) = other_cluster(dir, &req.cluster_id) {
@@ -262,17 +322,17 @@ pub fn generate(dir: &Path, req: &CertRequest) -> Result<Generated, CertGenError
     }
     let (issuer, ca_created) = ca(dir)?;
     let ca = dir.join(CA_CERT_FILE);
+    let issue = |params: CertificateParams, cert: String, key: String| {
+        let key_pair = KeyPair::generate()?;
+        let signed = params.signed_by(&key_pair, &issuer)?;
+        let files = TlsFiles { cert: dir.join(cert), key: dir.join(key), ca: ca.clone() };
+        write_new(&files.key, &key_pair.serialize_pem(), 0o600)?;
+        write_new(&files.cert, &signed.pem(), 0o644)?;
+        Ok::<_, CertGenError>(files)
+    };
     let mut nodes = Vec::new();
     for &id in &req.nodes {
-        let key_pair = KeyPair::generate()?;
-        let cert = node_params(req, id)?.signed_by(&key_pair, &issuer)?;
-        let files = TlsFiles {
-            cert: dir.join(node_cert_file(id)),
-            key: dir.join(node_key_file(id)),
-            ca: ca.clone(),
-        };
-        write_new(&files.key, &key_pair.serialize_pem(), 0o600)?;
-        write_new(&files.cert, &cert.pem(), 0o644)?;
+        let files = issue(node_params(req, id)?, node_cert_file(id), node_key_file(id))?;
         if let Err(e) = TlsIdentity::load(&files, &req.cluster_id, id) {
             // Unusable (say, a CA not made here): leave nothing half-made behind.
             let _ = std::fs::remove_file(&files.cert);
@@ -281,7 +341,12 @@ pub fn generate(dir: &Path, req: &CertRequest) -> Result<Generated, CertGenError
         }
         nodes.push((id, files));
     }
-    Ok(Generated { ca, ca_created, nodes })
+    let mut clients = Vec::new();
+    for name in &req.clients {
+        let files = issue(client_params(req, name), client_cert_file(name), client_key_file(name))?;
+        clients.push((name.clone(), files));
+    }
+    Ok(Generated { ca, ca_created, nodes, clients })
 }
 
 #[cfg(test)]
@@ -342,12 +407,66 @@ mod tests {
     }
 
     #[test]
+    fn a_client_certificate_opens_no_peer_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut req = CertRequest::new("test", ids(&[1]));
+        req.clients = vec!["billing-api".into()];
+        let out = generate(dir.path(), &req).unwrap();
+        let (name, files) = &out.clients[0];
+        assert_eq!(name, "billing-api");
+        assert_eq!(files.cert, dir.path().join("client-billing-api.pem"));
+        let mode = std::fs::metadata(&files.key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Signed by the cluster's CA, for client authentication only, and
+        // naming no node: a node that loaded it, or a peer it is shown to,
+        // refuses it.
+        let node = TlsIdentity::load(&out.nodes[0].1, "test", NodeId(1)).unwrap();
+        let der = super::super::read_certs(super::super::FileRole::Certificate, &files.cert)
+            .unwrap()
+            .remove(0);
+        let refused = node.check_peer(Some(&[der]), NodeId(1)).unwrap_err();
+        assert!(refused.contains("does not name node-1.test"), "{refused}");
+        let err = TlsIdentity::load(files, "test", NodeId(1)).unwrap_err().to_string();
+        assert!(err.contains("node-1.test"), "{err}");
+        // Clients alone, later, with the same CA; nothing is overwritten.
+        let mut more = CertRequest::new("test", ids(&[]));
+        more.clients = vec!["web".into()];
+        let again = generate(dir.path(), &more).unwrap();
+        assert!(!again.ca_created && again.nodes.is_empty() && again.clients.len() == 1);
+        let err = generate(dir.path(), &more).unwrap_err();
+        assert!(matches!(err, CertGenError::Exists(_)), "{err}");
+    }
+
+    #[test]
+    fn bad_client_names_are_explained_and_nothing_is_made() {
+        for (name, said) in [
+            ("", "1 to 63"),
+            ("Web", "lowercase"),
+            ("a/b", "lowercase"),
+            ("-x", "not first or last"),
+            (&"x".repeat(64)[..], "1 to 63"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut req = CertRequest::new("test", ids(&[]));
+            req.clients = vec![name.to_string()];
+            let err = generate(dir.path(), &req).unwrap_err().to_string();
+            assert!(err.contains(said), "{name:?}: {err}");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{name:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut req = CertRequest::new("test", ids(&[]));
+        req.clients = vec!["a".into(), "a".into()];
+        let err = generate(dir.path(), &req).unwrap_err().to_string();
+        assert!(err.contains("named twice"), "{err}");
+    }
+
+    #[test]
     fn bad_requests_are_explained() {
         let dir = tempfile::tempdir().unwrap();
         let err = generate(dir.path(), &CertRequest::new("bad id!", ids(&[1]))).unwrap_err();
         assert!(err.to_string().contains("DNS name"), "{err}");
         let err = generate(dir.path(), &CertRequest::new("c", ids(&[]))).unwrap_err();
-        assert!(err.to_string().contains("no nodes"), "{err}");
+        assert!(err.to_string().contains("no nodes or clients"), "{err}");
         std::fs::write(dir.path().join(CA_CERT_FILE), "x").unwrap();
         let err = generate(dir.path(), &CertRequest::new("c", ids(&[1]))).unwrap_err();
         assert!(err.to_string().contains("only one of"), "{err}");

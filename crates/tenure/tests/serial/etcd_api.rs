@@ -8,7 +8,9 @@
 //! Skipped (with a message) when `etcdctl` or `etcd` is not on PATH; CI
 //! installs both (`.ci/run`).
 
-use crate::harness::{serial, TestCluster, ADMIN_TOKEN, APP_TOKEN, OTHER_TOKEN, READ_TOKEN};
+use crate::harness::{
+    serial, TestCluster, ADMIN_TOKEN, APP_TOKEN, CLUSTER, OTHER_TOKEN, READ_TOKEN,
+};
 use hyper::Method;
 use serde_json::Value;
 use std::ffi::OsString;
@@ -276,6 +278,18 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     assert_eq!(got["header"]["revision"].as_i64(), Some(http_revision));
     assert_eq!(got["kvs"][0]["mod_revision"].as_i64(), Some(http_revision));
     assert_eq!(got["count"], 2);
+
+    // An application's own certificate (`tenure cert --clients`, with the
+    // cluster's CA) opens the listener as a node's does.
+    let certs = c.dir.path().join("certs");
+    let out = certs.to_str().unwrap();
+    crate::harness::tenure_cert(&["--out", out, "--cluster-id", CLUSTER, "--clients", "app"]);
+    let tls =
+        [("--cacert", "ca.pem"), ("--cert", "client-app.pem"), ("--key", "client-app-key.pem")];
+    let tls = tls.iter().flat_map(|(flag, file)| [(*flag).into(), certs.join(file).into()]);
+    let app = Endpoint { url: endpoints[follower].url.clone(), tls: tls.collect() };
+    let got = app.json(&["get", "shared/k"]);
+    assert_eq!(got["count"], 1, "{got}");
 
     // Status from every node: one leader, the same term; health; members.
     let mut leaders = Vec::new();
