@@ -63,13 +63,18 @@ fn connector(
 /// has none, and remembers that it was asked. In TLS 1.3 the server judges
 /// the client's (empty) certificate after the client has finished its
 /// handshake, so its refusal (an alert) may arrive after the connection was
-/// handed to HTTP and be lost with it: this flag is then how the client
-/// knows it knocked on a node's peer port.
+/// handed to HTTP and be lost with it: a request during which a server
+/// asked (the count rose) is then how the client knows it knocked on a
+/// node's peer port. Counted, not a flag: a hang-up of another request,
+/// on a connection that asked nothing, is no peer port's. (Requests made
+/// at once on one client may see each other's asks: the CLI makes one at
+/// a time.)
 #[derive(Debug, Default)]
-struct CertificateAsked(std::sync::atomic::AtomicBool);
+struct CertificateAsked(std::sync::atomic::AtomicU64);
 
 impl CertificateAsked {
-    fn was_asked(&self) -> bool {
+    /// How many times a server asked so far.
+    fn times(&self) -> u64 {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
@@ -80,7 +85,7 @@ impl rustls::client::ResolvesClientCert for CertificateAsked {
         _acceptable_issuers: &[&[u8]],
         _schemes: &[rustls::SignatureScheme],
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         None
     }
 
@@ -226,15 +231,17 @@ fn no_answer(url: &str, sent: bool, source: impl Into<BoxError>) -> NoAnswer {
 
 /// A request to `url` that got no answer: sent or not, and why; a TLS
 /// failure says what it means for a client of the API ([`explain_tls`]).
-/// `asked`: a server asked this client for a certificate, so a connection
-/// it closed without an answer is the refusal of a peer port whose alert
-/// was lost ([`CertificateAsked`]).
+/// `asked`: a server asked this client for a certificate during this
+/// request, so a connection it closed without an answer is the refusal of
+/// a peer port whose alert was lost ([`CertificateAsked`]). A failure no
+/// retry mends is never `sent`: the server refused the connection, so no
+/// HTTP request of it reached the server's application.
 fn request_failed(url: &str, e: hyper_util::client::legacy::Error, asked: bool) -> NoAnswer {
     let sent = !e.is_connect();
     let tls = causes(&e).find_map(|c| c.downcast_ref::<rustls::Error>());
     match tls {
         Some(tls) if tls_hint(tls).is_some() => {
-            no_answer(url, sent, Misconfigured(explain_tls(tls)))
+            no_answer(url, false, Misconfigured(explain_tls(tls)))
         }
         Some(tls) => no_answer(url, sent, Message(explain_tls(tls))),
         None if asked && url.starts_with("https://") && causes(&e).any(hung_up) => no_answer(
@@ -421,12 +428,13 @@ impl Client {
             None => Bytes::new(),
         };
         let req = req.body(Full::new(bytes)).map_err(|e| Error::Config(format!("{url}: {e}")))?;
+        let asked_before = self.asked.times();
         let fut = async {
             let resp = self
                 .inner
                 .request(req)
                 .await
-                .map_err(|e| request_failed(url, e, self.asked.was_asked()))?;
+                .map_err(|e| request_failed(url, e, self.asked.times() > asked_before))?;
             let status = resp.status();
             let retry_after = resp
                 .headers()
@@ -486,12 +494,13 @@ impl Client {
         }
         let req =
             req.body(Full::new(Bytes::new())).map_err(|e| Error::Config(format!("{url}: {e}")))?;
+        let asked_before = self.asked.times();
         let resp = tokio::time::timeout(REQUEST_TIMEOUT, self.inner.request(req))
             .await
             .map_err(|_| {
                 no_answer(url, true, Message(format!("no answer within {REQUEST_TIMEOUT:?}")))
             })?
-            .map_err(|e| request_failed(url, e, self.asked.was_asked()))?;
+            .map_err(|e| request_failed(url, e, self.asked.times() > asked_before))?;
         let status = resp.status();
         if !status.is_success() {
             let limited = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES);

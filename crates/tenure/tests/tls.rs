@@ -82,14 +82,17 @@ async fn the_cli_talks_https_with_the_cluster_ca() {
         (&peer, &ca, "peer port (--listen), not its API port"),
         (&endpoints, &other_ca, "not signed by the CA of --cacert"),
     ] {
-        let started = Instant::now();
-        let args = ["kv", "get", "k", "--endpoints", endpoints, "--wait-ms", "60000", "--cacert"];
-        let (ok, out, err) = tenure(&[&args[..], &[cacert.to_str().unwrap()]].concat(), &[]);
-        assert!(
-            !ok && err.contains(said) && err.contains("asking again would not help"),
-            "{out}{err}"
-        );
-        assert!(started.elapsed() < Duration::from_secs(30), "{:?}: {err}", started.elapsed());
+        // A write too: refused at TLS, it cannot have been applied (no
+        // "outcome unknown").
+        for command in [&["get", "k"][..], &["put", "k", "v"]] {
+            let started = Instant::now();
+            let flags = ["--endpoints", endpoints, "--wait-ms", "60000", "--cacert"];
+            let args = [&["kv"][..], command, &flags, &[cacert.to_str().unwrap()]].concat();
+            let (ok, out, err) = tenure(&args, &[]);
+            assert!(!ok && err.contains(said), "{command:?}: {out}{err}");
+            assert!(err.contains("asking again would not help"), "{command:?}: {out}{err}");
+            assert!(started.elapsed() < Duration::from_secs(30), "{:?}: {err}", started.elapsed());
+        }
     }
     // An empty TENURE_CACERT is no CA, as if unset (an `export TENURE_CACERT=`).
     let (ok, out, err) =
