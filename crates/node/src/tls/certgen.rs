@@ -68,8 +68,9 @@ pub fn client_key_file(name: &str) -> String {
     format!("client-{name}-key.pem")
 }
 
-/// The longest client name: it is part of a DNS-like subject.
-pub const MAX_CLIENT_NAME: usize = 63;
+/// The longest client certificate subject (`client-<name>.<cluster id>`),
+/// as X.509 bounds a common name.
+pub const MAX_CLIENT_SUBJECT: usize = 64;
 
 /// What to make.
 #[derive(Clone, Debug)]
@@ -223,11 +224,16 @@ fn node_params(req: &CertRequest, id: NodeId) -> Result<CertificateParams, CertG
     Ok(params)
 }
 
+/// The subject (common name) of the client `name`'s certificate.
+fn client_subject(req: &CertRequest, name: &str) -> String {
+    format!("client-{name}.{}", req.cluster_id)
+}
+
 /// The parameters of the certificate of the client `name`.
 fn client_params(req: &CertRequest, name: &str) -> CertificateParams {
     let mut params = CertificateParams::default();
     params.distinguished_name = rcgen::DistinguishedName::new();
-    params.distinguished_name.push(DnType::CommonName, format!("client-{name}.{}", req.cluster_id));
+    params.distinguished_name.push(DnType::CommonName, client_subject(req, name));
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     params.use_authority_key_identifier_extension = true;
@@ -237,27 +243,60 @@ fn client_params(req: &CertRequest, name: &str) -> CertificateParams {
     params
 }
 
-/// What is wrong with a client name, if anything: 1 to
-/// [`MAX_CLIENT_NAME`] lowercase letters, digits and inner '-'.
-fn client_name_problem(name: &str) -> Option<String> {
+/// What is wrong with a client name, if anything: lowercase letters,
+/// digits and inner '-', not ending in `-key` (its certificate file would
+/// be the key file of another name), its subject within
+/// [`MAX_CLIENT_SUBJECT`].
+fn client_name_problem(req: &CertRequest, name: &str) -> Option<String> {
     let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-    if name.is_empty() || name.len() > MAX_CLIENT_NAME {
-        Some(format!("a client name has 1 to {MAX_CLIENT_NAME} characters: {name:?}"))
+    let subject = client_subject(req, name);
+    if name.is_empty() {
+        Some("a client name cannot be empty".into())
     } else if !name.chars().all(ok) || name.starts_with('-') || name.ends_with('-') {
         Some(format!(
             "the client name {name:?} is not allowed: use lowercase letters, digits and '-' \
              (not first or last), e.g. billing-api"
+        ))
+    } else if let Some(other) = name.strip_suffix("-key") {
+        Some(format!(
+            "the client name {name:?} is not allowed: client-{name}.pem would be the key file of \
+             client {other:?}; choose a name that does not end in -key"
+        ))
+    } else if subject.len() > MAX_CLIENT_SUBJECT {
+        Some(format!(
+            "the client name {name:?} is too long: its certificate's subject {subject} has {} \
+             characters, at most {MAX_CLIENT_SUBJECT}",
+            subject.len()
         ))
     } else {
         None
     }
 }
 
+/// Checks a client's files as the etcd listener will: a certificate for
+/// client authentication that chains to the CA of `files.ca`.
+fn check_client(files: &TlsFiles) -> Result<(), String> {
+    let roots = super::read_roots(&files.ca).map_err(|e| e.to_string())?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        roots.into(),
+        super::provider(),
+    )
+    .build()
+    .map_err(|e| e.to_string())?;
+    let chain =
+        super::read_certs(super::FileRole::Certificate, &files.cert).map_err(|e| e.to_string())?;
+    let (end_entity, intermediates) = chain.split_first().expect("read_certs returns one or more");
+    verifier
+        .verify_client_cert(end_entity, intermediates, rustls::pki_types::UnixTime::now())
+        .map(|_| ())
+        .map_err(|e| super::explain(&e))
+}
+
 fn check(req: &CertRequest) -> Result<(), CertGenError> {
     if req.nodes.is_empty() && req.clients.is_empty() {
         return Err(CertGenError::Invalid("no nodes or clients to make certificates for".into()));
     }
-    if let Some(problem) = req.clients.iter().find_map(|n| client_name_problem(n)) {
+    if let Some(problem) = req.clients.iter().find_map(|n| client_name_problem(req, n)) {
         return Err(CertGenError::Invalid(problem));
     }
     for (i, name) in req.clients.iter().enumerate() {
@@ -344,6 +383,13 @@ pub fn generate(dir: &Path, req: &CertRequest) -> Result<Generated, CertGenError
     let mut clients = Vec::new();
     for name in &req.clients {
         let files = issue(client_params(req, name), client_cert_file(name), client_key_file(name))?;
+        if let Err(problem) = check_client(&files) {
+            // A CA whose certificate is not its key's (or not made here):
+            // leave nothing half-made behind.
+            let _ = std::fs::remove_file(&files.cert);
+            let _ = std::fs::remove_file(&files.key);
+            return Err(CertGenError::Ca { dir: dir.into(), problem });
+        }
         clients.push((name.clone(), files));
     }
     Ok(Generated { ca, ca_created, nodes, clients })
@@ -438,13 +484,29 @@ mod tests {
     }
 
     #[test]
+    fn a_ca_certificate_that_is_not_its_keys_makes_no_client() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        generate(dir.path(), &CertRequest::new("test", ids(&[1]))).unwrap();
+        generate(other.path(), &CertRequest::new("test", ids(&[1]))).unwrap();
+        std::fs::copy(other.path().join(CA_CERT_FILE), dir.path().join(CA_CERT_FILE)).unwrap();
+        let mut req = CertRequest::new("test", ids(&[]));
+        req.clients = vec!["web".into()];
+        let err = generate(dir.path(), &req).unwrap_err().to_string();
+        assert!(err.contains("not signed by the cluster's CA"), "{err}");
+        assert!(!dir.path().join(client_cert_file("web")).exists());
+        assert!(!dir.path().join(client_key_file("web")).exists());
+    }
+
+    #[test]
     fn bad_client_names_are_explained_and_nothing_is_made() {
         for (name, said) in [
-            ("", "1 to 63"),
+            ("", "cannot be empty"),
             ("Web", "lowercase"),
             ("a/b", "lowercase"),
             ("-x", "not first or last"),
-            (&"x".repeat(64)[..], "1 to 63"),
+            ("a-key", "key file of client \"a\""),
+            (&"x".repeat(53)[..], "at most 64"),
         ] {
             let dir = tempfile::tempdir().unwrap();
             let mut req = CertRequest::new("test", ids(&[]));

@@ -341,8 +341,15 @@ async fn admit(
         }
         Some(Ok(bytes)) => wire::decode(&bytes),
     };
+    // Only a peer whose certificate names the node it claims marks that
+    // node's link with why it was refused: a holder of another certificate
+    // of the CA (another cluster's node, an application's from `tenure cert
+    // --clients`) cannot write what `tenure status` and the dashboard show
+    // for a node it is not.
     let claimed = match &hello {
-        Ok(Frame::Hello { from, .. }) => net.link(*from),
+        Ok(Frame::Hello { from, .. }) if check_certificate(net, &conn, *from).is_ok() => {
+            net.link(*from)
+        }
         _ => None,
     };
     let removed = removed_member(net, &hello);
