@@ -231,8 +231,9 @@ fn wait_listening(url: &str, c: &TestCluster) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn go_clientv3_election_and_mutex_through_leader_kills() {
-    let Some(exe) = build_client() else { return };
+    // The Go build under the lock too: it takes both cores for a while.
     let _serial = serial().await;
+    let Some(exe) = build_client() else { return };
     let (mut c, endpoints) = etcd_cluster();
     let (leader, term, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for (url, _) in &endpoints {
@@ -258,8 +259,9 @@ const STM_ROUNDS: u32 = 40;
 /// wrote are exactly 1..=2 x STM_ROUNDS, none lost or written twice.
 #[tokio::test(flavor = "multi_thread")]
 async fn go_clientv3_stm_loses_no_increment() {
-    let Some(exe) = build_client() else { return };
+    // The Go build under the lock too: it takes both cores for a while.
     let _serial = serial().await;
+    let Some(exe) = build_client() else { return };
     let (c, endpoints) = etcd_cluster();
     c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for (url, _) in &endpoints {
