@@ -346,12 +346,12 @@ async fn admit(
     // of the CA (another cluster's node, an application's from `tenure cert
     // --clients`) cannot write what `tenure status` and the dashboard show
     // for a node it is not.
-    let claimed = match &hello {
-        Ok(Frame::Hello { from, .. }) if check_certificate(net, &conn, *from).is_ok() => {
-            net.link(*from)
-        }
-        _ => None,
+    // Whether the certificate names the node the hello claims, checked once.
+    let certified = match &hello {
+        Ok(Frame::Hello { from, .. }) => check_certificate(net, &conn, *from),
+        _ => Err("no hello".into()),
     };
+    let claimed = certified.as_ref().ok().and_then(|&from| net.link(from));
     let removed = removed_member(net, &hello);
     let checked = check_hello(net, hello)
         .and_then(|h| match removed {
@@ -360,7 +360,7 @@ async fn admit(
             Some(from) => Err(format!("node {from} {NOT_A_MEMBER} (removed)")),
             None => Ok(h),
         })
-        .and_then(|h| check_certificate(net, &conn, h.from).map(|_| h))
+        .and_then(|h| certified.clone().map(|_| h))
         .and_then(|h| duplicate_id(net, slots, &h, remote).map_or(Ok(h), Err));
     let hello = match checked {
         Ok(hello) => hello,
@@ -370,9 +370,7 @@ async fn admit(
             }
             // A member removed while it was away is told so, once its
             // certificate shows it is the node it claims to be.
-            let removed = removed.filter(|&from| {
-                reason.contains(NOT_A_MEMBER) && check_certificate(net, &conn, from).is_ok()
-            });
+            let removed = removed.filter(|_| reason.contains(NOT_A_MEMBER) && certified.is_ok());
             if let Some(from) = removed {
                 let roster = net.roster();
                 let reason = format!(
