@@ -47,7 +47,7 @@
 //!   paused) and X stands (it was cut off from the leader), X gets their
 //!   votes at once and leads while the old leader's lease still runs
 //!   (`lease-overlap`; 10 of 2000 seeds of `random --forger all`, and the
-//!   ignored test in `tests/hostile.rs` that scripts it). Raft and Paxos
+//!   ignored test in `tests/sim/hostile.rs` that scripts it). Raft and Paxos
 //!   keep it: X hears the followers' acknowledgements of the forged
 //!   heartbeat, adopts their term and waits an election timeout.
 //!

@@ -143,7 +143,7 @@ pub struct WorkloadSpec {
     /// follower that restarted (or was rebuilt after a storage failure) in
     /// the middle of a transfer is never sent the first piece again and
     /// stops catching up (a replica finding, pinned by an ignored test in
-    /// `tests/kv.rs`).
+    /// `tests/sim/kv.rs`).
     pub snapshot_chunk_bytes: usize,
     /// Application elections beside the key-value clients
     /// ([`crate::elect`]), as clients after them.

@@ -95,7 +95,7 @@ fn every_protocol_keeps_partitions_safe_and_live_under_faults() {
     assert_eq!((t.max_overlap_ns, t.unowned, t.unbalanced), (0, 0, 0));
 }
 
-/// The heavy sweep: `cargo test -p tenure-sim --release --test partitions -- --ignored`.
+/// The heavy sweep: `cargo test -p tenure-sim --release --test sim partitions:: -- --ignored`.
 #[test]
 #[ignore = "minutes; the CLI sweeps of the docs run 2,000 seeds per protocol"]
 fn every_protocol_keeps_partitions_safe_and_live_heavy() {

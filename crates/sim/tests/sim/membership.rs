@@ -87,7 +87,7 @@ fn sweep(seeds: u64, nodes: &[usize], sim_seconds: u64, rejoin: bool) -> (Member
 
 /// The CI run: 20 seeds per protocol, 3 to 7 nodes, 8 s of faults each,
 /// with wiped nodes staying down and with them coming back (in release,
-/// `cargo test -p tenure-sim --release --test membership`: seconds). What
+/// `cargo test -p tenure-sim --release --test sim membership::`: seconds). What
 /// the runs did is counted.
 #[test]
 fn changes_of_members_keep_every_safety_check() {
@@ -102,7 +102,7 @@ fn changes_of_members_keep_every_safety_check() {
     assert!(m.committed >= 300 && m.rejoins >= 10, "{m:?}");
 }
 
-/// The release sweep: `cargo test -p tenure-sim --release --test membership -- --ignored`.
+/// The release sweep: `cargo test -p tenure-sim --release --test sim membership:: -- --ignored`.
 #[test]
 #[ignore = "minutes; the release sweep runs 10,000 seeds per protocol through the CLI"]
 fn changes_of_members_keep_every_safety_check_heavy() {

@@ -6,7 +6,7 @@
 //! (`tenure_sim::forger::Promise`, documented in `tenure_sim::hostile`).
 //!
 //! The light sweeps here run in about 25 s of CPU in a debug build; the
-//! heavy sweep (`cargo test -p tenure-sim --release --test hostile --
+//! heavy sweep (`cargo test -p tenure-sim --release --test sim --
 //! --ignored every_attack_alone_keeps_its_promise_heavy`) runs the default
 //! attack length on more seeds. The attacks seen against the real cluster
 //! are also scripted frame by frame, each on its own.

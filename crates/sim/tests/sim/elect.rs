@@ -76,7 +76,7 @@ fn every_protocol_keeps_app_elections_safe_and_live_under_faults() {
     assert_eq!(t.max_overlap_ns, 0);
 }
 
-/// The heavy sweep: `cargo test -p tenure-sim --release --test elect -- --ignored`.
+/// The heavy sweep: `cargo test -p tenure-sim --release --test sim elect:: -- --ignored`.
 #[test]
 #[ignore = "minutes; the CLI sweep of the docs runs 1,000 seeds per protocol"]
 fn every_protocol_keeps_app_elections_safe_and_live_heavy() {

@@ -68,7 +68,7 @@ fn every_protocol_keeps_the_history_linearizable_under_faults() {
     sweep(100, &[3, 5], 3);
 }
 
-/// The heavy sweep: `cargo test -p tenure-sim --release --test kv -- --ignored`.
+/// The heavy sweep: `cargo test -p tenure-sim --release --test sim kv:: -- --ignored`.
 #[test]
 #[ignore = "minutes; the release sweep of docs/VERIFICATION.md runs 10,000 seeds per protocol"]
 fn every_protocol_keeps_the_history_linearizable_heavy() {

@@ -3,10 +3,8 @@
 //! change, a leader that removes itself, a new leader whose log holds an
 //! older configuration, and a configuration carried by snapshots.
 
-mod util;
-
+use crate::util::*;
 use tenure_replica::{Change, ChangeError, Member, Members};
-use util::*;
 
 fn cmd(i: u64) -> Vec<u8> {
     format!("c{i}").into_bytes()

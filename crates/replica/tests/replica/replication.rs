@@ -2,12 +2,10 @@
 //! synchronisation, divergent logs, catch-up by entries and by snapshot, reads,
 //! and randomized runs with crashes, partitions, loss and leader changes.
 
-mod util;
-
+use crate::util::*;
 use std::time::Duration;
 use tenure_core::FencingToken;
 use tenure_replica::{Index, Position, ReadStart, ReplicaMessage};
-use util::*;
 
 fn cmd(i: u64) -> Vec<u8> {
     format!("c{i}").into_bytes()

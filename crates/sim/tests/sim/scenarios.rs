@@ -138,7 +138,7 @@ fn candidate_pause() {
 #[test]
 fn random() {
     // Seeds 0..=60 pass with the current core; failing seeds found so far are
-    // pinned in tests/regressions.rs.
+    // pinned in tests/sim/regressions.rs.
     let seeds: Vec<u64> = (0..=60).collect();
     assert_all_pass("random", &seeds);
 }
