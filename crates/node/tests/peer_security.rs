@@ -43,6 +43,10 @@ async fn a_certificate_of_another_node_cannot_claim_its_id() {
     assert!(!matches!(next, Some(Ok(_))), "the node kept talking: {next:?}");
     let h = c.handle(li);
     wait_for("the refusal counted", || (h.metrics().frames_rejected > before).then_some(())).await;
+    // Nor can it write what the leader shows for the victim's link (`tenure
+    // status`, the dashboard): only a certificate naming a node marks its link.
+    let shown = h.status().peers.into_iter().find(|p| p.id == victim).expect("the victim's link");
+    assert_eq!(shown.handshake_error, None, "a refused impostor marked the victim's link");
 
     // Its own id is accepted: the certificate is good, only the claim was not.
     let mut conn = dial_tls(&identity(&thief), &c.configs[li]).await.unwrap();
