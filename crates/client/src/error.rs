@@ -147,7 +147,8 @@ impl NoAnswer {
     /// True if asking again cannot help: the endpoint's TLS does not fit
     /// this client's (a certificate of another CA than the client trusts,
     /// for another host name, or expired), or the endpoint is a node's
-    /// peer port, not its API port. The source says which, and what to do.
+    /// peer port or etcd listener, not its API port. The source says which,
+    /// and what to do.
     pub fn is_misconfigured(&self) -> bool {
         self.source.downcast_ref::<Misconfigured>().is_some()
     }

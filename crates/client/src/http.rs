@@ -248,7 +248,7 @@ fn request_failed(url: &str, e: hyper_util::client::legacy::Error, asked: bool) 
             url,
             false,
             Misconfigured(format!(
-                "{PEER_PORT} (it asked for a client certificate, then closed the connection)"
+                "{WANTS_A_CERTIFICATE} (it asked for a client certificate, then closed the connection)"
             )),
         ),
         None => no_answer(url, sent, e),
@@ -281,9 +281,11 @@ fn hung_up(e: &(dyn std::error::Error + 'static)) -> bool {
         )
 }
 
-/// What to do when an endpoint is a node's peer port.
-const PEER_PORT: &str = "the server wants a client certificate: this is a node's peer port \
-                         (--listen), not its API port (--http)";
+/// What to do when an endpoint asks for a client certificate: a node's peer
+/// port, or its etcd listener (which asks for one of the cluster's CA too).
+const WANTS_A_CERTIFICATE: &str =
+    "the server wants a client certificate: this is a node's peer port \
+                         (--listen) or etcd listener (--etcd-listen), not its API port (--http)";
 
 /// A TLS failure of a client of the API, said with what to do: the
 /// certificate is of another CA than `--cacert`'s, names another host, has
@@ -312,7 +314,7 @@ fn tls_hint(e: &rustls::Error) -> Option<&'static str> {
         E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
             "the server's certificate has expired: make new ones (`tenure cert`)"
         }
-        E::AlertReceived(AlertDescription::CertificateRequired) => PEER_PORT,
+        E::AlertReceived(AlertDescription::CertificateRequired) => WANTS_A_CERTIFICATE,
         _ => return None,
     };
     Some(hint)
@@ -634,7 +636,8 @@ mod tests {
         assert!(said.contains("not signed by the CA of --cacert") && said.contains("BadSignature"));
         let said =
             explain_tls(&rustls::Error::AlertReceived(AlertDescription::CertificateRequired));
-        assert!(said.contains("peer port (--listen), not its API port"), "{said}");
+        assert!(said.contains("peer port (--listen) or etcd listener"), "{said}");
+        assert!(said.contains("not its API port (--http)"), "{said}");
         let said =
             explain_tls(&rustls::Error::InvalidCertificate(CertificateError::NotValidForName));
         assert!(said.contains("--hosts"), "{said}");

@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 const HEARTBEAT_MS: u64 = 20;
 const TIMEOUT_MS: u64 = 200;
+/// What the CLI says of a port that asks for a client certificate.
+const CERTIFICATE_PORT: &str =
+    "peer port (--listen) or etcd listener (--etcd-listen), not its API port";
 const FIRST_ELECTION_BOUND: Duration = Duration::from_secs(10);
 
 /// Runs the `tenure` binary (with the test servers' admin token in
@@ -74,12 +77,12 @@ async fn the_cli_talks_https_with_the_cluster_ca() {
     let peer = format!("127.0.0.1:{}", c.servers[0].peer_port);
     let (ok, out, _) =
         tenure(&["status", "--endpoints", &peer, "--cacert", ca.to_str().unwrap()], &[]);
-    assert!(!ok && out.contains("peer port (--listen), not its API port"), "{out}");
+    assert!(!ok && out.contains(CERTIFICATE_PORT), "{out}");
     // `tenure kv`, which asks every endpoint again until --wait-ms runs
     // out, gives up at once on a peer port and on a CA that does not fit:
     // no retry mends them. (It waited out the whole --wait-ms before.)
     for (endpoints, cacert, said) in [
-        (&peer, &ca, "peer port (--listen), not its API port"),
+        (&peer, &ca, CERTIFICATE_PORT),
         (&endpoints, &other_ca, "not signed by the CA of --cacert"),
     ] {
         // A write too: refused at TLS, it cannot have been applied (no
@@ -169,7 +172,7 @@ async fn a_port_that_asks_for_a_certificate_then_hangs_up_is_named_a_peer_port()
     });
     let (ok, out, err) = cli.await.unwrap();
     server.abort();
-    assert!(!ok && out.contains("peer port (--listen), not its API port"), "{out}{err}");
+    assert!(!ok && out.contains(CERTIFICATE_PORT), "{out}{err}");
 }
 
 #[test]

@@ -602,6 +602,21 @@ async fn strangers_and_huge_values_change_nothing() {
     let ca_only = Endpoint { url: e.url.clone(), tls: e.tls[..2].to_vec() };
     let (ok, out, err) = ca_only.run(&os(&["put", "stranger", "x"]), None);
     assert!(!ok, "a client without a certificate wrote: {out}{err}");
+    // `tenure kv` given this port instead of an API port is told which port
+    // it is, at once (no retry mends it).
+    let started = Instant::now();
+    let kv = Command::new(crate::harness::exe())
+        .args(["kv", "put", "stranger", "x", "--endpoints", &addr, "--wait-ms", "60000"])
+        .arg("--cacert")
+        .arg(&e.tls[1])
+        .env("TENURE_TOKEN", crate::harness::APP_TOKEN)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&kv.stderr);
+    assert_eq!(kv.status.code(), Some(1), "refused at TLS, so not sent: {said}");
+    assert!(said.contains("etcd listener (--etcd-listen)"), "{said}");
+    assert!(said.contains("asking again would not help"), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}: {said}", started.elapsed());
 
     // Garbage on the port.
     let mut raw = std::net::TcpStream::connect(&addr).unwrap();
