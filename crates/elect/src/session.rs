@@ -71,8 +71,12 @@ pub const TIMER_SLACK: Duration = Duration::from_millis(5);
 /// How long one renewal may take before it counts as failed (and is tried
 /// again, within the deadline).
 pub const RENEW_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long revoking a session at the end may take.
-const REVOKE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The longest a revoke may take: past a session's TTL it has ended by
+/// itself, so a revoke waits at most that long (as etcd's `Session.Close`
+/// does), and never longer than this, however long the TTL: a cluster
+/// that answers no revoke in 10 s (five request timeouts of tenure's
+/// client) is not answering.
+const REVOKE_TIMEOUT_MAX: Duration = Duration::from_secs(10);
 
 /// Checks that `ttl` is within what the servers grant.
 pub fn check_ttl(ttl: Duration) -> Result<(), Error> {
@@ -196,10 +200,12 @@ impl Session {
 
     /// Stops renewing and revokes the session on the cluster: its
     /// candidacies end at once and successors are woken. A session that
-    /// no longer exists there is not an error.
+    /// no longer exists there is not an error. Waits for the cluster's
+    /// answer up to the session's TTL, 10 s at most (after the TTL the
+    /// session ends by itself anyway).
     pub async fn close(self) -> Result<(), Error> {
         self.stop.cancel();
-        revoke(&*self.store, self.id).await.map_err(Error::from)
+        revoke(&*self.store, self.id, self.ttl).await.map_err(Error::from)
     }
 }
 
@@ -272,14 +278,16 @@ impl SessionWatch {
     }
 }
 
-/// Revokes `id`, within [`REVOKE_TIMEOUT`].
-async fn revoke(store: &dyn Store, id: SessionId) -> Result<(), StoreError> {
-    match tokio::time::timeout(REVOKE_TIMEOUT, store.revoke(id)).await {
+/// Revokes `id`, a session of `ttl`, within that TTL (at most
+/// [`REVOKE_TIMEOUT_MAX`]).
+async fn revoke(store: &dyn Store, id: SessionId, ttl: Duration) -> Result<(), StoreError> {
+    let bound = ttl.min(REVOKE_TIMEOUT_MAX);
+    match tokio::time::timeout(bound, store.revoke(id)).await {
         Ok(revoked) => revoked,
         Err(_) => Err(StoreError::NoAnswer {
             endpoint: store.kind().to_string(),
             sent: true,
-            source: format!("revoking took over {} ms", REVOKE_TIMEOUT.as_millis()).into(),
+            source: format!("revoking took over {} ms", bound.as_millis()).into(),
         }),
     }
 }
@@ -334,7 +342,7 @@ async fn keepalive(
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep_until(deadline) => {}
         }
-        let _ = revoke(&*store, id).await;
+        let _ = revoke(&*store, id, ttl).await;
     }
 }
 

@@ -122,31 +122,37 @@ impl Scale {
 
     /// The sessions of slot rank `rank` (one per election) are revoked (their
     /// candidacies end with them) and new sessions take their slots and
-    /// campaign again, at the back of the queue.
-    async fn replace(&mut self, store: &Arc<dyn Store>, rank: usize, round: usize) {
+    /// campaign again, at the back of the queue. Returns the slowest
+    /// revoke's time.
+    async fn replace(&mut self, store: &Arc<dyn Store>, rank: usize, round: usize) -> Duration {
         let slots: Vec<usize> = (0..ELECTIONS).map(|e| e + rank * ELECTIONS).collect();
         let old: Vec<(usize, Session)> =
             slots.iter().map(|&s| (s, self.sessions[s].take().expect("a session"))).collect();
         let elections = &self.elections;
-        let new: Vec<(usize, Session, Candidacy)> = stream::iter(old)
+        let new: Vec<(usize, Session, Candidacy, Duration)> = stream::iter(old)
             .map(|(slot, session)| async move {
+                let t = Instant::now();
                 session.close().await?;
+                let revoked_in = t.elapsed();
                 let session = Session::start(store.clone(), TTL).await?;
                 let value = format!("slot-{slot}-round-{round}-new");
                 let candidacy = elections[slot % ELECTIONS].campaign(&session, &value).await?;
-                Ok::<_, tenure_client::elect::Error>((slot, session, candidacy))
+                Ok::<_, tenure_client::elect::Error>((slot, session, candidacy, revoked_in))
             })
             .buffer_unordered(IN_FLIGHT)
             .try_collect()
             .await
             .unwrap_or_else(|e| panic!("round {round}, replacing sessions: {}", with_causes(&e)));
-        for (slot, session, candidacy) in new {
+        let mut slowest = Duration::ZERO;
+        for (slot, session, candidacy, revoked_in) in new {
+            slowest = slowest.max(revoked_in);
             self.sessions[slot] = Some(session);
             self.candidacies[slot] = Some(candidacy);
             let q = &mut self.queues[slot % ELECTIONS];
             q.retain(|&s| s != slot);
             q.push_back(slot);
         }
+        slowest
     }
 
     /// Every server lists every election with the expected leader and all
@@ -259,7 +265,7 @@ async fn a_thousand_sessions_in_a_hundred_elections_churn_in_bounded_memory() {
     for round in 1..=ROUNDS {
         let t = Instant::now();
         scale.rotate(round).await;
-        scale.replace(&store, round % PER_ELECTION, round).await;
+        let slowest_revoke = scale.replace(&store, round % PER_ELECTION, round).await;
         let took = t.elapsed();
         scale.check(&c, round).await;
         let kib = rss(&c);
@@ -267,7 +273,10 @@ async fn a_thousand_sessions_in_a_hundred_elections_churn_in_bounded_memory() {
         for i in 0..NODES {
             compacted.push(compactions(&c, i).await);
         }
-        eprintln!("round {round}: churn in {took:?}; RSS KiB: {kib:?}; compactions: {compacted:?}");
+        eprintln!(
+            "round {round}: churn in {took:?} (slowest revoke {slowest_revoke:?}); RSS KiB: \
+             {kib:?}; compactions: {compacted:?}"
+        );
         after.push((kib, compacted));
     }
     check_memory(&after);
