@@ -8,41 +8,24 @@
 //! `tenure sim --protocol P --seeds 1 --start-seed SEED --scenario elect --trace`
 //! (add `--nodes N --sim-seconds S` as the test used them).
 
+use crate::util;
 use tenure_core::ProtocolKind;
 use tenure_sim::checker::Check;
 use tenure_sim::elect::ElectBug;
-use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::scenario::{Params, Report};
 use tenure_sim::stats::ElectStats;
 use tenure_sim::workload::WorkloadSpec;
 
 fn params(protocol: ProtocolKind, seed: u64, nodes: usize, sim_seconds: u64) -> Params {
-    let mut p = Params::new(seed);
-    p.protocol = protocol;
-    p.nodes = nodes;
-    p.sim_seconds = Some(sim_seconds);
-    p.workload = Some(WorkloadSpec::elect());
-    p
+    util::params(protocol, seed, nodes, sim_seconds, Some(WorkloadSpec::elect()))
 }
 
 fn run(p: &Params) -> Report {
-    scenario::find("elect").expect("the elect scenario exists").run(p)
+    util::run("elect", p)
 }
 
 fn explain(p: &Params, r: &Report) -> String {
-    format!(
-        "{} seed {} ({} nodes, {} s): failures {:#?}, violations {:#?}; replay: tenure sim --protocol {} \
-         --nodes {} --seeds 1 --start-seed {} --scenario elect --sim-seconds {} --trace",
-        p.protocol,
-        p.seed,
-        p.nodes,
-        p.sim_seconds.unwrap_or(20),
-        r.failures,
-        r.violations,
-        p.protocol,
-        p.nodes,
-        p.seed,
-        p.sim_seconds.unwrap_or(20)
-    )
+    util::explain("elect", "", p, r)
 }
 
 /// Runs seeds `seeds` of every protocol; every run must pass. Returns the
@@ -359,7 +342,7 @@ fn thousands_of_sessions_expire_while_held_and_never_early() {
     // 4.4 s on this seed, under half the TTL plus the checkpoint interval:
     // no silent lease was ever recorded, and every paused app found its
     // session alive (the price of unlogged renewals, docs/ELECTIONS.md).
-    let r = scenario::find("random").expect("the random scenario exists").run(&p);
+    let r = util::run("random", &p);
     assert!(r.passed(), "{:#?} {:#?}", r.failures, r.violations);
     let e = r.stats.elect.expect("the sessions ran");
     assert!(e.held_expiries >= 100 && e.expiries_checked > e.held_expiries, "{e:?}");

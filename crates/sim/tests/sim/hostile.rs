@@ -27,13 +27,14 @@
 //! while the first still led (`lease-overlap`); forged transfers deposed a
 //! stable leader; forged Paxos poll answers overflowed slot numbers.
 
+use crate::util;
 use std::time::Duration;
 use tenure_core::paxos::BALLOT_NODES;
 use tenure_core::{Message, NodeId, PaxosMessage, ProtocolKind, RankedMessage, Term};
 use tenure_sim::expect::{Expect, Standing};
 use tenure_sim::forger::{Attack, ForgerSpec, DEFAULT_FORGED_FRAMES_PER_SECOND, FORGED_TERM_FLOOR};
 use tenure_sim::runner::{Sim, SimConfig};
-use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::scenario::Params;
 
 /// Seeds per protocol and attack in the light sweep.
 const LIGHT_SEEDS: u64 = 200;
@@ -52,10 +53,6 @@ fn params(protocol: ProtocolKind, spec: ForgerSpec, seed: u64, nodes: usize) -> 
     }
 }
 
-fn run(name: &str, p: &Params) -> Report {
-    scenario::find(name).unwrap_or_else(|| panic!("scenario {name} exists")).run(p)
-}
-
 /// Runs `seeds` seeds of `name` with `spec` for `protocol`; panics with the
 /// first failures and the command that replays each. Returns the forged
 /// frames sent per attack, summed.
@@ -70,7 +67,7 @@ fn sweep(
     let mut forged = vec![0; Attack::ALL.len()];
     for seed in 0..seeds {
         let p = Params { seed, protocol, forger: Some(spec.clone()), ..p0.clone() };
-        let r = run(name, &p);
+        let r = util::run(name, &p);
         for (i, a) in Attack::ALL.iter().enumerate() {
             forged[i] += r.stats.forged.of(*a);
         }
@@ -146,13 +143,13 @@ fn the_forger_is_bounded_and_off_by_default() {
     let mut spec = ForgerSpec::all();
     spec.frames_per_second = 30;
     let p = params(ProtocolKind::Raft, spec, 7, 5);
-    let r = run("hostile", &p);
+    let r = util::run("hostile", &p);
     let seconds = r.stats.sim_ns as f64 / 1e9;
     let forged = r.stats.forged.total() as f64;
     assert!(forged > 0.0);
     assert!(forged <= 30.0 * seconds + 5.0, "{forged} frames in {seconds:.1} s");
 
-    let default = run("random", &Params::new(7));
+    let default = util::run("random", &Params::new(7));
     assert_eq!(default.stats.forged.total(), 0, "random runs no forger unless asked");
     assert_eq!(DEFAULT_FORGED_FRAMES_PER_SECOND, ForgerSpec::all().frames_per_second);
 }

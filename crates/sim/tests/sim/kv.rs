@@ -6,45 +6,28 @@
 //! `tenure sim --protocol P --seeds 1 --start-seed SEED --scenario kv --trace`
 //! (add `--nodes N --sim-seconds S` as the test used them).
 
+use crate::util;
 use std::time::Duration;
 use tenure_core::ProtocolKind;
 use tenure_kv::{KeyValue, Response};
 use tenure_sim::checker::Check;
 use tenure_sim::kvcheck::{check_history, MAX_SEARCH_STEPS};
 use tenure_sim::runner::{Sim, SimConfig};
-use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::scenario::{Params, Report};
 use tenure_sim::workload::{
     key_name, value_bytes, Fate, KvInput, KvOutput, PlantedBug, Record, WorkloadSpec,
 };
 
 fn params(protocol: ProtocolKind, seed: u64, nodes: usize, sim_seconds: u64) -> Params {
-    let mut p = Params::new(seed);
-    p.protocol = protocol;
-    p.nodes = nodes;
-    p.sim_seconds = Some(sim_seconds);
-    p.workload = Some(WorkloadSpec::kv());
-    p
+    util::params(protocol, seed, nodes, sim_seconds, Some(WorkloadSpec::kv()))
 }
 
 fn run(p: &Params) -> Report {
-    scenario::find("kv").expect("the kv scenario exists").run(p)
+    util::run("kv", p)
 }
 
 fn explain(p: &Params, r: &Report) -> String {
-    format!(
-        "{} seed {} ({} nodes, {} s): failures {:#?}, violations {:#?}; replay: tenure sim --protocol {} \
-         --nodes {} --seeds 1 --start-seed {} --scenario kv --sim-seconds {} --trace",
-        p.protocol,
-        p.seed,
-        p.nodes,
-        p.sim_seconds.unwrap_or(20),
-        r.failures,
-        r.violations,
-        p.protocol,
-        p.nodes,
-        p.seed,
-        p.sim_seconds.unwrap_or(20)
-    )
+    util::explain("kv", "", p, r)
 }
 
 /// Runs `seeds` seeds of every protocol; every run must pass (no violation,
@@ -428,7 +411,7 @@ fn a_leader_that_leads_again_after_its_write_failed_is_caught() {
                     planted: planted.then_some(PlantedBug::LeadAgainAfterFailedWrite),
                     ..WorkloadSpec::kv()
                 });
-                let r = scenario::find("random").expect("the random scenario exists").run(&p);
+                let r = util::run("random", &p);
                 if planted {
                     assert!(
                         r.violations.iter().any(|v| v.check == Check::SameStatePerIndex),

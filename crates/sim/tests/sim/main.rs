@@ -11,3 +11,4 @@ mod paxos;
 mod ranked;
 mod regressions;
 mod scenarios;
+mod util;

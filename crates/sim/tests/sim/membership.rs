@@ -7,19 +7,16 @@
 //! Replay a failing seed with
 //! `tenure sim --protocol P --nodes N --seeds 1 --start-seed SEED --scenario membership --sim-seconds S --trace`.
 
+use crate::util;
 use std::collections::{HashMap, HashSet};
 use tenure_core::ProtocolKind;
 use tenure_sim::checker::Check;
 use tenure_sim::membership::{MembershipSpec, MembershipStats};
-use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::scenario::{Params, Report};
 use tenure_sim::workload::{PlantedBug, WorkloadSpec};
 
 fn params(protocol: ProtocolKind, seed: u64, nodes: usize, sim_seconds: u64) -> Params {
-    let mut p = Params::new(seed);
-    p.protocol = protocol;
-    p.nodes = nodes;
-    p.sim_seconds = Some(sim_seconds);
-    p
+    util::params(protocol, seed, nodes, sim_seconds, None)
 }
 
 /// `params` with wiped nodes staying down for good (`--no-rejoin`).
@@ -30,24 +27,11 @@ fn no_rejoin(mut p: Params) -> Params {
 }
 
 fn run(p: &Params) -> Report {
-    scenario::find("membership").expect("the membership scenario exists").run(p)
+    util::run("membership", p)
 }
 
 fn explain(p: &Params, r: &Report) -> String {
-    format!(
-        "{} seed {} ({} nodes, {} s): failures {:#?}, violations {:#?}; replay: tenure sim \
-         --protocol {} --nodes {} --seeds 1 --start-seed {} --scenario membership --sim-seconds {} --trace",
-        p.protocol,
-        p.seed,
-        p.nodes,
-        p.sim_seconds.unwrap_or(20),
-        r.failures,
-        r.violations,
-        p.protocol,
-        p.nodes,
-        p.seed,
-        p.sim_seconds.unwrap_or(20)
-    )
+    util::explain("membership", "", p, r)
 }
 
 /// True for the checks of liveness: a stable leader after healing, and the

@@ -9,21 +9,17 @@
 //! `tenure sim --protocol P --nodes N --seeds 1 --start-seed SEED --scenario random
 //! --workload partitions --sim-seconds S --trace` (the explanation prints it).
 
+use crate::util;
 use tenure_core::ProtocolKind;
 use tenure_sim::checker::Check;
 use tenure_sim::membership::MembershipSpec;
 use tenure_sim::partitions::PartitionsBug;
-use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::scenario::{Params, Report};
 use tenure_sim::stats::PartitionsStats;
 use tenure_sim::workload::WorkloadSpec;
 
 fn params(protocol: ProtocolKind, seed: u64, nodes: usize, sim_seconds: u64) -> Params {
-    let mut p = Params::new(seed);
-    p.protocol = protocol;
-    p.nodes = nodes;
-    p.sim_seconds = Some(sim_seconds);
-    p.workload = Some(WorkloadSpec::partitions());
-    p
+    util::params(protocol, seed, nodes, sim_seconds, Some(WorkloadSpec::partitions()))
 }
 
 fn scenario_of(p: &Params) -> &'static str {
@@ -34,25 +30,11 @@ fn scenario_of(p: &Params) -> &'static str {
 }
 
 fn run(p: &Params) -> Report {
-    scenario::find(scenario_of(p)).expect("the scenario exists").run(p)
+    util::run(scenario_of(p), p)
 }
 
 fn explain(p: &Params, r: &Report) -> String {
-    format!(
-        "{} seed {} ({} nodes, {} s): failures {:#?}, violations {:#?}; replay: tenure sim --protocol {} \
-         --nodes {} --seeds 1 --start-seed {} --scenario {} --workload partitions --sim-seconds {} --trace",
-        p.protocol,
-        p.seed,
-        p.nodes,
-        p.sim_seconds.unwrap_or(20),
-        r.failures,
-        r.violations,
-        p.protocol,
-        p.nodes,
-        p.seed,
-        scenario_of(p),
-        p.sim_seconds.unwrap_or(20)
-    )
+    util::explain(scenario_of(p), "--workload partitions", p, r)
 }
 
 /// Runs seeds `seeds` of every protocol; every run must pass. Returns the

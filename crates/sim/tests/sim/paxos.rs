@@ -4,10 +4,11 @@
 //! Replay any run with
 //! `tenure sim --protocol paxos --seeds 1 --start-seed SEED --scenario NAME --trace`.
 
+use crate::util;
 use std::time::Duration;
 use tenure_core::ProtocolKind;
 use tenure_sim::runner::{Sim, SimConfig};
-use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::scenario::{Params, Report};
 
 fn params(seed: u64, nodes: usize) -> Params {
     let mut p = Params::new(seed);
@@ -17,9 +18,7 @@ fn params(seed: u64, nodes: usize) -> Params {
 }
 
 fn run(name: &str, seed: u64, nodes: usize) -> Report {
-    scenario::find(name)
-        .unwrap_or_else(|| panic!("scenario {name} exists"))
-        .run(&params(seed, nodes))
+    util::run(name, &params(seed, nodes))
 }
 
 fn assert_passes(name: &str, seeds: std::ops::Range<u64>, nodes: usize) {
@@ -112,7 +111,7 @@ fn the_fault_scenarios_hold() {
     }
     let mut p = params(1, 3);
     p.sim_seconds = Some(20);
-    let r = scenario::find("flaky-network").expect("exists").run(&p);
+    let r = util::run("flaky-network", &p);
     assert!(r.passed(), "{:#?} {:#?}", r.failures, r.violations);
 }
 

@@ -6,6 +6,7 @@
 //! Replay a run with
 //! `tenure sim --protocol ranked --seeds 1 --start-seed SEED --scenario NAME --trace`.
 
+use crate::util;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::BTreeMap;
@@ -18,13 +19,13 @@ use tenure_sim::clock::NodeClock;
 use tenure_sim::host::Host;
 use tenure_sim::network::{LinkParams, Network, NS_PER_MS};
 use tenure_sim::runner::SimConfig;
-use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::scenario::{Params, Report};
 
 fn run(name: &str, seed: u64, nodes: usize) -> Report {
     let mut p = Params::new(seed);
     p.nodes = nodes;
     p.protocol = ProtocolKind::Ranked;
-    scenario::find(name).unwrap_or_else(|| panic!("scenario {name} exists")).run(&p)
+    util::run(name, &p)
 }
 
 fn assert_passes(name: &str, seeds: impl IntoIterator<Item = u64>, nodes: usize) {
@@ -87,7 +88,7 @@ fn pinned_random_seed_with_the_kv_workload_converges() {
     p.nodes = 5;
     p.protocol = ProtocolKind::Ranked;
     p.workload = Some(tenure_sim::workload::WorkloadSpec::kv());
-    let r = scenario::find("random").expect("the random scenario exists").run(&p);
+    let r = util::run("random", &p);
     assert!(r.passed(), "seed 3516: failures {:#?}, violations {:#?}", r.failures, r.violations);
 }
 

@@ -5,11 +5,12 @@
 //! pinned as a scripted scenario that recreates its cause deterministically.
 //! Replay any run with `tenure sim --seeds 1 --start-seed SEED --scenario NAME --trace`.
 
+use crate::util;
 use tenure_sim::checker::Check;
-use tenure_sim::scenario::{self, Params, Report};
+use tenure_sim::scenario::{Params, Report};
 
 fn run(name: &str, seed: u64) -> Report {
-    scenario::find(name).unwrap_or_else(|| panic!("scenario {name} exists")).run(&Params::new(seed))
+    util::run(name, &Params::new(seed))
 }
 
 /// Found by `random` seed 523 (fault generator of commit 480ef37): a candidate
@@ -60,7 +61,7 @@ fn leadership_after_healing_converges_within_the_bound() {
 fn run_with_nodes(name: &str, seed: u64, nodes: usize) -> Report {
     let mut p = Params::new(seed);
     p.nodes = nodes;
-    scenario::find(name).unwrap_or_else(|| panic!("scenario {name} exists")).run(&p)
+    util::run(name, &p)
 }
 
 /// CORE-ISSUE, open. After the leader crashes, the first-ranked survivor's
@@ -95,7 +96,7 @@ fn run_protocol(
     let mut p = Params::new(seed);
     p.nodes = nodes;
     p.protocol = protocol;
-    scenario::find(name).unwrap_or_else(|| panic!("scenario {name} exists")).run(&p)
+    util::run(name, &p)
 }
 
 /// Death notices, `spy` seeds of ranked at 3 nodes: the dead
