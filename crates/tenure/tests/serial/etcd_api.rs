@@ -8,9 +8,8 @@
 //! Skipped (with a message) when `etcdctl` or `etcd` is not on PATH; CI
 //! installs both (`.ci/run`).
 
-use crate::harness::{
-    serial, TestCluster, ADMIN_TOKEN, APP_TOKEN, CLUSTER, OTHER_TOKEN, READ_TOKEN,
-};
+use crate::etcdctl::{installed, relative, tenure_cluster, Endpoint, START_BOUND};
+use crate::harness::{serial, ADMIN_TOKEN, APP_TOKEN, CLUSTER, OTHER_TOKEN, READ_TOKEN};
 use hyper::Method;
 use serde_json::Value;
 use std::ffi::OsString;
@@ -20,85 +19,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tenure_testkit::etcd::EtcdCluster;
 
-/// Bound on a first election and the etcd listeners' start on a busy machine.
-const START_BOUND: Duration = Duration::from_secs(15);
-
-/// True if `program` runs (`--version`, or `version` for etcdctl).
-fn installed(program: &str, arg: &str) -> bool {
-    Command::new(program)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// How etcdctl reaches one server.
-struct Endpoint {
-    url: String,
-    tls: Vec<OsString>,
-}
-
-impl Endpoint {
-    /// Runs etcdctl with `args` (and `stdin`); returns its exit success,
-    /// stdout and the `Error:` and health lines of its stderr (its JSON
-    /// warnings, which carry times and ids, are left out).
-    fn run(&self, args: &[OsString], stdin: Option<&str>) -> (bool, String, String) {
-        let mut cmd = Command::new("etcdctl");
-        cmd.env("ETCDCTL_API", "3")
-            .arg("--endpoints")
-            .arg(&self.url)
-            .args(&self.tls)
-            .args(["--dial-timeout", "5s", "--command-timeout", "10s"])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("run etcdctl");
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-        drop(input);
-        let out = child.wait_with_output().expect("etcdctl's output");
-        let err = String::from_utf8_lossy(&out.stderr)
-            .lines()
-            .filter(|l| {
-                l.starts_with("Error") || l.contains(" is healthy") || l.contains("unhealthy")
-            })
-            .map(|l| format!("{l}\n"))
-            .collect();
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), err)
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(&os(args), None);
-        assert!(ok, "etcdctl {args:?} failed: {out}{err}");
-        out
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut a = args.to_vec();
-        a.extend(["-w", "json"]);
-        serde_json::from_str(&self.ok(&a)).expect("etcdctl's JSON")
-    }
-}
-
 fn os(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
-}
-
-/// A tenure cluster of three with etcd listeners, and how to reach each.
-fn tenure_cluster() -> (TestCluster, Vec<Endpoint>) {
-    let (c, endpoints) = crate::harness::etcd_cluster();
-    (c, endpoints.into_iter().map(|(url, tls)| Endpoint { url, tls }).collect())
-}
-
-/// Waits until `e` answers a linearizable get (a leader is known).
-fn wait_serving(e: &Endpoint, c: &TestCluster) {
-    let since = Instant::now();
-    while !e.run(&os(&["get", "health"]), None).0 {
-        assert!(since.elapsed() < START_BOUND, "{} never served a get\n{}", e.url, c.logs());
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The KV script: etcdctl arguments (`{N}` is the revision N writes after
@@ -185,7 +107,7 @@ fn run_script(e: &Endpoint, base: i64) -> Vec<String> {
         let (ok, out, err) = e.run(&args, stdin);
         let out = match serde_json::from_str::<Value>(&out) {
             Ok(mut v) => {
-                relative(&mut v, base);
+                relative(&mut v, base, &[]);
                 v.to_string()
             }
             Err(_) => match out.strip_prefix("compacted revision ") {
@@ -198,27 +120,6 @@ fn run_script(e: &Endpoint, base: i64) -> Vec<String> {
         outputs.push(format!("$ etcdctl {template:?} -> {ok}\n{out}{err}"));
     }
     outputs
-}
-
-/// Revisions relative to `base`, ids and terms out.
-fn relative(v: &mut Value, base: i64) {
-    match v {
-        Value::Object(map) => {
-            for k in ["cluster_id", "member_id", "raft_term"] {
-                map.remove(k);
-            }
-            for (k, x) in map.iter_mut() {
-                match (k.as_str(), x.as_i64()) {
-                    ("revision" | "create_revision" | "mod_revision", Some(n)) if n > 0 => {
-                        *x = Value::from(n - base)
-                    }
-                    _ => relative(x, base),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|x| relative(x, base)),
-        _ => {}
-    }
 }
 
 /// The same etcdctl script against a real etcd 3.4 and against tenure:
@@ -236,7 +137,7 @@ async fn etcdctl_sees_the_same_kv_on_tenure_as_on_etcd() {
     drop(etcd);
 
     let (c, endpoints) = tenure_cluster();
-    wait_serving(&endpoints[0], &c);
+    endpoints[0].wait_serving(&c);
     let got = run_script(&endpoints[0], 1);
     for (want, got) in expected.iter().zip(&got) {
         assert_eq!(got, want, "tenure's output differs from etcd's\n{}", c.logs());
@@ -256,7 +157,7 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     let (c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for e in &endpoints {
-        wait_serving(e, &c);
+        e.wait_serving(&c);
     }
     let follower = (leader + 1) % 3;
 
@@ -299,7 +200,7 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
         assert!(s["version"].as_str().unwrap().starts_with("3.4"), "{s}");
         leaders.push(s["leader"].as_u64().unwrap());
         assert!(s["raftIndex"].as_u64().unwrap() > 0, "{s}");
-        let health = e.run(&os(&["endpoint", "health"]), None);
+        let health = e.run(&["endpoint", "health"], None);
         assert!(health.0 && !health.2.contains("Error"), "{health:?}");
         assert!(health.2.contains(&format!("{} is healthy", e.url)), "{health:?}");
     }
@@ -457,7 +358,7 @@ async fn etcdctl_lock_holders_on_two_nodes_never_overlap() {
     let (c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for e in &endpoints {
-        wait_serving(e, &c);
+        e.wait_serving(&c);
     }
     let record = c.dir.path().join("held");
     let hold = format!(
@@ -530,7 +431,7 @@ async fn python_etcd3_works_through_a_follower() {
     let (c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     let follower = (leader + 1) % 3;
-    wait_serving(&endpoints[follower], &c);
+    endpoints[follower].wait_serving(&c);
     let port = endpoints[follower].url.rsplit(':').next().unwrap().to_string();
     let certs = c.dir.path().join("certs");
     let id = follower + 1;
@@ -581,7 +482,7 @@ async fn strangers_and_huge_values_change_nothing() {
     let (c, endpoints) = tenure_cluster();
     c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     let e = &endpoints[0];
-    wait_serving(e, &c);
+    e.wait_serving(&c);
     let before = e.json(&["get", "health"])["header"]["revision"].as_i64().unwrap_or(0);
     let addr = e.url.trim_start_matches("https://").to_string();
 
@@ -600,7 +501,7 @@ async fn strangers_and_huge_values_change_nothing() {
 
     // No client certificate: only the CA to check the server.
     let ca_only = Endpoint { url: e.url.clone(), tls: e.tls[..2].to_vec() };
-    let (ok, out, err) = ca_only.run(&os(&["put", "stranger", "x"]), None);
+    let (ok, out, err) = ca_only.run(&["put", "stranger", "x"], None);
     assert!(!ok, "a client without a certificate wrote: {out}{err}");
     // `tenure kv` given this port instead of an API port is told which port
     // it is, at once (no retry mends it).
@@ -626,7 +527,7 @@ async fn strangers_and_huge_values_change_nothing() {
 
     // A value far over tenure's limit.
     let huge = "v".repeat(1536 * 1024);
-    let (ok, out, err) = e.run(&os(&["put", "huge"]), Some(&huge));
+    let (ok, out, err) = e.run(&["put", "huge"], Some(&huge));
     assert!(!ok, "a 1.5 MiB value was accepted: {out}");
     assert!(err.contains("Error"), "no error for a 1.5 MiB value: {err}");
 
@@ -654,7 +555,7 @@ impl Endpoint {
 
     /// Runs `args`, which must fail; returns the error lines.
     fn fails(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(&os(args), None);
+        let (ok, out, err) = self.run(args, None);
         assert!(!ok, "etcdctl {args:?} succeeded: {out}");
         err
     }
@@ -677,7 +578,7 @@ async fn etcd_users_are_api_tokens_with_their_roles_and_leases() {
     c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     let e = &endpoints[1];
     let admin = e.as_user("test-admin", ADMIN_TOKEN);
-    wait_serving(&admin, &c);
+    admin.wait_serving(&c);
     let reader = e.as_user("test-read", READ_TOKEN);
     let app = e.as_user("test-app", APP_TOKEN);
     let other = e.as_user("test-other", OTHER_TOKEN);
@@ -699,9 +600,9 @@ async fn etcd_users_are_api_tokens_with_their_roles_and_leases() {
     let err = reader.fails(&["put", "k", "w"]);
     assert!(err.contains("permission denied"), "{err}");
     // A transaction that only reads is a read; one that writes is not.
-    let (ok, out, err) = reader.run(&os(&["txn"]), Some("\nget k\n\n\n"));
+    let (ok, out, err) = reader.run(&["txn"], Some("\nget k\n\n\n"));
     assert!(ok && out.contains("SUCCESS"), "a read-only txn by a reader: {out}{err}");
-    let (ok, out, err) = reader.run(&os(&["txn"]), Some("\nput k w\n\n\n"));
+    let (ok, out, err) = reader.run(&["txn"], Some("\nput k w\n\n\n"));
     assert!(!ok && err.contains("permission denied"), "a reader's txn wrote: {out}{err}");
     let revision = admin.json(&["get", "k"])["header"]["revision"].as_i64().unwrap();
     let err = app.fails(&["compact", &revision.to_string()]);
@@ -723,7 +624,7 @@ async fn etcd_users_are_api_tokens_with_their_roles_and_leases() {
     assert!(err.contains("requested lease not found"), "{err}");
     // Proclaim puts with the leader key's lease: another token's is refused.
     proclaim_with_anothers_lease_is_refused(e, id).await;
-    let (ok, out, err) = other.run(&os(&["lease", "keep-alive", "--once", &hex]), None);
+    let (ok, out, err) = other.run(&["lease", "keep-alive", "--once", &hex], None);
     assert!(!ok || !out.contains("keepalived"), "another token renewed the lease: {out}{err}");
     assert!(app.ok(&["lease", "keep-alive", "--once", &hex]).contains("keepalived"));
     assert!(admin.ok(&["lease", "timetolive", &hex]).contains("remaining"));

@@ -10,9 +10,9 @@
 //! stopped when the test ends, also when it fails (the harness's
 //! clusters kill their children when dropped).
 
+use crate::etcdctl::installed;
 use crate::harness::{serial, TestCluster};
 use std::ffi::OsString;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tenure_etcd_api::etcdserverpb::kv_client::KvClient;
 use tenure_etcd_api::etcdserverpb::lease_client::LeaseClient;
@@ -134,16 +134,6 @@ fn failure(s: tonic::Status) -> Failure {
 
 fn revision(header: Option<ResponseHeader>) -> i64 {
     header.expect("a header").revision
-}
-
-/// True if `program --version` runs.
-fn installed(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// The three tenure endpoints of a fresh cluster, once each serves.
@@ -350,7 +340,7 @@ async fn script(e: &Etcd) -> Vec<String> {
 /// start.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_election_and_lock_script_gives_what_etcd_gives() {
-    if !installed("etcd") {
+    if !installed("etcd", "--version") {
         eprintln!("SKIPPED: etcd is not on PATH (Debian: etcd-server)");
         return;
     }

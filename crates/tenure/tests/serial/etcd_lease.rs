@@ -10,91 +10,19 @@
 //! python-etcd3 sends (one request, then a half-close); the client itself
 //! runs in `etcd_api.rs` (`python_etcd3_works_through_a_follower`).
 
-use crate::harness::{serial, TestCluster};
+use crate::etcdctl::{channel, installed, relative, tenure_cluster, Endpoint, START_BOUND};
+use crate::harness::serial;
 use hyper::Method;
 use serde_json::Value;
-use std::ffi::OsString;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use tenure_testkit::etcd::EtcdCluster;
 
-/// Bound on a first election and the etcd listeners' start on a busy machine.
-const START_BOUND: Duration = Duration::from_secs(15);
-
-/// True if `program` runs (`--version`, or `version` for etcdctl).
-fn installed(program: &str, arg: &str) -> bool {
-    Command::new(program)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// How etcdctl reaches one server.
-struct Endpoint {
-    url: String,
-    tls: Vec<OsString>,
-}
-
 impl Endpoint {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("etcdctl");
-        cmd.env("ETCDCTL_API", "3")
-            .arg("--endpoints")
-            .arg(&self.url)
-            .args(&self.tls)
-            .args(["--dial-timeout", "2s", "--command-timeout", "10s"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
-    }
-
-    /// Runs etcdctl with `args`: its exit success, stdout and the `Error:`
-    /// lines of its stderr.
-    fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = self.command(args).output().expect("run etcdctl");
-        let err = String::from_utf8_lossy(&out.stderr)
-            .lines()
-            .filter(|l| l.starts_with("Error"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), err)
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(args);
-        assert!(ok, "etcdctl {args:?} failed: {out}{err}");
-        out
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut a = args.to_vec();
-        a.extend(["-w", "json"]);
-        serde_json::from_str(&self.ok(&a)).expect("etcdctl's JSON")
-    }
-
     /// `lease grant ttl`: the lease's id in etcdctl's hex.
     fn grant(&self, ttl: &str) -> String {
         let out = self.ok(&["lease", "grant", "--", ttl]);
         out.split_whitespace().nth(1).expect("lease <id> granted ...").to_string()
-    }
-}
-
-/// A tenure cluster of three with etcd listeners, and how to reach each.
-fn tenure_cluster() -> (TestCluster, Vec<Endpoint>) {
-    let (c, endpoints) = crate::harness::etcd_cluster();
-    (c, endpoints.into_iter().map(|(url, tls)| Endpoint { url, tls }).collect())
-}
-
-/// Waits until `e` answers a linearizable get (a leader is known).
-fn wait_serving(e: &Endpoint, c: &TestCluster) {
-    let since = Instant::now();
-    while !e.run(&["get", "health"]).0 {
-        assert!(since.elapsed() < START_BOUND, "{} never served a get\n{}", e.url, c.logs());
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -138,10 +66,10 @@ fn run_script(e: &Endpoint, base: i64) -> Vec<String> {
     .collect();
     for args in script {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (ok, out, err) = e.run(&args);
+        let (ok, out, err) = e.run(&args, None);
         let out = match serde_json::from_str::<Value>(&out) {
             Ok(mut v) => {
-                relative(&mut v, base);
+                relative(&mut v, base, &["id", "ID", "ttl", "TTL"]);
                 v.to_string()
             }
             // etcd lists leases in its map's order, tenure by id.
@@ -177,28 +105,6 @@ fn run_script(e: &Endpoint, base: i64) -> Vec<String> {
     outputs
 }
 
-/// Revisions relative to `base`; ids (the lease's too), terms and the
-/// time left out.
-fn relative(v: &mut Value, base: i64) {
-    match v {
-        Value::Object(map) => {
-            for k in ["cluster_id", "member_id", "raft_term", "id", "ID", "ttl", "TTL"] {
-                map.remove(k);
-            }
-            for (k, x) in map.iter_mut() {
-                match (k.as_str(), x.as_i64()) {
-                    ("revision" | "create_revision" | "mod_revision", Some(n)) if n > 0 => {
-                        *x = Value::from(n - base)
-                    }
-                    _ => relative(x, base),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|x| relative(x, base)),
-        _ => {}
-    }
-}
-
 /// The same etcdctl lease script against a real etcd 3.4 and against
 /// tenure: the same output (ids and the seconds left masked), revisions
 /// counted from each store's start. etcd's minimum TTL with this
@@ -224,9 +130,9 @@ async fn etcdctl_sees_the_same_leases_on_tenure_as_on_etcd() {
     drop(etcd);
 
     let (c, endpoints) = tenure_cluster();
-    wait_serving(&endpoints[0], &c);
+    endpoints[0].wait_serving(&c);
     let got = run_script(&endpoints[0], 1);
-    wait_serving(&endpoints[1], &c);
+    endpoints[1].wait_serving(&c);
     let got_stream = stream_script(&endpoints[1]).await;
     assert_eq!(got_stream, expected_stream, "tenure's keepalive stream differs from etcd's");
     for (want, got) in expected.iter().zip(&got) {
@@ -260,7 +166,7 @@ async fn a_lease_lives_while_any_node_keeps_it_alive() {
     let (mut c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for e in &endpoints {
-        wait_serving(e, &c);
+        e.wait_serving(&c);
     }
     let (granter, keeper, reader) = (leader, (leader + 1) % 3, (leader + 2) % 3);
 
@@ -279,7 +185,13 @@ async fn a_lease_lives_while_any_node_keeps_it_alive() {
     assert_eq!((body["ttl_ms"].as_u64(), &body["keys"][0]), (Some(2000), &Value::from("held")));
 
     // Kept alive through a follower for three TTLs.
-    let child = endpoints[keeper].command(&["lease", "keep-alive", &id]).spawn().unwrap();
+    let child = endpoints[keeper]
+        .command(&["lease", "keep-alive", &id])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let keeping = KeepingAlive(child);
     std::thread::sleep(Duration::from_secs(6));
     let ttl = endpoints[reader].json(&["lease", "timetolive", &id, "--keys"]);
@@ -309,7 +221,7 @@ async fn a_lease_lives_while_any_node_keeps_it_alive() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(endpoints[reader].ok(&["get", "held"]), "");
-    let (ok, out, err) = endpoints[keeper].run(&["lease", "keep-alive", "--once", &id]);
+    let (ok, out, err) = endpoints[keeper].run(&["lease", "keep-alive", "--once", &id], None);
     assert!(!ok && err.contains("etcdserver: requested lease not found"), "{out}{err}");
 
     // Bad input: etcd's answers, and tenure's own limits.
@@ -321,7 +233,7 @@ async fn a_lease_lives_while_any_node_keeps_it_alive() {
         (&["lease", "keep-alive", "--once", "ffff"], "etcdserver: requested lease not found"),
     ];
     for (args, want) in cases {
-        let (ok, out, err) = e.run(args);
+        let (ok, out, err) = e.run(args, None);
         assert!(!ok && err.contains(want), "{args:?}: {out}{err} (wanted {want:?})");
     }
     assert_eq!(e.ok(&["lease", "timetolive", "ffff"]), "lease 000000000000ffff already expired\n");
@@ -378,7 +290,7 @@ async fn a_renewal_the_known_leader_does_not_answer_times_out() {
     let (leader, _, _) =
         c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND + Duration::from_secs(6)).await;
     let (asked, other) = ((leader + 1) % 3, (leader + 2) % 3);
-    wait_serving(&endpoints[asked], &c);
+    endpoints[asked].wait_serving(&c);
     let id = i64::from_str_radix(&endpoints[asked].grant("60"), 16).unwrap();
     assert_eq!(keepalive_stream(&endpoints[asked], &[id], false).await, (vec![(id, 60)], Ok(())));
 
@@ -396,11 +308,6 @@ async fn a_renewal_the_known_leader_does_not_answer_times_out() {
         c.logs()
     );
     assert!(waited < Duration::from_secs(5), "answered after {waited:?}");
-}
-
-/// A gRPC channel to `e` (with its client certificate, if any).
-async fn channel(e: &Endpoint) -> tonic::transport::Channel {
-    crate::harness::etcd_channel(&e.url, &e.tls).await
 }
 
 /// One LeaseKeepAlive stream as python-etcd3 and clientv3 use it: the

@@ -17,6 +17,7 @@
 //! `TENURE_PARITY_SEEDS` (default 4) and `TENURE_PARITY_OPS` (default 400)
 //! size it.
 
+use crate::etcdctl::installed;
 use crate::harness::serial;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -42,15 +43,6 @@ const EVENTS_BOUND: Duration = Duration::from_secs(10);
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn installed(program: &str) -> bool {
-    std::process::Command::new(program)
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// xorshift64*: the workload's only randomness, from its seed.
@@ -518,7 +510,7 @@ async fn transcript(system: &mut System, steps: &[Step]) -> (Vec<String>, Vec<St
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_seeded_workload_gives_what_etcd_gives_op_by_op() {
-    if !installed("etcd") {
+    if !installed("etcd", "--version") {
         eprintln!("SKIPPED: etcd is not on PATH (Debian: etcd-server)");
         return;
     }

@@ -11,76 +11,21 @@
 //! installs both (`.ci/run`). python3-etcd3 is not exercised here (not
 //! installed on the machines this runs on).
 
-use crate::harness::{serial, TestCluster};
+use crate::etcdctl::{channel, errors, installed, tenure_cluster, Endpoint, START_BOUND};
+use crate::harness::serial;
 use hyper::Method;
 use serde_json::Value;
-use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tenure_testkit::etcd::EtcdCluster;
 
-/// Bound on a first election and the etcd listeners' start on a busy machine.
-const START_BOUND: Duration = Duration::from_secs(15);
 /// Bound on a watch showing what it should (a busy machine's).
 const SEE_BOUND: Duration = Duration::from_secs(15);
 
-/// True if `program` runs (`--version`, or `version` for etcdctl).
-fn installed(program: &str, arg: &str) -> bool {
-    Command::new(program)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// How etcdctl reaches one server.
-struct Endpoint {
-    url: String,
-    tls: Vec<OsString>,
-}
-
 impl Endpoint {
-    fn command(&self, args: &[String]) -> Command {
-        let mut cmd = Command::new("etcdctl");
-        cmd.env("ETCDCTL_API", "3")
-            .arg("--endpoints")
-            .arg(&self.url)
-            .args(&self.tls)
-            .args(["--dial-timeout", "5s", "--command-timeout", "10s"])
-            .args(args);
-        cmd
-    }
-
-    /// Runs etcdctl to its end: success, stdout, and its `Error` lines.
-    fn run(&self, args: &[String], stdin: Option<&str>) -> (bool, String, String) {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run etcdctl");
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-        drop(input);
-        let out = child.wait_with_output().expect("etcdctl's output");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            errors(&out.stderr),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(&strings(args), None);
-        assert!(ok, "etcdctl {args:?} failed: {out}{err}");
-        out
-    }
-
     /// The store's revision now.
     fn revision(&self) -> i64 {
         let out = self.ok(&["get", "nosuch-probe", "-w", "json"]);
@@ -125,16 +70,6 @@ impl Endpoint {
         let stdin = child.stdin.take();
         Watching { child, args: full, stdin, out, err, threads: vec![out_thread, err_thread] }
     }
-}
-
-/// The `Error` and `watch was canceled` lines of etcdctl's stderr (its
-/// JSON warnings carry times).
-fn errors(stderr: &[u8]) -> String {
-    String::from_utf8_lossy(stderr)
-        .lines()
-        .filter(|l| l.starts_with("Error") || l.starts_with("watch was canceled"))
-        .map(|l| format!("{l}\n"))
-        .collect()
 }
 
 fn strings(args: &[&str]) -> Vec<String> {
@@ -211,21 +146,6 @@ impl Drop for Watching {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A tenure cluster of three with etcd listeners, and how to reach each.
-fn tenure_cluster() -> (TestCluster, Vec<Endpoint>) {
-    let (c, endpoints) = crate::harness::etcd_cluster();
-    (c, endpoints.into_iter().map(|(url, tls)| Endpoint { url, tls }).collect())
-}
-
-/// Waits until `e` answers a linearizable get (a leader is known).
-fn wait_serving(e: &Endpoint, c: &TestCluster) {
-    let since = Instant::now();
-    while !e.run(&strings(&["get", "health"]), None).0 {
-        assert!(since.elapsed() < START_BOUND, "{} never served a get\n{}", e.url, c.logs());
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -364,7 +284,7 @@ async fn etcdctl_watch_sees_the_same_events_on_tenure_as_on_etcd() {
     let (c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for e in &endpoints {
-        wait_serving(e, &c);
+        e.wait_serving(&c);
     }
     let follower = (leader + 1) % 3;
     let got = run_watch_script(&endpoints[follower], &endpoints[leader], Some(&expected));
@@ -387,7 +307,7 @@ async fn a_live_etcdctl_watch_on_a_follower_sees_every_write_in_order() {
     let (c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for e in &endpoints {
-        wait_serving(e, &c);
+        e.wait_serving(&c);
     }
     let follower = (leader + 1) % 3;
     let other = (leader + 2) % 3;
@@ -487,7 +407,7 @@ async fn an_etcdctl_watch_outlives_the_leaders_death() {
     let (mut c, endpoints) = tenure_cluster();
     let (leader, term, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for e in &endpoints {
-        wait_serving(e, &c);
+        e.wait_serving(&c);
     }
     let follower = (leader + 1) % 3;
     let other = (leader + 2) % 3;
@@ -497,7 +417,7 @@ async fn an_etcdctl_watch_outlives_the_leaders_death() {
     watch.wait_for("the write before", |o| o.contains("f/1\nbefore\n"));
     c.crash(leader);
     c.wait_leader(&[follower, other], term, Instant::now(), START_BOUND).await;
-    wait_serving(&endpoints[other], &c);
+    endpoints[other].wait_serving(&c);
     endpoints[other].ok(&["put", "f/2", "after"]);
     let out = watch.wait_for("the write after", |o| o.contains("f/2\nafter\n"));
     assert_eq!(out, "PUT\nf/1\nbefore\nPUT\nf/2\nafter\n");
@@ -522,7 +442,7 @@ async fn a_watch_that_falls_behind_the_history_is_cancelled_as_compacted() {
     let (c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for e in &endpoints {
-        wait_serving(e, &c);
+        e.wait_serving(&c);
     }
     let follower = (leader + 1) % 3;
     let base = endpoints[leader].revision();
@@ -572,11 +492,6 @@ async fn a_watch_that_falls_behind_the_history_is_cancelled_as_compacted() {
     for (n, k) in keys[1..].iter().enumerate() {
         assert_eq!(*k, format!("slow/{n:04}"));
     }
-}
-
-/// A gRPC channel to `e` (with its client certificate, if any).
-async fn channel(e: &Endpoint) -> tonic::transport::Channel {
-    crate::harness::etcd_channel(&e.url, &e.tls).await
 }
 
 /// One step of the raw Watch script: a request on the stream, or a write.
@@ -790,7 +705,7 @@ async fn a_raw_watch_stream_gets_the_same_answers_from_tenure_as_from_etcd() {
     let (c, endpoints) = tenure_cluster();
     let (leader, _, _) = c.wait_leader(&[0, 1, 2], 0, Instant::now(), START_BOUND).await;
     for e in &endpoints {
-        wait_serving(e, &c);
+        e.wait_serving(&c);
     }
     let mut got = run_raw_script(&endpoints[(leader + 1) % 3], Some(&expected)).await;
     assert_eq!(got.pop().unwrap(), ["compact_revision [4]"]);

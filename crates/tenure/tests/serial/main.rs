@@ -27,6 +27,7 @@ mod etcd_lease;
 mod etcd_linearizable;
 mod etcd_parity;
 mod etcd_watch;
+mod etcdctl;
 mod failover_ride;
 mod foreign_sessions;
 mod large_reads;
