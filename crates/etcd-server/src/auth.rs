@@ -4,14 +4,18 @@
 //! `Authenticate{name, password}` with a token's name and its secret answers
 //! a token that the client then sends with every call (gRPC metadata
 //! `token`, as etcd's clients do): the call gets the token's role. A call
-//! without one is the client certificate's: an administrator's, unless the
-//! listener requires tokens ([`Policy::TokenRequired`]). Each method needs a
+//! without one is the client certificate's ([`Policy::Certificate`]): a
+//! node's certificate is an administrator's, any other has the role of the
+//! token named as the certificate names its user, as etcd takes a
+//! certificate's common name for the user's name; unless the listener
+//! requires tokens ([`Policy::TokenRequired`]). Each method needs a
 //! role ([`needed`]); a call below it is refused with etcd's `permission
 //! denied` before the service sees it (`crate::gate`). The caller rides in
 //! the request's extensions ([`Caller`]) for the checks that depend on what
 //! the call touches: a lease's owner (renewing, revoking, attaching keys,
 //! campaigning or locking with it) and whether a Txn writes.
 
+use crate::subject::Presented;
 use std::sync::Arc;
 use tenure_etcd_api::etcdserverpb::{AuthenticateRequest, AuthenticateResponse};
 use tonic::{Request, Response, Status};
@@ -38,8 +42,8 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// A call by client certificate alone (or on a plain listener): an
-    /// administrator, as before tokens.
+    /// A call by a node's certificate alone, without tokens (an API open to
+    /// anyone), or on a plain listener: an administrator.
     pub fn certificate() -> Caller {
         Caller { token: None, permission: Permission::Admin }
     }
@@ -71,26 +75,65 @@ pub trait Tokens: Send + Sync + 'static {
     fn login(&self, name: &str, secret: &str) -> Option<Permission>;
     /// The name and role of the token whose secret is `secret`.
     fn bearer(&self, secret: &str) -> Option<(Arc<str>, Permission)>;
+    /// The role of the token named `name`.
+    fn named(&self, name: &str) -> Option<Permission>;
 }
 
 /// What a call without a token is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
-    /// The client certificate's call: an administrator's.
-    CertificateIsAdmin,
+    /// The client certificate's call ([`certificate_user`]): a node's
+    /// certificate is an administrator, any other has the role of the
+    /// token of the name it gives.
+    Certificate,
     /// Refused: every call but Authenticate needs a token.
     TokenRequired,
 }
 
 /// The auth of one listener: the tokens (none: Authenticate answers that
-/// auth is off) and the policy for calls without one.
+/// auth is off), the policy for calls without one, and the cluster's id
+/// (part of the names in its certificates).
 #[derive(Clone)]
 pub struct Auth {
     /// The tokens, if the server has any.
     pub tokens: Option<Arc<dyn Tokens>>,
     /// Calls without a token.
     pub policy: Policy,
+    /// The cluster's id (`--cluster-id`).
+    pub cluster_id: String,
 }
+
+/// Who a client certificate of the cluster's CA is, by its common name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CertificateUser<'a> {
+    /// One of the cluster's nodes (`node-<id>.<cluster id>`, as `tenure
+    /// cert --nodes` makes them).
+    Node,
+    /// The user of this name: `client-<name>.<cluster id>` (as `tenure cert
+    /// --clients` makes them) names `<name>`; any other common name (another
+    /// cluster's node, a certificate made by other tools) names itself.
+    User(&'a str),
+}
+
+/// Who the certificate with common name `cn` is on cluster `cluster_id`.
+pub fn certificate_user<'a>(cn: &'a str, cluster_id: &str) -> CertificateUser<'a> {
+    let ours = cn.strip_suffix(cluster_id).and_then(|rest| rest.strip_suffix('.'));
+    if let Some(id) = ours.and_then(|rest| rest.strip_prefix("node-")) {
+        if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+            return CertificateUser::Node;
+        }
+    }
+    match ours.and_then(|rest| rest.strip_prefix("client-")) {
+        Some(name) if !name.is_empty() => CertificateUser::User(name),
+        _ => CertificateUser::User(cn),
+    }
+}
+
+/// The answer to a call without a token by a certificate without a common
+/// name.
+pub const NO_COMMON_NAME: &str = "tenure: this client certificate names no user (its subject \
+     has no common name): call with a token (etcdctl --user NAME:SECRET), or use a certificate \
+     made by `tenure cert --clients NAME` for a token named NAME";
 
 /// etcd's answer to Authenticate while its auth is off, which clients take
 /// as "carry on without a token".
@@ -164,15 +207,21 @@ pub const MEMBERS_NEED_A_TOKEN: &str = "tenure: member changes need an admin tok
 
 impl Auth {
     /// The caller of a call to `path` presenting `token` (the `token`
-    /// metadata), or the refusal etcd would answer.
-    pub fn admit(&self, path: &str, token: Option<&[u8]>) -> Result<Caller, Status> {
+    /// metadata) on a connection whose client `presented` what it did, or
+    /// the refusal etcd would answer.
+    pub fn admit(
+        &self,
+        path: &str,
+        token: Option<&[u8]>,
+        presented: &Presented,
+    ) -> Result<Caller, Status> {
         let Some(needed) = needed(path) else { return Ok(Caller::certificate()) };
         let caller = match token {
             None if self.tokens.is_some() && TOKEN_ONLY.contains(&path) => {
                 return Err(Status::permission_denied(MEMBERS_NEED_A_TOKEN))
             }
             None => match self.policy {
-                Policy::CertificateIsAdmin => Caller::certificate(),
+                Policy::Certificate => self.certificate_caller(presented)?,
                 Policy::TokenRequired => return Err(Status::invalid_argument(USER_EMPTY)),
             },
             Some(token) => {
@@ -190,6 +239,29 @@ impl Auth {
             return Err(Status::permission_denied(PERMISSION_DENIED));
         }
         Ok(caller)
+    }
+
+    /// The caller of a call without a token by a client that `presented`
+    /// what it did.
+    fn certificate_caller(&self, presented: &Presented) -> Result<Caller, Status> {
+        let (Some(tokens), Presented::Certificate(cn)) = (&self.tokens, presented) else {
+            // No tokens (an API open to anyone) or no TLS: anyone is an
+            // administrator, as on an etcd whose auth is off.
+            return Ok(Caller::certificate());
+        };
+        let Some(cn) = cn else { return Err(Status::permission_denied(NO_COMMON_NAME)) };
+        match certificate_user(cn, &self.cluster_id) {
+            CertificateUser::Node => Ok(Caller::certificate()),
+            CertificateUser::User(name) => match tokens.named(name) {
+                Some(permission) => Ok(Caller { token: Some(name.into()), permission }),
+                None => Err(Status::permission_denied(format!(
+                    "tenure: this client certificate names the user {name:?}, and no API token \
+                     is named so; a call without a token has the role of the token the \
+                     certificate names: give the nodes a token named {name:?} ([[api_tokens]]), \
+                     or call with a token (etcdctl --user NAME:SECRET)"
+                ))),
+            },
+        }
     }
 
     /// etcd's Authenticate: a token's name and secret answer the secret as
@@ -232,52 +304,148 @@ mod tests {
                 _ => None,
             }
         }
+        fn named(&self, name: &str) -> Option<Permission> {
+            ["r-secret", "w-secret"]
+                .into_iter()
+                .find_map(|s| self.bearer(s).filter(|(n, _)| &**n == name).map(|(_, p)| p))
+        }
     }
 
     fn auth(policy: Policy) -> Auth {
-        Auth { tokens: Some(Arc::new(Two)), policy }
+        Auth { tokens: Some(Arc::new(Two)), policy, cluster_id: "prod".into() }
     }
+
+    /// A client certificate of the cluster's CA with common name `cn`.
+    fn cert(cn: &str) -> Presented {
+        Presented::Certificate(Some(cn.into()))
+    }
+
+    const NODE: &str = "node-2.prod";
 
     #[test]
     fn a_token_gets_its_role_and_nothing_above_it() {
-        let a = auth(Policy::CertificateIsAdmin);
-        let reader = a.admit("/etcdserverpb.KV/Range", Some(b"r-secret")).unwrap();
+        let a = auth(Policy::Certificate);
+        let reader = a.admit("/etcdserverpb.KV/Range", Some(b"r-secret"), &cert(NODE)).unwrap();
         assert_eq!(
             (reader.token.as_deref(), reader.permission),
             (Some("reader"), Permission::Read)
         );
-        let put = a.admit("/etcdserverpb.KV/Put", Some(b"r-secret")).unwrap_err();
+        let put = a.admit("/etcdserverpb.KV/Put", Some(b"r-secret"), &cert(NODE)).unwrap_err();
         assert_eq!((put.code(), put.message()), (tonic::Code::PermissionDenied, PERMISSION_DENIED));
-        assert!(a.admit("/etcdserverpb.KV/Put", Some(b"w-secret")).is_ok());
-        let compact = a.admit("/etcdserverpb.KV/Compact", Some(b"w-secret")).unwrap_err();
+        assert!(a.admit("/etcdserverpb.KV/Put", Some(b"w-secret"), &cert(NODE)).is_ok());
+        let compact =
+            a.admit("/etcdserverpb.KV/Compact", Some(b"w-secret"), &cert(NODE)).unwrap_err();
         assert_eq!(compact.code(), tonic::Code::PermissionDenied);
         // An unknown method needs an administrator.
-        assert!(a.admit("/etcdserverpb.Auth/UserAdd", Some(b"w-secret")).is_err());
-        let bad = a.admit("/etcdserverpb.KV/Range", Some(b"guess")).unwrap_err();
+        assert!(a.admit("/etcdserverpb.Auth/UserAdd", Some(b"w-secret"), &cert(NODE)).is_err());
+        let bad = a.admit("/etcdserverpb.KV/Range", Some(b"guess"), &cert(NODE)).unwrap_err();
         assert_eq!((bad.code(), bad.message()), (tonic::Code::Unauthenticated, INVALID_TOKEN));
     }
 
     #[test]
     fn without_a_token_the_policy_decides() {
-        let open = auth(Policy::CertificateIsAdmin);
-        assert_eq!(open.admit("/etcdserverpb.KV/Compact", None).unwrap(), Caller::certificate());
+        let open = auth(Policy::Certificate);
+        assert_eq!(
+            open.admit("/etcdserverpb.KV/Compact", None, &cert(NODE)).unwrap(),
+            Caller::certificate()
+        );
         let strict = auth(Policy::TokenRequired);
-        let e = strict.admit("/etcdserverpb.KV/Range", None).unwrap_err();
+        let e = strict.admit("/etcdserverpb.KV/Range", None, &cert(NODE)).unwrap_err();
         assert_eq!((e.code(), e.message()), (tonic::Code::InvalidArgument, USER_EMPTY));
-        assert!(strict.admit("/etcdserverpb.Auth/Authenticate", None).is_ok(), "to get one");
+        assert!(
+            strict.admit("/etcdserverpb.Auth/Authenticate", None, &cert(NODE)).is_ok(),
+            "to get one"
+        );
         // Member changes need an admin token even where a certificate is an
         // administrator; without tokens (an open API) anyone is.
         for path in TOKEN_ONLY {
-            let e = open.admit(path, None).unwrap_err();
+            let e = open.admit(path, None, &cert(NODE)).unwrap_err();
             assert_eq!(
                 (e.code(), e.message()),
                 (tonic::Code::PermissionDenied, MEMBERS_NEED_A_TOKEN)
             );
-            assert!(open.admit(path, Some(b"w-secret")).is_err(), "{path}");
-            let no_tokens = Auth { tokens: None, policy: Policy::CertificateIsAdmin };
-            assert!(no_tokens.admit(path, None).is_ok(), "{path}");
+            assert!(open.admit(path, Some(b"w-secret"), &cert(NODE)).is_err(), "{path}");
+            let no_tokens =
+                Auth { tokens: None, policy: Policy::Certificate, cluster_id: "prod".into() };
+            assert!(no_tokens.admit(path, None, &cert(NODE)).is_ok(), "{path}");
         }
-        assert!(open.admit("/etcdserverpb.Cluster/MemberList", None).is_ok());
+        assert!(open.admit("/etcdserverpb.Cluster/MemberList", None, &cert(NODE)).is_ok());
+    }
+
+    #[test]
+    fn without_a_token_a_certificate_has_the_role_of_the_token_it_names() {
+        let a = auth(Policy::Certificate);
+        let range = "/etcdserverpb.KV/Range";
+        let put = "/etcdserverpb.KV/Put";
+        // A node's certificate: an administrator.
+        assert_eq!(
+            a.admit("/etcdserverpb.KV/Compact", None, &cert(NODE)).unwrap(),
+            Caller::certificate()
+        );
+        // An application's (`tenure cert --clients reader`): the token reader's role, as it.
+        let reader = a.admit(range, None, &cert("client-reader.prod")).unwrap();
+        assert_eq!(
+            (reader.token.as_deref(), reader.permission),
+            (Some("reader"), Permission::Read)
+        );
+        let e = a.admit(put, None, &cert("client-reader.prod")).unwrap_err();
+        assert_eq!((e.code(), e.message()), (tonic::Code::PermissionDenied, PERMISSION_DENIED));
+        let app = a.admit(put, None, &cert("client-app.prod")).unwrap();
+        assert_eq!((app.token.as_deref(), app.permission), (Some("app"), Permission::Write));
+        // A common name of other tools names its user as it is.
+        assert_eq!(a.admit(put, None, &cert("app")).unwrap().token.as_deref(), Some("app"));
+        // No token of that name, another cluster's node or client, no common
+        // name: refused, saying why.
+        for cn in [
+            "client-stranger.prod",
+            "node-2.staging",
+            "client-app.staging",
+            "node-x.prod",
+            "node-.prod",
+            "client-.prod",
+        ] {
+            let e = a.admit(range, None, &cert(cn)).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{cn}");
+            assert!(e.message().contains("no API token is named so"), "{cn}: {}", e.message());
+        }
+        let e = a.admit(range, None, &Presented::Certificate(None)).unwrap_err();
+        assert_eq!((e.code(), e.message()), (tonic::Code::PermissionDenied, NO_COMMON_NAME));
+        // A token decides over the certificate, either way.
+        let up = a.admit(put, Some(b"w-secret"), &cert("client-reader.prod")).unwrap();
+        assert_eq!(up.permission, Permission::Write);
+        let down = a.admit(put, Some(b"r-secret"), &cert(NODE)).unwrap_err();
+        assert_eq!(down.code(), tonic::Code::PermissionDenied);
+        // A plain listener, or no tokens at all: anyone is an administrator.
+        assert_eq!(a.admit(put, None, &Presented::Plain).unwrap(), Caller::certificate());
+        let open = Auth { tokens: None, policy: Policy::Certificate, cluster_id: "prod".into() };
+        assert_eq!(
+            open.admit(put, None, &cert("client-stranger.prod")).unwrap(),
+            Caller::certificate()
+        );
+        // Required tokens: a certificate alone is nobody.
+        let e = auth(Policy::TokenRequired).admit(range, None, &cert(NODE)).unwrap_err();
+        assert_eq!(e.message(), USER_EMPTY);
+    }
+
+    #[test]
+    fn a_certificates_common_name_names_a_node_or_a_user() {
+        use CertificateUser::*;
+        for (cn, want) in [
+            ("node-1.prod", Node),
+            ("node-12345.prod", Node),
+            ("client-billing-api.prod", User("billing-api")),
+            ("client-a.b.prod", User("a.b")),
+            ("billing", User("billing")),
+            ("node-1.staging", User("node-1.staging")),
+            ("node-1.xprod", User("node-1.xprod")),
+            ("node-1prod", User("node-1prod")),
+            ("node-one.prod", User("node-one.prod")),
+            ("client-.prod", User("client-.prod")),
+            ("prod", User("prod")),
+            ("", User("")),
+        ] {
+            assert_eq!(certificate_user(cn, "prod"), want, "{cn}");
+        }
     }
 
     #[test]
@@ -299,10 +467,10 @@ mod tests {
             assert_eq!((e.code(), e.message()), (tonic::Code::InvalidArgument, AUTH_FAILED));
         }
         for token in [&[0xff, 0xfe][..], &[b'x'; 70_000][..], b""] {
-            let e = a.admit("/etcdserverpb.KV/Range", Some(token)).unwrap_err();
+            let e = a.admit("/etcdserverpb.KV/Range", Some(token), &cert(NODE)).unwrap_err();
             assert_eq!((e.code(), e.message()), (tonic::Code::Unauthenticated, INVALID_TOKEN));
         }
-        let off = Auth { tokens: None, policy: Policy::CertificateIsAdmin };
+        let off = Auth { tokens: None, policy: Policy::Certificate, cluster_id: "prod".into() };
         let r = AuthenticateRequest { name: "app".into(), password: "w-secret".into() };
         let e = off.authenticate(Request::new(r), Default::default()).unwrap_err();
         assert_eq!(e.message(), AUTH_NOT_ENABLED);

@@ -1,9 +1,10 @@
 //! What every call passes before its service runs: admission by the
-//! caller's token ([`crate::auth`]), then [`CALL_TIMEOUT`] on every call but
+//! caller's token or client certificate ([`crate::auth`]), then [`CALL_TIMEOUT`] on every call but
 //! the [`WAITING_CALLS`] (tonic's own timeout would cut those too; a
 //! client's `grpc-timeout` still bounds every call, tonic applies it).
 
 use crate::auth::Auth;
+use crate::subject::Subjects;
 use crate::{CALL_TIMEOUT, WAITING_CALLS};
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +16,8 @@ use tonic::codegen::{http, Service, StdError};
 #[derive(Clone)]
 pub(crate) struct Gate<S> {
     pub(crate) auth: Arc<Auth>,
+    /// What each connection's client certificate names.
+    pub(crate) subjects: Arc<Subjects>,
     pub(crate) inner: S,
 }
 
@@ -42,7 +45,8 @@ where
             return Box::pin(async move { Err(Box::new(status) as StdError) });
         }
         let token = request.headers().get("token").map(|v| v.as_bytes());
-        let caller = match self.auth.admit(path, token) {
+        let presented = self.subjects.presented(request.extensions());
+        let caller = match self.auth.admit(path, token, &presented) {
             Ok(caller) => caller,
             // tonic answers the error as the status it is.
             Err(status) => return Box::pin(async move { Err(Box::new(status) as StdError) }),

@@ -18,8 +18,10 @@
 //! and why: docs/ETCD.md.
 //!
 //! Access: with TLS (the node's certificate), a client certificate issued
-//! by the cluster's CA is required (`etcdctl --cacert --cert --key`), and
-//! such a client acts as an administrator of the store.
+//! by the cluster's CA is required (`etcdctl --cacert --cert --key`); a
+//! call's role is its token's, or without one the role of the token its
+//! certificate names (a node's certificate: an administrator's), see
+//! [`auth`].
 
 #![warn(missing_docs)]
 
@@ -36,6 +38,7 @@ pub mod lock;
 mod maintenance;
 pub mod queue;
 pub mod range;
+pub mod subject;
 mod txn;
 pub mod watch;
 
@@ -233,7 +236,8 @@ pub async fn serve(
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .layer(tower_layer::layer_fn({
             let auth = Arc::new(shared.ctx.auth.clone());
-            move |inner| gate::Gate { auth: auth.clone(), inner }
+            let subjects = Arc::new(subject::Subjects::default());
+            move |inner| gate::Gate { auth: auth.clone(), subjects: subjects.clone(), inner }
         }));
     match &pems {
         Some((cert, key, ca)) => {

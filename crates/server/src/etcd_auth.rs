@@ -27,17 +27,21 @@ impl Tokens for ApiTokens {
         let token = self.0.token_of(secret)?;
         Some((token.name().into(), permission(token.role())))
     }
+
+    fn named(&self, name: &str) -> Option<Permission> {
+        self.0.tokens().iter().find(|t| t.name() == name).map(|t| permission(t.role()))
+    }
 }
 
-/// The etcd listener's auth over `api`: its tokens (none when the API is
-/// open to anyone: Authenticate then answers that auth is off), and
-/// whether a call without one is refused (`require_token`) or is the client
-/// certificate's.
-pub(crate) fn etcd_auth(api: &ApiAuth, require_token: bool) -> Auth {
+/// The etcd listener's auth over `api`, on cluster `cluster_id`: its
+/// tokens (none when the API is open to anyone: Authenticate then answers
+/// that auth is off), and whether a call without one is refused
+/// (`require_token`) or is the client certificate's.
+pub(crate) fn etcd_auth(api: &ApiAuth, require_token: bool, cluster_id: &str) -> Auth {
     let tokens = (!api.is_insecure_open() && !api.tokens().is_empty())
         .then(|| Arc::new(ApiTokens(api.clone())) as Arc<dyn Tokens>);
-    let policy = if require_token { Policy::TokenRequired } else { Policy::CertificateIsAdmin };
-    Auth { tokens, policy }
+    let policy = if require_token { Policy::TokenRequired } else { Policy::Certificate };
+    Auth { tokens, policy, cluster_id: cluster_id.to_string() }
 }
 
 #[cfg(test)]
@@ -52,7 +56,7 @@ mod tests {
             ApiToken::new("app", Role::Write, "app-secret-0123456789abcdef0123").unwrap(),
         ])
         .unwrap();
-        let auth = etcd_auth(&api, true);
+        let auth = etcd_auth(&api, true, "prod");
         assert_eq!(auth.policy, Policy::TokenRequired);
         let tokens = auth.tokens.expect("tokens");
         assert_eq!(tokens.login("app", "app-secret-0123456789abcdef0123"), Some(Permission::Write));
@@ -60,6 +64,8 @@ mod tests {
         assert_eq!(tokens.login("app", "guess"), None);
         let (name, p) = tokens.bearer("reader-secret-0123456789abcdef").unwrap();
         assert_eq!((&*name, p), ("reader", Permission::Read));
-        assert!(etcd_auth(&ApiAuth::insecure_open(), false).tokens.is_none());
+        assert_eq!(tokens.named("app"), Some(Permission::Write));
+        assert_eq!(tokens.named("nobody"), None);
+        assert!(etcd_auth(&ApiAuth::insecure_open(), false, "prod").tokens.is_none());
     }
 }

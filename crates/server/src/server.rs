@@ -221,7 +221,7 @@ pub async fn run(
                 kv: kv.clone(),
                 renewer: renewer.clone(),
             }),
-            auth: crate::etcd_auth::etcd_auth(&api, etcd_require_token),
+            auth: crate::etcd_auth::etcd_auth(&api, etcd_require_token, &cluster_id),
         };
         let mut stop = stopping.clone();
         tokio::spawn(async move {

@@ -32,8 +32,9 @@ claims) and the --hosts (clients of the HTTP API check the address they connect 
 A client certificate is for an application of the etcd listener (--etcd-listen asks
 for a certificate of the cluster's CA: etcdctl --cert/--key); it names no node, so a
 peer port refuses it: give it to applications instead of a node's. A call it makes
-without a token is an administrator's unless the servers run with --etcd-require-token
-(docs/ETCD.md). Keys are ECDSA P-256. Examples:
+without a token has the role of the API token named <name> (none of that name: refused;
+--etcd-require-token: a token is needed), as etcd takes a certificate's common name for
+its user (docs/ETCD.md). Keys are ECDSA P-256. Examples:
   tenure cert --out certs --nodes 1,2,3 --cluster-id prod --hosts localhost,10.0.0.1,10.0.0.2,10.0.0.3
   tenure cert --out certs --cluster-id prod --clients billing-api   # later, with the same CA")]
 pub struct CertArgs {
@@ -109,10 +110,12 @@ pub fn run(args: CertArgs) -> anyhow::Result<ExitCode> {
             made.ca.display()
         );
     }
-    if let Some((_, files)) = made.clients.first() {
+    if let Some((name, files)) = made.clients.first() {
         println!(
             "an etcd client (servers started with --etcd-listen HOST:PORT):\n  etcdctl \
-             --endpoints https://HOST:PORT --cacert {} --cert {} --key {} get --prefix ''",
+             --endpoints https://HOST:PORT --cacert {} --cert {} --key {} get --prefix ''\n\
+             (a call without a token has the role of the API token named {name}: name one so \
+             in the servers' [[api_tokens]], or call with --user NAME:SECRET)",
             made.ca.display(),
             files.cert.display(),
             files.key.display()

@@ -133,7 +133,8 @@ pub struct ServerArgs {
     pub etcd_listen: Option<String>,
     /// Every etcd call must carry an API token (`etcdctl --user NAME:SECRET`: a token's name
     /// and secret) and gets the token's role; without it, a call by client certificate alone
-    /// is an administrator's (docs/ETCD.md) [default: off].
+    /// has the role of the token the certificate names, a node's certificate an
+    /// administrator's (docs/ETCD.md) [default: off].
     #[arg(long)]
     pub etcd_require_token: bool,
     /// All voters as ID=HOST:PORT, comma-separated, in preference order (earlier ones stand

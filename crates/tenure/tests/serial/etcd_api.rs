@@ -180,17 +180,39 @@ async fn etcdctl_works_against_every_node_of_a_tenure_cluster() {
     assert_eq!(got["kvs"][0]["mod_revision"].as_i64(), Some(http_revision));
     assert_eq!(got["count"], 2);
 
-    // An application's own certificate (`tenure cert --clients`, with the
-    // cluster's CA) opens the listener as a node's does.
+    // An application's own certificate (`tenure cert --clients NAME`, with
+    // the cluster's CA) opens the listener; a call without a token has the
+    // role of the API token named NAME, and none if there is no such token.
     let certs = c.dir.path().join("certs");
     let out = certs.to_str().unwrap();
-    crate::harness::tenure_cert(&["--out", out, "--cluster-id", CLUSTER, "--clients", "app"]);
-    let tls =
-        [("--cacert", "ca.pem"), ("--cert", "client-app.pem"), ("--key", "client-app-key.pem")];
-    let tls = tls.iter().flat_map(|(flag, file)| [(*flag).into(), certs.join(file).into()]);
-    let app = Endpoint { url: endpoints[follower].url.clone(), tls: tls.collect() };
-    let got = app.json(&["get", "shared/k"]);
+    crate::harness::tenure_cert(&[
+        "--out",
+        out,
+        "--cluster-id",
+        CLUSTER,
+        "--clients",
+        "test-read,stranger",
+    ]);
+    let as_client = |name: &str| {
+        let (cert, key) = (format!("client-{name}.pem"), format!("client-{name}-key.pem"));
+        let tls = [("--cacert", "ca.pem"), ("--cert", cert.as_str()), ("--key", key.as_str())];
+        let tls = tls.iter().flat_map(|(flag, file)| [(*flag).into(), certs.join(file).into()]);
+        Endpoint { url: endpoints[follower].url.clone(), tls: tls.collect() }
+    };
+    let reader = as_client("test-read");
+    let got = reader.json(&["get", "shared/k"]);
     assert_eq!(got["count"], 1, "{got}");
+    let (ok, out, err) = reader.run(&["put", "shared/k", "by-reader"], None);
+    assert!(!ok && err.contains("etcdserver: permission denied"), "{out}{err}");
+    let (ok, out, err) = as_client("stranger").run(&["get", "shared/k"], None);
+    assert!(
+        !ok && err.contains("names the user \"stranger\", and no API token is named so"),
+        "{out}{err}"
+    );
+    assert_eq!(
+        endpoints[leader].json(&["get", "shared/k"])["kvs"][0]["mod_revision"],
+        got["kvs"][0]["mod_revision"]
+    );
 
     // Status from every node: one leader, the same term; health; members.
     let mut leaders = Vec::new();
