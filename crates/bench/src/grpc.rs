@@ -286,7 +286,7 @@ async fn measure(
     for k in 0..args.keys {
         let put =
             PutRequest { key: key(k).into_bytes(), value: value.to_vec(), ..Default::default() };
-        kv.put(put).await.with_context(|| format!("{system}: filling the keys"))?;
+        fill(&mut kv, put).await.with_context(|| format!("{system}: filling the keys"))?;
     }
     let mut phases = Vec::new();
     for phase in PHASES {
@@ -309,6 +309,31 @@ async fn measure(
     )
     .await?;
     Ok(SystemReport { system, phases, watch_latency, handovers })
+}
+
+/// Tries of one put of the fill.
+const FILL_TRIES: u32 = 5;
+/// Pause between two tries of a put of the fill.
+const FILL_RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// One put of the fill, tried again (up to [`FILL_TRIES`] in all) while it
+/// is answered Unavailable: the leader changed before it committed (a
+/// loaded machine's election), and whether it was written is unknown; the
+/// same value written again leaves the same key, so the fill goes on
+/// where a measured phase would count an error.
+async fn fill(kv: &mut KvClient<Channel>, put: PutRequest) -> Result<(), tonic::Status> {
+    let mut tries = 1;
+    loop {
+        match kv.put(put.clone()).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.code() == tonic::Code::Unavailable && tries < FILL_TRIES => {
+                eprintln!("a put of the fill: {}; trying again", e.message());
+                tries += 1;
+                tokio::time::sleep(FILL_RETRY_PAUSE).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn key(k: usize) -> String {
