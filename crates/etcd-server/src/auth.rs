@@ -207,13 +207,14 @@ pub const MEMBERS_NEED_A_TOKEN: &str = "tenure: member changes need an admin tok
 
 impl Auth {
     /// The caller of a call to `path` presenting `token` (the `token`
-    /// metadata) on a connection whose client `presented` what it did, or
-    /// the refusal etcd would answer.
+    /// metadata) on a connection whose client showed what `presented`
+    /// reads (asked only for a call without a token), or the refusal etcd
+    /// would answer.
     pub fn admit(
         &self,
         path: &str,
         token: Option<&[u8]>,
-        presented: &Presented,
+        presented: impl FnOnce() -> Presented,
     ) -> Result<Caller, Status> {
         let Some(needed) = needed(path) else { return Ok(Caller::certificate()) };
         let caller = match token {
@@ -221,7 +222,7 @@ impl Auth {
                 return Err(Status::permission_denied(MEMBERS_NEED_A_TOKEN))
             }
             None => match self.policy {
-                Policy::Certificate => self.certificate_caller(presented)?,
+                Policy::Certificate => self.certificate_caller(&presented())?,
                 Policy::TokenRequired => return Err(Status::invalid_argument(USER_EMPTY)),
             },
             Some(token) => {
@@ -325,20 +326,20 @@ mod tests {
     #[test]
     fn a_token_gets_its_role_and_nothing_above_it() {
         let a = auth(Policy::Certificate);
-        let reader = a.admit("/etcdserverpb.KV/Range", Some(b"r-secret"), &cert(NODE)).unwrap();
+        let reader = a.admit("/etcdserverpb.KV/Range", Some(b"r-secret"), || cert(NODE)).unwrap();
         assert_eq!(
             (reader.token.as_deref(), reader.permission),
             (Some("reader"), Permission::Read)
         );
-        let put = a.admit("/etcdserverpb.KV/Put", Some(b"r-secret"), &cert(NODE)).unwrap_err();
+        let put = a.admit("/etcdserverpb.KV/Put", Some(b"r-secret"), || cert(NODE)).unwrap_err();
         assert_eq!((put.code(), put.message()), (tonic::Code::PermissionDenied, PERMISSION_DENIED));
-        assert!(a.admit("/etcdserverpb.KV/Put", Some(b"w-secret"), &cert(NODE)).is_ok());
+        assert!(a.admit("/etcdserverpb.KV/Put", Some(b"w-secret"), || cert(NODE)).is_ok());
         let compact =
-            a.admit("/etcdserverpb.KV/Compact", Some(b"w-secret"), &cert(NODE)).unwrap_err();
+            a.admit("/etcdserverpb.KV/Compact", Some(b"w-secret"), || cert(NODE)).unwrap_err();
         assert_eq!(compact.code(), tonic::Code::PermissionDenied);
         // An unknown method needs an administrator.
-        assert!(a.admit("/etcdserverpb.Auth/UserAdd", Some(b"w-secret"), &cert(NODE)).is_err());
-        let bad = a.admit("/etcdserverpb.KV/Range", Some(b"guess"), &cert(NODE)).unwrap_err();
+        assert!(a.admit("/etcdserverpb.Auth/UserAdd", Some(b"w-secret"), || cert(NODE)).is_err());
+        let bad = a.admit("/etcdserverpb.KV/Range", Some(b"guess"), || cert(NODE)).unwrap_err();
         assert_eq!((bad.code(), bad.message()), (tonic::Code::Unauthenticated, INVALID_TOKEN));
     }
 
@@ -346,30 +347,30 @@ mod tests {
     fn without_a_token_the_policy_decides() {
         let open = auth(Policy::Certificate);
         assert_eq!(
-            open.admit("/etcdserverpb.KV/Compact", None, &cert(NODE)).unwrap(),
+            open.admit("/etcdserverpb.KV/Compact", None, || cert(NODE)).unwrap(),
             Caller::certificate()
         );
         let strict = auth(Policy::TokenRequired);
-        let e = strict.admit("/etcdserverpb.KV/Range", None, &cert(NODE)).unwrap_err();
+        let e = strict.admit("/etcdserverpb.KV/Range", None, || cert(NODE)).unwrap_err();
         assert_eq!((e.code(), e.message()), (tonic::Code::InvalidArgument, USER_EMPTY));
         assert!(
-            strict.admit("/etcdserverpb.Auth/Authenticate", None, &cert(NODE)).is_ok(),
+            strict.admit("/etcdserverpb.Auth/Authenticate", None, || cert(NODE)).is_ok(),
             "to get one"
         );
         // Member changes need an admin token even where a certificate is an
         // administrator; without tokens (an open API) anyone is.
         for path in TOKEN_ONLY {
-            let e = open.admit(path, None, &cert(NODE)).unwrap_err();
+            let e = open.admit(path, None, || cert(NODE)).unwrap_err();
             assert_eq!(
                 (e.code(), e.message()),
                 (tonic::Code::PermissionDenied, MEMBERS_NEED_A_TOKEN)
             );
-            assert!(open.admit(path, Some(b"w-secret"), &cert(NODE)).is_err(), "{path}");
+            assert!(open.admit(path, Some(b"w-secret"), || cert(NODE)).is_err(), "{path}");
             let no_tokens =
                 Auth { tokens: None, policy: Policy::Certificate, cluster_id: "prod".into() };
-            assert!(no_tokens.admit(path, None, &cert(NODE)).is_ok(), "{path}");
+            assert!(no_tokens.admit(path, None, || cert(NODE)).is_ok(), "{path}");
         }
-        assert!(open.admit("/etcdserverpb.Cluster/MemberList", None, &cert(NODE)).is_ok());
+        assert!(open.admit("/etcdserverpb.Cluster/MemberList", None, || cert(NODE)).is_ok());
     }
 
     #[test]
@@ -379,21 +380,21 @@ mod tests {
         let put = "/etcdserverpb.KV/Put";
         // A node's certificate: an administrator.
         assert_eq!(
-            a.admit("/etcdserverpb.KV/Compact", None, &cert(NODE)).unwrap(),
+            a.admit("/etcdserverpb.KV/Compact", None, || cert(NODE)).unwrap(),
             Caller::certificate()
         );
         // An application's (`tenure cert --clients reader`): the token reader's role, as it.
-        let reader = a.admit(range, None, &cert("client-reader.prod")).unwrap();
+        let reader = a.admit(range, None, || cert("client-reader.prod")).unwrap();
         assert_eq!(
             (reader.token.as_deref(), reader.permission),
             (Some("reader"), Permission::Read)
         );
-        let e = a.admit(put, None, &cert("client-reader.prod")).unwrap_err();
+        let e = a.admit(put, None, || cert("client-reader.prod")).unwrap_err();
         assert_eq!((e.code(), e.message()), (tonic::Code::PermissionDenied, PERMISSION_DENIED));
-        let app = a.admit(put, None, &cert("client-app.prod")).unwrap();
+        let app = a.admit(put, None, || cert("client-app.prod")).unwrap();
         assert_eq!((app.token.as_deref(), app.permission), (Some("app"), Permission::Write));
         // A common name of other tools names its user as it is.
-        assert_eq!(a.admit(put, None, &cert("app")).unwrap().token.as_deref(), Some("app"));
+        assert_eq!(a.admit(put, None, || cert("app")).unwrap().token.as_deref(), Some("app"));
         // No token of that name, another cluster's node or client, no common
         // name: refused, saying why.
         for cn in [
@@ -404,26 +405,26 @@ mod tests {
             "node-.prod",
             "client-.prod",
         ] {
-            let e = a.admit(range, None, &cert(cn)).unwrap_err();
+            let e = a.admit(range, None, || cert(cn)).unwrap_err();
             assert_eq!(e.code(), tonic::Code::PermissionDenied, "{cn}");
             assert!(e.message().contains("no API token is named so"), "{cn}: {}", e.message());
         }
-        let e = a.admit(range, None, &Presented::Certificate(None)).unwrap_err();
+        let e = a.admit(range, None, || Presented::Certificate(None)).unwrap_err();
         assert_eq!((e.code(), e.message()), (tonic::Code::PermissionDenied, NO_COMMON_NAME));
         // A token decides over the certificate, either way.
-        let up = a.admit(put, Some(b"w-secret"), &cert("client-reader.prod")).unwrap();
+        let up = a.admit(put, Some(b"w-secret"), || cert("client-reader.prod")).unwrap();
         assert_eq!(up.permission, Permission::Write);
-        let down = a.admit(put, Some(b"r-secret"), &cert(NODE)).unwrap_err();
+        let down = a.admit(put, Some(b"r-secret"), || cert(NODE)).unwrap_err();
         assert_eq!(down.code(), tonic::Code::PermissionDenied);
         // A plain listener, or no tokens at all: anyone is an administrator.
-        assert_eq!(a.admit(put, None, &Presented::Plain).unwrap(), Caller::certificate());
+        assert_eq!(a.admit(put, None, || Presented::Plain).unwrap(), Caller::certificate());
         let open = Auth { tokens: None, policy: Policy::Certificate, cluster_id: "prod".into() };
         assert_eq!(
-            open.admit(put, None, &cert("client-stranger.prod")).unwrap(),
+            open.admit(put, None, || cert("client-stranger.prod")).unwrap(),
             Caller::certificate()
         );
         // Required tokens: a certificate alone is nobody.
-        let e = auth(Policy::TokenRequired).admit(range, None, &cert(NODE)).unwrap_err();
+        let e = auth(Policy::TokenRequired).admit(range, None, || cert(NODE)).unwrap_err();
         assert_eq!(e.message(), USER_EMPTY);
     }
 
@@ -467,7 +468,7 @@ mod tests {
             assert_eq!((e.code(), e.message()), (tonic::Code::InvalidArgument, AUTH_FAILED));
         }
         for token in [&[0xff, 0xfe][..], &[b'x'; 70_000][..], b""] {
-            let e = a.admit("/etcdserverpb.KV/Range", Some(token), &cert(NODE)).unwrap_err();
+            let e = a.admit("/etcdserverpb.KV/Range", Some(token), || cert(NODE)).unwrap_err();
             assert_eq!((e.code(), e.message()), (tonic::Code::Unauthenticated, INVALID_TOKEN));
         }
         let off = Auth { tokens: None, policy: Policy::Certificate, cluster_id: "prod".into() };
